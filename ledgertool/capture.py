@@ -1,0 +1,226 @@
+"""capture: frames from a capture file -> digests -> segments -> sealed, signed, chained ledger.
+
+The native engine does read + strip + digest + record; this module rotates segments by record
+count, seals each one, and recovers torn open segments left by a crash before appending.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from . import segments
+from .algorithms import get_algorithm, get_strip_mode
+from .engine import CaptureReader, DigestEngine
+from .errors import KeyFileError, LedgerError, UsageError
+from .keys import DigestKey, SigningKey
+from .ledger import (DEFAULT_LEAF_RECORDS, DEFAULT_LINK, LEDGER_FILE, create_ledger, link_state,
+                     load_ledger, segment_files)
+from .seal import SealResult, seal_records
+
+DEFAULT_SEGMENT_RECORDS = 1_000_000
+
+Progress = Callable[[int, int], None]  # (frames so far, bytes so far)
+
+
+@dataclass
+class CaptureResult:
+    """Summary of one capture run (JSON: schemas/capture-report.schema.json)."""
+
+    source: str
+    ledger: str
+    link: str
+    algorithm: str
+    strip: str
+    frames: int = 0
+    bytes: int = 0  # captured bytes hashed
+    wire_bytes: int = 0
+    drops: int = 0
+    segments: list[SealResult] = field(default_factory=list)
+    recovered: list[SealResult] = field(default_factory=list)
+    first_seq: int = 0
+    next_seq: int = 0
+    elapsed_s: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+    interrupted: bool = False
+    created: bool = False
+
+    @property
+    def frames_per_s(self) -> float:
+        return self.frames / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    @property
+    def gbit_per_s(self) -> float:
+        return self.bytes * 8 / self.elapsed_s / 1e9 if self.elapsed_s > 0 else 0.0
+
+    def to_json(self) -> dict:
+        return {
+            "ok": True, "source": self.source, "ledger": self.ledger, "link": self.link,
+            "algorithm": self.algorithm, "strip": self.strip, "frames": self.frames,
+            "bytes": self.bytes, "drops": self.drops, "first_seq": self.first_seq,
+            "next_seq": self.next_seq,
+            "segments": [s.index for s in self.segments],
+            "recovered_segments": [{"segment": s.index, "records": s.records,
+                                    "torn_bytes_discarded": s.torn_bytes} for s in self.recovered],
+            "elapsed_s": round(self.elapsed_s, 6), "frames_per_s": round(self.frames_per_s, 1),
+            "gbit_per_s": round(self.gbit_per_s, 6), "warnings": self.warnings,
+            "interrupted": self.interrupted, "created": self.created,
+        }
+
+
+def recover_open_segments(ledger_dir: Path, ledger: dict, link: str, signing_key: SigningKey) -> list[SealResult]:
+    """Seal every open segment left by a crash (whole records kept, torn bytes reported)."""
+    out = []
+    for index, files in sorted(segment_files(ledger_dir, link).items()):
+        if "open" not in files:
+            continue
+        if "seal.json" in files:  # crashed between sealing and removing the open file
+            files["open"].unlink()
+            continue
+        seg = segments.read_open_segment(files["open"])
+        state = link_state(ledger_dir, ledger, link)
+        if seg.header.index != state.next_index or seg.header.first_seq != state.next_seq:
+            raise LedgerError(f"{files['open']}: open segment {seg.header.index} does not continue the "
+                              f"chain (expected segment {state.next_index}, seq {state.next_seq})")
+        _, res = seal_records(
+            ledger_dir=ledger_dir, ledger=ledger, link=link, index=index, first_seq=seg.header.first_seq,
+            records=seg.records, prev_hash=state.prev_hash, signing_key=signing_key,
+            parquet=segments.parquet_path(ledger_dir, link, index),
+            seal_file=segments.seal_path(ledger_dir, link, index), torn_bytes=seg.torn_bytes,
+            source="recovered open segment",
+        )
+        files["open"].unlink()
+        out.append(res)
+    return out
+
+
+def capture_file(
+    source: str | Path, ledger_dir: Path, *, digest_key: DigestKey, signing_key: SigningKey,
+    algorithm: str | None = None, strip: str | None = None, link: str = DEFAULT_LINK,
+    segment_records: int = DEFAULT_SEGMENT_RECORDS, leaf_records: int = DEFAULT_LEAF_RECORDS,
+    progress: Progress | None = None,
+) -> CaptureResult:
+    """Capture every frame of a pcap/pcapng file into the ledger at `ledger_dir`.
+
+    Creates the ledger (algorithm default siphash-1-3-128, strip default frame) or appends to it,
+    continuing its seal chain and sequence numbers; every segment written is sealed before return,
+    also on SIGINT/SIGTERM. Raises CaptureFormatError for an unreadable or corrupt capture (frames
+    before a corrupt structure are sealed first and counted in the message), KeyFileError when the
+    digest key does not match an existing ledger, AlgorithmError for an unknown algorithm.
+    """
+    segments.check_link_name(link)
+    if segment_records < 1:
+        raise UsageError("--segment-records must be at least 1")
+    ledger_dir = Path(ledger_dir)
+    exists = (ledger_dir / LEDGER_FILE).exists()
+    if exists:
+        ledger = load_ledger(ledger_dir)
+        for opt, val in (("algorithm", algorithm), ("strip", strip)):
+            if val is not None and val != ledger[opt]:
+                raise UsageError(f"{ledger_dir}: ledger uses {opt} {ledger[opt]!r}, not {val!r} "
+                                 "(a ledger never changes algorithm or strip mode)")
+        alg = get_algorithm(ledger["algorithm"])
+        strip_id = get_strip_mode(ledger["strip"])
+        if digest_key.key_id(alg.name, alg.key_size) != ledger["digest_key_id"]:
+            raise KeyFileError(f"{digest_key.path}: digest key id {digest_key.key_id(alg.name, alg.key_size)} "
+                               f"does not match ledger {ledger_dir} (key id {ledger['digest_key_id']}): wrong key")
+    else:
+        alg = get_algorithm(algorithm or "siphash-1-3-128")
+        strip_id = get_strip_mode(strip or "frame")
+    # Open the capture before creating anything, so a bad file leaves no empty ledger behind.
+    reader = CaptureReader(source)
+    if not exists:
+        ledger = create_ledger(ledger_dir, algorithm=alg.name, strip=strip or "frame",
+                               digest_key_id=digest_key.key_id(alg.name, alg.key_size),
+                               digest_size=alg.digest_size, leaf_records=leaf_records)
+    result = CaptureResult(str(source), str(ledger_dir), link, alg.name, ledger["strip"], created=not exists)
+    result.recovered = recover_open_segments(ledger_dir, ledger, link, signing_key)
+    for r in result.recovered:
+        result.warnings.append(f"recovered open segment {r.index}: sealed {r.records} records, "
+                               f"discarded {r.torn_bytes} torn bytes")
+
+    state = link_state(ledger_dir, ledger, link)
+    result.first_seq = seq = state.next_seq
+    index, prev_hash = state.next_index, state.prev_hash
+    engine = DigestEngine(reader, alg, strip_id, digest_key.subkey(alg.name, alg.key_size))
+
+    stop = {"signal": None}
+
+    def on_signal(signum, _frame):
+        stop["signal"] = signum
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    writer: segments.SegmentWriter | None = None
+    t0 = time.perf_counter()
+
+    def seal_open() -> None:
+        nonlocal writer, index, prev_hash
+        assert writer is not None
+        writer.close()
+        seg = segments.read_open_segment(writer.path)
+        doc, res = seal_records(
+            ledger_dir=ledger_dir, ledger=ledger, link=link, index=index, first_seq=seg.header.first_seq,
+            records=seg.records, prev_hash=prev_hash, signing_key=signing_key,
+            parquet=segments.parquet_path(ledger_dir, link, index),
+            seal_file=segments.seal_path(ledger_dir, link, index), source=Path(source).name,
+        )
+        writer.path.unlink()
+        result.segments.append(res)
+        prev_hash = res.seal_hash
+        index += 1
+        writer = None
+
+    try:
+        while True:
+            if stop["signal"] is not None:
+                result.interrupted = True
+                break
+            if writer is None:
+                hdr = segments.SegmentHeader(
+                    ledger["ledger_id"], link, index, alg.name, ledger["strip"], ledger["digest_key_id"],
+                    ledger["record_size"], ledger["digest_size"], ledger["leaf_records"], seq,
+                    segments.now_ns())
+                want = segment_records
+            try:
+                records, n, nbytes = engine.fill(seq, want)
+            except LedgerError as e:
+                # Corrupt structure: seal what was read, then report where reading stopped.
+                if writer is not None and writer.records:
+                    seal_open()
+                result.next_seq = seq
+                e.args = (f"{e}; {result.frames} frames before it were sealed"
+                          + (f" in segments {result.segments[0].index}..{result.segments[-1].index}"
+                             if result.segments else ""),)
+                raise
+            if n == 0:
+                break
+            if writer is None:
+                writer = segments.SegmentWriter(segments.open_segment_path(ledger_dir, link, index), hdr)
+            writer.append(records, n)
+            seq += n
+            want -= n
+            result.frames += n
+            result.bytes += nbytes
+            if progress:
+                progress(result.frames, result.bytes)
+            if want == 0:
+                seal_open()
+        if writer is not None and writer.records:
+            seal_open()
+        elif writer is not None:
+            writer.close()
+            writer.path.unlink()
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        reader_info = reader.info()
+        reader.close()
+    result.elapsed_s = time.perf_counter() - t0
+    result.next_seq = seq
+    note = reader_info.truncation_note()
+    if note:
+        result.warnings.append(note)
+    return result

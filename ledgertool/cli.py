@@ -1,0 +1,348 @@
+"""The `ledgertool` command line (contract: docs/cli.md).
+
+Each command parses options, calls one library function and renders its result as a rich
+table (stderr for progress, stdout for results) or, with --json, one JSON document on stdout.
+Every LedgerError is caught once in `main` and becomes a one-line message and an exit code.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from . import __version__
+from .errors import LedgerError, UsageError, exit_code_for
+
+app = typer.Typer(
+    name="ledgertool",
+    help="Verifier-side tooling for network-traffic digest ledgers.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,  # never print key material in a traceback
+    add_completion=False,
+)
+keys_app = typer.Typer(help="Digest and signing keys.", no_args_is_help=True)
+app.add_typer(keys_app, name="keys")
+
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+STATE = {"debug": False}
+
+
+def _emit_json(doc: dict | list) -> None:
+    sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
+
+
+def _progress(label: str, enabled: bool):
+    """A rich progress callback on stderr (frames, Gbit/s), or None when quiet / not a terminal."""
+    if not enabled or not err.is_terminal:
+        return None, None
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    import time
+
+    prog = Progress(SpinnerColumn(), TextColumn("{task.description}"), TextColumn("{task.fields[stats]}"),
+                    TimeElapsedColumn(), console=err, transient=True)
+    task = prog.add_task(label, stats="")
+    t0 = time.perf_counter()
+
+    def cb(frames: int, nbytes: int) -> None:
+        dt = max(time.perf_counter() - t0, 1e-9)
+        prog.update(task, stats=f"{frames:,} frames  {frames / dt / 1e6:.2f} Mframes/s  "
+                                f"{nbytes * 8 / dt / 1e9:.2f} Gbit/s")
+
+    return prog, cb
+
+
+@app.callback()
+def _root(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
+) -> None:
+    STATE["debug"] = debug
+    if version:
+        out.print(f"ledgertool {__version__}")
+        raise typer.Exit(0)
+
+
+# ---- keys -----------------------------------------------------------------------------------
+
+@keys_app.command("generate")
+def keys_generate(
+    outdir: Annotated[Path, typer.Argument(help="Directory for digest.key, signing.key, verifier.pub.")],
+    scheme: Annotated[str, typer.Option(help="Signature scheme: hybrid (Ed25519 + ML-DSA-65), ed25519, mldsa65.")] = "hybrid",
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document.")] = False,
+) -> None:
+    """Generate a digest master key and a signing key pair (secret files mode 0600)."""
+    from .keys import generate_keys
+
+    res = generate_keys(outdir, scheme=scheme)
+    if as_json:
+        _emit_json({"ok": True, **{k: str(v) for k, v in res.items()}})
+    else:
+        for k, v in res.items():
+            out.print(f"{k}: {v}")
+
+
+# ---- capture --------------------------------------------------------------------------------
+
+@app.command()
+def capture(
+    source: Annotated[str, typer.Argument(help="pcap/pcapng file to capture.")],
+    ledger: Annotated[Path, typer.Option("--ledger", help="Ledger directory (created if absent).")],
+    digest_key: Annotated[Path, typer.Option("--digest-key", help="digest.key (32-byte master secret, hex).")],
+    signing_key: Annotated[Path, typer.Option("--signing-key", help="signing.key from `keys generate`.")],
+    algorithm: Annotated[Optional[str], typer.Option(help="Digest algorithm for a new ledger [default: siphash-1-3-128].")] = None,
+    strip: Annotated[Optional[str], typer.Option(help="Strip mode for a new ledger [default: frame].")] = None,
+    link: Annotated[str, typer.Option(help="Link name (hive partition link=NAME).")] = "link0",
+    workers: Annotated[int, typer.Option(help="Worker threads (this release digests on one).", min=1)] = 1,
+    segment_records: Annotated[int, typer.Option(help="Records per segment before it is sealed.", min=1)] = 1_000_000,
+    leaf_records: Annotated[int, typer.Option(help="Records per Merkle leaf for a new ledger (power of two).")] = 64,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
+) -> None:
+    """Digest every frame of a capture into a sealed, signed, hash-chained ledger."""
+    from .capture import capture_file
+    from .keys import DigestKey, SigningKey
+
+    if source.startswith(("iface:", "workload:")):
+        raise UsageError(f"source {source!r}: live interfaces and workload specs are not supported yet")
+    dk, sk = DigestKey.load(digest_key), SigningKey.load(signing_key)
+    prog, cb = _progress(f"capture {source}", not as_json)
+    if prog:
+        prog.start()
+    try:
+        res = capture_file(source, ledger, digest_key=dk, signing_key=sk, algorithm=algorithm, strip=strip,
+                           link=link, segment_records=segment_records, leaf_records=leaf_records, progress=cb)
+    finally:
+        if prog:
+            prog.stop()
+    for w in res.warnings:
+        err.print(f"[yellow]warning:[/] {w}")
+    if as_json:
+        _emit_json(res.to_json())
+    else:
+        segs = f"{res.segments[0].index}..{res.segments[-1].index}" if res.segments else "none"
+        out.print(f"captured {res.frames:,} frames ({res.bytes:,} bytes) from {source} into {ledger} "
+                  f"link {link}: segments {segs}, seq {res.first_seq}..{res.next_seq - 1}, drops {res.drops}")
+        out.print(f"{res.elapsed_s:.3f} s, {res.frames_per_s / 1e6:.2f} Mframes/s, {res.gbit_per_s:.2f} Gbit/s"
+                  f" ({res.algorithm}, strip {res.strip})")
+    if res.interrupted:
+        err.print("[yellow]interrupted: open segment sealed[/]")
+
+
+# ---- verify ---------------------------------------------------------------------------------
+
+@app.command()
+def verify(
+    ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
+    trust: Annotated[Path, typer.Option("--trust", help="verifier.pub trust bundle.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
+) -> None:
+    """Check signatures, chain, Parquet hashes, Merkle roots, counts and sequence continuity."""
+    from .keys import TrustBundle
+    from .verify import verify_ledger
+
+    res = verify_ledger(ledger, TrustBundle.load(trust))
+    if as_json:
+        _emit_json(res.to_json())
+    else:
+        for w in res.warnings:
+            err.print(f"[yellow]warning[/] {w.kind} link {w.link} segment {w.segment}: {w.detail}")
+        for p in res.problems:
+            out.print(f"[red]FAIL[/] {p.kind} link {p.link} segment {p.segment}: {p.detail}")
+        status = "[green]OK[/]" if res.ok else f"[red]{len(res.problems)} problem(s)[/]"
+        out.print(f"{status}: {res.segments} segments, {res.records:,} records, {res.frames:,} frames, "
+                  f"{res.drops_declared} drops declared, links {', '.join(res.links) or 'none'}")
+    raise typer.Exit(0 if res.ok else 1)
+
+
+# ---- recompute ------------------------------------------------------------------------------
+
+@app.command()
+def recompute(
+    source: Annotated[str, typer.Argument(help="pcap/pcapng file to recompute.")],
+    digest_key: Annotated[Path, typer.Option("--digest-key", help="digest.key used for the ledger.")],
+    ledger: Annotated[Optional[Path], typer.Option("--ledger", help="Ledger to reconcile against.")] = None,
+    algorithm: Annotated[Optional[str], typer.Option(help="Without --ledger: digest algorithm.")] = None,
+    strip: Annotated[Optional[str], typer.Option(help="Without --ledger: strip mode.")] = None,
+    out_file: Annotated[Optional[Path], typer.Option("--out", help="Without --ledger: per-frame Parquet output.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
+) -> None:
+    """Recompute digests of a capture and reconcile them with a ledger (multisets, DuckDB)."""
+    from .algorithms import get_algorithm
+    from .keys import DigestKey
+    from .recompute import digests_to_parquet, reconcile
+
+    dk = DigestKey.load(digest_key)
+    prog, cb = _progress(f"recompute {source}", not as_json)
+    if ledger is None:
+        if not (algorithm and strip and out_file):
+            raise UsageError("recompute needs --ledger DIR, or --algorithm, --strip and --out FILE.parquet")
+        alg = get_algorithm(algorithm)
+        if prog:
+            prog.start()
+        try:
+            run = digests_to_parquet(source, out_file, dk, alg, strip, cb)
+        finally:
+            if prog:
+                prog.stop()
+        for w in run.warnings:
+            err.print(f"[yellow]warning:[/] {w}")
+        doc = {"ok": True, "source": source, "frames": run.frames, "bytes": run.bytes, "out": str(out_file),
+               "algorithm": alg.name, "strip": strip, "elapsed_s": round(run.elapsed_s, 6), "warnings": run.warnings}
+        if as_json:
+            _emit_json(doc)
+        else:
+            out.print(f"wrote {run.frames:,} digests ({alg.name}, strip {strip}) to {out_file}")
+        return
+    if algorithm or strip or out_file:
+        raise UsageError("with --ledger, algorithm and strip mode come from the ledger; drop --algorithm/--strip/--out")
+    if prog:
+        prog.start()
+    try:
+        res = reconcile(source, ledger, dk, progress=cb)
+    finally:
+        if prog:
+            prog.stop()
+    for w in res.warnings:
+        err.print(f"[yellow]warning:[/] {w}")
+    if as_json:
+        _emit_json(res.to_json())
+    else:
+        status = "[green]MATCH[/]" if res.ok else "[red]DIFFER[/]"
+        out.print(f"{status}: {res.frames:,} frames recomputed from {source}, {res.ledger_records:,} frame records "
+                  f"in {ledger}: matched {res.matched:,}, ledger-only {res.ledger_only:,}, "
+                  f"capture-only {res.capture_only:,}")
+        for e in res.examples_ledger_only:
+            out.print(f"  ledger-only  seq {e['seq']} ts_ns {e['ts_ns']} wire_len {e['wire_len']} digest {e['digest']}")
+        for e in res.examples_capture_only:
+            out.print(f"  capture-only frame {e['index']} ts_ns {e['ts_ns']} wire_len {e['wire_len']} digest {e['digest']}")
+    raise typer.Exit(0 if res.ok else 1)
+
+
+# ---- query ----------------------------------------------------------------------------------
+
+def _cell(v):
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v).hex()
+    return v
+
+
+@app.command()
+def query(
+    ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
+    sql: Annotated[str, typer.Argument(help="SQL over the views `records` and `seals`.")],
+    fmt: Annotated[str, typer.Option("--format", help="table, csv or json.")] = "table",
+) -> None:
+    """Run SQL (DuckDB) over a ledger's `records` and `seals` views."""
+    from .query import run_query
+
+    if fmt not in ("table", "csv", "json"):
+        raise UsageError(f"--format {fmt!r}: use table, csv or json")
+    cols, rows = run_query(ledger, sql)
+    rows = [[_cell(v) for v in r] for r in rows]
+    if fmt == "json":
+        sys.stdout.write(json.dumps([dict(zip(cols, r)) for r in rows], default=str) + "\n")
+    elif fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow(cols)
+        w.writerows(rows)
+        sys.stdout.write(buf.getvalue())
+    else:
+        t = Table(*cols)
+        for r in rows:
+            t.add_row(*("NULL" if v is None else str(v) for v in r))
+        out.print(t)
+
+
+# ---- algorithms -----------------------------------------------------------------------------
+
+@app.command()
+def algorithms(as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document.")] = False) -> None:
+    """List digest algorithms: key/output sizes and guarantees with a secret or a known key."""
+    from .algorithms import ALGORITHMS
+
+    rows = [{"name": a.name, "key_bytes": a.key_size, "digest_bytes": a.digest_size, "ledger": a.ledger_ok,
+             "cpu_path": "scalar", "secret_key": a.secret_key, "known_key": a.known_key,
+             "reference": a.reference} for a in ALGORITHMS.values()]
+    if as_json:
+        _emit_json({"algorithms": rows})
+        return
+    t = Table("name", "key", "digest", "ledger", "path", "key secret", "key known to prover")
+    for r in rows:
+        t.add_row(r["name"], f"{r['key_bytes']} B", f"{r['digest_bytes']} B", "yes" if r["ledger"] else "bench only",
+                  r["cpu_path"], r["secret_key"], r["known_key"])
+    out.print(t)
+
+
+# ---- demo -----------------------------------------------------------------------------------
+
+@app.command()
+def demo(
+    workdir: Annotated[Optional[Path], typer.Option(help="Where keys and the ledger go [default: a new temp dir].")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary only.")] = False,
+) -> None:
+    """The whole main job on the bundled sample: keys, capture, seal, verify, recompute, query."""
+    from .demo import run_demo
+
+    summary = run_demo(workdir)
+    if as_json:
+        _emit_json(summary)
+    else:
+        for line in summary["lines"]:
+            out.print(line)
+    raise typer.Exit(0 if summary["ok"] else 1)
+
+
+def _register_optional() -> None:
+    from .cli_plan import plan_app
+
+    app.add_typer(plan_app, name="plan")
+    from .bench import bench_command
+
+    app.command("bench")(bench_command)
+
+
+_register_optional()
+
+
+def main() -> None:
+    """Console entry point: map errors to exit codes (0 ok, 1 discrepancy, 2 bad input/usage)."""
+    try:
+        rc = app(standalone_mode=False)
+    except LedgerError as e:
+        if STATE["debug"]:
+            raise
+        err.print(f"ledgertool: error: {e}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(exit_code_for(e))
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except (KeyboardInterrupt, typer.Abort):
+        err.print("ledgertool: interrupted")
+        sys.exit(130)
+    except Exception as e:  # noqa: BLE001
+        import click
+
+        if isinstance(e, click.exceptions.UsageError):
+            e.show()
+            sys.exit(2)
+        if isinstance(e, click.exceptions.ClickException):
+            e.show()
+            sys.exit(e.exit_code)
+        if STATE["debug"]:
+            raise
+        err.print(f"ledgertool: internal error: {type(e).__name__}: {e} (rerun with --debug for a traceback)",
+                  markup=False, soft_wrap=True)
+        sys.exit(2)
+    sys.exit(rc if isinstance(rc, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,234 @@
+"""The cffi face of the native engine: capture-file readers and the batch digest engine.
+
+Everything per frame happens in C (native/src); Python opens a run, pulls batches of fixed-size
+records (docs/ledger-format.md, "Records") and hands them to segments. Status codes from C are
+turned into exceptions here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+from ._native import ffi, lib
+from .algorithms import Algorithm
+from .errors import CaptureFormatError
+
+RECORD_FIXED = lib.LT_RECORD_FIXED  # bytes before the digest in every record
+
+# Record flags (u16, docs/ledger-format.md).
+FLAG_TRUNCATED = lib.LT_FLAG_TRUNCATED
+FLAG_MALFORMED = lib.LT_FLAG_MALFORMED
+FLAG_NON_IP = lib.LT_FLAG_NON_IP
+FLAG_FRAGMENT = lib.LT_FLAG_FRAGMENT
+FLAG_UNSUPPORTED_LINKTYPE = lib.LT_FLAG_UNSUPPORTED_LINKTYPE
+FLAG_NO_TIMESTAMP = lib.LT_FLAG_NO_TIMESTAMP
+FLAG_CAPLEN_GT_SNAPLEN = lib.LT_FLAG_CAPLEN_GT_SNAPLEN
+FLAG_GAP = lib.LT_FLAG_GAP
+
+FORMAT_NAMES = {
+    lib.LT_FMT_PCAP_US: "pcap (µs)",
+    lib.LT_FMT_PCAP_NS: "pcap (ns)",
+    lib.LT_FMT_PCAP_MODIFIED: "pcap (modified)",
+    lib.LT_FMT_PCAPNG: "pcapng",
+}
+
+
+def record_dtype(digest_size: int) -> np.dtype:
+    """numpy view of one on-disk record: 32 fixed bytes + digest, little-endian, packed."""
+    return np.dtype(
+        [
+            ("seq", "<u8"),
+            ("ts_ns", "<i8"),
+            ("wire_len", "<u4"),
+            ("cap_len", "<u4"),
+            ("flags", "<u2"),
+            ("linktype", "<u2"),
+            ("aux", "<u4"),
+            ("digest", f"S{digest_size}"),
+        ]
+    )
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One captured frame (copied out of the map; for tests and the reference path)."""
+
+    index: int
+    offset: int  # byte offset of its record/block header in the file
+    ts_ns: int  # ns since the Unix epoch
+    caplen: int  # bytes captured
+    wire_len: int  # bytes on the wire
+    linktype: int
+    interface_id: int
+    rflags: int
+    data: bytes
+
+
+@dataclass(frozen=True)
+class ReaderInfo:
+    """How a capture file was read. `truncated_*` describe a cut last record."""
+
+    path: str
+    format: str
+    version: str
+    snaplen: int
+    linktype: int
+    file_size: int
+    frames: int
+    sections: int
+    interfaces: int
+    skipped_blocks: int
+    truncated: bool
+    truncated_offset: int
+    truncated_bytes: int
+    message: str
+
+    def truncation_note(self) -> str | None:
+        if not self.truncated:
+            return None
+        return (f"{self.path}: truncated last record at byte {self.truncated_offset} "
+                f"({self.truncated_bytes} bytes present, not recorded); {self.frames} whole frames read")
+
+
+class CaptureReader:
+    """A pcap/pcapng file opened by the native reader (mmap, format by magic number only).
+
+    Raises CaptureFormatError (exit 2) when the file is missing, unreadable, not a capture or
+    corrupt at open. Use as a context manager.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self._r = None
+        self.path = os.fspath(path)
+        if os.path.isdir(self.path):
+            raise CaptureFormatError(f"{self.path}: is a directory, not a capture file", self.path)
+        err = ffi.new("char[512]")
+        out = ffi.new("lt_reader **")
+        st = lib.lt_reader_open(self.path.encode(), out, err, 512)
+        if st != lib.LT_OK:
+            msg = ffi.string(err).decode(errors="replace") or f"{self.path}: cannot open (status {st})"
+            raise CaptureFormatError(msg, self.path)
+        self._r = out[0]
+
+    def close(self) -> None:
+        if getattr(self, "_r", None) is not None:
+            lib.lt_reader_close(self._r)
+            self._r = None
+
+    def __enter__(self) -> "CaptureReader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):  # pragma: no cover - safety net
+        self.close()
+
+    @property
+    def handle(self):
+        return self._r
+
+    def info(self) -> ReaderInfo:
+        i = ffi.new("lt_reader_info *")
+        lib.lt_reader_get_info(self._r, i)
+        return ReaderInfo(
+            path=self.path,
+            format=FORMAT_NAMES.get(i.format, "unknown"),
+            version=f"{i.version_major}.{i.version_minor}",
+            snaplen=i.snaplen,
+            linktype=i.linktype,
+            file_size=i.file_size,
+            frames=i.frames,
+            sections=i.sections,
+            interfaces=i.interfaces,
+            skipped_blocks=i.skipped_blocks,
+            truncated=bool(i.truncated),
+            truncated_offset=i.truncated_offset,
+            truncated_bytes=i.truncated_bytes,
+            message=ffi.string(i.message).decode(errors="replace"),
+        )
+
+    def raise_error(self, status: int) -> None:
+        """Turn a reader error status into CaptureFormatError naming file and byte offset."""
+        i = ffi.new("lt_reader_info *")
+        lib.lt_reader_get_info(self._r, i)
+        msg = ffi.string(i.message).decode(errors="replace") or f"read error (status {status})"
+        if not msg.startswith(self.path):
+            msg = f"{self.path}: {msg}"
+        raise CaptureFormatError(msg, self.path, int(i.error_offset))
+
+    def frames(self, batch: int = 256) -> Iterator[Frame]:
+        """Yield every frame (copies the bytes). Raises CaptureFormatError at a corrupt structure,
+        after yielding every frame before it."""
+        buf = ffi.new("lt_frame[]", batch)
+        n = ffi.new("size_t *")
+        index = 0
+        while True:
+            st = lib.lt_reader_next(self._r, buf, batch, n)
+            for k in range(n[0]):
+                f = buf[k]
+                yield Frame(index, f.offset, f.ts_ns, f.caplen, f.wire_len, f.linktype, f.interface_id,
+                            f.rflags, bytes(ffi.buffer(f.data, f.caplen)) if f.caplen else b"")
+                index += 1
+            if st == lib.LT_EOF:
+                return
+            if st != lib.LT_OK:
+                self.raise_error(st)
+
+
+class DigestEngine:
+    """Reader -> strip -> keyed digest -> fixed-size records, in batches (native).
+
+    `subkey` is the HKDF subkey for `algorithm` (keys.DigestKey.subkey). Records are numbered
+    by the caller-supplied first sequence number of each batch.
+    """
+
+    def __init__(self, reader: CaptureReader, algorithm: Algorithm, strip_id: int, subkey: bytes,
+                 batch_records: int = 65536):
+        self.reader = reader
+        self.algorithm = algorithm
+        self.record_size = RECORD_FIXED + algorithm.digest_size
+        self.dtype = record_dtype(algorithm.digest_size)
+        cfg = ffi.new("lt_engine_config *")
+        cfg.algorithm = algorithm.native_id
+        cfg.strip = strip_id
+        self._key = ffi.new("uint8_t[]", subkey)
+        cfg.key = self._key
+        cfg.key_len = len(subkey)
+        err = ffi.new("char[512]")
+        out = ffi.new("lt_engine **")
+        st = lib.lt_engine_new(reader.handle, cfg, out, err, 512)
+        if st != lib.LT_OK:
+            raise CaptureFormatError(ffi.string(err).decode(errors="replace"))
+        self._e = ffi.gc(out[0], lib.lt_engine_free)
+        self._cap = batch_records
+        self._buf = ffi.new("uint8_t[]", batch_records * self.record_size)
+        self._n = ffi.new("size_t *")
+        self._bytes = ffi.new("uint64_t *")
+
+    def fill(self, first_seq: int, max_records: int | None = None) -> tuple[memoryview, int, int]:
+        """Digest up to `max_records` more frames (default: one batch).
+
+        Returns (records, count, captured_bytes): `records` is a view of count*record_size bytes
+        valid until the next call. count == 0 means end of capture. Raises CaptureFormatError on
+        a corrupt structure (every frame before it was returned by earlier calls).
+        """
+        want = self._cap if max_records is None else min(self._cap, max_records)
+        st = lib.lt_engine_fill(self._e, first_seq, self._buf, want, self._n, self._bytes)
+        n = self._n[0]
+        if st not in (lib.LT_OK, lib.LT_EOF):
+            self.reader.raise_error(st)
+        return memoryview(ffi.buffer(self._buf, n * self.record_size)), n, self._bytes[0]
+
+
+def digest_one(algorithm: Algorithm, key: bytes, message: bytes) -> bytes:
+    """Native digest of one message (known-answer and reference tests)."""
+    out = ffi.new("uint8_t[]", max(algorithm.digest_size, 8))
+    st = lib.lt_digest(algorithm.native_id, key, message, len(message), out)
+    if st != lib.LT_OK:
+        raise ValueError(f"native digest failed for {algorithm.name} (status {st})")
+    return bytes(ffi.buffer(out, algorithm.digest_size))

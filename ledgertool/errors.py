@@ -1,0 +1,53 @@
+"""Error hierarchy, mapped to CLI exit codes in one place (`exit_code_for`).
+
+Exit codes (docs/cli.md): 0 ok, 1 discrepancy found, 2 bad input or usage.
+Every message is one line that names the file and, where it applies, the byte offset,
+segment or record.
+"""
+
+from __future__ import annotations
+
+
+class LedgerError(Exception):
+    """Base of every error ledgertool raises on purpose. `str(e)` is the one-line message."""
+
+    exit_code = 2
+
+
+class UsageError(LedgerError):
+    """Bad command-line usage (conflicting or missing options)."""
+
+
+class CaptureFormatError(LedgerError):
+    """A capture file is missing, unreadable, not a capture (by magic), or corrupt.
+
+    `path` names the file; `offset` is the byte offset of the bad header or block, when known.
+    """
+
+    def __init__(self, message: str, path: str | None = None, offset: int | None = None):
+        super().__init__(message)
+        self.path = path
+        self.offset = offset
+
+
+class KeyFileError(LedgerError):
+    """A key or trust file is missing, malformed, or does not fit the ledger (wrong key)."""
+
+
+class LedgerFormatError(LedgerError):
+    """A directory is not a ledger, or one of its files cannot be parsed at all."""
+
+
+class AlgorithmError(LedgerError):
+    """Unknown algorithm or strip mode, or one not allowed in a ledger (64-bit digests)."""
+
+
+class DiscrepancyError(LedgerError):
+    """A check ran and found a discrepancy (used where a command has no richer result)."""
+
+    exit_code = 1
+
+
+def exit_code_for(exc: BaseException) -> int:
+    """Exit code for an exception reaching the CLI: 2 for anything unexpected."""
+    return getattr(exc, "exit_code", 2) if isinstance(exc, LedgerError) else 2

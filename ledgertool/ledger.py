@@ -1,0 +1,115 @@
+"""The ledger directory: its header (ledger.json) and the state of each link's seal chain.
+
+    DIR/ledger.json                      format, ledger id, algorithm, strip mode, digest key id,
+                                         record size, Merkle leaf size
+    DIR/link=NAME/seg-NNNNNNNN.open      open segment (append-only; gone once sealed)
+    DIR/link=NAME/seg-NNNNNNNN.parquet   sealed records
+    DIR/link=NAME/seg-NNNNNNNN.seal.json signed seal document
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from . import segments
+from .errors import LedgerFormatError
+from .seal import genesis_hash, load_seal, seal_hash, write_atomic
+
+LEDGER_FILE = "ledger.json"
+LEDGER_FORMAT = "ledgertool-ledger-v1"
+DEFAULT_LEAF_RECORDS = 64  # records per Merkle leaf (docs/ledger-format.md: why 64)
+DEFAULT_LINK = "link0"
+
+
+def create_ledger(directory: Path, *, algorithm: str, strip: str, digest_key_id: str,
+                  digest_size: int, leaf_records: int = DEFAULT_LEAF_RECORDS) -> dict:
+    """Create DIR/ledger.json (DIR may exist but must not hold a ledger)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    if (directory / LEDGER_FILE).exists():
+        raise LedgerFormatError(f"{directory}: already holds a ledger")
+    if leaf_records < 1 or leaf_records & (leaf_records - 1):
+        raise LedgerFormatError(f"leaf size {leaf_records} is not a power of two")
+    doc = {
+        "format": LEDGER_FORMAT,
+        "ledger_id": uuid.uuid4().hex,
+        "algorithm": algorithm,
+        "strip": strip,
+        "digest_key_id": digest_key_id,
+        "digest_size": digest_size,
+        "record_size": 32 + digest_size,
+        "leaf_records": leaf_records,
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    write_atomic(directory / LEDGER_FILE, (json.dumps(doc, indent=1) + "\n").encode())
+    return doc
+
+
+def load_ledger(directory: Path) -> dict:
+    """Read DIR/ledger.json; LedgerFormatError when DIR is not a ledger."""
+    path = directory / LEDGER_FILE
+    if not directory.is_dir():
+        raise LedgerFormatError(f"{directory}: no such ledger directory")
+    if not path.is_file():
+        raise LedgerFormatError(f"{directory}: not a ledger (no {LEDGER_FILE})")
+    try:
+        doc = json.loads(path.read_bytes())
+    except ValueError as e:
+        raise LedgerFormatError(f"{path}: not valid JSON ({e})") from None
+    required = ("ledger_id", "algorithm", "strip", "digest_key_id", "digest_size", "record_size",
+                "leaf_records")
+    if not isinstance(doc, dict) or doc.get("format") != LEDGER_FORMAT or any(k not in doc for k in required):
+        raise LedgerFormatError(f"{path}: not a {LEDGER_FORMAT} header")
+    return doc
+
+
+def links(directory: Path) -> list[str]:
+    """Link names present in the ledger, sorted."""
+    return sorted(p.name[5:] for p in directory.glob("link=*") if p.is_dir())
+
+
+def segment_files(directory: Path, link: str) -> dict[int, dict[str, Path]]:
+    """index -> {'open'|'parquet'|'seal.json': path} for one link."""
+    out: dict[int, dict[str, Path]] = {}
+    ldir = segments.link_dir(directory, link)
+    if ldir.is_dir():
+        for p in ldir.iterdir():
+            parsed = segments.parse_segment_name(p.name)
+            if parsed:
+                out.setdefault(parsed[0], {})[parsed[1]] = p
+    return out
+
+
+def sealed_parquet_files(directory: Path) -> list[Path]:
+    """Parquet files of every sealed segment, all links, in (link, segment) order."""
+    return [files["parquet"] for link in links(directory)
+            for _, files in sorted(segment_files(directory, link).items())
+            if "parquet" in files and "seal.json" in files]
+
+
+def sql_parquet_source(paths: list[Path]) -> str:
+    """A DuckDB read_parquet(...) expression over explicit files (hive partition `link` kept)."""
+    quoted = ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths)
+    return f"read_parquet([{quoted}], hive_partitioning=true)"
+
+
+@dataclass(frozen=True)
+class LinkState:
+    """Where the next segment of a link continues: index, sequence number, previous seal hash."""
+
+    next_index: int
+    next_seq: int
+    prev_hash: str
+
+
+def link_state(directory: Path, ledger: dict, link: str) -> LinkState:
+    """Continue after the link's last seal (seals are trusted here; `verify` checks them)."""
+    files = segment_files(directory, link)
+    sealed = sorted(i for i, f in files.items() if "seal.json" in f)
+    if not sealed:
+        return LinkState(0, 0, genesis_hash(ledger["ledger_id"], link))
+    last = load_seal(files[sealed[-1]]["seal.json"])
+    return LinkState(sealed[-1] + 1, int(last["last_seq"]) + 1, seal_hash(last))

@@ -1,0 +1,154 @@
+"""Open segments: the append-only record files a capture writes before sealing.
+
+Layout (docs/ledger-format.md): a 256-byte header, then fixed-size little-endian records.
+Paths inside a ledger directory are pure functions here so they can be table-tested.
+A crash can leave a torn last record; `read_open_segment` keeps every whole record and
+reports the bytes it discards.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import LedgerFormatError
+
+SEGMENT_MAGIC = b"LTSEGv1\n"
+SEGMENT_VERSION = 1
+HEADER_SIZE = 256
+# magic, version, header size, record size, digest size, ledger id, segment index, leaf records,
+# first seq, key id (16 bytes), link (32), algorithm (32), strip (16), created ns
+_HEADER = struct.Struct("<8sHHHH16sIIQ16s32s32s16sq")
+assert _HEADER.size <= HEADER_SIZE
+
+_LINK_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$")
+
+
+# ---- layout: pure path functions -------------------------------------------------------------
+
+def link_dir(ledger: Path, link: str) -> Path:
+    """Hive-style partition directory of one link: DIR/link=NAME."""
+    return ledger / f"link={link}"
+
+
+def segment_stem(index: int) -> str:
+    return f"seg-{index:08d}"
+
+
+def open_segment_path(ledger: Path, link: str, index: int) -> Path:
+    return link_dir(ledger, link) / f"{segment_stem(index)}.open"
+
+
+def parquet_path(ledger: Path, link: str, index: int) -> Path:
+    return link_dir(ledger, link) / f"{segment_stem(index)}.parquet"
+
+
+def seal_path(ledger: Path, link: str, index: int) -> Path:
+    return link_dir(ledger, link) / f"{segment_stem(index)}.seal.json"
+
+
+def parse_segment_name(name: str) -> tuple[int, str] | None:
+    """'seg-00000003.seal.json' -> (3, 'seal.json'); None for other names."""
+    m = re.fullmatch(r"seg-(\d{8})\.(open|parquet|seal\.json)", name)
+    return (int(m.group(1)), m.group(2)) if m else None
+
+
+def check_link_name(link: str) -> str:
+    if not _LINK_RE.match(link):
+        raise LedgerFormatError(f"invalid link name {link!r}: use 1-32 of A-Z a-z 0-9 . _ -")
+    return link
+
+
+# ---- header ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SegmentHeader:
+    ledger_id: str  # uuid hex (32 chars)
+    link: str
+    index: int
+    algorithm: str
+    strip: str
+    key_id: str  # hex, 32 chars
+    record_size: int  # bytes
+    digest_size: int  # bytes
+    leaf_records: int
+    first_seq: int
+    created_ns: int
+
+    def encode(self) -> bytes:
+        raw = _HEADER.pack(
+            SEGMENT_MAGIC, SEGMENT_VERSION, HEADER_SIZE, self.record_size, self.digest_size,
+            uuid.UUID(hex=self.ledger_id).bytes, self.index, self.leaf_records, self.first_seq,
+            bytes.fromhex(self.key_id), self.link.encode(), self.algorithm.encode(),
+            self.strip.encode(), self.created_ns,
+        )
+        return raw.ljust(HEADER_SIZE, b"\0")
+
+    @classmethod
+    def decode(cls, raw: bytes, path: str) -> "SegmentHeader":
+        if len(raw) < HEADER_SIZE:
+            raise LedgerFormatError(f"{path}: segment header cut at byte {len(raw)} (needs {HEADER_SIZE})")
+        (magic, version, hsize, rsize, dsize, lid, index, leaf, first, key_id, link, alg, strip,
+         created) = _HEADER.unpack_from(raw)
+        if magic != SEGMENT_MAGIC:
+            raise LedgerFormatError(f"{path}: not a ledgertool segment (bad magic at byte 0)")
+        if version != SEGMENT_VERSION or hsize != HEADER_SIZE:
+            raise LedgerFormatError(f"{path}: unsupported segment format version {version} at byte 8")
+        if rsize != 32 + dsize or dsize not in (16, 32):
+            raise LedgerFormatError(f"{path}: inconsistent record size {rsize} / digest size {dsize} at byte 12")
+        return cls(uuid.UUID(bytes=lid).hex, link.rstrip(b"\0").decode(), index, alg.rstrip(b"\0").decode(),
+                   strip.rstrip(b"\0").decode(), key_id.hex(), rsize, dsize, leaf, first, created)
+
+
+# ---- writer / reader ------------------------------------------------------------------------
+
+class SegmentWriter:
+    """Append-only writer of one open segment. Records are appended in whole batches."""
+
+    def __init__(self, path: Path, header: SegmentHeader):
+        self.path = path
+        self.header = header
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        os.write(self._fd, header.encode())
+        self.records = 0
+
+    def append(self, records: memoryview | bytes, count: int) -> None:
+        view = memoryview(records)
+        while view:
+            written = os.write(self._fd, view)
+            view = view[written:]
+        self.records += count
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.fsync(self._fd)
+            os.close(self._fd)
+            self._fd = -1
+
+
+@dataclass(frozen=True)
+class OpenSegment:
+    header: SegmentHeader
+    records: bytes  # whole records only
+    count: int
+    torn_bytes: int  # bytes of a cut last record, discarded
+
+
+def read_open_segment(path: Path) -> OpenSegment:
+    """Read an open (unsealed) segment; keep whole records, count the torn tail's bytes."""
+    raw = path.read_bytes()
+    header = SegmentHeader.decode(raw, str(path))
+    body = raw[HEADER_SIZE:]
+    count = len(body) // header.record_size
+    whole = count * header.record_size
+    return OpenSegment(header, body[:whole], count, len(body) - whole)
+
+
+def now_ns() -> int:
+    return time.time_ns()

@@ -1,0 +1,38 @@
+"""cffi build script (out-of-line API mode) for ledgertool._native.
+
+Not shipped in the wheel. cffi sees only the CDEF block of native/include/ledgertool.h.
+"""
+import os
+import re
+from pathlib import Path
+
+from cffi import FFI
+
+HERE = Path(__file__).resolve().parent
+HEADER = HERE / "include" / "ledgertool.h"
+SOURCES = sorted(str(p.relative_to(HERE.parent)) for p in (HERE / "src").glob("*.c"))
+
+
+def cdef_block() -> str:
+    text = HEADER.read_text()
+    m = re.search(r"/\* CDEF BEGIN \*/(.*)/\* CDEF END \*/", text, re.S)
+    if not m:
+        raise RuntimeError(f"{HEADER}: CDEF markers missing")
+    return m.group(1)
+
+
+ffibuilder = FFI()
+ffibuilder.cdef(cdef_block())
+ffibuilder.set_source(
+    "ledgertool._native",
+    '#include "ledgertool.h"',
+    sources=SOURCES,
+    include_dirs=[str(HERE.relative_to(HERE.parent) / "include"), "native/src"],
+    extra_compile_args=["-O3", "-std=gnu11", "-fno-strict-aliasing", "-Wall", "-Wextra",
+                        "-Wno-unused-parameter"] + (["-g", "-fsanitize=address,undefined"]
+                                                    if os.environ.get("LEDGERTOOL_SANITIZE") else []),
+    extra_link_args=(["-fsanitize=address,undefined"] if os.environ.get("LEDGERTOOL_SANITIZE") else []),
+)
+
+if __name__ == "__main__":
+    ffibuilder.compile(verbose=True)

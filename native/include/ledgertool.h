@@ -1,0 +1,156 @@
+/*
+ * ledgertool native engine: the one public C API.
+ *
+ * cffi reads only the block between the CDEF BEGIN / CDEF END markers (plain declarations,
+ * no preprocessor logic), so that block must stay parseable by cffi's cdef().
+ *
+ * Conventions: every function returns an LT_* status; errors fill a caller-provided message
+ * buffer (one line, naming the byte offset where it applies). Nothing here calls back into Python.
+ * All multi-byte integers written to disk are little-endian.
+ */
+#ifndef LEDGERTOOL_H
+#define LEDGERTOOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* CDEF BEGIN */
+
+/* ---- status codes ---- */
+#define LT_OK 0
+#define LT_EOF 1              /* no more frames; check lt_reader_info for a truncated tail */
+#define LT_ERR_IO -1          /* open/stat/mmap failed */
+#define LT_ERR_FORMAT -2      /* not a capture file we know (magic), or unsupported version */
+#define LT_ERR_CORRUPT -3     /* structure inconsistent at info.error_offset */
+#define LT_ERR_ARG -4         /* bad argument (unknown algorithm, key size, ...) */
+#define LT_ERR_NOMEM -5
+
+/* ---- capture file formats (lt_reader_info.format) ---- */
+#define LT_FMT_PCAP_US 1       /* classic pcap, microsecond timestamps */
+#define LT_FMT_PCAP_NS 2       /* classic pcap, nanosecond timestamps */
+#define LT_FMT_PCAP_MODIFIED 3 /* Kuznetzov modified pcap (0xA1B2CD34) */
+#define LT_FMT_PCAPNG 4
+
+/* ---- per-frame reader flags (lt_frame.rflags) ---- */
+#define LT_RF_NO_TIMESTAMP 1        /* pcapng Simple Packet Block: ts_ns is 0 */
+#define LT_RF_CAPLEN_GT_SNAPLEN 2   /* caplen exceeds the file/interface snaplen; hashed in full */
+#define LT_RF_CAPLEN_GT_WIRELEN 4   /* caplen exceeds the wire length */
+#define LT_RF_BIG_ENDIAN 8          /* record came from a big-endian file or section */
+
+/* ---- record flags (on-disk, u16) ---- */
+#define LT_FLAG_TRUNCATED 0x0001    /* caplen < wire length */
+#define LT_FLAG_MALFORMED 0x0002
+#define LT_FLAG_NON_IP 0x0004
+#define LT_FLAG_FRAGMENT 0x0008
+#define LT_FLAG_UNSUPPORTED_LINKTYPE 0x0010
+#define LT_FLAG_NO_TIMESTAMP 0x0020
+#define LT_FLAG_CAPLEN_GT_SNAPLEN 0x0040
+#define LT_FLAG_GAP 0x8000          /* not a frame: declares `aux` frames dropped by the engine */
+
+/* ---- digest algorithms ---- */
+#define LT_ALG_SIPHASH_1_3_128 1
+#define LT_ALG_SIPHASH_2_4_128 2
+#define LT_ALG_SIPHASH_1_3_64 3      /* bench only */
+#define LT_ALG_SIPHASH_2_4_64 4      /* bench only */
+
+/* ---- strip modes ---- */
+#define LT_STRIP_FRAME 0
+
+/* ---- on-disk record: 32-byte fixed part + digest (16 or 32 bytes) ---- */
+#define LT_RECORD_FIXED 32
+
+/* One frame as the reader hands it out: a zero-copy view into the mmap'd file. */
+typedef struct {
+    const uint8_t *data;    /* caplen bytes, valid until lt_reader_close */
+    uint64_t offset;        /* byte offset of the record/block header in the file */
+    int64_t ts_ns;          /* ns since the Unix epoch (0 when LT_RF_NO_TIMESTAMP) */
+    uint32_t caplen;        /* captured length, bytes */
+    uint32_t wire_len;      /* original (wire) length, bytes */
+    uint32_t linktype;      /* LINKTYPE_* value (upper 16 bits of the pcap field masked off) */
+    uint32_t interface_id;  /* pcapng interface index within its section; 0 for pcap */
+    uint32_t rflags;        /* LT_RF_* */
+    uint32_t section;       /* pcapng section index (0-based); 0 for pcap */
+} lt_frame;
+
+/* What the reader knows about the file and how reading ended. */
+typedef struct {
+    int format;                 /* LT_FMT_* */
+    uint32_t version_major;
+    uint32_t version_minor;
+    uint32_t snaplen;           /* pcap global snaplen; pcapng: of the first interface */
+    uint32_t linktype;          /* pcap global link type; pcapng: of the first interface */
+    uint32_t sections;          /* pcapng sections seen */
+    uint32_t interfaces;        /* pcapng interfaces seen (all sections) */
+    uint64_t file_size;         /* bytes */
+    uint64_t frames;            /* frames handed out so far */
+    uint64_t skipped_blocks;    /* pcapng blocks skipped by length (unknown, NRB, ISB, custom, ...) */
+    int truncated;              /* 1: the file ends inside a record; every whole record was delivered */
+    uint64_t truncated_offset;  /* byte offset of the cut record */
+    uint64_t truncated_bytes;   /* bytes present of the cut record */
+    int error;                  /* sticky LT_ERR_* once reading failed, else 0 */
+    uint64_t error_offset;      /* byte offset of the bad header/block */
+    char message[256];          /* one line: what ended reading (error or truncation) */
+} lt_reader_info;
+
+typedef struct lt_reader lt_reader;
+
+/* Open and mmap a capture file; detect its format by magic number only.
+ * Returns LT_OK, LT_ERR_IO, LT_ERR_FORMAT or LT_ERR_CORRUPT (message in err). */
+int lt_reader_open(const char *path, lt_reader **out, char *err, size_t errlen);
+
+/* Hand out up to `max` frames in order. Returns LT_OK with *n > 0, LT_EOF with *n == 0 at the
+ * end (possibly after a truncated tail, see info), or an LT_ERR_* with *n == 0 once a corrupt
+ * structure is reached (the frames before it were all handed out by earlier calls). */
+int lt_reader_next(lt_reader *r, lt_frame *frames, size_t max, size_t *n);
+
+void lt_reader_get_info(const lt_reader *r, lt_reader_info *info);
+void lt_reader_close(lt_reader *r);
+
+/* ---- digests ---- */
+
+/* Output size in bytes of an algorithm, key size in bytes; 0 when unknown. */
+size_t lt_digest_size(int algorithm);
+size_t lt_key_size(int algorithm);
+
+/* Digest one message (reference entry point for tests). */
+int lt_digest(int algorithm, const uint8_t *key, const uint8_t *msg, size_t len, uint8_t *out);
+
+/* ---- engine: reader -> strip -> digest -> fixed-size records ---- */
+typedef struct lt_engine lt_engine;
+
+typedef struct {
+    int algorithm;           /* LT_ALG_* (64-bit variants are refused) */
+    int strip;               /* LT_STRIP_* */
+    const uint8_t *key;      /* subkey of lt_key_size(algorithm) bytes; copied */
+    size_t key_len;
+} lt_engine_config;
+
+int lt_engine_new(lt_reader *r, const lt_engine_config *cfg, lt_engine **out, char *err, size_t errlen);
+
+/* Fill `out` with up to `max_records` records (each lt_record_size(algorithm) bytes), numbered
+ * from first_seq. Returns LT_OK with *n > 0, LT_EOF with *n == 0, or the reader's error. */
+int lt_engine_fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_records, size_t *n,
+                   uint64_t *bytes_captured);
+
+void lt_engine_free(lt_engine *e);
+
+size_t lt_record_size(int algorithm);
+
+/* ---- benchmarking ---- */
+
+/* Digest `count` messages of `size` bytes taken round-robin from `buf` (buf_len >= size) and
+ * store the elapsed monotonic time in *elapsed_ns. XORs every digest into `sink` (16 bytes) so
+ * the work cannot be optimised away. Isolation benchmark: no reader, no records. */
+int lt_bench_digest(int algorithm, const uint8_t *key, const uint8_t *buf, size_t buf_len, size_t size,
+                    uint64_t count, uint64_t *elapsed_ns, uint8_t *sink);
+
+/* CDEF END */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LEDGERTOOL_H */

@@ -1,0 +1,51 @@
+"""Shared fixtures: the corpus location, keys, and a CLI runner that goes through `main`."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+CORPUS = Path(os.environ.get("LEDGERTOOL_CORPUS", REPO.parent / "shared" / "corpus"))
+SAMPLES = REPO / "samples"
+
+
+def corpus_rows(manifest: str = "manifest.csv") -> list[dict]:
+    path = CORPUS / manifest
+    if not path.is_file():
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+needs_corpus = pytest.mark.skipif(not (CORPUS / "manifest.csv").is_file(),
+                                  reason=f"corpus not found at {CORPUS} (set LEDGERTOOL_CORPUS)")
+
+
+@pytest.fixture(scope="session")
+def keydir(tmp_path_factory) -> Path:
+    from ledgertool.keys import generate_keys
+
+    d = tmp_path_factory.mktemp("keys")
+    generate_keys(d)
+    return d
+
+
+@pytest.fixture(scope="session")
+def other_keydir(tmp_path_factory) -> Path:
+    from ledgertool.keys import generate_keys
+
+    d = tmp_path_factory.mktemp("otherkeys")
+    generate_keys(d)
+    return d
+
+
+def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run `ledgertool ARGS` in a subprocess exactly as a user would (entry point `main`)."""
+    return subprocess.run([sys.executable, "-c", "from ledgertool.cli import main; main()", *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd, timeout=timeout)

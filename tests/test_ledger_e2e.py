@@ -1,0 +1,212 @@
+"""End to end through the library and the CLI: capture -> verify -> recompute -> query, tampering,
+appending, and the documented errors and exit codes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from ledgertool.capture import capture_file
+from ledgertool.keys import DigestKey, SigningKey, TrustBundle
+from ledgertool.query import run_query
+from ledgertool.recompute import reconcile
+from ledgertool.verify import verify_ledger
+
+from conftest import SAMPLES, run_cli
+
+SAMPLE = SAMPLES / "sample.pcapng"
+SAMPLE_PCAP = SAMPLES / "sample.pcap"
+
+
+def keys(d: Path):
+    return (DigestKey.load(d / "digest.key"), SigningKey.load(d / "signing.key"),
+            TrustBundle.load(d / "verifier.pub"))
+
+
+@pytest.fixture()
+def ledger(tmp_path, keydir) -> Path:
+    dk, sk, _ = keys(keydir)
+    out = tmp_path / "ledger"
+    res = capture_file(SAMPLE, out, digest_key=dk, signing_key=sk, segment_records=100)
+    assert res.frames > 200 and len(res.segments) >= 3
+    return out
+
+
+def frames_in(path: Path) -> int:
+    from ledgertool.engine import CaptureReader
+
+    with CaptureReader(path) as r:
+        return sum(1 for _ in r.frames())
+
+
+def test_intact_ledger_verifies_recomputes_and_queries(ledger, keydir):
+    dk, _, trust = keys(keydir)
+    n = frames_in(SAMPLE)
+    v = verify_ledger(ledger, trust)
+    assert v.ok, v.problems
+    assert v.records == n and v.segments == -(-n // 100)
+    r = reconcile(SAMPLE, ledger, dk)
+    assert (r.frames, r.matched, r.ledger_only, r.capture_only) == (n, n, 0, 0)
+    cols, rows = run_query(ledger, "SELECT count(*), min(seq), max(seq), count(DISTINCT segment) FROM records")
+    assert rows[0] == (n, 0, n - 1, -(-n // 100))
+    cols, rows = run_query(ledger, "SELECT count(*), sum(records) FROM seals")
+    assert rows[0] == (-(-n // 100), n)
+
+
+def test_pcap_and_pcapng_of_same_frames_reconcile(ledger, keydir):
+    dk, _, _ = keys(keydir)
+    r = reconcile(SAMPLE_PCAP, ledger, dk)
+    assert r.ok and r.matched == frames_in(SAMPLE)
+
+
+def test_append_continues_chain_and_sequence(ledger, keydir):
+    dk, sk, trust = keys(keydir)
+    n = frames_in(SAMPLE)
+    before = len(list(ledger.glob("link=link0/*.seal.json")))
+    res = capture_file(SAMPLE_PCAP, ledger, digest_key=dk, signing_key=sk, segment_records=100)
+    assert res.first_seq == n and res.next_seq == 2 * n
+    assert res.segments[0].index == before
+    v = verify_ledger(ledger, trust)
+    assert v.ok, v.problems
+    assert v.records == 2 * n
+    r = reconcile(SAMPLE, ledger, dk)  # every frame is in the ledger twice now
+    assert (r.matched, r.ledger_only, r.capture_only) == (n, n, 0)
+
+
+def _rewrite_parquet(path: Path, mutate) -> None:
+    t = pq.read_table(path)
+    t = mutate(t)
+    pq.write_table(t, path)
+
+
+def test_modified_record_is_named(ledger, keydir):
+    import pyarrow as pa
+
+    _, _, trust = keys(keydir)
+    p = ledger / "link=link0" / "seg-00000001.parquet"
+
+    def flip(t):
+        d = t.column("digest").to_pylist()
+        d[5] = bytes(16)
+        return t.set_column(t.schema.get_field_index("digest"), "digest", pa.array(d, pa.binary(16)))
+
+    _rewrite_parquet(p, flip)
+    v = verify_ledger(ledger, trust)
+    kinds = {(p.kind, p.segment) for p in v.problems}
+    assert ("merkle_mismatch", 1) in kinds and ("parquet_hash_mismatch", 1) in kinds
+    assert all(p.segment == 1 for p in v.problems)
+
+
+def test_deleted_segment_is_named(ledger, keydir):
+    _, _, trust = keys(keydir)
+    for suffix in ("parquet", "seal.json"):
+        (ledger / "link=link0" / f"seg-00000001.{suffix}").unlink()
+    v = verify_ledger(ledger, trust)
+    kinds = {(p.kind, p.segment) for p in v.problems}
+    assert ("segment_missing", 1) in kinds
+    assert ("chain_broken", 2) in kinds and ("sequence_gap", 2) in kinds
+
+
+def test_wrong_trust_key_fails_every_segment(ledger, other_keydir):
+    _, _, other = keys(other_keydir)
+    v = verify_ledger(ledger, other)
+    bad = {p.segment for p in v.problems if p.kind == "bad_signature"}
+    assert bad == set(range(v.segments)) and v.segments >= 3
+
+
+def test_cli_exit_codes_and_json(ledger, keydir, other_keydir, tmp_path):
+    r = run_cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["ok"] is True and doc["problems"] == [] and doc["records"] == frames_in(SAMPLE)
+
+    r = run_cli("verify", ledger, "--trust", other_keydir / "verifier.pub")
+    assert r.returncode == 1 and "bad_signature" in r.stdout and "segment 0" in r.stdout
+
+    r = run_cli("recompute", SAMPLE, "--ledger", ledger, "--digest-key", keydir / "digest.key", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["matched"] == frames_in(SAMPLE)
+
+    r = run_cli("recompute", SAMPLE, "--ledger", ledger, "--digest-key", other_keydir / "digest.key")
+    assert r.returncode == 2 and "wrong key" in r.stderr and "Traceback" not in r.stderr
+
+    r = run_cli("query", ledger, "SELECT seq, digest FROM records ORDER BY seq LIMIT 2", "--format", "json")
+    rows = json.loads(r.stdout)
+    assert [x["seq"] for x in rows] == [0, 1] and all(len(x["digest"]) == 32 for x in rows)
+
+    out = tmp_path / "d.parquet"
+    r = run_cli("recompute", SAMPLE, "--digest-key", keydir / "digest.key", "--algorithm", "siphash-1-3-128",
+                "--strip", "frame", "--out", out)
+    assert r.returncode == 0, r.stderr
+    t = pq.read_table(out)
+    assert t.num_rows == frames_in(SAMPLE) and t.column("index").to_pylist()[:3] == [0, 1, 2]
+
+
+@pytest.mark.parametrize("case", ["missing", "not_capture", "empty", "directory"])
+def test_bad_capture_inputs_exit_2_with_one_line(case, tmp_path, keydir):
+    src = {"missing": tmp_path / "nope.pcap", "not_capture": tmp_path / "x.pcap",
+           "empty": tmp_path / "e.pcap", "directory": tmp_path}[case]
+    if case == "not_capture":
+        src.write_text("hello, this is not a capture\n")
+    if case == "empty":
+        src.write_bytes(b"")
+    r = run_cli("capture", src, "--ledger", tmp_path / "L", "--digest-key", keydir / "digest.key",
+                "--signing-key", keydir / "signing.key")
+    assert r.returncode == 2
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and str(src) in lines[0] and "Traceback" not in r.stderr
+    assert not (tmp_path / "L" / "ledger.json").exists()  # nothing half-made
+
+
+def test_wrong_key_files_and_non_ledger_dir_exit_2(tmp_path, keydir):
+    r = run_cli("capture", SAMPLE, "--ledger", tmp_path / "L", "--digest-key", keydir / "verifier.pub",
+                "--signing-key", keydir / "signing.key")
+    assert r.returncode == 2 and "verifier.pub" in r.stderr
+    r = run_cli("capture", SAMPLE, "--ledger", tmp_path / "L", "--digest-key", keydir / "digest.key",
+                "--signing-key", keydir / "digest.key")
+    assert r.returncode == 2 and "digest.key" in r.stderr
+    r = run_cli("verify", tmp_path, "--trust", keydir / "verifier.pub")
+    assert r.returncode == 2 and "not a ledger" in r.stderr
+    r = run_cli("verify", tmp_path, "--trust", keydir / "signing.key")
+    assert r.returncode == 2 and "signing.key" in r.stderr
+
+
+def test_corrupt_capture_seals_frames_before_and_names_offset(tmp_path, keydir):
+    data = bytearray(SAMPLE_PCAP.read_bytes())
+    # Third record's caplen -> absurd: corrupt structure (not a mere cut at the end).
+    off = 24
+    for _ in range(2):
+        caplen = int.from_bytes(data[off + 8:off + 12], "little")
+        off += 16 + caplen
+    data[off + 8:off + 12] = (0x7FFFFFF0).to_bytes(4, "little")
+    bad = tmp_path / "corrupt.pcap"
+    bad.write_bytes(bytes(data))
+    r = run_cli("capture", bad, "--ledger", tmp_path / "L", "--digest-key", keydir / "digest.key",
+                "--signing-key", keydir / "signing.key")
+    assert r.returncode == 2 and str(bad) in r.stderr and str(off) in r.stderr, r.stderr
+    assert "2 frames before it were sealed" in r.stderr
+    v = run_cli("verify", tmp_path / "L", "--trust", keydir / "verifier.pub", "--json")
+    assert json.loads(v.stdout)["records"] == 2
+
+
+def test_truncated_capture_keeps_whole_records_and_warns(tmp_path, keydir):
+    data = SAMPLE_PCAP.read_bytes()
+    cut = tmp_path / "cut.pcap"
+    cut.write_bytes(data[:-5])
+    r = run_cli("capture", cut, "--ledger", tmp_path / "L", "--digest-key", keydir / "digest.key",
+                "--signing-key", keydir / "signing.key", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["frames"] == frames_in(SAMPLE_PCAP) - 1
+    assert any("truncated" in w for w in doc["warnings"]) and "truncated" in r.stderr
+
+
+def test_demo_runs(tmp_path):
+    r = run_cli("demo", "--workdir", tmp_path / "w", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["ok"] and doc["verify"]["ok"] and doc["recompute"]["matched"] == doc["frames"] > 200
