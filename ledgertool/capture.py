@@ -97,6 +97,15 @@ def recover_open_segments(ledger_dir: Path, ledger: dict, link: str, signing_key
     return out
 
 
+def _remove_new_ledger(ledger_dir: Path, link: str) -> None:
+    (ledger_dir / LEDGER_FILE).unlink(missing_ok=True)
+    for d in (segments.link_dir(ledger_dir, link), ledger_dir):
+        try:
+            d.rmdir()
+        except OSError:
+            pass
+
+
 def capture_file(
     source: str | Path, ledger_dir: Path, *, digest_key: DigestKey, signing_key: SigningKey,
     algorithm: str | None = None, strip: str | None = None, link: str = DEFAULT_LINK,
@@ -190,6 +199,12 @@ def capture_file(
                 # Corrupt structure: seal what was read, then report where reading stopped.
                 if writer is not None and writer.records:
                     seal_open()
+                elif writer is not None:
+                    writer.close()
+                    writer.path.unlink()
+                    writer = None
+                if result.created and not result.segments:
+                    _remove_new_ledger(ledger_dir, link)  # nothing was recorded: leave nothing behind
                 result.next_seq = seq
                 e.args = (f"{e}; {result.frames} frames before it were sealed"
                           + (f" in segments {result.segments[0].index}..{result.segments[-1].index}"
