@@ -239,4 +239,4 @@ def bench_command(
         ratio = f"{r.frames_per_s / ref.frames_per_s:,.0f}" if ref and r.benchmark.startswith("capture") else ""
         t.add_row(r.benchmark, r.algorithm, str(r.size), str(r.threads), f"{r.frames_per_s / 1e6:.2f}",
                   f"{r.gbit_per_s:.2f}", f"{r.ns_per_frame:.1f}", ratio)
-    Console().print(t)
+    Console(width=None if sys.stdout.isatty() else 160).print(t)

@@ -7,6 +7,7 @@ count, seals each one, and recovers torn open segments left by a crash before ap
 from __future__ import annotations
 
 import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -161,7 +162,9 @@ def capture_file(
     def on_signal(signum, _frame):
         stop["signal"] = signum
 
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    # Signals can only be caught on the main thread; elsewhere the caller owns interruption.
+    main_thread = threading.current_thread() is threading.main_thread()
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)} if main_thread else {}
     writer: segments.SegmentWriter | None = None
     t0 = time.perf_counter()
 
