@@ -11,6 +11,8 @@ import csv
 import io
 import json
 import sys
+import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -40,24 +42,26 @@ def _emit_json(doc: dict | list) -> None:
     sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
 
 
+@contextmanager
 def _progress(label: str, enabled: bool):
-    """A rich progress callback on stderr (frames, Gbit/s), or None when quiet / not a terminal."""
+    """Yield a progress callback (frames, bytes) drawing a rich status line on stderr, or None
+    when quiet (--json) or stderr is not a terminal."""
     if not enabled or not err.is_terminal:
-        return None, None
+        yield None
+        return
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-    import time
 
-    prog = Progress(SpinnerColumn(), TextColumn("{task.description}"), TextColumn("{task.fields[stats]}"),
-                    TimeElapsedColumn(), console=err, transient=True)
-    task = prog.add_task(label, stats="")
-    t0 = time.perf_counter()
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TextColumn("{task.fields[stats]}"),
+                  TimeElapsedColumn(), console=err, transient=True) as prog:
+        task = prog.add_task(label, stats="")
+        t0 = time.perf_counter()
 
-    def cb(frames: int, nbytes: int) -> None:
-        dt = max(time.perf_counter() - t0, 1e-9)
-        prog.update(task, stats=f"{frames:,} frames  {frames / dt / 1e6:.2f} Mframes/s  "
-                                f"{nbytes * 8 / dt / 1e9:.2f} Gbit/s")
+        def cb(frames: int, nbytes: int) -> None:
+            dt = max(time.perf_counter() - t0, 1e-9)
+            prog.update(task, stats=f"{frames:,} frames  {frames / dt / 1e6:.2f} Mframes/s  "
+                                    f"{nbytes * 8 / dt / 1e9:.2f} Gbit/s")
 
-    return prog, cb
+        yield cb
 
 
 @app.callback()
@@ -113,15 +117,9 @@ def capture(
     if source.startswith(("iface:", "workload:")):
         raise UsageError(f"source {source!r}: live interfaces and workload specs are not supported yet")
     dk, sk = DigestKey.load(digest_key), SigningKey.load(signing_key)
-    prog, cb = _progress(f"capture {source}", not as_json)
-    if prog:
-        prog.start()
-    try:
+    with _progress(f"capture {source}", not as_json) as cb:
         res = capture_file(source, ledger, digest_key=dk, signing_key=sk, algorithm=algorithm, strip=strip,
                            link=link, segment_records=segment_records, leaf_records=leaf_records, progress=cb)
-    finally:
-        if prog:
-            prog.stop()
     for w in res.warnings:
         err.print(f"[yellow]warning:[/] {w}")
     if as_json:
@@ -180,18 +178,12 @@ def recompute(
     from .recompute import digests_to_parquet, reconcile
 
     dk = DigestKey.load(digest_key)
-    prog, cb = _progress(f"recompute {source}", not as_json)
     if ledger is None:
         if not (algorithm and strip and out_file):
             raise UsageError("recompute needs --ledger DIR, or --algorithm, --strip and --out FILE.parquet")
         alg = get_algorithm(algorithm)
-        if prog:
-            prog.start()
-        try:
+        with _progress(f"recompute {source}", not as_json) as cb:
             run = digests_to_parquet(source, out_file, dk, alg, strip, cb)
-        finally:
-            if prog:
-                prog.stop()
         for w in run.warnings:
             err.print(f"[yellow]warning:[/] {w}")
         doc = {"ok": True, "source": source, "frames": run.frames, "bytes": run.bytes, "out": str(out_file),
@@ -203,13 +195,8 @@ def recompute(
         return
     if algorithm or strip or out_file:
         raise UsageError("with --ledger, algorithm and strip mode come from the ledger; drop --algorithm/--strip/--out")
-    if prog:
-        prog.start()
-    try:
+    with _progress(f"recompute {source}", not as_json) as cb:
         res = reconcile(source, ledger, dk, progress=cb)
-    finally:
-        if prog:
-            prog.stop()
     for w in res.warnings:
         err.print(f"[yellow]warning:[/] {w}")
     if as_json:

@@ -1,0 +1,351 @@
+"""The documented formats (docs/ledger-format.md, docs/cli.md, schemas/) against what the CLI writes.
+
+One real run of the CLI on the bundled sample (keys, capture, verify, recompute, bench), then every
+file and --json document is validated against its JSON Schema, the Arrow schemas and the segment
+header layout are compared with the code, and the worked example in docs/ledger-format.md is
+extracted and run as an independent implementation of signed bytes, seal hash, genesis hash, Merkle
+root and digest key id.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import json
+import re
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+jsonschema = pytest.importorskip("jsonschema")
+
+REPO = Path(__file__).resolve().parent.parent
+SCHEMAS = REPO / "schemas"
+SAMPLE = REPO / "samples" / "sample.pcapng"
+SAMPLE_PCAP = REPO / "samples" / "sample.pcap"
+
+
+def cli(*args, ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-c", "from ledgertool.cli import main; main()", *map(str, args)],
+                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert proc.returncode in ok, f"{args}: exit {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}"
+    return proc
+
+
+def cli_json(*args, ok: tuple[int, ...] = (0,)) -> dict:
+    proc = cli(*args, ok=ok)
+    return json.loads(proc.stdout)  # --json: exactly one JSON document on stdout
+
+
+def schema(name: str) -> dict:
+    return json.loads((SCHEMAS / name).read_text())
+
+
+def validate(doc, name: str) -> None:
+    s = schema(name)
+    jsonschema.Draft202012Validator(s, format_checker=jsonschema.FormatChecker()).validate(doc)
+
+
+def is_valid(doc, name: str) -> bool:
+    return jsonschema.Draft202012Validator(schema(name)).is_valid(doc)
+
+
+# ---- one CLI run shared by the tests ----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> dict:
+    tmp = tmp_path_factory.mktemp("schemas")
+    keys, ledger = tmp / "keys", tmp / "ledger"
+    out = {"tmp": tmp, "keys": keys, "ledger": ledger}
+    out["keys_report"] = cli_json("keys", "generate", keys, "--json")
+    out["capture"] = cli_json("capture", SAMPLE, "--ledger", ledger, "--digest-key", keys / "digest.key",
+                              "--signing-key", keys / "signing.key", "--segment-records", 100, "--json")
+    out["verify"] = cli_json("verify", ledger, "--trust", keys / "verifier.pub", "--json")
+    out["reconcile"] = cli_json("recompute", SAMPLE, "--digest-key", keys / "digest.key", "--ledger", ledger,
+                                "--json")
+    out["digests_file"] = tmp / "digests.parquet"
+    out["recompute_out"] = cli_json("recompute", SAMPLE, "--digest-key", keys / "digest.key",
+                                    "--algorithm", "siphash-1-3-128", "--strip", "frame",
+                                    "--out", out["digests_file"], "--json")
+    out["bench_csv"] = tmp / "bench.csv"
+    out["bench"] = cli_json("bench", "--sizes", 64, "--capture-frames", 2000, "--reference-frames", 200,
+                            "--repeats", 1, "--algorithm", "siphash-1-3-128", "--csv", out["bench_csv"], "--json")
+    return out
+
+
+def seals(ledger: Path, link: str = "link0") -> list[dict]:
+    paths = sorted((ledger / f"link={link}").glob("seg-*.seal.json"))
+    return [json.loads(p.read_text()) for p in paths]
+
+
+# ---- schemas are schemas ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", sorted(SCHEMAS.glob("*.schema.json")), ids=lambda p: p.name)
+def test_schema_files_are_valid_draft_2020_12(path):
+    s = json.loads(path.read_text())
+    assert s["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    jsonschema.Draft202012Validator.check_schema(s)
+
+
+# ---- files in the ledger and key directories --------------------------------------------------
+
+def test_key_files(run):
+    keys = run["keys"]
+    validate(json.loads((keys / "signing.key").read_text()), "signing-key.schema.json")
+    validate(json.loads((keys / "verifier.pub").read_text()), "verifier.schema.json")
+    assert re.fullmatch(r"[0-9a-f]{64}\n", (keys / "digest.key").read_text())
+    assert (keys / "digest.key").stat().st_mode & 0o777 == 0o600
+    assert (keys / "signing.key").stat().st_mode & 0o777 == 0o600
+
+
+def test_key_schemas_reject_wrong_shapes(run):
+    sk = json.loads((run["keys"] / "signing.key").read_text())
+    assert not is_valid({k: v for k, v in sk.items() if k != "mldsa65_seed"}, "signing-key.schema.json")
+    assert not is_valid({**sk, "scheme": "ed25519"}, "signing-key.schema.json")  # extra ML-DSA seed
+    vp = json.loads((run["keys"] / "verifier.pub").read_text())
+    assert not is_valid({**vp, "keys": vp["keys"][:1]}, "verifier.schema.json")  # hybrid needs both
+
+
+def test_ledger_json_and_seals(run):
+    ledger = run["ledger"]
+    header = json.loads((ledger / "ledger.json").read_text())
+    validate(header, "ledger.schema.json")
+    docs = seals(ledger)
+    assert len(docs) == 3
+    for doc in docs:
+        validate(doc, "seal.schema.json")
+    # u64 values are strings; an integer there is refused, as is an unknown member
+    assert not is_valid({**docs[0], "first_seq": 0}, "seal.schema.json")
+    assert not is_valid({**docs[0], "extra": 1}, "seal.schema.json")
+    assert not is_valid({**docs[0], "algorithm": "siphash-1-3-64"}, "seal.schema.json")
+
+
+def test_parquet_schema_matches_records_arrow_json(run):
+    header = json.loads((run["ledger"] / "ledger.json").read_text())
+    expected = json.loads((SCHEMAS / "records.arrow.json").read_text())
+    for path in sorted((run["ledger"] / "link=link0").glob("seg-*.parquet")):
+        got = pq.read_schema(path)
+        assert [(f.name, str(f.type), f.nullable) for f in got] == [
+            (c["name"], c["type"].format(digest_size=header["digest_size"]), c["nullable"]) for c in expected]
+    from ledgertool.seal import arrow_schema
+
+    for size in (16, 32):
+        assert [(f.name, str(f.type)) for f in arrow_schema(size)] == [
+            (c["name"], c["type"].format(digest_size=size)) for c in expected]
+
+
+def test_recompute_digests_parquet_schema(run):
+    expected = json.loads((SCHEMAS / "recompute-digests.arrow.json").read_text())
+    got = pq.read_schema(run["digests_file"])
+    assert [(f.name, str(f.type), f.nullable) for f in got] == [
+        (c["name"], c["type"].format(digest_size=16), c["nullable"]) for c in expected]
+
+
+def test_record_layout_matches_docs():
+    from ledgertool.engine import RECORD_FIXED, record_dtype
+
+    assert RECORD_FIXED == struct.calcsize("<QqIIHHI") == 32
+    dt = record_dtype(16)
+    offsets = {name: dt.fields[name][1] for name in dt.names}
+    assert offsets == {"seq": 0, "ts_ns": 8, "wire_len": 16, "cap_len": 20, "flags": 24, "linktype": 26,
+                       "aux": 28, "digest": 32}
+    assert dt.itemsize == 48 and record_dtype(32).itemsize == 64
+
+
+def test_record_flags_match_docs():
+    from ledgertool import engine
+
+    doc = (REPO / "docs" / "ledger-format.md").read_text()
+    for name in ("TRUNCATED", "MALFORMED", "NON_IP", "FRAGMENT", "UNSUPPORTED_LINKTYPE", "NO_TIMESTAMP",
+                 "CAPLEN_GT_SNAPLEN", "GAP"):
+        value = getattr(engine, f"FLAG_{name}")
+        assert f"| `{name}` | `0x{value:04X}` |" in doc, name
+
+
+def test_segment_header_layout_matches_code():
+    from ledgertool import segments
+
+    layout = json.loads((SCHEMAS / "segment-header.json").read_text())
+    assert layout["size"] == segments.HEADER_SIZE == 256
+    assert layout["magic"].encode() == segments.SEGMENT_MAGIC
+    codes = re.findall(r"(\d*)([A-Za-z])", segments._HEADER.format.lstrip("<"))
+    type_code = {"u16": "H", "u32": "I", "u64": "Q", "i64": "q"}
+    fields = [f for f in layout["fields"] if f["field"] != "reserved"]
+    assert len(fields) == len(codes)
+    offset = 0
+    for f, (count, code) in zip(fields, codes):
+        fmt = count + code
+        assert f["offset"] == offset, f
+        assert f["size"] == struct.calcsize("<" + fmt), f
+        m = re.fullmatch(r"(bytes|char)\[(\d+)\]", f["type"])
+        assert (m and code == "s" and int(m.group(2)) == int(count)) or type_code.get(f["type"]) == code, f
+        offset += f["size"]
+    reserved = layout["fields"][-1]
+    assert reserved["field"] == "reserved" and reserved["offset"] == offset == segments._HEADER.size
+    assert reserved["offset"] + reserved["size"] == segments.HEADER_SIZE
+
+
+def test_segment_header_values_at_documented_offsets():
+    from ledgertool.segments import SegmentHeader
+
+    hdr = SegmentHeader("00112233445566778899aabbccddeeff", "linkA", 7, "siphash-2-4-128", "frame",
+                        "ffeeddccbbaa99887766554433221100", 48, 16, 64, 2**40 + 5, -3)
+    raw = hdr.encode()
+    at = {f["field"]: f for f in json.loads((SCHEMAS / "segment-header.json").read_text())["fields"]}
+
+    def field(name):
+        f = at[name]
+        return raw[f["offset"]:f["offset"] + f["size"]]
+
+    unpack = {"u16": "<H", "u32": "<I", "u64": "<Q", "i64": "<q"}
+
+    def num(name):
+        return struct.unpack(unpack[at[name]["type"]], field(name))[0]
+
+    assert field("magic") == b"LTSEGv1\n"
+    assert (num("version"), num("header_size"), num("record_size"), num("digest_size")) == (1, 256, 48, 16)
+    assert field("ledger_id").hex() == hdr.ledger_id and field("digest_key_id").hex() == hdr.key_id
+    assert (num("segment"), num("leaf_records"), num("first_seq"), num("created_ns")) == (7, 64, 2**40 + 5, -3)
+    assert field("link").rstrip(b"\0") == b"linkA" and field("algorithm").rstrip(b"\0") == b"siphash-2-4-128"
+    assert field("strip").rstrip(b"\0") == b"frame" and field("reserved") == bytes(at["reserved"]["size"])
+
+
+# ---- --json reports ---------------------------------------------------------------------------
+
+def test_capture_report(run):
+    rep = run["capture"]
+    validate(rep, "capture-report.schema.json")
+    assert rep["frames"] == 294 and rep["segments"] == [0, 1, 2]
+
+
+def test_verify_report_ok(run):
+    rep = run["verify"]
+    validate(rep, "verify-report.schema.json")
+    assert rep["ok"] and rep["problems"] == [] and rep["records"] == 294
+
+
+def test_verify_report_with_problems(run, tmp_path):
+    bad = tmp_path / "bad"
+    shutil.copytree(run["ledger"], bad)
+    (bad / "link=link0" / "seg-00000001.seal.json").unlink()
+    rep = cli_json("verify", bad, "--trust", run["keys"] / "verifier.pub", "--json", ok=(1,))
+    validate(rep, "verify-report.schema.json")
+    assert not rep["ok"]
+    assert {"segment_missing", "chain_broken", "sequence_gap"} <= {p["kind"] for p in rep["problems"]}
+
+
+def test_verify_problem_kinds_match_code():
+    src = (REPO / "ledgertool" / "verify.py").read_text()
+    kinds = set(schema("verify-report.schema.json")["properties"]["problems"]["items"]["properties"]["kind"]["enum"])
+    emitted = set(re.findall(r'problem\(\s*"([a-z_]+)"', src))
+    assert emitted <= kinds, f"verify.py emits kinds the schema lacks: {emitted - kinds}"
+    for kind in kinds:
+        assert f'"{kind}"' in src, f"schema lists {kind}, verify.py never emits it"
+    doc = (REPO / "docs" / "ledger-format.md").read_text()
+    for kind in kinds:
+        assert f"`{kind}`" in doc, f"docs/ledger-format.md does not describe {kind}"
+
+
+def test_recompute_reports(run, tmp_path):
+    validate(run["reconcile"], "recompute-report.schema.json")
+    assert run["reconcile"]["ok"] and run["reconcile"]["matched"] == 294
+    validate(run["recompute_out"], "recompute-report.schema.json")
+    assert run["recompute_out"]["frames"] == 294
+    # a capture missing one frame: reconcile fails with an example
+    data = SAMPLE_PCAP.read_bytes()
+    off, recs = 24, []
+    while off < len(data):
+        cap = struct.unpack_from("<I", data, off + 8)[0]
+        recs.append(data[off:off + 16 + cap])
+        off += 16 + cap
+    short = tmp_path / "short.pcap"
+    short.write_bytes(data[:24] + b"".join(recs[:10] + recs[11:]))
+    rep = cli_json("recompute", short, "--digest-key", run["keys"] / "digest.key", "--ledger", run["ledger"],
+                   "--json", ok=(1,))
+    validate(rep, "recompute-report.schema.json")
+    assert rep["ledger_only"] == 1 and rep["examples_ledger_only"][0]["seq"] == 10
+
+
+def test_bench_report_and_csv(run):
+    validate(run["bench"], "bench-report.schema.json")
+    kinds = [r["benchmark"] for r in run["bench"]["rows"]]
+    assert kinds == ["digest", "capture:engine", "capture:sealed", "capture:python-reference"]
+    row_schema = schema("bench.csv.schema.json")
+    with open(run["bench_csv"], newline="") as f:
+        reader = csv.DictReader(f)
+        assert reader.fieldnames == row_schema["x-csv-columns"]
+        rows = list(reader)
+    assert len(rows) == len(kinds)
+    for row in rows:
+        validate(row, "bench.csv.schema.json")
+
+
+# ---- the worked example in docs/ledger-format.md, run as written ------------------------------
+
+def worked_example() -> dict:
+    text = (REPO / "docs" / "ledger-format.md").read_text()
+    section = text.split("## Worked example", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    assert not re.search(r"^\s*(import|from)\s+ledgertool", code, re.M), "the worked example must not use ledgertool"
+    ns: dict = {}
+    exec(compile(code, "docs/ledger-format.md (worked example)", "exec"), ns)
+    return ns
+
+
+def test_worked_example_recomputes_seals_independently(run):
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+    from cryptography.hazmat.primitives.asymmetric.mldsa import MLDSA65PublicKey
+
+    ex = worked_example()
+    ledger = run["ledger"]
+    header = json.loads((ledger / "ledger.json").read_text())
+    trust = {k["algorithm"]: base64.b64decode(k["public_key"])
+             for k in json.loads((run["keys"] / "verifier.pub").read_text())["keys"]}
+    master = bytes.fromhex((run["keys"] / "digest.key").read_text().strip())
+    assert ex["digest_key_id"](master, header["algorithm"], 16) == header["digest_key_id"]
+
+    prev = ex["genesis_hash"](header["ledger_id"], "link0")
+    docs = seals(ledger)
+    assert docs
+    for doc in docs:
+        assert doc["prev_seal_hash"] == prev
+        parquet = ledger / "link=link0" / doc["parquet_file"]
+        assert ex["records_root"](parquet, header["leaf_records"]) == doc["merkle_root"]
+        msg = ex["signed_bytes"](doc)
+        Ed25519PublicKey.from_public_bytes(trust["ed25519"]).verify(
+            base64.b64decode(doc["signatures"]["ed25519"]), msg)
+        MLDSA65PublicKey.from_public_bytes(trust["ml-dsa-65"]).verify(
+            base64.b64decode(doc["signatures"]["ml-dsa-65"]), msg)
+        prev = ex["seal_hash"](doc)
+
+    # the same functions agree with the library's
+    from ledgertool import merkle, seal as seal_mod
+
+    assert ex["signed_bytes"](docs[0]) == seal_mod.seal_signed_bytes(docs[0])
+    assert ex["seal_hash"](docs[0]) == seal_mod.seal_hash(docs[0])
+    assert ex["genesis_hash"](header["ledger_id"], "x.y") == seal_mod.genesis_hash(header["ledger_id"], "x.y")
+    # last leaf shorter than the others, odd leaf counts, one leaf, no records
+    for n in (0, 1, 5, 64, 65, 200, 257):
+        records = b"".join(struct.pack("<QqIIHHI", i, i * 7, 60, 60, 0, 1, 0) + bytes([i % 256]) * 16
+                           for i in range(n))
+        want = merkle.records_root(records, 48, 4).hex()
+        tmp = run["tmp"] / f"rr-{n}.parquet"
+        pq.write_table(seal_mod.records_to_table(records, 16, 0), tmp)
+        assert ex["records_root"](tmp, 4) == want, n
+
+
+def test_worked_example_detects_a_changed_record(run, tmp_path):
+    ex = worked_example()
+    header = json.loads((run["ledger"] / "ledger.json").read_text())
+    doc = seals(run["ledger"])[1]
+    table = pq.read_table(run["ledger"] / "link=link0" / doc["parquet_file"])
+    rows = table.to_pylist()
+    rows[37]["wire_len"] += 1
+    changed = tmp_path / "changed.parquet"
+    pq.write_table(type(table).from_pylist(rows, schema=table.schema), changed)
+    assert ex["records_root"](changed, header["leaf_records"]) != doc["merkle_root"]
