@@ -82,6 +82,9 @@ def recover_open_segments(ledger_dir: Path, ledger: dict, link: str, signing_key
             files["open"].unlink()
             continue
         seg = segments.read_open_segment(files["open"])
+        if seg.count == 0:  # crashed before the first whole record: nothing to seal
+            files["open"].unlink()
+            continue
         state = link_state(ledger_dir, ledger, link)
         if seg.header.index != state.next_index or seg.header.first_seq != state.next_seq:
             raise LedgerError(f"{files['open']}: open segment {seg.header.index} does not continue the "

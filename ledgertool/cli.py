@@ -64,15 +64,19 @@ def _progress(label: str, enabled: bool):
         yield cb
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        out.print(f"ledgertool {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback()
 def _root(
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
-    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.", is_eager=True,
+                                          callback=_print_version)] = False,
 ) -> None:
     STATE["debug"] = debug
-    if version:
-        out.print(f"ledgertool {__version__}")
-        raise typer.Exit(0)
 
 
 # ---- keys -----------------------------------------------------------------------------------
@@ -88,7 +92,7 @@ def keys_generate(
 
     res = generate_keys(outdir, scheme=scheme)
     if as_json:
-        _emit_json({"ok": True, **{k: str(v) for k, v in res.items()}})
+        _emit_json({"ok": True, **json.loads(json.dumps(res, default=str))})
     else:
         for k, v in res.items():
             out.print(f"{k}: {v}")
@@ -102,8 +106,8 @@ def capture(
     ledger: Annotated[Path, typer.Option("--ledger", help="Ledger directory (created if absent).")],
     digest_key: Annotated[Path, typer.Option("--digest-key", help="digest.key (32-byte master secret, hex).")],
     signing_key: Annotated[Path, typer.Option("--signing-key", help="signing.key from `keys generate`.")],
-    algorithm: Annotated[Optional[str], typer.Option(help="Digest algorithm for a new ledger [default: siphash-1-3-128].")] = None,
-    strip: Annotated[Optional[str], typer.Option(help="Strip mode for a new ledger [default: frame].")] = None,
+    algorithm: Annotated[Optional[str], typer.Option(help="Digest algorithm for a new ledger (default: siphash-1-3-128).")] = None,
+    strip: Annotated[Optional[str], typer.Option(help="Strip mode for a new ledger (default: frame).")] = None,
     link: Annotated[str, typer.Option(help="Link name (hive partition link=NAME).")] = "link0",
     workers: Annotated[int, typer.Option(help="Worker threads (this release digests on one).", min=1)] = 1,
     segment_records: Annotated[int, typer.Option(help="Records per segment before it is sealed.", min=1)] = 1_000_000,
@@ -273,7 +277,7 @@ def algorithms(as_json: Annotated[bool, typer.Option("--json", help="Print a JSO
 
 @app.command()
 def demo(
-    workdir: Annotated[Optional[Path], typer.Option(help="Where keys and the ledger go [default: a new temp dir].")] = None,
+    workdir: Annotated[Optional[Path], typer.Option(help="Where keys and the ledger go (default: a new temporary directory).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary only.")] = False,
 ) -> None:
     """The whole main job on the bundled sample: keys, capture, seal, verify, recompute, query."""
@@ -315,14 +319,10 @@ def main() -> None:
         err.print("ledgertool: interrupted")
         sys.exit(130)
     except Exception as e:  # noqa: BLE001
-        import click
-
-        if isinstance(e, click.exceptions.UsageError):
+        # Option-parser errors (typer may vendor its own click): they know how to show themselves.
+        if callable(getattr(e, "show", None)) and isinstance(getattr(e, "exit_code", None), int):
             e.show()
-            sys.exit(2)
-        if isinstance(e, click.exceptions.ClickException):
-            e.show()
-            sys.exit(e.exit_code)
+            sys.exit(2 if e.exit_code == 2 else e.exit_code)
         if STATE["debug"]:
             raise
         err.print(f"ledgertool: internal error: {type(e).__name__}: {e} (rerun with --debug for a traceback)",
