@@ -174,6 +174,12 @@ def recompute(
     algorithm: Annotated[Optional[str], typer.Option(help="Without --ledger: digest algorithm.")] = None,
     strip: Annotated[Optional[str], typer.Option(help="Without --ledger: strip mode.")] = None,
     out_file: Annotated[Optional[Path], typer.Option("--out", help="Without --ledger: per-frame Parquet output.")] = None,
+    from_time: Annotated[Optional[str], typer.Option("--from", help="Window start: ns since the epoch or ISO 8601 (UTC if no zone).")] = None,
+    to_time: Annotated[Optional[str], typer.Option("--to", help="Window end (exclusive), like --from.")] = None,
+    tolerance: Annotated[str, typer.Option(help="Timestamp tolerance at the window edges between two capture points, e.g. 5us, 1ms.")] = "0",
+    link: Annotated[Optional[list[str]], typer.Option("--link", help="Restrict the ledger side to this link (repeatable).")] = None,
+    details: Annotated[Optional[Path], typer.Option("--details", help="Write every differing frame as JSON lines to FILE.")] = None,
+    memory_limit: Annotated[str, typer.Option(help="DuckDB memory limit; larger sets spill to a temporary directory.")] = "4GB",
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
 ) -> None:
     """Recompute digests of a capture and reconcile them with a ledger (multisets, DuckDB)."""
@@ -199,8 +205,11 @@ def recompute(
         return
     if algorithm or strip or out_file:
         raise UsageError("with --ledger, algorithm and strip mode come from the ledger; drop --algorithm/--strip/--out")
+    window = dict(from_ns=_parse_time(from_time, "--from"), to_ns=_parse_time(to_time, "--to"),
+                  tolerance_ns=_parse_tolerance(tolerance))
     with _progress(f"recompute {source}", not as_json) as cb:
-        res = reconcile(source, ledger, dk, progress=cb)
+        res = reconcile(source, ledger, dk, progress=cb, links=link, details=details, memory_limit=memory_limit,
+                        **window)
     for w in res.warnings:
         err.print(f"[yellow]warning:[/] {w}")
     if as_json:
@@ -210,11 +219,41 @@ def recompute(
         out.print(f"{status}: {res.frames:,} frames recomputed from {source}, {res.ledger_records:,} frame records "
                   f"in {ledger}: matched {res.matched:,}, ledger-only {res.ledger_only:,}, "
                   f"capture-only {res.capture_only:,}")
+        for p in res.per_second:
+            if p["ledger_only"] or p["capture_only"]:
+                out.print(f"  second {p['second']}: matched {p['matched']}, ledger-only {p['ledger_only']}, "
+                          f"capture-only {p['capture_only']}")
         for e in res.examples_ledger_only:
-            out.print(f"  ledger-only  seq {e['seq']} ts_ns {e['ts_ns']} wire_len {e['wire_len']} digest {e['digest']}")
+            out.print(f"  ledger-only  link {e['link']} seq {e['seq']} ts_ns {e['ts_ns']} wire_len {e['wire_len']} digest {e['digest']}")
         for e in res.examples_capture_only:
             out.print(f"  capture-only frame {e['index']} ts_ns {e['ts_ns']} wire_len {e['wire_len']} digest {e['digest']}")
     raise typer.Exit(0 if res.ok else 1)
+
+
+def _parse_time(text: str | None, opt: str) -> int | None:
+    """ns since the epoch from an integer or an ISO 8601 timestamp (UTC when no zone is given)."""
+    if text is None:
+        return None
+    if text.strip().lstrip("-").isdigit():
+        return int(text)
+    from datetime import datetime, timezone
+
+    try:
+        dt = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"{opt} {text!r}: expected ns since the epoch or an ISO 8601 time") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    td = dt - datetime(1970, 1, 1, tzinfo=timezone.utc)
+    return (td.days * 86400 + td.seconds) * 1_000_000_000 + td.microseconds * 1000
+
+
+def _parse_tolerance(text: str) -> int:
+    from .plan import parse_duration
+
+    if text.strip() in ("0", "0s", "0ns"):
+        return 0
+    return round(parse_duration(text) * 1e9)
 
 
 # ---- query ----------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ matched += min(l, c), ledger_only += max(l - c, 0), capture_only += max(c - l, 0
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -19,9 +20,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .algorithms import Algorithm, get_algorithm, get_strip_mode
+from .dissect import dissect_line
 from .engine import FLAG_GAP, CaptureReader, DigestEngine, record_dtype
-from .errors import KeyFileError
+from .errors import CaptureFormatError, KeyFileError, UsageError
 from .keys import DigestKey
+from .ledger import links as ledger_links
 from .ledger import load_ledger, sealed_parquet_files, sql_parquet_source
 
 Progress = Callable[[int, int], None]
@@ -83,6 +86,12 @@ def digests_to_parquet(source: str | Path, out: Path, digest_key: DigestKey, alg
 
 @dataclass
 class ReconcileResult:
+    """Outcome of reconciling a capture with a ledger (schemas/recompute-report.schema.json).
+
+    Counts are frames. `per_link` and `per_second` split matched / ledger_only / capture_only
+    (capture-only frames have no link: they are reported under link None).
+    """
+
     source: str
     ledger: str
     frames: int
@@ -91,8 +100,13 @@ class ReconcileResult:
     ledger_only: int
     capture_only: int
     elapsed_s: float
+    window: dict = field(default_factory=dict)
+    per_link: list[dict] = field(default_factory=list)
+    per_second: list[dict] = field(default_factory=list)
     examples_ledger_only: list[dict] = field(default_factory=list)
     examples_capture_only: list[dict] = field(default_factory=list)
+    details_file: str | None = None
+    details_written: int = 0
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -103,14 +117,33 @@ class ReconcileResult:
         return {"ok": self.ok, "source": self.source, "ledger": self.ledger, "frames": self.frames,
                 "ledger_records": self.ledger_records, "matched": self.matched,
                 "ledger_only": self.ledger_only, "capture_only": self.capture_only,
-                "elapsed_s": round(self.elapsed_s, 6),
+                "elapsed_s": round(self.elapsed_s, 6), "window": self.window, "per_link": self.per_link,
+                "per_second": self.per_second,
                 "examples_ledger_only": self.examples_ledger_only,
-                "examples_capture_only": self.examples_capture_only, "warnings": self.warnings}
+                "examples_capture_only": self.examples_capture_only,
+                "details_file": self.details_file, "details_written": self.details_written,
+                "warnings": self.warnings}
+
+
+def _window_sql(col: str, lo: int | None, hi: int | None) -> str:
+    parts = ([f"{col} >= {int(lo)}"] if lo is not None else []) + ([f"{col} < {int(hi)}"] if hi is not None else [])
+    return " AND ".join(parts) or "true"
 
 
 def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey, *, examples: int = 10,
-              progress: Progress | None = None, memory_limit: str = "4GB") -> ReconcileResult:
+              progress: Progress | None = None, memory_limit: str = "4GB",
+              from_ns: int | None = None, to_ns: int | None = None, tolerance_ns: int = 0,
+              links: list[str] | None = None, details: Path | None = None,
+              details_limit: int = 100_000) -> ReconcileResult:
     """Recompute `source` with the ledger's algorithm and strip mode and reconcile as multisets.
+
+    Each digest's occurrences are numbered in time order on both sides and paired by (digest,
+    occurrence), so every frame is classified exactly once: matched, ledger-only or capture-only.
+    `from_ns`/`to_ns` restrict both sides to [from, to) (ns since the epoch); capture frames within
+    `tolerance_ns` outside the window may still pair with ledger records inside it (two capture
+    points see a frame at slightly different times) and are otherwise ignored. `links` restricts
+    the ledger side. `details` gets one JSON line per differing frame (capture-only frames with a
+    one-line dissection). DuckDB runs with `memory_limit` and spills to a temporary directory.
 
     Raises KeyFileError when the digest key's id differs from the ledger's (wrong key), and
     CaptureFormatError / LedgerFormatError for bad inputs.
@@ -122,42 +155,107 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey, *, ex
     if kid != ledger["digest_key_id"]:
         raise KeyFileError(f"{digest_key.path}: digest key id {kid} does not match ledger {ledger_dir} "
                            f"(key id {ledger['digest_key_id']}): wrong key")
+    if links:
+        unknown = sorted(set(links) - set(ledger_links(ledger_dir)))
+        if unknown:
+            raise UsageError(f"{ledger_dir}: no link named {', '.join(unknown)}")
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ledgertool-recompute-") as tmp:
         cap = Path(tmp) / "capture.parquet"
         run = digests_to_parquet(source, cap, digest_key, alg, ledger["strip"], progress)
         con = duckdb.connect(config={"memory_limit": memory_limit, "temp_directory": tmp})
         try:
-            files = sealed_parquet_files(ledger_dir)
+            # Both sides are read over the window widened by the tolerance, paired, and then each
+            # row counts where it belongs: matched and ledger-only by the ledger's timestamp,
+            # capture-only by the capture's. Unpaired frames in the margins are ignored.
+            lo = None if from_ns is None else from_ns - tolerance_ns
+            hi = None if to_ns is None else to_ns + tolerance_ns
+            files = [f for f in sealed_parquet_files(ledger_dir)
+                     if not links or f.parent.name[len("link="):] in links]
             if files:
-                con.execute(f"CREATE VIEW l AS SELECT digest, seq, ts_ns, wire_len FROM "
-                            f"{sql_parquet_source(files)} WHERE (flags & {FLAG_GAP}) = 0")
+                con.execute(f"CREATE VIEW l AS SELECT link, digest, seq, ts_ns, wire_len FROM "
+                            f"{sql_parquet_source(files)} WHERE (flags & {FLAG_GAP}) = 0 AND "
+                            f"{_window_sql('ts_ns', lo, hi)}")
             else:
-                con.execute("CREATE VIEW l AS SELECT NULL::BLOB digest, 0::UBIGINT seq, 0::BIGINT ts_ns, "
-                            "0::UINTEGER wire_len WHERE false")
-            con.execute(f"CREATE VIEW c AS SELECT * FROM {sql_parquet_source([cap])}")
+                con.execute("CREATE VIEW l AS SELECT NULL::VARCHAR link, NULL::BLOB digest, 0::UBIGINT seq, "
+                            "0::BIGINT ts_ns, 0::UINTEGER wire_len WHERE false")
+            con.execute(f"CREATE VIEW c AS SELECT index, digest, ts_ns, wire_len, cap_len FROM "
+                        f"{sql_parquet_source([cap])} WHERE {_window_sql('ts_ns', lo, hi)}")
             con.execute("""
-                CREATE TEMP TABLE diff AS
-                WITH lc AS (SELECT digest, count(*) AS n FROM l GROUP BY digest),
-                     cc AS (SELECT digest, count(*) AS n FROM c GROUP BY digest)
-                SELECT coalesce(lc.digest, cc.digest) AS digest, coalesce(lc.n, 0) AS ln,
-                       coalesce(cc.n, 0) AS cn
-                FROM lc FULL OUTER JOIN cc ON lc.digest = cc.digest""")
-            matched, lonly, conly, lrecs = con.execute("""
-                SELECT coalesce(sum(least(ln, cn)), 0), coalesce(sum(greatest(ln - cn, 0)), 0),
-                       coalesce(sum(greatest(cn - ln, 0)), 0), coalesce(sum(ln), 0) FROM diff""").fetchone()
-            ex_l = con.execute("""
-                SELECT lower(hex(l.digest)), l.seq, l.ts_ns, l.wire_len FROM l JOIN diff USING (digest)
-                WHERE diff.ln > diff.cn ORDER BY l.seq LIMIT ?""", [examples]).fetchall()
-            ex_c = con.execute("""
-                SELECT lower(hex(c.digest)), c.index, c.ts_ns, c.wire_len FROM c JOIN diff USING (digest)
-                WHERE diff.cn > diff.ln ORDER BY c.index LIMIT ?""", [examples]).fetchall()
+                CREATE TEMP TABLE j AS
+                WITH lk AS (SELECT *, row_number() OVER (PARTITION BY digest ORDER BY ts_ns, link, seq) AS k FROM l),
+                     ck AS (SELECT *, row_number() OVER (PARTITION BY digest ORDER BY ts_ns, index) AS k FROM c)
+                SELECT CASE WHEN lk.digest IS NULL THEN 'capture_only'
+                            WHEN ck.digest IS NULL THEN 'ledger_only' ELSE 'matched' END AS status,
+                       coalesce(lk.digest, ck.digest) AS digest, lk.link, lk.seq, lk.ts_ns AS l_ts,
+                       lk.wire_len AS l_wire, ck.index, ck.ts_ns AS c_ts, ck.wire_len AS c_wire, ck.cap_len
+                FROM lk FULL OUTER JOIN ck ON lk.digest = ck.digest AND lk.k = ck.k""")
+            con.execute(f"""DELETE FROM j WHERE
+                (status <> 'capture_only' AND NOT ({_window_sql('l_ts', from_ns, to_ns)})) OR
+                (status = 'capture_only' AND NOT ({_window_sql('c_ts', from_ns, to_ns)}))""")
+            matched, lonly, conly = con.execute("""
+                SELECT count(*) FILTER (status = 'matched'), count(*) FILTER (status = 'ledger_only'),
+                       count(*) FILTER (status = 'capture_only') FROM j""").fetchone()
+            frames_in_window = con.execute(
+                f"SELECT count(*) FROM c WHERE {_window_sql('ts_ns', from_ns, to_ns)}").fetchone()[0]
+            per_link = [{"link": link, "matched": m, "ledger_only": lo_, "capture_only": co}
+                        for link, m, lo_, co in con.execute("""
+                SELECT link, count(*) FILTER (status = 'matched'), count(*) FILTER (status = 'ledger_only'),
+                       count(*) FILTER (status = 'capture_only') FROM j GROUP BY link ORDER BY link NULLS LAST""").fetchall()]
+            per_second = [{"second": int(sec), "matched": m, "ledger_only": lo_, "capture_only": co}
+                          for sec, m, lo_, co in con.execute("""
+                SELECT coalesce(l_ts, c_ts) // 1000000000 AS sec, count(*) FILTER (status = 'matched'),
+                       count(*) FILTER (status = 'ledger_only'), count(*) FILTER (status = 'capture_only')
+                FROM j GROUP BY sec ORDER BY sec""").fetchall()]
+            ex_l = con.execute("""SELECT lower(hex(digest)), link, seq, l_ts, l_wire FROM j
+                WHERE status = 'ledger_only' ORDER BY link, seq LIMIT ?""", [examples]).fetchall()
+            ex_c = con.execute("""SELECT lower(hex(digest)), index, c_ts, c_wire FROM j
+                WHERE status = 'capture_only' ORDER BY index LIMIT ?""", [examples]).fetchall()
+            written = _write_details(con, details, source, details_limit) if details else 0
         finally:
             con.close()
-    return ReconcileResult(
-        str(source), str(ledger_dir), run.frames, int(lrecs), int(matched), int(lonly), int(conly),
-        time.perf_counter() - t0,
-        [{"digest": d, "seq": int(s), "ts_ns": int(t), "wire_len": int(w)} for d, s, t, w in ex_l],
-        [{"digest": d, "index": int(i), "ts_ns": int(t), "wire_len": int(w)} for d, i, t, w in ex_c],
-        run.warnings,
+    res = ReconcileResult(
+        str(source), str(ledger_dir), int(frames_in_window), int(matched + lonly), int(matched), int(lonly),
+        int(conly), time.perf_counter() - t0,
+        window={"from_ns": from_ns, "to_ns": to_ns, "tolerance_ns": tolerance_ns, "links": links or None},
+        per_link=per_link, per_second=per_second,
+        examples_ledger_only=[{"digest": d, "link": ln, "seq": int(s), "ts_ns": int(t), "wire_len": int(w)}
+                              for d, ln, s, t, w in ex_l],
+        examples_capture_only=[{"digest": d, "index": int(i), "ts_ns": int(t), "wire_len": int(w)}
+                               for d, i, t, w in ex_c],
+        details_file=str(details) if details else None, details_written=written, warnings=run.warnings,
     )
+    if written >= details_limit and (lonly + conly) > written:
+        res.warnings.append(f"--details: wrote the first {written} of {lonly + conly} differing frames")
+    return res
+
+
+def _write_details(con, details: Path, source, limit: int) -> int:
+    """One JSON line per differing frame; capture-only frames get a dissection of their bytes."""
+    rows = con.execute("""SELECT status, lower(hex(digest)), link, seq, l_ts, l_wire, index, c_ts, c_wire, cap_len
+        FROM j WHERE status <> 'matched' ORDER BY status, coalesce(l_ts, c_ts), index, seq LIMIT ?""",
+                       [limit]).fetchall()
+    wanted = {int(r[6]) for r in rows if r[0] == "capture_only"}
+    frames = {}
+    if wanted:
+        with CaptureReader(source) as reader:
+            try:
+                for f in reader.frames():
+                    if f.index in wanted:
+                        frames[f.index] = f
+                        if len(frames) == len(wanted):
+                            break
+            except CaptureFormatError:
+                pass  # frames after a corrupt structure were never digested either
+    with open(details, "w") as out:
+        for status, digest, link, seq, l_ts, l_wire, index, c_ts, c_wire, cap_len in rows:
+            if status == "ledger_only":
+                doc = {"status": status, "digest": digest, "link": link, "seq": int(seq), "ts_ns": int(l_ts),
+                       "wire_len": int(l_wire)}
+            else:
+                f = frames.get(int(index))
+                doc = {"status": status, "digest": digest, "index": int(index), "ts_ns": int(c_ts),
+                       "wire_len": int(c_wire), "cap_len": int(cap_len),
+                       "summary": dissect_line(f.data, f.linktype) if f else None}
+            out.write(json.dumps(doc) + "\n")
+    return len(rows)
