@@ -34,6 +34,8 @@ extern "C" {
 #define LT_FMT_PCAP_NS 2       /* classic pcap, nanosecond timestamps */
 #define LT_FMT_PCAP_MODIFIED 3 /* Kuznetzov modified pcap (0xA1B2CD34) */
 #define LT_FMT_PCAPNG 4
+#define LT_FMT_WORKLOAD 5      /* frames from a deterministic workload generator */
+#define LT_FMT_LIVE 6          /* frames from a live interface */
 
 /* ---- per-frame reader flags (lt_frame.rflags) ---- */
 #define LT_RF_NO_TIMESTAMP 1        /* pcapng Simple Packet Block: ts_ns is 0 */

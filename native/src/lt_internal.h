@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ledgertool.h"
+
 static inline uint16_t lt_load_le16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
 static inline uint32_t lt_load_le32(const uint8_t *p) {
     return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
@@ -34,6 +36,17 @@ static inline void lt_errf(char *err, size_t errlen, const char *fmt, ...) {
     vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
 }
+
+/* A frame source other than a capture file (workload generator, live interface). `next` fills up
+ * to `max` frames (data valid until the next call) and returns LT_OK with *n > 0, LT_EOF, or an
+ * LT_ERR_* after setting info->message / info->error; `close` frees `src`. */
+typedef struct {
+    int (*next)(void *src, lt_frame *frames, size_t max, size_t *n, lt_reader_info *info);
+    void (*close)(void *src);
+} lt_source_ops;
+
+/* reader.c: wrap a source in an lt_reader so the engine and Python treat it like a file. */
+lt_reader *lt_reader_from_source(const lt_source_ops *ops, void *src, int format);
 
 /* digest_siphash.c */
 void lt_siphash128(const uint8_t key[16], const uint8_t *msg, size_t len, int c_rounds, int d_rounds,

@@ -108,6 +108,9 @@ struct lt_reader {
     lt_iface *ifs;
     uint32_t nifs, cap_ifs;
     lt_reader_info info;
+    /* Other frame sources (workload generator, live interfaces) plug in here; NULL for files. */
+    const lt_source_ops *ops;
+    void *src;
 };
 
 static inline uint16_t rd16(const lt_reader *r, const uint8_t *p) {
@@ -586,6 +589,12 @@ int lt_reader_next(lt_reader *r, lt_frame *frames, size_t max, size_t *n) {
     *n = 0;
     if (r->state) return r->state;
     if (!frames || max == 0) return LT_ERR_ARG;
+    if (r->ops) {
+        int st = r->ops->next(r->src, frames, max, n, &r->info);
+        r->info.frames += *n;
+        if (st != LT_OK && *n == 0) r->state = st;
+        return *n ? LT_OK : st;
+    }
     size_t k = r->info.format == LT_FMT_PCAPNG ? pcapng_next(r, frames, max) : pcap_next(r, frames, max);
     r->info.frames += k;
     *n = k;
@@ -597,8 +606,18 @@ void lt_reader_get_info(const lt_reader *r, lt_reader_info *info) {
     *info = r->info;
 }
 
+lt_reader *lt_reader_from_source(const lt_source_ops *ops, void *src, int format) {
+    lt_reader *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->ops = ops;
+    r->src = src;
+    r->info.format = format;
+    return r;
+}
+
 void lt_reader_close(lt_reader *r) {
     if (!r) return;
+    if (r->ops && r->ops->close) r->ops->close(r->src);
     if (r->map) munmap((void *)r->map, r->size);
     free(r->ifs);
     free(r);
