@@ -85,7 +85,7 @@ class BenchRow:
     def to_csv(self) -> dict:
         d = asdict(self)
         d.update(frames_per_s=round(self.frames_per_s, 1), gbit_per_s=round(self.gbit_per_s, 4),
-                 ns_per_frame=round(self.ns_per_frame, 3), seconds=round(self.seconds, 6),
+                 ns_per_frame=round(self.ns_per_frame, 3), seconds=float(f"{self.seconds:.9g}"),
                  cv=round(self.cv, 5), noisy="true" if self.noisy else "false")
         return {k: d[k] for k in CSV_FIELDS}
 
@@ -323,6 +323,18 @@ def append_csv(path: Path, rows: list[BenchRow]) -> None:
             w.writerow(r.to_csv())
 
 
+def from_record(rec: dict) -> BenchRow:
+    """A row from one CSV record (strings); columns added after the first schema are optional."""
+    return BenchRow(
+        benchmark=rec["benchmark"], algorithm=rec["algorithm"], size=int(rec["size"]),
+        threads=int(rec["threads"]), frames=int(rec["frames"]), seconds=float(rec["seconds"]),
+        repeats=int(rec.get("repeats") or 1), cv=float(rec.get("cv") or 0.0),
+        noisy=str(rec.get("noisy") or "false").strip().lower() == "true",
+        time=rec["time"], host=rec["host"], cpu_model=rec["cpu_model"], cpu_path=rec["cpu_path"],
+        cores=int(rec.get("cores") or 0),
+    )
+
+
 def read_csv(path: Path) -> list[BenchRow]:
     """Rows of a bench CSV (this schema, or the first one without cores/repeats/cv/noisy).
 
@@ -340,14 +352,7 @@ def read_csv(path: Path) -> list[BenchRow]:
         for rec in reader:
             line = reader.line_num
             try:
-                row = BenchRow(
-                    benchmark=rec["benchmark"], algorithm=rec["algorithm"], size=int(rec["size"]),
-                    threads=int(rec["threads"]), frames=int(rec["frames"]), seconds=float(rec["seconds"]),
-                    repeats=int(rec.get("repeats") or 1), cv=float(rec.get("cv") or 0.0),
-                    noisy=(rec.get("noisy") or "false").strip().lower() == "true",
-                    time=rec["time"], host=rec["host"], cpu_model=rec["cpu_model"], cpu_path=rec["cpu_path"],
-                    cores=int(rec.get("cores") or 0),
-                )
+                row = from_record(rec)
             except (TypeError, ValueError) as e:
                 raise UsageError(f"{path}: line {line}: bad value ({e})") from None
             if row.benchmark not in BENCHMARKS or row.size < 0 or row.threads < 1 or row.frames < 1 \
@@ -401,7 +406,8 @@ def bench_command(
         if capture_frames > 0:
             rows += bench_capture(capture_frames, capture_size, reference_frames=reference_frames,
                                   repeats=repeats, noisy_cv=noisy_cv)
-        stamp(rows)
+        # what the CSV holds, so a dashboard re-rendered --from-csv is identical to this one
+        rows = [from_record(r.to_csv()) for r in stamp(rows)]
         if csv_file:
             append_csv(csv_file, rows)
     written = []

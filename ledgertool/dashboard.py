@@ -242,7 +242,7 @@ svg.plot{border:1px solid #ddd;background:#fff} svg text{font:12px sans-serif;fi
 svg text.t{font-weight:bold;font-size:13px} svg text.ax{fill:#444}
 svg .grid{stroke:#e6e6e6} svg .frame{fill:none;stroke:#999}
 svg .line{fill:none;stroke-width:2} svg .ref{fill:none;stroke-width:1.5;stroke-dasharray:6 4}
-table{border-collapse:collapse;background:#fff;font-size:12px} th,td{border:1px solid #ddd;padding:3px 7px}
+table{border-collapse:collapse;background:#fff;font-size:12px} th,td{border:1px solid #ddd;padding:3px 7px;white-space:nowrap}
 th{background:#f0f0f0} td.n{text-align:right;font-variant-numeric:tabular-nums} tr.noisy td{background:#fff4ce}
 """
 
