@@ -1,19 +1,26 @@
 """bench: measured throughput of the native hot path, next to the pure-Python reference path.
 
-Two kinds of rows (schemas/bench.csv.schema.json):
-  digest   one algorithm on static buffers of one frame size (isolation; no reader, no records)
-  capture  the whole path on a synthetic pcap in page cache: `engine` = read + digest + record,
-           `capture` = engine + segments + Parquet + Merkle + signatures (sealing included),
-           `reference` = pure-Python pcap reader + pure-Python SipHash on a prefix of the frames
-Each figure is the median of `repeats` runs after one warm-up run; frames/s, Gbit/s (frame bytes
-only, no wire overhead) and ns/frame are reported. The machine is noisy: compare ratios in one run.
+Two kinds of rows (schemas/bench.csv.schema.json, docs/benchmarks.md):
+  digest   one algorithm on static buffers of one message size, in `threads` pthreads at once, each
+           thread digesting its own private copy of the buffer (isolation; no reader, no records);
+           frames/s is the aggregate of all threads
+  capture  the whole path on a synthetic pcap in page cache (one thread, as capture runs today):
+           `engine` = read + digest + record, `sealed` = engine + segments + Parquet + Merkle +
+           signatures, `python-reference` = pure-Python pcap reader + pure-Python SipHash on a
+           prefix of the frames
+Each figure is the median of `repeats` timed runs after calibration and one untimed warm-up run.
+The coefficient of variation (sample standard deviation / mean) of the per-repeat rates is kept;
+a row whose cv exceeds the noise threshold (default 5 %) is flagged `noisy`. frames/s, Gbit/s
+(message bytes only, no wire overhead) and ns/frame (1e9 / aggregate frames/s) are reported.
 """
 
 from __future__ import annotations
 
 import csv
+import math
 import os
 import platform
+import re
 import socket
 import statistics
 import tempfile
@@ -21,31 +28,47 @@ import time
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Callable, Optional
 
 import numpy as np
 import typer
 
-from ._native import ffi, lib
 from .algorithms import ALGORITHMS, get_algorithm
 from .errors import UsageError
 
-CSV_FIELDS = ["time", "host", "cpu_model", "cpu_path", "benchmark", "algorithm", "size", "threads", "frames",
-              "seconds", "frames_per_s", "gbit_per_s", "ns_per_frame"]
+CSV_FIELDS = ["time", "host", "cpu_model", "cpu_path", "cores", "benchmark", "algorithm", "size", "threads",
+              "frames", "repeats", "seconds", "frames_per_s", "gbit_per_s", "ns_per_frame", "cv", "noisy"]
+#: Columns a CSV must have to be read back (the first published schema had exactly these).
+CSV_REQUIRED = ["time", "host", "cpu_model", "cpu_path", "benchmark", "algorithm", "size", "threads", "frames",
+                "seconds", "frames_per_s", "gbit_per_s", "ns_per_frame"]
+BENCHMARKS = ("digest", "capture:engine", "capture:sealed", "capture:python-reference")
+
+DEFAULT_SIZES = "64,512,1500,4096,9000,64KiB,1MiB,32MiB"
+DEFAULT_NOISY_CV = 0.05
+MAX_SIZE = 256 * 1024 * 1024
+MAX_THREADS = 1024  # LT_BENCH_MAX_THREADS
+_BUF_SLACK = 64 * 1024  # messages step 64 bytes through a buffer this much larger than one message
 
 
 @dataclass
 class BenchRow:
+    """One measured figure. `frames` counts messages of all threads in one timed run; `seconds` is
+    the median wall time of such a run."""
+
     benchmark: str
     algorithm: str
-    size: int  # frame bytes
+    size: int  # message (frame) bytes
     threads: int
     frames: int
     seconds: float
+    repeats: int = 1
+    cv: float = 0.0
+    noisy: bool = False
     time: str = ""
     host: str = ""
     cpu_model: str = ""
     cpu_path: str = "scalar"
+    cores: int = 0  # logical CPUs this process may run on; 0 = unknown (older CSV)
 
     @property
     def frames_per_s(self) -> float:
@@ -57,13 +80,19 @@ class BenchRow:
 
     @property
     def ns_per_frame(self) -> float:
-        return self.seconds * 1e9 / self.frames if self.frames else 0.0
+        return 1e9 / self.frames_per_s if self.frames_per_s > 0 else 0.0
 
     def to_csv(self) -> dict:
         d = asdict(self)
         d.update(frames_per_s=round(self.frames_per_s, 1), gbit_per_s=round(self.gbit_per_s, 4),
-                 ns_per_frame=round(self.ns_per_frame, 3), seconds=round(self.seconds, 6))
+                 ns_per_frame=round(self.ns_per_frame, 3), seconds=float(f"{self.seconds:.9g}"),
+                 cv=round(self.cv, 5), noisy="true" if self.noisy else "false")
         return {k: d[k] for k in CSV_FIELDS}
+
+    def to_json(self) -> dict:
+        d = self.to_csv()
+        d["noisy"] = self.noisy
+        return d
 
 
 def cpu_model() -> str:
@@ -74,6 +103,116 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def usable_cores() -> int:
+    """Logical CPUs this process may run on (its affinity mask), else os.cpu_count()."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+# --------------------------------------------------------------------------- option parsing
+
+_SIZE_RE = re.compile(r"^(?P<num>[0-9]+)\s*(?P<unit>b|kib|mib|gib)?$")
+_SIZE_UNIT = {None: 1, "b": 1, "kib": 1024, "mib": 1024**2, "gib": 1024**3}
+
+
+def parse_sizes(text: str) -> list[int]:
+    """"64,1500,9000,64KiB,32MiB" -> byte counts (binary suffixes B, KiB, MiB, GiB only)."""
+    out = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        m = _SIZE_RE.match(part.lower())
+        if m is None:
+            raise UsageError(f"--sizes: bad size {part!r}; expected bytes like 64, 9000, 64KiB, 32MiB")
+        n = int(m["num"]) * _SIZE_UNIT[m["unit"]]
+        if not 1 <= n <= MAX_SIZE:
+            raise UsageError(f"--sizes: {part!r} is outside 1 B .. {MAX_SIZE // 1024**2} MiB")
+        out.append(n)
+    if not out:
+        raise UsageError("--sizes: no sizes given")
+    return out
+
+
+def parse_threads(text: str) -> list[int]:
+    """"1,2,4" -> [1, 2, 4]."""
+    try:
+        out = [int(p) for p in text.split(",") if p.strip()]
+    except ValueError:
+        raise UsageError(f"--threads {text!r}: expected comma-separated thread counts, e.g. 1,2") from None
+    if not out or any(not 1 <= t <= MAX_THREADS for t in out):
+        raise UsageError(f"--threads {text!r}: each count must be 1..{MAX_THREADS}")
+    return out
+
+
+def human_size(n: int) -> str:
+    """64 -> "64 B", 65536 -> "64 KiB", 33554432 -> "32 MiB"; sizes not a whole KiB stay in bytes."""
+    for div, unit in ((1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB")):
+        if n >= div and n % div == 0:
+            return f"{n // div} {unit}"
+    return f"{n} B"
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+def spread(rates: list[float]) -> float:
+    """Coefficient of variation (sample stdev / mean) of per-repeat rates; 0 for fewer than 2."""
+    if len(rates) < 2:
+        return 0.0
+    mean = statistics.fmean(rates)
+    return statistics.stdev(rates) / mean if mean > 0 else 0.0
+
+
+def _measure(run: Callable[[], float], frames: int, repeats: int) -> tuple[float, float]:
+    """Warm up once, then time `repeats` runs; `run` returns its elapsed seconds.
+    Returns (median seconds, cv of the per-repeat rates)."""
+    run()  # warm-up: caches, page cache, CPU frequency
+    times = [run() for _ in range(repeats)]
+    return statistics.median(times), spread([frames / t for t in times if t > 0])
+
+
+def _timed(fn: Callable[[], object]) -> Callable[[], float]:
+    def run() -> float:
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
+    return run
+
+
+def bench_digest(algorithm: str, size: int, threads: int = 1, min_time: float = 0.2, repeats: int = 5,
+                 noisy_cv: float = DEFAULT_NOISY_CV) -> BenchRow:
+    """Isolation: `threads` threads each digest `size`-byte messages from a private static buffer.
+
+    The per-thread message count is calibrated so one timed run lasts about `min_time` seconds."""
+    from ._native import ffi, lib
+
+    alg = get_algorithm(algorithm, for_ledger=False)
+    buf = os.urandom(size + _BUF_SLACK)
+    key = os.urandom(alg.key_size)
+    ns = ffi.new("uint64_t *")
+    sink = ffi.new("uint8_t[16]")
+
+    def once(count: int) -> float:
+        rc = lib.lt_bench_digest_threads(alg.native_id, key, buf, len(buf), size, count, threads, ns,
+                                         ffi.NULL, sink)
+        if rc != 0:
+            raise UsageError(f"bench: native benchmark failed (status {rc}) for {alg.name}, {size} B, "
+                             f"{threads} thread(s)")
+        return ns[0] / 1e9
+
+    count = 1
+    while True:  # calibrate: grow until a run takes a quarter of the target
+        elapsed = once(count)
+        if elapsed >= min_time / 4 or count >= 1 << 34:
+            break
+        count *= 8 if elapsed < min_time / 64 else 2
+    count = max(1, round(count * min_time / max(elapsed, 1e-9)))
+    median, cv = _measure(lambda: once(count), count * threads, repeats)
+    return BenchRow("digest", alg.name, size, threads, count * threads, median, repeats, cv, cv > noisy_cv)
 
 
 def write_synthetic_pcap(path: Path, frames: int, frame_size: int, seed: int = 1) -> int:
@@ -96,41 +235,11 @@ def write_synthetic_pcap(path: Path, frames: int, frame_size: int, seed: int = 1
     return path.stat().st_size
 
 
-def _median_time(fn, repeats: int) -> float:
-    fn()  # warm-up
-    return statistics.median(_timed(fn) for _ in range(repeats))
-
-
-def _timed(fn) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
-
-
-def bench_digest(algorithm: str, size: int, target_s: float = 0.2, repeats: int = 3) -> BenchRow:
-    """Isolation: one core digests `size`-byte messages from a static buffer."""
-    alg = get_algorithm(algorithm, for_ledger=False)
-    buf = os.urandom(max(size, 1) + 64 * 1024)
-    key = os.urandom(alg.key_size)
-    ns = ffi.new("uint64_t *")
-    sink = ffi.new("uint8_t[16]")
-    count = 1000
-    while True:  # calibrate to ~target_s
-        lib.lt_bench_digest(alg.native_id, key, buf, len(buf), size, count, ns, sink)
-        if ns[0] > target_s * 1e9 / 4 or count > 1 << 30:
-            break
-        count *= 4
-    count = max(1, int(count * target_s * 1e9 / max(ns[0], 1)))
-    times = []
-    for _ in range(repeats):
-        lib.lt_bench_digest(alg.native_id, key, buf, len(buf), size, count, ns, sink)
-        times.append(ns[0] / 1e9)
-    return BenchRow("digest", alg.name, size, 1, count, statistics.median(times))
-
-
 def bench_capture(frames: int, size: int, algorithm: str = "siphash-1-3-128", reference_frames: int = 20_000,
-                  repeats: int = 3, workdir: Path | None = None) -> list[BenchRow]:
-    """Whole path on a synthetic pcap: native engine, full capture with sealing, Python reference."""
+                  repeats: int = 5, workdir: Path | None = None,
+                  noisy_cv: float = DEFAULT_NOISY_CV) -> list[BenchRow]:
+    """Whole path on a synthetic pcap read from page cache (the warm-up run pulls it in):
+    native engine alone, full capture with sealing, and the pure-Python reference."""
     from .capture import capture_file
     from .engine import CaptureReader, DigestEngine
     from .keys import DigestKey, SigningKey
@@ -154,17 +263,17 @@ def bench_capture(frames: int, size: int, algorithm: str = "siphash-1-3-128", re
                     if n == 0:
                         break
                     seq += n
-            assert seq == frames
+            if seq != frames:
+                raise RuntimeError(f"bench: engine read {seq} of {frames} frames")
 
-        runs = iter(range(1000))
+        runs = iter(range(1_000_000))
 
         def full_capture() -> None:
             res = capture_file(pcap, tmp / f"ledger-{next(runs)}", digest_key=dk, signing_key=sk,
                                segment_records=1_000_000)
-            assert res.frames == frames
+            if res.frames != frames:
+                raise RuntimeError(f"bench: capture recorded {res.frames} of {frames} frames")
 
-        rows = [BenchRow("capture:engine", alg.name, size, 1, frames, _median_time(engine_only, repeats)),
-                BenchRow("capture:sealed", alg.name, size, 1, frames, _median_time(full_capture, repeats))]
         ref_n = min(frames, reference_frames)
         data = pcap.read_bytes()[: 24 + ref_n * (16 + size)]
         c, d = (1, 3) if alg.name.startswith("siphash-1-3") else (2, 4)
@@ -174,22 +283,38 @@ def bench_capture(frames: int, size: int, algorithm: str = "siphash-1-3-128", re
             for _ts, _cap, _wire, frame in read_pcap(data):
                 siphash(subkey, frame, c, d, alg.digest_size)
                 n += 1
-            assert n == ref_n
+            if n != ref_n:
+                raise RuntimeError(f"bench: reference read {n} of {ref_n} frames")
 
-        rows.append(BenchRow("capture:python-reference", alg.name, size, 1, ref_n, _median_time(reference, 1)))
+        rows = []
+        for name, fn, n in (("capture:engine", engine_only, frames), ("capture:sealed", full_capture, frames),
+                            ("capture:python-reference", reference, ref_n)):
+            median, cv = _measure(_timed(fn), n, repeats)
+            rows.append(BenchRow(name, alg.name, size, 1, n, median, repeats, cv, cv > noisy_cv))
     return rows
 
 
 def stamp(rows: list[BenchRow]) -> list[BenchRow]:
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    host, model = socket.gethostname(), cpu_model()
+    host, model, cores = socket.gethostname(), cpu_model(), usable_cores()
     for r in rows:
-        r.time, r.host, r.cpu_model = now, host, model
+        r.time, r.host, r.cpu_model, r.cores = now, host, model, cores
     return rows
 
 
+# --------------------------------------------------------------------------- CSV
+
+
 def append_csv(path: Path, rows: list[BenchRow]) -> None:
+    """Append rows; the header is written to a new or empty file only. A file whose header is not
+    this schema's is refused (appending would misalign its columns)."""
     new = not path.exists() or path.stat().st_size == 0
+    if not new:
+        with open(path, newline="") as f:
+            header = next(csv.reader(f), [])
+        if header != CSV_FIELDS:
+            raise UsageError(f"{path}: its header is not the current bench CSV schema "
+                             f"(schemas/bench.csv.schema.json); write to a new file")
     with open(path, "a", newline="") as f:
         w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
         if new:
@@ -198,45 +323,116 @@ def append_csv(path: Path, rows: list[BenchRow]) -> None:
             w.writerow(r.to_csv())
 
 
+def from_record(rec: dict) -> BenchRow:
+    """A row from one CSV record (strings); columns added after the first schema are optional."""
+    return BenchRow(
+        benchmark=rec["benchmark"], algorithm=rec["algorithm"], size=int(rec["size"]),
+        threads=int(rec["threads"]), frames=int(rec["frames"]), seconds=float(rec["seconds"]),
+        repeats=int(rec.get("repeats") or 1), cv=float(rec.get("cv") or 0.0),
+        noisy=str(rec.get("noisy") or "false").strip().lower() == "true",
+        time=rec["time"], host=rec["host"], cpu_model=rec["cpu_model"], cpu_path=rec["cpu_path"],
+        cores=int(rec.get("cores") or 0),
+    )
+
+
+def read_csv(path: Path) -> list[BenchRow]:
+    """Rows of a bench CSV (this schema, or the first one without cores/repeats/cv/noisy).
+
+    `seconds` and `frames` are taken as written; UsageError naming the file and line otherwise."""
+    try:
+        f = open(path, newline="")
+    except OSError as e:
+        raise UsageError(f"{path}: cannot read bench CSV ({e.strerror})") from None
+    rows = []
+    with f:
+        reader = csv.DictReader(f)
+        missing = [c for c in CSV_REQUIRED if c not in (reader.fieldnames or [])]
+        if missing:
+            raise UsageError(f"{path}: not a bench CSV (missing columns: {', '.join(missing)})")
+        for rec in reader:
+            line = reader.line_num
+            try:
+                row = from_record(rec)
+            except (TypeError, ValueError) as e:
+                raise UsageError(f"{path}: line {line}: bad value ({e})") from None
+            if row.benchmark not in BENCHMARKS or row.size < 0 or row.threads < 1 or row.frames < 1 \
+                    or not (math.isfinite(row.seconds) and row.seconds > 0):
+                raise UsageError(f"{path}: line {line}: not a valid bench row")
+            rows.append(row)
+    if not rows:
+        raise UsageError(f"{path}: no bench rows")
+    return rows
+
+
+# --------------------------------------------------------------------------- command
+
+
 def bench_command(
     algorithm: Annotated[Optional[list[str]], typer.Option("--algorithm", help="Algorithm(s) to measure [default: all].")] = None,
-    sizes: Annotated[str, typer.Option(help="Frame sizes in bytes, comma-separated.")] = "64,512,1500,9000",
-    threads: Annotated[str, typer.Option(help="Thread counts (this release measures 1).")] = "1",
+    sizes: Annotated[str, typer.Option(help="Message sizes, comma-separated: bytes or KiB/MiB (64 .. 32MiB).")] = DEFAULT_SIZES,
+    threads: Annotated[str, typer.Option(help="Thread counts, comma-separated; each thread digests its own buffer.")] = "1,2",
+    min_time: Annotated[float, typer.Option("--min-time", help="Seconds per timed run (calibrated).", min=0.0001)] = 0.2,
     capture_frames: Annotated[int, typer.Option(help="Frames in the synthetic pcap for the whole-path rows (0: skip).")] = 1_000_000,
-    capture_size: Annotated[int, typer.Option(help="Frame size of the synthetic pcap, bytes.")] = 64,
-    reference_frames: Annotated[int, typer.Option(help="Frames the pure-Python reference path digests.")] = 20_000,
-    repeats: Annotated[int, typer.Option(help="Timed repeats per figure (median reported).", min=1)] = 3,
+    capture_size: Annotated[int, typer.Option(help="Frame size of the synthetic pcap, bytes.", min=14, max=65535)] = 64,
+    reference_frames: Annotated[int, typer.Option(help="Frames the pure-Python reference path digests.", min=1)] = 20_000,
+    repeats: Annotated[int, typer.Option(help="Timed repeats per figure (median reported; cv needs >= 2).", min=1)] = 5,
+    noisy_cv: Annotated[float, typer.Option("--noisy-cv", help="Flag a row noisy when cv of its repeats exceeds this.", min=0.0)] = DEFAULT_NOISY_CV,
     csv_file: Annotated[Optional[Path], typer.Option("--csv", help="Append rows to this CSV.")] = None,
+    from_csv: Annotated[Optional[Path], typer.Option("--from-csv", help="Measure nothing: render rows of this CSV.")] = None,
+    html: Annotated[Optional[Path], typer.Option("--html", help="Write a self-contained HTML dashboard here.")] = None,
+    png: Annotated[Optional[Path], typer.Option("--png", help="Write the dashboard plots as PNG files into this directory (needs matplotlib).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print rows as JSON only.")] = False,
 ) -> None:
-    """Throughput per algorithm and frame size (isolation) and through the whole capture path."""
+    """Throughput per algorithm x message size x threads (isolation) and through the whole capture path."""
     import json
     import sys
 
     from rich.console import Console
     from rich.table import Table
 
-    if {t.strip() for t in threads.split(",")} != {"1"}:
-        raise UsageError("--threads: this release measures one thread only")
-    try:
-        size_list = [int(s) for s in sizes.split(",") if s.strip()]
-    except ValueError:
-        raise UsageError(f"--sizes {sizes!r}: expected comma-separated byte counts") from None
-    algs = algorithm or list(ALGORITHMS)
-    rows = [bench_digest(a, s, repeats=repeats) for a in algs for s in size_list]
-    if capture_frames > 0:
-        rows += bench_capture(capture_frames, capture_size, reference_frames=reference_frames, repeats=repeats)
-    stamp(rows)
-    if csv_file:
-        append_csv(csv_file, rows)
+    if from_csv is not None:
+        if csv_file is not None:
+            raise UsageError("--from-csv renders an existing CSV; drop --csv (nothing is measured)")
+        rows = read_csv(from_csv)
+    else:
+        size_list = parse_sizes(sizes)
+        thread_list = parse_threads(threads)
+        algs = [get_algorithm(a, for_ledger=False).name for a in (algorithm or list(ALGORITHMS))]
+        if png is not None:
+            from .dashboard import require_matplotlib
+            require_matplotlib()
+        rows = [bench_digest(a, s, t, min_time=min_time, repeats=repeats, noisy_cv=noisy_cv)
+                for a in algs for s in size_list for t in thread_list]
+        if capture_frames > 0:
+            rows += bench_capture(capture_frames, capture_size, reference_frames=reference_frames,
+                                  repeats=repeats, noisy_cv=noisy_cv)
+        # what the CSV holds, so a dashboard re-rendered --from-csv is identical to this one
+        rows = [from_record(r.to_csv()) for r in stamp(rows)]
+        if csv_file:
+            append_csv(csv_file, rows)
+    written = []
+    if html is not None:
+        from .dashboard import write_html
+        written.append(write_html(rows, html))
+    if png is not None:
+        from .dashboard import write_pngs
+        written += write_pngs(rows, png)
     if as_json:
-        sys.stdout.write(json.dumps({"rows": [r.to_csv() for r in rows]}, indent=2) + "\n")
+        sys.stdout.write(json.dumps({"rows": [r.to_json() for r in rows]}, indent=2) + "\n")
         return
     ref = next((r for r in rows if r.benchmark == "capture:python-reference"), None)
-    t = Table("benchmark", "algorithm", "size B", "threads", "Mframes/s", "Gbit/s", "ns/frame", "x Python ref",
+    t = Table("benchmark", "algorithm", "size", "threads", "Mframes/s", "Gbit/s", "ns/frame", "cv", "x Python ref",
               title=f"ledgertool bench on {rows[0].cpu_model if rows else '?'}")
     for r in rows:
         ratio = f"{r.frames_per_s / ref.frames_per_s:,.0f}" if ref and r.benchmark.startswith("capture") else ""
-        t.add_row(r.benchmark, r.algorithm, str(r.size), str(r.threads), f"{r.frames_per_s / 1e6:.2f}",
-                  f"{r.gbit_per_s:.2f}", f"{r.ns_per_frame:.1f}", ratio)
-    Console(width=None if sys.stdout.isatty() else 160).print(t)
+        cv = f"{r.cv * 100:.1f}%" + (" noisy" if r.noisy else "")
+        t.add_row(r.benchmark, r.algorithm, human_size(r.size), str(r.threads), f"{r.frames_per_s / 1e6:.2f}",
+                  f"{r.gbit_per_s:.2f}", f"{r.ns_per_frame:.1f}", cv, ratio)
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    console.print(t)
+    noisy = sum(r.noisy for r in rows)
+    if noisy:
+        Console(stderr=True).print(f"[yellow]{noisy} of {len(rows)} rows noisy[/] (cv of repeats > "
+                                   f"{noisy_cv:.0%}): the machine was busy; rerun or raise --min-time/--repeats")
+    for p in written:
+        Console(stderr=True).print(f"wrote {p}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -29,14 +30,14 @@ plan_app = typer.Typer(
 
 RateOpt = Annotated[
     Optional[list[str]],
-    typer.Option("--rate", help="Line rate in bits/s: 100G, 400G, 800G, 1.6T, 25Gbps, 1e9. Repeatable."),
+    typer.Option("--rate", help="Line rate in bits/s: 100G, 400G, 800G, 1.6T, 25Gbps, 1e9. Repeatable or comma-separated."),
 ]
 FrameOpt = Annotated[
     Optional[list[str]],
     typer.Option(
         "--frame",
         help="Frame size in bytes incl. FCS (>= 64) or 'imix' (simple IMIX 7:4:1). "
-        "Repeatable; default 64 with --rate.",
+        "Repeatable or comma-separated (64,512,1500,4096,9000,imix); default 64 with --rate.",
     ),
 ]
 PpsOpt = Annotated[
@@ -51,8 +52,10 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document o
 
 
 def _traffics(rates: list[str] | None, frames: list[str] | None, pps: list[str] | None) -> list[plan.Traffic]:
-    """Rows of traffic from (--rate x --frame) or --pps, refusing mixtures."""
-    rates, frames, pps = rates or [], frames or [], pps or []
+    """Rows of traffic from (--rate x --frame) or --pps, refusing mixtures.
+
+    Each option may be repeated and each value may be a comma-separated list ("100G,400G")."""
+    rates, frames, pps = _split(rates), _split(frames), _split(pps)
     if rates and pps:
         raise UsageError("give either --rate (with --frame) or --pps, not both")
     if pps:
@@ -65,8 +68,24 @@ def _traffics(rates: list[str] | None, frames: list[str] | None, pps: list[str] 
     return [plan.traffic_from_rate(plan.parse_rate(r), f) for r in rates for f in sizes]
 
 
-def _emit_json(rows: list[dict]) -> None:
-    sys.stdout.write(json.dumps({"rows": rows}, indent=2, allow_nan=False) + "\n")
+def _split(values: list[str] | None) -> list[str]:
+    """["100G,400G", "1.6T"] -> ["100G", "400G", "1.6T"]; an empty item is an error."""
+    out = []
+    for value in values or []:
+        parts = [p.strip() for p in value.split(",")]
+        if any(not p for p in parts):
+            raise UsageError(f"bad list {value!r}: empty item")
+        out += parts
+    return out
+
+
+def _emit_json(rows: list[dict], **extra: object) -> None:
+    sys.stdout.write(json.dumps({"rows": rows, **extra}, indent=2, allow_nan=False) + "\n")
+
+
+def _console() -> Console:
+    """Full-width tables when piped (a non-terminal console would otherwise wrap at 80 columns)."""
+    return Console(width=None if sys.stdout.isatty() else 160)
 
 
 def _rate_label(t: plan.Traffic | plan.CollisionRow) -> str:
@@ -126,7 +145,7 @@ def collision(
             plan.human_duration(r.expected_seconds),
             plan.human_prob(r.probability),
         )
-    Console().print(table)
+    _console().print(table)
 
 
 @plan_app.command("storage")
@@ -141,28 +160,52 @@ def storage(
     digest_bytes: Annotated[
         int, typer.Option("--digest-bytes", help="Digest size used for the default record size (16 or 32).")
     ] = plan.DEFAULT_DIGEST_BYTES,
+    from_ledger: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--from-ledger",
+            help="Measure bytes on disk per record in this sealed ledger: (Parquet + seal file sizes) / records.",
+        ),
+    ] = None,
     links: LinksOpt = 1,
     duration: Annotated[str, typer.Option("--duration", help="Retention window: 1d, 30d, 1y.")] = "1d",
     as_json: JsonOpt = False,
 ) -> None:
-    """Uncompressed ledger-record volume per link and for all links."""
+    """Ledger volume per link and for all links: format record size, or measured from a ledger."""
     traffics = _traffics(rate, frame, pps)
-    size = record_bytes if record_bytes is not None else plan.default_record_bytes(digest_bytes)
+    if from_ledger is not None and record_bytes is not None:
+        raise UsageError("give either --record-bytes or --from-ledger, not both")
+    source: dict[str, object]
+    if from_ledger is not None:
+        from ledgertool.ledger import storage_footprint
+
+        foot = storage_footprint(from_ledger)
+        size: float = foot.bytes_per_record
+        source = {"kind": "ledger", **foot.to_dict()}
+        what = f"{size:.2f} bytes/record on disk (measured: {foot.records:,} records in {from_ledger})"
+    elif record_bytes is not None:
+        size = record_bytes
+        source = {"kind": "option"}
+        what = f"{size}-byte records"
+    else:
+        size = plan.default_record_bytes(digest_bytes)
+        source = {"kind": "format", "digest_bytes": digest_bytes}
+        what = f"{size}-byte records (format, uncompressed)"
     seconds = plan.parse_duration(duration)
     rows = plan.storage_table(traffics, size, links, seconds)
     if as_json:
-        _emit_json([r.to_dict() for r in rows])
+        _emit_json([r.to_dict() for r in rows], record_bytes_source=source)
         return
     table = Table(
         box=box.SIMPLE_HEAD,
         show_edge=False,
         padding=(0, 1),
         collapse_padding=True,
-        title=f"Ledger storage: {size}-byte records, {links} link(s), "
-        f"window {plan.human_duration(seconds)}, uncompressed",
+        title=f"Ledger storage: {what}, {links} link(s), window {plan.human_duration(seconds)}",
         caption="bytes = frames/s x record bytes; 1 GB = 1e9 B; docs/plan.md",
     )
-    for name in ("rate", "frame", "frames/s", "link /s", "link /day", "all /day", "all /year"):
+    for name in ("rate", "frame", "frames/s", "link /s", "link /day", "link /year", "all /s", "all /day",
+                 "all /year"):
         table.add_column(name, justify="right", no_wrap=True)
     table.add_column("all /window", justify="right", no_wrap=True)
     for row in rows:
@@ -173,11 +216,13 @@ def storage(
             _count(t.frames_per_second),
             plan.human_bytes(p.bytes_per_second_per_link),
             plan.human_bytes(p.bytes_per_day_per_link),
+            plan.human_bytes(p.bytes_per_year_per_link),
+            plan.human_bytes(p.bytes_per_second),
             plan.human_bytes(p.bytes_per_day),
             plan.human_bytes(p.bytes_per_year),
             plan.human_bytes(p.bytes_for_duration),
         )
-    Console().print(table)
+    _console().print(table)
 
 
 def main() -> None:  # pragma: no cover - a stand-alone runner for trying the commands

@@ -113,3 +113,53 @@ def link_state(directory: Path, ledger: dict, link: str) -> LinkState:
         return LinkState(0, 0, genesis_hash(ledger["ledger_id"], link))
     last = load_seal(files[sealed[-1]]["seal.json"])
     return LinkState(sealed[-1] + 1, int(last["last_seq"]) + 1, seal_hash(last))
+
+
+@dataclass(frozen=True)
+class LedgerFootprint:
+    """Bytes on disk of a ledger's sealed segments (Parquet + seal documents), all links.
+
+    `bytes_per_record` includes Parquet compression and encoding, and the seal overhead; it is
+    what `plan storage --from-ledger` multiplies by frames/s. Open segments and ledger.json are
+    not counted (the former are transient, the latter is one small file per ledger).
+    """
+
+    directory: str
+    links: int
+    segments: int
+    records: int
+    parquet_bytes: int
+    seal_bytes: int
+
+    @property
+    def bytes_per_record(self) -> float:
+        return (self.parquet_bytes + self.seal_bytes) / self.records
+
+    def to_dict(self) -> dict:
+        return {"directory": self.directory, "links": self.links, "segments": self.segments,
+                "records": self.records, "parquet_bytes": self.parquet_bytes, "seal_bytes": self.seal_bytes,
+                "bytes_per_record": self.bytes_per_record}
+
+
+def storage_footprint(directory: Path) -> LedgerFootprint:
+    """Measure the sealed segments of DIR: records (from the seals), Parquet and seal file sizes.
+
+    LedgerFormatError when DIR is not a ledger or holds no sealed record."""
+    load_ledger(directory)
+    names = links(directory)
+    segs = records = pq_bytes = seal_bytes = 0
+    for link in names:
+        for _, files in sorted(segment_files(directory, link).items()):
+            if "parquet" not in files or "seal.json" not in files:
+                continue
+            doc = load_seal(files["seal.json"])
+            n = doc.get("records")
+            if not isinstance(n, int) or n < 0:
+                raise LedgerFormatError(f"{files['seal.json']}: seal has no valid record count")
+            segs += 1
+            records += n
+            pq_bytes += files["parquet"].stat().st_size
+            seal_bytes += files["seal.json"].stat().st_size
+    if records == 0:
+        raise LedgerFormatError(f"{directory}: no sealed records to measure")
+    return LedgerFootprint(str(directory), len(names), segs, records, pq_bytes, seal_bytes)

@@ -325,7 +325,7 @@ class StoragePlan:
     """Uncompressed ledger-record volume, per link and for all `links` links."""
 
     frames_per_second: float
-    record_bytes: int
+    record_bytes: float
     links: int
     duration_seconds: float
     bytes_per_second_per_link: float
@@ -338,10 +338,13 @@ class StoragePlan:
     bytes_for_duration: float
 
 
-def storage_plan(pps: float, record_bytes: int, links: int, duration: float) -> StoragePlan:
-    """Bytes/s, per day, per (Julian) year and for `duration` seconds of records at `pps` per link."""
+def storage_plan(pps: float, record_bytes: float, links: int, duration: float) -> StoragePlan:
+    """Bytes/s, per day, per (Julian) year and for `duration` seconds of records at `pps` per link.
+
+    `record_bytes` is the format's record size (an integer) or a measured mean of bytes on disk
+    per record (a fraction; see `ledgertool.ledger.storage_footprint`)."""
     _finite_positive(pps, "frames per second", repr(pps), MAX_PPS)
-    if not 1 <= record_bytes <= MAX_RECORD_BYTES:
+    if not (math.isfinite(record_bytes) and 1 <= record_bytes <= MAX_RECORD_BYTES):
         raise UsageError(f"bad record size {record_bytes}: must be 1..{MAX_RECORD_BYTES} bytes")
     _check_links(links)
     _finite_positive(duration, "duration", repr(duration), MAX_DURATION_SECONDS)
@@ -380,7 +383,7 @@ class StorageRow:
 
 
 def storage_table(
-    traffics: list[Traffic], record_bytes: int, links: int, duration_seconds: float
+    traffics: list[Traffic], record_bytes: float, links: int, duration_seconds: float
 ) -> list[StorageRow]:
     """One storage row per traffic, in the given order."""
     return [

@@ -29,9 +29,9 @@ ffibuilder.set_source(
     sources=SOURCES,
     include_dirs=[str(HERE.relative_to(HERE.parent) / "include"), "native/src"],
     extra_compile_args=["-O3", "-std=gnu11", "-fno-strict-aliasing", "-Wall", "-Wextra",
-                        "-Wno-unused-parameter"] + (["-g", "-fsanitize=address,undefined"]
+                        "-Wno-unused-parameter", "-pthread"] + (["-g", "-fsanitize=address,undefined"]
                                                     if os.environ.get("LEDGERTOOL_SANITIZE") else []),
-    extra_link_args=(["-fsanitize=address,undefined"] if os.environ.get("LEDGERTOOL_SANITIZE") else []),
+    extra_link_args=["-pthread"] + (["-fsanitize=address,undefined"] if os.environ.get("LEDGERTOOL_SANITIZE") else []),
 )
 
 if __name__ == "__main__":

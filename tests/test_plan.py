@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -491,3 +492,72 @@ def test_cli_bad_values_raise_usage_error(args: list[str]) -> None:
 def test_cli_no_args_shows_help() -> None:
     result = runner.invoke(plan_app, [])
     assert "collision" in result.output and "storage" in result.output
+
+
+# --------------------------------------------------------------------------- issue 7 reference figures
+
+
+def test_issue7_reference_figures() -> None:
+    """400G, 64 B: 595.2 Mframes/s; 64-bit first collision ~9.0 s; 128-bit ~1.2 thousand years; 48-byte records."""
+    t = plan.traffic_from_rate(plan.parse_rate("400G"), plan.parse_frame("64"))
+    assert close(t.frames_per_second, 400e9 / 672)
+    assert f"{t.frames_per_second / 1e6:.1f}" == "595.2"
+    r64 = plan.collision_row(64, t, 1, YEAR)
+    r128 = plan.collision_row(128, t, 1, YEAR)
+    assert close(r64.expected_seconds, math.sqrt(math.pi * 2.0**64 / 2) * 672 / 400e9)
+    assert plan.human_duration(r64.expected_seconds) == "9.0 s"
+    assert close(r128.expected_seconds, math.sqrt(math.pi * 2.0**128 / 2) * 672 / 400e9)
+    assert plan.human_duration(r128.expected_seconds) == "1.2 thousand years"
+    s = plan.storage_plan(t.frames_per_second, plan.default_record_bytes(16), 1, 86400)
+    assert s.record_bytes == 48
+    assert close(s.bytes_per_second_per_link, 400e9 / 672 * 48)
+    assert close(s.bytes_per_year_per_link, 400e9 / 672 * 48 * YEAR)
+
+
+def test_cli_storage_comma_lists_make_one_table() -> None:
+    rates = ["100G", "400G", "800G", "1.6T"]
+    frames = ["64", "512", "1500", "4096", "9000", "imix"]
+    doc = run_json(["storage", "--rate", ",".join(rates), "--frame", ",".join(frames), "--links", "3", "--json"])
+    rows = doc["rows"]
+    assert len(rows) == 24
+    assert doc["record_bytes_source"] == {"kind": "format", "digest_bytes": 16}
+    for row, (rate, frame) in zip(rows, [(r, f) for r in rates for f in frames]):
+        bps = plan.parse_rate(rate)
+        size = 4342 / 12 if frame == "imix" else float(frame)
+        fps = bps / ((size + 20) * 8)
+        assert row["frame"] == frame and row["rate_bps"] == bps
+        assert close(row["frames_per_second"], fps)
+        assert close(row["bytes_per_second_per_link"], fps * 48)
+        assert close(row["bytes_per_day_per_link"], fps * 48 * 86400)
+        assert close(row["bytes_per_year_per_link"], fps * 48 * YEAR)
+        assert close(row["bytes_per_second"], 3 * fps * 48)
+        assert close(row["bytes_per_year"], 3 * fps * 48 * YEAR)
+    human = runner.invoke(plan_app, ["storage", "--rate", "100G,400G", "--frame", "64,imix"])
+    assert human.exit_code == 0 and "901.6 PB" in human.stdout  # 400G/64 B per link per year
+
+
+def test_cli_storage_empty_list_item_is_usage_error() -> None:
+    result = runner.invoke(plan_app, ["storage", "--rate", "400G,", "--json"])
+    assert isinstance(result.exception, UsageError)
+
+
+def test_cli_storage_from_ledger(tmp_path) -> None:
+    from ledgertool.demo import run_demo
+
+    summary = run_demo(tmp_path / "demo")
+    ledger = Path(summary["ledger"])
+    parquet = sum(p.stat().st_size for p in ledger.rglob("seg-*.parquet"))
+    seals = sum(p.stat().st_size for p in ledger.rglob("seg-*.seal.json"))
+    records = sum(json.loads(p.read_text())["records"] for p in ledger.rglob("seg-*.seal.json"))
+    doc = run_json(["storage", "--pps", "1e6", "--links", "2", "--from-ledger", str(ledger), "--json"])
+    src = doc["record_bytes_source"]
+    assert src["kind"] == "ledger" and src["records"] == records
+    assert src["parquet_bytes"] == parquet and src["seal_bytes"] == seals
+    per = (parquet + seals) / records
+    (row,) = doc["rows"]
+    assert close(row["record_bytes"], per)
+    assert close(row["bytes_per_second"], 2 * 1e6 * per)
+    result = runner.invoke(plan_app, ["storage", "--pps", "1e6", "--from-ledger", str(ledger), "--record-bytes", "48"])
+    assert isinstance(result.exception, UsageError)
+    result = runner.invoke(plan_app, ["storage", "--pps", "1e6", "--from-ledger", str(tmp_path)])
+    assert result.exception is not None and "not a ledger" in str(result.exception)

@@ -73,7 +73,7 @@ def run(tmp_path_factory) -> dict:
                                     "--algorithm", "siphash-1-3-128", "--strip", "frame",
                                     "--out", out["digests_file"], "--json")
     out["bench_csv"] = tmp / "bench.csv"
-    out["bench"] = cli_json("bench", "--sizes", 64, "--capture-frames", 2000, "--reference-frames", 200,
+    out["bench"] = cli_json("bench", "--sizes", 64, "--threads", 1, "--capture-frames", 2000, "--reference-frames", 200,
                             "--repeats", 1, "--algorithm", "siphash-1-3-128", "--csv", out["bench_csv"], "--json")
     return out
 

@@ -150,6 +150,18 @@ size_t lt_record_size(int algorithm);
 int lt_bench_digest(int algorithm, const uint8_t *key, const uint8_t *buf, size_t buf_len, size_t size,
                     uint64_t count, uint64_t *elapsed_ns, uint8_t *sink);
 
+#define LT_BENCH_MAX_THREADS 1024
+
+/* Run `threads` pthreads (1..LT_BENCH_MAX_THREADS), each digesting `count` messages of `size` bytes
+ * round-robin from its own private copy of `buf` (like lt_bench_digest). The threads start together
+ * at a barrier; *elapsed_ns is the wall time from that start until the last one finished, so the
+ * aggregate rate is threads * count / elapsed. thread_ns (optional, `threads` entries) receives each
+ * thread's own time. `sink` (16 bytes) gets the XOR of every thread's digests. Called through cffi,
+ * the GIL is released for the whole run. */
+int lt_bench_digest_threads(int algorithm, const uint8_t *key, const uint8_t *buf, size_t buf_len, size_t size,
+                            uint64_t count, unsigned threads, uint64_t *elapsed_ns, uint64_t *thread_ns,
+                            uint8_t *sink);
+
 /* CDEF END */
 
 #ifdef __cplusplus
