@@ -169,7 +169,9 @@ def seal_records(
     drops = int(arr["aux"][gaps].sum()) if gaps.any() else 0
     table = records_to_table(records, digest_size, index)
     sha, size = write_parquet_atomic(table, parquet)
-    root = merkle.records_root(records, record_size, ledger["leaf_records"])
+    leaves = merkle.records_leaf_hashes(records, record_size, ledger["leaf_records"])
+    root = merkle.root_from_leaf_hashes(leaves)
+    write_atomic(parquet.with_name(parquet.name.removesuffix(".parquet") + ".leaves"), b"".join(leaves))
     doc = {
         "format": SEAL_FORMAT,
         "ledger_id": ledger["ledger_id"],
