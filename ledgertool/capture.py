@@ -302,7 +302,8 @@ def capture_file(
         elif writer is not None:
             writer.close()
             writer.path.unlink()
-        write_checkpoint(ledger_dir, ledger, link, signing_key)
+        if segments.link_dir(ledger_dir, link).is_dir():
+            write_checkpoint(ledger_dir, ledger, link, signing_key)
     finally:
         for s, h in old.items():
             signal.signal(s, h)
