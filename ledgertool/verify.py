@@ -126,6 +126,7 @@ def _verify_link(directory: Path, ledger: dict, link: str, sched: Schedule, res:
     expected_prev = genesis_hash(ledger["ledger_id"], link)
     expected_seq = 0
     sealed = sorted(i for i, f in files.items() if "seal.json" in f)
+    seen: dict[str, int] = {}  # seal hash -> segment, to name a duplicated segment
     for i, f in sorted(files.items()):
         if "parquet" in f and "seal.json" not in f and "open" not in f:
             problem("unsealed_parquet", i, f"{f['parquet']} has no seal document")
@@ -182,6 +183,10 @@ def _verify_link(directory: Path, ledger: dict, link: str, sched: Schedule, res:
             expected_prev = seal_hash(doc)
         except (TypeError, ValueError):
             expected_prev = None
+        if expected_prev is not None:
+            if expected_prev in seen:
+                problem("segment_duplicated", index, f"{path}: same seal as segment {seen[expected_prev]}")
+            seen.setdefault(expected_prev, index)
         # 5..7 records
         expected_seq = _verify_records(directory, ledger, link, index, doc, expected_seq, res, problem)
 
