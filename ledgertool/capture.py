@@ -18,8 +18,10 @@ from .algorithms import get_algorithm, get_strip_mode
 from .engine import CaptureReader, DigestEngine
 from .errors import KeyFileError, LedgerError, UsageError
 from .keys import DigestKey, SigningKey
-from .ledger import (DEFAULT_LEAF_RECORDS, DEFAULT_LINK, LEDGER_FILE, create_ledger, link_state,
+from .checkpoint import write_checkpoint
+from .ledger import (DEFAULT_LEAF_RECORDS, DEFAULT_LINK, LEDGER_FILE, create_ledger, link_state, links,
                      load_ledger, segment_files)
+from .rotation import current_signer_check
 from .seal import SealResult, seal_records
 
 DEFAULT_SEGMENT_RECORDS = 1_000_000
@@ -72,14 +74,32 @@ class CaptureResult:
         }
 
 
-def recover_open_segments(ledger_dir: Path, ledger: dict, link: str, signing_key: SigningKey) -> list[SealResult]:
-    """Seal every open segment left by a crash (whole records kept, torn bytes reported)."""
+def recover_open_segments(ledger_dir: Path, ledger: dict, link: str, signing_key: SigningKey,
+                          discarded: list[dict] | None = None) -> list[SealResult]:
+    """Seal every open segment left by a crash (whole records kept, torn bytes reported).
+
+    Also removes leftovers of interrupted atomic writes (``*.tmp``) and an open segment whose
+    header itself was cut (it holds no whole record); each is listed in `discarded` when given.
+    """
     out = []
+    ldir = segments.link_dir(ledger_dir, link)
+    for tmp in sorted(ldir.glob("*.tmp")) if ldir.is_dir() else []:
+        size = tmp.stat().st_size
+        tmp.unlink()
+        if discarded is not None:
+            discarded.append({"path": str(tmp), "bytes": size, "why": "temporary file of an interrupted write"})
     for index, files in sorted(segment_files(ledger_dir, link).items()):
         if "open" not in files:
             continue
         if "seal.json" in files:  # crashed between sealing and removing the open file
             files["open"].unlink()
+            continue
+        size = files["open"].stat().st_size
+        if size < segments.HEADER_SIZE:  # killed while writing the header: nothing recorded yet
+            files["open"].unlink()
+            files.get("parquet") and files["parquet"].unlink()
+            if discarded is not None:
+                discarded.append({"path": str(files["open"]), "bytes": size, "why": "segment header cut"})
             continue
         seg = segments.read_open_segment(files["open"])
         if seg.count == 0:  # crashed before the first whole record: nothing to seal
@@ -89,6 +109,13 @@ def recover_open_segments(ledger_dir: Path, ledger: dict, link: str, signing_key
         if seg.header.index != state.next_index or seg.header.first_seq != state.next_seq:
             raise LedgerError(f"{files['open']}: open segment {seg.header.index} does not continue the "
                               f"chain (expected segment {state.next_index}, seq {state.next_seq})")
+        if seg.count == 0:
+            files["open"].unlink()
+            files.get("parquet") and files["parquet"].unlink()
+            if discarded is not None:
+                discarded.append({"path": str(files["open"]), "bytes": seg.torn_bytes,
+                                  "why": "open segment without a whole record"})
+            continue
         _, res = seal_records(
             ledger_dir=ledger_dir, ledger=ledger, link=link, index=index, first_seq=seg.header.first_seq,
             records=seg.records, prev_hash=state.prev_hash, signing_key=signing_key,
@@ -99,6 +126,44 @@ def recover_open_segments(ledger_dir: Path, ledger: dict, link: str, signing_key
         files["open"].unlink()
         out.append(res)
     return out
+
+
+@dataclass
+class RecoverResult:
+    """What `recover_ledger` did (JSON: `ledgertool recover --json`)."""
+
+    ledger: str
+    sealed: list[tuple[str, SealResult]] = field(default_factory=list)
+    discarded: list[dict] = field(default_factory=list)
+    checkpoints: list[str] = field(default_factory=list)
+
+    @property
+    def torn_bytes(self) -> int:
+        return sum(r.torn_bytes for _, r in self.sealed) + sum(d["bytes"] for d in self.discarded)
+
+    def to_json(self) -> dict:
+        return {"ok": True, "ledger": self.ledger,
+                "sealed": [{"link": link, "segment": r.index, "records": r.records,
+                            "torn_bytes_discarded": r.torn_bytes} for link, r in self.sealed],
+                "discarded": self.discarded, "bytes_discarded": self.torn_bytes,
+                "checkpoints": self.checkpoints}
+
+
+def recover_ledger(ledger_dir: Path, signing_key: SigningKey) -> RecoverResult:
+    """Seal the torn open segments of every link after a crash and re-sign the checkpoints."""
+    ledger_dir = Path(ledger_dir)
+    ledger = load_ledger(ledger_dir)
+    current_signer_check(ledger_dir, ledger, signing_key)
+    res = RecoverResult(str(ledger_dir))
+    for tmp in sorted(ledger_dir.glob("*.tmp")):
+        res.discarded.append({"path": str(tmp), "bytes": tmp.stat().st_size,
+                              "why": "temporary file of an interrupted write"})
+        tmp.unlink()
+    for link in links(ledger_dir):
+        for r in recover_open_segments(ledger_dir, ledger, link, signing_key, res.discarded):
+            res.sealed.append((link, r))
+        res.checkpoints.append(str(write_checkpoint(ledger_dir, ledger, link, signing_key)))
+    return res
 
 
 def _remove_new_ledger(ledger_dir: Path, link: str) -> None:
@@ -140,6 +205,7 @@ def capture_file(
         if digest_key.key_id(alg.name, alg.key_size) != ledger["digest_key_id"]:
             raise KeyFileError(f"{digest_key.path}: digest key id {digest_key.key_id(alg.name, alg.key_size)} "
                                f"does not match ledger {ledger_dir} (key id {ledger['digest_key_id']}): wrong key")
+        current_signer_check(ledger_dir, ledger, signing_key)
     else:
         alg = get_algorithm(algorithm or "siphash-1-3-128")
         strip_id = get_strip_mode(strip or "frame")
@@ -150,10 +216,13 @@ def capture_file(
                                digest_key_id=digest_key.key_id(alg.name, alg.key_size),
                                digest_size=alg.digest_size, leaf_records=leaf_records)
     result = CaptureResult(str(source), str(ledger_dir), link, alg.name, ledger["strip"], created=not exists)
-    result.recovered = recover_open_segments(ledger_dir, ledger, link, signing_key)
+    discarded: list[dict] = []
+    result.recovered = recover_open_segments(ledger_dir, ledger, link, signing_key, discarded)
     for r in result.recovered:
         result.warnings.append(f"recovered open segment {r.index}: sealed {r.records} records, "
                                f"discarded {r.torn_bytes} torn bytes")
+    for d in discarded:
+        result.warnings.append(f"recovery discarded {d['path']} ({d['bytes']} bytes: {d['why']})")
 
     state = link_state(ledger_dir, ledger, link)
     result.first_seq = seq = state.next_seq
@@ -211,6 +280,8 @@ def capture_file(
                     writer = None
                 if result.created and not result.segments:
                     _remove_new_ledger(ledger_dir, link)  # nothing was recorded: leave nothing behind
+                elif result.segments or result.recovered:
+                    write_checkpoint(ledger_dir, ledger, link, signing_key)
                 result.next_seq = seq
                 e.args = (f"{e}; {result.frames} frames before it were sealed"
                           + (f" in segments {result.segments[0].index}..{result.segments[-1].index}"
@@ -234,6 +305,8 @@ def capture_file(
         elif writer is not None:
             writer.close()
             writer.path.unlink()
+        if segments.link_dir(ledger_dir, link).is_dir():
+            write_checkpoint(ledger_dir, ledger, link, signing_key)
     finally:
         for s, h in old.items():
             signal.signal(s, h)

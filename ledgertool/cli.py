@@ -98,6 +98,24 @@ def keys_generate(
             out.print(f"{k}: {v}")
 
 
+@keys_app.command("rotate")
+def keys_rotate(
+    ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
+    old: Annotated[Path, typer.Option("--old", help="The ledger's current signing.key.")],
+    new: Annotated[Path, typer.Option("--new", help="The signing key that signs from the next segment on.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document.")] = False,
+) -> None:
+    """Move the ledger to a new signing key at the next segment boundary (statement signed by both)."""
+    from .keys import SigningKey
+    from .rotation import rotate_keys
+
+    res = rotate_keys(ledger, SigningKey.load(old), SigningKey.load(new))
+    if as_json:
+        _emit_json({"ok": True, **res})
+    else:
+        out.print(f"rotation {res['number']} -> {res['path']}: new key signs from segments {res['effective_from']}")
+
+
 # ---- capture --------------------------------------------------------------------------------
 
 @app.command()
@@ -144,23 +162,152 @@ def capture(
 def verify(
     ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
     trust: Annotated[Path, typer.Option("--trust", help="verifier.pub trust bundle.")],
+    checkpoint: Annotated[Optional[Path], typer.Option("--checkpoint", help="A checkpoint the ledger must extend.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
 ) -> None:
-    """Check signatures, chain, Parquet hashes, Merkle roots, counts and sequence continuity."""
+    """Check signatures, chain, Parquet hashes, Merkle roots, counts, sequence continuity, checkpoints."""
     from .keys import TrustBundle
     from .verify import verify_ledger
 
-    res = verify_ledger(ledger, TrustBundle.load(trust))
+    bundle = TrustBundle.load(trust)
+    note = _read_input(checkpoint, "checkpoint") if checkpoint is not None else None
+    res = verify_ledger(ledger, bundle, note, str(checkpoint))
     if as_json:
         _emit_json(res.to_json())
     else:
         for w in res.warnings:
-            err.print(f"[yellow]warning[/] {w.kind} link {w.link} segment {w.segment}: {w.detail}")
+            err.print(f"[yellow]warning[/] {w.kind} link {w.link} segment {w.segment}: {w.detail}", markup=True)
         for p in res.problems:
-            out.print(f"[red]FAIL[/] {p.kind} link {p.link} segment {p.segment}: {p.detail}")
+            rec = f" record {p.record}" if p.record is not None else ""
+            out.print(f"[red]FAIL[/] {p.kind} link {p.link} segment {p.segment}{rec}: {p.detail}")
         status = "[green]OK[/]" if res.ok else f"[red]{len(res.problems)} problem(s)[/]"
         out.print(f"{status}: {res.segments} segments, {res.records:,} records, {res.frames:,} frames, "
                   f"{res.drops_declared} drops declared, links {', '.join(res.links) or 'none'}")
+    raise typer.Exit(0 if res.ok else 1)
+
+
+def _read_input(path: Path, what: str) -> bytes:
+    from .errors import LedgerFormatError
+
+    try:
+        return path.read_bytes()
+    except OSError as e:
+        raise LedgerFormatError(f"{path}: cannot read {what} ({e.strerror or e})") from None
+
+
+# ---- transparency: recover, checkpoints, proofs ---------------------------------------------
+
+@app.command()
+def recover(
+    ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
+    signing_key: Annotated[Path, typer.Option("--signing-key", help="The ledger's current signing.key.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
+) -> None:
+    """Seal the torn open segments a crash left (whole records kept), report bytes discarded."""
+    from .capture import recover_ledger
+    from .keys import SigningKey
+
+    res = recover_ledger(ledger, SigningKey.load(signing_key))
+    if as_json:
+        _emit_json(res.to_json())
+        return
+    for link, r in res.sealed:
+        out.print(f"sealed link {link} segment {r.index}: {r.records:,} records, {r.torn_bytes} torn bytes discarded")
+    for d in res.discarded:
+        out.print(f"discarded {d['path']}: {d['bytes']} bytes ({d['why']})")
+    out.print(f"recovered {len(res.sealed)} segment(s), {res.torn_bytes} bytes discarded")
+
+
+@app.command("checkpoint")
+def checkpoint_cmd(
+    ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
+    out_file: Annotated[Path, typer.Option("--out", help="Where to write the checkpoint note.")],
+    signing_key: Annotated[Optional[Path], typer.Option("--signing-key", help="Sign a fresh checkpoint of the ledger's current state.")] = None,
+    link: Annotated[Optional[str], typer.Option(help="Link [default: the only one].")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
+) -> None:
+    """Export the link's checkpoint (C2SP tlog-checkpoint signed note)."""
+    from .checkpoint import export_checkpoint
+    from .keys import SigningKey
+
+    sk = SigningKey.load(signing_key) if signing_key is not None else None
+    cp = export_checkpoint(ledger, out_file, signing_key=sk, link=link)
+    if as_json:
+        _emit_json({"ok": True, "out": str(out_file), **cp.to_json()})
+    else:
+        out.print(f"checkpoint {cp.origin}: {cp.size} segments, {cp.records} records, root {cp.root.hex()} -> {out_file}")
+
+
+@app.command("check-consistency")
+def check_consistency_cmd(
+    old: Annotated[Path, typer.Argument(help="Older checkpoint.")],
+    new: Annotated[Path, typer.Argument(help="Newer checkpoint.")],
+    ledger: Annotated[Path, typer.Option("--ledger", help="Ledger the consistency proof is built from.")],
+    trust: Annotated[Path, typer.Option("--trust", help="verifier.pub trust bundle.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
+) -> None:
+    """Check (RFC 9162 consistency proof) that checkpoint NEW extends checkpoint OLD."""
+    from .checkpoint import check_consistency
+    from .keys import TrustBundle
+
+    bundle = TrustBundle.load(trust)
+    res = check_consistency(_read_input(old, "checkpoint"), _read_input(new, "checkpoint"), ledger, bundle,
+                            str(old), str(new))
+    if as_json:
+        _emit_json(res.to_json())
+    elif res.ok:
+        out.print(f"[green]CONSISTENT[/]: {new} ({res.new.size} segments) extends {old} ({res.old.size}); "
+                  f"proof of {len(res.proof)} hashes")
+    else:
+        out.print(f"[red]INCONSISTENT[/]: {res.reason}")
+    raise typer.Exit(0 if res.ok else 1)
+
+
+@app.command()
+def prove(
+    ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
+    out_file: Annotated[Path, typer.Option("--out", help="Where to write PROOF.json.")],
+    seq: Annotated[Optional[int], typer.Option("--seq", help="Sequence number of the record.", min=0)] = None,
+    digest: Annotated[Optional[str], typer.Option("--digest", help="Digest (hex) of the record.")] = None,
+    link: Annotated[Optional[str], typer.Option(help="Link [default: the only one].")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
+) -> None:
+    """Write an inclusion proof of one record under its signed seal."""
+    from .proof import build_proof
+    from .seal import write_atomic
+
+    doc = build_proof(ledger, seq=seq, digest=digest, link=link)
+    write_atomic(out_file.absolute(), (json.dumps(doc, indent=1) + "\n").encode())
+    summary = {"ok": True, "out": str(out_file), "link": doc["link"], "segment": doc["segment"],
+               "record_index": doc["record_index"], "seq": doc["record"]["seq"],
+               "audit_path": len(doc["audit_path"])}
+    if as_json:
+        _emit_json(summary)
+    else:
+        out.print(f"proof of seq {summary['seq']} (link {doc['link']} segment {doc['segment']} record "
+                  f"{doc['record_index']}, {len(doc['audit_path'])} path hashes) -> {out_file}")
+
+
+@app.command("check-proof")
+def check_proof_cmd(
+    proof: Annotated[Path, typer.Argument(help="PROOF.json from `ledgertool prove`.")],
+    trust: Annotated[Path, typer.Option("--trust", help="verifier.pub trust bundle.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
+) -> None:
+    """Verify an inclusion proof offline (exit 0 valid, 1 invalid, 2 unreadable)."""
+    from .keys import TrustBundle
+    from .proof import check_proof, load_proof
+
+    bundle = TrustBundle.load(trust)
+    res = check_proof(load_proof(proof), bundle)
+    if as_json:
+        _emit_json(res.to_json())
+    elif res.ok:
+        r = res.proof["record"]
+        out.print(f"[green]VALID[/]: seq {r['seq']} digest {r['digest']} is record {res.proof['record_index']} of "
+                  f"link {res.proof['link']} segment {res.proof['segment']} under its signed seal")
+    else:
+        out.print(f"[red]INVALID[/]: {res.reason}")
     raise typer.Exit(0 if res.ok else 1)
 
 

@@ -389,6 +389,15 @@ class TrustBundle:
         """
         path = os.fspath(path)
         doc = _load_json_doc(path, "verifier", VERIFIER_FORMAT)
+        return cls.from_dict(doc, path)
+
+    @classmethod
+    def from_dict(cls, doc: object, where: str = "trust bundle") -> TrustBundle:
+        """Validate a ``ledgertool-verifier-v1`` document already parsed from JSON (a file, or
+        the key set embedded in a rotation statement); KeyFileError naming ``where`` otherwise."""
+        path = where
+        if not isinstance(doc, dict) or doc.get("format") != VERIFIER_FORMAT:
+            raise KeyFileError(f"{path}: not a {VERIFIER_FORMAT} key set")
         extra = set(doc) - {"format", "scheme", "keys"}
         if extra:
             raise KeyFileError(f"{path}: unknown field(s) {sorted(extra)} in verifier trust bundle")
@@ -429,7 +438,7 @@ class TrustBundle:
         if missing:
             raise KeyFileError(f"{path}: scheme {scheme} needs a {missing[0]} key, none given")
         try:
-            return cls(scheme, raw_keys, path)
+            return cls(scheme, raw_keys, where)
         except ValueError as e:
             raise KeyFileError(f"{path}: invalid public key: {e}") from None
 

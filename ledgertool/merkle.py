@@ -34,6 +34,7 @@ __all__ = [
     "node_hash",
     "root_from_leaf_hashes",
     "records_root",
+    "records_leaf_hashes",
     "inclusion_proof",
     "verify_inclusion",
     "consistency_proof",
@@ -130,6 +131,18 @@ def records_root(records: bytes | bytearray | memoryview, record_size: int, leaf
     Work is one hashlib call per leaf over memoryview slices (no copies, no
     per-record Python work).
     """
+    leaves = records_leaf_hashes(records, record_size, leaf_records)
+    if not leaves:
+        return EMPTY_ROOT
+    level = leaves
+    while len(level) > 1:
+        level = _next_level(level)
+    return level[0]
+
+
+def records_leaf_hashes(records: bytes | bytearray | memoryview, record_size: int, leaf_records: int) -> list[bytes]:
+    """Leaf hashes of the per-segment tree (see `records_root`): one 32-byte hash per block of
+    ``leaf_records`` records, in order; empty for zero records. Same ValueErrors as `records_root`."""
     if not isinstance(record_size, int) or isinstance(record_size, bool) or record_size <= 0:
         raise ValueError(f"record_size must be a positive integer, got {record_size!r}")
     if not isinstance(leaf_records, int) or isinstance(leaf_records, bool) or leaf_records <= 0:
@@ -141,8 +154,6 @@ def records_root(records: bytes | bytearray | memoryview, record_size: int, leaf
             f"records length {total} is not a multiple of the record size {record_size} "
             f"({total % record_size} trailing bytes)"
         )
-    if total == 0:
-        return EMPTY_ROOT
     block = record_size * leaf_records
     base = _LEAF_BASE
     leaves = []
@@ -151,10 +162,7 @@ def records_root(records: bytes | bytearray | memoryview, record_size: int, leaf
         h = base.copy()
         h.update(mv[start : start + block])
         append(h.digest())
-    level = leaves
-    while len(level) > 1:
-        level = _next_level(level)
-    return level[0]
+    return leaves
 
 
 def inclusion_proof(index: int, leaf_hashes: Sequence[bytes]) -> list[bytes]:

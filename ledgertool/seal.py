@@ -169,7 +169,9 @@ def seal_records(
     drops = int(arr["aux"][gaps].sum()) if gaps.any() else 0
     table = records_to_table(records, digest_size, index)
     sha, size = write_parquet_atomic(table, parquet)
-    root = merkle.records_root(records, record_size, ledger["leaf_records"])
+    leaves = merkle.records_leaf_hashes(records, record_size, ledger["leaf_records"])
+    root = merkle.root_from_leaf_hashes(leaves)
+    write_atomic(parquet.with_name(parquet.name.removesuffix(".parquet") + ".leaves"), b"".join(leaves))
     doc = {
         "format": SEAL_FORMAT,
         "ledger_id": ledger["ledger_id"],
@@ -184,7 +186,9 @@ def seal_records(
         "frames": int(count - gaps.sum()),
         "drops_declared": drops,
         "first_seq": str(first_seq),
-        "last_seq": str(first_seq + count - 1) if count else str(first_seq - 1),
+        # the last record's own seq: a seal never hides a jump in sequence numbers (verify reports
+        # a range wider than the count as an undeclared gap)
+        "last_seq": str(int(arr["seq"][-1])) if count else str(first_seq - 1),
         "first_ts_ns": str(int(arr["ts_ns"][0])) if count else None,
         "last_ts_ns": str(int(arr["ts_ns"][-1])) if count else None,
         "merkle_root": root.hex(),
@@ -199,7 +203,7 @@ def seal_records(
     }
     doc["signatures"] = signing_key.sign(seal_signed_bytes(doc))
     write_atomic(seal_file, (json.dumps(doc, indent=1) + "\n").encode())
-    return doc, SealResult(index, count, doc["frames"], drops, first_seq, first_seq + count - 1,
+    return doc, SealResult(index, count, doc["frames"], drops, first_seq, int(doc["last_seq"]),
                            seal_hash(doc), torn_bytes)
 
 

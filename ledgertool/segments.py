@@ -52,9 +52,16 @@ def seal_path(ledger: Path, link: str, index: int) -> Path:
     return link_dir(ledger, link) / f"{segment_stem(index)}.seal.json"
 
 
+def leaves_path(ledger: Path, link: str, index: int) -> Path:
+    """Sidecar of a sealed segment's Merkle leaf hashes (32 raw bytes each, in leaf order). It is
+    authenticated by the seal's merkle_root, not by its own signature; verify uses it to name the
+    leaf block (and so the records) that changed."""
+    return link_dir(ledger, link) / f"{segment_stem(index)}.leaves"
+
+
 def parse_segment_name(name: str) -> tuple[int, str] | None:
-    """'seg-00000003.seal.json' -> (3, 'seal.json'); None for other names."""
-    m = re.fullmatch(r"seg-(\d{8})\.(open|parquet|seal\.json)", name)
+    """'seg-00000003.seal.json' -> (3, 'seal.json'); None for other names (also '*.tmp')."""
+    m = re.fullmatch(r"seg-(\d{8})\.(open|parquet|leaves|seal\.json)", name)
     return (int(m.group(1)), m.group(2)) if m else None
 
 

@@ -8,8 +8,14 @@ For each link, in segment order (docs/ledger-format.md, "Verification"):
   5. the Parquet file exists and its SHA-256 and size match the seal;
   6. its records: count, first/last sequence, first/last timestamp, declared drops match the seal,
      sequence numbers are contiguous within and across segments;
-  7. the RFC 9162 Merkle root over the record blocks equals the seal's.
-Problems are collected, never stop the walk; open (unsealed) segments are reported as warnings.
+  7. the RFC 9162 Merkle root over the record blocks equals the seal's; when it does not, the
+     segment's leaf-hash sidecar (authenticated by that root) names the changed leaf blocks;
+then, per link:
+  8. the ledger extends its own checkpoint file and the one given with --checkpoint
+     (tlog-checkpoint over the seal hashes, docs/transparency.md).
+Signatures are checked against the key schedule: the trust bundle, followed through the ledger's
+rotation statements (ledgertool.rotation). Problems are collected, never stop the walk; open
+(unsealed) segments and stray temporary files are reported as warnings.
 """
 
 from __future__ import annotations
@@ -20,13 +26,17 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from . import merkle
+from . import merkle, segments
+from .checkpoint import check_extends, checkpoint_path, link_tree, parse_note
 from .engine import FLAG_GAP, record_dtype
 from .errors import LedgerFormatError
 from .keys import TrustBundle
 from .ledger import links, load_ledger, segment_files
 from .seal import file_sha256, genesis_hash, load_seal, seal_hash, seal_signed_bytes, table_to_records
+from .rotation import Schedule, key_schedule, load_rotations
 from .segments import read_open_segment
+
+MAX_PER_KIND = 8  # per segment: record-level findings beyond this are summarised
 
 
 @dataclass(frozen=True)
@@ -35,9 +45,11 @@ class Problem:
     segment: int | None
     detail: str
     link: str | None = None
+    record: int | None = None  # index of the record within its segment, where one is named
 
     def to_json(self) -> dict:
-        return {"kind": self.kind, "segment": self.segment, "link": self.link, "detail": self.detail}
+        return {"kind": self.kind, "segment": self.segment, "record": self.record, "link": self.link,
+                "detail": self.detail}
 
 
 @dataclass
@@ -50,6 +62,7 @@ class VerifyResult:
     links: list[str] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     warnings: list[Problem] = field(default_factory=list)
+    checkpoint: dict | None = None
 
     @property
     def ok(self) -> bool:
@@ -59,39 +72,76 @@ class VerifyResult:
         return {"ok": self.ok, "ledger": self.ledger, "segments": self.segments, "records": self.records,
                 "frames": self.frames, "drops_declared": self.drops_declared, "links": self.links,
                 "problems": [p.to_json() for p in self.problems],
-                "warnings": [w.to_json() for w in self.warnings]}
+                "warnings": [w.to_json() for w in self.warnings], "checkpoint": self.checkpoint}
 
 
-def verify_ledger(directory: Path, trust: TrustBundle) -> VerifyResult:
-    """Verify every sealed segment of every link. Raises LedgerFormatError only when DIR is not a
-    ledger at all; every other finding is a Problem in the result."""
+def verify_ledger(directory: Path, trust: TrustBundle, checkpoint: bytes | None = None,
+                  checkpoint_name: str = "checkpoint") -> VerifyResult:
+    """Verify every sealed segment of every link, and that the ledger extends `checkpoint` (a signed
+    tlog-checkpoint note) when given. Raises LedgerFormatError only when DIR is not a ledger or the
+    checkpoint cannot be parsed / names another ledger; every other finding is a Problem."""
     directory = Path(directory)
     ledger = load_ledger(directory)
     res = VerifyResult(str(directory), links=links(directory))
+    note = None
+    if checkpoint is not None:
+        note = parse_note(checkpoint, checkpoint_name)
+        if note.checkpoint.ledger_id != ledger["ledger_id"]:
+            raise LedgerFormatError(f"{checkpoint_name}: checkpoint of ledger {note.checkpoint.ledger_id}, "
+                                    f"not of {directory} ({ledger['ledger_id']})")
+        res.checkpoint = note.checkpoint.to_json()
+    sched = key_schedule(ledger["ledger_id"], trust, load_rotations(directory))
+    for p in sched.problems:
+        res.problems.append(Problem("rotation_invalid", None, p))
     for link in res.links:
-        _verify_link(directory, ledger, link, trust, res)
+        _verify_link(directory, ledger, link, sched, res)
+        own = checkpoint_path(directory, link)
+        if own.is_file():
+            try:
+                own_note = parse_note(own.read_bytes(), str(own))
+            except LedgerFormatError as e:
+                res.problems.append(Problem("checkpoint_unreadable", None, str(e), link))
+            else:
+                _check_checkpoint(directory, own_note, sched, res, f"{own}: ")
+    if note is not None:
+        _check_checkpoint(directory, note, sched, res, f"{checkpoint_name}: ")
     return res
 
 
-def _verify_link(directory: Path, ledger: dict, link: str, trust: TrustBundle, res: VerifyResult) -> None:
-    def problem(kind: str, seg: int | None, detail: str) -> None:
-        res.problems.append(Problem(kind, seg, detail, link))
+def _check_checkpoint(directory, note, sched: Schedule, res: VerifyResult, prefix: str) -> None:
+    link = note.checkpoint.link
+    for f in check_extends(note, link_tree(directory, link), sched.bundles):
+        res.problems.append(Problem(f.kind, None, prefix + f.detail, link))
+
+
+def _verify_link(directory: Path, ledger: dict, link: str, sched: Schedule, res: VerifyResult) -> None:
+    def problem(kind: str, seg: int | None, detail: str, record: int | None = None) -> None:
+        res.problems.append(Problem(kind, seg, detail, link, record))
 
     files = segment_files(directory, link)
+    ldir = segments.link_dir(directory, link)
+    for tmp in sorted(ldir.glob("*.tmp")):
+        res.warnings.append(Problem("temp_file", None, f"{tmp}: leftover of an interrupted atomic write; "
+                                    "ignored (`ledgertool recover` removes it)", link))
     expected_prev = genesis_hash(ledger["ledger_id"], link)
     expected_seq = 0
     sealed = sorted(i for i, f in files.items() if "seal.json" in f)
+    seen: dict[str, int] = {}  # seal hash -> segment, to name a duplicated segment
     for i, f in sorted(files.items()):
-        if "parquet" in f and "seal.json" not in f:
+        if "parquet" in f and "seal.json" not in f and "open" not in f:
             problem("unsealed_parquet", i, f"{f['parquet']} has no seal document")
         if "open" in f and "seal.json" not in f:
+            kind = "open_segment"
             try:
                 seg = read_open_segment(f["open"])
+                if seg.torn_bytes:
+                    kind = "torn_segment"
                 detail = (f"{f['open']}: open segment with {seg.count} whole records and {seg.torn_bytes} "
-                          "torn bytes; `ledgertool capture` into this ledger seals it")
+                          "torn bytes; `ledgertool recover` (or the next capture) seals it")
             except LedgerFormatError as e:
-                detail = str(e)
-            res.warnings.append(Problem("open_segment", i, detail, link))
+                kind = "torn_segment"
+                detail = f"{e}; `ledgertool recover` discards it"
+            res.warnings.append(Problem(kind, i, detail, link))
     if sealed and sealed[-1] + 1 != len(sealed):
         missing = sorted(set(range(sealed[-1] + 1)) - set(sealed))
         problem("segment_missing", missing[0], f"segments {missing} of {sealed[-1] + 1} have no seal")
@@ -115,13 +165,15 @@ def _verify_link(directory: Path, ledger: dict, link: str, trust: TrustBundle, r
             if doc.get(key) != ledger[key]:
                 problem("parameter_mismatch", index,
                         f"{path}: {key} {doc.get(key)!r} differs from the ledger's {ledger[key]!r}")
-        # 3. signatures
+        # 3. signatures, with the key set the rotation schedule assigns to this segment
+        bundle = sched.bundle_for(link, index)
         try:
-            sig_problems = trust.verify(seal_signed_bytes(doc), doc.get("signatures") or {})
+            sig_problems = bundle.verify(seal_signed_bytes(doc), doc.get("signatures") or {})
         except (TypeError, ValueError) as e:
             sig_problems = [f"seal cannot be canonicalised ({e})"]
         for p in sig_problems:
-            problem("bad_signature", index, f"{path}: {p}")
+            problem("signature_missing" if p.endswith("signature missing") else "bad_signature", index,
+                    f"{path}: {p}")
         # 4. chain
         if expected_prev is not None and doc.get("prev_seal_hash") != expected_prev:
             problem("chain_broken", index,
@@ -131,8 +183,82 @@ def _verify_link(directory: Path, ledger: dict, link: str, trust: TrustBundle, r
             expected_prev = seal_hash(doc)
         except (TypeError, ValueError):
             expected_prev = None
+        if expected_prev is not None:
+            if expected_prev in seen:
+                problem("segment_duplicated", index, f"{path}: same seal as segment {seen[expected_prev]}")
+            seen.setdefault(expected_prev, index)
         # 5..7 records
         expected_seq = _verify_records(directory, ledger, link, index, doc, expected_seq, res, problem)
+
+
+def _sequence_findings(seqs: np.ndarray, first_seq: int, last_seq: int, count: int, index: int, problem) -> None:
+    """Name deleted, duplicated, reordered records and undeclared gaps by record index.
+
+    The seal fixes the range [first_seq, last_seq] and the count. A seal whose own range is wider
+    than its count was sealed over a sequence gap (`sequence_gap`); a value of the range missing
+    from a consistent seal's records was deleted afterwards (`record_missing`)."""
+    n = len(seqs)
+    found: dict[str, int] = {}
+
+    def add(kind: str, k: int | None, detail: str) -> None:
+        found[kind] = found.get(kind, 0) + 1
+        if found[kind] <= MAX_PER_KIND:
+            problem(kind, index, detail, k)
+
+    # duplicates: every occurrence after the first
+    order = np.argsort(seqs, kind="stable")
+    srt = seqs[order]
+    dup_pos = np.sort(order[1:][srt[1:] == srt[:-1]]) if n > 1 else np.array([], dtype=np.int64)
+    for k in dup_pos:
+        add("record_duplicated", int(k), f"segment {index} record {int(k)}: seq {int(seqs[k])} appears again")
+    uniq = np.unique(seqs)
+    outside = uniq[(uniq < first_seq) | (uniq > last_seq)]
+    for v in outside[:MAX_PER_KIND]:
+        k = int(np.nonzero(seqs == v)[0][0])
+        add("range_mismatch", k, f"segment {index} record {k}: seq {int(v)} outside the seal's "
+                                 f"{first_seq}..{last_seq}")
+    inside = uniq[(uniq >= first_seq) & (uniq <= last_seq)]
+    span = last_seq - first_seq + 1
+    if len(inside) < span:
+        present = np.zeros(span, dtype=bool)
+        present[(inside - first_seq).astype(np.int64)] = True
+        missing = np.nonzero(~present)[0] + first_seq
+        sealed_over_gap = count < span
+        # runs of consecutive missing values
+        breaks = np.nonzero(np.diff(missing) != 1)[0] + 1
+        for run in np.split(missing, breaks):
+            lo, hi = int(run[0]), int(run[-1])
+            k = int(np.searchsorted(np.sort(seqs), lo))
+            what = f"seq {lo}" if lo == hi else f"seq {lo}..{hi} ({hi - lo + 1} records)"
+            if sealed_over_gap:
+                add("sequence_gap", k, f"segment {index} record {k}: {what} skipped and not declared as drops")
+            else:
+                add("record_missing", k, f"segment {index} record {k}: {what} deleted (the seal covers it)")
+    if not len(dup_pos) and np.any(np.diff(seqs) < 0):
+        k = int(np.nonzero(seqs != np.sort(seqs))[0][0])
+        add("record_reordered", k, f"segment {index} record {k}: seq {int(seqs[k])} out of order")
+    for kind, c in found.items():
+        if c > MAX_PER_KIND:
+            problem(kind, index, f"segment {index}: {c - MAX_PER_KIND} more {kind} findings not listed")
+
+
+def _changed_leaves(directory: Path, link: str, index: int, records: bytes, ledger: dict, root: str) -> list[int] | None:
+    """Indexes of leaves whose hash differs from the sealed tree, using the leaf-hash sidecar when
+    its own root equals the seal's (so it is authentic); None when that is not possible."""
+    path = segments.leaves_path(directory, link, index)
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        return None
+    if len(raw) % 32:
+        return None
+    sealed = [raw[i:i + 32] for i in range(0, len(raw), 32)]
+    if merkle.root_from_leaf_hashes(sealed).hex() != root:
+        return None
+    now = merkle.records_leaf_hashes(records, ledger["record_size"], ledger["leaf_records"])
+    changed = [i for i in range(max(len(now), len(sealed)))
+               if i >= len(now) or i >= len(sealed) or now[i] != sealed[i]]
+    return changed
 
 
 def _verify_records(directory, ledger, link, index, doc, expected_seq, res, problem) -> int:
@@ -146,7 +272,7 @@ def _verify_records(directory, ledger, link, index, doc, expected_seq, res, prob
     if first_seq != expected_seq:
         kind = "sequence_gap" if first_seq > expected_seq else "sequence_overlap"
         problem(kind, index, f"segment {index} starts at seq {first_seq}, expected {expected_seq} "
-                             f"({first_seq - expected_seq:+d} records undeclared)")
+                             f"({first_seq - expected_seq:+d} records undeclared)", 0)
     if not pq_path.is_file():
         problem("parquet_missing", index, f"{pq_path} is missing")
         return last_seq + 1
@@ -168,16 +294,7 @@ def _verify_records(directory, ledger, link, index, doc, expected_seq, res, prob
     if n != count:
         problem("count_mismatch", index, f"segment {index}: {n} records in Parquet, seal says {count}")
     if n:
-        seqs = arr["seq"].astype(np.int64)
-        want = np.arange(first_seq, first_seq + n, dtype=np.int64)
-        bad = np.nonzero(seqs != want)[0]
-        if len(bad):
-            k = int(bad[0])
-            problem("sequence_break", index,
-                    f"segment {index} record {k}: seq {int(seqs[k])}, expected {int(want[k])} "
-                    "(deleted, duplicated or reordered record)")
-        if int(arr["seq"][-1]) != last_seq:
-            problem("range_mismatch", index, f"segment {index}: last seq {int(arr['seq'][-1])}, seal says {last_seq}")
+        _sequence_findings(arr["seq"].astype(np.int64), first_seq, last_seq, count, index, problem)
         if str(int(arr["ts_ns"][0])) != doc.get("first_ts_ns") or str(int(arr["ts_ns"][-1])) != doc.get("last_ts_ns"):
             problem("timestamp_mismatch", index, f"segment {index}: first/last timestamps differ from the seal")
     if drops != doc.get("drops_declared"):
@@ -185,6 +302,16 @@ def _verify_records(directory, ledger, link, index, doc, expected_seq, res, prob
                                          f"{doc.get('drops_declared')}")
     root = merkle.records_root(records, ledger["record_size"], ledger["leaf_records"]).hex()
     if root != doc.get("merkle_root"):
-        problem("merkle_mismatch", index, f"segment {index}: Merkle root over its {n} records differs "
-                                          "from the seal (a record was changed)")
+        leaf = ledger["leaf_records"]
+        changed = _changed_leaves(directory, link, index, records, ledger, str(doc.get("merkle_root")))
+        if changed:
+            first = changed[0] * leaf
+            blocks = ", ".join(f"{c * leaf}..{min((c + 1) * leaf, max(n, count)) - 1}" for c in changed[:4])
+            more = f" and {len(changed) - 4} more blocks" if len(changed) > 4 else ""
+            problem("merkle_mismatch", index,
+                    f"segment {index}: Merkle root differs from the seal; changed leaf blocks: records "
+                    f"{blocks}{more} (leaf {changed[0]}, {leaf} records per leaf)", first)
+        else:
+            problem("merkle_mismatch", index, f"segment {index}: Merkle root over its {n} records differs "
+                                              "from the seal (a record was changed)")
     return last_seq + 1

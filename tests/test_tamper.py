@@ -1,0 +1,372 @@
+"""The tamper matrix: every case of LEDGER-FORMAT.md "What verify must detect", applied to a fresh
+copy of a ledger made from a corpus capture. Each case pins the problem it must raise (kind,
+segment, and the record index where one applies) and the exact set of problem kinds verify reports.
+
+Ledger: gopacketfork__linux_sll_oversized_addr.pcapng (209 frames), 50 records per segment
+(segments 0..4), 4 records per Merkle leaf, so a changed record is named by its leaf block.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from ledgertool import segments
+from ledgertool.capture import capture_file, recover_ledger
+from ledgertool.checkpoint import checkpoint_path, write_checkpoint
+from ledgertool.engine import record_dtype
+from ledgertool.keys import DigestKey, SigningKey, TrustBundle
+from ledgertool.ledger import load_ledger
+from ledgertool.seal import (load_seal, records_to_table, seal_hash, seal_records, seal_signed_bytes,
+                             table_to_records)
+from ledgertool.verify import verify_ledger
+
+from conftest import CORPUS, needs_corpus, run_cli
+
+pytestmark = needs_corpus
+
+SOURCE = CORPUS / "files" / "gopacketfork__linux_sll_oversized_addr.pcapng"
+SEG, LEAF, LAST = 50, 4, 4  # records per segment, per leaf; index of the last segment
+K = 13  # the record of segment 1 that record-level cases touch; its leaf block starts at 12
+
+
+def _keys(d: Path):
+    return (DigestKey.load(d / "digest.key"), SigningKey.load(d / "signing.key"),
+            TrustBundle.load(d / "verifier.pub"))
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory, keydir) -> Path:
+    dk, sk, _ = _keys(keydir)
+    out = tmp_path_factory.mktemp("tamper") / "pristine"
+    res = capture_file(SOURCE, out, digest_key=dk, signing_key=sk, segment_records=SEG, leaf_records=LEAF)
+    assert res.frames == 209 and [s.index for s in res.segments] == list(range(LAST + 1))
+    return out
+
+
+@pytest.fixture(scope="module")
+def foreign(tmp_path_factory, keydir) -> Path:
+    """Another valid ledger of the same capture, keys and parameters (different ledger id)."""
+    dk, sk, _ = _keys(keydir)
+    out = tmp_path_factory.mktemp("tamper") / "foreign"
+    capture_file(SOURCE, out, digest_key=dk, signing_key=sk, segment_records=SEG, leaf_records=LEAF)
+    return out
+
+
+@pytest.fixture()
+def ledger(pristine, tmp_path) -> Path:
+    out = tmp_path / "ledger"
+    shutil.copytree(pristine, out)
+    return out
+
+
+# ---- tampering helpers ----------------------------------------------------------------------
+
+def _f(ledger: Path, index: int, suffix: str) -> Path:
+    return ledger / "link=link0" / f"seg-{index:08d}.{suffix}"
+
+
+def _records(ledger: Path, index: int) -> np.ndarray:
+    recs = table_to_records(pq.read_table(_f(ledger, index, "parquet")), 16)
+    return np.frombuffer(recs, dtype=record_dtype(16)).copy()
+
+
+def _write_records(ledger: Path, index: int, arr: np.ndarray) -> None:
+    pq.write_table(records_to_table(arr.tobytes(), 16, index), _f(ledger, index, "parquet"))
+
+
+def _mutate_records(ledger: Path, index: int, fn) -> None:
+    _write_records(ledger, index, fn(_records(ledger, index)))
+
+
+def _seal(ledger: Path, index: int) -> dict:
+    return load_seal(_f(ledger, index, "seal.json"))
+
+
+def _write_seal(ledger: Path, index: int, doc: dict) -> None:
+    _f(ledger, index, "seal.json").write_text(json.dumps(doc, indent=1))
+
+
+def _resign(ledger: Path, index: int, key: SigningKey, mutate=lambda d: None) -> None:
+    doc = _seal(ledger, index)
+    mutate(doc)
+    doc["signatures"] = key.sign(seal_signed_bytes(doc))
+    _write_seal(ledger, index, doc)
+
+
+def _rechain(ledger: Path, start: int, key: SigningKey) -> None:
+    """What a key holder would do to hide a rewrite: re-link and re-sign every later seal and
+    re-sign the checkpoint (only an external checkpoint can catch this)."""
+    for i in range(start, LAST + 1):
+        prev = seal_hash(_seal(ledger, i - 1))
+        _resign(ledger, i, key, lambda d: d.__setitem__("prev_seal_hash", prev))
+    write_checkpoint(ledger, load_ledger(ledger), "link0", key)
+
+
+def _swap_segments(ledger: Path, a: int, b: int) -> None:
+    for suffix in ("parquet", "leaves", "seal.json"):
+        tmp = _f(ledger, a, suffix).with_suffix(".swap")
+        _f(ledger, a, suffix).rename(tmp)
+        _f(ledger, b, suffix).rename(_f(ledger, a, suffix))
+        tmp.rename(_f(ledger, b, suffix))
+
+
+def _flip_sig(doc: dict, alg: str) -> None:
+    raw = bytearray(base64.b64decode(doc["signatures"][alg]))
+    raw[5] ^= 1
+    doc["signatures"][alg] = base64.b64encode(bytes(raw)).decode()
+
+
+# ---- the cases: name -> (tamper(ledger, ctx), expected (kind, segment, record), exact kinds) --
+
+def t_digest(lg, c):
+    def f(a):
+        a["digest"][K] = b"\x00" * 16
+        return a
+    _mutate_records(lg, 1, f)
+
+
+def t_timestamp(lg, c):
+    def f(a):
+        a["ts_ns"][K] += 1
+        return a
+    _mutate_records(lg, 1, f)
+
+
+def t_length(lg, c):
+    def f(a):
+        a["wire_len"][K] += 1
+        return a
+    _mutate_records(lg, 1, f)
+
+
+def t_record_deleted(lg, c):
+    _mutate_records(lg, 1, lambda a: np.delete(a, K))
+
+
+def t_record_duplicated(lg, c):
+    _mutate_records(lg, 1, lambda a: np.insert(a, K + 1, a[K]))
+
+
+def t_record_reordered(lg, c):
+    def f(a):
+        a[[K, K + 1]] = a[[K + 1, K]]
+        return a
+    _mutate_records(lg, 1, f)
+
+
+def t_segment_deleted(lg, c):
+    for suffix in ("parquet", "leaves", "seal.json"):
+        _f(lg, 1, suffix).unlink()
+
+
+def t_segment_duplicated(lg, c):
+    for suffix in ("parquet", "leaves", "seal.json"):
+        shutil.copy(_f(lg, LAST, suffix), _f(lg, LAST + 1, suffix))
+
+
+def t_segments_reordered(lg, c):
+    _swap_segments(lg, 1, 2)
+
+
+def t_segment_replaced_foreign(lg, c):
+    for suffix in ("parquet", "leaves", "seal.json"):
+        shutil.copy(_f(c["foreign"], 1, suffix), _f(lg, 1, suffix))
+
+
+def t_segment_replaced_resigned(lg, c):
+    """A key holder rewrites segment 1 and seals it properly; the chain to segment 2 breaks."""
+    a = _records(lg, 1)
+    a["digest"][K] = b"\x11" * 16
+    doc = _seal(lg, 1)
+    for suffix in ("parquet", "leaves", "seal.json"):
+        _f(lg, 1, suffix).unlink()
+    seal_records(ledger_dir=lg, ledger=load_ledger(lg), link="link0", index=1, first_seq=SEG,
+                 records=a.tobytes(), prev_hash=doc["prev_seal_hash"], signing_key=c["key"],
+                 parquet=_f(lg, 1, "parquet"), seal_file=_f(lg, 1, "seal.json"))
+
+
+def t_parquet_swapped(lg, c):
+    shutil.copy(_f(lg, 2, "parquet"), _f(lg, 1, "parquet"))
+
+
+def t_parquet_reencoded(lg, c):
+    pq.write_table(pq.read_table(_f(lg, 1, "parquet")), _f(lg, 1, "parquet"), compression="snappy")
+
+
+def t_other_key(lg, c):
+    _resign(lg, 1, c["other_key"])
+
+
+def t_mldsa_missing(lg, c):
+    doc = _seal(lg, 1)
+    del doc["signatures"]["ml-dsa-65"]
+    _write_seal(lg, 1, doc)
+
+
+def t_ed25519_missing(lg, c):
+    doc = _seal(lg, 1)
+    del doc["signatures"]["ed25519"]
+    _write_seal(lg, 1, doc)
+
+
+def t_ed25519_wrong(lg, c):
+    doc = _seal(lg, 1)
+    _flip_sig(doc, "ed25519")
+    _write_seal(lg, 1, doc)
+
+
+def t_mldsa_wrong(lg, c):
+    doc = _seal(lg, 1)
+    _flip_sig(doc, "ml-dsa-65")
+    _write_seal(lg, 1, doc)
+
+
+def t_downgrade_algorithm(lg, c):
+    _resign(lg, 2, c["key"], lambda d: d.__setitem__("algorithm", "siphash-1-3-64"))
+    _rechain(lg, 3, c["key"])
+
+
+def t_downgrade_strip(lg, c):
+    _resign(lg, 2, c["key"], lambda d: d.__setitem__("strip", "payload"))
+    _rechain(lg, 3, c["key"])
+
+
+def t_undeclared_gap(lg, c):
+    """The sealer itself skipped seq numbers 63..65 (records 13..15) without a GAP record."""
+    a = np.delete(_records(lg, 1), [K, K + 1, K + 2])
+    doc = _seal(lg, 1)
+    for suffix in ("parquet", "leaves", "seal.json"):
+        _f(lg, 1, suffix).unlink()
+    seal_records(ledger_dir=lg, ledger=load_ledger(lg), link="link0", index=1, first_seq=SEG,
+                 records=a.tobytes(), prev_hash=doc["prev_seal_hash"], signing_key=c["key"],
+                 parquet=_f(lg, 1, "parquet"), seal_file=_f(lg, 1, "seal.json"))
+    _rechain(lg, 2, c["key"])
+
+
+def t_truncated_tail(lg, c):
+    """Cut the last segment and the ledger's own checkpoints; the verifier kept one."""
+    c["checkpoint"] = checkpoint_path(lg, "link0").read_bytes()
+    for suffix in ("parquet", "leaves", "seal.json"):
+        _f(lg, LAST, suffix).unlink()
+    checkpoint_path(lg, "link0").unlink()
+    (lg / "checkpoint").unlink()
+
+
+def t_history_rewritten(lg, c):
+    """A key holder rewrites segment 2 and everything after it; only the old checkpoint knows."""
+    c["checkpoint"] = checkpoint_path(lg, "link0").read_bytes()
+    _resign(lg, 2, c["key"], lambda d: d.__setitem__("source", "rewritten"))
+    _rechain(lg, 3, c["key"])
+
+
+MERKLE = {"merkle_mismatch", "parquet_hash_mismatch"}
+SIG1 = ("bad_signature", 1, None)
+
+CASES = {
+    # case: (tamper, (kind, segment, record), exact set of kinds)
+    "record_digest_changed": (t_digest, ("merkle_mismatch", 1, 12), MERKLE),
+    "record_timestamp_changed": (t_timestamp, ("merkle_mismatch", 1, 12), MERKLE),
+    "record_length_changed": (t_length, ("merkle_mismatch", 1, 12), MERKLE),
+    "record_deleted": (t_record_deleted, ("record_missing", 1, K), MERKLE | {"record_missing", "count_mismatch"}),
+    "record_duplicated": (t_record_duplicated, ("record_duplicated", 1, K + 1),
+                          MERKLE | {"record_duplicated", "count_mismatch"}),
+    "records_reordered": (t_record_reordered, ("record_reordered", 1, K), MERKLE | {"record_reordered"}),
+    "segment_deleted": (t_segment_deleted, ("segment_missing", 1, None),
+                        {"segment_missing", "chain_broken", "sequence_gap", "checkpoint_not_extended"}),
+    "segment_duplicated": (t_segment_duplicated, ("segment_duplicated", LAST + 1, None),
+                           {"segment_duplicated", "seal_misplaced", "chain_broken", "sequence_overlap"}),
+    "segments_reordered": (t_segments_reordered, ("seal_misplaced", 1, None),
+                           {"seal_misplaced", "chain_broken", "sequence_gap", "sequence_overlap",
+                            "parquet_hash_mismatch", "merkle_mismatch", "record_missing", "range_mismatch",
+                            "timestamp_mismatch", "checkpoint_mismatch"}),
+    "segment_replaced_foreign": (t_segment_replaced_foreign, ("foreign_seal", 1, None),
+                                 {"foreign_seal", "chain_broken", "checkpoint_mismatch"}),
+    "segment_replaced_resigned": (t_segment_replaced_resigned, ("chain_broken", 2, None),
+                                  {"chain_broken", "checkpoint_mismatch"}),
+    "parquet_swapped_other_segment": (t_parquet_swapped, ("parquet_hash_mismatch", 1, None),
+                                      MERKLE | {"record_missing", "range_mismatch", "timestamp_mismatch"}),
+    "parquet_reencoded_same_records": (t_parquet_reencoded, ("parquet_hash_mismatch", 1, None),
+                                       {"parquet_hash_mismatch"}),
+    "seal_signed_by_other_key": (t_other_key, SIG1, {"bad_signature"}),
+    "hybrid_mldsa_missing": (t_mldsa_missing, ("signature_missing", 1, None), {"signature_missing"}),
+    "hybrid_ed25519_missing": (t_ed25519_missing, ("signature_missing", 1, None), {"signature_missing"}),
+    "hybrid_ed25519_wrong": (t_ed25519_wrong, SIG1, {"bad_signature"}),
+    "hybrid_mldsa_wrong": (t_mldsa_wrong, SIG1, {"bad_signature"}),
+    "downgrade_algorithm": (t_downgrade_algorithm, ("parameter_mismatch", 2, None), {"parameter_mismatch"}),
+    "downgrade_strip": (t_downgrade_strip, ("parameter_mismatch", 2, None), {"parameter_mismatch"}),
+    "undeclared_sequence_gap": (t_undeclared_gap, ("sequence_gap", 1, K), {"sequence_gap"}),
+    "truncated_tail_vs_checkpoint": (t_truncated_tail, ("checkpoint_not_extended", None, None),
+                                     {"checkpoint_not_extended"}),
+    "history_rewritten_vs_checkpoint": (t_history_rewritten, ("checkpoint_mismatch", None, None),
+                                        {"checkpoint_mismatch"}),
+}
+
+
+@pytest.fixture()
+def ctx(keydir, other_keydir, foreign) -> dict:
+    return {"key": _keys(keydir)[1], "other_key": _keys(other_keydir)[1], "foreign": foreign}
+
+
+def test_untouched_ledger_verifies(pristine, keydir):
+    cp = checkpoint_path(pristine, "link0").read_bytes()
+    v = verify_ledger(pristine, _keys(keydir)[2], cp)
+    assert v.ok, v.problems
+    assert (v.segments, v.records, v.warnings) == (LAST + 1, 209, [])
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_tamper_is_detected_and_named(case, ledger, keydir, ctx):
+    tamper, (kind, seg, rec), kinds = CASES[case]
+    tamper(ledger, ctx)
+    v = verify_ledger(ledger, _keys(keydir)[2], ctx.get("checkpoint"))
+    assert not v.ok
+    found = {(p.kind, p.segment, p.record) for p in v.problems}
+    assert (kind, seg, rec) in found, sorted(found, key=str)
+    assert {p.kind for p in v.problems} == kinds, sorted(found, key=str)
+
+
+def test_all_problems_are_reported_not_only_the_first(ledger, keydir, ctx):
+    t_digest(ledger, ctx)
+    _resign(ledger, 3, ctx["other_key"])
+    doc = _seal(ledger, 4)
+    del doc["signatures"]["ml-dsa-65"]
+    _write_seal(ledger, 4, doc)
+    v = verify_ledger(ledger, _keys(keydir)[2])
+    found = {(p.kind, p.segment, p.record) for p in v.problems}
+    assert {("merkle_mismatch", 1, 12), ("bad_signature", 3, None), ("signature_missing", 4, None)} <= found
+
+
+def test_cli_names_kind_segment_and_record_and_exits_1(ledger, keydir, ctx):
+    t_digest(ledger, ctx)
+    r = run_cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json")
+    assert r.returncode == 1
+    doc = json.loads(r.stdout)
+    assert {"kind": "merkle_mismatch", "segment": 1, "record": 12} in [
+        {k: p[k] for k in ("kind", "segment", "record")} for p in doc["problems"]]
+
+
+def test_torn_open_segment_is_reported_recoverable_not_fatal(ledger, keydir):
+    _, sk, trust = _keys(keydir)
+    lg = load_ledger(ledger)
+    nxt = _records(ledger, LAST)
+    hdr = segments.SegmentHeader(lg["ledger_id"], "link0", LAST + 1, lg["algorithm"], lg["strip"],
+                                 lg["digest_key_id"], lg["record_size"], lg["digest_size"], LEAF,
+                                 int(nxt["seq"][-1]) + 1, 0)
+    extra = nxt[:3].copy()
+    extra["seq"] = np.arange(3) + int(nxt["seq"][-1]) + 1
+    open_path = segments.open_segment_path(ledger, "link0", LAST + 1)
+    open_path.write_bytes(hdr.encode() + extra.tobytes() + b"\x01" * 7)
+    v = verify_ledger(ledger, trust)
+    assert v.ok and [(w.kind, w.segment) for w in v.warnings] == [("torn_segment", LAST + 1)]
+    assert "7 torn bytes" in v.warnings[0].detail
+    rec = recover_ledger(ledger, sk)
+    assert [(link, r.index, r.records, r.torn_bytes) for link, r in rec.sealed] == [("link0", LAST + 1, 3, 7)]
+    v = verify_ledger(ledger, trust, checkpoint_path(ledger, "link0").read_bytes())
+    assert v.ok and v.records == 212 and not v.warnings

@@ -1,0 +1,230 @@
+"""Inclusion proofs, checkpoints (C2SP tlog-checkpoint signed notes), consistency between
+checkpoints, and signing-key rotation: library and CLI."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ledgertool import merkle
+from ledgertool.capture import capture_file
+from ledgertool.checkpoint import (check_consistency, checkpoint_path, note_key_id, parse_note, tree_root,
+                                   verify_note)
+from ledgertool.errors import KeyFileError, LedgerFormatError
+from ledgertool.keys import DigestKey, SigningKey, TrustBundle, generate_keys
+from ledgertool.proof import build_proof, check_proof
+from ledgertool.rotation import rotate_keys
+from ledgertool.seal import load_seal, seal_hash
+from ledgertool.verify import verify_ledger
+
+from conftest import SAMPLES, run_cli
+
+SAMPLE = SAMPLES / "sample.pcapng"
+
+
+def _keys(d: Path):
+    return (DigestKey.load(d / "digest.key"), SigningKey.load(d / "signing.key"),
+            TrustBundle.load(d / "verifier.pub"))
+
+
+@pytest.fixture()
+def ledger(tmp_path, keydir) -> Path:
+    dk, sk, _ = _keys(keydir)
+    out = tmp_path / "L"
+    capture_file(SAMPLE, out, digest_key=dk, signing_key=sk, segment_records=100, leaf_records=8)
+    return out
+
+
+# ---- checkpoints --------------------------------------------------------------------------
+
+def test_checkpoint_is_a_c2sp_signed_note(ledger, keydir):
+    _, _, trust = _keys(keydir)
+    data = (ledger / "checkpoint").read_bytes()
+    assert data == checkpoint_path(ledger, "link0").read_bytes()
+    text, _, sigs = data.decode().rpartition("\n\n")
+    lines = (text + "\n").splitlines()
+    lid = json.loads((ledger / "ledger.json").read_text())["ledger_id"]
+    assert lines[0] == f"ledgertool/{lid}/link0" and lines[1] == "3"
+    seals = [load_seal(p) for p in sorted(ledger.glob("link=link0/*.seal.json"))]
+    leaves = [merkle.leaf_hash(bytes.fromhex(seal_hash(d))) for d in seals]
+    assert base64.b64decode(lines[2]) == merkle.root_from_leaf_hashes(leaves) == tree_root([seal_hash(d) for d in seals])
+    assert f"records {sum(d['records'] for d in seals)}" in lines
+    assert f"last-seal {seal_hash(seals[-1])}" in lines
+    sig_lines = sigs.strip("\n").split("\n")
+    assert len(sig_lines) == 2 and all(s.startswith(f"\u2014 ledgertool/{lid} ") for s in sig_lines)
+    # Ed25519 key id per c2sp.org/signed-note: SHA-256(name || 0x0A || 0x01 || pubkey)[:4]
+    name = f"ledgertool/{lid}"
+    ed_pub = trust.public_keys["ed25519"]
+    kid = hashlib.sha256(name.encode() + b"\n\x01" + ed_pub).digest()[:4]
+    raw = base64.b64decode(sig_lines[0].split(" ")[2])
+    assert raw[:4] == kid == note_key_id(name, "ed25519", ed_pub)
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+    Ed25519PublicKey.from_public_bytes(ed_pub).verify(raw[4:], (text + "\n").encode())
+    note = parse_note(data)
+    assert verify_note(note, [trust]) is None
+
+
+def test_checkpoint_note_rejects_tampering(ledger, keydir, other_keydir):
+    _, _, trust = _keys(keydir)
+    data = (ledger / "checkpoint").read_bytes()
+    forged = data.replace(b"\n3\n", b"\n2\n", 1)
+    assert verify_note(parse_note(forged), [trust]) is not None
+    assert verify_note(parse_note(data), [_keys(other_keydir)[2]]) is not None
+    for bad in (b"", b"no blank line\n", data.replace(b"\n\n", b"\n"), b"x\n3\nAAAA\n\n\xe2\x80\x94 k AAAAAAA=\n"):
+        with pytest.raises(LedgerFormatError):
+            parse_note(bad)
+
+
+def test_checkpoint_consistency_cli(ledger, keydir, tmp_path):
+    dk, sk, _ = _keys(keydir)
+    old = tmp_path / "old.cp"
+    r = run_cli("checkpoint", ledger, "--out", old)
+    assert r.returncode == 0, r.stderr
+    capture_file(SAMPLES / "sample.pcap", ledger, digest_key=dk, signing_key=sk, segment_records=100)
+    new = tmp_path / "new.cp"
+    r = run_cli("checkpoint", ledger, "--out", new, "--signing-key", keydir / "signing.key", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["tree_size"] == 6
+    pub = keydir / "verifier.pub"
+    r = run_cli("check-consistency", old, new, "--ledger", ledger, "--trust", pub, "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)["ok"] and len(json.loads(r.stdout)["proof"]) > 0
+    r = run_cli("check-consistency", new, old, "--ledger", ledger, "--trust", pub)
+    assert r.returncode == 1
+    r = run_cli("verify", ledger, "--trust", pub, "--checkpoint", old)
+    assert r.returncode == 0, r.stdout
+    r = run_cli("verify", ledger, "--trust", pub, "--checkpoint", tmp_path / "missing.cp")
+    assert r.returncode == 2 and "missing.cp" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_consistency_fails_for_a_fork(ledger, keydir, tmp_path):
+    """OLD and NEW from two histories that share a prefix: NEW does not extend OLD."""
+    dk, sk, trust = _keys(keydir)
+    fork = tmp_path / "fork"
+    shutil.copytree(ledger, fork)
+    capture_file(SAMPLES / "sample.pcap", ledger, digest_key=dk, signing_key=sk, segment_records=100)
+    old = (ledger / "checkpoint").read_bytes()  # 6 segments, history A
+    capture_file(SAMPLES / "sample.pcapng", fork, digest_key=dk, signing_key=sk, segment_records=50)
+    capture_file(SAMPLES / "sample.pcapng", fork, digest_key=dk, signing_key=sk, segment_records=100)
+    new = (fork / "checkpoint").read_bytes()  # more segments, history B
+    res = check_consistency(old, new, fork, trust)
+    assert not res.ok and res.old.size < res.new.size
+    res = check_consistency((ledger / "checkpoint").read_bytes(), old, ledger, trust)
+    assert res.ok  # same checkpoint twice
+
+
+# ---- inclusion proofs ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("seq", [0, 7, 8, 150, 293])
+def test_prove_and_check_every_kind_of_position(ledger, keydir, seq):
+    _, _, trust = _keys(keydir)
+    doc = build_proof(ledger, seq=seq)
+    assert int(doc["record"]["seq"]) == seq and doc["leaf_block"]["records"] <= 8
+    res = check_proof(json.loads(json.dumps(doc)), trust)
+    assert res.ok, res.reason
+
+
+def _tamper_proof(doc: dict, how: str) -> None:
+    if how == "record_digest":
+        doc["record"]["digest"] = "00" * 16
+    elif how == "leaf_block":
+        h = bytearray(bytes.fromhex(doc["leaf_block"]["hex"]))
+        h[-1] ^= 1
+        doc["leaf_block"]["hex"] = h.hex()
+    elif how == "audit_path":
+        doc["audit_path"][0] = "00" * 32
+    elif how == "seal_root":
+        doc["seal"]["merkle_root"] = "00" * 32
+    elif how == "record_index":
+        doc["record_index"] += 1
+
+
+@pytest.mark.parametrize("how", ["record_digest", "leaf_block", "audit_path", "seal_root", "record_index"])
+def test_tampered_proof_is_invalid(ledger, keydir, how):
+    _, _, trust = _keys(keydir)
+    doc = build_proof(ledger, seq=150)
+    _tamper_proof(doc, how)
+    res = check_proof(doc, trust)
+    assert not res.ok and res.reason
+
+
+def test_prove_cli_by_seq_and_digest(ledger, keydir, other_keydir, tmp_path):
+    proof = tmp_path / "p.json"
+    r = run_cli("prove", ledger, "--seq", 150, "--out", proof, "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(proof.read_text())
+    schema = json.loads((Path(__file__).parent.parent / "schemas" / "proof.schema.json").read_text())
+    assert set(schema["required"]) <= set(doc)
+    r = run_cli("check-proof", proof, "--trust", keydir / "verifier.pub")
+    assert r.returncode == 0 and "VALID" in r.stdout
+    r = run_cli("check-proof", proof, "--trust", other_keydir / "verifier.pub", "--json")
+    assert r.returncode == 1 and "signature" in json.loads(r.stdout)["reason"]
+    proof2 = tmp_path / "p2.json"
+    r = run_cli("prove", ledger, "--digest", doc["record"]["digest"], "--link", "link0", "--out", proof2)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(proof2.read_text())["record"]["digest"] == doc["record"]["digest"]
+    (tmp_path / "junk.json").write_text("{not json")
+    r = run_cli("check-proof", tmp_path / "junk.json", "--trust", keydir / "verifier.pub")
+    assert r.returncode == 2 and "junk.json" in r.stderr
+    r = run_cli("prove", ledger, "--seq", 10**9, "--out", proof)
+    assert r.returncode == 2 and "seq" in r.stderr
+
+
+# ---- key rotation -------------------------------------------------------------------------
+
+def test_rotation_chain_is_followed(ledger, keydir, tmp_path):
+    dk, sk, trust = _keys(keydir)
+    generate_keys(tmp_path / "k2")
+    generate_keys(tmp_path / "k3")
+    k2 = SigningKey.load(tmp_path / "k2" / "signing.key")
+    k3 = SigningKey.load(tmp_path / "k3" / "signing.key")
+    old_cp = (ledger / "checkpoint").read_bytes()
+    r = run_cli("keys", "rotate", ledger, "--old", keydir / "signing.key", "--new", tmp_path / "k2" / "signing.key",
+                "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["effective_from"] == {"link0": 3}
+    with pytest.raises(KeyFileError):  # the retired key can no longer extend the ledger
+        capture_file(SAMPLES / "sample.pcap", ledger, digest_key=dk, signing_key=sk, segment_records=100)
+    capture_file(SAMPLES / "sample.pcap", ledger, digest_key=dk, signing_key=k2, segment_records=100)
+    rotate_keys(ledger, k2, k3)
+    capture_file(SAMPLES / "sample.pcap", ledger, digest_key=dk, signing_key=k3, segment_records=200)
+    v = verify_ledger(ledger, trust, old_cp)
+    assert v.ok and v.segments == 8, v.problems
+    doc = build_proof(ledger, seq=700)  # signed by k3, provable from the root trust bundle
+    assert check_proof(doc, trust).ok
+    new_cp = (ledger / "checkpoint").read_bytes()
+    assert check_consistency(old_cp, new_cp, ledger, trust).ok
+    # the verifier's trust bundle is still the root: a verifier that starts from k2 fails
+    v2 = verify_ledger(ledger, k2.trust_bundle())
+    assert not v2.ok
+
+
+def test_seal_by_a_never_introduced_key_fails(ledger, keydir, other_keydir, tmp_path):
+    _, _, trust = _keys(keydir)
+    rotate_keys(ledger, SigningKey.load(keydir / "signing.key"), SigningKey.generate())
+    rot = next((ledger / "rotations").glob("*.json"))
+    doc = json.loads(rot.read_text())
+    other = _keys(other_keydir)[1]
+    from ledgertool.rotation import rotation_message
+
+    doc["new_keys"] = other.trust_bundle().to_dict()  # swap in a key the old key never signed for
+    doc["signatures"]["new"] = other.sign(rotation_message(doc))
+    rot.write_text(json.dumps(doc))
+    capture_file(SAMPLES / "sample.pcap", ledger, digest_key=_keys(keydir)[0], signing_key=other,
+                 segment_records=100)
+    v = verify_ledger(ledger, trust)
+    kinds = {(p.kind, p.segment) for p in v.problems}
+    assert ("rotation_invalid", None) in kinds and ("bad_signature", 3) in kinds
+    assert not any(p.segment in (0, 1, 2) for p in v.problems if p.kind == "bad_signature")
+
+
+def test_rotation_refuses_wrong_old_key_and_open_segments(ledger, keydir, other_keydir):
+    with pytest.raises(KeyFileError):
+        rotate_keys(ledger, _keys(other_keydir)[1], SigningKey.generate())
+    (ledger / "link=link0" / "seg-00000003.open").write_bytes(b"")
+    r = run_cli("keys", "rotate", ledger, "--old", keydir / "signing.key", "--new", other_keydir / "signing.key")
+    assert r.returncode == 2 and "recover" in r.stderr
