@@ -278,6 +278,9 @@ def _verify_records(directory, ledger, link, index, doc, expected_seq, res, prob
         return last_seq + 1
     if file_sha256(pq_path) != doc.get("parquet_sha256"):
         problem("parquet_hash_mismatch", index, f"{pq_path}: SHA-256 differs from the seal's parquet_sha256")
+    elif pq_path.stat().st_size != doc.get("parquet_bytes"):  # the signed size must agree too
+        problem("parquet_hash_mismatch", index, f"{pq_path}: {pq_path.stat().st_size} bytes, seal's "
+                                                f"parquet_bytes says {doc.get('parquet_bytes')}")
     try:
         table = pq.read_table(pq_path)
         records = table_to_records(table, ledger["digest_size"])
@@ -293,6 +296,9 @@ def _verify_records(directory, ledger, link, index, doc, expected_seq, res, prob
     res.drops_declared += drops
     if n != count:
         problem("count_mismatch", index, f"segment {index}: {n} records in Parquet, seal says {count}")
+    elif n - int(gaps.sum()) != doc.get("frames"):
+        problem("count_mismatch", index, f"segment {index}: {n - int(gaps.sum())} frame records, seal's "
+                                         f"frames says {doc.get('frames')}")
     if n:
         _sequence_findings(arr["seq"].astype(np.int64), first_seq, last_seq, count, index, problem)
         if str(int(arr["ts_ns"][0])) != doc.get("first_ts_ns") or str(int(arr["ts_ns"][-1])) != doc.get("last_ts_ns"):
