@@ -25,7 +25,7 @@ from scapy.layers.inet6 import (ICMPv6EchoRequest, IPv6, IPv6ExtHdrDestOpt, IPv6
                                 _MobilityHeader)
 from scapy.layers.ipsec import AH
 from scapy.layers.l2 import ARP, Dot1AD, Dot1Q, Dot3, Ether, CookedLinux, CookedLinuxV2, Loopback
-from scapy.packet import NoPayload, Padding, Raw, bind_layers
+from scapy.packet import NoPayload, Padding, Raw
 import scapy.layers.all  # noqa: F401
 
 from ledgertool.engine import RECORD_FIXED, CaptureReader, DigestEngine
@@ -35,11 +35,6 @@ from ledgertool.strip import MODES, explain, strip_range
 from conftest import CORPUS, SAMPLES, needs_corpus, run_cli
 
 MALFORMED, NON_IP, FRAGMENT, UNSUPPORTED = 0x2, 0x4, 0x8, 0x10
-
-# scapy knows 0x8100 and 0x88A8; the pre-standard QinQ TPID 0x9100 is one more 802.1Q-style tag.
-bind_layers(Ether, Dot1Q, type=0x9100)
-bind_layers(Dot1Q, Dot1Q, type=0x9100)
-bind_layers(Dot1AD, Dot1Q, type=0x9100)
 
 # The documented limit on IPv6 extension headers (docs/strip-modes.md): more is a loop, MALFORMED.
 MAX_EXT = 16
@@ -106,6 +101,12 @@ def _layers(pkt):
     out, layer = [], pkt
     while not isinstance(layer, NoPayload):
         out.append(layer)
+        if isinstance(layer, (Ether, Dot1Q, Dot1AD)) and layer.type == 0x9100 and isinstance(layer.payload, Raw):
+            # scapy binds 0x8100 and 0x88A8 only; 0x9100 (pre-standard QinQ) is one more 802.1Q-style
+            # tag. Dissect it here rather than with bind_layers, which would change how every other
+            # test builds Ether()/Dot1Q() frames.
+            out.extend(_layers(Dot1Q(bytes(layer.payload))))
+            break
         layer = layer.payload
     return out
 
