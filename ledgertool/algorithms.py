@@ -48,8 +48,8 @@ ALGORITHMS: dict[str, Algorithm] = {
     )
 }
 
-# Strip modes: name -> native id. Only `frame` is implemented so far.
-STRIP_MODES: dict[str, int] = {"frame": 0}
+# Strip modes: name -> native id (LT_STRIP_*; definitions in strip.py, rules in docs/strip-modes.md).
+STRIP_MODES: dict[str, int] = {"frame": 0, "l3": 1, "payload": 2, "rdma": 3}
 
 
 def get_algorithm(name: str, *, for_ledger: bool = True) -> Algorithm:

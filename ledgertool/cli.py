@@ -125,7 +125,7 @@ def capture(
     digest_key: Annotated[Path, typer.Option("--digest-key", help="digest.key (32-byte master secret, hex).")],
     signing_key: Annotated[Path, typer.Option("--signing-key", help="signing.key from `keys generate`.")],
     algorithm: Annotated[Optional[str], typer.Option(help="Digest algorithm for a new ledger (default: siphash-1-3-128).")] = None,
-    strip: Annotated[Optional[str], typer.Option(help="Strip mode for a new ledger (default: frame).")] = None,
+    strip: Annotated[Optional[str], typer.Option(help="Strip mode for a new ledger: frame, l3, payload or rdma (docs/strip-modes.md; default: frame).")] = None,
     link: Annotated[str, typer.Option(help="Link name (hive partition link=NAME).")] = "link0",
     workers: Annotated[int, typer.Option(help="Worker threads (this release digests on one).", min=1)] = 1,
     segment_records: Annotated[int, typer.Option(help="Records per segment before it is sealed.", min=1)] = 1_000_000,

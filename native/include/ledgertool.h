@@ -60,7 +60,10 @@ extern "C" {
 #define LT_ALG_SIPHASH_2_4_64 4      /* bench only */
 
 /* ---- strip modes ---- */
-#define LT_STRIP_FRAME 0
+#define LT_STRIP_FRAME 0    /* the captured bytes as stored */
+#define LT_STRIP_L3 1       /* minus the link-layer header and Ethernet padding */
+#define LT_STRIP_PAYLOAD 2  /* minus IP (with options / extension headers) and UDP/TCP headers */
+#define LT_STRIP_RDMA 3     /* payload, and for RoCEv2 (UDP 4791) minus BTH, ETHs and ICRC */
 
 /* ---- on-disk record: 32-byte fixed part + digest (16 or 32 bytes) ---- */
 #define LT_RECORD_FIXED 32
@@ -141,6 +144,15 @@ int lt_engine_fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_re
 void lt_engine_free(lt_engine *e);
 
 size_t lt_record_size(int algorithm);
+
+/* ---- strip modes (docs/strip-modes.md) ---- */
+
+/* The byte range [*offset, *offset + *length) of `frame` that strip mode `strip` hashes, and the
+ * record flags it adds in *flags (MALFORMED, NON_IP, FRAGMENT, UNSUPPORTED_LINKTYPE; TRUNCATED
+ * is set by the engine). Never reads past caplen; offset + length <= caplen always.
+ * Returns LT_OK, or LT_ERR_ARG for an unknown strip mode. */
+int lt_strip(int strip, uint32_t linktype, const uint8_t *frame, uint32_t caplen, uint32_t wire_len,
+             uint32_t *offset, uint32_t *length, uint16_t *flags);
 
 /* ---- benchmarking ---- */
 

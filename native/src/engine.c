@@ -42,7 +42,7 @@ int lt_engine_new(lt_reader *r, const lt_engine_config *cfg, lt_engine **out, ch
         lt_errf(err, errlen, "key is %zu bytes, algorithm needs %zu", cfg->key_len, ks);
         return LT_ERR_ARG;
     }
-    if (cfg->strip != LT_STRIP_FRAME) {
+    if (cfg->strip < LT_STRIP_FRAME || cfg->strip > LT_STRIP_RDMA) {
         lt_errf(err, errlen, "unsupported strip mode %d", cfg->strip);
         return LT_ERR_ARG;
     }
@@ -90,11 +90,15 @@ int lt_engine_fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_re
             lt_store_le64(rec + 8, (uint64_t)f->ts_ns);
             lt_store_le32(rec + 16, f->wire_len);
             lt_store_le32(rec + 20, f->caplen);
-            lt_store_le16(rec + 24, record_flags(f));
+            uint16_t fl = record_flags(f);
+            uint32_t off = 0, len = f->caplen;
+            /* `frame` hashes the captured bytes as stored; the others hash the range strip.c picks. */
+            if (e->strip != LT_STRIP_FRAME)
+                fl |= lt_strip_range(e->strip, f->linktype, f->data, f->caplen, f->wire_len, &off, &len);
+            lt_store_le16(rec + 24, fl);
             lt_store_le16(rec + 26, (uint16_t)f->linktype);
             lt_store_le32(rec + 28, f->interface_id);
-            /* strip mode `frame`: the digest covers the captured bytes as stored. */
-            lt_digest(e->algorithm, e->key, f->data, f->caplen, rec + LT_RECORD_FIXED);
+            lt_digest(e->algorithm, e->key, f->data + off, len, rec + LT_RECORD_FIXED);
             bytes += f->caplen;
         }
         e->batch_pos += take;

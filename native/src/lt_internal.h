@@ -53,4 +53,8 @@ void lt_siphash128(const uint8_t key[16], const uint8_t *msg, size_t len, int c_
                    uint8_t out[16]);
 uint64_t lt_siphash64(const uint8_t key[16], const uint8_t *msg, size_t len, int c_rounds, int d_rounds);
 
+/* strip.c: the range to hash for strip mode `strip` (a valid LT_STRIP_*); returns the flags to add. */
+uint16_t lt_strip_range(int strip, uint32_t linktype, const uint8_t *frame, uint32_t caplen, uint32_t wire_len,
+                        uint32_t *offset, uint32_t *length);
+
 #endif
