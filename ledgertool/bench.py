@@ -28,6 +28,7 @@ import typer
 
 from ._native import ffi, lib
 from .algorithms import ALGORITHMS, get_algorithm
+from .engine import cpu_path
 from .errors import UsageError
 
 CSV_FIELDS = ["time", "host", "cpu_model", "cpu_path", "benchmark", "algorithm", "size", "threads", "frames",
@@ -45,7 +46,7 @@ class BenchRow:
     time: str = ""
     host: str = ""
     cpu_model: str = ""
-    cpu_path: str = "scalar"
+    cpu_path: str = "portable"  # native CPU path (engine.cpu_path), "python" for the reference rows
 
     @property
     def frames_per_s(self) -> float:
@@ -125,7 +126,7 @@ def bench_digest(algorithm: str, size: int, target_s: float = 0.2, repeats: int 
     for _ in range(repeats):
         lib.lt_bench_digest(alg.native_id, key, buf, len(buf), size, count, ns, sink)
         times.append(ns[0] / 1e9)
-    return BenchRow("digest", alg.name, size, 1, count, statistics.median(times))
+    return BenchRow("digest", alg.name, size, 1, count, statistics.median(times), cpu_path=cpu_path(alg))
 
 
 def bench_capture(frames: int, size: int, algorithm: str = "siphash-1-3-128", reference_frames: int = 20_000,
@@ -163,8 +164,11 @@ def bench_capture(frames: int, size: int, algorithm: str = "siphash-1-3-128", re
                                segment_records=1_000_000)
             assert res.frames == frames
 
-        rows = [BenchRow("capture:engine", alg.name, size, 1, frames, _median_time(engine_only, repeats)),
-                BenchRow("capture:sealed", alg.name, size, 1, frames, _median_time(full_capture, repeats))]
+        path = cpu_path(alg)
+        rows = [BenchRow("capture:engine", alg.name, size, 1, frames, _median_time(engine_only, repeats),
+                         cpu_path=path),
+                BenchRow("capture:sealed", alg.name, size, 1, frames, _median_time(full_capture, repeats),
+                         cpu_path=path)]
         ref_n = min(frames, reference_frames)
         data = pcap.read_bytes()[: 24 + ref_n * (16 + size)]
         c, d = (1, 3) if alg.name.startswith("siphash-1-3") else (2, 4)
@@ -176,7 +180,8 @@ def bench_capture(frames: int, size: int, algorithm: str = "siphash-1-3-128", re
                 n += 1
             assert n == ref_n
 
-        rows.append(BenchRow("capture:python-reference", alg.name, size, 1, ref_n, _median_time(reference, 1)))
+        rows.append(BenchRow("capture:python-reference", alg.name, size, 1, ref_n, _median_time(reference, 1),
+                             cpu_path="python"))
     return rows
 
 
