@@ -67,7 +67,7 @@ static void compress_portable(uint32_t cv[8], const uint8_t block[64], uint64_t 
     for (int i = 0; i < 8; i++) cv[i] = v[i] ^ v[i + 8];
 }
 
-#if defined(__x86_64__)
+#if LT_X86_PATHS
 #include <immintrin.h>
 
 /* One compression on row vectors; ROT16/ROT12/ROT8/ROT7 are supplied per instruction set. */
@@ -195,7 +195,7 @@ static void b3_digest_portable(const lt_dctx *c, const uint8_t *msg, size_t len,
     blake3_keyed(compress_portable, c->u.b3.key, msg, len, out, c->out_len);
 }
 
-#if defined(__x86_64__)
+#if LT_X86_PATHS
 static void b3_digest_sse41(const lt_dctx *c, const uint8_t *msg, size_t len, uint8_t *out) {
     blake3_keyed(compress_sse41, c->u.b3.key, msg, len, out, c->out_len);
 }
@@ -205,7 +205,7 @@ static void b3_digest_avx512vl(const lt_dctx *c, const uint8_t *msg, size_t len,
 #endif
 
 const lt_cpu_impl lt_blake3_impls[] = {
-#if defined(__x86_64__)
+#if LT_X86_PATHS
     {"avx512vl", lt_cpu_has_avx512vl, b3_init, b3_digest_avx512vl},
     {"sse41", lt_cpu_has_sse41, b3_init, b3_digest_sse41},
 #endif

@@ -150,7 +150,7 @@ static void gmac_digest_portable(const lt_dctx *c, const uint8_t *msg, size_t le
 }
 
 /* ---- AES-NI + PCLMULQDQ ---- */
-#if defined(__x86_64__)
+#if LT_X86_PATHS
 #include <immintrin.h>
 
 #define TGT __attribute__((target("aes,pclmul,sse2,ssse3")))
@@ -240,7 +240,7 @@ TGT static void gmac_digest_aesni(const lt_dctx *c, const uint8_t *msg, size_t l
 #endif
 
 const lt_cpu_impl lt_gmac_impls[] = {
-#if defined(__x86_64__)
+#if LT_X86_PATHS
     {"aesni-pclmul", lt_cpu_has_aesni_pclmul, gmac_init_aesni, gmac_digest_aesni},
 #endif
     {"portable", NULL, gmac_init_portable, gmac_digest_portable},

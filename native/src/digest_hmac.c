@@ -49,7 +49,7 @@ static void blocks_portable(uint32_t st[8], const uint8_t *p, size_t n) {
     }
 }
 
-#if defined(__x86_64__)
+#if LT_X86_PATHS
 #include <immintrin.h>
 
 __attribute__((target("sha,sse4.1,ssse3")))
@@ -136,7 +136,7 @@ static void hmac_digest_portable(const lt_dctx *c, const uint8_t *msg, size_t le
     hmac_digest_with(blocks_portable, c, msg, len, out);
 }
 
-#if defined(__x86_64__)
+#if LT_X86_PATHS
 static void hmac_init_shani(lt_dctx *c, const uint8_t *key, size_t key_len, const uint8_t *iv) {
     hmac_init_with(blocks_shani, c, key, key_len);
 }
@@ -146,7 +146,7 @@ static void hmac_digest_shani(const lt_dctx *c, const uint8_t *msg, size_t len, 
 #endif
 
 const lt_cpu_impl lt_hmac_impls[] = {
-#if defined(__x86_64__)
+#if LT_X86_PATHS
     {"sha-ni", lt_cpu_has_sha_ni, hmac_init_shani, hmac_digest_shani},
 #endif
     {"portable", NULL, hmac_init_portable, hmac_digest_portable},

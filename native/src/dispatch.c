@@ -25,7 +25,7 @@ static const char *const alg_names[LT_ALG_MAX + 1] = {
 };
 
 /* ---- CPU features ---- */
-#if defined(__x86_64__)
+#if LT_X86_PATHS
 #include <cpuid.h>
 
 static int cpu_sha_ni(void) {

@@ -51,6 +51,15 @@ static inline uint64_t lt_load_be64(const uint8_t *p) {
     return ((uint64_t)lt_load_be32(p) << 32) | lt_load_be32(p + 4);
 }
 
+/* x86-64 CPU paths are compiled with per-function target attributes, so the package builds for
+ * any x86-64; define LT_PORTABLE_ONLY to build the portable paths alone (and to check, on x86-64,
+ * what an arm64 build compiles). */
+#if defined(__x86_64__) && !defined(LT_PORTABLE_ONLY)
+#define LT_X86_PATHS 1
+#else
+#define LT_X86_PATHS 0
+#endif
+
 /* ---- keyed digest contexts (dispatch.c) ----
  * A context holds everything that depends on the key only (AES round keys, GHASH powers, HMAC
  * pad states), so the per-frame call does per-frame work only. `fn` is the CPU path chosen by
