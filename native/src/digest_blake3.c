@@ -77,7 +77,7 @@ static void compress_portable(uint32_t cv[8], const uint8_t block[64], uint64_t 
     __m128i r0 = _mm_loadu_si128((const __m128i *)cv), r1 = _mm_loadu_si128((const __m128i *)(cv + 4)); \
     __m128i r2 = _mm_loadu_si128((const __m128i *)IV);                                              \
     __m128i r3 = _mm_set_epi32((int)flags, (int)block_len, (int)(uint32_t)(counter >> 32), (int)(uint32_t)counter); \
-    for (int r = 0; r < 7; r++) {                                                                   \
+    _Pragma("GCC unroll 7") for (int r = 0; r < 7; r++) {                                         \
         const uint8_t *s = SCHEDULE[r];                                                             \
         __m128i mx = _mm_set_epi32((int)m[s[6]], (int)m[s[4]], (int)m[s[2]], (int)m[s[0]]);         \
         __m128i my = _mm_set_epi32((int)m[s[7]], (int)m[s[5]], (int)m[s[3]], (int)m[s[1]]);         \

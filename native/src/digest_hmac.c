@@ -61,6 +61,7 @@ static void blocks_shani(uint32_t st[8], const uint8_t *p, size_t n) {
     __m128i cdgh = _mm_blend_epi16(efgh, badc, 0xF0);  /* lanes H,G,D,C */
     for (; n; n--, p += 64) {
         __m128i save_abef = abef, save_cdgh = cdgh, m[4];
+#pragma GCC unroll 16
         for (int g = 0; g < 16; g++) {
             __m128i w;
             if (g < 4) {
