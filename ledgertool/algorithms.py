@@ -1,7 +1,9 @@
 """Registry of digest algorithms and strip modes: names, sizes, native ids, guarantees.
 
 Names are the CLI contract (docs/cli.md). Each algorithm here has a native implementation in
-native/src and an independent reference used by the tests.
+native/src (one or more CPU paths, see engine.cpu_path) and an independent reference used by the
+tests (tests/test_siphash.py, tests/test_digests.py). The guarantees are spelled out with their
+sources in docs/algorithms.md.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ class Algorithm:
     """A keyed digest algorithm.
 
     key_size / digest_size are bytes. `ledger_ok` is False for 64-bit variants, which collide
-    within seconds at 400GbE (birthday bound) and are accepted by `bench` only.
+    within seconds at 400GbE (birthday bound) and are accepted by `bench` only. `creation_warning`
+    is printed whenever a ledger with this algorithm is created.
     """
 
     name: str
@@ -27,12 +30,28 @@ class Algorithm:
     secret_key: str
     known_key: str
     reference: str
+    creation_warning: str | None = None
 
 
 _SIP_SECRET = ("PRF: digests are unpredictable and unforgeable to anyone without the key "
                "(SipHash security claim, 128-bit output)")
 _SIP_KNOWN = ("none: SipHash is not collision resistant; a prover who knows the key can "
               "construct colliding frames")
+
+_GMAC_SECRET = ("MAC: unforgeable and unpredictable while the tags stay secret from the prover "
+                "(NIST SP 800-38D); with the fixed all-zero IV, anyone who sees two (frame, tag) pairs "
+                "can solve for the GHASH key H and forge tags for any frame")
+_GMAC_KNOWN = ("none: with the key, GHASH is linear in the frame, so colliding frames are trivial "
+               "to construct")
+GMAC_WARNING = ("aes-128-gmac uses a fixed all-zero IV: anyone who sees two (frame, tag) pairs can "
+                "solve for the GHASH key and forge tags, so this ledger is only sound while its "
+                "digests stay secret from the prover (docs/algorithms.md)")
+_B3_SECRET = "PRF/MAC: unpredictable and unforgeable without the key (BLAKE3 keyed_hash)"
+_B3_KNOWN = ("collision resistant: BLAKE3 stays a collision-resistant hash with a known key "
+             "(~2^{} work for a collision at {}-bit output)")
+_HMAC_SECRET = "PRF/MAC: unforgeable without the key (RFC 2104, RFC 4231; truncated to 128 bits)"
+_HMAC_KNOWN = ("collision resistant: colliding frames need a SHA-256 collision; ~2^64 work at the "
+               "128-bit truncation (birthday bound)")
 
 ALGORITHMS: dict[str, Algorithm] = {
     a.name: a
@@ -45,6 +64,15 @@ ALGORITHMS: dict[str, Algorithm] = {
                   "bench only: 64-bit digests collide after ~2^32 frames"),
         Algorithm("siphash-2-4-64", 4, 16, 8, False, _SIP_SECRET, _SIP_KNOWN,
                   "bench only: 64-bit digests collide after ~2^32 frames"),
+        Algorithm("aes-128-gmac", 5, 16, 16, True, _GMAC_SECRET, _GMAC_KNOWN,
+                  "NIST SP 800-38D (GCM/GMAC), empty plaintext, frame as AAD, all-zero 96-bit IV",
+                  creation_warning=GMAC_WARNING),
+        Algorithm("blake3-keyed-128", 6, 32, 16, True, _B3_SECRET, _B3_KNOWN.format(64, 128),
+                  "O'Connor, Aumasson, Neves, Wilcox-O'Hearn, BLAKE3 specification (2020), keyed_hash"),
+        Algorithm("blake3-keyed-256", 7, 32, 32, True, _B3_SECRET, _B3_KNOWN.format(128, 256),
+                  "O'Connor, Aumasson, Neves, Wilcox-O'Hearn, BLAKE3 specification (2020), keyed_hash"),
+        Algorithm("hmac-sha256-128", 8, 32, 16, True, _HMAC_SECRET, _HMAC_KNOWN,
+                  "RFC 2104 (HMAC), FIPS 180-4 (SHA-256), RFC 4231 (test cases, truncation)"),
     )
 }
 

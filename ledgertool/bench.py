@@ -34,6 +34,7 @@ import numpy as np
 import typer
 
 from .algorithms import ALGORITHMS, get_algorithm
+from .engine import cpu_path
 from .errors import UsageError
 
 CSV_FIELDS = ["time", "host", "cpu_model", "cpu_path", "cores", "benchmark", "algorithm", "size", "threads",
@@ -67,7 +68,7 @@ class BenchRow:
     time: str = ""
     host: str = ""
     cpu_model: str = ""
-    cpu_path: str = "scalar"
+    cpu_path: str = "portable"  # native CPU path (engine.cpu_path), "python" for the reference rows
     cores: int = 0  # logical CPUs this process may run on; 0 = unknown (older CSV)
 
     @property
@@ -212,7 +213,8 @@ def bench_digest(algorithm: str, size: int, threads: int = 1, min_time: float = 
         count *= 8 if elapsed < min_time / 64 else 2
     count = max(1, round(count * min_time / max(elapsed, 1e-9)))
     median, cv = _measure(lambda: once(count), count * threads, repeats)
-    return BenchRow("digest", alg.name, size, threads, count * threads, median, repeats, cv, cv > noisy_cv)
+    return BenchRow("digest", alg.name, size, threads, count * threads, median, repeats, cv, cv > noisy_cv,
+                    cpu_path=cpu_path(alg))
 
 
 def write_synthetic_pcap(path: Path, frames: int, frame_size: int, seed: int = 1) -> int:
@@ -290,7 +292,8 @@ def bench_capture(frames: int, size: int, algorithm: str = "siphash-1-3-128", re
         for name, fn, n in (("capture:engine", engine_only, frames), ("capture:sealed", full_capture, frames),
                             ("capture:python-reference", reference, ref_n)):
             median, cv = _measure(_timed(fn), n, repeats)
-            rows.append(BenchRow(name, alg.name, size, 1, n, median, repeats, cv, cv > noisy_cv))
+            rows.append(BenchRow(name, alg.name, size, 1, n, median, repeats, cv, cv > noisy_cv,
+                                 cpu_path="python" if name.endswith("reference") else cpu_path(alg)))
     return rows
 
 

@@ -216,6 +216,8 @@ def capture_file(
                                digest_key_id=digest_key.key_id(alg.name, alg.key_size),
                                digest_size=alg.digest_size, leaf_records=leaf_records)
     result = CaptureResult(str(source), str(ledger_dir), link, alg.name, ledger["strip"], created=not exists)
+    if not exists and alg.creation_warning:
+        result.warnings.append(alg.creation_warning)
     discarded: list[dict] = []
     result.recovered = recover_open_segments(ledger_dir, ledger, link, signing_key, discarded)
     for r in result.recovered:

@@ -445,10 +445,15 @@ def query(
 def algorithms(as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document.")] = False) -> None:
     """List digest algorithms: key/output sizes and guarantees with a secret or a known key."""
     from .algorithms import ALGORITHMS
+    from .engine import cpu_path, cpu_path_note, cpu_paths
 
     rows = [{"name": a.name, "key_bytes": a.key_size, "digest_bytes": a.digest_size, "ledger": a.ledger_ok,
-             "cpu_path": "scalar", "secret_key": a.secret_key, "known_key": a.known_key,
-             "reference": a.reference} for a in ALGORITHMS.values()]
+             "cpu_path": cpu_path(a), "cpu_paths": cpu_paths(a), "secret_key": a.secret_key,
+             "known_key": a.known_key, "reference": a.reference, "warning": a.creation_warning}
+            for a in ALGORITHMS.values()]
+    note = cpu_path_note()
+    if note:
+        err.print(f"[yellow]warning:[/] {note}")
     if as_json:
         _emit_json({"algorithms": rows})
         return
@@ -457,6 +462,9 @@ def algorithms(as_json: Annotated[bool, typer.Option("--json", help="Print a JSO
         t.add_row(r["name"], f"{r['key_bytes']} B", f"{r['digest_bytes']} B", "yes" if r["ledger"] else "bench only",
                   r["cpu_path"], r["secret_key"], r["known_key"])
     out.print(t)
+    for r in rows:
+        if r["warning"]:
+            out.print(f"[yellow]note:[/] {r['warning']}")
 
 
 # ---- demo -----------------------------------------------------------------------------------

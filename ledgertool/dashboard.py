@@ -73,11 +73,16 @@ def _cores(rows: list[BenchRow]) -> int:
 def build_plots(rows: list[BenchRow]) -> list[Plot]:
     """Two plots per algorithm with digest rows, then one capture-path plot when there are such rows."""
     rows = latest(rows)
-    hosts = sorted({(r.host, r.cpu_path) for r in rows})
-    multi = len(hosts) > 1
+    # Label series by machine only where one algorithm's rows come from several (host, CPU path)
+    # pairs; different algorithms naturally run on different paths (the reference on "python").
+    multi = {a for a in {r.algorithm for r in rows}
+             if len({(r.host, r.cpu_path) for r in rows if r.algorithm == a and r.benchmark == "digest"}) > 1}
+    multi_hosts = len({r.host for r in rows}) > 1
 
     def tag(r: BenchRow) -> str:
-        return f" ({r.host}, {r.cpu_path})" if multi else ""
+        if r.benchmark == "digest":
+            return f" ({r.host}, {r.cpu_path})" if r.algorithm in multi else ""
+        return f" ({r.host})" if multi_hosts else ""
 
     plots: list[Plot] = []
     digest = [r for r in rows if r.benchmark == "digest"]

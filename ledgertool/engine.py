@@ -232,3 +232,51 @@ def digest_one(algorithm: Algorithm, key: bytes, message: bytes) -> bytes:
     if st != lib.LT_OK:
         raise ValueError(f"native digest failed for {algorithm.name} (status {st})")
     return bytes(ffi.buffer(out, algorithm.digest_size))
+
+
+# ---- CPU paths (native dispatch, docs/algorithms.md "CPU paths") ----
+
+def cpu_path(algorithm: Algorithm) -> str:
+    """Name of the CPU path the native code uses now for `algorithm` (e.g. "aesni-pclmul")."""
+    return ffi.string(lib.lt_cpu_path(algorithm.native_id)).decode()
+
+
+def cpu_paths(algorithm: Algorithm) -> list[str]:
+    """CPU paths this machine can run for `algorithm`, best first (always ends with "portable")."""
+    buf = ffi.new("char[256]")
+    if lib.lt_cpu_paths(algorithm.native_id, buf, 256) != lib.LT_OK:
+        raise ValueError(f"no CPU paths for {algorithm.name}")
+    return ffi.string(buf).decode().split(",")
+
+
+def force_cpu_path(algorithm: Algorithm, path: str | None) -> None:
+    """Use `path` for `algorithm` from now on in this process (None: back to the CPUID choice).
+
+    Engines already created keep their path. For tests and benchmarks; LEDGERTOOL_CPU_PATH does
+    the same from the environment. Raises ValueError for a path this CPU cannot run."""
+    st = lib.lt_cpu_path_force(algorithm.native_id, path.encode() if path else ffi.NULL)
+    if st != lib.LT_OK:
+        raise ValueError(f"{algorithm.name}: no CPU path {path!r} on this machine "
+                         f"(available: {', '.join(cpu_paths(algorithm))})")
+
+
+def cpu_path_note() -> str:
+    """Why LEDGERTOOL_CPU_PATH was not (fully) honoured, or ""."""
+    return ffi.string(lib.lt_cpu_path_note()).decode()
+
+
+def gmac_tag(key: bytes, iv: bytes, aad: bytes) -> bytes:
+    """AES-128-GCM tag of an empty plaintext with `aad` under a 96-bit `iv` (native, current path;
+    for published vectors: the ledger itself always uses the all-zero IV)."""
+    if len(key) != 16 or len(iv) != 12:
+        raise ValueError("GMAC needs a 16-byte key and a 12-byte IV")
+    out = ffi.new("uint8_t[16]")
+    lib.lt_gmac_aes128(key, iv, aad, len(aad), out)
+    return bytes(out)
+
+
+def hmac_sha256(key: bytes, message: bytes) -> bytes:
+    """Full 32-byte HMAC-SHA-256 with a key of any length (native, current path; for vectors)."""
+    out = ffi.new("uint8_t[32]")
+    lib.lt_hmac_sha256(key, len(key), message, len(message), out)
+    return bytes(out)

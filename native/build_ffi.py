@@ -31,6 +31,8 @@ ffibuilder.set_source(
     extra_compile_args=["-O3", "-std=gnu11", "-fno-strict-aliasing", "-Wall", "-Wextra",
                         "-Wno-unused-parameter", "-pthread"] + (["-g", "-fsanitize=address,undefined"]
                                                     if os.environ.get("LEDGERTOOL_SANITIZE") else []),
+    # LEDGERTOOL_PORTABLE_ONLY=1 builds the portable C paths alone (what arm64 gets).
+    define_macros=[("LT_PORTABLE_ONLY", "1")] if os.environ.get("LEDGERTOOL_PORTABLE_ONLY") else [],
     extra_link_args=["-pthread"] + (["-fsanitize=address,undefined"] if os.environ.get("LEDGERTOOL_SANITIZE") else []),
 )
 

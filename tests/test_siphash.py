@@ -43,7 +43,7 @@ def test_siphash_1_3_differs_from_2_4():
 
 @settings(max_examples=400, deadline=None)
 @given(key=st.binary(min_size=16, max_size=16), msg=st.binary(max_size=2000),
-       name=st.sampled_from(sorted(ALGORITHMS)))
+       name=st.sampled_from(sorted(n for n in ALGORITHMS if n.startswith("siphash-"))))
 def test_native_matches_python_reference_on_random_inputs(key, msg, name):
     alg = ALGORITHMS[name]
     c, d = (1, 3) if "1-3" in name else (2, 4)

@@ -58,6 +58,10 @@ extern "C" {
 #define LT_ALG_SIPHASH_2_4_128 2
 #define LT_ALG_SIPHASH_1_3_64 3      /* bench only */
 #define LT_ALG_SIPHASH_2_4_64 4      /* bench only */
+#define LT_ALG_AES_128_GMAC 5        /* AES-128-GCM tag, empty plaintext, frame as AAD, zero 96-bit IV */
+#define LT_ALG_BLAKE3_KEYED_128 6    /* BLAKE3 keyed_hash, output truncated to 16 bytes */
+#define LT_ALG_BLAKE3_KEYED_256 7    /* BLAKE3 keyed_hash, 32 bytes */
+#define LT_ALG_HMAC_SHA256_128 8     /* HMAC-SHA-256 (32-byte key), truncated to 16 bytes */
 
 /* ---- strip modes ---- */
 #define LT_STRIP_FRAME 0    /* the captured bytes as stored */
@@ -121,8 +125,30 @@ void lt_reader_close(lt_reader *r);
 size_t lt_digest_size(int algorithm);
 size_t lt_key_size(int algorithm);
 
-/* Digest one message (reference entry point for tests). */
+/* Digest one message (reference entry point for tests), with the CPU path currently selected. */
 int lt_digest(int algorithm, const uint8_t *key, const uint8_t *msg, size_t len, uint8_t *out);
+
+/* Test entry points with the inputs published vectors use; both use the CPU path currently
+ * selected for their algorithm. lt_gmac_aes128: AES-128-GCM tag (16 bytes) of an empty plaintext
+ * with `aad` under a 96-bit `iv` (the ledger always uses the all-zero IV). lt_hmac_sha256: full
+ * 32-byte HMAC-SHA-256 with a key of any length. */
+int lt_gmac_aes128(const uint8_t *key, const uint8_t *iv, const uint8_t *aad, size_t len, uint8_t *tag);
+int lt_hmac_sha256(const uint8_t *key, size_t key_len, const uint8_t *msg, size_t len, uint8_t *out);
+
+/* ---- CPU paths (dispatch) ----
+ * Each algorithm runs on one CPU path, chosen once from CPUID (best first), or forced with the
+ * environment variable LEDGERTOOL_CPU_PATH (docs/algorithms.md). Names: "portable" (plain C,
+ * every machine), "aesni-pclmul", "sha-ni", "sse41", "avx512vl". */
+
+/* Name of the path in use for `algorithm` ("" for an unknown id). */
+const char *lt_cpu_path(int algorithm);
+/* Comma-separated names of the paths this CPU can run for `algorithm`, best first. */
+int lt_cpu_paths(int algorithm, char *buf, size_t len);
+/* Use `path` for `algorithm` from now on (engines already made keep theirs); NULL or "" returns to
+ * the CPUID choice. LT_ERR_ARG for an unknown path or one this CPU cannot run. */
+int lt_cpu_path_force(int algorithm, const char *path);
+/* Why LEDGERTOOL_CPU_PATH was not (fully) honoured, or "". */
+const char *lt_cpu_path_note(void);
 
 /* ---- engine: reader -> strip -> digest -> fixed-size records ---- */
 typedef struct lt_engine lt_engine;

@@ -19,7 +19,7 @@ struct lt_engine {
     int strip;
     size_t digest_size;
     size_t record_size;
-    uint8_t key[32];
+    lt_dctx dctx;           /* keyed once; its CPU path is fixed for the engine's life */
     lt_frame batch[LT_BATCH];
     size_t batch_len; /* frames in batch */
     size_t batch_pos; /* next frame to digest */
@@ -53,7 +53,11 @@ int lt_engine_new(lt_reader *r, const lt_engine_config *cfg, lt_engine **out, ch
     e->strip = cfg->strip;
     e->digest_size = ds;
     e->record_size = LT_RECORD_FIXED + ds;
-    memcpy(e->key, cfg->key, ks);
+    if (lt_dctx_init(&e->dctx, cfg->algorithm, cfg->key) != LT_OK) {
+        free(e);
+        lt_errf(err, errlen, "algorithm id %d has no usable CPU path", cfg->algorithm);
+        return LT_ERR_ARG;
+    }
     *out = e;
     return LT_OK;
 }
@@ -98,7 +102,7 @@ int lt_engine_fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_re
             lt_store_le16(rec + 24, fl);
             lt_store_le16(rec + 26, (uint16_t)f->linktype);
             lt_store_le32(rec + 28, f->interface_id);
-            lt_digest(e->algorithm, e->key, f->data + off, len, rec + LT_RECORD_FIXED);
+            lt_dctx_run(&e->dctx, f->data + off, len, rec + LT_RECORD_FIXED);
             bytes += f->caplen;
         }
         e->batch_pos += take;
@@ -110,4 +114,8 @@ int lt_engine_fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_re
     return e->reader_status ? e->reader_status : LT_EOF;
 }
 
-void lt_engine_free(lt_engine *e) { free(e); }
+void lt_engine_free(lt_engine *e) {
+    if (!e) return;
+    memset(&e->dctx, 0, sizeof e->dctx);  /* key material */
+    free(e);
+}

@@ -57,4 +57,81 @@ uint64_t lt_siphash64(const uint8_t key[16], const uint8_t *msg, size_t len, int
 uint16_t lt_strip_range(int strip, uint32_t linktype, const uint8_t *frame, uint32_t caplen, uint32_t wire_len,
                         uint32_t *offset, uint32_t *length);
 
+static inline void lt_store_be32(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16); p[2] = (uint8_t)(v >> 8); p[3] = (uint8_t)v;
+}
+static inline void lt_store_be64(uint8_t *p, uint64_t v) {
+    lt_store_be32(p, (uint32_t)(v >> 32));
+    lt_store_be32(p + 4, (uint32_t)v);
+}
+static inline uint64_t lt_load_be64(const uint8_t *p) {
+    return ((uint64_t)lt_load_be32(p) << 32) | lt_load_be32(p + 4);
+}
+
+/* x86-64 CPU paths are compiled with per-function target attributes, so the package builds for
+ * any x86-64; define LT_PORTABLE_ONLY to build the portable paths alone (and to check, on x86-64,
+ * what an arm64 build compiles). */
+#if defined(__x86_64__) && !defined(LT_PORTABLE_ONLY)
+#define LT_X86_PATHS 1
+#else
+#define LT_X86_PATHS 0
+#endif
+
+/* ---- keyed digest contexts (dispatch.c) ----
+ * A context holds everything that depends on the key only (AES round keys, GHASH powers, HMAC
+ * pad states), so the per-frame call does per-frame work only. `fn` is the CPU path chosen by
+ * dispatch when the context was set up; a context never changes path afterwards. */
+typedef struct lt_dctx lt_dctx;
+typedef void (*lt_digest_fn)(const lt_dctx *c, const uint8_t *msg, size_t len, uint8_t *out);
+
+struct lt_dctx {
+    lt_digest_fn fn;
+    const char *path;      /* name of the CPU path, static string */
+    int algorithm;
+    size_t out_len;
+    union {
+        struct { uint8_t key[16]; int c, d; } sip;
+        struct {
+            uint8_t rk[176];            /* AES-128 round keys, FIPS 197 byte order */
+            uint8_t h[16];              /* GHASH key E_K(0^128), GCM byte order */
+            uint8_t ek_j0[16];          /* E_K(IV || 0^31 || 1) for the all-zero ledger IV */
+            uint64_t hpow[8][2];        /* path-specific precomputation (powers of H) */
+        } gmac;
+        struct { uint32_t key[8]; } b3;
+        struct { uint32_t istate[8], ostate[8]; } hmac;
+    } u __attribute__((aligned(16)));
+};
+
+/* Set up `c` for `algorithm` with the CPU path currently selected for it. LT_OK or LT_ERR_ARG. */
+int lt_dctx_init(lt_dctx *c, int algorithm, const uint8_t *key);
+static inline void lt_dctx_run(const lt_dctx *c, const uint8_t *msg, size_t len, uint8_t *out) {
+    c->fn(c, msg, len, out);
+}
+
+/* One CPU path of one algorithm family. `supported` is NULL for the portable path.
+ * init: c->algorithm and c->out_len are set before the call. key_len is the algorithm's key size
+ * except for the test entry points (HMAC takes any key length); iv is NULL except for the GMAC
+ * test entry point (NULL = the ledger's all-zero 96-bit IV). */
+typedef struct {
+    const char *name;
+    int (*supported)(void);
+    void (*init)(lt_dctx *c, const uint8_t *key, size_t key_len, const uint8_t *iv);
+    lt_digest_fn digest;
+} lt_cpu_impl;
+
+/* Path tables, best first, portable last, terminated by an entry with a NULL name. */
+extern const lt_cpu_impl lt_siphash_impls[];
+extern const lt_cpu_impl lt_gmac_impls[];
+extern const lt_cpu_impl lt_blake3_impls[];
+extern const lt_cpu_impl lt_hmac_impls[];
+
+/* The implementation currently selected for an algorithm (NULL for an unknown id). */
+const lt_cpu_impl *lt_dispatch_impl(int algorithm);
+
+/* CPU feature probes (dispatch.c); always 0 on non-x86-64 builds. */
+int lt_cpu_has_aesni_pclmul(void);
+int lt_cpu_has_sha_ni(void);
+int lt_cpu_has_sse41(void);
+int lt_cpu_has_avx512vl(void);
+
 #endif
