@@ -8,11 +8,12 @@
  *
  * Derivation (all integers little-endian unless a protocol field says otherwise):
  *   key    = LE64(splitmix64 #1 of seed) || LE64(splitmix64 #2 of seed)        (16-byte SipHash key)
- *   s(f,k) = SipHash-1-3-64(key, LE64(flow index f) || LE64(frame index k within the flow))
- *   stream = xoshiro256** seeded with four splitmix64 outputs of s(f,k)
- *   u0     = first stream output: size entry = the one whose cumulative weight range holds
+ *   fs(f)  = SipHash-1-3-64(key, LE64(flow index f))                        (once per flow)
+ *   s(f,k) = mix64(fs(f) + (k+1) * 0xD1B54A32D192ED03)   (k: frame index within the flow)
+ *   stream = splitmix64 outputs from state s(f,k): word i (i = 0, 1, ...) = mix64(s + (i+1) * gamma)
+ *   u0     = word 0: size entry = the one whose cumulative weight range holds
  *            ((u0 >> 32) * total_weight) >> 32
- *   payload bytes = the following stream outputs, each written little-endian, cut to length.
+ *   payload bytes = words 1, 2, ..., each written little-endian, cut to the payload length.
  * Interleaving: the k-th frame of flow f (n_f frames) sits at virtual time (2k+1) / (2 n_f);
  *   frames are emitted in increasing virtual time, ties by lower flow index (exact integer
  *   comparison), so every flow is spread evenly over the whole run.
@@ -63,59 +64,74 @@ static uint32_t crc_update(uint32_t c, const uint8_t *p, size_t n) {
     return c;
 }
 
-/* ---- one's-complement sums (RFC 1071) ---- */
-static uint64_t sum_bytes(const uint8_t *p, size_t n, uint64_t acc) {
-    /* Big-endian 16-bit words; accumulate 32-bit big-endian words in 64 bits (no overflow for
-     * frames far beyond LT_WL_MAX_FRAME). */
-    while (n >= 4) {
-        acc += lt_load_be32(p);
+/* ---- one's-complement sums (RFC 1071) ----
+ * Summed in host (little-endian) word order, 8 bytes at a time; RFC 1071 section 2(B): the sum is
+ * byte-order independent, so folding and complementing give the checksum's bytes as stored in
+ * host order (see store_sum). */
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "workload_gen.c assumes a little-endian host (x86-64, arm64)"
+#endif
+static inline uint64_t sum_bytes(const uint8_t *p, size_t n, uint64_t acc) {
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        acc += (v & 0xFFFFFFFFu) + (v >> 32);
+        p += 8;
+        n -= 8;
+    }
+    if (n >= 4) {
+        uint32_t v;
+        memcpy(&v, p, 4);
+        acc += v;
         p += 4;
         n -= 4;
     }
     if (n >= 2) {
-        acc += lt_load_be16(p);
+        uint16_t v;
+        memcpy(&v, p, 2);
+        acc += v;
         p += 2;
         n -= 2;
     }
-    if (n) acc += (uint64_t)p[0] << 8;
+    if (n) acc += p[0]; /* odd byte: high byte of a big-endian word = low byte of a host word */
     return acc;
 }
 
-static uint16_t fold(uint64_t acc) {
-    while (acc >> 16) acc = (acc & 0xFFFF) + (acc >> 16);
+static inline uint16_t fold(uint64_t acc) {
+    acc = (acc & 0xFFFFFFFFu) + (acc >> 32);
+    acc = (acc & 0xFFFFFFFFu) + (acc >> 32);
+    acc = (acc & 0xFFFF) + (acc >> 16);
+    acc = (acc & 0xFFFF) + (acc >> 16);
+    acc = (acc & 0xFFFF) + (acc >> 16);
     return (uint16_t)acc;
 }
 
-static inline void store_be16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v >> 8); p[1] = (uint8_t)v; }
+/* A big-endian 16-bit protocol value as a host-order summand. */
+static inline uint64_t be_term(uint32_t v) { return (uint64_t)(uint16_t)((v >> 8) | (v << 8)); }
+
+/* Store a complemented host-order sum: its bytes are the checksum field as sent. */
+static inline void store_sum(uint8_t *p, uint16_t host) { memcpy(p, &host, 2); }
+
+static inline void store_be16(uint8_t *p, uint16_t v) {
+    v = __builtin_bswap16(v);
+    memcpy(p, &v, 2);
+}
 static inline void store_be32(uint8_t *p, uint32_t v) {
-    p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16); p[2] = (uint8_t)(v >> 8); p[3] = (uint8_t)v;
+    v = __builtin_bswap32(v);
+    memcpy(p, &v, 4);
 }
 
-/* ---- splitmix64 / xoshiro256** (Blackman & Vigna, prng.di.unimi.it) ---- */
-static inline uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ULL);
+/* ---- splitmix64 (Steele, Lea & Flood 2014; prng.di.unimi.it/splitmix64.c) ----
+ * Used as a counter-based stream: output i of the stream with state s is mix64(s + (i+1) * gamma),
+ * so the words of a payload are independent of each other (the loop pipelines / vectorises). */
+#define SM_GAMMA 0x9E3779B97F4A7C15ULL
+#define FRAME_GAMMA 0xD1B54A32D192ED03ULL /* odd; steps the per-frame state within a flow */
+static inline uint64_t mix64(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
     return z ^ (z >> 31);
 }
-
-static inline uint64_t rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-typedef struct {
-    uint64_t s[4];
-} xoshiro;
-
-static inline uint64_t xo_next(xoshiro *x) {
-    uint64_t *s = x->s;
-    uint64_t r = rotl64(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl64(s[3], 45);
-    return r;
-}
+static inline uint64_t splitmix64(uint64_t *x) { return mix64(*x += SM_GAMMA); }
 
 /* ---- source state ---- */
 typedef struct {
@@ -125,10 +141,13 @@ typedef struct {
     lt_workload_size *sizes;
     uint32_t nsizes;
     uint64_t total_weight;
+    uint64_t fseed;       /* fs(f): SipHash-1-3-64 of the flow index under the seed key */
     /* template values the per-frame fields count from */
     uint16_t ip_id0;
     uint32_t tcp_seq0, psn0;
     uint64_t pseudo_sum;  /* addresses + protocol (pseudo-header without the length) */
+    uint64_t ip_sum;      /* IPv4 header with total length, id and checksum zeroed */
+    uint64_t l4_sum;      /* template bytes [l4, header_len) with the per-frame fields zeroed */
     /* progress */
     uint64_t next_k;
     uint32_t tcp_seq;     /* running TCP sequence number */
@@ -141,6 +160,8 @@ typedef struct {
     int64_t start_ns;
     uint64_t interframe_ps;
     uint64_t emitted;     /* global frame index of the next frame */
+    int64_t ts_ns;        /* its timestamp: start_ns + floor(emitted * interframe_ps / 1000) ... */
+    uint64_t ts_rem_ps;   /* ... and the remainder of that division, in ps (< 1000) */
     uint32_t *heap;       /* flows with frames left, min-heap by virtual time */
     uint32_t heap_len;
     uint8_t *buf;
@@ -194,14 +215,12 @@ static void wl_free(wl_src *w) {
 static void wl_close(void *src) { wl_free(src); }
 
 /* Build frame k of flow f into `p`; returns its captured length. */
-static uint32_t wl_build(wl_src *w, uint32_t fi, wl_flow *f, uint64_t k, uint8_t *p) {
-    uint8_t msg[16];
-    lt_store_le64(msg, fi);
-    lt_store_le64(msg + 8, k);
-    uint64_t x = lt_siphash64(w->key, msg, 16, 1, 3);
-    xoshiro xo;
-    for (int i = 0; i < 4; i++) xo.s[i] = splitmix64(&x);
-    uint64_t u0 = xo_next(&xo);
+/* Build frame k of flow f into `p`; returns its captured length. Checksums are computed from
+ * per-flow template sums plus the fields that change, never by reading back bytes just written
+ * (a wide load over narrow fresh stores stalls store-to-load forwarding). */
+static uint32_t wl_build(wl_flow *f, uint64_t k, uint8_t *p) {
+    uint64_t x = mix64(f->fseed + (k + 1) * FRAME_GAMMA);
+    uint64_t u0 = mix64(x + SM_GAMMA);
     const lt_workload_size *sz = f->sizes;
     if (f->nsizes > 1) {
         uint64_t r = ((u0 >> 32) * f->total_weight) >> 32;
@@ -212,16 +231,18 @@ static uint32_t wl_build(wl_src *w, uint32_t fi, wl_flow *f, uint64_t k, uint8_t
     uint32_t L = sz->frame_len, P = sz->payload_len, pad = sz->pad, H = f->header_len;
     memcpy(p, f->header, H);
     uint8_t *q = p + H;
-    uint32_t left = P;
-    while (left >= 8) {
-        lt_store_le64(q, xo_next(&xo));
-        q += 8;
-        left -= 8;
+    uint32_t words = P / 8, left = P % 8;
+    uint64_t z = x + 2 * SM_GAMMA, psum = 0;
+    for (uint32_t i = 0; i < words; i++, z += SM_GAMMA) {
+        uint64_t v = mix64(z);
+        memcpy(q + 8 * (size_t)i, &v, 8); /* little-endian host */
+        psum += (v & 0xFFFFFFFFu) + (v >> 32);
     }
+    q += 8 * (size_t)words;
     if (left) {
-        uint8_t t[8];
-        lt_store_le64(t, xo_next(&xo));
-        memcpy(q, t, left);
+        uint64_t v = mix64(z) & ((1ULL << (8 * left)) - 1);
+        memcpy(q, &v, left);
+        psum += (v & 0xFFFFFFFFu) + (v >> 32);
         q += left;
     }
     memset(q, 0, pad);
@@ -234,27 +255,35 @@ static uint32_t wl_build(wl_src *w, uint32_t fi, wl_flow *f, uint64_t k, uint8_t
     if (f->ipv6) {
         store_be16(ip + 4, (uint16_t)(l4_end - f->l3 - 40));
     } else {
-        store_be16(ip + 2, (uint16_t)(l4_end - f->l3));
-        store_be16(ip + 4, (uint16_t)(f->ip_id0 + k));
-        ip[10] = ip[11] = 0;
-        uint32_t ihl = (uint32_t)(ip[0] & 0x0F) * 4;
-        store_be16(ip + 10, (uint16_t)~fold(sum_bytes(ip, ihl, 0)));
+        uint16_t tot = (uint16_t)(l4_end - f->l3), id = (uint16_t)(f->ip_id0 + k);
+        store_be16(ip + 2, tot);
+        store_be16(ip + 4, id);
+        store_sum(ip + 10, (uint16_t)~fold(f->ip_sum + be_term(tot) + be_term(id)));
     }
     uint32_t l4_len = l4_end - f->l4;
+    /* pseudo-header (addresses, protocol, L4 length) + template + changing fields + payload */
+    uint64_t acc = f->pseudo_sum + be_term(l4_len) + f->l4_sum + psum;
     if (f->kind == LT_WL_TCP) {
         store_be32(l4 + 4, f->tcp_seq);
+        acc += be_term(f->tcp_seq >> 16) + be_term(f->tcp_seq & 0xFFFF);
         f->tcp_seq += P;
-        l4[16] = l4[17] = 0;
     } else {
         store_be16(l4 + 4, (uint16_t)l4_len);
-        l4[6] = l4[7] = 0;
+        acc += be_term(l4_len);
     }
     if (f->kind == LT_WL_ROCEV2) {
         uint8_t *bth = l4 + 8;
         bth[1] = (uint8_t)((bth[1] & 0xCF) | (pad << 4));
         uint32_t psn = (f->psn0 + (uint32_t)k) & 0xFFFFFFu;
-        bth[9] = (uint8_t)(psn >> 16); bth[10] = (uint8_t)(psn >> 8); bth[11] = (uint8_t)psn;
-        if (f->dmalen) store_be32(p + f->dmalen, P);
+        bth[9] = (uint8_t)(psn >> 16);
+        bth[10] = (uint8_t)(psn >> 8);
+        bth[11] = (uint8_t)psn;
+        /* host-order words (bth+8, bth+9) and (bth+10, bth+11); bth+8 is in the template sum */
+        acc += ((uint64_t)pad << 12) + ((uint64_t)(psn >> 16) << 8) + ((psn >> 8) & 0xFF) + ((uint64_t)(psn & 0xFF) << 8);
+        if (f->dmalen) {
+            store_be32(p + f->dmalen, P);
+            acc += be_term(P >> 16) + be_term(P & 0xFFFF);
+        }
         /* ICRC: masked copy of IP + UDP + BTH, then the rest as is. */
         uint8_t m[8 + 40 + 8 + 12];
         uint32_t iplen = f->l4 - f->l3, n = 0;
@@ -277,16 +306,15 @@ static uint32_t wl_build(wl_src *w, uint32_t fi, wl_flow *f, uint64_t k, uint8_t
         m[n + 8 + 4] = 0xFF;         /* BTH resv8a (FECN, BECN, reserved) */
         n += 8 + 12;
         uint32_t c = crc_update(0xFFFFFFFFu, m, n);
-        c = crc_update(c, bth + 12, icrc_at - (f->l4 + 8 + 12));
-        lt_store_le32(p + icrc_at, ~c);
+        c = ~crc_update(c, bth + 12, icrc_at - (f->l4 + 8 + 12));
+        lt_store_le32(p + icrc_at, c);
+        acc += (c & 0xFFFF) + (c >> 16); /* icrc_at - l4 is even */
     }
-    /* L4 checksum over pseudo-header + segment. */
-    uint64_t acc = f->pseudo_sum + l4_len;
-    uint16_t cs = (uint16_t)~fold(sum_bytes(l4, l4_len, acc));
+    uint16_t cs = (uint16_t)~fold(acc);
     if (f->kind == LT_WL_TCP) {
-        store_be16(l4 + 16, cs);
+        store_sum(l4 + 16, cs);
     } else {
-        store_be16(l4 + 6, cs ? cs : 0xFFFF);
+        store_sum(l4 + 6, cs ? cs : 0xFFFF); /* UDP: a computed 0 is sent as all ones (RFC 768) */
     }
     return L;
 }
@@ -302,18 +330,23 @@ static int wl_next(void *src, lt_frame *frames, size_t max, size_t *n, lt_reader
         wl_flow *f = &w->flows[fi];
         uint8_t *p = w->buf + i * w->stride;
         uint64_t k = f->next_k;
-        uint32_t L = wl_build(w, fi, f, k, p);
+        uint32_t L = wl_build(f, k, p);
         lt_frame *fr = &frames[i];
         fr->data = p;
         fr->offset = w->emitted;
-        unsigned __int128 dt = (unsigned __int128)w->emitted * w->interframe_ps / 1000u;
-        fr->ts_ns = w->start_ns + (int64_t)(uint64_t)dt;
+        fr->ts_ns = w->ts_ns;
         fr->caplen = fr->wire_len = L;
         fr->linktype = 1;
         fr->interface_id = 0;
         fr->rflags = 0;
         fr->section = 0;
         w->emitted++;
+        w->ts_ns += (int64_t)(w->interframe_ps / 1000u);
+        w->ts_rem_ps += w->interframe_ps % 1000u;
+        if (w->ts_rem_ps >= 1000u) {
+            w->ts_rem_ps -= 1000u;
+            w->ts_ns++;
+        }
         f->next_k = k + 1;
         if (f->next_k == f->frames) {
             w->heap[0] = w->heap[--w->heap_len];
@@ -338,6 +371,7 @@ int lt_reader_open_workload(const lt_workload_spec *spec, lt_reader **out, char 
     w->nflows = spec->nflows;
     w->start_ns = spec->start_ns;
     w->interframe_ps = spec->interframe_ps;
+    w->ts_ns = spec->start_ns;
     uint64_t x = spec->seed;
     lt_store_le64(w->key, splitmix64(&x));
     lt_store_le64(w->key + 8, splitmix64(&x));
@@ -381,6 +415,9 @@ int lt_reader_open_workload(const lt_workload_spec *spec, lt_reader **out, char 
         f->ipv6 = ver == 6;
         f->frames = s->frames;
         f->nsizes = s->nsizes;
+        uint8_t msg[8];
+        lt_store_le64(msg, i);
+        f->fseed = lt_siphash64(w->key, msg, 8, 1, 3);
         for (uint32_t j = 0; j < s->nsizes; j++) {
             const lt_workload_size *z = &s->sizes[j];
             uint64_t end = (uint64_t)H + z->payload_len + z->pad + (roce ? 4 : 0);
@@ -402,7 +439,32 @@ int lt_reader_open_workload(const lt_workload_spec *spec, lt_reader **out, char 
         f->tcp_seq0 = f->tcp_seq = s->kind == LT_WL_TCP ? lt_load_be32(f->header + f->l4 + 4) : 0;
         f->psn0 = roce ? (lt_load_be32(f->header + f->l4 + 8 + 8) & 0xFFFFFFu) : 0;
         uint64_t ps = ver == 4 ? sum_bytes(ip + 12, 8, 0) : sum_bytes(ip + 8, 32, 0);
-        f->pseudo_sum = ps + (s->kind == LT_WL_TCP ? 6 : 17);
+        f->pseudo_sum = ps + be_term(s->kind == LT_WL_TCP ? 6 : 17);
+        if ((H - f->l4) % 2 || (f->dmalen && (f->dmalen - f->l4) % 2)) {
+            lt_errf(err, errlen, "workload: flow %u: L4 header or RETH at an odd offset", i);
+            goto arg;
+        }
+        /* Template sums with the per-frame fields zeroed (in a scratch copy). */
+        uint8_t t[LT_WL_MAX_FRAME];
+        memcpy(t, f->header, H);
+        if (ver == 4) {
+            memset(t + f->l3 + 2, 0, 4);    /* total length, identification */
+            memset(t + f->l3 + 10, 0, 2);   /* header checksum */
+            f->ip_sum = sum_bytes(t + f->l3, l3len, 0);
+        }
+        uint8_t *tl4 = t + f->l4;
+        if (s->kind == LT_WL_TCP) {
+            memset(tl4 + 4, 0, 4);          /* sequence number */
+            memset(tl4 + 16, 0, 2);         /* checksum */
+        } else {
+            memset(tl4 + 4, 0, 4);          /* length, checksum */
+        }
+        if (roce) {
+            tl4[9] &= 0xCF;                 /* BTH PadCnt */
+            memset(tl4 + 17, 0, 3);         /* BTH PSN */
+            if (f->dmalen) memset(t + f->dmalen, 0, 4);
+        }
+        f->l4_sum = sum_bytes(tl4, H - f->l4, 0);
         w->heap[w->heap_len] = i;
         w->heap_len++;
         heap_up(w, w->heap_len - 1);
