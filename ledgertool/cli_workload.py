@@ -46,12 +46,13 @@ def generate(
 def bench(
     spec: Annotated[Path, typer.Argument(help="Workload spec (TOML).")],
     frames: Annotated[Optional[int], typer.Option(help="Scale the flows to about this many frames.", min=1)] = None,
+    size: Annotated[Optional[int], typer.Option(help="Give every flow this one frame size (bytes, FCS included).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
 ) -> None:
     """Frames/s of the generator alone, and of the generator feeding the digest engine."""
     from .workload import bench_generator
 
-    doc = bench_generator(spec, frames).to_json()
+    doc = bench_generator(spec, frames, size).to_json()
     if as_json:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return

@@ -101,7 +101,8 @@ def workload_flow_seed(seed: int, flow: int) -> int:
 
 
 def workload_stream_word(seed: int, flow: int, k: int, i: int) -> int:
-    """Word i of frame k of flow f: mix64(s + (i+1)*gamma), s = mix64(fs(f) + (k+1)*0xD1B54A32D192ED03)."""
+    """Word i of frame k of flow f: mix64(s + (i+1)*gamma), s = mix64(fs(f) + (k+1)*0xD1B54A32D192ED03).
+    Word 0 draws the size, word 1 the pool offset, word 2 the payload mask."""
     s = mix64(workload_flow_seed(seed, flow) + (k + 1) * _FRAME_GAMMA)
     return mix64(s + (i + 1) * _SM_GAMMA)
 
@@ -116,10 +117,26 @@ def workload_size_choice(seed: int, flow: int, k: int, weights: list[int]) -> in
     raise AssertionError("unreachable")
 
 
+_POOL_WORDS = 8192
+_pools: dict[int, list[int]] = {}
+
+
+def workload_pool(seed: int) -> list[int]:
+    """8192 words: pool[i] = mix64(SipHash-1-3-64(key, LE64(2^64-1)) + (i+1)*gamma)."""
+    if seed not in _pools:
+        ps = int.from_bytes(siphash(workload_key(seed), _M64.to_bytes(8, "little"), 1, 3, 8), "little")
+        _pools[seed] = [mix64(ps + (i + 1) * _SM_GAMMA) for i in range(_POOL_WORDS)]
+    return _pools[seed]
+
+
 def workload_payload(seed: int, flow: int, k: int, length: int) -> bytes:
-    """Payload bytes of frame k of flow f: words 1, 2, ... little-endian, cut to `length`."""
+    """Payload of frame k of flow f: word j = pool[(word1 mod 8192 + j) mod 8192] XOR word2,
+    little-endian, cut to `length`."""
+    pool = workload_pool(seed)
+    off = workload_stream_word(seed, flow, k, 1) % _POOL_WORDS
+    mask = workload_stream_word(seed, flow, k, 2)
     words = (length + 7) // 8
-    return b"".join(workload_stream_word(seed, flow, k, 1 + i).to_bytes(8, "little") for i in range(words))[:length]
+    return b"".join((pool[(off + j) % _POOL_WORDS] ^ mask).to_bytes(8, "little") for j in range(words))[:length]
 
 
 def workload_order(frame_counts: list[int]) -> list[tuple[int, int]]:

@@ -439,14 +439,22 @@ class BenchResult:
         return doc
 
 
-def bench_generator(spec_path: str | os.PathLike, frames: int | None = None) -> BenchResult:
+def bench_generator(spec_path: str | os.PathLike, frames: int | None = None, size: int | None = None) -> BenchResult:
     """Time the generator alone (drained in batches of 1024 frames, nothing written), then the
     generator feeding the digest engine (siphash-1-3-128, strip frame) for comparison; the byte
-    count comes from the second run. `frames` scales every flow so the total is about that many."""
+    count comes from the second run. `frames` scales every flow so the total is about that many;
+    `size` replaces every flow's size distribution with that one frame size (FCS included)."""
     from .algorithms import get_algorithm
     from .engine import DigestEngine
 
     spec = load_spec(spec_path)
+    if size is not None:
+        with open(spec.path, "rb") as fh:
+            doc = tomllib.load(fh)
+        for f in doc["flows"]:
+            f.pop("payload", None)
+            f["size"] = size
+        spec = parse_spec(doc, spec.path)
     if frames:
         scale = frames / spec.total_frames
         spec = WorkloadSpec(spec.path, spec.name, spec.seed, spec.start_ns, spec.interframe_ps,

@@ -10,10 +10,12 @@
  *   key    = LE64(splitmix64 #1 of seed) || LE64(splitmix64 #2 of seed)        (16-byte SipHash key)
  *   fs(f)  = SipHash-1-3-64(key, LE64(flow index f))                        (once per flow)
  *   s(f,k) = mix64(fs(f) + (k+1) * 0xD1B54A32D192ED03)   (k: frame index within the flow)
- *   stream = splitmix64 outputs from state s(f,k): word i (i = 0, 1, ...) = mix64(s + (i+1) * gamma)
- *   u0     = word 0: size entry = the one whose cumulative weight range holds
- *            ((u0 >> 32) * total_weight) >> 32
- *   payload bytes = words 1, 2, ..., each written little-endian, cut to the payload length.
+ *   word i of frame (f,k) = mix64(s(f,k) + (i+1) * gamma)            (splitmix64 gamma 0x9E37..7C15)
+ *   pool   = 8192 words: pool[i] = mix64(SipHash-1-3-64(key, LE64(2^64-1)) + (i+1) * gamma)
+ *   size entry = the one whose cumulative weight range holds ((word 0 >> 32) * total_weight) >> 32
+ *   payload word j = pool[(word 1 mod 8192 + j) mod 8192] XOR word 2, written little-endian, the
+ *            last one cut to the payload length. (A window of a 64 KiB seed-derived pool, masked
+ *            per frame: a few operations per 8 bytes, so generating outruns digesting.)
  * Interleaving: the k-th frame of flow f (n_f frames) sits at virtual time (2k+1) / (2 n_f);
  *   frames are emitted in increasing virtual time, ties by lower flow index (exact integer
  *   comparison), so every flow is spread evenly over the whole run.
@@ -35,6 +37,7 @@
 
 #define WL_BATCH_MAX 1024
 #define WL_BUFFER_BYTES (4u << 20)
+#define WL_POOL_WORDS 8192u        /* 64 KiB of seed-derived words the payloads are cut from */
 
 /* ---- CRC-32 (IEEE 802.3, reflected, poly 0xEDB88320), slicing-by-8 ---- */
 static uint32_t crc_tab[8][256];
@@ -157,6 +160,7 @@ typedef struct {
     wl_flow *flows;
     uint32_t nflows;
     uint8_t key[16];
+    uint64_t pool[WL_POOL_WORDS];
     int64_t start_ns;
     uint64_t interframe_ps;
     uint64_t emitted;     /* global frame index of the next frame */
@@ -218,7 +222,7 @@ static void wl_close(void *src) { wl_free(src); }
 /* Build frame k of flow f into `p`; returns its captured length. Checksums are computed from
  * per-flow template sums plus the fields that change, never by reading back bytes just written
  * (a wide load over narrow fresh stores stalls store-to-load forwarding). */
-static uint32_t wl_build(wl_flow *f, uint64_t k, uint8_t *p) {
+static uint32_t wl_build(const wl_src *w, wl_flow *f, uint64_t k, uint8_t *p) {
     uint64_t x = mix64(f->fseed + (k + 1) * FRAME_GAMMA);
     uint64_t u0 = mix64(x + SM_GAMMA);
     const lt_workload_size *sz = f->sizes;
@@ -232,15 +236,25 @@ static uint32_t wl_build(wl_flow *f, uint64_t k, uint8_t *p) {
     memcpy(p, f->header, H);
     uint8_t *q = p + H;
     uint32_t words = P / 8, left = P % 8;
-    uint64_t z = x + 2 * SM_GAMMA, psum = 0;
-    for (uint32_t i = 0; i < words; i++, z += SM_GAMMA) {
-        uint64_t v = mix64(z);
-        memcpy(q + 8 * (size_t)i, &v, 8); /* little-endian host */
-        psum += (v & 0xFFFFFFFFu) + (v >> 32);
+    uint64_t off = mix64(x + 2 * SM_GAMMA) % WL_POOL_WORDS, mask = mix64(x + 3 * SM_GAMMA), psum = 0;
+    const uint64_t *pool = w->pool;
+    uint32_t i = 0;
+    while (i < words) { /* at most two runs: the pool wraps around once (P < WL_POOL_WORDS * 8) */
+        uint32_t run = words - i, room = (uint32_t)(WL_POOL_WORDS - off);
+        if (run > room) run = room;
+        const uint64_t *src = pool + off;
+        uint8_t *dst = q + 8 * (size_t)i;
+        for (uint32_t j = 0; j < run; j++) {
+            uint64_t v = src[j] ^ mask;
+            memcpy(dst + 8 * (size_t)j, &v, 8); /* little-endian host */
+            psum += (v & 0xFFFFFFFFu) + (v >> 32);
+        }
+        i += run;
+        off = (off + run) % WL_POOL_WORDS;
     }
     q += 8 * (size_t)words;
     if (left) {
-        uint64_t v = mix64(z) & ((1ULL << (8 * left)) - 1);
+        uint64_t v = (pool[off] ^ mask) & ((1ULL << (8 * left)) - 1);
         memcpy(q, &v, left);
         psum += (v & 0xFFFFFFFFu) + (v >> 32);
         q += left;
@@ -330,7 +344,7 @@ static int wl_next(void *src, lt_frame *frames, size_t max, size_t *n, lt_reader
         wl_flow *f = &w->flows[fi];
         uint8_t *p = w->buf + i * w->stride;
         uint64_t k = f->next_k;
-        uint32_t L = wl_build(f, k, p);
+        uint32_t L = wl_build(w, f, k, p);
         lt_frame *fr = &frames[i];
         fr->data = p;
         fr->offset = w->emitted;
@@ -375,6 +389,12 @@ int lt_reader_open_workload(const lt_workload_spec *spec, lt_reader **out, char 
     uint64_t x = spec->seed;
     lt_store_le64(w->key, splitmix64(&x));
     lt_store_le64(w->key + 8, splitmix64(&x));
+    {
+        uint8_t msg[8];
+        lt_store_le64(msg, UINT64_MAX);
+        uint64_t ps = lt_siphash64(w->key, msg, 8, 1, 3);
+        for (uint32_t i = 0; i < WL_POOL_WORDS; i++) w->pool[i] = mix64(ps + (uint64_t)(i + 1) * SM_GAMMA);
+    }
     w->flows = calloc(spec->nflows, sizeof *w->flows);
     w->heap = calloc(spec->nflows, sizeof *w->heap);
     if (!w->flows || !w->heap) goto nomem;
