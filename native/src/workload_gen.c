@@ -233,7 +233,10 @@ static uint32_t wl_build(const wl_src *w, wl_flow *f, uint64_t k, uint8_t *p) {
         sz += i;
     }
     uint32_t L = sz->frame_len, P = sz->payload_len, pad = sz->pad, H = f->header_len;
-    memcpy(p, f->header, H);
+    if (H <= 64)
+        memcpy(p, f->header, 64); /* fixed size: inlined; header buffer and stride are >= 64 bytes */
+    else
+        memcpy(p, f->header, H);
     uint8_t *q = p + H;
     uint32_t words = P / 8, left = P % 8;
     uint64_t off = mix64(x + 2 * SM_GAMMA) % WL_POOL_WORDS, mask = mix64(x + 3 * SM_GAMMA), psum = 0;
@@ -259,7 +262,7 @@ static uint32_t wl_build(const wl_src *w, wl_flow *f, uint64_t k, uint8_t *p) {
         psum += (v & 0xFFFFFFFFu) + (v >> 32);
         q += left;
     }
-    memset(q, 0, pad);
+    if (pad) memset(q, 0, pad);
     q += pad;
     uint32_t icrc_at = (uint32_t)(q - p);
     uint32_t l4_end = icrc_at + (f->kind == LT_WL_ROCEV2 ? 4 : 0);
@@ -422,7 +425,7 @@ int lt_reader_open_workload(const lt_workload_spec *spec, lt_reader **out, char 
             lt_errf(err, errlen, "workload: flow %u: needs frames > 0 and 1..%u sizes", i, LT_WL_MAX_SIZES);
             goto arg;
         }
-        f->header = malloc(H);
+        f->header = calloc(1, H > 64 ? H : 64);
         f->sizes = malloc(s->nsizes * sizeof *f->sizes);
         if (!f->header || !f->sizes) goto nomem;
         memcpy(f->header, s->header, H);
