@@ -141,6 +141,8 @@ def generated(tmp_path_factory, features_spec) -> dict[str, Path]:
         assert r.returncode == 0, r.stderr
         doc = json.loads(r.stdout)
         assert doc["frames"] == sum(f["frames"] for f in doc["flows"])
+        jsonschema = pytest.importorskip("jsonschema")
+        jsonschema.validate(doc, json.loads((REPO / "schemas" / "workload-generate-report.schema.json").read_text()))
         out[spec.stem] = pcap
     return out
 
