@@ -4,7 +4,7 @@
  * Python (ledgertool/workload.py) validates the TOML spec and builds one header template per
  * flow; this file fills sizes, lengths, checksums, payload bytes and timestamps, batch by batch,
  * into one reader-owned buffer (nothing is allocated per frame). docs/workloads.md is the
- * normative description; ledgertool/reference.py (workload_frames) is an independent oracle.
+ * normative description; ledgertool/reference.py (workload_*) is an independent oracle.
  *
  * Derivation (all integers little-endian unless a protocol field says otherwise):
  *   key    = LE64(splitmix64 #1 of seed) || LE64(splitmix64 #2 of seed)        (16-byte SipHash key)
