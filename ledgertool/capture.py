@@ -15,7 +15,7 @@ from typing import Callable
 
 from . import segments
 from .algorithms import get_algorithm, get_strip_mode
-from .engine import CaptureReader, DigestEngine
+from .engine import DigestEngine
 from .errors import KeyFileError, LedgerError, UsageError
 from .keys import DigestKey, SigningKey
 from .checkpoint import write_checkpoint
@@ -23,6 +23,7 @@ from .ledger import (DEFAULT_LEAF_RECORDS, DEFAULT_LINK, LEDGER_FILE, create_led
                      load_ledger, segment_files)
 from .rotation import current_signer_check
 from .seal import SealResult, seal_records
+from .workload import open_source
 
 DEFAULT_SEGMENT_RECORDS = 1_000_000
 
@@ -210,7 +211,7 @@ def capture_file(
         alg = get_algorithm(algorithm or "siphash-1-3-128")
         strip_id = get_strip_mode(strip or "frame")
     # Open the capture before creating anything, so a bad file leaves no empty ledger behind.
-    reader = CaptureReader(source)
+    reader = open_source(source)
     if not exists:
         ledger = create_ledger(ledger_dir, algorithm=alg.name, strip=strip or "frame",
                                digest_key_id=digest_key.key_id(alg.name, alg.key_size),

@@ -120,7 +120,7 @@ def keys_rotate(
 
 @app.command()
 def capture(
-    source: Annotated[str, typer.Argument(help="pcap/pcapng file to capture.")],
+    source: Annotated[str, typer.Argument(help="pcap/pcapng file, or workload:SPEC.toml (generated frames).")],
     ledger: Annotated[Path, typer.Option("--ledger", help="Ledger directory (created if absent).")],
     digest_key: Annotated[Path, typer.Option("--digest-key", help="digest.key (32-byte master secret, hex).")],
     signing_key: Annotated[Path, typer.Option("--signing-key", help="signing.key from `keys generate`.")],
@@ -136,8 +136,8 @@ def capture(
     from .capture import capture_file
     from .keys import DigestKey, SigningKey
 
-    if source.startswith(("iface:", "workload:")):
-        raise UsageError(f"source {source!r}: live interfaces and workload specs are not supported yet")
+    if source.startswith("iface:"):
+        raise UsageError(f"source {source!r}: live interfaces are not supported yet")
     dk, sk = DigestKey.load(digest_key), SigningKey.load(signing_key)
     with _progress(f"capture {source}", not as_json) as cb:
         res = capture_file(source, ledger, digest_key=dk, signing_key=sk, algorithm=algorithm, strip=strip,
@@ -315,7 +315,7 @@ def check_proof_cmd(
 
 @app.command()
 def recompute(
-    source: Annotated[str, typer.Argument(help="pcap/pcapng file to recompute.")],
+    source: Annotated[str, typer.Argument(help="pcap/pcapng file, or workload:SPEC.toml, to recompute.")],
     digest_key: Annotated[Path, typer.Option("--digest-key", help="digest.key used for the ledger.")],
     ledger: Annotated[Optional[Path], typer.Option("--ledger", help="Ledger to reconcile against.")] = None,
     algorithm: Annotated[Optional[str], typer.Option(help="Without --ledger: digest algorithm.")] = None,
@@ -490,6 +490,9 @@ def _register_optional() -> None:
     from .cli_plan import plan_app
 
     app.add_typer(plan_app, name="plan")
+    from .cli_workload import workload_app
+
+    app.add_typer(workload_app, name="workload")
     from .bench import bench_command
 
     app.command("bench")(bench_command)

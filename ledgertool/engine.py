@@ -34,6 +34,7 @@ FORMAT_NAMES = {
     lib.LT_FMT_PCAP_NS: "pcap (ns)",
     lib.LT_FMT_PCAP_MODIFIED: "pcap (modified)",
     lib.LT_FMT_PCAPNG: "pcapng",
+    lib.LT_FMT_WORKLOAD: "workload",
 }
 
 
@@ -114,6 +115,15 @@ class CaptureReader:
             raise CaptureFormatError(msg, self.path)
         self._r = out[0]
 
+    @classmethod
+    def from_handle(cls, handle, path: str) -> "CaptureReader":
+        """Wrap an already open native reader (e.g. the workload generator, ledgertool.workload);
+        `path` names the source in messages. The reader takes ownership of the handle."""
+        self = cls.__new__(cls)
+        self._r = handle
+        self.path = path
+        return self
+
     def close(self) -> None:
         if getattr(self, "_r", None) is not None:
             lib.lt_reader_close(self._r)
@@ -140,7 +150,7 @@ class CaptureReader:
             format=FORMAT_NAMES.get(i.format, "unknown"),
             version=f"{i.version_major}.{i.version_minor}",
             snaplen=i.snaplen,
-            linktype=i.linktype,
+            linktype=1 if i.format == lib.LT_FMT_WORKLOAD else i.linktype,  # generated frames are Ethernet
             file_size=i.file_size,
             frames=i.frames,
             sections=i.sections,

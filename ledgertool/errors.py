@@ -30,6 +30,16 @@ class CaptureFormatError(LedgerError):
         self.offset = offset
 
 
+class WorkloadSpecError(LedgerError):
+    """A workload spec is unreadable, not TOML, or breaks a rule; `key` names the offending key
+    (e.g. ``flows[1].vlan``) where one does."""
+
+    def __init__(self, message: str, path: str | None = None, key: str | None = None):
+        super().__init__(message)
+        self.path = path
+        self.key = key
+
+
 class KeyFileError(LedgerError):
     """A key or trust file is missing, malformed, or does not fit the ledger (wrong key)."""
 

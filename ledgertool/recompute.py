@@ -21,11 +21,12 @@ import pyarrow.parquet as pq
 
 from .algorithms import Algorithm, get_algorithm, get_strip_mode
 from .dissect import dissect_line
-from .engine import FLAG_GAP, CaptureReader, DigestEngine, record_dtype
+from .engine import FLAG_GAP, DigestEngine, record_dtype
 from .errors import CaptureFormatError, KeyFileError, UsageError
 from .keys import DigestKey
 from .ledger import links as ledger_links
 from .ledger import load_ledger, sealed_parquet_files, sql_parquet_source
+from .workload import open_source
 
 Progress = Callable[[int, int], None]
 
@@ -53,7 +54,7 @@ def digests_to_parquet(source: str | Path, out: Path, digest_key: DigestKey, alg
     """
     run = DigestRun()
     t0 = time.perf_counter()
-    with CaptureReader(source) as reader:
+    with open_source(source) as reader:
         engine = DigestEngine(reader, alg, get_strip_mode(strip), digest_key.subkey(alg.name, alg.key_size))
         schema = digests_schema(alg.digest_size)
         dtype = record_dtype(alg.digest_size)
@@ -238,7 +239,7 @@ def _write_details(con, details: Path, source, limit: int) -> int:
     wanted = {int(r[6]) for r in rows if r[0] == "capture_only"}
     frames = {}
     if wanted:
-        with CaptureReader(source) as reader:
+        with open_source(source) as reader:
             try:
                 for f in reader.frames():
                     if f.index in wanted:

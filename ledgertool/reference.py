@@ -74,3 +74,79 @@ def read_pcap(data: bytes) -> Iterator[tuple[int, int, int, bytes]]:
             return
         yield sec * 1_000_000_000 + frac * unit, caplen, wire, data[off:off + caplen]
         off += caplen
+
+
+# ---- workload derivation (docs/workloads.md "Derivation"), independent of workload_gen.c ----
+
+_SM_GAMMA = 0x9E3779B97F4A7C15
+_FRAME_GAMMA = 0xD1B54A32D192ED03
+
+
+def mix64(z: int) -> int:
+    """The splitmix64 output function (Steele, Lea & Flood 2014)."""
+    z &= _M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return z ^ (z >> 31)
+
+
+def workload_key(seed: int) -> bytes:
+    """16-byte SipHash key: the first two splitmix64 outputs from state `seed`, little-endian."""
+    return b"".join(mix64(seed + i * _SM_GAMMA).to_bytes(8, "little") for i in (1, 2))
+
+
+def workload_flow_seed(seed: int, flow: int) -> int:
+    """fs(f) = SipHash-1-3-64(key, LE64(f))."""
+    return int.from_bytes(siphash(workload_key(seed), flow.to_bytes(8, "little"), 1, 3, 8), "little")
+
+
+def workload_stream_word(seed: int, flow: int, k: int, i: int) -> int:
+    """Word i of frame k of flow f: mix64(s + (i+1)*gamma), s = mix64(fs(f) + (k+1)*0xD1B54A32D192ED03).
+    Word 0 draws the size, word 1 the pool offset, word 2 the payload mask."""
+    s = mix64(workload_flow_seed(seed, flow) + (k + 1) * _FRAME_GAMMA)
+    return mix64(s + (i + 1) * _SM_GAMMA)
+
+
+def workload_size_choice(seed: int, flow: int, k: int, weights: list[int]) -> int:
+    """Index of the size entry of frame k: where ((word0 >> 32) * total) >> 32 falls."""
+    r = ((workload_stream_word(seed, flow, k, 0) >> 32) * sum(weights)) >> 32
+    for i, w in enumerate(weights):
+        if r < w:
+            return i
+        r -= w
+    raise AssertionError("unreachable")
+
+
+_POOL_WORDS = 8192
+_pools: dict[int, list[int]] = {}
+
+
+def workload_pool(seed: int) -> list[int]:
+    """8192 words: pool[i] = mix64(SipHash-1-3-64(key, LE64(2^64-1)) + (i+1)*gamma)."""
+    if seed not in _pools:
+        ps = int.from_bytes(siphash(workload_key(seed), _M64.to_bytes(8, "little"), 1, 3, 8), "little")
+        _pools[seed] = [mix64(ps + (i + 1) * _SM_GAMMA) for i in range(_POOL_WORDS)]
+    return _pools[seed]
+
+
+def workload_payload(seed: int, flow: int, k: int, length: int) -> bytes:
+    """Payload of frame k of flow f: word j = pool[(word1 mod 8192 + j) mod 8192] XOR word2,
+    little-endian, cut to `length`."""
+    pool = workload_pool(seed)
+    off = workload_stream_word(seed, flow, k, 1) % _POOL_WORDS
+    mask = workload_stream_word(seed, flow, k, 2)
+    words = (length + 7) // 8
+    return b"".join((pool[(off + j) % _POOL_WORDS] ^ mask).to_bytes(8, "little") for j in range(words))[:length]
+
+
+def workload_order(frame_counts: list[int]) -> list[tuple[int, int]]:
+    """Global frame order as (flow, k): by virtual time (2k+1)/(2 n_f), ties by flow index."""
+    from fractions import Fraction
+
+    keys = [(Fraction(2 * k + 1, 2 * n), f, k) for f, n in enumerate(frame_counts) for k in range(n)]
+    return [(f, k) for _, f, k in sorted(keys)]
+
+
+def workload_timestamp(start_ns: int, interframe_ps: int, j: int) -> int:
+    """Timestamp of global frame j."""
+    return start_ns + (j * interframe_ps) // 1000

@@ -119,6 +119,51 @@ int lt_reader_next(lt_reader *r, lt_frame *frames, size_t max, size_t *n);
 void lt_reader_get_info(const lt_reader *r, lt_reader_info *info);
 void lt_reader_close(lt_reader *r);
 
+/* ---- workload generator (native/src/workload_gen.c; docs/workloads.md) ----
+ * Python parses and validates a TOML spec and builds one header template per flow; C generates
+ * the frames batch by batch into a reader-owned buffer (data valid until the next lt_reader_next). */
+#define LT_WL_UDP 1
+#define LT_WL_TCP 2
+#define LT_WL_ROCEV2 3              /* UDP dst 4791 + InfiniBand BTH (+ RETH/AETH), ICRC appended */
+#define LT_WL_MAX_FRAME 16384       /* captured bytes per frame (FCS excluded) */
+#define LT_WL_MAX_FLOWS 65536
+#define LT_WL_MAX_SIZES 1024        /* size-distribution entries per flow */
+
+typedef struct {
+    uint32_t frame_len;      /* captured bytes (FCS excluded); zero Ethernet padding after the L4 end */
+    uint32_t payload_len;    /* seed-derived bytes right after the header template */
+    uint32_t pad;            /* RoCEv2: zero pad bytes after the payload (BTH PadCnt, 0..3); else 0 */
+    uint32_t weight;         /* relative weight, > 0 */
+} lt_workload_size;
+
+typedef struct {
+    const uint8_t *header;   /* Ethernet .. L4 header (RoCEv2: .. BTH + RETH/AETH); copied */
+    uint32_t header_len;
+    uint32_t kind;           /* LT_WL_* */
+    uint32_t l3_offset;      /* IPv4 or IPv6 header (version from its first nibble) */
+    uint32_t l4_offset;      /* UDP or TCP header; RoCEv2 BTH at l4_offset + 8 */
+    uint32_t dmalen_offset;  /* RoCEv2: RETH DMA length set to payload_len here; 0: none */
+    uint64_t frames;         /* frames of this flow */
+    const lt_workload_size *sizes;
+    uint32_t nsizes;
+} lt_workload_flow;
+
+typedef struct {
+    uint64_t seed;           /* 64-bit seed: payloads and size draws derive from it */
+    int64_t start_ns;        /* timestamp of frame 0, ns since the epoch */
+    uint64_t interframe_ps;  /* gap between consecutive frames (all flows), picoseconds */
+    const lt_workload_flow *flows;
+    uint32_t nflows;
+} lt_workload_spec;
+
+/* A reader whose frames come from the generator (format LT_FMT_WORKLOAD, LINKTYPE_ETHERNET).
+ * Returns LT_OK, LT_ERR_ARG (message names the flow and field) or LT_ERR_NOMEM. */
+int lt_reader_open_workload(const lt_workload_spec *spec, lt_reader **out, char *err, size_t errlen);
+
+/* Write every remaining frame of any reader to `path` as a nanosecond pcap (snaplen 262144,
+ * link type of the first frame). Returns LT_OK, LT_ERR_IO, or the reader's error status. */
+int lt_reader_write_pcap(lt_reader *r, const char *path, uint64_t *frames_written, char *err, size_t errlen);
+
 /* ---- digests ---- */
 
 /* Output size in bytes of an algorithm, key size in bytes; 0 when unknown. */
