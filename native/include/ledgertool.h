@@ -185,8 +185,8 @@ typedef struct {
  * The reader's lt_reader_next():
  *   - hands out frames pointing into the ring (zero copy); a block goes back to the kernel on the
  *     following lt_reader_next() call, so frames stay valid until then;
- *   - returns LT_OK with *n == 0 when nothing arrived within poll_ms (not the end: the caller
- *     checks its stop conditions and calls again);
+ *   - returns LT_OK with *n == 0 when nothing arrived within poll_ms, and also once every poll_ms
+ *     under steady traffic (not the end: the caller checks its stop conditions and calls again);
  *   - reads PACKET_STATISTICS after every block and at least every poll_ms, and hands out one
  *     LT_RF_GAP pseudo-frame (wire_len = frames dropped since the last read) where drops appear;
  *   - after lt_live_request_stop() hands out what the ring holds (drain = 1, waiting at most

@@ -11,7 +11,9 @@
  *   next() call, so the caller may use the frames of one call until it calls again. A block that
  *   was only partly handed out stays ours until its last frame went out.
  * Idle: when no block is ready within poll_ms, next() returns LT_OK with *n == 0. That is not the
- *   end of the capture; the caller checks its own stop conditions and calls again.
+ *   end of the capture; the caller checks its own stop conditions and calls again. Under steady
+ *   traffic next() also returns 0 frames once every poll_ms, so a caller that loops until it gets
+ *   0 frames (lt_engine_fill) regains control at least that often.
  * Drops: PACKET_STATISTICS is read (and reset by the kernel) after every block and on every idle
  *   poll; tp_drops frames the ring had no room for become one LT_RF_GAP pseudo-frame
  *   (wire_len = count, caplen 0, ts = when noticed) at that point of the frame stream. Counts
@@ -65,6 +67,7 @@ typedef struct {
     uint32_t nrelease;
     volatile int stop, drain;
     int64_t stop_deadline_ns;
+    int64_t last_return_ns;  /* last time next() returned 0 frames (the caller's turn) */
     int done;
     uint64_t pending_drops;  /* read from the kernel, not yet handed out as GAP frames */
     lt_live_stats st;
@@ -169,12 +172,19 @@ static int live_next(void *src, lt_frame *frames, size_t max, size_t *n, lt_read
     info->snaplen = s->block_size;
     if (s->done) return LT_EOF;
     release_blocks(s);
+    /* Under steady traffic the engine would keep calling; hand control back at least every
+     * poll_ms so the caller can check its stop conditions and segment age. */
+    int64_t t = mono_ns();
+    if (t - s->last_return_ns >= (int64_t)s->poll_ms * 1000000) {
+        s->last_return_ns = t;
+        return LT_OK;
+    }
     for (;;) {
         while (s->pending_drops && k < max) emit_gap(s, &frames[k++]);
         if (k == max) break;
-        if (!s->holding) {
-            int stopping = s->stop;
-            int64_t now = stopping ? mono_ns() : 0;
+        int stopping = s->stop;
+        int64_t now = stopping ? mono_ns() : 0;
+        if (!s->holding || stopping) {
             struct tpacket_block_desc *b = block_at(s, s->cur);
             int ready = (__atomic_load_n(&b->hdr.bh1.block_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER) != 0;
             /* a block still waiting for release (ring wrapped inside one call) is not new */
@@ -191,7 +201,9 @@ static int live_next(void *src, lt_frame *frames, size_t max, size_t *n, lt_read
                 *n = k;
                 return k ? LT_OK : LT_EOF;
             }
-            if (!ready) {
+            if (s->holding) {
+                /* stopping with drain: finish the block in hand first */
+            } else if (!ready) {
                 if (k > 0) break;
                 if (s->nrelease) break; /* whole ring handed out in this call */
                 int64_t wait_ms = s->poll_ms;
@@ -224,12 +236,14 @@ static int live_next(void *src, lt_frame *frames, size_t max, size_t *n, lt_read
                 if (st != LT_OK) return st;
                 if (s->pending_drops) continue;
                 if (stopping) continue;
+                s->last_return_ns = mono_ns();
                 return LT_OK; /* *n == 0: nothing arrived within poll_ms */
+            } else {
+                s->holding = 1;
+                s->left = b->hdr.bh1.num_pkts;
+                s->next_pkt = (uint8_t *)b + b->hdr.bh1.offset_to_first_pkt;
+                s->st.blocks++;
             }
-            s->holding = 1;
-            s->left = b->hdr.bh1.num_pkts;
-            s->next_pkt = (uint8_t *)b + b->hdr.bh1.offset_to_first_pkt;
-            s->st.blocks++;
         }
         struct tpacket_block_desc *b = block_at(s, s->cur);
         while (s->left && k < max) take_frame(s, b, &frames[k++]);
@@ -389,6 +403,7 @@ int lt_reader_open_live(const lt_live_config *cfg, lt_reader **out, char *err, s
             return fail(s, err, errlen, LT_ERR_ARG, "iface:%s: pin to CPU %d: %s", ifn, cfg->pin_cpu,
                         strerror(errno));
     }
+    s->last_return_ns = mono_ns();
     s->st.ring_bytes = (uint32_t)s->map_len;
     s->st.block_bytes = s->block_size;
     s->st.block_count = s->block_nr;
