@@ -277,6 +277,13 @@ def capture_file(
                           + (f" in segments {result.segments[0].index}..{result.segments[-1].index}"
                              if result.segments else ""),)
                 raise
+            if n and stopping and result.stop_reason == "frames":
+                # --frames N reached: frames the engine still had in hand are not recorded; only the
+                # final GAP records (drops before the stop) are kept, renumbered to stay contiguous.
+                arr = np.frombuffer(records, dtype=engine.dtype, count=n)
+                arr = arr[(arr["flags"] & FLAG_GAP) != 0].copy()
+                arr["seq"] = np.arange(seq, seq + len(arr), dtype=np.uint64)
+                records, n, nbytes = memoryview(arr.tobytes()), len(arr), 0
             if n == 0:
                 if engine.ended or not live_source:
                     break
@@ -325,7 +332,7 @@ def capture_file(
                 f"{result.drops} frames DROPPED by the kernel ring on {source} (declared as GAP records in "
                 f"the ledger; the ring was full {live_stats.freeze_count} times): raise --ring-mb or "
                 "lower the load (docs/capture.md)")
-        unrecorded = live_stats.kernel_packets - live_stats.frames - live_stats.drops_declared
+        unrecorded = live_stats.kernel_packets - result.frames - live_stats.drops_declared
         if result.stop_reason == "frames" and unrecorded > 0:
             result.warnings.append(f"{source}: {unrecorded} frames arrived after the last recorded frame "
                                    "(--frames) and were not recorded")

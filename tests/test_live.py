@@ -137,6 +137,11 @@ def replay(veth: VethPair, path: Path, *args: str) -> dict:
     return json.loads(r.stdout)
 
 
+def schema_ok(doc: dict, name: str) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.Draft202012Validator(json.loads((REPO / "schemas" / name).read_text())).validate(doc)
+
+
 def ledger_records(ledger: Path) -> pa.Table:
     return pa.concat_tables([pq.read_table(f) for f in sorted(ledger.rglob("*.parquet"))])
 
@@ -174,6 +179,8 @@ def test_zero_loss_every_digest_matches_recompute(veth, keydir, tmp_path, captur
     time.sleep(0.1)
     rep = finish(proc)
     rx = veth.counters(veth.ns_rx, veth.rx)["rx"]["packets"] - rx0
+    schema_ok(sent, "replay-report.schema.json")
+    schema_ok({k: v for k, v in rep.items() if k != "_stderr"}, "capture-report.schema.json")
     assert sent["skipped_too_large"] == sent["skipped_too_short"] == sent["skipped_linktype"] == 0
     assert sent["frames_sent"] == sent["frames_in_file"] == rx
     assert rep["drops"] == 0 and rep["live"]["kernel_drops"] == 0
