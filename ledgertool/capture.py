@@ -1,7 +1,10 @@
-"""capture: frames from a capture file -> digests -> segments -> sealed, signed, chained ledger.
+"""capture: frames from a capture file or a live interface -> digests -> segments -> sealed,
+signed, chained ledger.
 
 The native engine does read + strip + digest + record; this module rotates segments by record
-count, seals each one, and recovers torn open segments left by a crash before appending.
+count and by wall-clock age, seals each one, and recovers torn open segments left by a crash
+before appending. A live source (`iface:NAME`, ledgertool.live) runs until SIGINT/SIGTERM,
+--duration or --frames; frames the kernel dropped arrive as GAP records and are counted as drops.
 """
 
 from __future__ import annotations
@@ -15,19 +18,36 @@ from typing import Callable
 
 from . import segments
 from .algorithms import get_algorithm, get_strip_mode
-from .engine import DigestEngine
+import numpy as np
+
+from .engine import FLAG_GAP, DigestEngine
 from .errors import KeyFileError, LedgerError, UsageError
+from .live import LiveOptions
 from .keys import DigestKey, SigningKey
 from .checkpoint import write_checkpoint
 from .ledger import (DEFAULT_LEAF_RECORDS, DEFAULT_LINK, LEDGER_FILE, create_ledger, link_state, links,
                      load_ledger, segment_files)
 from .rotation import current_signer_check
 from .seal import SealResult, seal_records
-from .workload import open_source
+from .sources import is_live, is_workload, open_source
 
 DEFAULT_SEGMENT_RECORDS = 1_000_000
 
 Progress = Callable[[int, int], None]  # (frames so far, bytes so far)
+
+
+@dataclass(frozen=True)
+class CaptureStatus:
+    """A snapshot for live displays (`monitor` callback of capture_file)."""
+
+    frames: int
+    bytes: int
+    drops: int
+    elapsed_s: float
+    segments_sealed: int
+    open_segment: int | None  # index of the segment being written, None between segments
+    open_records: int         # records in it so far
+    stopping: bool
 
 
 @dataclass
@@ -51,6 +71,8 @@ class CaptureResult:
     warnings: list[str] = field(default_factory=list)
     interrupted: bool = False
     created: bool = False
+    stop_reason: str = "end of capture"  # or "signal", "duration", "frames"
+    live: dict | None = None  # live sources: kernel/ring counters (ledgertool.live.LiveStats)
 
     @property
     def frames_per_s(self) -> float:
@@ -71,7 +93,8 @@ class CaptureResult:
                                     "torn_bytes_discarded": s.torn_bytes} for s in self.recovered],
             "elapsed_s": round(self.elapsed_s, 6), "frames_per_s": round(self.frames_per_s, 1),
             "gbit_per_s": round(self.gbit_per_s, 6), "warnings": self.warnings,
-            "interrupted": self.interrupted, "created": self.created,
+            "interrupted": self.interrupted, "created": self.created, "stop_reason": self.stop_reason,
+            **({"live": self.live} if self.live is not None else {}),
         }
 
 
@@ -180,9 +203,17 @@ def capture_file(
     source: str | Path, ledger_dir: Path, *, digest_key: DigestKey, signing_key: SigningKey,
     algorithm: str | None = None, strip: str | None = None, link: str = DEFAULT_LINK,
     segment_records: int = DEFAULT_SEGMENT_RECORDS, leaf_records: int = DEFAULT_LEAF_RECORDS,
-    progress: Progress | None = None,
+    progress: Progress | None = None, segment_seconds: float | None = None, duration: float | None = None,
+    max_frames: int | None = None, live: LiveOptions | None = None,
+    monitor: Callable[[CaptureStatus], None] | None = None,
 ) -> CaptureResult:
-    """Capture every frame of a pcap/pcapng file into the ledger at `ledger_dir`.
+    """Capture every frame of a pcap/pcapng file, or a live interface (`iface:NAME`), into the
+    ledger at `ledger_dir`.
+
+    A segment is sealed after `segment_records` records or, with `segment_seconds`, once it has
+    been open that long (wall clock). The capture ends at the end of the file, on SIGINT/SIGTERM,
+    after `duration` seconds or after `max_frames` frames. A live interface then drains its ring
+    (except after `max_frames`), declares the last drops and ends; `live` sets its ring.
 
     Creates the ledger (algorithm default siphash-1-3-128, strip default frame) or appends to it,
     continuing its seal chain and sequence numbers; every segment written is sealed before return,
@@ -193,6 +224,13 @@ def capture_file(
     segments.check_link_name(link)
     if segment_records < 1:
         raise UsageError("--segment-records must be at least 1")
+    if segment_seconds is not None and segment_seconds <= 0:
+        raise UsageError("--segment-seconds must be positive")
+    if duration is not None and duration <= 0:
+        raise UsageError("--duration must be positive")
+    if max_frames is not None and max_frames < 1:
+        raise UsageError("--frames must be at least 1")
+    live_source = is_live(source)
     ledger_dir = Path(ledger_dir)
     exists = (ledger_dir / LEDGER_FILE).exists()
     if exists:
@@ -211,7 +249,7 @@ def capture_file(
         alg = get_algorithm(algorithm or "siphash-1-3-128")
         strip_id = get_strip_mode(strip or "frame")
     # Open the capture before creating anything, so a bad file leaves no empty ledger behind.
-    reader = open_source(source)
+    reader = open_source(source, live)
     if not exists:
         ledger = create_ledger(ledger_dir, algorithm=alg.name, strip=strip or "frame",
                                digest_key_id=digest_key.key_id(alg.name, alg.key_size),
@@ -220,7 +258,11 @@ def capture_file(
     if not exists and alg.creation_warning:
         result.warnings.append(alg.creation_warning)
     discarded: list[dict] = []
-    result.recovered = recover_open_segments(ledger_dir, ledger, link, signing_key, discarded)
+    try:
+        result.recovered = recover_open_segments(ledger_dir, ledger, link, signing_key, discarded)
+    except BaseException:
+        reader.close()
+        raise
     for r in result.recovered:
         result.warnings.append(f"recovered open segment {r.index}: sealed {r.records} records, "
                                f"discarded {r.torn_bytes} torn bytes")
@@ -242,6 +284,9 @@ def capture_file(
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)} if main_thread else {}
     writer: segments.SegmentWriter | None = None
     t0 = time.perf_counter()
+    seg_opened = 0.0
+    stopping = False
+    source_name = str(source) if (live_source or is_workload(source)) else Path(source).name
 
     def seal_open() -> None:
         nonlocal writer, index, prev_hash
@@ -252,7 +297,7 @@ def capture_file(
             ledger_dir=ledger_dir, ledger=ledger, link=link, index=index, first_seq=seg.header.first_seq,
             records=seg.records, prev_hash=prev_hash, signing_key=signing_key,
             parquet=segments.parquet_path(ledger_dir, link, index),
-            seal_file=segments.seal_path(ledger_dir, link, index), source=Path(source).name,
+            seal_file=segments.seal_path(ledger_dir, link, index), source=source_name,
         )
         writer.path.unlink()
         result.segments.append(res)
@@ -262,17 +307,33 @@ def capture_file(
 
     try:
         while True:
-            if stop["signal"] is not None:
-                result.interrupted = True
-                break
+            if not stopping:
+                reason = None
+                if stop["signal"] is not None:
+                    result.interrupted = True
+                    reason = "signal"
+                elif duration is not None and time.perf_counter() - t0 >= duration:
+                    reason = "duration"
+                elif max_frames is not None and result.frames >= max_frames:
+                    reason = "frames"
+                if reason:
+                    result.stop_reason = reason
+                    if not live_source:
+                        break
+                    # drain what the ring holds, except after --frames (that many, no more)
+                    reader.request_stop(drain=reason != "frames")
+                    stopping = True
             if writer is None:
                 hdr = segments.SegmentHeader(
                     ledger["ledger_id"], link, index, alg.name, ledger["strip"], ledger["digest_key_id"],
                     ledger["record_size"], ledger["digest_size"], ledger["leaf_records"], seq,
                     segments.now_ns())
                 want = segment_records
+            ask = want
+            if max_frames is not None and not stopping:
+                ask = min(ask, max_frames - result.frames)
             try:
-                records, n, nbytes = engine.fill(seq, want)
+                records, n, nbytes = engine.fill(seq, ask)
             except LedgerError as e:
                 # Corrupt structure: seal what was read, then report where reading stopped.
                 if writer is not None and writer.records:
@@ -290,19 +351,41 @@ def capture_file(
                           + (f" in segments {result.segments[0].index}..{result.segments[-1].index}"
                              if result.segments else ""),)
                 raise
+            if n and stopping and result.stop_reason == "frames":
+                # --frames N reached: frames the engine still had in hand are not recorded; only the
+                # final GAP records (drops before the stop) are kept, renumbered to stay contiguous.
+                arr = np.frombuffer(records, dtype=engine.dtype, count=n)
+                arr = arr[(arr["flags"] & FLAG_GAP) != 0].copy()
+                arr["seq"] = np.arange(seq, seq + len(arr), dtype=np.uint64)
+                records, n, nbytes = memoryview(arr.tobytes()), len(arr), 0
             if n == 0:
-                break
-            if writer is None:
-                writer = segments.SegmentWriter(segments.open_segment_path(ledger_dir, link, index), hdr)
-            writer.append(records, n)
-            seq += n
-            want -= n
-            result.frames += n
-            result.bytes += nbytes
-            if progress:
-                progress(result.frames, result.bytes)
-            if want == 0:
+                if engine.ended or not live_source:
+                    break
+            else:
+                if writer is None:
+                    writer = segments.SegmentWriter(segments.open_segment_path(ledger_dir, link, index), hdr)
+                    seg_opened = time.perf_counter()
+                writer.append(records, n)
+                seq += n
+                want -= n
+                frames = n
+                if live_source:  # GAP records: frames the kernel dropped, declared in aux
+                    arr = np.frombuffer(records, dtype=engine.dtype, count=n)
+                    gaps = (arr["flags"] & FLAG_GAP) != 0
+                    if gaps.any():
+                        frames -= int(gaps.sum())
+                        result.drops += int(arr["aux"][gaps].sum())
+                result.frames += frames
+                result.bytes += nbytes
+                if progress:
+                    progress(result.frames, result.bytes)
+            if want == 0 or (segment_seconds is not None and writer is not None
+                             and time.perf_counter() - seg_opened >= segment_seconds):
                 seal_open()
+            if monitor:
+                monitor(CaptureStatus(result.frames, result.bytes, result.drops, time.perf_counter() - t0,
+                                      len(result.segments), index if writer is not None else None,
+                                      writer.records if writer is not None else 0, stopping))
         if writer is not None and writer.records:
             seal_open()
         elif writer is not None:
@@ -314,9 +397,25 @@ def capture_file(
         for s, h in old.items():
             signal.signal(s, h)
         reader_info = reader.info()
+        live_stats = reader.stats() if live_source else None
         reader.close()
     result.elapsed_s = time.perf_counter() - t0
     result.next_seq = seq
+    if live_stats is not None:
+        result.live = live_stats.to_json()
+        if result.drops:
+            result.warnings.append(
+                f"{result.drops} frames DROPPED by the kernel ring on {source} (declared as GAP records in "
+                f"the ledger; the ring was full {live_stats.freeze_count} times): raise --ring-mb or "
+                "lower the load (docs/capture.md)")
+        unrecorded = live_stats.kernel_packets - result.frames - live_stats.drops_declared
+        if result.stop_reason == "frames" and unrecorded > 0:
+            result.warnings.append(f"{source}: {unrecorded} frames arrived after the last recorded frame "
+                                   "(--frames) and were not recorded")
+        elif unrecorded != 0:
+            result.warnings.append(
+                f"{source}: kernel saw {live_stats.kernel_packets} frames, ledger has {live_stats.frames} "
+                f"frames + {live_stats.drops_declared} declared drops")
     note = reader_info.truncation_note()
     if note:
         result.warnings.append(note)

@@ -118,9 +118,51 @@ def keys_rotate(
 
 # ---- capture --------------------------------------------------------------------------------
 
+@contextmanager
+def _live_panel(source: str, enabled: bool):
+    """Yield a monitor callback drawing a rich panel (frames/s, Gbit/s, drops, open segment) on
+    stderr while a live capture runs, or None when quiet (--json) or stderr is not a terminal."""
+    if not enabled or not err.is_terminal:
+        yield None
+        return
+    from rich.live import Live
+    from rich.panel import Panel
+
+    state = {"t": 0.0, "frames": 0, "bytes": 0, "fps": 0.0, "gbps": 0.0}
+
+    def render(st) -> Panel:
+        t = Table.grid(padding=(0, 2))
+        t.add_column(justify="right", style="bold")
+        t.add_column()
+        t.add_row("frames", f"{st.frames:,}" if st else "0")
+        t.add_row("rate", f"{state['fps']:,.0f} frames/s   {state['gbps']:.3f} Gbit/s")
+        drops = st.drops if st else 0
+        t.add_row("drops", f"[bold red]{drops:,} DROPPED (declared as GAP records)[/]" if drops else "[green]0[/]")
+        if st:
+            seg = (f"segment {st.open_segment}: {st.open_records:,} records" if st.open_segment is not None
+                   else "none open")
+            t.add_row("segments", f"{st.segments_sealed} sealed, {seg}")
+            t.add_row("elapsed", f"{st.elapsed_s:.1f} s" + ("   [yellow]stopping: draining the ring[/]"
+                                                            if st.stopping else ""))
+        return Panel(t, title=f"capture {source}", subtitle="Ctrl-C: seal and stop", expand=False)
+
+    with Live(render(None), console=err, refresh_per_second=4, transient=False) as live:
+        def cb(st) -> None:
+            now = st.elapsed_s
+            dt = now - state["t"]
+            if dt < 0.25:
+                return
+            state["fps"] = (st.frames - state["frames"]) / dt
+            state["gbps"] = (st.bytes - state["bytes"]) * 8 / dt / 1e9
+            state.update(t=now, frames=st.frames, bytes=st.bytes)
+            live.update(render(st))
+
+        yield cb
+
+
 @app.command()
 def capture(
-    source: Annotated[str, typer.Argument(help="pcap/pcapng file, or workload:SPEC.toml (generated frames).")],
+    source: Annotated[str, typer.Argument(help="pcap/pcapng file, workload:SPEC.toml (generated frames) or iface:NAME (live AF_PACKET).")],
     ledger: Annotated[Path, typer.Option("--ledger", help="Ledger directory (created if absent).")],
     digest_key: Annotated[Path, typer.Option("--digest-key", help="digest.key (32-byte master secret, hex).")],
     signing_key: Annotated[Path, typer.Option("--signing-key", help="signing.key from `keys generate`.")],
@@ -129,21 +171,43 @@ def capture(
     link: Annotated[str, typer.Option(help="Link name (hive partition link=NAME).")] = "link0",
     workers: Annotated[int, typer.Option(help="Worker threads (this release digests on one).", min=1)] = 1,
     segment_records: Annotated[int, typer.Option(help="Records per segment before it is sealed.", min=1)] = 1_000_000,
+    segment_seconds: Annotated[Optional[float], typer.Option(help="Also seal a segment once it has been open this many seconds (wall clock).")] = None,
     leaf_records: Annotated[int, typer.Option(help="Records per Merkle leaf for a new ledger (power of two).")] = 64,
+    duration: Annotated[Optional[float], typer.Option(help="Stop after this many seconds.")] = None,
+    frames: Annotated[Optional[int], typer.Option("--frames", help="Stop after this many frames.")] = None,
+    ring_mb: Annotated[float, typer.Option(help="iface: receive ring size in MiB.")] = 64.0,
+    block_kb: Annotated[int, typer.Option(help="iface: ring block size in KiB, power of two (0: automatic).")] = 0,
+    block_ms: Annotated[int, typer.Option(help="iface: block retire timeout in ms.")] = 10,
+    pin: Annotated[Optional[int], typer.Option(help="iface: pin the capture thread to this CPU.")] = None,
+    fanout_group: Annotated[int, typer.Option(help="iface: PACKET_FANOUT group id (0: from the process id).")] = 0,
+    promisc: Annotated[bool, typer.Option(help="iface: promiscuous mode.")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
 ) -> None:
-    """Digest every frame of a capture into a sealed, signed, hash-chained ledger."""
+    """Digest every frame of a capture or a live interface into a sealed, signed, hash-chained ledger."""
     from .capture import capture_file
     from .keys import DigestKey, SigningKey
+    from .live import LiveOptions
+    from .sources import is_live
 
-    if source.startswith("iface:"):
-        raise UsageError(f"source {source!r}: live interfaces are not supported yet")
+    live_source = is_live(source)
+    opts = None
+    if live_source:
+        if workers > 1:
+            raise UsageError("live capture runs one worker in this release (--workers 1)")
+        opts = LiveOptions(ring_mb=ring_mb, block_kb=block_kb, block_ms=block_ms, fanout_group=fanout_group,
+                           promisc=promisc, pin_cpu=pin)
     dk, sk = DigestKey.load(digest_key), SigningKey.load(signing_key)
-    with _progress(f"capture {source}", not as_json) as cb:
+    ctx = _live_panel(source, not as_json) if live_source else _progress(f"capture {source}", not as_json)
+    with ctx as cb:
         res = capture_file(source, ledger, digest_key=dk, signing_key=sk, algorithm=algorithm, strip=strip,
-                           link=link, segment_records=segment_records, leaf_records=leaf_records, progress=cb)
+                           link=link, segment_records=segment_records, leaf_records=leaf_records,
+                           progress=None if live_source else cb, monitor=cb if live_source else None,
+                           segment_seconds=segment_seconds, duration=duration, max_frames=frames, live=opts)
     for w in res.warnings:
         err.print(f"[yellow]warning:[/] {w}")
+    if res.drops:
+        err.print(f"[bold red]DROPS: {res.drops:,} frames were dropped by the kernel ring before they could be "
+                  f"digested; the ledger declares them in GAP records[/]")
     if as_json:
         _emit_json(res.to_json())
     else:
@@ -154,6 +218,49 @@ def capture(
                   f" ({res.algorithm}, strip {res.strip})")
     if res.interrupted:
         err.print("[yellow]interrupted: open segment sealed[/]")
+
+
+# ---- replay ---------------------------------------------------------------------------------
+
+@app.command()
+def replay(
+    file: Annotated[Path, typer.Argument(help="pcap/pcapng file to transmit (Ethernet frames).")],
+    iface: Annotated[str, typer.Option("--iface", help="Interface to send on.")],
+    pps: Annotated[Optional[float], typer.Option("--pps", help="Frames per second.")] = None,
+    mbps: Annotated[Optional[float], typer.Option("--mbps", help="Megabits per second of frame bytes.")] = None,
+    topspeed: Annotated[bool, typer.Option("--topspeed", help="As fast as the socket takes them.")] = False,
+    loop: Annotated[int, typer.Option("--loop", help="Send the file this many times.", min=1)] = 1,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
+) -> None:
+    """Transmit a capture on an interface (PF_PACKET, sendmmsg), like tcpreplay.
+
+    Without --pps/--mbps/--topspeed the frames keep the capture's own timing.
+    """
+    from .live import replay as do_replay
+
+    chosen = [name for name, on in (("pps", pps is not None), ("mbps", mbps is not None), ("topspeed", topspeed)) if on]
+    if len(chosen) > 1:
+        raise UsageError("choose one of --pps, --mbps, --topspeed")
+    mode = chosen[0] if chosen else "timing"
+    rate = pps if mode == "pps" else mbps if mode == "mbps" else None
+    if iface.startswith("iface:"):
+        iface = iface[len("iface:"):]
+    res = do_replay(file, iface, mode=mode, rate=rate, loops=loop)
+    skipped = res.skipped_too_large + res.skipped_too_short + res.skipped_linktype
+    if skipped:
+        err.print(f"[yellow]warning:[/] {skipped:,} frames not sent: {res.skipped_too_large:,} longer than the MTU "
+                  f"allows, {res.skipped_too_short:,} shorter than an Ethernet header, "
+                  f"{res.skipped_linktype:,} not Ethernet")
+    if res.send_errors:
+        err.print(f"[yellow]warning:[/] {res.send_errors:,} frames refused by the socket")
+    if as_json:
+        _emit_json(res.to_json())
+    else:
+        out.print(f"sent {res.frames_sent:,} frames ({res.bytes_sent:,} bytes) on {iface} in {res.elapsed_s:.3f} s: "
+                  f"{res.frames_per_s:,.0f} frames/s, {res.mbit_per_s:,.1f} Mbit/s ({mode}"
+                  f"{f' {rate:g}' if rate else ''}, {loop} loop{'s' if loop > 1 else ''})")
+    if res.interrupted:
+        err.print("[yellow]interrupted[/]")
 
 
 # ---- verify ---------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ FORMAT_NAMES = {
     lib.LT_FMT_PCAP_MODIFIED: "pcap (modified)",
     lib.LT_FMT_PCAPNG: "pcapng",
     lib.LT_FMT_WORKLOAD: "workload",
+    lib.LT_FMT_LIVE: "live",
 }
 
 
@@ -219,17 +220,21 @@ class DigestEngine:
         self._buf = ffi.new("uint8_t[]", batch_records * self.record_size)
         self._n = ffi.new("size_t *")
         self._bytes = ffi.new("uint64_t *")
+        self.ended = False  # the source reported its end (a live source may return 0 records before)
 
     def fill(self, first_seq: int, max_records: int | None = None) -> tuple[memoryview, int, int]:
         """Digest up to `max_records` more frames (default: one batch).
 
         Returns (records, count, captured_bytes): `records` is a view of count*record_size bytes
-        valid until the next call. count == 0 means end of capture. Raises CaptureFormatError on
-        a corrupt structure (every frame before it was returned by earlier calls).
+        valid until the next call. count == 0 means end of capture for a file; a live source also
+        returns 0 when nothing arrived within its poll interval (`ended` tells them apart).
+        Raises CaptureFormatError on a corrupt structure (every frame before it was returned by
+        earlier calls).
         """
         want = self._cap if max_records is None else min(self._cap, max_records)
         st = lib.lt_engine_fill(self._e, first_seq, self._buf, want, self._n, self._bytes)
         n = self._n[0]
+        self.ended = st != lib.LT_OK
         if st not in (lib.LT_OK, lib.LT_EOF):
             self.reader.raise_error(st)
         return memoryview(ffi.buffer(self._buf, n * self.record_size)), n, self._bytes[0]

@@ -40,6 +40,15 @@ class WorkloadSpecError(LedgerError):
         self.key = key
 
 
+class InterfaceError(LedgerError):
+    """A live interface cannot be opened or read (missing, no permission, ring set-up failed,
+    interface gone), or a replay cannot send. `iface` names the interface."""
+
+    def __init__(self, message: str, iface: str | None = None):
+        super().__init__(message)
+        self.iface = iface
+
+
 class KeyFileError(LedgerError):
     """A key or trust file is missing, malformed, or does not fit the ledger (wrong key)."""
 

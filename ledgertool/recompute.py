@@ -26,7 +26,7 @@ from .errors import CaptureFormatError, KeyFileError, UsageError
 from .keys import DigestKey
 from .ledger import links as ledger_links
 from .ledger import load_ledger, sealed_parquet_files, sql_parquet_source
-from .workload import open_source
+from .sources import open_source
 
 Progress = Callable[[int, int], None]
 

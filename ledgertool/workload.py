@@ -7,7 +7,7 @@ the two agree) and reports the first problem as one line naming the file and the
 
 Python builds one header template per flow (Ethernet .. L4 header, plus BTH/RETH/AETH for
 RoCEv2) once; native/src/workload_gen.c fills in everything per frame (sizes, lengths,
-checksums, ICRC, payload, timestamps). `open_source` is what `capture` and `recompute` call:
+checksums, ICRC, payload, timestamps). `ledgertool.sources.open_source` is what `capture` and `recompute` call:
 ``workload:SPEC.toml`` opens the generator, anything else a capture file.
 """
 
@@ -364,17 +364,6 @@ def open_workload(spec: WorkloadSpec | str | os.PathLike) -> CaptureReader:
     if st != lib.LT_OK:
         raise WorkloadSpecError(f"{spec.path}: {ffi.string(err).decode(errors='replace')}", spec.path)
     return CaptureReader.from_handle(out[0], f"{WORKLOAD_PREFIX}{spec.path}")
-
-
-def open_source(source: str | os.PathLike) -> CaptureReader:
-    """`workload:SPEC.toml` -> the generator; anything else -> a capture file. Live interfaces
-    (`iface:NAME`) are refused here until the live reader exists."""
-    text = os.fspath(source)
-    if isinstance(text, str) and text.startswith(WORKLOAD_PREFIX):
-        return open_workload(text[len(WORKLOAD_PREFIX):])
-    if isinstance(text, str) and text.startswith("iface:"):
-        raise UsageError(f"source {text!r}: live interfaces are not supported yet")
-    return CaptureReader(source)
 
 
 @dataclass

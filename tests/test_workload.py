@@ -18,7 +18,8 @@ from conftest import REPO, SAMPLES, run_cli
 
 from ledgertool import reference as R
 from ledgertool.errors import WorkloadSpecError
-from ledgertool.workload import load_spec, open_source, open_workload, parse_spec, write_pcap
+from ledgertool.sources import open_source
+from ledgertool.workload import load_spec, open_workload, parse_spec, write_pcap
 
 scapy_all = pytest.importorskip("scapy.all")
 from scapy.all import IP, TCP, UDP, Dot1AD, Dot1Q, Ether, IPv6, Raw, raw, rdpcap  # noqa: E402
@@ -479,10 +480,10 @@ def test_capture_and_recompute_workload_sources(tmp_path, keydir, generated):
     assert r.returncode == 0 and json.loads(r.stdout)["frames"] == 1440
 
 
-def test_iface_still_refused(tmp_path, keydir):
-    r = run_cli("capture", "iface:eth0", "--ledger", tmp_path / "L", "--digest-key", keydir / "digest.key",
+def test_missing_interface_exits_2(tmp_path, keydir):
+    r = run_cli("capture", "iface:nosuchif0", "--ledger", tmp_path / "L", "--digest-key", keydir / "digest.key",
                 "--signing-key", keydir / "signing.key")
-    assert r.returncode == 2 and "iface:eth0" in r.stderr
+    assert r.returncode == 2 and "nosuchif0" in r.stderr and not (tmp_path / "L").exists()
 
 
 def test_open_source_and_reader_info(features_spec):

@@ -42,6 +42,9 @@ extern "C" {
 #define LT_RF_CAPLEN_GT_SNAPLEN 2   /* caplen exceeds the file/interface snaplen; hashed in full */
 #define LT_RF_CAPLEN_GT_WIRELEN 4   /* caplen exceeds the wire length */
 #define LT_RF_BIG_ENDIAN 8          /* record came from a big-endian file or section */
+#define LT_RF_GAP 16                /* not a frame: a live source noticed `wire_len` frames dropped
+                                       (data NULL/empty, caplen 0, ts_ns = when it noticed); the
+                                       engine writes a GAP record with aux = wire_len */
 
 /* ---- record flags (on-disk, u16) ---- */
 #define LT_FLAG_TRUNCATED 0x0001    /* caplen < wire length */
@@ -244,6 +247,93 @@ int lt_bench_digest(int algorithm, const uint8_t *key, const uint8_t *buf, size_
 int lt_bench_digest_threads(int algorithm, const uint8_t *key, const uint8_t *buf, size_t buf_len, size_t size,
                             uint64_t count, unsigned threads, uint64_t *elapsed_ns, uint64_t *thread_ns,
                             uint8_t *sink);
+
+/* ---- live capture: AF_PACKET TPACKET_V3 (native/src/capture_afpacket.c, docs/capture.md) ---- */
+
+typedef struct {
+    const char *ifname;     /* interface name */
+    uint32_t ring_kb;       /* receive ring size in KiB (0: 65536 = 64 MiB) */
+    uint32_t block_kb;      /* ring block size in KiB, power of two (0: min(1024, ring/8), >= 64) */
+    uint32_t block_ms;      /* block retire timeout in ms (0: 10) */
+    uint32_t poll_ms;       /* longest wait in lt_reader_next before it returns 0 frames (0: 100) */
+    uint32_t fanout_group;  /* PACKET_FANOUT group id, 16 bits (0: derived from the process id) */
+    int promisc;            /* 1: put the interface in promiscuous mode while the socket is open */
+    int pin_cpu;            /* >= 0: pin the calling thread to this CPU; -1: no pinning */
+} lt_live_config;
+
+/* Kernel and ring counters of a live reader (cumulative since open). */
+typedef struct {
+    uint64_t kernel_packets;  /* PACKET_STATISTICS tp_packets (frames the socket saw, drops included) */
+    uint64_t kernel_drops;    /* PACKET_STATISTICS tp_drops (frames the ring had no room for) */
+    uint64_t freeze_count;    /* PACKET_STATISTICS tp_freeze_q_cnt (times the ring was full) */
+    uint64_t frames;          /* frames handed out (GAP pseudo-frames not counted) */
+    uint64_t gaps;            /* GAP pseudo-frames handed out */
+    uint64_t drops_declared;  /* sum of their counts (== kernel_drops once stopped) */
+    uint64_t blocks;          /* ring blocks consumed */
+    uint64_t vlan_restored;   /* frames whose 802.1Q/802.1ad tag the kernel had stripped and we put back */
+    uint32_t ring_bytes;      /* ring size actually configured */
+    uint32_t block_bytes;
+    uint32_t block_count;
+} lt_live_stats;
+
+/* Open a TPACKET_V3 receive ring on cfg->ifname, joined to a PACKET_FANOUT hash group.
+ * The reader's lt_reader_next():
+ *   - hands out frames pointing into the ring (zero copy); a block goes back to the kernel on the
+ *     following lt_reader_next() call, so frames stay valid until then;
+ *   - returns LT_OK with *n == 0 when nothing arrived within poll_ms, and also once every poll_ms
+ *     under steady traffic (not the end: the caller checks its stop conditions and calls again);
+ *   - reads PACKET_STATISTICS after every block and at least every poll_ms, and hands out one
+ *     LT_RF_GAP pseudo-frame (wire_len = frames dropped since the last read) where drops appear;
+ *   - after lt_live_request_stop() hands out what the ring holds (drain = 1, waiting at most
+ *     block_ms + poll_ms for the open block to retire) or nothing more (drain = 0), then the
+ *     final drops as a GAP, then LT_EOF.
+ * Returns LT_OK, LT_ERR_IO (socket/ring/bind failed, message names the call and errno) or
+ * LT_ERR_ARG. Needs CAP_NET_RAW. */
+int lt_reader_open_live(const lt_live_config *cfg, lt_reader **out, char *err, size_t errlen);
+
+/* Ask a live reader to stop (see above). LT_ERR_ARG when r is not a live reader. */
+int lt_live_request_stop(lt_reader *r, int drain);
+int lt_live_get_stats(const lt_reader *r, lt_live_stats *out);
+
+/* ---- replay: transmit a capture file on an interface (native/src/replay.c) ---- */
+
+#define LT_REPLAY_TIMING 0      /* the capture's own inter-frame times */
+#define LT_REPLAY_PPS 1         /* rate = frames per second */
+#define LT_REPLAY_MBPS 2        /* rate = megabits per second of frame bytes */
+#define LT_REPLAY_TOPSPEED 3    /* as fast as the socket takes them */
+
+typedef struct {
+    const char *path;       /* pcap/pcapng file */
+    const char *ifname;
+    int mode;               /* LT_REPLAY_* */
+    double rate;            /* for LT_REPLAY_PPS / LT_REPLAY_MBPS */
+    uint32_t loops;         /* times to send the file (0: 1) */
+    uint32_t batch;         /* frames per sendmmsg call (0: automatic) */
+} lt_replay_config;
+
+typedef struct {
+    uint64_t frames_sent;
+    uint64_t bytes_sent;        /* frame bytes (captured bytes as stored) */
+    uint64_t skipped_too_large; /* caplen > MTU + link header (+ 4 for a VLAN tag): the kernel refuses them */
+    uint64_t skipped_too_short; /* caplen < 14 (no Ethernet header) */
+    uint64_t skipped_linktype;  /* not Ethernet (LINKTYPE 1) */
+    uint64_t send_errors;       /* frames the socket refused for another reason */
+    uint64_t retries;           /* ENOBUFS/EAGAIN waits */
+    uint64_t frames_in_file;
+    uint64_t elapsed_ns;
+    int stopped;                /* 1: lt_replay_stop() ended the run early */
+} lt_replay_stats;
+
+typedef struct lt_replay lt_replay;
+
+/* Read the capture (format errors as from lt_reader_open) and open a PF_PACKET socket on ifname. */
+int lt_replay_open(const lt_replay_config *cfg, lt_replay **out, char *err, size_t errlen);
+/* Send; blocks until done or lt_replay_stop(). Returns LT_OK or LT_ERR_IO (message in err). */
+int lt_replay_run(lt_replay *p, char *err, size_t errlen);
+/* Thread-safe: progress so far, and an asynchronous stop request. */
+void lt_replay_get_stats(const lt_replay *p, lt_replay_stats *out);
+void lt_replay_stop(lt_replay *p);
+void lt_replay_close(lt_replay *p);
 
 /* CDEF END */
 

@@ -67,6 +67,7 @@ static inline uint16_t record_flags(const lt_frame *f) {
     if (f->caplen < f->wire_len) fl |= LT_FLAG_TRUNCATED;
     if (f->rflags & LT_RF_NO_TIMESTAMP) fl |= LT_FLAG_NO_TIMESTAMP;
     if (f->rflags & LT_RF_CAPLEN_GT_SNAPLEN) fl |= LT_FLAG_CAPLEN_GT_SNAPLEN;
+    if (f->rflags & LT_RF_GAP) fl = LT_FLAG_GAP; /* live source: wire_len frames were dropped */
     return fl;
 }
 
@@ -74,6 +75,7 @@ int lt_engine_fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_re
                    uint64_t *bytes_captured) {
     size_t done = 0;
     uint64_t bytes = 0;
+    int idle = 0; /* a live source returned LT_OK with 0 frames: nothing arrived, not the end */
     *n = 0;
     while (done < max_records) {
         if (e->batch_pos == e->batch_len) {
@@ -83,7 +85,10 @@ int lt_engine_fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_re
             e->batch_len = got;
             e->batch_pos = 0;
             if (st != LT_OK) e->reader_status = st;
-            if (got == 0) break;
+            if (got == 0) {
+                idle = st == LT_OK;
+                break;
+            }
         }
         size_t take = e->batch_len - e->batch_pos;
         if (take > max_records - done) take = max_records - done;
@@ -95,6 +100,14 @@ int lt_engine_fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_re
             lt_store_le32(rec + 16, f->wire_len);
             lt_store_le32(rec + 20, f->caplen);
             uint16_t fl = record_flags(f);
+            if (f->rflags & LT_RF_GAP) { /* GAP record: aux = dropped frames, lengths and digest 0 */
+                lt_store_le32(rec + 16, 0);
+                lt_store_le16(rec + 24, fl);
+                lt_store_le16(rec + 26, (uint16_t)f->linktype);
+                lt_store_le32(rec + 28, f->wire_len);
+                memset(rec + LT_RECORD_FIXED, 0, e->digest_size);
+                continue;
+            }
             uint32_t off = 0, len = f->caplen;
             /* `frame` hashes the captured bytes as stored; the others hash the range strip.c picks. */
             if (e->strip != LT_STRIP_FRAME)
@@ -110,7 +123,7 @@ int lt_engine_fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_re
     }
     *n = done;
     if (bytes_captured) *bytes_captured = bytes;
-    if (done > 0) return LT_OK;
+    if (done > 0 || idle) return LT_OK;
     return e->reader_status ? e->reader_status : LT_EOF;
 }
 

@@ -47,6 +47,8 @@ typedef struct {
 
 /* reader.c: wrap a source in an lt_reader so the engine and Python treat it like a file. */
 lt_reader *lt_reader_from_source(const lt_source_ops *ops, void *src, int format);
+/* The source behind a reader when it was made with these ops, else NULL. */
+void *lt_reader_source(const lt_reader *r, const lt_source_ops *ops);
 
 /* digest_siphash.c */
 void lt_siphash128(const uint8_t key[16], const uint8_t *msg, size_t len, int c_rounds, int d_rounds,

@@ -615,6 +615,10 @@ lt_reader *lt_reader_from_source(const lt_source_ops *ops, void *src, int format
     return r;
 }
 
+void *lt_reader_source(const lt_reader *r, const lt_source_ops *ops) {
+    return r && r->ops == ops ? r->src : NULL;
+}
+
 void lt_reader_close(lt_reader *r) {
     if (!r) return;
     if (r->ops && r->ops->close) r->ops->close(r->src);
