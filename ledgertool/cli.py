@@ -18,7 +18,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 from . import __version__
 from .errors import LedgerError, UsageError, exit_code_for
@@ -33,13 +33,22 @@ app = typer.Typer(
 keys_app = typer.Typer(help="Digest and signing keys.", no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
 
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+# Plain result lines are never wrapped mid-line (soft_wrap) so scripts can grep them.
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 STATE = {"debug": False}
 
 
 def _emit_json(doc: dict | list) -> None:
     sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
+
+
+def _rate(per_s: float) -> str:
+    """3 significant digits with a k/M/G prefix and a trailing space: '3.2 k', '17.6 M'."""
+    for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if per_s >= div:
+            return f"{per_s / div:.3g} {unit}"
+    return f"{per_s:.3g} "
 
 
 @contextmanager
@@ -58,7 +67,7 @@ def _progress(label: str, enabled: bool):
 
         def cb(frames: int, nbytes: int) -> None:
             dt = max(time.perf_counter() - t0, 1e-9)
-            prog.update(task, stats=f"{frames:,} frames  {frames / dt / 1e6:.2f} Mframes/s  "
+            prog.update(task, stats=f"{frames:,} frames  {_rate(frames / dt)}frames/s  "
                                     f"{nbytes * 8 / dt / 1e9:.2f} Gbit/s")
 
         yield cb
@@ -214,7 +223,7 @@ def capture(
         segs = f"{res.segments[0].index}..{res.segments[-1].index}" if res.segments else "none"
         out.print(f"captured {res.frames:,} frames ({res.bytes:,} bytes) from {source} into {ledger} "
                   f"link {link}: segments {segs}, seq {res.first_seq}..{res.next_seq - 1}, drops {res.drops}")
-        out.print(f"{res.elapsed_s:.3f} s, {res.frames_per_s / 1e6:.2f} Mframes/s, {res.gbit_per_s:.2f} Gbit/s"
+        out.print(f"{res.elapsed_s:.3f} s, {_rate(res.frames_per_s)}frames/s, {res.gbit_per_s:.3g} Gbit/s"
                   f" ({res.algorithm}, strip {res.strip})")
     if res.interrupted:
         err.print("[yellow]interrupted: open segment sealed[/]")
@@ -564,14 +573,18 @@ def algorithms(as_json: Annotated[bool, typer.Option("--json", help="Print a JSO
     if as_json:
         _emit_json({"algorithms": rows})
         return
-    t = Table("name", "key", "digest", "ledger", "path", "key secret", "key known to prover")
+    t = Table("key", "digest", "ledger", "CPU path in use", "paths on this CPU")
+    t.columns.insert(0, Column("name", no_wrap=True))
     for r in rows:
         t.add_row(r["name"], f"{r['key_bytes']} B", f"{r['digest_bytes']} B", "yes" if r["ledger"] else "bench only",
-                  r["cpu_path"], r["secret_key"], r["known_key"])
+                  r["cpu_path"], ", ".join(r["cpu_paths"]))
     out.print(t)
-    for r in rows:
+    for r in rows:  # guarantees as paragraphs: too long for table cells on an 80-column terminal
+        out.print(f"\n[bold]{r['name']}[/]")
+        out.print(f"  key secret: {r['secret_key']}")
+        out.print(f"  key known to the prover: {r['known_key']}")
         if r["warning"]:
-            out.print(f"[yellow]note:[/] {r['warning']}")
+            out.print(f"  [yellow]note:[/] {r['warning']}")
 
 
 # ---- demo -----------------------------------------------------------------------------------
