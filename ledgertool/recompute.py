@@ -182,10 +182,21 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey, *, ex
                             "0::BIGINT ts_ns, 0::UINTEGER wire_len WHERE false")
             con.execute(f"CREATE VIEW c AS SELECT index, digest, ts_ns, wire_len, cap_len FROM "
                         f"{sql_parquet_source([cap])} WHERE {_window_sql('ts_ns', lo, hi)}")
+            # Digests whose counts agree on both sides pair up completely; only the others
+            # ("contested") need the per-frame pairing, which keeps the heavy work to aggregations
+            # that DuckDB runs out of core.
+            con.execute("""
+                CREATE TEMP TABLE contested AS
+                WITH lc AS (SELECT digest, count(*) AS n FROM l GROUP BY digest),
+                     cc AS (SELECT digest, count(*) AS n FROM c GROUP BY digest)
+                SELECT coalesce(lc.digest, cc.digest) AS digest FROM lc FULL OUTER JOIN cc ON lc.digest = cc.digest
+                WHERE coalesce(lc.n, 0) <> coalesce(cc.n, 0)""")
             con.execute("""
                 CREATE TEMP TABLE j AS
-                WITH lk AS (SELECT *, row_number() OVER (PARTITION BY digest ORDER BY ts_ns, link, seq) AS k FROM l),
-                     ck AS (SELECT *, row_number() OVER (PARTITION BY digest ORDER BY ts_ns, index) AS k FROM c)
+                WITH lk AS (SELECT *, row_number() OVER (PARTITION BY digest ORDER BY ts_ns, link, seq) AS k
+                            FROM l SEMI JOIN contested USING (digest)),
+                     ck AS (SELECT *, row_number() OVER (PARTITION BY digest ORDER BY ts_ns, index) AS k
+                            FROM c SEMI JOIN contested USING (digest))
                 SELECT CASE WHEN lk.digest IS NULL THEN 'capture_only'
                             WHEN ck.digest IS NULL THEN 'ledger_only' ELSE 'matched' END AS status,
                        coalesce(lk.digest, ck.digest) AS digest, lk.link, lk.seq, lk.ts_ns AS l_ts,
@@ -194,20 +205,34 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey, *, ex
             con.execute(f"""DELETE FROM j WHERE
                 (status <> 'capture_only' AND NOT ({_window_sql('l_ts', from_ns, to_ns)})) OR
                 (status = 'capture_only' AND NOT ({_window_sql('c_ts', from_ns, to_ns)}))""")
-            matched, lonly, conly = con.execute("""
-                SELECT count(*) FILTER (status = 'matched'), count(*) FILTER (status = 'ledger_only'),
-                       count(*) FILTER (status = 'capture_only') FROM j""").fetchone()
-            frames_in_window = con.execute(
-                f"SELECT count(*) FROM c WHERE {_window_sql('ts_ns', from_ns, to_ns)}").fetchone()[0]
-            per_link = [{"link": link, "matched": m, "ledger_only": lo_, "capture_only": co}
-                        for link, m, lo_, co in con.execute("""
-                SELECT link, count(*) FILTER (status = 'matched'), count(*) FILTER (status = 'ledger_only'),
-                       count(*) FILTER (status = 'capture_only') FROM j GROUP BY link ORDER BY link NULLS LAST""").fetchall()]
-            per_second = [{"second": int(sec), "matched": m, "ledger_only": lo_, "capture_only": co}
-                          for sec, m, lo_, co in con.execute("""
-                SELECT coalesce(l_ts, c_ts) // 1000000000 AS sec, count(*) FILTER (status = 'matched'),
-                       count(*) FILTER (status = 'ledger_only'), count(*) FILTER (status = 'capture_only')
-                FROM j GROUP BY sec ORDER BY sec""").fetchall()]
+            lonly, conly = con.execute("""SELECT count(*) FILTER (status = 'ledger_only'),
+                count(*) FILTER (status = 'capture_only') FROM j""").fetchone()
+            # Every ledger frame in the window is either matched or ledger-only.
+            lwin = _window_sql("ts_ns", from_ns, to_ns)
+            ledger_in_window = con.execute(f"SELECT count(*) FROM l WHERE {lwin}").fetchone()[0]
+            matched = ledger_in_window - lonly
+            frames_in_window = con.execute(f"SELECT count(*) FROM c WHERE {lwin}").fetchone()[0]
+            per_link = []
+            for link, total, lo_ in con.execute(f"""
+                    WITH t AS (SELECT link, count(*) AS n FROM l WHERE {lwin} GROUP BY link),
+                         o AS (SELECT link, count(*) AS n FROM j WHERE status = 'ledger_only' GROUP BY link)
+                    SELECT t.link, t.n, coalesce(o.n, 0) FROM t LEFT JOIN o USING (link) ORDER BY t.link""").fetchall():
+                per_link.append({"link": link, "matched": total - lo_, "ledger_only": lo_, "capture_only": 0})
+            if conly:
+                per_link.append({"link": None, "matched": 0, "ledger_only": 0, "capture_only": conly})
+            seconds: dict[int, list[int]] = {}
+            for sec, n in con.execute(f"SELECT ts_ns // 1000000000, count(*) FROM l WHERE {lwin} GROUP BY 1").fetchall():
+                seconds.setdefault(int(sec), [0, 0, 0])[0] += n
+            for sec, status, n in con.execute("""SELECT coalesce(l_ts, c_ts) // 1000000000, status, count(*) FROM j
+                    WHERE status <> 'matched' GROUP BY ALL""").fetchall():
+                row = seconds.setdefault(int(sec), [0, 0, 0])
+                if status == "ledger_only":
+                    row[0] -= n
+                    row[1] += n
+                else:
+                    row[2] += n
+            per_second = [{"second": sec, "matched": m, "ledger_only": lo_, "capture_only": co}
+                          for sec, (m, lo_, co) in sorted(seconds.items())]
             ex_l = con.execute("""SELECT lower(hex(digest)), link, seq, l_ts, l_wire FROM j
                 WHERE status = 'ledger_only' ORDER BY link, seq LIMIT ?""", [examples]).fetchall()
             ex_c = con.execute("""SELECT lower(hex(digest)), index, c_ts, c_wire FROM j
