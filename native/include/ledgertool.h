@@ -169,7 +169,7 @@ typedef struct {
     uint32_t workers;        /* threads that digest each pass (1..LT_ENGINE_MAX_WORKERS); 0 = 1 */
 } lt_engine_config;
 
-#define LT_ENGINE_BATCH_DEFAULT 1024
+#define LT_ENGINE_BATCH_DEFAULT 16384
 #define LT_ENGINE_BATCH_MAX 1048576
 #define LT_ENGINE_MAX_WORKERS 256
 
