@@ -71,6 +71,7 @@ int lt_bench_digest_batch(int algorithm, const uint8_t *key, const uint8_t *buf,
     struct bench_start start = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0};
     int rc = LT_OK;
     unsigned made = 0, i;
+    uint64_t t0 = 0;
     if (!jobs || !tids) { rc = LT_ERR_NOMEM; goto out; }
     for (i = 0; i < threads; i++) {
         jobs[i].buf = malloc(buf_len);
@@ -94,11 +95,13 @@ int lt_bench_digest_batch(int algorithm, const uint8_t *key, const uint8_t *buf,
         rc = LT_ERR_NOMEM;
     } else {
         while (start.ready < threads) pthread_cond_wait(&start.cv, &start.mu);
+        /* the clock starts before the go signal: taken after it, a descheduled main thread could
+         * start timing when the workers were already done (elapsed ~0, absurd rates on 2 cores) */
+        t0 = bench_mono_ns();
         start.go = 1;
     }
     pthread_cond_broadcast(&start.cv);
     pthread_mutex_unlock(&start.mu);
-    uint64_t t0 = bench_mono_ns();
     for (i = 0; i < made; i++) pthread_join(tids[i], NULL);
     uint64_t t1 = bench_mono_ns();
     if (rc != LT_OK) goto out;

@@ -77,7 +77,11 @@ static uint64_t digest_slice(const lt_engine *e, size_t pos, size_t n, uint64_t 
     return bytes;
 }
 
-/* ---- worker pool: one pass = contiguous slices, one per thread; synchronised per pass only ---- */
+/* ---- worker pool ----
+ * A pass is cut into chunks of LT_CHUNK frames that the threads claim with an atomic counter, so
+ * a thread that loses its core to another process (2 noisy cores) delays the pass by one chunk, not
+ * by a whole static slice. Synchronised per pass only: one wake-up, one join. */
+#define LT_CHUNK 2048
 struct lt_pool {
     pthread_mutex_t mu;
     pthread_cond_t go, done;
@@ -88,15 +92,22 @@ struct lt_pool {
     size_t pos, n;
     uint64_t seq;
     uint8_t *out;
+    size_t next;            /* first unclaimed frame of the pass (atomic) */
     unsigned nthreads;      /* started */
     uint64_t bytes[LT_ENGINE_MAX_WORKERS];
     struct lt_pool_arg { lt_pool *pool; unsigned index; } args[LT_ENGINE_MAX_WORKERS];
     pthread_t tid[LT_ENGINE_MAX_WORKERS];
 };
 
-static void slice_bounds(size_t n, unsigned parts, unsigned i, size_t *lo, size_t *hi) {
-    *lo = n * i / parts;
-    *hi = n * (i + 1) / parts;
+/* Claim and digest chunks of the current pass until none is left; returns the captured bytes. */
+static uint64_t run_chunks(lt_pool *p, const lt_engine *e, size_t pos, size_t n, uint64_t seq, uint8_t *out) {
+    uint64_t bytes = 0;
+    for (;;) {
+        size_t lo = __atomic_fetch_add(&p->next, LT_CHUNK, __ATOMIC_RELAXED);
+        if (lo >= n) return bytes;
+        size_t hi = lo + LT_CHUNK < n ? lo + LT_CHUNK : n;
+        bytes += digest_slice(e, pos + lo, hi - lo, seq + lo, out + lo * e->record_size);
+    }
 }
 
 static void *pool_worker(void *arg) {
@@ -112,12 +123,11 @@ static void *pool_worker(void *arg) {
         }
         seen = p->gen;
         const lt_engine *e = p->e;
-        size_t pos = p->pos, n = p->n, lo, hi;
+        size_t pos = p->pos, n = p->n;
         uint64_t seq = p->seq;
         uint8_t *out = p->out;
         pthread_mutex_unlock(&p->mu);
-        slice_bounds(n, e->workers, a->index, &lo, &hi);
-        uint64_t b = hi > lo ? digest_slice(e, pos + lo, hi - lo, seq + lo, out + lo * e->record_size) : 0;
+        uint64_t b = run_chunks(p, e, pos, n, seq, out);
         pthread_mutex_lock(&p->mu);
         p->bytes[a->index] = b;
         if (--p->pending == 0) pthread_cond_signal(&p->done);
@@ -165,13 +175,12 @@ static uint64_t digest_pass(lt_engine *e, size_t pos, size_t n, uint64_t seq, ui
     p->n = n;
     p->seq = seq;
     p->out = out;
+    p->next = 0;
     p->pending = e->workers - 1;
     p->gen++;
     pthread_cond_broadcast(&p->go);
     pthread_mutex_unlock(&p->mu);
-    size_t lo, hi;
-    slice_bounds(n, e->workers, 0, &lo, &hi);
-    uint64_t bytes = digest_slice(e, pos + lo, hi - lo, seq + lo, out + lo * e->record_size);
+    uint64_t bytes = run_chunks(p, e, pos, n, seq, out);
     pthread_mutex_lock(&p->mu);
     while (p->pending) pthread_cond_wait(&p->done, &p->mu);
     for (unsigned i = 1; i < e->workers; i++) bytes += p->bytes[i];
