@@ -5,4 +5,10 @@ to an append-only ledger; ledgertool builds such ledgers from captures (`capture
 (`verify`), reconciles them with recomputed traffic (`recompute`) and queries them (`query`).
 """
 
+import os as _os
+
 __version__ = "0.1.0"
+
+# numpy's OpenBLAS starts one spinning thread per core on import; ledgertool does no BLAS work, and
+# those threads took a core from the digest workers on a 2-core machine (docs/benchmarks.md).
+_os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")

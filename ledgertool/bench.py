@@ -38,11 +38,16 @@ from .engine import cpu_path
 from .errors import UsageError
 
 CSV_FIELDS = ["time", "host", "cpu_model", "cpu_path", "cores", "benchmark", "algorithm", "size", "threads",
-              "frames", "repeats", "seconds", "frames_per_s", "gbit_per_s", "ns_per_frame", "cv", "noisy"]
+              "frames", "repeats", "seconds", "frames_per_s", "gbit_per_s", "ns_per_frame", "cv", "noisy",
+              "tsc_ghz", "cycles_per_frame", "cycles_per_byte"]
 #: Columns a CSV must have to be read back (the first published schema had exactly these).
 CSV_REQUIRED = ["time", "host", "cpu_model", "cpu_path", "benchmark", "algorithm", "size", "threads", "frames",
                 "seconds", "frames_per_s", "gbit_per_s", "ns_per_frame"]
-BENCHMARKS = ("digest", "capture:engine", "capture:sealed", "capture:python-reference")
+BENCHMARKS = ("digest", "capture:engine", "capture:sealed", "capture:python-reference", "capture:tcpdump")
+#: Line rates for the "cores needed" figures: bits/s on the wire, each frame costing 20 more bytes
+#: (preamble, start delimiter, inter-frame gap); 64-byte frames at 400G are 595.2 Mframes/s.
+LINE_RATES = (("400G", 400e9), ("800G", 800e9), ("1.6T", 1.6e12))
+WIRE_OVERHEAD = 20
 
 DEFAULT_SIZES = "64,512,1500,4096,9000,64KiB,1MiB,32MiB"
 DEFAULT_NOISY_CV = 0.05
@@ -70,6 +75,24 @@ class BenchRow:
     cpu_model: str = ""
     cpu_path: str = "portable"  # native CPU path (engine.cpu_path), "python" for the reference rows
     cores: int = 0  # logical CPUs this process may run on; 0 = unknown (older CSV)
+    tsc_ghz: float = 0.0  # measured TSC rate the cycle figures use; 0 = unknown
+
+    @property
+    def cycles_per_frame(self) -> float:
+        """Core cycles per frame (all threads' time), counted at the TSC rate: an invariant TSC ticks
+        at the nominal clock, so under turbo the real core cycles are somewhat higher."""
+        return self.ns_per_frame * self.threads * self.tsc_ghz
+
+    @property
+    def cycles_per_byte(self) -> float:
+        return self.cycles_per_frame / self.size if self.size else 0.0
+
+    def cores_needed(self, bits_per_s: float) -> float:
+        """Cores at this row's per-thread rate to keep up with a link of `bits_per_s` of
+        `size`-byte frames."""
+        per_thread = self.frames_per_s / self.threads if self.threads else 0.0
+        line_fps = bits_per_s / ((self.size + WIRE_OVERHEAD) * 8)
+        return line_fps / per_thread if per_thread > 0 else math.inf
 
     @property
     def frames_per_s(self) -> float:
@@ -87,7 +110,9 @@ class BenchRow:
         d = asdict(self)
         d.update(frames_per_s=round(self.frames_per_s, 1), gbit_per_s=round(self.gbit_per_s, 4),
                  ns_per_frame=round(self.ns_per_frame, 3), seconds=float(f"{self.seconds:.9g}"),
-                 cv=round(self.cv, 5), noisy="true" if self.noisy else "false")
+                 cv=round(self.cv, 5), noisy="true" if self.noisy else "false",
+                 tsc_ghz=round(self.tsc_ghz, 4), cycles_per_frame=round(self.cycles_per_frame, 2),
+                 cycles_per_byte=round(self.cycles_per_byte, 4))
         return {k: d[k] for k in CSV_FIELDS}
 
     def to_json(self) -> dict:
@@ -184,22 +209,39 @@ def _timed(fn: Callable[[], object]) -> Callable[[], float]:
     return run
 
 
+#: messages per batch call in the digest rows: what the engine hands lt_dctx_run_many per pass
+DIGEST_BATCH = 256
+
+
 def bench_digest(algorithm: str, size: int, threads: int = 1, min_time: float = 0.2, repeats: int = 5,
-                 noisy_cv: float = DEFAULT_NOISY_CV) -> BenchRow:
-    """Isolation: `threads` threads each digest `size`-byte messages from a private static buffer.
+                 noisy_cv: float = DEFAULT_NOISY_CV, path: str | None = None, batch: int = DIGEST_BATCH) -> BenchRow:
+    """Isolation: `threads` threads each digest `size`-byte messages from a private static buffer,
+    `batch` messages per call of the engine's batch entry (multi-buffer code where the CPU path
+    has it; 0 = one call per message), on CPU path `path` (None: the CPUID choice).
 
     The per-thread message count is calibrated so one timed run lasts about `min_time` seconds."""
-    from ._native import ffi, lib
+    from .engine import force_cpu_path
 
     alg = get_algorithm(algorithm, for_ledger=False)
+    force_cpu_path(alg, path)
+    try:
+        return _bench_digest(alg, size, threads, min_time, repeats, noisy_cv, batch)
+    finally:
+        force_cpu_path(alg, None)
+
+
+def _bench_digest(alg, size: int, threads: int, min_time: float, repeats: int, noisy_cv: float,
+                  batch: int) -> BenchRow:
+    from ._native import ffi, lib
+
     buf = os.urandom(size + _BUF_SLACK)
     key = os.urandom(alg.key_size)
     ns = ffi.new("uint64_t *")
     sink = ffi.new("uint8_t[16]")
 
     def once(count: int) -> float:
-        rc = lib.lt_bench_digest_threads(alg.native_id, key, buf, len(buf), size, count, threads, ns,
-                                         ffi.NULL, sink)
+        rc = lib.lt_bench_digest_batch(alg.native_id, key, buf, len(buf), size, count, threads, batch, ns,
+                                       ffi.NULL, sink)
         if rc != 0:
             raise UsageError(f"bench: native benchmark failed (status {rc}) for {alg.name}, {size} B, "
                              f"{threads} thread(s)")
@@ -215,6 +257,25 @@ def bench_digest(algorithm: str, size: int, threads: int = 1, min_time: float = 
     median, cv = _measure(lambda: once(count), count * threads, repeats)
     return BenchRow("digest", alg.name, size, threads, count * threads, median, repeats, cv, cv > noisy_cv,
                     cpu_path=cpu_path(alg))
+
+
+def digest_paths(alg_name: str, which: str) -> list[str | None]:
+    """CPU paths to measure for an algorithm: "default" (the CPUID choice), "best" (the best
+    multi-buffer path and the best single-message one), "all", or a comma list (paths this CPU
+    lacks or the algorithm does not have are skipped)."""
+    from .engine import cpu_paths
+
+    avail = cpu_paths(get_algorithm(alg_name, for_ledger=False))
+    if which == "default":
+        return [None]
+    if which == "all":
+        return list(avail)
+    if which == "best":
+        mb = [p for p in avail if p.endswith("-mb")]
+        single = [p for p in avail if not p.endswith("-mb")]
+        return mb[:1] + single[:1]
+    want = [p.strip() for p in which.split(",") if p.strip()]
+    return [p for p in want if p in avail]
 
 
 def write_synthetic_pcap(path: Path, frames: int, frame_size: int, seed: int = 1) -> int:
@@ -239,9 +300,15 @@ def write_synthetic_pcap(path: Path, frames: int, frame_size: int, seed: int = 1
 
 def bench_capture(frames: int, size: int, algorithm: str = "siphash-1-3-128", reference_frames: int = 20_000,
                   repeats: int = 5, workdir: Path | None = None,
-                  noisy_cv: float = DEFAULT_NOISY_CV) -> list[BenchRow]:
+                  noisy_cv: float = DEFAULT_NOISY_CV, workers: tuple[int, ...] = (1,),
+                  tcpdump: bool = True) -> list[BenchRow]:
     """Whole path on a synthetic pcap read from page cache (the warm-up run pulls it in):
-    native engine alone, full capture with sealing, and the pure-Python reference."""
+    native engine alone (once per worker count), full capture with sealing (all workers), the
+    pure-Python reference, and `tcpdump -r FILE -w /dev/null` (libpcap reading only) as a
+    baseline when tcpdump is installed."""
+    import shutil
+    import subprocess
+
     from .capture import capture_file
     from .engine import CaptureReader, DigestEngine
     from .keys import DigestKey, SigningKey
@@ -256,9 +323,9 @@ def bench_capture(frames: int, size: int, algorithm: str = "siphash-1-3-128", re
         sk = SigningKey.generate("hybrid")
         subkey = dk.subkey(alg.name, alg.key_size)
 
-        def engine_only() -> None:
+        def engine_only(nworkers: int = 1) -> None:
             with CaptureReader(pcap) as r:
-                e = DigestEngine(r, alg, 0, subkey)
+                e = DigestEngine(r, alg, 0, subkey, workers=nworkers)
                 seq = 0
                 while True:
                     _, n, _ = e.fill(seq)
@@ -272,7 +339,7 @@ def bench_capture(frames: int, size: int, algorithm: str = "siphash-1-3-128", re
 
         def full_capture() -> None:
             res = capture_file(pcap, tmp / f"ledger-{next(runs)}", digest_key=dk, signing_key=sk,
-                               segment_records=1_000_000)
+                               segment_records=1_000_000, workers=max(workers))
             if res.frames != frames:
                 raise RuntimeError(f"bench: capture recorded {res.frames} of {frames} frames")
 
@@ -288,20 +355,37 @@ def bench_capture(frames: int, size: int, algorithm: str = "siphash-1-3-128", re
             if n != ref_n:
                 raise RuntimeError(f"bench: reference read {n} of {ref_n} frames")
 
+        tcpdump_bin = shutil.which("tcpdump") if tcpdump else None
+
+        def tcpdump_read() -> None:
+            subprocess.run([tcpdump_bin, "-r", str(pcap), "-w", "/dev/null"], check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+        runs_spec = [("capture:engine", lambda w=w: engine_only(w), frames, w, cpu_path(alg)) for w in workers]
+        runs_spec += [("capture:sealed", full_capture, frames, max(workers), cpu_path(alg)),
+                      ("capture:python-reference", reference, ref_n, 1, "python")]
+        if tcpdump_bin:
+            runs_spec.append(("capture:tcpdump", tcpdump_read, frames, 1, "libpcap"))
         rows = []
-        for name, fn, n in (("capture:engine", engine_only, frames), ("capture:sealed", full_capture, frames),
-                            ("capture:python-reference", reference, ref_n)):
+        for name, fn, n, threads, path in runs_spec:
             median, cv = _measure(_timed(fn), n, repeats)
-            rows.append(BenchRow(name, alg.name, size, 1, n, median, repeats, cv, cv > noisy_cv,
-                                 cpu_path="python" if name.endswith("reference") else cpu_path(alg)))
+            rows.append(BenchRow(name, alg.name, size, threads, n, median, repeats, cv, cv > noisy_cv,
+                                 cpu_path=path))
     return rows
+
+
+def tsc_ghz() -> float:
+    """Measured TSC rate in GHz (0 where the CPU has none)."""
+    from ._native import lib
+
+    return lib.lt_tsc_hz(50) / 1e9
 
 
 def stamp(rows: list[BenchRow]) -> list[BenchRow]:
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    host, model, cores = socket.gethostname(), cpu_model(), usable_cores()
+    host, model, cores, ghz = socket.gethostname(), cpu_model(), usable_cores(), tsc_ghz()
     for r in rows:
-        r.time, r.host, r.cpu_model, r.cores = now, host, model, cores
+        r.time, r.host, r.cpu_model, r.cores, r.tsc_ghz = now, host, model, cores, ghz
     return rows
 
 
@@ -334,7 +418,7 @@ def from_record(rec: dict) -> BenchRow:
         repeats=int(rec.get("repeats") or 1), cv=float(rec.get("cv") or 0.0),
         noisy=str(rec.get("noisy") or "false").strip().lower() == "true",
         time=rec["time"], host=rec["host"], cpu_model=rec["cpu_model"], cpu_path=rec["cpu_path"],
-        cores=int(rec.get("cores") or 0),
+        cores=int(rec.get("cores") or 0), tsc_ghz=float(rec.get("tsc_ghz") or 0.0),
     )
 
 
@@ -370,13 +454,40 @@ def read_csv(path: Path) -> list[BenchRow]:
 # --------------------------------------------------------------------------- command
 
 
+def table_cells(r: BenchRow, rows: list[BenchRow]) -> list[str]:
+    """One rendered row: rates, cycles (at the TSC rate), cores needed per line rate, noise, and
+    the speed-up over the pure-Python reference of the same frame size."""
+    ref = next((x for x in rows if x.benchmark == "capture:python-reference" and x.size == r.size
+                and x.host == r.host), None)
+    ratio = f"{r.frames_per_s / ref.frames_per_s:,.0f}" if ref and r.benchmark.startswith("capture") else ""
+    cv = f"{r.cv * 100:.1f}%" + (" noisy" if r.noisy else "")
+    cyc = r.tsc_ghz > 0
+    return [r.benchmark, r.algorithm, r.cpu_path, human_size(r.size), str(r.threads), f"{r.frames_per_s / 1e6:.2f}",
+            f"{r.gbit_per_s:.2f}", f"{r.ns_per_frame:.1f}", f"{r.cycles_per_frame:,.0f}" if cyc else "?",
+            f"{r.cycles_per_byte:.2f}" if cyc else "?",
+            *(f"{r.cores_needed(bps):,.1f}" for _, bps in LINE_RATES), cv, ratio]
+
+
+def markdown_table(rows: list[BenchRow]) -> str:
+    """The bench table as GitHub Markdown (docs/benchmarks.md)."""
+    head = ["benchmark", "algorithm", "path", "size", "threads", "Mframes/s", "Gbit/s", "ns/frame", "cycles/frame",
+            "cycles/B", *(f"cores {n}" for n, _ in LINE_RATES), "cv", "x Python"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(table_cells(r, rows)) + " |" for r in rows]
+    return "\n".join(out) + "\n"
+
+
 def bench_command(
     algorithm: Annotated[Optional[list[str]], typer.Option("--algorithm", help="Algorithm(s) to measure [default: all].")] = None,
     sizes: Annotated[str, typer.Option(help="Message sizes, comma-separated: bytes or KiB/MiB (64 .. 32MiB).")] = DEFAULT_SIZES,
     threads: Annotated[str, typer.Option(help="Thread counts, comma-separated; each thread digests its own buffer.")] = "1,2",
     min_time: Annotated[float, typer.Option("--min-time", help="Seconds per timed run (calibrated).", min=0.0001)] = 0.2,
     capture_frames: Annotated[int, typer.Option(help="Frames in the synthetic pcap for the whole-path rows (0: skip).")] = 1_000_000,
-    capture_size: Annotated[int, typer.Option(help="Frame size of the synthetic pcap, bytes.", min=14, max=65535)] = 64,
+    capture_size: Annotated[str, typer.Option("--capture-size", "--capture-sizes", help="Frame size(s) of the synthetic pcaps, bytes, comma-separated (14 .. 65535).")] = "64",
+    capture_workers: Annotated[str, typer.Option("--capture-workers", help="Worker counts for the capture:engine rows, comma-separated (capture:sealed uses the largest) [default: 1 and every usable core].")] = "",
+    paths: Annotated[str, typer.Option("--paths", help="CPU paths per algorithm for the digest rows: best (best multi-buffer + best single-message), default (the CPUID choice), all, or a comma list.")] = "best",
+    batch: Annotated[int, typer.Option("--batch", help="Messages per batch call in the digest rows (0: one call per message).", min=0, max=4096)] = DIGEST_BATCH,
+    tcpdump: Annotated[bool, typer.Option("--tcpdump/--no-tcpdump", help="Add a `tcpdump -r FILE -w /dev/null` baseline row when tcpdump is installed.")] = True,
     reference_frames: Annotated[int, typer.Option(help="Frames the pure-Python reference path digests.", min=1)] = 20_000,
     repeats: Annotated[int, typer.Option(help="Timed repeats per figure (median reported; cv needs >= 2).", min=1)] = 5,
     noisy_cv: Annotated[float, typer.Option("--noisy-cv", help="Flag a row noisy when cv of its repeats exceeds this.", min=0.0)] = DEFAULT_NOISY_CV,
@@ -385,6 +496,7 @@ def bench_command(
     html: Annotated[Optional[Path], typer.Option("--html", help="Write a self-contained HTML dashboard here.")] = None,
     png: Annotated[Optional[Path], typer.Option("--png", help="Write the dashboard plots as PNG files into this directory (needs matplotlib).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print rows as JSON only.")] = False,
+    markdown: Annotated[Optional[Path], typer.Option("--markdown", help="Also write the table as Markdown to this file.")] = None,
 ) -> None:
     """Throughput per algorithm x message size x threads (isolation) and through the whole capture path."""
     import json
@@ -404,16 +516,25 @@ def bench_command(
         if png is not None:
             from .dashboard import require_matplotlib
             require_matplotlib()
-        rows = [bench_digest(a, s, t, min_time=min_time, repeats=repeats, noisy_cv=noisy_cv)
-                for a in algs for s in size_list for t in thread_list]
+        cap_sizes = parse_sizes(capture_size)
+        if any(not 14 <= c <= 65535 for c in cap_sizes):
+            raise UsageError("--capture-size: frame sizes must be 14 .. 65535 bytes")
+        cap_workers = parse_threads(capture_workers) if capture_workers else sorted({1, usable_cores()})
+        rows = [bench_digest(a, s, t, min_time=min_time, repeats=repeats, noisy_cv=noisy_cv, path=p, batch=batch)
+                for a in algs for p in digest_paths(a, paths) for s in size_list for t in thread_list]
         if capture_frames > 0:
-            rows += bench_capture(capture_frames, capture_size, reference_frames=reference_frames,
-                                  repeats=repeats, noisy_cv=noisy_cv)
+            for cs in cap_sizes:
+                rows += bench_capture(capture_frames, cs, reference_frames=reference_frames,
+                                      repeats=repeats, noisy_cv=noisy_cv, workers=tuple(cap_workers),
+                                      tcpdump=tcpdump)
         # what the CSV holds, so a dashboard re-rendered --from-csv is identical to this one
         rows = [from_record(r.to_csv()) for r in stamp(rows)]
         if csv_file:
             append_csv(csv_file, rows)
     written = []
+    if markdown is not None:
+        markdown.write_text(markdown_table(rows))
+        written.append(markdown)
     if html is not None:
         from .dashboard import write_html
         written.append(write_html(rows, html))
@@ -423,14 +544,11 @@ def bench_command(
     if as_json:
         sys.stdout.write(json.dumps({"rows": [r.to_json() for r in rows]}, indent=2) + "\n")
         return
-    ref = next((r for r in rows if r.benchmark == "capture:python-reference"), None)
-    t = Table("benchmark", "algorithm", "size", "threads", "Mframes/s", "Gbit/s", "ns/frame", "cv", "x Python ref",
+    t = Table("benchmark", "algorithm", "path", "size", "threads", "Mframes/s", "Gbit/s", "ns/frame", "cyc/frame",
+              "cyc/B", *(f"cores {n}" for n, _ in LINE_RATES), "cv", "x Python ref",
               title=f"ledgertool bench on {rows[0].cpu_model if rows else '?'}")
     for r in rows:
-        ratio = f"{r.frames_per_s / ref.frames_per_s:,.0f}" if ref and r.benchmark.startswith("capture") else ""
-        cv = f"{r.cv * 100:.1f}%" + (" noisy" if r.noisy else "")
-        t.add_row(r.benchmark, r.algorithm, human_size(r.size), str(r.threads), f"{r.frames_per_s / 1e6:.2f}",
-                  f"{r.gbit_per_s:.2f}", f"{r.ns_per_frame:.1f}", cv, ratio)
+        t.add_row(*table_cells(r, rows))
     console = Console(width=None if sys.stdout.isatty() else 160)
     console.print(t)
     noisy = sum(r.noisy for r in rows)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -20,7 +21,7 @@ from . import segments
 from .algorithms import get_algorithm, get_strip_mode
 import numpy as np
 
-from .engine import FLAG_GAP, DigestEngine
+from .engine import FLAG_GAP, DigestEngine, usable_cores
 from .errors import KeyFileError, LedgerError, UsageError
 from .live import LiveOptions
 from .keys import DigestKey, SigningKey
@@ -205,7 +206,7 @@ def capture_file(
     segment_records: int = DEFAULT_SEGMENT_RECORDS, leaf_records: int = DEFAULT_LEAF_RECORDS,
     progress: Progress | None = None, segment_seconds: float | None = None, duration: float | None = None,
     max_frames: int | None = None, live: LiveOptions | None = None,
-    monitor: Callable[[CaptureStatus], None] | None = None,
+    monitor: Callable[[CaptureStatus], None] | None = None, workers: int = 0,
 ) -> CaptureResult:
     """Capture every frame of a pcap/pcapng file, or a live interface (`iface:NAME`), into the
     ledger at `ledger_dir`.
@@ -214,6 +215,11 @@ def capture_file(
     been open that long (wall clock). The capture ends at the end of the file, on SIGINT/SIGTERM,
     after `duration` seconds or after `max_frames` frames. A live interface then drains its ring
     (except after `max_frames`), declares the last drops and ends; `live` sets its ring.
+
+    `workers` threads digest each batch (0: every usable core); records never depend on it. Segment
+    k is sealed (Parquet, Merkle root, signatures) on a background thread while segment k + 1 is
+    digested; seals still chain in order, at most one seal is in flight, and a sealing error is
+    raised here.
 
     Creates the ledger (algorithm default siphash-1-3-128, strip default frame) or appends to it,
     continuing its seal chain and sequence numbers; every segment written is sealed before return,
@@ -231,6 +237,10 @@ def capture_file(
     if max_frames is not None and max_frames < 1:
         raise UsageError("--frames must be at least 1")
     live_source = is_live(source)
+    if workers < 0:
+        raise UsageError("--workers must be 0 (every core) or more")
+    # A live ring hands out frames block by block to one reader: one worker digests them.
+    workers = 1 if live_source else (workers or usable_cores())
     ledger_dir = Path(ledger_dir)
     exists = (ledger_dir / LEDGER_FILE).exists()
     if exists:
@@ -272,7 +282,11 @@ def capture_file(
     state = link_state(ledger_dir, ledger, link)
     result.first_seq = seq = state.next_seq
     index, prev_hash = state.next_index, state.prev_hash
-    engine = DigestEngine(reader, alg, strip_id, digest_key.subkey(alg.name, alg.key_size))
+    try:
+        engine = DigestEngine(reader, alg, strip_id, digest_key.subkey(alg.name, alg.key_size), workers=workers)
+    except LedgerError:
+        reader.close()
+        raise
 
     stop = {"signal": None}
 
@@ -288,22 +302,39 @@ def capture_file(
     stopping = False
     source_name = str(source) if (live_source or is_workload(source)) else Path(source).name
 
+    # Sealing runs on one background thread (pyarrow, hashing and the native calls release the
+    # GIL), so segment k is sealed while k + 1 is digested. One thread keeps the chain in order;
+    # waiting for seal k - 1 before handing over seal k bounds memory and surfaces errors early.
+    sealer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledgertool-seal")
+    chain = {"prev": prev_hash}
+    pending: list[Future] = []
+
+    def seal_job(path: Path, seg_index: int) -> SealResult:
+        seg = segments.read_open_segment(path)
+        _doc, res = seal_records(
+            ledger_dir=ledger_dir, ledger=ledger, link=link, index=seg_index, first_seq=seg.header.first_seq,
+            records=seg.records, prev_hash=chain["prev"], signing_key=signing_key,
+            parquet=segments.parquet_path(ledger_dir, link, seg_index),
+            seal_file=segments.seal_path(ledger_dir, link, seg_index), source=source_name,
+        )
+        path.unlink()
+        chain["prev"] = res.seal_hash
+        return res
+
+    def drain() -> None:
+        """Wait for the seal in flight; its result joins result.segments (in chain order)."""
+        while pending:
+            result.segments.append(pending.pop(0).result())
+
     def seal_open() -> None:
-        nonlocal writer, index, prev_hash
+        nonlocal writer, index
         assert writer is not None
         writer.close()
-        seg = segments.read_open_segment(writer.path)
-        doc, res = seal_records(
-            ledger_dir=ledger_dir, ledger=ledger, link=link, index=index, first_seq=seg.header.first_seq,
-            records=seg.records, prev_hash=prev_hash, signing_key=signing_key,
-            parquet=segments.parquet_path(ledger_dir, link, index),
-            seal_file=segments.seal_path(ledger_dir, link, index), source=source_name,
-        )
-        writer.path.unlink()
-        result.segments.append(res)
-        prev_hash = res.seal_hash
-        index += 1
+        path, seg_index = writer.path, index
         writer = None
+        index += 1
+        drain()
+        pending.append(sealer.submit(seal_job, path, seg_index))
 
     try:
         while True:
@@ -342,6 +373,7 @@ def capture_file(
                     writer.close()
                     writer.path.unlink()
                     writer = None
+                drain()
                 if result.created and not result.segments:
                     _remove_new_ledger(ledger_dir, link)  # nothing was recorded: leave nothing behind
                 elif result.segments or result.recovered:
@@ -391,9 +423,18 @@ def capture_file(
         elif writer is not None:
             writer.close()
             writer.path.unlink()
+        drain()
         if segments.link_dir(ledger_dir, link).is_dir():
             write_checkpoint(ledger_dir, ledger, link, signing_key)
     finally:
+        try:
+            if pending:  # an error elsewhere is on its way out: still finish the seal in flight
+                try:
+                    drain()
+                except Exception:  # noqa: BLE001 - the first error is the one reported
+                    pass
+        finally:
+            sealer.shutdown(wait=True)
         for s, h in old.items():
             signal.signal(s, h)
         reader_info = reader.info()

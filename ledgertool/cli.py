@@ -178,7 +178,7 @@ def capture(
     algorithm: Annotated[Optional[str], typer.Option(help="Digest algorithm for a new ledger (default: siphash-1-3-128).")] = None,
     strip: Annotated[Optional[str], typer.Option(help="Strip mode for a new ledger: frame, l3, payload or rdma (docs/strip-modes.md; default: frame).")] = None,
     link: Annotated[str, typer.Option(help="Link name (hive partition link=NAME).")] = "link0",
-    workers: Annotated[int, typer.Option(help="Worker threads (this release digests on one).", min=1)] = 1,
+    workers: Annotated[int, typer.Option(help="Threads that digest each batch (0: every usable core); records do not depend on it.", min=0)] = 0,
     segment_records: Annotated[int, typer.Option(help="Records per segment before it is sealed.", min=1)] = 1_000_000,
     segment_seconds: Annotated[Optional[float], typer.Option(help="Also seal a segment once it has been open this many seconds (wall clock).")] = None,
     leaf_records: Annotated[int, typer.Option(help="Records per Merkle leaf for a new ledger (power of two).")] = 64,
@@ -211,7 +211,8 @@ def capture(
         res = capture_file(source, ledger, digest_key=dk, signing_key=sk, algorithm=algorithm, strip=strip,
                            link=link, segment_records=segment_records, leaf_records=leaf_records,
                            progress=None if live_source else cb, monitor=cb if live_source else None,
-                           segment_seconds=segment_seconds, duration=duration, max_frames=frames, live=opts)
+                           segment_seconds=segment_seconds, duration=duration, max_frames=frames, live=opts,
+                           workers=workers)
     for w in res.warnings:
         err.print(f"[yellow]warning:[/] {w}")
     if res.drops:
@@ -443,6 +444,7 @@ def recompute(
     link: Annotated[Optional[list[str]], typer.Option("--link", help="Restrict the ledger side to this link (repeatable).")] = None,
     details: Annotated[Optional[Path], typer.Option("--details", help="Write every differing frame as JSON lines to FILE.")] = None,
     memory_limit: Annotated[str, typer.Option(help="DuckDB memory limit; larger sets spill to a temporary directory.")] = "4GB",
+    workers: Annotated[int, typer.Option(help="Threads that digest each batch (0: every usable core); digests do not depend on it.", min=0)] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
 ) -> None:
     """Recompute digests of a capture and reconcile them with a ledger (multisets, DuckDB)."""
@@ -456,7 +458,7 @@ def recompute(
             raise UsageError("recompute needs --ledger DIR, or --algorithm, --strip and --out FILE.parquet")
         alg = get_algorithm(algorithm)
         with _progress(f"recompute {source}", not as_json) as cb:
-            run = digests_to_parquet(source, out_file, dk, alg, strip, cb)
+            run = digests_to_parquet(source, out_file, dk, alg, strip, cb, workers)
         for w in run.warnings:
             err.print(f"[yellow]warning:[/] {w}")
         doc = {"ok": True, "source": source, "frames": run.frames, "bytes": run.bytes, "out": str(out_file),
@@ -472,7 +474,7 @@ def recompute(
                   tolerance_ns=_parse_tolerance(tolerance))
     with _progress(f"recompute {source}", not as_json) as cb:
         res = reconcile(source, ledger, dk, progress=cb, links=link, details=details, memory_limit=memory_limit,
-                        **window)
+                        workers=workers, **window)
     for w in res.warnings:
         err.print(f"[yellow]warning:[/] {w}")
     if as_json:

@@ -15,7 +15,7 @@ import numpy as np
 
 from ._native import ffi, lib
 from .algorithms import Algorithm
-from .errors import CaptureFormatError
+from .errors import CaptureFormatError, UsageError
 
 RECORD_FIXED = lib.LT_RECORD_FIXED  # bytes before the digest in every record
 
@@ -199,7 +199,9 @@ class DigestEngine:
     """
 
     def __init__(self, reader: CaptureReader, algorithm: Algorithm, strip_id: int, subkey: bytes,
-                 batch_records: int = 65536):
+                 batch_records: int = 65536, *, workers: int = 1, batch: int = 0):
+        """`workers`: threads that digest each pass (records never depend on it); `batch`: frames
+        per reader call and digest pass (0: the native default, larger with several workers)."""
         self.reader = reader
         self.algorithm = algorithm
         self.record_size = RECORD_FIXED + algorithm.digest_size
@@ -210,6 +212,13 @@ class DigestEngine:
         self._key = ffi.new("uint8_t[]", subkey)
         cfg.key = self._key
         cfg.key_len = len(subkey)
+        if not 1 <= workers <= lib.LT_ENGINE_MAX_WORKERS:
+            raise UsageError(f"--workers must be 1..{lib.LT_ENGINE_MAX_WORKERS}, got {workers}")
+        if not 0 <= batch <= lib.LT_ENGINE_BATCH_MAX:
+            raise UsageError(f"engine batch must be 0..{lib.LT_ENGINE_BATCH_MAX} frames, got {batch}")
+        cfg.workers = workers
+        cfg.batch = batch
+        self.workers = workers
         err = ffi.new("char[512]")
         out = ffi.new("lt_engine **")
         st = lib.lt_engine_new(reader.handle, cfg, out, err, 512)
@@ -247,6 +256,43 @@ def digest_one(algorithm: Algorithm, key: bytes, message: bytes) -> bytes:
     if st != lib.LT_OK:
         raise ValueError(f"native digest failed for {algorithm.name} (status {st})")
     return bytes(ffi.buffer(out, algorithm.digest_size))
+
+
+def digest_many(algorithm: Algorithm, key: bytes, messages: list[bytes]) -> list[bytes]:
+    """Native digests of many messages through the engine's batch entry (lt_digest_many: the
+    multi-buffer code of the selected CPU path where it has one); equal to digest_one on each."""
+    n = len(messages)
+    size = algorithm.digest_size
+    keep = [ffi.from_buffer(m) if m else ffi.new("uint8_t[1]") for m in messages]
+    ptrs = ffi.new("const uint8_t *[]", keep) if n else ffi.NULL
+    lens = ffi.new("uint32_t[]", [len(m) for m in messages]) if n else ffi.NULL
+    out = ffi.new("uint8_t[]", max(n, 1) * size)
+    st = lib.lt_digest_many(algorithm.native_id, key, ptrs, lens, n, out, size)
+    if st != lib.LT_OK:
+        raise ValueError(f"native digest_many failed for {algorithm.name} (status {st})")
+    raw = bytes(ffi.buffer(out, n * size))
+    return [raw[i * size:(i + 1) * size] for i in range(n)]
+
+
+def merkle_leaves(records, record_size: int, leaf_records: int) -> bytes:
+    """RFC 9162 leaf hashes (32 bytes each, concatenated) of each block of `leaf_records` records,
+    in C (SHA-NI where the CPU has it); the GIL is released while hashing."""
+    buf = ffi.from_buffer(records)
+    count = len(buf) // record_size
+    leaves = -(-count // leaf_records)
+    out = ffi.new("uint8_t[]", max(leaves, 1) * 32)
+    st = lib.lt_merkle_leaves(buf, record_size, count, leaf_records, out)
+    if st != lib.LT_OK:
+        raise ValueError(f"lt_merkle_leaves failed (status {st})")
+    return bytes(ffi.buffer(out, leaves * 32))
+
+
+def usable_cores() -> int:
+    """Logical CPUs this process may run on (its affinity mask), else os.cpu_count()."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 # ---- CPU paths (native dispatch, docs/algorithms.md "CPU paths") ----

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from .algorithms import Algorithm, get_algorithm, get_strip_mode
 from .dissect import dissect_line
-from .engine import FLAG_GAP, DigestEngine, record_dtype
+from .engine import FLAG_GAP, DigestEngine, record_dtype, usable_cores
 from .errors import CaptureFormatError, KeyFileError, UsageError
 from .keys import DigestKey
 from .ledger import links as ledger_links
@@ -47,15 +47,18 @@ class DigestRun:
 
 
 def digests_to_parquet(source: str | Path, out: Path, digest_key: DigestKey, alg: Algorithm, strip: str,
-                       progress: Progress | None = None) -> DigestRun:
+                       progress: Progress | None = None, workers: int = 0) -> DigestRun:
     """Digest every frame of `source` and write one row per frame to `out` (Parquet).
+
+    `workers` threads digest each batch (0: every usable core); the digests do not depend on it.
 
     Raises CaptureFormatError for a bad capture (nothing usable is left at `out` then).
     """
     run = DigestRun()
     t0 = time.perf_counter()
     with open_source(source) as reader:
-        engine = DigestEngine(reader, alg, get_strip_mode(strip), digest_key.subkey(alg.name, alg.key_size))
+        engine = DigestEngine(reader, alg, get_strip_mode(strip), digest_key.subkey(alg.name, alg.key_size),
+                              workers=workers or usable_cores())
         schema = digests_schema(alg.digest_size)
         dtype = record_dtype(alg.digest_size)
         try:
@@ -135,7 +138,7 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey, *, ex
               progress: Progress | None = None, memory_limit: str = "4GB",
               from_ns: int | None = None, to_ns: int | None = None, tolerance_ns: int = 0,
               links: list[str] | None = None, details: Path | None = None,
-              details_limit: int = 100_000) -> ReconcileResult:
+              details_limit: int = 100_000, workers: int = 0) -> ReconcileResult:
     """Recompute `source` with the ledger's algorithm and strip mode and reconcile as multisets.
 
     Each digest's occurrences are numbered in time order on both sides and paired by (digest,
@@ -163,7 +166,7 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey, *, ex
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ledgertool-recompute-") as tmp:
         cap = Path(tmp) / "capture.parquet"
-        run = digests_to_parquet(source, cap, digest_key, alg, ledger["strip"], progress)
+        run = digests_to_parquet(source, cap, digest_key, alg, ledger["strip"], progress, workers)
         con = duckdb.connect(config={"memory_limit": memory_limit, "temp_directory": tmp})
         try:
             # Both sides are read over the window widened by the tolerance, paired, and then each

@@ -72,6 +72,24 @@ def test_bench_digest_threads_aggregate() -> None:
     assert big.size == 1 << 20 and big.frames >= 2
 
 
+def test_digest_paths_choice() -> None:
+    from ledgertool.engine import cpu_paths
+
+    sip = bench.get_algorithm("siphash-1-3-128")
+    avail = cpu_paths(sip)
+    best = bench.digest_paths(sip.name, "best")
+    assert best[-1] == [p for p in avail if not p.endswith("-mb")][0]
+    assert all(p in avail for p in best) and len(best) == (2 if any(p.endswith("-mb") for p in avail) else 1)
+    assert bench.digest_paths(sip.name, "all") == avail
+    assert bench.digest_paths(sip.name, "default") == [None]
+    assert bench.digest_paths(sip.name, "portable,no-such") == ["portable"]
+    mb = bench.bench_digest("siphash-1-3-128", 64, min_time=0.002, repeats=2, path=avail[0])
+    assert mb.cpu_path == avail[0] and mb.frames > 0
+    row = bench.BenchRow("digest", "siphash-1-3-128", 64, 2, 1000, 1e-3, tsc_ghz=2.0)
+    assert row.cycles_per_frame == pytest.approx(1e9 / 1e6 * 2 * 2.0)   # 1 us/frame aggregate, 2 threads
+    assert row.cores_needed(400e9) == pytest.approx(400e9 / 672 / 5e5)
+
+
 def test_noisy_flag_follows_threshold() -> None:
     row = bench.bench_digest("siphash-1-3-64", 64, min_time=0.001, repeats=3, noisy_cv=0.0)
     assert row.noisy == (row.cv > 0.0)
@@ -89,7 +107,7 @@ def run(tmp_path_factory) -> dict:
     result = CliRunner().invoke(app, [
         "bench", "--algorithm", ALGS[0], "--algorithm", ALGS[1], "--sizes", ",".join(map(str, SIZES)),
         "--threads", ",".join(map(str, THREADS)), "--min-time", "0.002", "--repeats", "2",
-        "--capture-frames", "3000", "--reference-frames", "300",
+        "--capture-frames", "3000", "--reference-frames", "300", "--paths", "default", "--capture-workers", "1",
         "--csv", str(csv_path), "--html", str(html_path), "--json"])
     assert result.exit_code == 0, (result.output, result.exception)
     return {"dir": d, "csv": csv_path, "html": html_path, "json": json.loads(result.stdout)}
@@ -104,8 +122,16 @@ def _csv_rows(path: Path) -> tuple[list[str], list[dict]]:
 def test_csv_matches_schema(run) -> None:
     header, rows = _csv_rows(run["csv"])
     assert header == CSV_SCHEMA["x-csv-columns"] == bench.CSV_FIELDS
-    digest = len(ALGS) * len(SIZES) * len(THREADS)
-    assert len(rows) == digest + 3 == len(run["json"]["rows"])
+    from ledgertool.algorithms import get_algorithm
+    from ledgertool.engine import cpu_path
+
+    paths = {a: [cpu_path(get_algorithm(a, for_ledger=False))] for a in ALGS}  # --paths default
+    digest = sum(len(p) for p in paths.values()) * len(SIZES) * len(THREADS)
+    workers = [1]
+    capture = ["capture:engine"] * len(workers) + ["capture:sealed", "capture:python-reference"]
+    if shutil.which("tcpdump"):
+        capture.append("capture:tcpdump")
+    assert len(rows) == digest + len(capture) == len(run["json"]["rows"])
     props = CSV_SCHEMA["properties"]
     for row in rows:
         assert set(row) == set(CSV_SCHEMA["required"])
@@ -115,9 +141,15 @@ def test_csv_matches_schema(run) -> None:
                 assert re.fullmatch(spec["pattern"], value), (name, value)
             if "enum" in spec:
                 assert value in spec["enum"], (name, value)
-    got = {(r["algorithm"], int(r["size"]), int(r["threads"])) for r in rows if r["benchmark"] == "digest"}
-    assert got == {(a, s, t) for a in ALGS for s in SIZES for t in THREADS}
-    assert [r["benchmark"] for r in rows[digest:]] == ["capture:engine", "capture:sealed", "capture:python-reference"]
+    got = {(r["algorithm"], r["cpu_path"], int(r["size"]), int(r["threads"])) for r in rows if r["benchmark"] == "digest"}
+    assert got == {(a, p, s, t) for a in ALGS for p in paths[a] for s in SIZES for t in THREADS}
+    assert [r["benchmark"] for r in rows[digest:]] == capture
+    assert [int(r["threads"]) for r in rows[digest:digest + len(workers)]] == workers
+    for r in rows:  # cycles at the measured TSC rate: per frame over all threads' time
+        ghz = float(r["tsc_ghz"])
+        if ghz > 0:
+            assert float(r["cycles_per_frame"]) == pytest.approx(
+                float(r["ns_per_frame"]) * int(r["threads"]) * ghz, rel=2e-3, abs=0.02)
     for r in rows:
         fps = float(r["frames_per_s"])
         assert fps == pytest.approx(int(r["frames"]) / float(r["seconds"]), rel=1e-3)
@@ -219,7 +251,7 @@ def test_html_has_plots_and_table(run) -> None:
             assert p["series"] == ["64 B", "1500 B", "64 KiB"]
             assert p["circles"] == len(SIZES) * len(THREADS)
             assert len(p["refs"]) == 2 and "400G" in p["refs"][0] and "800G" in p["refs"][1]
-    assert dom.plots[-1]["bars"] == 3
+    assert dom.plots[-1]["bars"] == len([r for r in run["json"]["rows"] if r["benchmark"].startswith("capture:")])
     assert dom.table_rows == len(run["json"]["rows"])
 
 

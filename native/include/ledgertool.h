@@ -176,6 +176,12 @@ size_t lt_key_size(int algorithm);
 /* Digest one message (reference entry point for tests), with the CPU path currently selected. */
 int lt_digest(int algorithm, const uint8_t *key, const uint8_t *msg, size_t len, uint8_t *out);
 
+/* Digest n messages (msgs[i], lens[i] bytes) into out + i * out_stride with the CPU path currently
+ * selected: the path's multi-buffer code where it has one (e.g. "avx512-mb"), else one message at a
+ * time. Results equal lt_digest on each message. */
+int lt_digest_many(int algorithm, const uint8_t *key, const uint8_t *const *msgs, const uint32_t *lens, size_t n,
+                   uint8_t *out, size_t out_stride);
+
 /* Test entry points with the inputs published vectors use; both use the CPU path currently
  * selected for their algorithm. lt_gmac_aes128: AES-128-GCM tag (16 bytes) of an empty plaintext
  * with `aad` under a 96-bit `iv` (the ledger always uses the all-zero IV). lt_hmac_sha256: full
@@ -186,7 +192,8 @@ int lt_hmac_sha256(const uint8_t *key, size_t key_len, const uint8_t *msg, size_
 /* ---- CPU paths (dispatch) ----
  * Each algorithm runs on one CPU path, chosen once from CPUID (best first), or forced with the
  * environment variable LEDGERTOOL_CPU_PATH (docs/algorithms.md). Names: "portable" (plain C,
- * every machine), "aesni-pclmul", "sha-ni", "sse41", "avx512vl". */
+ * every machine), "aesni-pclmul", "sha-ni", "sse41", "avx512vl", and the multi-buffer paths
+ * "avx2-mb", "avx512-mb" (several frames at once in SIMD lanes; single messages run scalar code). */
 
 /* Name of the path in use for `algorithm` ("" for an unknown id). */
 const char *lt_cpu_path(int algorithm);
@@ -206,8 +213,16 @@ typedef struct {
     int strip;               /* LT_STRIP_* */
     const uint8_t *key;      /* subkey of lt_key_size(algorithm) bytes; copied */
     size_t key_len;
+    uint32_t batch;          /* frames per reader call and per digest pass; 0 = LT_ENGINE_BATCH_DEFAULT */
+    uint32_t workers;        /* threads that digest each pass (1..LT_ENGINE_MAX_WORKERS); 0 = 1 */
 } lt_engine_config;
 
+#define LT_ENGINE_BATCH_DEFAULT 16384
+#define LT_ENGINE_BATCH_MAX 1048576
+#define LT_ENGINE_MAX_WORKERS 256
+
+/* With workers > 1 the engine starts workers - 1 pthreads; each pass (up to `batch` frames) is split
+ * into contiguous slices, one per thread. Records and digests do not depend on batch or workers. */
 int lt_engine_new(lt_reader *r, const lt_engine_config *cfg, lt_engine **out, char *err, size_t errlen);
 
 /* Fill `out` with up to `max_records` records (each lt_record_size(algorithm) bytes), numbered
@@ -237,6 +252,23 @@ int lt_bench_digest(int algorithm, const uint8_t *key, const uint8_t *buf, size_
                     uint64_t count, uint64_t *elapsed_ns, uint8_t *sink);
 
 #define LT_BENCH_MAX_THREADS 1024
+
+/* Like lt_bench_digest_threads, but each thread hands `batch` messages at a time to the batch entry
+ * the engine uses (lt_dctx_run_many: multi-buffer code where the path has it); batch 0 = one
+ * lt_dctx_run call per message. */
+int lt_bench_digest_batch(int algorithm, const uint8_t *key, const uint8_t *buf, size_t buf_len, size_t size,
+                          uint64_t count, unsigned threads, size_t batch, uint64_t *elapsed_ns, uint64_t *thread_ns,
+                          uint8_t *sink);
+
+/* Time-stamp counter ticks per second, measured against CLOCK_MONOTONIC over ~`ms` milliseconds;
+ * 0 where there is no TSC. */
+double lt_tsc_hz(unsigned ms);
+
+/* ---- Merkle leaves (docs/ledger-format.md, RFC 9162 s2.1.1) ----
+ * out[32*i ..] = SHA-256(0x00 || records[i*leaf_records*record_size ..]) for each block of leaf_records
+ * records (the last may be shorter); ceil(count / leaf_records) leaves. Uses SHA-NI when the CPU has it
+ * and the hmac-sha256-128 path is not forced to portable. */
+int lt_merkle_leaves(const uint8_t *records, size_t record_size, size_t count, size_t leaf_records, uint8_t *out);
 
 /* Run `threads` pthreads (1..LT_BENCH_MAX_THREADS), each digesting `count` messages of `size` bytes
  * round-robin from its own private copy of `buf` (like lt_bench_digest). The threads start together

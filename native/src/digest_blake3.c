@@ -206,9 +206,9 @@ static void b3_digest_avx512vl(const lt_dctx *c, const uint8_t *msg, size_t len,
 
 const lt_cpu_impl lt_blake3_impls[] = {
 #if LT_X86_PATHS
-    {"avx512vl", lt_cpu_has_avx512vl, b3_init, b3_digest_avx512vl},
-    {"sse41", lt_cpu_has_sse41, b3_init, b3_digest_sse41},
+    {"avx512vl", lt_cpu_has_avx512vl, b3_init, b3_digest_avx512vl, NULL},
+    {"sse41", lt_cpu_has_sse41, b3_init, b3_digest_sse41, NULL},
 #endif
-    {"portable", NULL, b3_init, b3_digest_portable},
-    {NULL, NULL, NULL, NULL},
+    {"portable", NULL, b3_init, b3_digest_portable, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
 };

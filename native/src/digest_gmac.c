@@ -241,8 +241,8 @@ TGT static void gmac_digest_aesni(const lt_dctx *c, const uint8_t *msg, size_t l
 
 const lt_cpu_impl lt_gmac_impls[] = {
 #if LT_X86_PATHS
-    {"aesni-pclmul", lt_cpu_has_aesni_pclmul, gmac_init_aesni, gmac_digest_aesni},
+    {"aesni-pclmul", lt_cpu_has_aesni_pclmul, gmac_init_aesni, gmac_digest_aesni, NULL},
 #endif
-    {"portable", NULL, gmac_init_portable, gmac_digest_portable},
-    {NULL, NULL, NULL, NULL},
+    {"portable", NULL, gmac_init_portable, gmac_digest_portable, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
 };

@@ -148,8 +148,39 @@ static void hmac_digest_shani(const lt_dctx *c, const uint8_t *msg, size_t len, 
 
 const lt_cpu_impl lt_hmac_impls[] = {
 #if LT_X86_PATHS
-    {"sha-ni", lt_cpu_has_sha_ni, hmac_init_shani, hmac_digest_shani},
+    {"sha-ni", lt_cpu_has_sha_ni, hmac_init_shani, hmac_digest_shani, NULL},
 #endif
-    {"portable", NULL, hmac_init_portable, hmac_digest_portable},
-    {NULL, NULL, NULL, NULL},
+    {"portable", NULL, hmac_init_portable, hmac_digest_portable, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
 };
+
+/* ---- Merkle leaf hashes: SHA-256(0x00 || block of leaf_records records), RFC 9162 s2.1.1 ----
+ * The compression function follows the hmac-sha256-128 path in use (so forcing that algorithm to
+ * "portable" also tests the portable leaves). The 0x00 prefix shifts the records by one byte, so
+ * each leaf is hashed through a 64-byte staging block except for its whole aligned middle, which
+ * sha256_finish consumes in place after the first block. */
+int lt_merkle_leaves(const uint8_t *records, size_t record_size, size_t count, size_t leaf_records, uint8_t *out) {
+    if (!record_size || !leaf_records || (count && !records) || !out) return LT_ERR_ARG;
+    sha256_blocks_fn blocks = blocks_portable;
+#if LT_X86_PATHS
+    if (strcmp(lt_cpu_path(LT_ALG_HMAC_SHA256_128), "sha-ni") == 0) blocks = blocks_shani;
+#endif
+    size_t leaf_bytes = record_size * leaf_records, total = record_size * count;
+    for (size_t off = 0; off < total; off += leaf_bytes, out += 32) {
+        size_t len = total - off < leaf_bytes ? total - off : leaf_bytes;
+        const uint8_t *p = records + off;
+        uint8_t first[64];
+        uint32_t st[8];
+        memcpy(st, H0, sizeof st);
+        first[0] = 0x00;
+        if (len >= 63) {
+            memcpy(first + 1, p, 63);
+            blocks(st, first, 1);
+            sha256_finish(blocks, st, 64, p + 63, len - 63, out);
+        } else {
+            memcpy(first + 1, p, len);
+            sha256_finish(blocks, st, 0, first, len + 1, out);
+        }
+    }
+    return LT_OK;
+}

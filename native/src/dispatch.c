@@ -50,7 +50,17 @@ int lt_cpu_has_avx512vl(void) {
     __builtin_cpu_init();  /* also checks that the OS saves the AVX-512 state */
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && lt_cpu_has_sse41();
 }
+int lt_cpu_has_avx2(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2");
+}
+int lt_cpu_has_avx512_mb(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && lt_cpu_has_avx2();
+}
 #else
+int lt_cpu_has_avx2(void) { return 0; }
+int lt_cpu_has_avx512_mb(void) { return 0; }
 int lt_cpu_has_aesni_pclmul(void) { return 0; }
 int lt_cpu_has_sha_ni(void) { return 0; }
 int lt_cpu_has_sse41(void) { return 0; }
@@ -179,6 +189,7 @@ int lt_dctx_init(lt_dctx *c, int algorithm, const uint8_t *key) {
     c->out_len = lt_digest_size(algorithm);
     c->path = i->name;
     c->fn = i->digest;
+    c->many = i->many;
     i->init(c, key, lt_key_size(algorithm), NULL);
     return LT_OK;
 }

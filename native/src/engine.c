@@ -6,12 +6,19 @@
  *   0 u64 seq | 8 i64 ts_ns | 16 u32 wire_len | 20 u32 cap_len | 24 u16 flags | 26 u16 linktype
  *  28 u32 aux (interface id; dropped-frame count for GAP records) | 32 digest
  */
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "ledgertool.h"
 #include "lt_internal.h"
 
-#define LT_BATCH 256
+/* Below this many frames a pass runs on the calling thread alone (waking workers costs more). */
+#define LT_PARALLEL_MIN 512
+/* Default pass size with several workers: enough frames per worker that the wake-up and join
+ * (a few microseconds) stay well under 1 % of the pass (tools/bench: ledgertool bench --engine-sweep). */
+#define LT_BATCH_PER_WORKER 16384
+
+typedef struct lt_pool lt_pool;
 
 struct lt_engine {
     lt_reader *reader;
@@ -20,11 +27,185 @@ struct lt_engine {
     size_t digest_size;
     size_t record_size;
     lt_dctx dctx;           /* keyed once; its CPU path is fixed for the engine's life */
-    lt_frame batch[LT_BATCH];
+    lt_frame *batch;        /* batch_cap frames from the reader */
+    const uint8_t **msg;    /* per frame of the batch: the stripped bytes to hash ... */
+    uint32_t *msg_len;      /* ... and their length */
+    size_t batch_cap;
     size_t batch_len; /* frames in batch */
     size_t batch_pos; /* next frame to digest */
     int reader_status; /* last non-OK status from the reader (LT_EOF or an error), 0 while reading */
+    unsigned workers;  /* threads per pass, the calling one included */
+    lt_pool *pool;     /* workers - 1 pthreads; NULL with one worker */
 };
+
+static inline uint16_t record_flags(const lt_frame *f) {
+    uint16_t fl = 0;
+    if (f->caplen < f->wire_len) fl |= LT_FLAG_TRUNCATED;
+    if (f->rflags & LT_RF_NO_TIMESTAMP) fl |= LT_FLAG_NO_TIMESTAMP;
+    if (f->rflags & LT_RF_CAPLEN_GT_SNAPLEN) fl |= LT_FLAG_CAPLEN_GT_SNAPLEN;
+    if (f->rflags & LT_RF_GAP) fl = LT_FLAG_GAP; /* live source: wire_len frames were dropped */
+    return fl;
+}
+
+static const uint8_t no_bytes[1];
+
+/* Frames batch[pos, pos + n) -> records numbered from seq at `out`: first the fixed part of every
+ * record and the byte range its strip mode hashes, then one multi-buffer digest call writing straight
+ * into the records. Touches only its own slice of msg / msg_len, so slices can run concurrently.
+ * Returns the captured bytes. */
+static uint64_t digest_slice(const lt_engine *e, size_t pos, size_t n, uint64_t seq, uint8_t *out) {
+    const lt_frame *f = e->batch + pos;
+    const uint8_t **msg = e->msg + pos;
+    uint32_t *msg_len = e->msg_len + pos;
+    uint8_t *rec = out;
+    uint64_t bytes = 0;
+    int gaps = 0;
+    for (size_t i = 0; i < n; i++, f++, rec += e->record_size) {
+        lt_store_le64(rec, seq + i);
+        lt_store_le64(rec + 8, (uint64_t)f->ts_ns);
+        lt_store_le32(rec + 20, f->caplen);
+        uint16_t fl = record_flags(f);
+        if (f->rflags & LT_RF_GAP) { /* GAP record: aux = dropped frames, lengths and digest 0 */
+            lt_store_le32(rec + 16, 0);
+            lt_store_le16(rec + 24, fl);
+            lt_store_le16(rec + 26, (uint16_t)f->linktype);
+            lt_store_le32(rec + 28, f->wire_len);
+            msg[i] = no_bytes;  /* digested as empty, then zeroed below */
+            msg_len[i] = 0;
+            gaps = 1;
+            continue;
+        }
+        lt_store_le32(rec + 16, f->wire_len);
+        uint32_t off = 0, len = f->caplen;
+        /* `frame` hashes the captured bytes as stored; the others hash the range strip.c picks. */
+        if (e->strip != LT_STRIP_FRAME)
+            fl |= lt_strip_range(e->strip, f->linktype, f->data, f->caplen, f->wire_len, &off, &len);
+        lt_store_le16(rec + 24, fl);
+        lt_store_le16(rec + 26, (uint16_t)f->linktype);
+        lt_store_le32(rec + 28, f->interface_id);
+        msg[i] = f->data + off;
+        msg_len[i] = len;
+        bytes += f->caplen;
+    }
+    lt_dctx_run_many(&e->dctx, msg, msg_len, n, out + LT_RECORD_FIXED, e->record_size);
+    if (gaps) {
+        f = e->batch + pos;
+        for (size_t i = 0; i < n; i++)
+            if (f[i].rflags & LT_RF_GAP) memset(out + i * e->record_size + LT_RECORD_FIXED, 0, e->digest_size);
+    }
+    return bytes;
+}
+
+/* ---- worker pool ----
+ * A pass is cut into chunks of LT_CHUNK frames that the threads claim with an atomic counter, so
+ * a thread that loses its core to another process (2 noisy cores) delays the pass by one chunk, not
+ * by a whole static slice. Synchronised per pass only: one wake-up, one join. */
+#define LT_CHUNK 2048
+struct lt_pool {
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    unsigned long gen;      /* bumped for each pass */
+    unsigned pending;       /* workers still on the current pass */
+    int quit;
+    const lt_engine *e;     /* the current pass */
+    size_t pos, n;
+    uint64_t seq;
+    uint8_t *out;
+    size_t next;            /* first unclaimed frame of the pass (atomic) */
+    unsigned nthreads;      /* started */
+    uint64_t bytes[LT_ENGINE_MAX_WORKERS];
+    struct lt_pool_arg { lt_pool *pool; unsigned index; } args[LT_ENGINE_MAX_WORKERS];
+    pthread_t tid[LT_ENGINE_MAX_WORKERS];
+};
+
+/* Claim and digest chunks of the current pass until none is left; returns the captured bytes. */
+static uint64_t run_chunks(lt_pool *p, const lt_engine *e, size_t pos, size_t n, uint64_t seq, uint8_t *out) {
+    uint64_t bytes = 0;
+    for (;;) {
+        size_t lo = __atomic_fetch_add(&p->next, LT_CHUNK, __ATOMIC_RELAXED);
+        if (lo >= n) return bytes;
+        size_t hi = lo + LT_CHUNK < n ? lo + LT_CHUNK : n;
+        bytes += digest_slice(e, pos + lo, hi - lo, seq + lo, out + lo * e->record_size);
+    }
+}
+
+static void *pool_worker(void *arg) {
+    struct lt_pool_arg *a = arg;
+    lt_pool *p = a->pool;
+    unsigned long seen = 0;
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        while (p->gen == seen && !p->quit) pthread_cond_wait(&p->go, &p->mu);
+        if (p->quit) {
+            pthread_mutex_unlock(&p->mu);
+            return NULL;
+        }
+        seen = p->gen;
+        const lt_engine *e = p->e;
+        size_t pos = p->pos, n = p->n;
+        uint64_t seq = p->seq;
+        uint8_t *out = p->out;
+        pthread_mutex_unlock(&p->mu);
+        uint64_t b = run_chunks(p, e, pos, n, seq, out);
+        pthread_mutex_lock(&p->mu);
+        p->bytes[a->index] = b;
+        if (--p->pending == 0) pthread_cond_signal(&p->done);
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+
+static void pool_stop(lt_pool *p) {
+    pthread_mutex_lock(&p->mu);
+    p->quit = 1;
+    pthread_cond_broadcast(&p->go);
+    pthread_mutex_unlock(&p->mu);
+    for (unsigned i = 0; i < p->nthreads; i++) pthread_join(p->tid[i], NULL);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->go);
+    pthread_cond_destroy(&p->done);
+    free(p);
+}
+
+static lt_pool *pool_start(unsigned workers) {
+    lt_pool *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->go, NULL);
+    pthread_cond_init(&p->done, NULL);
+    for (unsigned i = 1; i < workers; i++) {
+        p->args[i].pool = p;
+        p->args[i].index = i;
+        if (pthread_create(&p->tid[p->nthreads], NULL, pool_worker, &p->args[i]) != 0) {
+            pool_stop(p);
+            return NULL;
+        }
+        p->nthreads++;
+    }
+    return p;
+}
+
+/* One pass over batch[pos, pos + n): split across the workers when it is big enough. */
+static uint64_t digest_pass(lt_engine *e, size_t pos, size_t n, uint64_t seq, uint8_t *out) {
+    if (!e->pool || n < LT_PARALLEL_MIN) return digest_slice(e, pos, n, seq, out);
+    lt_pool *p = e->pool;
+    pthread_mutex_lock(&p->mu);
+    p->e = e;
+    p->pos = pos;
+    p->n = n;
+    p->seq = seq;
+    p->out = out;
+    p->next = 0;
+    p->pending = e->workers - 1;
+    p->gen++;
+    pthread_cond_broadcast(&p->go);
+    pthread_mutex_unlock(&p->mu);
+    uint64_t bytes = run_chunks(p, e, pos, n, seq, out);
+    pthread_mutex_lock(&p->mu);
+    while (p->pending) pthread_cond_wait(&p->done, &p->mu);
+    for (unsigned i = 1; i < e->workers; i++) bytes += p->bytes[i];
+    pthread_mutex_unlock(&p->mu);
+    return bytes;
+}
 
 int lt_engine_new(lt_reader *r, const lt_engine_config *cfg, lt_engine **out, char *err, size_t errlen) {
     *out = NULL;
@@ -46,29 +227,38 @@ int lt_engine_new(lt_reader *r, const lt_engine_config *cfg, lt_engine **out, ch
         lt_errf(err, errlen, "unsupported strip mode %d", cfg->strip);
         return LT_ERR_ARG;
     }
+    unsigned workers = cfg->workers ? cfg->workers : 1;
+    if (workers > LT_ENGINE_MAX_WORKERS || cfg->batch > LT_ENGINE_BATCH_MAX) {
+        lt_errf(err, errlen, "workers must be 1..%d and batch at most %d frames", LT_ENGINE_MAX_WORKERS,
+                LT_ENGINE_BATCH_MAX);
+        return LT_ERR_ARG;
+    }
+    size_t cap = cfg->batch ? cfg->batch : workers > 1 ? (size_t)LT_BATCH_PER_WORKER * workers : LT_ENGINE_BATCH_DEFAULT;
+    if (cap > LT_ENGINE_BATCH_MAX) cap = LT_ENGINE_BATCH_MAX;
     lt_engine *e = calloc(1, sizeof *e);
     if (!e) return LT_ERR_NOMEM;
+    e->batch_cap = cap;
+    e->workers = workers;
+    e->batch = malloc(cap * sizeof *e->batch);
+    e->msg = malloc(cap * sizeof *e->msg);
+    e->msg_len = malloc(cap * sizeof *e->msg_len);
+    if (!e->batch || !e->msg || !e->msg_len || (workers > 1 && !(e->pool = pool_start(workers)))) {
+        lt_engine_free(e);
+        lt_errf(err, errlen, "out of memory or threads for a batch of %zu frames and %u workers", cap, workers);
+        return LT_ERR_NOMEM;
+    }
     e->reader = r;
     e->algorithm = cfg->algorithm;
     e->strip = cfg->strip;
     e->digest_size = ds;
     e->record_size = LT_RECORD_FIXED + ds;
     if (lt_dctx_init(&e->dctx, cfg->algorithm, cfg->key) != LT_OK) {
-        free(e);
+        lt_engine_free(e);
         lt_errf(err, errlen, "algorithm id %d has no usable CPU path", cfg->algorithm);
         return LT_ERR_ARG;
     }
     *out = e;
     return LT_OK;
-}
-
-static inline uint16_t record_flags(const lt_frame *f) {
-    uint16_t fl = 0;
-    if (f->caplen < f->wire_len) fl |= LT_FLAG_TRUNCATED;
-    if (f->rflags & LT_RF_NO_TIMESTAMP) fl |= LT_FLAG_NO_TIMESTAMP;
-    if (f->rflags & LT_RF_CAPLEN_GT_SNAPLEN) fl |= LT_FLAG_CAPLEN_GT_SNAPLEN;
-    if (f->rflags & LT_RF_GAP) fl = LT_FLAG_GAP; /* live source: wire_len frames were dropped */
-    return fl;
 }
 
 int lt_engine_fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_records, size_t *n,
@@ -81,7 +271,7 @@ int lt_engine_fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_re
         if (e->batch_pos == e->batch_len) {
             if (e->reader_status) break;
             size_t got = 0;
-            int st = lt_reader_next(e->reader, e->batch, LT_BATCH, &got);
+            int st = lt_reader_next(e->reader, e->batch, e->batch_cap, &got);
             e->batch_len = got;
             e->batch_pos = 0;
             if (st != LT_OK) e->reader_status = st;
@@ -92,32 +282,7 @@ int lt_engine_fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_re
         }
         size_t take = e->batch_len - e->batch_pos;
         if (take > max_records - done) take = max_records - done;
-        const lt_frame *f = e->batch + e->batch_pos;
-        uint8_t *rec = out + done * e->record_size;
-        for (size_t i = 0; i < take; i++, f++, rec += e->record_size) {
-            lt_store_le64(rec, first_seq + done + i);
-            lt_store_le64(rec + 8, (uint64_t)f->ts_ns);
-            lt_store_le32(rec + 16, f->wire_len);
-            lt_store_le32(rec + 20, f->caplen);
-            uint16_t fl = record_flags(f);
-            if (f->rflags & LT_RF_GAP) { /* GAP record: aux = dropped frames, lengths and digest 0 */
-                lt_store_le32(rec + 16, 0);
-                lt_store_le16(rec + 24, fl);
-                lt_store_le16(rec + 26, (uint16_t)f->linktype);
-                lt_store_le32(rec + 28, f->wire_len);
-                memset(rec + LT_RECORD_FIXED, 0, e->digest_size);
-                continue;
-            }
-            uint32_t off = 0, len = f->caplen;
-            /* `frame` hashes the captured bytes as stored; the others hash the range strip.c picks. */
-            if (e->strip != LT_STRIP_FRAME)
-                fl |= lt_strip_range(e->strip, f->linktype, f->data, f->caplen, f->wire_len, &off, &len);
-            lt_store_le16(rec + 24, fl);
-            lt_store_le16(rec + 26, (uint16_t)f->linktype);
-            lt_store_le32(rec + 28, f->interface_id);
-            lt_dctx_run(&e->dctx, f->data + off, len, rec + LT_RECORD_FIXED);
-            bytes += f->caplen;
-        }
+        bytes += digest_pass(e, e->batch_pos, take, first_seq + done, out + done * e->record_size);
         e->batch_pos += take;
         done += take;
     }
@@ -129,6 +294,10 @@ int lt_engine_fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_re
 
 void lt_engine_free(lt_engine *e) {
     if (!e) return;
+    if (e->pool) pool_stop(e->pool);
     memset(&e->dctx, 0, sizeof e->dctx);  /* key material */
+    free(e->batch);
+    free(e->msg);
+    free(e->msg_len);
     free(e);
 }

@@ -85,9 +85,14 @@ static inline uint64_t lt_load_be64(const uint8_t *p) {
  * dispatch when the context was set up; a context never changes path afterwards. */
 typedef struct lt_dctx lt_dctx;
 typedef void (*lt_digest_fn)(const lt_dctx *c, const uint8_t *msg, size_t len, uint8_t *out);
+/* Multi-buffer entry: digest msgs[i] (lens[i] bytes) into out + i * out_stride for i < n. Results are
+ * byte-identical to `fn` on each message; lanes are refilled as messages of different lengths end. */
+typedef void (*lt_digest_many_fn)(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n,
+                                  uint8_t *out, size_t out_stride);
 
 struct lt_dctx {
     lt_digest_fn fn;
+    lt_digest_many_fn many; /* NULL: the path has no multi-buffer code; lt_dctx_run_many loops over fn */
     const char *path;      /* name of the CPU path, static string */
     int algorithm;
     size_t out_len;
@@ -109,6 +114,15 @@ int lt_dctx_init(lt_dctx *c, int algorithm, const uint8_t *key);
 static inline void lt_dctx_run(const lt_dctx *c, const uint8_t *msg, size_t len, uint8_t *out) {
     c->fn(c, msg, len, out);
 }
+/* The batch entry the engine uses: the path's multi-buffer code, or one fn call per message. */
+static inline void lt_dctx_run_many(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n,
+                                    uint8_t *out, size_t out_stride) {
+    if (c->many) {
+        c->many(c, msgs, lens, n, out, out_stride);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) c->fn(c, msgs[i], lens[i], out + i * out_stride);
+}
 
 /* One CPU path of one algorithm family. `supported` is NULL for the portable path.
  * init: c->algorithm and c->out_len are set before the call. key_len is the algorithm's key size
@@ -119,6 +133,7 @@ typedef struct {
     int (*supported)(void);
     void (*init)(lt_dctx *c, const uint8_t *key, size_t key_len, const uint8_t *iv);
     lt_digest_fn digest;
+    lt_digest_many_fn many;  /* NULL: no multi-buffer code on this path */
 } lt_cpu_impl;
 
 /* Path tables, best first, portable last, terminated by an entry with a NULL name. */
@@ -135,5 +150,13 @@ int lt_cpu_has_aesni_pclmul(void);
 int lt_cpu_has_sha_ni(void);
 int lt_cpu_has_sse41(void);
 int lt_cpu_has_avx512vl(void);
+int lt_cpu_has_avx2(void);
+int lt_cpu_has_avx512_mb(void);   /* AVX-512F + VL (+ the OS saving zmm state) */
+
+/* digest_siphash_avx2.c, digest_siphash_avx512.c: multi-buffer SipHash (any c/d, 64/128-bit out) */
+void lt_siphash_many_avx2(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n,
+                          uint8_t *out, size_t out_stride);
+void lt_siphash_many_avx512(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n,
+                            uint8_t *out, size_t out_stride);
 
 #endif

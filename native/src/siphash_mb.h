@@ -1,0 +1,186 @@
+/*
+ * Multi-buffer SipHash-c-d (64- and 128-bit output): eight independent messages in eight 64-bit
+ * SIMD lanes, included by digest_siphash_avx2.c (two 4-lane ymm halves) and
+ * digest_siphash_avx512.c (one zmm, vprolq rotates) with these macros defined:
+ *
+ *   MB_NAME                   name of the function to define (an lt_digest_many_fn)
+ *   MB_V                      type of eight 64-bit lanes
+ *   V_LOAD(p) / V_STORE(p, v) eight lanes from / to uint64_t[8]
+ *   V_SPLAT(x), V_ADD(a, b), V_XOR(a, b), V_ROTL(a, constant)
+ *   MB_MASK                   type of a lane mask
+ *   MB_HAS(vfull)             mask of lanes with a whole 8-byte word still to absorb
+ *   MB_GATHER(tail, m, ptr)   per lane: *(u64 *)ptr where m is set, else tail
+ *   MB_DEC(vfull, m)          vfull - 1 where m is set
+ *   MB_BITS(m)                the mask as 8 bits (bit l = lane l)
+ *   MB_ALL8(vfull)            every lane has at least 8 whole words left
+ *   MB_LOAD8(ptrs, m)         m[w] = word w of each lane's next 64 bytes (ptrs: uint64_t[8] addresses),
+ *                             by 8 x 64-byte loads and a transpose
+ *
+ * Scheme (one step = one message word in every lane):
+ *   - a lane absorbs its message's whole words by gathering through a per-lane pointer, then the
+ *     last word (remaining bytes | len << 56), prepared when the lane was filled;
+ *   - a lane that has absorbed its last word is done compressing: its state goes to a finalisation
+ *     queue (no per-lane work in the round code) and the lane is refilled at once with the next
+ *     message (the initial state depends on the key only), so lanes never wait for the longest
+ *     message of a group;
+ *   - eight queued states are finalised together in the same lanes (d rounds, or 2 x d for 128-bit
+ *     output) and their digests stored to each message's output slot.
+ * Word loads are little-endian (x86-64 only). Results equal lt_siphash128 / lt_siphash64 byte for
+ * byte; tests/test_multibuffer.py checks mixed lengths on every path.
+ */
+#ifndef MB_NAME
+#error "define MB_NAME and the MB_* lane operations before including siphash_mb.h"
+#endif
+
+typedef MB_V mb_v8;
+#define MB_ABSORB(m)                                                                               \
+    do {                                                                                           \
+        v3 = V_XOR(v3, (m));                                                                       \
+        for (int i_ = 0; i_ < C; i_++) MB_ROUND(v0, v1, v2, v3);                                   \
+        v0 = V_XOR(v0, (m));                                                                       \
+    } while (0)
+
+#define MB_ROUND(v0, v1, v2, v3)                                                                   \
+    do {                                                                                           \
+        v0 = V_ADD(v0, v1); v1 = V_ROTL(v1, 13); v1 = V_XOR(v1, v0); v0 = V_ROTL(v0, 32);          \
+        v2 = V_ADD(v2, v3); v3 = V_ROTL(v3, 16); v3 = V_XOR(v3, v2);                               \
+        v0 = V_ADD(v0, v3); v3 = V_ROTL(v3, 21); v3 = V_XOR(v3, v0);                               \
+        v2 = V_ADD(v2, v1); v1 = V_ROTL(v1, 17); v1 = V_XOR(v1, v2); v2 = V_ROTL(v2, 32);          \
+    } while (0)
+
+#define MB_CAT2(a, b) a##b
+#define MB_CAT(a, b) MB_CAT2(a, b)
+#define MB_FN(x) MB_CAT(MB_NAME, x)
+
+/* The last word of a message: its 0..7 trailing bytes and the length byte (SipHash padding). */
+static inline uint64_t MB_FN(_last_word)(const uint8_t *p, uint32_t len) {
+    const uint8_t *t = p + (len & ~7u);
+    uint64_t b = ((uint64_t)len) << 56;
+    switch (len & 7) {
+    case 7: b |= ((uint64_t)t[6]) << 48; /* fall through */
+    case 6: b |= ((uint64_t)t[5]) << 40; /* fall through */
+    case 5: b |= ((uint64_t)t[4]) << 32; /* fall through */
+    case 4: b |= ((uint64_t)t[3]) << 24; /* fall through */
+    case 3: b |= ((uint64_t)t[2]) << 16; /* fall through */
+    case 2: b |= ((uint64_t)t[1]) << 8;  /* fall through */
+    case 1: b |= ((uint64_t)t[0]); break;
+    case 0: break;
+    }
+    return b;
+}
+
+typedef struct {
+    uint64_t v0[8], v1[8], v2[8], v3[8];  /* compressed states waiting for finalisation */
+    uint8_t *dst[8];
+    unsigned n;
+} MB_FN(_queue);
+
+static inline __attribute__((always_inline)) void MB_FN(_finalise)(MB_FN(_queue) *q, const int D, const int O128) {
+    mb_v8 v0 = V_LOAD(q->v0), v1 = V_LOAD(q->v1), v2 = V_LOAD(q->v2), v3 = V_LOAD(q->v3);
+    v2 = V_XOR(v2, V_SPLAT(O128 ? 0xee : 0xff));
+    for (int i = 0; i < D; i++) MB_ROUND(v0, v1, v2, v3);
+    uint64_t r0[8], r1[8];
+    V_STORE(r0, V_XOR(V_XOR(v0, v1), V_XOR(v2, v3)));
+    if (O128) {
+        v1 = V_XOR(v1, V_SPLAT(0xdd));
+        for (int i = 0; i < D; i++) MB_ROUND(v0, v1, v2, v3);
+        V_STORE(r1, V_XOR(V_XOR(v0, v1), V_XOR(v2, v3)));
+    }
+    for (unsigned i = 0; i < q->n; i++) {
+        memcpy(q->dst[i], &r0[i], 8);  /* x86-64: host order is little-endian */
+        if (O128) memcpy(q->dst[i] + 8, &r1[i], 8);
+    }
+    q->n = 0;
+}
+
+static inline __attribute__((always_inline)) void MB_FN(_run)(const lt_dctx *c, const uint8_t *const *msgs,
+                                                              const uint32_t *lens, size_t n, uint8_t *out,
+                                                              size_t stride, const int C, const int D,
+                                                              const int O128) {
+    const uint64_t k0 = lt_load_le64(c->u.sip.key), k1 = lt_load_le64(c->u.sip.key + 8);
+    const uint64_t init[4] = {0x736f6d6570736575ULL ^ k0, 0x646f72616e646f6dULL ^ k1 ^ (O128 ? 0xee : 0),
+                              0x6c7967656e657261ULL ^ k0, 0x7465646279746573ULL ^ k1};
+    mb_v8 v0 = V_SPLAT(init[0]), v1 = V_SPLAT(init[1]), v2 = V_SPLAT(init[2]), v3 = V_SPLAT(init[3]);
+    const mb_v8 eight = V_SPLAT(8);
+    /* per lane: next word address, whole words left, last word, output slot */
+    uint64_t ap[8] = {0}, af[8] = {0}, at[8] = {0};
+    uint8_t *dst[8];
+    unsigned active = 0;
+    size_t next = 0;
+    MB_FN(_queue) q;
+    q.n = 0;
+    for (unsigned l = 0; l < 8 && next < n; l++, next++) {
+        ap[l] = (uint64_t)(uintptr_t)msgs[next];
+        af[l] = lens[next] >> 3;
+        at[l] = MB_FN(_last_word)(msgs[next], lens[next]);
+        dst[l] = out + next * stride;
+        active |= 1u << l;
+    }
+    mb_v8 vptr = V_LOAD(ap), vfull = V_LOAD(af), vtail = V_LOAD(at);
+    while (active) {
+        if (active == 0xff && MB_ALL8(vfull)) {
+            /* fast path, every lane 8 whole words deep: contiguous loads and a transpose instead of
+             * eight gathers, and no lane can finish (its last word is still to come) */
+            uint64_t pa[8];
+            mb_v8 m[8];
+            V_STORE(pa, vptr);
+            MB_LOAD8(pa, m);
+            /* frames come from memory, not cache, in the engine: fetch each lane's data ahead */
+            for (int l = 0; l < 8; l++) __builtin_prefetch((const void *)(uintptr_t)(pa[l] + 512));
+            MB_ABSORB(m[0]); MB_ABSORB(m[1]); MB_ABSORB(m[2]); MB_ABSORB(m[3]);
+            MB_ABSORB(m[4]); MB_ABSORB(m[5]); MB_ABSORB(m[6]); MB_ABSORB(m[7]);
+            vptr = V_ADD(vptr, V_SPLAT(64));
+            vfull = V_ADD(vfull, V_SPLAT((uint64_t)-8));
+            continue;
+        }
+        MB_MASK has = MB_HAS(vfull);
+        mb_v8 m = MB_GATHER(vtail, has, vptr);
+        MB_ABSORB(m);
+        vptr = V_ADD(vptr, eight);
+        vfull = MB_DEC(vfull, has);
+        unsigned done = ~MB_BITS(has) & active;  /* lanes that just absorbed their last word */
+        if (!done) continue;
+        /* rare path (once per message): lanes go through memory so the vectors stay in registers
+         * in the loop above */
+        uint64_t a0[8], a1[8], a2[8], a3[8];
+        V_STORE(a0, v0); V_STORE(a1, v1); V_STORE(a2, v2); V_STORE(a3, v3);
+        V_STORE(ap, vptr); V_STORE(af, vfull); V_STORE(at, vtail);
+        do {
+            unsigned l = (unsigned)__builtin_ctz(done);
+            done &= done - 1;
+            q.v0[q.n] = a0[l]; q.v1[q.n] = a1[l]; q.v2[q.n] = a2[l]; q.v3[q.n] = a3[l];
+            q.dst[q.n++] = dst[l];
+            if (q.n == 8) MB_FN(_finalise)(&q, D, O128);
+            if (next < n) {
+                a0[l] = init[0]; a1[l] = init[1]; a2[l] = init[2]; a3[l] = init[3];
+                ap[l] = (uint64_t)(uintptr_t)msgs[next];
+                af[l] = lens[next] >> 3;
+                at[l] = MB_FN(_last_word)(msgs[next], lens[next]);
+                dst[l] = out + next * stride;
+                next++;
+            } else {
+                active &= ~(1u << l);
+                af[l] = 0;
+                at[l] = 0;
+            }
+        } while (done);
+        v0 = V_LOAD(a0); v1 = V_LOAD(a1); v2 = V_LOAD(a2); v3 = V_LOAD(a3);
+        vptr = V_LOAD(ap); vfull = V_LOAD(af); vtail = V_LOAD(at);
+    }
+    if (q.n) MB_FN(_finalise)(&q, D, O128);
+}
+
+void MB_NAME(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n, uint8_t *out,
+             size_t out_stride) {
+    /* the two standard parameter sets get unrolled rounds */
+    int o128 = c->out_len == 16;
+    if (c->u.sip.c == 1 && c->u.sip.d == 3) {
+        if (o128) MB_FN(_run)(c, msgs, lens, n, out, out_stride, 1, 3, 1);
+        else MB_FN(_run)(c, msgs, lens, n, out, out_stride, 1, 3, 0);
+    } else if (c->u.sip.c == 2 && c->u.sip.d == 4) {
+        if (o128) MB_FN(_run)(c, msgs, lens, n, out, out_stride, 2, 4, 1);
+        else MB_FN(_run)(c, msgs, lens, n, out, out_stride, 2, 4, 0);
+    } else {
+        MB_FN(_run)(c, msgs, lens, n, out, out_stride, c->u.sip.c, c->u.sip.d, o128);
+    }
+}

@@ -1,0 +1,173 @@
+"""The batch (multi-buffer) digest entry on every CPU path, against the single-message path and the
+independent references; the engine's workers and batch size never change a record; the C Merkle
+leaves equal merkle.records_leaf_hashes.
+
+Multi-buffer paths (e.g. siphash "avx512-mb", "avx2-mb") hash several frames at once in SIMD lanes
+and refill a lane as soon as its frame ends, so batches of mixed lengths exercise lane refills,
+frames that end in the same step, and short batches that leave lanes idle.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ledgertool import merkle
+from ledgertool.algorithms import ALGORITHMS
+from ledgertool.engine import (CaptureReader, DigestEngine, cpu_path, cpu_paths, digest_many, digest_one,
+                               force_cpu_path, merkle_leaves)
+from ledgertool.reference import siphash
+
+from conftest import SAMPLES
+from test_digests import reference as independent_reference
+
+ALG_PATHS = [(a.name, p) for a in ALGORITHMS.values() for p in cpu_paths(a)]
+
+
+def independent(name: str, key: bytes, msg: bytes) -> bytes:
+    if name.startswith("siphash-"):
+        c, d = (1, 3) if name.startswith("siphash-1-3") else (2, 4)
+        return siphash(key, msg, c, d, ALGORITHMS[name].digest_size)
+    return independent_reference(name, key, msg)
+
+
+@pytest.fixture()
+def on_path(request):
+    name, path = request.param
+    alg = ALGORITHMS[name]
+    force_cpu_path(alg, path)
+    assert cpu_path(alg) == path
+    yield alg
+    force_cpu_path(alg, None)
+
+
+def single(alg, key, msgs):
+    return [digest_one(alg, key, m) for m in msgs]
+
+
+def test_multibuffer_paths_are_listed_and_best_first():
+    sip = ALGORITHMS["siphash-1-3-128"]
+    paths = cpu_paths(sip)
+    assert paths[-1] == "portable"
+    for p in ("avx512-mb", "avx2-mb"):
+        if p in paths:
+            assert paths.index(p) < paths.index("portable")
+
+
+@pytest.mark.parametrize("on_path", ALG_PATHS, indirect=True, ids=lambda p: "-".join(p))
+def test_batches_of_mixed_lengths_equal_single_and_reference(on_path):
+    alg = on_path
+    rng = random.Random(f"mb-{alg.name}-{cpu_path(alg)}")
+    shapes = [
+        [], [0], [64] * 8, [64] * 9, [1500] * 7, list(range(0, 70)),   # equal ends, idle lanes, every tail
+        [0] * 17, [2000, 0, 0, 0, 0, 0, 0, 0, 0, 1],                    # one long lane, many refills
+    ]
+    for _ in range(12):
+        n = rng.randint(1, 300)
+        shapes.append([rng.choice((rng.randint(0, 2000), rng.randint(0, 24), 64, 1500)) for _ in range(n)])
+    for lens in shapes:
+        key = rng.randbytes(alg.key_size)
+        msgs = [rng.randbytes(n) for n in lens]
+        got = digest_many(alg, key, msgs)
+        assert got == single(alg, key, msgs), lens
+        sample = rng.sample(range(len(msgs)), min(len(msgs), 20))  # the pure-Python SipHash is slow
+        assert [got[i] for i in sample] == [independent(alg.name, key, msgs[i]) for i in sample], lens
+
+
+@pytest.mark.parametrize("on_path", [p for p in ALG_PATHS if p[0].startswith("siphash-")], indirect=True,
+                         ids=lambda p: "-".join(p))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_random_batches_equal_the_single_message_path(on_path, data):
+    key = data.draw(st.binary(min_size=16, max_size=16))
+    msgs = data.draw(st.lists(st.binary(max_size=2000), min_size=1, max_size=300))
+    assert digest_many(on_path, key, msgs) == single(on_path, key, msgs)
+
+
+def test_published_siphash_vectors_through_the_batch_entry():
+    import json
+    from pathlib import Path
+
+    vec = json.loads((Path(__file__).parent / "vectors" / "siphash_reference.json").read_text())
+    key = bytes(range(16))
+    msgs = [bytes(range(i)) for i in range(64)]
+    for name, field in (("siphash-2-4-128", "siphash_2_4_128"), ("siphash-2-4-64", "siphash_2_4_64")):
+        alg = ALGORITHMS[name]
+        for p in cpu_paths(alg):
+            force_cpu_path(alg, p)
+            try:
+                assert [d.hex() for d in digest_many(alg, key, msgs)] == vec[field][:64], p
+            finally:
+                force_cpu_path(alg, None)
+
+
+def _records(alg, key, **kw) -> bytes:
+    with CaptureReader(SAMPLES / "sample.pcap") as r:
+        e = DigestEngine(r, alg, 0, key, **kw)
+        out, seq = [], 0
+        while True:
+            view, n, _ = e.fill(seq, 7)  # odd fills: passes end inside reader batches
+            if n == 0:
+                return b"".join(out)
+            out.append(bytes(view))
+            seq += n
+
+
+@pytest.mark.parametrize("name", ["siphash-1-3-128", "blake3-keyed-128", "aes-128-gmac"])
+def test_engine_records_do_not_depend_on_workers_or_batch(name):
+    alg = ALGORITHMS[name]
+    key = bytes(range(alg.key_size))
+    want = _records(alg, key, workers=1, batch=1)
+    for workers, batch in ((1, 0), (1, 3), (2, 0), (2, 5), (3, 64), (4, 4096)):
+        assert _records(alg, key, workers=workers, batch=batch) == want, (workers, batch)
+
+
+def test_engine_workers_on_a_big_capture(tmp_path):
+    """Passes large enough to be split across threads (the sample is too small for that)."""
+    from ledgertool.bench import write_synthetic_pcap
+
+    pcap = tmp_path / "big.pcap"
+    write_synthetic_pcap(pcap, 20_000, 64)
+    alg = ALGORITHMS["siphash-1-3-128"]
+    key = bytes(16)
+
+    def run(workers, batch):
+        with CaptureReader(pcap) as r:
+            e = DigestEngine(r, alg, 0, key, batch_records=6000, workers=workers, batch=batch)
+            out, seq = [], 0
+            while True:
+                view, n, _ = e.fill(seq)
+                if n == 0:
+                    return b"".join(out)
+                out.append(bytes(view))
+                seq += n
+
+    want = run(1, 0)
+    assert len(want) == 20_000 * 48
+    assert run(2, 0) == want and run(2, 1000) == want and run(5, 0) == want
+
+
+def test_engine_rejects_bad_workers():
+    from ledgertool.errors import UsageError
+
+    alg = ALGORITHMS["siphash-1-3-128"]
+    with CaptureReader(SAMPLES / "sample.pcap") as r:
+        with pytest.raises(UsageError, match="workers"):
+            DigestEngine(r, alg, 0, bytes(16), workers=0)
+
+
+@pytest.mark.parametrize("path", ["default", "portable"])
+@pytest.mark.parametrize("record_size,count,leaf", [(48, 0, 4), (48, 1, 1), (48, 5, 2), (64, 1000, 256),
+                                                    (48, 4096, 1024), (48, 3, 1024), (17, 33, 3)])
+def test_c_merkle_leaves_equal_python(path, record_size, count, leaf):
+    hmac_alg = ALGORITHMS["hmac-sha256-128"]
+    force_cpu_path(hmac_alg, None if path == "default" else path)
+    try:
+        data = random.Random(count).randbytes(record_size * count)
+        assert merkle_leaves(data, record_size, leaf) == b"".join(
+            merkle.records_leaf_hashes(data, record_size, leaf))
+    finally:
+        force_cpu_path(hmac_alg, None)
