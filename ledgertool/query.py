@@ -24,7 +24,8 @@ def connect(ledger_dir: Path) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with the `records` and `seals` views over DIR."""
     ledger_dir = Path(ledger_dir)
     load_ledger(ledger_dir)
-    con = duckdb.connect(config={"enable_progress_bar": False})  # stdout carries only results
+    con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")  # stdout carries only results
     files = sealed_parquet_files(ledger_dir)
     if files:
         con.execute("CREATE VIEW records AS SELECT link, segment, seq, ts_ns, wire_len, cap_len, flags, "

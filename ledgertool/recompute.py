@@ -167,9 +167,9 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey, *, ex
     with tempfile.TemporaryDirectory(prefix="ledgertool-recompute-") as tmp:
         cap = Path(tmp) / "capture.parquet"
         run = digests_to_parquet(source, cap, digest_key, alg, ledger["strip"], progress, workers)
+        con = duckdb.connect(config={"memory_limit": memory_limit, "temp_directory": tmp})
         # No progress bar: DuckDB would print it on stdout, which --json reserves for one document.
-        con = duckdb.connect(config={"memory_limit": memory_limit, "temp_directory": tmp,
-                                     "enable_progress_bar": False})
+        con.execute("SET enable_progress_bar = false")
         try:
             # Both sides are read over the window widened by the tolerance, paired, and then each
             # row counts where it belongs: matched and ledger-only by the ledger's timestamp,
