@@ -113,3 +113,14 @@ def test_cli_recompute_reports_and_exit_codes(base, tmp_path, keydir):
     r = run_cli("recompute", d / "a.pcap", "--ledger", d / "ledger", "--digest-key", keydir / "digest.key",
                 "--link", "nope")
     assert r.returncode == 2 and "nope" in r.stderr
+
+
+def test_duckdb_never_prints_a_progress_bar(base):
+    # DuckDB draws its progress bar on stdout for long queries, which would break --json output.
+    from ledgertool.query import connect
+
+    d, _, _ = base
+    con = connect(d / "ledger")
+    assert con.execute("SELECT current_setting('enable_progress_bar')").fetchone()[0] is False
+    src = (Path(__file__).resolve().parent.parent / "ledgertool" / "recompute.py").read_text()
+    assert "SET enable_progress_bar = false" in src
