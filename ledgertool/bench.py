@@ -478,13 +478,13 @@ def markdown_table(rows: list[BenchRow]) -> str:
 
 
 def bench_command(
-    algorithm: Annotated[Optional[list[str]], typer.Option("--algorithm", help="Algorithm(s) to measure [default: all].")] = None,
+    algorithm: Annotated[Optional[list[str]], typer.Option("--algorithm", help="Algorithm(s) to measure (default: all).")] = None,
     sizes: Annotated[str, typer.Option(help="Message sizes, comma-separated: bytes or KiB/MiB (64 .. 32MiB).")] = DEFAULT_SIZES,
     threads: Annotated[str, typer.Option(help="Thread counts, comma-separated; each thread digests its own buffer.")] = "1,2",
     min_time: Annotated[float, typer.Option("--min-time", help="Seconds per timed run (calibrated).", min=0.0001)] = 0.2,
     capture_frames: Annotated[int, typer.Option(help="Frames in the synthetic pcap for the whole-path rows (0: skip).")] = 1_000_000,
     capture_size: Annotated[str, typer.Option("--capture-size", "--capture-sizes", help="Frame size(s) of the synthetic pcaps, bytes, comma-separated (14 .. 65535).")] = "64",
-    capture_workers: Annotated[str, typer.Option("--capture-workers", help="Worker counts for the capture:engine rows, comma-separated (capture:sealed uses the largest) [default: 1 and every usable core].")] = "",
+    capture_workers: Annotated[str, typer.Option("--capture-workers", help="Worker counts for the capture:engine rows, comma-separated (capture:sealed uses the largest) (default: 1 and every usable core).")] = "",
     paths: Annotated[str, typer.Option("--paths", help="CPU paths per algorithm for the digest rows: best (best multi-buffer + best single-message), default (the CPUID choice), all, or a comma list.")] = "best",
     batch: Annotated[int, typer.Option("--batch", help="Messages per batch call in the digest rows (0: one call per message).", min=0, max=4096)] = DIGEST_BATCH,
     tcpdump: Annotated[bool, typer.Option("--tcpdump/--no-tcpdump", help="Add a `tcpdump -r FILE -w /dev/null` baseline row when tcpdump is installed.")] = True,

@@ -203,7 +203,7 @@ def _remove_new_ledger(ledger_dir: Path, link: str) -> None:
 def capture_file(
     source: str | Path, ledger_dir: Path, *, digest_key: DigestKey, signing_key: SigningKey,
     algorithm: str | None = None, strip: str | None = None, link: str = DEFAULT_LINK,
-    segment_records: int = DEFAULT_SEGMENT_RECORDS, leaf_records: int = DEFAULT_LEAF_RECORDS,
+    segment_records: int = DEFAULT_SEGMENT_RECORDS, leaf_records: int | None = None,
     progress: Progress | None = None, segment_seconds: float | None = None, duration: float | None = None,
     max_frames: int | None = None, live: LiveOptions | None = None,
     monitor: Callable[[CaptureStatus], None] | None = None, workers: int = 0,
@@ -245,7 +245,7 @@ def capture_file(
     exists = (ledger_dir / LEDGER_FILE).exists()
     if exists:
         ledger = load_ledger(ledger_dir)
-        for opt, val in (("algorithm", algorithm), ("strip", strip)):
+        for opt, val in (("algorithm", algorithm), ("strip", strip), ("leaf_records", leaf_records)):
             if val is not None and val != ledger[opt]:
                 raise UsageError(f"{ledger_dir}: ledger uses {opt} {ledger[opt]!r}, not {val!r} "
                                  "(a ledger never changes algorithm or strip mode)")
@@ -263,7 +263,7 @@ def capture_file(
     if not exists:
         ledger = create_ledger(ledger_dir, algorithm=alg.name, strip=strip or "frame",
                                digest_key_id=digest_key.key_id(alg.name, alg.key_size),
-                               digest_size=alg.digest_size, leaf_records=leaf_records)
+                               digest_size=alg.digest_size, leaf_records=leaf_records or DEFAULT_LEAF_RECORDS)
     result = CaptureResult(str(source), str(ledger_dir), link, alg.name, ledger["strip"], created=not exists)
     if not exists and alg.creation_warning:
         result.warnings.append(alg.creation_warning)

@@ -104,7 +104,11 @@ def keys_generate(
         _emit_json({"ok": True, **json.loads(json.dumps(res, default=str))})
     else:
         for k, v in res.items():
-            out.print(f"{k}: {v}")
+            if isinstance(v, dict):
+                for alg, kid in v.items():
+                    out.print(f"{k} {alg}: {kid}")
+            else:
+                out.print(f"{k}: {v}")
 
 
 @keys_app.command("rotate")
@@ -122,7 +126,8 @@ def keys_rotate(
     if as_json:
         _emit_json({"ok": True, **res})
     else:
-        out.print(f"rotation {res['number']} -> {res['path']}: new key signs from segments {res['effective_from']}")
+        starts = ", ".join(f"link {k} segment {v}" for k, v in sorted(res["effective_from"].items())) or "the next segment"
+        out.print(f"rotation {res['number']} -> {res['path']}: the new key signs from {starts}")
 
 
 # ---- capture --------------------------------------------------------------------------------
@@ -181,7 +186,7 @@ def capture(
     workers: Annotated[int, typer.Option(help="Threads that digest each batch (0: every usable core); records do not depend on it.", min=0)] = 0,
     segment_records: Annotated[int, typer.Option(help="Records per segment before it is sealed.", min=1)] = 1_000_000,
     segment_seconds: Annotated[Optional[float], typer.Option(help="Also seal a segment once it has been open this many seconds (wall clock).")] = None,
-    leaf_records: Annotated[int, typer.Option(help="Records per Merkle leaf for a new ledger (power of two).")] = 64,
+    leaf_records: Annotated[Optional[int], typer.Option(help="Records per Merkle leaf for a new ledger, a power of two (default: 64).")] = None,
     duration: Annotated[Optional[float], typer.Option(help="Stop after this many seconds.")] = None,
     frames: Annotated[Optional[int], typer.Option("--frames", help="Stop after this many frames.")] = None,
     ring_mb: Annotated[float, typer.Option(help="iface: receive ring size in MiB.")] = 64.0,
@@ -293,10 +298,9 @@ def verify(
         _emit_json(res.to_json())
     else:
         for w in res.warnings:
-            err.print(f"[yellow]warning[/] {w.kind} link {w.link} segment {w.segment}: {w.detail}", markup=True)
+            err.print(f"[yellow]warning[/] {w.kind}{_where(w)}: {w.detail}", markup=True)
         for p in res.problems:
-            rec = f" record {p.record}" if p.record is not None else ""
-            out.print(f"[red]FAIL[/] {p.kind} link {p.link} segment {p.segment}{rec}: {p.detail}")
+            out.print(f"[red]FAIL[/] {p.kind}{_where(p)}: {p.detail}")
         status = "[green]OK[/]" if res.ok else f"[red]{len(res.problems)} problem(s)[/]"
         out.print(f"{status}: {res.segments} segments, {res.records:,} records, {res.frames:,} frames, "
                   f"{res.drops_declared} drops declared, links {', '.join(res.links) or 'none'}")
@@ -340,7 +344,7 @@ def checkpoint_cmd(
     ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
     out_file: Annotated[Path, typer.Option("--out", help="Where to write the checkpoint note.")],
     signing_key: Annotated[Optional[Path], typer.Option("--signing-key", help="Sign a fresh checkpoint of the ledger's current state.")] = None,
-    link: Annotated[Optional[str], typer.Option(help="Link [default: the only one].")] = None,
+    link: Annotated[Optional[str], typer.Option(help="Link (default: the only one).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
 ) -> None:
     """Export the link's checkpoint (C2SP tlog-checkpoint signed note)."""
@@ -386,7 +390,7 @@ def prove(
     out_file: Annotated[Path, typer.Option("--out", help="Where to write PROOF.json.")],
     seq: Annotated[Optional[int], typer.Option("--seq", help="Sequence number of the record.", min=0)] = None,
     digest: Annotated[Optional[str], typer.Option("--digest", help="Digest (hex) of the record.")] = None,
-    link: Annotated[Optional[str], typer.Option(help="Link [default: the only one].")] = None,
+    link: Annotated[Optional[str], typer.Option(help="Link (default: the only one).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
 ) -> None:
     """Write an inclusion proof of one record under its signed seal."""
@@ -426,6 +430,12 @@ def check_proof_cmd(
     else:
         out.print(f"[red]INVALID[/]: {res.reason}")
     raise typer.Exit(0 if res.ok else 1)
+
+
+def _where(p) -> str:
+    """' link L segment S record R' with only the parts that apply."""
+    parts = [(k, getattr(p, k, None)) for k in ("link", "segment", "record")]
+    return "".join(f" {k} {v}" for k, v in parts if v is not None)
 
 
 # ---- recompute ------------------------------------------------------------------------------

@@ -35,7 +35,12 @@ def run_demo(workdir: Path | None = None, segment_records: int = 100) -> dict:
     """Run the demo in `workdir` (a new temporary directory by default). Returns a summary dict
     with "ok" and human-readable "lines"."""
     workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="ledgertool-demo-"))
-    workdir.mkdir(parents=True, exist_ok=True)
+    if workdir.exists() and not workdir.is_dir():
+        raise LedgerError(f"{workdir}: not a directory; --workdir needs a directory (it is created if absent)")
+    try:
+        workdir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise LedgerError(f"{workdir}: cannot create the demo directory: {e.strerror}") from None
     keydir, ledger = workdir / "keys", workdir / "ledger"
     if (keydir / "digest.key").exists() or ledger.exists():
         raise LedgerError(f"{workdir}: already holds a demo (keys/ or ledger/); pick an empty --workdir")

@@ -52,7 +52,8 @@ def load_ledger(directory: Path) -> dict:
     """Read DIR/ledger.json; LedgerFormatError when DIR is not a ledger."""
     path = directory / LEDGER_FILE
     if not directory.is_dir():
-        raise LedgerFormatError(f"{directory}: no such ledger directory")
+        raise LedgerFormatError(f"{directory}: " + ("not a directory; a ledger is a directory" if directory.exists()
+                                                    else "no such ledger directory"))
     if not path.is_file():
         raise LedgerFormatError(f"{directory}: not a ledger (no {LEDGER_FILE})")
     try:

@@ -175,7 +175,7 @@ def check_proof(doc: dict, trust: TrustBundle) -> ProofCheck:
         block = bytes.fromhex(doc["leaf_block"]["hex"])
         path = [bytes.fromhex(h) for h in doc["audit_path"]]
     except (KeyError, TypeError, ValueError) as e:
-        return fail(f"malformed field ({type(e).__name__}: {e})")
+        return fail(f"malformed field in the proof or its seal: {e}")
     if rsize - 32 not in (16, 32) or leaf < 1:
         return fail("seal has an unsupported record or leaf size")
     k, li = doc["record_index"], doc["leaf_index"]

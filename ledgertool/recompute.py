@@ -22,10 +22,10 @@ import pyarrow.parquet as pq
 from .algorithms import Algorithm, get_algorithm, get_strip_mode
 from .dissect import dissect_line
 from .engine import FLAG_GAP, DigestEngine, record_dtype, usable_cores
-from .errors import CaptureFormatError, KeyFileError, UsageError
+from .errors import CaptureFormatError, DiscrepancyError, KeyFileError, LedgerFormatError, UsageError
 from .keys import DigestKey
 from .ledger import links as ledger_links
-from .ledger import load_ledger, sealed_parquet_files, sql_parquet_source
+from .ledger import load_ledger, sealed_parquet_files, segment_files, sql_parquet_source
 from .sources import open_source
 
 Progress = Callable[[int, int], None]
@@ -163,14 +163,25 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey, *, ex
         unknown = sorted(set(links) - set(ledger_links(ledger_dir)))
         if unknown:
             raise UsageError(f"{ledger_dir}: no link named {', '.join(unknown)}")
+    if from_ns is not None and to_ns is not None and from_ns >= to_ns:
+        raise UsageError(f"empty time window: --from {from_ns} is not before --to {to_ns} (ns since the epoch)")
+    if details is not None:
+        try:
+            Path(details).open("w").close()  # fail before the long part, not after it
+        except OSError as e:
+            raise UsageError(f"{details}: cannot write details: {e.strerror}") from None
+    _check_sealed_files(ledger_dir, links)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ledgertool-recompute-") as tmp:
         cap = Path(tmp) / "capture.parquet"
-        run = digests_to_parquet(source, cap, digest_key, alg, ledger["strip"], progress, workers)
-        con = duckdb.connect(config={"memory_limit": memory_limit, "temp_directory": tmp})
+        try:
+            con = duckdb.connect(config={"memory_limit": memory_limit, "temp_directory": tmp})
+        except duckdb.Error as e:
+            raise UsageError(f"--memory-limit {memory_limit!r}: {str(e).splitlines()[0]}") from None
         # No progress bar: DuckDB would print it on stdout, which --json reserves for one document.
         con.execute("SET enable_progress_bar = false")
         try:
+            run = digests_to_parquet(source, cap, digest_key, alg, ledger["strip"], progress, workers)
             # Both sides are read over the window widened by the tolerance, paired, and then each
             # row counts where it belongs: matched and ledger-only by the ledger's timestamp,
             # capture-only by the capture's. Unpaired frames in the margins are ignored.
@@ -243,6 +254,9 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey, *, ex
             ex_c = con.execute("""SELECT lower(hex(digest)), index, c_ts, c_wire FROM j
                 WHERE status = 'capture_only' ORDER BY index LIMIT ?""", [examples]).fetchall()
             written = _write_details(con, details, source, details_limit) if details else 0
+        except duckdb.Error as e:
+            raise LedgerFormatError(f"{ledger_dir}: reconciliation failed reading the ledger: "
+                                    f"{str(e).splitlines()[0]}") from None
         finally:
             con.close()
     res = ReconcileResult(
@@ -259,6 +273,25 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey, *, ex
     if written >= details_limit and (lonly + conly) > written:
         res.warnings.append(f"--details: wrote the first {written} of {lonly + conly} differing frames")
     return res
+
+
+def _check_sealed_files(ledger_dir: Path, links: list[str] | None) -> None:
+    """Refuse to reconcile against a segment whose Parquet file is not the one its seal signed:
+    a changed ledger is a discrepancy (exit 1) that `verify` names in detail."""
+    from .seal import file_sha256, load_seal
+
+    for link in ledger_links(ledger_dir):
+        if links and link not in links:
+            continue
+        for index, files in sorted(segment_files(ledger_dir, link).items()):
+            if "parquet" in files and "seal.json" in files:
+                try:
+                    want = load_seal(files["seal.json"]).get("parquet_sha256")
+                except LedgerFormatError:
+                    want = None
+                if file_sha256(files["parquet"]) != want:
+                    raise DiscrepancyError(f"{files['parquet']}: link {link} segment {index} differs from its "
+                                           "seal; the ledger was changed (run `ledgertool verify` for details)")
 
 
 def _write_details(con, details: Path, source, limit: int) -> int:

@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .canonical import canonical_json
-from .errors import KeyFileError, LedgerFormatError, UsageError
+from .errors import LedgerError, KeyFileError, LedgerFormatError, UsageError
 from .keys import SigningKey, TrustBundle
 
 ROTATION_FORMAT = "ledgertool-rotation-v1"
@@ -203,3 +203,27 @@ def current_signer_check(directory: Path, ledger: dict, signing_key: SigningKey)
         if want_ids != ids:
             raise KeyFileError(f"{signing_key.path or 'signing key'}: is not the ledger's current signing key "
                                f"(rotation {len(rotations)} moved {directory} to {want_ids})")
+        return
+    last = _last_signer(directory)
+    if last is not None and last != ids:
+        raise KeyFileError(f"{signing_key.path or 'signing key'}: is not the key that signs ledger {directory} "
+                           f"(its seals are signed by {', '.join(f'{a} {k}' for a, k in sorted(last.items()))}); "
+                           "use that key, or move the ledger to a new key with `ledgertool keys rotate`")
+
+
+def _last_signer(directory: Path) -> dict | None:
+    """Key ids named by the newest seal of any link (None for a ledger without seals)."""
+    from .ledger import links, segment_files
+    from .seal import load_seal
+
+    newest = None
+    for link in links(directory):
+        sealed = [i for i, f in segment_files(directory, link).items() if "seal.json" in f]
+        if sealed:
+            try:
+                doc = load_seal(segment_files(directory, link)[max(sealed)]["seal.json"])
+            except LedgerError:
+                continue  # verify reports an unreadable seal; it cannot vouch for a key either way
+            if newest is None or doc.get("sealed_at", "") > newest.get("sealed_at", ""):
+                newest = doc
+    return dict(newest.get("signer") or {}) if newest else None

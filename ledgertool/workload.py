@@ -383,15 +383,23 @@ class GenerateResult:
 
 
 def write_pcap(reader: CaptureReader, out: str | os.PathLike) -> int:
-    """Write every remaining frame of `reader` to `out` as a nanosecond pcap (native fast path)."""
+    """Write every remaining frame of `reader` to `out` as a nanosecond pcap (native fast path).
+
+    A regular file is written under a temporary name and renamed into place, so a failed write
+    never destroys what `out` held; a device or pipe (e.g. /dev/null) is written directly."""
     out = os.fspath(out)
+    direct = os.path.exists(out) and not os.path.isfile(out)
+    target = out if direct else f"{out}.tmp-{os.getpid()}"
     err = ffi.new("char[512]")
     n = ffi.new("uint64_t *")
-    st = lib.lt_reader_write_pcap(reader.handle, out.encode(), n, err, 512)
+    st = lib.lt_reader_write_pcap(reader.handle, target.encode(), n, err, 512)
     if st != lib.LT_OK:
-        Path(out).unlink(missing_ok=True)
-        msg = ffi.string(err).decode(errors="replace")
+        if not direct:
+            Path(target).unlink(missing_ok=True)
+        msg = ffi.string(err).decode(errors="replace").replace(target, out)
         raise CaptureFormatError(msg if msg.startswith(out) or msg.startswith(reader.path) else f"{out}: {msg}", out)
+    if not direct:
+        os.replace(target, out)
     return int(n[0])
 
 
@@ -404,7 +412,8 @@ def generate_pcap(spec_path: str | os.PathLike, out: str | os.PathLike, *, force
     t0 = time.perf_counter()
     with open_workload(spec) as reader:
         frames = write_pcap(reader, out)
-    res = GenerateResult(spec.path, str(out), frames, out.stat().st_size, time.perf_counter() - t0)
+    size = out.stat().st_size if out.is_file() else 0
+    res = GenerateResult(spec.path, str(out), frames, size, time.perf_counter() - t0)
     res.flows = [{"name": f.name, "protocol": f.protocol, "frames": f.frames} for f in spec.flows]
     return res
 

@@ -210,3 +210,20 @@ def test_demo_runs(tmp_path):
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["ok"] and doc["verify"]["ok"] and doc["recompute"]["matched"] == doc["frames"] > 200
+
+
+def test_other_signing_key_is_refused_for_an_existing_ledger(ledger, keydir, other_keydir):
+    r = run_cli("capture", SAMPLE, "--ledger", ledger, "--digest-key", keydir / "digest.key",
+                "--signing-key", other_keydir / "signing.key")
+    assert r.returncode == 2 and "keys rotate" in r.stderr
+    r = run_cli("recover", ledger, "--signing-key", other_keydir / "signing.key")
+    assert r.returncode == 2
+    r = run_cli("verify", ledger, "--trust", keydir / "verifier.pub")
+    assert r.returncode == 0, r.stdout  # nothing was rewritten with the wrong key
+
+
+def test_demo_workdir_that_is_a_file_exits_2(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    r = run_cli("demo", "--workdir", f)
+    assert r.returncode == 2 and "not a directory" in r.stderr and "Traceback" not in r.stderr

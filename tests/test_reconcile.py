@@ -124,3 +124,26 @@ def test_duckdb_never_prints_a_progress_bar(base):
     assert con.execute("SELECT current_setting('enable_progress_bar')").fetchone()[0] is False
     src = (Path(__file__).resolve().parent.parent / "ledgertool" / "recompute.py").read_text()
     assert "SET enable_progress_bar = false" in src
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--from", "2026-01-01T00:00:01", "--to", "2026-01-01T00:00:00"], "empty time window"),
+    (["--memory-limit", "lots"], "--memory-limit"),
+    (["--details", "/nonexistent/dir/x.jsonl"], "/nonexistent/dir/x.jsonl"),
+])
+def test_recompute_bad_options_exit_2_with_one_line(base, keydir, args, needle):
+    d, _, _ = base
+    r = run_cli("recompute", d / "a.pcap", "--ledger", d / "ledger", "--digest-key", keydir / "digest.key", *args)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and needle in lines[0], r.stderr
+
+
+def test_recompute_refuses_a_changed_ledger(base, keydir, tmp_path):
+    import shutil
+
+    d, _, _ = base
+    bad = tmp_path / "ledger"
+    shutil.copytree(d / "ledger", bad)
+    (bad / "link=link0" / "seg-00000001.parquet").write_bytes(b"garbage")
+    r = run_cli("recompute", d / "a.pcap", "--ledger", bad, "--digest-key", keydir / "digest.key")
+    assert r.returncode == 1 and "segment 1 differs from its seal" in r.stderr and "Traceback" not in r.stderr
