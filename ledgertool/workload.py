@@ -403,12 +403,36 @@ def write_pcap(reader: CaptureReader, out: str | os.PathLike) -> int:
     return int(n[0])
 
 
+def estimated_pcap_bytes(spec: WorkloadSpec) -> int:
+    """Expected size of the generated pcap: header + per frame (16-byte record header + mean size)."""
+    total = 24
+    for f in spec.flows:
+        weight = sum(s.weight for s in f.sizes) or 1
+        mean = sum(s.frame_len * s.weight for s in f.sizes) / weight
+        total += int(f.frames * (16 + mean))
+    return total
+
+
+def _check_room(spec: WorkloadSpec, out: Path) -> None:
+    """Refuse a pcap that cannot fit on the target file system (a typo in `frames` can ask for TBs)."""
+    import shutil
+
+    if out.exists() and not out.is_file():
+        return  # a device such as /dev/null
+    need = estimated_pcap_bytes(spec)
+    free = shutil.disk_usage(out.parent if str(out.parent) else ".").free
+    if need > free:
+        raise UsageError(f"{out}: the spec's {sum(f.frames for f in spec.flows):,} frames need about "
+                         f"{need / 1e9:,.1f} GB, only {free / 1e9:,.1f} GB are free there")
+
+
 def generate_pcap(spec_path: str | os.PathLike, out: str | os.PathLike, *, force: bool = False) -> GenerateResult:
     """`ledgertool workload generate`: every frame of the spec into a nanosecond pcap."""
     spec = load_spec(spec_path)
     out = Path(out)
     if out.exists() and not force:
         raise UsageError(f"{out}: exists; refusing to overwrite (use --force)")
+    _check_room(spec, out)
     t0 = time.perf_counter()
     with open_workload(spec) as reader:
         frames = write_pcap(reader, out)

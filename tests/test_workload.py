@@ -506,3 +506,11 @@ def test_write_pcap_from_a_capture_file(tmp_path):
     assert [(f.ts_ns, f.caplen, f.wire_len, f.data) for f in fa] == [(f.ts_ns, f.caplen, f.wire_len, f.data) for f in fb]
     assert out.read_bytes()[:4] == bytes.fromhex("4d3cb2a1")
     assert list(R.read_pcap(out.read_bytes()))[5][3] == fa[5].data
+
+
+def test_generate_refuses_a_pcap_larger_than_the_free_space(tmp_path):
+    spec = tmp_path / "huge.toml"
+    text = (SAMPLES / "workloads" / "worst-case-64.toml").read_text().replace("frames = 2048", "frames = 100000000000")
+    spec.write_text(text)
+    r = run_cli("workload", "generate", spec, "--out", tmp_path / "huge.pcap")
+    assert r.returncode == 2 and "GB are free" in r.stderr and not (tmp_path / "huge.pcap").exists()
