@@ -159,4 +159,11 @@ void lt_siphash_many_avx2(const lt_dctx *c, const uint8_t *const *msgs, const ui
 void lt_siphash_many_avx512(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n,
                             uint8_t *out, size_t out_stride);
 
+/* digest_blake3_avx2.c, digest_blake3_avx512.c: multi-buffer keyed BLAKE3 (frames <= 1024 bytes in
+ * lanes, longer ones through c->fn) */
+void lt_blake3_many_avx2(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n,
+                         uint8_t *out, size_t out_stride);
+void lt_blake3_many_avx512(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n,
+                           uint8_t *out, size_t out_stride);
+
 #endif
