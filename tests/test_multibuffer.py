@@ -199,3 +199,44 @@ def test_c_merkle_leaves_equal_python(path, record_size, count, leaf):
             merkle.records_leaf_hashes(data, record_size, leaf))
     finally:
         force_cpu_path(hmac_alg, None)
+
+
+@pytest.mark.parametrize("tail", ["corrupt", "truncated", "clean"])
+def test_engine_read_ahead_keeps_records_and_the_end(tmp_path, tail):
+    """With several workers the reader reads the next batch while the workers digest the current one:
+    records, their order, and how reading ends (clean EOF, truncated last record, corrupt header
+    after every earlier frame) are those of one worker."""
+    import struct
+
+    from ledgertool.bench import write_synthetic_pcap
+    from ledgertool.errors import CaptureFormatError
+
+    pcap = tmp_path / "ra.pcap"
+    write_synthetic_pcap(pcap, 9_000, 80)
+    with open(pcap, "ab") as f:
+        if tail == "corrupt":
+            f.write(struct.pack("<IIII", 0, 0, 1 << 30, 60) + bytes(60))  # caplen > 256 MiB
+        elif tail == "truncated":
+            f.write(struct.pack("<IIII", 0, 0, 100, 100) + bytes(40))
+    alg = ALGORITHMS["siphash-1-3-128"]
+
+    def run(workers, batch, fill):
+        out, seq, err = [], 0, None
+        with CaptureReader(pcap) as r:
+            e = DigestEngine(r, alg, 0, bytes(16), batch_records=fill, workers=workers, batch=batch)
+            try:
+                while True:
+                    view, n, _ = e.fill(seq)
+                    if n == 0:
+                        break
+                    out.append(bytes(view))
+                    seq += n
+            except CaptureFormatError as exc:
+                err = str(exc)
+            return b"".join(out), err, r.info().truncated
+
+    want = run(1, 0, 4096)
+    assert len(want[0]) == 9_000 * 48 and (want[1] is not None) == (tail == "corrupt")
+    assert want[2] == (tail == "truncated")
+    for workers, batch, fill in ((2, 1024, 4096), (2, 1000, 700), (3, 2048, 2048), (2, 0, 65536)):
+        assert run(workers, batch, fill) == want, (workers, batch, fill)

@@ -47,6 +47,9 @@ typedef struct {
 
 /* reader.c: wrap a source in an lt_reader so the engine and Python treat it like a file. */
 lt_reader *lt_reader_from_source(const lt_source_ops *ops, void *src, int format);
+/* 1 when the frames a reader hands out stay valid across later lt_reader_next calls (files: the
+ * map), 0 when they are valid until the next call only (other sources). */
+int lt_reader_frames_stable(const lt_reader *r);
 /* The source behind a reader when it was made with these ops, else NULL. */
 void *lt_reader_source(const lt_reader *r, const lt_source_ops *ops);
 
