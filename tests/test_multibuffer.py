@@ -2,9 +2,10 @@
 independent references; the engine's workers and batch size never change a record; the C Merkle
 leaves equal merkle.records_leaf_hashes.
 
-Multi-buffer paths (e.g. siphash "avx512-mb", "avx2-mb") hash several frames at once in SIMD lanes
-and refill a lane as soon as its frame ends, so batches of mixed lengths exercise lane refills,
-frames that end in the same step, and short batches that leave lanes idle.
+Multi-buffer paths ("avx512-mb", "avx2-mb" for SipHash and keyed BLAKE3) hash several frames at once
+in SIMD lanes and refill a lane as soon as its frame ends, so batches of mixed lengths exercise lane
+refills, frames that end in the same step, and short batches that leave lanes idle. BLAKE3 lanes take
+frames of at most one chunk (1024 bytes); longer frames go through the single-message code in order.
 """
 
 from __future__ import annotations
@@ -48,13 +49,14 @@ def single(alg, key, msgs):
     return [digest_one(alg, key, m) for m in msgs]
 
 
-def test_multibuffer_paths_are_listed_and_best_first():
-    sip = ALGORITHMS["siphash-1-3-128"]
-    paths = cpu_paths(sip)
+@pytest.mark.parametrize("name", ["siphash-1-3-128", "blake3-keyed-128"])
+def test_multibuffer_paths_are_listed_and_best_first(name):
+    paths = cpu_paths(ALGORITHMS[name])
     assert paths[-1] == "portable"
-    for p in ("avx512-mb", "avx2-mb"):
-        if p in paths:
-            assert paths.index(p) < paths.index("portable")
+    mb = [p for p in paths if p.endswith("-mb")]
+    assert paths[:len(mb)] == mb  # multi-buffer tiers first, best first
+    if "avx512-mb" in mb and "avx2-mb" in mb:
+        assert mb.index("avx512-mb") < mb.index("avx2-mb")
 
 
 @pytest.mark.parametrize("on_path", ALG_PATHS, indirect=True, ids=lambda p: "-".join(p))
@@ -77,14 +79,40 @@ def test_batches_of_mixed_lengths_equal_single_and_reference(on_path):
         assert [got[i] for i in sample] == [independent(alg.name, key, msgs[i]) for i in sample], lens
 
 
-@pytest.mark.parametrize("on_path", [p for p in ALG_PATHS if p[0].startswith("siphash-")], indirect=True,
+MB_PATHS = [p for p in ALG_PATHS if p[0].startswith(("siphash-", "blake3-")) and p[1].endswith("-mb")]
+
+
+@pytest.mark.parametrize("on_path", [p for p in ALG_PATHS if p[0].startswith("siphash-")] +
+                         [p for p in MB_PATHS if p[0].startswith("blake3-")], indirect=True,
                          ids=lambda p: "-".join(p))
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_random_batches_equal_the_single_message_path(on_path, data):
-    key = data.draw(st.binary(min_size=16, max_size=16))
+    key = data.draw(st.binary(min_size=on_path.key_size, max_size=on_path.key_size))
     msgs = data.draw(st.lists(st.binary(max_size=2000), min_size=1, max_size=300))
     assert digest_many(on_path, key, msgs) == single(on_path, key, msgs)
+
+
+# BLAKE3 block and chunk edges: empty, one byte, around one block, around one chunk, and frames
+# longer than a chunk (the single-message fallback) between them
+B3_EDGES = [0, 1, 63, 64, 65, 127, 128, 129, 1023, 1024, 1025, 2048, 3000, 9000]
+
+
+@pytest.mark.parametrize("on_path", [p for p in ALG_PATHS if p[0].startswith("blake3-")], indirect=True,
+                         ids=lambda p: "-".join(p))
+def test_blake3_batches_at_block_and_chunk_edges_equal_the_blake3_package(on_path):
+    alg = on_path
+    rng = random.Random(f"b3-edges-{alg.name}-{cpu_path(alg)}")
+    shapes = [B3_EDGES, B3_EDGES[::-1], [n for n in B3_EDGES for _ in range(17)],   # 17: lanes + 1
+              [1025] * 5 + [64] * 20 + [1025] * 3, [0] * 33, [1024] * 16 + [1023] * 16 + [1025]]
+    for _ in range(8):
+        shapes.append([rng.choice(B3_EDGES + [rng.randint(0, 1100)]) for _ in range(rng.randint(1, 120))])
+    for lens in shapes:
+        key = rng.randbytes(alg.key_size)
+        msgs = [rng.randbytes(n) for n in lens]
+        got = digest_many(alg, key, msgs)
+        assert got == [independent_reference(alg.name, key, m) for m in msgs], lens
+        assert got == single(alg, key, msgs), lens
 
 
 def test_published_siphash_vectors_through_the_batch_entry():
@@ -171,3 +199,44 @@ def test_c_merkle_leaves_equal_python(path, record_size, count, leaf):
             merkle.records_leaf_hashes(data, record_size, leaf))
     finally:
         force_cpu_path(hmac_alg, None)
+
+
+@pytest.mark.parametrize("tail", ["corrupt", "truncated", "clean"])
+def test_engine_read_ahead_keeps_records_and_the_end(tmp_path, tail):
+    """With several workers the reader reads the next batch while the workers digest the current one:
+    records, their order, and how reading ends (clean EOF, truncated last record, corrupt header
+    after every earlier frame) are those of one worker."""
+    import struct
+
+    from ledgertool.bench import write_synthetic_pcap
+    from ledgertool.errors import CaptureFormatError
+
+    pcap = tmp_path / "ra.pcap"
+    write_synthetic_pcap(pcap, 9_000, 80)
+    with open(pcap, "ab") as f:
+        if tail == "corrupt":
+            f.write(struct.pack("<IIII", 0, 0, 1 << 30, 60) + bytes(60))  # caplen > 256 MiB
+        elif tail == "truncated":
+            f.write(struct.pack("<IIII", 0, 0, 100, 100) + bytes(40))
+    alg = ALGORITHMS["siphash-1-3-128"]
+
+    def run(workers, batch, fill):
+        out, seq, err = [], 0, None
+        with CaptureReader(pcap) as r:
+            e = DigestEngine(r, alg, 0, bytes(16), batch_records=fill, workers=workers, batch=batch)
+            try:
+                while True:
+                    view, n, _ = e.fill(seq)
+                    if n == 0:
+                        break
+                    out.append(bytes(view))
+                    seq += n
+            except CaptureFormatError as exc:
+                err = str(exc)
+            return b"".join(out), err, r.info().truncated
+
+    want = run(1, 0, 4096)
+    assert len(want[0]) == 9_000 * 48 and (want[1] is not None) == (tail == "corrupt")
+    assert want[2] == (tail == "truncated")
+    for workers, batch, fill in ((2, 1024, 4096), (2, 1000, 700), (3, 2048, 2048), (2, 0, 65536)):
+        assert run(workers, batch, fill) == want, (workers, batch, fill)

@@ -9,6 +9,9 @@
  *   sse41     the 4x4 state as four row vectors, G on four columns / diagonals at once; rotations
  *             by 16 and 8 with byte shuffles
  *   avx512vl  the same with the AVX-512VL rotate instruction (vprord) for every rotation
+ *   avx512-mb / avx2-mb  many inputs at once through lt_dctx_run_many (blake3_mb.h): 16 / 8 frames of
+ *             at most one chunk in 32-bit SIMD lanes; single messages, and frames longer than a
+ *             chunk, on the avx512vl / sse41 code
  */
 #include "ledgertool.h"
 #include "lt_internal.h"
@@ -204,8 +207,15 @@ static void b3_digest_avx512vl(const lt_dctx *c, const uint8_t *msg, size_t len,
 }
 #endif
 
+#if LT_X86_PATHS
+static int has_avx512_mb(void) { return lt_cpu_has_avx512_mb() && lt_cpu_has_avx512vl(); }
+static int has_avx2_mb(void) { return lt_cpu_has_avx2() && lt_cpu_has_sse41(); }
+#endif
+
 const lt_cpu_impl lt_blake3_impls[] = {
 #if LT_X86_PATHS
+    {"avx512-mb", has_avx512_mb, b3_init, b3_digest_avx512vl, lt_blake3_many_avx512},
+    {"avx2-mb", has_avx2_mb, b3_init, b3_digest_sse41, lt_blake3_many_avx2},
     {"avx512vl", lt_cpu_has_avx512vl, b3_init, b3_digest_avx512vl, NULL},
     {"sse41", lt_cpu_has_sse41, b3_init, b3_digest_sse41, NULL},
 #endif

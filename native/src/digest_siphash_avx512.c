@@ -1,7 +1,9 @@
 /*
- * Multi-buffer SipHash on AVX-512F/VL: eight messages in the eight 64-bit lanes of one zmm
- * register; rotates are vprolq, lane masks live in k registers, whole words are fetched with one
- * masked gather per step. The lane scheme is in siphash_mb.h.
+ * Multi-buffer SipHash on AVX-512F/VL: sixteen messages as two independent groups of eight 64-bit
+ * lanes (two zmm registers per state word), interleaved instruction by instruction so one group's
+ * SipRound latency hides behind the other's; rotates are vprolq, lane masks live in k registers,
+ * whole words are fetched with one masked gather per group and step. The lane scheme is in
+ * siphash_mb.h.
  */
 #include "ledgertool.h"
 #include "lt_internal.h"
@@ -32,21 +34,60 @@ static inline void mb512_load8(const uint64_t *pa, __m512i m[8]) {
     }
 }
 
+typedef struct { __m512i a, b; } mb16_v;  /* lanes 0-7, 8-15 */
+
+static inline mb16_v mb16_load(const uint64_t *p) {
+    return (mb16_v){_mm512_loadu_si512((const void *)p), _mm512_loadu_si512((const void *)(p + 8))};
+}
+static inline void mb16_store(uint64_t *p, mb16_v v) {
+    _mm512_storeu_si512((void *)p, v.a);
+    _mm512_storeu_si512((void *)(p + 8), v.b);
+}
+static inline mb16_v mb16_splat(uint64_t x) {
+    __m512i s = _mm512_set1_epi64((long long)x);
+    return (mb16_v){s, s};
+}
+#define MB16_2(op, x, y) ((mb16_v){op((x).a, (y).a), op((x).b, (y).b)})
+#define MB16_ROTL(x, r) ((mb16_v){_mm512_rol_epi64((x).a, (r)), _mm512_rol_epi64((x).b, (r))})
+static inline __mmask16 mb16_has(mb16_v v) {
+    return (__mmask16)(_mm512_test_epi64_mask(v.a, v.a) | ((unsigned)_mm512_test_epi64_mask(v.b, v.b) << 8));
+}
+static inline mb16_v mb16_gather(mb16_v tail, __mmask16 m, mb16_v ptr) {
+    return (mb16_v){_mm512_mask_i64gather_epi64(tail.a, (__mmask8)m, ptr.a, (const void *)0, 1),
+                    _mm512_mask_i64gather_epi64(tail.b, (__mmask8)(m >> 8), ptr.b, (const void *)0, 1)};
+}
+static inline mb16_v mb16_dec(mb16_v v, __mmask16 m) {
+    __m512i one = _mm512_set1_epi64(1);
+    return (mb16_v){_mm512_mask_sub_epi64(v.a, (__mmask8)m, v.a, one),
+                    _mm512_mask_sub_epi64(v.b, (__mmask8)(m >> 8), v.b, one)};
+}
+static inline int mb16_all8(mb16_v v) {
+    __m512i eight = _mm512_set1_epi64(8);
+    return (_mm512_cmpge_epu64_mask(v.a, eight) & _mm512_cmpge_epu64_mask(v.b, eight)) == 0xff;
+}
+static inline void mb16_load8(const uint64_t *pa, mb16_v m[8]) {
+    __m512i x[8], y[8];
+    mb512_load8(pa, x);
+    mb512_load8(pa + 8, y);
+    for (int w = 0; w < 8; w++) m[w] = (mb16_v){x[w], y[w]};
+}
+
 #define MB_NAME lt_siphash_many_avx512
-#define MB_V __m512i
-#define V_LOAD(p) _mm512_loadu_si512((const void *)(p))
-#define V_STORE(p, v) _mm512_storeu_si512((void *)(p), (v))
-#define V_SPLAT(x) _mm512_set1_epi64((long long)(x))
-#define V_ADD(a, b) _mm512_add_epi64((a), (b))
-#define V_XOR(a, b) _mm512_xor_si512((a), (b))
-#define V_ROTL(a, b) _mm512_rol_epi64((a), (b))
-#define MB_MASK __mmask8
-#define MB_HAS(v) _mm512_test_epi64_mask((v), (v))
-#define MB_GATHER(tail, m, ptr) _mm512_mask_i64gather_epi64((tail), (m), (ptr), (const void *)0, 1)
-#define MB_DEC(v, m) _mm512_mask_sub_epi64((v), (m), (v), _mm512_set1_epi64(1))
+#define MB_LANES 16
+#define MB_V mb16_v
+#define V_LOAD(p) mb16_load(p)
+#define V_STORE(p, v) mb16_store((p), (v))
+#define V_SPLAT(x) mb16_splat(x)
+#define V_ADD(x, y) MB16_2(_mm512_add_epi64, x, y)
+#define V_XOR(x, y) MB16_2(_mm512_xor_si512, x, y)
+#define V_ROTL(x, r) MB16_ROTL(x, r)
+#define MB_MASK __mmask16
+#define MB_HAS(v) mb16_has(v)
+#define MB_GATHER(tail, m, ptr) mb16_gather((tail), (m), (ptr))
+#define MB_DEC(v, m) mb16_dec((v), (m))
 #define MB_BITS(m) ((unsigned)(m))
-#define MB_ALL8(v) (_mm512_cmpge_epu64_mask((v), _mm512_set1_epi64(8)) == 0xff)
-#define MB_LOAD8(pa, m) mb512_load8((pa), (m))
+#define MB_ALL8(v) mb16_all8(v)
+#define MB_LOAD8(pa, m) mb16_load8((pa), (m))
 #include "siphash_mb.h"
 
 #pragma GCC pop_options

@@ -36,6 +36,13 @@ struct lt_engine {
     int reader_status; /* last non-OK status from the reader (LT_EOF or an error), 0 while reading */
     unsigned workers;  /* threads per pass, the calling one included */
     lt_pool *pool;     /* workers - 1 pthreads; NULL with one worker */
+    /* Read-ahead (several workers, a reader whose frame data outlive the next call: mmap'd files):
+     * while the workers digest the pass that ends the current batch, the calling thread reads the
+     * next batch into `ahead`, then joins the pass; the batches are swapped when it is needed. */
+    lt_frame *ahead;       /* NULL: no read-ahead */
+    size_t ahead_len;
+    int ahead_status;      /* lt_reader_next's status for that batch */
+    int ahead_ready;
 };
 
 static inline uint16_t record_flags(const lt_frame *f) {
@@ -184,8 +191,16 @@ static lt_pool *pool_start(unsigned workers) {
     return p;
 }
 
-/* One pass over batch[pos, pos + n): split across the workers when it is big enough. */
-static uint64_t digest_pass(lt_engine *e, size_t pos, size_t n, uint64_t seq, uint8_t *out) {
+static void read_ahead(lt_engine *e) {
+    size_t got = 0;
+    e->ahead_status = lt_reader_next(e->reader, e->ahead, e->batch_cap, &got);
+    e->ahead_len = got;
+    e->ahead_ready = 1;
+}
+
+/* One pass over batch[pos, pos + n): split across the workers when it is big enough. `last`: the
+ * pass ends the batch, so the calling thread may read the next one ahead first. */
+static uint64_t digest_pass(lt_engine *e, size_t pos, size_t n, uint64_t seq, uint8_t *out, int last) {
     if (!e->pool || n < LT_PARALLEL_MIN) return digest_slice(e, pos, n, seq, out);
     lt_pool *p = e->pool;
     pthread_mutex_lock(&p->mu);
@@ -199,6 +214,8 @@ static uint64_t digest_pass(lt_engine *e, size_t pos, size_t n, uint64_t seq, ui
     p->gen++;
     pthread_cond_broadcast(&p->go);
     pthread_mutex_unlock(&p->mu);
+    /* the workers only touch batch / msg / msg_len and `out`; the reader fills `ahead` meanwhile */
+    if (last && e->ahead && !e->ahead_ready && !e->reader_status) read_ahead(e);
     uint64_t bytes = run_chunks(p, e, pos, n, seq, out);
     pthread_mutex_lock(&p->mu);
     while (p->pending) pthread_cond_wait(&p->done, &p->mu);
@@ -242,7 +259,9 @@ int lt_engine_new(lt_reader *r, const lt_engine_config *cfg, lt_engine **out, ch
     e->batch = malloc(cap * sizeof *e->batch);
     e->msg = malloc(cap * sizeof *e->msg);
     e->msg_len = malloc(cap * sizeof *e->msg_len);
-    if (!e->batch || !e->msg || !e->msg_len || (workers > 1 && !(e->pool = pool_start(workers)))) {
+    if (workers > 1 && lt_reader_frames_stable(r)) e->ahead = malloc(cap * sizeof *e->ahead);
+    if (!e->batch || !e->msg || !e->msg_len || (workers > 1 && lt_reader_frames_stable(r) && !e->ahead) ||
+        (workers > 1 && !(e->pool = pool_start(workers)))) {
         lt_engine_free(e);
         lt_errf(err, errlen, "out of memory or threads for a batch of %zu frames and %u workers", cap, workers);
         return LT_ERR_NOMEM;
@@ -271,7 +290,17 @@ int lt_engine_fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_re
         if (e->batch_pos == e->batch_len) {
             if (e->reader_status) break;
             size_t got = 0;
-            int st = lt_reader_next(e->reader, e->batch, e->batch_cap, &got);
+            int st;
+            if (e->ahead_ready) {  /* read while the previous pass was digested */
+                lt_frame *t = e->batch;
+                e->batch = e->ahead;
+                e->ahead = t;
+                got = e->ahead_len;
+                st = e->ahead_status;
+                e->ahead_ready = 0;
+            } else {
+                st = lt_reader_next(e->reader, e->batch, e->batch_cap, &got);
+            }
             e->batch_len = got;
             e->batch_pos = 0;
             if (st != LT_OK) e->reader_status = st;
@@ -282,7 +311,8 @@ int lt_engine_fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_re
         }
         size_t take = e->batch_len - e->batch_pos;
         if (take > max_records - done) take = max_records - done;
-        bytes += digest_pass(e, e->batch_pos, take, first_seq + done, out + done * e->record_size);
+        bytes += digest_pass(e, e->batch_pos, take, first_seq + done, out + done * e->record_size,
+                             e->batch_pos + take == e->batch_len);
         e->batch_pos += take;
         done += take;
     }
@@ -299,5 +329,6 @@ void lt_engine_free(lt_engine *e) {
     free(e->batch);
     free(e->msg);
     free(e->msg_len);
+    free(e->ahead);
     free(e);
 }

@@ -47,6 +47,9 @@ typedef struct {
 
 /* reader.c: wrap a source in an lt_reader so the engine and Python treat it like a file. */
 lt_reader *lt_reader_from_source(const lt_source_ops *ops, void *src, int format);
+/* 1 when the frames a reader hands out stay valid across later lt_reader_next calls (files: the
+ * map), 0 when they are valid until the next call only (other sources). */
+int lt_reader_frames_stable(const lt_reader *r);
 /* The source behind a reader when it was made with these ops, else NULL. */
 void *lt_reader_source(const lt_reader *r, const lt_source_ops *ops);
 
@@ -158,5 +161,12 @@ void lt_siphash_many_avx2(const lt_dctx *c, const uint8_t *const *msgs, const ui
                           uint8_t *out, size_t out_stride);
 void lt_siphash_many_avx512(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n,
                             uint8_t *out, size_t out_stride);
+
+/* digest_blake3_avx2.c, digest_blake3_avx512.c: multi-buffer keyed BLAKE3 (frames <= 1024 bytes in
+ * lanes, longer ones through c->fn) */
+void lt_blake3_many_avx2(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n,
+                         uint8_t *out, size_t out_stride);
+void lt_blake3_many_avx512(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n,
+                           uint8_t *out, size_t out_stride);
 
 #endif

@@ -615,6 +615,10 @@ lt_reader *lt_reader_from_source(const lt_source_ops *ops, void *src, int format
     return r;
 }
 
+int lt_reader_frames_stable(const lt_reader *r) {
+    return r->ops == NULL;  /* a file: frames point into the map, valid until the reader is closed */
+}
+
 void *lt_reader_source(const lt_reader *r, const lt_source_ops *ops) {
     return r && r->ops == ops ? r->src : NULL;
 }

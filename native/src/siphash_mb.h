@@ -1,20 +1,23 @@
 /*
- * Multi-buffer SipHash-c-d (64- and 128-bit output): eight independent messages in eight 64-bit
- * SIMD lanes, included by digest_siphash_avx2.c (two 4-lane ymm halves) and
- * digest_siphash_avx512.c (one zmm, vprolq rotates) with these macros defined:
+ * Multi-buffer SipHash-c-d (64- and 128-bit output): MB_LANES (8 or 16) independent messages in
+ * 64-bit SIMD lanes, included by digest_siphash_avx2.c (8 lanes: two 4-lane ymm groups) and
+ * digest_siphash_avx512.c (16 lanes: two 8-lane zmm groups, vprolq rotates) with these macros
+ * defined. Each lane group is one dependency chain through a SipRound; the groups of one vector
+ * type are independent, so their instructions interleave and the core overlaps their latencies.
  *
  *   MB_NAME                   name of the function to define (an lt_digest_many_fn)
- *   MB_V                      type of eight 64-bit lanes
- *   V_LOAD(p) / V_STORE(p, v) eight lanes from / to uint64_t[8]
+ *   MB_LANES                  lanes (default 8)
+ *   MB_V                      type of MB_LANES 64-bit lanes
+ *   V_LOAD(p) / V_STORE(p, v) lanes from / to uint64_t[MB_LANES]
  *   V_SPLAT(x), V_ADD(a, b), V_XOR(a, b), V_ROTL(a, constant)
  *   MB_MASK                   type of a lane mask
  *   MB_HAS(vfull)             mask of lanes with a whole 8-byte word still to absorb
  *   MB_GATHER(tail, m, ptr)   per lane: *(u64 *)ptr where m is set, else tail
  *   MB_DEC(vfull, m)          vfull - 1 where m is set
- *   MB_BITS(m)                the mask as 8 bits (bit l = lane l)
+ *   MB_BITS(m)                the mask as MB_LANES bits (bit l = lane l)
  *   MB_ALL8(vfull)            every lane has at least 8 whole words left
- *   MB_LOAD8(ptrs, m)         m[w] = word w of each lane's next 64 bytes (ptrs: uint64_t[8] addresses),
- *                             by 8 x 64-byte loads and a transpose
+ *   MB_LOAD8(ptrs, m)         m[w] = word w of each lane's next 64 bytes (ptrs: uint64_t[MB_LANES]
+ *                             addresses), by 64-byte loads and transposes
  *
  * Scheme (one step = one message word in every lane):
  *   - a lane absorbs its message's whole words by gathering through a per-lane pointer, then the
@@ -23,7 +26,7 @@
  *     queue (no per-lane work in the round code) and the lane is refilled at once with the next
  *     message (the initial state depends on the key only), so lanes never wait for the longest
  *     message of a group;
- *   - eight queued states are finalised together in the same lanes (d rounds, or 2 x d for 128-bit
+ *   - MB_LANES queued states are finalised together in the same lanes (d rounds, or 2 x d for 128-bit
  *     output) and their digests stored to each message's output slot.
  * Word loads are little-endian (x86-64 only). Results equal lt_siphash128 / lt_siphash64 byte for
  * byte; tests/test_multibuffer.py checks mixed lengths on every path.
@@ -31,6 +34,10 @@
 #ifndef MB_NAME
 #error "define MB_NAME and the MB_* lane operations before including siphash_mb.h"
 #endif
+#ifndef MB_LANES
+#define MB_LANES 8
+#endif
+#define MB_FULL ((1u << MB_LANES) - 1)
 
 typedef MB_V mb_v8;
 #define MB_ABSORB(m)                                                                               \
@@ -70,8 +77,8 @@ static inline uint64_t MB_FN(_last_word)(const uint8_t *p, uint32_t len) {
 }
 
 typedef struct {
-    uint64_t v0[8], v1[8], v2[8], v3[8];  /* compressed states waiting for finalisation */
-    uint8_t *dst[8];
+    uint64_t v0[MB_LANES], v1[MB_LANES], v2[MB_LANES], v3[MB_LANES];  /* compressed, to finalise */
+    uint8_t *dst[MB_LANES];
     unsigned n;
 } MB_FN(_queue);
 
@@ -79,7 +86,7 @@ static inline __attribute__((always_inline)) void MB_FN(_finalise)(MB_FN(_queue)
     mb_v8 v0 = V_LOAD(q->v0), v1 = V_LOAD(q->v1), v2 = V_LOAD(q->v2), v3 = V_LOAD(q->v3);
     v2 = V_XOR(v2, V_SPLAT(O128 ? 0xee : 0xff));
     for (int i = 0; i < D; i++) MB_ROUND(v0, v1, v2, v3);
-    uint64_t r0[8], r1[8];
+    uint64_t r0[MB_LANES], r1[MB_LANES];
     V_STORE(r0, V_XOR(V_XOR(v0, v1), V_XOR(v2, v3)));
     if (O128) {
         v1 = V_XOR(v1, V_SPLAT(0xdd));
@@ -103,13 +110,13 @@ static inline __attribute__((always_inline)) void MB_FN(_run)(const lt_dctx *c, 
     mb_v8 v0 = V_SPLAT(init[0]), v1 = V_SPLAT(init[1]), v2 = V_SPLAT(init[2]), v3 = V_SPLAT(init[3]);
     const mb_v8 eight = V_SPLAT(8);
     /* per lane: next word address, whole words left, last word, output slot */
-    uint64_t ap[8] = {0}, af[8] = {0}, at[8] = {0};
-    uint8_t *dst[8];
+    uint64_t ap[MB_LANES] = {0}, af[MB_LANES] = {0}, at[MB_LANES] = {0};
+    uint8_t *dst[MB_LANES];
     unsigned active = 0;
     size_t next = 0;
     MB_FN(_queue) q;
     q.n = 0;
-    for (unsigned l = 0; l < 8 && next < n; l++, next++) {
+    for (unsigned l = 0; l < MB_LANES && next < n; l++, next++) {
         ap[l] = (uint64_t)(uintptr_t)msgs[next];
         af[l] = lens[next] >> 3;
         at[l] = MB_FN(_last_word)(msgs[next], lens[next]);
@@ -118,15 +125,15 @@ static inline __attribute__((always_inline)) void MB_FN(_run)(const lt_dctx *c, 
     }
     mb_v8 vptr = V_LOAD(ap), vfull = V_LOAD(af), vtail = V_LOAD(at);
     while (active) {
-        if (active == 0xff && MB_ALL8(vfull)) {
+        if (active == MB_FULL && MB_ALL8(vfull)) {
             /* fast path, every lane 8 whole words deep: contiguous loads and a transpose instead of
              * eight gathers, and no lane can finish (its last word is still to come) */
-            uint64_t pa[8];
+            uint64_t pa[MB_LANES];
             mb_v8 m[8];
             V_STORE(pa, vptr);
             MB_LOAD8(pa, m);
             /* frames come from memory, not cache, in the engine: fetch each lane's data ahead */
-            for (int l = 0; l < 8; l++) __builtin_prefetch((const void *)(uintptr_t)(pa[l] + 512));
+            for (int l = 0; l < MB_LANES; l++) __builtin_prefetch((const void *)(uintptr_t)(pa[l] + 512));
             MB_ABSORB(m[0]); MB_ABSORB(m[1]); MB_ABSORB(m[2]); MB_ABSORB(m[3]);
             MB_ABSORB(m[4]); MB_ABSORB(m[5]); MB_ABSORB(m[6]); MB_ABSORB(m[7]);
             vptr = V_ADD(vptr, V_SPLAT(64));
@@ -142,7 +149,7 @@ static inline __attribute__((always_inline)) void MB_FN(_run)(const lt_dctx *c, 
         if (!done) continue;
         /* rare path (once per message): lanes go through memory so the vectors stay in registers
          * in the loop above */
-        uint64_t a0[8], a1[8], a2[8], a3[8];
+        uint64_t a0[MB_LANES], a1[MB_LANES], a2[MB_LANES], a3[MB_LANES];
         V_STORE(a0, v0); V_STORE(a1, v1); V_STORE(a2, v2); V_STORE(a3, v3);
         V_STORE(ap, vptr); V_STORE(af, vfull); V_STORE(at, vtail);
         do {
@@ -150,7 +157,7 @@ static inline __attribute__((always_inline)) void MB_FN(_run)(const lt_dctx *c, 
             done &= done - 1;
             q.v0[q.n] = a0[l]; q.v1[q.n] = a1[l]; q.v2[q.n] = a2[l]; q.v3[q.n] = a3[l];
             q.dst[q.n++] = dst[l];
-            if (q.n == 8) MB_FN(_finalise)(&q, D, O128);
+            if (q.n == MB_LANES) MB_FN(_finalise)(&q, D, O128);
             if (next < n) {
                 a0[l] = init[0]; a1[l] = init[1]; a2[l] = init[2]; a3[l] = init[3];
                 ap[l] = (uint64_t)(uintptr_t)msgs[next];
