@@ -479,7 +479,7 @@ def markdown_table(rows: list[BenchRow]) -> str:
 
 def bench_command(
     algorithm: Annotated[Optional[list[str]], typer.Option("--algorithm", help="Algorithm(s) to measure (default: all).")] = None,
-    sizes: Annotated[str, typer.Option(help="Message sizes, comma-separated: bytes or KiB/MiB (64 .. 32MiB).")] = DEFAULT_SIZES,
+    sizes: Annotated[str, typer.Option(help="Message sizes, comma-separated: bytes or KiB/MiB (1 B .. 256 MiB).")] = DEFAULT_SIZES,
     threads: Annotated[str, typer.Option(help="Thread counts, comma-separated; each thread digests its own buffer.")] = "1,2",
     min_time: Annotated[float, typer.Option("--min-time", help="Seconds per timed run (calibrated).", min=0.0001)] = 0.2,
     capture_frames: Annotated[int, typer.Option(help="Frames in the synthetic pcap for the whole-path rows (0: skip).")] = 1_000_000,
@@ -549,7 +549,7 @@ def bench_command(
               title=f"ledgertool bench on {rows[0].cpu_model if rows else '?'}")
     for r in rows:
         t.add_row(*table_cells(r, rows))
-    console = Console(width=None if sys.stdout.isatty() else 160)
+    console = Console(width=None if sys.stdout.isatty() else 240)
     console.print(t)
     noisy = sum(r.noisy for r in rows)
     if noisy:

@@ -21,7 +21,7 @@ workload_app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 
-out = Console(highlight=False)
+out = Console(highlight=False, soft_wrap=True)  # result lines never wrap mid-line
 
 
 @workload_app.command("generate")

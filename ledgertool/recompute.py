@@ -8,6 +8,7 @@ matched += min(l, c), ledger_only += max(l - c, 0), capture_only += max(c - l, 0
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -61,8 +62,10 @@ def digests_to_parquet(source: str | Path, out: Path, digest_key: DigestKey, alg
                               workers=workers or usable_cores())
         schema = digests_schema(alg.digest_size)
         dtype = record_dtype(alg.digest_size)
+        out = Path(out)
+        tmp = out.with_name(f"{out.name}.tmp-{os.getpid()}")  # a failed run never destroys `out`
         try:
-            with pq.ParquetWriter(out, schema, compression="zstd") as w:
+            with pq.ParquetWriter(tmp, schema, compression="zstd") as w:
                 while True:
                     records, n, nbytes = engine.fill(run.frames)
                     if n == 0:
@@ -79,8 +82,9 @@ def digests_to_parquet(source: str | Path, out: Path, digest_key: DigestKey, alg
                     if progress:
                         progress(run.frames, run.bytes)
         except BaseException:
-            out.unlink(missing_ok=True)
+            tmp.unlink(missing_ok=True)
             raise
+        os.replace(tmp, out)
         note = reader.info().truncation_note()
     if note:
         run.warnings.append(note)
