@@ -129,18 +129,16 @@ def recover_open_segments(ledger_dir: Path, ledger: dict, link: str, signing_key
         seg = segments.read_open_segment(files["open"])
         if seg.count == 0:  # crashed before the first whole record: nothing to seal
             files["open"].unlink()
+            if "parquet" in files:
+                files["parquet"].unlink()
+            if discarded is not None:
+                discarded.append({"path": str(files["open"]), "bytes": seg.torn_bytes,
+                                  "why": "open segment without a whole record"})
             continue
         state = link_state(ledger_dir, ledger, link)
         if seg.header.index != state.next_index or seg.header.first_seq != state.next_seq:
             raise LedgerError(f"{files['open']}: open segment {seg.header.index} does not continue the "
                               f"chain (expected segment {state.next_index}, seq {state.next_seq})")
-        if seg.count == 0:
-            files["open"].unlink()
-            files.get("parquet") and files["parquet"].unlink()
-            if discarded is not None:
-                discarded.append({"path": str(files["open"]), "bytes": seg.torn_bytes,
-                                  "why": "open segment without a whole record"})
-            continue
         _, res = seal_records(
             ledger_dir=ledger_dir, ledger=ledger, link=link, index=index, first_seq=seg.header.first_seq,
             records=seg.records, prev_hash=state.prev_hash, signing_key=signing_key,

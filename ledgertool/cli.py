@@ -534,9 +534,17 @@ def _parse_tolerance(text: str) -> int:
 # ---- query ----------------------------------------------------------------------------------
 
 def _cell(v):
+    """A query value as JSON/CSV: binary as lowercase hex at any depth, other non-JSON scalars
+    (DECIMAL, DATE, UUID, ...) as their SQL text."""
     if isinstance(v, (bytes, bytearray, memoryview)):
         return bytes(v).hex()
-    return v
+    if isinstance(v, (list, tuple)):
+        return [_cell(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _cell(x) for k, x in v.items()}
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    return str(v)
 
 
 @app.command()
@@ -553,7 +561,12 @@ def query(
     cols, rows = run_query(ledger, sql)
     rows = [[_cell(v) for v in r] for r in rows]
     if fmt == "json":
-        sys.stdout.write(json.dumps([dict(zip(cols, r)) for r in rows], default=str) + "\n")
+        # Repeated column names would collide as object keys: suffix them (a, a_2, ...).
+        keys, seen = [], {}
+        for c in cols:
+            seen[c] = seen.get(c, 0) + 1
+            keys.append(c if seen[c] == 1 else f"{c}_{seen[c]}")
+        sys.stdout.write(json.dumps([dict(zip(keys, r)) for r in rows]) + "\n")
     elif fmt == "csv":
         buf = io.StringIO()
         w = csv.writer(buf)

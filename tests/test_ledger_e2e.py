@@ -227,3 +227,12 @@ def test_demo_workdir_that_is_a_file_exits_2(tmp_path):
     f.write_text("x")
     r = run_cli("demo", "--workdir", f)
     assert r.returncode == 2 and "not a directory" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_query_json_nested_binary_and_repeated_columns(ledger):
+    r = run_cli("query", ledger, "SELECT list(digest ORDER BY seq)[1:2] AS d, 1 AS a, 2 AS a FROM records",
+                "--format", "json")
+    assert r.returncode == 0, r.stderr
+    (row,) = json.loads(r.stdout)
+    assert row["a"] == 1 and row["a_2"] == 2
+    assert len(row["d"]) == 2 and all(len(x) == 32 and int(x, 16) >= 0 for x in row["d"])
