@@ -363,18 +363,12 @@ def export_checkpoint(directory: Path, out: Path, *, signing_key: SigningKey | N
     """Write the link's checkpoint to `out`: freshly signed with `signing_key`, else the one the
     last capture/recover stored (DIR/link=NAME/checkpoint). UsageError/LedgerFormatError otherwise."""
     from .errors import UsageError
-    from .ledger import links, load_ledger
+    from .ledger import choose_link, load_ledger
     from .seal import write_atomic
 
     directory = Path(directory)
     ledger = load_ledger(directory)
-    names = links(directory)
-    if link is None:
-        if len(names) != 1:
-            raise UsageError(f"{directory}: ledger has links {names}; choose one with --link")
-        link = names[0]
-    elif link not in names:
-        raise UsageError(f"{directory}: no link {link!r}")
+    link = choose_link(directory, link)
     if signing_key is not None:
         from .rotation import current_signer_check
 

@@ -72,6 +72,21 @@ def links(directory: Path) -> list[str]:
     return sorted(p.name[5:] for p in directory.glob("link=*") if p.is_dir())
 
 
+def choose_link(directory: Path, link: str | None) -> str:
+    """The link a per-link command works on: `link` when the ledger has it, else the ledger's only
+    link. UsageError when `link` is absent or, with no `link`, when the ledger has several."""
+    from .errors import UsageError
+
+    names = links(directory)
+    if link is None:
+        if len(names) != 1:
+            raise UsageError(f"{directory}: ledger has links {', '.join(names) or 'none'}; choose one with --link")
+        return names[0]
+    if link not in names:
+        raise UsageError(f"{directory}: no link {link!r} (links: {', '.join(names) or 'none'})")
+    return link
+
+
 def segment_files(directory: Path, link: str) -> dict[int, dict[str, Path]]:
     """index -> {'open'|'parquet'|'seal.json': path} for one link."""
     out: dict[int, dict[str, Path]] = {}

@@ -19,7 +19,7 @@ from . import merkle
 from .engine import record_dtype
 from .errors import DiscrepancyError, LedgerFormatError, UsageError
 from .keys import TrustBundle
-from .ledger import links, load_ledger, segment_files
+from .ledger import choose_link, load_ledger, segment_files
 from .rotation import key_schedule, load_rotations
 from .seal import SEAL_FORMAT, file_sha256, load_seal, seal_signed_bytes, table_to_records
 
@@ -54,13 +54,7 @@ def build_proof(directory: Path, *, seq: int | None = None, digest: str | None =
     ledger = load_ledger(directory)
     if (seq is None) == (digest is None):
         raise UsageError("prove needs exactly one of --seq N or --digest HEX")
-    names = links(directory)
-    if link is None:
-        if len(names) != 1:
-            raise UsageError(f"{directory}: ledger has links {names}; choose one with --link")
-        link = names[0]
-    elif link not in names:
-        raise UsageError(f"{directory}: no link {link!r} (links: {', '.join(names) or 'none'})")
+    link = choose_link(directory, link)
     want = None
     if digest is not None:
         try:
