@@ -9,6 +9,7 @@ before appending. A live source (`iface:NAME`, ledgertool.live) runs until SIGIN
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import threading
 import time
@@ -23,7 +24,8 @@ import numpy as np
 
 from .engine import FLAG_GAP, DigestEngine, usable_cores
 from .errors import KeyFileError, LedgerError, UsageError
-from .live import LiveOptions
+from .live import LiveOptions, LiveStats
+from .live_workers import LiveWorkers, merge_worker_records, split_by_worker
 from .keys import DigestKey, SigningKey
 from .checkpoint import write_checkpoint
 from .ledger import (DEFAULT_LEAF_RECORDS, DEFAULT_LINK, LEDGER_FILE, create_ledger, link_state, links,
@@ -189,6 +191,15 @@ def recover_ledger(ledger_dir: Path, signing_key: SigningKey) -> RecoverResult:
     return res
 
 
+def _sum_stats(stats: list[LiveStats]) -> LiveStats:
+    """Counters of several rings added up (ring_bytes and block_count: all rings together)."""
+    if len(stats) == 1:
+        return stats[0]
+    sums = {f: sum(getattr(s, f) for s in stats) for f in LiveStats.__dataclass_fields__}
+    sums["block_bytes"] = stats[0].block_bytes
+    return LiveStats(**sums)
+
+
 def _remove_new_ledger(ledger_dir: Path, link: str) -> None:
     (ledger_dir / LEDGER_FILE).unlink(missing_ok=True)
     for d in (segments.link_dir(ledger_dir, link), ledger_dir):
@@ -214,7 +225,9 @@ def capture_file(
     after `duration` seconds or after `max_frames` frames. A live interface then drains its ring
     (except after `max_frames`), declares the last drops and ends; `live` sets its ring.
 
-    `workers` threads digest each batch (0: every usable core); records never depend on it. Segment
+    `workers` threads digest each batch (0: every usable core); records never depend on it. For a
+    live interface `workers` is the number of receive rings (0: one), each read and digested by its
+    own thread; their records are merged per segment by (ts_ns, worker, order in the worker). Segment
     k is sealed (Parquet, Merkle root, signatures) on a background thread while segment k + 1 is
     digested; seals still chain in order, at most one seal is in flight, and a sealing error is
     raised here.
@@ -237,8 +250,13 @@ def capture_file(
     live_source = is_live(source)
     if workers < 0:
         raise UsageError("--workers must be 0 (every core) or more")
-    # A live ring hands out frames block by block to one reader: one worker digests them.
+    # A live ring hands out frames block by block to one reader: one thread digests them. Several
+    # live workers are several rings in one fanout group, one thread each (ledgertool.live_workers).
+    live_workers = (workers or 1) if live_source else 0
     workers = 1 if live_source else (workers or usable_cores())
+    pins = None
+    if live_workers > 1:
+        pins = LiveWorkers.check_pins(live.pin_cpu if live else None, live_workers)
     ledger_dir = Path(ledger_dir)
     exists = (ledger_dir / LEDGER_FILE).exists()
     if exists:
@@ -257,7 +275,24 @@ def capture_file(
         alg = get_algorithm(algorithm or "siphash-1-3-128")
         strip_id = get_strip_mode(strip or "frame")
     # Open the capture before creating anything, so a bad file leaves no empty ledger behind.
-    reader = open_source(source, live)
+    if live_workers > 1:
+        # the same fanout group for every ring (0: the process id); each worker thread pins itself
+        wopts = dataclasses.replace(live or LiveOptions(), pin_cpu=None)
+        readers = []
+        try:
+            for _ in range(live_workers):
+                readers.append(open_source(source, wopts))
+        except BaseException:
+            for r in readers:
+                r.close()
+            raise
+    else:
+        readers = [open_source(source, live)]
+    reader = readers[0]
+
+    def close_readers() -> None:
+        for r in readers:
+            r.close()
     if not exists:
         ledger = create_ledger(ledger_dir, algorithm=alg.name, strip=strip or "frame",
                                digest_key_id=digest_key.key_id(alg.name, alg.key_size),
@@ -269,7 +304,7 @@ def capture_file(
     try:
         result.recovered = recover_open_segments(ledger_dir, ledger, link, signing_key, discarded)
     except BaseException:
-        reader.close()
+        close_readers()
         raise
     for r in result.recovered:
         result.warnings.append(f"recovered open segment {r.index}: sealed {r.records} records, "
@@ -281,10 +316,13 @@ def capture_file(
     result.first_seq = seq = state.next_seq
     index, prev_hash = state.next_index, state.prev_hash
     try:
-        engine = DigestEngine(reader, alg, strip_id, digest_key.subkey(alg.name, alg.key_size), workers=workers)
+        engines = [DigestEngine(r, alg, strip_id, digest_key.subkey(alg.name, alg.key_size), workers=workers)
+                   for r in readers]
     except LedgerError:
-        reader.close()
+        close_readers()
         raise
+    engine = engines[0]
+    lw = LiveWorkers(engines, max_frames=max_frames, pin_cpus=pins) if live_workers > 1 else None
 
     stop = {"signal": None}
 
@@ -334,8 +372,88 @@ def capture_file(
         drain()
         pending.append(sealer.submit(seal_job, path, seg_index))
 
-    try:
+    def write_sealed(recs: np.ndarray) -> None:
+        """Several live workers: write one merged, renumbered segment and hand it to the sealer."""
+        nonlocal writer, seq
+        hdr = segments.SegmentHeader(
+            ledger["ledger_id"], link, index, alg.name, ledger["strip"], ledger["digest_key_id"],
+            ledger["record_size"], ledger["digest_size"], ledger["leaf_records"], seq, segments.now_ns())
+        writer = segments.SegmentWriter(segments.open_segment_path(ledger_dir, link, index), hdr)
+        writer.append(recs.tobytes(), len(recs))
+        gaps = (recs["flags"] & FLAG_GAP) != 0
+        result.frames += len(recs) - int(gaps.sum())
+        result.drops += int(recs["aux"][gaps].sum())
+        seq += len(recs)
+        seal_open()
+
+    def run_workers() -> None:
+        """Several live workers (docs/capture.md "Workers and fanout"): each thread fills its own
+        buffer; at a segment boundary (segment_records in total, segment_seconds, the end) the
+        buffers are merged by (ts_ns, worker, order in the worker), renumbered and sealed. Records
+        past segment_records are carried, still per worker, into the next segment's merge."""
+        nonlocal stopping
+        assert lw is not None
+        carry = [np.empty(0, dtype=engine.dtype)] * live_workers
+        carried = 0
+        seg_opened = None
+        lw.start()
         while True:
+            if not stopping:
+                reason = None
+                if stop["signal"] is not None:
+                    result.interrupted = True
+                    reason = "signal"
+                elif duration is not None and time.perf_counter() - t0 >= duration:
+                    reason = "duration"
+                elif lw.frames_reached.is_set() or lw.error is not None:
+                    reason = "frames" if lw.error is None else "error"
+                if reason:
+                    if reason != "error":
+                        result.stop_reason = reason
+                    # every ring drains, except after --frames (that many, no more) or an error
+                    for r in readers:
+                        r.request_stop(drain=reason not in ("frames", "error"))
+                    stopping = True
+            lw.wake.wait(0.05)
+            lw.wake.clear()
+            ended = lw.ended
+            pooled = lw.buffered + carried
+            now = time.perf_counter()
+            if pooled and seg_opened is None:
+                seg_opened = now
+            while pooled and (pooled >= segment_records or ended or
+                              (segment_seconds is not None and now - seg_opened >= segment_seconds)):
+                parts = [np.concatenate((c, p)) for c, p in zip(carry, lw.take())]
+                merged, wid = merge_worker_records(parts, seq)
+                cut = min(len(merged), segment_records)
+                carry = split_by_worker(merged[cut:], wid[cut:], live_workers)
+                carried = len(merged) - cut
+                write_sealed(merged[:cut])
+                pooled = carried
+                seg_opened = now if carried else None
+            if monitor:
+                monitor(CaptureStatus(lw.frames, lw.bytes, lw.drops, time.perf_counter() - t0,
+                                      len(result.segments), index if pooled else None, pooled, stopping))
+            if ended and not pooled and not lw.buffered:
+                break
+        result.bytes = lw.bytes
+        if lw.error is not None:
+            # what was read before the error is sealed (as with one worker), then it is reported
+            drain()
+            if result.segments:
+                write_checkpoint(ledger_dir, ledger, link, signing_key)
+            result.next_seq = seq
+            e = lw.error
+            if isinstance(e, LedgerError):
+                e.args = (f"{e}; {result.frames} frames before it were sealed"
+                          + (f" in segments {result.segments[0].index}..{result.segments[-1].index}"
+                             if result.segments else ""),)
+            raise e
+
+    try:
+        if lw is not None:
+            run_workers()
+        while lw is None:  # one reader: a file, a workload or one live ring
             if not stopping:
                 reason = None
                 if stop["signal"] is not None:
@@ -425,6 +543,10 @@ def capture_file(
         if segments.link_dir(ledger_dir, link).is_dir():
             write_checkpoint(ledger_dir, ledger, link, signing_key)
     finally:
+        if lw is not None:  # every worker thread is out of its reader before the readers close
+            for r in readers:
+                r.request_stop(drain=False)
+            lw.join()
         try:
             if pending:  # an error elsewhere is on its way out: still finish the seal in flight
                 try:
@@ -436,12 +558,15 @@ def capture_file(
         for s, h in old.items():
             signal.signal(s, h)
         reader_info = reader.info()
-        live_stats = reader.stats() if live_source else None
-        reader.close()
+        live_stats = _sum_stats([r.stats() for r in readers]) if live_source else None
+        close_readers()
     result.elapsed_s = time.perf_counter() - t0
     result.next_seq = seq
     if live_stats is not None:
         result.live = live_stats.to_json()
+        if lw is not None:
+            result.live["workers"] = live_workers
+            result.live["worker_frames"] = list(lw.per_worker_frames)
         if result.drops:
             result.warnings.append(
                 f"{result.drops} frames DROPPED by the kernel ring on {source} (declared as GAP records in "

@@ -183,7 +183,7 @@ def capture(
     algorithm: Annotated[Optional[str], typer.Option(help="Digest algorithm for a new ledger (default: siphash-1-3-128).")] = None,
     strip: Annotated[Optional[str], typer.Option(help="Strip mode for a new ledger: frame, l3, payload or rdma (docs/strip-modes.md; default: frame).")] = None,
     link: Annotated[str, typer.Option(help="Link name (hive partition link=NAME).")] = "link0",
-    workers: Annotated[int, typer.Option(help="Threads that digest each batch (0: every usable core); records do not depend on it.", min=0)] = 0,
+    workers: Annotated[int, typer.Option(help="Threads that digest each batch (0: every usable core); records do not depend on it. iface: receive rings in one fanout group, one thread each (0: one); records merged by (ts_ns, worker, order).", min=0)] = 0,
     segment_records: Annotated[int, typer.Option(help="Records per segment before it is sealed.", min=1)] = 1_000_000,
     segment_seconds: Annotated[Optional[float], typer.Option(help="Also seal a segment once it has been open this many seconds (wall clock).")] = None,
     leaf_records: Annotated[Optional[int], typer.Option(help="Records per Merkle leaf for a new ledger, a power of two (default: 64).")] = None,
@@ -192,7 +192,7 @@ def capture(
     ring_mb: Annotated[float, typer.Option(help="iface: receive ring size in MiB.")] = 64.0,
     block_kb: Annotated[int, typer.Option(help="iface: ring block size in KiB, power of two (0: automatic).")] = 0,
     block_ms: Annotated[int, typer.Option(help="iface: block retire timeout in ms.")] = 10,
-    pin: Annotated[Optional[int], typer.Option(help="iface: pin the capture thread to this CPU.")] = None,
+    pin: Annotated[Optional[int], typer.Option(help="iface: pin the capture thread to this CPU (with --workers N: worker i to CPU PIN+i).")] = None,
     fanout_group: Annotated[int, typer.Option(help="iface: PACKET_FANOUT group id (0: from the process id).")] = 0,
     promisc: Annotated[bool, typer.Option(help="iface: promiscuous mode.")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
@@ -206,8 +206,6 @@ def capture(
     live_source = is_live(source)
     opts = None
     if live_source:
-        if workers > 1:
-            raise UsageError("live capture runs one worker in this release (--workers 1)")
         opts = LiveOptions(ring_mb=ring_mb, block_kb=block_kb, block_ms=block_ms, fanout_group=fanout_group,
                            promisc=promisc, pin_cpu=pin)
     dk, sk = DigestKey.load(digest_key), SigningKey.load(signing_key)

@@ -202,11 +202,88 @@ def test_zero_loss_every_digest_matches_recompute(veth, keydir, tmp_path, captur
 
 
 @needs_netns
-def test_overload_drops_are_declared_and_add_up(veth, keydir, tmp_path):
+def test_two_workers_zero_loss_merged_in_timestamp_order(veth, keydir, tmp_path):
+    """--workers 2: two rings in one fanout group; the sealed ledger holds exactly the replayed
+    frames' digests (as a multiset: flows are spread over the workers) in timestamp order."""
+    capture = CORPUS_ETH if CORPUS_ETH.is_file() else SAMPLE
+    ledger = tmp_path / "ledger"
+    rx0 = veth.counters(veth.ns_rx, veth.rx)["rx"]["packets"]
+    proc = start_capture(veth, ledger, keydir, "--workers", "2")
+    sent = replay(veth, capture, "--pps", "100000")
+    time.sleep(0.1)
+    rep = finish(proc)
+    rx = veth.counters(veth.ns_rx, veth.rx)["rx"]["packets"] - rx0
+    schema_ok({k: v for k, v in rep.items() if k != "_stderr"}, "capture-report.schema.json")
+    assert sent["frames_sent"] == sent["frames_in_file"] == rx
+    assert rep["drops"] == 0 and rep["live"]["kernel_drops"] == 0
+    assert rep["frames"] == rx == rep["live"]["kernel_packets"]
+    live = rep["live"]
+    assert live["workers"] == 2 and sum(live["worker_frames"]) == rep["frames"]
+    assert min(live["worker_frames"]) > 0, f"fanout put every flow on one worker: {live['worker_frames']}"
+
+    v = run_cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json")
+    assert v.returncode == 0, v.stdout + v.stderr
+    rc = run_cli("recompute", capture, "--digest-key", keydir / "digest.key", "--ledger", ledger, "--json")
+    doc = json.loads(rc.stdout)
+    assert rc.returncode == 0 and doc["matched"] == doc["frames"] == rep["frames"], rc.stdout + rc.stderr
+    t = ledger_records(ledger)
+    assert sorted(bytes(d) for d in t.column("digest").to_pylist()) == sorted(file_digests(capture, keydir))
+    ts = np.array(t.column("ts_ns").to_pylist(), dtype=np.int64)
+    assert (np.diff(ts) >= 0).all(), "sealed order is not timestamp order"
+    assert t.column("seq").to_pylist() == list(range(len(ts)))
+
+
+def test_merge_worker_records_orders_by_ts_worker_index():
+    """The merge at a segment boundary: (ts_ns, worker, order within the worker); GAP records take
+    their timestamp's place; seq renumbered contiguously; independent of the spread over workers."""
+    from ledgertool.engine import FLAG_GAP, record_dtype
+    from ledgertool.live_workers import merge_worker_records, split_by_worker
+
+    dt = record_dtype(16)
+
+    def recs(rows):  # rows: (ts, tag, gap drops or None)
+        a = np.zeros(len(rows), dtype=dt)
+        for i, (ts, tag, drops) in enumerate(rows):
+            a[i]["ts_ns"] = ts
+            a[i]["seq"] = 999  # whatever the worker numbered: replaced
+            a[i]["digest"] = tag.ljust(16, b"-")
+            if drops is not None:
+                a[i]["flags"], a[i]["aux"] = FLAG_GAP, drops
+        return a
+
+    w0 = recs([(10, b"a", None), (20, b"b", None), (20, b"c", None), (35, b"g0", 7), (40, b"d", None)])
+    w1 = recs([(5, b"x", None), (20, b"y", None), (30, b"g1", 3), (40, b"z", None)])
+    w2 = recs([])
+    out, wid = merge_worker_records([w0, w1, w2], first_seq=100)
+    tags = [bytes(d).rstrip(b"-") for d in out["digest"]]
+    # ties at 20 and 40: worker 0 before worker 1; within worker 0, b before c (its own order)
+    assert tags == [b"x", b"a", b"b", b"c", b"y", b"g1", b"g0", b"d", b"z"]
+    assert wid.tolist() == [1, 0, 0, 0, 1, 1, 0, 0, 1]
+    assert out["seq"].tolist() == list(range(100, 109))
+    gap = (out["flags"] & FLAG_GAP) != 0
+    assert out["aux"][gap].tolist() == [3, 7] and int(gap.sum()) == 2
+    # a tail carried into the next segment splits back into each worker's own order
+    back = split_by_worker(out[5:], wid[5:], 3)
+    assert [[bytes(d).rstrip(b"-") for d in b["digest"]] for b in back] == [[b"g0", b"d"], [b"g1", b"z"], []]
+    # distinct timestamps: the same records spread otherwise (or one worker) merge identically
+    u = recs([(1, b"p", None), (4, b"q", None), (6, b"gq", 2)])
+    v = recs([(2, b"r", None), (3, b"s", None), (5, b"t", None)])
+    one, _ = merge_worker_records([np.concatenate([u, v])], first_seq=0)
+    two, _ = merge_worker_records([u, v], first_seq=0)
+    three, _ = merge_worker_records([v[:1], u, v[1:]], first_seq=0)
+    assert one.tobytes() != b"" and one.tobytes() == two.tobytes() == three.tobytes()
+    empty, ew = merge_worker_records([w2, w2], first_seq=5)
+    assert len(empty) == 0 and len(ew) == 0
+
+
+@needs_netns
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_overload_drops_are_declared_and_add_up(veth, keydir, tmp_path, workers):
     ledger = tmp_path / "ledger"
     tx0 = veth.counters(veth.ns_tx, veth.tx)
     rx0 = veth.counters(veth.ns_rx, veth.rx)["rx"]["packets"]
-    proc = start_capture(veth, ledger, keydir, "--ring-mb", "1", "--segment-records", "1000")
+    proc = start_capture(veth, ledger, keydir, "--ring-mb", "1", "--segment-records", "1000",
+                         "--workers", workers)
     os.kill(proc.pid, signal.SIGSTOP)  # a stalled consumer: the ring fills, the kernel drops
     try:
         sent = replay(veth, SAMPLE, "--topspeed", "--loop", "20")
@@ -240,9 +317,11 @@ def test_overload_drops_are_declared_and_add_up(veth, keydir, tmp_path):
 
 
 @needs_netns
-def test_frames_limit_and_segment_seconds(veth, keydir, tmp_path):
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_frames_limit_and_segment_seconds(veth, keydir, tmp_path, workers):
     ledger = tmp_path / "ledger"
-    proc = start_capture(veth, ledger, keydir, "--frames", "150", "--segment-seconds", "0.1")
+    proc = start_capture(veth, ledger, keydir, "--frames", "150", "--segment-seconds", "0.1",
+                         "--workers", workers)
     replay(veth, SAMPLE, "--pps", "400")  # ~0.75 s
     rep = finish(proc, sig=None)
     assert rep["stop_reason"] == "frames" and rep["frames"] == 150 and rep["drops"] == 0
@@ -267,6 +346,13 @@ def test_missing_interface_is_a_usage_error(keydir, tmp_path):
     assert r.returncode == 2 and r.stdout == ""
     assert "nosuchif0" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "l").exists()  # nothing created for a source that cannot open
+
+
+def test_worker_pins_beyond_the_cpus_are_a_usage_error(keydir, tmp_path):
+    r = run_cli("capture", "iface:nosuchif0", "--ledger", tmp_path / "l", "--digest-key", keydir / "digest.key",
+                "--signing-key", keydir / "signing.key", "--workers", "2", "--pin", "100000")
+    assert r.returncode == 2 and "CPU 100000" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "l").exists()
 
 
 def test_replay_to_missing_interface_is_a_usage_error():

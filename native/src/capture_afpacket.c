@@ -182,7 +182,7 @@ static int live_next(void *src, lt_frame *frames, size_t max, size_t *n, lt_read
     for (;;) {
         while (s->pending_drops && k < max) emit_gap(s, &frames[k++]);
         if (k == max) break;
-        int stopping = s->stop;
+        int stopping = __atomic_load_n(&s->stop, __ATOMIC_ACQUIRE); /* set by another thread too */
         int64_t now = stopping ? mono_ns() : 0;
         if (!s->holding || stopping) {
             struct tpacket_block_desc *b = block_at(s, s->cur);
@@ -422,7 +422,8 @@ int lt_live_request_stop(lt_reader *r, int drain) {
     if (!s) return LT_ERR_ARG;
     s->stop_deadline_ns = mono_ns() + (int64_t)(s->block_ms + s->poll_ms) * 1000000;
     s->drain = drain;
-    s->stop = 1;
+    /* may run on another thread than next() (several workers): deadline and drain before stop */
+    __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
     return LT_OK;
 }
 
