@@ -220,8 +220,11 @@ def seal_records(
 
 def load_seal(path: Path) -> dict:
     """Parse a seal document; LedgerFormatError naming the file when it is not one."""
+    def no_constants(name: str):  # NaN / Infinity are not JSON (RFC 8259); Python would accept them
+        raise ValueError(f"{name} is not a JSON number")
+
     try:
-        doc = json.loads(path.read_bytes())
+        doc = json.loads(path.read_bytes(), parse_constant=no_constants)
     except (OSError, ValueError) as e:
         raise LedgerFormatError(f"{path}: not a readable seal document ({e})") from None
     if not isinstance(doc, dict) or doc.get("format") != SEAL_FORMAT:

@@ -108,8 +108,13 @@ class SegmentHeader:
             raise LedgerFormatError(f"{path}: unsupported segment format version {version} at byte 8")
         if rsize != 32 + dsize or dsize not in (16, 32):
             raise LedgerFormatError(f"{path}: inconsistent record size {rsize} / digest size {dsize} at byte 12")
-        return cls(uuid.UUID(bytes=lid).hex, link.rstrip(b"\0").decode(), index, alg.rstrip(b"\0").decode(),
-                   strip.rstrip(b"\0").decode(), key_id.hex(), rsize, dsize, leaf, first, created)
+        try:
+            names = [f.rstrip(b"\0").decode("ascii") for f in (link, alg, strip)]
+        except UnicodeDecodeError as e:
+            raise LedgerFormatError(f"{path}: segment header name field is not ASCII (byte {64 + e.start} "
+                                    "or later)") from None
+        return cls(uuid.UUID(bytes=lid).hex, names[0], index, names[1], names[2], key_id.hex(), rsize, dsize,
+                   leaf, first, created)
 
 
 # ---- writer / reader ------------------------------------------------------------------------

@@ -266,8 +266,15 @@ def _verify_records(directory, ledger, link, index, doc, expected_seq, res, prob
     try:
         first_seq, last_seq = int(doc["first_seq"]), int(doc["last_seq"])
         count = int(doc["records"])
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):
         problem("seal_malformed", index, f"segment {index}: seal lacks sequence range or count")
+        return expected_seq
+    # u64 sequence numbers, and a range no wider than the records could cover (plus the gaps a
+    # sealer may skip): a tampered seal must not make the verifier allocate its range.
+    if not (0 <= first_seq < 2**64 and first_seq - 1 <= last_seq < 2**64 and 0 <= count <= 2**40) or \
+            last_seq - first_seq + 1 > max(count, 1) * 1024:
+        problem("seal_malformed", index, f"segment {index}: implausible sequence range {first_seq}..{last_seq} "
+                                         f"for {count} records")
         return expected_seq
     if first_seq != expected_seq:
         kind = "sequence_gap" if first_seq > expected_seq else "sequence_overlap"

@@ -23,8 +23,9 @@ static uint64_t record_header_len(const lt_reader_info *info, const uint8_t *dat
     if (info->format != LT_FMT_PCAPNG) return info->format == LT_FMT_PCAP_MODIFIED ? 24 : 16;
     if (f->offset + 4 > size) return 0;
     const uint8_t *p = data + f->offset;
-    uint32_t type = (f->rflags & LT_RF_BIG_ENDIAN) ? ((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3])
-                                                    : ((uint32_t)p[3] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[1] << 8 | p[0]);
+    const uint32_t be = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+    const uint32_t le = (uint32_t)p[3] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[1] << 8 | p[0];
+    const uint32_t type = (f->rflags & LT_RF_BIG_ENDIAN) ? be : le;
     switch (type) {
     case 2: case 6: return 28;
     case 3: return 12;
