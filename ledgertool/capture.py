@@ -357,6 +357,15 @@ def capture_file(
         chain["prev"] = res.seal_hash
         return res
 
+    def stop_reason(frames_reached: bool) -> str | None:
+        """Why the capture should stop now: a signal, --duration, --frames; None to go on."""
+        if stop["signal"] is not None:
+            result.interrupted = True
+            return "signal"
+        if duration is not None and time.perf_counter() - t0 >= duration:
+            return "duration"
+        return "frames" if frames_reached else None
+
     def drain() -> None:
         """Wait for the seal in flight; its result joins result.segments (in chain order)."""
         while pending:
@@ -399,14 +408,9 @@ def capture_file(
         lw.start()
         while True:
             if not stopping:
-                reason = None
-                if stop["signal"] is not None:
-                    result.interrupted = True
-                    reason = "signal"
-                elif duration is not None and time.perf_counter() - t0 >= duration:
-                    reason = "duration"
-                elif lw.frames_reached.is_set() or lw.error is not None:
-                    reason = "frames" if lw.error is None else "error"
+                reason = stop_reason(lw.frames_reached.is_set())
+                if reason is None and lw.error is not None:
+                    reason = "error"
                 if reason:
                     if reason != "error":
                         result.stop_reason = reason
@@ -455,14 +459,7 @@ def capture_file(
             run_workers()
         while lw is None:  # one reader: a file, a workload or one live ring
             if not stopping:
-                reason = None
-                if stop["signal"] is not None:
-                    result.interrupted = True
-                    reason = "signal"
-                elif duration is not None and time.perf_counter() - t0 >= duration:
-                    reason = "duration"
-                elif max_frames is not None and result.frames >= max_frames:
-                    reason = "frames"
+                reason = stop_reason(max_frames is not None and result.frames >= max_frames)
                 if reason:
                     result.stop_reason = reason
                     if not live_source:
