@@ -20,12 +20,22 @@ _EMPTY_RECORDS = ("SELECT NULL::VARCHAR link, 0::UINTEGER segment, 0::UBIGINT se
                   "0::UINTEGER aux, NULL::BLOB digest WHERE false")
 
 
+def open_duckdb(config: dict | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection that never draws its progress bar: DuckDB prints it on stdout,
+    which carries only results and `--json` documents. UsageError for a bad `config` value."""
+    try:
+        con = duckdb.connect(config=config or {})
+    except duckdb.Error as e:
+        raise UsageError(str(e).splitlines()[0]) from None
+    con.execute("SET enable_progress_bar = false")
+    return con
+
+
 def connect(ledger_dir: Path) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with the `records` and `seals` views over DIR."""
     ledger_dir = Path(ledger_dir)
     load_ledger(ledger_dir)
-    con = duckdb.connect()
-    con.execute("SET enable_progress_bar = false")  # stdout carries only results
+    con = open_duckdb()
     files = sealed_parquet_files(ledger_dir)
     if files:
         con.execute("CREATE VIEW records AS SELECT link, segment, seq, ts_ns, wire_len, cap_len, flags, "

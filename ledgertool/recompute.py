@@ -27,6 +27,7 @@ from .errors import CaptureFormatError, DiscrepancyError, KeyFileError, LedgerFo
 from .keys import DigestKey
 from .ledger import links as ledger_links
 from .ledger import load_ledger, sealed_parquet_files, segment_files, sql_parquet_source
+from .query import open_duckdb
 from .sources import open_source
 
 Progress = Callable[[int, int], None]
@@ -179,11 +180,9 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey, *, ex
     with tempfile.TemporaryDirectory(prefix="ledgertool-recompute-") as tmp:
         cap = Path(tmp) / "capture.parquet"
         try:
-            con = duckdb.connect(config={"memory_limit": memory_limit, "temp_directory": tmp})
-        except duckdb.Error as e:
-            raise UsageError(f"--memory-limit {memory_limit!r}: {str(e).splitlines()[0]}") from None
-        # No progress bar: DuckDB would print it on stdout, which --json reserves for one document.
-        con.execute("SET enable_progress_bar = false")
+            con = open_duckdb({"memory_limit": memory_limit, "temp_directory": tmp})
+        except UsageError as e:
+            raise UsageError(f"--memory-limit {memory_limit!r}: {e}") from None
         try:
             run = digests_to_parquet(source, cap, digest_key, alg, ledger["strip"], progress, workers)
             # Both sides are read over the window widened by the tolerance, paired, and then each
