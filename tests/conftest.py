@@ -45,6 +45,28 @@ def other_keydir(tmp_path_factory) -> Path:
     return d
 
 
+def load_keys(d: Path):
+    """(DigestKey, SigningKey, TrustBundle) from a `keys generate` directory."""
+    from ledgertool.keys import DigestKey, SigningKey, TrustBundle
+
+    return (DigestKey.load(d / "digest.key"), SigningKey.load(d / "signing.key"),
+            TrustBundle.load(d / "verifier.pub"))
+
+
+@pytest.fixture()
+def on_path(request):
+    """Force (algorithm name, CPU path) from the test's parameter, then return to the CPUID choice."""
+    from ledgertool.algorithms import ALGORITHMS
+    from ledgertool.engine import cpu_path, force_cpu_path
+
+    name, path = request.param
+    alg = ALGORITHMS[name]
+    force_cpu_path(alg, path)
+    assert cpu_path(alg) == path
+    yield alg
+    force_cpu_path(alg, None)
+
+
 def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     """Run `ledgertool ARGS` in a subprocess exactly as a user would (entry point `main`)."""
     return subprocess.run([sys.executable, "-c", "from ledgertool.cli import main; main()", *map(str, args)],

@@ -55,15 +55,6 @@ def reference(name: str, key: bytes, msg: bytes) -> bytes:
 ALG_PATHS = [(a.name, p) for a in NEW for p in cpu_paths(a)]
 
 
-@pytest.fixture()
-def on_path(request):
-    """Force (algorithm, path) for the test, then return to the CPUID choice."""
-    name, path = request.param
-    alg = ALGORITHMS[name]
-    force_cpu_path(alg, path)
-    assert cpu_path(alg) == path
-    yield alg
-    force_cpu_path(alg, None)
 
 
 def test_every_algorithm_has_a_portable_path_and_sizes_match_the_registry():

@@ -4,32 +4,27 @@ appending, and the documented errors and exit codes."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
 from ledgertool.capture import capture_file
-from ledgertool.keys import DigestKey, SigningKey, TrustBundle
 from ledgertool.query import run_query
 from ledgertool.recompute import reconcile
 from ledgertool.verify import verify_ledger
 
-from conftest import SAMPLES, run_cli
+from conftest import load_keys, SAMPLES, run_cli
 
 SAMPLE = SAMPLES / "sample.pcapng"
 SAMPLE_PCAP = SAMPLES / "sample.pcap"
 
 
-def keys(d: Path):
-    return (DigestKey.load(d / "digest.key"), SigningKey.load(d / "signing.key"),
-            TrustBundle.load(d / "verifier.pub"))
 
 
 @pytest.fixture()
 def ledger(tmp_path, keydir) -> Path:
-    dk, sk, _ = keys(keydir)
+    dk, sk, _ = load_keys(keydir)
     out = tmp_path / "ledger"
     res = capture_file(SAMPLE, out, digest_key=dk, signing_key=sk, segment_records=100)
     assert res.frames > 200 and len(res.segments) >= 3
@@ -44,7 +39,7 @@ def frames_in(path: Path) -> int:
 
 
 def test_intact_ledger_verifies_recomputes_and_queries(ledger, keydir):
-    dk, _, trust = keys(keydir)
+    dk, _, trust = load_keys(keydir)
     n = frames_in(SAMPLE)
     v = verify_ledger(ledger, trust)
     assert v.ok, v.problems
@@ -58,13 +53,13 @@ def test_intact_ledger_verifies_recomputes_and_queries(ledger, keydir):
 
 
 def test_pcap_and_pcapng_of_same_frames_reconcile(ledger, keydir):
-    dk, _, _ = keys(keydir)
+    dk, _, _ = load_keys(keydir)
     r = reconcile(SAMPLE_PCAP, ledger, dk)
     assert r.ok and r.matched == frames_in(SAMPLE)
 
 
 def test_append_continues_chain_and_sequence(ledger, keydir):
-    dk, sk, trust = keys(keydir)
+    dk, sk, trust = load_keys(keydir)
     n = frames_in(SAMPLE)
     before = len(list(ledger.glob("link=link0/*.seal.json")))
     res = capture_file(SAMPLE_PCAP, ledger, digest_key=dk, signing_key=sk, segment_records=100)
@@ -86,7 +81,7 @@ def _rewrite_parquet(path: Path, mutate) -> None:
 def test_modified_record_is_named(ledger, keydir):
     import pyarrow as pa
 
-    _, _, trust = keys(keydir)
+    _, _, trust = load_keys(keydir)
     p = ledger / "link=link0" / "seg-00000001.parquet"
 
     def flip(t):
@@ -102,7 +97,7 @@ def test_modified_record_is_named(ledger, keydir):
 
 
 def test_deleted_segment_is_named(ledger, keydir):
-    _, _, trust = keys(keydir)
+    _, _, trust = load_keys(keydir)
     for suffix in ("parquet", "seal.json"):
         (ledger / "link=link0" / f"seg-00000001.{suffix}").unlink()
     v = verify_ledger(ledger, trust)
@@ -112,7 +107,7 @@ def test_deleted_segment_is_named(ledger, keydir):
 
 
 def test_wrong_trust_key_fails_every_segment(ledger, other_keydir):
-    _, _, other = keys(other_keydir)
+    _, _, other = load_keys(other_keydir)
     v = verify_ledger(ledger, other)
     bad = {p.segment for p in v.problems if p.kind == "bad_signature"}
     assert bad == set(range(v.segments)) and v.segments >= 3

@@ -35,14 +35,6 @@ def independent(name: str, key: bytes, msg: bytes) -> bytes:
     return independent_reference(name, key, msg)
 
 
-@pytest.fixture()
-def on_path(request):
-    name, path = request.param
-    alg = ALGORITHMS[name]
-    force_cpu_path(alg, path)
-    assert cpu_path(alg) == path
-    yield alg
-    force_cpu_path(alg, None)
 
 
 def single(alg, key, msgs):

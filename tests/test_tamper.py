@@ -21,13 +21,13 @@ from ledgertool import segments
 from ledgertool.capture import capture_file, recover_ledger
 from ledgertool.checkpoint import checkpoint_path, write_checkpoint
 from ledgertool.engine import record_dtype
-from ledgertool.keys import DigestKey, SigningKey, TrustBundle
+from ledgertool.keys import SigningKey
 from ledgertool.ledger import load_ledger
 from ledgertool.seal import (load_seal, records_to_table, seal_hash, seal_records, seal_signed_bytes,
                              table_to_records)
 from ledgertool.verify import verify_ledger
 
-from conftest import CORPUS, needs_corpus, run_cli
+from conftest import load_keys, CORPUS, needs_corpus, run_cli
 
 pytestmark = needs_corpus
 
@@ -36,14 +36,11 @@ SEG, LEAF, LAST = 50, 4, 4  # records per segment, per leaf; index of the last s
 K = 13  # the record of segment 1 that record-level cases touch; its leaf block starts at 12
 
 
-def _keys(d: Path):
-    return (DigestKey.load(d / "digest.key"), SigningKey.load(d / "signing.key"),
-            TrustBundle.load(d / "verifier.pub"))
 
 
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory, keydir) -> Path:
-    dk, sk, _ = _keys(keydir)
+    dk, sk, _ = load_keys(keydir)
     out = tmp_path_factory.mktemp("tamper") / "pristine"
     res = capture_file(SOURCE, out, digest_key=dk, signing_key=sk, segment_records=SEG, leaf_records=LEAF)
     assert res.frames == 209 and [s.index for s in res.segments] == list(range(LAST + 1))
@@ -53,7 +50,7 @@ def pristine(tmp_path_factory, keydir) -> Path:
 @pytest.fixture(scope="module")
 def foreign(tmp_path_factory, keydir) -> Path:
     """Another valid ledger of the same capture, keys and parameters (different ledger id)."""
-    dk, sk, _ = _keys(keydir)
+    dk, sk, _ = load_keys(keydir)
     out = tmp_path_factory.mktemp("tamper") / "foreign"
     capture_file(SOURCE, out, digest_key=dk, signing_key=sk, segment_records=SEG, leaf_records=LEAF)
     return out
@@ -311,12 +308,12 @@ CASES = {
 
 @pytest.fixture()
 def ctx(keydir, other_keydir, foreign) -> dict:
-    return {"key": _keys(keydir)[1], "other_key": _keys(other_keydir)[1], "foreign": foreign}
+    return {"key": load_keys(keydir)[1], "other_key": load_keys(other_keydir)[1], "foreign": foreign}
 
 
 def test_untouched_ledger_verifies(pristine, keydir):
     cp = checkpoint_path(pristine, "link0").read_bytes()
-    v = verify_ledger(pristine, _keys(keydir)[2], cp)
+    v = verify_ledger(pristine, load_keys(keydir)[2], cp)
     assert v.ok, v.problems
     assert (v.segments, v.records, v.warnings) == (LAST + 1, 209, [])
 
@@ -325,7 +322,7 @@ def test_untouched_ledger_verifies(pristine, keydir):
 def test_tamper_is_detected_and_named(case, ledger, keydir, ctx):
     tamper, (kind, seg, rec), kinds = CASES[case]
     tamper(ledger, ctx)
-    v = verify_ledger(ledger, _keys(keydir)[2], ctx.get("checkpoint"))
+    v = verify_ledger(ledger, load_keys(keydir)[2], ctx.get("checkpoint"))
     assert not v.ok
     found = {(p.kind, p.segment, p.record) for p in v.problems}
     assert (kind, seg, rec) in found, sorted(found, key=str)
@@ -338,7 +335,7 @@ def test_all_problems_are_reported_not_only_the_first(ledger, keydir, ctx):
     doc = _seal(ledger, 4)
     del doc["signatures"]["ml-dsa-65"]
     _write_seal(ledger, 4, doc)
-    v = verify_ledger(ledger, _keys(keydir)[2])
+    v = verify_ledger(ledger, load_keys(keydir)[2])
     found = {(p.kind, p.segment, p.record) for p in v.problems}
     assert {("merkle_mismatch", 1, 12), ("bad_signature", 3, None), ("signature_missing", 4, None)} <= found
 
@@ -353,7 +350,7 @@ def test_cli_names_kind_segment_and_record_and_exits_1(ledger, keydir, ctx):
 
 
 def test_torn_open_segment_is_reported_recoverable_not_fatal(ledger, keydir):
-    _, sk, trust = _keys(keydir)
+    _, sk, trust = load_keys(keydir)
     lg = load_ledger(ledger)
     nxt = _records(ledger, LAST)
     hdr = segments.SegmentHeader(lg["ledger_id"], "link0", LAST + 1, lg["algorithm"], lg["strip"],

@@ -16,25 +16,22 @@ from ledgertool.capture import capture_file
 from ledgertool.checkpoint import (check_consistency, checkpoint_path, note_key_id, parse_note, tree_root,
                                    verify_note)
 from ledgertool.errors import KeyFileError, LedgerFormatError
-from ledgertool.keys import DigestKey, SigningKey, TrustBundle, generate_keys
+from ledgertool.keys import SigningKey, generate_keys
 from ledgertool.proof import build_proof, check_proof
 from ledgertool.rotation import rotate_keys
 from ledgertool.seal import load_seal, seal_hash
 from ledgertool.verify import verify_ledger
 
-from conftest import SAMPLES, run_cli
+from conftest import load_keys, SAMPLES, run_cli
 
 SAMPLE = SAMPLES / "sample.pcapng"
 
 
-def _keys(d: Path):
-    return (DigestKey.load(d / "digest.key"), SigningKey.load(d / "signing.key"),
-            TrustBundle.load(d / "verifier.pub"))
 
 
 @pytest.fixture()
 def ledger(tmp_path, keydir) -> Path:
-    dk, sk, _ = _keys(keydir)
+    dk, sk, _ = load_keys(keydir)
     out = tmp_path / "L"
     capture_file(SAMPLE, out, digest_key=dk, signing_key=sk, segment_records=100, leaf_records=8)
     return out
@@ -43,7 +40,7 @@ def ledger(tmp_path, keydir) -> Path:
 # ---- checkpoints --------------------------------------------------------------------------
 
 def test_checkpoint_is_a_c2sp_signed_note(ledger, keydir):
-    _, _, trust = _keys(keydir)
+    _, _, trust = load_keys(keydir)
     data = (ledger / "checkpoint").read_bytes()
     assert data == checkpoint_path(ledger, "link0").read_bytes()
     text, _, sigs = data.decode().rpartition("\n\n")
@@ -70,18 +67,18 @@ def test_checkpoint_is_a_c2sp_signed_note(ledger, keydir):
 
 
 def test_checkpoint_note_rejects_tampering(ledger, keydir, other_keydir):
-    _, _, trust = _keys(keydir)
+    _, _, trust = load_keys(keydir)
     data = (ledger / "checkpoint").read_bytes()
     forged = data.replace(b"\n3\n", b"\n2\n", 1)
     assert verify_note(parse_note(forged), [trust]) is not None
-    assert verify_note(parse_note(data), [_keys(other_keydir)[2]]) is not None
+    assert verify_note(parse_note(data), [load_keys(other_keydir)[2]]) is not None
     for bad in (b"", b"no blank line\n", data.replace(b"\n\n", b"\n"), b"x\n3\nAAAA\n\n\xe2\x80\x94 k AAAAAAA=\n"):
         with pytest.raises(LedgerFormatError):
             parse_note(bad)
 
 
 def test_checkpoint_consistency_cli(ledger, keydir, tmp_path):
-    dk, sk, _ = _keys(keydir)
+    dk, sk, _ = load_keys(keydir)
     old = tmp_path / "old.cp"
     r = run_cli("checkpoint", ledger, "--out", old)
     assert r.returncode == 0, r.stderr
@@ -103,7 +100,7 @@ def test_checkpoint_consistency_cli(ledger, keydir, tmp_path):
 
 def test_consistency_fails_for_a_fork(ledger, keydir, tmp_path):
     """OLD and NEW from two histories that share a prefix: NEW does not extend OLD."""
-    dk, sk, trust = _keys(keydir)
+    dk, sk, trust = load_keys(keydir)
     fork = tmp_path / "fork"
     shutil.copytree(ledger, fork)
     capture_file(SAMPLES / "sample.pcap", ledger, digest_key=dk, signing_key=sk, segment_records=100)
@@ -121,7 +118,7 @@ def test_consistency_fails_for_a_fork(ledger, keydir, tmp_path):
 
 @pytest.mark.parametrize("seq", [0, 7, 8, 150, 293])
 def test_prove_and_check_every_kind_of_position(ledger, keydir, seq):
-    _, _, trust = _keys(keydir)
+    _, _, trust = load_keys(keydir)
     doc = build_proof(ledger, seq=seq)
     assert int(doc["record"]["seq"]) == seq and doc["leaf_block"]["records"] <= 8
     res = check_proof(json.loads(json.dumps(doc)), trust)
@@ -145,7 +142,7 @@ def _tamper_proof(doc: dict, how: str) -> None:
 
 @pytest.mark.parametrize("how", ["record_digest", "leaf_block", "audit_path", "seal_root", "record_index"])
 def test_tampered_proof_is_invalid(ledger, keydir, how):
-    _, _, trust = _keys(keydir)
+    _, _, trust = load_keys(keydir)
     doc = build_proof(ledger, seq=150)
     _tamper_proof(doc, how)
     res = check_proof(doc, trust)
@@ -177,7 +174,7 @@ def test_prove_cli_by_seq_and_digest(ledger, keydir, other_keydir, tmp_path):
 # ---- key rotation -------------------------------------------------------------------------
 
 def test_rotation_chain_is_followed(ledger, keydir, tmp_path):
-    dk, sk, trust = _keys(keydir)
+    dk, sk, trust = load_keys(keydir)
     generate_keys(tmp_path / "k2")
     generate_keys(tmp_path / "k3")
     k2 = SigningKey.load(tmp_path / "k2" / "signing.key")
@@ -204,17 +201,17 @@ def test_rotation_chain_is_followed(ledger, keydir, tmp_path):
 
 
 def test_seal_by_a_never_introduced_key_fails(ledger, keydir, other_keydir, tmp_path):
-    _, _, trust = _keys(keydir)
+    _, _, trust = load_keys(keydir)
     rotate_keys(ledger, SigningKey.load(keydir / "signing.key"), SigningKey.generate())
     rot = next((ledger / "rotations").glob("*.json"))
     doc = json.loads(rot.read_text())
-    other = _keys(other_keydir)[1]
+    other = load_keys(other_keydir)[1]
     from ledgertool.rotation import rotation_message
 
     doc["new_keys"] = other.trust_bundle().to_dict()  # swap in a key the old key never signed for
     doc["signatures"]["new"] = other.sign(rotation_message(doc))
     rot.write_text(json.dumps(doc))
-    capture_file(SAMPLES / "sample.pcap", ledger, digest_key=_keys(keydir)[0], signing_key=other,
+    capture_file(SAMPLES / "sample.pcap", ledger, digest_key=load_keys(keydir)[0], signing_key=other,
                  segment_records=100)
     v = verify_ledger(ledger, trust)
     kinds = {(p.kind, p.segment) for p in v.problems}
@@ -224,7 +221,7 @@ def test_seal_by_a_never_introduced_key_fails(ledger, keydir, other_keydir, tmp_
 
 def test_rotation_refuses_wrong_old_key_and_open_segments(ledger, keydir, other_keydir):
     with pytest.raises(KeyFileError):
-        rotate_keys(ledger, _keys(other_keydir)[1], SigningKey.generate())
+        rotate_keys(ledger, load_keys(other_keydir)[1], SigningKey.generate())
     (ledger / "link=link0" / "seg-00000003.open").write_bytes(b"")
     r = run_cli("keys", "rotate", ledger, "--old", keydir / "signing.key", "--new", other_keydir / "signing.key")
     assert r.returncode == 2 and "recover" in r.stderr
