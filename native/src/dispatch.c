@@ -58,9 +58,15 @@ int lt_cpu_has_avx512_mb(void) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && lt_cpu_has_avx2();
 }
+int lt_cpu_has_vpclmul_avx512(void) {
+    __builtin_cpu_init();  /* GMAC: masked byte loads (BW), zmm VPCLMULQDQ; AES-NI for the key setup */
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("vpclmulqdq") && lt_cpu_has_aesni_pclmul();
+}
 #else
 int lt_cpu_has_avx2(void) { return 0; }
 int lt_cpu_has_avx512_mb(void) { return 0; }
+int lt_cpu_has_vpclmul_avx512(void) { return 0; }
 int lt_cpu_has_aesni_pclmul(void) { return 0; }
 int lt_cpu_has_sha_ni(void) { return 0; }
 int lt_cpu_has_sse41(void) { return 0; }

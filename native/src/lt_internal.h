@@ -105,7 +105,7 @@ struct lt_dctx {
             uint8_t rk[176];            /* AES-128 round keys, FIPS 197 byte order */
             uint8_t h[16];              /* GHASH key E_K(0^128), GCM byte order */
             uint8_t ek_j0[16];          /* E_K(IV || 0^31 || 1) for the all-zero ledger IV */
-            uint64_t hpow[8][2];        /* path-specific precomputation (powers of H) */
+            uint64_t hpow[20][2];       /* path-specific precomputation (powers of H) */
         } gmac;
         struct { uint32_t key[8]; } b3;
         struct { uint32_t istate[8], ostate[8]; } hmac;
@@ -155,6 +155,7 @@ int lt_cpu_has_sse41(void);
 int lt_cpu_has_avx512vl(void);
 int lt_cpu_has_avx2(void);
 int lt_cpu_has_avx512_mb(void);   /* AVX-512F + VL (+ the OS saving zmm state) */
+int lt_cpu_has_vpclmul_avx512(void);  /* AVX-512F/BW/VL + VPCLMULQDQ + AES-NI/PCLMULQDQ */
 
 /* digest_siphash_avx2.c, digest_siphash_avx512.c: multi-buffer SipHash (any c/d, 64/128-bit out) */
 void lt_siphash_many_avx2(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n,
@@ -168,5 +169,12 @@ void lt_blake3_many_avx2(const lt_dctx *c, const uint8_t *const *msgs, const uin
                          uint8_t *out, size_t out_stride);
 void lt_blake3_many_avx512(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n,
                            uint8_t *out, size_t out_stride);
+
+/* digest_gmac.c (aesni-pclmul key setup), digest_gmac_avx512.c: multi-frame AES-128-GMAC */
+void lt_gmac_init_aesni(lt_dctx *c, const uint8_t *key, size_t key_len, const uint8_t *iv);
+void lt_gmac_init_vpclmul512(lt_dctx *c, const uint8_t *key, size_t key_len, const uint8_t *iv);
+void lt_gmac_digest_vpclmul512(const lt_dctx *c, const uint8_t *msg, size_t len, uint8_t *out);
+void lt_gmac_many_vpclmul512(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n,
+                             uint8_t *out, size_t out_stride);
 
 #endif
