@@ -36,9 +36,10 @@
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,vpclmulqdq,pclmul,aes,sse4.1,ssse3")
 
-/* c->u.gmac.hpow as 128-bit entries: [i] = H^(17-i) * y for i = 0 .. 16, [17 .. 19] zero (read by
+/* c->u.gmac.hpow as 128-bit entries: [i] = H^(33-i) * y for i = 0 .. 32, [33 .. 35] zero (read by
  * the tail loads of frames whose last zmm is partly empty; the data lanes there are zero too). */
-#define GP_ENTRIES 20
+#define GP_ONE 32  /* index of H^1 */
+#define GP_ENTRIES 36
 _Static_assert(sizeof(((lt_dctx *)0)->u.gmac.hpow) >= GP_ENTRIES * 16, "hpow too small for the power table");
 
 #define AI static inline __attribute__((always_inline))
@@ -99,27 +100,40 @@ AI __mmask64 bytes_mask(size_t r) { return r >= 64 ? ~(__mmask64)0 : (((__mmask6
 
 /* The unreduced GHASH products of a frame's data blocks (the length block excepted), spread over
  * the four lanes. */
+AI void chunk_mul(acc3 *b, const uint8_t *p, __m512i first, const __m128i *pw) {  /* 4 zmm = 16 blocks */
+    mul_acc(b, _mm512_xor_si512(first, bswap4(_mm512_loadu_si512(p))), _mm512_loadu_si512(pw));
+    mul_acc(b, bswap4(_mm512_loadu_si512(p + 64)), _mm512_loadu_si512(pw + 4));
+    mul_acc(b, bswap4(_mm512_loadu_si512(p + 128)), _mm512_loadu_si512(pw + 8));
+    mul_acc(b, bswap4(_mm512_loadu_si512(p + 192)), _mm512_loadu_si512(pw + 12));
+}
+
+/* The unreduced GHASH products of a frame's data blocks (the length block excepted), spread over
+ * the four lanes. Frames over 256 bytes: 512-byte then 256-byte chunks, one reduction each (the
+ * reduction is on the critical path, so the longer chunk halves it per byte), then the tail. */
 AI acc3 frame_blocks(const __m128i *tbl, const uint8_t *p, size_t t) {
     const __m512i zero = _mm512_setzero_si512();
     __m512i acc = zero;  /* reduced value of the chunks so far, in lane 0 */
     acc3 a = {zero, zero, zero};
-    if (t > 256) {
-        const __m512i h0 = _mm512_loadu_si512(tbl + 1), h1 = _mm512_loadu_si512(tbl + 5);
-        const __m512i h2 = _mm512_loadu_si512(tbl + 9), h3 = _mm512_loadu_si512(tbl + 13);  /* H^16 .. H^1 */
-        do {
+    if (__builtin_expect(t > 256, 0)) {
+        while (t > 512) {
             acc3 b = {zero, zero, zero};
-            mul_acc(&b, _mm512_xor_si512(acc, bswap4(_mm512_loadu_si512(p))), h0);
-            mul_acc(&b, bswap4(_mm512_loadu_si512(p + 64)), h1);
-            mul_acc(&b, bswap4(_mm512_loadu_si512(p + 128)), h2);
-            mul_acc(&b, bswap4(_mm512_loadu_si512(p + 192)), h3);
+            chunk_mul(&b, p, acc, tbl + GP_ONE - 31);       /* H^32 .. H^17 */
+            chunk_mul(&b, p + 256, zero, tbl + GP_ONE - 15); /* H^16 .. H^1 */
+            acc = _mm512_zextsi128_si512(gf_reduce1(fold4(b.lo), fold4(b.mid), fold4(b.hi)));
+            p += 512;
+            t -= 512;
+        }
+        if (t > 256) {
+            acc3 b = {zero, zero, zero};
+            chunk_mul(&b, p, acc, tbl + GP_ONE - 15);
             acc = _mm512_zextsi128_si512(gf_reduce1(fold4(b.lo), fold4(b.mid), fold4(b.hi)));
             p += 256;
             t -= 256;
-        } while (t > 256);
+        }
     }
     if (t == 0) return a;
-    /* t = 1 .. 256 bytes in rb blocks: block j gets H^(rb+1-j) = tbl[16 - rb + j] */
-    const __m128i *base = tbl + 16 - (t + 15) / 16;
+    /* t = 1 .. 256 bytes in rb blocks: block j gets H^(rb+1-j) = tbl[GP_ONE - rb + j] */
+    const __m128i *base = tbl + GP_ONE - (t + 15) / 16;
     mul_acc(&a, _mm512_xor_si512(acc, bswap4(_mm512_maskz_loadu_epi8(bytes_mask(t), p))), _mm512_loadu_si512(base));
     if (t > 64) mul_acc(&a, bswap4(_mm512_maskz_loadu_epi8(bytes_mask(t - 64), p + 64)), _mm512_loadu_si512(base + 4));
     if (t > 128) mul_acc(&a, bswap4(_mm512_maskz_loadu_epi8(bytes_mask(t - 128), p + 128)), _mm512_loadu_si512(base + 8));
@@ -139,7 +153,7 @@ AI void gmac_group4(const lt_dctx *c, const uint8_t *const p[4], const size_t le
      * only the products with its high word are non-zero */
     __m512i lb = _mm512_set_epi64((long long)(len[3] * 8), 0, (long long)(len[2] * 8), 0,
                                   (long long)(len[1] * 8), 0, (long long)(len[0] * 8), 0);
-    __m512i h1 = _mm512_broadcast_i32x4(tbl[16]);
+    __m512i h1 = _mm512_broadcast_i32x4(tbl[GP_ONE]);
     mid = _mm512_xor_si512(mid, _mm512_clmulepi64_epi128(lb, h1, 0x01));
     hi = _mm512_xor_si512(hi, _mm512_clmulepi64_epi128(lb, h1, 0x11));
     __m512i s = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)c->u.gmac.ek_j0));
@@ -161,12 +175,12 @@ void lt_gmac_init_vpclmul512(lt_dctx *c, const uint8_t *key, size_t key_len, con
     hy = _mm_xor_si128(hy, _mm_and_si128(top, _mm_set_epi64x((long long)GF_K, 1)));
     __m128i *tbl = (__m128i *)c->u.gmac.hpow;
     __m128i pw = hy;
-    tbl[16] = hy;
-    for (int i = 15; i >= 0; i--) {
+    tbl[GP_ONE] = hy;
+    for (int i = GP_ONE - 1; i >= 0; i--) {
         pw = gf_mul1(pw, hy);  /* (H^k y)(H y) y^-128 = H^(k+1) y */
         tbl[i] = pw;
     }
-    for (int i = 17; i < GP_ENTRIES; i++) tbl[i] = _mm_setzero_si128();
+    for (int i = GP_ONE + 1; i < GP_ENTRIES; i++) tbl[i] = _mm_setzero_si128();
 }
 
 void lt_gmac_digest_vpclmul512(const lt_dctx *c, const uint8_t *msg, size_t len, uint8_t *out) {

@@ -105,7 +105,7 @@ struct lt_dctx {
             uint8_t rk[176];            /* AES-128 round keys, FIPS 197 byte order */
             uint8_t h[16];              /* GHASH key E_K(0^128), GCM byte order */
             uint8_t ek_j0[16];          /* E_K(IV || 0^31 || 1) for the all-zero ledger IV */
-            uint64_t hpow[20][2];       /* path-specific precomputation (powers of H) */
+            uint64_t hpow[36][2];       /* path-specific precomputation (powers of H) */
         } gmac;
         struct { uint32_t key[8]; } b3;
         struct { uint32_t istate[8], ostate[8]; } hmac;
