@@ -98,14 +98,23 @@ AI __m512i hsum4x4(__m512i z0, __m512i z1, __m512i z2, __m512i z3) {
 
 AI __mmask64 bytes_mask(size_t r) { return r >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << r) - 1); }
 
-/* The unreduced GHASH products of a frame's data blocks (the length block excepted), spread over
- * the four lanes. */
-AI void chunk_mul(acc3 *b, const uint8_t *p, __m512i first, const __m128i *pw) {  /* 4 zmm = 16 blocks */
-    mul_acc(b, _mm512_xor_si512(first, bswap4(_mm512_loadu_si512(p))), _mm512_loadu_si512(pw));
-    mul_acc(b, bswap4(_mm512_loadu_si512(p + 64)), _mm512_loadu_si512(pw + 4));
-    mul_acc(b, bswap4(_mm512_loadu_si512(p + 128)), _mm512_loadu_si512(pw + 8));
-    mul_acc(b, bswap4(_mm512_loadu_si512(p + 192)), _mm512_loadu_si512(pw + 12));
+/* Karatsuba: lo = a0 h0, hi = a1 h1, and m = (a0 ^ a1)(h0 ^ h1) in place of the two cross products;
+ * the middle part is m ^ lo ^ hi, taken once per sum. hk holds h0 ^ h1 in its low words. */
+AI void kmul_acc(acc3 *a, __m512i x, __m512i h, __m512i hk) {
+    __m512i xk = _mm512_xor_si512(x, _mm512_shuffle_epi32(x, (_MM_PERM_ENUM)0x4e));
+    a->lo = _mm512_xor_si512(a->lo, _mm512_clmulepi64_epi128(x, h, 0x00));
+    a->hi = _mm512_xor_si512(a->hi, _mm512_clmulepi64_epi128(x, h, 0x11));
+    a->mid = _mm512_xor_si512(a->mid, _mm512_clmulepi64_epi128(xk, hk, 0x00));
 }
+AI __m512i kar_sum(__m512i h) { return _mm512_xor_si512(h, _mm512_shuffle_epi32(h, (_MM_PERM_ENUM)0x4e)); }
+
+AI void chunk_mul(acc3 *b, const uint8_t *p, __m512i first, const __m512i h[4], const __m512i hk[4]) {
+    kmul_acc(b, _mm512_xor_si512(first, bswap4(_mm512_loadu_si512(p))), h[0], hk[0]);
+    kmul_acc(b, bswap4(_mm512_loadu_si512(p + 64)), h[1], hk[1]);
+    kmul_acc(b, bswap4(_mm512_loadu_si512(p + 128)), h[2], hk[2]);
+    kmul_acc(b, bswap4(_mm512_loadu_si512(p + 192)), h[3], hk[3]);
+}
+
 
 /* The unreduced GHASH products of a frame's data blocks (the length block excepted), spread over
  * the four lanes. Frames over 256 bytes: 512-byte then 256-byte chunks, one reduction each (the
@@ -115,17 +124,24 @@ AI acc3 frame_blocks(const __m128i *tbl, const uint8_t *p, size_t t) {
     __m512i acc = zero;  /* reduced value of the chunks so far, in lane 0 */
     acc3 a = {zero, zero, zero};
     if (__builtin_expect(t > 256, 0)) {
+        __m512i h[8], hk[8];  /* H^32 .. H^1 */
+        for (int i = 0; i < 8; i++) {
+            h[i] = _mm512_loadu_si512(tbl + GP_ONE - 31 + 4 * i);
+            hk[i] = kar_sum(h[i]);
+        }
         while (t > 512) {
             acc3 b = {zero, zero, zero};
-            chunk_mul(&b, p, acc, tbl + GP_ONE - 31);       /* H^32 .. H^17 */
-            chunk_mul(&b, p + 256, zero, tbl + GP_ONE - 15); /* H^16 .. H^1 */
+            chunk_mul(&b, p, acc, h, hk);
+            chunk_mul(&b, p + 256, zero, h + 4, hk + 4);
+            b.mid = xor3(b.mid, b.lo, b.hi);
             acc = _mm512_zextsi128_si512(gf_reduce1(fold4(b.lo), fold4(b.mid), fold4(b.hi)));
             p += 512;
             t -= 512;
         }
         if (t > 256) {
             acc3 b = {zero, zero, zero};
-            chunk_mul(&b, p, acc, tbl + GP_ONE - 15);
+            chunk_mul(&b, p, acc, h + 4, hk + 4);
+            b.mid = xor3(b.mid, b.lo, b.hi);
             acc = _mm512_zextsi128_si512(gf_reduce1(fold4(b.lo), fold4(b.mid), fold4(b.hi)));
             p += 256;
             t -= 256;
