@@ -6,23 +6,26 @@
  * like the aesni-pclmul path), so a frame costs GHASH only and there is no per-frame AES to
  * vectorise. What this path does per frame:
  *   - no reduction inside a frame of up to 256 bytes: each data block is multiplied by the power of
- *     H it needs (block i of n gets H^(n+1-i), the length block H^1), from a table of H^17 .. H^1,
- *     four blocks per zmm; longer frames go through 256-byte chunks (H^16 .. H^1, one reduction
- *     per chunk, the running value folded into the next chunk's first block), then the same tail;
+ *     H it needs (block i of n gets H^(n+1-i), the length block H^1), from a table of H^33 .. H^1,
+ *     four blocks per zmm. Longer frames first go through 512-byte chunks (H^32 .. H^1) and at most
+ *     one 256-byte chunk, one reduction each, the running value folded into the next chunk's first
+ *     block; the chunks use Karatsuba (three VPCLMULQDQ per four blocks instead of four: the
+ *     carry-less multiplier is the bottleneck there), then the same tail;
  *   - the tail (1 .. 256 bytes) is read with masked byte loads: no staging copy, no read past the
  *     frame (masked-out bytes do not fault);
  *   - four frames (of any lengths) form a group: their unreduced products are summed lane-wise and
  *     transposed into one zmm (lane f = frame f), the four length blocks are multiplied in one
  *     VPCLMULQDQ, and one reduction, one XOR with AES_K(J0) and four 16-byte stores finish them.
- *     A batch that is not a multiple of four ends with a group padded by empty frames.
+ *     A batch that is not a multiple of four ends with a group padded by empty frames, and a single
+ *     message (lt_dctx_run, lt_gmac_aes128) is such a group too: one code path for both entries.
  *
- * Field arithmetic: blocks are byte-reversed into 128-bit integers (bit k = coefficient of x^(127-k);
- * SP 800-38D's bit order). In y = 1/x the modulus x^128 + x^7 + x^2 + x + 1 becomes
- * Q(y) = y^128 + y^127 + y^126 + y^121 + 1 and a carry-less product of two such integers is
- * x^254 * (product in y). The table holds the powers of H times y (mod Q), so that one
- * Montgomery-style division by y^128 (two 64-bit folds with the constant y^63 + y^62 + y^57,
- * 0xC2 << 56) turns a product of a block and a table entry into the field product; see
- * gf_reduce4. Everything is linear in GF(2), so products may be summed before one reduction.
+ * Field arithmetic: blocks are byte-reversed into 128-bit integers A (bit k = coefficient of
+ * x^(127-k) in SP 800-38D's bit order), so a block is a = x^127 A(y) with y = 1/x. In y the modulus
+ * x^128 + x^7 + x^2 + x + 1 becomes Q(y) = y^128 + y^127 + y^126 + y^121 + 1, and the carry-less
+ * product C = A B gives a b = x^254 C(y). The table holds the powers of H times y (mod Q), so one
+ * Montgomery-style division by y^128 (two 64-bit folds with y^63 + y^62 + y^57 = 0xC2 << 56, see
+ * gf_reduce4) turns the product of a block and a table entry into the integer of the field product.
+ * Everything is linear in GF(2), so products may be summed before one reduction.
  *
  * Constant time: no branch or table index depends on the key, H or the data; branches and the
  * table offset depend on frame lengths only, which are public.
@@ -114,7 +117,6 @@ AI void chunk_mul(acc3 *b, const uint8_t *p, __m512i first, const __m512i h[4], 
     kmul_acc(b, bswap4(_mm512_loadu_si512(p + 128)), h[2], hk[2]);
     kmul_acc(b, bswap4(_mm512_loadu_si512(p + 192)), h[3], hk[3]);
 }
-
 
 /* The unreduced GHASH products of a frame's data blocks (the length block excepted), spread over
  * the four lanes. Frames over 256 bytes: 512-byte then 256-byte chunks, one reduction each (the
