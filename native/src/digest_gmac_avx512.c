@@ -208,6 +208,7 @@ void lt_gmac_digest_vpclmul512(const lt_dctx *c, const uint8_t *msg, size_t len,
     const size_t l[4] = {len, 0, 0, 0};
     uint8_t *const d[4] = {out, scratch[0], scratch[1], scratch[2]};
     gmac_group4(c, p, l, d);
+    explicit_bzero(scratch, sizeof scratch);  /* the tag of an empty frame is AES_K(J0) itself */
 }
 
 void lt_gmac_many_vpclmul512(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n,
@@ -232,6 +233,7 @@ void lt_gmac_many_vpclmul512(const lt_dctx *c, const uint8_t *const *msgs, const
             d[f] = i < n ? out + i * out_stride : scratch[f];
         }
         gmac_group4(c, p, l, d);
+        explicit_bzero(scratch, sizeof scratch);
     }
 }
 
