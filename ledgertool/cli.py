@@ -389,42 +389,54 @@ def prove(
     seq: Annotated[Optional[int], typer.Option("--seq", help="Sequence number of the record.", min=0)] = None,
     digest: Annotated[Optional[str], typer.Option("--digest", help="Digest (hex) of the record.")] = None,
     link: Annotated[Optional[str], typer.Option(help="Link (default: the only one).")] = None,
+    checkpoint: Annotated[Optional[Path], typer.Option(
+        "--checkpoint", help="Chain the proof to this checkpoint (default: the link's stored one).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
 ) -> None:
-    """Write an inclusion proof of one record under its signed seal."""
+    """Write an inclusion proof of one record under its signed seal and the link's checkpoint."""
     from .proof import build_proof
     from .seal import write_atomic
 
-    doc = build_proof(ledger, seq=seq, digest=digest, link=link)
+    doc = build_proof(ledger, seq=seq, digest=digest, link=link,
+                      checkpoint=_read_input(checkpoint, "checkpoint") if checkpoint else None,
+                      checkpoint_where=str(checkpoint))
     write_atomic(out_file.absolute(), (json.dumps(doc, indent=1) + "\n").encode())
+    cp = doc["checkpoint"]
     summary = {"ok": True, "out": str(out_file), "link": doc["link"], "segment": doc["segment"],
                "record_index": doc["record_index"], "seq": doc["record"]["seq"],
-               "audit_path": len(doc["audit_path"])}
+               "audit_path": len(doc["audit_path"]), "checkpoint_size": cp["tree_size"] if cp else None}
     if as_json:
         _emit_json(summary)
     else:
+        to = f", to the checkpoint of tree size {cp['tree_size']}" if cp else ", no checkpoint covers it"
         out.print(f"proof of seq {summary['seq']} (link {doc['link']} segment {doc['segment']} record "
-                  f"{doc['record_index']}, {len(doc['audit_path'])} path hashes) -> {out_file}")
+                  f"{doc['record_index']}, {len(doc['audit_path'])} path hashes{to}) -> {out_file}")
 
 
 @app.command("check-proof")
 def check_proof_cmd(
     proof: Annotated[Path, typer.Argument(help="PROOF.json from `ledgertool prove`.")],
     trust: Annotated[Path, typer.Option("--trust", help="verifier.pub trust bundle.")],
+    checkpoint: Annotated[Optional[Path], typer.Option(
+        "--checkpoint", help="A checkpoint you hold: the proof must reach exactly this one.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
 ) -> None:
     """Verify an inclusion proof offline (exit 0 valid, 1 invalid, 2 unreadable)."""
+    from .checkpoint import parse_note
     from .keys import TrustBundle
     from .proof import check_proof, load_proof
 
     bundle = TrustBundle.load(trust)
-    res = check_proof(load_proof(proof), bundle)
+    held = parse_note(_read_input(checkpoint, "checkpoint"), str(checkpoint)) if checkpoint else None
+    res = check_proof(load_proof(proof), bundle, held)
     if as_json:
         _emit_json(res.to_json())
     elif res.ok:
         r = res.proof["record"]
+        to = (f" and the checkpoint of tree size {res.checkpoint['tree_size']}" if res.checkpoint
+              else " (the proof carries no checkpoint)")
         out.print(f"[green]VALID[/]: seq {r['seq']} digest {r['digest']} is record {res.proof['record_index']} of "
-                  f"link {res.proof['link']} segment {res.proof['segment']} under its signed seal")
+                  f"link {res.proof['link']} segment {res.proof['segment']} under its signed seal{to}")
     else:
         out.print(f"[red]INVALID[/]: {res.reason}")
     raise typer.Exit(0 if res.ok else 1)
