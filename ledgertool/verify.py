@@ -198,6 +198,11 @@ def _sequence_findings(seqs: np.ndarray, first_seq: int, last_seq: int, count: i
     than its count was sealed over a sequence gap (`sequence_gap`); a value of the range missing
     from a consistent seal's records was deleted afterwards (`record_missing`)."""
     n = len(seqs)
+    # The common case, an untouched segment: seqs are exactly first_seq, first_seq + 1, ..., last_seq.
+    # One vectorised pass decides it; the sorting and set work below is only for naming what broke.
+    if (n and n == count and int(seqs[0]) == first_seq and int(seqs[-1]) == last_seq
+            and last_seq - first_seq + 1 == n and bool(np.all(np.diff(seqs) == 1))):
+        return
     found: dict[str, int] = {}
 
     def add(kind: str, k: int | None, detail: str) -> None:
