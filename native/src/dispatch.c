@@ -68,10 +68,13 @@ int lt_cpu_has_avx512vl(void) { return 0; }
 #endif
 
 #if LT_NEON_PATHS
+#if defined(__linux__)
 #include <sys/auxv.h>
-/* Advanced SIMD is part of the AArch64 base architecture; the hwcap check is for completeness. */
+#endif
+/* Advanced SIMD is part of the AArch64 base architecture; the Linux hwcap check is for completeness
+ * (other systems have no getauxval). */
 int lt_cpu_has_neon(void) {
-#ifdef HWCAP_ASIMD
+#if defined(__linux__) && defined(HWCAP_ASIMD)
     return (getauxval(AT_HWCAP) & HWCAP_ASIMD) != 0;
 #else
     return 1;
