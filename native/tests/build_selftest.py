@@ -5,6 +5,7 @@
     qemu-aarch64 -L /usr/aarch64-linux-gnu build/aarch64/selftest
     python native/tests/build_selftest.py --cc aarch64-linux-gnu-gcc --objects [-DLT_PORTABLE_ONLY]
 
+Other arguments (-DLT_PORTABLE_ONLY, -fsanitize=undefined, ...) go to every compile and the link.
 --objects compiles every native/src/*.c on its own (compile only, what an arm64 build of the package
 compiles). Flags are native/build_ffi.py's with warnings as errors. Python is needed on the build host
 only: the published vectors of tests/vectors/*.json are embedded as a generated header (vectors.h,
@@ -107,8 +108,9 @@ def build(cc: str, out: Path, extra: Sequence[str] = (), objects: dict[str, Path
     main_obj = compile_objects(cc, out, extra, [HERE / "selftest.c"])["selftest"]
     exe = out / "selftest"
     linked = [str(objects[s.stem]) for s in digest_sources()]
-    subprocess.run([cc, "-pthread", "-o", str(exe), str(main_obj), *linked], check=True, capture_output=True,
-                   text=True)
+    # extra flags go to the link too (-fsanitize=... needs its runtime)
+    subprocess.run([cc, "-pthread", *extra, "-o", str(exe), str(main_obj), *linked], check=True,
+                   capture_output=True, text=True)
     return exe
 
 
