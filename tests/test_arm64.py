@@ -48,7 +48,7 @@ def compiled(fn, *args):
     try:
         return fn(*args)
     except subprocess.CalledProcessError as e:
-        pytest.fail(f"{' '.join(e.cmd[:1])} failed:\n{e.stderr}")
+        pytest.fail(f"{e.cmd[0]} failed:\n{e.stderr}")
 
 
 @pytest.fixture(scope="module")
