@@ -174,7 +174,7 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey | Sequ
     any order). Only the sealed segments whose seal names one of the given keys take part; the
     others are listed in `uncovered` (runs of segments per link and key id, with their frame
     counts) and a warning, and capture frames that belong to them count as capture-only.
-    Capture-only examples and details show a frame's digest under the newest key given.
+    Capture-only examples and details show a frame's digest under the first (oldest) key given.
 
     Raises KeyFileError when a key is not one of the ledger's digest keys (wrong key) or covers
     none of its sealed segments in `links`, UsageError for the same key given twice,
@@ -387,19 +387,14 @@ def _pairing_views(con, keys: list[tuple[str, DigestKey]], caps: list[Path], seg
                    lo: int | None, hi: int | None) -> None:
     """Views `l` (ledger frame records) and `c` (capture frames), each with a pairing identity `pk`.
 
-    With one key `pk` is the digest. With several, a capture frame's `pk` is its digest under the
-    first key, and its `digest` (shown in examples) the one under the newest key; a ledger record
+    With one key `pk` is the digest. With several, a capture frame's `pk` (and the `digest` shown in
+    examples) is its digest under the first key in the ledger's key order; a ledger record
     of key i > 0 takes the `pk` of a capture frame whose digest under key i equals its own (map
     `m{i}`), or, with no such frame, its key id followed by its digest: longer than any digest, so
     it pairs with nothing and stays ledger-only."""
     win = _window_sql("ts_ns", lo, hi)
-    if len(keys) == 1:
-        con.execute(f"CREATE VIEW c AS SELECT index, digest, digest AS pk, ts_ns, wire_len, cap_len FROM "
-                    f"{sql_parquet_source([caps[0]])} WHERE {win}")
-    else:
-        con.execute(f"CREATE VIEW c AS SELECT c0.index, cn.digest, c0.digest AS pk, c0.ts_ns, c0.wire_len, "
-                    f"c0.cap_len FROM {sql_parquet_source([caps[0]])} c0 JOIN {sql_parquet_source([caps[-1]])} cn "
-                    f"USING (index) WHERE {_window_sql('c0.ts_ns', lo, hi)}")
+    con.execute(f"CREATE VIEW c AS SELECT index, digest, digest AS pk, ts_ns, wire_len, cap_len FROM "
+                f"{sql_parquet_source([caps[0]])} WHERE {win}")
     parts = []
     for i, (kid, _) in enumerate(keys):
         files = [g.parquet for g in segs if g.digest_key_id == kid]
