@@ -130,6 +130,28 @@ def keys_rotate(
         out.print(f"rotation {res['number']} -> {res['path']}: the new key signs from {starts}")
 
 
+@keys_app.command("rotate-digest")
+def keys_rotate_digest(
+    ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
+    signing_key: Annotated[Path, typer.Option("--signing-key", help="The ledger's current signing.key (signs the statement).")],
+    old_digest_key: Annotated[Path, typer.Option("--old-digest-key", help="The ledger's current digest.key.")],
+    new_digest_key: Annotated[Path, typer.Option("--new-digest-key", help="The digest.key that digests from the next segment on.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document.")] = False,
+) -> None:
+    """Move the ledger to a new digest key at the next segment boundary (statement signed by the current signing key)."""
+    from .keys import DigestKey, SigningKey
+    from .rotation import rotate_digest_key
+
+    res = rotate_digest_key(ledger, SigningKey.load(signing_key), DigestKey.load(old_digest_key),
+                            DigestKey.load(new_digest_key))
+    if as_json:
+        _emit_json({"ok": True, **res})
+    else:
+        starts = ", ".join(f"link {k} segment {v}" for k, v in sorted(res["effective_from"].items())) or "the next segment"
+        out.print(f"rotation {res['number']} -> {res['path']}: digest key {res['new_digest_key_id']} replaces "
+                  f"{res['old_digest_key_id']} from {starts}")
+
+
 # ---- capture --------------------------------------------------------------------------------
 
 @contextmanager
@@ -453,7 +475,7 @@ def _where(p) -> str:
 @app.command()
 def recompute(
     source: Annotated[str, typer.Argument(help="pcap/pcapng file, or workload:SPEC.toml, to recompute.")],
-    digest_key: Annotated[Path, typer.Option("--digest-key", help="digest.key used for the ledger.")],
+    digest_key: Annotated[list[Path], typer.Option("--digest-key", help="digest.key used for the ledger; repeat it for each key of a ledger whose digest key was rotated.")],
     ledger: Annotated[Optional[Path], typer.Option("--ledger", help="Ledger to reconcile against.")] = None,
     algorithm: Annotated[Optional[str], typer.Option(help="Without --ledger: digest algorithm.")] = None,
     strip: Annotated[Optional[str], typer.Option(help="Without --ledger: strip mode.")] = None,
@@ -472,10 +494,13 @@ def recompute(
     from .keys import DigestKey
     from .recompute import digests_to_parquet, reconcile
 
-    dk = DigestKey.load(digest_key)
+    dks = [DigestKey.load(k) for k in digest_key]
     if ledger is None:
         if not (algorithm and strip and out_file):
             raise UsageError("recompute needs --ledger DIR, or --algorithm, --strip and --out FILE.parquet")
+        if len(dks) != 1:
+            raise UsageError("without --ledger, recompute takes one --digest-key")
+        dk = dks[0]
         alg = get_algorithm(algorithm)
         with _progress(f"recompute {source}", not as_json) as cb:
             run = digests_to_parquet(source, out_file, dk, alg, strip, cb, workers)
@@ -493,14 +518,14 @@ def recompute(
     window = dict(from_ns=_parse_time(from_time, "--from"), to_ns=_parse_time(to_time, "--to"),
                   tolerance_ns=_parse_tolerance(tolerance))
     with _progress(f"recompute {source}", not as_json) as cb:
-        res = reconcile(source, ledger, dk, progress=cb, links=link, details=details, memory_limit=memory_limit,
+        res = reconcile(source, ledger, dks, progress=cb, links=link, details=details, memory_limit=memory_limit,
                         workers=workers, **window)
     for w in res.warnings:
         err.print(f"[yellow]warning:[/] {w}")
     if as_json:
         _emit_json(res.to_json())
     else:
-        status = "[green]MATCH[/]" if res.ok else "[red]DIFFER[/]"
+        status = ("[green]MATCH[/]" if res.ok else "[red]DIFFER[/]") + (" [yellow](partial)[/]" if res.partial else "")
         out.print(f"{status}: {res.frames:,} frames recomputed from {source}, {res.ledger_records:,} frame records "
                   f"in {ledger}: matched {res.matched:,}, ledger-only {res.ledger_only:,}, "
                   f"capture-only {res.capture_only:,}")
