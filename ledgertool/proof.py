@@ -242,6 +242,12 @@ def check_proof(doc: dict, trust: TrustBundle, checkpoint: SignedNote | None = N
         problems = [f"seal cannot be canonicalised ({e})"]
     if problems:
         return fail(f"seal signature: {problems[0]}")
+    # the digest key the seal names must be the one the rotation chain assigns to its segment
+    # (known only when the chain has a digest-key statement: a proof carries no ledger header)
+    want_dk = sched.digest_key_id_for(doc["link"], doc["segment"])
+    if want_dk is not None and seal.get("digest_key_id") != want_dk:
+        return fail(f"seal names digest key {seal.get('digest_key_id')}; the rotation chain assigns {want_dk} "
+                    f"to segment {doc['segment']}")
     # 2. the leaf block and the record
     try:
         rsize, leaf, count = int(seal["record_size"]), int(seal["leaf_records"]), int(seal["records"])

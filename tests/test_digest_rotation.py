@@ -286,6 +286,17 @@ def test_seal_naming_the_new_key_before_the_rotation_fails(ledger, keys):
     assert {p.kind for p in v.problems} == {"digest_key_mismatch", "chain_broken", "checkpoint_mismatch"}
 
 
+def test_check_proof_follows_the_digest_key_schedule(ledger, keys):
+    """A proof carries the rotation statements: a seal re-signed by the signing-key holder with a
+    digest key the chain does not assign to its segment is refused offline too."""
+    for seq in (0, 200):  # one record in each epoch
+        assert check_proof(build_proof(ledger, seq=seq), keys["trust"]).ok
+    _reseal_last(ledger, keys["sk"], _kid(keys["A"]))  # segment 5 claims the retired key
+    last = int(load_seal(_seal_path(ledger, 5))["last_seq"])
+    res = check_proof(build_proof(ledger, seq=last), keys["trust"])
+    assert not res.ok and f"assigns {_kid(keys['B'])} to segment 5" in res.reason
+
+
 def test_edited_digest_key_id_without_the_signing_key_fails(ledger, keys):
     doc = load_seal(_seal_path(ledger, 5))
     doc["digest_key_id"] = _kid(keys["C"])
