@@ -121,6 +121,9 @@ def test_seals_name_the_scheduled_digest_key_and_verify(pristine, keys):
     assert v.ok and v.segments == 6 and v.frames == HALF + len(REPEATED) + 294 - HALF, v.problems
     r = run_cli("verify", pristine, "--trust", keys["keydir"] / "verifier.pub")
     assert r.returncode == 0, r.stdout
+    from ledgertool.query import run_query
+    _, rows = run_query(pristine, "SELECT digest_key_id, count(*) FROM seals GROUP BY 1 ORDER BY min(segment)")
+    assert rows == [(a, 3), (b, 3)]
 
 
 def test_recompute_with_both_keys_matches_every_frame(pristine, keys, captures):
