@@ -6,12 +6,14 @@ implementation can recompute the exact signed bytes from the parsed JSON.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 from typing import Any
 
 import rfc8785
 
-__all__ = ["MAX_SAFE_INTEGER", "canonical_json", "sha256_hex"]
+__all__ = ["MAX_SAFE_INTEGER", "b64decode_canonical", "canonical_json", "sha256_hex"]
 
 MAX_SAFE_INTEGER = 2**53 - 1
 """Largest integer magnitude that survives RFC 8785's IEEE-754 double number model."""
@@ -62,3 +64,16 @@ def canonical_json(obj: Any) -> bytes:
 def sha256_hex(b: bytes | bytearray | memoryview) -> str:
     """SHA-256 of ``b`` as 64 lowercase hex characters."""
     return hashlib.sha256(b).hexdigest()
+
+
+def b64decode_canonical(s: str) -> bytes:
+    """Decode standard padded base64 (RFC 4648 s4) and refuse any other spelling of the same bytes.
+
+    RFC 4648 s3.5 lets decoders ignore the unused low bits of the last character; we do not, so a
+    signature or key has exactly one accepted encoding and a changed character is always noticed.
+    Raises ValueError (binascii.Error) when `s` is not canonical base64.
+    """
+    raw = base64.b64decode(s, validate=True)
+    if base64.b64encode(raw).decode("ascii") != s:
+        raise binascii.Error("non-canonical base64 (unused bits set in the last character)")
+    return raw

@@ -23,14 +23,14 @@ from .algorithms import get_algorithm, get_strip_mode
 import numpy as np
 
 from .engine import FLAG_GAP, DigestEngine, usable_cores
-from .errors import KeyFileError, LedgerError, UsageError
+from .errors import LedgerError, UsageError
 from .live import LiveOptions, LiveStats
 from .live_workers import LiveWorkers, merge_worker_records, split_by_worker
 from .keys import DigestKey, SigningKey
 from .checkpoint import write_checkpoint
 from .ledger import (DEFAULT_LEAF_RECORDS, DEFAULT_LINK, LEDGER_FILE, create_ledger, link_state, links,
                      load_ledger, segment_files)
-from .rotation import current_signer_check
+from .rotation import current_digest_key_id, current_signer_check, with_digest_key_id
 from .seal import SealResult, seal_records
 from .sources import is_live, is_workload, open_source
 
@@ -141,8 +141,10 @@ def recover_open_segments(ledger_dir: Path, ledger: dict, link: str, signing_key
         if seg.header.index != state.next_index or seg.header.first_seq != state.next_seq:
             raise LedgerError(f"{files['open']}: open segment {seg.header.index} does not continue the "
                               f"chain (expected segment {state.next_index}, seq {state.next_seq})")
+        # the records were digested with the key the segment header names: the seal says so
         _, res = seal_records(
-            ledger_dir=ledger_dir, ledger=ledger, link=link, index=index, first_seq=seg.header.first_seq,
+            ledger_dir=ledger_dir, ledger=with_digest_key_id(ledger, seg.header.key_id), link=link, index=index,
+            first_seq=seg.header.first_seq,
             records=seg.records, prev_hash=state.prev_hash, signing_key=signing_key,
             parquet=segments.parquet_path(ledger_dir, link, index),
             seal_file=segments.seal_path(ledger_dir, link, index), torn_bytes=seg.torn_bytes,
@@ -236,7 +238,8 @@ def capture_file(
     continuing its seal chain and sequence numbers; every segment written is sealed before return,
     also on SIGINT/SIGTERM. Raises CaptureFormatError for an unreadable or corrupt capture (frames
     before a corrupt structure are sealed first and counted in the message), KeyFileError when the
-    digest key does not match an existing ledger, AlgorithmError for an unknown algorithm.
+    digest key is not an existing ledger's current one (a key retired by a digest-key rotation is
+    named as such) or the signing key is not its current one, AlgorithmError for an unknown algorithm.
     """
     segments.check_link_name(link)
     if segment_records < 1:
@@ -267,9 +270,9 @@ def capture_file(
                                  "(a ledger never changes algorithm or strip mode)")
         alg = get_algorithm(ledger["algorithm"])
         strip_id = get_strip_mode(ledger["strip"])
-        if digest_key.key_id(alg.name, alg.key_size) != ledger["digest_key_id"]:
-            raise KeyFileError(f"{digest_key.path}: digest key id {digest_key.key_id(alg.name, alg.key_size)} "
-                               f"does not match ledger {ledger_dir} (key id {ledger['digest_key_id']}): wrong key")
+        # new segments use the newest digest key (a rotation retires the older ones); their
+        # headers and seals carry its id, ledger.json keeps the genesis id
+        ledger = with_digest_key_id(ledger, current_digest_key_id(ledger_dir, ledger, digest_key))
         current_signer_check(ledger_dir, ledger, signing_key)
     else:
         alg = get_algorithm(algorithm or "siphash-1-3-128")

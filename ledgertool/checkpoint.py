@@ -29,6 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import merkle
+from .canonical import b64decode_canonical
 from .errors import LedgerFormatError
 from .keys import ED25519, MLDSA65, SigningKey, TrustBundle
 
@@ -139,7 +140,7 @@ def parse_note(data: bytes, where: str = "checkpoint") -> SignedNote:
         if len(parts) != 3 or parts[0] != _EM_DASH or not parts[1]:
             raise LedgerFormatError(f"{where}: line {n} is not a signature line")
         try:
-            raw = base64.b64decode(parts[2], validate=True)
+            raw = b64decode_canonical(parts[2])
         except (binascii.Error, ValueError):
             raise LedgerFormatError(f"{where}: line {n}: signature is not base64") from None
         if len(raw) < 5:
@@ -156,7 +157,7 @@ def parse_note(data: bytes, where: str = "checkpoint") -> SignedNote:
     if not _SIZE_RE.fullmatch(size_s):
         raise LedgerFormatError(f"{where}: line 2: tree size {size_s!r} is not a decimal number")
     try:
-        root = base64.b64decode(root_s, validate=True)
+        root = b64decode_canonical(root_s)
     except (binascii.Error, ValueError):
         root = b""
     if len(root) != 32:

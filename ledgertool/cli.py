@@ -130,6 +130,28 @@ def keys_rotate(
         out.print(f"rotation {res['number']} -> {res['path']}: the new key signs from {starts}")
 
 
+@keys_app.command("rotate-digest")
+def keys_rotate_digest(
+    ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
+    signing_key: Annotated[Path, typer.Option("--signing-key", help="The ledger's current signing.key (signs the statement).")],
+    old_digest_key: Annotated[Path, typer.Option("--old-digest-key", help="The ledger's current digest.key.")],
+    new_digest_key: Annotated[Path, typer.Option("--new-digest-key", help="The digest.key that digests from the next segment on.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document.")] = False,
+) -> None:
+    """Move the ledger to a new digest key at the next segment boundary (statement signed by the current signing key)."""
+    from .keys import DigestKey, SigningKey
+    from .rotation import rotate_digest_key
+
+    res = rotate_digest_key(ledger, SigningKey.load(signing_key), DigestKey.load(old_digest_key),
+                            DigestKey.load(new_digest_key))
+    if as_json:
+        _emit_json({"ok": True, **res})
+    else:
+        starts = ", ".join(f"link {k} segment {v}" for k, v in sorted(res["effective_from"].items())) or "the next segment"
+        out.print(f"rotation {res['number']} -> {res['path']}: digest key {res['new_digest_key_id']} replaces "
+                  f"{res['old_digest_key_id']} from {starts}")
+
+
 # ---- capture --------------------------------------------------------------------------------
 
 @contextmanager
@@ -389,42 +411,54 @@ def prove(
     seq: Annotated[Optional[int], typer.Option("--seq", help="Sequence number of the record.", min=0)] = None,
     digest: Annotated[Optional[str], typer.Option("--digest", help="Digest (hex) of the record.")] = None,
     link: Annotated[Optional[str], typer.Option(help="Link (default: the only one).")] = None,
+    checkpoint: Annotated[Optional[Path], typer.Option(
+        "--checkpoint", help="Chain the proof to this checkpoint (default: the link's stored one).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
 ) -> None:
-    """Write an inclusion proof of one record under its signed seal."""
+    """Write an inclusion proof of one record under its signed seal and the link's checkpoint."""
     from .proof import build_proof
     from .seal import write_atomic
 
-    doc = build_proof(ledger, seq=seq, digest=digest, link=link)
+    doc = build_proof(ledger, seq=seq, digest=digest, link=link,
+                      checkpoint=_read_input(checkpoint, "checkpoint") if checkpoint else None,
+                      checkpoint_where=str(checkpoint))
     write_atomic(out_file.absolute(), (json.dumps(doc, indent=1) + "\n").encode())
+    cp = doc["checkpoint"]
     summary = {"ok": True, "out": str(out_file), "link": doc["link"], "segment": doc["segment"],
                "record_index": doc["record_index"], "seq": doc["record"]["seq"],
-               "audit_path": len(doc["audit_path"])}
+               "audit_path": len(doc["audit_path"]), "checkpoint_size": cp["tree_size"] if cp else None}
     if as_json:
         _emit_json(summary)
     else:
+        to = f", to the checkpoint of tree size {cp['tree_size']}" if cp else ", no checkpoint covers it"
         out.print(f"proof of seq {summary['seq']} (link {doc['link']} segment {doc['segment']} record "
-                  f"{doc['record_index']}, {len(doc['audit_path'])} path hashes) -> {out_file}")
+                  f"{doc['record_index']}, {len(doc['audit_path'])} path hashes{to}) -> {out_file}")
 
 
 @app.command("check-proof")
 def check_proof_cmd(
     proof: Annotated[Path, typer.Argument(help="PROOF.json from `ledgertool prove`.")],
     trust: Annotated[Path, typer.Option("--trust", help="verifier.pub trust bundle.")],
+    checkpoint: Annotated[Optional[Path], typer.Option(
+        "--checkpoint", help="A checkpoint you hold: the proof must reach exactly this one.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
 ) -> None:
     """Verify an inclusion proof offline (exit 0 valid, 1 invalid, 2 unreadable)."""
+    from .checkpoint import parse_note
     from .keys import TrustBundle
     from .proof import check_proof, load_proof
 
     bundle = TrustBundle.load(trust)
-    res = check_proof(load_proof(proof), bundle)
+    held = parse_note(_read_input(checkpoint, "checkpoint"), str(checkpoint)) if checkpoint else None
+    res = check_proof(load_proof(proof), bundle, held)
     if as_json:
         _emit_json(res.to_json())
     elif res.ok:
         r = res.proof["record"]
+        to = (f" and the checkpoint of tree size {res.checkpoint['tree_size']}" if res.checkpoint
+              else " (the proof carries no checkpoint)")
         out.print(f"[green]VALID[/]: seq {r['seq']} digest {r['digest']} is record {res.proof['record_index']} of "
-                  f"link {res.proof['link']} segment {res.proof['segment']} under its signed seal")
+                  f"link {res.proof['link']} segment {res.proof['segment']} under its signed seal{to}")
     else:
         out.print(f"[red]INVALID[/]: {res.reason}")
     raise typer.Exit(0 if res.ok else 1)
@@ -441,7 +475,7 @@ def _where(p) -> str:
 @app.command()
 def recompute(
     source: Annotated[str, typer.Argument(help="pcap/pcapng file, or workload:SPEC.toml, to recompute.")],
-    digest_key: Annotated[Path, typer.Option("--digest-key", help="digest.key used for the ledger.")],
+    digest_key: Annotated[list[Path], typer.Option("--digest-key", help="digest.key used for the ledger; repeat it for each key of a ledger whose digest key was rotated.")],
     ledger: Annotated[Optional[Path], typer.Option("--ledger", help="Ledger to reconcile against.")] = None,
     algorithm: Annotated[Optional[str], typer.Option(help="Without --ledger: digest algorithm.")] = None,
     strip: Annotated[Optional[str], typer.Option(help="Without --ledger: strip mode.")] = None,
@@ -460,10 +494,13 @@ def recompute(
     from .keys import DigestKey
     from .recompute import digests_to_parquet, reconcile
 
-    dk = DigestKey.load(digest_key)
+    dks = [DigestKey.load(k) for k in digest_key]
     if ledger is None:
         if not (algorithm and strip and out_file):
             raise UsageError("recompute needs --ledger DIR, or --algorithm, --strip and --out FILE.parquet")
+        if len(dks) != 1:
+            raise UsageError("without --ledger, recompute takes one --digest-key")
+        dk = dks[0]
         alg = get_algorithm(algorithm)
         with _progress(f"recompute {source}", not as_json) as cb:
             run = digests_to_parquet(source, out_file, dk, alg, strip, cb, workers)
@@ -481,14 +518,14 @@ def recompute(
     window = dict(from_ns=_parse_time(from_time, "--from"), to_ns=_parse_time(to_time, "--to"),
                   tolerance_ns=_parse_tolerance(tolerance))
     with _progress(f"recompute {source}", not as_json) as cb:
-        res = reconcile(source, ledger, dk, progress=cb, links=link, details=details, memory_limit=memory_limit,
+        res = reconcile(source, ledger, dks, progress=cb, links=link, details=details, memory_limit=memory_limit,
                         workers=workers, **window)
     for w in res.warnings:
         err.print(f"[yellow]warning:[/] {w}")
     if as_json:
         _emit_json(res.to_json())
     else:
-        status = "[green]MATCH[/]" if res.ok else "[red]DIFFER[/]"
+        status = ("[green]MATCH[/]" if res.ok else "[red]DIFFER[/]") + (" [yellow](partial)[/]" if res.partial else "")
         out.print(f"{status}: {res.frames:,} frames recomputed from {source}, {res.ledger_records:,} frame records "
                   f"in {ledger}: matched {res.matched:,}, ledger-only {res.ledger_only:,}, "
                   f"capture-only {res.capture_only:,}")

@@ -48,6 +48,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from cryptography.hazmat.primitives.asymmetric.mldsa import MLDSA65PrivateKey, MLDSA65PublicKey
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from .canonical import b64decode_canonical
 from .errors import AlgorithmError, KeyFileError
 
 __all__ = [
@@ -424,7 +425,7 @@ class TrustBundle:
             if not isinstance(pub, str):
                 raise KeyFileError(f"{where}: public_key is not a base64 string")
             try:
-                raw = base64.b64decode(pub, validate=True)
+                raw = b64decode_canonical(pub)
             except (binascii.Error, ValueError):
                 raise KeyFileError(f"{where}: public_key is not valid base64") from None
             if len(raw) != _PUBLIC_KEY_SIZES[alg]:
@@ -469,7 +470,7 @@ class TrustBundle:
                 problems.append(f"{alg} signature is not a base64 string")
                 continue
             try:
-                raw = base64.b64decode(sig, validate=True)
+                raw = b64decode_canonical(sig)
             except (binascii.Error, ValueError):
                 problems.append(f"{alg} signature is not valid base64")
                 continue

@@ -3,7 +3,10 @@
 A proof (docs/transparency.md, "Inclusion proofs") carries the record, its leaf block (the raw
 fixed-size records of its Merkle leaf, hex), the RFC 9162 s2.1.3 audit path from that leaf to the
 seal's merkle_root, the whole signed seal, and the ledger's rotation statements (so a verifier
-holding only the original trust bundle can follow a key rotation). `check_proof` is pure.
+holding only the original trust bundle can follow a key rotation). It also carries, where the link
+has a checkpoint covering the segment, the signed checkpoint note and the RFC 9162 audit path of
+the seal hash in the link's ledger-level tree: the proof then reaches a checkpoint root a verifier
+or a witness holds, not only the seal. `check_proof` is pure.
 """
 
 from __future__ import annotations
@@ -16,12 +19,13 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from . import merkle
+from .checkpoint import SignedNote, checkpoint_path, link_tree, origin_for, parse_note, verify_note
 from .engine import record_dtype
 from .errors import DiscrepancyError, LedgerFormatError, UsageError
 from .keys import TrustBundle
 from .ledger import choose_link, load_ledger, segment_files
 from .rotation import key_schedule, load_rotations
-from .seal import SEAL_FORMAT, file_sha256, load_seal, seal_signed_bytes, table_to_records
+from .seal import SEAL_FORMAT, file_sha256, load_seal, seal_hash, seal_signed_bytes, table_to_records
 
 PROOF_FORMAT = "ledgertool-inclusion-proof-v1"
 _FIELDS = ("seq", "ts_ns", "wire_len", "cap_len", "flags", "linktype", "aux")
@@ -45,16 +49,23 @@ def _segment_records(directory: Path, ledger: dict, link: str, doc: dict) -> byt
 
 
 def build_proof(directory: Path, *, seq: int | None = None, digest: str | None = None,
-                link: str | None = None) -> dict:
+                link: str | None = None, checkpoint: bytes | None = None,
+                checkpoint_where: str = "checkpoint") -> dict:
     """The inclusion proof of the record with sequence number `seq` (or the first record whose
-    digest is `digest`, hex) of `link` (default: the ledger's only link). UsageError for bad
-    options, LedgerFormatError when no such record exists, DiscrepancyError when the segment does
-    not match its seal (no proof is made for a tampered segment)."""
+    digest is `digest`, hex) of `link` (default: the ledger's only link).
+
+    `checkpoint` (a signed note's bytes, e.g. one the verifier holds) makes the proof chain to
+    that checkpoint; without it the link's stored checkpoint is used when it covers the segment.
+    UsageError for bad options or a given checkpoint that does not cover the record's segment,
+    LedgerFormatError when no such record exists or a checkpoint does not parse or names another
+    ledger or link, DiscrepancyError when the segment does not match its seal or the ledger does
+    not extend the checkpoint (no proof is made from a tampered ledger)."""
     directory = Path(directory)
     ledger = load_ledger(directory)
     if (seq is None) == (digest is None):
         raise UsageError("prove needs exactly one of --seq N or --digest HEX")
     link = choose_link(directory, link)
+    note = _checkpoint_note(directory, ledger, link, checkpoint, checkpoint_where)
     want = None
     if digest is not None:
         try:
@@ -77,7 +88,10 @@ def build_proof(directory: Path, *, seq: int | None = None, digest: str | None =
             if seq is not None:
                 raise DiscrepancyError(f"segment {index}: seq {seq} is in the seal's range but not in its records")
             continue
-        return _proof_for(directory, ledger, link, doc, records, int(hits[0]))
+        proof = _proof_for(directory, ledger, link, doc, records, int(hits[0]))
+        proof["checkpoint"] = _checkpoint_part(directory, link, index, note, checkpoint is not None,
+                                               checkpoint_where)
+        return proof
     what = f"seq {seq}" if seq is not None else f"digest {digest}"
     raise LedgerFormatError(f"{directory}: link {link} has no sealed record with {what}")
 
@@ -106,40 +120,107 @@ def _proof_for(directory: Path, ledger: dict, link: str, doc: dict, records: byt
     }
 
 
+def _checkpoint_note(directory: Path, ledger: dict, link: str, data: bytes | None,
+                     where: str) -> tuple[SignedNote, str] | None:
+    """The given checkpoint, else the link's stored one (None when it has none), with its text."""
+    if data is None:
+        path = checkpoint_path(directory, link)
+        if not path.is_file():
+            return None
+        where = str(path)
+        data = path.read_bytes()
+    note = parse_note(data, where)
+    if note.checkpoint.origin != origin_for(ledger["ledger_id"], link):
+        raise LedgerFormatError(f"{where}: checkpoint is for {note.checkpoint.origin}, "
+                                f"not {origin_for(ledger['ledger_id'], link)}")
+    return note, data.decode()
+
+
+def _checkpoint_part(directory: Path, link: str, segment: int, found: tuple[SignedNote, str] | None,
+                     given: bool, where: str) -> dict | None:
+    """The note and the audit path of the segment's seal hash up to the note's root (RFC 9162
+    s2.1.3 over the link tree), or None when there is no checkpoint covering the segment."""
+    if found is None:
+        return None
+    note, text = found
+    cp = note.checkpoint
+    if segment >= cp.size:
+        if given:
+            raise UsageError(f"{where}: checkpoint covers segments 0..{cp.size - 1} of link {link}; the record is "
+                             f"in segment {segment}: use a newer checkpoint")
+        return None
+    tree = link_tree(directory, link)
+    if len(tree.seal_hashes) < cp.size or tree.root(cp.size) != cp.root:
+        raise DiscrepancyError(f"{where}: link {link} does not extend this checkpoint (size {cp.size}); "
+                               "run `ledgertool verify --checkpoint`")
+    leaves = [merkle.leaf_hash(bytes.fromhex(h)) for h in tree.seal_hashes[: cp.size]]
+    return {"note": text, "leaf_index": segment, "tree_size": cp.size,
+            "audit_path": [h.hex() for h in merkle.inclusion_proof(segment, leaves)]}
+
+
 @dataclass
 class ProofCheck:
     ok: bool
     reason: str | None
     proof: dict
 
+    checkpoint: dict | None = None  # {"tree_size", "root_hash"} of the checkpoint the proof reached
+
     def to_json(self) -> dict:
         p = self.proof
         return {"ok": self.ok, "reason": self.reason, "ledger_id": p.get("ledger_id"), "link": p.get("link"),
-                "segment": p.get("segment"), "record_index": p.get("record_index"), "record": p.get("record")}
+                "segment": p.get("segment"), "record_index": p.get("record_index"), "record": p.get("record"),
+                "checkpoint": self.checkpoint}
+
+
+_TOP_KEYS = {"format", "ledger_id", "link", "segment", "record_index", "record", "leaf_index", "tree_size",
+             "leaf_block", "audit_path", "seal", "rotations", "checkpoint"}
 
 
 def load_proof(path: Path) -> dict:
     """Read a proof file; LedgerFormatError (exit 2) when it is not one."""
     try:
-        doc = json.loads(Path(path).read_bytes())
+        data = Path(path).read_bytes()
     except OSError as e:
         raise LedgerFormatError(f"{path}: cannot read proof ({e.strerror or e})") from None
+    return parse_proof(data, str(path))
+
+
+def parse_proof(data: bytes, where: str = "proof") -> dict:
+    """Parse a proof document; LedgerFormatError naming `where` when it is not JSON, not a
+    ledgertool-inclusion-proof-v1 document, misses a field or has one this version does not know
+    (an unknown field is refused, not ignored: a proof means exactly what it says)."""
+    try:
+        doc = json.loads(data)
     except ValueError as e:
-        raise LedgerFormatError(f"{path}: not JSON ({e})") from None
+        raise LedgerFormatError(f"{where}: not JSON ({e})") from None
     if not isinstance(doc, dict) or doc.get("format") != PROOF_FORMAT:
-        raise LedgerFormatError(f"{path}: not a {PROOF_FORMAT} document")
+        raise LedgerFormatError(f"{where}: not a {PROOF_FORMAT} document")
+    unknown = sorted(set(doc) - _TOP_KEYS)
+    if unknown:
+        raise LedgerFormatError(f"{where}: unknown field {unknown[0]!r}")
     need = {"ledger_id": str, "link": str, "segment": int, "record_index": int, "record": dict,
             "leaf_index": int, "tree_size": int, "leaf_block": dict, "audit_path": list, "seal": dict}
     for key, typ in need.items():
         if not isinstance(doc.get(key), typ) or isinstance(doc.get(key), bool):
-            raise LedgerFormatError(f"{path}: field {key!r} missing or not {typ.__name__}")
+            raise LedgerFormatError(f"{where}: field {key!r} missing or not {typ.__name__}")
+    if set(doc["leaf_block"]) != {"first_record_index", "records", "hex"}:
+        raise LedgerFormatError(f"{where}: leaf_block must have exactly first_record_index, records and hex")
+    cp = doc.get("checkpoint")
+    if cp is not None and (not isinstance(cp, dict) or set(cp) != {"note", "leaf_index", "tree_size", "audit_path"}):
+        raise LedgerFormatError(f"{where}: checkpoint must be null or have exactly note, leaf_index, tree_size "
+                                "and audit_path")
     if doc["seal"].get("format") != SEAL_FORMAT:
-        raise LedgerFormatError(f"{path}: embedded seal is not a {SEAL_FORMAT} document")
+        raise LedgerFormatError(f"{where}: embedded seal is not a {SEAL_FORMAT} document")
     return doc
 
 
-def check_proof(doc: dict, trust: TrustBundle) -> ProofCheck:
-    """Verify a parsed proof offline. Each failed step gives ok False and the reason."""
+def check_proof(doc: dict, trust: TrustBundle, checkpoint: SignedNote | None = None) -> ProofCheck:
+    """Verify a parsed proof offline. Each failed step gives ok False and the reason.
+
+    When the proof carries a checkpoint, it must be signed by a key of the rotation schedule and
+    the seal hash must lead to its root. `checkpoint` (the verifier's own, parsed) additionally
+    requires the proof to reach exactly that checkpoint (same tree size and root)."""
     def fail(reason: str) -> ProofCheck:
         return ProofCheck(False, reason, doc)
 
@@ -161,6 +242,12 @@ def check_proof(doc: dict, trust: TrustBundle) -> ProofCheck:
         problems = [f"seal cannot be canonicalised ({e})"]
     if problems:
         return fail(f"seal signature: {problems[0]}")
+    # the digest key the seal names must be the one the rotation chain assigns to its segment
+    # (known only when the chain has a digest-key statement: a proof carries no ledger header)
+    want_dk = sched.digest_key_id_for(doc["link"], doc["segment"])
+    if want_dk is not None and seal.get("digest_key_id") != want_dk:
+        return fail(f"seal names digest key {seal.get('digest_key_id')}; the rotation chain assigns {want_dk} "
+                    f"to segment {doc['segment']}")
     # 2. the leaf block and the record
     try:
         rsize, leaf, count = int(seal["record_size"]), int(seal["leaf_records"]), int(seal["records"])
@@ -180,6 +267,8 @@ def check_proof(doc: dict, trust: TrustBundle) -> ProofCheck:
     want_len = rsize * min(leaf, count - li * leaf)
     if len(block) != want_len:
         return fail(f"leaf block is {len(block)} bytes, expected {want_len}")
+    if doc["leaf_block"]["first_record_index"] != li * leaf or doc["leaf_block"]["records"] != want_len // rsize:
+        return fail("leaf_block first_record_index or records does not follow from the leaf index")
     rec = np.frombuffer(block, dtype=record_dtype(rsize - 32))[k - li * leaf]
     if record_to_json(rec) != doc["record"]:
         return fail("the record differs from its entry in the leaf block")
@@ -188,4 +277,42 @@ def check_proof(doc: dict, trust: TrustBundle) -> ProofCheck:
     # 3. the audit path reaches the signed root
     if not merkle.verify_inclusion(merkle.leaf_hash(block), li, doc["tree_size"], path, root):
         return fail("audit path does not lead to the seal's Merkle root")
-    return ProofCheck(True, None, doc)
+    # 4. the seal hash is in the link tree under a signed checkpoint
+    part = doc.get("checkpoint")
+    if part is None:
+        if checkpoint is not None:
+            return fail("the proof carries no checkpoint; ask for one made with `prove --checkpoint`")
+        return ProofCheck(True, None, doc)
+    try:
+        note = parse_note(part["note"].encode(), "the proof's checkpoint")
+        cpath = [bytes.fromhex(h) for h in part["audit_path"]]
+        cindex, csize = part["leaf_index"], part["tree_size"]
+    except LedgerFormatError as e:
+        return fail(str(e))
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        return fail(f"malformed checkpoint field in the proof: {e}")
+    cp = note.checkpoint
+    if cp.origin != origin_for(doc["ledger_id"], doc["link"]):
+        return fail(f"the proof's checkpoint is for {cp.origin}")
+    bad = verify_note(note, sched.bundles)
+    if bad is not None:
+        return fail(f"the proof's checkpoint: {bad}")
+    if cindex != doc["segment"] or csize != cp.size:
+        return fail("checkpoint leaf index or tree size does not match the segment and the checkpoint")
+    try:
+        leaf = merkle.leaf_hash(bytes.fromhex(seal_hash(seal)))
+    except (TypeError, ValueError) as e:
+        return fail(f"seal cannot be canonicalised ({e})")
+    if not merkle.verify_inclusion(leaf, cindex, csize, cpath, cp.root):
+        return fail("checkpoint audit path does not lead from the seal hash to the checkpoint's root")
+    if checkpoint is not None:
+        mine = checkpoint.checkpoint
+        if mine.origin != cp.origin:
+            return fail(f"the given checkpoint is for {mine.origin}, the proof for {cp.origin}")
+        if mine.size != cp.size:
+            return fail(f"the proof reaches the checkpoint of tree size {cp.size}, not the given one of tree size "
+                        f"{mine.size}; ask for a proof made with `prove --checkpoint` and that checkpoint")
+        if mine.root != cp.root:
+            return fail(f"the proof's checkpoint and the given one have the same tree size {cp.size} but different "
+                        "roots: two histories of this link exist (a fork)")
+    return ProofCheck(True, None, doc, {"tree_size": cp.size, "root_hash": cp.root.hex()})

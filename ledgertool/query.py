@@ -2,7 +2,12 @@
 
     records(link, segment, seq, ts_ns, wire_len, cap_len, flags, linktype, aux, digest)
     seals(link, segment, first_seq, last_seq, records, frames, drops_declared, first_ts_ns,
-          last_ts_ns, merkle_root, parquet_sha256, prev_seal_hash, algorithm, strip, sealed_at)
+          last_ts_ns, merkle_root, parquet_sha256, prev_seal_hash, algorithm, strip, sealed_at,
+          digest_key_id)
+
+`seals.digest_key_id` is the digest key each segment was digested with: it changes at a digest-key
+rotation (docs/transparency.md), so `SELECT DISTINCT digest_key_id FROM seals` lists the keys a
+`recompute` of the whole ledger needs.
 """
 
 from __future__ import annotations
@@ -50,13 +55,13 @@ def connect(ledger_dir: Path) -> duckdb.DuckDBPyConnection:
                 rows.append((link, index, int(d["first_seq"]), int(d["last_seq"]), d["records"], d["frames"],
                              d["drops_declared"], _int(d.get("first_ts_ns")), _int(d.get("last_ts_ns")),
                              d["merkle_root"], d["parquet_sha256"], d["prev_seal_hash"], d["algorithm"],
-                             d["strip"], d["sealed_at"]))
+                             d["strip"], d["sealed_at"], d.get("digest_key_id")))
     con.execute("""CREATE TABLE seals (link VARCHAR, segment UINTEGER, first_seq UBIGINT, last_seq UBIGINT,
                    records UBIGINT, frames UBIGINT, drops_declared UBIGINT, first_ts_ns BIGINT, last_ts_ns BIGINT,
                    merkle_root VARCHAR, parquet_sha256 VARCHAR, prev_seal_hash VARCHAR, algorithm VARCHAR,
-                   strip VARCHAR, sealed_at VARCHAR)""")
+                   strip VARCHAR, sealed_at VARCHAR, digest_key_id VARCHAR)""")
     if rows:
-        con.executemany("INSERT INTO seals VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        con.executemany("INSERT INTO seals VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
     return con
 
 

@@ -3,6 +3,13 @@
 Reconciliation compares multisets of digests (a frame sent twice must appear twice): for each
 digest d with count l(d) in the ledger (GAP records excluded) and c(d) in the capture,
 matched += min(l, c), ledger_only += max(l - c, 0), capture_only += max(c - l, 0).
+
+Across a digest-key rotation (docs/transparency.md, "Digest-key rotation") each sealed segment
+was digested with the key its seal names. The capture is digested once per key given; a frame's
+identity is its digest under the first of them, and a ledger record of another key's segments
+takes the identity of the capture frame with the same digest under that key. The multiset
+comparison above then runs on identities, so every frame is still classified exactly once.
+Segments whose key was not given are left out and reported (`uncovered`, `partial`).
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import duckdb
 import numpy as np
@@ -26,8 +33,9 @@ from .engine import FLAG_GAP, DigestEngine, record_dtype, usable_cores
 from .errors import CaptureFormatError, DiscrepancyError, KeyFileError, LedgerFormatError, UsageError
 from .keys import DigestKey
 from .ledger import links as ledger_links
-from .ledger import load_ledger, sealed_parquet_files, segment_files, sql_parquet_source
+from .ledger import load_ledger, segment_files, sql_parquet_source
 from .query import open_duckdb
+from .rotation import DIGEST_KEY, load_rotations, rotation_kind
 from .sources import open_source
 
 Progress = Callable[[int, int], None]
@@ -117,10 +125,17 @@ class ReconcileResult:
     details_file: str | None = None
     details_written: int = 0
     warnings: list[str] = field(default_factory=list)
+    digest_keys: list[dict] = field(default_factory=list)
+    uncovered: list[dict] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return self.ledger_only == 0 and self.capture_only == 0
+
+    @property
+    def partial(self) -> bool:
+        """Some sealed segments (in the links asked for) were left out: no key given for them."""
+        return bool(self.uncovered)
 
     def to_json(self) -> dict:
         return {"ok": self.ok, "source": self.source, "ledger": self.ledger, "frames": self.frames,
@@ -131,6 +146,7 @@ class ReconcileResult:
                 "examples_ledger_only": self.examples_ledger_only,
                 "examples_capture_only": self.examples_capture_only,
                 "details_file": self.details_file, "details_written": self.details_written,
+                "digest_keys": self.digest_keys, "partial": self.partial, "uncovered": self.uncovered,
                 "warnings": self.warnings}
 
 
@@ -139,8 +155,8 @@ def _window_sql(col: str, lo: int | None, hi: int | None) -> str:
     return " AND ".join(parts) or "true"
 
 
-def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey, *, examples: int = 10,
-              progress: Progress | None = None, memory_limit: str = "4GB",
+def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey | Sequence[DigestKey], *,
+              examples: int = 10, progress: Progress | None = None, memory_limit: str = "4GB",
               from_ns: int | None = None, to_ns: int | None = None, tolerance_ns: int = 0,
               links: list[str] | None = None, details: Path | None = None,
               details_limit: int = 100_000, workers: int = 0) -> ReconcileResult:
@@ -154,73 +170,74 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey, *, ex
     the ledger side. `details` gets one JSON line per differing frame (capture-only frames with a
     one-line dissection). DuckDB runs with `memory_limit` and spills to a temporary directory.
 
-    Raises KeyFileError when the digest key's id differs from the ledger's (wrong key), and
-    CaptureFormatError / LedgerFormatError for bad inputs.
+    `digest_key` is one key or several (a ledger whose digest key was rotated: one per epoch, in
+    any order). Only the sealed segments whose seal names one of the given keys take part; the
+    others are listed in `uncovered` (runs of segments per link and key id, with their frame
+    counts) and a warning, and capture frames that belong to them count as capture-only.
+    Capture-only examples and details show a frame's digest under the first (oldest) key given.
+
+    Raises KeyFileError when a key is not one of the ledger's digest keys (wrong key) or covers
+    none of its sealed segments in `links`, UsageError for the same key given twice,
+    DiscrepancyError when a Parquet file differs from its seal, and CaptureFormatError /
+    LedgerFormatError for bad inputs.
     """
     ledger_dir = Path(ledger_dir)
     ledger = load_ledger(ledger_dir)
     alg = get_algorithm(ledger["algorithm"])
-    kid = digest_key.key_id(alg.name, alg.key_size)
-    if kid != ledger["digest_key_id"]:
-        raise KeyFileError(f"{digest_key.path}: digest key id {kid} does not match ledger {ledger_dir} "
-                           f"(key id {ledger['digest_key_id']}): wrong key")
+    keys = [digest_key] if isinstance(digest_key, DigestKey) else list(digest_key)
+    if not keys:
+        raise UsageError("recompute needs at least one --digest-key")
     if links:
         unknown = sorted(set(links) - set(ledger_links(ledger_dir)))
         if unknown:
             raise UsageError(f"{ledger_dir}: no link named {', '.join(unknown)}")
     if from_ns is not None and to_ns is not None and from_ns >= to_ns:
         raise UsageError(f"empty time window: --from {from_ns} is not before --to {to_ns} (ns since the epoch)")
+    segs = _sealed_segments(ledger_dir, links)
+    keys, uncovered = _match_keys(ledger_dir, ledger, alg, keys, segs)
     if details is not None:
         try:
             Path(details).open("w").close()  # fail before the long part, not after it
         except OSError as e:
             raise UsageError(f"{details}: cannot write details: {e.strerror}") from None
-    _check_sealed_files(ledger_dir, links)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ledgertool-recompute-") as tmp:
-        cap = Path(tmp) / "capture.parquet"
+        caps = [Path(tmp) / f"capture-{i}.parquet" for i in range(len(keys))]
         try:
             con = open_duckdb({"memory_limit": memory_limit, "temp_directory": tmp})
         except UsageError as e:
             raise UsageError(f"--memory-limit {memory_limit!r}: {e}") from None
         try:
-            run = digests_to_parquet(source, cap, digest_key, alg, ledger["strip"], progress, workers)
+            runs = [digests_to_parquet(source, cap, key, alg, ledger["strip"], progress, workers)
+                    for (_, key), cap in zip(keys, caps)]
+            run = runs[0]
             # Both sides are read over the window widened by the tolerance, paired, and then each
             # row counts where it belongs: matched and ledger-only by the ledger's timestamp,
             # capture-only by the capture's. Unpaired frames in the margins are ignored.
             lo = None if from_ns is None else from_ns - tolerance_ns
             hi = None if to_ns is None else to_ns + tolerance_ns
-            files = [f for f in sealed_parquet_files(ledger_dir)
-                     if not links or f.parent.name[len("link="):] in links]
-            if files:
-                con.execute(f"CREATE VIEW l AS SELECT link, digest, seq, ts_ns, wire_len FROM "
-                            f"{sql_parquet_source(files)} WHERE (flags & {FLAG_GAP}) = 0 AND "
-                            f"{_window_sql('ts_ns', lo, hi)}")
-            else:
-                con.execute("CREATE VIEW l AS SELECT NULL::VARCHAR link, NULL::BLOB digest, 0::UBIGINT seq, "
-                            "0::BIGINT ts_ns, 0::UINTEGER wire_len WHERE false")
-            con.execute(f"CREATE VIEW c AS SELECT index, digest, ts_ns, wire_len, cap_len FROM "
-                        f"{sql_parquet_source([cap])} WHERE {_window_sql('ts_ns', lo, hi)}")
+            _pairing_views(con, keys, caps, segs, lo, hi)
             # Digests whose counts agree on both sides pair up completely; only the others
             # ("contested") need the per-frame pairing, which keeps the heavy work to aggregations
             # that DuckDB runs out of core.
+            # Frames pair by identity `pk` (the digest itself with one key; see the module doc).
             con.execute("""
                 CREATE TEMP TABLE contested AS
-                WITH lc AS (SELECT digest, count(*) AS n FROM l GROUP BY digest),
-                     cc AS (SELECT digest, count(*) AS n FROM c GROUP BY digest)
-                SELECT coalesce(lc.digest, cc.digest) AS digest FROM lc FULL OUTER JOIN cc ON lc.digest = cc.digest
+                WITH lc AS (SELECT pk, count(*) AS n FROM l GROUP BY pk),
+                     cc AS (SELECT pk, count(*) AS n FROM c GROUP BY pk)
+                SELECT coalesce(lc.pk, cc.pk) AS pk FROM lc FULL OUTER JOIN cc ON lc.pk = cc.pk
                 WHERE coalesce(lc.n, 0) <> coalesce(cc.n, 0)""")
             con.execute("""
                 CREATE TEMP TABLE j AS
-                WITH lk AS (SELECT *, row_number() OVER (PARTITION BY digest ORDER BY ts_ns, link, seq) AS k
-                            FROM l SEMI JOIN contested USING (digest)),
-                     ck AS (SELECT *, row_number() OVER (PARTITION BY digest ORDER BY ts_ns, index) AS k
-                            FROM c SEMI JOIN contested USING (digest))
-                SELECT CASE WHEN lk.digest IS NULL THEN 'capture_only'
-                            WHEN ck.digest IS NULL THEN 'ledger_only' ELSE 'matched' END AS status,
+                WITH lk AS (SELECT *, row_number() OVER (PARTITION BY pk ORDER BY ts_ns, link, seq) AS k
+                            FROM l SEMI JOIN contested USING (pk)),
+                     ck AS (SELECT *, row_number() OVER (PARTITION BY pk ORDER BY ts_ns, index) AS k
+                            FROM c SEMI JOIN contested USING (pk))
+                SELECT CASE WHEN lk.pk IS NULL THEN 'capture_only'
+                            WHEN ck.pk IS NULL THEN 'ledger_only' ELSE 'matched' END AS status,
                        coalesce(lk.digest, ck.digest) AS digest, lk.link, lk.seq, lk.ts_ns AS l_ts,
                        lk.wire_len AS l_wire, ck.index, ck.ts_ns AS c_ts, ck.wire_len AS c_wire, ck.cap_len
-                FROM lk FULL OUTER JOIN ck ON lk.digest = ck.digest AND lk.k = ck.k""")
+                FROM lk FULL OUTER JOIN ck ON lk.pk = ck.pk AND lk.k = ck.k""")
             con.execute(f"""DELETE FROM j WHERE
                 (status <> 'capture_only' AND NOT ({_window_sql('l_ts', from_ns, to_ns)})) OR
                 (status = 'capture_only' AND NOT ({_window_sql('c_ts', from_ns, to_ns)}))""")
@@ -272,29 +289,135 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey, *, ex
         examples_capture_only=[{"digest": d, "index": int(i), "ts_ns": int(t), "wire_len": int(w)}
                                for d, i, t, w in ex_c],
         details_file=str(details) if details else None, details_written=written, warnings=run.warnings,
+        digest_keys=[{"key_id": kid, "segments": sum(1 for g in segs if g.digest_key_id == kid)}
+                     for kid, _ in keys],
+        uncovered=uncovered,
     )
+    if uncovered:
+        runs_txt = "; ".join(f"link {u['link']} segments {u['first_segment']}..{u['last_segment']} "
+                             f"({u['frames']} frames, digest key id {u['digest_key_id']})" for u in uncovered[:4])
+        more = f" and {len(uncovered) - 4} more runs" if len(uncovered) > 4 else ""
+        res.warnings.append(f"partial: no --digest-key given for {runs_txt}{more}; those segments were not "
+                            "reconciled and capture frames that belong to them count as capture-only "
+                            "(--digest-key is repeatable)")
     if written >= details_limit and (lonly + conly) > written:
         res.warnings.append(f"--details: wrote the first {written} of {lonly + conly} differing frames")
     return res
 
 
-def _check_sealed_files(ledger_dir: Path, links: list[str] | None) -> None:
-    """Refuse to reconcile against a segment whose Parquet file is not the one its seal signed:
-    a changed ledger is a discrepancy (exit 1) that `verify` names in detail."""
+@dataclass(frozen=True)
+class _Segment:
+    link: str
+    index: int
+    parquet: Path
+    digest_key_id: object  # as the seal states it (verify checks it against the key schedule)
+    frames: int
+
+
+def _sealed_segments(ledger_dir: Path, links: list[str] | None) -> list[_Segment]:
+    """The sealed segments of the links asked for, with the digest key id each seal names.
+
+    Refuses to reconcile against a segment whose Parquet file is not the one its seal signed: a
+    changed ledger is a discrepancy (exit 1) that `verify` names in detail."""
     from .seal import file_sha256, load_seal
 
+    out = []
     for link in ledger_links(ledger_dir):
         if links and link not in links:
             continue
         for index, files in sorted(segment_files(ledger_dir, link).items()):
             if "parquet" in files and "seal.json" in files:
                 try:
-                    want = load_seal(files["seal.json"]).get("parquet_sha256")
+                    doc = load_seal(files["seal.json"])
                 except LedgerFormatError:
-                    want = None
-                if file_sha256(files["parquet"]) != want:
+                    doc = {}
+                if file_sha256(files["parquet"]) != doc.get("parquet_sha256"):
                     raise DiscrepancyError(f"{files['parquet']}: link {link} segment {index} differs from its "
                                            "seal; the ledger was changed (run `ledgertool verify` for details)")
+                frames = doc.get("frames")
+                out.append(_Segment(link, index, files["parquet"], doc.get("digest_key_id"),
+                                    frames if isinstance(frames, int) else 0))
+    return out
+
+
+def _match_keys(ledger_dir: Path, ledger: dict, alg: Algorithm, keys: list[DigestKey],
+                segs: list[_Segment]) -> tuple[list[tuple[str, DigestKey]], list[dict]]:
+    """(key id, key) of each given key in the ledger's key order, and the uncovered segment runs.
+
+    The ledger's digest keys are ledger.json's (genesis) id and those digest-key rotations
+    introduced, in order; a key that is none of them is the wrong key, and one that covers no
+    sealed segment in scope has nothing to reconcile (both KeyFileError, exit 2)."""
+    order = [ledger["digest_key_id"]]
+    for doc in load_rotations(ledger_dir):
+        kid = doc.get("new_digest_key_id")
+        if rotation_kind(doc) == DIGEST_KEY and isinstance(kid, str) and kid not in order:
+            order.append(kid)
+    named = {g.digest_key_id for g in segs if isinstance(g.digest_key_id, str)}
+    known = order + sorted(named - set(order))
+    given: dict[str, DigestKey] = {}
+    for key in keys:
+        kid = key.key_id(alg.name, alg.key_size)
+        if kid in given:
+            raise UsageError(f"{key.path}: the same digest key as {given[kid].path} (give each key once)")
+        if kid not in known:
+            raise KeyFileError(f"{key.path}: digest key id {kid} is not a digest key of ledger {ledger_dir} "
+                               f"(key ids {', '.join(order)}): wrong key")
+        if segs and kid not in named:
+            raise KeyFileError(f"{key.path}: digest key id {kid} covers no sealed segment of ledger {ledger_dir} "
+                               f"(its segments use key ids {', '.join(sorted(map(str, named)))})")
+        given[kid] = key
+    uncovered: list[dict] = []
+    for g in segs:
+        if g.digest_key_id in given:
+            continue
+        last = uncovered[-1] if uncovered else None
+        if last and last["link"] == g.link and last["digest_key_id"] == g.digest_key_id \
+                and last["last_segment"] + 1 == g.index:
+            last["last_segment"] = g.index
+            last["segments"] += 1
+            last["frames"] += g.frames
+        else:
+            uncovered.append({"link": g.link, "first_segment": g.index, "last_segment": g.index, "segments": 1,
+                              "digest_key_id": g.digest_key_id, "frames": g.frames})
+    ordered = [(kid, given[kid]) for kid in known if kid in given]
+    return ordered, uncovered
+
+
+def _pairing_views(con, keys: list[tuple[str, DigestKey]], caps: list[Path], segs: list[_Segment],
+                   lo: int | None, hi: int | None) -> None:
+    """Views `l` (ledger frame records) and `c` (capture frames), each with a pairing identity `pk`.
+
+    With one key `pk` is the digest. With several, a capture frame's `pk` (and the `digest` shown in
+    examples) is its digest under the first key in the ledger's key order; a ledger record
+    of key i > 0 takes the `pk` of a capture frame whose digest under key i equals its own (map
+    `m{i}`), or, with no such frame, its key id followed by its digest: longer than any digest, so
+    it pairs with nothing and stays ledger-only."""
+    win = _window_sql("ts_ns", lo, hi)
+    con.execute(f"CREATE VIEW c AS SELECT index, digest, digest AS pk, ts_ns, wire_len, cap_len FROM "
+                f"{sql_parquet_source([caps[0]])} WHERE {win}")
+    parts = []
+    for i, (kid, _) in enumerate(keys):
+        files = [g.parquet for g in segs if g.digest_key_id == kid]
+        if not files:
+            continue
+        where = f"(flags & {FLAG_GAP}) = 0 AND {win}"
+        if i == 0:
+            parts.append(f"SELECT link, digest, digest AS pk, seq, ts_ns, wire_len FROM "
+                         f"{sql_parquet_source(files)} WHERE {where}")
+            continue
+        # one row per digest under key i (any_value: two frames colliding under key i alone
+        # must not duplicate ledger rows)
+        con.execute(f"CREATE TEMP TABLE m{i} AS SELECT ci.digest AS d, min(c0.digest) AS pk FROM "
+                    f"{sql_parquet_source([caps[0]])} c0 JOIN {sql_parquet_source([caps[i]])} ci USING (index) "
+                    f"GROUP BY ci.digest")
+        parts.append(f"SELECT r.link, r.digest, coalesce(m{i}.pk, unhex('{kid}') || r.digest) AS pk, r.seq, "
+                     f"r.ts_ns, r.wire_len FROM (SELECT * FROM {sql_parquet_source(files)} WHERE {where}) r "
+                     f"LEFT JOIN m{i} ON r.digest = m{i}.d")
+    if parts:
+        con.execute("CREATE VIEW l AS " + " UNION ALL ".join(parts))
+    else:
+        con.execute("CREATE VIEW l AS SELECT NULL::VARCHAR link, NULL::BLOB digest, NULL::BLOB pk, 0::UBIGINT seq, "
+                    "0::BIGINT ts_ns, 0::UINTEGER wire_len WHERE false")
 
 
 def _write_details(con, details: Path, source, limit: int) -> int:

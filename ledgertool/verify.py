@@ -2,7 +2,8 @@
 
 For each link, in segment order (docs/ledger-format.md, "Verification"):
   1. the seal parses and belongs to this ledger (ledger id, link, segment index);
-  2. algorithm, strip mode, digest key id and record layout equal the ledger header (no downgrade);
+  2. algorithm, strip mode and record layout equal the ledger header (no downgrade), and the
+     digest key id is the one the key schedule assigns to this link and segment;
   3. both hybrid signatures verify with the trusted keys;
   4. prev_seal_hash equals the hash of the previous seal (genesis for the first): the chain;
   5. the Parquet file exists and its SHA-256 and size match the seal;
@@ -13,8 +14,9 @@ For each link, in segment order (docs/ledger-format.md, "Verification"):
 then, per link:
   8. the ledger extends its own checkpoint file and the one given with --checkpoint
      (tlog-checkpoint over the seal hashes, docs/transparency.md).
-Signatures are checked against the key schedule: the trust bundle, followed through the ledger's
-rotation statements (ledgertool.rotation). Problems are collected, never stop the walk; open
+Signatures and digest key ids are checked against the key schedule: the trust bundle and
+ledger.json's (genesis) digest key id, followed through the ledger's rotation statements
+(ledgertool.rotation). Problems are collected, never stop the walk; open
 (unsealed) segments and stray temporary files are reported as warnings.
 """
 
@@ -90,7 +92,8 @@ def verify_ledger(directory: Path, trust: TrustBundle, checkpoint: bytes | None 
             raise LedgerFormatError(f"{checkpoint_name}: checkpoint of ledger {note.checkpoint.ledger_id}, "
                                     f"not of {directory} ({ledger['ledger_id']})")
         res.checkpoint = note.checkpoint.to_json()
-    sched = key_schedule(ledger["ledger_id"], trust, load_rotations(directory))
+    sched = key_schedule(ledger["ledger_id"], trust, load_rotations(directory),
+                         digest_key_id=ledger["digest_key_id"], algorithm=ledger["algorithm"])
     for p in sched.problems:
         res.problems.append(Problem("rotation_invalid", None, p))
     for link in res.links:
@@ -161,10 +164,14 @@ def _verify_link(directory: Path, ledger: dict, link: str, sched: Schedule, res:
             problem("seal_misplaced", index,
                     f"{path}: seal is for link {doc.get('link')!r} segment {doc.get('segment')}")
         # 2. no downgrade
-        for key in ("algorithm", "strip", "digest_key_id", "record_size", "leaf_records"):
+        for key in ("algorithm", "strip", "record_size", "leaf_records"):
             if doc.get(key) != ledger[key]:
                 problem("parameter_mismatch", index,
                         f"{path}: {key} {doc.get(key)!r} differs from the ledger's {ledger[key]!r}")
+        want_kid = sched.digest_key_id_for(link, index)
+        if doc.get("digest_key_id") != want_kid:
+            problem("digest_key_mismatch", index, f"{path}: digest_key_id {doc.get('digest_key_id')!r} is not "
+                    f"{want_kid}, the digest key of link {link} segment {index}{_digest_key_note(sched, doc.get('digest_key_id'), want_kid)}")
         # 3. signatures, with the key set the rotation schedule assigns to this segment
         bundle = sched.bundle_for(link, index)
         try:
@@ -191,6 +198,17 @@ def _verify_link(directory: Path, ledger: dict, link: str, sched: Schedule, res:
         expected_seq = _verify_records(directory, ledger, link, index, doc, expected_seq, res, problem)
 
 
+def _digest_key_note(sched: Schedule, kid: object, want: str | None) -> str:
+    """Why a seal's digest key id is wrong: an old key after its rotation, a key before it takes
+    effect, or one no valid statement introduced."""
+    numbers = {e.key_id: e.number for e in sched.digest_epochs if e.key_id is not None}
+    if not isinstance(kid, str) or kid not in numbers:
+        return " (that key was never introduced by a valid rotation)"
+    if want in numbers and numbers[kid] < numbers[want]:
+        return f" (that key was retired by rotation {sched.retired_by(kid)})"
+    return f" (that key takes over at a later segment, by rotation {numbers[kid]})"
+
+
 def _sequence_findings(seqs: np.ndarray, first_seq: int, last_seq: int, count: int, index: int, problem) -> None:
     """Name deleted, duplicated, reordered records and undeclared gaps by record index.
 
@@ -198,6 +216,11 @@ def _sequence_findings(seqs: np.ndarray, first_seq: int, last_seq: int, count: i
     than its count was sealed over a sequence gap (`sequence_gap`); a value of the range missing
     from a consistent seal's records was deleted afterwards (`record_missing`)."""
     n = len(seqs)
+    # The common case, an untouched segment: seqs are exactly first_seq, first_seq + 1, ..., last_seq.
+    # One vectorised pass decides it; the sorting and set work below is only for naming what broke.
+    if (n and n == count and int(seqs[0]) == first_seq and int(seqs[-1]) == last_seq
+            and last_seq - first_seq + 1 == n and bool(np.all(np.diff(seqs) == 1))):
+        return
     found: dict[str, int] = {}
 
     def add(kind: str, k: int | None, detail: str) -> None:

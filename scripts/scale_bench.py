@@ -1,13 +1,16 @@
-"""Reconciliation at scale: capture N generated 64-byte frames, then recompute them against the ledger.
+"""Verification and reconciliation at scale: capture N generated 64-byte frames, verify the ledger,
+then recompute the frames against it.
 
 Usage:  python scripts/scale_bench.py 1000000 10000000 100000000 [--memory-limit 4GB] [--workdir DIR]
+                                      [--no-verify] [--no-recompute]
 
 For each N, a workload spec (two IPv4 UDP flows of 64-byte frames, as samples/workloads/
 worst-case-64.toml) is written; `ledgertool capture workload:SPEC` builds a ledger and
-`ledgertool recompute workload:SPEC --ledger L` reconciles the same frames against it (DuckDB with a
-memory limit, spilling to a temporary directory). Each command runs as a child process; its wall
+`ledgertool verify L --trust verifier.pub` checks it (segments of 1,000,000 records: N / 10^6
+segments), and `ledgertool recompute workload:SPEC --ledger L` reconciles the same frames against it
+(DuckDB with a memory limit, spilling to a temporary directory). Each command runs as a child process; its wall
 time and peak RSS (getrusage of the child) are printed as one markdown table row per command
-(docs/benchmarks.md, "Reconciliation at scale").
+(docs/benchmarks.md, "Verification at scale", "Reconciliation at scale").
 """
 
 from __future__ import annotations
@@ -76,6 +79,8 @@ def main() -> None:
     ap.add_argument("frames", type=int, nargs="+")
     ap.add_argument("--memory-limit", default="4GB")
     ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--no-verify", action="store_true", help="skip the verify step")
+    ap.add_argument("--no-recompute", action="store_true", help="skip the recompute step")
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ledgertool-scale-", dir=a.workdir))
     try:
@@ -92,6 +97,14 @@ def main() -> None:
                                   "--signing-key", str(work / "keys/signing.key")])
             print(f"| {n:,} | capture (digest + seal) | {wall:.1f} | {n / wall:,.0f} | {rss / 2**20:,.0f} | "
                   f"{len(rep['segments'])} segments |", flush=True)
+            if not a.no_verify:
+                rep, wall, rss = run(["verify", str(ledger), "--trust", str(work / "keys/verifier.pub")])
+                print(f"| {n:,} | verify | {wall:.1f} | {rep['records'] / wall:,.0f} | {rss / 2**20:,.0f} | "
+                      f"{'OK' if rep['ok'] else 'FAIL'}: {rep['segments']} segments, {rep['records']:,} records |",
+                      flush=True)
+            if a.no_recompute:
+                shutil.rmtree(ledger)
+                continue
             rep, wall, rss = run(["recompute", f"workload:{spec}", "--ledger", str(ledger),
                                   "--digest-key", str(work / "keys/digest.key"), "--memory-limit", a.memory_limit])
             print(f"| {n:,} | recompute + reconcile | {wall:.1f} | {n / wall:,.0f} | {rss / 2**20:,.0f} | "

@@ -235,6 +235,12 @@ def t_downgrade_strip(lg, c):
     _rechain(lg, 3, c["key"])
 
 
+def t_digest_key_switched(lg, c):
+    """A key holder re-signs segment 2 naming a digest key no rotation introduced."""
+    _resign(lg, 2, c["key"], lambda d: d.__setitem__("digest_key_id", "5a" * 16))
+    _rechain(lg, 3, c["key"])
+
+
 def t_undeclared_gap(lg, c):
     """The sealer itself skipped seq numbers 63..65 (records 13..15) without a GAP record."""
     a = np.delete(_records(lg, 1), [K, K + 1, K + 2])
@@ -298,6 +304,7 @@ CASES = {
     "hybrid_mldsa_wrong": (t_mldsa_wrong, SIG1, {"bad_signature"}),
     "downgrade_algorithm": (t_downgrade_algorithm, ("parameter_mismatch", 2, None), {"parameter_mismatch"}),
     "downgrade_strip": (t_downgrade_strip, ("parameter_mismatch", 2, None), {"parameter_mismatch"}),
+    "digest_key_not_introduced": (t_digest_key_switched, ("digest_key_mismatch", 2, None), {"digest_key_mismatch"}),
     "undeclared_sequence_gap": (t_undeclared_gap, ("sequence_gap", 1, K), {"sequence_gap"}),
     "truncated_tail_vs_checkpoint": (t_truncated_tail, ("checkpoint_not_extended", None, None),
                                      {"checkpoint_not_extended"}),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from ledgertool.checkpoint import (check_consistency, checkpoint_path, note_key_
                                    verify_note)
 from ledgertool.errors import KeyFileError, LedgerFormatError
 from ledgertool.keys import SigningKey, generate_keys
-from ledgertool.proof import build_proof, check_proof
+from ledgertool.proof import build_proof, check_proof, parse_proof
 from ledgertool.rotation import rotate_keys
 from ledgertool.seal import load_seal, seal_hash
 from ledgertool.verify import verify_ledger
@@ -169,6 +170,142 @@ def test_prove_cli_by_seq_and_digest(ledger, keydir, other_keydir, tmp_path):
     assert r.returncode == 2 and "junk.json" in r.stderr
     r = run_cli("prove", ledger, "--seq", 10**9, "--out", proof)
     assert r.returncode == 2 and "seq" in r.stderr
+
+
+def test_a_proof_for_every_record_verifies(ledger, keydir):
+    """Every record of the small ledger (3 segments, leaf blocks of 8, a short last block)."""
+    _, _, trust = load_keys(keydir)
+    total = sum(load_seal(p)["records"] for p in ledger.glob("link=link0/*.seal.json"))
+    assert total > 200
+    for seq in range(total):
+        doc = build_proof(ledger, seq=seq)
+        assert int(doc["record"]["seq"]) == seq and doc["checkpoint"]["tree_size"] == 3
+        res = check_proof(parse_proof(json.dumps(doc).encode()), trust)
+        assert res.ok, (seq, res.reason)
+        assert res.checkpoint["tree_size"] == 3
+
+
+def test_any_flipped_byte_in_a_proof_fails(ledger, keydir):
+    """Flip one bit of every byte of PROOF.json (outside the two long ML-DSA-65 signatures, where
+    every 7th byte): parsing refuses it or check-proof finds it invalid, never accepts it."""
+    _, _, trust = load_keys(keydir)
+    raw = (json.dumps(build_proof(ledger, seq=150), indent=1) + "\n").encode()
+    assert check_proof(parse_proof(raw), trust).ok
+    long_runs = [(m.start(), m.end()) for m in re.finditer(rb"[A-Za-z0-9+/=]{1000,}", raw)]
+    positions = [i for i in range(len(raw))
+                 if not any(a <= i < b for a, b in long_runs) or i % 7 == 0]
+    assert len(long_runs) >= 2 and len(positions) > 3000
+    accepted = []
+    for i in positions:
+        b = bytearray(raw)
+        b[i] ^= 1
+        try:
+            res = check_proof(parse_proof(bytes(b)), trust)
+        except LedgerFormatError:
+            continue
+        if res.ok:
+            accepted.append((i, raw[max(0, i - 20):i + 20]))
+    assert accepted == []
+
+
+def _set_unused_bits(b64: str) -> str:
+    """The same bytes spelt differently: set the unused low bits of the last base64 character."""
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    body = b64.rstrip("=")
+    pad = len(b64) - len(body)
+    assert pad in (1, 2)
+    last = alphabet.index(body[-1]) | (0b11 if pad == 1 else 0b1111)
+    out = body[:-1] + alphabet[last] + "=" * pad
+    assert out != b64 and base64.b64decode(out) == base64.b64decode(b64)
+    return out
+
+
+def test_non_canonical_base64_signatures_are_refused(ledger, keydir):
+    """RFC 4648 s3.5 decoders may ignore a last character's unused bits; ours may not, so the one
+    accepted spelling of a signature is the canonical one (a flipped bit there is never ignored)."""
+    _, _, trust = load_keys(keydir)
+    doc = build_proof(ledger, seq=150)
+    bad = json.loads(json.dumps(doc))
+    bad["seal"]["signatures"]["ed25519"] = _set_unused_bits(bad["seal"]["signatures"]["ed25519"])
+    res = check_proof(bad, trust)
+    assert not res.ok and "ed25519 signature is not valid base64" in res.reason
+    text, _, sigs = doc["checkpoint"]["note"].rpartition("\n\n")
+    lines = sigs.rstrip("\n").split("\n")
+    name_part, b64 = lines[0].rsplit(" ", 1)
+    lines[0] = f"{name_part} {_set_unused_bits(b64)}"
+    bad = json.loads(json.dumps(doc))
+    bad["checkpoint"]["note"] = text + "\n\n" + "\n".join(lines) + "\n"
+    res = check_proof(bad, trust)
+    assert not res.ok and "not base64" in res.reason
+
+
+def test_proof_reaches_the_checkpoint_a_verifier_holds(ledger, keydir, other_keydir, tmp_path):
+    dk, sk, trust = load_keys(keydir)
+    held = tmp_path / "held.cp"
+    held.write_bytes((ledger / "checkpoint").read_bytes())  # 3 segments
+    capture_file(SAMPLES / "sample.pcap", ledger, digest_key=dk, signing_key=sk, segment_records=100)
+    pub = keydir / "verifier.pub"
+    proof = tmp_path / "p.json"
+    r = run_cli("prove", ledger, "--seq", 150, "--out", proof, "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["checkpoint_size"] == 6, r.stderr
+    r = run_cli("check-proof", proof, "--trust", pub, "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["checkpoint"]["tree_size"] == 6
+    # the verifier holds the older checkpoint: a proof to the newer one is not a proof to it
+    r = run_cli("check-proof", proof, "--trust", pub, "--checkpoint", held, "--json")
+    assert r.returncode == 1 and "tree size 6, not the given one of tree size 3" in json.loads(r.stdout)["reason"]
+    r = run_cli("prove", ledger, "--seq", 150, "--out", proof, "--checkpoint", held)
+    assert r.returncode == 0 and "checkpoint of tree size 3" in r.stdout, r.stderr
+    r = run_cli("check-proof", proof, "--trust", pub, "--checkpoint", held, "--json")
+    assert r.returncode == 0, r.stdout
+    cp = parse_note(held.read_bytes()).checkpoint
+    assert json.loads(r.stdout)["checkpoint"] == {"tree_size": 3, "root_hash": cp.root.hex()}
+    # a record sealed after the held checkpoint cannot be proved to it
+    last = sum(load_seal(p)["records"] for p in ledger.glob("link=link0/*.seal.json")) - 1
+    r = run_cli("prove", ledger, "--seq", last, "--out", proof, "--checkpoint", held)
+    assert r.returncode == 2 and "held.cp" in r.stderr and "newer checkpoint" in r.stderr
+    # a checkpoint of another ledger, or garbage
+    other = tmp_path / "other"
+    odk, osk, _ = load_keys(other_keydir)
+    capture_file(SAMPLE, other, digest_key=odk, signing_key=osk, segment_records=100)
+    r = run_cli("prove", ledger, "--seq", 1, "--out", proof, "--checkpoint", other / "checkpoint")
+    assert r.returncode == 2 and "checkpoint is for" in r.stderr
+    (tmp_path / "junk.cp").write_text("junk")
+    r = run_cli("check-proof", proof, "--trust", pub, "--checkpoint", tmp_path / "junk.cp")
+    assert r.returncode == 2 and "junk.cp" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_proof_checkpoint_tampering_and_forks(ledger, keydir, other_keydir, tmp_path):
+    dk, sk, trust = load_keys(keydir)
+    doc = build_proof(ledger, seq=150)
+    assert check_proof(doc, trust).ok
+    bad = json.loads(json.dumps(doc))
+    bad["checkpoint"]["audit_path"][0] = "00" * 32
+    assert "checkpoint audit path" in check_proof(bad, trust).reason
+    bad = json.loads(json.dumps(doc))
+    bad["checkpoint"]["note"] = bad["checkpoint"]["note"].replace("\n3\n", "\n2\n", 1)
+    assert "checkpoint" in check_proof(bad, trust).reason
+    # a checkpoint signed by a key the verifier never trusted
+    _, osk, _ = load_keys(other_keydir)
+    from ledgertool.checkpoint import make_checkpoint, sign_checkpoint
+    ledger_doc = json.loads((ledger / "ledger.json").read_text())
+    bad = json.loads(json.dumps(doc))
+    bad["checkpoint"]["note"] = sign_checkpoint(make_checkpoint(ledger, ledger_doc, "link0"), osk).decode()
+    assert "checkpoint" in check_proof(bad, trust).reason
+    # the ledger was forked after the checkpoint was taken: prove refuses to chain to it
+    held = (ledger / "checkpoint").read_bytes()
+    fork = tmp_path / "fork"
+    shutil.copytree(ledger, fork)
+    for p in fork.glob("link=link0/seg-00000002.*"):
+        p.unlink()
+    capture_file(SAMPLES / "sample.pcap", fork, digest_key=dk, signing_key=sk, segment_records=10**6)
+    (tmp_path / "h.cp").write_bytes(held)
+    r = run_cli("prove", fork, "--seq", 0, "--out", tmp_path / "p.json", "--checkpoint", tmp_path / "h.cp")
+    assert r.returncode == 1 and "does not extend" in r.stderr
+    # the fork's own checkpoint has the same tree size (3) and another root
+    forked = build_proof(fork, seq=0)
+    assert forked["checkpoint"]["tree_size"] == 3 and check_proof(forked, trust).ok
+    res = check_proof(forked, trust, parse_note(held))
+    assert not res.ok and "fork" in res.reason
 
 
 # ---- key rotation -------------------------------------------------------------------------

@@ -193,8 +193,9 @@ int lt_hmac_sha256(const uint8_t *key, size_t key_len, const uint8_t *msg, size_
  * Each algorithm runs on one CPU path, chosen once from CPUID (best first), or forced with the
  * environment variable LEDGERTOOL_CPU_PATH (docs/algorithms.md). Names: "portable" (plain C,
  * every machine), "aesni-pclmul", "sha-ni", "sse41", "avx512vl", and the multi-buffer paths
- * "avx2-mb", "avx512-mb" (several frames at once in SIMD lanes; single messages run scalar code),
- * and for aes-128-gmac "vpclmul-avx512-mb" (GHASH of four frames per reduction with VPCLMULQDQ). */
+ * "avx2-mb", "avx512-mb", and on arm64 "neon-mb" (several frames at once in SIMD lanes; single
+ * messages run scalar code), and for aes-128-gmac "vpclmul-avx512-mb" (GHASH of four frames per
+ * reduction with VPCLMULQDQ). */
 
 /* Name of the path in use for `algorithm` ("" for an unknown id). */
 const char *lt_cpu_path(int algorithm);

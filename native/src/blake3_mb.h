@@ -1,10 +1,11 @@
 /*
  * Multi-buffer keyed BLAKE3 ("many inputs"): MB_LANES frames of at most one chunk (1024 bytes) hashed
  * at once, one frame per 32-bit SIMD lane. Included by digest_blake3_avx2.c (8 lanes, ymm) and
- * digest_blake3_avx512.c (16 lanes, zmm) with these macros defined:
+ * digest_blake3_avx512.c (16 lanes, zmm), and on arm64 by digest_blake3_neon.c (4 lanes, NEON), with
+ * these macros defined:
  *
  *   MB_NAME                 name of the function to define (an lt_digest_many_fn)
- *   MB_LANES                lanes per vector (8 or 16)
+ *   MB_LANES                lanes per vector (4, 8 or 16)
  *   MB_V                    type of MB_LANES 32-bit lanes
  *   V_LOAD(p) / V_STORE(p, v)  lanes from / to uint32_t[MB_LANES] (any alignment)
  *   V_SPLAT(x), V_ADD(a, b), V_XOR(a, b)
@@ -25,8 +26,8 @@
  *     the key), so lanes never wait for the longest frame of a group; idle lanes at the end of a
  *     batch hash a zero block whose result nobody reads;
  *   - frames longer than one chunk take the path's single-message code (c->fn) in order.
- * Block loads are little-endian (x86-64 only). tests/test_multibuffer.py checks mixed lengths on
- * every path against the scalar path and the blake3 package.
+ * Block loads are little-endian (x86-64, arm64). tests/test_multibuffer.py checks mixed lengths on
+ * every path against the scalar path and the blake3 package (native/tests/selftest.c on arm64).
  */
 #ifndef MB_NAME
 #error "define MB_NAME and the MB_* lane operations before including blake3_mb.h"
@@ -172,7 +173,7 @@ static inline __attribute__((always_inline)) void MB_FN(_run)(const lt_dctx *c, 
         do {
             unsigned l = (unsigned)__builtin_ctz(ending);
             ending &= ending - 1;
-            memcpy(dst[l], rows[l], OUT);  /* x86-64: host order is little-endian */
+            memcpy(dst[l], rows[l], OUT);  /* little-endian hosts only (x86-64, arm64) */
             if (MB_TAKE(l)) {
                 refill |= 1u << l;
             } else {

@@ -38,8 +38,9 @@ size_t lt_record_size(int algorithm) {
 
 /* ---- SipHash family ----
  * One message at a time SipHash is a chain of dependent 64-bit adds, rotates and xors, so SIMD only
- * pays across messages: the avx512-mb and avx2-mb paths hash eight frames at once in SIMD lanes
- * (siphash_mb.h) through lt_dctx_run_many; single messages on every path use the scalar code. */
+ * pays across messages: the avx512-mb, avx2-mb and (arm64) neon-mb paths hash 16 / 8 / 4 frames at once
+ * in SIMD lanes (siphash_mb.h) through lt_dctx_run_many; single messages on every path use the scalar
+ * code. */
 static void sip_init(lt_dctx *c, const uint8_t *key, size_t key_len, const uint8_t *iv) {
     memcpy(c->u.sip.key, key, 16);
     int a = c->algorithm;
@@ -58,6 +59,9 @@ const lt_cpu_impl lt_siphash_impls[] = {
 #if LT_X86_PATHS
     {"avx512-mb", lt_cpu_has_avx512_mb, sip_init, sip_digest, lt_siphash_many_avx512},
     {"avx2-mb", lt_cpu_has_avx2, sip_init, sip_digest, lt_siphash_many_avx2},
+#endif
+#if LT_NEON_PATHS
+    {"neon-mb", lt_cpu_has_neon, sip_init, sip_digest, lt_siphash_many_neon},
 #endif
     {"portable", NULL, sip_init, sip_digest, NULL},
     {NULL, NULL, NULL, NULL, NULL},

@@ -12,6 +12,8 @@
  *   avx512-mb / avx2-mb  many inputs at once through lt_dctx_run_many (blake3_mb.h): 16 / 8 frames of
  *             at most one chunk in 32-bit SIMD lanes; single messages, and frames longer than a
  *             chunk, on the avx512vl / sse41 code
+ *   neon-mb   (arm64) the same with 4 frames in NEON lanes; single messages and longer frames on the
+ *             portable code
  */
 #include "ledgertool.h"
 #include "lt_internal.h"
@@ -218,6 +220,9 @@ const lt_cpu_impl lt_blake3_impls[] = {
     {"avx2-mb", has_avx2_mb, b3_init, b3_digest_sse41, lt_blake3_many_avx2},
     {"avx512vl", lt_cpu_has_avx512vl, b3_init, b3_digest_avx512vl, NULL},
     {"sse41", lt_cpu_has_sse41, b3_init, b3_digest_sse41, NULL},
+#endif
+#if LT_NEON_PATHS
+    {"neon-mb", lt_cpu_has_neon, b3_init, b3_digest_portable, lt_blake3_many_neon},
 #endif
     {"portable", NULL, b3_init, b3_digest_portable, NULL},
     {NULL, NULL, NULL, NULL, NULL},

@@ -1,7 +1,7 @@
 /*
  * CPU path dispatch: one table of implementations per algorithm family (best first, portable
- * last). The choice per algorithm is made once, at first use, from CPUID; LEDGERTOOL_CPU_PATH
- * can force a path (docs/algorithms.md, "CPU paths"):
+ * last). The choice per algorithm is made once, at first use, from CPUID (x86-64) or the AArch64
+ * hwcaps (NEON); LEDGERTOOL_CPU_PATH can force a path (docs/algorithms.md, "CPU paths"):
  *
  *   LEDGERTOOL_CPU_PATH=portable             every algorithm on its portable C path
  *   LEDGERTOOL_CPU_PATH=aesni-pclmul         every algorithm that has that path (others keep theirs)
@@ -71,6 +71,23 @@ int lt_cpu_has_aesni_pclmul(void) { return 0; }
 int lt_cpu_has_sha_ni(void) { return 0; }
 int lt_cpu_has_sse41(void) { return 0; }
 int lt_cpu_has_avx512vl(void) { return 0; }
+#endif
+
+#if LT_NEON_PATHS
+#if defined(__linux__)
+#include <sys/auxv.h>
+#endif
+/* Advanced SIMD is part of the AArch64 base architecture; the Linux hwcap check is for completeness
+ * (other systems have no getauxval). */
+int lt_cpu_has_neon(void) {
+#if defined(__linux__) && defined(HWCAP_ASIMD)
+    return (getauxval(AT_HWCAP) & HWCAP_ASIMD) != 0;
+#else
+    return 1;
+#endif
+}
+#else
+int lt_cpu_has_neon(void) { return 0; }
 #endif
 
 /* ---- tables ---- */

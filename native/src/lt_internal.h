@@ -81,6 +81,14 @@ static inline uint64_t lt_load_be64(const uint8_t *p) {
 #else
 #define LT_X86_PATHS 0
 #endif
+/* arm64: the NEON multi-buffer paths (NEON is baseline on AArch64; the lane code assumes a
+ * little-endian host, which every AArch64 Linux distribution is). */
+#if defined(__aarch64__) && defined(__ARM_NEON) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && \
+    !defined(LT_PORTABLE_ONLY)
+#define LT_NEON_PATHS 1
+#else
+#define LT_NEON_PATHS 0
+#endif
 
 /* ---- keyed digest contexts (dispatch.c) ----
  * A context holds everything that depends on the key only (AES round keys, GHASH powers, HMAC
@@ -148,7 +156,7 @@ extern const lt_cpu_impl lt_hmac_impls[];
 /* The implementation currently selected for an algorithm (NULL for an unknown id). */
 const lt_cpu_impl *lt_dispatch_impl(int algorithm);
 
-/* CPU feature probes (dispatch.c); always 0 on non-x86-64 builds. */
+/* CPU feature probes (dispatch.c); the x86 ones are always 0 on non-x86-64 builds. */
 int lt_cpu_has_aesni_pclmul(void);
 int lt_cpu_has_sha_ni(void);
 int lt_cpu_has_sse41(void);
@@ -156,6 +164,7 @@ int lt_cpu_has_avx512vl(void);
 int lt_cpu_has_avx2(void);
 int lt_cpu_has_avx512_mb(void);   /* AVX-512F + VL (+ the OS saving zmm state) */
 int lt_cpu_has_vpclmul_avx512(void);  /* AVX-512F/BW/VL + VPCLMULQDQ + AES-NI/PCLMULQDQ */
+int lt_cpu_has_neon(void);        /* AArch64 Advanced SIMD; always 0 on other builds */
 
 /* digest_siphash_avx2.c, digest_siphash_avx512.c: multi-buffer SipHash (any c/d, 64/128-bit out) */
 void lt_siphash_many_avx2(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n,
@@ -176,5 +185,12 @@ void lt_gmac_init_vpclmul512(lt_dctx *c, const uint8_t *key, size_t key_len, con
 void lt_gmac_digest_vpclmul512(const lt_dctx *c, const uint8_t *msg, size_t len, uint8_t *out);
 void lt_gmac_many_vpclmul512(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n,
                              uint8_t *out, size_t out_stride);
+
+/* digest_siphash_neon.c, digest_blake3_neon.c (aarch64): the same lane schemes on 128-bit NEON
+ * vectors (SipHash: 4 frames as two uint64x2_t groups; BLAKE3: 4 frames in uint32x4_t lanes) */
+void lt_siphash_many_neon(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n,
+                          uint8_t *out, size_t out_stride);
+void lt_blake3_many_neon(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n,
+                         uint8_t *out, size_t out_stride);
 
 #endif

@@ -1,7 +1,8 @@
 /*
- * Multi-buffer SipHash-c-d (64- and 128-bit output): MB_LANES (8 or 16) independent messages in
+ * Multi-buffer SipHash-c-d (64- and 128-bit output): MB_LANES (4, 8 or 16) independent messages in
  * 64-bit SIMD lanes, included by digest_siphash_avx2.c (8 lanes: two 4-lane ymm groups) and
- * digest_siphash_avx512.c (16 lanes: two 8-lane zmm groups, vprolq rotates) with these macros
+ * digest_siphash_avx512.c (16 lanes: two 8-lane zmm groups, vprolq rotates), and on arm64 by
+ * digest_siphash_neon.c (4 lanes: two 2-lane NEON groups), with these macros
  * defined. Each lane group is one dependency chain through a SipRound; the groups of one vector
  * type are independent, so their instructions interleave and the core overlaps their latencies.
  *
@@ -28,8 +29,8 @@
  *     message of a group;
  *   - MB_LANES queued states are finalised together in the same lanes (d rounds, or 2 x d for 128-bit
  *     output) and their digests stored to each message's output slot.
- * Word loads are little-endian (x86-64 only). Results equal lt_siphash128 / lt_siphash64 byte for
- * byte; tests/test_multibuffer.py checks mixed lengths on every path.
+ * Word loads are little-endian (x86-64, arm64). Results equal lt_siphash128 / lt_siphash64 byte for
+ * byte; tests/test_multibuffer.py checks mixed lengths on every path (native/tests/selftest.c on arm64).
  */
 #ifndef MB_NAME
 #error "define MB_NAME and the MB_* lane operations before including siphash_mb.h"
@@ -94,7 +95,7 @@ static inline __attribute__((always_inline)) void MB_FN(_finalise)(MB_FN(_queue)
         V_STORE(r1, V_XOR(V_XOR(v0, v1), V_XOR(v2, v3)));
     }
     for (unsigned i = 0; i < q->n; i++) {
-        memcpy(q->dst[i], &r0[i], 8);  /* x86-64: host order is little-endian */
+        memcpy(q->dst[i], &r0[i], 8);  /* little-endian hosts only (x86-64, arm64) */
         if (O128) memcpy(q->dst[i] + 8, &r1[i], 8);
     }
     q->n = 0;
