@@ -15,6 +15,8 @@
  *   aesni-pclmul  AES-NI for the key-only blocks, PCLMULQDQ GHASH over four blocks per reduction
  *                 (Gueron & Kounavis, Intel white paper "Intel Carry-Less Multiplication Instruction
  *                 and its Usage for Computing the GCM Mode", algorithm with bit-reflected operands).
+ *   vpclmul-avx512-mb  AES-NI key setup as above, then multi-frame GHASH on zmm registers: see
+ *                 digest_gmac_avx512.c (listed first in lt_gmac_impls, so CPUID picks it where it runs).
  */
 #include "ledgertool.h"
 #include "lt_internal.h"
