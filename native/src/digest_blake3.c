@@ -36,8 +36,7 @@ static const uint8_t SCHEDULE[7][16] = {
 };
 
 /* compress(cv, block, counter, block_len, flags): the first 8 output words (all we need). */
-typedef void (*compress_fn)(uint32_t cv[8], const uint8_t block[64], uint64_t counter, uint32_t block_len,
-                            uint32_t flags);
+typedef lt_b3_compress_fn compress_fn;
 
 static inline uint32_t rotr32(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
 
@@ -210,12 +209,41 @@ static void b3_digest_avx512vl(const lt_dctx *c, const uint8_t *msg, size_t len,
 #if LT_X86_PATHS
 static int has_avx512_mb(void) { return lt_cpu_has_avx512_mb() && lt_cpu_has_avx512vl(); }
 static int has_avx2_mb(void) { return lt_cpu_has_avx2() && lt_cpu_has_sse41(); }
+
+/* Multi-buffer paths: batches through the lanes; a single message too, once it has enough chunks to
+ * fill a few lanes (below that the row code is as fast and has no lane set-up). */
+#define B3_MB_SINGLE_MIN (3 * CHUNK_LEN)
+
+static void b3_many_avx512(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n,
+                           uint8_t *out, size_t out_stride) {
+    lt_blake3_many_avx512(c, compress_avx512vl, msgs, lens, n, out, out_stride);
+}
+static void b3_many_avx2(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n,
+                         uint8_t *out, size_t out_stride) {
+    lt_blake3_many_avx2(c, compress_sse41, msgs, lens, n, out, out_stride);
+}
+static void b3_digest_avx512mb(const lt_dctx *c, const uint8_t *msg, size_t len, uint8_t *out) {
+    if (len < B3_MB_SINGLE_MIN || len > UINT32_MAX) {
+        b3_digest_avx512vl(c, msg, len, out);
+        return;
+    }
+    uint32_t len32 = (uint32_t)len;
+    lt_blake3_many_avx512(c, compress_avx512vl, &msg, &len32, 1, out, c->out_len);
+}
+static void b3_digest_avx2mb(const lt_dctx *c, const uint8_t *msg, size_t len, uint8_t *out) {
+    if (len < B3_MB_SINGLE_MIN || len > UINT32_MAX) {
+        b3_digest_sse41(c, msg, len, out);
+        return;
+    }
+    uint32_t len32 = (uint32_t)len;
+    lt_blake3_many_avx2(c, compress_sse41, &msg, &len32, 1, out, c->out_len);
+}
 #endif
 
 const lt_cpu_impl lt_blake3_impls[] = {
 #if LT_X86_PATHS
-    {"avx512-mb", has_avx512_mb, b3_init, b3_digest_avx512vl, lt_blake3_many_avx512},
-    {"avx2-mb", has_avx2_mb, b3_init, b3_digest_sse41, lt_blake3_many_avx2},
+    {"avx512-mb", has_avx512_mb, b3_init, b3_digest_avx512mb, b3_many_avx512},
+    {"avx2-mb", has_avx2_mb, b3_init, b3_digest_avx2mb, b3_many_avx2},
     {"avx512vl", lt_cpu_has_avx512vl, b3_init, b3_digest_avx512vl, NULL},
     {"sse41", lt_cpu_has_sse41, b3_init, b3_digest_sse41, NULL},
 #endif

@@ -162,11 +162,14 @@ void lt_siphash_many_avx2(const lt_dctx *c, const uint8_t *const *msgs, const ui
 void lt_siphash_many_avx512(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n,
                             uint8_t *out, size_t out_stride);
 
-/* digest_blake3_avx2.c, digest_blake3_avx512.c: multi-buffer keyed BLAKE3 (frames <= 1024 bytes in
- * lanes, longer ones through c->fn) */
-void lt_blake3_many_avx2(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n,
-                         uint8_t *out, size_t out_stride);
-void lt_blake3_many_avx512(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n,
-                           uint8_t *out, size_t out_stride);
+/* digest_blake3_avx2.c, digest_blake3_avx512.c: multi-buffer keyed BLAKE3, the chunks and parent
+ * nodes of every frame in lanes (blake3_mb.h); `one` is the path's single compression (cv <- first
+ * eight output words), used for tree levels too narrow to fill the lanes */
+typedef void (*lt_b3_compress_fn)(uint32_t cv[8], const uint8_t block[64], uint64_t counter, uint32_t block_len,
+                                  uint32_t flags);
+void lt_blake3_many_avx2(const lt_dctx *c, lt_b3_compress_fn one, const uint8_t *const *msgs, const uint32_t *lens,
+                         size_t n, uint8_t *out, size_t out_stride);
+void lt_blake3_many_avx512(const lt_dctx *c, lt_b3_compress_fn one, const uint8_t *const *msgs,
+                           const uint32_t *lens, size_t n, uint8_t *out, size_t out_stride);
 
 #endif
