@@ -50,6 +50,7 @@ enum { MB_CHUNK_START = 1, MB_CHUNK_END = 2, MB_PARENT = 4, MB_ROOT = 8, MB_KEYE
 #else
 #define MB_SLOTS 512
 #endif
+#define MB_LONG 16
 /* a tree level with fewer parent nodes than this takes the single-message compression */
 #ifdef LT_B3_PMIN
 #define MB_PMIN LT_B3_PMIN
@@ -115,12 +116,13 @@ typedef struct {
 typedef struct {
     const lt_dctx *c;
     lt_b3_compress_fn one;  /* the path's single-message compression */
-    unsigned used, nframes;
+    unsigned used, nframes, nlong;
     MB_FN(_frame) frames[MB_SLOTS / 2 + 1];
+    size_t longs[MB_LONG];  /* frames of more than MB_SLOTS chunks met in this window */
     uint8_t slots[MB_SLOTS][32] __attribute__((aligned(64)));
 } MB_FN(_window);
 
-static void MB_FN(_large)(const lt_dctx *c, lt_b3_compress_fn one, const uint8_t *msg, size_t len, uint8_t *out,
+static void MB_FN(_large)(const lt_dctx *c, lt_b3_compress_fn one, const uint8_t *msg, uint32_t len, uint8_t *out,
                           size_t OUT);
 
 /*
@@ -131,24 +133,26 @@ static void MB_FN(_large)(const lt_dctx *c, lt_b3_compress_fn one, const uint8_t
 static inline __attribute__((always_inline)) void MB_FN(_chunks)(MB_FN(_window) *w, const uint8_t *const *msgs,
                                                                  const uint32_t *lens, size_t n, size_t *next_io,
                                                                  uint8_t *out, size_t stride, const size_t OUT,
-                                                                 uint64_t base, const int piece) {
+                                                                 uint32_t base, const int piece) {
     enum { L = MB_LANES };
     const lt_dctx *c = w->c;
     MB_V cv[8];
     for (int i = 0; i < 8; i++) cv[i] = V_SPLAT(c->u.b3.key[i]);
     uint8_t stage[L][64] __attribute__((aligned(64)));
     uint32_t rows[L][8] __attribute__((aligned(64)));
-    uint32_t ctr_lo[L] __attribute__((aligned(64))), ctr_hi[L] __attribute__((aligned(64)));
+    /* chunk counters: frames are at most UINT32_MAX bytes, so the counter's high word is 0 */
+    uint32_t ctr[L] __attribute__((aligned(64)));
     const uint8_t *ptr[L], *bp[L];
-    uint32_t left[L], blen[L] __attribute__((aligned(64))), flags[L] __attribute__((aligned(64))), fend[L];
+    uint32_t left[L], blen[L] __attribute__((aligned(64))), flags[L] __attribute__((aligned(64)));
     uint8_t *dst[L];
+    unsigned rootm = 0;  /* lanes whose chunk is a whole frame (ROOT on its last block) */
     size_t next = *next_io;
     /* the multi-chunk frame being cut: next chunk at cp, crem bytes left, its counter and slot */
     const uint8_t *cp = NULL;
     size_t crem = 0;
-    uint64_t cctr = 0;
+    uint32_t cctr = 0;
     uint8_t *cslot = NULL;
-    int full = 0;
+    size_t stop = n;  /* lowered to `next` when the window is full */
     unsigned active = 0;
 
     /* next chunk into lane l; 0 if none (frames done, or the window is full) */
@@ -158,32 +162,32 @@ static inline __attribute__((always_inline)) void MB_FN(_chunks)(MB_FN(_window) 
             for (;;) {                                                                             \
                 if (crem) {                                                                        \
                     uint32_t cl_ = crem > 1024 ? 1024 : (uint32_t)crem;                            \
-                    ptr[l] = cp; left[l] = cl_;                                                    \
-                    ctr_lo[l] = (uint32_t)cctr; ctr_hi[l] = (uint32_t)(cctr >> 32);                \
-                    flags[l] = MB_KEYED_HASH | MB_CHUNK_START; fend[l] = MB_CHUNK_END;             \
+                    ptr[l] = cp; left[l] = cl_; ctr[l] = cctr;                                     \
+                    flags[l] = MB_KEYED_HASH | MB_CHUNK_START; rootm &= ~(1u << (l));              \
                     dst[l] = cslot;                                                                \
                     cp += cl_; crem -= cl_; cctr++; cslot += 32;                                   \
                     got_ = 1;                                                                      \
                     break;                                                                         \
                 }                                                                                  \
-                if (next >= n || full) break;                                                      \
+                if (next >= stop) break;                                                           \
                 size_t i_ = next;                                                                  \
                 uint32_t len_ = lens[i_];                                                          \
                 if (len_ <= 1024 && !piece) {  /* one chunk: its own root */                       \
                     next++;                                                                        \
-                    ptr[l] = msgs[i_]; left[l] = len_; ctr_lo[l] = 0; ctr_hi[l] = 0;               \
-                    flags[l] = MB_KEYED_HASH | MB_CHUNK_START; fend[l] = MB_CHUNK_END | MB_ROOT;   \
+                    ptr[l] = msgs[i_]; left[l] = len_; ctr[l] = 0;                                 \
+                    flags[l] = MB_KEYED_HASH | MB_CHUNK_START; rootm |= 1u << (l);                 \
                     dst[l] = out + i_ * stride;                                                    \
                     got_ = 1;                                                                      \
                     break;                                                                         \
                 }                                                                                  \
                 uint32_t nch_ = len_ ? (len_ + 1023) / 1024 : 1;                                   \
-                if (nch_ > MB_SLOTS) {  /* too long to share the window */                         \
+                if (nch_ > MB_SLOTS) {  /* too long to share the window: after this pass */        \
+                    if (w->nlong == MB_LONG) { stop = next; break; }                               \
+                    w->longs[w->nlong++] = i_;                                                     \
                     next++;                                                                        \
-                    MB_FN(_large)(c, w->one, msgs[i_], len_, out + i_ * stride, OUT);              \
                     continue;                                                                      \
                 }                                                                                  \
-                if (w->used + nch_ > MB_SLOTS) { full = 1; break; }                                \
+                if (w->used + nch_ > MB_SLOTS) { stop = next; break; }                             \
                 next++;                                                                            \
                 w->frames[w->nframes].slot = w->used;                                              \
                 w->frames[w->nframes].n = nch_;                                                    \
@@ -200,7 +204,7 @@ static inline __attribute__((always_inline)) void MB_FN(_chunks)(MB_FN(_window) 
             active |= 1u << l;
         } else {
             ptr[l] = MB_FN(_zero);
-            left[l] = 0; flags[l] = 0; ctr_lo[l] = 0; ctr_hi[l] = 0;
+            left[l] = 0; flags[l] = 0; ctr[l] = 0;
         }
     }
     while (active) {
@@ -219,7 +223,7 @@ static inline __attribute__((always_inline)) void MB_FN(_chunks)(MB_FN(_window) 
                 continue;
             }
             ending |= 1u << l;
-            flags[l] |= fend[l];
+            flags[l] |= MB_CHUNK_END | (((rootm >> l) & 1) ? MB_ROOT : 0);
             if (lf == 64) {
                 bp[l] = ptr[l];
             } else {
@@ -230,7 +234,7 @@ static inline __attribute__((always_inline)) void MB_FN(_chunks)(MB_FN(_window) 
         }
         MB_V m[16];
         MB_LOAD_MSG(bp, m);
-        MB_FN(_compress)(cv, m, V_LOAD(ctr_lo), V_LOAD(ctr_hi), V_LOAD(blen), V_LOAD(flags));
+        MB_FN(_compress)(cv, m, V_LOAD(ctr), V_SPLAT(0), V_LOAD(blen), V_LOAD(flags));
         for (unsigned l = 0; l < L; l++) {
             if (left[l] > 64) {  /* ending lanes are reset below, idle lanes stay as they are */
                 ptr[l] += 64;
@@ -245,10 +249,9 @@ static inline __attribute__((always_inline)) void MB_FN(_chunks)(MB_FN(_window) 
         do {
             unsigned l = (unsigned)__builtin_ctz(ending);
             ending &= ending - 1;
-            if (fend[l] & MB_ROOT)
-                memcpy(dst[l], rows[l], OUT);  /* x86-64: host order is little-endian */
-            else
-                memcpy(dst[l], rows[l], 32);
+            /* x86-64: host order is little-endian; fixed-size copies (OUT is not a constant here) */
+            memcpy(dst[l], rows[l], 16);
+            if (OUT == 32 || !((rootm >> l) & 1)) memcpy(dst[l] + 16, rows[l] + 4, 16);
             if (MB_TAKE(l)) {
                 refill |= 1u << l;
             } else {
@@ -295,7 +298,10 @@ static inline __attribute__((always_inline)) void MB_FN(_parents)(const MB_FN(_w
         MB_FN(_compress)(cv, m, V_SPLAT(0), V_SPLAT(0), V_SPLAT(64), V_LOAD(flags));
         uint32_t rows[L][8] __attribute__((aligned(64)));
         MB_STORE_CV(cv, rows);
-        for (size_t l = 0; l < k; l++) memcpy(dst[i + l], rows[l], (fl[i + l] & MB_ROOT) ? OUT : 32);
+        for (size_t l = 0; l < k; l++) {
+            memcpy(dst[i + l], rows[l], 16);
+            if (OUT == 32 || !(fl[i + l] & MB_ROOT)) memcpy(dst[i + l] + 16, rows[l] + 4, 16);
+        }
         if (k < L) return;
     }
     for (; i < n; i++) {  /* narrow level: one compression at a time */
@@ -351,10 +357,11 @@ static void MB_FN(_parent1)(const lt_dctx *c, lt_b3_compress_fn one, const uint3
 
 /* Chaining value of the subtree over len bytes (1 .. MB_SLOTS chunks) at chunk `base`. */
 static __attribute__((noinline)) void MB_FN(_subtree)(MB_FN(_window) *w, const uint8_t *msg, uint32_t len,
-                                                      uint64_t base, uint32_t cv[8]) {
+                                                      uint32_t base, uint32_t cv[8]) {
     size_t next = 0;
     w->used = 0;
     w->nframes = 0;
+    w->nlong = 0;
     MB_FN(_chunks)(w, &msg, &len, 1, &next, NULL, 0, 32, base, 1);
     MB_FN(_trees)(w, 32);
     memcpy(cv, w->slots[0], 32);
@@ -364,18 +371,18 @@ static __attribute__((noinline)) void MB_FN(_subtree)(MB_FN(_window) *w, const u
  * the tree fills (the number of subtrees so far has a trailing zero bit), then the rest of the frame
  * (1 .. MB_SLOTS chunks, its own left-complete subtree) folded up the stack, the last merge ROOT. */
 static __attribute__((noinline)) void MB_FN(_large)(const lt_dctx *c, lt_b3_compress_fn one, const uint8_t *msg,
-                                                    size_t len, uint8_t *out, size_t OUT) {
+                                                    uint32_t len, uint8_t *out, size_t OUT) {
     MB_FN(_window) w;
     w.c = c;
     w.one = one;
     uint32_t stack[54][8], cv[8];
     int depth = 0;
-    uint64_t subtrees = 0;
-    const size_t G = (size_t)MB_SLOTS * 1024;
+    uint32_t subtrees = 0;
+    const uint32_t G = MB_SLOTS * 1024;
     while (len > G) {
-        MB_FN(_subtree)(&w, msg, (uint32_t)G, subtrees * MB_SLOTS, cv);
+        MB_FN(_subtree)(&w, msg, G, subtrees * MB_SLOTS, cv);
         subtrees++;
-        for (uint64_t t = subtrees; (t & 1) == 0; t >>= 1) {
+        for (uint32_t t = subtrees; (t & 1) == 0; t >>= 1) {
             depth--;
             MB_FN(_parent1)(c, one, stack[depth], cv, 0, cv);
         }
@@ -383,7 +390,7 @@ static __attribute__((noinline)) void MB_FN(_large)(const lt_dctx *c, lt_b3_comp
         msg += G;
         len -= G;
     }
-    MB_FN(_subtree)(&w, msg, (uint32_t)len, subtrees * MB_SLOTS, cv);
+    MB_FN(_subtree)(&w, msg, len, subtrees * MB_SLOTS, cv);
     while (depth > 0) {
         depth--;
         MB_FN(_parent1)(c, one, stack[depth], cv, depth == 0 ? MB_ROOT : 0, cv);
@@ -401,8 +408,11 @@ static __attribute__((noinline)) void MB_FN(_many)(const lt_dctx *c, lt_b3_compr
     while (next < n) {
         w.used = 0;
         w.nframes = 0;
+        w.nlong = 0;
         MB_FN(_chunks)(&w, msgs, lens, n, &next, out, stride, OUT, 0, 0);
         MB_FN(_trees)(&w, OUT);
+        for (unsigned i = 0; i < w.nlong; i++)
+            MB_FN(_large)(c, one, msgs[w.longs[i]], lens[w.longs[i]], out + w.longs[i] * stride, OUT);
     }
 }
 
