@@ -122,9 +122,6 @@ typedef struct {
     uint8_t slots[MB_SLOTS][32] __attribute__((aligned(64)));
 } MB_FN(_window);
 
-static void MB_FN(_large)(const lt_dctx *c, lt_b3_compress_fn one, const uint8_t *msg, uint32_t len, uint8_t *out,
-                          size_t OUT);
-
 /*
  * Chunk pass over frames msgs[*next ..] until they run out or the window is full (*next is left at
  * the first frame not taken). `piece`: the caller hashes one piece of a long frame, whose chunks are

@@ -4,14 +4,15 @@
  * the root output at output counter 0). Correct for any input length: 1024-byte chunks of 64-byte
  * blocks, chaining values merged into a left-complete binary tree, KEYED_HASH on every node.
  *
- * Only the compression function differs between paths; the tree walk is shared.
+ * The single-message paths differ only in the compression function; their tree walk is shared.
  *   portable  plain C
  *   sse41     the 4x4 state as four row vectors, G on four columns / diagonals at once; rotations
  *             by 16 and 8 with byte shuffles
  *   avx512vl  the same with the AVX-512VL rotate instruction (vprord) for every rotation
- *   avx512-mb / avx2-mb  many inputs at once through lt_dctx_run_many (blake3_mb.h): 16 / 8 frames of
- *             at most one chunk in 32-bit SIMD lanes; single messages, and frames longer than a
- *             chunk, on the avx512vl / sse41 code
+ *   avx512-mb / avx2-mb  many inputs at once (blake3_mb.h): 16 / 8 chunks in 32-bit SIMD lanes, from
+ *             one frame or several, then the parent nodes of each tree level in the lanes; batches
+ *             (lt_dctx_run_many) and single messages of B3_MB_SINGLE_MIN bytes or more; shorter
+ *             single messages and narrow tree levels on the avx512vl / sse41 code
  */
 #include "ledgertool.h"
 #include "lt_internal.h"
