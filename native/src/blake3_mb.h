@@ -51,7 +51,7 @@ enum { MB_CHUNK_START = 1, MB_CHUNK_END = 2, MB_PARENT = 4, MB_ROOT = 8, MB_KEYE
 #define MB_SLOTS 512
 #endif
 #define MB_LONG 16
-/* a tree level with fewer parent nodes than this takes the single-message compression */
+/* a tree level with fewer parent nodes than this takes the single-message compression (>= 1) */
 #ifdef LT_B3_PMIN
 #define MB_PMIN LT_B3_PMIN
 #else
@@ -107,7 +107,8 @@ static inline __attribute__((always_inline)) void MB_FN(_compress)(MB_V cv[8], M
 
 static const uint8_t MB_FN(_zero)[64] __attribute__((aligned(64)));
 
-/* A frame of 2..MB_SLOTS chunks in the window: its chaining values are slots[slot .. slot + n). */
+/* A frame of 2..MB_SLOTS chunks (a piece of a long frame: 1..MB_SLOTS) in the window; its chunk
+ * chaining values are slots[slot .. slot + n), and each tree level is written over the one below. */
 typedef struct {
     uint32_t slot, n;
     uint8_t *dst;  /* root output; NULL for a subtree of a long frame (result left in slots[slot]) */
