@@ -5,7 +5,8 @@ leaves equal merkle.records_leaf_hashes.
 Multi-buffer paths ("avx512-mb", "avx2-mb" for SipHash and keyed BLAKE3) hash several frames at once
 in SIMD lanes and refill a lane as soon as its frame ends, so batches of mixed lengths exercise lane
 refills, frames that end in the same step, and short batches that leave lanes idle. BLAKE3 lanes take
-frames of at most one chunk (1024 bytes); longer frames go through the single-message code in order.
+chunks (1024 bytes) of any frame and then the parent nodes of each tree level; frames of more than 512
+chunks are hashed on their own in 512-chunk subtrees (native/src/blake3_mb.h).
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ def test_random_batches_equal_the_single_message_path(on_path, data):
 
 
 # BLAKE3 block and chunk edges: empty, one byte, around one block, around one chunk, and frames
-# longer than a chunk (the single-message fallback) between them
+# of a few chunks between them
 B3_EDGES = [0, 1, 63, 64, 65, 127, 128, 129, 1023, 1024, 1025, 2048, 3000, 9000]
 
 
@@ -105,6 +106,38 @@ def test_blake3_batches_at_block_and_chunk_edges_equal_the_blake3_package(on_pat
         got = digest_many(alg, key, msgs)
         assert got == [independent_reference(alg.name, key, m) for m in msgs], lens
         assert got == single(alg, key, msgs), lens
+
+
+KIB, MIB = 1024, 1024 * 1024
+# around every chunk count that changes the tree's shape (2, 3, 4, 5, 8, 9, 16, 17 chunks), 9000 B
+# jumbo frames, 64 KiB, the 512-chunk subtree of the lanes code (one window) and 1 MiB
+B3_LONG = [0, 1, 63, 64, 65, 1023, 1024, 1025, 2047, 2048, 2049, 3072, 4095, 4096, 4097, 8191, 8192, 8193,
+           9000, 16384, 16385, 65536, 512 * KIB - 1, 512 * KIB, 512 * KIB + 1, MIB, MIB + 1, 3 * MIB // 2 + 5]
+
+
+@pytest.mark.parametrize("on_path", [p for p in ALG_PATHS if p[0].startswith("blake3-")], indirect=True,
+                         ids=lambda p: "-".join(p))
+def test_blake3_long_frames_equal_the_blake3_package(on_path):
+    """Single messages and batches of long frames: chunk counters per lane, parent levels in lanes,
+    the odd last node of a level, ROOT on the last merge only, windows that fill up (batches of
+    mid-size frames), and frames of more than 512 chunks among short ones."""
+    alg = on_path
+    rng = random.Random(f"b3-long-{alg.name}-{cpu_path(alg)}")
+    key = rng.randbytes(alg.key_size)
+    msgs = [rng.randbytes(n) for n in B3_LONG]
+    want = [independent_reference(alg.name, key, m) for m in msgs]
+    assert [digest_one(alg, key, m) for m in msgs] == want
+    assert digest_many(alg, key, msgs) == want
+    assert digest_many(alg, key, msgs[::-1]) == want[::-1]
+    # mid-size frames: more chunks than one window holds, windows ending inside the batch
+    lens = [rng.randint(1025, 9 * KIB) for _ in range(150)] + [rng.choice(B3_EDGES) for _ in range(50)]
+    rng.shuffle(lens)
+    mid = [rng.randbytes(n) for n in lens]
+    assert digest_many(alg, key, mid) == [independent_reference(alg.name, key, m) for m in mid]
+    # 17 frames of 513 chunks between short ones: more long frames than a window queues
+    big = rng.randbytes(512 * KIB + 1)
+    mixed = [big if i % 3 == 0 else rng.randbytes(rng.choice((64, 1500, 9000))) for i in range(51)]
+    assert digest_many(alg, key, mixed) == [independent_reference(alg.name, key, m) for m in mixed]
 
 
 def test_published_siphash_vectors_through_the_batch_entry():

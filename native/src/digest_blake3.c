@@ -4,16 +4,17 @@
  * the root output at output counter 0). Correct for any input length: 1024-byte chunks of 64-byte
  * blocks, chaining values merged into a left-complete binary tree, KEYED_HASH on every node.
  *
- * Only the compression function differs between paths; the tree walk is shared.
+ * The single-message paths differ only in the compression function; their tree walk is shared.
  *   portable  plain C
  *   sse41     the 4x4 state as four row vectors, G on four columns / diagonals at once; rotations
  *             by 16 and 8 with byte shuffles
  *   avx512vl  the same with the AVX-512VL rotate instruction (vprord) for every rotation
- *   avx512-mb / avx2-mb  many inputs at once through lt_dctx_run_many (blake3_mb.h): 16 / 8 frames of
- *             at most one chunk in 32-bit SIMD lanes; single messages, and frames longer than a
- *             chunk, on the avx512vl / sse41 code
- *   neon-mb   (arm64) the same with 4 frames in NEON lanes; single messages and longer frames on the
- *             portable code
+ *   avx512-mb / avx2-mb  many inputs at once (blake3_mb.h): 16 / 8 chunks in 32-bit SIMD lanes, from
+ *             one frame or several, then the parent nodes of each tree level in the lanes; batches
+ *             (lt_dctx_run_many) and single messages of B3_MB_SINGLE_MIN bytes or more; shorter
+ *             single messages and narrow tree levels on the avx512vl / sse41 code
+ *   neon-mb   (arm64) the same scheme with 4 lanes in NEON registers (batches only); single messages
+ *             and narrow tree levels on the portable code
  */
 #include "ledgertool.h"
 #include "lt_internal.h"
@@ -38,8 +39,7 @@ static const uint8_t SCHEDULE[7][16] = {
 };
 
 /* compress(cv, block, counter, block_len, flags): the first 8 output words (all we need). */
-typedef void (*compress_fn)(uint32_t cv[8], const uint8_t block[64], uint64_t counter, uint32_t block_len,
-                            uint32_t flags);
+typedef lt_b3_compress_fn compress_fn;
 
 static inline uint32_t rotr32(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
 
@@ -212,17 +212,53 @@ static void b3_digest_avx512vl(const lt_dctx *c, const uint8_t *msg, size_t len,
 #if LT_X86_PATHS
 static int has_avx512_mb(void) { return lt_cpu_has_avx512_mb() && lt_cpu_has_avx512vl(); }
 static int has_avx2_mb(void) { return lt_cpu_has_avx2() && lt_cpu_has_sse41(); }
+
+/* Multi-buffer paths: batches through the lanes; a single message too, once it has enough chunks to
+ * fill a few lanes (below that the row code is as fast and has no lane set-up). */
+#define B3_MB_SINGLE_MIN (3 * CHUNK_LEN)
+
+static void b3_many_avx512(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n,
+                           uint8_t *out, size_t out_stride) {
+    lt_blake3_many_avx512(c, compress_avx512vl, msgs, lens, n, out, out_stride);
+}
+static void b3_many_avx2(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n,
+                         uint8_t *out, size_t out_stride) {
+    lt_blake3_many_avx2(c, compress_sse41, msgs, lens, n, out, out_stride);
+}
+static void b3_digest_avx512mb(const lt_dctx *c, const uint8_t *msg, size_t len, uint8_t *out) {
+    if (len < B3_MB_SINGLE_MIN || len > UINT32_MAX) {
+        b3_digest_avx512vl(c, msg, len, out);
+        return;
+    }
+    uint32_t len32 = (uint32_t)len;
+    lt_blake3_many_avx512(c, compress_avx512vl, &msg, &len32, 1, out, c->out_len);
+}
+static void b3_digest_avx2mb(const lt_dctx *c, const uint8_t *msg, size_t len, uint8_t *out) {
+    if (len < B3_MB_SINGLE_MIN || len > UINT32_MAX) {
+        b3_digest_sse41(c, msg, len, out);
+        return;
+    }
+    uint32_t len32 = (uint32_t)len;
+    lt_blake3_many_avx2(c, compress_sse41, &msg, &len32, 1, out, c->out_len);
+}
+#endif
+
+#if LT_NEON_PATHS
+static void b3_many_neon(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n,
+                         uint8_t *out, size_t out_stride) {
+    lt_blake3_many_neon(c, compress_portable, msgs, lens, n, out, out_stride);
+}
 #endif
 
 const lt_cpu_impl lt_blake3_impls[] = {
 #if LT_X86_PATHS
-    {"avx512-mb", has_avx512_mb, b3_init, b3_digest_avx512vl, lt_blake3_many_avx512},
-    {"avx2-mb", has_avx2_mb, b3_init, b3_digest_sse41, lt_blake3_many_avx2},
+    {"avx512-mb", has_avx512_mb, b3_init, b3_digest_avx512mb, b3_many_avx512},
+    {"avx2-mb", has_avx2_mb, b3_init, b3_digest_avx2mb, b3_many_avx2},
     {"avx512vl", lt_cpu_has_avx512vl, b3_init, b3_digest_avx512vl, NULL},
     {"sse41", lt_cpu_has_sse41, b3_init, b3_digest_sse41, NULL},
 #endif
 #if LT_NEON_PATHS
-    {"neon-mb", lt_cpu_has_neon, b3_init, b3_digest_portable, lt_blake3_many_neon},
+    {"neon-mb", lt_cpu_has_neon, b3_init, b3_digest_portable, b3_many_neon},
 #endif
     {"portable", NULL, b3_init, b3_digest_portable, NULL},
     {NULL, NULL, NULL, NULL, NULL},

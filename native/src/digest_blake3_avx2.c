@@ -1,8 +1,8 @@
 /*
- * Multi-buffer keyed BLAKE3 on AVX2: eight frames of at most one chunk in the eight 32-bit lanes of
- * ymm registers; rotations by 16 and 8 are byte shuffles, by 12 and 7 shift/shift/or; blocks are
- * loaded 32 bytes at a time and transposed (two 8 x 8 transposes of 32-bit words per block). The
- * lane scheme is in blake3_mb.h.
+ * Multi-buffer keyed BLAKE3 on AVX2: eight chunks or parent nodes (of one frame or several) in the
+ * eight 32-bit lanes of ymm registers; rotations by 16 and 8 are byte shuffles, by 12 and 7
+ * shift/shift/or; blocks are loaded 32 bytes at a time and transposed (two 8 x 8 transposes of
+ * 32-bit words per block). The lane scheme is in blake3_mb.h.
  */
 #include "ledgertool.h"
 #include "lt_internal.h"

@@ -1,7 +1,8 @@
 /*
- * Multi-buffer keyed BLAKE3 on AVX-512F/VL: sixteen frames of at most one chunk in the sixteen
- * 32-bit lanes of zmm registers; every rotation is one vprord; blocks are loaded whole and
- * transposed (a 16 x 16 transpose of 32-bit words per block). The lane scheme is in blake3_mb.h.
+ * Multi-buffer keyed BLAKE3 on AVX-512F/VL: sixteen chunks or parent nodes (of one frame or
+ * several) in the sixteen 32-bit lanes of zmm registers; every rotation is one vprord; blocks are
+ * loaded whole and transposed (a 16 x 16 transpose of 32-bit words per block). The lane scheme is
+ * in blake3_mb.h.
  */
 #include "ledgertool.h"
 #include "lt_internal.h"

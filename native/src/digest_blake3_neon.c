@@ -1,9 +1,9 @@
 /*
- * Multi-buffer keyed BLAKE3 on AArch64 NEON: four frames of at most one chunk in the four 32-bit
- * lanes of uint32x4_t vectors. Rotations: by 16 a REV32 of the 16-bit halves, by 12 / 8 / 7 SHL +
- * SRI. Blocks are loaded 16 bytes at a time and transposed (four 4 x 4 transposes of 32-bit words
- * per block, TRN1/TRN2 on 32- then 64-bit elements). Longer frames and single messages run the
- * portable code. The lane scheme is in blake3_mb.h.
+ * Multi-buffer keyed BLAKE3 on AArch64 NEON: four chunks or parent nodes at once in the four 32-bit
+ * lanes of uint32x4_t vectors, from one frame or several (the scheme is in blake3_mb.h). Rotations:
+ * by 16 a REV32 of the 16-bit halves, by 12 / 8 / 7 SHL + SRI. Blocks are loaded 16 bytes at a time
+ * and transposed (four 4 x 4 transposes of 32-bit words per block, TRN1/TRN2 on 32- then 64-bit
+ * elements). Single messages and narrow tree levels run the portable code.
  */
 #include "ledgertool.h"
 #include "lt_internal.h"

@@ -172,12 +172,15 @@ void lt_siphash_many_avx2(const lt_dctx *c, const uint8_t *const *msgs, const ui
 void lt_siphash_many_avx512(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n,
                             uint8_t *out, size_t out_stride);
 
-/* digest_blake3_avx2.c, digest_blake3_avx512.c: multi-buffer keyed BLAKE3 (frames <= 1024 bytes in
- * lanes, longer ones through c->fn) */
-void lt_blake3_many_avx2(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n,
-                         uint8_t *out, size_t out_stride);
-void lt_blake3_many_avx512(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n,
-                           uint8_t *out, size_t out_stride);
+/* digest_blake3_avx2.c, digest_blake3_avx512.c: multi-buffer keyed BLAKE3, the chunks and parent
+ * nodes of every frame in lanes (blake3_mb.h); `one` is the path's single compression (cv <- first
+ * eight output words), used for tree levels too narrow to fill the lanes */
+typedef void (*lt_b3_compress_fn)(uint32_t cv[8], const uint8_t block[64], uint64_t counter, uint32_t block_len,
+                                  uint32_t flags);
+void lt_blake3_many_avx2(const lt_dctx *c, lt_b3_compress_fn one, const uint8_t *const *msgs, const uint32_t *lens,
+                         size_t n, uint8_t *out, size_t out_stride);
+void lt_blake3_many_avx512(const lt_dctx *c, lt_b3_compress_fn one, const uint8_t *const *msgs,
+                           const uint32_t *lens, size_t n, uint8_t *out, size_t out_stride);
 
 /* digest_gmac.c (aesni-pclmul key setup), digest_gmac_avx512.c: multi-frame AES-128-GMAC */
 void lt_gmac_init_aesni(lt_dctx *c, const uint8_t *key, size_t key_len, const uint8_t *iv);
@@ -187,10 +190,11 @@ void lt_gmac_many_vpclmul512(const lt_dctx *c, const uint8_t *const *msgs, const
                              uint8_t *out, size_t out_stride);
 
 /* digest_siphash_neon.c, digest_blake3_neon.c (aarch64): the same lane schemes on 128-bit NEON
- * vectors (SipHash: 4 frames as two uint64x2_t groups; BLAKE3: 4 frames in uint32x4_t lanes) */
+ * vectors (SipHash: 4 frames as two uint64x2_t groups; BLAKE3: 4 chunks or parent nodes in
+ * uint32x4_t lanes, `one` as above) */
 void lt_siphash_many_neon(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n,
                           uint8_t *out, size_t out_stride);
-void lt_blake3_many_neon(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n,
-                         uint8_t *out, size_t out_stride);
+void lt_blake3_many_neon(const lt_dctx *c, lt_b3_compress_fn one, const uint8_t *const *msgs,
+                         const uint32_t *lens, size_t n, uint8_t *out, size_t out_stride);
 
 #endif
