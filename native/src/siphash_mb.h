@@ -16,8 +16,11 @@
  *   MB_DEC(vfull, m)          vfull - 1 where m is set
  *   MB_BITS(m)                the mask as MB_LANES bits (bit l = lane l)
  *   MB_ALL8(vfull)            every lane has at least 8 whole words left
- *   MB_LOAD8(ptrs, m)         m[w] = word w of each lane's next 64 bytes (ptrs: uint64_t[MB_LANES]
- *                             addresses), by 64-byte loads and transposes
+ *   MB_LOAD8(ptrs, off, m)    m[w] = word w of the 64 bytes at ptrs[l] + off in each lane l (ptrs:
+ *                             uint64_t[MB_LANES] addresses), by 64-byte loads and transposes
+ *   MB_LOAD2(ptrs, off, m)    optional: m[0..1] as MB_LOAD8 for 16 bytes (fewer live registers)
+ *   MB_LOADPART(ptrs, off, nbytes, m)   the same for the first nbytes (0..63) bytes at ptrs[l] + off,
+ *                             zero-padded; reads no byte past them (they may end a mapped page)
  *
  * Scheme (one step = one message word in every lane):
  *   - a lane absorbs its message's whole words by gathering through a per-lane pointer, then the
@@ -28,6 +31,12 @@
  *     message of a group;
  *   - MB_LANES queued states are finalised together in the same lanes (d rounds, or 2 x d for 128-bit
  *     output) and their digests stored to each message's output slot.
+ *
+ * Lockstep groups: when MB_LANES consecutive messages of a batch have the same length (every frame
+ * of a minimum-size or MTU-size run, and every frame of the 64-byte benchmarks), they go through
+ * MB_FN(_lockstep) instead: no per-lane pointers, counters or gathers, contiguous loads and
+ * transposes for every word (the last, partial one too), and the finalisation straight from the
+ * registers, with no queue. The messages between such groups take the lane scheme above.
  * Word loads are little-endian (x86-64 only). Results equal lt_siphash128 / lt_siphash64 byte for
  * byte; tests/test_multibuffer.py checks mixed lengths on every path.
  */
@@ -131,7 +140,7 @@ static inline __attribute__((always_inline)) void MB_FN(_run)(const lt_dctx *c, 
             uint64_t pa[MB_LANES];
             mb_v8 m[8];
             V_STORE(pa, vptr);
-            MB_LOAD8(pa, m);
+            MB_LOAD8(pa, 0, m);
             /* frames come from memory, not cache, in the engine: fetch each lane's data ahead */
             for (int l = 0; l < MB_LANES; l++) __builtin_prefetch((const void *)(uintptr_t)(pa[l] + 512));
             MB_ABSORB(m[0]); MB_ABSORB(m[1]); MB_ABSORB(m[2]); MB_ABSORB(m[3]);
@@ -177,17 +186,96 @@ static inline __attribute__((always_inline)) void MB_FN(_run)(const lt_dctx *c, 
     if (q.n) MB_FN(_finalise)(&q, D, O128);
 }
 
+/* The digests of one lane group (r0: first 8 bytes, r1: the second 8 with 128-bit output) to each
+ * message's output slot. */
+static inline __attribute__((always_inline)) void MB_FN(_put)(mb_v8 r0, mb_v8 r1, uint8_t *out, size_t stride,
+                                                              const int O128) {
+    uint64_t a0[MB_LANES], a1[MB_LANES];
+    V_STORE(a0, r0);
+    if (O128) V_STORE(a1, r1);
+    for (unsigned i = 0; i < MB_LANES; i++, out += stride) {
+        memcpy(out, &a0[i], 8);  /* x86-64: host order is little-endian */
+        if (O128) memcpy(out + 8, &a1[i], 8);
+    }
+}
+
+/* MB_LANES messages of `len` bytes each, in lockstep (see the scheme above). */
+static __attribute__((noinline)) void MB_FN(_lockstep)(const uint64_t init[4], const uint8_t *const *msgs,
+                                                                   uint32_t len, uint8_t *out, size_t stride,
+                                                                   const int C, const int D, const int O128) {
+    const uint64_t *pa = (const uint64_t *)(const void *)msgs;  /* x86-64: a pointer is a u64 address */
+    mb_v8 v0 = V_SPLAT(init[0]), v1 = V_SPLAT(init[1]), v2 = V_SPLAT(init[2]), v3 = V_SPLAT(init[3]);
+    mb_v8 m[8];
+    const uint32_t whole = len & ~63u;  /* bytes in whole 64-byte blocks */
+    for (uint32_t off = 0; off < whole; off += 64) {
+#ifdef MB_LOAD2  /* 16 registers (AVX2): two words at a time, or the state spills */
+        for (uint32_t o2 = 0; o2 < 64; o2 += 16) {
+            MB_LOAD2(pa, off + o2, m);
+            MB_ABSORB(m[0]); MB_ABSORB(m[1]);
+        }
+#else
+        MB_LOAD8(pa, off, m);
+        MB_ABSORB(m[0]); MB_ABSORB(m[1]); MB_ABSORB(m[2]); MB_ABSORB(m[3]);
+        MB_ABSORB(m[4]); MB_ABSORB(m[5]); MB_ABSORB(m[6]); MB_ABSORB(m[7]);
+#endif
+    }
+    /* the rest: 0..7 whole words, then the last word (0..7 trailing bytes | len << 56) */
+    const uint32_t rest = len - whole, words = rest >> 3;
+    const mb_v8 lenw = V_SPLAT(((uint64_t)len) << 56);
+    if (rest) {
+        MB_LOADPART(pa, whole, rest, m);
+        for (uint32_t w = 0; w < words; w++) MB_ABSORB(m[w]);
+        MB_ABSORB(V_XOR(m[words], lenw));
+    } else {
+        MB_ABSORB(lenw);
+    }
+    v2 = V_XOR(v2, V_SPLAT(O128 ? 0xee : 0xff));
+    for (int i = 0; i < D; i++) MB_ROUND(v0, v1, v2, v3);
+    mb_v8 r0 = V_XOR(V_XOR(v0, v1), V_XOR(v2, v3)), r1 = r0;
+    if (O128) {
+        v1 = V_XOR(v1, V_SPLAT(0xdd));
+        for (int i = 0; i < D; i++) MB_ROUND(v0, v1, v2, v3);
+        r1 = V_XOR(V_XOR(v0, v1), V_XOR(v2, v3));
+    }
+    MB_FN(_put)(r0, r1, out, stride, O128);
+}
+
+/* Lockstep groups where MB_LANES consecutive lengths are equal, the lane scheme for the rest. */
+static inline __attribute__((always_inline)) void MB_FN(_batch)(const lt_dctx *c, const uint8_t *const *msgs,
+                                                                const uint32_t *lens, size_t n, uint8_t *out,
+                                                                size_t stride, const int C, const int D,
+                                                                const int O128) {
+    const uint64_t k0 = lt_load_le64(c->u.sip.key), k1 = lt_load_le64(c->u.sip.key + 8);
+    const uint64_t init[4] = {0x736f6d6570736575ULL ^ k0, 0x646f72616e646f6dULL ^ k1 ^ (O128 ? 0xee : 0),
+                              0x6c7967656e657261ULL ^ k0, 0x7465646279746573ULL ^ k1};
+    size_t i = 0, rest = 0;  /* messages [rest, i) are waiting for the lane scheme */
+    while (n - i >= MB_LANES) {
+        const uint32_t len = lens[i];
+        size_t j = 1;
+        while (j < MB_LANES && lens[i + j] == len) j++;
+        if (j < MB_LANES) {  /* a window starting before i + j would contain lens[i + j] too */
+            i += j;
+            continue;
+        }
+        if (rest < i) MB_FN(_run)(c, msgs + rest, lens + rest, i - rest, out + rest * stride, stride, C, D, O128);
+        MB_FN(_lockstep)(init, msgs + i, len, out + i * stride, stride, C, D, O128);
+        i += MB_LANES;
+        rest = i;
+    }
+    if (rest < n) MB_FN(_run)(c, msgs + rest, lens + rest, n - rest, out + rest * stride, stride, C, D, O128);
+}
+
 void MB_NAME(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n, uint8_t *out,
              size_t out_stride) {
     /* the two standard parameter sets get unrolled rounds */
     int o128 = c->out_len == 16;
     if (c->u.sip.c == 1 && c->u.sip.d == 3) {
-        if (o128) MB_FN(_run)(c, msgs, lens, n, out, out_stride, 1, 3, 1);
-        else MB_FN(_run)(c, msgs, lens, n, out, out_stride, 1, 3, 0);
+        if (o128) MB_FN(_batch)(c, msgs, lens, n, out, out_stride, 1, 3, 1);
+        else MB_FN(_batch)(c, msgs, lens, n, out, out_stride, 1, 3, 0);
     } else if (c->u.sip.c == 2 && c->u.sip.d == 4) {
-        if (o128) MB_FN(_run)(c, msgs, lens, n, out, out_stride, 2, 4, 1);
-        else MB_FN(_run)(c, msgs, lens, n, out, out_stride, 2, 4, 0);
+        if (o128) MB_FN(_batch)(c, msgs, lens, n, out, out_stride, 2, 4, 1);
+        else MB_FN(_batch)(c, msgs, lens, n, out, out_stride, 2, 4, 0);
     } else {
-        MB_FN(_run)(c, msgs, lens, n, out, out_stride, c->u.sip.c, c->u.sip.d, o128);
+        MB_FN(_batch)(c, msgs, lens, n, out, out_stride, c->u.sip.c, c->u.sip.d, o128);
     }
 }
