@@ -3,7 +3,7 @@
  * lanes (two zmm registers per state word), interleaved instruction by instruction so one group's
  * SipRound latency hides behind the other's; rotates are vprolq, lane masks live in k registers,
  * whole words are fetched with one masked gather per group and step, or, in lockstep groups, by
- * contiguous (byte-masked, AVX512BW) loads and transposes. The lane scheme is in siphash_mb.h.
+ * contiguous (masked) loads and transposes. The lane scheme is in siphash_mb.h.
  */
 #include "ledgertool.h"
 #include "lt_internal.h"
@@ -12,7 +12,7 @@
 #include <immintrin.h>
 
 #pragma GCC push_options
-#pragma GCC target("avx512f,avx512vl,avx512bw,avx2")
+#pragma GCC target("avx512f,avx512vl,avx2")
 
 /* 8 x 8 transpose of 64-bit words (r[l] = the 8 words of lane l -> m[w] = word w of every lane):
  * unpack pairs, then two rounds of 128-bit chunk shuffles */
@@ -38,12 +38,31 @@ static inline void mb512_load8(const uint64_t *pa, uint32_t off, __m512i m[8]) {
     for (int l = 0; l < 8; l++) r[l] = _mm512_loadu_si512((const void *)(uintptr_t)(pa[l] + off));
     mb512_transpose(r, m);
 }
-/* byte-masked loads (AVX512BW): masked-out bytes are neither read nor able to fault */
-static inline void mb512_loadpart(const uint64_t *pa, uint32_t off, uint32_t nbytes, __m512i m[8]) {
+/* The first nbytes (0..63) bytes at pa[l] + off of each lane, zero-padded, reading no byte past
+ * them: whole words by masked loads (masked-out words cannot fault), the partial word by one gather
+ * of the 8 bytes that end at the last byte (inside the frame when it is 8 bytes or longer), shifted
+ * down; frames under 8 bytes byte by byte. */
+static inline __attribute__((always_inline)) void mb512_loadpart(const uint64_t *pa, uint32_t off, uint32_t nbytes,
+                                                                 __m512i m[8]) {
     __m512i r[8];
-    __mmask64 k = _cvtu64_mask64((1ULL << nbytes) - 1);  /* nbytes < 64 */
-    for (int l = 0; l < 8; l++) r[l] = _mm512_maskz_loadu_epi8(k, (const void *)(uintptr_t)(pa[l] + off));
+    const uint32_t words = nbytes >> 3, tail = nbytes & 7;
+    const __mmask8 k = (__mmask8)((1u << words) - 1);
+    for (int l = 0; l < 8; l++) r[l] = _mm512_maskz_loadu_epi64(k, (const void *)(uintptr_t)(pa[l] + off));
     mb512_transpose(r, m);
+    if (!tail) return;
+    if (off + nbytes >= 8) {
+        __m512i g = _mm512_i64gather_epi64(_mm512_add_epi64(_mm512_loadu_si512((const void *)pa),
+                                                            _mm512_set1_epi64((long long)(off + nbytes - 8))),
+                                           (const void *)0, 1);
+        m[words] = _mm512_srli_epi64(g, 64 - 8 * tail);
+    } else {
+        uint64_t t[8];
+        for (int l = 0; l < 8; l++) {
+            t[l] = 0;
+            memcpy(&t[l], (const void *)(uintptr_t)pa[l], tail);  /* x86-64: little-endian */
+        }
+        m[0] = _mm512_loadu_si512((const void *)t);
+    }
 }
 
 typedef struct { __m512i a, b; } mb16_v;  /* lanes 0-7, 8-15 */

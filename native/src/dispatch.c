@@ -56,9 +56,7 @@ int lt_cpu_has_avx2(void) {
 }
 int lt_cpu_has_avx512_mb(void) {
     __builtin_cpu_init();
-    /* BW: byte-masked loads of a frame's last bytes (SipHash lockstep groups) */
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512bw") && lt_cpu_has_avx2();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && lt_cpu_has_avx2();
 }
 #else
 int lt_cpu_has_avx2(void) { return 0; }

@@ -154,7 +154,7 @@ int lt_cpu_has_sha_ni(void);
 int lt_cpu_has_sse41(void);
 int lt_cpu_has_avx512vl(void);
 int lt_cpu_has_avx2(void);
-int lt_cpu_has_avx512_mb(void);   /* AVX-512F + VL + BW (+ the OS saving zmm state) */
+int lt_cpu_has_avx512_mb(void);   /* AVX-512F + VL (+ the OS saving zmm state) */
 
 /* digest_siphash_avx2.c, digest_siphash_avx512.c: multi-buffer SipHash (any c/d, 64/128-bit out) */
 void lt_siphash_many_avx2(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n,

@@ -200,9 +200,10 @@ static inline __attribute__((always_inline)) void MB_FN(_put)(mb_v8 r0, mb_v8 r1
 }
 
 /* MB_LANES messages of `len` bytes each, in lockstep (see the scheme above). */
-static __attribute__((noinline)) void MB_FN(_lockstep)(const uint64_t init[4], const uint8_t *const *msgs,
-                                                                   uint32_t len, uint8_t *out, size_t stride,
-                                                                   const int C, const int D, const int O128) {
+static inline __attribute__((always_inline)) void MB_FN(_lockstep)(const uint64_t init[4],
+                                                                   const uint8_t *const *msgs, uint32_t len,
+                                                                   uint8_t *out, size_t stride, const int C,
+                                                                   const int D, const int O128) {
     const uint64_t *pa = (const uint64_t *)(const void *)msgs;  /* x86-64: a pointer is a u64 address */
     mb_v8 v0 = V_SPLAT(init[0]), v1 = V_SPLAT(init[1]), v2 = V_SPLAT(init[2]), v3 = V_SPLAT(init[3]);
     mb_v8 m[8];
@@ -240,29 +241,49 @@ static __attribute__((noinline)) void MB_FN(_lockstep)(const uint64_t init[4], c
     MB_FN(_put)(r0, r1, out, stride, O128);
 }
 
-/* Lockstep groups where MB_LANES consecutive lengths are equal, the lane scheme for the rest. */
+/* Lockstep groups as separate functions per parameter set: inlined into the function that also holds
+ * the lane loop, their state spills (AVX2); left to GCC, not every set gets a specialised clone. */
+typedef void (*MB_FN(_lock_fn))(const uint64_t init[4], const uint8_t *const *msgs, uint32_t len, uint8_t *out,
+                                size_t stride, const lt_dctx *c);
+#define MB_SPEC(tag, C, D, O)                                                                                 \
+    static __attribute__((noinline)) void MB_FN(_lock_##tag)(const uint64_t init[4], const uint8_t *const *msgs, \
+                                                             uint32_t len, uint8_t *out, size_t stride,        \
+                                                             const lt_dctx *c) {                               \
+        MB_FN(_lockstep)(init, msgs, len, out, stride, C, D, O);                                               \
+    }
+MB_SPEC(13_128, 1, 3, 1)
+MB_SPEC(13_64, 1, 3, 0)
+MB_SPEC(24_128, 2, 4, 1)
+MB_SPEC(24_64, 2, 4, 0)
+MB_SPEC(any, c->u.sip.c, c->u.sip.d, c->out_len == 16)
+#undef MB_SPEC
+
+/* Lockstep groups where MB_LANES consecutive lengths are equal, the lane scheme for the rest (one
+ * call site, so the lane loop is inlined once). */
 static inline __attribute__((always_inline)) void MB_FN(_batch)(const lt_dctx *c, const uint8_t *const *msgs,
                                                                 const uint32_t *lens, size_t n, uint8_t *out,
                                                                 size_t stride, const int C, const int D,
-                                                                const int O128) {
+                                                                const int O128, MB_FN(_lock_fn) lock) {
     const uint64_t k0 = lt_load_le64(c->u.sip.key), k1 = lt_load_le64(c->u.sip.key + 8);
     const uint64_t init[4] = {0x736f6d6570736575ULL ^ k0, 0x646f72616e646f6dULL ^ k1 ^ (O128 ? 0xee : 0),
                               0x6c7967656e657261ULL ^ k0, 0x7465646279746573ULL ^ k1};
-    size_t i = 0, rest = 0;  /* messages [rest, i) are waiting for the lane scheme */
-    while (n - i >= MB_LANES) {
-        const uint32_t len = lens[i];
-        size_t j = 1;
-        while (j < MB_LANES && lens[i + j] == len) j++;
-        if (j < MB_LANES) {  /* a window starting before i + j would contain lens[i + j] too */
-            i += j;
-            continue;
+    size_t rest = 0;  /* messages [rest, g) go to the lane scheme, [g, g + MB_LANES) in lockstep */
+    while (rest < n) {
+        /* the first run of MB_LANES equal lengths from `rest`: one pass, the run length kept without a
+         * data-dependent branch (on mixed traffic one would mispredict for about every frame) */
+        size_t g = n, run = 1;
+        for (size_t k = rest + 1; k < n; k++) {
+            run = lens[k] == lens[k - 1] ? run + 1 : 1;
+            if (run == MB_LANES) {
+                g = k + 1 - MB_LANES;
+                break;
+            }
         }
-        if (rest < i) MB_FN(_run)(c, msgs + rest, lens + rest, i - rest, out + rest * stride, stride, C, D, O128);
-        MB_FN(_lockstep)(init, msgs + i, len, out + i * stride, stride, C, D, O128);
-        i += MB_LANES;
-        rest = i;
+        if (rest < g) MB_FN(_run)(c, msgs + rest, lens + rest, g - rest, out + rest * stride, stride, C, D, O128);
+        if (g == n) break;
+        lock(init, msgs + g, lens[g], out + g * stride, stride, c);
+        rest = g + MB_LANES;
     }
-    if (rest < n) MB_FN(_run)(c, msgs + rest, lens + rest, n - rest, out + rest * stride, stride, C, D, O128);
 }
 
 void MB_NAME(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n, uint8_t *out,
@@ -270,12 +291,12 @@ void MB_NAME(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens,
     /* the two standard parameter sets get unrolled rounds */
     int o128 = c->out_len == 16;
     if (c->u.sip.c == 1 && c->u.sip.d == 3) {
-        if (o128) MB_FN(_batch)(c, msgs, lens, n, out, out_stride, 1, 3, 1);
-        else MB_FN(_batch)(c, msgs, lens, n, out, out_stride, 1, 3, 0);
+        if (o128) MB_FN(_batch)(c, msgs, lens, n, out, out_stride, 1, 3, 1, MB_FN(_lock_13_128));
+        else MB_FN(_batch)(c, msgs, lens, n, out, out_stride, 1, 3, 0, MB_FN(_lock_13_64));
     } else if (c->u.sip.c == 2 && c->u.sip.d == 4) {
-        if (o128) MB_FN(_batch)(c, msgs, lens, n, out, out_stride, 2, 4, 1);
-        else MB_FN(_batch)(c, msgs, lens, n, out, out_stride, 2, 4, 0);
+        if (o128) MB_FN(_batch)(c, msgs, lens, n, out, out_stride, 2, 4, 1, MB_FN(_lock_24_128));
+        else MB_FN(_batch)(c, msgs, lens, n, out, out_stride, 2, 4, 0, MB_FN(_lock_24_64));
     } else {
-        MB_FN(_batch)(c, msgs, lens, n, out, out_stride, c->u.sip.c, c->u.sip.d, o128);
+        MB_FN(_batch)(c, msgs, lens, n, out, out_stride, c->u.sip.c, c->u.sip.d, o128, MB_FN(_lock_any));
     }
 }
