@@ -288,3 +288,32 @@ def test_engine_read_ahead_keeps_records_and_the_end(tmp_path, tail):
     assert want[2] == (tail == "truncated")
     for workers, batch, fill in ((2, 1024, 4096), (2, 1000, 700), (3, 2048, 2048), (2, 0, 65536)):
         assert run(workers, batch, fill) == want, (workers, batch, fill)
+
+
+def test_engine_profile_runs_the_engine_loop_and_counts_every_frame():
+    """lt_engine_profile (scripts/hotpath_account.py) times the engine's own stages: its records equal
+    lt_engine_fill's, every frame is counted, each stage took time, and a skipped digest leaves the
+    digest bytes alone."""
+    from ledgertool._native import ffi, lib
+
+    alg = ALGORITHMS["siphash-1-3-128"]
+    key = bytes(range(16))
+    want = _records(alg, key)
+    n = len(want) // (32 + 16)
+    assert 0 < n < lib.LT_ENGINE_BATCH_DEFAULT  # one batch: `out` ends up holding every record
+    for digest in (1, 0):
+        with CaptureReader(SAMPLES / "sample.pcap") as r:
+            e = DigestEngine(r, alg, 0, key)
+            out = ffi.new("uint8_t[]", lib.LT_ENGINE_BATCH_DEFAULT * e.record_size)
+            ns, frames = ffi.new("uint64_t[3]"), ffi.new("uint64_t *")
+            assert lib.lt_engine_profile(e._e, out, lib.LT_ENGINE_BATCH_DEFAULT - 1, digest, ns, frames) == lib.LT_ERR_ARG
+            assert lib.lt_engine_profile(e._e, out, lib.LT_ENGINE_BATCH_DEFAULT, digest, ns, frames) == lib.LT_OK
+            got = bytes(ffi.buffer(out, n * e.record_size))
+        assert frames[0] == n
+        assert ns[0] > 0 and ns[1] > 0 and (ns[2] > 0) == bool(digest)
+        if digest:
+            assert got == want
+        else:
+            recs = [got[i * 48:(i + 1) * 48] for i in range(n)]
+            assert [x[:32] for x in recs] == [want[i * 48:i * 48 + 32] for i in range(n)]
+            assert all(x[32:] == bytes(16) for x in recs)  # ffi.new zeroes; not written
