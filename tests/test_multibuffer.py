@@ -86,6 +86,62 @@ def test_random_batches_equal_the_single_message_path(on_path, data):
     assert digest_many(on_path, key, msgs) == single(on_path, key, msgs)
 
 
+SIP_PATHS = [p for p in ALG_PATHS if p[0].startswith("siphash-")]
+# every tail length of the last word, one and several 64-byte blocks, and long frames
+LOCKSTEP_LENS = list(range(0, 72)) + [127, 128, 129, 200, 1023, 1500, 2000]
+
+
+@pytest.mark.parametrize("on_path", SIP_PATHS, indirect=True, ids=lambda p: "-".join(p))
+def test_runs_of_equal_lengths_equal_single_and_reference(on_path):
+    """Multi-buffer SipHash digests runs of 16 equal lengths in lockstep (siphash_mb.h) and the rest
+    lane by lane: groups at the start, middle and end of a batch, back to back, and cut by one frame."""
+    alg = on_path
+    rng = random.Random(f"lockstep-{alg.name}-{cpu_path(alg)}")
+    for n in LOCKSTEP_LENS:
+        other = (n + 1) % 70
+        for lens in ([n] * 16, [n] * 35, [5] * 3 + [n] * 16 + [other] * 16 + [7] + [n] * 17,
+                     [n] * 15 + [other] + [n] * 16, [rng.randint(0, 100) for _ in range(9)] + [n] * 32 + [3]):
+            key = rng.randbytes(alg.key_size)
+            msgs = [rng.randbytes(x) for x in lens]
+            got = digest_many(alg, key, msgs)
+            assert got == single(alg, key, msgs), lens
+            i = rng.randrange(len(msgs))  # the pure-Python SipHash is slow: one frame per batch
+            assert got[i] == independent(alg.name, key, msgs[i]), (lens, i)
+
+
+@pytest.mark.parametrize("on_path", [p for p in SIP_PATHS if p[1].endswith("-mb")], indirect=True,
+                         ids=lambda p: "-".join(p))
+def test_lockstep_reads_no_byte_past_a_frame(on_path):
+    """Each of 16 equal-length frames ends where an inaccessible page starts: a load past the last
+    byte of a frame (the partial last word, the masked tail block) would crash the test process."""
+    import ctypes
+    import mmap
+
+    alg = on_path
+    page = mmap.PAGESIZE
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    mm = mmap.mmap(-1, 32 * page)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(mm))
+    rng = random.Random(f"guard-{alg.name}")
+    mm[:] = rng.randbytes(32 * page)
+    want = {n: [bytes(mm[(2 * i + 1) * page - n:(2 * i + 1) * page]) for i in range(16)]
+            for n in list(range(1, 72)) + [1500]}
+    for i in range(16):  # odd pages: no access
+        assert libc.mprotect(base + (2 * i + 1) * page, page, 0) == 0, ctypes.get_errno()
+    try:
+        view = memoryview(mm)
+        key = bytes(range(alg.key_size))
+        for n, copies in want.items():
+            msgs = [view[(2 * i + 1) * page - n:(2 * i + 1) * page] for i in range(16)]
+            assert digest_many(alg, key, msgs) == single(alg, key, copies), n
+        del msgs, view
+    finally:
+        for i in range(16):
+            libc.mprotect(base + (2 * i + 1) * page, page, 3)  # PROT_READ | PROT_WRITE
+        mm.close()
+
+
 # BLAKE3 block and chunk edges: empty, one byte, around one block, around one chunk, and frames
 # of a few chunks between them
 B3_EDGES = [0, 1, 63, 64, 65, 127, 128, 129, 1023, 1024, 1025, 2048, 3000, 9000]
@@ -265,3 +321,32 @@ def test_engine_read_ahead_keeps_records_and_the_end(tmp_path, tail):
     assert want[2] == (tail == "truncated")
     for workers, batch, fill in ((2, 1024, 4096), (2, 1000, 700), (3, 2048, 2048), (2, 0, 65536)):
         assert run(workers, batch, fill) == want, (workers, batch, fill)
+
+
+def test_engine_profile_runs_the_engine_loop_and_counts_every_frame():
+    """lt_engine_profile (scripts/hotpath_account.py) times the engine's own stages: its records equal
+    lt_engine_fill's, every frame is counted, each stage took time, and a skipped digest leaves the
+    digest bytes alone."""
+    from ledgertool._native import ffi, lib
+
+    alg = ALGORITHMS["siphash-1-3-128"]
+    key = bytes(range(16))
+    want = _records(alg, key)
+    n = len(want) // (32 + 16)
+    assert 0 < n < lib.LT_ENGINE_BATCH_DEFAULT  # one batch: `out` ends up holding every record
+    for digest in (1, 0):
+        with CaptureReader(SAMPLES / "sample.pcap") as r:
+            e = DigestEngine(r, alg, 0, key)
+            out = ffi.new("uint8_t[]", lib.LT_ENGINE_BATCH_DEFAULT * e.record_size)
+            ns, frames = ffi.new("uint64_t[3]"), ffi.new("uint64_t *")
+            assert lib.lt_engine_profile(e._e, out, lib.LT_ENGINE_BATCH_DEFAULT - 1, digest, ns, frames) == lib.LT_ERR_ARG
+            assert lib.lt_engine_profile(e._e, out, lib.LT_ENGINE_BATCH_DEFAULT, digest, ns, frames) == lib.LT_OK
+            got = bytes(ffi.buffer(out, n * e.record_size))
+        assert frames[0] == n
+        assert ns[0] > 0 and ns[1] > 0 and (ns[2] > 0) == bool(digest)
+        if digest:
+            assert got == want
+        else:
+            recs = [got[i * 48:(i + 1) * 48] for i in range(n)]
+            assert [x[:32] for x in recs] == [want[i * 48:i * 48 + 32] for i in range(n)]
+            assert all(x[32:] == bytes(16) for x in recs)  # ffi.new zeroes; not written

@@ -262,6 +262,13 @@ int lt_bench_digest_batch(int algorithm, const uint8_t *key, const uint8_t *buf,
                           uint64_t count, unsigned threads, size_t batch, uint64_t *elapsed_ns, uint64_t *thread_ns,
                           uint8_t *sink);
 
+/* Measurement only: run the single-worker engine loop over the rest of e's reader, one batch
+ * (the engine's batch size, frames) at a time into `out` (at least that many records), timing
+ * each stage with CLOCK_MONOTONIC: ns[0] reading, ns[1] strip + record fields, ns[2] digest (not
+ * run when `digest` is 0: the records' digest bytes are then left as they were). *frames gets the
+ * frames read. LT_OK, LT_ERR_ARG (out too small, or e has frames pending), or the reader's error. */
+int lt_engine_profile(lt_engine *e, uint8_t *out, size_t out_records, int digest, uint64_t ns[3], uint64_t *frames);
+
 /* Time-stamp counter ticks per second, measured against CLOCK_MONOTONIC over ~`ms` milliseconds;
  * 0 where there is no TSC. */
 double lt_tsc_hz(unsigned ms);

@@ -54,10 +54,12 @@ static inline int mbn_all8(mbn_v v) {  /* every lane has more than 7 whole words
     uint64x2_t ge = vandq_u64(vcgtq_u64(v.lo, seven), vcgtq_u64(v.hi, seven));
     return (vgetq_lane_u64(ge, 0) & vgetq_lane_u64(ge, 1)) != 0;
 }
-/* words 0-7 of each lane's next 64 bytes: per pair of lanes, 2 x 2 transposes of 16-byte loads */
-static inline void mbn_load8(const uint64_t *pa, mbn_v m[8]) {
+/* words 0-7 of the 64 bytes at pa[l] + off in each lane l: per pair of lanes, 2 x 2 transposes of
+ * 16-byte loads */
+static inline void mbn_load8(const uint64_t *pa, uint32_t off, mbn_v m[8]) {
     for (int h = 0; h < 2; h++) {
-        const uint64_t *p0 = (const uint64_t *)(uintptr_t)pa[2 * h], *p1 = (const uint64_t *)(uintptr_t)pa[2 * h + 1];
+        const uint64_t *p0 = (const uint64_t *)(uintptr_t)(pa[2 * h] + off);
+        const uint64_t *p1 = (const uint64_t *)(uintptr_t)(pa[2 * h + 1] + off);
         for (int k = 0; k < 4; k++) {
             /* 16-byte loads of arbitrary alignment: vld1q_u8 has no alignment requirement */
             uint64x2_t a = vreinterpretq_u64_u8(vld1q_u8((const uint8_t *)(p0 + 2 * k)));
@@ -72,6 +74,19 @@ static inline void mbn_load8(const uint64_t *pa, mbn_v m[8]) {
             }
         }
     }
+}
+
+/* the first nbytes (0..63) bytes at pa[l] + off, zero-padded: copied into a staging block per lane
+ * so nothing past the message is read (it may end a mapped page) */
+static inline void mbn_loadpart(const uint64_t *pa, uint32_t off, uint32_t nbytes, mbn_v m[8]) {
+    uint8_t stage[4][64] __attribute__((aligned(16)));
+    uint64_t sp[4];
+    for (int l = 0; l < 4; l++) {
+        memset(stage[l], 0, 64);
+        memcpy(stage[l], (const uint8_t *)(uintptr_t)(pa[l] + off), nbytes);
+        sp[l] = (uint64_t)(uintptr_t)stage[l];
+    }
+    mbn_load8(sp, 0, m);
 }
 
 #define MB_NAME lt_siphash_many_neon
@@ -89,7 +104,8 @@ static inline void mbn_load8(const uint64_t *pa, mbn_v m[8]) {
 #define MB_DEC(v, m) mbn_add((v), (m)) /* m is all ones (-1) in the lanes to decrement */
 #define MB_BITS(m) mbn_bits(m)
 #define MB_ALL8(v) mbn_all8(v)
-#define MB_LOAD8(pa, m) mbn_load8((pa), (m))
+#define MB_LOAD8(pa, off, m) mbn_load8((pa), (off), (m))
+#define MB_LOADPART(pa, off, nbytes, m) mbn_loadpart((pa), (off), (nbytes), (m))
 #include "siphash_mb.h"
 
 #endif

@@ -56,50 +56,77 @@ static inline uint16_t record_flags(const lt_frame *f) {
 
 static const uint8_t no_bytes[1];
 
-/* Frames batch[pos, pos + n) -> records numbered from seq at `out`: first the fixed part of every
- * record and the byte range its strip mode hashes, then one multi-buffer digest call writing straight
- * into the records. Touches only its own slice of msg / msg_len, so slices can run concurrently.
- * Returns the captured bytes. */
-static uint64_t digest_slice(const lt_engine *e, size_t pos, size_t n, uint64_t seq, uint8_t *out) {
+/* One 8-byte store on little-endian hosts (GCC does not always merge lt_store_le64's byte stores). */
+static inline void put_le64(uint8_t *p, uint64_t v) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(p, &v, 8);
+#else
+    lt_store_le64(p, v);
+#endif
+}
+
+/* Frames batch[pos, pos + n) -> records numbered from seq at `out`: prepare_slice writes the fixed
+ * part of every record and the byte range its strip mode hashes, then digest_slice makes one
+ * multi-buffer digest call writing straight into the records. Touches only its own slice of msg /
+ * msg_len, so slices can run concurrently. Returns the captured bytes. */
+static inline __attribute__((always_inline)) uint64_t prepare_loop(const lt_engine *e, size_t pos, size_t n,
+                                                                   uint64_t seq, uint8_t *out, int *has_gaps,
+                                                                   const int strip) {
     const lt_frame *f = e->batch + pos;
     const uint8_t **msg = e->msg + pos;
     uint32_t *msg_len = e->msg_len + pos;
+    /* locals, and every frame field read before the record is written: stores through uint8_t *
+     * may alias anything, so the compiler would reload e->... and f->... after each one */
+    const size_t record_size = e->record_size;
     uint8_t *rec = out;
     uint64_t bytes = 0;
     int gaps = 0;
-    for (size_t i = 0; i < n; i++, f++, rec += e->record_size) {
-        lt_store_le64(rec, seq + i);
-        lt_store_le64(rec + 8, (uint64_t)f->ts_ns);
-        lt_store_le32(rec + 20, f->caplen);
+    for (size_t i = 0; i < n; i++, f++, rec += record_size) {
+        const uint8_t *data = f->data;
+        const uint64_t ts = (uint64_t)f->ts_ns;
+        const uint32_t caplen = f->caplen, wire_len = f->wire_len, linktype = f->linktype, rflags = f->rflags;
+        uint32_t aux = f->interface_id;
         uint16_t fl = record_flags(f);
-        if (f->rflags & LT_RF_GAP) { /* GAP record: aux = dropped frames, lengths and digest 0 */
-            lt_store_le32(rec + 16, 0);
-            lt_store_le16(rec + 24, fl);
-            lt_store_le16(rec + 26, (uint16_t)f->linktype);
-            lt_store_le32(rec + 28, f->wire_len);
-            msg[i] = no_bytes;  /* digested as empty, then zeroed below */
-            msg_len[i] = 0;
+        uint32_t off = 0, len = caplen;
+        if (rflags & LT_RF_GAP) { /* GAP record: aux = dropped frames, lengths and digest 0 */
+            aux = wire_len;
+            data = no_bytes;  /* digested as empty, then zeroed below */
+            len = 0;
             gaps = 1;
-            continue;
+        } else {
+            /* `frame` hashes the captured bytes as stored; the others hash the range strip.c picks. */
+            if (strip != LT_STRIP_FRAME) fl |= lt_strip_range(strip, linktype, data, caplen, wire_len, &off, &len);
+            bytes += caplen;
         }
-        lt_store_le32(rec + 16, f->wire_len);
-        uint32_t off = 0, len = f->caplen;
-        /* `frame` hashes the captured bytes as stored; the others hash the range strip.c picks. */
-        if (e->strip != LT_STRIP_FRAME)
-            fl |= lt_strip_range(e->strip, f->linktype, f->data, f->caplen, f->wire_len, &off, &len);
-        lt_store_le16(rec + 24, fl);
-        lt_store_le16(rec + 26, (uint16_t)f->linktype);
-        lt_store_le32(rec + 28, f->interface_id);
-        msg[i] = f->data + off;
+        /* the fixed part as four little-endian words (layout at the top of this file) */
+        put_le64(rec, seq + i);
+        put_le64(rec + 8, ts);
+        put_le64(rec + 16, (uint64_t)((rflags & LT_RF_GAP) ? 0 : wire_len) | (uint64_t)caplen << 32);
+        put_le64(rec + 24, (uint64_t)fl | (uint64_t)(uint16_t)linktype << 16 | (uint64_t)aux << 32);
+        msg[i] = data + off;
         msg_len[i] = len;
-        bytes += f->caplen;
     }
-    lt_dctx_run_many(&e->dctx, msg, msg_len, n, out + LT_RECORD_FIXED, e->record_size);
-    if (gaps) {
-        f = e->batch + pos;
-        for (size_t i = 0; i < n; i++)
-            if (f[i].rflags & LT_RF_GAP) memset(out + i * e->record_size + LT_RECORD_FIXED, 0, e->digest_size);
-    }
+    *has_gaps = gaps;
+    return bytes;
+}
+
+/* `frame` gets its own loop: with no call to strip.c in it, nothing is spilled around the call */
+static uint64_t prepare_slice(const lt_engine *e, size_t pos, size_t n, uint64_t seq, uint8_t *out, int *has_gaps) {
+    if (e->strip == LT_STRIP_FRAME) return prepare_loop(e, pos, n, seq, out, has_gaps, LT_STRIP_FRAME);
+    return prepare_loop(e, pos, n, seq, out, has_gaps, e->strip);
+}
+
+static void zero_gap_digests(const lt_engine *e, size_t pos, size_t n, uint8_t *out) {
+    const lt_frame *f = e->batch + pos;
+    for (size_t i = 0; i < n; i++)
+        if (f[i].rflags & LT_RF_GAP) memset(out + i * e->record_size + LT_RECORD_FIXED, 0, e->digest_size);
+}
+
+static uint64_t digest_slice(const lt_engine *e, size_t pos, size_t n, uint64_t seq, uint8_t *out) {
+    int gaps;
+    uint64_t bytes = prepare_slice(e, pos, n, seq, out, &gaps);
+    lt_dctx_run_many(&e->dctx, e->msg + pos, e->msg_len + pos, n, out + LT_RECORD_FIXED, e->record_size);
+    if (gaps) zero_gap_digests(e, pos, n, out);
     return bytes;
 }
 
@@ -331,4 +358,43 @@ void lt_engine_free(lt_engine *e) {
     free(e->msg_len);
     free(e->ahead);
     free(e);
+}
+
+/* ---- measurement only (scripts/hotpath_account.py, docs/benchmarks.md "Where the time goes") ----
+ * The single-worker loop of lt_engine_fill over the rest of the reader, batch by batch, with the
+ * monotonic clock read between the stages: ns[0] reader (lt_reader_next), ns[1] records + strip
+ * (prepare_slice), ns[2] digest (lt_dctx_run_many; skipped when `digest` is 0, leaving the digest
+ * bytes of the records unwritten). `out` holds one batch of records. */
+#include <time.h>
+static uint64_t prof_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int lt_engine_profile(lt_engine *e, uint8_t *out, size_t out_records, int digest, uint64_t ns[3], uint64_t *frames) {
+    if (!e || !out || out_records < e->batch_cap || e->batch_pos != e->batch_len) return LT_ERR_ARG;
+    uint64_t seq = 0;
+    ns[0] = ns[1] = ns[2] = 0;
+    for (;;) {
+        size_t got = 0;
+        uint64_t t0 = prof_ns();
+        int st = lt_reader_next(e->reader, e->batch, e->batch_cap, &got);
+        uint64_t t1 = prof_ns();
+        ns[0] += t1 - t0;
+        if (got == 0) {
+            *frames = seq;
+            return st == LT_EOF ? LT_OK : st;
+        }
+        int gaps;
+        prepare_slice(e, 0, got, seq, out, &gaps);
+        uint64_t t2 = prof_ns();
+        ns[1] += t2 - t1;
+        if (digest) {
+            lt_dctx_run_many(&e->dctx, e->msg, e->msg_len, got, out + LT_RECORD_FIXED, e->record_size);
+            if (gaps) zero_gap_digests(e, 0, got, out);
+            ns[2] += prof_ns() - t2;
+        }
+        seq += got;
+    }
 }

@@ -148,12 +148,20 @@ static int set_error(lt_reader *r, int code, uint64_t off, const char *fmt, ...)
 
 /* ------------------------------------------------------------------ classic pcap */
 
-static size_t pcap_next(lt_reader *r, lt_frame *out, size_t max) {
+/* The record loop, specialised on the file's byte order. The reader's fields live in locals for
+ * the whole call: the frame stores below could otherwise alias them (they would be reloaded and
+ * r->pos stored back for every frame). Errors and the end go through the (cold) helpers. */
+static inline __attribute__((always_inline)) size_t pcap_next_bo(lt_reader *r, lt_frame *out, size_t max,
+                                                                 const int be) {
     size_t k = 0;
-    const size_t hl = r->rec_hdr;
-    const uint32_t rf_be = r->be ? LT_RF_BIG_ENDIAN : 0;
+    const size_t hl = r->rec_hdr, size = r->size;
+    const uint8_t *const map = r->map;
+    const uint32_t rf_be = be ? LT_RF_BIG_ENDIAN : 0, snaplen = r->snaplen, linktype = r->linktype;
+    const int64_t frac_unit = r->frac_unit;
+    size_t pos = r->pos;
+#define RD32(p) (be ? lt_load_be32(p) : lt_load_le32(p))
     while (k < max) {
-        const size_t pos = r->pos, rem = r->size - pos;
+        const size_t rem = size - pos;
         if (rem == 0) {
             r->state = LT_EOF;
             break;
@@ -162,8 +170,8 @@ static size_t pcap_next(lt_reader *r, lt_frame *out, size_t max) {
             set_truncated(r, pos, rem, "truncated record at byte %zu: %zu of %zu header bytes", pos, rem, hl);
             break;
         }
-        const uint8_t *p = r->map + pos;
-        uint32_t sec = rd32(r, p), frac = rd32(r, p + 4), caplen = rd32(r, p + 8), len = rd32(r, p + 12);
+        const uint8_t *p = map + pos;
+        uint32_t sec = RD32(p), frac = RD32(p + 4), caplen = RD32(p + 8), len = RD32(p + 12);
         if (caplen > LT_MAX_CAPLEN) {
             set_error(r, LT_ERR_CORRUPT, pos,
                       "corrupt record header at byte %zu: caplen %u exceeds the %u-byte limit (%zu bytes left)",
@@ -178,23 +186,29 @@ static size_t pcap_next(lt_reader *r, lt_frame *out, size_t max) {
                 set_error(r, LT_ERR_CORRUPT, pos,
                           "corrupt record header at byte %zu: caplen %u exceeds both the snaplen %u and the "
                           "%zu bytes left",
-                          pos, caplen, r->snaplen, rem - hl);
+                          pos, caplen, snaplen, rem - hl);
             break;
         }
         lt_frame *f = &out[k++];
         f->data = p + hl;
         f->offset = pos;
-        f->ts_ns = (int64_t)sec * 1000000000LL + (int64_t)frac * r->frac_unit;
+        f->ts_ns = (int64_t)sec * 1000000000LL + (int64_t)frac * frac_unit;
         f->caplen = caplen;
         f->wire_len = len;
-        f->linktype = r->linktype;
+        f->linktype = linktype;
         f->interface_id = 0;
         f->section = 0;
-        f->rflags = rf_be | ((r->snaplen && caplen > r->snaplen) ? LT_RF_CAPLEN_GT_SNAPLEN : 0) |
+        f->rflags = rf_be | ((snaplen && caplen > snaplen) ? LT_RF_CAPLEN_GT_SNAPLEN : 0) |
                     (caplen > len ? LT_RF_CAPLEN_GT_WIRELEN : 0);
-        r->pos = pos + hl + caplen;
+        pos += hl + caplen;
     }
+#undef RD32
+    r->pos = pos;
     return k;
+}
+
+static size_t pcap_next(lt_reader *r, lt_frame *out, size_t max) {
+    return r->be ? pcap_next_bo(r, out, max, 1) : pcap_next_bo(r, out, max, 0);
 }
 
 /* ------------------------------------------------------------------ pcapng */

@@ -1,9 +1,8 @@
 /*
  * Multi-buffer SipHash-c-d (64- and 128-bit output): MB_LANES (4, 8 or 16) independent messages in
- * 64-bit SIMD lanes, included by digest_siphash_avx2.c (8 lanes: two 4-lane ymm groups) and
- * digest_siphash_avx512.c (16 lanes: two 8-lane zmm groups, vprolq rotates), and on arm64 by
- * digest_siphash_neon.c (4 lanes: two 2-lane NEON groups), with these macros
- * defined. Each lane group is one dependency chain through a SipRound; the groups of one vector
+ * 64-bit SIMD lanes, included by digest_siphash_avx2.c (8 lanes: two 4-lane ymm groups),
+ * digest_siphash_avx512.c (16 lanes: two 8-lane zmm groups, vprolq rotates) and, on arm64,
+ * digest_siphash_neon.c (4 lanes: two groups of two in NEON registers) with these macros defined. Each lane group is one dependency chain through a SipRound; the groups of one vector
  * type are independent, so their instructions interleave and the core overlaps their latencies.
  *
  *   MB_NAME                   name of the function to define (an lt_digest_many_fn)
@@ -17,8 +16,11 @@
  *   MB_DEC(vfull, m)          vfull - 1 where m is set
  *   MB_BITS(m)                the mask as MB_LANES bits (bit l = lane l)
  *   MB_ALL8(vfull)            every lane has at least 8 whole words left
- *   MB_LOAD8(ptrs, m)         m[w] = word w of each lane's next 64 bytes (ptrs: uint64_t[MB_LANES]
- *                             addresses), by 64-byte loads and transposes
+ *   MB_LOAD8(ptrs, off, m)    m[w] = word w of the 64 bytes at ptrs[l] + off in each lane l (ptrs:
+ *                             uint64_t[MB_LANES] addresses), by 64-byte loads and transposes
+ *   MB_LOAD2(ptrs, off, m)    optional: m[0..1] as MB_LOAD8 for 16 bytes (fewer live registers)
+ *   MB_LOADPART(ptrs, off, nbytes, m)   the same for the first nbytes (0..63) bytes at ptrs[l] + off,
+ *                             zero-padded; reads no byte past them (they may end a mapped page)
  *
  * Scheme (one step = one message word in every lane):
  *   - a lane absorbs its message's whole words by gathering through a per-lane pointer, then the
@@ -29,6 +31,12 @@
  *     message of a group;
  *   - MB_LANES queued states are finalised together in the same lanes (d rounds, or 2 x d for 128-bit
  *     output) and their digests stored to each message's output slot.
+ *
+ * Lockstep groups: when MB_LANES consecutive messages of a batch have the same length (every frame
+ * of a minimum-size or MTU-size run, and every frame of the 64-byte benchmarks), they go through
+ * MB_FN(_lockstep) instead: no per-lane pointers, counters or gathers, contiguous loads and
+ * transposes for every word (the last, partial one too), and the finalisation straight from the
+ * registers, with no queue. The messages between such groups take the lane scheme above.
  * Word loads are little-endian (x86-64, arm64). Results equal lt_siphash128 / lt_siphash64 byte for
  * byte; tests/test_multibuffer.py checks mixed lengths on every path (native/tests/selftest.c on arm64).
  */
@@ -132,7 +140,7 @@ static inline __attribute__((always_inline)) void MB_FN(_run)(const lt_dctx *c, 
             uint64_t pa[MB_LANES];
             mb_v8 m[8];
             V_STORE(pa, vptr);
-            MB_LOAD8(pa, m);
+            MB_LOAD8(pa, 0, m);
             /* frames come from memory, not cache, in the engine: fetch each lane's data ahead */
             for (int l = 0; l < MB_LANES; l++) __builtin_prefetch((const void *)(uintptr_t)(pa[l] + 512));
             MB_ABSORB(m[0]); MB_ABSORB(m[1]); MB_ABSORB(m[2]); MB_ABSORB(m[3]);
@@ -178,17 +186,117 @@ static inline __attribute__((always_inline)) void MB_FN(_run)(const lt_dctx *c, 
     if (q.n) MB_FN(_finalise)(&q, D, O128);
 }
 
+/* The digests of one lane group (r0: first 8 bytes, r1: the second 8 with 128-bit output) to each
+ * message's output slot. */
+static inline __attribute__((always_inline)) void MB_FN(_put)(mb_v8 r0, mb_v8 r1, uint8_t *out, size_t stride,
+                                                              const int O128) {
+    uint64_t a0[MB_LANES], a1[MB_LANES];
+    V_STORE(a0, r0);
+    if (O128) V_STORE(a1, r1);
+    for (unsigned i = 0; i < MB_LANES; i++, out += stride) {
+        memcpy(out, &a0[i], 8);  /* little-endian hosts only (x86-64, arm64) */
+        if (O128) memcpy(out + 8, &a1[i], 8);
+    }
+}
+
+/* MB_LANES messages of `len` bytes each, in lockstep (see the scheme above). */
+static inline __attribute__((always_inline)) void MB_FN(_lockstep)(const uint64_t init[4],
+                                                                   const uint8_t *const *msgs, uint32_t len,
+                                                                   uint8_t *out, size_t stride, const int C,
+                                                                   const int D, const int O128) {
+    const uint64_t *pa = (const uint64_t *)(const void *)msgs;  /* 64-bit hosts: a pointer is a u64 address */
+    mb_v8 v0 = V_SPLAT(init[0]), v1 = V_SPLAT(init[1]), v2 = V_SPLAT(init[2]), v3 = V_SPLAT(init[3]);
+    mb_v8 m[8];
+    const uint32_t whole = len & ~63u;  /* bytes in whole 64-byte blocks */
+    for (uint32_t off = 0; off < whole; off += 64) {
+#ifdef MB_LOAD2  /* 16 registers (AVX2): two words at a time, or the state spills */
+        for (uint32_t o2 = 0; o2 < 64; o2 += 16) {
+            MB_LOAD2(pa, off + o2, m);
+            MB_ABSORB(m[0]); MB_ABSORB(m[1]);
+        }
+#else
+        MB_LOAD8(pa, off, m);
+        MB_ABSORB(m[0]); MB_ABSORB(m[1]); MB_ABSORB(m[2]); MB_ABSORB(m[3]);
+        MB_ABSORB(m[4]); MB_ABSORB(m[5]); MB_ABSORB(m[6]); MB_ABSORB(m[7]);
+#endif
+    }
+    /* the rest: 0..7 whole words, then the last word (0..7 trailing bytes | len << 56) */
+    const uint32_t rest = len - whole, words = rest >> 3;
+    const mb_v8 lenw = V_SPLAT(((uint64_t)len) << 56);
+    if (rest) {
+        MB_LOADPART(pa, whole, rest, m);
+        for (uint32_t w = 0; w < words; w++) MB_ABSORB(m[w]);
+        MB_ABSORB(V_XOR(m[words], lenw));
+    } else {
+        MB_ABSORB(lenw);
+    }
+    v2 = V_XOR(v2, V_SPLAT(O128 ? 0xee : 0xff));
+    for (int i = 0; i < D; i++) MB_ROUND(v0, v1, v2, v3);
+    mb_v8 r0 = V_XOR(V_XOR(v0, v1), V_XOR(v2, v3)), r1 = r0;
+    if (O128) {
+        v1 = V_XOR(v1, V_SPLAT(0xdd));
+        for (int i = 0; i < D; i++) MB_ROUND(v0, v1, v2, v3);
+        r1 = V_XOR(V_XOR(v0, v1), V_XOR(v2, v3));
+    }
+    MB_FN(_put)(r0, r1, out, stride, O128);
+}
+
+/* Lockstep groups as separate functions per parameter set: inlined into the function that also holds
+ * the lane loop, their state spills (AVX2); left to GCC, not every set gets a specialised clone. */
+typedef void (*MB_FN(_lock_fn))(const uint64_t init[4], const uint8_t *const *msgs, uint32_t len, uint8_t *out,
+                                size_t stride, const lt_dctx *c);
+#define MB_SPEC(tag, C, D, O)                                                                                 \
+    static __attribute__((noinline)) void MB_FN(_lock_##tag)(const uint64_t init[4], const uint8_t *const *msgs, \
+                                                             uint32_t len, uint8_t *out, size_t stride,        \
+                                                             const lt_dctx *c) {                               \
+        MB_FN(_lockstep)(init, msgs, len, out, stride, C, D, O);                                               \
+    }
+MB_SPEC(13_128, 1, 3, 1)
+MB_SPEC(13_64, 1, 3, 0)
+MB_SPEC(24_128, 2, 4, 1)
+MB_SPEC(24_64, 2, 4, 0)
+MB_SPEC(any, c->u.sip.c, c->u.sip.d, c->out_len == 16)
+#undef MB_SPEC
+
+/* Lockstep groups where MB_LANES consecutive lengths are equal, the lane scheme for the rest (one
+ * call site, so the lane loop is inlined once). */
+static inline __attribute__((always_inline)) void MB_FN(_batch)(const lt_dctx *c, const uint8_t *const *msgs,
+                                                                const uint32_t *lens, size_t n, uint8_t *out,
+                                                                size_t stride, const int C, const int D,
+                                                                const int O128, MB_FN(_lock_fn) lock) {
+    const uint64_t k0 = lt_load_le64(c->u.sip.key), k1 = lt_load_le64(c->u.sip.key + 8);
+    const uint64_t init[4] = {0x736f6d6570736575ULL ^ k0, 0x646f72616e646f6dULL ^ k1 ^ (O128 ? 0xee : 0),
+                              0x6c7967656e657261ULL ^ k0, 0x7465646279746573ULL ^ k1};
+    size_t rest = 0;  /* messages [rest, g) go to the lane scheme, [g, g + MB_LANES) in lockstep */
+    while (rest < n) {
+        /* the first run of MB_LANES equal lengths from `rest`: one pass, the run length kept without a
+         * data-dependent branch (on mixed traffic one would mispredict for about every frame) */
+        size_t g = n, run = 1;
+        for (size_t k = rest + 1; k < n; k++) {
+            run = lens[k] == lens[k - 1] ? run + 1 : 1;
+            if (run == MB_LANES) {
+                g = k + 1 - MB_LANES;
+                break;
+            }
+        }
+        if (rest < g) MB_FN(_run)(c, msgs + rest, lens + rest, g - rest, out + rest * stride, stride, C, D, O128);
+        if (g == n) break;
+        lock(init, msgs + g, lens[g], out + g * stride, stride, c);
+        rest = g + MB_LANES;
+    }
+}
+
 void MB_NAME(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n, uint8_t *out,
              size_t out_stride) {
     /* the two standard parameter sets get unrolled rounds */
     int o128 = c->out_len == 16;
     if (c->u.sip.c == 1 && c->u.sip.d == 3) {
-        if (o128) MB_FN(_run)(c, msgs, lens, n, out, out_stride, 1, 3, 1);
-        else MB_FN(_run)(c, msgs, lens, n, out, out_stride, 1, 3, 0);
+        if (o128) MB_FN(_batch)(c, msgs, lens, n, out, out_stride, 1, 3, 1, MB_FN(_lock_13_128));
+        else MB_FN(_batch)(c, msgs, lens, n, out, out_stride, 1, 3, 0, MB_FN(_lock_13_64));
     } else if (c->u.sip.c == 2 && c->u.sip.d == 4) {
-        if (o128) MB_FN(_run)(c, msgs, lens, n, out, out_stride, 2, 4, 1);
-        else MB_FN(_run)(c, msgs, lens, n, out, out_stride, 2, 4, 0);
+        if (o128) MB_FN(_batch)(c, msgs, lens, n, out, out_stride, 2, 4, 1, MB_FN(_lock_24_128));
+        else MB_FN(_batch)(c, msgs, lens, n, out, out_stride, 2, 4, 0, MB_FN(_lock_24_64));
     } else {
-        MB_FN(_run)(c, msgs, lens, n, out, out_stride, c->u.sip.c, c->u.sip.d, o128);
+        MB_FN(_batch)(c, msgs, lens, n, out, out_stride, c->u.sip.c, c->u.sip.d, o128, MB_FN(_lock_any));
     }
 }
