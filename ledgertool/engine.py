@@ -7,6 +7,7 @@ turned into exceptions here and nowhere else.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from typing import Iterator
@@ -285,6 +286,22 @@ def merkle_leaves(records, record_size: int, leaf_records: int) -> bytes:
     if st != lib.LT_OK:
         raise ValueError(f"lt_merkle_leaves failed (status {st})")
     return bytes(ffi.buffer(out, leaves * 32))
+
+
+def merkle_root(leaf_hashes: bytes) -> bytes:
+    """RFC 9162 Merkle tree hash (32 bytes) over concatenated 32-byte leaf hashes, in C (SHA-NI where
+    the CPU has it; the GIL is released); the empty tree's hash for no leaves. ValueError when the
+    length is not a multiple of 32. Equals `merkle.root_from_leaf_hashes` (tests/test_merkle.py)."""
+    if len(leaf_hashes) % 32:
+        raise ValueError(f"leaf hashes are {len(leaf_hashes)} bytes, not a multiple of 32")
+    if not leaf_hashes:
+        return hashlib.sha256(b"").digest()
+    out = ffi.new("uint8_t[32]")
+    st = lib.lt_merkle_root(ffi.from_buffer(leaf_hashes), len(leaf_hashes) // 32, out)
+    if st != lib.LT_OK:
+        raise MemoryError("lt_merkle_root: out of memory") if st == lib.LT_ERR_NOMEM else ValueError(
+            f"lt_merkle_root failed (status {st})")
+    return bytes(ffi.buffer(out, 32))
 
 
 def usable_cores() -> int:

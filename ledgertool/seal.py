@@ -22,9 +22,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import merkle
 from .canonical import canonical_json
-from .engine import FLAG_GAP, merkle_leaves, record_dtype
+from .engine import FLAG_GAP, merkle_leaves, merkle_root, record_dtype
 from .errors import LedgerFormatError
 from .keys import SigningKey, seal_message
 
@@ -180,8 +179,7 @@ def seal_records(
     table = records_to_table(records, digest_size, index)
     sha, size = write_parquet_atomic(table, parquet)
     raw_leaves = merkle_leaves(records, record_size, ledger["leaf_records"])  # C, SHA-NI; == merkle.records_leaf_hashes
-    leaves = [raw_leaves[i:i + 32] for i in range(0, len(raw_leaves), 32)]
-    root = merkle.root_from_leaf_hashes(leaves)
+    root = merkle_root(raw_leaves)  # C; == merkle.root_from_leaf_hashes
     write_atomic(parquet.with_name(parquet.name.removesuffix(".parquet") + ".leaves"), raw_leaves)
     doc = {
         "format": SEAL_FORMAT,

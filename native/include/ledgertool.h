@@ -278,6 +278,9 @@ double lt_tsc_hz(unsigned ms);
  * records (the last may be shorter); ceil(count / leaf_records) leaves. Uses SHA-NI when the CPU has it
  * and the hmac-sha256-128 path is not forced to portable. */
 int lt_merkle_leaves(const uint8_t *records, size_t record_size, size_t count, size_t leaf_records, uint8_t *out);
+/* out = the RFC 9162 s2.1.1 Merkle tree hash over n >= 1 leaf hashes (32 bytes each, concatenated);
+ * LT_ERR_ARG for n = 0 (the empty tree's hash is SHA-256 of nothing), LT_ERR_NOMEM. */
+int lt_merkle_root(const uint8_t *leaf_hashes, size_t n, uint8_t out[32]);
 
 /* Run `threads` pthreads (1..LT_BENCH_MAX_THREADS), each digesting `count` messages of `size` bytes
  * round-robin from its own private copy of `buf` (like lt_bench_digest). The threads start together

@@ -11,6 +11,8 @@
 #include "ledgertool.h"
 #include "lt_internal.h"
 
+#include <stdlib.h>
+
 static const uint32_t K[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
     0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
@@ -182,5 +184,39 @@ int lt_merkle_leaves(const uint8_t *records, size_t record_size, size_t count, s
             sha256_finish(blocks, st, 0, first, len + 1, out);
         }
     }
+    return LT_OK;
+}
+
+/* RFC 9162 s2.1.1 tree hash over n >= 1 leaf hashes: each level pairs nodes left to right,
+ * SHA-256(0x01 || left || right), and an odd last node moves up unchanged, which is the same tree as
+ * the RFC's split at the largest power of two below n. Works in place in a copy of the level (one
+ * allocation); for a 1 M-record segment that is 15,624 node hashes without a Python call each. */
+int lt_merkle_root(const uint8_t *leaf_hashes, size_t n, uint8_t out[32]) {
+    if (!n || !leaf_hashes || !out || n > SIZE_MAX / 32) return LT_ERR_ARG;
+    sha256_blocks_fn blocks = blocks_portable;
+#if LT_X86_PATHS
+    if (strcmp(lt_cpu_path(LT_ALG_HMAC_SHA256_128), "sha-ni") == 0) blocks = blocks_shani;
+#endif
+    uint8_t *level = malloc(n * 32);
+    if (!level) return LT_ERR_NOMEM;
+    memcpy(level, leaf_hashes, n * 32);
+    uint8_t node[65];
+    node[0] = 0x01;
+    while (n > 1) {
+        size_t m = 0;
+        for (size_t i = 0; i + 1 < n; i += 2, m++) {
+            memcpy(node + 1, level + 32 * i, 64);
+            uint32_t st[8];
+            memcpy(st, H0, sizeof st);
+            sha256_finish(blocks, st, 0, node, sizeof node, level + 32 * m);
+        }
+        if (n & 1) {  /* the odd last node moves up a level */
+            memmove(level + 32 * m, level + 32 * (n - 1), 32);
+            m++;
+        }
+        n = m;
+    }
+    memcpy(out, level, 32);
+    free(level);
     return LT_OK;
 }
