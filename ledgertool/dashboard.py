@@ -125,9 +125,12 @@ def build_plots(rows: list[BenchRow]) -> list[Plot]:
                           xticks=[(t, str(t)) for t in threads]))
     capture = [r for r in rows if r.benchmark.startswith("capture:")]
     if capture:
-        bars = [(f"{r.benchmark[8:]} ({r.algorithm}, {human_size(r.size)}){tag(r)}", r.frames_per_s / 1e6, r.noisy)
-                for r in capture]
-        plots.append(Plot("capture", "", "whole capture path from a pcap in page cache (1 thread)",
+        def workers(r) -> str:  # the engine rows are measured with 1 and N workers; say which
+            return f", {r.threads} worker{'s' if r.threads != 1 else ''}" if r.benchmark != "capture:python-reference" \
+                and r.benchmark != "capture:tcpdump" else ""
+        bars = [(f"{r.benchmark[8:]} ({r.algorithm}, {human_size(r.size)}{workers(r)}){tag(r)}", r.frames_per_s / 1e6,
+                 r.noisy) for r in capture]
+        plots.append(Plot("capture", "", "whole capture path from a pcap in page cache",
                           "Mframes/s (log scale)", "", [], bars=bars))
     return plots
 
