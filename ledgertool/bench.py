@@ -310,7 +310,7 @@ def bench_capture(frames: int, size: int, algorithm: str = "siphash-1-3-128", re
     import subprocess
 
     from .capture import capture_file
-    from .engine import CaptureReader, DigestEngine
+    from .engine import digest_capture
     from .keys import DigestKey, SigningKey
     from .reference import read_pcap, siphash
 
@@ -324,14 +324,7 @@ def bench_capture(frames: int, size: int, algorithm: str = "siphash-1-3-128", re
         subkey = dk.subkey(alg.name, alg.key_size)
 
         def engine_only(nworkers: int = 1) -> None:
-            with CaptureReader(pcap) as r:
-                e = DigestEngine(r, alg, 0, subkey, workers=nworkers)
-                seq = 0
-                while True:
-                    _, n, _ = e.fill(seq)
-                    if n == 0:
-                        break
-                    seq += n
+            seq = digest_capture(pcap, alg, subkey, nworkers)
             if seq != frames:
                 raise RuntimeError(f"bench: engine read {seq} of {frames} frames")
 

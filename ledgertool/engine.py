@@ -275,6 +275,20 @@ def digest_many(algorithm: Algorithm, key: bytes, messages: list[bytes]) -> list
     return [raw[i * size:(i + 1) * size] for i in range(n)]
 
 
+def digest_capture(path, algorithm: Algorithm, subkey: bytes, workers: int = 1) -> int:
+    """Run the whole hot path (reader, strip `frame`, batch digest, records) over a capture file and
+    discard the records; returns the frames read. For benchmarks (`ledgertool bench` capture:engine,
+    scripts/hotpath_account.py): what capture costs before segments and sealing."""
+    frames = 0
+    with CaptureReader(path) as r:
+        e = DigestEngine(r, algorithm, 0, subkey, workers=workers)
+        while True:
+            _, n, _ = e.fill(frames)
+            if n == 0:
+                return frames
+            frames += n
+
+
 def merkle_leaves(records, record_size: int, leaf_records: int) -> bytes:
     """RFC 9162 leaf hashes (32 bytes each, concatenated) of each block of `leaf_records` records,
     in C (SHA-NI where the CPU has it); the GIL is released while hashing."""

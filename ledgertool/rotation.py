@@ -309,18 +309,9 @@ def rotate_keys(directory: Path, old: SigningKey, new: SigningKey) -> dict:
         raise KeyFileError(f"{old.path or 'old key'}: is not the ledger's current signing key")
     if new_bundle == old_bundle:
         raise KeyFileError(f"{new.path or 'new key'}: is the same key as the old one")
-    number = len(rotations) + 1
-    doc = {
-        "format": ROTATION_FORMAT,
-        "kind": SIGNING_KEY,
-        "ledger_id": ledger["ledger_id"],
-        "number": number,
-        "prev_rotation_hash": rotation_hash(rotations[-1]) if rotations else rotation_genesis(ledger["ledger_id"]),
-        "effective_from": effective,
-        "old_keys": old_bundle.to_dict(),
-        "new_keys": new_bundle.to_dict(),
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    }
+    doc = _statement(SIGNING_KEY, ledger, rotations, effective,
+                     old_keys=old_bundle.to_dict(), new_keys=new_bundle.to_dict())
+    number = doc["number"]
     msg = rotation_message(doc)
     doc["signatures"] = {"old": old.sign(msg), "new": new.sign(msg)}
     path = _write_statement(directory, rotations, doc)
@@ -358,24 +349,29 @@ def rotate_digest_key(directory: Path, signing_key: SigningKey, old: DigestKey, 
         raise KeyFileError(f"{new.path or 'new digest key'}: digest key id {new_id} was already used by ledger "
                            f"{directory}; generate a new key (`ledgertool keys generate`)")
     effective = _boundary(directory, ledger)
-    number = len(rotations) + 1
-    doc = {
-        "format": ROTATION_FORMAT,
-        "kind": DIGEST_KEY,
-        "ledger_id": ledger["ledger_id"],
-        "number": number,
-        "prev_rotation_hash": rotation_hash(rotations[-1]) if rotations else rotation_genesis(ledger["ledger_id"]),
-        "effective_from": effective,
-        "algorithm": alg.name,
-        "old_digest_key_id": old_id,
-        "new_digest_key_id": new_id,
-        "signing_keys": signing_key.trust_bundle().to_dict(),
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    }
+    doc = _statement(DIGEST_KEY, ledger, rotations, effective, algorithm=alg.name, old_digest_key_id=old_id,
+                     new_digest_key_id=new_id, signing_keys=signing_key.trust_bundle().to_dict())
+    number = doc["number"]
     doc["signatures"] = {"signing": signing_key.sign(rotation_message(doc))}
     path = _write_statement(directory, rotations, doc)
     return {"path": str(path), "number": number, "kind": DIGEST_KEY, "effective_from": effective,
             "algorithm": alg.name, "old_digest_key_id": old_id, "new_digest_key_id": new_id}
+
+
+def _statement(kind: str, ledger: dict, rotations: list[dict], effective: dict[str, int], **fields) -> dict:
+    """The unsigned body of the next rotation statement of `kind`: numbered after `rotations`,
+    chained to the last of them (or the ledger's genesis label), `fields` between the common head
+    and `created_at` (key order is irrelevant to the RFC 8785 signed bytes, kept for readers)."""
+    return {
+        "format": ROTATION_FORMAT,
+        "kind": kind,
+        "ledger_id": ledger["ledger_id"],
+        "number": len(rotations) + 1,
+        "prev_rotation_hash": rotation_hash(rotations[-1]) if rotations else rotation_genesis(ledger["ledger_id"]),
+        "effective_from": effective,
+        **fields,
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
 
 
 def _retired_note(sched: Schedule | None, key_id: str) -> str:

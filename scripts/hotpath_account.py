@@ -31,7 +31,7 @@ from pathlib import Path
 
 from ledgertool._native import ffi, lib
 from ledgertool.algorithms import ALGORITHMS
-from ledgertool.engine import CaptureReader, DigestEngine, cpu_path, force_cpu_path
+from ledgertool.engine import CaptureReader, DigestEngine, cpu_path, digest_capture, force_cpu_path
 from ledgertool.workload import open_workload, parse_spec, write_pcap
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,14 +61,7 @@ def profile(pcap: Path, alg, strip: int, digest: bool, key: bytes) -> tuple[list
 
 def engine_rate(pcap: Path, alg, key: bytes, workers: int, frames: int) -> float:
     t = time.perf_counter()
-    with CaptureReader(pcap) as r:
-        e = DigestEngine(r, alg, 0, key, workers=workers)
-        seq = 0
-        while True:
-            _, n, _ = e.fill(seq)
-            if n == 0:
-                break
-            seq += n
+    seq = digest_capture(pcap, alg, key, workers)
     dt = time.perf_counter() - t
     if seq != frames:
         raise SystemExit(f"engine read {seq} of {frames} frames")
