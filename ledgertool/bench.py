@@ -546,7 +546,7 @@ def bench_command(
     console.print(t)
     noisy = sum(r.noisy for r in rows)
     if noisy:
-        Console(stderr=True).print(f"[yellow]{noisy} of {len(rows)} rows noisy[/] (cv of repeats > "
+        Console(stderr=True, soft_wrap=True).print(f"[yellow]{noisy} of {len(rows)} rows noisy[/] (cv of repeats > "
                                    f"{noisy_cv:.0%}): the machine was busy; rerun or raise --min-time/--repeats")
     for p in written:
-        Console(stderr=True).print(f"wrote {p}")
+        Console(stderr=True, soft_wrap=True).print(f"wrote {p}")

@@ -421,7 +421,7 @@ def prove(
 
     doc = build_proof(ledger, seq=seq, digest=digest, link=link,
                       checkpoint=_read_input(checkpoint, "checkpoint") if checkpoint else None,
-                      checkpoint_where=str(checkpoint))
+                      checkpoint_where=str(checkpoint) if checkpoint else "checkpoint")
     write_atomic(out_file.absolute(), (json.dumps(doc, indent=1) + "\n").encode())
     cp = doc["checkpoint"]
     summary = {"ok": True, "out": str(out_file), "link": doc["link"], "segment": doc["segment"],
@@ -431,8 +431,9 @@ def prove(
         _emit_json(summary)
     else:
         to = f", to the checkpoint of tree size {cp['tree_size']}" if cp else ", no checkpoint covers it"
+        n_path = len(doc["audit_path"])
         out.print(f"proof of seq {summary['seq']} (link {doc['link']} segment {doc['segment']} record "
-                  f"{doc['record_index']}, {len(doc['audit_path'])} path hashes{to}) -> {out_file}")
+                  f"{doc['record_index']}, {n_path} path hash{'' if n_path == 1 else 'es'}{to}) -> {out_file}")
 
 
 @app.command("check-proof")
@@ -444,13 +445,19 @@ def check_proof_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
 ) -> None:
     """Verify an inclusion proof offline (exit 0 valid, 1 invalid, 2 unreadable)."""
-    from .checkpoint import parse_note
+    from .checkpoint import origin_for, parse_note
+    from .errors import LedgerFormatError
     from .keys import TrustBundle
     from .proof import check_proof, load_proof
 
     bundle = TrustBundle.load(trust)
+    doc = load_proof(proof)
     held = parse_note(_read_input(checkpoint, "checkpoint"), str(checkpoint)) if checkpoint else None
-    res = check_proof(load_proof(proof), bundle, held)
+    if held is not None and held.checkpoint.origin != origin_for(doc["ledger_id"], doc["link"]):
+        # another ledger's or link's checkpoint is bad input (exit 2), as for verify and prove
+        raise LedgerFormatError(f"{checkpoint}: checkpoint is for {held.checkpoint.origin}, "
+                                f"not {origin_for(doc['ledger_id'], doc['link'])}")
+    res = check_proof(doc, bundle, held)
     if as_json:
         _emit_json(res.to_json())
     elif res.ok:
@@ -475,7 +482,7 @@ def _where(p) -> str:
 @app.command()
 def recompute(
     source: Annotated[str, typer.Argument(help="pcap/pcapng file, or workload:SPEC.toml, to recompute.")],
-    digest_key: Annotated[list[Path], typer.Option("--digest-key", help="digest.key used for the ledger; repeat it for each key of a ledger whose digest key was rotated.")],
+    digest_key: Annotated[list[Path], typer.Option("--digest-key", metavar="FILE", help="digest.key used for the ledger; repeat it for each key of a ledger whose digest key was rotated.")],
     ledger: Annotated[Optional[Path], typer.Option("--ledger", help="Ledger to reconcile against.")] = None,
     algorithm: Annotated[Optional[str], typer.Option(help="Without --ledger: digest algorithm.")] = None,
     strip: Annotated[Optional[str], typer.Option(help="Without --ledger: strip mode.")] = None,
@@ -638,7 +645,9 @@ def algorithms(as_json: Annotated[bool, typer.Option("--json", help="Print a JSO
     for r in rows:
         t.add_row(r["name"], f"{r['key_bytes']} B", f"{r['digest_bytes']} B", "yes" if r["ledger"] else "bench only",
                   r["cpu_path"], ", ".join(r["cpu_paths"]))
-    out.print(t)
+    # a table is laid out to the console width; off a terminal, wide enough that no row wraps or is
+    # cut (CLI.md: result lines are not wrapped)
+    Console(highlight=False, width=None if sys.stdout.isatty() else 240).print(t)
     for r in rows:  # guarantees as paragraphs: too long for table cells on an 80-column terminal
         out.print(f"\n[bold]{r['name']}[/]")
         out.print(f"  key secret: {r['secret_key']}")

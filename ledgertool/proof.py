@@ -12,6 +12,7 @@ or a witness holds, not only the seal. `check_proof` is pure.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,8 +90,7 @@ def build_proof(directory: Path, *, seq: int | None = None, digest: str | None =
                 raise DiscrepancyError(f"segment {index}: seq {seq} is in the seal's range but not in its records")
             continue
         proof = _proof_for(directory, ledger, link, doc, records, int(hits[0]))
-        proof["checkpoint"] = _checkpoint_part(directory, link, index, note, checkpoint is not None,
-                                               checkpoint_where)
+        proof["checkpoint"] = _checkpoint_part(directory, link, index, note, checkpoint is not None)
         return proof
     what = f"seq {seq}" if seq is not None else f"digest {digest}"
     raise LedgerFormatError(f"{directory}: link {link} has no sealed record with {what}")
@@ -121,8 +121,9 @@ def _proof_for(directory: Path, ledger: dict, link: str, doc: dict, records: byt
 
 
 def _checkpoint_note(directory: Path, ledger: dict, link: str, data: bytes | None,
-                     where: str) -> tuple[SignedNote, str] | None:
-    """The given checkpoint, else the link's stored one (None when it has none), with its text."""
+                     where: str) -> tuple[SignedNote, str, str] | None:
+    """The given checkpoint, else the link's stored one (None when it has none), with its text and
+    the name to give it in messages."""
     if data is None:
         path = checkpoint_path(directory, link)
         if not path.is_file():
@@ -133,16 +134,16 @@ def _checkpoint_note(directory: Path, ledger: dict, link: str, data: bytes | Non
     if note.checkpoint.origin != origin_for(ledger["ledger_id"], link):
         raise LedgerFormatError(f"{where}: checkpoint is for {note.checkpoint.origin}, "
                                 f"not {origin_for(ledger['ledger_id'], link)}")
-    return note, data.decode()
+    return note, data.decode(), where
 
 
-def _checkpoint_part(directory: Path, link: str, segment: int, found: tuple[SignedNote, str] | None,
-                     given: bool, where: str) -> dict | None:
+def _checkpoint_part(directory: Path, link: str, segment: int, found: tuple[SignedNote, str, str] | None,
+                     given: bool) -> dict | None:
     """The note and the audit path of the segment's seal hash up to the note's root (RFC 9162
     s2.1.3 over the link tree), or None when there is no checkpoint covering the segment."""
     if found is None:
         return None
-    note, text = found
+    note, text, where = found
     cp = note.checkpoint
     if segment >= cp.size:
         if given:
@@ -173,6 +174,7 @@ class ProofCheck:
                 "checkpoint": self.checkpoint}
 
 
+_LOWER_HEX = re.compile(r"(?:[0-9a-f]{2})*")
 _TOP_KEYS = {"format", "ledger_id", "link", "segment", "record_index", "record", "leaf_index", "tree_size",
              "leaf_block", "audit_path", "seal", "rotations", "checkpoint"}
 
@@ -191,7 +193,11 @@ def parse_proof(data: bytes, where: str = "proof") -> dict:
     ledgertool-inclusion-proof-v1 document, misses a field or has one this version does not know
     (an unknown field is refused, not ignored: a proof means exactly what it says)."""
     try:
-        doc = json.loads(data)
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise LedgerFormatError(f"{where}: not UTF-8 at byte {e.start}") from None
+    try:
+        doc = json.loads(text)
     except ValueError as e:
         raise LedgerFormatError(f"{where}: not JSON ({e})") from None
     if not isinstance(doc, dict) or doc.get("format") != PROOF_FORMAT:
@@ -200,16 +206,28 @@ def parse_proof(data: bytes, where: str = "proof") -> dict:
     if unknown:
         raise LedgerFormatError(f"{where}: unknown field {unknown[0]!r}")
     need = {"ledger_id": str, "link": str, "segment": int, "record_index": int, "record": dict,
-            "leaf_index": int, "tree_size": int, "leaf_block": dict, "audit_path": list, "seal": dict}
+            "leaf_index": int, "tree_size": int, "leaf_block": dict, "audit_path": list, "seal": dict,
+            "rotations": list}
     for key, typ in need.items():
         if not isinstance(doc.get(key), typ) or isinstance(doc.get(key), bool):
             raise LedgerFormatError(f"{where}: field {key!r} missing or not {typ.__name__}")
     if set(doc["leaf_block"]) != {"first_record_index", "records", "hex"}:
         raise LedgerFormatError(f"{where}: leaf_block must have exactly first_record_index, records and hex")
-    cp = doc.get("checkpoint")
+    if "checkpoint" not in doc:
+        raise LedgerFormatError(f"{where}: field 'checkpoint' missing (null when no checkpoint covers the segment)")
+    cp = doc["checkpoint"]
     if cp is not None and (not isinstance(cp, dict) or set(cp) != {"note", "leaf_index", "tree_size", "audit_path"}):
         raise LedgerFormatError(f"{where}: checkpoint must be null or have exactly note, leaf_index, tree_size "
                                 "and audit_path")
+    # hex is lowercase everywhere (as the schema says): bytes.fromhex would also take upper case, and a
+    # proof has one spelling
+    hexes = [("leaf_block.hex", doc["leaf_block"]["hex"]), ("record.digest", doc["record"].get("digest"))]
+    hexes += [(f"audit_path[{i}]", h) for i, h in enumerate(doc["audit_path"])]
+    if isinstance(cp, dict) and isinstance(cp.get("audit_path"), list):
+        hexes += [(f"checkpoint.audit_path[{i}]", h) for i, h in enumerate(cp["audit_path"])]
+    for name, h in hexes:
+        if not isinstance(h, str) or not _LOWER_HEX.fullmatch(h):
+            raise LedgerFormatError(f"{where}: {name} is not lowercase hex")
     if doc["seal"].get("format") != SEAL_FORMAT:
         raise LedgerFormatError(f"{where}: embedded seal is not a {SEAL_FORMAT} document")
     return doc
@@ -309,6 +327,9 @@ def check_proof(doc: dict, trust: TrustBundle, checkpoint: SignedNote | None = N
         mine = checkpoint.checkpoint
         if mine.origin != cp.origin:
             return fail(f"the given checkpoint is for {mine.origin}, the proof for {cp.origin}")
+        if doc["segment"] >= mine.size:
+            return fail(f"the record's segment {doc['segment']} was sealed after the given checkpoint (tree size "
+                        f"{mine.size}): it cannot be proved against it; use a newer checkpoint")
         if mine.size != cp.size:
             return fail(f"the proof reaches the checkpoint of tree size {cp.size}, not the given one of tree size "
                         f"{mine.size}; ask for a proof made with `prove --checkpoint` and that checkpoint")

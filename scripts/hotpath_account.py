@@ -86,17 +86,23 @@ def isolated_ns(alg, size: int, repeats: int) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--frames", type=int, default=1_000_000)
-    ap.add_argument("--size", type=int, default=64)
-    ap.add_argument("--repeats", type=int, default=31)
-    ap.add_argument("--rounds", type=int, default=11)
-    ap.add_argument("--algorithm", default="siphash-1-3-128")
-    ap.add_argument("--path", default=None, help="CPU path to force (default: the CPUID choice)")
+    ap = argparse.ArgumentParser(description="Where a frame's time goes in capture:engine, stage by stage "
+                                 "(docs/benchmarks.md, 'Where the time goes at 64 bytes').",
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--frames", type=int, default=1_000_000, help="frames in the generated pcap")
+    ap.add_argument("--size", type=int, default=64, help="frame size in bytes (60 captured at 64: no FCS)")
+    ap.add_argument("--repeats", type=int, default=31, help="passes per stage measurement (best is kept)")
+    ap.add_argument("--rounds", type=int, default=11, help="alternating 1- and 2-worker engine rounds")
+    ap.add_argument("--algorithm", default="siphash-1-3-128", choices=sorted(ALGORITHMS), help="digest algorithm")
+    ap.add_argument("--path", default=None, help="CPU path to force (default: the CPUID choice; "
+                                                 "`ledgertool algorithms` lists them)")
     a = ap.parse_args()
     alg = ALGORITHMS[a.algorithm]
     if a.path:
-        force_cpu_path(alg, a.path)
+        try:
+            force_cpu_path(alg, a.path)
+        except ValueError as e:
+            ap.error(f"--path: {e}")
     key = bytes(range(alg.key_size))
     ghz = lib.lt_tsc_hz(100) / 1e9
     with tempfile.TemporaryDirectory() as d:

@@ -206,6 +206,32 @@ def test_any_flipped_byte_in_a_proof_fails(ledger, keydir):
         if res.ok:
             accepted.append((i, raw[max(0, i - 20):i + 20]))
     assert accepted == []
+    # hex has one spelling: upper-casing any a-f of any hex string (the leaf block, paths, the digest,
+    # the seal's hashes and ids) is refused by the parser or fails the check (signed seal fields)
+    upper_accepted = []
+    for m in re.finditer(rb'"([0-9a-f]{32,})"', raw):
+        for i in range(m.start(1), m.end(1)):
+            if raw[i:i + 1] in b"abcdef":
+                try:
+                    ok = check_proof(parse_proof(raw[:i] + raw[i:i + 1].upper() + raw[i + 1:]), trust).ok
+                except LedgerFormatError:
+                    continue
+                if ok:
+                    upper_accepted.append(i)
+    assert upper_accepted == []
+
+
+def test_proof_parsing_is_strict(ledger, keydir):
+    doc = build_proof(ledger, seq=150)
+    raw = json.dumps(doc).encode()
+    for drop in ("rotations", "checkpoint"):
+        bad = {k: v for k, v in doc.items() if k != drop}
+        with pytest.raises(LedgerFormatError, match=drop):
+            parse_proof(json.dumps(bad).encode())
+    with pytest.raises(LedgerFormatError, match="not UTF-8 at byte 0"):
+        parse_proof(raw.decode().encode("utf-16"))
+    with pytest.raises(LedgerFormatError, match="unknown field 'extra'"):
+        parse_proof(json.dumps(dict(doc, extra=1)).encode())
 
 
 def _set_unused_bits(b64: str) -> str:
@@ -269,6 +295,11 @@ def test_proof_reaches_the_checkpoint_a_verifier_holds(ledger, keydir, other_key
     capture_file(SAMPLE, other, digest_key=odk, signing_key=osk, segment_records=100)
     r = run_cli("prove", ledger, "--seq", 1, "--out", proof, "--checkpoint", other / "checkpoint")
     assert r.returncode == 2 and "checkpoint is for" in r.stderr
+    r = run_cli("check-proof", proof, "--trust", pub, "--checkpoint", other / "checkpoint")
+    assert r.returncode == 2 and "checkpoint is for" in r.stderr
+    r = run_cli("prove", ledger, "--seq", last, "--out", tmp_path / "late.json")
+    r = run_cli("check-proof", tmp_path / "late.json", "--trust", pub, "--checkpoint", held, "--json")
+    assert r.returncode == 1 and "was sealed after the given checkpoint" in json.loads(r.stdout)["reason"]
     (tmp_path / "junk.cp").write_text("junk")
     r = run_cli("check-proof", proof, "--trust", pub, "--checkpoint", tmp_path / "junk.cp")
     assert r.returncode == 2 and "junk.cp" in r.stderr and "Traceback" not in r.stderr
@@ -301,6 +332,13 @@ def test_proof_checkpoint_tampering_and_forks(ledger, keydir, other_keydir, tmp_
     (tmp_path / "h.cp").write_bytes(held)
     r = run_cli("prove", fork, "--seq", 0, "--out", tmp_path / "p.json", "--checkpoint", tmp_path / "h.cp")
     assert r.returncode == 1 and "does not extend" in r.stderr
+    # a tail cut under the link's stored checkpoint: refused, naming that checkpoint file
+    cut = tmp_path / "cut"
+    shutil.copytree(ledger, cut)
+    for p in cut.glob("link=link0/seg-00000002.*"):
+        p.unlink()
+    r = run_cli("prove", cut, "--seq", 0, "--out", tmp_path / "p.json")
+    assert r.returncode == 1 and "link=link0/checkpoint: link link0 does not extend" in r.stderr, r.stderr
     # the fork's own checkpoint has the same tree size (3) and another root
     forked = build_proof(fork, seq=0)
     assert forked["checkpoint"]["tree_size"] == 3 and check_proof(forked, trust).ok
