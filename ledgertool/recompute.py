@@ -227,12 +227,23 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey | Sequ
                      cc AS (SELECT pk, count(*) AS n FROM c GROUP BY pk)
                 SELECT coalesce(lc.pk, cc.pk) AS pk FROM lc FULL OUTER JOIN cc ON lc.pk = cc.pk
                 WHERE coalesce(lc.n, 0) <> coalesce(cc.n, 0)""")
-            con.execute("""
+            # With some segments uncovered (a key not given), the same bytes may have been captured
+            # in a covered and an uncovered epoch: their capture occurrences are then paired
+            # first from the frames whose time falls in a covered segment (within the tolerance),
+            # so the uncovered epoch's copies are the capture-only ones. Counts do not depend on it.
+            first = "0"
+            if uncovered:
+                covered = [g.parquet for g in segs if g.digest_key_id in {kid for kid, _ in keys}]
+                con.execute(f"CREATE TEMP TABLE cov AS SELECT min(ts_ns) - {int(tolerance_ns)} AS lo, "
+                            f"max(ts_ns) + {int(tolerance_ns)} AS hi FROM {sql_parquet_source(covered)} "
+                            "GROUP BY link, segment")
+                first = "NOT EXISTS (SELECT 1 FROM cov WHERE c.ts_ns BETWEEN cov.lo AND cov.hi)"
+            con.execute(f"""
                 CREATE TEMP TABLE j AS
                 WITH lk AS (SELECT *, row_number() OVER (PARTITION BY pk ORDER BY ts_ns, link, seq) AS k
                             FROM l SEMI JOIN contested USING (pk)),
-                     ck AS (SELECT *, row_number() OVER (PARTITION BY pk ORDER BY ts_ns, index) AS k
-                            FROM c SEMI JOIN contested USING (pk))
+                     ck AS (SELECT *, row_number() OVER (PARTITION BY pk ORDER BY away, ts_ns, index) AS k
+                            FROM (SELECT c.*, {first} AS away FROM c SEMI JOIN contested USING (pk)) c)
                 SELECT CASE WHEN lk.pk IS NULL THEN 'capture_only'
                             WHEN ck.pk IS NULL THEN 'ledger_only' ELSE 'matched' END AS status,
                        coalesce(lk.digest, ck.digest) AS digest, lk.link, lk.seq, lk.ts_ns AS l_ts,

@@ -174,6 +174,13 @@ def test_recompute_with_one_key_is_partial_and_says_so(pristine, keys, captures)
     r = reconcile(captures["dir"] / "full.pcap", pristine, keys["B"])
     assert (r.matched, r.ledger_only, r.capture_only) == (len(second), 0, len(first))
     assert [(u["first_segment"], u["last_segment"]) for u in r.uncovered] == [(0, 2)]
+    # frame-level attribution: the capture-only frames are exactly the uncovered epoch's, also for the
+    # frames whose bytes were sent again in the covered epoch (paired with their covered copy)
+    for key, want in ((keys["A"], range(len(first), len(first) + len(second))), (keys["B"], range(len(first)))):
+        det = captures["dir"] / "details.jsonl"
+        reconcile(captures["dir"] / "full.pcap", pristine, key, details=det)
+        rows = [json.loads(line) for line in det.read_text().splitlines()]
+        assert sorted(d["index"] for d in rows if d["status"] == "capture_only") == list(want)
     # the CLI: warning on stderr, JSON field, exit 1 (capture frames were left unpaired) ...
     r = run_cli("recompute", captures["dir"] / "full.pcap", "--ledger", pristine,
                 "--digest-key", keys["keydir"] / "digest.key", "--json")
