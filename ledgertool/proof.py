@@ -28,7 +28,8 @@ from .ledger import choose_link, load_ledger, segment_files
 from .rotation import key_schedule, load_rotations
 from .seal import SEAL_FORMAT, file_sha256, load_seal, seal_hash, seal_signed_bytes, table_to_records
 
-PROOF_FORMAT = "ledgertool-inclusion-proof-v1"
+PROOF_FORMAT = "ledgertool-inclusion-proof-v2"  # v2 adds the checkpoint part (null when none covers)
+PROOF_FORMAT_V1 = "ledgertool-inclusion-proof-v1"  # still checked: record, block, path, seal, rotations
 _FIELDS = ("seq", "ts_ns", "wire_len", "cap_len", "flags", "linktype", "aux")
 
 
@@ -189,9 +190,10 @@ def load_proof(path: Path) -> dict:
 
 
 def parse_proof(data: bytes, where: str = "proof") -> dict:
-    """Parse a proof document; LedgerFormatError naming `where` when it is not JSON, not a
-    ledgertool-inclusion-proof-v1 document, misses a field or has one this version does not know
-    (an unknown field is refused, not ignored: a proof means exactly what it says)."""
+    """Parse a proof document; LedgerFormatError naming `where` when it is not UTF-8 JSON, not a
+    ledgertool-inclusion-proof-v2 (or -v1, which has no checkpoint part) document, misses a field or
+    has one its version does not know (an unknown field is refused, not ignored: a proof means
+    exactly what it says)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -200,9 +202,10 @@ def parse_proof(data: bytes, where: str = "proof") -> dict:
         doc = json.loads(text)
     except ValueError as e:
         raise LedgerFormatError(f"{where}: not JSON ({e})") from None
-    if not isinstance(doc, dict) or doc.get("format") != PROOF_FORMAT:
-        raise LedgerFormatError(f"{where}: not a {PROOF_FORMAT} document")
-    unknown = sorted(set(doc) - _TOP_KEYS)
+    if not isinstance(doc, dict) or doc.get("format") not in (PROOF_FORMAT, PROOF_FORMAT_V1):
+        raise LedgerFormatError(f"{where}: not a {PROOF_FORMAT} (or -v1) document")
+    v1 = doc["format"] == PROOF_FORMAT_V1
+    unknown = sorted(set(doc) - (_TOP_KEYS - {"checkpoint"} if v1 else _TOP_KEYS))
     if unknown:
         raise LedgerFormatError(f"{where}: unknown field {unknown[0]!r}")
     need = {"ledger_id": str, "link": str, "segment": int, "record_index": int, "record": dict,
@@ -213,9 +216,9 @@ def parse_proof(data: bytes, where: str = "proof") -> dict:
             raise LedgerFormatError(f"{where}: field {key!r} missing or not {typ.__name__}")
     if set(doc["leaf_block"]) != {"first_record_index", "records", "hex"}:
         raise LedgerFormatError(f"{where}: leaf_block must have exactly first_record_index, records and hex")
-    if "checkpoint" not in doc:
+    if "checkpoint" not in doc and not v1:
         raise LedgerFormatError(f"{where}: field 'checkpoint' missing (null when no checkpoint covers the segment)")
-    cp = doc["checkpoint"]
+    cp = doc.get("checkpoint")
     if cp is not None and (not isinstance(cp, dict) or set(cp) != {"note", "leaf_index", "tree_size", "audit_path"}):
         raise LedgerFormatError(f"{where}: checkpoint must be null or have exactly note, leaf_index, tree_size "
                                 "and audit_path")

@@ -234,6 +234,27 @@ def test_proof_parsing_is_strict(ledger, keydir):
         parse_proof(json.dumps(dict(doc, extra=1)).encode())
 
 
+def test_v1_proofs_without_a_checkpoint_still_check(ledger, keydir):
+    """Proofs written before the checkpoint part existed (format -v1) verify up to their seal; a v1
+    document cannot carry a checkpoint part, and a v2 one must."""
+    _, _, trust = load_keys(keydir)
+    doc = build_proof(ledger, seq=150)
+    assert doc["format"] == "ledgertool-inclusion-proof-v2"
+    old = {k: v for k, v in doc.items() if k != "checkpoint"}
+    old["format"] = "ledgertool-inclusion-proof-v1"
+    res = check_proof(parse_proof(json.dumps(old).encode()), trust)
+    assert res.ok and res.checkpoint is None
+    from test_schemas_reports import is_valid, validate
+    validate(doc, "proof.schema.json")
+    validate(old, "proof.schema.json")
+    assert not is_valid(dict(old, checkpoint=None), "proof.schema.json")
+    assert not is_valid({k: v for k, v in doc.items() if k != "checkpoint"}, "proof.schema.json")
+    with pytest.raises(LedgerFormatError, match="unknown field 'checkpoint'"):
+        parse_proof(json.dumps(dict(old, checkpoint=None)).encode())
+    bad = dict(old, seal=dict(old["seal"], records=old["seal"]["records"] + 1))
+    assert not check_proof(parse_proof(json.dumps(bad).encode()), trust).ok
+
+
 def _set_unused_bits(b64: str) -> str:
     """The same bytes spelt differently: set the unused low bits of the last base64 character."""
     alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
