@@ -278,7 +278,6 @@ def test_noisy_rows_are_marked(run) -> None:
 
 
 def test_png_plots(run, tmp_path) -> None:
-    pytest.importorskip("matplotlib", reason="matplotlib (extra 'plots') not installed")
     result = CliRunner().invoke(app, ["bench", "--from-csv", str(run["csv"]), "--png", str(tmp_path / "png")])
     assert result.exit_code == 0, (result.output, result.exception)
     names = sorted(p.name for p in (tmp_path / "png").iterdir())
@@ -309,7 +308,7 @@ def test_dashboard_renders_in_headless_chromium(run, tmp_path) -> None:
     if binary is None:
         pytest.skip("no chromium binary on PATH (apt-get install chromium); the HTML is still checked by "
                     "test_html_has_plots_and_table")
-    PIL = pytest.importorskip("PIL.Image", reason="Pillow is needed to inspect the screenshot")
+    from PIL import Image as PIL  # Pillow comes with matplotlib (test extras)
     shot = tmp_path / "dashboard.png"
     url = run["html"].resolve().as_uri()
     subprocess.run(_chromium_cmd(binary, tmp_path / "profile") + ["--window-size=1300,1900", f"--screenshot={shot}", url],

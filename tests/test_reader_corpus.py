@@ -23,12 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-try:
-    from ledgertool._native import ffi, lib
-except ImportError as exc:  # pragma: no cover - depends on the build step
-    pytest.skip(f"native extension not built ({exc}); run `python native/build_ffi.py`",
-                allow_module_level=True)
+from ledgertool._native import ffi, lib  # an unbuilt extension is an error, not a skip
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = Path(os.environ.get("LEDGERTOOL_CORPUS", REPO.parent / "shared" / "corpus"))
@@ -834,12 +832,6 @@ def test_header_only_files(tmp_path):
 
 # ----------------------------------------------------------------------------- fuzzing
 
-try:
-    from hypothesis import HealthCheck, given, settings
-    from hypothesis import strategies as st
-except ImportError:  # pragma: no cover
-    given = None
-
 SEEDS = [
     pcap([(1, 2, b"a" * 30), (3, 4, b"b" * 3, 90), (5, 6, b"")]),
     pcap([(1, 2, b"a" * 30), (3, 4, b"b" * 3)], kind="ns", be=True),
@@ -849,44 +841,41 @@ SEEDS = [
 ]
 
 
-if given is None:  # pragma: no cover
-    def test_fuzz_never_crashes_and_stays_inside():
-        pytest.skip("hypothesis not installed")
-else:
-    @st.composite
-    def mutated(draw):
-        blob = bytearray(draw(st.sampled_from(SEEDS)))
-        for _ in range(draw(st.integers(0, 6))):
-            op = draw(st.sampled_from(["flip", "set", "insert", "delete", "cut"]))
-            if not blob:
-                break
-            i = draw(st.integers(0, len(blob) - 1))
-            if op == "flip":
-                blob[i] ^= 1 << draw(st.integers(0, 7))
-            elif op == "set":
-                blob[i] = draw(st.sampled_from([0, 0xFF, 0x7F, 0x80, draw(st.integers(0, 255))]))
-            elif op == "insert":
-                blob[i:i] = draw(st.binary(min_size=1, max_size=8))
-            elif op == "delete":
-                del blob[i:i + draw(st.integers(1, 8))]
-            else:
-                del blob[i:]
-        return bytes(blob)
+@st.composite
+def mutated(draw):
+    blob = bytearray(draw(st.sampled_from(SEEDS)))
+    for _ in range(draw(st.integers(0, 6))):
+        op = draw(st.sampled_from(["flip", "set", "insert", "delete", "cut"]))
+        if not blob:
+            break
+        i = draw(st.integers(0, len(blob) - 1))
+        if op == "flip":
+            blob[i] ^= 1 << draw(st.integers(0, 7))
+        elif op == "set":
+            blob[i] = draw(st.sampled_from([0, 0xFF, 0x7F, 0x80, draw(st.integers(0, 255))]))
+        elif op == "insert":
+            blob[i:i] = draw(st.binary(min_size=1, max_size=8))
+        elif op == "delete":
+            del blob[i:i + draw(st.integers(1, 8))]
+        else:
+            del blob[i:]
+    return bytes(blob)
 
 
-    @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-    @given(blob=mutated(), batch=st.sampled_from([1, 3, 64]))
-    def test_fuzz_never_crashes_and_stays_inside(tmp_path, blob, batch):
-        res = read_bytes(tmp_path, blob, "fuzz.bin", batch=batch)
-        if res.open_status != OK:
-            assert res.open_status in (E_FORMAT, E_CORRUPT)
-            return
-        assert res.status in (EOF, E_FORMAT, E_CORRUPT)
-        assert res.info["frames"] == len(res.frames)
-        _assert_frames_inside(blob, res)
-        if res.info["truncated"]:
-            assert res.status == EOF
-            assert res.info["truncated_offset"] + res.info["truncated_bytes"] == len(blob)
-        if res.status != EOF:
-            assert res.info["error"] == res.status and res.info["error_offset"] < len(blob)
-            assert all(f.offset < res.info["error_offset"] for f in res.frames)
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(blob=mutated(), batch=st.sampled_from([1, 3, 64]))
+def test_fuzz_never_crashes_and_stays_inside(tmp_path, blob, batch):
+    res = read_bytes(tmp_path, blob, "fuzz.bin", batch=batch)
+    if res.open_status != OK:
+        assert res.open_status in (E_FORMAT, E_CORRUPT)
+        return
+    assert res.status in (EOF, E_FORMAT, E_CORRUPT)
+    assert res.info["frames"] == len(res.frames)
+    _assert_frames_inside(blob, res)
+    if res.info["truncated"]:
+        assert res.status == EOF
+        assert res.info["truncated_offset"] + res.info["truncated_bytes"] == len(blob)
+    if res.status != EOF:
+        assert res.info["error"] == res.status and res.info["error_offset"] < len(blob)
+        assert all(f.offset < res.info["error_offset"] for f in res.frames)
+

@@ -22,7 +22,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-jsonschema = pytest.importorskip("jsonschema")
+import jsonschema  # noqa: E402 - test extra
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMAS = REPO / "schemas"

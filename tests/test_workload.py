@@ -21,8 +21,7 @@ from ledgertool.errors import WorkloadSpecError
 from ledgertool.sources import open_source
 from ledgertool.workload import load_spec, open_workload, parse_spec, write_pcap
 
-scapy_all = pytest.importorskip("scapy.all")
-from scapy.all import IP, TCP, UDP, Dot1AD, Dot1Q, Ether, IPv6, Raw, raw, rdpcap  # noqa: E402
+from scapy.all import IP, TCP, UDP, Dot1AD, Dot1Q, Ether, IPv6, Raw, raw, rdpcap  # noqa: E402 - a runtime dependency
 from scapy.contrib.roce import BTH  # noqa: E402
 
 WORKLOADS = SAMPLES / "workloads"
@@ -142,7 +141,7 @@ def generated(tmp_path_factory, features_spec) -> dict[str, Path]:
         assert r.returncode == 0, r.stderr
         doc = json.loads(r.stdout)
         assert doc["frames"] == sum(f["frames"] for f in doc["flows"])
-        jsonschema = pytest.importorskip("jsonschema")
+        import jsonschema
         jsonschema.validate(doc, json.loads((REPO / "schemas" / "workload-generate-report.schema.json").read_text()))
         out[spec.stem] = pcap
     return out
@@ -156,13 +155,13 @@ def _toml(path: Path) -> dict:
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda p: p.name)
 def test_samples_are_valid_by_code_and_by_schema(spec):
-    jsonschema = pytest.importorskip("jsonschema")
+    import jsonschema
     jsonschema.validate(_toml(spec), SCHEMA)
     assert load_spec(spec).total_frames > 0
 
 
 def test_feature_spec_is_valid_by_schema():
-    jsonschema = pytest.importorskip("jsonschema")
+    import jsonschema
     jsonschema.validate(tomllib.loads(FEATURES), SCHEMA)
 
 
@@ -215,7 +214,7 @@ def test_bad_spec_exit_2_one_line_naming_file_and_key(tmp_path, mutate, key, sch
     assert len(lines) == 1, r.stderr
     assert str(spec) in lines[0] and f": {key}:" in lines[0], lines[0]
     assert not (tmp_path / "x.pcap").exists()
-    jsonschema = pytest.importorskip("jsonschema")
+    import jsonschema
     if schema_too:
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(doc, SCHEMA)
