@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from . import merkle
 from .checkpoint import SignedNote, checkpoint_path, link_tree, origin_for, parse_note, verify_note
@@ -26,7 +25,7 @@ from .errors import DiscrepancyError, LedgerFormatError, UsageError
 from .keys import TrustBundle
 from .ledger import choose_link, load_ledger, segment_files
 from .rotation import key_schedule, load_rotations
-from .seal import SEAL_FORMAT, file_sha256, load_seal, seal_hash, seal_signed_bytes, table_to_records
+from .seal import SEAL_FORMAT, load_seal, parquet_records, read_sealed_parquet, seal_hash, seal_signed_bytes
 
 PROOF_FORMAT = "ledgertool-inclusion-proof-v2"  # v2 adds the checkpoint part (null when none covers)
 PROOF_FORMAT_V1 = "ledgertool-inclusion-proof-v1"  # still checked: record, block, path, seal, rotations
@@ -45,9 +44,10 @@ def _segment_records(directory: Path, ledger: dict, link: str, doc: dict) -> byt
     path = directory / f"link={link}" / str(doc.get("parquet_file", ""))
     if not path.is_file():
         raise DiscrepancyError(f"{path}: Parquet file of segment {doc.get('segment')} is missing")
-    if file_sha256(path) != doc.get("parquet_sha256"):
+    data, sha = read_sealed_parquet(path)
+    if sha != doc.get("parquet_sha256"):
         raise DiscrepancyError(f"{path}: SHA-256 differs from its seal; run `ledgertool verify`")
-    return table_to_records(pq.read_table(path), ledger["digest_size"])
+    return parquet_records(data, ledger["digest_size"])
 
 
 def build_proof(directory: Path, *, seq: int | None = None, digest: str | None = None,

@@ -109,14 +109,13 @@ PARQUET_OPTIONS = dict(
 
 
 def write_parquet_atomic(table: pa.Table, path: Path) -> tuple[str, int]:
-    """Write a Parquet file atomically; return (sha256 hex, size in bytes)."""
-    tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(table, tmp, write_statistics=True, row_group_size=1 << 20, **PARQUET_OPTIONS)
-    with open(tmp, "rb+") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
-    return file_sha256(path), path.stat().st_size
+    """Write a Parquet file atomically; return (sha256 hex, size in bytes). The file is encoded in
+    memory and hashed there, so it is not read back from disk to be hashed."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, write_statistics=True, row_group_size=1 << 20, **PARQUET_OPTIONS)
+    data = sink.getvalue()
+    write_atomic(path, data)
+    return hashlib.sha256(data).hexdigest(), data.size
 
 
 def file_sha256(path: Path) -> str:
@@ -125,6 +124,19 @@ def file_sha256(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def read_sealed_parquet(path: Path) -> tuple[bytes, str]:
+    """A segment's Parquet file read once: (bytes, SHA-256 hex), to compare with the seal and then
+    decode with `parquet_records` without a second read. OSError as for open()."""
+    data = Path(path).read_bytes()
+    return data, hashlib.sha256(data).hexdigest()
+
+
+def parquet_records(data: bytes, digest_size: int) -> bytes:
+    """The fixed-size records of a Parquet file held in memory (see `table_to_records`); pyarrow's
+    errors for a file that does not decode."""
+    return table_to_records(pq.read_table(pa.BufferReader(data)), digest_size)
 
 
 def genesis_hash(ledger_id: str, link: str) -> str:

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from . import merkle, segments
 from .checkpoint import check_extends, checkpoint_path, link_tree, parse_note
@@ -34,7 +33,7 @@ from .engine import FLAG_GAP, merkle_leaves, merkle_root, record_dtype
 from .errors import LedgerFormatError
 from .keys import TrustBundle
 from .ledger import links, load_ledger, segment_files
-from .seal import file_sha256, genesis_hash, load_seal, seal_hash, seal_signed_bytes, table_to_records
+from .seal import genesis_hash, load_seal, parquet_records, read_sealed_parquet, seal_hash, seal_signed_bytes
 from .rotation import Schedule, key_schedule, load_rotations
 from .segments import read_open_segment
 
@@ -306,14 +305,18 @@ def _verify_records(directory, ledger, link, index, doc, expected_seq, res, prob
     if not pq_path.is_file():
         problem("parquet_missing", index, f"{pq_path} is missing")
         return last_seq + 1
-    if file_sha256(pq_path) != doc.get("parquet_sha256"):
+    try:
+        data, sha = read_sealed_parquet(pq_path)
+    except OSError as e:
+        problem("parquet_unreadable", index, f"{pq_path}: {e.strerror or e}")
+        return last_seq + 1
+    if sha != doc.get("parquet_sha256"):
         problem("parquet_hash_mismatch", index, f"{pq_path}: SHA-256 differs from the seal's parquet_sha256")
-    elif pq_path.stat().st_size != doc.get("parquet_bytes"):  # the signed size must agree too
-        problem("parquet_hash_mismatch", index, f"{pq_path}: {pq_path.stat().st_size} bytes, seal's "
+    elif len(data) != doc.get("parquet_bytes"):  # the signed size must agree too
+        problem("parquet_hash_mismatch", index, f"{pq_path}: {len(data)} bytes, seal's "
                                                 f"parquet_bytes says {doc.get('parquet_bytes')}")
     try:
-        table = pq.read_table(pq_path)
-        records = table_to_records(table, ledger["digest_size"])
+        records = parquet_records(data, ledger["digest_size"])
     except Exception as e:  # noqa: BLE001 - any unreadable Parquet is a finding, not a crash
         problem("parquet_unreadable", index, f"{pq_path}: {type(e).__name__}: {e}")
         return last_seq + 1
