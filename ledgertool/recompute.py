@@ -232,11 +232,13 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey | Sequ
             # first from the frames whose time falls in a covered segment (within the tolerance),
             # so the uncovered epoch's copies are the capture-only ones. Counts do not depend on it.
             first = "0"
-            if uncovered:
-                covered = [g.parquet for g in segs if g.digest_key_id in {kid for kid, _ in keys}]
-                con.execute(f"CREATE TEMP TABLE cov AS SELECT min(ts_ns) - {int(tolerance_ns)} AS lo, "
-                            f"max(ts_ns) + {int(tolerance_ns)} AS hi FROM {sql_parquet_source(covered)} "
-                            "GROUP BY link, segment")
+            if uncovered:  # the covered segments' time ranges, from their (hash-checked) seals
+                given = {kid for kid, _ in keys}
+                con.execute("CREATE TEMP TABLE cov (lo BIGINT, hi BIGINT)")
+                ranges = [(g.ts_range[0] - tolerance_ns, g.ts_range[1] + tolerance_ns)
+                          for g in segs if g.digest_key_id in given and g.ts_range]
+                if ranges:
+                    con.executemany("INSERT INTO cov VALUES (?, ?)", ranges)
                 first = "NOT EXISTS (SELECT 1 FROM cov WHERE c.ts_ns BETWEEN cov.lo AND cov.hi)"
             con.execute(f"""
                 CREATE TEMP TABLE j AS
@@ -323,6 +325,7 @@ class _Segment:
     parquet: Path
     digest_key_id: object  # as the seal states it (verify checks it against the key schedule)
     frames: int
+    ts_range: tuple[int, int] | None = None  # the seal's first and last record time, ns
 
 
 def _sealed_segments(ledger_dir: Path, links: list[str] | None) -> list[_Segment]:
@@ -346,8 +349,12 @@ def _sealed_segments(ledger_dir: Path, links: list[str] | None) -> list[_Segment
                     raise DiscrepancyError(f"{files['parquet']}: link {link} segment {index} differs from its "
                                            "seal; the ledger was changed (run `ledgertool verify` for details)")
                 frames = doc.get("frames")
+                try:
+                    ts = (int(doc["first_ts_ns"]), int(doc["last_ts_ns"]))
+                except (KeyError, TypeError, ValueError):
+                    ts = None  # an empty segment (or a seal verify will name)
                 out.append(_Segment(link, index, files["parquet"], doc.get("digest_key_id"),
-                                    frames if isinstance(frames, int) else 0))
+                                    frames if isinstance(frames, int) else 0, ts))
     return out
 
 
