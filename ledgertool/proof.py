@@ -20,7 +20,7 @@ import numpy as np
 
 from . import merkle
 from .checkpoint import SignedNote, checkpoint_path, link_tree, origin_for, parse_note, verify_note
-from .engine import record_dtype
+from .engine import merkle_leaves, merkle_root, record_dtype
 from .errors import DiscrepancyError, LedgerFormatError, UsageError
 from .keys import TrustBundle
 from .ledger import choose_link, load_ledger, segment_files
@@ -99,9 +99,10 @@ def build_proof(directory: Path, *, seq: int | None = None, digest: str | None =
 
 def _proof_for(directory: Path, ledger: dict, link: str, doc: dict, records: bytes, k: int) -> dict:
     rsize, leaf = ledger["record_size"], ledger["leaf_records"]
-    leaves = merkle.records_leaf_hashes(records, rsize, leaf)
-    if merkle.root_from_leaf_hashes(leaves).hex() != doc.get("merkle_root"):
+    raw = merkle_leaves(records, rsize, leaf)  # C, as sealing and verify compute them
+    if merkle_root(raw).hex() != doc.get("merkle_root"):
         raise DiscrepancyError(f"segment {doc.get('segment')}: records do not match the seal's Merkle root")
+    leaves = [raw[i:i + 32] for i in range(0, len(raw), 32)]
     li = k // leaf
     block = records[li * leaf * rsize:(li + 1) * leaf * rsize]
     rec = np.frombuffer(records, dtype=record_dtype(ledger["digest_size"]))[k]

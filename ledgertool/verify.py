@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import merkle, segments
+from . import segments
 from .checkpoint import check_extends, checkpoint_path, link_tree, parse_note
 from .engine import FLAG_GAP, merkle_leaves, merkle_root, record_dtype
 from .errors import LedgerFormatError
@@ -274,10 +274,11 @@ def _changed_leaves(directory: Path, link: str, index: int, records: bytes, ledg
         return None
     if len(raw) % 32:
         return None
-    sealed = [raw[i:i + 32] for i in range(0, len(raw), 32)]
-    if merkle.root_from_leaf_hashes(sealed).hex() != root:
+    if merkle_root(raw).hex() != root:
         return None
-    now = merkle.records_leaf_hashes(records, ledger["record_size"], ledger["leaf_records"])
+    sealed = [raw[i:i + 32] for i in range(0, len(raw), 32)]
+    fresh = merkle_leaves(records, ledger["record_size"], ledger["leaf_records"])
+    now = [fresh[i:i + 32] for i in range(0, len(fresh), 32)]
     changed = [i for i in range(max(len(now), len(sealed)))
                if i >= len(now) or i >= len(sealed) or now[i] != sealed[i]]
     return changed
