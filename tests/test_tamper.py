@@ -177,16 +177,21 @@ def t_segment_replaced_foreign(lg, c):
         shutil.copy(_f(c["foreign"], 1, suffix), _f(lg, 1, suffix))
 
 
-def t_segment_replaced_resigned(lg, c):
-    """A key holder rewrites segment 1 and seals it properly; the chain to segment 2 breaks."""
-    a = _records(lg, 1)
-    a["digest"][K] = b"\x11" * 16
+def _reseal_1(lg: Path, records: np.ndarray, key) -> None:
+    """A key holder seals segment 1 again over `records`, chained to segment 0 as before."""
     doc = _seal(lg, 1)
     for suffix in ("parquet", "leaves", "seal.json"):
         _f(lg, 1, suffix).unlink()
     seal_records(ledger_dir=lg, ledger=load_ledger(lg), link="link0", index=1, first_seq=SEG,
-                 records=a.tobytes(), prev_hash=doc["prev_seal_hash"], signing_key=c["key"],
+                 records=records.tobytes(), prev_hash=doc["prev_seal_hash"], signing_key=key,
                  parquet=_f(lg, 1, "parquet"), seal_file=_f(lg, 1, "seal.json"))
+
+
+def t_segment_replaced_resigned(lg, c):
+    """A key holder rewrites segment 1 and seals it properly; the chain to segment 2 breaks."""
+    a = _records(lg, 1)
+    a["digest"][K] = b"\x11" * 16
+    _reseal_1(lg, a, c["key"])
 
 
 def t_parquet_swapped(lg, c):
@@ -244,12 +249,7 @@ def t_digest_key_switched(lg, c):
 def t_undeclared_gap(lg, c):
     """The sealer itself skipped seq numbers 63..65 (records 13..15) without a GAP record."""
     a = np.delete(_records(lg, 1), [K, K + 1, K + 2])
-    doc = _seal(lg, 1)
-    for suffix in ("parquet", "leaves", "seal.json"):
-        _f(lg, 1, suffix).unlink()
-    seal_records(ledger_dir=lg, ledger=load_ledger(lg), link="link0", index=1, first_seq=SEG,
-                 records=a.tobytes(), prev_hash=doc["prev_seal_hash"], signing_key=c["key"],
-                 parquet=_f(lg, 1, "parquet"), seal_file=_f(lg, 1, "seal.json"))
+    _reseal_1(lg, a, c["key"])
     _rechain(lg, 2, c["key"])
 
 
