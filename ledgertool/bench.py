@@ -36,6 +36,7 @@ import typer
 from .algorithms import ALGORITHMS, get_algorithm
 from .engine import cpu_path
 from .errors import UsageError
+from .report import table_console
 
 CSV_FIELDS = ["time", "host", "cpu_model", "cpu_path", "cores", "benchmark", "algorithm", "size", "threads",
               "frames", "repeats", "seconds", "frames_per_s", "gbit_per_s", "ns_per_frame", "cv", "noisy",
@@ -542,8 +543,7 @@ def bench_command(
               title=f"ledgertool bench on {rows[0].cpu_model if rows else '?'}")
     for r in rows:
         t.add_row(*table_cells(r, rows))
-    console = Console(width=None if sys.stdout.isatty() else 240)
-    console.print(t)
+    table_console().print(t)
     noisy = sum(r.noisy for r in rows)
     if noisy:
         Console(stderr=True, soft_wrap=True).print(f"[yellow]{noisy} of {len(rows)} rows noisy[/] (cv of repeats > "

@@ -22,6 +22,7 @@ from rich.table import Column, Table
 
 from . import __version__
 from .errors import LedgerError, UsageError, exit_code_for
+from .report import table_console
 
 app = typer.Typer(
     name="ledgertool",
@@ -645,9 +646,7 @@ def algorithms(as_json: Annotated[bool, typer.Option("--json", help="Print a JSO
     for r in rows:
         t.add_row(r["name"], f"{r['key_bytes']} B", f"{r['digest_bytes']} B", "yes" if r["ledger"] else "bench only",
                   r["cpu_path"], ", ".join(r["cpu_paths"]))
-    # a table is laid out to the console width; off a terminal, wide enough that no row wraps or is
-    # cut (CLI.md: result lines are not wrapped)
-    Console(highlight=False, width=None if sys.stdout.isatty() else 240).print(t)
+    table_console().print(t)
     for r in rows:  # guarantees as paragraphs: too long for table cells on an 80-column terminal
         out.print(f"\n[bold]{r['name']}[/]")
         out.print(f"  key secret: {r['secret_key']}")

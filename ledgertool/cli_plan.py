@@ -15,11 +15,11 @@ from typing import Annotated, Optional
 
 import typer
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
 from ledgertool import plan
 from ledgertool.errors import LedgerError, UsageError
+from ledgertool.report import table_console
 
 plan_app = typer.Typer(
     name="plan",
@@ -83,11 +83,6 @@ def _emit_json(rows: list[dict], **extra: object) -> None:
     sys.stdout.write(json.dumps({"rows": rows, **extra}, indent=2, allow_nan=False) + "\n")
 
 
-def _console() -> Console:
-    """Full-width tables when piped (a non-terminal console would otherwise wrap at 80 columns)."""
-    return Console(width=None if sys.stdout.isatty() else 160)
-
-
 def _rate_label(t: plan.Traffic | plan.CollisionRow) -> str:
     if t.rate_bps is None:
         return "-"
@@ -145,7 +140,7 @@ def collision(
             plan.human_duration(r.expected_seconds),
             plan.human_prob(r.probability),
         )
-    _console().print(table)
+    table_console(160).print(table)
 
 
 @plan_app.command("storage")
@@ -222,7 +217,7 @@ def storage(
             plan.human_bytes(p.bytes_per_year),
             plan.human_bytes(p.bytes_for_duration),
         )
-    _console().print(table)
+    table_console(160).print(table)
 
 
 def main() -> None:  # pragma: no cover - a stand-alone runner for trying the commands
