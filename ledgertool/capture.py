@@ -27,7 +27,7 @@ from .errors import LedgerError, UsageError
 from .live import LiveOptions, LiveStats
 from .live_workers import LiveWorkers, merge_worker_records, split_by_worker
 from .keys import DigestKey, SigningKey
-from .checkpoint import write_checkpoint
+from .checkpoint import link_tree, write_checkpoint
 from .ledger import (DEFAULT_LEAF_RECORDS, DEFAULT_LINK, LEDGER_FILE, create_ledger, link_state, links,
                      load_ledger, segment_files)
 from .rotation import current_digest_key_id, current_signer_check, with_digest_key_id
@@ -316,6 +316,9 @@ def capture_file(
         result.warnings.append(f"recovery discarded {d['path']} ({d['bytes']} bytes: {d['why']})")
 
     state = link_state(ledger_dir, ledger, link)
+    # the link's chain in memory: each seal extends it and a checkpoint over it is signed right away,
+    # so a link never has seals without a checkpoint for longer than one signature
+    tree = link_tree(ledger_dir, link)
     result.first_seq = seq = state.next_seq
     index, prev_hash = state.next_index, state.prev_hash
     try:
@@ -358,6 +361,9 @@ def capture_file(
         )
         path.unlink()
         chain["prev"] = res.seal_hash
+        tree.seal_hashes.append(res.seal_hash)
+        tree.records.append(res.records)
+        write_checkpoint(ledger_dir, ledger, link, signing_key, tree, top=False)
         return res
 
     def stop_reason(frames_reached: bool) -> str | None:
@@ -448,7 +454,7 @@ def capture_file(
             # what was read before the error is sealed (as with one worker), then it is reported
             drain()
             if result.segments:
-                write_checkpoint(ledger_dir, ledger, link, signing_key)
+                write_checkpoint(ledger_dir, ledger, link, signing_key, tree)
             result.next_seq = seq
             e = lw.error
             if isinstance(e, LedgerError):
@@ -493,7 +499,7 @@ def capture_file(
                 if result.created and not result.segments:
                     _remove_new_ledger(ledger_dir, link)  # nothing was recorded: leave nothing behind
                 elif result.segments or result.recovered:
-                    write_checkpoint(ledger_dir, ledger, link, signing_key)
+                    write_checkpoint(ledger_dir, ledger, link, signing_key, tree)
                 result.next_seq = seq
                 e.args = (f"{e}; {result.frames} frames before it were sealed"
                           + (f" in segments {result.segments[0].index}..{result.segments[-1].index}"
@@ -541,7 +547,7 @@ def capture_file(
             writer.path.unlink()
         drain()
         if segments.link_dir(ledger_dir, link).is_dir():
-            write_checkpoint(ledger_dir, ledger, link, signing_key)
+            write_checkpoint(ledger_dir, ledger, link, signing_key, tree)
     finally:
         if lw is not None:  # every worker thread is out of its reader before the readers close
             for r in readers:

@@ -325,7 +325,16 @@ def verify(
         status = "[green]OK[/]" if res.ok else f"[red]{len(res.problems)} problem(s)[/]"
         out.print(f"{status}: {res.segments} segments, {res.records:,} records, {res.frames:,} frames, "
                   f"{res.drops_declared} drops declared, links {', '.join(res.links) or 'none'}")
+        if res.append_only.get("note"):
+            out.print(f"note: {res.append_only['note']}", markup=False)
     raise typer.Exit(0 if res.ok else 1)
+
+
+def _unverified_warning(res) -> None:
+    """One stderr line when a ledger was read with the keyless checks only (no --trust)."""
+    if not res.signatures_checked:
+        err.print(f"warning: {res.ledger}: UNVERIFIED: no --trust given, so seal signatures were not checked; the "
+                  "records are the ledger's as found, consistent only with their own seals", markup=False)
 
 
 def _read_input(path: Path, what: str) -> bytes:
@@ -485,6 +494,11 @@ def recompute(
     source: Annotated[str, typer.Argument(help="pcap/pcapng file, or workload:SPEC.toml, to recompute.")],
     digest_key: Annotated[list[Path], typer.Option("--digest-key", metavar="FILE", help="digest.key used for the ledger; repeat it for each key of a ledger whose digest key was rotated.")],
     ledger: Annotated[Optional[Path], typer.Option("--ledger", help="Ledger to reconcile against.")] = None,
+    trust: Annotated[Optional[Path], typer.Option(
+        "--trust", help="With --ledger: verifier.pub; the ledger is verified before it is reconciled (without it "
+                        "only the keyless checks run and the result is UNVERIFIED, exit 1).")] = None,
+    checkpoint: Annotated[Optional[Path], typer.Option(
+        "--checkpoint", help="With --ledger: a checkpoint the ledger must extend.")] = None,
     algorithm: Annotated[Optional[str], typer.Option(help="Without --ledger: digest algorithm.")] = None,
     strip: Annotated[Optional[str], typer.Option(help="Without --ledger: strip mode.")] = None,
     out_file: Annotated[Optional[Path], typer.Option("--out", help="Without --ledger: per-frame Parquet output.")] = None,
@@ -508,6 +522,8 @@ def recompute(
             raise UsageError("recompute needs --ledger DIR, or --algorithm, --strip and --out FILE.parquet")
         if len(dks) != 1:
             raise UsageError("without --ledger, recompute takes one --digest-key")
+        if trust is not None or checkpoint is not None:
+            raise UsageError("--trust and --checkpoint go with --ledger")
         dk = dks[0]
         alg = get_algorithm(algorithm)
         with _progress(f"recompute {source}", not as_json) as cb:
@@ -523,17 +539,23 @@ def recompute(
         return
     if algorithm or strip or out_file:
         raise UsageError("with --ledger, algorithm and strip mode come from the ledger; drop --algorithm/--strip/--out")
+    from .keys import TrustBundle
+
+    bundle = TrustBundle.load(trust) if trust is not None else None
+    note = _read_input(checkpoint, "checkpoint") if checkpoint is not None else None
     window = dict(from_ns=_parse_time(from_time, "--from"), to_ns=_parse_time(to_time, "--to"),
                   tolerance_ns=_parse_tolerance(tolerance))
     with _progress(f"recompute {source}", not as_json) as cb:
-        res = reconcile(source, ledger, dks, progress=cb, links=link, details=details, memory_limit=memory_limit,
-                        workers=workers, **window)
+        res = reconcile(source, ledger, dks, trust=bundle, checkpoint=note, checkpoint_name=str(checkpoint),
+                        progress=cb, links=link, details=details, memory_limit=memory_limit, workers=workers,
+                        **window)
     for w in res.warnings:
         err.print(f"[yellow]warning:[/] {w}")
     if as_json:
         _emit_json(res.to_json())
     else:
-        status = ("[green]MATCH[/]" if res.ok else "[red]DIFFER[/]") + (" [yellow](partial)[/]" if res.partial else "")
+        status = (("[green]MATCH[/]" if res.matches else "[red]DIFFER[/]") + (" [yellow](partial)[/]" if res.partial else "")
+                  + ("" if res.verified else " [red](UNVERIFIED: no --trust)[/]"))
         out.print(f"{status}: {res.frames:,} frames recomputed from {source}, {res.ledger_records:,} frame records "
                   f"in {ledger}: matched {res.matched:,}, ledger-only {res.ledger_only:,}, "
                   f"capture-only {res.capture_only:,}")
@@ -595,14 +617,22 @@ def query(
     ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
     sql: Annotated[str, typer.Argument(help="SQL over the views `records` and `seals`.")],
     fmt: Annotated[str, typer.Option("--format", help="table, csv or json.")] = "table",
+    trust: Annotated[Optional[Path], typer.Option(
+        "--trust", help="verifier.pub: verify signatures too before querying (without it only the keyless "
+                        "checks run, and a warning says so).")] = None,
+    checkpoint: Annotated[Optional[Path], typer.Option("--checkpoint", help="A checkpoint the ledger must extend.")] = None,
 ) -> None:
-    """Run SQL (DuckDB) over a ledger's `records` and `seals` views."""
+    """Verify a ledger, then run SQL (DuckDB) over the verified `records` and `seals` tables."""
+    from .keys import TrustBundle
     from .query import run_query
 
     if fmt not in ("table", "csv", "json"):
         raise UsageError(f"--format {fmt!r}: use table, csv or json")
-    cols, rows = run_query(ledger, sql)
-    rows = [[_cell(v) for v in r] for r in rows]
+    bundle = TrustBundle.load(trust) if trust is not None else None
+    note = _read_input(checkpoint, "checkpoint") if checkpoint is not None else None
+    res = run_query(ledger, sql, bundle, note, str(checkpoint))
+    _unverified_warning(res.verification)
+    cols, rows = res.columns, [[_cell(v) for v in r] for r in res.rows]
     if fmt == "json":
         # Repeated column names would collide as object keys: suffix them (a, a_2, ...).
         keys, seen = [], {}

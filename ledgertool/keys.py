@@ -67,6 +67,8 @@ __all__ = [
 DIGEST_KEY_FILE = "digest.key"
 SIGNING_KEY_FILE = "signing.key"
 VERIFIER_FILE = "verifier.pub"
+#: Kinds of signature problem (`TrustBundle.verify_detailed`), as verify reports them.
+SIGNATURE_MISSING, BAD_SIGNATURE = "signature_missing", "bad_signature"
 
 ED25519 = "ed25519"
 MLDSA65 = "ml-dsa-65"
@@ -444,44 +446,49 @@ class TrustBundle:
             raise KeyFileError(f"{path}: invalid public key: {e}") from None
 
     def verify(self, message: bytes, signatures: Mapping[str, str]) -> list[str]:
-        """Check ``signatures`` over exactly ``message``; return the problems found.
+        """Check ``signatures`` over exactly ``message``; return the problems found as text
+        (`verify_detailed` without the kinds). Returns ``[]`` when everything verifies."""
+        return [detail for _, detail in self.verify_detailed(message, signatures)]
+
+    def verify_detailed(self, message: bytes, signatures: Mapping[str, str]) -> list[tuple[str, str]]:
+        """Check ``signatures`` over exactly ``message``; return ``(kind, detail)`` per problem.
 
         ``signatures`` maps algorithm name to a base64 signature.  Every
         algorithm of the scheme must be present and verify (under ``hybrid``
         both Ed25519 and ML-DSA-65: RFC 8032 s5.1.7, FIPS 204 ML-DSA.Verify
         with an empty context).  Each missing, undecodable or non-verifying
-        signature is its own problem, e.g. ``"ml-dsa-65 signature missing"``
-        or ``"ed25519 signature does not verify with key <key id>"``.  A
-        signature for an algorithm the bundle has no key for is reported too.
-        Returns ``[]`` when everything verifies; never raises for bad input.
+        signature is its own problem: kind ``signature_missing`` (e.g. detail
+        ``"ml-dsa-65 signature missing"``) or ``bad_signature`` (e.g.
+        ``"ed25519 signature does not verify with key <key id>"``).  A
+        signature for an algorithm the bundle has no key for is a
+        ``bad_signature`` too.  Never raises for bad input.
         """
         if not isinstance(signatures, Mapping):
-            return [f"signatures must be an object of algorithm -> base64 signature, "
-                    f"got {type(signatures).__name__}"]
+            return [(BAD_SIGNATURE, f"signatures must be an object of algorithm -> base64 signature, "
+                                    f"got {type(signatures).__name__}")]
         message = bytes(message)
         ids = self.key_ids
-        problems: list[str] = []
+        problems: list[tuple[str, str]] = []
         for alg in self.algorithms:
             sig = signatures.get(alg)
             if sig is None:
-                problems.append(f"{alg} signature missing")
+                problems.append((SIGNATURE_MISSING, f"{alg} signature missing"))
                 continue
             if not isinstance(sig, str):
-                problems.append(f"{alg} signature is not a base64 string")
+                problems.append((BAD_SIGNATURE, f"{alg} signature is not a base64 string"))
                 continue
             try:
                 raw = b64decode_canonical(sig)
             except (binascii.Error, ValueError):
-                problems.append(f"{alg} signature is not valid base64")
+                problems.append((BAD_SIGNATURE, f"{alg} signature is not valid base64"))
                 continue
             try:
                 self._keys[alg].verify(raw, message)
             except (InvalidSignature, ValueError):
-                problems.append(f"{alg} signature does not verify with key {ids[alg]}")
+                problems.append((BAD_SIGNATURE, f"{alg} signature does not verify with key {ids[alg]}"))
         for alg in sorted(str(a) for a in signatures if a not in self.algorithms):
-            problems.append(
-                f"unexpected {alg!r} signature: trust bundle (scheme {self.scheme}) has no such key"
-            )
+            problems.append((BAD_SIGNATURE,
+                             f"unexpected {alg!r} signature: trust bundle (scheme {self.scheme}) has no such key"))
         return problems
 
 

@@ -16,10 +16,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import segments
-from .errors import LedgerFormatError
+from .errors import LedgerFormatError, UsageError
+from .ledger_reader import LEDGER_FILE, MAX_DOCUMENT_BYTES, LedgerReader, read_regular
 from .seal import genesis_hash, load_seal, seal_hash, write_atomic
 
-LEDGER_FILE = "ledger.json"
 LEDGER_FORMAT = "ledgertool-ledger-v1"
 DEFAULT_LEAF_RECORDS = 64  # records per Merkle leaf (docs/ledger-format.md: why 64)
 DEFAULT_LINK = "link0"
@@ -50,14 +50,18 @@ def create_ledger(directory: Path, *, algorithm: str, strip: str, digest_key_id:
 
 def load_ledger(directory: Path) -> dict:
     """Read DIR/ledger.json; LedgerFormatError when DIR is not a ledger."""
+    directory = Path(directory)
+    LedgerReader(directory)  # a directory, not a symlink
     path = directory / LEDGER_FILE
-    if not directory.is_dir():
-        raise LedgerFormatError(f"{directory}: " + ("not a directory; a ledger is a directory" if directory.exists()
-                                                    else "no such ledger directory"))
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         raise LedgerFormatError(f"{directory}: not a ledger (no {LEDGER_FILE})")
+    return parse_ledger_header(read_regular(path, MAX_DOCUMENT_BYTES).to_pybytes(), path)
+
+
+def parse_ledger_header(data: bytes, path: Path | str) -> dict:
+    """The ledger header from the bytes of ledger.json; LedgerFormatError naming `path`."""
     try:
-        doc = json.loads(path.read_bytes())
+        doc = json.loads(data)
     except ValueError as e:
         raise LedgerFormatError(f"{path}: not valid JSON ({e})") from None
     required = ("ledger_id", "algorithm", "strip", "digest_key_id", "digest_size", "record_size",
@@ -68,15 +72,13 @@ def load_ledger(directory: Path) -> dict:
 
 
 def links(directory: Path) -> list[str]:
-    """Link names present in the ledger, sorted."""
-    return sorted(p.name[5:] for p in directory.glob("link=*") if p.is_dir())
+    """Link names of the ledger (valid ASCII names of link=NAME directories), sorted."""
+    return LedgerReader(Path(directory)).links
 
 
 def choose_link(directory: Path, link: str | None) -> str:
     """The link a per-link command works on: `link` when the ledger has it, else the ledger's only
     link. UsageError when `link` is absent or, with no `link`, when the ledger has several."""
-    from .errors import UsageError
-
     names = links(directory)
     if link is None:
         if len(names) != 1:
@@ -88,28 +90,14 @@ def choose_link(directory: Path, link: str | None) -> str:
 
 
 def segment_files(directory: Path, link: str) -> dict[int, dict[str, Path]]:
-    """index -> {'open'|'parquet'|'seal.json': path} for one link."""
-    out: dict[int, dict[str, Path]] = {}
-    ldir = segments.link_dir(directory, link)
-    if ldir.is_dir():
-        for p in ldir.iterdir():
-            parsed = segments.parse_segment_name(p.name)
-            if parsed:
-                out.setdefault(parsed[0], {})[parsed[1]] = p
-    return out
-
-
-def sealed_parquet_files(directory: Path) -> list[Path]:
-    """Parquet files of every sealed segment, all links, in (link, segment) order."""
-    return [files["parquet"] for link in links(directory)
-            for _, files in sorted(segment_files(directory, link).items())
-            if "parquet" in files and "seal.json" in files]
-
-
-def sql_parquet_source(paths: list[Path]) -> str:
-    """A DuckDB read_parquet(...) expression over explicit files (hive partition `link` kept)."""
-    quoted = ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths)
-    return f"read_parquet([{quoted}], hive_partitioning=true)"
+    """index -> {'open'|'parquet'|'leaves'|'seal.json': path} for one link: the regular files with
+    ASCII segment names (ledgertool.ledger_reader), nothing else."""
+    reader = LedgerReader(Path(directory))
+    if not reader.link_dir(link).is_dir():
+        return {}
+    listing = reader.listing(link)
+    return {i: {k: reader.segment_path(link, i, k) for k in sorted(kinds)}
+            for i, kinds in sorted(listing.segments.items())}
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ or a witness holds, not only the seal. `check_proof` is pure.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -23,9 +24,10 @@ from .checkpoint import SignedNote, checkpoint_path, link_tree, origin_for, pars
 from .engine import merkle_leaves, merkle_root, record_dtype
 from .errors import DiscrepancyError, LedgerFormatError, UsageError
 from .keys import TrustBundle
-from .ledger import choose_link, load_ledger, segment_files
+from .ledger import choose_link, load_ledger
+from .ledger_reader import PARQUET, LedgerReader
 from .rotation import key_schedule, load_rotations
-from .seal import SEAL_FORMAT, load_seal, parquet_records, read_sealed_parquet, seal_hash, seal_signed_bytes
+from .seal import SEAL_FORMAT, decode_parquet, parse_seal, seal_hash, seal_signed_bytes, table_to_records
 
 PROOF_FORMAT = "ledgertool-inclusion-proof-v2"  # v2 adds the checkpoint part (null when none covers)
 PROOF_FORMAT_V1 = "ledgertool-inclusion-proof-v1"  # still checked: record, block, path, seal, rotations
@@ -40,14 +42,19 @@ def record_to_json(rec) -> dict:
     return out
 
 
-def _segment_records(directory: Path, ledger: dict, link: str, doc: dict) -> bytes:
-    path = directory / f"link={link}" / str(doc.get("parquet_file", ""))
-    if not path.is_file():
-        raise DiscrepancyError(f"{path}: Parquet file of segment {doc.get('segment')} is missing")
-    data, sha = read_sealed_parquet(path)
-    if sha != doc.get("parquet_sha256"):
+def _segment_records(reader: LedgerReader, ledger: dict, link: str, index: int, doc: dict) -> bytes:
+    """The records of one sealed segment, from its own Parquet file (never a path the seal names),
+    read once and checked against the seal's SHA-256 before they are decoded."""
+    path = reader.segment_path(link, index, PARQUET)
+    if doc.get("parquet_file") != path.name:
+        raise DiscrepancyError(f"{reader.segment_path(link, index, 'seal.json')}: parquet_file does not name "
+                               f"{path.name}; run `ledgertool verify`")
+    if not reader.listing(link).has(index, PARQUET):
+        raise DiscrepancyError(f"{path}: Parquet file of segment {index} is missing")
+    data = reader.read_segment_file(link, index, PARQUET)
+    if hashlib.sha256(data).hexdigest() != doc.get("parquet_sha256"):
         raise DiscrepancyError(f"{path}: SHA-256 differs from its seal; run `ledgertool verify`")
-    return parquet_records(data, ledger["digest_size"])
+    return table_to_records(decode_parquet(data), ledger["digest_size"])
 
 
 def build_proof(directory: Path, *, seq: int | None = None, digest: str | None = None,
@@ -77,13 +84,16 @@ def build_proof(directory: Path, *, seq: int | None = None, digest: str | None =
         if len(want) != ledger["digest_size"]:
             raise UsageError(f"--digest is {len(want)} bytes; this ledger's digests are {ledger['digest_size']}")
     dtype = record_dtype(ledger["digest_size"])
-    files = segment_files(directory, link)
-    for index in sorted(i for i, f in files.items() if "seal.json" in f):
-        doc = load_seal(files[index]["seal.json"])
-        first, last = int(doc["first_seq"]), int(doc["last_seq"])
+    reader = LedgerReader(directory)
+    for index in reader.listing(link).sealed:
+        doc = parse_seal(reader.read_seal_bytes(link, index), reader.segment_path(link, index, "seal.json"))
+        try:
+            first, last = int(doc["first_seq"]), int(doc["last_seq"])
+        except (KeyError, TypeError, ValueError):
+            raise DiscrepancyError(f"segment {index}: seal lacks its sequence range; run `ledgertool verify`") from None
         if seq is not None and not first <= seq <= last:
             continue
-        records = _segment_records(directory, ledger, link, doc)
+        records = _segment_records(reader, ledger, link, index, doc)
         arr = np.frombuffer(records, dtype=dtype)
         hits = np.nonzero(arr["seq"] == seq)[0] if seq is not None else np.nonzero(arr["digest"] == want)[0]
         if not len(hits):

@@ -195,7 +195,7 @@ def test_ledger_end_to_end_with_new_algorithms(name, tmp_path, keydir):
     assert r.returncode == 0, r.stderr
     assert ("forge" in r.stderr) == (name == "aes-128-gmac")  # the fixed-IV warning, on creation
     r = run_cli("recompute", SAMPLES / "sample.pcap", "--ledger", led, "--digest-key", keydir / "digest.key",
-                "--json")
+                "--json", "--trust", keydir / "verifier.pub")
     doc = json.loads(r.stdout)
     assert r.returncode == 0 and doc["ok"] and doc["matched"] == doc["frames"] > 0, r.stdout
     r = run_cli("capture", SAMPLES / "sample.pcap", "--ledger", led, "--digest-key", keydir / "digest.key",
