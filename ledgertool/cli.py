@@ -10,8 +10,10 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import sys
 import time
+import traceback
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Optional
@@ -721,29 +723,42 @@ _register_optional()
 
 def main() -> None:
     """Console entry point: map errors to exit codes (0 ok, 1 discrepancy, 2 bad input/usage)."""
+    code = _run()
+    # Leave without the interpreter's teardown: native pool threads (Arrow's, DuckDB's) that outlive
+    # it can abort the process after a correct report ("terminate called without an active
+    # exception", exit 134; apache/arrow#34314), and a script must be able to trust the exit code.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _run() -> int:
+    """Run the app; return the exit code. With --debug an error also prints its traceback."""
     try:
         rc = app(standalone_mode=False)
     except LedgerError as e:
         if STATE["debug"]:
-            raise
+            traceback.print_exc()
         err.print(f"ledgertool: error: {e}", markup=False, highlight=False, soft_wrap=True)
-        sys.exit(exit_code_for(e))
+        return exit_code_for(e)
     except typer.Exit as e:
-        sys.exit(e.exit_code)
+        return e.exit_code
     except (KeyboardInterrupt, typer.Abort):
         err.print("ledgertool: interrupted")
-        sys.exit(130)
+        return 130
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
     except Exception as e:  # noqa: BLE001
         # Option-parser errors (typer may vendor its own click): they know how to show themselves.
         if callable(getattr(e, "show", None)) and isinstance(getattr(e, "exit_code", None), int):
             e.show()
-            sys.exit(2 if e.exit_code == 2 else e.exit_code)
+            return 2 if e.exit_code == 2 else e.exit_code
         if STATE["debug"]:
-            raise
+            traceback.print_exc()
         err.print(f"ledgertool: internal error: {type(e).__name__}: {e} (rerun with --debug for a traceback)",
                   markup=False, soft_wrap=True)
-        sys.exit(2)
-    sys.exit(rc if isinstance(rc, int) else 0)
+        return 2
+    return rc if isinstance(rc, int) else 0
 
 
 if __name__ == "__main__":
