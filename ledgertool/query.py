@@ -50,9 +50,9 @@ def not_verified_error(res: VerifyResult, what: str) -> DiscrepancyError:
     """The one-line refusal to read a ledger that did not verify (exit 1)."""
     first = res.problems[0]
     where = f"link {first.link} segment {first.segment}: " if first.segment is not None else ""
-    more = f" and {len(res.problems) - 1} more" if len(res.problems) > 1 else ""
+    more = f"{len(res.problems) - 1} more problems; " if len(res.problems) > 1 else ""
     return DiscrepancyError(f"{res.ledger}: the ledger does not verify, so {what}: {where}{first.kind}: "
-                            f"{first.detail}{more} (run `ledgertool verify` for every problem)")
+                            f"{first.detail} ({more}run `ledgertool verify` for every problem)")
 
 
 def add_segment(con: duckdb.DuckDBPyConnection, seg: VerifiedSegment) -> None:
