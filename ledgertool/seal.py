@@ -118,14 +118,6 @@ def write_parquet_atomic(table: pa.Table, path: Path) -> tuple[str, int]:
     return hashlib.sha256(data).hexdigest(), data.size
 
 
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def decode_parquet(data: pa.Buffer) -> pa.Table:
     """The table of a sealed Parquet file held in memory (the very bytes that were hashed);
     pyarrow's errors for a file that does not decode."""
