@@ -20,7 +20,7 @@ import numpy as np
 
 from . import merkle
 from .checkpoint import SignedNote, checkpoint_path, link_tree, origin_for, parse_note, verify_note
-from .engine import merkle_leaves, merkle_root, record_dtype
+from .engine import RECORD_FIXED, merkle_leaves, merkle_root, record_dtype
 from .errors import DiscrepancyError, LedgerFormatError, UsageError
 from .keys import TrustBundle
 from .ledger import choose_link, load_ledger, segment_files
@@ -33,10 +33,13 @@ _FIELDS = ("seq", "ts_ns", "wire_len", "cap_len", "flags", "linktype", "aux")
 
 
 def record_to_json(rec) -> dict:
+    """One record (a numpy record of `record_dtype`) as the proof's `record` object: u64/i64 as
+    decimal strings, the digest as lowercase hex of all its bytes (sliced from the raw record, so a
+    digest ending in zero bytes keeps them)."""
     out = {k: int(rec[k]) for k in _FIELDS}
     out["seq"] = str(out["seq"])
     out["ts_ns"] = str(out["ts_ns"])
-    out["digest"] = bytes(rec["digest"]).hex()
+    out["digest"] = rec.tobytes()[RECORD_FIXED:].hex()
     return out
 
 
@@ -85,7 +88,7 @@ def build_proof(directory: Path, *, seq: int | None = None, digest: str | None =
             continue
         records = _segment_records(directory, ledger, link, doc)
         arr = np.frombuffer(records, dtype=dtype)
-        hits = np.nonzero(arr["seq"] == seq)[0] if seq is not None else np.nonzero(arr["digest"] == want)[0]
+        hits = np.nonzero(arr["seq"] == seq)[0] if seq is not None else np.nonzero(arr["digest"] == np.void(want))[0]
         if not len(hits):
             if seq is not None:
                 raise DiscrepancyError(f"segment {index}: seq {seq} is in the seal's range but not in its records")

@@ -72,7 +72,7 @@ def table_to_records(table: pa.Table, digest_size: int) -> bytes:
     dig = table.column("digest").combine_chunks()
     raw = dig.buffers()[1]
     start = dig.offset * digest_size
-    arr["digest"] = np.frombuffer(raw, dtype=f"S{digest_size}", count=n, offset=start)
+    arr["digest"] = np.frombuffer(raw, dtype=f"V{digest_size}", count=n, offset=start)
     return arr.tobytes()
 
 
