@@ -48,8 +48,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from cryptography.hazmat.primitives.asymmetric.mldsa import MLDSA65PrivateKey, MLDSA65PublicKey
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from .canonical import b64decode_canonical
-from .errors import AlgorithmError, KeyFileError
+from .canonical import b64decode_canonical, loads_strict
+from .errors import AlgorithmError, KeyFileError, LedgerFormatError
 
 __all__ = [
     "DIGEST_KEY_FILE",
@@ -133,8 +133,8 @@ def _sniff(data: bytes) -> str | None:
     if _HEX64.fullmatch(text):
         return "digest"
     try:
-        doc = json.loads(text)
-    except ValueError:
+        doc = loads_strict(data, "key file")
+    except LedgerFormatError:
         return None
     if isinstance(doc, dict):
         fmt = doc.get("format")
@@ -159,13 +159,9 @@ def _load_json_doc(path: str, kind: str, fmt: str) -> dict[str, Any]:
         raise err
     what = _KINDS[kind]
     try:
-        doc = json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise KeyFileError(f"{path}: not UTF-8 text (expected {what})") from None
-    except json.JSONDecodeError as e:
-        raise KeyFileError(
-            f"{path}: not valid JSON at line {e.lineno} column {e.colno} (expected {what})"
-        ) from None
+        doc = loads_strict(data, path)
+    except LedgerFormatError as e:
+        raise KeyFileError(f"{e} (expected {what})") from None
     if not isinstance(doc, dict):
         raise KeyFileError(f"{path}: top level is not a JSON object (expected {what})")
     if doc.get("format") != fmt:

@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import segments
+from .canonical import loads_strict
 from .errors import LedgerFormatError
 from .seal import genesis_hash, load_seal, seal_hash, write_atomic
 
@@ -49,7 +50,8 @@ def create_ledger(directory: Path, *, algorithm: str, strip: str, digest_key_id:
 
 
 def load_ledger(directory: Path) -> dict:
-    """Read DIR/ledger.json; LedgerFormatError when DIR is not a ledger."""
+    """Read DIR/ledger.json (strict JSON: `canonical.loads_strict`); LedgerFormatError when DIR is
+    not a ledger."""
     path = directory / LEDGER_FILE
     if not directory.is_dir():
         raise LedgerFormatError(f"{directory}: " + ("not a directory; a ledger is a directory" if directory.exists()
@@ -57,9 +59,10 @@ def load_ledger(directory: Path) -> dict:
     if not path.is_file():
         raise LedgerFormatError(f"{directory}: not a ledger (no {LEDGER_FILE})")
     try:
-        doc = json.loads(path.read_bytes())
-    except ValueError as e:
-        raise LedgerFormatError(f"{path}: not valid JSON ({e})") from None
+        data = path.read_bytes()
+    except OSError as e:
+        raise LedgerFormatError(f"{path}: cannot read the ledger header ({e.strerror or e})") from None
+    doc = loads_strict(data, str(path))
     required = ("ledger_id", "algorithm", "strip", "digest_key_id", "digest_size", "record_size",
                 "leaf_records")
     if not isinstance(doc, dict) or doc.get("format") != LEDGER_FORMAT or any(k not in doc for k in required):

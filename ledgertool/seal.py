@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .canonical import canonical_json
+from .canonical import canonical_json, loads_strict
 from .engine import FLAG_GAP, merkle_leaves, merkle_root, record_dtype
 from .errors import LedgerFormatError
 from .keys import SigningKey, seal_message
@@ -229,14 +229,13 @@ def seal_records(
 
 
 def load_seal(path: Path) -> dict:
-    """Parse a seal document; LedgerFormatError naming the file when it is not one."""
-    def no_constants(name: str):  # NaN / Infinity are not JSON (RFC 8259); Python would accept them
-        raise ValueError(f"{name} is not a JSON number")
-
+    """Parse a seal document (strict JSON: `canonical.loads_strict`); LedgerFormatError naming the
+    file when it is not one."""
     try:
-        doc = json.loads(path.read_bytes(), parse_constant=no_constants)
-    except (OSError, ValueError) as e:
-        raise LedgerFormatError(f"{path}: not a readable seal document ({e})") from None
+        data = path.read_bytes()
+    except OSError as e:
+        raise LedgerFormatError(f"{path}: not a readable seal document ({e.strerror or e})") from None
+    doc = loads_strict(data, str(path))
     if not isinstance(doc, dict) or doc.get("format") != SEAL_FORMAT:
         raise LedgerFormatError(f"{path}: not a {SEAL_FORMAT} document")
     return doc

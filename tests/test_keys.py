@@ -263,7 +263,7 @@ def test_signing_key_load_rejects_malformed(tmp_path, hybrid, edit, match):
 def test_signing_key_load_rejects_non_json(tmp_path):
     path = tmp_path / "signing.key"
     path.write_text("{not json")
-    with pytest.raises(KeyFileError, match="not valid JSON") as e:
+    with pytest.raises(KeyFileError, match="not JSON at byte 1") as e:
         SigningKey.load(path)
     assert str(path) in str(e.value)
 
