@@ -38,6 +38,7 @@ import json
 import os
 import re
 import secrets
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,6 +94,7 @@ _PUBLIC_KEY_SIZES = {ED25519: 32, MLDSA65: 1952}
 _MAX_KEY_FILE = 1 << 16  # every valid key file is far smaller
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 
+_SECRET_KINDS = {"digest": "digest key", "signing": "signing key"}
 _KINDS = {
     "digest": "a digest key (64 hex characters)",
     "signing": "a ledgertool signing key",
@@ -104,10 +106,16 @@ _KINDS = {
 
 
 def _read_key_file(path: str, kind: str) -> bytes:
-    """Read a small key file; every failure is a one-line KeyFileError naming it."""
+    """Read a small key file; every failure is a one-line KeyFileError naming it.
+
+    A secret (`digest.key`, `signing.key`) that group or others may read (mode & 0o077, as the
+    opened file reports it) is refused, as ssh refuses an unprotected private key: whoever can read
+    it can forge digests or seals. A file that is another kind of key file is left to the caller's
+    wrong-kind message."""
     what = _KINDS[kind]
     try:
         with open(path, "rb") as f:
+            mode = os.fstat(f.fileno()).st_mode
             data = f.read(_MAX_KEY_FILE + 1)
     except FileNotFoundError:
         raise KeyFileError(f"{path}: file not found (expected {what})") from None
@@ -121,6 +129,9 @@ def _read_key_file(path: str, kind: str) -> bytes:
         raise KeyFileError(f"{path}: file too large to be {what}")
     if not data.strip():
         raise KeyFileError(f"{path}: file is empty (expected {what})")
+    if kind in _SECRET_KINDS and mode & 0o077 and _sniff(data) in (None, kind):
+        raise KeyFileError(f"{path}: UNPROTECTED PRIVATE KEY FILE: mode {stat.S_IMODE(mode):04o} lets group or "
+                           f"others read this {_SECRET_KINDS[kind]}; refused (run `chmod 600 {path}`)")
     return data
 
 
