@@ -221,6 +221,9 @@ def capture(
     pin: Annotated[Optional[int], typer.Option(help="iface: pin the capture thread to this CPU (with --workers N: worker i to CPU PIN+i).")] = None,
     fanout_group: Annotated[int, typer.Option(help="iface: PACKET_FANOUT group id (0: from the process id).")] = 0,
     promisc: Annotated[bool, typer.Option(help="iface: promiscuous mode.")] = True,
+    accept_gmac_forgery_risk: Annotated[bool, typer.Option(
+        "--accept-gmac-forgery-risk", help="Create an aes-128-gmac ledger although whoever holds two of its tags "
+        "can forge every tag (fixed IV; docs/algorithms.md).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
 ) -> None:
     """Digest every frame of a capture or a live interface into a sealed, signed, hash-chained ledger."""
@@ -241,7 +244,7 @@ def capture(
                            link=link, segment_records=segment_records, leaf_records=leaf_records,
                            progress=None if live_source else cb, monitor=cb if live_source else None,
                            segment_seconds=segment_seconds, duration=duration, max_frames=frames, live=opts,
-                           workers=workers)
+                           workers=workers, accept_forgery_risk=accept_gmac_forgery_risk)
     for w in res.warnings:
         err.print(styled(("warning:", "yellow"), f" {w}"))
     if res.drops:
@@ -462,6 +465,8 @@ def check_proof_cmd(
         raise LedgerFormatError(f"{checkpoint}: checkpoint is for {held.checkpoint.origin}, "
                                 f"not {origin_for(doc['ledger_id'], doc['link'])}")
     res = check_proof(doc, bundle, held)
+    for w in res.warnings:
+        err.print(styled(("warning:", "yellow"), f" {w}"))
     if as_json:
         _emit_json(res.to_json())
     else:
@@ -649,8 +654,10 @@ def algorithms(as_json: Annotated[bool, typer.Option("--json", help="Print a JSO
     t = Table("key", "digest", "ledger", "CPU path in use", "paths on this CPU")
     t.columns.insert(0, Column("name", no_wrap=True))
     for r in rows:
-        t.add_row(r["name"], f"{r['key_bytes']} B", f"{r['digest_bytes']} B", "yes" if r["ledger"] else "bench only",
-                  r["cpu_path"], ", ".join(r["cpu_paths"]))
+        opt_in = ALGORITHMS[r["name"]].risk_opt_in
+        ledger_ok = ("bench only" if not r["ledger"] else f"with {opt_in}" if opt_in else "yes")
+        t.add_row(r["name"], f"{r['key_bytes']} B", f"{r['digest_bytes']} B", ledger_ok, r["cpu_path"],
+                  ", ".join(r["cpu_paths"]))
     table_console().print(t)
     for r in rows:  # guarantees as paragraphs: too long for table cells on an 80-column terminal
         out.print()

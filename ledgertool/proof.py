@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from . import merkle
+from .algorithms import algorithm_caveat
 from .canonical import loads_strict
 from .checkpoint import SignedNote, checkpoint_path, link_tree, origin_for, parse_note, verify_note
 from .engine import RECORD_FIXED, merkle_leaves, merkle_root, record_dtype
@@ -172,11 +173,19 @@ class ProofCheck:
 
     checkpoint: dict | None = None  # {"tree_size", "root_hash"} of the checkpoint the proof reached
 
+    @property
+    def warnings(self) -> list[str]:
+        """Caveats on the verdict: the seal's algorithm's (aes-128-gmac: forgeable by whoever saw
+        two tags)."""
+        seal = self.proof.get("seal")
+        caveat = algorithm_caveat(seal.get("algorithm")) if isinstance(seal, dict) else None
+        return [caveat] if caveat else []
+
     def to_json(self) -> dict:
         p = self.proof
         return {"ok": self.ok, "reason": self.reason, "ledger_id": p.get("ledger_id"), "link": p.get("link"),
                 "segment": p.get("segment"), "record_index": p.get("record_index"), "record": p.get("record"),
-                "checkpoint": self.checkpoint}
+                "checkpoint": self.checkpoint, "warnings": self.warnings}
 
 
 _LOWER_HEX = re.compile(r"(?:[0-9a-f]{2})*")

@@ -306,6 +306,8 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey | Sequ
                      for kid, _ in keys],
         uncovered=uncovered,
     )
+    if alg.caveat:
+        res.warnings.append(alg.caveat)
     if uncovered:
         runs_txt = "; ".join(f"link {u['link']} segments {u['first_segment']}..{u['last_segment']} "
                              f"({u['frames']} frames, digest key id {u['digest_key_id']})" for u in uncovered[:4])

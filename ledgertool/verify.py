@@ -29,6 +29,7 @@ import numpy as np
 
 from . import segments
 from .checkpoint import check_extends, checkpoint_path, link_tree, parse_note
+from .algorithms import algorithm_caveat
 from .engine import FLAG_GAP, merkle_leaves, merkle_root, record_dtype
 from .errors import LedgerFormatError
 from .keys import TrustBundle
@@ -84,6 +85,9 @@ def verify_ledger(directory: Path, trust: TrustBundle, checkpoint: bytes | None 
     directory = Path(directory)
     ledger = load_ledger(directory)
     res = VerifyResult(str(directory), links=links(directory))
+    caveat = algorithm_caveat(ledger.get("algorithm"))
+    if caveat:  # the verdict below holds only under the caveat's condition
+        res.warnings.append(Problem("algorithm_caveat", None, caveat))
     note = None
     if checkpoint is not None:
         note = parse_note(checkpoint, checkpoint_name)
