@@ -218,6 +218,7 @@ def capture_file(
     progress: Progress | None = None, segment_seconds: float | None = None, duration: float | None = None,
     max_frames: int | None = None, live: LiveOptions | None = None,
     monitor: Callable[[CaptureStatus], None] | None = None, workers: int = 0,
+    accept_forgery_risk: bool = False,
 ) -> CaptureResult:
     """Capture every frame of a pcap/pcapng file, or a live interface (`iface:NAME`), into the
     ledger at `ledger_dir`.
@@ -237,7 +238,9 @@ def capture_file(
     Creates the ledger (algorithm default siphash-1-3-128, strip default frame) or appends to it,
     continuing its seal chain and sequence numbers; every segment written is sealed before return,
     also on SIGINT/SIGTERM. Raises CaptureFormatError for an unreadable or corrupt capture (frames
-    before a corrupt structure are sealed first and counted in the message), KeyFileError when the
+    before a corrupt structure are sealed first and counted in the message), UsageError for a new
+    ledger of an algorithm with a `risk_opt_in` (aes-128-gmac) unless `accept_forgery_risk`,
+    KeyFileError when the
     digest key is not an existing ledger's current one (a key retired by a digest-key rotation is
     named as such) or the signing key is not its current one, AlgorithmError for an unknown algorithm.
     """
@@ -277,6 +280,11 @@ def capture_file(
     else:
         alg = get_algorithm(algorithm or "siphash-1-3-128")
         strip_id = get_strip_mode(strip or "frame")
+        if alg.risk_opt_in and not accept_forgery_risk:
+            raise UsageError(f"{alg.name} uses a fixed IV: whoever holds two of the ledger's (frame, tag) pairs, "
+                             "as the prover normally does, can forge every tag without the key; use "
+                             f"blake3-keyed-128 or hmac-sha256-128, or create it anyway with {alg.risk_opt_in} "
+                             "(docs/algorithms.md, \"GMAC with a fixed IV\")")
     # Open the capture before creating anything, so a bad file leaves no empty ledger behind.
     if live_workers > 1:
         # the same fanout group for every ring (0: the process id); each worker thread pins itself

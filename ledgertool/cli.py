@@ -19,12 +19,11 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.table import Column, Table
 
 from . import __version__
 from .errors import LedgerError, UsageError, exit_code_for
-from .report import table_console
+from .report import SafeConsole, printable, styled, table_console
 
 app = typer.Typer(
     name="ledgertool",
@@ -36,9 +35,11 @@ app = typer.Typer(
 keys_app = typer.Typer(help="Digest and signing keys.", no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
 
-# Plain result lines are never wrapped mid-line (soft_wrap) so scripts can grep them.
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+# Plain result lines are never wrapped mid-line (soft_wrap) so scripts can grep them. Nothing printed
+# is read as markup, and control characters in it are made visible (report.SafeConsole): file names,
+# seal fields, proof fields and error messages are untrusted text.
+out = SafeConsole(soft_wrap=True)
+err = SafeConsole(stderr=True, soft_wrap=True)
 STATE = {"debug": False}
 
 
@@ -63,9 +64,10 @@ def _progress(label: str, enabled: bool):
         return
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TextColumn("{task.fields[stats]}"),
-                  TimeElapsedColumn(), console=err, transient=True) as prog:
-        task = prog.add_task(label, stats="")
+    with Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False),
+                  TextColumn("{task.fields[stats]}", markup=False), TimeElapsedColumn(), console=err,
+                  transient=True) as prog:
+        task = prog.add_task(printable(label), stats="")
         t0 = time.perf_counter()
 
         def cb(frames: int, nbytes: int) -> None:
@@ -176,14 +178,15 @@ def _live_panel(source: str, enabled: bool):
         t.add_row("frames", f"{st.frames:,}" if st else "0")
         t.add_row("rate", f"{state['fps']:,.0f} frames/s   {state['gbps']:.3f} Gbit/s")
         drops = st.drops if st else 0
-        t.add_row("drops", f"[bold red]{drops:,} DROPPED (declared as GAP records)[/]" if drops else "[green]0[/]")
+        t.add_row("drops", styled((f"{drops:,} DROPPED (declared as GAP records)", "bold red")) if drops
+                  else styled(("0", "green")))
         if st:
             seg = (f"segment {st.open_segment}: {st.open_records:,} records" if st.open_segment is not None
                    else "none open")
             t.add_row("segments", f"{st.segments_sealed} sealed, {seg}")
-            t.add_row("elapsed", f"{st.elapsed_s:.1f} s" + ("   [yellow]stopping: draining the ring[/]"
-                                                            if st.stopping else ""))
-        return Panel(t, title=f"capture {source}", subtitle="Ctrl-C: seal and stop", expand=False)
+            t.add_row("elapsed", styled(f"{st.elapsed_s:.1f} s", ("   stopping: draining the ring", "yellow")
+                                        if st.stopping else ""))
+        return Panel(t, title=styled(f"capture {source}"), subtitle="Ctrl-C: seal and stop", expand=False)
 
     with Live(render(None), console=err, refresh_per_second=4, transient=False) as live:
         def cb(st) -> None:
@@ -220,6 +223,9 @@ def capture(
     pin: Annotated[Optional[int], typer.Option(help="iface: pin the capture thread to this CPU (with --workers N: worker i to CPU PIN+i).")] = None,
     fanout_group: Annotated[int, typer.Option(help="iface: PACKET_FANOUT group id (0: from the process id).")] = 0,
     promisc: Annotated[bool, typer.Option(help="iface: promiscuous mode.")] = True,
+    accept_gmac_forgery_risk: Annotated[bool, typer.Option(
+        "--accept-gmac-forgery-risk", help="Create an aes-128-gmac ledger although whoever holds two of its tags "
+        "can forge every tag (fixed IV; docs/algorithms.md).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
 ) -> None:
     """Digest every frame of a capture or a live interface into a sealed, signed, hash-chained ledger."""
@@ -240,12 +246,12 @@ def capture(
                            link=link, segment_records=segment_records, leaf_records=leaf_records,
                            progress=None if live_source else cb, monitor=cb if live_source else None,
                            segment_seconds=segment_seconds, duration=duration, max_frames=frames, live=opts,
-                           workers=workers)
+                           workers=workers, accept_forgery_risk=accept_gmac_forgery_risk)
     for w in res.warnings:
-        err.print(f"[yellow]warning:[/] {w}")
+        err.print(styled(("warning:", "yellow"), f" {w}"))
     if res.drops:
-        err.print(f"[bold red]DROPS: {res.drops:,} frames were dropped by the kernel ring before they could be "
-                  f"digested; the ledger declares them in GAP records[/]")
+        err.print(styled((f"DROPS: {res.drops:,} frames were dropped by the kernel ring before they could be "
+                          "digested; the ledger declares them in GAP records", "bold red")))
     if as_json:
         _emit_json(res.to_json())
     else:
@@ -255,7 +261,7 @@ def capture(
         out.print(f"{res.elapsed_s:.3f} s, {_rate(res.frames_per_s)}frames/s, {res.gbit_per_s:.3g} Gbit/s"
                   f" ({res.algorithm}, strip {res.strip})")
     if res.interrupted:
-        err.print("[yellow]interrupted: open segment sealed[/]")
+        err.print(styled(("interrupted: open segment sealed", "yellow")))
 
 
 # ---- replay ---------------------------------------------------------------------------------
@@ -286,11 +292,11 @@ def replay(
     res = do_replay(file, iface, mode=mode, rate=rate, loops=loop)
     skipped = res.skipped_too_large + res.skipped_too_short + res.skipped_linktype
     if skipped:
-        err.print(f"[yellow]warning:[/] {skipped:,} frames not sent: {res.skipped_too_large:,} longer than the MTU "
-                  f"allows, {res.skipped_too_short:,} shorter than an Ethernet header, "
-                  f"{res.skipped_linktype:,} not Ethernet")
+        err.print(styled(("warning:", "yellow"), f" {skipped:,} frames not sent: {res.skipped_too_large:,} longer "
+                         f"than the MTU allows, {res.skipped_too_short:,} shorter than an Ethernet header, "
+                         f"{res.skipped_linktype:,} not Ethernet"))
     if res.send_errors:
-        err.print(f"[yellow]warning:[/] {res.send_errors:,} frames refused by the socket")
+        err.print(styled(("warning:", "yellow"), f" {res.send_errors:,} frames refused by the socket"))
     if as_json:
         _emit_json(res.to_json())
     else:
@@ -298,7 +304,7 @@ def replay(
                   f"{res.frames_per_s:,.0f} frames/s, {res.mbit_per_s:,.1f} Mbit/s ({mode}"
                   f"{f' {rate:g}' if rate else ''}, {loop} loop{'s' if loop > 1 else ''})")
     if res.interrupted:
-        err.print("[yellow]interrupted[/]")
+        err.print(styled(("interrupted", "yellow")))
 
 
 # ---- verify ---------------------------------------------------------------------------------
@@ -321,14 +327,14 @@ def verify(
         _emit_json(res.to_json())
     else:
         for w in res.warnings:
-            err.print(f"[yellow]warning[/] {w.kind}{_where(w)}: {w.detail}", markup=True)
+            err.print(styled(("warning", "yellow"), f" {w.kind}{_where(w)}: {w.detail}"))
         for p in res.problems:
-            out.print(f"[red]FAIL[/] {p.kind}{_where(p)}: {p.detail}")
-        status = "[green]OK[/]" if res.ok else f"[red]{len(res.problems)} problem(s)[/]"
-        out.print(f"{status}: {res.segments} segments, {res.records:,} records, {res.frames:,} frames, "
-                  f"{res.drops_declared} drops declared, links {', '.join(res.links) or 'none'}")
-        if res.append_only.get("note"):
-            out.print(f"note: {res.append_only['note']}", markup=False)
+            out.print(styled(("FAIL", "red"), f" {p.kind}{_where(p)}: {p.detail}"))
+        if res.append_only.get("note"):  # beside the warnings: stdout keeps FAIL lines and one verdict line
+            err.print(f"note: {res.append_only['note']}")
+        status = ("OK", "green") if res.ok else (f"{len(res.problems)} problem(s)", "red")
+        out.print(styled(status, f": {res.segments} segments, {res.records:,} records, {res.frames:,} frames, "
+                                 f"{res.drops_declared} drops declared, links {', '.join(res.links) or 'none'}"))
     raise typer.Exit(0 if res.ok else 1)
 
 
@@ -336,7 +342,7 @@ def _unverified_warning(res) -> None:
     """One stderr line when a ledger was read with the keyless checks only (no --trust)."""
     if not res.signatures_checked:
         err.print(f"warning: {res.ledger}: UNVERIFIED: no --trust given, so seal signatures were not checked; the "
-                  "records are the ledger's as found, consistent only with their own seals", markup=False)
+                  "records are the ledger's as found, consistent only with their own seals")
 
 
 def _read_input(path: Path, what: str) -> bytes:
@@ -409,10 +415,10 @@ def check_consistency_cmd(
     if as_json:
         _emit_json(res.to_json())
     elif res.ok:
-        out.print(f"[green]CONSISTENT[/]: {new} ({res.new.size} segments) extends {old} ({res.old.size}); "
-                  f"proof of {len(res.proof)} hashes")
+        out.print(styled(("CONSISTENT", "green"), f": {new} ({res.new.size} segments) extends {old} "
+                                                  f"({res.old.size}); proof of {len(res.proof)} hashes"))
     else:
-        out.print(f"[red]INCONSISTENT[/]: {res.reason}")
+        out.print(styled(("INCONSISTENT", "red"), f": {res.reason}"))
     raise typer.Exit(0 if res.ok else 1)
 
 
@@ -470,16 +476,20 @@ def check_proof_cmd(
         raise LedgerFormatError(f"{checkpoint}: checkpoint is for {held.checkpoint.origin}, "
                                 f"not {origin_for(doc['ledger_id'], doc['link'])}")
     res = check_proof(doc, bundle, held)
+    for w in res.warnings:
+        err.print(styled(("warning:", "yellow"), f" {w}"))
     if as_json:
         _emit_json(res.to_json())
-    elif res.ok:
-        r = res.proof["record"]
-        to = (f" and the checkpoint of tree size {res.checkpoint['tree_size']}" if res.checkpoint
-              else " (the proof carries no checkpoint)")
-        out.print(f"[green]VALID[/]: seq {r['seq']} digest {r['digest']} is record {res.proof['record_index']} of "
-                  f"link {res.proof['link']} segment {res.proof['segment']} under its signed seal{to}")
     else:
-        out.print(f"[red]INVALID[/]: {res.reason}")
+        p, r = res.proof, res.proof["record"]
+        where = f"ledger {p['ledger_id']} link {p['link']} segment {p['segment']}"
+        if res.ok:
+            to = (f" and the checkpoint of tree size {res.checkpoint['tree_size']}" if res.checkpoint
+                  else " (the proof carries no checkpoint)")
+            out.print(styled(("VALID", "green"), f": seq {r['seq']} digest {r['digest']} is record "
+                                                 f"{p['record_index']} of {where} under its signed seal{to}"))
+        else:  # what the proof claims, unverified: it names the proof, not a fact
+            out.print(styled(("INVALID", "red"), f": {res.reason} (the proof claims seq {r['seq']} of {where})"))
     raise typer.Exit(0 if res.ok else 1)
 
 
@@ -531,7 +541,7 @@ def recompute(
         with _progress(f"recompute {source}", not as_json) as cb:
             run = digests_to_parquet(source, out_file, dk, alg, strip, cb, workers)
         for w in run.warnings:
-            err.print(f"[yellow]warning:[/] {w}")
+            err.print(styled(("warning:", "yellow"), f" {w}"))
         doc = {"ok": True, "source": source, "frames": run.frames, "bytes": run.bytes, "out": str(out_file),
                "algorithm": alg.name, "strip": strip, "elapsed_s": round(run.elapsed_s, 6), "warnings": run.warnings}
         if as_json:
@@ -552,15 +562,16 @@ def recompute(
                         progress=cb, links=link, details=details, memory_limit=memory_limit, workers=workers,
                         **window)
     for w in res.warnings:
-        err.print(f"[yellow]warning:[/] {w}")
+        err.print(styled(("warning:", "yellow"), f" {w}"))
     if as_json:
         _emit_json(res.to_json())
     else:
-        status = (("[green]MATCH[/]" if res.matches else "[red]DIFFER[/]") + (" [yellow](partial)[/]" if res.partial else "")
-                  + ("" if res.verified else " [red](UNVERIFIED: no --trust)[/]"))
-        out.print(f"{status}: {res.frames:,} frames recomputed from {source}, {res.ledger_records:,} frame records "
-                  f"in {ledger}: matched {res.matched:,}, ledger-only {res.ledger_only:,}, "
-                  f"capture-only {res.capture_only:,}")
+        out.print(styled(("MATCH", "green") if res.matches else ("DIFFER", "red"),
+                         (" (partial)", "yellow") if res.partial else "",
+                         "" if res.verified else (" (UNVERIFIED: no --trust)", "red"),
+                         f": {res.frames:,} frames recomputed from {source}, {res.ledger_records:,} frame "
+                         f"records in {ledger}: matched {res.matched:,}, ledger-only {res.ledger_only:,}, "
+                         f"capture-only {res.capture_only:,}"))
         for p in res.per_second:
             if p["ledger_only"] or p["capture_only"]:
                 out.print(f"  second {p['second']}: matched {p['matched']}, ledger-only {p['ledger_only']}, "
@@ -669,22 +680,25 @@ def algorithms(as_json: Annotated[bool, typer.Option("--json", help="Print a JSO
             for a in ALGORITHMS.values()]
     note = cpu_path_note()
     if note:
-        err.print(f"[yellow]warning:[/] {note}")
+        err.print(styled(("warning:", "yellow"), f" {note}"))
     if as_json:
         _emit_json({"algorithms": rows})
         return
     t = Table("key", "digest", "ledger", "CPU path in use", "paths on this CPU")
     t.columns.insert(0, Column("name", no_wrap=True))
     for r in rows:
-        t.add_row(r["name"], f"{r['key_bytes']} B", f"{r['digest_bytes']} B", "yes" if r["ledger"] else "bench only",
-                  r["cpu_path"], ", ".join(r["cpu_paths"]))
+        opt_in = ALGORITHMS[r["name"]].risk_opt_in
+        ledger_ok = ("bench only" if not r["ledger"] else f"with {opt_in}" if opt_in else "yes")
+        t.add_row(r["name"], f"{r['key_bytes']} B", f"{r['digest_bytes']} B", ledger_ok, r["cpu_path"],
+                  ", ".join(r["cpu_paths"]))
     table_console().print(t)
     for r in rows:  # guarantees as paragraphs: too long for table cells on an 80-column terminal
-        out.print(f"\n[bold]{r['name']}[/]")
+        out.print()
+        out.print(styled((r["name"], "bold")))
         out.print(f"  key secret: {r['secret_key']}")
         out.print(f"  key known to the prover: {r['known_key']}")
         if r["warning"]:
-            out.print(f"  [yellow]note:[/] {r['warning']}")
+            out.print(styled("  ", ("note:", "yellow"), f" {r['warning']}"))
 
 
 # ---- demo -----------------------------------------------------------------------------------

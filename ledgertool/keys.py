@@ -38,6 +38,7 @@ import json
 import os
 import re
 import secrets
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,8 +49,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from cryptography.hazmat.primitives.asymmetric.mldsa import MLDSA65PrivateKey, MLDSA65PublicKey
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from .canonical import b64decode_canonical
-from .errors import AlgorithmError, KeyFileError
+from .canonical import b64decode_canonical, loads_strict
+from .errors import AlgorithmError, KeyFileError, LedgerFormatError
 
 __all__ = [
     "DIGEST_KEY_FILE",
@@ -95,6 +96,7 @@ _PUBLIC_KEY_SIZES = {ED25519: 32, MLDSA65: 1952}
 _MAX_KEY_FILE = 1 << 16  # every valid key file is far smaller
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 
+_SECRET_KINDS = {"digest": "digest key", "signing": "signing key"}
 _KINDS = {
     "digest": "a digest key (64 hex characters)",
     "signing": "a ledgertool signing key",
@@ -106,10 +108,16 @@ _KINDS = {
 
 
 def _read_key_file(path: str, kind: str) -> bytes:
-    """Read a small key file; every failure is a one-line KeyFileError naming it."""
+    """Read a small key file; every failure is a one-line KeyFileError naming it.
+
+    A secret (`digest.key`, `signing.key`) that group or others may read (mode & 0o077, as the
+    opened file reports it) is refused, as ssh refuses an unprotected private key: whoever can read
+    it can forge digests or seals. A file that is another kind of key file is left to the caller's
+    wrong-kind message."""
     what = _KINDS[kind]
     try:
         with open(path, "rb") as f:
+            mode = os.fstat(f.fileno()).st_mode
             data = f.read(_MAX_KEY_FILE + 1)
     except FileNotFoundError:
         raise KeyFileError(f"{path}: file not found (expected {what})") from None
@@ -123,6 +131,9 @@ def _read_key_file(path: str, kind: str) -> bytes:
         raise KeyFileError(f"{path}: file too large to be {what}")
     if not data.strip():
         raise KeyFileError(f"{path}: file is empty (expected {what})")
+    if kind in _SECRET_KINDS and mode & 0o077 and _sniff(data) in (None, kind):
+        raise KeyFileError(f"{path}: UNPROTECTED PRIVATE KEY FILE: mode {stat.S_IMODE(mode):04o} lets group or "
+                           f"others read this {_SECRET_KINDS[kind]}; refused (run `chmod 600 {path}`)")
     return data
 
 
@@ -135,8 +146,8 @@ def _sniff(data: bytes) -> str | None:
     if _HEX64.fullmatch(text):
         return "digest"
     try:
-        doc = json.loads(text)
-    except ValueError:
+        doc = loads_strict(data, "key file")
+    except LedgerFormatError:
         return None
     if isinstance(doc, dict):
         fmt = doc.get("format")
@@ -161,13 +172,9 @@ def _load_json_doc(path: str, kind: str, fmt: str) -> dict[str, Any]:
         raise err
     what = _KINDS[kind]
     try:
-        doc = json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise KeyFileError(f"{path}: not UTF-8 text (expected {what})") from None
-    except json.JSONDecodeError as e:
-        raise KeyFileError(
-            f"{path}: not valid JSON at line {e.lineno} column {e.colno} (expected {what})"
-        ) from None
+        doc = loads_strict(data, path)
+    except LedgerFormatError as e:
+        raise KeyFileError(f"{e} (expected {what})") from None
     if not isinstance(doc, dict):
         raise KeyFileError(f"{path}: top level is not a JSON object (expected {what})")
     if doc.get("format") != fmt:

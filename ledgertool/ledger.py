@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import segments
+from .canonical import loads_strict
 from .errors import LedgerFormatError, UsageError
 from .ledger_reader import LEDGER_FILE, MAX_DOCUMENT_BYTES, LedgerReader, read_regular
 from .seal import genesis_hash, load_seal, seal_hash, write_atomic
@@ -49,7 +50,8 @@ def create_ledger(directory: Path, *, algorithm: str, strip: str, digest_key_id:
 
 
 def load_ledger(directory: Path) -> dict:
-    """Read DIR/ledger.json; LedgerFormatError when DIR is not a ledger."""
+    """Read DIR/ledger.json (strict JSON: `canonical.loads_strict`); LedgerFormatError when DIR is
+    not a ledger."""
     directory = Path(directory)
     LedgerReader(directory)  # a directory, not a symlink
     path = directory / LEDGER_FILE
@@ -60,10 +62,7 @@ def load_ledger(directory: Path) -> dict:
 
 def parse_ledger_header(data: bytes, path: Path | str) -> dict:
     """The ledger header from the bytes of ledger.json; LedgerFormatError naming `path`."""
-    try:
-        doc = json.loads(data)
-    except ValueError as e:
-        raise LedgerFormatError(f"{path}: not valid JSON ({e})") from None
+    doc = loads_strict(data, str(path))
     required = ("ledger_id", "algorithm", "strip", "digest_key_id", "digest_size", "record_size",
                 "leaf_records")
     if not isinstance(doc, dict) or doc.get("format") != LEDGER_FORMAT or any(k not in doc for k in required):

@@ -355,6 +355,8 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey | Sequ
     if not res.verified:
         res.warnings.append(f"{ledger_dir}: UNVERIFIED: no --trust given, so seal signatures were not checked and "
                             "the result is not ok even where every frame matched (pass --trust verifier.pub)")
+    if alg.caveat:
+        res.warnings.append(alg.caveat)
     if uncovered:
         runs_txt = "; ".join(f"link {u['link']} segments {u['first_segment']}..{u['last_segment']} "
                              f"({u['frames']} frames, digest key id {u['digest_key_id']})" for u in uncovered[:4])

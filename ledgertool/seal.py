@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .canonical import canonical_json
+from .canonical import canonical_json, loads_strict
 from .engine import FLAG_GAP, merkle_leaves, merkle_root, record_dtype
 from .errors import LedgerFormatError
 from .keys import SigningKey, seal_message
@@ -72,7 +72,7 @@ def table_to_records(table: pa.Table, digest_size: int) -> bytes:
     dig = table.column("digest").combine_chunks()
     raw = dig.buffers()[1]
     start = dig.offset * digest_size
-    arr["digest"] = np.frombuffer(raw, dtype=f"S{digest_size}", count=n, offset=start)
+    arr["digest"] = np.frombuffer(raw, dtype=f"V{digest_size}", count=n, offset=start)
     return arr.tobytes()
 
 
@@ -222,14 +222,9 @@ def load_seal(path: Path) -> dict:
 
 
 def parse_seal(data: bytes, where: Path | str) -> dict:
-    """Parse the bytes of a seal document; LedgerFormatError naming `where` when it is not one."""
-    def no_constants(name: str):  # NaN / Infinity are not JSON (RFC 8259); Python would accept them
-        raise ValueError(f"{name} is not a JSON number")
-
-    try:
-        doc = json.loads(data, parse_constant=no_constants)
-    except ValueError as e:
-        raise LedgerFormatError(f"{where}: not a readable seal document ({e})") from None
+    """Parse the bytes of a seal document (strict JSON: `canonical.loads_strict`); LedgerFormatError
+    naming `where` when it is not one."""
+    doc = loads_strict(data, str(where))
     if not isinstance(doc, dict) or doc.get("format") != SEAL_FORMAT:
         raise LedgerFormatError(f"{where}: not a {SEAL_FORMAT} document")
     return doc

@@ -39,6 +39,8 @@ from typing import Callable
 import numpy as np
 import pyarrow as pa
 
+from . import segments
+from .algorithms import algorithm_caveat
 from .checkpoint import LinkTree, check_extends, parse_note
 from .engine import FLAG_GAP, merkle_leaves, merkle_root, record_dtype
 from .errors import LedgerFormatError
@@ -47,7 +49,6 @@ from .ledger import load_ledger
 from .ledger_reader import LEAVES, OPEN, PARQUET, SEAL, LedgerReader, Stray
 from .rotation import Schedule, key_schedule, load_rotations
 from .seal import decode_parquet, genesis_hash, parse_seal, seal_hash, seal_signed_bytes, table_to_records
-from . import segments
 from .segments import read_open_segment
 
 MAX_PER_KIND = 8  # per segment: record-level findings beyond this are summarised
@@ -124,6 +125,9 @@ def verify_ledger(directory: Path | LedgerReader, trust: TrustBundle | None, che
         raise LedgerFormatError(f"{directory}: no link named {', '.join(unknown)} (links: "
                                 f"{', '.join(reader.links) or 'none'})")
     res = VerifyResult(str(directory), links=chosen, signatures_checked=trust is not None)
+    caveat = algorithm_caveat(ledger.get("algorithm"))
+    if caveat:  # the verdict below holds only under the caveat's condition
+        res.warnings.append(Problem("algorithm_caveat", None, caveat))
     note = None
     if checkpoint is not None:
         note = parse_note(checkpoint, checkpoint_name)
