@@ -10,12 +10,13 @@
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import segments
+from . import fsio, segments
 from .errors import LedgerFormatError
 from .seal import genesis_hash, load_seal, seal_hash, write_atomic
 
@@ -23,13 +24,15 @@ LEDGER_FILE = "ledger.json"
 LEDGER_FORMAT = "ledgertool-ledger-v1"
 DEFAULT_LEAF_RECORDS = 64  # records per Merkle leaf (docs/ledger-format.md: why 64)
 DEFAULT_LINK = "link0"
+MAX_LEDGER_FILE_BYTES = 1 << 16  # ledger.json is a few hundred bytes
 
 
 def create_ledger(directory: Path, *, algorithm: str, strip: str, digest_key_id: str,
                   digest_size: int, leaf_records: int = DEFAULT_LEAF_RECORDS) -> dict:
-    """Create DIR/ledger.json (DIR may exist but must not hold a ledger)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    if (directory / LEDGER_FILE).exists():
+    """Create DIR/ledger.json (DIR may exist but must not hold a ledger). StorageError /
+    FileTypeError as fsio.write_atomic."""
+    fsio.make_dirs(directory)
+    if os.path.lexists(directory / LEDGER_FILE):
         raise LedgerFormatError(f"{directory}: already holds a ledger")
     if leaf_records < 1 or leaf_records & (leaf_records - 1):
         raise LedgerFormatError(f"leaf size {leaf_records} is not a power of two")
@@ -44,7 +47,8 @@ def create_ledger(directory: Path, *, algorithm: str, strip: str, digest_key_id:
         "leaf_records": leaf_records,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
-    write_atomic(directory / LEDGER_FILE, (json.dumps(doc, indent=1) + "\n").encode())
+    write_atomic(directory / LEDGER_FILE, (json.dumps(doc, indent=1) + "\n").encode(), root=directory,
+                 what="ledger header")
     return doc
 
 
@@ -54,10 +58,11 @@ def load_ledger(directory: Path) -> dict:
     if not directory.is_dir():
         raise LedgerFormatError(f"{directory}: " + ("not a directory; a ledger is a directory" if directory.exists()
                                                     else "no such ledger directory"))
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise LedgerFormatError(f"{directory}: not a ledger (no {LEDGER_FILE})")
+    raw = fsio.read_regular(path, MAX_LEDGER_FILE_BYTES, root=directory, what="ledger header")
     try:
-        doc = json.loads(path.read_bytes())
+        doc = json.loads(raw)
     except ValueError as e:
         raise LedgerFormatError(f"{path}: not valid JSON ({e})") from None
     required = ("ledger_id", "algorithm", "strip", "digest_key_id", "digest_size", "record_size",
@@ -127,7 +132,7 @@ def link_state(directory: Path, ledger: dict, link: str) -> LinkState:
     sealed = sorted(i for i, f in files.items() if "seal.json" in f)
     if not sealed:
         return LinkState(0, 0, genesis_hash(ledger["ledger_id"], link))
-    last = load_seal(files[sealed[-1]]["seal.json"])
+    last = load_seal(files[sealed[-1]]["seal.json"], directory)
     return LinkState(sealed[-1] + 1, int(last["last_seq"]) + 1, seal_hash(last))
 
 

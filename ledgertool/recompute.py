@@ -15,7 +15,6 @@ Segments whose key was not given are left out and reported (`uncovered`, `partia
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from . import fsio
 from .algorithms import Algorithm, get_algorithm, get_strip_mode
 from .dissect import dissect_line
 from .engine import FLAG_GAP, DigestEngine, record_dtype, usable_cores
@@ -71,10 +71,10 @@ def digests_to_parquet(source: str | Path, out: Path, digest_key: DigestKey, alg
                               workers=workers or usable_cores())
         schema = digests_schema(alg.digest_size)
         dtype = record_dtype(alg.digest_size)
-        out = Path(out)
-        tmp = out.with_name(f"{out.name}.tmp-{os.getpid()}")  # a failed run never destroys `out`
-        try:
-            with pq.ParquetWriter(tmp, schema, compression="zstd") as w:
+        # written under a fresh temporary name and renamed (fsio): a failed run never destroys
+        # `out`, and a link planted at a predictable name is never written through
+        with fsio.atomic_file(out, what="digest Parquet file") as f:
+            with pq.ParquetWriter(f, schema, compression="zstd") as w:
                 while True:
                     records, n, nbytes = engine.fill(run.frames)
                     if n == 0:
@@ -90,10 +90,6 @@ def digests_to_parquet(source: str | Path, out: Path, digest_key: DigestKey, alg
                     run.bytes += nbytes
                     if progress:
                         progress(run.frames, run.bytes)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        os.replace(tmp, out)
         note = reader.info().truncation_note()
     if note:
         run.warnings.append(note)
@@ -455,7 +451,7 @@ def _write_details(con, details: Path, source, limit: int) -> int:
                             break
             except CaptureFormatError:
                 pass  # frames after a corrupt structure were never digested either
-    with open(details, "w") as out:
+    with fsio.atomic_file(details, what="details file") as out:
         for status, digest, link, seq, l_ts, l_wire, index, c_ts, c_wire, cap_len in rows:
             if status == "ledger_only":
                 doc = {"status": status, "digest": digest, "link": link, "seq": int(seq), "ts_ns": int(l_ts),
@@ -465,5 +461,5 @@ def _write_details(con, details: Path, source, limit: int) -> int:
                 doc = {"status": status, "digest": digest, "index": int(index), "ts_ns": int(c_ts),
                        "wire_len": int(c_wire), "cap_len": int(cap_len),
                        "summary": dissect_line(f.data, f.linktype) if f else None}
-            out.write(json.dumps(doc) + "\n")
+            out.write((json.dumps(doc) + "\n").encode())
     return len(rows)
