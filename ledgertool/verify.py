@@ -22,6 +22,7 @@ ledger.json's (genesis) digest key id, followed through the ledger's rotation st
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,7 +31,7 @@ import numpy as np
 from . import segments
 from .checkpoint import check_extends, checkpoint_path, link_tree, parse_note
 from .engine import FLAG_GAP, merkle_leaves, merkle_root, record_dtype
-from .errors import LedgerFormatError
+from .errors import LedgerFormatError, StorageError
 from .keys import TrustBundle
 from .ledger import links, load_ledger, segment_files
 from .seal import genesis_hash, load_seal, parquet_records, read_sealed_parquet, seal_hash, seal_signed_bytes
@@ -129,21 +130,14 @@ def _verify_link(directory: Path, ledger: dict, link: str, sched: Schedule, res:
     expected_seq = 0
     sealed = sorted(i for i, f in files.items() if "seal.json" in f)
     seen: dict[str, int] = {}  # seal hash -> segment, to name a duplicated segment
+    open_files = []
     for i, f in sorted(files.items()):
-        if "parquet" in f and "seal.json" not in f and "open" not in f:
+        # a capture running now may have sealed segment i since the listing: not a finding
+        if "parquet" in f and "seal.json" not in f and "open" not in f \
+                and not segments.seal_path(directory, link, i).exists():
             problem("unsealed_parquet", i, f"{f['parquet']} has no seal document")
         if "open" in f and "seal.json" not in f:
-            kind = "open_segment"
-            try:
-                seg = read_open_segment(f["open"])
-                if seg.torn_bytes:
-                    kind = "torn_segment"
-                detail = (f"{f['open']}: open segment with {seg.count} whole records and {seg.torn_bytes} "
-                          "torn bytes; `ledgertool recover` (or the next capture) seals it")
-            except LedgerFormatError as e:
-                kind = "torn_segment"
-                detail = f"{e}; `ledgertool recover` discards it"
-            res.warnings.append(Problem(kind, i, detail, link))
+            open_files.append((i, f["open"]))
     if sealed and sealed[-1] + 1 != len(sealed):
         missing = sorted(set(range(sealed[-1] + 1)) - set(sealed))
         problem("segment_missing", missing[0], f"segments {missing} of {sealed[-1] + 1} have no seal")
@@ -195,6 +189,42 @@ def _verify_link(directory: Path, ledger: dict, link: str, sched: Schedule, res:
             seen.setdefault(expected_prev, index)
         # 5..7 records
         expected_seq = _verify_records(directory, ledger, link, index, doc, expected_seq, res, problem)
+    # open segments in index order, as `recover` takes them: one that continues the chain is sealed,
+    # and the next one must continue after it
+    nxt = (sealed[-1] + 1 if sealed else 0, expected_seq)
+    for i, path in open_files:
+        w, nxt = _open_segment_warning(path, i, ledger, link, nxt, sched.digest_key_id_for(link, nxt[0]))
+        if w is not None:
+            res.warnings.append(w)
+
+
+def _open_segment_warning(path: Path, index: int, ledger: dict, link: str, nxt: tuple[int, int],
+                          key_id: str | None) -> tuple[Problem | None, tuple[int, int]]:
+    """The warning for an open segment, with the advice `recover` makes true: it seals a segment
+    that continues the chain at `nxt` (segment index, seq; segments.header_mismatch) and discards,
+    reporting its bytes, one that does not. Returns the warning (None when a running capture
+    sealed and removed the file since the listing) and where the chain continues after it."""
+    try:
+        seg = read_open_segment(path)
+    except StorageError as e:
+        if e.errno == errno.ENOENT:
+            return None, nxt
+        raise
+    except LedgerFormatError as e:
+        return Problem("torn_segment", index, f"{e}; `ledgertool recover` discards it (reporting its bytes)",
+                       link), nxt
+    misfit = (f"the file is segment {index}" if index != nxt[0] else
+              segments.header_mismatch(seg.header, ledger, link, nxt[0], nxt[1], key_id))
+    if misfit:
+        return Problem("torn_segment", index, f"{path}: open segment does not continue the chain at segment "
+                       f"{nxt[0]}, seq {nxt[1]}: {misfit}; `ledgertool recover` discards it (reporting its "
+                       "bytes)", link), nxt
+    if not seg.count:
+        return Problem("torn_segment", index, f"{path}: open segment without a whole record "
+                       f"({seg.torn_bytes} bytes); `ledgertool recover` discards it", link), nxt
+    return Problem("torn_segment" if seg.torn_bytes else "open_segment", index,
+                   f"{path}: open segment with {seg.count} whole records and {seg.torn_bytes} torn bytes; "
+                   "`ledgertool recover` (or the next capture) seals it", link), (index + 1, nxt[1] + seg.count)
 
 
 def _digest_key_note(sched: Schedule, kid: object, want: str | None) -> str:
