@@ -76,7 +76,7 @@ class FileTypeError(LedgerError):
 
 
 class LedgerLockedError(LedgerError):
-    """Another process holds the ledger's writer lock (DIR/writer.lock); the message names it (pid,
+    """Another process holds the ledger's writer lock (DIR/.lock); the message names it (pid,
     command, since when)."""
 
 

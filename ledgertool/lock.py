@@ -1,4 +1,4 @@
-"""One writer per ledger: an exclusive flock(2) on DIR/writer.lock (docs/ledger-format.md, "Writer
+"""One writer per ledger: an exclusive flock(2) on DIR/.lock (docs/ledger-format.md, "Writer
 lock").
 
 Every command that writes into a ledger (capture, recover, keys rotate, keys rotate-digest,
@@ -29,7 +29,7 @@ from typing import Iterator
 from .errors import LedgerLockedError
 from .fsio import wrong_kind, open_dir, storage_error
 
-LOCK_FILE = "writer.lock"
+LOCK_FILE = ".lock"
 _MAX_HOLDER_BYTES = 4096
 
 
@@ -58,7 +58,7 @@ class LockHolder:
 def writer_lock(directory: Path, command: str) -> Iterator[LockHolder]:
     """Hold the exclusive writer lock of the ledger at `directory` (which must exist) while the
     block runs; yields what was written into the lock file. LedgerLockedError (exit 2) when another
-    process holds it; FileTypeError when DIR/writer.lock is a link or not a regular file;
+    process holds it; FileTypeError when DIR/.lock is a link or not a regular file;
     StorageError when the lock file cannot be created (a read-only ledger, for one)."""
     path = Path(directory) / LOCK_FILE
     dfd = open_dir(directory)
