@@ -10,27 +10,30 @@
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import segments
+from . import fsio, segments
 from .canonical import loads_strict
 from .errors import LedgerFormatError, UsageError
-from .ledger_reader import LEDGER_FILE, MAX_DOCUMENT_BYTES, LedgerReader, read_regular
+from .ledger_reader import LEDGER_FILE, LedgerReader
 from .seal import genesis_hash, load_seal, seal_hash, write_atomic
 
 LEDGER_FORMAT = "ledgertool-ledger-v1"
 DEFAULT_LEAF_RECORDS = 64  # records per Merkle leaf (docs/ledger-format.md: why 64)
 DEFAULT_LINK = "link0"
+MAX_LEDGER_FILE_BYTES = 1 << 16  # ledger.json is a few hundred bytes
 
 
 def create_ledger(directory: Path, *, algorithm: str, strip: str, digest_key_id: str,
                   digest_size: int, leaf_records: int = DEFAULT_LEAF_RECORDS) -> dict:
-    """Create DIR/ledger.json (DIR may exist but must not hold a ledger)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    if (directory / LEDGER_FILE).exists():
+    """Create DIR/ledger.json (DIR may exist but must not hold a ledger). StorageError /
+    FileTypeError as fsio.write_atomic."""
+    fsio.make_dirs(directory)
+    if os.path.lexists(directory / LEDGER_FILE):
         raise LedgerFormatError(f"{directory}: already holds a ledger")
     if leaf_records < 1 or leaf_records & (leaf_records - 1):
         raise LedgerFormatError(f"leaf size {leaf_records} is not a power of two")
@@ -45,7 +48,8 @@ def create_ledger(directory: Path, *, algorithm: str, strip: str, digest_key_id:
         "leaf_records": leaf_records,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
-    write_atomic(directory / LEDGER_FILE, (json.dumps(doc, indent=1) + "\n").encode())
+    write_atomic(directory / LEDGER_FILE, (json.dumps(doc, indent=1) + "\n").encode(), root=directory,
+                 what="ledger header")
     return doc
 
 
@@ -53,11 +57,12 @@ def load_ledger(directory: Path) -> dict:
     """Read DIR/ledger.json (strict JSON: `canonical.loads_strict`); LedgerFormatError when DIR is
     not a ledger."""
     directory = Path(directory)
-    LedgerReader(directory)  # a directory, not a symlink
+    LedgerReader(directory)  # a directory (LedgerFormatError naming what it is otherwise)
     path = directory / LEDGER_FILE
-    if not path.exists() and not path.is_symlink():
+    if not os.path.lexists(path):
         raise LedgerFormatError(f"{directory}: not a ledger (no {LEDGER_FILE})")
-    return parse_ledger_header(read_regular(path, MAX_DOCUMENT_BYTES).to_pybytes(), path)
+    raw = fsio.read_regular(path, MAX_LEDGER_FILE_BYTES, root=directory, what="ledger header")
+    return parse_ledger_header(raw, path)
 
 
 def parse_ledger_header(data: bytes, path: Path | str) -> dict:
@@ -90,11 +95,17 @@ def choose_link(directory: Path, link: str | None) -> str:
 
 def segment_files(directory: Path, link: str) -> dict[int, dict[str, Path]]:
     """index -> {'open'|'parquet'|'leaves'|'seal.json': path} for one link: the regular files with
-    ASCII segment names (ledgertool.ledger_reader), nothing else."""
+    ASCII segment names (ledgertool.ledger_reader), nothing else. FileTypeError when something that
+    is not a regular file (a link, a FIFO) sits at a segment file's name: the writers and signers
+    that use this listing must neither write over it nor skip it."""
     reader = LedgerReader(Path(directory))
     if not reader.link_dir(link).is_dir():
         return {}
     listing = reader.listing(link)
+    for stray in listing.strays:  # a link, FIFO ... at a segment file's name: never written over or read
+        if stray.shadows is not None and stray.path.name.isascii():
+            st = os.lstat(stray.path)
+            raise fsio.wrong_kind(stray.path, st.st_mode, "a regular file (segment file)")
     return {i: {k: reader.segment_path(link, i, k) for k in sorted(kinds)}
             for i, kinds in sorted(listing.segments.items())}
 
@@ -114,7 +125,7 @@ def link_state(directory: Path, ledger: dict, link: str) -> LinkState:
     sealed = sorted(i for i, f in files.items() if "seal.json" in f)
     if not sealed:
         return LinkState(0, 0, genesis_hash(ledger["ledger_id"], link))
-    last = load_seal(files[sealed[-1]]["seal.json"])
+    last = load_seal(files[sealed[-1]]["seal.json"], directory)
     return LinkState(sealed[-1] + 1, int(last["last_seq"]) + 1, seal_hash(last))
 
 
