@@ -735,6 +735,9 @@ def _register_optional() -> None:
     keys_app.command("device-init")(device_init_command)
     keys_app.command("provision")(provision_command)
     keys_app.command("unwrap")(unwrap_command)
+    from .cli_conformance import conformance_app
+
+    app.add_typer(conformance_app, name="conformance")
 
 
 _register_optional()
