@@ -581,8 +581,8 @@ def _find_device_range(frame: bytes, linktype: int, wire_len: int, rng, digest: 
         a, b = rng.offset + ds, rng.end + de
         if 0 <= a <= b <= len(frame) and digest_one(alg, subkey, frame[a:b]) == digest:
             parts = [f"start {ds:+d}" if ds else "", f"end {de:+d}" if de else ""]
-            return (a, b), (f"the device hashed [{a}, {b}) instead of [{rng.offset}, {rng.end}): "
-                            f"{', '.join(p for p in parts if p)} byte(s)")
+            return (a, b), (f"the device hashed [{a}, {b}) instead of [{rng.offset}, {rng.end}) "
+                            f"({', '.join(p for p in parts if p)})")
     return None, (f"no byte range within {SEARCH} bytes of [{rng.offset}, {rng.end}) and no other strip mode's "
                   "range gives the device's digest under this key: look at the key, the algorithm and the digest "
                   "code rather than the strip offsets")

@@ -620,7 +620,7 @@ def unwrap(package_path: str | os.PathLike[str], device_key: DeviceKey, trust: T
     if accepted_file is None:
         if device_key.path is None:
             raise UsageError("unwrap: no replay state file (device key has no path)")
-        accepted_file = os.path.join(os.path.dirname(os.path.abspath(device_key.path)), ACCEPTED_FILE)
+        accepted_file = os.path.join(os.path.dirname(device_key.path), ACCEPTED_FILE)
     state = AcceptedPackages(os.fspath(accepted_file))
     with state:
         state.check(pkg, where)
