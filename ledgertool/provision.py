@@ -418,7 +418,8 @@ class KeyPackage:
         hex, canonical base64, ISO 8601 UTC times, the one HPKE suite). Signatures are not checked
         here. LedgerFormatError (exit 2) naming ``where`` and the member otherwise."""
         doc = _json_object(data, where, PACKAGE_FORMAT, "a ledgertool key package", _MEMBERS)
-        if doc["hpke"] != HPKE_SUITE:
+        # compared as JSON text: Python's true == 1 must not let "kdf_id": true pass for 1
+        if json.dumps(doc["hpke"], sort_keys=True) != json.dumps(HPKE_SUITE, sort_keys=True):
             raise LedgerFormatError(f"{where}: $.hpke is {json.dumps(doc['hpke'])}, not the one suite this "
                                     f"version opens ({json.dumps(HPKE_SUITE)})")
         for name in ("package_id", "ledger_id", "device_id"):

@@ -442,6 +442,7 @@ def test_unwrap_refuses_a_signed_ciphertext_sealed_under_another_header(world, t
     ("extra", None, "unexpected member(s) ['comment']"),
     ("float", None, "not an integer"),
     ("suite", None, "not the one suite"),
+    ("suite-true-for-1", None, "not the one suite"),
     ("short-ciphertext", None, "canonical base64 of 1168 bytes"),
     ("time", None, "ISO 8601 UTC time"),
 ])
@@ -456,6 +457,8 @@ def test_unwrap_refuses_a_malformed_package(world, tmp_path, name, data, needle)
         data = text.replace('"kem_id": 25722', '"kem_id": 25722.0').encode()
     elif name == "suite":
         data = text.replace('"AES-256-GCM"', '"AES-128-GCM"').replace('"aead_id": 2', '"aead_id": 1').encode()
+    elif name == "suite-true-for-1":  # signed with 1; true must not read as the same value
+        data = text.replace('"kdf_id": 1', '"kdf_id": true').encode()
     elif name == "short-ciphertext":
         doc = json.loads(text)
         doc["ciphertext"] = base64.b64encode(base64.b64decode(doc["ciphertext"])[:-1]).decode()
