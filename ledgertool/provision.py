@@ -494,7 +494,8 @@ class AcceptedPackages:
 
     def __enter__(self) -> AcceptedPackages:
         try:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0), 0o600)
+            flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+            self._fd = os.open(self.path, flags, 0o600)
             fcntl.flock(self._fd, fcntl.LOCK_EX)
         except OSError as e:
             if self._fd is not None:
@@ -617,6 +618,8 @@ def unwrap(package_path: str | os.PathLike[str], device_key: DeviceKey, trust: T
         raise PackageRefused(f"{where}: expired at {_iso(pkg.expires_at)} (now {_iso(now)})", "expired")
     if os.path.lexists(out):
         raise KeyFileError(f"{out}: already exists; refusing to overwrite a digest key")
+    if not os.path.isdir(os.path.dirname(out) or "."):
+        raise KeyFileError(f"{out}: its directory does not exist; the package is left unused")
 
     if accepted_file is None:
         if device_key.path is None:

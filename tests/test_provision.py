@@ -476,6 +476,8 @@ def test_unwrap_refuses_to_overwrite_and_leaves_the_package_unused(world, tmp_pa
     args = ["--device-key", d / "device.key", "--trust", world["tmp"] / "verifier/verifier.pub"]
     one_line_error(run_cli("keys", "unwrap", path, *args, "--out", d / "digest.key"), 2, "already exists")
     assert (d / "digest.key").read_text() == "keep" and not (d / ACCEPTED_FILE).exists()
+    one_line_error(run_cli("keys", "unwrap", path, *args, "--out", d / "no" / "such" / "digest.key"), 2,
+                   "directory does not exist")
     assert run_cli("keys", "unwrap", path, *args, "--out", d / "other.key").returncode == 0  # still unused
 
 
