@@ -313,7 +313,7 @@ def _export_into(root: Path, final: Path) -> ExportResult:
     sk = kit_signing_key()
     sha["verifier.pub"] = _write(root, "verifier.pub", sk.trust_bundle().to_json().encode())
     golden = root / "golden-ledger"
-    cap = capture_file(root / f"captures/{GOLDEN['capture']}.pcap", golden, digest_key=key, signing_key=sk,
+    golden_run = capture_file(root / f"captures/{GOLDEN['capture']}.pcap", golden, digest_key=key, signing_key=sk,
                        algorithm=GOLDEN["algorithm"], strip=GOLDEN["strip"],
                        segment_records=GOLDEN["segment_records"], leaf_records=GOLDEN["leaf_records"], workers=1)
     check = verify_ledger(golden, sk.trust_bundle())
@@ -337,7 +337,7 @@ def _export_into(root: Path, final: Path) -> ExportResult:
         "golden_ledger": {"directory": "golden-ledger", "trust": "verifier.pub", "seals": "seals.json",
                           "capture": f"captures/{GOLDEN['capture']}.pcap", "algorithm": GOLDEN["algorithm"],
                           "strip": GOLDEN["strip"], "segment_records": GOLDEN["segment_records"],
-                          "leaf_records": GOLDEN["leaf_records"], "segments": len(cap.segments),
+                          "leaf_records": GOLDEN["leaf_records"], "segments": len(golden_run.segments),
                           "records_file": records_path(GOLDEN["capture"], GOLDEN["algorithm"], GOLDEN["strip"]),
                           "reproducible": "records, Merkle roots and leaf hashes; not the ledger id, times, seal "
                                           "hashes or ML-DSA signatures (random or clock-dependent)"},
@@ -349,12 +349,13 @@ def _export_into(root: Path, final: Path) -> ExportResult:
         captures=", ".join(f"`{c['file']}` ({c['frames']}, linktype {c['linktype']})" for c in captures),
         algorithms=", ".join(f"`{a.name}`" for a in LEDGER_ALGORITHMS), strips=", ".join(f"`{s}`" for s in STRIPS),
         master=KIT_MASTER_KEY.hex(), golden_alg=GOLDEN["algorithm"], golden_strip=GOLDEN["strip"],
-        golden_segments=len(cap.segments), golden_records=records_path(GOLDEN["capture"], GOLDEN["algorithm"],
+        golden_segments=len(golden_run.segments), golden_records=records_path(GOLDEN["capture"], GOLDEN["algorithm"],
                                                                        GOLDEN["strip"]),
         leaf_records=VECTOR_LEAF_RECORDS)
     _write(root, "README.md", readme.encode("utf-8"))
     nfiles = sum(1 for p in root.rglob("*") if p.is_file())
-    return ExportResult(str(final), len(frames_doc), len(captures), len(record_files), len(cap.segments), nfiles)
+    return ExportResult(str(final), len(frames_doc), len(captures), len(record_files), len(golden_run.segments),
+                        nfiles)
 
 
 def _golden_seals(golden: Path, root: Path) -> None:
