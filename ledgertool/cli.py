@@ -730,6 +730,14 @@ def _register_optional() -> None:
     from .bench import bench_command
 
     app.command("bench")(bench_command)
+    from .cli_provision import device_init_command, provision_command, unwrap_command
+
+    keys_app.command("device-init")(device_init_command)
+    keys_app.command("provision")(provision_command)
+    keys_app.command("unwrap")(unwrap_command)
+    from .cli_conformance import conformance_app
+
+    app.add_typer(conformance_app, name="conformance")
 
 
 _register_optional()
