@@ -170,7 +170,8 @@ int lt_dpdk_eal_init(int argc, const char *const *argv, int keep_log, char *err,
     char what[768];
     problems(cap, what, sizeof what);
     if (r < 0) {
-        lt_errf(err, errlen, "dpdk: EAL initialisation failed (%s)%s%s", rte_strerror(e), what[0] ? ": " : "", what);
+        lt_errf(err, errlen, "dpdk: EAL initialisation failed (%s)%s%s%s", rte_strerror(e), what[0] ? ": " : "", what,
+                strcasestr(what, "hugepage") ? " (reserve hugepages, or add --no-huge to --eal)" : "");
         eal_status = -1;
         st = LT_ERR_IO;
     } else {
