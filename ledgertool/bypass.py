@@ -30,6 +30,9 @@ XDP_PREFIX = "xdp:"
 DPDK_PREFIX = "dpdk:"
 XDP_PACKAGES = "libxdp-dev libbpf-dev"
 DPDK_PACKAGES = "libdpdk-dev (or dpdk-dev)"
+# what a machine needs to run a wheel built with the modules (Debian package names)
+XDP_RUNTIME = "libxdp1 libbpf1"
+DPDK_RUNTIME = "dpdk (its librte_* libraries)"
 
 XDP_MODES = ("auto", "zero-copy", "copy")
 XDP_ATTACH = ("auto", "native", "skb")
@@ -90,9 +93,10 @@ def _module(kind: str, source: str):
             raise
         raise InterfaceError(f"{source}: the {'AF_XDP' if kind == 'xdp' else 'DPDK'} source is not built: install "
                              f"{packages} and pkg-config, then reinstall ledgertool", source) from None
-    except ImportError as e:  # built here, but a library it links is gone
+    except ImportError as e:  # built, but a library it links is missing on this machine
         raise InterfaceError(f"{source}: the {'AF_XDP' if kind == 'xdp' else 'DPDK'} source cannot load its "
-                             f"libraries ({e}): install {packages}", source) from None
+                             f"libraries ({e}): install {XDP_RUNTIME if kind == 'xdp' else DPDK_RUNTIME}",
+                             source) from None
 
 
 def _addr(mod_ffi, ptr) -> int:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -253,3 +254,30 @@ def test_eal_argv_defaults():
     assert eal_argv("--no-huge --no-pci", 1) == ["ledgertool", "--no-huge", "--no-pci", "--no-shconf", "-l", "1"]
     assert eal_argv("--file-prefix=x -l 2-3", None) == ["ledgertool", "--file-prefix=x", "-l", "2-3"]
     assert eal_argv("--lcores=0@1 --in-memory", None) == ["ledgertool", "--lcores=0@1", "--in-memory"]
+
+
+@pytest.mark.skipif(WHY_BUILT is not None or tx.WHY is not None or not shutil.which("unshare"),
+                    reason=WHY_BUILT or tx.WHY or "needs unshare (util-linux)")
+def test_without_the_runtime_libraries_only_the_bypass_sources_fail(keydir, tmp_path):
+    """A build with both modules, run where libxdp and DPDK's EAL library are missing (hidden by
+    bind mounts in a private mount namespace): ledgertool._native imports, a file capture works,
+    and `capture xdp:` / `dpdk:` are one-line exit-2 errors naming what to install."""
+    libs = [os.path.realpath(p) for p in ("/lib/x86_64-linux-gnu/librte_eal.so.23", "/lib/x86_64-linux-gnu/libxdp.so.1")]
+    if not all(os.path.exists(p) for p in libs):
+        pytest.skip("library paths differ on this machine")
+    keys = " ".join(f"--{n}-key {keydir / f'{n}.key'}" for n in ("digest", "signing"))
+    cli = f"{sys.executable} -c 'from ledgertool.cli import main; main()' capture"
+    script = "\n".join([*(f"mount --bind /dev/null {p}" for p in libs),
+                        f"{sys.executable} -c 'import ledgertool._native' && echo native-ok",
+                        f"{cli} {SAMPLE} --ledger {tmp_path / 'file'} {keys} --json > {tmp_path / 'file.json'}",
+                        f"{cli} dpdk:0 --eal --no-huge --ledger {tmp_path / 'no'} {keys}; echo rc=$?",
+                        f"{cli} xdp:lo --ledger {tmp_path / 'no'} {keys}; echo rc=$?"])
+    r = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.stdout.split() == ["native-ok", "rc=2", "rc=2"], r.stdout + r.stderr
+    assert json.loads((tmp_path / "file.json").read_text())["frames"] == 294
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "DPDK source cannot load its libraries" in lines[0] and "librte_eal" in lines[0]
+    assert "AF_XDP source cannot load its libraries" in lines[1] and "install libxdp1 libbpf1" in lines[1]
+    assert not (tmp_path / "no").exists()
