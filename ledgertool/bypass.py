@@ -164,6 +164,8 @@ class BypassStats:
 
     kind: str  # "xdp" or "dpdk"
     queues: tuple = field(default_factory=tuple)
+    rx_queues: int = 0  # xdp: RX queues the interface has (0: unknown)
+    source: str = ""
 
     @property
     def frames(self) -> int:
@@ -196,7 +198,17 @@ class BypassStats:
     @classmethod
     def combine(cls, stats: list["BypassStats"]) -> "BypassStats":
         """The counters of several workers' readers together (capture_file, --workers N)."""
-        return cls(stats[0].kind, tuple(q for s in stats for q in s.queues))
+        return cls(stats[0].kind, tuple(q for s in stats for q in s.queues), stats[0].rx_queues, stats[0].source)
+
+    @property
+    def notes(self) -> list[str]:
+        """Warnings for the capture report: AF_XDP sees only the queues it has sockets on."""
+        if self.kind != "xdp" or self.rx_queues <= len(self.queues):
+            return []
+        qs = sorted(q.queue for q in self.queues)
+        return [f"{self.source}: sockets on {len(qs)} of the interface's {self.rx_queues} RX queues "
+                f"({','.join(map(str, qs))}): frames the NIC puts on the others go to the kernel stack, unseen and "
+                "uncounted; use --workers to cover every queue, or steer the traffic (ethtool -L/-X/-N)"]
 
     def drop_advice(self, source: str, drops: int) -> str:
         """The capture report's warning when drops were declared."""
@@ -299,13 +311,14 @@ class XdpReader(_BypassReader):
     """One AF_XDP socket on one RX queue (native/src/source_xdp.c)."""
 
     kind = "xdp"
+    rx_queues = 0  # of the interface, set by open_xdp
 
     def stats(self) -> BypassStats:
         s = self._mod.ffi.new("lt_xdp_stats *")
         self._mod.lib.lt_xdp_get_stats(self._src, s)
         q = XdpQueueStats(**{f.name: (bool(getattr(s, f.name)) if f.type == "bool" else int(getattr(s, f.name)))
                              for f in dataclasses.fields(XdpQueueStats)})
-        return BypassStats("xdp", (q,))
+        return BypassStats("xdp", (q,), self.rx_queues, self.path)
 
 
 class DpdkReader(_BypassReader):
@@ -369,6 +382,7 @@ def open_xdp(source: str, options=None, workers: int = 1) -> list[XdpReader]:
             if st != lib.LT_OK:
                 _raise_open_error(source, mod, st, err)
             r = XdpReader(source, mod, src[0], ops[0], "")
+            r.rx_queues = max(nq, 0)
             s = r.stats().queues[0]
             r.label = (f"live (AF_XDP queue {s.queue}, {'zero-copy' if s.zero_copy else 'copy'} mode, "
                        f"{'native' if s.native else 'skb'} XDP)")

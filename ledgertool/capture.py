@@ -573,6 +573,7 @@ def capture_file(
     result.next_seq = seq
     if live_stats is not None:
         result.live = live_stats.to_json()
+        result.warnings.extend(getattr(live_stats, "notes", ()))  # kernel-bypass sources (ledgertool.bypass)
         if lw is not None:
             result.live["workers"] = live_workers
             result.live["worker_frames"] = list(lw.per_worker_frames)

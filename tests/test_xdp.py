@@ -7,7 +7,7 @@ What is checked:
   our XDP program's own counter equals the frames recorded; the report says copy mode (veth has no
   zero-copy) and native XDP;
 - --workers 2 on a two-queue veth: one socket per queue, both used, the merged ledger holds
-  exactly the frames sent;
+  exactly the frames sent; one socket on that veth sees one queue only, and the report warns;
 - overload (a 64-frame UMEM behind a stopped consumer): drops are declared in GAP records and
   frames + drops == frames sent == the program's counter;
 - --xdp-attach skb (generic XDP) with SIGTERM, --frames, --duration on an idle interface;
@@ -249,6 +249,19 @@ def test_xdp_two_workers_one_socket_per_queue(veth2, keydir, tmp_path, w2000):
     t = tl.ledger_records(ledger)
     assert sorted(bytes(d) for d in t.column("digest").to_pylist()) == sorted(tl.file_digests(w2000, keydir))
     assert t.column("seq").to_pylist() == list(range(2000))
+
+
+@needs_xdp
+def test_xdp_queues_without_a_socket_are_a_warning(veth2, keydir, tmp_path):
+    """One socket on a two-queue interface sees only its queue: the frames the other queue carried
+    reach the stack, not the ledger, and the report must say so (frames + drops < sent)."""
+    proc = start(veth2, f"xdp:{veth2.rx}", tmp_path / "ledger", keydir)
+    sent = tl.replay(veth2, SAMPLE, "--pps", "5000")
+    time.sleep(0.1)
+    rep = tl.finish(proc)
+    assert 0 < rep["frames"] == rep["live"]["kernel_packets"] < sent["frames_sent"] == 294
+    assert any("sockets on 1 of the interface's 2 RX queues (0)" in w and "--workers" in w for w in rep["warnings"])
+    assert f"1 of the interface's 2 RX queues" in rep["_stderr"]
 
 
 @needs_xdp
