@@ -107,7 +107,7 @@ def _addr(mod_ffi, ptr) -> int:
 
 @dataclass(frozen=True)
 class XdpQueueStats:
-    """One AF_XDP socket (lt_xdp_stats, native/src/source_xdp.h)."""
+    """One AF_XDP socket (lt_xdp_stats, native/bypass/source_xdp.h)."""
 
     queue: int
     xdp_packets: int
@@ -129,7 +129,7 @@ class XdpQueueStats:
 
 @dataclass(frozen=True)
 class DpdkQueueStats:
-    """One DPDK RX queue (lt_dpdk_stats, native/src/source_dpdk.h)."""
+    """One DPDK RX queue (lt_dpdk_stats, native/bypass/source_dpdk.h)."""
 
     queue: int
     rx_packets: int
@@ -308,7 +308,7 @@ def _raise_open_error(source: str, mod, st: int, err) -> None:
 
 
 class XdpReader(_BypassReader):
-    """One AF_XDP socket on one RX queue (native/src/source_xdp.c)."""
+    """One AF_XDP socket on one RX queue (native/bypass/source_xdp.c)."""
 
     kind = "xdp"
     rx_queues = 0  # of the interface, set by open_xdp
@@ -322,7 +322,7 @@ class XdpReader(_BypassReader):
 
 
 class DpdkReader(_BypassReader):
-    """One DPDK RX queue (native/src/source_dpdk.c)."""
+    """One DPDK RX queue (native/bypass/source_dpdk.c)."""
 
     kind = "dpdk"
 

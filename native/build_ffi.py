@@ -2,7 +2,7 @@
 kernel-bypass source modules ledgertool._source_xdp and ledgertool._source_dpdk.
 
 Not shipped in the wheel. cffi sees only the CDEF block of native/include/ledgertool.h (and of
-native/src/source_xdp.h, source_dpdk.h for the optional modules).
+native/bypass/source_xdp.h, source_dpdk.h for the optional modules).
 
 The optional modules are separate shared objects so that _native never links libxdp, libbpf or
 DPDK: a wheel built with them still imports where those libraries are absent (only
@@ -20,13 +20,13 @@ from cffi import FFI
 
 HERE = Path(__file__).resolve().parent
 HEADER = HERE / "include" / "ledgertool.h"
-# name -> (pkg-config packages, source file, its CDEF header)
+# name -> (pkg-config packages, source file, its CDEF header), both in native/bypass/ (not in src/,
+# whose every .c file is part of _native: the aarch64 cross-compile test and fuzz.sh build them all)
 OPTIONAL = {
     "xdp": ("libxdp libbpf", "source_xdp.c", "source_xdp.h"),
     "dpdk": ("libdpdk", "source_dpdk.c", "source_dpdk.h"),
 }
-SOURCES = sorted(str(p.relative_to(HERE.parent)) for p in (HERE / "src").glob("*.c")
-                 if p.name not in {o[1] for o in OPTIONAL.values()})
+SOURCES = sorted(str(p.relative_to(HERE.parent)) for p in (HERE / "src").glob("*.c"))
 
 
 def cdef_block(header: Path = HEADER) -> str:
@@ -75,11 +75,11 @@ def optional_builder(name: str) -> FFI | None:
         return None
     cflags, libs = flags
     b = FFI()
-    b.cdef(cdef_block(HERE / "src" / header))
+    b.cdef(cdef_block(HERE / "bypass" / header))
     b.set_source(
         f"ledgertool._source_{name}", f'#include "{header}"',
-        sources=[f"native/src/{source}"],
-        include_dirs=["native/include", "native/src"],
+        sources=[f"native/bypass/{source}"],
+        include_dirs=["native/include", "native/src", "native/bypass"],
         extra_compile_args=["-O2", "-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-pthread",
                             *cflags],
         extra_link_args=["-pthread", *libs],

@@ -1,4 +1,4 @@
-"""DPDK capture (`capture dpdk:PORT --eal "ARGS"`, native/src/source_dpdk.c), without hugepages or a
+"""DPDK capture (`capture dpdk:PORT --eal "ARGS"`, native/bypass/source_dpdk.c), without hugepages or a
 NIC: `--no-huge --no-pci` and a virtual device (docs/capture.md "Kernel bypass").
 
 What is checked:

@@ -1,4 +1,4 @@
-"""AF_XDP capture (`capture xdp:IFACE[:QUEUE]`, native/src/source_xdp.c) on real veth pairs between
+"""AF_XDP capture (`capture xdp:IFACE[:QUEUE]`, native/bypass/source_xdp.c) on real veth pairs between
 two network namespaces, as tests/test_live.py does for AF_PACKET (docs/capture.md "Kernel bypass").
 
 What is checked:

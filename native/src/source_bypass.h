@@ -1,5 +1,5 @@
 /*
- * Kernel-bypass frame sources (AF_XDP: source_xdp.c, DPDK: source_dpdk.c).
+ * Kernel-bypass frame sources (AF_XDP: native/bypass/source_xdp.c, DPDK: native/bypass/source_dpdk.c).
  *
  * Each is built as its own small cffi extension module (ledgertool._source_xdp, ._source_dpdk)
  * and only where pkg-config finds its libraries (native/build_ffi.py), so the main extension
