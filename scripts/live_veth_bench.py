@@ -143,14 +143,17 @@ def main() -> None:
             for flen in (60, 1514):
                 pcap = work / f"f_{flen}.pcap"
                 make_pcap(pcap, flen, 10000)
-                for tool in tools:
-                    for pps in map(int, a.rates.split(",")):
-                        loops = max(1, int(pps * a.seconds / 10000))
+                # rate by rate, every tool in turn: on a shared machine the tools then meet the same load
+                going = list(tools)
+                for pps in map(int, a.rates.split(",")):
+                    loops = max(1, int(pps * a.seconds / 10000))
+                    for tool in list(going):
                         t = trial(tool, ns_tx, tx, ns_rx, rx, pcap, pps, loops, work / "k", work)
                         print(",".join(str(t[k]) for k in ("tool", "frame_len", "target_pps", "sent_pps", "sent",
                                                              "arrived", "recorded", "drops", "zero_loss")), flush=True)
                         if not t["zero_loss"]:
-                            break
+                            going.remove(tool)
+                            continue
                         best[(tool, flen)] = max(best.get((tool, flen), 0), t["sent_pps"])
             for (tool, flen), v in sorted(best.items()):
                 print(f"# highest zero-loss rate: {tool} {flen} B frames: {v:,} frames/s")
