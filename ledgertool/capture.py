@@ -37,7 +37,7 @@ from .ledger import (DEFAULT_LEAF_RECORDS, DEFAULT_LINK, LEDGER_FILE, create_led
 from .lock import LOCK_FILE, writer_lock
 from .rotation import current_digest_key_id, current_signer_check, digest_key_ids, with_digest_key_id
 from .seal import SealResult, seal_records
-from .sources import is_live, is_workload, open_source
+from .sources import is_live, is_workload, open_source, open_sources
 
 DEFAULT_SEGMENT_RECORDS = 1_000_000
 # errors of a write that `recover` can finish once they are fixed (the data written before stays)
@@ -227,6 +227,8 @@ def _sum_stats(stats: list[LiveStats]) -> LiveStats:
     """Counters of several rings added up (ring_bytes and block_count: all rings together)."""
     if len(stats) == 1:
         return stats[0]
+    if hasattr(stats[0], "combine"):  # kernel-bypass sources (ledgertool.bypass.BypassStats)
+        return stats[0].combine(stats)
     sums = {f: sum(getattr(s, f) for s in stats) for f in LiveStats.__dataclass_fields__}
     sums["block_bytes"] = stats[0].block_bytes
     return LiveStats(**sums)
@@ -366,14 +368,7 @@ def _capture_locked(
     if live_workers > 1:
         # the same fanout group for every ring (0: the process id); each worker thread pins itself
         wopts = dataclasses.replace(live or LiveOptions(), pin_cpu=None)
-        readers = []
-        try:
-            for _ in range(live_workers):
-                readers.append(open_source(source, wopts))
-        except BaseException:
-            for r in readers:
-                r.close()
-            raise
+        readers = open_sources(source, wopts, live_workers)
     else:
         readers = [open_source(source, live)]
     reader = readers[0]
@@ -671,10 +666,13 @@ def _capture_locked(
     result.next_seq = seq
     if live_stats is not None:
         result.live = live_stats.to_json()
+        result.warnings.extend(getattr(live_stats, "notes", ()))  # kernel-bypass sources (ledgertool.bypass)
         if lw is not None:
             result.live["workers"] = live_workers
             result.live["worker_frames"] = list(lw.per_worker_frames)
-        if result.drops:
+        if result.drops and hasattr(live_stats, "drop_advice"):  # AF_XDP, DPDK
+            result.warnings.append(live_stats.drop_advice(str(source), result.drops))
+        elif result.drops:
             result.warnings.append(
                 f"{result.drops} frames DROPPED by the kernel ring on {source} (declared as GAP records in "
                 f"the ledger; the ring was full {live_stats.freeze_count} times): raise --ring-mb or "

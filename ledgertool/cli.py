@@ -204,25 +204,29 @@ def _live_panel(source: str, enabled: bool):
 
 @app.command()
 def capture(
-    source: Annotated[str, typer.Argument(help="pcap/pcapng file, workload:SPEC.toml (generated frames) or iface:NAME (live AF_PACKET).")],
+    source: Annotated[str, typer.Argument(help="pcap/pcapng file, workload:SPEC.toml (generated frames), iface:NAME (live AF_PACKET), xdp:NAME[:QUEUE] (live AF_XDP) or dpdk:PORT (DPDK, with --eal).")],
     ledger: Annotated[Path, typer.Option("--ledger", help="Ledger directory (created if absent).")],
     digest_key: Annotated[Path, typer.Option("--digest-key", help="digest.key (32-byte master secret, hex).")],
     signing_key: Annotated[Path, typer.Option("--signing-key", help="signing.key from `keys generate`.")],
     algorithm: Annotated[Optional[str], typer.Option(help="Digest algorithm for a new ledger (default: siphash-1-3-128).")] = None,
     strip: Annotated[Optional[str], typer.Option(help="Strip mode for a new ledger: frame, l3, payload or rdma (docs/strip-modes.md; default: frame).")] = None,
     link: Annotated[str, typer.Option(help="Link name (hive partition link=NAME).")] = "link0",
-    workers: Annotated[int, typer.Option(help="Threads that digest each batch (0: every usable core); records do not depend on it. iface: receive rings in one fanout group, one thread each (0: one); records merged by (ts_ns, worker, order).", min=0)] = 0,
+    workers: Annotated[int, typer.Option(help="Threads that digest each batch (0: every usable core); records do not depend on it. iface: receive rings in one fanout group, xdp: sockets on queues QUEUE.., dpdk: RX queues with RSS; one thread each (0: one); records merged by (ts_ns, worker, order).", min=0)] = 0,
     segment_records: Annotated[int, typer.Option(help="Records per segment before it is sealed.", min=1)] = 1_000_000,
     segment_seconds: Annotated[Optional[float], typer.Option(help="Also seal a segment once it has been open this many seconds (wall clock).")] = None,
     leaf_records: Annotated[Optional[int], typer.Option(help="Records per Merkle leaf for a new ledger, a power of two (default: 64).")] = None,
     duration: Annotated[Optional[float], typer.Option(help="Stop after this many seconds.")] = None,
     frames: Annotated[Optional[int], typer.Option("--frames", help="Stop after this many frames.")] = None,
-    ring_mb: Annotated[float, typer.Option(help="iface: receive ring size in MiB.")] = 64.0,
+    ring_mb: Annotated[float, typer.Option(help="iface: receive ring size in MiB; xdp: UMEM per socket in MiB (4096-byte frames).")] = 64.0,
     block_kb: Annotated[int, typer.Option(help="iface: ring block size in KiB, power of two (0: automatic).")] = 0,
     block_ms: Annotated[int, typer.Option(help="iface: block retire timeout in ms.")] = 10,
-    pin: Annotated[Optional[int], typer.Option(help="iface: pin the capture thread to this CPU (with --workers N: worker i to CPU PIN+i).")] = None,
+    pin: Annotated[Optional[int], typer.Option(help="iface, xdp, dpdk: pin the capture thread to this CPU (with --workers N: worker i to CPU PIN+i).")] = None,
     fanout_group: Annotated[int, typer.Option(help="iface: PACKET_FANOUT group id (0: from the process id).")] = 0,
-    promisc: Annotated[bool, typer.Option(help="iface: promiscuous mode.")] = True,
+    promisc: Annotated[bool, typer.Option(help="iface, dpdk: promiscuous mode.")] = True,
+    xdp_mode: Annotated[str, typer.Option(help="xdp: zero-copy, copy, or auto (zero-copy where the driver supports it).")] = "auto",
+    xdp_attach: Annotated[str, typer.Option(help="xdp: attach the XDP program in native (driver) or skb (generic) mode, or auto (native, else skb).")] = "auto",
+    eal: Annotated[str, typer.Option(help="dpdk: EAL arguments, e.g. \"-a 0000:3b:00.0\" or \"--no-huge --no-pci --vdev=net_pcap0,rx_pcap=FILE\".")] = "",
+    rx_desc: Annotated[int, typer.Option(help="dpdk: RX descriptors per queue (0: 1024).", min=0)] = 0,
     accept_gmac_forgery_risk: Annotated[bool, typer.Option(
         "--accept-gmac-forgery-risk", help="Create an aes-128-gmac ledger although whoever holds two of its tags "
         "can forge every tag (fixed IV; docs/algorithms.md).")] = False,
@@ -232,11 +236,16 @@ def capture(
     from .capture import capture_file
     from .keys import DigestKey, SigningKey
     from .live import LiveOptions
-    from .sources import is_live
+    from .sources import is_bypass, is_live
 
     live_source = is_live(source)
     opts = None
-    if live_source:
+    if is_bypass(source):
+        from .bypass import BypassOptions
+
+        opts = BypassOptions(ring_mb=ring_mb, rx_desc=rx_desc, pin_cpu=pin, promisc=promisc, eal=eal,
+                             xdp_mode=xdp_mode, xdp_attach=xdp_attach)
+    elif live_source:
         opts = LiveOptions(ring_mb=ring_mb, block_kb=block_kb, block_ms=block_ms, fanout_group=fanout_group,
                            promisc=promisc, pin_cpu=pin)
     dk, sk = DigestKey.load(digest_key), SigningKey.load(signing_key)
@@ -250,7 +259,7 @@ def capture(
     for w in res.warnings:
         err.print(styled(("warning:", "yellow"), f" {w}"))
     if res.drops:
-        err.print(styled((f"DROPS: {res.drops:,} frames were dropped by the kernel ring before they could be "
+        err.print(styled((f"DROPS: {res.drops:,} frames were dropped by the receive ring before they could be "
                           "digested; the ledger declares them in GAP records", "bold red")))
     if as_json:
         _emit_json(res.to_json())
@@ -260,8 +269,23 @@ def capture(
                   f"link {link}: segments {segs}, seq {res.first_seq}..{res.next_seq - 1}, drops {res.drops}")
         out.print(f"{res.elapsed_s:.3f} s, {_rate(res.frames_per_s)}frames/s, {res.gbit_per_s:.3g} Gbit/s"
                   f" ({res.algorithm}, strip {res.strip})")
+        if res.live and ("xdp" in res.live or "dpdk" in res.live):
+            out.print(_bypass_summary(res.live))
     if res.interrupted:
         err.print(styled(("interrupted: open segment sealed", "yellow")))
+
+
+def _bypass_summary(live: dict) -> str:
+    """One line on how an xdp:/dpdk: capture received: zero-copy or copy, queues, drops per cause."""
+    if "xdp" in live:
+        x = live["xdp"]
+        qs = ",".join(str(q["queue"]) for q in x["queues"])
+        return (f"AF_XDP {x['mode']} mode, {x['attach']} XDP, queue{'s' if len(x['queues']) > 1 else ''} {qs}: "
+                f"{live['kernel_packets']:,} frames redirected, {live['kernel_drops']:,} dropped by the socket")
+    d = live["dpdk"]
+    return (f"DPDK port {d['port']} ({d['driver']}), {len(d['queues'])} RX queue{'s' if len(d['queues']) > 1 else ''}"
+            f"{' with RSS' if d['rss'] else ''}, zero-copy: {live['kernel_packets']:,} frames seen, "
+            f"{live['kernel_drops']:,} dropped (imissed + rx_nombuf + ierrors)")
 
 
 # ---- replay ---------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 """Frame sources by name: what `capture` and `recompute` accept as SOURCE.
 
     iface:NAME          a live interface (AF_PACKET TPACKET_V3 ring; ledgertool.live)
+    xdp:NAME[:QUEUE]    a live interface through AF_XDP sockets (ledgertool.bypass)
+    dpdk:PORT           a DPDK port, set up with --eal (ledgertool.bypass)
     workload:SPEC.toml  frames from the deterministic workload generator (ledgertool.workload)
     anything else       a pcap/pcapng file (ledgertool.engine.CaptureReader)
 
@@ -17,8 +19,16 @@ LIVE_PREFIX = "iface:"
 WORKLOAD_PREFIX = "workload:"
 
 
+BYPASS_PREFIXES = ("xdp:", "dpdk:")
+
+
 def is_live(source) -> bool:
-    return isinstance(source, str) and source.startswith(LIVE_PREFIX)
+    """A source that runs until stopped (AF_PACKET, AF_XDP, DPDK), not one that ends."""
+    return isinstance(source, str) and source.startswith((LIVE_PREFIX, *BYPASS_PREFIXES))
+
+
+def is_bypass(source) -> bool:
+    return isinstance(source, str) and source.startswith(BYPASS_PREFIXES)
 
 
 def is_workload(source) -> bool:
@@ -29,6 +39,8 @@ def open_source(source: str | os.PathLike, live=None) -> CaptureReader:
     """Open SOURCE as a reader. `live` (ledgertool.live.LiveOptions) tunes an `iface:` source.
 
     Raises CaptureFormatError, WorkloadSpecError or InterfaceError (all exit 2) for bad sources."""
+    if is_bypass(source):
+        return open_sources(source, live, 1)[0]
     if is_live(source):
         from .live import LiveReader
 
@@ -38,3 +50,21 @@ def open_source(source: str | os.PathLike, live=None) -> CaptureReader:
 
         return open_workload(source[len(WORKLOAD_PREFIX):])
     return CaptureReader(source)
+
+
+def open_sources(source: str, live, n: int) -> list:
+    """`n` readers of one live SOURCE for `n` capture workers: AF_PACKET rings in one fanout group,
+    AF_XDP sockets on n consecutive queues, or n RX queues of a DPDK port."""
+    if is_bypass(source):
+        from .bypass import open_bypass
+
+        return open_bypass(source, live, n)
+    readers = []
+    try:
+        for _ in range(n):
+            readers.append(open_source(source, live))
+    except BaseException:
+        for r in readers:
+            r.close()
+        raise
+    return readers

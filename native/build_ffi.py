@@ -1,24 +1,52 @@
-"""cffi build script (out-of-line API mode) for ledgertool._native.
+"""cffi build script (out-of-line API mode) for ledgertool._native, and for the optional
+kernel-bypass source modules ledgertool._source_xdp and ledgertool._source_dpdk.
 
-Not shipped in the wheel. cffi sees only the CDEF block of native/include/ledgertool.h.
+Not shipped in the wheel. cffi sees only the CDEF block of native/include/ledgertool.h (and of
+native/bypass/source_xdp.h, source_dpdk.h for the optional modules).
+
+The optional modules are separate shared objects so that _native never links libxdp, libbpf or
+DPDK: a wheel built with them still imports where those libraries are absent (only
+`capture xdp:`/`dpdk:` then fail, exit 2). Each is built only when pkg-config finds its
+libraries; LEDGERTOOL_WITHOUT=xdp,dpdk leaves them out on purpose (OPTIONAL_BUILDERS names the
+ones this machine builds; setup.py reads it).
 """
 import os
 import re
+import shlex
+import subprocess
 from pathlib import Path
 
 from cffi import FFI
 
 HERE = Path(__file__).resolve().parent
 HEADER = HERE / "include" / "ledgertool.h"
+# name -> (pkg-config packages, source file, its CDEF header), both in native/bypass/ (not in src/,
+# whose every .c file is part of _native: the aarch64 cross-compile test and fuzz.sh build them all)
+OPTIONAL = {
+    "xdp": ("libxdp libbpf", "source_xdp.c", "source_xdp.h"),
+    "dpdk": ("libdpdk", "source_dpdk.c", "source_dpdk.h"),
+}
 SOURCES = sorted(str(p.relative_to(HERE.parent)) for p in (HERE / "src").glob("*.c"))
 
 
-def cdef_block() -> str:
-    text = HEADER.read_text()
+def cdef_block(header: Path = HEADER) -> str:
+    text = header.read_text()
     m = re.search(r"/\* CDEF BEGIN \*/(.*)/\* CDEF END \*/", text, re.S)
     if not m:
-        raise RuntimeError(f"{HEADER}: CDEF markers missing")
+        raise RuntimeError(f"{header}: CDEF markers missing")
     return m.group(1)
+
+
+def pkg_config(packages: str) -> tuple[list[str], list[str]] | None:
+    """(compile flags, link flags) of `packages`, or None when pkg-config does not find them all."""
+    try:
+        cflags = subprocess.run(["pkg-config", "--cflags", *packages.split()], capture_output=True, text=True)
+        libs = subprocess.run(["pkg-config", "--libs", *packages.split()], capture_output=True, text=True)
+    except OSError:  # no pkg-config at all
+        return None
+    if cflags.returncode or libs.returncode:
+        return None
+    return shlex.split(cflags.stdout), shlex.split(libs.stdout)
 
 
 ffibuilder = FFI()
@@ -36,5 +64,40 @@ ffibuilder.set_source(
     extra_link_args=["-pthread"] + (["-fsanitize=address,undefined"] if os.environ.get("LEDGERTOOL_SANITIZE") else []),
 )
 
+
+def optional_builder(name: str) -> FFI | None:
+    """The builder of ledgertool._source_NAME, or None when its libraries are not found here."""
+    if name in {w.strip() for w in os.environ.get("LEDGERTOOL_WITHOUT", "").split(",")}:
+        return None
+    packages, source, header = OPTIONAL[name]
+    flags = pkg_config(packages)
+    if flags is None:
+        return None
+    cflags, libs = flags
+    b = FFI()
+    b.cdef(cdef_block(HERE / "bypass" / header))
+    b.set_source(
+        f"ledgertool._source_{name}", f'#include "{header}"',
+        sources=[f"native/bypass/{source}"],
+        include_dirs=["native/include", "native/src", "native/bypass"],
+        extra_compile_args=["-O2", "-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-pthread",
+                            *cflags],
+        extra_link_args=["-pthread", *libs],
+    )
+    return b
+
+
+xdp_builder = optional_builder("xdp")
+dpdk_builder = optional_builder("dpdk")
+OPTIONAL_BUILDERS = [f"{n}_builder" for n in OPTIONAL if globals()[f"{n}_builder"] is not None]
+
 if __name__ == "__main__":
     ffibuilder.compile(verbose=True)
+    for n in OPTIONAL:
+        b = globals()[f"{n}_builder"]
+        if b is None:
+            why = "LEDGERTOOL_WITHOUT" if n in os.environ.get("LEDGERTOOL_WITHOUT", "") else \
+                f"pkg-config does not find {OPTIONAL[n][0]}"
+            print(f"ledgertool._source_{n}: not built ({why})")
+        else:
+            b.compile(verbose=True)

@@ -1,12 +1,15 @@
-"""Highest zero-loss rate of `ledgertool capture iface:` on a veth pair, next to tcpdump.
+"""Highest zero-loss rate of `ledgertool capture` on a veth pair through each live source (AF_PACKET
+`iface:`, AF_XDP `xdp:`, DPDK `dpdk:` over net_af_packet), next to tcpdump, in the same run.
 
-Run as root (needs `ip`; tcpdump optional):  python scripts/live_veth_bench.py [--seconds 1]
+Run as root (needs `ip`; tcpdump optional; the xdp/dpdk tools need their modules built):
+    python scripts/live_veth_bench.py [--seconds 1] [--tools ledgertool,ledgertool-xdp,...]
 
 Two fresh network namespaces joined by a veth pair (no addresses, IPv6 off); `ledgertool replay
 --pps R` sends synthetic frames of 60 bytes (a minimum Ethernet frame without its FCS, "64 bytes"
 on the wire) and of 1514 bytes from one end while the capture tool runs in the other. A rate
 counts as zero-loss when every frame that reached the interface was recorded and no drop was
-declared. Prints one CSV line per trial and a summary (docs/capture.md, "Benchmark").
+declared (net_af_packet reports no drops of its own: there, recorded == arrived decides). Prints
+one CSV line per trial and a summary (docs/capture.md, "Benchmark").
 """
 
 from __future__ import annotations
@@ -52,16 +55,45 @@ def counters(ns: str, dev: str) -> int:
     return json.loads(sh("ip", "-n", ns, "-s", "-j", "link", "show", "dev", dev))[0]["stats64"]["rx"]["packets"]
 
 
+# each ledgertool source with a 64 MiB receive buffer: AF_PACKET ring, AF_XDP UMEM (16384 frames),
+# net_af_packet's TPACKET ring (32768 frames of 2048 bytes)
+SOURCES = {
+    "ledgertool": lambda rx: [f"iface:{rx}", "--ring-mb", "64"],
+    "ledgertool-xdp": lambda rx: [f"xdp:{rx}", "--ring-mb", "64"],
+    "ledgertool-dpdk": lambda rx: ["dpdk:net_af_packet0", "--eal",
+                                   f"--no-huge --no-pci --vdev=net_af_packet0,iface={rx},framecnt=32768"],
+}
+
+
+def available_tools() -> list[str]:
+    import importlib.util
+
+    tools = ["ledgertool"]
+    for name, mod in (("ledgertool-xdp", "ledgertool._source_xdp"), ("ledgertool-dpdk", "ledgertool._source_dpdk")):
+        if importlib.util.find_spec(mod) is not None:
+            tools.append(name)
+        else:
+            print(f"# {mod} not built: no {name}", file=sys.stderr)
+    if shutil.which("tcpdump"):
+        tools.append("tcpdump")
+    else:
+        print("# tcpdump not installed", file=sys.stderr)
+    return tools
+
+
 def trial(tool: str, ns_tx, tx, ns_rx, rx, pcap: Path, pps: int, loops: int, keys: Path, work: Path) -> dict:
     rx0 = counters(ns_rx, rx)
-    if tool == "ledgertool":
+    if tool in SOURCES:
         ledger = work / f"l{secrets.token_hex(4)}"
-        proc = subprocess.Popen(["ip", "netns", "exec", ns_rx, *CLI, "capture", f"iface:{rx}", "--ledger", str(ledger),
-                                 "--digest-key", str(keys / "digest.key"), "--signing-key", str(keys / "signing.key"),
-                                 "--ring-mb", "64", "--json"], cwd=REPO, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(["ip", "netns", "exec", ns_rx, *CLI, "capture", *SOURCES[tool](rx),
+                                 "--ledger", str(ledger), "--digest-key", str(keys / "digest.key"),
+                                 "--signing-key", str(keys / "signing.key"), "--json"], cwd=REPO,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         while not (ledger / "ledger.json").exists():
+            if proc.poll() is not None:
+                raise SystemExit(f"{tool}: capture exited {proc.returncode}: {proc.stderr.read().strip()}")
             time.sleep(0.05)
+        time.sleep(0.5)  # the source opens before the ledger exists: let the capture reach its read loop
     else:
         proc = subprocess.Popen(["ip", "netns", "exec", ns_rx, "tcpdump", "-i", rx, "-w", "/dev/null", "-n", "-B", "65536"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -74,7 +106,7 @@ def trial(tool: str, ns_tx, tx, ns_rx, rx, pcap: Path, pps: int, loops: int, key
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     arrived = counters(ns_rx, rx) - rx0
-    if tool == "ledgertool":
+    if tool in SOURCES:
         rep = json.loads(out)
         recorded, drops = rep["frames"], rep["drops"]
         shutil.rmtree(work / ledger.name, ignore_errors=True)
@@ -90,12 +122,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=1.0)
     ap.add_argument("--rates", default="100000,200000,300000,400000,600000,800000,1000000")
+    ap.add_argument("--tools", help="comma-separated subset of ledgertool, ledgertool-xdp, ledgertool-dpdk, tcpdump")
     a = ap.parse_args()
     tag = f"lb{secrets.token_hex(3)}"
     ns_tx, ns_rx, tx, rx = f"{tag}a", f"{tag}b", f"{tag}x", f"{tag}y"
-    tools = ["ledgertool"] + (["tcpdump"] if shutil.which("tcpdump") else [])
-    if "tcpdump" not in tools:
-        print("# tcpdump not installed: ledgertool only", file=sys.stderr)
+    tools = a.tools.split(",") if a.tools else available_tools()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         subprocess.run(CLI + ["keys", "generate", str(work / "k")], cwd=REPO, check=True, capture_output=True)
@@ -112,14 +143,17 @@ def main() -> None:
             for flen in (60, 1514):
                 pcap = work / f"f_{flen}.pcap"
                 make_pcap(pcap, flen, 10000)
-                for tool in tools:
-                    for pps in map(int, a.rates.split(",")):
-                        loops = max(1, int(pps * a.seconds / 10000))
+                # rate by rate, every tool in turn: on a shared machine the tools then meet the same load
+                going = list(tools)
+                for pps in map(int, a.rates.split(",")):
+                    loops = max(1, int(pps * a.seconds / 10000))
+                    for tool in list(going):
                         t = trial(tool, ns_tx, tx, ns_rx, rx, pcap, pps, loops, work / "k", work)
                         print(",".join(str(t[k]) for k in ("tool", "frame_len", "target_pps", "sent_pps", "sent",
                                                              "arrived", "recorded", "drops", "zero_loss")), flush=True)
                         if not t["zero_loss"]:
-                            break
+                            going.remove(tool)
+                            continue
                         best[(tool, flen)] = max(best.get((tool, flen), 0), t["sent_pps"])
             for (tool, flen), v in sorted(best.items()):
                 print(f"# highest zero-loss rate: {tool} {flen} B frames: {v:,} frames/s")

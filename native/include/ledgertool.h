@@ -339,6 +339,14 @@ int lt_reader_open_live(const lt_live_config *cfg, lt_reader **out, char *err, s
 int lt_live_request_stop(lt_reader *r, int drain);
 int lt_live_get_stats(const lt_reader *r, lt_live_stats *out);
 
+/* ---- frame sources in their own modules (AF_XDP, DPDK: native/src/source_bypass.h) ----
+ * Wrap `src` and its lt_source_ops (`ops`, of another native module built from this header) in
+ * an lt_reader; lt_reader_close then calls ops->close(src). `layout` is the module's
+ * LT_SOURCE_LAYOUT and must equal lt_source_layout(). LT_OK, LT_ERR_ARG (NULL or a layout
+ * mismatch; src is not closed) or LT_ERR_NOMEM (src is not closed). */
+int lt_reader_open_source(const void *ops, void *src, int format, uint32_t layout, lt_reader **out);
+uint32_t lt_source_layout(void);
+
 /* ---- replay: transmit a capture file on an interface (native/src/replay.c) ---- */
 
 #define LT_REPLAY_TIMING 0      /* the capture's own inter-frame times */
