@@ -19,6 +19,8 @@ from .algorithms import Algorithm
 from .errors import CaptureFormatError, UsageError
 
 RECORD_FIXED = lib.LT_RECORD_FIXED  # bytes before the digest in every record
+# Largest Merkle leaf (records): a proof carries one whole leaf block, 4 MiB at 64-byte records.
+MERKLE_MAX_LEAF_RECORDS = lib.LT_MERKLE_MAX_LEAF_RECORDS
 
 # Record flags (u16, docs/ledger-format.md).
 FLAG_TRUNCATED = lib.LT_FLAG_TRUNCATED
@@ -291,15 +293,25 @@ def digest_capture(path, algorithm: Algorithm, subkey: bytes, workers: int = 1) 
 
 def merkle_leaves(records, record_size: int, leaf_records: int) -> bytes:
     """RFC 9162 leaf hashes (32 bytes each, concatenated) of each block of `leaf_records` records,
-    in C (SHA-NI where the CPU has it); the GIL is released while hashing."""
+    in C (SHA-NI where the CPU has it); the GIL is released while hashing.
+
+    ValueError unless record_size is 48 or 64 and leaf_records is a power of two in
+    1..MERKLE_MAX_LEAF_RECORDS (the same bounds ledger.json and seals are held to)."""
+    if record_size not in (RECORD_FIXED + 16, RECORD_FIXED + 32) or not valid_leaf_records(leaf_records):
+        raise ValueError(f"record size {record_size!r} / leaf records {leaf_records!r} out of bounds")
     buf = ffi.from_buffer(records)
     count = len(buf) // record_size
     leaves = -(-count // leaf_records)
     out = ffi.new("uint8_t[]", max(leaves, 1) * 32)
-    st = lib.lt_merkle_leaves(buf, record_size, count, leaf_records, out)
+    st = lib.lt_merkle_leaves(buf, record_size, count, leaf_records, out, len(out))
     if st != lib.LT_OK:
         raise ValueError(f"lt_merkle_leaves failed (status {st})")
     return bytes(ffi.buffer(out, leaves * 32))
+
+
+def valid_leaf_records(n: object) -> bool:
+    """A Merkle leaf size the ledger accepts: an int (not a bool), a power of two, 1..2^16."""
+    return type(n) is int and 1 <= n <= MERKLE_MAX_LEAF_RECORDS and not n & (n - 1)
 
 
 def merkle_root(leaf_hashes: bytes) -> bytes:

@@ -2,8 +2,10 @@
 
 For each link, in segment order (docs/ledger-format.md, "Verification"):
   1. the seal parses and belongs to this ledger (ledger id, link, segment index);
-  2. algorithm, strip mode and record layout equal the ledger header (no downgrade), and the
-     digest key id is the one the key schedule assigns to this link and segment;
+  2. algorithm, strip mode and record layout equal the ledger header (no downgrade), a seal that
+     signs ledger.json's SHA-256 (`ledger_header_sha256`) signs the bytes read, and the digest key
+     id is the one the key schedule assigns to this link and segment; records are decoded with the
+     seal's signed layout, never with the unsigned header's;
   3. both hybrid signatures verify with the trusted keys;
   4. prev_seal_hash equals the hash of the previous seal (genesis for the first): the chain;
   5. the Parquet file exists and its SHA-256 and size match the seal;
@@ -29,11 +31,11 @@ import numpy as np
 
 from . import segments
 from .checkpoint import check_extends, checkpoint_path, link_tree, parse_note
-from .engine import FLAG_GAP, merkle_leaves, merkle_root, record_dtype
+from .engine import FLAG_GAP, merkle_leaves, merkle_root, record_dtype, valid_leaf_records
 from .errors import LedgerFormatError
 from .keys import TrustBundle
 from .ledger import links, load_ledger, segment_files
-from .seal import genesis_hash, load_seal, parquet_records, read_sealed_parquet, seal_hash, seal_signed_bytes
+from .seal import HEADER_SHA256, genesis_hash, load_seal, parquet_records, read_sealed_parquet, seal_hash, seal_signed_bytes
 from .rotation import Schedule, key_schedule, load_rotations
 from .segments import read_open_segment
 
@@ -129,6 +131,7 @@ def _verify_link(directory: Path, ledger: dict, link: str, sched: Schedule, res:
     expected_seq = 0
     sealed = sorted(i for i, f in files.items() if "seal.json" in f)
     seen: dict[str, int] = {}  # seal hash -> segment, to name a duplicated segment
+    header_mismatch: list[int] = []  # seals that sign another ledger.json than the one read
     for i, f in sorted(files.items()):
         if "parquet" in f and "seal.json" not in f and "open" not in f:
             problem("unsealed_parquet", i, f"{f['parquet']} has no seal document")
@@ -162,7 +165,11 @@ def _verify_link(directory: Path, ledger: dict, link: str, sched: Schedule, res:
         if doc.get("link") != link or doc.get("segment") != index:
             problem("seal_misplaced", index,
                     f"{path}: seal is for link {doc.get('link')!r} segment {doc.get('segment')}")
-        # 2. no downgrade
+        # 2. no downgrade: the signed hash of ledger.json (seals since it was added), and the
+        # parameters each seal repeats (every seal)
+        bound = doc.get("ledger_header_sha256")
+        if bound is not None and bound != ledger[HEADER_SHA256]:
+            header_mismatch.append(index)
         for key in ("algorithm", "strip", "record_size", "leaf_records"):
             if doc.get(key) != ledger[key]:
                 problem("parameter_mismatch", index,
@@ -195,6 +202,12 @@ def _verify_link(directory: Path, ledger: dict, link: str, sched: Schedule, res:
             seen.setdefault(expected_prev, index)
         # 5..7 records
         expected_seq = _verify_records(directory, ledger, link, index, doc, expected_seq, res, problem)
+    if header_mismatch:
+        n = len(header_mismatch)
+        problem("ledger_header_mismatch", header_mismatch[0],
+                f"{directory / 'ledger.json'}: SHA-256 {ledger[HEADER_SHA256][:16]}… is not the header that {n} "
+                f"seal(s) of link {link} sign (segments {header_mismatch[0]}..{header_mismatch[-1]}): ledger.json "
+                "was edited after sealing; the seals' own parameters are the ones checked")
 
 
 def _digest_key_note(sched: Schedule, kid: object, want: str | None) -> str:
@@ -264,7 +277,8 @@ def _sequence_findings(seqs: np.ndarray, first_seq: int, last_seq: int, count: i
             problem(kind, index, f"segment {index}: {c - MAX_PER_KIND} more {kind} findings not listed")
 
 
-def _changed_leaves(directory: Path, link: str, index: int, records: bytes, ledger: dict, root: str) -> list[int] | None:
+def _changed_leaves(directory: Path, link: str, index: int, records: bytes, layout: tuple[int, int],
+                    root: str) -> list[int] | None:
     """Indexes of leaves whose hash differs from the sealed tree, using the leaf-hash sidecar when
     its own root equals the seal's (so it is authentic); None when that is not possible."""
     path = segments.leaves_path(directory, link, index)
@@ -277,15 +291,31 @@ def _changed_leaves(directory: Path, link: str, index: int, records: bytes, ledg
     if merkle_root(raw).hex() != root:
         return None
     sealed = [raw[i:i + 32] for i in range(0, len(raw), 32)]
-    fresh = merkle_leaves(records, ledger["record_size"], ledger["leaf_records"])
+    fresh = merkle_leaves(records, *layout)
     now = [fresh[i:i + 32] for i in range(0, len(fresh), 32)]
     changed = [i for i in range(max(len(now), len(sealed)))
                if i >= len(now) or i >= len(sealed) or now[i] != sealed[i]]
     return changed
 
 
+def _record_layout(ledger: dict, doc: dict) -> tuple[int, int] | None:
+    """(record_size, leaf_records) the segment's records are decoded and hashed with: the seal's
+    (signed) values, not the unsigned header's; None when the seal's are out of bounds."""
+    rsize, leaf = doc.get("record_size", ledger["record_size"]), doc.get("leaf_records", ledger["leaf_records"])
+    if type(rsize) is not int or rsize not in (48, 64) or not valid_leaf_records(leaf):
+        return None
+    return rsize, leaf
+
+
 def _verify_records(directory, ledger, link, index, doc, expected_seq, res, problem) -> int:
     pq_path = directory / f"link={link}" / str(doc.get("parquet_file", ""))
+    layout = _record_layout(ledger, doc)
+    if layout is None:
+        problem("seal_malformed", index, f"segment {index}: record_size {doc.get('record_size')!r} / leaf_records "
+                                         f"{doc.get('leaf_records')!r} out of bounds")
+        return expected_seq
+    record_size, leaf_records = layout
+    digest_size = record_size - 32
     try:
         first_seq, last_seq = int(doc["first_seq"]), int(doc["last_seq"])
         count = int(doc["records"])
@@ -317,11 +347,11 @@ def _verify_records(directory, ledger, link, index, doc, expected_seq, res, prob
         problem("parquet_hash_mismatch", index, f"{pq_path}: {len(data)} bytes, seal's "
                                                 f"parquet_bytes says {doc.get('parquet_bytes')}")
     try:
-        records = parquet_records(data, ledger["digest_size"])
+        records = parquet_records(data, digest_size)
     except Exception as e:  # noqa: BLE001 - any unreadable Parquet is a finding, not a crash
         problem("parquet_unreadable", index, f"{pq_path}: {type(e).__name__}: {e}")
         return last_seq + 1
-    arr = np.frombuffer(records, dtype=record_dtype(ledger["digest_size"]))
+    arr = np.frombuffer(records, dtype=record_dtype(digest_size))
     n = len(arr)
     res.records += n
     gaps = (arr["flags"] & FLAG_GAP) != 0
@@ -341,10 +371,10 @@ def _verify_records(directory, ledger, link, index, doc, expected_seq, res, prob
         problem("drops_mismatch", index, f"segment {index}: GAP records declare {drops} drops, seal says "
                                          f"{doc.get('drops_declared')}")
     # in C (SHA-NI leaves and tree); ledgertool.merkle is the pure-Python reference the tests compare with
-    root = merkle_root(merkle_leaves(records, ledger["record_size"], ledger["leaf_records"])).hex()
+    root = merkle_root(merkle_leaves(records, record_size, leaf_records)).hex()
     if root != doc.get("merkle_root"):
-        leaf = ledger["leaf_records"]
-        changed = _changed_leaves(directory, link, index, records, ledger, str(doc.get("merkle_root")))
+        leaf = leaf_records
+        changed = _changed_leaves(directory, link, index, records, layout, str(doc.get("merkle_root")))
         if changed:
             first = changed[0] * leaf
             blocks = ", ".join(f"{c * leaf}..{min((c + 1) * leaf, max(n, count)) - 1}" for c in changed[:4])

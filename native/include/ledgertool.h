@@ -275,9 +275,14 @@ double lt_tsc_hz(unsigned ms);
 
 /* ---- Merkle leaves (docs/ledger-format.md, RFC 9162 s2.1.1) ----
  * out[32*i ..] = SHA-256(0x00 || records[i*leaf_records*record_size ..]) for each block of leaf_records
- * records (the last may be shorter); ceil(count / leaf_records) leaves. Uses SHA-NI when the CPU has it
- * and the hmac-sha256-128 path is not forced to portable. */
-int lt_merkle_leaves(const uint8_t *records, size_t record_size, size_t count, size_t leaf_records, uint8_t *out);
+ * records (the last may be shorter); ceil(count / leaf_records) leaves into `out` (out_len bytes).
+ * Uses SHA-NI when the CPU has it and the hmac-sha256-128 path is not forced to portable.
+ * LT_ERR_ARG, with nothing written, when record_size is not 48 or 64 (LT_RECORD_FIXED + a 16- or
+ * 32-byte digest), leaf_records is not a power of two in 1..LT_MERKLE_MAX_LEAF_RECORDS,
+ * count * record_size overflows, or out_len is below 32 * ceil(count / leaf_records). */
+#define LT_MERKLE_MAX_LEAF_RECORDS 65536
+int lt_merkle_leaves(const uint8_t *records, size_t record_size, size_t count, size_t leaf_records, uint8_t *out,
+                     size_t out_len);
 /* out = the RFC 9162 s2.1.1 Merkle tree hash over n >= 1 leaf hashes (32 bytes each, concatenated);
  * LT_ERR_ARG for n = 0 (the empty tree's hash is SHA-256 of nothing), LT_ERR_NOMEM. */
 int lt_merkle_root(const uint8_t *leaf_hashes, size_t n, uint8_t out[32]);
