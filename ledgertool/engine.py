@@ -177,16 +177,23 @@ class CaptureReader:
 
     def frames(self, batch: int = 256) -> Iterator[Frame]:
         """Yield every frame (copies the bytes). Raises CaptureFormatError at a corrupt structure,
-        after yielding every frame before it."""
+        after yielding every frame before it, and when the file shrinks while it is read."""
         buf = ffi.new("lt_frame[]", batch)
         n = ffi.new("size_t *")
         index = 0
         while True:
             st = lib.lt_reader_next(self._r, buf, batch, n)
-            for k in range(n[0]):
+            got = n[0]
+            # copied in C, under the reader's SIGBUS guard: the map may shrink under us
+            data = ffi.new("uint8_t[]", max(1, sum(buf[k].caplen for k in range(got))))
+            if got and lib.lt_reader_copy_frames(self._r, buf, got, data, len(data)) != lib.LT_OK:
+                self.raise_error(lib.LT_ERR_IO)
+            raw, pos = ffi.buffer(data), 0
+            for k in range(got):
                 f = buf[k]
                 yield Frame(index, f.offset, f.ts_ns, f.caplen, f.wire_len, f.linktype, f.interface_id,
-                            f.rflags, bytes(ffi.buffer(f.data, f.caplen)) if f.caplen else b"")
+                            f.rflags, raw[pos:pos + f.caplen])
+                pos += f.caplen
                 index += 1
             if st == lib.LT_EOF:
                 return
@@ -212,8 +219,8 @@ class DigestEngine:
         cfg = ffi.new("lt_engine_config *")
         cfg.algorithm = algorithm.native_id
         cfg.strip = strip_id
-        self._key = ffi.new("uint8_t[]", subkey)
-        cfg.key = self._key
+        key = ffi.new("uint8_t[]", subkey)  # the engine keeps its own (expanded) copy
+        cfg.key = key
         cfg.key_len = len(subkey)
         if not 1 <= workers <= lib.LT_ENGINE_MAX_WORKERS:
             raise UsageError(f"--workers must be 1..{lib.LT_ENGINE_MAX_WORKERS}, got {workers}")
@@ -225,6 +232,7 @@ class DigestEngine:
         err = ffi.new("char[512]")
         out = ffi.new("lt_engine **")
         st = lib.lt_engine_new(reader.handle, cfg, out, err, 512)
+        ffi.memmove(key, bytes(len(subkey)), len(subkey))
         if st != lib.LT_OK:
             raise CaptureFormatError(ffi.string(err).decode(errors="replace"))
         self._e = ffi.gc(out[0], lib.lt_engine_free)

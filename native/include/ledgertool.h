@@ -116,11 +116,17 @@ int lt_reader_open(const char *path, lt_reader **out, char *err, size_t errlen);
 
 /* Hand out up to `max` frames in order. Returns LT_OK with *n > 0, LT_EOF with *n == 0 at the
  * end (possibly after a truncated tail, see info), or an LT_ERR_* with *n == 0 once a corrupt
- * structure is reached (the frames before it were all handed out by earlier calls). */
+ * structure is reached (the frames before it were all handed out by earlier calls), or LT_ERR_IO
+ * when the file shrank while it was read (a SIGBUS on the map, caught: info names the byte). */
 int lt_reader_next(lt_reader *r, lt_frame *frames, size_t max, size_t *n);
 
 void lt_reader_get_info(const lt_reader *r, lt_reader_info *info);
 void lt_reader_close(lt_reader *r);
+
+/* Copy the bytes of `n` frames handed out by r, back to back, into dst (dst_len bytes, at least
+ * the sum of their caplens). LT_OK; LT_ERR_ARG when dst is too small; LT_ERR_IO (sticky, message
+ * and error_offset in info) when the file shrank under them. */
+int lt_reader_copy_frames(lt_reader *r, const lt_frame *frames, size_t n, uint8_t *dst, size_t dst_len);
 
 /* ---- workload generator (native/src/workload_gen.c; docs/workloads.md) ----
  * Python parses and validates a TOML spec and builds one header template per flow; C generates
@@ -228,7 +234,9 @@ typedef struct {
 int lt_engine_new(lt_reader *r, const lt_engine_config *cfg, lt_engine **out, char *err, size_t errlen);
 
 /* Fill `out` with up to `max_records` records (each lt_record_size(algorithm) bytes), numbered
- * from first_seq. Returns LT_OK with *n > 0, LT_EOF with *n == 0, or the reader's error. */
+ * from first_seq. Returns LT_OK with *n > 0, LT_EOF with *n == 0, the reader's error, LT_ERR_IO with
+ * *n == 0 when the file shrank while its frames were hashed (sticky, like a reader error), or
+ * LT_ERR_ARG when max_records records do not fit in a size_t. */
 int lt_engine_fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_records, size_t *n,
                    uint64_t *bytes_captured);
 
@@ -383,6 +391,13 @@ int lt_replay_run(lt_replay *p, char *err, size_t errlen);
 void lt_replay_get_stats(const lt_replay *p, lt_replay_stats *out);
 void lt_replay_stop(lt_replay *p);
 void lt_replay_close(lt_replay *p);
+
+/* ---- process hardening (native/src/process.c) ---- */
+
+/* No core dumps from now until the process exits (RLIMIT_CORE soft and hard 0, and on Linux
+ * PR_SET_DUMPABLE 0, which also keeps same-user debuggers out). Called before secret key
+ * material is loaded. LT_OK, or LT_ERR_IO with the failing call and errno in err. */
+int lt_no_core_dumps(char *err, size_t errlen);
 
 /* CDEF END */
 

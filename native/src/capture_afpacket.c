@@ -315,6 +315,10 @@ int lt_reader_open_live(const lt_live_config *cfg, lt_reader **out, char *err, s
         return LT_ERR_ARG;
     }
     uint32_t block_nr = ring_kb / block_kb;
+    if ((uint64_t)block_kb * 1024u / FRAME_SIZE * block_nr > UINT32_MAX) { /* tp_frame_nr is a u32 */
+        lt_errf(err, errlen, "iface:%s: ring of %u KiB is too large for the kernel's frame count", ifn, ring_kb);
+        return LT_ERR_ARG;
+    }
     if (block_nr < 2) {
         lt_errf(err, errlen, "iface:%s: ring of %u KiB holds fewer than 2 blocks of %u KiB", ifn, ring_kb,
                 block_kb);

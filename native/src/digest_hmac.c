@@ -117,8 +117,8 @@ static void hmac_init_with(sha256_blocks_fn blocks, lt_dctx *c, const uint8_t *k
     for (int i = 0; i < 64; i++) pad[i] = k[i] ^ 0x5c;
     memcpy(c->u.hmac.ostate, H0, 32);
     blocks(c->u.hmac.ostate, pad, 1);
-    memset(k, 0, sizeof k);
-    memset(pad, 0, sizeof pad);
+    lt_wipe(k, sizeof k);
+    lt_wipe(pad, sizeof pad);
 }
 
 static void hmac_digest_with(sha256_blocks_fn blocks, const lt_dctx *c, const uint8_t *msg, size_t len,
