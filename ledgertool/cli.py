@@ -216,7 +216,7 @@ def capture(
     block_kb: Annotated[int, typer.Option(help="iface: ring block size in KiB, power of two (0: automatic).")] = 0,
     block_ms: Annotated[int, typer.Option(help="iface: block retire timeout in ms.")] = 10,
     pin: Annotated[Optional[int], typer.Option(help="iface: pin the capture thread to this CPU (with --workers N: worker i to CPU PIN+i).")] = None,
-    fanout_group: Annotated[int, typer.Option(help="iface: PACKET_FANOUT group id (0: from the process id).")] = 0,
+    fanout_group: Annotated[int, typer.Option(help="iface with --workers N: PACKET_FANOUT group id to join (0: a new group with a random id).")] = 0,
     promisc: Annotated[bool, typer.Option(help="iface: promiscuous mode.")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
 ) -> None:
@@ -242,8 +242,8 @@ def capture(
     for w in res.warnings:
         err.print(f"[yellow]warning:[/] {w}")
     if res.drops:
-        err.print(f"[bold red]DROPS: {res.drops:,} frames were dropped by the kernel ring before they could be "
-                  f"digested; the ledger declares them in GAP records[/]")
+        err.print(f"[bold red]DROPS: {res.drops:,} frames were not digested (the kernel ring was full, or a "
+                  f"socket outside the fanout group took them); the ledger declares them in GAP records[/]")
     if as_json:
         _emit_json(res.to_json())
     else:

@@ -313,7 +313,8 @@ typedef struct {
     uint32_t block_kb;      /* ring block size in KiB, power of two (0: min(1024, ring/8), >= 64) */
     uint32_t block_ms;      /* block retire timeout in ms (0: 10) */
     uint32_t poll_ms;       /* longest wait in lt_reader_next before it returns 0 frames (0: 100) */
-    uint32_t fanout_group;  /* PACKET_FANOUT group id, 16 bits (0: derived from the process id) */
+    int fanout;             /* 0: no PACKET_FANOUT (one worker); 1: join a fanout hash group (several) */
+    uint32_t fanout_group;  /* with fanout: the group id to join, 1..65535; 0: a new group with a random id */
     int promisc;            /* 1: put the interface in promiscuous mode while the socket is open */
     int pin_cpu;            /* >= 0: pin the calling thread to this CPU; -1: no pinning */
 } lt_live_config;
@@ -333,7 +334,8 @@ typedef struct {
     uint32_t block_count;
 } lt_live_stats;
 
-/* Open a TPACKET_V3 receive ring on cfg->ifname, joined to a PACKET_FANOUT hash group.
+/* Open a TPACKET_V3 receive ring on cfg->ifname; with cfg->fanout, joined to a PACKET_FANOUT hash
+ * group (a random id from getrandom unless cfg->fanout_group names one: see lt_live_get_fanout).
  * The reader's lt_reader_next():
  *   - hands out frames pointing into the ring (zero copy); a block goes back to the kernel on the
  *     following lt_reader_next() call, so frames stay valid until then;
@@ -351,6 +353,11 @@ int lt_reader_open_live(const lt_live_config *cfg, lt_reader **out, char *err, s
 /* Ask a live reader to stop (see above). LT_ERR_ARG when r is not a live reader. */
 int lt_live_request_stop(lt_reader *r, int drain);
 int lt_live_get_stats(const lt_reader *r, lt_live_stats *out);
+/* *group = the PACKET_FANOUT group id r joined (0: none). LT_ERR_ARG when r is not a live reader. */
+int lt_live_get_fanout(const lt_reader *r, uint32_t *group);
+/* Read the kernel counters into r's stats now (kernel_packets is cumulative since open either way);
+ * only while no other thread is inside lt_reader_next(r). LT_OK, LT_ERR_IO, LT_ERR_ARG. */
+int lt_live_sync_stats(lt_reader *r);
 
 /* ---- replay: transmit a capture file on an interface (native/src/replay.c) ---- */
 
