@@ -127,13 +127,19 @@ def load_ledger(directory: Path) -> dict:
             raw = f.read(MAX_LEDGER_JSON + 1)
     except OSError as e:
         raise LedgerFormatError(f"{path}: cannot read ({e.strerror or e})") from None
+    return parse_ledger_header(raw, path)
+
+
+def parse_ledger_header(raw: bytes, path: Path | str) -> dict:
+    """The checked header dict of ledger.json bytes (see `load_ledger`; pure, no I/O); `path`
+    names the file in the LedgerFormatError raised for anything out of bounds."""
     if len(raw) > MAX_LEDGER_JSON:
         raise LedgerFormatError(f"{path}: larger than {MAX_LEDGER_JSON} bytes; not a ledger header")
     try:
         doc = json.loads(raw, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
     except (ValueError, RecursionError) as e:
         raise LedgerFormatError(f"{path}: not valid JSON ({e})") from None
-    _header_fields(path, doc)
+    _header_fields(Path(path), doc)
     return {**doc, HEADER_SHA256: hashlib.sha256(raw).hexdigest()}
 
 

@@ -124,6 +124,19 @@ static inline uint64_t lt_load_be64(const uint8_t *p) {
 #define LT_NEON_PATHS 0
 #endif
 
+/* A region of functions compiled for an ISA extension (the *_avx2.c / *_avx512.c files):
+ * `#pragma GCC target` for GCC, `#pragma clang attribute` for clang, which ignores the GCC pragma
+ * (scripts/fuzz.sh builds with clang 14). Their code runs only where dispatch.c found the CPU
+ * feature. */
+#define LT_PRAGMA(x) _Pragma(#x)
+#if defined(__clang__)
+#define LT_TARGET_BEGIN(isa) LT_PRAGMA(clang attribute push(__attribute__((target(isa))), apply_to = function))
+#define LT_TARGET_END LT_PRAGMA(clang attribute pop)
+#else
+#define LT_TARGET_BEGIN(isa) LT_PRAGMA(GCC push_options) LT_PRAGMA(GCC target(isa))
+#define LT_TARGET_END LT_PRAGMA(GCC pop_options)
+#endif
+
 /* ---- keyed digest contexts (dispatch.c) ----
  * A context holds everything that depends on the key only (AES round keys, GHASH powers, HMAC
  * pad states), so the per-frame call does per-frame work only. `fn` is the CPU path chosen by
