@@ -19,7 +19,9 @@ class Algorithm:
 
     key_size / digest_size are bytes. `ledger_ok` is False for 64-bit variants, which collide
     within seconds at 400GbE (birthday bound) and are accepted by `bench` only. `creation_warning`
-    is printed whenever a ledger with this algorithm is created.
+    is printed whenever a ledger with this algorithm is created. `risk_opt_in` is the capture flag
+    without which such a ledger is not created at all, and `caveat` the line `verify`, `recompute`
+    and `check-proof` add to every verdict on one (both None for algorithms with no such risk).
     """
 
     name: str
@@ -31,6 +33,8 @@ class Algorithm:
     known_key: str
     reference: str
     creation_warning: str | None = None
+    risk_opt_in: str | None = None
+    caveat: str | None = None
 
 
 _SIP_SECRET = ("PRF: digests are unpredictable and unforgeable to anyone without the key "
@@ -48,6 +52,11 @@ _GMAC_KNOWN = ("none: with the key, GHASH is linear in the frame, so colliding f
 GMAC_WARNING = ("aes-128-gmac uses a fixed all-zero IV: anyone who sees two (frame, tag) pairs can "
                 "solve for the GHASH key and forge tags, so this ledger is only sound while its "
                 "digests stay secret from the prover (docs/algorithms.md)")
+GMAC_OPT_IN = "--accept-gmac-forgery-risk"
+GMAC_CAVEAT = ("aes-128-gmac with its fixed IV: anyone who has seen two (frame, tag) pairs of this ledger, "
+               "as its holder has, can compute the tag of any frame without the key, so this verdict shows "
+               "that frames were captured only if the tags never reached the prover (docs/algorithms.md, "
+               "\"GMAC with a fixed IV\")")
 _B3_SECRET = "PRF/MAC: unpredictable and unforgeable without the key (BLAKE3 keyed_hash)"
 _B3_KNOWN = ("collision resistant: BLAKE3 stays a collision-resistant hash with a known key "
              "(~2^{} work for a collision at {}-bit output)")
@@ -68,7 +77,7 @@ ALGORITHMS: dict[str, Algorithm] = {
                   "bench only: 64-bit digests collide after ~2^32 frames"),
         Algorithm("aes-128-gmac", 5, 16, 16, True, _GMAC_SECRET, _GMAC_KNOWN,
                   "NIST SP 800-38D (GCM/GMAC), empty plaintext, frame as AAD, all-zero 96-bit IV",
-                  creation_warning=GMAC_WARNING),
+                  creation_warning=GMAC_WARNING, risk_opt_in=GMAC_OPT_IN, caveat=GMAC_CAVEAT),
         Algorithm("blake3-keyed-128", 6, 32, 16, True, _B3_SECRET, _B3_KNOWN.format(64, 128),
                   "O'Connor, Aumasson, Neves, Wilcox-O'Hearn, BLAKE3 specification (2020), keyed_hash"),
         Algorithm("blake3-keyed-256", 7, 32, 32, True, _B3_SECRET, _B3_KNOWN.format(128, 256),
@@ -108,3 +117,10 @@ def get_strip_mode(name: str) -> int:
         return STRIP_MODES[name]
     except KeyError:
         raise AlgorithmError(f"unsupported strip mode {name!r}; supported: {', '.join(STRIP_MODES)}") from None
+
+
+def algorithm_caveat(name: object) -> str | None:
+    """The caveat a verdict on a ledger (or proof) of algorithm `name` carries, None when there is
+    none or the name is unknown (which the caller reports on its own)."""
+    alg = ALGORITHMS.get(name) if isinstance(name, str) else None
+    return alg.caveat if alg else None

@@ -496,8 +496,9 @@ def bench_command(
     import json
     import sys
 
-    from rich.console import Console
     from rich.table import Table
+
+    from .report import SafeConsole, styled
 
     if from_csv is not None:
         if csv_file is not None:
@@ -546,7 +547,8 @@ def bench_command(
     table_console().print(t)
     noisy = sum(r.noisy for r in rows)
     if noisy:
-        Console(stderr=True, soft_wrap=True).print(f"[yellow]{noisy} of {len(rows)} rows noisy[/] (cv of repeats > "
-                                   f"{noisy_cv:.0%}): the machine was busy; rerun or raise --min-time/--repeats")
+        SafeConsole(stderr=True, soft_wrap=True).print(styled(
+            (f"{noisy} of {len(rows)} rows noisy", "yellow"),
+            f" (cv of repeats > {noisy_cv:.0%}): the machine was busy; rerun or raise --min-time/--repeats"))
     for p in written:
-        Console(stderr=True, soft_wrap=True).print(f"wrote {p}")
+        SafeConsole(stderr=True, soft_wrap=True).print(f"wrote {p}")

@@ -27,7 +27,7 @@ from .errors import LedgerError, UsageError
 from .live import LiveOptions, LiveStats
 from .live_workers import FanoutWitness, LiveWorkers, gap_records, merge_worker_records, split_by_worker
 from .keys import DigestKey, SigningKey
-from .checkpoint import write_checkpoint
+from .checkpoint import link_tree, write_checkpoint
 from .ledger import (DEFAULT_LEAF_RECORDS, DEFAULT_LINK, LEDGER_FILE, create_ledger, link_state, links,
                      load_ledger, segment_files)
 from .rotation import current_digest_key_id, current_signer_check, with_digest_key_id
@@ -219,6 +219,7 @@ def capture_file(
     progress: Progress | None = None, segment_seconds: float | None = None, duration: float | None = None,
     max_frames: int | None = None, live: LiveOptions | None = None,
     monitor: Callable[[CaptureStatus], None] | None = None, workers: int = 0,
+    accept_forgery_risk: bool = False,
 ) -> CaptureResult:
     """Capture every frame of a pcap/pcapng file, or a live interface (`iface:NAME`), into the
     ledger at `ledger_dir`.
@@ -238,7 +239,9 @@ def capture_file(
     Creates the ledger (algorithm default siphash-1-3-128, strip default frame) or appends to it,
     continuing its seal chain and sequence numbers; every segment written is sealed before return,
     also on SIGINT/SIGTERM. Raises CaptureFormatError for an unreadable or corrupt capture (frames
-    before a corrupt structure are sealed first and counted in the message), KeyFileError when the
+    before a corrupt structure are sealed first and counted in the message), UsageError for a new
+    ledger of an algorithm with a `risk_opt_in` (aes-128-gmac) unless `accept_forgery_risk`,
+    KeyFileError when the
     digest key is not an existing ledger's current one (a key retired by a digest-key rotation is
     named as such) or the signing key is not its current one, AlgorithmError for an unknown algorithm.
     """
@@ -278,6 +281,11 @@ def capture_file(
     else:
         alg = get_algorithm(algorithm or "siphash-1-3-128")
         strip_id = get_strip_mode(strip or "frame")
+        if alg.risk_opt_in and not accept_forgery_risk:
+            raise UsageError(f"{alg.name} uses a fixed IV: whoever holds two of the ledger's (frame, tag) pairs, "
+                             "as the prover normally does, can forge every tag without the key; use "
+                             f"blake3-keyed-128 or hmac-sha256-128, or create it anyway with {alg.risk_opt_in} "
+                             "(docs/algorithms.md, \"GMAC with a fixed IV\")")
     # Open the capture before creating anything, so a bad file leaves no empty ledger behind.
     witness: FanoutWitness | None = None
     if live_workers > 1:
@@ -326,6 +334,9 @@ def capture_file(
         result.warnings.append(f"recovery discarded {d['path']} ({d['bytes']} bytes: {d['why']})")
 
     state = link_state(ledger_dir, ledger, link)
+    # the link's chain in memory: each seal extends it and a checkpoint over it is signed right away,
+    # so a link never has seals without a checkpoint for longer than one signature
+    tree = link_tree(ledger_dir, link)
     result.first_seq = seq = state.next_seq
     index, prev_hash = state.next_index, state.prev_hash
     try:
@@ -368,6 +379,9 @@ def capture_file(
         )
         path.unlink()
         chain["prev"] = res.seal_hash
+        tree.seal_hashes.append(res.seal_hash)
+        tree.records.append(res.records)
+        write_checkpoint(ledger_dir, ledger, link, signing_key, tree, top=False)
         return res
 
     def stop_reason(frames_reached: bool) -> str | None:
@@ -468,7 +482,7 @@ def capture_file(
             # what was read before the error is sealed (as with one worker), then it is reported
             drain()
             if result.segments:
-                write_checkpoint(ledger_dir, ledger, link, signing_key)
+                write_checkpoint(ledger_dir, ledger, link, signing_key, tree)
             result.next_seq = seq
             e = lw.error
             if isinstance(e, LedgerError):
@@ -513,7 +527,7 @@ def capture_file(
                 if result.created and not result.segments:
                     _remove_new_ledger(ledger_dir, link)  # nothing was recorded: leave nothing behind
                 elif result.segments or result.recovered:
-                    write_checkpoint(ledger_dir, ledger, link, signing_key)
+                    write_checkpoint(ledger_dir, ledger, link, signing_key, tree)
                 result.next_seq = seq
                 e.args = (f"{e}; {result.frames} frames before it were sealed"
                           + (f" in segments {result.segments[0].index}..{result.segments[-1].index}"
@@ -561,7 +575,7 @@ def capture_file(
             writer.path.unlink()
         drain()
         if segments.link_dir(ledger_dir, link).is_dir():
-            write_checkpoint(ledger_dir, ledger, link, signing_key)
+            write_checkpoint(ledger_dir, ledger, link, signing_key, tree)
     finally:
         if lw is not None:  # every worker thread is out of its reader before the readers close
             for r in readers:

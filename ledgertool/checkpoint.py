@@ -240,8 +240,9 @@ def link_tree(directory: Path, link: str) -> LinkTree:
     return LinkTree(hashes, records, True)
 
 
-def make_checkpoint(directory: Path, ledger: dict, link: str) -> Checkpoint:
-    tree = link_tree(directory, link)
+def make_checkpoint(directory: Path, ledger: dict, link: str, tree: LinkTree | None = None) -> Checkpoint:
+    """The link's checkpoint over `tree` (default: read from the ledger's seals)."""
+    tree = link_tree(directory, link) if tree is None else tree
     return Checkpoint(origin_for(ledger["ledger_id"], link), len(tree.seal_hashes), tree.root(),
                       sum(tree.records), tree.seal_hashes[-1] if tree.seal_hashes else None,
                       datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"))
@@ -253,21 +254,25 @@ def checkpoint_path(directory: Path, link: str) -> Path:
     return link_dir(Path(directory), link) / CHECKPOINT_FILE
 
 
-def write_checkpoint(directory: Path, ledger: dict, link: str, key: SigningKey) -> Path:
-    """Sign the link's current checkpoint into DIR/link=NAME/checkpoint; also DIR/checkpoint while
-    the ledger has one link (removed once it has several: one file cannot speak for two logs)."""
+def write_checkpoint(directory: Path, ledger: dict, link: str, key: SigningKey, tree: LinkTree | None = None,
+                     *, top: bool = True) -> Path:
+    """Sign the link's checkpoint over `tree` (default: read from the ledger's seals; a writer
+    that holds the chain in memory passes its own) into DIR/link=NAME/checkpoint; with `top`, also
+    DIR/checkpoint while the ledger has one link (removed once it has several: one file cannot
+    speak for two logs). `verify` checks both."""
     from .ledger import links
     from .seal import write_atomic
 
     directory = Path(directory)
-    note = sign_checkpoint(make_checkpoint(directory, ledger, link), key)
+    note = sign_checkpoint(make_checkpoint(directory, ledger, link, tree), key)
     path = checkpoint_path(directory, link)
     write_atomic(path, note)
-    top = directory / CHECKPOINT_FILE
-    if links(directory) == [link]:
-        write_atomic(top, note)
-    else:
-        top.unlink(missing_ok=True)
+    if top:
+        top_path = directory / CHECKPOINT_FILE
+        if links(directory) == [link]:
+            write_atomic(top_path, note)
+        else:
+            top_path.unlink(missing_ok=True)
     return path
 
 
@@ -277,11 +282,12 @@ class CheckpointFinding:
     detail: str
 
 
-def check_extends(note: SignedNote, tree: LinkTree, bundles: list[TrustBundle]) -> list[CheckpointFinding]:
-    """Does the ledger (its link tree) extend the checkpoint? Pure given the tree."""
+def check_extends(note: SignedNote, tree: LinkTree, bundles: list[TrustBundle] | None) -> list[CheckpointFinding]:
+    """Does the ledger (its link tree) extend the checkpoint? Pure given the tree. `bundles` None:
+    the note's signatures are not checked (keyless checks)."""
     out = []
     cp = note.checkpoint
-    reason = verify_note(note, bundles)
+    reason = verify_note(note, bundles) if bundles is not None else None
     if reason:
         out.append(CheckpointFinding("checkpoint_bad_signature", f"checkpoint signature: {reason}"))
     n = len(tree.seal_hashes)

@@ -10,19 +10,20 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import sys
 import time
+import traceback
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.table import Column, Table
 
 from . import __version__
 from .errors import LedgerError, UsageError, exit_code_for
-from .report import table_console
+from .report import SafeConsole, printable, styled, table_console
 
 app = typer.Typer(
     name="ledgertool",
@@ -34,9 +35,11 @@ app = typer.Typer(
 keys_app = typer.Typer(help="Digest and signing keys.", no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
 
-# Plain result lines are never wrapped mid-line (soft_wrap) so scripts can grep them.
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+# Plain result lines are never wrapped mid-line (soft_wrap) so scripts can grep them. Nothing printed
+# is read as markup, and control characters in it are made visible (report.SafeConsole): file names,
+# seal fields, proof fields and error messages are untrusted text.
+out = SafeConsole(soft_wrap=True)
+err = SafeConsole(stderr=True, soft_wrap=True)
 STATE = {"debug": False}
 
 
@@ -61,9 +64,10 @@ def _progress(label: str, enabled: bool):
         return
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TextColumn("{task.fields[stats]}"),
-                  TimeElapsedColumn(), console=err, transient=True) as prog:
-        task = prog.add_task(label, stats="")
+    with Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False),
+                  TextColumn("{task.fields[stats]}", markup=False), TimeElapsedColumn(), console=err,
+                  transient=True) as prog:
+        task = prog.add_task(printable(label), stats="")
         t0 = time.perf_counter()
 
         def cb(frames: int, nbytes: int) -> None:
@@ -174,14 +178,15 @@ def _live_panel(source: str, enabled: bool):
         t.add_row("frames", f"{st.frames:,}" if st else "0")
         t.add_row("rate", f"{state['fps']:,.0f} frames/s   {state['gbps']:.3f} Gbit/s")
         drops = st.drops if st else 0
-        t.add_row("drops", f"[bold red]{drops:,} DROPPED (declared as GAP records)[/]" if drops else "[green]0[/]")
+        t.add_row("drops", styled((f"{drops:,} DROPPED (declared as GAP records)", "bold red")) if drops
+                  else styled(("0", "green")))
         if st:
             seg = (f"segment {st.open_segment}: {st.open_records:,} records" if st.open_segment is not None
                    else "none open")
             t.add_row("segments", f"{st.segments_sealed} sealed, {seg}")
-            t.add_row("elapsed", f"{st.elapsed_s:.1f} s" + ("   [yellow]stopping: draining the ring[/]"
-                                                            if st.stopping else ""))
-        return Panel(t, title=f"capture {source}", subtitle="Ctrl-C: seal and stop", expand=False)
+            t.add_row("elapsed", styled(f"{st.elapsed_s:.1f} s", ("   stopping: draining the ring", "yellow")
+                                        if st.stopping else ""))
+        return Panel(t, title=styled(f"capture {source}"), subtitle="Ctrl-C: seal and stop", expand=False)
 
     with Live(render(None), console=err, refresh_per_second=4, transient=False) as live:
         def cb(st) -> None:
@@ -218,6 +223,9 @@ def capture(
     pin: Annotated[Optional[int], typer.Option(help="iface: pin the capture thread to this CPU (with --workers N: worker i to CPU PIN+i).")] = None,
     fanout_group: Annotated[int, typer.Option(help="iface with --workers N: PACKET_FANOUT group id to join (0: a new group with a random id).")] = 0,
     promisc: Annotated[bool, typer.Option(help="iface: promiscuous mode.")] = True,
+    accept_gmac_forgery_risk: Annotated[bool, typer.Option(
+        "--accept-gmac-forgery-risk", help="Create an aes-128-gmac ledger although whoever holds two of its tags "
+        "can forge every tag (fixed IV; docs/algorithms.md).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
 ) -> None:
     """Digest every frame of a capture or a live interface into a sealed, signed, hash-chained ledger."""
@@ -238,12 +246,12 @@ def capture(
                            link=link, segment_records=segment_records, leaf_records=leaf_records,
                            progress=None if live_source else cb, monitor=cb if live_source else None,
                            segment_seconds=segment_seconds, duration=duration, max_frames=frames, live=opts,
-                           workers=workers)
+                           workers=workers, accept_forgery_risk=accept_gmac_forgery_risk)
     for w in res.warnings:
-        err.print(f"[yellow]warning:[/] {w}")
+        err.print(styled(("warning:", "yellow"), f" {w}"))
     if res.drops:
-        err.print(f"[bold red]DROPS: {res.drops:,} frames were not digested (the kernel ring was full, or a "
-                  f"socket outside the fanout group took them); the ledger declares them in GAP records[/]")
+        err.print(styled((f"DROPS: {res.drops:,} frames were not digested (the kernel ring was full, or a socket "
+                          "outside the fanout group took them); the ledger declares them in GAP records", "bold red")))
     if as_json:
         _emit_json(res.to_json())
     else:
@@ -253,7 +261,7 @@ def capture(
         out.print(f"{res.elapsed_s:.3f} s, {_rate(res.frames_per_s)}frames/s, {res.gbit_per_s:.3g} Gbit/s"
                   f" ({res.algorithm}, strip {res.strip})")
     if res.interrupted:
-        err.print("[yellow]interrupted: open segment sealed[/]")
+        err.print(styled(("interrupted: open segment sealed", "yellow")))
 
 
 # ---- replay ---------------------------------------------------------------------------------
@@ -284,11 +292,11 @@ def replay(
     res = do_replay(file, iface, mode=mode, rate=rate, loops=loop)
     skipped = res.skipped_too_large + res.skipped_too_short + res.skipped_linktype
     if skipped:
-        err.print(f"[yellow]warning:[/] {skipped:,} frames not sent: {res.skipped_too_large:,} longer than the MTU "
-                  f"allows, {res.skipped_too_short:,} shorter than an Ethernet header, "
-                  f"{res.skipped_linktype:,} not Ethernet")
+        err.print(styled(("warning:", "yellow"), f" {skipped:,} frames not sent: {res.skipped_too_large:,} longer "
+                         f"than the MTU allows, {res.skipped_too_short:,} shorter than an Ethernet header, "
+                         f"{res.skipped_linktype:,} not Ethernet"))
     if res.send_errors:
-        err.print(f"[yellow]warning:[/] {res.send_errors:,} frames refused by the socket")
+        err.print(styled(("warning:", "yellow"), f" {res.send_errors:,} frames refused by the socket"))
     if as_json:
         _emit_json(res.to_json())
     else:
@@ -296,7 +304,7 @@ def replay(
                   f"{res.frames_per_s:,.0f} frames/s, {res.mbit_per_s:,.1f} Mbit/s ({mode}"
                   f"{f' {rate:g}' if rate else ''}, {loop} loop{'s' if loop > 1 else ''})")
     if res.interrupted:
-        err.print("[yellow]interrupted[/]")
+        err.print(styled(("interrupted", "yellow")))
 
 
 # ---- verify ---------------------------------------------------------------------------------
@@ -319,13 +327,22 @@ def verify(
         _emit_json(res.to_json())
     else:
         for w in res.warnings:
-            err.print(f"[yellow]warning[/] {w.kind}{_where(w)}: {w.detail}", markup=True)
+            err.print(styled(("warning", "yellow"), f" {w.kind}{_where(w)}: {w.detail}"))
         for p in res.problems:
-            out.print(f"[red]FAIL[/] {p.kind}{_where(p)}: {p.detail}")
-        status = "[green]OK[/]" if res.ok else f"[red]{len(res.problems)} problem(s)[/]"
-        out.print(f"{status}: {res.segments} segments, {res.records:,} records, {res.frames:,} frames, "
-                  f"{res.drops_declared} drops declared, links {', '.join(res.links) or 'none'}")
+            out.print(styled(("FAIL", "red"), f" {p.kind}{_where(p)}: {p.detail}"))
+        if res.append_only.get("note"):  # beside the warnings: stdout keeps FAIL lines and one verdict line
+            err.print(f"note: {res.append_only['note']}")
+        status = ("OK", "green") if res.ok else (f"{len(res.problems)} problem(s)", "red")
+        out.print(styled(status, f": {res.segments} segments, {res.records:,} records, {res.frames:,} frames, "
+                                 f"{res.drops_declared} drops declared, links {', '.join(res.links) or 'none'}"))
     raise typer.Exit(0 if res.ok else 1)
+
+
+def _unverified_warning(res) -> None:
+    """One stderr line when a ledger was read with the keyless checks only (no --trust)."""
+    if not res.signatures_checked:
+        err.print(f"warning: {res.ledger}: UNVERIFIED: no --trust given, so seal signatures were not checked; the "
+                  "records are the ledger's as found, consistent only with their own seals")
 
 
 def _read_input(path: Path, what: str) -> bytes:
@@ -398,10 +415,10 @@ def check_consistency_cmd(
     if as_json:
         _emit_json(res.to_json())
     elif res.ok:
-        out.print(f"[green]CONSISTENT[/]: {new} ({res.new.size} segments) extends {old} ({res.old.size}); "
-                  f"proof of {len(res.proof)} hashes")
+        out.print(styled(("CONSISTENT", "green"), f": {new} ({res.new.size} segments) extends {old} "
+                                                  f"({res.old.size}); proof of {len(res.proof)} hashes"))
     else:
-        out.print(f"[red]INCONSISTENT[/]: {res.reason}")
+        out.print(styled(("INCONSISTENT", "red"), f": {res.reason}"))
     raise typer.Exit(0 if res.ok else 1)
 
 
@@ -459,16 +476,20 @@ def check_proof_cmd(
         raise LedgerFormatError(f"{checkpoint}: checkpoint is for {held.checkpoint.origin}, "
                                 f"not {origin_for(doc['ledger_id'], doc['link'])}")
     res = check_proof(doc, bundle, held)
+    for w in res.warnings:
+        err.print(styled(("warning:", "yellow"), f" {w}"))
     if as_json:
         _emit_json(res.to_json())
-    elif res.ok:
-        r = res.proof["record"]
-        to = (f" and the checkpoint of tree size {res.checkpoint['tree_size']}" if res.checkpoint
-              else " (the proof carries no checkpoint)")
-        out.print(f"[green]VALID[/]: seq {r['seq']} digest {r['digest']} is record {res.proof['record_index']} of "
-                  f"link {res.proof['link']} segment {res.proof['segment']} under its signed seal{to}")
     else:
-        out.print(f"[red]INVALID[/]: {res.reason}")
+        p, r = res.proof, res.proof["record"]
+        where = f"ledger {p['ledger_id']} link {p['link']} segment {p['segment']}"
+        if res.ok:
+            to = (f" and the checkpoint of tree size {res.checkpoint['tree_size']}" if res.checkpoint
+                  else " (the proof carries no checkpoint)")
+            out.print(styled(("VALID", "green"), f": seq {r['seq']} digest {r['digest']} is record "
+                                                 f"{p['record_index']} of {where} under its signed seal{to}"))
+        else:  # what the proof claims, unverified: it names the proof, not a fact
+            out.print(styled(("INVALID", "red"), f": {res.reason} (the proof claims seq {r['seq']} of {where})"))
     raise typer.Exit(0 if res.ok else 1)
 
 
@@ -485,6 +506,11 @@ def recompute(
     source: Annotated[str, typer.Argument(help="pcap/pcapng file, or workload:SPEC.toml, to recompute.")],
     digest_key: Annotated[list[Path], typer.Option("--digest-key", metavar="FILE", help="digest.key used for the ledger; repeat it for each key of a ledger whose digest key was rotated.")],
     ledger: Annotated[Optional[Path], typer.Option("--ledger", help="Ledger to reconcile against.")] = None,
+    trust: Annotated[Optional[Path], typer.Option(
+        "--trust", help="With --ledger: verifier.pub; the ledger is verified before it is reconciled (without it "
+                        "only the keyless checks run and the result is UNVERIFIED, exit 1).")] = None,
+    checkpoint: Annotated[Optional[Path], typer.Option(
+        "--checkpoint", help="With --ledger: a checkpoint the ledger must extend.")] = None,
     algorithm: Annotated[Optional[str], typer.Option(help="Without --ledger: digest algorithm.")] = None,
     strip: Annotated[Optional[str], typer.Option(help="Without --ledger: strip mode.")] = None,
     out_file: Annotated[Optional[Path], typer.Option("--out", help="Without --ledger: per-frame Parquet output.")] = None,
@@ -508,12 +534,14 @@ def recompute(
             raise UsageError("recompute needs --ledger DIR, or --algorithm, --strip and --out FILE.parquet")
         if len(dks) != 1:
             raise UsageError("without --ledger, recompute takes one --digest-key")
+        if trust is not None or checkpoint is not None:
+            raise UsageError("--trust and --checkpoint go with --ledger")
         dk = dks[0]
         alg = get_algorithm(algorithm)
         with _progress(f"recompute {source}", not as_json) as cb:
             run = digests_to_parquet(source, out_file, dk, alg, strip, cb, workers)
         for w in run.warnings:
-            err.print(f"[yellow]warning:[/] {w}")
+            err.print(styled(("warning:", "yellow"), f" {w}"))
         doc = {"ok": True, "source": source, "frames": run.frames, "bytes": run.bytes, "out": str(out_file),
                "algorithm": alg.name, "strip": strip, "elapsed_s": round(run.elapsed_s, 6), "warnings": run.warnings}
         if as_json:
@@ -523,20 +551,27 @@ def recompute(
         return
     if algorithm or strip or out_file:
         raise UsageError("with --ledger, algorithm and strip mode come from the ledger; drop --algorithm/--strip/--out")
+    from .keys import TrustBundle
+
+    bundle = TrustBundle.load(trust) if trust is not None else None
+    note = _read_input(checkpoint, "checkpoint") if checkpoint is not None else None
     window = dict(from_ns=_parse_time(from_time, "--from"), to_ns=_parse_time(to_time, "--to"),
                   tolerance_ns=_parse_tolerance(tolerance))
     with _progress(f"recompute {source}", not as_json) as cb:
-        res = reconcile(source, ledger, dks, progress=cb, links=link, details=details, memory_limit=memory_limit,
-                        workers=workers, **window)
+        res = reconcile(source, ledger, dks, trust=bundle, checkpoint=note, checkpoint_name=str(checkpoint),
+                        progress=cb, links=link, details=details, memory_limit=memory_limit, workers=workers,
+                        **window)
     for w in res.warnings:
-        err.print(f"[yellow]warning:[/] {w}")
+        err.print(styled(("warning:", "yellow"), f" {w}"))
     if as_json:
         _emit_json(res.to_json())
     else:
-        status = ("[green]MATCH[/]" if res.ok else "[red]DIFFER[/]") + (" [yellow](partial)[/]" if res.partial else "")
-        out.print(f"{status}: {res.frames:,} frames recomputed from {source}, {res.ledger_records:,} frame records "
-                  f"in {ledger}: matched {res.matched:,}, ledger-only {res.ledger_only:,}, "
-                  f"capture-only {res.capture_only:,}")
+        out.print(styled(("MATCH", "green") if res.matches else ("DIFFER", "red"),
+                         (" (partial)", "yellow") if res.partial else "",
+                         "" if res.verified else (" (UNVERIFIED: no --trust)", "red"),
+                         f": {res.frames:,} frames recomputed from {source}, {res.ledger_records:,} frame "
+                         f"records in {ledger}: matched {res.matched:,}, ledger-only {res.ledger_only:,}, "
+                         f"capture-only {res.capture_only:,}"))
         for p in res.per_second:
             if p["ledger_only"] or p["capture_only"]:
                 out.print(f"  second {p['second']}: matched {p['matched']}, ledger-only {p['ledger_only']}, "
@@ -595,14 +630,22 @@ def query(
     ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
     sql: Annotated[str, typer.Argument(help="SQL over the views `records` and `seals`.")],
     fmt: Annotated[str, typer.Option("--format", help="table, csv or json.")] = "table",
+    trust: Annotated[Optional[Path], typer.Option(
+        "--trust", help="verifier.pub: verify signatures too before querying (without it only the keyless "
+                        "checks run, and a warning says so).")] = None,
+    checkpoint: Annotated[Optional[Path], typer.Option("--checkpoint", help="A checkpoint the ledger must extend.")] = None,
 ) -> None:
-    """Run SQL (DuckDB) over a ledger's `records` and `seals` views."""
+    """Verify a ledger, then run SQL (DuckDB) over the verified `records` and `seals` tables."""
+    from .keys import TrustBundle
     from .query import run_query
 
     if fmt not in ("table", "csv", "json"):
         raise UsageError(f"--format {fmt!r}: use table, csv or json")
-    cols, rows = run_query(ledger, sql)
-    rows = [[_cell(v) for v in r] for r in rows]
+    bundle = TrustBundle.load(trust) if trust is not None else None
+    note = _read_input(checkpoint, "checkpoint") if checkpoint is not None else None
+    res = run_query(ledger, sql, bundle, note, str(checkpoint))
+    _unverified_warning(res.verification)
+    cols, rows = res.columns, [[_cell(v) for v in r] for r in res.rows]
     if fmt == "json":
         # Repeated column names would collide as object keys: suffix them (a, a_2, ...).
         keys, seen = [], {}
@@ -637,22 +680,25 @@ def algorithms(as_json: Annotated[bool, typer.Option("--json", help="Print a JSO
             for a in ALGORITHMS.values()]
     note = cpu_path_note()
     if note:
-        err.print(f"[yellow]warning:[/] {note}")
+        err.print(styled(("warning:", "yellow"), f" {note}"))
     if as_json:
         _emit_json({"algorithms": rows})
         return
     t = Table("key", "digest", "ledger", "CPU path in use", "paths on this CPU")
     t.columns.insert(0, Column("name", no_wrap=True))
     for r in rows:
-        t.add_row(r["name"], f"{r['key_bytes']} B", f"{r['digest_bytes']} B", "yes" if r["ledger"] else "bench only",
-                  r["cpu_path"], ", ".join(r["cpu_paths"]))
+        opt_in = ALGORITHMS[r["name"]].risk_opt_in
+        ledger_ok = ("bench only" if not r["ledger"] else f"with {opt_in}" if opt_in else "yes")
+        t.add_row(r["name"], f"{r['key_bytes']} B", f"{r['digest_bytes']} B", ledger_ok, r["cpu_path"],
+                  ", ".join(r["cpu_paths"]))
     table_console().print(t)
     for r in rows:  # guarantees as paragraphs: too long for table cells on an 80-column terminal
-        out.print(f"\n[bold]{r['name']}[/]")
+        out.print()
+        out.print(styled((r["name"], "bold")))
         out.print(f"  key secret: {r['secret_key']}")
         out.print(f"  key known to the prover: {r['known_key']}")
         if r["warning"]:
-            out.print(f"  [yellow]note:[/] {r['warning']}")
+            out.print(styled("  ", ("note:", "yellow"), f" {r['warning']}"))
 
 
 # ---- demo -----------------------------------------------------------------------------------
@@ -691,29 +737,42 @@ _register_optional()
 
 def main() -> None:
     """Console entry point: map errors to exit codes (0 ok, 1 discrepancy, 2 bad input/usage)."""
+    code = _run()
+    # Leave without the interpreter's teardown: native pool threads (Arrow's, DuckDB's) that outlive
+    # it can abort the process after a correct report ("terminate called without an active
+    # exception", exit 134; apache/arrow#34314), and a script must be able to trust the exit code.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _run() -> int:
+    """Run the app; return the exit code. With --debug an error also prints its traceback."""
     try:
         rc = app(standalone_mode=False)
     except LedgerError as e:
         if STATE["debug"]:
-            raise
+            traceback.print_exc()
         err.print(f"ledgertool: error: {e}", markup=False, highlight=False, soft_wrap=True)
-        sys.exit(exit_code_for(e))
+        return exit_code_for(e)
     except typer.Exit as e:
-        sys.exit(e.exit_code)
+        return e.exit_code
     except (KeyboardInterrupt, typer.Abort):
         err.print("ledgertool: interrupted")
-        sys.exit(130)
+        return 130
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
     except Exception as e:  # noqa: BLE001
         # Option-parser errors (typer may vendor its own click): they know how to show themselves.
         if callable(getattr(e, "show", None)) and isinstance(getattr(e, "exit_code", None), int):
             e.show()
-            sys.exit(2 if e.exit_code == 2 else e.exit_code)
+            return 2 if e.exit_code == 2 else e.exit_code
         if STATE["debug"]:
-            raise
+            traceback.print_exc()
         err.print(f"ledgertool: internal error: {type(e).__name__}: {e} (rerun with --debug for a traceback)",
                   markup=False, soft_wrap=True)
-        sys.exit(2)
-    sys.exit(rc if isinstance(rc, int) else 0)
+        return 2
+    return rc if isinstance(rc, int) else 0
 
 
 if __name__ == "__main__":

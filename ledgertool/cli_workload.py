@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
+
+from .report import SafeConsole
 
 workload_app = typer.Typer(
     name="workload",
@@ -21,7 +22,7 @@ workload_app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 
-out = Console(highlight=False, soft_wrap=True)  # result lines never wrap mid-line
+out = SafeConsole(soft_wrap=True)  # result lines never wrap mid-line; file names are never markup
 
 
 @workload_app.command("generate")

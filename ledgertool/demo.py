@@ -51,10 +51,10 @@ def run_demo(workdir: Path | None = None, segment_records: int = 100) -> dict:
     trust = TrustBundle.load(keydir / "verifier.pub")
     cap = capture_file(sample, ledger, digest_key=dk, signing_key=sk, segment_records=segment_records)
     ver = verify_ledger(ledger, trust)
-    rec = reconcile(sample, ledger, dk)
-    cols, rows = run_query(ledger, "SELECT count(*) AS frames, sum(wire_len) AS wire_bytes, "
-                                   "count(DISTINCT segment) AS segments FROM records")
-    frames, wire_bytes, nseg = rows[0]
+    rec = reconcile(sample, ledger, dk, trust=trust)
+    q = run_query(ledger, "SELECT count(*) AS frames, sum(wire_len) AS wire_bytes, "
+                          "count(DISTINCT segment) AS segments FROM records", trust)
+    frames, wire_bytes, nseg = q.rows[0]
     ok = ver.ok and rec.ok and frames == cap.frames
     lines = [
         f"keys      {keydir}: digest.key, signing.key (Ed25519 + ML-DSA-65), verifier.pub",

@@ -43,7 +43,12 @@ FORMAT_NAMES = {
 
 
 def record_dtype(digest_size: int) -> np.dtype:
-    """numpy view of one on-disk record: 32 fixed bytes + digest, little-endian, packed."""
+    """numpy view of one on-disk record: 32 fixed bytes + digest, little-endian, packed.
+
+    The digest is raw bytes (void, ``V{digest_size}``), not a numpy string (``S``): ``S`` values
+    drop their trailing zero bytes when they become Python bytes, so about one digest in 256 would
+    come out a byte short. ``bytes(rec["digest"])`` is always `digest_size` bytes; compare a
+    digest column with ``np.void(want)``."""
     return np.dtype(
         [
             ("seq", "<u8"),
@@ -53,7 +58,7 @@ def record_dtype(digest_size: int) -> np.dtype:
             ("flags", "<u2"),
             ("linktype", "<u2"),
             ("aux", "<u4"),
-            ("digest", f"S{digest_size}"),
+            ("digest", f"V{digest_size}"),
         ]
     )
 

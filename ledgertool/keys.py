@@ -38,6 +38,7 @@ import json
 import os
 import re
 import secrets
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,8 +50,8 @@ from cryptography.hazmat.primitives.asymmetric.mldsa import MLDSA65PrivateKey, M
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from ._native import ffi, lib
-from .canonical import b64decode_canonical
-from .errors import AlgorithmError, KeyFileError
+from .canonical import b64decode_canonical, loads_strict
+from .errors import AlgorithmError, KeyFileError, LedgerFormatError
 
 __all__ = [
     "DIGEST_KEY_FILE",
@@ -68,6 +69,8 @@ __all__ = [
 DIGEST_KEY_FILE = "digest.key"
 SIGNING_KEY_FILE = "signing.key"
 VERIFIER_FILE = "verifier.pub"
+#: Kinds of signature problem (`TrustBundle.verify_detailed`), as verify reports them.
+SIGNATURE_MISSING, BAD_SIGNATURE = "signature_missing", "bad_signature"
 
 ED25519 = "ed25519"
 MLDSA65 = "ml-dsa-65"
@@ -94,6 +97,7 @@ _PUBLIC_KEY_SIZES = {ED25519: 32, MLDSA65: 1952}
 _MAX_KEY_FILE = 1 << 16  # every valid key file is far smaller
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 
+_SECRET_KINDS = {"digest": "digest key", "signing": "signing key"}
 _KINDS = {
     "digest": "a digest key (64 hex characters)",
     "signing": "a ledgertool signing key",
@@ -105,10 +109,16 @@ _KINDS = {
 
 
 def _read_key_file(path: str, kind: str) -> bytes:
-    """Read a small key file; every failure is a one-line KeyFileError naming it."""
+    """Read a small key file; every failure is a one-line KeyFileError naming it.
+
+    A secret (`digest.key`, `signing.key`) that group or others may read (mode & 0o077, as the
+    opened file reports it) is refused, as ssh refuses an unprotected private key: whoever can read
+    it can forge digests or seals. A file that is another kind of key file is left to the caller's
+    wrong-kind message."""
     what = _KINDS[kind]
     try:
         with open(path, "rb") as f:
+            mode = os.fstat(f.fileno()).st_mode
             data = f.read(_MAX_KEY_FILE + 1)
     except FileNotFoundError:
         raise KeyFileError(f"{path}: file not found (expected {what})") from None
@@ -122,6 +132,9 @@ def _read_key_file(path: str, kind: str) -> bytes:
         raise KeyFileError(f"{path}: file too large to be {what}")
     if not data.strip():
         raise KeyFileError(f"{path}: file is empty (expected {what})")
+    if kind in _SECRET_KINDS and mode & 0o077 and _sniff(data) in (None, kind):
+        raise KeyFileError(f"{path}: UNPROTECTED PRIVATE KEY FILE: mode {stat.S_IMODE(mode):04o} lets group or "
+                           f"others read this {_SECRET_KINDS[kind]}; refused (run `chmod 600 {path}`)")
     return data
 
 
@@ -134,8 +147,8 @@ def _sniff(data: bytes) -> str | None:
     if _HEX64.fullmatch(text):
         return "digest"
     try:
-        doc = json.loads(text)
-    except ValueError:
+        doc = loads_strict(data, "key file")
+    except LedgerFormatError:
         return None
     if isinstance(doc, dict):
         fmt = doc.get("format")
@@ -160,13 +173,9 @@ def _load_json_doc(path: str, kind: str, fmt: str) -> dict[str, Any]:
         raise err
     what = _KINDS[kind]
     try:
-        doc = json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise KeyFileError(f"{path}: not UTF-8 text (expected {what})") from None
-    except json.JSONDecodeError as e:
-        raise KeyFileError(
-            f"{path}: not valid JSON at line {e.lineno} column {e.colno} (expected {what})"
-        ) from None
+        doc = loads_strict(data, path)
+    except LedgerFormatError as e:
+        raise KeyFileError(f"{e} (expected {what})") from None
     if not isinstance(doc, dict):
         raise KeyFileError(f"{path}: top level is not a JSON object (expected {what})")
     if doc.get("format") != fmt:
@@ -457,44 +466,49 @@ class TrustBundle:
             raise KeyFileError(f"{path}: invalid public key: {e}") from None
 
     def verify(self, message: bytes, signatures: Mapping[str, str]) -> list[str]:
-        """Check ``signatures`` over exactly ``message``; return the problems found.
+        """Check ``signatures`` over exactly ``message``; return the problems found as text
+        (`verify_detailed` without the kinds). Returns ``[]`` when everything verifies."""
+        return [detail for _, detail in self.verify_detailed(message, signatures)]
+
+    def verify_detailed(self, message: bytes, signatures: Mapping[str, str]) -> list[tuple[str, str]]:
+        """Check ``signatures`` over exactly ``message``; return ``(kind, detail)`` per problem.
 
         ``signatures`` maps algorithm name to a base64 signature.  Every
         algorithm of the scheme must be present and verify (under ``hybrid``
         both Ed25519 and ML-DSA-65: RFC 8032 s5.1.7, FIPS 204 ML-DSA.Verify
         with an empty context).  Each missing, undecodable or non-verifying
-        signature is its own problem, e.g. ``"ml-dsa-65 signature missing"``
-        or ``"ed25519 signature does not verify with key <key id>"``.  A
-        signature for an algorithm the bundle has no key for is reported too.
-        Returns ``[]`` when everything verifies; never raises for bad input.
+        signature is its own problem: kind ``signature_missing`` (e.g. detail
+        ``"ml-dsa-65 signature missing"``) or ``bad_signature`` (e.g.
+        ``"ed25519 signature does not verify with key <key id>"``).  A
+        signature for an algorithm the bundle has no key for is a
+        ``bad_signature`` too.  Never raises for bad input.
         """
         if not isinstance(signatures, Mapping):
-            return [f"signatures must be an object of algorithm -> base64 signature, "
-                    f"got {type(signatures).__name__}"]
+            return [(BAD_SIGNATURE, f"signatures must be an object of algorithm -> base64 signature, "
+                                    f"got {type(signatures).__name__}")]
         message = bytes(message)
         ids = self.key_ids
-        problems: list[str] = []
+        problems: list[tuple[str, str]] = []
         for alg in self.algorithms:
             sig = signatures.get(alg)
             if sig is None:
-                problems.append(f"{alg} signature missing")
+                problems.append((SIGNATURE_MISSING, f"{alg} signature missing"))
                 continue
             if not isinstance(sig, str):
-                problems.append(f"{alg} signature is not a base64 string")
+                problems.append((BAD_SIGNATURE, f"{alg} signature is not a base64 string"))
                 continue
             try:
                 raw = b64decode_canonical(sig)
             except (binascii.Error, ValueError):
-                problems.append(f"{alg} signature is not valid base64")
+                problems.append((BAD_SIGNATURE, f"{alg} signature is not valid base64"))
                 continue
             try:
                 self._keys[alg].verify(raw, message)
             except (InvalidSignature, ValueError):
-                problems.append(f"{alg} signature does not verify with key {ids[alg]}")
+                problems.append((BAD_SIGNATURE, f"{alg} signature does not verify with key {ids[alg]}"))
         for alg in sorted(str(a) for a in signatures if a not in self.algorithms):
-            problems.append(
-                f"unexpected {alg!r} signature: trust bundle (scheme {self.scheme}) has no such key"
-            )
+            problems.append((BAD_SIGNATURE,
+                             f"unexpected {alg!r} signature: trust bundle (scheme {self.scheme}) has no such key"))
         return problems
 
 

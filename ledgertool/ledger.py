@@ -19,11 +19,12 @@ from pathlib import Path
 
 from . import segments
 from .algorithms import ALGORITHMS, STRIP_MODES
+from .canonical import loads_strict
 from .engine import MERKLE_MAX_LEAF_RECORDS, valid_leaf_records
-from .errors import LedgerFormatError
+from .errors import LedgerFormatError, UsageError
+from .ledger_reader import LEDGER_FILE, MAX_DOCUMENT_BYTES, LedgerReader, read_regular
 from .seal import HEADER_SHA256, genesis_hash, load_seal, seal_hash, write_atomic
 
-LEDGER_FILE = "ledger.json"
 LEDGER_FORMAT = "ledgertool-ledger-v1"
 DEFAULT_LEAF_RECORDS = 64  # records per Merkle leaf (docs/ledger-format.md: why 64)
 DEFAULT_LINK = "link0"
@@ -98,61 +99,39 @@ _HEADER_REQUIRED = ("ledger_id", "algorithm", "strip", "digest_key_id", "digest_
 _HEX32 = re.compile(r"[0-9a-f]{32}")
 
 
-def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
-    doc = dict(pairs)
-    if len(doc) != len(pairs):
-        dup = next(k for i, (k, _) in enumerate(pairs) if k in dict(pairs[:i]))
-        raise ValueError(f"member {dup!r} appears twice")
-    return doc
-
-
-def _no_constants(name: str):  # NaN / Infinity are not JSON (RFC 8259); Python would accept them
-    raise ValueError(f"{name} is not a JSON number")
 
 
 def load_ledger(directory: Path) -> dict:
-    """Read and check DIR/ledger.json; LedgerFormatError (one line naming the file and the field)
-    when DIR is not a ledger or a member is out of bounds (docs/ledger-format.md#ledgerjson).
+    """Read and check DIR/ledger.json (strict JSON: `canonical.loads_strict`); LedgerFormatError
+    (one line naming the file and the field) when DIR is not a ledger or a member is out of bounds
+    (docs/ledger-format.md#ledgerjson).
 
     The dict holds ledger.json's members plus `header_sha256` (HEADER_SHA256), the SHA-256 of the
     exact bytes parsed: the value new seals sign and `verify` compares."""
+    directory = Path(directory)
+    LedgerReader(directory)  # a directory, not a symlink
     path = directory / LEDGER_FILE
-    if not directory.is_dir():
-        raise LedgerFormatError(f"{directory}: " + ("not a directory; a ledger is a directory" if directory.exists()
-                                                    else "no such ledger directory"))
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         raise LedgerFormatError(f"{directory}: not a ledger (no {LEDGER_FILE})")
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_LEDGER_JSON + 1)
-    except OSError as e:
-        raise LedgerFormatError(f"{path}: cannot read ({e.strerror or e})") from None
-    return parse_ledger_header(raw, path)
+    return parse_ledger_header(read_regular(path, MAX_DOCUMENT_BYTES).to_pybytes(), path)
 
 
 def parse_ledger_header(raw: bytes, path: Path | str) -> dict:
     """The checked header dict of ledger.json bytes (see `load_ledger`; pure, no I/O); `path`
     names the file in the LedgerFormatError raised for anything out of bounds."""
-    if len(raw) > MAX_LEDGER_JSON:
-        raise LedgerFormatError(f"{path}: larger than {MAX_LEDGER_JSON} bytes; not a ledger header")
-    try:
-        doc = json.loads(raw, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
-    except (ValueError, RecursionError) as e:
-        raise LedgerFormatError(f"{path}: not valid JSON ({e})") from None
+    doc = loads_strict(raw, str(path), MAX_LEDGER_JSON)
     _header_fields(Path(path), doc)
     return {**doc, HEADER_SHA256: hashlib.sha256(raw).hexdigest()}
 
 
 def links(directory: Path) -> list[str]:
-    """Link names present in the ledger, sorted."""
-    return sorted(p.name[5:] for p in directory.glob("link=*") if p.is_dir())
+    """Link names of the ledger (valid ASCII names of link=NAME directories), sorted."""
+    return LedgerReader(Path(directory)).links
 
 
 def choose_link(directory: Path, link: str | None) -> str:
     """The link a per-link command works on: `link` when the ledger has it, else the ledger's only
     link. UsageError when `link` is absent or, with no `link`, when the ledger has several."""
-    from .errors import UsageError
-
     names = links(directory)
     if link is None:
         if len(names) != 1:
@@ -164,28 +143,14 @@ def choose_link(directory: Path, link: str | None) -> str:
 
 
 def segment_files(directory: Path, link: str) -> dict[int, dict[str, Path]]:
-    """index -> {'open'|'parquet'|'seal.json': path} for one link."""
-    out: dict[int, dict[str, Path]] = {}
-    ldir = segments.link_dir(directory, link)
-    if ldir.is_dir():
-        for p in ldir.iterdir():
-            parsed = segments.parse_segment_name(p.name)
-            if parsed:
-                out.setdefault(parsed[0], {})[parsed[1]] = p
-    return out
-
-
-def sealed_parquet_files(directory: Path) -> list[Path]:
-    """Parquet files of every sealed segment, all links, in (link, segment) order."""
-    return [files["parquet"] for link in links(directory)
-            for _, files in sorted(segment_files(directory, link).items())
-            if "parquet" in files and "seal.json" in files]
-
-
-def sql_parquet_source(paths: list[Path]) -> str:
-    """A DuckDB read_parquet(...) expression over explicit files (hive partition `link` kept)."""
-    quoted = ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths)
-    return f"read_parquet([{quoted}], hive_partitioning=true)"
+    """index -> {'open'|'parquet'|'leaves'|'seal.json': path} for one link: the regular files with
+    ASCII segment names (ledgertool.ledger_reader), nothing else."""
+    reader = LedgerReader(Path(directory))
+    if not reader.link_dir(link).is_dir():
+        return {}
+    listing = reader.listing(link)
+    return {i: {k: reader.segment_path(link, i, k) for k in sorted(kinds)}
+            for i, kinds in sorted(listing.segments.items())}
 
 
 @dataclass(frozen=True)

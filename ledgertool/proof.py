@@ -11,7 +11,7 @@ or a witness holds, not only the seal. `check_proof` is pure.
 
 from __future__ import annotations
 
-import json
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,13 +19,16 @@ from pathlib import Path
 import numpy as np
 
 from . import merkle
+from .algorithms import algorithm_caveat
+from .canonical import loads_strict
 from .checkpoint import SignedNote, checkpoint_path, link_tree, origin_for, parse_note, verify_note
-from .engine import merkle_leaves, merkle_root, record_dtype
+from .engine import RECORD_FIXED, merkle_leaves, merkle_root, record_dtype
 from .errors import DiscrepancyError, LedgerFormatError, UsageError
 from .keys import TrustBundle
-from .ledger import choose_link, load_ledger, segment_files
+from .ledger import choose_link, load_ledger
+from .ledger_reader import PARQUET, LedgerReader
 from .rotation import key_schedule, load_rotations
-from .seal import SEAL_FORMAT, load_seal, parquet_records, read_sealed_parquet, seal_hash, seal_signed_bytes
+from .seal import SEAL_FORMAT, decode_parquet, parse_seal, seal_hash, seal_signed_bytes, table_to_records
 
 PROOF_FORMAT = "ledgertool-inclusion-proof-v2"  # v2 adds the checkpoint part (null when none covers)
 PROOF_FORMAT_V1 = "ledgertool-inclusion-proof-v1"  # still checked: record, block, path, seal, rotations
@@ -33,21 +36,29 @@ _FIELDS = ("seq", "ts_ns", "wire_len", "cap_len", "flags", "linktype", "aux")
 
 
 def record_to_json(rec) -> dict:
+    """One record (a numpy record of `record_dtype`) as the proof's `record` object: u64/i64 as
+    decimal strings, the digest as lowercase hex of all its bytes (sliced from the raw record, so a
+    digest ending in zero bytes keeps them)."""
     out = {k: int(rec[k]) for k in _FIELDS}
     out["seq"] = str(out["seq"])
     out["ts_ns"] = str(out["ts_ns"])
-    out["digest"] = bytes(rec["digest"]).hex()
+    out["digest"] = rec.tobytes()[RECORD_FIXED:].hex()
     return out
 
 
-def _segment_records(directory: Path, ledger: dict, link: str, doc: dict) -> bytes:
-    path = directory / f"link={link}" / str(doc.get("parquet_file", ""))
-    if not path.is_file():
-        raise DiscrepancyError(f"{path}: Parquet file of segment {doc.get('segment')} is missing")
-    data, sha = read_sealed_parquet(path)
-    if sha != doc.get("parquet_sha256"):
+def _segment_records(reader: LedgerReader, ledger: dict, link: str, index: int, doc: dict) -> bytes:
+    """The records of one sealed segment, from its own Parquet file (never a path the seal names),
+    read once and checked against the seal's SHA-256 before they are decoded."""
+    path = reader.segment_path(link, index, PARQUET)
+    if doc.get("parquet_file") != path.name:
+        raise DiscrepancyError(f"{reader.segment_path(link, index, 'seal.json')}: parquet_file does not name "
+                               f"{path.name}; run `ledgertool verify`")
+    if not reader.listing(link).has(index, PARQUET):
+        raise DiscrepancyError(f"{path}: Parquet file of segment {index} is missing")
+    data = reader.read_segment_file(link, index, PARQUET)
+    if hashlib.sha256(data).hexdigest() != doc.get("parquet_sha256"):
         raise DiscrepancyError(f"{path}: SHA-256 differs from its seal; run `ledgertool verify`")
-    return parquet_records(data, ledger["digest_size"])
+    return table_to_records(decode_parquet(data), ledger["digest_size"])
 
 
 def build_proof(directory: Path, *, seq: int | None = None, digest: str | None = None,
@@ -77,15 +88,18 @@ def build_proof(directory: Path, *, seq: int | None = None, digest: str | None =
         if len(want) != ledger["digest_size"]:
             raise UsageError(f"--digest is {len(want)} bytes; this ledger's digests are {ledger['digest_size']}")
     dtype = record_dtype(ledger["digest_size"])
-    files = segment_files(directory, link)
-    for index in sorted(i for i, f in files.items() if "seal.json" in f):
-        doc = load_seal(files[index]["seal.json"])
-        first, last = int(doc["first_seq"]), int(doc["last_seq"])
+    reader = LedgerReader(directory)
+    for index in reader.listing(link).sealed:
+        doc = parse_seal(reader.read_seal_bytes(link, index), reader.segment_path(link, index, "seal.json"))
+        try:
+            first, last = int(doc["first_seq"]), int(doc["last_seq"])
+        except (KeyError, TypeError, ValueError):
+            raise DiscrepancyError(f"segment {index}: seal lacks its sequence range; run `ledgertool verify`") from None
         if seq is not None and not first <= seq <= last:
             continue
-        records = _segment_records(directory, ledger, link, doc)
+        records = _segment_records(reader, ledger, link, index, doc)
         arr = np.frombuffer(records, dtype=dtype)
-        hits = np.nonzero(arr["seq"] == seq)[0] if seq is not None else np.nonzero(arr["digest"] == want)[0]
+        hits = np.nonzero(arr["seq"] == seq)[0] if seq is not None else np.nonzero(arr["digest"] == np.void(want))[0]
         if not len(hits):
             if seq is not None:
                 raise DiscrepancyError(f"segment {index}: seq {seq} is in the seal's range but not in its records")
@@ -169,11 +183,19 @@ class ProofCheck:
 
     checkpoint: dict | None = None  # {"tree_size", "root_hash"} of the checkpoint the proof reached
 
+    @property
+    def warnings(self) -> list[str]:
+        """Caveats on the verdict: the seal's algorithm's (aes-128-gmac: forgeable by whoever saw
+        two tags)."""
+        seal = self.proof.get("seal")
+        caveat = algorithm_caveat(seal.get("algorithm")) if isinstance(seal, dict) else None
+        return [caveat] if caveat else []
+
     def to_json(self) -> dict:
         p = self.proof
         return {"ok": self.ok, "reason": self.reason, "ledger_id": p.get("ledger_id"), "link": p.get("link"),
                 "segment": p.get("segment"), "record_index": p.get("record_index"), "record": p.get("record"),
-                "checkpoint": self.checkpoint}
+                "checkpoint": self.checkpoint, "warnings": self.warnings}
 
 
 _LOWER_HEX = re.compile(r"(?:[0-9a-f]{2})*")
@@ -191,50 +213,93 @@ def load_proof(path: Path) -> dict:
 
 
 def parse_proof(data: bytes, where: str = "proof") -> dict:
-    """Parse a proof document; LedgerFormatError naming `where` when it is not UTF-8 JSON, not a
-    ledgertool-inclusion-proof-v2 (or -v1, which has no checkpoint part) document, misses a field or
+    """Parse a proof document; LedgerFormatError naming `where` when it is not strict JSON
+    (`canonical.loads_strict`: no duplicate members, integers only), not a
+    ledgertool-inclusion-proof-v2 (or -v1, which has no checkpoint part) document, misses a field,
     has one its version does not know (an unknown field is refused, not ignored: a proof means
-    exactly what it says)."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise LedgerFormatError(f"{where}: not UTF-8 at byte {e.start}") from None
-    try:
-        doc = json.loads(text)
-    except ValueError as e:
-        raise LedgerFormatError(f"{where}: not JSON ({e})") from None
+    exactly what it says) or has a field of the wrong JSON type (true / false are not integers)."""
+    doc = loads_strict(data, where)
+    bad = proof_shape_problem(doc)
+    if bad is not None:
+        raise LedgerFormatError(f"{where}: {bad}")
+    return doc
+
+
+def _is_int(v: object) -> bool:
+    """A JSON integer: Python's bool is an int subclass, and a float (1.0) compares equal to one."""
+    return type(v) is int
+
+
+_DECIMAL = re.compile(r"-?[0-9]+")
+_RECORD_INTS = ("wire_len", "cap_len", "flags", "linktype", "aux")
+# integer members of a seal (schemas/seal.schema.json); the u64 ones are decimal strings
+_SEAL_INTS = ("segment", "record_size", "leaf_records", "records", "frames", "drops_declared", "parquet_bytes",
+              "torn_bytes_discarded")
+
+
+def _seal_shape_problem(seal: dict) -> str | None:
+    if seal.get("format") != SEAL_FORMAT:
+        return f"embedded seal is not a {SEAL_FORMAT} document"
+    for key in _SEAL_INTS:
+        if not _is_int(seal.get(key)):
+            return f"seal.{key} missing or not an integer"
+    for key in ("first_seq", "last_seq"):
+        if not isinstance(seal.get(key), str) or not _DECIMAL.fullmatch(seal[key]):
+            return f"seal.{key} missing or not a decimal string"
+    return None
+
+
+def proof_shape_problem(doc: object) -> str | None:
+    """The first way `doc` is not shaped like a proof (schemas/proof.schema.json), or None. Every
+    integer must be a JSON integer (not true/false, not 1.0), at any depth."""
     if not isinstance(doc, dict) or doc.get("format") not in (PROOF_FORMAT, PROOF_FORMAT_V1):
-        raise LedgerFormatError(f"{where}: not a {PROOF_FORMAT} (or -v1) document")
+        return f"not a {PROOF_FORMAT} (or -v1) document"
     v1 = doc["format"] == PROOF_FORMAT_V1
     unknown = sorted(set(doc) - (_TOP_KEYS - {"checkpoint"} if v1 else _TOP_KEYS))
     if unknown:
-        raise LedgerFormatError(f"{where}: unknown field {unknown[0]!r}")
+        return f"unknown field {unknown[0]!r}"
     need = {"ledger_id": str, "link": str, "segment": int, "record_index": int, "record": dict,
             "leaf_index": int, "tree_size": int, "leaf_block": dict, "audit_path": list, "seal": dict,
             "rotations": list}
     for key, typ in need.items():
-        if not isinstance(doc.get(key), typ) or isinstance(doc.get(key), bool):
-            raise LedgerFormatError(f"{where}: field {key!r} missing or not {typ.__name__}")
-    if set(doc["leaf_block"]) != {"first_record_index", "records", "hex"}:
-        raise LedgerFormatError(f"{where}: leaf_block must have exactly first_record_index, records and hex")
+        if not (_is_int(doc.get(key)) if typ is int else isinstance(doc.get(key), typ)):
+            return f"field {key!r} missing or not {'an integer' if typ is int else typ.__name__}"
+    block = doc["leaf_block"]
+    if set(block) != {"first_record_index", "records", "hex"}:
+        return "leaf_block must have exactly first_record_index, records and hex"
+    for key in ("first_record_index", "records"):
+        if not _is_int(block[key]):
+            return f"leaf_block.{key} is not an integer"
+    rec = doc["record"]
+    if set(rec) != {*_FIELDS, "digest"}:
+        return f"record must have exactly {', '.join(_FIELDS)} and digest"
+    for key in _RECORD_INTS:
+        if not _is_int(rec[key]):
+            return f"record.{key} is not an integer"
+    for key in ("seq", "ts_ns"):
+        if not isinstance(rec[key], str) or not _DECIMAL.fullmatch(rec[key]):
+            return f"record.{key} is not a decimal string"
     if "checkpoint" not in doc and not v1:
-        raise LedgerFormatError(f"{where}: field 'checkpoint' missing (null when no checkpoint covers the segment)")
+        return "field 'checkpoint' missing (null when no checkpoint covers the segment)"
     cp = doc.get("checkpoint")
-    if cp is not None and (not isinstance(cp, dict) or set(cp) != {"note", "leaf_index", "tree_size", "audit_path"}):
-        raise LedgerFormatError(f"{where}: checkpoint must be null or have exactly note, leaf_index, tree_size "
-                                "and audit_path")
+    if cp is not None:
+        if not isinstance(cp, dict) or set(cp) != {"note", "leaf_index", "tree_size", "audit_path"}:
+            return "checkpoint must be null or have exactly note, leaf_index, tree_size and audit_path"
+        for key in ("leaf_index", "tree_size"):
+            if not _is_int(cp[key]):
+                return f"checkpoint.{key} is not an integer"
+        if not isinstance(cp["note"], str) or not isinstance(cp["audit_path"], list):
+            return "checkpoint.note must be a string and checkpoint.audit_path a list"
     # hex is lowercase everywhere (as the schema says): bytes.fromhex would also take upper case, and a
     # proof has one spelling
-    hexes = [("leaf_block.hex", doc["leaf_block"]["hex"]), ("record.digest", doc["record"].get("digest"))]
+    hexes = [("leaf_block.hex", block["hex"]), ("record.digest", rec["digest"])]
     hexes += [(f"audit_path[{i}]", h) for i, h in enumerate(doc["audit_path"])]
-    if isinstance(cp, dict) and isinstance(cp.get("audit_path"), list):
+    if cp is not None:
         hexes += [(f"checkpoint.audit_path[{i}]", h) for i, h in enumerate(cp["audit_path"])]
     for name, h in hexes:
         if not isinstance(h, str) or not _LOWER_HEX.fullmatch(h):
-            raise LedgerFormatError(f"{where}: {name} is not lowercase hex")
-    if doc["seal"].get("format") != SEAL_FORMAT:
-        raise LedgerFormatError(f"{where}: embedded seal is not a {SEAL_FORMAT} document")
-    return doc
+            return f"{name} is not lowercase hex"
+    return _seal_shape_problem(doc["seal"])
 
 
 def check_proof(doc: dict, trust: TrustBundle, checkpoint: SignedNote | None = None) -> ProofCheck:
@@ -246,6 +311,9 @@ def check_proof(doc: dict, trust: TrustBundle, checkpoint: SignedNote | None = N
     def fail(reason: str) -> ProofCheck:
         return ProofCheck(False, reason, doc)
 
+    bad = proof_shape_problem(doc)  # parse_proof refuses these; a dict from elsewhere may have them
+    if bad is not None:
+        return fail(bad)
     seal = doc["seal"]
     # 1. the seal is this ledger's, this link's, this segment's, and signed by the key the
     #    rotation schedule assigns to it

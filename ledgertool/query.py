@@ -1,9 +1,14 @@
-"""query: DuckDB SQL over a ledger through two views.
+"""query: DuckDB SQL over a ledger through two tables.
 
     records(link, segment, seq, ts_ns, wire_len, cap_len, flags, linktype, aux, digest)
     seals(link, segment, first_seq, last_seq, records, frames, drops_declared, first_ts_ns,
           last_ts_ns, merkle_root, parquet_sha256, prev_seal_hash, algorithm, strip, sealed_at,
           digest_key_id)
+
+DuckDB never opens a ledger file: the ledger is verified first (ledgertool.verify, with the trust
+bundle when one is given, else the keyless checks) and the tables are filled from the very bytes
+that were checked, decoded once (docs/threat-model.md, "What query and recompute read"). A ledger
+that does not verify is not queried. `link` comes from the verified seals, never from a path.
 
 `seals.digest_key_id` is the digest key each segment was digested with: it changes at a digest-key
 rotation (docs/transparency.md), so `SELECT DISTINCT digest_key_id FROM seals` lists the keys a
@@ -12,17 +17,22 @@ rotation (docs/transparency.md), so `SELECT DISTINCT digest_key_id FROM seals` l
 
 from __future__ import annotations
 
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 
-from .errors import UsageError
-from .ledger import links, load_ledger, sealed_parquet_files, segment_files, sql_parquet_source
-from .seal import load_seal
+from .errors import DiscrepancyError, UsageError
+from .keys import TrustBundle
+from .verify import VerifiedSegment, VerifyResult, verify_ledger
 
-_EMPTY_RECORDS = ("SELECT NULL::VARCHAR link, 0::UINTEGER segment, 0::UBIGINT seq, 0::BIGINT ts_ns, "
-                  "0::UINTEGER wire_len, 0::UINTEGER cap_len, 0::USMALLINT flags, 0::USMALLINT linktype, "
-                  "0::UINTEGER aux, NULL::BLOB digest WHERE false")
+RECORDS_DDL = ("CREATE TABLE records (link VARCHAR, segment UINTEGER, seq UBIGINT, ts_ns BIGINT, wire_len UINTEGER, "
+               "cap_len UINTEGER, flags USMALLINT, linktype USMALLINT, aux UINTEGER, digest BLOB)")
+SEALS_DDL = ("CREATE TABLE seals (link VARCHAR, segment UINTEGER, first_seq UBIGINT, last_seq UBIGINT, "
+             "records UBIGINT, frames UBIGINT, drops_declared UBIGINT, first_ts_ns BIGINT, last_ts_ns BIGINT, "
+             "merkle_root VARCHAR, parquet_sha256 VARCHAR, prev_seal_hash VARCHAR, algorithm VARCHAR, "
+             "strip VARCHAR, sealed_at VARCHAR, digest_key_id VARCHAR)")
 
 
 def open_duckdb(config: dict | None = None) -> duckdb.DuckDBPyConnection:
@@ -36,47 +46,75 @@ def open_duckdb(config: dict | None = None) -> duckdb.DuckDBPyConnection:
     return con
 
 
-def connect(ledger_dir: Path) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with the `records` and `seals` views over DIR."""
-    ledger_dir = Path(ledger_dir)
-    load_ledger(ledger_dir)
-    con = open_duckdb()
-    files = sealed_parquet_files(ledger_dir)
-    if files:
-        con.execute("CREATE VIEW records AS SELECT link, segment, seq, ts_ns, wire_len, cap_len, flags, "
-                    f"linktype, aux, digest FROM {sql_parquet_source(files)}")
-    else:
-        con.execute(f"CREATE VIEW records AS {_EMPTY_RECORDS}")
-    rows = []
-    for link in links(ledger_dir):
-        for index, files in sorted(segment_files(ledger_dir, link).items()):
-            if "seal.json" in files:
-                d = load_seal(files["seal.json"])
-                rows.append((link, index, int(d["first_seq"]), int(d["last_seq"]), d["records"], d["frames"],
-                             d["drops_declared"], _int(d.get("first_ts_ns")), _int(d.get("last_ts_ns")),
-                             d["merkle_root"], d["parquet_sha256"], d["prev_seal_hash"], d["algorithm"],
-                             d["strip"], d["sealed_at"], d.get("digest_key_id")))
-    con.execute("""CREATE TABLE seals (link VARCHAR, segment UINTEGER, first_seq UBIGINT, last_seq UBIGINT,
-                   records UBIGINT, frames UBIGINT, drops_declared UBIGINT, first_ts_ns BIGINT, last_ts_ns BIGINT,
-                   merkle_root VARCHAR, parquet_sha256 VARCHAR, prev_seal_hash VARCHAR, algorithm VARCHAR,
-                   strip VARCHAR, sealed_at VARCHAR, digest_key_id VARCHAR)""")
-    if rows:
-        con.executemany("INSERT INTO seals VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
-    return con
+def not_verified_error(res: VerifyResult, what: str) -> DiscrepancyError:
+    """The one-line refusal to read a ledger that did not verify (exit 1)."""
+    first = res.problems[0]
+    where = f"link {first.link} segment {first.segment}: " if first.segment is not None else ""
+    more = f"{len(res.problems) - 1} more problems; " if len(res.problems) > 1 else ""
+    return DiscrepancyError(f"{res.ledger}: the ledger does not verify, so {what}: {where}{first.kind}: "
+                            f"{first.detail} ({more}run `ledgertool verify` for every problem)")
+
+
+def add_segment(con: duckdb.DuckDBPyConnection, seg: VerifiedSegment) -> None:
+    """Insert one verified segment into `records` and `seals` (the checked bytes, decoded once)."""
+    con.register("_segment", seg.table)
+    try:
+        con.execute("INSERT INTO records SELECT ?, segment, seq, ts_ns, wire_len, cap_len, flags, linktype, aux, "
+                    "digest FROM _segment", [seg.link])
+    finally:
+        con.unregister("_segment")
+    d = seg.seal
+    con.execute("INSERT INTO seals VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                [seg.link, seg.index, int(d["first_seq"]), int(d["last_seq"]), d["records"], d["frames"],
+                 d["drops_declared"], _int(d.get("first_ts_ns")), _int(d.get("last_ts_ns")), d["merkle_root"],
+                 d["parquet_sha256"], d["prev_seal_hash"], d["algorithm"], d["strip"], d["sealed_at"],
+                 d.get("digest_key_id")])
+
+
+@dataclass
+class QueryResult:
+    columns: list[str]
+    rows: list[tuple]
+    verification: VerifyResult
+
+
+def connect(ledger_dir: Path, trust: TrustBundle | None = None, checkpoint: bytes | None = None,
+            checkpoint_name: str = "checkpoint", temp_dir: str | None = None
+            ) -> tuple[duckdb.DuckDBPyConnection, VerifyResult]:
+    """An in-memory DuckDB connection with `records` and `seals` filled from the verified ledger.
+
+    Raises DiscrepancyError (exit 1) when the ledger does not verify, LedgerFormatError when DIR
+    is not a ledger. `temp_dir` is where DuckDB may spill (default: its own)."""
+    con = open_duckdb({"temp_directory": temp_dir} if temp_dir else None)
+    try:
+        con.execute(RECORDS_DDL)
+        con.execute(SEALS_DDL)
+        res = verify_ledger(Path(ledger_dir), trust, checkpoint, checkpoint_name,
+                            on_segment=lambda seg: add_segment(con, seg))
+        if not res.ok:
+            raise not_verified_error(res, "it is not queried")
+    except BaseException:
+        con.close()
+        raise
+    return con, res
 
 
 def _int(v):
     return int(v) if v is not None else None
 
 
-def run_query(ledger_dir: Path, sql: str) -> tuple[list[str], list[tuple]]:
-    """Run one SQL statement; return (column names, rows). UsageError for an SQL error."""
-    con = connect(ledger_dir)
-    try:
-        cur = con.execute(sql)
-        cols = [d[0] for d in cur.description] if cur.description else []
-        return cols, cur.fetchall()
-    except duckdb.Error as e:
-        raise UsageError(f"query failed: {str(e).splitlines()[0]}") from None
-    finally:
-        con.close()
+def run_query(ledger_dir: Path, sql: str, trust: TrustBundle | None = None, checkpoint: bytes | None = None,
+              checkpoint_name: str = "checkpoint") -> QueryResult:
+    """Verify the ledger, then run one SQL statement over what was verified.
+
+    UsageError for an SQL error, DiscrepancyError when the ledger does not verify."""
+    with tempfile.TemporaryDirectory(prefix="ledgertool-query-") as tmp:
+        con, res = connect(ledger_dir, trust, checkpoint, checkpoint_name, temp_dir=tmp)
+        try:
+            cur = con.execute(sql)
+            cols = [d[0] for d in cur.description] if cur.description else []
+            return QueryResult(cols, cur.fetchall(), res)
+        except duckdb.Error as e:
+            raise UsageError(f"query failed: {str(e).splitlines()[0]}") from None
+        finally:
+            con.close()

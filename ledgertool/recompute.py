@@ -10,6 +10,12 @@ identity is its digest under the first of them, and a ledger record of another k
 takes the identity of the capture frame with the same digest under that key. The multiset
 comparison above then runs on identities, so every frame is still classified exactly once.
 Segments whose key was not given are left out and reported (`uncovered`, `partial`).
+
+The ledger side is what `verify` checked (ledgertool.verify with the trust bundle, or only the
+keyless checks without one): a ledger that does not verify is not reconciled (exit 1), and one
+reconciled without a trust bundle is reported `verified: false` (exit 1 even when every frame
+matched). DuckDB opens no file by a path: both sides are inserted into its tables from memory
+(docs/threat-model.md, "What query and recompute read").
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import duckdb
 import numpy as np
@@ -30,13 +36,13 @@ import pyarrow.parquet as pq
 from .algorithms import Algorithm, get_algorithm, get_strip_mode
 from .dissect import dissect_line
 from .engine import FLAG_GAP, DigestEngine, record_dtype, usable_cores
-from .errors import CaptureFormatError, DiscrepancyError, KeyFileError, LedgerFormatError, UsageError
-from .keys import DigestKey
-from .ledger import links as ledger_links
-from .ledger import load_ledger, segment_files, sql_parquet_source
-from .query import open_duckdb
+from .errors import CaptureFormatError, KeyFileError, LedgerFormatError, UsageError
+from .keys import DigestKey, TrustBundle
+from .ledger import load_ledger
+from .query import not_verified_error, open_duckdb
 from .rotation import DIGEST_KEY, load_rotations, rotation_kind
 from .sources import open_source
+from .verify import VerifiedSegment, verify_ledger
 
 Progress = Callable[[int, int], None]
 
@@ -56,6 +62,37 @@ class DigestRun:
     warnings: list[str] = field(default_factory=list)
 
 
+def _digest_batches(source: str | Path, digest_key: DigestKey, alg: Algorithm, strip: str, run: DigestRun,
+                    progress: Progress | None, workers: int) -> Iterator[pa.Table]:
+    """Digest every frame of `source` with the native engine: one Arrow table per engine batch
+    (schema `digests_schema`); `run` counts frames and bytes, and the capture's warnings."""
+    t0 = time.perf_counter()
+    with open_source(source) as reader:
+        engine = DigestEngine(reader, alg, get_strip_mode(strip), digest_key.subkey(alg.name, alg.key_size),
+                              workers=workers or usable_cores())
+        schema = digests_schema(alg.digest_size)
+        dtype = record_dtype(alg.digest_size)
+        while True:
+            records, n, nbytes = engine.fill(run.frames)
+            if n == 0:
+                break
+            arr = np.frombuffer(records, dtype=dtype, count=n)
+            dig = pa.FixedSizeBinaryArray.from_buffers(
+                pa.binary(alg.digest_size), n, [None, pa.py_buffer(arr["digest"].tobytes())])
+            yield pa.Table.from_arrays(
+                [pa.array(arr["seq"]), pa.array(arr["ts_ns"]), pa.array(arr["wire_len"]),
+                 pa.array(arr["cap_len"]), pa.array(arr["flags"]), pa.array(arr["linktype"]), dig],
+                schema=schema)
+            run.frames += n
+            run.bytes += nbytes
+            if progress:
+                progress(run.frames, run.bytes)
+        note = reader.info().truncation_note()
+    if note:
+        run.warnings.append(note)
+    run.elapsed_s += time.perf_counter() - t0
+
+
 def digests_to_parquet(source: str | Path, out: Path, digest_key: DigestKey, alg: Algorithm, strip: str,
                        progress: Progress | None = None, workers: int = 0) -> DigestRun:
     """Digest every frame of `source` and write one row per frame to `out` (Parquet).
@@ -65,39 +102,16 @@ def digests_to_parquet(source: str | Path, out: Path, digest_key: DigestKey, alg
     Raises CaptureFormatError for a bad capture (nothing usable is left at `out` then).
     """
     run = DigestRun()
-    t0 = time.perf_counter()
-    with open_source(source) as reader:
-        engine = DigestEngine(reader, alg, get_strip_mode(strip), digest_key.subkey(alg.name, alg.key_size),
-                              workers=workers or usable_cores())
-        schema = digests_schema(alg.digest_size)
-        dtype = record_dtype(alg.digest_size)
-        out = Path(out)
-        tmp = out.with_name(f"{out.name}.tmp-{os.getpid()}")  # a failed run never destroys `out`
-        try:
-            with pq.ParquetWriter(tmp, schema, compression="zstd") as w:
-                while True:
-                    records, n, nbytes = engine.fill(run.frames)
-                    if n == 0:
-                        break
-                    arr = np.frombuffer(records, dtype=dtype, count=n)
-                    dig = pa.FixedSizeBinaryArray.from_buffers(
-                        pa.binary(alg.digest_size), n, [None, pa.py_buffer(arr["digest"].tobytes())])
-                    w.write_table(pa.Table.from_arrays(
-                        [pa.array(arr["seq"]), pa.array(arr["ts_ns"]), pa.array(arr["wire_len"]),
-                         pa.array(arr["cap_len"]), pa.array(arr["flags"]), pa.array(arr["linktype"]), dig],
-                        schema=schema))
-                    run.frames += n
-                    run.bytes += nbytes
-                    if progress:
-                        progress(run.frames, run.bytes)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        os.replace(tmp, out)
-        note = reader.info().truncation_note()
-    if note:
-        run.warnings.append(note)
-    run.elapsed_s = time.perf_counter() - t0
+    out = Path(out)
+    tmp = out.with_name(f"{out.name}.tmp-{os.getpid()}")  # a failed run never destroys `out`
+    try:
+        with pq.ParquetWriter(tmp, digests_schema(alg.digest_size), compression="zstd") as w:
+            for batch in _digest_batches(source, digest_key, alg, strip, run, progress, workers):
+                w.write_table(batch)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, out)
     return run
 
 
@@ -127,10 +141,17 @@ class ReconcileResult:
     warnings: list[str] = field(default_factory=list)
     digest_keys: list[dict] = field(default_factory=list)
     uncovered: list[dict] = field(default_factory=list)
+    verified: bool = True  # the ledger's signatures were checked (a trust bundle was given)
+
+    @property
+    def matches(self) -> bool:
+        """Every frame paired: no ledger-only and no capture-only frame."""
+        return self.ledger_only == 0 and self.capture_only == 0
 
     @property
     def ok(self) -> bool:
-        return self.ledger_only == 0 and self.capture_only == 0
+        """The frames match a ledger whose signatures were checked."""
+        return self.matches and self.verified
 
     @property
     def partial(self) -> bool:
@@ -147,7 +168,7 @@ class ReconcileResult:
                 "examples_capture_only": self.examples_capture_only,
                 "details_file": self.details_file, "details_written": self.details_written,
                 "digest_keys": self.digest_keys, "partial": self.partial, "uncovered": self.uncovered,
-                "warnings": self.warnings}
+                "verified": self.verified, "matches": self.matches, "warnings": self.warnings}
 
 
 def _window_sql(col: str, lo: int | None, hi: int | None) -> str:
@@ -156,19 +177,26 @@ def _window_sql(col: str, lo: int | None, hi: int | None) -> str:
 
 
 def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey | Sequence[DigestKey], *,
+              trust: TrustBundle | None = None, checkpoint: bytes | None = None,
+              checkpoint_name: str = "checkpoint",
               examples: int = 10, progress: Progress | None = None, memory_limit: str = "4GB",
               from_ns: int | None = None, to_ns: int | None = None, tolerance_ns: int = 0,
               links: list[str] | None = None, details: Path | None = None,
               details_limit: int = 100_000, workers: int = 0) -> ReconcileResult:
-    """Recompute `source` with the ledger's algorithm and strip mode and reconcile as multisets.
+    """Verify the ledger, recompute `source` with its algorithm and strip mode, and reconcile
+    the two as multisets.
 
-    Each digest's occurrences are numbered in time order on both sides and paired by (digest,
-    occurrence), so every frame is classified exactly once: matched, ledger-only or capture-only.
+    The ledger is verified first with `trust` (and `checkpoint`, a signed note it must extend),
+    or with the keyless checks only when `trust` is None (the result is then `verified` False and
+    not `ok`); its records reach DuckDB from the bytes that were checked. Each digest's
+    occurrences are numbered in time order on both sides and paired by (digest, occurrence), so
+    every frame is classified exactly once: matched, ledger-only or capture-only.
     `from_ns`/`to_ns` restrict both sides to [from, to) (ns since the epoch); capture frames within
     `tolerance_ns` outside the window may still pair with ledger records inside it (two capture
     points see a frame at slightly different times) and are otherwise ignored. `links` restricts
-    the ledger side. `details` gets one JSON line per differing frame (capture-only frames with a
-    one-line dissection). DuckDB runs with `memory_limit` and spills to a temporary directory.
+    the ledger side (and what is verified). `details` gets one JSON line per differing frame
+    (capture-only frames with a one-line dissection). DuckDB runs with `memory_limit` and spills
+    to a temporary directory.
 
     `digest_key` is one key or several (a ledger whose digest key was rotated: one per epoch, in
     any order). Only the sealed segments whose seal names one of the given keys take part; the
@@ -176,10 +204,10 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey | Sequ
     counts) and a warning, and capture frames that belong to them count as capture-only.
     Capture-only examples and details show a frame's digest under the first (oldest) key given.
 
-    Raises KeyFileError when a key is not one of the ledger's digest keys (wrong key) or covers
-    none of its sealed segments in `links`, UsageError for the same key given twice,
-    DiscrepancyError when a Parquet file differs from its seal, and CaptureFormatError /
-    LedgerFormatError for bad inputs.
+    Raises DiscrepancyError when the ledger does not verify, KeyFileError when a key is not one
+    of the ledger's digest keys (wrong key) or covers none of its sealed segments in `links`,
+    UsageError for the same key given twice, and CaptureFormatError / LedgerFormatError for bad
+    inputs.
     """
     ledger_dir = Path(ledger_dir)
     ledger = load_ledger(ledger_dir)
@@ -187,14 +215,8 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey | Sequ
     keys = [digest_key] if isinstance(digest_key, DigestKey) else list(digest_key)
     if not keys:
         raise UsageError("recompute needs at least one --digest-key")
-    if links:
-        unknown = sorted(set(links) - set(ledger_links(ledger_dir)))
-        if unknown:
-            raise UsageError(f"{ledger_dir}: no link named {', '.join(unknown)}")
     if from_ns is not None and to_ns is not None and from_ns >= to_ns:
         raise UsageError(f"empty time window: --from {from_ns} is not before --to {to_ns} (ns since the epoch)")
-    segs = _sealed_segments(ledger_dir, links)
-    keys, uncovered = _match_keys(ledger_dir, ledger, alg, keys, segs)
     if details is not None:
         try:
             Path(details).open("w").close()  # fail before the long part, not after it
@@ -202,21 +224,45 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey | Sequ
             raise UsageError(f"{details}: cannot write details: {e.strerror}") from None
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ledgertool-recompute-") as tmp:
-        caps = [Path(tmp) / f"capture-{i}.parquet" for i in range(len(keys))]
         try:
             con = open_duckdb({"memory_limit": memory_limit, "temp_directory": tmp})
         except UsageError as e:
             raise UsageError(f"--memory-limit {memory_limit!r}: {e}") from None
         try:
-            runs = [digests_to_parquet(source, cap, key, alg, ledger["strip"], progress, workers)
-                    for (_, key), cap in zip(keys, caps)]
+            segs: list[_Segment] = []
+            con.execute("CREATE TEMP TABLE lrec (link VARCHAR, kid VARCHAR, digest BLOB, seq UBIGINT, ts_ns BIGINT, "
+                        "wire_len UINTEGER)")
+
+            def add_segment(seg: VerifiedSegment) -> None:
+                segs.append(_Segment.of(seg))
+                con.register("_segment", seg.table)
+                try:
+                    con.execute(f"INSERT INTO lrec SELECT ?, ?, digest, seq, ts_ns, wire_len FROM _segment "
+                                f"WHERE (flags & {FLAG_GAP}) = 0", [seg.link, seg.seal.get("digest_key_id")])
+                finally:
+                    con.unregister("_segment")
+
+            ver = verify_ledger(ledger_dir, trust, checkpoint, checkpoint_name, links=links, on_segment=add_segment)
+            if not ver.ok:
+                raise not_verified_error(ver, "it is not reconciled")
+            keys, uncovered = _match_keys(ledger_dir, ledger, alg, keys, segs)
+            runs = []
+            for i, (_, key) in enumerate(keys):
+                run = DigestRun()
+                con.execute(f"CREATE TEMP TABLE cap{i} (index UBIGINT, ts_ns BIGINT, wire_len UINTEGER, "
+                            "cap_len UINTEGER, flags USMALLINT, linktype USMALLINT, digest BLOB)")
+                for batch in _digest_batches(source, key, alg, ledger["strip"], run, progress, workers):
+                    con.register("_batch", batch)
+                    con.execute(f"INSERT INTO cap{i} SELECT * FROM _batch")
+                    con.unregister("_batch")
+                runs.append(run)
             run = runs[0]
             # Both sides are read over the window widened by the tolerance, paired, and then each
             # row counts where it belongs: matched and ledger-only by the ledger's timestamp,
             # capture-only by the capture's. Unpaired frames in the margins are ignored.
             lo = None if from_ns is None else from_ns - tolerance_ns
             hi = None if to_ns is None else to_ns + tolerance_ns
-            _pairing_views(con, keys, caps, segs, lo, hi)
+            _pairing_views(con, keys, lo, hi)
             # Digests whose counts agree on both sides pair up completely; only the others
             # ("contested") need the per-frame pairing, which keeps the heavy work to aggregations
             # that DuckDB runs out of core.
@@ -304,8 +350,13 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey | Sequ
         details_file=str(details) if details else None, details_written=written, warnings=run.warnings,
         digest_keys=[{"key_id": kid, "segments": sum(1 for g in segs if g.digest_key_id == kid)}
                      for kid, _ in keys],
-        uncovered=uncovered,
+        uncovered=uncovered, verified=ver.signatures_checked,
     )
+    if not res.verified:
+        res.warnings.append(f"{ledger_dir}: UNVERIFIED: no --trust given, so seal signatures were not checked and "
+                            "the result is not ok even where every frame matched (pass --trust verifier.pub)")
+    if alg.caveat:
+        res.warnings.append(alg.caveat)
     if uncovered:
         runs_txt = "; ".join(f"link {u['link']} segments {u['first_segment']}..{u['last_segment']} "
                              f"({u['frames']} frames, digest key id {u['digest_key_id']})" for u in uncovered[:4])
@@ -322,40 +373,19 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey | Sequ
 class _Segment:
     link: str
     index: int
-    parquet: Path
-    digest_key_id: object  # as the seal states it (verify checks it against the key schedule)
+    digest_key_id: object  # as the (verified) seal states it
     frames: int
     ts_range: tuple[int, int] | None = None  # the seal's first and last record time, ns
 
-
-def _sealed_segments(ledger_dir: Path, links: list[str] | None) -> list[_Segment]:
-    """The sealed segments of the links asked for, with the digest key id each seal names.
-
-    Refuses to reconcile against a segment whose Parquet file is not the one its seal signed: a
-    changed ledger is a discrepancy (exit 1) that `verify` names in detail."""
-    from .seal import file_sha256, load_seal
-
-    out = []
-    for link in ledger_links(ledger_dir):
-        if links and link not in links:
-            continue
-        for index, files in sorted(segment_files(ledger_dir, link).items()):
-            if "parquet" in files and "seal.json" in files:
-                try:
-                    doc = load_seal(files["seal.json"])
-                except LedgerFormatError:
-                    doc = {}
-                if file_sha256(files["parquet"]) != doc.get("parquet_sha256"):
-                    raise DiscrepancyError(f"{files['parquet']}: link {link} segment {index} differs from its "
-                                           "seal; the ledger was changed (run `ledgertool verify` for details)")
-                frames = doc.get("frames")
-                try:
-                    ts = (int(doc["first_ts_ns"]), int(doc["last_ts_ns"]))
-                except (KeyError, TypeError, ValueError):
-                    ts = None  # an empty segment (or a seal verify will name)
-                out.append(_Segment(link, index, files["parquet"], doc.get("digest_key_id"),
-                                    frames if isinstance(frames, int) else 0, ts))
-    return out
+    @classmethod
+    def of(cls, seg: VerifiedSegment) -> "_Segment":
+        doc = seg.seal
+        try:
+            ts = (int(doc["first_ts_ns"]), int(doc["last_ts_ns"]))
+        except (KeyError, TypeError, ValueError):
+            ts = None  # an empty segment
+        frames = doc.get("frames")
+        return cls(seg.link, seg.index, doc.get("digest_key_id"), frames if isinstance(frames, int) else 0, ts)
 
 
 def _match_keys(ledger_dir: Path, ledger: dict, alg: Algorithm, keys: list[DigestKey],
@@ -401,9 +431,9 @@ def _match_keys(ledger_dir: Path, ledger: dict, alg: Algorithm, keys: list[Diges
     return ordered, uncovered
 
 
-def _pairing_views(con, keys: list[tuple[str, DigestKey]], caps: list[Path], segs: list[_Segment],
-                   lo: int | None, hi: int | None) -> None:
-    """Views `l` (ledger frame records) and `c` (capture frames), each with a pairing identity `pk`.
+def _pairing_views(con, keys: list[tuple[str, DigestKey]], lo: int | None, hi: int | None) -> None:
+    """Views `l` (ledger frame records, from table `lrec`) and `c` (capture frames, from `cap0`),
+    each with a pairing identity `pk`.
 
     With one key `pk` is the digest. With several, a capture frame's `pk` (and the `digest` shown in
     examples) is its digest under the first key in the ledger's key order; a ledger record
@@ -411,31 +441,20 @@ def _pairing_views(con, keys: list[tuple[str, DigestKey]], caps: list[Path], seg
     `m{i}`), or, with no such frame, its key id followed by its digest: longer than any digest, so
     it pairs with nothing and stays ledger-only."""
     win = _window_sql("ts_ns", lo, hi)
-    con.execute(f"CREATE VIEW c AS SELECT index, digest, digest AS pk, ts_ns, wire_len, cap_len FROM "
-                f"{sql_parquet_source([caps[0]])} WHERE {win}")
+    con.execute(f"CREATE VIEW c AS SELECT index, digest, digest AS pk, ts_ns, wire_len, cap_len FROM cap0 WHERE {win}")
     parts = []
     for i, (kid, _) in enumerate(keys):
-        files = [g.parquet for g in segs if g.digest_key_id == kid]
-        if not files:
-            continue
-        where = f"(flags & {FLAG_GAP}) = 0 AND {win}"
+        rows = f"(SELECT * FROM lrec WHERE kid = '{kid}' AND {win})"  # kid: 32 hex (DigestKey.key_id)
         if i == 0:
-            parts.append(f"SELECT link, digest, digest AS pk, seq, ts_ns, wire_len FROM "
-                         f"{sql_parquet_source(files)} WHERE {where}")
+            parts.append(f"SELECT link, digest, digest AS pk, seq, ts_ns, wire_len FROM {rows}")
             continue
         # one row per digest under key i (any_value: two frames colliding under key i alone
         # must not duplicate ledger rows)
         con.execute(f"CREATE TEMP TABLE m{i} AS SELECT ci.digest AS d, min(c0.digest) AS pk FROM "
-                    f"{sql_parquet_source([caps[0]])} c0 JOIN {sql_parquet_source([caps[i]])} ci USING (index) "
-                    f"GROUP BY ci.digest")
+                    f"cap0 c0 JOIN cap{i} ci USING (index) GROUP BY ci.digest")
         parts.append(f"SELECT r.link, r.digest, coalesce(m{i}.pk, unhex('{kid}') || r.digest) AS pk, r.seq, "
-                     f"r.ts_ns, r.wire_len FROM (SELECT * FROM {sql_parquet_source(files)} WHERE {where}) r "
-                     f"LEFT JOIN m{i} ON r.digest = m{i}.d")
-    if parts:
-        con.execute("CREATE VIEW l AS " + " UNION ALL ".join(parts))
-    else:
-        con.execute("CREATE VIEW l AS SELECT NULL::VARCHAR link, NULL::BLOB digest, NULL::BLOB pk, 0::UBIGINT seq, "
-                    "0::BIGINT ts_ns, 0::UINTEGER wire_len WHERE false")
+                     f"r.ts_ns, r.wire_len FROM {rows} r LEFT JOIN m{i} ON r.digest = m{i}.d")
+    con.execute("CREATE VIEW l AS " + " UNION ALL ".join(parts))
 
 
 def _write_details(con, details: Path, source, limit: int) -> int:

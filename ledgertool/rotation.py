@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .canonical import canonical_json
+from .canonical import canonical_json, loads_strict
 from .errors import LedgerError, KeyFileError, LedgerFormatError, UsageError
 from .keys import DigestKey, SigningKey, TrustBundle
 
@@ -68,15 +68,17 @@ def rotation_genesis(ledger_id: str) -> str:
 
 
 def load_rotations(directory: Path) -> list[dict]:
-    """Rotation statements of a ledger in file order (parse only; `key_schedule` checks them)."""
+    """Rotation statements of a ledger in file order (parse only, strict JSON:
+    `canonical.loads_strict`; `key_schedule` checks them)."""
     rdir = Path(directory) / ROTATIONS_DIR
     out = []
     if rdir.is_dir():
         for p in sorted(rdir.glob("rotation-*.json")):
             try:
-                doc = json.loads(p.read_bytes())
-            except (OSError, ValueError) as e:
-                raise LedgerFormatError(f"{p}: not a readable rotation statement ({e})") from None
+                data = p.read_bytes()
+            except OSError as e:
+                raise LedgerFormatError(f"{p}: not a readable rotation statement ({e.strerror or e})") from None
+            doc = loads_strict(data, str(p))
             if not isinstance(doc, dict) or doc.get("format") != ROTATION_FORMAT:
                 raise LedgerFormatError(f"{p}: not a {ROTATION_FORMAT} document")
             out.append(doc)

@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .canonical import canonical_json
+from .canonical import canonical_json, loads_strict
 from .engine import FLAG_GAP, merkle_leaves, merkle_root, record_dtype
 from .errors import LedgerFormatError
 from .keys import SigningKey, seal_message
@@ -75,7 +75,7 @@ def table_to_records(table: pa.Table, digest_size: int) -> bytes:
     dig = table.column("digest").combine_chunks()
     raw = dig.buffers()[1]
     start = dig.offset * digest_size
-    arr["digest"] = np.frombuffer(raw, dtype=f"S{digest_size}", count=n, offset=start)
+    arr["digest"] = np.frombuffer(raw, dtype=f"V{digest_size}", count=n, offset=start)
     return arr.tobytes()
 
 
@@ -121,25 +121,10 @@ def write_parquet_atomic(table: pa.Table, path: Path) -> tuple[str, int]:
     return hashlib.sha256(data).hexdigest(), data.size
 
 
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def read_sealed_parquet(path: Path) -> tuple[bytes, str]:
-    """A segment's Parquet file read once: (bytes, SHA-256 hex), to compare with the seal and then
-    decode with `parquet_records` without a second read. OSError as for open()."""
-    data = Path(path).read_bytes()
-    return data, hashlib.sha256(data).hexdigest()
-
-
-def parquet_records(data: bytes, digest_size: int) -> bytes:
-    """The fixed-size records of a Parquet file held in memory (see `table_to_records`); pyarrow's
-    errors for a file that does not decode."""
-    return table_to_records(pq.read_table(pa.BufferReader(data)), digest_size)
+def decode_parquet(data: pa.Buffer) -> pa.Table:
+    """The table of a sealed Parquet file held in memory (the very bytes that were hashed);
+    pyarrow's errors for a file that does not decode."""
+    return pq.read_table(pa.BufferReader(data))
 
 
 def genesis_hash(ledger_id: str, link: str) -> str:
@@ -234,14 +219,17 @@ def seal_records(
 
 
 def load_seal(path: Path) -> dict:
-    """Parse a seal document; LedgerFormatError naming the file when it is not one."""
-    def no_constants(name: str):  # NaN / Infinity are not JSON (RFC 8259); Python would accept them
-        raise ValueError(f"{name} is not a JSON number")
+    """Read and parse a seal document (a regular file; ledgertool.ledger_reader.read_regular);
+    LedgerFormatError naming the file when it is not one."""
+    from .ledger_reader import MAX_DOCUMENT_BYTES, read_regular
 
-    try:
-        doc = json.loads(path.read_bytes(), parse_constant=no_constants)
-    except (OSError, ValueError) as e:
-        raise LedgerFormatError(f"{path}: not a readable seal document ({e})") from None
+    return parse_seal(read_regular(Path(path), MAX_DOCUMENT_BYTES).to_pybytes(), path)
+
+
+def parse_seal(data: bytes, where: Path | str) -> dict:
+    """Parse the bytes of a seal document (strict JSON: `canonical.loads_strict`); LedgerFormatError
+    naming `where` when it is not one."""
+    doc = loads_strict(data, str(where))
     if not isinstance(doc, dict) or doc.get("format") != SEAL_FORMAT:
-        raise LedgerFormatError(f"{path}: not a {SEAL_FORMAT} document")
+        raise LedgerFormatError(f"{where}: not a {SEAL_FORMAT} document")
     return doc

@@ -61,12 +61,6 @@ def leaves_path(ledger: Path, link: str, index: int) -> Path:
     return link_dir(ledger, link) / f"{segment_stem(index)}.leaves"
 
 
-def parse_segment_name(name: str) -> tuple[int, str] | None:
-    """'seg-00000003.seal.json' -> (3, 'seal.json'); None for other names (also '*.tmp')."""
-    m = re.fullmatch(r"seg-(\d{8})\.(open|parquet|leaves|seal\.json)", name)
-    return (int(m.group(1)), m.group(2)) if m else None
-
-
 def check_link_name(link: str) -> str:
     if not _LINK_RE.match(link):
         raise LedgerFormatError(f"invalid link name {link!r}: use 1-32 of A-Z a-z 0-9 . _ -")

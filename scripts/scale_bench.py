@@ -106,6 +106,7 @@ def main() -> None:
                 shutil.rmtree(ledger)
                 continue
             rep, wall, rss = run(["recompute", f"workload:{spec}", "--ledger", str(ledger),
+                                  "--trust", str(work / "keys/verifier.pub"),
                                   "--digest-key", str(work / "keys/digest.key"), "--memory-limit", a.memory_limit])
             print(f"| {n:,} | recompute + reconcile | {wall:.1f} | {n / wall:,.0f} | {rss / 2**20:,.0f} | "
                   f"matched {rep['matched']:,}, ledger-only {rep['ledger_only']}, capture-only {rep['capture_only']} |",

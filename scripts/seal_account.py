@@ -56,7 +56,7 @@ def main() -> None:
     arr["seq"] = np.arange(n)
     arr["ts_ns"] = 1767225600000000000 + np.arange(n) * 6720 // 1000
     arr["wire_len"], arr["cap_len"], arr["linktype"] = 64, 60, 1
-    arr["digest"] = np.frombuffer(os.urandom(16 * n), dtype="S16")
+    arr["digest"] = np.frombuffer(os.urandom(16 * n), dtype="V16")
     rec = arr.tobytes()
     ledger = {"ledger_id": "0" * 32, "algorithm": "siphash-1-3-128", "strip": "frame", "digest_key_id": "0" * 32,
               "record_size": 48, "leaf_records": 64, "digest_size": 16}

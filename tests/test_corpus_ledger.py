@@ -60,11 +60,11 @@ def test_corpus_file_through_ledger(row, path, keydir, tmp_path):
     else:
         res = capture_file(path, ledger, digest_key=dk, signing_key=sk, segment_records=50)
         assert res.frames == n
-    _, rows = run_query(ledger, "SELECT count(*) FROM records")
+    rows = run_query(ledger, "SELECT count(*) FROM records", trust).rows
     assert rows[0][0] == n
     v = verify_ledger(ledger, trust)
     assert v.ok, v.problems
     assert v.records == n
     if not failed:
-        rec = reconcile(path, ledger, dk)
+        rec = reconcile(path, ledger, dk, trust=trust)
         assert (rec.matched, rec.ledger_only, rec.capture_only) == (n, 0, 0)

@@ -122,19 +122,20 @@ def test_seals_name_the_scheduled_digest_key_and_verify(pristine, keys):
     r = run_cli("verify", pristine, "--trust", keys["keydir"] / "verifier.pub")
     assert r.returncode == 0, r.stdout
     from ledgertool.query import run_query
-    _, rows = run_query(pristine, "SELECT digest_key_id, count(*) FROM seals GROUP BY 1 ORDER BY min(segment)")
+    rows = run_query(pristine, "SELECT digest_key_id, count(*) FROM seals GROUP BY 1 ORDER BY min(segment)", keys["trust"]).rows
     assert rows == [(a, 3), (b, 3)]
 
 
 def test_recompute_with_both_keys_matches_every_frame(pristine, keys, captures):
     n = len(captures["first"]) + len(captures["second"])
     for order in (["A", "B"], ["B", "A"]):  # key order on the command line does not matter
-        r = reconcile(captures["dir"] / "full.pcap", pristine, [keys[k] for k in order])
+        r = reconcile(captures["dir"] / "full.pcap", pristine, [keys[k] for k in order], trust=keys["trust"])
         assert (r.frames, r.matched, r.ledger_only, r.capture_only) == (n, n, 0, 0)
         assert not r.partial and r.uncovered == []
         assert r.digest_keys == [{"key_id": _kid(keys["A"]), "segments": 3},
                                  {"key_id": _kid(keys["B"]), "segments": 3}]
     r = run_cli("recompute", captures["dir"] / "full.pcap", "--ledger", pristine,
+                "--trust", keys["keydir"] / "verifier.pub",
                 "--digest-key", keys["keydir"] / "digest.key", "--digest-key", keys["dir"] / "b" / "digest.key",
                 "--json")
     assert r.returncode == 0, r.stderr
@@ -151,7 +152,7 @@ def test_recompute_across_rotation_stays_exact(pristine, keys, captures, tmp_pat
     kept = [f for i, f in enumerate(second) if i not in dropped]
     extra = (second[-1][0] + 5, 60, b"\x02" * 60)
     write_pcap(tmp_path / "changed.pcap", first + kept + [extra])
-    r = reconcile(tmp_path / "changed.pcap", pristine, [keys["A"], keys["B"]])
+    r = reconcile(tmp_path / "changed.pcap", pristine, [keys["A"], keys["B"]], trust=keys["trust"])
     n = len(first) + len(second)
     assert (r.matched, r.ledger_only, r.capture_only) == (n - 2, 2, 1)
     assert sorted(e["seq"] for e in r.examples_ledger_only) == [HALF + 0, HALF + 10]
@@ -166,23 +167,24 @@ def test_recompute_across_rotation_stays_exact(pristine, keys, captures, tmp_pat
 
 def test_recompute_with_one_key_is_partial_and_says_so(pristine, keys, captures):
     first, second = captures["first"], captures["second"]
-    r = reconcile(captures["dir"] / "full.pcap", pristine, keys["A"])
+    r = reconcile(captures["dir"] / "full.pcap", pristine, keys["A"], trust=keys["trust"])
     assert (r.matched, r.ledger_only, r.capture_only) == (len(first), 0, len(second))
     assert r.partial and r.uncovered == [{"link": "link0", "first_segment": 3, "last_segment": 5, "segments": 3,
                                          "digest_key_id": _kid(keys["B"]), "frames": len(second)}]
     assert any(w.startswith("partial:") and "segments 3..5" in w for w in r.warnings)
-    r = reconcile(captures["dir"] / "full.pcap", pristine, keys["B"])
+    r = reconcile(captures["dir"] / "full.pcap", pristine, keys["B"], trust=keys["trust"])
     assert (r.matched, r.ledger_only, r.capture_only) == (len(second), 0, len(first))
     assert [(u["first_segment"], u["last_segment"]) for u in r.uncovered] == [(0, 2)]
     # frame-level attribution: the capture-only frames are exactly the uncovered epoch's, also for the
     # frames whose bytes were sent again in the covered epoch (paired with their covered copy)
     for key, want in ((keys["A"], range(len(first), len(first) + len(second))), (keys["B"], range(len(first)))):
         det = captures["dir"] / "details.jsonl"
-        reconcile(captures["dir"] / "full.pcap", pristine, key, details=det)
+        reconcile(captures["dir"] / "full.pcap", pristine, key, details=det, trust=keys["trust"])
         rows = [json.loads(line) for line in det.read_text().splitlines()]
         assert sorted(d["index"] for d in rows if d["status"] == "capture_only") == list(want)
     # the CLI: warning on stderr, JSON field, exit 1 (capture frames were left unpaired) ...
     r = run_cli("recompute", captures["dir"] / "full.pcap", "--ledger", pristine,
+                "--trust", keys["keydir"] / "verifier.pub",
                 "--digest-key", keys["keydir"] / "digest.key", "--json")
     assert r.returncode == 1 and "partial: no --digest-key given for link link0 segments 3..5" in r.stderr
     doc = json.loads(r.stdout)
@@ -190,6 +192,7 @@ def test_recompute_with_one_key_is_partial_and_says_so(pristine, keys, captures)
     assert doc["partial"] is True and doc["capture_only"] == len(second)
     # ... and exit 0 when the window holds only what the key covers (still stated as partial)
     r = run_cli("recompute", captures["dir"] / "full.pcap", "--ledger", pristine,
+                "--trust", keys["keydir"] / "verifier.pub",
                 "--digest-key", keys["keydir"] / "digest.key", "--to", captures["boundary_ns"], "--json")
     assert r.returncode == 0, r.stdout
     doc = json.loads(r.stdout)
@@ -198,14 +201,16 @@ def test_recompute_with_one_key_is_partial_and_says_so(pristine, keys, captures)
 
 def test_recompute_refuses_keys_that_cover_nothing(ledger, keys, captures):
     full = captures["dir"] / "full.pcap"
-    r = run_cli("recompute", full, "--ledger", ledger, "--digest-key", keys["dir"] / "x" / "digest.key")
+    r = run_cli("recompute", full, "--ledger", ledger,
+                "--trust", keys["keydir"] / "verifier.pub", "--digest-key", keys["dir"] / "x" / "digest.key")
     assert r.returncode == 2 and "wrong key" in r.stderr and len(r.stderr.strip().splitlines()) == 1
-    r = run_cli("recompute", full, "--ledger", ledger, "--digest-key", keys["keydir"] / "digest.key",
+    r = run_cli("recompute", full, "--ledger", ledger,
+                "--trust", keys["keydir"] / "verifier.pub", "--digest-key", keys["keydir"] / "digest.key",
                 "--digest-key", keys["keydir"] / "digest.key")
     assert r.returncode == 2 and "same digest key" in r.stderr
     rotate_digest_key(ledger, keys["sk"], keys["B"], keys["C"])  # introduced, but nothing captured with it yet
     with pytest.raises(KeyFileError, match="covers no sealed segment"):
-        reconcile(full, ledger, [keys["A"], keys["B"], keys["C"]])
+        reconcile(full, ledger, [keys["A"], keys["B"], keys["C"]], trust=keys["trust"])
 
 
 # ---- capture, recover and rotate refuse what does not fit ------------------------------------
@@ -405,7 +410,7 @@ def test_mixed_signing_and_digest_rotations(tmp_path, keys, captures):
     # proofs and checkpoint consistency follow the same chain
     assert check_proof(build_proof(lg, seq=294 * 3 + 7), keys["trust"]).ok
     assert check_consistency(cp0, checkpoint_path(lg, "link0").read_bytes(), lg, keys["trust"]).ok
-    r = reconcile(src, lg, [keys["A"], keys["B"], keys["C"]])
+    r = reconcile(src, lg, [keys["A"], keys["B"], keys["C"]], trust=keys["trust"])
     assert (r.matched, r.ledger_only, r.capture_only) == (294, 294 * 3, 0)  # sample was captured 4 times
 
 

@@ -190,12 +190,13 @@ def test_env_var_forces_paths_and_algorithms_reports_them():
 def test_ledger_end_to_end_with_new_algorithms(name, tmp_path, keydir):
     """capture -> verify -> recompute through the CLI; 32-byte digests go through Parquet too."""
     led = tmp_path / "L"
+    risk = ["--accept-gmac-forgery-risk"] if name == "aes-128-gmac" else []  # refused without it
     r = run_cli("capture", SAMPLES / "sample.pcap", "--ledger", led, "--digest-key", keydir / "digest.key",
-                "--signing-key", keydir / "signing.key", "--algorithm", name, "--segment-records", "100")
+                "--signing-key", keydir / "signing.key", "--algorithm", name, "--segment-records", "100", *risk)
     assert r.returncode == 0, r.stderr
     assert ("forge" in r.stderr) == (name == "aes-128-gmac")  # the fixed-IV warning, on creation
     r = run_cli("recompute", SAMPLES / "sample.pcap", "--ledger", led, "--digest-key", keydir / "digest.key",
-                "--json")
+                "--json", "--trust", keydir / "verifier.pub")
     doc = json.loads(r.stdout)
     assert r.returncode == 0 and doc["ok"] and doc["matched"] == doc["frames"] > 0, r.stdout
     r = run_cli("capture", SAMPLES / "sample.pcap", "--ledger", led, "--digest-key", keydir / "digest.key",

@@ -143,6 +143,7 @@ def test_digest_key_save_refuses_overwrite(tmp_path):
 def test_digest_key_load_accepts_missing_newline_and_uppercase(tmp_path):
     path = tmp_path / "k"
     path.write_text("AB" * 32)
+    path.chmod(0o600)
     assert DigestKey.load(path).master == b"\xab" * 32
 
 
@@ -161,6 +162,7 @@ def test_digest_key_load_accepts_missing_newline_and_uppercase(tmp_path):
 def test_digest_key_load_errors_name_the_file(tmp_path, content, match):
     path = tmp_path / "bad.key"
     path.write_bytes(content)
+    path.chmod(0o600)
     with pytest.raises(KeyFileError, match=match) as e:
         DigestKey.load(path)
     assert str(path) in str(e.value)
@@ -255,6 +257,7 @@ def test_signing_key_load_rejects_malformed(tmp_path, hybrid, edit, match):
     edit(doc)
     path = tmp_path / "signing.key"
     path.write_text(json.dumps(doc))
+    path.chmod(0o600)
     with pytest.raises(KeyFileError, match=match) as e:
         SigningKey.load(path)
     assert str(path) in str(e.value)
@@ -263,7 +266,8 @@ def test_signing_key_load_rejects_malformed(tmp_path, hybrid, edit, match):
 def test_signing_key_load_rejects_non_json(tmp_path):
     path = tmp_path / "signing.key"
     path.write_text("{not json")
-    with pytest.raises(KeyFileError, match="not valid JSON") as e:
+    path.chmod(0o600)
+    with pytest.raises(KeyFileError, match="not JSON at byte 1") as e:
         SigningKey.load(path)
     assert str(path) in str(e.value)
 

@@ -44,17 +44,17 @@ def test_intact_ledger_verifies_recomputes_and_queries(ledger, keydir):
     v = verify_ledger(ledger, trust)
     assert v.ok, v.problems
     assert v.records == n and v.segments == -(-n // 100)
-    r = reconcile(SAMPLE, ledger, dk)
+    r = reconcile(SAMPLE, ledger, dk, trust=trust)
     assert (r.frames, r.matched, r.ledger_only, r.capture_only) == (n, n, 0, 0)
-    cols, rows = run_query(ledger, "SELECT count(*), min(seq), max(seq), count(DISTINCT segment) FROM records")
+    rows = run_query(ledger, "SELECT count(*), min(seq), max(seq), count(DISTINCT segment) FROM records").rows
     assert rows[0] == (n, 0, n - 1, -(-n // 100))
-    cols, rows = run_query(ledger, "SELECT count(*), sum(records) FROM seals")
+    rows = run_query(ledger, "SELECT count(*), sum(records) FROM seals").rows
     assert rows[0] == (-(-n // 100), n)
 
 
 def test_pcap_and_pcapng_of_same_frames_reconcile(ledger, keydir):
-    dk, _, _ = load_keys(keydir)
-    r = reconcile(SAMPLE_PCAP, ledger, dk)
+    dk, _, trust = load_keys(keydir)
+    r = reconcile(SAMPLE_PCAP, ledger, dk, trust=trust)
     assert r.ok and r.matched == frames_in(SAMPLE)
 
 
@@ -68,7 +68,7 @@ def test_append_continues_chain_and_sequence(ledger, keydir):
     v = verify_ledger(ledger, trust)
     assert v.ok, v.problems
     assert v.records == 2 * n
-    r = reconcile(SAMPLE, ledger, dk)  # every frame is in the ledger twice now
+    r = reconcile(SAMPLE, ledger, dk, trust=trust)  # every frame is in the ledger twice now
     assert (r.matched, r.ledger_only, r.capture_only) == (n, n, 0)
 
 
@@ -122,11 +122,13 @@ def test_cli_exit_codes_and_json(ledger, keydir, other_keydir, tmp_path):
     r = run_cli("verify", ledger, "--trust", other_keydir / "verifier.pub")
     assert r.returncode == 1 and "bad_signature" in r.stdout and "segment 0" in r.stdout
 
-    r = run_cli("recompute", SAMPLE, "--ledger", ledger, "--digest-key", keydir / "digest.key", "--json")
+    r = run_cli("recompute", SAMPLE, "--ledger", ledger, "--digest-key", keydir / "digest.key", "--json",
+                "--trust", keydir / "verifier.pub")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["matched"] == frames_in(SAMPLE)
 
-    r = run_cli("recompute", SAMPLE, "--ledger", ledger, "--digest-key", other_keydir / "digest.key")
+    r = run_cli("recompute", SAMPLE, "--ledger", ledger, "--digest-key", other_keydir / "digest.key",
+                "--trust", keydir / "verifier.pub")
     assert r.returncode == 2 and "wrong key" in r.stderr and "Traceback" not in r.stderr
 
     r = run_cli("query", ledger, "SELECT seq, digest FROM records ORDER BY seq LIMIT 2", "--format", "json")

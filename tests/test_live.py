@@ -189,7 +189,8 @@ def test_zero_loss_every_digest_matches_recompute(veth, keydir, tmp_path, captur
 
     v = run_cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json")
     assert v.returncode == 0, v.stdout + v.stderr
-    rc = run_cli("recompute", capture, "--digest-key", keydir / "digest.key", "--ledger", ledger, "--json")
+    rc = run_cli("recompute", capture, "--digest-key", keydir / "digest.key", "--ledger", ledger, "--json",
+                 "--trust", keydir / "verifier.pub")
     doc = json.loads(rc.stdout)
     assert rc.returncode == 0 and doc["ok"], rc.stdout + rc.stderr
     assert doc["matched"] == doc["frames"] == rep["frames"]
@@ -223,7 +224,8 @@ def test_two_workers_zero_loss_merged_in_timestamp_order(veth, keydir, tmp_path)
 
     v = run_cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json")
     assert v.returncode == 0, v.stdout + v.stderr
-    rc = run_cli("recompute", capture, "--digest-key", keydir / "digest.key", "--ledger", ledger, "--json")
+    rc = run_cli("recompute", capture, "--digest-key", keydir / "digest.key", "--ledger", ledger, "--json",
+                 "--trust", keydir / "verifier.pub")
     doc = json.loads(rc.stdout)
     assert rc.returncode == 0 and doc["matched"] == doc["frames"] == rep["frames"], rc.stdout + rc.stderr
     t = ledger_records(ledger)

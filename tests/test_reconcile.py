@@ -11,7 +11,7 @@ import pytest
 
 from conftest import SAMPLES, run_cli
 from ledgertool.capture import capture_file
-from ledgertool.keys import DigestKey, SigningKey
+from ledgertool.keys import DigestKey, SigningKey, TrustBundle
 from ledgertool.recompute import reconcile
 from ledgertool.reference import read_pcap
 
@@ -35,17 +35,17 @@ def base(tmp_path_factory, keydir):
     dk = DigestKey.load(keydir / "digest.key")
     capture_file(a, d / "ledger", digest_key=dk, signing_key=SigningKey.load(keydir / "signing.key"),
                  segment_records=64)
-    return d, frames, dk
+    return d, frames, dk, TrustBundle.load(keydir / "verifier.pub")
 
 
 def test_identical_capture_matches(base):
-    d, frames, dk = base
-    r = reconcile(d / "a.pcap", d / "ledger", dk)
+    d, frames, dk, trust = base
+    r = reconcile(d / "a.pcap", d / "ledger", dk, trust=trust)
     assert (r.frames, r.matched, r.ledger_only, r.capture_only) == (len(frames), len(frames), 0, 0)
 
 
 def test_removed_added_duplicated_and_changed_frames_are_exact(base, tmp_path):
-    d, frames, dk = base
+    d, frames, dk, trust = base
     removed = {3, 50, 51}
     changed = 100
     mod = []
@@ -62,7 +62,7 @@ def test_removed_added_duplicated_and_changed_frames_are_exact(base, tmp_path):
     a2 = tmp_path / "a2.pcap"
     write_pcap(a2, mod)
     details = tmp_path / "details.jsonl"
-    r = reconcile(a2, d / "ledger", dk, details=details)
+    r = reconcile(a2, d / "ledger", dk, details=details, trust=trust)
     assert r.ledger_only == len(removed) + 1          # 3 removed + the original of the changed frame
     assert r.capture_only == 3                         # duplicate, changed copy, added frame
     assert r.matched == len(frames) - len(removed) - 1
@@ -80,37 +80,37 @@ def test_removed_added_duplicated_and_changed_frames_are_exact(base, tmp_path):
 
 
 def test_time_window_and_tolerance(base, tmp_path):
-    d, frames, dk = base
+    d, frames, dk, trust = base
     lo, hi = frames[20][0], frames[40][0]
-    r = reconcile(d / "a.pcap", d / "ledger", dk, from_ns=lo, to_ns=hi)
+    r = reconcile(d / "a.pcap", d / "ledger", dk, from_ns=lo, to_ns=hi, trust=trust)
     assert (r.matched, r.ledger_only, r.capture_only) == (20, 0, 0)
     # A second capture point sees every frame later, enough to push frame 39 past the window's
     # end: without tolerance the edges differ, with it every frame in the window pairs.
     shift = frames[40][0] - frames[39][0] + 1
     shifted = tmp_path / "shifted.pcap"
     write_pcap(shifted, [(ts + shift, w, b) for ts, w, b in frames])
-    r = reconcile(shifted, d / "ledger", dk, from_ns=lo, to_ns=hi)
+    r = reconcile(shifted, d / "ledger", dk, from_ns=lo, to_ns=hi, trust=trust)
     assert not r.ok and r.ledger_only >= 1
-    r = reconcile(shifted, d / "ledger", dk, from_ns=lo, to_ns=hi, tolerance_ns=shift)
+    r = reconcile(shifted, d / "ledger", dk, from_ns=lo, to_ns=hi, tolerance_ns=shift, trust=trust)
     assert r.ok and r.matched == 20
 
 
 def test_cli_recompute_reports_and_exit_codes(base, tmp_path, keydir):
-    d, frames, _ = base
+    d, frames, _, trust = base
     cut = tmp_path / "cut.pcap"
     write_pcap(cut, frames[:-2])
-    r = run_cli("recompute", cut, "--ledger", d / "ledger", "--digest-key", keydir / "digest.key", "--json",
+    r = run_cli("recompute", cut, "--ledger", d / "ledger", "--digest-key", keydir / "digest.key", "--trust", keydir / "verifier.pub", "--json",
                 "--details", tmp_path / "d.jsonl")
     assert r.returncode == 1, r.stderr
     doc = json.loads(r.stdout)
     assert (doc["ledger_only"], doc["capture_only"], doc["details_written"]) == (2, 0, 2)
-    r = run_cli("recompute", d / "a.pcap", "--ledger", d / "ledger", "--digest-key", keydir / "digest.key",
+    r = run_cli("recompute", d / "a.pcap", "--ledger", d / "ledger", "--digest-key", keydir / "digest.key", "--trust", keydir / "verifier.pub",
                 "--from", "2026-01-01T00:00:00", "--to", str(frames[10][0]))
     assert r.returncode == 0 and "MATCH" in r.stdout
-    r = run_cli("recompute", d / "a.pcap", "--ledger", d / "ledger", "--digest-key", keydir / "digest.key",
+    r = run_cli("recompute", d / "a.pcap", "--ledger", d / "ledger", "--digest-key", keydir / "digest.key", "--trust", keydir / "verifier.pub",
                 "--from", "yesterday")
     assert r.returncode == 2 and "--from" in r.stderr
-    r = run_cli("recompute", d / "a.pcap", "--ledger", d / "ledger", "--digest-key", keydir / "digest.key",
+    r = run_cli("recompute", d / "a.pcap", "--ledger", d / "ledger", "--digest-key", keydir / "digest.key", "--trust", keydir / "verifier.pub",
                 "--link", "nope")
     assert r.returncode == 2 and "nope" in r.stderr
 
@@ -119,10 +119,10 @@ def test_duckdb_never_prints_a_progress_bar(base):
     # DuckDB draws its progress bar on stdout for long queries, which would break --json output.
     from ledgertool.query import connect
 
-    d, _, _ = base
+    d, _, _, trust = base
     from ledgertool.query import open_duckdb
 
-    for con in (connect(d / "ledger"), open_duckdb({"memory_limit": "1GB"})):  # query's and recompute's
+    for con in (connect(d / "ledger", trust)[0], open_duckdb({"memory_limit": "1GB"})):  # query's and recompute's
         assert con.execute("SELECT current_setting('enable_progress_bar')").fetchone()[0] is False
 
 
@@ -132,8 +132,8 @@ def test_duckdb_never_prints_a_progress_bar(base):
     (["--details", "/nonexistent/dir/x.jsonl"], "/nonexistent/dir/x.jsonl"),
 ])
 def test_recompute_bad_options_exit_2_with_one_line(base, keydir, args, needle):
-    d, _, _ = base
-    r = run_cli("recompute", d / "a.pcap", "--ledger", d / "ledger", "--digest-key", keydir / "digest.key", *args)
+    d, _, _, trust = base
+    r = run_cli("recompute", d / "a.pcap", "--ledger", d / "ledger", "--digest-key", keydir / "digest.key", "--trust", keydir / "verifier.pub", *args)
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode == 2 and len(lines) == 1 and needle in lines[0], r.stderr
 
@@ -141,9 +141,9 @@ def test_recompute_bad_options_exit_2_with_one_line(base, keydir, args, needle):
 def test_recompute_refuses_a_changed_ledger(base, keydir, tmp_path):
     import shutil
 
-    d, _, _ = base
+    d, _, _, trust = base
     bad = tmp_path / "ledger"
     shutil.copytree(d / "ledger", bad)
     (bad / "link=link0" / "seg-00000001.parquet").write_bytes(b"garbage")
-    r = run_cli("recompute", d / "a.pcap", "--ledger", bad, "--digest-key", keydir / "digest.key")
-    assert r.returncode == 1 and "segment 1 differs from its seal" in r.stderr and "Traceback" not in r.stderr
+    r = run_cli("recompute", d / "a.pcap", "--ledger", bad, "--digest-key", keydir / "digest.key", "--trust", keydir / "verifier.pub")
+    assert r.returncode == 1 and "parquet_hash_mismatch" in r.stderr and "Traceback" not in r.stderr

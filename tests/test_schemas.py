@@ -67,7 +67,7 @@ def run(tmp_path_factory) -> dict:
                               "--signing-key", keys / "signing.key", "--segment-records", 100, "--json")
     out["verify"] = cli_json("verify", ledger, "--trust", keys / "verifier.pub", "--json")
     out["reconcile"] = cli_json("recompute", SAMPLE, "--digest-key", keys / "digest.key", "--ledger", ledger,
-                                "--json")
+                                "--trust", keys / "verifier.pub", "--json")
     out["digests_file"] = tmp / "digests.parquet"
     out["recompute_out"] = cli_json("recompute", SAMPLE, "--digest-key", keys / "digest.key",
                                     "--algorithm", "siphash-1-3-128", "--strip", "frame",
@@ -241,7 +241,7 @@ def test_verify_report_with_problems(run, tmp_path):
 
 def test_verify_problem_kinds_match_code():
     # verify.py emits most kinds; checkpoint findings come from checkpoint.py.
-    src = "\n".join((REPO / "ledgertool" / m).read_text() for m in ("verify.py", "checkpoint.py"))
+    src = "\n".join((REPO / "ledgertool" / m).read_text() for m in ("verify.py", "checkpoint.py", "keys.py"))
     kinds = set(schema("verify-report.schema.json")["properties"]["problems"]["items"]["properties"]["kind"]["enum"])
     emitted = set(re.findall(r'problem\(\s*"([a-z_]+)"', src))
     assert emitted <= kinds, f"verify.py emits kinds the schema lacks: {emitted - kinds}"
@@ -267,7 +267,7 @@ def test_recompute_reports(run, tmp_path):
     short = tmp_path / "short.pcap"
     short.write_bytes(data[:24] + b"".join(recs[:10] + recs[11:]))
     rep = cli_json("recompute", short, "--digest-key", run["keys"] / "digest.key", "--ledger", run["ledger"],
-                   "--json", ok=(1,))
+                   "--trust", run["keys"] / "verifier.pub", "--json", ok=(1,))
     validate(rep, "recompute-report.schema.json")
     assert rep["ledger_only"] == 1 and rep["examples_ledger_only"][0]["seq"] == 10
 

@@ -612,7 +612,8 @@ def test_cli_capture_verify_recompute_with_strip(mode, tmp_path, keydir):
     assert json.loads(r.stdout)["strip"] == mode
     r = run_cli("verify", led, "--trust", keydir / "verifier.pub", "--json")
     assert r.returncode == 0, r.stdout + r.stderr
-    r = run_cli("recompute", SAMPLE, "--ledger", led, "--digest-key", keydir / "digest.key", "--json")
+    r = run_cli("recompute", SAMPLE, "--ledger", led, "--digest-key", keydir / "digest.key", "--json",
+                "--trust", keydir / "verifier.pub")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["matched"] == doc["frames"] == 294 and doc["ledger_only"] == doc["capture_only"] == 0

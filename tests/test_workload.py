@@ -469,7 +469,7 @@ def test_capture_and_recompute_workload_sources(tmp_path, keydir, generated):
     assert r.returncode == 0, r.stderr
     assert _digests(tmp_path / "p") == da
     r = run_cli("recompute", f"workload:{spec}", "--digest-key", keydir / "digest.key", "--ledger", tmp_path / "p",
-                "--json")
+                "--json", "--trust", keydir / "verifier.pub")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["ok"] and doc["matched"] == 1440 and doc["ledger_only"] == 0 and doc["capture_only"] == 0
