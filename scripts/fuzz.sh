@@ -3,7 +3,7 @@
 #
 #   scripts/fuzz.sh [TARGET] [SECONDS] [-- extra libFuzzer flags]
 #     TARGET   reader | strip | engine | merkle | python | all | build   (default: all; "build" only
-#              compiles). python: the atheris harness over the Python parsers (tests/fuzz_parsers.py)
+#              compiles). python: the atheris harness over the Python parsers (scripts/fuzz_parsers.py)
 #     SECONDS  run time per target (default 60)
 #
 # Environment:
@@ -124,7 +124,7 @@ run() {
     local seeds=() cmd=("$WORK/bin/fuzz_$t")
     case $t in
         merkle) ;;  # no seeds: the input is sizes and raw records
-        python) cmd=(python3 "$REPO/tests/fuzz_parsers.py") ;;
+        python) cmd=(python3 "$REPO/scripts/fuzz_parsers.py") ;;
         *) mapfile -t seeds < <(seed_dirs "$t") ;;
     esac
     echo "== fuzz_$t for ${SECONDS_PER}s (seeds: ${seeds[*]:-none}; crashers: $WORK/crashes-$t/)"

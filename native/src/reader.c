@@ -699,13 +699,17 @@ int lt_reader_copy_frames(lt_reader *r, const lt_frame *frames, size_t n, uint8_
     for (size_t i = 0; i < n; i++)
         if (__builtin_add_overflow(need, (size_t)frames[i].caplen, &need)) return LT_ERR_ARG;
     if (need > dst_len || (need && !dst)) return LT_ERR_ARG;
+    /* volatile copies: nothing that lives in a register is read after the setjmp */
+    const lt_frame *volatile src = frames;
+    uint8_t *volatile to = dst;
+    volatile size_t count = n;
     lt_bus_guard g;
     lt_bus_guard_push(&g, r);
     if (sigsetjmp(g.jb, 0)) {
         lt_reader_fail_shrunk(r, g.fault);
         return LT_ERR_IO;
     }
-    copy_frames(frames, n, dst);
+    copy_frames(src, count, to);
     lt_bus_guard_pop(&g);
     return LT_OK;
 }
