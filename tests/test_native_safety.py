@@ -452,7 +452,7 @@ def _saturated_pcapng(path: Path) -> Path:
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="replay opens a PF_PACKET socket (root or CAP_NET_RAW)")
 
 
-def test_item11_saturated_timestamps_read_as_int64_limits(tmp_path):
+def test_saturated_pcapng_reads_as_int64_limits(tmp_path):
     from ledgertool.engine import CaptureReader
 
     with CaptureReader(_saturated_pcapng(tmp_path / "sat.pcapng")) as r:
