@@ -17,6 +17,7 @@ a row whose cv exceeds the noise threshold (default 5 %) is flagged `noisy`. fra
 from __future__ import annotations
 
 import csv
+import io
 import math
 import os
 import platform
@@ -33,9 +34,10 @@ from typing import Annotated, Callable, Optional
 import numpy as np
 import typer
 
+from . import fsio
 from .algorithms import ALGORITHMS, get_algorithm
 from .engine import cpu_path
-from .errors import UsageError
+from .errors import FileTypeError, StorageError, UsageError
 from .report import table_console
 
 CSV_FIELDS = ["time", "host", "cpu_model", "cpu_path", "cores", "benchmark", "algorithm", "size", "threads",
@@ -293,7 +295,7 @@ def write_synthetic_pcap(path: Path, frames: int, frame_size: int, seed: int = 1
     arr["data"] = rng.integers(0, 256, size=frames * frame_size, dtype=np.uint8).view(f"V{frame_size}")
     header = np.array([0xA1B2C3D4], "<u4").tobytes() + np.array([2, 4], "<u2").tobytes() + \
         np.array([0, 0, 262144, 1], "<u4").tobytes()
-    with open(path, "wb") as f:
+    with fsio.atomic_file(path, what="pcap file") as f:
         f.write(header)
         f.write(arr.tobytes())
     return path.stat().st_size
@@ -388,20 +390,21 @@ def stamp(rows: list[BenchRow]) -> list[BenchRow]:
 
 def append_csv(path: Path, rows: list[BenchRow]) -> None:
     """Append rows; the header is written to a new or empty file only. A file whose header is not
-    this schema's is refused (appending would misalign its columns)."""
-    new = not path.exists() or path.stat().st_size == 0
-    if not new:
-        with open(path, newline="") as f:
-            header = next(csv.reader(f), [])
+    this schema's is refused (appending would misalign its columns). The file is rewritten whole
+    (fsio.write_atomic: old rows, then the new ones), so an interrupted run leaves the old file."""
+    old = fsio.read_regular(path, follow=True, what="bench CSV") if os.path.lexists(path) else b""
+    if old:
+        header = next(csv.reader(io.StringIO(old.decode("utf-8", errors="replace"))), [])
         if header != CSV_FIELDS:
             raise UsageError(f"{path}: its header is not the current bench CSV schema "
                              f"(schemas/bench.csv.schema.json); write to a new file")
-    with open(path, "a", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
-        if new:
-            w.writeheader()
-        for r in rows:
-            w.writerow(r.to_csv())
+    buf = io.StringIO(newline="")
+    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS)
+    if not old:
+        w.writeheader()
+    for r in rows:
+        w.writerow(r.to_csv())
+    fsio.write_atomic(path, old + buf.getvalue().encode(), what="bench CSV")
 
 
 def from_record(rec: dict) -> BenchRow:
@@ -421,11 +424,11 @@ def read_csv(path: Path) -> list[BenchRow]:
 
     `seconds` and `frames` are taken as written; UsageError naming the file and line otherwise."""
     try:
-        f = open(path, newline="")
-    except OSError as e:
-        raise UsageError(f"{path}: cannot read bench CSV ({e.strerror})") from None
+        raw = fsio.read_regular(path, follow=True, what="bench CSV")
+    except (StorageError, FileTypeError) as e:
+        raise UsageError(str(e)) from None
     rows = []
-    with f:
+    with io.StringIO(raw.decode("utf-8", errors="replace"), newline="") as f:
         reader = csv.DictReader(f)
         missing = [c for c in CSV_REQUIRED if c not in (reader.fieldnames or [])]
         if missing:
@@ -528,7 +531,7 @@ def bench_command(
             append_csv(csv_file, rows)
     written = []
     if markdown is not None:
-        markdown.write_text(markdown_table(rows))
+        fsio.write_atomic(markdown, markdown_table(rows).encode(), what="Markdown table")
         written.append(markdown)
     if html is not None:
         from .dashboard import write_html

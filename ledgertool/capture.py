@@ -9,8 +9,12 @@ before appending. A live source (`iface:NAME`, ledgertool.live) runs until SIGIN
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
+import os
 import signal
+import stat
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -18,23 +22,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from . import segments
+from . import fsio, segments
 from .algorithms import get_algorithm, get_strip_mode
 import numpy as np
 
 from .engine import FLAG_GAP, DigestEngine, usable_cores
-from .errors import LedgerError, UsageError
+from .errors import LedgerError, LedgerFormatError, LedgerLockedError, StorageError, UsageError
 from .live import LiveOptions, LiveStats
 from .live_workers import FanoutWitness, LiveWorkers, gap_records, merge_worker_records, split_by_worker
 from .keys import DigestKey, SigningKey
-from .checkpoint import link_tree, write_checkpoint
+from .checkpoint import checkpoint_path, link_tree, write_checkpoint
 from .ledger import (DEFAULT_LEAF_RECORDS, DEFAULT_LINK, LEDGER_FILE, create_ledger, link_state, links,
                      load_ledger, segment_files)
-from .rotation import current_digest_key_id, current_signer_check, with_digest_key_id
+from .lock import LOCK_FILE, writer_lock
+from .rotation import current_digest_key_id, current_signer_check, digest_key_ids, with_digest_key_id
 from .seal import SealResult, seal_records
 from .sources import is_live, is_workload, open_source
 
 DEFAULT_SEGMENT_RECORDS = 1_000_000
+# errors of a write that `recover` can finish once they are fixed (the data written before stays)
+_WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG, errno.EROFS)
 
 Progress = Callable[[int, int], None]  # (frames so far, bytes so far)
 
@@ -102,46 +109,67 @@ class CaptureResult:
         }
 
 
+def _remove_tmp_files(ledger_dir: Path, directory: Path, discarded: list[dict] | None) -> None:
+    """Remove the leftovers of interrupted atomic writes (``*.tmp``, fsio) in `directory`; a link
+    or other non-regular file by that name is refused (FileTypeError), never followed."""
+    if not directory.is_dir():
+        return
+    for tmp in sorted(directory.glob("*" + fsio.TMP_SUFFIX)):
+        st = tmp.lstat()
+        if not stat.S_ISREG(st.st_mode):
+            raise fsio.wrong_kind(tmp, st.st_mode, "a regular file (leftover of an interrupted write)")
+        fsio.unlink(tmp, root=ledger_dir)
+        if discarded is not None:
+            discarded.append({"path": str(tmp), "bytes": st.st_size, "why": "temporary file of an interrupted write"})
+
+
 def recover_open_segments(ledger_dir: Path, ledger: dict, link: str, signing_key: SigningKey,
                           discarded: list[dict] | None = None) -> list[SealResult]:
     """Seal every open segment left by a crash (whole records kept, torn bytes reported).
 
-    Also removes leftovers of interrupted atomic writes (``*.tmp``) and an open segment whose
-    header itself was cut (it holds no whole record); each is listed in `discarded` when given.
+    Also removes leftovers of interrupted atomic writes (``*.tmp``) and every open segment that
+    cannot be sealed where it stands: its header was cut (no whole record), does not decode, or
+    does not fit the ledger there (another ledger, link, index, first seq, parameters or a digest
+    key that is not the current one). Each is listed in `discarded` when given (path, bytes, why):
+    nothing is removed without being reported. A link or FIFO in the ledger is FileTypeError.
     """
     out = []
-    ldir = segments.link_dir(ledger_dir, link)
-    for tmp in sorted(ldir.glob("*.tmp")) if ldir.is_dir() else []:
-        size = tmp.stat().st_size
-        tmp.unlink()
+
+    def discard(path: Path, size: int, why: str, *also: Path) -> None:
+        for p in (path, *also):
+            fsio.unlink(p, root=ledger_dir, missing_ok=True)
         if discarded is not None:
-            discarded.append({"path": str(tmp), "bytes": size, "why": "temporary file of an interrupted write"})
+            discarded.append({"path": str(path), "bytes": size, "why": why})
+
+    _remove_tmp_files(ledger_dir, segments.link_dir(ledger_dir, link), discarded)
+    key_id = digest_key_ids(ledger_dir, ledger)[-1]
     for index, files in sorted(segment_files(ledger_dir, link).items()):
         if "open" not in files:
             continue
         if "seal.json" in files:  # crashed between sealing and removing the open file
-            files["open"].unlink()
+            fsio.unlink(files["open"], root=ledger_dir)
             continue
-        size = files["open"].stat().st_size
-        if size < segments.HEADER_SIZE:  # killed while writing the header: nothing recorded yet
-            files["open"].unlink()
-            files.get("parquet") and files["parquet"].unlink()
-            if discarded is not None:
-                discarded.append({"path": str(files["open"]), "bytes": size, "why": "segment header cut"})
+        partial = [files["parquet"]] if "parquet" in files else []  # of a seal that was not finished
+        try:
+            seg = segments.read_open_segment(files["open"], ledger_dir)
+        except LedgerFormatError as e:
+            size = files["open"].lstat().st_size
+            why = ("segment header cut" if size < segments.HEADER_SIZE else
+                   f"segment header does not decode ({str(e).removeprefix(str(files['open']) + ': ')}): "
+                   "its records cannot be attributed")
+            discard(files["open"], size, why, *partial)
             continue
-        seg = segments.read_open_segment(files["open"])
         if seg.count == 0:  # crashed before the first whole record: nothing to seal
-            files["open"].unlink()
-            if "parquet" in files:
-                files["parquet"].unlink()
-            if discarded is not None:
-                discarded.append({"path": str(files["open"]), "bytes": seg.torn_bytes,
-                                  "why": "open segment without a whole record"})
+            discard(files["open"], seg.torn_bytes, "open segment without a whole record", *partial)
             continue
         state = link_state(ledger_dir, ledger, link)
-        if seg.header.index != state.next_index or seg.header.first_seq != state.next_seq:
-            raise LedgerError(f"{files['open']}: open segment {seg.header.index} does not continue the "
-                              f"chain (expected segment {state.next_index}, seq {state.next_seq})")
+        misfit = (f"the file is segment {index}" if index != state.next_index else
+                  segments.header_mismatch(seg.header, ledger, link, state.next_index, state.next_seq, key_id))
+        if misfit:
+            discard(files["open"], segments.HEADER_SIZE + len(seg.records) + seg.torn_bytes,
+                    f"open segment does not continue the chain at segment {state.next_index}, seq "
+                    f"{state.next_seq}: {misfit}; its {seg.count} records cannot be sealed there", *partial)
+            continue
         # the records were digested with the key the segment header names: the seal says so
         _, res = seal_records(
             ledger_dir=ledger_dir, ledger=with_digest_key_id(ledger, seg.header.key_id), link=link, index=index,
@@ -151,7 +179,7 @@ def recover_open_segments(ledger_dir: Path, ledger: dict, link: str, signing_key
             seal_file=segments.seal_path(ledger_dir, link, index), torn_bytes=seg.torn_bytes,
             source="recovered open segment",
         )
-        files["open"].unlink()
+        fsio.unlink(files["open"], root=ledger_dir)
         out.append(res)
     return out
 
@@ -178,19 +206,21 @@ class RecoverResult:
 
 
 def recover_ledger(ledger_dir: Path, signing_key: SigningKey) -> RecoverResult:
-    """Seal the torn open segments of every link after a crash and re-sign the checkpoints."""
+    """Seal the torn open segments of every link after a crash and re-sign the checkpoints.
+
+    Holds the ledger's writer lock (LedgerLockedError while a capture or another writer runs);
+    StorageError naming the file when the file system fails (nothing is removed before what
+    replaces it is durable, so rerunning after the fix is safe)."""
     ledger_dir = Path(ledger_dir)
     ledger = load_ledger(ledger_dir)
-    current_signer_check(ledger_dir, ledger, signing_key)
-    res = RecoverResult(str(ledger_dir))
-    for tmp in sorted(ledger_dir.glob("*.tmp")):
-        res.discarded.append({"path": str(tmp), "bytes": tmp.stat().st_size,
-                              "why": "temporary file of an interrupted write"})
-        tmp.unlink()
-    for link in links(ledger_dir):
-        for r in recover_open_segments(ledger_dir, ledger, link, signing_key, res.discarded):
-            res.sealed.append((link, r))
-        res.checkpoints.append(str(write_checkpoint(ledger_dir, ledger, link, signing_key)))
+    with writer_lock(ledger_dir, "recover"):
+        current_signer_check(ledger_dir, ledger, signing_key)
+        res = RecoverResult(str(ledger_dir))
+        _remove_tmp_files(ledger_dir, ledger_dir, res.discarded)
+        for link in links(ledger_dir):
+            for r in recover_open_segments(ledger_dir, ledger, link, signing_key, res.discarded):
+                res.sealed.append((link, r))
+            res.checkpoints.append(str(write_checkpoint(ledger_dir, ledger, link, signing_key)))
     return res
 
 
@@ -204,12 +234,20 @@ def _sum_stats(stats: list[LiveStats]) -> LiveStats:
 
 
 def _remove_new_ledger(ledger_dir: Path, link: str) -> None:
-    (ledger_dir / LEDGER_FILE).unlink(missing_ok=True)
-    for d in (segments.link_dir(ledger_dir, link), ledger_dir):
-        try:
-            d.rmdir()
-        except OSError:
-            pass
+    fsio.unlink(ledger_dir / LEDGER_FILE, root=ledger_dir, missing_ok=True)
+    try:
+        segments.link_dir(ledger_dir, link).rmdir()
+    except OSError:
+        pass
+
+
+def _remove_new_dir(ledger_dir: Path) -> None:
+    """Undo creating DIR for a capture that recorded nothing (its writer lock is held)."""
+    fsio.unlink(ledger_dir / LOCK_FILE, root=ledger_dir, missing_ok=True)
+    try:
+        ledger_dir.rmdir()
+    except OSError:
+        pass
 
 
 def capture_file(
@@ -244,6 +282,9 @@ def capture_file(
     KeyFileError when the
     digest key is not an existing ledger's current one (a key retired by a digest-key rotation is
     named as such) or the signing key is not its current one, AlgorithmError for an unknown algorithm.
+    Holds the ledger's writer lock for the whole run (LedgerLockedError naming the holder while
+    another writer has it); StorageError naming the file when the file system fails (full,
+    read-only, I/O error): what was written before stays, and `ledgertool recover` seals it.
     """
     segments.check_link_name(link)
     if segment_records < 1:
@@ -254,9 +295,46 @@ def capture_file(
         raise UsageError("--duration must be positive")
     if max_frames is not None and max_frames < 1:
         raise UsageError("--frames must be at least 1")
-    live_source = is_live(source)
     if workers < 0:
         raise UsageError("--workers must be 0 (every core) or more")
+    ledger_dir = Path(ledger_dir)
+    new_dir = not ledger_dir.exists()
+    fsio.make_dirs(ledger_dir)
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(writer_lock(ledger_dir, "capture"))
+        except LedgerLockedError:
+            raise
+        except BaseException:
+            if new_dir:
+                _remove_new_dir(ledger_dir)
+            raise
+        try:
+            return _capture_locked(
+                source, ledger_dir, digest_key=digest_key, signing_key=signing_key, algorithm=algorithm,
+                strip=strip, link=link, segment_records=segment_records, leaf_records=leaf_records,
+                progress=progress, segment_seconds=segment_seconds, duration=duration, max_frames=max_frames,
+                live=live, monitor=monitor, workers=workers, accept_forgery_risk=accept_forgery_risk)
+        except StorageError as e:
+            if e.errno in _WRITE_ERRNOS and e.path and Path(e.path).parent == segments.link_dir(ledger_dir, link):
+                e.args = (f"{e}; every record written before the error is kept: once that is fixed, "
+                          f"`ledgertool recover {ledger_dir}` seals it",)
+            raise
+        finally:
+            if new_dir and not (ledger_dir / LEDGER_FILE).exists():
+                _remove_new_dir(ledger_dir)  # nothing was recorded: leave nothing behind
+
+
+def _capture_locked(
+    source: str | Path, ledger_dir: Path, *, digest_key: DigestKey, signing_key: SigningKey,
+    algorithm: str | None = None, strip: str | None = None, link: str = DEFAULT_LINK,
+    segment_records: int = DEFAULT_SEGMENT_RECORDS, leaf_records: int | None = None,
+    progress: Progress | None = None, segment_seconds: float | None = None, duration: float | None = None,
+    max_frames: int | None = None, live: LiveOptions | None = None,
+    monitor: Callable[[CaptureStatus], None] | None = None, workers: int = 0, accept_forgery_risk: bool = False,
+) -> CaptureResult:
+    """capture_file with the writer lock held and DIR existing."""
+    live_source = is_live(source)
     # A live ring hands out frames block by block to one reader: one thread digests them. Several
     # live workers are several rings in one fanout group, one thread each (ledgertool.live_workers).
     live_workers = (workers or 1) if live_source else 0
@@ -264,8 +342,7 @@ def capture_file(
     pins = None
     if live_workers > 1:
         pins = LiveWorkers.check_pins(live.pin_cpu if live else None, live_workers)
-    ledger_dir = Path(ledger_dir)
-    exists = (ledger_dir / LEDGER_FILE).exists()
+    exists = os.path.lexists(ledger_dir / LEDGER_FILE)
     if exists:
         ledger = load_ledger(ledger_dir)
         for opt, val in (("algorithm", algorithm), ("strip", strip), ("leaf_records", leaf_records)):
@@ -337,6 +414,10 @@ def capture_file(
     # the link's chain in memory: each seal extends it and a checkpoint over it is signed right away,
     # so a link never has seals without a checkpoint for longer than one signature
     tree = link_tree(ledger_dir, link)
+    if not tree.complete:  # a checkpoint over this chain would cover a gap: nothing is captured
+        close_readers()
+        raise LedgerFormatError(f"{tree.stopped}: the seal chain of link {link} is broken; nothing was captured "
+                                "(`ledgertool verify` names what is wrong)")
     result.first_seq = seq = state.next_seq
     index, prev_hash = state.next_index, state.prev_hash
     try:
@@ -370,14 +451,18 @@ def capture_file(
     pending: list[Future] = []
 
     def seal_job(path: Path, seg_index: int) -> SealResult:
-        seg = segments.read_open_segment(path)
+        seg = segments.read_open_segment(path, ledger_dir)
+        if not os.path.lexists(checkpoint_path(ledger_dir, link)):
+            # before a link's first seal (or in a ledger older than per-seal checkpoints): a checkpoint
+            # of the chain as it stands, so a link never holds a seal without a checkpoint
+            write_checkpoint(ledger_dir, ledger, link, signing_key, tree, top=False)
         _doc, res = seal_records(
             ledger_dir=ledger_dir, ledger=ledger, link=link, index=seg_index, first_seq=seg.header.first_seq,
             records=seg.records, prev_hash=chain["prev"], signing_key=signing_key,
             parquet=segments.parquet_path(ledger_dir, link, seg_index),
             seal_file=segments.seal_path(ledger_dir, link, seg_index), source=source_name,
         )
-        path.unlink()
+        fsio.unlink(path, root=ledger_dir)
         chain["prev"] = res.seal_hash
         tree.seal_hashes.append(res.seal_hash)
         tree.records.append(res.records)
@@ -414,7 +499,7 @@ def capture_file(
         hdr = segments.SegmentHeader(
             ledger["ledger_id"], link, index, alg.name, ledger["strip"], ledger["digest_key_id"],
             ledger["record_size"], ledger["digest_size"], ledger["leaf_records"], seq, segments.now_ns())
-        writer = segments.SegmentWriter(segments.open_segment_path(ledger_dir, link, index), hdr)
+        writer = segments.SegmentWriter(segments.open_segment_path(ledger_dir, link, index), hdr, ledger_dir)
         writer.append(recs.tobytes(), len(recs))
         gaps = (recs["flags"] & FLAG_GAP) != 0
         result.frames += len(recs) - int(gaps.sum())
@@ -521,7 +606,7 @@ def capture_file(
                     seal_open()
                 elif writer is not None:
                     writer.close()
-                    writer.path.unlink()
+                    fsio.unlink(writer.path, root=ledger_dir)
                     writer = None
                 drain()
                 if result.created and not result.segments:
@@ -545,7 +630,8 @@ def capture_file(
                     break
             else:
                 if writer is None:
-                    writer = segments.SegmentWriter(segments.open_segment_path(ledger_dir, link, index), hdr)
+                    writer = segments.SegmentWriter(segments.open_segment_path(ledger_dir, link, index), hdr,
+                                                    ledger_dir)
                     seg_opened = time.perf_counter()
                 writer.append(records, n)
                 seq += n
@@ -572,10 +658,17 @@ def capture_file(
             seal_open()
         elif writer is not None:
             writer.close()
-            writer.path.unlink()
+            fsio.unlink(writer.path, root=ledger_dir)
         drain()
         if segments.link_dir(ledger_dir, link).is_dir():
-            write_checkpoint(ledger_dir, ledger, link, signing_key, tree)
+            try:
+                write_checkpoint(ledger_dir, ledger, link, signing_key, tree)
+            except LedgerError as e:  # an older seal is missing or unreadable: nothing was signed
+                sealed = (f"segments {result.segments[0].index}..{result.segments[-1].index}" if result.segments
+                          else "no segment")
+                e.args = (f"{e}; this capture's {result.frames} frames were sealed ({sealed}), the checkpoint "
+                          "was not signed",)
+                raise
     finally:
         if lw is not None:  # every worker thread is out of its reader before the readers close
             for r in readers:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import merkle
+from . import fsio, merkle
 from .canonical import b64decode_canonical
 from .errors import LedgerFormatError
 from .keys import ED25519, MLDSA65, SigningKey, TrustBundle
@@ -209,40 +209,53 @@ def verify_note(note: SignedNote, bundles: list[TrustBundle]) -> str | None:
 
 @dataclass(frozen=True)
 class LinkTree:
-    """The seal hashes of a link's segments 0..n-1 (stops at the first missing or unreadable seal)
+    """The seal hashes of a link's segments 0..n-1 (stops at the first missing or unparsable seal)
     and the records they hold."""
 
     seal_hashes: list[str]
     records: list[int]
     complete: bool  # False when a seal was missing/unreadable before the last one
+    stopped: str | None = None  # why the chain stops early (None when complete)
 
     def root(self, size: int | None = None) -> bytes:
         return tree_root(self.seal_hashes[: len(self.seal_hashes) if size is None else size])
 
 
 def link_tree(directory: Path, link: str) -> LinkTree:
+    """The link's tree as its seal files hold it. StorageError / FileTypeError (fsio) when a seal
+    cannot be read at all: a tree is never silently cut at a read error."""
     from .ledger import segment_files
     from .seal import load_seal, seal_hash
 
-    files = segment_files(Path(directory), link)
+    directory = Path(directory)
+    files = segment_files(directory, link)
     sealed = sorted(i for i, f in files.items() if "seal.json" in f)
     hashes, records = [], []
     for i in range(sealed[-1] + 1 if sealed else 0):
         f = files.get(i, {})
         if "seal.json" not in f:
-            return LinkTree(hashes, records, False)
+            return LinkTree(hashes, records, False, f"link {link} has no seal for segment {i}")
         try:
-            doc = load_seal(f["seal.json"])
+            doc = load_seal(f["seal.json"], directory)
             hashes.append(seal_hash(doc))
             records.append(int(doc.get("records", 0)))
-        except (LedgerFormatError, TypeError, ValueError):
-            return LinkTree(hashes, records, False)
+        except LedgerFormatError as e:
+            return LinkTree(hashes, records, False, str(e))
+        except (TypeError, ValueError) as e:
+            return LinkTree(hashes, records, False, f"{f['seal.json']}: seal cannot be hashed ({e})")
     return LinkTree(hashes, records, True)
 
 
 def make_checkpoint(directory: Path, ledger: dict, link: str, tree: LinkTree | None = None) -> Checkpoint:
-    """The link's checkpoint over `tree` (default: read from the ledger's seals)."""
-    tree = link_tree(directory, link) if tree is None else tree
+    """The link's checkpoint over `tree`, or by default over all of its seals: LedgerFormatError
+    when one is missing or does not parse (StorageError / FileTypeError when it cannot be read), so
+    a checkpoint is never signed over fewer segments than the link holds."""
+    if tree is None:
+        tree = link_tree(directory, link)
+        if not tree.complete:
+            raise LedgerFormatError(f"{tree.stopped}: refusing to sign a checkpoint of link {link} that would "
+                                    f"cover only the {len(tree.seal_hashes)} segments before it (`ledgertool "
+                                    "verify` names what is wrong)")
     return Checkpoint(origin_for(ledger["ledger_id"], link), len(tree.seal_hashes), tree.root(),
                       sum(tree.records), tree.seal_hashes[-1] if tree.seal_hashes else None,
                       datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"))
@@ -259,20 +272,20 @@ def write_checkpoint(directory: Path, ledger: dict, link: str, key: SigningKey, 
     """Sign the link's checkpoint over `tree` (default: read from the ledger's seals; a writer
     that holds the chain in memory passes its own) into DIR/link=NAME/checkpoint; with `top`, also
     DIR/checkpoint while the ledger has one link (removed once it has several: one file cannot
-    speak for two logs). `verify` checks both."""
+    speak for two logs). `verify` checks both. make_checkpoint's errors (nothing is signed over a
+    partial chain); fsio.write_atomic's."""
     from .ledger import links
-    from .seal import write_atomic
 
     directory = Path(directory)
     note = sign_checkpoint(make_checkpoint(directory, ledger, link, tree), key)
     path = checkpoint_path(directory, link)
-    write_atomic(path, note)
+    fsio.write_atomic(path, note, root=directory, what="checkpoint")
     if top:
         top_path = directory / CHECKPOINT_FILE
         if links(directory) == [link]:
-            write_atomic(top_path, note)
+            fsio.write_atomic(top_path, note, root=directory, what="checkpoint")
         else:
-            top_path.unlink(missing_ok=True)
+            fsio.unlink(top_path, root=directory, missing_ok=True)
     return path
 
 
@@ -367,11 +380,15 @@ def check_consistency(old_data: bytes, new_data: bytes, directory: Path, trust: 
 
 def export_checkpoint(directory: Path, out: Path, *, signing_key: SigningKey | None = None,
                       link: str | None = None) -> Checkpoint:
-    """Write the link's checkpoint to `out`: freshly signed with `signing_key`, else the one the
-    last capture/recover stored (DIR/link=NAME/checkpoint). UsageError/LedgerFormatError otherwise."""
+    """Write the link's checkpoint to `out`: freshly signed with `signing_key` (holding the ledger's
+    writer lock, so no capture changes the chain while it is read), else the one the last
+    capture/recover stored (DIR/link=NAME/checkpoint). UsageError/LedgerFormatError otherwise,
+    LedgerLockedError while another writer holds the ledger, fsio's errors for the files."""
+    import os
+
     from .errors import UsageError
     from .ledger import choose_link, load_ledger
-    from .seal import write_atomic
+    from .lock import writer_lock
 
     directory = Path(directory)
     ledger = load_ledger(directory)
@@ -379,13 +396,14 @@ def export_checkpoint(directory: Path, out: Path, *, signing_key: SigningKey | N
     if signing_key is not None:
         from .rotation import current_signer_check
 
-        current_signer_check(directory, ledger, signing_key)
-        note = sign_checkpoint(make_checkpoint(directory, ledger, link), signing_key)
+        with writer_lock(directory, "checkpoint --signing-key"):
+            current_signer_check(directory, ledger, signing_key)
+            note = sign_checkpoint(make_checkpoint(directory, ledger, link), signing_key)
     else:
         path = checkpoint_path(directory, link)
-        if not path.is_file():
+        if not os.path.lexists(path):
             raise UsageError(f"{path}: no stored checkpoint; sign one with --signing-key")
-        note = path.read_bytes()
+        note = fsio.read_regular(path, MAX_NOTE_BYTES, root=directory, what="checkpoint")
     cp = parse_note(note, str(out)).checkpoint
-    write_atomic(Path(out).absolute(), note)
+    fsio.write_atomic(Path(out).absolute(), note, what="checkpoint")
     return cp

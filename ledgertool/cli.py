@@ -346,12 +346,12 @@ def _unverified_warning(res) -> None:
 
 
 def _read_input(path: Path, what: str) -> bytes:
-    from .errors import LedgerFormatError
+    """A checkpoint file the user names: a regular file (a link is followed: it is the user's),
+    never a FIFO or device that would block; fsio's one-line errors."""
+    from .checkpoint import MAX_NOTE_BYTES
+    from .fsio import read_regular
 
-    try:
-        return path.read_bytes()
-    except OSError as e:
-        raise LedgerFormatError(f"{path}: cannot read {what} ({e.strerror or e})") from None
+    return read_regular(path, MAX_NOTE_BYTES, follow=True, what=what)
 
 
 # ---- transparency: recover, checkpoints, proofs ---------------------------------------------
@@ -434,13 +434,13 @@ def prove(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
 ) -> None:
     """Write an inclusion proof of one record under its signed seal and the link's checkpoint."""
+    from .fsio import write_atomic
     from .proof import build_proof
-    from .seal import write_atomic
 
     doc = build_proof(ledger, seq=seq, digest=digest, link=link,
                       checkpoint=_read_input(checkpoint, "checkpoint") if checkpoint else None,
                       checkpoint_where=str(checkpoint) if checkpoint else "checkpoint")
-    write_atomic(out_file.absolute(), (json.dumps(doc, indent=1) + "\n").encode())
+    write_atomic(out_file.absolute(), (json.dumps(doc, indent=1) + "\n").encode(), what="proof")
     cp = doc["checkpoint"]
     summary = {"ok": True, "out": str(out_file), "link": doc["link"], "segment": doc["segment"],
                "record_index": doc["record_index"], "seq": doc["record"]["seq"],
@@ -730,9 +730,29 @@ def _register_optional() -> None:
     from .bench import bench_command
 
     app.command("bench")(bench_command)
+    from .cli_provision import device_init_command, provision_command, unwrap_command
+
+    keys_app.command("device-init")(device_init_command)
+    keys_app.command("provision")(provision_command)
+    keys_app.command("unwrap")(unwrap_command)
+    from .cli_conformance import conformance_app
+
+    app.add_typer(conformance_app, name="conformance")
 
 
 _register_optional()
+
+
+def _os_error_line(e: OSError) -> str:
+    """'{file}: {strerror}; {advice}' for an OSError no library function turned into a message."""
+    import re
+
+    from .fsio import ADVICE
+
+    name = re.sub(r"\.[0-9a-f]{16}\.tmp$", "", str(e.filename)) if e.filename is not None else None
+    advice = ADVICE.get(e.errno or 0)
+    text = e.strerror or str(e)
+    return (f"{name}: " if name else "") + text + (f"; {advice}" if advice else "")
 
 
 def main() -> None:
@@ -762,6 +782,13 @@ def _run() -> int:
         return 130
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    except OSError as e:
+        # The places that write or read ledger files say what to do (ledgertool.fsio); this is the
+        # last line for the rest: the file the OS names, never a temporary name, and exit 2.
+        if STATE["debug"]:
+            traceback.print_exc()
+        err.print(f"ledgertool: error: {_os_error_line(e)}", markup=False, highlight=False, soft_wrap=True)
+        return 2
     except Exception as e:  # noqa: BLE001
         # Option-parser errors (typer may vendor its own click): they know how to show themselves.
         if callable(getattr(e, "show", None)) and isinstance(getattr(e, "exit_code", None), int):

@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import fsio
 from .bench import BenchRow, human_size
 from .errors import UsageError
 from .plan import WIRE_OVERHEAD_BYTES
@@ -315,10 +316,7 @@ def render_html(rows: list[BenchRow]) -> str:
 
 
 def write_html(rows: list[BenchRow], path: Path) -> Path:
-    try:
-        path.write_text(render_html(rows), encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot write dashboard ({exc.strerror})") from None
+    fsio.write_atomic(path, render_html(rows).encode("utf-8"), what="dashboard")
     return path
 
 
@@ -379,7 +377,8 @@ def write_pngs(rows: list[BenchRow], outdir: Path) -> list[Path]:
         ax.set_title(p.title)
         fig.tight_layout()
         path = outdir / name
-        fig.savefig(path, dpi=100)
+        with fsio.atomic_file(path, what="PNG plot") as f:
+            fig.savefig(f, dpi=100, format="png")
         plt.close(fig)
         written.append(path)
     return written

@@ -57,6 +57,29 @@ class LedgerFormatError(LedgerError):
     """A directory is not a ledger, or one of its files cannot be parsed at all."""
 
 
+class StorageError(LedgerError):
+    """A file cannot be read or written because of its environment: no space left, a read-only
+    file system, an I/O error, a missing permission. The message names the file the command was
+    working on (never a temporary name) and what to do; `path` is that file, `errno` the OS error
+    number (errno module)."""
+
+    def __init__(self, message: str, path: str | None = None, errno: int | None = None):
+        super().__init__(message)
+        self.path = path
+        self.errno = errno
+
+
+class FileTypeError(LedgerError):
+    """A path holds the wrong kind of file: a symbolic link, FIFO, socket, device or directory where
+    a regular file belongs, or a link or file where a directory belongs. Nothing inside a ledger is
+    followed, read or written through such a path (docs/threat-model.md, "File system")."""
+
+
+class LedgerLockedError(LedgerError):
+    """Another process holds the ledger's writer lock (DIR/.lock); the message names it (pid,
+    command, since when)."""
+
+
 class AlgorithmError(LedgerError):
     """Unknown algorithm or strip mode, or one not allowed in a ledger (64-bit digests)."""
 

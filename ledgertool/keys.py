@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import errno
 import hashlib
 import json
 import os
@@ -50,8 +51,9 @@ from cryptography.hazmat.primitives.asymmetric.mldsa import MLDSA65PrivateKey, M
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from ._native import ffi, lib
+from . import fsio
 from .canonical import b64decode_canonical, loads_strict
-from .errors import AlgorithmError, KeyFileError, LedgerFormatError
+from .errors import AlgorithmError, FileTypeError, KeyFileError, LedgerFormatError, StorageError
 
 __all__ = [
     "DIGEST_KEY_FILE",
@@ -109,7 +111,8 @@ _KINDS = {
 
 
 def _read_key_file(path: str, kind: str) -> bytes:
-    """Read a small key file; every failure is a one-line KeyFileError naming it.
+    """Read a small key file; every failure is a one-line KeyFileError naming it. A link is
+    followed (key files are the operator's), a FIFO, device or directory is refused unread.
 
     A secret (`digest.key`, `signing.key`) that group or others may read (mode & 0o077, as the
     opened file reports it) is refused, as ssh refuses an unprotected private key: whoever can read
@@ -117,19 +120,18 @@ def _read_key_file(path: str, kind: str) -> bytes:
     wrong-kind message."""
     what = _KINDS[kind]
     try:
-        with open(path, "rb") as f:
-            mode = os.fstat(f.fileno()).st_mode
-            data = f.read(_MAX_KEY_FILE + 1)
-    except FileNotFoundError:
-        raise KeyFileError(f"{path}: file not found (expected {what})") from None
-    except IsADirectoryError:
-        raise KeyFileError(f"{path}: is a directory (expected {what})") from None
-    except PermissionError:
-        raise KeyFileError(f"{path}: permission denied reading {what}") from None
-    except OSError as e:
-        raise KeyFileError(f"{path}: cannot read {what}: {e.strerror or e}") from None
-    if len(data) > _MAX_KEY_FILE:
-        raise KeyFileError(f"{path}: file too large to be {what}")
+        data, st = fsio.read_with_stat(path, _MAX_KEY_FILE, follow=True, what=what)
+    except StorageError as e:
+        if e.errno == errno.ENOENT:
+            raise KeyFileError(f"{path}: file not found (expected {what})") from None
+        if e.errno in (errno.EACCES, errno.EPERM):
+            raise KeyFileError(f"{path}: permission denied reading {what}") from None
+        raise KeyFileError(str(e)) from None
+    except FileTypeError as e:
+        raise KeyFileError(str(e)) from None
+    except LedgerFormatError:
+        raise KeyFileError(f"{path}: file too large to be {what}") from None
+    mode = st.st_mode
     if not data.strip():
         raise KeyFileError(f"{path}: file is empty (expected {what})")
     if kind in _SECRET_KINDS and mode & 0o077 and _sniff(data) in (None, kind):
@@ -184,29 +186,16 @@ def _load_json_doc(path: str, kind: str, fmt: str) -> dict[str, Any]:
 
 
 def _write_new_file(path: str, data: bytes, mode: int, what: str) -> None:
-    """Create ``path`` with exactly ``mode`` and write ``data``; never overwrite."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    """Create ``path`` with exactly ``mode`` and write ``data``; never overwrite (fsio.create_new:
+    not even through a link planted at ``path``)."""
     try:
-        fd = os.open(path, flags, mode)
-    except FileExistsError:
-        raise KeyFileError(f"{path}: already exists; refusing to overwrite {what}") from None
-    except OSError as e:
-        raise KeyFileError(f"{path}: cannot create {what}: {e.strerror or e}") from None
-    try:
-        try:
-            os.fchmod(fd, mode)  # the umask may have cleared bits; set exactly
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError as e:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
-        raise KeyFileError(f"{path}: cannot write {what}: {e.strerror or e}") from None
+        fsio.create_new(path, data, mode=mode, what=what)
+    except StorageError as e:
+        if e.errno == errno.EEXIST:
+            raise KeyFileError(f"{path}: already exists; refusing to overwrite {what}") from None
+        raise KeyFileError(str(e)) from None
+    except FileTypeError as e:
+        raise KeyFileError(str(e)) from None
 
 
 def _key_id(raw_public: bytes) -> str:

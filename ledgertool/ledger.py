@@ -11,31 +11,34 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import segments
+from . import fsio, segments
 from .algorithms import ALGORITHMS, STRIP_MODES
 from .canonical import loads_strict
 from .engine import MERKLE_MAX_LEAF_RECORDS, valid_leaf_records
 from .errors import LedgerFormatError, UsageError
-from .ledger_reader import LEDGER_FILE, MAX_DOCUMENT_BYTES, LedgerReader, read_regular
+from .ledger_reader import LEDGER_FILE, LedgerReader
 from .seal import HEADER_SHA256, genesis_hash, load_seal, seal_hash, write_atomic
 
 LEDGER_FORMAT = "ledgertool-ledger-v1"
 DEFAULT_LEAF_RECORDS = 64  # records per Merkle leaf (docs/ledger-format.md: why 64)
 DEFAULT_LINK = "link0"
+MAX_LEDGER_FILE_BYTES = 1 << 16  # ledger.json is a few hundred bytes
 
 
 def create_ledger(directory: Path, *, algorithm: str, strip: str, digest_key_id: str,
                   digest_size: int, leaf_records: int = DEFAULT_LEAF_RECORDS) -> dict:
-    """Create DIR/ledger.json (DIR may exist but must not hold a ledger). Returns the header as
-    `load_ledger` would (with `header_sha256`)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    if (directory / LEDGER_FILE).exists():
+    """Create DIR/ledger.json (DIR may exist but must not hold a ledger). StorageError /
+    FileTypeError as fsio.write_atomic. Returns the header as `load_ledger` would (with
+    `header_sha256`)."""
+    fsio.make_dirs(directory)
+    if os.path.lexists(directory / LEDGER_FILE):
         raise LedgerFormatError(f"{directory}: already holds a ledger")
     if not valid_leaf_records(leaf_records):
         raise LedgerFormatError(f"leaf size {leaf_records} is not a power of two in 1..{MERKLE_MAX_LEAF_RECORDS}")
@@ -51,10 +54,8 @@ def create_ledger(directory: Path, *, algorithm: str, strip: str, digest_key_id:
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
     raw = (json.dumps(doc, indent=1) + "\n").encode()
-    write_atomic(directory / LEDGER_FILE, raw)
+    write_atomic(directory / LEDGER_FILE, raw, root=directory, what="ledger header")
     return {**doc, HEADER_SHA256: hashlib.sha256(raw).hexdigest()}
-
-MAX_LEDGER_JSON = 64 * 1024  # bytes; a real header is ~400
 
 
 def _header_fields(path: Path, doc: object) -> None:
@@ -99,6 +100,16 @@ _HEADER_REQUIRED = ("ledger_id", "algorithm", "strip", "digest_key_id", "digest_
 _HEX32 = re.compile(r"[0-9a-f]{32}")
 
 
+def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
+    doc = dict(pairs)
+    if len(doc) != len(pairs):
+        dup = next(k for i, (k, _) in enumerate(pairs) if k in dict(pairs[:i]))
+        raise ValueError(f"member {dup!r} appears twice")
+    return doc
+
+
+def _no_constants(name: str):  # NaN / Infinity are not JSON (RFC 8259); Python would accept them
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def load_ledger(directory: Path) -> dict:
@@ -109,17 +120,18 @@ def load_ledger(directory: Path) -> dict:
     The dict holds ledger.json's members plus `header_sha256` (HEADER_SHA256), the SHA-256 of the
     exact bytes parsed: the value new seals sign and `verify` compares."""
     directory = Path(directory)
-    LedgerReader(directory)  # a directory, not a symlink
+    LedgerReader(directory)  # a directory (LedgerFormatError naming what it is otherwise)
     path = directory / LEDGER_FILE
-    if not path.exists() and not path.is_symlink():
+    if not os.path.lexists(path):
         raise LedgerFormatError(f"{directory}: not a ledger (no {LEDGER_FILE})")
-    return parse_ledger_header(read_regular(path, MAX_DOCUMENT_BYTES).to_pybytes(), path)
+    raw = fsio.read_regular(path, MAX_LEDGER_FILE_BYTES, root=directory, what="ledger header")
+    return parse_ledger_header(raw, path)
 
 
 def parse_ledger_header(raw: bytes, path: Path | str) -> dict:
     """The checked header dict of ledger.json bytes (see `load_ledger`; pure, no I/O); `path`
     names the file in the LedgerFormatError raised for anything out of bounds."""
-    doc = loads_strict(raw, str(path), MAX_LEDGER_JSON)
+    doc = loads_strict(raw, str(path), MAX_LEDGER_FILE_BYTES)
     _header_fields(Path(path), doc)
     return {**doc, HEADER_SHA256: hashlib.sha256(raw).hexdigest()}
 
@@ -144,11 +156,17 @@ def choose_link(directory: Path, link: str | None) -> str:
 
 def segment_files(directory: Path, link: str) -> dict[int, dict[str, Path]]:
     """index -> {'open'|'parquet'|'leaves'|'seal.json': path} for one link: the regular files with
-    ASCII segment names (ledgertool.ledger_reader), nothing else."""
+    ASCII segment names (ledgertool.ledger_reader), nothing else. FileTypeError when something that
+    is not a regular file (a link, a FIFO) sits at a segment file's name: the writers and signers
+    that use this listing must neither write over it nor skip it."""
     reader = LedgerReader(Path(directory))
     if not reader.link_dir(link).is_dir():
         return {}
     listing = reader.listing(link)
+    for stray in listing.strays:  # a link, FIFO ... at a segment file's name: never written over or read
+        if stray.shadows is not None and stray.path.name.isascii():
+            st = os.lstat(stray.path)
+            raise fsio.wrong_kind(stray.path, st.st_mode, "a regular file (segment file)")
     return {i: {k: reader.segment_path(link, i, k) for k in sorted(kinds)}
             for i, kinds in sorted(listing.segments.items())}
 
@@ -169,7 +187,7 @@ def link_state(directory: Path, ledger: dict, link: str) -> LinkState:
     if not sealed:
         return LinkState(0, 0, genesis_hash(ledger["ledger_id"], link))
     last_path = files[sealed[-1]]["seal.json"]
-    last = load_seal(last_path)
+    last = load_seal(last_path, directory)
     bound = last.get("ledger_header_sha256")
     if bound is not None and bound != ledger[HEADER_SHA256]:
         # never seal more segments over a header other than the one the chain signed

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from . import segments
+from . import fsio, segments
 from .errors import LedgerFormatError
 
 LEDGER_FILE = "ledger.json"
@@ -44,16 +44,6 @@ _LINK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}")  # ASCII only, as se
 _TEMP = re.compile(r".*\.tmp(-[A-Za-z0-9_]+)?")
 LOCK_FILE = ".lock"  # the writer lock (held by capture, recover and key rotations)
 MAX_DOCUMENT_BYTES = 1 << 20  # seals, checkpoints, rotation statements, ledger.json: far larger is not one
-
-
-class LedgerFileError(LedgerFormatError):
-    """A file of a ledger could not be read as a regular file (missing, symlink, FIFO, I/O error).
-
-    `path` names it; `str(e)` is the one-line message."""
-
-    def __init__(self, message: str, path: Path):
-        super().__init__(message)
-        self.path = path
 
 
 @dataclass(frozen=True)
@@ -103,37 +93,31 @@ def confusable_segment_name(name: str) -> tuple[int, str] | None:
     return parse_segment_name(folded) if folded.isascii() else None
 
 
-def read_regular(path: Path, limit: int | None = None) -> pa.Buffer:
+def read_regular(path: Path, limit: int | None = None, *, root: Path | None = None,
+                 what: str = "ledger file") -> pa.Buffer:
     """The bytes of the regular file at `path`, read once into an Arrow-owned buffer.
 
-    Opens with O_NOFOLLOW | O_NONBLOCK (a symlink or FIFO is refused, never followed or waited
-    on), requires a regular file, and reads exactly the size fstat gave; a file that changes size
-    while it is read is refused. `limit` bounds the size in bytes. Raises LedgerFileError."""
+    Opened by fsio.open_regular (O_NOFOLLOW | O_NONBLOCK, every directory below `root` without
+    following a link; a symlink, FIFO, socket, device or directory is FileTypeError), then exactly
+    the size fstat gave is read; a file that changes size while it is read, or is larger than
+    `limit` bytes, is LedgerFormatError. StorageError for the environment (EIO, EACCES ...)."""
+    fd = fsio.open_regular(path, root=root, what=what)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as e:
-        if e.errno == 40:  # ELOOP: the last component is a symlink
-            raise LedgerFileError(f"{path}: is a symbolic link; a ledger holds regular files only", path) from None
-        raise LedgerFileError(f"{path}: cannot open ({e.strerror or e})", path) from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise LedgerFileError(f"{path}: is a {_kind(st.st_mode)}, not a regular file", path)
-        if limit is not None and st.st_size > limit:
-            raise LedgerFileError(f"{path}: {st.st_size} bytes, more than the {limit} a ledger file of "
-                                  "this kind may have", path)
-        buf = pa.allocate_buffer(st.st_size)
+        size = os.fstat(fd).st_size
+        if limit is not None and size > limit:
+            raise LedgerFormatError(f"{path}: {size} bytes, larger than a {what} can be ({limit})")
+        buf = pa.allocate_buffer(size)
         view, got = memoryview(buf), 0
-        while got < st.st_size:
+        while got < size:
             n = os.readv(fd, [view[got:]])
             if n == 0:
                 break
             got += n
-        if got != st.st_size or os.read(fd, 1):
-            raise LedgerFileError(f"{path}: changed size while being read", path)
+        if got != size or os.read(fd, 1):
+            raise LedgerFormatError(f"{path}: changed size while being read")
         return buf
     except OSError as e:
-        raise LedgerFileError(f"{path}: read failed ({e.strerror or e})", path) from None
+        raise fsio.storage_error(e, path, f"read {what}") from None
     finally:
         os.close(fd)
 
@@ -148,12 +132,20 @@ def _kind(mode: int) -> str:
 
 
 def _entries(directory: Path) -> list[tuple[str, os.stat_result]]:
-    """(name, lstat) of a directory's entries, sorted by name; never follows a symlink."""
+    """(name, lstat) of a directory's entries, sorted by name; never follows a symlink. An entry
+    that vanishes between the listing and its lstat (a writer's temporary file renamed into place)
+    is left out, as if listed a moment later."""
+    out = []
     try:
         with os.scandir(directory) as it:
-            return sorted((e.name, e.stat(follow_symlinks=False)) for e in it)
+            for e in it:
+                try:
+                    out.append((e.name, e.stat(follow_symlinks=False)))
+                except FileNotFoundError:
+                    continue
     except OSError as e:
-        raise LedgerFileError(f"{directory}: cannot list ({e.strerror or e})", directory) from None
+        raise fsio.storage_error(e, directory, "list directory") from None
+    return sorted(out)
 
 
 @dataclass
@@ -170,10 +162,8 @@ class LedgerReader:
 
     def __post_init__(self) -> None:
         self.directory = Path(self.directory)
-        if not self.directory.is_dir() or self.directory.is_symlink():
-            what = ("is a symbolic link; give the ledger directory itself" if self.directory.is_symlink()
-                    else "not a directory; a ledger is a directory" if self.directory.exists()
-                    else "no such ledger directory")
+        if not self.directory.is_dir():  # the directory itself is the operator's choice, and may be a link
+            what = "not a directory; a ledger is a directory" if self.directory.exists() else "no such ledger directory"
             raise LedgerFormatError(f"{self.directory}: {what}")
         self.links, self.strays, self._listings = [], [], {}
         for name, st in _entries(self.directory):
@@ -221,6 +211,18 @@ class LedgerReader:
                 confusable.append((path, imitated))
             else:
                 strays.append(Stray(path, _stray_reason(name, st), link))
+        # readdir(3) may miss a name renamed into place while it runs (a capture sealing now): every
+        # hole below the highest seal is looked up by name before the index calls it missing
+        sealed_top = max((i for i, k in found.items() if SEAL in k), default=-1)
+        for i in range(sealed_top + 1):
+            for kind in (SEAL, PARQUET, LEAVES):
+                if kind not in found.get(i, ()):
+                    try:
+                        st = os.lstat(ldir / f"{segments.segment_stem(i)}.{kind}")
+                    except FileNotFoundError:
+                        continue
+                    if stat.S_ISREG(st.st_mode):
+                        found.setdefault(i, set()).add(kind)
         segs = {i: frozenset(k) for i, k in found.items()}
         for path, (index, kind) in confusable:
             real = f"{segments.segment_stem(index)}.{kind}"
@@ -234,8 +236,9 @@ class LedgerReader:
         return self.link_dir(link) / f"{segments.segment_stem(index)}.{kind}"
 
     def read_segment_file(self, link: str, index: int, kind: str, limit: int | None = None) -> pa.Buffer:
-        """The bytes of one segment file, by index and kind (LedgerFileError when it cannot be read)."""
-        return read_regular(self.segment_path(link, index, kind), limit)
+        """The bytes of one segment file, by index and kind (read_regular's errors)."""
+        return read_regular(self.segment_path(link, index, kind), limit, root=self.directory,
+                            what=f"segment {kind} file")
 
     def read_seal_bytes(self, link: str, index: int) -> bytes:
         return self.read_segment_file(link, index, SEAL, MAX_DOCUMENT_BYTES).to_pybytes()
@@ -244,17 +247,20 @@ class LedgerReader:
         return self.link_dir(link) / CHECKPOINT_FILE
 
     def read_checkpoint(self, link: str) -> bytes | None:
-        """The link's stored checkpoint note, None when the link has none."""
-        if not self.listing(link).has_checkpoint:
+        """The link's stored checkpoint note, None when the link has none. Read without the listing,
+        so a reader that takes it before listing the link's segments sees a checkpoint no newer
+        than the seals it then finds (a capture writes each seal before its checkpoint)."""
+        if not os.path.lexists(self.checkpoint_path(link)):
             return None
-        return read_regular(self.checkpoint_path(link), MAX_DOCUMENT_BYTES).to_pybytes()
+        return read_regular(self.checkpoint_path(link), MAX_DOCUMENT_BYTES, root=self.directory,
+                            what="checkpoint").to_pybytes()
 
     def read_top_checkpoint(self) -> bytes | None:
         """DIR/checkpoint, which ledgers written before per-link checkpoints carried; None if absent."""
         path = self.directory / CHECKPOINT_FILE
-        if not path.is_file() or path.is_symlink():
+        if not path.is_file() or path.is_symlink():  # a link there is a stray, never followed
             return None
-        return read_regular(path, MAX_DOCUMENT_BYTES).to_pybytes()
+        return read_regular(path, MAX_DOCUMENT_BYTES, root=self.directory, what="checkpoint").to_pybytes()
 
 
 def _stray_reason(name: str, st: os.stat_result) -> str:

@@ -21,7 +21,6 @@ matched). DuckDB opens no file by a path: both sides are inserted into its table
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from . import fsio
 from .algorithms import Algorithm, get_algorithm, get_strip_mode
 from .dissect import dissect_line
 from .engine import FLAG_GAP, DigestEngine, record_dtype, usable_cores
@@ -102,16 +102,12 @@ def digests_to_parquet(source: str | Path, out: Path, digest_key: DigestKey, alg
     Raises CaptureFormatError for a bad capture (nothing usable is left at `out` then).
     """
     run = DigestRun()
-    out = Path(out)
-    tmp = out.with_name(f"{out.name}.tmp-{os.getpid()}")  # a failed run never destroys `out`
-    try:
-        with pq.ParquetWriter(tmp, digests_schema(alg.digest_size), compression="zstd") as w:
+    # written under a fresh temporary name and renamed (fsio): a failed run never destroys `out`,
+    # and a link planted at a predictable name is never written through
+    with fsio.atomic_file(out, what="digest Parquet file") as f:
+        with pq.ParquetWriter(f, digests_schema(alg.digest_size), compression="zstd") as w:
             for batch in _digest_batches(source, digest_key, alg, strip, run, progress, workers):
                 w.write_table(batch)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    os.replace(tmp, out)
     return run
 
 
@@ -474,7 +470,7 @@ def _write_details(con, details: Path, source, limit: int) -> int:
                             break
             except CaptureFormatError:
                 pass  # frames after a corrupt structure were never digested either
-    with open(details, "w") as out:
+    with fsio.atomic_file(details, what="details file") as out:
         for status, digest, link, seq, l_ts, l_wire, index, c_ts, c_wire, cap_len in rows:
             if status == "ledger_only":
                 doc = {"status": status, "digest": digest, "link": link, "seq": int(seq), "ts_ns": int(l_ts),
@@ -484,5 +480,5 @@ def _write_details(con, details: Path, source, limit: int) -> int:
                 doc = {"status": status, "digest": digest, "index": int(index), "ts_ns": int(c_ts),
                        "wire_len": int(c_wire), "cap_len": int(cap_len),
                        "summary": dissect_line(f.data, f.linktype) if f else None}
-            out.write(json.dumps(doc) + "\n")
+            out.write((json.dumps(doc) + "\n").encode())
     return len(rows)

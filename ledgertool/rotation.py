@@ -29,14 +29,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from . import fsio
 from .canonical import canonical_json, loads_strict
 from .errors import LedgerError, KeyFileError, LedgerFormatError, UsageError
 from .keys import DigestKey, SigningKey, TrustBundle
+from .lock import writer_lock
 
 ROTATION_FORMAT = "ledgertool-rotation-v1"
 ROTATIONS_DIR = "rotations"
@@ -45,6 +48,7 @@ DIGEST_KEY = "digest-key"
 KINDS = (SIGNING_KEY, DIGEST_KEY)
 _PREFIX = b"ledgertool rotation v1\n"
 _KEY_ID = re.compile(r"[0-9a-f]{32}")
+MAX_ROTATION_BYTES = 1 << 20  # a statement with two hybrid key sets and signatures is about 20 KB
 
 
 def rotation_path(directory: Path, number: int) -> Path:
@@ -72,13 +76,11 @@ def load_rotations(directory: Path) -> list[dict]:
     `canonical.loads_strict`; `key_schedule` checks them)."""
     rdir = Path(directory) / ROTATIONS_DIR
     out = []
-    if rdir.is_dir():
+    if os.path.lexists(rdir):
+        fsio.check_dir(rdir, directory)  # a link or file there is refused, not followed
         for p in sorted(rdir.glob("rotation-*.json")):
-            try:
-                data = p.read_bytes()
-            except OSError as e:
-                raise LedgerFormatError(f"{p}: not a readable rotation statement ({e.strerror or e})") from None
-            doc = loads_strict(data, str(p))
+            raw = fsio.read_regular(p, MAX_ROTATION_BYTES, root=directory, what="rotation statement")
+            doc = loads_strict(raw, str(p))
             if not isinstance(doc, dict) or doc.get("format") != ROTATION_FORMAT:
                 raise LedgerFormatError(f"{p}: not a {ROTATION_FORMAT} document")
             out.append(doc)
@@ -269,15 +271,10 @@ def _boundary(directory: Path, ledger: dict) -> dict[str, int]:
 def _write_statement(directory: Path, rotations: list[dict], doc: dict) -> Path:
     number = len(rotations) + 1
     path = rotation_path(directory, number)
-    path.parent.mkdir(exist_ok=True)
-    _write_json(path, doc)
+    fsio.make_dirs(path.parent, directory)
+    fsio.write_atomic(path, (json.dumps(doc, indent=1) + "\n").encode(), root=directory,
+                      what="rotation statement")
     return path
-
-
-def _write_json(path: Path, doc: dict) -> None:
-    from .seal import write_atomic
-
-    write_atomic(path, (json.dumps(doc, indent=1) + "\n").encode())
 
 
 def rotate_keys(directory: Path, old: SigningKey, new: SigningKey) -> dict:
@@ -285,14 +282,22 @@ def rotate_keys(directory: Path, old: SigningKey, new: SigningKey) -> dict:
 
     Refuses (UsageError) while a link has an open segment (rotation happens at a segment
     boundary: run `ledgertool recover` first), (LedgerFormatError) when the ledger's rotation
-    history does not verify, and (KeyFileError) when `old` is not the ledger's current key or
-    `new` equals it. Returns {"path", "number", "kind", "effective_from", "new_key_ids"}.
+    history does not verify, (KeyFileError) when `old` is not the ledger's current key or
+    `new` equals it, and (LedgerLockedError) while another writer holds the ledger. Returns
+    {"path", "number", "kind", "effective_from", "new_key_ids"}.
     """
-    from .ledger import links, load_ledger, segment_files
-    from .seal import load_seal
+    from .ledger import load_ledger
 
     directory = Path(directory)
     ledger = load_ledger(directory)
+    with writer_lock(directory, "keys rotate"):
+        return _rotate_keys_locked(directory, ledger, old, new)
+
+
+def _rotate_keys_locked(directory: Path, ledger: dict, old: SigningKey, new: SigningKey) -> dict:
+    from .ledger import links, segment_files
+    from .seal import load_seal
+
     rotations = load_rotations(directory)
     old_bundle, new_bundle = old.trust_bundle(), new.trust_bundle()
     sched = _checked_schedule(directory, ledger, rotations)
@@ -328,15 +333,23 @@ def rotate_digest_key(directory: Path, signing_key: SigningKey, old: DigestKey, 
     secret) and is signed by `signing_key`, which must be the ledger's current signing key;
     `old` must be its current digest key (so only an operator holding it can move the ledger on).
     Refuses (UsageError) while a link has an open segment, (LedgerFormatError) when the rotation
-    history does not verify, and (KeyFileError) for a signing or old digest key that is not the
-    current one, or a new key this ledger has already used. Returns {"path", "number", "kind",
-    "effective_from", "algorithm", "old_digest_key_id", "new_digest_key_id"}.
+    history does not verify, (KeyFileError) for a signing or old digest key that is not the
+    current one, or a new key this ledger has already used, and (LedgerLockedError) while another
+    writer holds the ledger. Returns {"path", "number", "kind", "effective_from", "algorithm",
+    "old_digest_key_id", "new_digest_key_id"}.
     """
-    from .algorithms import get_algorithm
     from .ledger import load_ledger
 
     directory = Path(directory)
     ledger = load_ledger(directory)
+    with writer_lock(directory, "keys rotate-digest"):
+        return _rotate_digest_key_locked(directory, ledger, signing_key, old, new)
+
+
+def _rotate_digest_key_locked(directory: Path, ledger: dict, signing_key: SigningKey, old: DigestKey,
+                              new: DigestKey) -> dict:
+    from .algorithms import get_algorithm
+
     rotations = load_rotations(directory)
     sched = _checked_schedule(directory, ledger, rotations)
     current_signer_check(directory, ledger, signing_key)
@@ -393,17 +406,30 @@ def current_digest_key_id(directory: Path, ledger: dict, digest_key: DigestKey) 
 
     alg = get_algorithm(ledger["algorithm"])
     kid = digest_key.key_id(alg.name, alg.key_size)
-    ids = [ledger["digest_key_id"]]
-    retired = {}
-    for doc in load_rotations(directory):
-        if rotation_kind(doc) == DIGEST_KEY and isinstance(doc.get("new_digest_key_id"), str):
-            retired.setdefault(ids[-1], doc.get("number"))
-            ids.append(doc["new_digest_key_id"])
+    ids, retired = _digest_key_history(directory, ledger)
     if kid == ids[-1]:
         return kid
     why = f"wrong key: retired by rotation {retired[kid]}" if kid in retired else "wrong key"
     raise KeyFileError(f"{digest_key.path or 'digest key'}: digest key id {kid} is not the current digest key of "
                        f"ledger {directory} (key id {ids[-1]}): {why}")
+
+
+def _digest_key_history(directory: Path, ledger: dict) -> tuple[list[str], dict[str, object]]:
+    """Digest key ids in the order the statements introduce them (ledger.json's first) and, per
+    retired id, the number of the rotation that retired it; statements trusted as written."""
+    ids = [ledger["digest_key_id"]]
+    retired: dict[str, object] = {}
+    for doc in load_rotations(directory):
+        if rotation_kind(doc) == DIGEST_KEY and isinstance(doc.get("new_digest_key_id"), str):
+            retired.setdefault(ids[-1], doc.get("number"))
+            ids.append(doc["new_digest_key_id"])
+    return ids, retired
+
+
+def digest_key_ids(directory: Path, ledger: dict) -> list[str]:
+    """The ledger's digest key ids, oldest first; the last is the one new segments are written with
+    (what `current_digest_key_id` checks a key against). Statements are trusted as written here."""
+    return _digest_key_history(directory, ledger)[0]
 
 
 def with_digest_key_id(ledger: dict, key_id: str) -> dict:

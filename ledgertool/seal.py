@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -25,12 +24,14 @@ import pyarrow.parquet as pq
 from .canonical import canonical_json, loads_strict
 from .engine import FLAG_GAP, merkle_leaves, merkle_root, record_dtype
 from .errors import LedgerFormatError
+from .fsio import read_regular, write_atomic
 from .keys import SigningKey, seal_message
 
 SEAL_FORMAT = "ledgertool-seal-v1"
 #: Key of the header dict (ledger.load_ledger / create_ledger) holding the SHA-256 hex of the exact
 #: ledger.json bytes; seals sign it as `ledger_header_sha256` (docs/ledger-format.md#ledgerjson).
 HEADER_SHA256 = "header_sha256"
+MAX_SEAL_BYTES = 1 << 20  # a hybrid-signed seal is about 6 KB
 
 
 def arrow_schema(digest_size: int) -> pa.Schema:
@@ -79,25 +80,6 @@ def table_to_records(table: pa.Table, digest_size: int) -> bytes:
     return arr.tobytes()
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write to a temporary name, fsync, rename, fsync the directory."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
-
-
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 #: Parquet writer settings, measured on 1M 48-byte records (docs/benchmarks.md, "Sealing"): zstd
 #: for every column but the digest (random bytes: compressing them costs time and saves nothing),
 #: delta encoding for the monotone seq / ts_ns, dictionaries only for the low-cardinality columns.
@@ -111,13 +93,14 @@ PARQUET_OPTIONS = dict(
 )
 
 
-def write_parquet_atomic(table: pa.Table, path: Path) -> tuple[str, int]:
-    """Write a Parquet file atomically; return (sha256 hex, size in bytes). The file is encoded in
-    memory and hashed there, so it is not read back from disk to be hashed."""
+def write_parquet_atomic(table: pa.Table, path: Path, root: Path | None = None) -> tuple[str, int]:
+    """Write a Parquet file atomically (fsio.write_atomic, below `root`); return (sha256 hex, size
+    in bytes). The file is encoded in memory and hashed there, so it is not read back from disk to
+    be hashed."""
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, write_statistics=True, row_group_size=1 << 20, **PARQUET_OPTIONS)
     data = sink.getvalue()
-    write_atomic(path, data)
+    write_atomic(path, data, root=root, what="segment Parquet file")
     return hashlib.sha256(data).hexdigest(), data.size
 
 
@@ -177,10 +160,11 @@ def seal_records(
     gaps = (arr["flags"] & FLAG_GAP) != 0
     drops = int(arr["aux"][gaps].sum()) if gaps.any() else 0
     table = records_to_table(records, digest_size, index)
-    sha, size = write_parquet_atomic(table, parquet)
+    sha, size = write_parquet_atomic(table, parquet, ledger_dir)
     raw_leaves = merkle_leaves(records, record_size, ledger["leaf_records"])  # C, SHA-NI; == merkle.records_leaf_hashes
     root = merkle_root(raw_leaves)  # C; == merkle.root_from_leaf_hashes
-    write_atomic(parquet.with_name(parquet.name.removesuffix(".parquet") + ".leaves"), raw_leaves)
+    write_atomic(parquet.with_name(parquet.name.removesuffix(".parquet") + ".leaves"), raw_leaves,
+                 root=ledger_dir, what="leaf-hash sidecar")
     doc = {
         "format": SEAL_FORMAT,
         "ledger_id": ledger["ledger_id"],
@@ -213,17 +197,16 @@ def seal_records(
         "signer": signing_key.trust_bundle().key_ids,
     }
     doc["signatures"] = signing_key.sign(seal_signed_bytes(doc))
-    write_atomic(seal_file, (json.dumps(doc, indent=1) + "\n").encode())
+    write_atomic(seal_file, (json.dumps(doc, indent=1) + "\n").encode(), root=ledger_dir, what="seal document")
     return doc, SealResult(index, count, doc["frames"], drops, first_seq, int(doc["last_seq"]),
                            seal_hash(doc), torn_bytes)
 
 
-def load_seal(path: Path) -> dict:
-    """Read and parse a seal document (a regular file; ledgertool.ledger_reader.read_regular);
-    LedgerFormatError naming the file when it is not one."""
-    from .ledger_reader import MAX_DOCUMENT_BYTES, read_regular
-
-    return parse_seal(read_regular(Path(path), MAX_DOCUMENT_BYTES).to_pybytes(), path)
+def load_seal(path: Path, root: Path | None = None) -> dict:
+    """Read (fsio.read_regular, below the ledger directory `root` when given) and parse a seal
+    document; LedgerFormatError naming the file when it is not one, StorageError / FileTypeError
+    when it cannot be read or is not a regular file."""
+    return parse_seal(read_regular(path, MAX_SEAL_BYTES, root=root, what="seal document"), path)
 
 
 def parse_seal(data: bytes, where: Path | str) -> dict:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .algorithms import ALGORITHMS, STRIP_MODES
 from .engine import MERKLE_MAX_LEAF_RECORDS, valid_leaf_records
+from . import fsio
 from .errors import LedgerFormatError
 
 SEGMENT_MAGIC = b"LTSEGv1\n"
@@ -125,31 +126,74 @@ class SegmentHeader:
                    leaf, first, created)
 
 
+def header_mismatch(header: SegmentHeader, ledger: dict, link: str, index: int, first_seq: int | None,
+                    key_id: str | None) -> str | None:
+    """Why an open segment with `header` cannot be sealed as segment `index` of `link` (starting
+    at seq `first_seq`, digested with digest key `key_id`; None skips those two checks), or None
+    when it can: the first header field that differs from what the ledger needs there. Pure."""
+    fields = (("ledger id", header.ledger_id, ledger["ledger_id"]), ("link", header.link, link),
+              ("segment index", header.index, index), ("first seq", header.first_seq, first_seq),
+              ("algorithm", header.algorithm, ledger["algorithm"]), ("strip mode", header.strip, ledger["strip"]),
+              ("record size", header.record_size, ledger["record_size"]),
+              ("digest size", header.digest_size, ledger["digest_size"]),
+              ("leaf records", header.leaf_records, ledger["leaf_records"]), ("digest key id", header.key_id, key_id))
+    for name, got, want in fields:
+        if want is not None and got != want:
+            return f"its header says {name} {got!r} where the ledger needs {want!r}"
+    return None
+
+
 # ---- writer / reader ------------------------------------------------------------------------
 
 class SegmentWriter:
-    """Append-only writer of one open segment. Records are appended in whole batches."""
+    """Append-only writer of one open segment. Records are appended in whole batches.
 
-    def __init__(self, path: Path, header: SegmentHeader):
+    The file is created with O_CREAT|O_EXCL|O_NOFOLLOW (fsio.create_exclusive), below the ledger
+    directory `root` when given, so a planted link is never written through. OSError from the
+    file system becomes StorageError naming the segment and saying that the records already
+    written are kept for `ledgertool recover`."""
+
+    def __init__(self, path: Path, header: SegmentHeader, root: Path | None = None):
         self.path = path
         self.header = header
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
-        os.write(self._fd, header.encode())
+        self._fd = -1
+        fsio.make_dirs(path.parent, root)
+        self._fd = fsio.create_exclusive(path, root=root, what="open segment")
         self.records = 0
+        try:
+            self._write(header.encode())
+        except BaseException:
+            os.close(self._fd)
+            self._fd = -1
+            raise
+
+    def _write(self, data: memoryview | bytes) -> None:
+        view = memoryview(data).cast("B")
+        try:
+            while view:
+                view = view[os.write(self._fd, view):]
+        except OSError as e:
+            raise fsio.storage_error(e, self.path, "append to open segment", _keep_hint(e)) from None
 
     def append(self, records: memoryview | bytes, count: int) -> None:
-        view = memoryview(records)
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
+        self._write(records)
         self.records += count
 
     def close(self) -> None:
         if self._fd >= 0:
-            os.fsync(self._fd)
-            os.close(self._fd)
-            self._fd = -1
+            fd, self._fd = self._fd, -1
+            try:
+                os.fsync(fd)
+            except OSError as e:
+                raise fsio.storage_error(e, self.path, "flush open segment", _keep_hint(e)) from None
+            finally:
+                os.close(fd)
+
+
+def _keep_hint(e: OSError) -> str:
+    advice = fsio.ADVICE.get(e.errno or 0, "fix the cause")
+    return (f"{advice}, then run `ledgertool recover`: the whole records already in this segment are "
+            "kept and sealed then")
 
 
 @dataclass(frozen=True)
@@ -160,9 +204,11 @@ class OpenSegment:
     torn_bytes: int  # bytes of a cut last record, discarded
 
 
-def read_open_segment(path: Path) -> OpenSegment:
-    """Read an open (unsealed) segment; keep whole records, count the torn tail's bytes."""
-    raw = path.read_bytes()
+def read_open_segment(path: Path, root: Path | None = None) -> OpenSegment:
+    """Read an open (unsealed) segment (fsio.read_regular, below the ledger directory `root` when
+    given); keep whole records, count the torn tail's bytes. LedgerFormatError for a header that
+    does not decode, FileTypeError / StorageError as fsio.read_regular."""
+    raw = fsio.read_regular(path, root=root, what="open segment")
     header = SegmentHeader.decode(raw, str(path))
     body = raw[HEADER_SIZE:]
     count = len(body) // header.record_size

@@ -33,7 +33,9 @@ segment's name or a non-regular file where a segment file belongs as a problem.
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -45,7 +47,7 @@ from . import segments
 from .algorithms import algorithm_caveat
 from .checkpoint import LinkTree, check_extends, parse_note
 from .engine import FLAG_GAP, merkle_leaves, merkle_root, record_dtype, valid_leaf_records
-from .errors import LedgerFormatError
+from .errors import FileTypeError, LedgerFormatError, StorageError
 from .keys import TrustBundle
 from .ledger import load_ledger
 from .ledger_reader import LEAVES, OPEN, PARQUET, SEAL, LedgerReader, Stray
@@ -151,8 +153,8 @@ def verify_ledger(directory: Path | LedgerReader, trust: TrustBundle | None, che
                                     "records are the ledger's as found, consistent with their own seals"))
     top = reader.read_top_checkpoint()
     for link in chosen:
+        stored = _stored_checkpoint(reader, link, res)  # before the listing: see read_checkpoint
         tree = _verify_link(reader, ledger, link, sched, res, on_segment)
-        stored = _stored_checkpoint(reader, link, res)
         if stored is not None:
             _check_checkpoint(stored, tree, sched, res, f"{reader.checkpoint_path(link)}: ")
         elif tree.seal_hashes:
@@ -236,22 +238,14 @@ def _verify_link(reader: LedgerReader, ledger: dict, link: str, sched: Schedule 
     tree_complete = True
     seen: dict[str, int] = {}  # seal hash -> segment, to name a duplicated segment
     header_mismatch: list[int] = []  # seals that sign another ledger.json than the one read
+    open_files = []
     for i, kinds in sorted(listing.segments.items()):
-        if PARQUET in kinds and SEAL not in kinds and OPEN not in kinds:
+        # a capture running now may have sealed segment i since the listing: not a finding
+        if PARQUET in kinds and SEAL not in kinds and OPEN not in kinds \
+                and not reader.segment_path(link, i, SEAL).exists():
             problem("unsealed_parquet", i, f"{reader.segment_path(link, i, PARQUET)} has no seal document")
         if OPEN in kinds and SEAL not in kinds:
-            path = reader.segment_path(link, i, OPEN)
-            kind = "open_segment"
-            try:
-                seg = read_open_segment(path)
-                if seg.torn_bytes:
-                    kind = "torn_segment"
-                detail = (f"{path}: open segment with {seg.count} whole records and {seg.torn_bytes} "
-                          "torn bytes; `ledgertool recover` (or the next capture) seals it")
-            except LedgerFormatError as e:
-                kind = "torn_segment"
-                detail = f"{e}; `ledgertool recover` discards it"
-            res.warnings.append(Problem(kind, i, detail, link))
+            open_files.append((i, reader.segment_path(link, i, OPEN)))
     if sealed and sealed[-1] + 1 != len(sealed):
         missing = sorted(set(range(sealed[-1] + 1)) - set(sealed))
         problem("segment_missing", missing[0], f"segments {missing} of {sealed[-1] + 1} have no seal")
@@ -325,7 +319,44 @@ def _verify_link(reader: LedgerReader, ledger: dict, link: str, sched: Schedule 
                 f"{reader.directory / 'ledger.json'}: SHA-256 {ledger[HEADER_SHA256][:16]}… is not the header that "
                 f"{n} seal(s) of link {link} sign (segments {header_mismatch[0]}..{header_mismatch[-1]}): "
                 "ledger.json was edited after sealing; the seals' own parameters are the ones checked")
+    # open segments in index order, as `recover` takes them: one that continues the chain is sealed,
+    # and the next one must continue after it
+    nxt = (sealed[-1] + 1 if sealed else 0, expected_seq)
+    for i, path in open_files:
+        key_id = sched.digest_key_id_for(link, nxt[0]) if sched is not None else None
+        w, nxt = _open_segment_warning(path, i, ledger, link, nxt, key_id)
+        if w is not None:
+            res.warnings.append(w)
     return LinkTree(hashes, tree_records, tree_complete)
+
+
+def _open_segment_warning(path: Path, index: int, ledger: dict, link: str, nxt: tuple[int, int],
+                          key_id: str | None) -> tuple[Problem | None, tuple[int, int]]:
+    """The warning for an open segment, with the advice `recover` makes true: it seals a segment
+    that continues the chain at `nxt` (segment index, seq; segments.header_mismatch) and discards,
+    reporting its bytes, one that does not. Returns the warning (None when a running capture
+    sealed and removed the file since the listing) and where the chain continues after it."""
+    try:
+        seg = read_open_segment(path)
+    except StorageError as e:
+        if e.errno == errno.ENOENT:
+            return None, nxt
+        raise
+    except LedgerFormatError as e:
+        return Problem("torn_segment", index, f"{e}; `ledgertool recover` discards it (reporting its bytes)",
+                       link), nxt
+    misfit = (f"the file is segment {index}" if index != nxt[0] else
+              segments.header_mismatch(seg.header, ledger, link, nxt[0], nxt[1], key_id))
+    if misfit:
+        return Problem("torn_segment", index, f"{path}: open segment does not continue the chain at segment "
+                       f"{nxt[0]}, seq {nxt[1]}: {misfit}; `ledgertool recover` discards it (reporting its "
+                       "bytes)", link), nxt
+    if not seg.count:
+        return Problem("torn_segment", index, f"{path}: open segment without a whole record "
+                       f"({seg.torn_bytes} bytes); `ledgertool recover` discards it", link), nxt
+    return Problem("torn_segment" if seg.torn_bytes else "open_segment", index,
+                   f"{path}: open segment with {seg.count} whole records and {seg.torn_bytes} torn bytes; "
+                   "`ledgertool recover` (or the next capture) seals it", link), (index + 1, nxt[1] + seg.count)
 
 
 def _digest_key_note(sched: Schedule, kid: object, want: str | None) -> str:
@@ -401,7 +432,7 @@ def _changed_leaves(reader: LedgerReader, link: str, index: int, records: bytes,
     its own root equals the seal's (so it is authentic); None when that is not possible."""
     try:
         raw = reader.read_segment_file(link, index, LEAVES, limit=32 << 26).to_pybytes()
-    except LedgerFormatError:
+    except (LedgerFormatError, FileTypeError, StorageError):  # the sidecar only names blocks: optional
         return None
     if len(raw) % 32:
         return None
@@ -463,9 +494,13 @@ def _verify_records(reader: LedgerReader, ledger: dict, link: str, index: int, d
             problem("seal_malformed", index, f"{reader.segment_path(link, index, SEAL)}: parquet_file "
                                              f"{_shown(doc.get('parquet_file'))} is not {pq_path.name}")
         return last_seq + 1, None
-    if not reader.listing(link).has(index, PARQUET):
-        problem("parquet_missing", index, f"{pq_path} is missing")
-        return last_seq + 1, None
+    listing = reader.listing(link)
+    if not listing.has(index, PARQUET):
+        if any(s.path == pq_path for s in listing.strays):  # not a regular file: named already, not read
+            return last_seq + 1, None
+        if not os.path.lexists(pq_path):  # (the listing may predate a capture's rename into place)
+            problem("parquet_missing", index, f"{pq_path} is missing")
+            return last_seq + 1, None
     try:
         data = reader.read_segment_file(link, index, PARQUET)
     except LedgerFormatError as e:

@@ -21,12 +21,15 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import fsio
 from ._native import ffi, lib
 from .engine import CaptureReader
-from .errors import CaptureFormatError, UsageError, WorkloadSpecError
+from .errors import (CaptureFormatError, FileTypeError, LedgerFormatError, StorageError, UsageError,
+                     WorkloadSpecError)
 from .plan import SIMPLE_IMIX
 
 WORKLOAD_PREFIX = "workload:"
+MAX_SPEC_BYTES = 1 << 20  # a spec is a few flows of TOML
 DEFAULT_START_NS = 1_767_225_600_000_000_000  # 2026-01-01T00:00:00Z
 DEFAULT_INTERFRAME_PS = 1_000_000  # 1 µs
 ROCEV2_PORT = 4791
@@ -328,14 +331,20 @@ def parse_spec(doc: dict, path: str = "<spec>") -> WorkloadSpec:
 def load_spec(path: str | os.PathLike) -> WorkloadSpec:
     """Read and validate a TOML workload spec (docs/workloads.md)."""
     path = os.fspath(path)
+    return parse_spec(_read_spec_toml(path), path)
+
+
+def _read_spec_toml(path: str) -> dict:
+    """The TOML document of a spec file (a regular file: a FIFO or device is refused, never read)."""
     try:
-        with open(path, "rb") as fh:
-            doc = tomllib.load(fh)
-    except OSError as e:
-        raise WorkloadSpecError(f"{path}: cannot read workload spec: {e.strerror or e}", path) from None
+        raw = fsio.read_regular(path, MAX_SPEC_BYTES, follow=True, what="workload spec")
+        return tomllib.loads(raw.decode("utf-8"))
+    except (StorageError, FileTypeError, LedgerFormatError) as e:
+        raise WorkloadSpecError(str(e), path) from None
+    except UnicodeDecodeError as e:
+        raise WorkloadSpecError(f"{path}: not valid TOML: not UTF-8 at byte {e.start}", path) from None
     except tomllib.TOMLDecodeError as e:
         raise WorkloadSpecError(f"{path}: not valid TOML: {e}", path) from None
-    return parse_spec(doc, path)
 
 
 # ---- native generator ------------------------------------------------------------------------
@@ -385,21 +394,24 @@ class GenerateResult:
 def write_pcap(reader: CaptureReader, out: str | os.PathLike) -> int:
     """Write every remaining frame of `reader` to `out` as a nanosecond pcap (native fast path).
 
-    A regular file is written under a temporary name and renamed into place, so a failed write
-    never destroys what `out` held; a device or pipe (e.g. /dev/null) is written directly."""
+    A regular file is written in a private temporary directory next to it and renamed into place
+    (fsio.atomic_path), so a failed write never destroys what `out` held and a link planted at a
+    temporary name is never written through; a device or pipe (e.g. /dev/null) is written
+    directly. CaptureFormatError / StorageError naming `out`."""
     out = os.fspath(out)
-    direct = os.path.exists(out) and not os.path.isfile(out)
-    target = out if direct else f"{out}.tmp-{os.getpid()}"
+    if os.path.exists(out) and not os.path.isfile(out):
+        return _write_pcap_to(reader, out, out)
+    with fsio.atomic_path(out, what="pcap file") as target:
+        return _write_pcap_to(reader, str(target), out)
+
+
+def _write_pcap_to(reader: CaptureReader, target: str, out: str) -> int:
     err = ffi.new("char[512]")
     n = ffi.new("uint64_t *")
     st = lib.lt_reader_write_pcap(reader.handle, target.encode(), n, err, 512)
     if st != lib.LT_OK:
-        if not direct:
-            Path(target).unlink(missing_ok=True)
         msg = ffi.string(err).decode(errors="replace").replace(target, out)
         raise CaptureFormatError(msg if msg.startswith(out) or msg.startswith(reader.path) else f"{out}: {msg}", out)
-    if not direct:
-        os.replace(target, out)
     return int(n[0])
 
 
@@ -471,8 +483,7 @@ def bench_generator(spec_path: str | os.PathLike, frames: int | None = None, siz
 
     spec = load_spec(spec_path)
     if size is not None:
-        with open(spec.path, "rb") as fh:
-            doc = tomllib.load(fh)
+        doc = _read_spec_toml(spec.path)
         for f in doc["flows"]:
             f.pop("payload", None)
             f["size"] = size

@@ -209,3 +209,39 @@ def test_native_selftest_checks_this_machines_paths(tmp_path):
     for name, a in ALGORITHMS.items():
         assert paths[name] == cpu_paths(a), name
         assert (counts[name] > 0) == (len(paths[name]) > 1), name
+
+
+@needs_cross
+def test_conformance_kit_digests_under_qemu(arm64_selftest, tmp_path):
+    """The conformance kit's digests (every frame x strip mode, each ledger algorithm under its kit
+    subkey) from the arm64 build: neon-mb and portable must both give the kit's values. The strip
+    itself (native/src/strip.c) is not in the self-test; see docs/devices.md, "CPU paths"."""
+    import json
+
+    from ledgertool.conformance import export_kit
+
+    kit = tmp_path / "kit"
+    export_kit(kit)
+    frames = json.loads((kit / "frames.json").read_text())["frames"]
+    for a in (a for a in ALGORITHMS.values() if a.ledger_ok):
+        doc = json.loads((kit / "digests" / f"{a.name}.json").read_text())
+        msgs, want = [], []
+        for f, d in zip(frames, doc["frames"]):
+            frame = bytes.fromhex(f["frame"])
+            for mode, s in f["strip"].items():
+                msgs.append(frame[s["offset"]:s["offset"] + s["length"]])
+                want.append(d["digests"][mode])
+        key = bytes.fromhex(doc["subkey"]).ljust(32, b"\0")  # the self-test takes key[:key size]
+        path = tmp_path / f"{a.name}.bin"
+        path.write_bytes(key + b"".join(struct.pack("<I", len(m)) + m for m in msgs))
+        r = qemu(arm64_selftest, "--digest", path)
+        assert r.returncode == 0, r.stderr
+        got: dict[str, list[str]] = {}
+        for line in r.stdout.splitlines():
+            name, p, i, h = line.split()
+            if name == a.name:
+                got.setdefault(p, []).append(h)
+        assert sorted(got) == sorted(["neon-mb", "portable"] if a.name in MB_ALGS else ["portable"]), a.name
+        for p, hexes in got.items():
+            assert hexes == want, (a.name, p)
+        assert len(want) == 4 * len(frames)

@@ -30,7 +30,8 @@ NEW_SCHEMAS = [
     "checkpoint-report.schema.json", "check-consistency-report.schema.json", "prove-report.schema.json",
     "check-proof-report.schema.json", "workload-bench-report.schema.json", "algorithms-report.schema.json",
     "plan-collision-report.schema.json", "plan-storage-report.schema.json", "query-report.schema.json",
-    "demo-report.schema.json",
+    "demo-report.schema.json", "keys-device-init-report.schema.json", "keys-provision-report.schema.json",
+    "keys-unwrap-report.schema.json", "device-key.schema.json", "device-pub.schema.json", "key-package.schema.json",
 ]
 
 

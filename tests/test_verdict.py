@@ -251,7 +251,7 @@ def test_item16_checkpoint_after_every_seal(tmp_path, keydir, monkeypatch):
 
     monkeypatch.setattr("ledgertool.capture.write_checkpoint", spy)
     capture_file(SAMPLE, tmp_path / "L", digest_key=dk, signing_key=sk, segment_records=SEG)
-    assert seen == [1, 2, 3, 3]  # one per seal, and the run's closing one
+    assert seen == [0, 1, 2, 3, 3]  # an empty one before the first seal, one per seal, the run's closing one
 
 
 # ---- 12. deterministic exit codes ----------------------------------------------------------

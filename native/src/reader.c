@@ -551,7 +551,9 @@ void lt_reader_fail_shrunk(lt_reader *r, uint64_t off) {
 int lt_reader_open(const char *path, lt_reader **out, char *err, size_t errlen) {
     *out = NULL;
     if (err && errlen) err[0] = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever; the file
+     * is only mmap'd, which the flag does not affect. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         lt_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return LT_ERR_IO;
@@ -563,7 +565,11 @@ int lt_reader_open(const char *path, lt_reader **out, char *err, size_t errlen) 
         return LT_ERR_IO;
     }
     if (!S_ISREG(st.st_mode)) {
-        lt_errf(err, errlen, "%s: not a regular file", path);
+        const char *kind = S_ISFIFO(st.st_mode) ? "a FIFO (named pipe)" : S_ISSOCK(st.st_mode) ? "a socket"
+                         : S_ISCHR(st.st_mode) ? "a character device" : S_ISBLK(st.st_mode) ? "a block device"
+                         : S_ISDIR(st.st_mode) ? "a directory" : "not a regular file";
+        lt_errf(err, errlen, "%s: is %s, not a capture file; save the capture to a regular file first", path,
+                kind);
         close(fd);
         return LT_ERR_IO;
     }
