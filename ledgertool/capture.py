@@ -29,7 +29,7 @@ import numpy as np
 from .engine import FLAG_GAP, DigestEngine, usable_cores
 from .errors import LedgerError, LedgerFormatError, LedgerLockedError, StorageError, UsageError
 from .live import LiveOptions, LiveStats
-from .live_workers import LiveWorkers, merge_worker_records, split_by_worker
+from .live_workers import FanoutWitness, LiveWorkers, gap_records, merge_worker_records, split_by_worker
 from .keys import DigestKey, SigningKey
 from .checkpoint import checkpoint_path, link_tree, write_checkpoint
 from .ledger import (DEFAULT_LEAF_RECORDS, DEFAULT_LINK, LEDGER_FILE, create_ledger, link_state, links,
@@ -37,7 +37,7 @@ from .ledger import (DEFAULT_LEAF_RECORDS, DEFAULT_LINK, LEDGER_FILE, create_led
 from .lock import LOCK_FILE, writer_lock
 from .rotation import current_digest_key_id, current_signer_check, digest_key_ids, with_digest_key_id
 from .seal import SealResult, seal_records
-from .sources import is_live, is_workload, open_source, open_sources
+from .sources import is_bypass, is_live, is_workload, open_source, open_sources
 
 DEFAULT_SEGMENT_RECORDS = 1_000_000
 # errors of a write that `recover` can finish once they are fixed (the data written before stays)
@@ -83,6 +83,7 @@ class CaptureResult:
     created: bool = False
     stop_reason: str = "end of capture"  # or "signal", "duration", "frames"
     live: dict | None = None  # live sources: kernel/ring counters (ledgertool.live.LiveStats)
+    foreign_frames: int | None = None  # several live workers: frames a socket outside the fanout group took
 
     @property
     def frames_per_s(self) -> float:
@@ -365,10 +366,29 @@ def _capture_locked(
                              f"blake3-keyed-128 or hmac-sha256-128, or create it anyway with {alg.risk_opt_in} "
                              "(docs/algorithms.md, \"GMAC with a fixed IV\")")
     # Open the capture before creating anything, so a bad file leaves no empty ledger behind.
+    witness: FanoutWitness | None = None
     if live_workers > 1:
-        # the same fanout group for every ring (0: the process id); each worker thread pins itself
-        wopts = dataclasses.replace(live or LiveOptions(), pin_cpu=None)
-        readers = open_sources(source, wopts, live_workers)
+        if is_bypass(source):
+            # AF_XDP sockets on consecutive queues, or RX queues of a DPDK port; each worker thread
+            # pins itself
+            readers = open_sources(source, dataclasses.replace(live or LiveOptions(), pin_cpu=None), live_workers)
+        else:
+            # one fanout group for every ring: the first makes it (a random id unless --fanout-group),
+            # the others join it; each worker thread pins itself
+            wopts = dataclasses.replace(live or LiveOptions(), pin_cpu=None, fanout=True)
+            readers = []
+            try:
+                for _ in range(live_workers):
+                    readers.append(open_source(source, wopts))
+                    wopts = dataclasses.replace(wopts, fanout_group=readers[0].fanout_group)
+                witness = FanoutWitness(readers[0].iface, readers[0].fanout_group)
+                witness.start(readers)
+            except BaseException:
+                for r in readers:
+                    r.close()
+                if witness is not None:
+                    witness.close()
+                raise
     else:
         readers = [open_source(source, live)]
     reader = readers[0]
@@ -376,6 +396,8 @@ def _capture_locked(
     def close_readers() -> None:
         for r in readers:
             r.close()
+        if witness is not None:
+            witness.close()
     if not exists:
         ledger = create_ledger(ledger_dir, algorithm=alg.name, strip=strip or "frame",
                                digest_key_id=digest_key.key_id(alg.name, alg.key_size),
@@ -511,13 +533,25 @@ def _capture_locked(
                 if reason:
                     if reason != "error":
                         result.stop_reason = reason
+                    if witness is not None:
+                        witness.stop()  # before the rings stop: see FanoutWitness
                     # every ring drains, except after --frames (that many, no more) or an error
                     for r in readers:
                         r.request_stop(drain=reason not in ("frames", "error"))
                     stopping = True
             lw.wake.wait(0.05)
             lw.wake.clear()
+            if witness is not None:
+                witness.poll()
             ended = lw.ended
+            if witness is not None and ended and lw.error is None and result.foreign_frames is None:
+                # frames of the interface that no ring of ours received went to a foreign fanout
+                # member: declared in a GAP record, like the kernel's drops, and reported
+                result.foreign_frames = witness.foreign_frames(readers)
+                if result.foreign_frames:
+                    gap = gap_records(engine.dtype, result.foreign_frames, reader.info().linktype)
+                    carry[0] = np.concatenate((carry[0], gap))
+                    carried += len(gap)
             pooled = lw.buffered + carried
             now = time.perf_counter()
             if pooled and seg_opened is None:
@@ -667,14 +701,24 @@ def _capture_locked(
     if live_stats is not None:
         result.live = live_stats.to_json()
         result.warnings.extend(getattr(live_stats, "notes", ()))  # kernel-bypass sources (ledgertool.bypass)
+        foreign = result.foreign_frames or 0
         if lw is not None:
             result.live["workers"] = live_workers
             result.live["worker_frames"] = list(lw.per_worker_frames)
-        if result.drops and hasattr(live_stats, "drop_advice"):  # AF_XDP, DPDK
-            result.warnings.append(live_stats.drop_advice(str(source), result.drops))
-        elif result.drops:
+            if witness is not None:
+                result.live["fanout"] = {"group": witness.group, "witness_frames": witness.frames,
+                                         "foreign_frames": result.foreign_frames}
+        if foreign:
             result.warnings.append(
-                f"{result.drops} frames DROPPED by the kernel ring on {source} (declared as GAP records in "
+                f"FANOUT: {foreign} frames on {source} went to a socket outside this capture's PACKET_FANOUT "
+                f"group {witness.group} (another process joined it) and are not in the ledger; they are declared "
+                "in a GAP record as dropped (docs/capture.md)")
+        kernel_drops = result.drops - foreign
+        if kernel_drops and hasattr(live_stats, "drop_advice"):  # AF_XDP, DPDK
+            result.warnings.append(live_stats.drop_advice(str(source), kernel_drops))
+        elif kernel_drops:
+            result.warnings.append(
+                f"{kernel_drops} frames DROPPED by the kernel ring on {source} (declared as GAP records in "
                 f"the ledger; the ring was full {live_stats.freeze_count} times): raise --ring-mb or "
                 "lower the load (docs/capture.md)")
         unrecorded = live_stats.kernel_packets - result.frames - live_stats.drops_declared

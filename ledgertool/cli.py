@@ -221,7 +221,7 @@ def capture(
     block_kb: Annotated[int, typer.Option(help="iface: ring block size in KiB, power of two (0: automatic).")] = 0,
     block_ms: Annotated[int, typer.Option(help="iface: block retire timeout in ms.")] = 10,
     pin: Annotated[Optional[int], typer.Option(help="iface, xdp, dpdk: pin the capture thread to this CPU (with --workers N: worker i to CPU PIN+i).")] = None,
-    fanout_group: Annotated[int, typer.Option(help="iface: PACKET_FANOUT group id (0: from the process id).")] = 0,
+    fanout_group: Annotated[int, typer.Option(help="iface with --workers N: PACKET_FANOUT group id to join (0: a new group with a random id).")] = 0,
     promisc: Annotated[bool, typer.Option(help="iface, dpdk: promiscuous mode.")] = True,
     xdp_mode: Annotated[str, typer.Option(help="xdp: zero-copy, copy, or auto (zero-copy where the driver supports it).")] = "auto",
     xdp_attach: Annotated[str, typer.Option(help="xdp: attach the XDP program in native (driver) or skb (generic) mode, or auto (native, else skb).")] = "auto",
@@ -259,8 +259,8 @@ def capture(
     for w in res.warnings:
         err.print(styled(("warning:", "yellow"), f" {w}"))
     if res.drops:
-        err.print(styled((f"DROPS: {res.drops:,} frames were dropped by the receive ring before they could be "
-                          "digested; the ledger declares them in GAP records", "bold red")))
+        err.print(styled((f"DROPS: {res.drops:,} frames were not digested (the receive ring was full, or a socket "
+                          "outside the fanout group took them); the ledger declares them in GAP records", "bold red")))
     if as_json:
         _emit_json(res.to_json())
     else:

@@ -19,6 +19,8 @@ from .algorithms import Algorithm
 from .errors import CaptureFormatError, UsageError
 
 RECORD_FIXED = lib.LT_RECORD_FIXED  # bytes before the digest in every record
+# Largest Merkle leaf (records): a proof carries one whole leaf block, 4 MiB at 64-byte records.
+MERKLE_MAX_LEAF_RECORDS = lib.LT_MERKLE_MAX_LEAF_RECORDS
 
 # Record flags (u16, docs/ledger-format.md).
 FLAG_TRUNCATED = lib.LT_FLAG_TRUNCATED
@@ -180,16 +182,23 @@ class CaptureReader:
 
     def frames(self, batch: int = 256) -> Iterator[Frame]:
         """Yield every frame (copies the bytes). Raises CaptureFormatError at a corrupt structure,
-        after yielding every frame before it."""
+        after yielding every frame before it, and when the file shrinks while it is read."""
         buf = ffi.new("lt_frame[]", batch)
         n = ffi.new("size_t *")
         index = 0
         while True:
             st = lib.lt_reader_next(self._r, buf, batch, n)
-            for k in range(n[0]):
+            got = n[0]
+            # copied in C, under the reader's SIGBUS guard: the map may shrink under us
+            data = ffi.new("uint8_t[]", max(1, sum(buf[k].caplen for k in range(got))))
+            if got and lib.lt_reader_copy_frames(self._r, buf, got, data, len(data)) != lib.LT_OK:
+                self.raise_error(lib.LT_ERR_IO)
+            raw, pos = ffi.buffer(data), 0
+            for k in range(got):
                 f = buf[k]
                 yield Frame(index, f.offset, f.ts_ns, f.caplen, f.wire_len, f.linktype, f.interface_id,
-                            f.rflags, bytes(ffi.buffer(f.data, f.caplen)) if f.caplen else b"")
+                            f.rflags, raw[pos:pos + f.caplen])
+                pos += f.caplen
                 index += 1
             if st == lib.LT_EOF:
                 return
@@ -215,8 +224,8 @@ class DigestEngine:
         cfg = ffi.new("lt_engine_config *")
         cfg.algorithm = algorithm.native_id
         cfg.strip = strip_id
-        self._key = ffi.new("uint8_t[]", subkey)
-        cfg.key = self._key
+        key = ffi.new("uint8_t[]", subkey)  # the engine keeps its own (expanded) copy
+        cfg.key = key
         cfg.key_len = len(subkey)
         if not 1 <= workers <= lib.LT_ENGINE_MAX_WORKERS:
             raise UsageError(f"--workers must be 1..{lib.LT_ENGINE_MAX_WORKERS}, got {workers}")
@@ -228,6 +237,7 @@ class DigestEngine:
         err = ffi.new("char[512]")
         out = ffi.new("lt_engine **")
         st = lib.lt_engine_new(reader.handle, cfg, out, err, 512)
+        ffi.memmove(key, bytes(len(subkey)), len(subkey))
         if st != lib.LT_OK:
             raise CaptureFormatError(ffi.string(err).decode(errors="replace"))
         self._e = ffi.gc(out[0], lib.lt_engine_free)
@@ -296,15 +306,25 @@ def digest_capture(path, algorithm: Algorithm, subkey: bytes, workers: int = 1) 
 
 def merkle_leaves(records, record_size: int, leaf_records: int) -> bytes:
     """RFC 9162 leaf hashes (32 bytes each, concatenated) of each block of `leaf_records` records,
-    in C (SHA-NI where the CPU has it); the GIL is released while hashing."""
+    in C (SHA-NI where the CPU has it); the GIL is released while hashing.
+
+    ValueError unless record_size is 48 or 64 and leaf_records is a power of two in
+    1..MERKLE_MAX_LEAF_RECORDS (the same bounds ledger.json and seals are held to)."""
+    if record_size not in (RECORD_FIXED + 16, RECORD_FIXED + 32) or not valid_leaf_records(leaf_records):
+        raise ValueError(f"record size {record_size!r} / leaf records {leaf_records!r} out of bounds")
     buf = ffi.from_buffer(records)
     count = len(buf) // record_size
     leaves = -(-count // leaf_records)
     out = ffi.new("uint8_t[]", max(leaves, 1) * 32)
-    st = lib.lt_merkle_leaves(buf, record_size, count, leaf_records, out)
+    st = lib.lt_merkle_leaves(buf, record_size, count, leaf_records, out, len(out))
     if st != lib.LT_OK:
         raise ValueError(f"lt_merkle_leaves failed (status {st})")
     return bytes(ffi.buffer(out, leaves * 32))
+
+
+def valid_leaf_records(n: object) -> bool:
+    """A Merkle leaf size the ledger accepts: an int (not a bool), a power of two, 1..2^16."""
+    return type(n) is int and 1 <= n <= MERKLE_MAX_LEAF_RECORDS and not n & (n - 1)
 
 
 def merkle_root(leaf_hashes: bytes) -> bytes:

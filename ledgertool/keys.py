@@ -50,6 +50,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from cryptography.hazmat.primitives.asymmetric.mldsa import MLDSA65PrivateKey, MLDSA65PublicKey
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from ._native import ffi, lib
 from . import fsio
 from .canonical import b64decode_canonical, loads_strict
 from .errors import AlgorithmError, FileTypeError, KeyFileError, LedgerFormatError, StorageError
@@ -216,6 +217,16 @@ def _check_scheme(scheme: object) -> str:
 # --------------------------------------------------------------------------- digest key
 
 
+def no_core_dumps(path: str | None) -> None:
+    """Disable core dumps for the rest of the process before a secret key enters memory
+    (RLIMIT_CORE 0 and PR_SET_DUMPABLE 0, native/src/process.c; docs/threat-model.md). KeyFileError
+    naming `path` when the kernel refuses."""
+    err = ffi.new("char[256]")
+    if lib.lt_no_core_dumps(err, 256) != lib.LT_OK:
+        raise KeyFileError(f"{path or 'key'}: cannot disable core dumps before loading a secret key: "
+                           f"{ffi.string(err).decode(errors='replace')}")
+
+
 @dataclass(frozen=True)
 class DigestKey:
     """The 32-byte digest master secret and the file it came from.
@@ -230,6 +241,7 @@ class DigestKey:
     def __post_init__(self) -> None:
         if not isinstance(self.master, bytes) or len(self.master) != MASTER_KEY_SIZE:
             raise ValueError(f"digest master key must be {MASTER_KEY_SIZE} bytes")
+        no_core_dumps(self.path)
 
     @classmethod
     def generate(cls) -> DigestKey:
@@ -245,6 +257,7 @@ class DigestKey:
         64 hex characters.
         """
         path = os.fspath(path)
+        no_core_dumps(path)  # before the secret is read
         data = _read_key_file(path, "digest")
         err = _wrong_kind(path, data, "digest")
         if err is not None:
@@ -505,6 +518,7 @@ class SigningKey:
         need = SCHEMES[scheme]
         if (ed25519 is not None) != (ED25519 in need) or (mldsa65 is not None) != (MLDSA65 in need):
             raise ValueError(f"scheme {scheme} needs exactly the keys {list(need)}")
+        no_core_dumps(path)
         self._ed = ed25519
         self._ml = mldsa65
         self.path = path
@@ -578,6 +592,7 @@ class SigningKey:
         scheme.
         """
         path = os.fspath(path)
+        no_core_dumps(path)  # before the secret is read
         doc = _load_json_doc(path, "signing", SIGNING_KEY_FORMAT)
         scheme = doc.get("scheme")
         if not isinstance(scheme, str) or scheme not in SCHEMES:

@@ -9,18 +9,22 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from . import fsio, segments
+from .algorithms import ALGORITHMS, STRIP_MODES
 from .canonical import loads_strict
+from .engine import MERKLE_MAX_LEAF_RECORDS, valid_leaf_records
 from .errors import LedgerFormatError, UsageError
 from .ledger_reader import LEDGER_FILE, LedgerReader
-from .seal import genesis_hash, load_seal, seal_hash, write_atomic
+from .seal import HEADER_SHA256, genesis_hash, load_seal, seal_hash, write_atomic
 
 LEDGER_FORMAT = "ledgertool-ledger-v1"
 DEFAULT_LEAF_RECORDS = 64  # records per Merkle leaf (docs/ledger-format.md: why 64)
@@ -31,12 +35,13 @@ MAX_LEDGER_FILE_BYTES = 1 << 16  # ledger.json is a few hundred bytes
 def create_ledger(directory: Path, *, algorithm: str, strip: str, digest_key_id: str,
                   digest_size: int, leaf_records: int = DEFAULT_LEAF_RECORDS) -> dict:
     """Create DIR/ledger.json (DIR may exist but must not hold a ledger). StorageError /
-    FileTypeError as fsio.write_atomic."""
+    FileTypeError as fsio.write_atomic. Returns the header as `load_ledger` would (with
+    `header_sha256`)."""
     fsio.make_dirs(directory)
     if os.path.lexists(directory / LEDGER_FILE):
         raise LedgerFormatError(f"{directory}: already holds a ledger")
-    if leaf_records < 1 or leaf_records & (leaf_records - 1):
-        raise LedgerFormatError(f"leaf size {leaf_records} is not a power of two")
+    if not valid_leaf_records(leaf_records):
+        raise LedgerFormatError(f"leaf size {leaf_records} is not a power of two in 1..{MERKLE_MAX_LEAF_RECORDS}")
     doc = {
         "format": LEDGER_FORMAT,
         "ledger_id": uuid.uuid4().hex,
@@ -48,14 +53,72 @@ def create_ledger(directory: Path, *, algorithm: str, strip: str, digest_key_id:
         "leaf_records": leaf_records,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
-    write_atomic(directory / LEDGER_FILE, (json.dumps(doc, indent=1) + "\n").encode(), root=directory,
-                 what="ledger header")
+    raw = (json.dumps(doc, indent=1) + "\n").encode()
+    write_atomic(directory / LEDGER_FILE, raw, root=directory, what="ledger header")
+    return {**doc, HEADER_SHA256: hashlib.sha256(raw).hexdigest()}
+
+
+def _header_fields(path: Path, doc: object) -> None:
+    """Check every ledger.json member against its bounds (schemas/ledger.schema.json); raise
+    LedgerFormatError naming the file and the field. Integers must be JSON integers, not booleans."""
+    def bad(name: str, why: str) -> LedgerFormatError:
+        return LedgerFormatError(f"{path}: field {name!r} {why}")
+
+    if not isinstance(doc, dict):
+        raise LedgerFormatError(f"{path}: not a {LEDGER_FORMAT} header (not a JSON object)")
+    if doc.get("format") != LEDGER_FORMAT:
+        raise bad("format", f"is {doc.get('format')!r}, not {LEDGER_FORMAT!r}")
+    for name in _HEADER_REQUIRED:
+        if name not in doc:
+            raise bad(name, "is missing")
+    extra = sorted(set(doc) - set(_HEADER_REQUIRED) - {"format", "created_at"})
+    if extra:
+        raise bad(extra[0], "is not a ledger.json member")
+    for name in ("ledger_id", "digest_key_id"):
+        if not (type(doc[name]) is str and _HEX32.fullmatch(doc[name])):
+            raise bad(name, "must be 32 lowercase hex digits")
+    alg = ALGORITHMS.get(doc["algorithm"]) if type(doc["algorithm"]) is str else None
+    if alg is None or not alg.ledger_ok:
+        raise bad("algorithm", f"{doc['algorithm']!r} is not a ledger algorithm")
+    if not (type(doc["strip"]) is str and doc["strip"] in STRIP_MODES):
+        raise bad("strip", f"{doc['strip']!r} is not a strip mode ({', '.join(STRIP_MODES)})")
+    for name in ("digest_size", "record_size", "leaf_records"):
+        if type(doc[name]) is not int:
+            raise bad(name, f"must be an integer, not {type(doc[name]).__name__}")
+    if doc["digest_size"] != alg.digest_size:
+        raise bad("digest_size", f"is {doc['digest_size']}; {alg.name} digests are {alg.digest_size} bytes")
+    if doc["record_size"] != 32 + doc["digest_size"]:
+        raise bad("record_size", f"is {doc['record_size']}, not 32 + digest_size = {32 + doc['digest_size']}")
+    if not valid_leaf_records(doc["leaf_records"]):
+        raise bad("leaf_records", f"is {doc['leaf_records']}, not a power of two in 1..{MERKLE_MAX_LEAF_RECORDS}")
+    if "created_at" in doc and type(doc["created_at"]) is not str:
+        raise bad("created_at", "must be a string")
+
+
+_HEADER_REQUIRED = ("ledger_id", "algorithm", "strip", "digest_key_id", "digest_size", "record_size",
+                    "leaf_records")
+_HEX32 = re.compile(r"[0-9a-f]{32}")
+
+
+def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
+    doc = dict(pairs)
+    if len(doc) != len(pairs):
+        dup = next(k for i, (k, _) in enumerate(pairs) if k in dict(pairs[:i]))
+        raise ValueError(f"member {dup!r} appears twice")
     return doc
 
 
+def _no_constants(name: str):  # NaN / Infinity are not JSON (RFC 8259); Python would accept them
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def load_ledger(directory: Path) -> dict:
-    """Read DIR/ledger.json (strict JSON: `canonical.loads_strict`); LedgerFormatError when DIR is
-    not a ledger."""
+    """Read and check DIR/ledger.json (strict JSON: `canonical.loads_strict`); LedgerFormatError
+    (one line naming the file and the field) when DIR is not a ledger or a member is out of bounds
+    (docs/ledger-format.md#ledgerjson).
+
+    The dict holds ledger.json's members plus `header_sha256` (HEADER_SHA256), the SHA-256 of the
+    exact bytes parsed: the value new seals sign and `verify` compares."""
     directory = Path(directory)
     LedgerReader(directory)  # a directory (LedgerFormatError naming what it is otherwise)
     path = directory / LEDGER_FILE
@@ -65,14 +128,12 @@ def load_ledger(directory: Path) -> dict:
     return parse_ledger_header(raw, path)
 
 
-def parse_ledger_header(data: bytes, path: Path | str) -> dict:
-    """The ledger header from the bytes of ledger.json; LedgerFormatError naming `path`."""
-    doc = loads_strict(data, str(path))
-    required = ("ledger_id", "algorithm", "strip", "digest_key_id", "digest_size", "record_size",
-                "leaf_records")
-    if not isinstance(doc, dict) or doc.get("format") != LEDGER_FORMAT or any(k not in doc for k in required):
-        raise LedgerFormatError(f"{path}: not a {LEDGER_FORMAT} header")
-    return doc
+def parse_ledger_header(raw: bytes, path: Path | str) -> dict:
+    """The checked header dict of ledger.json bytes (see `load_ledger`; pure, no I/O); `path`
+    names the file in the LedgerFormatError raised for anything out of bounds."""
+    doc = loads_strict(raw, str(path), MAX_LEDGER_FILE_BYTES)
+    _header_fields(Path(path), doc)
+    return {**doc, HEADER_SHA256: hashlib.sha256(raw).hexdigest()}
 
 
 def links(directory: Path) -> list[str]:
@@ -125,7 +186,13 @@ def link_state(directory: Path, ledger: dict, link: str) -> LinkState:
     sealed = sorted(i for i, f in files.items() if "seal.json" in f)
     if not sealed:
         return LinkState(0, 0, genesis_hash(ledger["ledger_id"], link))
-    last = load_seal(files[sealed[-1]]["seal.json"], directory)
+    last_path = files[sealed[-1]]["seal.json"]
+    last = load_seal(last_path, directory)
+    bound = last.get("ledger_header_sha256")
+    if bound is not None and bound != ledger[HEADER_SHA256]:
+        # never seal more segments over a header other than the one the chain signed
+        raise LedgerFormatError(f"{directory / LEDGER_FILE}: changed since {last_path} was sealed (its SHA-256 is "
+                                f"not the seal's ledger_header_sha256); restore it, then run verify")
     return LinkState(sealed[-1] + 1, int(last["last_seq"]) + 1, seal_hash(last))
 
 

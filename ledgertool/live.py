@@ -37,7 +37,8 @@ class LiveOptions:
     block_kb: int = 0          # ring block size, KiB (0: ring/8 clamped to 64 KiB..1 MiB)
     block_ms: int = 10         # block retire timeout, ms: the longest a frame waits in an open block
     poll_ms: int = 100         # longest wait for a block before the engine returns to Python
-    fanout_group: int = 0      # PACKET_FANOUT group id (0: derived from the process id)
+    fanout: bool = False       # join a PACKET_FANOUT hash group (several workers; one ring needs none)
+    fanout_group: int = 0      # the group id to join (0: a new group with a random id)
     promisc: bool = True
     pin_cpu: int | None = None
 
@@ -48,6 +49,8 @@ class LiveOptions:
             raise UsageError("--block-ms must be at least 1")
         if self.pin_cpu is not None and self.pin_cpu < 0:
             raise UsageError("--pin must be a CPU number >= 0")
+        if not 0 <= self.fanout_group <= 0xFFFF:
+            raise UsageError("--fanout-group must be a 16-bit group id (1..65535; 0: random)")
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,7 @@ class LiveReader:
         cfg.block_kb = self.options.block_kb
         cfg.block_ms = self.options.block_ms
         cfg.poll_ms = self.options.poll_ms
+        cfg.fanout = int(self.options.fanout)
         cfg.fanout_group = self.options.fanout_group
         cfg.promisc = int(self.options.promisc)
         cfg.pin_cpu = -1 if self.options.pin_cpu is None else self.options.pin_cpu
@@ -112,6 +116,19 @@ class LiveReader:
         s = ffi.new("lt_live_stats *")
         lib.lt_live_get_stats(self._r, s)
         return LiveStats(*(int(getattr(s, f)) for f in LiveStats.__dataclass_fields__))
+
+    @property
+    def fanout_group(self) -> int:
+        """The PACKET_FANOUT group id this ring joined; 0 for none."""
+        g = ffi.new("uint32_t *")
+        lib.lt_live_get_fanout(self._r, g)
+        return int(g[0])
+
+    def sync_stats(self) -> LiveStats:
+        """Read the kernel counters now (not while a worker thread reads this ring) and return them."""
+        if lib.lt_live_sync_stats(self._r) != lib.LT_OK:
+            self.raise_error(lib.LT_ERR_IO)
+        return self.stats()
 
     def info(self) -> ReaderInfo:
         i = ffi.new("lt_reader_info *")

@@ -11,13 +11,16 @@ puts them into one per-link sequence ordered by (ts_ns, worker index, order with
 from __future__ import annotations
 
 import os
+import socket
+import struct
 import threading
+import time
 from typing import Sequence
 
 import numpy as np
 
 from .engine import FLAG_GAP, DigestEngine
-from .errors import UsageError
+from .errors import InterfaceError, UsageError
 
 
 def merge_worker_records(parts: Sequence[np.ndarray], first_seq: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -155,3 +158,80 @@ class LiveWorkers:
         for t in self._threads:
             if t.is_alive():
                 t.join()
+
+
+# linux/if_packet.h, linux/if_ether.h
+_SOL_PACKET, _PACKET_STATISTICS, _ETH_P_ALL = 263, 6, 0x0003
+
+
+class FanoutWitness:
+    """Counts every frame the interface hands to packet sockets, from outside the fanout group, so
+    that frames taken by a socket that is not ours are noticed (docs/capture.md "Workers and
+    fanout").
+
+    A PACKET_FANOUT group gives each frame to exactly one member. Anyone with CAP_NET_RAW in the
+    network namespace may join a group whose id they find (16 bits), and then silently receives a
+    share of the frames. The witness is a plain AF_PACKET socket on the same interface and
+    protocol, outside the group, so the kernel shows it every frame the group sees, at the same
+    point (after GRO, outgoing frames too). Its receive buffer is never read: after the first few
+    frames each one is dropped at once and only counted (PACKET_STATISTICS, packets + drops).
+    Between `start` (after every ring has joined) and `stop` (before the rings are told to stop),
+    every frame it counted went to some member; what the rings of this capture did not receive
+    went to a foreign member. The comparison leans towards zero: rings are read before the witness
+    at the start and after it at the end, so a race can only hide a frame, never invent one.
+    """
+
+    def __init__(self, iface: str, group: int):
+        try:
+            self._sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(_ETH_P_ALL))
+            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 0)  # the kernel's minimum
+            self._sock.bind((iface, _ETH_P_ALL))
+        except OSError as e:
+            raise InterfaceError(f"iface:{iface}: fanout witness socket: {e.strerror or e}", iface) from None
+        self.iface = iface
+        self.group = group       # the PACKET_FANOUT group id watched (for messages)
+        self.frames = 0          # counted between start and stop
+        self._base: list[int] | None = None
+        self._running = False
+
+    def _read(self) -> int:
+        packets, _drops = struct.unpack("II", self._sock.getsockopt(_SOL_PACKET, _PACKET_STATISTICS, 8))
+        return packets  # the kernel resets its counters on every read; packets includes drops
+
+    def start(self, readers) -> None:
+        """Every ring has joined: take their counts, then start counting (in that order)."""
+        self._base = [r.sync_stats().kernel_packets for r in readers]
+        self._read()
+        self._running = True
+
+    def poll(self) -> None:
+        """Fold the kernel's 32-bit counter in; call at least every few seconds."""
+        if self._running:
+            self.frames += self._read()
+
+    def stop(self) -> None:
+        """Before the rings are told to stop."""
+        self.poll()
+        self._running = False
+
+    def foreign_frames(self, readers) -> int:
+        """Frames the witness saw that no ring of ours received; call once the rings have stopped."""
+        assert self._base is not None
+        self.stop()
+        ours = sum(r.stats().kernel_packets - b for r, b in zip(readers, self._base))
+        return max(0, self.frames - ours)
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+def gap_records(dtype: np.dtype, frames: int, linktype: int) -> np.ndarray:
+    """GAP records declaring `frames` frames that were not recorded (aux is a u32: several records
+    for more), timestamped now."""
+    counts = [min(frames - k, 0xFFFFFFFF) for k in range(0, frames, 0xFFFFFFFF)]
+    out = np.zeros(len(counts), dtype=dtype)
+    out["ts_ns"] = time.time_ns()
+    out["flags"] = FLAG_GAP
+    out["linktype"] = linktype
+    out["aux"] = counts
+    return out

@@ -28,6 +28,9 @@ from .fsio import read_regular, write_atomic
 from .keys import SigningKey, seal_message
 
 SEAL_FORMAT = "ledgertool-seal-v1"
+#: Key of the header dict (ledger.load_ledger / create_ledger) holding the SHA-256 hex of the exact
+#: ledger.json bytes; seals sign it as `ledger_header_sha256` (docs/ledger-format.md#ledgerjson).
+HEADER_SHA256 = "header_sha256"
 MAX_SEAL_BYTES = 1 << 20  # a hybrid-signed seal is about 6 KB
 
 
@@ -172,6 +175,8 @@ def seal_records(
         "digest_key_id": ledger["digest_key_id"],
         "record_size": record_size,
         "leaf_records": ledger["leaf_records"],
+        # binds the unsigned ledger.json to the chain: verify names an edited header
+        "ledger_header_sha256": ledger[HEADER_SHA256],
         "records": count,
         "frames": int(count - gaps.sum()),
         "drops_declared": drops,

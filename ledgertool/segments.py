@@ -16,6 +16,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from .algorithms import ALGORITHMS, STRIP_MODES
+from .engine import MERKLE_MAX_LEAF_RECORDS, valid_leaf_records
 from . import fsio
 from .errors import LedgerFormatError
 
@@ -103,11 +105,23 @@ class SegmentHeader:
             raise LedgerFormatError(f"{path}: unsupported segment format version {version} at byte 8")
         if rsize != 32 + dsize or dsize not in (16, 32):
             raise LedgerFormatError(f"{path}: inconsistent record size {rsize} / digest size {dsize} at byte 12")
+        if not valid_leaf_records(leaf):
+            raise LedgerFormatError(f"{path}: leaf_records {leaf} at byte 36 is not a power of two in "
+                                    f"1..{MERKLE_MAX_LEAF_RECORDS}")
         try:
             names = [f.rstrip(b"\0").decode("ascii") for f in (link, alg, strip)]
         except UnicodeDecodeError as e:
             raise LedgerFormatError(f"{path}: segment header name field is not ASCII (byte {64 + e.start} "
                                     "or later)") from None
+        if not _LINK_RE.match(names[0]):
+            raise LedgerFormatError(f"{path}: link name {names[0]!r} at byte 64 is not a valid link name")
+        algorithm = ALGORITHMS.get(names[1])
+        if algorithm is None or not algorithm.ledger_ok or algorithm.digest_size != dsize:
+            raise LedgerFormatError(f"{path}: algorithm {names[1]!r} at byte 96 is not a ledger algorithm with "
+                                    f"{dsize}-byte digests")
+        if names[2] not in STRIP_MODES:
+            raise LedgerFormatError(f"{path}: strip mode {names[2]!r} at byte 128 is not one of "
+                                    f"{', '.join(STRIP_MODES)}")
         return cls(uuid.UUID(bytes=lid).hex, names[0], index, names[1], names[2], key_id.hex(), rsize, dsize,
                    leaf, first, created)
 

@@ -5,8 +5,10 @@ each file read once); the bytes that are hashed are the bytes that are decoded, 
 hands those decoded bytes to `query`, `recompute` and the other readers, so they see exactly what
 was checked. For each link, in segment order (docs/ledger-format.md, "Verification"):
   1. the seal parses and belongs to this ledger (ledger id, link, segment index);
-  2. algorithm, strip mode and record layout equal the ledger header (no downgrade), and the
-     digest key id is the one the key schedule assigns to this link and segment;
+  2. algorithm, strip mode and record layout equal the ledger header (no downgrade), a seal that
+     signs ledger.json's SHA-256 (`ledger_header_sha256`) signs the bytes read, and the digest key
+     id is the one the key schedule assigns to this link and segment; records are decoded with the
+     seal's signed layout, never with the unsigned header's;
   3. both hybrid signatures verify with the trusted keys;
   4. prev_seal_hash equals the hash of the previous seal (genesis for the first): the chain;
   5. the Parquet file the seal names (its own segment's name, nothing else) is a regular file
@@ -44,13 +46,13 @@ import pyarrow as pa
 from . import segments
 from .algorithms import algorithm_caveat
 from .checkpoint import LinkTree, check_extends, parse_note
-from .engine import FLAG_GAP, merkle_leaves, merkle_root, record_dtype
+from .engine import FLAG_GAP, merkle_leaves, merkle_root, record_dtype, valid_leaf_records
 from .errors import FileTypeError, LedgerFormatError, StorageError
 from .keys import TrustBundle
 from .ledger import load_ledger
 from .ledger_reader import LEAVES, OPEN, PARQUET, SEAL, LedgerReader, Stray
 from .rotation import Schedule, key_schedule, load_rotations
-from .seal import decode_parquet, genesis_hash, parse_seal, seal_hash, seal_signed_bytes, table_to_records
+from .seal import HEADER_SHA256, decode_parquet, genesis_hash, parse_seal, seal_hash, seal_signed_bytes, table_to_records
 from .segments import read_open_segment
 
 MAX_PER_KIND = 8  # per segment: record-level findings beyond this are summarised
@@ -235,6 +237,7 @@ def _verify_link(reader: LedgerReader, ledger: dict, link: str, sched: Schedule 
     tree_records: list[int] = []
     tree_complete = True
     seen: dict[str, int] = {}  # seal hash -> segment, to name a duplicated segment
+    header_mismatch: list[int] = []  # seals that sign another ledger.json than the one read
     open_files = []
     for i, kinds in sorted(listing.segments.items()):
         # a capture running now may have sealed segment i since the listing: not a finding
@@ -265,7 +268,11 @@ def _verify_link(reader: LedgerReader, ledger: dict, link: str, sched: Schedule 
         if doc.get("link") != link or doc.get("segment") != index:
             problem("seal_misplaced", index,
                     f"{path}: seal is for link {doc.get('link')!r} segment {doc.get('segment')}")
-        # 2. no downgrade
+        # 2. no downgrade: the signed hash of ledger.json (seals since it was added), and the
+        # parameters each seal repeats (every seal)
+        bound = doc.get("ledger_header_sha256")
+        if bound is not None and bound != ledger[HEADER_SHA256]:
+            header_mismatch.append(index)
         for key in ("algorithm", "strip", "record_size", "leaf_records"):
             if doc.get(key) != ledger[key]:
                 problem("parameter_mismatch", index,
@@ -306,6 +313,12 @@ def _verify_link(reader: LedgerReader, ledger: dict, link: str, sched: Schedule 
         expected_seq, checked = _verify_records(reader, ledger, link, index, doc, expected_seq, res, problem)
         if checked is not None and len(res.problems) == before and on_segment is not None:
             on_segment(VerifiedSegment(link, index, doc, checked[0], checked[1]))
+    if header_mismatch:
+        n = len(header_mismatch)
+        problem("ledger_header_mismatch", header_mismatch[0],
+                f"{reader.directory / 'ledger.json'}: SHA-256 {ledger[HEADER_SHA256][:16]}… is not the header that "
+                f"{n} seal(s) of link {link} sign (segments {header_mismatch[0]}..{header_mismatch[-1]}): "
+                "ledger.json was edited after sealing; the seals' own parameters are the ones checked")
     # open segments in index order, as `recover` takes them: one that continues the chain is sealed,
     # and the next one must continue after it
     nxt = (sealed[-1] + 1 if sealed else 0, expected_seq)
@@ -413,7 +426,7 @@ def _sequence_findings(seqs: np.ndarray, first_seq: int, last_seq: int, count: i
             problem(kind, index, f"segment {index}: {c - MAX_PER_KIND} more {kind} findings not listed")
 
 
-def _changed_leaves(reader: LedgerReader, link: str, index: int, records: bytes, ledger: dict,
+def _changed_leaves(reader: LedgerReader, link: str, index: int, records: bytes, layout: tuple[int, int],
                     root: str) -> list[int] | None:
     """Indexes of leaves whose hash differs from the sealed tree, using the leaf-hash sidecar when
     its own root equals the seal's (so it is authentic); None when that is not possible."""
@@ -426,18 +439,35 @@ def _changed_leaves(reader: LedgerReader, link: str, index: int, records: bytes,
     if merkle_root(raw).hex() != root:
         return None
     sealed = [raw[i:i + 32] for i in range(0, len(raw), 32)]
-    fresh = merkle_leaves(records, ledger["record_size"], ledger["leaf_records"])
+    fresh = merkle_leaves(records, *layout)
     now = [fresh[i:i + 32] for i in range(0, len(fresh), 32)]
     changed = [i for i in range(max(len(now), len(sealed)))
                if i >= len(now) or i >= len(sealed) or now[i] != sealed[i]]
     return changed
 
 
+def _record_layout(ledger: dict, doc: dict) -> tuple[int, int] | None:
+    """(record_size, leaf_records) the segment's records are decoded and hashed with: the seal's
+    (signed) values, not the unsigned header's; None when the seal's are out of bounds."""
+    rsize, leaf = doc.get("record_size", ledger["record_size"]), doc.get("leaf_records", ledger["leaf_records"])
+    if type(rsize) is not int or rsize not in (48, 64) or not valid_leaf_records(leaf):
+        return None
+    return rsize, leaf
+
+
 def _verify_records(reader: LedgerReader, ledger: dict, link: str, index: int, doc: dict, expected_seq: int,
                     res: VerifyResult, problem) -> tuple[int, tuple[pa.Table, bytes] | None]:
     """Steps 5-7 for one segment: (the sequence number the next segment must start at, and the
-    decoded table and records when the Parquet file could be read and decoded)."""
+    decoded table and records when the Parquet file could be read and decoded). Records are decoded
+    and hashed with the seal's signed layout (`_record_layout`)."""
     pq_path = reader.segment_path(link, index, PARQUET)
+    layout = _record_layout(ledger, doc)
+    if layout is None:
+        problem("seal_malformed", index, f"segment {index}: record_size {_shown(doc.get('record_size'))} / "
+                                         f"leaf_records {_shown(doc.get('leaf_records'))} out of bounds")
+        return expected_seq, None
+    record_size, leaf_records = layout
+    digest_size = record_size - 32
     try:
         first_seq, last_seq = int(doc["first_seq"]), int(doc["last_seq"])
         count = int(doc["records"])
@@ -484,11 +514,11 @@ def _verify_records(reader: LedgerReader, ledger: dict, link: str, index: int, d
                                                 f"parquet_bytes says {doc.get('parquet_bytes')}")
     try:
         table = decode_parquet(data)
-        records = table_to_records(table, ledger["digest_size"])
+        records = table_to_records(table, digest_size)
     except Exception as e:  # noqa: BLE001 - any unreadable Parquet is a finding, not a crash
         problem("parquet_unreadable", index, f"{pq_path}: {type(e).__name__}: {e}")
         return last_seq + 1, None
-    arr = np.frombuffer(records, dtype=record_dtype(ledger["digest_size"]))
+    arr = np.frombuffer(records, dtype=record_dtype(digest_size))
     n = len(arr)
     res.records += n
     gaps = (arr["flags"] & FLAG_GAP) != 0
@@ -508,10 +538,10 @@ def _verify_records(reader: LedgerReader, ledger: dict, link: str, index: int, d
         problem("drops_mismatch", index, f"segment {index}: GAP records declare {drops} drops, seal says "
                                          f"{doc.get('drops_declared')}")
     # in C (SHA-NI leaves and tree); ledgertool.merkle is the pure-Python reference the tests compare with
-    root = merkle_root(merkle_leaves(records, ledger["record_size"], ledger["leaf_records"])).hex()
+    root = merkle_root(merkle_leaves(records, record_size, leaf_records)).hex()
     if root != doc.get("merkle_root"):
-        leaf = ledger["leaf_records"]
-        changed = _changed_leaves(reader, link, index, records, ledger, str(doc.get("merkle_root")))
+        leaf = leaf_records
+        changed = _changed_leaves(reader, link, index, records, layout, str(doc.get("merkle_root")))
         if changed:
             first = changed[0] * leaf
             blocks = ", ".join(f"{c * leaf}..{min((c + 1) * leaf, max(n, count)) - 1}" for c in changed[:4])

@@ -56,8 +56,10 @@ ffibuilder.set_source(
     '#include "ledgertool.h"',
     sources=SOURCES,
     include_dirs=[str(HERE.relative_to(HERE.parent) / "include"), "native/src"],
+    # LEDGERTOOL_SANITIZE=1: ASan + UBSan, and -fno-wrapv to undo the -fwrapv that Python's own
+    # CFLAGS add (with it signed overflow is defined and UBSan cannot report it).
     extra_compile_args=["-O3", "-std=gnu11", "-fno-strict-aliasing", "-Wall", "-Wextra",
-                        "-Wno-unused-parameter", "-pthread"] + (["-g", "-fsanitize=address,undefined"]
+                        "-Wno-unused-parameter", "-pthread"] + (["-g", "-fsanitize=address,undefined", "-fno-wrapv"]
                                                     if os.environ.get("LEDGERTOOL_SANITIZE") else []),
     # LEDGERTOOL_PORTABLE_ONLY=1 builds the portable C paths alone (what arm64 gets).
     define_macros=[("LT_PORTABLE_ONLY", "1")] if os.environ.get("LEDGERTOOL_PORTABLE_ONLY") else [],

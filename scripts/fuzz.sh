@@ -2,7 +2,8 @@
 # Build and run the libFuzzer harnesses in native/fuzz/ (docs/fuzzing.md).
 #
 #   scripts/fuzz.sh [TARGET] [SECONDS] [-- extra libFuzzer flags]
-#     TARGET   reader | strip | engine | all | build   (default: all; "build" only compiles)
+#     TARGET   reader | strip | engine | merkle | python | all | build   (default: all; "build" only
+#              compiles). python: the atheris harness over the Python parsers (scripts/fuzz_parsers.py)
 #     SECONDS  run time per target (default 60)
 #
 # Environment:
@@ -34,25 +35,19 @@ CFLAGS=(-g -O1 -std=gnu11 -pthread -fno-strict-aliasing -I"$REPO/native/include"
 
 build() {
     mkdir -p "$WORK/obj" "$WORK/bin"
-    local objs=() src obj isa
+    local objs=() src obj
     for src in "$REPO"/native/src/*.c; do
         obj="$WORK/obj/$(basename "${src%.c}").o"
-        # clang ignores `#pragma GCC target(...)`, which the *_avx2.c / *_avx512.c files use for
-        # their whole body: give those files the ISA on the command line instead. Their code runs
-        # only where dispatch.c found the CPU feature, as in the gcc build.
-        case $src in
-            *_avx512.c) isa=(-mavx512f -mavx512vl -mavx2) ;;
-            *_avx2.c) isa=(-mavx2) ;;
-            *) isa=() ;;
-        esac
+        # the *_avx2.c / *_avx512.c files set their ISA with LT_TARGET_BEGIN (lt_internal.h), which
+        # clang understands too: every file builds with the same flags
         if [[ ! -e "$obj" || "$src" -nt "$obj" || "$REPO/native/include/ledgertool.h" -nt "$obj" \
               || "$REPO/native/src/lt_internal.h" -nt "$obj" ]]; then
-            "$CC" "${CFLAGS[@]}" "${SAN[@]}" "${isa[@]}" -fsanitize=fuzzer-no-link -c "$src" -o "$obj"
+            "$CC" "${CFLAGS[@]}" "${SAN[@]}" -fsanitize=fuzzer-no-link -c "$src" -o "$obj"
         fi
         objs+=("$obj")
     done
     local t bin main link
-    for t in fuzz_reader fuzz_strip fuzz_engine make_strip_seeds; do
+    for t in fuzz_reader fuzz_strip fuzz_engine fuzz_merkle make_strip_seeds; do
         bin="$WORK/bin/$t" main="$REPO/native/fuzz/$t.c"
         # relink only when something changed (never rewrite a fuzzer another run is using)
         if [[ -e "$bin" && ! "$main" -nt "$bin" && ! "$REPO/native/fuzz/fuzz_common.h" -nt "$bin" ]] \
@@ -115,21 +110,29 @@ run() {
         reader) max_len=1048576 dict=captures.dict ;;
         strip) max_len=65540 dict=packets.dict ;;
         engine) max_len=65536 dict=engine.dict ;;
+        merkle) max_len=262144 dict= ;;
+        python) max_len=65536 dict= ;;
         *) echo "fuzz.sh: unknown target $t" >&2; exit 2 ;;
     esac
     if [[ $t == engine && ! -e "$WORK/engine.dict" ]]; then  # both dictionaries
         cat "$REPO/native/fuzz/captures.dict" "$REPO/native/fuzz/packets.dict" > "$WORK/engine.dict"
     fi
-    local dict_path="$REPO/native/fuzz/$dict"
-    [[ $t == engine ]] && dict_path="$WORK/engine.dict"
+    local dict_flag=()
+    [[ -n $dict ]] && dict_flag=(-dict="$REPO/native/fuzz/$dict")
+    [[ $t == engine ]] && dict_flag=(-dict="$WORK/engine.dict")
     mkdir -p "$WORK/corpus-$t" "$WORK/crashes-$t"
-    local seeds
-    mapfile -t seeds < <(seed_dirs "$t")
+    local seeds=() cmd=("$WORK/bin/fuzz_$t")
+    case $t in
+        merkle) ;;  # no seeds: the input is sizes and raw records
+        python) cmd=(python3 "$REPO/scripts/fuzz_parsers.py") ;;
+        *) mapfile -t seeds < <(seed_dirs "$t") ;;
+    esac
     echo "== fuzz_$t for ${SECONDS_PER}s (seeds: ${seeds[*]:-none}; crashers: $WORK/crashes-$t/)"
     local rc=0
     # corpus-TARGET first: libFuzzer writes new inputs to the first directory only.
-    "$WORK/bin/fuzz_$t" "$WORK/corpus-$t" "${seeds[@]}" -max_total_time="$SECONDS_PER" -max_len="$max_len" \
-        -dict="$dict_path" -timeout=25 -rss_limit_mb=4096 -artifact_prefix="$WORK/crashes-$t/" -print_final_stats=1 \
+    PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" \
+    "${cmd[@]}" "$WORK/corpus-$t" "${seeds[@]}" -max_total_time="$SECONDS_PER" -max_len="$max_len" \
+        "${dict_flag[@]}" -timeout=25 -rss_limit_mb=4096 -artifact_prefix="$WORK/crashes-$t/" -print_final_stats=1 \
         ${JOBS:+$( ((JOBS > 1)) && echo "-jobs=$JOBS -workers=$JOBS")} "${EXTRA[@]}" \
         > "$WORK/log-$t.txt" 2>&1 || rc=$?
     tail -n 25 "$WORK/log-$t.txt"
@@ -142,6 +145,6 @@ run() {
 build
 case $TARGET in
     build) echo "built: $WORK/bin/" ;;
-    all) st=0; for t in reader strip engine; do run "$t" || st=1; done; exit $st ;;
+    all) st=0; for t in reader strip engine merkle python; do run "$t" || st=1; done; exit $st ;;
     *) run "$TARGET" ;;
 esac

@@ -8,7 +8,9 @@ Each parser that reads bytes a verifier did not produce must either succeed or r
   whose middle seal is replaced by a mutated one (raw bytes and structured JSON mutations);
 * inclusion proofs: `proof.load_proof` + `proof.check_proof`;
 * checkpoints (signed notes): `checkpoint.parse_note` + `verify_note` + `check_extends`;
-* segment headers: `segments.SegmentHeader.decode` and `read_open_segment`.
+* segment headers: `segments.SegmentHeader.decode` and `read_open_segment`;
+* the ledger header: `ledger.parse_ledger_header` (ledger.json);
+* key rotation statements: `rotation.load_rotations` + `rotation.key_schedule`.
 
 Inputs start from genuine documents of a small ledger built here from a synthetic capture (no
 corpus needed) and are mutated by hypothesis. Runs are derandomized so CI is reproducible; set
@@ -37,7 +39,9 @@ from ledgertool.capture import capture_file
 from ledgertool.checkpoint import check_extends, link_tree, parse_note, verify_note, write_checkpoint
 from ledgertool.errors import LedgerError
 from ledgertool.keys import DigestKey, SigningKey, TrustBundle
-from ledgertool.ledger import load_ledger
+from ledgertool.engine import valid_leaf_records
+from ledgertool.ledger import load_ledger, parse_ledger_header
+from ledgertool.rotation import ROTATIONS_DIR, key_schedule, load_rotations, rotate_keys
 from ledgertool.proof import ProofCheck, build_proof, check_proof, load_proof
 from ledgertool.seal import load_seal
 from ledgertool.segments import SegmentHeader, read_open_segment
@@ -89,7 +93,12 @@ def world(tmp_path_factory, keydir):
     seal1 = segments.seal_path(ledger, LINK, 1)
     note = (ledger / f"link={LINK}" / "checkpoint").read_bytes()
     assert not verify_ledger(ledger, trust).problems
+    rotated = d / "rotated"
+    __import__("shutil").copytree(ledger, rotated)
+    rotate_keys(rotated, sk, SigningKey.generate())
+    rotation_file = next((rotated / ROTATIONS_DIR).glob("rotation-*.json"))
     return {
+        "rotated": rotated, "rotation_file": rotation_file, "rotation": json.loads(rotation_file.read_bytes()),
         "dir": d, "ledger": ledger, "trust": trust, "sk": sk,
         "seal_path": seal1, "seal_bytes": seal1.read_bytes(), "seal": json.loads(seal1.read_bytes()),
         "proof": build_proof(ledger, seq=13, link=LINK),
@@ -236,6 +245,51 @@ def test_segment_header_decode(world, data, tmp_path_factory):
     if seg is not None:
         assert len(seg.records) == seg.count * seg.header.record_size
         assert 0 <= seg.torn_bytes < seg.header.record_size
+
+
+# ---- the ledger header (ledger.json) ------------------------------------------------------------
+
+@FUZZ
+@given(data=st.data())
+def test_ledger_header(world, data):
+    raw = (world["ledger"] / "ledger.json").read_bytes()
+    if data.draw(st.booleans(), label="raw bytes"):
+        raw = _mutate_bytes(data, raw)
+    else:
+        raw = json.dumps(_mutate_json(data, json.loads(raw))).encode()
+    hdr = _must_be_clean(parse_ledger_header, raw, "fuzz/ledger.json")
+    if hdr is not None:  # what verify, proof and the Merkle code may rely on
+        assert valid_leaf_records(hdr["leaf_records"]) and hdr["record_size"] == 32 + hdr["digest_size"]
+        assert type(hdr["digest_size"]) is int and hdr["digest_size"] in (16, 32)
+
+
+# ---- key rotation statements -----------------------------------------------------------------
+
+@FUZZ
+@given(data=st.data())
+def test_rotation_statement(world, data):
+    raw = world["rotation_file"].read_bytes()
+    if data.draw(st.booleans(), label="raw bytes"):
+        raw = _mutate_bytes(data, raw)
+    else:
+        raw = json.dumps(_mutate_json(data, world["rotation"])).encode()
+    scratch = world["dir"] / "fuzz-rotation"
+    (scratch / ROTATIONS_DIR).mkdir(parents=True, exist_ok=True)
+    (scratch / ROTATIONS_DIR / world["rotation_file"].name).write_bytes(raw)
+    docs = _must_be_clean(load_rotations, scratch)
+    if docs is None:
+        return
+    ledger_id = load_ledger(world["ledger"])["ledger_id"]
+    sched = _must_be_clean(key_schedule, ledger_id, world["trust"], docs)
+    if sched is not None:
+        assert isinstance(sched.problems, list) and sched.epochs
+        if raw != world["rotation_file"].read_bytes():
+            assert sched.problems or len(sched.epochs) == 2
+
+
+def test_rotation_statement_genuine(world):
+    sched = key_schedule(load_ledger(world["ledger"])["ledger_id"], world["trust"], load_rotations(world["rotated"]))
+    assert not sched.problems and len(sched.epochs) == 2
 
 
 # ---- checkpoints (signed notes) ---------------------------------------------------------------

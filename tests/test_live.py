@@ -365,3 +365,101 @@ def test_replay_to_missing_interface_is_a_usage_error():
 def test_replay_rate_options_are_exclusive():
     r = run_cli("replay", SAMPLE, "--iface", "lo", "--pps", "10", "--topspeed")
     assert r.returncode == 2 and "one of" in r.stderr
+
+
+# ---- item 9: the PACKET_FANOUT group -----------------------------------------------------------
+
+_FOREIGN = """
+import signal, socket, struct, sys
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+s.bind((sys.argv[1], 3))
+s.setsockopt(263, 18, int(sys.argv[2]))  # SOL_PACKET, PACKET_FANOUT: group id | PACKET_FANOUT_HASH << 16
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+print("joined", flush=True)
+signal.sigwait({signal.SIGTERM})
+print(struct.unpack("II", s.getsockopt(263, 6, 8))[0], flush=True)  # PACKET_STATISTICS: frames it took
+"""
+
+
+def join_fanout(veth: VethPair, group: int) -> subprocess.Popen:
+    """Another CAP_NET_RAW process in the receiving namespace joins fanout group `group` on the
+    capture's interface; SIGTERM makes it print how many frames it received."""
+    p = subprocess.Popen(["ip", "netns", "exec", veth.ns_rx, sys.executable, "-c", _FOREIGN, veth.rx, str(group)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    assert line.strip() == "joined", (line, p.stderr.read() if p.poll() is not None else "")
+    return p
+
+
+def foreign_frames(p: subprocess.Popen) -> int:
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=30)
+    return int(out.strip().splitlines()[-1])
+
+
+def capture_pid(proc: subprocess.Popen) -> int:
+    """`ip netns exec` execs the command: the capture's pid is the Popen's."""
+    assert "python" in Path(f"/proc/{proc.pid}/comm").read_text(), Path(f"/proc/{proc.pid}/comm").read_text()
+    return proc.pid
+
+
+@needs_netns
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_item9_predictable_fanout_group_takes_no_frames(veth, keydir, tmp_path, workers):
+    """Capture joined group pid & 0xffff even with one worker; a process that joined that group took
+    about half the frames, undeclared, and verify said OK. Now one worker joins no group and several
+    join a random one: the old guess takes nothing from the capture."""
+    ledger = tmp_path / "ledger"
+    rx0 = veth.counters(veth.ns_rx, veth.rx)["rx"]["packets"]
+    proc = start_capture(veth, ledger, keydir, "--workers", workers)
+    old_group = capture_pid(proc) & 0xFFFF
+    thief = join_fanout(veth, old_group)
+    try:
+        replay(veth, CORPUS_ETH if CORPUS_ETH.is_file() else SAMPLE, "--pps", "50000")
+        time.sleep(0.2)
+        rep = finish(proc)
+    finally:
+        took = foreign_frames(thief)
+    rx = veth.counters(veth.ns_rx, veth.rx)["rx"]["packets"] - rx0
+    assert rep["frames"] == rx and rep["drops"] == 0, (rep["frames"], rx, rep["drops"])
+    assert took == rx, "the other socket is alone in its group, so it sees every frame (its own copy)"
+    if workers == "2":
+        fan = rep["live"]["fanout"]
+        assert fan["group"] != old_group and fan["foreign_frames"] == 0
+        assert fan["witness_frames"] == rx
+    else:
+        assert "fanout" not in rep["live"]
+    assert not any("FANOUT" in w for w in rep["warnings"])
+
+
+@needs_netns
+def test_item9_foreign_fanout_member_is_detected_and_declared(veth, keydir, tmp_path):
+    """A process that finds the random group (here with `ss`, through packet_diag) and joins it still
+    takes frames, but the capture's witness counts them: the ledger declares them in a GAP record,
+    the report says FANOUT, and verify counts them as declared drops."""
+    ledger = tmp_path / "ledger"
+    rx0 = veth.counters(veth.ns_rx, veth.rx)["rx"]["packets"]
+    proc = start_capture(veth, ledger, keydir, "--workers", "2")
+    ss = subprocess.run(["ip", "netns", "exec", veth.ns_rx, "ss", "-0", "-a", "-e"], capture_output=True, text=True)
+    groups = {int(g) for g in __import__("re").findall(r"fanout\(id:(\d+)", ss.stdout)}
+    if len(groups) != 1:
+        proc.kill()
+        proc.communicate()
+        pytest.skip(f"cannot read the fanout group with ss (packet_diag): {ss.stdout[-300:]} {ss.stderr}")
+    thief = join_fanout(veth, groups.pop())
+    try:
+        replay(veth, CORPUS_ETH if CORPUS_ETH.is_file() else SAMPLE, "--pps", "50000")
+        time.sleep(0.2)
+        rep = finish(proc)
+    finally:
+        took = foreign_frames(thief)
+    rx = veth.counters(veth.ns_rx, veth.rx)["rx"]["packets"] - rx0
+    schema_ok({k: v for k, v in rep.items() if k != "_stderr"}, "capture-report.schema.json")
+    assert 0 < took < rx, f"the joined socket took {took} of {rx} frames"
+    fan = rep["live"]["fanout"]
+    assert fan["foreign_frames"] == took and fan["witness_frames"] == rx
+    assert rep["frames"] == rx - took and rep["drops"] == took and rep["live"]["kernel_drops"] == 0
+    assert any(w.startswith(f"FANOUT: {took} frames") for w in rep["warnings"]), rep["warnings"]
+    assert "FANOUT" in rep["_stderr"] and "DROPS" in rep["_stderr"]
+    v = json.loads(run_cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json").stdout)
+    assert v["ok"] and v["drops_declared"] == took and v["frames"] == rx - took

@@ -270,7 +270,8 @@ def test_engine_rejects_bad_workers():
 
 @pytest.mark.parametrize("path", ["default", "portable"])
 @pytest.mark.parametrize("record_size,count,leaf", [(48, 0, 4), (48, 1, 1), (48, 5, 2), (64, 1000, 256),
-                                                    (48, 4096, 1024), (48, 3, 1024), (17, 33, 3)])
+                                                    (48, 4096, 1024), (48, 3, 1024), (64, 33, 8),
+                                                    (48, 70000, 65536)])
 def test_c_merkle_leaves_equal_python(path, record_size, count, leaf):
     hmac_alg = ALGORITHMS["hmac-sha256-128"]
     force_cpu_path(hmac_alg, None if path == "default" else path)

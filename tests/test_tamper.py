@@ -290,7 +290,8 @@ CASES = {
                            {"seal_misplaced", "chain_broken", "sequence_gap", "sequence_overlap",
                             "checkpoint_mismatch"}),
     "segment_replaced_foreign": (t_segment_replaced_foreign, ("foreign_seal", 1, None),
-                                 {"foreign_seal", "chain_broken", "checkpoint_mismatch"}),
+                                 # the foreign seal also signs its own ledger's ledger.json
+                                 {"foreign_seal", "chain_broken", "checkpoint_mismatch", "ledger_header_mismatch"}),
     "segment_replaced_resigned": (t_segment_replaced_resigned, ("chain_broken", 2, None),
                                   {"chain_broken", "checkpoint_mismatch"}),
     "parquet_swapped_other_segment": (t_parquet_swapped, ("parquet_hash_mismatch", 1, None),

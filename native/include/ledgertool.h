@@ -116,11 +116,17 @@ int lt_reader_open(const char *path, lt_reader **out, char *err, size_t errlen);
 
 /* Hand out up to `max` frames in order. Returns LT_OK with *n > 0, LT_EOF with *n == 0 at the
  * end (possibly after a truncated tail, see info), or an LT_ERR_* with *n == 0 once a corrupt
- * structure is reached (the frames before it were all handed out by earlier calls). */
+ * structure is reached (the frames before it were all handed out by earlier calls), or LT_ERR_IO
+ * when the file shrank while it was read (a SIGBUS on the map, caught: info names the byte). */
 int lt_reader_next(lt_reader *r, lt_frame *frames, size_t max, size_t *n);
 
 void lt_reader_get_info(const lt_reader *r, lt_reader_info *info);
 void lt_reader_close(lt_reader *r);
+
+/* Copy the bytes of `n` frames handed out by r, back to back, into dst (dst_len bytes, at least
+ * the sum of their caplens). LT_OK; LT_ERR_ARG when dst is too small; LT_ERR_IO (sticky, message
+ * and error_offset in info) when the file shrank under them. */
+int lt_reader_copy_frames(lt_reader *r, const lt_frame *frames, size_t n, uint8_t *dst, size_t dst_len);
 
 /* ---- workload generator (native/src/workload_gen.c; docs/workloads.md) ----
  * Python parses and validates a TOML spec and builds one header template per flow; C generates
@@ -228,7 +234,9 @@ typedef struct {
 int lt_engine_new(lt_reader *r, const lt_engine_config *cfg, lt_engine **out, char *err, size_t errlen);
 
 /* Fill `out` with up to `max_records` records (each lt_record_size(algorithm) bytes), numbered
- * from first_seq. Returns LT_OK with *n > 0, LT_EOF with *n == 0, or the reader's error. */
+ * from first_seq. Returns LT_OK with *n > 0, LT_EOF with *n == 0, the reader's error, LT_ERR_IO with
+ * *n == 0 when the file shrank while its frames were hashed (sticky, like a reader error), or
+ * LT_ERR_ARG when max_records records do not fit in a size_t. */
 int lt_engine_fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_records, size_t *n,
                    uint64_t *bytes_captured);
 
@@ -275,9 +283,14 @@ double lt_tsc_hz(unsigned ms);
 
 /* ---- Merkle leaves (docs/ledger-format.md, RFC 9162 s2.1.1) ----
  * out[32*i ..] = SHA-256(0x00 || records[i*leaf_records*record_size ..]) for each block of leaf_records
- * records (the last may be shorter); ceil(count / leaf_records) leaves. Uses SHA-NI when the CPU has it
- * and the hmac-sha256-128 path is not forced to portable. */
-int lt_merkle_leaves(const uint8_t *records, size_t record_size, size_t count, size_t leaf_records, uint8_t *out);
+ * records (the last may be shorter); ceil(count / leaf_records) leaves into `out` (out_len bytes).
+ * Uses SHA-NI when the CPU has it and the hmac-sha256-128 path is not forced to portable.
+ * LT_ERR_ARG, with nothing written, when record_size is not 48 or 64 (LT_RECORD_FIXED + a 16- or
+ * 32-byte digest), leaf_records is not a power of two in 1..LT_MERKLE_MAX_LEAF_RECORDS,
+ * count * record_size overflows, or out_len is below 32 * ceil(count / leaf_records). */
+#define LT_MERKLE_MAX_LEAF_RECORDS 65536
+int lt_merkle_leaves(const uint8_t *records, size_t record_size, size_t count, size_t leaf_records, uint8_t *out,
+                     size_t out_len);
 /* out = the RFC 9162 s2.1.1 Merkle tree hash over n >= 1 leaf hashes (32 bytes each, concatenated);
  * LT_ERR_ARG for n = 0 (the empty tree's hash is SHA-256 of nothing), LT_ERR_NOMEM. */
 int lt_merkle_root(const uint8_t *leaf_hashes, size_t n, uint8_t out[32]);
@@ -300,7 +313,8 @@ typedef struct {
     uint32_t block_kb;      /* ring block size in KiB, power of two (0: min(1024, ring/8), >= 64) */
     uint32_t block_ms;      /* block retire timeout in ms (0: 10) */
     uint32_t poll_ms;       /* longest wait in lt_reader_next before it returns 0 frames (0: 100) */
-    uint32_t fanout_group;  /* PACKET_FANOUT group id, 16 bits (0: derived from the process id) */
+    int fanout;             /* 0: no PACKET_FANOUT (one worker); 1: join a fanout hash group (several) */
+    uint32_t fanout_group;  /* with fanout: the group id to join, 1..65535; 0: a new group with a random id */
     int promisc;            /* 1: put the interface in promiscuous mode while the socket is open */
     int pin_cpu;            /* >= 0: pin the calling thread to this CPU; -1: no pinning */
 } lt_live_config;
@@ -320,7 +334,8 @@ typedef struct {
     uint32_t block_count;
 } lt_live_stats;
 
-/* Open a TPACKET_V3 receive ring on cfg->ifname, joined to a PACKET_FANOUT hash group.
+/* Open a TPACKET_V3 receive ring on cfg->ifname; with cfg->fanout, joined to a PACKET_FANOUT hash
+ * group (a random id from getrandom unless cfg->fanout_group names one: see lt_live_get_fanout).
  * The reader's lt_reader_next():
  *   - hands out frames pointing into the ring (zero copy); a block goes back to the kernel on the
  *     following lt_reader_next() call, so frames stay valid until then;
@@ -338,6 +353,11 @@ int lt_reader_open_live(const lt_live_config *cfg, lt_reader **out, char *err, s
 /* Ask a live reader to stop (see above). LT_ERR_ARG when r is not a live reader. */
 int lt_live_request_stop(lt_reader *r, int drain);
 int lt_live_get_stats(const lt_reader *r, lt_live_stats *out);
+/* *group = the PACKET_FANOUT group id r joined (0: none). LT_ERR_ARG when r is not a live reader. */
+int lt_live_get_fanout(const lt_reader *r, uint32_t *group);
+/* Read the kernel counters into r's stats now (kernel_packets is cumulative since open either way);
+ * only while no other thread is inside lt_reader_next(r). LT_OK, LT_ERR_IO, LT_ERR_ARG. */
+int lt_live_sync_stats(lt_reader *r);
 
 /* ---- frame sources in their own modules (AF_XDP, DPDK: native/src/source_bypass.h) ----
  * Wrap `src` and its lt_source_ops (`ops`, of another native module built from this header) in
@@ -386,6 +406,13 @@ int lt_replay_run(lt_replay *p, char *err, size_t errlen);
 void lt_replay_get_stats(const lt_replay *p, lt_replay_stats *out);
 void lt_replay_stop(lt_replay *p);
 void lt_replay_close(lt_replay *p);
+
+/* ---- process hardening (native/src/process.c) ---- */
+
+/* No core dumps from now until the process exits (RLIMIT_CORE soft and hard 0, and on Linux
+ * PR_SET_DUMPABLE 0, which also keeps same-user debuggers out). Called before secret key
+ * material is loaded. LT_OK, or LT_ERR_IO with the failing call and errno in err. */
+int lt_no_core_dumps(char *err, size_t errlen);
 
 /* CDEF END */
 

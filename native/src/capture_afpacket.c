@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -70,6 +71,7 @@ typedef struct {
     int64_t last_return_ns;  /* last time next() returned 0 frames (the caller's turn) */
     int done;
     uint64_t pending_drops;  /* read from the kernel, not yet handed out as GAP frames */
+    uint32_t fanout_group;   /* PACKET_FANOUT group joined, 0: none */
     lt_live_stats st;
 } live_src;
 
@@ -315,6 +317,10 @@ int lt_reader_open_live(const lt_live_config *cfg, lt_reader **out, char *err, s
         return LT_ERR_ARG;
     }
     uint32_t block_nr = ring_kb / block_kb;
+    if ((uint64_t)block_kb * 1024u / FRAME_SIZE * block_nr > UINT32_MAX) { /* tp_frame_nr is a u32 */
+        lt_errf(err, errlen, "iface:%s: ring of %u KiB is too large for the kernel's frame count", ifn, ring_kb);
+        return LT_ERR_ARG;
+    }
     if (block_nr < 2) {
         lt_errf(err, errlen, "iface:%s: ring of %u KiB holds fewer than 2 blocks of %u KiB", ifn, ring_kb,
                 block_kb);
@@ -388,13 +394,34 @@ int lt_reader_open_live(const lt_live_config *cfg, lt_reader **out, char *err, s
         if (setsockopt(s->fd, SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mr, sizeof mr) != 0)
             return fail(s, err, errlen, LT_ERR_IO, "iface:%s: promiscuous mode: %s", ifn, strerror(errno));
     }
-    /* Fanout (hash of the flow): each further worker joins the same group with its own ring. No
-     * PACKET_FANOUT_FLAG_DEFRAG: it would reassemble IP fragments and change the frames. */
-    uint32_t group = cfg->fanout_group ? cfg->fanout_group : ((uint32_t)getpid() & 0xFFFFu);
-    int fan = (int)((group & 0xFFFFu) | ((uint32_t)PACKET_FANOUT_HASH << 16));
-    if (setsockopt(s->fd, SOL_PACKET, PACKET_FANOUT, &fan, sizeof fan) != 0)
-        return fail(s, err, errlen, LT_ERR_IO, "iface:%s: PACKET_FANOUT group %u: %s", ifn, group & 0xFFFFu,
-                    strerror(errno));
+    /* Fanout (hash of the flow), several workers only: one ring needs no group, and any
+     * CAP_NET_RAW process in the namespace that joins a group takes its share of the frames
+     * silently. The first worker makes a group with an unpredictable id (it was pid & 0xffff, which
+     * another process guessed and joined); the others join it by id. A member that is not ours is
+     * still possible (16 bits can be scanned), so capture counts every frame of the interface
+     * outside the group and declares what no ring of ours received (ledgertool/live_workers.py,
+     * FanoutWitness). No PACKET_FANOUT_FLAG_DEFRAG: it would reassemble IP fragments. */
+    if (cfg->fanout) {
+        if (cfg->fanout_group > 0xFFFFu)
+            return fail(s, err, errlen, LT_ERR_ARG, "iface:%s: fanout group %u is not a 16-bit id", ifn,
+                        cfg->fanout_group);
+        int rc = -1;
+        uint16_t group = 0;
+        for (int attempt = 0; attempt < 8 && rc != 0; attempt++) {
+            group = (uint16_t)cfg->fanout_group;
+            while (!group)  /* a random id: getrandom never blocks for 2 bytes once the pool is ready */
+                if (getrandom(&group, sizeof group, 0) != sizeof group)
+                    return fail(s, err, errlen, LT_ERR_IO, "iface:%s: getrandom: %s", ifn, strerror(errno));
+            int fan = (int)(group | ((uint32_t)PACKET_FANOUT_HASH << 16));
+            rc = setsockopt(s->fd, SOL_PACKET, PACKET_FANOUT, &fan, sizeof fan);
+            if (rc == 0) s->fanout_group = group;
+            /* EINVAL: a random id that another process uses with another mode; draw again */
+            else if (cfg->fanout_group || errno != EINVAL) break;
+        }
+        if (rc != 0)
+            return fail(s, err, errlen, LT_ERR_IO, "iface:%s: PACKET_FANOUT group %u: %s", ifn, group,
+                        strerror(errno));
+    }
     if (cfg->pin_cpu >= 0) {
         cpu_set_t set;
         CPU_ZERO(&set);
@@ -432,4 +459,18 @@ int lt_live_get_stats(const lt_reader *r, lt_live_stats *out) {
     if (!s) return LT_ERR_ARG;
     *out = s->st;
     return LT_OK;
+}
+
+int lt_live_get_fanout(const lt_reader *r, uint32_t *group) {
+    live_src *s = lt_reader_source(r, &live_ops);
+    if (!s) return LT_ERR_ARG;
+    *group = s->fanout_group;
+    return LT_OK;
+}
+
+int lt_live_sync_stats(lt_reader *r) {
+    live_src *s = lt_reader_source(r, &live_ops);
+    if (!s) return LT_ERR_ARG;
+    lt_reader_info info;
+    return read_stats(s, &info);
 }

@@ -72,7 +72,7 @@ int lt_digest(int algorithm, const uint8_t *key, const uint8_t *msg, size_t len,
     int st = lt_dctx_init(&c, algorithm, key);
     if (st != LT_OK) return st;
     lt_dctx_run(&c, msg, len, out);
-    memset(&c, 0, sizeof c);
+    lt_wipe(&c, sizeof c);
     return LT_OK;
 }
 
@@ -81,9 +81,12 @@ int lt_digest_many(int algorithm, const uint8_t *key, const uint8_t *const *msgs
     lt_dctx c;
     int st = lt_dctx_init(&c, algorithm, key);
     if (st != LT_OK) return st;
-    if (n && (!msgs || !lens || !out || out_stride < c.out_len)) return LT_ERR_ARG;
+    if (n && (!msgs || !lens || !out || out_stride < c.out_len || n > SIZE_MAX / out_stride)) {
+        lt_wipe(&c, sizeof c);
+        return LT_ERR_ARG;
+    }
     lt_dctx_run_many(&c, msgs, lens, n, out, out_stride);
-    memset(&c, 0, sizeof c);
+    lt_wipe(&c, sizeof c);
     return LT_OK;
 }
 
@@ -95,7 +98,7 @@ int lt_gmac_aes128(const uint8_t *key, const uint8_t *iv, const uint8_t *aad, si
     c.out_len = 16;
     i->init(&c, key, 16, iv);
     i->digest(&c, aad, len, tag);
-    memset(&c, 0, sizeof c);
+    lt_wipe(&c, sizeof c);
     return LT_OK;
 }
 
@@ -107,7 +110,7 @@ int lt_hmac_sha256(const uint8_t *key, size_t key_len, const uint8_t *msg, size_
     c.out_len = 32;
     i->init(&c, key, key_len, NULL);
     i->digest(&c, msg, len, out);
-    memset(&c, 0, sizeof c);
+    lt_wipe(&c, sizeof c);
     return LT_OK;
 }
 
@@ -150,6 +153,7 @@ int lt_bench_digest_batch1(int algorithm, const uint8_t *key, const uint8_t *buf
         uint8_t *outs = malloc(batch * 32);
         if (!msgs || !lens || !outs) {
             free(msgs); free(lens); free(outs);
+            lt_wipe(&c, sizeof c);
             return LT_ERR_NOMEM;
         }
         for (size_t i = 0; i < batch; i++) {
@@ -169,7 +173,7 @@ int lt_bench_digest_batch1(int algorithm, const uint8_t *key, const uint8_t *buf
         free(msgs); free(lens); free(outs);
     }
     memcpy(sink, acc, 16);
-    memset(&c, 0, sizeof c);
+    lt_wipe(&c, sizeof c);
     return LT_OK;
 }
 

@@ -10,8 +10,7 @@
 #if LT_X86_PATHS
 #include <immintrin.h>
 
-#pragma GCC push_options
-#pragma GCC target("avx2")
+LT_TARGET_BEGIN("avx2")
 
 /* rows r[0..7] of eight 32-bit words -> columns r[0..7] (r[w] lane l = old r[l] word w) */
 static inline __attribute__((always_inline)) void b3x8_transpose(__m256i r[8]) {
@@ -74,5 +73,5 @@ static inline __attribute__((always_inline)) void b3x8_store_cv(const __m256i cv
 #define MB_STORE_CV(cv, rows) b3x8_store_cv((cv), (rows))
 #include "blake3_mb.h"
 
-#pragma GCC pop_options
+LT_TARGET_END
 #endif

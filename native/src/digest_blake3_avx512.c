@@ -10,8 +10,7 @@
 #if LT_X86_PATHS
 #include <immintrin.h>
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512vl,avx2")
+LT_TARGET_BEGIN("avx512f,avx512vl,avx2")
 
 /* 16 x 16 transpose of 32-bit words: r[l] = block of lane l -> m[w] = word w of every lane */
 static inline __attribute__((always_inline)) void b3x16_load_msg(const uint8_t *const *bp, __m512i m[16]) {
@@ -91,5 +90,5 @@ static inline __attribute__((always_inline)) void b3x16_store_cv(const __m512i c
 #define MB_STORE_CV(cv, rows) b3x16_store_cv((cv), (rows))
 #include "blake3_mb.h"
 
-#pragma GCC pop_options
+LT_TARGET_END
 #endif

@@ -36,8 +36,7 @@
 #if LT_X86_PATHS
 #include <immintrin.h>
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,vpclmulqdq,pclmul,aes,sse4.1,ssse3")
+LT_TARGET_BEGIN("avx512f,avx512bw,avx512vl,vpclmulqdq,pclmul,aes,sse4.1,ssse3")
 
 /* c->u.gmac.hpow as 128-bit entries: [i] = H^(33-i) * y for i = 0 .. 32, [33 .. 35] zero (read by
  * the tail loads of frames whose last zmm is partly empty; the data lanes there are zero too). */
@@ -237,5 +236,5 @@ void lt_gmac_many_vpclmul512(const lt_dctx *c, const uint8_t *const *msgs, const
     }
 }
 
-#pragma GCC pop_options
+LT_TARGET_END
 #endif

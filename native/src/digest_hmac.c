@@ -117,8 +117,8 @@ static void hmac_init_with(sha256_blocks_fn blocks, lt_dctx *c, const uint8_t *k
     for (int i = 0; i < 64; i++) pad[i] = k[i] ^ 0x5c;
     memcpy(c->u.hmac.ostate, H0, 32);
     blocks(c->u.hmac.ostate, pad, 1);
-    memset(k, 0, sizeof k);
-    memset(pad, 0, sizeof pad);
+    lt_wipe(k, sizeof k);
+    lt_wipe(pad, sizeof pad);
 }
 
 static void hmac_digest_with(sha256_blocks_fn blocks, const lt_dctx *c, const uint8_t *msg, size_t len,
@@ -160,14 +160,22 @@ const lt_cpu_impl lt_hmac_impls[] = {
  * The compression function follows the hmac-sha256-128 path in use (so forcing that algorithm to
  * "portable" also tests the portable leaves). The 0x00 prefix shifts the records by one byte, so
  * each leaf is hashed through a 64-byte staging block except for its whole aligned middle, which
- * sha256_finish consumes in place after the first block. */
-int lt_merkle_leaves(const uint8_t *records, size_t record_size, size_t count, size_t leaf_records, uint8_t *out) {
-    if (!record_size || !leaf_records || (count && !records) || !out) return LT_ERR_ARG;
+ * sha256_finish consumes in place after the first block.
+ * Every size is checked before it is used: ledger.json is unsigned, and a leaf_records of 2^60 + 1
+ * once wrapped record_size * leaf_records to 48 bytes and wrote one leaf per record past `out`. */
+int lt_merkle_leaves(const uint8_t *records, size_t record_size, size_t count, size_t leaf_records, uint8_t *out,
+                     size_t out_len) {
+    if ((record_size != LT_RECORD_FIXED + 16 && record_size != LT_RECORD_FIXED + 32) || !leaf_records ||
+        leaf_records > LT_MERKLE_MAX_LEAF_RECORDS || (leaf_records & (leaf_records - 1)) || (count && !records) ||
+        !out)
+        return LT_ERR_ARG;
+    size_t total, leaves = count / leaf_records + (count % leaf_records != 0);
+    if (__builtin_mul_overflow(record_size, count, &total) || leaves > out_len / 32) return LT_ERR_ARG;
+    const size_t leaf_bytes = record_size * leaf_records; /* <= 64 * 2^16: no overflow */
     sha256_blocks_fn blocks = blocks_portable;
 #if LT_X86_PATHS
     if (strcmp(lt_cpu_path(LT_ALG_HMAC_SHA256_128), "sha-ni") == 0) blocks = blocks_shani;
 #endif
-    size_t leaf_bytes = record_size * leaf_records, total = record_size * count;
     for (size_t off = 0; off < total; off += leaf_bytes, out += 32) {
         size_t len = total - off < leaf_bytes ? total - off : leaf_bytes;
         const uint8_t *p = records + off;

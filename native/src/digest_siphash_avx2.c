@@ -10,8 +10,7 @@
 #if LT_X86_PATHS
 #include <immintrin.h>
 
-#pragma GCC push_options
-#pragma GCC target("avx2")
+LT_TARGET_BEGIN("avx2")
 
 typedef struct { __m256i lo, hi; } mb2_v;
 
@@ -137,5 +136,5 @@ static inline __attribute__((always_inline)) void mb2_load2(const uint64_t *pa, 
 #define MB_LOADPART(pa, off, nbytes, m) mb2_loadx((pa), (off), 1, (nbytes), (m))
 #include "siphash_mb.h"
 
-#pragma GCC pop_options
+LT_TARGET_END
 #endif

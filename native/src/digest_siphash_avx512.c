@@ -11,8 +11,7 @@
 #if LT_X86_PATHS
 #include <immintrin.h>
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512vl,avx2")
+LT_TARGET_BEGIN("avx512f,avx512vl,avx2")
 
 /* 8 x 8 transpose of 64-bit words (r[l] = the 8 words of lane l -> m[w] = word w of every lane):
  * unpack pairs, then two rounds of 128-bit chunk shuffles */
@@ -128,5 +127,5 @@ static inline __attribute__((always_inline)) void mb16_loadpart(const uint64_t *
 #define MB_LOADPART(pa, off, nbytes, m) mb16_loadpart((pa), (off), (nbytes), (m))
 #include "siphash_mb.h"
 
-#pragma GCC pop_options
+LT_TARGET_END
 #endif

@@ -43,6 +43,7 @@ struct lt_engine {
     size_t ahead_len;
     int ahead_status;      /* lt_reader_next's status for that batch */
     int ahead_ready;
+    uint64_t fault;        /* 1 + byte offset where the reader's file shrank under a pass (atomic); 0: none */
 };
 
 static inline uint16_t record_flags(const lt_frame *f) {
@@ -141,7 +142,7 @@ struct lt_pool {
     unsigned long gen;      /* bumped for each pass */
     unsigned pending;       /* workers still on the current pass */
     int quit;
-    const lt_engine *e;     /* the current pass */
+    lt_engine *e;           /* the current pass */
     size_t pos, n;
     uint64_t seq;
     uint8_t *out;
@@ -152,15 +153,37 @@ struct lt_pool {
     pthread_t tid[LT_ENGINE_MAX_WORKERS];
 };
 
-/* Claim and digest chunks of the current pass until none is left; returns the captured bytes. */
-static uint64_t run_chunks(lt_pool *p, const lt_engine *e, size_t pos, size_t n, uint64_t seq, uint8_t *out) {
-    uint64_t bytes = 0;
-    for (;;) {
-        size_t lo = __atomic_fetch_add(&p->next, LT_CHUNK, __ATOMIC_RELAXED);
-        if (lo >= n) return bytes;
-        size_t hi = lo + LT_CHUNK < n ? lo + LT_CHUNK : n;
-        bytes += digest_slice(e, pos + lo, hi - lo, seq + lo, out + lo * e->record_size);
+/* The frames point into the reader's map: a file truncated meanwhile faults (SIGBUS) in strip or
+ * digest, on whichever thread hashes that frame. Each thread's share of a pass runs under the
+ * reader's SIGBUS guard (reader.c); a fault records where and ends the thread's share. */
+static void note_fault(lt_engine *e, size_t off) {
+    uint64_t none = 0;
+    __atomic_compare_exchange_n(&e->fault, &none, (uint64_t)off + 1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
+
+/* Claim and digest chunks of the current pass until none is left (p NULL: the whole of
+ * [pos, pos + n) on this thread); returns the captured bytes. */
+static uint64_t run_chunks(lt_pool *p, lt_engine *e, size_t pos, size_t n, uint64_t seq, uint8_t *out) {
+    volatile uint64_t bytes = 0; /* read after a siglongjmp */
+    lt_bus_guard g;
+    lt_bus_guard_push(&g, e->reader);
+    if (sigsetjmp(g.jb, 0)) {
+        note_fault(e, g.fault);
+        if (p) __atomic_store_n(&p->next, n, __ATOMIC_RELAXED); /* the others stop claiming too */
+        return 0;
     }
+    if (!p) {
+        bytes = digest_slice(e, pos, n, seq, out);
+    } else {
+        for (;;) {
+            size_t lo = __atomic_fetch_add(&p->next, LT_CHUNK, __ATOMIC_RELAXED);
+            if (lo >= n) break;
+            size_t hi = lo + LT_CHUNK < n ? lo + LT_CHUNK : n;
+            bytes += digest_slice(e, pos + lo, hi - lo, seq + lo, out + lo * e->record_size);
+        }
+    }
+    lt_bus_guard_pop(&g);
+    return bytes;
 }
 
 static void *pool_worker(void *arg) {
@@ -175,7 +198,7 @@ static void *pool_worker(void *arg) {
             return NULL;
         }
         seen = p->gen;
-        const lt_engine *e = p->e;
+        lt_engine *e = p->e;
         size_t pos = p->pos, n = p->n;
         uint64_t seq = p->seq;
         uint8_t *out = p->out;
@@ -228,7 +251,7 @@ static void read_ahead(lt_engine *e) {
 /* One pass over batch[pos, pos + n): split across the workers when it is big enough. `last`: the
  * pass ends the batch, so the calling thread may read the next one ahead first. */
 static uint64_t digest_pass(lt_engine *e, size_t pos, size_t n, uint64_t seq, uint8_t *out, int last) {
-    if (!e->pool || n < LT_PARALLEL_MIN) return digest_slice(e, pos, n, seq, out);
+    if (!e->pool || n < LT_PARALLEL_MIN) return run_chunks(NULL, e, pos, n, seq, out);
     lt_pool *p = e->pool;
     pthread_mutex_lock(&p->mu);
     p->e = e;
@@ -313,6 +336,7 @@ int lt_engine_fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_re
     uint64_t bytes = 0;
     int idle = 0; /* a live source returned LT_OK with 0 frames: nothing arrived, not the end */
     *n = 0;
+    if (!out || max_records > SIZE_MAX / e->record_size) return LT_ERR_ARG;
     while (done < max_records) {
         if (e->batch_pos == e->batch_len) {
             if (e->reader_status) break;
@@ -340,6 +364,14 @@ int lt_engine_fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_re
         if (take > max_records - done) take = max_records - done;
         bytes += digest_pass(e, e->batch_pos, take, first_seq + done, out + done * e->record_size,
                              e->batch_pos + take == e->batch_len);
+        if (e->fault) { /* the file shrank under this pass: none of this call's records is handed out */
+            lt_reader_fail_shrunk(e->reader, e->fault - 1);
+            e->reader_status = LT_ERR_IO;
+            e->batch_pos = e->batch_len;
+            e->ahead_ready = 0;
+            if (bytes_captured) *bytes_captured = 0;
+            return LT_ERR_IO;
+        }
         e->batch_pos += take;
         done += take;
     }
@@ -352,7 +384,7 @@ int lt_engine_fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_re
 void lt_engine_free(lt_engine *e) {
     if (!e) return;
     if (e->pool) pool_stop(e->pool);
-    memset(&e->dctx, 0, sizeof e->dctx);  /* key material */
+    lt_wipe(&e->dctx, sizeof e->dctx);  /* key material */
     free(e->batch);
     free(e->msg);
     free(e->msg_len);

@@ -2,6 +2,7 @@
 #ifndef LT_INTERNAL_H
 #define LT_INTERNAL_H
 
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,6 +30,19 @@ static inline void lt_store_le64(uint8_t *p, uint64_t v) {
     lt_store_le32(p + 4, (uint32_t)(v >> 32));
 }
 
+/* Zero key material. A memset of a buffer that is freed or goes out of scope next is a dead store
+ * the compiler may remove (GCC does for lt_engine_free's); explicit_bzero (glibc >= 2.25, musl, the
+ * BSDs) may not be removed, and elsewhere memset is called through a volatile function pointer,
+ * which the compiler cannot see through. */
+static inline void lt_wipe(void *p, size_t n) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 25))
+    explicit_bzero(p, n);
+#else
+    static void *(*const volatile set)(void *, int, size_t) = memset;
+    set(p, 0, n);
+#endif
+}
+
 static inline void lt_errf(char *err, size_t errlen, const char *fmt, ...) {
     if (!err || errlen == 0) return;
     va_list ap;
@@ -44,6 +58,26 @@ typedef struct {
     int (*next)(void *src, lt_frame *frames, size_t max, size_t *n, lt_reader_info *info);
     void (*close)(void *src);
 } lt_source_ops;
+
+/* reader.c: SIGBUS guard for reads of a file reader's map (why: the comment above lt_bus_guard_push
+ * in reader.c). Use, in the function that reads the map:
+ *     lt_bus_guard g;
+ *     lt_bus_guard_push(&g, r);
+ *     if (sigsetjmp(g.jb, 0)) { ... the map shrank at byte g.fault (g is popped already) ...; }
+ *     ... read the map; no locks taken, nothing allocated ...
+ *     lt_bus_guard_pop(&g);
+ * Guards nest per thread; a reader that is not a file (no map) never faults this way. */
+typedef struct lt_bus_guard {
+    sigjmp_buf jb;
+    const uint8_t *lo;          /* the map: [lo, lo + len) */
+    size_t len;
+    volatile size_t fault;      /* byte offset in the file of the access that faulted */
+    struct lt_bus_guard *outer;
+} lt_bus_guard;
+void lt_bus_guard_push(lt_bus_guard *g, const lt_reader *r);
+void lt_bus_guard_pop(lt_bus_guard *g);
+/* Fail a file reader for good (sticky LT_ERR_IO) because its file shrank under byte `off`. */
+void lt_reader_fail_shrunk(lt_reader *r, uint64_t off);
 
 /* reader.c: wrap a source in an lt_reader so the engine and Python treat it like a file. */
 lt_reader *lt_reader_from_source(const lt_source_ops *ops, void *src, int format);
@@ -88,6 +122,19 @@ static inline uint64_t lt_load_be64(const uint8_t *p) {
 #define LT_NEON_PATHS 1
 #else
 #define LT_NEON_PATHS 0
+#endif
+
+/* A region of functions compiled for an ISA extension (the *_avx2.c / *_avx512.c files):
+ * `#pragma GCC target` for GCC, `#pragma clang attribute` for clang, which ignores the GCC pragma
+ * (scripts/fuzz.sh builds with clang 14). Their code runs only where dispatch.c found the CPU
+ * feature. */
+#define LT_PRAGMA(x) _Pragma(#x)
+#if defined(__clang__)
+#define LT_TARGET_BEGIN(isa) LT_PRAGMA(clang attribute push(__attribute__((target(isa))), apply_to = function))
+#define LT_TARGET_END LT_PRAGMA(clang attribute pop)
+#else
+#define LT_TARGET_BEGIN(isa) LT_PRAGMA(GCC push_options) LT_PRAGMA(GCC target(isa))
+#define LT_TARGET_END LT_PRAGMA(GCC pop_options)
 #endif
 
 /* ---- keyed digest contexts (dispatch.c) ----

@@ -63,6 +63,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -483,6 +485,67 @@ static void pcapng_peek_first_if(lt_reader *r) {
     }
 }
 
+/* ------------------------------------------------------------------ a file that shrinks */
+
+/* The reader maps the capture. When another program truncates the file while it is read (a
+ * capture being rotated, an attacker with the storage), a read of a page past the new end raises
+ * SIGBUS, which killed `recompute` and `capture`. Checking fstat before each batch cannot close
+ * that race: the file can shrink mid-batch, while a worker thread hashes a frame of it; and
+ * MAP_POPULATE does not help, truncation drops the pages from every mapping. So each access to a
+ * map runs under a guard: a thread-local record of the map and a sigjmp_buf, and a process-wide
+ * SIGBUS handler that jumps back when the fault address lies inside the guarded map. Guarded code
+ * takes no lock and allocates nothing while it reads the map (malloc, stdio and the pool's mutex
+ * are never entered with a frame's bytes being read), so leaving it by siglongjmp leaves no state
+ * half-changed; the reader then fails with LT_ERR_IO naming the byte offset. Every other SIGBUS
+ * (another mapping, kill -BUS) goes to the handler installed before ours, or the default action. */
+static __thread lt_bus_guard *bus_guard;
+static struct sigaction bus_prev;
+static pthread_once_t bus_once = PTHREAD_ONCE_INIT;
+
+static void on_sigbus(int sig, siginfo_t *si, void *ctx) {
+    const uint8_t *a = si->si_addr;
+    for (lt_bus_guard *g = bus_guard; g && si->si_code > 0; g = g->outer) /* > 0: a fault, not kill(2) */
+        if (g->len && a >= g->lo && a < g->lo + g->len) {
+            g->fault = (size_t)(a - g->lo);
+            bus_guard = g->outer;
+            siglongjmp(g->jb, 1);
+        }
+    if (bus_prev.sa_flags & SA_SIGINFO) {
+        bus_prev.sa_sigaction(sig, si, ctx);
+    } else if (bus_prev.sa_handler != SIG_DFL && bus_prev.sa_handler != SIG_IGN) {
+        bus_prev.sa_handler(sig);
+    } else {
+        /* the default action: a fault repeats when we return, a kill(2) has to be sent again */
+        signal(SIGBUS, SIG_DFL);
+        if (si->si_code <= 0) raise(SIGBUS);
+    }
+}
+
+static void bus_install(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigbus;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER; /* NODEFER: siglongjmp leaves SIGBUS unblocked */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, &bus_prev);
+}
+
+void lt_bus_guard_push(lt_bus_guard *g, const lt_reader *r) {
+    g->lo = r->ops ? NULL : r->map;
+    g->len = r->ops ? 0 : r->size;
+    g->fault = 0;
+    g->outer = bus_guard;
+    bus_guard = g;
+}
+
+void lt_bus_guard_pop(lt_bus_guard *g) { bus_guard = g->outer; }
+
+void lt_reader_fail_shrunk(lt_reader *r, uint64_t off) {
+    set_error(r, LT_ERR_IO, off,
+              "the file shrank while it was read: byte %llu of %zu is gone (truncated by another program?)",
+              (unsigned long long)off, r->size);
+}
+
 /* ------------------------------------------------------------------ public API */
 
 int lt_reader_open(const char *path, lt_reader **out, char *err, size_t errlen) {
@@ -519,6 +582,7 @@ int lt_reader_open(const char *path, lt_reader **out, char *err, size_t errlen) 
             lt_errf(err, errlen, "%s: %zu-byte file is too short to be a pcap or pcapng capture", path, size);
         return LT_ERR_FORMAT;
     }
+    pthread_once(&bus_once, bus_install);
     void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     int saved = errno;
     close(fd);
@@ -615,11 +679,45 @@ int lt_reader_next(lt_reader *r, lt_frame *frames, size_t max, size_t *n) {
         if (st != LT_OK && *n == 0) r->state = st;
         return *n ? LT_OK : st;
     }
+    lt_bus_guard g;
+    lt_bus_guard_push(&g, r);
+    if (sigsetjmp(g.jb, 0)) { /* the file shrank: none of this call's frames is handed out */
+        lt_reader_fail_shrunk(r, g.fault);
+        return LT_ERR_IO;
+    }
     size_t k = r->info.format == LT_FMT_PCAPNG ? pcapng_next(r, frames, max) : pcap_next(r, frames, max);
+    lt_bus_guard_pop(&g);
     r->info.frames += k;
     *n = k;
     if (k) return LT_OK;
     return r->state ? r->state : LT_EOF;
+}
+
+static void copy_frames(const lt_frame *frames, size_t n, uint8_t *dst) {
+    for (size_t i = 0; i < n; i++) {
+        if (frames[i].caplen) memcpy(dst, frames[i].data, frames[i].caplen);
+        dst += frames[i].caplen;
+    }
+}
+
+int lt_reader_copy_frames(lt_reader *r, const lt_frame *frames, size_t n, uint8_t *dst, size_t dst_len) {
+    size_t need = 0;
+    for (size_t i = 0; i < n; i++)
+        if (__builtin_add_overflow(need, (size_t)frames[i].caplen, &need)) return LT_ERR_ARG;
+    if (need > dst_len || (need && !dst)) return LT_ERR_ARG;
+    /* volatile copies: nothing that lives in a register is read after the setjmp */
+    const lt_frame *volatile src = frames;
+    uint8_t *volatile to = dst;
+    volatile size_t count = n;
+    lt_bus_guard g;
+    lt_bus_guard_push(&g, r);
+    if (sigsetjmp(g.jb, 0)) {
+        lt_reader_fail_shrunk(r, g.fault);
+        return LT_ERR_IO;
+    }
+    copy_frames(src, count, to);
+    lt_bus_guard_pop(&g);
+    return LT_OK;
 }
 
 void lt_reader_get_info(const lt_reader *r, lt_reader_info *info) {

@@ -164,13 +164,22 @@ int lt_replay_open(const lt_replay_config *cfg, lt_replay **out, char *err, size
             }
             if (p->nfr == p->capfr) {
                 size_t c = p->capfr ? p->capfr * 2 : 1024;
-                rframe *nf = realloc(p->fr, c * sizeof *nf);
+                rframe *nf = c <= SIZE_MAX / sizeof *nf ? realloc(p->fr, c * sizeof *nf) : NULL;
                 if (!nf) {
                     lt_replay_close(p);
                     return LT_ERR_NOMEM;
                 }
                 p->fr = nf;
                 p->capfr = c;
+            }
+            int64_t d;
+            if (p->cfg.mode == LT_REPLAY_TIMING && p->nfr && __builtin_sub_overflow(f->ts_ns, p->fr[0].ts_ns, &d)) {
+                /* saturated or garbage timestamps: the gap does not fit the ns clock --timing paces by */
+                lt_errf(err, errlen, "%s: frame %llu (byte %llu) is more than 2^63 ns from the first frame sent; "
+                        "its timing cannot be kept: replay with --pps, --mbps or --topspeed", cfg->path,
+                        (unsigned long long)p->file_frames - 1, (unsigned long long)f->offset);
+                lt_replay_close(p);
+                return LT_ERR_ARG;
             }
             p->fr[p->nfr++] = (rframe){f->data, f->caplen, f->ts_ns};
         }
@@ -188,19 +197,29 @@ int lt_replay_open(const lt_replay_config *cfg, lt_replay **out, char *err, size
     return LT_OK;
 }
 
+/* Schedule arithmetic saturates at INT64_MAX ns (292 years: "never", until lt_replay_stop): a tiny
+ * rate, a long capture times many loops, or a timestamp near the int64 limits must not overflow. */
+static int64_t ns_of(double ns) { return ns < 0x1p63 ? (int64_t)ns : INT64_MAX; }
+static int64_t sat_add(int64_t a, int64_t b) { /* a, b >= 0 */
+    int64_t r;
+    return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
 /* ns after the start at which frame `i` of loop `loop` is due (the running totals describe the
- * frames before it). */
+ * frames before it). Timing mode: lt_replay_open checked that every frame's offset from frame 0
+ * fits an int64. */
 static int64_t due_ns(const lt_replay *p, uint64_t sent_before, uint64_t bytes_before, uint32_t loop, size_t i,
                       int64_t span) {
     switch (p->cfg.mode) {
     case LT_REPLAY_PPS:
-        return (int64_t)((double)sent_before * 1e9 / p->cfg.rate);
+        return ns_of((double)sent_before * 1e9 / p->cfg.rate);
     case LT_REPLAY_MBPS:
-        return (int64_t)((double)bytes_before * 8000.0 / p->cfg.rate);
+        return ns_of((double)bytes_before * 8000.0 / p->cfg.rate);
     case LT_REPLAY_TIMING: {
-        int64_t d = p->fr[i].ts_ns - p->fr[0].ts_ns;
+        int64_t d = p->fr[i].ts_ns - p->fr[0].ts_ns, loops;
         if (d < 0) d = 0;
-        return (int64_t)loop * span + d;
+        if (__builtin_mul_overflow((int64_t)loop, span, &loops)) return INT64_MAX;
+        return sat_add(loops, d);
     }
     default:
         return 0;
@@ -235,10 +254,10 @@ int lt_replay_run(lt_replay *p, char *err, size_t errlen) {
             batch = 64;
     }
     int64_t span = 0;
-    if (p->nfr > 1) {
-        span = p->fr[p->nfr - 1].ts_ns - p->fr[0].ts_ns;
+    if (p->cfg.mode == LT_REPLAY_TIMING && p->nfr > 1) {
+        span = p->fr[p->nfr - 1].ts_ns - p->fr[0].ts_ns; /* fits: checked at open */
         if (span < 0) span = 0;
-        span += span / (int64_t)(p->nfr - 1); /* one mean gap between the last frame and the next loop */
+        span = sat_add(span, span / (int64_t)(p->nfr - 1)); /* one mean gap before the next loop */
     }
     int rc = LT_OK;
     int64_t t0 = mono_ns();

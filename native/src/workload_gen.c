@@ -492,6 +492,18 @@ int lt_reader_open_workload(const lt_workload_spec *spec, lt_reader **out, char 
         w->heap_len++;
         heap_up(w, w->heap_len - 1);
     }
+    {   /* timestamps must fit: ts_ns advances by interframe_ps / 1000 (+ carry) per frame emitted,
+         * the last time after the last frame */
+        unsigned __int128 total = 0;
+        for (uint32_t i = 0; i < w->nflows; i++) total += w->flows[i].frames;
+        unsigned __int128 span;
+        if (__builtin_mul_overflow(total, (unsigned __int128)spec->interframe_ps, &span) ||
+            span / 1000u > (unsigned __int128)INT64_MAX - (unsigned __int128)(spec->start_ns < 0 ? 0 : spec->start_ns)) {
+            lt_errf(err, errlen, "workload: the last frame's timestamp (start_ns + frames x interframe) is past "
+                    "2^63 - 1 ns");
+            goto arg;
+        }
+    }
     w->stride = ((size_t)maxlen + 63) & ~(size_t)63;
     w->batch_cap = WL_BUFFER_BYTES / w->stride;
     if (w->batch_cap > WL_BATCH_MAX) w->batch_cap = WL_BATCH_MAX;
