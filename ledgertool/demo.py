@@ -10,12 +10,12 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
-from .capture import capture_file
+from .capture.run import capture_file
 from .errors import LedgerError
-from .keys import DigestKey, SigningKey, TrustBundle, generate_keys
-from .query import run_query
-from .recompute import reconcile
-from .verify import verify_ledger
+from .keyfiles import DigestKey, SigningKey, TrustBundle, generate_keys
+from .reconcile.query import run_query
+from .reconcile.recompute import reconcile
+from .verify.ledger import verify_ledger
 
 SAMPLE_NAME = "sample.pcapng"
 

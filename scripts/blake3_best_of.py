@@ -14,8 +14,8 @@ import blake3
 import ledgertool
 from ledgertool._native import ffi, lib
 from ledgertool.algorithms import ALGORITHMS
-from ledgertool.bench import _BUF_SLACK
-from ledgertool.engine import cpu_paths, force_cpu_path
+from ledgertool.bench.measure import _BUF_SLACK
+from ledgertool.digest.engine import cpu_paths, force_cpu_path
 
 sizes = [int(x) for x in sys.argv[1].split(",")]
 N = int(sys.argv[2]) if len(sys.argv) > 2 else 25

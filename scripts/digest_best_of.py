@@ -4,9 +4,9 @@ disturbed run says more than the median. Usage:
 Each run digests ~15-30 ms of messages through lt_dctx_run_many (batches of 4096), one thread."""
 import os, sys
 from ledgertool._native import ffi, lib
-from ledgertool.bench import _BUF_SLACK
+from ledgertool.bench.measure import _BUF_SLACK
 from ledgertool.algorithms import ALGORITHMS
-from ledgertool.engine import force_cpu_path
+from ledgertool.digest.engine import force_cpu_path
 algs = sys.argv[1].split(","); paths = sys.argv[2].split(","); sizes=[int(x) for x in sys.argv[3].split(",")]
 N = int(sys.argv[4]) if len(sys.argv) > 4 else 25
 for a in algs:

@@ -8,8 +8,8 @@ import sys
 
 from ledgertool._native import ffi, lib
 from ledgertool.algorithms import ALGORITHMS
-from ledgertool.bench import _BUF_SLACK
-from ledgertool.engine import force_cpu_path
+from ledgertool.bench.measure import _BUF_SLACK
+from ledgertool.digest.engine import force_cpu_path
 
 alg = ALGORITHMS[sys.argv[1]]
 force_cpu_path(alg, sys.argv[2])

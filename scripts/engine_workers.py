@@ -3,8 +3,8 @@ of N frames of SIZE bytes (page cache), reader -> strip -> siphash-1-3-128 -> re
 Usage: python scripts/engine_workers.py 1000000 [64]"""
 import sys, time, tempfile
 from pathlib import Path
-from ledgertool.bench import write_synthetic_pcap
-from ledgertool.engine import CaptureReader, DigestEngine
+from ledgertool.bench.measure import write_synthetic_pcap
+from ledgertool.digest.engine import CaptureReader, DigestEngine
 from ledgertool.algorithms import ALGORITHMS
 alg = ALGORITHMS["siphash-1-3-128"]; frames = int(sys.argv[1]); size = int(sys.argv[2]) if len(sys.argv) > 2 else 64
 with tempfile.TemporaryDirectory() as d:

@@ -68,7 +68,7 @@ workload_seeds() {  # pcaps of samples/workloads/*.toml: the corpus has no RoCEv
         "$REPO"/samples/workloads/*.toml <<'PY' >&2
 import sys
 from pathlib import Path
-from ledgertool.workload import load_spec, open_workload, write_pcap
+from ledgertool.source.workload import load_spec, open_workload, write_pcap
 for spec in sys.argv[2:]:
     write_pcap(open_workload(load_spec(spec)), Path(sys.argv[1]) / (Path(spec).stem + ".pcap"))
 PY

@@ -31,18 +31,22 @@ from pathlib import Path
 import atheris
 
 with atheris.instrument_imports():
-    from ledgertool import checkpoint, proof, rotation, seal, segments
-    from ledgertool.engine import valid_leaf_records
+    from ledgertool.seal import checkpoint
+    from ledgertool.verify import proof
+    from ledgertool.seal import rotation
+    from ledgertool.seal import document as seal
+    from ledgertool.ledger import segment as segments
+    from ledgertool.digest.engine import valid_leaf_records
     from ledgertool.errors import LedgerError
-    from ledgertool.ledger import parse_ledger_header
+    from ledgertool.ledger.header import parse_ledger_header
 
 KINDS = ("ledger", "segment", "seal", "proof", "note", "rotation")
 
 
 def _world(tmp: Path) -> dict:
     """A 3-segment ledger of a synthetic capture, a proof, a checkpoint and a key rotation."""
-    from ledgertool.capture import capture_file
-    from ledgertool.keys import DigestKey, SigningKey, generate_keys
+    from ledgertool.capture.run import capture_file
+    from ledgertool.keyfiles import DigestKey, SigningKey, generate_keys
 
     generate_keys(tmp / "keys")
     dk, sk = DigestKey.load(tmp / "keys" / "digest.key"), SigningKey.load(tmp / "keys" / "signing.key")

@@ -31,8 +31,8 @@ from pathlib import Path
 
 from ledgertool._native import ffi, lib
 from ledgertool.algorithms import ALGORITHMS
-from ledgertool.engine import CaptureReader, DigestEngine, cpu_path, digest_capture, force_cpu_path
-from ledgertool.workload import open_workload, parse_spec, write_pcap
+from ledgertool.digest.engine import CaptureReader, DigestEngine, cpu_path, digest_capture, force_cpu_path
+from ledgertool.source.workload import open_workload, parse_spec, write_pcap
 
 ROOT = Path(__file__).resolve().parent.parent
 BATCH = 16384  # LT_ENGINE_BATCH_DEFAULT: frames per reader call and digest pass with one worker
@@ -69,7 +69,7 @@ def engine_rate(pcap: Path, alg, key: bytes, workers: int, frames: int) -> float
 
 
 def isolated_ns(alg, size: int, repeats: int) -> float:
-    from ledgertool.bench import _BUF_SLACK
+    from ledgertool.bench.measure import _BUF_SLACK
 
     buf = bytes(range(256)) * ((size + _BUF_SLACK) // 256 + 1)
     ns = ffi.new("uint64_t *")

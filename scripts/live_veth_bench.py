@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-CLI = [sys.executable, "-c", "from ledgertool.cli import main; main()"]
+CLI = [sys.executable, "-c", "from ledgertool.cli.app import main; main()"]
 
 
 def sh(*a: str) -> str:

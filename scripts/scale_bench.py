@@ -59,7 +59,7 @@ size = 64
 
 _CHILD = ("import atexit, resource, sys; atexit.register(lambda: sys.stderr.write("
           "'MAXRSS %d\\n' % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)); "
-          "from ledgertool.cli import main; main()")
+          "from ledgertool.cli.app import main; main()")
 
 
 def run(args: list[str]) -> tuple[dict, float, int]:
@@ -84,7 +84,7 @@ def main() -> None:
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ledgertool-scale-", dir=a.workdir))
     try:
-        subprocess.run([sys.executable, "-c", "from ledgertool.cli import main; main()", "keys", "generate",
+        subprocess.run([sys.executable, "-c", "from ledgertool.cli.app import main; main()", "keys", "generate",
                         str(work / "keys")], check=True, capture_output=True)
         print("| frames | step | wall s | frames/s | peak RSS MiB | result |")
         print("|---:|---|---:|---:|---:|---|")

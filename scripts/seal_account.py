@@ -3,7 +3,7 @@
 Usage:  python scripts/seal_account.py [--records 1000000] [--repeats 7]
 
 Builds one segment of N 48-byte records (64-byte frames every 6.72 ns, random 16-byte digests),
-then times each step of `seal_records` (ledgertool/seal.py) separately and the whole call, best of
+then times each step of `seal_records` (ledgertool/seal/document.py) separately and the whole call, best of
 --repeats, in a temporary directory next to the system's temporary files; then writes the same
 Arrow table with other Parquet settings, to show how much of the Parquet step is encoding rather
 than compression. Prints Markdown tables (ns per record, M records per second, file size).
@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from ledgertool import merkle
-from ledgertool.engine import merkle_leaves, merkle_root, record_dtype
-from ledgertool.keys import SigningKey
-from ledgertool.seal import PARQUET_OPTIONS, records_to_table, seal_records, write_parquet_atomic
+from ledgertool.seal import merkle
+from ledgertool.digest.engine import merkle_leaves, merkle_root, record_dtype
+from ledgertool.keyfiles import SigningKey
+from ledgertool.seal.document import PARQUET_OPTIONS, records_to_table, seal_records, write_parquet_atomic
 
 _COLS = ("segment", "seq", "ts_ns", "wire_len", "cap_len", "flags", "linktype", "aux", "digest")
 _SMALL = dict(use_dictionary=["segment", "linktype", "flags"],
@@ -74,7 +74,7 @@ def main() -> None:
             ("Merkle leaves, `lt_merkle_leaves` (C, SHA-NI: 48 bytes hashed per record)",
              lambda: merkle_leaves(rec, 48, 64)),
             ("tree above the leaves, `lt_merkle_root` (C)", lambda: merkle_root(raw)),
-            ("the same tree in Python hashlib (`ledgertool.merkle`, the reference)",
+            ("the same tree in Python hashlib (`ledgertool.seal.merkle`, the reference)",
              lambda: merkle.root_from_leaf_hashes(leaves)),
             ("**`seal_records` in all** (the above, the `.leaves` file, the seal, both signatures)",
              lambda: seal_records(ledger_dir=d, ledger=ledger, link="l", index=0, first_seq=0, records=rec,

@@ -29,7 +29,7 @@ needs_corpus = pytest.mark.skipif(not (CORPUS / "manifest.csv").is_file(),
 
 @pytest.fixture(scope="session")
 def keydir(tmp_path_factory) -> Path:
-    from ledgertool.keys import generate_keys
+    from ledgertool.keyfiles import generate_keys
 
     d = tmp_path_factory.mktemp("keys")
     generate_keys(d)
@@ -38,7 +38,7 @@ def keydir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def other_keydir(tmp_path_factory) -> Path:
-    from ledgertool.keys import generate_keys
+    from ledgertool.keyfiles import generate_keys
 
     d = tmp_path_factory.mktemp("otherkeys")
     generate_keys(d)
@@ -47,7 +47,7 @@ def other_keydir(tmp_path_factory) -> Path:
 
 def load_keys(d: Path):
     """(DigestKey, SigningKey, TrustBundle) from a `keys generate` directory."""
-    from ledgertool.keys import DigestKey, SigningKey, TrustBundle
+    from ledgertool.keyfiles import DigestKey, SigningKey, TrustBundle
 
     return (DigestKey.load(d / "digest.key"), SigningKey.load(d / "signing.key"),
             TrustBundle.load(d / "verifier.pub"))
@@ -57,7 +57,7 @@ def load_keys(d: Path):
 def on_path(request):
     """Force (algorithm name, CPU path) from the test's parameter, then return to the CPUID choice."""
     from ledgertool.algorithms import ALGORITHMS
-    from ledgertool.engine import cpu_path, force_cpu_path
+    from ledgertool.digest.engine import cpu_path, force_cpu_path
 
     name, path = request.param
     alg = ALGORITHMS[name]
@@ -69,5 +69,5 @@ def on_path(request):
 
 def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     """Run `ledgertool ARGS` in a subprocess exactly as a user would (entry point `main`)."""
-    return subprocess.run([sys.executable, "-c", "from ledgertool.cli import main; main()", *map(str, args)],
+    return subprocess.run([sys.executable, "-c", "from ledgertool.cli.app import main; main()", *map(str, args)],
                           capture_output=True, text=True, cwd=cwd, timeout=timeout)

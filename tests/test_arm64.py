@@ -23,8 +23,8 @@ import subprocess
 import pytest
 
 from ledgertool.algorithms import ALGORITHMS
-from ledgertool.engine import cpu_paths
-from ledgertool.reference import siphash
+from ledgertool.digest.engine import cpu_paths
+from ledgertool.digest.reference import siphash
 
 from conftest import REPO
 from test_digests import reference as independent_reference
@@ -218,7 +218,7 @@ def test_conformance_kit_digests_under_qemu(arm64_selftest, tmp_path):
     itself (native/src/strip.c) is not in the self-test; see docs/devices.md, "CPU paths"."""
     import json
 
-    from ledgertool.conformance import export_kit
+    from ledgertool.device.conformance import export_kit
 
     kit = tmp_path / "kit"
     export_kit(kit)

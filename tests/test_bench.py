@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ledgertool import bench, dashboard
-from ledgertool.cli import app
+from ledgertool.bench import measure as bench
+from ledgertool.bench import dashboard
+from ledgertool.cli.app import app
 from ledgertool.errors import UsageError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -73,7 +74,7 @@ def test_bench_digest_threads_aggregate() -> None:
 
 
 def test_digest_paths_choice() -> None:
-    from ledgertool.engine import cpu_paths
+    from ledgertool.digest.engine import cpu_paths
 
     sip = bench.get_algorithm("siphash-1-3-128")
     avail = cpu_paths(sip)
@@ -123,7 +124,7 @@ def test_csv_matches_schema(run) -> None:
     header, rows = _csv_rows(run["csv"])
     assert header == CSV_SCHEMA["x-csv-columns"] == bench.CSV_FIELDS
     from ledgertool.algorithms import get_algorithm
-    from ledgertool.engine import cpu_path
+    from ledgertool.digest.engine import cpu_path
 
     paths = {a: [cpu_path(get_algorithm(a, for_ledger=False))] for a in ALGS}  # --paths default
     digest = sum(len(p) for p in paths.values()) * len(SIZES) * len(THREADS)

@@ -26,11 +26,11 @@ import pytest
 import rfc8785
 
 from ledgertool.algorithms import ALGORITHMS
-from ledgertool.conformance import KIT_MASTER_KEY, check_records, export_kit, kit_signing_key
-from ledgertool.conformance_cases import CASES, CATEGORIES
-from ledgertool.engine import cpu_path, cpu_paths, force_cpu_path
-from ledgertool.keys import DigestKey
-from ledgertool.reference import siphash
+from ledgertool.device.conformance import KIT_MASTER_KEY, check_records, export_kit, kit_signing_key
+from ledgertool.device.cases import CASES, CATEGORIES
+from ledgertool.digest.engine import cpu_path, cpu_paths, force_cpu_path
+from ledgertool.keyfiles import DigestKey
+from ledgertool.digest.reference import siphash
 
 from conftest import REPO, run_cli
 from test_digests import reference
@@ -274,11 +274,11 @@ def test_own_implementation_passes_the_kit_on_every_cpu_path(kit, alg_path):
 
 def test_kit_passes_with_LEDGERTOOL_CPU_PATH_portable_through_the_cli(kit):
     env = {**ENV, "LEDGERTOOL_CPU_PATH": "portable"}
-    probe = ("import sys; from ledgertool.algorithms import ALGORITHMS; from ledgertool.engine import cpu_path; "
+    probe = ("import sys; from ledgertool.algorithms import ALGORITHMS; from ledgertool.digest.engine import cpu_path; "
              "sys.exit(0 if {cpu_path(a) for a in ALGORITHMS.values()} == {'portable'} else 1)")
     assert subprocess.run([sys.executable, "-c", probe], env=env).returncode == 0
     for a in LEDGER_ALGS:
-        r = subprocess.run([sys.executable, "-c", "from ledgertool.cli import main; main()", "conformance", "check",
+        r = subprocess.run([sys.executable, "-c", "from ledgertool.cli.app import main; main()", "conformance", "check",
                             kit / "captures/ethernet.pcap", "--records", kit / f"records/ethernet/{a.name}.rdma.records",
                             "--algorithm", a.name, "--strip", "rdma", "--digest-key", kit / "digest.key"],
                            capture_output=True, text=True, env=env, timeout=300)
@@ -412,7 +412,7 @@ def test_check_report_schema_rejects_wrong_shapes(kit):
 
 
 def test_record_layout_file_matches_the_engine():
-    from ledgertool.engine import record_dtype
+    from ledgertool.digest.engine import record_dtype
 
     layout = json.loads((REPO / "schemas" / "record.json").read_text())
     dt = record_dtype(16)

@@ -10,13 +10,13 @@ from __future__ import annotations
 import pytest
 
 from conftest import CORPUS, corpus_rows, needs_corpus
-from ledgertool.capture import capture_file
-from ledgertool.engine import CaptureReader
+from ledgertool.capture.run import capture_file
+from ledgertool.digest.engine import CaptureReader
 from ledgertool.errors import CaptureFormatError
-from ledgertool.keys import DigestKey, SigningKey, TrustBundle
-from ledgertool.query import run_query
-from ledgertool.recompute import reconcile
-from ledgertool.verify import verify_ledger
+from ledgertool.keyfiles import DigestKey, SigningKey, TrustBundle
+from ledgertool.reconcile.query import run_query
+from ledgertool.reconcile.recompute import reconcile
+from ledgertool.verify.ledger import verify_ledger
 
 ROWS = [(r, CORPUS / "files" / r["file"]) for r in corpus_rows()] + \
        [(r, CORPUS / "derived" / r["file"]) for r in corpus_rows("derived_manifest.csv")]

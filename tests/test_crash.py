@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from ledgertool.bench import write_synthetic_pcap
-from ledgertool.capture import capture_file, recover_ledger
-from ledgertool.checkpoint import checkpoint_path
-from ledgertool.keys import DigestKey, SigningKey, TrustBundle
-from ledgertool.verify import verify_ledger
+from ledgertool.bench.measure import write_synthetic_pcap
+from ledgertool.capture.run import capture_file, recover_ledger
+from ledgertool.seal.checkpoint import checkpoint_path
+from ledgertool.keyfiles import DigestKey, SigningKey, TrustBundle
+from ledgertool.verify.ledger import verify_ledger
 
 from conftest import SAMPLES, run_cli
 
@@ -33,7 +33,7 @@ def big_pcap(tmp_path_factory) -> Path:
 
 def _start_capture(src: Path, ledger: Path, keydir: Path, segment_records: int = 5000) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-c", "from ledgertool.cli import main; main()", "capture", str(src), "--ledger",
+        [sys.executable, "-c", "from ledgertool.cli.app import main; main()", "capture", str(src), "--ledger",
          str(ledger), "--digest-key", str(keydir / "digest.key"), "--signing-key", str(keydir / "signing.key"),
          "--segment-records", str(segment_records), "--json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -15,10 +15,10 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from ledgertool.engine import record_dtype
-from ledgertool.keys import DigestKey, SigningKey
-from ledgertool.proof import record_to_json
-from ledgertool.seal import records_to_table, table_to_records
+from ledgertool.digest.engine import record_dtype
+from ledgertool.keyfiles import DigestKey, SigningKey
+from ledgertool.verify.proof import record_to_json
+from ledgertool.seal.document import records_to_table, table_to_records
 
 from conftest import SAMPLES, run_cli
 from test_schemas_reports import validate

@@ -17,20 +17,20 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import SAMPLES, load_keys, run_cli
-from ledgertool import segments
-from ledgertool.capture import capture_file, recover_ledger
-from ledgertool.checkpoint import check_consistency, checkpoint_path, write_checkpoint
-from ledgertool.engine import record_dtype
+from ledgertool.ledger import segment as segments
+from ledgertool.capture.run import capture_file, recover_ledger
+from ledgertool.seal.checkpoint import check_consistency, checkpoint_path, write_checkpoint
+from ledgertool.digest.engine import record_dtype
 from ledgertool.errors import KeyFileError, LedgerFormatError, UsageError
-from ledgertool.keys import DigestKey, SigningKey, generate_keys
-from ledgertool.ledger import load_ledger
-from ledgertool.proof import build_proof, check_proof
-from ledgertool.recompute import reconcile
-from ledgertool.reference import read_pcap, siphash
-from ledgertool.rotation import (key_schedule, load_rotations, rotate_digest_key, rotate_keys, rotation_hash,
+from ledgertool.keyfiles import DigestKey, SigningKey, generate_keys
+from ledgertool.ledger.header import load_ledger
+from ledgertool.verify.proof import build_proof, check_proof
+from ledgertool.reconcile.recompute import reconcile
+from ledgertool.digest.reference import read_pcap, siphash
+from ledgertool.seal.rotation import (key_schedule, load_rotations, rotate_digest_key, rotate_keys, rotation_hash,
                                  rotation_message, with_digest_key_id)
-from ledgertool.seal import load_seal, seal_hash, seal_records, seal_signed_bytes, table_to_records
-from ledgertool.verify import verify_ledger
+from ledgertool.seal.document import load_seal, seal_hash, seal_records, seal_signed_bytes, table_to_records
+from ledgertool.verify.ledger import verify_ledger
 from test_reconcile import write_pcap
 from test_schemas_reports import is_valid, validate
 
@@ -121,7 +121,7 @@ def test_seals_name_the_scheduled_digest_key_and_verify(pristine, keys):
     assert v.ok and v.segments == 6 and v.frames == HALF + len(REPEATED) + 294 - HALF, v.problems
     r = run_cli("verify", pristine, "--trust", keys["keydir"] / "verifier.pub")
     assert r.returncode == 0, r.stdout
-    from ledgertool.query import run_query
+    from ledgertool.reconcile.query import run_query
     rows = run_query(pristine, "SELECT digest_key_id, count(*) FROM seals GROUP BY 1 ORDER BY min(segment)", keys["trust"]).rows
     assert rows == [(a, 3), (b, 3)]
 
@@ -157,7 +157,7 @@ def test_recompute_across_rotation_stays_exact(pristine, keys, captures, tmp_pat
     assert (r.matched, r.ledger_only, r.capture_only) == (n - 2, 2, 1)
     assert sorted(e["seq"] for e in r.examples_ledger_only) == [HALF + 0, HALF + 10]
     assert [e["ts_ns"] for e in r.examples_capture_only] == [extra[0]]
-    # digests checked against the pure-Python SipHash-1-3-128 (ledgertool.reference): the
+    # digests checked against the pure-Python SipHash-1-3-128 (ledgertool.digest.reference): the
     # capture-only frame under the first key in the ledger's order (A), the ledger-only records
     # under the key of their epoch (B)
     sub = {k: keys[k].subkey(ALG, 16) for k in "AB"}

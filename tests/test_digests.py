@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ledgertool.algorithms import ALGORITHMS, get_algorithm
-from ledgertool.engine import (CaptureReader, DigestEngine, cpu_path, cpu_paths, digest_one, force_cpu_path,
+from ledgertool.digest.engine import (CaptureReader, DigestEngine, cpu_path, cpu_paths, digest_one, force_cpu_path,
                                gmac_tag, hmac_sha256)
 
 from conftest import SAMPLES, run_cli
@@ -164,7 +164,7 @@ def test_env_var_forces_paths_and_algorithms_reports_them():
     import sys
 
     def algorithms(env):
-        r = subprocess.run([sys.executable, "-c", "from ledgertool.cli import main; main()", "algorithms", "--json"],
+        r = subprocess.run([sys.executable, "-c", "from ledgertool.cli.app import main; main()", "algorithms", "--json"],
                            capture_output=True, text=True, env=env, timeout=120)
         assert r.returncode == 0, r.stderr
         return {a["name"]: a for a in json.loads(r.stdout)["algorithms"]}, r.stderr

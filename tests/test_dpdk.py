@@ -238,7 +238,7 @@ def test_dpdk_bad_setups_are_one_line_errors(keydir, tmp_path):
 def test_dpdk_eal_argument_quoting_and_not_built(keydir, tmp_path):
     assert "--eal: No closing quotation" in dpdk_error(tmp_path, keydir, "dpdk:0", "--eal", "--no-huge 'x")
     r = subprocess.run([sys.executable, "-c", "import sys; sys.modules['ledgertool._source_dpdk'] = None; "
-                        "from ledgertool.cli import main; main()", "capture", "dpdk:0", "--ledger",
+                        "from ledgertool.cli.app import main; main()", "capture", "dpdk:0", "--ledger",
                         str(tmp_path / "never"), *map(str, keyargs(keydir))], capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "DPDK source is not built: install libdpdk-dev" in r.stderr
@@ -247,7 +247,7 @@ def test_dpdk_eal_argument_quoting_and_not_built(keydir, tmp_path):
 def test_eal_argv_defaults():
     """--in-memory (--no-shconf with --no-huge, which EAL does not combine with --in-memory) and one
     lcore, unless the user's --eal sets them."""
-    from ledgertool.bypass import eal_argv
+    from ledgertool.source.bypass import eal_argv
 
     cpu = str(min(os.sched_getaffinity(0)))
     assert eal_argv("-a 0000:3b:00.0", None) == ["ledgertool", "-a", "0000:3b:00.0", "--in-memory", "-l", cpu]
@@ -266,7 +266,7 @@ def test_without_the_runtime_libraries_only_the_bypass_sources_fail(keydir, tmp_
     if not all(os.path.exists(p) for p in libs):
         pytest.skip("library paths differ on this machine")
     keys = " ".join(f"--{n}-key {keydir / f'{n}.key'}" for n in ("digest", "signing"))
-    cli = f"{sys.executable} -c 'from ledgertool.cli import main; main()' capture"
+    cli = f"{sys.executable} -c 'from ledgertool.cli.app import main; main()' capture"
     script = "\n".join([*(f"mount --bind /dev/null {p}" for p in libs),
                         f"{sys.executable} -c 'import ledgertool._native' && echo native-ok",
                         f"{cli} {SAMPLE} --ledger {tmp_path / 'file'} {keys} --json > {tmp_path / 'file.json'}",

@@ -24,23 +24,24 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from ledgertool import fsio, segments
-from ledgertool.bench import write_synthetic_pcap
-from ledgertool.capture import capture_file, recover_ledger
-from ledgertool.checkpoint import checkpoint_path, export_checkpoint, parse_note
-from ledgertool.engine import record_dtype
+from ledgertool import fsio
+from ledgertool.ledger import segment as segments
+from ledgertool.bench.measure import write_synthetic_pcap
+from ledgertool.capture.run import capture_file, recover_ledger
+from ledgertool.seal.checkpoint import checkpoint_path, export_checkpoint, parse_note
+from ledgertool.digest.engine import record_dtype
 from ledgertool.errors import FileTypeError, LedgerLockedError, StorageError
-from ledgertool.keys import SigningKey
-from ledgertool.ledger import link_state, load_ledger
-from ledgertool.lock import LOCK_FILE, writer_lock
-from ledgertool.rotation import rotate_keys
-from ledgertool.seal import load_seal, table_to_records
-from ledgertool.verify import verify_ledger
+from ledgertool.keyfiles import SigningKey
+from ledgertool.ledger.header import link_state, load_ledger
+from ledgertool.ledger.lock import LOCK_FILE, writer_lock
+from ledgertool.seal.rotation import rotate_keys
+from ledgertool.seal.document import load_seal, table_to_records
+from ledgertool.verify.ledger import verify_ledger
 
 from conftest import SAMPLES, load_keys, run_cli
 
 SAMPLE = SAMPLES / "sample.pcap"  # 294 frames
-CLI = [sys.executable, "-c", "from ledgertool.cli import main; main()"]
+CLI = [sys.executable, "-c", "from ledgertool.cli.app import main; main()"]
 IS_ROOT = os.geteuid() == 0
 
 
@@ -571,7 +572,7 @@ def torn(ledger, keydir) -> Path:
     for p in ldir.glob("seg-00000002.*"):
         p.unlink()
     _, sk, _ = load_keys(keydir)
-    from ledgertool.checkpoint import write_checkpoint
+    from ledgertool.seal.checkpoint import write_checkpoint
     write_checkpoint(ledger, lg, "link0", sk)
     st = link_state(ledger, lg, "link0")
     hdr = segments.SegmentHeader(lg["ledger_id"], "link0", 2, lg["algorithm"], lg["strip"], lg["digest_key_id"],

@@ -34,18 +34,18 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from ledgertool import segments
-from ledgertool.capture import capture_file
-from ledgertool.checkpoint import check_extends, link_tree, parse_note, verify_note, write_checkpoint
+from ledgertool.ledger import segment as segments
+from ledgertool.capture.run import capture_file
+from ledgertool.seal.checkpoint import check_extends, link_tree, parse_note, verify_note, write_checkpoint
 from ledgertool.errors import LedgerError
-from ledgertool.keys import DigestKey, SigningKey, TrustBundle
-from ledgertool.engine import valid_leaf_records
-from ledgertool.ledger import load_ledger, parse_ledger_header
-from ledgertool.rotation import ROTATIONS_DIR, key_schedule, load_rotations, rotate_keys
-from ledgertool.proof import ProofCheck, build_proof, check_proof, load_proof
-from ledgertool.seal import load_seal
-from ledgertool.segments import SegmentHeader, read_open_segment
-from ledgertool.verify import VerifyResult, verify_ledger
+from ledgertool.keyfiles import DigestKey, SigningKey, TrustBundle
+from ledgertool.digest.engine import valid_leaf_records
+from ledgertool.ledger.header import load_ledger, parse_ledger_header
+from ledgertool.seal.rotation import ROTATIONS_DIR, key_schedule, load_rotations, rotate_keys
+from ledgertool.verify.proof import ProofCheck, build_proof, check_proof, load_proof
+from ledgertool.seal.document import load_seal
+from ledgertool.ledger.segment import SegmentHeader, read_open_segment
+from ledgertool.verify.ledger import VerifyResult, verify_ledger
 
 EXAMPLES = int(os.environ.get("LEDGERTOOL_FUZZ_EXAMPLES", "0"))
 FUZZ = settings(

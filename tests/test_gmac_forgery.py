@@ -22,8 +22,8 @@ import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from ledgertool.algorithms import GMAC_CAVEAT
-from ledgertool.engine import CaptureReader
-from ledgertool.keys import DigestKey
+from ledgertool.digest.engine import CaptureReader
+from ledgertool.keyfiles import DigestKey
 
 from conftest import SAMPLES, run_cli
 

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ledgertool.algorithms import ALGORITHMS
-from ledgertool.engine import cpu_path, cpu_paths, digest_many, digest_one, force_cpu_path
+from ledgertool.digest.engine import cpu_path, cpu_paths, digest_many, digest_one, force_cpu_path
 
 GMAC = ALGORITHMS["aes-128-gmac"]
 MF = "vpclmul-avx512-mb"
@@ -124,7 +124,7 @@ import ctypes, mmap, sys
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from ledgertool._native import ffi, lib
 from ledgertool.algorithms import ALGORITHMS
-from ledgertool.engine import force_cpu_path
+from ledgertool.digest.engine import force_cpu_path
 
 alg = ALGORITHMS["aes-128-gmac"]
 force_cpu_path(alg, sys.argv[1])

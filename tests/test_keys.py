@@ -12,7 +12,7 @@ import stat
 import pytest
 
 from ledgertool.errors import AlgorithmError, KeyFileError
-from ledgertool.keys import (
+from ledgertool.keyfiles import (
     SCHEMES,
     DigestKey,
     SigningKey,

@@ -9,10 +9,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from ledgertool.capture import capture_file
-from ledgertool.query import run_query
-from ledgertool.recompute import reconcile
-from ledgertool.verify import verify_ledger
+from ledgertool.capture.run import capture_file
+from ledgertool.reconcile.query import run_query
+from ledgertool.reconcile.recompute import reconcile
+from ledgertool.verify.ledger import verify_ledger
 
 from conftest import load_keys, SAMPLES, run_cli
 
@@ -32,7 +32,7 @@ def ledger(tmp_path, keydir) -> Path:
 
 
 def frames_in(path: Path) -> int:
-    from ledgertool.engine import CaptureReader
+    from ledgertool.digest.engine import CaptureReader
 
     with CaptureReader(path) as r:
         return sum(1 for _ in r.frames())

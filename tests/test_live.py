@@ -32,7 +32,7 @@ import pytest
 
 from conftest import CORPUS, REPO, SAMPLES, run_cli
 
-CLI = [sys.executable, "-c", "from ledgertool.cli import main; main()"]
+CLI = [sys.executable, "-c", "from ledgertool.cli.app import main; main()"]
 SAMPLE = SAMPLES / "sample.pcap"  # 294 Ethernet frames, 57 of them 802.1Q-tagged
 CORPUS_ETH = CORPUS / "files" / "rusticata__wireshark_samples-test.pcapng"  # 5898 Ethernet frames <= 578 B
 
@@ -148,8 +148,8 @@ def ledger_records(ledger: Path) -> pa.Table:
 
 def file_digests(path: Path, keydir: Path) -> list[bytes]:
     from ledgertool.algorithms import get_algorithm, get_strip_mode
-    from ledgertool.engine import CaptureReader, DigestEngine, record_dtype
-    from ledgertool.keys import DigestKey
+    from ledgertool.digest.engine import CaptureReader, DigestEngine, record_dtype
+    from ledgertool.keyfiles import DigestKey
 
     alg = get_algorithm("siphash-1-3-128")
     key = DigestKey.load(keydir / "digest.key").subkey(alg.name, alg.key_size)
@@ -238,8 +238,8 @@ def test_two_workers_zero_loss_merged_in_timestamp_order(veth, keydir, tmp_path)
 def test_merge_worker_records_orders_by_ts_worker_index():
     """The merge at a segment boundary: (ts_ns, worker, order within the worker); GAP records take
     their timestamp's place; seq renumbered contiguously; independent of the spread over workers."""
-    from ledgertool.engine import FLAG_GAP, record_dtype
-    from ledgertool.live_workers import merge_worker_records, split_by_worker
+    from ledgertool.digest.engine import FLAG_GAP, record_dtype
+    from ledgertool.capture.workers import merge_worker_records, split_by_worker
 
     dt = record_dtype(16)
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledgertool import merkle
-from ledgertool.merkle import (
+from ledgertool.seal import merkle
+from ledgertool.seal.merkle import (
     EMPTY_ROOT,
     consistency_proof,
     inclusion_proof,

@@ -17,11 +17,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledgertool import merkle
+from ledgertool.seal import merkle
 from ledgertool.algorithms import ALGORITHMS
-from ledgertool.engine import (CaptureReader, DigestEngine, cpu_path, cpu_paths, digest_many, digest_one,
+from ledgertool.digest.engine import (CaptureReader, DigestEngine, cpu_path, cpu_paths, digest_many, digest_one,
                                force_cpu_path, merkle_leaves)
-from ledgertool.reference import siphash
+from ledgertool.digest.reference import siphash
 
 from conftest import SAMPLES
 from test_digests import reference as independent_reference
@@ -236,7 +236,7 @@ def test_engine_records_do_not_depend_on_workers_or_batch(name):
 
 def test_engine_workers_on_a_big_capture(tmp_path):
     """Passes large enough to be split across threads (the sample is too small for that)."""
-    from ledgertool.bench import write_synthetic_pcap
+    from ledgertool.bench.measure import write_synthetic_pcap
 
     pcap = tmp_path / "big.pcap"
     write_synthetic_pcap(pcap, 20_000, 64)
@@ -285,12 +285,12 @@ def test_c_merkle_leaves_equal_python(path, record_size, count, leaf):
 
 @pytest.mark.parametrize("path", ["default", "portable"])
 def test_c_merkle_root_equals_python_and_published(path):
-    """lt_merkle_root against the RFC 9162 roots of tests/vectors (sizes 0..8, via ledgertool.merkle's
+    """lt_merkle_root against the RFC 9162 roots of tests/vectors (sizes 0..8, via ledgertool.seal.merkle's
     published-vector tests) and the pure-Python tree for every size up to 300 and a 1 M-record segment's
     15,625 leaves."""
     from test_merkle import LEAF_HASHES, ROOTS
 
-    from ledgertool.engine import merkle_root
+    from ledgertool.digest.engine import merkle_root
     hmac_alg = ALGORITHMS["hmac-sha256-128"]
     force_cpu_path(hmac_alg, None if path == "default" else path)
     try:
@@ -313,7 +313,7 @@ def test_engine_read_ahead_keeps_records_and_the_end(tmp_path, tail):
     after every earlier frame) are those of one worker."""
     import struct
 
-    from ledgertool.bench import write_synthetic_pcap
+    from ledgertool.bench.measure import write_synthetic_pcap
     from ledgertool.errors import CaptureFormatError
 
     pcap = tmp_path / "ra.pcap"

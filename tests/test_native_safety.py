@@ -22,7 +22,7 @@ SEG, LEAF = 100, 8
 
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory, keydir) -> Path:
-    from ledgertool.capture import capture_file
+    from ledgertool.capture.run import capture_file
 
     dk, sk, _ = load_keys(keydir)
     out = tmp_path_factory.mktemp("ledger") / "ledger"
@@ -93,7 +93,7 @@ def test_item7_merkle_leaves_checks_every_size_in_c():
 _COUNT_PROBE = """
 from ledgertool._native import ffi, lib
 from ledgertool.algorithms import get_algorithm
-from ledgertool.engine import CaptureReader, DigestEngine
+from ledgertool.digest.engine import CaptureReader, DigestEngine
 alg = get_algorithm("siphash-1-3-128")
 with CaptureReader(__import__("sys").argv[1]) as r:
     e = DigestEngine(r, alg, 0, bytes(16), batch_records=16)
@@ -125,7 +125,7 @@ def test_item7_workload_timestamps_cannot_overflow():
     import dataclasses
 
     from ledgertool.errors import WorkloadSpecError
-    from ledgertool.workload import load_spec, open_workload
+    from ledgertool.source.workload import load_spec, open_workload
 
     spec = load_spec(SAMPLES / "workloads" / "imix.toml")
     with open_workload(dataclasses.replace(spec, start_ns=2**63 - 10**12, interframe_ps=10**6)):
@@ -146,7 +146,7 @@ def test_item7_workload_timestamps_cannot_overflow():
 ])
 def test_item7_ledger_header_fields_are_bounded(ledger, field, value):
     from ledgertool.errors import LedgerFormatError
-    from ledgertool.ledger import load_ledger
+    from ledgertool.ledger.header import load_ledger
 
     _edit_header(ledger, **{field: value})
     with pytest.raises(LedgerFormatError) as e:
@@ -157,7 +157,7 @@ def test_item7_ledger_header_fields_are_bounded(ledger, field, value):
 
 def test_item7_ledger_header_duplicate_member_and_size(ledger):
     from ledgertool.errors import LedgerFormatError
-    from ledgertool.ledger import load_ledger
+    from ledgertool.ledger.header import load_ledger
 
     path = ledger / "ledger.json"
     text = path.read_text()
@@ -176,7 +176,7 @@ def test_item7_ledger_header_duplicate_member_and_size(ledger):
 ])
 def test_item7_segment_header_is_bounded(field, value, where):
     from ledgertool.errors import LedgerFormatError
-    from ledgertool.segments import SegmentHeader
+    from ledgertool.ledger.segment import SegmentHeader
 
     good = dict(ledger_id="ab" * 16, link="link0", index=3, algorithm="siphash-1-3-128", strip="frame",
                 key_id="cd" * 16, record_size=48, digest_size=16, leaf_records=64, first_seq=0, created_ns=1)
@@ -226,9 +226,9 @@ def test_item7_capture_refuses_to_append_over_an_edited_header(ledger, keydir):
 def _strip_binding(ledger: Path, keydir: Path) -> None:
     """Re-sign every seal without ledger_header_sha256, as seals were written before it existed
     (the chain and the stored checkpoint follow)."""
-    from ledgertool.checkpoint import write_checkpoint
-    from ledgertool.ledger import load_ledger
-    from ledgertool.seal import genesis_hash, seal_hash, seal_signed_bytes
+    from ledgertool.seal.checkpoint import write_checkpoint
+    from ledgertool.ledger.header import load_ledger
+    from ledgertool.seal.document import genesis_hash, seal_hash, seal_signed_bytes
 
     _, sk, _ = load_keys(keydir)
     header = load_ledger(ledger)
@@ -286,7 +286,7 @@ import ctypes, json, os, resource, sys
 libc = ctypes.CDLL(None)
 state = lambda: [list(resource.getrlimit(resource.RLIMIT_CORE)), libc.prctl(3, 0, 0, 0, 0)]  # PR_GET_DUMPABLE
 before = state()
-from ledgertool.keys import DigestKey, SigningKey, generate_keys
+from ledgertool.keyfiles import DigestKey, SigningKey, generate_keys
 {load}
 print(json.dumps([before, state()]), flush=True)
 os.abort()
@@ -346,7 +346,7 @@ def _big_pcap(path: Path, frames: int, size: int = 64) -> Path:
 _SHRINK_PROBE = """
 import os, sys
 from ledgertool.algorithms import get_algorithm
-from ledgertool.engine import CaptureReader, DigestEngine
+from ledgertool.digest.engine import CaptureReader, DigestEngine
 from ledgertool.errors import CaptureFormatError
 path, how = sys.argv[1], sys.argv[2]
 alg = get_algorithm("siphash-1-3-128")
@@ -405,7 +405,7 @@ def test_item11_recompute_and_capture_survive_truncation_mid_run(tmp_path, keydi
             if command == "recompute" else
             ["capture", cap, "--ledger", tmp_path / "ledger", "--digest-key", keydir / "digest.key",
              "--signing-key", keydir / "signing.key", "--segment-records", "100000"])
-    proc = subprocess.Popen([sys.executable, "-c", "from ledgertool.cli import main; main()", *map(str, args)],
+    proc = subprocess.Popen([sys.executable, "-c", "from ledgertool.cli.app import main; main()", *map(str, args)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # truncate once the run is under way: the capture is mapped (root may read the maps of the
     # process, which is not dumpable once it holds keys), and it has written output
@@ -453,7 +453,7 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="replay opens a PF_PAC
 
 
 def test_saturated_pcapng_reads_as_int64_limits(tmp_path):
-    from ledgertool.engine import CaptureReader
+    from ledgertool.digest.engine import CaptureReader
 
     with CaptureReader(_saturated_pcapng(tmp_path / "sat.pcapng")) as r:
         assert [f.ts_ns for f in r.frames()] == [-(2**63), 2**63 - 1]
@@ -481,7 +481,7 @@ def test_replay_rate_schedule_saturates(tmp_path):
     import time
 
     cap = _saturated_pcapng(tmp_path / "sat.pcapng")  # --pps does not look at the timestamps
-    proc = subprocess.Popen([sys.executable, "-c", "from ledgertool.cli import main; main()", "replay", str(cap),
+    proc = subprocess.Popen([sys.executable, "-c", "from ledgertool.cli.app import main; main()", "replay", str(cap),
                              "--iface", "lo", "--pps", "1e-300", "--json"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     fds = Path(f"/proc/{proc.pid}/fd")

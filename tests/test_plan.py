@@ -1,4 +1,4 @@
-"""Tests for ledgertool.plan and the `plan` CLI commands (ledgertool.cli_plan).
+"""Tests for ledgertool.plan and the `plan` CLI commands (ledgertool.cli.plan).
 
 Reference values are recomputed here by hand with math.* so that a slip in plan.py
 cannot hide behind a shared helper; relative error bound 1e-9 throughout.
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from ledgertool import plan
-from ledgertool.cli_plan import plan_app
+from ledgertool.cli.plan import plan_app
 from ledgertool.errors import LedgerError, UsageError
 
 REL = 1e-9

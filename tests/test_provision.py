@@ -24,8 +24,8 @@ import rfc8785
 from cryptography.hazmat.primitives.asymmetric import mlkem, x25519
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from ledgertool.keys import DigestKey, SigningKey, TrustBundle, generate_keys
-from ledgertool.provision import (ACCEPTED_FILE, CIPHERTEXT_BYTES, PUBLIC_KEY_BYTES, DeviceKey, DevicePublicKey,
+from ledgertool.keyfiles import DigestKey, SigningKey, TrustBundle, generate_keys
+from ledgertool.device.provision import (ACCEPTED_FILE, CIPHERTEXT_BYTES, PUBLIC_KEY_BYTES, DeviceKey, DevicePublicKey,
                                   KeyPackage, PackageRefused, WrongDeviceError, device_id, provision, unwrap,
                                   write_package)
 
@@ -410,7 +410,7 @@ def test_unwrap_refuses_a_signed_package_whose_key_ids_do_not_match_its_key(worl
     _, pkg = make_package(world, tmp_path, device_dir=d)
     ids = {**pkg.digest_key_ids, "blake3-keyed-256": "ab" * 16}
     # seal the same master again under the changed header, so the ciphertext opens and only the ids differ
-    from ledgertool.provision import _SUITE
+    from ledgertool.device.provision import _SUITE
 
     changed = dataclasses.replace(pkg, digest_key_ids=ids)
     changed = dataclasses.replace(changed, ciphertext=_SUITE.encrypt(

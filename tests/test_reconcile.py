@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from conftest import SAMPLES, run_cli
-from ledgertool.capture import capture_file
-from ledgertool.keys import DigestKey, SigningKey, TrustBundle
-from ledgertool.recompute import reconcile
-from ledgertool.reference import read_pcap
+from ledgertool.capture.run import capture_file
+from ledgertool.keyfiles import DigestKey, SigningKey, TrustBundle
+from ledgertool.reconcile.recompute import reconcile
+from ledgertool.digest.reference import read_pcap
 
 SAMPLE = SAMPLES / "sample.pcap"
 
@@ -117,10 +117,10 @@ def test_cli_recompute_reports_and_exit_codes(base, tmp_path, keydir):
 
 def test_duckdb_never_prints_a_progress_bar(base):
     # DuckDB draws its progress bar on stdout for long queries, which would break --json output.
-    from ledgertool.query import connect
+    from ledgertool.reconcile.query import connect
 
     d, _, _, trust = base
-    from ledgertool.query import open_duckdb
+    from ledgertool.reconcile.query import open_duckdb
 
     for con in (connect(d / "ledger", trust)[0], open_duckdb({"memory_limit": "1GB"})):  # query's and recompute's
         assert con.execute("SELECT current_setting('enable_progress_bar')").fetchone()[0] is False

@@ -31,7 +31,7 @@ SAMPLE_PCAP = REPO / "samples" / "sample.pcap"
 
 
 def cli(*args, ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-c", "from ledgertool.cli import main; main()", *map(str, args)],
+    proc = subprocess.run([sys.executable, "-c", "from ledgertool.cli.app import main; main()", *map(str, args)],
                           capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode in ok, f"{args}: exit {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}"
     return proc
@@ -132,7 +132,7 @@ def test_parquet_schema_matches_records_arrow_json(run):
         got = pq.read_schema(path)
         assert [(f.name, str(f.type), f.nullable) for f in got] == [
             (c["name"], c["type"].format(digest_size=header["digest_size"]), c["nullable"]) for c in expected]
-    from ledgertool.seal import arrow_schema
+    from ledgertool.seal.document import arrow_schema
 
     for size in (16, 32):
         assert [(f.name, str(f.type)) for f in arrow_schema(size)] == [
@@ -147,7 +147,7 @@ def test_recompute_digests_parquet_schema(run):
 
 
 def test_record_layout_matches_docs():
-    from ledgertool.engine import RECORD_FIXED, record_dtype
+    from ledgertool.digest.engine import RECORD_FIXED, record_dtype
 
     assert RECORD_FIXED == struct.calcsize("<QqIIHHI") == 32
     dt = record_dtype(16)
@@ -158,7 +158,7 @@ def test_record_layout_matches_docs():
 
 
 def test_record_flags_match_docs():
-    from ledgertool import engine
+    from ledgertool.digest import engine
 
     doc = (REPO / "docs" / "ledger-format.md").read_text()
     for name in ("TRUNCATED", "MALFORMED", "NON_IP", "FRAGMENT", "UNSUPPORTED_LINKTYPE", "NO_TIMESTAMP",
@@ -168,7 +168,7 @@ def test_record_flags_match_docs():
 
 
 def test_segment_header_layout_matches_code():
-    from ledgertool import segments
+    from ledgertool.ledger import segment as segments
 
     layout = json.loads((SCHEMAS / "segment-header.json").read_text())
     assert layout["size"] == segments.HEADER_SIZE == 256
@@ -191,7 +191,7 @@ def test_segment_header_layout_matches_code():
 
 
 def test_segment_header_values_at_documented_offsets():
-    from ledgertool.segments import SegmentHeader
+    from ledgertool.ledger.segment import SegmentHeader
 
     hdr = SegmentHeader("00112233445566778899aabbccddeeff", "linkA", 7, "siphash-2-4-128", "frame",
                         "ffeeddccbbaa99887766554433221100", 48, 16, 64, 2**40 + 5, -3)
@@ -241,7 +241,7 @@ def test_verify_report_with_problems(run, tmp_path):
 
 def test_verify_problem_kinds_match_code():
     # verify.py emits most kinds; checkpoint findings come from checkpoint.py.
-    src = "\n".join((REPO / "ledgertool" / m).read_text() for m in ("verify.py", "checkpoint.py", "keys.py"))
+    src = "\n".join((REPO / "ledgertool" / m).read_text() for m in ("verify/ledger.py", "seal/checkpoint.py", "keyfiles.py"))
     kinds = set(schema("verify-report.schema.json")["properties"]["problems"]["items"]["properties"]["kind"]["enum"])
     emitted = set(re.findall(r'problem\(\s*"([a-z_]+)"', src))
     assert emitted <= kinds, f"verify.py emits kinds the schema lacks: {emitted - kinds}"
@@ -275,7 +275,7 @@ def test_recompute_reports(run, tmp_path):
 def test_bench_report_and_csv(run):
     validate(run["bench"], "bench-report.schema.json")
     kinds = [r["benchmark"] for r in run["bench"]["rows"]]
-    from ledgertool.bench import digest_paths, usable_cores
+    from ledgertool.bench.measure import digest_paths, usable_cores
 
     want = ["digest"] * len(digest_paths("siphash-1-3-128", "best"))
     want += ["capture:engine"] * len({1, usable_cores()}) + ["capture:sealed", "capture:python-reference"]
@@ -329,7 +329,8 @@ def test_worked_example_recomputes_seals_independently(run):
         prev = ex["seal_hash"](doc)
 
     # the same functions agree with the library's
-    from ledgertool import merkle, seal as seal_mod
+    from ledgertool.seal import merkle
+    from ledgertool.seal import document as seal_mod
 
     assert ex["signed_bytes"](docs[0]) == seal_mod.seal_signed_bytes(docs[0])
     assert ex["seal_hash"](docs[0]) == seal_mod.seal_hash(docs[0])

@@ -64,7 +64,7 @@ ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.e
 
 
 def cli(*args, cwd: Path, ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-c", "from ledgertool.cli import main; main()", *map(str, args)],
+    proc = subprocess.run([sys.executable, "-c", "from ledgertool.cli.app import main; main()", *map(str, args)],
                           capture_output=True, text=True, cwd=cwd, env=ENV, timeout=300)
     assert proc.returncode in ok, f"{args}: exit {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}"
     return proc
@@ -226,9 +226,9 @@ def _torn_ledger(tmp: Path, keys: Path) -> Path:
     import numpy as np
     import pyarrow.parquet as pq
 
-    from ledgertool.engine import record_dtype
-    from ledgertool.seal import table_to_records
-    from ledgertool.segments import SegmentHeader, SegmentWriter, now_ns, open_segment_path, parquet_path
+    from ledgertool.digest.engine import record_dtype
+    from ledgertool.seal.document import table_to_records
+    from ledgertool.ledger.segment import SegmentHeader, SegmentWriter, now_ns, open_segment_path, parquet_path
 
     ledger = tmp / "torn"
     cli("capture", SAMPLE, "--ledger", ledger, "--digest-key", keys / "digest.key", "--signing-key",

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ledgertool.algorithms import ALGORITHMS, get_algorithm
-from ledgertool.engine import digest_one
+from ledgertool.digest.engine import digest_one
 from ledgertool.errors import AlgorithmError
-from ledgertool.reference import siphash
+from ledgertool.digest.reference import siphash
 
 VECTORS = json.loads((Path(__file__).parent / "vectors" / "siphash_reference.json").read_text())
 KEY = bytes.fromhex(VECTORS["key"])

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from ledgertool.canonical import MAX_DOCUMENT_DEPTH, loads_strict
-from ledgertool.capture import capture_file
+from ledgertool.seal.canonical import MAX_DOCUMENT_DEPTH, loads_strict
+from ledgertool.capture.run import capture_file
 from ledgertool.errors import KeyFileError, LedgerFormatError
-from ledgertool.keys import SigningKey, TrustBundle
-from ledgertool.proof import build_proof, check_proof, parse_proof
-from ledgertool.rotation import rotate_keys
+from ledgertool.keyfiles import SigningKey, TrustBundle
+from ledgertool.verify.proof import build_proof, check_proof, parse_proof
+from ledgertool.seal.rotation import rotate_keys
 
 from conftest import SAMPLES, load_keys, run_cli
 

@@ -28,9 +28,9 @@ from scapy.layers.l2 import ARP, Dot1AD, Dot1Q, Dot3, Ether, CookedLinux, Cooked
 from scapy.packet import NoPayload, Padding, Raw
 import scapy.layers.all  # noqa: F401
 
-from ledgertool.engine import RECORD_FIXED, CaptureReader, DigestEngine
+from ledgertool.digest.engine import RECORD_FIXED, CaptureReader, DigestEngine
 from ledgertool.algorithms import get_algorithm
-from ledgertool.strip import MODES, explain, strip_range
+from ledgertool.digest.strip import MODES, explain, strip_range
 
 from conftest import CORPUS, SAMPLES, needs_corpus, run_cli
 
@@ -647,7 +647,7 @@ def test_l3_digest_of_tagged_and_untagged_copy_is_equal(tmp_path):
 
 def test_engine_flags_and_digests_equal_strip_range(tmp_path):
     """The engine digests exactly strip_range's bytes and records its flags (+ TRUNCATED)."""
-    from ledgertool.engine import digest_one
+    from ledgertool.digest.engine import digest_one
 
     alg = get_algorithm("siphash-1-3-128")
     key = bytes(range(16))

@@ -17,15 +17,15 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from ledgertool import segments
-from ledgertool.capture import capture_file, recover_ledger
-from ledgertool.checkpoint import checkpoint_path, write_checkpoint
-from ledgertool.engine import record_dtype
-from ledgertool.keys import SigningKey
-from ledgertool.ledger import load_ledger
-from ledgertool.seal import (load_seal, records_to_table, seal_hash, seal_records, seal_signed_bytes,
+from ledgertool.ledger import segment as segments
+from ledgertool.capture.run import capture_file, recover_ledger
+from ledgertool.seal.checkpoint import checkpoint_path, write_checkpoint
+from ledgertool.digest.engine import record_dtype
+from ledgertool.keyfiles import SigningKey
+from ledgertool.ledger.header import load_ledger
+from ledgertool.seal.document import (load_seal, records_to_table, seal_hash, seal_records, seal_signed_bytes,
                              table_to_records)
-from ledgertool.verify import verify_ledger
+from ledgertool.verify.ledger import verify_ledger
 
 from conftest import load_keys, CORPUS, needs_corpus, run_cli
 

@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from ledgertool import merkle
-from ledgertool.capture import capture_file
-from ledgertool.checkpoint import (check_consistency, checkpoint_path, note_key_id, parse_note, tree_root,
+from ledgertool.seal import merkle
+from ledgertool.capture.run import capture_file
+from ledgertool.seal.checkpoint import (check_consistency, checkpoint_path, note_key_id, parse_note, tree_root,
                                    verify_note)
 from ledgertool.errors import KeyFileError, LedgerFormatError
-from ledgertool.keys import SigningKey, generate_keys
-from ledgertool.proof import build_proof, check_proof, parse_proof
-from ledgertool.rotation import rotate_keys
-from ledgertool.seal import load_seal, seal_hash
-from ledgertool.verify import verify_ledger
+from ledgertool.keyfiles import SigningKey, generate_keys
+from ledgertool.verify.proof import build_proof, check_proof, parse_proof
+from ledgertool.seal.rotation import rotate_keys
+from ledgertool.seal.document import load_seal, seal_hash
+from ledgertool.verify.ledger import verify_ledger
 
 from conftest import load_keys, SAMPLES, run_cli
 
@@ -338,7 +338,7 @@ def test_proof_checkpoint_tampering_and_forks(ledger, keydir, other_keydir, tmp_
     assert "checkpoint" in check_proof(bad, trust).reason
     # a checkpoint signed by a key the verifier never trusted
     _, osk, _ = load_keys(other_keydir)
-    from ledgertool.checkpoint import make_checkpoint, sign_checkpoint
+    from ledgertool.seal.checkpoint import make_checkpoint, sign_checkpoint
     ledger_doc = json.loads((ledger / "ledger.json").read_text())
     bad = json.loads(json.dumps(doc))
     bad["checkpoint"]["note"] = sign_checkpoint(make_checkpoint(ledger, ledger_doc, "link0"), osk).decode()
@@ -402,7 +402,7 @@ def test_seal_by_a_never_introduced_key_fails(ledger, keydir, other_keydir, tmp_
     rot = next((ledger / "rotations").glob("*.json"))
     doc = json.loads(rot.read_text())
     other = load_keys(other_keydir)[1]
-    from ledgertool.rotation import rotation_message
+    from ledgertool.seal.rotation import rotation_message
 
     doc["new_keys"] = other.trust_bundle().to_dict()  # swap in a key the old key never signed for
     doc["signatures"]["new"] = other.sign(rotation_message(doc))

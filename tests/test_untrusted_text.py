@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from ledgertool.capture import capture_file
+from ledgertool.capture.run import capture_file
 from ledgertool.errors import KeyFileError
-from ledgertool.keys import DigestKey, SigningKey, generate_keys
-from ledgertool.proof import build_proof
-from ledgertool.report import printable
+from ledgertool.keyfiles import DigestKey, SigningKey, generate_keys
+from ledgertool.verify.proof import build_proof
+from ledgertool.cli.render import printable
 
 from conftest import SAMPLES, load_keys, run_cli
 

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from conftest import SAMPLES, load_keys, run_cli
-from ledgertool.capture import capture_file
+from ledgertool.capture.run import capture_file
 from ledgertool.errors import DiscrepancyError
-from ledgertool.query import run_query
-from ledgertool.recompute import reconcile
-from ledgertool.reference import read_pcap
-from ledgertool.seal import records_to_table
-from ledgertool.verify import verify_ledger
+from ledgertool.reconcile.query import run_query
+from ledgertool.reconcile.recompute import reconcile
+from ledgertool.digest.reference import read_pcap
+from ledgertool.seal.document import records_to_table
+from ledgertool.verify.ledger import verify_ledger
 
 SAMPLE = SAMPLES / "sample.pcap"  # 294 frames
 SEG = 100  # records per segment: segments 0..2 hold 100, 100, 94
@@ -69,7 +69,7 @@ def _forged_parquet(path: Path, rows: int, digest_size: int = 16) -> None:
     """A valid Parquet file of `rows` forged records (seq 0.., digest 0xee...)."""
     import numpy as np
 
-    from ledgertool.engine import record_dtype
+    from ledgertool.digest.engine import record_dtype
 
     arr = np.zeros(rows, dtype=record_dtype(digest_size))
     arr["seq"] = np.arange(rows)
@@ -236,11 +236,11 @@ def test_item16_top_level_checkpoint_is_checked(ledger, keydir, tmp_path):
 def test_item16_checkpoint_after_every_seal(tmp_path, keydir, monkeypatch):
     """A capture signs a checkpoint after each seal, so a killed capture leaves a link whose
     stored checkpoint covers what was sealed (verify's `checkpoint_missing` stays for deletions)."""
-    from ledgertool.checkpoint import parse_note
+    from ledgertool.seal.checkpoint import parse_note
 
     dk, sk, _ = load_keys(keydir)
     seen: list[int] = []
-    import ledgertool.checkpoint as cp
+    import ledgertool.seal.checkpoint as cp
 
     real = cp.write_checkpoint
 
@@ -249,7 +249,7 @@ def test_item16_checkpoint_after_every_seal(tmp_path, keydir, monkeypatch):
         seen.append(parse_note(path.read_bytes()).checkpoint.size)
         return path
 
-    monkeypatch.setattr("ledgertool.capture.write_checkpoint", spy)
+    monkeypatch.setattr("ledgertool.capture.run.write_checkpoint", spy)
     capture_file(SAMPLE, tmp_path / "L", digest_key=dk, signing_key=sk, segment_records=SEG)
     assert seen == [0, 1, 2, 3, 3]  # an empty one before the first seal, one per seal, the run's closing one
 
@@ -262,7 +262,7 @@ def test_item12_parquet_bytes_are_arrow_owned(pristine, keydir):
     called without an active exception`, exit 134 after a correct report)."""
     import pyarrow as pa
 
-    from ledgertool.ledger_reader import LedgerReader
+    from ledgertool.ledger.reader import LedgerReader
 
     reader = LedgerReader(pristine)
     buf = reader.read_segment_file("link0", 0, "parquet")

@@ -1,8 +1,8 @@
 """Workload specs and the native generator (docs/workloads.md, schemas/workload.schema.json).
 
 Oracles: scapy (dissects the generated pcap and recomputes IPv4/UDP/TCP checksums and the RoCEv2
-ICRC), ledgertool.reference (pure-Python derivation of order, timestamps, size draws and payload
-bytes) and scapy-built frames from the raw TOML values, independent of ledgertool.workload.
+ICRC), ledgertool.digest.reference (pure-Python derivation of order, timestamps, size draws and payload
+bytes) and scapy-built frames from the raw TOML values, independent of ledgertool.source.workload.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from conftest import REPO, SAMPLES, run_cli
 
-from ledgertool import reference as R
+from ledgertool.digest import reference as R
 from ledgertool.errors import WorkloadSpecError
-from ledgertool.sources import open_source
-from ledgertool.workload import load_spec, open_workload, parse_spec, write_pcap
+from ledgertool.source import open_source
+from ledgertool.source.workload import load_spec, open_workload, parse_spec, write_pcap
 
 from scapy.all import IP, TCP, UDP, Dot1AD, Dot1Q, Ether, IPv6, Raw, raw, rdpcap  # noqa: E402 - a runtime dependency
 from scapy.contrib.roce import BTH  # noqa: E402
@@ -358,7 +358,7 @@ def test_allreduce_is_a_ring_of_4096_byte_writes(generated):
 # ---- the Python reference ----------------------------------------------------------------------
 
 def _reference_frame(doc: dict, flow: int, k: int, prev_payload: int) -> bytes:
-    """Frame k of a flow built with scapy from the raw TOML and ledgertool.reference alone."""
+    """Frame k of a flow built with scapy from the raw TOML and ledgertool.digest.reference alone."""
     f = doc["flows"][flow]
     proto = f["protocol"]
     e = Ether(src=f["src_mac"], dst=f["dst_mac"])
@@ -426,7 +426,7 @@ def test_frames_equal_the_python_reference(features_spec):
 
 @pytest.mark.parametrize("name", [p.stem for p in SPECS])
 def test_sample_payloads_equal_the_reference(name):
-    """Sampled frames of each sample: payload bytes and order from ledgertool.reference."""
+    """Sampled frames of each sample: payload bytes and order from ledgertool.digest.reference."""
     spec = load_spec(WORKLOADS / f"{name}.toml")
     order = R.workload_order([f.frames for f in spec.flows])
     with open_workload(spec) as r:

@@ -379,7 +379,7 @@ def test_xdp_not_built_says_what_to_install(keydir, tmp_path):
     """Where the module was not built (no libxdp/libbpf at build time) the import fails: exit 2 and
     the packages to install. A None entry in sys.modules makes that import fail as a missing file does."""
     r = subprocess.run([sys.executable, "-c", "import sys; sys.modules['ledgertool._source_xdp'] = None; "
-                        "from ledgertool.cli import main; main()", "capture", "xdp:eth0", "--ledger",
+                        "from ledgertool.cli.app import main; main()", "capture", "xdp:eth0", "--ledger",
                         str(tmp_path / "never"), "--digest-key", str(keydir / "digest.key"),
                         "--signing-key", str(keydir / "signing.key")], capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 2 and "Traceback" not in r.stderr

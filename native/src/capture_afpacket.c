@@ -399,7 +399,7 @@ int lt_reader_open_live(const lt_live_config *cfg, lt_reader **out, char *err, s
      * silently. The first worker makes a group with an unpredictable id (it was pid & 0xffff, which
      * another process guessed and joined); the others join it by id. A member that is not ours is
      * still possible (16 bits can be scanned), so capture counts every frame of the interface
-     * outside the group and declares what no ring of ours received (ledgertool/live_workers.py,
+     * outside the group and declares what no ring of ours received (ledgertool/capture/workers.py,
      * FanoutWitness). No PACKET_FANOUT_FLAG_DEFRAG: it would reassemble IP fragments. */
     if (cfg->fanout) {
         if (cfg->fanout_group > 0xFFFFu)

@@ -1,10 +1,10 @@
 /*
  * Deterministic workload generator: a frame source (lt_source_ops) behind an lt_reader, so the
  * engine, `capture workload:SPEC` and `recompute workload:SPEC` treat it like a capture file.
- * Python (ledgertool/workload.py) validates the TOML spec and builds one header template per
+ * Python (ledgertool/source/workload.py) validates the TOML spec and builds one header template per
  * flow; this file fills sizes, lengths, checksums, payload bytes and timestamps, batch by batch,
  * into one reader-owned buffer (nothing is allocated per frame). docs/workloads.md is the
- * normative description; ledgertool/reference.py (workload_*) is an independent oracle.
+ * normative description; ledgertool/digest/reference.py (workload_*) is an independent oracle.
  *
  * Derivation (all integers little-endian unless a protocol field says otherwise):
  *   key    = LE64(splitmix64 #1 of seed) || LE64(splitmix64 #2 of seed)        (16-byte SipHash key)

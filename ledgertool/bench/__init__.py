@@ -1,0 +1,1 @@
+"""Benchmarks: throughput measurement and the HTML dashboard."""

@@ -1,0 +1,1 @@
+"""Capture runs: frames from a source through the engine into a ledger's segments."""

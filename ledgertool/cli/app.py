@@ -1,0 +1,830 @@
+"""The `ledgertool` command line (contract: docs/cli.md).
+
+Each command parses options, calls one library function and renders its result as a rich
+table (stderr for progress, stdout for results) or, with --json, one JSON document on stdout.
+Every LedgerError is caught once in `main` and becomes a one-line message and an exit code.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import sys
+import time
+import traceback
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Column, Table
+
+from .. import __version__
+from ..errors import LedgerError, UsageError, exit_code_for
+from .render import SafeConsole, printable, styled, table_console
+
+app = typer.Typer(
+    name="ledgertool",
+    help="Verifier-side tooling for network-traffic digest ledgers.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,  # never print key material in a traceback
+    add_completion=False,
+)
+keys_app = typer.Typer(help="Digest and signing keys.", no_args_is_help=True)
+app.add_typer(keys_app, name="keys")
+
+# Plain result lines are never wrapped mid-line (soft_wrap) so scripts can grep them. Nothing printed
+# is read as markup, and control characters in it are made visible (report.SafeConsole): file names,
+# seal fields, proof fields and error messages are untrusted text.
+out = SafeConsole(soft_wrap=True)
+err = SafeConsole(stderr=True, soft_wrap=True)
+STATE = {"debug": False}
+
+
+def _emit_json(doc: dict | list) -> None:
+    sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
+
+
+def _rate(per_s: float) -> str:
+    """3 significant digits with a k/M/G prefix and a trailing space: '3.2 k', '17.6 M'."""
+    for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if per_s >= div:
+            return f"{per_s / div:.3g} {unit}"
+    return f"{per_s:.3g} "
+
+
+@contextmanager
+def _progress(label: str, enabled: bool):
+    """Yield a progress callback (frames, bytes) drawing a rich status line on stderr, or None
+    when quiet (--json) or stderr is not a terminal."""
+    if not enabled or not err.is_terminal:
+        yield None
+        return
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False),
+                  TextColumn("{task.fields[stats]}", markup=False), TimeElapsedColumn(), console=err,
+                  transient=True) as prog:
+        task = prog.add_task(printable(label), stats="")
+        t0 = time.perf_counter()
+
+        def cb(frames: int, nbytes: int) -> None:
+            dt = max(time.perf_counter() - t0, 1e-9)
+            prog.update(task, stats=f"{frames:,} frames  {_rate(frames / dt)}frames/s  "
+                                    f"{nbytes * 8 / dt / 1e9:.2f} Gbit/s")
+
+        yield cb
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        out.print(f"ledgertool {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.", is_eager=True,
+                                          callback=_print_version)] = False,
+) -> None:
+    STATE["debug"] = debug
+
+
+# ---- keys -----------------------------------------------------------------------------------
+
+@keys_app.command("generate")
+def keys_generate(
+    outdir: Annotated[Path, typer.Argument(help="Directory for digest.key, signing.key, verifier.pub.")],
+    scheme: Annotated[str, typer.Option(help="Signature scheme: hybrid (Ed25519 + ML-DSA-65), ed25519, mldsa65.")] = "hybrid",
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document.")] = False,
+) -> None:
+    """Generate a digest master key and a signing key pair (secret files mode 0600)."""
+    from ..keyfiles import generate_keys
+
+    res = generate_keys(outdir, scheme=scheme)
+    if as_json:
+        _emit_json({"ok": True, **json.loads(json.dumps(res, default=str))})
+    else:
+        for k, v in res.items():
+            if isinstance(v, dict):
+                for alg, kid in v.items():
+                    out.print(f"{k} {alg}: {kid}")
+            else:
+                out.print(f"{k}: {v}")
+
+
+@keys_app.command("rotate")
+def keys_rotate(
+    ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
+    old: Annotated[Path, typer.Option("--old", help="The ledger's current signing.key.")],
+    new: Annotated[Path, typer.Option("--new", help="The signing key that signs from the next segment on.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document.")] = False,
+) -> None:
+    """Move the ledger to a new signing key at the next segment boundary (statement signed by both)."""
+    from ..keyfiles import SigningKey
+    from ..seal.rotation import rotate_keys
+
+    res = rotate_keys(ledger, SigningKey.load(old), SigningKey.load(new))
+    if as_json:
+        _emit_json({"ok": True, **res})
+    else:
+        starts = ", ".join(f"link {k} segment {v}" for k, v in sorted(res["effective_from"].items())) or "the next segment"
+        out.print(f"rotation {res['number']} -> {res['path']}: the new key signs from {starts}")
+
+
+@keys_app.command("rotate-digest")
+def keys_rotate_digest(
+    ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
+    signing_key: Annotated[Path, typer.Option("--signing-key", help="The ledger's current signing.key (signs the statement).")],
+    old_digest_key: Annotated[Path, typer.Option("--old-digest-key", help="The ledger's current digest.key.")],
+    new_digest_key: Annotated[Path, typer.Option("--new-digest-key", help="The digest.key that digests from the next segment on.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document.")] = False,
+) -> None:
+    """Move the ledger to a new digest key at the next segment boundary (statement signed by the current signing key)."""
+    from ..keyfiles import DigestKey, SigningKey
+    from ..seal.rotation import rotate_digest_key
+
+    res = rotate_digest_key(ledger, SigningKey.load(signing_key), DigestKey.load(old_digest_key),
+                            DigestKey.load(new_digest_key))
+    if as_json:
+        _emit_json({"ok": True, **res})
+    else:
+        starts = ", ".join(f"link {k} segment {v}" for k, v in sorted(res["effective_from"].items())) or "the next segment"
+        out.print(f"rotation {res['number']} -> {res['path']}: digest key {res['new_digest_key_id']} replaces "
+                  f"{res['old_digest_key_id']} from {starts}")
+
+
+# ---- capture --------------------------------------------------------------------------------
+
+@contextmanager
+def _live_panel(source: str, enabled: bool):
+    """Yield a monitor callback drawing a rich panel (frames/s, Gbit/s, drops, open segment) on
+    stderr while a live capture runs, or None when quiet (--json) or stderr is not a terminal."""
+    if not enabled or not err.is_terminal:
+        yield None
+        return
+    from rich.live import Live
+    from rich.panel import Panel
+
+    state = {"t": 0.0, "frames": 0, "bytes": 0, "fps": 0.0, "gbps": 0.0}
+
+    def render(st) -> Panel:
+        t = Table.grid(padding=(0, 2))
+        t.add_column(justify="right", style="bold")
+        t.add_column()
+        t.add_row("frames", f"{st.frames:,}" if st else "0")
+        t.add_row("rate", f"{state['fps']:,.0f} frames/s   {state['gbps']:.3f} Gbit/s")
+        drops = st.drops if st else 0
+        t.add_row("drops", styled((f"{drops:,} DROPPED (declared as GAP records)", "bold red")) if drops
+                  else styled(("0", "green")))
+        if st:
+            seg = (f"segment {st.open_segment}: {st.open_records:,} records" if st.open_segment is not None
+                   else "none open")
+            t.add_row("segments", f"{st.segments_sealed} sealed, {seg}")
+            t.add_row("elapsed", styled(f"{st.elapsed_s:.1f} s", ("   stopping: draining the ring", "yellow")
+                                        if st.stopping else ""))
+        return Panel(t, title=styled(f"capture {source}"), subtitle="Ctrl-C: seal and stop", expand=False)
+
+    with Live(render(None), console=err, refresh_per_second=4, transient=False) as live:
+        def cb(st) -> None:
+            now = st.elapsed_s
+            dt = now - state["t"]
+            if dt < 0.25:
+                return
+            state["fps"] = (st.frames - state["frames"]) / dt
+            state["gbps"] = (st.bytes - state["bytes"]) * 8 / dt / 1e9
+            state.update(t=now, frames=st.frames, bytes=st.bytes)
+            live.update(render(st))
+
+        yield cb
+
+
+@app.command()
+def capture(
+    source: Annotated[str, typer.Argument(help="pcap/pcapng file, workload:SPEC.toml (generated frames), iface:NAME (live AF_PACKET), xdp:NAME[:QUEUE] (live AF_XDP) or dpdk:PORT (DPDK, with --eal).")],
+    ledger: Annotated[Path, typer.Option("--ledger", help="Ledger directory (created if absent).")],
+    digest_key: Annotated[Path, typer.Option("--digest-key", help="digest.key (32-byte master secret, hex).")],
+    signing_key: Annotated[Path, typer.Option("--signing-key", help="signing.key from `keys generate`.")],
+    algorithm: Annotated[Optional[str], typer.Option(help="Digest algorithm for a new ledger (default: siphash-1-3-128).")] = None,
+    strip: Annotated[Optional[str], typer.Option(help="Strip mode for a new ledger: frame, l3, payload or rdma (docs/strip-modes.md; default: frame).")] = None,
+    link: Annotated[str, typer.Option(help="Link name (hive partition link=NAME).")] = "link0",
+    workers: Annotated[int, typer.Option(help="Threads that digest each batch (0: every usable core); records do not depend on it. iface: receive rings in one fanout group, xdp: sockets on queues QUEUE.., dpdk: RX queues with RSS; one thread each (0: one); records merged by (ts_ns, worker, order).", min=0)] = 0,
+    segment_records: Annotated[int, typer.Option(help="Records per segment before it is sealed.", min=1)] = 1_000_000,
+    segment_seconds: Annotated[Optional[float], typer.Option(help="Also seal a segment once it has been open this many seconds (wall clock).")] = None,
+    leaf_records: Annotated[Optional[int], typer.Option(help="Records per Merkle leaf for a new ledger, a power of two (default: 64).")] = None,
+    duration: Annotated[Optional[float], typer.Option(help="Stop after this many seconds.")] = None,
+    frames: Annotated[Optional[int], typer.Option("--frames", help="Stop after this many frames.")] = None,
+    ring_mb: Annotated[float, typer.Option(help="iface: receive ring size in MiB; xdp: UMEM per socket in MiB (4096-byte frames).")] = 64.0,
+    block_kb: Annotated[int, typer.Option(help="iface: ring block size in KiB, power of two (0: automatic).")] = 0,
+    block_ms: Annotated[int, typer.Option(help="iface: block retire timeout in ms.")] = 10,
+    pin: Annotated[Optional[int], typer.Option(help="iface, xdp, dpdk: pin the capture thread to this CPU (with --workers N: worker i to CPU PIN+i).")] = None,
+    fanout_group: Annotated[int, typer.Option(help="iface with --workers N: PACKET_FANOUT group id to join (0: a new group with a random id).")] = 0,
+    promisc: Annotated[bool, typer.Option(help="iface, dpdk: promiscuous mode.")] = True,
+    xdp_mode: Annotated[str, typer.Option(help="xdp: zero-copy, copy, or auto (zero-copy where the driver supports it).")] = "auto",
+    xdp_attach: Annotated[str, typer.Option(help="xdp: attach the XDP program in native (driver) or skb (generic) mode, or auto (native, else skb).")] = "auto",
+    eal: Annotated[str, typer.Option(help="dpdk: EAL arguments, e.g. \"-a 0000:3b:00.0\" or \"--no-huge --no-pci --vdev=net_pcap0,rx_pcap=FILE\".")] = "",
+    rx_desc: Annotated[int, typer.Option(help="dpdk: RX descriptors per queue (0: 1024).", min=0)] = 0,
+    accept_gmac_forgery_risk: Annotated[bool, typer.Option(
+        "--accept-gmac-forgery-risk", help="Create an aes-128-gmac ledger although whoever holds two of its tags "
+        "can forge every tag (fixed IV; docs/algorithms.md).")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
+) -> None:
+    """Digest every frame of a capture or a live interface into a sealed, signed, hash-chained ledger."""
+    from ..capture.run import capture_file
+    from ..keyfiles import DigestKey, SigningKey
+    from ..source.live import LiveOptions
+    from ..source import is_bypass, is_live
+
+    live_source = is_live(source)
+    opts = None
+    if is_bypass(source):
+        from ..source.bypass import BypassOptions
+
+        opts = BypassOptions(ring_mb=ring_mb, rx_desc=rx_desc, pin_cpu=pin, promisc=promisc, eal=eal,
+                             xdp_mode=xdp_mode, xdp_attach=xdp_attach)
+    elif live_source:
+        opts = LiveOptions(ring_mb=ring_mb, block_kb=block_kb, block_ms=block_ms, fanout_group=fanout_group,
+                           promisc=promisc, pin_cpu=pin)
+    dk, sk = DigestKey.load(digest_key), SigningKey.load(signing_key)
+    ctx = _live_panel(source, not as_json) if live_source else _progress(f"capture {source}", not as_json)
+    with ctx as cb:
+        res = capture_file(source, ledger, digest_key=dk, signing_key=sk, algorithm=algorithm, strip=strip,
+                           link=link, segment_records=segment_records, leaf_records=leaf_records,
+                           progress=None if live_source else cb, monitor=cb if live_source else None,
+                           segment_seconds=segment_seconds, duration=duration, max_frames=frames, live=opts,
+                           workers=workers, accept_forgery_risk=accept_gmac_forgery_risk)
+    for w in res.warnings:
+        err.print(styled(("warning:", "yellow"), f" {w}"))
+    if res.drops:
+        err.print(styled((f"DROPS: {res.drops:,} frames were not digested (the receive ring was full, or a socket "
+                          "outside the fanout group took them); the ledger declares them in GAP records", "bold red")))
+    if as_json:
+        _emit_json(res.to_json())
+    else:
+        segs = f"{res.segments[0].index}..{res.segments[-1].index}" if res.segments else "none"
+        out.print(f"captured {res.frames:,} frames ({res.bytes:,} bytes) from {source} into {ledger} "
+                  f"link {link}: segments {segs}, seq {res.first_seq}..{res.next_seq - 1}, drops {res.drops}")
+        out.print(f"{res.elapsed_s:.3f} s, {_rate(res.frames_per_s)}frames/s, {res.gbit_per_s:.3g} Gbit/s"
+                  f" ({res.algorithm}, strip {res.strip})")
+        if res.live and ("xdp" in res.live or "dpdk" in res.live):
+            out.print(_bypass_summary(res.live))
+    if res.interrupted:
+        err.print(styled(("interrupted: open segment sealed", "yellow")))
+
+
+def _bypass_summary(live: dict) -> str:
+    """One line on how an xdp:/dpdk: capture received: zero-copy or copy, queues, drops per cause."""
+    if "xdp" in live:
+        x = live["xdp"]
+        qs = ",".join(str(q["queue"]) for q in x["queues"])
+        return (f"AF_XDP {x['mode']} mode, {x['attach']} XDP, queue{'s' if len(x['queues']) > 1 else ''} {qs}: "
+                f"{live['kernel_packets']:,} frames redirected, {live['kernel_drops']:,} dropped by the socket")
+    d = live["dpdk"]
+    return (f"DPDK port {d['port']} ({d['driver']}), {len(d['queues'])} RX queue{'s' if len(d['queues']) > 1 else ''}"
+            f"{' with RSS' if d['rss'] else ''}, zero-copy: {live['kernel_packets']:,} frames seen, "
+            f"{live['kernel_drops']:,} dropped (imissed + rx_nombuf + ierrors)")
+
+
+# ---- replay ---------------------------------------------------------------------------------
+
+@app.command()
+def replay(
+    file: Annotated[Path, typer.Argument(help="pcap/pcapng file to transmit (Ethernet frames).")],
+    iface: Annotated[str, typer.Option("--iface", help="Interface to send on.")],
+    pps: Annotated[Optional[float], typer.Option("--pps", help="Frames per second.")] = None,
+    mbps: Annotated[Optional[float], typer.Option("--mbps", help="Megabits per second of frame bytes.")] = None,
+    topspeed: Annotated[bool, typer.Option("--topspeed", help="As fast as the socket takes them.")] = False,
+    loop: Annotated[int, typer.Option("--loop", help="Send the file this many times.", min=1)] = 1,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
+) -> None:
+    """Transmit a capture on an interface (PF_PACKET, sendmmsg), like tcpreplay.
+
+    Without --pps/--mbps/--topspeed the frames keep the capture's own timing.
+    """
+    from ..source.live import replay as do_replay
+
+    chosen = [name for name, on in (("pps", pps is not None), ("mbps", mbps is not None), ("topspeed", topspeed)) if on]
+    if len(chosen) > 1:
+        raise UsageError("choose one of --pps, --mbps, --topspeed")
+    mode = chosen[0] if chosen else "timing"
+    rate = pps if mode == "pps" else mbps if mode == "mbps" else None
+    if iface.startswith("iface:"):
+        iface = iface[len("iface:"):]
+    res = do_replay(file, iface, mode=mode, rate=rate, loops=loop)
+    skipped = res.skipped_too_large + res.skipped_too_short + res.skipped_linktype
+    if skipped:
+        err.print(styled(("warning:", "yellow"), f" {skipped:,} frames not sent: {res.skipped_too_large:,} longer "
+                         f"than the MTU allows, {res.skipped_too_short:,} shorter than an Ethernet header, "
+                         f"{res.skipped_linktype:,} not Ethernet"))
+    if res.send_errors:
+        err.print(styled(("warning:", "yellow"), f" {res.send_errors:,} frames refused by the socket"))
+    if as_json:
+        _emit_json(res.to_json())
+    else:
+        out.print(f"sent {res.frames_sent:,} frames ({res.bytes_sent:,} bytes) on {iface} in {res.elapsed_s:.3f} s: "
+                  f"{res.frames_per_s:,.0f} frames/s, {res.mbit_per_s:,.1f} Mbit/s ({mode}"
+                  f"{f' {rate:g}' if rate else ''}, {loop} loop{'s' if loop > 1 else ''})")
+    if res.interrupted:
+        err.print(styled(("interrupted", "yellow")))
+
+
+# ---- verify ---------------------------------------------------------------------------------
+
+@app.command()
+def verify(
+    ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
+    trust: Annotated[Path, typer.Option("--trust", help="verifier.pub trust bundle.")],
+    checkpoint: Annotated[Optional[Path], typer.Option("--checkpoint", help="A checkpoint the ledger must extend.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
+) -> None:
+    """Check signatures, chain, Parquet hashes, Merkle roots, counts, sequence continuity, checkpoints."""
+    from ..keyfiles import TrustBundle
+    from ..verify.ledger import verify_ledger
+
+    bundle = TrustBundle.load(trust)
+    note = _read_input(checkpoint, "checkpoint") if checkpoint is not None else None
+    res = verify_ledger(ledger, bundle, note, str(checkpoint))
+    if as_json:
+        _emit_json(res.to_json())
+    else:
+        for w in res.warnings:
+            err.print(styled(("warning", "yellow"), f" {w.kind}{_where(w)}: {w.detail}"))
+        for p in res.problems:
+            out.print(styled(("FAIL", "red"), f" {p.kind}{_where(p)}: {p.detail}"))
+        if res.append_only.get("note"):  # beside the warnings: stdout keeps FAIL lines and one verdict line
+            err.print(f"note: {res.append_only['note']}")
+        status = ("OK", "green") if res.ok else (f"{len(res.problems)} problem(s)", "red")
+        out.print(styled(status, f": {res.segments} segments, {res.records:,} records, {res.frames:,} frames, "
+                                 f"{res.drops_declared} drops declared, links {', '.join(res.links) or 'none'}"))
+    raise typer.Exit(0 if res.ok else 1)
+
+
+def _unverified_warning(res) -> None:
+    """One stderr line when a ledger was read with the keyless checks only (no --trust)."""
+    if not res.signatures_checked:
+        err.print(f"warning: {res.ledger}: UNVERIFIED: no --trust given, so seal signatures were not checked; the "
+                  "records are the ledger's as found, consistent only with their own seals")
+
+
+def _read_input(path: Path, what: str) -> bytes:
+    """A checkpoint file the user names: a regular file (a link is followed: it is the user's),
+    never a FIFO or device that would block; fsio's one-line errors."""
+    from ..seal.checkpoint import MAX_NOTE_BYTES
+    from ..fsio import read_regular
+
+    return read_regular(path, MAX_NOTE_BYTES, follow=True, what=what)
+
+
+# ---- transparency: recover, checkpoints, proofs ---------------------------------------------
+
+@app.command()
+def recover(
+    ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
+    signing_key: Annotated[Path, typer.Option("--signing-key", help="The ledger's current signing.key.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
+) -> None:
+    """Seal the torn open segments a crash left (whole records kept), report bytes discarded."""
+    from ..capture.run import recover_ledger
+    from ..keyfiles import SigningKey
+
+    res = recover_ledger(ledger, SigningKey.load(signing_key))
+    if as_json:
+        _emit_json(res.to_json())
+        return
+    for link, r in res.sealed:
+        out.print(f"sealed link {link} segment {r.index}: {r.records:,} records, {r.torn_bytes} torn bytes discarded")
+    for d in res.discarded:
+        out.print(f"discarded {d['path']}: {d['bytes']} bytes ({d['why']})")
+    out.print(f"recovered {len(res.sealed)} segment(s), {res.torn_bytes} bytes discarded")
+
+
+@app.command("checkpoint")
+def checkpoint_cmd(
+    ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
+    out_file: Annotated[Path, typer.Option("--out", help="Where to write the checkpoint note.")],
+    signing_key: Annotated[Optional[Path], typer.Option("--signing-key", help="Sign a fresh checkpoint of the ledger's current state.")] = None,
+    link: Annotated[Optional[str], typer.Option(help="Link (default: the only one).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
+) -> None:
+    """Export the link's checkpoint (C2SP tlog-checkpoint signed note)."""
+    from ..seal.checkpoint import export_checkpoint
+    from ..keyfiles import SigningKey
+
+    sk = SigningKey.load(signing_key) if signing_key is not None else None
+    cp = export_checkpoint(ledger, out_file, signing_key=sk, link=link)
+    if as_json:
+        _emit_json({"ok": True, "out": str(out_file), **cp.to_json()})
+    else:
+        out.print(f"checkpoint {cp.origin}: {cp.size} segments, {cp.records} records, root {cp.root.hex()} -> {out_file}")
+
+
+@app.command("check-consistency")
+def check_consistency_cmd(
+    old: Annotated[Path, typer.Argument(help="Older checkpoint.")],
+    new: Annotated[Path, typer.Argument(help="Newer checkpoint.")],
+    ledger: Annotated[Path, typer.Option("--ledger", help="Ledger the consistency proof is built from.")],
+    trust: Annotated[Path, typer.Option("--trust", help="verifier.pub trust bundle.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
+) -> None:
+    """Check (RFC 9162 consistency proof) that checkpoint NEW extends checkpoint OLD."""
+    from ..seal.checkpoint import check_consistency
+    from ..keyfiles import TrustBundle
+
+    bundle = TrustBundle.load(trust)
+    res = check_consistency(_read_input(old, "checkpoint"), _read_input(new, "checkpoint"), ledger, bundle,
+                            str(old), str(new))
+    if as_json:
+        _emit_json(res.to_json())
+    elif res.ok:
+        out.print(styled(("CONSISTENT", "green"), f": {new} ({res.new.size} segments) extends {old} "
+                                                  f"({res.old.size}); proof of {len(res.proof)} hashes"))
+    else:
+        out.print(styled(("INCONSISTENT", "red"), f": {res.reason}"))
+    raise typer.Exit(0 if res.ok else 1)
+
+
+@app.command()
+def prove(
+    ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
+    out_file: Annotated[Path, typer.Option("--out", help="Where to write PROOF.json.")],
+    seq: Annotated[Optional[int], typer.Option("--seq", help="Sequence number of the record.", min=0)] = None,
+    digest: Annotated[Optional[str], typer.Option("--digest", help="Digest (hex) of the record.")] = None,
+    link: Annotated[Optional[str], typer.Option(help="Link (default: the only one).")] = None,
+    checkpoint: Annotated[Optional[Path], typer.Option(
+        "--checkpoint", help="Chain the proof to this checkpoint (default: the link's stored one).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
+) -> None:
+    """Write an inclusion proof of one record under its signed seal and the link's checkpoint."""
+    from ..fsio import write_atomic
+    from ..verify.proof import build_proof
+
+    doc = build_proof(ledger, seq=seq, digest=digest, link=link,
+                      checkpoint=_read_input(checkpoint, "checkpoint") if checkpoint else None,
+                      checkpoint_where=str(checkpoint) if checkpoint else "checkpoint")
+    write_atomic(out_file.absolute(), (json.dumps(doc, indent=1) + "\n").encode(), what="proof")
+    cp = doc["checkpoint"]
+    summary = {"ok": True, "out": str(out_file), "link": doc["link"], "segment": doc["segment"],
+               "record_index": doc["record_index"], "seq": doc["record"]["seq"],
+               "audit_path": len(doc["audit_path"]), "checkpoint_size": cp["tree_size"] if cp else None}
+    if as_json:
+        _emit_json(summary)
+    else:
+        to = f", to the checkpoint of tree size {cp['tree_size']}" if cp else ", no checkpoint covers it"
+        n_path = len(doc["audit_path"])
+        out.print(f"proof of seq {summary['seq']} (link {doc['link']} segment {doc['segment']} record "
+                  f"{doc['record_index']}, {n_path} path hash{'' if n_path == 1 else 'es'}{to}) -> {out_file}")
+
+
+@app.command("check-proof")
+def check_proof_cmd(
+    proof: Annotated[Path, typer.Argument(help="PROOF.json from `ledgertool prove`.")],
+    trust: Annotated[Path, typer.Option("--trust", help="verifier.pub trust bundle.")],
+    checkpoint: Annotated[Optional[Path], typer.Option(
+        "--checkpoint", help="A checkpoint you hold: the proof must reach exactly this one.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
+) -> None:
+    """Verify an inclusion proof offline (exit 0 valid, 1 invalid, 2 unreadable)."""
+    from ..seal.checkpoint import origin_for, parse_note
+    from ..errors import LedgerFormatError
+    from ..keyfiles import TrustBundle
+    from ..verify.proof import check_proof, load_proof
+
+    bundle = TrustBundle.load(trust)
+    doc = load_proof(proof)
+    held = parse_note(_read_input(checkpoint, "checkpoint"), str(checkpoint)) if checkpoint else None
+    if held is not None and held.checkpoint.origin != origin_for(doc["ledger_id"], doc["link"]):
+        # another ledger's or link's checkpoint is bad input (exit 2), as for verify and prove
+        raise LedgerFormatError(f"{checkpoint}: checkpoint is for {held.checkpoint.origin}, "
+                                f"not {origin_for(doc['ledger_id'], doc['link'])}")
+    res = check_proof(doc, bundle, held)
+    for w in res.warnings:
+        err.print(styled(("warning:", "yellow"), f" {w}"))
+    if as_json:
+        _emit_json(res.to_json())
+    else:
+        p, r = res.proof, res.proof["record"]
+        where = f"ledger {p['ledger_id']} link {p['link']} segment {p['segment']}"
+        if res.ok:
+            to = (f" and the checkpoint of tree size {res.checkpoint['tree_size']}" if res.checkpoint
+                  else " (the proof carries no checkpoint)")
+            out.print(styled(("VALID", "green"), f": seq {r['seq']} digest {r['digest']} is record "
+                                                 f"{p['record_index']} of {where} under its signed seal{to}"))
+        else:  # what the proof claims, unverified: it names the proof, not a fact
+            out.print(styled(("INVALID", "red"), f": {res.reason} (the proof claims seq {r['seq']} of {where})"))
+    raise typer.Exit(0 if res.ok else 1)
+
+
+def _where(p) -> str:
+    """' link L segment S record R' with only the parts that apply."""
+    parts = [(k, getattr(p, k, None)) for k in ("link", "segment", "record")]
+    return "".join(f" {k} {v}" for k, v in parts if v is not None)
+
+
+# ---- recompute ------------------------------------------------------------------------------
+
+@app.command()
+def recompute(
+    source: Annotated[str, typer.Argument(help="pcap/pcapng file, or workload:SPEC.toml, to recompute.")],
+    digest_key: Annotated[list[Path], typer.Option("--digest-key", metavar="FILE", help="digest.key used for the ledger; repeat it for each key of a ledger whose digest key was rotated.")],
+    ledger: Annotated[Optional[Path], typer.Option("--ledger", help="Ledger to reconcile against.")] = None,
+    trust: Annotated[Optional[Path], typer.Option(
+        "--trust", help="With --ledger: verifier.pub; the ledger is verified before it is reconciled (without it "
+                        "only the keyless checks run and the result is UNVERIFIED, exit 1).")] = None,
+    checkpoint: Annotated[Optional[Path], typer.Option(
+        "--checkpoint", help="With --ledger: a checkpoint the ledger must extend.")] = None,
+    algorithm: Annotated[Optional[str], typer.Option(help="Without --ledger: digest algorithm.")] = None,
+    strip: Annotated[Optional[str], typer.Option(help="Without --ledger: strip mode.")] = None,
+    out_file: Annotated[Optional[Path], typer.Option("--out", help="Without --ledger: per-frame Parquet output.")] = None,
+    from_time: Annotated[Optional[str], typer.Option("--from", help="Window start: ns since the epoch or ISO 8601 (UTC if no zone).")] = None,
+    to_time: Annotated[Optional[str], typer.Option("--to", help="Window end (exclusive), like --from.")] = None,
+    tolerance: Annotated[str, typer.Option(help="Timestamp tolerance at the window edges between two capture points, e.g. 5us, 1ms.")] = "0",
+    link: Annotated[Optional[list[str]], typer.Option("--link", help="Restrict the ledger side to this link (repeatable).")] = None,
+    details: Annotated[Optional[Path], typer.Option("--details", help="Write every differing frame as JSON lines to FILE.")] = None,
+    memory_limit: Annotated[str, typer.Option(help="DuckDB memory limit; larger sets spill to a temporary directory.")] = "4GB",
+    workers: Annotated[int, typer.Option(help="Threads that digest each batch (0: every usable core); digests do not depend on it.", min=0)] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
+) -> None:
+    """Recompute digests of a capture and reconcile them with a ledger (multisets, DuckDB)."""
+    from ..algorithms import get_algorithm
+    from ..keyfiles import DigestKey
+    from ..reconcile.recompute import digests_to_parquet, reconcile
+
+    dks = [DigestKey.load(k) for k in digest_key]
+    if ledger is None:
+        if not (algorithm and strip and out_file):
+            raise UsageError("recompute needs --ledger DIR, or --algorithm, --strip and --out FILE.parquet")
+        if len(dks) != 1:
+            raise UsageError("without --ledger, recompute takes one --digest-key")
+        if trust is not None or checkpoint is not None:
+            raise UsageError("--trust and --checkpoint go with --ledger")
+        dk = dks[0]
+        alg = get_algorithm(algorithm)
+        with _progress(f"recompute {source}", not as_json) as cb:
+            run = digests_to_parquet(source, out_file, dk, alg, strip, cb, workers)
+        for w in run.warnings:
+            err.print(styled(("warning:", "yellow"), f" {w}"))
+        doc = {"ok": True, "source": source, "frames": run.frames, "bytes": run.bytes, "out": str(out_file),
+               "algorithm": alg.name, "strip": strip, "elapsed_s": round(run.elapsed_s, 6), "warnings": run.warnings}
+        if as_json:
+            _emit_json(doc)
+        else:
+            out.print(f"wrote {run.frames:,} digests ({alg.name}, strip {strip}) to {out_file}")
+        return
+    if algorithm or strip or out_file:
+        raise UsageError("with --ledger, algorithm and strip mode come from the ledger; drop --algorithm/--strip/--out")
+    from ..keyfiles import TrustBundle
+
+    bundle = TrustBundle.load(trust) if trust is not None else None
+    note = _read_input(checkpoint, "checkpoint") if checkpoint is not None else None
+    window = dict(from_ns=_parse_time(from_time, "--from"), to_ns=_parse_time(to_time, "--to"),
+                  tolerance_ns=_parse_tolerance(tolerance))
+    with _progress(f"recompute {source}", not as_json) as cb:
+        res = reconcile(source, ledger, dks, trust=bundle, checkpoint=note, checkpoint_name=str(checkpoint),
+                        progress=cb, links=link, details=details, memory_limit=memory_limit, workers=workers,
+                        **window)
+    for w in res.warnings:
+        err.print(styled(("warning:", "yellow"), f" {w}"))
+    if as_json:
+        _emit_json(res.to_json())
+    else:
+        out.print(styled(("MATCH", "green") if res.matches else ("DIFFER", "red"),
+                         (" (partial)", "yellow") if res.partial else "",
+                         "" if res.verified else (" (UNVERIFIED: no --trust)", "red"),
+                         f": {res.frames:,} frames recomputed from {source}, {res.ledger_records:,} frame "
+                         f"records in {ledger}: matched {res.matched:,}, ledger-only {res.ledger_only:,}, "
+                         f"capture-only {res.capture_only:,}"))
+        for p in res.per_second:
+            if p["ledger_only"] or p["capture_only"]:
+                out.print(f"  second {p['second']}: matched {p['matched']}, ledger-only {p['ledger_only']}, "
+                          f"capture-only {p['capture_only']}")
+        for e in res.examples_ledger_only:
+            out.print(f"  ledger-only  link {e['link']} seq {e['seq']} ts_ns {e['ts_ns']} wire_len {e['wire_len']} digest {e['digest']}")
+        for e in res.examples_capture_only:
+            out.print(f"  capture-only frame {e['index']} ts_ns {e['ts_ns']} wire_len {e['wire_len']} digest {e['digest']}")
+    raise typer.Exit(0 if res.ok else 1)
+
+
+def _parse_time(text: str | None, opt: str) -> int | None:
+    """ns since the epoch from an integer or an ISO 8601 timestamp (UTC when no zone is given)."""
+    if text is None:
+        return None
+    if text.strip().lstrip("-").isdigit():
+        return int(text)
+    from datetime import datetime, timezone
+
+    try:
+        dt = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"{opt} {text!r}: expected ns since the epoch or an ISO 8601 time") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    td = dt - datetime(1970, 1, 1, tzinfo=timezone.utc)
+    return (td.days * 86400 + td.seconds) * 1_000_000_000 + td.microseconds * 1000
+
+
+def _parse_tolerance(text: str) -> int:
+    from ..plan import parse_duration
+
+    if text.strip() in ("0", "0s", "0ns"):
+        return 0
+    return round(parse_duration(text) * 1e9)
+
+
+# ---- query ----------------------------------------------------------------------------------
+
+def _cell(v):
+    """A query value as JSON/CSV: binary as lowercase hex at any depth, other non-JSON scalars
+    (DECIMAL, DATE, UUID, ...) as their SQL text."""
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v).hex()
+    if isinstance(v, (list, tuple)):
+        return [_cell(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _cell(x) for k, x in v.items()}
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    return str(v)
+
+
+@app.command()
+def query(
+    ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
+    sql: Annotated[str, typer.Argument(help="SQL over the views `records` and `seals`.")],
+    fmt: Annotated[str, typer.Option("--format", help="table, csv or json.")] = "table",
+    trust: Annotated[Optional[Path], typer.Option(
+        "--trust", help="verifier.pub: verify signatures too before querying (without it only the keyless "
+                        "checks run, and a warning says so).")] = None,
+    checkpoint: Annotated[Optional[Path], typer.Option("--checkpoint", help="A checkpoint the ledger must extend.")] = None,
+) -> None:
+    """Verify a ledger, then run SQL (DuckDB) over the verified `records` and `seals` tables."""
+    from ..keyfiles import TrustBundle
+    from ..reconcile.query import run_query
+
+    if fmt not in ("table", "csv", "json"):
+        raise UsageError(f"--format {fmt!r}: use table, csv or json")
+    bundle = TrustBundle.load(trust) if trust is not None else None
+    note = _read_input(checkpoint, "checkpoint") if checkpoint is not None else None
+    res = run_query(ledger, sql, bundle, note, str(checkpoint))
+    _unverified_warning(res.verification)
+    cols, rows = res.columns, [[_cell(v) for v in r] for r in res.rows]
+    if fmt == "json":
+        # Repeated column names would collide as object keys: suffix them (a, a_2, ...).
+        keys, seen = [], {}
+        for c in cols:
+            seen[c] = seen.get(c, 0) + 1
+            keys.append(c if seen[c] == 1 else f"{c}_{seen[c]}")
+        sys.stdout.write(json.dumps([dict(zip(keys, r)) for r in rows]) + "\n")
+    elif fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow(cols)
+        w.writerows(rows)
+        sys.stdout.write(buf.getvalue())
+    else:
+        t = Table(*cols)
+        for r in rows:
+            t.add_row(*("NULL" if v is None else str(v) for v in r))
+        out.print(t)
+
+
+# ---- algorithms -----------------------------------------------------------------------------
+
+@app.command()
+def algorithms(as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document.")] = False) -> None:
+    """List digest algorithms: key/output sizes and guarantees with a secret or a known key."""
+    from ..algorithms import ALGORITHMS
+    from ..digest.engine import cpu_path, cpu_path_note, cpu_paths
+
+    rows = [{"name": a.name, "key_bytes": a.key_size, "digest_bytes": a.digest_size, "ledger": a.ledger_ok,
+             "cpu_path": cpu_path(a), "cpu_paths": cpu_paths(a), "secret_key": a.secret_key,
+             "known_key": a.known_key, "reference": a.reference, "warning": a.creation_warning}
+            for a in ALGORITHMS.values()]
+    note = cpu_path_note()
+    if note:
+        err.print(styled(("warning:", "yellow"), f" {note}"))
+    if as_json:
+        _emit_json({"algorithms": rows})
+        return
+    t = Table("key", "digest", "ledger", "CPU path in use", "paths on this CPU")
+    t.columns.insert(0, Column("name", no_wrap=True))
+    for r in rows:
+        opt_in = ALGORITHMS[r["name"]].risk_opt_in
+        ledger_ok = ("bench only" if not r["ledger"] else f"with {opt_in}" if opt_in else "yes")
+        t.add_row(r["name"], f"{r['key_bytes']} B", f"{r['digest_bytes']} B", ledger_ok, r["cpu_path"],
+                  ", ".join(r["cpu_paths"]))
+    table_console().print(t)
+    for r in rows:  # guarantees as paragraphs: too long for table cells on an 80-column terminal
+        out.print()
+        out.print(styled((r["name"], "bold")))
+        out.print(f"  key secret: {r['secret_key']}")
+        out.print(f"  key known to the prover: {r['known_key']}")
+        if r["warning"]:
+            out.print(styled("  ", ("note:", "yellow"), f" {r['warning']}"))
+
+
+# ---- demo -----------------------------------------------------------------------------------
+
+@app.command()
+def demo(
+    workdir: Annotated[Optional[Path], typer.Option(help="Where keys and the ledger go (default: a new temporary directory).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary only.")] = False,
+) -> None:
+    """The whole main job on the bundled sample: keys, capture, seal, verify, recompute, query."""
+    from ..demo import run_demo
+
+    summary = run_demo(workdir)
+    if as_json:
+        _emit_json(summary)
+    else:
+        for line in summary["lines"]:
+            out.print(line)
+    raise typer.Exit(0 if summary["ok"] else 1)
+
+
+def _register_optional() -> None:
+    from .plan import plan_app
+
+    app.add_typer(plan_app, name="plan")
+    from .workload import workload_app
+
+    app.add_typer(workload_app, name="workload")
+    from ..bench.measure import bench_command
+
+    app.command("bench")(bench_command)
+    from .provision import device_init_command, provision_command, unwrap_command
+
+    keys_app.command("device-init")(device_init_command)
+    keys_app.command("provision")(provision_command)
+    keys_app.command("unwrap")(unwrap_command)
+    from .conformance import conformance_app
+
+    app.add_typer(conformance_app, name="conformance")
+
+
+_register_optional()
+
+
+def _os_error_line(e: OSError) -> str:
+    """'{file}: {strerror}; {advice}' for an OSError no library function turned into a message."""
+    import re
+
+    from ..fsio import ADVICE
+
+    name = re.sub(r"\.[0-9a-f]{16}\.tmp$", "", str(e.filename)) if e.filename is not None else None
+    advice = ADVICE.get(e.errno or 0)
+    text = e.strerror or str(e)
+    return (f"{name}: " if name else "") + text + (f"; {advice}" if advice else "")
+
+
+def main() -> None:
+    """Console entry point: map errors to exit codes (0 ok, 1 discrepancy, 2 bad input/usage)."""
+    code = _run()
+    # Leave without the interpreter's teardown: native pool threads (Arrow's, DuckDB's) that outlive
+    # it can abort the process after a correct report ("terminate called without an active
+    # exception", exit 134; apache/arrow#34314), and a script must be able to trust the exit code.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _run() -> int:
+    """Run the app; return the exit code. With --debug an error also prints its traceback."""
+    try:
+        rc = app(standalone_mode=False)
+    except LedgerError as e:
+        if STATE["debug"]:
+            traceback.print_exc()
+        err.print(f"ledgertool: error: {e}", markup=False, highlight=False, soft_wrap=True)
+        return exit_code_for(e)
+    except typer.Exit as e:
+        return e.exit_code
+    except (KeyboardInterrupt, typer.Abort):
+        err.print("ledgertool: interrupted")
+        return 130
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    except OSError as e:
+        # The places that write or read ledger files say what to do (ledgertool.fsio); this is the
+        # last line for the rest: the file the OS names, never a temporary name, and exit 2.
+        if STATE["debug"]:
+            traceback.print_exc()
+        err.print(f"ledgertool: error: {_os_error_line(e)}", markup=False, highlight=False, soft_wrap=True)
+        return 2
+    except Exception as e:  # noqa: BLE001
+        # Option-parser errors (typer may vendor its own click): they know how to show themselves.
+        if callable(getattr(e, "show", None)) and isinstance(getattr(e, "exit_code", None), int):
+            e.show()
+            return 2 if e.exit_code == 2 else e.exit_code
+        if STATE["debug"]:
+            traceback.print_exc()
+        err.print(f"ledgertool: internal error: {type(e).__name__}: {e} (rerun with --debug for a traceback)",
+                  markup=False, soft_wrap=True)
+        return 2
+    return rc if isinstance(rc, int) else 0
+
+
+if __name__ == "__main__":
+    main()

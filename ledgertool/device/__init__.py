@@ -1,0 +1,1 @@
+"""Hardware hashing devices: digest-key provisioning and the conformance kit."""

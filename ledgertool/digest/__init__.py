@@ -1,0 +1,1 @@
+"""The digest stage: the native batch engine's face, record layout and flags, and the pure-Python reference implementations."""

@@ -1,0 +1,112 @@
+"""Strip modes: which bytes of a frame the digest covers (docs/strip-modes.md).
+
+The rules are implemented once, in C (native/src/strip.c); this module names the modes, exposes
+the native range for one frame, and explains a frame's range with scapy (`recompute --details`).
+The normative text is LEDGER-FORMAT.md, "Digest input (strip modes)".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .._native import ffi, lib
+from ..algorithms import STRIP_MODES, get_strip_mode
+
+
+@dataclass(frozen=True)
+class StripMode:
+    name: str
+    native_id: int
+    description: str
+
+
+DESCRIPTIONS = {
+    "frame": "the captured link-layer bytes as stored",
+    "l3": "the IP packet: minus the link-layer header (Ethernet + VLAN tags, SLL, SLL2, NULL, raw IP) "
+          "and minus Ethernet padding after the IP length",
+    "payload": "the L4 payload: l3 minus the IPv4 header/IPv6 header chain and the UDP/TCP header; "
+               "ICMP and other protocols: what follows the IP header(s)",
+    "rdma": "payload; for RoCEv2 (UDP port 4791) also minus the InfiniBand BTH, the extended transport "
+            "headers of its opcode and the 4-byte ICRC",
+}
+
+MODES: dict[str, StripMode] = {n: StripMode(n, i, DESCRIPTIONS[n]) for n, i in STRIP_MODES.items()}
+
+FLAG_NAMES = {
+    lib.LT_FLAG_TRUNCATED: "TRUNCATED",
+    lib.LT_FLAG_MALFORMED: "MALFORMED",
+    lib.LT_FLAG_NON_IP: "NON_IP",
+    lib.LT_FLAG_FRAGMENT: "FRAGMENT",
+    lib.LT_FLAG_UNSUPPORTED_LINKTYPE: "UNSUPPORTED_LINKTYPE",
+    lib.LT_FLAG_NO_TIMESTAMP: "NO_TIMESTAMP",
+    lib.LT_FLAG_CAPLEN_GT_SNAPLEN: "CAPLEN_GT_SNAPLEN",
+    lib.LT_FLAG_GAP: "GAP",
+}
+
+
+def flag_names(flags: int) -> list[str]:
+    return [name for bit, name in FLAG_NAMES.items() if flags & bit]
+
+
+@dataclass(frozen=True)
+class StripRange:
+    """The hashed bytes are frame[offset:offset + length]; `flags` are those the strip adds."""
+
+    offset: int
+    length: int
+    flags: int
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.length
+
+
+def strip_range(frame: bytes, linktype: int, strip: str | int, wire_len: int | None = None) -> StripRange:
+    """The native strip of one frame (the same code the engine runs per frame).
+
+    `wire_len` defaults to len(frame) (an uncut frame). The TRUNCATED flag is not included: the
+    engine adds it from caplen < wire_len.
+    """
+    sid = strip if isinstance(strip, int) else get_strip_mode(strip)
+    off, ln, fl = ffi.new("uint32_t *"), ffi.new("uint32_t *"), ffi.new("uint16_t *")
+    st = lib.lt_strip(sid, linktype, frame, len(frame), len(frame) if wire_len is None else wire_len, off, ln, fl)
+    if st != lib.LT_OK:
+        raise ValueError(f"unknown strip mode id {strip!r}")
+    return StripRange(off[0], ln[0], fl[0])
+
+
+def explain(frame: bytes, linktype: int, strip: str, wire_len: int | None = None) -> str:
+    """One line saying what strip mode `strip` hashed of `frame`, with scapy naming the layers."""
+    r = strip_range(frame, linktype, strip, wire_len)
+    text = f"strip {strip}: hashed bytes [{r.offset}, {r.end}) of {len(frame)}"
+    flags = flag_names(r.flags | (lib.LT_FLAG_TRUNCATED if wire_len is not None and len(frame) < wire_len else 0))
+    layers = _layers(frame, linktype)
+    if layers:
+        stripped = [name for name, start in layers if start < r.offset]
+        inside = [name for name, start in layers if r.offset <= start < max(r.end, r.offset + 1)]
+        text += f"; stripped {' / '.join(stripped) or 'nothing'}"
+        text += f"; hashed {' / '.join(inside) or 'no layer start'}"
+        if r.end < len(frame):
+            text += f"; {len(frame) - r.end} trailing bytes not hashed"
+    if flags:
+        text += f"; flags {', '.join(flags)}"
+    return text
+
+
+def _layers(frame: bytes, linktype: int) -> list[tuple[str, int]]:
+    """(layer name, start offset) as scapy dissects the frame; empty when scapy cannot."""
+    try:
+        from scapy.config import conf
+        import scapy.layers.all  # noqa: F401  (registers the link types and protocol bindings)
+
+        cls = conf.l2types.get(linktype)
+        if cls is None:
+            return []
+        pkt = cls(frame)
+        out, layer = [], pkt
+        while layer is not None and layer.__class__.__name__ != "NoPayload":
+            out.append((layer.name, len(frame) - len(bytes(layer))))
+            layer = layer.payload if layer.payload else None
+        return out
+    except Exception:  # scapy raising on odd bytes must not break an explanation
+        return []

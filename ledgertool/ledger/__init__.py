@@ -1,0 +1,1 @@
+"""The ledger directory: layout and header, open segments, the segment index and reader."""

@@ -1,0 +1,272 @@
+"""LedgerReader: the one place a ledger directory is listed and its files are read.
+
+The storage a ledger lives on is normally the prover's (docs/threat-model.md), so what is found there
+is data to be checked, never instructions:
+
+* The segment index is built from file names parsed as ASCII only (``seg-`` + eight ASCII digits);
+  a name that only looks like one (other Unicode digits, compatibility forms) is reported, never
+  read. Every file is then opened by the name spelled here from its index, never by a name taken
+  from a seal field or passed on from the listing.
+* Files are opened with O_NOFOLLOW and O_NONBLOCK and must be regular files: a symlink, FIFO,
+  socket or device in a ledger is refused with a message naming it (a FIFO would block a reader).
+* Each file is read once, into memory owned by Arrow (``pyarrow.Buffer``), and the bytes that are
+  hashed are the bytes that are decoded; nothing re-opens a file that was checked.
+
+Everything a reader finds that is not part of the ledger (stray files, confusable names, link
+directories with invalid names) is listed in `Stray` values for `verify` to report; `query`,
+`recompute` and `prove` see only the segments of the index.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+
+from .. import fsio
+from . import segment as segments
+from ..errors import LedgerFormatError
+
+LEDGER_FILE = "ledger.json"
+ROTATIONS_DIR = "rotations"
+CHECKPOINT_FILE = "checkpoint"
+LINK_PREFIX = "link="
+
+#: Segment file kinds, by suffix.
+OPEN, PARQUET, LEAVES, SEAL = "open", "parquet", "leaves", "seal.json"
+_SEGMENT_NAME = re.compile(r"seg-([0-9]{8})\.(open|parquet|leaves|seal\.json)")  # [0-9]: ASCII only
+_LINK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}")  # ASCII only, as segments.check_link_name
+#: Names a writer leaves behind for a moment (atomic-write temporaries) or on purpose.
+_TEMP = re.compile(r".*\.tmp(-[A-Za-z0-9_]+)?")
+LOCK_FILE = ".lock"  # the writer lock (held by capture, recover and key rotations)
+MAX_DOCUMENT_BYTES = 1 << 20  # seals, checkpoints, rotation statements, ledger.json: far larger is not one
+
+
+@dataclass(frozen=True)
+class Stray:
+    """Something in a ledger directory that is not part of the ledger. `shadows` is the segment
+    index a confusable name imitates when that segment is part of the ledger (a problem, not a
+    warning: a reader that parses names loosely would take it for the real file)."""
+
+    path: Path
+    why: str
+    link: str | None = None
+    shadows: int | None = None
+
+
+@dataclass(frozen=True)
+class LinkListing:
+    """The files of one link directory, by segment index (ASCII names only)."""
+
+    link: str
+    segments: dict[int, frozenset[str]]  # index -> kinds present (OPEN, PARQUET, LEAVES, SEAL)
+    temp_files: tuple[Path, ...] = ()
+    strays: tuple[Stray, ...] = ()
+    has_checkpoint: bool = False
+
+    @property
+    def sealed(self) -> list[int]:
+        """Indexes with a seal document, ascending: the segments the ledger claims."""
+        return sorted(i for i, kinds in self.segments.items() if SEAL in kinds)
+
+    def has(self, index: int, kind: str) -> bool:
+        return kind in self.segments.get(index, ())
+
+
+def parse_segment_name(name: str) -> tuple[int, str] | None:
+    """'seg-00000003.seal.json' -> (3, 'seal.json'); None for any other name. ASCII digits only."""
+    m = _SEGMENT_NAME.fullmatch(name)
+    return (int(m.group(1)), m.group(2)) if m else None
+
+
+def confusable_segment_name(name: str) -> tuple[int, str] | None:
+    """The segment name `name` imitates with non-ASCII characters (other Unicode decimal digits,
+    full-width or other NFKC compatibility forms), or None when it imitates none."""
+    if name.isascii():
+        return None
+    folded = "".join(str(unicodedata.decimal(c)) if unicodedata.decimal(c, None) is not None else c
+                     for c in unicodedata.normalize("NFKC", name))
+    return parse_segment_name(folded) if folded.isascii() else None
+
+
+def read_regular(path: Path, limit: int | None = None, *, root: Path | None = None,
+                 what: str = "ledger file") -> pa.Buffer:
+    """The bytes of the regular file at `path`, read once into an Arrow-owned buffer.
+
+    Opened by fsio.open_regular (O_NOFOLLOW | O_NONBLOCK, every directory below `root` without
+    following a link; a symlink, FIFO, socket, device or directory is FileTypeError), then exactly
+    the size fstat gave is read; a file that changes size while it is read, or is larger than
+    `limit` bytes, is LedgerFormatError. StorageError for the environment (EIO, EACCES ...)."""
+    fd = fsio.open_regular(path, root=root, what=what)
+    try:
+        size = os.fstat(fd).st_size
+        if limit is not None and size > limit:
+            raise LedgerFormatError(f"{path}: {size} bytes, larger than a {what} can be ({limit})")
+        buf = pa.allocate_buffer(size)
+        view, got = memoryview(buf), 0
+        while got < size:
+            n = os.readv(fd, [view[got:]])
+            if n == 0:
+                break
+            got += n
+        if got != size or os.read(fd, 1):
+            raise LedgerFormatError(f"{path}: changed size while being read")
+        return buf
+    except OSError as e:
+        raise fsio.storage_error(e, path, f"read {what}") from None
+    finally:
+        os.close(fd)
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "directory"), (stat.S_ISFIFO, "FIFO"), (stat.S_ISSOCK, "socket"),
+                       (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"),
+                       (stat.S_ISLNK, "symbolic link")):
+        if test(mode):
+            return name
+    return "special file"
+
+
+def _entries(directory: Path) -> list[tuple[str, os.stat_result]]:
+    """(name, lstat) of a directory's entries, sorted by name; never follows a symlink. An entry
+    that vanishes between the listing and its lstat (a writer's temporary file renamed into place)
+    is left out, as if listed a moment later."""
+    out = []
+    try:
+        with os.scandir(directory) as it:
+            for e in it:
+                try:
+                    out.append((e.name, e.stat(follow_symlinks=False)))
+                except FileNotFoundError:
+                    continue
+    except OSError as e:
+        raise fsio.storage_error(e, directory, "list directory") from None
+    return sorted(out)
+
+
+@dataclass
+class LedgerReader:
+    """Lists a ledger directory once and reads its files (module docstring for the rules).
+
+    Construction reads nothing but the directory listing; LedgerFormatError when `directory` is
+    not a directory (a missing ledger.json is found by `read_header`)."""
+
+    directory: Path
+    links: list[str] = field(init=False)
+    strays: list[Stray] = field(init=False)
+    _listings: dict[str, LinkListing] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.directory = Path(self.directory)
+        if not self.directory.is_dir():  # the directory itself is the operator's choice, and may be a link
+            what = "not a directory; a ledger is a directory" if self.directory.exists() else "no such ledger directory"
+            raise LedgerFormatError(f"{self.directory}: {what}")
+        self.links, self.strays, self._listings = [], [], {}
+        for name, st in _entries(self.directory):
+            path = self.directory / name
+            if name.startswith(LINK_PREFIX) and stat.S_ISDIR(st.st_mode) and _LINK_NAME.fullmatch(name[5:]):
+                self.links.append(name[5:])
+            elif name in (LEDGER_FILE, CHECKPOINT_FILE, LOCK_FILE) and stat.S_ISREG(st.st_mode):
+                continue
+            elif name == ROTATIONS_DIR and stat.S_ISDIR(st.st_mode):
+                continue
+            elif _TEMP.fullmatch(name) and stat.S_ISREG(st.st_mode):
+                self.strays.append(Stray(path, "temp"))
+            else:
+                self.strays.append(Stray(path, _stray_reason(name, st)))
+
+    # ---- listing ------------------------------------------------------------------------------
+
+    def link_dir(self, link: str) -> Path:
+        return self.directory / f"{LINK_PREFIX}{link}"
+
+    def listing(self, link: str) -> LinkListing:
+        """The segment index of `link` (listed once, then cached)."""
+        if link not in self._listings:
+            self._listings[link] = self._list_link(link)
+        return self._listings[link]
+
+    def _list_link(self, link: str) -> LinkListing:
+        ldir = self.link_dir(link)
+        found: dict[int, set[str]] = {}
+        temps, strays, confusable = [], [], []
+        has_cp = False
+        for name, st in _entries(ldir):
+            path = ldir / name
+            parsed = parse_segment_name(name)
+            if parsed and stat.S_ISREG(st.st_mode):
+                found.setdefault(parsed[0], set()).add(parsed[1])
+            elif parsed:  # a ledger name on something that is not a regular file: never read
+                strays.append(Stray(path, f"a {_kind(st.st_mode)} where a segment file belongs", link,
+                                    shadows=parsed[0]))
+            elif name == CHECKPOINT_FILE and stat.S_ISREG(st.st_mode):
+                has_cp = True
+            elif _TEMP.fullmatch(name) and stat.S_ISREG(st.st_mode):
+                temps.append(path)
+            elif (imitated := confusable_segment_name(name)) is not None:
+                confusable.append((path, imitated))
+            else:
+                strays.append(Stray(path, _stray_reason(name, st), link))
+        # readdir(3) may miss a name renamed into place while it runs (a capture sealing now): every
+        # hole below the highest seal is looked up by name before the index calls it missing
+        sealed_top = max((i for i, k in found.items() if SEAL in k), default=-1)
+        for i in range(sealed_top + 1):
+            for kind in (SEAL, PARQUET, LEAVES):
+                if kind not in found.get(i, ()):
+                    try:
+                        st = os.lstat(ldir / f"{segments.segment_stem(i)}.{kind}")
+                    except FileNotFoundError:
+                        continue
+                    if stat.S_ISREG(st.st_mode):
+                        found.setdefault(i, set()).add(kind)
+        segs = {i: frozenset(k) for i, k in found.items()}
+        for path, (index, kind) in confusable:
+            real = f"{segments.segment_stem(index)}.{kind}"
+            shadows = index if SEAL in segs.get(index, ()) else None
+            strays.append(Stray(path, f"a name that imitates {real} with non-ASCII characters", link, shadows))
+        return LinkListing(link, segs, tuple(temps), tuple(strays), has_cp)
+
+    # ---- reading ------------------------------------------------------------------------------
+
+    def segment_path(self, link: str, index: int, kind: str) -> Path:
+        return self.link_dir(link) / f"{segments.segment_stem(index)}.{kind}"
+
+    def read_segment_file(self, link: str, index: int, kind: str, limit: int | None = None) -> pa.Buffer:
+        """The bytes of one segment file, by index and kind (read_regular's errors)."""
+        return read_regular(self.segment_path(link, index, kind), limit, root=self.directory,
+                            what=f"segment {kind} file")
+
+    def read_seal_bytes(self, link: str, index: int) -> bytes:
+        return self.read_segment_file(link, index, SEAL, MAX_DOCUMENT_BYTES).to_pybytes()
+
+    def checkpoint_path(self, link: str) -> Path:
+        return self.link_dir(link) / CHECKPOINT_FILE
+
+    def read_checkpoint(self, link: str) -> bytes | None:
+        """The link's stored checkpoint note, None when the link has none. Read without the listing,
+        so a reader that takes it before listing the link's segments sees a checkpoint no newer
+        than the seals it then finds (a capture writes each seal before its checkpoint)."""
+        if not os.path.lexists(self.checkpoint_path(link)):
+            return None
+        return read_regular(self.checkpoint_path(link), MAX_DOCUMENT_BYTES, root=self.directory,
+                            what="checkpoint").to_pybytes()
+
+    def read_top_checkpoint(self) -> bytes | None:
+        """DIR/checkpoint, which ledgers written before per-link checkpoints carried; None if absent."""
+        path = self.directory / CHECKPOINT_FILE
+        if not path.is_file() or path.is_symlink():  # a link there is a stray, never followed
+            return None
+        return read_regular(path, MAX_DOCUMENT_BYTES, root=self.directory, what="checkpoint").to_pybytes()
+
+
+def _stray_reason(name: str, st: os.stat_result) -> str:
+    if not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):
+        return f"a {_kind(st.st_mode)}, not part of the ledger"
+    if name.startswith(LINK_PREFIX):
+        return "a link directory whose name is not a valid ASCII link name (1-32 of A-Z a-z 0-9 . _ -)"
+    return "not a file of the ledger format"

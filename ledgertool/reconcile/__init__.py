@@ -1,0 +1,1 @@
+"""Reconciliation: recompute and multiset pairing, SQL over verified ledgers, dissection."""

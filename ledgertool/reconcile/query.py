@@ -1,0 +1,120 @@
+"""query: DuckDB SQL over a ledger through two tables.
+
+    records(link, segment, seq, ts_ns, wire_len, cap_len, flags, linktype, aux, digest)
+    seals(link, segment, first_seq, last_seq, records, frames, drops_declared, first_ts_ns,
+          last_ts_ns, merkle_root, parquet_sha256, prev_seal_hash, algorithm, strip, sealed_at,
+          digest_key_id)
+
+DuckDB never opens a ledger file: the ledger is verified first (ledgertool.verify.ledger, with the trust
+bundle when one is given, else the keyless checks) and the tables are filled from the very bytes
+that were checked, decoded once (docs/threat-model.md, "What query and recompute read"). A ledger
+that does not verify is not queried. `link` comes from the verified seals, never from a path.
+
+`seals.digest_key_id` is the digest key each segment was digested with: it changes at a digest-key
+rotation (docs/transparency.md), so `SELECT DISTINCT digest_key_id FROM seals` lists the keys a
+`recompute` of the whole ledger needs.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from ..errors import DiscrepancyError, UsageError
+from ..keyfiles import TrustBundle
+from ..verify.ledger import VerifiedSegment, VerifyResult, verify_ledger
+
+RECORDS_DDL = ("CREATE TABLE records (link VARCHAR, segment UINTEGER, seq UBIGINT, ts_ns BIGINT, wire_len UINTEGER, "
+               "cap_len UINTEGER, flags USMALLINT, linktype USMALLINT, aux UINTEGER, digest BLOB)")
+SEALS_DDL = ("CREATE TABLE seals (link VARCHAR, segment UINTEGER, first_seq UBIGINT, last_seq UBIGINT, "
+             "records UBIGINT, frames UBIGINT, drops_declared UBIGINT, first_ts_ns BIGINT, last_ts_ns BIGINT, "
+             "merkle_root VARCHAR, parquet_sha256 VARCHAR, prev_seal_hash VARCHAR, algorithm VARCHAR, "
+             "strip VARCHAR, sealed_at VARCHAR, digest_key_id VARCHAR)")
+
+
+def open_duckdb(config: dict | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection that never draws its progress bar: DuckDB prints it on stdout,
+    which carries only results and `--json` documents. UsageError for a bad `config` value."""
+    try:
+        con = duckdb.connect(config=config or {})
+    except duckdb.Error as e:
+        raise UsageError(str(e).splitlines()[0]) from None
+    con.execute("SET enable_progress_bar = false")
+    return con
+
+
+def not_verified_error(res: VerifyResult, what: str) -> DiscrepancyError:
+    """The one-line refusal to read a ledger that did not verify (exit 1)."""
+    first = res.problems[0]
+    where = f"link {first.link} segment {first.segment}: " if first.segment is not None else ""
+    more = f"{len(res.problems) - 1} more problems; " if len(res.problems) > 1 else ""
+    return DiscrepancyError(f"{res.ledger}: the ledger does not verify, so {what}: {where}{first.kind}: "
+                            f"{first.detail} ({more}run `ledgertool verify` for every problem)")
+
+
+def add_segment(con: duckdb.DuckDBPyConnection, seg: VerifiedSegment) -> None:
+    """Insert one verified segment into `records` and `seals` (the checked bytes, decoded once)."""
+    con.register("_segment", seg.table)
+    try:
+        con.execute("INSERT INTO records SELECT ?, segment, seq, ts_ns, wire_len, cap_len, flags, linktype, aux, "
+                    "digest FROM _segment", [seg.link])
+    finally:
+        con.unregister("_segment")
+    d = seg.seal
+    con.execute("INSERT INTO seals VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                [seg.link, seg.index, int(d["first_seq"]), int(d["last_seq"]), d["records"], d["frames"],
+                 d["drops_declared"], _int(d.get("first_ts_ns")), _int(d.get("last_ts_ns")), d["merkle_root"],
+                 d["parquet_sha256"], d["prev_seal_hash"], d["algorithm"], d["strip"], d["sealed_at"],
+                 d.get("digest_key_id")])
+
+
+@dataclass
+class QueryResult:
+    columns: list[str]
+    rows: list[tuple]
+    verification: VerifyResult
+
+
+def connect(ledger_dir: Path, trust: TrustBundle | None = None, checkpoint: bytes | None = None,
+            checkpoint_name: str = "checkpoint", temp_dir: str | None = None
+            ) -> tuple[duckdb.DuckDBPyConnection, VerifyResult]:
+    """An in-memory DuckDB connection with `records` and `seals` filled from the verified ledger.
+
+    Raises DiscrepancyError (exit 1) when the ledger does not verify, LedgerFormatError when DIR
+    is not a ledger. `temp_dir` is where DuckDB may spill (default: its own)."""
+    con = open_duckdb({"temp_directory": temp_dir} if temp_dir else None)
+    try:
+        con.execute(RECORDS_DDL)
+        con.execute(SEALS_DDL)
+        res = verify_ledger(Path(ledger_dir), trust, checkpoint, checkpoint_name,
+                            on_segment=lambda seg: add_segment(con, seg))
+        if not res.ok:
+            raise not_verified_error(res, "it is not queried")
+    except BaseException:
+        con.close()
+        raise
+    return con, res
+
+
+def _int(v):
+    return int(v) if v is not None else None
+
+
+def run_query(ledger_dir: Path, sql: str, trust: TrustBundle | None = None, checkpoint: bytes | None = None,
+              checkpoint_name: str = "checkpoint") -> QueryResult:
+    """Verify the ledger, then run one SQL statement over what was verified.
+
+    UsageError for an SQL error, DiscrepancyError when the ledger does not verify."""
+    with tempfile.TemporaryDirectory(prefix="ledgertool-query-") as tmp:
+        con, res = connect(ledger_dir, trust, checkpoint, checkpoint_name, temp_dir=tmp)
+        try:
+            cur = con.execute(sql)
+            cols = [d[0] for d in cur.description] if cur.description else []
+            return QueryResult(cols, cur.fetchall(), res)
+        except duckdb.Error as e:
+            raise UsageError(f"query failed: {str(e).splitlines()[0]}") from None
+        finally:
+            con.close()

@@ -1,0 +1,484 @@
+"""recompute: digests of a capture recomputed with the ledger's engine, reconciled with DuckDB.
+
+Reconciliation compares multisets of digests (a frame sent twice must appear twice): for each
+digest d with count l(d) in the ledger (GAP records excluded) and c(d) in the capture,
+matched += min(l, c), ledger_only += max(l - c, 0), capture_only += max(c - l, 0).
+
+Across a digest-key rotation (docs/transparency.md, "Digest-key rotation") each sealed segment
+was digested with the key its seal names. The capture is digested once per key given; a frame's
+identity is its digest under the first of them, and a ledger record of another key's segments
+takes the identity of the capture frame with the same digest under that key. The multiset
+comparison above then runs on identities, so every frame is still classified exactly once.
+Segments whose key was not given are left out and reported (`uncovered`, `partial`).
+
+The ledger side is what `verify` checked (ledgertool.verify.ledger with the trust bundle, or only the
+keyless checks without one): a ledger that does not verify is not reconciled (exit 1), and one
+reconciled without a trust bundle is reported `verified: false` (exit 1 even when every frame
+matched). DuckDB opens no file by a path: both sides are inserted into its tables from memory
+(docs/threat-model.md, "What query and recompute read").
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .. import fsio
+from ..algorithms import Algorithm, get_algorithm, get_strip_mode
+from .dissect import dissect_line
+from ..digest.engine import FLAG_GAP, DigestEngine, record_dtype, usable_cores
+from ..errors import CaptureFormatError, KeyFileError, LedgerFormatError, UsageError
+from ..keyfiles import DigestKey, TrustBundle
+from ..ledger.header import load_ledger
+from .query import not_verified_error, open_duckdb
+from ..seal.rotation import DIGEST_KEY, load_rotations, rotation_kind
+from ..source import open_source
+from ..verify.ledger import VerifiedSegment, verify_ledger
+
+Progress = Callable[[int, int], None]
+
+
+def digests_schema(digest_size: int) -> pa.Schema:
+    """Per-frame recompute output (schemas/recompute-digests.arrow.json)."""
+    return pa.schema([("index", pa.uint64()), ("ts_ns", pa.int64()), ("wire_len", pa.uint32()),
+                      ("cap_len", pa.uint32()), ("flags", pa.uint16()), ("linktype", pa.uint16()),
+                      ("digest", pa.binary(digest_size))])
+
+
+@dataclass
+class DigestRun:
+    frames: int = 0
+    bytes: int = 0
+    elapsed_s: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+
+
+def _digest_batches(source: str | Path, digest_key: DigestKey, alg: Algorithm, strip: str, run: DigestRun,
+                    progress: Progress | None, workers: int) -> Iterator[pa.Table]:
+    """Digest every frame of `source` with the native engine: one Arrow table per engine batch
+    (schema `digests_schema`); `run` counts frames and bytes, and the capture's warnings."""
+    t0 = time.perf_counter()
+    with open_source(source) as reader:
+        engine = DigestEngine(reader, alg, get_strip_mode(strip), digest_key.subkey(alg.name, alg.key_size),
+                              workers=workers or usable_cores())
+        schema = digests_schema(alg.digest_size)
+        dtype = record_dtype(alg.digest_size)
+        while True:
+            records, n, nbytes = engine.fill(run.frames)
+            if n == 0:
+                break
+            arr = np.frombuffer(records, dtype=dtype, count=n)
+            dig = pa.FixedSizeBinaryArray.from_buffers(
+                pa.binary(alg.digest_size), n, [None, pa.py_buffer(arr["digest"].tobytes())])
+            yield pa.Table.from_arrays(
+                [pa.array(arr["seq"]), pa.array(arr["ts_ns"]), pa.array(arr["wire_len"]),
+                 pa.array(arr["cap_len"]), pa.array(arr["flags"]), pa.array(arr["linktype"]), dig],
+                schema=schema)
+            run.frames += n
+            run.bytes += nbytes
+            if progress:
+                progress(run.frames, run.bytes)
+        note = reader.info().truncation_note()
+    if note:
+        run.warnings.append(note)
+    run.elapsed_s += time.perf_counter() - t0
+
+
+def digests_to_parquet(source: str | Path, out: Path, digest_key: DigestKey, alg: Algorithm, strip: str,
+                       progress: Progress | None = None, workers: int = 0) -> DigestRun:
+    """Digest every frame of `source` and write one row per frame to `out` (Parquet).
+
+    `workers` threads digest each batch (0: every usable core); the digests do not depend on it.
+
+    Raises CaptureFormatError for a bad capture (nothing usable is left at `out` then).
+    """
+    run = DigestRun()
+    # written under a fresh temporary name and renamed (fsio): a failed run never destroys `out`,
+    # and a link planted at a predictable name is never written through
+    with fsio.atomic_file(out, what="digest Parquet file") as f:
+        with pq.ParquetWriter(f, digests_schema(alg.digest_size), compression="zstd") as w:
+            for batch in _digest_batches(source, digest_key, alg, strip, run, progress, workers):
+                w.write_table(batch)
+    return run
+
+
+@dataclass
+class ReconcileResult:
+    """Outcome of reconciling a capture with a ledger (schemas/recompute-report.schema.json).
+
+    Counts are frames. `per_link` and `per_second` split matched / ledger_only / capture_only
+    (capture-only frames have no link: they are reported under link None).
+    """
+
+    source: str
+    ledger: str
+    frames: int
+    ledger_records: int
+    matched: int
+    ledger_only: int
+    capture_only: int
+    elapsed_s: float
+    window: dict = field(default_factory=dict)
+    per_link: list[dict] = field(default_factory=list)
+    per_second: list[dict] = field(default_factory=list)
+    examples_ledger_only: list[dict] = field(default_factory=list)
+    examples_capture_only: list[dict] = field(default_factory=list)
+    details_file: str | None = None
+    details_written: int = 0
+    warnings: list[str] = field(default_factory=list)
+    digest_keys: list[dict] = field(default_factory=list)
+    uncovered: list[dict] = field(default_factory=list)
+    verified: bool = True  # the ledger's signatures were checked (a trust bundle was given)
+
+    @property
+    def matches(self) -> bool:
+        """Every frame paired: no ledger-only and no capture-only frame."""
+        return self.ledger_only == 0 and self.capture_only == 0
+
+    @property
+    def ok(self) -> bool:
+        """The frames match a ledger whose signatures were checked."""
+        return self.matches and self.verified
+
+    @property
+    def partial(self) -> bool:
+        """Some sealed segments (in the links asked for) were left out: no key given for them."""
+        return bool(self.uncovered)
+
+    def to_json(self) -> dict:
+        return {"ok": self.ok, "source": self.source, "ledger": self.ledger, "frames": self.frames,
+                "ledger_records": self.ledger_records, "matched": self.matched,
+                "ledger_only": self.ledger_only, "capture_only": self.capture_only,
+                "elapsed_s": round(self.elapsed_s, 6), "window": self.window, "per_link": self.per_link,
+                "per_second": self.per_second,
+                "examples_ledger_only": self.examples_ledger_only,
+                "examples_capture_only": self.examples_capture_only,
+                "details_file": self.details_file, "details_written": self.details_written,
+                "digest_keys": self.digest_keys, "partial": self.partial, "uncovered": self.uncovered,
+                "verified": self.verified, "matches": self.matches, "warnings": self.warnings}
+
+
+def _window_sql(col: str, lo: int | None, hi: int | None) -> str:
+    parts = ([f"{col} >= {int(lo)}"] if lo is not None else []) + ([f"{col} < {int(hi)}"] if hi is not None else [])
+    return " AND ".join(parts) or "true"
+
+
+def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey | Sequence[DigestKey], *,
+              trust: TrustBundle | None = None, checkpoint: bytes | None = None,
+              checkpoint_name: str = "checkpoint",
+              examples: int = 10, progress: Progress | None = None, memory_limit: str = "4GB",
+              from_ns: int | None = None, to_ns: int | None = None, tolerance_ns: int = 0,
+              links: list[str] | None = None, details: Path | None = None,
+              details_limit: int = 100_000, workers: int = 0) -> ReconcileResult:
+    """Verify the ledger, recompute `source` with its algorithm and strip mode, and reconcile
+    the two as multisets.
+
+    The ledger is verified first with `trust` (and `checkpoint`, a signed note it must extend),
+    or with the keyless checks only when `trust` is None (the result is then `verified` False and
+    not `ok`); its records reach DuckDB from the bytes that were checked. Each digest's
+    occurrences are numbered in time order on both sides and paired by (digest, occurrence), so
+    every frame is classified exactly once: matched, ledger-only or capture-only.
+    `from_ns`/`to_ns` restrict both sides to [from, to) (ns since the epoch); capture frames within
+    `tolerance_ns` outside the window may still pair with ledger records inside it (two capture
+    points see a frame at slightly different times) and are otherwise ignored. `links` restricts
+    the ledger side (and what is verified). `details` gets one JSON line per differing frame
+    (capture-only frames with a one-line dissection). DuckDB runs with `memory_limit` and spills
+    to a temporary directory.
+
+    `digest_key` is one key or several (a ledger whose digest key was rotated: one per epoch, in
+    any order). Only the sealed segments whose seal names one of the given keys take part; the
+    others are listed in `uncovered` (runs of segments per link and key id, with their frame
+    counts) and a warning, and capture frames that belong to them count as capture-only.
+    Capture-only examples and details show a frame's digest under the first (oldest) key given.
+
+    Raises DiscrepancyError when the ledger does not verify, KeyFileError when a key is not one
+    of the ledger's digest keys (wrong key) or covers none of its sealed segments in `links`,
+    UsageError for the same key given twice, and CaptureFormatError / LedgerFormatError for bad
+    inputs.
+    """
+    ledger_dir = Path(ledger_dir)
+    ledger = load_ledger(ledger_dir)
+    alg = get_algorithm(ledger["algorithm"])
+    keys = [digest_key] if isinstance(digest_key, DigestKey) else list(digest_key)
+    if not keys:
+        raise UsageError("recompute needs at least one --digest-key")
+    if from_ns is not None and to_ns is not None and from_ns >= to_ns:
+        raise UsageError(f"empty time window: --from {from_ns} is not before --to {to_ns} (ns since the epoch)")
+    if details is not None:
+        try:
+            Path(details).open("w").close()  # fail before the long part, not after it
+        except OSError as e:
+            raise UsageError(f"{details}: cannot write details: {e.strerror}") from None
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="ledgertool-recompute-") as tmp:
+        try:
+            con = open_duckdb({"memory_limit": memory_limit, "temp_directory": tmp})
+        except UsageError as e:
+            raise UsageError(f"--memory-limit {memory_limit!r}: {e}") from None
+        try:
+            segs: list[_Segment] = []
+            con.execute("CREATE TEMP TABLE lrec (link VARCHAR, kid VARCHAR, digest BLOB, seq UBIGINT, ts_ns BIGINT, "
+                        "wire_len UINTEGER)")
+
+            def add_segment(seg: VerifiedSegment) -> None:
+                segs.append(_Segment.of(seg))
+                con.register("_segment", seg.table)
+                try:
+                    con.execute(f"INSERT INTO lrec SELECT ?, ?, digest, seq, ts_ns, wire_len FROM _segment "
+                                f"WHERE (flags & {FLAG_GAP}) = 0", [seg.link, seg.seal.get("digest_key_id")])
+                finally:
+                    con.unregister("_segment")
+
+            ver = verify_ledger(ledger_dir, trust, checkpoint, checkpoint_name, links=links, on_segment=add_segment)
+            if not ver.ok:
+                raise not_verified_error(ver, "it is not reconciled")
+            keys, uncovered = _match_keys(ledger_dir, ledger, alg, keys, segs)
+            runs = []
+            for i, (_, key) in enumerate(keys):
+                run = DigestRun()
+                con.execute(f"CREATE TEMP TABLE cap{i} (index UBIGINT, ts_ns BIGINT, wire_len UINTEGER, "
+                            "cap_len UINTEGER, flags USMALLINT, linktype USMALLINT, digest BLOB)")
+                for batch in _digest_batches(source, key, alg, ledger["strip"], run, progress, workers):
+                    con.register("_batch", batch)
+                    con.execute(f"INSERT INTO cap{i} SELECT * FROM _batch")
+                    con.unregister("_batch")
+                runs.append(run)
+            run = runs[0]
+            # Both sides are read over the window widened by the tolerance, paired, and then each
+            # row counts where it belongs: matched and ledger-only by the ledger's timestamp,
+            # capture-only by the capture's. Unpaired frames in the margins are ignored.
+            lo = None if from_ns is None else from_ns - tolerance_ns
+            hi = None if to_ns is None else to_ns + tolerance_ns
+            _pairing_views(con, keys, lo, hi)
+            # Digests whose counts agree on both sides pair up completely; only the others
+            # ("contested") need the per-frame pairing, which keeps the heavy work to aggregations
+            # that DuckDB runs out of core.
+            # Frames pair by identity `pk` (the digest itself with one key; see the module doc).
+            con.execute("""
+                CREATE TEMP TABLE contested AS
+                WITH lc AS (SELECT pk, count(*) AS n FROM l GROUP BY pk),
+                     cc AS (SELECT pk, count(*) AS n FROM c GROUP BY pk)
+                SELECT coalesce(lc.pk, cc.pk) AS pk FROM lc FULL OUTER JOIN cc ON lc.pk = cc.pk
+                WHERE coalesce(lc.n, 0) <> coalesce(cc.n, 0)""")
+            # With some segments uncovered (a key not given), the same bytes may have been captured
+            # in a covered and an uncovered epoch: their capture occurrences are then paired
+            # first from the frames whose time falls in a covered segment (within the tolerance),
+            # so the uncovered epoch's copies are the capture-only ones. Counts do not depend on it.
+            first = "0"
+            if uncovered:  # the covered segments' time ranges, from their (hash-checked) seals
+                given = {kid for kid, _ in keys}
+                con.execute("CREATE TEMP TABLE cov (lo BIGINT, hi BIGINT)")
+                ranges = [(g.ts_range[0] - tolerance_ns, g.ts_range[1] + tolerance_ns)
+                          for g in segs if g.digest_key_id in given and g.ts_range]
+                if ranges:
+                    con.executemany("INSERT INTO cov VALUES (?, ?)", ranges)
+                first = "NOT EXISTS (SELECT 1 FROM cov WHERE c.ts_ns BETWEEN cov.lo AND cov.hi)"
+            con.execute(f"""
+                CREATE TEMP TABLE j AS
+                WITH lk AS (SELECT *, row_number() OVER (PARTITION BY pk ORDER BY ts_ns, link, seq) AS k
+                            FROM l SEMI JOIN contested USING (pk)),
+                     ck AS (SELECT *, row_number() OVER (PARTITION BY pk ORDER BY away, ts_ns, index) AS k
+                            FROM (SELECT c.*, {first} AS away FROM c SEMI JOIN contested USING (pk)) c)
+                SELECT CASE WHEN lk.pk IS NULL THEN 'capture_only'
+                            WHEN ck.pk IS NULL THEN 'ledger_only' ELSE 'matched' END AS status,
+                       coalesce(lk.digest, ck.digest) AS digest, lk.link, lk.seq, lk.ts_ns AS l_ts,
+                       lk.wire_len AS l_wire, ck.index, ck.ts_ns AS c_ts, ck.wire_len AS c_wire, ck.cap_len
+                FROM lk FULL OUTER JOIN ck ON lk.pk = ck.pk AND lk.k = ck.k""")
+            con.execute(f"""DELETE FROM j WHERE
+                (status <> 'capture_only' AND NOT ({_window_sql('l_ts', from_ns, to_ns)})) OR
+                (status = 'capture_only' AND NOT ({_window_sql('c_ts', from_ns, to_ns)}))""")
+            lonly, conly = con.execute("""SELECT count(*) FILTER (status = 'ledger_only'),
+                count(*) FILTER (status = 'capture_only') FROM j""").fetchone()
+            # Every ledger frame in the window is either matched or ledger-only.
+            lwin = _window_sql("ts_ns", from_ns, to_ns)
+            ledger_in_window = con.execute(f"SELECT count(*) FROM l WHERE {lwin}").fetchone()[0]
+            matched = ledger_in_window - lonly
+            frames_in_window = con.execute(f"SELECT count(*) FROM c WHERE {lwin}").fetchone()[0]
+            per_link = []
+            for link, total, lo_ in con.execute(f"""
+                    WITH t AS (SELECT link, count(*) AS n FROM l WHERE {lwin} GROUP BY link),
+                         o AS (SELECT link, count(*) AS n FROM j WHERE status = 'ledger_only' GROUP BY link)
+                    SELECT t.link, t.n, coalesce(o.n, 0) FROM t LEFT JOIN o USING (link) ORDER BY t.link""").fetchall():
+                per_link.append({"link": link, "matched": total - lo_, "ledger_only": lo_, "capture_only": 0})
+            if conly:
+                per_link.append({"link": None, "matched": 0, "ledger_only": 0, "capture_only": conly})
+            seconds: dict[int, list[int]] = {}
+            for sec, n in con.execute(f"SELECT ts_ns // 1000000000, count(*) FROM l WHERE {lwin} GROUP BY 1").fetchall():
+                seconds.setdefault(int(sec), [0, 0, 0])[0] += n
+            for sec, status, n in con.execute("""SELECT coalesce(l_ts, c_ts) // 1000000000, status, count(*) FROM j
+                    WHERE status <> 'matched' GROUP BY ALL""").fetchall():
+                row = seconds.setdefault(int(sec), [0, 0, 0])
+                if status == "ledger_only":
+                    row[0] -= n
+                    row[1] += n
+                else:
+                    row[2] += n
+            per_second = [{"second": sec, "matched": m, "ledger_only": lo_, "capture_only": co}
+                          for sec, (m, lo_, co) in sorted(seconds.items())]
+            ex_l = con.execute("""SELECT lower(hex(digest)), link, seq, l_ts, l_wire FROM j
+                WHERE status = 'ledger_only' ORDER BY link, seq LIMIT ?""", [examples]).fetchall()
+            ex_c = con.execute("""SELECT lower(hex(digest)), index, c_ts, c_wire FROM j
+                WHERE status = 'capture_only' ORDER BY index LIMIT ?""", [examples]).fetchall()
+            written = _write_details(con, details, source, details_limit) if details else 0
+        except duckdb.Error as e:
+            raise LedgerFormatError(f"{ledger_dir}: reconciliation failed reading the ledger: "
+                                    f"{str(e).splitlines()[0]}") from None
+        finally:
+            con.close()
+    res = ReconcileResult(
+        str(source), str(ledger_dir), int(frames_in_window), int(matched + lonly), int(matched), int(lonly),
+        int(conly), time.perf_counter() - t0,
+        window={"from_ns": from_ns, "to_ns": to_ns, "tolerance_ns": tolerance_ns, "links": links or None},
+        per_link=per_link, per_second=per_second,
+        examples_ledger_only=[{"digest": d, "link": ln, "seq": int(s), "ts_ns": int(t), "wire_len": int(w)}
+                              for d, ln, s, t, w in ex_l],
+        examples_capture_only=[{"digest": d, "index": int(i), "ts_ns": int(t), "wire_len": int(w)}
+                               for d, i, t, w in ex_c],
+        details_file=str(details) if details else None, details_written=written, warnings=run.warnings,
+        digest_keys=[{"key_id": kid, "segments": sum(1 for g in segs if g.digest_key_id == kid)}
+                     for kid, _ in keys],
+        uncovered=uncovered, verified=ver.signatures_checked,
+    )
+    if not res.verified:
+        res.warnings.append(f"{ledger_dir}: UNVERIFIED: no --trust given, so seal signatures were not checked and "
+                            "the result is not ok even where every frame matched (pass --trust verifier.pub)")
+    if alg.caveat:
+        res.warnings.append(alg.caveat)
+    if uncovered:
+        runs_txt = "; ".join(f"link {u['link']} segments {u['first_segment']}..{u['last_segment']} "
+                             f"({u['frames']} frames, digest key id {u['digest_key_id']})" for u in uncovered[:4])
+        more = f" and {len(uncovered) - 4} more runs" if len(uncovered) > 4 else ""
+        res.warnings.append(f"partial: no --digest-key given for {runs_txt}{more}; those segments were not "
+                            "reconciled and capture frames that belong to them count as capture-only "
+                            "(--digest-key is repeatable)")
+    if written >= details_limit and (lonly + conly) > written:
+        res.warnings.append(f"--details: wrote the first {written} of {lonly + conly} differing frames")
+    return res
+
+
+@dataclass(frozen=True)
+class _Segment:
+    link: str
+    index: int
+    digest_key_id: object  # as the (verified) seal states it
+    frames: int
+    ts_range: tuple[int, int] | None = None  # the seal's first and last record time, ns
+
+    @classmethod
+    def of(cls, seg: VerifiedSegment) -> "_Segment":
+        doc = seg.seal
+        try:
+            ts = (int(doc["first_ts_ns"]), int(doc["last_ts_ns"]))
+        except (KeyError, TypeError, ValueError):
+            ts = None  # an empty segment
+        frames = doc.get("frames")
+        return cls(seg.link, seg.index, doc.get("digest_key_id"), frames if isinstance(frames, int) else 0, ts)
+
+
+def _match_keys(ledger_dir: Path, ledger: dict, alg: Algorithm, keys: list[DigestKey],
+                segs: list[_Segment]) -> tuple[list[tuple[str, DigestKey]], list[dict]]:
+    """(key id, key) of each given key in the ledger's key order, and the uncovered segment runs.
+
+    The ledger's digest keys are ledger.json's (genesis) id and those digest-key rotations
+    introduced, in order; a key that is none of them is the wrong key, and one that covers no
+    sealed segment in scope has nothing to reconcile (both KeyFileError, exit 2)."""
+    order = [ledger["digest_key_id"]]
+    for doc in load_rotations(ledger_dir):
+        kid = doc.get("new_digest_key_id")
+        if rotation_kind(doc) == DIGEST_KEY and isinstance(kid, str) and kid not in order:
+            order.append(kid)
+    named = {g.digest_key_id for g in segs if isinstance(g.digest_key_id, str)}
+    known = order + sorted(named - set(order))
+    given: dict[str, DigestKey] = {}
+    for key in keys:
+        kid = key.key_id(alg.name, alg.key_size)
+        if kid in given:
+            raise UsageError(f"{key.path}: the same digest key as {given[kid].path} (give each key once)")
+        if kid not in known:
+            raise KeyFileError(f"{key.path}: digest key id {kid} is not a digest key of ledger {ledger_dir} "
+                               f"(key ids {', '.join(order)}): wrong key")
+        if segs and kid not in named:
+            raise KeyFileError(f"{key.path}: digest key id {kid} covers no sealed segment of ledger {ledger_dir} "
+                               f"(its segments use key ids {', '.join(sorted(map(str, named)))})")
+        given[kid] = key
+    uncovered: list[dict] = []
+    for g in segs:
+        if g.digest_key_id in given:
+            continue
+        last = uncovered[-1] if uncovered else None
+        if last and last["link"] == g.link and last["digest_key_id"] == g.digest_key_id \
+                and last["last_segment"] + 1 == g.index:
+            last["last_segment"] = g.index
+            last["segments"] += 1
+            last["frames"] += g.frames
+        else:
+            uncovered.append({"link": g.link, "first_segment": g.index, "last_segment": g.index, "segments": 1,
+                              "digest_key_id": g.digest_key_id, "frames": g.frames})
+    ordered = [(kid, given[kid]) for kid in known if kid in given]
+    return ordered, uncovered
+
+
+def _pairing_views(con, keys: list[tuple[str, DigestKey]], lo: int | None, hi: int | None) -> None:
+    """Views `l` (ledger frame records, from table `lrec`) and `c` (capture frames, from `cap0`),
+    each with a pairing identity `pk`.
+
+    With one key `pk` is the digest. With several, a capture frame's `pk` (and the `digest` shown in
+    examples) is its digest under the first key in the ledger's key order; a ledger record
+    of key i > 0 takes the `pk` of a capture frame whose digest under key i equals its own (map
+    `m{i}`), or, with no such frame, its key id followed by its digest: longer than any digest, so
+    it pairs with nothing and stays ledger-only."""
+    win = _window_sql("ts_ns", lo, hi)
+    con.execute(f"CREATE VIEW c AS SELECT index, digest, digest AS pk, ts_ns, wire_len, cap_len FROM cap0 WHERE {win}")
+    parts = []
+    for i, (kid, _) in enumerate(keys):
+        rows = f"(SELECT * FROM lrec WHERE kid = '{kid}' AND {win})"  # kid: 32 hex (DigestKey.key_id)
+        if i == 0:
+            parts.append(f"SELECT link, digest, digest AS pk, seq, ts_ns, wire_len FROM {rows}")
+            continue
+        # one row per digest under key i (any_value: two frames colliding under key i alone
+        # must not duplicate ledger rows)
+        con.execute(f"CREATE TEMP TABLE m{i} AS SELECT ci.digest AS d, min(c0.digest) AS pk FROM "
+                    f"cap0 c0 JOIN cap{i} ci USING (index) GROUP BY ci.digest")
+        parts.append(f"SELECT r.link, r.digest, coalesce(m{i}.pk, unhex('{kid}') || r.digest) AS pk, r.seq, "
+                     f"r.ts_ns, r.wire_len FROM {rows} r LEFT JOIN m{i} ON r.digest = m{i}.d")
+    con.execute("CREATE VIEW l AS " + " UNION ALL ".join(parts))
+
+
+def _write_details(con, details: Path, source, limit: int) -> int:
+    """One JSON line per differing frame; capture-only frames get a dissection of their bytes."""
+    rows = con.execute("""SELECT status, lower(hex(digest)), link, seq, l_ts, l_wire, index, c_ts, c_wire, cap_len
+        FROM j WHERE status <> 'matched' ORDER BY status, coalesce(l_ts, c_ts), index, seq LIMIT ?""",
+                       [limit]).fetchall()
+    wanted = {int(r[6]) for r in rows if r[0] == "capture_only"}
+    frames = {}
+    if wanted:
+        with open_source(source) as reader:
+            try:
+                for f in reader.frames():
+                    if f.index in wanted:
+                        frames[f.index] = f
+                        if len(frames) == len(wanted):
+                            break
+            except CaptureFormatError:
+                pass  # frames after a corrupt structure were never digested either
+    with fsio.atomic_file(details, what="details file") as out:
+        for status, digest, link, seq, l_ts, l_wire, index, c_ts, c_wire, cap_len in rows:
+            if status == "ledger_only":
+                doc = {"status": status, "digest": digest, "link": link, "seq": int(seq), "ts_ns": int(l_ts),
+                       "wire_len": int(l_wire)}
+            else:
+                f = frames.get(int(index))
+                doc = {"status": status, "digest": digest, "index": int(index), "ts_ns": int(c_ts),
+                       "wire_len": int(c_wire), "cap_len": int(cap_len),
+                       "summary": dissect_line(f.data, f.linktype) if f else None}
+            out.write((json.dumps(doc) + "\n").encode())
+    return len(rows)

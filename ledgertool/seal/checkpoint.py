@@ -1,0 +1,410 @@
+"""Checkpoints: C2SP tlog-checkpoint statements over each link's chain of seals, as signed notes.
+
+Implements (docs/transparency.md, "Checkpoints"; docs/adr/0004-checkpoints-as-c2sp-signed-notes.md):
+
+* the ledger-level tree: per link, an RFC 9162 Merkle tree whose leaf ``i`` is the 32-byte
+  SHA-256 seal hash of segment ``i`` (leaf hash ``SHA-256(0x00 || seal hash)``). Links are
+  independent append-only logs (they are captured independently), so each has its own tree;
+* c2sp.org/tlog-checkpoint note text: origin line ``ledgertool/<ledger id>/<link>``, tree size
+  (segments, decimal), base64 root hash, then extension lines ``records N``, ``last-seal HEX``,
+  ``time RFC3339``;
+* c2sp.org/signed-note signatures: ``— <name> base64(key id (4 bytes, big-endian) || signature)``
+  over the note text. Ed25519: type byte 0x01, key id ``SHA-256(name || 0x0A || 0x01 ||
+  pubkey)[:4]``. ML-DSA-65 (no byte assigned by the spec): type byte 0xff followed by the
+  identifier ``ledgertool/ml-dsa-65``, key id ``SHA-256(name || 0x0A || 0xff ||
+  "ledgertool/ml-dsa-65" || pubkey)[:4]``, FIPS 204 signature with an empty context. The key name
+  is the origin's ledger part, ``ledgertool/<ledger id>``.
+
+Encoding, parsing, signing and verification are pure (bytes in, values out).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .. import fsio
+from . import merkle
+from .canonical import b64decode_canonical
+from ..errors import LedgerFormatError
+from ..keyfiles import ED25519, MLDSA65, SigningKey, TrustBundle
+
+CHECKPOINT_FILE = "checkpoint"
+MAX_NOTE_BYTES = 1 << 16
+_EM_DASH = "\u2014"
+_MLDSA_TYPE = b"\xff" + b"ledgertool/ml-dsa-65"
+_TYPE = {ED25519: b"\x01", MLDSA65: _MLDSA_TYPE}
+_SIZE_RE = re.compile(r"0|[1-9][0-9]{0,19}")
+
+
+def origin_for(ledger_id: str, link: str) -> str:
+    return f"ledgertool/{ledger_id}/{link}"
+
+
+def key_name_for(ledger_id: str) -> str:
+    return f"ledgertool/{ledger_id}"
+
+
+def note_key_id(name: str, algorithm: str, public_key: bytes) -> bytes:
+    """4-byte signed-note key id of (name, signature type, public key)."""
+    return hashlib.sha256(name.encode() + b"\n" + _TYPE[algorithm] + public_key).digest()[:4]
+
+
+# ---- the ledger-level tree --------------------------------------------------------------------
+
+def seal_leaf_hashes(seal_hashes: list[str]) -> list[bytes]:
+    return [merkle.leaf_hash(bytes.fromhex(h)) for h in seal_hashes]
+
+
+def tree_root(seal_hashes: list[str]) -> bytes:
+    return merkle.root_from_leaf_hashes(seal_leaf_hashes(seal_hashes))
+
+
+# ---- the note ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Checkpoint:
+    origin: str
+    size: int  # sealed segments of the link
+    root: bytes  # 32 bytes
+    records: int | None = None
+    last_seal: str | None = None
+    time: str | None = None
+    extensions: tuple[str, ...] = ()  # extension lines we do not interpret
+
+    @property
+    def ledger_id(self) -> str:
+        return self.origin.split("/")[1]
+
+    @property
+    def link(self) -> str:
+        return self.origin.split("/")[2]
+
+    def text(self) -> bytes:
+        lines = [self.origin, str(self.size), base64.b64encode(self.root).decode()]
+        if self.records is not None:
+            lines.append(f"records {self.records}")
+        if self.last_seal is not None:
+            lines.append(f"last-seal {self.last_seal}")
+        if self.time is not None:
+            lines.append(f"time {self.time}")
+        lines.extend(self.extensions)
+        return ("\n".join(lines) + "\n").encode()
+
+    def to_json(self) -> dict:
+        return {"origin": self.origin, "tree_size": self.size, "root_hash": self.root.hex(),
+                "records": self.records, "last_seal": self.last_seal, "time": self.time}
+
+
+def sign_checkpoint(cp: Checkpoint, key: SigningKey) -> bytes:
+    """The signed note: text, blank line, one signature line per algorithm of the key's scheme."""
+    text = cp.text()
+    name = key_name_for(cp.ledger_id)
+    pubs = key.trust_bundle().public_keys
+    sigs = key.sign(text)
+    lines = []
+    for alg in key.algorithms:
+        raw = note_key_id(name, alg, pubs[alg]) + base64.b64decode(sigs[alg])
+        lines.append(f"{_EM_DASH} {name} {base64.b64encode(raw).decode()}\n")
+    return text + b"\n" + "".join(lines).encode()
+
+
+@dataclass(frozen=True)
+class SignedNote:
+    checkpoint: Checkpoint
+    text: bytes
+    signatures: tuple[tuple[str, bytes, bytes], ...]  # (name, key id, signature)
+
+
+def parse_note(data: bytes, where: str = "checkpoint") -> SignedNote:
+    """Parse a signed tlog-checkpoint note; LedgerFormatError naming `where` and the line."""
+    if len(data) > MAX_NOTE_BYTES:
+        raise LedgerFormatError(f"{where}: larger than {MAX_NOTE_BYTES} bytes; not a checkpoint")
+    try:
+        s = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise LedgerFormatError(f"{where}: not UTF-8 at byte {e.start}") from None
+    if any(ord(c) < 0x20 and c != "\n" for c in s):
+        raise LedgerFormatError(f"{where}: control character in a signed note")
+    cut = s.rfind("\n\n")
+    if cut < 0 or not s.endswith("\n"):
+        raise LedgerFormatError(f"{where}: no blank line before signatures; not a signed note")
+    text, sig_block = s[: cut + 1], s[cut + 2:]
+    sigs = []
+    for n, line in enumerate(sig_block[:-1].split("\n"), start=text.count("\n") + 2):
+        parts = line.split(" ")
+        if len(parts) != 3 or parts[0] != _EM_DASH or not parts[1]:
+            raise LedgerFormatError(f"{where}: line {n} is not a signature line")
+        try:
+            raw = b64decode_canonical(parts[2])
+        except (binascii.Error, ValueError):
+            raise LedgerFormatError(f"{where}: line {n}: signature is not base64") from None
+        if len(raw) < 5:
+            raise LedgerFormatError(f"{where}: line {n}: signature too short")
+        sigs.append((parts[1], raw[:4], raw[4:]))
+    if not sigs:
+        raise LedgerFormatError(f"{where}: no signature lines")
+    lines = text[:-1].split("\n")
+    if len(lines) < 3:
+        raise LedgerFormatError(f"{where}: checkpoint needs origin, tree size and root hash lines")
+    origin, size_s, root_s, *ext = lines
+    if not re.fullmatch(r"ledgertool/[0-9a-f]{32}/[A-Za-z0-9][A-Za-z0-9._-]{0,31}", origin):
+        raise LedgerFormatError(f"{where}: line 1: origin {origin!r} is not a ledgertool ledger link")
+    if not _SIZE_RE.fullmatch(size_s):
+        raise LedgerFormatError(f"{where}: line 2: tree size {size_s!r} is not a decimal number")
+    try:
+        root = b64decode_canonical(root_s)
+    except (binascii.Error, ValueError):
+        root = b""
+    if len(root) != 32:
+        raise LedgerFormatError(f"{where}: line 3: root hash is not 32 bytes of base64")
+    fields: dict[str, str] = {}
+    other = []
+    for n, line in enumerate(ext, start=4):
+        if not line:
+            raise LedgerFormatError(f"{where}: line {n}: empty extension line")
+        key, _, val = line.partition(" ")
+        if key in ("records", "last-seal", "time") and key not in fields:
+            fields[key] = val
+        else:
+            other.append(line)
+    records = fields.get("records")
+    if records is not None and not _SIZE_RE.fullmatch(records):
+        raise LedgerFormatError(f"{where}: records extension {records!r} is not a decimal number")
+    cp = Checkpoint(origin, int(size_s), root, int(records) if records is not None else None,
+                    fields.get("last-seal"), fields.get("time"), tuple(other))
+    return SignedNote(cp, text.encode(), tuple(sigs))
+
+
+def verify_note(note: SignedNote, bundles: list[TrustBundle]) -> str | None:
+    """None when some trusted key set signed the note with every algorithm of its scheme;
+    otherwise the reason. Signatures from unknown keys are ignored (signed-note rule); a known
+    key whose signature fails rejects the note."""
+    name = key_name_for(note.checkpoint.ledger_id)
+    reasons = []
+    for bundle in bundles:
+        pubs = bundle.public_keys
+        ok = True
+        for alg in bundle.algorithms:
+            kid = note_key_id(name, alg, pubs[alg])
+            found = [sig for n, k, sig in note.signatures if n == name and k == kid]
+            if not found:
+                ok = False
+                reasons.append(f"no {alg} signature by key {bundle.key_ids[alg][:16]}")
+                continue
+            problems = bundle.verify(note.text, {alg: base64.b64encode(found[0]).decode()})
+            problems = [p for p in problems if p.startswith(alg + " ")]
+            if problems:
+                return f"{alg} signature of key {bundle.key_ids[alg][:16]} does not verify"
+        if ok:
+            return None
+    return "; ".join(reasons) or "no trusted key"
+
+
+# ---- from a ledger ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LinkTree:
+    """The seal hashes of a link's segments 0..n-1 (stops at the first missing or unparsable seal)
+    and the records they hold."""
+
+    seal_hashes: list[str]
+    records: list[int]
+    complete: bool  # False when a seal was missing/unreadable before the last one
+    stopped: str | None = None  # why the chain stops early (None when complete)
+
+    def root(self, size: int | None = None) -> bytes:
+        return tree_root(self.seal_hashes[: len(self.seal_hashes) if size is None else size])
+
+
+def link_tree(directory: Path, link: str) -> LinkTree:
+    """The link's tree as its seal files hold it. StorageError / FileTypeError (fsio) when a seal
+    cannot be read at all: a tree is never silently cut at a read error."""
+    from ..ledger.header import segment_files
+    from .document import load_seal, seal_hash
+
+    directory = Path(directory)
+    files = segment_files(directory, link)
+    sealed = sorted(i for i, f in files.items() if "seal.json" in f)
+    hashes, records = [], []
+    for i in range(sealed[-1] + 1 if sealed else 0):
+        f = files.get(i, {})
+        if "seal.json" not in f:
+            return LinkTree(hashes, records, False, f"link {link} has no seal for segment {i}")
+        try:
+            doc = load_seal(f["seal.json"], directory)
+            hashes.append(seal_hash(doc))
+            records.append(int(doc.get("records", 0)))
+        except LedgerFormatError as e:
+            return LinkTree(hashes, records, False, str(e))
+        except (TypeError, ValueError) as e:
+            return LinkTree(hashes, records, False, f"{f['seal.json']}: seal cannot be hashed ({e})")
+    return LinkTree(hashes, records, True)
+
+
+def make_checkpoint(directory: Path, ledger: dict, link: str, tree: LinkTree | None = None) -> Checkpoint:
+    """The link's checkpoint over `tree`, or by default over all of its seals: LedgerFormatError
+    when one is missing or does not parse (StorageError / FileTypeError when it cannot be read), so
+    a checkpoint is never signed over fewer segments than the link holds."""
+    if tree is None:
+        tree = link_tree(directory, link)
+        if not tree.complete:
+            raise LedgerFormatError(f"{tree.stopped}: refusing to sign a checkpoint of link {link} that would "
+                                    f"cover only the {len(tree.seal_hashes)} segments before it (`ledgertool "
+                                    "verify` names what is wrong)")
+    return Checkpoint(origin_for(ledger["ledger_id"], link), len(tree.seal_hashes), tree.root(),
+                      sum(tree.records), tree.seal_hashes[-1] if tree.seal_hashes else None,
+                      datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"))
+
+
+def checkpoint_path(directory: Path, link: str) -> Path:
+    from ..ledger.segment import link_dir
+
+    return link_dir(Path(directory), link) / CHECKPOINT_FILE
+
+
+def write_checkpoint(directory: Path, ledger: dict, link: str, key: SigningKey, tree: LinkTree | None = None,
+                     *, top: bool = True) -> Path:
+    """Sign the link's checkpoint over `tree` (default: read from the ledger's seals; a writer
+    that holds the chain in memory passes its own) into DIR/link=NAME/checkpoint; with `top`, also
+    DIR/checkpoint while the ledger has one link (removed once it has several: one file cannot
+    speak for two logs). `verify` checks both. make_checkpoint's errors (nothing is signed over a
+    partial chain); fsio.write_atomic's."""
+    from ..ledger.header import links
+
+    directory = Path(directory)
+    note = sign_checkpoint(make_checkpoint(directory, ledger, link, tree), key)
+    path = checkpoint_path(directory, link)
+    fsio.write_atomic(path, note, root=directory, what="checkpoint")
+    if top:
+        top_path = directory / CHECKPOINT_FILE
+        if links(directory) == [link]:
+            fsio.write_atomic(top_path, note, root=directory, what="checkpoint")
+        else:
+            fsio.unlink(top_path, root=directory, missing_ok=True)
+    return path
+
+
+@dataclass(frozen=True)
+class CheckpointFinding:
+    kind: str  # checkpoint_bad_signature | checkpoint_not_extended | checkpoint_mismatch
+    detail: str
+
+
+def check_extends(note: SignedNote, tree: LinkTree, bundles: list[TrustBundle] | None) -> list[CheckpointFinding]:
+    """Does the ledger (its link tree) extend the checkpoint? Pure given the tree. `bundles` None:
+    the note's signatures are not checked (keyless checks)."""
+    out = []
+    cp = note.checkpoint
+    reason = verify_note(note, bundles) if bundles is not None else None
+    if reason:
+        out.append(CheckpointFinding("checkpoint_bad_signature", f"checkpoint signature: {reason}"))
+    n = len(tree.seal_hashes)
+    if n < cp.size:
+        why = "a segment is missing or unreadable" if not tree.complete else "its tail was cut"
+        out.append(CheckpointFinding(
+            "checkpoint_not_extended",
+            f"checkpoint covers {cp.size} segments of link {cp.link}, the ledger holds {n} in an unbroken "
+            f"chain ({why})"))
+        return out
+    if tree.root(cp.size) != cp.root:
+        out.append(CheckpointFinding(
+            "checkpoint_mismatch",
+            f"the ledger's first {cp.size} segments of link {cp.link} have root "
+            f"{tree.root(cp.size).hex()[:16]}…, the checkpoint says {cp.root.hex()[:16]}… (history rewritten "
+            "or a fork)"))
+    elif cp.records is not None and sum(tree.records[: cp.size]) != cp.records:
+        out.append(CheckpointFinding("checkpoint_mismatch",
+                                     f"checkpoint says {cp.records} records, the seals hold "
+                                     f"{sum(tree.records[: cp.size])}"))
+    return out
+
+
+@dataclass
+class ConsistencyResult:
+    ok: bool
+    old: Checkpoint
+    new: Checkpoint
+    proof: list[bytes]
+    reason: str | None
+
+    def to_json(self) -> dict:
+        return {"ok": self.ok, "origin": self.new.origin, "old_size": self.old.size, "new_size": self.new.size,
+                "old_root": self.old.root.hex(), "new_root": self.new.root.hex(),
+                "proof": [p.hex() for p in self.proof], "reason": self.reason}
+
+
+def check_consistency(old_data: bytes, new_data: bytes, directory: Path, trust: TrustBundle,
+                      old_name: str = "OLD", new_name: str = "NEW") -> ConsistencyResult:
+    """Verify both checkpoints' signatures and an RFC 9162 consistency proof (built from the ledger's
+    seal hashes) from OLD to NEW. ok exactly when NEW extends OLD."""
+    from ..ledger.header import load_ledger
+    from .rotation import key_schedule, load_rotations
+
+    old, new = parse_note(old_data, old_name), parse_note(new_data, new_name)
+    ledger = load_ledger(Path(directory))
+    if new.checkpoint.ledger_id != ledger["ledger_id"]:
+        raise LedgerFormatError(f"{new_name}: checkpoint of ledger {new.checkpoint.ledger_id}, not of {directory}")
+    sched = key_schedule(ledger["ledger_id"], trust, load_rotations(Path(directory)))
+
+    def result(ok: bool, proof: list[bytes], reason: str | None) -> ConsistencyResult:
+        return ConsistencyResult(ok, old.checkpoint, new.checkpoint, proof, reason)
+
+    for name, note in ((old_name, old), (new_name, new)):
+        reason = verify_note(note, sched.bundles)
+        if reason:
+            return result(False, [], f"{name}: {reason}")
+    if old.checkpoint.origin != new.checkpoint.origin:
+        return result(False, [], f"different logs: {old.checkpoint.origin} vs {new.checkpoint.origin}")
+    if old.checkpoint.size > new.checkpoint.size:
+        return result(False, [], f"{old_name} ({old.checkpoint.size} segments) is larger than {new_name} "
+                                 f"({new.checkpoint.size})")
+    tree = link_tree(Path(directory), new.checkpoint.link)
+    if len(tree.seal_hashes) < new.checkpoint.size:
+        return result(False, [], f"the ledger holds {len(tree.seal_hashes)} segments of link "
+                                 f"{new.checkpoint.link}, fewer than {new_name}'s {new.checkpoint.size}")
+    leaves = seal_leaf_hashes(tree.seal_hashes[: new.checkpoint.size])
+    proof = merkle.consistency_proof(old.checkpoint.size, leaves)
+    ok = merkle.verify_consistency(old.checkpoint.size, new.checkpoint.size, old.checkpoint.root,
+                                   new.checkpoint.root, proof)
+    if ok:
+        return result(True, proof, None)
+    if merkle.root_from_leaf_hashes(leaves) != new.checkpoint.root:
+        return result(False, proof, f"the ledger's tree of {new.checkpoint.size} segments is not {new_name}'s")
+    return result(False, proof, f"{new_name} does not extend {old_name}: the consistency proof fails")
+
+
+def export_checkpoint(directory: Path, out: Path, *, signing_key: SigningKey | None = None,
+                      link: str | None = None) -> Checkpoint:
+    """Write the link's checkpoint to `out`: freshly signed with `signing_key` (holding the ledger's
+    writer lock, so no capture changes the chain while it is read), else the one the last
+    capture/recover stored (DIR/link=NAME/checkpoint). UsageError/LedgerFormatError otherwise,
+    LedgerLockedError while another writer holds the ledger, fsio's errors for the files."""
+    import os
+
+    from ..errors import UsageError
+    from ..ledger.header import choose_link, load_ledger
+    from ..ledger.lock import writer_lock
+
+    directory = Path(directory)
+    ledger = load_ledger(directory)
+    link = choose_link(directory, link)
+    if signing_key is not None:
+        from .rotation import current_signer_check
+
+        with writer_lock(directory, "checkpoint --signing-key"):
+            current_signer_check(directory, ledger, signing_key)
+            note = sign_checkpoint(make_checkpoint(directory, ledger, link), signing_key)
+    else:
+        path = checkpoint_path(directory, link)
+        if not os.path.lexists(path):
+            raise UsageError(f"{path}: no stored checkpoint; sign one with --signing-key")
+        note = fsio.read_regular(path, MAX_NOTE_BYTES, root=directory, what="checkpoint")
+    cp = parse_note(note, str(out)).checkpoint
+    fsio.write_atomic(Path(out).absolute(), note, what="checkpoint")
+    return cp

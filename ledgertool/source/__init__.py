@@ -1,0 +1,70 @@
+"""Frame sources by name: what `capture` and `recompute` accept as SOURCE.
+
+    iface:NAME          a live interface (AF_PACKET TPACKET_V3 ring; ledgertool.source.live)
+    xdp:NAME[:QUEUE]    a live interface through AF_XDP sockets (ledgertool.source.bypass)
+    dpdk:PORT           a DPDK port, set up with --eal (ledgertool.source.bypass)
+    workload:SPEC.toml  frames from the deterministic workload generator (ledgertool.source.workload)
+    anything else       a pcap/pcapng file (ledgertool.digest.engine.CaptureReader)
+
+Every source is a native lt_reader underneath, so the engine treats them alike.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..digest.engine import CaptureReader
+
+LIVE_PREFIX = "iface:"
+WORKLOAD_PREFIX = "workload:"
+
+
+BYPASS_PREFIXES = ("xdp:", "dpdk:")
+
+
+def is_live(source) -> bool:
+    """A source that runs until stopped (AF_PACKET, AF_XDP, DPDK), not one that ends."""
+    return isinstance(source, str) and source.startswith((LIVE_PREFIX, *BYPASS_PREFIXES))
+
+
+def is_bypass(source) -> bool:
+    return isinstance(source, str) and source.startswith(BYPASS_PREFIXES)
+
+
+def is_workload(source) -> bool:
+    return isinstance(source, str) and source.startswith(WORKLOAD_PREFIX)
+
+
+def open_source(source: str | os.PathLike, live=None) -> CaptureReader:
+    """Open SOURCE as a reader. `live` (ledgertool.source.live.LiveOptions) tunes an `iface:` source.
+
+    Raises CaptureFormatError, WorkloadSpecError or InterfaceError (all exit 2) for bad sources."""
+    if is_bypass(source):
+        return open_sources(source, live, 1)[0]
+    if is_live(source):
+        from .live import LiveReader
+
+        return LiveReader(source, live)
+    if is_workload(source):
+        from .workload import open_workload
+
+        return open_workload(source[len(WORKLOAD_PREFIX):])
+    return CaptureReader(source)
+
+
+def open_sources(source: str, live, n: int) -> list:
+    """`n` readers of one live SOURCE for `n` capture workers: AF_PACKET rings in one fanout group,
+    AF_XDP sockets on n consecutive queues, or n RX queues of a DPDK port."""
+    if is_bypass(source):
+        from .bypass import open_bypass
+
+        return open_bypass(source, live, n)
+    readers = []
+    try:
+        for _ in range(n):
+            readers.append(open_source(source, live))
+    except BaseException:
+        for r in readers:
+            r.close()
+        raise
+    return readers

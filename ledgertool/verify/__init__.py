@@ -1,0 +1,1 @@
+"""Verification: the ledger walk and inclusion proofs."""
