@@ -46,14 +46,26 @@ from typing import Any
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from cryptography.hazmat.primitives.asymmetric.mldsa import MLDSA65PrivateKey, MLDSA65PublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+    Ed25519PrivateKey,
+    Ed25519PublicKey,
+)
+from cryptography.hazmat.primitives.asymmetric.mldsa import (
+    MLDSA65PrivateKey,
+    MLDSA65PublicKey,
+)
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from ._native import ffi, lib
 from . import fsio
+from ._native import ffi, lib
+from .errors import (
+    AlgorithmError,
+    FileTypeError,
+    KeyFileError,
+    LedgerFormatError,
+    StorageError,
+)
 from .seal.canonical import b64decode_canonical, loads_strict
-from .errors import AlgorithmError, FileTypeError, KeyFileError, LedgerFormatError, StorageError
 
 __all__ = [
     "DIGEST_KEY_FILE",

@@ -342,7 +342,7 @@ def storage_plan(pps: float, record_bytes: float, links: int, duration: float) -
     """Bytes/s, per day, per (Julian) year and for `duration` seconds of records at `pps` per link.
 
     `record_bytes` is the format's record size (an integer) or a measured mean of bytes on disk
-    per record (a fraction; see `ledgertool.ledger.header.storage_footprint`)."""
+    per record (a fraction; see `ledgertool.ledger.index.storage_footprint`)."""
     _finite_positive(pps, "frames per second", repr(pps), MAX_PPS)
     if not (math.isfinite(record_bytes) and 1 <= record_bytes <= MAX_RECORD_BYTES):
         raise UsageError(f"bad record size {record_bytes}: must be 1..{MAX_RECORD_BYTES} bytes")

@@ -10,9 +10,9 @@ import sys
 import time
 
 import blake3
+from ledgertool._native import ffi, lib
 
 import ledgertool
-from ledgertool._native import ffi, lib
 from ledgertool.algorithms import ALGORITHMS
 from ledgertool.bench.measure import _BUF_SLACK
 from ledgertool.digest.engine import cpu_paths, force_cpu_path

@@ -2,11 +2,15 @@
 disturbed run says more than the median. Usage:
   python scripts/digest_best_of.py siphash-1-3-128 avx512-mb,avx2-mb 64,1500 [runs=25]
 Each run digests ~15-30 ms of messages through lt_dctx_run_many (batches of 4096), one thread."""
-import os, sys
+import os
+import sys
+
 from ledgertool._native import ffi, lib
-from ledgertool.bench.measure import _BUF_SLACK
+
 from ledgertool.algorithms import ALGORITHMS
+from ledgertool.bench.measure import _BUF_SLACK
 from ledgertool.digest.engine import force_cpu_path
+
 algs = sys.argv[1].split(","); paths = sys.argv[2].split(","); sizes=[int(x) for x in sys.argv[3].split(",")]
 N = int(sys.argv[4]) if len(sys.argv) > 4 else 25
 for a in algs:

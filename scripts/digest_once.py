@@ -7,6 +7,7 @@ avx2-mb and portable paths only), instructions per frame = Collected / COUNT:
 import sys
 
 from ledgertool._native import ffi, lib
+
 from ledgertool.algorithms import ALGORITHMS
 from ledgertool.bench.measure import _BUF_SLACK
 from ledgertool.digest.engine import force_cpu_path

@@ -1,11 +1,15 @@
 """capture:engine with 1 and 2 workers, alternating, 7 runs each after a warm-up: a synthetic pcap
 of N frames of SIZE bytes (page cache), reader -> strip -> siphash-1-3-128 -> records, no sealing.
 Usage: python scripts/engine_workers.py 1000000 [64]"""
-import sys, time, tempfile
+import sys
+import tempfile
+import time
 from pathlib import Path
+
+from ledgertool.algorithms import ALGORITHMS
 from ledgertool.bench.measure import write_synthetic_pcap
 from ledgertool.digest.engine import CaptureReader, DigestEngine
-from ledgertool.algorithms import ALGORITHMS
+
 alg = ALGORITHMS["siphash-1-3-128"]; frames = int(sys.argv[1]); size = int(sys.argv[2]) if len(sys.argv) > 2 else 64
 with tempfile.TemporaryDirectory() as d:
     pcap = Path(d) / "x.pcap"; write_synthetic_pcap(pcap, frames, size)

@@ -10,7 +10,7 @@ Input: byte 0 picks the parser, the rest is the document:
   2 seal document      seal.load_seal, then its canonical signed bytes and the signature check
   3 inclusion proof    proof.parse_proof + proof.check_proof
   4 checkpoint note    checkpoint.parse_note + verify_note
-  5 rotation statement rotation.load_rotations + rotation.key_schedule
+  5 rotation statement ledger.rotations.load_rotations + rotation.key_schedule
 
 The property (as in tests/test_fuzz_regressions.py): a parser returns, or raises a LedgerError
 subclass; for the seal, TypeError/ValueError from canonicalisation are what verify catches. Any
@@ -31,14 +31,14 @@ from pathlib import Path
 import atheris
 
 with atheris.instrument_imports():
-    from ledgertool.seal import checkpoint
-    from ledgertool.verify import proof
-    from ledgertool.seal import rotation
-    from ledgertool.seal import document as seal
-    from ledgertool.ledger import segment as segments
     from ledgertool.digest.engine import valid_leaf_records
     from ledgertool.errors import LedgerError
+    from ledgertool.ledger import segment as segments
     from ledgertool.ledger.header import parse_ledger_header
+    from ledgertool.ledger.rotations import load_rotations
+    from ledgertool.seal import checkpoint, rotation
+    from ledgertool.seal import document as seal
+    from ledgertool.verify import proof
 
 KINDS = ("ledger", "segment", "seal", "proof", "note", "rotation")
 
@@ -99,7 +99,7 @@ def main() -> None:
         try:
             if kind == "ledger":
                 h = parse_ledger_header(body, "ledger.json")
-                assert valid_leaf_records(h["leaf_records"]) and h["record_size"] == 32 + h["digest_size"], h
+                assert valid_leaf_records(h.leaf_records) and h.record_size == 32 + h.digest_size, h
             elif kind == "segment":
                 hdr = segments.SegmentHeader.decode(body, "seg.open")
                 assert hdr.record_size == 32 + hdr.digest_size and valid_leaf_records(hdr.leaf_records), hdr
@@ -119,7 +119,7 @@ def main() -> None:
                 assert reason is None or isinstance(reason, str)
             else:
                 rot_file.write_bytes(body)
-                sched = rotation.key_schedule(world["ledger_id"], world["trust"], rotation.load_rotations(scratch))
+                sched = rotation.key_schedule(world["ledger_id"], world["trust"], load_rotations(scratch))
                 assert isinstance(sched.problems, list)
         except LedgerError:
             pass

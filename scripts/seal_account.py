@@ -20,10 +20,15 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from ledgertool.seal import merkle
 from ledgertool.digest.engine import merkle_leaves, merkle_root, record_dtype
 from ledgertool.keyfiles import SigningKey
-from ledgertool.seal.document import PARQUET_OPTIONS, records_to_table, seal_records, write_parquet_atomic
+from ledgertool.seal import merkle
+from ledgertool.seal.document import (
+    PARQUET_OPTIONS,
+    records_to_table,
+    seal_records,
+    write_parquet_atomic,
+)
 
 _COLS = ("segment", "seq", "ts_ns", "wire_len", "cap_len", "flags", "linktype", "aux", "digest")
 _SMALL = dict(use_dictionary=["segment", "linktype", "flags"],

@@ -21,13 +21,12 @@ import struct
 import subprocess
 
 import pytest
+from conftest import REPO
+from test_digests import reference as independent_reference
 
 from ledgertool.algorithms import ALGORITHMS
 from ledgertool.digest.engine import cpu_paths
 from ledgertool.digest.reference import siphash
-
-from conftest import REPO
-from test_digests import reference as independent_reference
 
 CROSS_CC = "aarch64-linux-gnu-gcc"
 QEMU = "qemu-aarch64"

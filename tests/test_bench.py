@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ledgertool.bench import measure as bench
 from ledgertool.bench import dashboard
+from ledgertool.bench import measure as bench
 from ledgertool.cli.app import app
 from ledgertool.errors import UsageError
 

@@ -24,18 +24,22 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import rfc8785
-
-from ledgertool.algorithms import ALGORITHMS
-from ledgertool.device.conformance import KIT_MASTER_KEY, check_records, export_kit, kit_signing_key
-from ledgertool.device.cases import CASES, CATEGORIES
-from ledgertool.digest.engine import cpu_path, cpu_paths, force_cpu_path
-from ledgertool.keyfiles import DigestKey
-from ledgertool.digest.reference import siphash
-
+import test_strip
 from conftest import REPO, run_cli
 from test_digests import reference
 from test_schemas_reports import is_valid, validate
-import test_strip
+
+from ledgertool.algorithms import ALGORITHMS
+from ledgertool.device.cases import CASES, CATEGORIES
+from ledgertool.device.conformance import (
+    KIT_MASTER_KEY,
+    check_records,
+    export_kit,
+    kit_signing_key,
+)
+from ledgertool.digest.engine import cpu_path, cpu_paths, force_cpu_path
+from ledgertool.digest.reference import siphash
+from ledgertool.keyfiles import DigestKey
 
 LEDGER_ALGS = [a for a in ALGORITHMS.values() if a.ledger_ok]
 STRIPS = ["frame", "l3", "payload", "rdma"]

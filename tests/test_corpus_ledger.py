@@ -8,8 +8,8 @@ the reader's documented policy deliberately differs (EXPECTED_DEVIATIONS).
 from __future__ import annotations
 
 import pytest
-
 from conftest import CORPUS, corpus_rows, needs_corpus
+
 from ledgertool.capture.run import capture_file
 from ledgertool.digest.engine import CaptureReader
 from ledgertool.errors import CaptureFormatError

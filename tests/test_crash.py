@@ -12,14 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import SAMPLES, run_cli
 
 from ledgertool.bench.measure import write_synthetic_pcap
 from ledgertool.capture.run import capture_file, recover_ledger
-from ledgertool.seal.checkpoint import checkpoint_path
 from ledgertool.keyfiles import DigestKey, SigningKey, TrustBundle
+from ledgertool.ledger.layout import checkpoint_path
 from ledgertool.verify.ledger import verify_ledger
-
-from conftest import SAMPLES, run_cli
 
 FRAMES = 400_000
 

@@ -14,14 +14,13 @@ import struct
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from conftest import SAMPLES, run_cli
+from test_schemas_reports import validate
 
 from ledgertool.digest.engine import record_dtype
 from ledgertool.keyfiles import DigestKey, SigningKey
-from ledgertool.verify.proof import record_to_json
 from ledgertool.seal.document import records_to_table, table_to_records
-
-from conftest import SAMPLES, run_cli
-from test_schemas_reports import validate
+from ledgertool.verify.proof import record_to_json
 
 # Found by trying master keys bytes([i]) * 32: with i = 1, siphash-1-3-128 over the sample gives
 # record 94 a digest ending in 00 (and no other record does).

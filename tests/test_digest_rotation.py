@@ -15,24 +15,32 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import SAMPLES, load_keys, run_cli
-from ledgertool.ledger import segment as segments
-from ledgertool.capture.run import capture_file, recover_ledger
-from ledgertool.seal.checkpoint import check_consistency, checkpoint_path, write_checkpoint
-from ledgertool.digest.engine import record_dtype
-from ledgertool.errors import KeyFileError, LedgerFormatError, UsageError
-from ledgertool.keyfiles import DigestKey, SigningKey, generate_keys
-from ledgertool.ledger.header import load_ledger
-from ledgertool.verify.proof import build_proof, check_proof
-from ledgertool.reconcile.recompute import reconcile
-from ledgertool.digest.reference import read_pcap, siphash
-from ledgertool.seal.rotation import (key_schedule, load_rotations, rotate_digest_key, rotate_keys, rotation_hash,
-                                 rotation_message, with_digest_key_id)
-from ledgertool.seal.document import load_seal, seal_hash, seal_records, seal_signed_bytes, table_to_records
-from ledgertool.verify.ledger import verify_ledger
 from test_reconcile import write_pcap
 from test_schemas_reports import is_valid, validate
+
+from ledgertool.capture.run import capture_file, recover_ledger
+from ledgertool.digest.engine import record_dtype
+from ledgertool.digest.reference import read_pcap, siphash
+from ledgertool.errors import KeyFileError, LedgerFormatError, UsageError
+from ledgertool.keyfiles import DigestKey, SigningKey, generate_keys
+from ledgertool.ledger import layout
+from ledgertool.ledger import segment as segments
+from ledgertool.ledger.checkpoints import check_consistency, write_checkpoint
+from ledgertool.ledger.header import load_ledger
+from ledgertool.ledger.layout import checkpoint_path
+from ledgertool.ledger.rotations import load_rotations, rotate_digest_key, rotate_keys
+from ledgertool.reconcile.recompute import reconcile
+from ledgertool.seal.document import (
+    load_seal,
+    seal_hash,
+    seal_records,
+    seal_signed_bytes,
+    table_to_records,
+)
+from ledgertool.seal.rotation import key_schedule, rotation_hash, rotation_message
+from ledgertool.verify.ledger import verify_ledger
+from ledgertool.verify.proof import build_proof, check_proof
 
 ALG = "siphash-1-3-128"
 SEG = 50
@@ -107,11 +115,11 @@ def _kinds(v) -> set[tuple[str, int | None]]:
 
 def test_seals_name_the_scheduled_digest_key_and_verify(pristine, keys):
     a, b = _kid(keys["A"]), _kid(keys["B"])
-    assert load_ledger(pristine)["digest_key_id"] == a  # ledger.json keeps the genesis id
+    assert load_ledger(pristine).digest_key_id == a  # ledger.json keeps the genesis id
     assert [load_seal(_seal_path(pristine, i))["digest_key_id"] for i in range(6)] == [a] * 3 + [b] * 3
     rot = json.loads((pristine / "rotations" / "rotation-0001.json").read_text())
     assert "digest.key" not in json.dumps(rot) and keys["B"].master.hex() not in json.dumps(rot)
-    sched = key_schedule(load_ledger(pristine)["ledger_id"], keys["trust"], load_rotations(pristine),
+    sched = key_schedule(load_ledger(pristine).ledger_id, keys["trust"], load_rotations(pristine),
                          digest_key_id=a, algorithm=ALG)
     assert not sched.problems
     assert [sched.digest_key_id_for("link0", i) for i in (0, 2, 3, 9)] == [a, a, b, b]
@@ -252,9 +260,9 @@ def test_recover_seals_with_the_key_its_segment_was_written_with(ledger, keys):
                          dtype=record_dtype(16))
     nxt = last[:4].copy()
     nxt["seq"] = np.arange(4) + int(last["seq"][-1]) + 1
-    hdr = segments.SegmentHeader(lg["ledger_id"], "link0", 6, ALG, lg["strip"], _kid(keys["B"]), lg["record_size"],
-                                 lg["digest_size"], lg["leaf_records"], int(nxt["seq"][0]), 0)
-    segments.open_segment_path(ledger, "link0", 6).write_bytes(hdr.encode() + nxt.tobytes())
+    hdr = segments.SegmentHeader(lg.ledger_id, "link0", 6, ALG, lg.strip, _kid(keys["B"]), lg.record_size,
+                                 lg.digest_size, lg.leaf_records, int(nxt["seq"][0]), 0)
+    layout.open_segment_path(ledger, "link0", 6).write_bytes(hdr.encode() + nxt.tobytes())
     rec = recover_ledger(ledger, keys["sk"])
     assert [(r.index, r.records) for _, r in rec.sealed] == [(6, 4)]
     assert load_seal(_seal_path(ledger, 6))["digest_key_id"] == _kid(keys["B"])
@@ -271,9 +279,9 @@ def _reseal_last(ledger: Path, sk: SigningKey, digest_key_id: str, index: int = 
     rec = table_to_records(pq.read_table(ledger / "link=link0" / doc["parquet_file"]), 16)
     for p in (ledger / "link=link0").glob(f"seg-{index:08d}.*"):
         p.unlink()
-    seal_records(ledger_dir=ledger, ledger=with_digest_key_id(load_ledger(ledger), digest_key_id), link="link0",
+    seal_records(ledger_dir=ledger, ledger=load_ledger(ledger).for_digest_key(digest_key_id), link="link0",
                  index=index, first_seq=int(doc["first_seq"]), records=rec, prev_hash=doc["prev_seal_hash"],
-                 signing_key=sk, parquet=segments.parquet_path(ledger, "link0", index),
+                 signing_key=sk, parquet=layout.parquet_path(ledger, "link0", index),
                  seal_file=_seal_path(ledger, index))
     write_checkpoint(ledger, load_ledger(ledger), "link0", sk)
 

@@ -17,15 +17,22 @@ from pathlib import Path
 
 import blake3
 import pytest
+from conftest import SAMPLES, run_cli
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ledgertool.algorithms import ALGORITHMS, get_algorithm
-from ledgertool.digest.engine import (CaptureReader, DigestEngine, cpu_path, cpu_paths, digest_one, force_cpu_path,
-                               gmac_tag, hmac_sha256)
-
-from conftest import SAMPLES, run_cli
+from ledgertool.digest.engine import (
+    CaptureReader,
+    DigestEngine,
+    cpu_path,
+    cpu_paths,
+    digest_one,
+    force_cpu_path,
+    gmac_tag,
+    hmac_sha256,
+)
 
 VECTORS = Path(__file__).parent / "vectors"
 GCM = json.loads((VECTORS / "gcm_nist_gmac.json").read_text())

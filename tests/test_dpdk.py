@@ -33,7 +33,6 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 import pytest
-
 import test_live as tl
 import test_xdp as tx
 from conftest import REPO, SAMPLES, run_cli

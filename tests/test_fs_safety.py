@@ -14,31 +14,31 @@ import json
 import os
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from conftest import SAMPLES, load_keys, run_cli
 
 from ledgertool import fsio
-from ledgertool.ledger import segment as segments
 from ledgertool.bench.measure import write_synthetic_pcap
 from ledgertool.capture.run import capture_file, recover_ledger
-from ledgertool.seal.checkpoint import checkpoint_path, export_checkpoint, parse_note
-from ledgertool.digest.engine import record_dtype
 from ledgertool.errors import FileTypeError, LedgerLockedError, StorageError
 from ledgertool.keyfiles import SigningKey
-from ledgertool.ledger.header import link_state, load_ledger
-from ledgertool.ledger.lock import LOCK_FILE, writer_lock
-from ledgertool.seal.rotation import rotate_keys
+from ledgertool.ledger import layout
+from ledgertool.ledger import segment as segments
+from ledgertool.ledger.checkpoints import export_checkpoint
+from ledgertool.ledger.header import load_ledger
+from ledgertool.ledger.index import link_state
+from ledgertool.ledger.layout import LOCK_FILE, checkpoint_path
+from ledgertool.ledger.lock import writer_lock
+from ledgertool.ledger.rotations import rotate_keys
+from ledgertool.seal.checkpoint import parse_note
 from ledgertool.seal.document import load_seal, table_to_records
 from ledgertool.verify.ledger import verify_ledger
-
-from conftest import SAMPLES, load_keys, run_cli
 
 SAMPLE = SAMPLES / "sample.pcap"  # 294 frames
 CLI = [sys.executable, "-c", "from ledgertool.cli.app import main; main()"]
@@ -520,7 +520,7 @@ def test_item15_fifo_in_a_ledger_never_blocks(name, ledger, keydir, tmp_path):
         if args[0] == "verify" and name.startswith("link=link0/seg-"):
             # verify lists a FIFO at a segment file's name as what it is and reads it never: a finding
             # about the ledger (exit 1), where writers refuse to go on (exit 2)
-            assert r.returncode == 1 and f"FAIL segment_name_shadow" in r.stdout, (r.stdout, r.stderr)
+            assert r.returncode == 1 and "FAIL segment_name_shadow" in r.stdout, (r.stdout, r.stderr)
             assert f"{ledger / name}: a FIFO where a segment file belongs" in r.stdout
             continue
         line = _one_error_line(r)
@@ -568,17 +568,17 @@ def torn(ledger, keydir) -> Path:
     """The ledger with segment 2 turned back into the open segment a killed capture leaves."""
     lg = load_ledger(ledger)
     ldir = ledger / "link=link0"
-    rec = table_to_records(pq.read_table(ldir / "seg-00000002.parquet"), lg["digest_size"])
+    rec = table_to_records(pq.read_table(ldir / "seg-00000002.parquet"), lg.digest_size)
     for p in ldir.glob("seg-00000002.*"):
         p.unlink()
     _, sk, _ = load_keys(keydir)
-    from ledgertool.seal.checkpoint import write_checkpoint
+    from ledgertool.ledger.checkpoints import write_checkpoint
     write_checkpoint(ledger, lg, "link0", sk)
     st = link_state(ledger, lg, "link0")
-    hdr = segments.SegmentHeader(lg["ledger_id"], "link0", 2, lg["algorithm"], lg["strip"], lg["digest_key_id"],
-                                 lg["record_size"], lg["digest_size"], lg["leaf_records"], st.next_seq, 1)
-    w = segments.SegmentWriter(segments.open_segment_path(ledger, "link0", 2), hdr, ledger)
-    w.append(rec, len(rec) // lg["record_size"])
+    hdr = segments.SegmentHeader(lg.ledger_id, "link0", 2, lg.algorithm, lg.strip, lg.digest_key_id,
+                                 lg.record_size, lg.digest_size, lg.leaf_records, st.next_seq, 1)
+    w = segments.SegmentWriter(layout.open_segment_path(ledger, "link0", 2), hdr, ledger)
+    w.append(rec, len(rec) // lg.record_size)
     w.close()
     return ledger
 
@@ -596,7 +596,7 @@ def test_item16_recover_does_what_verify_says_for_a_corrupt_header(offset, torn,
     ledger verifies with no warning after; a capture after it works. Today recover and capture
     both stopped at exit 2 on most of these while verify said recover discards the segment."""
     dk, sk, trust = load_keys(keydir)
-    path = segments.open_segment_path(torn, "link0", 2)
+    path = layout.open_segment_path(torn, "link0", 2)
     raw = bytearray(path.read_bytes())
     raw[offset] ^= 0x80 if offset in (64, 96, 128) else 0x5A  # names: a non-ASCII byte
     path.write_bytes(raw)
@@ -618,7 +618,7 @@ def test_item16_recover_does_what_verify_says_for_a_corrupt_header(offset, torn,
 
 
 def test_item16_capture_after_a_corrupt_header_reports_the_discard(torn, keydir):
-    path = segments.open_segment_path(torn, "link0", 2)
+    path = layout.open_segment_path(torn, "link0", 2)
     raw = bytearray(path.read_bytes())
     raw[0] ^= 0xFF
     path.write_bytes(raw)

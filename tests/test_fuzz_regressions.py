@@ -34,18 +34,21 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from ledgertool.ledger import segment as segments
 from ledgertool.capture.run import capture_file
-from ledgertool.seal.checkpoint import check_extends, link_tree, parse_note, verify_note, write_checkpoint
+from ledgertool.digest.engine import valid_leaf_records
 from ledgertool.errors import LedgerError
 from ledgertool.keyfiles import DigestKey, SigningKey, TrustBundle
-from ledgertool.digest.engine import valid_leaf_records
+from ledgertool.ledger import layout
+from ledgertool.ledger.checkpoints import link_tree, write_checkpoint
 from ledgertool.ledger.header import load_ledger, parse_ledger_header
-from ledgertool.seal.rotation import ROTATIONS_DIR, key_schedule, load_rotations, rotate_keys
-from ledgertool.verify.proof import ProofCheck, build_proof, check_proof, load_proof
-from ledgertool.seal.document import load_seal
+from ledgertool.ledger.layout import ROTATIONS_DIR
+from ledgertool.ledger.rotations import load_rotations, rotate_keys
 from ledgertool.ledger.segment import SegmentHeader, read_open_segment
+from ledgertool.seal.checkpoint import check_extends, parse_note, verify_note
+from ledgertool.seal.document import load_seal
+from ledgertool.seal.rotation import key_schedule
 from ledgertool.verify.ledger import VerifyResult, verify_ledger
+from ledgertool.verify.proof import ProofCheck, build_proof, check_proof, load_proof
 
 EXAMPLES = int(os.environ.get("LEDGERTOOL_FUZZ_EXAMPLES", "0"))
 FUZZ = settings(
@@ -90,7 +93,7 @@ def world(tmp_path_factory, keydir):
     res = capture_file(src, ledger, digest_key=dk, signing_key=sk, segment_records=SEG, leaf_records=LEAF)
     assert res.frames == FRAMES
     write_checkpoint(ledger, load_ledger(ledger), LINK, sk)
-    seal1 = segments.seal_path(ledger, LINK, 1)
+    seal1 = layout.seal_path(ledger, LINK, 1)
     note = (ledger / f"link={LINK}" / "checkpoint").read_bytes()
     assert not verify_ledger(ledger, trust).problems
     rotated = d / "rotated"
@@ -218,7 +221,7 @@ def _must_be_clean(fn, *args):
 
 def _valid_header(world) -> bytes:
     return SegmentHeader(
-        ledger_id=load_ledger(world["ledger"])["ledger_id"], link=LINK, index=3, algorithm="siphash-2-4-128",
+        ledger_id=load_ledger(world["ledger"]).ledger_id, link=LINK, index=3, algorithm="siphash-2-4-128",
         strip="frame", key_id="ab" * 16, record_size=48, digest_size=16, leaf_records=LEAF,
         first_seq=24, created_ns=1).encode()
 
@@ -259,8 +262,8 @@ def test_ledger_header(world, data):
         raw = json.dumps(_mutate_json(data, json.loads(raw))).encode()
     hdr = _must_be_clean(parse_ledger_header, raw, "fuzz/ledger.json")
     if hdr is not None:  # what verify, proof and the Merkle code may rely on
-        assert valid_leaf_records(hdr["leaf_records"]) and hdr["record_size"] == 32 + hdr["digest_size"]
-        assert type(hdr["digest_size"]) is int and hdr["digest_size"] in (16, 32)
+        assert valid_leaf_records(hdr.leaf_records) and hdr.record_size == 32 + hdr.digest_size
+        assert type(hdr.digest_size) is int and hdr.digest_size in (16, 32)
 
 
 # ---- key rotation statements -----------------------------------------------------------------
@@ -279,7 +282,7 @@ def test_rotation_statement(world, data):
     docs = _must_be_clean(load_rotations, scratch)
     if docs is None:
         return
-    ledger_id = load_ledger(world["ledger"])["ledger_id"]
+    ledger_id = load_ledger(world["ledger"]).ledger_id
     sched = _must_be_clean(key_schedule, ledger_id, world["trust"], docs)
     if sched is not None:
         assert isinstance(sched.problems, list) and sched.epochs
@@ -288,7 +291,7 @@ def test_rotation_statement(world, data):
 
 
 def test_rotation_statement_genuine(world):
-    sched = key_schedule(load_ledger(world["ledger"])["ledger_id"], world["trust"], load_rotations(world["rotated"]))
+    sched = key_schedule(load_ledger(world["ledger"]).ledger_id, world["trust"], load_rotations(world["rotated"]))
     assert not sched.problems and len(sched.epochs) == 2
 
 
@@ -313,7 +316,7 @@ def test_checkpoint_note(world, data):
         return
     reason = verify_note(parsed, [world["trust"]])
     assert reason is None or isinstance(reason, str)
-    if parsed.checkpoint.ledger_id == load_ledger(world["ledger"])["ledger_id"]:
+    if parsed.checkpoint.ledger_id == load_ledger(world["ledger"]).ledger_id:
         findings = check_extends(parsed, world["tree"], [world["trust"]])
         assert isinstance(findings, list)
 
@@ -426,7 +429,7 @@ def _verify_with_seal_raw(world, raw: bytes):
 
 
 def test_regression_verify_open_segment_non_utf8(world):
-    path = segments.open_segment_path(world["ledger"], LINK, 3)
+    path = layout.open_segment_path(world["ledger"], LINK, 3)
     try:
         path.write_bytes(_header_with("link", b"\xff", world) + bytes(48))
         res = verify_ledger(world["ledger"], world["trust"])

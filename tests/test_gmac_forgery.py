@@ -19,13 +19,12 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from conftest import SAMPLES, run_cli
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from ledgertool.algorithms import GMAC_CAVEAT
 from ledgertool.digest.engine import CaptureReader
 from ledgertool.keyfiles import DigestKey
-
-from conftest import SAMPLES, run_cli
 
 # ---- GF(2^128) as GCM defines it (NIST SP 800-38D s6.3): blocks are big-endian integers, bit 0 of
 # the standard is the integer's most significant bit

@@ -21,7 +21,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ledgertool.algorithms import ALGORITHMS
-from ledgertool.digest.engine import cpu_path, cpu_paths, digest_many, digest_one, force_cpu_path
+from ledgertool.digest.engine import (
+    cpu_path,
+    cpu_paths,
+    digest_many,
+    digest_one,
+    force_cpu_path,
+)
 
 GMAC = ALGORITHMS["aes-128-gmac"]
 MF = "vpclmul-avx512-mb"

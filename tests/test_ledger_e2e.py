@@ -8,13 +8,12 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from conftest import SAMPLES, load_keys, run_cli
 
 from ledgertool.capture.run import capture_file
 from ledgertool.reconcile.query import run_query
 from ledgertool.reconcile.recompute import reconcile
 from ledgertool.verify.ledger import verify_ledger
-
-from conftest import load_keys, SAMPLES, run_cli
 
 SAMPLE = SAMPLES / "sample.pcapng"
 SAMPLE_PCAP = SAMPLES / "sample.pcap"

@@ -29,7 +29,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import CORPUS, REPO, SAMPLES, run_cli
 
 CLI = [sys.executable, "-c", "from ledgertool.cli.app import main; main()"]
@@ -238,8 +237,8 @@ def test_two_workers_zero_loss_merged_in_timestamp_order(veth, keydir, tmp_path)
 def test_merge_worker_records_orders_by_ts_worker_index():
     """The merge at a segment boundary: (ts_ns, worker, order within the worker); GAP records take
     their timestamp's place; seq renumbered contiguously; independent of the spread over workers."""
-    from ledgertool.digest.engine import FLAG_GAP, record_dtype
     from ledgertool.capture.workers import merge_worker_records, split_by_worker
+    from ledgertool.digest.engine import FLAG_GAP, record_dtype
 
     dt = record_dtype(16)
 

@@ -14,17 +14,24 @@ from __future__ import annotations
 import random
 
 import pytest
+from conftest import SAMPLES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from ledgertool.seal import merkle
-from ledgertool.algorithms import ALGORITHMS
-from ledgertool.digest.engine import (CaptureReader, DigestEngine, cpu_path, cpu_paths, digest_many, digest_one,
-                               force_cpu_path, merkle_leaves)
-from ledgertool.digest.reference import siphash
-
-from conftest import SAMPLES
 from test_digests import reference as independent_reference
+
+from ledgertool.algorithms import ALGORITHMS
+from ledgertool.digest.engine import (
+    CaptureReader,
+    DigestEngine,
+    cpu_path,
+    cpu_paths,
+    digest_many,
+    digest_one,
+    force_cpu_path,
+    merkle_leaves,
+)
+from ledgertool.digest.reference import siphash
+from ledgertool.seal import merkle
 
 ALG_PATHS = [(a.name, p) for a in ALGORITHMS.values() for p in cpu_paths(a)]
 

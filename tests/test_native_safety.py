@@ -13,7 +13,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from conftest import SAMPLES, load_keys, run_cli
 
 SAMPLE = SAMPLES / "sample.pcap"  # 294 Ethernet frames
@@ -226,13 +225,13 @@ def test_item7_capture_refuses_to_append_over_an_edited_header(ledger, keydir):
 def _strip_binding(ledger: Path, keydir: Path) -> None:
     """Re-sign every seal without ledger_header_sha256, as seals were written before it existed
     (the chain and the stored checkpoint follow)."""
-    from ledgertool.seal.checkpoint import write_checkpoint
+    from ledgertool.ledger.checkpoints import write_checkpoint
     from ledgertool.ledger.header import load_ledger
     from ledgertool.seal.document import genesis_hash, seal_hash, seal_signed_bytes
 
     _, sk, _ = load_keys(keydir)
     header = load_ledger(ledger)
-    prev = genesis_hash(header["ledger_id"], "link0")
+    prev = genesis_hash(header.ledger_id, "link0")
     for path in sorted((ledger / "link=link0").glob("*.seal.json")):
         doc = json.loads(path.read_text())
         del doc["ledger_header_sha256"]

@@ -21,16 +21,26 @@ from pathlib import Path
 
 import pytest
 import rfc8785
+from conftest import run_cli
 from cryptography.hazmat.primitives.asymmetric import mlkem, x25519
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
-from ledgertool.keyfiles import DigestKey, SigningKey, TrustBundle, generate_keys
-from ledgertool.device.provision import (ACCEPTED_FILE, CIPHERTEXT_BYTES, PUBLIC_KEY_BYTES, DeviceKey, DevicePublicKey,
-                                  KeyPackage, PackageRefused, WrongDeviceError, device_id, provision, unwrap,
-                                  write_package)
-
-from conftest import run_cli
 from test_schemas_reports import is_valid, validate
+
+from ledgertool.device.provision import (
+    ACCEPTED_FILE,
+    CIPHERTEXT_BYTES,
+    PUBLIC_KEY_BYTES,
+    DeviceKey,
+    DevicePublicKey,
+    KeyPackage,
+    PackageRefused,
+    WrongDeviceError,
+    device_id,
+    provision,
+    unwrap,
+    write_package,
+)
+from ledgertool.keyfiles import DigestKey, SigningKey, TrustBundle, generate_keys
 
 VECTOR = json.loads((Path(__file__).parent / "vectors" / "xwing_draft08.json").read_text())["cases"][0]
 XWING_LABEL = bytes.fromhex("5c2e2f2f5e5c")  # "\.//^\"

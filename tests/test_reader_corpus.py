@@ -25,7 +25,6 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from ledgertool._native import ffi, lib  # an unbuilt extension is an error, not a skip
 
 REPO = Path(__file__).resolve().parents[1]

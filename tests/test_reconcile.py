@@ -8,12 +8,12 @@ import struct
 from pathlib import Path
 
 import pytest
-
 from conftest import SAMPLES, run_cli
+
 from ledgertool.capture.run import capture_file
+from ledgertool.digest.reference import read_pcap
 from ledgertool.keyfiles import DigestKey, SigningKey, TrustBundle
 from ledgertool.reconcile.recompute import reconcile
-from ledgertool.digest.reference import read_pcap
 
 SAMPLE = SAMPLES / "sample.pcap"
 

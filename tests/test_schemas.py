@@ -19,10 +19,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema  # noqa: E402 - test extra
 import pyarrow.parquet as pq
 import pytest
-
-import jsonschema  # noqa: E402 - test extra
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMAS = REPO / "schemas"
@@ -329,8 +328,8 @@ def test_worked_example_recomputes_seals_independently(run):
         prev = ex["seal_hash"](doc)
 
     # the same functions agree with the library's
-    from ledgertool.seal import merkle
     from ledgertool.seal import document as seal_mod
+    from ledgertool.seal import merkle
 
     assert ex["signed_bytes"](docs[0]) == seal_mod.seal_signed_bytes(docs[0])
     assert ex["seal_hash"](docs[0]) == seal_mod.seal_hash(docs[0])

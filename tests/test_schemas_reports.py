@@ -15,9 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import jsonschema  # noqa: E402 - test extra
+import pytest
 import referencing  # noqa: E402 - comes with jsonschema
 
 REPO = Path(__file__).resolve().parent.parent
@@ -227,8 +226,14 @@ def _torn_ledger(tmp: Path, keys: Path) -> Path:
     import pyarrow.parquet as pq
 
     from ledgertool.digest.engine import record_dtype
+    from ledgertool.ledger.layout import parquet_path
+    from ledgertool.ledger.segment import (
+        SegmentHeader,
+        SegmentWriter,
+        now_ns,
+        open_segment_path,
+    )
     from ledgertool.seal.document import table_to_records
-    from ledgertool.ledger.segment import SegmentHeader, SegmentWriter, now_ns, open_segment_path, parquet_path
 
     ledger = tmp / "torn"
     cli("capture", SAMPLE, "--ledger", ledger, "--digest-key", keys / "digest.key", "--signing-key",

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from ledgertool.algorithms import ALGORITHMS, get_algorithm
 from ledgertool.digest.engine import digest_one
-from ledgertool.errors import AlgorithmError
 from ledgertool.digest.reference import siphash
+from ledgertool.errors import AlgorithmError
 
 VECTORS = json.loads((Path(__file__).parent / "vectors" / "siphash_reference.json").read_text())
 KEY = bytes.fromhex(VECTORS["key"])

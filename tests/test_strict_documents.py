@@ -14,15 +14,14 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import SAMPLES, load_keys, run_cli
 
-from ledgertool.seal.canonical import MAX_DOCUMENT_DEPTH, loads_strict
 from ledgertool.capture.run import capture_file
 from ledgertool.errors import KeyFileError, LedgerFormatError
 from ledgertool.keyfiles import SigningKey, TrustBundle
+from ledgertool.ledger.rotations import rotate_keys
+from ledgertool.seal.canonical import MAX_DOCUMENT_DEPTH, loads_strict
 from ledgertool.verify.proof import build_proof, check_proof, parse_proof
-from ledgertool.seal.rotation import rotate_keys
-
-from conftest import SAMPLES, load_keys, run_cli
 
 
 @pytest.fixture()

@@ -14,25 +14,48 @@ import struct
 from pathlib import Path
 
 import pytest
+import scapy.layers.all  # noqa: F401
+from conftest import CORPUS, SAMPLES, needs_corpus, run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from scapy.config import conf
-from scapy.contrib.roce import BTH, opcode as roce_opcode
-from scapy.layers.inet import ICMP, IP, TCP, UDP, IPOption_RR, IPOption_Timestamp, IPOption_NOP
-from scapy.layers.inet6 import (ICMPv6EchoRequest, IPv6, IPv6ExtHdrDestOpt, IPv6ExtHdrFragment,
-                                IPv6ExtHdrHopByHop, IPv6ExtHdrRouting, IPv6ExtHdrSegmentRouting,
-                                _MobilityHeader)
+from scapy.contrib.roce import BTH
+from scapy.contrib.roce import opcode as roce_opcode
+from scapy.layers.inet import (
+    ICMP,
+    IP,
+    TCP,
+    UDP,
+    IPOption_NOP,
+    IPOption_RR,
+    IPOption_Timestamp,
+)
+from scapy.layers.inet6 import (
+    ICMPv6EchoRequest,
+    IPv6,
+    IPv6ExtHdrDestOpt,
+    IPv6ExtHdrFragment,
+    IPv6ExtHdrHopByHop,
+    IPv6ExtHdrRouting,
+    IPv6ExtHdrSegmentRouting,
+    _MobilityHeader,
+)
 from scapy.layers.ipsec import AH
-from scapy.layers.l2 import ARP, Dot1AD, Dot1Q, Dot3, Ether, CookedLinux, CookedLinuxV2, Loopback
+from scapy.layers.l2 import (
+    ARP,
+    CookedLinux,
+    CookedLinuxV2,
+    Dot1AD,
+    Dot1Q,
+    Dot3,
+    Ether,
+    Loopback,
+)
 from scapy.packet import NoPayload, Padding, Raw
-import scapy.layers.all  # noqa: F401
 
-from ledgertool.digest.engine import RECORD_FIXED, CaptureReader, DigestEngine
 from ledgertool.algorithms import get_algorithm
+from ledgertool.digest.engine import RECORD_FIXED, CaptureReader, DigestEngine
 from ledgertool.digest.strip import MODES, explain, strip_range
-
-from conftest import CORPUS, SAMPLES, needs_corpus, run_cli
 
 MALFORMED, NON_IP, FRAGMENT, UNSUPPORTED = 0x2, 0x4, 0x8, 0x10
 

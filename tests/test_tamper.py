@@ -16,18 +16,25 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from conftest import CORPUS, load_keys, needs_corpus, run_cli
 
-from ledgertool.ledger import segment as segments
 from ledgertool.capture.run import capture_file, recover_ledger
-from ledgertool.seal.checkpoint import checkpoint_path, write_checkpoint
 from ledgertool.digest.engine import record_dtype
 from ledgertool.keyfiles import SigningKey
+from ledgertool.ledger import layout
+from ledgertool.ledger import segment as segments
+from ledgertool.ledger.checkpoints import write_checkpoint
 from ledgertool.ledger.header import load_ledger
-from ledgertool.seal.document import (load_seal, records_to_table, seal_hash, seal_records, seal_signed_bytes,
-                             table_to_records)
+from ledgertool.ledger.layout import checkpoint_path
+from ledgertool.seal.document import (
+    load_seal,
+    records_to_table,
+    seal_hash,
+    seal_records,
+    seal_signed_bytes,
+    table_to_records,
+)
 from ledgertool.verify.ledger import verify_ledger
-
-from conftest import load_keys, CORPUS, needs_corpus, run_cli
 
 pytestmark = needs_corpus
 
@@ -361,12 +368,12 @@ def test_torn_open_segment_is_reported_recoverable_not_fatal(ledger, keydir):
     _, sk, trust = load_keys(keydir)
     lg = load_ledger(ledger)
     nxt = _records(ledger, LAST)
-    hdr = segments.SegmentHeader(lg["ledger_id"], "link0", LAST + 1, lg["algorithm"], lg["strip"],
-                                 lg["digest_key_id"], lg["record_size"], lg["digest_size"], LEAF,
+    hdr = segments.SegmentHeader(lg.ledger_id, "link0", LAST + 1, lg.algorithm, lg.strip,
+                                 lg.digest_key_id, lg.record_size, lg.digest_size, LEAF,
                                  int(nxt["seq"][-1]) + 1, 0)
     extra = nxt[:3].copy()
     extra["seq"] = np.arange(3) + int(nxt["seq"][-1]) + 1
-    open_path = segments.open_segment_path(ledger, "link0", LAST + 1)
+    open_path = layout.open_segment_path(ledger, "link0", LAST + 1)
     open_path.write_bytes(hdr.encode() + extra.tobytes() + b"\x01" * 7)
     v = verify_ledger(ledger, trust)
     assert v.ok and [(w.kind, w.segment) for w in v.warnings] == [("torn_segment", LAST + 1)]

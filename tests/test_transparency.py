@@ -11,19 +11,19 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import SAMPLES, load_keys, run_cli
 
-from ledgertool.seal import merkle
 from ledgertool.capture.run import capture_file
-from ledgertool.seal.checkpoint import (check_consistency, checkpoint_path, note_key_id, parse_note, tree_root,
-                                   verify_note)
 from ledgertool.errors import KeyFileError, LedgerFormatError
 from ledgertool.keyfiles import SigningKey, generate_keys
-from ledgertool.verify.proof import build_proof, check_proof, parse_proof
-from ledgertool.seal.rotation import rotate_keys
+from ledgertool.ledger.checkpoints import check_consistency
+from ledgertool.ledger.layout import checkpoint_path
+from ledgertool.ledger.rotations import rotate_keys
+from ledgertool.seal import merkle
+from ledgertool.seal.checkpoint import note_key_id, parse_note, tree_root, verify_note
 from ledgertool.seal.document import load_seal, seal_hash
 from ledgertool.verify.ledger import verify_ledger
-
-from conftest import load_keys, SAMPLES, run_cli
+from ledgertool.verify.proof import build_proof, check_proof, parse_proof
 
 SAMPLE = SAMPLES / "sample.pcapng"
 
@@ -338,7 +338,8 @@ def test_proof_checkpoint_tampering_and_forks(ledger, keydir, other_keydir, tmp_
     assert "checkpoint" in check_proof(bad, trust).reason
     # a checkpoint signed by a key the verifier never trusted
     _, osk, _ = load_keys(other_keydir)
-    from ledgertool.seal.checkpoint import make_checkpoint, sign_checkpoint
+    from ledgertool.ledger.checkpoints import make_checkpoint
+    from ledgertool.seal.checkpoint import sign_checkpoint
     ledger_doc = json.loads((ledger / "ledger.json").read_text())
     bad = json.loads(json.dumps(doc))
     bad["checkpoint"]["note"] = sign_checkpoint(make_checkpoint(ledger, ledger_doc, "link0"), osk).decode()

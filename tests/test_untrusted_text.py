@@ -14,14 +14,13 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import SAMPLES, load_keys, run_cli
 
 from ledgertool.capture.run import capture_file
+from ledgertool.cli.render import printable
 from ledgertool.errors import KeyFileError
 from ledgertool.keyfiles import DigestKey, SigningKey, generate_keys
 from ledgertool.verify.proof import build_proof
-from ledgertool.cli.render import printable
-
-from conftest import SAMPLES, load_keys, run_cli
 
 HOSTILE = ["[/]", "[bold]loud", "[link=file:///etc/passwd]x[/link]", "\x1b[2J\x1b[31mred", "ok\rOK: 0 problems",
            "a\nOK: 3 segments", "\u202egnp.exe", ":warning: [red]x[/red]"]

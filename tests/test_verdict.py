@@ -11,13 +11,13 @@ import struct
 from pathlib import Path
 
 import pytest
-
 from conftest import SAMPLES, load_keys, run_cli
+
 from ledgertool.capture.run import capture_file
+from ledgertool.digest.reference import read_pcap
 from ledgertool.errors import DiscrepancyError
 from ledgertool.reconcile.query import run_query
 from ledgertool.reconcile.recompute import reconcile
-from ledgertool.digest.reference import read_pcap
 from ledgertool.seal.document import records_to_table
 from ledgertool.verify.ledger import verify_ledger
 

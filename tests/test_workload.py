@@ -15,14 +15,13 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, SAMPLES, run_cli
+from scapy.all import IP, TCP, UDP, Dot1AD, Dot1Q, Ether, IPv6, Raw, raw, rdpcap  # noqa: E402 - a runtime dependency
+from scapy.contrib.roce import BTH  # noqa: E402
 
 from ledgertool.digest import reference as R
 from ledgertool.errors import WorkloadSpecError
 from ledgertool.source import open_source
 from ledgertool.source.workload import load_spec, open_workload, parse_spec, write_pcap
-
-from scapy.all import IP, TCP, UDP, Dot1AD, Dot1Q, Ether, IPv6, Raw, raw, rdpcap  # noqa: E402 - a runtime dependency
-from scapy.contrib.roce import BTH  # noqa: E402
 
 WORKLOADS = SAMPLES / "workloads"
 SPECS = sorted(WORKLOADS.glob("*.toml"))

@@ -24,7 +24,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import runpy
 import shutil
 import signal
 import subprocess
@@ -34,7 +33,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 import test_live as tl
 from conftest import REPO, SAMPLES, run_cli
 
@@ -261,7 +259,7 @@ def test_xdp_queues_without_a_socket_are_a_warning(veth2, keydir, tmp_path):
     rep = tl.finish(proc)
     assert 0 < rep["frames"] == rep["live"]["kernel_packets"] < sent["frames_sent"] == 294
     assert any("sockets on 1 of the interface's 2 RX queues (0)" in w and "--workers" in w for w in rep["warnings"])
-    assert f"1 of the interface's 2 RX queues" in rep["_stderr"]
+    assert "1 of the interface's 2 RX queues" in rep["_stderr"]
 
 
 @needs_xdp

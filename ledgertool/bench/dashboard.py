@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import fsio
-from .measure import BenchRow, human_size
 from ..errors import UsageError
 from ..plan import WIRE_OVERHEAD_BYTES
+from .measure import BenchRow, human_size
 
 LINE_RATES = ((400e9, "400G", "#d62728"), (800e9, "800G", "#9467bd"))
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")

@@ -36,9 +36,9 @@ import typer
 
 from .. import fsio
 from ..algorithms import ALGORITHMS, get_algorithm
+from ..cli.render import table_console
 from ..digest.engine import cpu_path
 from ..errors import FileTypeError, StorageError, UsageError
-from ..cli.render import table_console
 
 CSV_FIELDS = ["time", "host", "cpu_model", "cpu_path", "cores", "benchmark", "algorithm", "size", "threads",
               "frames", "repeats", "seconds", "frames_per_s", "gbit_per_s", "ns_per_frame", "cv", "noisy",
@@ -314,8 +314,8 @@ def bench_capture(frames: int, size: int, algorithm: str = "siphash-1-3-128", re
 
     from ..capture.run import capture_file
     from ..digest.engine import digest_capture
-    from ..keyfiles import DigestKey, SigningKey
     from ..digest.reference import read_pcap, siphash
+    from ..keyfiles import DigestKey, SigningKey
 
     alg = get_algorithm(algorithm)
     with tempfile.TemporaryDirectory(prefix="ledgertool-bench-", dir=workdir) as tmp:

@@ -22,23 +22,47 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .. import fsio
-from ..ledger import segment as segments
-from ..algorithms import get_algorithm, get_strip_mode
 import numpy as np
 
+from .. import fsio
+from ..algorithms import get_algorithm, get_strip_mode
 from ..digest.engine import FLAG_GAP, DigestEngine, usable_cores
-from ..errors import LedgerError, LedgerFormatError, LedgerLockedError, StorageError, UsageError
-from ..source.live import LiveOptions, LiveStats
-from .workers import FanoutWitness, LiveWorkers, gap_records, merge_worker_records, split_by_worker
+from ..errors import (
+    LedgerError,
+    LedgerFormatError,
+    LedgerLockedError,
+    StorageError,
+    UsageError,
+)
 from ..keyfiles import DigestKey, SigningKey
-from ..seal.checkpoint import checkpoint_path, link_tree, write_checkpoint
-from ..ledger.header import (DEFAULT_LEAF_RECORDS, DEFAULT_LINK, LEDGER_FILE, create_ledger, link_state, links,
-                     load_ledger, segment_files)
-from ..ledger.lock import LOCK_FILE, writer_lock
-from ..seal.rotation import current_digest_key_id, current_signer_check, digest_key_ids, with_digest_key_id
+from ..ledger import layout
+from ..ledger import segment as segments
+from ..ledger.checkpoints import link_tree, write_checkpoint
+from ..ledger.header import (
+    DEFAULT_LEAF_RECORDS,
+    DEFAULT_LINK,
+    LedgerHeader,
+    create_ledger,
+    load_ledger,
+)
+from ..ledger.index import link_state, links, segment_files
+from ..ledger.layout import LEDGER_FILE, LOCK_FILE, checkpoint_path
+from ..ledger.lock import writer_lock
+from ..ledger.rotations import (
+    current_digest_key_id,
+    current_signer_check,
+    digest_key_ids,
+)
 from ..seal.document import SealResult, seal_records
 from ..source import is_bypass, is_live, is_workload, open_source, open_sources
+from ..source.live import LiveOptions, LiveStats
+from .workers import (
+    FanoutWitness,
+    LiveWorkers,
+    gap_records,
+    merge_worker_records,
+    split_by_worker,
+)
 
 DEFAULT_SEGMENT_RECORDS = 1_000_000
 # errors of a write that `recover` can finish once they are fixed (the data written before stays)
@@ -124,7 +148,7 @@ def _remove_tmp_files(ledger_dir: Path, directory: Path, discarded: list[dict] |
             discarded.append({"path": str(tmp), "bytes": st.st_size, "why": "temporary file of an interrupted write"})
 
 
-def recover_open_segments(ledger_dir: Path, ledger: dict, link: str, signing_key: SigningKey,
+def recover_open_segments(ledger_dir: Path, ledger: LedgerHeader, link: str, signing_key: SigningKey,
                           discarded: list[dict] | None = None) -> list[SealResult]:
     """Seal every open segment left by a crash (whole records kept, torn bytes reported).
 
@@ -142,7 +166,7 @@ def recover_open_segments(ledger_dir: Path, ledger: dict, link: str, signing_key
         if discarded is not None:
             discarded.append({"path": str(path), "bytes": size, "why": why})
 
-    _remove_tmp_files(ledger_dir, segments.link_dir(ledger_dir, link), discarded)
+    _remove_tmp_files(ledger_dir, layout.link_dir(ledger_dir, link), discarded)
     key_id = digest_key_ids(ledger_dir, ledger)[-1]
     for index, files in sorted(segment_files(ledger_dir, link).items()):
         if "open" not in files:
@@ -173,11 +197,11 @@ def recover_open_segments(ledger_dir: Path, ledger: dict, link: str, signing_key
             continue
         # the records were digested with the key the segment header names: the seal says so
         _, res = seal_records(
-            ledger_dir=ledger_dir, ledger=with_digest_key_id(ledger, seg.header.key_id), link=link, index=index,
+            ledger_dir=ledger_dir, ledger=ledger.for_digest_key(seg.header.key_id), link=link, index=index,
             first_seq=seg.header.first_seq,
             records=seg.records, prev_hash=state.prev_hash, signing_key=signing_key,
-            parquet=segments.parquet_path(ledger_dir, link, index),
-            seal_file=segments.seal_path(ledger_dir, link, index), torn_bytes=seg.torn_bytes,
+            parquet=layout.parquet_path(ledger_dir, link, index),
+            seal_file=layout.seal_path(ledger_dir, link, index), torn_bytes=seg.torn_bytes,
             source="recovered open segment",
         )
         fsio.unlink(files["open"], root=ledger_dir)
@@ -239,7 +263,7 @@ def _sum_stats(stats: list[LiveStats]) -> LiveStats:
 def _remove_new_ledger(ledger_dir: Path, link: str) -> None:
     fsio.unlink(ledger_dir / LEDGER_FILE, root=ledger_dir, missing_ok=True)
     try:
-        segments.link_dir(ledger_dir, link).rmdir()
+        layout.link_dir(ledger_dir, link).rmdir()
     except OSError:
         pass
 
@@ -289,7 +313,7 @@ def capture_file(
     another writer has it); StorageError naming the file when the file system fails (full,
     read-only, I/O error): what was written before stays, and `ledgertool recover` seals it.
     """
-    segments.check_link_name(link)
+    layout.check_link_name(link)
     if segment_records < 1:
         raise UsageError("--segment-records must be at least 1")
     if segment_seconds is not None and segment_seconds <= 0:
@@ -319,7 +343,7 @@ def capture_file(
                 progress=progress, segment_seconds=segment_seconds, duration=duration, max_frames=max_frames,
                 live=live, monitor=monitor, workers=workers, accept_forgery_risk=accept_forgery_risk)
         except StorageError as e:
-            if e.errno in _WRITE_ERRNOS and e.path and Path(e.path).parent == segments.link_dir(ledger_dir, link):
+            if e.errno in _WRITE_ERRNOS and e.path and Path(e.path).parent == layout.link_dir(ledger_dir, link):
                 e.args = (f"{e}; every record written before the error is kept: once that is fixed, "
                           f"`ledgertool recover {ledger_dir}` seals it",)
             raise
@@ -349,14 +373,14 @@ def _capture_locked(
     if exists:
         ledger = load_ledger(ledger_dir)
         for opt, val in (("algorithm", algorithm), ("strip", strip), ("leaf_records", leaf_records)):
-            if val is not None and val != ledger[opt]:
-                raise UsageError(f"{ledger_dir}: ledger uses {opt} {ledger[opt]!r}, not {val!r} "
+            if val is not None and val != getattr(ledger, opt):
+                raise UsageError(f"{ledger_dir}: ledger uses {opt} {getattr(ledger, opt)!r}, not {val!r} "
                                  "(a ledger never changes algorithm or strip mode)")
-        alg = get_algorithm(ledger["algorithm"])
-        strip_id = get_strip_mode(ledger["strip"])
+        alg = get_algorithm(ledger.algorithm)
+        strip_id = get_strip_mode(ledger.strip)
         # new segments use the newest digest key (a rotation retires the older ones); their
         # headers and seals carry its id, ledger.json keeps the genesis id
-        ledger = with_digest_key_id(ledger, current_digest_key_id(ledger_dir, ledger, digest_key))
+        ledger = ledger.for_digest_key(current_digest_key_id(ledger_dir, ledger, digest_key))
         current_signer_check(ledger_dir, ledger, signing_key)
     else:
         alg = get_algorithm(algorithm or "siphash-1-3-128")
@@ -403,7 +427,7 @@ def _capture_locked(
         ledger = create_ledger(ledger_dir, algorithm=alg.name, strip=strip or "frame",
                                digest_key_id=digest_key.key_id(alg.name, alg.key_size),
                                digest_size=alg.digest_size, leaf_records=leaf_records or DEFAULT_LEAF_RECORDS)
-    result = CaptureResult(str(source), str(ledger_dir), link, alg.name, ledger["strip"], created=not exists)
+    result = CaptureResult(str(source), str(ledger_dir), link, alg.name, ledger.strip, created=not exists)
     if not exists and alg.creation_warning:
         result.warnings.append(alg.creation_warning)
     discarded: list[dict] = []
@@ -467,8 +491,8 @@ def _capture_locked(
         _doc, res = seal_records(
             ledger_dir=ledger_dir, ledger=ledger, link=link, index=seg_index, first_seq=seg.header.first_seq,
             records=seg.records, prev_hash=chain["prev"], signing_key=signing_key,
-            parquet=segments.parquet_path(ledger_dir, link, seg_index),
-            seal_file=segments.seal_path(ledger_dir, link, seg_index), source=source_name,
+            parquet=layout.parquet_path(ledger_dir, link, seg_index),
+            seal_file=layout.seal_path(ledger_dir, link, seg_index), source=source_name,
         )
         fsio.unlink(path, root=ledger_dir)
         chain["prev"] = res.seal_hash
@@ -505,9 +529,9 @@ def _capture_locked(
         """Several live workers: write one merged, renumbered segment and hand it to the sealer."""
         nonlocal writer, seq
         hdr = segments.SegmentHeader(
-            ledger["ledger_id"], link, index, alg.name, ledger["strip"], ledger["digest_key_id"],
-            ledger["record_size"], ledger["digest_size"], ledger["leaf_records"], seq, segments.now_ns())
-        writer = segments.SegmentWriter(segments.open_segment_path(ledger_dir, link, index), hdr, ledger_dir)
+            ledger.ledger_id, link, index, alg.name, ledger.strip, ledger.digest_key_id,
+            ledger.record_size, ledger.digest_size, ledger.leaf_records, seq, segments.now_ns())
+        writer = segments.SegmentWriter(layout.open_segment_path(ledger_dir, link, index), hdr, ledger_dir)
         writer.append(recs.tobytes(), len(recs))
         gaps = (recs["flags"] & FLAG_GAP) != 0
         result.frames += len(recs) - int(gaps.sum())
@@ -601,8 +625,8 @@ def _capture_locked(
                     stopping = True
             if writer is None:
                 hdr = segments.SegmentHeader(
-                    ledger["ledger_id"], link, index, alg.name, ledger["strip"], ledger["digest_key_id"],
-                    ledger["record_size"], ledger["digest_size"], ledger["leaf_records"], seq,
+                    ledger.ledger_id, link, index, alg.name, ledger.strip, ledger.digest_key_id,
+                    ledger.record_size, ledger.digest_size, ledger.leaf_records, seq,
                     segments.now_ns())
                 want = segment_records
             ask = want
@@ -640,7 +664,7 @@ def _capture_locked(
                     break
             else:
                 if writer is None:
-                    writer = segments.SegmentWriter(segments.open_segment_path(ledger_dir, link, index), hdr,
+                    writer = segments.SegmentWriter(layout.open_segment_path(ledger_dir, link, index), hdr,
                                                     ledger_dir)
                     seg_opened = time.perf_counter()
                 writer.append(records, n)
@@ -670,7 +694,7 @@ def _capture_locked(
             writer.close()
             fsio.unlink(writer.path, root=ledger_dir)
         drain()
-        if segments.link_dir(ledger_dir, link).is_dir():
+        if layout.link_dir(ledger_dir, link).is_dir():
             try:
                 write_checkpoint(ledger_dir, ledger, link, signing_key, tree)
             except LedgerError as e:  # an older seal is missing or unreadable: nothing was signed

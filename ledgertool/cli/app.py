@@ -125,7 +125,7 @@ def keys_rotate(
 ) -> None:
     """Move the ledger to a new signing key at the next segment boundary (statement signed by both)."""
     from ..keyfiles import SigningKey
-    from ..seal.rotation import rotate_keys
+    from ..ledger.rotations import rotate_keys
 
     res = rotate_keys(ledger, SigningKey.load(old), SigningKey.load(new))
     if as_json:
@@ -145,7 +145,7 @@ def keys_rotate_digest(
 ) -> None:
     """Move the ledger to a new digest key at the next segment boundary (statement signed by the current signing key)."""
     from ..keyfiles import DigestKey, SigningKey
-    from ..seal.rotation import rotate_digest_key
+    from ..ledger.rotations import rotate_digest_key
 
     res = rotate_digest_key(ledger, SigningKey.load(signing_key), DigestKey.load(old_digest_key),
                             DigestKey.load(new_digest_key))
@@ -235,8 +235,8 @@ def capture(
     """Digest every frame of a capture or a live interface into a sealed, signed, hash-chained ledger."""
     from ..capture.run import capture_file
     from ..keyfiles import DigestKey, SigningKey
-    from ..source.live import LiveOptions
     from ..source import is_bypass, is_live
+    from ..source.live import LiveOptions
 
     live_source = is_live(source)
     opts = None
@@ -372,8 +372,8 @@ def _unverified_warning(res) -> None:
 def _read_input(path: Path, what: str) -> bytes:
     """A checkpoint file the user names: a regular file (a link is followed: it is the user's),
     never a FIFO or device that would block; fsio's one-line errors."""
-    from ..seal.checkpoint import MAX_NOTE_BYTES
     from ..fsio import read_regular
+    from ..seal.checkpoint import MAX_NOTE_BYTES
 
     return read_regular(path, MAX_NOTE_BYTES, follow=True, what=what)
 
@@ -410,8 +410,8 @@ def checkpoint_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
 ) -> None:
     """Export the link's checkpoint (C2SP tlog-checkpoint signed note)."""
-    from ..seal.checkpoint import export_checkpoint
     from ..keyfiles import SigningKey
+    from ..ledger.checkpoints import export_checkpoint
 
     sk = SigningKey.load(signing_key) if signing_key is not None else None
     cp = export_checkpoint(ledger, out_file, signing_key=sk, link=link)
@@ -430,8 +430,8 @@ def check_consistency_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
 ) -> None:
     """Check (RFC 9162 consistency proof) that checkpoint NEW extends checkpoint OLD."""
-    from ..seal.checkpoint import check_consistency
     from ..keyfiles import TrustBundle
+    from ..ledger.checkpoints import check_consistency
 
     bundle = TrustBundle.load(trust)
     res = check_consistency(_read_input(old, "checkpoint"), _read_input(new, "checkpoint"), ledger, bundle,
@@ -487,9 +487,9 @@ def check_proof_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
 ) -> None:
     """Verify an inclusion proof offline (exit 0 valid, 1 invalid, 2 unreadable)."""
-    from ..seal.checkpoint import origin_for, parse_note
     from ..errors import LedgerFormatError
     from ..keyfiles import TrustBundle
+    from ..seal.checkpoint import origin_for, parse_note
     from ..verify.proof import check_proof, load_proof
 
     bundle = TrustBundle.load(trust)

@@ -18,8 +18,8 @@ from rich import box
 from rich.table import Table
 
 from ledgertool import plan
-from ledgertool.errors import LedgerError, UsageError
 from ledgertool.cli.render import table_console
+from ledgertool.errors import LedgerError, UsageError
 
 plan_app = typer.Typer(
     name="plan",
@@ -172,7 +172,7 @@ def storage(
         raise UsageError("give either --record-bytes or --from-ledger, not both")
     source: dict[str, object]
     if from_ledger is not None:
-        from ledgertool.ledger.header import storage_footprint
+        from ledgertool.ledger.index import storage_footprint
 
         foot = storage_footprint(from_ledger)
         size: float = foot.bytes_per_record

@@ -52,10 +52,15 @@ def provision_command(
     as_json: JsonOpt = False,
 ) -> None:
     """On the verifier: seal the digest key to one device (HPKE) and sign the package (Ed25519 + ML-DSA-65)."""
+    from ..device.provision import (
+        DevicePublicKey,
+        normalize_ledger_id,
+        provision,
+        write_package,
+    )
     from ..errors import KeyFileError
     from ..keyfiles import DigestKey, SigningKey
     from ..plan import parse_duration
-    from ..device.provision import DevicePublicKey, normalize_ledger_id, provision, write_package
 
     lid = normalize_ledger_id(ledger_id)
     seconds = parse_duration(valid_for)
@@ -83,8 +88,8 @@ def unwrap_command(
     as_json: JsonOpt = False,
 ) -> None:
     """On the device: check both signatures, the binding, device, validity and replay state; write the key."""
-    from ..keyfiles import TrustBundle
     from ..device.provision import DeviceKey, unwrap
+    from ..keyfiles import TrustBundle
 
     res = unwrap(package, DeviceKey.load(device_key), TrustBundle.load(trust), out_file)
     if as_json:

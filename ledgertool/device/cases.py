@@ -20,13 +20,40 @@ from functools import cached_property
 logging.getLogger("scapy.runtime").setLevel(logging.ERROR)
 
 from scapy.contrib.mpls import MPLS  # noqa: E402
-from scapy.contrib.roce import BTH, _ops as ROCE_OPS  # noqa: E402
-from scapy.layers.inet import ICMP, IP, TCP, UDP, IPOption_EOL, IPOption_NOP, IPOption_RR, IPOption_Timestamp  # noqa: E402
-from scapy.layers.inet6 import (MIP6MH_BRR, ICMPv6EchoRequest, IPv6, IPv6ExtHdrDestOpt,  # noqa: E402
-                                IPv6ExtHdrFragment, IPv6ExtHdrHopByHop, IPv6ExtHdrRouting,
-                                IPv6ExtHdrSegmentRouting)
+from scapy.contrib.roce import BTH  # noqa: E402
+from scapy.contrib.roce import _ops as ROCE_OPS
+from scapy.layers.inet import (  # noqa: E402
+    ICMP,
+    IP,
+    TCP,
+    UDP,
+    IPOption_EOL,
+    IPOption_NOP,
+    IPOption_RR,
+    IPOption_Timestamp,
+)
+from scapy.layers.inet6 import (  # noqa: E402
+    MIP6MH_BRR,
+    ICMPv6EchoRequest,
+    IPv6,
+    IPv6ExtHdrDestOpt,
+    IPv6ExtHdrFragment,
+    IPv6ExtHdrHopByHop,
+    IPv6ExtHdrRouting,
+    IPv6ExtHdrSegmentRouting,
+)
 from scapy.layers.ipsec import AH  # noqa: E402
-from scapy.layers.l2 import ARP, LLC, SNAP, CookedLinux, CookedLinuxV2, Dot1AD, Dot1Q, Dot3, Ether  # noqa: E402
+from scapy.layers.l2 import (  # noqa: E402
+    ARP,
+    LLC,
+    SNAP,
+    CookedLinux,
+    CookedLinuxV2,
+    Dot1AD,
+    Dot1Q,
+    Dot3,
+    Ether,
+)
 from scapy.layers.ppp import PPP, PPPoE  # noqa: E402
 from scapy.packet import Packet, Padding, Raw  # noqa: E402
 

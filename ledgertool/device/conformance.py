@@ -34,11 +34,26 @@ from typing import Any
 import numpy as np
 
 from .. import __version__
-from ..algorithms import ALGORITHMS, STRIP_MODES, Algorithm, get_algorithm, get_strip_mode
-from ..digest.engine import FLAG_TRUNCATED, RECORD_FIXED, CaptureReader, DigestEngine, digest_one, merkle_leaves, \
-    merkle_root, record_dtype
+from ..algorithms import (
+    ALGORITHMS,
+    STRIP_MODES,
+    Algorithm,
+    get_algorithm,
+    get_strip_mode,
+)
+from ..digest.engine import (
+    FLAG_TRUNCATED,
+    RECORD_FIXED,
+    CaptureReader,
+    DigestEngine,
+    digest_one,
+    merkle_leaves,
+    merkle_root,
+    record_dtype,
+)
 from ..errors import LedgerFormatError, UsageError
 from ..keyfiles import DigestKey, SigningKey
+from ..ledger.header import load_ledger
 
 KIT_VERSION = 1
 KIT_FORMAT = f"ledgertool-conformance-kit-v{KIT_VERSION}"
@@ -214,9 +229,9 @@ def export_kit(outdir: str | os.PathLike[str]) -> ExportResult:
 
 def _export_into(root: Path, final: Path) -> ExportResult:
     from ..capture.run import capture_file
-    from .cases import CAPTURE_NAMES, NAMESPACE, by_capture
     from ..digest.strip import flag_names, strip_range
     from ..verify.ledger import verify_ledger
+    from .cases import CAPTURE_NAMES, NAMESPACE, by_capture
 
     gen = _generated_by()
     key = DigestKey(KIT_MASTER_KEY)
@@ -362,9 +377,15 @@ def _golden_seals(golden: Path, root: Path) -> None:
     """seals.json: each golden seal's canonical signed bytes, hashes and leaf hashes (from its sidecar,
     checked against the signed root)."""
     from ..seal.canonical import canonical_json
-    from ..seal.document import genesis_hash, load_seal, seal_body, seal_hash, seal_signed_bytes
+    from ..seal.document import (
+        genesis_hash,
+        load_seal,
+        seal_body,
+        seal_hash,
+        seal_signed_bytes,
+    )
 
-    ledger = json.loads((golden / "ledger.json").read_text())
+    ledger = load_ledger(golden)
     out = []
     for path in sorted((golden / "link=link0").glob("seg-*.seal.json")):
         doc = load_seal(path)
@@ -376,12 +397,12 @@ def _golden_seals(golden: Path, root: Path) -> None:
                     "signed_bytes": signed.decode("utf-8"), "signed_bytes_sha256": hashlib.sha256(signed).hexdigest(),
                     "canonical_body_sha256": hashlib.sha256(canonical_json(seal_body(doc))).hexdigest(),
                     "seal_hash": seal_hash(doc), "prev_seal_hash": doc["prev_seal_hash"],
-                    "genesis_hash": genesis_hash(ledger["ledger_id"], "link0") if doc["segment"] == 0 else None,
+                    "genesis_hash": genesis_hash(ledger.ledger_id, "link0") if doc["segment"] == 0 else None,
                     "merkle_root": doc["merkle_root"], "first_seq": doc["first_seq"], "last_seq": doc["last_seq"],
                     "leaf_hashes": [leaves[i:i + 32].hex() for i in range(0, len(leaves), 32)]})
     _write(root, "seals.json", _json_bytes({
         "format": SEALS_FORMAT, "kit_version": KIT_VERSION, "generated_by": _generated_by(),
-        "ledger": "golden-ledger", "ledger_id": ledger["ledger_id"],
+        "ledger": "golden-ledger", "ledger_id": ledger.ledger_id,
         "signed_bytes": "b'ledgertool seal v1\\n' || RFC 8785 JCS(seal without 'signatures'), as UTF-8 text here",
         "seal_hash": "SHA-256(JCS(seal without 'signatures')) = canonical_body_sha256", "seals": out}))
 
@@ -528,8 +549,8 @@ def _explain(capture, report: dict[int, tuple[bytes | None, bytes | None]], alg:
              strip: str) -> list[Difference]:
     if not report:
         return []
-    from ..reconcile.dissect import dissect_line
     from ..digest.strip import explain, strip_range
+    from ..reconcile.dissect import dissect_line
 
     wanted = {i for i, (mine, theirs) in report.items() if mine is not None and theirs is not None}
     frames: dict[int, Any] = {}

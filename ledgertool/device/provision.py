@@ -44,7 +44,6 @@ import secrets
 import stat
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
@@ -52,9 +51,15 @@ from cryptography.hazmat.primitives import hpke
 from cryptography.hazmat.primitives.asymmetric import mlkem, x25519
 
 from ..algorithms import ALGORITHMS
-from ..seal.canonical import b64decode_canonical, canonical_json, loads_strict
 from ..errors import DiscrepancyError, KeyFileError, LedgerFormatError, UsageError
-from ..keyfiles import MASTER_KEY_SIZE, DigestKey, SigningKey, TrustBundle, _write_new_file
+from ..keyfiles import (
+    MASTER_KEY_SIZE,
+    DigestKey,
+    SigningKey,
+    TrustBundle,
+    _write_new_file,
+)
+from ..seal.canonical import b64decode_canonical, canonical_json, loads_strict
 
 __all__ = [
     "HPKE_SUITE", "DEVICE_KEY_FILE", "DEVICE_PUB_FILE", "ACCEPTED_FILE", "PackageRefused", "WrongDeviceError",

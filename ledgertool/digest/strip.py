@@ -96,8 +96,8 @@ def explain(frame: bytes, linktype: int, strip: str, wire_len: int | None = None
 def _layers(frame: bytes, linktype: int) -> list[tuple[str, int]]:
     """(layer name, start offset) as scapy dissects the frame; empty when scapy cannot."""
     try:
-        from scapy.config import conf
         import scapy.layers.all  # noqa: F401  (registers the link types and protocol bindings)
+        from scapy.config import conf
 
         cls = conf.l2types.get(linktype)
         if cls is None:

@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import LedgerLockedError
-from ..fsio import wrong_kind, open_dir, storage_error
+from ..fsio import open_dir, storage_error, wrong_kind
+from .layout import LOCK_FILE
 
-LOCK_FILE = ".lock"
 _MAX_HOLDER_BYTES = 4096
 
 

@@ -29,21 +29,23 @@ from pathlib import Path
 import pyarrow as pa
 
 from .. import fsio
-from . import segment as segments
 from ..errors import LedgerFormatError
+from .layout import (
+    CHECKPOINT_FILE,
+    LEAVES,
+    LEDGER_FILE,
+    LINK_PREFIX,
+    LOCK_FILE,
+    PARQUET,
+    ROTATIONS_DIR,
+    SEAL,
+    is_link_name,
+    parse_segment_name,
+    segment_name,
+)
 
-LEDGER_FILE = "ledger.json"
-ROTATIONS_DIR = "rotations"
-CHECKPOINT_FILE = "checkpoint"
-LINK_PREFIX = "link="
-
-#: Segment file kinds, by suffix.
-OPEN, PARQUET, LEAVES, SEAL = "open", "parquet", "leaves", "seal.json"
-_SEGMENT_NAME = re.compile(r"seg-([0-9]{8})\.(open|parquet|leaves|seal\.json)")  # [0-9]: ASCII only
-_LINK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}")  # ASCII only, as segments.check_link_name
 #: Names a writer leaves behind for a moment (atomic-write temporaries) or on purpose.
 _TEMP = re.compile(r".*\.tmp(-[A-Za-z0-9_]+)?")
-LOCK_FILE = ".lock"  # the writer lock (held by capture, recover and key rotations)
 MAX_DOCUMENT_BYTES = 1 << 20  # seals, checkpoints, rotation statements, ledger.json: far larger is not one
 
 
@@ -76,12 +78,6 @@ class LinkListing:
 
     def has(self, index: int, kind: str) -> bool:
         return kind in self.segments.get(index, ())
-
-
-def parse_segment_name(name: str) -> tuple[int, str] | None:
-    """'seg-00000003.seal.json' -> (3, 'seal.json'); None for any other name. ASCII digits only."""
-    m = _SEGMENT_NAME.fullmatch(name)
-    return (int(m.group(1)), m.group(2)) if m else None
 
 
 def confusable_segment_name(name: str) -> tuple[int, str] | None:
@@ -169,8 +165,8 @@ class LedgerReader:
         self.links, self.strays, self._listings = [], [], {}
         for name, st in _entries(self.directory):
             path = self.directory / name
-            if name.startswith(LINK_PREFIX) and stat.S_ISDIR(st.st_mode) and _LINK_NAME.fullmatch(name[5:]):
-                self.links.append(name[5:])
+            if name.startswith(LINK_PREFIX) and stat.S_ISDIR(st.st_mode) and is_link_name(name[len(LINK_PREFIX):]):
+                self.links.append(name[len(LINK_PREFIX):])
             elif name in (LEDGER_FILE, CHECKPOINT_FILE, LOCK_FILE) and stat.S_ISREG(st.st_mode):
                 continue
             elif name == ROTATIONS_DIR and stat.S_ISDIR(st.st_mode):
@@ -219,14 +215,14 @@ class LedgerReader:
             for kind in (SEAL, PARQUET, LEAVES):
                 if kind not in found.get(i, ()):
                     try:
-                        st = os.lstat(ldir / f"{segments.segment_stem(i)}.{kind}")
+                        st = os.lstat(ldir / segment_name(i, kind))
                     except FileNotFoundError:
                         continue
                     if stat.S_ISREG(st.st_mode):
                         found.setdefault(i, set()).add(kind)
         segs = {i: frozenset(k) for i, k in found.items()}
         for path, (index, kind) in confusable:
-            real = f"{segments.segment_stem(index)}.{kind}"
+            real = segment_name(index, kind)
             shadows = index if SEAL in segs.get(index, ()) else None
             strays.append(Stray(path, f"a name that imitates {real} with non-ASCII characters", link, shadows))
         return LinkListing(link, segs, tuple(temps), tuple(strays), has_cp)
@@ -234,7 +230,7 @@ class LedgerReader:
     # ---- reading ------------------------------------------------------------------------------
 
     def segment_path(self, link: str, index: int, kind: str) -> Path:
-        return self.link_dir(link) / f"{segments.segment_stem(index)}.{kind}"
+        return self.link_dir(link) / segment_name(index, kind)
 
     def read_segment_file(self, link: str, index: int, kind: str, limit: int | None = None) -> pa.Buffer:
         """The bytes of one segment file, by index and kind (read_regular's errors)."""

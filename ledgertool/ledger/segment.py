@@ -1,7 +1,7 @@
 """Open segments: the append-only record files a capture writes before sealing.
 
 Layout (docs/ledger-format.md): a 256-byte header, then fixed-size little-endian records.
-Paths inside a ledger directory are pure functions here so they can be table-tested.
+Paths are ledgertool.ledger.layout's.
 A crash can leave a torn last record; `read_open_segment` keeps every whole record and
 reports the bytes it discards.
 """
@@ -9,17 +9,18 @@ reports the bytes it discards.
 from __future__ import annotations
 
 import os
-import re
 import struct
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import fsio
 from ..algorithms import ALGORITHMS, STRIP_MODES
 from ..digest.engine import MERKLE_MAX_LEAF_RECORDS, valid_leaf_records
-from .. import fsio
 from ..errors import LedgerFormatError
+from .header import LedgerHeader
+from .layout import is_link_name
 
 SEGMENT_MAGIC = b"LTSEGv1\n"
 SEGMENT_VERSION = 1
@@ -29,43 +30,6 @@ HEADER_SIZE = 256
 _HEADER = struct.Struct("<8sHHHH16sIIQ16s32s32s16sq")
 assert _HEADER.size <= HEADER_SIZE
 
-_LINK_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$")
-
-
-# ---- layout: pure path functions -------------------------------------------------------------
-
-def link_dir(ledger: Path, link: str) -> Path:
-    """Hive-style partition directory of one link: DIR/link=NAME."""
-    return ledger / f"link={link}"
-
-
-def segment_stem(index: int) -> str:
-    return f"seg-{index:08d}"
-
-
-def open_segment_path(ledger: Path, link: str, index: int) -> Path:
-    return link_dir(ledger, link) / f"{segment_stem(index)}.open"
-
-
-def parquet_path(ledger: Path, link: str, index: int) -> Path:
-    return link_dir(ledger, link) / f"{segment_stem(index)}.parquet"
-
-
-def seal_path(ledger: Path, link: str, index: int) -> Path:
-    return link_dir(ledger, link) / f"{segment_stem(index)}.seal.json"
-
-
-def leaves_path(ledger: Path, link: str, index: int) -> Path:
-    """Sidecar of a sealed segment's Merkle leaf hashes (32 raw bytes each, in leaf order). It is
-    authenticated by the seal's merkle_root, not by its own signature; verify uses it to name the
-    leaf block (and so the records) that changed."""
-    return link_dir(ledger, link) / f"{segment_stem(index)}.leaves"
-
-
-def check_link_name(link: str) -> str:
-    if not _LINK_RE.match(link):
-        raise LedgerFormatError(f"invalid link name {link!r}: use 1-32 of A-Z a-z 0-9 . _ -")
-    return link
 
 
 # ---- header ---------------------------------------------------------------------------------
@@ -113,7 +77,7 @@ class SegmentHeader:
         except UnicodeDecodeError as e:
             raise LedgerFormatError(f"{path}: segment header name field is not ASCII (byte {64 + e.start} "
                                     "or later)") from None
-        if not _LINK_RE.match(names[0]):
+        if not is_link_name(names[0]):
             raise LedgerFormatError(f"{path}: link name {names[0]!r} at byte 64 is not a valid link name")
         algorithm = ALGORITHMS.get(names[1])
         if algorithm is None or not algorithm.ledger_ok or algorithm.digest_size != dsize:
@@ -126,17 +90,17 @@ class SegmentHeader:
                    leaf, first, created)
 
 
-def header_mismatch(header: SegmentHeader, ledger: dict, link: str, index: int, first_seq: int | None,
+def header_mismatch(header: SegmentHeader, ledger: LedgerHeader, link: str, index: int, first_seq: int | None,
                     key_id: str | None) -> str | None:
     """Why an open segment with `header` cannot be sealed as segment `index` of `link` (starting
     at seq `first_seq`, digested with digest key `key_id`; None skips those two checks), or None
     when it can: the first header field that differs from what the ledger needs there. Pure."""
-    fields = (("ledger id", header.ledger_id, ledger["ledger_id"]), ("link", header.link, link),
+    fields = (("ledger id", header.ledger_id, ledger.ledger_id), ("link", header.link, link),
               ("segment index", header.index, index), ("first seq", header.first_seq, first_seq),
-              ("algorithm", header.algorithm, ledger["algorithm"]), ("strip mode", header.strip, ledger["strip"]),
-              ("record size", header.record_size, ledger["record_size"]),
-              ("digest size", header.digest_size, ledger["digest_size"]),
-              ("leaf records", header.leaf_records, ledger["leaf_records"]), ("digest key id", header.key_id, key_id))
+              ("algorithm", header.algorithm, ledger.algorithm), ("strip mode", header.strip, ledger.strip),
+              ("record size", header.record_size, ledger.record_size),
+              ("digest size", header.digest_size, ledger.digest_size),
+              ("leaf records", header.leaf_records, ledger.leaf_records), ("digest key id", header.key_id, key_id))
     for name, got, want in fields:
         if want is not None and got != want:
             return f"its header says {name} {got!r} where the ledger needs {want!r}"

@@ -34,15 +34,16 @@ import pyarrow.parquet as pq
 
 from .. import fsio
 from ..algorithms import Algorithm, get_algorithm, get_strip_mode
-from .dissect import dissect_line
 from ..digest.engine import FLAG_GAP, DigestEngine, record_dtype, usable_cores
 from ..errors import CaptureFormatError, KeyFileError, LedgerFormatError, UsageError
 from ..keyfiles import DigestKey, TrustBundle
-from ..ledger.header import load_ledger
-from .query import not_verified_error, open_duckdb
-from ..seal.rotation import DIGEST_KEY, load_rotations, rotation_kind
+from ..ledger.header import LedgerHeader, load_ledger
+from ..ledger.rotations import load_rotations
+from ..seal.rotation import DIGEST_KEY, rotation_kind
 from ..source import open_source
 from ..verify.ledger import VerifiedSegment, verify_ledger
+from .dissect import dissect_line
+from .query import not_verified_error, open_duckdb
 
 Progress = Callable[[int, int], None]
 
@@ -207,7 +208,7 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey | Sequ
     """
     ledger_dir = Path(ledger_dir)
     ledger = load_ledger(ledger_dir)
-    alg = get_algorithm(ledger["algorithm"])
+    alg = get_algorithm(ledger.algorithm)
     keys = [digest_key] if isinstance(digest_key, DigestKey) else list(digest_key)
     if not keys:
         raise UsageError("recompute needs at least one --digest-key")
@@ -247,7 +248,7 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey | Sequ
                 run = DigestRun()
                 con.execute(f"CREATE TEMP TABLE cap{i} (index UBIGINT, ts_ns BIGINT, wire_len UINTEGER, "
                             "cap_len UINTEGER, flags USMALLINT, linktype USMALLINT, digest BLOB)")
-                for batch in _digest_batches(source, key, alg, ledger["strip"], run, progress, workers):
+                for batch in _digest_batches(source, key, alg, ledger.strip, run, progress, workers):
                     con.register("_batch", batch)
                     con.execute(f"INSERT INTO cap{i} SELECT * FROM _batch")
                     con.unregister("_batch")
@@ -384,14 +385,14 @@ class _Segment:
         return cls(seg.link, seg.index, doc.get("digest_key_id"), frames if isinstance(frames, int) else 0, ts)
 
 
-def _match_keys(ledger_dir: Path, ledger: dict, alg: Algorithm, keys: list[DigestKey],
+def _match_keys(ledger_dir: Path, ledger: LedgerHeader, alg: Algorithm, keys: list[DigestKey],
                 segs: list[_Segment]) -> tuple[list[tuple[str, DigestKey]], list[dict]]:
     """(key id, key) of each given key in the ledger's key order, and the uncovered segment runs.
 
     The ledger's digest keys are ledger.json's (genesis) id and those digest-key rotations
     introduced, in order; a key that is none of them is the wrong key, and one that covers no
     sealed segment in scope has nothing to reconcile (both KeyFileError, exit 2)."""
-    order = [ledger["digest_key_id"]]
+    order = [ledger.digest_key_id]
     for doc in load_rotations(ledger_dir):
         kid = doc.get("new_digest_key_id")
         if rotation_kind(doc) == DIGEST_KEY and isinstance(kid, str) and kid not in order:

@@ -25,16 +25,12 @@ import binascii
 import hashlib
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from pathlib import Path
 
-from .. import fsio
-from . import merkle
-from .canonical import b64decode_canonical
 from ..errors import LedgerFormatError
 from ..keyfiles import ED25519, MLDSA65, SigningKey, TrustBundle
+from . import merkle
+from .canonical import b64decode_canonical
 
-CHECKPOINT_FILE = "checkpoint"
 MAX_NOTE_BYTES = 1 << 16
 _EM_DASH = "\u2014"
 _MLDSA_TYPE = b"\xff" + b"ledgertool/ml-dsa-65"
@@ -222,74 +218,6 @@ class LinkTree:
         return tree_root(self.seal_hashes[: len(self.seal_hashes) if size is None else size])
 
 
-def link_tree(directory: Path, link: str) -> LinkTree:
-    """The link's tree as its seal files hold it. StorageError / FileTypeError (fsio) when a seal
-    cannot be read at all: a tree is never silently cut at a read error."""
-    from ..ledger.header import segment_files
-    from .document import load_seal, seal_hash
-
-    directory = Path(directory)
-    files = segment_files(directory, link)
-    sealed = sorted(i for i, f in files.items() if "seal.json" in f)
-    hashes, records = [], []
-    for i in range(sealed[-1] + 1 if sealed else 0):
-        f = files.get(i, {})
-        if "seal.json" not in f:
-            return LinkTree(hashes, records, False, f"link {link} has no seal for segment {i}")
-        try:
-            doc = load_seal(f["seal.json"], directory)
-            hashes.append(seal_hash(doc))
-            records.append(int(doc.get("records", 0)))
-        except LedgerFormatError as e:
-            return LinkTree(hashes, records, False, str(e))
-        except (TypeError, ValueError) as e:
-            return LinkTree(hashes, records, False, f"{f['seal.json']}: seal cannot be hashed ({e})")
-    return LinkTree(hashes, records, True)
-
-
-def make_checkpoint(directory: Path, ledger: dict, link: str, tree: LinkTree | None = None) -> Checkpoint:
-    """The link's checkpoint over `tree`, or by default over all of its seals: LedgerFormatError
-    when one is missing or does not parse (StorageError / FileTypeError when it cannot be read), so
-    a checkpoint is never signed over fewer segments than the link holds."""
-    if tree is None:
-        tree = link_tree(directory, link)
-        if not tree.complete:
-            raise LedgerFormatError(f"{tree.stopped}: refusing to sign a checkpoint of link {link} that would "
-                                    f"cover only the {len(tree.seal_hashes)} segments before it (`ledgertool "
-                                    "verify` names what is wrong)")
-    return Checkpoint(origin_for(ledger["ledger_id"], link), len(tree.seal_hashes), tree.root(),
-                      sum(tree.records), tree.seal_hashes[-1] if tree.seal_hashes else None,
-                      datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"))
-
-
-def checkpoint_path(directory: Path, link: str) -> Path:
-    from ..ledger.segment import link_dir
-
-    return link_dir(Path(directory), link) / CHECKPOINT_FILE
-
-
-def write_checkpoint(directory: Path, ledger: dict, link: str, key: SigningKey, tree: LinkTree | None = None,
-                     *, top: bool = True) -> Path:
-    """Sign the link's checkpoint over `tree` (default: read from the ledger's seals; a writer
-    that holds the chain in memory passes its own) into DIR/link=NAME/checkpoint; with `top`, also
-    DIR/checkpoint while the ledger has one link (removed once it has several: one file cannot
-    speak for two logs). `verify` checks both. make_checkpoint's errors (nothing is signed over a
-    partial chain); fsio.write_atomic's."""
-    from ..ledger.header import links
-
-    directory = Path(directory)
-    note = sign_checkpoint(make_checkpoint(directory, ledger, link, tree), key)
-    path = checkpoint_path(directory, link)
-    fsio.write_atomic(path, note, root=directory, what="checkpoint")
-    if top:
-        top_path = directory / CHECKPOINT_FILE
-        if links(directory) == [link]:
-            fsio.write_atomic(top_path, note, root=directory, what="checkpoint")
-        else:
-            fsio.unlink(top_path, root=directory, missing_ok=True)
-    return path
-
-
 @dataclass(frozen=True)
 class CheckpointFinding:
     kind: str  # checkpoint_bad_signature | checkpoint_not_extended | checkpoint_mismatch
@@ -337,74 +265,3 @@ class ConsistencyResult:
         return {"ok": self.ok, "origin": self.new.origin, "old_size": self.old.size, "new_size": self.new.size,
                 "old_root": self.old.root.hex(), "new_root": self.new.root.hex(),
                 "proof": [p.hex() for p in self.proof], "reason": self.reason}
-
-
-def check_consistency(old_data: bytes, new_data: bytes, directory: Path, trust: TrustBundle,
-                      old_name: str = "OLD", new_name: str = "NEW") -> ConsistencyResult:
-    """Verify both checkpoints' signatures and an RFC 9162 consistency proof (built from the ledger's
-    seal hashes) from OLD to NEW. ok exactly when NEW extends OLD."""
-    from ..ledger.header import load_ledger
-    from .rotation import key_schedule, load_rotations
-
-    old, new = parse_note(old_data, old_name), parse_note(new_data, new_name)
-    ledger = load_ledger(Path(directory))
-    if new.checkpoint.ledger_id != ledger["ledger_id"]:
-        raise LedgerFormatError(f"{new_name}: checkpoint of ledger {new.checkpoint.ledger_id}, not of {directory}")
-    sched = key_schedule(ledger["ledger_id"], trust, load_rotations(Path(directory)))
-
-    def result(ok: bool, proof: list[bytes], reason: str | None) -> ConsistencyResult:
-        return ConsistencyResult(ok, old.checkpoint, new.checkpoint, proof, reason)
-
-    for name, note in ((old_name, old), (new_name, new)):
-        reason = verify_note(note, sched.bundles)
-        if reason:
-            return result(False, [], f"{name}: {reason}")
-    if old.checkpoint.origin != new.checkpoint.origin:
-        return result(False, [], f"different logs: {old.checkpoint.origin} vs {new.checkpoint.origin}")
-    if old.checkpoint.size > new.checkpoint.size:
-        return result(False, [], f"{old_name} ({old.checkpoint.size} segments) is larger than {new_name} "
-                                 f"({new.checkpoint.size})")
-    tree = link_tree(Path(directory), new.checkpoint.link)
-    if len(tree.seal_hashes) < new.checkpoint.size:
-        return result(False, [], f"the ledger holds {len(tree.seal_hashes)} segments of link "
-                                 f"{new.checkpoint.link}, fewer than {new_name}'s {new.checkpoint.size}")
-    leaves = seal_leaf_hashes(tree.seal_hashes[: new.checkpoint.size])
-    proof = merkle.consistency_proof(old.checkpoint.size, leaves)
-    ok = merkle.verify_consistency(old.checkpoint.size, new.checkpoint.size, old.checkpoint.root,
-                                   new.checkpoint.root, proof)
-    if ok:
-        return result(True, proof, None)
-    if merkle.root_from_leaf_hashes(leaves) != new.checkpoint.root:
-        return result(False, proof, f"the ledger's tree of {new.checkpoint.size} segments is not {new_name}'s")
-    return result(False, proof, f"{new_name} does not extend {old_name}: the consistency proof fails")
-
-
-def export_checkpoint(directory: Path, out: Path, *, signing_key: SigningKey | None = None,
-                      link: str | None = None) -> Checkpoint:
-    """Write the link's checkpoint to `out`: freshly signed with `signing_key` (holding the ledger's
-    writer lock, so no capture changes the chain while it is read), else the one the last
-    capture/recover stored (DIR/link=NAME/checkpoint). UsageError/LedgerFormatError otherwise,
-    LedgerLockedError while another writer holds the ledger, fsio's errors for the files."""
-    import os
-
-    from ..errors import UsageError
-    from ..ledger.header import choose_link, load_ledger
-    from ..ledger.lock import writer_lock
-
-    directory = Path(directory)
-    ledger = load_ledger(directory)
-    link = choose_link(directory, link)
-    if signing_key is not None:
-        from .rotation import current_signer_check
-
-        with writer_lock(directory, "checkpoint --signing-key"):
-            current_signer_check(directory, ledger, signing_key)
-            note = sign_checkpoint(make_checkpoint(directory, ledger, link), signing_key)
-    else:
-        path = checkpoint_path(directory, link)
-        if not os.path.lexists(path):
-            raise UsageError(f"{path}: no stored checkpoint; sign one with --signing-key")
-        note = fsio.read_regular(path, MAX_NOTE_BYTES, root=directory, what="checkpoint")
-    cp = parse_note(note, str(out)).checkpoint
-    fsio.write_atomic(Path(out).absolute(), note, what="checkpoint")
-    return cp

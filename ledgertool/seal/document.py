@@ -21,16 +21,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .canonical import canonical_json, loads_strict
 from ..digest.engine import FLAG_GAP, merkle_leaves, merkle_root, record_dtype
 from ..errors import LedgerFormatError
 from ..fsio import read_regular, write_atomic
 from ..keyfiles import SigningKey, seal_message
+from ..ledger.header import LedgerHeader
+from .canonical import canonical_json, loads_strict
 
 SEAL_FORMAT = "ledgertool-seal-v1"
-#: Key of the header dict (ledger.load_ledger / create_ledger) holding the SHA-256 hex of the exact
-#: ledger.json bytes; seals sign it as `ledger_header_sha256` (docs/ledger-format.md#ledgerjson).
-HEADER_SHA256 = "header_sha256"
 MAX_SEAL_BYTES = 1 << 20  # a hybrid-signed seal is about 6 KB
 
 
@@ -144,39 +142,39 @@ class SealResult:
 
 
 def seal_records(
-    *, ledger_dir: Path, ledger: dict, link: str, index: int, first_seq: int, records: bytes,
+    *, ledger_dir: Path, ledger: LedgerHeader, link: str, index: int, first_seq: int, records: bytes,
     prev_hash: str, signing_key: SigningKey, parquet: Path, seal_file: Path, torn_bytes: int = 0,
     source: str | None = None,
 ) -> tuple[dict, SealResult]:
     """Seal one segment's records: write Parquet, compute the Merkle root, sign, write the seal.
 
-    `records` are whole fixed-size records (ledger["record_size"] bytes each), numbered from
+    `records` are whole fixed-size records (ledger.record_size bytes each), numbered from
     `first_seq`. Returns the seal document and a summary.
     """
-    digest_size = ledger["digest_size"]
-    record_size = ledger["record_size"]
+    digest_size = ledger.digest_size
+    record_size = ledger.record_size
     count = len(records) // record_size
     arr = np.frombuffer(records, dtype=record_dtype(digest_size))
     gaps = (arr["flags"] & FLAG_GAP) != 0
     drops = int(arr["aux"][gaps].sum()) if gaps.any() else 0
     table = records_to_table(records, digest_size, index)
     sha, size = write_parquet_atomic(table, parquet, ledger_dir)
-    raw_leaves = merkle_leaves(records, record_size, ledger["leaf_records"])  # C, SHA-NI; == merkle.records_leaf_hashes
+    raw_leaves = merkle_leaves(records, record_size, ledger.leaf_records)  # C, SHA-NI; == merkle.records_leaf_hashes
     root = merkle_root(raw_leaves)  # C; == merkle.root_from_leaf_hashes
     write_atomic(parquet.with_name(parquet.name.removesuffix(".parquet") + ".leaves"), raw_leaves,
                  root=ledger_dir, what="leaf-hash sidecar")
     doc = {
         "format": SEAL_FORMAT,
-        "ledger_id": ledger["ledger_id"],
+        "ledger_id": ledger.ledger_id,
         "link": link,
         "segment": index,
-        "algorithm": ledger["algorithm"],
-        "strip": ledger["strip"],
-        "digest_key_id": ledger["digest_key_id"],
+        "algorithm": ledger.algorithm,
+        "strip": ledger.strip,
+        "digest_key_id": ledger.digest_key_id,
         "record_size": record_size,
-        "leaf_records": ledger["leaf_records"],
+        "leaf_records": ledger.leaf_records,
         # binds the unsigned ledger.json to the chain: verify names an edited header
-        "ledger_header_sha256": ledger[HEADER_SHA256],
+        "ledger_header_sha256": ledger.sha256,
         "records": count,
         "frames": int(count - gaps.sum()),
         "drops_declared": drops,

@@ -28,31 +28,20 @@ verify. `Schedule.bundle_for(link, segment)` says which key set must have signed
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from pathlib import Path
 
-from .. import fsio
-from .canonical import canonical_json, loads_strict
-from ..errors import LedgerError, KeyFileError, LedgerFormatError, UsageError
-from ..keyfiles import DigestKey, SigningKey, TrustBundle
-from ..ledger.lock import writer_lock
+from ..errors import KeyFileError
+from ..keyfiles import TrustBundle
+from .canonical import canonical_json
 
 ROTATION_FORMAT = "ledgertool-rotation-v1"
-ROTATIONS_DIR = "rotations"
 SIGNING_KEY = "signing-key"
 DIGEST_KEY = "digest-key"
 KINDS = (SIGNING_KEY, DIGEST_KEY)
 _PREFIX = b"ledgertool rotation v1\n"
 _KEY_ID = re.compile(r"[0-9a-f]{32}")
 MAX_ROTATION_BYTES = 1 << 20  # a statement with two hybrid key sets and signatures is about 20 KB
-
-
-def rotation_path(directory: Path, number: int) -> Path:
-    return Path(directory) / ROTATIONS_DIR / f"rotation-{number:04d}.json"
 
 
 def rotation_body(doc: dict) -> dict:
@@ -69,22 +58,6 @@ def rotation_hash(doc: dict) -> str:
 
 def rotation_genesis(ledger_id: str) -> str:
     return hashlib.sha256(b"ledgertool rotation genesis v1\0" + bytes.fromhex(ledger_id)).hexdigest()
-
-
-def load_rotations(directory: Path) -> list[dict]:
-    """Rotation statements of a ledger in file order (parse only, strict JSON:
-    `canonical.loads_strict`; `key_schedule` checks them)."""
-    rdir = Path(directory) / ROTATIONS_DIR
-    out = []
-    if os.path.lexists(rdir):
-        fsio.check_dir(rdir, directory)  # a link or file there is refused, not followed
-        for p in sorted(rdir.glob("rotation-*.json")):
-            raw = fsio.read_regular(p, MAX_ROTATION_BYTES, root=directory, what="rotation statement")
-            doc = loads_strict(raw, str(p))
-            if not isinstance(doc, dict) or doc.get("format") != ROTATION_FORMAT:
-                raise LedgerFormatError(f"{p}: not a {ROTATION_FORMAT} document")
-            out.append(doc)
-    return out
 
 
 def rotation_kind(doc: dict) -> str:
@@ -232,245 +205,6 @@ def key_schedule(ledger_id: str, trust: TrustBundle, rotations: list[dict], *,
     return sched
 
 
-def _authoriser(doc: dict) -> object:
+def statement_authoriser(doc: dict) -> object:
     """The signing key set a statement says was current when it was written (parse only)."""
     return doc.get("old_keys") if rotation_kind(doc) == SIGNING_KEY else doc.get("signing_keys")
-
-
-def _checked_schedule(directory: Path, ledger: dict, rotations: list[dict]) -> Schedule | None:
-    """The ledger's own schedule, rooted at the key set its first statement names (a writer has no
-    trust bundle; verify roots it at the verifier's). LedgerFormatError when the chain is broken:
-    nothing is appended to a history that does not verify. None when there is no statement."""
-    if not rotations:
-        return None
-    try:
-        root = TrustBundle.from_dict(_authoriser(rotations[0]), "rotation 1")
-    except KeyFileError as e:
-        raise LedgerFormatError(f"{directory}: {e}") from None
-    sched = key_schedule(ledger["ledger_id"], root, rotations, digest_key_id=ledger["digest_key_id"],
-                         algorithm=ledger["algorithm"])
-    if sched.problems:
-        raise LedgerFormatError(f"{directory}: {sched.problems[0]}")
-    return sched
-
-
-def _boundary(directory: Path, ledger: dict) -> dict[str, int]:
-    """Per link, the next segment index: where a rotation written now takes effect. UsageError
-    while a link has an open segment (rotation happens at a segment boundary)."""
-    from ..ledger.header import link_state, links, segment_files
-
-    effective = {}
-    for link in links(directory):
-        files = segment_files(directory, link)
-        if any("open" in f and "seal.json" not in f for f in files.values()):
-            raise UsageError(f"{directory}: link {link} has an open segment; run `ledgertool recover` first")
-        effective[link] = link_state(directory, ledger, link).next_index
-    return effective
-
-
-def _write_statement(directory: Path, rotations: list[dict], doc: dict) -> Path:
-    number = len(rotations) + 1
-    path = rotation_path(directory, number)
-    fsio.make_dirs(path.parent, directory)
-    fsio.write_atomic(path, (json.dumps(doc, indent=1) + "\n").encode(), root=directory,
-                      what="rotation statement")
-    return path
-
-
-def rotate_keys(directory: Path, old: SigningKey, new: SigningKey) -> dict:
-    """Write the next rotation statement: `new` signs every segment sealed from now on.
-
-    Refuses (UsageError) while a link has an open segment (rotation happens at a segment
-    boundary: run `ledgertool recover` first), (LedgerFormatError) when the ledger's rotation
-    history does not verify, (KeyFileError) when `old` is not the ledger's current key or
-    `new` equals it, and (LedgerLockedError) while another writer holds the ledger. Returns
-    {"path", "number", "kind", "effective_from", "new_key_ids"}.
-    """
-    from ..ledger.header import load_ledger
-
-    directory = Path(directory)
-    ledger = load_ledger(directory)
-    with writer_lock(directory, "keys rotate"):
-        return _rotate_keys_locked(directory, ledger, old, new)
-
-
-def _rotate_keys_locked(directory: Path, ledger: dict, old: SigningKey, new: SigningKey) -> dict:
-    from ..ledger.header import links, segment_files
-    from .document import load_seal
-
-    rotations = load_rotations(directory)
-    old_bundle, new_bundle = old.trust_bundle(), new.trust_bundle()
-    sched = _checked_schedule(directory, ledger, rotations)
-    current = sched.current if sched is not None else None
-    effective = _boundary(directory, ledger)
-    if current is None:
-        for link in links(directory):
-            files = segment_files(directory, link)
-            sealed = sorted(i for i, f in files.items() if "seal.json" in f)
-            if sealed:
-                signer = load_seal(files[sealed[-1]]["seal.json"]).get("signer")
-                if signer != old_bundle.key_ids:
-                    raise KeyFileError(f"{old.path or 'old key'}: is not the key that signed the last seal of "
-                                       f"link {link}")
-    if current is not None and current != old_bundle:
-        raise KeyFileError(f"{old.path or 'old key'}: is not the ledger's current signing key")
-    if new_bundle == old_bundle:
-        raise KeyFileError(f"{new.path or 'new key'}: is the same key as the old one")
-    doc = _statement(SIGNING_KEY, ledger, rotations, effective,
-                     old_keys=old_bundle.to_dict(), new_keys=new_bundle.to_dict())
-    number = doc["number"]
-    msg = rotation_message(doc)
-    doc["signatures"] = {"old": old.sign(msg), "new": new.sign(msg)}
-    path = _write_statement(directory, rotations, doc)
-    return {"path": str(path), "number": number, "kind": SIGNING_KEY, "effective_from": effective,
-            "new_key_ids": new_bundle.key_ids}
-
-
-def rotate_digest_key(directory: Path, signing_key: SigningKey, old: DigestKey, new: DigestKey) -> dict:
-    """Write the next rotation statement: digest key `new` computes every segment captured from now on.
-
-    The statement names the old and the new key id for the ledger's algorithm (the keys stay
-    secret) and is signed by `signing_key`, which must be the ledger's current signing key;
-    `old` must be its current digest key (so only an operator holding it can move the ledger on).
-    Refuses (UsageError) while a link has an open segment, (LedgerFormatError) when the rotation
-    history does not verify, (KeyFileError) for a signing or old digest key that is not the
-    current one, or a new key this ledger has already used, and (LedgerLockedError) while another
-    writer holds the ledger. Returns {"path", "number", "kind", "effective_from", "algorithm",
-    "old_digest_key_id", "new_digest_key_id"}.
-    """
-    from ..ledger.header import load_ledger
-
-    directory = Path(directory)
-    ledger = load_ledger(directory)
-    with writer_lock(directory, "keys rotate-digest"):
-        return _rotate_digest_key_locked(directory, ledger, signing_key, old, new)
-
-
-def _rotate_digest_key_locked(directory: Path, ledger: dict, signing_key: SigningKey, old: DigestKey,
-                              new: DigestKey) -> dict:
-    from ..algorithms import get_algorithm
-
-    rotations = load_rotations(directory)
-    sched = _checked_schedule(directory, ledger, rotations)
-    current_signer_check(directory, ledger, signing_key)
-    alg = get_algorithm(ledger["algorithm"])
-    old_id, new_id = old.key_id(alg.name, alg.key_size), new.key_id(alg.name, alg.key_size)
-    used = sched.digest_key_ids if sched is not None else [ledger["digest_key_id"]]
-    current = used[-1]
-    if old_id != current:
-        raise KeyFileError(f"{old.path or 'old digest key'}: digest key id {old_id} is not the ledger's current "
-                           f"digest key {current}" + _retired_note(sched, old_id))
-    if new_id in used:
-        raise KeyFileError(f"{new.path or 'new digest key'}: digest key id {new_id} was already used by ledger "
-                           f"{directory}; generate a new key (`ledgertool keys generate`)")
-    effective = _boundary(directory, ledger)
-    doc = _statement(DIGEST_KEY, ledger, rotations, effective, algorithm=alg.name, old_digest_key_id=old_id,
-                     new_digest_key_id=new_id, signing_keys=signing_key.trust_bundle().to_dict())
-    number = doc["number"]
-    doc["signatures"] = {"signing": signing_key.sign(rotation_message(doc))}
-    path = _write_statement(directory, rotations, doc)
-    return {"path": str(path), "number": number, "kind": DIGEST_KEY, "effective_from": effective,
-            "algorithm": alg.name, "old_digest_key_id": old_id, "new_digest_key_id": new_id}
-
-
-def _statement(kind: str, ledger: dict, rotations: list[dict], effective: dict[str, int], **fields) -> dict:
-    """The unsigned body of the next rotation statement of `kind`: numbered after `rotations`,
-    chained to the last of them (or the ledger's genesis label), `fields` between the common head
-    and `created_at` (key order is irrelevant to the RFC 8785 signed bytes, kept for readers)."""
-    return {
-        "format": ROTATION_FORMAT,
-        "kind": kind,
-        "ledger_id": ledger["ledger_id"],
-        "number": len(rotations) + 1,
-        "prev_rotation_hash": rotation_hash(rotations[-1]) if rotations else rotation_genesis(ledger["ledger_id"]),
-        "effective_from": effective,
-        **fields,
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    }
-
-
-def _retired_note(sched: Schedule | None, key_id: str) -> str:
-    n = sched.retired_by(key_id) if sched is not None else None
-    return f": wrong key: retired by rotation {n}" if n is not None else ": wrong key"
-
-
-def current_digest_key_id(directory: Path, ledger: dict, digest_key: DigestKey) -> str:
-    """The digest key id new segments are written with, after checking that `digest_key` is it.
-
-    That is the newest digest-key rotation's new id, or ledger.json's (genesis) id when there is
-    none. KeyFileError (exit 2) naming the key file otherwise: "retired by rotation N" for a key a
-    rotation replaced, "wrong key" for one the ledger never used. The statements are trusted as
-    written here (a writer has no trust bundle); `verify` checks them.
-    """
-    from ..algorithms import get_algorithm
-
-    alg = get_algorithm(ledger["algorithm"])
-    kid = digest_key.key_id(alg.name, alg.key_size)
-    ids, retired = _digest_key_history(directory, ledger)
-    if kid == ids[-1]:
-        return kid
-    why = f"wrong key: retired by rotation {retired[kid]}" if kid in retired else "wrong key"
-    raise KeyFileError(f"{digest_key.path or 'digest key'}: digest key id {kid} is not the current digest key of "
-                       f"ledger {directory} (key id {ids[-1]}): {why}")
-
-
-def _digest_key_history(directory: Path, ledger: dict) -> tuple[list[str], dict[str, object]]:
-    """Digest key ids in the order the statements introduce them (ledger.json's first) and, per
-    retired id, the number of the rotation that retired it; statements trusted as written."""
-    ids = [ledger["digest_key_id"]]
-    retired: dict[str, object] = {}
-    for doc in load_rotations(directory):
-        if rotation_kind(doc) == DIGEST_KEY and isinstance(doc.get("new_digest_key_id"), str):
-            retired.setdefault(ids[-1], doc.get("number"))
-            ids.append(doc["new_digest_key_id"])
-    return ids, retired
-
-
-def digest_key_ids(directory: Path, ledger: dict) -> list[str]:
-    """The ledger's digest key ids, oldest first; the last is the one new segments are written with
-    (what `current_digest_key_id` checks a key against). Statements are trusted as written here."""
-    return _digest_key_history(directory, ledger)[0]
-
-
-def with_digest_key_id(ledger: dict, key_id: str) -> dict:
-    """ledger.json's parameters with the digest key id of the epoch being written: what segment
-    headers and seals carry (ledger.json itself keeps the genesis id)."""
-    return {**ledger, "digest_key_id": key_id}
-
-
-def current_signer_check(directory: Path, ledger: dict, signing_key: SigningKey) -> None:
-    """KeyFileError when `signing_key` is not the key the ledger's next seal must carry: the
-    newest rotation's new key, or (no rotation) the signer of the ledger's last seal."""
-    rotations = load_rotations(directory)
-    ids = signing_key.trust_bundle().key_ids
-    if rotations:
-        last = rotations[-1]
-        want = (last.get("new_keys") if rotation_kind(last) == SIGNING_KEY else last.get("signing_keys")) or {}
-        want_ids = {k.get("algorithm"): k.get("key_id") for k in want.get("keys", []) if isinstance(k, dict)}
-        if want_ids != ids:
-            raise KeyFileError(f"{signing_key.path or 'signing key'}: is not the ledger's current signing key "
-                               f"(after rotation {len(rotations)}, {directory} is signed by {want_ids})")
-        return
-    last = _last_signer(directory)
-    if last is not None and last != ids:
-        raise KeyFileError(f"{signing_key.path or 'signing key'}: is not the key that signs ledger {directory} "
-                           f"(its seals are signed by {', '.join(f'{a} {k}' for a, k in sorted(last.items()))}); "
-                           "use that key, or move the ledger to a new key with `ledgertool keys rotate`")
-
-
-def _last_signer(directory: Path) -> dict | None:
-    """Key ids named by the newest seal of any link (None for a ledger without seals)."""
-    from ..ledger.header import links, segment_files
-    from .document import load_seal
-
-    newest = None
-    for link in links(directory):
-        sealed = [i for i, f in segment_files(directory, link).items() if "seal.json" in f]
-        if sealed:
-            try:
-                doc = load_seal(segment_files(directory, link)[max(sealed)]["seal.json"])
-            except LedgerError:
-                continue  # verify reports an unreadable seal; it cannot vouch for a key either way
-            if newest is None or doc.get("sealed_at", "") > newest.get("sealed_at", ""):
-                newest = doc
-    return dict(newest.get("signer") or {}) if newest else None

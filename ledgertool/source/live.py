@@ -18,7 +18,6 @@ from dataclasses import asdict, dataclass
 from .._native import ffi, lib
 from ..digest.engine import ReaderInfo
 from ..errors import CaptureFormatError, InterfaceError, UsageError
-
 from . import LIVE_PREFIX as IFACE_PREFIX
 
 

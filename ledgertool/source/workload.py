@@ -24,8 +24,14 @@ from pathlib import Path
 from .. import fsio
 from .._native import ffi, lib
 from ..digest.engine import CaptureReader
-from ..errors import (CaptureFormatError, FileTypeError, LedgerFormatError, StorageError, UsageError,
-                     WorkloadSpecError)
+from ..errors import (
+    CaptureFormatError,
+    FileTypeError,
+    LedgerFormatError,
+    StorageError,
+    UsageError,
+    WorkloadSpecError,
+)
 from ..plan import SIMPLE_IMIX
 
 WORKLOAD_PREFIX = "workload:"

@@ -43,17 +43,32 @@ from typing import Callable
 import numpy as np
 import pyarrow as pa
 
-from ..ledger import segment as segments
 from ..algorithms import algorithm_caveat
-from ..seal.checkpoint import LinkTree, check_extends, parse_note
-from ..digest.engine import FLAG_GAP, merkle_leaves, merkle_root, record_dtype, valid_leaf_records
+from ..digest.engine import (
+    FLAG_GAP,
+    merkle_leaves,
+    merkle_root,
+    record_dtype,
+    valid_leaf_records,
+)
 from ..errors import FileTypeError, LedgerFormatError, StorageError
 from ..keyfiles import TrustBundle
-from ..ledger.header import load_ledger
-from ..ledger.reader import LEAVES, OPEN, PARQUET, SEAL, LedgerReader, Stray
-from ..seal.rotation import Schedule, key_schedule, load_rotations
-from ..seal.document import HEADER_SHA256, decode_parquet, genesis_hash, parse_seal, seal_hash, seal_signed_bytes, table_to_records
+from ..ledger import segment as segments
+from ..ledger.header import LedgerHeader, load_ledger
+from ..ledger.layout import LEAVES, OPEN, PARQUET, SEAL, segment_name
+from ..ledger.reader import LedgerReader, Stray
+from ..ledger.rotations import load_rotations
 from ..ledger.segment import read_open_segment
+from ..seal.checkpoint import LinkTree, check_extends, parse_note
+from ..seal.document import (
+    decode_parquet,
+    genesis_hash,
+    parse_seal,
+    seal_hash,
+    seal_signed_bytes,
+    table_to_records,
+)
+from ..seal.rotation import Schedule, key_schedule
 
 MAX_PER_KIND = 8  # per segment: record-level findings beyond this are summarised
 
@@ -129,21 +144,21 @@ def verify_ledger(directory: Path | LedgerReader, trust: TrustBundle | None, che
         raise LedgerFormatError(f"{directory}: no link named {', '.join(unknown)} (links: "
                                 f"{', '.join(reader.links) or 'none'})")
     res = VerifyResult(str(directory), links=chosen, signatures_checked=trust is not None)
-    caveat = algorithm_caveat(ledger.get("algorithm"))
+    caveat = algorithm_caveat(ledger.algorithm)
     if caveat:  # the verdict below holds only under the caveat's condition
         res.warnings.append(Problem("algorithm_caveat", None, caveat))
     note = None
     if checkpoint is not None:
         note = parse_note(checkpoint, checkpoint_name)
-        if note.checkpoint.ledger_id != ledger["ledger_id"]:
+        if note.checkpoint.ledger_id != ledger.ledger_id:
             raise LedgerFormatError(f"{checkpoint_name}: checkpoint of ledger {note.checkpoint.ledger_id}, "
-                                    f"not of {directory} ({ledger['ledger_id']})")
+                                    f"not of {directory} ({ledger.ledger_id})")
         res.checkpoint = note.checkpoint.to_json()
     for stray in reader.strays:
         _report_stray(stray, res)
     if trust is not None:
-        sched = key_schedule(ledger["ledger_id"], trust, load_rotations(directory),
-                             digest_key_id=ledger["digest_key_id"], algorithm=ledger["algorithm"])
+        sched = key_schedule(ledger.ledger_id, trust, load_rotations(directory),
+                             digest_key_id=ledger.digest_key_id, algorithm=ledger.algorithm)
         for p in sched.problems:
             res.problems.append(Problem("rotation_invalid", None, p))
     else:
@@ -218,7 +233,7 @@ def _check_checkpoint(note, tree: LinkTree, sched: Schedule | None, res: VerifyR
         res.problems.append(Problem(f.kind, None, prefix + f.detail, link))
 
 
-def _verify_link(reader: LedgerReader, ledger: dict, link: str, sched: Schedule | None, res: VerifyResult,
+def _verify_link(reader: LedgerReader, ledger: LedgerHeader, link: str, sched: Schedule | None, res: VerifyResult,
                  on_segment) -> LinkTree:
     """Steps 1-7 for every sealed segment of `link`; returns the link tree (its seal hashes up to
     the first missing or unreadable seal) for the checkpoint checks."""
@@ -230,7 +245,7 @@ def _verify_link(reader: LedgerReader, ledger: dict, link: str, sched: Schedule 
         _report_stray(Stray(path, "temp", link), res)
     for stray in listing.strays:
         _report_stray(stray, res)
-    expected_prev = genesis_hash(ledger["ledger_id"], link)
+    expected_prev = genesis_hash(ledger.ledger_id, link)
     expected_seq = 0
     sealed = listing.sealed
     hashes: list[str] = []
@@ -263,7 +278,7 @@ def _verify_link(reader: LedgerReader, ledger: dict, link: str, sched: Schedule 
             continue
         res.segments += 1
         # 1. identity
-        if doc.get("ledger_id") != ledger["ledger_id"]:
+        if doc.get("ledger_id") != ledger.ledger_id:
             problem("foreign_seal", index, f"{path}: seal belongs to ledger {doc.get('ledger_id')}")
         if doc.get("link") != link or doc.get("segment") != index:
             problem("seal_misplaced", index,
@@ -271,12 +286,12 @@ def _verify_link(reader: LedgerReader, ledger: dict, link: str, sched: Schedule 
         # 2. no downgrade: the signed hash of ledger.json (seals since it was added), and the
         # parameters each seal repeats (every seal)
         bound = doc.get("ledger_header_sha256")
-        if bound is not None and bound != ledger[HEADER_SHA256]:
+        if bound is not None and bound != ledger.sha256:
             header_mismatch.append(index)
         for key in ("algorithm", "strip", "record_size", "leaf_records"):
-            if doc.get(key) != ledger[key]:
+            if doc.get(key) != getattr(ledger, key):
                 problem("parameter_mismatch", index,
-                        f"{path}: {key} {doc.get(key)!r} differs from the ledger's {ledger[key]!r}")
+                        f"{path}: {key} {doc.get(key)!r} differs from the ledger's {getattr(ledger, key)!r}")
         if sched is not None:
             want_kid = sched.digest_key_id_for(link, index)
             if doc.get("digest_key_id") != want_kid:
@@ -316,7 +331,7 @@ def _verify_link(reader: LedgerReader, ledger: dict, link: str, sched: Schedule 
     if header_mismatch:
         n = len(header_mismatch)
         problem("ledger_header_mismatch", header_mismatch[0],
-                f"{reader.directory / 'ledger.json'}: SHA-256 {ledger[HEADER_SHA256][:16]}… is not the header that "
+                f"{reader.directory / 'ledger.json'}: SHA-256 {ledger.sha256[:16]}… is not the header that "
                 f"{n} seal(s) of link {link} sign (segments {header_mismatch[0]}..{header_mismatch[-1]}): "
                 "ledger.json was edited after sealing; the seals' own parameters are the ones checked")
     # open segments in index order, as `recover` takes them: one that continues the chain is sealed,
@@ -330,7 +345,7 @@ def _verify_link(reader: LedgerReader, ledger: dict, link: str, sched: Schedule 
     return LinkTree(hashes, tree_records, tree_complete)
 
 
-def _open_segment_warning(path: Path, index: int, ledger: dict, link: str, nxt: tuple[int, int],
+def _open_segment_warning(path: Path, index: int, ledger: LedgerHeader, link: str, nxt: tuple[int, int],
                           key_id: str | None) -> tuple[Problem | None, tuple[int, int]]:
     """The warning for an open segment, with the advice `recover` makes true: it seals a segment
     that continues the chain at `nxt` (segment index, seq; segments.header_mismatch) and discards,
@@ -446,16 +461,16 @@ def _changed_leaves(reader: LedgerReader, link: str, index: int, records: bytes,
     return changed
 
 
-def _record_layout(ledger: dict, doc: dict) -> tuple[int, int] | None:
+def _record_layout(ledger: LedgerHeader, doc: dict) -> tuple[int, int] | None:
     """(record_size, leaf_records) the segment's records are decoded and hashed with: the seal's
     (signed) values, not the unsigned header's; None when the seal's are out of bounds."""
-    rsize, leaf = doc.get("record_size", ledger["record_size"]), doc.get("leaf_records", ledger["leaf_records"])
+    rsize, leaf = doc.get("record_size", ledger.record_size), doc.get("leaf_records", ledger.leaf_records)
     if type(rsize) is not int or rsize not in (48, 64) or not valid_leaf_records(leaf):
         return None
     return rsize, leaf
 
 
-def _verify_records(reader: LedgerReader, ledger: dict, link: str, index: int, doc: dict, expected_seq: int,
+def _verify_records(reader: LedgerReader, ledger: LedgerHeader, link: str, index: int, doc: dict, expected_seq: int,
                     res: VerifyResult, problem) -> tuple[int, tuple[pa.Table, bytes] | None]:
     """Steps 5-7 for one segment: (the sequence number the next segment must start at, and the
     decoded table and records when the Parquet file could be read and decoded). Records are decoded
@@ -489,7 +504,7 @@ def _verify_records(reader: LedgerReader, ledger: dict, link: str, index: int, d
     if doc.get("parquet_file") != pq_path.name:
         claimed = doc.get("segment")
         own = (isinstance(claimed, int) and not isinstance(claimed, bool) and 0 <= claimed < 10**8
-               and doc.get("parquet_file") == f"{segments.segment_stem(claimed)}.parquet")
+               and doc.get("parquet_file") == segment_name(claimed, PARQUET))
         if not own:  # a seal moved from another segment was named (seal_misplaced) already
             problem("seal_malformed", index, f"{reader.segment_path(link, index, SEAL)}: parquet_file "
                                              f"{_shown(doc.get('parquet_file'))} is not {pq_path.name}")

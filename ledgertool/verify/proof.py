@@ -18,17 +18,28 @@ from pathlib import Path
 
 import numpy as np
 
-from ..seal import merkle
 from ..algorithms import algorithm_caveat
-from ..seal.canonical import loads_strict
-from ..seal.checkpoint import SignedNote, checkpoint_path, link_tree, origin_for, parse_note, verify_note
 from ..digest.engine import RECORD_FIXED, merkle_leaves, merkle_root, record_dtype
 from ..errors import DiscrepancyError, LedgerFormatError, UsageError
 from ..keyfiles import TrustBundle
-from ..ledger.header import choose_link, load_ledger
-from ..ledger.reader import PARQUET, LedgerReader
-from ..seal.rotation import key_schedule, load_rotations
-from ..seal.document import SEAL_FORMAT, decode_parquet, parse_seal, seal_hash, seal_signed_bytes, table_to_records
+from ..ledger.checkpoints import link_tree
+from ..ledger.header import LedgerHeader, load_ledger
+from ..ledger.index import choose_link
+from ..ledger.layout import PARQUET, checkpoint_path
+from ..ledger.reader import LedgerReader
+from ..ledger.rotations import load_rotations
+from ..seal import merkle
+from ..seal.canonical import loads_strict
+from ..seal.checkpoint import SignedNote, origin_for, parse_note, verify_note
+from ..seal.document import (
+    SEAL_FORMAT,
+    decode_parquet,
+    parse_seal,
+    seal_hash,
+    seal_signed_bytes,
+    table_to_records,
+)
+from ..seal.rotation import key_schedule
 
 PROOF_FORMAT = "ledgertool-inclusion-proof-v2"  # v2 adds the checkpoint part (null when none covers)
 PROOF_FORMAT_V1 = "ledgertool-inclusion-proof-v1"  # still checked: record, block, path, seal, rotations
@@ -46,7 +57,7 @@ def record_to_json(rec) -> dict:
     return out
 
 
-def _segment_records(reader: LedgerReader, ledger: dict, link: str, index: int, doc: dict) -> bytes:
+def _segment_records(reader: LedgerReader, ledger: LedgerHeader, link: str, index: int, doc: dict) -> bytes:
     """The records of one sealed segment, from its own Parquet file (never a path the seal names),
     read once and checked against the seal's SHA-256 before they are decoded."""
     path = reader.segment_path(link, index, PARQUET)
@@ -58,7 +69,7 @@ def _segment_records(reader: LedgerReader, ledger: dict, link: str, index: int, 
     data = reader.read_segment_file(link, index, PARQUET)
     if hashlib.sha256(data).hexdigest() != doc.get("parquet_sha256"):
         raise DiscrepancyError(f"{path}: SHA-256 differs from its seal; run `ledgertool verify`")
-    return table_to_records(decode_parquet(data), ledger["digest_size"])
+    return table_to_records(decode_parquet(data), ledger.digest_size)
 
 
 def build_proof(directory: Path, *, seq: int | None = None, digest: str | None = None,
@@ -85,9 +96,9 @@ def build_proof(directory: Path, *, seq: int | None = None, digest: str | None =
             want = bytes.fromhex(digest)
         except ValueError:
             raise UsageError(f"--digest {digest!r} is not hex") from None
-        if len(want) != ledger["digest_size"]:
-            raise UsageError(f"--digest is {len(want)} bytes; this ledger's digests are {ledger['digest_size']}")
-    dtype = record_dtype(ledger["digest_size"])
+        if len(want) != ledger.digest_size:
+            raise UsageError(f"--digest is {len(want)} bytes; this ledger's digests are {ledger.digest_size}")
+    dtype = record_dtype(ledger.digest_size)
     reader = LedgerReader(directory)
     for index in reader.listing(link).sealed:
         doc = parse_seal(reader.read_seal_bytes(link, index), reader.segment_path(link, index, "seal.json"))
@@ -111,18 +122,18 @@ def build_proof(directory: Path, *, seq: int | None = None, digest: str | None =
     raise LedgerFormatError(f"{directory}: link {link} has no sealed record with {what}")
 
 
-def _proof_for(directory: Path, ledger: dict, link: str, doc: dict, records: bytes, k: int) -> dict:
-    rsize, leaf = ledger["record_size"], ledger["leaf_records"]
+def _proof_for(directory: Path, ledger: LedgerHeader, link: str, doc: dict, records: bytes, k: int) -> dict:
+    rsize, leaf = ledger.record_size, ledger.leaf_records
     raw = merkle_leaves(records, rsize, leaf)  # C, as sealing and verify compute them
     if merkle_root(raw).hex() != doc.get("merkle_root"):
         raise DiscrepancyError(f"segment {doc.get('segment')}: records do not match the seal's Merkle root")
     leaves = [raw[i:i + 32] for i in range(0, len(raw), 32)]
     li = k // leaf
     block = records[li * leaf * rsize:(li + 1) * leaf * rsize]
-    rec = np.frombuffer(records, dtype=record_dtype(ledger["digest_size"]))[k]
+    rec = np.frombuffer(records, dtype=record_dtype(ledger.digest_size))[k]
     return {
         "format": PROOF_FORMAT,
-        "ledger_id": ledger["ledger_id"],
+        "ledger_id": ledger.ledger_id,
         "link": link,
         "segment": doc["segment"],
         "record_index": k,
@@ -136,7 +147,7 @@ def _proof_for(directory: Path, ledger: dict, link: str, doc: dict, records: byt
     }
 
 
-def _checkpoint_note(directory: Path, ledger: dict, link: str, data: bytes | None,
+def _checkpoint_note(directory: Path, ledger: LedgerHeader, link: str, data: bytes | None,
                      where: str) -> tuple[SignedNote, str, str] | None:
     """The given checkpoint, else the link's stored one (None when it has none), with its text and
     the name to give it in messages."""
@@ -147,9 +158,9 @@ def _checkpoint_note(directory: Path, ledger: dict, link: str, data: bytes | Non
         where = str(path)
         data = path.read_bytes()
     note = parse_note(data, where)
-    if note.checkpoint.origin != origin_for(ledger["ledger_id"], link):
+    if note.checkpoint.origin != origin_for(ledger.ledger_id, link):
         raise LedgerFormatError(f"{where}: checkpoint is for {note.checkpoint.origin}, "
-                                f"not {origin_for(ledger['ledger_id'], link)}")
+                                f"not {origin_for(ledger.ledger_id, link)}")
     return note, data.decode(), where
 
 

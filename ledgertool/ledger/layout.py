@@ -1,0 +1,117 @@
+"""Every path inside a ledger directory, spelled once (docs/ledger-format.md, "Directory layout").
+
+    DIR/ledger.json                          the ledger header
+    DIR/.lock                                the writer lock
+    DIR/checkpoint                           copy of the link's checkpoint while the ledger has one link
+    DIR/rotations/rotation-NNNN.json         key rotation statements
+    DIR/link=NAME/                           one hive-style partition per link
+    DIR/link=NAME/checkpoint                 the link's latest signed checkpoint
+    DIR/link=NAME/seg-NNNNNNNN.open          an open segment (until it is sealed)
+    DIR/link=NAME/seg-NNNNNNNN.parquet       sealed records
+    DIR/link=NAME/seg-NNNNNNNN.leaves        their Merkle leaf hashes (sidecar)
+    DIR/link=NAME/seg-NNNNNNNN.seal.json     the signed seal document
+
+Pure functions of names (no I/O), so they can be table-tested; every reader and writer takes its
+paths from here. Names read back from storage are parsed as ASCII only.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ..errors import LedgerFormatError
+
+LEDGER_FILE = "ledger.json"
+LOCK_FILE = ".lock"
+CHECKPOINT_FILE = "checkpoint"
+ROTATIONS_DIR = "rotations"
+LINK_PREFIX = "link="
+
+#: Segment file kinds, by suffix.
+OPEN, PARQUET, LEAVES, SEAL = "open", "parquet", "leaves", "seal.json"
+SEGMENT_KINDS = (OPEN, PARQUET, LEAVES, SEAL)
+
+_SEGMENT_NAME = re.compile(r"seg-([0-9]{8})\.(open|parquet|leaves|seal\.json)")  # [0-9]: ASCII only
+_LINK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}")  # ASCII only
+_ROTATION_NAME = re.compile(r"rotation-([0-9]{4})\.json")
+
+
+def check_link_name(link: str) -> str:
+    """`link` when it is a valid link name (1-32 of A-Z a-z 0-9 . _ -, starting with a letter or
+    digit), else LedgerFormatError."""
+    if not isinstance(link, str) or not _LINK_NAME.fullmatch(link):
+        raise LedgerFormatError(f"invalid link name {link!r}: use 1-32 of A-Z a-z 0-9 . _ -")
+    return link
+
+
+def is_link_name(name: str) -> bool:
+    return bool(_LINK_NAME.fullmatch(name))
+
+
+def link_dir(ledger: Path, link: str) -> Path:
+    """Hive-style partition directory of one link: DIR/link=NAME."""
+    return Path(ledger) / f"{LINK_PREFIX}{link}"
+
+
+def segment_stem(index: int) -> str:
+    return f"seg-{index:08d}"
+
+
+def segment_name(index: int, kind: str) -> str:
+    """'seg-00000003.seal.json' for (3, SEAL)."""
+    return f"{segment_stem(index)}.{kind}"
+
+
+def segment_path(ledger: Path, link: str, index: int, kind: str) -> Path:
+    return link_dir(ledger, link) / segment_name(index, kind)
+
+
+def open_segment_path(ledger: Path, link: str, index: int) -> Path:
+    return segment_path(ledger, link, index, OPEN)
+
+
+def parquet_path(ledger: Path, link: str, index: int) -> Path:
+    return segment_path(ledger, link, index, PARQUET)
+
+
+def seal_path(ledger: Path, link: str, index: int) -> Path:
+    return segment_path(ledger, link, index, SEAL)
+
+
+def leaves_path(ledger: Path, link: str, index: int) -> Path:
+    """Sidecar of a sealed segment's Merkle leaf hashes (32 raw bytes each, in leaf order). It is
+    authenticated by the seal's merkle_root, not by its own signature; verify uses it to name the
+    leaf block (and so the records) that changed."""
+    return segment_path(ledger, link, index, LEAVES)
+
+
+def checkpoint_path(ledger: Path, link: str) -> Path:
+    """The link's stored checkpoint: DIR/link=NAME/checkpoint."""
+    return link_dir(ledger, link) / CHECKPOINT_FILE
+
+
+def top_checkpoint_path(ledger: Path) -> Path:
+    """DIR/checkpoint: the same note while the ledger has one link."""
+    return Path(ledger) / CHECKPOINT_FILE
+
+
+def rotations_dir(ledger: Path) -> Path:
+    return Path(ledger) / ROTATIONS_DIR
+
+
+def rotation_path(ledger: Path, number: int) -> Path:
+    """DIR/rotations/rotation-NNNN.json, numbered from 1."""
+    return rotations_dir(ledger) / f"rotation-{number:04d}.json"
+
+
+def parse_segment_name(name: str) -> tuple[int, str] | None:
+    """'seg-00000003.seal.json' -> (3, 'seal.json'); None for any other name. ASCII digits only."""
+    m = _SEGMENT_NAME.fullmatch(name)
+    return (int(m.group(1)), m.group(2)) if m else None
+
+
+def parse_rotation_name(name: str) -> int | None:
+    """'rotation-0002.json' -> 2; None for any other name. ASCII digits only."""
+    m = _ROTATION_NAME.fullmatch(name)
+    return int(m.group(1)) if m else None
