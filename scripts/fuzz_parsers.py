@@ -35,7 +35,8 @@ with atheris.instrument_imports():
     from ledgertool.errors import LedgerError
     from ledgertool.ledger import segment as segments
     from ledgertool.ledger.header import parse_ledger_header
-    from ledgertool.ledger.rotations import load_rotations
+    from ledgertool.ledger import layout
+    from ledgertool.ledger.rotations import load_rotations, rotate_keys
     from ledgertool.seal import checkpoint, rotation
     from ledgertool.seal import document as seal
     from ledgertool.verify import proof
@@ -63,7 +64,7 @@ def _world(tmp: Path) -> dict:
     import shutil
 
     shutil.copytree(ledger, rotated)
-    rotation.rotate_keys(rotated, sk, SigningKey.generate())
+    rotate_keys(rotated, sk, SigningKey.generate())
     return {
         "trust": trust,
         "ledger_id": json.loads((ledger / "ledger.json").read_bytes())["ledger_id"],
@@ -74,8 +75,8 @@ def _world(tmp: Path) -> dict:
                 "frame", "ab" * 16, 48, 16, 4, 24, 1).encode() + bytes(100),
             "seal": (ledger / "link=link0" / "seg-00000001.seal.json").read_bytes(),
             "proof": json.dumps(doc).encode(),
-            "note": checkpoint.checkpoint_path(ledger, "link0").read_bytes(),
-            "rotation": next((rotated / rotation.ROTATIONS_DIR).glob("rotation-*.json")).read_bytes(),
+            "note": layout.checkpoint_path(ledger, "link0").read_bytes(),
+            "rotation": next((rotated / layout.ROTATIONS_DIR).glob("rotation-*.json")).read_bytes(),
         },
     }
 
@@ -88,9 +89,9 @@ def main() -> None:
         for i, kind in enumerate(KINDS):
             Path(args[0], f"seed-{kind}").write_bytes(bytes([i]) + world["seeds"][kind])
     scratch = tmp / "scratch"
-    (scratch / rotation.ROTATIONS_DIR).mkdir(parents=True)
+    (scratch / layout.ROTATIONS_DIR).mkdir(parents=True)
     doc_file = scratch / "doc.json"
-    rot_file = scratch / rotation.ROTATIONS_DIR / "rotation-00000001.json"
+    rot_file = scratch / layout.ROTATIONS_DIR / "rotation-00000001.json"
 
     def one(data: bytes) -> None:
         if not data:
