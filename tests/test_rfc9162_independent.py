@@ -10,7 +10,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
+import shutil
 import struct
+import subprocess
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -183,27 +186,38 @@ def test_prove_output_verifies_with_the_reference(ledger, tmp_path, seq):
                                     bytes.fromhex(seal["merkle_root"]))
 
 
-def test_check_consistency_proofs_verify_with_the_reference(tmp_path, keydir):
-    """Checkpoints after each of seven captures of one segment (tree sizes 1..7, powers of two and
-    not): the consistency proof check-consistency prints from old to new (every old size below 4
-    and 7, some others, and equal sizes) is the RFC's PROOF(m, D[n]) and passes s2.1.4.2 against the two signed roots."""
+@pytest.fixture(scope="module")
+def seven(tmp_path_factory, keydir) -> tuple[Path, dict[int, Path]]:
+    """A ledger after each of seven captures of one segment, and the checkpoint each capture
+    stored: tree sizes 1..7, powers of two and not."""
     dk, sk, _ = load_keys(keydir)
-    led = tmp_path / "L"
-    notes = {}
+    d = tmp_path_factory.mktemp("seven")
+    led, notes = d / "L", {}
     for _ in range(7):
         capture_file(SAMPLES / "sample.pcapng", led, digest_key=dk, signing_key=sk, segment_records=1000)
         note = (led / "checkpoint").read_bytes()
         size, _ = note_tree(note)
-        notes[size] = tmp_path / f"cp{size}"
+        notes[size] = d / f"cp{size}"
         notes[size].write_bytes(note)
     assert sorted(notes) == list(range(1, 8))
+    return led, notes
+
+
+def consistency(led: Path, old: Path, new: Path, pub: Path) -> dict:
+    r = run_cli("check-consistency", old, new, "--ledger", led, "--trust", pub, "--json")
+    assert r.returncode == 0, (old, new, r.stdout, r.stderr)
+    return json.loads(r.stdout)
+
+
+def test_check_consistency_proofs_verify_with_the_reference(seven, keydir):
+    """The consistency proof check-consistency prints (from every old size below 4 and 7, some
+    others, and equal sizes) is the RFC's PROOF(m, D[n]) and passes s2.1.4.2 against the two
+    signed roots."""
+    led, notes = seven
     entries = [seal_hash(s) for s in seals(led)]
-    pub = keydir / "verifier.pub"
     pairs = [(m, n) for n in (4, 7) for m in range(1, n)] + [(2, 3), (3, 5), (5, 6), (5, 5)]
     for m, n in pairs:
-        r = run_cli("check-consistency", notes[m], notes[n], "--ledger", led, "--trust", pub, "--json")
-        assert r.returncode == 0, (m, n, r.stdout, r.stderr)
-        res = json.loads(r.stdout)
+        res = consistency(led, notes[m], notes[n], keydir / "verifier.pub")
         old_root, new_root = bytes.fromhex(res["old_root"]), bytes.fromhex(res["new_root"])
         assert (res["old_size"], res["new_size"]) == (m, n)
         assert (old_root, new_root) == (note_tree(notes[m].read_bytes())[1], note_tree(notes[n].read_bytes())[1])
@@ -211,3 +225,67 @@ def test_check_consistency_proofs_verify_with_the_reference(tmp_path, keydir):
         proof = unhex(res["proof"])
         assert proof == ref.proof(m, entries[:n])
         assert ref.verify_consistency(m, n, old_root, new_root, proof)
+
+
+# ---- Go's golang.org/x/mod/sumdb/tlog, where installed ----------------------------------------
+
+GOPATH = Path("/usr/share/gocode")  # Debian's golang-golang-x-mod-dev
+TLOG = GOPATH / "src" / "golang.org" / "x" / "mod" / "sumdb" / "tlog"
+
+
+@pytest.fixture(scope="module")
+def tlog_check(tmp_path_factory) -> Path:
+    if not shutil.which("go") or not TLOG.is_dir():
+        pytest.skip(f"Go toolchain or {TLOG} not installed (.ci/run installs golang-go and "
+                    "golang-golang-x-mod-dev)")
+    d = tmp_path_factory.mktemp("tlog")
+    env = {**os.environ, "GO111MODULE": "off", "GOPATH": str(GOPATH), "GOCACHE": str(d / "cache")}
+    exe = d / "tlog_check"
+    r = subprocess.run(["go", "build", "-o", str(exe), str(Path(__file__).parent / "tlog_check.go")],
+                       check=False, capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return exe
+
+
+def test_go_tlog_accepts_the_ledgers_roots_and_proofs(tlog_check, seven, keydir, tmp_path):
+    """Segment roots over record blocks, the checkpoint root over seal hashes, `prove` audit paths
+    (to the seal and to the checkpoint) and `check-consistency` proofs, each checked by tlog's
+    TreeHash / CheckRecord / CheckTree; the same cases with one hash changed are refused."""
+    led, notes = seven
+    docs = seals(led)
+    leaf = json.loads((led / "ledger.json").read_text())["leaf_records"]
+    cases = [{"kind": "root", "entries": [seal_hash(s).hex() for s in docs], "root": note_tree(notes[7].read_bytes())[1].hex()}]
+    for s in docs[:2]:
+        recs = segment_records(led / "link=link0" / s["parquet_file"])
+        cases.append({"kind": "root", "entries": [b"".join(recs[i:i + leaf]).hex() for i in range(0, len(recs), leaf)],
+                      "root": s["merkle_root"]})
+    for seq in (0, 293, 294 * 3 + 100, 294 * 7 - 1):
+        out = tmp_path / f"p{seq}.json"
+        r = run_cli("prove", led, "--seq", seq, "--out", out)
+        assert r.returncode == 0, r.stderr
+        doc = json.loads(out.read_text())
+        cases.append({"kind": "inclusion", "index": doc["leaf_index"], "size": doc["tree_size"],
+                      "entry": doc["leaf_block"]["hex"], "proof": doc["audit_path"], "root": doc["seal"]["merkle_root"]})
+        cp = doc["checkpoint"]
+        cases.append({"kind": "inclusion", "index": cp["leaf_index"], "size": cp["tree_size"],
+                      "entry": seal_hash(doc["seal"]).hex(), "proof": cp["audit_path"],
+                      "root": note_tree(cp["note"].encode())[1].hex()})
+    for m, n in ((1, 7), (3, 7), (4, 7), (6, 7), (3, 5)):
+        res = consistency(led, notes[m], notes[n], keydir / "verifier.pub")
+        assert res["proof"]
+        cases.append({"kind": "consistency", "old_size": m, "new_size": n, "old_root": res["old_root"],
+                      "new_root": res["new_root"], "proof": res["proof"]})
+    bad = []
+    for c in cases:
+        c = json.loads(json.dumps(c))
+        if c["kind"] == "root":
+            c["root"] = c["root"][:-1] + ("0" if c["root"][-1] != "0" else "1")
+        else:
+            c["proof"][-1] = "00" * 32
+        bad.append(c)
+    r = subprocess.run([str(tlog_check)], input="".join(json.dumps(c) + "\n" for c in cases + bad),
+                       check=False, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[:len(cases)] == ["ok"] * len(cases)
+    assert len(lines) == 2 * len(cases) and all(x.startswith("fail:") for x in lines[len(cases):])
