@@ -14,7 +14,6 @@ import dataclasses
 import errno
 import os
 import signal
-import stat
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -41,18 +40,14 @@ from ..ledger.checkpoints import link_tree, write_checkpoint
 from ..ledger.header import (
     DEFAULT_LEAF_RECORDS,
     DEFAULT_LINK,
-    LedgerHeader,
     create_ledger,
     load_ledger,
 )
-from ..ledger.index import link_state, links, segment_files
+from ..ledger.index import link_state
 from ..ledger.layout import LEDGER_FILE, LOCK_FILE, checkpoint_path
 from ..ledger.lock import writer_lock
-from ..ledger.rotations import (
-    current_digest_key_id,
-    current_signer_check,
-    digest_key_ids,
-)
+from ..ledger.recover import recover_open_segments
+from ..ledger.rotations import current_digest_key_id, current_signer_check
 from ..seal.document import SealResult, seal_records
 from ..source import is_bypass, is_live, is_workload, open_source, open_sources
 from ..source.live import LiveOptions, LiveStats
@@ -132,121 +127,6 @@ class CaptureResult:
             "interrupted": self.interrupted, "created": self.created, "stop_reason": self.stop_reason,
             **({"live": self.live} if self.live is not None else {}),
         }
-
-
-def _remove_tmp_files(ledger_dir: Path, directory: Path, discarded: list[dict] | None) -> None:
-    """Remove the leftovers of interrupted atomic writes (``*.tmp``, fsio) in `directory`; a link
-    or other non-regular file by that name is refused (FileTypeError), never followed."""
-    if not directory.is_dir():
-        return
-    for tmp in sorted(directory.glob("*" + fsio.TMP_SUFFIX)):
-        st = tmp.lstat()
-        if not stat.S_ISREG(st.st_mode):
-            raise fsio.wrong_kind(tmp, st.st_mode, "a regular file (leftover of an interrupted write)")
-        fsio.unlink(tmp, root=ledger_dir)
-        if discarded is not None:
-            discarded.append({"path": str(tmp), "bytes": st.st_size, "why": "temporary file of an interrupted write"})
-
-
-def recover_open_segments(ledger_dir: Path, ledger: LedgerHeader, link: str, signing_key: SigningKey,
-                          discarded: list[dict] | None = None) -> list[SealResult]:
-    """Seal every open segment left by a crash (whole records kept, torn bytes reported).
-
-    Also removes leftovers of interrupted atomic writes (``*.tmp``) and every open segment that
-    cannot be sealed where it stands: its header was cut (no whole record), does not decode, or
-    does not fit the ledger there (another ledger, link, index, first seq, parameters or a digest
-    key that is not the current one). Each is listed in `discarded` when given (path, bytes, why):
-    nothing is removed without being reported. A link or FIFO in the ledger is FileTypeError.
-    """
-    out = []
-
-    def discard(path: Path, size: int, why: str, *also: Path) -> None:
-        for p in (path, *also):
-            fsio.unlink(p, root=ledger_dir, missing_ok=True)
-        if discarded is not None:
-            discarded.append({"path": str(path), "bytes": size, "why": why})
-
-    _remove_tmp_files(ledger_dir, layout.link_dir(ledger_dir, link), discarded)
-    key_id = digest_key_ids(ledger_dir, ledger)[-1]
-    for index, files in sorted(segment_files(ledger_dir, link).items()):
-        if "open" not in files:
-            continue
-        if "seal.json" in files:  # crashed between sealing and removing the open file
-            fsio.unlink(files["open"], root=ledger_dir)
-            continue
-        partial = [files["parquet"]] if "parquet" in files else []  # of a seal that was not finished
-        try:
-            seg = segments.read_open_segment(files["open"], ledger_dir)
-        except LedgerFormatError as e:
-            size = files["open"].lstat().st_size
-            why = ("segment header cut" if size < segments.HEADER_SIZE else
-                   f"segment header does not decode ({str(e).removeprefix(str(files['open']) + ': ')}): "
-                   "its records cannot be attributed")
-            discard(files["open"], size, why, *partial)
-            continue
-        if seg.count == 0:  # crashed before the first whole record: nothing to seal
-            discard(files["open"], seg.torn_bytes, "open segment without a whole record", *partial)
-            continue
-        state = link_state(ledger_dir, ledger, link)
-        misfit = (f"the file is segment {index}" if index != state.next_index else
-                  segments.header_mismatch(seg.header, ledger, link, state.next_index, state.next_seq, key_id))
-        if misfit:
-            discard(files["open"], segments.HEADER_SIZE + len(seg.records) + seg.torn_bytes,
-                    f"open segment does not continue the chain at segment {state.next_index}, seq "
-                    f"{state.next_seq}: {misfit}; its {seg.count} records cannot be sealed there", *partial)
-            continue
-        # the records were digested with the key the segment header names: the seal says so
-        _, res = seal_records(
-            ledger_dir=ledger_dir, ledger=ledger.for_digest_key(seg.header.key_id), link=link, index=index,
-            first_seq=seg.header.first_seq,
-            records=seg.records, prev_hash=state.prev_hash, signing_key=signing_key,
-            parquet=layout.parquet_path(ledger_dir, link, index),
-            seal_file=layout.seal_path(ledger_dir, link, index), torn_bytes=seg.torn_bytes,
-            source="recovered open segment",
-        )
-        fsio.unlink(files["open"], root=ledger_dir)
-        out.append(res)
-    return out
-
-
-@dataclass
-class RecoverResult:
-    """What `recover_ledger` did (JSON: `ledgertool recover --json`)."""
-
-    ledger: str
-    sealed: list[tuple[str, SealResult]] = field(default_factory=list)
-    discarded: list[dict] = field(default_factory=list)
-    checkpoints: list[str] = field(default_factory=list)
-
-    @property
-    def torn_bytes(self) -> int:
-        return sum(r.torn_bytes for _, r in self.sealed) + sum(d["bytes"] for d in self.discarded)
-
-    def to_json(self) -> dict:
-        return {"ok": True, "ledger": self.ledger,
-                "sealed": [{"link": link, "segment": r.index, "records": r.records,
-                            "torn_bytes_discarded": r.torn_bytes} for link, r in self.sealed],
-                "discarded": self.discarded, "bytes_discarded": self.torn_bytes,
-                "checkpoints": self.checkpoints}
-
-
-def recover_ledger(ledger_dir: Path, signing_key: SigningKey) -> RecoverResult:
-    """Seal the torn open segments of every link after a crash and re-sign the checkpoints.
-
-    Holds the ledger's writer lock (LedgerLockedError while a capture or another writer runs);
-    StorageError naming the file when the file system fails (nothing is removed before what
-    replaces it is durable, so rerunning after the fix is safe)."""
-    ledger_dir = Path(ledger_dir)
-    ledger = load_ledger(ledger_dir)
-    with writer_lock(ledger_dir, "recover"):
-        current_signer_check(ledger_dir, ledger, signing_key)
-        res = RecoverResult(str(ledger_dir))
-        _remove_tmp_files(ledger_dir, ledger_dir, res.discarded)
-        for link in links(ledger_dir):
-            for r in recover_open_segments(ledger_dir, ledger, link, signing_key, res.discarded):
-                res.sealed.append((link, r))
-            res.checkpoints.append(str(write_checkpoint(ledger_dir, ledger, link, signing_key)))
-    return res
 
 
 def _sum_stats(stats: list[LiveStats]) -> LiveStats:
