@@ -1,9 +1,10 @@
 """capture: frames from a capture file or a live interface -> digests -> segments -> sealed,
 signed, chained ledger.
 
-The native engine does read + strip + digest + record; this module rotates segments by record
-count and by wall-clock age, seals each one, and recovers torn open segments left by a crash
-before appending. A live source (`iface:NAME`, ledgertool.source.live) runs until SIGINT/SIGTERM,
+The native engine does read + strip + digest + record; CaptureRun drives it in phases (open, loop,
+finish) and hands every record to a LinkWriter (ledgertool.ledger.writer), which rotates segments
+by record count and by wall-clock age and seals each one; torn open segments left by a crash are
+sealed first (ledgertool.ledger.recover). A live source (`iface:NAME`, ledgertool.source.live) runs until SIGINT/SIGTERM,
 --duration or --frames; frames the kernel dropped arrive as GAP records and are counted as drops.
 """
 
