@@ -15,9 +15,10 @@ import pytest
 from conftest import SAMPLES, run_cli
 
 from ledgertool.bench.measure import write_synthetic_pcap
-from ledgertool.capture.run import capture_file, recover_ledger
+from ledgertool.capture.run import capture_file
 from ledgertool.keyfiles import DigestKey, SigningKey, TrustBundle
 from ledgertool.ledger.layout import checkpoint_path
+from ledgertool.ledger.recover import recover_ledger
 from ledgertool.verify.ledger import verify_ledger
 
 FRAMES = 400_000

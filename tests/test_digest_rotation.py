@@ -19,7 +19,7 @@ from conftest import SAMPLES, load_keys, run_cli
 from test_reconcile import write_pcap
 from test_schemas_reports import is_valid, validate
 
-from ledgertool.capture.run import capture_file, recover_ledger
+from ledgertool.capture.run import capture_file
 from ledgertool.digest.engine import record_dtype
 from ledgertool.digest.reference import read_pcap, siphash
 from ledgertool.errors import KeyFileError, LedgerFormatError, UsageError
@@ -29,6 +29,7 @@ from ledgertool.ledger import segment as segments
 from ledgertool.ledger.checkpoints import check_consistency, write_checkpoint
 from ledgertool.ledger.header import load_ledger
 from ledgertool.ledger.layout import checkpoint_path
+from ledgertool.ledger.recover import recover_ledger
 from ledgertool.ledger.rotations import load_rotations, rotate_digest_key, rotate_keys
 from ledgertool.reconcile.recompute import reconcile
 from ledgertool.seal.document import (

@@ -25,7 +25,7 @@ from conftest import SAMPLES, load_keys, run_cli
 
 from ledgertool import fsio
 from ledgertool.bench.measure import write_synthetic_pcap
-from ledgertool.capture.run import capture_file, recover_ledger
+from ledgertool.capture.run import capture_file
 from ledgertool.errors import FileTypeError, LedgerLockedError, StorageError
 from ledgertool.keyfiles import SigningKey
 from ledgertool.ledger import layout
@@ -35,6 +35,7 @@ from ledgertool.ledger.header import load_ledger
 from ledgertool.ledger.index import link_state
 from ledgertool.ledger.layout import LOCK_FILE, checkpoint_path
 from ledgertool.ledger.lock import writer_lock
+from ledgertool.ledger.recover import recover_ledger
 from ledgertool.ledger.rotations import rotate_keys
 from ledgertool.seal.checkpoint import parse_note
 from ledgertool.seal.document import load_seal, table_to_records

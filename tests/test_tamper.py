@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import CORPUS, load_keys, needs_corpus, run_cli
 
-from ledgertool.capture.run import capture_file, recover_ledger
+from ledgertool.capture.run import capture_file
 from ledgertool.digest.engine import record_dtype
 from ledgertool.keyfiles import SigningKey
 from ledgertool.ledger import layout
@@ -26,6 +26,7 @@ from ledgertool.ledger import segment as segments
 from ledgertool.ledger.checkpoints import write_checkpoint
 from ledgertool.ledger.header import load_ledger
 from ledgertool.ledger.layout import checkpoint_path
+from ledgertool.ledger.recover import recover_ledger
 from ledgertool.seal.document import (
     load_seal,
     records_to_table,

@@ -240,16 +240,16 @@ def test_item16_checkpoint_after_every_seal(tmp_path, keydir, monkeypatch):
 
     dk, sk, _ = load_keys(keydir)
     seen: list[int] = []
-    import ledgertool.ledger.checkpoints as cp
+    import ledgertool.ledger.writer as writer
 
-    real = cp.write_checkpoint
+    real = writer.write_checkpoint
 
     def spy(directory, ledger, link, key, tree=None, **kw):
         path = real(directory, ledger, link, key, tree, **kw)
         seen.append(parse_note(path.read_bytes()).checkpoint.size)
         return path
 
-    monkeypatch.setattr("ledgertool.capture.run.write_checkpoint", spy)
+    monkeypatch.setattr(writer, "write_checkpoint", spy)  # LinkWriter signs every checkpoint of a capture
     capture_file(SAMPLE, tmp_path / "L", digest_key=dk, signing_key=sk, segment_records=SEG)
     assert seen == [0, 1, 2, 3, 3]  # an empty one before the first seal, one per seal, the run's closing one
 

@@ -1,9 +1,10 @@
 """capture: frames from a capture file or a live interface -> digests -> segments -> sealed,
 signed, chained ledger.
 
-The native engine does read + strip + digest + record; this module rotates segments by record
-count and by wall-clock age, seals each one, and recovers torn open segments left by a crash
-before appending. A live source (`iface:NAME`, ledgertool.source.live) runs until SIGINT/SIGTERM,
+The native engine does read + strip + digest + record; CaptureRun drives it in phases (open, loop,
+finish) and hands every record to a LinkWriter (ledgertool.ledger.writer), which rotates segments
+by record count and by wall-clock age and seals each one; torn open segments left by a crash are
+sealed first (ledgertool.ledger.recover). A live source (`iface:NAME`, ledgertool.source.live) runs until SIGINT/SIGTERM,
 --duration or --frames; frames the kernel dropped arrive as GAP records and are counted as drops.
 """
 
@@ -14,30 +15,20 @@ import dataclasses
 import errno
 import os
 import signal
-import stat
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NoReturn
 
 import numpy as np
 
 from .. import fsio
-from ..algorithms import get_algorithm, get_strip_mode
-from ..digest.engine import FLAG_GAP, DigestEngine, usable_cores
-from ..errors import (
-    LedgerError,
-    LedgerFormatError,
-    LedgerLockedError,
-    StorageError,
-    UsageError,
-)
+from ..algorithms import Algorithm, get_algorithm, get_strip_mode
+from ..digest.engine import FLAG_GAP, CaptureReader, DigestEngine, usable_cores
+from ..errors import LedgerError, LedgerLockedError, StorageError, UsageError
 from ..keyfiles import DigestKey, SigningKey
 from ..ledger import layout
-from ..ledger import segment as segments
-from ..ledger.checkpoints import link_tree, write_checkpoint
 from ..ledger.header import (
     DEFAULT_LEAF_RECORDS,
     DEFAULT_LINK,
@@ -45,15 +36,12 @@ from ..ledger.header import (
     create_ledger,
     load_ledger,
 )
-from ..ledger.index import link_state, links, segment_files
-from ..ledger.layout import LEDGER_FILE, LOCK_FILE, checkpoint_path
+from ..ledger.layout import LEDGER_FILE, LOCK_FILE
 from ..ledger.lock import writer_lock
-from ..ledger.rotations import (
-    current_digest_key_id,
-    current_signer_check,
-    digest_key_ids,
-)
-from ..seal.document import SealResult, seal_records
+from ..ledger.recover import recover_open_segments
+from ..ledger.rotations import current_digest_key_id, current_signer_check
+from ..ledger.writer import LinkWriter
+from ..seal.document import SealResult
 from ..source import is_bypass, is_live, is_workload, open_source, open_sources
 from ..source.live import LiveOptions, LiveStats
 from .workers import (
@@ -132,121 +120,6 @@ class CaptureResult:
             "interrupted": self.interrupted, "created": self.created, "stop_reason": self.stop_reason,
             **({"live": self.live} if self.live is not None else {}),
         }
-
-
-def _remove_tmp_files(ledger_dir: Path, directory: Path, discarded: list[dict] | None) -> None:
-    """Remove the leftovers of interrupted atomic writes (``*.tmp``, fsio) in `directory`; a link
-    or other non-regular file by that name is refused (FileTypeError), never followed."""
-    if not directory.is_dir():
-        return
-    for tmp in sorted(directory.glob("*" + fsio.TMP_SUFFIX)):
-        st = tmp.lstat()
-        if not stat.S_ISREG(st.st_mode):
-            raise fsio.wrong_kind(tmp, st.st_mode, "a regular file (leftover of an interrupted write)")
-        fsio.unlink(tmp, root=ledger_dir)
-        if discarded is not None:
-            discarded.append({"path": str(tmp), "bytes": st.st_size, "why": "temporary file of an interrupted write"})
-
-
-def recover_open_segments(ledger_dir: Path, ledger: LedgerHeader, link: str, signing_key: SigningKey,
-                          discarded: list[dict] | None = None) -> list[SealResult]:
-    """Seal every open segment left by a crash (whole records kept, torn bytes reported).
-
-    Also removes leftovers of interrupted atomic writes (``*.tmp``) and every open segment that
-    cannot be sealed where it stands: its header was cut (no whole record), does not decode, or
-    does not fit the ledger there (another ledger, link, index, first seq, parameters or a digest
-    key that is not the current one). Each is listed in `discarded` when given (path, bytes, why):
-    nothing is removed without being reported. A link or FIFO in the ledger is FileTypeError.
-    """
-    out = []
-
-    def discard(path: Path, size: int, why: str, *also: Path) -> None:
-        for p in (path, *also):
-            fsio.unlink(p, root=ledger_dir, missing_ok=True)
-        if discarded is not None:
-            discarded.append({"path": str(path), "bytes": size, "why": why})
-
-    _remove_tmp_files(ledger_dir, layout.link_dir(ledger_dir, link), discarded)
-    key_id = digest_key_ids(ledger_dir, ledger)[-1]
-    for index, files in sorted(segment_files(ledger_dir, link).items()):
-        if "open" not in files:
-            continue
-        if "seal.json" in files:  # crashed between sealing and removing the open file
-            fsio.unlink(files["open"], root=ledger_dir)
-            continue
-        partial = [files["parquet"]] if "parquet" in files else []  # of a seal that was not finished
-        try:
-            seg = segments.read_open_segment(files["open"], ledger_dir)
-        except LedgerFormatError as e:
-            size = files["open"].lstat().st_size
-            why = ("segment header cut" if size < segments.HEADER_SIZE else
-                   f"segment header does not decode ({str(e).removeprefix(str(files['open']) + ': ')}): "
-                   "its records cannot be attributed")
-            discard(files["open"], size, why, *partial)
-            continue
-        if seg.count == 0:  # crashed before the first whole record: nothing to seal
-            discard(files["open"], seg.torn_bytes, "open segment without a whole record", *partial)
-            continue
-        state = link_state(ledger_dir, ledger, link)
-        misfit = (f"the file is segment {index}" if index != state.next_index else
-                  segments.header_mismatch(seg.header, ledger, link, state.next_index, state.next_seq, key_id))
-        if misfit:
-            discard(files["open"], segments.HEADER_SIZE + len(seg.records) + seg.torn_bytes,
-                    f"open segment does not continue the chain at segment {state.next_index}, seq "
-                    f"{state.next_seq}: {misfit}; its {seg.count} records cannot be sealed there", *partial)
-            continue
-        # the records were digested with the key the segment header names: the seal says so
-        _, res = seal_records(
-            ledger_dir=ledger_dir, ledger=ledger.for_digest_key(seg.header.key_id), link=link, index=index,
-            first_seq=seg.header.first_seq,
-            records=seg.records, prev_hash=state.prev_hash, signing_key=signing_key,
-            parquet=layout.parquet_path(ledger_dir, link, index),
-            seal_file=layout.seal_path(ledger_dir, link, index), torn_bytes=seg.torn_bytes,
-            source="recovered open segment",
-        )
-        fsio.unlink(files["open"], root=ledger_dir)
-        out.append(res)
-    return out
-
-
-@dataclass
-class RecoverResult:
-    """What `recover_ledger` did (JSON: `ledgertool recover --json`)."""
-
-    ledger: str
-    sealed: list[tuple[str, SealResult]] = field(default_factory=list)
-    discarded: list[dict] = field(default_factory=list)
-    checkpoints: list[str] = field(default_factory=list)
-
-    @property
-    def torn_bytes(self) -> int:
-        return sum(r.torn_bytes for _, r in self.sealed) + sum(d["bytes"] for d in self.discarded)
-
-    def to_json(self) -> dict:
-        return {"ok": True, "ledger": self.ledger,
-                "sealed": [{"link": link, "segment": r.index, "records": r.records,
-                            "torn_bytes_discarded": r.torn_bytes} for link, r in self.sealed],
-                "discarded": self.discarded, "bytes_discarded": self.torn_bytes,
-                "checkpoints": self.checkpoints}
-
-
-def recover_ledger(ledger_dir: Path, signing_key: SigningKey) -> RecoverResult:
-    """Seal the torn open segments of every link after a crash and re-sign the checkpoints.
-
-    Holds the ledger's writer lock (LedgerLockedError while a capture or another writer runs);
-    StorageError naming the file when the file system fails (nothing is removed before what
-    replaces it is durable, so rerunning after the fix is safe)."""
-    ledger_dir = Path(ledger_dir)
-    ledger = load_ledger(ledger_dir)
-    with writer_lock(ledger_dir, "recover"):
-        current_signer_check(ledger_dir, ledger, signing_key)
-        res = RecoverResult(str(ledger_dir))
-        _remove_tmp_files(ledger_dir, ledger_dir, res.discarded)
-        for link in links(ledger_dir):
-            for r in recover_open_segments(ledger_dir, ledger, link, signing_key, res.discarded):
-                res.sealed.append((link, r))
-            res.checkpoints.append(str(write_checkpoint(ledger_dir, ledger, link, signing_key)))
-    return res
 
 
 def _sum_stats(stats: list[LiveStats]) -> LiveStats:
@@ -337,11 +210,12 @@ def capture_file(
                 _remove_new_dir(ledger_dir)
             raise
         try:
-            return _capture_locked(
-                source, ledger_dir, digest_key=digest_key, signing_key=signing_key, algorithm=algorithm,
-                strip=strip, link=link, segment_records=segment_records, leaf_records=leaf_records,
-                progress=progress, segment_seconds=segment_seconds, duration=duration, max_frames=max_frames,
-                live=live, monitor=monitor, workers=workers, accept_forgery_risk=accept_forgery_risk)
+            opts = CaptureOptions(
+                algorithm=algorithm, strip=strip, link=link, segment_records=segment_records,
+                segment_seconds=segment_seconds, leaf_records=leaf_records, duration=duration,
+                max_frames=max_frames, live=live, workers=workers, accept_forgery_risk=accept_forgery_risk,
+                progress=progress, monitor=monitor)
+            return CaptureRun(source, ledger_dir, digest_key, signing_key, opts).run()
         except StorageError as e:
             if e.errno in _WRITE_ERRNOS and e.path and Path(e.path).parent == layout.link_dir(ledger_dir, link):
                 e.args = (f"{e}; every record written before the error is kept: once that is fixed, "
@@ -352,384 +226,406 @@ def capture_file(
                 _remove_new_dir(ledger_dir)  # nothing was recorded: leave nothing behind
 
 
-def _capture_locked(
-    source: str | Path, ledger_dir: Path, *, digest_key: DigestKey, signing_key: SigningKey,
-    algorithm: str | None = None, strip: str | None = None, link: str = DEFAULT_LINK,
-    segment_records: int = DEFAULT_SEGMENT_RECORDS, leaf_records: int | None = None,
-    progress: Progress | None = None, segment_seconds: float | None = None, duration: float | None = None,
-    max_frames: int | None = None, live: LiveOptions | None = None,
-    monitor: Callable[[CaptureStatus], None] | None = None, workers: int = 0, accept_forgery_risk: bool = False,
-) -> CaptureResult:
-    """capture_file with the writer lock held and DIR existing."""
-    live_source = is_live(source)
-    # A live ring hands out frames block by block to one reader: one thread digests them. Several
-    # live workers are several rings in one fanout group, one thread each (ledgertool.capture.workers).
-    live_workers = (workers or 1) if live_source else 0
-    workers = 1 if live_source else (workers or usable_cores())
-    pins = None
-    if live_workers > 1:
-        pins = LiveWorkers.check_pins(live.pin_cpu if live else None, live_workers)
-    exists = os.path.lexists(ledger_dir / LEDGER_FILE)
-    if exists:
+@dataclass(frozen=True)
+class CaptureOptions:
+    """What capture_file was asked for (checked there, before the ledger is locked)."""
+
+    algorithm: str | None = None
+    strip: str | None = None
+    link: str = DEFAULT_LINK
+    segment_records: int = DEFAULT_SEGMENT_RECORDS
+    segment_seconds: float | None = None
+    leaf_records: int | None = None
+    duration: float | None = None
+    max_frames: int | None = None
+    live: LiveOptions | None = None
+    workers: int = 0
+    accept_forgery_risk: bool = False
+    progress: Progress | None = None
+    monitor: Callable[[CaptureStatus], None] | None = None
+
+
+def _gap_records_only(records: memoryview, n: int, dtype: np.dtype, first_seq: int) -> np.ndarray:
+    """The GAP records among `n` records, renumbered from `first_seq` to stay contiguous."""
+    arr = np.frombuffer(records, dtype=dtype, count=n)
+    arr = arr[(arr["flags"] & FLAG_GAP) != 0].copy()
+    arr["seq"] = np.arange(first_seq, first_seq + len(arr), dtype=np.uint64)
+    return arr
+
+
+class CaptureRun:
+    """One capture_file run with the ledger's writer lock held and DIR existing, in phases:
+
+    open    check or create the ledger, open the source, recover the link's open segments, continue
+            its chain (LinkWriter), start the engines, catch SIGINT/SIGTERM;
+    loop    fill records into the LinkWriter until the source ends or a stop (a signal, the
+            duration, the frame count) drains it: one reader, or several live workers merged;
+    finish  seal the open segment, sign the closing checkpoint;
+    close   in every case: stop the workers, finish a seal in flight, restore the signals, close
+            the source; then the report (counters, live statistics, warnings).
+
+    An error while reading seals what was read before it (`_fail`).
+    """
+
+    # set by _open
+    ledger: LedgerHeader
+    alg: Algorithm
+    strip_id: int
+    result: CaptureResult
+    reader: CaptureReader  # the first of `readers`
+    engine: DigestEngine
+
+    def __init__(self, source: str | Path, ledger_dir: Path, digest_key: DigestKey, signing_key: SigningKey,
+                 opts: CaptureOptions):
+        self.source = source
+        self.ledger_dir = ledger_dir
+        self.digest_key = digest_key
+        self.signing_key = signing_key
+        self.opts = opts
+        self.live_source = is_live(source)
+        # A live ring hands out frames block by block to one reader: one thread digests them. Several
+        # live workers are several rings in one fanout group, one thread each (ledgertool.capture.workers).
+        self.live_workers = (opts.workers or 1) if self.live_source else 0
+        self.digest_threads = 1 if self.live_source else (opts.workers or usable_cores())
+        self.readers: list = []
+        self.witness: FanoutWitness | None = None
+        self.workers: LiveWorkers | None = None
+        self.writer: LinkWriter | None = None
+        self.stopping = False
+        self._signal: int | None = None
+        self._old_handlers: dict = {}
+        self._t0 = 0.0
+        self._reader_info = None
+        self._live_stats: LiveStats | None = None
+
+    def run(self) -> CaptureResult:
+        """open, loop, finish; close in every case (see the class); CaptureResult as capture_file."""
+        try:
+            self._open()
+        except BaseException:
+            self._abandon()
+            raise
+        try:
+            if self.workers is not None:
+                self._loop_workers()
+            else:
+                self._loop()
+            self._finish()
+        finally:
+            self._close()
+        return self._report()
+
+    # ---- open ------------------------------------------------------------------------------------
+
+    def _open(self) -> None:
+        opts = self.opts
+        pins = None
+        if self.live_workers > 1:
+            pins = LiveWorkers.check_pins(opts.live.pin_cpu if opts.live else None, self.live_workers)
+        exists = self._check_ledger()
+        # Open the capture before creating anything, so a bad file leaves no empty ledger behind.
+        self._open_readers()
+        if not exists:
+            self.ledger = create_ledger(
+                self.ledger_dir, algorithm=self.alg.name, strip=opts.strip or "frame",
+                digest_key_id=self.digest_key.key_id(self.alg.name, self.alg.key_size),
+                digest_size=self.alg.digest_size, leaf_records=opts.leaf_records or DEFAULT_LEAF_RECORDS)
+        self.result = CaptureResult(str(self.source), str(self.ledger_dir), opts.link, self.alg.name,
+                                    self.ledger.strip, created=not exists)
+        if not exists and self.alg.creation_warning:
+            self.result.warnings.append(self.alg.creation_warning)
+        self._recover()
+        source_name = (str(self.source) if (self.live_source or is_workload(self.source))
+                       else Path(self.source).name)
+        self.writer = LinkWriter.open(self.ledger_dir, self.ledger, opts.link, self.signing_key, source=source_name,
+                                      segment_records=opts.segment_records, segment_seconds=opts.segment_seconds)
+        self.result.first_seq = self.writer.next_seq
+        subkey = self.digest_key.subkey(self.alg.name, self.alg.key_size)
+        engines = [DigestEngine(r, self.alg, self.strip_id, subkey, workers=self.digest_threads)
+                   for r in self.readers]
+        self.engine = engines[0]
+        if self.live_workers > 1:
+            self.workers = LiveWorkers(engines, max_frames=opts.max_frames, pin_cpus=pins)
+        # Signals can only be caught on the main thread; elsewhere the caller owns interruption.
+        if threading.current_thread() is threading.main_thread():
+            self._old_handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        self._t0 = time.perf_counter()
+
+    def _check_ledger(self) -> bool:
+        """Load and check an existing ledger against the options and keys, or check the options of a
+        new one (created once the source is open). Whether the ledger exists."""
+        opts, ledger_dir = self.opts, self.ledger_dir
+        if not os.path.lexists(ledger_dir / LEDGER_FILE):
+            self.alg = get_algorithm(opts.algorithm or "siphash-1-3-128")
+            self.strip_id = get_strip_mode(opts.strip or "frame")
+            if self.alg.risk_opt_in and not opts.accept_forgery_risk:
+                raise UsageError(
+                    f"{self.alg.name} uses a fixed IV: whoever holds two of the ledger's (frame, tag) pairs, "
+                    "as the prover normally does, can forge every tag without the key; use "
+                    f"blake3-keyed-128 or hmac-sha256-128, or create it anyway with {self.alg.risk_opt_in} "
+                    "(docs/algorithms.md, \"GMAC with a fixed IV\")")
+            return False
         ledger = load_ledger(ledger_dir)
-        for opt, val in (("algorithm", algorithm), ("strip", strip), ("leaf_records", leaf_records)):
+        for opt, val in (("algorithm", opts.algorithm), ("strip", opts.strip), ("leaf_records", opts.leaf_records)):
             if val is not None and val != getattr(ledger, opt):
                 raise UsageError(f"{ledger_dir}: ledger uses {opt} {getattr(ledger, opt)!r}, not {val!r} "
                                  "(a ledger never changes algorithm or strip mode)")
-        alg = get_algorithm(ledger.algorithm)
-        strip_id = get_strip_mode(ledger.strip)
+        self.alg = get_algorithm(ledger.algorithm)
+        self.strip_id = get_strip_mode(ledger.strip)
         # new segments use the newest digest key (a rotation retires the older ones); their
         # headers and seals carry its id, ledger.json keeps the genesis id
-        ledger = ledger.for_digest_key(current_digest_key_id(ledger_dir, ledger, digest_key))
-        current_signer_check(ledger_dir, ledger, signing_key)
-    else:
-        alg = get_algorithm(algorithm or "siphash-1-3-128")
-        strip_id = get_strip_mode(strip or "frame")
-        if alg.risk_opt_in and not accept_forgery_risk:
-            raise UsageError(f"{alg.name} uses a fixed IV: whoever holds two of the ledger's (frame, tag) pairs, "
-                             "as the prover normally does, can forge every tag without the key; use "
-                             f"blake3-keyed-128 or hmac-sha256-128, or create it anyway with {alg.risk_opt_in} "
-                             "(docs/algorithms.md, \"GMAC with a fixed IV\")")
-    # Open the capture before creating anything, so a bad file leaves no empty ledger behind.
-    witness: FanoutWitness | None = None
-    if live_workers > 1:
-        if is_bypass(source):
+        self.ledger = ledger.for_digest_key(current_digest_key_id(ledger_dir, ledger, self.digest_key))
+        current_signer_check(ledger_dir, self.ledger, self.signing_key)
+        return True
+
+    def _open_readers(self) -> None:
+        source, live, n = self.source, self.opts.live, self.live_workers
+        if n <= 1:
+            self.readers = [open_source(source, live)]
+        elif is_bypass(source):
             # AF_XDP sockets on consecutive queues, or RX queues of a DPDK port; each worker thread
             # pins itself
-            readers = open_sources(source, dataclasses.replace(live or LiveOptions(), pin_cpu=None), live_workers)
+            self.readers = open_sources(source, dataclasses.replace(live or LiveOptions(), pin_cpu=None), n)
         else:
             # one fanout group for every ring: the first makes it (a random id unless --fanout-group),
             # the others join it; each worker thread pins itself
             wopts = dataclasses.replace(live or LiveOptions(), pin_cpu=None, fanout=True)
-            readers = []
-            try:
-                for _ in range(live_workers):
-                    readers.append(open_source(source, wopts))
-                    wopts = dataclasses.replace(wopts, fanout_group=readers[0].fanout_group)
-                witness = FanoutWitness(readers[0].iface, readers[0].fanout_group)
-                witness.start(readers)
-            except BaseException:
-                for r in readers:
-                    r.close()
-                if witness is not None:
-                    witness.close()
-                raise
-    else:
-        readers = [open_source(source, live)]
-    reader = readers[0]
+            for _ in range(n):
+                self.readers.append(open_source(source, wopts))
+                wopts = dataclasses.replace(wopts, fanout_group=self.readers[0].fanout_group)
+            self.witness = FanoutWitness(self.readers[0].iface, self.readers[0].fanout_group)
+            self.witness.start(self.readers)
+        self.reader = self.readers[0]
 
-    def close_readers() -> None:
-        for r in readers:
+    def _recover(self) -> None:
+        discarded: list[dict] = []
+        self.result.recovered = recover_open_segments(self.ledger_dir, self.ledger, self.opts.link,
+                                                      self.signing_key, discarded)
+        for r in self.result.recovered:
+            self.result.warnings.append(f"recovered open segment {r.index}: sealed {r.records} records, "
+                                        f"discarded {r.torn_bytes} torn bytes")
+        for d in discarded:
+            self.result.warnings.append(f"recovery discarded {d['path']} ({d['bytes']} bytes: {d['why']})")
+
+    def _abandon(self) -> None:
+        """Opening failed: release what was opened (nothing was read yet)."""
+        if self.writer is not None:
+            self.writer.close()
+        self._close_readers()
+
+    def _close_readers(self) -> None:
+        for r in self.readers:
             r.close()
-        if witness is not None:
-            witness.close()
-    if not exists:
-        ledger = create_ledger(ledger_dir, algorithm=alg.name, strip=strip or "frame",
-                               digest_key_id=digest_key.key_id(alg.name, alg.key_size),
-                               digest_size=alg.digest_size, leaf_records=leaf_records or DEFAULT_LEAF_RECORDS)
-    result = CaptureResult(str(source), str(ledger_dir), link, alg.name, ledger.strip, created=not exists)
-    if not exists and alg.creation_warning:
-        result.warnings.append(alg.creation_warning)
-    discarded: list[dict] = []
-    try:
-        result.recovered = recover_open_segments(ledger_dir, ledger, link, signing_key, discarded)
-    except BaseException:
-        close_readers()
-        raise
-    for r in result.recovered:
-        result.warnings.append(f"recovered open segment {r.index}: sealed {r.records} records, "
-                               f"discarded {r.torn_bytes} torn bytes")
-    for d in discarded:
-        result.warnings.append(f"recovery discarded {d['path']} ({d['bytes']} bytes: {d['why']})")
+        if self.witness is not None:
+            self.witness.close()
 
-    state = link_state(ledger_dir, ledger, link)
-    # the link's chain in memory: each seal extends it and a checkpoint over it is signed right away,
-    # so a link never has seals without a checkpoint for longer than one signature
-    tree = link_tree(ledger_dir, link)
-    if not tree.complete:  # a checkpoint over this chain would cover a gap: nothing is captured
-        close_readers()
-        raise LedgerFormatError(f"{tree.stopped}: the seal chain of link {link} is broken; nothing was captured "
-                                "(`ledgertool verify` names what is wrong)")
-    result.first_seq = seq = state.next_seq
-    index, prev_hash = state.next_index, state.prev_hash
-    try:
-        engines = [DigestEngine(r, alg, strip_id, digest_key.subkey(alg.name, alg.key_size), workers=workers)
-                   for r in readers]
-    except LedgerError:
-        close_readers()
-        raise
-    engine = engines[0]
-    lw = LiveWorkers(engines, max_frames=max_frames, pin_cpus=pins) if live_workers > 1 else None
+    # ---- loop ------------------------------------------------------------------------------------
 
-    stop = {"signal": None}
+    def _on_signal(self, signum, _frame) -> None:
+        self._signal = signum
 
-    def on_signal(signum, _frame):
-        stop["signal"] = signum
-
-    # Signals can only be caught on the main thread; elsewhere the caller owns interruption.
-    main_thread = threading.current_thread() is threading.main_thread()
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)} if main_thread else {}
-    writer: segments.SegmentWriter | None = None
-    t0 = time.perf_counter()
-    seg_opened = 0.0
-    stopping = False
-    source_name = str(source) if (live_source or is_workload(source)) else Path(source).name
-
-    # Sealing runs on one background thread (pyarrow, hashing and the native calls release the
-    # GIL), so segment k is sealed while k + 1 is digested. One thread keeps the chain in order;
-    # waiting for seal k - 1 before handing over seal k bounds memory and surfaces errors early.
-    sealer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledgertool-seal")
-    chain = {"prev": prev_hash}
-    pending: list[Future] = []
-
-    def seal_job(path: Path, seg_index: int) -> SealResult:
-        seg = segments.read_open_segment(path, ledger_dir)
-        if not os.path.lexists(checkpoint_path(ledger_dir, link)):
-            # before a link's first seal (or in a ledger older than per-seal checkpoints): a checkpoint
-            # of the chain as it stands, so a link never holds a seal without a checkpoint
-            write_checkpoint(ledger_dir, ledger, link, signing_key, tree, top=False)
-        _doc, res = seal_records(
-            ledger_dir=ledger_dir, ledger=ledger, link=link, index=seg_index, first_seq=seg.header.first_seq,
-            records=seg.records, prev_hash=chain["prev"], signing_key=signing_key,
-            parquet=layout.parquet_path(ledger_dir, link, seg_index),
-            seal_file=layout.seal_path(ledger_dir, link, seg_index), source=source_name,
-        )
-        fsio.unlink(path, root=ledger_dir)
-        chain["prev"] = res.seal_hash
-        tree.seal_hashes.append(res.seal_hash)
-        tree.records.append(res.records)
-        write_checkpoint(ledger_dir, ledger, link, signing_key, tree, top=False)
-        return res
-
-    def stop_reason(frames_reached: bool) -> str | None:
-        """Why the capture should stop now: a signal, --duration, --frames; None to go on."""
-        if stop["signal"] is not None:
-            result.interrupted = True
+    def _stop_reason(self, frames_reached: bool) -> str | None:
+        """Why the capture should stop now: a signal, the duration, the frame count; None to go on."""
+        if self._signal is not None:
+            self.result.interrupted = True
             return "signal"
-        if duration is not None and time.perf_counter() - t0 >= duration:
+        if self.opts.duration is not None and time.perf_counter() - self._t0 >= self.opts.duration:
             return "duration"
         return "frames" if frames_reached else None
 
-    def drain() -> None:
-        """Wait for the seal in flight; its result joins result.segments (in chain order)."""
-        while pending:
-            result.segments.append(pending.pop(0).result())
+    def _loop(self) -> None:
+        """One reader (a file, a workload or one live ring) fills the open segment batch by batch."""
+        opts, result, w = self.opts, self.result, self.writer
+        while True:
+            if not self.stopping:
+                reason = self._stop_reason(opts.max_frames is not None and result.frames >= opts.max_frames)
+                if reason:
+                    result.stop_reason = reason
+                    if not self.live_source:
+                        break
+                    # drain what the ring holds, except after the frame count (that many, no more)
+                    self.reader.request_stop(drain=reason != "frames")
+                    self.stopping = True
+            ask = w.room()
+            if opts.max_frames is not None and not self.stopping:
+                ask = min(ask, opts.max_frames - result.frames)
+            try:
+                records, n, nbytes = self.engine.fill(w.next_seq, ask)
+            except LedgerError as e:  # corrupt structure: seal what was read, report where reading stopped
+                self._fail(e)
+            if n and self.stopping and result.stop_reason == "frames":
+                # the frame count reached: frames the engine still had in hand are not recorded; only
+                # the final GAP records (drops before the stop) are kept
+                arr = _gap_records_only(records, n, self.engine.dtype, w.next_seq)
+                records, n, nbytes = memoryview(arr.tobytes()), len(arr), 0
+            if n == 0:
+                if self.engine.ended or not self.live_source:
+                    break
+            else:
+                self._record(records, n, nbytes)
+            w.rotate_if_due()
+            if opts.monitor:
+                opts.monitor(self._status(result.frames, result.bytes, result.drops, w.open_index, w.open_records))
 
-    def seal_open() -> None:
-        nonlocal writer, index
-        assert writer is not None
-        writer.close()
-        path, seg_index = writer.path, index
-        writer = None
-        index += 1
-        drain()
-        pending.append(sealer.submit(seal_job, path, seg_index))
+    def _record(self, records: memoryview, n: int, nbytes: int) -> None:
+        """One reader's batch into the open segment; GAP records are counted as drops, not frames."""
+        self.writer.append(records, n)
+        frames = n
+        if self.live_source:  # GAP records: frames the kernel dropped, declared in aux
+            arr = np.frombuffer(records, dtype=self.engine.dtype, count=n)
+            gaps = (arr["flags"] & FLAG_GAP) != 0
+            if gaps.any():
+                frames -= int(gaps.sum())
+                self.result.drops += int(arr["aux"][gaps].sum())
+        self.result.frames += frames
+        self.result.bytes += nbytes
+        if self.opts.progress:
+            self.opts.progress(self.result.frames, self.result.bytes)
 
-    def write_sealed(recs: np.ndarray) -> None:
-        """Several live workers: write one merged, renumbered segment and hand it to the sealer."""
-        nonlocal writer, seq
-        hdr = segments.SegmentHeader(
-            ledger.ledger_id, link, index, alg.name, ledger.strip, ledger.digest_key_id,
-            ledger.record_size, ledger.digest_size, ledger.leaf_records, seq, segments.now_ns())
-        writer = segments.SegmentWriter(layout.open_segment_path(ledger_dir, link, index), hdr, ledger_dir)
-        writer.append(recs.tobytes(), len(recs))
-        gaps = (recs["flags"] & FLAG_GAP) != 0
-        result.frames += len(recs) - int(gaps.sum())
-        result.drops += int(recs["aux"][gaps].sum())
-        seq += len(recs)
-        seal_open()
+    def _status(self, frames: int, nbytes: int, drops: int, open_segment: int | None, open_records: int
+                ) -> CaptureStatus:
+        return CaptureStatus(frames, nbytes, drops, time.perf_counter() - self._t0, len(self.writer.sealed),
+                             open_segment, open_records, self.stopping)
 
-    def run_workers() -> None:
+    def _loop_workers(self) -> None:
         """Several live workers (docs/capture.md "Workers and fanout"): each thread fills its own
         buffer; at a segment boundary (segment_records in total, segment_seconds, the end) the
         buffers are merged by (ts_ns, worker, order in the worker), renumbered and sealed. Records
         past segment_records are carried, still per worker, into the next segment's merge."""
-        nonlocal stopping
-        assert lw is not None
-        carry = [np.empty(0, dtype=engine.dtype)] * live_workers
+        lw, w, witness, result = self.workers, self.writer, self.witness, self.result
+        carry = [np.empty(0, dtype=self.engine.dtype)] * self.live_workers
         carried = 0
-        seg_opened = None
+        seg_opened: float | None = None  # perf_counter when the pooled records began
         lw.start()
         while True:
-            if not stopping:
-                reason = stop_reason(lw.frames_reached.is_set())
-                if reason is None and lw.error is not None:
-                    reason = "error"
-                if reason:
-                    if reason != "error":
-                        result.stop_reason = reason
-                    if witness is not None:
-                        witness.stop()  # before the rings stop: see FanoutWitness
-                    # every ring drains, except after --frames (that many, no more) or an error
-                    for r in readers:
-                        r.request_stop(drain=reason not in ("frames", "error"))
-                    stopping = True
+            if not self.stopping:
+                self._stop_workers_if_due()
             lw.wake.wait(0.05)
             lw.wake.clear()
             if witness is not None:
                 witness.poll()
             ended = lw.ended
             if witness is not None and ended and lw.error is None and result.foreign_frames is None:
-                # frames of the interface that no ring of ours received went to a foreign fanout
-                # member: declared in a GAP record, like the kernel's drops, and reported
-                result.foreign_frames = witness.foreign_frames(readers)
-                if result.foreign_frames:
-                    gap = gap_records(engine.dtype, result.foreign_frames, reader.info().linktype)
-                    carry[0] = np.concatenate((carry[0], gap))
-                    carried += len(gap)
+                gap = self._foreign_gap()
+                carry[0] = np.concatenate((carry[0], gap))
+                carried += len(gap)
             pooled = lw.buffered + carried
             now = time.perf_counter()
             if pooled and seg_opened is None:
                 seg_opened = now
-            while pooled and (pooled >= segment_records or ended or
-                              (segment_seconds is not None and now - seg_opened >= segment_seconds)):
+            while pooled and (ended or w.due(pooled, seg_opened, now)):
                 parts = [np.concatenate((c, p)) for c, p in zip(carry, lw.take())]
-                merged, wid = merge_worker_records(parts, seq)
-                cut = min(len(merged), segment_records)
-                carry = split_by_worker(merged[cut:], wid[cut:], live_workers)
+                merged, wid = merge_worker_records(parts, w.next_seq)
+                cut = min(len(merged), w.segment_records)
+                carry = split_by_worker(merged[cut:], wid[cut:], self.live_workers)
                 carried = len(merged) - cut
-                write_sealed(merged[:cut])
+                self._write_merged(merged[:cut])
                 pooled = carried
                 seg_opened = now if carried else None
-            if monitor:
-                monitor(CaptureStatus(lw.frames, lw.bytes, lw.drops, time.perf_counter() - t0,
-                                      len(result.segments), index if pooled else None, pooled, stopping))
+            if self.opts.monitor:
+                self.opts.monitor(self._status(lw.frames, lw.bytes, lw.drops, w.next_index if pooled else None,
+                                               pooled))
             if ended and not pooled and not lw.buffered:
                 break
         result.bytes = lw.bytes
         if lw.error is not None:
-            # what was read before the error is sealed (as with one worker), then it is reported
-            drain()
-            if result.segments:
-                write_checkpoint(ledger_dir, ledger, link, signing_key, tree)
-            result.next_seq = seq
-            e = lw.error
-            if isinstance(e, LedgerError):
-                e.args = (f"{e}; {result.frames} frames before it were sealed"
-                          + (f" in segments {result.segments[0].index}..{result.segments[-1].index}"
-                             if result.segments else ""),)
-            raise e
+            self._fail(lw.error)  # what was read before the error is sealed (as with one worker)
 
-    try:
-        if lw is not None:
-            run_workers()
-        while lw is None:  # one reader: a file, a workload or one live ring
-            if not stopping:
-                reason = stop_reason(max_frames is not None and result.frames >= max_frames)
-                if reason:
-                    result.stop_reason = reason
-                    if not live_source:
-                        break
-                    # drain what the ring holds, except after --frames (that many, no more)
-                    reader.request_stop(drain=reason != "frames")
-                    stopping = True
-            if writer is None:
-                hdr = segments.SegmentHeader(
-                    ledger.ledger_id, link, index, alg.name, ledger.strip, ledger.digest_key_id,
-                    ledger.record_size, ledger.digest_size, ledger.leaf_records, seq,
-                    segments.now_ns())
-                want = segment_records
-            ask = want
-            if max_frames is not None and not stopping:
-                ask = min(ask, max_frames - result.frames)
+    def _stop_workers_if_due(self) -> None:
+        reason = self._stop_reason(self.workers.frames_reached.is_set())
+        if reason is None and self.workers.error is not None:
+            reason = "error"
+        if not reason:
+            return
+        if reason != "error":
+            self.result.stop_reason = reason
+        if self.witness is not None:
+            self.witness.stop()  # before the rings stop: see FanoutWitness
+        # every ring drains, except after the frame count (that many, no more) or an error
+        for r in self.readers:
+            r.request_stop(drain=reason not in ("frames", "error"))
+        self.stopping = True
+
+    def _foreign_gap(self) -> np.ndarray:
+        """Frames of the interface that no ring of ours received went to a foreign fanout member:
+        declared in a GAP record, like the kernel's drops, and reported."""
+        self.result.foreign_frames = self.witness.foreign_frames(self.readers)
+        if not self.result.foreign_frames:
+            return np.empty(0, dtype=self.engine.dtype)
+        return gap_records(self.engine.dtype, self.result.foreign_frames, self.reader.info().linktype)
+
+    def _write_merged(self, recs: np.ndarray) -> None:
+        """Several live workers: one merged, renumbered segment, written whole and handed to the sealer."""
+        self.writer.append(recs.tobytes(), len(recs))
+        gaps = (recs["flags"] & FLAG_GAP) != 0
+        self.result.frames += len(recs) - int(gaps.sum())
+        self.result.drops += int(recs["aux"][gaps].sum())
+        self.writer.seal()
+
+    def _fail(self, e: BaseException) -> NoReturn:
+        """Reading stopped at `e`: seal what was read before it and sign a checkpoint over it (a new
+        ledger that recorded nothing is removed), then raise `e`, saying how many frames were sealed."""
+        w = self.writer
+        w.end_segment()
+        w.drain()
+        if self.result.created and not w.sealed:
+            _remove_new_ledger(self.ledger_dir, self.opts.link)  # nothing was recorded: leave nothing behind
+        elif w.sealed or self.result.recovered:
+            w.checkpoint()
+        if isinstance(e, LedgerError):
+            where = w.sealed_range()
+            e.args = (f"{e}; {self.result.frames} frames before it were sealed" + (f" in {where}" if where else ""),)
+        raise e
+
+    # ---- finish, close, report -------------------------------------------------------------------
+
+    def _finish(self) -> None:
+        """Seal the open segment and sign the checkpoint over the link's whole chain."""
+        w = self.writer
+        w.end_segment()
+        w.drain()
+        if layout.link_dir(self.ledger_dir, self.opts.link).is_dir():
             try:
-                records, n, nbytes = engine.fill(seq, ask)
-            except LedgerError as e:
-                # Corrupt structure: seal what was read, then report where reading stopped.
-                if writer is not None and writer.records:
-                    seal_open()
-                elif writer is not None:
-                    writer.close()
-                    fsio.unlink(writer.path, root=ledger_dir)
-                    writer = None
-                drain()
-                if result.created and not result.segments:
-                    _remove_new_ledger(ledger_dir, link)  # nothing was recorded: leave nothing behind
-                elif result.segments or result.recovered:
-                    write_checkpoint(ledger_dir, ledger, link, signing_key, tree)
-                result.next_seq = seq
-                e.args = (f"{e}; {result.frames} frames before it were sealed"
-                          + (f" in segments {result.segments[0].index}..{result.segments[-1].index}"
-                             if result.segments else ""),)
-                raise
-            if n and stopping and result.stop_reason == "frames":
-                # --frames N reached: frames the engine still had in hand are not recorded; only the
-                # final GAP records (drops before the stop) are kept, renumbered to stay contiguous.
-                arr = np.frombuffer(records, dtype=engine.dtype, count=n)
-                arr = arr[(arr["flags"] & FLAG_GAP) != 0].copy()
-                arr["seq"] = np.arange(seq, seq + len(arr), dtype=np.uint64)
-                records, n, nbytes = memoryview(arr.tobytes()), len(arr), 0
-            if n == 0:
-                if engine.ended or not live_source:
-                    break
-            else:
-                if writer is None:
-                    writer = segments.SegmentWriter(layout.open_segment_path(ledger_dir, link, index), hdr,
-                                                    ledger_dir)
-                    seg_opened = time.perf_counter()
-                writer.append(records, n)
-                seq += n
-                want -= n
-                frames = n
-                if live_source:  # GAP records: frames the kernel dropped, declared in aux
-                    arr = np.frombuffer(records, dtype=engine.dtype, count=n)
-                    gaps = (arr["flags"] & FLAG_GAP) != 0
-                    if gaps.any():
-                        frames -= int(gaps.sum())
-                        result.drops += int(arr["aux"][gaps].sum())
-                result.frames += frames
-                result.bytes += nbytes
-                if progress:
-                    progress(result.frames, result.bytes)
-            if want == 0 or (segment_seconds is not None and writer is not None
-                             and time.perf_counter() - seg_opened >= segment_seconds):
-                seal_open()
-            if monitor:
-                monitor(CaptureStatus(result.frames, result.bytes, result.drops, time.perf_counter() - t0,
-                                      len(result.segments), index if writer is not None else None,
-                                      writer.records if writer is not None else 0, stopping))
-        if writer is not None and writer.records:
-            seal_open()
-        elif writer is not None:
-            writer.close()
-            fsio.unlink(writer.path, root=ledger_dir)
-        drain()
-        if layout.link_dir(ledger_dir, link).is_dir():
-            try:
-                write_checkpoint(ledger_dir, ledger, link, signing_key, tree)
+                w.checkpoint()
             except LedgerError as e:  # an older seal is missing or unreadable: nothing was signed
-                sealed = (f"segments {result.segments[0].index}..{result.segments[-1].index}" if result.segments
-                          else "no segment")
-                e.args = (f"{e}; this capture's {result.frames} frames were sealed ({sealed}), the checkpoint "
-                          "was not signed",)
+                e.args = (f"{e}; this capture's {self.result.frames} frames were sealed "
+                          f"({w.sealed_range() or 'no segment'}), the checkpoint was not signed",)
                 raise
-    finally:
-        if lw is not None:  # every worker thread is out of its reader before the readers close
-            for r in readers:
+
+    def _close(self) -> None:
+        if self.workers is not None:  # every worker thread is out of its reader before the readers close
+            for r in self.readers:
                 r.request_stop(drain=False)
-            lw.join()
-        try:
-            if pending:  # an error elsewhere is on its way out: still finish the seal in flight
-                try:
-                    drain()
-                except Exception:  # noqa: BLE001 - the first error is the one reported
-                    pass
-        finally:
-            sealer.shutdown(wait=True)
-        for s, h in old.items():
+            self.workers.join()
+        self.writer.close()
+        for s, h in self._old_handlers.items():
             signal.signal(s, h)
-        reader_info = reader.info()
-        live_stats = _sum_stats([r.stats() for r in readers]) if live_source else None
-        close_readers()
-    result.elapsed_s = time.perf_counter() - t0
-    result.next_seq = seq
-    if live_stats is not None:
+        self._reader_info = self.reader.info()
+        if self.live_source:
+            self._live_stats = _sum_stats([r.stats() for r in self.readers])
+        self._close_readers()
+
+    def _report(self) -> CaptureResult:
+        result = self.result
+        result.elapsed_s = time.perf_counter() - self._t0
+        result.next_seq = self.writer.next_seq
+        result.segments = self.writer.sealed
+        if self._live_stats is not None:
+            self._report_live(self._live_stats)
+        note = self._reader_info.truncation_note()
+        if note:
+            result.warnings.append(note)
+        return result
+
+    def _report_live(self, live_stats: LiveStats) -> None:
+        """Kernel/ring counters into the result, and a warning for every frame not recorded."""
+        result, source, witness = self.result, self.source, self.witness
         result.live = live_stats.to_json()
         result.warnings.extend(getattr(live_stats, "notes", ()))  # kernel-bypass sources (ledgertool.source.bypass)
         foreign = result.foreign_frames or 0
-        if lw is not None:
-            result.live["workers"] = live_workers
-            result.live["worker_frames"] = list(lw.per_worker_frames)
+        if self.workers is not None:
+            result.live["workers"] = self.live_workers
+            result.live["worker_frames"] = list(self.workers.per_worker_frames)
             if witness is not None:
                 result.live["fanout"] = {"group": witness.group, "witness_frames": witness.frames,
                                          "foreign_frames": result.foreign_frames}
@@ -754,7 +650,3 @@ def _capture_locked(
             result.warnings.append(
                 f"{source}: kernel saw {live_stats.kernel_packets} frames, ledger has {live_stats.frames} "
                 f"frames + {live_stats.drops_declared} declared drops")
-    note = reader_info.truncation_note()
-    if note:
-        result.warnings.append(note)
-    return result

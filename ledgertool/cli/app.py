@@ -387,7 +387,7 @@ def recover(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
 ) -> None:
     """Seal the torn open segments a crash left (whole records kept), report bytes discarded."""
-    from ..capture.run import recover_ledger
+    from ..ledger.recover import recover_ledger
     from ..keyfiles import SigningKey
 
     res = recover_ledger(ledger, SigningKey.load(signing_key))

@@ -1,0 +1,139 @@
+"""Recovery after a crash: seal the open segments a capture left (whole records kept, torn bytes
+reported), remove the leftovers of interrupted atomic writes, re-sign the checkpoints
+(`ledgertool recover`, docs/cli.md; a capture runs `recover_open_segments` on its link first).
+"""
+
+from __future__ import annotations
+
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import fsio
+from ..errors import LedgerFormatError
+from ..keyfiles import SigningKey
+from ..seal.document import SealResult, seal_records
+from . import layout
+from . import segment as segments
+from .checkpoints import write_checkpoint
+from .header import LedgerHeader, load_ledger
+from .index import link_state, links, segment_files
+from .lock import writer_lock
+from .rotations import current_signer_check, digest_key_ids
+
+
+def _remove_tmp_files(ledger_dir: Path, directory: Path, discarded: list[dict] | None) -> None:
+    """Remove the leftovers of interrupted atomic writes (``*.tmp``, fsio) in `directory`; a link
+    or other non-regular file by that name is refused (FileTypeError), never followed."""
+    if not directory.is_dir():
+        return
+    for tmp in sorted(directory.glob("*" + fsio.TMP_SUFFIX)):
+        st = tmp.lstat()
+        if not stat.S_ISREG(st.st_mode):
+            raise fsio.wrong_kind(tmp, st.st_mode, "a regular file (leftover of an interrupted write)")
+        fsio.unlink(tmp, root=ledger_dir)
+        if discarded is not None:
+            discarded.append({"path": str(tmp), "bytes": st.st_size, "why": "temporary file of an interrupted write"})
+
+
+def _discard(ledger_dir: Path, discarded: list[dict] | None, path: Path, size: int, why: str, *also: Path) -> None:
+    """Remove `path` (and `also`), listing it in `discarded`: nothing goes without being reported."""
+    for p in (path, *also):
+        fsio.unlink(p, root=ledger_dir, missing_ok=True)
+    if discarded is not None:
+        discarded.append({"path": str(path), "bytes": size, "why": why})
+
+
+def recover_open_segments(ledger_dir: Path, ledger: LedgerHeader, link: str, signing_key: SigningKey,
+                          discarded: list[dict] | None = None) -> list[SealResult]:
+    """Seal every open segment left by a crash (whole records kept, torn bytes reported).
+
+    Also removes leftovers of interrupted atomic writes (``*.tmp``) and every open segment that
+    cannot be sealed where it stands: its header was cut (no whole record), does not decode, or
+    does not fit the ledger there (another ledger, link, index, first seq, parameters or a digest
+    key that is not the current one). Each is listed in `discarded` when given (path, bytes, why):
+    nothing is removed without being reported. A link or FIFO in the ledger is FileTypeError.
+    """
+    out = []
+    _remove_tmp_files(ledger_dir, layout.link_dir(ledger_dir, link), discarded)
+    key_id = digest_key_ids(ledger_dir, ledger)[-1]
+    for index, files in sorted(segment_files(ledger_dir, link).items()):
+        if "open" not in files:
+            continue
+        if "seal.json" in files:  # crashed between sealing and removing the open file
+            fsio.unlink(files["open"], root=ledger_dir)
+            continue
+        partial = [files["parquet"]] if "parquet" in files else []  # of a seal that was not finished
+        try:
+            seg = segments.read_open_segment(files["open"], ledger_dir)
+        except LedgerFormatError as e:
+            size = files["open"].lstat().st_size
+            why = ("segment header cut" if size < segments.HEADER_SIZE else
+                   f"segment header does not decode ({str(e).removeprefix(str(files['open']) + ': ')}): "
+                   "its records cannot be attributed")
+            _discard(ledger_dir, discarded, files["open"], size, why, *partial)
+            continue
+        if seg.count == 0:  # crashed before the first whole record: nothing to seal
+            _discard(ledger_dir, discarded, files["open"], seg.torn_bytes, "open segment without a whole record",
+                     *partial)
+            continue
+        state = link_state(ledger_dir, ledger, link)
+        misfit = (f"the file is segment {index}" if index != state.next_index else
+                  segments.header_mismatch(seg.header, ledger, link, state.next_index, state.next_seq, key_id))
+        if misfit:
+            _discard(ledger_dir, discarded, files["open"], segments.HEADER_SIZE + len(seg.records) + seg.torn_bytes,
+                     f"open segment does not continue the chain at segment {state.next_index}, seq "
+                     f"{state.next_seq}: {misfit}; its {seg.count} records cannot be sealed there", *partial)
+            continue
+        # the records were digested with the key the segment header names: the seal says so
+        _, res = seal_records(
+            ledger_dir=ledger_dir, ledger=ledger.for_digest_key(seg.header.key_id), link=link, index=index,
+            first_seq=seg.header.first_seq,
+            records=seg.records, prev_hash=state.prev_hash, signing_key=signing_key,
+            parquet=layout.parquet_path(ledger_dir, link, index),
+            seal_file=layout.seal_path(ledger_dir, link, index), torn_bytes=seg.torn_bytes,
+            source="recovered open segment",
+        )
+        fsio.unlink(files["open"], root=ledger_dir)
+        out.append(res)
+    return out
+
+
+@dataclass
+class RecoverResult:
+    """What `recover_ledger` did (JSON: `ledgertool recover --json`)."""
+
+    ledger: str
+    sealed: list[tuple[str, SealResult]] = field(default_factory=list)
+    discarded: list[dict] = field(default_factory=list)
+    checkpoints: list[str] = field(default_factory=list)
+
+    @property
+    def torn_bytes(self) -> int:
+        return sum(r.torn_bytes for _, r in self.sealed) + sum(d["bytes"] for d in self.discarded)
+
+    def to_json(self) -> dict:
+        return {"ok": True, "ledger": self.ledger,
+                "sealed": [{"link": link, "segment": r.index, "records": r.records,
+                            "torn_bytes_discarded": r.torn_bytes} for link, r in self.sealed],
+                "discarded": self.discarded, "bytes_discarded": self.torn_bytes,
+                "checkpoints": self.checkpoints}
+
+
+def recover_ledger(ledger_dir: Path, signing_key: SigningKey) -> RecoverResult:
+    """Seal the torn open segments of every link after a crash and re-sign the checkpoints.
+
+    Holds the ledger's writer lock (LedgerLockedError while a capture or another writer runs);
+    StorageError naming the file when the file system fails (nothing is removed before what
+    replaces it is durable, so rerunning after the fix is safe)."""
+    ledger_dir = Path(ledger_dir)
+    ledger = load_ledger(ledger_dir)
+    with writer_lock(ledger_dir, "recover"):
+        current_signer_check(ledger_dir, ledger, signing_key)
+        res = RecoverResult(str(ledger_dir))
+        _remove_tmp_files(ledger_dir, ledger_dir, res.discarded)
+        for link in links(ledger_dir):
+            for r in recover_open_segments(ledger_dir, ledger, link, signing_key, res.discarded):
+                res.sealed.append((link, r))
+            res.checkpoints.append(str(write_checkpoint(ledger_dir, ledger, link, signing_key)))
+    return res

@@ -1,0 +1,190 @@
+"""LinkWriter: where a capture's records go from the digest engine to storage and to the sealer.
+
+It owns one link's open segment (the only place that builds a segment header), rotates it by
+record count and by wall-clock age, seals each full segment on a background thread, extends the
+link's seal chain (previous seal hash, next index and first seq) and signs a checkpoint over the
+chain after every seal (docs/ledger-format.md; docs/transparency.md, "Checkpoints").
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+from .. import fsio
+from ..errors import LedgerFormatError
+from ..keyfiles import SigningKey
+from ..seal.checkpoint import LinkTree
+from ..seal.document import SealResult, seal_records
+from . import layout
+from .checkpoints import link_tree, write_checkpoint
+from .header import LedgerHeader
+from .index import link_state
+from .segment import SegmentHeader, SegmentWriter, now_ns, read_open_segment
+
+
+class LinkWriter:
+    """Appends records to one link's open segment and seals it when it is due.
+
+    Sealing (Parquet, Merkle root, signatures) runs on one background thread (pyarrow, hashing and
+    the native calls release the GIL), so segment k is sealed while k + 1 is filled. One thread
+    keeps the chain in order; waiting for seal k - 1 before handing over seal k bounds memory and
+    surfaces errors early. `sealed` lists the finished seals in chain order. Call `close` in every
+    case (it finishes a seal in flight and stops the thread).
+    """
+
+    def __init__(self, ledger_dir: Path, ledger: LedgerHeader, link: str, signing_key: SigningKey, *,
+                 tree: LinkTree, next_index: int, next_seq: int, prev_hash: str, source: str,
+                 segment_records: int, segment_seconds: float | None = None):
+        self.ledger_dir = ledger_dir
+        self.ledger = ledger
+        self.link = link
+        self.signing_key = signing_key
+        self.source = source  # the seals' `source` field
+        self.segment_records = segment_records
+        self.segment_seconds = segment_seconds
+        self.next_index = next_index  # of the segment open now, or of the next one
+        self.next_seq = next_seq
+        self.sealed: list[SealResult] = []
+        # the chain in memory: each seal extends it and a checkpoint over it is signed right away,
+        # so a link never has seals without a checkpoint for longer than one signature
+        self._tree = tree
+        self._prev_hash = prev_hash  # of the last seal handed to the sealer (set on its thread)
+        self._segment: SegmentWriter | None = None
+        self._opened_at = 0.0  # perf_counter when the open segment was created
+        self._created_ns: int | None = None
+        self._sealer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledgertool-seal")
+        self._pending: list[Future] = []
+
+    @classmethod
+    def open(cls, ledger_dir: Path, ledger: LedgerHeader, link: str, signing_key: SigningKey, *, source: str,
+             segment_records: int, segment_seconds: float | None = None) -> LinkWriter:
+        """A writer continuing the link's chain after its last seal (index.link_state's errors).
+        LedgerFormatError when the seals on disk do not form a whole chain: a checkpoint over it
+        would cover a gap, so nothing is captured."""
+        state = link_state(ledger_dir, ledger, link)
+        tree = link_tree(ledger_dir, link)
+        if not tree.complete:
+            raise LedgerFormatError(f"{tree.stopped}: the seal chain of link {link} is broken; nothing was captured "
+                                    "(`ledgertool verify` names what is wrong)")
+        return cls(ledger_dir, ledger, link, signing_key, tree=tree, next_index=state.next_index,
+                   next_seq=state.next_seq, prev_hash=state.prev_hash, source=source,
+                   segment_records=segment_records, segment_seconds=segment_seconds)
+
+    # ---- the open segment ----------------------------------------------------------------------
+
+    @property
+    def open_index(self) -> int | None:
+        """Index of the segment being written, None between segments."""
+        return self.next_index if self._segment is not None else None
+
+    @property
+    def open_records(self) -> int:
+        return self._segment.records if self._segment is not None else 0
+
+    def room(self) -> int:
+        """Records the open segment still takes. With none open, the next one's creation time is
+        taken now: its header says when its filling began, not when its first batch arrived."""
+        if self._segment is None:
+            self._created_ns = now_ns()
+            return self.segment_records
+        return self.segment_records - self._segment.records
+
+    def append(self, records: memoryview | bytes, count: int) -> None:
+        """Append `count` whole records (numbered from next_seq) to the open segment, creating it
+        first when none is open (SegmentWriter's errors: StorageError keeps what was written)."""
+        if self._segment is None:
+            created = self._created_ns if self._created_ns is not None else now_ns()
+            self._created_ns = None
+            header = SegmentHeader(
+                self.ledger.ledger_id, self.link, self.next_index, self.ledger.algorithm, self.ledger.strip,
+                self.ledger.digest_key_id, self.ledger.record_size, self.ledger.digest_size,
+                self.ledger.leaf_records, self.next_seq, created)
+            self._segment = SegmentWriter(layout.open_segment_path(self.ledger_dir, self.link, self.next_index),
+                                          header, self.ledger_dir)
+            self._opened_at = time.perf_counter()
+        self._segment.append(records, count)
+        self.next_seq += count
+
+    def due(self, records: int, opened_at: float, now: float) -> bool:
+        """Whether a segment of `records` records, open since `opened_at` (perf_counter), is to be
+        sealed at `now`: it is full, or older than segment_seconds."""
+        return records >= self.segment_records or (
+            self.segment_seconds is not None and now - opened_at >= self.segment_seconds)
+
+    def rotate_if_due(self) -> None:
+        """Seal the open segment when it is full or old enough (see `due`)."""
+        if self._segment is not None and self.due(self._segment.records, self._opened_at, time.perf_counter()):
+            self.seal()
+
+    def end_segment(self) -> None:
+        """Seal the open segment if it holds records, else remove it: nothing stays open."""
+        if self._segment is None:
+            return
+        if self._segment.records:
+            self.seal()
+            return
+        self._segment.close()
+        fsio.unlink(self._segment.path, root=self.ledger_dir)
+        self._segment = None
+
+    # ---- sealing and the chain -----------------------------------------------------------------
+
+    def seal(self) -> None:
+        """Close the open segment (fsync) and hand it to the sealer once the seal before it is done
+        (that seal's error is raised here)."""
+        assert self._segment is not None
+        self._segment.close()
+        path, index = self._segment.path, self.next_index
+        self._segment = None
+        self.next_index += 1
+        self.drain()
+        self._pending.append(self._sealer.submit(self._seal_job, path, index))
+
+    def drain(self) -> None:
+        """Wait for the seal in flight; its result joins `sealed` (in chain order)."""
+        while self._pending:
+            self.sealed.append(self._pending.pop(0).result())
+
+    def _seal_job(self, path: Path, index: int) -> SealResult:
+        """On the sealer thread: seal one closed segment, extend the chain, sign its checkpoint."""
+        seg = read_open_segment(path, self.ledger_dir)
+        if not os.path.lexists(layout.checkpoint_path(self.ledger_dir, self.link)):
+            # before a link's first seal (or in a ledger older than per-seal checkpoints): a checkpoint
+            # of the chain as it stands, so a link never holds a seal without a checkpoint
+            write_checkpoint(self.ledger_dir, self.ledger, self.link, self.signing_key, self._tree, top=False)
+        _doc, res = seal_records(
+            ledger_dir=self.ledger_dir, ledger=self.ledger, link=self.link, index=index,
+            first_seq=seg.header.first_seq, records=seg.records, prev_hash=self._prev_hash,
+            signing_key=self.signing_key, parquet=layout.parquet_path(self.ledger_dir, self.link, index),
+            seal_file=layout.seal_path(self.ledger_dir, self.link, index), source=self.source,
+        )
+        fsio.unlink(path, root=self.ledger_dir)
+        self._prev_hash = res.seal_hash
+        self._tree.seal_hashes.append(res.seal_hash)
+        self._tree.records.append(res.records)
+        write_checkpoint(self.ledger_dir, self.ledger, self.link, self.signing_key, self._tree, top=False)
+        return res
+
+    def checkpoint(self) -> Path:
+        """Sign the checkpoint over the chain as sealed so far, also as DIR/checkpoint while the
+        ledger has one link (checkpoints.write_checkpoint's errors). Call after `drain`."""
+        return write_checkpoint(self.ledger_dir, self.ledger, self.link, self.signing_key, self._tree)
+
+    def sealed_range(self) -> str | None:
+        """'segments 3..7' for the seals finished so far, None before the first."""
+        return f"segments {self.sealed[0].index}..{self.sealed[-1].index}" if self.sealed else None
+
+    def close(self) -> None:
+        """Finish a seal still in flight (its error is dropped: this runs while another error is on
+        its way out) and stop the sealer thread. A segment left open stays for `ledgertool recover`."""
+        try:
+            if self._pending:
+                try:
+                    self.drain()
+                except Exception:  # noqa: BLE001 - the first error is the one reported
+                    pass
+        finally:
+            self._sealer.shutdown(wait=True)
