@@ -59,8 +59,8 @@ typedef struct {
     void (*close)(void *src);
 } lt_source_ops;
 
-/* reader.c: SIGBUS guard for reads of a file reader's map (why: the comment above lt_bus_guard_push
- * in reader.c). Use, in the function that reads the map:
+/* reader.c: SIGBUS guard for reads of a file reader's map (why: the comment above on_sigbus in
+ * reader.c). Use, in the function that reads the map:
  *     lt_bus_guard g;
  *     lt_bus_guard_push(&g, r);
  *     if (sigsetjmp(g.jb, 0)) { ... the map shrank at byte g.fault (g is popped already) ...; }
