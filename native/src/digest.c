@@ -1,71 +1,7 @@
-/* Digest algorithm registry (sizes are authoritative here), the one-message entry points used by
- * tests, and the isolation benchmark. Per-algorithm code sits in digest_*.c behind dispatch.c. */
+/* The one-message entry points used by tests and the isolation benchmark. Each keys a context
+ * with the CPU path dispatch.c selected; the per-algorithm code sits in digest_<family>[_<isa>].c. */
 #include "ledgertool.h"
 #include "lt_internal.h"
-
-size_t lt_digest_size(int algorithm) {
-    switch (algorithm) {
-    case LT_ALG_SIPHASH_1_3_128:
-    case LT_ALG_SIPHASH_2_4_128:
-    case LT_ALG_AES_128_GMAC:
-    case LT_ALG_BLAKE3_KEYED_128:
-    case LT_ALG_HMAC_SHA256_128: return 16;
-    case LT_ALG_BLAKE3_KEYED_256: return 32;
-    case LT_ALG_SIPHASH_1_3_64:
-    case LT_ALG_SIPHASH_2_4_64: return 8;
-    default: return 0;
-    }
-}
-
-size_t lt_key_size(int algorithm) {
-    switch (algorithm) {
-    case LT_ALG_SIPHASH_1_3_128:
-    case LT_ALG_SIPHASH_2_4_128:
-    case LT_ALG_SIPHASH_1_3_64:
-    case LT_ALG_SIPHASH_2_4_64:
-    case LT_ALG_AES_128_GMAC: return 16;
-    case LT_ALG_BLAKE3_KEYED_128:
-    case LT_ALG_BLAKE3_KEYED_256:
-    case LT_ALG_HMAC_SHA256_128: return 32;
-    default: return 0;
-    }
-}
-
-size_t lt_record_size(int algorithm) {
-    size_t d = lt_digest_size(algorithm);
-    return d ? LT_RECORD_FIXED + d : 0;
-}
-
-/* ---- SipHash family ----
- * One message at a time SipHash is a chain of dependent 64-bit adds, rotates and xors, so SIMD only
- * pays across messages: the avx512-mb, avx2-mb and (arm64) neon-mb paths hash 16 / 8 / 4 frames at once
- * in SIMD lanes (siphash_mb.h) through lt_dctx_run_many; single messages on every path use the scalar
- * code. */
-static void sip_init(lt_dctx *c, const uint8_t *key, size_t key_len, const uint8_t *iv) {
-    memcpy(c->u.sip.key, key, 16);
-    int a = c->algorithm;
-    c->u.sip.c = (a == LT_ALG_SIPHASH_1_3_128 || a == LT_ALG_SIPHASH_1_3_64) ? 1 : 2;
-    c->u.sip.d = c->u.sip.c == 1 ? 3 : 4;
-}
-
-static void sip_digest(const lt_dctx *c, const uint8_t *msg, size_t len, uint8_t *out) {
-    if (c->out_len == 16)
-        lt_siphash128(c->u.sip.key, msg, len, c->u.sip.c, c->u.sip.d, out);
-    else
-        lt_store_le64(out, lt_siphash64(c->u.sip.key, msg, len, c->u.sip.c, c->u.sip.d));
-}
-
-const lt_cpu_impl lt_siphash_impls[] = {
-#if LT_X86_PATHS
-    {"avx512-mb", lt_cpu_has_avx512_mb, sip_init, sip_digest, lt_siphash_many_avx512},
-    {"avx2-mb", lt_cpu_has_avx2, sip_init, sip_digest, lt_siphash_many_avx2},
-#endif
-#if LT_NEON_PATHS
-    {"neon-mb", lt_cpu_has_neon, sip_init, sip_digest, lt_siphash_many_neon},
-#endif
-    {"portable", NULL, sip_init, sip_digest, NULL},
-    {NULL, NULL, NULL, NULL, NULL},
-};
 
 int lt_digest(int algorithm, const uint8_t *key, const uint8_t *msg, size_t len, uint8_t *out) {
     lt_dctx c;
