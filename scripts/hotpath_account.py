@@ -32,13 +32,8 @@ from pathlib import Path
 from ledgertool._native import ffi, lib
 
 from ledgertool.algorithms import ALGORITHMS
-from ledgertool.digest.engine import (
-    CaptureReader,
-    DigestEngine,
-    cpu_path,
-    digest_capture,
-    force_cpu_path,
-)
+from ledgertool.digest.engine import DigestEngine, cpu_path, digest_capture, force_cpu_path
+from ledgertool.source.file import CaptureReader
 from ledgertool.source.workload import open_workload, parse_spec, write_pcap
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -21,7 +21,6 @@ from test_digests import reference as independent_reference
 
 from ledgertool.algorithms import ALGORITHMS
 from ledgertool.digest.engine import (
-    CaptureReader,
     DigestEngine,
     cpu_path,
     cpu_paths,
@@ -30,6 +29,7 @@ from ledgertool.digest.engine import (
     force_cpu_path,
     merkle_leaves,
 )
+from ledgertool.source.file import CaptureReader
 from ledgertool.digest.reference import siphash
 from ledgertool.seal import merkle
 

@@ -146,7 +146,7 @@ def test_recompute_digests_parquet_schema(run):
 
 
 def test_record_layout_matches_docs():
-    from ledgertool.digest.engine import RECORD_FIXED, record_dtype
+    from ledgertool.digest.record import RECORD_FIXED, record_dtype
 
     assert RECORD_FIXED == struct.calcsize("<QqIIHHI") == 32
     dt = record_dtype(16)

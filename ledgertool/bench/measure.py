@@ -35,6 +35,7 @@ import numpy as np
 import typer
 
 from .. import fsio
+from .._binding import bench_error, ffi, lib
 from ..algorithms import ALGORITHMS, get_algorithm
 from ..cli.render import table_console
 from ..digest.engine import cpu_path
@@ -235,8 +236,6 @@ def bench_digest(algorithm: str, size: int, threads: int = 1, min_time: float = 
 
 def _bench_digest(alg, size: int, threads: int, min_time: float, repeats: int, noisy_cv: float,
                   batch: int) -> BenchRow:
-    from .._native import ffi, lib
-
     buf = os.urandom(size + _BUF_SLACK)
     key = os.urandom(alg.key_size)
     ns = ffi.new("uint64_t *")
@@ -245,9 +244,8 @@ def _bench_digest(alg, size: int, threads: int, min_time: float, repeats: int, n
     def once(count: int) -> float:
         rc = lib.lt_bench_digest_batch(alg.native_id, key, buf, len(buf), size, count, threads, batch, ns,
                                        ffi.NULL, sink)
-        if rc != 0:
-            raise UsageError(f"bench: native benchmark failed (status {rc}) for {alg.name}, {size} B, "
-                             f"{threads} thread(s)")
+        if rc != lib.LT_OK:
+            raise bench_error(rc, f"{alg.name}, {size} B, {threads} thread(s)")
         return ns[0] / 1e9
 
     count = 1
@@ -372,8 +370,6 @@ def bench_capture(frames: int, size: int, algorithm: str = "siphash-1-3-128", re
 
 def tsc_ghz() -> float:
     """Measured TSC rate in GHz (0 where the CPU has none)."""
-    from .._native import lib
-
     return lib.lt_tsc_hz(50) / 1e9
 
 

@@ -26,7 +26,8 @@ import numpy as np
 
 from .. import fsio
 from ..algorithms import get_algorithm, get_strip_mode
-from ..digest.engine import FLAG_GAP, DigestEngine, usable_cores
+from ..digest.engine import DigestEngine, usable_cores
+from ..digest.record import FLAG_GAP
 from ..errors import (
     LedgerError,
     LedgerFormatError,
