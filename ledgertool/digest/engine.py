@@ -10,15 +10,27 @@ from __future__ import annotations
 
 import hashlib
 import os
+from typing import Protocol
 
 from .._binding import c_string, check, engine_error, ffi, lib
 from ..algorithms import Algorithm
 from ..errors import UsageError
-from ..source.file import CaptureReader
 from .record import RECORD_FIXED, record_dtype, record_size
 
 # Largest Merkle leaf (records): a proof carries one whole leaf block, 4 MiB at 64-byte records.
 MERKLE_MAX_LEAF_RECORDS = lib.LT_MERKLE_MAX_LEAF_RECORDS
+
+
+class FrameReader(Protocol):
+    """What the engine needs of a source (ledgertool.source: a file, the workload generator, a live
+    interface): its native lt_reader and how its read errors are raised."""
+
+    path: str
+
+    @property
+    def handle(self): ...
+
+    def raise_error(self, status: int) -> None: ...
 
 
 class DigestEngine:
@@ -28,7 +40,7 @@ class DigestEngine:
     by the caller-supplied first sequence number of each batch.
     """
 
-    def __init__(self, reader: CaptureReader, algorithm: Algorithm, strip_id: int, subkey: bytes,
+    def __init__(self, reader: FrameReader, algorithm: Algorithm, strip_id: int, subkey: bytes,
                  batch_records: int = 65536, *, workers: int = 1, batch: int = 0):
         """`workers`: threads that digest each pass (records never depend on it); `batch`: frames
         per reader call and digest pass (0: the native default, larger with several workers)."""
@@ -101,20 +113,6 @@ def digest_many(algorithm: Algorithm, key: bytes, messages: list[bytes]) -> list
           f"native digest_many failed for {algorithm.name}")
     raw = bytes(ffi.buffer(out, n * size))
     return [raw[i * size:(i + 1) * size] for i in range(n)]
-
-
-def digest_capture(path, algorithm: Algorithm, subkey: bytes, workers: int = 1) -> int:
-    """Run the whole hot path (reader, strip `frame`, batch digest, records) over a capture file and
-    discard the records; returns the frames read. For benchmarks (`ledgertool bench` capture:engine,
-    scripts/hotpath_account.py): what capture costs before segments and sealing."""
-    frames = 0
-    with CaptureReader(path) as r:
-        e = DigestEngine(r, algorithm, 0, subkey, workers=workers)
-        while True:
-            _, n, _ = e.fill(frames)
-            if n == 0:
-                return frames
-            frames += n
 
 
 def merkle_leaves(records, record_size: int, leaf_records: int) -> bytes:
