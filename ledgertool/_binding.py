@@ -83,9 +83,10 @@ DPDK = OptionalModule("ledgertool._source_dpdk", "DPDK", "libdpdk-dev (or dpdk-d
 
 
 def optional_module(m: OptionalModule, source: str) -> ModuleType:
-    """The compiled module of `m`, or InterfaceError (exit 2) naming `source` and what to install."""
+    """The compiled module of `m`, checked like ledgertool._native (NativeModuleError when it was built
+    from other sources), or InterfaceError (exit 2) naming `source` and what to install."""
     try:
-        return importlib.import_module(m.name)
+        module = importlib.import_module(m.name)
     except ModuleNotFoundError as e:
         if e.name != m.name:
             raise
@@ -94,6 +95,8 @@ def optional_module(m: OptionalModule, source: str) -> ModuleType:
     except ImportError as e:  # built, but a library it links is missing on this machine
         raise InterfaceError(f"{source}: the {m.label} source cannot load its libraries ({e}): install "
                              f"{m.runtime}", source) from None
+    check_build(module)
+    return module
 
 
 # ---- status codes -> exceptions ----------------------------------------------------------------

@@ -50,12 +50,14 @@ def package_version() -> str:
     return m.group(1)
 
 
-# Defined in the cffi module itself: the binding's half of the version check.
+# Defined in each cffi module itself (_native and the optional ones): what the binding's import
+# check compares with the package (ledgertool/_binding.py, check_build).
 BINDING_CDEF = "const char *lt_package_version(void);"
-BINDING_SOURCE = """#include "ledgertool.h"
-#include "ledgertool_testing.h"
-const char *lt_package_version(void) { return LT_PACKAGE_VERSION; }
-"""
+PACKAGE_VERSION_SOURCE = "static const char *lt_package_version(void) { return LT_PACKAGE_VERSION; }\n"
+BINDING_SOURCE = '#include "ledgertool.h"\n#include "ledgertool_testing.h"\n' + PACKAGE_VERSION_SOURCE
+# An optional module takes LT_ABI_VERSION from ledgertool.h, which it is compiled with.
+OPTIONAL_CDEF = "#define LT_ABI_VERSION ...\n" + BINDING_CDEF
+VERSION_MACROS = [("LT_PACKAGE_VERSION", json.dumps(package_version()))]
 
 
 def pkg_config(packages: str) -> tuple[list[str], list[str]] | None:
@@ -83,8 +85,7 @@ ffibuilder.set_source(
                         "-Wno-unused-parameter", "-pthread"] + (["-g", "-fsanitize=address,undefined", "-fno-wrapv"]
                                                     if os.environ.get("LEDGERTOOL_SANITIZE") else []),
     # LEDGERTOOL_PORTABLE_ONLY=1 builds the portable C paths alone (what arm64 gets).
-    define_macros=[("LT_PACKAGE_VERSION", json.dumps(package_version()))]
-    + ([("LT_PORTABLE_ONLY", "1")] if os.environ.get("LEDGERTOOL_PORTABLE_ONLY") else []),
+    define_macros=VERSION_MACROS + ([("LT_PORTABLE_ONLY", "1")] if os.environ.get("LEDGERTOOL_PORTABLE_ONLY") else []),
     extra_link_args=["-pthread"] + (["-fsanitize=address,undefined"] if os.environ.get("LEDGERTOOL_SANITIZE") else []),
 )
 
@@ -99,10 +100,11 @@ def optional_builder(name: str) -> FFI | None:
         return None
     cflags, libs = flags
     b = FFI()
-    b.cdef(cdef_block(HERE / "bypass" / header))
+    b.cdef(cdef_block(HERE / "bypass" / header) + OPTIONAL_CDEF)
     b.set_source(
-        f"ledgertool._source_{name}", f'#include "{header}"',
+        f"ledgertool._source_{name}", f'#include "ledgertool.h"\n#include "{header}"\n' + PACKAGE_VERSION_SOURCE,
         sources=[f"native/bypass/{source}"],
+        define_macros=VERSION_MACROS,
         include_dirs=["native/include", "native/src", "native/bypass"],
         extra_compile_args=["-O2", "-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-pthread",
                             *cflags],

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import importlib.util
 import re
 import runpy
 import subprocess
@@ -32,15 +33,18 @@ from ledgertool.errors import NativeModuleError
 NATIVE = REPO / "native"
 BUILD = runpy.run_path(str(NATIVE / "build_ffi.py"), run_name="build_ffi")
 
-# LT_ABI_VERSION -> SHA-256 of the declarations cffi compiles (both CDEF blocks and the binding's
-# own). A new version gets a new line; old lines stay, so a version is never reused.
+# LT_ABI_VERSION -> SHA-256 of the declarations cffi compiles: the CDEF blocks of _native and of the
+# optional modules, and the binding's own. A new version gets a new line; old lines stay, so a
+# version is never reused.
 CDEF_DIGESTS = {
-    1: "7417245531aec899ce8b4efe50ecd9a8a678ccbd0238c5a985d3dc47e346bb53",
+    1: "a38f52969368ae9e7631b2b7290ab62dc0ad97ef5c9c6d89273fa25458fedd8b",
 }
 
 
 def cdef_text() -> str:
-    return BUILD["cdef_block"]() + BUILD["cdef_block"](BUILD["TESTING_HEADER"]) + BUILD["BINDING_CDEF"]
+    block = BUILD["cdef_block"]
+    optional = "".join(block(NATIVE / "bypass" / header) for _, _, header in BUILD["OPTIONAL"].values())
+    return block() + block(BUILD["TESTING_HEADER"]) + BUILD["BINDING_CDEF"] + optional + BUILD["OPTIONAL_CDEF"]
 
 
 def header_abi_version() -> int:
@@ -61,6 +65,15 @@ def test_cdef_blocks_are_pinned_to_the_abi_version():
 def test_the_built_module_names_this_package_version():
     assert _binding.ffi.string(_binding.lib.lt_package_version()).decode() == __version__
     _binding.check_build(_binding._native)  # the module under test passes its own check
+
+
+@pytest.mark.parametrize("m", [_binding.XDP, _binding.DPDK], ids=["xdp", "dpdk"])
+def test_optional_modules_carry_the_same_versions(m):
+    if importlib.util.find_spec(m.name) is None:
+        pytest.skip(f"{m.name} is not built on this machine")
+    mod = _binding.optional_module(m, "test")  # checks the build
+    assert mod.lib.LT_ABI_VERSION == _binding.ABI_VERSION
+    assert mod.ffi.string(mod.lib.lt_package_version()).decode() == __version__
 
 
 def test_another_abi_or_package_version_asks_for_a_rebuild():

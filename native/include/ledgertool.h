@@ -30,10 +30,11 @@ extern "C" {
 /* CDEF BEGIN */
 
 /* ---- ABI version ----
- * Raised by one whenever a CDEF block (this header's or ledgertool_testing.h's) changes: the Python
- * binding (ledgertool/_binding.py, ABI_VERSION) refuses a compiled module built from other
- * declarations, so a stale build after `git pull` is one line asking for a rebuild rather than an
- * AttributeError deep inside a command. tests/test_binding.py pins the blocks' digest to it. */
+ * Raised by one whenever a CDEF block changes (this header's, ledgertool_testing.h's, or those of
+ * the optional modules, native/bypass/source_*.h): the Python binding (ledgertool/_binding.py,
+ * ABI_VERSION) refuses a compiled module built from other declarations, so a stale build after
+ * `git pull` is one line asking for a rebuild rather than an AttributeError deep inside a command.
+ * tests/test_binding.py pins the blocks' digest to it. */
 #define LT_ABI_VERSION 1
 
 /* ---- status codes ---- */
