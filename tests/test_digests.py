@@ -65,7 +65,7 @@ ALG_PATHS = [(a.name, p) for a in NEW for p in cpu_paths(a)]
 
 
 def test_every_algorithm_has_a_portable_path_and_sizes_match_the_registry():
-    from ledgertool._native import lib
+    from ledgertool._binding import lib
 
     for a in ALGORITHMS.values():
         assert cpu_paths(a)[-1] == "portable"

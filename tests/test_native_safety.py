@@ -68,7 +68,7 @@ def test_item7_leaf_records_overflow(ledger, keydir, command):
 def test_item7_merkle_leaves_checks_every_size_in_c():
     """The C entry point itself refuses what it cannot hold, whatever Python passes: no write
     past `out`, status LT_ERR_ARG."""
-    from ledgertool._native import ffi, lib
+    from ledgertool._binding import ffi, lib
 
     records = bytes(48 * 10)
     out = ffi.new("uint8_t[]", 64)
@@ -90,7 +90,7 @@ def test_item7_merkle_leaves_checks_every_size_in_c():
 
 
 _COUNT_PROBE = """
-from ledgertool._native import ffi, lib
+from ledgertool._binding import ffi, lib
 from ledgertool.algorithms import get_algorithm
 from ledgertool.digest.engine import DigestEngine
 from ledgertool.source.file import CaptureReader
@@ -114,7 +114,7 @@ def test_item7_native_counts_times_sizes_are_checked():
 
     r = subprocess.run([sys.executable, "-c", _COUNT_PROBE, str(SAMPLE)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    from ledgertool._native import lib
+    from ledgertool._binding import lib
 
     assert r.stdout.split() == [str(lib.LT_ERR_ARG), "0", str(lib.LT_ERR_ARG)]
 
