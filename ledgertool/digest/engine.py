@@ -191,12 +191,12 @@ def gmac_tag(key: bytes, iv: bytes, aad: bytes) -> bytes:
     if len(key) != 16 or len(iv) != 12:
         raise ValueError("GMAC needs a 16-byte key and a 12-byte IV")
     out = ffi.new("uint8_t[16]")
-    lib.lt_gmac_aes128(key, iv, aad, len(aad), out)
+    check(lib.lt_gmac_aes128(key, iv, aad, len(aad), out), "lt_gmac_aes128")
     return bytes(out)
 
 
 def hmac_sha256(key: bytes, message: bytes) -> bytes:
     """Full 32-byte HMAC-SHA-256 with a key of any length (native, current path; for vectors)."""
     out = ffi.new("uint8_t[32]")
-    lib.lt_hmac_sha256(key, len(key), message, len(message), out)
+    check(lib.lt_hmac_sha256(key, len(key), message, len(message), out), "lt_hmac_sha256")
     return bytes(out)
