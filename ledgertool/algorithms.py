@@ -1,6 +1,7 @@
 """Registry of digest algorithms and strip modes: names, sizes, native ids, guarantees.
 
-Names are the CLI contract (docs/cli.md). Each algorithm here has a native implementation in
+Names are the CLI contract (docs/cli.md); ids and sizes come from the native registry
+(LT_ALG_*, LT_STRIP_*, lt_key_size / lt_digest_size of native/include/ledgertool.h). Each algorithm here has a native implementation in
 native/src (one or more CPU paths, see engine.cpu_path) and an independent reference used by the
 tests (tests/test_siphash.py, tests/test_digests.py). The guarantees are spelled out with their
 sources in docs/algorithms.md.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ._binding import lib
 from .errors import AlgorithmError
 
 
@@ -64,31 +66,38 @@ _HMAC_SECRET = "PRF/MAC: unforgeable without the key (RFC 2104, RFC 4231; trunca
 _HMAC_KNOWN = ("collision resistant: colliding frames need a SHA-256 collision; ~2^64 work at the "
                "128-bit truncation (birthday bound)")
 
+
+def _algorithm(name: str, native_id: int, *args, **kwargs) -> Algorithm:
+    """An Algorithm with its id (LT_ALG_*) and its key and digest sizes as the native registry has them."""
+    return Algorithm(name, native_id, lib.lt_key_size(native_id), lib.lt_digest_size(native_id), *args, **kwargs)
+
+
 ALGORITHMS: dict[str, Algorithm] = {
     a.name: a
     for a in (
-        Algorithm("siphash-1-3-128", 1, 16, 16, True, _SIP_SECRET, _SIP_KNOWN,
-                  "Aumasson & Bernstein, SipHash: a fast short-input PRF, INDOCRYPT 2012"),
-        Algorithm("siphash-2-4-128", 2, 16, 16, True, _SIP_SECRET, _SIP_KNOWN,
-                  "Aumasson & Bernstein, SipHash: a fast short-input PRF, INDOCRYPT 2012"),
-        Algorithm("siphash-1-3-64", 3, 16, 8, False, _SIP64_SECRET, _SIP_KNOWN,
-                  "bench only: 64-bit digests collide after ~2^32 frames"),
-        Algorithm("siphash-2-4-64", 4, 16, 8, False, _SIP64_SECRET, _SIP_KNOWN,
-                  "bench only: 64-bit digests collide after ~2^32 frames"),
-        Algorithm("aes-128-gmac", 5, 16, 16, True, _GMAC_SECRET, _GMAC_KNOWN,
-                  "NIST SP 800-38D (GCM/GMAC), empty plaintext, frame as AAD, all-zero 96-bit IV",
-                  creation_warning=GMAC_WARNING, risk_opt_in=GMAC_OPT_IN, caveat=GMAC_CAVEAT),
-        Algorithm("blake3-keyed-128", 6, 32, 16, True, _B3_SECRET, _B3_KNOWN.format(64, 128),
-                  "O'Connor, Aumasson, Neves, Wilcox-O'Hearn, BLAKE3 specification (2020), keyed_hash"),
-        Algorithm("blake3-keyed-256", 7, 32, 32, True, _B3_SECRET, _B3_KNOWN.format(128, 256),
-                  "O'Connor, Aumasson, Neves, Wilcox-O'Hearn, BLAKE3 specification (2020), keyed_hash"),
-        Algorithm("hmac-sha256-128", 8, 32, 16, True, _HMAC_SECRET, _HMAC_KNOWN,
-                  "RFC 2104 (HMAC), FIPS 180-4 (SHA-256), RFC 4231 (test cases, truncation)"),
+        _algorithm("siphash-1-3-128", lib.LT_ALG_SIPHASH_1_3_128, True, _SIP_SECRET, _SIP_KNOWN,
+                   "Aumasson & Bernstein, SipHash: a fast short-input PRF, INDOCRYPT 2012"),
+        _algorithm("siphash-2-4-128", lib.LT_ALG_SIPHASH_2_4_128, True, _SIP_SECRET, _SIP_KNOWN,
+                   "Aumasson & Bernstein, SipHash: a fast short-input PRF, INDOCRYPT 2012"),
+        _algorithm("siphash-1-3-64", lib.LT_ALG_SIPHASH_1_3_64, False, _SIP64_SECRET, _SIP_KNOWN,
+                   "bench only: 64-bit digests collide after ~2^32 frames"),
+        _algorithm("siphash-2-4-64", lib.LT_ALG_SIPHASH_2_4_64, False, _SIP64_SECRET, _SIP_KNOWN,
+                   "bench only: 64-bit digests collide after ~2^32 frames"),
+        _algorithm("aes-128-gmac", lib.LT_ALG_AES_128_GMAC, True, _GMAC_SECRET, _GMAC_KNOWN,
+                   "NIST SP 800-38D (GCM/GMAC), empty plaintext, frame as AAD, all-zero 96-bit IV",
+                   creation_warning=GMAC_WARNING, risk_opt_in=GMAC_OPT_IN, caveat=GMAC_CAVEAT),
+        _algorithm("blake3-keyed-128", lib.LT_ALG_BLAKE3_KEYED_128, True, _B3_SECRET, _B3_KNOWN.format(64, 128),
+                   "O'Connor, Aumasson, Neves, Wilcox-O'Hearn, BLAKE3 specification (2020), keyed_hash"),
+        _algorithm("blake3-keyed-256", lib.LT_ALG_BLAKE3_KEYED_256, True, _B3_SECRET, _B3_KNOWN.format(128, 256),
+                   "O'Connor, Aumasson, Neves, Wilcox-O'Hearn, BLAKE3 specification (2020), keyed_hash"),
+        _algorithm("hmac-sha256-128", lib.LT_ALG_HMAC_SHA256_128, True, _HMAC_SECRET, _HMAC_KNOWN,
+                   "RFC 2104 (HMAC), FIPS 180-4 (SHA-256), RFC 4231 (test cases, truncation)"),
     )
 }
 
-# Strip modes: name -> native id (LT_STRIP_*; definitions in strip.py, rules in docs/strip-modes.md).
-STRIP_MODES: dict[str, int] = {"frame": 0, "l3": 1, "payload": 2, "rdma": 3}
+# Strip modes: name -> native id (definitions in digest/strip.py, rules in docs/strip-modes.md).
+STRIP_MODES: dict[str, int] = {"frame": lib.LT_STRIP_FRAME, "l3": lib.LT_STRIP_L3, "payload": lib.LT_STRIP_PAYLOAD,
+                               "rdma": lib.LT_STRIP_RDMA}
 
 
 def get_algorithm(name: str, *, for_ledger: bool = True) -> Algorithm:

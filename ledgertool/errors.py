@@ -84,6 +84,11 @@ class AlgorithmError(LedgerError):
     """Unknown algorithm or strip mode, or one not allowed in a ledger (64-bit digests)."""
 
 
+class NativeModuleError(LedgerError):
+    """The compiled native module (ledgertool._native) is missing, or was built from other sources
+    than this package (ledgertool/_binding.py checks at import); the message says how to rebuild."""
+
+
 class DiscrepancyError(LedgerError):
     """A check ran and found a discrepancy (used where a command has no richer result)."""
 

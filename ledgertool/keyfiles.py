@@ -57,7 +57,7 @@ from cryptography.hazmat.primitives.asymmetric.mldsa import (
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from . import fsio
-from ._native import ffi, lib
+from ._binding import c_string, ffi, hardening_error, lib
 from .errors import (
     AlgorithmError,
     FileTypeError,
@@ -235,8 +235,7 @@ def no_core_dumps(path: str | None) -> None:
     naming `path` when the kernel refuses."""
     err = ffi.new("char[256]")
     if lib.lt_no_core_dumps(err, 256) != lib.LT_OK:
-        raise KeyFileError(f"{path or 'key'}: cannot disable core dumps before loading a secret key: "
-                           f"{ffi.string(err).decode(errors='replace')}")
+        raise hardening_error(c_string(err), path)
 
 
 @dataclass(frozen=True)

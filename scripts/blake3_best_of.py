@@ -10,7 +10,7 @@ import sys
 import time
 
 import blake3
-from ledgertool._native import ffi, lib
+from ledgertool._binding import ffi, lib
 
 import ledgertool
 from ledgertool.algorithms import ALGORITHMS

@@ -5,7 +5,7 @@ Each run digests ~15-30 ms of messages through lt_dctx_run_many (batches of 4096
 import os
 import sys
 
-from ledgertool._native import ffi, lib
+from ledgertool._binding import ffi, lib
 
 from ledgertool.algorithms import ALGORITHMS
 from ledgertool.bench.measure import _BUF_SLACK

@@ -2,7 +2,7 @@
  *   gcc -O1 scripts/digest_callgrind_driver.c -o /tmp/drv $PWD/ledgertool/_native.cpython-311-x86_64-linux-gnu.so \
  *       -L$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR"))') -lpython3.11 \
  *       -Wl,--unresolved-symbols=ignore-all
- *   LD_LIBRARY_PATH=<that LIBDIR> valgrind --tool=callgrind --toggle-collect=lt_bench_digest_batch1 \
+ *   LD_LIBRARY_PATH=<that LIBDIR> valgrind --tool=callgrind --toggle-collect=bench_one_thread \
  *       /tmp/drv avx2-mb 1500 2796
  * Ir / (count * size) is instructions per byte. Arguments: CPU path, message size, count
  * (algorithm id in ALG, default 6 = blake3-keyed-128). valgrind does not decode AVX-512. */

@@ -6,7 +6,7 @@ avx2-mb and portable paths only), instructions per frame = Collected / COUNT:
 (call the interpreter binary itself, not a pyenv shim script, or valgrind traces the shell)."""
 import sys
 
-from ledgertool._native import ffi, lib
+from ledgertool._binding import ffi, lib
 
 from ledgertool.algorithms import ALGORITHMS
 from ledgertool.bench.measure import _BUF_SLACK

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from ledgertool.algorithms import ALGORITHMS
 from ledgertool.bench.measure import write_synthetic_pcap
-from ledgertool.digest.engine import CaptureReader, DigestEngine
+from ledgertool.digest.engine import DigestEngine
+from ledgertool.source.file import CaptureReader
 
 alg = ALGORITHMS["siphash-1-3-128"]; frames = int(sys.argv[1]); size = int(sys.argv[2]) if len(sys.argv) > 2 else 64
 with tempfile.TemporaryDirectory() as d:

@@ -40,8 +40,8 @@ build() {
         obj="$WORK/obj/$(basename "${src%.c}").o"
         # the *_avx2.c / *_avx512.c files set their ISA with LT_TARGET_BEGIN (lt_internal.h), which
         # clang understands too: every file builds with the same flags
-        if [[ ! -e "$obj" || "$src" -nt "$obj" || "$REPO/native/include/ledgertool.h" -nt "$obj" \
-              || "$REPO/native/src/lt_internal.h" -nt "$obj" ]]; then
+        if [[ ! -e "$obj" || "$src" -nt "$obj" ]] \
+           || [[ -n "$(find "$REPO/native/include" "$REPO/native/src" -name '*.h' -newer "$obj" -print -quit)" ]]; then
             "$CC" "${CFLAGS[@]}" "${SAN[@]}" -fsanitize=fuzzer-no-link -c "$src" -o "$obj"
         fi
         objs+=("$obj")

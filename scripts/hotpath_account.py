@@ -29,16 +29,12 @@ import time
 import tomllib
 from pathlib import Path
 
-from ledgertool._native import ffi, lib
+from ledgertool._binding import ffi, lib
 
 from ledgertool.algorithms import ALGORITHMS
-from ledgertool.digest.engine import (
-    CaptureReader,
-    DigestEngine,
-    cpu_path,
-    digest_capture,
-    force_cpu_path,
-)
+from ledgertool.bench.measure import digest_capture
+from ledgertool.digest.engine import DigestEngine, cpu_path, force_cpu_path
+from ledgertool.source.file import CaptureReader
 from ledgertool.source.workload import open_workload, parse_spec, write_pcap
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,8 +8,9 @@
  *   gcc -O3 -std=gnu11 -pthread -Inative/include -Inative/src scripts/leaf_bench.c \
  *       (every native/src .c file but digest_hmac.c and digest_blake3.c) -o /tmp/leaf_bench
  *
- * digest_hmac.c and digest_blake3.c are compiled into this file (#include below) so that their
- * static compression functions (SHA-NI, SSE4.1 BLAKE3) can be timed directly. With
+ * digest_hmac.c (with the SHA-256 compression functions of sha256.h) and digest_blake3.c are compiled
+ * into this file (#include below) so that their static compression functions (SHA-NI, SSE4.1 BLAKE3)
+ * can be timed directly. With
  * -DLB_REF -I$B3 and $B3/blake3.c, blake3_dispatch.c, blake3_portable.c and the four x86-64_unix.S files
  * (the official BLAKE3 C/asm, e.g. from Debian's librust-blake3-dev, c/ directory) the reference
  * implementation is timed too.
@@ -63,7 +64,7 @@ static void die(const char *what) {
 static void sha_leaf1(sha256_blocks_fn blocks, const uint8_t *p, size_t len, uint8_t out[32]) {
     uint8_t first[64];
     uint32_t st[8];
-    memcpy(st, H0, sizeof st);
+    memcpy(st, SHA256_H0, sizeof st);
     first[0] = 0x00;
     if (len >= 63) {
         memcpy(first + 1, p, 63);
@@ -83,7 +84,7 @@ static void sha_leaves(sha256_blocks_fn blocks, const uint8_t *rec, size_t total
 #if LT_X86_PATHS
 /* N independent SHA-256 streams through SHA-NI at once: SHA256RNDS2 has a latency of several
  * cycles and a shorter issue interval, so one stream leaves the unit idle between dependent rounds.
- * Every stream takes n blocks. Same arithmetic as blocks_shani (digest_hmac.c), N times. */
+ * Every stream takes n blocks. Same arithmetic as sha256_blocks_shani (sha256.h), N times. */
 __attribute__((target("sha,sse4.1,ssse3"))) static inline __attribute__((always_inline)) void blocks_shani_n(uint32_t *const *st, const uint8_t *const *pp,
                                                                  size_t n, const int N) {
     const __m128i bswap = _mm_set_epi64x(0x0c0d0e0f08090a0bll, 0x0405060700010203ll);
@@ -100,7 +101,7 @@ __attribute__((target("sha,sse4.1,ssse3"))) static inline __attribute__((always_
         for (int s = 0; s < N; s++) save[s][0] = abef[s], save[s][1] = cdgh[s];
 #pragma GCC unroll 16
         for (int g = 0; g < 16; g++) {
-            __m128i k = _mm_loadu_si128((const __m128i *)(K + 4 * g));
+            __m128i k = _mm_loadu_si128((const __m128i *)(SHA256_K + 4 * g));
 #pragma GCC unroll 4
             for (int s = 0; s < N; s++) {
                 __m128i w;
@@ -150,7 +151,7 @@ static void sha_leaves_n(blocks_n_fn fn, int N, const uint8_t *rec, size_t total
             for (int s = 0; s < N; s++) {
                 p[s] = rec + (i + s) * leaf_bytes;
                 st[s] = sv[s];
-                memcpy(sv[s], H0, 32);
+                memcpy(sv[s], SHA256_H0, 32);
                 first[s][0] = 0x00;
                 memcpy(first[s] + 1, p[s], 63);
                 q[s] = first[s];
@@ -171,7 +172,7 @@ static void sha_leaves_n(blocks_n_fn fn, int N, const uint8_t *rec, size_t total
         }
     }
     for (size_t off = i * leaf_bytes; off < total; off += leaf_bytes, i++)
-        sha_leaf1(blocks_shani, rec + off, total - off < leaf_bytes ? total - off : leaf_bytes, out + 32 * i);
+        sha_leaf1(sha256_blocks_shani, rec + off, total - off < leaf_bytes ? total - off : leaf_bytes, out + 32 * i);
 }
 static void sha_leaves_x2(const uint8_t *rec, size_t total, size_t leaf_bytes, uint8_t *out) {
     sha_leaves_n(blocks_shani_x2, 2, rec, total, leaf_bytes, out);
@@ -261,12 +262,12 @@ static void seg_init(seg *s, size_t rsize, size_t leaf, size_t n, int under_valg
     uint8_t iv[32], key[32];
     for (int i = 0; i < 8; i++) lt_store_le32(iv + 4 * i, IV[i]);
     for (int i = 0; i < 32; i++) key[i] = (uint8_t)(i * 7 + 1);
-    s->blocks = blocks_portable;
+    s->blocks = sha256_blocks_portable;
 #if LT_X86_PATHS
-    if (!under_valgrind && lt_cpu_has_sha_ni()) s->blocks = blocks_shani;
+    if (!under_valgrind && lt_cpu_has_sha_ni()) s->blocks = sha256_blocks_shani;
 #endif
     /* the keyed paths; under valgrind SHA-NI and AVX-512 are not decoded */
-    dctx(&s->hmac, LT_ALG_HMAC_SHA256_128, s->blocks == blocks_portable ? "portable" : "sha-ni", key);
+    dctx(&s->hmac, LT_ALG_HMAC_SHA256_128, s->blocks == sha256_blocks_portable ? "portable" : "sha-ni", key);
     s->hmac.out_len = 32;
     s->hmacblk = s->hmac;
     if (!lt_cpu_has_avx2()) die("this driver measures the AVX2 paths: no AVX2 here");
@@ -299,7 +300,7 @@ static void gather(seg *s, int part) {
 }
 
 static void c_sha256_ni(seg *s) {
-    if (s->blocks == blocks_portable) {  /* under valgrind: the same construction, portable C */
+    if (s->blocks == sha256_blocks_portable) {  /* under valgrind: the same construction, portable C */
         sha_leaves(s->blocks, s->rec, s->n * s->rsize, s->leaf * s->rsize, s->hashes);
         return;
     }
@@ -341,7 +342,7 @@ static void c_gather_dseq(seg *s) { gather(s, DIGEST_SEQ); }
 static void c_gather_noseq(seg *s) { gather(s, NO_SEQ); }
 static void sha_stage(seg *s) {
 #if LT_X86_PATHS
-    if (s->blocks != blocks_portable) {
+    if (s->blocks != sha256_blocks_portable) {
         sha_leaves_n(blocks_shani_x4, 4, s->stage, s->n * s->stage_rsize, s->leaf * s->stage_rsize, s->hashes);
         return;
     }
@@ -365,7 +366,7 @@ static void c_entry_leafhash(seg *s) {
     m[0] = 0x00;
     for (size_t i = 0; i < s->leaves; i++) {
         uint32_t st[8];
-        memcpy(st, H0, 32);
+        memcpy(st, SHA256_H0, 32);
         memcpy(m + 1, s->entries + 32 * i, 32);
         sha256_finish(s->blocks, st, 0, m, 33, s->hashes + 32 * i);
     }
@@ -485,7 +486,7 @@ static int mode_time(int argc, char **argv) {
     uint64_t *t = malloc((size_t)nc * reps * sizeof *t);
     for (int i = 0; i < nc; i++) {
         cs[i] = find(argv[6 + i]);
-        if (cs[i]->shani && s.blocks == blocks_portable) die("no SHA-NI on this CPU");
+        if (cs[i]->shani && s.blocks == sha256_blocks_portable) die("no SHA-NI on this CPU");
     }
     /* warm-up, so the first candidate does not pay the first touch of the buffers */
     for (int i = 0; i < nc; i++) cs[i]->fn(&s);
@@ -532,7 +533,7 @@ static int mode_check(void) {
             seg_init(&s, sizes[a], leafs[b], n, 0);
             uint8_t *ref = malloc(s.leaves * 32), *got = malloc(s.leaves * 32);
             if (lt_merkle_leaves(s.rec, s.rsize, s.n, s.leaf, ref, s.leaves * 32) != LT_OK) die("leaves");
-            sha_leaves(blocks_portable, s.rec, s.n * s.rsize, s.leaf * s.rsize, got);
+            sha_leaves(sha256_blocks_portable, s.rec, s.n * s.rsize, s.leaf * s.rsize, got);
             bad |= memcmp(ref, got, s.leaves * 32) != 0;
 #if LT_X86_PATHS
             if (lt_cpu_has_sha_ni()) {
@@ -543,7 +544,7 @@ static int mode_check(void) {
                 c_sha256_ni_x4(&s);
                 bad |= memcmp(ref, s.hashes, s.leaves * 32) != 0;
                 gather(&s, NO_SEQ);
-                sha_leaves(blocks_portable, s.stage, s.n * s.stage_rsize, s.leaf * s.stage_rsize, ref);
+                sha_leaves(sha256_blocks_portable, s.stage, s.n * s.stage_rsize, s.leaf * s.stage_rsize, ref);
                 sha_leaves_x2(s.stage, s.n * s.stage_rsize, s.leaf * s.stage_rsize, got);
                 bad |= memcmp(ref, got, s.leaves * 32) != 0;
             }

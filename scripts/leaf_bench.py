@@ -230,10 +230,11 @@ def sec_stages(reps: int) -> None:
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "scripts"))
     import hotpath_account as ha
-    from ledgertool._native import ffi, lib
+    from ledgertool._binding import ffi, lib
 
     from ledgertool.algorithms import ALGORITHMS
-    from ledgertool.digest.engine import CaptureReader, DigestEngine, force_cpu_path
+    from ledgertool.digest.engine import DigestEngine, force_cpu_path
+    from ledgertool.source.file import CaptureReader
 
     alg = ALGORITHMS["siphash-1-3-128"]
     force_cpu_path(alg, "avx2-mb")

@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from ledgertool.digest.engine import merkle_leaves, merkle_root, record_dtype
+from ledgertool.digest.engine import merkle_leaves, merkle_root
+from ledgertool.digest.record import record_dtype
 from ledgertool.keyfiles import SigningKey
 from ledgertool.seal import merkle
 from ledgertool.seal.document import (

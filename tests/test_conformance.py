@@ -416,7 +416,7 @@ def test_check_report_schema_rejects_wrong_shapes(kit):
 
 
 def test_record_layout_file_matches_the_engine():
-    from ledgertool.digest.engine import record_dtype
+    from ledgertool.digest.record import record_dtype
 
     layout = json.loads((REPO / "schemas" / "record.json").read_text())
     dt = record_dtype(16)

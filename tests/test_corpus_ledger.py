@@ -11,7 +11,7 @@ import pytest
 from conftest import CORPUS, corpus_rows, needs_corpus
 
 from ledgertool.capture.run import capture_file
-from ledgertool.digest.engine import CaptureReader
+from ledgertool.source.file import CaptureReader
 from ledgertool.errors import CaptureFormatError
 from ledgertool.keyfiles import DigestKey, SigningKey, TrustBundle
 from ledgertool.reconcile.query import run_query

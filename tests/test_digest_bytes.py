@@ -17,7 +17,7 @@ import pytest
 from conftest import SAMPLES, run_cli
 from test_schemas_reports import validate
 
-from ledgertool.digest.engine import record_dtype
+from ledgertool.digest.record import record_dtype
 from ledgertool.keyfiles import DigestKey, SigningKey
 from ledgertool.seal.document import records_to_table, table_to_records
 from ledgertool.verify.proof import record_to_json

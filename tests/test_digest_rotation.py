@@ -20,7 +20,7 @@ from test_reconcile import write_pcap
 from test_schemas_reports import is_valid, validate
 
 from ledgertool.capture.run import capture_file
-from ledgertool.digest.engine import record_dtype
+from ledgertool.digest.record import record_dtype
 from ledgertool.digest.reference import read_pcap, siphash
 from ledgertool.errors import KeyFileError, LedgerFormatError, UsageError
 from ledgertool.keyfiles import DigestKey, SigningKey, generate_keys

@@ -24,7 +24,6 @@ from hypothesis import strategies as st
 
 from ledgertool.algorithms import ALGORITHMS, get_algorithm
 from ledgertool.digest.engine import (
-    CaptureReader,
     DigestEngine,
     cpu_path,
     cpu_paths,
@@ -33,6 +32,7 @@ from ledgertool.digest.engine import (
     gmac_tag,
     hmac_sha256,
 )
+from ledgertool.source.file import CaptureReader
 
 VECTORS = Path(__file__).parent / "vectors"
 GCM = json.loads((VECTORS / "gcm_nist_gmac.json").read_text())
@@ -65,7 +65,7 @@ ALG_PATHS = [(a.name, p) for a in NEW for p in cpu_paths(a)]
 
 
 def test_every_algorithm_has_a_portable_path_and_sizes_match_the_registry():
-    from ledgertool._native import lib
+    from ledgertool._binding import lib
 
     for a in ALGORITHMS.values():
         assert cpu_paths(a)[-1] == "portable"

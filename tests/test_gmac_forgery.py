@@ -23,7 +23,7 @@ from conftest import SAMPLES, run_cli
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from ledgertool.algorithms import GMAC_CAVEAT
-from ledgertool.digest.engine import CaptureReader
+from ledgertool.source.file import CaptureReader
 from ledgertool.keyfiles import DigestKey
 
 # ---- GF(2^128) as GCM defines it (NIST SP 800-38D s6.3): blocks are big-endian integers, bit 0 of

@@ -128,7 +128,7 @@ def test_a_frame_tag_does_not_depend_on_its_neighbours(on_path):
 GUARD_SCRIPT = r"""
 import ctypes, mmap, sys
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from ledgertool._native import ffi, lib
+from ledgertool._binding import ffi, lib
 from ledgertool.algorithms import ALGORITHMS
 from ledgertool.digest.engine import force_cpu_path
 

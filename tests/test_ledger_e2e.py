@@ -31,7 +31,7 @@ def ledger(tmp_path, keydir) -> Path:
 
 
 def frames_in(path: Path) -> int:
-    from ledgertool.digest.engine import CaptureReader
+    from ledgertool.source.file import CaptureReader
 
     with CaptureReader(path) as r:
         return sum(1 for _ in r.frames())

@@ -147,7 +147,9 @@ def ledger_records(ledger: Path) -> pa.Table:
 
 def file_digests(path: Path, keydir: Path) -> list[bytes]:
     from ledgertool.algorithms import get_algorithm, get_strip_mode
-    from ledgertool.digest.engine import CaptureReader, DigestEngine, record_dtype
+    from ledgertool.digest.engine import DigestEngine
+    from ledgertool.digest.record import record_dtype
+    from ledgertool.source.file import CaptureReader
     from ledgertool.keyfiles import DigestKey
 
     alg = get_algorithm("siphash-1-3-128")
@@ -238,7 +240,7 @@ def test_merge_worker_records_orders_by_ts_worker_index():
     """The merge at a segment boundary: (ts_ns, worker, order within the worker); GAP records take
     their timestamp's place; seq renumbered contiguously; independent of the spread over workers."""
     from ledgertool.capture.workers import merge_worker_records, split_by_worker
-    from ledgertool.digest.engine import FLAG_GAP, record_dtype
+    from ledgertool.digest.record import FLAG_GAP, record_dtype
 
     dt = record_dtype(16)
 

@@ -21,7 +21,6 @@ from test_digests import reference as independent_reference
 
 from ledgertool.algorithms import ALGORITHMS
 from ledgertool.digest.engine import (
-    CaptureReader,
     DigestEngine,
     cpu_path,
     cpu_paths,
@@ -30,6 +29,7 @@ from ledgertool.digest.engine import (
     force_cpu_path,
     merkle_leaves,
 )
+from ledgertool.source.file import CaptureReader
 from ledgertool.digest.reference import siphash
 from ledgertool.seal import merkle
 
@@ -358,7 +358,7 @@ def test_engine_profile_runs_the_engine_loop_and_counts_every_frame():
     """lt_engine_profile (scripts/hotpath_account.py) times the engine's own stages: its records equal
     lt_engine_fill's, every frame is counted, each stage took time, and a skipped digest leaves the
     digest bytes alone."""
-    from ledgertool._native import ffi, lib
+    from ledgertool._binding import ffi, lib
 
     alg = ALGORITHMS["siphash-1-3-128"]
     key = bytes(range(16))

@@ -68,7 +68,7 @@ def test_item7_leaf_records_overflow(ledger, keydir, command):
 def test_item7_merkle_leaves_checks_every_size_in_c():
     """The C entry point itself refuses what it cannot hold, whatever Python passes: no write
     past `out`, status LT_ERR_ARG."""
-    from ledgertool._native import ffi, lib
+    from ledgertool._binding import ffi, lib
 
     records = bytes(48 * 10)
     out = ffi.new("uint8_t[]", 64)
@@ -90,9 +90,10 @@ def test_item7_merkle_leaves_checks_every_size_in_c():
 
 
 _COUNT_PROBE = """
-from ledgertool._native import ffi, lib
+from ledgertool._binding import ffi, lib
 from ledgertool.algorithms import get_algorithm
-from ledgertool.digest.engine import CaptureReader, DigestEngine
+from ledgertool.digest.engine import DigestEngine
+from ledgertool.source.file import CaptureReader
 alg = get_algorithm("siphash-1-3-128")
 with CaptureReader(__import__("sys").argv[1]) as r:
     e = DigestEngine(r, alg, 0, bytes(16), batch_records=16)
@@ -113,7 +114,7 @@ def test_item7_native_counts_times_sizes_are_checked():
 
     r = subprocess.run([sys.executable, "-c", _COUNT_PROBE, str(SAMPLE)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    from ledgertool._native import lib
+    from ledgertool._binding import lib
 
     assert r.stdout.split() == [str(lib.LT_ERR_ARG), "0", str(lib.LT_ERR_ARG)]
 
@@ -345,7 +346,8 @@ def _big_pcap(path: Path, frames: int, size: int = 64) -> Path:
 _SHRINK_PROBE = """
 import os, sys
 from ledgertool.algorithms import get_algorithm
-from ledgertool.digest.engine import CaptureReader, DigestEngine
+from ledgertool.digest.engine import DigestEngine
+from ledgertool.source.file import CaptureReader
 from ledgertool.errors import CaptureFormatError
 path, how = sys.argv[1], sys.argv[2]
 alg = get_algorithm("siphash-1-3-128")
@@ -452,7 +454,7 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="replay opens a PF_PAC
 
 
 def test_saturated_pcapng_reads_as_int64_limits(tmp_path):
-    from ledgertool.digest.engine import CaptureReader
+    from ledgertool.source.file import CaptureReader
 
     with CaptureReader(_saturated_pcapng(tmp_path / "sat.pcapng")) as r:
         assert [f.ts_ns for f in r.frames()] == [-(2**63), 2**63 - 1]

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from ledgertool._native import ffi, lib  # an unbuilt extension is an error, not a skip
+from ledgertool._binding import ffi, lib  # an unbuilt extension is an error, not a skip
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = Path(os.environ.get("LEDGERTOOL_CORPUS", REPO.parent / "shared" / "corpus"))

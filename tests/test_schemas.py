@@ -146,7 +146,7 @@ def test_recompute_digests_parquet_schema(run):
 
 
 def test_record_layout_matches_docs():
-    from ledgertool.digest.engine import RECORD_FIXED, record_dtype
+    from ledgertool.digest.record import RECORD_FIXED, record_dtype
 
     assert RECORD_FIXED == struct.calcsize("<QqIIHHI") == 32
     dt = record_dtype(16)
@@ -157,12 +157,12 @@ def test_record_layout_matches_docs():
 
 
 def test_record_flags_match_docs():
-    from ledgertool.digest import engine
+    from ledgertool.digest import record
 
     doc = (REPO / "docs" / "ledger-format.md").read_text()
     for name in ("TRUNCATED", "MALFORMED", "NON_IP", "FRAGMENT", "UNSUPPORTED_LINKTYPE", "NO_TIMESTAMP",
                  "CAPLEN_GT_SNAPLEN", "GAP"):
-        value = getattr(engine, f"FLAG_{name}")
+        value = getattr(record, f"FLAG_{name}")
         assert f"| `{name}` | `0x{value:04X}` |" in doc, name
 
 

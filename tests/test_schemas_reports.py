@@ -225,7 +225,7 @@ def _torn_ledger(tmp: Path, keys: Path) -> Path:
     import numpy as np
     import pyarrow.parquet as pq
 
-    from ledgertool.digest.engine import record_dtype
+    from ledgertool.digest.record import record_dtype
     from ledgertool.ledger.layout import open_segment_path, parquet_path
     from ledgertool.ledger.segment import SegmentHeader, SegmentWriter, now_ns
     from ledgertool.seal.document import table_to_records

@@ -54,7 +54,9 @@ from scapy.layers.l2 import (
 from scapy.packet import NoPayload, Padding, Raw
 
 from ledgertool.algorithms import get_algorithm
-from ledgertool.digest.engine import RECORD_FIXED, CaptureReader, DigestEngine
+from ledgertool.digest.engine import DigestEngine
+from ledgertool.digest.record import RECORD_FIXED
+from ledgertool.source.file import CaptureReader
 from ledgertool.digest.strip import MODES, explain, strip_range
 
 MALFORMED, NON_IP, FRAGMENT, UNSUPPORTED = 0x2, 0x4, 0x8, 0x10

@@ -19,7 +19,7 @@ import pytest
 from conftest import CORPUS, load_keys, needs_corpus, run_cli
 
 from ledgertool.capture.run import capture_file
-from ledgertool.digest.engine import record_dtype
+from ledgertool.digest.record import record_dtype
 from ledgertool.keyfiles import SigningKey
 from ledgertool.ledger import layout
 from ledgertool.ledger import segment as segments

@@ -69,7 +69,7 @@ def _forged_parquet(path: Path, rows: int, digest_size: int = 16) -> None:
     """A valid Parquet file of `rows` forged records (seq 0.., digest 0xee...)."""
     import numpy as np
 
-    from ledgertool.digest.engine import record_dtype
+    from ledgertool.digest.record import record_dtype
 
     arr = np.zeros(rows, dtype=record_dtype(digest_size))
     arr["seq"] = np.arange(rows)

@@ -35,10 +35,12 @@ import numpy as np
 import typer
 
 from .. import fsio
-from ..algorithms import ALGORITHMS, get_algorithm
+from .._binding import bench_error, ffi, lib
+from ..algorithms import ALGORITHMS, Algorithm, get_algorithm
 from ..cli.render import table_console
-from ..digest.engine import cpu_path
+from ..digest.engine import DigestEngine, cpu_path
 from ..errors import FileTypeError, StorageError, UsageError
+from ..source.file import CaptureReader
 
 CSV_FIELDS = ["time", "host", "cpu_model", "cpu_path", "cores", "benchmark", "algorithm", "size", "threads",
               "frames", "repeats", "seconds", "frames_per_s", "gbit_per_s", "ns_per_frame", "cv", "noisy",
@@ -235,8 +237,6 @@ def bench_digest(algorithm: str, size: int, threads: int = 1, min_time: float = 
 
 def _bench_digest(alg, size: int, threads: int, min_time: float, repeats: int, noisy_cv: float,
                   batch: int) -> BenchRow:
-    from .._native import ffi, lib
-
     buf = os.urandom(size + _BUF_SLACK)
     key = os.urandom(alg.key_size)
     ns = ffi.new("uint64_t *")
@@ -245,9 +245,8 @@ def _bench_digest(alg, size: int, threads: int, min_time: float, repeats: int, n
     def once(count: int) -> float:
         rc = lib.lt_bench_digest_batch(alg.native_id, key, buf, len(buf), size, count, threads, batch, ns,
                                        ffi.NULL, sink)
-        if rc != 0:
-            raise UsageError(f"bench: native benchmark failed (status {rc}) for {alg.name}, {size} B, "
-                             f"{threads} thread(s)")
+        if rc != lib.LT_OK:
+            raise bench_error(rc, f"{alg.name}, {size} B, {threads} thread(s)")
         return ns[0] / 1e9
 
     count = 1
@@ -301,6 +300,20 @@ def write_synthetic_pcap(path: Path, frames: int, frame_size: int, seed: int = 1
     return path.stat().st_size
 
 
+def digest_capture(path, algorithm: Algorithm, subkey: bytes, workers: int = 1) -> int:
+    """Run the whole hot path (reader, strip `frame`, batch digest, records) over a capture file and
+    discard the records; returns the frames read. For `ledgertool bench` (capture:engine) and
+    scripts/hotpath_account.py: what capture costs before segments and sealing."""
+    frames = 0
+    with CaptureReader(path) as r:
+        e = DigestEngine(r, algorithm, 0, subkey, workers=workers)
+        while True:
+            _, n, _ = e.fill(frames)
+            if n == 0:
+                return frames
+            frames += n
+
+
 def bench_capture(frames: int, size: int, algorithm: str = "siphash-1-3-128", reference_frames: int = 20_000,
                   repeats: int = 5, workdir: Path | None = None,
                   noisy_cv: float = DEFAULT_NOISY_CV, workers: tuple[int, ...] = (1,),
@@ -313,7 +326,6 @@ def bench_capture(frames: int, size: int, algorithm: str = "siphash-1-3-128", re
     import subprocess
 
     from ..capture.run import capture_file
-    from ..digest.engine import digest_capture
     from ..digest.reference import read_pcap, siphash
     from ..keyfiles import DigestKey, SigningKey
 
@@ -372,8 +384,6 @@ def bench_capture(frames: int, size: int, algorithm: str = "siphash-1-3-128", re
 
 def tsc_ghz() -> float:
     """Measured TSC rate in GHz (0 where the CPU has none)."""
-    from .._native import lib
-
     return lib.lt_tsc_hz(50) / 1e9
 
 

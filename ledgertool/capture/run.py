@@ -25,7 +25,8 @@ import numpy as np
 
 from .. import fsio
 from ..algorithms import Algorithm, get_algorithm, get_strip_mode
-from ..digest.engine import FLAG_GAP, CaptureReader, DigestEngine, usable_cores
+from ..digest.engine import DigestEngine, usable_cores
+from ..digest.record import FLAG_GAP
 from ..errors import LedgerError, LedgerLockedError, StorageError, UsageError
 from ..keyfiles import DigestKey, SigningKey
 from ..ledger import layout
@@ -43,6 +44,7 @@ from ..ledger.rotations import current_digest_key_id, current_signer_check
 from ..ledger.writer import LinkWriter
 from ..seal.document import SealResult
 from ..source import is_bypass, is_live, is_workload, open_source, open_sources
+from ..source.file import CaptureReader
 from ..source.live import LiveOptions, LiveStats
 from .workers import (
     FanoutWitness,

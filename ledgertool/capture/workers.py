@@ -19,7 +19,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..digest.engine import FLAG_GAP, DigestEngine
+from ..digest.engine import DigestEngine
+from ..digest.record import FLAG_GAP
 from ..errors import InterfaceError, UsageError
 
 

@@ -41,16 +41,9 @@ from ..algorithms import (
     get_algorithm,
     get_strip_mode,
 )
-from ..digest.engine import (
-    FLAG_TRUNCATED,
-    RECORD_FIXED,
-    CaptureReader,
-    DigestEngine,
-    digest_one,
-    merkle_leaves,
-    merkle_root,
-    record_dtype,
-)
+from ..digest.engine import DigestEngine, digest_one, merkle_leaves, merkle_root
+from ..digest.record import FLAG_TRUNCATED, RECORD_FIXED, record_dtype
+from ..source.file import CaptureReader
 from ..errors import LedgerFormatError, UsageError
 from ..keyfiles import DigestKey, SigningKey
 from ..ledger.header import load_ledger

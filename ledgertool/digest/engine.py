@@ -1,209 +1,36 @@
-"""The cffi face of the native engine: capture-file readers and the batch digest engine.
+"""The batch digest engine and the other native digest entry points (one message, Merkle
+hashes, CPU paths, published-vector entry points).
 
-Everything per frame happens in C (native/src); Python opens a run, pulls batches of fixed-size
-records (docs/ledger-format.md, "Records") and hands them to segments. Status codes from C are
-turned into exceptions here and nowhere else.
+Everything per frame happens in C (native/src); Python opens a run over a source's reader, pulls
+batches of fixed-size records (digest/record.py; docs/ledger-format.md, "Records") and hands them
+to segments. Native status codes become exceptions in ledgertool/_binding.py.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
-from typing import Iterator
+from typing import Protocol
 
-import numpy as np
-
-from .._native import ffi, lib
+from .._binding import c_string, check, engine_error, ffi, lib
 from ..algorithms import Algorithm
-from ..errors import CaptureFormatError, UsageError
+from ..errors import UsageError
+from .record import RECORD_FIXED, record_dtype, record_size
 
-RECORD_FIXED = lib.LT_RECORD_FIXED  # bytes before the digest in every record
 # Largest Merkle leaf (records): a proof carries one whole leaf block, 4 MiB at 64-byte records.
 MERKLE_MAX_LEAF_RECORDS = lib.LT_MERKLE_MAX_LEAF_RECORDS
 
-# Record flags (u16, docs/ledger-format.md).
-FLAG_TRUNCATED = lib.LT_FLAG_TRUNCATED
-FLAG_MALFORMED = lib.LT_FLAG_MALFORMED
-FLAG_NON_IP = lib.LT_FLAG_NON_IP
-FLAG_FRAGMENT = lib.LT_FLAG_FRAGMENT
-FLAG_UNSUPPORTED_LINKTYPE = lib.LT_FLAG_UNSUPPORTED_LINKTYPE
-FLAG_NO_TIMESTAMP = lib.LT_FLAG_NO_TIMESTAMP
-FLAG_CAPLEN_GT_SNAPLEN = lib.LT_FLAG_CAPLEN_GT_SNAPLEN
-FLAG_GAP = lib.LT_FLAG_GAP
 
-FORMAT_NAMES = {
-    lib.LT_FMT_PCAP_US: "pcap (µs)",
-    lib.LT_FMT_PCAP_NS: "pcap (ns)",
-    lib.LT_FMT_PCAP_MODIFIED: "pcap (modified)",
-    lib.LT_FMT_PCAPNG: "pcapng",
-    lib.LT_FMT_WORKLOAD: "workload",
-    lib.LT_FMT_LIVE: "live",
-}
-
-
-def record_dtype(digest_size: int) -> np.dtype:
-    """numpy view of one on-disk record: 32 fixed bytes + digest, little-endian, packed.
-
-    The digest is raw bytes (void, ``V{digest_size}``), not a numpy string (``S``): ``S`` values
-    drop their trailing zero bytes when they become Python bytes, so about one digest in 256 would
-    come out a byte short. ``bytes(rec["digest"])`` is always `digest_size` bytes; compare a
-    digest column with ``np.void(want)``."""
-    return np.dtype(
-        [
-            ("seq", "<u8"),
-            ("ts_ns", "<i8"),
-            ("wire_len", "<u4"),
-            ("cap_len", "<u4"),
-            ("flags", "<u2"),
-            ("linktype", "<u2"),
-            ("aux", "<u4"),
-            ("digest", f"V{digest_size}"),
-        ]
-    )
-
-
-@dataclass(frozen=True)
-class Frame:
-    """One captured frame (copied out of the map; for tests and the reference path)."""
-
-    index: int
-    offset: int  # byte offset of its record/block header in the file
-    ts_ns: int  # ns since the Unix epoch
-    caplen: int  # bytes captured
-    wire_len: int  # bytes on the wire
-    linktype: int
-    interface_id: int
-    rflags: int
-    data: bytes
-
-
-@dataclass(frozen=True)
-class ReaderInfo:
-    """How a capture file was read. `truncated_*` describe a cut last record."""
+class FrameReader(Protocol):
+    """What the engine needs of a source (ledgertool.source: a file, the workload generator, a live
+    interface): its native lt_reader and how its read errors are raised."""
 
     path: str
-    format: str
-    version: str
-    snaplen: int
-    linktype: int
-    file_size: int
-    frames: int
-    sections: int
-    interfaces: int
-    skipped_blocks: int
-    truncated: bool
-    truncated_offset: int
-    truncated_bytes: int
-    message: str
-
-    def truncation_note(self) -> str | None:
-        if not self.truncated:
-            return None
-        return (f"{self.path}: truncated last record at byte {self.truncated_offset} "
-                f"({self.truncated_bytes} bytes present, not recorded); {self.frames} whole frames read")
-
-
-class CaptureReader:
-    """A pcap/pcapng file opened by the native reader (mmap, format by magic number only).
-
-    Raises CaptureFormatError (exit 2) when the file is missing, unreadable, not a capture or
-    corrupt at open. Use as a context manager.
-    """
-
-    def __init__(self, path: str | os.PathLike):
-        self._r = None
-        self.path = os.fspath(path)
-        if os.path.isdir(self.path):
-            raise CaptureFormatError(f"{self.path}: is a directory, not a capture file", self.path)
-        err = ffi.new("char[512]")
-        out = ffi.new("lt_reader **")
-        st = lib.lt_reader_open(self.path.encode(), out, err, 512)
-        if st != lib.LT_OK:
-            msg = ffi.string(err).decode(errors="replace") or f"{self.path}: cannot open (status {st})"
-            raise CaptureFormatError(msg, self.path)
-        self._r = out[0]
-
-    @classmethod
-    def from_handle(cls, handle, path: str) -> "CaptureReader":
-        """Wrap an already open native reader (e.g. the workload generator, ledgertool.source.workload);
-        `path` names the source in messages. The reader takes ownership of the handle."""
-        self = cls.__new__(cls)
-        self._r = handle
-        self.path = path
-        return self
-
-    def close(self) -> None:
-        if getattr(self, "_r", None) is not None:
-            lib.lt_reader_close(self._r)
-            self._r = None
-
-    def __enter__(self) -> "CaptureReader":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self):  # pragma: no cover - safety net
-        self.close()
 
     @property
-    def handle(self):
-        return self._r
+    def handle(self): ...
 
-    def info(self) -> ReaderInfo:
-        i = ffi.new("lt_reader_info *")
-        lib.lt_reader_get_info(self._r, i)
-        return ReaderInfo(
-            path=self.path,
-            format=FORMAT_NAMES.get(i.format, "unknown"),
-            version=f"{i.version_major}.{i.version_minor}",
-            snaplen=i.snaplen,
-            linktype=1 if i.format == lib.LT_FMT_WORKLOAD else i.linktype,  # generated frames are Ethernet
-            file_size=i.file_size,
-            frames=i.frames,
-            sections=i.sections,
-            interfaces=i.interfaces,
-            skipped_blocks=i.skipped_blocks,
-            truncated=bool(i.truncated),
-            truncated_offset=i.truncated_offset,
-            truncated_bytes=i.truncated_bytes,
-            message=ffi.string(i.message).decode(errors="replace"),
-        )
-
-    def raise_error(self, status: int) -> None:
-        """Turn a reader error status into CaptureFormatError naming file and byte offset."""
-        i = ffi.new("lt_reader_info *")
-        lib.lt_reader_get_info(self._r, i)
-        msg = ffi.string(i.message).decode(errors="replace") or f"read error (status {status})"
-        if not msg.startswith(self.path):
-            msg = f"{self.path}: {msg}"
-        raise CaptureFormatError(msg, self.path, int(i.error_offset))
-
-    def frames(self, batch: int = 256) -> Iterator[Frame]:
-        """Yield every frame (copies the bytes). Raises CaptureFormatError at a corrupt structure,
-        after yielding every frame before it, and when the file shrinks while it is read."""
-        buf = ffi.new("lt_frame[]", batch)
-        n = ffi.new("size_t *")
-        index = 0
-        while True:
-            st = lib.lt_reader_next(self._r, buf, batch, n)
-            got = n[0]
-            # copied in C, under the reader's SIGBUS guard: the map may shrink under us
-            data = ffi.new("uint8_t[]", max(1, sum(buf[k].caplen for k in range(got))))
-            if got and lib.lt_reader_copy_frames(self._r, buf, got, data, len(data)) != lib.LT_OK:
-                self.raise_error(lib.LT_ERR_IO)
-            raw, pos = ffi.buffer(data), 0
-            for k in range(got):
-                f = buf[k]
-                yield Frame(index, f.offset, f.ts_ns, f.caplen, f.wire_len, f.linktype, f.interface_id,
-                            f.rflags, raw[pos:pos + f.caplen])
-                pos += f.caplen
-                index += 1
-            if st == lib.LT_EOF:
-                return
-            if st != lib.LT_OK:
-                self.raise_error(st)
+    def raise_error(self, status: int) -> None: ...
 
 
 class DigestEngine:
@@ -213,13 +40,13 @@ class DigestEngine:
     by the caller-supplied first sequence number of each batch.
     """
 
-    def __init__(self, reader: CaptureReader, algorithm: Algorithm, strip_id: int, subkey: bytes,
+    def __init__(self, reader: FrameReader, algorithm: Algorithm, strip_id: int, subkey: bytes,
                  batch_records: int = 65536, *, workers: int = 1, batch: int = 0):
         """`workers`: threads that digest each pass (records never depend on it); `batch`: frames
         per reader call and digest pass (0: the native default, larger with several workers)."""
         self.reader = reader
         self.algorithm = algorithm
-        self.record_size = RECORD_FIXED + algorithm.digest_size
+        self.record_size = record_size(algorithm)
         self.dtype = record_dtype(algorithm.digest_size)
         cfg = ffi.new("lt_engine_config *")
         cfg.algorithm = algorithm.native_id
@@ -239,7 +66,7 @@ class DigestEngine:
         st = lib.lt_engine_new(reader.handle, cfg, out, err, 512)
         ffi.memmove(key, bytes(len(subkey)), len(subkey))
         if st != lib.LT_OK:
-            raise CaptureFormatError(ffi.string(err).decode(errors="replace"))
+            raise engine_error(st, c_string(err))
         self._e = ffi.gc(out[0], lib.lt_engine_free)
         self._cap = batch_records
         self._buf = ffi.new("uint8_t[]", batch_records * self.record_size)
@@ -268,9 +95,8 @@ class DigestEngine:
 def digest_one(algorithm: Algorithm, key: bytes, message: bytes) -> bytes:
     """Native digest of one message (known-answer and reference tests)."""
     out = ffi.new("uint8_t[]", max(algorithm.digest_size, 8))
-    st = lib.lt_digest(algorithm.native_id, key, message, len(message), out)
-    if st != lib.LT_OK:
-        raise ValueError(f"native digest failed for {algorithm.name} (status {st})")
+    check(lib.lt_digest(algorithm.native_id, key, message, len(message), out),
+          f"native digest failed for {algorithm.name}")
     return bytes(ffi.buffer(out, algorithm.digest_size))
 
 
@@ -283,25 +109,10 @@ def digest_many(algorithm: Algorithm, key: bytes, messages: list[bytes]) -> list
     ptrs = ffi.new("const uint8_t *[]", keep) if n else ffi.NULL
     lens = ffi.new("uint32_t[]", [len(m) for m in messages]) if n else ffi.NULL
     out = ffi.new("uint8_t[]", max(n, 1) * size)
-    st = lib.lt_digest_many(algorithm.native_id, key, ptrs, lens, n, out, size)
-    if st != lib.LT_OK:
-        raise ValueError(f"native digest_many failed for {algorithm.name} (status {st})")
+    check(lib.lt_digest_many(algorithm.native_id, key, ptrs, lens, n, out, size),
+          f"native digest_many failed for {algorithm.name}")
     raw = bytes(ffi.buffer(out, n * size))
     return [raw[i * size:(i + 1) * size] for i in range(n)]
-
-
-def digest_capture(path, algorithm: Algorithm, subkey: bytes, workers: int = 1) -> int:
-    """Run the whole hot path (reader, strip `frame`, batch digest, records) over a capture file and
-    discard the records; returns the frames read. For benchmarks (`ledgertool bench` capture:engine,
-    scripts/hotpath_account.py): what capture costs before segments and sealing."""
-    frames = 0
-    with CaptureReader(path) as r:
-        e = DigestEngine(r, algorithm, 0, subkey, workers=workers)
-        while True:
-            _, n, _ = e.fill(frames)
-            if n == 0:
-                return frames
-            frames += n
 
 
 def merkle_leaves(records, record_size: int, leaf_records: int) -> bytes:
@@ -316,9 +127,7 @@ def merkle_leaves(records, record_size: int, leaf_records: int) -> bytes:
     count = len(buf) // record_size
     leaves = -(-count // leaf_records)
     out = ffi.new("uint8_t[]", max(leaves, 1) * 32)
-    st = lib.lt_merkle_leaves(buf, record_size, count, leaf_records, out, len(out))
-    if st != lib.LT_OK:
-        raise ValueError(f"lt_merkle_leaves failed (status {st})")
+    check(lib.lt_merkle_leaves(buf, record_size, count, leaf_records, out, len(out)), "lt_merkle_leaves")
     return bytes(ffi.buffer(out, leaves * 32))
 
 
@@ -336,10 +145,7 @@ def merkle_root(leaf_hashes: bytes) -> bytes:
     if not leaf_hashes:
         return hashlib.sha256(b"").digest()
     out = ffi.new("uint8_t[32]")
-    st = lib.lt_merkle_root(ffi.from_buffer(leaf_hashes), len(leaf_hashes) // 32, out)
-    if st != lib.LT_OK:
-        raise MemoryError("lt_merkle_root: out of memory") if st == lib.LT_ERR_NOMEM else ValueError(
-            f"lt_merkle_root failed (status {st})")
+    check(lib.lt_merkle_root(ffi.from_buffer(leaf_hashes), len(leaf_hashes) // 32, out), "lt_merkle_root")
     return bytes(ffi.buffer(out, 32))
 
 
@@ -355,15 +161,14 @@ def usable_cores() -> int:
 
 def cpu_path(algorithm: Algorithm) -> str:
     """Name of the CPU path the native code uses now for `algorithm` (e.g. "aesni-pclmul")."""
-    return ffi.string(lib.lt_cpu_path(algorithm.native_id)).decode()
+    return c_string(lib.lt_cpu_path(algorithm.native_id))
 
 
 def cpu_paths(algorithm: Algorithm) -> list[str]:
     """CPU paths this machine can run for `algorithm`, best first (always ends with "portable")."""
     buf = ffi.new("char[256]")
-    if lib.lt_cpu_paths(algorithm.native_id, buf, 256) != lib.LT_OK:
-        raise ValueError(f"no CPU paths for {algorithm.name}")
-    return ffi.string(buf).decode().split(",")
+    check(lib.lt_cpu_paths(algorithm.native_id, buf, 256), f"no CPU paths for {algorithm.name}")
+    return c_string(buf).split(",")
 
 
 def force_cpu_path(algorithm: Algorithm, path: str | None) -> None:
@@ -371,15 +176,13 @@ def force_cpu_path(algorithm: Algorithm, path: str | None) -> None:
 
     Engines already created keep their path. For tests and benchmarks; LEDGERTOOL_CPU_PATH does
     the same from the environment. Raises ValueError for a path this CPU cannot run."""
-    st = lib.lt_cpu_path_force(algorithm.native_id, path.encode() if path else ffi.NULL)
-    if st != lib.LT_OK:
-        raise ValueError(f"{algorithm.name}: no CPU path {path!r} on this machine "
-                         f"(available: {', '.join(cpu_paths(algorithm))})")
+    check(lib.lt_cpu_path_force(algorithm.native_id, path.encode() if path else ffi.NULL),
+          f"{algorithm.name}: no CPU path {path!r} on this machine (available: {', '.join(cpu_paths(algorithm))})")
 
 
 def cpu_path_note() -> str:
     """Why LEDGERTOOL_CPU_PATH was not (fully) honoured, or ""."""
-    return ffi.string(lib.lt_cpu_path_note()).decode()
+    return c_string(lib.lt_cpu_path_note())
 
 
 def gmac_tag(key: bytes, iv: bytes, aad: bytes) -> bytes:
@@ -388,12 +191,12 @@ def gmac_tag(key: bytes, iv: bytes, aad: bytes) -> bytes:
     if len(key) != 16 or len(iv) != 12:
         raise ValueError("GMAC needs a 16-byte key and a 12-byte IV")
     out = ffi.new("uint8_t[16]")
-    lib.lt_gmac_aes128(key, iv, aad, len(aad), out)
+    check(lib.lt_gmac_aes128(key, iv, aad, len(aad), out), "lt_gmac_aes128")
     return bytes(out)
 
 
 def hmac_sha256(key: bytes, message: bytes) -> bytes:
     """Full 32-byte HMAC-SHA-256 with a key of any length (native, current path; for vectors)."""
     out = ffi.new("uint8_t[32]")
-    lib.lt_hmac_sha256(key, len(key), message, len(message), out)
+    check(lib.lt_hmac_sha256(key, len(key), message, len(message), out), "lt_hmac_sha256")
     return bytes(out)

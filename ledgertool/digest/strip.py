@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._native import ffi, lib
+from .._binding import check, ffi, lib
 from ..algorithms import STRIP_MODES, get_strip_mode
+from .record import FLAG_NAMES, FLAG_TRUNCATED
 
 
 @dataclass(frozen=True)
@@ -31,17 +32,6 @@ DESCRIPTIONS = {
 }
 
 MODES: dict[str, StripMode] = {n: StripMode(n, i, DESCRIPTIONS[n]) for n, i in STRIP_MODES.items()}
-
-FLAG_NAMES = {
-    lib.LT_FLAG_TRUNCATED: "TRUNCATED",
-    lib.LT_FLAG_MALFORMED: "MALFORMED",
-    lib.LT_FLAG_NON_IP: "NON_IP",
-    lib.LT_FLAG_FRAGMENT: "FRAGMENT",
-    lib.LT_FLAG_UNSUPPORTED_LINKTYPE: "UNSUPPORTED_LINKTYPE",
-    lib.LT_FLAG_NO_TIMESTAMP: "NO_TIMESTAMP",
-    lib.LT_FLAG_CAPLEN_GT_SNAPLEN: "CAPLEN_GT_SNAPLEN",
-    lib.LT_FLAG_GAP: "GAP",
-}
 
 
 def flag_names(flags: int) -> list[str]:
@@ -69,9 +59,8 @@ def strip_range(frame: bytes, linktype: int, strip: str | int, wire_len: int | N
     """
     sid = strip if isinstance(strip, int) else get_strip_mode(strip)
     off, ln, fl = ffi.new("uint32_t *"), ffi.new("uint32_t *"), ffi.new("uint16_t *")
-    st = lib.lt_strip(sid, linktype, frame, len(frame), len(frame) if wire_len is None else wire_len, off, ln, fl)
-    if st != lib.LT_OK:
-        raise ValueError(f"unknown strip mode id {strip!r}")
+    check(lib.lt_strip(sid, linktype, frame, len(frame), len(frame) if wire_len is None else wire_len, off, ln, fl),
+          f"unknown strip mode id {strip!r}")
     return StripRange(off[0], ln[0], fl[0])
 
 
@@ -79,7 +68,7 @@ def explain(frame: bytes, linktype: int, strip: str, wire_len: int | None = None
     """One line saying what strip mode `strip` hashed of `frame`, with scapy naming the layers."""
     r = strip_range(frame, linktype, strip, wire_len)
     text = f"strip {strip}: hashed bytes [{r.offset}, {r.end}) of {len(frame)}"
-    flags = flag_names(r.flags | (lib.LT_FLAG_TRUNCATED if wire_len is not None and len(frame) < wire_len else 0))
+    flags = flag_names(r.flags | (FLAG_TRUNCATED if wire_len is not None and len(frame) < wire_len else 0))
     layers = _layers(frame, linktype)
     if layers:
         stripped = [name for name, start in layers if start < r.offset]

@@ -18,6 +18,7 @@ from pathlib import Path
 from .. import fsio
 from ..algorithms import ALGORITHMS, STRIP_MODES
 from ..digest.engine import MERKLE_MAX_LEAF_RECORDS, valid_leaf_records
+from ..digest.record import RECORD_FIXED
 from ..errors import LedgerFormatError
 from ..fsio import write_atomic
 from ..seal.canonical import loads_strict
@@ -43,7 +44,7 @@ class LedgerHeader:
     strip: str
     digest_key_id: str  # 32 lowercase hex
     digest_size: int  # bytes
-    record_size: int  # bytes: 32 + digest_size
+    record_size: int  # bytes: RECORD_FIXED (32) + digest_size
     leaf_records: int  # records per Merkle leaf, a power of two
     sha256: str
     created_at: str | None = None
@@ -70,7 +71,7 @@ def create_ledger(directory: Path, *, algorithm: str, strip: str, digest_key_id:
         "strip": strip,
         "digest_key_id": digest_key_id,
         "digest_size": digest_size,
-        "record_size": 32 + digest_size,
+        "record_size": RECORD_FIXED + digest_size,
         "leaf_records": leaf_records,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
@@ -108,8 +109,9 @@ def _header_fields(path: Path, doc: object) -> None:
             raise bad(name, f"must be an integer, not {type(doc[name]).__name__}")
     if doc["digest_size"] != alg.digest_size:
         raise bad("digest_size", f"is {doc['digest_size']}; {alg.name} digests are {alg.digest_size} bytes")
-    if doc["record_size"] != 32 + doc["digest_size"]:
-        raise bad("record_size", f"is {doc['record_size']}, not 32 + digest_size = {32 + doc['digest_size']}")
+    if doc["record_size"] != RECORD_FIXED + doc["digest_size"]:
+        raise bad("record_size", f"is {doc['record_size']}, not {RECORD_FIXED} + digest_size = "
+                                 f"{RECORD_FIXED + doc['digest_size']}")
     if not valid_leaf_records(doc["leaf_records"]):
         raise bad("leaf_records", f"is {doc['leaf_records']}, not a power of two in 1..{MERKLE_MAX_LEAF_RECORDS}")
     if "created_at" in doc and type(doc["created_at"]) is not str:

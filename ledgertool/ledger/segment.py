@@ -18,6 +18,7 @@ from pathlib import Path
 from .. import fsio
 from ..algorithms import ALGORITHMS, STRIP_MODES
 from ..digest.engine import MERKLE_MAX_LEAF_RECORDS, valid_leaf_records
+from ..digest.record import RECORD_FIXED
 from ..errors import LedgerFormatError
 from .header import LedgerHeader
 from .layout import is_link_name
@@ -67,7 +68,7 @@ class SegmentHeader:
             raise LedgerFormatError(f"{path}: not a ledgertool segment (bad magic at byte 0)")
         if version != SEGMENT_VERSION or hsize != HEADER_SIZE:
             raise LedgerFormatError(f"{path}: unsupported segment format version {version} at byte 8")
-        if rsize != 32 + dsize or dsize not in (16, 32):
+        if rsize != RECORD_FIXED + dsize or dsize not in (16, 32):
             raise LedgerFormatError(f"{path}: inconsistent record size {rsize} / digest size {dsize} at byte 12")
         if not valid_leaf_records(leaf):
             raise LedgerFormatError(f"{path}: leaf_records {leaf} at byte 36 is not a power of two in "

@@ -34,7 +34,8 @@ import pyarrow.parquet as pq
 
 from .. import fsio
 from ..algorithms import Algorithm, get_algorithm, get_strip_mode
-from ..digest.engine import FLAG_GAP, DigestEngine, record_dtype, usable_cores
+from ..digest.engine import DigestEngine, usable_cores
+from ..digest.record import FLAG_GAP, record_dtype
 from ..errors import CaptureFormatError, KeyFileError, LedgerFormatError, UsageError
 from ..keyfiles import DigestKey, TrustBundle
 from ..ledger.header import LedgerHeader, load_ledger

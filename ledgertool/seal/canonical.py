@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import json
 from typing import Any
 
@@ -18,7 +17,7 @@ import rfc8785
 from ..errors import LedgerFormatError
 
 __all__ = ["MAX_DOCUMENT_BYTES", "MAX_DOCUMENT_DEPTH", "MAX_SAFE_INTEGER", "b64decode_canonical",
-           "canonical_json", "loads_strict", "sha256_hex"]
+           "canonical_json", "loads_strict"]
 
 MAX_SAFE_INTEGER = 2**53 - 1
 """Largest integer magnitude that survives RFC 8785's IEEE-754 double number model."""
@@ -160,11 +159,6 @@ def loads_strict(data: bytes, where: str, max_bytes: int = MAX_DOCUMENT_BYTES) -
     except RecursionError:
         raise LedgerFormatError(f"{where}: nested deeper than {MAX_DOCUMENT_DEPTH} levels") from None
     return doc
-
-
-def sha256_hex(b: bytes | bytearray | memoryview) -> str:
-    """SHA-256 of ``b`` as 64 lowercase hex characters."""
-    return hashlib.sha256(b).hexdigest()
 
 
 def b64decode_canonical(s: str) -> bytes:

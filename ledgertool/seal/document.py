@@ -21,7 +21,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..digest.engine import FLAG_GAP, merkle_leaves, merkle_root, record_dtype
+from ..digest.engine import merkle_leaves, merkle_root
+from ..digest.record import FLAG_GAP, record_dtype
 from ..errors import LedgerFormatError
 from ..fsio import read_regular, write_atomic
 from ..keyfiles import SigningKey, seal_message

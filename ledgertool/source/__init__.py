@@ -4,7 +4,7 @@
     xdp:NAME[:QUEUE]    a live interface through AF_XDP sockets (ledgertool.source.bypass)
     dpdk:PORT           a DPDK port, set up with --eal (ledgertool.source.bypass)
     workload:SPEC.toml  frames from the deterministic workload generator (ledgertool.source.workload)
-    anything else       a pcap/pcapng file (ledgertool.digest.engine.CaptureReader)
+    anything else       a pcap/pcapng file (ledgertool.source.file.CaptureReader)
 
 Every source is a native lt_reader underneath, so the engine treats them alike.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from ..digest.engine import CaptureReader
+from .file import CaptureReader
 
 LIVE_PREFIX = "iface:"
 WORKLOAD_PREFIX = "workload:"

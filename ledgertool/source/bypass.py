@@ -4,7 +4,7 @@
 Each native source is its own optional extension module (ledgertool._source_xdp, linked with
 libxdp and libbpf; ledgertool._source_dpdk, linked with DPDK), built only where pkg-config finds
 those libraries (native/build_ffi.py), so ledgertool._native and everything else import without
-them. A source module opens its state and lends two pointers, which ledgertool._native wraps in
+them (they load through ledgertool._binding.optional_module). A source module opens its state and lends two pointers, which ledgertool._native wraps in
 an lt_reader (lt_reader_open_source): the digest engine then calls the source's next() directly.
 
 The readers have the face of `live.LiveReader` (handle, info, raise_error, request_stop, stats,
@@ -17,22 +17,26 @@ with RSS) merged per segment by ledgertool.capture.workers.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import os
 import shlex
 from dataclasses import dataclass, field
 
-from .._native import ffi, lib
-from ..digest.engine import ReaderInfo
-from ..errors import InterfaceError, UsageError
+from .._binding import (
+    DPDK,
+    XDP,
+    c_string,
+    ffi,
+    interface_error,
+    lib,
+    live_read_error,
+    optional_module,
+    plugin_error,
+)
+from ..errors import UsageError
+from .file import ReaderInfo
 
 XDP_PREFIX = "xdp:"
 DPDK_PREFIX = "dpdk:"
-XDP_PACKAGES = "libxdp-dev libbpf-dev"
-DPDK_PACKAGES = "libdpdk-dev (or dpdk-dev)"
-# what a machine needs to run a wheel built with the modules (Debian package names)
-XDP_RUNTIME = "libxdp1 libbpf1"
-DPDK_RUNTIME = "dpdk (its librte_* libraries)"
 
 XDP_MODES = ("auto", "zero-copy", "copy")
 XDP_ATTACH = ("auto", "native", "skb")
@@ -80,23 +84,6 @@ class BypassOptions:
             raise UsageError(f"--xdp-mode must be one of {', '.join(XDP_MODES)}")
         if self.xdp_attach not in XDP_ATTACH:
             raise UsageError(f"--xdp-attach must be one of {', '.join(XDP_ATTACH)}")
-
-
-def _module(kind: str, source: str):
-    """ledgertool._source_xdp / _source_dpdk, or InterfaceError (exit 2) saying what to install."""
-    name = f"ledgertool._source_{kind}"
-    packages = XDP_PACKAGES if kind == "xdp" else DPDK_PACKAGES
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as e:
-        if e.name != name:
-            raise
-        raise InterfaceError(f"{source}: the {'AF_XDP' if kind == 'xdp' else 'DPDK'} source is not built: install "
-                             f"{packages} and pkg-config, then reinstall ledgertool", source) from None
-    except ImportError as e:  # built, but a library it links is missing on this machine
-        raise InterfaceError(f"{source}: the {'AF_XDP' if kind == 'xdp' else 'DPDK'} source cannot load its "
-                             f"libraries ({e}): install {XDP_RUNTIME if kind == 'xdp' else DPDK_RUNTIME}",
-                             source) from None
 
 
 def _addr(mod_ffi, ptr) -> int:
@@ -256,9 +243,7 @@ class _BypassReader:
         if st != lib.LT_OK:
             getattr(mod.lib, f"lt_{self.kind}_discard")(src)
             self._src = None
-            why = ("was built against another ledgertool.h: rebuild" if st == lib.LT_ERR_ARG
-                   else "out of memory")
-            raise InterfaceError(f"{source}: the {self.kind} source module {why}", source)
+            raise plugin_error(st, source, self.kind)
         self._r = out[0]
         self.stopping = False
 
@@ -278,13 +263,12 @@ class _BypassReader:
         return ReaderInfo(path=self.path, format=self.label, version="", snaplen=i.snaplen, linktype=1, file_size=0,
                           frames=i.frames, sections=0, interfaces=1, skipped_blocks=0, truncated=False,
                           truncated_offset=0, truncated_bytes=0,
-                          message=ffi.string(i.message).decode(errors="replace"))
+                          message=c_string(i.message))
 
     def raise_error(self, status: int) -> None:
         i = ffi.new("lt_reader_info *")
         lib.lt_reader_get_info(self._r, i)
-        msg = ffi.string(i.message).decode(errors="replace") or f"read error (status {status})"
-        raise InterfaceError(f"{self.path}: {msg}", self.path)
+        raise live_read_error(status, c_string(i.message), self.path, self.path)
 
     def close(self) -> None:
         if getattr(self, "_r", None) is not None:
@@ -303,8 +287,7 @@ class _BypassReader:
 
 
 def _raise_open_error(source: str, mod, st: int, err) -> None:
-    msg = mod.ffi.string(err).decode(errors="replace") or f"{source}: cannot open (status {st})"
-    raise (UsageError(msg) if st == lib.LT_ERR_ARG else InterfaceError(msg, source))
+    raise interface_error(st, mod.ffi.string(err).decode(errors="replace"), source)
 
 
 class XdpReader(_BypassReader):
@@ -354,7 +337,7 @@ def open_xdp(source: str, options=None, workers: int = 1) -> list[XdpReader]:
     opts = BypassOptions.coerce(options)
     opts.check()
     ifname, first = parse_xdp(source)
-    mod = _module("xdp", source)
+    mod = optional_module(XDP, source)
     xf, xl = mod.ffi, mod.lib
     nq = xl.lt_xdp_rx_queues(ifname.encode())
     if nq > 0 and first + workers > nq:
@@ -422,7 +405,7 @@ def open_dpdk(source: str, options=None, workers: int = 1) -> list[DpdkReader]:
     if not port or any(c.isspace() for c in port):
         raise UsageError(f"source {source!r}: expected dpdk:PORT (a port number or an ethdev name such as net_pcap0)")
     argv = eal_argv(opts.eal, opts.pin_cpu)
-    mod = _module("dpdk", source)
+    mod = optional_module(DPDK, source)
     df, dl = mod.ffi, mod.lib
     keep = [df.new("char[]", a.encode()) for a in argv]
     err = df.new("char[512]")

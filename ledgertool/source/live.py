@@ -1,7 +1,7 @@
 """Live frame sources and replay: AF_PACKET TPACKET_V3 capture (`iface:NAME`) and PF_PACKET
 transmission of a capture file (docs/capture.md).
 
-`LiveReader` has the face of `engine.CaptureReader` (handle, info, raise_error, close), so the
+`LiveReader` has the face of `file.CaptureReader` (handle, info, raise_error, close), so the
 digest engine and `capture.capture_file` treat an interface like a file. What differs:
 
 - `DigestEngine.fill` returns 0 records when nothing arrived within the poll interval; that is not
@@ -15,10 +15,18 @@ from __future__ import annotations
 import threading
 from dataclasses import asdict, dataclass
 
-from .._native import ffi, lib
-from ..digest.engine import ReaderInfo
-from ..errors import CaptureFormatError, InterfaceError, UsageError
+from .._binding import (
+    c_string,
+    ffi,
+    interface_error,
+    lib,
+    live_read_error,
+    replay_open_error,
+    replay_run_error,
+)
+from ..errors import UsageError
 from . import LIVE_PREFIX as IFACE_PREFIX
+from .file import ReaderInfo
 
 
 def iface_name(source: str) -> str:
@@ -96,8 +104,7 @@ class LiveReader:
         out = ffi.new("lt_reader **")
         st = lib.lt_reader_open_live(cfg, out, err, 512)
         if st != lib.LT_OK:
-            msg = ffi.string(err).decode(errors="replace") or f"{source}: cannot open (status {st})"
-            raise (UsageError(msg) if st == lib.LT_ERR_ARG else InterfaceError(msg, self.iface))
+            raise interface_error(st, c_string(err) or f"{source}: cannot open (status {st})", self.iface)
         self._r = out[0]
         self.stopping = False
 
@@ -125,8 +132,9 @@ class LiveReader:
 
     def sync_stats(self) -> LiveStats:
         """Read the kernel counters now (not while a worker thread reads this ring) and return them."""
-        if lib.lt_live_sync_stats(self._r) != lib.LT_OK:
-            self.raise_error(lib.LT_ERR_IO)
+        st = lib.lt_live_sync_stats(self._r)
+        if st != lib.LT_OK:
+            self.raise_error(st)
         return self.stats()
 
     def info(self) -> ReaderInfo:
@@ -135,13 +143,12 @@ class LiveReader:
         return ReaderInfo(path=self.path, format="live (AF_PACKET TPACKET_V3)", version="", snaplen=i.snaplen,
                           linktype=i.linktype, file_size=0, frames=i.frames, sections=0, interfaces=1,
                           skipped_blocks=0, truncated=False, truncated_offset=0, truncated_bytes=0,
-                          message=ffi.string(i.message).decode(errors="replace"))
+                          message=c_string(i.message))
 
     def raise_error(self, status: int) -> None:
         i = ffi.new("lt_reader_info *")
         lib.lt_reader_get_info(self._r, i)
-        msg = ffi.string(i.message).decode(errors="replace") or f"read error (status {status})"
-        raise InterfaceError(f"{self.path}: {msg}", self.iface)
+        raise live_read_error(status, c_string(i.message), self.path, self.iface)
 
     def close(self) -> None:
         if getattr(self, "_r", None) is not None:
@@ -223,13 +230,8 @@ def replay(path, iface: str, *, mode: str = "timing", rate: float | None = None,
     err = ffi.new("char[512]")
     out = ffi.new("lt_replay **")
     st = lib.lt_replay_open(cfg, out, err, 512)
-    msg = ffi.string(err).decode(errors="replace")
-    if st in (lib.LT_ERR_FORMAT, lib.LT_ERR_CORRUPT) or (st == lib.LT_ERR_IO and msg.startswith(str(path))):
-        raise CaptureFormatError(msg or f"{path}: cannot read", str(path))
-    if st == lib.LT_ERR_ARG:
-        raise UsageError(msg)
     if st != lib.LT_OK:
-        raise InterfaceError(msg or f"{iface}: replay failed (status {st})", iface)
+        raise replay_open_error(st, c_string(err), str(path), iface)
     p = out[0]
     run_err = ffi.new("char[512]")
     status = {}
@@ -263,5 +265,5 @@ def replay(path, iface: str, *, mode: str = "timing", rate: float | None = None,
             t.join()
         lib.lt_replay_close(p)
     if status.get("rc", lib.LT_OK) != lib.LT_OK:
-        raise InterfaceError(ffi.string(run_err).decode(errors="replace"), iface)
+        raise replay_run_error(c_string(run_err), iface)
     return res

@@ -22,10 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import fsio
-from .._native import ffi, lib
-from ..digest.engine import CaptureReader
+from .._binding import c_string, ffi, lib, pcap_write_error, workload_error
 from ..errors import (
-    CaptureFormatError,
     FileTypeError,
     LedgerFormatError,
     StorageError,
@@ -33,6 +31,7 @@ from ..errors import (
     WorkloadSpecError,
 )
 from ..plan import SIMPLE_IMIX
+from .file import CaptureReader
 
 WORKLOAD_PREFIX = "workload:"
 MAX_SPEC_BYTES = 1 << 20  # a spec is a few flows of TOML
@@ -377,7 +376,7 @@ def open_workload(spec: WorkloadSpec | str | os.PathLike) -> CaptureReader:
     out = ffi.new("lt_reader **")
     st = lib.lt_reader_open_workload(cs, out, err, 512)
     if st != lib.LT_OK:
-        raise WorkloadSpecError(f"{spec.path}: {ffi.string(err).decode(errors='replace')}", spec.path)
+        raise workload_error(c_string(err), spec.path)
     return CaptureReader.from_handle(out[0], f"{WORKLOAD_PREFIX}{spec.path}")
 
 
@@ -416,8 +415,7 @@ def _write_pcap_to(reader: CaptureReader, target: str, out: str) -> int:
     n = ffi.new("uint64_t *")
     st = lib.lt_reader_write_pcap(reader.handle, target.encode(), n, err, 512)
     if st != lib.LT_OK:
-        msg = ffi.string(err).decode(errors="replace").replace(target, out)
-        raise CaptureFormatError(msg if msg.startswith(out) or msg.startswith(reader.path) else f"{out}: {msg}", out)
+        raise pcap_write_error(c_string(err).replace(target, out), out, reader.path)
     return int(n[0])
 
 

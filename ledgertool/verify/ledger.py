@@ -44,13 +44,8 @@ import numpy as np
 import pyarrow as pa
 
 from ..algorithms import algorithm_caveat
-from ..digest.engine import (
-    FLAG_GAP,
-    merkle_leaves,
-    merkle_root,
-    record_dtype,
-    valid_leaf_records,
-)
+from ..digest.engine import merkle_leaves, merkle_root, valid_leaf_records
+from ..digest.record import FLAG_GAP, RECORD_FIXED, record_dtype
 from ..errors import FileTypeError, LedgerFormatError, StorageError
 from ..keyfiles import TrustBundle
 from ..ledger import segment as segments
@@ -465,7 +460,7 @@ def _record_layout(ledger: LedgerHeader, doc: dict) -> tuple[int, int] | None:
     """(record_size, leaf_records) the segment's records are decoded and hashed with: the seal's
     (signed) values, not the unsigned header's; None when the seal's are out of bounds."""
     rsize, leaf = doc.get("record_size", ledger.record_size), doc.get("leaf_records", ledger.leaf_records)
-    if type(rsize) is not int or rsize not in (48, 64) or not valid_leaf_records(leaf):
+    if type(rsize) is not int or rsize not in (RECORD_FIXED + 16, RECORD_FIXED + 32) or not valid_leaf_records(leaf):
         return None
     return rsize, leaf
 

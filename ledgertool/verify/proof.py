@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from ..algorithms import algorithm_caveat
-from ..digest.engine import RECORD_FIXED, merkle_leaves, merkle_root, record_dtype
+from ..digest.engine import merkle_leaves, merkle_root
+from ..digest.record import RECORD_FIXED, record_dtype
 from ..errors import DiscrepancyError, LedgerFormatError, UsageError
 from ..keyfiles import TrustBundle
 from ..ledger.checkpoints import link_tree
@@ -358,7 +359,7 @@ def check_proof(doc: dict, trust: TrustBundle, checkpoint: SignedNote | None = N
         path = [bytes.fromhex(h) for h in doc["audit_path"]]
     except (KeyError, TypeError, ValueError) as e:
         return fail(f"malformed field in the proof or its seal: {e}")
-    if rsize - 32 not in (16, 32) or leaf < 1:
+    if rsize - RECORD_FIXED not in (16, 32) or leaf < 1:
         return fail("seal has an unsupported record or leaf size")
     k, li = doc["record_index"], doc["leaf_index"]
     if not 0 <= k < count:
@@ -370,7 +371,7 @@ def check_proof(doc: dict, trust: TrustBundle, checkpoint: SignedNote | None = N
         return fail(f"leaf block is {len(block)} bytes, expected {want_len}")
     if doc["leaf_block"]["first_record_index"] != li * leaf or doc["leaf_block"]["records"] != want_len // rsize:
         return fail("leaf_block first_record_index or records does not follow from the leaf index")
-    rec = np.frombuffer(block, dtype=record_dtype(rsize - 32))[k - li * leaf]
+    rec = np.frombuffer(block, dtype=record_dtype(rsize - RECORD_FIXED))[k - li * leaf]
     if record_to_json(rec) != doc["record"]:
         return fail("the record differs from its entry in the leaf block")
     if int(rec["seq"]) != first_seq + k:

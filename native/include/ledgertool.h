@@ -1,5 +1,14 @@
 /*
- * ledgertool native engine: the one public C API.
+ * ledgertool native engine: the one public C API, in the order the data flows:
+ *   1. sources    frames from capture files, the workload generator and plug-in sources
+ *   2. strip      which bytes of a frame are hashed
+ *   3. digest     keyed digest algorithms and the CPU paths they run on
+ *   4. engine     reader -> strip -> digest -> records, in batches
+ *   5. records    the fixed-size on-disk record and its flags
+ *   6. merkle     leaf hashes over records and the tree hash over leaves
+ *   7. live       live capture from an interface, and replay of a capture onto one
+ *   8. process    hardening before secret keys are loaded
+ * Measurement and test-only entry points are in ledgertool_testing.h.
  *
  * cffi reads only the block between the CDEF BEGIN / CDEF END markers (plain declarations,
  * no preprocessor logic), so that block must stay parseable by cffi's cdef().
@@ -20,6 +29,14 @@ extern "C" {
 
 /* CDEF BEGIN */
 
+/* ---- ABI version ----
+ * Raised by one whenever a CDEF block changes (this header's, ledgertool_testing.h's, or those of
+ * the optional modules, native/bypass/source_*.h): the Python binding (ledgertool/_binding.py,
+ * ABI_VERSION) refuses a compiled module built from other declarations, so a stale build after
+ * `git pull` is one line asking for a rebuild rather than an AttributeError deep inside a command.
+ * tests/test_binding.py pins the blocks' digest to it. */
+#define LT_ABI_VERSION 1
+
 /* ---- status codes ---- */
 #define LT_OK 0
 #define LT_EOF 1              /* no more frames; check lt_reader_info for a truncated tail */
@@ -28,6 +45,9 @@ extern "C" {
 #define LT_ERR_CORRUPT -3     /* structure inconsistent at info.error_offset */
 #define LT_ERR_ARG -4         /* bad argument (unknown algorithm, key size, ...) */
 #define LT_ERR_NOMEM -5
+
+/* ======== 1. sources: an lt_reader hands out frames (native/src/reader*.c, workload_gen.c,
+ * source_plugin.c; live interfaces in section 7) ======== */
 
 /* ---- capture file formats (lt_reader_info.format) ---- */
 #define LT_FMT_PCAP_US 1       /* classic pcap, microsecond timestamps */
@@ -45,35 +65,6 @@ extern "C" {
 #define LT_RF_GAP 16                /* not a frame: a live source noticed `wire_len` frames dropped
                                        (data NULL/empty, caplen 0, ts_ns = when it noticed); the
                                        engine writes a GAP record with aux = wire_len */
-
-/* ---- record flags (on-disk, u16) ---- */
-#define LT_FLAG_TRUNCATED 0x0001    /* caplen < wire length */
-#define LT_FLAG_MALFORMED 0x0002
-#define LT_FLAG_NON_IP 0x0004
-#define LT_FLAG_FRAGMENT 0x0008
-#define LT_FLAG_UNSUPPORTED_LINKTYPE 0x0010
-#define LT_FLAG_NO_TIMESTAMP 0x0020
-#define LT_FLAG_CAPLEN_GT_SNAPLEN 0x0040
-#define LT_FLAG_GAP 0x8000          /* not a frame: declares `aux` frames dropped by the engine */
-
-/* ---- digest algorithms ---- */
-#define LT_ALG_SIPHASH_1_3_128 1
-#define LT_ALG_SIPHASH_2_4_128 2
-#define LT_ALG_SIPHASH_1_3_64 3      /* bench only */
-#define LT_ALG_SIPHASH_2_4_64 4      /* bench only */
-#define LT_ALG_AES_128_GMAC 5        /* AES-128-GCM tag, empty plaintext, frame as AAD, zero 96-bit IV */
-#define LT_ALG_BLAKE3_KEYED_128 6    /* BLAKE3 keyed_hash, output truncated to 16 bytes */
-#define LT_ALG_BLAKE3_KEYED_256 7    /* BLAKE3 keyed_hash, 32 bytes */
-#define LT_ALG_HMAC_SHA256_128 8     /* HMAC-SHA-256 (32-byte key), truncated to 16 bytes */
-
-/* ---- strip modes ---- */
-#define LT_STRIP_FRAME 0    /* the captured bytes as stored */
-#define LT_STRIP_L3 1       /* minus the link-layer header and Ethernet padding */
-#define LT_STRIP_PAYLOAD 2  /* minus IP (with options / extension headers) and UDP/TCP headers */
-#define LT_STRIP_RDMA 3     /* payload, and for RoCEv2 (UDP 4791) minus BTH, ETHs and ICRC */
-
-/* ---- on-disk record: 32-byte fixed part + digest (16 or 32 bytes) ---- */
-#define LT_RECORD_FIXED 32
 
 /* One frame as the reader hands it out: a zero-copy view into the mmap'd file. */
 typedef struct {
@@ -173,13 +164,46 @@ int lt_reader_open_workload(const lt_workload_spec *spec, lt_reader **out, char 
  * link type of the first frame). Returns LT_OK, LT_ERR_IO, or the reader's error status. */
 int lt_reader_write_pcap(lt_reader *r, const char *path, uint64_t *frames_written, char *err, size_t errlen);
 
-/* ---- digests ---- */
+/* ---- frame sources in their own modules (AF_XDP, DPDK: native/src/source_bypass.h) ----
+ * Wrap `src` and its lt_source_ops (`ops`, of another native module built from this header) in
+ * an lt_reader; lt_reader_close then calls ops->close(src). `layout` is the module's
+ * LT_SOURCE_LAYOUT and must equal this module's (the struct sizes both were compiled with).
+ * LT_OK, LT_ERR_ARG (NULL or a layout mismatch; src is not closed) or LT_ERR_NOMEM (src is not
+ * closed). */
+int lt_reader_open_source(const void *ops, void *src, int format, uint32_t layout, lt_reader **out);
+
+/* ======== 2. strip: which bytes of a frame are hashed (native/src/strip.c, docs/strip-modes.md) ======== */
+
+/* ---- strip modes ---- */
+#define LT_STRIP_FRAME 0    /* the captured bytes as stored */
+#define LT_STRIP_L3 1       /* minus the link-layer header and Ethernet padding */
+#define LT_STRIP_PAYLOAD 2  /* minus IP (with options / extension headers) and UDP/TCP headers */
+#define LT_STRIP_RDMA 3     /* payload, and for RoCEv2 (UDP 4791) minus BTH, ETHs and ICRC */
+
+/* The byte range [*offset, *offset + *length) of `frame` that strip mode `strip` hashes, and the
+ * record flags it adds in *flags (MALFORMED, NON_IP, FRAGMENT, UNSUPPORTED_LINKTYPE; TRUNCATED
+ * is set by the engine). Never reads past caplen; offset + length <= caplen always.
+ * Returns LT_OK, or LT_ERR_ARG for an unknown strip mode. */
+int lt_strip(int strip, uint32_t linktype, const uint8_t *frame, uint32_t caplen, uint32_t wire_len,
+             uint32_t *offset, uint32_t *length, uint16_t *flags);
+
+/* ======== 3. digest: keyed digests on CPU paths (native/src/dispatch.c, digest*.c, cpu.c) ======== */
+
+/* ---- digest algorithms ---- */
+#define LT_ALG_SIPHASH_1_3_128 1
+#define LT_ALG_SIPHASH_2_4_128 2
+#define LT_ALG_SIPHASH_1_3_64 3      /* bench only */
+#define LT_ALG_SIPHASH_2_4_64 4      /* bench only */
+#define LT_ALG_AES_128_GMAC 5        /* AES-128-GCM tag, empty plaintext, frame as AAD, zero 96-bit IV */
+#define LT_ALG_BLAKE3_KEYED_128 6    /* BLAKE3 keyed_hash, output truncated to 16 bytes */
+#define LT_ALG_BLAKE3_KEYED_256 7    /* BLAKE3 keyed_hash, 32 bytes */
+#define LT_ALG_HMAC_SHA256_128 8     /* HMAC-SHA-256 (32-byte key), truncated to 16 bytes */
 
 /* Output size in bytes of an algorithm, key size in bytes; 0 when unknown. */
 size_t lt_digest_size(int algorithm);
 size_t lt_key_size(int algorithm);
 
-/* Digest one message (reference entry point for tests), with the CPU path currently selected. */
+/* Digest one message with the CPU path currently selected (the conformance kit, known-answer tests). */
 int lt_digest(int algorithm, const uint8_t *key, const uint8_t *msg, size_t len, uint8_t *out);
 
 /* Digest n messages (msgs[i], lens[i] bytes) into out + i * out_stride with the CPU path currently
@@ -187,13 +211,6 @@ int lt_digest(int algorithm, const uint8_t *key, const uint8_t *msg, size_t len,
  * time. Results equal lt_digest on each message. */
 int lt_digest_many(int algorithm, const uint8_t *key, const uint8_t *const *msgs, const uint32_t *lens, size_t n,
                    uint8_t *out, size_t out_stride);
-
-/* Test entry points with the inputs published vectors use; both use the CPU path currently
- * selected for their algorithm. lt_gmac_aes128: AES-128-GCM tag (16 bytes) of an empty plaintext
- * with `aad` under a 96-bit `iv` (the ledger always uses the all-zero IV). lt_hmac_sha256: full
- * 32-byte HMAC-SHA-256 with a key of any length. */
-int lt_gmac_aes128(const uint8_t *key, const uint8_t *iv, const uint8_t *aad, size_t len, uint8_t *tag);
-int lt_hmac_sha256(const uint8_t *key, size_t key_len, const uint8_t *msg, size_t len, uint8_t *out);
 
 /* ---- CPU paths (dispatch) ----
  * Each algorithm runs on one CPU path, chosen once from CPUID (best first), or forced with the
@@ -213,7 +230,7 @@ int lt_cpu_path_force(int algorithm, const char *path);
 /* Why LEDGERTOOL_CPU_PATH was not (fully) honoured, or "". */
 const char *lt_cpu_path_note(void);
 
-/* ---- engine: reader -> strip -> digest -> fixed-size records ---- */
+/* ======== 4. engine: reader -> strip -> digest -> fixed-size records (native/src/engine.c) ======== */
 typedef struct lt_engine lt_engine;
 
 typedef struct {
@@ -242,46 +259,25 @@ int lt_engine_fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_re
 
 void lt_engine_free(lt_engine *e);
 
+/* ======== 5. records: 32-byte fixed part + digest (16 or 32 bytes; docs/ledger-format.md) ======== */
+#define LT_RECORD_FIXED 32
+
+/* ---- record flags (on-disk, u16) ---- */
+#define LT_FLAG_TRUNCATED 0x0001    /* caplen < wire length */
+#define LT_FLAG_MALFORMED 0x0002
+#define LT_FLAG_NON_IP 0x0004
+#define LT_FLAG_FRAGMENT 0x0008
+#define LT_FLAG_UNSUPPORTED_LINKTYPE 0x0010
+#define LT_FLAG_NO_TIMESTAMP 0x0020
+#define LT_FLAG_CAPLEN_GT_SNAPLEN 0x0040
+#define LT_FLAG_GAP 0x8000          /* not a frame: declares `aux` frames dropped by the engine */
+
+/* On-disk size of one record of `algorithm` (LT_RECORD_FIXED + its digest size); 0 when unknown. */
 size_t lt_record_size(int algorithm);
 
-/* ---- strip modes (docs/strip-modes.md) ---- */
+/* ======== 6. merkle: RFC 9162 s2.1.1 leaves and tree hash (native/src/merkle.c) ======== */
 
-/* The byte range [*offset, *offset + *length) of `frame` that strip mode `strip` hashes, and the
- * record flags it adds in *flags (MALFORMED, NON_IP, FRAGMENT, UNSUPPORTED_LINKTYPE; TRUNCATED
- * is set by the engine). Never reads past caplen; offset + length <= caplen always.
- * Returns LT_OK, or LT_ERR_ARG for an unknown strip mode. */
-int lt_strip(int strip, uint32_t linktype, const uint8_t *frame, uint32_t caplen, uint32_t wire_len,
-             uint32_t *offset, uint32_t *length, uint16_t *flags);
-
-/* ---- benchmarking ---- */
-
-/* Digest `count` messages of `size` bytes taken round-robin from `buf` (buf_len >= size) and
- * store the elapsed monotonic time in *elapsed_ns. XORs every digest into `sink` (16 bytes) so
- * the work cannot be optimised away. Isolation benchmark: no reader, no records. */
-int lt_bench_digest(int algorithm, const uint8_t *key, const uint8_t *buf, size_t buf_len, size_t size,
-                    uint64_t count, uint64_t *elapsed_ns, uint8_t *sink);
-
-#define LT_BENCH_MAX_THREADS 1024
-
-/* Like lt_bench_digest_threads, but each thread hands `batch` messages at a time to the batch entry
- * the engine uses (lt_dctx_run_many: multi-buffer code where the path has it); batch 0 = one
- * lt_dctx_run call per message. */
-int lt_bench_digest_batch(int algorithm, const uint8_t *key, const uint8_t *buf, size_t buf_len, size_t size,
-                          uint64_t count, unsigned threads, size_t batch, uint64_t *elapsed_ns, uint64_t *thread_ns,
-                          uint8_t *sink);
-
-/* Measurement only: run the single-worker engine loop over the rest of e's reader, one batch
- * (the engine's batch size, frames) at a time into `out` (at least that many records), timing
- * each stage with CLOCK_MONOTONIC: ns[0] reading, ns[1] strip + record fields, ns[2] digest (not
- * run when `digest` is 0: the records' digest bytes are then left as they were). *frames gets the
- * frames read. LT_OK, LT_ERR_ARG (out too small, or e has frames pending), or the reader's error. */
-int lt_engine_profile(lt_engine *e, uint8_t *out, size_t out_records, int digest, uint64_t ns[3], uint64_t *frames);
-
-/* Time-stamp counter ticks per second, measured against CLOCK_MONOTONIC over ~`ms` milliseconds;
- * 0 where there is no TSC. */
-double lt_tsc_hz(unsigned ms);
-
-/* ---- Merkle leaves (docs/ledger-format.md, RFC 9162 s2.1.1) ----
+/* Merkle leaves (docs/ledger-format.md):
  * out[32*i ..] = SHA-256(0x00 || records[i*leaf_records*record_size ..]) for each block of leaf_records
  * records (the last may be shorter); ceil(count / leaf_records) leaves into `out` (out_len bytes).
  * Uses SHA-NI when the CPU has it and the hmac-sha256-128 path is not forced to portable.
@@ -295,15 +291,7 @@ int lt_merkle_leaves(const uint8_t *records, size_t record_size, size_t count, s
  * LT_ERR_ARG for n = 0 (the empty tree's hash is SHA-256 of nothing), LT_ERR_NOMEM. */
 int lt_merkle_root(const uint8_t *leaf_hashes, size_t n, uint8_t out[32]);
 
-/* Run `threads` pthreads (1..LT_BENCH_MAX_THREADS), each digesting `count` messages of `size` bytes
- * round-robin from its own private copy of `buf` (like lt_bench_digest). The threads start together
- * at a barrier; *elapsed_ns is the wall time from that start until the last one finished, so the
- * aggregate rate is threads * count / elapsed. thread_ns (optional, `threads` entries) receives each
- * thread's own time. `sink` (16 bytes) gets the XOR of every thread's digests. Called through cffi,
- * the GIL is released for the whole run. */
-int lt_bench_digest_threads(int algorithm, const uint8_t *key, const uint8_t *buf, size_t buf_len, size_t size,
-                            uint64_t count, unsigned threads, uint64_t *elapsed_ns, uint64_t *thread_ns,
-                            uint8_t *sink);
+/* ======== 7. live: capture from an interface and replay onto one ======== */
 
 /* ---- live capture: AF_PACKET TPACKET_V3 (native/src/capture_afpacket.c, docs/capture.md) ---- */
 
@@ -359,14 +347,6 @@ int lt_live_get_fanout(const lt_reader *r, uint32_t *group);
  * only while no other thread is inside lt_reader_next(r). LT_OK, LT_ERR_IO, LT_ERR_ARG. */
 int lt_live_sync_stats(lt_reader *r);
 
-/* ---- frame sources in their own modules (AF_XDP, DPDK: native/src/source_bypass.h) ----
- * Wrap `src` and its lt_source_ops (`ops`, of another native module built from this header) in
- * an lt_reader; lt_reader_close then calls ops->close(src). `layout` is the module's
- * LT_SOURCE_LAYOUT and must equal lt_source_layout(). LT_OK, LT_ERR_ARG (NULL or a layout
- * mismatch; src is not closed) or LT_ERR_NOMEM (src is not closed). */
-int lt_reader_open_source(const void *ops, void *src, int format, uint32_t layout, lt_reader **out);
-uint32_t lt_source_layout(void);
-
 /* ---- replay: transmit a capture file on an interface (native/src/replay.c) ---- */
 
 #define LT_REPLAY_TIMING 0      /* the capture's own inter-frame times */
@@ -407,7 +387,7 @@ void lt_replay_get_stats(const lt_replay *p, lt_replay_stats *out);
 void lt_replay_stop(lt_replay *p);
 void lt_replay_close(lt_replay *p);
 
-/* ---- process hardening (native/src/process.c) ---- */
+/* ======== 8. process hardening (native/src/process.c) ======== */
 
 /* No core dumps from now until the process exits (RLIMIT_CORE soft and hard 0, and on Linux
  * PR_SET_DUMPABLE 0, which also keeps same-user debuggers out). Called before secret key

@@ -1,13 +1,13 @@
-/* Multi-threaded digest benchmark: N pthreads, each digesting from its own copy of a buffer.
- *
- * Isolation benchmark like lt_bench_digest (no reader, no records). Threads start together at a
- * start signal; the elapsed time is wall time from the barrier to the last thread's finish, so
- * aggregate frames/s = threads * count / elapsed. */
+/* Measurement helpers of ledgertool_testing.h: the isolation digest benchmark (N pthreads, each
+ * digesting from its own copy of a buffer; no reader, no records) and the TSC rate. Threads start
+ * together at a start signal; the elapsed time is wall time from the barrier to the last thread's
+ * finish, so aggregate frames/s = threads * count / elapsed. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
 
 #include "ledgertool.h"
+#include "ledgertool_testing.h"
 #include "lt_internal.h"
 
 static uint64_t bench_mono_ns(void) {
@@ -37,8 +37,59 @@ struct bench_start {
     int go, abort;
 };
 
-int lt_bench_digest_batch1(int algorithm, const uint8_t *key, const uint8_t *buf, size_t buf_len, size_t size,
-                           uint64_t count, size_t batch, uint64_t *elapsed_ns, uint8_t *sink);
+/* Keyed once, like the engine: per-message cost only. batch > 0: `batch` messages per
+ * lt_dctx_run_many call (the engine's entry, multi-buffer where the path has it), else one
+ * lt_dctx_run per message. Messages step 64 bytes through the buffer like consecutive frames. */
+#define LT_BENCH_BATCH_MAX 4096
+/* noinline: scripts/digest_callgrind_driver.c counts instructions with --toggle-collect on it */
+__attribute__((noinline))
+static int bench_one_thread(int algorithm, const uint8_t *key, const uint8_t *buf, size_t buf_len, size_t size,
+                            uint64_t count, size_t batch, uint64_t *elapsed_ns, uint8_t *sink) {
+    size_t ds = lt_digest_size(algorithm);
+    if (!ds || size > buf_len || size > UINT32_MAX || batch > LT_BENCH_BATCH_MAX) return LT_ERR_ARG;
+    lt_dctx c;
+    if (lt_dctx_init(&c, algorithm, key) != LT_OK) return LT_ERR_ARG;
+    uint8_t out[32] = {0}, acc[16] = {0};
+    size_t slots = buf_len - size + 1, pos = 0;
+    if (batch == 0) {
+        uint64_t t0 = bench_mono_ns();
+        for (uint64_t i = 0; i < count; i++) {
+            lt_dctx_run(&c, buf + pos, size, out);
+            for (size_t k = 0; k < 16 && k < ds; k++) acc[k] ^= out[k];
+            pos += 64;
+            if (pos >= slots) pos = 0;
+        }
+        *elapsed_ns = bench_mono_ns() - t0;
+    } else {
+        /* the message tables are set up outside the timed loop, as the engine strips before digesting */
+        const uint8_t **msgs = malloc(batch * sizeof *msgs);
+        uint32_t *lens = malloc(batch * sizeof *lens);
+        uint8_t *outs = malloc(batch * 32);
+        if (!msgs || !lens || !outs) {
+            free(msgs); free(lens); free(outs);
+            lt_wipe(&c, sizeof c);
+            return LT_ERR_NOMEM;
+        }
+        for (size_t i = 0; i < batch; i++) {
+            msgs[i] = buf + pos;
+            lens[i] = (uint32_t)size;
+            pos += 64;
+            if (pos >= slots) pos = 0;
+        }
+        uint64_t t0 = bench_mono_ns();
+        for (uint64_t done = 0; done < count;) {
+            size_t n = count - done < batch ? (size_t)(count - done) : batch;
+            lt_dctx_run_many(&c, msgs, lens, n, outs, 32);
+            for (size_t k = 0; k < 16 && k < ds; k++) acc[k] ^= outs[k];
+            done += n;
+        }
+        *elapsed_ns = bench_mono_ns() - t0;
+        free(msgs); free(lens); free(outs);
+    }
+    memcpy(sink, acc, 16);
+    lt_wipe(&c, sizeof c);
+    return LT_OK;
+}
 
 static void *bench_worker(void *arg) {
     bench_job *j = arg;
@@ -50,15 +101,9 @@ static void *bench_worker(void *arg) {
     int run = s->go;
     pthread_mutex_unlock(&s->mu);
     if (run)
-        j->status = lt_bench_digest_batch1(j->algorithm, j->key, j->buf, j->buf_len, j->size, j->count, j->batch,
-                                           &j->elapsed_ns, j->sink);
+        j->status = bench_one_thread(j->algorithm, j->key, j->buf, j->buf_len, j->size, j->count, j->batch,
+                                     &j->elapsed_ns, j->sink);
     return NULL;
-}
-
-int lt_bench_digest_threads(int algorithm, const uint8_t *key, const uint8_t *buf, size_t buf_len, size_t size,
-                            uint64_t count, unsigned threads, uint64_t *elapsed_ns, uint64_t *thread_ns,
-                            uint8_t *sink) {
-    return lt_bench_digest_batch(algorithm, key, buf, buf_len, size, count, threads, 0, elapsed_ns, thread_ns, sink);
 }
 
 int lt_bench_digest_batch(int algorithm, const uint8_t *key, const uint8_t *buf, size_t buf_len, size_t size,
@@ -121,3 +166,18 @@ out:
     free(tids);
     return rc;
 }
+
+/* TSC ticks per second against CLOCK_MONOTONIC (x86-64 only; invariant TSC assumed: it ticks at the
+ * nominal rate, not the boosted core clock, which the docs say where cycles are reported). */
+#if defined(__x86_64__)
+#include <x86intrin.h>
+double lt_tsc_hz(unsigned ms) {
+    if (ms == 0) ms = 1;
+    uint64_t n0 = bench_mono_ns(), t0 = __rdtsc(), n1;
+    do { n1 = bench_mono_ns(); } while (n1 - n0 < (uint64_t)ms * 1000000ull);
+    uint64_t t1 = __rdtsc();
+    return (double)(t1 - t0) * 1e9 / (double)(n1 - n0);
+}
+#else
+double lt_tsc_hz(unsigned ms) { return 0.0; }
+#endif

@@ -203,8 +203,8 @@ TGT static inline __m128i gf_mul(__m128i a, __m128i b) {
     return gf_reduce(lo, mid, hi);
 }
 
-/* also the key setup of vpclmul-avx512-mb (digest_gmac_avx512.c), which then replaces hpow */
-TGT void lt_gmac_init_aesni(lt_dctx *c, const uint8_t *key, size_t key_len, const uint8_t *iv) {
+/* also the first half of vpclmul-avx512-mb's key setup (gmac_init_vpclmul512), which then replaces hpow */
+TGT static void gmac_init_aesni(lt_dctx *c, const uint8_t *key, size_t key_len, const uint8_t *iv) {
     uint8_t zero[16] = {0}, j0[16];
     aes128_expand(key, c->u.gmac.rk);   /* portable and constant time; runs once per key */
     aesni_encrypt(c->u.gmac.rk, zero, c->u.gmac.h);
@@ -242,11 +242,18 @@ TGT static void gmac_digest_aesni(const lt_dctx *c, const uint8_t *msg, size_t l
 }
 #endif
 
+#if LT_X86_PATHS
+static void gmac_init_vpclmul512(lt_dctx *c, const uint8_t *key, size_t key_len, const uint8_t *iv) {
+    gmac_init_aesni(c, key, key_len, iv);  /* round keys, H, AES_K(J0) */
+    lt_gmac_powers_vpclmul512(c);
+}
+#endif
+
 const lt_cpu_impl lt_gmac_impls[] = {
 #if LT_X86_PATHS
-    {"vpclmul-avx512-mb", lt_cpu_has_vpclmul_avx512, lt_gmac_init_vpclmul512, lt_gmac_digest_vpclmul512,
+    {"vpclmul-avx512-mb", lt_cpu_has_vpclmul_avx512, gmac_init_vpclmul512, lt_gmac_digest_vpclmul512,
      lt_gmac_many_vpclmul512},
-    {"aesni-pclmul", lt_cpu_has_aesni_pclmul, lt_gmac_init_aesni, gmac_digest_aesni, NULL},
+    {"aesni-pclmul", lt_cpu_has_aesni_pclmul, gmac_init_aesni, gmac_digest_aesni, NULL},
 #endif
     {"portable", NULL, gmac_init_portable, gmac_digest_portable, NULL},
     {NULL, NULL, NULL, NULL, NULL},

@@ -181,8 +181,9 @@ AI void gmac_group4(const lt_dctx *c, const uint8_t *const p[4], const size_t le
     _mm_storeu_si128((__m128i *)dst[3], _mm512_extracti32x4_epi32(tag, 3));
 }
 
-void lt_gmac_init_vpclmul512(lt_dctx *c, const uint8_t *key, size_t key_len, const uint8_t *iv) {
-    lt_gmac_init_aesni(c, key, key_len, iv);  /* round keys, H, AES_K(J0) */
+/* The key setup after aesni-pclmul's (digest_gmac.c: round keys, H, AES_K(J0)): hpow becomes the
+ * table of H^k y from c->u.gmac.h. */
+void lt_gmac_powers_vpclmul512(lt_dctx *c) {
     __m128i h = bswap1(_mm_loadu_si128((const __m128i *)c->u.gmac.h));
     /* H * y: shift the 128-bit integer left by one; a carry out of bit 127 (y^128) is replaced by
      * y^127 + y^126 + y^121 + 1, selected by a mask rather than a branch */

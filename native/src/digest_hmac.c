@@ -3,119 +3,26 @@
  * 16 bytes (RFC 2104 section 5, RFC 4231 section 4.1). The inner and outer pad states are
  * compressed once per key, so a frame costs ceil((len + 9) / 64) + 1 compressions.
  *
- * Paths differ only in the compression function:
- *   portable  plain C (FIPS 180-4 section 6.2.2)
- *   sha-ni    Intel SHA extensions (SHA256RNDS2 / SHA256MSG1 / SHA256MSG2), state kept as the
- *             ABEF / CDGH register pair the instructions expect
+ * Paths differ only in the SHA-256 compression function (sha256.h): portable C, or sha-ni.
  */
 #include "ledgertool.h"
 #include "lt_internal.h"
-
-#include <stdlib.h>
-
-static const uint32_t K[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
-};
-
-static const uint32_t H0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                               0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-
-/* Compress `n` consecutive 64-byte blocks into `state`. */
-typedef void (*sha256_blocks_fn)(uint32_t state[8], const uint8_t *blocks, size_t n);
-
-static inline uint32_t ror(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
-
-static void blocks_portable(uint32_t st[8], const uint8_t *p, size_t n) {
-    for (; n; n--, p += 64) {
-        uint32_t w[64];
-        for (int t = 0; t < 16; t++) w[t] = lt_load_be32(p + 4 * t);
-        for (int t = 16; t < 64; t++) {
-            uint32_t s0 = ror(w[t - 15], 7) ^ ror(w[t - 15], 18) ^ (w[t - 15] >> 3);
-            uint32_t s1 = ror(w[t - 2], 17) ^ ror(w[t - 2], 19) ^ (w[t - 2] >> 10);
-            w[t] = w[t - 16] + s0 + w[t - 7] + s1;
-        }
-        uint32_t a = st[0], b = st[1], c = st[2], d = st[3], e = st[4], f = st[5], g = st[6], h = st[7];
-        for (int t = 0; t < 64; t++) {
-            uint32_t t1 = h + (ror(e, 6) ^ ror(e, 11) ^ ror(e, 25)) + ((e & f) ^ (~e & g)) + K[t] + w[t];
-            uint32_t t2 = (ror(a, 2) ^ ror(a, 13) ^ ror(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-            h = g; g = f; f = e; e = d + t1; d = c; c = b; b = a; a = t1 + t2;
-        }
-        st[0] += a; st[1] += b; st[2] += c; st[3] += d; st[4] += e; st[5] += f; st[6] += g; st[7] += h;
-    }
-}
-
-#if LT_X86_PATHS
-#include <immintrin.h>
-
-__attribute__((target("sha,sse4.1,ssse3")))
-static void blocks_shani(uint32_t st[8], const uint8_t *p, size_t n) {
-    const __m128i bswap = _mm_set_epi64x(0x0c0d0e0f08090a0bll, 0x0405060700010203ll);
-    __m128i dcba = _mm_loadu_si128((const __m128i *)st), hgfe = _mm_loadu_si128((const __m128i *)(st + 4));
-    __m128i badc = _mm_shuffle_epi32(dcba, 0xB1), efgh = _mm_shuffle_epi32(hgfe, 0x1B);
-    __m128i abef = _mm_alignr_epi8(badc, efgh, 8);     /* lanes F,E,B,A */
-    __m128i cdgh = _mm_blend_epi16(efgh, badc, 0xF0);  /* lanes H,G,D,C */
-    for (; n; n--, p += 64) {
-        __m128i save_abef = abef, save_cdgh = cdgh, m[4];
-#pragma GCC unroll 16
-        for (int g = 0; g < 16; g++) {
-            __m128i w;
-            if (g < 4) {
-                w = m[g] = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 16 * g)), bswap);
-            } else {
-                __m128i t = _mm_add_epi32(_mm_sha256msg1_epu32(m[g & 3], m[(g + 1) & 3]),
-                                          _mm_alignr_epi8(m[(g + 3) & 3], m[(g + 2) & 3], 4));
-                w = m[g & 3] = _mm_sha256msg2_epu32(t, m[(g + 3) & 3]);
-            }
-            __m128i wk = _mm_add_epi32(w, _mm_loadu_si128((const __m128i *)(K + 4 * g)));
-            cdgh = _mm_sha256rnds2_epu32(cdgh, abef, wk);
-            abef = _mm_sha256rnds2_epu32(abef, cdgh, _mm_shuffle_epi32(wk, 0x0E));
-        }
-        abef = _mm_add_epi32(abef, save_abef);
-        cdgh = _mm_add_epi32(cdgh, save_cdgh);
-    }
-    __m128i feba = _mm_shuffle_epi32(abef, 0x1B), ghcd = _mm_shuffle_epi32(cdgh, 0xB1);
-    _mm_storeu_si128((__m128i *)st, _mm_blend_epi16(feba, ghcd, 0xF0));
-    _mm_storeu_si128((__m128i *)(st + 4), _mm_alignr_epi8(ghcd, feba, 8));
-}
-#endif
-
-/* SHA-256 of `prefix_blocks` already compressed into `st` followed by `msg`: padding and length. */
-static void sha256_finish(sha256_blocks_fn blocks, uint32_t st[8], uint64_t prefix_bytes, const uint8_t *msg,
-                          size_t len, uint8_t out[32]) {
-    size_t whole = len / 64;
-    if (whole) blocks(st, msg, whole);
-    uint8_t tail[128] = {0};
-    size_t rest = len - whole * 64;
-    if (rest) memcpy(tail, msg + whole * 64, rest);
-    tail[rest] = 0x80;
-    size_t tail_len = rest + 9 <= 64 ? 64 : 128;
-    lt_store_be64(tail + tail_len - 8, (prefix_bytes + (uint64_t)len) * 8);
-    blocks(st, tail, tail_len / 64);
-    for (int i = 0; i < 8; i++) lt_store_be32(out + 4 * i, st[i]);
-    memset(tail, 0, sizeof tail);
-}
+#include "sha256.h"
 
 static void hmac_init_with(sha256_blocks_fn blocks, lt_dctx *c, const uint8_t *key, size_t key_len) {
     uint8_t k[64] = {0}, pad[64];
     if (key_len > 64) {  /* RFC 2104: longer keys are hashed first */
         uint32_t st[8];
-        memcpy(st, H0, sizeof st);
+        memcpy(st, SHA256_H0, sizeof st);
         sha256_finish(blocks, st, 0, key, key_len, k);
     } else if (key_len) {
         memcpy(k, key, key_len);
     }
     for (int i = 0; i < 64; i++) pad[i] = k[i] ^ 0x36;
-    memcpy(c->u.hmac.istate, H0, 32);
+    memcpy(c->u.hmac.istate, SHA256_H0, 32);
     blocks(c->u.hmac.istate, pad, 1);
     for (int i = 0; i < 64; i++) pad[i] = k[i] ^ 0x5c;
-    memcpy(c->u.hmac.ostate, H0, 32);
+    memcpy(c->u.hmac.ostate, SHA256_H0, 32);
     blocks(c->u.hmac.ostate, pad, 1);
     lt_wipe(k, sizeof k);
     lt_wipe(pad, sizeof pad);
@@ -133,18 +40,18 @@ static void hmac_digest_with(sha256_blocks_fn blocks, const lt_dctx *c, const ui
 }
 
 static void hmac_init_portable(lt_dctx *c, const uint8_t *key, size_t key_len, const uint8_t *iv) {
-    hmac_init_with(blocks_portable, c, key, key_len);
+    hmac_init_with(sha256_blocks_portable, c, key, key_len);
 }
 static void hmac_digest_portable(const lt_dctx *c, const uint8_t *msg, size_t len, uint8_t *out) {
-    hmac_digest_with(blocks_portable, c, msg, len, out);
+    hmac_digest_with(sha256_blocks_portable, c, msg, len, out);
 }
 
 #if LT_X86_PATHS
 static void hmac_init_shani(lt_dctx *c, const uint8_t *key, size_t key_len, const uint8_t *iv) {
-    hmac_init_with(blocks_shani, c, key, key_len);
+    hmac_init_with(sha256_blocks_shani, c, key, key_len);
 }
 static void hmac_digest_shani(const lt_dctx *c, const uint8_t *msg, size_t len, uint8_t *out) {
-    hmac_digest_with(blocks_shani, c, msg, len, out);
+    hmac_digest_with(sha256_blocks_shani, c, msg, len, out);
 }
 #endif
 
@@ -155,76 +62,3 @@ const lt_cpu_impl lt_hmac_impls[] = {
     {"portable", NULL, hmac_init_portable, hmac_digest_portable, NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
-
-/* ---- Merkle leaf hashes: SHA-256(0x00 || block of leaf_records records), RFC 9162 s2.1.1 ----
- * The compression function follows the hmac-sha256-128 path in use (so forcing that algorithm to
- * "portable" also tests the portable leaves). The 0x00 prefix shifts the records by one byte, so
- * each leaf is hashed through a 64-byte staging block except for its whole aligned middle, which
- * sha256_finish consumes in place after the first block.
- * Every size is checked before it is used: ledger.json is unsigned, and a leaf_records of 2^60 + 1
- * once wrapped record_size * leaf_records to 48 bytes and wrote one leaf per record past `out`. */
-int lt_merkle_leaves(const uint8_t *records, size_t record_size, size_t count, size_t leaf_records, uint8_t *out,
-                     size_t out_len) {
-    if ((record_size != LT_RECORD_FIXED + 16 && record_size != LT_RECORD_FIXED + 32) || !leaf_records ||
-        leaf_records > LT_MERKLE_MAX_LEAF_RECORDS || (leaf_records & (leaf_records - 1)) || (count && !records) ||
-        !out)
-        return LT_ERR_ARG;
-    size_t total, leaves = count / leaf_records + (count % leaf_records != 0);
-    if (__builtin_mul_overflow(record_size, count, &total) || leaves > out_len / 32) return LT_ERR_ARG;
-    const size_t leaf_bytes = record_size * leaf_records; /* <= 64 * 2^16: no overflow */
-    sha256_blocks_fn blocks = blocks_portable;
-#if LT_X86_PATHS
-    if (strcmp(lt_cpu_path(LT_ALG_HMAC_SHA256_128), "sha-ni") == 0) blocks = blocks_shani;
-#endif
-    for (size_t off = 0; off < total; off += leaf_bytes, out += 32) {
-        size_t len = total - off < leaf_bytes ? total - off : leaf_bytes;
-        const uint8_t *p = records + off;
-        uint8_t first[64];
-        uint32_t st[8];
-        memcpy(st, H0, sizeof st);
-        first[0] = 0x00;
-        if (len >= 63) {
-            memcpy(first + 1, p, 63);
-            blocks(st, first, 1);
-            sha256_finish(blocks, st, 64, p + 63, len - 63, out);
-        } else {
-            memcpy(first + 1, p, len);
-            sha256_finish(blocks, st, 0, first, len + 1, out);
-        }
-    }
-    return LT_OK;
-}
-
-/* RFC 9162 s2.1.1 tree hash over n >= 1 leaf hashes: each level pairs nodes left to right,
- * SHA-256(0x01 || left || right), and an odd last node moves up unchanged, which is the same tree as
- * the RFC's split at the largest power of two below n. Works in place in a copy of the level (one
- * allocation); for a 1 M-record segment that is 15,624 node hashes without a Python call each. */
-int lt_merkle_root(const uint8_t *leaf_hashes, size_t n, uint8_t out[32]) {
-    if (!n || !leaf_hashes || !out || n > SIZE_MAX / 32) return LT_ERR_ARG;
-    sha256_blocks_fn blocks = blocks_portable;
-#if LT_X86_PATHS
-    if (strcmp(lt_cpu_path(LT_ALG_HMAC_SHA256_128), "sha-ni") == 0) blocks = blocks_shani;
-#endif
-    uint8_t *level = malloc(n * 32);
-    if (!level) return LT_ERR_NOMEM;
-    memcpy(level, leaf_hashes, n * 32);
-    uint8_t node[65];
-    node[0] = 0x01;
-    while (n > 1) {
-        size_t m = 0;
-        for (size_t i = 0; i + 1 < n; i += 2, m++) {
-            memcpy(node + 1, level + 32 * i, 64);
-            uint32_t st[8];
-            memcpy(st, H0, sizeof st);
-            sha256_finish(blocks, st, 0, node, sizeof node, level + 32 * m);
-        }
-        if (n & 1) {  /* the odd last node moves up a level */
-            memmove(level + 32 * m, level + 32 * (n - 1), 32);
-            m++;
-        }
-        n = m;
-    }
-    memcpy(out, level, 32);
-    free(level);
-    return LT_OK;
-}

@@ -84,3 +84,34 @@ uint64_t lt_siphash64(const uint8_t key[16], const uint8_t *msg, size_t len, int
     for (int i = 0; i < d_rounds; i++) SIPROUND;
     return v0 ^ v1 ^ v2 ^ v3;
 }
+
+/* ---- SipHash family ----
+ * One message at a time SipHash is a chain of dependent 64-bit adds, rotates and xors, so SIMD only
+ * pays across messages: the avx512-mb, avx2-mb and (arm64) neon-mb paths hash 16 / 8 / 4 frames at once
+ * in SIMD lanes (siphash_mb.h) through lt_dctx_run_many; single messages on every path use the scalar
+ * code. */
+static void sip_init(lt_dctx *c, const uint8_t *key, size_t key_len, const uint8_t *iv) {
+    memcpy(c->u.sip.key, key, 16);
+    int a = c->algorithm;
+    c->u.sip.c = (a == LT_ALG_SIPHASH_1_3_128 || a == LT_ALG_SIPHASH_1_3_64) ? 1 : 2;
+    c->u.sip.d = c->u.sip.c == 1 ? 3 : 4;
+}
+
+static void sip_digest(const lt_dctx *c, const uint8_t *msg, size_t len, uint8_t *out) {
+    if (c->out_len == 16)
+        lt_siphash128(c->u.sip.key, msg, len, c->u.sip.c, c->u.sip.d, out);
+    else
+        lt_store_le64(out, lt_siphash64(c->u.sip.key, msg, len, c->u.sip.c, c->u.sip.d));
+}
+
+const lt_cpu_impl lt_siphash_impls[] = {
+#if LT_X86_PATHS
+    {"avx512-mb", lt_cpu_has_avx512_mb, sip_init, sip_digest, lt_siphash_many_avx512},
+    {"avx2-mb", lt_cpu_has_avx2, sip_init, sip_digest, lt_siphash_many_avx2},
+#endif
+#if LT_NEON_PATHS
+    {"neon-mb", lt_cpu_has_neon, sip_init, sip_digest, lt_siphash_many_neon},
+#endif
+    {"portable", NULL, sip_init, sip_digest, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};

@@ -1,7 +1,9 @@
 /*
- * CPU path dispatch: one table of implementations per algorithm family (best first, portable
- * last). The choice per algorithm is made once, at first use, from CPUID (x86-64) or the AArch64
- * hwcaps (NEON); LEDGERTOOL_CPU_PATH can force a path (docs/algorithms.md, "CPU paths"):
+ * The algorithm registry (ids, names, digest and key sizes) and CPU path dispatch. Each digest
+ * family (digest_<family>.c) has one table of implementations, best first, portable last; the
+ * CPU feature probes the tables name are in cpu.c. The choice per algorithm is made once, at
+ * first use, from CPUID (x86-64) or the AArch64 hwcaps (NEON); LEDGERTOOL_CPU_PATH can force a
+ * path (docs/algorithms.md, "CPU paths"):
  *
  *   LEDGERTOOL_CPU_PATH=portable             every algorithm on its portable C path
  *   LEDGERTOOL_CPU_PATH=aesni-pclmul         every algorithm that has that path (others keep theirs)
@@ -24,73 +26,41 @@ static const char *const alg_names[LT_ALG_MAX + 1] = {
     "aes-128-gmac", "blake3-keyed-128", "blake3-keyed-256", "hmac-sha256-128",
 };
 
-/* ---- CPU features ---- */
-#if LT_X86_PATHS
-#include <cpuid.h>
+/* ---- the algorithm registry: sizes are authoritative here ---- */
+size_t lt_digest_size(int algorithm) {
+    switch (algorithm) {
+    case LT_ALG_SIPHASH_1_3_128:
+    case LT_ALG_SIPHASH_2_4_128:
+    case LT_ALG_AES_128_GMAC:
+    case LT_ALG_BLAKE3_KEYED_128:
+    case LT_ALG_HMAC_SHA256_128: return 16;
+    case LT_ALG_BLAKE3_KEYED_256: return 32;
+    case LT_ALG_SIPHASH_1_3_64:
+    case LT_ALG_SIPHASH_2_4_64: return 8;
+    default: return 0;
+    }
+}
 
-static int cpu_sha_ni(void) {
-    unsigned a, b, c, d;
-    if (__get_cpuid_max(0, NULL) < 7) return 0;
-    __cpuid_count(7, 0, a, b, c, d);
-    return (b >> 29) & 1;
+size_t lt_key_size(int algorithm) {
+    switch (algorithm) {
+    case LT_ALG_SIPHASH_1_3_128:
+    case LT_ALG_SIPHASH_2_4_128:
+    case LT_ALG_SIPHASH_1_3_64:
+    case LT_ALG_SIPHASH_2_4_64:
+    case LT_ALG_AES_128_GMAC: return 16;
+    case LT_ALG_BLAKE3_KEYED_128:
+    case LT_ALG_BLAKE3_KEYED_256:
+    case LT_ALG_HMAC_SHA256_128: return 32;
+    default: return 0;
+    }
 }
-int lt_cpu_has_aesni_pclmul(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("aes") && __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("ssse3");
-}
-int lt_cpu_has_sha_ni(void) {
-    __builtin_cpu_init();
-    return cpu_sha_ni() && __builtin_cpu_supports("sse4.1") && __builtin_cpu_supports("ssse3");
-}
-int lt_cpu_has_sse41(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("sse4.1") && __builtin_cpu_supports("ssse3");
-}
-int lt_cpu_has_avx512vl(void) {
-    __builtin_cpu_init();  /* also checks that the OS saves the AVX-512 state */
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && lt_cpu_has_sse41();
-}
-int lt_cpu_has_avx2(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2");
-}
-int lt_cpu_has_avx512_mb(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && lt_cpu_has_avx2();
-}
-int lt_cpu_has_vpclmul_avx512(void) {
-    __builtin_cpu_init();  /* GMAC: masked byte loads (BW), zmm VPCLMULQDQ; AES-NI for the key setup */
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("vpclmulqdq") && lt_cpu_has_aesni_pclmul();
-}
-#else
-int lt_cpu_has_avx2(void) { return 0; }
-int lt_cpu_has_avx512_mb(void) { return 0; }
-int lt_cpu_has_vpclmul_avx512(void) { return 0; }
-int lt_cpu_has_aesni_pclmul(void) { return 0; }
-int lt_cpu_has_sha_ni(void) { return 0; }
-int lt_cpu_has_sse41(void) { return 0; }
-int lt_cpu_has_avx512vl(void) { return 0; }
-#endif
 
-#if LT_NEON_PATHS
-#if defined(__linux__)
-#include <sys/auxv.h>
-#endif
-/* Advanced SIMD is part of the AArch64 base architecture; the Linux hwcap check is for completeness
- * (other systems have no getauxval). */
-int lt_cpu_has_neon(void) {
-#if defined(__linux__) && defined(HWCAP_ASIMD)
-    return (getauxval(AT_HWCAP) & HWCAP_ASIMD) != 0;
-#else
-    return 1;
-#endif
+size_t lt_record_size(int algorithm) {
+    size_t d = lt_digest_size(algorithm);
+    return d ? LT_RECORD_FIXED + d : 0;
 }
-#else
-int lt_cpu_has_neon(void) { return 0; }
-#endif
 
-/* ---- tables ---- */
+/* ---- path tables and the choice per algorithm ---- */
 static const lt_cpu_impl *family(int algorithm) {
     switch (algorithm) {
     case LT_ALG_SIPHASH_1_3_128:

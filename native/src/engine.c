@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "ledgertool.h"
+#include "ledgertool_testing.h"
 #include "lt_internal.h"
 
 /* Below this many frames a pass runs on the calling thread alone (waking workers costs more). */

@@ -59,8 +59,8 @@ typedef struct {
     void (*close)(void *src);
 } lt_source_ops;
 
-/* reader.c: SIGBUS guard for reads of a file reader's map (why: the comment above lt_bus_guard_push
- * in reader.c). Use, in the function that reads the map:
+/* reader.c: SIGBUS guard for reads of a file reader's map (why: the comment above on_sigbus in
+ * reader.c). Use, in the function that reads the map:
  *     lt_bus_guard g;
  *     lt_bus_guard_push(&g, r);
  *     if (sigsetjmp(g.jb, 0)) { ... the map shrank at byte g.fault (g is popped already) ...; }
@@ -126,7 +126,7 @@ static inline uint64_t lt_load_be64(const uint8_t *p) {
 
 /* A region of functions compiled for an ISA extension (the *_avx2.c / *_avx512.c files):
  * `#pragma GCC target` for GCC, `#pragma clang attribute` for clang, which ignores the GCC pragma
- * (scripts/fuzz.sh builds with clang 14). Their code runs only where dispatch.c found the CPU
+ * (scripts/fuzz.sh builds with clang 14). Their code runs only where cpu.c found the CPU
  * feature. */
 #define LT_PRAGMA(x) _Pragma(#x)
 #if defined(__clang__)
@@ -203,7 +203,7 @@ extern const lt_cpu_impl lt_hmac_impls[];
 /* The implementation currently selected for an algorithm (NULL for an unknown id). */
 const lt_cpu_impl *lt_dispatch_impl(int algorithm);
 
-/* CPU feature probes (dispatch.c); the x86 ones are always 0 on non-x86-64 builds. */
+/* CPU feature probes (cpu.c); the x86 ones are always 0 on non-x86-64 builds. */
 int lt_cpu_has_aesni_pclmul(void);
 int lt_cpu_has_sha_ni(void);
 int lt_cpu_has_sse41(void);
@@ -229,9 +229,9 @@ void lt_blake3_many_avx2(const lt_dctx *c, lt_b3_compress_fn one, const uint8_t 
 void lt_blake3_many_avx512(const lt_dctx *c, lt_b3_compress_fn one, const uint8_t *const *msgs,
                            const uint32_t *lens, size_t n, uint8_t *out, size_t out_stride);
 
-/* digest_gmac.c (aesni-pclmul key setup), digest_gmac_avx512.c: multi-frame AES-128-GMAC */
-void lt_gmac_init_aesni(lt_dctx *c, const uint8_t *key, size_t key_len, const uint8_t *iv);
-void lt_gmac_init_vpclmul512(lt_dctx *c, const uint8_t *key, size_t key_len, const uint8_t *iv);
+/* digest_gmac_avx512.c: multi-frame AES-128-GMAC; lt_gmac_powers_vpclmul512 finishes the key setup
+ * that digest_gmac.c's aesni-pclmul init began */
+void lt_gmac_powers_vpclmul512(lt_dctx *c);
 void lt_gmac_digest_vpclmul512(const lt_dctx *c, const uint8_t *msg, size_t len, uint8_t *out);
 void lt_gmac_many_vpclmul512(const lt_dctx *c, const uint8_t *const *msgs, const uint32_t *lens, size_t n,
                              uint8_t *out, size_t out_stride);

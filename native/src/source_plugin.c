@@ -14,5 +14,3 @@ int lt_reader_open_source(const void *ops, void *src, int format, uint32_t layou
     *out = r;
     return LT_OK;
 }
-
-uint32_t lt_source_layout(void) { return LT_SOURCE_LAYOUT; }

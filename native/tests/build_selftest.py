@@ -77,8 +77,9 @@ def render() -> str:
 
 
 def digest_sources() -> list[Path]:
-    """The sources the self-test links: dispatch and every digest family (no reader, engine, capture)."""
-    return [NATIVE / "src" / "dispatch.c"] + sorted((NATIVE / "src").glob("digest*.c"))
+    """The sources the self-test links: the CPU probes, dispatch and every digest family (no reader,
+    engine, capture)."""
+    return [NATIVE / "src" / "cpu.c", NATIVE / "src" / "dispatch.c"] + sorted((NATIVE / "src").glob("digest*.c"))
 
 
 def compile_objects(cc: str, out: Path, extra: Sequence[str] = (), sources: Sequence[Path] | None = None,

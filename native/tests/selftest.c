@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "ledgertool.h"
+#include "ledgertool_testing.h"
 #include "vectors.h"
 
 #define NALG 8
