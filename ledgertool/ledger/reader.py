@@ -36,6 +36,7 @@ from .layout import (
     LEDGER_FILE,
     LINK_PREFIX,
     LOCK_FILE,
+    OPEN,
     PARQUET,
     ROTATIONS_DIR,
     SEAL,
@@ -236,6 +237,16 @@ class LedgerReader:
         """The bytes of one segment file, by index and kind (read_regular's errors)."""
         return read_regular(self.segment_path(link, index, kind), limit, root=self.directory,
                             what=f"segment {kind} file")
+
+    def exists(self, link: str, index: int, kind: str, *, follow_symlinks: bool) -> bool:
+        """Whether a segment file exists now (the listing may predate a capture's rename into place)."""
+        path = self.segment_path(link, index, kind)
+        return path.exists() if follow_symlinks else os.path.lexists(path)
+
+    def read_open_bytes(self, link: str, index: int) -> bytes:
+        """The bytes of an open segment file (fsio.read_regular's errors; ENOENT when a running
+        capture sealed and removed it since the listing)."""
+        return fsio.read_regular(self.segment_path(link, index, OPEN), what="open segment")
 
     def read_seal_bytes(self, link: str, index: int) -> bytes:
         return self.read_segment_file(link, index, SEAL, MAX_DOCUMENT_BYTES).to_pybytes()
