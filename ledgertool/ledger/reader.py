@@ -30,6 +30,7 @@ import pyarrow as pa
 
 from .. import fsio
 from ..errors import LedgerFormatError
+from ..seal.rotation import MAX_ROTATION_BYTES
 from .layout import (
     CHECKPOINT_FILE,
     LEAVES,
@@ -41,13 +42,16 @@ from .layout import (
     ROTATIONS_DIR,
     SEAL,
     is_link_name,
+    parse_rotation_name,
     parse_segment_name,
+    rotations_dir,
     segment_name,
 )
 
 #: Names a writer leaves behind for a moment (atomic-write temporaries) or on purpose.
 _TEMP = re.compile(r".*\.tmp(-[A-Za-z0-9_]+)?")
 MAX_DOCUMENT_BYTES = 1 << 20  # seals, checkpoints, rotation statements, ledger.json: far larger is not one
+MAX_LEDGER_FILE_BYTES = 1 << 16  # ledger.json is a few hundred bytes
 
 
 @dataclass(frozen=True)
@@ -229,6 +233,24 @@ class LedgerReader:
         return LinkListing(link, segs, tuple(temps), tuple(strays), has_cp)
 
     # ---- reading ------------------------------------------------------------------------------
+
+    def read_header_bytes(self) -> bytes:
+        """The bytes of DIR/ledger.json (ledgertool.ledger.header.parse_ledger_header checks them);
+        LedgerFormatError when there is none (DIR is not a ledger) or it is too large."""
+        path = self.directory / LEDGER_FILE
+        if not os.path.lexists(path):
+            raise LedgerFormatError(f"{self.directory}: not a ledger (no {LEDGER_FILE})")
+        return fsio.read_regular(path, MAX_LEDGER_FILE_BYTES, root=self.directory, what="ledger header")
+
+    def read_rotation_files(self) -> list[tuple[Path, bytes]]:
+        """(path, bytes) of every rotation statement, in file (statement number) order; none when
+        the ledger has no rotations directory. A link or file where it belongs is FileTypeError."""
+        rdir = rotations_dir(self.directory)
+        if not os.path.lexists(rdir):
+            return []
+        fsio.check_dir(rdir, self.directory)  # a link or file there is refused, not followed
+        return [(p, fsio.read_regular(p, MAX_ROTATION_BYTES, root=self.directory, what="rotation statement"))
+                for p in sorted(q for q in rdir.iterdir() if parse_rotation_name(q.name) is not None)]
 
     def segment_path(self, link: str, index: int, kind: str) -> Path:
         return self.link_dir(link) / segment_name(index, kind)

@@ -20,11 +20,24 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from ..digest.engine import FLAG_GAP, merkle_leaves, merkle_root, record_dtype, valid_leaf_records
+from ..digest.engine import (
+    FLAG_GAP,
+    merkle_leaves,
+    merkle_root,
+    record_dtype,
+    valid_leaf_records,
+)
 from ..errors import LedgerFormatError
+from ..keyfiles import BAD_SIGNATURE, SignatureFinding
 from ..ledger.header import LedgerHeader
 from ..ledger.layout import PARQUET, SEAL, segment_name
-from ..seal.document import decode_parquet, parse_seal, seal_hash, seal_signed_bytes, table_to_records
+from ..seal.document import (
+    decode_parquet,
+    parse_seal,
+    seal_hash,
+    seal_signed_bytes,
+    table_to_records,
+)
 from ..seal.rotation import Schedule
 from .problems import Kind, Problem
 
@@ -180,8 +193,8 @@ def _key_problems(doc: dict, place: SegmentPlace, path: Path) -> list[Problem]:
     try:
         findings = bundle.verify_detailed(seal_signed_bytes(doc), doc.get("signatures") or {})
     except (TypeError, ValueError) as e:
-        findings = [(Kind.BAD_SIGNATURE, f"seal cannot be canonicalised ({e})")]
-    out += [place.problem(Kind(kind), f"{path}: {detail}") for kind, detail in findings]
+        findings = [SignatureFinding(BAD_SIGNATURE, None, f"seal cannot be canonicalised ({e})")]
+    out += [place.problem(Kind(f.kind), f"{path}: {f.detail}") for f in findings]
     return out
 
 
@@ -284,7 +297,7 @@ def check_records(seal: SealCheck, read: ParquetRead, place: SegmentPlace) -> Re
 def merkle_finding(seal: SealCheck, recs: RecordsCheck, leaves: bytes | None, place: SegmentPlace) -> RecordsCheck:
     """`recs` with its merkle_mismatch finding added: the changed leaf blocks when the leaf-hash
     sidecar `leaves` is authentic (its own root is the seal's), else the plain mismatch."""
-    record_size, leaf = seal.layout
+    leaf = seal.layout[1]
     changed = _changed_leaves(leaves, recs.records, seal.layout, str(seal.doc.get("merkle_root")))
     if changed:
         blocks = ", ".join(f"{c * leaf}..{min((c + 1) * leaf, max(recs.n, seal.seq.count)) - 1}" for c in changed[:4])

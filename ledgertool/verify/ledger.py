@@ -48,13 +48,12 @@ import pyarrow as pa
 from ..algorithms import algorithm_caveat
 from ..errors import FileTypeError, LedgerFormatError, StorageError
 from ..keyfiles import TrustBundle
-from ..ledger.header import LedgerHeader, load_ledger
+from ..ledger.header import LedgerHeader, parse_ledger_header
 from ..ledger.layout import LEAVES, LEDGER_FILE, OPEN, PARQUET, SEAL
 from ..ledger.reader import LedgerReader, LinkListing
-from ..ledger.rotations import load_rotations
 from ..ledger.segment import parse_open_segment
 from ..seal.checkpoint import LinkTree, check_extends, parse_note
-from ..seal.rotation import Schedule, key_schedule
+from ..seal.rotation import Schedule, key_schedule, parse_rotation
 from .chain import (
     LinkChain,
     OpenRead,
@@ -134,7 +133,7 @@ def verify_ledger(directory: Path | LedgerReader, trust: TrustBundle | None, che
     the checkpoint cannot be parsed / names another ledger; every other finding is a Problem."""
     reader = directory if isinstance(directory, LedgerReader) else LedgerReader(Path(directory))
     directory = reader.directory
-    ledger = load_ledger(directory)
+    ledger = parse_ledger_header(reader.read_header_bytes(), directory / LEDGER_FILE)
     chosen = reader.links if links is None else list(links)
     unknown = sorted(set(chosen) - set(reader.links))
     if unknown:
@@ -154,7 +153,8 @@ def verify_ledger(directory: Path | LedgerReader, trust: TrustBundle | None, che
     for stray in reader.strays:
         res.add(stray_finding(stray))
     if trust is not None:
-        sched = key_schedule(ledger.ledger_id, trust, load_rotations(directory),
+        rotations = [parse_rotation(raw, path) for path, raw in reader.read_rotation_files()]
+        sched = key_schedule(ledger.ledger_id, trust, rotations,
                              digest_key_id=ledger.digest_key_id, algorithm=ledger.algorithm)
         for p in sched.problems:
             res.add(Problem(Kind.ROTATION_INVALID, None, p))

@@ -82,20 +82,27 @@ class Kind(enum.StrEnum):
         return _GROUPS[self] is Group.WARNING
 
 
-_GROUPS: dict[Kind, Group] = {}
-for _group, _kinds in (
-        (Group.SEAL_AND_FILES, "seal_unreadable seal_malformed foreign_seal seal_misplaced parameter_mismatch "
-                               "ledger_header_mismatch unsealed_parquet parquet_missing parquet_hash_mismatch "
-                               "parquet_unreadable segment_name_shadow"),
-        (Group.SIGNATURES_AND_KEYS, "bad_signature signature_missing rotation_invalid digest_key_mismatch"),
-        (Group.CHAIN_AND_SEGMENTS, "chain_broken segment_missing segment_duplicated sequence_gap sequence_overlap"),
-        (Group.RECORDS, "count_mismatch range_mismatch timestamp_mismatch drops_mismatch merkle_mismatch "
-                        "record_missing record_duplicated record_reordered"),
-        (Group.CHECKPOINTS, "checkpoint_bad_signature checkpoint_not_extended checkpoint_mismatch "
-                            "checkpoint_unreadable checkpoint_missing"),
-        (Group.WARNING, "open_segment torn_segment temp_file stray_file signatures_unchecked algorithm_caveat")):
-    for _k in _kinds.split():
-        _GROUPS[Kind(_k)] = _group
+_GROUPS: dict[Kind, Group] = {
+    **dict.fromkeys((
+        Kind.SEAL_UNREADABLE, Kind.SEAL_MALFORMED, Kind.FOREIGN_SEAL, Kind.SEAL_MISPLACED,
+        Kind.PARAMETER_MISMATCH, Kind.LEDGER_HEADER_MISMATCH, Kind.UNSEALED_PARQUET, Kind.PARQUET_MISSING,
+        Kind.PARQUET_HASH_MISMATCH, Kind.PARQUET_UNREADABLE, Kind.SEGMENT_NAME_SHADOW), Group.SEAL_AND_FILES),
+    **dict.fromkeys((
+        Kind.BAD_SIGNATURE, Kind.SIGNATURE_MISSING, Kind.ROTATION_INVALID,
+        Kind.DIGEST_KEY_MISMATCH), Group.SIGNATURES_AND_KEYS),
+    **dict.fromkeys((
+        Kind.CHAIN_BROKEN, Kind.SEGMENT_MISSING, Kind.SEGMENT_DUPLICATED, Kind.SEQUENCE_GAP,
+        Kind.SEQUENCE_OVERLAP), Group.CHAIN_AND_SEGMENTS),
+    **dict.fromkeys((
+        Kind.COUNT_MISMATCH, Kind.RANGE_MISMATCH, Kind.TIMESTAMP_MISMATCH, Kind.DROPS_MISMATCH,
+        Kind.MERKLE_MISMATCH, Kind.RECORD_MISSING, Kind.RECORD_DUPLICATED, Kind.RECORD_REORDERED), Group.RECORDS),
+    **dict.fromkeys((
+        Kind.CHECKPOINT_BAD_SIGNATURE, Kind.CHECKPOINT_NOT_EXTENDED, Kind.CHECKPOINT_MISMATCH,
+        Kind.CHECKPOINT_UNREADABLE, Kind.CHECKPOINT_MISSING), Group.CHECKPOINTS),
+    **dict.fromkeys((
+        Kind.OPEN_SEGMENT, Kind.TORN_SEGMENT, Kind.TEMP_FILE, Kind.STRAY_FILE, Kind.SIGNATURES_UNCHECKED,
+        Kind.ALGORITHM_CAVEAT), Group.WARNING),
+}
 assert len(_GROUPS) == len(Kind), "every Kind has a group"
 
 
