@@ -226,13 +226,8 @@ def _torn_ledger(tmp: Path, keys: Path) -> Path:
     import pyarrow.parquet as pq
 
     from ledgertool.digest.engine import record_dtype
-    from ledgertool.ledger.layout import parquet_path
-    from ledgertool.ledger.segment import (
-        SegmentHeader,
-        SegmentWriter,
-        now_ns,
-        open_segment_path,
-    )
+    from ledgertool.ledger.layout import open_segment_path, parquet_path
+    from ledgertool.ledger.segment import SegmentHeader, SegmentWriter, now_ns
     from ledgertool.seal.document import table_to_records
 
     ledger = tmp / "torn"

@@ -240,7 +240,7 @@ def test_item16_checkpoint_after_every_seal(tmp_path, keydir, monkeypatch):
 
     dk, sk, _ = load_keys(keydir)
     seen: list[int] = []
-    import ledgertool.seal.checkpoint as cp
+    import ledgertool.ledger.checkpoints as cp
 
     real = cp.write_checkpoint
 
