@@ -17,14 +17,25 @@ from conftest import REPO, SAMPLES, load_keys
 
 from ledgertool.capture.run import capture_file
 from ledgertool.digest.engine import record_dtype
-from ledgertool.keyfiles import BAD_SIGNATURE, SIGNATURE_MISSING, SignatureFinding, SigningKey
+from ledgertool.keyfiles import (
+    BAD_SIGNATURE,
+    SIGNATURE_MISSING,
+    SignatureFinding,
+    SigningKey,
+)
 from ledgertool.ledger.header import load_ledger
 from ledgertool.ledger.layout import LEAVES, PARQUET
 from ledgertool.ledger.reader import LedgerReader
 from ledgertool.seal.document import records_to_table, table_to_records
 from ledgertool.seal.rotation import key_schedule
 from ledgertool.verify.chain import LinkChain, SegmentCheck
-from ledgertool.verify.checks import ParquetRead, SegmentPlace, check_records, check_seal, merkle_finding
+from ledgertool.verify.checks import (
+    ParquetRead,
+    SegmentPlace,
+    check_records,
+    check_seal,
+    merkle_finding,
+)
 from ledgertool.verify.ledger import verify_ledger
 from ledgertool.verify.problems import Group, Kind, Problem
 
