@@ -161,8 +161,8 @@ def verify_ledger(directory: Path | LedgerReader, trust: TrustBundle | None, che
     else:
         sched = None
         res.add(Problem(Kind.SIGNATURES_UNCHECKED, None, "no trust bundle given: seal and checkpoint "
-                                    "signatures, key rotations and digest key ids were not checked; the "
-                                    "records are the ledger's as found, consistent with their own seals"))
+                        "signatures, key rotations and digest key ids were not checked; the "
+                        "records are the ledger's as found, consistent with their own seals"))
     top = reader.read_top_checkpoint()
     for link in chosen:
         stored = _stored_checkpoint(reader, link, res)  # before the listing: see read_checkpoint
