@@ -5,6 +5,7 @@ pure; docs/transparency.md, "Checkpoints").
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -135,9 +136,6 @@ def export_checkpoint(directory: Path, out: Path, *, signing_key: SigningKey | N
     writer lock, so no capture changes the chain while it is read), else the one the last
     capture/recover stored (DIR/link=NAME/checkpoint). UsageError/LedgerFormatError otherwise,
     LedgerLockedError while another writer holds the ledger, fsio's errors for the files."""
-    import os
-
-
     directory = Path(directory)
     ledger = load_ledger(directory)
     link = choose_link(directory, link)

@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass
 from .._native import ffi, lib
 from ..digest.engine import ReaderInfo
 from ..errors import CaptureFormatError, InterfaceError, UsageError
-from . import LIVE_PREFIX as IFACE_PREFIX
+
+IFACE_PREFIX = "iface:"  # SOURCE of a live interface (ledgertool.source)
 
 
 def iface_name(source: str) -> str:

@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import shutil
 import struct
 import time
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .. import fsio
 from .._native import ffi, lib
-from ..digest.engine import CaptureReader
+from ..algorithms import get_algorithm
+from ..digest.engine import CaptureReader, DigestEngine
 from ..errors import (
     CaptureFormatError,
     FileTypeError,
@@ -433,8 +435,6 @@ def estimated_pcap_bytes(spec: WorkloadSpec) -> int:
 
 def _check_room(spec: WorkloadSpec, out: Path) -> None:
     """Refuse a pcap that cannot fit on the target file system (a typo in `frames` can ask for TBs)."""
-    import shutil
-
     if out.exists() and not out.is_file():
         return  # a device such as /dev/null
     need = estimated_pcap_bytes(spec)
@@ -484,9 +484,6 @@ def bench_generator(spec_path: str | os.PathLike, frames: int | None = None, siz
     generator feeding the digest engine (siphash-1-3-128, strip frame) for comparison; the byte
     count comes from the second run. `frames` scales every flow so the total is about that many;
     `size` replaces every flow's size distribution with that one frame size (FCS included)."""
-    from ..algorithms import get_algorithm
-    from ..digest.engine import DigestEngine
-
     spec = load_spec(spec_path)
     if size is not None:
         doc = _read_spec_toml(spec.path)
@@ -523,6 +520,4 @@ def bench_generator(spec_path: str | os.PathLike, frames: int | None = None, siz
 
 
 def _scaled(f: Flow, scale: float) -> Flow:
-    from dataclasses import replace
-
     return replace(f, frames=max(1, round(f.frames * scale)))
