@@ -11,15 +11,11 @@ from ..errors import LedgerError, Setting
 
 #: parameter name -> option, where the option is not "--" + the name with dashes
 OPTIONS = {
-    "digest_keys": "--digest-key",
     "from_ns": "--from",
     "to_ns": "--to",
-    "max_frames": "--frames",
-    "duration_s": "--duration",
-    "valid_for_s": "--valid-for",
-    "eal_args": "--eal",
-    "overwrite": "--force",
     "loops": "--loop",
+    "pin_cpu": "--pin",
+    "valid_for_s": "--valid-for",
 }
 
 
@@ -31,6 +27,6 @@ def option(name: str) -> str:
 def cli_message(e: LedgerError) -> str:
     """`e`'s message with every `Setting` shown as its option (docs/cli.md wording)."""
     parts = getattr(e, "parts", None)
-    if not parts:
+    if not parts or "".join(map(str, parts)) != str(e):  # no parts, or the message was rewritten since
         return str(e)
     return "".join(option(p) if isinstance(p, Setting) else str(p) for p in parts)

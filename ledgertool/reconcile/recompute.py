@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 from .. import fsio
 from ..algorithms import Algorithm, get_algorithm, get_strip_mode
 from ..digest.engine import FLAG_GAP, DigestEngine, record_dtype, usable_cores
-from ..errors import CaptureFormatError, KeyFileError, LedgerFormatError, UsageError
+from ..errors import CaptureFormatError, KeyFileError, LedgerFormatError, Setting, UsageError
 from ..keyfiles import DigestKey, TrustBundle
 from ..ledger.header import LedgerHeader, load_ledger
 from ..ledger.rotations import load_rotations
@@ -211,9 +211,10 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey | Sequ
     alg = get_algorithm(ledger.algorithm)
     keys = [digest_key] if isinstance(digest_key, DigestKey) else list(digest_key)
     if not keys:
-        raise UsageError("recompute needs at least one --digest-key")
+        raise UsageError("recompute needs at least one ", Setting("digest_key"))
     if from_ns is not None and to_ns is not None and from_ns >= to_ns:
-        raise UsageError(f"empty time window: --from {from_ns} is not before --to {to_ns} (ns since the epoch)")
+        raise UsageError("empty time window: ", Setting("from_ns"), f" {from_ns} is not before ", Setting("to_ns"),
+                         f" {to_ns} (ns since the epoch)")
     if details is not None:
         try:
             Path(details).open("w").close()  # fail before the long part, not after it
@@ -224,7 +225,7 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey | Sequ
         try:
             con = open_duckdb({"memory_limit": memory_limit, "temp_directory": tmp})
         except UsageError as e:
-            raise UsageError(f"--memory-limit {memory_limit!r}: {e}") from None
+            raise UsageError(Setting("memory_limit"), f" {memory_limit!r}: {e}") from None
         try:
             segs: list[_Segment] = []
             con.execute("CREATE TEMP TABLE lrec (link VARCHAR, kid VARCHAR, digest BLOB, seq UBIGINT, ts_ns BIGINT, "

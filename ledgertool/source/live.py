@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 
 from .._native import ffi, lib
 from ..digest.engine import ReaderInfo
-from ..errors import CaptureFormatError, InterfaceError, UsageError
+from ..errors import CaptureFormatError, InterfaceError, Setting, UsageError
 
 IFACE_PREFIX = "iface:"  # SOURCE of a live interface (ledgertool.source)
 
@@ -44,13 +44,13 @@ class LiveOptions:
 
     def check(self) -> None:
         if not (self.ring_mb * 1024 >= 8):
-            raise UsageError("--ring-mb must be at least 0.0078125 (8 KiB)")
+            raise UsageError(Setting("ring_mb"), " must be at least 0.0078125 (8 KiB)")
         if self.block_ms < 1 or self.poll_ms < 1:
-            raise UsageError("--block-ms must be at least 1")
+            raise UsageError(Setting("block_ms"), " must be at least 1")
         if self.pin_cpu is not None and self.pin_cpu < 0:
-            raise UsageError("--pin must be a CPU number >= 0")
+            raise UsageError(Setting("pin_cpu"), " must be a CPU number >= 0")
         if not 0 <= self.fanout_group <= 0xFFFF:
-            raise UsageError("--fanout-group must be a 16-bit group id (1..65535; 0: random)")
+            raise UsageError(Setting("fanout_group"), " must be a 16-bit group id (1..65535; 0: random)")
 
 
 @dataclass(frozen=True)
@@ -210,9 +210,9 @@ def replay(path, iface: str, *, mode: str = "timing", rate: float | None = None,
     if mode not in REPLAY_MODES:
         raise UsageError(f"unknown replay mode {mode!r}")
     if mode in ("pps", "mbps") and not (rate and rate > 0):
-        raise UsageError(f"--{mode} needs a positive rate")
+        raise UsageError(Setting(mode), " needs a positive rate")
     if loops < 1:
-        raise UsageError("--loop must be at least 1")
+        raise UsageError(Setting("loops"), " must be at least 1")
     cfg = ffi.new("lt_replay_config *")
     cpath = ffi.new("char[]", str(path).encode())
     cif = ffi.new("char[]", iface.encode())

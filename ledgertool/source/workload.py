@@ -30,6 +30,7 @@ from ..errors import (
     CaptureFormatError,
     FileTypeError,
     LedgerFormatError,
+    Setting,
     StorageError,
     UsageError,
     WorkloadSpecError,
@@ -449,7 +450,7 @@ def generate_pcap(spec_path: str | os.PathLike, out: str | os.PathLike, *, force
     spec = load_spec(spec_path)
     out = Path(out)
     if out.exists() and not force:
-        raise UsageError(f"{out}: exists; refusing to overwrite (use --force)")
+        raise UsageError(f"{out}: exists; refusing to overwrite (use ", Setting("force"), ")")
     _check_room(spec, out)
     t0 = time.perf_counter()
     with open_workload(spec) as reader:
