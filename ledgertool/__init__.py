@@ -19,7 +19,7 @@ import os as _os
 
 from .errors import DataError, HostError, LedgerError
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 # numpy's OpenBLAS starts one spinning thread per core on import; ledgertool does no BLAS work, and
 # those threads took a core from the digest workers on a 2-core machine (docs/benchmarks.md).
@@ -34,7 +34,7 @@ _API = {
     "generate_keys": "ledgertool.keyfiles:generate_keys",
     # capture and recovery
     "capture_file": "ledgertool.capture.run:capture_file",
-    "recover_ledger": "ledgertool.capture.run:recover_ledger",
+    "recover_ledger": "ledgertool.ledger.recover:recover_ledger",
     # a ledger: its header, verification, checkpoints, proofs
     "load_ledger": "ledgertool.ledger.header:load_ledger",
     "verify_ledger": "ledgertool.verify.ledger:verify_ledger",

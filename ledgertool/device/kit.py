@@ -27,7 +27,7 @@ from typing import Any
 import scapy
 from scapy.utils import RawPcapWriter
 
-from .. import __version__
+from .._version import __version__
 from ..algorithms import Algorithm
 from ..capture.run import capture_file
 from ..digest.engine import digest_one, merkle_leaves, merkle_root
