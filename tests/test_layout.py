@@ -17,7 +17,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
 
 PKG = Path(__file__).resolve().parent.parent / "ledgertool"
 MAX_FUNCTION_LINES = 120
