@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -244,6 +246,35 @@ def test_digest_key_id_is_required_for_a_new_ledger_and_checked_for_an_existing_
     _refused(p, "--digest-key is required (only a records: source goes without it)")
 
 
+def test_sigint_while_the_pipe_is_quiet_seals_what_arrived_and_stops(tmp_path, keydir):
+    """A device's pipe that stays open without data must not keep Ctrl-C waiting (it is read with
+    a poll timeout): the records that arrived are sealed, the run ends as interrupted."""
+    led = tmp_path / "I"
+    args = [sys.executable, "-c", "from ledgertool.cli.app import main; main()", "capture", "records:-",
+            "--ledger", str(led), "--signing-key", str(keydir / "signing.key"), "--digest-key-id",
+            _key_id(keydir), "--strip", "l3", "--json"]
+    p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        p.stdin.write(_records(keydir)[:100 * 48])
+        p.stdin.flush()
+        seg = layout.open_segment_path(led, "link0", 0)
+        deadline = time.monotonic() + 60
+        while not (seg.exists() and seg.stat().st_size == 256 + 100 * 48):
+            assert time.monotonic() < deadline and p.poll() is None, p.stderr.read() if p.poll() else "timeout"
+            time.sleep(0.05)
+        p.send_signal(signal.SIGINT)
+        rc = p.wait(timeout=30)  # stdin is still open: only the signal ends the run
+        rep = json.loads(p.stdout.read())
+    finally:
+        if p.poll() is None:
+            p.kill()
+        p.stdin.close()
+    assert rc == 0
+    assert (rep["frames"], rep["interrupted"], rep["stop_reason"], rep["segments"]) == (100, True, "signal", [0])
+    v = run_cli("verify", led, "--trust", keydir / "verifier.pub")
+    assert v.returncode == 0 and "100 records" in v.stdout, v.stdout + v.stderr
+
+
 # ---- the reader on its own: blocks, short reads -------------------------------------------------
 
 def test_reader_joins_records_cut_by_short_pipe_reads_and_chunk_boundaries():
@@ -271,7 +302,9 @@ def test_reader_joins_records_cut_by_short_pipe_reads_and_chunk_boundaries():
         while True:
             recs, k, nbytes = reader.fill(seq, 100_000)
             if k == 0:
-                break
+                if reader.ended:
+                    break
+                continue  # the pipe was quiet for POLL_S
             got += recs
             seq, calls, total = seq + k, calls + 1, total + nbytes
         assert reader.ended and seq == n and bytes(got) == data and total == 60 * n

@@ -522,7 +522,7 @@ class CaptureRun:
                 arr = _gap_records_only(records, n, self.engine.dtype, w.next_seq)
                 records, n, nbytes = memoryview(arr.tobytes()), len(arr), 0
             if n == 0:
-                if self.engine.ended or not self.live_source:
+                if self.engine.ended or not (self.live_source or self.records_source):
                     break
             else:
                 self._record(records, n, nbytes)

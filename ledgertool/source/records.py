@@ -27,6 +27,7 @@ from ..errors import LedgerError, LedgerFormatError
 RECORDS_PREFIX = "records:"
 STDIN_NAME = "-"
 CHUNK_BYTES = 1 << 20  # one read: large enough that the per-block numpy work dominates nothing
+POLL_S = 0.1  # a quiet pipe hands back control this often: signals, --duration, --segment-seconds
 
 
 def is_records(source) -> bool:
@@ -64,8 +65,9 @@ class RecordsReader:
     """The records of `records:FILE` (a file or a named pipe) or `records:-` (standard input) for a
     ledger of `algorithm`, continuing link `link`.
 
-    `fill(first_seq, max_records)` has the digest engine's contract: (records, count, captured
-    bytes), `records` a view valid until the next call, count 0 and `ended` at the end. Raises
+    `fill(first_seq, max_records)` has the digest engine's contract for a live source: (records,
+    count, captured bytes), `records` a view valid until the next call; count 0 when nothing
+    arrived within POLL_S, and with `ended` at the end of the input. Raises
     LedgerFormatError naming the input and the record (index and byte offset) for a cut record, a
     seq that does not continue the link, or an undocumented flag bit; StorageError when reading
     fails. A regular file is checked to be whole records before anything is handed out."""
@@ -127,8 +129,9 @@ class RecordsReader:
     # ---- reading ---------------------------------------------------------------------------------
 
     def _refill(self) -> None:
-        """Move the bytes not handed out to the front and read until one whole record is there, or
-        the end. A pipe returns what it has (a short read); the rest of a cut record comes next."""
+        """Move the bytes not handed out to the front and read until one whole record is there, the
+        end, or POLL_S without data. A pipe returns what it has (a short read); the rest of a cut
+        record comes with a later read."""
         rest = self._have - self._start
         if self._start:
             self._buf[:rest] = self._buf[self._start:self._have]
@@ -136,12 +139,14 @@ class RecordsReader:
         view = memoryview(self._buf)
         while not self._eof and self._have < self.record_size:
             try:
+                if not select.select([self._file], [], [], POLL_S)[0]:
+                    return  # nothing yet: the caller gets no records and may stop
                 got = self._file.readinto(view[self._have:])
             except OSError as e:
                 raise fsio.storage_error(e, self.path, "read records") from None
-            if got is None:  # a non-blocking pipe with nothing in it yet: wait, it is not the end
-                select.select([self._file], [], [])
-            elif got == 0:
+            if got is None:  # a non-blocking pipe that select called ready too early
+                continue
+            if got == 0:
                 self._eof = True
             else:
                 self._have += got
@@ -157,6 +162,8 @@ class RecordsReader:
         if max_records is not None:
             n = min(n, max_records)
         if n == 0:
+            if not self._eof:  # a quiet pipe: nothing whole within POLL_S, not the end
+                return memoryview(b""), 0, 0
             if self._have > self._start:  # the end came inside a record
                 raise self._record_error(self._read, f"is cut at byte {self._read * rs + self._have - self._start}: "
                                          f"{self._have - self._start} of {rs} bytes (a torn last record)")
