@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import signal
 import subprocess
 import sys
@@ -316,7 +317,7 @@ def test_reader_joins_records_cut_by_short_pipe_reads_and_chunk_boundaries():
         os.close(rfd)
 
 
-def test_reader_refuses_a_terminal_and_a_missing_file(tmp_path):
+def test_reader_refuses_a_missing_file_a_directory_and_no_name(tmp_path):
     alg = get_algorithm(ALG)
     with pytest.raises(LedgerFormatError, match="file not found"):
         RecordsReader(f"records:{tmp_path / 'nope'}", alg, "link0")
@@ -333,3 +334,17 @@ def test_recompute_refuses_a_records_source(tmp_path, keydir):
                 "--strip", "l3", "--out", tmp_path / "o.parquet")
     assert r.returncode == 2 and f"records:{f}: holds records computed elsewhere, not frames" in r.stderr, r.stderr
     assert not (tmp_path / "o.parquet").exists()
+
+
+def test_records_from_a_terminal_are_refused_not_waited_for(tmp_path, keydir):
+    master, slave = pty.openpty()
+    try:
+        args = [sys.executable, "-c", "from ledgertool.cli.app import main; main()", "capture", "records:-",
+                "--ledger", str(tmp_path / "T"), "--signing-key", str(keydir / "signing.key"), "--digest-key-id",
+                _key_id(keydir)]
+        p = subprocess.run(args, stdin=slave, capture_output=True, timeout=60)
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert p.returncode == 2 and b"standard input is a terminal: records:- reads records from a pipe" in p.stderr
+    assert not (tmp_path / "T").exists()
