@@ -18,7 +18,7 @@ import importlib
 from dataclasses import dataclass
 from types import ModuleType
 
-from . import __version__
+from ._version import __version__
 from .errors import (
     CaptureFormatError,
     InterfaceError,

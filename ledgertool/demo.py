@@ -11,7 +11,7 @@ from importlib import resources
 from pathlib import Path
 
 from .capture.run import capture_file
-from .errors import LedgerError
+from .errors import HostError, Setting, UsageError
 from .keyfiles import DigestKey, SigningKey, TrustBundle, generate_keys
 from .reconcile.query import run_query
 from .reconcile.recompute import reconcile
@@ -28,7 +28,7 @@ def sample_path(name: str = SAMPLE_NAME) -> Path:
     src = Path(__file__).resolve().parent.parent / "samples" / name
     if src.is_file():
         return src
-    raise LedgerError(f"bundled sample {name} not found (looked in the package data and {src.parent})")
+    raise HostError(f"bundled sample {name} not found (looked in the package data and {src.parent})")
 
 
 def run_demo(workdir: Path | None = None, segment_records: int = 100) -> dict:
@@ -36,14 +36,14 @@ def run_demo(workdir: Path | None = None, segment_records: int = 100) -> dict:
     with "ok" and human-readable "lines"."""
     workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="ledgertool-demo-"))
     if workdir.exists() and not workdir.is_dir():
-        raise LedgerError(f"{workdir}: not a directory; --workdir needs a directory (it is created if absent)")
+        raise UsageError(f"{workdir}: not a directory; ", Setting("workdir"), " needs a directory (it is created if absent)")
     try:
         workdir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise LedgerError(f"{workdir}: cannot create the demo directory: {e.strerror}") from None
+        raise HostError(f"{workdir}: cannot create the demo directory: {e.strerror}") from None
     keydir, ledger = workdir / "keys", workdir / "ledger"
     if (keydir / "digest.key").exists() or ledger.exists():
-        raise LedgerError(f"{workdir}: already holds a demo (keys/ or ledger/); pick an empty --workdir")
+        raise UsageError(f"{workdir}: already holds a demo (keys/ or ledger/); pick an empty ", Setting("workdir"))
     sample = sample_path()
     generate_keys(keydir)
     dk = DigestKey.load(keydir / "digest.key")

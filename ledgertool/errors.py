@@ -1,24 +1,53 @@
 """Error hierarchy, mapped to CLI exit codes in one place (`exit_code_for`).
 
+Two roots under `LedgerError`, as python-tuf splits bad metadata from a failed download:
+  DataError  the data or the request is wrong (a corrupt capture, a tampered ledger, a bad key file,
+             a setting out of range); running again on the same input fails the same way
+  HostError  the machine around the data is in the way (storage full or read-only, an interface
+             that cannot be opened, a ledger locked by another process); fixing the host may help
+
 Exit codes (docs/cli.md): 0 ok, 1 discrepancy found, 2 bad input or usage.
 Every message is one line that names the file and, where it applies, the byte offset,
-segment or record.
+segment or record. Library messages name settings by their parameter name (`Setting`), never by
+a command-line option; the CLI shows its option there instead (ledgertool.cli.flags).
 """
 
 from __future__ import annotations
 
 
+class Setting(str):
+    """The name of a library parameter inside an error message (``ring_mb``, ``segment_records``):
+    `str()` of the error shows the name; the CLI shows the option that sets it (``--ring-mb``)."""
+
+    __slots__ = ()
+
+
 class LedgerError(Exception):
-    """Base of every error ledgertool raises on purpose. `str(e)` is the one-line message."""
+    """Base of every error ledgertool raises on purpose. `str(e)` is the one-line message.
+
+    Built from parts: plain text and `Setting` names, so the CLI can render each setting as its
+    option (`parts`) while `str(e)` stays in the library's words."""
 
     exit_code = 2
 
+    def __init__(self, *parts: str):
+        self.parts = parts
+        super().__init__("".join(map(str, parts)))
 
-class UsageError(LedgerError):
-    """Bad command-line usage (conflicting or missing options)."""
+
+class DataError(LedgerError):
+    """Root of the errors about the input itself: bad data, bad settings, tampered ledgers."""
 
 
-class CaptureFormatError(LedgerError):
+class HostError(LedgerError):
+    """Root of the errors about the environment: storage, interfaces, locks held by others."""
+
+
+class UsageError(DataError):
+    """A call's settings are wrong: out of range, conflicting or missing (names them as `Setting`)."""
+
+
+class CaptureFormatError(DataError):
     """A capture file is missing, unreadable, not a capture (by magic), or corrupt.
 
     `path` names the file; `offset` is the byte offset of the bad header or block, when known.
@@ -30,7 +59,7 @@ class CaptureFormatError(LedgerError):
         self.offset = offset
 
 
-class WorkloadSpecError(LedgerError):
+class WorkloadSpecError(DataError):
     """A workload spec is unreadable, not TOML, or breaks a rule; `key` names the offending key
     (e.g. ``flows[1].vlan``) where one does."""
 
@@ -40,7 +69,7 @@ class WorkloadSpecError(LedgerError):
         self.key = key
 
 
-class InterfaceError(LedgerError):
+class InterfaceError(HostError):
     """A live interface cannot be opened or read (missing, no permission, ring set-up failed,
     interface gone), or a replay cannot send. `iface` names the interface."""
 
@@ -49,15 +78,15 @@ class InterfaceError(LedgerError):
         self.iface = iface
 
 
-class KeyFileError(LedgerError):
+class KeyFileError(DataError):
     """A key or trust file is missing, malformed, or does not fit the ledger (wrong key)."""
 
 
-class LedgerFormatError(LedgerError):
+class LedgerFormatError(DataError):
     """A directory is not a ledger, or one of its files cannot be parsed at all."""
 
 
-class StorageError(LedgerError):
+class StorageError(HostError):
     """A file cannot be read or written because of its environment: no space left, a read-only
     file system, an I/O error, a missing permission. The message names the file the command was
     working on (never a temporary name) and what to do; `path` is that file, `errno` the OS error
@@ -69,27 +98,27 @@ class StorageError(LedgerError):
         self.errno = errno
 
 
-class FileTypeError(LedgerError):
+class FileTypeError(DataError):
     """A path holds the wrong kind of file: a symbolic link, FIFO, socket, device or directory where
     a regular file belongs, or a link or file where a directory belongs. Nothing inside a ledger is
     followed, read or written through such a path (docs/threat-model.md, "File system")."""
 
 
-class LedgerLockedError(LedgerError):
+class LedgerLockedError(HostError):
     """Another process holds the ledger's writer lock (DIR/.lock); the message names it (pid,
     command, since when)."""
 
 
-class AlgorithmError(LedgerError):
+class AlgorithmError(DataError):
     """Unknown algorithm or strip mode, or one not allowed in a ledger (64-bit digests)."""
 
 
-class NativeModuleError(LedgerError):
+class NativeModuleError(HostError):
     """The compiled native module (ledgertool._native) is missing, or was built from other sources
     than this package (ledgertool/_binding.py checks at import); the message says how to rebuild."""
 
 
-class DiscrepancyError(LedgerError):
+class DiscrepancyError(DataError):
     """A check ran and found a discrepancy (used where a command has no richer result)."""
 
     exit_code = 1

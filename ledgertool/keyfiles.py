@@ -76,6 +76,7 @@ __all__ = [
     "DigestKey",
     "SigningKey",
     "TrustBundle",
+    "SignatureFinding",
     "seal_message",
     "generate_keys",
 ]
@@ -85,6 +86,17 @@ SIGNING_KEY_FILE = "signing.key"
 VERIFIER_FILE = "verifier.pub"
 #: Kinds of signature problem (`TrustBundle.verify_detailed`), as verify reports them.
 SIGNATURE_MISSING, BAD_SIGNATURE = "signature_missing", "bad_signature"
+
+
+@dataclass(frozen=True)
+class SignatureFinding:
+    """One problem `TrustBundle.verify_detailed` found: its kind (SIGNATURE_MISSING or
+    BAD_SIGNATURE), the algorithm whose signature it concerns (None when the signatures are not
+    an object at all) and the English detail."""
+
+    kind: str
+    algorithm: str | None
+    detail: str
 
 ED25519 = "ed25519"
 MLDSA65 = "ml-dsa-65"
@@ -468,10 +480,10 @@ class TrustBundle:
     def verify(self, message: bytes, signatures: Mapping[str, str]) -> list[str]:
         """Check ``signatures`` over exactly ``message``; return the problems found as text
         (`verify_detailed` without the kinds). Returns ``[]`` when everything verifies."""
-        return [detail for _, detail in self.verify_detailed(message, signatures)]
+        return [f.detail for f in self.verify_detailed(message, signatures)]
 
-    def verify_detailed(self, message: bytes, signatures: Mapping[str, str]) -> list[tuple[str, str]]:
-        """Check ``signatures`` over exactly ``message``; return ``(kind, detail)`` per problem.
+    def verify_detailed(self, message: bytes, signatures: Mapping[str, str]) -> list[SignatureFinding]:
+        """Check ``signatures`` over exactly ``message``; return a SignatureFinding per problem.
 
         ``signatures`` maps algorithm name to a base64 signature.  Every
         algorithm of the scheme must be present and verify (under ``hybrid``
@@ -484,31 +496,32 @@ class TrustBundle:
         ``bad_signature`` too.  Never raises for bad input.
         """
         if not isinstance(signatures, Mapping):
-            return [(BAD_SIGNATURE, f"signatures must be an object of algorithm -> base64 signature, "
-                                    f"got {type(signatures).__name__}")]
+            return [SignatureFinding(BAD_SIGNATURE, None, "signatures must be an object of algorithm -> base64 "
+                                                          f"signature, got {type(signatures).__name__}")]
         message = bytes(message)
         ids = self.key_ids
-        problems: list[tuple[str, str]] = []
+        problems: list[SignatureFinding] = []
         for alg in self.algorithms:
             sig = signatures.get(alg)
             if sig is None:
-                problems.append((SIGNATURE_MISSING, f"{alg} signature missing"))
+                problems.append(SignatureFinding(SIGNATURE_MISSING, alg, f"{alg} signature missing"))
                 continue
             if not isinstance(sig, str):
-                problems.append((BAD_SIGNATURE, f"{alg} signature is not a base64 string"))
+                problems.append(SignatureFinding(BAD_SIGNATURE, alg, f"{alg} signature is not a base64 string"))
                 continue
             try:
                 raw = b64decode_canonical(sig)
             except (binascii.Error, ValueError):
-                problems.append((BAD_SIGNATURE, f"{alg} signature is not valid base64"))
+                problems.append(SignatureFinding(BAD_SIGNATURE, alg, f"{alg} signature is not valid base64"))
                 continue
             try:
                 self._keys[alg].verify(raw, message)
             except (InvalidSignature, ValueError):
-                problems.append((BAD_SIGNATURE, f"{alg} signature does not verify with key {ids[alg]}"))
+                problems.append(SignatureFinding(BAD_SIGNATURE, alg,
+                                                 f"{alg} signature does not verify with key {ids[alg]}"))
         for alg in sorted(str(a) for a in signatures if a not in self.algorithms):
-            problems.append((BAD_SIGNATURE,
-                             f"unexpected {alg!r} signature: trust bundle (scheme {self.scheme}) has no such key"))
+            problems.append(SignatureFinding(BAD_SIGNATURE, alg, f"unexpected {alg!r} signature: trust bundle "
+                                                                 f"(scheme {self.scheme}) has no such key"))
         return problems
 
 

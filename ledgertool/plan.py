@@ -24,7 +24,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ledgertool.errors import UsageError
+from .errors import Setting, UsageError
 
 # --------------------------------------------------------------------------- constants
 
@@ -60,6 +60,7 @@ MAX_BITS = 1024
 # Upper bounds keep every derived figure finite (so --json never meets inf or nan).
 MAX_RATE_BPS = 1e18
 MAX_PPS = 1e18
+_PPS = ("frames per second (", Setting("pps"), ")")  # how the frame rate is named in errors
 MAX_DURATION_SECONDS = 1e9 * SECONDS_PER_YEAR
 MAX_LINKS = 1_000_000
 MAX_RECORD_BYTES = 1_000_000
@@ -92,11 +93,12 @@ _DURATION_RE = re.compile(rf"^{_NUMBER}\s*(?P<unit>[a-zµ]*)$")
 # --------------------------------------------------------------------------- parsing
 
 
-def _finite_positive(value: float, what: str, text: str, limit: float = math.inf) -> float:
+def _finite_positive(value: float, what: str | tuple[str, ...], text: str, limit: float = math.inf) -> float:
+    what = (what,) if isinstance(what, str) else what
     if not math.isfinite(value) or value <= 0:
-        raise UsageError(f"{what} must be a positive finite number, got {text!r}")
+        raise UsageError(*what, f" must be a positive finite number, got {text!r}")
     if value > limit:
-        raise UsageError(f"{what} {text!r} is beyond the planner's limit of {limit:g}")
+        raise UsageError(*what, f" {text!r} is beyond the planner's limit of {limit:g}")
     return value
 
 
@@ -142,7 +144,7 @@ def parse_pps(text: str) -> float:
             f"bad frame rate {text!r}: expected frames per second, e.g. 595238095, 600M, 1.2e9"
         )
     value = float(match["num"]) * _RATE_PREFIX[match["prefix"]]
-    return _finite_positive(value, "frames per second (--pps)", text, MAX_PPS)
+    return _finite_positive(value, _PPS, text, MAX_PPS)
 
 
 @dataclass(frozen=True)
@@ -219,7 +221,7 @@ def traffic_from_rate(rate_bps: float, frame: FrameSize) -> Traffic:
 
 def traffic_from_pps(pps: float) -> Traffic:
     """A link carrying `pps` frames per second."""
-    _finite_positive(pps, "frames per second (--pps)", repr(pps), MAX_PPS)
+    _finite_positive(pps, _PPS, repr(pps), MAX_PPS)
     return Traffic(frames_per_second=pps)
 
 

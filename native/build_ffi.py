@@ -42,8 +42,8 @@ def cdef_block(header: Path = HEADER) -> str:
 
 
 def package_version() -> str:
-    """ledgertool.__version__, read from ledgertool/__init__.py (the package is not importable yet)."""
-    init = HERE.parent / "ledgertool" / "__init__.py"
+    """ledgertool.__version__, read from ledgertool/_version.py (the package is not importable yet)."""
+    init = HERE.parent / "ledgertool" / "_version.py"
     m = re.search(r'^__version__ = "([^"\\]+)"$', init.read_text(), re.M)
     if not m:
         raise RuntimeError(f"{init}: no __version__ line")

@@ -61,20 +61,7 @@ static void die(const char *what) {
  * SHA-256 leaves of any block length (lt_merkle_leaves takes 48- or 64-byte records only; the
  * partial-record candidates hash 24- to 56-byte slices): RFC 9162 leaf SHA-256(0x00 || block).
  */
-static void sha_leaf1(sha256_blocks_fn blocks, const uint8_t *p, size_t len, uint8_t out[32]) {
-    uint8_t first[64];
-    uint32_t st[8];
-    memcpy(st, SHA256_H0, sizeof st);
-    first[0] = 0x00;
-    if (len >= 63) {
-        memcpy(first + 1, p, 63);
-        blocks(st, first, 1);
-        sha256_finish(blocks, st, 64, p + 63, len - 63, out);
-    } else {
-        memcpy(first + 1, p, len);
-        sha256_finish(blocks, st, 0, first, len + 1, out);
-    }
-}
+#define sha_leaf1 sha256_leaf /* native/src/sha256.h: the leaf the engine computes */
 
 static void sha_leaves(sha256_blocks_fn blocks, const uint8_t *rec, size_t total, size_t leaf_bytes, uint8_t *out) {
     for (size_t off = 0; off < total; off += leaf_bytes, out += 32)

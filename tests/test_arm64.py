@@ -217,7 +217,7 @@ def test_conformance_kit_digests_under_qemu(arm64_selftest, tmp_path):
     itself (native/src/strip.c) is not in the self-test; see docs/devices.md, "CPU paths"."""
     import json
 
-    from ledgertool.device.conformance import export_kit
+    from ledgertool.device.kit import export_kit
 
     kit = tmp_path / "kit"
     export_kit(kit)

@@ -17,9 +17,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from ledgertool.algorithms import get_algorithm
 from ledgertool.bench import dashboard
 from ledgertool.bench import measure as bench
+from ledgertool.bench import rows as bench_rows
+from ledgertool.cli import bench as bench_cli
 from ledgertool.cli.app import app
+from ledgertool.cli.flags import cli_message
 from ledgertool.errors import UsageError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -33,31 +37,54 @@ THREADS = [1, 2]
 
 
 def test_parse_sizes() -> None:
-    assert bench.parse_sizes("64, 1500,9000,64KiB,1MiB,32MiB") == [64, 1500, 9000, 65536, 1 << 20, 32 << 20]
-    assert bench.parse_sizes("4kib,2B") == [4096, 2]
+    assert bench_cli.parse_sizes("64, 1500,9000,64KiB,1MiB,32MiB") == [64, 1500, 9000, 65536, 1 << 20, 32 << 20]
+    assert bench_cli.parse_sizes("4kib,2B") == [4096, 2]
     for bad in ("", "64,x", "0", "1GiB", "1.5MiB", "64k"):
         with pytest.raises(UsageError):
-            bench.parse_sizes(bad)
+            bench_cli.parse_sizes(bad)
 
 
 def test_parse_threads() -> None:
-    assert bench.parse_threads("1,2, 4") == [1, 2, 4]
+    assert bench_cli.parse_threads("1,2, 4") == [1, 2, 4]
     for bad in ("", "0", "a", "1,-2", "2000"):
         with pytest.raises(UsageError):
-            bench.parse_threads(bad)
+            bench_cli.parse_threads(bad)
+
+
+def test_cli_defaults_match_library() -> None:
+    """cli.bench repeats two library defaults so `--help` needs no numpy; they must not drift."""
+    assert (bench_cli.DEFAULT_NOISY_CV, bench_cli.DIGEST_BATCH) == (bench.DEFAULT_NOISY_CV, bench.DIGEST_BATCH)
+
+
+def test_png_without_matplotlib_names_the_option(monkeypatch) -> None:
+    """The library names the setting (`png`); the CLI shows the option, as before the split."""
+    import builtins
+
+    real = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name.startswith("matplotlib"):
+            raise ImportError(name)
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    with pytest.raises(UsageError) as e:
+        dashboard.require_matplotlib()
+    assert str(e.value).startswith("png needs matplotlib: pip install 'ledgertool[plots]'")
+    assert cli_message(e.value) == "--png needs matplotlib: pip install 'ledgertool[plots]' (the HTML dashboard does not)"
 
 
 def test_spread_and_human_size() -> None:
     assert bench.spread([100.0]) == 0.0
     assert bench.spread([100.0, 100.0, 100.0]) == 0.0
     assert bench.spread([90.0, 110.0]) == pytest.approx(14.142135623730951 / 100)
-    assert [bench.human_size(n) for n in (64, 1500, 4096, 65536, 32 << 20)] == \
+    assert [bench_rows.human_size(n) for n in (64, 1500, 4096, 65536, 32 << 20)] == \
         ["64 B", "1500 B", "4 KiB", "64 KiB", "32 MiB"]
 
 
 def test_line_rate_equivalent() -> None:
     # 595.2 Mframes/s of 64-byte frames is exactly 400G on the wire
-    row = bench.BenchRow("digest", "siphash-1-3-128", 64, 1, 400_000_000_000 // 672, 1.0)
+    row = bench_rows.BenchRow("digest", "siphash-1-3-128", 64, 1, 400_000_000_000 // 672, 1.0)
     assert dashboard.line_rate_gbit(row) == pytest.approx(400.0, rel=1e-9)
     assert row.ns_per_frame == pytest.approx(1e9 / row.frames_per_s)
 
@@ -76,7 +103,7 @@ def test_bench_digest_threads_aggregate() -> None:
 def test_digest_paths_choice() -> None:
     from ledgertool.digest.engine import cpu_paths
 
-    sip = bench.get_algorithm("siphash-1-3-128")
+    sip = get_algorithm("siphash-1-3-128")
     avail = cpu_paths(sip)
     best = bench.digest_paths(sip.name, "best")
     assert best[-1] == [p for p in avail if not p.endswith("-mb")][0]
@@ -86,7 +113,7 @@ def test_digest_paths_choice() -> None:
     assert bench.digest_paths(sip.name, "portable,no-such") == ["portable"]
     mb = bench.bench_digest("siphash-1-3-128", 64, min_time=0.002, repeats=2, path=avail[0])
     assert mb.cpu_path == avail[0] and mb.frames > 0
-    row = bench.BenchRow("digest", "siphash-1-3-128", 64, 2, 1000, 1e-3, tsc_ghz=2.0)
+    row = bench_rows.BenchRow("digest", "siphash-1-3-128", 64, 2, 1000, 1e-3, tsc_ghz=2.0)
     assert row.cycles_per_frame == pytest.approx(1e9 / 1e6 * 2 * 2.0)   # 1 us/frame aggregate, 2 threads
     assert row.cores_needed(400e9) == pytest.approx(400e9 / 672 / 5e5)
 
@@ -122,7 +149,7 @@ def _csv_rows(path: Path) -> tuple[list[str], list[dict]]:
 
 def test_csv_matches_schema(run) -> None:
     header, rows = _csv_rows(run["csv"])
-    assert header == CSV_SCHEMA["x-csv-columns"] == bench.CSV_FIELDS
+    assert header == CSV_SCHEMA["x-csv-columns"] == bench_rows.CSV_FIELDS
     from ledgertool.algorithms import get_algorithm
     from ledgertool.digest.engine import cpu_path
 
@@ -162,8 +189,8 @@ def test_csv_matches_schema(run) -> None:
 def test_csv_appends_without_second_header(run, tmp_path) -> None:
     path = tmp_path / "again.csv"
     shutil.copy(run["csv"], path)
-    rows = bench.read_csv(path)
-    bench.append_csv(path, rows[:2])
+    rows = bench_rows.read_csv(path)
+    bench_rows.append_csv(path, rows[:2])
     header, again = _csv_rows(path)
     assert len(again) == len(rows) + 2
     assert path.read_text().count("time,host,") == 1
@@ -173,22 +200,22 @@ def test_old_schema_csv_is_read_but_not_appended(run, tmp_path) -> None:
     old = tmp_path / "old.csv"
     _, rows = _csv_rows(run["csv"])
     with open(old, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=bench.CSV_REQUIRED, extrasaction="ignore")
+        w = csv.DictWriter(f, fieldnames=bench_rows.CSV_REQUIRED, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
-    back = bench.read_csv(old)
+    back = bench_rows.read_csv(old)
     assert len(back) == len(rows) and all(r.cores == 0 and not r.noisy for r in back)
     assert "<svg" in dashboard.render_html(back)
     with pytest.raises(UsageError, match="header"):
-        bench.append_csv(old, back[:1])
+        bench_rows.append_csv(old, back[:1])
 
 
 def test_bad_csv_is_usage_error(tmp_path) -> None:
     (tmp_path / "x.csv").write_text("a,b\n1,2\n")
     with pytest.raises(UsageError, match="missing columns"):
-        bench.read_csv(tmp_path / "x.csv")
+        bench_rows.read_csv(tmp_path / "x.csv")
     with pytest.raises(UsageError, match="cannot read"):
-        bench.read_csv(tmp_path / "none.csv")
+        bench_rows.read_csv(tmp_path / "none.csv")
 
 
 # --------------------------------------------------------------------------- dashboard, no browser
@@ -271,7 +298,7 @@ def test_from_csv_rerenders_without_measuring(run, tmp_path, monkeypatch) -> Non
 
 
 def test_noisy_rows_are_marked(run) -> None:
-    rows = bench.read_csv(run["csv"])
+    rows = bench_rows.read_csv(run["csv"])
     rows[0].noisy = True
     rows[0].cv = 0.5
     text = dashboard.render_html(rows)

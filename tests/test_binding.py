@@ -115,7 +115,7 @@ def test_item13_stale_native_module_is_one_error_at_import(stale_module):
 def test_cli_reports_a_stale_module_in_one_line_exit_2(stale_module, tmp_path):
     code = ("import sys, importlib; sys.path.insert(0, sys.argv[1]); "
             "sys.modules['ledgertool._native'] = importlib.import_module('stale_native'); "
-            "sys.argv = ['ledgertool', 'verify', sys.argv[2]]; "
+            "sys.argv = ['ledgertool', 'algorithms']; "
             "from ledgertool.cli import main; main()")
     r = subprocess.run([sys.executable, "-c", code, str(stale_module), str(tmp_path)], capture_output=True,
                        text=True, timeout=60)

@@ -31,12 +31,8 @@ from test_schemas_reports import is_valid, validate
 
 from ledgertool.algorithms import ALGORITHMS
 from ledgertool.device.cases import CASES, CATEGORIES
-from ledgertool.device.conformance import (
-    KIT_MASTER_KEY,
-    check_records,
-    export_kit,
-    kit_signing_key,
-)
+from ledgertool.device.conformance import KIT_MASTER_KEY, check_records
+from ledgertool.device.kit import export_kit, kit_signing_key
 from ledgertool.digest.engine import cpu_path, cpu_paths, force_cpu_path
 from ledgertool.digest.reference import siphash
 from ledgertool.keyfiles import DigestKey

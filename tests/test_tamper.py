@@ -1,6 +1,8 @@
 """The tamper matrix: every case of LEDGER-FORMAT.md "What verify must detect", applied to a fresh
-copy of a ledger made from a corpus capture. Each case pins the problem it must raise (kind,
-segment, and the record index where one applies) and the exact set of problem kinds verify reports.
+copy of a ledger made from a corpus capture. The matrix is data (`MATRIX`, one `Tamper` row per
+case, driven by one parametrized test): each row pins the problem it must raise (kind, segment,
+the record index where one applies, and words of its detail) and the exact set of problem kinds
+verify reports.
 
 Ledger: gopacketfork__linux_sll_oversized_addr.pcapng (209 frames), 50 records per segment
 (segments 0..4), 4 records per Merkle leaf, so a changed record is named by its leaf block.
@@ -11,6 +13,8 @@ from __future__ import annotations
 import base64
 import json
 import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -128,7 +132,7 @@ def _flip_sig(doc: dict, alg: str) -> None:
     doc["signatures"][alg] = base64.b64encode(bytes(raw)).decode()
 
 
-# ---- the cases: name -> (tamper(ledger, ctx), expected (kind, segment, record), exact kinds) --
+# ---- the mutations (ledger, ctx); the matrix below says what each must raise ---------------
 
 def t_digest(lg, c):
     def f(a):
@@ -277,49 +281,84 @@ def t_history_rewritten(lg, c):
     _rechain(lg, 3, c["key"])
 
 
-MERKLE = {"merkle_mismatch", "parquet_hash_mismatch"}
-SIG1 = ("bad_signature", 1, None)
+MERKLE = frozenset({"merkle_mismatch", "parquet_hash_mismatch"})
+LEAF_3 = "Merkle root differs from the seal; changed leaf blocks: records 12..15 (leaf 3, 4 records per leaf)"
 
-CASES = {
-    # case: (tamper, (kind, segment, record), exact set of kinds)
-    "record_digest_changed": (t_digest, ("merkle_mismatch", 1, 12), MERKLE),
-    "record_timestamp_changed": (t_timestamp, ("merkle_mismatch", 1, 12), MERKLE),
-    "record_length_changed": (t_length, ("merkle_mismatch", 1, 12), MERKLE),
-    "record_deleted": (t_record_deleted, ("record_missing", 1, K), MERKLE | {"record_missing", "count_mismatch"}),
-    "record_duplicated": (t_record_duplicated, ("record_duplicated", 1, K + 1),
-                          MERKLE | {"record_duplicated", "count_mismatch"}),
-    "records_reordered": (t_record_reordered, ("record_reordered", 1, K), MERKLE | {"record_reordered"}),
-    "segment_deleted": (t_segment_deleted, ("segment_missing", 1, None),
-                        {"segment_missing", "chain_broken", "sequence_gap", "checkpoint_not_extended"}),
-    "segment_duplicated": (t_segment_duplicated, ("segment_duplicated", LAST + 1, None),
-                           {"segment_duplicated", "seal_misplaced", "chain_broken", "sequence_overlap"}),
+
+@dataclass(frozen=True)
+class Tamper:
+    """One row of the matrix: what is done to a copy of the pristine ledger, the problem verify
+    must name for it (kind, segment, record, and words of its detail) and the exact set of kinds."""
+
+    name: str
+    mutate: Callable[[Path, dict], None]
+    kind: str
+    segment: int | None
+    record: int | None
+    fragment: str
+    kinds: frozenset[str]
+
+
+def _k(*kinds: str) -> frozenset[str]:
+    return frozenset(kinds)
+
+
+MATRIX = (
+    Tamper("record_digest_changed", t_digest, "merkle_mismatch", 1, 12, LEAF_3, MERKLE),
+    Tamper("record_timestamp_changed", t_timestamp, "merkle_mismatch", 1, 12, LEAF_3, MERKLE),
+    Tamper("record_length_changed", t_length, "merkle_mismatch", 1, 12, LEAF_3, MERKLE),
+    Tamper("record_deleted", t_record_deleted, "record_missing", 1, K,
+           "segment 1 record 13: seq 63 deleted (the seal covers it)", MERKLE | _k("record_missing", "count_mismatch")),
+    Tamper("record_duplicated", t_record_duplicated, "record_duplicated", 1, K + 1,
+           "segment 1 record 14: seq 63 appears again", MERKLE | _k("record_duplicated", "count_mismatch")),
+    Tamper("records_reordered", t_record_reordered, "record_reordered", 1, K, "segment 1 record 13: seq 64 out of order",
+           MERKLE | _k("record_reordered")),
+    Tamper("segment_deleted", t_segment_deleted, "segment_missing", 1, None, "segments [1] of 5 have no seal",
+           _k("segment_missing", "chain_broken", "sequence_gap", "checkpoint_not_extended")),
+    Tamper("segment_duplicated", t_segment_duplicated, "segment_duplicated", LAST + 1, None,
+           "seg-00000005.seal.json: same seal as segment 4",
+           _k("segment_duplicated", "seal_misplaced", "chain_broken", "sequence_overlap")),
     # a moved seal names its own segment's Parquet file, which is not read at another index
-    "segments_reordered": (t_segments_reordered, ("seal_misplaced", 1, None),
-                           {"seal_misplaced", "chain_broken", "sequence_gap", "sequence_overlap",
-                            "checkpoint_mismatch"}),
-    "segment_replaced_foreign": (t_segment_replaced_foreign, ("foreign_seal", 1, None),
-                                 # the foreign seal also signs its own ledger's ledger.json
-                                 {"foreign_seal", "chain_broken", "checkpoint_mismatch", "ledger_header_mismatch"}),
-    "segment_replaced_resigned": (t_segment_replaced_resigned, ("chain_broken", 2, None),
-                                  {"chain_broken", "checkpoint_mismatch"}),
-    "parquet_swapped_other_segment": (t_parquet_swapped, ("parquet_hash_mismatch", 1, None),
-                                      MERKLE | {"record_missing", "range_mismatch", "timestamp_mismatch"}),
-    "parquet_reencoded_same_records": (t_parquet_reencoded, ("parquet_hash_mismatch", 1, None),
-                                       {"parquet_hash_mismatch"}),
-    "seal_signed_by_other_key": (t_other_key, SIG1, {"bad_signature"}),
-    "hybrid_mldsa_missing": (t_mldsa_missing, ("signature_missing", 1, None), {"signature_missing"}),
-    "hybrid_ed25519_missing": (t_ed25519_missing, ("signature_missing", 1, None), {"signature_missing"}),
-    "hybrid_ed25519_wrong": (t_ed25519_wrong, SIG1, {"bad_signature"}),
-    "hybrid_mldsa_wrong": (t_mldsa_wrong, SIG1, {"bad_signature"}),
-    "downgrade_algorithm": (t_downgrade_algorithm, ("parameter_mismatch", 2, None), {"parameter_mismatch"}),
-    "downgrade_strip": (t_downgrade_strip, ("parameter_mismatch", 2, None), {"parameter_mismatch"}),
-    "digest_key_not_introduced": (t_digest_key_switched, ("digest_key_mismatch", 2, None), {"digest_key_mismatch"}),
-    "undeclared_sequence_gap": (t_undeclared_gap, ("sequence_gap", 1, K), {"sequence_gap"}),
-    "truncated_tail_vs_checkpoint": (t_truncated_tail, ("checkpoint_not_extended", None, None),
-                                     {"checkpoint_not_extended", "checkpoint_missing"}),
-    "history_rewritten_vs_checkpoint": (t_history_rewritten, ("checkpoint_mismatch", None, None),
-                                        {"checkpoint_mismatch"}),
-}
+    Tamper("segments_reordered", t_segments_reordered, "seal_misplaced", 1, None,
+           "seg-00000001.seal.json: seal is for link 'link0' segment 2",
+           _k("seal_misplaced", "chain_broken", "sequence_gap", "sequence_overlap", "checkpoint_mismatch")),
+    # the foreign seal also signs its own ledger's ledger.json
+    Tamper("segment_replaced_foreign", t_segment_replaced_foreign, "foreign_seal", 1, None,
+           "seg-00000001.seal.json: seal belongs to ledger ",
+           _k("foreign_seal", "chain_broken", "checkpoint_mismatch", "ledger_header_mismatch")),
+    Tamper("segment_replaced_resigned", t_segment_replaced_resigned, "chain_broken", 2, None,
+           "seg-00000002.seal.json: prev_seal_hash ", _k("chain_broken", "checkpoint_mismatch")),
+    Tamper("parquet_swapped_other_segment", t_parquet_swapped, "parquet_hash_mismatch", 1, None,
+           "seg-00000001.parquet: SHA-256 differs from the seal's parquet_sha256",
+           MERKLE | _k("record_missing", "range_mismatch", "timestamp_mismatch")),
+    Tamper("parquet_reencoded_same_records", t_parquet_reencoded, "parquet_hash_mismatch", 1, None,
+           "seg-00000001.parquet: SHA-256 differs from the seal's parquet_sha256", _k("parquet_hash_mismatch")),
+    Tamper("seal_signed_by_other_key", t_other_key, "bad_signature", 1, None,
+           "seg-00000001.seal.json: ml-dsa-65 signature does not verify with key ", _k("bad_signature")),
+    Tamper("hybrid_mldsa_missing", t_mldsa_missing, "signature_missing", 1, None,
+           "seg-00000001.seal.json: ml-dsa-65 signature missing", _k("signature_missing")),
+    Tamper("hybrid_ed25519_missing", t_ed25519_missing, "signature_missing", 1, None,
+           "seg-00000001.seal.json: ed25519 signature missing", _k("signature_missing")),
+    Tamper("hybrid_ed25519_wrong", t_ed25519_wrong, "bad_signature", 1, None,
+           "seg-00000001.seal.json: ed25519 signature does not verify with key ", _k("bad_signature")),
+    Tamper("hybrid_mldsa_wrong", t_mldsa_wrong, "bad_signature", 1, None,
+           "seg-00000001.seal.json: ml-dsa-65 signature does not verify with key ", _k("bad_signature")),
+    Tamper("downgrade_algorithm", t_downgrade_algorithm, "parameter_mismatch", 2, None,
+           "seg-00000002.seal.json: algorithm 'siphash-1-3-64' differs from the ledger's 'siphash-1-3-128'",
+           _k("parameter_mismatch")),
+    Tamper("downgrade_strip", t_downgrade_strip, "parameter_mismatch", 2, None,
+           "seg-00000002.seal.json: strip 'payload' differs from the ledger's 'frame'", _k("parameter_mismatch")),
+    Tamper("digest_key_not_introduced", t_digest_key_switched, "digest_key_mismatch", 2, None,
+           f"digest_key_id {'5a' * 16!r} is not ", _k("digest_key_mismatch")),
+    Tamper("undeclared_sequence_gap", t_undeclared_gap, "sequence_gap", 1, K,
+           "segment 1 record 13: seq 63..65 (3 records) skipped and not declared as drops", _k("sequence_gap")),
+    Tamper("truncated_tail_vs_checkpoint", t_truncated_tail, "checkpoint_not_extended", None, None,
+           "checkpoint covers 5 segments of link link0, the ledger holds 4 in an unbroken chain (its tail was cut)",
+           _k("checkpoint_not_extended", "checkpoint_missing")),
+    Tamper("history_rewritten_vs_checkpoint", t_history_rewritten, "checkpoint_mismatch", None, None,
+           "(history rewritten or a fork)", _k("checkpoint_mismatch")),
+)
+assert len({t.name for t in MATRIX}) == len(MATRIX), "case names are unique"
 
 
 @pytest.fixture()
@@ -334,15 +373,16 @@ def test_untouched_ledger_verifies(pristine, keydir):
     assert (v.segments, v.records, v.warnings) == (LAST + 1, 209, [])
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_tamper_is_detected_and_named(case, ledger, keydir, ctx):
-    tamper, (kind, seg, rec), kinds = CASES[case]
-    tamper(ledger, ctx)
+@pytest.mark.parametrize("case", MATRIX, ids=lambda t: t.name)
+def test_tamper_is_detected_and_named(case: Tamper, ledger, keydir, ctx):
+    case.mutate(ledger, ctx)
     v = verify_ledger(ledger, load_keys(keydir)[2], ctx.get("checkpoint"))
     assert not v.ok
     found = {(p.kind, p.segment, p.record) for p in v.problems}
-    assert (kind, seg, rec) in found, sorted(found, key=str)
-    assert {p.kind for p in v.problems} == kinds, sorted(found, key=str)
+    assert (case.kind, case.segment, case.record) in found, sorted(found, key=str)
+    assert {p.kind for p in v.problems} == case.kinds, sorted(found, key=str)
+    named = [p.detail for p in v.problems if (p.kind, p.segment, p.record) == (case.kind, case.segment, case.record)]
+    assert any(case.fragment in d for d in named), named
 
 
 def test_all_problems_are_reported_not_only_the_first(ledger, keydir, ctx):

@@ -339,8 +339,8 @@ def test_proof_checkpoint_tampering_and_forks(ledger, keydir, other_keydir, tmp_
     # a checkpoint signed by a key the verifier never trusted
     _, osk, _ = load_keys(other_keydir)
     from ledgertool.ledger.checkpoints import make_checkpoint
-    from ledgertool.seal.checkpoint import sign_checkpoint
     from ledgertool.ledger.header import load_ledger
+    from ledgertool.seal.checkpoint import sign_checkpoint
     bad = json.loads(json.dumps(doc))
     bad["checkpoint"]["note"] = sign_checkpoint(make_checkpoint(ledger, load_ledger(ledger), "link0"), osk).decode()
     assert "checkpoint" in check_proof(bad, trust).reason

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import fsio
-from ..errors import UsageError
+from ..errors import Setting, UsageError
 from ..plan import WIRE_OVERHEAD_BYTES
-from .measure import BenchRow, human_size
+from .rows import BenchRow, human_size
 
 LINE_RATES = ((400e9, "400G", "#d62728"), (800e9, "800G", "#9467bd"))
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
@@ -324,13 +324,14 @@ def write_html(rows: list[BenchRow], path: Path) -> Path:
 
 
 def require_matplotlib():
-    try:
+    """matplotlib.pyplot on the Agg backend; UsageError when it is not installed."""
+    try:  # optional dependency (the `plots` extra): imported only when PNGs are asked for
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise UsageError("--png needs matplotlib: pip install 'ledgertool[plots]' (the HTML dashboard does not)") from None
+        raise UsageError(Setting("png"), " needs matplotlib: pip install 'ledgertool[plots]' (the HTML dashboard does not)") from None
     return plt
 
 

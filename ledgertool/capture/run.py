@@ -29,7 +29,7 @@ from .. import fsio
 from ..algorithms import Algorithm, get_algorithm, get_strip_mode
 from ..digest.engine import DigestEngine, usable_cores
 from ..digest.record import FLAG_GAP
-from ..errors import KeyFileError, LedgerError, LedgerLockedError, StorageError, UsageError
+from ..errors import KeyFileError, LedgerError, LedgerLockedError, Setting, StorageError, UsageError
 from ..keyfiles import DigestKey, SigningKey
 from ..ledger import layout
 from ..ledger.header import (
@@ -201,15 +201,15 @@ def capture_file(
     """
     layout.check_link_name(link)
     if segment_records < 1:
-        raise UsageError("--segment-records must be at least 1")
+        raise UsageError(Setting("segment_records"), " must be at least 1")
     if segment_seconds is not None and segment_seconds <= 0:
-        raise UsageError("--segment-seconds must be positive")
+        raise UsageError(Setting("segment_seconds"), " must be positive")
     if duration is not None and duration <= 0:
-        raise UsageError("--duration must be positive")
+        raise UsageError(Setting("duration"), " must be positive")
     if max_frames is not None and max_frames < 1:
-        raise UsageError("--frames must be at least 1")
+        raise UsageError(Setting("frames"), " must be at least 1")
     if workers < 0:
-        raise UsageError("--workers must be 0 (every core) or more")
+        raise UsageError(Setting("workers"), " must be 0 (every core) or more")
     if not is_records(source) and digest_key is None:
         raise UsageError("digesting frames needs the digest key (only records computed elsewhere go without it)")
     if digest_key_id is not None and not is_records(source):

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..digest.engine import DigestEngine
 from ..digest.record import FLAG_GAP
-from ..errors import InterfaceError, UsageError
+from ..errors import InterfaceError, Setting, UsageError
 
 
 def merge_worker_records(parts: Sequence[np.ndarray], first_seq: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -90,8 +90,8 @@ class LiveWorkers:
             allowed = set(range(os.cpu_count() or 1))
         bad = [c for c in cpus if c not in allowed]
         if bad:
-            raise UsageError(f"--pin {pin} with --workers {workers} pins worker i to CPU {pin}+i, but CPU "
-                             f"{bad[0]} is not available to this process")
+            raise UsageError(Setting("pin_cpu"), f" {pin} with ", Setting("workers"), f" {workers} pins worker i to "
+                             f"CPU {pin}+i, but CPU {bad[0]} is not available to this process")
         return cpus
 
     def start(self) -> None:

@@ -23,6 +23,7 @@ from rich.table import Column, Table
 
 from .. import __version__
 from ..errors import LedgerError, UsageError, exit_code_for
+from .flags import cli_message
 from .render import SafeConsole, printable, styled, table_console
 
 app = typer.Typer(
@@ -757,7 +758,7 @@ def _register_optional() -> None:
     from .workload import workload_app
 
     app.add_typer(workload_app, name="workload")
-    from ..bench.measure import bench_command
+    from .bench import bench_command
 
     app.command("bench")(bench_command)
     from .provision import device_init_command, provision_command, unwrap_command
@@ -803,7 +804,7 @@ def _run() -> int:
     except LedgerError as e:
         if STATE["debug"]:
             traceback.print_exc()
-        err.print(f"ledgertool: error: {e}", markup=False, highlight=False, soft_wrap=True)
+        err.print(f"ledgertool: error: {cli_message(e)}", markup=False, highlight=False, soft_wrap=True)
         return exit_code_for(e)
     except typer.Exit as e:
         return e.exit_code

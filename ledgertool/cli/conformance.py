@@ -33,7 +33,7 @@ def export(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
 ) -> None:
     """Write the versioned conformance kit: crafted captures, strip ranges, digests, records, Merkle leaves, a golden ledger."""
-    from ..device.conformance import export_kit
+    from ..device.kit import export_kit
 
     res = export_kit(directory)
     if as_json:

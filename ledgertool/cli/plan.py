@@ -18,6 +18,7 @@ from rich import box
 from rich.table import Table
 
 from ledgertool import plan
+from ledgertool.cli.flags import cli_message
 from ledgertool.cli.render import table_console
 from ledgertool.errors import LedgerError, UsageError
 
@@ -225,7 +226,7 @@ def main() -> None:  # pragma: no cover - a stand-alone runner for trying the co
     try:
         plan_app()
     except LedgerError as exc:
-        print(f"ledgertool plan: {exc}", file=sys.stderr)
+        print(f"ledgertool plan: {cli_message(exc)}", file=sys.stderr)
         raise SystemExit(exc.exit_code) from None
 
 

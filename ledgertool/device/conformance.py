@@ -1,13 +1,5 @@
-"""The conformance kit: vectors a hardware pipeline is checked against, and the check itself.
-
-`export_kit` writes a self-contained, versioned directory (format `KIT_FORMAT`, layout in the
-kit's README.md and docs/devices.md): the crafted frames of `conformance_cases` as pcap files
-(one per link type), for every frame and strip mode the hashed byte range and the record flags,
-for every ledger algorithm x strip mode the digests and the exact record bytes (the record layout
-of docs/ledger-format.md "Records", concatenated, nothing else: the files a `records:` source will
-take), Merkle leaf hashes and roots of every record file, a small golden ledger captured from the
-Ethernet capture, and its seals' canonical signed bytes. Everything but the golden ledger and
-seals.json is a function of the catalogue, the kit key and the versions named in kit.json.
+"""The conformance kit: what the kit and the check share, and the check itself. The export of the
+kit (pcaps crafted with scapy, vectors, the golden ledger) is ledgertool.device.kit.
 
 `check_records` compares the records a device produced for a capture with the records ledgertool
 computes (the engine `capture` runs, sequence numbers from 0), byte for byte, and explains the
@@ -19,21 +11,14 @@ algorithm or digest code instead.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import platform
-import shutil
 import stat
-import string
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .. import __version__
 from ..algorithms import (
     ALGORITHMS,
     STRIP_MODES,
@@ -41,50 +26,26 @@ from ..algorithms import (
     get_algorithm,
     get_strip_mode,
 )
-from ..digest.engine import DigestEngine, digest_one, merkle_leaves, merkle_root
-from ..digest.record import FLAG_TRUNCATED, RECORD_FIXED, record_dtype
+from ..digest.engine import DigestEngine, digest_one
+from ..digest.record import RECORD_FIXED, record_dtype
+from ..digest.strip import explain, flag_names, strip_range
+from ..errors import LedgerFormatError, Setting, UsageError
+from ..keyfiles import DigestKey
+from ..reconcile.dissect import dissect_line
 from ..source.file import CaptureReader
-from ..errors import LedgerFormatError, UsageError
-from ..keyfiles import DigestKey, SigningKey
-from ..ledger.header import load_ledger
 
 KIT_VERSION = 1
 KIT_FORMAT = f"ledgertool-conformance-kit-v{KIT_VERSION}"
-FRAMES_FORMAT = f"ledgertool-conformance-frames-v{KIT_VERSION}"
-DIGESTS_FORMAT = f"ledgertool-conformance-digests-v{KIT_VERSION}"
-MERKLE_FORMAT = f"ledgertool-conformance-merkle-v{KIT_VERSION}"
-SEALS_FORMAT = f"ledgertool-conformance-seals-v{KIT_VERSION}"
-
 KIT_MASTER_KEY = bytes(range(32))
 """The kit's digest master key: public, for vectors only (digest.key = 000102...1f)."""
 VECTOR_LEAF_RECORDS = 4
 """Records per Merkle leaf in merkle.json and the golden ledger: small, so the vectors have many leaves."""
-GOLDEN = {"capture": "ethernet", "algorithm": "siphash-1-3-128", "strip": "l3", "segment_records": 40,
-          "leaf_records": VECTOR_LEAF_RECORDS}
-BASE_TS_S = 1_767_225_600  # 2026-01-01T00:00:00Z: frame k of a capture is at BASE_TS_S + k s + (k * 7919 mod 10^6) us
 
 LEDGER_ALGORITHMS = tuple(a for a in ALGORITHMS.values() if a.ledger_ok)
 STRIPS = tuple(STRIP_MODES)
 SEARCH = 8
 """`check_records` looks for the device's digest among byte ranges whose start and end are within
 this many bytes of the expected ones."""
-
-
-def kit_signing_key() -> SigningKey:
-    """The golden ledger's hybrid signing key, from published seeds (a test key: trust it for this
-    kit only). Ed25519 private key = SHA-256("ledgertool conformance kit v1 ed25519"), ML-DSA-65 seed
-    = SHA-256("ledgertool conformance kit v1 ml-dsa-65")."""
-    return SigningKey.from_raw(
-        "hybrid", ed25519_private=hashlib.sha256(b"ledgertool conformance kit v1 ed25519").digest(),
-        mldsa65_seed=hashlib.sha256(b"ledgertool conformance kit v1 ml-dsa-65").digest())
-
-
-def _generated_by() -> dict[str, str]:
-    import scapy
-
-    return {"tool": f"ledgertool {__version__}", "command": "ledgertool conformance export DIR",
-            "generator": "ledgertool/device/conformance.py with the frames of ledgertool/device/cases.py",
-            "scapy": scapy.__version__, "python": platform.python_version()}
 
 
 def records_path(capture: str, algorithm: str, strip: str) -> str:
@@ -134,270 +95,9 @@ class Record:
                    int(r["linktype"]), int(r["aux"]), bytes(r["digest"]))
 
     def to_json(self) -> dict[str, Any]:
-        from ..digest.strip import flag_names
-
         return {"seq": self.seq, "ts_ns": self.ts_ns, "wire_len": self.wire_len, "cap_len": self.cap_len,
                 "flags": self.flags, "flag_names": flag_names(self.flags), "linktype": self.linktype,
                 "aux": self.aux, "digest": self.digest.hex()}
-
-
-# --------------------------------------------------------------------------- export
-
-
-@dataclass(frozen=True)
-class ExportResult:
-    """What `export_kit` wrote (schemas/conformance-export-report.schema.json)."""
-
-    directory: str
-    frames: int
-    captures: int
-    record_files: int
-    golden_segments: int
-    files: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {"ok": True, "directory": self.directory, "kit_format": KIT_FORMAT, "frames": self.frames,
-                "captures": self.captures, "record_files": self.record_files, "algorithms": [a.name for a in
-                                                                                           LEDGER_ALGORITHMS],
-                "strip_modes": list(STRIPS), "golden_segments": self.golden_segments, "files": self.files}
-
-
-def _write(root: Path, rel: str, data: bytes, mode: int = 0o644) -> str:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.chmod(path, mode)  # exactly, whatever the umask
-    return hashlib.sha256(data).hexdigest()
-
-
-def _json_bytes(doc: Any) -> bytes:
-    return (json.dumps(doc, indent=1) + "\n").encode("utf-8")
-
-
-def _write_pcap(path: Path, linktype: int, cases) -> list[int]:
-    """One classic pcap (microsecond timestamps) written with scapy; returns each frame's ts_ns."""
-    from scapy.utils import RawPcapWriter
-
-    ts = []
-    w = RawPcapWriter(str(path), linktype=linktype, sync=False)
-    w.linktype = linktype  # scapy drops a falsy linktype (0, BSD loopback) and would guess one
-    try:
-        w.write_header(None)
-        for k, case in enumerate(cases):
-            sec, usec = BASE_TS_S + k, (k * 7919) % 1_000_000
-            w.write_packet(case.frame, sec=sec, usec=usec, caplen=len(case.frame), wirelen=case.wire_len)
-            ts.append(sec * 1_000_000_000 + usec * 1000)
-    finally:
-        w.close()
-    return ts
-
-
-def export_kit(outdir: str | os.PathLike[str]) -> ExportResult:
-    """Write the conformance kit into ``outdir`` (which must not exist, or be an empty directory).
-
-    The kit is built in a temporary sibling directory and renamed into place, so a failure leaves
-    nothing half-written. Raises UsageError (exit 2) when ``outdir`` holds anything. The export
-    checks itself and raises LedgerFormatError rather than write a kit that contradicts itself: the
-    native reader must read back exactly the frames written, every record's digest must be the
-    digest of its strip range, and the golden ledger must verify."""
-    outdir = Path(outdir)
-    if outdir.exists() and (not outdir.is_dir() or any(outdir.iterdir())):
-        raise UsageError(f"{outdir}: exists and is not an empty directory; the kit goes into a new one")
-    tmp = outdir.with_name(f".{outdir.name}.tmp-{os.getpid()}")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    try:
-        result = _export_into(tmp, outdir)
-        if outdir.exists():
-            outdir.rmdir()
-        os.rename(tmp, outdir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return result
-
-
-def _export_into(root: Path, final: Path) -> ExportResult:
-    from ..capture.run import capture_file
-    from ..digest.strip import flag_names, strip_range
-    from ..verify.ledger import verify_ledger
-    from .cases import CAPTURE_NAMES, NAMESPACE, by_capture
-
-    gen = _generated_by()
-    key = DigestKey(KIT_MASTER_KEY)
-    sha: dict[str, str] = {}
-    groups = {name: cases for name, cases in by_capture().items() if cases}
-    lt_of = {name: lt for lt, name in CAPTURE_NAMES.items()}
-
-    # 1. captures, read back by the native reader
-    frames_doc: list[dict[str, Any]] = []
-    captures: list[dict[str, Any]] = []
-    ranges: dict[tuple[str, int], dict[str, tuple[int, int, int]]] = {}
-    for cap, cases in groups.items():
-        rel = f"captures/{cap}.pcap"
-        (root / "captures").mkdir(exist_ok=True)
-        ts = _write_pcap(root / rel, lt_of[cap], cases)
-        data = (root / rel).read_bytes()
-        sha[rel] = hashlib.sha256(data).hexdigest()
-        with CaptureReader(root / rel) as r:
-            got = list(r.frames())
-        if [(f.data, f.wire_len, f.ts_ns, f.linktype) for f in got] != [(c.frame, c.wire_len, t, c.linktype)
-                                                                         for c, t in zip(cases, ts)]:
-            raise LedgerFormatError(f"{rel}: the native reader does not read back the frames written")
-        captures.append({"name": cap, "file": rel, "linktype": lt_of[cap], "frames": len(cases), "sha256": sha[rel]})
-        for k, (case, t) in enumerate(zip(cases, ts)):
-            strip_doc = {}
-            for mode in STRIPS:
-                rng = strip_range(case.frame, case.linktype, mode, case.wire_len)
-                flags = rng.flags | (FLAG_TRUNCATED if len(case.frame) < case.wire_len else 0)
-                ranges[(cap, k)] = {**ranges.get((cap, k), {}), mode: (rng.offset, rng.end, flags)}
-                strip_doc[mode] = {"offset": rng.offset, "length": rng.length, "flags": flags,
-                                   "flag_names": flag_names(flags)}
-            frames_doc.append({"capture": cap, "index": k, "name": case.name, "category": case.category,
-                               "note": case.note, "linktype": case.linktype, "scapy": case.scapy,
-                               "edits": [{"offset": o, "hex": h} for o, h in case.edits], "cut_to": case.caplen,
-                               "ts_ns": str(t), "wire_len": case.wire_len, "cap_len": len(case.frame),
-                               "frame": case.frame.hex(), "strip": strip_doc})
-    helpers = {"Eth(**kw)": "Ether(dst='02:00:00:00:00:02', src='02:00:00:00:00:01', **kw)",
-               "IP4(**kw)": "IP(src='192.0.2.1', dst='198.51.100.2', **kw)",
-               "IP6(**kw)": "IPv6(src='2001:db8::1', dst='2001:db8::2', **kw)",
-               "Arp()": "ARP(hwsrc='02:00:00:00:00:01', psrc='192.0.2.1', hwdst='00:00:00:00:00:00', pdst='198.51.100.2')",
-               "ext_chain(n)": "n IPv6ExtHdrDestOpt() layers in a row",
-               "PAYLOAD": "bytes(range(37))", "ROCE_PAYLOAD": "bytes(range(200, 232))"}
-    frames_json = {"format": FRAMES_FORMAT, "kit_version": KIT_VERSION, "generated_by": gen,
-                   "strip_modes": list(STRIPS), "helpers": helpers,
-                   "scapy_names": sorted(k for k in NAMESPACE if not k.startswith("__")), "frames": frames_doc}
-    sha["frames.json"] = _write(root, "frames.json", _json_bytes(frames_json))
-
-    # 2. records, digests and Merkle leaves for every algorithm x strip mode x capture
-    record_files: list[dict[str, Any]] = []
-    merkle_files: list[dict[str, Any]] = []
-    for alg in LEDGER_ALGORITHMS:
-        subkey = key.subkey(alg.name, alg.key_size)
-        rs = RECORD_FIXED + alg.digest_size
-        per_frame: dict[tuple[str, int], dict[str, dict[str, str]]] = {}
-        for cap, cases in groups.items():
-            for mode in STRIPS:
-                recs = compute_records(root / f"captures/{cap}.pcap", key, alg, mode)
-                if len(recs) != rs * len(cases):
-                    raise LedgerFormatError(f"{cap}: {len(recs) // rs} records for {len(cases)} frames")
-                for k, case in enumerate(cases):
-                    rec = recs[k * rs:(k + 1) * rs]
-                    off, end, flags = ranges[(cap, k)][mode]
-                    want = digest_one(alg, subkey, case.frame[off:end])
-                    r = Record.decode(rec, alg.digest_size)
-                    if r.digest != want or r.flags != flags or r.seq != k:
-                        raise LedgerFormatError(f"{cap} frame {k} ({case.name}) {alg.name} {mode}: the engine's "
-                                                "record disagrees with the strip range and digest")
-                    d = per_frame.setdefault((cap, k), {"digests": {}, "records": {}})
-                    d["digests"][mode], d["records"][mode] = want.hex(), rec.hex()
-                rel = records_path(cap, alg.name, mode)
-                sha[rel] = _write(root, rel, recs)
-                leaves = merkle_leaves(recs, rs, VECTOR_LEAF_RECORDS)
-                root_hash = merkle_root(leaves).hex()
-                record_files.append({"file": rel, "capture": cap, "algorithm": alg.name, "strip": mode,
-                                     "record_bytes": rs, "records": len(cases), "sha256": sha[rel],
-                                     "merkle_root": root_hash})
-                merkle_files.append({"file": rel, "records": len(cases), "root": root_hash,
-                                     "leaf_hashes": [leaves[i:i + 32].hex() for i in range(0, len(leaves), 32)]})
-        rel = f"digests/{alg.name}.json"
-        sha[rel] = _write(root, rel, _json_bytes({
-            "format": DIGESTS_FORMAT, "kit_version": KIT_VERSION, "generated_by": gen, "algorithm": alg.name,
-            "key_bytes": alg.key_size, "digest_bytes": alg.digest_size, "record_bytes": rs,
-            "subkey": subkey.hex(), "digest_key_id": key.key_id(alg.name, alg.key_size),
-            "frames": [{"capture": cap, "index": k, "name": groups[cap][k].name, **per_frame[(cap, k)]}
-                       for cap in groups for k in range(len(groups[cap]))]}))
-    sha["merkle.json"] = _write(root, "merkle.json", _json_bytes({
-        "format": MERKLE_FORMAT, "kit_version": KIT_VERSION, "generated_by": gen,
-        "leaf_records": VECTOR_LEAF_RECORDS,
-        "hashing": "RFC 9162 s2.1.1 with SHA-256: leaf = SHA-256(0x00 || leaf_records consecutive records), "
-                   "node = SHA-256(0x01 || left || right)", "files": merkle_files}))
-
-    # 3. the key files and the golden ledger
-    sha["digest.key"] = _write(root, "digest.key", (KIT_MASTER_KEY.hex() + "\n").encode(), 0o600)
-    sk = kit_signing_key()
-    sha["verifier.pub"] = _write(root, "verifier.pub", sk.trust_bundle().to_json().encode())
-    golden = root / "golden-ledger"
-    golden_run = capture_file(root / f"captures/{GOLDEN['capture']}.pcap", golden, digest_key=key, signing_key=sk,
-                       algorithm=GOLDEN["algorithm"], strip=GOLDEN["strip"],
-                       segment_records=GOLDEN["segment_records"], leaf_records=GOLDEN["leaf_records"], workers=1)
-    check = verify_ledger(golden, sk.trust_bundle())
-    if not check.ok:
-        raise LedgerFormatError(f"golden ledger does not verify: {check.problems[0].detail}")
-    _golden_seals(golden, root)
-
-    # 4. the manifest and the README
-    alg_keys = {a.name: {"subkey": key.subkey(a.name, a.key_size).hex(), "key_id": key.key_id(a.name, a.key_size),
-                         "key_bytes": a.key_size, "digest_bytes": a.digest_size,
-                         "record_bytes": RECORD_FIXED + a.digest_size} for a in LEDGER_ALGORITHMS}
-    manifest = {
-        "format": KIT_FORMAT, "kit_version": KIT_VERSION, "generated_by": gen, "ledger_format": "ledgertool-ledger-v1",
-        "digest_key": {"file": "digest.key", "master": KIT_MASTER_KEY.hex(),
-                       "derivation": "subkey = HKDF-SHA256(IKM=master, salt=empty, info='ledgertool digest v1 ' "
-                                     "|| algorithm, L=key_bytes); key_id = SHA-256('ledgertool key id v1\\0' || "
-                                     "subkey)[0:16]", "algorithms": alg_keys},
-        "strip_modes": list(STRIPS), "captures": captures, "records": record_files,
-        "vector_files": [{"file": f, "sha256": sha[f]} for f in ("frames.json", *(f"digests/{a.name}.json" for a in
-                                                                                  LEDGER_ALGORITHMS), "merkle.json")],
-        "golden_ledger": {"directory": "golden-ledger", "trust": "verifier.pub", "seals": "seals.json",
-                          "capture": f"captures/{GOLDEN['capture']}.pcap", "algorithm": GOLDEN["algorithm"],
-                          "strip": GOLDEN["strip"], "segment_records": GOLDEN["segment_records"],
-                          "leaf_records": GOLDEN["leaf_records"], "segments": len(golden_run.segments),
-                          "records_file": records_path(GOLDEN["capture"], GOLDEN["algorithm"], GOLDEN["strip"]),
-                          "reproducible": "records, Merkle roots and leaf hashes; not the ledger id, times, seal "
-                                          "hashes or ML-DSA signatures (random or clock-dependent)"},
-    }
-    sha["kit.json"] = _write(root, "kit.json", _json_bytes(manifest))
-    template = string.Template(resources.files("ledgertool").joinpath("data/conformance-kit-README.md").read_text())
-    readme = template.substitute(
-        kit_format=KIT_FORMAT, version=__version__, scapy=gen["scapy"], frames=len(frames_doc),
-        captures=", ".join(f"`{c['file']}` ({c['frames']}, linktype {c['linktype']})" for c in captures),
-        algorithms=", ".join(f"`{a.name}`" for a in LEDGER_ALGORITHMS), strips=", ".join(f"`{s}`" for s in STRIPS),
-        master=KIT_MASTER_KEY.hex(), golden_alg=GOLDEN["algorithm"], golden_strip=GOLDEN["strip"],
-        golden_segments=len(golden_run.segments), golden_records=records_path(GOLDEN["capture"], GOLDEN["algorithm"],
-                                                                       GOLDEN["strip"]),
-        leaf_records=VECTOR_LEAF_RECORDS)
-    _write(root, "README.md", readme.encode("utf-8"))
-    nfiles = sum(1 for p in root.rglob("*") if p.is_file())
-    return ExportResult(str(final), len(frames_doc), len(captures), len(record_files), len(golden_run.segments),
-                        nfiles)
-
-
-def _golden_seals(golden: Path, root: Path) -> None:
-    """seals.json: each golden seal's canonical signed bytes, hashes and leaf hashes (from its sidecar,
-    checked against the signed root)."""
-    from ..seal.canonical import canonical_json
-    from ..seal.document import (
-        genesis_hash,
-        load_seal,
-        seal_body,
-        seal_hash,
-        seal_signed_bytes,
-    )
-
-    ledger = load_ledger(golden)
-    out = []
-    for path in sorted((golden / "link=link0").glob("seg-*.seal.json")):
-        doc = load_seal(path)
-        leaves = path.with_name(path.name.removesuffix(".seal.json") + ".leaves").read_bytes()
-        if merkle_root(leaves).hex() != doc["merkle_root"]:
-            raise LedgerFormatError(f"{path}: leaf sidecar does not give the signed root")
-        signed = seal_signed_bytes(doc)
-        out.append({"file": str(path.relative_to(root)), "segment": doc["segment"],
-                    "signed_bytes": signed.decode("utf-8"), "signed_bytes_sha256": hashlib.sha256(signed).hexdigest(),
-                    "canonical_body_sha256": hashlib.sha256(canonical_json(seal_body(doc))).hexdigest(),
-                    "seal_hash": seal_hash(doc), "prev_seal_hash": doc["prev_seal_hash"],
-                    "genesis_hash": genesis_hash(ledger.ledger_id, "link0") if doc["segment"] == 0 else None,
-                    "merkle_root": doc["merkle_root"], "first_seq": doc["first_seq"], "last_seq": doc["last_seq"],
-                    "leaf_hashes": [leaves[i:i + 32].hex() for i in range(0, len(leaves), 32)]})
-    _write(root, "seals.json", _json_bytes({
-        "format": SEALS_FORMAT, "kit_version": KIT_VERSION, "generated_by": _generated_by(),
-        "ledger": "golden-ledger", "ledger_id": ledger.ledger_id,
-        "signed_bytes": "b'ledgertool seal v1\\n' || RFC 8785 JCS(seal without 'signatures'), as UTF-8 text here",
-        "seal_hash": "SHA-256(JCS(seal without 'signatures')) = canonical_body_sha256", "seals": out}))
 
 
 # --------------------------------------------------------------------------- check
@@ -496,7 +196,7 @@ def check_records(capture: str | os.PathLike[str], records_file: str | os.PathLi
     alg = get_algorithm(algorithm)
     strip_id = get_strip_mode(strip)
     if max_report < 0:
-        raise UsageError("--max-report must be >= 0")
+        raise UsageError(Setting("max_report"), " must be >= 0")
     rs = RECORD_FIXED + alg.digest_size
     subkey = digest_key.subkey(alg.name, alg.key_size)
     f, count = _open_device_records(Path(records_file), rs, alg)
@@ -542,9 +242,6 @@ def _explain(capture, report: dict[int, tuple[bytes | None, bytes | None]], alg:
              strip: str) -> list[Difference]:
     if not report:
         return []
-    from ..digest.strip import explain, strip_range
-    from ..reconcile.dissect import dissect_line
-
     wanted = {i for i, (mine, theirs) in report.items() if mine is not None and theirs is not None}
     frames: dict[int, Any] = {}
     if wanted:
@@ -581,8 +278,6 @@ def _find_device_range(frame: bytes, linktype: int, wire_len: int, rng, digest: 
                        strip: str) -> tuple[tuple[int, int] | None, str]:
     """The byte range of ``frame`` whose digest under ``subkey`` is the device's: another strip mode's
     range first, then ranges within `SEARCH` bytes of the expected start and end (closest first)."""
-    from ..digest.strip import strip_range
-
     for mode in STRIPS:
         if mode == strip:
             continue

@@ -51,7 +51,7 @@ from cryptography.hazmat.primitives import hpke
 from cryptography.hazmat.primitives.asymmetric import mlkem, x25519
 
 from ..algorithms import ALGORITHMS
-from ..errors import DiscrepancyError, KeyFileError, LedgerFormatError, UsageError
+from ..errors import DiscrepancyError, KeyFileError, LedgerFormatError, Setting, UsageError
 from ..keyfiles import (
     MASTER_KEY_SIZE,
     DigestKey,
@@ -209,7 +209,7 @@ def normalize_ledger_id(text: str) -> str:
     if _UUID_DASHED.fullmatch(t):
         t = t.replace("-", "")
     if not _HEX[16].fullmatch(t):
-        raise UsageError(f"--ledger-id {text!r}: expected the ledger's id, 32 hex characters (ledger.json "
+        raise UsageError(Setting("ledger_id"), f" {text!r}: expected the ledger's id, 32 hex characters (ledger.json "
                          "`ledger_id`) or a dashed UUID")
     return t
 
@@ -456,7 +456,7 @@ def provision(digest_key: DigestKey, device: DevicePublicKey, signing_key: Signi
         raise UsageError(f"{signing_key.path or 'signing key'}: scheme {signing_key.scheme}; a key package is "
                          "signed with a hybrid (Ed25519 + ML-DSA-65) signing key")
     if not 1 <= valid_for_s <= MAX_VALID_S:
-        raise UsageError(f"--valid-for: {valid_for_s:g} s is outside 1 s .. {MAX_VALID_S // 86400} days")
+        raise UsageError(Setting("valid_for_s"), f": {valid_for_s:g} s is outside 1 s .. {MAX_VALID_S // 86400} days")
     if not _HEX[16].fullmatch(ledger_id):
         raise UsageError(f"ledger id {ledger_id!r} is not 32 lowercase hex characters")
     created = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).replace(microsecond=0)

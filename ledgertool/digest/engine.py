@@ -14,7 +14,7 @@ from typing import Protocol
 
 from .._binding import c_string, check, engine_error, ffi, lib
 from ..algorithms import Algorithm
-from ..errors import UsageError
+from ..errors import Setting, UsageError
 from .record import RECORD_FIXED, record_dtype, record_size
 
 # Largest Merkle leaf (records): a proof carries one whole leaf block, 4 MiB at 64-byte records.
@@ -55,7 +55,7 @@ class DigestEngine:
         cfg.key = key
         cfg.key_len = len(subkey)
         if not 1 <= workers <= lib.LT_ENGINE_MAX_WORKERS:
-            raise UsageError(f"--workers must be 1..{lib.LT_ENGINE_MAX_WORKERS}, got {workers}")
+            raise UsageError(Setting("workers"), f" must be 1..{lib.LT_ENGINE_MAX_WORKERS}, got {workers}")
         if not 0 <= batch <= lib.LT_ENGINE_BATCH_MAX:
             raise UsageError(f"engine batch must be 0..{lib.LT_ENGINE_BATCH_MAX} frames, got {batch}")
         cfg.workers = workers

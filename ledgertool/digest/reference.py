@@ -11,6 +11,7 @@ SipHash-c-d: Aumasson & Bernstein, "SipHash: a fast short-input PRF", INDOCRYPT 
 from __future__ import annotations
 
 import struct
+from fractions import Fraction
 from typing import Iterator
 
 _M64 = (1 << 64) - 1
@@ -141,8 +142,6 @@ def workload_payload(seed: int, flow: int, k: int, length: int) -> bytes:
 
 def workload_order(frame_counts: list[int]) -> list[tuple[int, int]]:
     """Global frame order as (flow, k): by virtual time (2k+1)/(2 n_f), ties by flow index."""
-    from fractions import Fraction
-
     keys = [(Fraction(2 * k + 1, 2 * n), f, k) for f, n in enumerate(frame_counts) for k in range(n)]
     return [(f, k) for _, f, k in sorted(keys)]
 

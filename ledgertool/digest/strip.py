@@ -84,7 +84,7 @@ def explain(frame: bytes, linktype: int, strip: str, wire_len: int | None = None
 
 def _layers(frame: bytes, linktype: int) -> list[tuple[str, int]]:
     """(layer name, start offset) as scapy dissects the frame; empty when scapy cannot."""
-    try:
+    try:  # scapy.layers.all takes seconds to load: only when a frame is explained
         import scapy.layers.all  # noqa: F401  (registers the link types and protocol bindings)
         from scapy.config import conf
 

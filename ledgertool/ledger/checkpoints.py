@@ -5,11 +5,12 @@ pure; docs/transparency.md, "Checkpoints").
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timezone
 from pathlib import Path
 
 from .. import fsio
-from ..errors import LedgerFormatError, UsageError
+from ..errors import LedgerFormatError, Setting, UsageError
 from ..keyfiles import SigningKey, TrustBundle
 from ..seal import merkle
 from ..seal.checkpoint import (
@@ -135,9 +136,6 @@ def export_checkpoint(directory: Path, out: Path, *, signing_key: SigningKey | N
     writer lock, so no capture changes the chain while it is read), else the one the last
     capture/recover stored (DIR/link=NAME/checkpoint). UsageError/LedgerFormatError otherwise,
     LedgerLockedError while another writer holds the ledger, fsio's errors for the files."""
-    import os
-
-
     directory = Path(directory)
     ledger = load_ledger(directory)
     link = choose_link(directory, link)
@@ -149,7 +147,7 @@ def export_checkpoint(directory: Path, out: Path, *, signing_key: SigningKey | N
     else:
         path = layout.checkpoint_path(directory, link)
         if not os.path.lexists(path):
-            raise UsageError(f"{path}: no stored checkpoint; sign one with --signing-key")
+            raise UsageError(f"{path}: no stored checkpoint; sign one with ", Setting("signing_key"))
         note = fsio.read_regular(path, MAX_NOTE_BYTES, root=directory, what="checkpoint")
     cp = parse_note(note, str(out)).checkpoint
     fsio.write_atomic(Path(out).absolute(), note, what="checkpoint")

@@ -23,12 +23,11 @@ from ..errors import LedgerFormatError
 from ..fsio import write_atomic
 from ..seal.canonical import loads_strict
 from .layout import LEDGER_FILE
-from .reader import LedgerReader
+from .reader import MAX_LEDGER_FILE_BYTES, LedgerReader
 
 LEDGER_FORMAT = "ledgertool-ledger-v1"
 DEFAULT_LEAF_RECORDS = 64  # records per Merkle leaf (docs/ledger-format.md: why 64)
 DEFAULT_LINK = "link0"
-MAX_LEDGER_FILE_BYTES = 1 << 16  # ledger.json is a few hundred bytes
 
 
 @dataclass(frozen=True)
@@ -128,12 +127,7 @@ def load_ledger(directory: Path) -> LedgerHeader:
     (one line naming the file and the field) when DIR is not a ledger or a member is out of bounds
     (docs/ledger-format.md#ledgerjson)."""
     directory = Path(directory)
-    LedgerReader(directory)  # a directory (LedgerFormatError naming what it is otherwise)
-    path = directory / LEDGER_FILE
-    if not os.path.lexists(path):
-        raise LedgerFormatError(f"{directory}: not a ledger (no {LEDGER_FILE})")
-    raw = fsio.read_regular(path, MAX_LEDGER_FILE_BYTES, root=directory, what="ledger header")
-    return parse_ledger_header(raw, path)
+    return parse_ledger_header(LedgerReader(directory).read_header_bytes(), directory / LEDGER_FILE)
 
 
 def parse_ledger_header(raw: bytes, path: Path | str) -> LedgerHeader:

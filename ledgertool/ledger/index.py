@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import fsio
-from ..errors import LedgerFormatError, UsageError
+from ..errors import LedgerFormatError, Setting, UsageError
 from ..seal.document import genesis_hash, load_seal, seal_hash
 from .header import LedgerHeader, load_ledger
 from .layout import LEDGER_FILE
@@ -29,7 +29,7 @@ def choose_link(directory: Path, link: str | None) -> str:
     names = links(directory)
     if link is None:
         if len(names) != 1:
-            raise UsageError(f"{directory}: ledger has links {', '.join(names) or 'none'}; choose one with --link")
+            raise UsageError(f"{directory}: ledger has links {', '.join(names) or 'none'}; choose one with ", Setting("link"))
         return names[0]
     if link not in names:
         raise UsageError(f"{directory}: no link {link!r} (links: {', '.join(names) or 'none'})")

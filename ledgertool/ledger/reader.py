@@ -30,23 +30,28 @@ import pyarrow as pa
 
 from .. import fsio
 from ..errors import LedgerFormatError
+from ..seal.rotation import MAX_ROTATION_BYTES
 from .layout import (
     CHECKPOINT_FILE,
     LEAVES,
     LEDGER_FILE,
     LINK_PREFIX,
     LOCK_FILE,
+    OPEN,
     PARQUET,
     ROTATIONS_DIR,
     SEAL,
     is_link_name,
+    parse_rotation_name,
     parse_segment_name,
+    rotations_dir,
     segment_name,
 )
 
 #: Names a writer leaves behind for a moment (atomic-write temporaries) or on purpose.
 _TEMP = re.compile(r".*\.tmp(-[A-Za-z0-9_]+)?")
 MAX_DOCUMENT_BYTES = 1 << 20  # seals, checkpoints, rotation statements, ledger.json: far larger is not one
+MAX_LEDGER_FILE_BYTES = 1 << 16  # ledger.json is a few hundred bytes
 
 
 @dataclass(frozen=True)
@@ -229,6 +234,24 @@ class LedgerReader:
 
     # ---- reading ------------------------------------------------------------------------------
 
+    def read_header_bytes(self) -> bytes:
+        """The bytes of DIR/ledger.json (ledgertool.ledger.header.parse_ledger_header checks them);
+        LedgerFormatError when there is none (DIR is not a ledger) or it is too large."""
+        path = self.directory / LEDGER_FILE
+        if not os.path.lexists(path):
+            raise LedgerFormatError(f"{self.directory}: not a ledger (no {LEDGER_FILE})")
+        return fsio.read_regular(path, MAX_LEDGER_FILE_BYTES, root=self.directory, what="ledger header")
+
+    def read_rotation_files(self) -> list[tuple[Path, bytes]]:
+        """(path, bytes) of every rotation statement, in file (statement number) order; none when
+        the ledger has no rotations directory. A link or file where it belongs is FileTypeError."""
+        rdir = rotations_dir(self.directory)
+        if not os.path.lexists(rdir):
+            return []
+        fsio.check_dir(rdir, self.directory)  # a link or file there is refused, not followed
+        return [(p, fsio.read_regular(p, MAX_ROTATION_BYTES, root=self.directory, what="rotation statement"))
+                for p in sorted(q for q in rdir.iterdir() if parse_rotation_name(q.name) is not None)]
+
     def segment_path(self, link: str, index: int, kind: str) -> Path:
         return self.link_dir(link) / segment_name(index, kind)
 
@@ -236,6 +259,16 @@ class LedgerReader:
         """The bytes of one segment file, by index and kind (read_regular's errors)."""
         return read_regular(self.segment_path(link, index, kind), limit, root=self.directory,
                             what=f"segment {kind} file")
+
+    def exists(self, link: str, index: int, kind: str, *, follow_symlinks: bool) -> bool:
+        """Whether a segment file exists now (the listing may predate a capture's rename into place)."""
+        path = self.segment_path(link, index, kind)
+        return path.exists() if follow_symlinks else os.path.lexists(path)
+
+    def read_open_bytes(self, link: str, index: int) -> bytes:
+        """The bytes of an open segment file (fsio.read_regular's errors; ENOENT when a running
+        capture sealed and removed it since the listing)."""
+        return fsio.read_regular(self.segment_path(link, index, OPEN), what="open segment")
 
     def read_seal_bytes(self, link: str, index: int) -> bytes:
         return self.read_segment_file(link, index, SEAL, MAX_DOCUMENT_BYTES).to_pybytes()

@@ -7,7 +7,6 @@ statement format and the key schedule are ledgertool.seal.rotation's, pure; docs
 from __future__ import annotations
 
 import json
-import os
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -15,15 +14,14 @@ from .. import fsio
 from ..algorithms import get_algorithm
 from ..errors import KeyFileError, LedgerError, LedgerFormatError, UsageError
 from ..keyfiles import DigestKey, SigningKey, TrustBundle
-from ..seal.canonical import loads_strict
 from ..seal.document import load_seal
 from ..seal.rotation import (
     DIGEST_KEY,
-    MAX_ROTATION_BYTES,
     ROTATION_FORMAT,
     SIGNING_KEY,
     Schedule,
     key_schedule,
+    parse_rotation,
     rotation_genesis,
     rotation_hash,
     rotation_kind,
@@ -34,22 +32,13 @@ from . import layout
 from .header import LedgerHeader, load_ledger
 from .index import link_state, links, segment_files
 from .lock import writer_lock
+from .reader import LedgerReader
 
 
 def load_rotations(directory: Path) -> list[dict]:
     """Rotation statements of a ledger in file order (parse only, strict JSON:
     `canonical.loads_strict`; `key_schedule` checks them)."""
-    rdir = layout.rotations_dir(directory)
-    out = []
-    if os.path.lexists(rdir):
-        fsio.check_dir(rdir, directory)  # a link or file there is refused, not followed
-        for p in sorted(q for q in rdir.iterdir() if layout.parse_rotation_name(q.name) is not None):
-            raw = fsio.read_regular(p, MAX_ROTATION_BYTES, root=directory, what="rotation statement")
-            doc = loads_strict(raw, str(p))
-            if not isinstance(doc, dict) or doc.get("format") != ROTATION_FORMAT:
-                raise LedgerFormatError(f"{p}: not a {ROTATION_FORMAT} document")
-            out.append(doc)
-    return out
+    return [parse_rotation(raw, p) for p, raw in LedgerReader(directory).read_rotation_files()]
 
 
 def _checked_schedule(directory: Path, ledger: LedgerHeader, rotations: list[dict]) -> Schedule | None:

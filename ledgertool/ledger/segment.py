@@ -173,7 +173,11 @@ def read_open_segment(path: Path, root: Path | None = None) -> OpenSegment:
     """Read an open (unsealed) segment (fsio.read_regular, below the ledger directory `root` when
     given); keep whole records, count the torn tail's bytes. LedgerFormatError for a header that
     does not decode, FileTypeError / StorageError as fsio.read_regular."""
-    raw = fsio.read_regular(path, root=root, what="open segment")
+    return parse_open_segment(fsio.read_regular(path, root=root, what="open segment"), path)
+
+
+def parse_open_segment(raw: bytes, path: Path | str) -> OpenSegment:
+    """The open segment in `raw`, the bytes of the file at `path` (read_open_segment; pure)."""
     header = SegmentHeader.decode(raw, str(path))
     body = raw[HEADER_SIZE:]
     count = len(body) // header.record_size

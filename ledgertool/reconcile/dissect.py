@@ -24,7 +24,7 @@ def dissect_line(frame: bytes, linktype: int) -> str:
 
 
 def _dissect(frame: bytes, linktype: int) -> str:
-    from scapy.layers import inet, inet6, l2
+    from scapy.layers import inet, inet6, l2  # heavy (~0.3 s): loaded only when a report dissects a frame
 
     name = _LINK_LAYERS.get(linktype)
     if name is None:

@@ -36,13 +36,13 @@ from .. import fsio
 from ..algorithms import Algorithm, get_algorithm, get_strip_mode
 from ..digest.engine import DigestEngine, usable_cores
 from ..digest.record import FLAG_GAP, record_dtype
-from ..errors import CaptureFormatError, KeyFileError, LedgerFormatError, UsageError
+from ..errors import CaptureFormatError, KeyFileError, LedgerFormatError, Setting, UsageError
 from ..keyfiles import DigestKey, TrustBundle
 from ..ledger.header import LedgerHeader, load_ledger
 from ..ledger.rotations import load_rotations
 from ..seal.rotation import DIGEST_KEY, rotation_kind
 from ..source import open_source
-from ..verify.ledger import VerifiedSegment, verify_ledger
+from ..verify.ledger import VerifiedSegment, VerifyResult, verify_ledger
 from .dissect import dissect_line
 from .query import not_verified_error, open_duckdb
 
@@ -212,9 +212,10 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey | Sequ
     alg = get_algorithm(ledger.algorithm)
     keys = [digest_key] if isinstance(digest_key, DigestKey) else list(digest_key)
     if not keys:
-        raise UsageError("recompute needs at least one --digest-key")
+        raise UsageError("recompute needs at least one ", Setting("digest_key"))
     if from_ns is not None and to_ns is not None and from_ns >= to_ns:
-        raise UsageError(f"empty time window: --from {from_ns} is not before --to {to_ns} (ns since the epoch)")
+        raise UsageError("empty time window: ", Setting("from_ns"), f" {from_ns} is not before ", Setting("to_ns"),
+                         f" {to_ns} (ns since the epoch)")
     if details is not None:
         try:
             Path(details).open("w").close()  # fail before the long part, not after it
@@ -225,111 +226,13 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey | Sequ
         try:
             con = open_duckdb({"memory_limit": memory_limit, "temp_directory": tmp})
         except UsageError as e:
-            raise UsageError(f"--memory-limit {memory_limit!r}: {e}") from None
+            raise UsageError(Setting("memory_limit"), f" {memory_limit!r}: {e}") from None
         try:
-            segs: list[_Segment] = []
-            con.execute("CREATE TEMP TABLE lrec (link VARCHAR, kid VARCHAR, digest BLOB, seq UBIGINT, ts_ns BIGINT, "
-                        "wire_len UINTEGER)")
-
-            def add_segment(seg: VerifiedSegment) -> None:
-                segs.append(_Segment.of(seg))
-                con.register("_segment", seg.table)
-                try:
-                    con.execute(f"INSERT INTO lrec SELECT ?, ?, digest, seq, ts_ns, wire_len FROM _segment "
-                                f"WHERE (flags & {FLAG_GAP}) = 0", [seg.link, seg.seal.get("digest_key_id")])
-                finally:
-                    con.unregister("_segment")
-
-            ver = verify_ledger(ledger_dir, trust, checkpoint, checkpoint_name, links=links, on_segment=add_segment)
-            if not ver.ok:
-                raise not_verified_error(ver, "it is not reconciled")
+            segs, ver = _load_ledger_side(con, ledger_dir, trust, checkpoint, checkpoint_name, links)
             keys, uncovered = _match_keys(ledger_dir, ledger, alg, keys, segs)
-            runs = []
-            for i, (_, key) in enumerate(keys):
-                run = DigestRun()
-                con.execute(f"CREATE TEMP TABLE cap{i} (index UBIGINT, ts_ns BIGINT, wire_len UINTEGER, "
-                            "cap_len UINTEGER, flags USMALLINT, linktype USMALLINT, digest BLOB)")
-                for batch in _digest_batches(source, key, alg, ledger.strip, run, progress, workers):
-                    con.register("_batch", batch)
-                    con.execute(f"INSERT INTO cap{i} SELECT * FROM _batch")
-                    con.unregister("_batch")
-                runs.append(run)
-            run = runs[0]
-            # Both sides are read over the window widened by the tolerance, paired, and then each
-            # row counts where it belongs: matched and ledger-only by the ledger's timestamp,
-            # capture-only by the capture's. Unpaired frames in the margins are ignored.
-            lo = None if from_ns is None else from_ns - tolerance_ns
-            hi = None if to_ns is None else to_ns + tolerance_ns
-            _pairing_views(con, keys, lo, hi)
-            # Digests whose counts agree on both sides pair up completely; only the others
-            # ("contested") need the per-frame pairing, which keeps the heavy work to aggregations
-            # that DuckDB runs out of core.
-            # Frames pair by identity `pk` (the digest itself with one key; see the module doc).
-            con.execute("""
-                CREATE TEMP TABLE contested AS
-                WITH lc AS (SELECT pk, count(*) AS n FROM l GROUP BY pk),
-                     cc AS (SELECT pk, count(*) AS n FROM c GROUP BY pk)
-                SELECT coalesce(lc.pk, cc.pk) AS pk FROM lc FULL OUTER JOIN cc ON lc.pk = cc.pk
-                WHERE coalesce(lc.n, 0) <> coalesce(cc.n, 0)""")
-            # With some segments uncovered (a key not given), the same bytes may have been captured
-            # in a covered and an uncovered epoch: their capture occurrences are then paired
-            # first from the frames whose time falls in a covered segment (within the tolerance),
-            # so the uncovered epoch's copies are the capture-only ones. Counts do not depend on it.
-            first = "0"
-            if uncovered:  # the covered segments' time ranges, from their (hash-checked) seals
-                given = {kid for kid, _ in keys}
-                con.execute("CREATE TEMP TABLE cov (lo BIGINT, hi BIGINT)")
-                ranges = [(g.ts_range[0] - tolerance_ns, g.ts_range[1] + tolerance_ns)
-                          for g in segs if g.digest_key_id in given and g.ts_range]
-                if ranges:
-                    con.executemany("INSERT INTO cov VALUES (?, ?)", ranges)
-                first = "NOT EXISTS (SELECT 1 FROM cov WHERE c.ts_ns BETWEEN cov.lo AND cov.hi)"
-            con.execute(f"""
-                CREATE TEMP TABLE j AS
-                WITH lk AS (SELECT *, row_number() OVER (PARTITION BY pk ORDER BY ts_ns, link, seq) AS k
-                            FROM l SEMI JOIN contested USING (pk)),
-                     ck AS (SELECT *, row_number() OVER (PARTITION BY pk ORDER BY away, ts_ns, index) AS k
-                            FROM (SELECT c.*, {first} AS away FROM c SEMI JOIN contested USING (pk)) c)
-                SELECT CASE WHEN lk.pk IS NULL THEN 'capture_only'
-                            WHEN ck.pk IS NULL THEN 'ledger_only' ELSE 'matched' END AS status,
-                       coalesce(lk.digest, ck.digest) AS digest, lk.link, lk.seq, lk.ts_ns AS l_ts,
-                       lk.wire_len AS l_wire, ck.index, ck.ts_ns AS c_ts, ck.wire_len AS c_wire, ck.cap_len
-                FROM lk FULL OUTER JOIN ck ON lk.pk = ck.pk AND lk.k = ck.k""")
-            con.execute(f"""DELETE FROM j WHERE
-                (status <> 'capture_only' AND NOT ({_window_sql('l_ts', from_ns, to_ns)})) OR
-                (status = 'capture_only' AND NOT ({_window_sql('c_ts', from_ns, to_ns)}))""")
-            lonly, conly = con.execute("""SELECT count(*) FILTER (status = 'ledger_only'),
-                count(*) FILTER (status = 'capture_only') FROM j""").fetchone()
-            # Every ledger frame in the window is either matched or ledger-only.
-            lwin = _window_sql("ts_ns", from_ns, to_ns)
-            ledger_in_window = con.execute(f"SELECT count(*) FROM l WHERE {lwin}").fetchone()[0]
-            matched = ledger_in_window - lonly
-            frames_in_window = con.execute(f"SELECT count(*) FROM c WHERE {lwin}").fetchone()[0]
-            per_link = []
-            for link, total, lo_ in con.execute(f"""
-                    WITH t AS (SELECT link, count(*) AS n FROM l WHERE {lwin} GROUP BY link),
-                         o AS (SELECT link, count(*) AS n FROM j WHERE status = 'ledger_only' GROUP BY link)
-                    SELECT t.link, t.n, coalesce(o.n, 0) FROM t LEFT JOIN o USING (link) ORDER BY t.link""").fetchall():
-                per_link.append({"link": link, "matched": total - lo_, "ledger_only": lo_, "capture_only": 0})
-            if conly:
-                per_link.append({"link": None, "matched": 0, "ledger_only": 0, "capture_only": conly})
-            seconds: dict[int, list[int]] = {}
-            for sec, n in con.execute(f"SELECT ts_ns // 1000000000, count(*) FROM l WHERE {lwin} GROUP BY 1").fetchall():
-                seconds.setdefault(int(sec), [0, 0, 0])[0] += n
-            for sec, status, n in con.execute("""SELECT coalesce(l_ts, c_ts) // 1000000000, status, count(*) FROM j
-                    WHERE status <> 'matched' GROUP BY ALL""").fetchall():
-                row = seconds.setdefault(int(sec), [0, 0, 0])
-                if status == "ledger_only":
-                    row[0] -= n
-                    row[1] += n
-                else:
-                    row[2] += n
-            per_second = [{"second": sec, "matched": m, "ledger_only": lo_, "capture_only": co}
-                          for sec, (m, lo_, co) in sorted(seconds.items())]
-            ex_l = con.execute("""SELECT lower(hex(digest)), link, seq, l_ts, l_wire FROM j
-                WHERE status = 'ledger_only' ORDER BY link, seq LIMIT ?""", [examples]).fetchall()
-            ex_c = con.execute("""SELECT lower(hex(digest)), index, c_ts, c_wire FROM j
-                WHERE status = 'capture_only' ORDER BY index LIMIT ?""", [examples]).fetchall()
+            run = _load_capture_side(con, source, keys, alg, ledger.strip, progress, workers)
+            _pair(con, keys, segs, uncovered, from_ns, to_ns, tolerance_ns)
+            tally = _tally(con, from_ns, to_ns, examples)
             written = _write_details(con, details, source, details_limit) if details else 0
         except duckdb.Error as e:
             raise LedgerFormatError(f"{ledger_dir}: reconciliation failed reading the ledger: "
@@ -337,19 +240,164 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey | Sequ
         finally:
             con.close()
     res = ReconcileResult(
-        str(source), str(ledger_dir), int(frames_in_window), int(matched + lonly), int(matched), int(lonly),
-        int(conly), time.perf_counter() - t0,
+        str(source), str(ledger_dir), int(tally.frames_in_window), int(tally.matched + tally.ledger_only),
+        int(tally.matched), int(tally.ledger_only), int(tally.capture_only), time.perf_counter() - t0,
         window={"from_ns": from_ns, "to_ns": to_ns, "tolerance_ns": tolerance_ns, "links": links or None},
-        per_link=per_link, per_second=per_second,
+        per_link=tally.per_link, per_second=tally.per_second,
         examples_ledger_only=[{"digest": d, "link": ln, "seq": int(s), "ts_ns": int(t), "wire_len": int(w)}
-                              for d, ln, s, t, w in ex_l],
+                              for d, ln, s, t, w in tally.examples_ledger_only],
         examples_capture_only=[{"digest": d, "index": int(i), "ts_ns": int(t), "wire_len": int(w)}
-                               for d, i, t, w in ex_c],
+                               for d, i, t, w in tally.examples_capture_only],
         details_file=str(details) if details else None, details_written=written, warnings=run.warnings,
         digest_keys=[{"key_id": kid, "segments": sum(1 for g in segs if g.digest_key_id == kid)}
                      for kid, _ in keys],
         uncovered=uncovered, verified=ver.signatures_checked,
     )
+    _add_warnings(res, ledger_dir, alg, uncovered, details_limit)
+    return res
+
+
+def _load_ledger_side(con, ledger_dir: Path, trust: TrustBundle | None, checkpoint: bytes | None,
+                      checkpoint_name: str, links: list[str] | None) -> tuple[list[_Segment], VerifyResult]:
+    """Verify the ledger and load the records of its verified segments (gap records left out) into
+    table `lrec`, from the bytes that were checked. DiscrepancyError when it does not verify."""
+    segs: list[_Segment] = []
+    con.execute("CREATE TEMP TABLE lrec (link VARCHAR, kid VARCHAR, digest BLOB, seq UBIGINT, ts_ns BIGINT, "
+                "wire_len UINTEGER)")
+
+    def add_segment(seg: VerifiedSegment) -> None:
+        segs.append(_Segment.of(seg))
+        con.register("_segment", seg.table)
+        try:
+            con.execute(f"INSERT INTO lrec SELECT ?, ?, digest, seq, ts_ns, wire_len FROM _segment "
+                        f"WHERE (flags & {FLAG_GAP}) = 0", [seg.link, seg.seal.get("digest_key_id")])
+        finally:
+            con.unregister("_segment")
+
+    ver = verify_ledger(ledger_dir, trust, checkpoint, checkpoint_name, links=links, on_segment=add_segment)
+    if not ver.ok:
+        raise not_verified_error(ver, "it is not reconciled")
+    return segs, ver
+
+
+def _load_capture_side(con, source: str | Path, keys: list[tuple[str, DigestKey]], alg: Algorithm, strip: str,
+                       progress: Progress | None, workers: int) -> DigestRun:
+    """Recompute the capture once per digest key into tables cap0, cap1, ...; returns the first
+    run's statistics (the frame counts are the same under every key)."""
+    runs = []
+    for i, (_, key) in enumerate(keys):
+        run = DigestRun()
+        con.execute(f"CREATE TEMP TABLE cap{i} (index UBIGINT, ts_ns BIGINT, wire_len UINTEGER, "
+                    "cap_len UINTEGER, flags USMALLINT, linktype USMALLINT, digest BLOB)")
+        for batch in _digest_batches(source, key, alg, strip, run, progress, workers):
+            con.register("_batch", batch)
+            con.execute(f"INSERT INTO cap{i} SELECT * FROM _batch")
+            con.unregister("_batch")
+        runs.append(run)
+    return runs[0]
+
+
+def _pair(con, keys: list[tuple[str, DigestKey]], segs: list[_Segment], uncovered: list[dict],
+          from_ns: int | None, to_ns: int | None, tolerance_ns: int) -> None:
+    """Pair ledger records with capture frames into table `j` (status matched, ledger_only or
+    capture_only), restricted to the window."""
+    # Both sides are read over the window widened by the tolerance, paired, and then each
+    # row counts where it belongs: matched and ledger-only by the ledger's timestamp,
+    # capture-only by the capture's. Unpaired frames in the margins are ignored.
+    lo = None if from_ns is None else from_ns - tolerance_ns
+    hi = None if to_ns is None else to_ns + tolerance_ns
+    _pairing_views(con, keys, lo, hi)
+    # Digests whose counts agree on both sides pair up completely; only the others
+    # ("contested") need the per-frame pairing, which keeps the heavy work to aggregations
+    # that DuckDB runs out of core.
+    # Frames pair by identity `pk` (the digest itself with one key; see the module doc).
+    con.execute("""
+        CREATE TEMP TABLE contested AS
+        WITH lc AS (SELECT pk, count(*) AS n FROM l GROUP BY pk),
+             cc AS (SELECT pk, count(*) AS n FROM c GROUP BY pk)
+        SELECT coalesce(lc.pk, cc.pk) AS pk FROM lc FULL OUTER JOIN cc ON lc.pk = cc.pk
+        WHERE coalesce(lc.n, 0) <> coalesce(cc.n, 0)""")
+    # With some segments uncovered (a key not given), the same bytes may have been captured
+    # in a covered and an uncovered epoch: their capture occurrences are then paired
+    # first from the frames whose time falls in a covered segment (within the tolerance),
+    # so the uncovered epoch's copies are the capture-only ones. Counts do not depend on it.
+    first = "0"
+    if uncovered:  # the covered segments' time ranges, from their (hash-checked) seals
+        given = {kid for kid, _ in keys}
+        con.execute("CREATE TEMP TABLE cov (lo BIGINT, hi BIGINT)")
+        ranges = [(g.ts_range[0] - tolerance_ns, g.ts_range[1] + tolerance_ns)
+                  for g in segs if g.digest_key_id in given and g.ts_range]
+        if ranges:
+            con.executemany("INSERT INTO cov VALUES (?, ?)", ranges)
+        first = "NOT EXISTS (SELECT 1 FROM cov WHERE c.ts_ns BETWEEN cov.lo AND cov.hi)"
+    con.execute(f"""
+        CREATE TEMP TABLE j AS
+        WITH lk AS (SELECT *, row_number() OVER (PARTITION BY pk ORDER BY ts_ns, link, seq) AS k
+                    FROM l SEMI JOIN contested USING (pk)),
+             ck AS (SELECT *, row_number() OVER (PARTITION BY pk ORDER BY away, ts_ns, index) AS k
+                    FROM (SELECT c.*, {first} AS away FROM c SEMI JOIN contested USING (pk)) c)
+        SELECT CASE WHEN lk.pk IS NULL THEN 'capture_only'
+                    WHEN ck.pk IS NULL THEN 'ledger_only' ELSE 'matched' END AS status,
+               coalesce(lk.digest, ck.digest) AS digest, lk.link, lk.seq, lk.ts_ns AS l_ts,
+               lk.wire_len AS l_wire, ck.index, ck.ts_ns AS c_ts, ck.wire_len AS c_wire, ck.cap_len
+        FROM lk FULL OUTER JOIN ck ON lk.pk = ck.pk AND lk.k = ck.k""")
+    con.execute(f"""DELETE FROM j WHERE
+        (status <> 'capture_only' AND NOT ({_window_sql('l_ts', from_ns, to_ns)})) OR
+        (status = 'capture_only' AND NOT ({_window_sql('c_ts', from_ns, to_ns)}))""")
+
+
+@dataclass(frozen=True)
+class _Tally:
+    """The counts and examples of a pairing (table `j`), as ReconcileResult takes them."""
+
+    frames_in_window: int
+    matched: int
+    ledger_only: int
+    capture_only: int
+    per_link: list[dict]
+    per_second: list[dict]
+    examples_ledger_only: list[tuple]
+    examples_capture_only: list[tuple]
+
+
+def _tally(con, from_ns: int | None, to_ns: int | None, examples: int) -> _Tally:
+    lonly, conly = con.execute("""SELECT count(*) FILTER (status = 'ledger_only'),
+        count(*) FILTER (status = 'capture_only') FROM j""").fetchone()
+    # Every ledger frame in the window is either matched or ledger-only.
+    lwin = _window_sql("ts_ns", from_ns, to_ns)
+    ledger_in_window = con.execute(f"SELECT count(*) FROM l WHERE {lwin}").fetchone()[0]
+    matched = ledger_in_window - lonly
+    frames_in_window = con.execute(f"SELECT count(*) FROM c WHERE {lwin}").fetchone()[0]
+    per_link = []
+    for link, total, lo_ in con.execute(f"""
+            WITH t AS (SELECT link, count(*) AS n FROM l WHERE {lwin} GROUP BY link),
+                 o AS (SELECT link, count(*) AS n FROM j WHERE status = 'ledger_only' GROUP BY link)
+            SELECT t.link, t.n, coalesce(o.n, 0) FROM t LEFT JOIN o USING (link) ORDER BY t.link""").fetchall():
+        per_link.append({"link": link, "matched": total - lo_, "ledger_only": lo_, "capture_only": 0})
+    if conly:
+        per_link.append({"link": None, "matched": 0, "ledger_only": 0, "capture_only": conly})
+    seconds: dict[int, list[int]] = {}
+    for sec, n in con.execute(f"SELECT ts_ns // 1000000000, count(*) FROM l WHERE {lwin} GROUP BY 1").fetchall():
+        seconds.setdefault(int(sec), [0, 0, 0])[0] += n
+    for sec, status, n in con.execute("""SELECT coalesce(l_ts, c_ts) // 1000000000, status, count(*) FROM j
+            WHERE status <> 'matched' GROUP BY ALL""").fetchall():
+        row = seconds.setdefault(int(sec), [0, 0, 0])
+        if status == "ledger_only":
+            row[0] -= n
+            row[1] += n
+        else:
+            row[2] += n
+    per_second = [{"second": sec, "matched": m, "ledger_only": lo_, "capture_only": co}
+                  for sec, (m, lo_, co) in sorted(seconds.items())]
+    ex_l = con.execute("""SELECT lower(hex(digest)), link, seq, l_ts, l_wire FROM j
+        WHERE status = 'ledger_only' ORDER BY link, seq LIMIT ?""", [examples]).fetchall()
+    ex_c = con.execute("""SELECT lower(hex(digest)), index, c_ts, c_wire FROM j
+        WHERE status = 'capture_only' ORDER BY index LIMIT ?""", [examples]).fetchall()
+    return _Tally(frames_in_window, matched, lonly, conly, per_link, per_second, ex_l, ex_c)
+
+
+def _add_warnings(res: ReconcileResult, ledger_dir: Path, alg: Algorithm, uncovered: list[dict],
+                  details_limit: int) -> None:
     if not res.verified:
         res.warnings.append(f"{ledger_dir}: UNVERIFIED: no --trust given, so seal signatures were not checked and "
                             "the result is not ok even where every frame matched (pass --trust verifier.pub)")
@@ -362,9 +410,9 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey | Sequ
         res.warnings.append(f"partial: no --digest-key given for {runs_txt}{more}; those segments were not "
                             "reconciled and capture frames that belong to them count as capture-only "
                             "(--digest-key is repeatable)")
-    if written >= details_limit and (lonly + conly) > written:
-        res.warnings.append(f"--details: wrote the first {written} of {lonly + conly} differing frames")
-    return res
+    differing = res.ledger_only + res.capture_only
+    if res.details_written >= details_limit and differing > res.details_written:
+        res.warnings.append(f"--details: wrote the first {res.details_written} of {differing} differing frames")
 
 
 @dataclass(frozen=True)

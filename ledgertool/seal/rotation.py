@@ -30,10 +30,11 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from ..errors import KeyFileError
+from ..errors import KeyFileError, LedgerFormatError
 from ..keyfiles import TrustBundle
-from .canonical import canonical_json
+from .canonical import canonical_json, loads_strict
 
 ROTATION_FORMAT = "ledgertool-rotation-v1"
 SIGNING_KEY = "signing-key"
@@ -58,6 +59,15 @@ def rotation_hash(doc: dict) -> str:
 
 def rotation_genesis(ledger_id: str) -> str:
     return hashlib.sha256(b"ledgertool rotation genesis v1\0" + bytes.fromhex(ledger_id)).hexdigest()
+
+
+def parse_rotation(raw: bytes, where: Path | str) -> dict:
+    """Parse the bytes of a rotation statement (strict JSON: `canonical.loads_strict`; pure);
+    LedgerFormatError naming `where` when it is not one. `key_schedule` checks its contents."""
+    doc = loads_strict(raw, str(where))
+    if not isinstance(doc, dict) or doc.get("format") != ROTATION_FORMAT:
+        raise LedgerFormatError(f"{where}: not a {ROTATION_FORMAT} document")
+    return doc
 
 
 def rotation_kind(doc: dict) -> str:

@@ -16,12 +16,12 @@ from __future__ import annotations
 import os
 
 from ..errors import UsageError
+from .bypass import open_bypass
 from .file import CaptureReader
+from .live import IFACE_PREFIX as LIVE_PREFIX
+from .live import LiveReader
 from .records import is_records
-
-LIVE_PREFIX = "iface:"
-WORKLOAD_PREFIX = "workload:"
-
+from .workload import WORKLOAD_PREFIX, open_workload
 
 BYPASS_PREFIXES = ("xdp:", "dpdk:")
 
@@ -49,12 +49,8 @@ def open_source(source: str | os.PathLike, live=None) -> CaptureReader:
     if is_bypass(source):
         return open_sources(source, live, 1)[0]
     if is_live(source):
-        from .live import LiveReader
-
         return LiveReader(source, live)
     if is_workload(source):
-        from .workload import open_workload
-
         return open_workload(source[len(WORKLOAD_PREFIX):])
     return CaptureReader(source)
 
@@ -63,8 +59,6 @@ def open_sources(source: str, live, n: int) -> list:
     """`n` readers of one live SOURCE for `n` capture workers: AF_PACKET rings in one fanout group,
     AF_XDP sockets on n consecutive queues, or n RX queues of a DPDK port."""
     if is_bypass(source):
-        from .bypass import open_bypass
-
         return open_bypass(source, live, n)
     readers = []
     try:

@@ -32,7 +32,7 @@ from .._binding import (
     optional_module,
     plugin_error,
 )
-from ..errors import UsageError
+from ..errors import Setting, UsageError
 from .file import ReaderInfo
 
 XDP_PREFIX = "xdp:"
@@ -73,17 +73,17 @@ class BypassOptions:
 
     def check(self) -> None:
         if not (self.ring_mb * 1024 >= 256):
-            raise UsageError("--ring-mb must be at least 0.25 (an AF_XDP UMEM of 64 frames)")
+            raise UsageError(Setting("ring_mb"), " must be at least 0.25 (an AF_XDP UMEM of 64 frames)")
         if self.poll_ms < 1:
             raise UsageError("poll interval must be at least 1 ms")
         if self.pin_cpu is not None and self.pin_cpu < 0:
-            raise UsageError("--pin must be a CPU number >= 0")
+            raise UsageError(Setting("pin_cpu"), " must be a CPU number >= 0")
         if not 0 <= self.rx_desc <= 32768:
-            raise UsageError("--rx-desc must be 0 (automatic) .. 32768")
+            raise UsageError(Setting("rx_desc"), " must be 0 (automatic) .. 32768")
         if self.xdp_mode not in XDP_MODES:
-            raise UsageError(f"--xdp-mode must be one of {', '.join(XDP_MODES)}")
+            raise UsageError(Setting("xdp_mode"), f" must be one of {', '.join(XDP_MODES)}")
         if self.xdp_attach not in XDP_ATTACH:
-            raise UsageError(f"--xdp-attach must be one of {', '.join(XDP_ATTACH)}")
+            raise UsageError(Setting("xdp_attach"), f" must be one of {', '.join(XDP_ATTACH)}")
 
 
 def _addr(mod_ffi, ptr) -> int:
@@ -341,9 +341,10 @@ def open_xdp(source: str, options=None, workers: int = 1) -> list[XdpReader]:
     xf, xl = mod.ffi, mod.lib
     nq = xl.lt_xdp_rx_queues(ifname.encode())
     if nq > 0 and first + workers > nq:
-        raise UsageError(f"{source}: --workers {workers} needs RX queues {first}..{first + workers - 1}, "
-                         f"but {ifname} has {nq} (0..{nq - 1})" if workers > 1 else
-                         f"{source}: queue {first} out of range ({ifname} has {nq} RX queue{'s' if nq > 1 else ''}: "
+        if workers > 1:
+            raise UsageError(f"{source}: ", Setting("workers"), f" {workers} needs RX queues {first}.."
+                             f"{first + workers - 1}, but {ifname} has {nq} (0..{nq - 1})")
+        raise UsageError(f"{source}: queue {first} out of range ({ifname} has {nq} RX queue{'s' if nq > 1 else ''}: "
                          f"0..{nq - 1})")
     name = xf.new("char[]", ifname.encode())
     readers: list[XdpReader] = []
@@ -385,7 +386,7 @@ def eal_argv(eal: str, pin_cpu: int | None) -> list[str]:
     try:
         args = shlex.split(eal)
     except ValueError as e:
-        raise UsageError(f"--eal: {e}") from None
+        raise UsageError(Setting("eal"), f": {e}") from None
     names = {a.split("=", 1)[0] for a in args}
     if not names & {"--in-memory", "--no-shconf", "--file-prefix", "--proc-type"}:
         args.append("--no-shconf" if "--no-huge" in names else "--in-memory")
@@ -447,7 +448,7 @@ def open_dpdk(source: str, options=None, workers: int = 1) -> list[DpdkReader]:
 def open_bypass(source: str, options=None, workers: int = 1) -> list:
     """The readers of an `xdp:` or `dpdk:` source, one per worker."""
     if workers < 1:
-        raise UsageError("--workers must be at least 1")
+        raise UsageError(Setting("workers"), " must be at least 1")
     if source.startswith(XDP_PREFIX):
         return open_xdp(source, options, workers)
     return open_dpdk(source, options, workers)

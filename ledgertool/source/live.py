@@ -24,9 +24,10 @@ from .._binding import (
     replay_open_error,
     replay_run_error,
 )
-from ..errors import UsageError
-from . import LIVE_PREFIX as IFACE_PREFIX
+from ..errors import Setting, UsageError
 from .file import ReaderInfo
+
+IFACE_PREFIX = "iface:"  # SOURCE of a live interface (ledgertool.source)
 
 
 def iface_name(source: str) -> str:
@@ -51,13 +52,13 @@ class LiveOptions:
 
     def check(self) -> None:
         if not (self.ring_mb * 1024 >= 8):
-            raise UsageError("--ring-mb must be at least 0.0078125 (8 KiB)")
+            raise UsageError(Setting("ring_mb"), " must be at least 0.0078125 (8 KiB)")
         if self.block_ms < 1 or self.poll_ms < 1:
-            raise UsageError("--block-ms must be at least 1")
+            raise UsageError(Setting("block_ms"), " must be at least 1")
         if self.pin_cpu is not None and self.pin_cpu < 0:
-            raise UsageError("--pin must be a CPU number >= 0")
+            raise UsageError(Setting("pin_cpu"), " must be a CPU number >= 0")
         if not 0 <= self.fanout_group <= 0xFFFF:
-            raise UsageError("--fanout-group must be a 16-bit group id (1..65535; 0: random)")
+            raise UsageError(Setting("fanout_group"), " must be a 16-bit group id (1..65535; 0: random)")
 
 
 @dataclass(frozen=True)
@@ -216,9 +217,9 @@ def replay(path, iface: str, *, mode: str = "timing", rate: float | None = None,
     if mode not in REPLAY_MODES:
         raise UsageError(f"unknown replay mode {mode!r}")
     if mode in ("pps", "mbps") and not (rate and rate > 0):
-        raise UsageError(f"--{mode} needs a positive rate")
+        raise UsageError(Setting(mode), " needs a positive rate")
     if loops < 1:
-        raise UsageError("--loop must be at least 1")
+        raise UsageError(Setting("loops"), " must be at least 1")
     cfg = ffi.new("lt_replay_config *")
     cpath = ffi.new("char[]", str(path).encode())
     cif = ffi.new("char[]", iface.encode())

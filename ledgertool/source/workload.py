@@ -15,23 +15,27 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import shutil
 import struct
 import time
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .. import fsio
 from .._binding import c_string, ffi, lib, pcap_write_error, workload_error
+from ..algorithms import get_algorithm
+from ..digest.engine import DigestEngine
+from .file import CaptureReader
 from ..errors import (
     FileTypeError,
     LedgerFormatError,
+    Setting,
     StorageError,
     UsageError,
     WorkloadSpecError,
 )
 from ..plan import SIMPLE_IMIX
-from .file import CaptureReader
 
 WORKLOAD_PREFIX = "workload:"
 MAX_SPEC_BYTES = 1 << 20  # a spec is a few flows of TOML
@@ -431,8 +435,6 @@ def estimated_pcap_bytes(spec: WorkloadSpec) -> int:
 
 def _check_room(spec: WorkloadSpec, out: Path) -> None:
     """Refuse a pcap that cannot fit on the target file system (a typo in `frames` can ask for TBs)."""
-    import shutil
-
     if out.exists() and not out.is_file():
         return  # a device such as /dev/null
     need = estimated_pcap_bytes(spec)
@@ -447,7 +449,7 @@ def generate_pcap(spec_path: str | os.PathLike, out: str | os.PathLike, *, force
     spec = load_spec(spec_path)
     out = Path(out)
     if out.exists() and not force:
-        raise UsageError(f"{out}: exists; refusing to overwrite (use --force)")
+        raise UsageError(f"{out}: exists; refusing to overwrite (use ", Setting("force"), ")")
     _check_room(spec, out)
     t0 = time.perf_counter()
     with open_workload(spec) as reader:
@@ -482,9 +484,6 @@ def bench_generator(spec_path: str | os.PathLike, frames: int | None = None, siz
     generator feeding the digest engine (siphash-1-3-128, strip frame) for comparison; the byte
     count comes from the second run. `frames` scales every flow so the total is about that many;
     `size` replaces every flow's size distribution with that one frame size (FCS included)."""
-    from ..algorithms import get_algorithm
-    from ..digest.engine import DigestEngine
-
     spec = load_spec(spec_path)
     if size is not None:
         doc = _read_spec_toml(spec.path)
@@ -521,6 +520,4 @@ def bench_generator(spec_path: str | os.PathLike, frames: int | None = None, siz
 
 
 def _scaled(f: Flow, scale: float) -> Flow:
-    from dataclasses import replace
-
     return replace(f, frames=max(1, round(f.frames * scale)))

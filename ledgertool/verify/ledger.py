@@ -29,56 +29,53 @@ ledger.json's (genesis) digest key id, followed through the ledger's rotation st
 checked, and the result says so. Problems are collected, never stop the walk; open (unsealed)
 segments, stray files and temporary files are reported as warnings, a file that imitates a sealed
 segment's name or a non-regular file where a segment file belongs as a problem.
+
+This module is the I/O side: it reads through LedgerReader and calls the pure checks between the
+reads — steps 1-3 and 5-7 per segment in ledgertool.verify.checks, step 4, sequence continuity
+and the link tree as the per-link reduction in ledgertool.verify.chain; findings are typed
+(ledgertool.verify.problems).
 """
 
 from __future__ import annotations
 
 import errno
-import hashlib
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
 import pyarrow as pa
 
 from ..algorithms import algorithm_caveat
-from ..digest.engine import merkle_leaves, merkle_root, valid_leaf_records
-from ..digest.record import FLAG_GAP, RECORD_FIXED, record_dtype
 from ..errors import FileTypeError, LedgerFormatError, StorageError
 from ..keyfiles import TrustBundle
-from ..ledger import segment as segments
-from ..ledger.header import LedgerHeader, load_ledger
-from ..ledger.layout import LEAVES, OPEN, PARQUET, SEAL, segment_name
-from ..ledger.reader import LedgerReader, Stray
-from ..ledger.rotations import load_rotations
-from ..ledger.segment import read_open_segment
+from ..ledger.header import LedgerHeader, parse_ledger_header
+from ..ledger.layout import LEAVES, LEDGER_FILE, OPEN, PARQUET, SEAL
+from ..ledger.reader import LedgerReader, LinkListing
+from ..ledger.segment import parse_open_segment
 from ..seal.checkpoint import LinkTree, check_extends, parse_note
-from ..seal.document import (
-    decode_parquet,
-    genesis_hash,
-    parse_seal,
-    seal_hash,
-    seal_signed_bytes,
-    table_to_records,
+from ..seal.rotation import Schedule, key_schedule, parse_rotation
+from .chain import (
+    LinkChain,
+    OpenRead,
+    SegmentCheck,
+    listing_findings,
+    open_segment_finding,
+    open_segments,
+    stray_finding,
+    unsealed_candidates,
 )
-from ..seal.rotation import Schedule, key_schedule
+from .checks import (
+    MAX_LEAVES_BYTES,
+    ParquetRead,
+    SegmentPlace,
+    check_records,
+    check_seal,
+    merkle_finding,
+    unreadable_seal,
+)
+from .problems import Kind, Problem
 
-MAX_PER_KIND = 8  # per segment: record-level findings beyond this are summarised
-
-
-@dataclass(frozen=True)
-class Problem:
-    kind: str
-    segment: int | None
-    detail: str
-    link: str | None = None
-    record: int | None = None  # index of the record within its segment, where one is named
-
-    def to_json(self) -> dict:
-        return {"kind": self.kind, "segment": self.segment, "record": self.record, "link": self.link,
-                "detail": self.detail}
+__all__ = ["Kind", "Problem", "VerifiedSegment", "VerifyResult", "verify_ledger"]
 
 
 @dataclass
@@ -98,6 +95,10 @@ class VerifyResult:
     @property
     def ok(self) -> bool:
         return not self.problems
+
+    def add(self, finding: Problem) -> None:
+        """Record a finding: among the warnings when its kind is one, else among the problems."""
+        (self.warnings if finding.kind.is_warning else self.problems).append(finding)
 
     def to_json(self) -> dict:
         return {"ok": self.ok, "ledger": self.ledger, "segments": self.segments, "records": self.records,
@@ -132,7 +133,7 @@ def verify_ledger(directory: Path | LedgerReader, trust: TrustBundle | None, che
     the checkpoint cannot be parsed / names another ledger; every other finding is a Problem."""
     reader = directory if isinstance(directory, LedgerReader) else LedgerReader(Path(directory))
     directory = reader.directory
-    ledger = load_ledger(directory)
+    ledger = parse_ledger_header(reader.read_header_bytes(), directory / LEDGER_FILE)
     chosen = reader.links if links is None else list(links)
     unknown = sorted(set(chosen) - set(reader.links))
     if unknown:
@@ -141,7 +142,7 @@ def verify_ledger(directory: Path | LedgerReader, trust: TrustBundle | None, che
     res = VerifyResult(str(directory), links=chosen, signatures_checked=trust is not None)
     caveat = algorithm_caveat(ledger.algorithm)
     if caveat:  # the verdict below holds only under the caveat's condition
-        res.warnings.append(Problem("algorithm_caveat", None, caveat))
+        res.add(Problem(Kind.ALGORITHM_CAVEAT, None, caveat))
     note = None
     if checkpoint is not None:
         note = parse_note(checkpoint, checkpoint_name)
@@ -150,17 +151,18 @@ def verify_ledger(directory: Path | LedgerReader, trust: TrustBundle | None, che
                                     f"not of {directory} ({ledger.ledger_id})")
         res.checkpoint = note.checkpoint.to_json()
     for stray in reader.strays:
-        _report_stray(stray, res)
+        res.add(stray_finding(stray))
     if trust is not None:
-        sched = key_schedule(ledger.ledger_id, trust, load_rotations(directory),
+        rotations = [parse_rotation(raw, path) for path, raw in reader.read_rotation_files()]
+        sched = key_schedule(ledger.ledger_id, trust, rotations,
                              digest_key_id=ledger.digest_key_id, algorithm=ledger.algorithm)
         for p in sched.problems:
-            res.problems.append(Problem("rotation_invalid", None, p))
+            res.add(Problem(Kind.ROTATION_INVALID, None, p))
     else:
         sched = None
-        res.warnings.append(Problem("signatures_unchecked", None, "no trust bundle given: seal and checkpoint "
-                                    "signatures, key rotations and digest key ids were not checked; the "
-                                    "records are the ledger's as found, consistent with their own seals"))
+        res.add(Problem(Kind.SIGNATURES_UNCHECKED, None, "no trust bundle given: seal and checkpoint "
+                        "signatures, key rotations and digest key ids were not checked; the "
+                        "records are the ledger's as found, consistent with their own seals"))
     top = reader.read_top_checkpoint()
     for link in chosen:
         stored = _stored_checkpoint(reader, link, res)  # before the listing: see read_checkpoint
@@ -168,8 +170,8 @@ def verify_ledger(directory: Path | LedgerReader, trust: TrustBundle | None, che
         if stored is not None:
             _check_checkpoint(stored, tree, sched, res, f"{reader.checkpoint_path(link)}: ")
         elif tree.seal_hashes:
-            res.problems.append(Problem(
-                "checkpoint_missing", None,
+            res.add(Problem(
+                Kind.CHECKPOINT_MISSING, None,
                 f"{reader.checkpoint_path(link)}: link {link} has {len(tree.seal_hashes)} sealed segments but no "
                 "stored checkpoint (every capture writes one after each seal): it was deleted, or a capture was "
                 "killed before its first checkpoint (`ledgertool recover` signs one); a cut tail cannot be "
@@ -178,7 +180,7 @@ def verify_ledger(directory: Path | LedgerReader, trust: TrustBundle | None, che
             try:
                 top_note = parse_note(top, str(directory / "checkpoint"))
             except LedgerFormatError as e:
-                res.problems.append(Problem("checkpoint_unreadable", None, str(e), link))
+                res.add(Problem(Kind.CHECKPOINT_UNREADABLE, None, str(e), link))
             else:
                 if top_note.checkpoint.link == link:
                     _check_checkpoint(top_note, tree, sched, res, f"{directory / 'checkpoint'}: ")
@@ -188,24 +190,12 @@ def verify_ledger(directory: Path | LedgerReader, trust: TrustBundle | None, che
     return res
 
 
-def _report_stray(stray: Stray, res: VerifyResult) -> None:
-    if stray.why == "temp":
-        res.warnings.append(Problem("temp_file", None, f"{stray.path}: leftover of an interrupted atomic write; "
-                                    "ignored (`ledgertool recover` removes it)", stray.link))
-    elif stray.shadows is not None:
-        res.problems.append(Problem("segment_name_shadow", stray.shadows, f"{stray.path}: {stray.why}; it is "
-                                    "not part of the sealed ledger and was not read", stray.link))
-    else:
-        res.warnings.append(Problem("stray_file", None, f"{stray.path}: {stray.why}; not part of the sealed "
-                                    "ledger, not read", stray.link))
-
-
 def _stored_checkpoint(reader: LedgerReader, link: str, res: VerifyResult):
     try:
         data = reader.read_checkpoint(link)
         return None if data is None else parse_note(data, str(reader.checkpoint_path(link)))
     except LedgerFormatError as e:
-        res.problems.append(Problem("checkpoint_unreadable", None, str(e), link))
+        res.add(Problem(Kind.CHECKPOINT_UNREADABLE, None, str(e), link))
         return None
 
 
@@ -225,347 +215,89 @@ def _append_only(res: VerifyResult, note, links: list[str]) -> dict:
 def _check_checkpoint(note, tree: LinkTree, sched: Schedule | None, res: VerifyResult, prefix: str) -> None:
     link = note.checkpoint.link
     for f in check_extends(note, tree, sched.bundles if sched is not None else None):
-        res.problems.append(Problem(f.kind, None, prefix + f.detail, link))
+        res.add(Problem(Kind(f.kind), None, prefix + f.detail, link))
 
 
 def _verify_link(reader: LedgerReader, ledger: LedgerHeader, link: str, sched: Schedule | None, res: VerifyResult,
-                 on_segment) -> LinkTree:
-    """Steps 1-7 for every sealed segment of `link`; returns the link tree (its seal hashes up to
-    the first missing or unreadable seal) for the checkpoint checks."""
-    def problem(kind: str, seg: int | None, detail: str, record: int | None = None) -> None:
-        res.problems.append(Problem(kind, seg, detail, link, record))
-
+                 on_segment: Callable[[VerifiedSegment], None] | None) -> LinkTree:
+    """Steps 1-7 for every sealed segment of `link`, reading each segment's files just before the
+    pure checks that need them; returns the link tree (its seal hashes up to the first missing or
+    unreadable seal) for the checkpoint checks."""
     listing = reader.listing(link)
-    for path in listing.temp_files:
-        _report_stray(Stray(path, "temp", link), res)
-    for stray in listing.strays:
-        _report_stray(stray, res)
-    expected_prev = genesis_hash(ledger.ledger_id, link)
-    expected_seq = 0
-    sealed = listing.sealed
-    hashes: list[str] = []
-    tree_records: list[int] = []
-    tree_complete = True
-    seen: dict[str, int] = {}  # seal hash -> segment, to name a duplicated segment
-    header_mismatch: list[int] = []  # seals that sign another ledger.json than the one read
-    open_files = []
-    for i, kinds in sorted(listing.segments.items()):
-        # a capture running now may have sealed segment i since the listing: not a finding
-        if PARQUET in kinds and SEAL not in kinds and OPEN not in kinds \
-                and not reader.segment_path(link, i, SEAL).exists():
-            problem("unsealed_parquet", i, f"{reader.segment_path(link, i, PARQUET)} has no seal document")
-        if OPEN in kinds and SEAL not in kinds:
-            open_files.append((i, reader.segment_path(link, i, OPEN)))
-    if sealed and sealed[-1] + 1 != len(sealed):
-        missing = sorted(set(range(sealed[-1] + 1)) - set(sealed))
-        problem("segment_missing", missing[0], f"segments {missing} of {sealed[-1] + 1} have no seal")
-    for index in sealed:
-        path = reader.segment_path(link, index, SEAL)
-        before = len(res.problems)
-        if index != len(hashes):
-            tree_complete = False
-        try:
-            doc = parse_seal(reader.read_seal_bytes(link, index), path)
-        except LedgerFormatError as e:
-            problem("seal_unreadable", index, str(e))
-            expected_prev = None
-            tree_complete = False
-            continue
-        res.segments += 1
-        # 1. identity
-        if doc.get("ledger_id") != ledger.ledger_id:
-            problem("foreign_seal", index, f"{path}: seal belongs to ledger {doc.get('ledger_id')}")
-        if doc.get("link") != link or doc.get("segment") != index:
-            problem("seal_misplaced", index,
-                    f"{path}: seal is for link {doc.get('link')!r} segment {doc.get('segment')}")
-        # 2. no downgrade: the signed hash of ledger.json (seals since it was added), and the
-        # parameters each seal repeats (every seal)
-        bound = doc.get("ledger_header_sha256")
-        if bound is not None and bound != ledger.sha256:
-            header_mismatch.append(index)
-        for key in ("algorithm", "strip", "record_size", "leaf_records"):
-            if doc.get(key) != getattr(ledger, key):
-                problem("parameter_mismatch", index,
-                        f"{path}: {key} {doc.get(key)!r} differs from the ledger's {getattr(ledger, key)!r}")
-        if sched is not None:
-            want_kid = sched.digest_key_id_for(link, index)
-            if doc.get("digest_key_id") != want_kid:
-                problem("digest_key_mismatch", index, f"{path}: digest_key_id {doc.get('digest_key_id')!r} is "
-                        f"not {want_kid}, the digest key of link {link} segment {index}"
-                        f"{_digest_key_note(sched, doc.get('digest_key_id'), want_kid)}")
-            # 3. signatures, with the key set the rotation schedule assigns to this segment
-            bundle = sched.bundle_for(link, index)
-            try:
-                sig_problems = bundle.verify_detailed(seal_signed_bytes(doc), doc.get("signatures") or {})
-            except (TypeError, ValueError) as e:
-                sig_problems = [("bad_signature", f"seal cannot be canonicalised ({e})")]
-            for kind, p in sig_problems:
-                problem(kind, index, f"{path}: {p}")
-        # 4. chain
-        if expected_prev is not None and doc.get("prev_seal_hash") != expected_prev:
-            problem("chain_broken", index,
-                    f"{path}: prev_seal_hash {str(doc.get('prev_seal_hash'))[:16]}… does not match the "
-                    f"previous seal's hash {expected_prev[:16]}…")
-        try:
-            expected_prev = seal_hash(doc)
-        except (TypeError, ValueError):
-            expected_prev = None
-        if expected_prev is not None:
-            if expected_prev in seen:
-                problem("segment_duplicated", index, f"{path}: same seal as segment {seen[expected_prev]}")
-            seen.setdefault(expected_prev, index)
-            if tree_complete:
-                hashes.append(expected_prev)
-                tree_records.append(doc.get("records") if isinstance(doc.get("records"), int) else 0)
-        else:
-            tree_complete = False
-        # 5..7 records
-        expected_seq, checked = _verify_records(reader, ledger, link, index, doc, expected_seq, res, problem)
-        if checked is not None and len(res.problems) == before and on_segment is not None:
-            on_segment(VerifiedSegment(link, index, doc, checked[0], checked[1]))
-    if header_mismatch:
-        n = len(header_mismatch)
-        problem("ledger_header_mismatch", header_mismatch[0],
-                f"{reader.directory / 'ledger.json'}: SHA-256 {ledger.sha256[:16]}… is not the header that "
-                f"{n} seal(s) of link {link} sign (segments {header_mismatch[0]}..{header_mismatch[-1]}): "
-                "ledger.json was edited after sealing; the seals' own parameters are the ones checked")
+    link_dir = reader.link_dir(link)
+    # a capture running now may have sealed a segment since the listing: not a finding
+    unsealed = [i for i in unsealed_candidates(listing) if not reader.exists(link, i, SEAL, follow_symlinks=True)]
+    for finding in listing_findings(listing, link_dir, unsealed):
+        res.add(finding)
+    chain = LinkChain(ledger, link, link_dir, reader.directory / LEDGER_FILE)
+    for index in listing.sealed:
+        place = SegmentPlace(ledger, link, index, link_dir, sched)
+        check = _check_segment(reader, listing, place)
+        found = chain.add(check)
+        res.problems += found
+        if not found and check.records is not None and check.records.table is not None and on_segment is not None:
+            on_segment(VerifiedSegment(link, index, check.seal.doc, check.records.table, check.records.records))
+    res.problems += chain.finish()
+    res.segments += chain.segments
+    res.records += chain.records
+    res.frames += chain.frames
+    res.drops_declared += chain.drops
     # open segments in index order, as `recover` takes them: one that continues the chain is sealed,
     # and the next one must continue after it
-    nxt = (sealed[-1] + 1 if sealed else 0, expected_seq)
-    for i, path in open_files:
+    nxt = chain.next_open
+    for i in open_segments(listing):
         key_id = sched.digest_key_id_for(link, nxt[0]) if sched is not None else None
-        w, nxt = _open_segment_warning(path, i, ledger, link, nxt, key_id)
+        w, nxt = open_segment_finding(_read_open(reader, link, i), reader.segment_path(link, i, OPEN), i, ledger,
+                                      link, nxt, key_id)
         if w is not None:
-            res.warnings.append(w)
-    return LinkTree(hashes, tree_records, tree_complete)
+            res.add(w)
+    return chain.tree
 
 
-def _open_segment_warning(path: Path, index: int, ledger: LedgerHeader, link: str, nxt: tuple[int, int],
-                          key_id: str | None) -> tuple[Problem | None, tuple[int, int]]:
-    """The warning for an open segment, with the advice `recover` makes true: it seals a segment
-    that continues the chain at `nxt` (segment index, seq; segments.header_mismatch) and discards,
-    reporting its bytes, one that does not. Returns the warning (None when a running capture
-    sealed and removed the file since the listing) and where the chain continues after it."""
+def _check_segment(reader: LedgerReader, listing: LinkListing, place: SegmentPlace) -> SegmentCheck:
+    """The reads of one sealed segment, each followed by the pure checks of its bytes: the seal,
+    then (when its checks ran) the Parquet file, then (when the Merkle root differs) the leaf
+    sidecar."""
+    link, index = place.link, place.index
     try:
-        seg = read_open_segment(path)
+        raw = reader.read_seal_bytes(link, index)
+    except LedgerFormatError as e:
+        return SegmentCheck(unreadable_seal(place, str(e)))
+    seal = check_seal(raw, place)
+    if not seal.reads_parquet:
+        return SegmentCheck(seal)
+    recs = check_records(seal, _read_parquet(reader, listing, link, index), place)
+    if not recs.merkle_ok:
+        try:  # the sidecar only names blocks: optional
+            leaves = reader.read_segment_file(link, index, LEAVES, limit=MAX_LEAVES_BYTES).to_pybytes()
+        except (LedgerFormatError, FileTypeError, StorageError):
+            leaves = None
+        recs = merkle_finding(seal, recs, leaves, place)
+    return SegmentCheck(seal, recs)
+
+
+def _read_parquet(reader: LedgerReader, listing: LinkListing, link: str, index: int) -> ParquetRead:
+    if not listing.has(index, PARQUET):
+        path = reader.segment_path(link, index, PARQUET)
+        if any(s.path == path for s in listing.strays):  # not a regular file: named already, not read
+            return ParquetRead(not_regular=True)
+        if not reader.exists(link, index, PARQUET, follow_symlinks=False):  # (the listing may predate a rename)
+            return ParquetRead(missing=True)
+    try:
+        return ParquetRead(reader.read_segment_file(link, index, PARQUET))
+    except LedgerFormatError as e:
+        return ParquetRead(error=str(e))
+
+
+def _read_open(reader: LedgerReader, link: str, index: int) -> OpenRead:
+    """An open segment's file, decoded; OpenRead() when a running capture sealed and removed it
+    since the listing."""
+    path = reader.segment_path(link, index, OPEN)
+    try:
+        return OpenRead(parse_open_segment(reader.read_open_bytes(link, index), path))
     except StorageError as e:
         if e.errno == errno.ENOENT:
-            return None, nxt
+            return OpenRead()
         raise
     except LedgerFormatError as e:
-        return Problem("torn_segment", index, f"{e}; `ledgertool recover` discards it (reporting its bytes)",
-                       link), nxt
-    misfit = (f"the file is segment {index}" if index != nxt[0] else
-              segments.header_mismatch(seg.header, ledger, link, nxt[0], nxt[1], key_id))
-    if misfit:
-        return Problem("torn_segment", index, f"{path}: open segment does not continue the chain at segment "
-                       f"{nxt[0]}, seq {nxt[1]}: {misfit}; `ledgertool recover` discards it (reporting its "
-                       "bytes)", link), nxt
-    if not seg.count:
-        return Problem("torn_segment", index, f"{path}: open segment without a whole record "
-                       f"({seg.torn_bytes} bytes); `ledgertool recover` discards it", link), nxt
-    return Problem("torn_segment" if seg.torn_bytes else "open_segment", index,
-                   f"{path}: open segment with {seg.count} whole records and {seg.torn_bytes} torn bytes; "
-                   "`ledgertool recover` (or the next capture) seals it", link), (index + 1, nxt[1] + seg.count)
-
-
-def _digest_key_note(sched: Schedule, kid: object, want: str | None) -> str:
-    """Why a seal's digest key id is wrong: an old key after its rotation, a key before it takes
-    effect, or one no valid statement introduced."""
-    numbers = {e.key_id: e.number for e in sched.digest_epochs if e.key_id is not None}
-    if not isinstance(kid, str) or kid not in numbers:
-        return " (that key was never introduced by a valid rotation)"
-    if want in numbers and numbers[kid] < numbers[want]:
-        return f" (that key was retired by rotation {sched.retired_by(kid)})"
-    return f" (that key takes over at a later segment, by rotation {numbers[kid]})"
-
-
-def _sequence_findings(seqs: np.ndarray, first_seq: int, last_seq: int, count: int, index: int, problem) -> None:
-    """Name deleted, duplicated, reordered records and undeclared gaps by record index.
-
-    The seal fixes the range [first_seq, last_seq] and the count. A seal whose own range is wider
-    than its count was sealed over a sequence gap (`sequence_gap`); a value of the range missing
-    from a consistent seal's records was deleted afterwards (`record_missing`)."""
-    n = len(seqs)
-    # The common case, an untouched segment: seqs are exactly first_seq, first_seq + 1, ..., last_seq.
-    # One vectorised pass decides it; the sorting and set work below is only for naming what broke.
-    if (n and n == count and int(seqs[0]) == first_seq and int(seqs[-1]) == last_seq
-            and last_seq - first_seq + 1 == n and bool(np.all(np.diff(seqs) == 1))):
-        return
-    found: dict[str, int] = {}
-
-    def add(kind: str, k: int | None, detail: str) -> None:
-        found[kind] = found.get(kind, 0) + 1
-        if found[kind] <= MAX_PER_KIND:
-            problem(kind, index, detail, k)
-
-    # duplicates: every occurrence after the first
-    order = np.argsort(seqs, kind="stable")
-    srt = seqs[order]
-    dup_pos = np.sort(order[1:][srt[1:] == srt[:-1]]) if n > 1 else np.array([], dtype=np.int64)
-    for k in dup_pos:
-        add("record_duplicated", int(k), f"segment {index} record {int(k)}: seq {int(seqs[k])} appears again")
-    uniq = np.unique(seqs)
-    outside = uniq[(uniq < first_seq) | (uniq > last_seq)]
-    for v in outside[:MAX_PER_KIND]:
-        k = int(np.nonzero(seqs == v)[0][0])
-        add("range_mismatch", k, f"segment {index} record {k}: seq {int(v)} outside the seal's "
-                                 f"{first_seq}..{last_seq}")
-    inside = uniq[(uniq >= first_seq) & (uniq <= last_seq)]
-    span = last_seq - first_seq + 1
-    if len(inside) < span:
-        present = np.zeros(span, dtype=bool)
-        present[(inside - first_seq).astype(np.int64)] = True
-        missing = np.nonzero(~present)[0] + first_seq
-        sealed_over_gap = count < span
-        # runs of consecutive missing values
-        breaks = np.nonzero(np.diff(missing) != 1)[0] + 1
-        for run in np.split(missing, breaks):
-            lo, hi = int(run[0]), int(run[-1])
-            k = int(np.searchsorted(np.sort(seqs), lo))
-            what = f"seq {lo}" if lo == hi else f"seq {lo}..{hi} ({hi - lo + 1} records)"
-            if sealed_over_gap:
-                add("sequence_gap", k, f"segment {index} record {k}: {what} skipped and not declared as drops")
-            else:
-                add("record_missing", k, f"segment {index} record {k}: {what} deleted (the seal covers it)")
-    if not len(dup_pos) and np.any(np.diff(seqs) < 0):
-        k = int(np.nonzero(seqs != np.sort(seqs))[0][0])
-        add("record_reordered", k, f"segment {index} record {k}: seq {int(seqs[k])} out of order")
-    for kind, c in found.items():
-        if c > MAX_PER_KIND:
-            problem(kind, index, f"segment {index}: {c - MAX_PER_KIND} more {kind} findings not listed")
-
-
-def _changed_leaves(reader: LedgerReader, link: str, index: int, records: bytes, layout: tuple[int, int],
-                    root: str) -> list[int] | None:
-    """Indexes of leaves whose hash differs from the sealed tree, using the leaf-hash sidecar when
-    its own root equals the seal's (so it is authentic); None when that is not possible."""
-    try:
-        raw = reader.read_segment_file(link, index, LEAVES, limit=32 << 26).to_pybytes()
-    except (LedgerFormatError, FileTypeError, StorageError):  # the sidecar only names blocks: optional
-        return None
-    if len(raw) % 32:
-        return None
-    if merkle_root(raw).hex() != root:
-        return None
-    sealed = [raw[i:i + 32] for i in range(0, len(raw), 32)]
-    fresh = merkle_leaves(records, *layout)
-    now = [fresh[i:i + 32] for i in range(0, len(fresh), 32)]
-    changed = [i for i in range(max(len(now), len(sealed)))
-               if i >= len(now) or i >= len(sealed) or now[i] != sealed[i]]
-    return changed
-
-
-def _record_layout(ledger: LedgerHeader, doc: dict) -> tuple[int, int] | None:
-    """(record_size, leaf_records) the segment's records are decoded and hashed with: the seal's
-    (signed) values, not the unsigned header's; None when the seal's are out of bounds."""
-    rsize, leaf = doc.get("record_size", ledger.record_size), doc.get("leaf_records", ledger.leaf_records)
-    if type(rsize) is not int or rsize not in (RECORD_FIXED + 16, RECORD_FIXED + 32) or not valid_leaf_records(leaf):
-        return None
-    return rsize, leaf
-
-
-def _verify_records(reader: LedgerReader, ledger: LedgerHeader, link: str, index: int, doc: dict, expected_seq: int,
-                    res: VerifyResult, problem) -> tuple[int, tuple[pa.Table, bytes] | None]:
-    """Steps 5-7 for one segment: (the sequence number the next segment must start at, and the
-    decoded table and records when the Parquet file could be read and decoded). Records are decoded
-    and hashed with the seal's signed layout (`_record_layout`)."""
-    pq_path = reader.segment_path(link, index, PARQUET)
-    layout = _record_layout(ledger, doc)
-    if layout is None:
-        problem("seal_malformed", index, f"segment {index}: record_size {_shown(doc.get('record_size'))} / "
-                                         f"leaf_records {_shown(doc.get('leaf_records'))} out of bounds")
-        return expected_seq, None
-    record_size, leaf_records = layout
-    digest_size = record_size - 32
-    try:
-        first_seq, last_seq = int(doc["first_seq"]), int(doc["last_seq"])
-        count = int(doc["records"])
-    except (KeyError, TypeError, ValueError, OverflowError):
-        problem("seal_malformed", index, f"segment {index}: seal lacks sequence range or count")
-        return expected_seq, None
-    # u64 sequence numbers, and a range no wider than the records could cover (plus the gaps a
-    # sealer may skip): a tampered seal must not make the verifier allocate its range.
-    if not (0 <= first_seq < 2**64 and first_seq - 1 <= last_seq < 2**64 and 0 <= count <= 2**40) or \
-            last_seq - first_seq + 1 > max(count, 1) * 1024:
-        problem("seal_malformed", index, f"segment {index}: implausible sequence range {first_seq}..{last_seq} "
-                                         f"for {count} records")
-        return expected_seq, None
-    if first_seq != expected_seq:
-        kind = "sequence_gap" if first_seq > expected_seq else "sequence_overlap"
-        problem(kind, index, f"segment {index} starts at seq {first_seq}, expected {expected_seq} "
-                             f"({first_seq - expected_seq:+d} records undeclared)", 0)
-    # the seal names its own segment's file, nothing else (never a path taken from the seal)
-    if doc.get("parquet_file") != pq_path.name:
-        claimed = doc.get("segment")
-        own = (isinstance(claimed, int) and not isinstance(claimed, bool) and 0 <= claimed < 10**8
-               and doc.get("parquet_file") == segment_name(claimed, PARQUET))
-        if not own:  # a seal moved from another segment was named (seal_misplaced) already
-            problem("seal_malformed", index, f"{reader.segment_path(link, index, SEAL)}: parquet_file "
-                                             f"{_shown(doc.get('parquet_file'))} is not {pq_path.name}")
-        return last_seq + 1, None
-    listing = reader.listing(link)
-    if not listing.has(index, PARQUET):
-        if any(s.path == pq_path for s in listing.strays):  # not a regular file: named already, not read
-            return last_seq + 1, None
-        if not os.path.lexists(pq_path):  # (the listing may predate a capture's rename into place)
-            problem("parquet_missing", index, f"{pq_path} is missing")
-            return last_seq + 1, None
-    try:
-        data = reader.read_segment_file(link, index, PARQUET)
-    except LedgerFormatError as e:
-        problem("parquet_unreadable", index, str(e))
-        return last_seq + 1, None
-    sha = hashlib.sha256(data).hexdigest()
-    if sha != doc.get("parquet_sha256"):
-        problem("parquet_hash_mismatch", index, f"{pq_path}: SHA-256 differs from the seal's parquet_sha256")
-    elif len(data) != doc.get("parquet_bytes"):  # the signed size must agree too
-        problem("parquet_hash_mismatch", index, f"{pq_path}: {len(data)} bytes, seal's "
-                                                f"parquet_bytes says {doc.get('parquet_bytes')}")
-    try:
-        table = decode_parquet(data)
-        records = table_to_records(table, digest_size)
-    except Exception as e:  # noqa: BLE001 - any unreadable Parquet is a finding, not a crash
-        problem("parquet_unreadable", index, f"{pq_path}: {type(e).__name__}: {e}")
-        return last_seq + 1, None
-    arr = np.frombuffer(records, dtype=record_dtype(digest_size))
-    n = len(arr)
-    res.records += n
-    gaps = (arr["flags"] & FLAG_GAP) != 0
-    res.frames += int(n - gaps.sum())
-    drops = int(arr["aux"][gaps].sum())
-    res.drops_declared += drops
-    if n != count:
-        problem("count_mismatch", index, f"segment {index}: {n} records in Parquet, seal says {count}")
-    elif n - int(gaps.sum()) != doc.get("frames"):
-        problem("count_mismatch", index, f"segment {index}: {n - int(gaps.sum())} frame records, seal's "
-                                         f"frames says {doc.get('frames')}")
-    if n:
-        _sequence_findings(arr["seq"].astype(np.int64), first_seq, last_seq, count, index, problem)
-        if str(int(arr["ts_ns"][0])) != doc.get("first_ts_ns") or str(int(arr["ts_ns"][-1])) != doc.get("last_ts_ns"):
-            problem("timestamp_mismatch", index, f"segment {index}: first/last timestamps differ from the seal")
-    if drops != doc.get("drops_declared"):
-        problem("drops_mismatch", index, f"segment {index}: GAP records declare {drops} drops, seal says "
-                                         f"{doc.get('drops_declared')}")
-    # in C (SHA-NI leaves and tree); ledgertool.seal.merkle is the pure-Python reference the tests compare with
-    root = merkle_root(merkle_leaves(records, record_size, leaf_records)).hex()
-    if root != doc.get("merkle_root"):
-        leaf = leaf_records
-        changed = _changed_leaves(reader, link, index, records, layout, str(doc.get("merkle_root")))
-        if changed:
-            first = changed[0] * leaf
-            blocks = ", ".join(f"{c * leaf}..{min((c + 1) * leaf, max(n, count)) - 1}" for c in changed[:4])
-            more = f" and {len(changed) - 4} more blocks" if len(changed) > 4 else ""
-            problem("merkle_mismatch", index,
-                    f"segment {index}: Merkle root differs from the seal; changed leaf blocks: records "
-                    f"{blocks}{more} (leaf {changed[0]}, {leaf} records per leaf)", first)
-        else:
-            problem("merkle_mismatch", index, f"segment {index}: Merkle root over its {n} records differs "
-                                              "from the seal (a record was changed)")
-    return last_seq + 1, (table, records)
-
-
-def _shown(value: object) -> str:
-    """An untrusted seal value for a message: repr, cut to 80 characters."""
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+        return OpenRead(error=e)

@@ -21,7 +21,7 @@ import numpy as np
 from ..algorithms import algorithm_caveat
 from ..digest.engine import merkle_leaves, merkle_root
 from ..digest.record import RECORD_FIXED, record_dtype
-from ..errors import DiscrepancyError, LedgerFormatError, UsageError
+from ..errors import DiscrepancyError, LedgerFormatError, Setting, UsageError
 from ..keyfiles import TrustBundle
 from ..ledger.checkpoints import link_tree
 from ..ledger.header import LedgerHeader, load_ledger
@@ -88,7 +88,7 @@ def build_proof(directory: Path, *, seq: int | None = None, digest: str | None =
     directory = Path(directory)
     ledger = load_ledger(directory)
     if (seq is None) == (digest is None):
-        raise UsageError("prove needs exactly one of --seq N or --digest HEX")
+        raise UsageError("prove needs exactly one of ", Setting("seq"), " N or ", Setting("digest"), " HEX")
     link = choose_link(directory, link)
     note = _checkpoint_note(directory, ledger, link, checkpoint, checkpoint_where)
     want = None
@@ -96,9 +96,9 @@ def build_proof(directory: Path, *, seq: int | None = None, digest: str | None =
         try:
             want = bytes.fromhex(digest)
         except ValueError:
-            raise UsageError(f"--digest {digest!r} is not hex") from None
+            raise UsageError(Setting("digest"), f" {digest!r} is not hex") from None
         if len(want) != ledger.digest_size:
-            raise UsageError(f"--digest is {len(want)} bytes; this ledger's digests are {ledger.digest_size}")
+            raise UsageError(Setting("digest"), f" is {len(want)} bytes; this ledger's digests are {ledger.digest_size}")
     dtype = record_dtype(ledger.digest_size)
     reader = LedgerReader(directory)
     for index in reader.listing(link).sealed:
@@ -181,7 +181,7 @@ def _checkpoint_part(directory: Path, link: str, segment: int, found: tuple[Sign
     tree = link_tree(directory, link)
     if len(tree.seal_hashes) < cp.size or tree.root(cp.size) != cp.root:
         raise DiscrepancyError(f"{where}: link {link} does not extend this checkpoint (size {cp.size}); "
-                               "run `ledgertool verify --checkpoint`")
+                               "verifying the ledger against this checkpoint names what differs")
     leaves = [merkle.leaf_hash(bytes.fromhex(h)) for h in tree.seal_hashes[: cp.size]]
     return {"note": text, "leaf_index": segment, "tree_size": cp.size,
             "audit_path": [h.hex() for h in merkle.inclusion_proof(segment, leaves)]}

@@ -30,19 +30,7 @@ int lt_merkle_leaves(const uint8_t *records, size_t record_size, size_t count, s
 #endif
     for (size_t off = 0; off < total; off += leaf_bytes, out += 32) {
         size_t len = total - off < leaf_bytes ? total - off : leaf_bytes;
-        const uint8_t *p = records + off;
-        uint8_t first[64];
-        uint32_t st[8];
-        memcpy(st, SHA256_H0, sizeof st);
-        first[0] = 0x00;
-        if (len >= 63) {
-            memcpy(first + 1, p, 63);
-            blocks(st, first, 1);
-            sha256_finish(blocks, st, 64, p + 63, len - 63, out);
-        } else {
-            memcpy(first + 1, p, len);
-            sha256_finish(blocks, st, 0, first, len + 1, out);
-        }
+        sha256_leaf(blocks, records + off, len, out);
     }
     return LT_OK;
 }

@@ -102,4 +102,21 @@ static inline void sha256_finish(sha256_blocks_fn blocks, uint32_t st[8], uint64
     memset(tail, 0, sizeof tail);
 }
 
+/* RFC 9162 leaf hash SHA-256(0x00 || p[0..len)). The 0x00 prefix shifts the message by one byte,
+ * so the first 63 bytes go through a 64-byte staging block and the aligned rest is consumed in place. */
+static inline void sha256_leaf(sha256_blocks_fn blocks, const uint8_t *p, size_t len, uint8_t out[32]) {
+    uint8_t first[64];
+    uint32_t st[8];
+    memcpy(st, SHA256_H0, sizeof st);
+    first[0] = 0x00;
+    if (len >= 63) {
+        memcpy(first + 1, p, 63);
+        blocks(st, first, 1);
+        sha256_finish(blocks, st, 64, p + 63, len - 63, out);
+    } else {
+        memcpy(first + 1, p, len);
+        sha256_finish(blocks, st, 0, first, len + 1, out);
+    }
+}
+
 #endif

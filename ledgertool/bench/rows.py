@@ -1,0 +1,185 @@
+"""bench rows: one measured figure (`BenchRow`), the bench CSV (schemas/bench.csv.schema.json) and the
+rendered table cells, shared by the measuring code (bench.measure), the dashboard (bench.dashboard)
+and the `bench` command (cli.bench)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .. import fsio
+from ..errors import FileTypeError, StorageError, UsageError
+
+CSV_FIELDS = ["time", "host", "cpu_model", "cpu_path", "cores", "benchmark", "algorithm", "size", "threads",
+              "frames", "repeats", "seconds", "frames_per_s", "gbit_per_s", "ns_per_frame", "cv", "noisy",
+              "tsc_ghz", "cycles_per_frame", "cycles_per_byte"]
+#: Columns a CSV must have to be read back (the first published schema had exactly these).
+CSV_REQUIRED = ["time", "host", "cpu_model", "cpu_path", "benchmark", "algorithm", "size", "threads", "frames",
+                "seconds", "frames_per_s", "gbit_per_s", "ns_per_frame"]
+BENCHMARKS = ("digest", "capture:engine", "capture:sealed", "capture:python-reference", "capture:tcpdump")
+#: Line rates for the "cores needed" figures: bits/s on the wire, each frame costing 20 more bytes
+#: (preamble, start delimiter, inter-frame gap); 64-byte frames at 400G are 595.2 Mframes/s.
+LINE_RATES = (("400G", 400e9), ("800G", 800e9), ("1.6T", 1.6e12))
+WIRE_OVERHEAD = 20
+
+@dataclass
+class BenchRow:
+    """One measured figure. `frames` counts messages of all threads in one timed run; `seconds` is
+    the median wall time of such a run."""
+
+    benchmark: str
+    algorithm: str
+    size: int  # message (frame) bytes
+    threads: int
+    frames: int
+    seconds: float
+    repeats: int = 1
+    cv: float = 0.0
+    noisy: bool = False
+    time: str = ""
+    host: str = ""
+    cpu_model: str = ""
+    cpu_path: str = "portable"  # native CPU path (engine.cpu_path), "python" for the reference rows
+    cores: int = 0  # logical CPUs this process may run on; 0 = unknown (older CSV)
+    tsc_ghz: float = 0.0  # measured TSC rate the cycle figures use; 0 = unknown
+
+    @property
+    def cycles_per_frame(self) -> float:
+        """Core cycles per frame (all threads' time), counted at the TSC rate: an invariant TSC ticks
+        at the nominal clock, so under turbo the real core cycles are somewhat higher."""
+        return self.ns_per_frame * self.threads * self.tsc_ghz
+
+    @property
+    def cycles_per_byte(self) -> float:
+        return self.cycles_per_frame / self.size if self.size else 0.0
+
+    def cores_needed(self, bits_per_s: float) -> float:
+        """Cores at this row's per-thread rate to keep up with a link of `bits_per_s` of
+        `size`-byte frames."""
+        per_thread = self.frames_per_s / self.threads if self.threads else 0.0
+        line_fps = bits_per_s / ((self.size + WIRE_OVERHEAD) * 8)
+        return line_fps / per_thread if per_thread > 0 else math.inf
+
+    @property
+    def frames_per_s(self) -> float:
+        return self.frames / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def gbit_per_s(self) -> float:
+        return self.frames_per_s * self.size * 8 / 1e9
+
+    @property
+    def ns_per_frame(self) -> float:
+        return 1e9 / self.frames_per_s if self.frames_per_s > 0 else 0.0
+
+    def to_csv(self) -> dict:
+        d = asdict(self)
+        d.update(frames_per_s=round(self.frames_per_s, 1), gbit_per_s=round(self.gbit_per_s, 4),
+                 ns_per_frame=round(self.ns_per_frame, 3), seconds=float(f"{self.seconds:.9g}"),
+                 cv=round(self.cv, 5), noisy="true" if self.noisy else "false",
+                 tsc_ghz=round(self.tsc_ghz, 4), cycles_per_frame=round(self.cycles_per_frame, 2),
+                 cycles_per_byte=round(self.cycles_per_byte, 4))
+        return {k: d[k] for k in CSV_FIELDS}
+
+    def to_json(self) -> dict:
+        d = self.to_csv()
+        d["noisy"] = self.noisy
+        return d
+
+
+def human_size(n: int) -> str:
+    """64 -> "64 B", 65536 -> "64 KiB", 33554432 -> "32 MiB"; sizes not a whole KiB stay in bytes."""
+    for div, unit in ((1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB")):
+        if n >= div and n % div == 0:
+            return f"{n // div} {unit}"
+    return f"{n} B"
+
+
+def append_csv(path: Path, rows: list[BenchRow]) -> None:
+    """Append rows; the header is written to a new or empty file only. A file whose header is not
+    this schema's is refused (appending would misalign its columns). The file is rewritten whole
+    (fsio.write_atomic: old rows, then the new ones), so an interrupted run leaves the old file."""
+    old = fsio.read_regular(path, follow=True, what="bench CSV") if os.path.lexists(path) else b""
+    if old:
+        header = next(csv.reader(io.StringIO(old.decode("utf-8", errors="replace"))), [])
+        if header != CSV_FIELDS:
+            raise UsageError(f"{path}: its header is not the current bench CSV schema "
+                             f"(schemas/bench.csv.schema.json); write to a new file")
+    buf = io.StringIO(newline="")
+    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS)
+    if not old:
+        w.writeheader()
+    for r in rows:
+        w.writerow(r.to_csv())
+    fsio.write_atomic(path, old + buf.getvalue().encode(), what="bench CSV")
+
+
+def from_record(rec: dict) -> BenchRow:
+    """A row from one CSV record (strings); columns added after the first schema are optional."""
+    return BenchRow(
+        benchmark=rec["benchmark"], algorithm=rec["algorithm"], size=int(rec["size"]),
+        threads=int(rec["threads"]), frames=int(rec["frames"]), seconds=float(rec["seconds"]),
+        repeats=int(rec.get("repeats") or 1), cv=float(rec.get("cv") or 0.0),
+        noisy=str(rec.get("noisy") or "false").strip().lower() == "true",
+        time=rec["time"], host=rec["host"], cpu_model=rec["cpu_model"], cpu_path=rec["cpu_path"],
+        cores=int(rec.get("cores") or 0), tsc_ghz=float(rec.get("tsc_ghz") or 0.0),
+    )
+
+
+def read_csv(path: Path) -> list[BenchRow]:
+    """Rows of a bench CSV (this schema, or the first one without cores/repeats/cv/noisy).
+
+    `seconds` and `frames` are taken as written; UsageError naming the file and line otherwise."""
+    try:
+        raw = fsio.read_regular(path, follow=True, what="bench CSV")
+    except (StorageError, FileTypeError) as e:
+        raise UsageError(str(e)) from None
+    rows = []
+    with io.StringIO(raw.decode("utf-8", errors="replace"), newline="") as f:
+        reader = csv.DictReader(f)
+        missing = [c for c in CSV_REQUIRED if c not in (reader.fieldnames or [])]
+        if missing:
+            raise UsageError(f"{path}: not a bench CSV (missing columns: {', '.join(missing)})")
+        for rec in reader:
+            line = reader.line_num
+            try:
+                row = from_record(rec)
+            except (TypeError, ValueError) as e:
+                raise UsageError(f"{path}: line {line}: bad value ({e})") from None
+            if row.benchmark not in BENCHMARKS or row.size < 0 or row.threads < 1 or row.frames < 1 \
+                    or not (math.isfinite(row.seconds) and row.seconds > 0):
+                raise UsageError(f"{path}: line {line}: not a valid bench row")
+            rows.append(row)
+    if not rows:
+        raise UsageError(f"{path}: no bench rows")
+    return rows
+
+
+# --------------------------------------------------------------------------- table
+
+
+def table_cells(r: BenchRow, rows: list[BenchRow]) -> list[str]:
+    """One rendered row: rates, cycles (at the TSC rate), cores needed per line rate, noise, and
+    the speed-up over the pure-Python reference of the same frame size."""
+    ref = next((x for x in rows if x.benchmark == "capture:python-reference" and x.size == r.size
+                and x.host == r.host), None)
+    ratio = f"{r.frames_per_s / ref.frames_per_s:,.0f}" if ref and r.benchmark.startswith("capture") else ""
+    cv = f"{r.cv * 100:.1f}%" + (" noisy" if r.noisy else "")
+    cyc = r.tsc_ghz > 0
+    return [r.benchmark, r.algorithm, r.cpu_path, human_size(r.size), str(r.threads), f"{r.frames_per_s / 1e6:.2f}",
+            f"{r.gbit_per_s:.2f}", f"{r.ns_per_frame:.1f}", f"{r.cycles_per_frame:,.0f}" if cyc else "?",
+            f"{r.cycles_per_byte:.2f}" if cyc else "?",
+            *(f"{r.cores_needed(bps):,.1f}" for _, bps in LINE_RATES), cv, ratio]
+
+
+def markdown_table(rows: list[BenchRow]) -> str:
+    """The bench table as GitHub Markdown (docs/benchmarks.md)."""
+    head = ["benchmark", "algorithm", "path", "size", "threads", "Mframes/s", "Gbit/s", "ns/frame", "cycles/frame",
+            "cycles/B", *(f"cores {n}" for n, _ in LINE_RATES), "cv", "x Python"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(table_cells(r, rows)) + " |" for r in rows]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,134 @@
+"""`ledgertool bench`: options, the measuring runs (ledgertool.bench.measure), and the rendered table,
+CSV, Markdown, HTML and PNG outputs (ledgertool.bench.rows, ledgertool.bench.dashboard)."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from ..errors import UsageError
+from .render import SafeConsole, styled, table_console
+
+DEFAULT_SIZES = "64,512,1500,4096,9000,64KiB,1MiB,32MiB"
+DEFAULT_NOISY_CV = 0.05  # bench.measure.DEFAULT_NOISY_CV
+DIGEST_BATCH = 256  # bench.measure.DIGEST_BATCH
+MAX_SIZE = 256 * 1024 * 1024
+MAX_THREADS = 1024  # LT_BENCH_MAX_THREADS
+
+_SIZE_RE = re.compile(r"^(?P<num>[0-9]+)\s*(?P<unit>b|kib|mib|gib)?$")
+_SIZE_UNIT = {None: 1, "b": 1, "kib": 1024, "mib": 1024**2, "gib": 1024**3}
+
+
+def parse_sizes(text: str) -> list[int]:
+    """"64,1500,9000,64KiB,32MiB" -> byte counts (binary suffixes B, KiB, MiB, GiB only)."""
+    out = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        m = _SIZE_RE.match(part.lower())
+        if m is None:
+            raise UsageError(f"--sizes: bad size {part!r}; expected bytes like 64, 9000, 64KiB, 32MiB")
+        n = int(m["num"]) * _SIZE_UNIT[m["unit"]]
+        if not 1 <= n <= MAX_SIZE:
+            raise UsageError(f"--sizes: {part!r} is outside 1 B .. {MAX_SIZE // 1024**2} MiB")
+        out.append(n)
+    if not out:
+        raise UsageError("--sizes: no sizes given")
+    return out
+
+
+def parse_threads(text: str) -> list[int]:
+    """"1,2,4" -> [1, 2, 4]."""
+    try:
+        out = [int(p) for p in text.split(",") if p.strip()]
+    except ValueError:
+        raise UsageError(f"--threads {text!r}: expected comma-separated thread counts, e.g. 1,2") from None
+    if not out or any(not 1 <= t <= MAX_THREADS for t in out):
+        raise UsageError(f"--threads {text!r}: each count must be 1..{MAX_THREADS}")
+    return out
+
+
+def bench_command(
+    algorithm: Annotated[Optional[list[str]], typer.Option("--algorithm", help="Algorithm(s) to measure (default: all).")] = None,
+    sizes: Annotated[str, typer.Option(help="Message sizes, comma-separated: bytes or KiB/MiB (1 B .. 256 MiB).")] = DEFAULT_SIZES,
+    threads: Annotated[str, typer.Option(help="Thread counts, comma-separated; each thread digests its own buffer.")] = "1,2",
+    min_time: Annotated[float, typer.Option("--min-time", help="Seconds per timed run (calibrated).", min=0.0001)] = 0.2,
+    capture_frames: Annotated[int, typer.Option(help="Frames in the synthetic pcap for the whole-path rows (0: skip).")] = 1_000_000,
+    capture_size: Annotated[str, typer.Option("--capture-size", "--capture-sizes", help="Frame size(s) of the synthetic pcaps, bytes, comma-separated (14 .. 65535).")] = "64",
+    capture_workers: Annotated[str, typer.Option("--capture-workers", help="Worker counts for the capture:engine rows, comma-separated (capture:sealed uses the largest) (default: 1 and every usable core).")] = "",
+    paths: Annotated[str, typer.Option("--paths", help="CPU paths per algorithm for the digest rows: best (best multi-buffer + best single-message), default (the CPUID choice), all, or a comma list.")] = "best",
+    batch: Annotated[int, typer.Option("--batch", help="Messages per batch call in the digest rows (0: one call per message).", min=0, max=4096)] = DIGEST_BATCH,
+    tcpdump: Annotated[bool, typer.Option("--tcpdump/--no-tcpdump", help="Add a `tcpdump -r FILE -w /dev/null` baseline row when tcpdump is installed.")] = True,
+    reference_frames: Annotated[int, typer.Option(help="Frames the pure-Python reference path digests.", min=1)] = 20_000,
+    repeats: Annotated[int, typer.Option(help="Timed repeats per figure (median reported; cv needs >= 2).", min=1)] = 5,
+    noisy_cv: Annotated[float, typer.Option("--noisy-cv", help="Flag a row noisy when cv of its repeats exceeds this.", min=0.0)] = DEFAULT_NOISY_CV,
+    csv_file: Annotated[Optional[Path], typer.Option("--csv", help="Append rows to this CSV.")] = None,
+    from_csv: Annotated[Optional[Path], typer.Option("--from-csv", help="Measure nothing: render rows of this CSV.")] = None,
+    html: Annotated[Optional[Path], typer.Option("--html", help="Write a self-contained HTML dashboard here.")] = None,
+    png: Annotated[Optional[Path], typer.Option("--png", help="Write the dashboard plots as PNG files into this directory (needs matplotlib).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print rows as JSON only.")] = False,
+    markdown: Annotated[Optional[Path], typer.Option("--markdown", help="Also write the table as Markdown to this file.")] = None,
+) -> None:
+    """Throughput per algorithm x message size x threads (isolation) and through the whole capture path."""
+    # numpy, cffi and pyarrow load with these: only when the command runs, not for --help
+    from .. import fsio
+    from ..algorithms import ALGORITHMS, get_algorithm
+    from ..bench import dashboard
+    from ..bench.measure import bench_capture, bench_digest, digest_paths, stamp, usable_cores
+    from ..bench.rows import LINE_RATES, append_csv, from_record, markdown_table, read_csv, table_cells
+
+    if from_csv is not None:
+        if csv_file is not None:
+            raise UsageError("--from-csv renders an existing CSV; drop --csv (nothing is measured)")
+        rows = read_csv(from_csv)
+    else:
+        size_list = parse_sizes(sizes)
+        thread_list = parse_threads(threads)
+        algs = [get_algorithm(a, for_ledger=False).name for a in (algorithm or list(ALGORITHMS))]
+        if png is not None:
+            dashboard.require_matplotlib()
+        cap_sizes = parse_sizes(capture_size)
+        if any(not 14 <= c <= 65535 for c in cap_sizes):
+            raise UsageError("--capture-size: frame sizes must be 14 .. 65535 bytes")
+        cap_workers = parse_threads(capture_workers) if capture_workers else sorted({1, usable_cores()})
+        rows = [bench_digest(a, s, t, min_time=min_time, repeats=repeats, noisy_cv=noisy_cv, path=p, batch=batch)
+                for a in algs for p in digest_paths(a, paths) for s in size_list for t in thread_list]
+        if capture_frames > 0:
+            for cs in cap_sizes:
+                rows += bench_capture(capture_frames, cs, reference_frames=reference_frames,
+                                      repeats=repeats, noisy_cv=noisy_cv, workers=tuple(cap_workers),
+                                      tcpdump=tcpdump)
+        # what the CSV holds, so a dashboard re-rendered --from-csv is identical to this one
+        rows = [from_record(r.to_csv()) for r in stamp(rows)]
+        if csv_file:
+            append_csv(csv_file, rows)
+    written = []
+    if markdown is not None:
+        fsio.write_atomic(markdown, markdown_table(rows).encode(), what="Markdown table")
+        written.append(markdown)
+    if html is not None:
+        written.append(dashboard.write_html(rows, html))
+    if png is not None:
+        written += dashboard.write_pngs(rows, png)
+    if as_json:
+        sys.stdout.write(json.dumps({"rows": [r.to_json() for r in rows]}, indent=2) + "\n")
+        return
+    t = Table("benchmark", "algorithm", "path", "size", "threads", "Mframes/s", "Gbit/s", "ns/frame", "cyc/frame",
+              "cyc/B", *(f"cores {n}" for n, _ in LINE_RATES), "cv", "x Python ref",
+              title=f"ledgertool bench on {rows[0].cpu_model if rows else '?'}")
+    for r in rows:
+        t.add_row(*table_cells(r, rows))
+    table_console().print(t)
+    noisy = sum(r.noisy for r in rows)
+    if noisy:
+        SafeConsole(stderr=True, soft_wrap=True).print(styled(
+            (f"{noisy} of {len(rows)} rows noisy", "yellow"),
+            f" (cv of repeats > {noisy_cv:.0%}): the machine was busy; rerun or raise --min-time/--repeats"))
+    for p in written:
+        SafeConsole(stderr=True, soft_wrap=True).print(f"wrote {p}")

@@ -1,0 +1,383 @@
+"""The per-segment checks of verify (steps 1-3 and 5-7 of ledgertool.verify.ledger), pure: each
+is a function of bytes already read, the trust (key schedule) and what the ledger header says,
+and returns a typed, picklable result. Nothing here opens a file: the caller reads through
+LedgerReader before and between the calls, in this order:
+
+    check_seal(seal bytes)  ->  SealCheck      (reads_parquet says whether the Parquet file is needed)
+    check_records(SealCheck, ParquetRead) -> RecordsCheck  (merkle_ok False: the leaf sidecar is wanted)
+    merkle_finding(SealCheck, RecordsCheck, leaf sidecar bytes or None) -> the merkle_mismatch Problem
+
+Checks across segments (the chain, sequence continuity, duplicates, the link tree) are the
+per-link reduction in ledgertool.verify.chain.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from ..digest.engine import merkle_leaves, merkle_root, valid_leaf_records
+from ..digest.record import FLAG_GAP, RECORD_FIXED, record_dtype
+from ..errors import LedgerFormatError
+from ..keyfiles import BAD_SIGNATURE, SignatureFinding
+from ..ledger.header import LedgerHeader
+from ..ledger.layout import PARQUET, SEAL, segment_name
+from ..seal.document import (
+    decode_parquet,
+    parse_seal,
+    seal_hash,
+    seal_signed_bytes,
+    table_to_records,
+)
+from ..seal.rotation import Schedule
+from .problems import Kind, Problem
+
+MAX_PER_KIND = 8  # per segment: record-level findings beyond this are summarised
+MAX_LEAVES_BYTES = 32 << 26  # the largest leaf sidecar read (2**26 leaf hashes)
+
+
+@dataclass(frozen=True)
+class SegmentPlace:
+    """Which segment is checked, and against what: the ledger header and the key schedule
+    (None: the keyless checks, signatures and digest key ids unchecked)."""
+
+    ledger: LedgerHeader
+    link: str
+    index: int
+    link_dir: Path
+    sched: Schedule | None
+
+    def path(self, kind: str) -> Path:
+        return self.link_dir / segment_name(self.index, kind)
+
+    def problem(self, kind: Kind, detail: str, record: int | None = None) -> Problem:
+        return Problem(kind, self.index, detail, self.link, record)
+
+
+@dataclass(frozen=True)
+class SeqRange:
+    """The seal's sequence range and record count, checked to be plausible."""
+
+    first: int
+    last: int
+    count: int
+
+
+@dataclass(frozen=True)
+class SealCheck:
+    """Steps 1-3 of one seal, and what the chain reduction needs from it. `doc` None: the seal
+    did not read or parse (`problems` says why). `range_problems` non-empty (layout or sequence
+    range out of bounds) stops the segment's record checks and its sequence-continuity check."""
+
+    index: int
+    doc: dict | None
+    problems: tuple[Problem, ...]
+    seal_hash: str | None = None  # None when the seal cannot be canonicalised
+    prev_seal_hash: object = None  # as the seal claims it (untrusted)
+    tree_records: int = 0
+    signs_other_header: bool = False  # ledger_header_sha256 names another ledger.json than the one read
+    layout: tuple[int, int] | None = None  # (record_size, leaf_records), the seal's signed values
+    seq: SeqRange | None = None
+    range_problems: tuple[Problem, ...] = ()
+    name_problem: Problem | None = None  # parquet_file names a file that is not this segment's
+
+    @property
+    def readable(self) -> bool:
+        return self.doc is not None
+
+    @property
+    def reads_parquet(self) -> bool:
+        """Whether the record checks run, so the segment's Parquet file is to be read."""
+        return self.seq is not None and not self.range_problems and self.parquet_named
+
+    @property
+    def parquet_named(self) -> bool:
+        return self.doc is not None and self.doc.get("parquet_file") == segment_name(self.index, PARQUET)
+
+
+@dataclass(frozen=True)
+class ParquetRead:
+    """What reading a segment's Parquet file gave: its bytes, or why there are none (`missing`:
+    no such file; `not_regular`: a non-regular file there, reported as a stray and never read;
+    `error`: the reader's message)."""
+
+    data: pa.Buffer | None = None
+    missing: bool = False
+    not_regular: bool = False
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class RecordsCheck:
+    """Steps 5-7 of one segment. `table`/`records` are the decoded Parquet file and its record
+    bytes (None when it could not be read or decoded); `merkle_ok` False asks for the merkle
+    finding (`merkle_finding`, with the leaf sidecar)."""
+
+    problems: tuple[Problem, ...]
+    table: pa.Table | None = None
+    records: bytes | None = None
+    n: int = 0
+    frames: int = 0
+    drops: int = 0
+    merkle_ok: bool = True
+
+
+def unreadable_seal(place: SegmentPlace, why: str) -> SealCheck:
+    return SealCheck(place.index, None, (place.problem(Kind.SEAL_UNREADABLE, why),))
+
+
+def check_seal(raw: bytes, place: SegmentPlace) -> SealCheck:
+    """Steps 1-3 for the seal bytes `raw` of segment `place`: identity, no downgrade, digest key
+    id and signatures (against the schedule's key set for this segment); then the record layout
+    and sequence range the record checks rely on, and the Parquet file the seal names."""
+    path = place.path(SEAL)
+    try:
+        doc = parse_seal(raw, path)
+    except LedgerFormatError as e:
+        return unreadable_seal(place, str(e))
+    ledger, link, index = place.ledger, place.link, place.index
+    out: list[Problem] = []
+    # 1. identity
+    if doc.get("ledger_id") != ledger.ledger_id:
+        out.append(place.problem(Kind.FOREIGN_SEAL, f"{path}: seal belongs to ledger {doc.get('ledger_id')}"))
+    if doc.get("link") != link or doc.get("segment") != index:
+        out.append(place.problem(Kind.SEAL_MISPLACED,
+                                 f"{path}: seal is for link {doc.get('link')!r} segment {doc.get('segment')}"))
+    # 2. no downgrade: the signed hash of ledger.json (seals since it was added), and the
+    # parameters each seal repeats (every seal)
+    bound = doc.get("ledger_header_sha256")
+    for key in ("algorithm", "strip", "record_size", "leaf_records"):
+        if doc.get(key) != getattr(ledger, key):
+            out.append(place.problem(Kind.PARAMETER_MISMATCH, f"{path}: {key} {doc.get(key)!r} differs from the "
+                                                              f"ledger's {getattr(ledger, key)!r}"))
+    if place.sched is not None:
+        out += _key_problems(doc, place, path)
+    try:
+        own_hash = seal_hash(doc)
+    except (TypeError, ValueError):
+        own_hash = None
+    records = doc.get("records")
+    layout, seq, range_problems = _seal_range(doc, place)
+    name_problem = None
+    if doc.get("parquet_file") != segment_name(index, PARQUET):
+        claimed = doc.get("segment")
+        own = (isinstance(claimed, int) and not isinstance(claimed, bool) and 0 <= claimed < 10**8
+               and doc.get("parquet_file") == segment_name(claimed, PARQUET))
+        if not own:  # a seal moved from another segment was named (seal_misplaced) already
+            name_problem = place.problem(Kind.SEAL_MALFORMED, f"{path}: parquet_file "
+                                         f"{_shown(doc.get('parquet_file'))} is not {segment_name(index, PARQUET)}")
+    return SealCheck(index, doc, tuple(out), own_hash, doc.get("prev_seal_hash"),
+                     records if isinstance(records, int) else 0, bound is not None and bound != ledger.sha256,
+                     layout, seq, range_problems, name_problem)
+
+
+def _key_problems(doc: dict, place: SegmentPlace, path: Path) -> list[Problem]:
+    """Step 2's digest key id and step 3's signatures, with the keys the schedule assigns here."""
+    sched, link, index = place.sched, place.link, place.index
+    out = []
+    want_kid = sched.digest_key_id_for(link, index)
+    if doc.get("digest_key_id") != want_kid:
+        out.append(place.problem(Kind.DIGEST_KEY_MISMATCH, f"{path}: digest_key_id {doc.get('digest_key_id')!r} is "
+                                 f"not {want_kid}, the digest key of link {link} segment {index}"
+                                 f"{_digest_key_note(sched, doc.get('digest_key_id'), want_kid)}"))
+    bundle = sched.bundle_for(link, index)
+    try:
+        findings = bundle.verify_detailed(seal_signed_bytes(doc), doc.get("signatures") or {})
+    except (TypeError, ValueError) as e:
+        findings = [SignatureFinding(BAD_SIGNATURE, None, f"seal cannot be canonicalised ({e})")]
+    out += [place.problem(Kind(f.kind), f"{path}: {f.detail}") for f in findings]
+    return out
+
+
+def _digest_key_note(sched: Schedule, kid: object, want: str | None) -> str:
+    """Why a seal's digest key id is wrong: an old key after its rotation, a key before it takes
+    effect, or one no valid statement introduced."""
+    numbers = {e.key_id: e.number for e in sched.digest_epochs if e.key_id is not None}
+    if not isinstance(kid, str) or kid not in numbers:
+        return " (that key was never introduced by a valid rotation)"
+    if want in numbers and numbers[kid] < numbers[want]:
+        return f" (that key was retired by rotation {sched.retired_by(kid)})"
+    return f" (that key takes over at a later segment, by rotation {numbers[kid]})"
+
+
+def _record_layout(ledger: LedgerHeader, doc: dict) -> tuple[int, int] | None:
+    """(record_size, leaf_records) the segment's records are decoded and hashed with: the seal's
+    (signed) values, not the unsigned header's; None when the seal's are out of bounds."""
+    rsize, leaf = doc.get("record_size", ledger.record_size), doc.get("leaf_records", ledger.leaf_records)
+    if type(rsize) is not int or rsize not in (RECORD_FIXED + 16, RECORD_FIXED + 32) or not valid_leaf_records(leaf):
+        return None
+    return rsize, leaf
+
+
+def _seal_range(doc: dict, place: SegmentPlace) -> tuple[tuple[int, int] | None, SeqRange | None,
+                                                         tuple[Problem, ...]]:
+    """The seal's record layout and sequence range, or the seal_malformed finding that they are
+    missing or out of bounds."""
+    index = place.index
+    layout = _record_layout(place.ledger, doc)
+    if layout is None:
+        return None, None, (place.problem(Kind.SEAL_MALFORMED, f"segment {index}: record_size "
+                                          f"{_shown(doc.get('record_size'))} / leaf_records "
+                                          f"{_shown(doc.get('leaf_records'))} out of bounds"),)
+    try:
+        first_seq, last_seq = int(doc["first_seq"]), int(doc["last_seq"])
+        count = int(doc["records"])
+    except (KeyError, TypeError, ValueError, OverflowError):
+        return layout, None, (place.problem(Kind.SEAL_MALFORMED, f"segment {index}: seal lacks sequence range "
+                                                                 "or count"),)
+    # u64 sequence numbers, and a range no wider than the records could cover (plus the gaps a
+    # sealer may skip): a tampered seal must not make the verifier allocate its range.
+    if not (0 <= first_seq < 2**64 and first_seq - 1 <= last_seq < 2**64 and 0 <= count <= 2**40) or \
+            last_seq - first_seq + 1 > max(count, 1) * 1024:
+        return layout, None, (place.problem(Kind.SEAL_MALFORMED, f"segment {index}: implausible sequence range "
+                                            f"{first_seq}..{last_seq} for {count} records"),)
+    return layout, SeqRange(first_seq, last_seq, count), ()
+
+
+def check_records(seal: SealCheck, read: ParquetRead, place: SegmentPlace) -> RecordsCheck:
+    """Steps 5-7 for a seal whose `reads_parquet`: the Parquet bytes against the seal's SHA-256
+    and size, then its records (count, sequence numbers, timestamps, drops) and Merkle root.
+    Records are decoded with the seal's signed layout."""
+    doc, seq = seal.doc, seal.seq
+    pq_path = place.path(PARQUET)
+    if read.not_regular:  # named as a stray already, not read
+        return RecordsCheck(())
+    if read.missing:
+        return RecordsCheck((place.problem(Kind.PARQUET_MISSING, f"{pq_path} is missing"),))
+    if read.error is not None or read.data is None:
+        return RecordsCheck((place.problem(Kind.PARQUET_UNREADABLE, str(read.error)),))
+    data = read.data
+    out: list[Problem] = []
+    if hashlib.sha256(data).hexdigest() != doc.get("parquet_sha256"):
+        out.append(place.problem(Kind.PARQUET_HASH_MISMATCH, f"{pq_path}: SHA-256 differs from the seal's "
+                                                             "parquet_sha256"))
+    elif len(data) != doc.get("parquet_bytes"):  # the signed size must agree too
+        out.append(place.problem(Kind.PARQUET_HASH_MISMATCH, f"{pq_path}: {len(data)} bytes, seal's "
+                                                             f"parquet_bytes says {doc.get('parquet_bytes')}"))
+    record_size, leaf_records = seal.layout
+    try:
+        table = decode_parquet(data)
+        records = table_to_records(table, record_size - 32)
+    except Exception as e:  # noqa: BLE001 - any unreadable Parquet is a finding, not a crash
+        out.append(place.problem(Kind.PARQUET_UNREADABLE, f"{pq_path}: {type(e).__name__}: {e}"))
+        return RecordsCheck(tuple(out))
+    arr = np.frombuffer(records, dtype=record_dtype(record_size - 32))
+    n = len(arr)
+    gaps = (arr["flags"] & FLAG_GAP) != 0
+    frames = int(n - gaps.sum())
+    drops = int(arr["aux"][gaps].sum())
+    if n != seq.count:
+        out.append(place.problem(Kind.COUNT_MISMATCH, f"segment {place.index}: {n} records in Parquet, seal says "
+                                                      f"{seq.count}"))
+    elif frames != doc.get("frames"):
+        out.append(place.problem(Kind.COUNT_MISMATCH, f"segment {place.index}: {frames} frame records, seal's "
+                                                      f"frames says {doc.get('frames')}"))
+    if n:
+        out += sequence_findings(arr["seq"].astype(np.int64), seq, place)
+        if str(int(arr["ts_ns"][0])) != doc.get("first_ts_ns") or str(int(arr["ts_ns"][-1])) != doc.get("last_ts_ns"):
+            out.append(place.problem(Kind.TIMESTAMP_MISMATCH, f"segment {place.index}: first/last timestamps differ "
+                                                              "from the seal"))
+    if drops != doc.get("drops_declared"):
+        out.append(place.problem(Kind.DROPS_MISMATCH, f"segment {place.index}: GAP records declare {drops} drops, "
+                                                      f"seal says {doc.get('drops_declared')}"))
+    # in C (SHA-NI leaves and tree); ledgertool.seal.merkle is the pure-Python reference the tests compare with
+    root = merkle_root(merkle_leaves(records, record_size, leaf_records)).hex()
+    return RecordsCheck(tuple(out), table, records, n, frames, drops, root == doc.get("merkle_root"))
+
+
+def merkle_finding(seal: SealCheck, recs: RecordsCheck, leaves: bytes | None, place: SegmentPlace) -> RecordsCheck:
+    """`recs` with its merkle_mismatch finding added: the changed leaf blocks when the leaf-hash
+    sidecar `leaves` is authentic (its own root is the seal's), else the plain mismatch."""
+    leaf = seal.layout[1]
+    changed = _changed_leaves(leaves, recs.records, seal.layout, str(seal.doc.get("merkle_root")))
+    if changed:
+        blocks = ", ".join(f"{c * leaf}..{min((c + 1) * leaf, max(recs.n, seal.seq.count)) - 1}" for c in changed[:4])
+        more = f" and {len(changed) - 4} more blocks" if len(changed) > 4 else ""
+        p = place.problem(Kind.MERKLE_MISMATCH, f"segment {place.index}: Merkle root differs from the seal; changed "
+                          f"leaf blocks: records {blocks}{more} (leaf {changed[0]}, {leaf} records per leaf)",
+                          changed[0] * leaf)
+    else:
+        p = place.problem(Kind.MERKLE_MISMATCH, f"segment {place.index}: Merkle root over its {recs.n} records "
+                                                "differs from the seal (a record was changed)")
+    return replace(recs, problems=recs.problems + (p,), merkle_ok=True)
+
+
+def _changed_leaves(raw: bytes | None, records: bytes, layout: tuple[int, int], root: str) -> list[int] | None:
+    """Indexes of leaves whose hash differs from the sealed tree, using the leaf-hash sidecar when
+    its own root equals the seal's (so it is authentic); None when that is not possible."""
+    if raw is None or len(raw) % 32 or merkle_root(raw).hex() != root:
+        return None
+    sealed = [raw[i:i + 32] for i in range(0, len(raw), 32)]
+    fresh = merkle_leaves(records, *layout)
+    now = [fresh[i:i + 32] for i in range(0, len(fresh), 32)]
+    return [i for i in range(max(len(now), len(sealed)))
+            if i >= len(now) or i >= len(sealed) or now[i] != sealed[i]]
+
+
+def sequence_findings(seqs: np.ndarray, seq: SeqRange, place: SegmentPlace) -> list[Problem]:
+    """Name deleted, duplicated, reordered records and undeclared gaps by record index.
+
+    The seal fixes the range [first, last] and the count. A seal whose own range is wider than
+    its count was sealed over a sequence gap (`sequence_gap`); a value of the range missing from
+    a consistent seal's records was deleted afterwards (`record_missing`)."""
+    first_seq, last_seq, count, index = seq.first, seq.last, seq.count, place.index
+    n = len(seqs)
+    # The common case, an untouched segment: seqs are exactly first_seq, first_seq + 1, ..., last_seq.
+    # One vectorised pass decides it; the sorting and set work below is only for naming what broke.
+    if (n and n == count and int(seqs[0]) == first_seq and int(seqs[-1]) == last_seq
+            and last_seq - first_seq + 1 == n and bool(np.all(np.diff(seqs) == 1))):
+        return []
+    out: list[Problem] = []
+    found: dict[Kind, int] = {}
+
+    def add(kind: Kind, k: int | None, detail: str) -> None:
+        found[kind] = found.get(kind, 0) + 1
+        if found[kind] <= MAX_PER_KIND:
+            out.append(place.problem(kind, detail, k))
+
+    # duplicates: every occurrence after the first
+    order = np.argsort(seqs, kind="stable")
+    srt = seqs[order]
+    dup_pos = np.sort(order[1:][srt[1:] == srt[:-1]]) if n > 1 else np.array([], dtype=np.int64)
+    for k in dup_pos:
+        add(Kind.RECORD_DUPLICATED, int(k), f"segment {index} record {int(k)}: seq {int(seqs[k])} appears again")
+    uniq = np.unique(seqs)
+    outside = uniq[(uniq < first_seq) | (uniq > last_seq)]
+    for v in outside[:MAX_PER_KIND]:
+        k = int(np.nonzero(seqs == v)[0][0])
+        add(Kind.RANGE_MISMATCH, k, f"segment {index} record {k}: seq {int(v)} outside the seal's "
+                                    f"{first_seq}..{last_seq}")
+    inside = uniq[(uniq >= first_seq) & (uniq <= last_seq)]
+    span = last_seq - first_seq + 1
+    if len(inside) < span:
+        present = np.zeros(span, dtype=bool)
+        present[(inside - first_seq).astype(np.int64)] = True
+        missing = np.nonzero(~present)[0] + first_seq
+        sealed_over_gap = count < span
+        # runs of consecutive missing values
+        breaks = np.nonzero(np.diff(missing) != 1)[0] + 1
+        for run in np.split(missing, breaks):
+            lo, hi = int(run[0]), int(run[-1])
+            k = int(np.searchsorted(np.sort(seqs), lo))
+            what = f"seq {lo}" if lo == hi else f"seq {lo}..{hi} ({hi - lo + 1} records)"
+            if sealed_over_gap:
+                add(Kind.SEQUENCE_GAP, k, f"segment {index} record {k}: {what} skipped and not declared as drops")
+            else:
+                add(Kind.RECORD_MISSING, k, f"segment {index} record {k}: {what} deleted (the seal covers it)")
+    if not len(dup_pos) and np.any(np.diff(seqs) < 0):
+        k = int(np.nonzero(seqs != np.sort(seqs))[0][0])
+        add(Kind.RECORD_REORDERED, k, f"segment {index} record {k}: seq {int(seqs[k])} out of order")
+    for kind, c in found.items():
+        if c > MAX_PER_KIND:
+            out.append(place.problem(kind, f"segment {index}: {c - MAX_PER_KIND} more {kind} findings not listed"))
+    return out
+
+
+def _shown(value: object) -> str:
+    """An untrusted seal value for a message: repr, cut to 80 characters."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

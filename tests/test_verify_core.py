@@ -1,0 +1,122 @@
+"""The pure verifier core (ledgertool.verify.checks per segment, ledgertool.verify.chain per link):
+it works on bytes read beforehand, its per-segment results survive pickling (issue 16 runs them as
+separate tasks) and the reduction gives verify's own findings, in verify's order; the finding
+kinds are the schema's."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import REPO, SAMPLES, load_keys
+
+from ledgertool.capture.run import capture_file
+from ledgertool.digest.record import record_dtype
+from ledgertool.keyfiles import (
+    BAD_SIGNATURE,
+    SIGNATURE_MISSING,
+    SignatureFinding,
+    SigningKey,
+)
+from ledgertool.ledger.header import load_ledger
+from ledgertool.ledger.layout import LEAVES, PARQUET
+from ledgertool.ledger.reader import LedgerReader
+from ledgertool.seal.document import records_to_table, table_to_records
+from ledgertool.seal.rotation import key_schedule
+from ledgertool.verify.chain import LinkChain, SegmentCheck
+from ledgertool.verify.checks import (
+    ParquetRead,
+    SegmentPlace,
+    check_records,
+    check_seal,
+    merkle_finding,
+)
+from ledgertool.verify.ledger import verify_ledger
+from ledgertool.verify.problems import Group, Kind, Problem
+
+SEG = 100  # records per segment: sample.pcap gives segments 0..2
+
+
+@pytest.fixture()
+def tampered(tmp_path, keydir) -> Path:
+    """A ledger whose segment 1 has one record digest changed and segment 2 a missing ML-DSA signature."""
+    dk, sk, _ = load_keys(keydir)
+    out = tmp_path / "ledger"
+    capture_file(SAMPLES / "sample.pcap", out, digest_key=dk, signing_key=sk, segment_records=SEG)
+    pq_file = out / "link=link0" / "seg-00000001.parquet"
+    arr = np.frombuffer(table_to_records(pq.read_table(pq_file), 16), dtype=record_dtype(16)).copy()
+    arr["digest"][7] = b"\x00" * 16
+    pq.write_table(records_to_table(arr.tobytes(), 16, 1), pq_file)
+    seal = out / "link=link0" / "seg-00000002.seal.json"
+    doc = json.loads(seal.read_text())
+    del doc["signatures"]["ml-dsa-65"]
+    seal.write_text(json.dumps(doc))
+    return out
+
+
+def _read_all(directory: Path) -> dict[int, tuple[bytes, bytes, bytes]]:
+    """Every sealed segment's seal, Parquet and leaf-sidecar bytes, read through LedgerReader."""
+    reader = LedgerReader(directory)
+    return {i: (reader.read_seal_bytes("link0", i), reader.read_segment_file("link0", i, PARQUET).to_pybytes(),
+                reader.read_segment_file("link0", i, LEAVES).to_pybytes())
+            for i in reader.listing("link0").sealed}
+
+
+def test_pure_core_on_bytes_read_before_gives_verifys_findings(tampered, keydir, tmp_path):
+    trust = load_keys(keydir)[2]
+    want = verify_ledger(tampered, trust)
+    assert {(p.kind, p.segment) for p in want.problems} == {
+        ("parquet_hash_mismatch", 1), ("merkle_mismatch", 1), ("signature_missing", 2)}
+    ledger = load_ledger(tampered)
+    files = _read_all(tampered)
+    link_dir = tampered / "link=link0"
+    gone = tmp_path / "moved-away"
+    tampered.rename(gone)  # the pure calls below have no files to read, even if they tried
+    sched = key_schedule(ledger.ledger_id, trust, [], digest_key_id=ledger.digest_key_id, algorithm=ledger.algorithm)
+    checks = []
+    for index, (seal_raw, parquet, leaves) in sorted(files.items()):
+        place = SegmentPlace(ledger, "link0", index, link_dir, sched)
+        seal = check_seal(seal_raw, place)
+        recs = check_records(seal, ParquetRead(pa.py_buffer(parquet)), place)
+        if not recs.merkle_ok:
+            recs = merkle_finding(seal, recs, leaves, place)
+        checks.append(SegmentCheck(seal, recs))
+    # per-segment results cross a process boundary as they are (issue 16's per-segment tasks)
+    shipped = [pickle.loads(pickle.dumps(c)) for c in checks]
+    assert [c.records.table.equals(s.records.table) for c, s in zip(checks, shipped)] == [True] * 3
+    runs = []
+    for results in (checks, shipped):
+        chain = LinkChain(ledger, "link0", link_dir, tampered / "ledger.json")
+        runs.append([p for c in results for p in chain.add(c)] + chain.finish())
+    assert runs[0] == runs[1] == want.problems
+    assert chain.tree.seal_hashes and len(chain.tree.seal_hashes) == 3 and chain.tree.complete
+    assert chain.records == want.records == 294
+
+
+def test_kinds_are_the_schema_enum_and_compare_as_their_json_strings():
+    schema = json.loads((REPO / "schemas" / "verify-report.schema.json").read_text())["properties"]
+    problems = schema["problems"]["items"]["properties"]["kind"]["enum"]
+    warnings = schema["warnings"]["items"]["properties"]["kind"]["enum"]
+    assert sorted(k.value for k in Kind) == sorted(problems + warnings)
+    assert [k for k in problems if Kind(k).is_warning] == [] and all(Kind(k).is_warning for k in warnings)
+    assert Kind.BAD_SIGNATURE == "bad_signature" and "bad_signature" in {Kind.BAD_SIGNATURE}
+    assert json.dumps(Problem("merkle_mismatch", 1, "d", "link0", 12).to_json()) == (
+        '{"kind": "merkle_mismatch", "segment": 1, "record": 12, "link": "link0", "detail": "d"}')
+    assert Kind.SIGNATURE_MISSING.group is Group.SIGNATURES_AND_KEYS
+    with pytest.raises(ValueError):
+        Problem("signature_mising", 1, "a typo is not a kind")
+
+
+def test_signature_findings_name_their_algorithm():
+    key = SigningKey.generate()
+    sigs = key.sign(b"m")
+    bundle = key.trust_bundle()
+    assert bundle.verify_detailed(b"m", {"ed25519": sigs["ed25519"]}) == [
+        SignatureFinding(SIGNATURE_MISSING, "ml-dsa-65", "ml-dsa-65 signature missing")]
+    found = bundle.verify_detailed(b"other", sigs)
+    assert [(f.kind, f.algorithm) for f in found] == [(BAD_SIGNATURE, "ed25519"), (BAD_SIGNATURE, "ml-dsa-65")]
