@@ -74,3 +74,34 @@ def test_link_writer_due_by_records_and_by_age(tmp_path, keydir):
         assert w.open_index is None and w.room() == 100
     finally:
         w.close()
+
+
+def test_seal_covers_the_records_handed_over_not_the_open_segment_file_read_back(tmp_path, keydir):
+    """Storage is the adversary's: bytes changed in the open segment file between append and seal
+    must not be what the seal signs (the writer seals the records it was given, from memory)."""
+    dk, sk, trust = load_keys(keydir)
+    alg = get_algorithm(ALG)
+    ledger_dir = tmp_path / "W"
+    ledger = create_ledger(ledger_dir, algorithm=alg.name, strip="frame",
+                           digest_key_id=dk.key_id(alg.name, alg.key_size), digest_size=alg.digest_size)
+    reader = open_source(SAMPLE)
+    engine = DigestEngine(reader, alg, get_strip_mode("frame"), dk.subkey(alg.name, alg.key_size), workers=1)
+    w = LinkWriter.open(ledger_dir, ledger, "link0", sk, source=SAMPLE.name, segment_records=1000)
+    try:
+        records, n, _ = engine.fill(0, 10)
+        handed = bytes(records)
+        w.append(records, n)
+        open_file = layout.open_segment_path(ledger_dir, "link0", 0)
+        raw = bytearray(open_file.read_bytes())
+        raw[-1] ^= 0xFF  # the last record's last digest byte, as an attacker with the disk would
+        open_file.write_bytes(bytes(raw))
+        w.end_segment()
+        w.drain()
+    finally:
+        w.close()
+        reader.close()
+    table = pq.read_table(layout.parquet_path(ledger_dir, "link0", 0))
+    assert table.column("digest").to_pylist()[-1] == handed[-alg.digest_size:]
+    assert not open_file.exists()
+    v = verify_ledger(ledger_dir, trust, None)
+    assert v.ok and v.records == 10, v.problems

@@ -4,7 +4,8 @@ signed, chained ledger.
 The native engine does read + strip + digest + record; CaptureRun drives it in phases (open, loop,
 finish) and hands every record to a LinkWriter (ledgertool.ledger.writer), which rotates segments
 by record count and by wall-clock age and seals each one; torn open segments left by a crash are
-sealed first (ledgertool.ledger.recover). A live source (`iface:NAME`, ledgertool.source.live) runs until SIGINT/SIGTERM,
+sealed first (ledgertool.ledger.recover). A `records:` source (ledgertool.source.records) hands over
+records a hardware pipeline computed in place of the engine's. A live source (`iface:NAME`, ledgertool.source.live) runs until SIGINT/SIGTERM,
 --duration or --frames; frames the kernel dropped arrive as GAP records and are counted as drops.
 """
 
@@ -14,6 +15,7 @@ import contextlib
 import dataclasses
 import errno
 import os
+import re
 import signal
 import threading
 import time
@@ -27,7 +29,7 @@ from .. import fsio
 from ..algorithms import Algorithm, get_algorithm, get_strip_mode
 from ..digest.engine import DigestEngine, usable_cores
 from ..digest.record import FLAG_GAP
-from ..errors import LedgerError, LedgerLockedError, Setting, StorageError, UsageError
+from ..errors import KeyFileError, LedgerError, LedgerLockedError, Setting, StorageError, UsageError
 from ..keyfiles import DigestKey, SigningKey
 from ..ledger import layout
 from ..ledger.header import (
@@ -40,12 +42,13 @@ from ..ledger.header import (
 from ..ledger.layout import LEDGER_FILE, LOCK_FILE
 from ..ledger.lock import writer_lock
 from ..ledger.recover import recover_open_segments
-from ..ledger.rotations import current_digest_key_id, current_signer_check
+from ..ledger.rotations import current_digest_key_id, current_signer_check, digest_key_ids
 from ..ledger.writer import LinkWriter
 from ..seal.document import SealResult
 from ..source import is_bypass, is_live, is_workload, open_source, open_sources
 from ..source.file import CaptureReader
 from ..source.live import LiveOptions, LiveStats
+from ..source.records import RecordsReader, is_records, seal_source_name
 from .workers import (
     FanoutWitness,
     LiveWorkers,
@@ -57,6 +60,7 @@ from .workers import (
 DEFAULT_SEGMENT_RECORDS = 1_000_000
 # errors of a write that `recover` can finish once they are fixed (the data written before stays)
 _WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG, errno.EROFS)
+_KEY_ID = re.compile(r"[0-9a-f]{32}")
 
 Progress = Callable[[int, int], None]  # (frames so far, bytes so far)
 
@@ -153,13 +157,13 @@ def _remove_new_dir(ledger_dir: Path) -> None:
 
 
 def capture_file(
-    source: str | Path, ledger_dir: Path, *, digest_key: DigestKey, signing_key: SigningKey,
+    source: str | Path, ledger_dir: Path, *, digest_key: DigestKey | None, signing_key: SigningKey,
     algorithm: str | None = None, strip: str | None = None, link: str = DEFAULT_LINK,
     segment_records: int = DEFAULT_SEGMENT_RECORDS, leaf_records: int | None = None,
     progress: Progress | None = None, segment_seconds: float | None = None, duration: float | None = None,
     max_frames: int | None = None, live: LiveOptions | None = None,
     monitor: Callable[[CaptureStatus], None] | None = None, workers: int = 0,
-    accept_forgery_risk: bool = False,
+    accept_forgery_risk: bool = False, digest_key_id: str | None = None,
 ) -> CaptureResult:
     """Capture every frame of a pcap/pcapng file, or a live interface (`iface:NAME`), into the
     ledger at `ledger_dir`.
@@ -168,6 +172,13 @@ def capture_file(
     been open that long (wall clock). The capture ends at the end of the file, on SIGINT/SIGTERM,
     after `duration` seconds or after `max_frames` frames. A live interface then drains its ring
     (except after `max_frames`), declares the last drops and ends; `live` sets its ring.
+
+    A `records:FILE` / `records:-` source (ledgertool.source.records) is records a hardware pipeline
+    computed, sealed like the engine's; GAP records among them count as drops. It needs no digest
+    key: an existing ledger's current digest key id is taken (and `digest_key_id`, or `digest_key`'s
+    id, checked against it); a new ledger takes `digest_key_id` or `digest_key`'s id. A record that
+    does not fit (cut, seq not continuing the link, undocumented flag bits) is LedgerFormatError,
+    after the records before it are sealed. Every other source needs `digest_key`.
 
     `workers` threads digest each batch (0: every usable core); records never depend on it. For a
     live interface `workers` is the number of receive rings (0: one), each read and digested by its
@@ -199,6 +210,13 @@ def capture_file(
         raise UsageError(Setting("frames"), " must be at least 1")
     if workers < 0:
         raise UsageError(Setting("workers"), " must be 0 (every core) or more")
+    if not is_records(source) and digest_key is None:
+        raise UsageError("digesting frames needs the digest key (only records computed elsewhere go without it)")
+    if digest_key_id is not None and not is_records(source):
+        raise UsageError("a digest key id is taken only for records computed elsewhere; frames are digested "
+                         "with the digest key, whose id the ledger records")
+    if digest_key_id is not None and not _KEY_ID.fullmatch(digest_key_id):
+        raise UsageError(f"digest key id {digest_key_id!r} is not 32 lowercase hex digits")
     ledger_dir = Path(ledger_dir)
     new_dir = not ledger_dir.exists()
     fsio.make_dirs(ledger_dir)
@@ -216,7 +234,7 @@ def capture_file(
                 algorithm=algorithm, strip=strip, link=link, segment_records=segment_records,
                 segment_seconds=segment_seconds, leaf_records=leaf_records, duration=duration,
                 max_frames=max_frames, live=live, workers=workers, accept_forgery_risk=accept_forgery_risk,
-                progress=progress, monitor=monitor)
+                progress=progress, monitor=monitor, digest_key_id=digest_key_id)
             return CaptureRun(source, ledger_dir, digest_key, signing_key, opts).run()
         except StorageError as e:
             if e.errno in _WRITE_ERRNOS and e.path and Path(e.path).parent == layout.link_dir(ledger_dir, link):
@@ -245,6 +263,7 @@ class CaptureOptions:
     accept_forgery_risk: bool = False
     progress: Progress | None = None
     monitor: Callable[[CaptureStatus], None] | None = None
+    digest_key_id: str | None = None  # records: sources only
 
 
 def _gap_records_only(records: memoryview, n: int, dtype: np.dtype, first_seq: int) -> np.ndarray:
@@ -274,10 +293,11 @@ class CaptureRun:
     alg: Algorithm
     strip_id: int
     result: CaptureResult
-    reader: CaptureReader  # the first of `readers`
-    engine: DigestEngine
+    reader: CaptureReader | RecordsReader  # the first of `readers`
+    engine: DigestEngine | RecordsReader  # a records: source is its own engine
+    genesis_key_id: str  # a new ledger's digest key id
 
-    def __init__(self, source: str | Path, ledger_dir: Path, digest_key: DigestKey, signing_key: SigningKey,
+    def __init__(self, source: str | Path, ledger_dir: Path, digest_key: DigestKey | None, signing_key: SigningKey,
                  opts: CaptureOptions):
         self.source = source
         self.ledger_dir = ledger_dir
@@ -285,6 +305,7 @@ class CaptureRun:
         self.signing_key = signing_key
         self.opts = opts
         self.live_source = is_live(source)
+        self.records_source = is_records(source)
         # A live ring hands out frames block by block to one reader: one thread digests them. Several
         # live workers are several rings in one fanout group, one thread each (ledgertool.capture.workers).
         self.live_workers = (opts.workers or 1) if self.live_source else 0
@@ -293,6 +314,7 @@ class CaptureRun:
         self.witness: FanoutWitness | None = None
         self.workers: LiveWorkers | None = None
         self.writer: LinkWriter | None = None
+        self._engines: list[DigestEngine] = []
         self.stopping = False
         self._signal: int | None = None
         self._old_handlers: dict = {}
@@ -330,28 +352,36 @@ class CaptureRun:
         if not exists:
             self.ledger = create_ledger(
                 self.ledger_dir, algorithm=self.alg.name, strip=opts.strip or "frame",
-                digest_key_id=self.digest_key.key_id(self.alg.name, self.alg.key_size),
+                digest_key_id=self.genesis_key_id,
                 digest_size=self.alg.digest_size, leaf_records=opts.leaf_records or DEFAULT_LEAF_RECORDS)
         self.result = CaptureResult(str(self.source), str(self.ledger_dir), opts.link, self.alg.name,
                                     self.ledger.strip, created=not exists)
         if not exists and self.alg.creation_warning:
             self.result.warnings.append(self.alg.creation_warning)
         self._recover()
-        source_name = (str(self.source) if (self.live_source or is_workload(self.source))
-                       else Path(self.source).name)
+        if self.records_source:
+            source_name = seal_source_name(self.source)
+        elif self.live_source or is_workload(self.source):
+            source_name = str(self.source)
+        else:
+            source_name = Path(self.source).name
         self.writer = LinkWriter.open(self.ledger_dir, self.ledger, opts.link, self.signing_key, source=source_name,
                                       segment_records=opts.segment_records, segment_seconds=opts.segment_seconds)
         self.result.first_seq = self.writer.next_seq
-        subkey = self.digest_key.subkey(self.alg.name, self.alg.key_size)
-        engines = [DigestEngine(r, self.alg, self.strip_id, subkey, workers=self.digest_threads)
-                   for r in self.readers]
-        self.engine = engines[0]
+        self.engine = self.reader if self.records_source else self._start_engines()
         if self.live_workers > 1:
-            self.workers = LiveWorkers(engines, max_frames=opts.max_frames, pin_cpus=pins)
+            self.workers = LiveWorkers(self._engines, max_frames=opts.max_frames, pin_cpus=pins)
         # Signals can only be caught on the main thread; elsewhere the caller owns interruption.
         if threading.current_thread() is threading.main_thread():
             self._old_handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         self._t0 = time.perf_counter()
+
+    def _start_engines(self) -> DigestEngine:
+        """One digest engine per reader (`_engines`); the first."""
+        subkey = self.digest_key.subkey(self.alg.name, self.alg.key_size)
+        self._engines = [DigestEngine(r, self.alg, self.strip_id, subkey, workers=self.digest_threads)
+                         for r in self.readers]
+        return self._engines[0]
 
     def _check_ledger(self) -> bool:
         """Load and check an existing ledger against the options and keys, or check the options of a
@@ -366,6 +396,7 @@ class CaptureRun:
                     "as the prover normally does, can forge every tag without the key; use "
                     f"blake3-keyed-128 or hmac-sha256-128, or create it anyway with {self.alg.risk_opt_in} "
                     "(docs/algorithms.md, \"GMAC with a fixed IV\")")
+            self.genesis_key_id = self._new_key_id()
             return False
         ledger = load_ledger(ledger_dir)
         for opt, val in (("algorithm", opts.algorithm), ("strip", opts.strip), ("leaf_records", opts.leaf_records)):
@@ -376,13 +407,43 @@ class CaptureRun:
         self.strip_id = get_strip_mode(ledger.strip)
         # new segments use the newest digest key (a rotation retires the older ones); their
         # headers and seals carry its id, ledger.json keeps the genesis id
-        self.ledger = ledger.for_digest_key(current_digest_key_id(ledger_dir, ledger, self.digest_key))
+        self.ledger = ledger.for_digest_key(self._current_key_id(ledger))
         current_signer_check(ledger_dir, self.ledger, self.signing_key)
         return True
 
+    def _new_key_id(self) -> str:
+        """A new ledger's digest key id: the digest key's, or for records computed elsewhere the id
+        given (KeyFileError when both are given and differ, UsageError when neither is)."""
+        given = self.opts.digest_key_id
+        if self.digest_key is None:
+            if given is None:
+                raise UsageError("a new ledger records the id of its digest key: for records computed elsewhere "
+                                 "give the digest key or its id")
+            return given
+        kid = self.digest_key.key_id(self.alg.name, self.alg.key_size)
+        if given is not None and given != kid:
+            raise KeyFileError(f"{self.digest_key.path or 'digest key'}: digest key id {kid} ({self.alg.name}) is "
+                               f"not the digest key id {given} given for the records")
+        return kid
+
+    def _current_key_id(self, ledger: LedgerHeader) -> str:
+        """The digest key id new segments of an existing ledger carry (the newest rotation's or the
+        genesis id), checked against the digest key and the id given, where there are any."""
+        if self.digest_key is not None:
+            kid = current_digest_key_id(self.ledger_dir, ledger, self.digest_key)
+        else:
+            kid = digest_key_ids(self.ledger_dir, ledger)[-1]
+        given = self.opts.digest_key_id
+        if given is not None and given != kid:
+            raise KeyFileError(f"digest key id {given} given for the records is not the current digest key of "
+                               f"ledger {self.ledger_dir} (key id {kid})")
+        return kid
+
     def _open_readers(self) -> None:
         source, live, n = self.source, self.opts.live, self.live_workers
-        if n <= 1:
+        if self.records_source:
+            self.readers = [RecordsReader(source, self.alg, self.opts.link)]
+        elif n <= 1:
             self.readers = [open_source(source, live)]
         elif is_bypass(source):
             # AF_XDP sockets on consecutive queues, or RX queues of a DPDK port; each worker thread
@@ -461,7 +522,7 @@ class CaptureRun:
                 arr = _gap_records_only(records, n, self.engine.dtype, w.next_seq)
                 records, n, nbytes = memoryview(arr.tobytes()), len(arr), 0
             if n == 0:
-                if self.engine.ended or not self.live_source:
+                if self.engine.ended or not (self.live_source or self.records_source):
                     break
             else:
                 self._record(records, n, nbytes)
@@ -473,7 +534,7 @@ class CaptureRun:
         """One reader's batch into the open segment; GAP records are counted as drops, not frames."""
         self.writer.append(records, n)
         frames = n
-        if self.live_source:  # GAP records: frames the kernel dropped, declared in aux
+        if self.live_source or self.records_source:  # GAP records: frames dropped, declared in aux
             arr = np.frombuffer(records, dtype=self.engine.dtype, count=n)
             gaps = (arr["flags"] & FLAG_GAP) != 0
             if gaps.any():

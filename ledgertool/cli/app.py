@@ -205,10 +205,10 @@ def _live_panel(source: str, enabled: bool):
 
 @app.command()
 def capture(
-    source: Annotated[str, typer.Argument(help="pcap/pcapng file, workload:SPEC.toml (generated frames), iface:NAME (live AF_PACKET), xdp:NAME[:QUEUE] (live AF_XDP) or dpdk:PORT (DPDK, with --eal).")],
+    source: Annotated[str, typer.Argument(help="pcap/pcapng file, workload:SPEC.toml (generated frames), iface:NAME (live AF_PACKET), xdp:NAME[:QUEUE] (live AF_XDP), dpdk:PORT (DPDK, with --eal), or records:FILE / records:- (records computed elsewhere, docs/devices.md).")],
     ledger: Annotated[Path, typer.Option("--ledger", help="Ledger directory (created if absent).")],
-    digest_key: Annotated[Path, typer.Option("--digest-key", help="digest.key (32-byte master secret, hex).")],
     signing_key: Annotated[Path, typer.Option("--signing-key", help="signing.key from `keys generate`.")],
+    digest_key: Annotated[Optional[Path], typer.Option("--digest-key", help="digest.key (32-byte master secret, hex). Required, except for records: sources.")] = None,
     algorithm: Annotated[Optional[str], typer.Option(help="Digest algorithm for a new ledger (default: siphash-1-3-128).")] = None,
     strip: Annotated[Optional[str], typer.Option(help="Strip mode for a new ledger: frame, l3, payload or rdma (docs/strip-modes.md; default: frame).")] = None,
     link: Annotated[str, typer.Option(help="Link name (hive partition link=NAME).")] = "link0",
@@ -231,14 +231,20 @@ def capture(
     accept_gmac_forgery_risk: Annotated[bool, typer.Option(
         "--accept-gmac-forgery-risk", help="Create an aes-128-gmac ledger although whoever holds two of its tags "
         "can forge every tag (fixed IV; docs/algorithms.md).")] = False,
+    digest_key_id: Annotated[Optional[str], typer.Option("--digest-key-id", help="records: only: the digest key id of the key the device digested with (32 hex), for a new ledger without --digest-key; checked against an existing ledger's.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
 ) -> None:
-    """Digest every frame of a capture or a live interface into a sealed, signed, hash-chained ledger."""
+    """Digest every frame of a capture or a live interface (or seal records computed elsewhere) into a sealed, signed, hash-chained ledger."""
     from ..capture.run import capture_file
     from ..keyfiles import DigestKey, SigningKey
     from ..source import is_bypass, is_live
     from ..source.live import LiveOptions
+    from ..source.records import is_records
 
+    if digest_key is None and not is_records(source):
+        raise UsageError("--digest-key is required (only a records: source goes without it)")
+    if digest_key_id is not None and not is_records(source):
+        raise UsageError("--digest-key-id is only for records: sources")
     live_source = is_live(source)
     opts = None
     if is_bypass(source):
@@ -249,14 +255,14 @@ def capture(
     elif live_source:
         opts = LiveOptions(ring_mb=ring_mb, block_kb=block_kb, block_ms=block_ms, fanout_group=fanout_group,
                            promisc=promisc, pin_cpu=pin)
-    dk, sk = DigestKey.load(digest_key), SigningKey.load(signing_key)
+    dk, sk = DigestKey.load(digest_key) if digest_key is not None else None, SigningKey.load(signing_key)
     ctx = _live_panel(source, not as_json) if live_source else _progress(f"capture {source}", not as_json)
     with ctx as cb:
         res = capture_file(source, ledger, digest_key=dk, signing_key=sk, algorithm=algorithm, strip=strip,
                            link=link, segment_records=segment_records, leaf_records=leaf_records,
                            progress=None if live_source else cb, monitor=cb if live_source else None,
                            segment_seconds=segment_seconds, duration=duration, max_frames=frames, live=opts,
-                           workers=workers, accept_forgery_risk=accept_gmac_forgery_risk)
+                           workers=workers, accept_forgery_risk=accept_gmac_forgery_risk, digest_key_id=digest_key_id)
     for w in res.warnings:
         err.print(styled(("warning:", "yellow"), f" {w}"))
     if res.drops:

@@ -34,6 +34,8 @@ FLAG_NAMES = {
     FLAG_CAPLEN_GT_SNAPLEN: "CAPLEN_GT_SNAPLEN",
     FLAG_GAP: "GAP",
 }
+# every documented flag bit; bits 7-14 are reserved (docs/ledger-format.md "Record flags")
+FLAGS_DEFINED = sum(FLAG_NAMES)
 
 
 def record_size(algorithm: Algorithm) -> int:

@@ -1,7 +1,9 @@
 """LinkWriter: where a capture's records go from the digest engine to storage and to the sealer.
 
 It owns one link's open segment (the only place that builds a segment header), rotates it by
-record count and by wall-clock age, seals each full segment on a background thread, extends the
+record count and by wall-clock age, seals each full segment on a background thread from the records
+it was handed, kept in memory (the open segment file is for `recover` after a crash: storage is the
+adversary's, so what is sealed is never read back from it), extends the
 link's seal chain (previous seal hash, next index and first seq) and signs a checkpoint over the
 chain after every seal (docs/ledger-format.md; docs/transparency.md, "Checkpoints").
 """
@@ -22,7 +24,7 @@ from . import layout
 from .checkpoints import link_tree, write_checkpoint
 from .header import LedgerHeader
 from .index import link_state
-from .segment import SegmentHeader, SegmentWriter, now_ns, read_open_segment
+from .segment import SegmentHeader, SegmentWriter, now_ns
 
 
 class LinkWriter:
@@ -53,6 +55,7 @@ class LinkWriter:
         self._tree = tree
         self._prev_hash = prev_hash  # of the last seal handed to the sealer (set on its thread)
         self._segment: SegmentWriter | None = None
+        self._records = bytearray()  # the open segment's records as handed over: what its seal covers
         self._opened_at = 0.0  # perf_counter when the open segment was created
         self._created_ns: int | None = None
         self._sealer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledgertool-seal")
@@ -106,6 +109,7 @@ class LinkWriter:
                                           header, self.ledger_dir)
             self._opened_at = time.perf_counter()
         self._segment.append(records, count)
+        self._records += records
         self.next_seq += count
 
     def due(self, records: int, opened_at: float, now: float) -> bool:
@@ -129,35 +133,37 @@ class LinkWriter:
         self._segment.close()
         fsio.unlink(self._segment.path, root=self.ledger_dir)
         self._segment = None
+        self._records = bytearray()
 
     # ---- sealing and the chain -----------------------------------------------------------------
 
     def seal(self) -> None:
-        """Close the open segment (fsync) and hand it to the sealer once the seal before it is done
-        (that seal's error is raised here)."""
+        """Close the open segment (fsync) and hand its records, as appended, to the sealer once the
+        seal before it is done (that seal's error is raised here)."""
         assert self._segment is not None
         self._segment.close()
-        path, index = self._segment.path, self.next_index
+        path, index, first_seq = self._segment.path, self.next_index, self._segment.header.first_seq
+        records, self._records = bytes(self._records), bytearray()
         self._segment = None
         self.next_index += 1
         self.drain()
-        self._pending.append(self._sealer.submit(self._seal_job, path, index))
+        self._pending.append(self._sealer.submit(self._seal_job, path, index, first_seq, records))
 
     def drain(self) -> None:
         """Wait for the seal in flight; its result joins `sealed` (in chain order)."""
         while self._pending:
             self.sealed.append(self._pending.pop(0).result())
 
-    def _seal_job(self, path: Path, index: int) -> SealResult:
-        """On the sealer thread: seal one closed segment, extend the chain, sign its checkpoint."""
-        seg = read_open_segment(path, self.ledger_dir)
+    def _seal_job(self, path: Path, index: int, first_seq: int, records: bytes) -> SealResult:
+        """On the sealer thread: seal one closed segment's records, extend the chain, sign its
+        checkpoint, remove the open segment file."""
         if not os.path.lexists(layout.checkpoint_path(self.ledger_dir, self.link)):
             # before a link's first seal (or in a ledger older than per-seal checkpoints): a checkpoint
             # of the chain as it stands, so a link never holds a seal without a checkpoint
             write_checkpoint(self.ledger_dir, self.ledger, self.link, self.signing_key, self._tree, top=False)
         _doc, res = seal_records(
             ledger_dir=self.ledger_dir, ledger=self.ledger, link=self.link, index=index,
-            first_seq=seg.header.first_seq, records=seg.records, prev_hash=self._prev_hash,
+            first_seq=first_seq, records=records, prev_hash=self._prev_hash,
             signing_key=self.signing_key, parquet=layout.parquet_path(self.ledger_dir, self.link, index),
             seal_file=layout.seal_path(self.ledger_dir, self.link, index), source=self.source,
         )

@@ -4,6 +4,8 @@
     xdp:NAME[:QUEUE]    a live interface through AF_XDP sockets (ledgertool.source.bypass)
     dpdk:PORT           a DPDK port, set up with --eal (ledgertool.source.bypass)
     workload:SPEC.toml  frames from the deterministic workload generator (ledgertool.source.workload)
+    records:FILE, records:-  not frames but records computed elsewhere: `capture` only
+                        (ledgertool.source.records.RecordsReader, which it opens itself)
     anything else       a pcap/pcapng file (ledgertool.source.file.CaptureReader)
 
 Every source is a native lt_reader underneath, so the engine treats them alike.
@@ -13,10 +15,12 @@ from __future__ import annotations
 
 import os
 
+from ..errors import UsageError
 from .bypass import open_bypass
 from .file import CaptureReader
 from .live import IFACE_PREFIX as LIVE_PREFIX
 from .live import LiveReader
+from .records import is_records
 from .workload import WORKLOAD_PREFIX, open_workload
 
 BYPASS_PREFIXES = ("xdp:", "dpdk:")
@@ -38,7 +42,10 @@ def is_workload(source) -> bool:
 def open_source(source: str | os.PathLike, live=None) -> CaptureReader:
     """Open SOURCE as a reader. `live` (ledgertool.source.live.LiveOptions) tunes an `iface:` source.
 
-    Raises CaptureFormatError, WorkloadSpecError or InterfaceError (all exit 2) for bad sources."""
+    Raises CaptureFormatError, WorkloadSpecError or InterfaceError (all exit 2) for bad sources,
+    UsageError for a records: source (records, not frames: nothing here digests them)."""
+    if is_records(source):
+        raise UsageError(f"{source}: holds records computed elsewhere, not frames; only `capture` takes it")
     if is_bypass(source):
         return open_sources(source, live, 1)[0]
     if is_live(source):
