@@ -15,6 +15,7 @@ import dataclasses
 import errno
 import os
 import signal
+import stat
 import threading
 import time
 from dataclasses import dataclass, field
@@ -152,6 +153,26 @@ def _remove_new_dir(ledger_dir: Path) -> None:
         pass
 
 
+def _check_ledger_place(ledger_dir: Path) -> None:
+    """An existing DIR must be a ledger or empty: never write a ledger among a user's files (as
+    `keys generate` refuses to). FileTypeError for a file, UsageError for a directory of other files."""
+    try:
+        mode = os.stat(ledger_dir).st_mode
+    except OSError as e:
+        raise fsio.storage_error(e, ledger_dir, "read ledger directory") from None
+    if not stat.S_ISDIR(mode):
+        raise fsio.wrong_kind(ledger_dir, mode, "a ledger directory (a new, empty or existing one)")
+    if os.path.lexists(ledger_dir / LEDGER_FILE):
+        return
+    try:
+        others = sorted(set(os.listdir(ledger_dir)) - {LOCK_FILE})  # a lock: a first capture that failed
+    except OSError as e:
+        raise fsio.storage_error(e, ledger_dir, "list ledger directory") from None
+    if others:
+        raise UsageError(f"{ledger_dir}: is a directory of {len(others)} other file(s) (no {LEDGER_FILE}), not "
+                         "a ledger; refusing to write a ledger among them: give a new or empty directory")
+
+
 def capture_file(
     source: str | Path, ledger_dir: Path, *, digest_key: DigestKey, signing_key: SigningKey,
     algorithm: str | None = None, strip: str | None = None, link: str = DEFAULT_LINK,
@@ -201,6 +222,8 @@ def capture_file(
         raise UsageError(Setting("workers"), " must be 0 (every core) or more")
     ledger_dir = Path(ledger_dir)
     new_dir = not ledger_dir.exists()
+    if not new_dir:
+        _check_ledger_place(ledger_dir)
     fsio.make_dirs(ledger_dir)
     with contextlib.ExitStack() as held:
         try:

@@ -1,0 +1,89 @@
+"""Issue 15 (CLI habits): output, interaction and mistakes, each through the real entry point."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import SAMPLES, run_cli
+
+SAMPLE = SAMPLES / "sample.pcapng"
+
+
+def _keys(keydir: Path) -> list[str]:
+    return ["--digest-key", str(keydir / "digest.key"), "--signing-key", str(keydir / "signing.key")]
+
+
+@pytest.fixture(scope="module")
+def ledger(tmp_path_factory, keydir) -> Path:
+    """The sample in 3 segments, with the checkpoint after them saved as cp3.txt, then 3 more
+    segments and cp6.txt."""
+    d = tmp_path_factory.mktemp("habits")
+    led = d / "L"
+    for cp in ("cp3.txt", "cp6.txt"):
+        r = run_cli("capture", SAMPLE, "--ledger", led, *_keys(keydir), "--segment-records", "100")
+        assert r.returncode == 0, r.stderr
+        r = run_cli("checkpoint", led, "--out", d / cp)
+        assert r.returncode == 0, r.stderr
+    return led
+
+
+def _one_error_line(r: subprocess.CompletedProcess, code: int = 2) -> str:
+    assert r.returncode == code, (r.returncode, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ledgertool: error: "), r.stderr
+    assert ".tmp" not in r.stderr and "Traceback" not in r.stderr
+    return lines[0]
+
+
+# ---- 1. --debug keeps the exit code -------------------------------------------------------------
+
+def test_item15_debug_keeps_exit_code(tmp_path, keydir):
+    plain = run_cli("verify", tmp_path / "absent", "--trust", keydir / "verifier.pub")
+    debug = run_cli("--debug", "verify", tmp_path / "absent", "--trust", keydir / "verifier.pub")
+    assert plain.returncode == debug.returncode == 2
+    assert "Traceback" in debug.stderr and "Traceback" not in plain.stderr
+    assert debug.stderr.strip().splitlines()[-1] == plain.stderr.strip()
+
+
+# ---- 2. bad output paths --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("where", ["missing-dir", "a-dir"])
+def test_item15_bad_output_paths(ledger, keydir, tmp_path, where):
+    out = tmp_path / "nodir" / "x.out" if where == "missing-dir" else tmp_path
+    cmds = [["prove", ledger, "--seq", "1", "--out", out],
+            ["checkpoint", ledger, "--out", out],
+            ["recompute", SAMPLE, "--digest-key", keydir / "digest.key", "--algorithm", "siphash-1-3-128",
+             "--strip", "frame", "--out", out]]
+    for cmd in cmds:
+        line = _one_error_line(run_cli(*cmd))
+        assert str(tmp_path) in line, line
+        assert ("No such file or directory" if where == "missing-dir" else "Is a directory") in line
+
+
+def test_item15_capture_ledger_is_a_file(tmp_path, keydir):
+    f = tmp_path / "afile"
+    f.write_text("mine\n")
+    line = _one_error_line(run_cli("capture", SAMPLE, "--ledger", f, *_keys(keydir)))
+    assert line == f"ledgertool: error: {f}: is a regular file; expected a ledger directory (a new, empty or existing one)"
+    assert f.read_text() == "mine\n"
+
+
+def test_item15_capture_refuses_a_directory_of_other_files(tmp_path, keydir):
+    d = tmp_path / "photos"
+    d.mkdir()
+    (d / "notes.txt").write_text("mine\n")
+    line = _one_error_line(run_cli("capture", SAMPLE, "--ledger", d, *_keys(keydir)))
+    assert "not a ledger; refusing to write a ledger among them" in line
+    assert sorted(p.name for p in d.iterdir()) == ["notes.txt"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = run_cli("capture", SAMPLE, "--ledger", empty, *_keys(keydir))
+    assert r.returncode == 0, r.stderr
+    assert (empty / "ledger.json").is_file()
