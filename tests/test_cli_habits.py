@@ -87,3 +87,15 @@ def test_item15_capture_refuses_a_directory_of_other_files(tmp_path, keydir):
     r = run_cli("capture", SAMPLE, "--ledger", empty, *_keys(keydir))
     assert r.returncode == 0, r.stderr
     assert (empty / "ledger.json").is_file()
+
+
+# ---- 4. check-consistency with OLD and NEW swapped -----------------------------------------------
+
+def test_item15_check_consistency_swapped_is_usage(ledger, keydir):
+    cp3, cp6 = ledger.parent / "cp3.txt", ledger.parent / "cp6.txt"
+    trust = ["--ledger", ledger, "--trust", keydir / "verifier.pub"]
+    r = run_cli("check-consistency", cp3, cp6, *trust)
+    assert r.returncode == 0 and r.stdout.startswith("CONSISTENT"), r.stdout + r.stderr
+    line = _one_error_line(run_cli("check-consistency", cp6, cp3, *trust))
+    assert "swapped" in line and f"check-consistency {cp3} {cp6}" in line
+    assert run_cli("check-consistency", cp6, cp3, *trust, "--json").returncode == 2
