@@ -180,7 +180,7 @@ def capture_file(
     progress: Progress | None = None, segment_seconds: float | None = None, duration: float | None = None,
     max_frames: int | None = None, live: LiveOptions | None = None,
     monitor: Callable[[CaptureStatus], None] | None = None, workers: int = 0,
-    accept_forgery_risk: bool = False,
+    accept_forgery_risk: bool = False, on_interrupt: Callable[[int], None] | None = None,
 ) -> CaptureResult:
     """Capture every frame of a pcap/pcapng file, or a live interface (`iface:NAME`), into the
     ledger at `ledger_dir`.
@@ -199,7 +199,9 @@ def capture_file(
 
     Creates the ledger (algorithm default siphash-1-3-128, strip default frame) or appends to it,
     continuing its seal chain and sequence numbers; every segment written is sealed before return,
-    also on SIGINT/SIGTERM. Raises CaptureFormatError for an unreadable or corrupt capture (frames
+    also on SIGINT/SIGTERM: the first one calls `on_interrupt` with the number of records the open
+    segment holds (they are sealed before return); a second SIGINT raises KeyboardInterrupt without
+    sealing it (the open segment stays for `ledgertool recover`). Raises CaptureFormatError for an unreadable or corrupt capture (frames
     before a corrupt structure are sealed first and counted in the message), UsageError for a new
     ledger of an algorithm with a `risk_opt_in` (aes-128-gmac) unless `accept_forgery_risk`,
     KeyFileError when the
@@ -239,7 +241,7 @@ def capture_file(
                 algorithm=algorithm, strip=strip, link=link, segment_records=segment_records,
                 segment_seconds=segment_seconds, leaf_records=leaf_records, duration=duration,
                 max_frames=max_frames, live=live, workers=workers, accept_forgery_risk=accept_forgery_risk,
-                progress=progress, monitor=monitor)
+                progress=progress, monitor=monitor, on_interrupt=on_interrupt)
             return CaptureRun(source, ledger_dir, digest_key, signing_key, opts).run()
         except StorageError as e:
             if e.errno in _WRITE_ERRNOS and e.path and Path(e.path).parent == layout.link_dir(ledger_dir, link):
@@ -268,6 +270,7 @@ class CaptureOptions:
     accept_forgery_risk: bool = False
     progress: Progress | None = None
     monitor: Callable[[CaptureStatus], None] | None = None
+    on_interrupt: Callable[[int], None] | None = None
 
 
 def _gap_records_only(records: memoryview, n: int, dtype: np.dtype, first_seq: int) -> np.ndarray:
@@ -447,7 +450,13 @@ class CaptureRun:
     # ---- loop ------------------------------------------------------------------------------------
 
     def _on_signal(self, signum, _frame) -> None:
+        if self._signal is not None and signum == signal.SIGINT:
+            # a second Ctrl-C: stop waiting for the seal; the open segment stays for `recover`
+            raise KeyboardInterrupt
+        first = self._signal is None
         self._signal = signum
+        if first and self.opts.on_interrupt is not None:
+            self.opts.on_interrupt(self.writer.open_records if self.writer is not None else 0)
 
     def _stop_reason(self, frames_reached: bool) -> str | None:
         """Why the capture should stop now: a signal, the duration, the frame count; None to go on."""

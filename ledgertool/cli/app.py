@@ -44,6 +44,10 @@ err = SafeConsole(stderr=True, soft_wrap=True)
 STATE = {"debug": False}
 
 
+class Interrupted(Exception):
+    """Ctrl-C ended a command that has more to say than "interrupted" (exit 130)."""
+
+
 def _emit_json(doc: dict | list) -> None:
     sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
 
@@ -251,12 +255,19 @@ def capture(
                            promisc=promisc, pin_cpu=pin)
     dk, sk = DigestKey.load(digest_key), SigningKey.load(signing_key)
     ctx = _live_panel(source, not as_json) if live_source else _progress(f"capture {source}", not as_json)
-    with ctx as cb:
-        res = capture_file(source, ledger, digest_key=dk, signing_key=sk, algorithm=algorithm, strip=strip,
-                           link=link, segment_records=segment_records, leaf_records=leaf_records,
-                           progress=None if live_source else cb, monitor=cb if live_source else None,
-                           segment_seconds=segment_seconds, duration=duration, max_frames=frames, live=opts,
-                           workers=workers, accept_forgery_risk=accept_gmac_forgery_risk)
+    def sealing(records: int) -> None:
+        err.print(f"sealing {records:,} records… (Ctrl-C again to abandon the open segment; it stays recoverable)")
+
+    try:
+        with ctx as cb:
+            res = capture_file(source, ledger, digest_key=dk, signing_key=sk, algorithm=algorithm, strip=strip,
+                               link=link, segment_records=segment_records, leaf_records=leaf_records,
+                               progress=None if live_source else cb, monitor=cb if live_source else None,
+                               segment_seconds=segment_seconds, duration=duration, max_frames=frames, live=opts,
+                               workers=workers, accept_forgery_risk=accept_gmac_forgery_risk, on_interrupt=sealing)
+    except KeyboardInterrupt:
+        raise Interrupted(f"the open segment was not sealed; `ledgertool recover {ledger} --signing-key "
+                          f"{signing_key}` seals it") from None
     for w in res.warnings:
         err.print(styled(("warning:", "yellow"), f" {w}"))
     if res.drops:
@@ -802,6 +813,9 @@ def _run() -> int:
         return exit_code_for(e)
     except typer.Exit as e:
         return e.exit_code
+    except Interrupted as e:
+        err.print(f"ledgertool: interrupted: {e}", markup=False, highlight=False, soft_wrap=True)
+        return 130
     except (KeyboardInterrupt, typer.Abort):
         err.print("ledgertool: interrupted")
         return 130
@@ -824,6 +838,8 @@ def _run() -> int:
         err.print(f"ledgertool: internal error: {type(e).__name__}: {e} (rerun with --debug for a traceback)",
                   markup=False, soft_wrap=True)
         return 2
+    if rc == 130:  # typer turns Ctrl-C in a command into a silent exit 130
+        err.print("ledgertool: interrupted")
     return rc if isinstance(rc, int) else 0
 
 

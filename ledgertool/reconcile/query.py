@@ -18,6 +18,7 @@ rotation (docs/transparency.md), so `SELECT DISTINCT digest_key_id FROM seals` l
 from __future__ import annotations
 
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -111,10 +112,40 @@ def run_query(ledger_dir: Path, sql: str, trust: TrustBundle | None = None, chec
     with tempfile.TemporaryDirectory(prefix="ledgertool-query-") as tmp:
         con, res = connect(ledger_dir, trust, checkpoint, checkpoint_name, temp_dir=tmp)
         try:
-            cur = con.execute(sql)
-            cols = [d[0] for d in cur.description] if cur.description else []
-            return QueryResult(cols, cur.fetchall(), res)
+            cols, rows = _interruptible(con, sql)
+            return QueryResult(cols, rows, res)
         except duckdb.Error as e:
             raise UsageError(f"query failed: {str(e).splitlines()[0]}") from None
         finally:
             con.close()
+
+
+def _interruptible(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[list[str], list[tuple]]:
+    """(column names, rows) of `sql`. DuckDB runs it on a worker thread so that Ctrl-C reaches the
+    main thread, which interrupts the query and re-raises KeyboardInterrupt (a query blocked in
+    DuckDB on the main thread never sees the signal)."""
+    done: list = []
+    finished = threading.Event()  # not Thread.is_alive(): a join() cut by Ctrl-C can leave it wrong
+    cur = con.cursor()  # the connection itself refuses interrupt() while a call on it is running
+
+    def work() -> None:
+        try:
+            cur.execute(sql)
+            done.append(([d[0] for d in cur.description] if cur.description else [], cur.fetchall()))
+        except BaseException as e:  # noqa: BLE001 - handed to the main thread
+            done.append(e)
+        finally:
+            finished.set()
+
+    threading.Thread(target=work, name="ledgertool-query", daemon=True).start()
+    try:
+        while not finished.wait(0.1):
+            pass
+    finally:
+        if not finished.is_set():  # Ctrl-C while DuckDB works: stop it before the connection closes
+            cur.interrupt()
+            finished.wait()
+        cur.close()
+    if isinstance(done[0], BaseException):
+        raise done[0]
+    return done[0]
