@@ -7,8 +7,6 @@ Every LedgerError is caught once in `main` and becomes a one-line message and an
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import os
 import sys
@@ -647,59 +645,51 @@ def _parse_tolerance(text: str) -> int:
 
 # ---- query ----------------------------------------------------------------------------------
 
-def _cell(v):
-    """A query value as JSON/CSV: binary as lowercase hex at any depth, other non-JSON scalars
-    (DECIMAL, DATE, UUID, ...) as their SQL text."""
-    if isinstance(v, (bytes, bytearray, memoryview)):
-        return bytes(v).hex()
-    if isinstance(v, (list, tuple)):
-        return [_cell(x) for x in v]
-    if isinstance(v, dict):
-        return {str(k): _cell(x) for k, x in v.items()}
-    if v is None or isinstance(v, (bool, int, float, str)):
-        return v
-    return str(v)
-
-
 @app.command()
 def query(
     ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
     sql: Annotated[str, typer.Argument(help="SQL over the views `records` and `seals`.")],
-    fmt: Annotated[str, typer.Option("--format", help="table, csv or json.")] = "table",
+    fmt: Annotated[Optional[str], typer.Option(
+        "--format", help="table (default), csv, json, jsonl, markdown or parquet (needs --output).")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the result to FILE, not stdout.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
     trust: Annotated[Optional[Path], typer.Option(
         "--trust", help="verifier.pub: verify signatures too before querying (without it only the keyless "
                         "checks run, and a warning says so).")] = None,
     checkpoint: Annotated[Optional[Path], typer.Option("--checkpoint", help="A checkpoint the ledger must extend.")] = None,
 ) -> None:
     """Verify a ledger, then run SQL (DuckDB) over the verified `records` and `seals` tables."""
+    from ..fsio import atomic_path, write_atomic
     from ..keyfiles import TrustBundle
     from ..reconcile.query import run_query
+    from .results import FORMATS, render
 
-    if fmt not in ("table", "csv", "json"):
-        raise UsageError(f"--format {fmt!r}: use table, csv or json")
+    if as_json and fmt not in (None, "json"):
+        raise UsageError(f"--json is --format json; drop --format {fmt}")
+    fmt = "json" if as_json else fmt or "table"
+    if fmt not in FORMATS:
+        raise UsageError(f"--format {fmt!r}: use {', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
+    if fmt == "parquet" and output is None:
+        raise UsageError("--format parquet writes a file: give --output FILE.parquet")
     bundle = TrustBundle.load(trust) if trust is not None else None
     note = _read_input(checkpoint, "checkpoint") if checkpoint is not None else None
-    res = run_query(ledger, sql, bundle, note, str(checkpoint))
+    res = run_query(ledger, sql, bundle, note, str(checkpoint), arrow=fmt == "parquet")
     _unverified_warning(res.verification)
-    cols, rows = res.columns, [[_cell(v) for v in r] for r in res.rows]
-    if fmt == "json":
-        # Repeated column names would collide as object keys: suffix them (a, a_2, ...).
-        keys, seen = [], {}
-        for c in cols:
-            seen[c] = seen.get(c, 0) + 1
-            keys.append(c if seen[c] == 1 else f"{c}_{seen[c]}")
-        sys.stdout.write(json.dumps([dict(zip(keys, r)) for r in rows]) + "\n")
-    elif fmt == "csv":
-        buf = io.StringIO()
-        w = csv.writer(buf)
-        w.writerow(cols)
-        w.writerows(rows)
-        sys.stdout.write(buf.getvalue())
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        with atomic_path(output.absolute(), what="query result") as tmp:
+            pq.write_table(res.table, tmp)
+        err.print(f"wrote {res.table.num_rows:,} rows to {output}")
+        return
+    # a table fits the terminal only when it is shown on one; elsewhere every value is whole
+    on_terminal = output is None and sys.stdout.isatty()
+    text = render(fmt, res.columns, res.rows, out.width if on_terminal and fmt == "table" else None)
+    if output is not None:
+        write_atomic(output.absolute(), text.encode(), what="query result")
+        err.print(f"wrote {len(res.rows):,} rows to {output}")
     else:
-        t = Table(*cols)
-        for r in rows:
-            t.add_row(*("NULL" if v is None else str(v) for v in r))
-        out.print(t)
+        sys.stdout.write(text)
 
 
 # ---- algorithms -----------------------------------------------------------------------------
