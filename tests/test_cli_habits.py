@@ -253,3 +253,28 @@ def test_item15_query_parquet(ledger, tmp_path):
     assert line == "ledgertool: error: --format parquet writes a file: give --output FILE.parquet"
     _one_error_line(run_cli("query", ledger, WIDE, "--json", "--format", "csv"))
     _one_error_line(run_cli("query", ledger, WIDE, "--output", tmp_path / "nodir" / "q.txt"))
+
+
+# ---- 6. help ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("cmd", [["capture"], ["verify"], ["recompute"], ["query"], ["check-proof"], ["keys", "generate"]])
+def test_item15_help_says_exit_codes_and_example(cmd):
+    for flag in ("-h", "--help"):
+        r = run_cli(*cmd, flag)
+        assert r.returncode == 0, r.stderr
+        assert "Exit codes: 0 " in r.stdout and "\n  Example:\n    ledgertool " + " ".join(cmd) in r.stdout
+        assert "Reads: " in r.stdout and "Writes: " in r.stdout
+        assert "<bool>" not in r.stdout and "{" not in r.stdout.splitlines()[0]
+    assert r.stdout.startswith(f"Usage: ledgertool {' '.join(cmd)} [OPTIONS] ")
+
+
+def test_item15_capture_help_lists_algorithms_and_strip_modes():
+    from ledgertool.algorithms import ALGORITHMS, STRIP_MODES
+    from ledgertool.cli import helptext
+
+    assert helptext.LEDGER_ALGORITHMS == tuple(n for n, a in ALGORITHMS.items() if a.ledger_ok)
+    assert helptext.STRIP_MODES == tuple(STRIP_MODES)
+    out = run_cli("capture", "--help").stdout
+    assert f"Algorithms (new ledger): {', '.join(helptext.LEDGER_ALGORITHMS)}." in out
+    assert f"Strip modes (new ledger): {', '.join(helptext.STRIP_MODES)}." in out
+    assert "Usage: ledgertool capture [OPTIONS] SOURCE\n" in out

@@ -30,6 +30,8 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,  # never print key material in a traceback
     add_completion=False,
+    context_settings={"help_option_names": ["--help", "-h"]},
+    rich_markup_mode=None,
 )
 keys_app = typer.Typer(help="Digest and signing keys.", no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
@@ -781,6 +783,32 @@ def _os_error_line(e: OSError) -> str:
     return (f"{name}: " if name else "") + text + (f"; {advice}" if advice else "")
 
 
+def _command():
+    """The app as a click command, every argument shown in capitals, as tcpdump and DuckDB write
+    them (`SOURCE`, not typer's `{source}`)."""
+    from typer.core import TyperArgument
+
+    from .helptext import epilog
+
+    root = typer.main.get_command(app)
+
+    def usage_name(p: TyperArgument):
+        return lambda: (p.metavar if p.required else f"[{p.metavar}]") + ("..." if p.nargs != 1 else "")
+
+    def walk(cmd, path: str = "") -> None:
+        cmd.epilog = cmd.epilog or epilog(path)
+        for p in cmd.params:
+            if isinstance(p, TyperArgument):
+                p.metavar = p.metavar or p.name.upper()
+                if hasattr(p, "_usage_display_name"):  # typer >= 0.16 braces required arguments
+                    p._usage_display_name = usage_name(p)
+        for name, sub in getattr(cmd, "commands", {}).items():
+            walk(sub, f"{path} {name}".strip())
+
+    walk(root)
+    return root
+
+
 def main() -> None:
     """Console entry point: map errors to exit codes (0 ok, 1 discrepancy, 2 bad input/usage)."""
     code = _run()
@@ -795,7 +823,7 @@ def main() -> None:
 def _run() -> int:
     """Run the app; return the exit code. With --debug an error also prints its traceback."""
     try:
-        rc = app(standalone_mode=False)
+        rc = _command()(prog_name="ledgertool", standalone_mode=False)
     except LedgerError as e:
         if STATE["debug"]:
             traceback.print_exc()
