@@ -278,3 +278,16 @@ def test_item15_capture_help_lists_algorithms_and_strip_modes():
     assert f"Algorithms (new ledger): {', '.join(helptext.LEDGER_ALGORITHMS)}." in out
     assert f"Strip modes (new ledger): {', '.join(helptext.STRIP_MODES)}." in out
     assert "Usage: ledgertool capture [OPTIONS] SOURCE\n" in out
+
+
+# ---- 7. small ones ----------------------------------------------------------------------------------
+
+def test_item15_zero_frame_capture_says_seq_none(tmp_path, keydir):
+    import struct
+
+    empty = tmp_path / "empty.pcap"
+    empty.write_bytes(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))  # a header, no frame
+    r = run_cli("capture", empty, "--ledger", tmp_path / "L", *_keys(keydir))
+    assert r.returncode == 0, r.stderr
+    assert "captured 0 frames (0 bytes)" in r.stdout and "segments none, seq none, drops 0" in r.stdout, r.stdout
+    assert "..-1" not in r.stdout

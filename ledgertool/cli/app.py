@@ -277,8 +277,9 @@ def capture(
         _emit_json(res.to_json())
     else:
         segs = f"{res.segments[0].index}..{res.segments[-1].index}" if res.segments else "none"
+        seqs = f"{res.first_seq}..{res.next_seq - 1}" if res.next_seq > res.first_seq else "none"
         out.print(f"captured {res.frames:,} frames ({res.bytes:,} bytes) from {source} into {ledger} "
-                  f"link {link}: segments {segs}, seq {res.first_seq}..{res.next_seq - 1}, drops {res.drops}")
+                  f"link {link}: segments {segs}, seq {seqs}, drops {res.drops}")
         out.print(f"{res.elapsed_s:.3f} s, {_rate(res.frames_per_s)}frames/s, {res.gbit_per_s:.3g} Gbit/s"
                   f" ({res.algorithm}, strip {res.strip})")
         if res.live and ("xdp" in res.live or "dpdk" in res.live):
