@@ -108,7 +108,10 @@ def run(tmp_path_factory) -> dict:
     out["checkpoint_new"] = cli_json("checkpoint", ledger, "--out", tmp / "cp-new", "--json", **c)
     out["consistent"] = cli_json("check-consistency", tmp / "cp-old", tmp / "cp-new", "--ledger", ledger,
                                  "--trust", keys / "verifier.pub", "--json", **c)
-    out["inconsistent"] = cli_json("check-consistency", tmp / "cp-new", tmp / "cp-old", "--ledger", ledger,
+    # a NEW whose tree size was changed after signing: its signature fails, INCONSISTENT (exit 1)
+    origin, size, rest = (tmp / "cp-new").read_bytes().split(b"\n", 2)
+    (tmp / "cp-forged").write_bytes(b"\n".join([origin, str(int(size) + 1).encode(), rest]))
+    out["inconsistent"] = cli_json("check-consistency", tmp / "cp-old", tmp / "cp-forged", "--ledger", ledger,
                                    "--trust", keys / "verifier.pub", "--json", ok=(1,), **c)
     out["prove_rotated"] = cli_json("prove", ledger, "--out", tmp / "proof2.json", "--seq", 450, "--json", **c)
     out["check_proof_rotated"] = cli_json("check-proof", tmp / "proof2.json", "--trust", keys / "verifier.pub",

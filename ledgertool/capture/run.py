@@ -17,6 +17,7 @@ import errno
 import os
 import re
 import signal
+import stat
 import threading
 import time
 from dataclasses import dataclass, field
@@ -156,6 +157,26 @@ def _remove_new_dir(ledger_dir: Path) -> None:
         pass
 
 
+def _check_ledger_place(ledger_dir: Path) -> None:
+    """An existing DIR must be a ledger or empty: never write a ledger among a user's files (as
+    `keys generate` refuses to). FileTypeError for a file, UsageError for a directory of other files."""
+    try:
+        mode = os.stat(ledger_dir).st_mode
+    except OSError as e:
+        raise fsio.storage_error(e, ledger_dir, "read ledger directory") from None
+    if not stat.S_ISDIR(mode):
+        raise fsio.wrong_kind(ledger_dir, mode, "a ledger directory (a new, empty or existing one)")
+    if os.path.lexists(ledger_dir / LEDGER_FILE):
+        return
+    try:
+        others = sorted(set(os.listdir(ledger_dir)) - {LOCK_FILE})  # a lock: a first capture that failed
+    except OSError as e:
+        raise fsio.storage_error(e, ledger_dir, "list ledger directory") from None
+    if others:
+        raise UsageError(f"{ledger_dir}: is a directory of {len(others)} other file(s) (no {LEDGER_FILE}), not "
+                         "a ledger; refusing to write a ledger among them: give a new or empty directory")
+
+
 def capture_file(
     source: str | Path, ledger_dir: Path, *, digest_key: DigestKey | None, signing_key: SigningKey,
     algorithm: str | None = None, strip: str | None = None, link: str = DEFAULT_LINK,
@@ -164,6 +185,7 @@ def capture_file(
     max_frames: int | None = None, live: LiveOptions | None = None,
     monitor: Callable[[CaptureStatus], None] | None = None, workers: int = 0,
     accept_forgery_risk: bool = False, digest_key_id: str | None = None,
+    on_interrupt: Callable[[int], None] | None = None,
 ) -> CaptureResult:
     """Capture every frame of a pcap/pcapng file, or a live interface (`iface:NAME`), into the
     ledger at `ledger_dir`.
@@ -189,7 +211,9 @@ def capture_file(
 
     Creates the ledger (algorithm default siphash-1-3-128, strip default frame) or appends to it,
     continuing its seal chain and sequence numbers; every segment written is sealed before return,
-    also on SIGINT/SIGTERM. Raises CaptureFormatError for an unreadable or corrupt capture (frames
+    also on SIGINT/SIGTERM: the first one calls `on_interrupt` with the number of records the open
+    segment holds (they are sealed before return); a second SIGINT raises KeyboardInterrupt without
+    sealing it (the open segment stays for `ledgertool recover`). Raises CaptureFormatError for an unreadable or corrupt capture (frames
     before a corrupt structure are sealed first and counted in the message), UsageError for a new
     ledger of an algorithm with a `risk_opt_in` (aes-128-gmac) unless `accept_forgery_risk`,
     KeyFileError when the
@@ -219,6 +243,8 @@ def capture_file(
         raise UsageError(f"digest key id {digest_key_id!r} is not 32 lowercase hex digits")
     ledger_dir = Path(ledger_dir)
     new_dir = not ledger_dir.exists()
+    if not new_dir:
+        _check_ledger_place(ledger_dir)
     fsio.make_dirs(ledger_dir)
     with contextlib.ExitStack() as held:
         try:
@@ -234,7 +260,8 @@ def capture_file(
                 algorithm=algorithm, strip=strip, link=link, segment_records=segment_records,
                 segment_seconds=segment_seconds, leaf_records=leaf_records, duration=duration,
                 max_frames=max_frames, live=live, workers=workers, accept_forgery_risk=accept_forgery_risk,
-                progress=progress, monitor=monitor, digest_key_id=digest_key_id)
+                progress=progress, monitor=monitor, digest_key_id=digest_key_id,
+                on_interrupt=on_interrupt)
             return CaptureRun(source, ledger_dir, digest_key, signing_key, opts).run()
         except StorageError as e:
             if e.errno in _WRITE_ERRNOS and e.path and Path(e.path).parent == layout.link_dir(ledger_dir, link):
@@ -264,6 +291,7 @@ class CaptureOptions:
     progress: Progress | None = None
     monitor: Callable[[CaptureStatus], None] | None = None
     digest_key_id: str | None = None  # records: sources only
+    on_interrupt: Callable[[int], None] | None = None
 
 
 def _gap_records_only(records: memoryview, n: int, dtype: np.dtype, first_seq: int) -> np.ndarray:
@@ -485,7 +513,13 @@ class CaptureRun:
     # ---- loop ------------------------------------------------------------------------------------
 
     def _on_signal(self, signum, _frame) -> None:
+        if self._signal is not None and signum == signal.SIGINT:
+            # a second Ctrl-C: stop waiting for the seal; the open segment stays for `recover`
+            raise KeyboardInterrupt
+        first = self._signal is None
         self._signal = signum
+        if first and self.opts.on_interrupt is not None:
+            self.opts.on_interrupt(self.writer.open_records if self.writer is not None else 0)
 
     def _stop_reason(self, frames_reached: bool) -> str | None:
         """Why the capture should stop now: a signal, the duration, the frame count; None to go on."""

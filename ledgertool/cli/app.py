@@ -7,8 +7,6 @@ Every LedgerError is caught once in `main` and becomes a one-line message and an
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import os
 import sys
@@ -32,6 +30,8 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,  # never print key material in a traceback
     add_completion=False,
+    context_settings={"help_option_names": ["--help", "-h"]},
+    rich_markup_mode=None,
 )
 keys_app = typer.Typer(help="Digest and signing keys.", no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
@@ -42,6 +42,10 @@ app.add_typer(keys_app, name="keys")
 out = SafeConsole(soft_wrap=True)
 err = SafeConsole(stderr=True, soft_wrap=True)
 STATE = {"debug": False}
+
+
+class Interrupted(Exception):
+    """Ctrl-C ended a command that has more to say than "interrupted" (exit 130)."""
 
 
 def _emit_json(doc: dict | list) -> None:
@@ -257,12 +261,20 @@ def capture(
                            promisc=promisc, pin_cpu=pin)
     dk, sk = DigestKey.load(digest_key) if digest_key is not None else None, SigningKey.load(signing_key)
     ctx = _live_panel(source, not as_json) if live_source else _progress(f"capture {source}", not as_json)
-    with ctx as cb:
-        res = capture_file(source, ledger, digest_key=dk, signing_key=sk, algorithm=algorithm, strip=strip,
-                           link=link, segment_records=segment_records, leaf_records=leaf_records,
-                           progress=None if live_source else cb, monitor=cb if live_source else None,
-                           segment_seconds=segment_seconds, duration=duration, max_frames=frames, live=opts,
-                           workers=workers, accept_forgery_risk=accept_gmac_forgery_risk, digest_key_id=digest_key_id)
+    def sealing(records: int) -> None:
+        err.print(f"sealing {records:,} records… (Ctrl-C again to abandon the open segment; it stays recoverable)")
+
+    try:
+        with ctx as cb:
+            res = capture_file(source, ledger, digest_key=dk, signing_key=sk, algorithm=algorithm, strip=strip,
+                               link=link, segment_records=segment_records, leaf_records=leaf_records,
+                               progress=None if live_source else cb, monitor=cb if live_source else None,
+                               segment_seconds=segment_seconds, duration=duration, max_frames=frames, live=opts,
+                               workers=workers, accept_forgery_risk=accept_gmac_forgery_risk,
+                               digest_key_id=digest_key_id, on_interrupt=sealing)
+    except KeyboardInterrupt:
+        raise Interrupted(f"the open segment was not sealed; `ledgertool recover {ledger} --signing-key "
+                          f"{signing_key}` seals it") from None
     for w in res.warnings:
         err.print(styled(("warning:", "yellow"), f" {w}"))
     if res.drops:
@@ -272,8 +284,9 @@ def capture(
         _emit_json(res.to_json())
     else:
         segs = f"{res.segments[0].index}..{res.segments[-1].index}" if res.segments else "none"
+        seqs = f"{res.first_seq}..{res.next_seq - 1}" if res.next_seq > res.first_seq else "none"
         out.print(f"captured {res.frames:,} frames ({res.bytes:,} bytes) from {source} into {ledger} "
-                  f"link {link}: segments {segs}, seq {res.first_seq}..{res.next_seq - 1}, drops {res.drops}")
+                  f"link {link}: segments {segs}, seq {seqs}, drops {res.drops}")
         out.print(f"{res.elapsed_s:.3f} s, {_rate(res.frames_per_s)}frames/s, {res.gbit_per_s:.3g} Gbit/s"
                   f" ({res.algorithm}, strip {res.strip})")
         if res.live and ("xdp" in res.live or "dpdk" in res.live):
@@ -642,59 +655,51 @@ def _parse_tolerance(text: str) -> int:
 
 # ---- query ----------------------------------------------------------------------------------
 
-def _cell(v):
-    """A query value as JSON/CSV: binary as lowercase hex at any depth, other non-JSON scalars
-    (DECIMAL, DATE, UUID, ...) as their SQL text."""
-    if isinstance(v, (bytes, bytearray, memoryview)):
-        return bytes(v).hex()
-    if isinstance(v, (list, tuple)):
-        return [_cell(x) for x in v]
-    if isinstance(v, dict):
-        return {str(k): _cell(x) for k, x in v.items()}
-    if v is None or isinstance(v, (bool, int, float, str)):
-        return v
-    return str(v)
-
-
 @app.command()
 def query(
     ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
     sql: Annotated[str, typer.Argument(help="SQL over the views `records` and `seals`.")],
-    fmt: Annotated[str, typer.Option("--format", help="table, csv or json.")] = "table",
+    fmt: Annotated[Optional[str], typer.Option(
+        "--format", help="table (default), csv, json, jsonl, markdown or parquet (needs --output).")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the result to FILE, not stdout.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
     trust: Annotated[Optional[Path], typer.Option(
         "--trust", help="verifier.pub: verify signatures too before querying (without it only the keyless "
                         "checks run, and a warning says so).")] = None,
     checkpoint: Annotated[Optional[Path], typer.Option("--checkpoint", help="A checkpoint the ledger must extend.")] = None,
 ) -> None:
     """Verify a ledger, then run SQL (DuckDB) over the verified `records` and `seals` tables."""
+    from ..fsio import atomic_path, write_atomic
     from ..keyfiles import TrustBundle
     from ..reconcile.query import run_query
+    from .results import FORMATS, render
 
-    if fmt not in ("table", "csv", "json"):
-        raise UsageError(f"--format {fmt!r}: use table, csv or json")
+    if as_json and fmt not in (None, "json"):
+        raise UsageError(f"--json is --format json; drop --format {fmt}")
+    fmt = "json" if as_json else fmt or "table"
+    if fmt not in FORMATS:
+        raise UsageError(f"--format {fmt!r}: use {', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
+    if fmt == "parquet" and output is None:
+        raise UsageError("--format parquet writes a file: give --output FILE.parquet")
     bundle = TrustBundle.load(trust) if trust is not None else None
     note = _read_input(checkpoint, "checkpoint") if checkpoint is not None else None
-    res = run_query(ledger, sql, bundle, note, str(checkpoint))
+    res = run_query(ledger, sql, bundle, note, str(checkpoint), arrow=fmt == "parquet")
     _unverified_warning(res.verification)
-    cols, rows = res.columns, [[_cell(v) for v in r] for r in res.rows]
-    if fmt == "json":
-        # Repeated column names would collide as object keys: suffix them (a, a_2, ...).
-        keys, seen = [], {}
-        for c in cols:
-            seen[c] = seen.get(c, 0) + 1
-            keys.append(c if seen[c] == 1 else f"{c}_{seen[c]}")
-        sys.stdout.write(json.dumps([dict(zip(keys, r)) for r in rows]) + "\n")
-    elif fmt == "csv":
-        buf = io.StringIO()
-        w = csv.writer(buf)
-        w.writerow(cols)
-        w.writerows(rows)
-        sys.stdout.write(buf.getvalue())
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        with atomic_path(output.absolute(), what="query result") as tmp:
+            pq.write_table(res.table, tmp)
+        err.print(f"wrote {res.table.num_rows:,} rows to {output}")
+        return
+    # a table fits the terminal only when it is shown on one; elsewhere every value is whole
+    on_terminal = output is None and sys.stdout.isatty()
+    text = render(fmt, res.columns, res.rows, out.width if on_terminal and fmt == "table" else None)
+    if output is not None:
+        write_atomic(output.absolute(), text.encode(), what="query result")
+        err.print(f"wrote {len(res.rows):,} rows to {output}")
     else:
-        t = Table(*cols)
-        for r in rows:
-            t.add_row(*("NULL" if v is None else str(v) for v in r))
-        out.print(t)
+        sys.stdout.write(text)
 
 
 # ---- algorithms -----------------------------------------------------------------------------
@@ -786,6 +791,32 @@ def _os_error_line(e: OSError) -> str:
     return (f"{name}: " if name else "") + text + (f"; {advice}" if advice else "")
 
 
+def _command():
+    """The app as a click command, every argument shown in capitals, as tcpdump and DuckDB write
+    them (`SOURCE`, not typer's `{source}`)."""
+    from typer.core import TyperArgument
+
+    from .helptext import epilog
+
+    root = typer.main.get_command(app)
+
+    def usage_name(p: TyperArgument):
+        return lambda: (p.metavar if p.required else f"[{p.metavar}]") + ("..." if p.nargs != 1 else "")
+
+    def walk(cmd, path: str = "") -> None:
+        cmd.epilog = cmd.epilog or epilog(path)
+        for p in cmd.params:
+            if isinstance(p, TyperArgument):
+                p.metavar = p.metavar or p.name.upper()
+                if hasattr(p, "_usage_display_name"):  # typer >= 0.16 braces required arguments
+                    p._usage_display_name = usage_name(p)
+        for name, sub in getattr(cmd, "commands", {}).items():
+            walk(sub, f"{path} {name}".strip())
+
+    walk(root)
+    return root
+
+
 def main() -> None:
     """Console entry point: map errors to exit codes (0 ok, 1 discrepancy, 2 bad input/usage)."""
     code = _run()
@@ -800,7 +831,7 @@ def main() -> None:
 def _run() -> int:
     """Run the app; return the exit code. With --debug an error also prints its traceback."""
     try:
-        rc = app(standalone_mode=False)
+        rc = _command()(prog_name="ledgertool", standalone_mode=False)
     except LedgerError as e:
         if STATE["debug"]:
             traceback.print_exc()
@@ -808,6 +839,9 @@ def _run() -> int:
         return exit_code_for(e)
     except typer.Exit as e:
         return e.exit_code
+    except Interrupted as e:
+        err.print(f"ledgertool: interrupted: {e}", markup=False, highlight=False, soft_wrap=True)
+        return 130
     except (KeyboardInterrupt, typer.Abort):
         err.print("ledgertool: interrupted")
         return 130
@@ -830,6 +864,8 @@ def _run() -> int:
         err.print(f"ledgertool: internal error: {type(e).__name__}: {e} (rerun with --debug for a traceback)",
                   markup=False, soft_wrap=True)
         return 2
+    if rc == 130:  # typer turns Ctrl-C in a command into a silent exit 130
+        err.print("ledgertool: interrupted")
     return rc if isinstance(rc, int) else 0
 
 

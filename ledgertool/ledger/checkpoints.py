@@ -113,21 +113,33 @@ def check_consistency(old_data: bytes, new_data: bytes, directory: Path, trust: 
     if old.checkpoint.origin != new.checkpoint.origin:
         return result(False, [], f"different logs: {old.checkpoint.origin} vs {new.checkpoint.origin}")
     if old.checkpoint.size > new.checkpoint.size:
+        if _extends(new.checkpoint, old.checkpoint, directory)[0]:
+            # a mistake in the order, not a fork or a cut: say so (bad usage, exit 2)
+            raise UsageError(f"{old_name} ({old.checkpoint.size} segments) extends {new_name} "
+                             f"({new.checkpoint.size}): the checkpoints look swapped; give the older one first "
+                             f"(check-consistency {new_name} {old_name}); if {new_name} really is the later "
+                             "one, the log went back to an earlier state")
         return result(False, [], f"{old_name} ({old.checkpoint.size} segments) is larger than {new_name} "
-                                 f"({new.checkpoint.size})")
-    tree = link_tree(Path(directory), new.checkpoint.link)
-    if len(tree.seal_hashes) < new.checkpoint.size:
-        return result(False, [], f"the ledger holds {len(tree.seal_hashes)} segments of link "
-                                 f"{new.checkpoint.link}, fewer than {new_name}'s {new.checkpoint.size}")
-    leaves = seal_leaf_hashes(tree.seal_hashes[: new.checkpoint.size])
-    proof = merkle.consistency_proof(old.checkpoint.size, leaves)
-    ok = merkle.verify_consistency(old.checkpoint.size, new.checkpoint.size, old.checkpoint.root,
-                                   new.checkpoint.root, proof)
-    if ok:
-        return result(True, proof, None)
-    if merkle.root_from_leaf_hashes(leaves) != new.checkpoint.root:
-        return result(False, proof, f"the ledger's tree of {new.checkpoint.size} segments is not {new_name}'s")
-    return result(False, proof, f"{new_name} does not extend {old_name}: the consistency proof fails")
+                                 f"({new.checkpoint.size}), and the ledger does not extend {new_name} to it")
+    ok, proof, reason = _extends(old.checkpoint, new.checkpoint, directory, old_name, new_name)
+    return result(ok, proof, reason)
+
+
+def _extends(old: Checkpoint, new: Checkpoint, directory: Path, old_name: str = "OLD", new_name: str = "NEW"
+             ) -> tuple[bool, list[bytes], str | None]:
+    """(ok, RFC 9162 consistency proof built from the ledger's seal hashes, reason when not ok)
+    for "checkpoint `new` extends `old`"; both are already authenticated and of one origin."""
+    tree = link_tree(Path(directory), new.link)
+    if len(tree.seal_hashes) < new.size:
+        return False, [], (f"the ledger holds {len(tree.seal_hashes)} segments of link {new.link}, fewer than "
+                           f"{new_name}'s {new.size}")
+    leaves = seal_leaf_hashes(tree.seal_hashes[: new.size])
+    proof = merkle.consistency_proof(old.size, leaves)
+    if merkle.verify_consistency(old.size, new.size, old.root, new.root, proof):
+        return True, proof, None
+    if merkle.root_from_leaf_hashes(leaves) != new.root:
+        return False, proof, f"the ledger's tree of {new.size} segments is not {new_name}'s"
+    return False, proof, f"{new_name} does not extend {old_name}: the consistency proof fails"
 
 
 def export_checkpoint(directory: Path, out: Path, *, signing_key: SigningKey | None = None,

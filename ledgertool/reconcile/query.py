@@ -18,10 +18,12 @@ rotation (docs/transparency.md), so `SELECT DISTINCT digest_key_id FROM seals` l
 from __future__ import annotations
 
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 
 from ..errors import DiscrepancyError, UsageError
 from ..keyfiles import TrustBundle
@@ -74,8 +76,9 @@ def add_segment(con: duckdb.DuckDBPyConnection, seg: VerifiedSegment) -> None:
 @dataclass
 class QueryResult:
     columns: list[str]
-    rows: list[tuple]
+    rows: list[tuple]  # empty when `table` holds the result
     verification: VerifyResult
+    table: pa.Table | None = None  # with run_query(arrow=True): the result with DuckDB's column types
 
 
 def connect(ledger_dir: Path, trust: TrustBundle | None = None, checkpoint: bytes | None = None,
@@ -104,17 +107,57 @@ def _int(v):
 
 
 def run_query(ledger_dir: Path, sql: str, trust: TrustBundle | None = None, checkpoint: bytes | None = None,
-              checkpoint_name: str = "checkpoint") -> QueryResult:
-    """Verify the ledger, then run one SQL statement over what was verified.
+              checkpoint_name: str = "checkpoint", arrow: bool = False) -> QueryResult:
+    """Verify the ledger, then run one SQL statement over what was verified; with `arrow` the
+    result is a pyarrow Table (`table`) instead of Python rows.
 
-    UsageError for an SQL error, DiscrepancyError when the ledger does not verify."""
+    UsageError for an SQL error, DiscrepancyError when the ledger does not verify; Ctrl-C
+    (KeyboardInterrupt) interrupts DuckDB and is re-raised."""
     with tempfile.TemporaryDirectory(prefix="ledgertool-query-") as tmp:
         con, res = connect(ledger_dir, trust, checkpoint, checkpoint_name, temp_dir=tmp)
         try:
-            cur = con.execute(sql)
-            cols = [d[0] for d in cur.description] if cur.description else []
-            return QueryResult(cols, cur.fetchall(), res)
+            cols, rows = _interruptible(con, sql, arrow)
+            if arrow:
+                return QueryResult(cols, [], res, rows)
+            return QueryResult(cols, rows, res)
         except duckdb.Error as e:
             raise UsageError(f"query failed: {str(e).splitlines()[0]}") from None
         finally:
             con.close()
+
+
+def _interruptible(con: duckdb.DuckDBPyConnection, sql: str, arrow: bool = False
+                   ) -> tuple[list[str], list[tuple] | pa.Table]:
+    """(column names, rows or with `arrow` a pyarrow Table) of `sql`. DuckDB runs it on a worker thread so that Ctrl-C reaches the
+    main thread, which interrupts the query and re-raises KeyboardInterrupt (a query blocked in
+    DuckDB on the main thread never sees the signal)."""
+    done: list = []
+    finished = threading.Event()  # not Thread.is_alive(): a join() cut by Ctrl-C can leave it wrong
+    cur = con.cursor()  # the connection itself refuses interrupt() while a call on it is running
+
+    def work() -> None:
+        try:
+            if arrow:  # a relation: Arrow straight from DuckDB (1.x names it arrow(), 2.x to_arrow_table())
+                rel = cur.sql(sql)
+                table = (getattr(rel, "to_arrow_table", None) or rel.arrow)() if rel is not None else pa.table({})
+                done.append((table.column_names, table))
+            else:
+                cur.execute(sql)
+                done.append(([d[0] for d in cur.description] if cur.description else [], cur.fetchall()))
+        except BaseException as e:  # noqa: BLE001 - handed to the main thread
+            done.append(e)
+        finally:
+            finished.set()
+
+    threading.Thread(target=work, name="ledgertool-query", daemon=True).start()
+    try:
+        while not finished.wait(0.1):
+            pass
+    finally:
+        if not finished.is_set():  # Ctrl-C while DuckDB works: stop it before the connection closes
+            cur.interrupt()
+            finished.wait()
+        cur.close()
+    if isinstance(done[0], BaseException):
+        raise done[0]
+    return done[0]
