@@ -65,9 +65,15 @@ def connect(address: ClusterAddress) -> Iterator[Client]:
     any) on exit. ClusterError when the scheduler cannot be reached."""
     if address.local_workers is not None:
         # one single-threaded worker process each (the checks hold the GIL in Python parts),
-        # listening on loopback only, no dashboard
-        with LocalCluster(n_workers=address.local_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                          dashboard_address=None, silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
+        # listening on loopback only; no dashboard, and the scheduler's health/metrics server on a
+        # free port (its default, 8787, may be another cluster's)
+        try:
+            cluster = LocalCluster(n_workers=address.local_workers, threads_per_worker=1, processes=True,
+                                   host="127.0.0.1", dashboard_address=None, silence_logs=logging.ERROR,
+                                   scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"})
+        except (RuntimeError, OSError, DaskTimeoutError) as e:
+            raise ClusterError(f"cannot start a local cluster of {address.local_workers} worker processes: {e}") from None
+        with cluster, Client(cluster) as client:
             yield client
         return
     try:
