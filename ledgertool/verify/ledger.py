@@ -247,7 +247,8 @@ def _verify_link(reader: LedgerReader, ledger: LedgerHeader, link: str, sched: S
         found = chain.add(check)
         res.problems += found
         if not found and check.records is not None and check.records.table is not None and on_segment is not None:
-            on_segment(VerifiedSegment(link, index, check.seal.doc, check.records.table, check.records.records))
+            on_segment(VerifiedSegment(link, check.seal.index, check.seal.doc, check.records.table,
+                                       check.records.records))
     res.problems += chain.finish()
     res.segments += chain.segments
     res.records += chain.records
