@@ -113,6 +113,11 @@ class AlgorithmError(DataError):
     """Unknown algorithm or strip mode, or one not allowed in a ledger (64-bit digests)."""
 
 
+class ClusterError(HostError):
+    """The compute cluster a command runs on is in the way: its scheduler cannot be reached, or it
+    lost the work of a segment (workers that kept dying) so that no complete verdict exists."""
+
+
 class NativeModuleError(HostError):
     """The compiled native module (ledgertool._native) is missing, or was built from other sources
     than this package (ledgertool/_binding.py checks at import); the message says how to rebuild."""

@@ -388,6 +388,11 @@ class TrustBundle:
 
     __hash__ = None  # type: ignore[assignment]
 
+    def __reduce__(self):
+        # the key objects of `cryptography` do not pickle; the raw public keys do, and are checked
+        # again when rebuilt (a verify --cluster task carries the key schedule to its worker)
+        return (TrustBundle, (self.scheme, self._raw, self.path))
+
     def __repr__(self) -> str:
         return f"TrustBundle(scheme={self.scheme!r}, key_ids={self.key_ids!r}, path={self.path!r})"
 

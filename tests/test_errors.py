@@ -17,7 +17,7 @@ from ledgertool.source.live import LiveOptions
 def test_item13_two_error_roots() -> None:
     data = (errors.UsageError, errors.CaptureFormatError, errors.WorkloadSpecError, errors.KeyFileError,
             errors.LedgerFormatError, errors.FileTypeError, errors.AlgorithmError, errors.DiscrepancyError)
-    host = (errors.StorageError, errors.InterfaceError, errors.LedgerLockedError)
+    host = (errors.StorageError, errors.InterfaceError, errors.LedgerLockedError, errors.ClusterError)
     assert all(issubclass(c, errors.DataError) and not issubclass(c, errors.HostError) for c in data)
     assert all(issubclass(c, errors.HostError) and not issubclass(c, errors.DataError) for c in host)
     assert issubclass(errors.DataError, errors.LedgerError) and issubclass(errors.HostError, errors.LedgerError)

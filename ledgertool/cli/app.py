@@ -355,31 +355,80 @@ def replay(
 
 @app.command()
 def verify(
-    ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
+    ledgers: Annotated[list[Path], typer.Argument(help="Ledger directories (one or more).")],
     trust: Annotated[Path, typer.Option("--trust", help="verifier.pub trust bundle.")],
     checkpoint: Annotated[Optional[Path], typer.Option("--checkpoint", help="A checkpoint the ledger must extend.")] = None,
+    cluster: Annotated[Optional[str], typer.Option(
+        "--cluster", help="Run the per-segment checks on a Dask cluster: tcp://HOST:PORT (a scheduler) or local:N "
+                          "(N worker processes here); needs ledgertool[cluster].")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
 ) -> None:
     """Check signatures, chain, Parquet hashes, Merkle roots, counts, sequence continuity, checkpoints."""
     from ..keyfiles import TrustBundle
     from ..verify.ledger import verify_ledger
+    from ..verify.many import verify_ledgers
 
+    if checkpoint is not None and len(ledgers) > 1:
+        raise UsageError("--checkpoint is one ledger's checkpoint: give one DIR with it")
     bundle = TrustBundle.load(trust)
     note = _read_input(checkpoint, "checkpoint") if checkpoint is not None else None
-    res = verify_ledger(ledger, bundle, note, str(checkpoint))
+    with _segment_checker(cluster) as checker:
+        if len(ledgers) == 1:
+            res = verify_ledger(ledgers[0], bundle, note, str(checkpoint), checker=checker)
+        else:
+            many = verify_ledgers(ledgers, bundle, checker=checker)
+    if len(ledgers) == 1:
+        if as_json:
+            _emit_json(res.to_json())
+        else:
+            _print_verify(res, "")
+        raise typer.Exit(0 if res.ok else 1)
     if as_json:
-        _emit_json(res.to_json())
+        _emit_json(many.to_json())
     else:
-        for w in res.warnings:
-            err.print(styled(("warning", "yellow"), f" {w.kind}{_where(w)}: {w.detail}"))
-        for p in res.problems:
-            out.print(styled(("FAIL", "red"), f" {p.kind}{_where(p)}: {p.detail}"))
-        if res.append_only.get("note"):  # beside the warnings: stdout keeps FAIL lines and one verdict line
-            err.print(f"note: {res.append_only['note']}")
-        status = ("OK", "green") if res.ok else (f"{len(res.problems)} problem(s)", "red")
-        out.print(styled(status, f": {res.segments} segments, {res.records:,} records, {res.frames:,} frames, "
-                                 f"{res.drops_declared} drops declared, links {', '.join(res.links) or 'none'}"))
-    raise typer.Exit(0 if res.ok else 1)
+        for o in many.outcomes:
+            if o.result is None:
+                err.print(f"error: {o.error}")
+            else:
+                _print_verify(o.result, f"{o.ledger}: ")
+        t = many.total()
+        unverifiable = f", {t.error_ledgers} ledger(s) not verifiable" if t.error_ledgers else ""
+        status = ("OK", "green") if many.ok else (f"{t.problems} problem(s){unverifiable}", "red")
+        out.print(styled("total: ", status, f": {t.ledgers} ledgers ({t.ok_ledgers} OK, {t.failed_ledgers} with "
+                                            f"problems, {t.error_ledgers} not verifiable), {t.segments} segments, "
+                                            f"{t.records:,} records, {t.frames:,} frames, {t.drops_declared} drops "
+                                            "declared"))
+    raise typer.Exit(many.exit_code)
+
+
+@contextmanager
+def _segment_checker(address: str | None):
+    """None (the checks run here), or a checker on the Dask cluster at `address` for the run."""
+    if address is None:
+        yield None
+        return
+    try:
+        from ..verify import cluster
+    except ImportError as e:
+        if (e.name or "").split(".")[0] not in ("dask", "distributed"):
+            raise
+        raise UsageError("--cluster needs Dask, which is not installed: install ledgertool[cluster] "
+                         "(pip install 'ledgertool[cluster]')") from None
+    with cluster.connect(cluster.parse_address(address)) as client:
+        yield cluster.ClusterChecker(client)
+
+
+def _print_verify(res, prefix: str) -> None:
+    """One ledger's verify report as text: warnings on stderr, FAIL lines and the verdict on stdout."""
+    for w in res.warnings:
+        err.print(styled(("warning", "yellow"), f" {w.kind}{_where(w)}: {w.detail}"))
+    for p in res.problems:
+        out.print(styled(("FAIL", "red"), f" {p.kind}{_where(p)}: {p.detail}"))
+    if res.append_only.get("note"):  # beside the warnings: stdout keeps FAIL lines and one verdict line
+        err.print(f"note: {res.append_only['note']}")
+    status = ("OK", "green") if res.ok else (f"{len(res.problems)} problem(s)", "red")
+    out.print(styled(prefix, status, f": {res.segments} segments, {res.records:,} records, {res.frames:,} frames, "
+                                     f"{res.drops_declared} drops declared, links {', '.join(res.links) or 'none'}"))
 
 
 def _unverified_warning(res) -> None:

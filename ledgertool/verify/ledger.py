@@ -34,6 +34,11 @@ This module is the I/O side: it reads through LedgerReader and calls the pure ch
 reads — steps 1-3 and 5-7 per segment in ledgertool.verify.checks, step 4, sequence continuity
 and the link tree as the per-link reduction in ledgertool.verify.chain; findings are typed
 (ledgertool.verify.problems).
+
+The per-segment reads and checks of a link go through a `SegmentChecker`: by default
+`check_here` runs them in this process, one segment at a time; ledgertool.verify.cluster runs
+them as tasks on a Dask cluster. The reduction runs here on the results in index order either
+way, so the report is the same.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from __future__ import annotations
 import errno
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable, Iterator
 
 import pyarrow as pa
 
@@ -75,7 +80,12 @@ from .checks import (
 )
 from .problems import Kind, Problem
 
-__all__ = ["Kind", "Problem", "VerifiedSegment", "VerifyResult", "verify_ledger"]
+__all__ = ["Kind", "Problem", "SegmentChecker", "VerifiedSegment", "VerifyResult", "check_here", "check_segment",
+           "verify_ledger"]
+
+#: Checks one link's sealed segments: (reader, the link's listing, each segment's place in index
+#: order) -> one SegmentCheck per place, in the same order.
+SegmentChecker = Callable[[LedgerReader, LinkListing, list[SegmentPlace]], Iterable[SegmentCheck]]
 
 
 @dataclass
@@ -123,11 +133,13 @@ class VerifiedSegment:
 
 def verify_ledger(directory: Path | LedgerReader, trust: TrustBundle | None, checkpoint: bytes | None = None,
                   checkpoint_name: str = "checkpoint", *, links: list[str] | None = None,
-                  on_segment: Callable[[VerifiedSegment], None] | None = None) -> VerifyResult:
+                  on_segment: Callable[[VerifiedSegment], None] | None = None,
+                  checker: SegmentChecker | None = None) -> VerifyResult:
     """Verify every sealed segment of every link (or of `links`), and that the ledger extends
     `checkpoint` (a signed tlog-checkpoint note) when given. `on_segment` receives each segment
-    that passed its own checks, in (link, segment) order, as it was checked. `trust` None runs
-    the keyless checks only (see the module docstring).
+    that passed its own checks, in (link, segment) order, as it was checked, when the checker
+    returns the decoded records (`check_here`, the default, does; a cluster's checker returns the
+    verdict only). `trust` None runs the keyless checks only (see the module docstring).
 
     Raises LedgerFormatError only when DIR is not a ledger, a link in `links` is not in it, or
     the checkpoint cannot be parsed / names another ledger; every other finding is a Problem."""
@@ -166,7 +178,7 @@ def verify_ledger(directory: Path | LedgerReader, trust: TrustBundle | None, che
     top = reader.read_top_checkpoint()
     for link in chosen:
         stored = _stored_checkpoint(reader, link, res)  # before the listing: see read_checkpoint
-        tree = _verify_link(reader, ledger, link, sched, res, on_segment)
+        tree = _verify_link(reader, ledger, link, sched, res, on_segment, checker or check_here)
         if stored is not None:
             _check_checkpoint(stored, tree, sched, res, f"{reader.checkpoint_path(link)}: ")
         elif tree.seal_hashes:
@@ -219,7 +231,7 @@ def _check_checkpoint(note, tree: LinkTree, sched: Schedule | None, res: VerifyR
 
 
 def _verify_link(reader: LedgerReader, ledger: LedgerHeader, link: str, sched: Schedule | None, res: VerifyResult,
-                 on_segment: Callable[[VerifiedSegment], None] | None) -> LinkTree:
+                 on_segment: Callable[[VerifiedSegment], None] | None, checker: SegmentChecker) -> LinkTree:
     """Steps 1-7 for every sealed segment of `link`, reading each segment's files just before the
     pure checks that need them; returns the link tree (its seal hashes up to the first missing or
     unreadable seal) for the checkpoint checks."""
@@ -230,13 +242,13 @@ def _verify_link(reader: LedgerReader, ledger: LedgerHeader, link: str, sched: S
     for finding in listing_findings(listing, link_dir, unsealed):
         res.add(finding)
     chain = LinkChain(ledger, link, link_dir, reader.directory / LEDGER_FILE)
-    for index in listing.sealed:
-        place = SegmentPlace(ledger, link, index, link_dir, sched)
-        check = _check_segment(reader, listing, place)
+    places = [SegmentPlace(ledger, link, index, link_dir, sched) for index in listing.sealed]
+    for check in checker(reader, listing, places):
         found = chain.add(check)
         res.problems += found
         if not found and check.records is not None and check.records.table is not None and on_segment is not None:
-            on_segment(VerifiedSegment(link, index, check.seal.doc, check.records.table, check.records.records))
+            on_segment(VerifiedSegment(link, check.seal.index, check.seal.doc, check.records.table,
+                                       check.records.records))
     res.problems += chain.finish()
     res.segments += chain.segments
     res.records += chain.records
@@ -254,7 +266,13 @@ def _verify_link(reader: LedgerReader, ledger: LedgerHeader, link: str, sched: S
     return chain.tree
 
 
-def _check_segment(reader: LedgerReader, listing: LinkListing, place: SegmentPlace) -> SegmentCheck:
+def check_here(reader: LedgerReader, listing: LinkListing, places: list[SegmentPlace]) -> Iterator[SegmentCheck]:
+    """The default SegmentChecker: each segment read and checked in this process, when the
+    reduction asks for it (one segment's bytes in memory at a time)."""
+    return (check_segment(reader, listing, place) for place in places)
+
+
+def check_segment(reader: LedgerReader, listing: LinkListing, place: SegmentPlace) -> SegmentCheck:
     """The reads of one sealed segment, each followed by the pure checks of its bytes: the seal,
     then (when its checks ran) the Parquet file, then (when the Merkle root differs) the leaf
     sidecar."""

@@ -1,0 +1,104 @@
+"""verify on one machine and on a LocalCluster of 1 and 2 worker processes (docs/cluster.md,
+docs/benchmarks.md "verify --cluster").
+
+Usage:  python scripts/cluster_bench.py N [--segment-records S] [--workers 1,2] [--workdir DIR]
+
+Captures N generated 64-byte frames (the two-flow spec of scripts/scale_bench.py) into a ledger of
+segments of S records (`ledgertool capture` as a child process), then, in this process, verifies it
+without a cluster and on a LocalCluster of W worker processes for each W (`--cluster local:W`):
+the cluster's start, one warm-up run (imports, page cache), then the measured run. Prints one
+markdown row per run: wall seconds and records/s, and the CPU seconds the workers and the client
+spent (getrusage in each process), so records per worker CPU-second are comparable on a machine
+shared with other jobs, where wall times are not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scale_bench import SPEC  # noqa: E402
+
+from ledgertool.keyfiles import TrustBundle  # noqa: E402
+from ledgertool.verify.cluster import ClusterAddress, ClusterChecker, connect  # noqa: E402
+from ledgertool.verify.ledger import verify_ledger  # noqa: E402
+
+_CLI = "from ledgertool.cli.app import main; main()"
+
+
+def _cli(*args: object) -> tuple[float, dict]:
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-c", _CLI, *map(str, args)], capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if r.returncode not in (0, 1):
+        raise SystemExit(f"ledgertool {' '.join(map(str, args))}: exit {r.returncode}: {r.stderr.strip()}")
+    return wall, json.loads(r.stdout) if r.stdout.strip() else {}
+
+
+def _ledger(work: Path, keys: Path, n: int, seg: int) -> Path:
+    spec = work / f"spec-{n}.toml"
+    spec.write_text(SPEC.format(n=n, a=n // 2, b=n - n // 2))
+    led = work / f"ledger-{n}"
+    shutil.rmtree(led, ignore_errors=True)  # capture would append to a ledger left by an earlier run
+    _cli("capture", f"workload:{spec}", "--ledger", led, "--digest-key", keys / "digest.key", "--signing-key",
+         keys / "signing.key", "--segment-records", seg, "--json")
+    return led
+
+
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _row(name: str, rep, wall: float, worker_cpu: float, client_cpu: float | None, start: float | None) -> str:
+    client = "-" if client_cpu is None else f"{client_cpu:.2f}"
+    started = "-" if start is None else f"{start:.2f}"
+    return (f"| {name} | {started} | {wall:.2f} | {rep.records / wall:,.0f} | {worker_cpu:.2f} | "
+            f"{rep.records / worker_cpu:,.0f} | {client} | {'OK' if rep.ok else 'FAIL'}: {rep.segments} segments, "
+            f"{rep.records:,} records |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("n", type=int)
+    ap.add_argument("--segment-records", type=int, default=100_000)
+    ap.add_argument("--workers", default="1,2")
+    ap.add_argument("--workdir", type=Path, default=None)
+    a = ap.parse_args()
+    work = a.workdir or Path(tempfile.mkdtemp(prefix="cluster-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    keys = work / "keys"
+    if not keys.exists():
+        _cli("keys", "generate", keys, "--json")
+    led = _ledger(work, keys, a.n, a.segment_records)
+    trust = TrustBundle.load(keys / "verifier.pub")
+    print("| run | cluster start s | wall s | records/s | worker CPU s | records per worker CPU-s | client CPU s | "
+          "result |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    verify_ledger(led, trust)
+    c0, t0 = _cpu(), time.perf_counter()
+    rep = verify_ledger(led, trust)
+    print(_row("one machine", rep, time.perf_counter() - t0, _cpu() - c0, None, None), flush=True)
+    for w in map(int, a.workers.split(",")):
+        t0 = time.perf_counter()
+        with connect(ClusterAddress(local_workers=w)) as client:
+            client.wait_for_workers(w)
+            start = time.perf_counter() - t0
+            verify_ledger(led, trust, checker=ClusterChecker(client))
+            before, c0, t0 = client.run(_cpu), _cpu(), time.perf_counter()
+            rep = verify_ledger(led, trust, checker=ClusterChecker(client))
+            wall, client_cpu, after = time.perf_counter() - t0, _cpu() - c0, client.run(_cpu)
+        worker_cpu = sum(after[k] - before[k] for k in after)
+        print(_row(f"--cluster local:{w}", rep, wall, worker_cpu, client_cpu, start), flush=True)
+
+
+if __name__ == "__main__":
+    main()
