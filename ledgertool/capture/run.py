@@ -39,7 +39,7 @@ from ..ledger.header import (
 )
 from ..ledger.layout import LEDGER_FILE, LOCK_FILE
 from ..ledger.lock import writer_lock
-from ..ledger.recover import recover_open_segments
+from ..ledger.recover import RecoveredSegment, recover_open_segments
 from ..ledger.rotations import current_digest_key_id, current_signer_check
 from ..ledger.writer import LinkWriter
 from ..seal.document import SealResult
@@ -89,7 +89,7 @@ class CaptureResult:
     wire_bytes: int = 0
     drops: int = 0
     segments: list[SealResult] = field(default_factory=list)
-    recovered: list[SealResult] = field(default_factory=list)
+    recovered: list[RecoveredSegment] = field(default_factory=list)
     first_seq: int = 0
     next_seq: int = 0
     elapsed_s: float = 0.0
