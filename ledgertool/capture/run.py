@@ -55,6 +55,9 @@ from .workers import (
 )
 
 DEFAULT_SEGMENT_RECORDS = 1_000_000
+#: the most records per segment: they are held in memory until sealed (3 GiB of 48-byte records);
+#: verify reads leaf sidecars up to the same count
+MAX_SEGMENT_RECORDS = 1 << 26
 # errors of a write that `recover` can finish once they are fixed (the data written before stays)
 _WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG, errno.EROFS)
 
@@ -189,8 +192,9 @@ def capture_file(
     read-only, I/O error): what was written before stays, and `ledgertool recover` seals it.
     """
     layout.check_link_name(link)
-    if segment_records < 1:
-        raise UsageError(Setting("segment_records"), " must be at least 1")
+    if not 1 <= segment_records <= MAX_SEGMENT_RECORDS:
+        # the open segment's records are held in memory until sealed (ledger.writer)
+        raise UsageError(Setting("segment_records"), f" must be 1..{MAX_SEGMENT_RECORDS}")
     if segment_seconds is not None and segment_seconds <= 0:
         raise UsageError(Setting("segment_seconds"), " must be positive")
     if duration is not None and duration <= 0:

@@ -401,8 +401,7 @@ def recover(
         return
     for link, r in res.sealed:
         out.print(f"sealed link {link} segment {r.index}: {r.records:,} records in {r.blocks} authenticated "
-                  f"blocks, {r.torn_bytes} bytes past them not sealed ({r.tail_blocks} incomplete block)"
-                  if r.blocks else
+                  f"block(s), {r.torn_bytes} bytes past them not sealed" if r.blocks else
                   f"sealed link {link} segment {r.index}: {r.records:,} records (v1, storage trusted), "
                   f"{r.torn_bytes} torn bytes discarded")
     for d in res.discarded:
