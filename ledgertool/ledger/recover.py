@@ -114,7 +114,7 @@ def recover_open_segments(ledger_dir: Path, ledger: LedgerHeader, link: str, sig
         misfit = (f"the file is segment {index}" if index != state.next_index else
                   segments.header_mismatch(seg.header, ledger, link, state.next_index, state.next_seq, key_id))
         if misfit:
-            _discard(ledger_dir, discarded, files["open"], segments.HEADER_SIZE + len(seg.records) + seg.torn_bytes,
+            _discard(ledger_dir, discarded, files["open"], seg.size,
                      f"open segment does not continue the chain at segment {state.next_index}, seq "
                      f"{state.next_seq}: {misfit}; its {seg.count} records cannot be sealed there", *partial)
             continue

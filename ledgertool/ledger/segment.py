@@ -221,6 +221,7 @@ class OpenSegment:
     records: bytes  # whole records (v1) / the records of the whole blocks (v2)
     count: int
     torn_bytes: int  # bytes past the last whole record (v1) / block (v2), never sealed
+    size: int  # of the file, bytes
     blocks: tuple[OpenBlock, ...] = ()  # v2
 
 
@@ -238,7 +239,7 @@ def parse_open_segment(raw: bytes, path: Path | str) -> OpenSegment:
         body = raw[HEADER_SIZE:]
         count = len(body) // header.record_size
         whole = count * header.record_size
-        return OpenSegment(header, raw[:HEADER_SIZE], body[:whole], count, len(body) - whole)
+        return OpenSegment(header, raw[:HEADER_SIZE], body[:whole], count, len(body) - whole, len(raw))
     blocks = []
     pos = HEADER_SIZE
     # a block stops the framing where it does not fit whole (a torn append) or its count is out of
@@ -251,7 +252,7 @@ def parse_open_segment(raw: bytes, path: Path | str) -> OpenSegment:
         blocks.append(OpenBlock(pos, count, raw[pos + BLOCK_PREFIX:end - MAC_SIZE], raw[end - MAC_SIZE:end]))
         pos = end
     return OpenSegment(header, raw[:HEADER_SIZE], b"".join(b.records for b in blocks),
-                       sum(b.count for b in blocks), len(raw) - pos, tuple(blocks))
+                       sum(b.count for b in blocks), len(raw) - pos, len(raw), tuple(blocks))
 
 
 def authenticated_records(seg: OpenSegment, key: OpenSegmentKey, path: Path | str, *,
