@@ -6,6 +6,8 @@ docs/benchmarks.md, "Open-segment MACs"). Measurement only.
 Per record, for 48- and 64-byte records and blocks (appends) of 64, 1,024, 16,384 and 65,536
 records, best and median wall ns of --reps rounds over a segment of --records records:
   mac     OpenSegmentKey.block_mac chained over every block (HMAC-SHA-256, OpenSSL)
+  sha256  hashlib.sha256 over the same blocks: the reference pass over every byte (same run, so the
+          ratio holds under load)
   copy    the records appended to the in-memory segment buffer (LinkWriter's one copy)
   append  SegmentWriter.append to a file in /dev/shm (MAC, writev; page-cache only, no fsync)
 Prints Markdown with the CPU model and the load average before and after.
@@ -14,6 +16,7 @@ Prints Markdown with the CPU model and the load average before and after.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import platform
 import statistics
@@ -52,8 +55,8 @@ def main() -> None:
     args = ap.parse_args()
     key = OpenSegmentKey.derive(SigningKey.generate("ed25519"), uuid.uuid4().hex)
     print(f"CPU: {_cpu()}; load average before: {os.getloadavg()}\n")
-    print("| record B | block records | mac ns/rec best (median) | copy ns/rec | append ns/rec |")
-    print("| ---: | ---: | ---: | ---: | ---: |")
+    print("| record B | block records | mac ns/rec best (median) | sha256 ns/rec | copy ns/rec | append ns/rec |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
     for rsize in (48, 64):
         data = os.urandom(args.records * rsize)
         for block in BLOCKS:
@@ -64,6 +67,10 @@ def main() -> None:
                 m = key.chain_start(bytes(256))
                 for i, v in enumerate(views):
                     m = key.block_mac(m, i, len(v) // rsize, v)
+
+            def sha() -> None:
+                for v in views:
+                    hashlib.sha256(v).digest()
 
             def copy() -> None:
                 buf = bytearray()
@@ -81,9 +88,11 @@ def main() -> None:
                     w._fd = -1
 
             m = _rounds(mac, args.reps, args.records)
+            h = _rounds(sha, args.reps, args.records)
             c = _rounds(copy, args.reps, args.records)
             a = _rounds(append, max(3, args.reps // 4), args.records)
-            print(f"| {rsize} | {block:,} | {m[0]:.2f} ({m[1]:.2f}) | {c[0]:.2f} ({c[1]:.2f}) | "
+            print(f"| {rsize} | {block:,} | {m[0]:.2f} ({m[1]:.2f}) | {h[0]:.2f} ({h[1]:.2f}) | "
+                  f"{c[0]:.2f} ({c[1]:.2f}) | "
                   f"{a[0]:.2f} ({a[1]:.2f}) |")
     print(f"\nload average after: {os.getloadavg()}")
 
