@@ -1,4 +1,4 @@
-"""The device's MAC over open-segment blocks (ledger format v2; docs/adr/0009-authenticated-open-segments.md).
+"""The device's MAC over open-segment blocks (open-segment format v2; docs/adr/0009-authenticated-open-segments.md).
 
 A capture writes its records to `seg-N.open` before they are sealed; storage is the adversary's,
 so recovery seals only blocks whose HMAC-SHA-256 (RFC 2104, FIPS 198-1) verifies under a key only
@@ -6,7 +6,7 @@ the device holds: derived by HKDF-SHA256 (RFC 5869) from the signing key's priva
 salted with the ledger id. The chain starts from a MAC over the segment's 256-byte header (ledger
 id, link, segment index, first seq, digest key id, MAC key id) and each block's MAC covers the
 previous one and the block index, so a block cannot be planted, rewritten, moved or reordered
-without the key. docs/ledger-format.md, "Open segments (v2)", gives the bytes.
+without the key. docs/ledger-format.md, "v2 body: authenticated blocks", gives the bytes.
 """
 
 from __future__ import annotations

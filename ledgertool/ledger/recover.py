@@ -19,9 +19,9 @@ from . import layout
 from . import segment as segments
 from .checkpoints import write_checkpoint
 from .header import LedgerHeader, load_ledger
-from .openmac import OpenSegmentKey
 from .index import link_state, links, segment_files
 from .lock import writer_lock
+from .openmac import OpenSegmentKey
 from .rotations import current_signer_check, digest_key_ids
 
 

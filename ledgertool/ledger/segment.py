@@ -1,6 +1,6 @@
 """Open segments: the append-only record files a capture writes before sealing.
 
-Layout (docs/ledger-format.md, "Open segments"): a 256-byte header, then
+Layout (docs/ledger-format.md, "Open segment file"): a 256-byte header, then
   v1  fixed-size little-endian records (no authentication: recovery seals them only from trusted
       storage);
   v2  blocks, each a u32 record count, the records and a 32-byte MAC chained over the previous
