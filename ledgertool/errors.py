@@ -129,6 +129,17 @@ class DiscrepancyError(DataError):
     exit_code = 1
 
 
+class OpenSegmentRefusedError(DiscrepancyError):
+    """Recovery will not seal an open segment: a block fails authentication by the device's key
+    (planted, rewritten, reordered), its header names another MAC key, or it carries no
+    authentication (format v1; `unauthenticated`) and the storage was not declared trusted.
+    Nothing of it is signed; the file stays where it is, for inspection."""
+
+    def __init__(self, *parts: str, unauthenticated: bool = False):
+        super().__init__(*parts)
+        self.unauthenticated = unauthenticated
+
+
 def exit_code_for(exc: BaseException) -> int:
     """Exit code for an exception reaching the CLI: 2 for anything unexpected."""
     return getattr(exc, "exit_code", 2) if isinstance(exc, LedgerError) else 2

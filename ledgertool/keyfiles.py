@@ -601,6 +601,14 @@ class SigningKey:
             doc["mldsa65_seed"] = self._ml.private_bytes_raw().hex()
         return doc
 
+    def derive_secret(self, info: bytes, salt: bytes, length: int = 32) -> bytes:
+        """A secret derived from this key's private material (RFC 5869 HKDF-SHA256):
+        ``HKDF(ikm=ed25519_private || mldsa65_seed, salt, info, L=length)``, each part present
+        only where the scheme has that key (Ed25519 first). Only the holder of the signing key can
+        compute it; it reveals nothing about the key (docs/adr/0009-authenticated-open-segments.md)."""
+        ikm = b"".join(k.private_bytes_raw() for k in (self._ed, self._ml) if k is not None)
+        return HKDF(algorithm=hashes.SHA256(), length=length, salt=salt, info=info).derive(ikm)
+
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the ``ledgertool-signing-key-v1`` JSON file, mode 0600.
 

@@ -26,6 +26,7 @@ from ledgertool.errors import KeyFileError, LedgerFormatError, UsageError
 from ledgertool.keyfiles import DigestKey, SigningKey, generate_keys
 from ledgertool.ledger import layout
 from ledgertool.ledger import segment as segments
+from ledgertool.ledger.openmac import OpenSegmentKey
 from ledgertool.ledger.checkpoints import check_consistency, write_checkpoint
 from ledgertool.ledger.header import load_ledger
 from ledgertool.ledger.layout import checkpoint_path
@@ -261,9 +262,12 @@ def test_recover_seals_with_the_key_its_segment_was_written_with(ledger, keys):
                          dtype=record_dtype(16))
     nxt = last[:4].copy()
     nxt["seq"] = np.arange(4) + int(last["seq"][-1]) + 1
+    key = OpenSegmentKey.derive(keys["sk"], lg.ledger_id)
     hdr = segments.SegmentHeader(lg.ledger_id, "link0", 6, ALG, lg.strip, _kid(keys["B"]), lg.record_size,
-                                 lg.digest_size, lg.leaf_records, int(nxt["seq"][0]), 0)
-    layout.open_segment_path(ledger, "link0", 6).write_bytes(hdr.encode() + nxt.tobytes())
+                                 lg.digest_size, lg.leaf_records, int(nxt["seq"][0]), 0, key.key_id)
+    w = segments.SegmentWriter(layout.open_segment_path(ledger, "link0", 6), hdr, key, ledger)
+    w.append(nxt.tobytes(), len(nxt))
+    w.close()
     rec = recover_ledger(ledger, keys["sk"])
     assert [(r.index, r.records) for _, r in rec.sealed] == [(6, 4)]
     assert load_seal(_seal_path(ledger, 6))["digest_key_id"] == _kid(keys["B"])

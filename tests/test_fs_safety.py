@@ -26,7 +26,7 @@ from conftest import SAMPLES, load_keys, run_cli
 from ledgertool import fsio
 from ledgertool.bench.measure import write_synthetic_pcap
 from ledgertool.capture.run import capture_file
-from ledgertool.errors import FileTypeError, LedgerLockedError, StorageError
+from ledgertool.errors import FileTypeError, LedgerLockedError, OpenSegmentRefusedError, StorageError
 from ledgertool.keyfiles import SigningKey
 from ledgertool.ledger import layout
 from ledgertool.ledger import segment as segments
@@ -35,6 +35,7 @@ from ledgertool.ledger.header import load_ledger
 from ledgertool.ledger.index import link_state
 from ledgertool.ledger.layout import LOCK_FILE, checkpoint_path
 from ledgertool.ledger.lock import writer_lock
+from ledgertool.ledger.openmac import OpenSegmentKey
 from ledgertool.ledger.recover import recover_ledger
 from ledgertool.ledger.rotations import rotate_keys
 from ledgertool.seal.checkpoint import parse_note
@@ -576,9 +577,10 @@ def torn(ledger, keydir) -> Path:
     from ledgertool.ledger.checkpoints import write_checkpoint
     write_checkpoint(ledger, lg, "link0", sk)
     st = link_state(ledger, lg, "link0")
+    key = OpenSegmentKey.derive(sk, lg.ledger_id)
     hdr = segments.SegmentHeader(lg.ledger_id, "link0", 2, lg.algorithm, lg.strip, lg.digest_key_id,
-                                 lg.record_size, lg.digest_size, lg.leaf_records, st.next_seq, 1)
-    w = segments.SegmentWriter(layout.open_segment_path(ledger, "link0", 2), hdr, ledger)
+                                 lg.record_size, lg.digest_size, lg.leaf_records, st.next_seq, 1, key.key_id)
+    w = segments.SegmentWriter(layout.open_segment_path(ledger, "link0", 2), hdr, key, ledger)
     w.append(rec, len(rec) // lg.record_size)
     w.close()
     return ledger
@@ -587,15 +589,18 @@ def torn(ledger, keydir) -> Path:
 # one byte in each header field (offset: field), and in the padding
 HEADER_BYTES = {0: "magic", 8: "version", 10: "header size", 12: "record size", 14: "digest size",
                 16: "ledger id", 32: "segment index", 36: "leaf records", 40: "first seq", 48: "digest key id",
-                64: "link", 96: "algorithm", 128: "strip", 144: "created", 200: "padding"}
+                64: "link", 96: "algorithm", 128: "strip", 144: "created", 152: "mac key id", 200: "padding"}
 
 
 @pytest.mark.parametrize("offset", sorted(HEADER_BYTES), ids=[HEADER_BYTES[o] for o in sorted(HEADER_BYTES)])
 def test_item16_recover_does_what_verify_says_for_a_corrupt_header(offset, torn, keydir):
     """Corrupt one byte of the open segment's header: verify's warning says whether `recover`
-    seals it or discards it, recover does exactly that (reporting the bytes it discards), and the
-    ledger verifies with no warning after; a capture after it works. Today recover and capture
-    both stopped at exit 2 on most of these while verify said recover discards the segment."""
+    discards it or seals what the device's MACs authenticate, recover does exactly that (reporting
+    the bytes it discards), and the ledger verifies with no warning after; a capture after it
+    works. Today recover and capture both stopped at exit 2 on most of these while verify said
+    recover discards the segment. Since issue 14 the header is bound into block 0's MAC: a byte
+    the header checks do not look at (creation time, MAC key id, padding) makes recover refuse
+    the segment (exit 1, nothing sealed), and the capture after it refuses too."""
     dk, sk, trust = load_keys(keydir)
     path = layout.open_segment_path(torn, "link0", 2)
     raw = bytearray(path.read_bytes())
@@ -605,17 +610,22 @@ def test_item16_recover_does_what_verify_says_for_a_corrupt_header(offset, torn,
     assert len(warn) == 1 and warn[0].kind in ("open_segment", "torn_segment"), warn
     seals = "`ledgertool recover` (or the next capture) seals it" in warn[0].detail
     assert seals or "`ledgertool recover` discards it" in warn[0].detail, warn[0].detail
-    assert seals == (offset in (144, 200)), warn[0].detail
+    assert seals == (offset in (144, 152, 200)), warn[0].detail
+    if seals:  # the MAC chain starts from the header: nothing of the segment authenticates
+        why = "names MAC key" if offset == 152 else r"block 0 \(byte 256\) fails authentication"
+        with pytest.raises(OpenSegmentRefusedError, match=why):
+            recover_ledger(torn, sk)
+        with pytest.raises(OpenSegmentRefusedError, match=why):
+            capture_file(SAMPLE, torn, digest_key=dk, signing_key=sk, segment_records=100)
+        assert path.read_bytes() == raw and verify_ledger(torn, trust).records == 200
+        return
     res = recover_ledger(torn, sk)
-    if seals:
-        assert [(r.index, r.records) for _, r in res.sealed] == [(2, 94)] and not res.discarded
-    else:
-        assert not res.sealed and [(d["path"], d["bytes"]) for d in res.discarded] == [(str(path), len(raw))]
+    assert not res.sealed and [(d["path"], d["bytes"]) for d in res.discarded] == [(str(path), len(raw))]
     v = verify_ledger(torn, trust, checkpoint_path(torn, "link0").read_bytes())
-    assert v.ok and not v.warnings and v.records == (294 if seals else 200), (v.problems, v.warnings)
+    assert v.ok and not v.warnings and v.records == 200, (v.problems, v.warnings)
     capture_file(SAMPLE, torn, digest_key=dk, signing_key=sk, segment_records=100)
     v = verify_ledger(torn, trust, checkpoint_path(torn, "link0").read_bytes())
-    assert v.ok and not v.warnings and v.records == (588 if seals else 494), (v.problems, v.warnings)
+    assert v.ok and not v.warnings and v.records == 494, (v.problems, v.warnings)
 
 
 def test_item16_capture_after_a_corrupt_header_reports_the_discard(torn, keydir):

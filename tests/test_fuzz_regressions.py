@@ -43,7 +43,7 @@ from ledgertool.ledger.checkpoints import link_tree, write_checkpoint
 from ledgertool.ledger.header import load_ledger, parse_ledger_header
 from ledgertool.ledger.layout import ROTATIONS_DIR
 from ledgertool.ledger.rotations import load_rotations, rotate_keys
-from ledgertool.ledger.segment import SegmentHeader, read_open_segment
+from ledgertool.ledger.segment import HEADER_SIZE, SegmentHeader, read_open_segment
 from ledgertool.seal.checkpoint import check_extends, parse_note, verify_note
 from ledgertool.seal.document import load_seal
 from ledgertool.seal.rotation import key_schedule
@@ -219,11 +219,11 @@ def _must_be_clean(fn, *args):
 
 # ---- segment headers ----------------------------------------------------------------------------
 
-def _valid_header(world) -> bytes:
+def _valid_header(world, mac_key_id: str | None = None) -> bytes:
     return SegmentHeader(
         ledger_id=load_ledger(world["ledger"]).ledger_id, link=LINK, index=3, algorithm="siphash-2-4-128",
         strip="frame", key_id="ab" * 16, record_size=48, digest_size=16, leaf_records=LEAF,
-        first_seq=24, created_ns=1).encode()
+        first_seq=24, created_ns=1, mac_key_id=mac_key_id).encode()
 
 
 @FUZZ
@@ -234,8 +234,11 @@ def test_segment_header_decode(world, data, tmp_path_factory):
     if data is None:  # the genuine header decodes
         assert SegmentHeader.decode(header, "x").first_seq == 24
         return
-    raw = data.draw(st.binary(max_size=300) | st.just(header),
+    v2 = _valid_header(world, "cd" * 16)  # authenticated blocks follow (issue 14)
+    raw = data.draw(st.binary(max_size=300) | st.just(header) | st.just(v2),
                     label="start")
+    if raw in (header, v2) and data.draw(st.booleans(), label="v2 block"):  # a block count the body may not fill
+        raw += data.draw(st.integers(0, 2**32 - 1), label="count").to_bytes(4, "little")
     if raw == header or data.draw(st.booleans(), label="mutate"):
         raw = _mutate_bytes(data, raw)
     hdr = _must_be_clean(SegmentHeader.decode, raw, "fuzz.open")
@@ -247,7 +250,12 @@ def test_segment_header_decode(world, data, tmp_path_factory):
     seg = _must_be_clean(read_open_segment, path)
     if seg is not None:
         assert len(seg.records) == seg.count * seg.header.record_size
-        assert 0 <= seg.torn_bytes < seg.header.record_size
+        if seg.header.version == 1:
+            assert 0 <= seg.torn_bytes < seg.header.record_size
+        else:  # every byte is in a whole block or counted past them
+            framed = sum(4 + b.count * seg.header.record_size + 32 for b in seg.blocks)
+            assert HEADER_SIZE + framed + seg.torn_bytes == len(raw + body)
+            assert sum(b.count for b in seg.blocks) == seg.count
 
 
 # ---- the ledger header (ledger.json) ------------------------------------------------------------

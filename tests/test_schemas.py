@@ -171,8 +171,9 @@ def test_segment_header_layout_matches_code():
 
     layout = json.loads((SCHEMAS / "segment-header.json").read_text())
     assert layout["size"] == segments.HEADER_SIZE == 256
-    assert layout["magic"].encode() == segments.SEGMENT_MAGIC
-    codes = re.findall(r"(\d*)([A-Za-z])", segments._HEADER.format.lstrip("<"))
+    assert layout["magic"].encode() == segments.SEGMENT_MAGIC_V2
+    assert layout["v1_magic"].encode() == segments.SEGMENT_MAGIC
+    codes = re.findall(r"(\d*)([A-Za-z])", segments._HEADER.format.lstrip("<") + segments._MAC_KEY_ID.format.lstrip("<"))
     type_code = {"u16": "H", "u32": "I", "u64": "Q", "i64": "q"}
     fields = [f for f in layout["fields"] if f["field"] != "reserved"]
     assert len(fields) == len(codes)
@@ -185,7 +186,8 @@ def test_segment_header_layout_matches_code():
         assert (m and code == "s" and int(m.group(2)) == int(count)) or type_code.get(f["type"]) == code, f
         offset += f["size"]
     reserved = layout["fields"][-1]
-    assert reserved["field"] == "reserved" and reserved["offset"] == offset == segments._HEADER.size
+    assert reserved["field"] == "reserved" and reserved["offset"] == offset == \
+        segments._HEADER.size + segments._MAC_KEY_ID.size
     assert reserved["offset"] + reserved["size"] == segments.HEADER_SIZE
 
 
@@ -193,7 +195,8 @@ def test_segment_header_values_at_documented_offsets():
     from ledgertool.ledger.segment import SegmentHeader
 
     hdr = SegmentHeader("00112233445566778899aabbccddeeff", "linkA", 7, "siphash-2-4-128", "frame",
-                        "ffeeddccbbaa99887766554433221100", 48, 16, 64, 2**40 + 5, -3)
+                        "ffeeddccbbaa99887766554433221100", 48, 16, 64, 2**40 + 5, -3,
+                        "0f1e2d3c4b5a69788796a5b4c3d2e1f0")
     raw = hdr.encode()
     at = {f["field"]: f for f in json.loads((SCHEMAS / "segment-header.json").read_text())["fields"]}
 
@@ -206,8 +209,8 @@ def test_segment_header_values_at_documented_offsets():
     def num(name):
         return struct.unpack(unpack[at[name]["type"]], field(name))[0]
 
-    assert field("magic") == b"LTSEGv1\n"
-    assert (num("version"), num("header_size"), num("record_size"), num("digest_size")) == (1, 256, 48, 16)
+    assert field("magic") == b"LTSEGv2\n" and field("mac_key_id").hex() == hdr.mac_key_id
+    assert (num("version"), num("header_size"), num("record_size"), num("digest_size")) == (2, 256, 48, 16)
     assert field("ledger_id").hex() == hdr.ledger_id and field("digest_key_id").hex() == hdr.key_id
     assert (num("segment"), num("leaf_records"), num("first_seq"), num("created_ns")) == (7, 64, 2**40 + 5, -3)
     assert field("link").rstrip(b"\0") == b"linkA" and field("algorithm").rstrip(b"\0") == b"siphash-2-4-128"

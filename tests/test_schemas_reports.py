@@ -229,7 +229,9 @@ def _torn_ledger(tmp: Path, keys: Path) -> Path:
     import pyarrow.parquet as pq
 
     from ledgertool.digest.record import record_dtype
+    from ledgertool.keyfiles import SigningKey
     from ledgertool.ledger.layout import open_segment_path, parquet_path
+    from ledgertool.ledger.openmac import OpenSegmentKey
     from ledgertool.ledger.segment import SegmentHeader, SegmentWriter, now_ns
     from ledgertool.seal.document import table_to_records
 
@@ -240,11 +242,14 @@ def _torn_ledger(tmp: Path, keys: Path) -> Path:
     recs = np.frombuffer(table_to_records(pq.read_table(parquet_path(ledger, "link0", 0)), meta["digest_size"]),
                          dtype=record_dtype(meta["digest_size"])).copy()
     recs["seq"] += 294  # segments 0..2 hold seq 0..293
+    key = OpenSegmentKey.derive(SigningKey.load(keys / "signing.key"), meta["ledger_id"])
     header = SegmentHeader(meta["ledger_id"], "link0", 3, meta["algorithm"], meta["strip"], meta["digest_key_id"],
-                           meta["record_size"], meta["digest_size"], meta["leaf_records"], 294, now_ns())
-    w = SegmentWriter(open_segment_path(ledger, "link0", 3), header)
-    w.append(recs.tobytes() + b"\x07" * 5, len(recs))
+                           meta["record_size"], meta["digest_size"], meta["leaf_records"], 294, now_ns(), key.key_id)
+    w = SegmentWriter(open_segment_path(ledger, "link0", 3), header, key)
+    w.append(recs.tobytes(), len(recs))
     w.close()
+    with open(open_segment_path(ledger, "link0", 3), "ab") as f:
+        f.write(b"\x07" * 5)  # a torn next block
     open_segment_path(ledger, "link0", 4).write_bytes(header.encode()[:100])
     (ledger / "ledger.json.tmp").write_bytes(b"{")
     return ledger
@@ -255,7 +260,8 @@ def test_recover_torn(run, tmp_path):
     ledger = _torn_ledger(tmp_path, keys)
     doc = cli_json("recover", ledger, "--signing-key", keys / "signing.key", "--json", cwd=tmp_path)
     validate(doc, "recover-report.schema.json")
-    assert doc["sealed"] == [{"link": "link0", "segment": 3, "records": 100, "torn_bytes_discarded": 5}]
+    assert doc["sealed"] == [{"link": "link0", "segment": 3, "records": 100, "torn_bytes_discarded": 5,
+                              "blocks_sealed": 1, "blocks_past_prefix": 1}]
     assert sorted(d["why"] for d in doc["discarded"]) == ["segment header cut",
                                                          "temporary file of an interrupted write"]
     assert doc["bytes_discarded"] == 5 + sum(d["bytes"] for d in doc["discarded"]) == 5 + 100 + 1

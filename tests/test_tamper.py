@@ -30,6 +30,7 @@ from ledgertool.ledger import segment as segments
 from ledgertool.ledger.checkpoints import write_checkpoint
 from ledgertool.ledger.header import load_ledger
 from ledgertool.ledger.layout import checkpoint_path
+from ledgertool.ledger.openmac import OpenSegmentKey
 from ledgertool.ledger.recover import recover_ledger
 from ledgertool.seal.document import (
     load_seal,
@@ -411,14 +412,18 @@ def test_torn_open_segment_is_reported_recoverable_not_fatal(ledger, keydir):
     nxt = _records(ledger, LAST)
     hdr = segments.SegmentHeader(lg.ledger_id, "link0", LAST + 1, lg.algorithm, lg.strip,
                                  lg.digest_key_id, lg.record_size, lg.digest_size, LEAF,
-                                 int(nxt["seq"][-1]) + 1, 0)
+                                 int(nxt["seq"][-1]) + 1, 0, OpenSegmentKey.derive(sk, lg.ledger_id).key_id)
     extra = nxt[:3].copy()
     extra["seq"] = np.arange(3) + int(nxt["seq"][-1]) + 1
     open_path = layout.open_segment_path(ledger, "link0", LAST + 1)
-    open_path.write_bytes(hdr.encode() + extra.tobytes() + b"\x01" * 7)
+    w = segments.SegmentWriter(open_path, hdr, OpenSegmentKey.derive(sk, lg.ledger_id), ledger)
+    w.append(extra.tobytes(), 3)
+    w.close()
+    with open(open_path, "ab") as f:
+        f.write(b"\x01" * 7)  # a torn next block
     v = verify_ledger(ledger, trust)
     assert v.ok and [(w.kind, w.segment) for w in v.warnings] == [("torn_segment", LAST + 1)]
-    assert "7 torn bytes" in v.warnings[0].detail
+    assert "3 whole records in 1 blocks and 7 bytes past them" in v.warnings[0].detail
     rec = recover_ledger(ledger, sk)
     assert [(link, r.index, r.records, r.torn_bytes) for link, r in rec.sealed] == [("link0", LAST + 1, 3, 7)]
     v = verify_ledger(ledger, trust, checkpoint_path(ledger, "link0").read_bytes())

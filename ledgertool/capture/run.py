@@ -42,7 +42,7 @@ from ..ledger.header import (
 )
 from ..ledger.layout import LEDGER_FILE, LOCK_FILE
 from ..ledger.lock import writer_lock
-from ..ledger.recover import recover_open_segments
+from ..ledger.recover import RecoveredSegment, recover_open_segments
 from ..ledger.rotations import current_digest_key_id, current_signer_check, digest_key_ids
 from ..ledger.writer import LinkWriter
 from ..seal.document import SealResult
@@ -59,6 +59,9 @@ from .workers import (
 )
 
 DEFAULT_SEGMENT_RECORDS = 1_000_000
+#: the most records per segment: they are held in memory until sealed (3 GiB of 48-byte records);
+#: verify reads leaf sidecars up to the same count
+MAX_SEGMENT_RECORDS = 1 << 26
 # errors of a write that `recover` can finish once they are fixed (the data written before stays)
 _WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG, errno.EROFS)
 _KEY_ID = re.compile(r"[0-9a-f]{32}")
@@ -94,7 +97,7 @@ class CaptureResult:
     wire_bytes: int = 0
     drops: int = 0
     segments: list[SealResult] = field(default_factory=list)
-    recovered: list[SealResult] = field(default_factory=list)
+    recovered: list[RecoveredSegment] = field(default_factory=list)
     first_seq: int = 0
     next_seq: int = 0
     elapsed_s: float = 0.0
@@ -224,8 +227,9 @@ def capture_file(
     read-only, I/O error): what was written before stays, and `ledgertool recover` seals it.
     """
     layout.check_link_name(link)
-    if segment_records < 1:
-        raise UsageError(Setting("segment_records"), " must be at least 1")
+    if not 1 <= segment_records <= MAX_SEGMENT_RECORDS:
+        # the open segment's records are held in memory until sealed (ledger.writer)
+        raise UsageError(Setting("segment_records"), f" must be 1..{MAX_SEGMENT_RECORDS}")
     if segment_seconds is not None and segment_seconds <= 0:
         raise UsageError(Setting("segment_seconds"), " must be positive")
     if duration is not None and duration <= 0:

@@ -453,18 +453,25 @@ def _read_input(path: Path, what: str) -> bytes:
 def recover(
     ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
     signing_key: Annotated[Path, typer.Option("--signing-key", help="The ledger's current signing.key.")],
+    trust_unauthenticated_open_segments: Annotated[bool, typer.Option(
+        "--trust-unauthenticated-open-segments",
+        help="Also seal v1 open segments, which carry no device MACs: only when the storage is trusted.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
 ) -> None:
-    """Seal the torn open segments a crash left (whole records kept), report bytes discarded."""
+    """Seal the authenticated prefix of the open segments a crash left, report what lay past it."""
     from ..ledger.recover import recover_ledger
     from ..keyfiles import SigningKey
 
-    res = recover_ledger(ledger, SigningKey.load(signing_key))
+    res = recover_ledger(ledger, SigningKey.load(signing_key),
+                         trust_unauthenticated=trust_unauthenticated_open_segments)
     if as_json:
         _emit_json(res.to_json())
         return
     for link, r in res.sealed:
-        out.print(f"sealed link {link} segment {r.index}: {r.records:,} records, {r.torn_bytes} torn bytes discarded")
+        out.print(f"sealed link {link} segment {r.index}: {r.records:,} records in {r.blocks} authenticated "
+                  f"block(s), {r.torn_bytes} bytes past them not sealed" if r.blocks else
+                  f"sealed link {link} segment {r.index}: {r.records:,} records (v1, storage trusted), "
+                  f"{r.torn_bytes} torn bytes discarded")
     for d in res.discarded:
         out.print(f"discarded {d['path']}: {d['bytes']} bytes ({d['why']})")
     out.print(f"recovered {len(res.sealed)} segment(s), {res.torn_bytes} bytes discarded")

@@ -1,6 +1,8 @@
-"""Recovery after a crash: seal the open segments a capture left (whole records kept, torn bytes
-reported), remove the leftovers of interrupted atomic writes, re-sign the checkpoints
-(`ledgertool recover`, docs/cli.md; a capture runs `recover_open_segments` on its link first).
+"""Recovery after a crash: seal the authenticated prefix of the open segments a capture left
+(whole blocks whose device MAC verifies; the bytes past them reported, never signed), remove the
+leftovers of interrupted atomic writes, re-sign the checkpoints (`ledgertool recover`,
+docs/cli.md; a capture runs `recover_open_segments` on its link first). The storage is the
+adversary's: an open segment that fails authentication is refused whole (docs/threat-model.md).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from .checkpoints import write_checkpoint
 from .header import LedgerHeader, load_ledger
 from .index import link_state, links, segment_files
 from .lock import writer_lock
+from .openmac import OpenSegmentKey
 from .rotations import current_signer_check, digest_key_ids
 
 
@@ -44,19 +47,49 @@ def _discard(ledger_dir: Path, discarded: list[dict] | None, path: Path, size: i
         discarded.append({"path": str(path), "bytes": size, "why": why})
 
 
-def recover_open_segments(ledger_dir: Path, ledger: LedgerHeader, link: str, signing_key: SigningKey,
-                          discarded: list[dict] | None = None) -> list[SealResult]:
-    """Seal every open segment left by a crash (whole records kept, torn bytes reported).
+@dataclass(frozen=True)
+class RecoveredSegment:
+    """One open segment sealed by recovery: its seal, and what was found past the authenticated
+    prefix (an incomplete last block of a v2 segment, or a torn record of a v1 one), not signed."""
 
-    Also removes leftovers of interrupted atomic writes (``*.tmp``) and every open segment that
-    cannot be sealed where it stands: its header was cut (no whole record), does not decode, or
-    does not fit the ledger there (another ledger, link, index, first seq, parameters or a digest
-    key that is not the current one). Each is listed in `discarded` when given (path, bytes, why):
-    nothing is removed without being reported. A link or FIFO in the ledger is FileTypeError.
+    seal: SealResult
+    blocks: int  # authenticated blocks sealed (0 for a v1 segment)
+    tail_blocks: int  # incomplete blocks past them: 0 or 1 (v2)
+
+    @property
+    def index(self) -> int:
+        return self.seal.index
+
+    @property
+    def records(self) -> int:
+        return self.seal.records
+
+    @property
+    def torn_bytes(self) -> int:
+        return self.seal.torn_bytes
+
+
+def recover_open_segments(ledger_dir: Path, ledger: LedgerHeader, link: str, signing_key: SigningKey,
+                          discarded: list[dict] | None = None, *,
+                          trust_unauthenticated: bool = False) -> list[RecoveredSegment]:
+    """Seal the authenticated prefix of every open segment left by a crash: the whole blocks of a
+    v2 segment, each authenticated by the device's MAC chain (segment.authenticated_records); a
+    v1 segment (no MACs) only with `trust_unauthenticated`. The bytes past the prefix are reported
+    in the seal (torn bytes) and the result, never signed.
+
+    OpenSegmentRefusedError (exit 1), with nothing of that segment sealed and the file left in
+    place, for a block that fails authentication (planted, rewritten, reordered), a header naming
+    another MAC key, or a v1 segment without `trust_unauthenticated`. Also removes leftovers of
+    interrupted atomic writes (``*.tmp``) and every open segment that cannot be sealed where it
+    stands: its header was cut (no whole record), does not decode, or does not fit the ledger
+    there (another ledger, link, index, first seq, parameters or a digest key that is not the
+    current one). Each is listed in `discarded` when given (path, bytes, why): nothing is removed
+    without being reported. A link or FIFO in the ledger is FileTypeError.
     """
     out = []
     _remove_tmp_files(ledger_dir, layout.link_dir(ledger_dir, link), discarded)
     key_id = digest_key_ids(ledger_dir, ledger)[-1]
+    mac_key = OpenSegmentKey.derive(signing_key, ledger.ledger_id)
     for index, files in sorted(segment_files(ledger_dir, link).items()):
         if "open" not in files:
             continue
@@ -81,21 +114,23 @@ def recover_open_segments(ledger_dir: Path, ledger: LedgerHeader, link: str, sig
         misfit = (f"the file is segment {index}" if index != state.next_index else
                   segments.header_mismatch(seg.header, ledger, link, state.next_index, state.next_seq, key_id))
         if misfit:
-            _discard(ledger_dir, discarded, files["open"], segments.HEADER_SIZE + len(seg.records) + seg.torn_bytes,
+            _discard(ledger_dir, discarded, files["open"], seg.size,
                      f"open segment does not continue the chain at segment {state.next_index}, seq "
                      f"{state.next_seq}: {misfit}; its {seg.count} records cannot be sealed there", *partial)
             continue
+        records = segments.authenticated_records(seg, mac_key, files["open"],
+                                                 trust_unauthenticated=trust_unauthenticated)
         # the records were digested with the key the segment header names: the seal says so
         _, res = seal_records(
             ledger_dir=ledger_dir, ledger=ledger.for_digest_key(seg.header.key_id), link=link, index=index,
             first_seq=seg.header.first_seq,
-            records=seg.records, prev_hash=state.prev_hash, signing_key=signing_key,
+            records=records, prev_hash=state.prev_hash, signing_key=signing_key,
             parquet=layout.parquet_path(ledger_dir, link, index),
             seal_file=layout.seal_path(ledger_dir, link, index), torn_bytes=seg.torn_bytes,
             source="recovered open segment",
         )
         fsio.unlink(files["open"], root=ledger_dir)
-        out.append(res)
+        out.append(RecoveredSegment(res, len(seg.blocks), int(seg.header.version == 2 and seg.torn_bytes > 0)))
     return out
 
 
@@ -104,7 +139,7 @@ class RecoverResult:
     """What `recover_ledger` did (JSON: `ledgertool recover --json`)."""
 
     ledger: str
-    sealed: list[tuple[str, SealResult]] = field(default_factory=list)
+    sealed: list[tuple[str, RecoveredSegment]] = field(default_factory=list)
     discarded: list[dict] = field(default_factory=list)
     checkpoints: list[str] = field(default_factory=list)
 
@@ -115,13 +150,17 @@ class RecoverResult:
     def to_json(self) -> dict:
         return {"ok": True, "ledger": self.ledger,
                 "sealed": [{"link": link, "segment": r.index, "records": r.records,
-                            "torn_bytes_discarded": r.torn_bytes} for link, r in self.sealed],
+                            "torn_bytes_discarded": r.torn_bytes, "blocks_sealed": r.blocks,
+                            "blocks_past_prefix": r.tail_blocks} for link, r in self.sealed],
                 "discarded": self.discarded, "bytes_discarded": self.torn_bytes,
                 "checkpoints": self.checkpoints}
 
 
-def recover_ledger(ledger_dir: Path, signing_key: SigningKey) -> RecoverResult:
-    """Seal the torn open segments of every link after a crash and re-sign the checkpoints.
+def recover_ledger(ledger_dir: Path, signing_key: SigningKey, *, trust_unauthenticated: bool = False
+                   ) -> RecoverResult:
+    """Seal the authenticated prefix of every link's open segments after a crash and re-sign the
+    checkpoints (recover_open_segments: OpenSegmentRefusedError for a segment that fails
+    authentication, or a v1 one without `trust_unauthenticated`).
 
     Holds the ledger's writer lock (LedgerLockedError while a capture or another writer runs);
     StorageError naming the file when the file system fails (nothing is removed before what
@@ -133,7 +172,8 @@ def recover_ledger(ledger_dir: Path, signing_key: SigningKey) -> RecoverResult:
         res = RecoverResult(str(ledger_dir))
         _remove_tmp_files(ledger_dir, ledger_dir, res.discarded)
         for link in links(ledger_dir):
-            for r in recover_open_segments(ledger_dir, ledger, link, signing_key, res.discarded):
+            for r in recover_open_segments(ledger_dir, ledger, link, signing_key, res.discarded,
+                                           trust_unauthenticated=trust_unauthenticated):
                 res.sealed.append((link, r))
             res.checkpoints.append(str(write_checkpoint(ledger_dir, ledger, link, signing_key)))
     return res

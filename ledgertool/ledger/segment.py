@@ -1,13 +1,19 @@
 """Open segments: the append-only record files a capture writes before sealing.
 
-Layout (docs/ledger-format.md): a 256-byte header, then fixed-size little-endian records.
-Paths are ledgertool.ledger.layout's.
-A crash can leave a torn last record; `read_open_segment` keeps every whole record and
-reports the bytes it discards.
+Layout (docs/ledger-format.md, "Open segment file"): a 256-byte header, then
+  v1  fixed-size little-endian records (no authentication: recovery seals them only from trusted
+      storage);
+  v2  blocks, each a u32 record count, the records and a 32-byte MAC chained over the previous
+      block's (ledger.openmac).
+Paths are ledgertool.ledger.layout's. The sealer signs the records a capture holds in memory
+(ledger.writer); these files are read only by recovery and by verify's report on them. A crash
+can leave a torn last record (v1) or block (v2); parsing keeps every whole one and reports the
+bytes past them.
 """
 
 from __future__ import annotations
 
+import hmac
 import os
 import struct
 import time
@@ -19,17 +25,26 @@ from .. import fsio
 from ..algorithms import ALGORITHMS, STRIP_MODES
 from ..digest.engine import MERKLE_MAX_LEAF_RECORDS, valid_leaf_records
 from ..digest.record import RECORD_FIXED
-from ..errors import LedgerFormatError
+from ..errors import LedgerFormatError, OpenSegmentRefusedError, Setting
 from .header import LedgerHeader
 from .layout import is_link_name
+from .openmac import MAC_SIZE, OpenSegmentKey
 
-SEGMENT_MAGIC = b"LTSEGv1\n"
-SEGMENT_VERSION = 1
+SEGMENT_MAGIC = b"LTSEGv1\n"  # v1: records without authentication (read, never written)
+SEGMENT_MAGIC_V2 = b"LTSEGv2\n"  # v2: authenticated blocks
 HEADER_SIZE = 256
 # magic, version, header size, record size, digest size, ledger id, segment index, leaf records,
-# first seq, key id (16 bytes), link (32), algorithm (32), strip (16), created ns
+# first seq, key id (16 bytes), link (32), algorithm (32), strip (16), created ns; v2 adds the
+# MAC key id (16 bytes) at byte 152
 _HEADER = struct.Struct("<8sHHHH16sIIQ16s32s32s16sq")
-assert _HEADER.size <= HEADER_SIZE
+_MAC_KEY_ID = struct.Struct("<16s")
+MAC_KEY_ID_OFFSET = _HEADER.size
+assert MAC_KEY_ID_OFFSET + _MAC_KEY_ID.size <= HEADER_SIZE
+_BLOCK_COUNT = struct.Struct("<I")
+BLOCK_PREFIX = _BLOCK_COUNT.size
+#: records per v2 block at most: an append is split into blocks this size, so a torn block loses
+#: at most this many records and a block count field can never claim more
+MAX_BLOCK_RECORDS = 1 << 16
 
 
 
@@ -48,14 +63,22 @@ class SegmentHeader:
     leaf_records: int
     first_seq: int
     created_ns: int
+    mac_key_id: str | None = None  # hex, 32 chars: format v2 (authenticated blocks); None: v1
+
+    @property
+    def version(self) -> int:
+        return 1 if self.mac_key_id is None else 2
 
     def encode(self) -> bytes:
         raw = _HEADER.pack(
-            SEGMENT_MAGIC, SEGMENT_VERSION, HEADER_SIZE, self.record_size, self.digest_size,
+            SEGMENT_MAGIC if self.version == 1 else SEGMENT_MAGIC_V2, self.version, HEADER_SIZE,
+            self.record_size, self.digest_size,
             uuid.UUID(hex=self.ledger_id).bytes, self.index, self.leaf_records, self.first_seq,
             bytes.fromhex(self.key_id), self.link.encode(), self.algorithm.encode(),
             self.strip.encode(), self.created_ns,
         )
+        if self.mac_key_id is not None:
+            raw += _MAC_KEY_ID.pack(bytes.fromhex(self.mac_key_id))
         return raw.ljust(HEADER_SIZE, b"\0")
 
     @classmethod
@@ -64,9 +87,9 @@ class SegmentHeader:
             raise LedgerFormatError(f"{path}: segment header cut at byte {len(raw)} (needs {HEADER_SIZE})")
         (magic, version, hsize, rsize, dsize, lid, index, leaf, first, key_id, link, alg, strip,
          created) = _HEADER.unpack_from(raw)
-        if magic != SEGMENT_MAGIC:
+        if magic not in (SEGMENT_MAGIC, SEGMENT_MAGIC_V2):
             raise LedgerFormatError(f"{path}: not a ledgertool segment (bad magic at byte 0)")
-        if version != SEGMENT_VERSION or hsize != HEADER_SIZE:
+        if version != (1 if magic == SEGMENT_MAGIC else 2) or hsize != HEADER_SIZE:
             raise LedgerFormatError(f"{path}: unsupported segment format version {version} at byte 8")
         if rsize != RECORD_FIXED + dsize or dsize not in (16, 32):
             raise LedgerFormatError(f"{path}: inconsistent record size {rsize} / digest size {dsize} at byte 12")
@@ -87,8 +110,9 @@ class SegmentHeader:
         if names[2] not in STRIP_MODES:
             raise LedgerFormatError(f"{path}: strip mode {names[2]!r} at byte 128 is not one of "
                                     f"{', '.join(STRIP_MODES)}")
+        mac_key_id = _MAC_KEY_ID.unpack_from(raw, MAC_KEY_ID_OFFSET)[0].hex() if version == 2 else None
         return cls(uuid.UUID(bytes=lid).hex, names[0], index, names[1], names[2], key_id.hex(), rsize, dsize,
-                   leaf, first, created)
+                   leaf, first, created, mac_key_id)
 
 
 def header_mismatch(header: SegmentHeader, ledger: LedgerHeader, link: str, index: int, first_seq: int | None,
@@ -111,38 +135,54 @@ def header_mismatch(header: SegmentHeader, ledger: LedgerHeader, link: str, inde
 # ---- writer / reader ------------------------------------------------------------------------
 
 class SegmentWriter:
-    """Append-only writer of one open segment. Records are appended in whole batches.
+    """Append-only writer of one v2 open segment: each append is one authenticated block.
 
     The file is created with O_CREAT|O_EXCL|O_NOFOLLOW (fsio.create_exclusive), below the ledger
-    directory `root` when given, so a planted link is never written through. OSError from the
-    file system becomes StorageError naming the segment and saying that the records already
-    written are kept for `ledgertool recover`."""
+    directory `root` when given, so a planted link is never written through. `key` is the ledger's
+    open-segment key; its id is in the header (ValueError otherwise). OSError from the file system
+    becomes StorageError naming the segment and saying that the records already written are kept
+    for `ledgertool recover`."""
 
-    def __init__(self, path: Path, header: SegmentHeader, root: Path | None = None):
+    def __init__(self, path: Path, header: SegmentHeader, key: OpenSegmentKey, root: Path | None = None):
+        if header.mac_key_id != key.key_id:
+            raise ValueError("the open segment's header names another MAC key")
         self.path = path
         self.header = header
+        self._key = key
         self._fd = -1
         fsio.make_dirs(path.parent, root)
         self._fd = fsio.create_exclusive(path, root=root, what="open segment")
         self.records = 0
+        self.blocks = 0
+        raw = header.encode()
+        self._mac = key.chain_start(raw)
         try:
-            self._write(header.encode())
+            self._write(raw)
         except BaseException:
             os.close(self._fd)
             self._fd = -1
             raise
 
-    def _write(self, data: memoryview | bytes) -> None:
-        view = memoryview(data).cast("B")
+    def _write(self, *parts: memoryview | bytes) -> None:
+        views = [memoryview(p).cast("B") for p in parts]
         try:
-            while view:
-                view = view[os.write(self._fd, view):]
+            while views:
+                n = os.writev(self._fd, views)
+                while views and n >= len(views[0]):
+                    n -= len(views.pop(0))
+                if views:
+                    views[0] = views[0][n:]
         except OSError as e:
             raise fsio.storage_error(e, self.path, "append to open segment", _keep_hint(e)) from None
 
     def append(self, records: memoryview | bytes, count: int) -> None:
-        self._write(records)
+        """Write `count` whole records (1..MAX_BLOCK_RECORDS) as the next block, MAC'd from these
+        very bytes."""
+        assert 1 <= count <= MAX_BLOCK_RECORDS
+        self._mac = self._key.block_mac(self._mac, self.blocks, count, records)
+        self._write(_BLOCK_COUNT.pack(count), records, self._mac)
         self.records += count
+        self.blocks += 1
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -162,27 +202,88 @@ def _keep_hint(e: OSError) -> str:
 
 
 @dataclass(frozen=True)
-class OpenSegment:
-    header: SegmentHeader
-    records: bytes  # whole records only
+class OpenBlock:
+    """One whole v2 block as framed in the file (not yet authenticated)."""
+
+    offset: int  # byte offset of its count field in the file
     count: int
-    torn_bytes: int  # bytes of a cut last record, discarded
+    records: bytes
+    mac: bytes
+
+
+@dataclass(frozen=True)
+class OpenSegment:
+    """An open segment as framed in the file. Nothing here is authenticated: `authenticated_records`
+    checks a v2 segment's blocks; a v1 segment has nothing to check."""
+
+    header: SegmentHeader
+    raw_header: bytes  # the 256 header bytes (v2: the MAC chain starts from them)
+    records: bytes  # whole records (v1) / the records of the whole blocks (v2)
+    count: int
+    torn_bytes: int  # bytes past the last whole record (v1) / block (v2), never sealed
+    size: int  # of the file, bytes
+    blocks: tuple[OpenBlock, ...] = ()  # v2
 
 
 def read_open_segment(path: Path, root: Path | None = None) -> OpenSegment:
     """Read an open (unsealed) segment (fsio.read_regular, below the ledger directory `root` when
-    given); keep whole records, count the torn tail's bytes. LedgerFormatError for a header that
-    does not decode, FileTypeError / StorageError as fsio.read_regular."""
+    given); keep whole records (v1) or blocks (v2), count the bytes past them. LedgerFormatError
+    for a header that does not decode, FileTypeError / StorageError as fsio.read_regular."""
     return parse_open_segment(fsio.read_regular(path, root=root, what="open segment"), path)
 
 
 def parse_open_segment(raw: bytes, path: Path | str) -> OpenSegment:
     """The open segment in `raw`, the bytes of the file at `path` (read_open_segment; pure)."""
     header = SegmentHeader.decode(raw, str(path))
-    body = raw[HEADER_SIZE:]
-    count = len(body) // header.record_size
-    whole = count * header.record_size
-    return OpenSegment(header, body[:whole], count, len(body) - whole)
+    if header.version == 1:
+        body = raw[HEADER_SIZE:]
+        count = len(body) // header.record_size
+        whole = count * header.record_size
+        return OpenSegment(header, raw[:HEADER_SIZE], body[:whole], count, len(body) - whole, len(raw))
+    blocks = []
+    pos = HEADER_SIZE
+    # a block stops the framing where it does not fit whole (a torn append) or its count is out of
+    # range (a torn count field): those bytes are reported, never sealed
+    while pos + BLOCK_PREFIX <= len(raw):
+        (count,) = _BLOCK_COUNT.unpack_from(raw, pos)
+        end = pos + BLOCK_PREFIX + count * header.record_size + MAC_SIZE
+        if not 1 <= count <= MAX_BLOCK_RECORDS or end > len(raw):
+            break
+        blocks.append(OpenBlock(pos, count, raw[pos + BLOCK_PREFIX:end - MAC_SIZE], raw[end - MAC_SIZE:end]))
+        pos = end
+    return OpenSegment(header, raw[:HEADER_SIZE], b"".join(b.records for b in blocks),
+                       sum(b.count for b in blocks), len(raw) - pos, len(raw), tuple(blocks))
+
+
+def authenticated_records(seg: OpenSegment, key: OpenSegmentKey, path: Path | str, *,
+                          trust_unauthenticated: bool = False) -> bytes:
+    """The records of `seg` that may be signed: every whole block of a v2 segment, each checked
+    against the device's MAC chain (`key`: the ledger's open-segment key); a v1 segment's records
+    only with `trust_unauthenticated` (the caller trusts the storage). Pure.
+
+    OpenSegmentRefusedError (one line naming the file, the block and its byte offset) when a
+    block's MAC does not verify (planted, rewritten, moved or reordered), the header names another
+    MAC key, or a v1 segment is met without trust; nothing of such a segment may be signed."""
+    if seg.header.version == 1:
+        if not trust_unauthenticated:
+            raise OpenSegmentRefusedError(
+                f"{path}: a v1 open segment ({seg.count} records) carries no authentication by the device; nothing "
+                "was sealed: if the storage is trusted, `ledgertool recover` with ",
+                Setting("trust_unauthenticated_open_segments"), " seals it",
+                unauthenticated=True)
+        return seg.records
+    if seg.header.mac_key_id != key.key_id:
+        raise OpenSegmentRefusedError(
+            f"{path}: the header (byte {MAC_KEY_ID_OFFSET}) names MAC key {seg.header.mac_key_id}, not this "
+            f"device's key {key.key_id} for the ledger: not written by this device; nothing of it is sealed")
+    mac = key.chain_start(seg.raw_header)
+    for i, block in enumerate(seg.blocks):
+        mac = key.block_mac(mac, i, block.count, block.records)
+        if not hmac.compare_digest(mac, block.mac):
+            raise OpenSegmentRefusedError(
+                f"{path}: block {i} (byte {block.offset}) fails authentication by the device's key: planted, "
+                "rewritten or reordered; nothing of this segment is sealed")
+    return seg.records
 
 
 def now_ns() -> int:

@@ -1,11 +1,13 @@
 """LinkWriter: where a capture's records go from the digest engine to storage and to the sealer.
 
 It owns one link's open segment (the only place that builds a segment header), rotates it by
-record count and by wall-clock age, seals each full segment on a background thread from the records
-it was handed, kept in memory (the open segment file is for `recover` after a crash: storage is the
-adversary's, so what is sealed is never read back from it), extends the
+record count and by wall-clock age, seals each full segment on a background thread, extends the
 link's seal chain (previous seal hash, next index and first seq) and signs a checkpoint over the
 chain after every seal (docs/ledger-format.md; docs/transparency.md, "Checkpoints").
+
+The sealer signs the records this writer was handed, kept in memory for the open segment (one
+segment's records, two while a seal is in flight); the `.open` file, written as authenticated
+blocks (ledger.openmac), is only for recovery after a crash: rewriting it changes nothing signed.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from . import layout
 from .checkpoints import link_tree, write_checkpoint
 from .header import LedgerHeader
 from .index import link_state
-from .segment import SegmentHeader, SegmentWriter, now_ns
+from .openmac import OpenSegmentKey
+from .segment import MAX_BLOCK_RECORDS, SegmentHeader, SegmentWriter, now_ns
 
 
 class LinkWriter:
@@ -55,7 +58,8 @@ class LinkWriter:
         self._tree = tree
         self._prev_hash = prev_hash  # of the last seal handed to the sealer (set on its thread)
         self._segment: SegmentWriter | None = None
-        self._records = bytearray()  # the open segment's records as handed over: what its seal covers
+        self._records = bytearray()  # the open segment's records as appended: what gets sealed
+        self._mac_key = OpenSegmentKey.derive(signing_key, ledger.ledger_id)
         self._opened_at = 0.0  # perf_counter when the open segment was created
         self._created_ns: int | None = None
         self._sealer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledgertool-seal")
@@ -104,12 +108,17 @@ class LinkWriter:
             header = SegmentHeader(
                 self.ledger.ledger_id, self.link, self.next_index, self.ledger.algorithm, self.ledger.strip,
                 self.ledger.digest_key_id, self.ledger.record_size, self.ledger.digest_size,
-                self.ledger.leaf_records, self.next_seq, created)
+                self.ledger.leaf_records, self.next_seq, created, self._mac_key.key_id)
             self._segment = SegmentWriter(layout.open_segment_path(self.ledger_dir, self.link, self.next_index),
-                                          header, self.ledger_dir)
+                                          header, self._mac_key, self.ledger_dir)
             self._opened_at = time.perf_counter()
-        self._segment.append(records, count)
-        self._records += records
+        size = self.ledger.record_size
+        start = len(self._records)
+        self._records += records  # the one copy: the engine reuses its buffer
+        with memoryview(self._records) as kept:
+            for first in range(0, count, MAX_BLOCK_RECORDS):
+                n = min(MAX_BLOCK_RECORDS, count - first)
+                self._segment.append(kept[start + first * size:start + (first + n) * size], n)
         self.next_seq += count
 
     def due(self, records: int, opened_at: float, now: float) -> bool:
@@ -138,12 +147,12 @@ class LinkWriter:
     # ---- sealing and the chain -----------------------------------------------------------------
 
     def seal(self) -> None:
-        """Close the open segment (fsync) and hand its records, as appended, to the sealer once the
-        seal before it is done (that seal's error is raised here)."""
+        """Close the open segment (fsync) and hand it to the sealer once the seal before it is done
+        (that seal's error is raised here)."""
         assert self._segment is not None
         self._segment.close()
         path, index, first_seq = self._segment.path, self.next_index, self._segment.header.first_seq
-        records, self._records = bytes(self._records), bytearray()
+        records, self._records = self._records, bytearray()  # handed over whole, not copied
         self._segment = None
         self.next_index += 1
         self.drain()
@@ -154,9 +163,9 @@ class LinkWriter:
         while self._pending:
             self.sealed.append(self._pending.pop(0).result())
 
-    def _seal_job(self, path: Path, index: int, first_seq: int, records: bytes) -> SealResult:
-        """On the sealer thread: seal one closed segment's records, extend the chain, sign its
-        checkpoint, remove the open segment file."""
+    def _seal_job(self, path: Path, index: int, first_seq: int, records: bytearray) -> SealResult:
+        """On the sealer thread: seal one closed segment's records (from memory, never read back
+        from `path`), remove `path`, extend the chain, sign its checkpoint."""
         if not os.path.lexists(layout.checkpoint_path(self.ledger_dir, self.link)):
             # before a link's first seal (or in a ledger older than per-seal checkpoints): a checkpoint
             # of the chain as it stands, so a link never holds a seal without a checkpoint
