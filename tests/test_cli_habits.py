@@ -165,7 +165,7 @@ def endless_capture(tmp_path, keydir):
     spec = tmp_path / "endless.toml"
     spec.write_text(ENDLESS)
     led = tmp_path / "L"
-    p = _start("capture", f"workload:{spec}", "--ledger", led, *_keys(keydir), "--segment-records", "100000000")
+    p = _start("capture", f"workload:{spec}", "--ledger", led, *_keys(keydir), "--segment-records", "60000000")
     _wait_for(lambda: any(led.glob("link=link0/seg-*.open")), p)
     time.sleep(1)
     return p, led
