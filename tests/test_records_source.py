@@ -260,7 +260,8 @@ def test_sigint_while_the_pipe_is_quiet_seals_what_arrived_and_stops(tmp_path, k
         p.stdin.flush()
         seg = layout.open_segment_path(led, "link0", 0)
         deadline = time.monotonic() + 60
-        while not (seg.exists() and seg.stat().st_size == 256 + 100 * 48):
+        # v2 open segment: 256-byte header, then one block: u32 count, the records, a 32-byte MAC
+        while not (seg.exists() and seg.stat().st_size == 256 + 4 + 100 * 48 + 32):
             assert time.monotonic() < deadline and p.poll() is None, p.stderr.read() if p.poll() else "timeout"
             time.sleep(0.05)
         p.send_signal(signal.SIGINT)
