@@ -208,25 +208,8 @@ def write_atomic(path: PathArg, data: bytes | bytearray | memoryview, *, root: P
     (O_CREAT|O_EXCL|O_NOFOLLOW), fsync, rename over `path`, fsync the directory. A link at `path`
     is replaced, never written through. StorageError / FileTypeError naming `path` (`what` says
     what it is: "seal document", ...); nothing is left behind on error."""
-    path = Path(path)
-    dfd = open_dir(path.parent, root)
-    tmp = None
-    try:
-        fd, tmp = _create_tmp(dfd, path.name, mode)
-        try:
-            _write_all(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path.name, src_dir_fd=dfd, dst_dir_fd=dfd)
-        tmp = None
-        os.fsync(dfd)
-    except OSError as e:
-        raise storage_error(e, path, f"write {what}") from None
-    finally:
-        if tmp is not None:
-            _unlink_quietly(tmp, dfd)
-        os.close(dfd)
+    with atomic_file(path, root=root, mode=mode, what=what) as f:
+        f.write(data)
 
 
 @contextmanager
