@@ -65,7 +65,7 @@ from .errors import (
     LedgerFormatError,
     StorageError,
 )
-from .seal.canonical import b64decode_canonical, loads_strict
+from .seal.canonical import b64decode_canonical, loads_format_object, loads_strict
 
 __all__ = [
     "DIGEST_KEY_FILE",
@@ -198,15 +198,7 @@ def _load_json_doc(path: str, kind: str, fmt: str) -> dict[str, Any]:
     if err is not None:
         raise err
     what = _KINDS[kind]
-    try:
-        doc = loads_strict(data, path)
-    except LedgerFormatError as e:
-        raise KeyFileError(f"{e} (expected {what})") from None
-    if not isinstance(doc, dict):
-        raise KeyFileError(f"{path}: top level is not a JSON object (expected {what})")
-    if doc.get("format") != fmt:
-        raise KeyFileError(f"{path}: format is {doc.get('format')!r}, expected {fmt!r}")
-    return doc
+    return loads_format_object(data, path, fmt, what, KeyFileError)
 
 
 def _write_new_file(path: str, data: bytes, mode: int, what: str) -> None:

@@ -59,7 +59,7 @@ from ..keyfiles import (
     TrustBundle,
     _write_new_file,
 )
-from ..seal.canonical import b64decode_canonical, canonical_json, loads_strict
+from ..seal.canonical import b64decode_canonical, canonical_json, loads_format_object
 
 __all__ = [
     "HPKE_SUITE", "DEVICE_KEY_FILE", "DEVICE_PUB_FILE", "ACCEPTED_FILE", "PackageRefused", "WrongDeviceError",
@@ -166,14 +166,7 @@ def _read_file(path: str, what: str, secret: bool) -> bytes:
 
 def _json_object(data: bytes, path: str, fmt: str, what: str, members: set[str]) -> dict[str, Any]:
     """Strictly parsed JSON object with exactly ``members`` and ``format`` == ``fmt``."""
-    try:
-        doc = loads_strict(data, path)
-    except LedgerFormatError as e:
-        raise LedgerFormatError(f"{e} (expected {what})") from None
-    if not isinstance(doc, dict):
-        raise LedgerFormatError(f"{path}: top level is not a JSON object (expected {what})")
-    if doc.get("format") != fmt:
-        raise LedgerFormatError(f"{path}: format is {doc.get('format')!r}, expected {fmt!r} ({what})")
+    doc = loads_format_object(data, path, fmt, what)
     if set(doc) != members:
         missing, extra = sorted(members - set(doc)), sorted(set(doc) - members)
         raise LedgerFormatError(f"{path}: {what}: " + (f"missing member(s) {missing}" if missing

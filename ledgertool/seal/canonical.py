@@ -14,10 +14,10 @@ from typing import Any
 
 import rfc8785
 
-from ..errors import LedgerFormatError
+from ..errors import DataError, LedgerFormatError
 
 __all__ = ["MAX_DOCUMENT_BYTES", "MAX_DOCUMENT_DEPTH", "MAX_SAFE_INTEGER", "b64decode_canonical",
-           "canonical_json", "loads_strict"]
+           "canonical_json", "loads_format_object", "loads_strict"]
 
 MAX_SAFE_INTEGER = 2**53 - 1
 """Largest integer magnitude that survives RFC 8785's IEEE-754 double number model."""
@@ -172,3 +172,18 @@ def b64decode_canonical(s: str) -> bytes:
     if base64.b64encode(raw).decode("ascii") != s:
         raise binascii.Error("non-canonical base64 (unused bits set in the last character)")
     return raw
+
+
+def loads_format_object(data: bytes, where: str, fmt: str, what: str,
+                        error: type[DataError] = LedgerFormatError) -> dict:
+    """A strictly parsed JSON object (loads_strict) whose `format` member is `fmt`; otherwise
+    `error` (LedgerFormatError, or KeyFileError for key files) naming `where` and `what`."""
+    try:
+        doc = loads_strict(data, where)
+    except LedgerFormatError as e:
+        raise error(f"{e} (expected {what})") from None
+    if not isinstance(doc, dict):
+        raise error(f"{where}: top level is not a JSON object (expected {what})")
+    if doc.get("format") != fmt:
+        raise error(f"{where}: format is {doc.get('format')!r}, expected {fmt!r} ({what})")
+    return doc
