@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 import traceback
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,6 +21,7 @@ from rich.table import Column, Table
 from .. import __version__
 from ..errors import LedgerError, UsageError, exit_code_for
 from .flags import cli_message
+from .progress import rate as _rate
 from .render import SafeConsole, printable, styled, table_console
 
 app = typer.Typer(
@@ -52,35 +52,22 @@ def _emit_json(doc: dict | list) -> None:
     sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
 
 
-def _rate(per_s: float) -> str:
-    """3 significant digits with a k/M/G prefix and a trailing space: '3.2 k', '17.6 M'."""
-    for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if per_s >= div:
-            return f"{per_s / div:.3g} {unit}"
-    return f"{per_s:.3g} "
-
-
-@contextmanager
 def _progress(label: str, enabled: bool):
-    """Yield a progress callback (frames, bytes) drawing a rich status line on stderr, or None
-    when quiet (--json) or stderr is not a terminal."""
-    if not enabled or not err.is_terminal:
-        yield None
-        return
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    """`capture`'s progress line (frames, frames/s, Gbit/s) on stderr (cli/progress.py), or None
+    when quiet (--json, --quiet) or stderr is not a terminal."""
+    from .progress import frames_display
 
-    with Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False),
-                  TextColumn("{task.fields[stats]}", markup=False), TimeElapsedColumn(), console=err,
-                  transient=True) as prog:
-        task = prog.add_task(printable(label), stats="")
-        t0 = time.perf_counter()
+    return frames_display(err, label, not enabled)
 
-        def cb(frames: int, nbytes: int) -> None:
-            dt = max(time.perf_counter() - t0, 1e-9)
-            prog.update(task, stats=f"{frames:,} frames  {_rate(frames / dt)}frames/s  "
-                                    f"{nbytes * 8 / dt / 1e9:.2f} Gbit/s")
 
-        yield cb
+def _shown(quiet: bool, as_json: bool):
+    """The progress display (cli/progress.py) for a command's library call: None when quiet."""
+    from .progress import progress_display
+
+    return progress_display(err, quiet or as_json)
+
+
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr (shown only on a terminal).")]
 
 
 def _print_version(value: bool) -> None:
@@ -237,6 +224,7 @@ def capture(
         "can forge every tag (fixed IV; docs/algorithms.md).")] = False,
     digest_key_id: Annotated[Optional[str], typer.Option("--digest-key-id", help="records: only: the digest key id of the key the device digested with (32 hex), for a new ledger without --digest-key; checked against an existing ledger's.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Digest every frame of a capture or a live interface (or seal records computed elsewhere) into a sealed, signed, hash-chained ledger."""
     from ..capture.run import capture_file
@@ -260,7 +248,7 @@ def capture(
         opts = LiveOptions(ring_mb=ring_mb, block_kb=block_kb, block_ms=block_ms, fanout_group=fanout_group,
                            promisc=promisc, pin_cpu=pin)
     dk, sk = DigestKey.load(digest_key) if digest_key is not None else None, SigningKey.load(signing_key)
-    ctx = _live_panel(source, not as_json) if live_source else _progress(f"capture {source}", not as_json)
+    ctx = _live_panel(source, not (as_json or quiet)) if live_source else _progress(f"capture {source}", not (as_json or quiet))
     def sealing(records: int) -> None:
         err.print(f"sealing {records:,} records… (Ctrl-C again to abandon the open segment; it stays recoverable)")
 
@@ -362,6 +350,7 @@ def verify(
         "--cluster", help="Run the per-segment checks on a Dask cluster: tcp://HOST:PORT (a scheduler) or local:N "
                           "(N worker processes here); needs ledgertool[cluster].")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Check signatures, chain, Parquet hashes, Merkle roots, counts, sequence continuity, checkpoints."""
     from ..keyfiles import TrustBundle
@@ -372,11 +361,11 @@ def verify(
         raise UsageError("--checkpoint is one ledger's checkpoint: give one DIR with it")
     bundle = TrustBundle.load(trust)
     note = _read_input(checkpoint, "checkpoint") if checkpoint is not None else None
-    with _segment_checker(cluster) as checker:
+    with _segment_checker(cluster) as checker, _shown(quiet, as_json) as progress:
         if len(ledgers) == 1:
-            res = verify_ledger(ledgers[0], bundle, note, str(checkpoint), checker=checker)
+            res = verify_ledger(ledgers[0], bundle, note, str(checkpoint), checker=checker, progress=progress)
         else:
-            many = verify_ledgers(ledgers, bundle, checker=checker)
+            many = verify_ledgers(ledgers, bundle, checker=checker, progress=progress)
     if len(ledgers) == 1:
         if as_json:
             _emit_json(res.to_json())
@@ -622,6 +611,7 @@ def recompute(
     memory_limit: Annotated[str, typer.Option(help="DuckDB memory limit; larger sets spill to a temporary directory.")] = "4GB",
     workers: Annotated[int, typer.Option(help="Threads that digest each batch (0: every usable core); digests do not depend on it.", min=0)] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Recompute digests of a capture and reconcile them with a ledger (multisets, DuckDB)."""
     from ..algorithms import get_algorithm
@@ -638,7 +628,7 @@ def recompute(
             raise UsageError("--trust and --checkpoint go with --ledger")
         dk = dks[0]
         alg = get_algorithm(algorithm)
-        with _progress(f"recompute {source}", not as_json) as cb:
+        with _shown(quiet, as_json) as cb:
             run = digests_to_parquet(source, out_file, dk, alg, strip, cb, workers)
         for w in run.warnings:
             err.print(styled(("warning:", "yellow"), f" {w}"))
@@ -657,7 +647,7 @@ def recompute(
     note = _read_input(checkpoint, "checkpoint") if checkpoint is not None else None
     window = dict(from_ns=_parse_time(from_time, "--from"), to_ns=_parse_time(to_time, "--to"),
                   tolerance_ns=_parse_tolerance(tolerance))
-    with _progress(f"recompute {source}", not as_json) as cb:
+    with _shown(quiet, as_json) as cb:
         res = reconcile(source, ledger, dks, trust=bundle, checkpoint=note, checkpoint_name=str(checkpoint),
                         progress=cb, links=link, details=details, memory_limit=memory_limit, workers=workers,
                         **window)
@@ -723,6 +713,7 @@ def query(
         "--trust", help="verifier.pub: verify signatures too before querying (without it only the keyless "
                         "checks run, and a warning says so).")] = None,
     checkpoint: Annotated[Optional[Path], typer.Option("--checkpoint", help="A checkpoint the ledger must extend.")] = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Verify a ledger, then run SQL (DuckDB) over the verified `records` and `seals` tables."""
     from ..fsio import atomic_path, write_atomic
@@ -739,7 +730,8 @@ def query(
         raise UsageError("--format parquet writes a file: give --output FILE.parquet")
     bundle = TrustBundle.load(trust) if trust is not None else None
     note = _read_input(checkpoint, "checkpoint") if checkpoint is not None else None
-    res = run_query(ledger, sql, bundle, note, str(checkpoint), arrow=fmt == "parquet")
+    with _shown(quiet, False) as progress:
+        res = run_query(ledger, sql, bundle, note, str(checkpoint), arrow=fmt == "parquet", progress=progress)
     _unverified_warning(res.verification)
     if fmt == "parquet":
         import pyarrow.parquet as pq

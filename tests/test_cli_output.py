@@ -1,0 +1,139 @@
+"""Issue 15 (output and interaction): progress on a terminal's stderr only, help for every command,
+query's output path checked first, and the examples of docs/cli.md run as documented."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import SAMPLES, run_cli
+
+SAMPLE = SAMPLES / "sample.pcapng"
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+CLI = [sys.executable, "-c", "from ledgertool.cli.app import main; main()"]
+
+
+def _keys(keydir: Path) -> list[str]:
+    return ["--digest-key", str(keydir / "digest.key"), "--signing-key", str(keydir / "signing.key")]
+
+
+@pytest.fixture(scope="module")
+def ledger(tmp_path_factory, keydir) -> Path:
+    """The sample in 3 segments."""
+    led = tmp_path_factory.mktemp("output") / "L"
+    r = run_cli("capture", SAMPLE, "--ledger", led, *_keys(keydir), "--segment-records", "100")
+    assert r.returncode == 0, r.stderr
+    return led
+
+
+def run_on_tty(*args, timeout: float = 120) -> tuple[int, bytes, str]:
+    """Run `ledgertool ARGS` with stderr on a pseudo-terminal and stdout on a pipe, as a user at a
+    terminal who redirects the results: (exit code, stdout bytes, stderr text without escapes)."""
+    master, slave = pty.openpty()
+    env = dict(os.environ, COLUMNS="160", TERM="xterm")
+    p = subprocess.Popen([*CLI, *map(str, args)], stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL,
+                         env=env)
+    os.close(slave)
+    err = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 0.1)
+        if ready:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child closed its end
+                break
+            if not chunk:
+                break
+            err += chunk
+        elif p.poll() is not None:
+            break
+    out = p.stdout.read()
+    rc = p.wait(timeout=10)
+    os.close(master)
+    return rc, out, ANSI.sub("", err.decode(errors="replace"))
+
+
+def _progress_cases(ledger: Path, keydir: Path, tmp_path: Path) -> dict[str, tuple[list, str]]:
+    """command -> (arguments, the final progress text with its total)."""
+    trust = keydir / "verifier.pub"
+    size = SAMPLE.stat().st_size
+    kib = f"{size / 1024:.1f} KiB"
+    return {
+        "verify": (["verify", ledger, "--trust", trust], "verify ━"),
+        "query": (["query", ledger, "SELECT count(*) AS n FROM records", "--trust", trust], "3 of 3 segments, 294 records"),
+        "recompute": (["recompute", SAMPLE, "--digest-key", keydir / "digest.key", "--ledger", ledger, "--trust", trust],
+                      f"{kib} of {kib}, 294 frames"),
+        "bench": (["bench", "--algorithm", "siphash-1-3-128", "--paths", "default", "--sizes", "64,1500",
+                   "--threads", "1", "--min-time", "0.001", "--repeats", "1", "--capture-frames", "0"],
+                  "of 2 runs"),
+    }
+
+
+@pytest.mark.parametrize("cmd", ["verify", "query", "recompute", "bench"])
+def test_item15_progress_on_terminal_stderr_only(ledger, keydir, tmp_path, cmd):
+    args, shown = _progress_cases(ledger, keydir, tmp_path)[cmd]
+    rc, out, err = run_on_tty(*args)
+    assert rc == 0, err
+    assert shown in err, err
+    if cmd == "verify":
+        assert "3 of 3 segments, 294 records" in err and "ETA" in err
+    # --quiet: nothing drawn, the same stdout
+    rc_q, out_q, err_q = run_on_tty(*args, "--quiet")
+    assert rc_q == 0, err_q
+    assert "ETA" not in err_q and " of " not in err_q.replace("checkpoint you hold", "")
+    # a pipe: nothing drawn either; stdout byte-identical in all three (bench: the same table shape)
+    piped = subprocess.run([*CLI, *map(str, args)], capture_output=True)
+    assert piped.returncode == 0 and "ETA" not in piped.stderr.decode()
+    if cmd == "bench":  # timings differ run to run: compare what does not
+        assert out.count(b"\n") == out_q.count(b"\n") == piped.stdout.count(b"\n")
+    else:
+        assert out == out_q == piped.stdout
+    assert b"ETA" not in out and b" of " not in out
+
+
+def test_item15_recompute_out_progress_has_the_capture_size(keydir, tmp_path):
+    size = SAMPLE.stat().st_size
+    rc, out, err = run_on_tty("recompute", SAMPLE, "--digest-key", keydir / "digest.key", "--algorithm",
+                              "siphash-1-3-128", "--strip", "frame", "--out", tmp_path / "d.parquet")
+    assert rc == 0, err
+    assert f"{size / 1024:.1f} KiB of {size / 1024:.1f} KiB, 294 frames" in err
+    assert out.startswith(b"wrote 294 digests")
+
+
+def test_item15_verify_progress_counts_segments_of_total(ledger, keydir):
+    """The library's typed updates: segments done of the link's total, records as items."""
+    from ledgertool.keyfiles import TrustBundle
+    from ledgertool.progress import Progress
+    from ledgertool.verify.ledger import verify_ledger
+
+    seen: list[Progress] = []
+    res = verify_ledger(ledger, TrustBundle.load(keydir / "verifier.pub"), progress=seen.append)
+    assert res.ok
+    assert seen[0] == Progress("verify", 0, 3, "segments", 0, "records")
+    assert [(p.done, p.total, p.items) for p in seen] == [(0, 3, 0), (1, 3, 100), (2, 3, 200), (3, 3, 294)]
+
+
+def test_item15_recompute_progress_ends_at_the_file_size(ledger, keydir):
+    from ledgertool.keyfiles import DigestKey, TrustBundle
+    from ledgertool.progress import Progress
+    from ledgertool.reconcile.recompute import reconcile
+
+    seen: list[Progress] = []
+    res = reconcile(SAMPLE, ledger, DigestKey.load(keydir / "digest.key"),
+                    trust=TrustBundle.load(keydir / "verifier.pub"), progress=seen.append)
+    assert res.ok
+    phases = [p.phase for p in seen]
+    assert phases.index("recompute") > phases.index("verify")  # the ledger is verified first
+    last = seen[-1]
+    assert last == Progress("recompute", SAMPLE.stat().st_size, SAMPLE.stat().st_size, "bytes", 294, "frames")
+    done = [p.done for p in seen if p.phase == "recompute"]
+    assert done == sorted(done) and all(d <= last.total for d in done)
