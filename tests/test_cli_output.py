@@ -137,3 +137,41 @@ def test_item15_recompute_progress_ends_at_the_file_size(ledger, keydir):
     assert last == Progress("recompute", SAMPLE.stat().st_size, SAMPLE.stat().st_size, "bytes", 294, "frames")
     done = [p.done for p in seen if p.phase == "recompute"]
     assert done == sorted(done) and all(d <= last.total for d in done)
+
+
+# ---- help ---------------------------------------------------------------------------------------
+
+def _command_paths() -> list[tuple[str, ...]]:
+    """Every command and group of the CLI, as its words after `ledgertool`."""
+    from ledgertool.cli.app import _command
+
+    paths = []
+
+    def walk(cmd, path: tuple[str, ...]) -> None:
+        paths.append(path)
+        for name, sub in sorted(getattr(cmd, "commands", {}).items()):
+            walk(sub, (*path, name))
+
+    walk(_command(), ())
+    return paths
+
+
+def test_item15_every_command_help_says_reads_writes_exit_codes_example():
+    from click.testing import CliRunner
+
+    from ledgertool.cli.app import _command
+
+    paths = _command_paths()
+    assert len(paths) >= 30 and ("conformance", "check") in paths and ("plan", "storage") in paths
+    runner = CliRunner()
+    for path in paths:
+        r = runner.invoke(_command(), [*path, "-h"], prog_name="ledgertool")
+        assert r.exit_code == 0, (path, r.output)
+        text = r.output
+        example = text.split("\n  Example:\n    ", 1)
+        assert len(example) == 2, (path, text)
+        assert example[1].startswith("ledgertool " + " ".join(path)), (path, example[1])
+        codes = next((ln for ln in text.splitlines() if ln.strip().startswith("Exit codes: 0 ")), "")
+        assert ", 2 " in codes, (path, text)
+        if path not in {(), ("keys",), ("plan",), ("workload",), ("conformance",)}:  # groups: their commands say
+            assert "\n  Reads: " in text and "\n  Writes: " in text, (path, text)
