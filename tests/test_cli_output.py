@@ -175,3 +175,34 @@ def test_item15_every_command_help_says_reads_writes_exit_codes_example():
         assert ", 2 " in codes, (path, text)
         if path not in {(), ("keys",), ("plan",), ("workload",), ("conformance",)}:  # groups: their commands say
             assert "\n  Reads: " in text and "\n  Writes: " in text, (path, text)
+
+
+# ---- start-up -----------------------------------------------------------------------------------
+
+HEAVY = ("numpy", "pyarrow", "duckdb", "cffi", "scapy", "pydantic", "ledgertool._native", "rich.table",
+         "ledgertool.bench.measure")
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["-h"], ["verify", "--help"], ["capture", "-h"],
+                                  ["keys", "provision", "--help"], ["bench", "--help"]])
+def test_item15_help_and_version_load_nothing_heavy(argv):
+    """What `--help` and `--version` import (docs/benchmarks.md, "CLI start-up"): the help text is
+    typer's and rich's console only; typer's pydantic coercion is not built for options not given."""
+    code = ("import sys, io, contextlib\nfrom ledgertool.cli import main\nsys.argv = ['ledgertool', *%r]\n"
+            "buf = io.StringIO()\ntry:\n    with contextlib.redirect_stdout(buf):\n        main()\n"
+            "except SystemExit:\n    pass\n" % (argv,))
+    # main() leaves with os._exit: report the modules from an atexit-free hook instead
+    code = code.replace("from ledgertool.cli import main", "import os\nfrom ledgertool.cli import main\n"
+                        "_exit = os._exit\nos._exit = lambda c: (sys.__stderr__.write('MODULES ' + ' '.join("
+                        "sorted(sys.modules)) + '\\n'), sys.__stderr__.flush(), _exit(c))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    line = next((ln for ln in r.stderr.splitlines() if ln.startswith("MODULES ")), None)
+    loaded = set(line.split()[1:]) if line else set(sys.modules)  # --version returns without os._exit
+    if line is None:
+        assert argv == ["--version"]
+        code2 = code + "\nsys.__stderr__.write('MODULES ' + ' '.join(sorted(sys.modules)) + '\\n')\n"
+        r = subprocess.run([sys.executable, "-c", code2], capture_output=True, text=True, timeout=60)
+        loaded = set(next(ln for ln in r.stderr.splitlines() if ln.startswith("MODULES ")).split()[1:])
+        assert "typer" not in loaded and "rich" not in loaded
+    assert not [m for m in HEAVY if m in loaded], sorted(m for m in HEAVY if m in loaded)

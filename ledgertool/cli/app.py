@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.table import Column, Table
 
 from .. import __version__
 from ..errors import LedgerError, UsageError, exit_code_for
@@ -160,6 +159,7 @@ def _live_panel(source: str, enabled: bool):
         return
     from rich.live import Live
     from rich.panel import Panel
+    from rich.table import Table
 
     state = {"t": 0.0, "frames": 0, "bytes": 0, "fps": 0.0, "gbps": 0.0}
 
@@ -755,6 +755,8 @@ def query(
 @app.command()
 def algorithms(as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document.")] = False) -> None:
     """List digest algorithms: key/output sizes and guarantees with a secret or a known key."""
+    from rich.table import Column, Table
+
     from ..algorithms import ALGORITHMS
     from ..digest.engine import cpu_path, cpu_path_note, cpu_paths
 
@@ -839,9 +841,40 @@ def _os_error_line(e: OSError) -> str:
     return (f"{name}: " if name else "") + text + (f"; {advice}" if advice else "")
 
 
+#: option value names in help, as tcpdump and DuckDB write them (`--trust FILE`, not typer's `<path>`)
+_DIR_OPTIONS = {"ledger", "workdir", "png", "outdir", "directory"}
+
+
+def _value_name(p) -> str:
+    """FILE, DIR, N, X or the option's name in capitals, for an option that takes a value."""
+    kind = getattr(getattr(p, "type_descriptor", None), "annotation", None)
+    kind = typing_args[0] if (typing_args := getattr(kind, "__args__", None)) else kind
+    if kind is Path:
+        return "DIR" if p.name in _DIR_OPTIONS else "FILE"
+    return {int: "N", float: "X"}.get(kind, p.name.upper().replace("_", "-"))
+
+
+class _LazyCoercion:
+    """typer >= 0.2x builds a pydantic TypeAdapter for a parameter the first time it processes a
+    value, even None (an option not given, a group's --help not asked for): importing pydantic
+    costs ~0.2 s of every `--help`. None needs no adapter, so it is built only for a real value."""
+
+    def __init__(self, param) -> None:
+        self.param, self.real = param, None
+
+    def coerce(self, value, param, ctx):
+        if value is None:
+            return () if param.multiple or param.nargs == -1 else None
+        if self.real is None:
+            from typer._coercion import build_runtime_param
+
+            self.real = build_runtime_param(param.type_descriptor)
+        return self.real.coerce(value, param=param, ctx=ctx)
+
+
 def _command():
     """The app as a click command, every argument shown in capitals, as tcpdump and DuckDB write
-    them (`SOURCE`, not typer's `{source}`)."""
+    them (`SOURCE`, not typer's `{source}`), and option values named FILE, DIR, N (not `<path>`)."""
     from typer.core import TyperArgument
 
     from .helptext import epilog
@@ -851,13 +884,24 @@ def _command():
     def usage_name(p: TyperArgument):
         return lambda: (p.metavar if p.required else f"[{p.metavar}]") + ("..." if p.nargs != 1 else "")
 
+    def lazy(p) -> None:
+        if getattr(p, "_runtime_param", False) is None and hasattr(p, "get_runtime_param"):
+            p._runtime_param = _LazyCoercion(p)
+
     def walk(cmd, path: str = "") -> None:
         cmd.epilog = cmd.epilog or epilog(path)
+        if hasattr(cmd, "get_help_option"):
+            lazy(cmd.get_help_option(typer.Context(cmd, help_option_names=["--help", "-h"])))
         for p in cmd.params:
+            lazy(p)
             if isinstance(p, TyperArgument):
                 p.metavar = p.metavar or p.name.upper()
                 if hasattr(p, "_usage_display_name"):  # typer >= 0.16 braces required arguments
                     p._usage_display_name = usage_name(p)
+                if hasattr(p, "display_type_rich"):  # typer >= 0.2x adds `<list[Path]>` after the name
+                    p.display_type_rich = lambda ctx: None
+            elif hasattr(p, "display_type_rich") and not (p.is_flag or p.count):
+                p.display_type_rich = lambda ctx, name=p.metavar or _value_name(p): name
         for name, sub in getattr(cmd, "commands", {}).items():
             walk(sub, f"{path} {name}".strip())
 

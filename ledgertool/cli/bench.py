@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.table import Table
 
 from ..errors import UsageError
 from ..progress import Progress
@@ -80,6 +79,8 @@ def bench_command(
 ) -> None:
     """Throughput per algorithm x message size x threads (isolation) and through the whole capture path."""
     # numpy, cffi and pyarrow load with these: only when the command runs, not for --help
+    from rich.table import Table
+
     from .. import fsio
     from ..algorithms import ALGORITHMS, get_algorithm
     from ..bench import dashboard
