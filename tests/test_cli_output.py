@@ -206,3 +206,33 @@ def test_item15_help_and_version_load_nothing_heavy(argv):
         loaded = set(next(ln for ln in r.stderr.splitlines() if ln.startswith("MODULES ")).split()[1:])
         assert "typer" not in loaded and "rich" not in loaded
     assert not [m for m in HEAVY if m in loaded], sorted(m for m in HEAVY if m in loaded)
+
+
+# ---- query --output checked first ---------------------------------------------------------------
+
+@pytest.mark.parametrize("where", ["missing-dir", "a-dir", "under-a-file"])
+def test_item15_query_output_checked_before_the_query(tmp_path, where):
+    """A bad --output is one line, exit 2, before the ledger is read: the ledger here does not even
+    exist, and the output error is the one reported; nothing is left in the directory."""
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    out, line = {
+        "missing-dir": (tmp_path / "nodir" / "r.csv", f"{tmp_path / 'nodir' / 'r.csv'}: cannot write query result: "
+                        f"No such file or directory; {tmp_path / 'nodir'} is not an existing directory"),
+        "a-dir": (tmp_path, f"{tmp_path}: cannot write query result: Is a directory; give a file name (the "
+                  "directory is not replaced)"),
+        "under-a-file": (afile / "r.csv", f"{afile / 'r.csv'}: cannot write query result: Not a directory; "
+                         f"{afile} is not an existing directory"),
+    }[where]
+    before = sorted(tmp_path.iterdir())
+    r = run_cli("query", tmp_path / "no-ledger", "SELECT 1", "--output", out, "--format", "csv")
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip() == f"ledgertool: error: {line}"
+    assert r.stdout == "" and sorted(tmp_path.iterdir()) == before
+
+
+def test_item15_query_output_good_path_still_written(ledger, tmp_path):
+    out = tmp_path / "n.csv"
+    r = run_cli("query", ledger, "SELECT count(*) AS n FROM records", "--output", out, "--format", "csv")
+    assert r.returncode == 0, r.stderr
+    assert out.read_text() == "n\n294\n" and sorted(p.name for p in tmp_path.iterdir()) == ["n.csv"]

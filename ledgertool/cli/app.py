@@ -716,7 +716,7 @@ def query(
     quiet: QuietOpt = False,
 ) -> None:
     """Verify a ledger, then run SQL (DuckDB) over the verified `records` and `seals` tables."""
-    from ..fsio import atomic_path, write_atomic
+    from ..fsio import atomic_path, check_writable, write_atomic
     from ..keyfiles import TrustBundle
     from ..reconcile.query import run_query
     from .results import FORMATS, render
@@ -728,6 +728,8 @@ def query(
         raise UsageError(f"--format {fmt!r}: use {', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
     if fmt == "parquet" and output is None:
         raise UsageError("--format parquet writes a file: give --output FILE.parquet")
+    if output is not None:  # before the ledger is verified and queried, not after
+        check_writable(output, what="query result")
     bundle = TrustBundle.load(trust) if trust is not None else None
     note = _read_input(checkpoint, "checkpoint") if checkpoint is not None else None
     with _shown(quiet, False) as progress:
