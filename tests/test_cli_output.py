@@ -236,3 +236,75 @@ def test_item15_query_output_good_path_still_written(ledger, tmp_path):
     r = run_cli("query", ledger, "SELECT count(*) AS n FROM records", "--output", out, "--format", "csv")
     assert r.returncode == 0, r.stderr
     assert out.read_text() == "n\n294\n" and sorted(p.name for p in tmp_path.iterdir()) == ["n.csv"]
+
+
+# ---- bench dashboard: the answer first ----------------------------------------------------------
+
+LINERATE_CSV = Path(__file__).resolve().parent.parent / "docs" / "bench" / "linerate.csv"
+
+
+def test_item15_dashboard_answer_cores_needed():
+    """Cores needed from the measured rows: 400G of 64 B frames is 595.2 Mframes/s, divided by the
+    fastest per-thread rate measured for the algorithm (over CPU paths and thread counts)."""
+    from ledgertool.bench.dashboard import ANSWER_SIZES, answer_rows, latest
+    from ledgertool.bench.rows import read_csv
+
+    rows = read_csv(LINERATE_CSV)
+    answers = {a.label: a for a in answer_rows(rows)}
+    assert ANSWER_SIZES == (64, 1500)
+    assert list(answers)[:2] == ["capture path (digest engine), siphash-1-3-128",
+                                 "capture path (with sealing), siphash-1-3-128"]
+    sip = [r for r in latest(rows) if r.benchmark == "digest" and r.algorithm == "siphash-1-3-128"]
+    for i, size in enumerate(ANSWER_SIZES):
+        best = max(r.frames_per_s / r.threads for r in sip if r.size == size)
+        for j, bps in enumerate((400e9, 800e9, 1.6e12)):
+            want = bps / ((size + 20) * 8) / best
+            assert answers["siphash-1-3-128"].cores[i][j] == pytest.approx(want, rel=1e-9)
+    assert answers["siphash-1-3-128"].cores[0][0] == pytest.approx(595.238e6 / best_at(sip, 64), rel=1e-4)
+    assert answers["siphash-1-3-128"].cores[0][2] == pytest.approx(4 * answers["siphash-1-3-128"].cores[0][0])
+
+
+def best_at(rows, size: int) -> float:
+    return max(r.frames_per_s / r.threads for r in rows if r.size == size)
+
+
+def test_item15_dashboard_layout():
+    from ledgertool.bench.dashboard import render_html
+    from ledgertool.bench.rows import read_csv
+
+    page = render_html(read_csv(LINERATE_CSV))
+    assert page.index('id="answer"') < page.index("<svg")  # the answer first
+    assert page.count('<div class="meta">vm · AMD EPYC') == 1  # one header line, not one per CPU path
+    assert "CPU paths aesni-pclmul, avx2-mb, avx512-mb" in page
+    n_alg = page.count('data-kind="size"')
+    assert n_alg == 5 and page.count('data-kind="threads"') == n_alg
+    assert page.count('data-label="1.6T ÷ 2 cores"') == n_alg  # a 1.6T line in every plot
+    assert page.count('data-label="1.6T × threads ÷ 2 cores"') == n_alg
+    assert page.count("tcpdump -r FILE -w /dev/null (64 B)") == 1  # the latest of the two runs
+    bars = re.findall(r'text-anchor="end">([^<]*tcpdump[^<]*)</text>', page)
+    assert bars and not any("siphash" in b for b in bars)
+    assert page.count("<thead>") == 2  # the answer's and the raw table's, each once
+
+
+def test_item15_dashboard_fits_1400px_in_chromium(tmp_path):
+    import shutil
+
+    binary = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
+    if binary is None:
+        pytest.skip("no chromium on PATH")
+    from PIL import Image
+    import numpy as np
+
+    from ledgertool.bench.dashboard import write_html
+    from ledgertool.bench.rows import read_csv
+
+    html_file = write_html(read_csv(LINERATE_CSV), tmp_path / "d.html")
+    shot = tmp_path / "d.png"
+    subprocess.run([binary, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
+                    f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1400,9000", f"--screenshot={shot}",
+                    html_file.as_uri()], capture_output=True, timeout=120)
+    gray = np.asarray(Image.open(shot).convert("L"))
+    used = np.where((gray < 235).any(axis=0))[0]
+    # the page has a 24 px margin: content that overflowed the window would reach its right edge
+    assert used.max() <= 1400 - 20, used.max()
+    assert (gray[:, :30] < 235).any()  # something was drawn at all
