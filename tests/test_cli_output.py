@@ -308,3 +308,21 @@ def test_item15_dashboard_fits_1400px_in_chromium(tmp_path):
     # the page has a 24 px margin: content that overflowed the window would reach its right edge
     assert used.max() <= 1400 - 20, used.max()
     assert (gray[:, :30] < 235).any()  # something was drawn at all
+
+
+# ---- docs/cli.md: output files ------------------------------------------------------------------
+
+def test_item15_recompute_details_keeps_the_old_file_on_failure(ledger, keydir, tmp_path):
+    """docs/cli.md, "Output files": a failed run leaves the old file. --details used to be
+    truncated at the start, so a run that failed later destroyed it."""
+    details = tmp_path / "d.jsonl"
+    details.write_text("old\n")
+    bad = tmp_path / "bad.pcap"
+    data = bytearray(SAMPLE.with_suffix(".pcap").read_bytes())
+    data[24 + 8:24 + 12] = (0x0FFFFFFF).to_bytes(4, "little")  # caplen of the first record: corrupt
+    bad.write_bytes(bytes(data))
+    r = run_cli("recompute", bad, "--ledger", ledger, "--digest-key", keydir / "digest.key",
+                "--trust", keydir / "verifier.pub", "--details", details)
+    assert r.returncode == 2 and "corrupt record header at byte 24" in r.stderr, r.stderr
+    assert details.read_text() == "old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.pcap", "d.jsonl"]  # no temporary left

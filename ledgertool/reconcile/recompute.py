@@ -230,8 +230,9 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey | Sequ
 
     Raises DiscrepancyError when the ledger does not verify, KeyFileError when a key is not one
     of the ledger's digest keys (wrong key) or covers none of its sealed segments in `links`,
-    UsageError for the same key given twice, and CaptureFormatError / LedgerFormatError for bad
-    inputs.
+    UsageError for the same key given twice, StorageError when `details` cannot be written (checked
+    first: an existing file is replaced only at the end), and CaptureFormatError / LedgerFormatError
+    for bad inputs.
     """
     ledger_dir = Path(ledger_dir)
     ledger = load_ledger(ledger_dir)
@@ -242,11 +243,8 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey | Sequ
     if from_ns is not None and to_ns is not None and from_ns >= to_ns:
         raise UsageError("empty time window: ", Setting("from_ns"), f" {from_ns} is not before ", Setting("to_ns"),
                          f" {to_ns} (ns since the epoch)")
-    if details is not None:
-        try:
-            Path(details).open("w").close()  # fail before the long part, not after it
-        except OSError as e:
-            raise UsageError(f"{details}: cannot write details: {e.strerror}") from None
+    if details is not None:  # fail before the long part, not after it; an existing file stays until replaced
+        fsio.check_writable(details, what="details file")
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ledgertool-recompute-") as tmp:
         try:
