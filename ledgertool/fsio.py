@@ -238,6 +238,36 @@ def atomic_file(path: PathArg, *, root: PathArg | None = None, mode: int = 0o644
         os.close(dfd)
 
 
+def check_writable(path: PathArg, *, what: str = "file") -> None:
+    """Fail now, before a long run, where replacing `path` at its end would: its directory is
+    missing or not a directory, `path` is a directory, or no new file can be created next to it
+    (permission, read-only file system: tried with a temporary file, removed at once).
+    StorageError naming `path` ('{path}: cannot write {what}: Is a directory; ...'), nothing left."""
+    path = Path(path)
+    try:
+        if stat.S_ISDIR(os.stat(path).st_mode):
+            raise storage_error(IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR)), path, f"write {what}",
+                                "give a file name (the directory is not replaced)")
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    except OSError as e:
+        raise storage_error(e, path, f"write {what}") from None
+    try:
+        dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError) as e:
+        raise storage_error(e, path, f"write {what}", f"{path.parent} is not an existing directory") from None
+    except OSError as e:
+        raise storage_error(e, path, f"write {what}") from None
+    try:
+        fd, tmp = _create_tmp(dfd, path.name, 0o600)
+        os.close(fd)
+        _unlink_quietly(tmp, dfd)
+    except OSError as e:
+        raise storage_error(e, path, f"write {what}") from None
+    finally:
+        os.close(dfd)
+
+
 @contextmanager
 def atomic_path(path: PathArg, *, what: str = "file") -> Iterator[Path]:
     """A path inside a new private directory (mkdtemp: mode 0700, unpredictable name) next to

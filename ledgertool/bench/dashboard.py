@@ -8,9 +8,10 @@ What is plotted (docs/benchmarks.md, "Dashboard"), per algorithm, from `digest` 
 
 both in *line-rate equivalent* Gbit/s = frames/s x (size + 20 B wire overhead) x 8 / 1e9, i.e. the
 Ethernet line rate whose frame rate at that size this throughput keeps up with. The 400G and 800G
-reference lines are scaled per core: with N usable cores on the measuring host, each core must
+reference lines (and 1.6T) are scaled per core: with N usable cores on the measuring host, each core must
 carry rate / N, and t threads must carry rate x t / N. The whole-capture-path rows get a bar chart,
-and every row is listed in a table. Only the latest row per (host, cpu path, benchmark, algorithm,
+and every row is listed in a table. The page opens with the answer: cores needed for 400G, 800G
+and 1.6T at 64 B and 1500 B frames, from the measured per-thread rates (`answer_rows`). Only the latest row per (host, cpu path, benchmark, algorithm,
 size, threads) is plotted; the table lists every row, noisy ones marked.
 
 The plot model (`Plot`, `Series`) is pure data; `svg_plot` and `write_pngs` only render it.
@@ -28,7 +29,9 @@ from ..errors import Setting, UsageError
 from ..plan import WIRE_OVERHEAD_BYTES
 from .rows import BenchRow, human_size
 
-LINE_RATES = ((400e9, "400G", "#d62728"), (800e9, "800G", "#9467bd"))
+LINE_RATES = ((400e9, "400G", "#d62728"), (800e9, "800G", "#9467bd"), (1.6e12, "1.6T", "#e6550d"))
+#: frame sizes of the headline answer: the worst case and full-size Ethernet frames
+ANSWER_SIZES = (64, 1500)
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
 
 
@@ -126,14 +129,59 @@ def build_plots(rows: list[BenchRow]) -> list[Plot]:
                           xticks=[(t, str(t)) for t in threads]))
     capture = [r for r in rows if r.benchmark.startswith("capture:")]
     if capture:
-        def workers(r) -> str:  # the engine rows are measured with 1 and N workers; say which
-            return f", {r.threads} worker{'s' if r.threads != 1 else ''}" if r.benchmark != "capture:python-reference" \
-                and r.benchmark != "capture:tcpdump" else ""
-        bars = [(f"{r.benchmark[8:]} ({r.algorithm}, {human_size(r.size)}{workers(r)}){tag(r)}", r.frames_per_s / 1e6,
-                 r.noisy) for r in capture]
+        bars = [(f"{_bar_label(r)}{tag(r)}", r.frames_per_s / 1e6, r.noisy) for r in capture]
         plots.append(Plot("capture", "", "whole capture path from a pcap in page cache",
                           "Mframes/s (log scale)", "", [], bars=bars))
     return plots
+
+
+def _bar_label(r: BenchRow) -> str:
+    """'engine (siphash-1-3-128, 64 B, 2 workers)'; tcpdump digests nothing, so its bar names the
+    tool, not the algorithm column the CSV row carries."""
+    if r.benchmark == "capture:tcpdump":
+        return f"tcpdump -r FILE -w /dev/null ({human_size(r.size)})"
+    workers = ("" if r.benchmark == "capture:python-reference"
+               else f", {r.threads} worker{'s' if r.threads != 1 else ''}")
+    return f"{r.benchmark[8:]} ({r.algorithm}, {human_size(r.size)}{workers})"
+
+
+@dataclass(frozen=True)
+class AnswerRow:
+    """Cores needed per (line rate, frame size) for one way of digesting, from its best measured
+    per-thread rate at each size (None: that size was not measured)."""
+
+    label: str
+    cores: tuple[tuple[float | None, ...], ...]  # [size index][line rate index]
+    paths: tuple[str, ...]  # the CPU path (or worker count) each size's figure comes from
+
+
+def _per_thread(r: BenchRow) -> float:
+    return r.frames_per_s / r.threads if r.threads else 0.0
+
+
+def answer_rows(rows: list[BenchRow]) -> list[AnswerRow]:
+    """The headline: for the capture path (capture:engine, and capture:sealed with Parquet, Merkle
+    roots and signatures) and for each algorithm's digest alone, the cores that 400G / 800G / 1.6T of 64 B and 1500 B frames need at the fastest
+    per-thread rate measured (over CPU paths and thread counts), i.e. assuming cores scale."""
+    rows = latest(rows)
+    groups: dict[str, list[BenchRow]] = {}
+    for r in rows:
+        if r.benchmark in ("capture:engine", "capture:sealed"):
+            what = "digest engine" if r.benchmark == "capture:engine" else "with sealing"
+            groups.setdefault(f"capture path ({what}), {r.algorithm}", []).append(r)
+        elif r.benchmark == "digest":
+            groups.setdefault(r.algorithm, []).append(r)
+    out = []
+    for label, rs in sorted(groups.items(), key=lambda kv: (not kv[0].startswith("capture"), kv[0])):
+        cores, paths = [], []
+        for size in ANSWER_SIZES:
+            best = max((r for r in rs if r.size == size), key=_per_thread, default=None)
+            cores.append(tuple(best.cores_needed(bps) if best else None for bps, _, _ in LINE_RATES))
+            paths.append("" if best is None else best.cpu_path if best.benchmark == "digest"
+                         else f"{best.threads} worker{'s' if best.threads != 1 else ''}")
+        if any(c is not None for per in cores for c in per):
+            out.append(AnswerRow(label, tuple(cores), tuple(paths)))
+    return out
 
 
 # --------------------------------------------------------------------------- SVG
@@ -252,26 +300,60 @@ svg text.t{font-weight:bold;font-size:13px} svg text.ax{fill:#444}
 svg .grid{stroke:#e6e6e6} svg .frame{fill:none;stroke:#999}
 svg .line{fill:none;stroke-width:2} svg .ref{fill:none;stroke-width:1.5;stroke-dasharray:6 4}
 table{border-collapse:collapse;background:#fff;font-size:12px} th,td{border:1px solid #ddd;padding:3px 7px;white-space:nowrap}
-th{background:#f0f0f0} td.n{text-align:right;font-variant-numeric:tabular-nums} tr.noisy td{background:#fff4ce}
+th{background:#f0f0f0} th.l{text-align:left;font-weight:normal} td.n{text-align:right;font-variant-numeric:tabular-nums}
+tr.noisy td{background:#fff4ce} #answer-table{font-size:14px} #answer-table td{min-width:5em}
 """
 
-TABLE_COLUMNS = ("time", "host", "cpu_path", "cores", "benchmark", "algorithm", "size", "threads", "frames",
+#: the raw table's columns; time and host only when the rows come from more than one run or host
+#: (the header says them otherwise), so that it fits a 1400 px window
+TABLE_COLUMNS = ("time", "host", "cpu_path", "benchmark", "algorithm", "size", "threads", "frames",
                  "repeats", "Mframes/s", "Gbit/s", "line-rate Gbit/s", "ns/frame", "cv", "noisy")
 
 
 def _table(rows: list[BenchRow]) -> str:
     e = html.escape
-    head = "".join(f"<th>{e(c)}</th>" for c in TABLE_COLUMNS)
+    drop = {c for c, values in (("time", {r.time for r in rows}), ("host", {r.host for r in rows}))
+            if len(values) <= 1}
+    head = "".join(f"<th>{e(c)}</th>" for c in TABLE_COLUMNS if c not in drop)
     body = []
     for r in rows:
-        cells = [(r.time, ""), (r.host, ""), (r.cpu_path, ""), (str(r.cores or "?"), "n"), (r.benchmark, ""),
+        cells = [(r.time, ""), (r.host, ""), (r.cpu_path, ""), (r.benchmark, ""),
                  (r.algorithm, ""), (human_size(r.size), "n"), (str(r.threads), "n"), (f"{r.frames:,}", "n"),
                  (str(r.repeats), "n"), (f"{r.frames_per_s / 1e6:,.2f}", "n"), (f"{r.gbit_per_s:,.2f}", "n"),
                  (f"{line_rate_gbit(r):,.2f}", "n"), (f"{r.ns_per_frame:,.1f}", "n"), (f"{r.cv * 100:.1f}%", "n"),
                  ("noisy" if r.noisy else "", "")]
-        tds = "".join(f'<td class="{c}">{e(v)}</td>' if c else f"<td>{e(v)}</td>" for v, c in cells)
+        tds = "".join(f'<td class="{c}">{e(v)}</td>' if c else f"<td>{e(v)}</td>"
+                      for (v, c), name in zip(cells, TABLE_COLUMNS) if name not in drop)
         body.append(f'<tr class="{"noisy" if r.noisy else "row"}">{tds}</tr>')
     return f'<table id="raw"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
+def _cores_text(n: float | None) -> str:
+    if n is None:
+        return "not measured"
+    return "∞" if math.isinf(n) else f"{n:,.1f}" if n < 100 else f"{n:,.0f}"
+
+
+def _answer(rows: list[BenchRow]) -> str:
+    """The headline table: cores needed per line rate and frame size, capture path first."""
+    e = html.escape
+    answers = answer_rows(rows)
+    if not answers:
+        return ""
+    sizes = "".join(f'<th colspan="{len(LINE_RATES)}">{human_size(s)} frames</th>' for s in ANSWER_SIZES)
+    rates = "".join(f"<th>{name}</th>" for _ in ANSWER_SIZES for _, name, _ in LINE_RATES)
+    body = []
+    for a in answers:
+        where = " · ".join(f"{human_size(s)}: {p}" for s, p in zip(ANSWER_SIZES, a.paths) if p)
+        cells = "".join(f'<td class="n">{_cores_text(c)}</td>' for per in a.cores for c in per)
+        body.append(f'<tr><th class="l">{e(a.label)}<div class="meta">{e(where)}</div></th>{cells}</tr>')
+    return ('<h2 id="answer">Cores needed</h2>'
+            "<p>Cores (threads at the fastest per-thread rate measured here) that a link of 64-byte and "
+            "1500-byte frames needs, with 20 B of preamble, SFD and inter-frame gap per frame "
+            "(400G of 64 B frames is 595.2 Mframes/s). This assumes cores scale linearly; the threads "
+            "plots below show how far they did on this host.</p>"
+            f'<table id="answer-table"><thead><tr><th rowspan="2">digesting</th>{sizes}</tr><tr>{rates}</tr>'
+            f'</thead><tbody>{"".join(body)}</tbody></table>')
 
 
 def render_html(rows: list[BenchRow]) -> str:
@@ -280,23 +362,27 @@ def render_html(rows: list[BenchRow]) -> str:
         raise UsageError("bench dashboard: no rows to render")
     e = html.escape
     plots = build_plots(rows)
-    machines = sorted({(r.host, r.cpu_model, r.cpu_path, r.cores) for r in rows})
+    machines: dict[tuple, set[str]] = {}  # one header line per machine, its CPU paths listed once
+    for r in rows:
+        machines.setdefault((r.host, r.cpu_model, r.cores), set()).add(r.cpu_path)
     times = sorted(r.time for r in rows if r.time)
     noisy = sum(r.noisy for r in rows)
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              "<title>ledgertool bench dashboard</title>", f"<style>{_CSS}</style></head><body>",
              "<h1>ledgertool bench</h1>"]
-    for host, model, path, cores in machines:
-        parts.append(f'<div class="meta">{e(host)} · {e(model)} · CPU path {e(path)} · {cores or "?"} usable cores</div>')
+    for (host, model, cores), paths in sorted(machines.items()):
+        parts.append(f'<div class="meta">{e(host)} · {e(model)} · {cores or "?"} usable cores · CPU paths '
+                     f'{e(", ".join(sorted(paths)))}</div>')
     if times:
         parts.append(f'<div class="meta">{len(rows)} rows measured {e(times[0])} … {e(times[-1])}</div>')
+    parts.append(_answer(rows))
     if noisy:
         parts.append(f'<p class="warn">{noisy} of {len(rows)} rows are <b>noisy</b> (coefficient of variation of '
                      "their repeats above the threshold): the machine was busy. Hollow markers and highlighted "
                      "table rows show them.</p>")
     parts.append("<p>Throughput is shown as <b>line-rate equivalent Gbit/s</b> = frames/s × (size + 20 B of "
                  "preamble, SFD and inter-frame gap) × 8: the Ethernet line rate whose frame rate at that size "
-                 "the digest keeps up with. Dashed lines: 400G and 800G scaled per core (÷ the host's usable "
+                 "the digest keeps up with. Dashed lines: 400G, 800G and 1.6T scaled per core (÷ the host's usable "
                  "cores; × threads in the threads plot). A series above a dashed line keeps up with its share "
                  "of that line rate when every core digests.</p>")
     digest_plots = [p for p in plots if p.kind != "capture"]

@@ -10,18 +10,17 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 import traceback
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.table import Column, Table
 
 from .. import __version__
 from ..errors import LedgerError, UsageError, exit_code_for
 from .flags import cli_message
+from .progress import rate as _rate
 from .render import SafeConsole, printable, styled, table_console
 
 app = typer.Typer(
@@ -52,35 +51,22 @@ def _emit_json(doc: dict | list) -> None:
     sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
 
 
-def _rate(per_s: float) -> str:
-    """3 significant digits with a k/M/G prefix and a trailing space: '3.2 k', '17.6 M'."""
-    for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if per_s >= div:
-            return f"{per_s / div:.3g} {unit}"
-    return f"{per_s:.3g} "
-
-
-@contextmanager
 def _progress(label: str, enabled: bool):
-    """Yield a progress callback (frames, bytes) drawing a rich status line on stderr, or None
-    when quiet (--json) or stderr is not a terminal."""
-    if not enabled or not err.is_terminal:
-        yield None
-        return
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    """`capture`'s progress line (frames, frames/s, Gbit/s) on stderr (cli/progress.py), or None
+    when quiet (--json, --quiet) or stderr is not a terminal."""
+    from .progress import frames_display
 
-    with Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False),
-                  TextColumn("{task.fields[stats]}", markup=False), TimeElapsedColumn(), console=err,
-                  transient=True) as prog:
-        task = prog.add_task(printable(label), stats="")
-        t0 = time.perf_counter()
+    return frames_display(err, label, not enabled)
 
-        def cb(frames: int, nbytes: int) -> None:
-            dt = max(time.perf_counter() - t0, 1e-9)
-            prog.update(task, stats=f"{frames:,} frames  {_rate(frames / dt)}frames/s  "
-                                    f"{nbytes * 8 / dt / 1e9:.2f} Gbit/s")
 
-        yield cb
+def _shown(quiet: bool, as_json: bool):
+    """The progress display (cli/progress.py) for a command's library call: None when quiet."""
+    from .progress import progress_display
+
+    return progress_display(err, quiet or as_json)
+
+
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr (shown only on a terminal).")]
 
 
 def _print_version(value: bool) -> None:
@@ -173,6 +159,7 @@ def _live_panel(source: str, enabled: bool):
         return
     from rich.live import Live
     from rich.panel import Panel
+    from rich.table import Table
 
     state = {"t": 0.0, "frames": 0, "bytes": 0, "fps": 0.0, "gbps": 0.0}
 
@@ -237,6 +224,7 @@ def capture(
         "can forge every tag (fixed IV; docs/algorithms.md).")] = False,
     digest_key_id: Annotated[Optional[str], typer.Option("--digest-key-id", help="records: only: the digest key id of the key the device digested with (32 hex), for a new ledger without --digest-key; checked against an existing ledger's.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Digest every frame of a capture or a live interface (or seal records computed elsewhere) into a sealed, signed, hash-chained ledger."""
     from ..capture.run import capture_file
@@ -260,7 +248,7 @@ def capture(
         opts = LiveOptions(ring_mb=ring_mb, block_kb=block_kb, block_ms=block_ms, fanout_group=fanout_group,
                            promisc=promisc, pin_cpu=pin)
     dk, sk = DigestKey.load(digest_key) if digest_key is not None else None, SigningKey.load(signing_key)
-    ctx = _live_panel(source, not as_json) if live_source else _progress(f"capture {source}", not as_json)
+    ctx = _live_panel(source, not (as_json or quiet)) if live_source else _progress(f"capture {source}", not (as_json or quiet))
     def sealing(records: int) -> None:
         err.print(f"sealing {records:,} records… (Ctrl-C again to abandon the open segment; it stays recoverable)")
 
@@ -362,6 +350,7 @@ def verify(
         "--cluster", help="Run the per-segment checks on a Dask cluster: tcp://HOST:PORT (a scheduler) or local:N "
                           "(N worker processes here); needs ledgertool[cluster].")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Check signatures, chain, Parquet hashes, Merkle roots, counts, sequence continuity, checkpoints."""
     from ..keyfiles import TrustBundle
@@ -372,11 +361,11 @@ def verify(
         raise UsageError("--checkpoint is one ledger's checkpoint: give one DIR with it")
     bundle = TrustBundle.load(trust)
     note = _read_input(checkpoint, "checkpoint") if checkpoint is not None else None
-    with _segment_checker(cluster) as checker:
+    with _segment_checker(cluster) as checker, _shown(quiet, as_json) as progress:
         if len(ledgers) == 1:
-            res = verify_ledger(ledgers[0], bundle, note, str(checkpoint), checker=checker)
+            res = verify_ledger(ledgers[0], bundle, note, str(checkpoint), checker=checker, progress=progress)
         else:
-            many = verify_ledgers(ledgers, bundle, checker=checker)
+            many = verify_ledgers(ledgers, bundle, checker=checker, progress=progress)
     if len(ledgers) == 1:
         if as_json:
             _emit_json(res.to_json())
@@ -622,6 +611,7 @@ def recompute(
     memory_limit: Annotated[str, typer.Option(help="DuckDB memory limit; larger sets spill to a temporary directory.")] = "4GB",
     workers: Annotated[int, typer.Option(help="Threads that digest each batch (0: every usable core); digests do not depend on it.", min=0)] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Recompute digests of a capture and reconcile them with a ledger (multisets, DuckDB)."""
     from ..algorithms import get_algorithm
@@ -638,7 +628,7 @@ def recompute(
             raise UsageError("--trust and --checkpoint go with --ledger")
         dk = dks[0]
         alg = get_algorithm(algorithm)
-        with _progress(f"recompute {source}", not as_json) as cb:
+        with _shown(quiet, as_json) as cb:
             run = digests_to_parquet(source, out_file, dk, alg, strip, cb, workers)
         for w in run.warnings:
             err.print(styled(("warning:", "yellow"), f" {w}"))
@@ -657,7 +647,7 @@ def recompute(
     note = _read_input(checkpoint, "checkpoint") if checkpoint is not None else None
     window = dict(from_ns=_parse_time(from_time, "--from"), to_ns=_parse_time(to_time, "--to"),
                   tolerance_ns=_parse_tolerance(tolerance))
-    with _progress(f"recompute {source}", not as_json) as cb:
+    with _shown(quiet, as_json) as cb:
         res = reconcile(source, ledger, dks, trust=bundle, checkpoint=note, checkpoint_name=str(checkpoint),
                         progress=cb, links=link, details=details, memory_limit=memory_limit, workers=workers,
                         **window)
@@ -723,9 +713,10 @@ def query(
         "--trust", help="verifier.pub: verify signatures too before querying (without it only the keyless "
                         "checks run, and a warning says so).")] = None,
     checkpoint: Annotated[Optional[Path], typer.Option("--checkpoint", help="A checkpoint the ledger must extend.")] = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Verify a ledger, then run SQL (DuckDB) over the verified `records` and `seals` tables."""
-    from ..fsio import atomic_path, write_atomic
+    from ..fsio import atomic_path, check_writable, write_atomic
     from ..keyfiles import TrustBundle
     from ..reconcile.query import run_query
     from .results import FORMATS, render
@@ -737,9 +728,12 @@ def query(
         raise UsageError(f"--format {fmt!r}: use {', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
     if fmt == "parquet" and output is None:
         raise UsageError("--format parquet writes a file: give --output FILE.parquet")
+    if output is not None:  # before the ledger is verified and queried, not after
+        check_writable(output, what="query result")
     bundle = TrustBundle.load(trust) if trust is not None else None
     note = _read_input(checkpoint, "checkpoint") if checkpoint is not None else None
-    res = run_query(ledger, sql, bundle, note, str(checkpoint), arrow=fmt == "parquet")
+    with _shown(quiet, False) as progress:
+        res = run_query(ledger, sql, bundle, note, str(checkpoint), arrow=fmt == "parquet", progress=progress)
     _unverified_warning(res.verification)
     if fmt == "parquet":
         import pyarrow.parquet as pq
@@ -763,6 +757,8 @@ def query(
 @app.command()
 def algorithms(as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document.")] = False) -> None:
     """List digest algorithms: key/output sizes and guarantees with a secret or a known key."""
+    from rich.table import Column, Table
+
     from ..algorithms import ALGORITHMS
     from ..digest.engine import cpu_path, cpu_path_note, cpu_paths
 
@@ -847,9 +843,40 @@ def _os_error_line(e: OSError) -> str:
     return (f"{name}: " if name else "") + text + (f"; {advice}" if advice else "")
 
 
+#: option value names in help, as tcpdump and DuckDB write them (`--trust FILE`, not typer's `<path>`)
+_DIR_OPTIONS = {"ledger", "workdir", "png", "outdir", "directory"}
+
+
+def _value_name(p) -> str:
+    """FILE, DIR, N, X or the option's name in capitals, for an option that takes a value."""
+    kind = getattr(getattr(p, "type_descriptor", None), "annotation", None)
+    kind = typing_args[0] if (typing_args := getattr(kind, "__args__", None)) else kind
+    if kind is Path:
+        return "DIR" if p.name in _DIR_OPTIONS else "FILE"
+    return {int: "N", float: "X"}.get(kind, p.name.upper().replace("_", "-"))
+
+
+class _LazyCoercion:
+    """typer >= 0.2x builds a pydantic TypeAdapter for a parameter the first time it processes a
+    value, even None (an option not given, a group's --help not asked for): importing pydantic
+    costs ~0.2 s of every `--help`. None needs no adapter, so it is built only for a real value."""
+
+    def __init__(self, param) -> None:
+        self.param, self.real = param, None
+
+    def coerce(self, value, param, ctx):
+        if value is None:
+            return () if param.multiple or param.nargs == -1 else None
+        if self.real is None:
+            from typer._coercion import build_runtime_param
+
+            self.real = build_runtime_param(param.type_descriptor)
+        return self.real.coerce(value, param=param, ctx=ctx)
+
+
 def _command():
     """The app as a click command, every argument shown in capitals, as tcpdump and DuckDB write
-    them (`SOURCE`, not typer's `{source}`)."""
+    them (`SOURCE`, not typer's `{source}`), and option values named FILE, DIR, N (not `<path>`)."""
     from typer.core import TyperArgument
 
     from .helptext import epilog
@@ -859,13 +886,24 @@ def _command():
     def usage_name(p: TyperArgument):
         return lambda: (p.metavar if p.required else f"[{p.metavar}]") + ("..." if p.nargs != 1 else "")
 
+    def lazy(p) -> None:
+        if getattr(p, "_runtime_param", False) is None and hasattr(p, "get_runtime_param"):
+            p._runtime_param = _LazyCoercion(p)
+
     def walk(cmd, path: str = "") -> None:
         cmd.epilog = cmd.epilog or epilog(path)
+        if hasattr(cmd, "get_help_option"):
+            lazy(cmd.get_help_option(typer.Context(cmd, help_option_names=["--help", "-h"])))
         for p in cmd.params:
+            lazy(p)
             if isinstance(p, TyperArgument):
                 p.metavar = p.metavar or p.name.upper()
                 if hasattr(p, "_usage_display_name"):  # typer >= 0.16 braces required arguments
                     p._usage_display_name = usage_name(p)
+                if hasattr(p, "display_type_rich"):  # typer >= 0.2x adds `<list[Path]>` after the name
+                    p.display_type_rich = lambda ctx: None
+            elif hasattr(p, "display_type_rich") and not (p.is_flag or p.count):
+                p.display_type_rich = lambda ctx, name=p.metavar or _value_name(p): name
         for name, sub in getattr(cmd, "commands", {}).items():
             walk(sub, f"{path} {name}".strip())
 

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.table import Table
 
 from ..errors import UsageError
+from ..progress import Progress
+from .progress import progress_display
 from .render import SafeConsole, styled, table_console
 
 DEFAULT_SIZES = "64,512,1500,4096,9000,64KiB,1MiB,32MiB"
@@ -74,9 +75,12 @@ def bench_command(
     png: Annotated[Optional[Path], typer.Option("--png", help="Write the dashboard plots as PNG files into this directory (needs matplotlib).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print rows as JSON only.")] = False,
     markdown: Annotated[Optional[Path], typer.Option("--markdown", help="Also write the table as Markdown to this file.")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr (shown only on a terminal).")] = False,
 ) -> None:
     """Throughput per algorithm x message size x threads (isolation) and through the whole capture path."""
     # numpy, cffi and pyarrow load with these: only when the command runs, not for --help
+    from rich.table import Table
+
     from .. import fsio
     from ..algorithms import ALGORITHMS, get_algorithm
     from ..bench import dashboard
@@ -97,10 +101,19 @@ def bench_command(
         if any(not 14 <= c <= 65535 for c in cap_sizes):
             raise UsageError("--capture-size: frame sizes must be 14 .. 65535 bytes")
         cap_workers = parse_threads(capture_workers) if capture_workers else sorted({1, usable_cores()})
-        rows = [bench_digest(a, s, t, min_time=min_time, repeats=repeats, noisy_cv=noisy_cv, path=p, batch=batch)
-                for a in algs for p in digest_paths(a, paths) for s in size_list for t in thread_list]
-        if capture_frames > 0:
-            for cs in cap_sizes:
+        runs = [(a, p, s, t) for a in algs for p in digest_paths(a, paths) for s in size_list for t in thread_list]
+        caps = cap_sizes if capture_frames > 0 else []
+        rows = []
+        with progress_display(SafeConsole(stderr=True, soft_wrap=True), quiet or as_json) as show:
+            total = len(runs) + len(caps)  # a capture size is one run: its whole-path rows together
+            for i, (a, p, s, t) in enumerate(runs):
+                if show:
+                    show(Progress("bench", i, total, "runs", current=f"{a} {s} B x{t}"))
+                rows.append(bench_digest(a, s, t, min_time=min_time, repeats=repeats, noisy_cv=noisy_cv, path=p,
+                                         batch=batch))
+            for i, cs in enumerate(caps, len(runs)):
+                if show:
+                    show(Progress("bench", i, total, "runs", current=f"capture {cs} B frames"))
                 rows += bench_capture(capture_frames, cs, reference_frames=reference_frames,
                                       repeats=repeats, noisy_cv=noisy_cv, workers=tuple(cap_workers),
                                       tcpdump=tcpdump)

@@ -17,7 +17,9 @@ EXIT_PLAIN = "Exit codes: 0 done, 2 bad input or usage, 130 interrupted."
 COMMANDS: dict[str, tuple[str, str, str, str]] = {
     "capture": ("SOURCE (a capture, workload or interface), the two keys",
                 "DIR: segments, seals, checkpoint (created or appended to)",
-                EXIT_PLAIN + " The first Ctrl-C seals the open segment (exit 0), a second abandons it.",
+                EXIT_PLAIN.replace("0 done", "0 done, 1 a crash's open segment fails authentication (not "
+                                   "sealed; nothing captured)") + " The first Ctrl-C seals the open segment "
+                "(exit 0), a second abandons it.",
                 "ledgertool capture samples/sample.pcapng --ledger L --digest-key keys/digest.key "
                 "--signing-key keys/signing.key"),
     "verify": ("DIR, verifier.pub, a checkpoint", "nothing", EXIT_CHECK,
@@ -28,7 +30,8 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
     "query": ("DIR (verified first), verifier.pub", "stdout or --output FILE", EXIT_PLAIN.replace(
         "0 done", "0 done, 1 the ledger does not verify"),
               "ledgertool query L \"SELECT count(*) FROM records\" --format csv"),
-    "recover": ("DIR, signing.key", "seals of the torn open segments in DIR", EXIT_PLAIN,
+    "recover": ("DIR, signing.key", "seals of the torn open segments in DIR", EXIT_PLAIN.replace(
+        "0 done", "0 done, 1 an open segment fails authentication (nothing of it sealed)"),
                 "ledgertool recover L --signing-key keys/signing.key"),
     "checkpoint": ("DIR (signing.key for a fresh one)", "--out FILE", EXIT_PLAIN,
                    "ledgertool checkpoint L --out cp1"),
@@ -43,6 +46,54 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
     "keys generate": ("nothing", "OUTDIR/digest.key, signing.key (mode 0600), verifier.pub", EXIT_PLAIN,
                       "ledgertool keys generate keys"),
     "algorithms": ("nothing", "stdout", EXIT_PLAIN, "ledgertool algorithms --json"),
+    "keys rotate": ("DIR, the current and the new signing.key", "DIR/rotations/rotation-NNNN.json", EXIT_PLAIN,
+                    "ledgertool keys rotate L --old keys/signing.key --new keys2/signing.key"),
+    "keys rotate-digest": ("DIR, signing.key, the current and the new digest.key",
+                           "DIR/rotations/rotation-NNNN.json", EXIT_PLAIN,
+                           "ledgertool keys rotate-digest L --signing-key keys/signing.key --old-digest-key "
+                           "keys/digest.key --new-digest-key keys2/digest.key"),
+    "keys device-init": ("nothing", "DIR/device.key (mode 0600), DIR/device.pub", EXIT_PLAIN,
+                         "ledgertool keys device-init device"),
+    "keys provision": ("digest.key, the device's device.pub, a hybrid signing.key", "--out PKG (a new file)",
+                       EXIT_PLAIN, "ledgertool keys provision --digest-key keys/digest.key --device device/device.pub "
+                       "--signing-key keys/signing.key --ledger-id LEDGER_ID --out pkg.json"),
+    "keys unwrap": ("PKG, device.key, verifier.pub", "--out digest.key (mode 0600), accepted-packages beside "
+                    "device.key", "Exit codes: 0 accepted, 1 refused (signature, validity, replay, binding), "
+                    "2 bad input or usage.",
+                    "ledgertool keys unwrap pkg.json --device-key device/device.key --trust keys/verifier.pub "
+                    "--out device/digest.key"),
+    "replay": ("FILE (pcap/pcapng, Ethernet)", "frames on the interface (needs CAP_NET_RAW)", EXIT_PLAIN,
+               "ledgertool replay samples/sample.pcap --iface veth0 --pps 1000"),
+    "plan collision": ("nothing (pure math)", "stdout", EXIT_PLAIN,
+                       "ledgertool plan collision --bits 64 --bits 128 --rate 400G --frame 64"),
+    "plan storage": ("nothing, or --from-ledger DIR", "stdout", EXIT_PLAIN,
+                     "ledgertool plan storage --rate 400G --frame 64 --duration 1d"),
+    "bench": ("nothing (synthetic buffers and captures), or --from-csv FILE",
+              "stdout; --csv FILE (appended), --html FILE, --markdown FILE, --png DIR", EXIT_PLAIN,
+              "ledgertool bench --algorithm siphash-1-3-128 --sizes 64,1500 --html bench.html"),
+    "workload generate": ("SPEC.toml", "--out FILE.pcap (refused if it exists, unless --force)", EXIT_PLAIN,
+                          "ledgertool workload generate samples/workloads/imix.toml --out imix.pcap"),
+    "workload bench": ("SPEC.toml", "stdout", EXIT_PLAIN,
+                       "ledgertool workload bench samples/workloads/imix.toml --frames 100000"),
+    "conformance export": ("nothing", "DIR (absent or empty): captures, records, digests, a golden ledger",
+                           EXIT_PLAIN, "ledgertool conformance export kit"),
+    "conformance check": ("CAPTURE, the device's --records FILE, digest.key", "nothing",
+                          "Exit codes: 0 byte-exact, 1 the records differ, 2 bad input or usage, 130 interrupted.",
+                          "ledgertool conformance check kit/captures/ethernet.pcap --records device.records "
+                          "--digest-key kit/digest.key"),
+    "demo": ("the bundled sample", "--workdir DIR (default: a new temporary directory)",
+             "Exit codes: 0 every step as expected, 1 a step did not match, 2 bad input or usage.",
+             "ledgertool demo --workdir /tmp/ledgertool-demo"),
+}
+
+#: groups: what their commands have in common, and one example
+GROUPS: dict[str, str] = {
+    "": "ledgertool capture samples/sample.pcapng --ledger L --digest-key keys/digest.key --signing-key "
+        "keys/signing.key",
+    "keys": "ledgertool keys generate keys",
+    "plan": "ledgertool plan collision --bits 128 --rate 1.6T --frame 64",
+    "workload": "ledgertool workload generate samples/workloads/imix.toml --out imix.pcap",
+    "conformance": "ledgertool conformance export kit",
 }
 
 
@@ -50,7 +101,10 @@ def epilog(path: str) -> str | None:
     """The text after the options of `ledgertool PATH --help`; click keeps lines after \\b as they are."""
     entry = COMMANDS.get(path)
     if entry is None:
-        return None
+        if path not in GROUPS:
+            return None
+        return ("\b\nEvery command's --help says what it reads, writes and its exit codes (docs/cli.md).\n"
+                + EXIT_CHECK + "\n\n\b\nExample:\n  " + GROUPS[path])
     reads, writes, codes, example = entry
     lines = [f"Reads: {reads}.", f"Writes: {writes}.", codes]
     if path == "capture":

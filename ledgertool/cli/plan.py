@@ -14,8 +14,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich import box
-from rich.table import Table
 
 from ledgertool import plan
 from ledgertool.cli.flags import cli_message
@@ -114,6 +112,9 @@ def collision(
     as_json: JsonOpt = False,
 ) -> None:
     """Expected time to the first digest collision, and P(collision) within --duration."""
+    from rich import box
+    from rich.table import Table
+
     traffics = _traffics(rate, frame, pps)
     seconds = plan.parse_duration(duration)
     rows = plan.collision_table([plan.parse_bits(b) for b in bits], traffics, links, seconds)
@@ -168,6 +169,9 @@ def storage(
     as_json: JsonOpt = False,
 ) -> None:
     """Ledger volume per link and for all links: format record size, or measured from a ledger."""
+    from rich import box
+    from rich.table import Table
+
     traffics = _traffics(rate, frame, pps)
     if from_ledger is not None and record_bytes is not None:
         raise UsageError("give either --record-bytes or --from-ledger, not both")

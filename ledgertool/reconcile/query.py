@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from ..errors import DiscrepancyError, UsageError
 from ..keyfiles import TrustBundle
+from ..progress import Progress, ProgressFn
 from ..verify.ledger import VerifiedSegment, VerifyResult, verify_ledger
 
 RECORDS_DDL = ("CREATE TABLE records (link VARCHAR, segment UINTEGER, seq UBIGINT, ts_ns BIGINT, wire_len UINTEGER, "
@@ -82,18 +83,19 @@ class QueryResult:
 
 
 def connect(ledger_dir: Path, trust: TrustBundle | None = None, checkpoint: bytes | None = None,
-            checkpoint_name: str = "checkpoint", temp_dir: str | None = None
+            checkpoint_name: str = "checkpoint", temp_dir: str | None = None, progress: ProgressFn | None = None
             ) -> tuple[duckdb.DuckDBPyConnection, VerifyResult]:
     """An in-memory DuckDB connection with `records` and `seals` filled from the verified ledger.
 
     Raises DiscrepancyError (exit 1) when the ledger does not verify, LedgerFormatError when DIR
-    is not a ledger. `temp_dir` is where DuckDB may spill (default: its own)."""
+    is not a ledger. `temp_dir` is where DuckDB may spill (default: its own); `progress` gets the
+    verify phase (segments, records)."""
     con = open_duckdb({"temp_directory": temp_dir} if temp_dir else None)
     try:
         con.execute(RECORDS_DDL)
         con.execute(SEALS_DDL)
         res = verify_ledger(Path(ledger_dir), trust, checkpoint, checkpoint_name,
-                            on_segment=lambda seg: add_segment(con, seg))
+                            on_segment=lambda seg: add_segment(con, seg), progress=progress)
         if not res.ok:
             raise not_verified_error(res, "it is not queried")
     except BaseException:
@@ -107,16 +109,18 @@ def _int(v):
 
 
 def run_query(ledger_dir: Path, sql: str, trust: TrustBundle | None = None, checkpoint: bytes | None = None,
-              checkpoint_name: str = "checkpoint", arrow: bool = False) -> QueryResult:
+              checkpoint_name: str = "checkpoint", arrow: bool = False,
+              progress: ProgressFn | None = None) -> QueryResult:
     """Verify the ledger, then run one SQL statement over what was verified; with `arrow` the
-    result is a pyarrow Table (`table`) instead of Python rows.
+    result is a pyarrow Table (`table`) instead of Python rows. `progress` gets the verify phase
+    ("verify": segments, records), then DuckDB's own estimate ("query": percent done).
 
     UsageError for an SQL error, DiscrepancyError when the ledger does not verify; Ctrl-C
     (KeyboardInterrupt) interrupts DuckDB and is re-raised."""
     with tempfile.TemporaryDirectory(prefix="ledgertool-query-") as tmp:
-        con, res = connect(ledger_dir, trust, checkpoint, checkpoint_name, temp_dir=tmp)
+        con, res = connect(ledger_dir, trust, checkpoint, checkpoint_name, temp_dir=tmp, progress=progress)
         try:
-            cols, rows = _interruptible(con, sql, arrow)
+            cols, rows = _interruptible(con, sql, arrow, progress)
             if arrow:
                 return QueryResult(cols, [], res, rows)
             return QueryResult(cols, rows, res)
@@ -126,14 +130,17 @@ def run_query(ledger_dir: Path, sql: str, trust: TrustBundle | None = None, chec
             con.close()
 
 
-def _interruptible(con: duckdb.DuckDBPyConnection, sql: str, arrow: bool = False
-                   ) -> tuple[list[str], list[tuple] | pa.Table]:
+def _interruptible(con: duckdb.DuckDBPyConnection, sql: str, arrow: bool = False,
+                   progress: ProgressFn | None = None) -> tuple[list[str], list[tuple] | pa.Table]:
     """(column names, rows or with `arrow` a pyarrow Table) of `sql`. DuckDB runs it on a worker thread so that Ctrl-C reaches the
     main thread, which interrupts the query and re-raises KeyboardInterrupt (a query blocked in
     DuckDB on the main thread never sees the signal)."""
     done: list = []
     finished = threading.Event()  # not Thread.is_alive(): a join() cut by Ctrl-C can leave it wrong
     cur = con.cursor()  # the connection itself refuses interrupt() while a call on it is running
+    if progress:  # DuckDB tracks progress only with its bar on; it never prints it (stdout is results)
+        cur.execute("SET enable_progress_bar = true")
+        cur.execute("SET enable_progress_bar_print = false")
 
     def work() -> None:
         try:
@@ -152,7 +159,10 @@ def _interruptible(con: duckdb.DuckDBPyConnection, sql: str, arrow: bool = False
     threading.Thread(target=work, name="ledgertool-query", daemon=True).start()
     try:
         while not finished.wait(0.1):
-            pass
+            if progress:  # DuckDB's estimate, -1 while it has none; reading it costs nothing
+                pct = cur.query_progress()
+                if pct >= 0:
+                    progress(Progress("query", int(pct), 100, "%"))
     finally:
         if not finished.is_set():  # Ctrl-C while DuckDB works: stop it before the connection closes
             cur.interrupt()

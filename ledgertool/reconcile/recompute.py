@@ -40,13 +40,32 @@ from ..errors import CaptureFormatError, KeyFileError, LedgerFormatError, Settin
 from ..keyfiles import DigestKey, TrustBundle
 from ..ledger.header import LedgerHeader, load_ledger
 from ..ledger.rotations import load_rotations
+from ..progress import Progress, ProgressFn
 from ..seal.rotation import DIGEST_KEY, rotation_kind
 from ..source import open_source
 from ..verify.ledger import VerifiedSegment, VerifyResult, verify_ledger
 from .dissect import dissect_line
 from .query import not_verified_error, open_duckdb
 
-Progress = Callable[[int, int], None]
+#: bytes of file format around each frame: the record header (pcap 16, modified pcap 24) or the
+#: enhanced packet block (pcapng 32 and the padding, left out): how far into the file the frames
+#: read so far reach, for the progress bar
+_RECORD_OVERHEAD = {"pcap (µs)": 16, "pcap (ns)": 16, "pcap (modified)": 24, "pcapng": 32}
+
+
+def _file_progress(progress: ProgressFn | None, phase: str, info) -> Callable[[int, int], None] | None:
+    """(frames, captured bytes so far) -> a Progress update of bytes read of the file's size
+    (estimated from the frame count and the format), frames as items; no total for a workload."""
+    if progress is None:
+        return None
+    overhead = _RECORD_OVERHEAD.get(info.format)
+    total = info.file_size if overhead is not None and info.file_size > 0 else None
+
+    def update(frames: int, nbytes: int) -> None:
+        done = nbytes if total is None else min(total, nbytes + frames * overhead)
+        progress(Progress(phase, done, total, "bytes", frames, "frames"))
+
+    return update
 
 
 def digests_schema(digest_size: int) -> pa.Schema:
@@ -65,11 +84,13 @@ class DigestRun:
 
 
 def _digest_batches(source: str | Path, digest_key: DigestKey, alg: Algorithm, strip: str, run: DigestRun,
-                    progress: Progress | None, workers: int) -> Iterator[pa.Table]:
+                    progress: ProgressFn | None, workers: int, phase: str = "recompute") -> Iterator[pa.Table]:
     """Digest every frame of `source` with the native engine: one Arrow table per engine batch
-    (schema `digests_schema`); `run` counts frames and bytes, and the capture's warnings."""
+    (schema `digests_schema`); `run` counts frames and bytes, and the capture's warnings.
+    `progress` gets bytes read of the capture's size (`phase`), the last update at its end."""
     t0 = time.perf_counter()
     with open_source(source) as reader:
+        report = _file_progress(progress, phase, reader.info())
         engine = DigestEngine(reader, alg, get_strip_mode(strip), digest_key.subkey(alg.name, alg.key_size),
                               workers=workers or usable_cores())
         schema = digests_schema(alg.digest_size)
@@ -87,19 +108,23 @@ def _digest_batches(source: str | Path, digest_key: DigestKey, alg: Algorithm, s
                 schema=schema)
             run.frames += n
             run.bytes += nbytes
-            if progress:
-                progress(run.frames, run.bytes)
-        note = reader.info().truncation_note()
+            if report:
+                report(run.frames, run.bytes)
+        info = reader.info()
+        note = info.truncation_note()
+    if progress and info.file_size > 0 and info.format in _RECORD_OVERHEAD:
+        progress(Progress(phase, info.file_size, info.file_size, "bytes", run.frames, "frames"))
     if note:
         run.warnings.append(note)
     run.elapsed_s += time.perf_counter() - t0
 
 
 def digests_to_parquet(source: str | Path, out: Path, digest_key: DigestKey, alg: Algorithm, strip: str,
-                       progress: Progress | None = None, workers: int = 0) -> DigestRun:
+                       progress: ProgressFn | None = None, workers: int = 0) -> DigestRun:
     """Digest every frame of `source` and write one row per frame to `out` (Parquet).
 
     `workers` threads digest each batch (0: every usable core); the digests do not depend on it.
+    `progress` gets bytes read of the capture's size (phase "recompute"), frames as items.
 
     Raises CaptureFormatError for a bad capture (nothing usable is left at `out` then).
     """
@@ -177,7 +202,7 @@ def _window_sql(col: str, lo: int | None, hi: int | None) -> str:
 def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey | Sequence[DigestKey], *,
               trust: TrustBundle | None = None, checkpoint: bytes | None = None,
               checkpoint_name: str = "checkpoint",
-              examples: int = 10, progress: Progress | None = None, memory_limit: str = "4GB",
+              examples: int = 10, progress: ProgressFn | None = None, memory_limit: str = "4GB",
               from_ns: int | None = None, to_ns: int | None = None, tolerance_ns: int = 0,
               links: list[str] | None = None, details: Path | None = None,
               details_limit: int = 100_000, workers: int = 0) -> ReconcileResult:
@@ -194,7 +219,8 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey | Sequ
     points see a frame at slightly different times) and are otherwise ignored. `links` restricts
     the ledger side (and what is verified). `details` gets one JSON line per differing frame
     (capture-only frames with a one-line dissection). DuckDB runs with `memory_limit` and spills
-    to a temporary directory.
+    to a temporary directory. `progress` gets the ledger's verify phase ("verify": segments, records),
+    then the capture's ("recompute": bytes read of its size, frames; once per digest key given).
 
     `digest_key` is one key or several (a ledger whose digest key was rotated: one per epoch, in
     any order). Only the sealed segments whose seal names one of the given keys take part; the
@@ -204,8 +230,9 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey | Sequ
 
     Raises DiscrepancyError when the ledger does not verify, KeyFileError when a key is not one
     of the ledger's digest keys (wrong key) or covers none of its sealed segments in `links`,
-    UsageError for the same key given twice, and CaptureFormatError / LedgerFormatError for bad
-    inputs.
+    UsageError for the same key given twice, StorageError when `details` cannot be written (checked
+    first: an existing file is replaced only at the end), and CaptureFormatError / LedgerFormatError
+    for bad inputs.
     """
     ledger_dir = Path(ledger_dir)
     ledger = load_ledger(ledger_dir)
@@ -216,11 +243,8 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey | Sequ
     if from_ns is not None and to_ns is not None and from_ns >= to_ns:
         raise UsageError("empty time window: ", Setting("from_ns"), f" {from_ns} is not before ", Setting("to_ns"),
                          f" {to_ns} (ns since the epoch)")
-    if details is not None:
-        try:
-            Path(details).open("w").close()  # fail before the long part, not after it
-        except OSError as e:
-            raise UsageError(f"{details}: cannot write details: {e.strerror}") from None
+    if details is not None:  # fail before the long part, not after it; an existing file stays until replaced
+        fsio.check_writable(details, what="details file")
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ledgertool-recompute-") as tmp:
         try:
@@ -228,7 +252,7 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey | Sequ
         except UsageError as e:
             raise UsageError(Setting("memory_limit"), f" {memory_limit!r}: {e}") from None
         try:
-            segs, ver = _load_ledger_side(con, ledger_dir, trust, checkpoint, checkpoint_name, links)
+            segs, ver = _load_ledger_side(con, ledger_dir, trust, checkpoint, checkpoint_name, links, progress)
             keys, uncovered = _match_keys(ledger_dir, ledger, alg, keys, segs)
             run = _load_capture_side(con, source, keys, alg, ledger.strip, progress, workers)
             _pair(con, keys, segs, uncovered, from_ns, to_ns, tolerance_ns)
@@ -258,7 +282,8 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey | Sequ
 
 
 def _load_ledger_side(con, ledger_dir: Path, trust: TrustBundle | None, checkpoint: bytes | None,
-                      checkpoint_name: str, links: list[str] | None) -> tuple[list[_Segment], VerifyResult]:
+                      checkpoint_name: str, links: list[str] | None, progress: ProgressFn | None = None
+                      ) -> tuple[list[_Segment], VerifyResult]:
     """Verify the ledger and load the records of its verified segments (gap records left out) into
     table `lrec`, from the bytes that were checked. DiscrepancyError when it does not verify."""
     segs: list[_Segment] = []
@@ -274,22 +299,24 @@ def _load_ledger_side(con, ledger_dir: Path, trust: TrustBundle | None, checkpoi
         finally:
             con.unregister("_segment")
 
-    ver = verify_ledger(ledger_dir, trust, checkpoint, checkpoint_name, links=links, on_segment=add_segment)
+    ver = verify_ledger(ledger_dir, trust, checkpoint, checkpoint_name, links=links, on_segment=add_segment,
+                        progress=progress)
     if not ver.ok:
         raise not_verified_error(ver, "it is not reconciled")
     return segs, ver
 
 
 def _load_capture_side(con, source: str | Path, keys: list[tuple[str, DigestKey]], alg: Algorithm, strip: str,
-                       progress: Progress | None, workers: int) -> DigestRun:
+                       progress: ProgressFn | None, workers: int) -> DigestRun:
     """Recompute the capture once per digest key into tables cap0, cap1, ...; returns the first
     run's statistics (the frame counts are the same under every key)."""
     runs = []
     for i, (_, key) in enumerate(keys):
+        phase = "recompute" if len(keys) == 1 else f"recompute (digest key {i + 1} of {len(keys)})"
         run = DigestRun()
         con.execute(f"CREATE TEMP TABLE cap{i} (index UBIGINT, ts_ns BIGINT, wire_len UINTEGER, "
                     "cap_len UINTEGER, flags USMALLINT, linktype USMALLINT, digest BLOB)")
-        for batch in _digest_batches(source, key, alg, strip, run, progress, workers):
+        for batch in _digest_batches(source, key, alg, strip, run, progress, workers, phase):
             con.register("_batch", batch)
             con.execute(f"INSERT INTO cap{i} SELECT * FROM _batch")
             con.unregister("_batch")

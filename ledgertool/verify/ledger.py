@@ -57,6 +57,7 @@ from ..ledger.header import LedgerHeader, parse_ledger_header
 from ..ledger.layout import LEAVES, LEDGER_FILE, OPEN, PARQUET, SEAL
 from ..ledger.reader import LedgerReader, LinkListing
 from ..ledger.segment import parse_open_segment
+from ..progress import Progress, ProgressFn
 from ..seal.checkpoint import LinkTree, check_extends, parse_note
 from ..seal.rotation import Schedule, key_schedule, parse_rotation
 from .chain import (
@@ -134,12 +135,13 @@ class VerifiedSegment:
 def verify_ledger(directory: Path | LedgerReader, trust: TrustBundle | None, checkpoint: bytes | None = None,
                   checkpoint_name: str = "checkpoint", *, links: list[str] | None = None,
                   on_segment: Callable[[VerifiedSegment], None] | None = None,
-                  checker: SegmentChecker | None = None) -> VerifyResult:
+                  checker: SegmentChecker | None = None, progress: ProgressFn | None = None) -> VerifyResult:
     """Verify every sealed segment of every link (or of `links`), and that the ledger extends
     `checkpoint` (a signed tlog-checkpoint note) when given. `on_segment` receives each segment
     that passed its own checks, in (link, segment) order, as it was checked, when the checker
     returns the decoded records (`check_here`, the default, does; a cluster's checker returns the
     verdict only). `trust` None runs the keyless checks only (see the module docstring).
+    `progress` receives segments checked of each link's sealed segments (records so far as items).
 
     Raises LedgerFormatError only when DIR is not a ledger, a link in `links` is not in it, or
     the checkpoint cannot be parsed / names another ledger; every other finding is a Problem."""
@@ -178,7 +180,9 @@ def verify_ledger(directory: Path | LedgerReader, trust: TrustBundle | None, che
     top = reader.read_top_checkpoint()
     for link in chosen:
         stored = _stored_checkpoint(reader, link, res)  # before the listing: see read_checkpoint
-        tree = _verify_link(reader, ledger, link, sched, res, on_segment, checker or check_here)
+        phase = "verify" if len(chosen) == 1 else f"verify link {link}"
+        tree = _verify_link(reader, ledger, link, sched, res, on_segment, checker or check_here,
+                            _link_progress(progress, phase, res))
         if stored is not None:
             _check_checkpoint(stored, tree, sched, res, f"{reader.checkpoint_path(link)}: ")
         elif tree.seal_hashes:
@@ -200,6 +204,16 @@ def verify_ledger(directory: Path | LedgerReader, trust: TrustBundle | None, che
             _check_checkpoint(note, tree, sched, res, f"{checkpoint_name}: ")
     res.append_only = _append_only(res, note, chosen)
     return res
+
+
+def _link_progress(progress: ProgressFn | None, phase: str, res: VerifyResult):
+    """(segments done, segments of the link, records of the link so far) -> a Progress update whose
+    records count those of the links verified before too."""
+    if progress is None:
+        return None
+    before = res.records
+    return lambda done, total, records: progress(Progress(phase, done, total, "segments", before + records,
+                                                          "records"))
 
 
 def _stored_checkpoint(reader: LedgerReader, link: str, res: VerifyResult):
@@ -231,7 +245,8 @@ def _check_checkpoint(note, tree: LinkTree, sched: Schedule | None, res: VerifyR
 
 
 def _verify_link(reader: LedgerReader, ledger: LedgerHeader, link: str, sched: Schedule | None, res: VerifyResult,
-                 on_segment: Callable[[VerifiedSegment], None] | None, checker: SegmentChecker) -> LinkTree:
+                 on_segment: Callable[[VerifiedSegment], None] | None, checker: SegmentChecker,
+                 progress: Callable[[int, int, int], None] | None = None) -> LinkTree:
     """Steps 1-7 for every sealed segment of `link`, reading each segment's files just before the
     pure checks that need them; returns the link tree (its seal hashes up to the first missing or
     unreadable seal) for the checkpoint checks."""
@@ -243,8 +258,12 @@ def _verify_link(reader: LedgerReader, ledger: LedgerHeader, link: str, sched: S
         res.add(finding)
     chain = LinkChain(ledger, link, link_dir, reader.directory / LEDGER_FILE)
     places = [SegmentPlace(ledger, link, index, link_dir, sched) for index in listing.sealed]
-    for check in checker(reader, listing, places):
+    if progress:
+        progress(0, len(places), 0)
+    for done, check in enumerate(checker(reader, listing, places), 1):
         found = chain.add(check)
+        if progress:
+            progress(done, len(places), chain.records)
         res.problems += found
         if not found and check.records is not None and check.records.table is not None and on_segment is not None:
             on_segment(VerifiedSegment(link, check.seal.index, check.seal.doc, check.records.table,

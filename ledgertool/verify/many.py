@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..errors import ClusterError, LedgerError
 from ..keyfiles import TrustBundle
+from ..progress import Progress, ProgressFn
 from .ledger import SegmentChecker, VerifyResult, verify_ledger
 
 __all__ = ["LedgerOutcome", "LedgersResult", "LedgersTotal", "verify_ledgers"]
@@ -85,17 +86,24 @@ class LedgersTotal:
     exit_code: int
 
 
-def verify_ledgers(directories: list[Path], trust: TrustBundle, *,
-                   checker: SegmentChecker | None = None) -> LedgersResult:
+def verify_ledgers(directories: list[Path], trust: TrustBundle, *, checker: SegmentChecker | None = None,
+                   progress: ProgressFn | None = None) -> LedgersResult:
     """`verify_ledger` on each directory in turn, with the same trust bundle and segment checker
-    (docs/cli.md, "verify"). Raises ClusterError when the cluster fails; every other LedgerError
-    becomes that ledger's outcome."""
+    (docs/cli.md, "verify"); `progress` gets each ledger's updates, its phase prefixed with
+    "ledger I of N". Raises ClusterError when the cluster fails; every other LedgerError becomes
+    that ledger's outcome."""
     outcomes = []
-    for directory in directories:
+    for i, directory in enumerate(directories, 1):
+        each = None if progress is None else _prefixed(progress, f"ledger {i} of {len(directories)}: ")
         try:
-            outcomes.append(LedgerOutcome(str(directory), verify_ledger(directory, trust, checker=checker)))
+            outcomes.append(LedgerOutcome(str(directory), verify_ledger(directory, trust, checker=checker,
+                                                                        progress=each)))
         except ClusterError:
             raise
         except LedgerError as e:
             outcomes.append(LedgerOutcome(str(directory), error=str(e)))
     return LedgersResult(tuple(outcomes))
+
+
+def _prefixed(progress: ProgressFn, prefix: str) -> ProgressFn:
+    return lambda p: progress(Progress(prefix + p.phase, p.done, p.total, p.unit, p.items, p.items_unit))
