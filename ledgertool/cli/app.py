@@ -694,7 +694,7 @@ def recompute(
 
 def _fallback_line(fallbacks, strip: str, frames: int, source: str) -> None:
     """The summary line of a strip mode's fallbacks (docs/strip-modes.md), when there were any."""
-    note = fallbacks.note(strip, frames, source)
+    note = fallbacks.note(strip, frames, "standard input" if source == "-" else source)
     if note:
         out.print(note)
 
