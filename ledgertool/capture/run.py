@@ -30,6 +30,7 @@ from .. import fsio
 from ..algorithms import Algorithm, get_algorithm, get_strip_mode
 from ..digest.engine import DigestEngine, usable_cores
 from ..digest.record import FLAG_GAP
+from ..digest.strip import StripFallbacks
 from ..errors import KeyFileError, LedgerError, LedgerLockedError, Setting, StorageError, UsageError
 from ..keyfiles import DigestKey, SigningKey
 from ..ledger import layout
@@ -107,6 +108,7 @@ class CaptureResult:
     stop_reason: str = "end of capture"  # or "signal", "duration", "frames"
     live: dict | None = None  # live sources: kernel/ring counters (ledgertool.source.live.LiveStats)
     foreign_frames: int | None = None  # several live workers: frames a socket outside the fanout group took
+    strip_fallbacks: StripFallbacks = StripFallbacks()  # frames whose strip mode hashed more (docs/strip-modes.md)
 
     @property
     def frames_per_s(self) -> float:
@@ -128,6 +130,7 @@ class CaptureResult:
             "elapsed_s": round(self.elapsed_s, 6), "frames_per_s": round(self.frames_per_s, 1),
             "gbit_per_s": round(self.gbit_per_s, 6), "warnings": self.warnings,
             "interrupted": self.interrupted, "created": self.created, "stop_reason": self.stop_reason,
+            "strip_fallbacks": self.strip_fallbacks.to_json(),
             **({"live": self.live} if self.live is not None else {}),
         }
 
@@ -702,6 +705,7 @@ class CaptureRun:
         for s, h in self._old_handlers.items():
             signal.signal(s, h)
         self._reader_info = self.reader.info()
+        self.result.strip_fallbacks = sum((e.strip_fallbacks() for e in self._engines), StripFallbacks())
         if self.live_source:
             self._live_stats = _sum_stats([r.stats() for r in self.readers])
         self._close_readers()

@@ -196,7 +196,7 @@ def _live_panel(source: str, enabled: bool):
 
 @app.command()
 def capture(
-    source: Annotated[str, typer.Argument(help="pcap/pcapng file, workload:SPEC.toml (generated frames), iface:NAME (live AF_PACKET), xdp:NAME[:QUEUE] (live AF_XDP), dpdk:PORT (DPDK, with --eal), or records:FILE / records:- (records computed elsewhere, docs/devices.md).")],
+    source: Annotated[str, typer.Argument(help="pcap/pcapng file (gzip/xz/zstd-compressed too), - for standard input, workload:SPEC.toml (generated frames), iface:NAME (live AF_PACKET), xdp:NAME[:QUEUE] (live AF_XDP), dpdk:PORT (DPDK, with --eal), or records:FILE / records:- (records computed elsewhere, docs/devices.md).")],
     ledger: Annotated[Path, typer.Option("--ledger", help="Ledger directory (created if absent).")],
     signing_key: Annotated[Path, typer.Option("--signing-key", help="signing.key from `keys generate`.")],
     digest_key: Annotated[Optional[Path], typer.Option("--digest-key", help="digest.key (32-byte master secret, hex). Required, except for records: sources.")] = None,
@@ -277,6 +277,7 @@ def capture(
                   f"link {link}: segments {segs}, seq {seqs}, drops {res.drops}")
         out.print(f"{res.elapsed_s:.3f} s, {_rate(res.frames_per_s)}frames/s, {res.gbit_per_s:.3g} Gbit/s"
                   f" ({res.algorithm}, strip {res.strip})")
+        _fallback_line(res.strip_fallbacks, res.strip, res.frames, source)
         if res.live and ("xdp" in res.live or "dpdk" in res.live):
             out.print(_bypass_summary(res.live))
     if res.interrupted:
@@ -592,7 +593,7 @@ def _where(p) -> str:
 
 @app.command()
 def recompute(
-    source: Annotated[str, typer.Argument(help="pcap/pcapng file, or workload:SPEC.toml, to recompute.")],
+    source: Annotated[str, typer.Argument(help="pcap/pcapng file (gzip/xz/zstd-compressed too), - for standard input, or workload:SPEC.toml, to recompute.")],
     digest_key: Annotated[list[Path], typer.Option("--digest-key", metavar="FILE", help="digest.key used for the ledger; repeat it for each key of a ledger whose digest key was rotated.")],
     ledger: Annotated[Optional[Path], typer.Option("--ledger", help="Ledger to reconcile against.")] = None,
     trust: Annotated[Optional[Path], typer.Option(
@@ -632,12 +633,18 @@ def recompute(
             run = digests_to_parquet(source, out_file, dk, alg, strip, cb, workers)
         for w in run.warnings:
             err.print(styled(("warning:", "yellow"), f" {w}"))
-        doc = {"ok": True, "source": source, "frames": run.frames, "bytes": run.bytes, "out": str(out_file),
-               "algorithm": alg.name, "strip": strip, "elapsed_s": round(run.elapsed_s, 6), "warnings": run.warnings}
+        doc = {"ok": run.stopped is None, "source": source, "frames": run.frames, "bytes": run.bytes,
+               "out": str(out_file), "algorithm": alg.name, "strip": strip, "elapsed_s": round(run.elapsed_s, 6),
+               **run.to_json(), "warnings": run.warnings}
         if as_json:
             _emit_json(doc)
         else:
             out.print(f"wrote {run.frames:,} digests ({alg.name}, strip {strip}) to {out_file}")
+            _fallback_line(run.strip_fallbacks, strip, run.frames, source)
+        if run.stopped is not None:  # bad input, as for capture: what was read before it is written
+            err.print(f"ledgertool: error: {run.stopped.message}; the {run.frames:,} frames before it were "
+                      f"written to {out_file}")
+            raise typer.Exit(2)
         return
     if algorithm or strip or out_file:
         raise UsageError("with --ledger, algorithm and strip mode come from the ledger; drop --algorithm/--strip/--out")
@@ -658,6 +665,7 @@ def recompute(
     else:
         out.print(styled(("MATCH", "green") if res.matches else ("DIFFER", "red"),
                          (" (partial)", "yellow") if res.partial else "",
+                         "" if res.complete else (" (INCOMPLETE: the capture stopped early)", "red"),
                          "" if res.verified else (" (UNVERIFIED: no --trust)", "red"),
                          f": {res.frames:,} frames recomputed from {source}, {res.ledger_records:,} frame "
                          f"records in {ledger}: matched {res.matched:,}, ledger-only {res.ledger_only:,}, "
@@ -670,7 +678,15 @@ def recompute(
             out.print(f"  ledger-only  link {e['link']} seq {e['seq']} ts_ns {e['ts_ns']} wire_len {e['wire_len']} digest {e['digest']}")
         for e in res.examples_capture_only:
             out.print(f"  capture-only frame {e['index']} ts_ns {e['ts_ns']} wire_len {e['wire_len']} digest {e['digest']}")
+        _fallback_line(res.capture.strip_fallbacks, res.capture.strip, res.capture.frames, source)
     raise typer.Exit(0 if res.ok else 1)
+
+
+def _fallback_line(fallbacks, strip: str, frames: int, source: str) -> None:
+    """The summary line of a strip mode's fallbacks (docs/strip-modes.md), when there were any."""
+    note = fallbacks.note(strip, frames, "standard input" if source == "-" else source)
+    if note:
+        out.print(note)
 
 
 def _parse_time(text: str | None, opt: str) -> int | None:

@@ -16,6 +16,7 @@ from .._binding import c_string, check, engine_error, ffi, lib
 from ..algorithms import Algorithm
 from ..errors import Setting, UsageError
 from .record import RECORD_FIXED, record_dtype, record_size
+from .strip import StripFallbacks
 
 # Largest Merkle leaf (records): a proof carries one whole leaf block, 4 MiB at 64-byte records.
 MERKLE_MAX_LEAF_RECORDS = lib.LT_MERKLE_MAX_LEAF_RECORDS
@@ -89,7 +90,17 @@ class DigestEngine:
         self.ended = st != lib.LT_OK
         if st not in (lib.LT_OK, lib.LT_EOF):
             self.reader.raise_error(st)
+        if st == lib.LT_EOF:
+            end_error = getattr(self.reader, "end_error", None)  # file readers: a stream cut short
+            if end_error is not None and end_error() is not None:
+                raise end_error()
         return memoryview(ffi.buffer(self._buf, n * self.record_size)), n, self._bytes[0]
+
+    def strip_fallbacks(self) -> StripFallbacks:
+        """Frames of every record filled so far whose strip mode fell back, per reason."""
+        st = ffi.new("lt_engine_stats *")
+        check(lib.lt_engine_get_stats(self._e, st), "lt_engine_get_stats")
+        return StripFallbacks(st.strip_unsupported_linktype, st.strip_non_ip, st.strip_malformed)
 
 
 def digest_one(algorithm: Algorithm, key: bytes, message: bytes) -> bytes:

@@ -34,6 +34,41 @@ DESCRIPTIONS = {
 MODES: dict[str, StripMode] = {n: StripMode(n, i, DESCRIPTIONS[n]) for n, i in STRIP_MODES.items()}
 
 
+@dataclass(frozen=True)
+class StripFallbacks:
+    """Frames whose strip mode could not do what it names and hashed more, per reason (the
+    engine's count, lt_engine_stats; docs/strip-modes.md "Fallbacks"). Each is a record flag:
+    unsupported_linktype (the whole frame hashed), non_ip (from the end of the link header),
+    malformed (from the first header that could not be followed)."""
+
+    unsupported_linktype: int = 0
+    non_ip: int = 0
+    malformed: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.unsupported_linktype + self.non_ip + self.malformed
+
+    def __add__(self, other: "StripFallbacks") -> "StripFallbacks":
+        return StripFallbacks(self.unsupported_linktype + other.unsupported_linktype,
+                              self.non_ip + other.non_ip, self.malformed + other.malformed)
+
+    def to_json(self) -> dict:
+        return {"total": self.total, "unsupported_linktype": self.unsupported_linktype, "non_ip": self.non_ip,
+                "malformed": self.malformed}
+
+    def note(self, strip: str, frames: int, source: str) -> str | None:
+        """One line for the summary, or None when no frame fell back."""
+        if not self.total:
+            return None
+        why = [f"{n} {what}" for n, what in (
+            (self.unsupported_linktype, "of a link type it cannot parse (hashed whole)"),
+            (self.non_ip, "not IPv4/IPv6 (hashed from the end of the link header)"),
+            (self.malformed, "malformed (hashed from the first header it could not follow)")) if n]
+        return (f"{source}: strip {strip} fell back on {self.total} of {frames} frames: {'; '.join(why)} "
+                "(docs/strip-modes.md, \"Fallbacks\")")
+
+
 def flag_names(flags: int) -> list[str]:
     return [name for bit, name in FLAG_NAMES.items() if flags & bit]
 

@@ -36,6 +36,7 @@ from .. import fsio
 from ..algorithms import Algorithm, get_algorithm, get_strip_mode
 from ..digest.engine import DigestEngine, usable_cores
 from ..digest.record import FLAG_GAP, record_dtype
+from ..digest.strip import StripFallbacks
 from ..errors import CaptureFormatError, KeyFileError, LedgerFormatError, Setting, UsageError
 from ..keyfiles import DigestKey, TrustBundle
 from ..ledger.header import LedgerHeader, load_ledger
@@ -43,6 +44,7 @@ from ..ledger.rotations import load_rotations
 from ..progress import Progress, ProgressFn
 from ..seal.rotation import DIGEST_KEY, rotation_kind
 from ..source import open_source
+from ..source.file import STDIN
 from ..verify.ledger import VerifiedSegment, VerifyResult, verify_ledger
 from .dissect import dissect_line
 from .query import not_verified_error, open_duckdb
@@ -75,19 +77,43 @@ def digests_schema(digest_size: int) -> pa.Schema:
                       ("digest", pa.binary(digest_size))])
 
 
+@dataclass(frozen=True)
+class ReadStop:
+    """Where reading a capture ended before its end: a corrupt structure, compressed data corrupt
+    or cut short, or a file that shrank. `offset`: the byte offset named (of the capture, or of the
+    compressed file), None when unknown; `message` the reader's one line."""
+
+    file: str
+    offset: int | None
+    message: str
+
+    def to_json(self) -> dict:
+        return {"file": self.file, "offset": self.offset, "message": self.message}
+
+
 @dataclass
 class DigestRun:
     frames: int = 0
     bytes: int = 0
     elapsed_s: float = 0.0
     warnings: list[str] = field(default_factory=list)
+    stopped: ReadStop | None = None  # the capture could not be read to its end: frames are those before
+    strip: str = ""
+    strip_fallbacks: StripFallbacks = StripFallbacks()
+
+    def to_json(self) -> dict:
+        """The fields `recompute` reports for the capture side (schemas/recompute-report.schema.json)."""
+        return {"complete": self.stopped is None, "stopped": self.stopped.to_json() if self.stopped else None,
+                "strip_fallbacks": self.strip_fallbacks.to_json()}
 
 
 def _digest_batches(source: str | Path, digest_key: DigestKey, alg: Algorithm, strip: str, run: DigestRun,
                     progress: ProgressFn | None, workers: int, phase: str = "recompute") -> Iterator[pa.Table]:
     """Digest every frame of `source` with the native engine: one Arrow table per engine batch
-    (schema `digests_schema`); `run` counts frames and bytes, and the capture's warnings.
-    `progress` gets bytes read of the capture's size (`phase`), the last update at its end."""
+    (schema `digests_schema`); `run` counts frames and bytes, the capture's warnings and strip
+    fallbacks. A capture that cannot be read to its end (corrupt after it was opened) ends the
+    batches with the frames before that point, and `run.stopped` says where. `progress` gets
+    bytes read of the capture's size (`phase`), the last update at its end."""
     t0 = time.perf_counter()
     with open_source(source) as reader:
         report = _file_progress(progress, phase, reader.info())
@@ -96,7 +122,11 @@ def _digest_batches(source: str | Path, digest_key: DigestKey, alg: Algorithm, s
         schema = digests_schema(alg.digest_size)
         dtype = record_dtype(alg.digest_size)
         while True:
-            records, n, nbytes = engine.fill(run.frames)
+            try:
+                records, n, nbytes = engine.fill(run.frames)
+            except CaptureFormatError as e:
+                run.stopped = ReadStop(e.path or str(source), e.offset, str(e))
+                break
             if n == 0:
                 break
             arr = np.frombuffer(records, dtype=dtype, count=n)
@@ -112,7 +142,8 @@ def _digest_batches(source: str | Path, digest_key: DigestKey, alg: Algorithm, s
                 report(run.frames, run.bytes)
         info = reader.info()
         note = info.truncation_note()
-    if progress and info.file_size > 0 and info.format in _RECORD_OVERHEAD:
+        run.strip, run.strip_fallbacks = strip, engine.strip_fallbacks()
+    if progress and run.stopped is None and info.file_size > 0 and info.format in _RECORD_OVERHEAD:
         progress(Progress(phase, info.file_size, info.file_size, "bytes", run.frames, "frames"))
     if note:
         run.warnings.append(note)
@@ -126,7 +157,8 @@ def digests_to_parquet(source: str | Path, out: Path, digest_key: DigestKey, alg
     `workers` threads digest each batch (0: every usable core); the digests do not depend on it.
     `progress` gets bytes read of the capture's size (phase "recompute"), frames as items.
 
-    Raises CaptureFormatError for a bad capture (nothing usable is left at `out` then).
+    Raises CaptureFormatError for a capture that cannot be opened (nothing is left at `out` then);
+    one corrupt further on gets the rows of the frames before that point, and `run.stopped`.
     """
     run = DigestRun()
     # written under a fresh temporary name and renamed (fsio): a failed run never destroys `out`,
@@ -165,6 +197,7 @@ class ReconcileResult:
     digest_keys: list[dict] = field(default_factory=list)
     uncovered: list[dict] = field(default_factory=list)
     verified: bool = True  # the ledger's signatures were checked (a trust bundle was given)
+    capture: DigestRun = field(default_factory=DigestRun)  # the capture side: where it stopped, fallbacks
 
     @property
     def matches(self) -> bool:
@@ -172,9 +205,14 @@ class ReconcileResult:
         return self.ledger_only == 0 and self.capture_only == 0
 
     @property
+    def complete(self) -> bool:
+        """The capture was read to its end (not stopped by a corrupt structure)."""
+        return self.capture.stopped is None
+
+    @property
     def ok(self) -> bool:
-        """The frames match a ledger whose signatures were checked."""
-        return self.matches and self.verified
+        """The frames match a ledger whose signatures were checked, over the whole capture."""
+        return self.matches and self.verified and self.complete
 
     @property
     def partial(self) -> bool:
@@ -191,7 +229,8 @@ class ReconcileResult:
                 "examples_capture_only": self.examples_capture_only,
                 "details_file": self.details_file, "details_written": self.details_written,
                 "digest_keys": self.digest_keys, "partial": self.partial, "uncovered": self.uncovered,
-                "verified": self.verified, "matches": self.matches, "warnings": self.warnings}
+                "verified": self.verified, "matches": self.matches, **self.capture.to_json(),
+                "warnings": self.warnings}
 
 
 def _window_sql(col: str, lo: int | None, hi: int | None) -> str:
@@ -230,14 +269,19 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey | Sequ
 
     Raises DiscrepancyError when the ledger does not verify, KeyFileError when a key is not one
     of the ledger's digest keys (wrong key) or covers none of its sealed segments in `links`,
-    UsageError for the same key given twice, StorageError when `details` cannot be written (checked
-    first: an existing file is replaced only at the end), and CaptureFormatError / LedgerFormatError
-    for bad inputs.
+    UsageError for the same key given twice or several keys with standard input (`-`, read once),
+    StorageError when `details` cannot be written (checked first: an existing file is replaced only
+    at the end), and CaptureFormatError / LedgerFormatError for bad inputs. A capture corrupt after
+    it was opened is reconciled up to that point: `complete` is False (so not `ok`) and
+    `capture.stopped` says where it stopped.
     """
     ledger_dir = Path(ledger_dir)
+    keys = [digest_key] if isinstance(digest_key, DigestKey) else list(digest_key)
+    if str(source) == STDIN and len(keys) > 1:
+        raise UsageError("standard input is read once: give one ", Setting("digest_key"), " per run, or the "
+                         "capture as a file, to reconcile several digest keys")
     ledger = load_ledger(ledger_dir)
     alg = get_algorithm(ledger.algorithm)
-    keys = [digest_key] if isinstance(digest_key, DigestKey) else list(digest_key)
     if not keys:
         raise UsageError("recompute needs at least one ", Setting("digest_key"))
     if from_ns is not None and to_ns is not None and from_ns >= to_ns:
@@ -275,7 +319,7 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey | Sequ
         details_file=str(details) if details else None, details_written=written, warnings=run.warnings,
         digest_keys=[{"key_id": kid, "segments": sum(1 for g in segs if g.digest_key_id == kid)}
                      for kid, _ in keys],
-        uncovered=uncovered, verified=ver.signatures_checked,
+        uncovered=uncovered, verified=ver.signatures_checked, capture=run,
     )
     _add_warnings(res, ledger_dir, alg, uncovered, details_limit)
     return res
@@ -437,6 +481,11 @@ def _add_warnings(res: ReconcileResult, ledger_dir: Path, alg: Algorithm, uncove
         res.warnings.append(f"partial: no --digest-key given for {runs_txt}{more}; those segments were not "
                             "reconciled and capture frames that belong to them count as capture-only "
                             "(--digest-key is repeatable)")
+    if res.capture.stopped is not None:
+        res.warnings.append(f"INCOMPLETE: {res.capture.stopped.message}; reconciled the {res.capture.frames} frames "
+                            "read before it")
+    if res.details_file and str(res.source) == STDIN and res.capture_only:
+        res.warnings.append("--details: standard input is read once, so capture-only lines have no summary")
     differing = res.ledger_only + res.capture_only
     if res.details_written >= details_limit and differing > res.details_written:
         res.warnings.append(f"--details: wrote the first {res.details_written} of {differing} differing frames")
@@ -537,7 +586,7 @@ def _write_details(con, details: Path, source, limit: int) -> int:
                        [limit]).fetchall()
     wanted = {int(r[6]) for r in rows if r[0] == "capture_only"}
     frames = {}
-    if wanted:
+    if wanted and str(source) != STDIN:  # standard input was read once, by the digests
         with open_source(source) as reader:
             try:
                 for f in reader.frames():

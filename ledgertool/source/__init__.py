@@ -6,7 +6,8 @@
     workload:SPEC.toml  frames from the deterministic workload generator (ledgertool.source.workload)
     records:FILE, records:-  not frames but records computed elsewhere: `capture` only
                         (ledgertool.source.records.RecordsReader, which it opens itself)
-    anything else       a pcap/pcapng file (ledgertool.source.file.CaptureReader)
+    -                   a pcap/pcapng capture on standard input (gzip/xz/zstd-compressed too)
+    anything else       a pcap/pcapng file, gzip/xz/zstd-compressed too (ledgertool.source.file.open_capture)
 
 Every source is a native lt_reader underneath, so the engine treats them alike.
 """
@@ -17,7 +18,7 @@ import os
 
 from ..errors import UsageError
 from .bypass import open_bypass
-from .file import CaptureReader
+from .file import CaptureReader, open_capture
 from .live import IFACE_PREFIX as LIVE_PREFIX
 from .live import LiveReader
 from .records import is_records
@@ -52,7 +53,7 @@ def open_source(source: str | os.PathLike, live=None) -> CaptureReader:
         return LiveReader(source, live)
     if is_workload(source):
         return open_workload(source[len(WORKLOAD_PREFIX):])
-    return CaptureReader(source)
+    return open_capture(source)
 
 
 def open_sources(source: str, live, n: int) -> list:

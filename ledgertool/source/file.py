@@ -1,4 +1,6 @@
-"""The capture-file source: pcap and pcapng files opened by the native reader (native/src/reader*.c).
+"""The capture-file source: pcap and pcapng files opened by the native reader (native/src/reader*.c),
+mapped; compressed ones (gzip, xz, zstd: by magic number) and standard input (`-`) read as a stream
+through a pipe (ledgertool.source.compressed, lt_reader_open_fd).
 
 `CaptureReader` is also the face every other source has (handle, info, raise_error, close): the
 workload generator wraps its native reader in one, and the live readers (ledgertool.source.live,
@@ -8,11 +10,16 @@ workload generator wraps its native reader in one, and the live readers (ledgert
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from typing import Iterator
 
 from .._binding import c_string, capture_error, ffi, lib
 from ..errors import CaptureFormatError
+from .compressed import Decompressor, codec_of, read_head
+
+STDIN = "-"
+STDIN_NAME = "standard input"
 
 FORMAT_NAMES = {
     lib.LT_FMT_PCAP_US: "pcap (µs)",
@@ -58,6 +65,7 @@ class ReaderInfo:
     truncated_offset: int
     truncated_bytes: int
     message: str
+    compression: str = ""  # "gzip", "xz" or "zstd": the frames are those of the decompressed bytes
 
     def truncation_note(self) -> str | None:
         if not self.truncated:
@@ -66,12 +74,67 @@ class ReaderInfo:
                 f"({self.truncated_bytes} bytes present, not recorded); {self.frames} whole frames read")
 
 
+def open_capture(path: str | os.PathLike) -> "CaptureReader":
+    """The capture at `path`: `-` is standard input; a file whose first bytes are a gzip, xz or
+    zstd magic number is decompressed as it is read; any other file is mapped (CaptureReader).
+    Raises CaptureFormatError as CaptureReader does, also for a terminal on standard input."""
+    path = os.fspath(path)
+    if path == STDIN:
+        if os.isatty(0):
+            raise CaptureFormatError(f"{STDIN_NAME} is a terminal: `-` reads a capture piped in", STDIN)
+        fd = os.dup(0)
+        return _stream_reader(fd, read_head(fd), STDIN, STDIN_NAME)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return CaptureReader(path)  # its native open names the reason
+    try:
+        head = read_head(fd) if stat.S_ISREG(os.fstat(fd).st_mode) else b""  # FIFOs etc.: the native refusal
+    except OSError:
+        head = b""
+    if codec_of(head) is None:
+        os.close(fd)
+        return CaptureReader(path)
+    os.set_blocking(fd, True)
+    return _stream_reader(fd, head, path, path)
+
+
+def _stream_reader(fd: int, head: bytes, path: str, name: str) -> "CaptureReader":
+    """A stream reader over fd (owned), whose first bytes `head` were read already: through a
+    Decompressor when they are a codec's magic number."""
+    codec = codec_of(head)
+    pump = None
+    if codec is not None:
+        pump = Decompressor(codec, fd, head, name)
+        fd, head = pump.read_fd, b""
+        pump.start()
+    err = ffi.new("char[512]")
+    out = ffi.new("lt_reader **")
+    st = lib.lt_reader_open_fd(fd, name.encode(), head, len(head), out, err, 512)  # owns fd from here
+    if st != lib.LT_OK:
+        text = c_string(err)
+        if pump is not None:
+            pump.join(timeout=1.0)  # the reader closed the pipe: it ends at its next write
+            if pump.error is not None:
+                raise pump.error
+            text += f" (after {codec.name} decompression)"
+        raise capture_error(st, text or f"{name}: cannot read (status {st})", name)
+    reader = CaptureReader.from_handle(out[0], path)
+    reader._pump = pump
+    reader._name = name
+    return reader
+
+
 class CaptureReader:
-    """A pcap/pcapng file opened by the native reader (mmap, format by magic number only).
+    """A pcap/pcapng file opened by the native reader (mmap, format by magic number only), or a
+    stream (open_capture).
 
     Raises CaptureFormatError (exit 2) when the file is missing, unreadable, not a capture or
     corrupt at open. Use as a context manager.
     """
+
+    _pump: Decompressor | None = None
+    _name: str | None = None  # the stream's name in messages, where it differs from path
 
     def __init__(self, path: str | os.PathLike):
         self._r = None
@@ -96,8 +159,19 @@ class CaptureReader:
 
     def close(self) -> None:
         if getattr(self, "_r", None) is not None:
-            lib.lt_reader_close(self._r)
+            lib.lt_reader_close(self._r)  # closes the pipe: a decompressor still writing ends
             self._r = None
+        if self._pump is not None:
+            self._pump.join(timeout=1.0)  # not longer: it may wait on a slow standard input
+
+    def end_error(self) -> CaptureFormatError | None:
+        """Why a stream ended early where the native reader saw its end: its compressed data was
+        corrupt or cut short (None for a file, or a stream that ended cleanly)."""
+        if self._pump is None:
+            return None
+        if self._r is not None and self._pump.is_alive():
+            self._pump.join()  # the reader saw the pipe's end, so the thread is closing it
+        return self._pump.error
 
     def __enter__(self) -> "CaptureReader":
         return self
@@ -116,7 +190,7 @@ class CaptureReader:
         i = ffi.new("lt_reader_info *")
         lib.lt_reader_get_info(self._r, i)
         return ReaderInfo(
-            path=self.path,
+            path=self._name or self.path,
             format=FORMAT_NAMES.get(i.format, "unknown"),
             version=f"{i.version_major}.{i.version_minor}",
             snaplen=i.snaplen,
@@ -130,13 +204,17 @@ class CaptureReader:
             truncated_offset=i.truncated_offset,
             truncated_bytes=i.truncated_bytes,
             message=c_string(i.message),
+            compression=self._pump.codec.name if self._pump is not None else "",
         )
 
     def raise_error(self, status: int) -> None:
-        """Turn a reader error status into CaptureFormatError naming file and byte offset."""
+        """Turn a reader error status into CaptureFormatError naming file and byte offset (for a
+        stream whose decompression failed, that failure: what the reader saw follows from it)."""
+        if self.end_error() is not None:
+            raise self.end_error()
         i = ffi.new("lt_reader_info *")
         lib.lt_reader_get_info(self._r, i)
-        raise capture_error(status, c_string(i.message) or f"read error (status {status})", self.path,
+        raise capture_error(status, c_string(i.message) or f"read error (status {status})", self._name or self.path,
                             int(i.error_offset))
 
     def frames(self, batch: int = 256) -> Iterator[Frame]:
@@ -160,6 +238,8 @@ class CaptureReader:
                 pos += f.caplen
                 index += 1
             if st == lib.LT_EOF:
+                if self.end_error() is not None:
+                    raise self.end_error()
                 return
             if st != lib.LT_OK:
                 self.raise_error(st)

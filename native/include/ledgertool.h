@@ -35,7 +35,7 @@ extern "C" {
  * ABI_VERSION) refuses a compiled module built from other declarations, so a stale build after
  * `git pull` is one line asking for a rebuild rather than an AttributeError deep inside a command.
  * tests/test_binding.py pins the blocks' digest to it. */
-#define LT_ABI_VERSION 1
+#define LT_ABI_VERSION 2
 
 /* ---- status codes ---- */
 #define LT_OK 0
@@ -110,6 +110,16 @@ int lt_reader_open(const char *path, lt_reader **out, char *err, size_t errlen);
  * structure is reached (the frames before it were all handed out by earlier calls), or LT_ERR_IO
  * when the file shrank while it was read (a SIGBUS on the map, caught: info names the byte). */
 int lt_reader_next(lt_reader *r, lt_frame *frames, size_t max, size_t *n);
+
+/* Read a capture from a stream (a pipe, standard input): the same formats and policies as
+ * lt_reader_open, over a window of the stream in memory (4 MiB, growing to the largest record,
+ * at most 256 MiB + 4 MiB). `prefix` holds prefix_len bytes already read from fd (the caller peeked
+ * at them); they come first. The reader owns fd and closes it. Frames are valid until the next
+ * lt_reader_next (the engine reads no batch ahead); offsets count bytes of the stream; info.file_size
+ * counts the bytes read so far. A read error is LT_ERR_IO naming the byte offset. `name` names the
+ * stream in messages. Returns as lt_reader_open (LT_ERR_FORMAT for an empty stream). */
+int lt_reader_open_fd(int fd, const char *name, const uint8_t *prefix, size_t prefix_len, lt_reader **out,
+                      char *err, size_t errlen);
 
 void lt_reader_get_info(const lt_reader *r, lt_reader_info *info);
 void lt_reader_close(lt_reader *r);
@@ -256,6 +266,18 @@ int lt_engine_new(lt_reader *r, const lt_engine_config *cfg, lt_engine **out, ch
  * LT_ERR_ARG when max_records records do not fit in a size_t. */
 int lt_engine_fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_records, size_t *n,
                    uint64_t *bytes_captured);
+
+/* Frames whose strip mode could not do what it names and hashed more (docs/strip-modes.md,
+ * "Fallbacks"), counted over every record filled so far; 0 for strip `frame`. The reasons are
+ * exclusive, each one a record flag: */
+typedef struct {
+    uint64_t strip_unsupported_linktype; /* UNSUPPORTED_LINKTYPE: a link type strip.c cannot parse; the whole frame */
+    uint64_t strip_non_ip;               /* NON_IP: not IPv4/IPv6; from the end of the link header */
+    uint64_t strip_malformed;            /* MALFORMED: a header that cannot be followed; from its start */
+} lt_engine_stats;
+
+/* LT_OK, or LT_ERR_ARG for NULL arguments. Safe between lt_engine_fill calls. */
+int lt_engine_get_stats(const lt_engine *e, lt_engine_stats *out);
 
 void lt_engine_free(lt_engine *e);
 

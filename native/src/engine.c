@@ -18,6 +18,8 @@
 /* Default pass size with several workers: enough frames per worker that the wake-up and join
  * (a few microseconds) stay well under 1 % of the pass (tools/bench: ledgertool bench --engine-sweep). */
 #define LT_BATCH_PER_WORKER 16384
+/* strip fallbacks counted (lt_engine_stats): unsupported link type, not IP, malformed */
+#define LT_FALLBACK_REASONS 3
 
 typedef struct lt_pool lt_pool;
 
@@ -45,6 +47,7 @@ struct lt_engine {
     int ahead_status;      /* lt_reader_next's status for that batch */
     int ahead_ready;
     uint64_t fault;        /* 1 + byte offset where the reader's file shrank under a pass (atomic); 0: none */
+    uint64_t fallbacks[LT_FALLBACK_REASONS]; /* frames whose strip mode fell back, per reason (atomic) */
 };
 
 static inline uint16_t record_flags(const lt_frame *f) {
@@ -73,6 +76,7 @@ static inline void put_le64(uint8_t *p, uint64_t v) {
  * msg_len, so slices can run concurrently. Returns the captured bytes. */
 static inline __attribute__((always_inline)) uint64_t prepare_loop(const lt_engine *e, size_t pos, size_t n,
                                                                    uint64_t seq, uint8_t *out, int *has_gaps,
+                                                                   uint64_t fb[LT_FALLBACK_REASONS],
                                                                    const int strip) {
     const lt_frame *f = e->batch + pos;
     const uint8_t **msg = e->msg + pos;
@@ -97,7 +101,14 @@ static inline __attribute__((always_inline)) uint64_t prepare_loop(const lt_engi
             gaps = 1;
         } else {
             /* `frame` hashes the captured bytes as stored; the others hash the range strip.c picks. */
-            if (strip != LT_STRIP_FRAME) fl |= lt_strip_range(strip, linktype, data, caplen, wire_len, &off, &len);
+            if (strip != LT_STRIP_FRAME) {
+                const uint16_t sf = lt_strip_range(strip, linktype, data, caplen, wire_len, &off, &len);
+                /* each fallback returns at once in strip.c: at most one of these is set */
+                fb[0] += (sf & LT_FLAG_UNSUPPORTED_LINKTYPE) != 0;
+                fb[1] += (sf & LT_FLAG_NON_IP) != 0;
+                fb[2] += (sf & LT_FLAG_MALFORMED) != 0;
+                fl |= sf;
+            }
             bytes += caplen;
         }
         /* the fixed part as four little-endian words (layout at the top of this file) */
@@ -113,9 +124,10 @@ static inline __attribute__((always_inline)) uint64_t prepare_loop(const lt_engi
 }
 
 /* `frame` gets its own loop: with no call to strip.c in it, nothing is spilled around the call */
-static uint64_t prepare_slice(const lt_engine *e, size_t pos, size_t n, uint64_t seq, uint8_t *out, int *has_gaps) {
-    if (e->strip == LT_STRIP_FRAME) return prepare_loop(e, pos, n, seq, out, has_gaps, LT_STRIP_FRAME);
-    return prepare_loop(e, pos, n, seq, out, has_gaps, e->strip);
+static uint64_t prepare_slice(const lt_engine *e, size_t pos, size_t n, uint64_t seq, uint8_t *out, int *has_gaps,
+                              uint64_t fb[LT_FALLBACK_REASONS]) {
+    if (e->strip == LT_STRIP_FRAME) return prepare_loop(e, pos, n, seq, out, has_gaps, fb, LT_STRIP_FRAME);
+    return prepare_loop(e, pos, n, seq, out, has_gaps, fb, e->strip);
 }
 
 static void zero_gap_digests(const lt_engine *e, size_t pos, size_t n, uint8_t *out) {
@@ -124,9 +136,12 @@ static void zero_gap_digests(const lt_engine *e, size_t pos, size_t n, uint8_t *
         if (f[i].rflags & LT_RF_GAP) memset(out + i * e->record_size + LT_RECORD_FIXED, 0, e->digest_size);
 }
 
-static uint64_t digest_slice(const lt_engine *e, size_t pos, size_t n, uint64_t seq, uint8_t *out) {
+static uint64_t digest_slice(lt_engine *e, size_t pos, size_t n, uint64_t seq, uint8_t *out) {
     int gaps;
-    uint64_t bytes = prepare_slice(e, pos, n, seq, out, &gaps);
+    uint64_t fb[LT_FALLBACK_REASONS] = {0};
+    uint64_t bytes = prepare_slice(e, pos, n, seq, out, &gaps, fb);
+    for (int i = 0; i < LT_FALLBACK_REASONS; i++) /* once per slice: slices run on several threads */
+        if (fb[i]) __atomic_fetch_add(&e->fallbacks[i], fb[i], __ATOMIC_RELAXED);
     lt_dctx_run_many(&e->dctx, e->msg + pos, e->msg_len + pos, n, out + LT_RECORD_FIXED, e->record_size);
     if (gaps) zero_gap_digests(e, pos, n, out);
     return bytes;
@@ -382,6 +397,14 @@ int lt_engine_fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_re
     return e->reader_status ? e->reader_status : LT_EOF;
 }
 
+int lt_engine_get_stats(const lt_engine *e, lt_engine_stats *out) {
+    if (!e || !out) return LT_ERR_ARG;
+    out->strip_unsupported_linktype = __atomic_load_n(&e->fallbacks[0], __ATOMIC_RELAXED);
+    out->strip_non_ip = __atomic_load_n(&e->fallbacks[1], __ATOMIC_RELAXED);
+    out->strip_malformed = __atomic_load_n(&e->fallbacks[2], __ATOMIC_RELAXED);
+    return LT_OK;
+}
+
 void lt_engine_free(lt_engine *e) {
     if (!e) return;
     if (e->pool) pool_stop(e->pool);
@@ -420,7 +443,8 @@ int lt_engine_profile(lt_engine *e, uint8_t *out, size_t out_records, int digest
             return st == LT_EOF ? LT_OK : st;
         }
         int gaps;
-        prepare_slice(e, 0, got, seq, out, &gaps);
+        uint64_t fb[LT_FALLBACK_REASONS] = {0};
+        prepare_slice(e, 0, got, seq, out, &gaps, fb);
         uint64_t t2 = prof_ns();
         ns[1] += t2 - t1;
         if (digest) {

@@ -6,7 +6,7 @@
  * per frame.
  *
  * ---------------------------------------------------------------------------------------------
- * POLICIES (docs: LEDGER-FORMAT.md "Reader policies"; facts: shared/corpus/README.md); what each
+ * POLICIES (docs: ledger-format.md "Capture-file reader policies"; facts: shared/corpus/README.md); what each
  * format accepts, and when its records are truncated or corrupt: the top of its file.
  *
  * Format detection: by the first 4 bytes only. 0 bytes -> LT_ERR_FORMAT ("empty file");
@@ -23,6 +23,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -180,10 +181,156 @@ int lt_reader_open(const char *path, lt_reader **out, char *err, size_t errlen) 
     return LT_ERR_FORMAT;
 }
 
+/* ------------------------------------------------------------------ a stream (lt_reader_open_fd) */
+
+/* A pipe or standard input cannot be mapped: the reader keeps a window of the stream in a heap
+ * buffer and runs the same format parsers over it. Frames handed out point into the window and
+ * stay valid until the next lt_reader_next (a non-stable source: the engine reads no batch ahead);
+ * each call first drops the bytes the parsers consumed, then reads what the stream has ready, up to
+ * LT_STREAM_WINDOW bytes, waiting only when the window holds no whole record (so frames of a slow
+ * pipe, `tcpdump -w - | ...`, are handed out as they come). A parser verdict that depends on where the window
+ * ends (a record cut by it, or pcap's caplen past the end) is taken back while the stream goes
+ * on: the frames before it are handed out, or, with none, the window grows (doubling) until the
+ * record fits or the stream ends. The parsers refuse any record over 256 MiB (LT_MAX_CAPLEN,
+ * LT_MAX_BLOCK) whatever follows, so the window never exceeds that plus one read. */
+#define LT_STREAM_WINDOW (4u << 20)
+
+/* Read until map holds `want` bytes, the stream ends, or (block == 0, or after one read) nothing
+ * more is ready. LT_OK, or LT_ERR_NOMEM / LT_ERR_IO (set). */
+static int stream_fill(lt_reader *r, size_t want, int block) {
+    if (want > r->cap) {
+        size_t cap = r->cap * 2 > want ? r->cap * 2 : want;
+        uint8_t *b = realloc((void *)r->map, cap);
+        if (!b) return set_error(r, LT_ERR_NOMEM, r->size, "out of memory for a %zu-byte read window", cap);
+        r->map = b;
+        r->cap = cap;
+    }
+    while (r->size < want && !r->stream_eof) {
+        struct pollfd pfd = {.fd = r->fd, .events = POLLIN};
+        if (!block && poll(&pfd, 1, 0) != 1) break; /* (EINTR: as not ready) */
+        ssize_t got = read(r->fd, (uint8_t *)r->map + r->size, r->cap - r->size);
+        if (got > 0) {
+            r->size += (size_t)got;
+            r->info.file_size += (uint64_t)got;
+            block = 0;
+        } else if (got == 0) {
+            r->stream_eof = 1;
+        } else if (errno != EINTR) {
+            return set_error(r, LT_ERR_IO, r->size, "read error at byte %zu: %s", AT(r, r->size), strerror(errno));
+        }
+    }
+    return LT_OK;
+}
+
+/* Drop the bytes before pos (their frames were handed out by an earlier call). */
+static void stream_slide(lt_reader *r) {
+    if (!r->pos) return;
+    memmove((uint8_t *)r->map, r->map + r->pos, r->size - r->pos);
+    r->base += r->pos;
+    r->size -= r->pos;
+    r->pos = 0;
+}
+
+/* Take back a verdict that more of the stream could change. 1 when it was one. */
+static int stream_undo(lt_reader *r) {
+    if (r->stream_eof || !r->state || (r->state != LT_EOF && !r->undecided)) return 0;
+    r->state = 0;
+    r->undecided = 0;
+    r->info.truncated = 0;
+    r->info.truncated_offset = r->info.truncated_bytes = 0;
+    r->info.error = 0;
+    r->info.error_offset = 0;
+    r->info.message[0] = 0;
+    return 1;
+}
+
+static size_t stream_next(lt_reader *r, lt_frame *frames, size_t max) {
+    size_t want = LT_STREAM_WINDOW;
+    int block = r->size == r->pos; /* nothing left to parse: wait for the stream */
+    for (;;) {
+        stream_slide(r);
+        if (stream_fill(r, want, block) != LT_OK) return 0;
+        size_t k = r->fmt->next(r, frames, max);
+        if (!stream_undo(r) || k) return k;
+        /* no frame: the record at pos needs more than the window holds (pos may have passed blocks) */
+        block = 1;
+        if (r->size - r->pos >= want) want *= 2;
+    }
+}
+
+int lt_reader_open_fd(int fd, const char *name, const uint8_t *prefix, size_t prefix_len, lt_reader **out, char *err,
+                      size_t errlen) {
+    *out = NULL;
+    if (err && errlen) err[0] = 0;
+    lt_reader *r = calloc(1, sizeof *r);
+    uint8_t *buf = malloc(LT_STREAM_WINDOW > prefix_len ? LT_STREAM_WINDOW : prefix_len);
+    if (!r || !buf) {
+        free(r);
+        free(buf);
+        close(fd);
+        lt_errf(err, errlen, "%s: out of memory", name);
+        return LT_ERR_NOMEM;
+    }
+    r->stream = 1;
+    r->fd = fd;
+    r->map = buf;
+    r->cap = LT_STREAM_WINDOW > prefix_len ? LT_STREAM_WINDOW : prefix_len;
+    if (prefix_len) memcpy(buf, prefix, prefix_len);
+    r->size = r->info.file_size = prefix_len;
+    size_t want = LT_STREAM_WINDOW;
+    for (;;) {
+        int st = stream_fill(r, want, 1);
+        if (st != LT_OK) {
+            lt_errf(err, errlen, "%s: %s", name, r->info.message);
+            lt_reader_close(r);
+            return st;
+        }
+        if (r->size < 24 && !r->stream_eof) continue; /* a file header is whole before it is judged */
+        if (r->size < 4) {
+            if (r->size)
+                lt_errf(err, errlen, "%s: %zu-byte stream is too short to be a pcap or pcapng capture", name, r->size);
+            else
+                lt_errf(err, errlen, "%s: empty input (0 bytes), not a pcap or pcapng capture", name);
+            lt_reader_close(r);
+            return LT_ERR_FORMAT;
+        }
+        uint32_t magic = lt_load_le32(r->map);
+        r->fmt = NULL;
+        for (size_t i = 0; i < sizeof formats / sizeof formats[0] && !r->fmt; i++)
+            if (formats[i]->probe(magic)) r->fmt = formats[i];
+        if (!r->fmt) {
+            lt_errf(err, errlen, "%s: not a pcap or pcapng capture (unknown magic %02x %02x %02x %02x)", name,
+                    r->map[0], r->map[1], r->map[2], r->map[3]);
+            lt_reader_close(r);
+            return LT_ERR_FORMAT;
+        }
+        st = r->fmt->open(r);
+        if (st == LT_OK) {
+            *out = r;
+            return LT_OK;
+        }
+        if (r->stream_eof || !r->info.truncated) { /* not a header cut by the window */
+            lt_errf(err, errlen, "%s: %s", name, r->info.message);
+            lt_reader_close(r);
+            return st;
+        }
+        r->state = 0;
+        r->info.truncated = 0;
+        if (r->size >= want) want *= 2;
+    }
+}
+
 int lt_reader_next(lt_reader *r, lt_frame *frames, size_t max, size_t *n) {
     *n = 0;
     if (r->state) return r->state;
     if (!frames || max == 0) return LT_ERR_ARG;
+    if (r->stream) {
+        size_t k = stream_next(r, frames, max);
+        r->info.frames += k;
+        *n = k;
+        if (k) return LT_OK;
+        return r->state ? r->state : LT_EOF;
+    }
     if (r->ops) {
         int st = r->ops->next(r->src, frames, max, n, &r->info);
         r->info.frames += *n;
@@ -245,7 +392,8 @@ lt_reader *lt_reader_from_source(const lt_source_ops *ops, void *src, int format
 }
 
 int lt_reader_frames_stable(const lt_reader *r) {
-    return r->ops == NULL;  /* a file: frames point into the map, valid until the reader is closed */
+    /* a file: frames point into the map, valid until the reader is closed; a stream's window moves */
+    return r->ops == NULL && !r->stream;
 }
 
 void *lt_reader_source(const lt_reader *r, const lt_source_ops *ops) {
@@ -255,7 +403,12 @@ void *lt_reader_source(const lt_reader *r, const lt_source_ops *ops) {
 void lt_reader_close(lt_reader *r) {
     if (!r) return;
     if (r->ops && r->ops->close) r->ops->close(r->src);
-    if (r->map) munmap((void *)r->map, r->size);
+    if (r->stream) {
+        free((void *)r->map);
+        close(r->fd);
+    } else if (r->map) {
+        munmap((void *)r->map, r->size);
+    }
     free(r->ifs);
     free(r);
 }

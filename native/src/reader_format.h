@@ -16,6 +16,8 @@
 #define LT_MAX_BLOCK (256u << 20)       /* pcapng: a block above this is corrupt, always */
 #define LT_MAX_IFACES (1u << 20)        /* pcapng: interfaces per section */
 
+enum { LT_LENS_IN_ORDER, LT_LENS_SWAPPED, LT_LENS_MAYBE_SWAPPED };
+
 typedef struct {
     uint32_t linktype;
     uint32_t snaplen;
@@ -25,9 +27,10 @@ typedef struct {
 } lt_iface;
 
 struct lt_reader {
-    const uint8_t *map;
-    size_t size;
-    size_t pos;          /* next record/block to read */
+    const uint8_t *map;  /* a file: its map; a stream: the window of bytes read and not yet dropped */
+    size_t size;         /* bytes in map */
+    size_t pos;          /* next record/block to read (in map) */
+    uint64_t base;       /* offset in the file/stream of map[0]: 0 for a file, grows as a stream slides */
     int be;              /* pcap file / current pcapng section is big-endian */
     int state;           /* 0 while reading; LT_EOF or an LT_ERR_* once done */
     /* pcap */
@@ -36,6 +39,7 @@ struct lt_reader {
     uint32_t snaplen;
     uint32_t linktype;
     uint32_t plausible;  /* max(min(snaplen, LT_MAX_CAPLEN), LT_PLAUSIBLE_CAPLEN) */
+    int lenswap;         /* LT_LENS_*: caplen and wire length in pre-2.3 order (reader_pcap.c) */
     /* pcapng */
     uint32_t section;    /* 0-based index of the current section */
     int have_first_if;
@@ -43,6 +47,12 @@ struct lt_reader {
     uint32_t nifs, cap_ifs;
     lt_reader_info info;
     const struct lt_format *fmt;  /* the capture format (files); NULL for other sources */
+    /* A stream (lt_reader_open_fd): map is a malloc'd window of `cap` bytes over fd (reader.c). */
+    int stream;
+    int fd;
+    int stream_eof;      /* read() returned 0: the window holds the rest of the stream */
+    size_t cap;
+    int undecided;       /* the last verdict depended on where map ends (pcap: a caplen past the end) */
     /* Other frame sources (workload generator, live interfaces) plug in here; NULL for files. */
     const lt_source_ops *ops;
     void *src;
@@ -66,7 +76,9 @@ extern const lt_format lt_format_pcap;    /* reader_pcap.c */
 extern const lt_format lt_format_pcapng;  /* reader_pcapng.c */
 
 /* Integers in the file's (or the current pcapng section's) byte order; and how reading ends:
- * set_truncated (LT_EOF, every whole record handed out) or set_error (sticky LT_ERR_*). */
+ * set_truncated (LT_EOF, every whole record handed out) or set_error (sticky LT_ERR_*). Both take
+ * `off` in map and store it as a file offset; messages print AT(r, pos), the file offset too. */
+#define AT(r, pos) ((size_t)((r)->base + (pos)))
 static inline uint16_t rd16(const lt_reader *r, const uint8_t *p) {
     return r->be ? lt_load_be16(p) : lt_load_le16(p);
 }
@@ -79,7 +91,7 @@ static inline void set_truncated(lt_reader *r, uint64_t off, uint64_t have, cons
 static inline void set_truncated(lt_reader *r, uint64_t off, uint64_t have, const char *fmt, ...) {
     r->state = LT_EOF;
     r->info.truncated = 1;
-    r->info.truncated_offset = off;
+    r->info.truncated_offset = r->base + off;
     r->info.truncated_bytes = have;
     va_list ap;
     va_start(ap, fmt);
@@ -92,7 +104,7 @@ static inline int set_error(lt_reader *r, int code, uint64_t off, const char *fm
 static inline int set_error(lt_reader *r, int code, uint64_t off, const char *fmt, ...) {
     r->state = code;
     r->info.error = code;
-    r->info.error_offset = off;
+    r->info.error_offset = r->base + off;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(r->info.message, sizeof r->info.message, fmt, ap);

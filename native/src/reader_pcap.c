@@ -2,9 +2,14 @@
  * Classic pcap (µs / ns / "modified" Kuznetzov, either byte order): the file header and the
  * record loop. General policies (format detection, truncated vs corrupt): reader.c.
  *
- * Versions: major 2 is accepted with any minor (2.4 is normal, 2.1 and 2.5 occur in the wild and
- *   are read like 2.4, as wiretap does); any other major -> LT_ERR_FORMAT at open (libpcap and
- *   wiretap both reject 1.x). A file header cut short (< 24 bytes) -> LT_ERR_CORRUPT at open.
+ * Versions: major 2 is accepted with any minor (2.4 is normal; 2.5 and up are read like 2.4);
+ *   any other major -> LT_ERR_FORMAT at open (libpcap and wiretap both reject 1.x). A file header
+ *   cut short (< 24 bytes) -> LT_ERR_CORRUPT at open.
+ *   Below 2.3 the record header holds the original length before the captured one (the fields
+ *   were interchanged at 2.3 to match the BPF header): for 2.0-2.2 both are swapped back on every
+ *   record, and for 2.3 on a record whose caplen exceeds its wire length (some 2.3 writers kept
+ *   the old order). This is libpcap's (sf-pcap.c) and wiretap's (libpcap.c) rule; the swap comes
+ *   before every caplen check below.
  *
  * Link type: the header field is masked to its lower 16 bits (bits 16-31 are reserved / FCS
  *   information). Every link type is read; none is rejected.
@@ -52,6 +57,7 @@ static int pcap_open(lt_reader *r) {
     r->info.version_major = maj;
     r->info.version_minor = min;
     if (maj != 2) return set_error(r, LT_ERR_FORMAT, 0, "unsupported pcap version %u.%u (only 2.x is read)", maj, min);
+    r->lenswap = min < 3 ? LT_LENS_SWAPPED : min == 3 ? LT_LENS_MAYBE_SWAPPED : LT_LENS_IN_ORDER;
     r->snaplen = rd32(r, p + 16);
     r->linktype = rd32(r, p + 20) & 0xFFFFu;
     r->info.snaplen = r->snaplen;
@@ -74,6 +80,8 @@ static inline __attribute__((always_inline)) size_t pcap_next_bo(lt_reader *r, l
     const uint8_t *const map = r->map;
     const uint32_t rf_be = be ? LT_RF_BIG_ENDIAN : 0, snaplen = r->snaplen, linktype = r->linktype;
     const int64_t frac_unit = r->frac_unit;
+    const int lenswap = r->lenswap;
+    const uint64_t base = r->base;
     size_t pos = r->pos;
 #define RD32(p) (be ? lt_load_be32(p) : lt_load_le32(p))
     while (k < max) {
@@ -83,31 +91,38 @@ static inline __attribute__((always_inline)) size_t pcap_next_bo(lt_reader *r, l
             break;
         }
         if (rem < hl) {
-            set_truncated(r, pos, rem, "truncated record at byte %zu: %zu of %zu header bytes", pos, rem, hl);
+            set_truncated(r, pos, rem, "truncated record at byte %zu: %zu of %zu header bytes", AT(r, pos), rem, hl);
             break;
         }
         const uint8_t *p = map + pos;
         uint32_t sec = RD32(p), frac = RD32(p + 4), caplen = RD32(p + 8), len = RD32(p + 12);
+        if (lenswap && (lenswap == LT_LENS_SWAPPED || caplen > len)) { /* pre-2.3 field order */
+            const uint32_t t = caplen;
+            caplen = len;
+            len = t;
+        }
         if (caplen > LT_MAX_CAPLEN) {
             set_error(r, LT_ERR_CORRUPT, pos,
                       "corrupt record header at byte %zu: caplen %u exceeds the %u-byte limit (%zu bytes left)",
-                      pos, caplen, LT_MAX_CAPLEN, rem);
+                      AT(r, pos), caplen, LT_MAX_CAPLEN, rem);
             break;
         }
         if (caplen > rem - hl) {
             if (caplen <= r->plausible)
-                set_truncated(r, pos, rem, "truncated record at byte %zu: %zu of %zu bytes (caplen %u)", pos, rem,
+                set_truncated(r, pos, rem, "truncated record at byte %zu: %zu of %zu bytes (caplen %u)", AT(r, pos), rem,
                               hl + (size_t)caplen, caplen);
-            else
+            else {
                 set_error(r, LT_ERR_CORRUPT, pos,
                           "corrupt record header at byte %zu: caplen %u exceeds both the snaplen %u and the "
                           "%zu bytes left",
-                          pos, caplen, snaplen, rem - hl);
+                          AT(r, pos), caplen, snaplen, rem - hl);
+                r->undecided = 1; /* a stream may yet hold the bytes: reader.c reads on */
+            }
             break;
         }
         lt_frame *f = &out[k++];
         f->data = p + hl;
-        f->offset = pos;
+        f->offset = base + pos;
         f->ts_ns = (int64_t)sec * 1000000000LL + (int64_t)frac * frac_unit;
         f->caplen = caplen;
         f->wire_len = len;

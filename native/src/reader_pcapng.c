@@ -66,11 +66,11 @@ static int64_t ts_to_ns(const lt_iface *ifc, uint64_t ts) {
 static int add_iface(lt_reader *r, const lt_iface *ifc, size_t pos) {
     if (r->nifs >= LT_MAX_IFACES)
         return set_error(r, LT_ERR_CORRUPT, pos, "corrupt pcapng: more than %u interfaces in section %u at byte %zu",
-                         LT_MAX_IFACES, r->section, pos);
+                         LT_MAX_IFACES, r->section, AT(r, pos));
     if (r->nifs == r->cap_ifs) {
         uint32_t nc = r->cap_ifs ? r->cap_ifs * 2 : 8;
         lt_iface *n = realloc(r->ifs, (size_t)nc * sizeof *n);
-        if (!n) return set_error(r, LT_ERR_NOMEM, pos, "out of memory for pcapng interface at byte %zu", pos);
+        if (!n) return set_error(r, LT_ERR_NOMEM, pos, "out of memory for pcapng interface at byte %zu", AT(r, pos));
         r->ifs = n;
         r->cap_ifs = nc;
     }
@@ -96,7 +96,7 @@ static int parse_idb(lt_reader *r, const uint8_t *body, size_t blen, size_t pos)
         if (code == 0) break; /* opt_endofopt */
         if ((size_t)olen > blen - o - 4)
             return set_error(r, LT_ERR_CORRUPT, pos,
-                             "corrupt pcapng IDB at byte %zu: option %u of length %u overruns the block", pos, code,
+                             "corrupt pcapng IDB at byte %zu: option %u of length %u overruns the block", AT(r, pos), code,
                              olen);
         const uint8_t *v = body + o + 4;
         if (code == 9 && olen >= 1) { /* if_tsresol */
@@ -118,13 +118,13 @@ static int check_block(lt_reader *r, size_t pos, uint32_t *type_out, uint32_t *b
     const size_t rem = r->size - pos;
     const uint8_t *p = r->map + pos;
     if (rem < 8) {
-        set_truncated(r, pos, rem, "truncated pcapng block at byte %zu: %zu of 8 header bytes", pos, rem);
+        set_truncated(r, pos, rem, "truncated pcapng block at byte %zu: %zu of 8 header bytes", AT(r, pos), rem);
         return LT_EOF;
     }
     uint32_t type = lt_load_le32(p); /* the SHB type is a byte palindrome */
     if (type == PCAPNG_SHB) {
         if (rem < 12) {
-            set_truncated(r, pos, rem, "truncated pcapng section header at byte %zu: %zu of 12 header bytes", pos,
+            set_truncated(r, pos, rem, "truncated pcapng section header at byte %zu: %zu of 12 header bytes", AT(r, pos),
                           rem);
             return LT_EOF;
         }
@@ -135,21 +135,21 @@ static int check_block(lt_reader *r, size_t pos, uint32_t *type_out, uint32_t *b
             r->be = 1;
         else
             return set_error(r, LT_ERR_CORRUPT, pos,
-                             "corrupt pcapng section header at byte %zu: bad byte-order magic 0x%08x", pos, bom);
+                             "corrupt pcapng section header at byte %zu: bad byte-order magic 0x%08x", AT(r, pos), bom);
     } else {
         type = rd32(r, p);
     }
     uint32_t blen = rd32(r, p + 4);
     if (blen < 12 || (blen & 3))
         return set_error(r, LT_ERR_CORRUPT, pos,
-                         "corrupt pcapng block at byte %zu: type 0x%x has length %u (%s)", pos, type, blen,
+                         "corrupt pcapng block at byte %zu: type 0x%x has length %u (%s)", AT(r, pos), type, blen,
                          blen < 12 ? "below the 12-byte minimum" : "not a multiple of 4");
     if (blen > LT_MAX_BLOCK)
         return set_error(r, LT_ERR_CORRUPT, pos,
-                         "corrupt pcapng block at byte %zu: type 0x%x has length %u, over the %u-byte limit", pos,
+                         "corrupt pcapng block at byte %zu: type 0x%x has length %u, over the %u-byte limit", AT(r, pos),
                          type, blen, LT_MAX_BLOCK);
     if (blen > rem) {
-        set_truncated(r, pos, rem, "truncated pcapng block at byte %zu: %zu of %u bytes (type 0x%x)", pos, rem,
+        set_truncated(r, pos, rem, "truncated pcapng block at byte %zu: %zu of %u bytes (type 0x%x)", AT(r, pos), rem,
                       blen, type);
         return LT_EOF;
     }
@@ -157,7 +157,7 @@ static int check_block(lt_reader *r, size_t pos, uint32_t *type_out, uint32_t *b
     if (trailer != blen)
         return set_error(r, LT_ERR_CORRUPT, pos,
                          "corrupt pcapng block at byte %zu: type 0x%x trailer length %u differs from header length %u",
-                         pos, type, trailer, blen);
+                         AT(r, pos), type, trailer, blen);
     *type_out = type;
     *blen_out = blen;
     return LT_OK;
@@ -165,7 +165,7 @@ static int check_block(lt_reader *r, size_t pos, uint32_t *type_out, uint32_t *b
 
 static int too_short(lt_reader *r, size_t pos, const char *what, uint32_t blen, uint32_t min) {
     return set_error(r, LT_ERR_CORRUPT, pos, "corrupt pcapng %s at byte %zu: block length %u below its minimum %u",
-                     what, pos, blen, min);
+                     what, AT(r, pos), blen, min);
 }
 
 /* Handle the SHB fields after check_block(). */
@@ -174,7 +174,7 @@ static int parse_shb(lt_reader *r, size_t pos, uint32_t blen, int first) {
     const uint8_t *p = r->map + pos;
     uint16_t maj = rd16(r, p + 12), min = rd16(r, p + 14);
     if (!(maj == 1 && (min == 0 || min == 2)))
-        return set_error(r, LT_ERR_FORMAT, pos, "unsupported pcapng section version %u.%u at byte %zu", maj, min, pos);
+        return set_error(r, LT_ERR_FORMAT, pos, "unsupported pcapng section version %u.%u at byte %zu", maj, min, AT(r, pos));
     if (first) {
         r->info.version_major = maj;
         r->info.version_minor = min;
@@ -233,7 +233,7 @@ static size_t pcapng_next(lt_reader *r, lt_frame *out, size_t max) {
             if (blen < 16) { too_short(r, pos, "simple packet block", blen, 16); return k; }
             if (r->nifs == 0) {
                 set_error(r, LT_ERR_CORRUPT, pos,
-                          "corrupt pcapng simple packet block at byte %zu: section %u has no interface 0", pos,
+                          "corrupt pcapng simple packet block at byte %zu: section %u has no interface 0", AT(r, pos),
                           r->section);
                 return k;
             }
@@ -243,7 +243,7 @@ static size_t pcapng_next(lt_reader *r, lt_frame *out, size_t max) {
             if (ifc->snaplen && caplen > ifc->snaplen) caplen = ifc->snaplen;
             if (caplen > bl - 4) caplen = (uint32_t)(bl - 4);
             f->data = body + 4;
-            f->offset = pos;
+            f->offset = r->base + pos;
             f->ts_ns = 0;
             f->caplen = caplen;
             f->wire_len = len;
@@ -261,18 +261,18 @@ static size_t pcapng_next(lt_reader *r, lt_frame *out, size_t max) {
         if (ifid >= r->nifs) {
             set_error(r, LT_ERR_CORRUPT, pos,
                       "corrupt pcapng packet block at byte %zu: interface %u is not defined in section %u (%u defined)",
-                      pos, ifid, r->section, r->nifs);
+                      AT(r, pos), ifid, r->section, r->nifs);
             return k;
         }
         if ((uint64_t)caplen > bl - hdr) {
             set_error(r, LT_ERR_CORRUPT, pos,
-                      "corrupt pcapng packet block at byte %zu: caplen %u overruns the %u-byte block", pos, caplen,
+                      "corrupt pcapng packet block at byte %zu: caplen %u overruns the %u-byte block", AT(r, pos), caplen,
                       blen);
             return k;
         }
         ifc = &r->ifs[ifid];
         f->data = body + hdr;
-        f->offset = pos;
+        f->offset = r->base + pos;
         f->ts_ns = ts_to_ns(ifc, ts);
         f->caplen = caplen;
         f->wire_len = len;
