@@ -5,7 +5,11 @@ LocalCluster of 2 worker processes equals the single-machine report, field for f
 from __future__ import annotations
 
 import json
+import os
+import signal
 import struct
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +19,7 @@ distributed = pytest.importorskip("distributed")
 
 from ledgertool.capture.run import capture_file  # noqa: E402
 from ledgertool.digest.reference import read_pcap  # noqa: E402
-from ledgertool.errors import CaptureFormatError, DiscrepancyError, UsageError  # noqa: E402
+from ledgertool.errors import CaptureFormatError, ClusterError, DiscrepancyError, UsageError  # noqa: E402
 from ledgertool.reconcile.cluster import plan_chunks, reconcile_on_cluster  # noqa: E402
 from ledgertool.reconcile.recompute import reconcile  # noqa: E402
 from ledgertool.verify.cluster import ClusterAddress, connect  # noqa: E402
@@ -171,3 +175,37 @@ def test_cli_cluster_output_details_and_exit_code_equal_single_machine(case, key
                   "--algorithm", "siphash-1-3-128", "--strip", "frame", "--out", tmp_path / "x.parquet")
     assert one.returncode == 2 and "one CAPTURE" in one.stderr
 
+
+def test_worker_killed_mid_run_gives_the_right_answer_or_a_clear_error(tmp_path, keydir):
+    """SIGKILL one of the two worker processes while the tasks run: Dask re-runs the lost tasks
+    (and recomputes the partitions that lived on that worker), so the report is the
+    single-machine one; if the cluster gave up, the run is a ClusterError, never a partial report."""
+    dk, sk, trust = load_keys(keydir)
+    capture_file(SAMPLE, tmp_path / "ledger", digest_key=dk, signing_key=sk, segment_records=2)  # 147 segments
+    want = reconcile(SAMPLE, tmp_path / "ledger", dk, trust=trust)
+    with connect(ClusterAddress(local_workers=2)) as c:
+        c.wait_for_workers(2, timeout=60)
+        pids = c.run(os.getpid)
+        got: dict = {}
+
+        def run():
+            try:
+                got["res"] = reconcile_on_cluster(c, SAMPLE, tmp_path / "ledger", dk, trust=trust, parts=8)
+            except ClusterError as e:
+                got["err"] = e
+
+        t = threading.Thread(target=run)
+        t.start()
+        deadline = time.monotonic() + 60
+        while not any(c.processing().values()) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        busy = [w for w, tasks in c.processing().items() if tasks]
+        assert busy and t.is_alive(), "the kill must land while tasks run"
+        os.kill(pids[busy[0]], signal.SIGKILL)
+        t.join(120)
+        assert not t.is_alive()
+    if "err" in got:
+        assert "no report" in str(got["err"])
+    else:
+        _same(want, got["res"])
+        assert want.ok and want.matched == 294
