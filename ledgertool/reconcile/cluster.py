@@ -85,7 +85,9 @@ def partition_of(arr: np.ndarray, parts: int) -> np.ndarray:
 
 def split_by_partition(arr: np.ndarray, parts: int) -> tuple[np.ndarray, ...]:
     """`arr`'s records in `parts` arrays by partition, each in its original order."""
-    pid = partition_of(arr, parts)
+    if parts == 1:
+        return (arr,)
+    pid = partition_of(arr, parts).astype(np.uint16)  # 16-bit keys: numpy's stable sort is a radix sort
     order = np.argsort(pid, kind="stable")
     bounds = np.cumsum(np.bincount(pid, minlength=parts))[:-1]
     return tuple(np.split(arr[order], bounds))
@@ -306,48 +308,53 @@ def tally_partition(job: PartitionJob, offsets: list[int], ledger_parts: list, c
     """On a worker: pair and tally one partition as recompute does on one machine. The digests
     found once on each side are matched here (multiset.once_each); only the others go through
     DuckDB's exact pairing."""
-    links, ledger = _ledger_rows(job, ledger_parts)
+    names, codes, ledger = _ledger_rows(job, ledger_parts)
     capture = _capture_rows(job, offsets, capture_parts)
     lo = None if job.from_ns is None else job.from_ns - job.tolerance_ns
     hi = None if job.to_ns is None else job.to_ns + job.tolerance_ns
-    lwide, cwide = window_mask(ledger["ts_ns"], lo, hi), window_mask(capture["ts_ns"], lo, hi)
-    links, ledger, capture = links[lwide], ledger[lwide], capture[cwide]
+    if lo is not None or hi is not None:  # both sides are read over the widened window only
+        lwide, cwide = window_mask(ledger["ts_ns"], lo, hi), window_mask(capture["ts_ns"], lo, hi)
+        codes, ledger, capture = codes[lwide], ledger[lwide], capture[cwide]
     lpair, cpair = once_each(ledger, capture)
-    exact, rows = _exact_part(job, links[~lpair], ledger[~lpair], capture[~cpair])
-    return PartitionTally(merge_tallies([exact, _matched_part(job, links[lpair], ledger[lpair], capture[cpair])],
-                                        job.examples), rows)
+    lrest, crest = ~lpair, ~cpair
+    exact, rows = _exact_part(job, np.array(names + [""], dtype=object)[codes[lrest]], ledger[lrest], capture[crest])
+    matched = _matched_part(job, names, codes[lpair], ledger["ts_ns"][lpair], capture["ts_ns"][cpair])
+    return PartitionTally(merge_tallies([exact, matched], job.examples), rows)
 
 
-def _ledger_rows(job: PartitionJob, ledger_parts: list) -> tuple[np.ndarray, np.ndarray]:
-    """(link of each row, records) of the partition's ledger rows under the key given (the view
-    `l` of recompute takes no others)."""
+def _ledger_rows(job: PartitionJob, ledger_parts: list) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The partition's ledger rows under the key given (recompute's view `l` takes no others):
+    the links, each row's link (an index into them), and the records."""
     parts = [lp for lp in ledger_parts if lp is not None and lp.kid == job.kids[0]]
-    links = np.array([lp.link for lp in parts] + [""], dtype=object)[:-1]
-    codes = np.repeat(np.arange(len(parts)), [len(lp.records) for lp in parts])
-    dtype = record_dtype(job.digest_size)
-    recs = np.concatenate([lp.records for lp in parts]) if parts else np.zeros(0, dtype)
-    return links[codes] if len(parts) else np.zeros(0, object), recs
+    names = sorted({lp.link for lp in parts})
+    code = {name: i for i, name in enumerate(names)}
+    codes = np.repeat(np.array([code[lp.link] for lp in parts], np.int32), [len(lp.records) for lp in parts])
+    recs = np.concatenate([lp.records for lp in parts]) if parts else np.zeros(0, record_dtype(job.digest_size))
+    return names, codes, recs
 
 
 def _capture_rows(job: PartitionJob, offsets: list[int], capture_parts: list) -> np.ndarray:
     """The partition's capture rows, `seq` the frame's index in the whole capture."""
-    arrs = []
+    if not capture_parts:
+        return np.zeros(0, record_dtype(job.digest_size))
+    rows = np.concatenate(capture_parts)
+    at = 0
     for base, a in zip(offsets, capture_parts):
-        a = a.copy()
-        a["seq"] += np.uint64(base)
-        arrs.append(a)
-    return np.concatenate(arrs) if arrs else np.zeros(0, record_dtype(job.digest_size))
+        rows["seq"][at:at + len(a)] += np.uint64(base)
+        at += len(a)
+    return rows
 
 
-def _matched_part(job: PartitionJob, links: np.ndarray, ledger: np.ndarray, capture: np.ndarray) -> _Tally:
-    """The tally of rows paired one to one: matched, counted by the ledger's time (the capture
+def _matched_part(job: PartitionJob, names: list[str], codes: np.ndarray, lts: np.ndarray, cts: np.ndarray) -> _Tally:
+    """The tally of the rows paired one to one (`codes`, `lts`: their ledger rows' links and
+    times; `cts`: their capture rows' times): matched, counted by the ledger's time (the capture
     side counts only towards the frames in the window)."""
-    lin = window_mask(ledger["ts_ns"], job.from_ns, job.to_ns)
-    names, per = np.unique(links[lin].astype(str), return_counts=True) if lin.any() else ((), ())
-    secs, nsec = np.unique(ledger["ts_ns"][lin] // 1_000_000_000, return_counts=True)
-    frames = int(window_mask(capture["ts_ns"], job.from_ns, job.to_ns).sum())
-    return _Tally(frames, int(lin.sum()), 0, 0,
-                  [{"link": str(n), "matched": int(c), "ledger_only": 0, "capture_only": 0} for n, c in zip(names, per)],
+    lin = window_mask(lts, job.from_ns, job.to_ns)
+    per_link = np.bincount(codes[lin], minlength=len(names))
+    secs, nsec = np.unique(lts[lin] // 1_000_000_000, return_counts=True)
+    return _Tally(int(window_mask(cts, job.from_ns, job.to_ns).sum()), int(lin.sum()), 0, 0,
+                  [{"link": n, "matched": int(c), "ledger_only": 0, "capture_only": 0}
+                   for n, c in zip(names, per_link) if c],
                   [{"second": int(s), "matched": int(c), "ledger_only": 0, "capture_only": 0}
                    for s, c in zip(secs, nsec)], [], [])
 

@@ -16,19 +16,23 @@ import numpy as np
 __all__ = ["once_each", "window_mask"]
 
 
-def _prefix64(arr: np.ndarray) -> np.ndarray:
-    """The first 8 digest bytes of each record of `arr` (record_dtype) as one uint64."""
+def _word64(arr: np.ndarray, at: int) -> np.ndarray:
+    """Digest bytes [at, at + 8) of each record of `arr` (record_dtype) as one uint64 (a view)."""
     if not len(arr):
         return np.zeros(0, "<u8")
     arr = np.ascontiguousarray(arr)
-    off = arr.dtype.fields["digest"][1]
+    off = arr.dtype.fields["digest"][1] + at
     return np.ndarray((len(arr),), "<u8", buffer=arr, offset=off, strides=(arr.dtype.itemsize,))
 
 
-def _digest_bytes(arr: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """The digests of `arr`'s records `rows`, as an (n, digest_size) uint8 array."""
-    size = arr.dtype.fields["digest"][0].itemsize
-    return np.ascontiguousarray(arr["digest"][rows]).view(np.uint8).reshape(-1, size)
+def _same_digests(ledger: np.ndarray, lrows: np.ndarray, capture: np.ndarray, crows: np.ndarray) -> np.ndarray:
+    """Whether ledger row lrows[k]'s digest equals capture row crows[k]'s, whose first 8 bytes are
+    known to be equal: the other 8-byte words compared."""
+    size = ledger.dtype.fields["digest"][0].itemsize
+    equal = np.ones(len(lrows), bool)
+    for at in range(8, size, 8):
+        equal &= _word64(ledger, at)[lrows] == _word64(capture, at)[crows]
+    return equal
 
 
 def once_each(ledger: np.ndarray, capture: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -36,26 +40,23 @@ def once_each(ledger: np.ndarray, capture: np.ndarray) -> tuple[np.ndarray, np.n
     occurs exactly once in each: those rows pair one to one (matched). A row outside both masks
     may still be matched; the exact pairing decides it."""
     nl = len(ledger)
-    keys = np.concatenate([_prefix64(ledger), _prefix64(capture)])
-    order = np.argsort(keys, kind="stable")  # stable: a ledger row comes before the capture row of its key
-    k = keys[order]
-    if len(k) > 1:
-        same = k[1:] == k[:-1]
-        starts = np.flatnonzero(same)  # a run of equal prefixes starting at i: rows i, i+1
-        # exactly two rows: the one before is different, the one after is different
-        before = np.concatenate([[False], same[:-1]])[starts]
-        after = np.concatenate([same[1:], [False]])[starts]
-        pairs = starts[~before & ~after]
-        first, second = order[pairs], order[pairs + 1]
-        cross = (first < nl) & (second >= nl)  # one ledger row, one capture row
-        first, second = first[cross], second[cross]
-        equal = np.all(_digest_bytes(ledger, first) == _digest_bytes(capture, second - nl), axis=1)
-        lmask = np.zeros(nl, bool)
-        cmask = np.zeros(len(capture), bool)
-        lmask[first[equal]] = True
-        cmask[second[equal] - nl] = True
+    lmask, cmask = np.zeros(nl, bool), np.zeros(len(capture), bool)
+    keys = np.concatenate([_word64(ledger, 0), _word64(capture, 0)])
+    if len(keys) < 2:
         return lmask, cmask
-    return np.zeros(nl, bool), np.zeros(len(capture), bool)
+    order = np.argsort(keys)
+    k = keys[order]
+    same = k[1:] == k[:-1]
+    # runs of exactly two equal first words: rows i and i+1 equal, i-1 and i+2 not
+    starts = np.flatnonzero(same & np.concatenate([[True], ~same[:-1]]) & np.concatenate([~same[1:], [True]]))
+    a, b = order[starts], order[starts + 1]
+    first, second = np.minimum(a, b), np.maximum(a, b)
+    cross = (first < nl) & (second >= nl)  # one ledger row and one capture row
+    first, second = first[cross], second[cross] - nl
+    equal = _same_digests(ledger, first, capture, second)
+    lmask[first[equal]] = True
+    cmask[second[equal]] = True
+    return lmask, cmask
 
 
 def window_mask(ts: np.ndarray, lo: int | None, hi: int | None) -> np.ndarray:
