@@ -24,6 +24,7 @@ per file).
 from __future__ import annotations
 
 import operator
+import os
 import shutil
 import tempfile
 import time
@@ -61,6 +62,9 @@ from .recompute import (DETAILS_ORDER, ReconcileResult, Sources, _add_warnings, 
 __all__ = ["CaptureChunk", "plan_chunks", "reconcile_on_cluster"]
 
 PARTS_PER_WORKER = 2
+# about 1 GiB per partition task: 48-64 bytes a record on each side, its sort and the masks
+PART_RECORDS = 8_000_000
+MIN_RECORD_BYTES = 16 + 60  # a pcap record header and the smallest Ethernet frame without FCS
 MAX_PARTS = 65536  # partition = first two digest bytes * parts >> 16
 SPLIT_BYTES = 256 << 20  # a classic pcap larger than this is cut into chunks of about this size
 SCAN_BATCH = 65536  # frames per native reader call while the client finds the cut points
@@ -429,6 +433,7 @@ class _Run:
 
     client: Client
     futures: list[Future] = field(default_factory=list)
+    checkers: list[SplittingChecker] = field(default_factory=list)
 
     def submit(self, fn, *args) -> Future:
         f = self.client.submit(fn, *args, pure=False)
@@ -458,7 +463,7 @@ def reconcile_on_cluster(client: Client, source: Sources, ledger_dir: Path,
                          split_bytes: int = SPLIT_BYTES) -> ReconcileResult:
     """`recompute.reconcile` with the work on `client`'s cluster (module doc): the same report,
     the same errors, and ClusterError when the cluster loses a task. `parts`: partitions of the
-    comparison (0: two per worker); `memory_limit` is each partition's DuckDB limit. Every worker
+    comparison (0: default_parts); `memory_limit` is each partition's DuckDB limit. Every worker
     must see the ledger and the captures at the paths given; `digest_key`'s subkey for the ledger's
     algorithm is sent to the workers. UsageError for more than one digest key."""
     t0 = time.perf_counter()
@@ -469,17 +474,18 @@ def reconcile_on_cluster(client: Client, source: Sources, ledger_dir: Path,
     if len(keys) != 1:
         raise UsageError("on a cluster, recompute takes one digest key (reconcile a ledger whose digest key was "
                          "rotated with all its keys on one machine)")
-    parts = parts or min(MAX_PARTS, PARTS_PER_WORKER * max(1, len(client.scheduler_info()["workers"])))
-    if not 1 <= parts <= MAX_PARTS:
+    if not 0 <= parts <= MAX_PARTS:
         raise UsageError(f"partitions must be 1..{MAX_PARTS}, got {parts}")
     run = _Run(client)
-    checker = SplittingChecker(client, parts)
     try:
         bad_capture = None
         try:  # the captures digest while the ledger verifies; their errors come after the ledger's, as on one machine
             chunks = plan_chunks(source, split_bytes)
         except CaptureFormatError as e:
             chunks, bad_capture = [], e
+        parts = parts or default_parts(chunks, len(client.scheduler_info()["workers"]))
+        checker = SplittingChecker(client, parts)
+        run.checkers.append(checker)
         subkey = keys[0].subkey(alg.name, alg.key_size)
         digested = [run.submit(digest_chunk, c, subkey, alg.name, ledger.strip, parts) for c in chunks]
         ver = verify_ledger(ledger_dir, trust, checkpoint, checkpoint_name, links=links, checker=checker)
@@ -499,13 +505,26 @@ def reconcile_on_cluster(client: Client, source: Sources, ledger_dir: Path,
                             for p in range(parts)], "partition")
         written = _merged_details(tallies, details, source, details_limit) if details else 0
     finally:
-        client.cancel(run.futures + checker.futures + [f for fs in checker.ledger_parts for f in fs])
+        client.cancel(run.futures + [f for c in run.checkers for f in c.futures + sum(c.ledger_parts, [])])
     warnings = [w for r in runs for w in r.warnings]
     res = make_result(source_name(source), ledger_dir, merge_tallies([t.tally for t in tallies], examples),
                       (from_ns, to_ns, tolerance_ns, links), details, written, warnings, matched_keys, segs,
                       uncovered, ver.signatures_checked, time.perf_counter() - t0)
     _add_warnings(res, ledger_dir, alg, uncovered, details_limit)
     return res
+
+
+def default_parts(chunks: list[CaptureChunk], workers: int) -> int:
+    """Partitions for a run: two per worker, and more when the captures are large, so that one
+    partition's records (both sides, held in memory by its task) stay near PART_RECORDS frames;
+    a capture file's frames are bounded by its size over MIN_RECORD_BYTES."""
+    frames = 0
+    for c in chunks:
+        if c.end:
+            frames += (c.end - c.start) // MIN_RECORD_BYTES
+        elif not is_workload(c.source):
+            frames += os.stat(c.source).st_size // MIN_RECORD_BYTES
+    return max(1, min(MAX_PARTS, max(PARTS_PER_WORKER * max(1, workers), -(-frames // PART_RECORDS))))
 
 
 def _merged_details(tallies: list[PartitionTally], details: Path, source: Sources, limit: int) -> int:
