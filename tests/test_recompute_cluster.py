@@ -23,6 +23,7 @@ from ledgertool.errors import CaptureFormatError, ClusterError, DiscrepancyError
 from ledgertool.reconcile.cluster import plan_chunks, reconcile_on_cluster  # noqa: E402
 from ledgertool.reconcile.recompute import reconcile  # noqa: E402
 from ledgertool.verify.cluster import ClusterAddress, connect  # noqa: E402
+from test_digest_rotation import captures, keys, pristine  # noqa: E402,F401  (the rotated ledger's fixtures)
 
 SAMPLE = SAMPLES / "sample.pcap"
 
@@ -209,3 +210,17 @@ def test_worker_killed_mid_run_gives_the_right_answer_or_a_clear_error(tmp_path,
     else:
         _same(want, got["res"])
         assert want.ok and want.matched == 294
+
+
+def test_one_key_of_a_rotated_ledger_partial_as_on_one_machine(pristine, keys, captures, client, tmp_path):
+    """A ledger whose digest key was rotated, reconciled with one of its keys: the other key's
+    segments are uncovered, and the frames sent again in the covered epoch pair with their covered
+    copy (recompute's `away` order), on the cluster as on one machine."""
+    det = tmp_path / "details.jsonl"
+    for key in (keys["A"], keys["B"]):
+        want = reconcile(captures["dir"] / "full.pcap", pristine, key, details=det, trust=keys["trust"])
+        want_details = det.read_text()
+        got = reconcile_on_cluster(client, captures["dir"] / "full.pcap", pristine, key, details=det,
+                                   trust=keys["trust"], parts=3)
+        _same(want, got)
+        assert want.partial and det.read_text() == want_details and want.capture_only > 0
