@@ -1,7 +1,7 @@
-"""verify on one machine and on a LocalCluster of 1 and 2 worker processes (docs/cluster.md,
-docs/benchmarks.md "verify --cluster").
+"""verify (or, with --recompute, recompute) on one machine and on a LocalCluster of 1 and 2
+worker processes (docs/cluster.md, docs/benchmarks.md "verify --cluster", "recompute --cluster").
 
-Usage:  python scripts/cluster_bench.py N [--segment-records S] [--workers 1,2] [--workdir DIR]
+Usage:  python scripts/cluster_bench.py N [--segment-records S] [--workers 1,2] [--workdir DIR] [--recompute]
 
 Captures N generated 64-byte frames (the two-flow spec of scripts/scale_bench.py) into a ledger of
 segments of S records (`ledgertool capture` as a child process), then, in this process, verifies it
@@ -9,7 +9,9 @@ without a cluster and on a LocalCluster of W worker processes for each W (`--clu
 the cluster's start, one warm-up run (imports, page cache), then the measured run. Prints one
 markdown row per run: wall seconds and records/s, and the CPU seconds the workers and the client
 spent (getrusage in each process), so records per worker CPU-second are comparable on a machine
-shared with other jobs, where wall times are not.
+shared with other jobs, where wall times are not. With --recompute the same frames are also written
+to a pcap (`workload generate`) and reconciled against the ledger, the pcap cut into 4 chunks per
+worker, two partitions per worker.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scale_bench import SPEC  # noqa: E402
 
-from ledgertool.keyfiles import TrustBundle  # noqa: E402
+from ledgertool.keyfiles import DigestKey, TrustBundle  # noqa: E402
+from ledgertool.reconcile.cluster import reconcile_on_cluster  # noqa: E402
+from ledgertool.reconcile.recompute import reconcile  # noqa: E402
 from ledgertool.verify.cluster import ClusterAddress, ClusterChecker, connect  # noqa: E402
 from ledgertool.verify.ledger import verify_ledger  # noqa: E402
 
@@ -61,9 +65,25 @@ def _cpu() -> float:
 def _row(name: str, rep, wall: float, worker_cpu: float, client_cpu: float | None, start: float | None) -> str:
     client = "-" if client_cpu is None else f"{client_cpu:.2f}"
     started = "-" if start is None else f"{start:.2f}"
-    return (f"| {name} | {started} | {wall:.2f} | {rep.records / wall:,.0f} | {worker_cpu:.2f} | "
-            f"{rep.records / worker_cpu:,.0f} | {client} | {'OK' if rep.ok else 'FAIL'}: {rep.segments} segments, "
-            f"{rep.records:,} records |")
+    n = rep.ledger_records if hasattr(rep, "ledger_records") else rep.records
+    what = (f"{rep.matched:,} matched, {rep.ledger_only} ledger-only, {rep.capture_only} capture-only"
+            if hasattr(rep, "matched") else f"{rep.segments} segments, {rep.records:,} records")
+    return (f"| {name} | {started} | {wall:.2f} | {n / wall:,.0f} | {worker_cpu:.2f} | "
+            f"{n / worker_cpu:,.0f} | {client} | {'OK' if rep.ok else 'FAIL'}: {what} |")
+
+
+def _runner(a, work: Path, keys: Path, led: Path, trust: TrustBundle):
+    """(one-machine run, cluster run) of the command measured: verify, or recompute + reconcile."""
+    if not a.recompute:
+        return (lambda: verify_ledger(led, trust)), (lambda client, w: verify_ledger(led, trust, checker=ClusterChecker(client)))
+    pcap = work / f"frames-{a.n}.pcap"
+    if not pcap.exists():
+        spec = work / f"spec-{a.n}.toml"
+        _cli("workload", "generate", spec, "--out", pcap, "--json")
+    dk = DigestKey.load(keys / "digest.key")
+    size = pcap.stat().st_size
+    return ((lambda: reconcile(pcap, led, dk, trust=trust, workers=1)),
+            (lambda client, w: reconcile_on_cluster(client, pcap, led, dk, trust=trust, split_bytes=size // (4 * w) + 1)))
 
 
 def main() -> None:
@@ -72,6 +92,7 @@ def main() -> None:
     ap.add_argument("--segment-records", type=int, default=100_000)
     ap.add_argument("--workers", default="1,2")
     ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--recompute", action="store_true", help="recompute + reconcile a pcap of the same frames")
     a = ap.parse_args()
     work = a.workdir or Path(tempfile.mkdtemp(prefix="cluster-bench-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -83,18 +104,19 @@ def main() -> None:
     print("| run | cluster start s | wall s | records/s | worker CPU s | records per worker CPU-s | client CPU s | "
           "result |")
     print("|---|---:|---:|---:|---:|---:|---:|---|")
-    verify_ledger(led, trust)
+    here, there = _runner(a, work, keys, led, trust)
+    here()
     c0, t0 = _cpu(), time.perf_counter()
-    rep = verify_ledger(led, trust)
+    rep = here()
     print(_row("one machine", rep, time.perf_counter() - t0, _cpu() - c0, None, None), flush=True)
     for w in map(int, a.workers.split(",")):
         t0 = time.perf_counter()
         with connect(ClusterAddress(local_workers=w)) as client:
             client.wait_for_workers(w)
             start = time.perf_counter() - t0
-            verify_ledger(led, trust, checker=ClusterChecker(client))
+            there(client, w)
             before, c0, t0 = client.run(_cpu), _cpu(), time.perf_counter()
-            rep = verify_ledger(led, trust, checker=ClusterChecker(client))
+            rep = there(client, w)
             wall, client_cpu, after = time.perf_counter() - t0, _cpu() - c0, client.run(_cpu)
         worker_cpu = sum(after[k] - before[k] for k in after)
         print(_row(f"--cluster local:{w}", rep, wall, worker_cpu, client_cpu, start), flush=True)

@@ -397,6 +397,15 @@ def _segment_checker(address: str | None):
     if address is None:
         yield None
         return
+    with _cluster_client(address) as client:
+        from ..verify.cluster import ClusterChecker
+
+        yield ClusterChecker(client)
+
+
+@contextmanager
+def _cluster_client(address: str):
+    """A Dask client on the cluster at `address` (--cluster) for the run."""
     try:
         from ..verify import cluster
     except ImportError as e:
@@ -405,7 +414,7 @@ def _segment_checker(address: str | None):
         raise UsageError("--cluster needs Dask, which is not installed: install ledgertool[cluster] "
                          "(pip install 'ledgertool[cluster]')") from None
     with cluster.connect(cluster.parse_address(address)) as client:
-        yield cluster.ClusterChecker(client)
+        yield client
 
 
 def _print_verify(res, prefix: str) -> None:
@@ -593,7 +602,9 @@ def _where(p) -> str:
 
 @app.command()
 def recompute(
-    source: Annotated[str, typer.Argument(help="pcap/pcapng file (gzip/xz/zstd-compressed too), - for standard input, or workload:SPEC.toml, to recompute.")],
+    sources: Annotated[list[str], typer.Argument(
+        metavar="CAPTURE...", help="pcap/pcapng files (gzip/xz/zstd-compressed too), - for standard input, or "
+                                   "workload:SPEC.toml, to recompute (several: taken as one capture in the order given).")],
     digest_key: Annotated[list[Path], typer.Option("--digest-key", metavar="FILE", help="digest.key used for the ledger; repeat it for each key of a ledger whose digest key was rotated.")],
     ledger: Annotated[Optional[Path], typer.Option("--ledger", help="Ledger to reconcile against.")] = None,
     trust: Annotated[Optional[Path], typer.Option(
@@ -611,6 +622,9 @@ def recompute(
     details: Annotated[Optional[Path], typer.Option("--details", help="Write every differing frame as JSON lines to FILE.")] = None,
     memory_limit: Annotated[str, typer.Option(help="DuckDB memory limit; larger sets spill to a temporary directory.")] = "4GB",
     workers: Annotated[int, typer.Option(help="Threads that digest each batch (0: every usable core); digests do not depend on it.", min=0)] = 0,
+    cluster: Annotated[Optional[str], typer.Option(
+        "--cluster", help="With --ledger: digest, verify and reconcile on a Dask cluster: tcp://HOST:PORT (a "
+                          "scheduler) or local:N (N worker processes here); needs ledgertool[cluster].")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -620,9 +634,12 @@ def recompute(
     from ..reconcile.recompute import digests_to_parquet, reconcile
 
     dks = [DigestKey.load(k) for k in digest_key]
+    source = sources[0] if len(sources) == 1 else sources
     if ledger is None:
         if not (algorithm and strip and out_file):
             raise UsageError("recompute needs --ledger DIR, or --algorithm, --strip and --out FILE.parquet")
+        if len(sources) > 1 or cluster is not None:
+            raise UsageError("without --ledger, recompute takes one CAPTURE and no --cluster")
         if len(dks) != 1:
             raise UsageError("without --ledger, recompute takes one --digest-key")
         if trust is not None or checkpoint is not None:
@@ -654,10 +671,16 @@ def recompute(
     note = _read_input(checkpoint, "checkpoint") if checkpoint is not None else None
     window = dict(from_ns=_parse_time(from_time, "--from"), to_ns=_parse_time(to_time, "--to"),
                   tolerance_ns=_parse_tolerance(tolerance))
-    with _shown(quiet, as_json) as cb:
-        res = reconcile(source, ledger, dks, trust=bundle, checkpoint=note, checkpoint_name=str(checkpoint),
-                        progress=cb, links=link, details=details, memory_limit=memory_limit, workers=workers,
-                        **window)
+    common = dict(trust=bundle, checkpoint=note, checkpoint_name=str(checkpoint), links=link, details=details,
+                  memory_limit=memory_limit, **window)
+    if cluster is not None:
+        with _cluster_client(cluster) as client:
+            from ..reconcile.cluster import reconcile_on_cluster
+
+            res = reconcile_on_cluster(client, source, ledger, dks, **common)
+    else:
+        with _shown(quiet, as_json) as cb:
+            res = reconcile(source, ledger, dks, progress=cb, workers=workers, **common)
     for w in res.warnings:
         err.print(styled(("warning:", "yellow"), f" {w}"))
     if as_json:
@@ -667,7 +690,7 @@ def recompute(
                          (" (partial)", "yellow") if res.partial else "",
                          "" if res.complete else (" (INCOMPLETE: the capture stopped early)", "red"),
                          "" if res.verified else (" (UNVERIFIED: no --trust)", "red"),
-                         f": {res.frames:,} frames recomputed from {source}, {res.ledger_records:,} frame "
+                         f": {res.frames:,} frames recomputed from {res.source}, {res.ledger_records:,} frame "
                          f"records in {ledger}: matched {res.matched:,}, ledger-only {res.ledger_only:,}, "
                          f"capture-only {res.capture_only:,}"))
         for p in res.per_second:

@@ -24,7 +24,7 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
                 "--signing-key keys/signing.key"),
     "verify": ("DIR, verifier.pub, a checkpoint", "nothing", EXIT_CHECK,
                "ledgertool verify L --trust keys/verifier.pub"),
-    "recompute": ("SOURCE, digest.key, the ledger DIR", "--out FILE.parquet, --details FILE", EXIT_CHECK,
+    "recompute": ("CAPTURE..., digest.key, the ledger DIR", "--out FILE.parquet, --details FILE", EXIT_CHECK,
                   "ledgertool recompute samples/sample.pcapng --digest-key keys/digest.key --ledger L "
                   "--trust keys/verifier.pub"),
     "query": ("DIR (verified first), verifier.pub", "stdout or --output FILE", EXIT_PLAIN.replace(

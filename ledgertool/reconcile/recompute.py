@@ -238,7 +238,20 @@ def _window_sql(col: str, lo: int | None, hi: int | None) -> str:
     return " AND ".join(parts) or "true"
 
 
-def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey | Sequence[DigestKey], *,
+Sources = str | Path | Sequence[str | Path]
+
+
+def source_list(source: Sources) -> list[str | Path]:
+    """The captures of a run, in order: one path or workload spec, or several."""
+    return [source] if isinstance(source, (str, Path)) else list(source)
+
+
+def source_name(source: Sources) -> str:
+    """How a run's captures are named in its report: the one source, or all of them, comma-separated."""
+    return ", ".join(str(s) for s in source_list(source))
+
+
+def reconcile(source: Sources, ledger_dir: Path, digest_key: DigestKey | Sequence[DigestKey], *,
               trust: TrustBundle | None = None, checkpoint: bytes | None = None,
               checkpoint_name: str = "checkpoint",
               examples: int = 10, progress: ProgressFn | None = None, memory_limit: str = "4GB",
@@ -246,7 +259,8 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey | Sequ
               links: list[str] | None = None, details: Path | None = None,
               details_limit: int = 100_000, workers: int = 0) -> ReconcileResult:
     """Verify the ledger, recompute `source` with its algorithm and strip mode, and reconcile
-    the two as multisets.
+    the two as multisets. `source` is one capture or several, taken as one capture in the order
+    given (frame indexes continue from one file to the next).
 
     The ledger is verified first with `trust` (and `checkpoint`, a signed note it must extend),
     or with the keyless checks only when `trust` is None (the result is then `verified` False and
@@ -276,19 +290,13 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey | Sequ
     `capture.stopped` says where it stopped.
     """
     ledger_dir = Path(ledger_dir)
-    keys = [digest_key] if isinstance(digest_key, DigestKey) else list(digest_key)
-    if str(source) == STDIN and len(keys) > 1:
+    several = not isinstance(digest_key, DigestKey) and len(digest_key) > 1
+    if several and any(str(one) == STDIN for one in source_list(source)):
         raise UsageError("standard input is read once: give one ", Setting("digest_key"), " per run, or the "
                          "capture as a file, to reconcile several digest keys")
     ledger = load_ledger(ledger_dir)
     alg = get_algorithm(ledger.algorithm)
-    if not keys:
-        raise UsageError("recompute needs at least one ", Setting("digest_key"))
-    if from_ns is not None and to_ns is not None and from_ns >= to_ns:
-        raise UsageError("empty time window: ", Setting("from_ns"), f" {from_ns} is not before ", Setting("to_ns"),
-                         f" {to_ns} (ns since the epoch)")
-    if details is not None:  # fail before the long part, not after it; an existing file stays until replaced
-        fsio.check_writable(details, what="details file")
+    keys = check_request(digest_key, from_ns, to_ns, details)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ledgertool-recompute-") as tmp:
         try:
@@ -307,22 +315,48 @@ def reconcile(source: str | Path, ledger_dir: Path, digest_key: DigestKey | Sequ
                                     f"{str(e).splitlines()[0]}") from None
         finally:
             con.close()
-    res = ReconcileResult(
-        str(source), str(ledger_dir), int(tally.frames_in_window), int(tally.matched + tally.ledger_only),
-        int(tally.matched), int(tally.ledger_only), int(tally.capture_only), time.perf_counter() - t0,
+    res = make_result(source_name(source), ledger_dir, tally, (from_ns, to_ns, tolerance_ns, links), details,
+                      written, run.warnings, keys, segs, uncovered, ver.signatures_checked, time.perf_counter() - t0,
+                      capture=run)
+    _add_warnings(res, ledger_dir, alg, uncovered, details_limit)
+    return res
+
+
+def check_request(digest_key: DigestKey | Sequence[DigestKey], from_ns: int | None, to_ns: int | None,
+                  details: Path | None) -> list[DigestKey]:
+    """The digest keys of a reconciliation, once its window and details file are known to be
+    usable (UsageError otherwise): checked before the long part, not after it."""
+    keys = [digest_key] if isinstance(digest_key, DigestKey) else list(digest_key)
+    if not keys:
+        raise UsageError("recompute needs at least one ", Setting("digest_key"))
+    if from_ns is not None and to_ns is not None and from_ns >= to_ns:
+        raise UsageError("empty time window: ", Setting("from_ns"), f" {from_ns} is not before ", Setting("to_ns"),
+                         f" {to_ns} (ns since the epoch)")
+    if details is not None:  # an existing file stays until it is replaced at the end
+        fsio.check_writable(details, what="details file")
+    return keys
+
+
+def make_result(source: str, ledger_dir: Path, tally: _Tally, window: tuple, details: Path | None, written: int,
+                warnings: list[str], keys: list[tuple[str, DigestKey]], segs: list[_Segment], uncovered: list[dict],
+                verified: bool, elapsed_s: float, capture: DigestRun | None = None) -> ReconcileResult:
+    """The report of a reconciliation from its tally (`window`: from_ns, to_ns, tolerance_ns, links;
+    `capture`: the capture side's run, where it stopped and its strip fallbacks)."""
+    from_ns, to_ns, tolerance_ns, links = window
+    return ReconcileResult(
+        source, str(ledger_dir), int(tally.frames_in_window), int(tally.matched + tally.ledger_only),
+        int(tally.matched), int(tally.ledger_only), int(tally.capture_only), elapsed_s,
         window={"from_ns": from_ns, "to_ns": to_ns, "tolerance_ns": tolerance_ns, "links": links or None},
         per_link=tally.per_link, per_second=tally.per_second,
         examples_ledger_only=[{"digest": d, "link": ln, "seq": int(s), "ts_ns": int(t), "wire_len": int(w)}
                               for d, ln, s, t, w in tally.examples_ledger_only],
         examples_capture_only=[{"digest": d, "index": int(i), "ts_ns": int(t), "wire_len": int(w)}
                                for d, i, t, w in tally.examples_capture_only],
-        details_file=str(details) if details else None, details_written=written, warnings=run.warnings,
+        details_file=str(details) if details else None, details_written=written, warnings=list(warnings),
         digest_keys=[{"key_id": kid, "segments": sum(1 for g in segs if g.digest_key_id == kid)}
                      for kid, _ in keys],
-        uncovered=uncovered, verified=ver.signatures_checked, capture=run,
+        uncovered=uncovered, verified=verified, capture=capture if capture is not None else DigestRun(),
     )
-    _add_warnings(res, ledger_dir, alg, uncovered, details_limit)
-    return res
 
 
 def _load_ledger_side(con, ledger_dir: Path, trust: TrustBundle | None, checkpoint: bytes | None,
@@ -350,9 +384,9 @@ def _load_ledger_side(con, ledger_dir: Path, trust: TrustBundle | None, checkpoi
     return segs, ver
 
 
-def _load_capture_side(con, source: str | Path, keys: list[tuple[str, DigestKey]], alg: Algorithm, strip: str,
+def _load_capture_side(con, source: Sources, keys: list[tuple[str, DigestKey]], alg: Algorithm, strip: str,
                        progress: ProgressFn | None, workers: int) -> DigestRun:
-    """Recompute the capture once per digest key into tables cap0, cap1, ...; returns the first
+    """Recompute the captures once per digest key into tables cap0, cap1, ...; returns the first
     run's statistics (the frame counts are the same under every key)."""
     runs = []
     for i, (_, key) in enumerate(keys):
@@ -360,10 +394,13 @@ def _load_capture_side(con, source: str | Path, keys: list[tuple[str, DigestKey]
         run = DigestRun()
         con.execute(f"CREATE TEMP TABLE cap{i} (index UBIGINT, ts_ns BIGINT, wire_len UINTEGER, "
                     "cap_len UINTEGER, flags USMALLINT, linktype USMALLINT, digest BLOB)")
-        for batch in _digest_batches(source, key, alg, strip, run, progress, workers, phase):
-            con.register("_batch", batch)
-            con.execute(f"INSERT INTO cap{i} SELECT * FROM _batch")
-            con.unregister("_batch")
+        for one in source_list(source):
+            if run.stopped is not None:  # a capture before this one could not be read to its end
+                break
+            for batch in _digest_batches(one, key, alg, strip, run, progress, workers, phase):
+                con.register("_batch", batch)
+                con.execute(f"INSERT INTO cap{i} SELECT * FROM _batch")
+                con.unregister("_batch")
         runs.append(run)
     return runs[0]
 
@@ -501,13 +538,16 @@ class _Segment:
 
     @classmethod
     def of(cls, seg: VerifiedSegment) -> "_Segment":
-        doc = seg.seal
+        return cls.of_seal(seg.link, seg.index, seg.seal)
+
+    @classmethod
+    def of_seal(cls, link: str, index: int, doc: dict) -> "_Segment":
         try:
             ts = (int(doc["first_ts_ns"]), int(doc["last_ts_ns"]))
         except (KeyError, TypeError, ValueError):
             ts = None  # an empty segment
         frames = doc.get("frames")
-        return cls(seg.link, seg.index, doc.get("digest_key_id"), frames if isinstance(frames, int) else 0, ts)
+        return cls(link, index, doc.get("digest_key_id"), frames if isinstance(frames, int) else 0, ts)
 
 
 def _match_keys(ledger_dir: Path, ledger: LedgerHeader, alg: Algorithm, keys: list[DigestKey],
@@ -579,23 +619,33 @@ def _pairing_views(con, keys: list[tuple[str, DigestKey]], lo: int | None, hi: i
     con.execute("CREATE VIEW l AS " + " UNION ALL ".join(parts))
 
 
-def _write_details(con, details: Path, source, limit: int) -> int:
+# the order of --details lines; `link` last makes it total (two links' records may share a time
+# and a sequence number), so a cluster's merged partitions give the same file
+DETAILS_ORDER = "status, coalesce(l_ts, c_ts), index, seq, link"
+
+
+def _write_details(con, details: Path, source: Sources, limit: int) -> int:
     """One JSON line per differing frame; capture-only frames get a dissection of their bytes."""
-    rows = con.execute("""SELECT status, lower(hex(digest)), link, seq, l_ts, l_wire, index, c_ts, c_wire, cap_len
-        FROM j WHERE status <> 'matched' ORDER BY status, coalesce(l_ts, c_ts), index, seq LIMIT ?""",
-                       [limit]).fetchall()
+    rows = con.execute(f"""SELECT status, lower(hex(digest)), link, seq, l_ts, l_wire, index, c_ts, c_wire, cap_len
+        FROM j WHERE status <> 'matched' ORDER BY {DETAILS_ORDER} LIMIT ?""", [limit]).fetchall()
     wanted = {int(r[6]) for r in rows if r[0] == "capture_only"}
     frames = {}
-    if wanted and str(source) != STDIN:  # standard input was read once, by the digests
-        with open_source(source) as reader:
+    base = 0  # the first frame index of each capture: indexes continue across the captures
+    for one in source_list(source) if wanted else ():
+        if str(one) == STDIN:  # standard input was read once, by the digests
+            break
+        with open_source(one) as reader:
             try:
                 for f in reader.frames():
-                    if f.index in wanted:
-                        frames[f.index] = f
+                    if base + f.index in wanted:
+                        frames[base + f.index] = f
                         if len(frames) == len(wanted):
                             break
             except CaptureFormatError:
                 pass  # frames after a corrupt structure were never digested either
+            base += reader.info().frames
+        if len(frames) == len(wanted):
+            break
     with fsio.atomic_file(details, what="details file") as out:
         for status, digest, link, seq, l_ts, l_wire, index, c_ts, c_wire, cap_len in rows:
             if status == "ledger_only":

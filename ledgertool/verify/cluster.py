@@ -33,7 +33,8 @@ from .chain import SegmentCheck
 from .checks import SegmentPlace
 from .ledger import check_segment
 
-__all__ = ["ClusterAddress", "ClusterChecker", "connect", "parse_address"]
+__all__ = ["ClusterAddress", "ClusterChecker", "LedgerContext", "checked_segment", "connect", "ordered_results",
+           "parse_address", "segment_part", "verdict_only"]
 
 _LOCAL = re.compile(r"local:([0-9]{1,4})")
 _TCP = re.compile(r"tcp://[^\s/]+:[0-9]{1,5}")
@@ -100,19 +101,28 @@ class LedgerContext:
     sched: Schedule | None
 
 
-def check_segment_task(ctx: LedgerContext, part: LinkListing, index: int) -> SegmentCheck:
-    """One segment's reads and checks, on a worker: the verdict, without the decoded records.
-    LedgerFormatError when the ledger.json found there is not the one the client verifies (a
-    worker that sees another directory at that path, or one edited since)."""
+def checked_segment(ctx: LedgerContext, part: LinkListing, index: int) -> SegmentCheck:
+    """One segment's reads and checks, on a worker, with the decoded records. LedgerFormatError
+    when the ledger.json found there is not the one the client verifies (a worker that sees
+    another directory at that path, or one edited since)."""
     reader = LedgerReader(Path(ctx.directory))
     if hashlib.sha256(reader.read_header_bytes()).hexdigest() != ctx.ledger.sha256:
         raise LedgerFormatError(f"{ctx.directory}: the ledger.json worker {socket.gethostname()} reads is not the "
                                 "one verified (another directory at that path there, or edited since)")
-    check = check_segment(reader, part, SegmentPlace(ctx.ledger, part.link, index, reader.link_dir(part.link),
-                                                     ctx.sched))
+    return check_segment(reader, part, SegmentPlace(ctx.ledger, part.link, index, reader.link_dir(part.link),
+                                                    ctx.sched))
+
+
+def verdict_only(check: SegmentCheck) -> SegmentCheck:
+    """`check` without its decoded records (what the client's reduction needs)."""
     if check.records is None:
         return check
     return replace(check, records=replace(check.records, table=None, records=None))
+
+
+def check_segment_task(ctx: LedgerContext, part: LinkListing, index: int) -> SegmentCheck:
+    """One segment's reads and checks, on a worker: the verdict, without the decoded records."""
+    return verdict_only(checked_segment(ctx, part, index))
 
 
 class ClusterChecker:
@@ -128,20 +138,20 @@ class ClusterChecker:
         first = places[0]
         ctx = LedgerContext(str(reader.directory), first.ledger, first.sched)
         run = uuid.uuid4().hex  # task keys are the scheduler's: unique per ledger and link of this run
-        futures = [(p.index, self.client.submit(check_segment_task, ctx, _segment_part(listing, p.index), p.index,
+        futures = [(p.index, self.client.submit(check_segment_task, ctx, segment_part(listing, p.index), p.index,
                                                 pure=False, key=f"ledgertool-verify-{run}-{p.link}-{p.index}"))
                    for p in places]
-        return _results(futures, reader.directory, listing.link)
+        return ordered_results(futures, reader.directory, listing.link)
 
 
-def _segment_part(listing: LinkListing, index: int) -> LinkListing:
+def segment_part(listing: LinkListing, index: int) -> LinkListing:
     """The part of a link's listing that segment `index`'s reads consult: its files, and the
     non-regular files in their place (never read)."""
     return LinkListing(listing.link, {index: listing.segments.get(index, frozenset())},
                        strays=tuple(s for s in listing.strays if s.shadows == index))
 
 
-def _results(futures: list[tuple[int, Future]], directory: Path, link: str) -> Iterator[SegmentCheck]:
+def ordered_results(futures: list[tuple[int, Future]], directory: Path, link: str) -> Iterator[SegmentCheck]:
     """Each task's result in order; a task the cluster lost is the run's ClusterError (never a
     partial verdict); a LedgerError a task raised is raised here as verify raises it."""
     try:

@@ -1,0 +1,569 @@
+"""recompute on a Dask cluster (docs/cluster.md, "recompute on a cluster"): the report of
+ledgertool.reconcile.recompute.reconcile, computed as a partitioned multiset comparison.
+
+Every frame pairs only with frames of the same digest, so the digests are split into `parts`
+partitions by their first two bytes (keyed MACs: uniform), and each partition is paired and
+tallied on its own, by the same DuckDB statements as on one machine (recompute._pair, _tally).
+ - ledger side: one task per sealed segment runs verify's per-segment checks
+   (ledgertool.verify.cluster) and splits the records it checked, gap records left out, by
+   partition; the client reduces the verdicts (verify_ledger) and reconciles only a ledger that
+   verified, so every record paired is one whose bytes were checked;
+ - capture side: one task per capture file, or per chunk of a large classic pcap cut at record
+   boundaries (the client finds them with the native reader), digests with the native engine
+   and splits the digests by partition; frame indexes are the chunk's own, shifted on the
+   partition's worker by the frames of the chunks before it;
+ - one task per partition pairs and tallies; the client adds the counts up and takes the first
+   examples and --details rows in the single-machine order (each partition returns its own
+   first ones in that order, so the first overall are among them).
+
+Needs the `cluster` extra (dask, distributed). One digest key per run (a ledger whose digest key
+was rotated is reconciled with all its keys on one machine); pcapng files are not split (one task
+per file).
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+from distributed import CancelledError, Client, Future, KilledWorker
+from distributed import TimeoutError as DaskTimeoutError
+
+from .._binding import ffi, lib
+from ..algorithms import get_algorithm, get_strip_mode
+from ..digest.engine import DigestEngine
+from ..digest.record import FLAG_GAP, RECORD_FIXED, record_dtype
+from ..digest.strip import StripFallbacks
+from ..errors import CaptureFormatError, ClusterError, LedgerFormatError, UsageError
+from ..keyfiles import DigestKey, TrustBundle
+from ..ledger.header import load_ledger
+from ..ledger.reader import LedgerReader, LinkListing
+from ..source import is_workload, open_source
+from ..source.file import FORMAT_NAMES, CaptureReader
+from ..verify.chain import SegmentCheck
+from ..verify.checks import SegmentPlace
+from ..verify.cluster import LedgerContext, checked_segment, ordered_results, segment_part, verdict_only
+from ..verify.ledger import verify_ledger
+from .multiset import once_each, window_mask
+from .query import not_verified_error, open_duckdb
+from .recompute import (DETAILS_ORDER, DigestRun, ReadStop, ReconcileResult, Sources, _add_warnings, _match_keys, _pair, _Segment,
+                        _Tally, _tally, _write_details, check_request, make_result, source_list, source_name)
+
+__all__ = ["CaptureChunk", "plan_chunks", "reconcile_on_cluster"]
+
+PARTS_PER_WORKER = 2
+# about 1 GiB per partition task: 48-64 bytes a record on each side, its sort and the masks
+PART_RECORDS = 8_000_000
+MIN_RECORD_BYTES = 16 + 60  # a pcap record header and the smallest Ethernet frame without FCS
+MAX_PARTS = 65536  # partition = first two digest bytes * parts >> 16
+SPLIT_BYTES = 256 << 20  # a classic pcap larger than this is cut into chunks of about this size
+SCAN_BATCH = 65536  # frames per native reader call while the client finds the cut points
+PCAP_FORMATS = {FORMAT_NAMES[f] for f in (lib.LT_FMT_PCAP_US, lib.LT_FMT_PCAP_NS, lib.LT_FMT_PCAP_MODIFIED)}
+PCAP_HEADER = 24  # classic pcap global header: copied in front of every chunk
+MODIFIED_PCAP = FORMAT_NAMES[lib.LT_FMT_PCAP_MODIFIED]  # (Kuznetzov's: 24-byte record headers, not 16)
+CAPTURE_COLUMNS = ("index UBIGINT, ts_ns BIGINT, wire_len UINTEGER, cap_len UINTEGER, flags USMALLINT, "
+                   "linktype USMALLINT, digest BLOB")
+
+
+# ---- partitions ----
+
+def partition_of(arr: np.ndarray, parts: int) -> np.ndarray:
+    """The partition (0..parts-1) of each record of `arr` (record_dtype): its digest's first two
+    bytes, big-endian, scaled to `parts`."""
+    if not len(arr):
+        return np.zeros(0, np.uint32)
+    arr = np.ascontiguousarray(arr)
+    off = arr.dtype.fields["digest"][1]
+    head = np.ndarray((len(arr), 2), np.uint8, buffer=arr, offset=off, strides=(arr.dtype.itemsize, 1))
+    return ((head[:, 0].astype(np.uint32) << 8 | head[:, 1]) * parts) >> 16
+
+
+def split_by_partition(arr: np.ndarray, parts: int) -> tuple[np.ndarray, ...]:
+    """`arr`'s records in `parts` arrays by partition, each in its original order."""
+    if parts == 1:
+        return (arr,)
+    pid = partition_of(arr, parts).astype(np.uint16)  # 16-bit keys: numpy's stable sort is a radix sort
+    order = np.argsort(pid, kind="stable")
+    bounds = np.cumsum(np.bincount(pid, minlength=parts))[:-1]
+    return tuple(np.split(arr[order], bounds))
+
+
+def _digest_array(arr: np.ndarray, digest_size: int) -> pa.FixedSizeBinaryArray:
+    return pa.FixedSizeBinaryArray.from_buffers(pa.binary(digest_size), len(arr),
+                                                [None, pa.py_buffer(np.ascontiguousarray(arr["digest"]).tobytes())])
+
+
+# ---- ledger side ----
+
+@dataclass(frozen=True)
+class LedgerPart:
+    """One verified segment's frame records (gap records left out) of one partition."""
+
+    link: str
+    kid: object  # the segment's digest key id, as its (verified) seal states it
+    records: np.ndarray  # record_dtype
+
+
+def check_and_split(ctx: LedgerContext, part: LinkListing, index: int,
+                    parts: int) -> tuple[SegmentCheck, tuple[LedgerPart, ...] | None]:
+    """On a worker: one segment's checks (its verdict, without records) and the records whose
+    bytes those checks read, by partition (None when they were not read)."""
+    check = checked_segment(ctx, part, index)
+    recs = check.records
+    if recs is None or recs.table is None or recs.records is None or check.seal.layout is None:
+        return verdict_only(check), None
+    arr = np.frombuffer(recs.records, dtype=record_dtype(check.seal.layout[0] - RECORD_FIXED))
+    arr = arr[(arr["flags"] & FLAG_GAP) == 0]
+    kid = check.seal.doc.get("digest_key_id")
+    return verdict_only(check), tuple(LedgerPart(part.link, kid, a) for a in split_by_partition(arr, parts))
+
+
+def _partition_item(result: tuple, p: int):
+    """Partition `p` of a task's (head, partitions) result; None when it has none."""
+    return None if result[1] is None else result[1][p]
+
+
+class SplittingChecker:
+    """A SegmentChecker (ledgertool.verify.ledger) whose tasks also split the checked records by
+    partition: the verdicts go to verify's reduction, the partitions stay on the workers
+    (`ledger_parts[p]`, one future per segment); `segments` are the segments whose records were
+    read, in (link, segment) order (after a verify without problems: every sealed segment)."""
+
+    def __init__(self, client: Client, parts: int):
+        self.client = client
+        self.parts = parts
+        self.ledger_parts: list[list[Future]] = [[] for _ in range(parts)]
+        self.segments: list[_Segment] = []
+        self.futures: list[Future] = []
+
+    def __call__(self, reader: LedgerReader, listing: LinkListing, places: list[SegmentPlace]) -> Iterator[SegmentCheck]:
+        if not places:
+            return iter(())
+        first = places[0]
+        ctx = LedgerContext(str(reader.directory), first.ledger, first.sched)
+        run = uuid.uuid4().hex
+        verdicts = []
+        for p in places:
+            both = self.client.submit(check_and_split, ctx, segment_part(listing, p.index), p.index, self.parts,
+                                      pure=False, key=f"ledgertool-recompute-{run}-{p.link}-{p.index}")
+            verdicts.append((p.index, self.client.submit(operator.getitem, both, 0, pure=False)))
+            for k in range(self.parts):
+                self.ledger_parts[k].append(self.client.submit(_partition_item, both, k, pure=False))
+            self.futures.append(both)
+        self.futures += [f for _, f in verdicts]
+        return self._taken(ordered_results(verdicts, reader.directory, listing.link), listing.link)
+
+    def _taken(self, checks: Iterator[SegmentCheck], link: str) -> Iterator[SegmentCheck]:
+        for check in checks:
+            if check.records is not None and check.seal.doc is not None:
+                self.segments.append(_Segment.of_seal(link, check.seal.index, check.seal.doc))
+            yield check
+
+
+# ---- capture side ----
+
+@dataclass(frozen=True)
+class CaptureChunk:
+    """What one capture task digests: a whole source, or the records in bytes [start, end) of a
+    classic pcap (`end` 0: the whole source). `note`: the source's truncation warning, carried by
+    its last chunk (a cut source's tail is found by the client)."""
+
+    source: str
+    start: int = 0
+    end: int = 0
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class ChunkRun:
+    frames: int
+    bytes: int
+    warnings: tuple[str, ...] = ()
+    stopped: ReadStop | None = None  # the chunk's source could not be read past this point
+    fallbacks: StripFallbacks = StripFallbacks()
+
+
+def plan_chunks(sources: Sources, split_bytes: int = SPLIT_BYTES) -> tuple[list[CaptureChunk], ReadStop | None]:
+    """The capture tasks of a run, in frame order, and where reading stopped early. A classic
+    pcap over `split_bytes` is cut at the record boundaries nearest above every multiple of
+    `split_bytes` (the native reader gives each record's offset); it is read here to find them, so
+    a corrupt record ends its last chunk and the run there, as on one machine (the captures after
+    it are not read). Other sources are one task each (a corrupt structure found by its task ends
+    the run at that chunk). CaptureFormatError for a capture that cannot be opened."""
+    chunks: list[CaptureChunk] = []
+    for source in map(str, source_list(sources)):
+        if is_workload(source):
+            chunks.append(CaptureChunk(source))
+            continue
+        with CaptureReader(source) as reader:
+            info = reader.info()
+            if info.format not in PCAP_FORMATS or info.file_size <= split_bytes:
+                chunks.append(CaptureChunk(source))
+                continue
+            cut, stop = _cut(reader, source, split_bytes)
+            chunks += cut
+            if stop is not None:
+                return chunks, stop
+    return chunks, None
+
+
+def _cut(reader: CaptureReader, source: str, split_bytes: int) -> tuple[list[CaptureChunk], ReadStop | None]:
+    """`source`'s chunks, and where a corrupt record stopped reading (its chunks end at the last
+    whole record before it): every record's header offset is read, none of its bytes copied."""
+    buf = ffi.new("lt_frame[]", SCAN_BATCH)
+    n = ffi.new("size_t *")
+    starts = []
+    stop, good_end = None, PCAP_HEADER
+    record_header = 24 if reader.info().format == MODIFIED_PCAP else 16
+    while True:
+        st = lib.lt_reader_next(reader.handle, buf, SCAN_BATCH, n)
+        got = n[0]
+        if got:  # the end of the last record read: where the chunks end if a corrupt one follows
+            good_end = int(buf[got - 1].offset) + record_header + int(buf[got - 1].caplen)
+        while got and buf[got - 1].offset >= len(starts) * split_bytes:
+            lo, hi, want = 0, got - 1, max(len(starts) * split_bytes, PCAP_HEADER)
+            while lo < hi:  # the first record of this batch at or after `want`
+                mid = (lo + hi) // 2
+                lo, hi = (mid + 1, hi) if buf[mid].offset < want else (lo, mid)
+            starts.append(int(buf[lo].offset))
+        if st == lib.LT_EOF:
+            break
+        if st != lib.LT_OK:
+            try:
+                reader.raise_error(st)
+            except CaptureFormatError as e:
+                stop = ReadStop(e.path or source, e.offset, str(e))
+            break
+    info = reader.info()
+    end = good_end if stop is not None else info.truncated_offset if info.truncated else info.file_size
+    bounds = sorted(b for b in set(starts) if b < end) + [end]
+    chunks = [CaptureChunk(source, a, b) for a, b in zip(bounds, bounds[1:])]
+    if not chunks:
+        return ([CaptureChunk(source)] if stop is None else []), stop
+    last = chunks[-1]
+    chunks[-1] = CaptureChunk(last.source, last.start, last.end, None if stop else info.truncation_note())
+    return chunks, stop
+
+
+@contextmanager
+def _chunk_reader(chunk: CaptureChunk) -> Iterator:
+    """A reader of `chunk`: the source itself, or a temporary local pcap of the source's global
+    header and the chunk's records (the native reader reads whole files)."""
+    if not chunk.end:
+        with open_source(chunk.source) as reader:
+            yield reader
+        return
+    with tempfile.NamedTemporaryFile(prefix="ledgertool-chunk-", suffix=".pcap") as tmp:
+        with open(chunk.source, "rb") as f:
+            tmp.write(f.read(PCAP_HEADER))
+            f.seek(chunk.start)
+            left = chunk.end - chunk.start
+            while left:
+                block = f.read(min(left, 8 << 20))
+                if not block:
+                    raise LedgerFormatError(f"{chunk.source}: shorter than when it was cut (at byte {f.tell()})")
+                tmp.write(block)
+                left -= len(block)
+        tmp.flush()
+        with CaptureReader(tmp.name) as reader:
+            yield reader
+
+
+def digest_chunk(chunk: CaptureChunk, subkey: bytes, algorithm: str, strip: str,
+                 parts: int) -> tuple[ChunkRun, tuple[np.ndarray, ...]]:
+    """On a worker: every frame of `chunk` digested with the native engine (one thread), the
+    records split by partition (`seq` is the frame's index within the chunk)."""
+    alg = get_algorithm(algorithm)
+    dtype = record_dtype(alg.digest_size)
+    batches, frames, nbytes, stopped = [], 0, 0, None
+    with _chunk_reader(chunk) as reader:
+        engine = DigestEngine(reader, alg, get_strip_mode(strip), subkey, workers=1)
+        while True:
+            try:
+                records, n, got = engine.fill(frames)
+            except CaptureFormatError as e:  # (a whole source: a cut chunk's records were all read by the client)
+                stopped = ReadStop(e.path or chunk.source, e.offset, str(e))
+                break
+            if n == 0:
+                break
+            batches.append(np.frombuffer(records, dtype=dtype, count=n).copy())
+            frames += n
+            nbytes += got
+        note = reader.info().truncation_note() if not chunk.end else chunk.note
+        fallbacks = engine.strip_fallbacks()
+    arr = np.concatenate(batches) if batches else np.zeros(0, dtype)
+    return (ChunkRun(frames, nbytes, (note,) if note else (), stopped, fallbacks),
+            split_by_partition(arr, parts))
+
+
+# ---- partitions: pair and tally ----
+
+@dataclass(frozen=True)
+class PartitionJob:
+    """What every partition task needs besides its records."""
+
+    ledger: str
+    kids: tuple[str, ...]
+    segments: tuple[_Segment, ...]
+    uncovered: tuple[dict, ...]
+    from_ns: int | None
+    to_ns: int | None
+    tolerance_ns: int
+    examples: int
+    details_limit: int  # 0: no details
+    memory_limit: str
+    digest_size: int
+
+
+@dataclass(frozen=True)
+class PartitionTally:
+    tally: _Tally
+    details: pa.Table | None = None  # its first differing rows in DETAILS_ORDER
+
+
+def tally_partition(job: PartitionJob, offsets: list[int], ledger_parts: list, capture_parts: list) -> PartitionTally:
+    """On a worker: pair and tally one partition as recompute does on one machine. The digests
+    found once on each side are matched here (multiset.once_each); only the others go through
+    DuckDB's exact pairing."""
+    names, codes, ledger = _ledger_rows(job, ledger_parts)
+    capture = _capture_rows(job, offsets, capture_parts)
+    lo = None if job.from_ns is None else job.from_ns - job.tolerance_ns
+    hi = None if job.to_ns is None else job.to_ns + job.tolerance_ns
+    if lo is not None or hi is not None:  # both sides are read over the widened window only
+        lwide, cwide = window_mask(ledger["ts_ns"], lo, hi), window_mask(capture["ts_ns"], lo, hi)
+        codes, ledger, capture = codes[lwide], ledger[lwide], capture[cwide]
+    lpair, cpair = once_each(ledger, capture)
+    lrest, crest = ~lpair, ~cpair
+    exact, rows = _exact_part(job, np.array(names + [""], dtype=object)[codes[lrest]], ledger[lrest], capture[crest])
+    matched = _matched_part(job, names, codes[lpair], ledger["ts_ns"][lpair], capture["ts_ns"][cpair])
+    return PartitionTally(merge_tallies([exact, matched], job.examples), rows)
+
+
+def _ledger_rows(job: PartitionJob, ledger_parts: list) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The partition's ledger rows under the key given (recompute's view `l` takes no others):
+    the links, each row's link (an index into them), and the records."""
+    parts = [lp for lp in ledger_parts if lp is not None and lp.kid == job.kids[0]]
+    names = sorted({lp.link for lp in parts})
+    code = {name: i for i, name in enumerate(names)}
+    codes = np.repeat(np.array([code[lp.link] for lp in parts], np.int32), [len(lp.records) for lp in parts])
+    recs = np.concatenate([lp.records for lp in parts]) if parts else np.zeros(0, record_dtype(job.digest_size))
+    return names, codes, recs
+
+
+def _capture_rows(job: PartitionJob, offsets: list[int], capture_parts: list) -> np.ndarray:
+    """The partition's capture rows, `seq` the frame's index in the whole capture."""
+    if not capture_parts:
+        return np.zeros(0, record_dtype(job.digest_size))
+    rows = np.concatenate(capture_parts)
+    at = 0
+    for base, a in zip(offsets, capture_parts):
+        rows["seq"][at:at + len(a)] += np.uint64(base)
+        at += len(a)
+    return rows
+
+
+def _matched_part(job: PartitionJob, names: list[str], codes: np.ndarray, lts: np.ndarray, cts: np.ndarray) -> _Tally:
+    """The tally of the rows paired one to one (`codes`, `lts`: their ledger rows' links and
+    times; `cts`: their capture rows' times): matched, counted by the ledger's time (the capture
+    side counts only towards the frames in the window)."""
+    lin = window_mask(lts, job.from_ns, job.to_ns)
+    per_link = np.bincount(codes[lin], minlength=len(names))
+    secs, nsec = np.unique(lts[lin] // 1_000_000_000, return_counts=True)
+    return _Tally(int(window_mask(cts, job.from_ns, job.to_ns).sum()), int(lin.sum()), 0, 0,
+                  [{"link": n, "matched": int(c), "ledger_only": 0, "capture_only": 0}
+                   for n, c in zip(names, per_link) if c],
+                  [{"second": int(s), "matched": int(c), "ledger_only": 0, "capture_only": 0}
+                   for s, c in zip(secs, nsec)], [], [])
+
+
+def _exact_part(job: PartitionJob, links: np.ndarray, ledger: np.ndarray,
+                capture: np.ndarray) -> tuple[_Tally, pa.Table | None]:
+    """recompute's DuckDB pairing and tally of the other rows, and their first --details rows."""
+    tmp = tempfile.mkdtemp(prefix="ledgertool-partition-")
+    con = open_duckdb({"memory_limit": job.memory_limit, "temp_directory": tmp})
+    try:
+        con.register("_l", pa.table({"link": pa.array(links.tolist(), pa.string()), "kid": pa.array(
+            [job.kids[0]] * len(ledger), pa.string()), "digest": _digest_array(ledger, job.digest_size),
+            "seq": ledger["seq"], "ts_ns": ledger["ts_ns"], "wire_len": ledger["wire_len"]}))
+        con.execute("CREATE TEMP TABLE lrec (link VARCHAR, kid VARCHAR, digest BLOB, seq UBIGINT, ts_ns BIGINT, "
+                    "wire_len UINTEGER)")
+        con.execute("INSERT INTO lrec SELECT * FROM _l")
+        con.register("_c", pa.table({"index": capture["seq"], "ts_ns": capture["ts_ns"],
+                                     "wire_len": capture["wire_len"], "cap_len": capture["cap_len"],
+                                     "flags": capture["flags"], "linktype": capture["linktype"],
+                                     "digest": _digest_array(capture, job.digest_size)}))
+        con.execute(f"CREATE TEMP TABLE cap0 ({CAPTURE_COLUMNS})")
+        con.execute("INSERT INTO cap0 SELECT * FROM _c")
+        _pair(con, [(k, None) for k in job.kids], list(job.segments), list(job.uncovered), job.from_ns, job.to_ns,
+              job.tolerance_ns)
+        t = _tally(con, job.from_ns, job.to_ns, job.examples)
+        rows = None
+        if job.details_limit:
+            rows = con.sql(f"""SELECT status, digest, link, seq, l_ts, l_wire, index, c_ts, c_wire, cap_len
+                FROM j WHERE status <> 'matched' ORDER BY {DETAILS_ORDER} LIMIT {int(job.details_limit)}""").to_arrow_table()
+        return t, rows
+    except duckdb.Error as e:
+        raise LedgerFormatError(f"{job.ledger}: reconciliation failed reading the ledger: "
+                                f"{str(e).splitlines()[0]}") from None
+    finally:
+        con.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def merge_tallies(tallies: Sequence[_Tally], examples: int) -> _Tally:
+    """The tally of the whole comparison from its partitions' (each digest is in one partition)."""
+    links: dict[str, list[int]] = {}
+    seconds: dict[int, list[int]] = {}
+    conly = 0
+    for t in tallies:
+        for row in t.per_link:
+            if row["link"] is None:
+                conly += row["capture_only"]
+                continue
+            acc = links.setdefault(row["link"], [0, 0])
+            acc[0] += row["matched"]
+            acc[1] += row["ledger_only"]
+        for row in t.per_second:
+            acc = seconds.setdefault(row["second"], [0, 0, 0])
+            for k, name in enumerate(("matched", "ledger_only", "capture_only")):
+                acc[k] += row[name]
+    per_link = [{"link": ln, "matched": m, "ledger_only": lo, "capture_only": 0} for ln, (m, lo) in sorted(links.items())]
+    if conly:
+        per_link.append({"link": None, "matched": 0, "ledger_only": 0, "capture_only": conly})
+    per_second = [{"second": s, "matched": m, "ledger_only": lo, "capture_only": co}
+                  for s, (m, lo, co) in sorted(seconds.items())]
+    ex_l = sorted((e for t in tallies for e in t.examples_ledger_only), key=lambda e: (e[1], e[2]))[:examples]
+    ex_c = sorted((e for t in tallies for e in t.examples_capture_only), key=lambda e: e[1])[:examples]
+    return _Tally(sum(t.frames_in_window for t in tallies), sum(t.matched for t in tallies),
+                  sum(t.ledger_only for t in tallies), conly, per_link, per_second, ex_l, ex_c)
+
+
+# ---- the run ----
+
+@dataclass
+class _Run:
+    """The futures of one run (all released when it ends)."""
+
+    client: Client
+    futures: list[Future] = field(default_factory=list)
+    checkers: list[SplittingChecker] = field(default_factory=list)
+
+    def submit(self, fn, *args) -> Future:
+        f = self.client.submit(fn, *args, pure=False)
+        self.futures.append(f)
+        return f
+
+    def take(self, futures: list[Future], what: str) -> list:
+        """Every result, in order; a lost task is the run's ClusterError (never a partial report)."""
+        out = []
+        for i, f in enumerate(futures):
+            try:
+                out.append(f.result())
+            except KilledWorker as e:
+                raise ClusterError(f"{what} {i}: the cluster lost it (workers died running it: {e}); no report") from None
+            except (CancelledError, OSError, DaskTimeoutError) as e:
+                raise ClusterError(f"{what} {i}: the cluster did not return it ({type(e).__name__}: {e}); "
+                                   "no report") from None
+        return out
+
+
+def reconcile_on_cluster(client: Client, source: Sources, ledger_dir: Path,
+                         digest_key: DigestKey | Sequence[DigestKey], *, trust: TrustBundle | None = None,
+                         checkpoint: bytes | None = None, checkpoint_name: str = "checkpoint", examples: int = 10,
+                         memory_limit: str = "4GB", from_ns: int | None = None, to_ns: int | None = None,
+                         tolerance_ns: int = 0, links: list[str] | None = None, details: Path | None = None,
+                         details_limit: int = 100_000, parts: int = 0,
+                         split_bytes: int = SPLIT_BYTES) -> ReconcileResult:
+    """`recompute.reconcile` with the work on `client`'s cluster (module doc): the same report,
+    the same errors, and ClusterError when the cluster loses a task. `parts`: partitions of the
+    comparison (0: default_parts); `memory_limit` is each partition's DuckDB limit. Every worker
+    must see the ledger and the captures at the paths given; `digest_key`'s subkey for the ledger's
+    algorithm is sent to the workers. UsageError for more than one digest key."""
+    t0 = time.perf_counter()
+    ledger_dir = Path(ledger_dir)
+    ledger = load_ledger(ledger_dir)
+    alg = get_algorithm(ledger.algorithm)
+    keys = check_request(digest_key, from_ns, to_ns, details)
+    if len(keys) != 1:
+        raise UsageError("on a cluster, recompute takes one digest key (reconcile a ledger whose digest key was "
+                         "rotated with all its keys on one machine)")
+    if not 0 <= parts <= MAX_PARTS:
+        raise UsageError(f"partitions must be 1..{MAX_PARTS}, got {parts}")
+    run = _Run(client)
+    try:
+        bad_capture = None
+        try:  # the captures digest while the ledger verifies; their errors come after the ledger's, as on one machine
+            chunks, stop = plan_chunks(source, split_bytes)
+        except CaptureFormatError as e:
+            chunks, stop, bad_capture = [], None, e
+        parts = parts or default_parts(chunks, len(client.scheduler_info()["workers"]))
+        checker = SplittingChecker(client, parts)
+        run.checkers.append(checker)
+        subkey = keys[0].subkey(alg.name, alg.key_size)
+        digested = [run.submit(digest_chunk, c, subkey, alg.name, ledger.strip, parts) for c in chunks]
+        ver = verify_ledger(ledger_dir, trust, checkpoint, checkpoint_name, links=links, checker=checker)
+        if not ver.ok:
+            raise not_verified_error(ver, "it is not reconciled")
+        segs = checker.segments
+        matched_keys, uncovered = _match_keys(ledger_dir, ledger, alg, keys, segs)
+        if bad_capture is not None:
+            raise bad_capture
+        runs = run.take([run.submit(operator.getitem, f, 0) for f in digested], "capture chunk")
+        for i, r in enumerate(runs):  # a source its task could not read to the end ends the run there
+            if r.stopped is not None:
+                runs, digested, stop = runs[:i + 1], digested[:i + 1], r.stopped
+                break
+        capture = DigestRun(frames=sum(r.frames for r in runs), bytes=sum(r.bytes for r in runs),
+                            warnings=[w for r in runs for w in r.warnings], stopped=stop, strip=ledger.strip,
+                            strip_fallbacks=sum((r.fallbacks for r in runs), StripFallbacks()))
+        offsets = list(np.cumsum([0] + [r.frames for r in runs[:-1]], dtype=np.int64).tolist())
+        job = PartitionJob(str(ledger_dir), tuple(k for k, _ in matched_keys), tuple(segs), tuple(uncovered),
+                           from_ns, to_ns, tolerance_ns, examples, details_limit if details else 0, memory_limit,
+                           alg.digest_size)
+        tallies = run.take([run.submit(tally_partition, job, offsets, checker.ledger_parts[p],
+                                       [run.submit(_partition_item, f, p) for f in digested])
+                            for p in range(parts)], "partition")
+        written = _merged_details(tallies, details, source, details_limit) if details else 0
+    finally:
+        client.cancel(run.futures + [f for c in run.checkers for f in c.futures + sum(c.ledger_parts, [])])
+    res = make_result(source_name(source), ledger_dir, merge_tallies([t.tally for t in tallies], examples),
+                      (from_ns, to_ns, tolerance_ns, links), details, written, capture.warnings, matched_keys, segs,
+                      uncovered, ver.signatures_checked, time.perf_counter() - t0, capture=capture)
+    _add_warnings(res, ledger_dir, alg, uncovered, details_limit)
+    return res
+
+
+def default_parts(chunks: list[CaptureChunk], workers: int) -> int:
+    """Partitions for a run: two per worker, and more when the captures are large, so that one
+    partition's records (both sides, held in memory by its task) stay near PART_RECORDS frames;
+    a capture file's frames are bounded by its size over MIN_RECORD_BYTES."""
+    frames = 0
+    for c in chunks:
+        if c.end:
+            frames += (c.end - c.start) // MIN_RECORD_BYTES
+        elif not is_workload(c.source):
+            frames += os.stat(c.source).st_size // MIN_RECORD_BYTES
+    return max(1, min(MAX_PARTS, max(PARTS_PER_WORKER * max(1, workers), -(-frames // PART_RECORDS))))
+
+
+def _merged_details(tallies: list[PartitionTally], details: Path, source: Sources, limit: int) -> int:
+    """--details from the partitions' first rows, written as one machine writes them."""
+    con = open_duckdb()
+    try:
+        con.register("_rows", pa.concat_tables([t.details for t in tallies]))
+        con.execute("CREATE TEMP TABLE j AS SELECT * FROM _rows")
+        con.unregister("_rows")
+        return _write_details(con, details, source, limit)
+    finally:
+        con.close()
