@@ -42,6 +42,8 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
                     "ledgertool check-proof proof.json --trust keys/verifier.pub"),
     "keys generate": ("nothing", "OUTDIR/digest.key, signing.key (mode 0600), verifier.pub", EXIT_PLAIN,
                       "ledgertool keys generate keys"),
+    "keys vkey": ("VERIFIER (verifier.pub), the ledger's id", "stdout", EXIT_PLAIN,
+                  "ledgertool keys vkey keys/verifier.pub --ledger L"),
     "algorithms": ("nothing", "stdout", EXIT_PLAIN, "ledgertool algorithms --json"),
 }
 
