@@ -783,6 +783,34 @@ def query(
         sys.stdout.write(text)
 
 
+# ---- export ---------------------------------------------------------------------------------
+
+@app.command()
+def export(
+    ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
+    out_dir: Annotated[Path, typer.Argument(metavar="OUT", help="New (or empty) directory for the Parquet dataset.")],
+    trust: Annotated[Optional[Path], typer.Option(
+        "--trust", help="verifier.pub: verify signatures too before exporting (without it only the keyless "
+                        "checks run, and a warning says so).")] = None,
+    checkpoint: Annotated[Optional[Path], typer.Option("--checkpoint", help="A checkpoint the ledger must extend.")] = None,
+    link: Annotated[Optional[list[str]], typer.Option("--link", help="Export only this link (repeatable).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report.")] = False,
+) -> None:
+    """Verify a ledger, then write its records as a Parquet dataset DuckDB, pyarrow, polars and Spark read as is."""
+    from ..keyfiles import TrustBundle
+    from ..reconcile.export import export_dataset
+
+    bundle = TrustBundle.load(trust) if trust is not None else None
+    note = _read_input(checkpoint, "checkpoint") if checkpoint is not None else None
+    res = export_dataset(ledger, out_dir, bundle, note, str(checkpoint), links=link)
+    _unverified_warning(res.verification)
+    if as_json:
+        _emit_json({"ok": True, "out": res.out, "files": res.files, "rows": res.rows, "links": list(res.links),
+                    "signatures_checked": res.verification.signatures_checked})
+    else:
+        out.print(f"exported {res.rows:,} records of {len(res.links)} link(s) in {res.files} Parquet files to {out_dir}")
+
+
 # ---- algorithms -----------------------------------------------------------------------------
 
 @app.command()

@@ -28,6 +28,9 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
     "query": ("DIR (verified first), verifier.pub", "stdout or --output FILE", EXIT_PLAIN.replace(
         "0 done", "0 done, 1 the ledger does not verify"),
               "ledgertool query L \"SELECT count(*) FROM records\" --format csv"),
+    "export": ("DIR (verified first), verifier.pub", "OUT/part-NNNNNNNN.parquet (OUT new or empty)",
+               EXIT_PLAIN.replace("0 done", "0 done, 1 the ledger does not verify"),
+               "ledgertool export L out --trust keys/verifier.pub"),
     "recover": ("DIR, signing.key", "seals of the torn open segments in DIR", EXIT_PLAIN,
                 "ledgertool recover L --signing-key keys/signing.key"),
     "checkpoint": ("DIR (signing.key for a fresh one)", "--out FILE", EXIT_PLAIN,
