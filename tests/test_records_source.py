@@ -349,3 +349,19 @@ def test_records_from_a_terminal_are_refused_not_waited_for(tmp_path, keydir):
         os.close(master)
     assert p.returncode == 2 and b"standard input is a terminal: records:- reads records from a pipe" in p.stderr
     assert not (tmp_path / "T").exists()
+
+
+def test_item15_workers_for_a_records_source_says_it_is_ignored(tmp_path, keydir):
+    """--workers means digest threads; a records: source digests nothing, so it says so on stderr
+    and in the report instead of taking the option silently."""
+    f = tmp_path / "r.records"
+    f.write_bytes(_records(keydir))
+    p = _capture(keydir, f"records:{f}", tmp_path / "L", "--strip", "l3", "--digest-key-id", _key_id(keydir),
+                 "--workers", "4", "--json")
+    assert p.returncode == 0, p.stderr
+    note = f"4 workers asked for, none used: a records:{f} source is not digested here (its records were computed elsewhere)"
+    assert p.stderr.decode().splitlines() == [f"warning: {note}"]
+    rep = json.loads(p.stdout)
+    assert rep["frames"] == 294 and rep["warnings"] == [note]
+    p = _capture(keydir, f"records:{f}", tmp_path / "L2", "--strip", "l3", "--digest-key-id", _key_id(keydir), "--json")
+    assert p.returncode == 0 and p.stderr == b"" and json.loads(p.stdout)["warnings"] == [], p.stderr

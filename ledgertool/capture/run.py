@@ -390,6 +390,10 @@ class CaptureRun:
                                     self.ledger.strip, created=not exists)
         if not exists and self.alg.creation_warning:
             self.result.warnings.append(self.alg.creation_warning)
+        if self.records_source and opts.workers:
+            # nothing to spread over threads: the records arrive digested, and one reader checks them
+            self.result.warnings.append(f"{opts.workers} workers asked for, none used: a {self.source} source is "
+                                        "not digested here (its records were computed elsewhere)")
         self._recover()
         if self.records_source:
             source_name = seal_source_name(self.source)
