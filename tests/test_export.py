@@ -38,7 +38,8 @@ def _verified_records(led: Path, keydir: Path) -> list[dict]:
     r = run_cli("query", led, "SELECT link, seq, ts_ns, flags, digest FROM records ORDER BY link, seq",
                 "--format", "jsonl", "--trust", keydir / "verifier.pub")
     assert r.returncode == 0, r.stderr
-    return [json.loads(ln) for ln in r.stdout.splitlines()]
+    rows = [json.loads(ln) for ln in r.stdout.splitlines()]
+    return [{**x, "seq": int(x["seq"]), "ts_ns": int(x["ts_ns"])} for x in rows]  # 64-bit: decimal strings
 
 
 @pytest.fixture(scope="module")

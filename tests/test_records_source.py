@@ -96,7 +96,7 @@ def test_records_file_appends_to_an_existing_ledger_with_its_digest_key_id(tmp_p
     p = _capture(keydir, f"records:{f}", led, "--segment-records", "200", "--json")
     assert p.returncode == 0, p.stderr
     rep = json.loads(p.stdout)
-    assert (rep["frames"], rep["first_seq"], rep["next_seq"], rep["segments"]) == (294, 294, 588, [2, 3])
+    assert (rep["frames"], rep["first_seq"], rep["next_seq"], rep["segments"]) == (294, "294", "588", [2, 3])
     assert json.loads(layout.seal_path(led, "link0", 2).read_text())["source"] == "records:more.records"
     v = run_cli("verify", led, "--trust", keydir / "verifier.pub")
     assert v.returncode == 0 and "588 records" in v.stdout, v.stdout + v.stderr
@@ -113,7 +113,7 @@ def test_gap_records_count_as_drops_and_take_one_seq(tmp_path, keydir):
                  "--json", stdin=recs.tobytes())
     assert p.returncode == 0, p.stderr
     rep = json.loads(p.stdout)
-    assert (rep["frames"], rep["drops"], rep["next_seq"]) == (294, 7, 295)
+    assert (rep["frames"], rep["drops"], rep["next_seq"]) == (294, 7, "295")
     seal = json.loads(layout.seal_path(tmp_path / "G", "link0", 0).read_text())
     assert (seal["records"], seal["frames"], seal["drops_declared"]) == (295, 294, 7)
     v = run_cli("verify", tmp_path / "G", "--trust", keydir / "verifier.pub")
@@ -128,7 +128,7 @@ def test_empty_input_records_nothing(tmp_path, keydir):
     p = _capture(keydir, "records:-", led, "--json", stdin=b"")
     assert p.returncode == 0, p.stderr
     rep = json.loads(p.stdout)
-    assert (rep["frames"], rep["segments"], rep["first_seq"], rep["next_seq"]) == (0, [], 294, 294)
+    assert (rep["frames"], rep["segments"], rep["first_seq"], rep["next_seq"]) == (0, [], "294", "294")
     assert sorted(p.name for p in layout.link_dir(led, "link0").iterdir()) == before
 
 

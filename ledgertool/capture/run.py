@@ -120,8 +120,9 @@ class CaptureResult:
         return {
             "ok": True, "source": self.source, "ledger": self.ledger, "link": self.link,
             "algorithm": self.algorithm, "strip": self.strip, "frames": self.frames,
-            "bytes": self.bytes, "drops": self.drops, "first_seq": self.first_seq,
-            "next_seq": self.next_seq,
+            "bytes": self.bytes, "drops": self.drops,
+            # sequence numbers as decimal strings, as in every JSON document (docs/cli.md#json-integers)
+            "first_seq": str(self.first_seq), "next_seq": str(self.next_seq),
             "segments": [s.index for s in self.segments],
             "recovered_segments": [{"segment": s.index, "records": s.records,
                                     "torn_bytes_discarded": s.torn_bytes} for s in self.recovered],
