@@ -57,7 +57,7 @@ def test_item15_vkey_is_the_signed_note_encoding_of_the_ed25519_key(hybrid):
     assert kid == hashlib.sha256(name.encode() + b"\n" + raw).digest()[:4].hex()
     sig_lines = (led / "checkpoint").read_text().split("\n\n")[-1].splitlines()
     assert [base64.b64decode(ln.split(" ")[2])[:4].hex() for ln in sig_lines][0] == kid
-    r = run_cli("keys", "vkey", keys / "verifier.pub", "--ledger-id", ledger_id, "--json")
+    r = run_cli("keys", "vkey", "--trust", keys / "verifier.pub", "--ledger-id", ledger_id, "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     jsonschema.validate(doc, json.loads((SCHEMAS / "keys-vkey-report.schema.json").read_text()))
@@ -67,8 +67,12 @@ def test_item15_vkey_is_the_signed_note_encoding_of_the_ed25519_key(hybrid):
 
 def test_item15_vkey_refusals(hybrid, tmp_path):
     led, keys = hybrid
-    r = run_cli("keys", "vkey", keys / "verifier.pub")
+    r = run_cli("keys", "vkey", "--trust", keys / "verifier.pub")
     assert r.returncode == 2 and "give --ledger DIR or --ledger-id ID" in r.stderr, r.stderr
+    r = run_cli("keys", "vkey", "--ledger", led, cwd=keys)  # VERIFIER defaults to ./verifier.pub
+    assert r.returncode == 0 and r.stdout == _vkey(led, keys) + "\n", r.stderr
+    r = run_cli("keys", "vkey", keys / "verifier.pub", "--trust", keys / "signing.key", "--ledger", led)
+    assert r.returncode == 2 and "give VERIFIER or --trust, not both" in r.stderr, r.stderr
     r = run_cli("keys", "vkey", keys / "verifier.pub", "--ledger-id", "ABC")
     assert r.returncode == 2 and "ledger id 'ABC' is not 32 lowercase hex digits" in r.stderr, r.stderr
     r = run_cli("keys", "vkey", keys / "signing.key", "--ledger", led)

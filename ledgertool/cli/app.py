@@ -164,7 +164,8 @@ def keys_rotate_digest(
 
 @keys_app.command("vkey")
 def keys_vkey(
-    verifier: Annotated[Path, typer.Argument(help="The trust bundle whose Ed25519 key signs the checkpoints.")] = Path("verifier.pub"),
+    verifier: Annotated[Optional[Path], typer.Argument(help="The trust bundle whose Ed25519 key signs the checkpoints (default: verifier.pub).")] = None,
+    trust: Annotated[Optional[Path], typer.Option("--trust", help="The trust bundle, as an option (same as VERIFIER).")] = None,
     ledger: Annotated[Optional[Path], typer.Option("--ledger", help="Ledger whose checkpoints the vkey checks (its id names the key).")] = None,
     ledger_id: Annotated[Optional[str], typer.Option("--ledger-id", help="The ledger id (32 hex digits), instead of --ledger.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document.")] = False,
@@ -173,13 +174,15 @@ def keys_vkey(
     from ..keyfiles import TrustBundle
     from ..seal.checkpoint import verifier_key
 
+    if verifier is not None and trust is not None and verifier != trust:
+        raise UsageError("keys vkey takes one trust bundle: give VERIFIER or --trust, not both")
     if (ledger is None) == (ledger_id is None):
         raise UsageError("keys vkey needs the ledger: give --ledger DIR or --ledger-id ID (the key name is per ledger)")
     if ledger is not None:
         from ..ledger.header import load_ledger
 
         ledger_id = load_ledger(ledger).ledger_id
-    vk = verifier_key(ledger_id, TrustBundle.load(verifier))
+    vk = verifier_key(ledger_id, TrustBundle.load(verifier or trust or Path("verifier.pub")))
     if as_json:
         _emit_json({"ok": True, "vkey": str(vk), "name": vk.name, "key_id": vk.key_id.hex(), "algorithm": "ed25519",
                     "ledger_id": ledger_id})
