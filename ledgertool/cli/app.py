@@ -796,7 +796,7 @@ def export(
         "--trust", help="verifier.pub: verify signatures too before exporting (without it only the keyless "
                         "checks run, and a warning says so).")] = None,
     checkpoint: Annotated[Optional[Path], typer.Option("--checkpoint", help="A checkpoint the ledger must extend.")] = None,
-    link: Annotated[Optional[list[str]], typer.Option("--link", help="Export only this link (repeatable).")] = None,
+    link: Annotated[Optional[list[str]], typer.Option("--link", metavar="NAME", help="Export only this link (repeatable).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report.")] = False,
 ) -> None:
     """Verify a ledger, then write its records as a Parquet dataset DuckDB, pyarrow, polars and Spark read as is."""

@@ -125,9 +125,10 @@ def export_dataset(ledger_dir: Path, out_dir: Path, trust: TrustBundle | None = 
             raise not_verified_error(res, "it is not exported")
         os.chmod(stage, 0o755)  # mkdtemp's 0700 kept others out while it was filled
         fsio.fsync_dir(stage)
-        if out_dir.exists():
-            out_dir.rmdir()
-        os.rename(stage, out_dir)
+        try:  # rename(2) replaces an empty directory and refuses one that was filled meanwhile
+            os.rename(stage, out_dir)
+        except OSError as e:
+            raise fsio.storage_error(e, out_dir, "move the export into place") from None
         fsio.fsync_dir(parent)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
