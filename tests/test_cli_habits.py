@@ -225,10 +225,11 @@ def test_item15_query_piped_table_keeps_full_values(ledger):
 
 def test_item15_query_formats(ledger, tmp_path):
     rows = _expected(ledger)
+    as_json = [{**d, "seq": str(d["seq"]), "ts_ns": str(d["ts_ns"])} for d in rows]  # BIGINT/UBIGINT: strings
     r = run_cli("query", ledger, WIDE, "--json")
-    assert r.returncode == 0 and json.loads(r.stdout) == rows, r.stderr
+    assert r.returncode == 0 and json.loads(r.stdout) == as_json, r.stderr
     r = run_cli("query", ledger, WIDE, "--format", "jsonl")
-    assert [json.loads(ln) for ln in r.stdout.splitlines()] == rows
+    assert [json.loads(ln) for ln in r.stdout.splitlines()] == as_json
     r = run_cli("query", ledger, WIDE, "--format", "markdown")
     lines = r.stdout.splitlines()
     assert lines[:2] == ["| seq | ts_ns | digest | again | link |", "| --- | --- | --- | --- | --- |"]

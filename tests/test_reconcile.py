@@ -68,8 +68,10 @@ def test_removed_added_duplicated_and_changed_frames_are_exact(base, tmp_path):
     assert r.matched == len(frames) - len(removed) - 1
     assert sorted(e["seq"] for e in r.examples_ledger_only) == sorted(removed | {changed})
     rows = [json.loads(x) for x in details.read_text().splitlines()]
-    assert sorted(x["seq"] for x in rows if x["status"] == "ledger_only") == sorted(removed | {changed})
-    cap_only = sorted((x["index"], x["ts_ns"]) for x in rows if x["status"] == "capture_only")
+    # seq and ts_ns as decimal strings, exact (docs/cli.md#json-integers)
+    assert sorted(int(x["seq"]) for x in rows if x["status"] == "ledger_only") == sorted(removed | {changed})
+    assert all(isinstance(x["ts_ns"], str) for x in rows)
+    cap_only = sorted((x["index"], int(x["ts_ns"])) for x in rows if x["status"] == "capture_only")
     # Positions in A': frame 10's duplicate sits right after it; removed frames shift the rest.
     idx_changed = changed - len(removed) + 1
     assert cap_only == sorted([(10 - 1 + 1, frames[10][0] + 1), (idx_changed, frames[changed][0]),

@@ -96,7 +96,7 @@ def test_records_file_appends_to_an_existing_ledger_with_its_digest_key_id(tmp_p
     p = _capture(keydir, f"records:{f}", led, "--segment-records", "200", "--json")
     assert p.returncode == 0, p.stderr
     rep = json.loads(p.stdout)
-    assert (rep["frames"], rep["first_seq"], rep["next_seq"], rep["segments"]) == (294, 294, 588, [2, 3])
+    assert (rep["frames"], rep["first_seq"], rep["next_seq"], rep["segments"]) == (294, "294", "588", [2, 3])
     assert json.loads(layout.seal_path(led, "link0", 2).read_text())["source"] == "records:more.records"
     v = run_cli("verify", led, "--trust", keydir / "verifier.pub")
     assert v.returncode == 0 and "588 records" in v.stdout, v.stdout + v.stderr
@@ -113,7 +113,7 @@ def test_gap_records_count_as_drops_and_take_one_seq(tmp_path, keydir):
                  "--json", stdin=recs.tobytes())
     assert p.returncode == 0, p.stderr
     rep = json.loads(p.stdout)
-    assert (rep["frames"], rep["drops"], rep["next_seq"]) == (294, 7, 295)
+    assert (rep["frames"], rep["drops"], rep["next_seq"]) == (294, 7, "295")
     seal = json.loads(layout.seal_path(tmp_path / "G", "link0", 0).read_text())
     assert (seal["records"], seal["frames"], seal["drops_declared"]) == (295, 294, 7)
     v = run_cli("verify", tmp_path / "G", "--trust", keydir / "verifier.pub")
@@ -128,7 +128,7 @@ def test_empty_input_records_nothing(tmp_path, keydir):
     p = _capture(keydir, "records:-", led, "--json", stdin=b"")
     assert p.returncode == 0, p.stderr
     rep = json.loads(p.stdout)
-    assert (rep["frames"], rep["segments"], rep["first_seq"], rep["next_seq"]) == (0, [], 294, 294)
+    assert (rep["frames"], rep["segments"], rep["first_seq"], rep["next_seq"]) == (0, [], "294", "294")
     assert sorted(p.name for p in layout.link_dir(led, "link0").iterdir()) == before
 
 
@@ -349,3 +349,19 @@ def test_records_from_a_terminal_are_refused_not_waited_for(tmp_path, keydir):
         os.close(master)
     assert p.returncode == 2 and b"standard input is a terminal: records:- reads records from a pipe" in p.stderr
     assert not (tmp_path / "T").exists()
+
+
+def test_item15_workers_for_a_records_source_says_it_is_ignored(tmp_path, keydir):
+    """--workers means digest threads; a records: source digests nothing, so it says so on stderr
+    and in the report instead of taking the option silently."""
+    f = tmp_path / "r.records"
+    f.write_bytes(_records(keydir))
+    p = _capture(keydir, f"records:{f}", tmp_path / "L", "--strip", "l3", "--digest-key-id", _key_id(keydir),
+                 "--workers", "4", "--json")
+    assert p.returncode == 0, p.stderr
+    note = f"4 workers asked for, none used: a records:{f} source is not digested here (its records were computed elsewhere)"
+    assert p.stderr.decode().splitlines() == [f"warning: {note}"]
+    rep = json.loads(p.stdout)
+    assert rep["frames"] == 294 and rep["warnings"] == [note]
+    p = _capture(keydir, f"records:{f}", tmp_path / "L2", "--strip", "l3", "--digest-key-id", _key_id(keydir), "--json")
+    assert p.returncode == 0 and p.stderr == b"" and json.loads(p.stdout)["warnings"] == [], p.stderr

@@ -122,8 +122,9 @@ class CaptureResult:
         return {
             "ok": True, "source": self.source, "ledger": self.ledger, "link": self.link,
             "algorithm": self.algorithm, "strip": self.strip, "frames": self.frames,
-            "bytes": self.bytes, "drops": self.drops, "first_seq": self.first_seq,
-            "next_seq": self.next_seq,
+            "bytes": self.bytes, "drops": self.drops,
+            # sequence numbers as decimal strings, as in every JSON document (docs/cli.md#json-integers)
+            "first_seq": str(self.first_seq), "next_seq": str(self.next_seq),
             "segments": [s.index for s in self.segments],
             "recovered_segments": [{"segment": s.index, "records": s.records,
                                     "torn_bytes_discarded": s.torn_bytes} for s in self.recovered],
@@ -393,6 +394,10 @@ class CaptureRun:
                                     self.ledger.strip, created=not exists)
         if not exists and self.alg.creation_warning:
             self.result.warnings.append(self.alg.creation_warning)
+        if self.records_source and opts.workers:
+            # nothing to spread over threads: the records arrive digested, and one reader checks them
+            self.result.warnings.append(f"{opts.workers} workers asked for, none used: a {self.source} source is "
+                                        "not digested here (its records were computed elsewhere)")
         self._recover()
         if self.records_source:
             source_name = seal_source_name(self.source)

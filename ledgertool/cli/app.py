@@ -148,6 +148,34 @@ def keys_rotate_digest(
                   f"{res['old_digest_key_id']} from {starts}")
 
 
+@keys_app.command("vkey")
+def keys_vkey(
+    verifier: Annotated[Optional[Path], typer.Argument(help="The trust bundle whose Ed25519 key signs the checkpoints (default: verifier.pub).")] = None,
+    trust: Annotated[Optional[Path], typer.Option("--trust", help="The trust bundle, as an option (same as VERIFIER).")] = None,
+    ledger: Annotated[Optional[Path], typer.Option("--ledger", help="Ledger whose checkpoints the vkey checks (its id names the key).")] = None,
+    ledger_id: Annotated[Optional[str], typer.Option("--ledger-id", help="The ledger id (32 hex digits), instead of --ledger.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document.")] = False,
+) -> None:
+    """Print the C2SP signed-note verifier key (vkey) that checks the ledger's checkpoints in a standard verifier."""
+    from ..keyfiles import TrustBundle
+    from ..seal.checkpoint import verifier_key
+
+    if verifier is not None and trust is not None and verifier != trust:
+        raise UsageError("keys vkey takes one trust bundle: give VERIFIER or --trust, not both")
+    if (ledger is None) == (ledger_id is None):
+        raise UsageError("keys vkey needs the ledger: give --ledger DIR or --ledger-id ID (the key name is per ledger)")
+    if ledger is not None:
+        from ..ledger.header import load_ledger
+
+        ledger_id = load_ledger(ledger).ledger_id
+    vk = verifier_key(ledger_id, TrustBundle.load(verifier or trust or Path("verifier.pub")))
+    if as_json:
+        _emit_json({"ok": True, "vkey": str(vk), "name": vk.name, "key_id": vk.key_id.hex(), "algorithm": "ed25519",
+                    "ledger_id": ledger_id})
+    else:
+        out.print(str(vk))
+
+
 # ---- capture --------------------------------------------------------------------------------
 
 @contextmanager
@@ -203,7 +231,7 @@ def capture(
     algorithm: Annotated[Optional[str], typer.Option(help="Digest algorithm for a new ledger (default: siphash-1-3-128).")] = None,
     strip: Annotated[Optional[str], typer.Option(help="Strip mode for a new ledger: frame, l3, payload or rdma (docs/strip-modes.md; default: frame).")] = None,
     link: Annotated[str, typer.Option(help="Link name (hive partition link=NAME).")] = "link0",
-    workers: Annotated[int, typer.Option(help="Threads that digest each batch (0: every usable core); records do not depend on it. iface: receive rings in one fanout group, xdp: sockets on queues QUEUE.., dpdk: RX queues with RSS; one thread each (0: one); records merged by (ts_ns, worker, order).", min=0)] = 0,
+    workers: Annotated[int, typer.Option(help="Threads that digest each batch (0: every usable core); records do not depend on it. iface: receive rings in one fanout group, xdp: sockets on queues QUEUE.., dpdk: RX queues with RSS; one thread each (0: one); records merged by (ts_ns, worker, order). records: none (a warning says so).", min=0)] = 0,
     segment_records: Annotated[int, typer.Option(help="Records per segment before it is sealed.", min=1)] = 1_000_000,
     segment_seconds: Annotated[Optional[float], typer.Option(help="Also seal a segment once it has been open this many seconds (wall clock).")] = None,
     leaf_records: Annotated[Optional[int], typer.Option(help="Records per Merkle leaf for a new ledger, a power of two (default: 64).")] = None,
@@ -783,12 +811,40 @@ def query(
         return
     # a table fits the terminal only when it is shown on one; elsewhere every value is whole
     on_terminal = output is None and sys.stdout.isatty()
-    text = render(fmt, res.columns, res.rows, out.width if on_terminal and fmt == "table" else None)
+    text = render(fmt, res.columns, res.rows, out.width if on_terminal and fmt == "table" else None, res.types)
     if output is not None:
         write_atomic(output.absolute(), text.encode(), what="query result")
         err.print(f"wrote {len(res.rows):,} rows to {output}")
     else:
         sys.stdout.write(text)
+
+
+# ---- export ---------------------------------------------------------------------------------
+
+@app.command()
+def export(
+    ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
+    out_dir: Annotated[Path, typer.Argument(metavar="OUT", help="New (or empty) directory for the Parquet dataset.")],
+    trust: Annotated[Optional[Path], typer.Option(
+        "--trust", help="verifier.pub: verify signatures too before exporting (without it only the keyless "
+                        "checks run, and a warning says so).")] = None,
+    checkpoint: Annotated[Optional[Path], typer.Option("--checkpoint", help="A checkpoint the ledger must extend.")] = None,
+    link: Annotated[Optional[list[str]], typer.Option("--link", metavar="NAME", help="Export only this link (repeatable).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report.")] = False,
+) -> None:
+    """Verify a ledger, then write its records as a Parquet dataset DuckDB, pyarrow, polars and Spark read as is."""
+    from ..keyfiles import TrustBundle
+    from ..reconcile.export import export_dataset
+
+    bundle = TrustBundle.load(trust) if trust is not None else None
+    note = _read_input(checkpoint, "checkpoint") if checkpoint is not None else None
+    res = export_dataset(ledger, out_dir, bundle, note, str(checkpoint), links=link)
+    _unverified_warning(res.verification)
+    if as_json:
+        _emit_json({"ok": True, "out": res.out, "files": res.files, "rows": res.rows, "links": list(res.links),
+                    "signatures_checked": res.verification.signatures_checked})
+    else:
+        out.print(f"exported {res.rows:,} records of {len(res.links)} link(s) in {res.files} Parquet files to {out_dir}")
 
 
 # ---- algorithms -----------------------------------------------------------------------------

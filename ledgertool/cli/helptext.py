@@ -30,6 +30,9 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
     "query": ("DIR (verified first), verifier.pub", "stdout or --output FILE", EXIT_PLAIN.replace(
         "0 done", "0 done, 1 the ledger does not verify"),
               "ledgertool query L \"SELECT count(*) FROM records\" --format csv"),
+    "export": ("DIR (verified first), verifier.pub", "OUT/part-NNNNNNNN.parquet (OUT new or empty)",
+               EXIT_PLAIN.replace("0 done", "0 done, 1 the ledger does not verify"),
+               "ledgertool export L out --trust keys/verifier.pub"),
     "recover": ("DIR, signing.key", "seals of the torn open segments in DIR", EXIT_PLAIN.replace(
         "0 done", "0 done, 1 an open segment fails authentication (nothing of it sealed)"),
                 "ledgertool recover L --signing-key keys/signing.key"),
@@ -45,6 +48,8 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
                     "ledgertool check-proof proof.json --trust keys/verifier.pub"),
     "keys generate": ("nothing", "OUTDIR/digest.key, signing.key (mode 0600), verifier.pub", EXIT_PLAIN,
                       "ledgertool keys generate keys"),
+    "keys vkey": ("VERIFIER (verifier.pub), the ledger's id", "stdout", EXIT_PLAIN,
+                  "ledgertool keys vkey keys/verifier.pub --ledger L"),
     "algorithms": ("nothing", "stdout", EXIT_PLAIN, "ledgertool algorithms --json"),
     "keys rotate": ("DIR, the current and the new signing.key", "DIR/rotations/rotation-NNNN.json", EXIT_PLAIN,
                     "ledgertool keys rotate L --old keys/signing.key --new keys2/signing.key"),

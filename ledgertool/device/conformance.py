@@ -95,7 +95,8 @@ class Record:
                    int(r["linktype"]), int(r["aux"]), bytes(r["digest"]))
 
     def to_json(self) -> dict[str, Any]:
-        return {"seq": self.seq, "ts_ns": self.ts_ns, "wire_len": self.wire_len, "cap_len": self.cap_len,
+        # seq and ts_ns as decimal strings, as in every JSON document (docs/cli.md#json-integers)
+        return {"seq": str(self.seq), "ts_ns": str(self.ts_ns), "wire_len": self.wire_len, "cap_len": self.cap_len,
                 "flags": self.flags, "flag_names": flag_names(self.flags), "linktype": self.linktype,
                 "aux": self.aux, "digest": self.digest.hex()}
 

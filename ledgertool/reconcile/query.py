@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import tempfile
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
@@ -80,6 +80,7 @@ class QueryResult:
     rows: list[tuple]  # empty when `table` holds the result
     verification: VerifyResult
     table: pa.Table | None = None  # with run_query(arrow=True): the result with DuckDB's column types
+    types: list = field(default_factory=list)  # DuckDB's type of each column (DuckDBPyType), with `rows`
 
 
 def connect(ledger_dir: Path, trust: TrustBundle | None = None, checkpoint: bytes | None = None,
@@ -120,10 +121,10 @@ def run_query(ledger_dir: Path, sql: str, trust: TrustBundle | None = None, chec
     with tempfile.TemporaryDirectory(prefix="ledgertool-query-") as tmp:
         con, res = connect(ledger_dir, trust, checkpoint, checkpoint_name, temp_dir=tmp, progress=progress)
         try:
-            cols, rows = _interruptible(con, sql, arrow, progress)
+            cols, rows, types = _interruptible(con, sql, arrow, progress)
             if arrow:
                 return QueryResult(cols, [], res, rows)
-            return QueryResult(cols, rows, res)
+            return QueryResult(cols, rows, res, types=types)
         except duckdb.Error as e:
             raise UsageError(f"query failed: {str(e).splitlines()[0]}") from None
         finally:
@@ -131,8 +132,8 @@ def run_query(ledger_dir: Path, sql: str, trust: TrustBundle | None = None, chec
 
 
 def _interruptible(con: duckdb.DuckDBPyConnection, sql: str, arrow: bool = False,
-                   progress: ProgressFn | None = None) -> tuple[list[str], list[tuple] | pa.Table]:
-    """(column names, rows or with `arrow` a pyarrow Table) of `sql`. DuckDB runs it on a worker thread so that Ctrl-C reaches the
+                   progress: ProgressFn | None = None) -> tuple[list[str], list[tuple] | pa.Table, list]:
+    """(column names, rows or with `arrow` a pyarrow Table, column types) of `sql`. DuckDB runs it on a worker thread so that Ctrl-C reaches the
     main thread, which interrupts the query and re-raises KeyboardInterrupt (a query blocked in
     DuckDB on the main thread never sees the signal)."""
     done: list = []
@@ -147,10 +148,11 @@ def _interruptible(con: duckdb.DuckDBPyConnection, sql: str, arrow: bool = False
             if arrow:  # a relation: Arrow straight from DuckDB (1.x names it arrow(), 2.x to_arrow_table())
                 rel = cur.sql(sql)
                 table = (getattr(rel, "to_arrow_table", None) or rel.arrow)() if rel is not None else pa.table({})
-                done.append((table.column_names, table))
+                done.append((table.column_names, table, []))
             else:
                 cur.execute(sql)
-                done.append(([d[0] for d in cur.description] if cur.description else [], cur.fetchall()))
+                desc = cur.description or []
+                done.append(([d[0] for d in desc], cur.fetchall(), [d[1] for d in desc]))
         except BaseException as e:  # noqa: BLE001 - handed to the main thread
             done.append(e)
         finally:

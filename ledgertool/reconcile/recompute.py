@@ -91,6 +91,16 @@ class ReadStop:
         return {"file": self.file, "offset": self.offset, "message": self.message}
 
 
+def _text(v: int | None) -> str | None:
+    """A 64-bit quantity (seq, ns timestamp) as JSON carries it: its decimal string."""
+    return None if v is None else str(int(v))
+
+
+def _wide(example: dict) -> dict:
+    """An example frame with its seq and ts_ns as decimal strings."""
+    return {k: _text(v) if k in ("seq", "ts_ns") else v for k, v in example.items()}
+
+
 @dataclass
 class DigestRun:
     frames: int = 0
@@ -220,13 +230,15 @@ class ReconcileResult:
         return bool(self.uncovered)
 
     def to_json(self) -> dict:
+        """The report; seq and ns timestamps as decimal strings (docs/cli.md#json-integers)."""
+        window = {k: _text(v) if k in ("from_ns", "to_ns") else v for k, v in self.window.items()}
         return {"ok": self.ok, "source": self.source, "ledger": self.ledger, "frames": self.frames,
                 "ledger_records": self.ledger_records, "matched": self.matched,
                 "ledger_only": self.ledger_only, "capture_only": self.capture_only,
-                "elapsed_s": round(self.elapsed_s, 6), "window": self.window, "per_link": self.per_link,
+                "elapsed_s": round(self.elapsed_s, 6), "window": window, "per_link": self.per_link,
                 "per_second": self.per_second,
-                "examples_ledger_only": self.examples_ledger_only,
-                "examples_capture_only": self.examples_capture_only,
+                "examples_ledger_only": [_wide(e) for e in self.examples_ledger_only],
+                "examples_capture_only": [_wide(e) for e in self.examples_capture_only],
                 "details_file": self.details_file, "details_written": self.details_written,
                 "digest_keys": self.digest_keys, "partial": self.partial, "uncovered": self.uncovered,
                 "verified": self.verified, "matches": self.matches, **self.capture.to_json(),
@@ -649,11 +661,11 @@ def _write_details(con, details: Path, source: Sources, limit: int) -> int:
     with fsio.atomic_file(details, what="details file") as out:
         for status, digest, link, seq, l_ts, l_wire, index, c_ts, c_wire, cap_len in rows:
             if status == "ledger_only":
-                doc = {"status": status, "digest": digest, "link": link, "seq": int(seq), "ts_ns": int(l_ts),
+                doc = {"status": status, "digest": digest, "link": link, "seq": str(seq), "ts_ns": str(l_ts),
                        "wire_len": int(l_wire)}
             else:
                 f = frames.get(int(index))
-                doc = {"status": status, "digest": digest, "index": int(index), "ts_ns": int(c_ts),
+                doc = {"status": status, "digest": digest, "index": int(index), "ts_ns": str(c_ts),
                        "wire_len": int(c_wire), "cap_len": int(cap_len),
                        "summary": dissect_line(f.data, f.linktype) if f else None}
             out.write((json.dumps(doc) + "\n").encode())

@@ -26,7 +26,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from ..errors import LedgerFormatError
+from ..errors import KeyFileError, LedgerFormatError, UsageError
 from ..keyfiles import ED25519, MLDSA65, SigningKey, TrustBundle
 from . import merkle
 from .canonical import b64decode_canonical
@@ -36,6 +36,7 @@ _EM_DASH = "\u2014"
 _MLDSA_TYPE = b"\xff" + b"ledgertool/ml-dsa-65"
 _TYPE = {ED25519: b"\x01", MLDSA65: _MLDSA_TYPE}
 _SIZE_RE = re.compile(r"0|[1-9][0-9]{0,19}")
+_LEDGER_ID_RE = re.compile(r"[0-9a-f]{32}")
 
 
 def origin_for(ledger_id: str, link: str) -> str:
@@ -49,6 +50,39 @@ def key_name_for(ledger_id: str) -> str:
 def note_key_id(name: str, algorithm: str, public_key: bytes) -> bytes:
     """4-byte signed-note key id of (name, signature type, public key)."""
     return hashlib.sha256(name.encode() + b"\n" + _TYPE[algorithm] + public_key).digest()[:4]
+
+
+@dataclass(frozen=True)
+class VerifierKey:
+    """A c2sp.org/signed-note verifier key ("vkey") for the Ed25519 key of a trust bundle, as Go's
+    golang.org/x/mod/sumdb/note.NewVerifier reads it: ``<name>+<key id, 8 lowercase hex>+
+    base64(0x01 || 32-byte Ed25519 public key)``, the key id being `note_key_id` (signed-note's
+    recommended SHA-256(name || 0x0A || 0x01 || key)[:4], which NewVerifier checks)."""
+
+    name: str
+    key_id: bytes  # 4 bytes, big-endian
+    public_key: bytes  # 32 bytes
+
+    def __str__(self) -> str:
+        return f"{self.name}+{self.key_id.hex()}+{base64.b64encode(_TYPE[ED25519] + self.public_key).decode()}"
+
+
+def verifier_key(ledger_id: str, bundle: TrustBundle) -> VerifierKey:
+    """The vkey with which a standard signed-note verifier checks this ledger's checkpoints.
+
+    The key name is per ledger (`key_name_for`), so the vkey is too. Only the Ed25519 key has one:
+    signed-note assigns no signature type to ML-DSA-65, and a hybrid note's ML-DSA line is ignored
+    there as an unknown key. UsageError for a malformed ledger id; KeyFileError naming the bundle
+    when it has no Ed25519 key (an ML-DSA-only ledger's checkpoints verify only with ledgertool)."""
+    if not isinstance(ledger_id, str) or not _LEDGER_ID_RE.fullmatch(ledger_id):
+        raise UsageError(f"ledger id {ledger_id!r} is not 32 lowercase hex digits")
+    pub = bundle.public_keys.get(ED25519)
+    if pub is None:
+        raise KeyFileError(f"{bundle.path or 'trust bundle'}: scheme {bundle.scheme} has no Ed25519 key, and "
+                           "signed-note verifiers know no ML-DSA type: this ledger's checkpoints verify only "
+                           "with ledgertool (its verify and check-consistency commands)")
+    name = key_name_for(ledger_id)
+    return VerifierKey(name, note_key_id(name, ED25519, pub), pub)
 
 
 # ---- the ledger-level tree --------------------------------------------------------------------

@@ -1,0 +1,129 @@
+"""Issue 15, working with other tools: `ledgertool keys vkey` publishes the checkpoint key as a
+c2sp.org/signed-note verifier key, and Go's golang.org/x/mod/sumdb/note (tests/note_check.go)
+verifies the checkpoints ledgertool writes given nothing but that string."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from conftest import SAMPLES, run_cli
+
+SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
+GOPATH = Path("/usr/share/gocode")  # Debian's golang-golang-x-mod-dev
+NOTE_PKG = GOPATH / "src" / "golang.org" / "x" / "mod" / "sumdb" / "note"
+
+
+def _ledger(tmp: Path, scheme: str) -> tuple[Path, Path]:
+    """(ledger, keys dir): the sample captured with keys of `scheme`."""
+    keys, led = tmp / f"keys-{scheme}", tmp / f"L-{scheme}"
+    r = run_cli("keys", "generate", keys, "--scheme", scheme)
+    assert r.returncode == 0, r.stderr
+    r = run_cli("capture", SAMPLES / "sample.pcapng", "--ledger", led, "--digest-key", keys / "digest.key",
+                "--signing-key", keys / "signing.key", "--segment-records", "100")
+    assert r.returncode == 0, r.stderr
+    return led, keys
+
+
+@pytest.fixture(scope="module")
+def hybrid(tmp_path_factory) -> tuple[Path, Path]:
+    return _ledger(tmp_path_factory.mktemp("vkey"), "hybrid")
+
+
+def _vkey(led: Path, keys: Path) -> str:
+    r = run_cli("keys", "vkey", keys / "verifier.pub", "--ledger", led)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+def test_item15_vkey_is_the_signed_note_encoding_of_the_ed25519_key(hybrid):
+    led, keys = hybrid
+    vkey = _vkey(led, keys)
+    ledger_id = json.loads((led / "ledger.json").read_text())["ledger_id"]
+    name, kid, key = vkey.split("+", 2)
+    assert name == f"ledgertool/{ledger_id}"
+    pub = next(k for k in json.loads((keys / "verifier.pub").read_text())["keys"] if k["algorithm"] == "ed25519")
+    raw = base64.b64decode(key, validate=True)
+    assert raw == b"\x01" + base64.b64decode(pub["public_key"])  # signature type 0x01 || 32-byte key
+    # signed-note's key id rule, and the id the checkpoint's Ed25519 signature line carries
+    assert kid == hashlib.sha256(name.encode() + b"\n" + raw).digest()[:4].hex()
+    sig_lines = (led / "checkpoint").read_text().split("\n\n")[-1].splitlines()
+    assert [base64.b64decode(ln.split(" ")[2])[:4].hex() for ln in sig_lines][0] == kid
+    r = run_cli("keys", "vkey", "--trust", keys / "verifier.pub", "--ledger-id", ledger_id, "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    jsonschema.validate(doc, json.loads((SCHEMAS / "keys-vkey-report.schema.json").read_text()))
+    assert doc == {"ok": True, "vkey": vkey, "name": name, "key_id": kid, "algorithm": "ed25519",
+                                    "ledger_id": ledger_id}
+
+
+def test_item15_vkey_refusals(hybrid, tmp_path):
+    led, keys = hybrid
+    r = run_cli("keys", "vkey", "--trust", keys / "verifier.pub")
+    assert r.returncode == 2 and "give --ledger DIR or --ledger-id ID" in r.stderr, r.stderr
+    r = run_cli("keys", "vkey", "--ledger", led, cwd=keys)  # VERIFIER defaults to ./verifier.pub
+    assert r.returncode == 0 and r.stdout == _vkey(led, keys) + "\n", r.stderr
+    r = run_cli("keys", "vkey", keys / "verifier.pub", "--trust", keys / "signing.key", "--ledger", led)
+    assert r.returncode == 2 and "give VERIFIER or --trust, not both" in r.stderr, r.stderr
+    r = run_cli("keys", "vkey", keys / "verifier.pub", "--ledger-id", "ABC")
+    assert r.returncode == 2 and "ledger id 'ABC' is not 32 lowercase hex digits" in r.stderr, r.stderr
+    r = run_cli("keys", "vkey", keys / "signing.key", "--ledger", led)
+    assert r.returncode == 2 and "expected a verifier trust bundle" in r.stderr, r.stderr
+    mled, mkeys = _ledger(tmp_path, "mldsa65")
+    r = run_cli("keys", "vkey", mkeys / "verifier.pub", "--ledger", mled)
+    assert r.returncode == 2 and r.stdout == "", r.stdout
+    assert "scheme mldsa65 has no Ed25519 key" in r.stderr and "verify only with ledgertool" in r.stderr
+
+
+@pytest.fixture(scope="module")
+def note_check(tmp_path_factory) -> Path:
+    if not shutil.which("go") or not NOTE_PKG.is_dir():
+        pytest.skip(f"Go toolchain or {NOTE_PKG} not installed (.ci/run installs golang-go and "
+                    "golang-golang-x-mod-dev)")
+    d = tmp_path_factory.mktemp("note")
+    env = {**os.environ, "GO111MODULE": "off", "GOPATH": str(GOPATH), "GOCACHE": str(d / "cache")}
+    exe = d / "note_check"
+    r = subprocess.run(["go", "build", "-o", str(exe), str(Path(__file__).parent / "note_check.go")],
+                       check=False, capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return exe
+
+
+def _go(exe: Path, cases: list[tuple[str, str]]) -> list[str]:
+    r = subprocess.run([str(exe)], input="".join(json.dumps({"vkey": v, "note": n}) + "\n" for v, n in cases),
+                       check=False, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.splitlines()
+
+
+def test_item15_go_sumdb_note_verifies_checkpoints_with_only_the_vkey(note_check, hybrid, tmp_path):
+    led, keys = hybrid
+    vkey = _vkey(led, keys)
+    name, kid, _ = vkey.split("+", 2)
+    stored = (led / "checkpoint").read_text()
+    exported = tmp_path / "cp"
+    r = run_cli("checkpoint", led, "--out", exported, "--signing-key", keys / "signing.key")  # freshly signed
+    assert r.returncode == 0, r.stderr
+    eled, ekeys = _ledger(tmp_path, "ed25519")
+    evkey = _vkey(eled, ekeys)
+    forged = stored.replace("\n3\n", "\n4\n", 1)  # the tree size changed, the signatures kept
+    assert forged != stored
+    bad_hash = f"{name}+{int(kid, 16) ^ 1:08x}+{vkey.split('+', 2)[2]}"
+    lines = _go(note_check, [(vkey, stored), (vkey, exported.read_text()), (evkey, (eled / "checkpoint").read_text()),
+                             (vkey, forged), (evkey, stored), (bad_hash, stored)])
+    origin = stored.splitlines()[0]
+    # a hybrid note: the Ed25519 line verifies, the ML-DSA-65 line is an unknown key to Go (ignored)
+    assert lines[0] == lines[1] == f"ok {name} {kid} 1 {origin}"
+    ename, ekid, _ = evkey.split("+", 2)
+    assert lines[2] == f"ok {ename} {ekid} 0 {(eled / 'checkpoint').read_text().splitlines()[0]}"
+    assert lines[3] == f"fail: invalid signature for key {name}+{kid}"
+    assert lines[4] == "fail: note has no verifiable signatures"
+    assert lines[5] == "fail: invalid verifier hash"
