@@ -8,7 +8,7 @@ import hashlib
 import json
 import struct
 
-from conftest import load_keys
+from conftest import SAMPLES, load_keys
 from v2_reference import leaf_hashes, mth, rec_bytes, synthetic_records, write_v2_ledger
 
 from ledgertool.ledger.header import parse_ledger_header
@@ -45,3 +45,20 @@ def test_v2_reference_default_blocks_are_leaf_aligned(tmp_path, keydir):
     raw = w.path(0, "rec").read_bytes()
     assert len(raw) == 256 + (4 + 256 * 48 + 32) * 2 + (4 + 88 * 48 + 32)
     assert rec_bytes(w.ledger, "link0", 0, 0, recs, sk) == raw  # deterministic
+
+
+def test_issue14_seal_schema_is_one_of_v1_and_v2_strict(tmp_path, keydir):
+    import jsonschema
+
+    schema = json.loads((SAMPLES.parent / "schemas" / "seal.schema.json").read_text())
+    v = jsonschema.Draft202012Validator(schema)
+    _, sk, _ = load_keys(keydir)
+    w = write_v2_ledger(tmp_path / "L", sk, [synthetic_records(10, 0, 16)])
+    doc = w.seals[0]
+    assert v.is_valid(doc)
+    assert not v.is_valid({**doc, "parquet_sha256": "00" * 32})  # a v1 member in a v2 seal
+    assert not v.is_valid({k: x for k, x in doc.items() if k != "ledger_header_sha256"})  # required in v2
+    assert not v.is_valid({**doc, "format": "ledgertool-seal-v1"})  # v1 needs its Parquet members
+    v1 = {**doc, "format": "ledgertool-seal-v1", "parquet_file": "seg-00000000.parquet",
+          "parquet_sha256": "00" * 32, "parquet_bytes": 1}
+    assert v.is_valid(v1) and not v.is_valid({**v1, "format": "ledgertool-seal-v2"})
