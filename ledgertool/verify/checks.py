@@ -33,7 +33,6 @@ from ..seal.document import (
     arrow_schema,
     decode_parquet,
     parse_seal,
-    records_to_table,
     seal_hash,
     seal_signed_bytes,
     table_to_records,
@@ -136,7 +135,8 @@ class ParquetRead:
 @dataclass(frozen=True)
 class RecordsCheck:
     """Steps 5-7 of one segment. `table`/`records` are the decoded Parquet file and its record
-    bytes (None when it could not be read or decoded); `merkle_ok` False asks for the merkle
+    bytes (None when it could not be read or decoded; a raw record file has records and no table:
+    verify.ledger builds it for the readers that want one); `merkle_ok` False asks for the merkle
     finding (`merkle_finding`, with the leaf sidecar)."""
 
     problems: tuple[Problem, ...]
@@ -338,8 +338,8 @@ def _v1_records(seal: SealCheck, data: pa.Buffer, place: SegmentPlace,
 
 def _rec_records(seal: SealCheck, data: pa.Buffer, place: SegmentPlace,
                  out: list[Problem]) -> tuple[pa.Table | None, bytes | None, bytes | None]:
-    """A v2 raw record file: framing (natively), the header against the seal, then the records as
-    the Arrow table query and recompute read (built from exactly the bytes that are hashed)."""
+    """A v2 raw record file: framing (natively), the header against the seal; its records (and
+    leaves) are exactly the bytes that are hashed."""
     record_size, leaf_records = seal.layout
     path = place.path(RECORDS)
     try:
@@ -356,8 +356,7 @@ def _rec_records(seal: SealCheck, data: pa.Buffer, place: SegmentPlace,
     differ = [f"{name} {got!r} (seal: {_shown(want)})" for name, got, want in fields if got != want]
     if differ:
         out.append(place.problem(Kind.RECORDS_HEADER_MISMATCH, f"{path}: header says {'; '.join(differ[:3])}"))
-    records = rec.records
-    return records_to_table(records, record_size - 32, place.index), records, rec.leaves
+    return None, rec.records, rec.leaves  # the table is built for the readers that want one (verify.ledger)
 
 
 def _v2_parquet_records(seal: SealCheck, data: pa.Buffer, place: SegmentPlace,

@@ -54,12 +54,14 @@ from typing import Callable, Iterable, Iterator
 import pyarrow as pa
 
 from ..algorithms import algorithm_caveat
+from ..digest.record import RECORD_FIXED
 from ..errors import DiscrepancyError, FileTypeError, LedgerFormatError, StorageError
 from ..keyfiles import TrustBundle
 from ..ledger.header import LedgerHeader, parse_ledger_header
 from ..ledger.layout import LEAVES, LEDGER_FILE, OPEN, PARQUET, RECORDS, SEAL
 from ..ledger.reader import LedgerReader, LinkListing
 from ..ledger.segment import parse_open_segment
+from ..seal.document import records_to_table
 from ..seal.checkpoint import LinkTree, check_extends, parse_note
 from ..seal.rotation import Schedule, key_schedule, parse_rotation
 from .chain import (
@@ -253,9 +255,9 @@ def _verify_link(reader: LedgerReader, ledger: LedgerHeader, link: str, sched: S
         found = chain.add(check)
         for finding in found:
             res.add(finding)
-        if not any(not f.kind.is_warning for f in found) and check.records is not None and check.records.table is not None and on_segment is not None:
-            on_segment(VerifiedSegment(link, check.seal.index, check.seal.doc, check.records.table,
-                                       check.records.records))
+        if (on_segment is not None and not any(not f.kind.is_warning for f in found) and check.records is not None
+                and check.records.records is not None):
+            on_segment(_verified(link, check))
     res.problems += chain.finish()
     res.segments += chain.segments
     res.records += chain.records
@@ -291,7 +293,17 @@ def verified_segment(reader: LedgerReader, ledger: LedgerHeader, link: str, inde
     if problems or check.records is None or check.records.records is None:
         why = f"{problems[0].kind}: {problems[0].detail}" if problems else "its records were not read"
         raise DiscrepancyError(f"link {link} segment {index}: {why}; run `ledgertool verify`")
-    return VerifiedSegment(link, index, check.seal.doc, check.records.table, bytes(check.records.records))
+    return replace(_verified(link, check), records=bytes(check.records.records))
+
+
+def _verified(link: str, check: SegmentCheck) -> VerifiedSegment:
+    """The VerifiedSegment of a segment whose checks passed; a raw record file's table is built here,
+    from the checked records, only for the readers that want one (verify alone does not)."""
+    recs, seal = check.records, check.seal
+    table = recs.table
+    if table is None:
+        table = records_to_table(recs.records, seal.layout[0] - RECORD_FIXED, seal.index)
+    return VerifiedSegment(link, seal.index, seal.doc, table, recs.records)
 
 
 def check_here(reader: LedgerReader, listing: LinkListing, places: list[SegmentPlace]) -> Iterator[SegmentCheck]:
