@@ -38,7 +38,7 @@ BUILD = runpy.run_path(str(NATIVE / "build_ffi.py"), run_name="build_ffi")
 # version is never reused.
 CDEF_DIGESTS = {
     1: "a38f52969368ae9e7631b2b7290ab62dc0ad97ef5c9c6d89273fa25458fedd8b",
-    2: "13612b7145a90556c8f5df822e9239a540b2800de1055b5c453579dad116119b",  # lt_rec_records (issue 14)
+    2: "99044eb287aa58fb48eb70873b3d1d87a7cfdfd91d270a6411df4be5a407bcce",  # lt_rec_records (issue 14)
 }
 
 

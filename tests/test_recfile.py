@@ -33,8 +33,9 @@ def test_issue14_rec_records_equal_the_blocks_records(tmp_path_factory, signing_
                             digest_size=digest_size, leaf_records=leaf)
     recs = synthetic_records(sum(blocks), 5, digest_size, seed=len(blocks))
     raw = rec_bytes(led, "link0", 3, 5, recs, signing_key, blocks)
-    f = parse_record_file(raw, "seg-00000003.rec", 32 + digest_size, leaf)
+    f = parse_record_file(raw, "seg-00000003.rec", 32 + digest_size, leaf, 5)
     assert (f.count, f.blocks, f.header.index, f.header.first_seq) == (sum(blocks), len(blocks), 3, 5)
+    assert f.facts.seq_contiguous and (f.facts.gaps, f.facts.drops) == (0, 0)
     assert f.records.to_pybytes() == recs
     assert f.leaves == b"".join(leaf_hashes(recs, 32 + digest_size, leaf))
 
@@ -68,8 +69,25 @@ def test_issue14_rec_records_bounds_in_c():
     info = ffi.new("lt_rec_info *")
     raw = bytes(256) + (2).to_bytes(4, "little") + bytes(96 + 32)
     out = ffi.new("uint8_t[]", 95)  # one byte short of the two records
-    assert lib.lt_rec_records(raw, len(raw), 48, out, 95, 1, ffi.NULL, 0, info) == lib.LT_ERR_ARG
-    assert lib.lt_rec_records(raw, len(raw), 47, out, 95, 1, ffi.NULL, 0, info) == lib.LT_ERR_ARG
+    assert lib.lt_rec_records(raw, len(raw), 48, 0, out, 95, 1, ffi.NULL, 0, info) == lib.LT_ERR_ARG
+    assert lib.lt_rec_records(raw, len(raw), 47, 0, out, 95, 1, ffi.NULL, 0, info) == lib.LT_ERR_ARG
     out = ffi.new("uint8_t[]", 96)
-    assert lib.lt_rec_records(raw, len(raw), 48, out, 96, 1, ffi.NULL, 0, info) == lib.LT_OK
+    assert lib.lt_rec_records(raw, len(raw), 48, 0, out, 96, 1, ffi.NULL, 0, info) == lib.LT_OK
     assert (info.records, info.blocks) == (2, 1)
+
+
+def test_issue14_rec_facts_counted_in_c(tmp_path, signing_key):
+    """GAP records, drops, first/last ts and seq contiguity, as verify's fast path takes them."""
+    led = write_ledger_json(tmp_path, algorithm="siphash-1-3-128", strip="frame", digest_key_id="11" * 16,
+                            digest_size=16, leaf_records=4)
+    recs = synthetic_records(50, 1000, 16, gaps={0: 7, 33: 2**32 - 1})
+    raw = rec_bytes(led, "link0", 0, 1000, recs, signing_key, [3, 40, 7])
+    f = parse_record_file(raw, "r", 48, 4, 1000).facts
+    assert (f.gaps, f.drops, f.seq_contiguous) == (2, 7 + 2**32 - 1, True)
+    assert (f.first_ts_ns, f.last_ts_ns) == (1_700_000_000_000_000_000 + 1000 * 1000,
+                                             1_700_000_000_000_000_000 + 1049 * 1000)
+    assert not parse_record_file(raw, "r", 48, 4, 999).facts.seq_contiguous
+    swapped = bytearray(recs)
+    swapped[10 * 48:11 * 48], swapped[11 * 48:12 * 48] = recs[11 * 48:12 * 48], recs[10 * 48:11 * 48]
+    raw = rec_bytes(led, "link0", 0, 1000, bytes(swapped), signing_key, [3, 40, 7])
+    assert not parse_record_file(raw, "r", 48, 4, 1000).facts.seq_contiguous

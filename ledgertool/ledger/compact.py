@@ -105,7 +105,8 @@ def _compact_segment(reader: LedgerReader, link: str, index: int, leftover: bool
             or not valid_leaf_records(leaf_records):
         raise DiscrepancyError(f"{reader.segment_path(link, index, SEAL)}: record_size / leaf_records out of bounds")
     try:
-        rec = parse_record_file(reader.read_segment_file(link, index, RECORDS), rec_path, record_size, leaf_records)
+        rec = parse_record_file(reader.read_segment_file(link, index, RECORDS), rec_path, record_size,
+                                leaf_records)
     except LedgerFormatError as e:
         raise DiscrepancyError(f"{e}; segment {index} of link {link} not compacted") from None
     h = rec.header

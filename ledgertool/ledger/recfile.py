@@ -29,6 +29,18 @@ _WHY = {
 
 
 @dataclass(frozen=True)
+class RecordFacts:
+    """What verify checks per record, counted in C while the records were copied: GAP records,
+    their declared drops, the first and last ts_ns, and whether seq runs first_seq, first_seq + 1, ..."""
+
+    gaps: int
+    drops: int
+    first_ts_ns: int
+    last_ts_ns: int
+    seq_contiguous: bool
+
+
+@dataclass(frozen=True)
 class RecordFile:
     """A raw record file, framing stripped: its decoded header, the records of all its blocks as
     one buffer (`count` records of the layout the caller gave), their Merkle leaf hashes and the
@@ -39,11 +51,14 @@ class RecordFile:
     count: int
     blocks: int
     leaves: bytes
+    facts: RecordFacts
 
 
-def parse_record_file(raw: pa.Buffer | bytes, path: Path | str, record_size: int, leaf_records: int) -> RecordFile:
+def parse_record_file(raw: pa.Buffer | bytes, path: Path | str, record_size: int, leaf_records: int,
+                      first_seq: int = 0) -> RecordFile:
     """The raw record file in `raw` (the bytes of the file at `path`), decoded with the seal's
-    signed `record_size` and `leaf_records`. LedgerFormatError, one line naming the file and the
+    signed `record_size` and `leaf_records`; `facts.seq_contiguous` says whether the records' seq
+    run from `first_seq` (a u64). LedgerFormatError, one line naming the file and the
     byte offset (and block), when the header does not decode or is not a v2 header, or the blocks
     do not frame the file exactly; ValueError for a layout out of bounds."""
     raw = raw if isinstance(raw, pa.Buffer) else pa.py_buffer(raw)
@@ -59,8 +74,9 @@ def parse_record_file(raw: pa.Buffer | bytes, path: Path | str, record_size: int
     max_leaves = -(-((size - HEADER_SIZE) // record_size) // leaf_records) if leaf_records else 0
     leaves = ffi.new("uint8_t[]", max(max_leaves, 1) * 32)
     info = ffi.new("lt_rec_info *")
-    rc = lib.lt_rec_records(ffi.from_buffer(raw), size, record_size, ffi.from_buffer(out, require_writable=True),
-                            out.size, leaf_records, leaves, len(leaves), info)
+    rc = lib.lt_rec_records(ffi.from_buffer(raw), size, record_size, first_seq,
+                            ffi.from_buffer(out, require_writable=True), out.size, leaf_records, leaves, len(leaves),
+                            info)
     if rc == lib.LT_ERR_CORRUPT:
         raise LedgerFormatError(f"{path}: " + _WHY[info.error].format(
             size=HEADER_SIZE, block=info.blocks, offset=info.error_offset, count=info.error_count,
@@ -69,5 +85,7 @@ def parse_record_file(raw: pa.Buffer | bytes, path: Path | str, record_size: int
         raise ValueError(f"record size {record_size!r} / leaf records {leaf_records!r} out of bounds")
     count = int(info.records)
     n_leaves = -(-count // leaf_records)
+    facts = RecordFacts(int(info.gaps), int(info.drops), int(info.first_ts_ns), int(info.last_ts_ns),
+                        bool(info.seq_contiguous))
     return RecordFile(header, out.slice(0, count * record_size), count, int(info.blocks),
-                      bytes(ffi.buffer(leaves, n_leaves * 32)))
+                      bytes(ffi.buffer(leaves, n_leaves * 32)), facts)

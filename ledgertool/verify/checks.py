@@ -27,7 +27,7 @@ from ..errors import LedgerFormatError
 from ..keyfiles import BAD_SIGNATURE, SignatureFinding
 from ..ledger.header import LedgerHeader
 from ..ledger.layout import OPEN, PARQUET, RECORDS, SEAL, segment_name
-from ..ledger.recfile import parse_record_file
+from ..ledger.recfile import RecordFacts, parse_record_file
 from ..seal.document import (
     SEAL_FORMAT_V2,
     arrow_schema,
@@ -298,15 +298,16 @@ def check_records(seal: SealCheck, read: ParquetRead, place: SegmentPlace) -> Re
     if read.leftover:
         out.append(place.problem(Kind.COMPACTION_LEFTOVER, f"{place.path(PARQUET)}: beside {path}, which was read: "
                                  "a compaction that did not finish (`ledgertool compact` finishes it)"))
+    facts = None
     if not seal.v2:
         table, records, leaves = _v1_records(seal, read.data, place, out)
     elif read.kind == RECORDS:
-        table, records, leaves = _rec_records(seal, read.data, place, out)
+        table, records, leaves, facts = _rec_records(seal, read.data, place, out)
     else:
         table, records, leaves = _v2_parquet_records(seal, read.data, place, out)
     if records is None:
         return RecordsCheck(tuple(out))
-    return _record_findings(seal, table, records, leaves, place, out)
+    return _record_findings(seal, table, records, leaves, place, out, facts)
 
 
 def _missing(seal: SealCheck, read: ParquetRead, place: SegmentPlace) -> Problem:
@@ -336,17 +337,17 @@ def _v1_records(seal: SealCheck, data: pa.Buffer, place: SegmentPlace,
         return None, None, None
 
 
-def _rec_records(seal: SealCheck, data: pa.Buffer, place: SegmentPlace,
-                 out: list[Problem]) -> tuple[pa.Table | None, bytes | None, bytes | None]:
+def _rec_records(seal: SealCheck, data: pa.Buffer, place: SegmentPlace, out: list[Problem]
+                 ) -> tuple[None, pa.Buffer | None, bytes | None, RecordFacts | None]:
     """A v2 raw record file: framing (natively), the header against the seal; its records (and
     leaves) are exactly the bytes that are hashed."""
     record_size, leaf_records = seal.layout
     path = place.path(RECORDS)
     try:
-        rec = parse_record_file(data, path, record_size, leaf_records)
+        rec = parse_record_file(data, path, record_size, leaf_records, seal.seq.first)
     except LedgerFormatError as e:
         out.append(place.problem(Kind.RECORDS_UNREADABLE, str(e)))
-        return None, None, None
+        return None, None, None, None
     doc, h = seal.doc, rec.header
     fields = (("ledger id", h.ledger_id, place.ledger.ledger_id), ("link", h.link, place.link),
               ("segment index", h.index, place.index), ("first seq", h.first_seq, seal.seq.first),
@@ -356,7 +357,7 @@ def _rec_records(seal: SealCheck, data: pa.Buffer, place: SegmentPlace,
     differ = [f"{name} {got!r} (seal: {_shown(want)})" for name, got, want in fields if got != want]
     if differ:
         out.append(place.problem(Kind.RECORDS_HEADER_MISMATCH, f"{path}: header says {'; '.join(differ[:3])}"))
-    return None, rec.records, rec.leaves  # the table is built for the readers that want one (verify.ledger)
+    return None, rec.records, rec.leaves, rec.facts  # the table: for the readers that want one (verify.ledger)
 
 
 def _v2_parquet_records(seal: SealCheck, data: pa.Buffer, place: SegmentPlace,
@@ -383,13 +384,16 @@ def _v2_parquet_records(seal: SealCheck, data: pa.Buffer, place: SegmentPlace,
 
 
 def _record_findings(seal: SealCheck, table: pa.Table | None, records, leaves: bytes | None, place: SegmentPlace,
-                     out: list[Problem]) -> RecordsCheck:
+                     out: list[Problem], facts: RecordFacts | None = None) -> RecordsCheck:
     """Step 6 and 7 over the decoded records: count, sequence, timestamps, drops, Merkle root
-    (`leaves` when the decoder already hashed them)."""
+    (`leaves` when the decoder already hashed them; `facts` when it already counted GAP records,
+    drops and timestamps and found seq contiguous: then no pass over the records is made here)."""
     doc, seq = seal.doc, seal.seq
     record_size, leaf_records = seal.layout
+    n = len(records) // record_size
+    if facts is not None and facts.seq_contiguous and n == seq.count and seq.last == seq.first + n - 1:
+        return _fast_findings(seal, records, leaves, place, out, facts)
     arr = np.frombuffer(records, dtype=record_dtype(record_size - 32))
-    n = len(arr)
     gaps = (arr["flags"] & FLAG_GAP) != 0
     frames = int(n - gaps.sum())
     drops = int(arr["aux"][gaps].sum())
@@ -413,6 +417,27 @@ def _record_findings(seal: SealCheck, table: pa.Table | None, records, leaves: b
         leaves = merkle_leaves(records, record_size, leaf_records)
     root = merkle_root(leaves).hex()
     return RecordsCheck(tuple(out), table, records, n, frames, drops, root == doc.get("merkle_root"))
+
+
+def _fast_findings(seal: SealCheck, records, leaves: bytes | None, place: SegmentPlace, out: list[Problem],
+                   facts: RecordFacts) -> RecordsCheck:
+    """_record_findings for records whose count and seq the decoder found exactly as sealed."""
+    doc = seal.doc
+    n = seal.seq.count
+    frames = n - facts.gaps
+    if frames != doc.get("frames"):
+        out.append(place.problem(Kind.COUNT_MISMATCH, f"segment {place.index}: {frames} frame records, seal's "
+                                                      f"frames says {doc.get('frames')}"))
+    if n and (str(facts.first_ts_ns) != doc.get("first_ts_ns") or str(facts.last_ts_ns) != doc.get("last_ts_ns")):
+        out.append(place.problem(Kind.TIMESTAMP_MISMATCH, f"segment {place.index}: first/last timestamps differ "
+                                                          "from the seal"))
+    if facts.drops != doc.get("drops_declared"):
+        out.append(place.problem(Kind.DROPS_MISMATCH, f"segment {place.index}: GAP records declare {facts.drops} "
+                                                      f"drops, seal says {doc.get('drops_declared')}"))
+    if leaves is None:
+        leaves = merkle_leaves(records, *seal.layout)
+    root = merkle_root(leaves).hex()
+    return RecordsCheck(tuple(out), None, records, n, frames, facts.drops, root == doc.get("merkle_root"))
 
 
 def merkle_finding(seal: SealCheck, recs: RecordsCheck, leaves: bytes | None, place: SegmentPlace) -> RecordsCheck:

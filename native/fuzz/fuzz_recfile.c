@@ -13,6 +13,12 @@
  */
 #include "fuzz_common.h"
 
+static uint64_t lt_load_le64_fuzz(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+
 typedef struct {
     int rc, error;
     uint64_t records, blocks, offset;
@@ -47,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     lt_rec_info info;
     int rc;
     if (rs != 48 && rs != 64) {
-        rc = lt_rec_records(file, len, rs, out, out_len, leaf, NULL, 0, &info);
+        rc = lt_rec_records(file, len, rs, 0, out, out_len, leaf, NULL, 0, &info);
         FUZZ_CHECK(rc == LT_ERR_ARG, "record size %zu accepted", rs);
         free(out);
         return 0;
@@ -57,7 +63,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t nleaves = (size_t)(ref.records / leaf + (ref.records % leaf != 0));
     size_t leaves_len = nleaves * 32;
     uint8_t *leaves = want_leaves ? malloc(leaves_len ? leaves_len : 1) : NULL;
-    rc = lt_rec_records(file, len, rs, out, out_len, leaf, leaves, leaves_len, &info);
+    uint64_t first_seq = len >= 268 ? lt_load_le64_fuzz(file + 260) : 0;  /* the first record's seq, when there is one */
+    rc = lt_rec_records(file, len, rs, first_seq, out, out_len, leaf, leaves, leaves_len, &info);
     if (short_out && ref.records && ref.rc == LT_OK) {
         FUZZ_CHECK(rc == LT_ERR_ARG, "an output one byte short gave %d", rc);
     } else if (!(short_out && ref.records)) {
@@ -78,6 +85,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             used += (size_t)c * rs;
             pos += 4 + (size_t)c * rs + 32;
         }
+        /* the per-record facts, recounted from the copied records */
+        uint64_t gaps = 0, drops = 0;
+        int contiguous = 1;
+        for (uint64_t k = 0; k < info.records; k++) {
+            const uint8_t *r = out + k * rs;
+            contiguous &= lt_load_le64_fuzz(r) == first_seq + k;
+            if (r[25] & 0x80) gaps++, drops += (uint32_t)r[28] | (uint32_t)r[29] << 8 | (uint32_t)r[30] << 16 | (uint32_t)r[31] << 24;
+        }
+        FUZZ_CHECK(info.gaps == gaps && info.drops == drops && info.seq_contiguous == contiguous, "tally differs");
+        if (info.records)
+            FUZZ_CHECK(info.first_ts_ns == (int64_t)lt_load_le64_fuzz(out + 8) &&
+                       info.last_ts_ns == (int64_t)lt_load_le64_fuzz(out + (info.records - 1) * rs + 8), "ts");
         if (rc == LT_OK && leaves && nleaves) {
             uint8_t *want = malloc(leaves_len);
             FUZZ_CHECK(lt_merkle_leaves(out, rs, (size_t)ref.records, leaf, want, leaves_len) == LT_OK, "leaves");

@@ -309,15 +309,21 @@ typedef struct {
     uint64_t error_offset;  /* LT_ERR_CORRUPT: byte offset of the block (its count field) that does not frame */
     uint32_t error_count;   /* that block's count field (0 when it has none) */
     int error;              /* LT_REC_*; 0 on LT_OK */
+    /* what verify checks per record, counted during the copy (docs/ledger-format.md, "Records") */
+    uint64_t gaps;          /* records with LT_FLAG_GAP */
+    uint64_t drops;         /* sum of `aux` over them */
+    int64_t first_ts_ns, last_ts_ns;  /* of the first and last record (0 when there is none) */
+    int seq_contiguous;     /* 1 when record k has seq first_seq + k for every k */
 } lt_rec_info;
 /* Walk the blocks of the raw record file file[0..len) of record_size-byte records and copy their
- * records, framing stripped, to out (out_len bytes; len - 256 always suffices); then, when leaves is
- * not NULL, lt_merkle_leaves over them into leaves (leaves_len bytes). LT_OK; LT_ERR_CORRUPT with
+ * records, framing stripped, to out (out_len bytes; len - 256 always suffices), counting GAP records,
+ * their drops, the first and last ts_ns and whether seq runs first_seq, first_seq + 1, ...; then,
+ * when leaves is not NULL, lt_merkle_leaves over them into leaves (leaves_len bytes). LT_OK; LT_ERR_CORRUPT with
  * info->error / error_offset / error_count when the framing breaks (records before it are in out);
  * LT_ERR_ARG for a record size other than 48 / 64, NULL pointers, out too small, or
  * lt_merkle_leaves's argument errors. */
-int lt_rec_records(const uint8_t *file, size_t len, size_t record_size, uint8_t *out, size_t out_len,
-                   size_t leaf_records, uint8_t *leaves, size_t leaves_len, lt_rec_info *info);
+int lt_rec_records(const uint8_t *file, size_t len, size_t record_size, uint64_t first_seq, uint8_t *out,
+                   size_t out_len, size_t leaf_records, uint8_t *leaves, size_t leaves_len, lt_rec_info *info);
 
 /* ======== 7. live: capture from an interface and replay onto one ======== */
 
