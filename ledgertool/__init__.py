@@ -35,6 +35,7 @@ _API = {
     # capture and recovery
     "capture_file": "ledgertool.capture.run:capture_file",
     "recover_ledger": "ledgertool.ledger.recover:recover_ledger",
+    "compact_ledger": "ledgertool.ledger.compact:compact_ledger",
     # a ledger: its header, verification, checkpoints, proofs
     "load_ledger": "ledgertool.ledger.header:load_ledger",
     "verify_ledger": "ledgertool.verify.ledger:verify_ledger",

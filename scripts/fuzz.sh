@@ -2,7 +2,7 @@
 # Build and run the libFuzzer harnesses in native/fuzz/ (docs/fuzzing.md).
 #
 #   scripts/fuzz.sh [TARGET] [SECONDS] [-- extra libFuzzer flags]
-#     TARGET   reader | strip | engine | merkle | python | all | build   (default: all; "build" only
+#     TARGET   reader | strip | engine | merkle | recfile | python | all | build   (default: all; "build" only
 #              compiles). python: the atheris harness over the Python parsers (scripts/fuzz_parsers.py)
 #     SECONDS  run time per target (default 60)
 #
@@ -47,7 +47,7 @@ build() {
         objs+=("$obj")
     done
     local t bin main link
-    for t in fuzz_reader fuzz_strip fuzz_engine fuzz_merkle make_strip_seeds; do
+    for t in fuzz_reader fuzz_strip fuzz_engine fuzz_merkle fuzz_recfile make_strip_seeds; do
         bin="$WORK/bin/$t" main="$REPO/native/fuzz/$t.c"
         # relink only when something changed (never rewrite a fuzzer another run is using)
         if [[ -e "$bin" && ! "$main" -nt "$bin" && ! "$REPO/native/fuzz/fuzz_common.h" -nt "$bin" ]] \
@@ -111,6 +111,7 @@ run() {
         strip) max_len=65540 dict=packets.dict ;;
         engine) max_len=65536 dict=engine.dict ;;
         merkle) max_len=262144 dict= ;;
+        recfile) max_len=262144 dict= ;;
         python) max_len=65536 dict= ;;
         *) echo "fuzz.sh: unknown target $t" >&2; exit 2 ;;
     esac
@@ -123,7 +124,7 @@ run() {
     mkdir -p "$WORK/corpus-$t" "$WORK/crashes-$t"
     local seeds=() cmd=("$WORK/bin/fuzz_$t")
     case $t in
-        merkle) ;;  # no seeds: the input is sizes and raw records
+        merkle | recfile) ;;  # no seeds: the input is sizes and raw records
         python) cmd=(python3 "$REPO/scripts/fuzz_parsers.py") ;;
         *) mapfile -t seeds < <(seed_dirs "$t") ;;
     esac
@@ -145,6 +146,6 @@ run() {
 build
 case $TARGET in
     build) echo "built: $WORK/bin/" ;;
-    all) st=0; for t in reader strip engine merkle python; do run "$t" || st=1; done; exit $st ;;
+    all) st=0; for t in reader strip engine merkle recfile python; do run "$t" || st=1; done; exit $st ;;
     *) run "$TARGET" ;;
 esac

@@ -258,7 +258,8 @@ def test_item15_query_parquet(ledger, tmp_path):
 
 # ---- 6. help ----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("cmd", [["capture"], ["verify"], ["recompute"], ["query"], ["check-proof"], ["keys", "generate"]])
+@pytest.mark.parametrize("cmd", [["capture"], ["verify"], ["recompute"], ["query"], ["check-proof"], ["keys", "generate"],
+                                 ["compact"]])
 def test_item15_help_says_exit_codes_and_example(cmd):
     for flag in ("-h", "--help"):
         r = run_cli(*cmd, flag)

@@ -11,6 +11,7 @@ chunks are hashed on their own in 512-chunk subtrees (native/src/blake3_mb.h).
 
 from __future__ import annotations
 
+import hashlib
 import random
 
 import pytest
@@ -381,3 +382,38 @@ def test_engine_profile_runs_the_engine_loop_and_counts_every_frame():
             recs = [got[i * 48:(i + 1) * 48] for i in range(n)]
             assert [x[:32] for x in recs] == [want[i * 48:i * 48 + 32] for i in range(n)]
             assert all(x[32:] == bytes(16) for x in recs)  # ffi.new zeroes; not written
+
+
+@pytest.mark.parametrize("path", ["default", "portable"])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(record_size=st.sampled_from([48, 64]), count=st.integers(0, 2100), leaf_log2=st.integers(0, 10),
+       seed=st.integers(0, 2**32 - 1))
+def test_issue14_merkle_leaves_four_streams_equal_hashlib(path, record_size, count, leaf_log2, seed):
+    """lt_merkle_leaves hashes whole leaves four at a time (interleaved SHA-NI streams) and the
+    rest one at a time: every count (groups of four, a remainder of 1-3 whole leaves, a short last
+    leaf) and every leaf length (below one SHA-256 block up to many) gives hashlib's bytes, on the
+    default path and on the forced portable one."""
+    hmac_alg = ALGORITHMS["hmac-sha256-128"]
+    force_cpu_path(hmac_alg, None if path == "default" else path)
+    try:
+        if path == "default" and "sha-ni" in cpu_paths(hmac_alg):
+            assert cpu_path(hmac_alg) == "sha-ni"
+        leaf = 1 << leaf_log2
+        data = random.Random(seed).randbytes(record_size * count)
+        want = b"".join(hashlib.sha256(b"\x00" + data[i:i + leaf * record_size]).digest()
+                        for i in range(0, len(data), leaf * record_size))
+        assert merkle_leaves(data, record_size, leaf) == want
+    finally:
+        force_cpu_path(hmac_alg, None)
+
+
+def test_issue14_merkle_leaves_each_stream_is_its_own_leaf():
+    """A change in one leaf of a group of four changes exactly that leaf's hash (the streams do not
+    share a state or a staging buffer)."""
+    data = bytearray(random.Random(14).randbytes(48 * 256 * 4))
+    before = merkle_leaves(bytes(data), 48, 256)
+    for k in range(4):
+        changed = bytearray(data)
+        changed[k * 48 * 256 + 100] ^= 1
+        after = merkle_leaves(bytes(changed), 48, 256)
+        assert [before[32 * i:32 * i + 32] != after[32 * i:32 * i + 32] for i in range(4)] == [i == k for i in range(4)]

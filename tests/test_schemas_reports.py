@@ -31,6 +31,7 @@ NEW_SCHEMAS = [
     "plan-collision-report.schema.json", "plan-storage-report.schema.json", "query-report.schema.json",
     "demo-report.schema.json", "keys-device-init-report.schema.json", "keys-provision-report.schema.json",
     "keys-unwrap-report.schema.json", "device-key.schema.json", "device-pub.schema.json", "key-package.schema.json",
+    "compact-report.schema.json",
 ]
 
 

@@ -207,3 +207,25 @@ def test_worker_killed_mid_run_gives_the_right_answer_or_a_clear_error(tmp_path,
     else:
         assert json.dumps(got["res"].to_json()) == json.dumps(want.to_json()) and want.ok and want.segments == 147
     shutil.rmtree(led)
+
+
+def test_issue14_cluster_verifies_v2_ledgers_like_one_machine(tmp_path, keydir, client):
+    """A v2 ledger (raw record files, one segment compacted, one tampered, one with a compaction
+    leftover): the cluster's report is the single machine's, problems and warnings alike."""
+    from v2_reference import capture_records, parquet_bytes, write_v2_ledger
+
+    dk, sk, trust = load_keys(keydir)
+    recs = capture_records(SAMPLES / "sample.pcap", dk)
+    segs = [recs[i:i + 60 * 48] for i in range(0, len(recs), 60 * 48)]
+    w = write_v2_ledger(tmp_path / "L", sk, segs, digest_key_id=dk.key_id("siphash-1-3-128", 16), leaf_records=16)
+    w.path(1, "parquet").write_bytes(parquet_bytes(segs[1], 16, 1))
+    w.path(1, "rec").unlink()
+    w.path(2, "parquet").write_bytes(parquet_bytes(segs[2], 16, 2))  # leftover beside its .rec
+    raw = bytearray(w.path(3, "rec").read_bytes())
+    raw[256 + 4 + 5 * 48 + 40] ^= 1  # a digest byte of record 5 (block 0)
+    w.path(3, "rec").write_bytes(bytes(raw))
+    here = verify_ledger(tmp_path / "L", trust)
+    assert [(p.segment, p.kind) for p in here.problems] == [(3, "merkle_mismatch")]
+    assert [(p.segment, p.kind) for p in here.warnings] == [(2, "compaction_leftover")] and here.records == 294
+    there = verify_ledger(tmp_path / "L", trust, checker=ClusterChecker(client))
+    assert json.dumps(there.to_json()) == json.dumps(here.to_json())

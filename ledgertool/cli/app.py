@@ -504,6 +504,26 @@ def recover(
     out.print(f"recovered {len(res.sealed)} segment(s), {res.torn_bytes} bytes discarded")
 
 
+@app.command()
+def compact(
+    ledger: Annotated[Path, typer.Argument(help="Ledger directory (format v2).")],
+    link: Annotated[Optional[list[str]], typer.Option(help="Compact only this link (repeatable).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
+) -> None:
+    """Turn v2 segments' raw record files into Parquet, each checked against its seal's root first."""
+    from ..ledger.compact import compact_ledger
+
+    res = compact_ledger(ledger, link or None)
+    if as_json:
+        _emit_json(res.to_json())
+        return
+    for c in res.compacted:
+        out.print(f"compacted link {c.link} segment {c.index}: {c.records:,} records, {c.parquet_bytes:,} bytes of "
+                  f"Parquet" + (" (finished an interrupted compaction)" if c.finished_leftover else ""))
+    out.print(f"compacted {len(res.compacted)} segment(s), {res.records:,} records; {res.already_parquet} already "
+              "Parquet")
+
+
 @app.command("checkpoint")
 def checkpoint_cmd(
     ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],

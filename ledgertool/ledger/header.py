@@ -26,6 +26,8 @@ from .layout import LEDGER_FILE
 from .reader import MAX_LEDGER_FILE_BYTES, LedgerReader
 
 LEDGER_FORMAT = "ledgertool-ledger-v1"
+#: the ledger formats a reader accepts (v2: sealed segments as raw record files, docs/ledger-format.md)
+LEDGER_FORMATS = (LEDGER_FORMAT, "ledgertool-ledger-v2")
 DEFAULT_LEAF_RECORDS = 64  # records per Merkle leaf (docs/ledger-format.md: why 64)
 DEFAULT_LINK = "link0"
 
@@ -87,8 +89,8 @@ def _header_fields(path: Path, doc: object) -> None:
 
     if not isinstance(doc, dict):
         raise LedgerFormatError(f"{path}: not a {LEDGER_FORMAT} header (not a JSON object)")
-    if doc.get("format") != LEDGER_FORMAT:
-        raise bad("format", f"is {doc.get('format')!r}, not {LEDGER_FORMAT!r}")
+    if doc.get("format") not in LEDGER_FORMATS:
+        raise bad("format", f"is {doc.get('format')!r}, not one of {', '.join(LEDGER_FORMATS)}")
     for name in _HEADER_REQUIRED:
         if name not in doc:
             raise bad(name, "is missing")

@@ -7,7 +7,8 @@
     DIR/link=NAME/                           one hive-style partition per link
     DIR/link=NAME/checkpoint                 the link's latest signed checkpoint
     DIR/link=NAME/seg-NNNNNNNN.open          an open segment (until it is sealed)
-    DIR/link=NAME/seg-NNNNNNNN.parquet       sealed records
+    DIR/link=NAME/seg-NNNNNNNN.rec           sealed records, raw (ledger format v2, until compacted)
+    DIR/link=NAME/seg-NNNNNNNN.parquet       sealed records, Parquet
     DIR/link=NAME/seg-NNNNNNNN.leaves        their Merkle leaf hashes (sidecar)
     DIR/link=NAME/seg-NNNNNNNN.seal.json     the signed seal document
 
@@ -29,10 +30,10 @@ ROTATIONS_DIR = "rotations"
 LINK_PREFIX = "link="
 
 #: Segment file kinds, by suffix.
-OPEN, PARQUET, LEAVES, SEAL = "open", "parquet", "leaves", "seal.json"
-SEGMENT_KINDS = (OPEN, PARQUET, LEAVES, SEAL)
+OPEN, PARQUET, RECORDS, LEAVES, SEAL = "open", "parquet", "rec", "leaves", "seal.json"
+SEGMENT_KINDS = (OPEN, PARQUET, RECORDS, LEAVES, SEAL)
 
-_SEGMENT_NAME = re.compile(r"seg-([0-9]{8})\.(open|parquet|leaves|seal\.json)")  # [0-9]: ASCII only
+_SEGMENT_NAME = re.compile(r"seg-([0-9]{8})\.(open|parquet|rec|leaves|seal\.json)")  # [0-9]: ASCII only
 _LINK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}")  # ASCII only
 _ROTATION_NAME = re.compile(r"rotation-([0-9]{4})\.json")
 

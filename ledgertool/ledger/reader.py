@@ -39,6 +39,7 @@ from .layout import (
     LOCK_FILE,
     OPEN,
     PARQUET,
+    RECORDS,
     ROTATIONS_DIR,
     SEAL,
     is_link_name,
@@ -71,7 +72,7 @@ class LinkListing:
     """The files of one link directory, by segment index (ASCII names only)."""
 
     link: str
-    segments: dict[int, frozenset[str]]  # index -> kinds present (OPEN, PARQUET, LEAVES, SEAL)
+    segments: dict[int, frozenset[str]]  # index -> kinds present (OPEN, PARQUET, RECORDS, LEAVES, SEAL)
     temp_files: tuple[Path, ...] = ()
     strays: tuple[Stray, ...] = ()
     has_checkpoint: bool = False
@@ -217,7 +218,7 @@ class LedgerReader:
         # hole below the highest seal is looked up by name before the index calls it missing
         sealed_top = max((i for i, k in found.items() if SEAL in k), default=-1)
         for i in range(sealed_top + 1):
-            for kind in (SEAL, PARQUET, LEAVES):
+            for kind in (SEAL, PARQUET, RECORDS, LEAVES):
                 if kind not in found.get(i, ()):
                     try:
                         st = os.lstat(ldir / segment_name(i, kind))

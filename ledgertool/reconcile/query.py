@@ -70,7 +70,7 @@ def add_segment(con: duckdb.DuckDBPyConnection, seg: VerifiedSegment) -> None:
     con.execute("INSERT INTO seals VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 [seg.link, seg.index, int(d["first_seq"]), int(d["last_seq"]), d["records"], d["frames"],
                  d["drops_declared"], _int(d.get("first_ts_ns")), _int(d.get("last_ts_ns")), d["merkle_root"],
-                 d["parquet_sha256"], d["prev_seal_hash"], d["algorithm"], d["strip"], d["sealed_at"],
+                 d.get("parquet_sha256"), d["prev_seal_hash"], d["algorithm"], d["strip"], d["sealed_at"],
                  d.get("digest_key_id")])
 
 

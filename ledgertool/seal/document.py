@@ -30,6 +30,9 @@ from ..ledger.header import LedgerHeader
 from .canonical import canonical_json, loads_strict
 
 SEAL_FORMAT = "ledgertool-seal-v1"
+#: ledger format v2: the records are a raw record file or Parquet, authenticated by the root alone
+SEAL_FORMAT_V2 = "ledgertool-seal-v2"
+SEAL_FORMATS = (SEAL_FORMAT, SEAL_FORMAT_V2)
 MAX_SEAL_BYTES = 1 << 20  # a hybrid-signed seal is about 6 KB
 
 
@@ -209,9 +212,9 @@ def load_seal(path: Path, root: Path | None = None) -> dict:
 
 
 def parse_seal(data: bytes, where: Path | str) -> dict:
-    """Parse the bytes of a seal document (strict JSON: `canonical.loads_strict`); LedgerFormatError
+    """Parse the bytes of a seal document (v1 or v2) (strict JSON: `canonical.loads_strict`); LedgerFormatError
     naming `where` when it is not one."""
     doc = loads_strict(data, str(where))
-    if not isinstance(doc, dict) or doc.get("format") != SEAL_FORMAT:
-        raise LedgerFormatError(f"{where}: not a {SEAL_FORMAT} document")
+    if not isinstance(doc, dict) or doc.get("format") not in SEAL_FORMATS:
+        raise LedgerFormatError(f"{where}: not a {SEAL_FORMAT} or {SEAL_FORMAT_V2} document")
     return doc

@@ -15,7 +15,7 @@ from pathlib import Path
 from ..errors import LedgerFormatError
 from ..ledger import segment as segments
 from ..ledger.header import LedgerHeader
-from ..ledger.layout import OPEN, PARQUET, SEAL, segment_name
+from ..ledger.layout import OPEN, PARQUET, RECORDS, SEAL, segment_name
 from ..ledger.reader import LinkListing, Stray
 from ..seal.checkpoint import LinkTree
 from ..seal.document import genesis_hash
@@ -46,10 +46,10 @@ def stray_finding(stray: Stray) -> Problem:
 
 
 def unsealed_candidates(listing: LinkListing) -> list[int]:
-    """Segments with a Parquet file and neither a seal nor an open file in the listing (the caller
-    looks each up again: a running capture may have sealed it since)."""
+    """Segments with a Parquet or raw record file and neither a seal nor an open file in the
+    listing (the caller looks each up again: a running capture may have sealed it since)."""
     return [i for i, kinds in sorted(listing.segments.items())
-            if PARQUET in kinds and SEAL not in kinds and OPEN not in kinds]
+            if (PARQUET in kinds or RECORDS in kinds) and SEAL not in kinds and OPEN not in kinds]
 
 
 def listing_findings(listing: LinkListing, link_dir: Path, unsealed: list[int]) -> list[Problem]:
@@ -58,14 +58,18 @@ def listing_findings(listing: LinkListing, link_dir: Path, unsealed: list[int]) 
     link = listing.link
     out = [stray_finding(Stray(path, "temp", link)) for path in listing.temp_files]
     out += [stray_finding(s) for s in listing.strays]
-    out += [Problem(Kind.UNSEALED_PARQUET, i, f"{link_dir / segment_name(i, PARQUET)} has no seal document", link)
-            for i in unsealed]
+    out += [Problem(Kind.UNSEALED_PARQUET, i, f"{link_dir / segment_name(i, _records_kind(listing, i))} has no seal "
+                    "document", link) for i in unsealed]
     sealed = listing.sealed
     if sealed and sealed[-1] + 1 != len(sealed):
         missing = sorted(set(range(sealed[-1] + 1)) - set(sealed))
         out.append(Problem(Kind.SEGMENT_MISSING, missing[0], f"segments {missing} of {sealed[-1] + 1} have no seal",
                            link))
     return out
+
+
+def _records_kind(listing: LinkListing, index: int) -> str:
+    return PARQUET if listing.has(index, PARQUET) else RECORDS
 
 
 def open_segments(listing: LinkListing) -> list[int]:

@@ -19,14 +19,18 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..digest.engine import merkle_leaves, merkle_root, valid_leaf_records
 from ..digest.record import FLAG_GAP, RECORD_FIXED, record_dtype
 from ..errors import LedgerFormatError
 from ..keyfiles import BAD_SIGNATURE, SignatureFinding
 from ..ledger.header import LedgerHeader
-from ..ledger.layout import PARQUET, SEAL, segment_name
+from ..ledger.layout import OPEN, PARQUET, RECORDS, SEAL, segment_name
+from ..ledger.recfile import RecordFacts, parse_record_file
 from ..seal.document import (
+    SEAL_FORMAT_V2,
+    arrow_schema,
     decode_parquet,
     parse_seal,
     seal_hash,
@@ -96,25 +100,43 @@ class SealCheck:
 
     @property
     def parquet_named(self) -> bool:
-        return self.doc is not None and self.doc.get("parquet_file") == segment_name(self.index, PARQUET)
+        """v1: the seal names its own segment's Parquet file; v2 (no file name): its members are v2's."""
+        if self.doc is None:
+            return False
+        if self.v2:
+            return self.name_problem is None
+        return self.doc.get("parquet_file") == segment_name(self.index, PARQUET)
+
+    @property
+    def v2(self) -> bool:
+        """A ledgertool-seal-v2 seal: the records are a raw record file or Parquet, authenticated
+        by the signed Merkle root alone (no file hash)."""
+        return self.doc is not None and self.doc.get("format") == SEAL_FORMAT_V2
 
 
 @dataclass(frozen=True)
 class ParquetRead:
-    """What reading a segment's Parquet file gave: its bytes, or why there are none (`missing`:
+    """What reading a segment's records file gave: its bytes, or why there are none (`missing`:
     no such file; `not_regular`: a non-regular file there, reported as a stray and never read;
-    `error`: the reader's message)."""
+    `error`: the reader's message). `kind` is the file read: PARQUET, or (v2 seals) RECORDS, the raw
+    record file, which a v2 reader takes when present; `leftover` (v2) says that a Parquet file is
+    beside it (a compaction that did not finish: not read); `open_file` (v2, missing) that the
+    segment's .open file is still there (a seal written before its rename)."""
 
     data: pa.Buffer | None = None
     missing: bool = False
     not_regular: bool = False
     error: str | None = None
+    kind: str = PARQUET
+    leftover: bool = False
+    open_file: bool = False
 
 
 @dataclass(frozen=True)
 class RecordsCheck:
     """Steps 5-7 of one segment. `table`/`records` are the decoded Parquet file and its record
-    bytes (None when it could not be read or decoded); `merkle_ok` False asks for the merkle
+    bytes (None when it could not be read or decoded; a raw record file has records and no table:
+    verify.ledger builds it for the readers that want one); `merkle_ok` False asks for the merkle
     finding (`merkle_finding`, with the leaf sidecar)."""
 
     problems: tuple[Problem, ...]
@@ -163,7 +185,9 @@ def check_seal(raw: bytes, place: SegmentPlace) -> SealCheck:
     records = doc.get("records")
     layout, seq, range_problems = _seal_range(doc, place)
     name_problem = None
-    if doc.get("parquet_file") != segment_name(index, PARQUET):
+    if doc.get("format") == SEAL_FORMAT_V2:
+        name_problem = _v2_members_problem(doc, place, path)
+    elif doc.get("parquet_file") != segment_name(index, PARQUET):
         claimed = doc.get("segment")
         own = (isinstance(claimed, int) and not isinstance(claimed, bool) and 0 <= claimed < 10**8
                and doc.get("parquet_file") == segment_name(claimed, PARQUET))
@@ -173,6 +197,25 @@ def check_seal(raw: bytes, place: SegmentPlace) -> SealCheck:
     return SealCheck(index, doc, tuple(out), own_hash, doc.get("prev_seal_hash"),
                      records if isinstance(records, int) else 0, bound is not None and bound != ledger.sha256,
                      layout, seq, range_problems, name_problem)
+
+
+#: the members of a ledgertool-seal-v2 document, all required (schemas/seal.schema.json): v1's
+#: without parquet_file, parquet_sha256 and parquet_bytes, with ledger_header_sha256
+V2_MEMBERS = frozenset((
+    "format", "ledger_id", "link", "segment", "algorithm", "strip", "digest_key_id", "record_size", "leaf_records",
+    "ledger_header_sha256", "records", "frames", "drops_declared", "first_seq", "last_seq", "first_ts_ns",
+    "last_ts_ns", "merkle_root", "prev_seal_hash", "torn_bytes_discarded", "source", "sealed_at", "signer",
+    "signatures"))
+
+
+def _v2_members_problem(doc: dict, place: SegmentPlace, path: Path) -> Problem | None:
+    """seal_malformed when a v2 seal lacks a member or has one v2 does not define (a v1 member
+    such as parquet_sha256 in a v2 seal would claim a pin that v2 readers never check)."""
+    missing, extra = sorted(V2_MEMBERS - set(doc)), sorted(set(doc) - V2_MEMBERS)
+    if not missing and not extra:
+        return None
+    what = f"lacks {', '.join(missing)}" if missing else f"has {', '.join(_shown(k) for k in extra[:4])}, not v2 members"
+    return place.problem(Kind.SEAL_MALFORMED, f"{path}: {SEAL_FORMAT_V2} seal {what}")
 
 
 def _key_problems(doc: dict, place: SegmentPlace, path: Path) -> list[Problem]:
@@ -239,40 +282,125 @@ def _seal_range(doc: dict, place: SegmentPlace) -> tuple[tuple[int, int] | None,
 
 
 def check_records(seal: SealCheck, read: ParquetRead, place: SegmentPlace) -> RecordsCheck:
-    """Steps 5-7 for a seal whose `reads_parquet`: the Parquet bytes against the seal's SHA-256
-    and size, then its records (count, sequence numbers, timestamps, drops) and Merkle root.
-    Records are decoded with the seal's signed layout."""
-    doc, seq = seal.doc, seal.seq
-    pq_path = place.path(PARQUET)
+    """Steps 5-7 for a seal whose `reads_parquet`: v1, the Parquet bytes against the seal's SHA-256
+    and size; v2, the raw record file's header and framing (or the Parquet file's schema), then for
+    both its records (count, sequence numbers, timestamps, drops) and Merkle root. Records are
+    decoded with the seal's signed layout."""
     if read.not_regular:  # named as a stray already, not read
         return RecordsCheck(())
+    path = place.path(read.kind)
     if read.missing:
-        return RecordsCheck((place.problem(Kind.PARQUET_MISSING, f"{pq_path} is missing"),))
+        return RecordsCheck((_missing(seal, read, place),))
     if read.error is not None or read.data is None:
-        return RecordsCheck((place.problem(Kind.PARQUET_UNREADABLE, str(read.error)),))
-    data = read.data
+        kind = Kind.RECORDS_UNREADABLE if read.kind == RECORDS else Kind.PARQUET_UNREADABLE
+        return RecordsCheck((place.problem(kind, str(read.error)),))
     out: list[Problem] = []
+    if read.leftover:
+        out.append(place.problem(Kind.COMPACTION_LEFTOVER, f"{place.path(PARQUET)}: beside {path}, which was read: "
+                                 "a compaction that did not finish (`ledgertool compact` finishes it)"))
+    facts = None
+    if not seal.v2:
+        table, records, leaves = _v1_records(seal, read.data, place, out)
+    elif read.kind == RECORDS:
+        table, records, leaves, facts = _rec_records(seal, read.data, place, out)
+    else:
+        table, records, leaves = _v2_parquet_records(seal, read.data, place, out)
+    if records is None:
+        return RecordsCheck(tuple(out))
+    return _record_findings(seal, table, records, leaves, place, out, facts)
+
+
+def _missing(seal: SealCheck, read: ParquetRead, place: SegmentPlace) -> Problem:
+    if not seal.v2:
+        return place.problem(Kind.PARQUET_MISSING, f"{place.path(PARQUET)} is missing")
+    why = (f"; {place.path(OPEN)} is still there: `ledgertool recover` renames it when its records match the "
+           "seal's root" if read.open_file else "")
+    return place.problem(Kind.RECORDS_MISSING, f"segment {place.index}: neither {place.path(RECORDS)} nor "
+                                               f"{place.path(PARQUET)} exists{why}")
+
+
+def _v1_records(seal: SealCheck, data: pa.Buffer, place: SegmentPlace,
+                out: list[Problem]) -> tuple[pa.Table | None, bytes | None, bytes | None]:
+    """A v1 seal pins its Parquet file: SHA-256 and size, then the decoded table and records."""
+    doc, pq_path = seal.doc, place.path(PARQUET)
     if hashlib.sha256(data).hexdigest() != doc.get("parquet_sha256"):
         out.append(place.problem(Kind.PARQUET_HASH_MISMATCH, f"{pq_path}: SHA-256 differs from the seal's "
                                                              "parquet_sha256"))
     elif len(data) != doc.get("parquet_bytes"):  # the signed size must agree too
         out.append(place.problem(Kind.PARQUET_HASH_MISMATCH, f"{pq_path}: {len(data)} bytes, seal's "
                                                              f"parquet_bytes says {doc.get('parquet_bytes')}"))
-    record_size, leaf_records = seal.layout
     try:
         table = decode_parquet(data)
-        records = table_to_records(table, record_size - 32)
+        return table, table_to_records(table, seal.layout[0] - 32), None
     except Exception as e:  # noqa: BLE001 - any unreadable Parquet is a finding, not a crash
         out.append(place.problem(Kind.PARQUET_UNREADABLE, f"{pq_path}: {type(e).__name__}: {e}"))
-        return RecordsCheck(tuple(out))
+        return None, None, None
+
+
+def _rec_records(seal: SealCheck, data: pa.Buffer, place: SegmentPlace, out: list[Problem]
+                 ) -> tuple[None, pa.Buffer | None, bytes | None, RecordFacts | None]:
+    """A v2 raw record file: framing (natively), the header against the seal; its records (and
+    leaves) are exactly the bytes that are hashed."""
+    record_size, leaf_records = seal.layout
+    path = place.path(RECORDS)
+    try:
+        rec = parse_record_file(data, path, record_size, leaf_records, seal.seq.first)
+    except LedgerFormatError as e:
+        out.append(place.problem(Kind.RECORDS_UNREADABLE, str(e)))
+        return None, None, None, None
+    doc, h = seal.doc, rec.header
+    fields = (("ledger id", h.ledger_id, place.ledger.ledger_id), ("link", h.link, place.link),
+              ("segment index", h.index, place.index), ("first seq", h.first_seq, seal.seq.first),
+              ("algorithm", h.algorithm, doc.get("algorithm")), ("strip mode", h.strip, doc.get("strip")),
+              ("record size", h.record_size, record_size), ("leaf records", h.leaf_records, leaf_records),
+              ("digest key id", h.key_id, doc.get("digest_key_id")))
+    differ = [f"{name} {got!r} (seal: {_shown(want)})" for name, got, want in fields if got != want]
+    if differ:
+        out.append(place.problem(Kind.RECORDS_HEADER_MISMATCH, f"{path}: header says {'; '.join(differ[:3])}"))
+    return None, rec.records, rec.leaves, rec.facts  # the table: for the readers that want one (verify.ledger)
+
+
+def _v2_parquet_records(seal: SealCheck, data: pa.Buffer, place: SegmentPlace,
+                        out: list[Problem]) -> tuple[pa.Table | None, bytes | None, bytes | None]:
+    """A v2 segment's Parquet file (written by compaction; not pinned by the seal): exactly the
+    columns of docs/ledger-format.md, no nulls, `segment` this segment's index; the records the
+    other columns rebuild are then authenticated by the Merkle root like a raw file's."""
+    record_size = seal.layout[0]
+    pq_path = place.path(PARQUET)
+    try:
+        table = decode_parquet(data)
+        want = arrow_schema(record_size - 32)
+        if not table.schema.remove_metadata().equals(want):
+            raise ValueError(f"columns {table.schema.names} / types differ from the sealed-records schema")
+        if any(table.column(c).null_count for c in want.names):
+            raise ValueError("a column holds nulls")
+        segs = table.column("segment")
+        if table.num_rows and not (pc.min(segs).as_py() == pc.max(segs).as_py() == place.index):
+            raise ValueError(f"column segment is not {place.index} in every row")
+        return table, table_to_records(table, record_size - 32), None
+    except Exception as e:  # noqa: BLE001 - any unreadable Parquet is a finding, not a crash
+        out.append(place.problem(Kind.PARQUET_UNREADABLE, f"{pq_path}: {type(e).__name__}: {e}"))
+        return None, None, None
+
+
+def _record_findings(seal: SealCheck, table: pa.Table | None, records, leaves: bytes | None, place: SegmentPlace,
+                     out: list[Problem], facts: RecordFacts | None = None) -> RecordsCheck:
+    """Step 6 and 7 over the decoded records: count, sequence, timestamps, drops, Merkle root
+    (`leaves` when the decoder already hashed them; `facts` when it already counted GAP records,
+    drops and timestamps and found seq contiguous: then no pass over the records is made here)."""
+    doc, seq = seal.doc, seal.seq
+    record_size, leaf_records = seal.layout
+    n = len(records) // record_size
+    if facts is not None and facts.seq_contiguous and n == seq.count and seq.last == seq.first + n - 1:
+        return _fast_findings(seal, records, leaves, place, out, facts)
     arr = np.frombuffer(records, dtype=record_dtype(record_size - 32))
-    n = len(arr)
     gaps = (arr["flags"] & FLAG_GAP) != 0
     frames = int(n - gaps.sum())
     drops = int(arr["aux"][gaps].sum())
     if n != seq.count:
-        out.append(place.problem(Kind.COUNT_MISMATCH, f"segment {place.index}: {n} records in Parquet, seal says "
-                                                      f"{seq.count}"))
+        form = "its raw record file" if isinstance(records, pa.Buffer) else "Parquet"
+        out.append(place.problem(Kind.COUNT_MISMATCH, f"segment {place.index}: {n} records in {form}, "
+                                                      f"seal says {seq.count}"))
     elif frames != doc.get("frames"):
         out.append(place.problem(Kind.COUNT_MISMATCH, f"segment {place.index}: {frames} frame records, seal's "
                                                       f"frames says {doc.get('frames')}"))
@@ -285,8 +413,31 @@ def check_records(seal: SealCheck, read: ParquetRead, place: SegmentPlace) -> Re
         out.append(place.problem(Kind.DROPS_MISMATCH, f"segment {place.index}: GAP records declare {drops} drops, "
                                                       f"seal says {doc.get('drops_declared')}"))
     # in C (SHA-NI leaves and tree); ledgertool.seal.merkle is the pure-Python reference the tests compare with
-    root = merkle_root(merkle_leaves(records, record_size, leaf_records)).hex()
+    if leaves is None:
+        leaves = merkle_leaves(records, record_size, leaf_records)
+    root = merkle_root(leaves).hex()
     return RecordsCheck(tuple(out), table, records, n, frames, drops, root == doc.get("merkle_root"))
+
+
+def _fast_findings(seal: SealCheck, records, leaves: bytes | None, place: SegmentPlace, out: list[Problem],
+                   facts: RecordFacts) -> RecordsCheck:
+    """_record_findings for records whose count and seq the decoder found exactly as sealed."""
+    doc = seal.doc
+    n = seal.seq.count
+    frames = n - facts.gaps
+    if frames != doc.get("frames"):
+        out.append(place.problem(Kind.COUNT_MISMATCH, f"segment {place.index}: {frames} frame records, seal's "
+                                                      f"frames says {doc.get('frames')}"))
+    if n and (str(facts.first_ts_ns) != doc.get("first_ts_ns") or str(facts.last_ts_ns) != doc.get("last_ts_ns")):
+        out.append(place.problem(Kind.TIMESTAMP_MISMATCH, f"segment {place.index}: first/last timestamps differ "
+                                                          "from the seal"))
+    if facts.drops != doc.get("drops_declared"):
+        out.append(place.problem(Kind.DROPS_MISMATCH, f"segment {place.index}: GAP records declare {facts.drops} "
+                                                      f"drops, seal says {doc.get('drops_declared')}"))
+    if leaves is None:
+        leaves = merkle_leaves(records, *seal.layout)
+    root = merkle_root(leaves).hex()
+    return RecordsCheck(tuple(out), None, records, n, frames, facts.drops, root == doc.get("merkle_root"))
 
 
 def merkle_finding(seal: SealCheck, recs: RecordsCheck, leaves: bytes | None, place: SegmentPlace) -> RecordsCheck:

@@ -11,8 +11,11 @@ was checked. For each link, in segment order (docs/ledger-format.md, "Verificati
      seal's signed layout, never with the unsigned header's;
   3. both hybrid signatures verify with the trusted keys;
   4. prev_seal_hash equals the hash of the previous seal (genesis for the first): the chain;
-  5. the Parquet file the seal names (its own segment's name, nothing else) is a regular file
-     whose SHA-256 and size match the seal;
+  5. v1 seals: the Parquet file the seal names (its own segment's name, nothing else) is a regular
+     file whose SHA-256 and size match the seal; v2 seals (no file pin): the raw record file
+     `seg-N.rec` when present (its header fields equal the seal's, its blocks frame it exactly; a
+     Parquet file beside it is a compaction leftover, not read), else `seg-N.parquet` (exactly the
+     sealed-records columns), else records_missing;
   6. its records: count, first/last sequence, first/last timestamp, declared drops match the seal,
      sequence numbers are contiguous within and across segments;
   7. the RFC 9162 Merkle root over the record blocks equals the seal's; when it does not, the
@@ -44,20 +47,22 @@ way, so the report is the same.
 from __future__ import annotations
 
 import errno
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 import pyarrow as pa
 
 from ..algorithms import algorithm_caveat
-from ..errors import FileTypeError, LedgerFormatError, StorageError
+from ..digest.record import RECORD_FIXED
+from ..errors import DiscrepancyError, FileTypeError, LedgerFormatError, StorageError
 from ..keyfiles import TrustBundle
 from ..ledger.header import LedgerHeader, parse_ledger_header
-from ..ledger.layout import LEAVES, LEDGER_FILE, OPEN, PARQUET, SEAL
+from ..ledger.layout import LEAVES, LEDGER_FILE, OPEN, PARQUET, RECORDS, SEAL
 from ..ledger.reader import LedgerReader, LinkListing
 from ..ledger.segment import parse_open_segment
 from ..progress import Progress, ProgressFn
+from ..seal.document import records_to_table
 from ..seal.checkpoint import LinkTree, check_extends, parse_note
 from ..seal.rotation import Schedule, key_schedule, parse_rotation
 from .chain import (
@@ -82,7 +87,7 @@ from .checks import (
 from .problems import Kind, Problem
 
 __all__ = ["Kind", "Problem", "SegmentChecker", "VerifiedSegment", "VerifyResult", "check_here", "check_segment",
-           "verify_ledger"]
+           "verified_segment", "verify_ledger"]
 
 #: Checks one link's sealed segments: (reader, the link's listing, each segment's place in index
 #: order) -> one SegmentCheck per place, in the same order.
@@ -122,8 +127,11 @@ class VerifyResult:
 @dataclass(frozen=True)
 class VerifiedSegment:
     """One sealed segment that passed every per-segment check (steps 1-7), as it was checked:
-    `table` is the decoded Parquet file whose bytes matched the seal, `records` the fixed-size
-    records the Merkle root covers. Whether the whole ledger verified is the VerifyResult's."""
+    `table` is the decoded Parquet file whose bytes matched the seal (v1), or the table of exactly
+    the records checked (v2: built from the raw record file, or the decoded Parquet file whose
+    records rebuild the signed root), `records` the fixed-size records the Merkle root covers (a
+    bytes-like object: bytes, or the pyarrow Buffer a raw record file was decoded into). Whether the
+    whole ledger verified is the VerifyResult's."""
 
     link: str
     index: int
@@ -264,10 +272,11 @@ def _verify_link(reader: LedgerReader, ledger: LedgerHeader, link: str, sched: S
         found = chain.add(check)
         if progress:
             progress(done, len(places), chain.records)
-        res.problems += found
-        if not found and check.records is not None and check.records.table is not None and on_segment is not None:
-            on_segment(VerifiedSegment(link, check.seal.index, check.seal.doc, check.records.table,
-                                       check.records.records))
+        for finding in found:
+            res.add(finding)
+        if (on_segment is not None and not any(not f.kind.is_warning for f in found) and check.records is not None
+                and check.records.records is not None):
+            on_segment(_verified(link, check))
     res.problems += chain.finish()
     res.segments += chain.segments
     res.records += chain.records
@@ -283,6 +292,37 @@ def _verify_link(reader: LedgerReader, ledger: LedgerHeader, link: str, sched: S
         if w is not None:
             res.add(w)
     return chain.tree
+
+
+def verified_segment(reader: LedgerReader, ledger: LedgerHeader, link: str, index: int,
+                     sched: Schedule | None = None) -> VerifiedSegment:
+    """One sealed segment's records exactly as verify checks them (`check_segment`: the seal, then
+    the raw record file or Parquet file it authenticates, v1 or v2), for readers of one segment
+    (`prove`). With `sched` None the seal's signatures and digest key id are not checked here.
+    DiscrepancyError naming the first problem (and asking for `ledgertool verify`) when any check of
+    the segment fails; warnings (a compaction leftover) do not stop it."""
+    check = check_segment(reader, reader.listing(link), SegmentPlace(ledger, link, index, reader.link_dir(link),
+                                                                     sched))
+    found = list(check.seal.problems) + list(check.seal.range_problems)
+    if check.seal.name_problem is not None:
+        found.append(check.seal.name_problem)
+    if check.records is not None:
+        found += check.records.problems
+    problems = [p for p in found if not p.kind.is_warning]
+    if problems or check.records is None or check.records.records is None:
+        why = f"{problems[0].kind}: {problems[0].detail}" if problems else "its records were not read"
+        raise DiscrepancyError(f"link {link} segment {index}: {why}; run `ledgertool verify`")
+    return replace(_verified(link, check), records=bytes(check.records.records))
+
+
+def _verified(link: str, check: SegmentCheck) -> VerifiedSegment:
+    """The VerifiedSegment of a segment whose checks passed; a raw record file's table is built here,
+    from the checked records, only for the readers that want one (verify alone does not)."""
+    recs, seal = check.records, check.seal
+    table = recs.table
+    if table is None:
+        table = records_to_table(recs.records, seal.layout[0] - RECORD_FIXED, seal.index)
+    return VerifiedSegment(link, seal.index, seal.doc, table, recs.records)
 
 
 def check_here(reader: LedgerReader, listing: LinkListing, places: list[SegmentPlace]) -> Iterator[SegmentCheck]:
@@ -303,7 +343,7 @@ def check_segment(reader: LedgerReader, listing: LinkListing, place: SegmentPlac
     seal = check_seal(raw, place)
     if not seal.reads_parquet:
         return SegmentCheck(seal)
-    recs = check_records(seal, _read_parquet(reader, listing, link, index), place)
+    recs = check_records(seal, _read_records(reader, listing, link, index, seal.v2), place)
     if not recs.merkle_ok:
         try:  # the sidecar only names blocks: optional
             leaves = reader.read_segment_file(link, index, LEAVES, limit=MAX_LEAVES_BYTES).to_pybytes()
@@ -313,17 +353,36 @@ def check_segment(reader: LedgerReader, listing: LinkListing, place: SegmentPlac
     return SegmentCheck(seal, recs)
 
 
-def _read_parquet(reader: LedgerReader, listing: LinkListing, link: str, index: int) -> ParquetRead:
-    if not listing.has(index, PARQUET):
-        path = reader.segment_path(link, index, PARQUET)
+def _read_records(reader: LedgerReader, listing: LinkListing, link: str, index: int, v2: bool) -> ParquetRead:
+    """The records file a seal's checks read: v1, the Parquet file; v2, the raw record file when
+    there is one (a Parquet file beside it is a compaction leftover, not read), else the Parquet
+    file (docs/ledger-format.md, "Verification")."""
+    if not v2:
+        return _read_file(reader, listing, link, index, PARQUET)
+    rec = _read_file(reader, listing, link, index, RECORDS)
+    if not rec.missing:
+        return replace(rec, leftover=listing.has(index, PARQUET))
+    got = _read_file(reader, listing, link, index, PARQUET)  # compacted (perhaps since the listing)
+    if got.missing:
+        return replace(got, kind=RECORDS, open_file=reader.exists(link, index, OPEN, follow_symlinks=False))
+    return got
+
+
+def _read_file(reader: LedgerReader, listing: LinkListing, link: str, index: int, kind: str) -> ParquetRead:
+    if not listing.has(index, kind):
+        path = reader.segment_path(link, index, kind)
         if any(s.path == path for s in listing.strays):  # not a regular file: named already, not read
-            return ParquetRead(not_regular=True)
-        if not reader.exists(link, index, PARQUET, follow_symlinks=False):  # (the listing may predate a rename)
-            return ParquetRead(missing=True)
+            return ParquetRead(not_regular=True, kind=kind)
+        if not reader.exists(link, index, kind, follow_symlinks=False):  # (the listing may predate a rename)
+            return ParquetRead(missing=True, kind=kind)
     try:
-        return ParquetRead(reader.read_segment_file(link, index, PARQUET))
+        return ParquetRead(reader.read_segment_file(link, index, kind), kind=kind)
+    except StorageError as e:
+        if e.errno == errno.ENOENT:  # compacted (a .rec) since the listing
+            return ParquetRead(missing=True, kind=kind)
+        raise
     except LedgerFormatError as e:
-        return ParquetRead(error=str(e))
+        return ParquetRead(error=str(e), kind=kind)
 
 
 def _read_open(reader: LedgerReader, link: str, index: int) -> OpenRead:

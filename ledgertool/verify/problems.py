@@ -38,6 +38,9 @@ class Kind(enum.StrEnum):
     PARQUET_MISSING = "parquet_missing"
     PARQUET_HASH_MISMATCH = "parquet_hash_mismatch"
     PARQUET_UNREADABLE = "parquet_unreadable"
+    RECORDS_MISSING = "records_missing"
+    RECORDS_UNREADABLE = "records_unreadable"
+    RECORDS_HEADER_MISMATCH = "records_header_mismatch"
     SEGMENT_NAME_SHADOW = "segment_name_shadow"
     # signatures and keys
     BAD_SIGNATURE = "bad_signature"
@@ -72,6 +75,7 @@ class Kind(enum.StrEnum):
     STRAY_FILE = "stray_file"
     SIGNATURES_UNCHECKED = "signatures_unchecked"
     ALGORITHM_CAVEAT = "algorithm_caveat"
+    COMPACTION_LEFTOVER = "compaction_leftover"
 
     @property
     def group(self) -> Group:
@@ -86,7 +90,8 @@ _GROUPS: dict[Kind, Group] = {
     **dict.fromkeys((
         Kind.SEAL_UNREADABLE, Kind.SEAL_MALFORMED, Kind.FOREIGN_SEAL, Kind.SEAL_MISPLACED,
         Kind.PARAMETER_MISMATCH, Kind.LEDGER_HEADER_MISMATCH, Kind.UNSEALED_PARQUET, Kind.PARQUET_MISSING,
-        Kind.PARQUET_HASH_MISMATCH, Kind.PARQUET_UNREADABLE, Kind.SEGMENT_NAME_SHADOW), Group.SEAL_AND_FILES),
+        Kind.PARQUET_HASH_MISMATCH, Kind.PARQUET_UNREADABLE, Kind.RECORDS_MISSING, Kind.RECORDS_UNREADABLE,
+        Kind.RECORDS_HEADER_MISMATCH, Kind.SEGMENT_NAME_SHADOW), Group.SEAL_AND_FILES),
     **dict.fromkeys((
         Kind.BAD_SIGNATURE, Kind.SIGNATURE_MISSING, Kind.ROTATION_INVALID,
         Kind.DIGEST_KEY_MISMATCH), Group.SIGNATURES_AND_KEYS),
@@ -101,7 +106,7 @@ _GROUPS: dict[Kind, Group] = {
         Kind.CHECKPOINT_UNREADABLE, Kind.CHECKPOINT_MISSING), Group.CHECKPOINTS),
     **dict.fromkeys((
         Kind.OPEN_SEGMENT, Kind.TORN_SEGMENT, Kind.TEMP_FILE, Kind.STRAY_FILE, Kind.SIGNATURES_UNCHECKED,
-        Kind.ALGORITHM_CAVEAT), Group.WARNING),
+        Kind.ALGORITHM_CAVEAT, Kind.COMPACTION_LEFTOVER), Group.WARNING),
 }
 assert len(_GROUPS) == len(Kind), "every Kind has a group"
 

@@ -11,7 +11,6 @@ or a witness holds, not only the seal. `check_proof` is pure.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,7 @@ from ..keyfiles import TrustBundle
 from ..ledger.checkpoints import link_tree
 from ..ledger.header import LedgerHeader, load_ledger
 from ..ledger.index import choose_link
-from ..ledger.layout import PARQUET, checkpoint_path
+from ..ledger.layout import checkpoint_path
 from ..ledger.reader import LedgerReader
 from ..ledger.rotations import load_rotations
 from ..seal import merkle
@@ -34,13 +33,14 @@ from ..seal.canonical import loads_strict
 from ..seal.checkpoint import SignedNote, origin_for, parse_note, verify_note
 from ..seal.document import (
     SEAL_FORMAT,
-    decode_parquet,
+    SEAL_FORMAT_V2,
+    SEAL_FORMATS,
     parse_seal,
     seal_hash,
     seal_signed_bytes,
-    table_to_records,
 )
 from ..seal.rotation import key_schedule
+from .ledger import verified_segment
 
 PROOF_FORMAT = "ledgertool-inclusion-proof-v2"  # v2 adds the checkpoint part (null when none covers)
 PROOF_FORMAT_V1 = "ledgertool-inclusion-proof-v1"  # still checked: record, block, path, seal, rotations
@@ -56,21 +56,6 @@ def record_to_json(rec) -> dict:
     out["ts_ns"] = str(out["ts_ns"])
     out["digest"] = rec.tobytes()[RECORD_FIXED:].hex()
     return out
-
-
-def _segment_records(reader: LedgerReader, ledger: LedgerHeader, link: str, index: int, doc: dict) -> bytes:
-    """The records of one sealed segment, from its own Parquet file (never a path the seal names),
-    read once and checked against the seal's SHA-256 before they are decoded."""
-    path = reader.segment_path(link, index, PARQUET)
-    if doc.get("parquet_file") != path.name:
-        raise DiscrepancyError(f"{reader.segment_path(link, index, 'seal.json')}: parquet_file does not name "
-                               f"{path.name}; run `ledgertool verify`")
-    if not reader.listing(link).has(index, PARQUET):
-        raise DiscrepancyError(f"{path}: Parquet file of segment {index} is missing")
-    data = reader.read_segment_file(link, index, PARQUET)
-    if hashlib.sha256(data).hexdigest() != doc.get("parquet_sha256"):
-        raise DiscrepancyError(f"{path}: SHA-256 differs from its seal; run `ledgertool verify`")
-    return table_to_records(decode_parquet(data), ledger.digest_size)
 
 
 def build_proof(directory: Path, *, seq: int | None = None, digest: str | None = None,
@@ -109,7 +94,7 @@ def build_proof(directory: Path, *, seq: int | None = None, digest: str | None =
             raise DiscrepancyError(f"segment {index}: seal lacks its sequence range; run `ledgertool verify`") from None
         if seq is not None and not first <= seq <= last:
             continue
-        records = _segment_records(reader, ledger, link, index, doc)
+        records = verified_segment(reader, ledger, link, index).records
         arr = np.frombuffer(records, dtype=dtype)
         hits = np.nonzero(arr["seq"] == seq)[0] if seq is not None else np.nonzero(arr["digest"] == np.void(want))[0]
         if not len(hits):
@@ -247,12 +232,13 @@ _RECORD_INTS = ("wire_len", "cap_len", "flags", "linktype", "aux")
 # integer members of a seal (schemas/seal.schema.json); the u64 ones are decimal strings
 _SEAL_INTS = ("segment", "record_size", "leaf_records", "records", "frames", "drops_declared", "parquet_bytes",
               "torn_bytes_discarded")
+_SEAL_INTS_V2 = tuple(k for k in _SEAL_INTS if k != "parquet_bytes")  # a v2 seal pins no file
 
 
 def _seal_shape_problem(seal: dict) -> str | None:
-    if seal.get("format") != SEAL_FORMAT:
-        return f"embedded seal is not a {SEAL_FORMAT} document"
-    for key in _SEAL_INTS:
+    if seal.get("format") not in SEAL_FORMATS:
+        return f"embedded seal is not a {SEAL_FORMAT} or {SEAL_FORMAT_V2} document"
+    for key in _SEAL_INTS_V2 if seal["format"] == SEAL_FORMAT_V2 else _SEAL_INTS:
         if not _is_int(seal.get(key)):
             return f"seal.{key} missing or not an integer"
     for key in ("first_seq", "last_seq"):

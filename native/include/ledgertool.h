@@ -5,7 +5,7 @@
  *   3. digest     keyed digest algorithms and the CPU paths they run on
  *   4. engine     reader -> strip -> digest -> records, in batches
  *   5. records    the fixed-size on-disk record and its flags
- *   6. merkle     leaf hashes over records and the tree hash over leaves
+ *   6. merkle     leaf hashes over records and the tree hash over leaves; raw record files (v2)
  *   7. live       live capture from an interface, and replay of a capture onto one
  *   8. process    hardening before secret keys are loaded
  * Measurement and test-only entry points are in ledgertool_testing.h.
@@ -312,6 +312,40 @@ int lt_merkle_leaves(const uint8_t *records, size_t record_size, size_t count, s
 /* out = the RFC 9162 s2.1.1 Merkle tree hash over n >= 1 leaf hashes (32 bytes each, concatenated);
  * LT_ERR_ARG for n = 0 (the empty tree's hash is SHA-256 of nothing), LT_ERR_NOMEM. */
 int lt_merkle_root(const uint8_t *leaf_hashes, size_t n, uint8_t out[32]);
+
+/* ---- raw record files: ledger format v2's sealed segments (native/src/recfile.c) ----
+ * A `.rec` file is a 256-byte header, then blocks: u32 count (1..LT_REC_MAX_BLOCK_RECORDS) ||
+ * count * record_size record bytes || 32-byte MAC, nothing after the last block
+ * (docs/ledger-format.md, "Sealed segment: raw record file"). The header is not looked at here. */
+#define LT_REC_HEADER_SIZE 256
+#define LT_REC_MAX_BLOCK_RECORDS 65536
+#define LT_REC_MAC_SIZE 32
+/* lt_rec_info.error: why the framing does not parse */
+#define LT_REC_HEADER_CUT 1   /* the file is shorter than its header */
+#define LT_REC_BAD_COUNT 2    /* a block's count is 0 or above LT_REC_MAX_BLOCK_RECORDS */
+#define LT_REC_BLOCK_CUT 3    /* a block runs past the end of the file */
+#define LT_REC_TRAILING 4     /* 1-3 bytes after the last whole block */
+typedef struct {
+    uint64_t records;       /* records copied to `out` (of the whole blocks before any error) */
+    uint64_t blocks;        /* whole blocks walked */
+    uint64_t error_offset;  /* LT_ERR_CORRUPT: byte offset of the block (its count field) that does not frame */
+    uint32_t error_count;   /* that block's count field (0 when it has none) */
+    int error;              /* LT_REC_*; 0 on LT_OK */
+    /* what verify checks per record, counted during the copy (docs/ledger-format.md, "Records") */
+    uint64_t gaps;          /* records with LT_FLAG_GAP */
+    uint64_t drops;         /* sum of `aux` over them */
+    int64_t first_ts_ns, last_ts_ns;  /* of the first and last record (0 when there is none) */
+    int seq_contiguous;     /* 1 when record k has seq first_seq + k for every k */
+} lt_rec_info;
+/* Walk the blocks of the raw record file file[0..len) of record_size-byte records and copy their
+ * records, framing stripped, to out (out_len bytes; len - 256 always suffices), counting GAP records,
+ * their drops, the first and last ts_ns and whether seq runs first_seq, first_seq + 1, ...; then,
+ * when leaves is not NULL, lt_merkle_leaves over them into leaves (leaves_len bytes). LT_OK; LT_ERR_CORRUPT with
+ * info->error / error_offset / error_count when the framing breaks (records before it are in out);
+ * LT_ERR_ARG for a record size other than 48 / 64, NULL pointers, out too small, or
+ * lt_merkle_leaves's argument errors. */
+int lt_rec_records(const uint8_t *file, size_t len, size_t record_size, uint64_t first_seq, uint8_t *out,
+                   size_t out_len, size_t leaf_records, uint8_t *leaves, size_t leaves_len, lt_rec_info *info);
 
 /* ======== 7. live: capture from an interface and replay onto one ======== */
 

@@ -1,0 +1,91 @@
+"""Raw record files, `seg-N.rec`: the sealed segments of ledger format v2 before compaction
+(docs/ledger-format.md, "Sealed segment: raw record file"). Byte for byte an open-segment v2 file:
+its 256-byte header, then blocks (u32 count, the records, a 32-byte MAC), nothing after the last
+block. The seal does not pin the file: a reader authenticates it by recomputing the seal's signed
+Merkle root over the records it yields (ledgertool.verify.checks); the MACs are the device's and
+are ignored here (a verifier has no key, and nothing in them is signed).
+
+The block walk, the copy into one contiguous record buffer and the leaf hashes are one native
+call (lt_rec_records, bounded: every count in 1..65536, every block whole, no trailing byte).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from .._binding import ffi, lib
+from ..errors import LedgerFormatError
+from .segment import HEADER_SIZE, SegmentHeader
+
+_WHY = {
+    lib.LT_REC_HEADER_CUT: "file cut inside its {size}-byte header",
+    lib.LT_REC_BAD_COUNT: "block {block} at byte {offset}: record count {count} is not in 1..65536",
+    lib.LT_REC_BLOCK_CUT: "block {block} at byte {offset} ({count} records) runs past the end of the file",
+    lib.LT_REC_TRAILING: "{left} bytes after the last whole block (block {block} would start at byte {offset})",
+}
+
+
+@dataclass(frozen=True)
+class RecordFacts:
+    """What verify checks per record, counted in C while the records were copied: GAP records,
+    their declared drops, the first and last ts_ns, and whether seq runs first_seq, first_seq + 1, ..."""
+
+    gaps: int
+    drops: int
+    first_ts_ns: int
+    last_ts_ns: int
+    seq_contiguous: bool
+
+
+@dataclass(frozen=True)
+class RecordFile:
+    """A raw record file, framing stripped: its decoded header, the records of all its blocks as
+    one buffer (`count` records of the layout the caller gave), their Merkle leaf hashes and the
+    number of blocks. Not authenticated by itself."""
+
+    header: SegmentHeader
+    records: pa.Buffer
+    count: int
+    blocks: int
+    leaves: bytes
+    facts: RecordFacts
+
+
+def parse_record_file(raw: pa.Buffer | bytes, path: Path | str, record_size: int, leaf_records: int,
+                      first_seq: int = 0) -> RecordFile:
+    """The raw record file in `raw` (the bytes of the file at `path`), decoded with the seal's
+    signed `record_size` and `leaf_records`; `facts.seq_contiguous` says whether the records' seq
+    run from `first_seq` (a u64). LedgerFormatError, one line naming the file and the
+    byte offset (and block), when the header does not decode or is not a v2 header, or the blocks
+    do not frame the file exactly; ValueError for a layout out of bounds."""
+    raw = raw if isinstance(raw, pa.Buffer) else pa.py_buffer(raw)
+    size = raw.size
+    if size < HEADER_SIZE:
+        raise LedgerFormatError(f"{path}: {_WHY[lib.LT_REC_HEADER_CUT].format(size=HEADER_SIZE)} "
+                                f"({size} bytes)")
+    header = SegmentHeader.decode(raw[:HEADER_SIZE].to_pybytes(), str(path))
+    if header.version != 2:
+        raise LedgerFormatError(f"{path}: a v{header.version} segment header (byte 0); a raw record file has a "
+                                "v2 one")
+    out = pa.allocate_buffer(max(size - HEADER_SIZE, 1))
+    max_leaves = -(-((size - HEADER_SIZE) // record_size) // leaf_records) if leaf_records else 0
+    leaves = ffi.new("uint8_t[]", max(max_leaves, 1) * 32)
+    info = ffi.new("lt_rec_info *")
+    rc = lib.lt_rec_records(ffi.from_buffer(raw), size, record_size, first_seq,
+                            ffi.from_buffer(out, require_writable=True), out.size, leaf_records, leaves, len(leaves),
+                            info)
+    if rc == lib.LT_ERR_CORRUPT:
+        raise LedgerFormatError(f"{path}: " + _WHY[info.error].format(
+            size=HEADER_SIZE, block=info.blocks, offset=info.error_offset, count=info.error_count,
+            left=size - info.error_offset))
+    if rc != lib.LT_OK:
+        raise ValueError(f"record size {record_size!r} / leaf records {leaf_records!r} out of bounds")
+    count = int(info.records)
+    n_leaves = -(-count // leaf_records)
+    facts = RecordFacts(int(info.gaps), int(info.drops), int(info.first_ts_ns), int(info.last_ts_ns),
+                        bool(info.seq_contiguous))
+    return RecordFile(header, out.slice(0, count * record_size), count, int(info.blocks),
+                      bytes(ffi.buffer(leaves, n_leaves * 32)), facts)
