@@ -7,7 +7,8 @@
     DIR/link=NAME/                           one hive-style partition per link
     DIR/link=NAME/checkpoint                 the link's latest signed checkpoint
     DIR/link=NAME/seg-NNNNNNNN.open          an open segment (until it is sealed)
-    DIR/link=NAME/seg-NNNNNNNN.parquet       sealed records
+    DIR/link=NAME/seg-NNNNNNNN.rec           sealed records of a v2 ledger: the raw record file
+    DIR/link=NAME/seg-NNNNNNNN.parquet       sealed records (v1; v2 after compaction)
     DIR/link=NAME/seg-NNNNNNNN.leaves        their Merkle leaf hashes (sidecar)
     DIR/link=NAME/seg-NNNNNNNN.seal.json     the signed seal document
 
@@ -29,10 +30,10 @@ ROTATIONS_DIR = "rotations"
 LINK_PREFIX = "link="
 
 #: Segment file kinds, by suffix.
-OPEN, PARQUET, LEAVES, SEAL = "open", "parquet", "leaves", "seal.json"
-SEGMENT_KINDS = (OPEN, PARQUET, LEAVES, SEAL)
+OPEN, PARQUET, LEAVES, SEAL, RECORDS = "open", "parquet", "leaves", "seal.json", "rec"
+SEGMENT_KINDS = (OPEN, PARQUET, LEAVES, SEAL, RECORDS)
 
-_SEGMENT_NAME = re.compile(r"seg-([0-9]{8})\.(open|parquet|leaves|seal\.json)")  # [0-9]: ASCII only
+_SEGMENT_NAME = re.compile(r"seg-([0-9]{8})\.(open|parquet|leaves|seal\.json|rec)")  # [0-9]: ASCII only
 _LINK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}")  # ASCII only
 _ROTATION_NAME = re.compile(r"rotation-([0-9]{4})\.json")
 
@@ -73,6 +74,11 @@ def open_segment_path(ledger: Path, link: str, index: int) -> Path:
 
 def parquet_path(ledger: Path, link: str, index: int) -> Path:
     return segment_path(ledger, link, index, PARQUET)
+
+
+def records_path(ledger: Path, link: str, index: int) -> Path:
+    """A v2 ledger's sealed records: the closed open segment, renamed (docs/ledger-format.md)."""
+    return segment_path(ledger, link, index, RECORDS)
 
 
 def seal_path(ledger: Path, link: str, index: int) -> Path:
