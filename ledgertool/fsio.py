@@ -361,6 +361,47 @@ def unlink(path: PathArg, *, root: PathArg | None = None, missing_ok: bool = Fal
         os.close(dfd)
 
 
+def truncate(path: PathArg, size: int, *, root: PathArg | None = None) -> None:
+    """Cut the regular file `path` (opened below `root` without following links) to `size` bytes
+    and fsync it. StorageError naming `path`; FileTypeError for a link or other non-regular file."""
+    path = Path(path)
+    dfd = open_dir(path.parent, root)
+    try:
+        try:
+            fd = os.open(path.name, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise _lstat_kind(path.name, dfd, path, "a regular file", e, False) from None
+            raise
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise wrong_kind(path, st.st_mode, "a regular file")
+            os.ftruncate(fd, size)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        raise storage_error(e, path, "truncate") from None
+    finally:
+        os.close(dfd)
+
+
+def rename(path: PathArg, new_name: str, *, root: PathArg | None = None) -> None:
+    """Rename `path` to `new_name` in the same directory (renameat(2) on the directory opened below
+    `root` without following links) and fsync the directory, so the new name survives a crash.
+    StorageError naming `path`."""
+    path = Path(path)
+    dfd = open_dir(path.parent, root)
+    try:
+        os.rename(path.name, new_name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        os.fsync(dfd)
+    except OSError as e:
+        raise storage_error(e, path, f"rename to {new_name}") from None
+    finally:
+        os.close(dfd)
+
+
 # ---- reading ----------------------------------------------------------------------------------
 
 def open_regular(path: PathArg, *, root: PathArg | None = None, follow: bool = False,

@@ -360,3 +360,19 @@ def test_dashboard_renders_in_headless_chromium(run, tmp_path) -> None:
     for color in ("#1f77b4", "#ff7f0e", "#d62728", "#9467bd"):
         assert near(color) > 200, f"{color} hardly appears in the screenshot: plots not drawn?"
     assert len(count) > 50  # text, anti-aliased lines: not a blank page
+
+
+def test_item14_capture_sealed_rows_into_a_v2_ledger(tmp_path, monkeypatch) -> None:
+    """`bench --ledger-format v2`: the capture:sealed row captures into a v2 ledger (every frame
+    sealed as raw record files: capture_file is called with ledger_format 2)."""
+    formats = []
+    real = bench.capture_file
+
+    def spy(*a, **k):
+        formats.append(k["ledger_format"])
+        return real(*a, **k)
+
+    monkeypatch.setattr(bench, "capture_file", spy)
+    rows = bench.bench_capture(2000, 64, repeats=1, workdir=tmp_path, tcpdump=False, ledger_format=2)
+    sealed = [r for r in rows if r.benchmark == "capture:sealed"]
+    assert len(sealed) == 1 and sealed[0].frames == 2000 and set(formats) == {2} and len(formats) >= 2

@@ -38,7 +38,7 @@ BUILD = runpy.run_path(str(NATIVE / "build_ffi.py"), run_name="build_ffi")
 # version is never reused.
 CDEF_DIGESTS = {
     1: "a38f52969368ae9e7631b2b7290ab62dc0ad97ef5c9c6d89273fa25458fedd8b",
-    2: "5ff6ca2bbf6a2fa7c78c96b0cf08f9ac4bf121ef9c7285acfae18cc9caa49919",  # this session: strip fallbacks, lt_reader_open_fd, lt_rec_records (one version: none was released in between)
+    2: "62305638014ff072bcd58208b094dd63d7cc5f0f51113ada751e70e2985dfab6",  # this session: strip fallbacks, lt_reader_open_fd, lt_rec_records, lt_segment_writer_* (one version: none was released in between)
 }
 
 

@@ -109,8 +109,9 @@ def test_item14_planted_v2_open_segment_is_refused(sealed, keydir, other_keydir)
                         + bytes(MAC_SIZE))
     r = _recover(sealed, keydir)
     assert r.returncode == 1 and r.stderr.strip() == (
-        f"ledgertool: error: {planted}: block 0 (byte 256) fails authentication by the device's key: planted, "
-        "rewritten or reordered; nothing of this segment is sealed"), r.stderr
+        f"ledgertool: error: {planted}: block 0 (byte 256) fails authentication by the device's key (MAC does "
+        "not verify): planted, rewritten or reordered, or written by an older version; nothing of this segment is "
+        "sealed"), r.stderr
     # correct MACs under another device's key
     planted.unlink()
     w = segments.SegmentWriter(planted, _header(sealed, 3, 294, theirs.key_id), theirs, sealed)
@@ -172,7 +173,7 @@ def test_item14_rewriting_open_segments_during_capture_changes_nothing_signed(tm
 
 # ---- authenticated recovery: the block cases ---------------------------------------------------
 
-BLOCKS = (40, 30, 30)  # records per append into segment 3: three blocks
+BLOCKS = (64, 32, 32)  # records per append into segment 3 (leaf 64): three blocks, the last two completing a leaf
 
 
 @pytest.fixture()
@@ -202,10 +203,10 @@ def test_item14_recover_seals_whole_authenticated_blocks(left_open, keydir):
     r = _recover(ledger, keydir, "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert doc["sealed"] == [{"link": "link0", "segment": 3, "records": 100, "torn_bytes_discarded": 0,
+    assert doc["sealed"] == [{"link": "link0", "segment": 3, "records": 128, "torn_bytes_discarded": 0,
                               "blocks_sealed": 3, "blocks_past_prefix": 0}]
     v = verify_ledger(ledger, load_keys(keydir)[2], layout.checkpoint_path(ledger, "link0").read_bytes())
-    assert v.ok and v.records == 394
+    assert v.ok and v.records == 422
 
 
 def test_item14_rewritten_block_is_refused(left_open, keydir):
@@ -216,8 +217,9 @@ def test_item14_rewritten_block_is_refused(left_open, keydir):
     left_open.write_bytes(bytes(raw))
     r = _recover(ledger, keydir)
     assert r.returncode == 1 and r.stderr.strip() == (
-        f"ledgertool: error: {left_open}: block 1 (byte {at}) fails authentication by the device's key: planted, "
-        "rewritten or reordered; nothing of this segment is sealed"), r.stderr
+        f"ledgertool: error: {left_open}: block 1 (byte {at}) fails authentication by the device's key (MAC does "
+        "not verify): planted, rewritten or reordered, or written by an older version; nothing of this segment is "
+        "sealed"), r.stderr
     assert not layout.seal_path(ledger, "link0", 3).exists() and left_open.exists()
     assert _verify_before(ledger, keydir).returncode == 0
 
@@ -254,11 +256,11 @@ def test_item14_truncated_open_segment_seals_only_the_prefix(left_open, keydir, 
     assert r.returncode == 0, r.stderr
     (s,) = json.loads(r.stdout)["sealed"]
     assert (s["records"], s["blocks_sealed"], s["torn_bytes_discarded"], s["blocks_past_prefix"]) == \
-        (70, 2, end - o[2], int(end > o[2]))
+        (96, 2, end - o[2], int(end > o[2]))
     seal = load_seal(layout.seal_path(ledger, "link0", 3))
-    assert (seal["records"], seal["torn_bytes_discarded"]) == (70, end - o[2])
+    assert (seal["records"], seal["torn_bytes_discarded"]) == (96, end - o[2])
     v = verify_ledger(ledger, load_keys(keydir)[2], layout.checkpoint_path(ledger, "link0").read_bytes())
-    assert v.ok and v.records == 364
+    assert v.ok and v.records == 390
 
 
 def test_item14_v1_open_segment_only_with_trusted_storage(sealed, keydir):

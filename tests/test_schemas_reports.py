@@ -261,8 +261,9 @@ def test_recover_torn(run, tmp_path):
     ledger = _torn_ledger(tmp_path, keys)
     doc = cli_json("recover", ledger, "--signing-key", keys / "signing.key", "--json", cwd=tmp_path)
     validate(doc, "recover-report.schema.json")
+    # one append of 100 records at leaf 64: a block of one leaf, then a short one
     assert doc["sealed"] == [{"link": "link0", "segment": 3, "records": 100, "torn_bytes_discarded": 5,
-                              "blocks_sealed": 1, "blocks_past_prefix": 1}]
+                              "blocks_sealed": 2, "blocks_past_prefix": 1}]
     assert sorted(d["why"] for d in doc["discarded"]) == ["segment header cut",
                                                          "temporary file of an interrupted write"]
     assert doc["bytes_discarded"] == 5 + sum(d["bytes"] for d in doc["discarded"]) == 5 + 100 + 1

@@ -188,9 +188,10 @@ def digest_capture(path, algorithm: Algorithm, subkey: bytes, workers: int = 1) 
 def bench_capture(frames: int, size: int, algorithm: str = "siphash-1-3-128", reference_frames: int = 20_000,
                   repeats: int = 5, workdir: Path | None = None,
                   noisy_cv: float = DEFAULT_NOISY_CV, workers: tuple[int, ...] = (1,),
-                  tcpdump: bool = True) -> list[BenchRow]:
+                  tcpdump: bool = True, ledger_format: int = 1) -> list[BenchRow]:
     """Whole path on a synthetic pcap read from page cache (the warm-up run pulls it in):
-    native engine alone (once per worker count), full capture with sealing (all workers), the
+    native engine alone (once per worker count), full capture with sealing (all workers; into a
+    ledger of format `ledger_format`: 1 seals Parquet, 2 the raw record files), the
     pure-Python reference, and `tcpdump -r FILE -w /dev/null` (libpcap reading only) as a
     baseline when tcpdump is installed."""
     alg = get_algorithm(algorithm)
@@ -211,7 +212,7 @@ def bench_capture(frames: int, size: int, algorithm: str = "siphash-1-3-128", re
 
         def full_capture() -> None:
             res = capture_file(pcap, tmp / f"ledger-{next(runs)}", digest_key=dk, signing_key=sk,
-                               segment_records=1_000_000, workers=max(workers))
+                               segment_records=1_000_000, workers=max(workers), ledger_format=ledger_format)
             if res.frames != frames:
                 raise RuntimeError(f"bench: capture recorded {res.frames} of {frames} frames")
 

@@ -34,13 +34,7 @@ from ..digest.strip import StripFallbacks
 from ..errors import KeyFileError, LedgerError, LedgerLockedError, Setting, StorageError, UsageError
 from ..keyfiles import DigestKey, SigningKey
 from ..ledger import layout
-from ..ledger.header import (
-    DEFAULT_LEAF_RECORDS,
-    DEFAULT_LINK,
-    LedgerHeader,
-    create_ledger,
-    load_ledger,
-)
+from ..ledger.header import DEFAULT_LINK, LedgerHeader, create_ledger, load_ledger
 from ..ledger.layout import LEDGER_FILE, LOCK_FILE
 from ..ledger.lock import writer_lock
 from ..ledger.recover import RecoveredSegment, recover_open_segments
@@ -67,7 +61,7 @@ MAX_SEGMENT_RECORDS = 1 << 26
 _WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG, errno.EROFS)
 _KEY_ID = re.compile(r"[0-9a-f]{32}")
 
-Progress = Callable[[int, int], None]  # (frames so far, bytes so far)
+Progress = Callable[[int, int, int], None]  # (frames so far, bytes so far, records sealed so far)
 
 
 @dataclass(frozen=True)
@@ -192,7 +186,7 @@ def capture_file(
     max_frames: int | None = None, live: LiveOptions | None = None,
     monitor: Callable[[CaptureStatus], None] | None = None, workers: int = 0,
     accept_forgery_risk: bool = False, digest_key_id: str | None = None,
-    on_interrupt: Callable[[int], None] | None = None,
+    on_interrupt: Callable[[int], None] | None = None, ledger_format: int | None = None,
 ) -> CaptureResult:
     """Capture every frame of a pcap/pcapng file, or a live interface (`iface:NAME`), into the
     ledger at `ledger_dir`.
@@ -216,7 +210,8 @@ def capture_file(
     digested; seals still chain in order, at most one seal is in flight, and a sealing error is
     raised here.
 
-    Creates the ledger (algorithm default siphash-1-3-128, strip default frame) or appends to it,
+    Creates the ledger (ledger format `ledger_format`, 1 or 2, default 1; algorithm default
+    siphash-1-3-128, strip default frame) or appends to it in its own format,
     continuing its seal chain and sequence numbers; every segment written is sealed before return,
     also on SIGINT/SIGTERM: the first one calls `on_interrupt` with the number of records the open
     segment holds (they are sealed before return); a second SIGINT raises KeyboardInterrupt without
@@ -242,6 +237,8 @@ def capture_file(
         raise UsageError(Setting("frames"), " must be at least 1")
     if workers < 0:
         raise UsageError(Setting("workers"), " must be 0 (every core) or more")
+    if ledger_format not in (None, 1, 2):
+        raise UsageError(Setting("ledger_format"), " must be 1 or 2 (ledger format v1 or v2)")
     if not is_records(source) and digest_key is None:
         raise UsageError("digesting frames needs the digest key (only records computed elsewhere go without it)")
     if digest_key_id is not None and not is_records(source):
@@ -269,7 +266,7 @@ def capture_file(
                 segment_seconds=segment_seconds, leaf_records=leaf_records, duration=duration,
                 max_frames=max_frames, live=live, workers=workers, accept_forgery_risk=accept_forgery_risk,
                 progress=progress, monitor=monitor, digest_key_id=digest_key_id,
-                on_interrupt=on_interrupt)
+                on_interrupt=on_interrupt, ledger_format=ledger_format)
             return CaptureRun(source, ledger_dir, digest_key, signing_key, opts).run()
         except StorageError as e:
             if e.errno in _WRITE_ERRNOS and e.path and Path(e.path).parent == layout.link_dir(ledger_dir, link):
@@ -300,6 +297,7 @@ class CaptureOptions:
     monitor: Callable[[CaptureStatus], None] | None = None
     digest_key_id: str | None = None  # records: sources only
     on_interrupt: Callable[[int], None] | None = None
+    ledger_format: int | None = None  # of a new ledger (None: 1)
 
 
 def _gap_records_only(records: memoryview, n: int, dtype: np.dtype, first_seq: int) -> np.ndarray:
@@ -389,7 +387,7 @@ class CaptureRun:
             self.ledger = create_ledger(
                 self.ledger_dir, algorithm=self.alg.name, strip=opts.strip or "frame",
                 digest_key_id=self.genesis_key_id,
-                digest_size=self.alg.digest_size, leaf_records=opts.leaf_records or DEFAULT_LEAF_RECORDS)
+                digest_size=self.alg.digest_size, leaf_records=opts.leaf_records, version=opts.ledger_format or 1)
         self.result = CaptureResult(str(self.source), str(self.ledger_dir), opts.link, self.alg.name,
                                     self.ledger.strip, created=not exists)
         if not exists and self.alg.creation_warning:
@@ -439,7 +437,8 @@ class CaptureRun:
             self.genesis_key_id = self._new_key_id()
             return False
         ledger = load_ledger(ledger_dir)
-        for opt, val in (("algorithm", opts.algorithm), ("strip", opts.strip), ("leaf_records", opts.leaf_records)):
+        for opt, val in (("algorithm", opts.algorithm), ("strip", opts.strip), ("leaf_records", opts.leaf_records),
+                         ("version", opts.ledger_format)):
             if val is not None and val != getattr(ledger, opt):
                 raise UsageError(f"{ledger_dir}: ledger uses {opt} {getattr(ledger, opt)!r}, not {val!r} "
                                  "(a ledger never changes algorithm or strip mode)")
@@ -589,7 +588,7 @@ class CaptureRun:
         self.result.frames += frames
         self.result.bytes += nbytes
         if self.opts.progress:
-            self.opts.progress(self.result.frames, self.result.bytes)
+            self.opts.progress(self.result.frames, self.result.bytes, self.writer.sealed_records)
 
     def _status(self, frames: int, nbytes: int, drops: int, open_segment: int | None, open_records: int
                 ) -> CaptureStatus:
@@ -693,6 +692,8 @@ class CaptureRun:
         w = self.writer
         w.end_segment()
         w.drain()
+        if self.opts.progress:  # the line's last state: every record sealed
+            self.opts.progress(self.result.frames, self.result.bytes, w.sealed_records)
         if layout.link_dir(self.ledger_dir, self.opts.link).is_dir():
             try:
                 w.checkpoint()

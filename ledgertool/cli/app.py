@@ -52,8 +52,9 @@ def _emit_json(doc: dict | list) -> None:
 
 
 def _progress(label: str, enabled: bool):
-    """`capture`'s progress line (frames, frames/s, Gbit/s) on stderr (cli/progress.py), or None
-    when quiet (--json, --quiet) or stderr is not a terminal."""
+    """`capture`'s progress line on stderr (cli/progress.py): frames and Gbit/s, and with sealed
+    records (capture) their count and rate, what the whole path, sealing included, keeps up with;
+    None when quiet (--json, --quiet) or stderr is not a terminal."""
     from .progress import frames_display
 
     return frames_display(err, label, not enabled)
@@ -234,7 +235,8 @@ def capture(
     workers: Annotated[int, typer.Option(help="Threads that digest each batch (0: every usable core); records do not depend on it. iface: receive rings in one fanout group, xdp: sockets on queues QUEUE.., dpdk: RX queues with RSS; one thread each (0: one); records merged by (ts_ns, worker, order). records: none (a warning says so).", min=0)] = 0,
     segment_records: Annotated[int, typer.Option(help="Records per segment before it is sealed.", min=1)] = 1_000_000,
     segment_seconds: Annotated[Optional[float], typer.Option(help="Also seal a segment once it has been open this many seconds (wall clock).")] = None,
-    leaf_records: Annotated[Optional[int], typer.Option(help="Records per Merkle leaf for a new ledger, a power of two (default: 64).")] = None,
+    leaf_records: Annotated[Optional[int], typer.Option(help="Records per Merkle leaf for a new ledger, a power of two (default: 64 for ledger format v1, 256 for v2).")] = None,
+    ledger_format: Annotated[Optional[str], typer.Option("--ledger-format", help="Ledger format of a new ledger: v1 (sealed segments are Parquet) or v2 (sealed segments are the raw record files) (default: v1).")] = None,
     duration: Annotated[Optional[float], typer.Option(help="Stop after this many seconds.")] = None,
     frames: Annotated[Optional[int], typer.Option("--frames", help="Stop after this many frames.")] = None,
     ring_mb: Annotated[float, typer.Option(help="iface: receive ring size in MiB; xdp: UMEM per socket in MiB (4096-byte frames).")] = 64.0,
@@ -263,6 +265,8 @@ def capture(
 
     if digest_key is None and not is_records(source):
         raise UsageError("--digest-key is required (only a records: source goes without it)")
+    if ledger_format not in (None, "v1", "v2"):
+        raise UsageError(f"--ledger-format must be v1 or v2, not {ledger_format!r}")
     if digest_key_id is not None and not is_records(source):
         raise UsageError("--digest-key-id is only for records: sources")
     live_source = is_live(source)
@@ -287,7 +291,8 @@ def capture(
                                progress=None if live_source else cb, monitor=cb if live_source else None,
                                segment_seconds=segment_seconds, duration=duration, max_frames=frames, live=opts,
                                workers=workers, accept_forgery_risk=accept_gmac_forgery_risk,
-                               digest_key_id=digest_key_id, on_interrupt=sealing)
+                               digest_key_id=digest_key_id, on_interrupt=sealing,
+                               ledger_format=None if ledger_format is None else int(ledger_format[1]))
     except KeyboardInterrupt:
         raise Interrupted(f"the open segment was not sealed; `ledgertool recover {ledger} --signing-key "
                           f"{signing_key}` seals it") from None

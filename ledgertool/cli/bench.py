@@ -63,6 +63,7 @@ def bench_command(
     capture_frames: Annotated[int, typer.Option(help="Frames in the synthetic pcap for the whole-path rows (0: skip).")] = 1_000_000,
     capture_size: Annotated[str, typer.Option("--capture-size", "--capture-sizes", help="Frame size(s) of the synthetic pcaps, bytes, comma-separated (14 .. 65535).")] = "64",
     capture_workers: Annotated[str, typer.Option("--capture-workers", help="Worker counts for the capture:engine rows, comma-separated (capture:sealed uses the largest) (default: 1 and every usable core).")] = "",
+    ledger_format: Annotated[str, typer.Option("--ledger-format", help="Ledger format the capture:sealed rows write: v1 (Parquet sealed in the capture) or v2 (raw record files).")] = "v1",
     paths: Annotated[str, typer.Option("--paths", help="CPU paths per algorithm for the digest rows: best (best multi-buffer + best single-message), default (the CPUID choice), all, or a comma list.")] = "best",
     batch: Annotated[int, typer.Option("--batch", help="Messages per batch call in the digest rows (0: one call per message).", min=0, max=4096)] = DIGEST_BATCH,
     tcpdump: Annotated[bool, typer.Option("--tcpdump/--no-tcpdump", help="Add a `tcpdump -r FILE -w /dev/null` baseline row when tcpdump is installed.")] = True,
@@ -101,6 +102,8 @@ def bench_command(
         if any(not 14 <= c <= 65535 for c in cap_sizes):
             raise UsageError("--capture-size: frame sizes must be 14 .. 65535 bytes")
         cap_workers = parse_threads(capture_workers) if capture_workers else sorted({1, usable_cores()})
+        if ledger_format not in ("v1", "v2"):
+            raise UsageError(f"--ledger-format must be v1 or v2, not {ledger_format!r}")
         runs = [(a, p, s, t) for a in algs for p in digest_paths(a, paths) for s in size_list for t in thread_list]
         caps = cap_sizes if capture_frames > 0 else []
         rows = []
@@ -116,7 +119,7 @@ def bench_command(
                     show(Progress("bench", i, total, "runs", current=f"capture {cs} B frames"))
                 rows += bench_capture(capture_frames, cs, reference_frames=reference_frames,
                                       repeats=repeats, noisy_cv=noisy_cv, workers=tuple(cap_workers),
-                                      tcpdump=tcpdump)
+                                      tcpdump=tcpdump, ledger_format=int(ledger_format[1]))
         # what the CSV holds, so a dashboard re-rendered --from-csv is identical to this one
         rows = [from_record(r.to_csv()) for r in stamp(rows)]
         if csv_file:

@@ -87,9 +87,19 @@ def progress_display(console: SafeConsole, quiet: bool) -> Iterator[ProgressFn |
 
 @contextmanager
 def frames_display(console: SafeConsole, label: str, quiet: bool
-                   ) -> Iterator[Callable[[int, int], None] | None]:
-    """`capture`'s (frames, bytes) callback on the same display: frames, frames/s and Gbit/s, no
-    total (a capture's frame count is known only at its end)."""
+                   ) -> Iterator[Callable[..., None] | None]:
+    """`capture`'s (frames, bytes[, sealed records]) callback on the same display, no total (a
+    capture's frame count is known only at its end): frames, frames/s and Gbit/s; with sealed
+    records, their count and rate lead (the whole path, sealing included) and the frames read follow."""
     with progress_display(console, quiet) as show:
-        yield None if show is None else (
-            lambda frames, nbytes: show(Progress(label, frames, None, "frames", nbytes, _BYTES)))
+        if show is None:
+            yield None
+            return
+
+        def update(frames: int, nbytes: int, sealed: int | None = None) -> None:
+            if sealed is None:
+                show(Progress(label, frames, None, "frames", nbytes, _BYTES))
+            else:
+                show(Progress(label, sealed, None, "records sealed", nbytes, _BYTES, current=f"{frames:,} frames read"))
+
+        yield update

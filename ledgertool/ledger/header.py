@@ -26,9 +26,10 @@ from .layout import LEDGER_FILE
 from .reader import MAX_LEDGER_FILE_BYTES, LedgerReader
 
 LEDGER_FORMAT = "ledgertool-ledger-v1"
-#: the ledger formats a reader accepts (v2: sealed segments as raw record files, docs/ledger-format.md)
-LEDGER_FORMATS = (LEDGER_FORMAT, "ledgertool-ledger-v2")
-DEFAULT_LEAF_RECORDS = 64  # records per Merkle leaf (docs/ledger-format.md: why 64)
+LEDGER_FORMAT_V2 = "ledgertool-ledger-v2"  # sealed segments are the raw record files (docs/ledger-format.md)
+LEDGER_FORMATS = {1: LEDGER_FORMAT, 2: LEDGER_FORMAT_V2}
+DEFAULT_LEAF_RECORDS = 64  # records per Merkle leaf of a v1 ledger (docs/ledger-format.md: why 64)
+DEFAULT_LEAF_RECORDS_V2 = 256  # v2 (docs/adr/0008-leaf-construction.md)
 DEFAULT_LINK = "link0"
 
 
@@ -49,6 +50,12 @@ class LedgerHeader:
     leaf_records: int  # records per Merkle leaf, a power of two
     sha256: str
     created_at: str | None = None
+    format: str = LEDGER_FORMAT
+
+    @property
+    def version(self) -> int:
+        """1 or 2: the ledger format, which decides the seal format of every segment."""
+        return 2 if self.format == LEDGER_FORMAT_V2 else 1
 
     def for_digest_key(self, key_id: str) -> LedgerHeader:
         """The same parameters with the digest key id of the epoch being written: what segment
@@ -57,16 +64,21 @@ class LedgerHeader:
 
 
 def create_ledger(directory: Path, *, algorithm: str, strip: str, digest_key_id: str,
-                  digest_size: int, leaf_records: int = DEFAULT_LEAF_RECORDS) -> LedgerHeader:
-    """Create DIR/ledger.json (DIR may exist but must not hold a ledger) and return its header as
+                  digest_size: int, leaf_records: int | None = None, version: int = 1) -> LedgerHeader:
+    """Create DIR/ledger.json of ledger format `version` (1 or 2; leaf_records defaults to 64 for
+    v1, 256 for v2) in DIR (which may exist but must not hold a ledger) and return its header as
     `load_ledger` would. StorageError / FileTypeError as fsio.write_atomic."""
+    if version not in LEDGER_FORMATS:
+        raise LedgerFormatError(f"ledger format version {version!r} is not one of 1, 2")
+    if leaf_records is None:
+        leaf_records = DEFAULT_LEAF_RECORDS_V2 if version == 2 else DEFAULT_LEAF_RECORDS
     fsio.make_dirs(directory)
     if os.path.lexists(directory / LEDGER_FILE):
         raise LedgerFormatError(f"{directory}: already holds a ledger")
     if not valid_leaf_records(leaf_records):
         raise LedgerFormatError(f"leaf size {leaf_records} is not a power of two in 1..{MERKLE_MAX_LEAF_RECORDS}")
     doc = {
-        "format": LEDGER_FORMAT,
+        "format": LEDGER_FORMATS[version],
         "ledger_id": uuid.uuid4().hex,
         "algorithm": algorithm,
         "strip": strip,
@@ -89,8 +101,8 @@ def _header_fields(path: Path, doc: object) -> None:
 
     if not isinstance(doc, dict):
         raise LedgerFormatError(f"{path}: not a {LEDGER_FORMAT} header (not a JSON object)")
-    if doc.get("format") not in LEDGER_FORMATS:
-        raise bad("format", f"is {doc.get('format')!r}, not one of {', '.join(LEDGER_FORMATS)}")
+    if doc.get("format") not in LEDGER_FORMATS.values():
+        raise bad("format", f"is {doc.get('format')!r}, not {LEDGER_FORMAT!r} or {LEDGER_FORMAT_V2!r}")
     for name in _HEADER_REQUIRED:
         if name not in doc:
             raise bad(name, "is missing")
@@ -139,4 +151,4 @@ def parse_ledger_header(raw: bytes, path: Path | str) -> LedgerHeader:
     _header_fields(Path(path), doc)
     return LedgerHeader(doc["ledger_id"], doc["algorithm"], doc["strip"], doc["digest_key_id"], doc["digest_size"],
                         doc["record_size"], doc["leaf_records"], hashlib.sha256(raw).hexdigest(),
-                        doc.get("created_at"))
+                        doc.get("created_at"), doc["format"])

@@ -7,8 +7,8 @@
     DIR/link=NAME/                           one hive-style partition per link
     DIR/link=NAME/checkpoint                 the link's latest signed checkpoint
     DIR/link=NAME/seg-NNNNNNNN.open          an open segment (until it is sealed)
-    DIR/link=NAME/seg-NNNNNNNN.rec           sealed records, raw (ledger format v2, until compacted)
-    DIR/link=NAME/seg-NNNNNNNN.parquet       sealed records, Parquet
+    DIR/link=NAME/seg-NNNNNNNN.rec           sealed records of a v2 ledger: the raw record file (until compacted)
+    DIR/link=NAME/seg-NNNNNNNN.parquet       sealed records, Parquet (v1; v2 after compaction)
     DIR/link=NAME/seg-NNNNNNNN.leaves        their Merkle leaf hashes (sidecar)
     DIR/link=NAME/seg-NNNNNNNN.seal.json     the signed seal document
 
@@ -74,6 +74,11 @@ def open_segment_path(ledger: Path, link: str, index: int) -> Path:
 
 def parquet_path(ledger: Path, link: str, index: int) -> Path:
     return segment_path(ledger, link, index, PARQUET)
+
+
+def records_path(ledger: Path, link: str, index: int) -> Path:
+    """A v2 ledger's sealed records: the closed open segment, renamed (docs/ledger-format.md)."""
+    return segment_path(ledger, link, index, RECORDS)
 
 
 def seal_path(ledger: Path, link: str, index: int) -> Path:

@@ -6,7 +6,10 @@ the device holds: derived by HKDF-SHA256 (RFC 5869) from the signing key's priva
 salted with the ledger id. The chain starts from a MAC over the segment's 256-byte header (ledger
 id, link, segment index, first seq, digest key id, MAC key id) and each block's MAC covers the
 previous one and the block index, so a block cannot be planted, rewritten, moved or reordered
-without the key. docs/ledger-format.md, "v2 body: authenticated blocks", gives the bytes.
+without the key. A block's MAC covers its records through their leaf-chunk hashes (SHA-256(0x00 ||
+chunk), chunks of leaf_records records from the block's start): the writer computes them once, in
+C, for the MAC and the Merkle root (ledger.segment). docs/ledger-format.md, "v2 body: authenticated
+blocks", gives the bytes.
 """
 
 from __future__ import annotations
@@ -16,12 +19,15 @@ import struct
 import uuid
 from dataclasses import dataclass, field
 
+from ..digest.engine import merkle_leaves
 from ..keyfiles import SigningKey
 
 KEY_INFO = b"ledgertool open-segment mac key v2"
 KEY_ID_LABEL = b"ledgertool open-segment key id v2"
 HEADER_LABEL = b"ledgertool open-segment header v2\0"
-BLOCK_LABEL = b"ledgertool open-segment block v2\0"
+# the records enter a block's MAC through their leaf-chunk hashes; the label differs from the earlier
+# MAC over the record bytes ("... block v2"), so such a file fails as "does not verify"
+BLOCK_LABEL = b"ledgertool open-segment leaves v2\0"
 MAC_SIZE = 32
 KEY_ID_BYTES = 16
 _BLOCK_FIELDS = struct.Struct("<QI")  # block index, record count
@@ -46,10 +52,18 @@ class OpenSegmentKey:
         """The chain value before block 0: HMAC(key, HEADER_LABEL || the 256 header bytes)."""
         return hmac.digest(self.secret, HEADER_LABEL + header, "sha256")
 
-    def block_mac(self, prev: bytes, index: int, count: int, records: bytes | memoryview) -> bytes:
+    def block_mac(self, prev: bytes, index: int, count: int, chunk_hashes: bytes | memoryview) -> bytes:
         """MAC of block `index` (from 0) holding `count` records: HMAC(key, BLOCK_LABEL || prev ||
-        u64 index || u32 count || records), `prev` being the previous block's MAC (chain_start for
-        block 0). Integers little-endian."""
+        u64 index || u32 count || chunk_hashes), `prev` being the previous block's MAC (chain_start
+        for block 0), `chunk_hashes` the block's leaf-chunk hashes (`chunk_hashes`). Integers
+        little-endian."""
         h = hmac.new(self.secret, BLOCK_LABEL + prev + _BLOCK_FIELDS.pack(index, count), "sha256")
-        h.update(records)
+        h.update(chunk_hashes)
         return h.digest()
+
+
+def chunk_hashes(records: bytes | memoryview, record_size: int, leaf_records: int) -> bytes:
+    """L(i, 0) || L(i, 1) || ...: SHA-256(0x00 || chunk) of each run of `leaf_records` records of one
+    block, from the block's first record (the last run may be shorter). Equal to the Merkle leaves
+    of the block's records, which is how the C writer and recovery compute them."""
+    return merkle_leaves(records, record_size, leaf_records)

@@ -14,7 +14,8 @@ from pathlib import Path
 from .. import fsio
 from ..errors import LedgerFormatError
 from ..keyfiles import SigningKey
-from ..seal.document import SealResult, seal_records
+from ..errors import OpenSegmentRefusedError
+from ..seal.document import SealResult, load_seal, seal_committed, seal_records
 from . import layout
 from . import segment as segments
 from .checkpoints import write_checkpoint
@@ -93,8 +94,11 @@ def recover_open_segments(ledger_dir: Path, ledger: LedgerHeader, link: str, sig
     for index, files in sorted(segment_files(ledger_dir, link).items()):
         if "open" not in files:
             continue
-        if "seal.json" in files:  # crashed between sealing and removing the open file
-            fsio.unlink(files["open"], root=ledger_dir)
+        if "seal.json" in files:
+            if ledger.version == 2 and "rec" not in files:  # crashed between the seal and the rename
+                _finish_rename(ledger_dir, files)
+            else:  # crashed between sealing and removing the open file
+                fsio.unlink(files["open"], root=ledger_dir)
             continue
         partial = [files["parquet"]] if "parquet" in files else []  # of a seal that was not finished
         try:
@@ -121,17 +125,54 @@ def recover_open_segments(ledger_dir: Path, ledger: LedgerHeader, link: str, sig
         records = segments.authenticated_records(seg, mac_key, files["open"],
                                                  trust_unauthenticated=trust_unauthenticated)
         # the records were digested with the key the segment header names: the seal says so
-        _, res = seal_records(
-            ledger_dir=ledger_dir, ledger=ledger.for_digest_key(seg.header.key_id), link=link, index=index,
-            first_seq=seg.header.first_seq,
-            records=records, prev_hash=state.prev_hash, signing_key=signing_key,
-            parquet=layout.parquet_path(ledger_dir, link, index),
-            seal_file=layout.seal_path(ledger_dir, link, index), torn_bytes=seg.torn_bytes,
-            source="recovered open segment",
-        )
-        fsio.unlink(files["open"], root=ledger_dir)
+        res = _seal_recovered(ledger_dir, ledger.for_digest_key(seg.header.key_id), link, index, seg, records,
+                              files["open"], state.prev_hash, signing_key)
         out.append(RecoveredSegment(res, len(seg.blocks), int(seg.header.version == 2 and seg.torn_bytes > 0)))
     return out
+
+
+def _seal_recovered(ledger_dir: Path, ledger: LedgerHeader, link: str, index: int, seg: segments.OpenSegment,
+                    records: bytes, path: Path, prev_hash: str, signing_key: SigningKey) -> SealResult:
+    """Seal the authenticated `records` of open segment `path`: a v1 ledger writes Parquet and removes
+    the file; a v2 ledger truncates it to the authenticated prefix, signs the seal over those
+    records and renames it to seg-N.rec (a v1 open segment, only trusted, is sealed as v1 always:
+    its bytes are not a v2 record file)."""
+    seal_file = layout.seal_path(ledger_dir, link, index)
+    if ledger.version == 2 and seg.header.version == 2:
+        c = segments.commit_records(records, ledger.record_size, ledger.leaf_records)
+        fsio.truncate(path, seg.size - seg.torn_bytes, root=ledger_dir)  # the torn rest is never sealed
+        _, res = seal_committed(ledger_dir=ledger_dir, ledger=ledger, link=link, index=index,
+                                first_seq=seg.header.first_seq, totals=c.totals, leaves=c.leaves, prev_hash=prev_hash,
+                                signing_key=signing_key, seal_file=seal_file, torn_bytes=seg.torn_bytes,
+                                source="recovered open segment")
+        fsio.rename(path, layout.segment_name(index, layout.RECORDS), root=ledger_dir)
+        return res
+    _, res = seal_records(
+        ledger_dir=ledger_dir, ledger=ledger, link=link, index=index, first_seq=seg.header.first_seq,
+        records=records, prev_hash=prev_hash, signing_key=signing_key,
+        parquet=layout.parquet_path(ledger_dir, link, index), seal_file=seal_file, torn_bytes=seg.torn_bytes,
+        source="recovered open segment",
+    )
+    fsio.unlink(path, root=ledger_dir)
+    return res
+
+
+def _finish_rename(ledger_dir: Path, files: dict[str, Path]) -> None:
+    """A v2 seal was written but its open segment not yet renamed to seg-N.rec: rename it when the
+    Merkle root over its records (framing stripped) is the seal's signed root. Otherwise the file
+    is not what was sealed: OpenSegmentRefusedError, the file left in place (verify then reports the
+    sealed records as missing)."""
+    doc = load_seal(files["seal.json"], ledger_dir)
+    seg = segments.read_open_segment(files["open"], ledger_dir)
+    root = (segments.commit_records(seg.records, seg.header.record_size, seg.header.leaf_records).totals.merkle_root
+            if seg.count else b"")
+    if seg.header.version != 2 or seg.torn_bytes or root.hex() != doc.get("merkle_root"):
+        raise OpenSegmentRefusedError(
+            f"{files['open']}: its records are not the ones {files['seal.json'].name} signed (Merkle root "
+            f"{root.hex() or 'of no records'}, {seg.torn_bytes} bytes past the last whole block); it is left in place, "
+            "nothing was renamed")
+    fsio.rename(files["open"], files["seal.json"].name.removesuffix(".seal.json") + "." + layout.RECORDS,
+                root=ledger_dir)
 
 
 @dataclass

@@ -13,22 +13,27 @@ bytes past them.
 
 from __future__ import annotations
 
+import errno
 import hmac
 import os
 import struct
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from .. import fsio
+from .._binding import check, ffi, lib
 from ..algorithms import ALGORITHMS, STRIP_MODES
-from ..digest.engine import MERKLE_MAX_LEAF_RECORDS, valid_leaf_records
-from ..digest.record import RECORD_FIXED
+from ..digest.engine import MERKLE_MAX_LEAF_RECORDS, merkle_leaves, merkle_root, valid_leaf_records
+from ..digest.record import FLAG_GAP, RECORD_FIXED, record_dtype
 from ..errors import LedgerFormatError, OpenSegmentRefusedError, Setting
+from ..seal.document import SegmentTotals
 from .header import LedgerHeader
 from .layout import is_link_name
-from .openmac import MAC_SIZE, OpenSegmentKey
+from .openmac import MAC_SIZE, OpenSegmentKey, chunk_hashes
 
 SEGMENT_MAGIC = b"LTSEGv1\n"  # v1: records without authentication (read, never written)
 SEGMENT_MAGIC_V2 = b"LTSEGv2\n"  # v2: authenticated blocks
@@ -44,7 +49,9 @@ _BLOCK_COUNT = struct.Struct("<I")
 BLOCK_PREFIX = _BLOCK_COUNT.size
 #: records per v2 block at most: an append is split into blocks this size, so a torn block loses
 #: at most this many records and a block count field can never claim more
-MAX_BLOCK_RECORDS = 1 << 16
+MAX_BLOCK_RECORDS = lib.LT_SEGMENT_MAX_BLOCK_RECORDS
+#: the most records of one segment (the writer keeps 32 bytes of leaf hashes per leaf of them)
+MAX_SEGMENT_RECORDS = lib.LT_SEGMENT_MAX_RECORDS
 
 
 
@@ -134,8 +141,35 @@ def header_mismatch(header: SegmentHeader, ledger: LedgerHeader, link: str, inde
 
 # ---- writer / reader ------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class SegmentCommitment:
+    """What a segment's seal states, computed from the records themselves: by the writer from the
+    memory it was handed (never read back from the file), or by recovery from authenticated blocks."""
+
+    first_seq: int  # of the first record
+    totals: SegmentTotals  # counters and Merkle root
+    blocks: int  # blocks written
+    leaves: bytes = field(repr=False)  # the leaf hashes, 32 bytes each (the .leaves sidecar)
+
+
+def commit_records(records: bytes | memoryview, record_size: int, leaf_records: int) -> SegmentCommitment:
+    """The commitment over whole records held in memory (at least one; ValueError otherwise), as the
+    C writer computes it (recovery, from records whose blocks authenticated). Blocks: 0 (unknown)."""
+    arr = np.frombuffer(records, dtype=record_dtype(record_size - RECORD_FIXED))
+    if not len(arr):
+        raise ValueError("a segment commitment needs at least one record")
+    gaps = (arr["flags"] & FLAG_GAP) != 0
+    leaves = merkle_leaves(records, record_size, leaf_records)
+    totals = SegmentTotals(len(arr), int(len(arr) - gaps.sum()), int(arr["aux"][gaps].sum(dtype=np.uint64)),
+                           int(arr["seq"][-1]), int(arr["ts_ns"][0]), int(arr["ts_ns"][-1]), merkle_root(leaves))
+    return SegmentCommitment(int(arr["seq"][0]), totals, 0, leaves)
+
+
 class SegmentWriter:
-    """Append-only writer of one v2 open segment: each append is one authenticated block.
+    """Append-only writer of one v2 open segment (native/src/segment_writer.c): the records go from
+    the caller's buffer to the file once, in blocks aligned to the segment's Merkle leaves, each
+    MAC'd over its leaf-chunk hashes; the leaves, the root and the seal's counters come from the
+    same memory (`finish`).
 
     The file is created with O_CREAT|O_EXCL|O_NOFOLLOW (fsio.create_exclusive), below the ledger
     directory `root` when given, so a planted link is never written through. `key` is the ledger's
@@ -148,43 +182,54 @@ class SegmentWriter:
             raise ValueError("the open segment's header names another MAC key")
         self.path = path
         self.header = header
-        self._key = key
-        self._fd = -1
+        self.records = 0
         fsio.make_dirs(path.parent, root)
         self._fd = fsio.create_exclusive(path, root=root, what="open segment")
-        self.records = 0
-        self.blocks = 0
-        raw = header.encode()
-        self._mac = key.chain_start(raw)
+        self._native = ffi.NULL
         try:
-            self._write(raw)
+            raw = header.encode()
+            try:
+                if os.write(self._fd, raw) != len(raw):  # 256 bytes to a new regular file
+                    raise OSError(errno.EIO, "short write of the segment header")
+            except OSError as e:
+                raise fsio.storage_error(e, self.path, "append to open segment", _keep_hint(e)) from None
+            out = ffi.new("lt_segment_writer **")
+            check(lib.lt_segment_writer_new(self._fd, key.secret, len(key.secret), key.chain_start(raw),
+                                            header.record_size, header.leaf_records, MAX_SEGMENT_RECORDS, out),
+                  "lt_segment_writer_new")
+            self._native = ffi.gc(out[0], lib.lt_segment_writer_free)
         except BaseException:
             os.close(self._fd)
             self._fd = -1
             raise
 
-    def _write(self, *parts: memoryview | bytes) -> None:
-        views = [memoryview(p).cast("B") for p in parts]
-        try:
-            while views:
-                n = os.writev(self._fd, views)
-                while views and n >= len(views[0]):
-                    n -= len(views.pop(0))
-                if views:
-                    views[0] = views[0][n:]
-        except OSError as e:
-            raise fsio.storage_error(e, self.path, "append to open segment", _keep_hint(e)) from None
-
     def append(self, records: memoryview | bytes, count: int) -> None:
-        """Write `count` whole records (1..MAX_BLOCK_RECORDS) as the next block, MAC'd from these
-        very bytes."""
-        assert 1 <= count <= MAX_BLOCK_RECORDS
-        self._mac = self._key.block_mac(self._mac, self.blocks, count, records)
-        self._write(_BLOCK_COUNT.pack(count), records, self._mac)
+        """Write `count` whole records (count * record_size bytes of `records`, not copied) as the
+        next blocks. ValueError past MAX_SEGMENT_RECORDS; StorageError when the file system fails
+        (the writer is then done: what it wrote stays for `ledgertool recover`)."""
+        buf = ffi.from_buffer(records)
+        if len(buf) < count * self.header.record_size:
+            raise ValueError(f"{count} records need {count * self.header.record_size} bytes, got {len(buf)}")
+        os_errno = ffi.new("int *")
+        status = lib.lt_segment_writer_append(self._native, buf, count, os_errno)
+        if status == lib.LT_ERR_IO:
+            e = OSError(os_errno[0], os.strerror(os_errno[0]) if os_errno[0] else "an earlier write failed")
+            raise fsio.storage_error(e, self.path, "append to open segment", _keep_hint(e))
+        check(status, f"lt_segment_writer_append ({count} records)")
         self.records += count
-        self.blocks += 1
+
+    def finish(self) -> SegmentCommitment:
+        """The root over every leaf, the leaves and the counters; no append after it. ValueError
+        when no record was appended."""
+        root, last, c = ffi.new("uint8_t[32]"), ffi.new("uint8_t[32]"), ffi.new("lt_segment_counters *")
+        check(lib.lt_segment_writer_finish(self._native, root, last, c), "lt_segment_writer_finish")
+        leaves = ffi.new("uint8_t[]", c.leaves * 32)
+        check(lib.lt_segment_writer_leaves(self._native, leaves, len(leaves)), "lt_segment_writer_leaves")
+        totals = SegmentTotals(c.records, c.frames, c.drops, c.last_seq, c.first_ts_ns, c.last_ts_ns, bytes(root))
+        return SegmentCommitment(c.first_seq, totals, c.blocks, bytes(ffi.buffer(leaves)))
 
     def close(self) -> None:
+        """fsync and close the file (StorageError naming it)."""
         if self._fd >= 0:
             fd, self._fd = self._fd, -1
             try:
@@ -278,11 +323,13 @@ def authenticated_records(seg: OpenSegment, key: OpenSegmentKey, path: Path | st
             f"device's key {key.key_id} for the ledger: not written by this device; nothing of it is sealed")
     mac = key.chain_start(seg.raw_header)
     for i, block in enumerate(seg.blocks):
-        mac = key.block_mac(mac, i, block.count, block.records)
+        chunks = chunk_hashes(block.records, seg.header.record_size, seg.header.leaf_records)
+        mac = key.block_mac(mac, i, block.count, chunks)
         if not hmac.compare_digest(mac, block.mac):
             raise OpenSegmentRefusedError(
-                f"{path}: block {i} (byte {block.offset}) fails authentication by the device's key: planted, "
-                "rewritten or reordered; nothing of this segment is sealed")
+                f"{path}: block {i} (byte {block.offset}) fails authentication by the device's key (MAC does not "
+                "verify): planted, rewritten or reordered, or written by an older version; nothing of this segment "
+                "is sealed")
     return seg.records
 
 

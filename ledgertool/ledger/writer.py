@@ -5,9 +5,13 @@ record count and by wall-clock age, seals each full segment on a background thre
 link's seal chain (previous seal hash, next index and first seq) and signs a checkpoint over the
 chain after every seal (docs/ledger-format.md; docs/transparency.md, "Checkpoints").
 
-The sealer signs the records this writer was handed, kept in memory for the open segment (one
-segment's records, two while a seal is in flight); the `.open` file, written as authenticated
-blocks (ledger.openmac), is only for recovery after a crash: rewriting it changes nothing signed.
+The sealer signs what was computed from the records this writer was handed, never bytes read
+back: the native segment writer (ledger.segment) hashes the Merkle leaves and MACs each block from
+the engine's buffer as it writes it. A v2 ledger's seal signs that commitment and the closed
+`.open` file becomes the sealed `.rec` by rename (records are never copied in Python); a v1
+ledger still keeps the open segment's records in memory to write its Parquet file. Rewriting the
+file while a capture runs changes nothing that is signed; after a crash, recovery seals only the
+blocks whose MAC verifies.
 """
 
 from __future__ import annotations
@@ -21,13 +25,13 @@ from .. import fsio
 from ..errors import LedgerFormatError
 from ..keyfiles import SigningKey
 from ..seal.checkpoint import LinkTree
-from ..seal.document import SealResult, seal_records
+from ..seal.document import SealResult, seal_committed, seal_records
 from . import layout
 from .checkpoints import link_tree, write_checkpoint
 from .header import LedgerHeader
 from .index import link_state
 from .openmac import OpenSegmentKey
-from .segment import MAX_BLOCK_RECORDS, SegmentHeader, SegmentWriter, now_ns
+from .segment import SegmentCommitment, SegmentHeader, SegmentWriter, now_ns
 
 
 class LinkWriter:
@@ -58,10 +62,11 @@ class LinkWriter:
         self._tree = tree
         self._prev_hash = prev_hash  # of the last seal handed to the sealer (set on its thread)
         self._segment: SegmentWriter | None = None
-        self._records = bytearray()  # the open segment's records as appended: what gets sealed
+        self._records = bytearray()  # v1 ledgers: the open segment's records as appended, for Parquet
         self._mac_key = OpenSegmentKey.derive(signing_key, ledger.ledger_id)
         self._opened_at = 0.0  # perf_counter when the open segment was created
         self._created_ns: int | None = None
+        self.sealed_records = 0  # records of the seals finished so far (set on the sealer thread)
         self._sealer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledgertool-seal")
         self._pending: list[Future] = []
 
@@ -112,13 +117,9 @@ class LinkWriter:
             self._segment = SegmentWriter(layout.open_segment_path(self.ledger_dir, self.link, self.next_index),
                                           header, self._mac_key, self.ledger_dir)
             self._opened_at = time.perf_counter()
-        size = self.ledger.record_size
-        start = len(self._records)
-        self._records += records  # the one copy: the engine reuses its buffer
-        with memoryview(self._records) as kept:
-            for first in range(0, count, MAX_BLOCK_RECORDS):
-                n = min(MAX_BLOCK_RECORDS, count - first)
-                self._segment.append(kept[start + first * size:start + (first + n) * size], n)
+        self._segment.append(records, count)  # from the engine's buffer to the file, not copied
+        if self.ledger.version == 1:
+            self._records += memoryview(records)[:count * self.ledger.record_size]  # for Parquet
         self.next_seq += count
 
     def due(self, records: int, opened_at: float, now: float) -> bool:
@@ -150,37 +151,49 @@ class LinkWriter:
         """Close the open segment (fsync) and hand it to the sealer once the seal before it is done
         (that seal's error is raised here)."""
         assert self._segment is not None
+        commitment = self._segment.finish()
         self._segment.close()
         path, index, first_seq = self._segment.path, self.next_index, self._segment.header.first_seq
         records, self._records = self._records, bytearray()  # handed over whole, not copied
         self._segment = None
         self.next_index += 1
         self.drain()
-        self._pending.append(self._sealer.submit(self._seal_job, path, index, first_seq, records))
+        self._pending.append(self._sealer.submit(self._seal_job, path, index, first_seq, records, commitment))
 
     def drain(self) -> None:
         """Wait for the seal in flight; its result joins `sealed` (in chain order)."""
         while self._pending:
             self.sealed.append(self._pending.pop(0).result())
 
-    def _seal_job(self, path: Path, index: int, first_seq: int, records: bytearray) -> SealResult:
-        """On the sealer thread: seal one closed segment's records (from memory, never read back
-        from `path`), remove `path`, extend the chain, sign its checkpoint."""
+    def _seal_job(self, path: Path, index: int, first_seq: int, records: bytearray,
+                  commitment: SegmentCommitment) -> SealResult:
+        """On the sealer thread: seal one closed segment (from memory, never read back from `path`):
+        a v2 ledger signs the writer's commitment and renames `path` to seg-N.rec; a v1 ledger
+        writes Parquet from `records` and removes `path`. Then extend the chain, sign its checkpoint."""
         if not os.path.lexists(layout.checkpoint_path(self.ledger_dir, self.link)):
             # before a link's first seal (or in a ledger older than per-seal checkpoints): a checkpoint
             # of the chain as it stands, so a link never holds a seal without a checkpoint
             write_checkpoint(self.ledger_dir, self.ledger, self.link, self.signing_key, self._tree, top=False)
-        _doc, res = seal_records(
-            ledger_dir=self.ledger_dir, ledger=self.ledger, link=self.link, index=index,
-            first_seq=first_seq, records=records, prev_hash=self._prev_hash,
-            signing_key=self.signing_key, parquet=layout.parquet_path(self.ledger_dir, self.link, index),
-            seal_file=layout.seal_path(self.ledger_dir, self.link, index), source=self.source,
-        )
-        fsio.unlink(path, root=self.ledger_dir)
+        seal_file = layout.seal_path(self.ledger_dir, self.link, index)
+        if self.ledger.version == 2:
+            _doc, res = seal_committed(
+                ledger_dir=self.ledger_dir, ledger=self.ledger, link=self.link, index=index, first_seq=first_seq,
+                totals=commitment.totals, leaves=commitment.leaves, prev_hash=self._prev_hash,
+                signing_key=self.signing_key, seal_file=seal_file, source=self.source)
+            fsio.rename(path, layout.segment_name(index, layout.RECORDS), root=self.ledger_dir)
+        else:
+            _doc, res = seal_records(
+                ledger_dir=self.ledger_dir, ledger=self.ledger, link=self.link, index=index,
+                first_seq=first_seq, records=records, prev_hash=self._prev_hash,
+                signing_key=self.signing_key, parquet=layout.parquet_path(self.ledger_dir, self.link, index),
+                seal_file=seal_file, source=self.source,
+            )
+            fsio.unlink(path, root=self.ledger_dir)
         self._prev_hash = res.seal_hash
         self._tree.seal_hashes.append(res.seal_hash)
         self._tree.records.append(res.records)
         write_checkpoint(self.ledger_dir, self.ledger, self.link, self.signing_key, self._tree, top=False)
+        self.sealed_records += res.records  # only this thread writes it; readers see the old or new int
         return res
 
     def checkpoint(self) -> Path:

@@ -6,6 +6,7 @@
  *   4. engine     reader -> strip -> digest -> records, in batches
  *   5. records    the fixed-size on-disk record and its flags
  *   6. merkle     leaf hashes over records and the tree hash over leaves; raw record files (v2)
+ *   6b. segment   the open-segment writer: leaves, block MACs and seal counters at append
  *   7. live       live capture from an interface, and replay of a capture onto one
  *   8. process    hardening before secret keys are loaded
  * Measurement and test-only entry points are in ledgertool_testing.h.
@@ -346,6 +347,55 @@ typedef struct {
  * lt_merkle_leaves's argument errors. */
 int lt_rec_records(const uint8_t *file, size_t len, size_t record_size, uint64_t first_seq, uint8_t *out,
                    size_t out_len, size_t leaf_records, uint8_t *leaves, size_t leaves_len, lt_rec_info *info);
+
+/* ======== 6b. segment: the open-segment writer (native/src/segment_writer.c; docs/ledger-format.md
+ * "Open segment file", ADR 0009) ========
+ * Python creates the file and writes its 256-byte header; this writer appends the blocks
+ * (u32 count || records || 32-byte MAC) with write(2) to `fd`, computing from the caller's memory
+ * the segment's Merkle leaves (SHA-256(0x00 || leaf_records records), lt_merkle_leaves), each
+ * block's MAC = HMAC-SHA256(key, "ledgertool open-segment leaves v2" || 0x00 || previous MAC ||
+ * u64 block index || u32 count || the block's leaf-chunk hashes) chained from `chain` (the header's
+ * MAC, C[-1]), and the seal's counters. Blocks start at the segment's leaf boundaries: an append
+ * completes the open leaf (one block), writes whole leaves (blocks of at most
+ * LT_SEGMENT_MAX_BLOCK_RECORDS), then the rest (one short block), so every record appended is in
+ * the file when append returns; the open leaf's records (< leaf_records) are also kept in the writer. */
+#define LT_SEGMENT_MAX_RECORDS 67108864      /* 2^26: the most records of one segment */
+#define LT_SEGMENT_MAX_BLOCK_RECORDS 65536
+
+typedef struct {
+    uint64_t records;
+    uint64_t frames;         /* records without LT_FLAG_GAP */
+    uint64_t drops;          /* sum of aux over the GAP records */
+    uint64_t first_seq;      /* of the first record appended (valid once records > 0) */
+    uint64_t last_seq;
+    int64_t first_ts_ns;
+    int64_t last_ts_ns;
+    uint64_t blocks;         /* blocks written */
+    uint64_t file_bytes;     /* bytes written after the header */
+    uint64_t leaves;         /* Merkle leaves (lt_segment_writer_finish fills it) */
+} lt_segment_counters;
+
+typedef struct lt_segment_writer lt_segment_writer;
+
+/* A writer appending to `fd` (not closed by the writer) with MAC key `key` (key_len bytes, copied
+ * into the HMAC pads), chain value `chain`, records of record_size (48 or 64) bytes, leaves of
+ * leaf_records (a power of two in 1..LT_MERKLE_MAX_LEAF_RECORDS), at most max_records
+ * (1..LT_SEGMENT_MAX_RECORDS) records in all. LT_OK, LT_ERR_ARG, LT_ERR_NOMEM. */
+int lt_segment_writer_new(int fd, const uint8_t *key, size_t key_len, const uint8_t chain[32], size_t record_size,
+                          size_t leaf_records, uint64_t max_records, lt_segment_writer **out);
+/* Append `count` records (count * record_size bytes at `records`; 0 is allowed). LT_OK;
+ * LT_ERR_ARG when they would exceed max_records (nothing written); LT_ERR_IO with *os_errno set
+ * when write(2) failed; LT_ERR_NOMEM. After any error the writer is failed for good (the file may
+ * end in a torn block): later appends return LT_ERR_IO, finish LT_ERR_ARG. */
+int lt_segment_writer_append(lt_segment_writer *w, const uint8_t *records, size_t count, int *os_errno);
+/* Close the last (shorter) leaf, and give the RFC 9162 root over all leaves, the last leaf and the
+ * counters. LT_ERR_ARG when no record was appended or the writer failed; no append after it. */
+int lt_segment_writer_finish(lt_segment_writer *w, uint8_t root[32], uint8_t last_leaf[32],
+                             lt_segment_counters *counters);
+/* Copy the whole leaves so far (after finish: all of them, counters.leaves) into out (out_len
+ * bytes, at least 32 per leaf). LT_ERR_ARG when out is too small. */
+int lt_segment_writer_leaves(const lt_segment_writer *w, uint8_t *out, size_t out_len);
+void lt_segment_writer_free(lt_segment_writer *w);
 
 /* ======== 7. live: capture from an interface and replay onto one ======== */
 

@@ -1,0 +1,290 @@
+/*
+ * Native writer of open segments (docs/ledger-format.md, "Open segment file"; ADR 0009): the
+ * records the engine just produced go from its buffer to the file once, and the segment's Merkle
+ * leaves, the block MACs and the seal's counters are computed from that same memory, never from
+ * bytes read back from storage.
+ *
+ * Blocks start at leaf boundaries of the segment: an append first completes a leaf the previous
+ * append left open (a block of its own), then writes whole leaves (blocks of at most
+ * LT_SEGMENT_MAX_BLOCK_RECORDS records, a multiple of every leaf size), then the rest as a short
+ * block, so that every record is durable once append returns. The records of the open leaf are
+ * kept here (at most leaf_records - 1) until it completes or the segment finishes. Each block's
+ * MAC is HMAC-SHA-256 over its leaf-chunk hashes; for aligned blocks those are the segment's
+ * leaves, so whole leaves are hashed once (lt_merkle_leaves) for both.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "ledgertool.h"
+#include "lt_internal.h"
+#include "sha256.h"
+
+static const char MAC_LABEL[] = "ledgertool open-segment leaves v2"; /* + its NUL: the 0x00 separator */
+
+/* Incremental SHA-256 over a message of any length (the HMAC input is label, chain and leaf hashes). */
+typedef struct {
+    sha256_blocks_fn blocks;
+    uint32_t st[8];
+    uint8_t buf[64];
+    size_t fill;
+    uint64_t total; /* bytes, including those compressed into the state before */
+} sha_stream;
+
+static void sha_stream_init(sha_stream *s, sha256_blocks_fn blocks, const uint32_t st[8], uint64_t prefix) {
+    s->blocks = blocks;
+    memcpy(s->st, st, 32);
+    s->fill = 0;
+    s->total = prefix;
+}
+
+static void sha_stream_update(sha_stream *s, const uint8_t *p, size_t n) {
+    s->total += n;
+    if (s->fill) {
+        size_t take = 64 - s->fill < n ? 64 - s->fill : n;
+        memcpy(s->buf + s->fill, p, take);
+        s->fill += take, p += take, n -= take;
+        if (s->fill < 64) return;
+        s->blocks(s->st, s->buf, 1);
+        s->fill = 0;
+    }
+    if (n >= 64) {
+        s->blocks(s->st, p, n / 64);
+        p += n / 64 * 64, n %= 64;
+    }
+    memcpy(s->buf, p, n);
+    s->fill = n;
+}
+
+static void sha_stream_final(sha_stream *s, uint8_t out[32]) {
+    sha256_finish(s->blocks, s->st, s->total - s->fill, s->buf, s->fill, out);
+}
+
+struct lt_segment_writer {
+    int fd;
+    int failed;                 /* sticky: an earlier write failed; the file's tail is torn */
+    sha256_blocks_fn blocks;
+    uint32_t istate[8], ostate[8]; /* HMAC key pads, compressed once */
+    uint8_t chain[32];          /* MAC of the last block written (C[i-1]) */
+    size_t record_size, leaf_records;
+    uint64_t max_records;
+    uint8_t *tail;              /* records of the open leaf: leaf_records * record_size bytes */
+    size_t tail_n;
+    uint8_t *leaves;            /* the segment's whole leaves so far, 32 bytes each */
+    size_t nleaves, cap_leaves;
+    lt_segment_counters c;
+};
+
+static void hmac_pads(lt_segment_writer *w, const uint8_t *key, size_t key_len) {
+    uint8_t k[64] = {0}, pad[64];
+    if (key_len > 64) {
+        uint32_t st[8];
+        memcpy(st, SHA256_H0, sizeof st);
+        sha256_finish(w->blocks, st, 0, key, key_len, k);
+    } else {
+        memcpy(k, key, key_len);
+    }
+    for (int i = 0; i < 64; i++) pad[i] = k[i] ^ 0x36;
+    memcpy(w->istate, SHA256_H0, 32);
+    w->blocks(w->istate, pad, 1);
+    for (int i = 0; i < 64; i++) pad[i] = k[i] ^ 0x5c;
+    memcpy(w->ostate, SHA256_H0, 32);
+    w->blocks(w->ostate, pad, 1);
+    lt_wipe(k, sizeof k);
+    lt_wipe(pad, sizeof pad);
+}
+
+/* MAC[i] = HMAC(K, label || 0x00 || C[i-1] || u64 i || u32 count || chunk hashes) into w->chain. */
+static void block_mac(lt_segment_writer *w, uint32_t count, const uint8_t *chunks, size_t nchunks) {
+    uint8_t fields[12], inner[32];
+    lt_store_le64(fields, w->c.blocks);
+    lt_store_le32(fields + 8, count);
+    sha_stream s;
+    sha_stream_init(&s, w->blocks, w->istate, 64);
+    sha_stream_update(&s, (const uint8_t *)MAC_LABEL, sizeof MAC_LABEL);
+    sha_stream_update(&s, w->chain, 32);
+    sha_stream_update(&s, fields, sizeof fields);
+    sha_stream_update(&s, chunks, 32 * nchunks);
+    sha_stream_final(&s, inner);
+    sha_stream_init(&s, w->blocks, w->ostate, 64);
+    sha_stream_update(&s, inner, 32);
+    sha_stream_final(&s, w->chain);
+}
+
+/* write(2) all of iov, retrying short writes and EINTR; 0 or the errno. */
+static int write_all(int fd, struct iovec *iov, int n) {
+    while (n) {
+        ssize_t got = writev(fd, iov, n);
+        if (got < 0) {
+            if (errno == EINTR) continue;
+            return errno;
+        }
+        size_t left = (size_t)got;
+        while (n && left >= iov->iov_len) left -= iov->iov_len, iov++, n--;
+        if (n) iov->iov_base = (uint8_t *)iov->iov_base + left, iov->iov_len -= left;
+    }
+    return 0;
+}
+
+/* Frame, MAC and write one block of `count` records whose chunk hashes are `chunks`. */
+static int write_block(lt_segment_writer *w, const uint8_t *records, size_t count, const uint8_t *chunks,
+                       size_t nchunks, int *os_errno) {
+    uint8_t prefix[4];
+    lt_store_le32(prefix, (uint32_t)count);
+    block_mac(w, (uint32_t)count, chunks, nchunks);
+    struct iovec iov[3] = {{prefix, 4}, {(void *)records, count * w->record_size}, {w->chain, 32}};
+    int e = write_all(w->fd, iov, 3);
+    if (e) {
+        w->failed = 1;
+        *os_errno = e;
+        return LT_ERR_IO;
+    }
+    w->c.blocks++;
+    w->c.file_bytes += 4 + count * w->record_size + 32;
+    return LT_OK;
+}
+
+static int leaves_reserve(lt_segment_writer *w, size_t more) {
+    if (w->nleaves + more <= w->cap_leaves) return LT_OK;
+    size_t cap = w->cap_leaves ? w->cap_leaves : 64;
+    while (cap < w->nleaves + more) cap *= 2; /* nleaves + more <= max_records: bounded, no wrap */
+    uint8_t *p = realloc(w->leaves, cap * 32);
+    if (!p) return LT_ERR_NOMEM;
+    w->leaves = p;
+    w->cap_leaves = cap;
+    return LT_OK;
+}
+
+static void count_records(lt_segment_counters *c, const uint8_t *p, size_t n, size_t size) {
+    if (!n) return;
+    if (!c->records) {
+        c->first_seq = lt_load_le64(p);
+        c->first_ts_ns = (int64_t)lt_load_le64(p + 8);
+    }
+    for (size_t i = 0; i < n; i++, p += size) {
+        if (lt_load_le16(p + 24) & LT_FLAG_GAP)
+            c->drops += lt_load_le32(p + 28);
+        else
+            c->frames++;
+    }
+    p -= size;
+    c->last_seq = lt_load_le64(p);
+    c->last_ts_ns = (int64_t)lt_load_le64(p + 8);
+    c->records += n;
+}
+
+int lt_segment_writer_new(int fd, const uint8_t *key, size_t key_len, const uint8_t chain[32], size_t record_size,
+                          size_t leaf_records, uint64_t max_records, lt_segment_writer **out) {
+    if (!out) return LT_ERR_ARG;
+    *out = NULL;
+    if (fd < 0 || !key || !key_len || !chain || (record_size != LT_RECORD_FIXED + 16 &&
+        record_size != LT_RECORD_FIXED + 32) || !leaf_records || leaf_records > LT_MERKLE_MAX_LEAF_RECORDS ||
+        (leaf_records & (leaf_records - 1)) || !max_records || max_records > LT_SEGMENT_MAX_RECORDS)
+        return LT_ERR_ARG;
+    lt_segment_writer *w = calloc(1, sizeof *w);
+    if (!w) return LT_ERR_NOMEM;
+    w->tail = malloc(leaf_records * record_size); /* <= 2^16 * 64 bytes */
+    if (!w->tail) {
+        free(w);
+        return LT_ERR_NOMEM;
+    }
+    w->fd = fd;
+    w->blocks = sha256_blocks_portable;
+#if LT_X86_PATHS
+    if (strcmp(lt_cpu_path(LT_ALG_HMAC_SHA256_128), "sha-ni") == 0) w->blocks = sha256_blocks_shani;
+#endif
+    hmac_pads(w, key, key_len);
+    memcpy(w->chain, chain, 32);
+    w->record_size = record_size;
+    w->leaf_records = leaf_records;
+    w->max_records = max_records;
+    *out = w;
+    return LT_OK;
+}
+
+/* The open leaf gets `n` records from `p`: written as one block (chunk hash over just these
+ * records), kept in the tail; a completed leaf joins the segment's leaves. */
+static int append_to_open_leaf(lt_segment_writer *w, const uint8_t *p, size_t n, int *os_errno) {
+    uint8_t chunk[32];
+    size_t rs = w->record_size;
+    sha256_leaf(w->blocks, p, n * rs, chunk);
+    int st = write_block(w, p, n, chunk, 1, os_errno);
+    if (st != LT_OK) return st;
+    memcpy(w->tail + w->tail_n * rs, p, n * rs);
+    w->tail_n += n;
+    if (w->tail_n == w->leaf_records) {
+        if ((st = leaves_reserve(w, 1)) != LT_OK) return st;
+        sha256_leaf(w->blocks, w->tail, w->leaf_records * rs, w->leaves + 32 * w->nleaves);
+        w->nleaves++;
+        w->tail_n = 0;
+    }
+    return LT_OK;
+}
+
+static int append_blocks(lt_segment_writer *w, const uint8_t *records, size_t count, int *os_errno) {
+    const size_t rs = w->record_size, L = w->leaf_records;
+    int st;
+    if (w->tail_n && count) {
+        size_t n = L - w->tail_n < count ? L - w->tail_n : count;
+        if ((st = append_to_open_leaf(w, records, n, os_errno)) != LT_OK) return st;
+        records += n * rs, count -= n;
+    }
+    while (count >= L) {
+        size_t n = count / L * L;
+        if (n > LT_SEGMENT_MAX_BLOCK_RECORDS) n = LT_SEGMENT_MAX_BLOCK_RECORDS; /* a multiple of L */
+        if ((st = leaves_reserve(w, n / L)) != LT_OK) return st;
+        uint8_t *leaves = w->leaves + 32 * w->nleaves;
+        st = lt_merkle_leaves(records, rs, n, L, leaves, (w->cap_leaves - w->nleaves) * 32);
+        if (st != LT_OK) return st;
+        if ((st = write_block(w, records, n, leaves, n / L, os_errno)) != LT_OK) return st;
+        w->nleaves += n / L;
+        records += n * rs, count -= n;
+    }
+    if (count) return append_to_open_leaf(w, records, count, os_errno);
+    return LT_OK;
+}
+
+int lt_segment_writer_append(lt_segment_writer *w, const uint8_t *records, size_t count, int *os_errno) {
+    if (!w || !os_errno || (count && !records)) return LT_ERR_ARG;
+    *os_errno = 0;
+    if (w->failed) return LT_ERR_IO; /* the file may end in a torn block: nothing may follow it */
+    if (count > w->max_records - w->c.records) return LT_ERR_ARG; /* also bounds count * record_size */
+    count_records(&w->c, records, count, w->record_size);
+    int st = append_blocks(w, records, count, os_errno);
+    if (st != LT_OK) w->failed = 1; /* the counters and leaves no longer match the file */
+    return st;
+}
+
+int lt_segment_writer_finish(lt_segment_writer *w, uint8_t root[32], uint8_t last_leaf[32],
+                             lt_segment_counters *counters) {
+    if (!w || !root || !last_leaf || !counters || w->failed || !w->c.records) return LT_ERR_ARG;
+    int st;
+    if (w->tail_n) { /* the last, shorter leaf (its records are on disk already) */
+        if ((st = leaves_reserve(w, 1)) != LT_OK) return st;
+        sha256_leaf(w->blocks, w->tail, w->tail_n * w->record_size, w->leaves + 32 * w->nleaves);
+        w->nleaves++;
+        w->tail_n = 0;
+    }
+    if ((st = lt_merkle_root(w->leaves, w->nleaves, root)) != LT_OK) return st;
+    memcpy(last_leaf, w->leaves + 32 * (w->nleaves - 1), 32);
+    *counters = w->c;
+    counters->leaves = w->nleaves;
+    w->failed = 1; /* finished: no more appends */
+    return LT_OK;
+}
+
+int lt_segment_writer_leaves(const lt_segment_writer *w, uint8_t *out, size_t out_len) {
+    if (!w || !out || out_len / 32 < w->nleaves) return LT_ERR_ARG;
+    memcpy(out, w->leaves, 32 * w->nleaves);
+    return LT_OK;
+}
+
+void lt_segment_writer_free(lt_segment_writer *w) {
+    if (!w) return;
+    lt_wipe(w->istate, sizeof w->istate);
+    lt_wipe(w->ostate, sizeof w->ostate);
+    free(w->tail);
+    free(w->leaves);
+    free(w);
+}
