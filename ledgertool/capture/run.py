@@ -34,7 +34,7 @@ from ..digest.strip import StripFallbacks
 from ..errors import KeyFileError, LedgerError, LedgerLockedError, Setting, StorageError, UsageError
 from ..keyfiles import DigestKey, SigningKey
 from ..ledger import layout
-from ..ledger.header import DEFAULT_LINK, LedgerHeader, create_ledger, load_ledger
+from ..ledger.header import DEFAULT_LEDGER_FORMAT, DEFAULT_LINK, LedgerHeader, create_ledger, load_ledger
 from ..ledger.layout import LEDGER_FILE, LOCK_FILE
 from ..ledger.lock import writer_lock
 from ..ledger.recover import RecoveredSegment, recover_open_segments
@@ -210,7 +210,7 @@ def capture_file(
     digested; seals still chain in order, at most one seal is in flight, and a sealing error is
     raised here.
 
-    Creates the ledger (ledger format `ledger_format`, 1 or 2, default 1; algorithm default
+    Creates the ledger (ledger format `ledger_format`, 1 or 2, default 2; algorithm default
     siphash-1-3-128, strip default frame) or appends to it in its own format,
     continuing its seal chain and sequence numbers; every segment written is sealed before return,
     also on SIGINT/SIGTERM: the first one calls `on_interrupt` with the number of records the open
@@ -297,7 +297,7 @@ class CaptureOptions:
     monitor: Callable[[CaptureStatus], None] | None = None
     digest_key_id: str | None = None  # records: sources only
     on_interrupt: Callable[[int], None] | None = None
-    ledger_format: int | None = None  # of a new ledger (None: 1)
+    ledger_format: int | None = None  # of a new ledger (None: DEFAULT_LEDGER_FORMAT, 2)
 
 
 def _gap_records_only(records: memoryview, n: int, dtype: np.dtype, first_seq: int) -> np.ndarray:
@@ -387,7 +387,7 @@ class CaptureRun:
             self.ledger = create_ledger(
                 self.ledger_dir, algorithm=self.alg.name, strip=opts.strip or "frame",
                 digest_key_id=self.genesis_key_id,
-                digest_size=self.alg.digest_size, leaf_records=opts.leaf_records, version=opts.ledger_format or 1)
+                digest_size=self.alg.digest_size, leaf_records=opts.leaf_records, version=opts.ledger_format or DEFAULT_LEDGER_FORMAT)
         self.result = CaptureResult(str(self.source), str(self.ledger_dir), opts.link, self.alg.name,
                                     self.ledger.strip, created=not exists)
         if not exists and self.alg.creation_warning:
