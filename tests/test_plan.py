@@ -561,3 +561,21 @@ def test_cli_storage_from_ledger(tmp_path) -> None:
     assert isinstance(result.exception, UsageError)
     result = runner.invoke(plan_app, ["storage", "--pps", "1e6", "--from-ledger", str(tmp_path)])
     assert result.exception is not None and "not a ledger" in str(result.exception)
+
+
+def test_cli_storage_from_a_v2_ledger_counts_its_raw_record_files(tmp_path, keydir) -> None:
+    """A v2 ledger before compaction holds raw record files, not Parquet: they are what it weighs
+    (before, a v2 ledger read as 'no sealed records to measure')."""
+    from conftest import SAMPLES, run_cli
+
+    ledger = tmp_path / "L"
+    r = run_cli("capture", SAMPLES / "sample.pcap", "--ledger", ledger, "--digest-key", keydir / "digest.key",
+                "--signing-key", keydir / "signing.key", "--ledger-format", "v2", "--segment-records", "100")
+    assert r.returncode == 0, r.stderr
+    raw = sum(p.stat().st_size for p in ledger.rglob("seg-*.rec"))
+    seals = sum(p.stat().st_size for p in ledger.rglob("seg-*.seal.json"))
+    assert raw > 294 * 48 and not list(ledger.rglob("seg-*.parquet"))
+    src = run_json(["storage", "--pps", "1e6", "--from-ledger", str(ledger), "--json"])["record_bytes_source"]
+    assert (src["records"], src["segments"], src["raw_bytes"], src["parquet_bytes"], src["seal_bytes"]) == (
+        294, 3, raw, 0, seals)
+    assert close(src["bytes_per_record"], (raw + seals) / 294)

@@ -93,27 +93,29 @@ class LedgerFootprint:
     records: int
     parquet_bytes: int
     seal_bytes: int
+    raw_bytes: int = 0  # v2 segments not yet compacted: their raw record files
 
     @property
     def bytes_per_record(self) -> float:
-        return (self.parquet_bytes + self.seal_bytes) / self.records
+        return (self.parquet_bytes + self.raw_bytes + self.seal_bytes) / self.records
 
     def to_dict(self) -> dict:
         return {"directory": self.directory, "links": self.links, "segments": self.segments,
-                "records": self.records, "parquet_bytes": self.parquet_bytes, "seal_bytes": self.seal_bytes,
-                "bytes_per_record": self.bytes_per_record}
+                "records": self.records, "parquet_bytes": self.parquet_bytes, "raw_bytes": self.raw_bytes,
+                "seal_bytes": self.seal_bytes, "bytes_per_record": self.bytes_per_record}
 
 
 def storage_footprint(directory: Path) -> LedgerFootprint:
-    """Measure the sealed segments of DIR: records (from the seals), Parquet and seal file sizes.
+    """Measure the sealed segments of DIR: records (from the seals), Parquet, raw record file (v2,
+    before compaction; it is the one read when both are there, as verify does) and seal file sizes.
 
     LedgerFormatError when DIR is not a ledger or holds no sealed record."""
     load_ledger(directory)
     names = links(directory)
-    segs = records = pq_bytes = seal_bytes = 0
+    segs = records = pq_bytes = raw_bytes = seal_bytes = 0
     for link in names:
         for _, files in sorted(segment_files(directory, link).items()):
-            if "parquet" not in files or "seal.json" not in files:
+            if "seal.json" not in files or not ({"parquet", "rec"} & set(files)):
                 continue
             doc = load_seal(files["seal.json"])
             n = doc.get("records")
@@ -121,8 +123,11 @@ def storage_footprint(directory: Path) -> LedgerFootprint:
                 raise LedgerFormatError(f"{files['seal.json']}: seal has no valid record count")
             segs += 1
             records += n
-            pq_bytes += files["parquet"].stat().st_size
+            if "rec" in files:
+                raw_bytes += files["rec"].stat().st_size
+            else:
+                pq_bytes += files["parquet"].stat().st_size
             seal_bytes += files["seal.json"].stat().st_size
     if records == 0:
         raise LedgerFormatError(f"{directory}: no sealed records to measure")
-    return LedgerFootprint(str(directory), len(names), segs, records, pq_bytes, seal_bytes)
+    return LedgerFootprint(str(directory), len(names), segs, records, pq_bytes, seal_bytes, raw_bytes)
