@@ -141,7 +141,7 @@ def test_item7_workload_timestamps_cannot_overflow():
     ("leaf_records", 64.0), ("leaf_records", "64"), ("record_size", 64), ("record_size", True),
     ("digest_size", 32), ("digest_size", False), ("algorithm", "siphash-1-3-64"), ("algorithm", "md5"),
     ("algorithm", 1), ("strip", "everything"), ("ledger_id", "ABCDEF" * 5 + "ab"), ("ledger_id", "00" * 15),
-    ("ledger_id", 7), ("digest_key_id", "zz" * 16), ("digest_key_id", None), ("format", "ledgertool-ledger-v2"),
+    ("ledger_id", 7), ("digest_key_id", "zz" * 16), ("digest_key_id", None), ("format", "ledgertool-ledger-v3"),
     ("created_at", 5), ("surprise", 1),
 ])
 def test_item7_ledger_header_fields_are_bounded(ledger, field, value):
