@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ledgertool.digest.record import record_dtype
-from ledgertool.reconcile.multiset import once_each, window_mask
+from ledgertool.reconcile.multiset import matched_tally, once_each, window_mask
 
 
 def _recs(digests: list[bytes]) -> np.ndarray:
@@ -94,3 +94,15 @@ def test_native_once_each_large_random_multisets(size):
     want_l, want_c = _reference(ledger, capture)
     assert lm.tolist() == want_l and cm.tolist() == want_c and _sound(ledger, capture, lm, cm)
     assert 1_000 < sum(want_l) < 35_000  # both kinds of rows are there
+
+
+def test_matched_tally_per_second_dense_and_sparse():
+    """Seconds counted by histogram (a few seconds) and by np.unique (far apart) alike."""
+    s = 1_000_000_000
+    lts = np.array([5 * s, 5 * s + 1, 7 * s, 5 * s + 2, -3 * s], np.int64)
+    t = matched_tally(["a", "b"], np.array([0, 1, 1, 0, 0]), lts, lts, None, None)
+    assert [(r["second"], r["matched"]) for r in t.per_second] == [(-3, 1), (5, 3), (7, 1)]
+    assert [(r["link"], r["matched"]) for r in t.per_link] == [("a", 3), ("b", 2)]
+    far = np.array([0, 10 ** 9 * s], np.int64)
+    t = matched_tally(["a"], np.array([0, 0]), far, far, None, s)
+    assert [(r["second"], r["matched"]) for r in t.per_second] == [(0, 1)] and t.frames_in_window == 1
