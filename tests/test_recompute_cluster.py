@@ -229,3 +229,20 @@ def test_one_key_of_a_rotated_ledger_partial_as_on_one_machine(pristine, keys, c
                                    trust=keys["trust"], parts=3)
         _same(want, got)
         assert want.partial and det.read_text() == want_details and want.capture_only > 0
+
+
+def test_item_v2_ledger_records_reach_the_partitions(case, client, keydir, tmp_path):
+    """A v2 ledger's raw record files have no decoded table: the partition tasks still get the
+    records verify checked (they were all capture-only before)."""
+    d, dk, trust = case
+    _, sk, _ = load_keys(keydir)
+    led = tmp_path / "v2"
+    capture_file(d / "link0.pcap", led, digest_key=dk, signing_key=sk, link="link0", segment_records=40,
+                 ledger_format=2)
+    assert list((led / "link=link0").glob("*.rec")) and not list((led / "link=link0").glob("*.parquet"))
+    want = reconcile(d / "b1.pcap", led, dk, trust=trust)
+    got = reconcile_on_cluster(client, d / "b1.pcap", led, dk, trust=trust, split_bytes=4096, parts=3)
+    _same(want, got)
+    # ledger-only: frames 3, 50, 51 and 100's original; capture-only: 10's copy, 100 changed and
+    # the two frames of link1 at the end of b1.pcap
+    assert (got.matched, got.ledger_only, got.capture_only) == (146, 4, 4)

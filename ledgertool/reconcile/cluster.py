@@ -55,10 +55,10 @@ from ..verify.chain import SegmentCheck
 from ..verify.checks import SegmentPlace
 from ..verify.cluster import LedgerContext, checked_segment, ordered_results, segment_part, verdict_only
 from ..verify.ledger import verify_ledger
-from .multiset import once_each, window_mask
+from .multiset import LedgerPart, Tally, ledger_rows, merge_tallies
 from .query import not_verified_error, open_duckdb
-from .recompute import (DETAILS_ORDER, DigestRun, ReadStop, ReconcileResult, Sources, _add_warnings, _match_keys, _pair, _Segment,
-                        _Tally, _tally, _write_details, check_request, make_result, source_list, source_name)
+from .recompute import (DETAILS_ORDER, DigestRun, ReadStop, ReconcileResult, Sources, _add_warnings, _match_keys,
+                        _Segment, _write_details, check_request, make_result, pair_records, source_list, source_name)
 
 __all__ = ["CaptureChunk", "plan_chunks", "reconcile_on_cluster"]
 
@@ -72,8 +72,7 @@ SCAN_BATCH = 65536  # frames per native reader call while the client finds the c
 PCAP_FORMATS = {FORMAT_NAMES[f] for f in (lib.LT_FMT_PCAP_US, lib.LT_FMT_PCAP_NS, lib.LT_FMT_PCAP_MODIFIED)}
 PCAP_HEADER = 24  # classic pcap global header: copied in front of every chunk
 MODIFIED_PCAP = FORMAT_NAMES[lib.LT_FMT_PCAP_MODIFIED]  # (Kuznetzov's: 24-byte record headers, not 16)
-CAPTURE_COLUMNS = ("index UBIGINT, ts_ns BIGINT, wire_len UINTEGER, cap_len UINTEGER, flags USMALLINT, "
-                   "linktype USMALLINT, digest BLOB")
+
 
 
 # ---- partitions ----
@@ -99,21 +98,7 @@ def split_by_partition(arr: np.ndarray, parts: int) -> tuple[np.ndarray, ...]:
     return tuple(np.split(arr[order], bounds))
 
 
-def _digest_array(arr: np.ndarray, digest_size: int) -> pa.FixedSizeBinaryArray:
-    return pa.FixedSizeBinaryArray.from_buffers(pa.binary(digest_size), len(arr),
-                                                [None, pa.py_buffer(np.ascontiguousarray(arr["digest"]).tobytes())])
-
-
 # ---- ledger side ----
-
-@dataclass(frozen=True)
-class LedgerPart:
-    """One verified segment's frame records (gap records left out) of one partition."""
-
-    link: str
-    kid: object  # the segment's digest key id, as its (verified) seal states it
-    records: np.ndarray  # record_dtype
-
 
 def check_and_split(ctx: LedgerContext, part: LinkListing, index: int,
                     parts: int) -> tuple[SegmentCheck, tuple[LedgerPart, ...] | None]:
@@ -121,7 +106,7 @@ def check_and_split(ctx: LedgerContext, part: LinkListing, index: int,
     bytes those checks read, by partition (None when they were not read)."""
     check = checked_segment(ctx, part, index)
     recs = check.records
-    if recs is None or recs.table is None or recs.records is None or check.seal.layout is None:
+    if recs is None or recs.records is None or check.seal.layout is None:  # (a v2 raw record file has no table)
         return verdict_only(check), None
     arr = np.frombuffer(recs.records, dtype=record_dtype(check.seal.layout[0] - RECORD_FIXED))
     arr = arr[(arr["flags"] & FLAG_GAP) == 0]
@@ -328,37 +313,32 @@ class PartitionJob:
 
 @dataclass(frozen=True)
 class PartitionTally:
-    tally: _Tally
+    tally: Tally
     details: pa.Table | None = None  # its first differing rows in DETAILS_ORDER
 
 
 def tally_partition(job: PartitionJob, offsets: list[int], ledger_parts: list, capture_parts: list) -> PartitionTally:
-    """On a worker: pair and tally one partition as recompute does on one machine. The digests
-    found once on each side are matched here (multiset.once_each); only the others go through
-    DuckDB's exact pairing."""
-    names, codes, ledger = _ledger_rows(job, ledger_parts)
+    """On a worker: pair and tally one partition as recompute does on one machine
+    (recompute.pair_records: the digests found once on each side are matched in C, only the
+    others go through DuckDB's exact pairing), and its first --details rows."""
+    ledger_side = ledger_rows(ledger_parts, job.kids[0], job.digest_size)
     capture = _capture_rows(job, offsets, capture_parts)
-    lo = None if job.from_ns is None else job.from_ns - job.tolerance_ns
-    hi = None if job.to_ns is None else job.to_ns + job.tolerance_ns
-    if lo is not None or hi is not None:  # both sides are read over the widened window only
-        lwide, cwide = window_mask(ledger["ts_ns"], lo, hi), window_mask(capture["ts_ns"], lo, hi)
-        codes, ledger, capture = codes[lwide], ledger[lwide], capture[cwide]
-    lpair, cpair = once_each(ledger, capture)
-    lrest, crest = ~lpair, ~cpair
-    exact, rows = _exact_part(job, np.array(names + [""], dtype=object)[codes[lrest]], ledger[lrest], capture[crest])
-    matched = _matched_part(job, names, codes[lpair], ledger["ts_ns"][lpair], capture["ts_ns"][cpair])
-    return PartitionTally(merge_tallies([exact, matched], job.examples), rows)
-
-
-def _ledger_rows(job: PartitionJob, ledger_parts: list) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """The partition's ledger rows under the key given (recompute's view `l` takes no others):
-    the links, each row's link (an index into them), and the records."""
-    parts = [lp for lp in ledger_parts if lp is not None and lp.kid == job.kids[0]]
-    names = sorted({lp.link for lp in parts})
-    code = {name: i for i, name in enumerate(names)}
-    codes = np.repeat(np.array([code[lp.link] for lp in parts], np.int32), [len(lp.records) for lp in parts])
-    recs = np.concatenate([lp.records for lp in parts]) if parts else np.zeros(0, record_dtype(job.digest_size))
-    return names, codes, recs
+    tmp = tempfile.mkdtemp(prefix="ledgertool-partition-")
+    con = open_duckdb({"memory_limit": job.memory_limit, "temp_directory": tmp})
+    try:
+        t = pair_records(con, job.kids[0], list(job.segments), list(job.uncovered), ledger_side, capture,
+                         (job.from_ns, job.to_ns, job.tolerance_ns), job.examples)
+        rows = None
+        if job.details_limit:
+            rows = con.sql(f"""SELECT status, digest, link, seq, l_ts, l_wire, index, c_ts, c_wire, cap_len
+                FROM j WHERE status <> 'matched' ORDER BY {DETAILS_ORDER} LIMIT {int(job.details_limit)}""").to_arrow_table()
+        return PartitionTally(t, rows)
+    except duckdb.Error as e:
+        raise LedgerFormatError(f"{job.ledger}: reconciliation failed reading the ledger: "
+                                f"{str(e).splitlines()[0]}") from None
+    finally:
+        con.close()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _capture_rows(job: PartitionJob, offsets: list[int], capture_parts: list) -> np.ndarray:
@@ -371,82 +351,6 @@ def _capture_rows(job: PartitionJob, offsets: list[int], capture_parts: list) ->
         rows["seq"][at:at + len(a)] += np.uint64(base)
         at += len(a)
     return rows
-
-
-def _matched_part(job: PartitionJob, names: list[str], codes: np.ndarray, lts: np.ndarray, cts: np.ndarray) -> _Tally:
-    """The tally of the rows paired one to one (`codes`, `lts`: their ledger rows' links and
-    times; `cts`: their capture rows' times): matched, counted by the ledger's time (the capture
-    side counts only towards the frames in the window)."""
-    lin = window_mask(lts, job.from_ns, job.to_ns)
-    per_link = np.bincount(codes[lin], minlength=len(names))
-    secs, nsec = np.unique(lts[lin] // 1_000_000_000, return_counts=True)
-    return _Tally(int(window_mask(cts, job.from_ns, job.to_ns).sum()), int(lin.sum()), 0, 0,
-                  [{"link": n, "matched": int(c), "ledger_only": 0, "capture_only": 0}
-                   for n, c in zip(names, per_link) if c],
-                  [{"second": int(s), "matched": int(c), "ledger_only": 0, "capture_only": 0}
-                   for s, c in zip(secs, nsec)], [], [])
-
-
-def _exact_part(job: PartitionJob, links: np.ndarray, ledger: np.ndarray,
-                capture: np.ndarray) -> tuple[_Tally, pa.Table | None]:
-    """recompute's DuckDB pairing and tally of the other rows, and their first --details rows."""
-    tmp = tempfile.mkdtemp(prefix="ledgertool-partition-")
-    con = open_duckdb({"memory_limit": job.memory_limit, "temp_directory": tmp})
-    try:
-        con.register("_l", pa.table({"link": pa.array(links.tolist(), pa.string()), "kid": pa.array(
-            [job.kids[0]] * len(ledger), pa.string()), "digest": _digest_array(ledger, job.digest_size),
-            "seq": ledger["seq"], "ts_ns": ledger["ts_ns"], "wire_len": ledger["wire_len"]}))
-        con.execute("CREATE TEMP TABLE lrec (link VARCHAR, kid VARCHAR, digest BLOB, seq UBIGINT, ts_ns BIGINT, "
-                    "wire_len UINTEGER)")
-        con.execute("INSERT INTO lrec SELECT * FROM _l")
-        con.register("_c", pa.table({"index": capture["seq"], "ts_ns": capture["ts_ns"],
-                                     "wire_len": capture["wire_len"], "cap_len": capture["cap_len"],
-                                     "flags": capture["flags"], "linktype": capture["linktype"],
-                                     "digest": _digest_array(capture, job.digest_size)}))
-        con.execute(f"CREATE TEMP TABLE cap0 ({CAPTURE_COLUMNS})")
-        con.execute("INSERT INTO cap0 SELECT * FROM _c")
-        _pair(con, [(k, None) for k in job.kids], list(job.segments), list(job.uncovered), job.from_ns, job.to_ns,
-              job.tolerance_ns)
-        t = _tally(con, job.from_ns, job.to_ns, job.examples)
-        rows = None
-        if job.details_limit:
-            rows = con.sql(f"""SELECT status, digest, link, seq, l_ts, l_wire, index, c_ts, c_wire, cap_len
-                FROM j WHERE status <> 'matched' ORDER BY {DETAILS_ORDER} LIMIT {int(job.details_limit)}""").to_arrow_table()
-        return t, rows
-    except duckdb.Error as e:
-        raise LedgerFormatError(f"{job.ledger}: reconciliation failed reading the ledger: "
-                                f"{str(e).splitlines()[0]}") from None
-    finally:
-        con.close()
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-def merge_tallies(tallies: Sequence[_Tally], examples: int) -> _Tally:
-    """The tally of the whole comparison from its partitions' (each digest is in one partition)."""
-    links: dict[str, list[int]] = {}
-    seconds: dict[int, list[int]] = {}
-    conly = 0
-    for t in tallies:
-        for row in t.per_link:
-            if row["link"] is None:
-                conly += row["capture_only"]
-                continue
-            acc = links.setdefault(row["link"], [0, 0])
-            acc[0] += row["matched"]
-            acc[1] += row["ledger_only"]
-        for row in t.per_second:
-            acc = seconds.setdefault(row["second"], [0, 0, 0])
-            for k, name in enumerate(("matched", "ledger_only", "capture_only")):
-                acc[k] += row[name]
-    per_link = [{"link": ln, "matched": m, "ledger_only": lo, "capture_only": 0} for ln, (m, lo) in sorted(links.items())]
-    if conly:
-        per_link.append({"link": None, "matched": 0, "ledger_only": 0, "capture_only": conly})
-    per_second = [{"second": s, "matched": m, "ledger_only": lo, "capture_only": co}
-                  for s, (m, lo, co) in sorted(seconds.items())]
-    ex_l = sorted((e for t in tallies for e in t.examples_ledger_only), key=lambda e: (e[1], e[2]))[:examples]
-    ex_c = sorted((e for t in tallies for e in t.examples_capture_only), key=lambda e: e[1])[:examples]
-    return _Tally(sum(t.frames_in_window for t in tallies), sum(t.matched for t in tallies),
-                  sum(t.ledger_only for t in tallies), conly, per_link, per_second, ex_l, ex_c)
 
 
 # ---- the run ----

@@ -3,60 +3,71 @@
 In a capture that agrees with its ledger almost every digest occurs once in the ledger and once in
 the capture; such a pair is matched whatever the order or the pairing rule, so it need not go
 through DuckDB's group-by and join (recompute._pair), which cost ~85 % of a single-core
-reconciliation of 64-byte frames (docs/benchmarks.md, "recompute per worker"). The rows of
-every other digest ("contested": counts that differ, repeats, 64-bit prefix collisions) go to
-the exact pairing unchanged; the counts of the two parts add up (merge_tallies), because each
-digest is in exactly one part.
+reconciliation of 64-byte frames (docs/benchmarks.md, "recompute per worker"). They are found in
+C (lt_once_each: a hash table over the ledger side's digests, no Python per record). The rows of
+every other digest ("contested": counts that differ, repeats, one-sided digests) go to the exact
+pairing unchanged; the counts of the two parts add up (merge_tallies), because each digest is in
+exactly one part.
 """
 
 from __future__ import annotations
 
+import secrets
+from dataclasses import dataclass
+from typing import Sequence
+
 import numpy as np
 
-__all__ = ["once_each", "window_mask"]
+from .._binding import check, ffi, lib
+from ..digest.record import record_dtype
+
+__all__ = ["LedgerPart", "Tally", "ledger_rows", "matched_tally", "merge_tallies", "once_each", "window_mask"]
 
 
-def _word64(arr: np.ndarray, at: int) -> np.ndarray:
-    """Digest bytes [at, at + 8) of each record of `arr` (record_dtype) as one uint64 (a view)."""
-    if not len(arr):
-        return np.zeros(0, "<u8")
-    arr = np.ascontiguousarray(arr)
-    off = arr.dtype.fields["digest"][1] + at
-    return np.ndarray((len(arr),), "<u8", buffer=arr, offset=off, strides=(arr.dtype.itemsize,))
+@dataclass(frozen=True)
+class LedgerPart:
+    """One verified segment's frame records (gap records left out), or those of one partition."""
+
+    link: str
+    kid: object  # the segment's digest key id, as its (verified) seal states it
+    records: np.ndarray  # record_dtype
 
 
-def _same_digests(ledger: np.ndarray, lrows: np.ndarray, capture: np.ndarray, crows: np.ndarray) -> np.ndarray:
-    """Whether ledger row lrows[k]'s digest equals capture row crows[k]'s, whose first 8 bytes are
-    known to be equal: the other 8-byte words compared."""
-    size = ledger.dtype.fields["digest"][0].itemsize
-    equal = np.ones(len(lrows), bool)
-    for at in range(8, size, 8):
-        equal &= _word64(ledger, at)[lrows] == _word64(capture, at)[crows]
-    return equal
+@dataclass(frozen=True)
+class Tally:
+    """The counts and examples of a pairing, as ReconcileResult takes them."""
+
+    frames_in_window: int
+    matched: int
+    ledger_only: int
+    capture_only: int
+    per_link: list[dict]
+    per_second: list[dict]
+    examples_ledger_only: list[tuple]
+    examples_capture_only: list[tuple]
+
+
+def _mask_buffer(n: int) -> tuple[np.ndarray, object]:
+    mask = np.empty(n, np.uint8)
+    return mask, ffi.from_buffer(mask) if n else ffi.NULL
 
 
 def once_each(ledger: np.ndarray, capture: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Boolean masks over `ledger` and `capture` (record_dtype arrays) of the rows whose digest
-    occurs exactly once in each: those rows pair one to one (matched). A row outside both masks
-    may still be matched; the exact pairing decides it."""
-    nl = len(ledger)
-    lmask, cmask = np.zeros(nl, bool), np.zeros(len(capture), bool)
-    keys = np.concatenate([_word64(ledger, 0), _word64(capture, 0)])
-    if len(keys) < 2:
-        return lmask, cmask
-    order = np.argsort(keys)
-    k = keys[order]
-    same = k[1:] == k[:-1]
-    # runs of exactly two equal first words: rows i and i+1 equal, i-1 and i+2 not
-    starts = np.flatnonzero(same & np.concatenate([[True], ~same[:-1]]) & np.concatenate([~same[1:], [True]]))
-    a, b = order[starts], order[starts + 1]
-    first, second = np.minimum(a, b), np.maximum(a, b)
-    cross = (first < nl) & (second >= nl)  # one ledger row and one capture row
-    first, second = first[cross], second[cross] - nl
-    equal = _same_digests(ledger, first, capture, second)
-    lmask[first[equal]] = True
-    cmask[second[equal]] = True
-    return lmask, cmask
+    """Boolean masks over `ledger` and `capture` (record_dtype arrays of one digest size) of the
+    rows whose digest's first 8 bytes occur exactly once in each, with equal whole digests: those
+    rows pair one to one (matched). A row outside both masks may still be matched; the exact
+    pairing decides it (so two digests that share their first 8 bytes only cost speed). The hash is seeded at random per call. MemoryError when the call's tables (16 bytes per
+    row of both sides, 8 more per row of the larger) cannot be allocated."""
+    ledger, capture = np.ascontiguousarray(ledger), np.ascontiguousarray(capture)
+    fmt, off = ledger.dtype.fields["digest"][:2]
+    lmask, lbuf = _mask_buffer(len(ledger))
+    cmask, cbuf = _mask_buffer(len(capture))
+    lrec = ffi.from_buffer(ledger) if len(ledger) else ffi.NULL
+    crec = ffi.from_buffer(capture) if len(capture) else ffi.NULL
+    rc = lib.lt_once_each(lrec, len(ledger), ledger.dtype.itemsize, crec, len(capture), capture.dtype.itemsize,
+                          off, fmt.itemsize, secrets.randbits(64), lbuf, cbuf)
+    check(rc, "lt_once_each")  # MemoryError on LT_ERR_NOMEM
+    return lmask.view(bool), cmask.view(bool)
 
 
 def window_mask(ts: np.ndarray, lo: int | None, hi: int | None) -> np.ndarray:
@@ -67,3 +78,71 @@ def window_mask(ts: np.ndarray, lo: int | None, hi: int | None) -> np.ndarray:
     if hi is not None:
         mask &= ts < hi
     return mask
+
+
+def ledger_rows(parts: Sequence[LedgerPart | None], kid: str, digest_size: int
+                ) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The ledger rows under digest key `kid` (recompute's view `l` takes no others): the links,
+    each row's link (an index into them), and the records (one array)."""
+    parts = [lp for lp in parts if lp is not None and lp.kid == kid]
+    names = sorted({lp.link for lp in parts})
+    code = {name: i for i, name in enumerate(names)}
+    codes = np.repeat(np.array([code[lp.link] for lp in parts], np.int32), [len(lp.records) for lp in parts])
+    if len(parts) == 1:
+        return names, codes, parts[0].records
+    recs = np.concatenate([lp.records for lp in parts]) if parts else np.zeros(0, record_dtype(digest_size))
+    return names, codes, recs
+
+
+def matched_tally(names: list[str], codes: np.ndarray, lts: np.ndarray, cts: np.ndarray,
+                  from_ns: int | None, to_ns: int | None) -> Tally:
+    """The tally of the rows paired one to one (`codes`, `lts`: their ledger rows' links and
+    times; `cts`: their capture rows' times): matched, counted by the ledger's time (the capture
+    side counts only towards the frames in the window)."""
+    lin = window_mask(lts, from_ns, to_ns)
+    per_link = np.bincount(codes[lin], minlength=len(names))
+    secs, nsec = _per_second(lts[lin] // 1_000_000_000)
+    return Tally(int(window_mask(cts, from_ns, to_ns).sum()), int(lin.sum()), 0, 0,
+                 [{"link": n, "matched": int(c), "ledger_only": 0, "capture_only": 0}
+                  for n, c in zip(names, per_link) if c],
+                 [{"second": int(s), "matched": int(c), "ledger_only": 0, "capture_only": 0}
+                  for s, c in zip(secs, nsec)], [], [])
+
+
+def _per_second(secs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct seconds and their counts, ascending: a histogram when they span few seconds
+    (the usual capture: no sort of every row), np.unique otherwise."""
+    if len(secs) and int(secs.max()) - int(secs.min()) <= 4 * len(secs):
+        first = int(secs.min())
+        counts = np.bincount(secs - first)
+        held = np.flatnonzero(counts)
+        return held + first, counts[held]
+    return np.unique(secs, return_counts=True)
+
+
+def merge_tallies(tallies: Sequence[Tally], examples: int) -> Tally:
+    """The tally of the whole comparison from its parts' (each digest is in one part)."""
+    links: dict[str, list[int]] = {}
+    seconds: dict[int, list[int]] = {}
+    conly = 0
+    for t in tallies:
+        for row in t.per_link:
+            if row["link"] is None:
+                conly += row["capture_only"]
+                continue
+            acc = links.setdefault(row["link"], [0, 0])
+            acc[0] += row["matched"]
+            acc[1] += row["ledger_only"]
+        for row in t.per_second:
+            acc = seconds.setdefault(row["second"], [0, 0, 0])
+            for k, name in enumerate(("matched", "ledger_only", "capture_only")):
+                acc[k] += row[name]
+    per_link = [{"link": ln, "matched": m, "ledger_only": lo, "capture_only": 0} for ln, (m, lo) in sorted(links.items())]
+    if conly:
+        per_link.append({"link": None, "matched": 0, "ledger_only": 0, "capture_only": conly})
+    per_second = [{"second": s, "matched": m, "ledger_only": lo, "capture_only": co}
+                  for s, (m, lo, co) in sorted(seconds.items())]
+    ex_l = sorted((e for t in tallies for e in t.examples_ledger_only), key=lambda e: (e[1], e[2]))[:examples]
+    ex_c = sorted((e for t in tallies for e in t.examples_capture_only), key=lambda e: e[1])[:examples]
+    return Tally(sum(t.frames_in_window for t in tallies), sum(t.matched for t in tallies),
+                 sum(t.ledger_only for t in tallies), conly, per_link, per_second, ex_l, ex_c)

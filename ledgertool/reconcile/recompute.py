@@ -47,6 +47,7 @@ from ..source import open_source
 from ..source.file import STDIN
 from ..verify.ledger import VerifiedSegment, VerifyResult, verify_ledger
 from .dissect import dissect_line
+from .multiset import LedgerPart, Tally, ledger_rows, matched_tally, merge_tallies, once_each, window_mask
 from .query import not_verified_error, open_duckdb
 
 #: bytes of file format around each frame: the record header (pcap 16, modified pcap 24) or the
@@ -117,10 +118,11 @@ class DigestRun:
                 "strip_fallbacks": self.strip_fallbacks.to_json()}
 
 
-def _digest_batches(source: str | Path, digest_key: DigestKey, alg: Algorithm, strip: str, run: DigestRun,
-                    progress: ProgressFn | None, workers: int, phase: str = "recompute") -> Iterator[pa.Table]:
-    """Digest every frame of `source` with the native engine: one Arrow table per engine batch
-    (schema `digests_schema`); `run` counts frames and bytes, the capture's warnings and strip
+def _digest_records(source: str | Path, digest_key: DigestKey, alg: Algorithm, strip: str, run: DigestRun,
+                    progress: ProgressFn | None, workers: int, phase: str = "recompute") -> Iterator[np.ndarray]:
+    """Digest every frame of `source` with the native engine: one record_dtype array per engine
+    batch (a view of the engine's buffer, valid until the next one; `seq` is the frame's index
+    in the captures so far); `run` counts frames and bytes, the capture's warnings and strip
     fallbacks. A capture that cannot be read to its end (corrupt after it was opened) ends the
     batches with the frames before that point, and `run.stopped` says where. `progress` gets
     bytes read of the capture's size (`phase`), the last update at its end."""
@@ -129,7 +131,6 @@ def _digest_batches(source: str | Path, digest_key: DigestKey, alg: Algorithm, s
         report = _file_progress(progress, phase, reader.info())
         engine = DigestEngine(reader, alg, get_strip_mode(strip), digest_key.subkey(alg.name, alg.key_size),
                               workers=workers or usable_cores())
-        schema = digests_schema(alg.digest_size)
         dtype = record_dtype(alg.digest_size)
         while True:
             try:
@@ -139,13 +140,7 @@ def _digest_batches(source: str | Path, digest_key: DigestKey, alg: Algorithm, s
                 break
             if n == 0:
                 break
-            arr = np.frombuffer(records, dtype=dtype, count=n)
-            dig = pa.FixedSizeBinaryArray.from_buffers(
-                pa.binary(alg.digest_size), n, [None, pa.py_buffer(arr["digest"].tobytes())])
-            yield pa.Table.from_arrays(
-                [pa.array(arr["seq"]), pa.array(arr["ts_ns"]), pa.array(arr["wire_len"]),
-                 pa.array(arr["cap_len"]), pa.array(arr["flags"]), pa.array(arr["linktype"]), dig],
-                schema=schema)
+            yield np.frombuffer(records, dtype=dtype, count=n)
             run.frames += n
             run.bytes += nbytes
             if report:
@@ -158,6 +153,19 @@ def _digest_batches(source: str | Path, digest_key: DigestKey, alg: Algorithm, s
     if note:
         run.warnings.append(note)
     run.elapsed_s += time.perf_counter() - t0
+
+
+def _digest_batches(source: str | Path, digest_key: DigestKey, alg: Algorithm, strip: str, run: DigestRun,
+                    progress: ProgressFn | None, workers: int, phase: str = "recompute") -> Iterator[pa.Table]:
+    """_digest_records' batches as Arrow tables (schema `digests_schema`)."""
+    schema = digests_schema(alg.digest_size)
+    for arr in _digest_records(source, digest_key, alg, strip, run, progress, workers, phase):
+        dig = pa.FixedSizeBinaryArray.from_buffers(
+            pa.binary(alg.digest_size), len(arr), [None, pa.py_buffer(arr["digest"].tobytes())])
+        yield pa.Table.from_arrays(
+            [pa.array(arr["seq"]), pa.array(arr["ts_ns"]), pa.array(arr["wire_len"]),
+             pa.array(arr["cap_len"]), pa.array(arr["flags"]), pa.array(arr["linktype"]), dig],
+            schema=schema)
 
 
 def digests_to_parquet(source: str | Path, out: Path, digest_key: DigestKey, alg: Algorithm, strip: str,
@@ -316,11 +324,21 @@ def reconcile(source: Sources, ledger_dir: Path, digest_key: DigestKey | Sequenc
         except UsageError as e:
             raise UsageError(Setting("memory_limit"), f" {memory_limit!r}: {e}") from None
         try:
-            segs, ver = _load_ledger_side(con, ledger_dir, trust, checkpoint, checkpoint_name, links, progress)
-            keys, uncovered = _match_keys(ledger_dir, ledger, alg, keys, segs)
-            run = _load_capture_side(con, source, keys, alg, ledger.strip, progress, workers)
-            _pair(con, keys, segs, uncovered, from_ns, to_ns, tolerance_ns)
-            tally = _tally(con, from_ns, to_ns, examples)
+            verify_args = (ledger_dir, trust, checkpoint, checkpoint_name, links, progress)
+            if len(keys) == 1:  # the common case: the pairs found once on each side never reach DuckDB
+                segs, ver, parts = _ledger_parts(*verify_args, alg.digest_size)
+                keys, uncovered = _match_keys(ledger_dir, ledger, alg, keys, segs)
+                capture, run = _capture_records(source, keys[0][1], alg, ledger.strip, progress, workers)
+                names, codes, recs = ledger_rows(parts, keys[0][0], alg.digest_size)
+                del parts  # (recs is their one array; the segments' buffers can go)
+                tally = pair_records(con, keys[0][0], segs, uncovered, (names, codes, recs), capture,
+                                     (from_ns, to_ns, tolerance_ns), examples)
+            else:  # several digest keys: every record goes through DuckDB's identity mapping (_pairing_views)
+                segs, ver = _load_ledger_side(con, *verify_args)
+                keys, uncovered = _match_keys(ledger_dir, ledger, alg, keys, segs)
+                run = _load_capture_side(con, source, keys, alg, ledger.strip, progress, workers)
+                _pair(con, keys, segs, uncovered, from_ns, to_ns, tolerance_ns)
+                tally = _tally(con, from_ns, to_ns, examples)
             written = _write_details(con, details, source, details_limit) if details else 0
         except duckdb.Error as e:
             raise LedgerFormatError(f"{ledger_dir}: reconciliation failed reading the ledger: "
@@ -349,7 +367,7 @@ def check_request(digest_key: DigestKey | Sequence[DigestKey], from_ns: int | No
     return keys
 
 
-def make_result(source: str, ledger_dir: Path, tally: _Tally, window: tuple, details: Path | None, written: int,
+def make_result(source: str, ledger_dir: Path, tally: Tally, window: tuple, details: Path | None, written: int,
                 warnings: list[str], keys: list[tuple[str, DigestKey]], segs: list[_Segment], uncovered: list[dict],
                 verified: bool, elapsed_s: float, capture: DigestRun | None = None) -> ReconcileResult:
     """The report of a reconciliation from its tally (`window`: from_ns, to_ns, tolerance_ns, links;
@@ -394,6 +412,100 @@ def _load_ledger_side(con, ledger_dir: Path, trust: TrustBundle | None, checkpoi
     if not ver.ok:
         raise not_verified_error(ver, "it is not reconciled")
     return segs, ver
+
+
+def _ledger_parts(ledger_dir: Path, trust: TrustBundle | None, checkpoint: bytes | None, checkpoint_name: str,
+                  links: list[str] | None, progress: ProgressFn | None, digest_size: int
+                  ) -> tuple[list[_Segment], VerifyResult, list[LedgerPart]]:
+    """Verify the ledger and keep the frame records of its verified segments (gap records left
+    out) as record arrays over the very bytes that were checked (a copy only of a segment with
+    gap records). DiscrepancyError when it does not verify."""
+    segs: list[_Segment] = []
+    parts: list[LedgerPart] = []
+    dtype = record_dtype(digest_size)
+
+    def add_segment(seg: VerifiedSegment) -> None:
+        segs.append(_Segment.of(seg))
+        arr = np.frombuffer(seg.records, dtype=dtype)
+        gaps = (arr["flags"] & FLAG_GAP) != 0
+        parts.append(LedgerPart(seg.link, seg.seal.get("digest_key_id"), arr[~gaps] if gaps.any() else arr))
+
+    ver = verify_ledger(ledger_dir, trust, checkpoint, checkpoint_name, links=links, on_segment=add_segment,
+                        progress=progress)
+    if not ver.ok:
+        raise not_verified_error(ver, "it is not reconciled")
+    return segs, ver, parts
+
+
+def _capture_records(source: Sources, key: DigestKey, alg: Algorithm, strip: str, progress: ProgressFn | None,
+                     workers: int) -> tuple[np.ndarray, DigestRun]:
+    """Every frame of the captures recomputed under `key` as one record_dtype array (`seq`: the
+    frame's index), and the run's statistics."""
+    run = DigestRun()
+    batches: list[np.ndarray] = []
+    for one in source_list(source):
+        if run.stopped is not None:  # a capture before this one could not be read to its end
+            break
+        # each batch copied out of the engine's buffer before it is refilled
+        batches.extend(arr.copy() for arr in _digest_records(one, key, alg, strip, run, progress, workers))
+    if len(batches) == 1:
+        return batches[0], run
+    return (np.concatenate(batches) if batches else np.zeros(0, record_dtype(alg.digest_size))), run
+
+
+def digest_array(arr: np.ndarray, digest_size: int) -> pa.FixedSizeBinaryArray:
+    """The digests of `arr` (record_dtype) as an Arrow fixed-size binary column."""
+    return pa.FixedSizeBinaryArray.from_buffers(pa.binary(digest_size), len(arr),
+                                                [None, pa.py_buffer(np.ascontiguousarray(arr["digest"]).tobytes())])
+
+
+CAPTURE_COLUMNS = ("index UBIGINT, ts_ns BIGINT, wire_len UINTEGER, cap_len UINTEGER, flags USMALLINT, "
+                   "linktype USMALLINT, digest BLOB")
+
+
+def load_rows(con, kid: str, links: np.ndarray, ledger: np.ndarray, capture: np.ndarray) -> None:
+    """Tables `lrec` (ledger rows under key `kid`, `links` each one's link) and `cap0` (capture
+    rows, `seq` the frame index) from record_dtype arrays, as _load_ledger_side and
+    _load_capture_side make them."""
+    size = ledger.dtype.fields["digest"][0].itemsize
+    con.register("_l", pa.table({"link": pa.array(links.tolist(), pa.string()), "kid": pa.array(
+        [kid] * len(ledger), pa.string()), "digest": digest_array(ledger, size),
+        "seq": ledger["seq"], "ts_ns": ledger["ts_ns"], "wire_len": ledger["wire_len"]}))
+    con.execute("CREATE TEMP TABLE lrec (link VARCHAR, kid VARCHAR, digest BLOB, seq UBIGINT, ts_ns BIGINT, "
+                "wire_len UINTEGER)")
+    con.execute("INSERT INTO lrec SELECT * FROM _l")
+    con.unregister("_l")
+    con.register("_c", pa.table({"index": capture["seq"], "ts_ns": capture["ts_ns"],
+                                 "wire_len": capture["wire_len"], "cap_len": capture["cap_len"],
+                                 "flags": capture["flags"], "linktype": capture["linktype"],
+                                 "digest": digest_array(capture, size)}))
+    con.execute(f"CREATE TEMP TABLE cap0 ({CAPTURE_COLUMNS})")
+    con.execute("INSERT INTO cap0 SELECT * FROM _c")
+    con.unregister("_c")
+
+
+def pair_records(con, kid: str, segs: list[_Segment], uncovered: list[dict],
+                 ledger_side: tuple[list[str], np.ndarray, np.ndarray], capture: np.ndarray,
+                 window: tuple[int | None, int | None, int], examples: int) -> Tally:
+    """Pair and tally the ledger rows under key `kid` (`ledger_side`: link names, each row's link
+    as an index into them, the records) with the capture rows, as _pair and _tally do over all
+    of them (`window`: from_ns, to_ns, tolerance_ns): the rows that pair one to one
+    (multiset.once_each, in C) are counted in numpy; only the others go through DuckDB, and table
+    `j` on `con` holds their pairing (for --details)."""
+    names, codes, ledger = ledger_side
+    from_ns, to_ns, tolerance_ns = window
+    lo = None if from_ns is None else from_ns - tolerance_ns
+    hi = None if to_ns is None else to_ns + tolerance_ns
+    if lo is not None or hi is not None:  # both sides are read over the widened window only
+        lwide, cwide = window_mask(ledger["ts_ns"], lo, hi), window_mask(capture["ts_ns"], lo, hi)
+        codes, ledger, capture = codes[lwide], ledger[lwide], capture[cwide]
+    lpair, cpair = once_each(ledger, capture)
+    lrest, crest = ~lpair, ~cpair
+    load_rows(con, kid, np.array(names + [""], dtype=object)[codes[lrest]], ledger[lrest], capture[crest])
+    _pair(con, [(kid, None)], segs, uncovered, from_ns, to_ns, tolerance_ns)
+    exact = _tally(con, from_ns, to_ns, examples)
+    matched = matched_tally(names, codes[lpair], ledger["ts_ns"][lpair], capture["ts_ns"][cpair], from_ns, to_ns)
+    return merge_tallies([exact, matched], examples)
 
 
 def _load_capture_side(con, source: Sources, keys: list[tuple[str, DigestKey]], alg: Algorithm, strip: str,
@@ -466,21 +578,7 @@ def _pair(con, keys: list[tuple[str, DigestKey]], segs: list[_Segment], uncovere
         (status = 'capture_only' AND NOT ({_window_sql('c_ts', from_ns, to_ns)}))""")
 
 
-@dataclass(frozen=True)
-class _Tally:
-    """The counts and examples of a pairing (table `j`), as ReconcileResult takes them."""
-
-    frames_in_window: int
-    matched: int
-    ledger_only: int
-    capture_only: int
-    per_link: list[dict]
-    per_second: list[dict]
-    examples_ledger_only: list[tuple]
-    examples_capture_only: list[tuple]
-
-
-def _tally(con, from_ns: int | None, to_ns: int | None, examples: int) -> _Tally:
+def _tally(con, from_ns: int | None, to_ns: int | None, examples: int) -> Tally:
     lonly, conly = con.execute("""SELECT count(*) FILTER (status = 'ledger_only'),
         count(*) FILTER (status = 'capture_only') FROM j""").fetchone()
     # Every ledger frame in the window is either matched or ledger-only.
@@ -513,7 +611,7 @@ def _tally(con, from_ns: int | None, to_ns: int | None, examples: int) -> _Tally
         WHERE status = 'ledger_only' ORDER BY link, seq LIMIT ?""", [examples]).fetchall()
     ex_c = con.execute("""SELECT lower(hex(digest)), index, c_ts, c_wire FROM j
         WHERE status = 'capture_only' ORDER BY index LIMIT ?""", [examples]).fetchall()
-    return _Tally(frames_in_window, matched, lonly, conly, per_link, per_second, ex_l, ex_c)
+    return Tally(frames_in_window, matched, lonly, conly, per_link, per_second, ex_l, ex_c)
 
 
 def _add_warnings(res: ReconcileResult, ledger_dir: Path, alg: Algorithm, uncovered: list[dict],

@@ -36,7 +36,7 @@ extern "C" {
  * ABI_VERSION) refuses a compiled module built from other declarations, so a stale build after
  * `git pull` is one line asking for a rebuild rather than an AttributeError deep inside a command.
  * tests/test_binding.py pins the blocks' digest to it. */
-#define LT_ABI_VERSION 2
+#define LT_ABI_VERSION 3
 
 /* ---- status codes ---- */
 #define LT_OK 0
@@ -499,6 +499,23 @@ void lt_replay_close(lt_replay *p);
  * PR_SET_DUMPABLE 0, which also keeps same-user debuggers out). Called before secret key
  * material is loaded. LT_OK, or LT_ERR_IO with the failing call and errno in err. */
 int lt_no_core_dumps(char *err, size_t errlen);
+
+/* ======== 9. multiset pairing (native/src/multiset.c) ======== */
+
+/* Which records pair one to one: those whose digest's first 8 bytes occur exactly once among
+ * the n_ledger ledger records and exactly once among the n_capture capture records, the two
+ * whole digests being equal. lmask[i] / cmask[j] become 1 for those and 0 for every other record
+ * (n_ledger and n_capture bytes). Records lie `stride` bytes apart, each with its digest
+ * (digest_size bytes) at digest_offset. `seed` keys
+ * the hash of the digest's first 8 bytes (a random one keeps crafted digests from crowding one
+ * bucket). Allocates 16 bytes per record of both sides and 8 per record of the larger side for
+ * the call; no Python object is touched (the binding releases the GIL). Returns LT_OK,
+ * LT_ERR_ARG (NULL buffers with records, a digest outside the stride, counts too large) or
+ * LT_ERR_NOMEM. */
+int lt_once_each(const uint8_t *ledger, size_t n_ledger, size_t ledger_stride,
+                 const uint8_t *capture, size_t n_capture, size_t capture_stride,
+                 size_t digest_offset, size_t digest_size, uint64_t seed,
+                 uint8_t *lmask, uint8_t *cmask);
 
 /* CDEF END */
 
