@@ -39,6 +39,7 @@ BUILD = runpy.run_path(str(NATIVE / "build_ffi.py"), run_name="build_ffi")
 CDEF_DIGESTS = {
     1: "a38f52969368ae9e7631b2b7290ab62dc0ad97ef5c9c6d89273fa25458fedd8b",
     2: "62305638014ff072bcd58208b094dd63d7cc5f0f51113ada751e70e2985dfab6",  # this session: strip fallbacks, lt_reader_open_fd, lt_rec_records, lt_segment_writer_* (one version: none was released in between)
+    3: "55b4eed7d4d79231973461a00486f6df08c05e90e936720281e6ef4908e73586",  # lt_rec_leaves (verify hashes raw record files in place)
 }
 
 
