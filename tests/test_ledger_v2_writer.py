@@ -325,3 +325,22 @@ def test_item14_open_segment_fsync_runs_on_the_sealer_thread(tmp_path, keydir, m
     assert [e[0] for e in events] == ["fsync", "seal"] * 3
     assert {t for kind, t in events if kind == "fsync"} and all(
         t.startswith("ledgertool-seal") for kind, t in events if kind == "fsync")
+
+
+def test_item14_open_segment_name_made_durable_at_close(tmp_path, monkeypatch):
+    """Creating an open segment does not fsync its directory (that would wait for the journal
+    commit of the previous segment's fsync, running on the sealer thread); close fsyncs the file,
+    then the directory, so a closed segment's name and records are durable together."""
+    import os
+
+    synced: list[str] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), real_fsync(fd))[1])
+    key = OpenSegmentKey(bytes(range(32)), "cd" * 16)
+    path = tmp_path / "seg-00000000.open"
+    w = _writer(path, key, 16, 4)
+    assert synced == []
+    w.append(_records(10, 16, 7, np.random.default_rng(1)), 10)
+    w.finish()
+    w.close()
+    assert synced == [str(path), str(tmp_path)]
