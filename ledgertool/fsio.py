@@ -326,16 +326,18 @@ def create_new(path: PathArg, data: bytes, *, mode: int, what: str = "file") -> 
 
 
 def create_exclusive(path: PathArg, *, root: PathArg | None = None, mode: int = 0o644,
-                     append: bool = True, what: str = "file") -> int:
+                     append: bool = True, what: str = "file", durable_name: bool = True) -> int:
     """A write descriptor of a new file `path` (O_CREAT|O_EXCL|O_NOFOLLOW, O_APPEND by default;
-    the caller closes it); its name is made durable (the directory is fsync'd). StorageError for
-    the environment, also when `path` exists."""
+    the caller closes it); its name is made durable (the directory is fsync'd) unless
+    `durable_name` is False (the caller then fsyncs the directory with the file's data, fsync_dir).
+    StorageError for the environment, also when `path` exists."""
     path = Path(path)
     dfd = open_dir(path.parent, root)
     try:
         fd = os.open(path.name, _NEW | (os.O_APPEND if append else 0), mode, dir_fd=dfd)
         try:
-            os.fsync(dfd)
+            if durable_name:
+                os.fsync(dfd)
         except OSError:
             os.close(fd)
             raise

@@ -29,6 +29,7 @@ from ledgertool.ledger import segment as segments
 from ledgertool.ledger.header import load_ledger
 from ledgertool.ledger.openmac import OpenSegmentKey
 from ledgertool.ledger.recover import recover_ledger
+from ledgertool.ledger import writer as writer_mod
 from ledgertool.ledger.writer import LinkWriter
 from ledgertool.seal.canonical import canonical_json
 
@@ -295,3 +296,51 @@ def test_item14_progress_counts_sealed_records(tmp_path, keydir, fmt):
                  progress=lambda *a: calls.append(a))
     assert calls[-1][0] == 294 and calls[-1][2] == 294
     assert all(s <= f for f, _, s in calls) and [s for _, _, s in calls] == sorted(s for _, _, s in calls)
+
+
+@pytest.mark.parametrize("fmt", [1, 2])
+def test_item14_open_segment_fsync_runs_on_the_sealer_thread(tmp_path, keydir, monkeypatch, fmt):
+    """Sealing a full segment does not stall the capture thread on its writeback: the open file's
+    fsync runs on the sealer thread, before that segment's seal is written (it is durable first)."""
+    import os
+    import threading
+
+    dk, sk, _ = load_keys(keydir)
+    events: list[tuple[str, str]] = []
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        name = os.readlink(f"/proc/self/fd/{fd}")
+        if name.endswith(".open"):
+            events.append(("fsync", threading.current_thread().name))
+        return real_fsync(fd)
+
+    real_seal_committed, real_seal_records = writer_mod.seal_committed, writer_mod.seal_records
+    monkeypatch.setattr(writer_mod, "seal_committed",
+                        lambda **kw: (events.append(("seal", "")), real_seal_committed(**kw))[1])
+    monkeypatch.setattr(writer_mod, "seal_records", lambda **kw: (events.append(("seal", "")), real_seal_records(**kw))[1])
+    monkeypatch.setattr(os, "fsync", fsync)
+    res = capture_file(SAMPLE, tmp_path / "L", digest_key=dk, signing_key=sk, segment_records=100, ledger_format=fmt)
+    assert res.frames == 294
+    assert [e[0] for e in events] == ["fsync", "seal"] * 3
+    assert {t for kind, t in events if kind == "fsync"} and all(
+        t.startswith("ledgertool-seal") for kind, t in events if kind == "fsync")
+
+
+def test_item14_open_segment_name_made_durable_at_close(tmp_path, monkeypatch):
+    """Creating an open segment does not fsync its directory (that would wait for the journal
+    commit of the previous segment's fsync, running on the sealer thread); close fsyncs the file,
+    then the directory, so a closed segment's name and records are durable together."""
+    import os
+
+    synced: list[str] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), real_fsync(fd))[1])
+    key = OpenSegmentKey(bytes(range(32)), "cd" * 16)
+    path = tmp_path / "seg-00000000.open"
+    w = _writer(path, key, 16, 4)
+    assert synced == []
+    w.append(_records(10, 16, 7, np.random.default_rng(1)), 10)
+    w.finish()
+    w.close()
+    assert synced == [str(path), str(tmp_path)]

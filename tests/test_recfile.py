@@ -91,3 +91,37 @@ def test_issue14_rec_facts_counted_in_c(tmp_path, signing_key):
     swapped[10 * 48:11 * 48], swapped[11 * 48:12 * 48] = recs[11 * 48:12 * 48], recs[10 * 48:11 * 48]
     raw = rec_bytes(led, "link0", 0, 1000, bytes(swapped), signing_key, [3, 40, 7])
     assert not parse_record_file(raw, "r", 48, 4, 1000).facts.seq_contiguous
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(digest_size=st.sampled_from([16, 32]), blocks=st.lists(st.integers(1, 700), min_size=0, max_size=6),
+       leaf_log2=st.integers(0, 9), gap_at=st.integers(0, 4000))
+def test_issue14_rec_leaves_in_place_equal_the_copied_ones(tmp_path_factory, signing_key, digest_size, blocks,
+                                                          leaf_log2, gap_at):
+    """lt_rec_leaves (no copy; leaves split across blocks gathered) gives the leaves, counts and
+    facts of lt_rec_records for any block split, and the spec's leaves."""
+    leaf = 1 << leaf_log2
+    led = write_ledger_json(tmp_path_factory.mktemp("L"), algorithm="blake3-keyed-256" if digest_size == 32
+                            else "siphash-1-3-128", strip="frame", digest_key_id="11" * 16,
+                            digest_size=digest_size, leaf_records=leaf)
+    n = sum(blocks)
+    recs = synthetic_records(n, 5, digest_size, seed=len(blocks), gaps={gap_at % n: 9} if n else None)
+    raw = rec_bytes(led, "link0", 3, 5, recs, signing_key, blocks)
+    copied = parse_record_file(raw, "seg-00000003.rec", 32 + digest_size, leaf, 5)
+    in_place = parse_record_file(raw, "seg-00000003.rec", 32 + digest_size, leaf, 5, keep_records=False)
+    assert in_place.records is None
+    assert in_place.leaves == copied.leaves == b"".join(leaf_hashes(recs, 32 + digest_size, leaf))
+    assert (in_place.count, in_place.blocks, in_place.facts) == (n, len(blocks), copied.facts)
+    assert in_place.facts.drops == (9 if n else 0)
+
+
+def test_issue14_rec_leaves_in_place_name_the_same_faults(tmp_path, signing_key):
+    led = write_ledger_json(tmp_path, algorithm="siphash-1-3-128", strip="frame", digest_key_id="11" * 16,
+                            digest_size=16)
+    raw = rec_bytes(led, "link0", 0, 0, synthetic_records(300, 0, 16), signing_key, [256, 44])
+    for data in (raw[:-1], raw + b"\x01\x00", raw + bytes(4), raw[:200]):
+        with pytest.raises(LedgerFormatError) as copied:
+            parse_record_file(data, "seg-00000000.rec", 48, 256)
+        with pytest.raises(LedgerFormatError) as in_place:
+            parse_record_file(data, "seg-00000000.rec", 48, 256, keep_records=False)
+        assert str(in_place.value) == str(copied.value)

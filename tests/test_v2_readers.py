@@ -80,3 +80,40 @@ def test_issue14_readers_refuse_a_v2_segment_that_does_not_verify(v2, keydir, tm
     with pytest.raises(DiscrepancyError, match="merkle_mismatch"):
         reconcile(SAMPLES / "sample.pcap", bad, dk, trust=trust)
     assert build_proof(bad, seq=5)["segment"] == 0  # the other segments still prove
+
+
+def test_issue14_plain_verify_hashes_raw_files_in_place(v2, keydir, tmp_path):
+    """verify with no reader of the records takes a raw record file's leaves in place (nothing
+    copied: records None) with the same counts and verdict as the copying path; a rewritten record
+    falls back to that path over the same bytes and is named as before."""
+    from ledgertool.ledger.header import load_ledger
+    from ledgertool.ledger.reader import LedgerReader
+    from ledgertool.verify.checks import SegmentPlace
+    from ledgertool.verify.ledger import check_segment, verify_ledger
+
+    d, segs = v2
+    work = tmp_path / "L"
+    shutil.copytree(d, work)
+
+    def both(index: int):
+        reader = LedgerReader(work)
+        ledger = load_ledger(work)
+        return [check_segment(reader, reader.listing("link0"),
+                              SegmentPlace(ledger, "link0", index, reader.link_dir("link0"), None, records_wanted=w))
+                for w in (False, True)]
+
+    for index in (0, 2):
+        lean, full = both(index)
+        assert lean.records.records is None and bytes(full.records.records) == segs[index]
+        assert (lean.records.n, lean.records.frames, lean.records.merkle_ok) == (len(segs[index]) // 48,
+                                                                                 full.records.frames, True)
+        assert lean.records.problems == full.records.problems == ()
+    rec = work / "link=link0" / "seg-00000002.rec"
+    raw = bytearray(rec.read_bytes())
+    raw[256 + 4 + 40] ^= 1  # record 0's digest
+    rec.write_bytes(bytes(raw))
+    lean, full = both(2)
+    assert lean.records.records is not None and lean.records.problems == full.records.problems
+    assert [p.kind.value for p in lean.records.problems] == ["merkle_mismatch"]
+    res = verify_ledger(work, None)
+    assert [p.kind.value for p in res.problems if not p.kind.is_warning] == ["merkle_mismatch"]

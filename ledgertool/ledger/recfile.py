@@ -43,11 +43,11 @@ class RecordFacts:
 @dataclass(frozen=True)
 class RecordFile:
     """A raw record file, framing stripped: its decoded header, the records of all its blocks as
-    one buffer (`count` records of the layout the caller gave), their Merkle leaf hashes and the
-    number of blocks. Not authenticated by itself."""
+    one buffer (`count` records of the layout the caller gave; None when not kept), their Merkle
+    leaf hashes and the number of blocks. Not authenticated by itself."""
 
     header: SegmentHeader
-    records: pa.Buffer
+    records: pa.Buffer | None
     count: int
     blocks: int
     leaves: bytes
@@ -55,12 +55,14 @@ class RecordFile:
 
 
 def parse_record_file(raw: pa.Buffer | bytes, path: Path | str, record_size: int, leaf_records: int,
-                      first_seq: int = 0) -> RecordFile:
+                      first_seq: int = 0, *, keep_records: bool = True) -> RecordFile:
     """The raw record file in `raw` (the bytes of the file at `path`), decoded with the seal's
     signed `record_size` and `leaf_records`; `facts.seq_contiguous` says whether the records' seq
     run from `first_seq` (a u64). LedgerFormatError, one line naming the file and the
     byte offset (and block), when the header does not decode or is not a v2 header, or the blocks
-    do not frame the file exactly; ValueError for a layout out of bounds."""
+    do not frame the file exactly; ValueError for a layout out of bounds. With `keep_records` False
+    the records are not copied out (`records` is None): the leaves are hashed where they lie in
+    `raw` (lt_rec_leaves), the same leaves and facts, for a reader that wants neither records nor table."""
     raw = raw if isinstance(raw, pa.Buffer) else pa.py_buffer(raw)
     size = raw.size
     if size < HEADER_SIZE:
@@ -70,22 +72,29 @@ def parse_record_file(raw: pa.Buffer | bytes, path: Path | str, record_size: int
     if header.version != 2:
         raise LedgerFormatError(f"{path}: a v{header.version} segment header (byte 0); a raw record file has a "
                                 "v2 one")
-    out = pa.allocate_buffer(max(size - HEADER_SIZE, 1))
     max_leaves = -(-((size - HEADER_SIZE) // record_size) // leaf_records) if leaf_records else 0
     leaves = ffi.new("uint8_t[]", max(max_leaves, 1) * 32)
     info = ffi.new("lt_rec_info *")
-    rc = lib.lt_rec_records(ffi.from_buffer(raw), size, record_size, first_seq,
-                            ffi.from_buffer(out, require_writable=True), out.size, leaf_records, leaves, len(leaves),
-                            info)
+    out = None
+    if keep_records:
+        out = pa.allocate_buffer(max(size - HEADER_SIZE, 1))
+        rc = lib.lt_rec_records(ffi.from_buffer(raw), size, record_size, first_seq,
+                                ffi.from_buffer(out, require_writable=True), out.size, leaf_records, leaves,
+                                len(leaves), info)
+    else:
+        rc = lib.lt_rec_leaves(ffi.from_buffer(raw), size, record_size, first_seq, leaf_records, leaves, len(leaves),
+                               info)
     if rc == lib.LT_ERR_CORRUPT:
         raise LedgerFormatError(f"{path}: " + _WHY[info.error].format(
             size=HEADER_SIZE, block=info.blocks, offset=info.error_offset, count=info.error_count,
             left=size - info.error_offset))
+    if rc == lib.LT_ERR_NOMEM:
+        raise MemoryError(f"{path}: no memory for a leaf of {leaf_records} records")
     if rc != lib.LT_OK:
         raise ValueError(f"record size {record_size!r} / leaf records {leaf_records!r} out of bounds")
     count = int(info.records)
     n_leaves = -(-count // leaf_records)
     facts = RecordFacts(int(info.gaps), int(info.drops), int(info.first_ts_ns), int(info.last_ts_ns),
                         bool(info.seq_contiguous))
-    return RecordFile(header, out.slice(0, count * record_size), count, int(info.blocks),
+    return RecordFile(header, out.slice(0, count * record_size) if out is not None else None, count, int(info.blocks),
                       bytes(ffi.buffer(leaves, n_leaves * 32)), facts)

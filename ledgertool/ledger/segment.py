@@ -184,7 +184,10 @@ class SegmentWriter:
         self.header = header
         self.records = 0
         fsio.make_dirs(path.parent, root)
-        self._fd = fsio.create_exclusive(path, root=root, what="open segment")
+        # the name is made durable with the data, in close: a directory fsync here would wait for
+        # the journal commit of the previous segment's fsync, which the sealer thread runs now
+        self._root = root
+        self._fd = fsio.create_exclusive(path, root=root, what="open segment", durable_name=False)
         self._native = ffi.NULL
         try:
             raw = header.encode()
@@ -229,7 +232,7 @@ class SegmentWriter:
         return SegmentCommitment(c.first_seq, totals, c.blocks, bytes(ffi.buffer(leaves)))
 
     def close(self) -> None:
-        """fsync and close the file (StorageError naming it)."""
+        """fsync and close the file, then fsync its directory (the file's name; StorageError naming it)."""
         if self._fd >= 0:
             fd, self._fd = self._fd, -1
             try:
@@ -238,6 +241,7 @@ class SegmentWriter:
                 raise fsio.storage_error(e, self.path, "flush open segment", _keep_hint(e)) from None
             finally:
                 os.close(fd)
+            fsio.fsync_dir(self.path.parent, self._root)
 
 
 def _keep_hint(e: OSError) -> str:

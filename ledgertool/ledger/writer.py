@@ -148,28 +148,34 @@ class LinkWriter:
     # ---- sealing and the chain -----------------------------------------------------------------
 
     def seal(self) -> None:
-        """Close the open segment (fsync) and hand it to the sealer once the seal before it is done
-        (that seal's error is raised here)."""
+        """Finish the open segment and hand it to the sealer once the seal before it is done (that
+        seal's error is raised here); the sealer closes it (fsync) before it signs."""
         assert self._segment is not None
-        commitment = self._segment.finish()
-        self._segment.close()
-        path, index, first_seq = self._segment.path, self.next_index, self._segment.header.first_seq
+        segment, commitment = self._segment, self._segment.finish()
         records, self._records = self._records, bytearray()  # handed over whole, not copied
         self._segment = None
         self.next_index += 1
-        self.drain()
-        self._pending.append(self._sealer.submit(self._seal_job, path, index, first_seq, records, commitment))
+        try:
+            self.drain()
+        except BaseException:
+            segment.close()
+            raise
+        self._pending.append(self._sealer.submit(self._seal_job, segment, self.next_index - 1, records, commitment))
 
     def drain(self) -> None:
         """Wait for the seal in flight; its result joins `sealed` (in chain order)."""
         while self._pending:
             self.sealed.append(self._pending.pop(0).result())
 
-    def _seal_job(self, path: Path, index: int, first_seq: int, records: bytearray,
+    def _seal_job(self, segment: SegmentWriter, index: int, records: bytearray,
                   commitment: SegmentCommitment) -> SealResult:
-        """On the sealer thread: seal one closed segment (from memory, never read back from `path`):
-        a v2 ledger signs the writer's commitment and renames `path` to seg-N.rec; a v1 ledger
-        writes Parquet from `records` and removes `path`. Then extend the chain, sign its checkpoint."""
+        """On the sealer thread: close the finished segment (its fsync, which would otherwise stall the
+        capture thread for a whole segment's writeback) and seal it from memory, never read back
+        from its file: a v2 ledger signs the writer's commitment and renames the file to seg-N.rec; a
+        v1 ledger writes Parquet from `records` and removes the file. Then extend the chain, sign its
+        checkpoint."""
+        segment.close()  # durable before anything signs it
+        path, first_seq = segment.path, segment.header.first_seq
         if not os.path.lexists(layout.checkpoint_path(self.ledger_dir, self.link)):
             # before a link's first seal (or in a ledger older than per-seal checkpoints): a checkpoint
             # of the chain as it stands, so a link never holds a seal without a checkpoint

@@ -27,7 +27,7 @@ from ..errors import LedgerFormatError
 from ..keyfiles import BAD_SIGNATURE, SignatureFinding
 from ..ledger.header import LedgerHeader
 from ..ledger.layout import OPEN, PARQUET, RECORDS, SEAL, segment_name
-from ..ledger.recfile import RecordFacts, parse_record_file
+from ..ledger.recfile import RecordFacts, RecordFile, parse_record_file
 from ..seal.document import (
     SEAL_FORMAT_V2,
     arrow_schema,
@@ -54,6 +54,9 @@ class SegmentPlace:
     index: int
     link_dir: Path
     sched: Schedule | None
+    # False when no reader wants this segment's records (plain verify): a raw record file's leaves
+    # are then hashed where they lie and its records are not copied out (RecordsCheck.records None)
+    records_wanted: bool = True
 
     def path(self, kind: str) -> Path:
         return self.link_dir / segment_name(self.index, kind)
@@ -302,6 +305,10 @@ def check_records(seal: SealCheck, read: ParquetRead, place: SegmentPlace) -> Re
     if not seal.v2:
         table, records, leaves = _v1_records(seal, read.data, place, out)
     elif read.kind == RECORDS:
+        if not place.records_wanted:
+            done = _rec_in_place(seal, read.data, place, list(out))
+            if done is not None:
+                return done
         table, records, leaves, facts = _rec_records(seal, read.data, place, out)
     else:
         table, records, leaves = _v2_parquet_records(seal, read.data, place, out)
@@ -337,17 +344,41 @@ def _v1_records(seal: SealCheck, data: pa.Buffer, place: SegmentPlace,
         return None, None, None
 
 
+def _rec_in_place(seal: SealCheck, data: pa.Buffer, place: SegmentPlace, out: list[Problem]) -> RecordsCheck | None:
+    """A v2 raw record file whose records no reader wants: its leaves hashed in `data`, nothing
+    copied. The check when every finding is a warning and the root is the seal's; otherwise None,
+    and the caller checks the same bytes again with their records (whose findings name them)."""
+    rec = _rec_file(seal, data, place, out, keep_records=False)
+    if rec is None or any(not p.kind.is_warning for p in out):
+        return None
+    seq, facts = seal.seq, rec.facts
+    if not (facts.seq_contiguous and rec.count == seq.count and seq.last == seq.first + rec.count - 1):
+        return None
+    check = _fast_findings(seal, None, rec.leaves, place, out, facts)
+    return check if check.merkle_ok and not any(not p.kind.is_warning for p in check.problems) else None
+
+
 def _rec_records(seal: SealCheck, data: pa.Buffer, place: SegmentPlace, out: list[Problem]
                  ) -> tuple[None, pa.Buffer | None, bytes | None, RecordFacts | None]:
     """A v2 raw record file: framing (natively), the header against the seal; its records (and
     leaves) are exactly the bytes that are hashed."""
+    rec = _rec_file(seal, data, place, out)
+    if rec is None:
+        return None, None, None, None
+    return None, rec.records, rec.leaves, rec.facts  # the table: for the readers that want one (verify.ledger)
+
+
+def _rec_file(seal: SealCheck, data: pa.Buffer, place: SegmentPlace, out: list[Problem], *,
+              keep_records: bool = True) -> RecordFile | None:
+    """The raw record file parsed with the seal's layout and its header compared with the seal
+    (findings into `out`); None when it does not parse."""
     record_size, leaf_records = seal.layout
     path = place.path(RECORDS)
     try:
-        rec = parse_record_file(data, path, record_size, leaf_records, seal.seq.first)
+        rec = parse_record_file(data, path, record_size, leaf_records, seal.seq.first, keep_records=keep_records)
     except LedgerFormatError as e:
         out.append(place.problem(Kind.RECORDS_UNREADABLE, str(e)))
-        return None, None, None, None
+        return None
     doc, h = seal.doc, rec.header
     fields = (("ledger id", h.ledger_id, place.ledger.ledger_id), ("link", h.link, place.link),
               ("segment index", h.index, place.index), ("first seq", h.first_seq, seal.seq.first),
@@ -357,7 +388,7 @@ def _rec_records(seal: SealCheck, data: pa.Buffer, place: SegmentPlace, out: lis
     differ = [f"{name} {got!r} (seal: {_shown(want)})" for name, got, want in fields if got != want]
     if differ:
         out.append(place.problem(Kind.RECORDS_HEADER_MISMATCH, f"{path}: header says {'; '.join(differ[:3])}"))
-    return None, rec.records, rec.leaves, rec.facts  # the table: for the readers that want one (verify.ledger)
+    return rec
 
 
 def _v2_parquet_records(seal: SealCheck, data: pa.Buffer, place: SegmentPlace,

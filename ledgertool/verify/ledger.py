@@ -265,7 +265,8 @@ def _verify_link(reader: LedgerReader, ledger: LedgerHeader, link: str, sched: S
     for finding in listing_findings(listing, link_dir, unsealed):
         res.add(finding)
     chain = LinkChain(ledger, link, link_dir, reader.directory / LEDGER_FILE)
-    places = [SegmentPlace(ledger, link, index, link_dir, sched) for index in listing.sealed]
+    places = [SegmentPlace(ledger, link, index, link_dir, sched, records_wanted=on_segment is not None)
+              for index in listing.sealed]
     if progress:
         progress(0, len(places), 0)
     for done, check in enumerate(checker(reader, listing, places), 1):

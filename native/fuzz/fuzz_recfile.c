@@ -1,6 +1,7 @@
 /*
  * libFuzzer harness: the raw record file parser (lt_rec_records, native/src/recfile.c; ledger
- * format v2 sealed segments), differentially against a plain block walk written here.
+ * format v2 sealed segments), differentially against a plain block walk written here, and
+ * lt_rec_leaves (the same walk hashing leaves in place) against lt_rec_records.
  *
  * Input: byte 0 picks the record size (48, 64, or an invalid one), byte 1 the leaf size (2^0..2^16)
  * and whether leaves are asked for, byte 2 whether the output buffer is exact (len - 256 bytes) or
@@ -9,7 +10,8 @@
  *
  * Checks: an invalid record size is LT_ERR_ARG; otherwise the status, the record and block counts,
  * the error kind and offset equal the reference walk's, the records copied equal the blocks'
- * records, and the leaves equal lt_merkle_leaves over them.
+ * records, and the leaves equal lt_merkle_leaves over them; lt_rec_leaves (with exactly the leaves
+ * buffer the records need) gives the same status, info and leaves.
  */
 #include "fuzz_common.h"
 
@@ -102,6 +104,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             FUZZ_CHECK(lt_merkle_leaves(out, rs, (size_t)ref.records, leaf, want, leaves_len) == LT_OK, "leaves");
             FUZZ_CHECK(memcmp(want, leaves, leaves_len) == 0, "leaves differ from lt_merkle_leaves");
             free(want);
+        }
+        if (leaves) { /* lt_rec_leaves, in place: the same status, counts, facts and leaves */
+            lt_rec_info in_place;
+            uint8_t *got = malloc(leaves_len ? leaves_len : 1);
+            int rc2 = lt_rec_leaves(file, len, rs, first_seq, leaf, got, leaves_len, &in_place);
+            FUZZ_CHECK(rc2 == rc, "lt_rec_leaves status %d, lt_rec_records %d", rc2, rc);
+            FUZZ_CHECK(in_place.records == info.records && in_place.blocks == info.blocks &&
+                       in_place.error == info.error && in_place.error_offset == info.error_offset &&
+                       in_place.gaps == info.gaps && in_place.drops == info.drops &&
+                       in_place.seq_contiguous == info.seq_contiguous && in_place.first_ts_ns == info.first_ts_ns &&
+                       in_place.last_ts_ns == info.last_ts_ns, "lt_rec_leaves info differs");
+            if (rc == LT_OK) FUZZ_CHECK(memcmp(got, leaves, leaves_len) == 0, "lt_rec_leaves leaves differ");
+            free(got);
         }
     }
     free(leaves);

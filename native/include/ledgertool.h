@@ -36,7 +36,7 @@ extern "C" {
  * ABI_VERSION) refuses a compiled module built from other declarations, so a stale build after
  * `git pull` is one line asking for a rebuild rather than an AttributeError deep inside a command.
  * tests/test_binding.py pins the blocks' digest to it. */
-#define LT_ABI_VERSION 3
+#define LT_ABI_VERSION 2
 
 /* ---- status codes ---- */
 #define LT_OK 0
@@ -347,6 +347,12 @@ typedef struct {
  * lt_merkle_leaves's argument errors. */
 int lt_rec_records(const uint8_t *file, size_t len, size_t record_size, uint64_t first_seq, uint8_t *out,
                    size_t out_len, size_t leaf_records, uint8_t *leaves, size_t leaves_len, lt_rec_info *info);
+/* lt_rec_records without the copy: the same walk, checks and info, and the same leaves (into leaves,
+ * leaves_len bytes), hashed in place in `file` (a leaf split across blocks is gathered in a
+ * leaf-sized buffer), for a reader that wants the leaves and the counts but not the records.
+ * LT_OK, LT_ERR_CORRUPT as lt_rec_records, LT_ERR_NOMEM, LT_ERR_ARG (also when leaves is too short). */
+int lt_rec_leaves(const uint8_t *file, size_t len, size_t record_size, uint64_t first_seq, size_t leaf_records,
+                  uint8_t *leaves, size_t leaves_len, lt_rec_info *info);
 
 /* ======== 6b. segment: the open-segment writer (native/src/segment_writer.c; docs/ledger-format.md
  * "Open segment file", ADR 0009) ========

@@ -66,10 +66,11 @@ static void sha256_blocks_shani_x4(uint32_t st[4][8], const uint8_t *const pp[4]
     }
 }
 
-/* Four leaves of `len` bytes each, at rec, rec + len, rec + 2 len, rec + 3 len: the message of each
+/* Four leaves of `len` bytes each, at rec[0..3] (anywhere: in one buffer or in a file's blocks), into
+ * out[0..3]: the message of each
  * is 0x00 || block (len + 1 bytes), so a staged first block (0x00 and 63 bytes) when len >= 63, the
  * aligned middle in place, and a padded tail of the same shape for all four. */
-static void leaves_x4(const uint8_t *rec, size_t len, uint8_t *out) {
+static void leaves_x4(const uint8_t *const rec[4], size_t len, uint8_t *const out[4]) {
     uint32_t st[4][8];
     uint8_t stage[4][128];
     const uint8_t *q[4];
@@ -81,21 +82,21 @@ static void leaves_x4(const uint8_t *rec, size_t len, uint8_t *out) {
     if (staged) {
         for (int s = 0; s < 4; s++) {
             stage[s][0] = 0x00;
-            memcpy(stage[s] + 1, rec + s * len, 63);
+            memcpy(stage[s] + 1, rec[s], 63);
             q[s] = stage[s];
         }
         sha256_blocks_shani_x4(st, q, 1);
         if (whole) {
-            for (int s = 0; s < 4; s++) q[s] = rec + s * len + 63;
+            for (int s = 0; s < 4; s++) q[s] = rec[s] + 63;
             sha256_blocks_shani_x4(st, q, whole);
         }
     }
     for (int s = 0; s < 4; s++) {
         memset(stage[s], 0, sizeof stage[s]);
         if (staged) {
-            memcpy(stage[s], rec + s * len + 63 + whole * 64, rem);
+            memcpy(stage[s], rec[s] + 63 + whole * 64, rem);
         } else {
-            memcpy(stage[s] + 1, rec + s * len, len);  /* stage[s][0] = 0x00: the prefix */
+            memcpy(stage[s] + 1, rec[s], len);  /* stage[s][0] = 0x00: the prefix */
         }
         stage[s][rem] = 0x80;
         lt_store_be64(stage[s] + tail_len - 8, (uint64_t)(len + 1) * 8);
@@ -103,7 +104,7 @@ static void leaves_x4(const uint8_t *rec, size_t len, uint8_t *out) {
     }
     sha256_blocks_shani_x4(st, q, tail_len / 64);
     for (int s = 0; s < 4; s++)
-        for (int w = 0; w < 8; w++) lt_store_be32(out + 32 * s + 4 * w, st[s][w]);
+        for (int w = 0; w < 8; w++) lt_store_be32(out[s] + 4 * w, st[s][w]);
 }
 #endif
 
@@ -121,8 +122,12 @@ int lt_merkle_leaves(const uint8_t *records, size_t record_size, size_t count, s
 #if LT_X86_PATHS
     if (strcmp(lt_cpu_path(LT_ALG_HMAC_SHA256_128), "sha-ni") == 0) {
         blocks = sha256_blocks_shani;
-        for (size_t groups = count / leaf_records / 4; groups; groups--, off += 4 * leaf_bytes, out += 128)
-            leaves_x4(records + off, leaf_bytes, out);
+        for (size_t groups = count / leaf_records / 4; groups; groups--, off += 4 * leaf_bytes, out += 128) {
+            const uint8_t *const rec[4] = {records + off, records + off + leaf_bytes, records + off + 2 * leaf_bytes,
+                                           records + off + 3 * leaf_bytes};
+            uint8_t *const dst[4] = {out, out + 32, out + 64, out + 96};
+            leaves_x4(rec, leaf_bytes, dst);
+        }
     }
 #endif
     for (; off < total; off += leaf_bytes, out += 32) {
@@ -130,6 +135,20 @@ int lt_merkle_leaves(const uint8_t *records, size_t record_size, size_t count, s
         sha256_leaf(blocks, records + off, len, out);
     }
     return LT_OK;
+}
+
+void lt_merkle_leaf_group(const uint8_t *const rec[4], size_t n, size_t len, uint8_t *const out[4]) {
+    sha256_blocks_fn blocks = sha256_blocks_portable;
+#if LT_X86_PATHS
+    if (strcmp(lt_cpu_path(LT_ALG_HMAC_SHA256_128), "sha-ni") == 0) {
+        if (n == 4) {
+            leaves_x4(rec, len, out);
+            return;
+        }
+        blocks = sha256_blocks_shani;
+    }
+#endif
+    for (size_t s = 0; s < n; s++) sha256_leaf(blocks, rec[s], len, out[s]);
 }
 
 /* RFC 9162 s2.1.1 tree hash over n >= 1 leaf hashes: each level pairs nodes left to right,

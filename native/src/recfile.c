@@ -3,13 +3,16 @@
  * "Sealed segment: raw record file"), byte for byte an open-segment v2 file: a 256-byte header
  * (decoded and compared with the seal in Python), then blocks of u32 count || count records ||
  * 32-byte MAC. The verifier has no MAC key and signs nothing here: it walks the framing, copies the
- * records into one contiguous buffer (what the seal's Merkle root covers) and hashes its leaves.
+ * records into one contiguous buffer (what the seal's Merkle root covers) and hashes its leaves, or
+ * (lt_rec_leaves, when no reader wants the records) hashes the leaves where they lie in the file.
  *
  * The file is the storage holder's, so the walk is bounded: every count in
  * 1..LT_REC_MAX_BLOCK_RECORDS, every block whole inside the file, no byte after the last block, the
  * output never written past out_len; sizes in 64-bit arithmetic checked before use (a count of at
  * most 2^16 times a record of 64 bytes cannot overflow).
  */
+#include <stdlib.h>
+
 #include "ledgertool.h"
 #include "lt_internal.h"
 
@@ -36,11 +39,61 @@ static void tally(const uint8_t *rec, size_t count, size_t record_size, uint64_t
     info->drops += drops;
 }
 
-int lt_rec_records(const uint8_t *file, size_t len, size_t record_size, uint64_t first_seq, uint8_t *out,
-                   size_t out_len, size_t leaf_records, uint8_t *leaves, size_t leaves_len, lt_rec_info *info) {
-    if (!info || (len && !file) || (record_size != LT_RECORD_FIXED + 16 && record_size != LT_RECORD_FIXED + 32) ||
-        (out_len && !out))
-        return LT_ERR_ARG;
+/* In-place leaves: whole leaves are hashed where they lie, four at a time across block boundaries
+ * (lt_merkle_leaf_group); a leaf that spans blocks (the writer closes a short block when an append
+ * ends mid-leaf) and the last, shorter leaf are gathered in `stage` first. */
+typedef struct {
+    uint8_t *stage, *leaves;
+    size_t leaf_records, pend, nleaves, cap;
+    const uint8_t *q[4]; /* whole leaves waiting for a group of four */
+    uint8_t *qout[4];
+    size_t qn;
+} leaf_walk;
+
+static void leaf_queue_flush(leaf_walk *lw, size_t record_size) {
+    lt_merkle_leaf_group(lw->q, lw->qn, lw->leaf_records * record_size, lw->qout);
+    lw->qn = 0;
+}
+
+static int leaf_in_place(leaf_walk *lw, const uint8_t *p, size_t n, size_t record_size) {
+    if (lw->nleaves >= lw->cap) return LT_ERR_ARG;
+    uint8_t *out = lw->leaves + 32 * lw->nleaves++;
+    if (n < lw->leaf_records) { /* a staged leaf: hashed now, the stage is reused */
+        const uint8_t *const one[4] = {p};
+        uint8_t *const dst[4] = {out};
+        lt_merkle_leaf_group(one, 1, n * record_size, dst);
+        return LT_OK;
+    }
+    lw->q[lw->qn] = p, lw->qout[lw->qn] = out;
+    if (++lw->qn == 4) leaf_queue_flush(lw, record_size);
+    return LT_OK;
+}
+
+static int leaf_block(leaf_walk *lw, const uint8_t *p, size_t count, size_t record_size) {
+    const size_t L = lw->leaf_records;
+    int st;
+    if (lw->pend) {
+        size_t take = L - lw->pend < count ? L - lw->pend : count;
+        memcpy(lw->stage + lw->pend * record_size, p, take * record_size);
+        lw->pend += take, p += take * record_size, count -= take;
+        if (lw->pend < L) return LT_OK; /* the leaf is still open: this block's records are all in it */
+        lw->pend = 0;
+        /* a full staged leaf: through the one-leaf path (the stage is reused below) */
+        if (lw->nleaves >= lw->cap) return LT_ERR_ARG;
+        const uint8_t *const one[4] = {lw->stage};
+        uint8_t *const dst[4] = {lw->leaves + 32 * lw->nleaves++};
+        lt_merkle_leaf_group(one, 1, L * record_size, dst);
+    }
+    for (; count >= L; p += L * record_size, count -= L)
+        if ((st = leaf_in_place(lw, p, L, record_size)) != LT_OK) return st;
+    memcpy(lw->stage, p, count * record_size); /* count < L: the next leaf's first records */
+    lw->pend = count;
+    return LT_OK;
+}
+
+/* The block walk of lt_rec_records and lt_rec_leaves: records copied to out, or (lw) hashed in place. */
+static int rec_walk(const uint8_t *file, size_t len, size_t record_size, uint64_t first_seq, uint8_t *out,
+                    size_t out_len, leaf_walk *lw, lt_rec_info *info) {
     memset(info, 0, sizeof *info);
     info->seq_contiguous = 1;
     if (len < LT_REC_HEADER_SIZE) return fail(info, LT_REC_HEADER_CUT, len, 0);
@@ -51,16 +104,47 @@ int lt_rec_records(const uint8_t *file, size_t len, size_t record_size, uint64_t
         if (count < 1 || count > LT_REC_MAX_BLOCK_RECORDS) return fail(info, LT_REC_BAD_COUNT, pos, count);
         size_t body = (size_t)count * record_size;
         if (len - pos - 4 < body + LT_REC_MAC_SIZE) return fail(info, LT_REC_BLOCK_CUT, pos, count);
-        if (out_len - used < body) return LT_ERR_ARG;
-        memcpy(out + used, file + pos + 4, body);
-        tally(out + used, count, record_size, first_seq, info);
-        if (!info->records) info->first_ts_ns = (int64_t)lt_load_le64(out + 8);
-        info->last_ts_ns = (int64_t)lt_load_le64(out + used + body - record_size + 8);
+        const uint8_t *rec = file + pos + 4;
+        if (!lw) {
+            if (out_len - used < body) return LT_ERR_ARG;
+            memcpy(out + used, rec, body);
+            rec = out + used;
+        } else {
+            int st = leaf_block(lw, rec, count, record_size);
+            if (st != LT_OK) return st;
+        }
+        tally(rec, count, record_size, first_seq, info);
+        if (!info->records) info->first_ts_ns = (int64_t)lt_load_le64(rec + 8);
+        info->last_ts_ns = (int64_t)lt_load_le64(rec + body - record_size + 8);
         used += body;
         info->records += count;
         info->blocks++;
         pos += 4 + body + LT_REC_MAC_SIZE;
     }
-    if (!leaves) return LT_OK;
-    return lt_merkle_leaves(out, record_size, used / record_size, leaf_records, leaves, leaves_len);
+    return LT_OK;
+}
+
+int lt_rec_records(const uint8_t *file, size_t len, size_t record_size, uint64_t first_seq, uint8_t *out,
+                   size_t out_len, size_t leaf_records, uint8_t *leaves, size_t leaves_len, lt_rec_info *info) {
+    if (!info || (len && !file) || (record_size != LT_RECORD_FIXED + 16 && record_size != LT_RECORD_FIXED + 32) ||
+        (out_len && !out))
+        return LT_ERR_ARG;
+    int st = rec_walk(file, len, record_size, first_seq, out, out_len, NULL, info);
+    if (st != LT_OK || !leaves) return st;
+    return lt_merkle_leaves(out, record_size, info->records, leaf_records, leaves, leaves_len);
+}
+
+int lt_rec_leaves(const uint8_t *file, size_t len, size_t record_size, uint64_t first_seq, size_t leaf_records,
+                  uint8_t *leaves, size_t leaves_len, lt_rec_info *info) {
+    if (!info || (len && !file) || (record_size != LT_RECORD_FIXED + 16 && record_size != LT_RECORD_FIXED + 32) ||
+        !leaves || !leaf_records || leaf_records > LT_MERKLE_MAX_LEAF_RECORDS || (leaf_records & (leaf_records - 1)))
+        return LT_ERR_ARG;
+    leaf_walk lw = {.stage = malloc(leaf_records * record_size), .leaves = leaves, .leaf_records = leaf_records,
+                    .cap = leaves_len / 32};
+    if (!lw.stage) return LT_ERR_NOMEM;
+    int st = rec_walk(file, len, record_size, first_seq, NULL, 0, &lw, info);
+    if (st == LT_OK && lw.qn) leaf_queue_flush(&lw, record_size);
+    if (st == LT_OK && lw.pend) st = leaf_in_place(&lw, lw.stage, lw.pend, record_size); /* the last, shorter leaf */
+    free(lw.stage);
+    return st;
 }
