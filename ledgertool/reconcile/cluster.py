@@ -49,6 +49,7 @@ from ..errors import CaptureFormatError, ClusterError, LedgerFormatError, UsageE
 from ..keyfiles import DigestKey, TrustBundle
 from ..ledger.header import load_ledger
 from ..ledger.reader import LedgerReader, LinkListing
+from ..urls import location
 from ..source import is_workload, open_source
 from ..source.file import FORMAT_NAMES, CaptureReader
 from ..verify.chain import SegmentCheck
@@ -491,7 +492,7 @@ def reconcile_on_cluster(client: Client, source: Sources, ledger_dir: Path,
     must see the ledger and the captures at the paths given; `digest_key`'s subkey for the ledger's
     algorithm is sent to the workers. UsageError for more than one digest key."""
     t0 = time.perf_counter()
-    ledger_dir = Path(ledger_dir)
+    ledger_dir = location(ledger_dir)
     ledger = load_ledger(ledger_dir)
     alg = get_algorithm(ledger.algorithm)
     keys = check_request(digest_key, from_ns, to_ns, details)

@@ -26,7 +26,8 @@ from ..ledger.checkpoints import link_tree
 from ..ledger.header import LedgerHeader, load_ledger
 from ..ledger.index import choose_link
 from ..ledger.layout import checkpoint_path
-from ..ledger.reader import LedgerReader
+from ..ledger.remote import ledger_reader
+from ..urls import location
 from ..ledger.rotations import load_rotations
 from ..seal import merkle
 from ..seal.canonical import loads_strict
@@ -70,7 +71,7 @@ def build_proof(directory: Path, *, seq: int | None = None, digest: str | None =
     LedgerFormatError when no such record exists or a checkpoint does not parse or names another
     ledger or link, DiscrepancyError when the segment does not match its seal or the ledger does
     not extend the checkpoint (no proof is made from a tampered ledger)."""
-    directory = Path(directory)
+    directory = location(directory)
     ledger = load_ledger(directory)
     if (seq is None) == (digest is None):
         raise UsageError("prove needs exactly one of ", Setting("seq"), " N or ", Setting("digest"), " HEX")
@@ -85,7 +86,7 @@ def build_proof(directory: Path, *, seq: int | None = None, digest: str | None =
         if len(want) != ledger.digest_size:
             raise UsageError(Setting("digest"), f" is {len(want)} bytes; this ledger's digests are {ledger.digest_size}")
     dtype = record_dtype(ledger.digest_size)
-    reader = LedgerReader(directory)
+    reader = ledger_reader(directory)
     for index in reader.listing(link).sealed:
         doc = parse_seal(reader.read_seal_bytes(link, index), reader.segment_path(link, index, "seal.json"))
         try:
