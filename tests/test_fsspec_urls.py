@@ -21,6 +21,7 @@ from ledgertool.reconcile.query import run_query  # noqa: E402
 from ledgertool.reconcile.recompute import reconcile  # noqa: E402
 from ledgertool.urls import UrlPath, location  # noqa: E402
 from ledgertool.verify.ledger import verify_ledger  # noqa: E402
+from ledgertool.verify.proof import build_proof  # noqa: E402
 
 SEG = 100  # records per segment: sample.pcap's 294 records give segments 0..2
 
@@ -63,6 +64,13 @@ def test_item4_memory_ledger_verifies_queries_and_reconciles_as_local(local, mem
     r_there = reconcile(SAMPLES / "sample.pcap", mem, dk, trust=trust, links=["link1"])
     assert (r_there.matched, r_there.ledger_only, r_there.capture_only) == (294, 0, 0)
     assert _same(r_there.to_json() | {"elapsed_s": 0}, mem, str(local)) == r_here.to_json() | {"elapsed_s": 0}
+
+
+def test_item4_memory_ledger_proves_as_local(local, mem):
+    here = build_proof(local, seq=150, link="link0")
+    there = build_proof(mem, seq=150, link="link0")
+    assert there == here and there["segment"] == 1 and there["record"]["seq"] == "150"
+    assert there["checkpoint"]["tree_size"] == 3
 
 
 def test_item4_tampered_memory_copy_gives_the_local_problem(local, mem, keydir, tmp_path):

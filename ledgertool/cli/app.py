@@ -579,7 +579,7 @@ def check_consistency_cmd(
 
 @app.command()
 def prove(
-    ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
+    ledger: Annotated[str, typer.Argument(metavar="DIR", help="Ledger directory (a path, file:// or fsspec URL).")],
     out_file: Annotated[Path, typer.Option("--out", help="Where to write PROOF.json.")],
     seq: Annotated[Optional[int], typer.Option("--seq", help="Sequence number of the record.", min=0)] = None,
     digest: Annotated[Optional[str], typer.Option("--digest", help="Digest (hex) of the record.")] = None,
@@ -592,7 +592,7 @@ def prove(
     from ..fsio import write_atomic
     from ..verify.proof import build_proof
 
-    doc = build_proof(ledger, seq=seq, digest=digest, link=link,
+    doc = build_proof(location(ledger), seq=seq, digest=digest, link=link,
                       checkpoint=_read_input(checkpoint, "checkpoint") if checkpoint else None,
                       checkpoint_where=str(checkpoint) if checkpoint else "checkpoint")
     write_atomic(out_file.absolute(), (json.dumps(doc, indent=1) + "\n").encode(), what="proof")

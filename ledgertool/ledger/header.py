@@ -22,10 +22,10 @@ from ..digest.record import RECORD_FIXED
 from ..errors import LedgerFormatError
 from ..fsio import write_atomic
 from ..seal.canonical import loads_strict
+from ..urls import location
 from .layout import LEDGER_FILE
 from .reader import MAX_LEDGER_FILE_BYTES
 from .remote import ledger_reader
-from ..urls import location
 
 LEDGER_FORMAT = "ledgertool-ledger-v1"
 LEDGER_FORMAT_V2 = "ledgertool-ledger-v2"  # sealed segments are the raw record files (docs/ledger-format.md)
