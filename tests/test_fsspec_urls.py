@@ -145,3 +145,50 @@ def test_item4_cli_verify_cluster_with_file_url(local, keydir):
     here = run_cli("verify", local, "--trust", trust)
     there = run_cli("verify", f"file://{local}", "--trust", trust, "--cluster", "local:2")
     assert here.returncode == there.returncode == 0 and there.stdout == here.stdout
+
+
+@pytest.fixture()
+def mem_captures(request):
+    """sample.pcap and a gzip copy of it in the memory filesystem."""
+    import gzip
+
+    fs = fsspec.filesystem("memory")
+    root = f"/cap-{request.node.name}"
+    raw = (SAMPLES / "sample.pcap").read_bytes()
+    fs.pipe_file(f"{root}/sample.pcap", raw)
+    fs.pipe_file(f"{root}/sample.pcap.gz", gzip.compress(raw))
+    yield f"memory://{root.lstrip('/')}"
+    fs.rm(root, recursive=True)
+
+
+def test_item4_capture_url_streams_like_the_local_file(local, mem, mem_captures, keydir):
+    dk, _, trust = load_keys(keydir)
+    here = reconcile(SAMPLES / "sample.pcap", local, dk, trust=trust, links=["link0"])
+    for name in ("sample.pcap", "sample.pcap.gz"):
+        there = reconcile(f"{mem_captures}/{name}", mem, dk, trust=trust, links=["link0"])
+        assert (there.frames, there.matched, there.ledger_only, there.capture_only) == (294, 294, 0, 0)
+        assert there.per_second == here.per_second and there.capture.to_json() == here.capture.to_json()
+
+
+def test_item4_capture_url_errors_are_one_line(mem_captures, monkeypatch):
+    from fsspec.implementations.memory import MemoryFile
+
+    from ledgertool.errors import CaptureFormatError
+    from ledgertool.source import open_source
+
+    with pytest.raises(CaptureFormatError, match=r"^memory://nothing/here.pcap: no such capture$"):
+        open_source("memory://nothing/here.pcap")
+    with pytest.raises(CaptureFormatError, match=r": is a directory, not a capture file$"):
+        open_source(mem_captures)
+    real = MemoryFile.read
+    calls = []
+
+    def failing(self, n=-1):
+        calls.append(n)
+        if len(calls) > 1:
+            raise ConnectionResetError("connection reset by peer")
+        return real(self, n)
+    monkeypatch.setattr(MemoryFile, "read", failing)
+    with open_source(f"{mem_captures}/sample.pcap") as reader:  # one chunk (64 KiB) arrives, then the error
+        with pytest.raises(CaptureFormatError, match=r"sample.pcap: read error at byte 65536: connection reset"):
+            sum(1 for _ in reader.frames())

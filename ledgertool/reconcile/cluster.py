@@ -49,7 +49,7 @@ from ..errors import CaptureFormatError, ClusterError, LedgerFormatError, UsageE
 from ..keyfiles import DigestKey, TrustBundle
 from ..ledger.header import load_ledger
 from ..ledger.reader import LedgerReader, LinkListing
-from ..urls import location
+from ..urls import is_url, location
 from ..source import is_workload, open_source
 from ..source.file import FORMAT_NAMES, CaptureReader
 from ..verify.chain import SegmentCheck
@@ -204,7 +204,7 @@ def plan_chunks(sources: Sources, split_bytes: int = SPLIT_BYTES) -> tuple[list[
     the run at that chunk). CaptureFormatError for a capture that cannot be opened."""
     chunks: list[CaptureChunk] = []
     for source in map(str, source_list(sources)):
-        if is_workload(source):
+        if is_workload(source) or is_url(source):  # a URL is streamed whole by its task
             chunks.append(CaptureChunk(source))
             continue
         with CaptureReader(source) as reader:
