@@ -26,12 +26,14 @@ from ledgertool.verify.proof import build_proof  # noqa: E402
 SEG = 100  # records per segment: sample.pcap's 294 records give segments 0..2
 
 
-@pytest.fixture(scope="module")
-def local(tmp_path_factory, keydir) -> Path:
+@pytest.fixture(scope="module", params=[1, 2], ids=["v1", "v2"])
+def local(tmp_path_factory, keydir, request) -> Path:
+    """Two links of sample.pcap, in ledger format v1 (Parquet at seal) and v2 (raw record files)."""
     dk, sk, _ = load_keys(keydir)
     out = tmp_path_factory.mktemp("fsspec") / "ledger"
     for link in ("link0", "link1"):
-        capture_file(SAMPLES / "sample.pcap", out, digest_key=dk, signing_key=sk, link=link, segment_records=SEG)
+        capture_file(SAMPLES / "sample.pcap", out, digest_key=dk, signing_key=sk, link=link, segment_records=SEG,
+                     ledger_format=request.param)
     return out
 
 
@@ -39,7 +41,7 @@ def local(tmp_path_factory, keydir) -> Path:
 def mem(local, request) -> str:
     """A copy of `local` in the memory filesystem, removed after the test."""
     fs = fsspec.filesystem("memory")
-    root = f"/{request.node.name}"
+    root = "/" + "".join(c if c.isalnum() else "_" for c in request.node.name)
     for f in sorted(p for p in local.rglob("*") if p.is_file()):
         fs.pipe_file(f"{root}/{f.relative_to(local).as_posix()}", f.read_bytes())
     yield f"memory://{root.lstrip('/')}"
@@ -76,7 +78,8 @@ def test_item4_memory_ledger_proves_as_local(local, mem):
 def test_item4_tampered_memory_copy_gives_the_local_problem(local, mem, keydir, tmp_path):
     trust = load_keys(keydir)[2]
     fs = fsspec.filesystem("memory")
-    rec = "link=link0/seg-00000001.rec"
+    rec = next(f"link=link0/{p.name}" for p in (local / "link=link0").glob("seg-00000001.*")
+               if p.suffix in (".rec", ".parquet"))
     path = f"{mem[len('memory://'):]}/{rec}".join(["/", ""])
     data = bytearray(fs.cat_file(path))
     data[300] ^= 1
@@ -153,7 +156,7 @@ def mem_captures(request):
     import gzip
 
     fs = fsspec.filesystem("memory")
-    root = f"/cap-{request.node.name}"
+    root = "/cap-" + "".join(c if c.isalnum() else "_" for c in request.node.name)
     raw = (SAMPLES / "sample.pcap").read_bytes()
     fs.pipe_file(f"{root}/sample.pcap", raw)
     fs.pipe_file(f"{root}/sample.pcap.gz", gzip.compress(raw))
