@@ -195,3 +195,15 @@ def test_item4_capture_url_errors_are_one_line(mem_captures, monkeypatch):
     with open_source(f"{mem_captures}/sample.pcap") as reader:  # one chunk (64 KiB) arrives, then the error
         with pytest.raises(CaptureFormatError, match=r"sample.pcap: read error at byte 65536: connection reset"):
             sum(1 for _ in reader.frames())
+
+
+def test_item4_cli_recompute_with_file_urls(local, keydir):
+    args = ("--digest-key", keydir / "digest.key", "--trust", keydir / "verifier.pub", "--link", "link0", "--json")
+    here = run_cli("recompute", SAMPLES / "sample.pcap", "--ledger", local, *args)
+    there = run_cli("recompute", f"file://{SAMPLES / 'sample.pcap'}", "--ledger", f"file://{local}", *args)
+    assert here.returncode == there.returncode == 0, there.stderr
+    a, b = json.loads(here.stdout), json.loads(there.stdout)
+    assert b["source"] == f"file://{SAMPLES / 'sample.pcap'}" and b["ledger"] == str(local)
+    drop = ("source", "elapsed_s", "ledger")
+    assert {k: v for k, v in b.items() if k not in drop} == {k: v for k, v in a.items() if k not in drop}
+    assert b["matched"] == 294
