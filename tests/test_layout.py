@@ -27,7 +27,7 @@ LONG_FUNCTIONS: set[str] = set()
 
 #: Top-level packages a library module may import inside a function: optional or heavy
 #: dependencies loaded only on the path that needs them (scapy.layers.all takes seconds).
-DEFERRED_OK = {"scapy", "matplotlib"}
+DEFERRED_OK = {"scapy", "matplotlib", "fsspec"}
 
 #: Files whose messages other changes of issue 13 rewrite (CaptureRun, the native boundary, the
 #: verifier core); their option names in errors move to `Setting` there.

@@ -19,6 +19,7 @@ import typer
 
 from .. import __version__
 from ..errors import LedgerError, UsageError, exit_code_for
+from ..urls import location
 from .flags import cli_message
 from .progress import rate as _rate
 from .render import SafeConsole, printable, styled, table_console
@@ -377,7 +378,8 @@ def replay(
 
 @app.command()
 def verify(
-    ledgers: Annotated[list[Path], typer.Argument(help="Ledger directories (one or more).")],
+    ledgers: Annotated[list[str], typer.Argument(
+        metavar="DIR...", help="Ledger directories (one or more): paths, file:// or fsspec URLs (s3://...).")],
     trust: Annotated[Path, typer.Option("--trust", help="verifier.pub trust bundle.")],
     checkpoint: Annotated[Optional[Path], typer.Option("--checkpoint", help="A checkpoint the ledger must extend.")] = None,
     cluster: Annotated[Optional[str], typer.Option(
@@ -393,6 +395,7 @@ def verify(
 
     if checkpoint is not None and len(ledgers) > 1:
         raise UsageError("--checkpoint is one ledger's checkpoint: give one DIR with it")
+    ledgers = [location(d) for d in ledgers]
     bundle = TrustBundle.load(trust)
     note = _read_input(checkpoint, "checkpoint") if checkpoint is not None else None
     with _segment_checker(cluster) as checker, _shown(quiet, as_json) as progress:
@@ -576,7 +579,7 @@ def check_consistency_cmd(
 
 @app.command()
 def prove(
-    ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
+    ledger: Annotated[str, typer.Argument(metavar="DIR", help="Ledger directory (a path, file:// or fsspec URL).")],
     out_file: Annotated[Path, typer.Option("--out", help="Where to write PROOF.json.")],
     seq: Annotated[Optional[int], typer.Option("--seq", help="Sequence number of the record.", min=0)] = None,
     digest: Annotated[Optional[str], typer.Option("--digest", help="Digest (hex) of the record.")] = None,
@@ -589,7 +592,7 @@ def prove(
     from ..fsio import write_atomic
     from ..verify.proof import build_proof
 
-    doc = build_proof(ledger, seq=seq, digest=digest, link=link,
+    doc = build_proof(location(ledger), seq=seq, digest=digest, link=link,
                       checkpoint=_read_input(checkpoint, "checkpoint") if checkpoint else None,
                       checkpoint_where=str(checkpoint) if checkpoint else "checkpoint")
     write_atomic(out_file.absolute(), (json.dumps(doc, indent=1) + "\n").encode(), what="proof")
@@ -659,7 +662,8 @@ def recompute(
         metavar="CAPTURE...", help="pcap/pcapng files (gzip/xz/zstd-compressed too), - for standard input, or "
                                    "workload:SPEC.toml, to recompute (several: taken as one capture in the order given).")],
     digest_key: Annotated[list[Path], typer.Option("--digest-key", metavar="FILE", help="digest.key used for the ledger; repeat it for each key of a ledger whose digest key was rotated.")],
-    ledger: Annotated[Optional[Path], typer.Option("--ledger", help="Ledger to reconcile against.")] = None,
+    ledger: Annotated[Optional[str], typer.Option(
+        "--ledger", metavar="DIR", help="Ledger to reconcile against (a path, file:// or fsspec URL).")] = None,
     trust: Annotated[Optional[Path], typer.Option(
         "--trust", help="With --ledger: verifier.pub; the ledger is verified before it is reconciled (without it "
                         "only the keyless checks run and the result is UNVERIFIED, exit 1).")] = None,
@@ -795,7 +799,7 @@ def _parse_tolerance(text: str) -> int:
 
 @app.command()
 def query(
-    ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
+    ledger: Annotated[str, typer.Argument(metavar="DIR", help="Ledger directory (a path, file:// or fsspec URL).")],
     sql: Annotated[str, typer.Argument(help="SQL over the views `records` and `seals`.")],
     fmt: Annotated[Optional[str], typer.Option(
         "--format", help="table (default), csv, json, jsonl, markdown or parquet (needs --output).")] = None,
@@ -825,7 +829,7 @@ def query(
     bundle = TrustBundle.load(trust) if trust is not None else None
     note = _read_input(checkpoint, "checkpoint") if checkpoint is not None else None
     with _shown(quiet, False) as progress:
-        res = run_query(ledger, sql, bundle, note, str(checkpoint), arrow=fmt == "parquet", progress=progress)
+        res = run_query(location(ledger), sql, bundle, note, str(checkpoint), arrow=fmt == "parquet", progress=progress)
     _unverified_warning(res.verification)
     if fmt == "parquet":
         import pyarrow.parquet as pq

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Callable
 
 from .. import fsio
 from ..errors import LedgerFormatError, Setting, UsageError
@@ -38,21 +39,25 @@ def link_tree(directory: Path, link: str) -> LinkTree:
     cannot be read at all: a tree is never silently cut at a read error."""
 
     directory = Path(directory)
-    files = segment_files(directory, link)
-    sealed = sorted(i for i, f in files.items() if "seal.json" in f)
+    seals = {i: f["seal.json"] for i, f in segment_files(directory, link).items() if "seal.json" in f}
+    return tree_of_seals(link, seals, lambda i: load_seal(seals[i], directory))
+
+
+def tree_of_seals(link: str, seals: dict, read: Callable[[int], dict]) -> LinkTree:
+    """The link tree of the seal documents at `seals` (index -> where, for messages), each parsed
+    by `read(index)`, up to the first missing or unparsable one (the tree says where it stopped)."""
     hashes, records = [], []
-    for i in range(sealed[-1] + 1 if sealed else 0):
-        f = files.get(i, {})
-        if "seal.json" not in f:
+    for i in range(max(seals) + 1 if seals else 0):
+        if i not in seals:
             return LinkTree(hashes, records, False, f"link {link} has no seal for segment {i}")
         try:
-            doc = load_seal(f["seal.json"], directory)
+            doc = read(i)
             hashes.append(seal_hash(doc))
             records.append(int(doc.get("records", 0)))
         except LedgerFormatError as e:
             return LinkTree(hashes, records, False, str(e))
         except (TypeError, ValueError) as e:
-            return LinkTree(hashes, records, False, f"{f['seal.json']}: seal cannot be hashed ({e})")
+            return LinkTree(hashes, records, False, f"{seals[i]}: seal cannot be hashed ({e})")
     return LinkTree(hashes, records, True)
 
 

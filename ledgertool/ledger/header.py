@@ -22,8 +22,10 @@ from ..digest.record import RECORD_FIXED
 from ..errors import LedgerFormatError
 from ..fsio import write_atomic
 from ..seal.canonical import loads_strict
+from ..urls import location
 from .layout import LEDGER_FILE
-from .reader import MAX_LEDGER_FILE_BYTES, LedgerReader
+from .reader import MAX_LEDGER_FILE_BYTES
+from .remote import ledger_reader
 
 LEDGER_FORMAT = "ledgertool-ledger-v1"
 LEDGER_FORMAT_V2 = "ledgertool-ledger-v2"  # sealed segments are the raw record files (docs/ledger-format.md)
@@ -94,7 +96,7 @@ def create_ledger(directory: Path, *, algorithm: str, strip: str, digest_key_id:
     return parse_ledger_header(raw, directory / LEDGER_FILE)
 
 
-def _header_fields(path: Path, doc: object) -> None:
+def _header_fields(path: str, doc: object) -> None:
     """Check every ledger.json member against its bounds (schemas/ledger.schema.json); raise
     LedgerFormatError naming the file and the field. Integers must be JSON integers, not booleans."""
     def bad(name: str, why: str) -> LedgerFormatError:
@@ -141,15 +143,15 @@ def load_ledger(directory: Path) -> LedgerHeader:
     """Read and check DIR/ledger.json (strict JSON: `canonical.loads_strict`); LedgerFormatError
     (one line naming the file and the field) when DIR is not a ledger or a member is out of bounds
     (docs/ledger-format.md#ledgerjson)."""
-    directory = Path(directory)
-    return parse_ledger_header(LedgerReader(directory).read_header_bytes(), directory / LEDGER_FILE)
+    directory = location(directory)
+    return parse_ledger_header(ledger_reader(directory).read_header_bytes(), directory / LEDGER_FILE)
 
 
 def parse_ledger_header(raw: bytes, path: Path | str) -> LedgerHeader:
     """The checked header of ledger.json bytes (see `load_ledger`; pure, no I/O); `path` names the
     file in the LedgerFormatError raised for anything out of bounds."""
     doc = loads_strict(raw, str(path), MAX_LEDGER_FILE_BYTES)
-    _header_fields(Path(path), doc)
+    _header_fields(str(path), doc)
     return LedgerHeader(doc["ledger_id"], doc["algorithm"], doc["strip"], doc["digest_key_id"], doc["digest_size"],
                         doc["record_size"], doc["leaf_records"], hashlib.sha256(raw).hexdigest(),
                         doc.get("created_at"), doc["format"])

@@ -16,11 +16,12 @@ from ..seal.document import genesis_hash, load_seal, seal_hash
 from .header import LedgerHeader, load_ledger
 from .layout import LEDGER_FILE
 from .reader import LedgerReader
+from .remote import ledger_reader
 
 
 def links(directory: Path) -> list[str]:
     """Link names of the ledger (valid ASCII names of link=NAME directories), sorted."""
-    return LedgerReader(Path(directory)).links
+    return ledger_reader(directory).links
 
 
 def choose_link(directory: Path, link: str | None) -> str:

@@ -31,6 +31,7 @@ import pyarrow as pa
 from .. import fsio
 from ..errors import LedgerFormatError
 from ..seal.rotation import MAX_ROTATION_BYTES
+from ..urls import UrlPath
 from .layout import (
     CHECKPOINT_FILE,
     LEAVES,
@@ -45,7 +46,6 @@ from .layout import (
     is_link_name,
     parse_rotation_name,
     parse_segment_name,
-    rotations_dir,
     segment_name,
 )
 
@@ -134,8 +134,8 @@ def _kind(mode: int) -> str:
     return "special file"
 
 
-def _entries(directory: Path) -> list[tuple[str, os.stat_result]]:
-    """(name, lstat) of a directory's entries, sorted by name; never follows a symlink. An entry
+def _entries(directory: Path) -> list[tuple[str, int]]:
+    """(name, lstat st_mode) of a directory's entries, sorted by name; never follows a symlink. An entry
     that vanishes between the listing and its lstat (a writer's temporary file renamed into place)
     is left out, as if listed a moment later."""
     out = []
@@ -143,7 +143,7 @@ def _entries(directory: Path) -> list[tuple[str, os.stat_result]]:
         with os.scandir(directory) as it:
             for e in it:
                 try:
-                    out.append((e.name, e.stat(follow_symlinks=False)))
+                    out.append((e.name, e.stat(follow_symlinks=False).st_mode))
                 except FileNotFoundError:
                     continue
     except OSError as e:
@@ -156,31 +156,62 @@ class LedgerReader:
     """Lists a ledger directory once and reads its files (module docstring for the rules).
 
     Construction reads nothing but the directory listing; LedgerFormatError when `directory` is
-    not a directory (a missing ledger.json is found by `read_header`)."""
+    not a directory (a missing ledger.json is found by `read_header`).
 
-    directory: Path
+    The storage primitives (`_list`, `_lmode`, `_read`, `_check_dir`, `_check_top`) are the local
+    file system's here; ledgertool.ledger.remote overrides them for an fsspec URL, and every name
+    rule above them is this class's, the same for both."""
+
+    directory: Path | UrlPath
     links: list[str] = field(init=False)
     strays: list[Stray] = field(init=False)
     _listings: dict[str, LinkListing] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        self._check_top()
+        self.links, self.strays, self._listings = [], [], {}
+        for name, mode in self._list(self.directory):
+            path = self.directory / name
+            if name.startswith(LINK_PREFIX) and stat.S_ISDIR(mode) and is_link_name(name[len(LINK_PREFIX):]):
+                self.links.append(name[len(LINK_PREFIX):])
+            elif name in (LEDGER_FILE, CHECKPOINT_FILE, LOCK_FILE) and stat.S_ISREG(mode):
+                continue
+            elif name == ROTATIONS_DIR and stat.S_ISDIR(mode):
+                continue
+            elif _TEMP.fullmatch(name) and stat.S_ISREG(mode):
+                self.strays.append(Stray(path, "temp"))
+            else:
+                self.strays.append(Stray(path, _stray_reason(name, mode)))
+
+    # ---- storage primitives (local file system; ledgertool.ledger.remote: fsspec) ----------------
+
+    def _check_top(self) -> None:
         self.directory = Path(self.directory)
         if not self.directory.is_dir():  # the directory itself is the operator's choice, and may be a link
             what = "not a directory; a ledger is a directory" if self.directory.exists() else "no such ledger directory"
             raise LedgerFormatError(f"{self.directory}: {what}")
-        self.links, self.strays, self._listings = [], [], {}
-        for name, st in _entries(self.directory):
-            path = self.directory / name
-            if name.startswith(LINK_PREFIX) and stat.S_ISDIR(st.st_mode) and is_link_name(name[len(LINK_PREFIX):]):
-                self.links.append(name[len(LINK_PREFIX):])
-            elif name in (LEDGER_FILE, CHECKPOINT_FILE, LOCK_FILE) and stat.S_ISREG(st.st_mode):
-                continue
-            elif name == ROTATIONS_DIR and stat.S_ISDIR(st.st_mode):
-                continue
-            elif _TEMP.fullmatch(name) and stat.S_ISREG(st.st_mode):
-                self.strays.append(Stray(path, "temp"))
-            else:
-                self.strays.append(Stray(path, _stray_reason(name, st)))
+
+    def _list(self, directory) -> list[tuple[str, int]]:
+        """(name, st_mode) of a directory's entries, sorted by name, never following a link."""
+        return _entries(directory)
+
+    def _lmode(self, path) -> int | None:
+        """lstat(2)'s st_mode of `path`, None when nothing is there."""
+        try:
+            return os.lstat(path).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def _read(self, path, limit: int | None, what: str) -> pa.Buffer:
+        """The bytes of the regular file `path` below the ledger (read_regular's rules and errors)."""
+        return read_regular(path, limit, root=self.directory, what=what)
+
+    def _read_growing(self, path, what: str) -> bytes:
+        """The bytes of a file a writer may be appending to (an open segment): read to its end."""
+        return fsio.read_regular(path, what=what)
+
+    def _check_dir(self, path) -> None:
+        fsio.check_dir(path, self.directory)  # a link or file there is refused, not followed
 
     # ---- listing ------------------------------------------------------------------------------
 
@@ -198,33 +229,30 @@ class LedgerReader:
         found: dict[int, set[str]] = {}
         temps, strays, confusable = [], [], []
         has_cp = False
-        for name, st in _entries(ldir):
+        for name, mode in self._list(ldir):
             path = ldir / name
             parsed = parse_segment_name(name)
-            if parsed and stat.S_ISREG(st.st_mode):
+            if parsed and stat.S_ISREG(mode):
                 found.setdefault(parsed[0], set()).add(parsed[1])
             elif parsed:  # a ledger name on something that is not a regular file: never read
-                strays.append(Stray(path, f"a {_kind(st.st_mode)} where a segment file belongs", link,
+                strays.append(Stray(path, f"a {_kind(mode)} where a segment file belongs", link,
                                     shadows=parsed[0]))
-            elif name == CHECKPOINT_FILE and stat.S_ISREG(st.st_mode):
+            elif name == CHECKPOINT_FILE and stat.S_ISREG(mode):
                 has_cp = True
-            elif _TEMP.fullmatch(name) and stat.S_ISREG(st.st_mode):
+            elif _TEMP.fullmatch(name) and stat.S_ISREG(mode):
                 temps.append(path)
             elif (imitated := confusable_segment_name(name)) is not None:
                 confusable.append((path, imitated))
             else:
-                strays.append(Stray(path, _stray_reason(name, st), link))
+                strays.append(Stray(path, _stray_reason(name, mode), link))
         # readdir(3) may miss a name renamed into place while it runs (a capture sealing now): every
         # hole below the highest seal is looked up by name before the index calls it missing
         sealed_top = max((i for i, k in found.items() if SEAL in k), default=-1)
         for i in range(sealed_top + 1):
             for kind in (SEAL, PARQUET, RECORDS, LEAVES):
                 if kind not in found.get(i, ()):
-                    try:
-                        st = os.lstat(ldir / segment_name(i, kind))
-                    except FileNotFoundError:
-                        continue
-                    if stat.S_ISREG(st.st_mode):
+                    mode = self._lmode(ldir / segment_name(i, kind))
+                    if mode is not None and stat.S_ISREG(mode):
                         found.setdefault(i, set()).add(kind)
         segs = {i: frozenset(k) for i, k in found.items()}
         for path, (index, kind) in confusable:
@@ -239,37 +267,37 @@ class LedgerReader:
         """The bytes of DIR/ledger.json (ledgertool.ledger.header.parse_ledger_header checks them);
         LedgerFormatError when there is none (DIR is not a ledger) or it is too large."""
         path = self.directory / LEDGER_FILE
-        if not os.path.lexists(path):
+        if self._lmode(path) is None:
             raise LedgerFormatError(f"{self.directory}: not a ledger (no {LEDGER_FILE})")
-        return fsio.read_regular(path, MAX_LEDGER_FILE_BYTES, root=self.directory, what="ledger header")
+        return self._read(path, MAX_LEDGER_FILE_BYTES, "ledger header").to_pybytes()
 
     def read_rotation_files(self) -> list[tuple[Path, bytes]]:
         """(path, bytes) of every rotation statement, in file (statement number) order; none when
         the ledger has no rotations directory. A link or file where it belongs is FileTypeError."""
-        rdir = rotations_dir(self.directory)
-        if not os.path.lexists(rdir):
+        rdir = self.directory / ROTATIONS_DIR
+        if self._lmode(rdir) is None:
             return []
-        fsio.check_dir(rdir, self.directory)  # a link or file there is refused, not followed
-        return [(p, fsio.read_regular(p, MAX_ROTATION_BYTES, root=self.directory, what="rotation statement"))
-                for p in sorted(q for q in rdir.iterdir() if parse_rotation_name(q.name) is not None)]
+        self._check_dir(rdir)
+        names = [name for name, _ in self._list(rdir) if parse_rotation_name(name) is not None]
+        return [(rdir / name, self._read(rdir / name, MAX_ROTATION_BYTES, "rotation statement").to_pybytes())
+                for name in names]
 
     def segment_path(self, link: str, index: int, kind: str) -> Path:
         return self.link_dir(link) / segment_name(index, kind)
 
     def read_segment_file(self, link: str, index: int, kind: str, limit: int | None = None) -> pa.Buffer:
         """The bytes of one segment file, by index and kind (read_regular's errors)."""
-        return read_regular(self.segment_path(link, index, kind), limit, root=self.directory,
-                            what=f"segment {kind} file")
+        return self._read(self.segment_path(link, index, kind), limit, f"segment {kind} file")
 
     def exists(self, link: str, index: int, kind: str, *, follow_symlinks: bool) -> bool:
         """Whether a segment file exists now (the listing may predate a capture's rename into place)."""
         path = self.segment_path(link, index, kind)
-        return path.exists() if follow_symlinks else os.path.lexists(path)
+        return path.exists() if follow_symlinks else self._lmode(path) is not None
 
     def read_open_bytes(self, link: str, index: int) -> bytes:
         """The bytes of an open segment file (fsio.read_regular's errors; ENOENT when a running
         capture sealed and removed it since the listing)."""
-        return fsio.read_regular(self.segment_path(link, index, OPEN), what="open segment")
+        return self._read_growing(self.segment_path(link, index, OPEN), "open segment")
 
     def read_seal_bytes(self, link: str, index: int) -> bytes:
         return self.read_segment_file(link, index, SEAL, MAX_DOCUMENT_BYTES).to_pybytes()
@@ -281,22 +309,22 @@ class LedgerReader:
         """The link's stored checkpoint note, None when the link has none. Read without the listing,
         so a reader that takes it before listing the link's segments sees a checkpoint no newer
         than the seals it then finds (a capture writes each seal before its checkpoint)."""
-        if not os.path.lexists(self.checkpoint_path(link)):
+        if self._lmode(self.checkpoint_path(link)) is None:
             return None
-        return read_regular(self.checkpoint_path(link), MAX_DOCUMENT_BYTES, root=self.directory,
-                            what="checkpoint").to_pybytes()
+        return self._read(self.checkpoint_path(link), MAX_DOCUMENT_BYTES, "checkpoint").to_pybytes()
 
     def read_top_checkpoint(self) -> bytes | None:
         """DIR/checkpoint, which ledgers written before per-link checkpoints carried; None if absent."""
         path = self.directory / CHECKPOINT_FILE
-        if not path.is_file() or path.is_symlink():  # a link there is a stray, never followed
+        mode = self._lmode(path)
+        if mode is None or not stat.S_ISREG(mode):  # a link there is a stray, never followed
             return None
-        return read_regular(path, MAX_DOCUMENT_BYTES, root=self.directory, what="checkpoint").to_pybytes()
+        return self._read(path, MAX_DOCUMENT_BYTES, "checkpoint").to_pybytes()
 
 
-def _stray_reason(name: str, st: os.stat_result) -> str:
-    if not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):
-        return f"a {_kind(st.st_mode)}, not part of the ledger"
+def _stray_reason(name: str, mode: int) -> str:
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        return f"a {_kind(mode)}, not part of the ledger"
     if name.startswith(LINK_PREFIX):
         return "a link directory whose name is not a valid ASCII link name (1-32 of A-Z a-z 0-9 . _ -)"
     return "not a file of the ledger format"

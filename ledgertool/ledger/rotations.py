@@ -32,13 +32,13 @@ from . import layout
 from .header import LedgerHeader, load_ledger
 from .index import link_state, links, segment_files
 from .lock import writer_lock
-from .reader import LedgerReader
+from .remote import ledger_reader
 
 
 def load_rotations(directory: Path) -> list[dict]:
     """Rotation statements of a ledger in file order (parse only, strict JSON:
     `canonical.loads_strict`; `key_schedule` checks them)."""
-    return [parse_rotation(raw, p) for p, raw in LedgerReader(directory).read_rotation_files()]
+    return [parse_rotation(raw, p) for p, raw in ledger_reader(directory).read_rotation_files()]
 
 
 def _checked_schedule(directory: Path, ledger: LedgerHeader, rotations: list[dict]) -> Schedule | None:

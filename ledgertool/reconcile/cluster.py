@@ -49,6 +49,7 @@ from ..errors import CaptureFormatError, ClusterError, LedgerFormatError, UsageE
 from ..keyfiles import DigestKey, TrustBundle
 from ..ledger.header import load_ledger
 from ..ledger.reader import LedgerReader, LinkListing
+from ..urls import is_url, location
 from ..source import is_workload, open_source
 from ..source.file import FORMAT_NAMES, CaptureReader
 from ..verify.chain import SegmentCheck
@@ -188,7 +189,7 @@ def plan_chunks(sources: Sources, split_bytes: int = SPLIT_BYTES) -> tuple[list[
     the run at that chunk). CaptureFormatError for a capture that cannot be opened."""
     chunks: list[CaptureChunk] = []
     for source in map(str, source_list(sources)):
-        if is_workload(source):
+        if is_workload(source) or is_url(source):  # a URL is streamed whole by its task
             chunks.append(CaptureChunk(source))
             continue
         with CaptureReader(source) as reader:
@@ -395,7 +396,7 @@ def reconcile_on_cluster(client: Client, source: Sources, ledger_dir: Path,
     must see the ledger and the captures at the paths given; `digest_key`'s subkey for the ledger's
     algorithm is sent to the workers. UsageError for more than one digest key."""
     t0 = time.perf_counter()
-    ledger_dir = Path(ledger_dir)
+    ledger_dir = location(ledger_dir)
     ledger = load_ledger(ledger_dir)
     alg = get_algorithm(ledger.algorithm)
     keys = check_request(digest_key, from_ns, to_ns, details)

@@ -41,6 +41,7 @@ from .. import fsio
 from ..digest.record import FLAG_GAP, FLAG_NO_TIMESTAMP
 from ..errors import DataError, UsageError
 from ..keyfiles import TrustBundle
+from ..urls import location
 from ..verify.ledger import VerifiedSegment, VerifyResult, verify_ledger
 from .query import not_verified_error
 
@@ -120,7 +121,7 @@ def export_dataset(ledger_dir: Path, out_dir: Path, trust: TrustBundle | None = 
             seen.append(seg.link)
 
     try:
-        res = verify_ledger(Path(ledger_dir), trust, checkpoint, checkpoint_name, links=links, on_segment=on_segment)
+        res = verify_ledger(location(ledger_dir), trust, checkpoint, checkpoint_name, links=links, on_segment=on_segment)
         if not res.ok:
             raise not_verified_error(res, "it is not exported")
         os.chmod(stage, 0o755)  # mkdtemp's 0700 kept others out while it was filled

@@ -28,6 +28,7 @@ import pyarrow as pa
 from ..errors import DiscrepancyError, UsageError
 from ..keyfiles import TrustBundle
 from ..progress import Progress, ProgressFn
+from ..urls import location
 from ..verify.ledger import VerifiedSegment, VerifyResult, verify_ledger
 
 RECORDS_DDL = ("CREATE TABLE records (link VARCHAR, segment UINTEGER, seq UBIGINT, ts_ns BIGINT, wire_len UINTEGER, "
@@ -95,7 +96,7 @@ def connect(ledger_dir: Path, trust: TrustBundle | None = None, checkpoint: byte
     try:
         con.execute(RECORDS_DDL)
         con.execute(SEALS_DDL)
-        res = verify_ledger(Path(ledger_dir), trust, checkpoint, checkpoint_name,
+        res = verify_ledger(location(ledger_dir), trust, checkpoint, checkpoint_name,
                             on_segment=lambda seg: add_segment(con, seg), progress=progress)
         if not res.ok:
             raise not_verified_error(res, "it is not queried")

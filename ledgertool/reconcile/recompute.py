@@ -45,6 +45,7 @@ from ..progress import Progress, ProgressFn
 from ..seal.rotation import DIGEST_KEY, rotation_kind
 from ..source import open_source
 from ..source.file import STDIN
+from ..urls import location
 from ..verify.ledger import VerifiedSegment, VerifyResult, verify_ledger
 from .dissect import dissect_line
 from .multiset import LedgerPart, Tally, ledger_rows, matched_tally, merge_tallies, once_each, window_mask
@@ -309,7 +310,7 @@ def reconcile(source: Sources, ledger_dir: Path, digest_key: DigestKey | Sequenc
     it was opened is reconciled up to that point: `complete` is False (so not `ok`) and
     `capture.stopped` says where it stopped.
     """
-    ledger_dir = Path(ledger_dir)
+    ledger_dir = location(ledger_dir)
     several = not isinstance(digest_key, DigestKey) and len(digest_key) > 1
     if several and any(str(one) == STDIN for one in source_list(source)):
         raise UsageError("standard input is read once: give one ", Setting("digest_key"), " per run, or the "

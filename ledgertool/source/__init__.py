@@ -7,6 +7,7 @@
     records:FILE, records:-  not frames but records computed elsewhere: `capture` only
                         (ledgertool.source.records.RecordsReader, which it opens itself)
     -                   a pcap/pcapng capture on standard input (gzip/xz/zstd-compressed too)
+    SCHEME://...        a capture at an fsspec URL, streamed (ledgertool.source.remote); file://PATH is PATH
     anything else       a pcap/pcapng file, gzip/xz/zstd-compressed too (ledgertool.source.file.open_capture)
 
 Every source is a native lt_reader underneath, so the engine treats them alike.
@@ -17,11 +18,13 @@ from __future__ import annotations
 import os
 
 from ..errors import UsageError
+from ..urls import UrlPath, is_url, location
 from .bypass import open_bypass
 from .file import CaptureReader, open_capture
 from .live import IFACE_PREFIX as LIVE_PREFIX
 from .live import LiveReader
 from .records import is_records
+from .remote import open_remote_capture
 from .workload import WORKLOAD_PREFIX, open_workload
 
 BYPASS_PREFIXES = ("xdp:", "dpdk:")
@@ -53,6 +56,9 @@ def open_source(source: str | os.PathLike, live=None) -> CaptureReader:
         return LiveReader(source, live)
     if is_workload(source):
         return open_workload(source[len(WORKLOAD_PREFIX):])
+    if is_url(source):  # file://PATH is the local PATH
+        where = location(source)
+        return open_remote_capture(where) if isinstance(where, UrlPath) else open_capture(where)
     return open_capture(source)
 
 

@@ -83,7 +83,7 @@ def open_capture(path: str | os.PathLike) -> "CaptureReader":
         if os.isatty(0):
             raise CaptureFormatError(f"{STDIN_NAME} is a terminal: `-` reads a capture piped in", STDIN)
         fd = os.dup(0)
-        return _stream_reader(fd, read_head(fd), STDIN, STDIN_NAME)
+        return stream_reader(fd, read_head(fd), STDIN, STDIN_NAME)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
@@ -96,10 +96,10 @@ def open_capture(path: str | os.PathLike) -> "CaptureReader":
         os.close(fd)
         return CaptureReader(path)
     os.set_blocking(fd, True)
-    return _stream_reader(fd, head, path, path)
+    return stream_reader(fd, head, path, path)
 
 
-def _stream_reader(fd: int, head: bytes, path: str, name: str) -> "CaptureReader":
+def stream_reader(fd: int, head: bytes, path: str, name: str) -> "CaptureReader":
     """A stream reader over fd (owned), whose first bytes `head` were read already: through a
     Decompressor when they are a codec's magic number."""
     codec = codec_of(head)
@@ -134,6 +134,7 @@ class CaptureReader:
     """
 
     _pump: Decompressor | None = None
+    _fetch = None  # a remote capture's Fetcher (ledgertool.source.remote): it feeds _pump or the reader
     _name: str | None = None  # the stream's name in messages, where it differs from path
 
     def __init__(self, path: str | os.PathLike):
@@ -161,12 +162,15 @@ class CaptureReader:
         if getattr(self, "_r", None) is not None:
             lib.lt_reader_close(self._r)  # closes the pipe: a decompressor still writing ends
             self._r = None
-        if self._pump is not None:
-            self._pump.join(timeout=1.0)  # not longer: it may wait on a slow standard input
+        for pump in (self._pump, self._fetch):
+            if pump is not None:
+                pump.join(timeout=1.0)  # not longer: it may wait on a slow standard input
 
     def end_error(self) -> CaptureFormatError | None:
         """Why a stream ended early where the native reader saw its end: its compressed data was
         corrupt or cut short (None for a file, or a stream that ended cleanly)."""
+        if self._fetch is not None and self._fetch.error is not None:  # set before it closed the pipe
+            return self._fetch.error  # first: what the codec or the reader saw followed from it
         if self._pump is None:
             return None
         if self._r is not None and self._pump.is_alive():

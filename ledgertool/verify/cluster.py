@@ -28,6 +28,7 @@ from distributed import TimeoutError as DaskTimeoutError
 from ..errors import ClusterError, LedgerFormatError, UsageError
 from ..ledger.header import LedgerHeader
 from ..ledger.reader import LedgerReader, LinkListing
+from ..ledger.remote import ledger_reader
 from ..seal.rotation import Schedule
 from .chain import SegmentCheck
 from .checks import SegmentPlace
@@ -105,7 +106,7 @@ def checked_segment(ctx: LedgerContext, part: LinkListing, index: int) -> Segmen
     """One segment's reads and checks, on a worker, with the decoded records. LedgerFormatError
     when the ledger.json found there is not the one the client verifies (a worker that sees
     another directory at that path, or one edited since)."""
-    reader = LedgerReader(Path(ctx.directory))
+    reader = ledger_reader(ctx.directory)
     if hashlib.sha256(reader.read_header_bytes()).hexdigest() != ctx.ledger.sha256:
         raise LedgerFormatError(f"{ctx.directory}: the ledger.json worker {socket.gethostname()} reads is not the "
                                 "one verified (another directory at that path there, or edited since)")

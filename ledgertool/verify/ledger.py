@@ -60,6 +60,7 @@ from ..keyfiles import TrustBundle
 from ..ledger.header import LedgerHeader, parse_ledger_header
 from ..ledger.layout import LEAVES, LEDGER_FILE, OPEN, PARQUET, RECORDS, SEAL
 from ..ledger.reader import LedgerReader, LinkListing
+from ..ledger.remote import ledger_reader
 from ..ledger.segment import parse_open_segment
 from ..progress import Progress, ProgressFn
 from ..seal.document import records_to_table
@@ -153,7 +154,7 @@ def verify_ledger(directory: Path | LedgerReader, trust: TrustBundle | None, che
 
     Raises LedgerFormatError only when DIR is not a ledger, a link in `links` is not in it, or
     the checkpoint cannot be parsed / names another ledger; every other finding is a Problem."""
-    reader = directory if isinstance(directory, LedgerReader) else LedgerReader(Path(directory))
+    reader = directory if isinstance(directory, LedgerReader) else ledger_reader(directory)
     directory = reader.directory
     ledger = parse_ledger_header(reader.read_header_bytes(), directory / LEDGER_FILE)
     chosen = reader.links if links is None else list(links)

@@ -22,11 +22,12 @@ from ..digest.engine import merkle_leaves, merkle_root
 from ..digest.record import RECORD_FIXED, record_dtype
 from ..errors import DiscrepancyError, LedgerFormatError, Setting, UsageError
 from ..keyfiles import TrustBundle
-from ..ledger.checkpoints import link_tree
+from ..ledger.checkpoints import tree_of_seals
 from ..ledger.header import LedgerHeader, load_ledger
 from ..ledger.index import choose_link
-from ..ledger.layout import checkpoint_path
+from ..ledger.layout import SEAL
 from ..ledger.reader import LedgerReader
+from ..ledger.remote import ledger_reader
 from ..ledger.rotations import load_rotations
 from ..seal import merkle
 from ..seal.canonical import loads_strict
@@ -40,6 +41,7 @@ from ..seal.document import (
     seal_signed_bytes,
 )
 from ..seal.rotation import key_schedule
+from ..urls import location
 from .ledger import verified_segment
 
 PROOF_FORMAT = "ledgertool-inclusion-proof-v2"  # v2 adds the checkpoint part (null when none covers)
@@ -70,12 +72,13 @@ def build_proof(directory: Path, *, seq: int | None = None, digest: str | None =
     LedgerFormatError when no such record exists or a checkpoint does not parse or names another
     ledger or link, DiscrepancyError when the segment does not match its seal or the ledger does
     not extend the checkpoint (no proof is made from a tampered ledger)."""
-    directory = Path(directory)
+    directory = location(directory)
     ledger = load_ledger(directory)
     if (seq is None) == (digest is None):
         raise UsageError("prove needs exactly one of ", Setting("seq"), " N or ", Setting("digest"), " HEX")
     link = choose_link(directory, link)
-    note = _checkpoint_note(directory, ledger, link, checkpoint, checkpoint_where)
+    reader = ledger_reader(directory)
+    note = _checkpoint_note(reader, ledger, link, checkpoint, checkpoint_where)
     want = None
     if digest is not None:
         try:
@@ -85,7 +88,6 @@ def build_proof(directory: Path, *, seq: int | None = None, digest: str | None =
         if len(want) != ledger.digest_size:
             raise UsageError(Setting("digest"), f" is {len(want)} bytes; this ledger's digests are {ledger.digest_size}")
     dtype = record_dtype(ledger.digest_size)
-    reader = LedgerReader(directory)
     for index in reader.listing(link).sealed:
         doc = parse_seal(reader.read_seal_bytes(link, index), reader.segment_path(link, index, "seal.json"))
         try:
@@ -102,7 +104,7 @@ def build_proof(directory: Path, *, seq: int | None = None, digest: str | None =
                 raise DiscrepancyError(f"segment {index}: seq {seq} is in the seal's range but not in its records")
             continue
         proof = _proof_for(directory, ledger, link, doc, records, int(hits[0]))
-        proof["checkpoint"] = _checkpoint_part(directory, link, index, note, checkpoint is not None)
+        proof["checkpoint"] = _checkpoint_part(reader, link, index, note, checkpoint is not None)
         return proof
     what = f"seq {seq}" if seq is not None else f"digest {digest}"
     raise LedgerFormatError(f"{directory}: link {link} has no sealed record with {what}")
@@ -133,16 +135,15 @@ def _proof_for(directory: Path, ledger: LedgerHeader, link: str, doc: dict, reco
     }
 
 
-def _checkpoint_note(directory: Path, ledger: LedgerHeader, link: str, data: bytes | None,
+def _checkpoint_note(reader: LedgerReader, ledger: LedgerHeader, link: str, data: bytes | None,
                      where: str) -> tuple[SignedNote, str, str] | None:
-    """The given checkpoint, else the link's stored one (None when it has none), with its text and
-    the name to give it in messages."""
+    """The given checkpoint, else the link's stored one (None when it has none; read through the
+    ledger reader: a link there is refused), with its text and the name to give it in messages."""
     if data is None:
-        path = checkpoint_path(directory, link)
-        if not path.is_file():
+        data = reader.read_checkpoint(link)
+        if data is None:
             return None
-        where = str(path)
-        data = path.read_bytes()
+        where = str(reader.checkpoint_path(link))
     note = parse_note(data, where)
     if note.checkpoint.origin != origin_for(ledger.ledger_id, link):
         raise LedgerFormatError(f"{where}: checkpoint is for {note.checkpoint.origin}, "
@@ -150,7 +151,7 @@ def _checkpoint_note(directory: Path, ledger: LedgerHeader, link: str, data: byt
     return note, data.decode(), where
 
 
-def _checkpoint_part(directory: Path, link: str, segment: int, found: tuple[SignedNote, str, str] | None,
+def _checkpoint_part(reader: LedgerReader, link: str, segment: int, found: tuple[SignedNote, str, str] | None,
                      given: bool) -> dict | None:
     """The note and the audit path of the segment's seal hash up to the note's root (RFC 9162
     s2.1.3 over the link tree), or None when there is no checkpoint covering the segment."""
@@ -163,7 +164,8 @@ def _checkpoint_part(directory: Path, link: str, segment: int, found: tuple[Sign
             raise UsageError(f"{where}: checkpoint covers segments 0..{cp.size - 1} of link {link}; the record is "
                              f"in segment {segment}: use a newer checkpoint")
         return None
-    tree = link_tree(directory, link)
+    seals = {i: reader.segment_path(link, i, SEAL) for i in reader.listing(link).sealed}
+    tree = tree_of_seals(link, seals, lambda i: parse_seal(reader.read_seal_bytes(link, i), seals[i]))
     if len(tree.seal_hashes) < cp.size or tree.root(cp.size) != cp.root:
         raise DiscrepancyError(f"{where}: link {link} does not extend this checkpoint (size {cp.size}); "
                                "verifying the ledger against this checkpoint names what differs")
