@@ -34,6 +34,17 @@ PIPE_BYTES = 1 << 20  # asked of the kernel for the pipe (F_SETPIPE_SZ); the def
 MAGIC_BYTES = 6  # the longest magic number below
 
 
+def capture_pipe() -> tuple[int, int]:
+    """(read end, write end) of a new pipe that a thread fills for the native stream reader,
+    PIPE_BYTES large where the kernel allows it."""
+    read_fd, write_fd = os.pipe()
+    try:
+        fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    except OSError:
+        pass  # above /proc/sys/fs/pipe-max-size: the default size works, more slowly
+    return read_fd, write_fd
+
+
 class _Decoder(Protocol):
     eof: bool
     unused_data: bytes
@@ -96,11 +107,7 @@ class Decompressor(threading.Thread):
         self.compressed = 0  # compressed bytes fed to the codec
         self.decompressed = 0
         self._src, self._head = src_fd, head
-        self.read_fd, self._write_fd = os.pipe()
-        try:
-            fcntl.fcntl(self._write_fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
-        except OSError:
-            pass  # above /proc/sys/fs/pipe-max-size: the default size works, more slowly
+        self.read_fd, self._write_fd = capture_pipe()
 
     def run(self) -> None:
         try:

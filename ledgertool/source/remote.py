@@ -13,13 +13,12 @@ as a capture that ended cleanly.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import threading
 
 from ..errors import CaptureFormatError
 from ..urls import UrlPath, filesystem
-from .compressed import CHUNK, PIPE_BYTES, read_head
+from .compressed import CHUNK, capture_pipe, read_head
 from .file import CaptureReader, stream_reader
 
 
@@ -33,11 +32,7 @@ class Fetcher(threading.Thread):
         self.error: CaptureFormatError | None = None
         self.fetched = 0
         self._f = f
-        self.read_fd, self._write_fd = os.pipe()
-        try:
-            fcntl.fcntl(self._write_fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
-        except OSError:
-            pass  # above /proc/sys/fs/pipe-max-size: the default size works, more slowly
+        self.read_fd, self._write_fd = capture_pipe()
 
     def run(self) -> None:
         try:
