@@ -144,9 +144,10 @@ MATRIX = [
                       "timestamp_mismatch", "merkle_mismatch"})),
     Tamper("rec missing", lambda d, s: seg(d, 2, "rec").unlink(), "records_missing", 2, None,
            ("neither", "seg-00000002.rec", "seg-00000002.parquet"), frozenset({"records_missing"})),
-    Tamper("rec missing, open file left", lambda d, s: seg(d, 2, "rec").rename(seg(d, 2, "open")),
-           "records_missing", 2, None, ("seg-00000002.open is still there", "ledgertool recover"),
-           frozenset({"records_missing"})),
+    # sealed, not yet renamed: the open file is read as the records file (so checked like it)
+    Tamper("rec not renamed, open file changed", lambda d, s: (seg(d, 2, "rec").rename(seg(d, 2, "open")),
+                                                               edit(seg(d, 2, "open"), flip(256 + 4 + 40))),
+           "merkle_mismatch", 2, 0, ("changed leaf blocks: records 0..15",), frozenset({"merkle_mismatch"})),
     Tamper("parquet records differ", lambda d, s: to_parquet(d, 1, s, _digest_changed), "merkle_mismatch", 1, 16,
            ("records 16..31",), frozenset({"merkle_mismatch"})),
     Tamper("parquet segment column edited", lambda d, s: (to_parquet(d, 1, s), seg(d, 1, "parquet").write_bytes(

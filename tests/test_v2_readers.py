@@ -117,3 +117,25 @@ def test_issue14_plain_verify_hashes_raw_files_in_place(v2, keydir, tmp_path):
     assert [p.kind.value for p in lean.records.problems] == ["merkle_mismatch"]
     res = verify_ledger(work, None)
     assert [p.kind.value for p in res.problems if not p.kind.is_warning] == ["merkle_mismatch"]
+
+
+def test_issue14_sealed_but_not_yet_renamed_segment_verifies_from_its_open_file(v2, keydir, tmp_path):
+    """The writer signs the seal, then renames seg-N.open to seg-N.rec: a verify (or query) that
+    lands in between, or a crash there, finds the seal and the open file. Its bytes are the records
+    file's and are checked against the signed root: no records_missing, and the readers get exactly
+    them; a changed byte in it is the Merkle mismatch it would be in the .rec."""
+    d, segs = v2
+    dk, _, trust = load_keys(keydir)
+    copy = tmp_path / "L"
+    shutil.copytree(d, copy)
+    link = next(copy.glob("link=*"))
+    (link / "seg-00000002.rec").rename(link / "seg-00000002.open")
+    res = run_query(copy, "SELECT segment, count(*), max(seq) FROM records GROUP BY segment ORDER BY segment", trust)
+    assert res.rows == [(0, 100, 99), (1, 100, 199), (2, 94, 293)]
+    got = reconcile(SAMPLES / "sample.pcap", copy, dk, trust=trust)
+    assert got.ok and (got.matched, got.ledger_only, got.capture_only) == (294, 0, 0)
+    data = bytearray((link / "seg-00000002.open").read_bytes())
+    data[256 + 4 + 40] ^= 1  # a digest byte of the segment's first record
+    (link / "seg-00000002.open").write_bytes(bytes(data))
+    with pytest.raises(DiscrepancyError, match="merkle_mismatch|Merkle"):
+        run_query(copy, "SELECT count(*) FROM records", trust)
