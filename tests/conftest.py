@@ -71,3 +71,38 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subpro
     """Run `ledgertool ARGS` in a subprocess exactly as a user would (entry point `main`)."""
     return subprocess.run([sys.executable, "-c", "from ledgertool.cli.app import main; main()", *map(str, args)],
                           capture_output=True, text=True, cwd=cwd, timeout=timeout)
+
+
+def run_killing_a_worker(work, what: str) -> dict:
+    """Run `work(client)` on a LocalCluster of two worker processes and SIGKILL the first worker
+    that holds tasks while they run (issue 16: a lost worker gives the right answer or a clear
+    ClusterError, never a partial one). Returns {"res": its result} or {"err": the ClusterError}."""
+    import signal
+    import threading
+    import time
+
+    from ledgertool.errors import ClusterError
+    from ledgertool.verify.cluster import ClusterAddress, connect
+
+    with connect(ClusterAddress(local_workers=2)) as c:
+        c.wait_for_workers(2, timeout=60)
+        pids = c.run(os.getpid)
+        got: dict = {}
+
+        def run():
+            try:
+                got["res"] = work(c)
+            except ClusterError as e:
+                got["err"] = e
+
+        t = threading.Thread(target=run)
+        t.start()
+        deadline = time.monotonic() + 60
+        while not any(c.processing().values()) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        busy = [w for w, tasks in c.processing().items() if tasks]
+        assert busy and t.is_alive(), f"the kill must land while {what}"
+        os.kill(pids[busy[0]], signal.SIGKILL)
+        t.join(120)
+        assert not t.is_alive()
+    return got

@@ -5,21 +5,17 @@ LocalCluster of 2 worker processes equals the single-machine report, field for f
 from __future__ import annotations
 
 import json
-import os
-import signal
 import struct
-import threading
-import time
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLES, load_keys, run_cli
+from conftest import SAMPLES, load_keys, run_cli, run_killing_a_worker
 
 distributed = pytest.importorskip("distributed")
 
 from ledgertool.capture.run import capture_file  # noqa: E402
 from ledgertool.digest.reference import read_pcap  # noqa: E402
-from ledgertool.errors import CaptureFormatError, ClusterError, DiscrepancyError, UsageError  # noqa: E402
+from ledgertool.errors import DiscrepancyError, UsageError  # noqa: E402
 from ledgertool.reconcile.cluster import plan_chunks, reconcile_on_cluster  # noqa: E402
 from ledgertool.reconcile.recompute import reconcile  # noqa: E402
 from ledgertool.verify.cluster import ClusterAddress, connect  # noqa: E402
@@ -189,27 +185,7 @@ def test_worker_killed_mid_run_gives_the_right_answer_or_a_clear_error(tmp_path,
     dk, sk, trust = load_keys(keydir)
     capture_file(SAMPLE, tmp_path / "ledger", digest_key=dk, signing_key=sk, segment_records=2)  # 147 segments
     want = reconcile(SAMPLE, tmp_path / "ledger", dk, trust=trust)
-    with connect(ClusterAddress(local_workers=2)) as c:
-        c.wait_for_workers(2, timeout=60)
-        pids = c.run(os.getpid)
-        got: dict = {}
-
-        def run():
-            try:
-                got["res"] = reconcile_on_cluster(c, SAMPLE, tmp_path / "ledger", dk, trust=trust, parts=8)
-            except ClusterError as e:
-                got["err"] = e
-
-        t = threading.Thread(target=run)
-        t.start()
-        deadline = time.monotonic() + 60
-        while not any(c.processing().values()) and time.monotonic() < deadline:
-            time.sleep(0.005)
-        busy = [w for w, tasks in c.processing().items() if tasks]
-        assert busy and t.is_alive(), "the kill must land while tasks run"
-        os.kill(pids[busy[0]], signal.SIGKILL)
-        t.join(120)
-        assert not t.is_alive()
+    got = run_killing_a_worker(lambda c: reconcile_on_cluster(c, SAMPLE, tmp_path / "ledger", dk, trust=trust, parts=8), "tasks run")
     if "err" in got:
         assert "no report" in str(got["err"])
     else:

@@ -9,11 +9,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import threading
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,13 +18,13 @@ import jsonschema
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from conftest import REPO, SAMPLES, load_keys, run_cli
+from conftest import REPO, SAMPLES, load_keys, run_cli, run_killing_a_worker
 
 distributed = pytest.importorskip("distributed")
 
 from ledgertool.capture.run import capture_file  # noqa: E402
 from ledgertool.digest.record import record_dtype  # noqa: E402
-from ledgertool.errors import ClusterError, LedgerFormatError, UsageError  # noqa: E402
+from ledgertool.errors import LedgerFormatError, UsageError  # noqa: E402
 from ledgertool.ledger.header import load_ledger  # noqa: E402
 from ledgertool.ledger.reader import LedgerReader  # noqa: E402
 from ledgertool.seal.document import records_to_table, table_to_records  # noqa: E402
@@ -181,27 +178,7 @@ def test_worker_killed_mid_run_gives_the_right_answer_or_a_clear_error(tmp_path,
     led = _capture(tmp_path / "big", keydir, links=("link0",), seg=2)  # 147 segments: a few seconds of tasks
     trust = load_keys(keydir)[2]
     want = verify_ledger(led, trust)
-    with connect(ClusterAddress(local_workers=2)) as c:
-        c.wait_for_workers(2, timeout=60)
-        pids = c.run(os.getpid)
-        got: dict = {}
-
-        def run():
-            try:
-                got["res"] = verify_ledger(led, trust, checker=ClusterChecker(c))
-            except ClusterError as e:
-                got["err"] = e
-
-        t = threading.Thread(target=run)
-        t.start()
-        deadline = time.monotonic() + 60
-        while not any(c.processing().values()) and time.monotonic() < deadline:
-            time.sleep(0.005)
-        busy = [w for w, tasks in c.processing().items() if tasks]
-        assert busy and t.is_alive(), "the kill must land while segments are being checked"
-        os.kill(pids[busy[0]], signal.SIGKILL)
-        t.join(120)
-        assert not t.is_alive()
+    got = run_killing_a_worker(lambda c: verify_ledger(led, trust, checker=ClusterChecker(c)), "segments are being checked")
     if "err" in got:
         assert "no verdict" in str(got["err"])
     else:
