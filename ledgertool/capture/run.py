@@ -297,7 +297,7 @@ class CaptureOptions:
     monitor: Callable[[CaptureStatus], None] | None = None
     digest_key_id: str | None = None  # records: sources only
     on_interrupt: Callable[[int], None] | None = None
-    ledger_format: int | None = None  # of a new ledger (None: DEFAULT_LEDGER_FORMAT, 1)
+    ledger_format: int | None = None  # of a new ledger (None: DEFAULT_LEDGER_FORMAT, 2)
 
 
 def _gap_records_only(records: memoryview, n: int, dtype: np.dtype, first_seq: int) -> np.ndarray:

@@ -30,7 +30,7 @@ from .remote import ledger_reader
 LEDGER_FORMAT = "ledgertool-ledger-v1"
 LEDGER_FORMAT_V2 = "ledgertool-ledger-v2"  # sealed segments are the raw record files (docs/ledger-format.md)
 LEDGER_FORMATS = {1: LEDGER_FORMAT, 2: LEDGER_FORMAT_V2}
-DEFAULT_LEDGER_FORMAT = 1  # what `capture` creates; v2 with --ledger-format v2 (to become the default once every test runs on both)
+DEFAULT_LEDGER_FORMAT = 2  # what `capture` creates for a new ledger; v1 with --ledger-format v1 (v1 ledgers keep verifying and keep v1 seals when appended to)
 DEFAULT_LEAF_RECORDS = 64  # records per Merkle leaf of a v1 ledger (docs/ledger-format.md: why 64)
 DEFAULT_LEAF_RECORDS_V2 = 256  # v2 (docs/adr/0008-leaf-construction.md)
 DEFAULT_LINK = "link0"
