@@ -188,7 +188,7 @@ def digest_capture(path, algorithm: Algorithm, subkey: bytes, workers: int = 1) 
 def bench_capture(frames: int, size: int, algorithm: str = "siphash-1-3-128", reference_frames: int = 20_000,
                   repeats: int = 5, workdir: Path | None = None,
                   noisy_cv: float = DEFAULT_NOISY_CV, workers: tuple[int, ...] = (1,),
-                  tcpdump: bool = True, ledger_format: int = 1) -> list[BenchRow]:
+                  tcpdump: bool = True, ledger_format: int = 2) -> list[BenchRow]:
     """Whole path on a synthetic pcap read from page cache (the warm-up run pulls it in):
     native engine alone (once per worker count), full capture with sealing (all workers; into a
     ledger of format `ledger_format`: 1 seals Parquet, 2 the raw record files), the
