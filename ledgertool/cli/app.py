@@ -454,13 +454,14 @@ def _cluster_client(address: str):
 
 
 def _print_verify(res, prefix: str) -> None:
-    """One ledger's verify report as text: warnings on stderr, FAIL lines and the verdict on stdout."""
+    """One ledger's verify report as text: warnings on stderr, FAIL lines and the verdict on stdout,
+    every line after `prefix` (several ledgers: `DIR: `, so each line names its ledger)."""
     for w in res.warnings:
-        err.print(styled(("warning", "yellow"), f" {w.kind}{_where(w)}: {w.detail}"))
+        err.print(styled(prefix, ("warning", "yellow"), f" {w.kind}{_where(w)}: {w.detail}"))
     for p in res.problems:
-        out.print(styled(("FAIL", "red"), f" {p.kind}{_where(p)}: {p.detail}"))
+        out.print(styled(prefix, ("FAIL", "red"), f" {p.kind}{_where(p)}: {p.detail}"))
     if res.append_only.get("note"):  # beside the warnings: stdout keeps FAIL lines and one verdict line
-        err.print(f"note: {res.append_only['note']}")
+        err.print(f"{prefix}note: {res.append_only['note']}")
     status = ("OK", "green") if res.ok else (f"{len(res.problems)} problem(s)", "red")
     out.print(styled(prefix, status, f": {res.segments} segments, {res.records:,} records, {res.frames:,} frames, "
                                      f"{res.drops_declared} drops declared, links {', '.join(res.links) or 'none'}"))
@@ -781,6 +782,9 @@ def _print_reconcile(res, ledger: str, source) -> None:
     _fallback_line(res.capture.strip_fallbacks, res.capture.strip, res.capture.frames, source)
 
 
+PAIRS_IN_FLIGHT = 4  # recompute --pairs --cluster: pairs whose tasks share the cluster at once
+
+
 def _recompute_pairs(pairs_file: Path, dks: list, trust: Optional[Path], cluster: Optional[str],
                      details: Optional[Path], as_json: bool, quiet: bool, workers: int, window: dict) -> None:
     """recompute --pairs: every pair as a single recompute of it, then the total (docs/cli.md)."""
@@ -796,8 +800,9 @@ def _recompute_pairs(pairs_file: Path, dks: list, trust: Optional[Path], cluster
         with _cluster_client(cluster) as client:
             from ..reconcile.cluster import reconcile_on_cluster
 
+            # a few pairs in flight, so one pair's round trips overlap another's tasks (docs/cluster.md)
             many = reconcile_pairs(plans, partial(reconcile_on_cluster, client, **window), details=details,
-                                   describe=cli_message)
+                                   describe=cli_message, in_flight=PAIRS_IN_FLIGHT)
     else:
         from ..reconcile.recompute import reconcile
 

@@ -27,6 +27,7 @@ import json
 import os
 import tempfile
 import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -258,36 +259,48 @@ ReconcileFn = Callable[..., ReconcileResult]
 
 
 def reconcile_pairs(plans: Sequence[PairPlan], reconcile_one: ReconcileFn, *, details: Path | None = None,
-                    progress: ProgressFn | None = None,
-                    describe: Callable[[LedgerError], str] = str) -> PairsResult:
-    """`reconcile_one` on each pair in turn. `details`: one file of every pair's --details lines,
-    in pair order, each line the pair's own with `pair` (its 0-based index) and `ledger` in front;
-    it replaces `details` at the end (checked writable first). `progress` gets each pair's
-    updates, the phase prefixed with "pair I of N". Raises ClusterError when the cluster fails
-    (nothing is written to `details` then); every other LedgerError is that pair's outcome,
-    its message `describe(e)`."""
+                    progress: ProgressFn | None = None, describe: Callable[[LedgerError], str] = str,
+                    in_flight: int = 1) -> PairsResult:
+    """`reconcile_one` on every pair, `in_flight` pairs at a time (threads: for a cluster, whose
+    tasks do the work, so that one pair's waits overlap another's; each pair's report does not
+    depend on it). `details`: one file of every pair's --details lines, in pair order, each line
+    the pair's own with `pair` (its 0-based index) and `ledger` in front; it replaces `details` at
+    the end (checked writable first). `progress` gets each pair's updates, the phase prefixed
+    with "pair I of N". Raises ClusterError when the cluster fails (nothing is written to
+    `details` then; the pairs not started are not run); every other LedgerError is that pair's
+    outcome, its message `describe(e)`."""
     if details is not None:
         fsio.check_writable(details, what="details file")
-    outcomes = []
+    outcomes: list[PairOutcome] = []
     with tempfile.TemporaryDirectory(prefix="ledgertool-pairs-") as tmp, \
-            (fsio.atomic_file(details, what="details file") if details is not None else nullcontext()) as out:
-        for i, plan in enumerate(plans):
-            one = Path(tmp) / "details.jsonl" if details is not None else None
+            (fsio.atomic_file(details, what="details file") if details is not None else nullcontext()) as out, \
+            ThreadPoolExecutor(max(1, in_flight), thread_name_prefix="ledgertool-pair") as pool:
+
+        def one(i: int, plan: PairPlan) -> PairOutcome:
+            path = Path(tmp) / f"details-{i}.jsonl" if details is not None else None
             kw = {} if progress is None else {"progress": _prefixed(progress, f"pair {i + 1} of {len(plans)}: ")}
             try:
                 res = reconcile_one(list(plan.spec.captures), location(plan.spec.ledger), list(plan.keys),
                                     trust=plan.trust, checkpoint=plan.checkpoint,
                                     checkpoint_name=plan.spec.checkpoint or "checkpoint",
-                                    links=list(plan.spec.links) if plan.spec.links else None, details=one, **kw)
+                                    links=list(plan.spec.links) if plan.spec.links else None, details=path, **kw)
             except ClusterError:
                 raise
             except LedgerError as e:
-                outcomes.append(PairOutcome(i, plan.spec, error=describe(e), error_exit=e.exit_code))
-                continue
-            if one is not None:
-                res = replace(res, details_file=str(details))
-                _append_details(out, one, i, plan.spec.ledger)
-            outcomes.append(PairOutcome(i, plan.spec, res))
+                return PairOutcome(i, plan.spec, error=describe(e), error_exit=e.exit_code)
+            return PairOutcome(i, plan.spec, res if path is None else replace(res, details_file=str(details)))
+
+        running = [pool.submit(one, i, plan) for i, plan in enumerate(plans)] if in_flight > 1 else None
+        try:
+            for i, plan in enumerate(plans):
+                o = running[i].result() if running else one(i, plan)
+                if o.result is not None and details is not None:
+                    _append_details(out, Path(tmp) / f"details-{i}.jsonl", i, plan.spec.ledger)
+                outcomes.append(o)
+        except BaseException:
+            for f in running or ():
+                f.cancel()
+            raise
     return PairsResult(tuple(outcomes))
 
 
