@@ -212,3 +212,22 @@ def test_item3_pairs_paths_are_data(tmp_path, keydir):
                 keydir / "verifier.pub")
     assert r.returncode == 0, r.stderr
     assert f"294 frame records in {tmp_path / name}: matched 294" in r.stdout
+
+
+def test_item3_pairs_in_flight_give_the_same_reports_in_order(links, keydir, other_keydir, tmp_path):
+    """Pairs run three at a time (as --cluster runs them) give the reports and the --details file
+    of the pairs run one after another, in the file's order."""
+    from functools import partial
+
+    pool = [load_keys(keydir)[0], load_keys(other_keydir)[0]]
+    plans = plan_pairs(read_pairs(links / "pairs.toml"), pool, load_keys(keydir)[2])
+    assert [len(p.keys) for p in plans] == [1, 1, 1] and plans[1].keys == (pool[1],)
+    runs = {}
+    for k in (1, 3):
+        many = reconcile_pairs(plans, partial(reconcile, workers=1), details=tmp_path / f"d{k}.jsonl", in_flight=k)
+        docs = many.to_json()
+        for p in docs["pairs"]:
+            p.pop("elapsed_s", None), p.pop("details_file", None)
+        runs[k] = (docs, (tmp_path / f"d{k}.jsonl").read_text(), many.exit_code)
+    assert runs[3] == runs[1] and runs[1][2] == 1
+    assert [o["ok"] for o in runs[1][0]["pairs"]] == [True, False, False] and runs[1][1].count("\n") == 1

@@ -75,7 +75,8 @@ def _resolve(base: Path, text: str) -> str:
 
 def _string(path: str, key: str, value: object) -> str:
     if not isinstance(value, str) or not value:
-        raise UsageError(f"{path}: {key}: expected a non-empty string, got {type(value).__name__}")
+        got = "an empty string" if value == "" else type(value).__name__
+        raise UsageError(f"{path}: {key}: expected a non-empty string, got {got}")
     if "\x00" in value:
         raise UsageError(f"{path}: {key}: a NUL character cannot be in a path")
     return value
@@ -172,7 +173,9 @@ def plan_pairs(specs: Sequence[PairSpec], keys: Sequence[DigestKey],
                                f"ledger (its key ids: {', '.join(order)})")
         bundle = trust
         if spec.trust is not None:
-            bundle = bundles.get(spec.trust) or bundles.setdefault(spec.trust, TrustBundle.load(Path(spec.trust)))
+            if spec.trust not in bundles:
+                bundles[spec.trust] = TrustBundle.load(Path(spec.trust))
+            bundle = bundles[spec.trust]
         note = None
         if spec.checkpoint is not None:
             note = fsio.read_regular(spec.checkpoint, MAX_NOTE_BYTES, follow=True, what="checkpoint")
@@ -272,9 +275,9 @@ def reconcile_pairs(plans: Sequence[PairPlan], reconcile_one: ReconcileFn, *, de
     if details is not None:
         fsio.check_writable(details, what="details file")
     outcomes: list[PairOutcome] = []
+    pool = ThreadPoolExecutor(max(1, in_flight), thread_name_prefix="ledgertool-pair")
     with tempfile.TemporaryDirectory(prefix="ledgertool-pairs-") as tmp, \
-            (fsio.atomic_file(details, what="details file") if details is not None else nullcontext()) as out, \
-            ThreadPoolExecutor(max(1, in_flight), thread_name_prefix="ledgertool-pair") as pool:
+            (fsio.atomic_file(details, what="details file") if details is not None else nullcontext()) as out:
 
         def one(i: int, plan: PairPlan) -> PairOutcome:
             path = Path(tmp) / f"details-{i}.jsonl" if details is not None else None
@@ -298,9 +301,11 @@ def reconcile_pairs(plans: Sequence[PairPlan], reconcile_one: ReconcileFn, *, de
                     _append_details(out, Path(tmp) / f"details-{i}.jsonl", i, plan.spec.ledger)
                 outcomes.append(o)
         except BaseException:
-            for f in running or ():
-                f.cancel()
+            # the pairs not started never run; those running end with the cluster (ClusterError)
+            # or on their own, without being waited for here
+            pool.shutdown(wait=False, cancel_futures=True)
             raise
+        pool.shutdown()
     return PairsResult(tuple(outcomes))
 
 
