@@ -48,10 +48,11 @@ def client():
         yield c
 
 
-def _capture(out: Path, keydir: Path, links=("link0", "link1"), seg: int = SEG) -> Path:
+def _capture(out: Path, keydir: Path, links=("link0", "link1"), seg: int = SEG, fmt: int | None = None) -> Path:
     dk, sk, _ = load_keys(keydir)
     for link in links:
-        capture_file(SAMPLES / "sample.pcap", out, digest_key=dk, signing_key=sk, link=link, segment_records=seg)
+        capture_file(SAMPLES / "sample.pcap", out, digest_key=dk, signing_key=sk, link=link, segment_records=seg,
+                     ledger_format=fmt)
     return out
 
 
@@ -59,7 +60,7 @@ def _capture(out: Path, keydir: Path, links=("link0", "link1"), seg: int = SEG) 
 def tampered(tmp_path, keydir) -> Path:
     """Two links; link0 segment 3 has one record digest changed, link1 segment 5 a missing ML-DSA
     signature and segment 9 a broken chain link, and a stray file beside them."""
-    out = _capture(tmp_path / "ledger", keydir)
+    out = _capture(tmp_path / "ledger", keydir, fmt=1)  # (its tamper edits a v1 segment's Parquet file)
     pq_file = out / "link=link0" / "seg-00000003.parquet"
     arr = np.frombuffer(table_to_records(pq.read_table(pq_file), 16), dtype=record_dtype(16)).copy()
     arr["digest"][7] = b"\x00" * 16
@@ -128,6 +129,14 @@ def test_several_ledgers_per_ledger_and_total_worst_exit(tampered, keydir, tmp_p
     lines = text.stdout.splitlines()
     assert lines[0] == f"{good}: OK: 15 segments, 294 records, 294 frames, 0 drops declared, links link0"
     assert lines[-1].startswith(f"total: {doc['total']['problems']} problem(s): 2 ledgers (1 OK, 1 with problems")
+    # every line names its ledger (issue 16 item 3: results per ledger), the FAIL lines too
+    one = run_cli("verify", tampered, "--trust", trust)
+    assert lines[1:-1] == [f"{tampered}: {x}" for x in one.stdout.splitlines()]
+    assert lines[1].startswith(f"{tampered}: FAIL parquet_hash_mismatch link link0 segment 3: ")
+    assert f"{tampered}: warning stray_file link link1: " in text.stderr
+    assert f"{good}: note: append-only not checked" in text.stderr
+    there = run_cli("verify", good, tampered, "--trust", trust, "--cluster", "local:2")
+    assert (there.returncode, there.stdout, there.stderr) == (1, text.stdout, text.stderr)
 
 
 def test_checkpoint_with_several_ledgers_is_usage_error(tampered, keydir):

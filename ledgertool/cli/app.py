@@ -454,13 +454,14 @@ def _cluster_client(address: str):
 
 
 def _print_verify(res, prefix: str) -> None:
-    """One ledger's verify report as text: warnings on stderr, FAIL lines and the verdict on stdout."""
+    """One ledger's verify report as text: warnings on stderr, FAIL lines and the verdict on stdout,
+    every line after `prefix` (several ledgers: `DIR: `, so each line names its ledger)."""
     for w in res.warnings:
-        err.print(styled(("warning", "yellow"), f" {w.kind}{_where(w)}: {w.detail}"))
+        err.print(styled(prefix, ("warning", "yellow"), f" {w.kind}{_where(w)}: {w.detail}"))
     for p in res.problems:
-        out.print(styled(("FAIL", "red"), f" {p.kind}{_where(p)}: {p.detail}"))
+        out.print(styled(prefix, ("FAIL", "red"), f" {p.kind}{_where(p)}: {p.detail}"))
     if res.append_only.get("note"):  # beside the warnings: stdout keeps FAIL lines and one verdict line
-        err.print(f"note: {res.append_only['note']}")
+        err.print(f"{prefix}note: {res.append_only['note']}")
     status = ("OK", "green") if res.ok else (f"{len(res.problems)} problem(s)", "red")
     out.print(styled(prefix, status, f": {res.segments} segments, {res.records:,} records, {res.frames:,} frames, "
                                      f"{res.drops_declared} drops declared, links {', '.join(res.links) or 'none'}"))
@@ -658,12 +659,16 @@ def _where(p) -> str:
 
 @app.command()
 def recompute(
-    sources: Annotated[list[str], typer.Argument(
+    digest_key: Annotated[list[Path], typer.Option("--digest-key", metavar="FILE", help="digest.key used for the ledger; repeat it for each key of a ledger whose digest key was rotated (with --pairs: every ledger's keys, each ledger takes those its key ids name).")],
+    sources: Annotated[Optional[list[str]], typer.Argument(
         metavar="CAPTURE...", help="pcap/pcapng files (gzip/xz/zstd-compressed too), - for standard input, or "
-                                   "workload:SPEC.toml, to recompute (several: taken as one capture in the order given).")],
-    digest_key: Annotated[list[Path], typer.Option("--digest-key", metavar="FILE", help="digest.key used for the ledger; repeat it for each key of a ledger whose digest key was rotated.")],
+                                   "workload:SPEC.toml, to recompute (several: taken as one capture in the order given).")] = None,
     ledger: Annotated[Optional[str], typer.Option(
         "--ledger", metavar="DIR", help="Ledger to reconcile against (a path, file:// or fsspec URL).")] = None,
+    pairs: Annotated[Optional[Path], typer.Option(
+        "--pairs", metavar="FILE.toml", help="Reconcile many ledgers, each with its own captures, listed as "
+                                             "[[pair]] ledger = DIR, captures = [...] in FILE.toml; a report per pair "
+                                             "and a total.")] = None,
     trust: Annotated[Optional[Path], typer.Option(
         "--trust", help="With --ledger: verifier.pub; the ledger is verified before it is reconciled (without it "
                         "only the keyless checks run and the result is UNVERIFIED, exit 1).")] = None,
@@ -691,6 +696,16 @@ def recompute(
     from ..reconcile.recompute import digests_to_parquet, reconcile
 
     dks = [DigestKey.load(k) for k in digest_key]
+    if pairs is not None:
+        if sources or ledger is not None or link or checkpoint is not None or algorithm or strip or out_file:
+            raise UsageError("--pairs FILE names every ledger, its captures, links and checkpoint: drop CAPTURE, "
+                             "--ledger, --link, --checkpoint, --algorithm, --strip and --out")
+        _recompute_pairs(pairs, dks, trust, cluster, details, as_json, quiet, workers,
+                         dict(from_ns=_parse_time(from_time, "--from"), to_ns=_parse_time(to_time, "--to"),
+                              tolerance_ns=_parse_tolerance(tolerance), memory_limit=memory_limit))
+        return
+    if not sources:
+        raise UsageError("recompute needs CAPTURE (one or more), or --pairs FILE.toml")
     source = sources[0] if len(sources) == 1 else sources
     if ledger is None:
         if not (algorithm and strip and out_file):
@@ -743,23 +758,75 @@ def recompute(
     if as_json:
         _emit_json(res.to_json())
     else:
-        out.print(styled(("MATCH", "green") if res.matches else ("DIFFER", "red"),
-                         (" (partial)", "yellow") if res.partial else "",
-                         "" if res.complete else (" (INCOMPLETE: the capture stopped early)", "red"),
-                         "" if res.verified else (" (UNVERIFIED: no --trust)", "red"),
-                         f": {res.frames:,} frames recomputed from {res.source}, {res.ledger_records:,} frame "
-                         f"records in {ledger}: matched {res.matched:,}, ledger-only {res.ledger_only:,}, "
-                         f"capture-only {res.capture_only:,}"))
-        for p in res.per_second:
-            if p["ledger_only"] or p["capture_only"]:
-                out.print(f"  second {p['second']}: matched {p['matched']}, ledger-only {p['ledger_only']}, "
-                          f"capture-only {p['capture_only']}")
-        for e in res.examples_ledger_only:
-            out.print(f"  ledger-only  link {e['link']} seq {e['seq']} ts_ns {e['ts_ns']} wire_len {e['wire_len']} digest {e['digest']}")
-        for e in res.examples_capture_only:
-            out.print(f"  capture-only frame {e['index']} ts_ns {e['ts_ns']} wire_len {e['wire_len']} digest {e['digest']}")
-        _fallback_line(res.capture.strip_fallbacks, res.capture.strip, res.capture.frames, source)
+        _print_reconcile(res, ledger, source)
     raise typer.Exit(0 if res.ok else 1)
+
+
+def _print_reconcile(res, ledger: str, source) -> None:
+    """One reconciliation's report as text on stdout (its warnings are printed before it)."""
+    out.print(styled(("MATCH", "green") if res.matches else ("DIFFER", "red"),
+                     (" (partial)", "yellow") if res.partial else "",
+                     "" if res.complete else (" (INCOMPLETE: the capture stopped early)", "red"),
+                     "" if res.verified else (" (UNVERIFIED: no --trust)", "red"),
+                     f": {res.frames:,} frames recomputed from {res.source}, {res.ledger_records:,} frame "
+                     f"records in {ledger}: matched {res.matched:,}, ledger-only {res.ledger_only:,}, "
+                     f"capture-only {res.capture_only:,}"))
+    for p in res.per_second:
+        if p["ledger_only"] or p["capture_only"]:
+            out.print(f"  second {p['second']}: matched {p['matched']}, ledger-only {p['ledger_only']}, "
+                      f"capture-only {p['capture_only']}")
+    for e in res.examples_ledger_only:
+        out.print(f"  ledger-only  link {e['link']} seq {e['seq']} ts_ns {e['ts_ns']} wire_len {e['wire_len']} digest {e['digest']}")
+    for e in res.examples_capture_only:
+        out.print(f"  capture-only frame {e['index']} ts_ns {e['ts_ns']} wire_len {e['wire_len']} digest {e['digest']}")
+    _fallback_line(res.capture.strip_fallbacks, res.capture.strip, res.capture.frames, source)
+
+
+PAIRS_IN_FLIGHT = 4  # recompute --pairs --cluster: pairs whose tasks share the cluster at once
+
+
+def _recompute_pairs(pairs_file: Path, dks: list, trust: Optional[Path], cluster: Optional[str],
+                     details: Optional[Path], as_json: bool, quiet: bool, workers: int, window: dict) -> None:
+    """recompute --pairs: every pair as a single recompute of it, then the total (docs/cli.md)."""
+    from functools import partial
+
+    from ..keyfiles import TrustBundle
+    from ..reconcile.pairs import plan_pairs, read_pairs, reconcile_pairs
+    from ..reconcile.recompute import check_request
+
+    check_request(dks, window["from_ns"], window["to_ns"], None)  # (a bad window fails before any pair)
+    plans = plan_pairs(read_pairs(pairs_file), dks, TrustBundle.load(trust) if trust is not None else None)
+    if cluster is not None:
+        with _cluster_client(cluster) as client:
+            from ..reconcile.cluster import reconcile_on_cluster
+
+            # a few pairs in flight, so one pair's round trips overlap another's tasks (docs/cluster.md)
+            many = reconcile_pairs(plans, partial(reconcile_on_cluster, client, **window), details=details,
+                                   describe=cli_message, in_flight=PAIRS_IN_FLIGHT)
+    else:
+        from ..reconcile.recompute import reconcile
+
+        with _shown(quiet, as_json) as cb:
+            many = reconcile_pairs(plans, partial(reconcile, workers=workers, **window), details=details,
+                                   progress=cb, describe=cli_message)
+    for o in many.outcomes:
+        ledger = o.spec.ledger
+        if o.result is None:
+            err.print(f"error: pair {o.index} (ledger {ledger}): {o.error}")
+            continue
+        for w in o.result.warnings:
+            err.print(styled(("warning:", "yellow"), f" {w}" if w.startswith(f"{ledger}: ") else f" {ledger}: {w}"))
+        if not as_json:
+            _print_reconcile(o.result, ledger, o.result.source)
+    if as_json:
+        _emit_json(many.to_json())
+    else:
+        t = many.total()
+        out.print(styled("total: ", ("MATCH", "green") if many.ok else ("DIFFER", "red"),
+                         f": {t.pairs} pairs ({t.ok_pairs} OK, {t.failed_pairs} not OK, {t.error_pairs} not "
+                         f"reconciled), {t.frames:,} frames recomputed, {t.ledger_records:,} frame records: matched "
+                         f"{t.matched:,}, ledger-only {t.ledger_only:,}, capture-only {t.capture_only:,}"))
+    raise typer.Exit(many.exit_code)
 
 
 def _fallback_line(fallbacks, strip: str, frames: int, source: str) -> None:

@@ -661,6 +661,18 @@ class _Segment:
         return cls(link, index, doc.get("digest_key_id"), frames if isinstance(frames, int) else 0, ts)
 
 
+def digest_key_order(ledger_dir: Path, ledger: LedgerHeader) -> list[str]:
+    """The ledger's digest key ids in order: ledger.json's (genesis) id, then each one a
+    digest-key rotation statement introduced (parsed, not yet verified: verify checks them).
+    LedgerFormatError for a rotation statement that does not parse."""
+    order = [ledger.digest_key_id]
+    for doc in load_rotations(ledger_dir):
+        kid = doc.get("new_digest_key_id")
+        if rotation_kind(doc) == DIGEST_KEY and isinstance(kid, str) and kid not in order:
+            order.append(kid)
+    return order
+
+
 def _match_keys(ledger_dir: Path, ledger: LedgerHeader, alg: Algorithm, keys: list[DigestKey],
                 segs: list[_Segment]) -> tuple[list[tuple[str, DigestKey]], list[dict]]:
     """(key id, key) of each given key in the ledger's key order, and the uncovered segment runs.
@@ -668,11 +680,7 @@ def _match_keys(ledger_dir: Path, ledger: LedgerHeader, alg: Algorithm, keys: li
     The ledger's digest keys are ledger.json's (genesis) id and those digest-key rotations
     introduced, in order; a key that is none of them is the wrong key, and one that covers no
     sealed segment in scope has nothing to reconcile (both KeyFileError, exit 2)."""
-    order = [ledger.digest_key_id]
-    for doc in load_rotations(ledger_dir):
-        kid = doc.get("new_digest_key_id")
-        if rotation_kind(doc) == DIGEST_KEY and isinstance(kid, str) and kid not in order:
-            order.append(kid)
+    order = digest_key_order(ledger_dir, ledger)
     named = {g.digest_key_id for g in segs if isinstance(g.digest_key_id, str)}
     known = order + sorted(named - set(order))
     given: dict[str, DigestKey] = {}
