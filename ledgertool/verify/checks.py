@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from ..digest.engine import merkle_leaves, merkle_root, valid_leaf_records
 from ..digest.record import FLAG_GAP, RECORD_FIXED, record_dtype
 from ..errors import LedgerFormatError
-from ..keyfiles import BAD_SIGNATURE, SignatureFinding
+from ..keyfiles import BAD_SIGNATURE, SignatureFinding, seal_message
 from ..ledger.header import LedgerHeader
 from ..ledger.layout import OPEN, PARQUET, RECORDS, SEAL, segment_name
 from ..ledger.reader import OpenRecordFile
@@ -35,10 +35,10 @@ from ..seal.document import (
     arrow_schema,
     decode_parquet,
     parse_seal,
-    seal_hash,
-    seal_signed_bytes,
+    seal_body,
     table_to_records,
 )
+from ..seal.canonical import canonical_json
 from ..seal.rotation import Schedule
 from .problems import Kind, Problem
 
@@ -181,12 +181,14 @@ def check_seal(raw: bytes, place: SegmentPlace) -> SealCheck:
         if doc.get(key) != getattr(ledger, key):
             out.append(place.problem(Kind.PARAMETER_MISMATCH, f"{path}: {key} {doc.get(key)!r} differs from the "
                                                               f"ledger's {getattr(ledger, key)!r}"))
-    if place.sched is not None:
-        out += _key_problems(doc, place, path)
+    # the signed body canonicalised once: its SHA-256 is the seal hash, and the signatures sign it
     try:
-        own_hash = seal_hash(doc)
-    except (TypeError, ValueError):
-        own_hash = None
+        body, unsigned_why = canonical_json(seal_body(doc)), None
+    except (TypeError, ValueError) as e:
+        body, unsigned_why = None, str(e)
+    if place.sched is not None:
+        out += _key_problems(doc, place, path, body, unsigned_why)
+    own_hash = hashlib.sha256(body).hexdigest() if body is not None else None
     records = doc.get("records")
     layout, seq, range_problems = _seal_range(doc, place)
     name_problem = None
@@ -223,7 +225,8 @@ def _v2_members_problem(doc: dict, place: SegmentPlace, path: Path) -> Problem |
     return place.problem(Kind.SEAL_MALFORMED, f"{path}: {SEAL_FORMAT_V2} seal {what}")
 
 
-def _key_problems(doc: dict, place: SegmentPlace, path: Path) -> list[Problem]:
+def _key_problems(doc: dict, place: SegmentPlace, path: Path, body: bytes | None,
+                  unsigned_why: str | None) -> list[Problem]:
     """Step 2's digest key id and step 3's signatures, with the keys the schedule assigns here."""
     sched, link, index = place.sched, place.link, place.index
     out = []
@@ -233,10 +236,10 @@ def _key_problems(doc: dict, place: SegmentPlace, path: Path) -> list[Problem]:
                                  f"not {want_kid}, the digest key of link {link} segment {index}"
                                  f"{_digest_key_note(sched, doc.get('digest_key_id'), want_kid)}"))
     bundle = sched.bundle_for(link, index)
-    try:
-        findings = bundle.verify_detailed(seal_signed_bytes(doc), doc.get("signatures") or {})
-    except (TypeError, ValueError) as e:
-        findings = [SignatureFinding(BAD_SIGNATURE, None, f"seal cannot be canonicalised ({e})")]
+    if body is None:
+        findings = [SignatureFinding(BAD_SIGNATURE, None, f"seal cannot be canonicalised ({unsigned_why})")]
+    else:
+        findings = bundle.verify_detailed(seal_message(body), doc.get("signatures") or {})
     out += [place.problem(Kind(f.kind), f"{path}: {f.detail}") for f in findings]
     return out
 
