@@ -3,6 +3,11 @@
 >= 50 M records/s per core).
 
     python scripts/verify_v2_bench.py [--segments 100] [--records 16384] [--rounds 3] [--out DIR]
+        [--reuse] [--keyless]
+
+--reuse times the ledgers already in --out (written by an earlier run) instead of writing them:
+the same ledger timed with two trees (PYTHONPATH=main, then this one) gives a same-run baseline.
+--keyless verifies without the trust bundle (no signature checks), as `query` and `recompute` do.
 
 The v2 ledger is written by the tests' reference writer (tests/v2_reference.py), the v1 ledger by
 ledgertool's own sealer; records are synthetic (numpy), 48 bytes, leaf_records 256 (v2) / 64 (v1,
@@ -72,11 +77,21 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--only", default="v2-rec,v2-parquet,v1-64,v1-256", help="ledgers to build and time")
+    ap.add_argument("--reuse", action="store_true", help="time the ledgers already in --out")
+    ap.add_argument("--keyless", action="store_true", help="verify without the trust bundle")
     a = ap.parse_args()
     only = a.only.split(",")
     base = a.out or Path(tempfile.mkdtemp(prefix="verify-v2-"))
+    if a.reuse:
+        if a.out is None or not a.keyless:
+            ap.error("--reuse needs --out and --keyless (the signing key of an earlier run is not kept)")
+        for name in only:
+            wall, cpu, n = best(base / name, None, a.rounds)
+            print(f"{name:11s} keyless {n / cpu / 1e6:6.2f} M records/s per CPU-second ({cpu * 1e9 / n:5.1f} ns CPU, "
+                  f"{wall * 1e9 / n:5.1f} ns wall per record)")
+        return
     sk = SigningKey.generate()
-    trust = sk.trust_bundle()
+    trust = None if a.keyless else sk.trust_bundle()
     segs = [records(a.records, i * a.records, i) for i in range(a.segments)]
     if "v2-rec" in only:
         v2_reference.write_v2_ledger(base / "v2-rec", sk, segs, leaf_records=256)
@@ -87,7 +102,8 @@ def main() -> None:
         if f"v1-{leaf}" in only:
             v1_ledger(base / f"v1-{leaf}", sk, segs, leaf)
     del segs
-    print(f"{a.segments} segments x {a.records} records of 48 bytes, best of {a.rounds}, signatures checked")
+    print(f"{a.segments} segments x {a.records} records of 48 bytes, best of {a.rounds}, "
+          f"{'keyless' if a.keyless else 'signatures checked'}")
     for name in only:
         wall, cpu, n = best(base / name, trust, a.rounds)
         print(f"{name:11s} {n / wall / 1e6:6.2f} M records/s wall  {n / cpu / 1e6:6.2f} M records/s per CPU-second"

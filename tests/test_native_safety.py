@@ -435,6 +435,70 @@ def test_item11_recompute_and_capture_survive_truncation_mid_run(tmp_path, keydi
         assert not list(tmp_path.glob("d.parquet.tmp-*"))
 
 
+_REC_SHRINK_PROBE = """
+import json, os, sys
+from pathlib import Path
+from ledgertool.ledger import reader as R
+ledger, how, cut_to = sys.argv[1], sys.argv[2], int(sys.argv[3])
+opened = R.LedgerReader._open_records
+
+def open_then_cut(self, path, what):
+    # the storage holder truncates segment 1's file after verify opened and fstat'd it: the walk's
+    # map covers the old length, and every page past the new end is gone
+    got = opened(self, path, what)
+    if Path(path).name == "seg-00000001.rec":
+        os.truncate(path, cut_to)
+    return got
+
+R.LedgerReader._open_records = open_then_cut
+if how == "cli":
+    from ledgertool.cli.app import main
+    sys.argv = ["ledgertool", "verify", ledger, "--trust", sys.argv[4]]
+    main()
+from ledgertool.verify.ledger import verify_ledger
+seen = []
+res = verify_ledger(Path(ledger), None, on_segment=lambda s: seen.append(s.index))
+print(json.dumps([seen, [(p.kind.value, p.segment, p.detail) for p in res.problems
+                         if p.kind.value != "signatures_unchecked"]]))
+"""
+
+
+@pytest.mark.parametrize("how", ["cli", "readers"])
+def test_issue16_item6_rec_file_truncated_under_the_map(tmp_path, keydir, how):
+    """verify walks a raw record file in a map of the length it fstat'd (issue 14 / 16 item 6: no
+    read copy). The storage holder can truncate the file under that map: the walk faulted (SIGBUS)
+    and killed the process. Now the fault is caught: records_unreadable naming the file and the
+    byte that is gone, exit 1; for readers (the copying walk: query, recompute) the same, and the
+    segment is not handed on."""
+    import subprocess
+    import sys
+
+    from v2_reference import synthetic_records, write_v2_ledger
+
+    segs = [synthetic_records(4000, i * 4000, seed=i) for i in range(3)]
+    d = tmp_path / "L"
+    write_v2_ledger(d, load_keys(keydir)[1], segs, leaf_records=16)
+    rec = d / "link=link0" / "seg-00000001.rec"
+    size = rec.stat().st_size
+    args = [sys.executable, "-c", _REC_SHRINK_PROBE, str(d), how, "8192", str(keydir / "verifier.pub")]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert r.returncode == (1 if how == "cli" else 0), (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr and r.returncode >= 0, r.stderr
+    assert rec.stat().st_size == 8192  # a page boundary: the next page is gone, not zeros
+    if how == "cli":
+        line = [ln for ln in r.stdout.splitlines() if "records_unreadable" in ln or "shrank" in ln]
+        assert len(line) == 1, r.stdout
+        text = line[0]
+    else:
+        seen, found = json.loads(r.stdout.strip().splitlines()[-1])
+        assert seen == [0, 2] and len(found) == 1, r.stdout
+        kind, segment, text = found[0]
+        assert (kind, segment) == ("records_unreadable", 1)
+    assert f"{rec}: the file shrank while it was read: byte " in text, text
+    byte = int(text.split("byte ")[1].split()[0])
+    assert 8192 <= byte < 8192 + 804 and f" of {size} is gone" in text, (byte, size, text)  # 804: one block
+
+
 def _saturated_pcapng(path: Path) -> Path:
     """Two Ethernet frames whose pcapng timestamps saturate to INT64_MIN and INT64_MAX ns: each on
     its own interface, with if_tsoffset -2^62 and +2^62 seconds."""

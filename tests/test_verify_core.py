@@ -120,3 +120,33 @@ def test_signature_findings_name_their_algorithm():
         SignatureFinding(SIGNATURE_MISSING, "ml-dsa-65", "ml-dsa-65 signature missing")]
     found = bundle.verify_detailed(b"other", sigs)
     assert [(f.kind, f.algorithm) for f in found] == [(BAD_SIGNATURE, "ed25519"), (BAD_SIGNATURE, "ml-dsa-65")]
+
+
+def test_issue16_item6_check_seal_canonicalises_a_seal_once(keydir, tmp_path, monkeypatch):
+    """verify's per-segment fixed cost: the seal hash and the signed message are the same RFC 8785
+    bytes of the seal's body, which check_seal made twice (pure-Python rfc8785, ~0.1 ms each under
+    load). Now once; the hash, the signature verdict and a changed field's finding are as before."""
+    from v2_reference import synthetic_records, write_v2_ledger
+
+    from ledgertool.seal.document import seal_hash
+    from ledgertool.verify import checks
+
+    _, sk, trust = load_keys(keydir)
+    d = tmp_path / "L"
+    write_v2_ledger(d, sk, [synthetic_records(40)], leaf_records=16)
+    ledger = load_ledger(d)
+    sched = key_schedule(ledger.ledger_id, trust, [], digest_key_id=ledger.digest_key_id, algorithm=ledger.algorithm)
+    place = SegmentPlace(ledger, "link0", 0, d / "link=link0", sched)
+    raw = (d / "link=link0" / "seg-00000000.seal.json").read_bytes()
+    calls = []
+    real = checks.canonical_json
+    monkeypatch.setattr(checks, "canonical_json", lambda obj: calls.append(1) or real(obj))
+    seal = check_seal(raw, place)
+    assert len(calls) == 1
+    assert seal.problems == () and seal.seal_hash == seal_hash(json.loads(raw)) and len(seal.seal_hash) == 64
+    doc = json.loads(raw)
+    doc["frames"] += 1  # signed: both signatures fail, and the hash moves
+    changed = check_seal(json.dumps(doc).encode(), place)
+    assert sorted((p.kind, p.detail.split(": ")[-1].split()[0]) for p in changed.problems) == [
+        ("bad_signature", "ed25519"), ("bad_signature", "ml-dsa-65")]
+    assert changed.seal_hash == seal_hash(doc) != seal.seal_hash

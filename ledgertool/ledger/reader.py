@@ -56,6 +56,16 @@ MAX_LEDGER_FILE_BYTES = 1 << 16  # ledger.json is a few hundred bytes
 
 
 @dataclass(frozen=True)
+class OpenRecordFile:
+    """A raw record file open for reading: `fd` (opened by the ledger reader's rules; its opener
+    closes it) and `size`, its length in bytes when fstat'd at open. ledgertool.ledger.recfile.parse_record_file maps it for
+    the walk only, so no read(2) copy is made and no map outlives the call."""
+
+    fd: int
+    size: int
+
+
+@dataclass(frozen=True)
 class Stray:
     """Something in a ledger directory that is not part of the ledger. `shadows` is the segment
     index a confusable name imitates when that segment is part of the ledger (a problem, not a
@@ -210,6 +220,16 @@ class LedgerReader:
         """The bytes of a file a writer may be appending to (an open segment): read to its end."""
         return fsio.read_regular(path, what=what)
 
+    def _open_records(self, path, what: str) -> OpenRecordFile | pa.Buffer:
+        """A raw record file for parse_record_file: open (read_regular's rules), mapped by the
+        walk instead of read into a buffer."""
+        fd = fsio.open_regular(path, root=self.directory, what=what)
+        try:
+            return OpenRecordFile(fd, os.fstat(fd).st_size)
+        except OSError as e:
+            os.close(fd)
+            raise fsio.storage_error(e, path, f"read {what}") from None
+
     def _check_dir(self, path) -> None:
         fsio.check_dir(path, self.directory)  # a link or file there is refused, not followed
 
@@ -288,6 +308,17 @@ class LedgerReader:
     def read_segment_file(self, link: str, index: int, kind: str, limit: int | None = None) -> pa.Buffer:
         """The bytes of one segment file, by index and kind (read_regular's errors)."""
         return self._read(self.segment_path(link, index, kind), limit, f"segment {kind} file")
+
+    def open_record_file(self, link: str, index: int) -> OpenRecordFile | pa.Buffer:
+        """A segment's raw record file for ledgertool.ledger.recfile.parse_record_file: on local
+        storage open (the caller closes it with `close_record_file`), else its bytes; the errors of
+        read_segment_file."""
+        return self._open_records(self.segment_path(link, index, RECORDS), f"segment {RECORDS} file")
+
+    @staticmethod
+    def close_record_file(source: OpenRecordFile | pa.Buffer | None) -> None:
+        if isinstance(source, OpenRecordFile):
+            os.close(source.fd)
 
     def exists(self, link: str, index: int, kind: str, *, follow_symlinks: bool) -> bool:
         """Whether a segment file exists now (the listing may predate a capture's rename into place)."""

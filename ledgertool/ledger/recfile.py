@@ -6,18 +6,23 @@ Merkle root over the records it yields (ledgertool.verify.checks); the MACs are 
 are ignored here (a verifier has no key, and nothing in them is signed).
 
 The block walk, the copy into one contiguous record buffer and the leaf hashes are one native
-call (lt_rec_records, bounded: every count in 1..65536, every block whole, no trailing byte).
+call (lt_rec_records, bounded: every count in 1..65536, every block whole, no trailing byte); a
+local file is walked in a map that lives for that call only (lt_rec_file, under the SIGBUS guard:
+a file the storage holder truncates meanwhile is a LedgerFormatError naming the byte).
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 
+from .. import fsio
 from .._binding import ffi, lib
 from ..errors import LedgerFormatError
+from .reader import OpenRecordFile
 from .segment import HEADER_SIZE, SegmentHeader
 
 _WHY = {
@@ -54,36 +59,52 @@ class RecordFile:
     facts: RecordFacts
 
 
-def parse_record_file(raw: pa.Buffer | bytes, path: Path | str, record_size: int, leaf_records: int,
-                      first_seq: int = 0, *, keep_records: bool = True) -> RecordFile:
-    """The raw record file in `raw` (the bytes of the file at `path`), decoded with the seal's
+def parse_record_file(raw: pa.Buffer | bytes | OpenRecordFile, path: Path | str, record_size: int,
+                      leaf_records: int, first_seq: int = 0, *, keep_records: bool = True) -> RecordFile:
+    """The raw record file in `raw` (the bytes of the file at `path`, or that file open: then walked
+    in a guarded map, and a file that shrinks under it is a LedgerFormatError naming the byte that
+    is gone; StorageError when it cannot be mapped), decoded with the seal's
     signed `record_size` and `leaf_records`; `facts.seq_contiguous` says whether the records' seq
     run from `first_seq` (a u64). LedgerFormatError, one line naming the file and the
     byte offset (and block), when the header does not decode or is not a v2 header, or the blocks
     do not frame the file exactly; ValueError for a layout out of bounds. With `keep_records` False
     the records are not copied out (`records` is None): the leaves are hashed where they lie in
     `raw` (lt_rec_leaves), the same leaves and facts, for a reader that wants neither records nor table."""
-    raw = raw if isinstance(raw, pa.Buffer) else pa.py_buffer(raw)
+    mapped = isinstance(raw, OpenRecordFile)
+    if not mapped:
+        raw = raw if isinstance(raw, pa.Buffer) else pa.py_buffer(raw)
     size = raw.size
     if size < HEADER_SIZE:
         raise LedgerFormatError(f"{path}: {_WHY[lib.LT_REC_HEADER_CUT].format(size=HEADER_SIZE)} "
                                 f"({size} bytes)")
-    header = SegmentHeader.decode(raw[:HEADER_SIZE].to_pybytes(), str(path))
-    if header.version != 2:
-        raise LedgerFormatError(f"{path}: a v{header.version} segment header (byte 0); a raw record file has a "
-                                "v2 one")
     max_leaves = -(-((size - HEADER_SIZE) // record_size) // leaf_records) if leaf_records else 0
     leaves = ffi.new("uint8_t[]", max(max_leaves, 1) * 32)
     info = ffi.new("lt_rec_info *")
-    out = None
-    if keep_records:
-        out = pa.allocate_buffer(max(size - HEADER_SIZE, 1))
-        rc = lib.lt_rec_records(ffi.from_buffer(raw), size, record_size, first_seq,
-                                ffi.from_buffer(out, require_writable=True), out.size, leaf_records, leaves,
-                                len(leaves), info)
+    out = pa.allocate_buffer(max(size - HEADER_SIZE, 1)) if keep_records else None
+    out_ptr = ffi.from_buffer(out, require_writable=True) if out is not None else ffi.NULL
+    if mapped:  # the header is copied out of the map with the walk: no byte of the map is read in Python
+        head = ffi.new("uint8_t[]", HEADER_SIZE)
+        rc = lib.lt_rec_file(raw.fd, size, record_size, first_seq, head, out_ptr, out.size if out else 0,
+                             leaf_records, leaves, len(leaves), info)
+        if rc == lib.LT_ERR_IO and info.error == lib.LT_REC_SHRUNK:
+            raise LedgerFormatError(f"{path}: the file shrank while it was read: byte {info.error_offset} of {size} "
+                                    "is gone (truncated by another program?)")
+        if rc == lib.LT_ERR_IO:
+            err = ffi.errno
+            raise fsio.storage_error(OSError(err, os.strerror(err)), path, "map the raw record file")
+        head = bytes(ffi.buffer(head))
     else:
-        rc = lib.lt_rec_leaves(ffi.from_buffer(raw), size, record_size, first_seq, leaf_records, leaves, len(leaves),
-                               info)
+        head = raw[:HEADER_SIZE].to_pybytes()
+        if keep_records:
+            rc = lib.lt_rec_records(ffi.from_buffer(raw), size, record_size, first_seq, out_ptr, out.size,
+                                    leaf_records, leaves, len(leaves), info)
+        else:
+            rc = lib.lt_rec_leaves(ffi.from_buffer(raw), size, record_size, first_seq, leaf_records, leaves,
+                                   len(leaves), info)
+    header = SegmentHeader.decode(head, str(path))
+    if header.version != 2:
+        raise LedgerFormatError(f"{path}: a v{header.version} segment header (byte 0); a raw record file has a "
+                                "v2 one")
     if rc == lib.LT_ERR_CORRUPT:
         raise LedgerFormatError(f"{path}: " + _WHY[info.error].format(
             size=HEADER_SIZE, block=info.blocks, offset=info.error_offset, count=info.error_count,

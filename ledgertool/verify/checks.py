@@ -1,7 +1,8 @@
 """The per-segment checks of verify (steps 1-3 and 5-7 of ledgertool.verify.ledger), pure: each
 is a function of bytes already read, the trust (key schedule) and what the ledger header says,
 and returns a typed, picklable result. Nothing here opens a file: the caller reads through
-LedgerReader before and between the calls, in this order:
+LedgerReader before and between the calls (a local raw record file is handed over open, and
+walked in a map for the length of one native call), in this order:
 
     check_seal(seal bytes)  ->  SealCheck      (reads_parquet says whether the Parquet file is needed)
     check_records(SealCheck, ParquetRead) -> RecordsCheck  (merkle_ok False: the leaf sidecar is wanted)
@@ -24,19 +25,20 @@ import pyarrow.compute as pc
 from ..digest.engine import merkle_leaves, merkle_root, valid_leaf_records
 from ..digest.record import FLAG_GAP, RECORD_FIXED, record_dtype
 from ..errors import LedgerFormatError
-from ..keyfiles import BAD_SIGNATURE, SignatureFinding
+from ..keyfiles import BAD_SIGNATURE, SignatureFinding, seal_message
 from ..ledger.header import LedgerHeader
 from ..ledger.layout import OPEN, PARQUET, RECORDS, SEAL, segment_name
+from ..ledger.reader import OpenRecordFile
 from ..ledger.recfile import RecordFacts, RecordFile, parse_record_file
 from ..seal.document import (
     SEAL_FORMAT_V2,
     arrow_schema,
     decode_parquet,
     parse_seal,
-    seal_hash,
-    seal_signed_bytes,
+    seal_body,
     table_to_records,
 )
+from ..seal.canonical import canonical_json
 from ..seal.rotation import Schedule
 from .problems import Kind, Problem
 
@@ -126,7 +128,7 @@ class ParquetRead:
     beside it (a compaction that did not finish: not read); `open_file` (v2, missing) that the
     segment's .open file is still there (a seal written before its rename)."""
 
-    data: pa.Buffer | None = None
+    data: pa.Buffer | OpenRecordFile | None = None  # OpenRecordFile: a local raw record file, mapped by its walk
     missing: bool = False
     not_regular: bool = False
     error: str | None = None
@@ -179,12 +181,14 @@ def check_seal(raw: bytes, place: SegmentPlace) -> SealCheck:
         if doc.get(key) != getattr(ledger, key):
             out.append(place.problem(Kind.PARAMETER_MISMATCH, f"{path}: {key} {doc.get(key)!r} differs from the "
                                                               f"ledger's {getattr(ledger, key)!r}"))
-    if place.sched is not None:
-        out += _key_problems(doc, place, path)
+    # the signed body canonicalised once: its SHA-256 is the seal hash, and the signatures sign it
     try:
-        own_hash = seal_hash(doc)
-    except (TypeError, ValueError):
-        own_hash = None
+        body, unsigned_why = canonical_json(seal_body(doc)), None
+    except (TypeError, ValueError) as e:
+        body, unsigned_why = None, str(e)
+    if place.sched is not None:
+        out += _key_problems(doc, place, path, body, unsigned_why)
+    own_hash = hashlib.sha256(body).hexdigest() if body is not None else None
     records = doc.get("records")
     layout, seq, range_problems = _seal_range(doc, place)
     name_problem = None
@@ -221,7 +225,8 @@ def _v2_members_problem(doc: dict, place: SegmentPlace, path: Path) -> Problem |
     return place.problem(Kind.SEAL_MALFORMED, f"{path}: {SEAL_FORMAT_V2} seal {what}")
 
 
-def _key_problems(doc: dict, place: SegmentPlace, path: Path) -> list[Problem]:
+def _key_problems(doc: dict, place: SegmentPlace, path: Path, body: bytes | None,
+                  unsigned_why: str | None) -> list[Problem]:
     """Step 2's digest key id and step 3's signatures, with the keys the schedule assigns here."""
     sched, link, index = place.sched, place.link, place.index
     out = []
@@ -231,10 +236,10 @@ def _key_problems(doc: dict, place: SegmentPlace, path: Path) -> list[Problem]:
                                  f"not {want_kid}, the digest key of link {link} segment {index}"
                                  f"{_digest_key_note(sched, doc.get('digest_key_id'), want_kid)}"))
     bundle = sched.bundle_for(link, index)
-    try:
-        findings = bundle.verify_detailed(seal_signed_bytes(doc), doc.get("signatures") or {})
-    except (TypeError, ValueError) as e:
-        findings = [SignatureFinding(BAD_SIGNATURE, None, f"seal cannot be canonicalised ({e})")]
+    if body is None:
+        findings = [SignatureFinding(BAD_SIGNATURE, None, f"seal cannot be canonicalised ({unsigned_why})")]
+    else:
+        findings = bundle.verify_detailed(seal_message(body), doc.get("signatures") or {})
     out += [place.problem(Kind(f.kind), f"{path}: {f.detail}") for f in findings]
     return out
 
@@ -344,10 +349,11 @@ def _v1_records(seal: SealCheck, data: pa.Buffer, place: SegmentPlace,
         return None, None, None
 
 
-def _rec_in_place(seal: SealCheck, data: pa.Buffer, place: SegmentPlace, out: list[Problem]) -> RecordsCheck | None:
+def _rec_in_place(seal: SealCheck, data: pa.Buffer | OpenRecordFile, place: SegmentPlace, out: list[Problem]) -> RecordsCheck | None:
     """A v2 raw record file whose records no reader wants: its leaves hashed in `data`, nothing
     copied. The check when every finding is a warning and the root is the seal's; otherwise None,
-    and the caller checks the same bytes again with their records (whose findings name them)."""
+    and the caller checks the file again with its records copied out (whose findings name them; an
+    open file is walked in a new map, so the findings are those of the records that pass copied)."""
     rec = _rec_file(seal, data, place, out, keep_records=False)
     if rec is None or any(not p.kind.is_warning for p in out):
         return None
@@ -358,7 +364,7 @@ def _rec_in_place(seal: SealCheck, data: pa.Buffer, place: SegmentPlace, out: li
     return check if check.merkle_ok and not any(not p.kind.is_warning for p in check.problems) else None
 
 
-def _rec_records(seal: SealCheck, data: pa.Buffer, place: SegmentPlace, out: list[Problem]
+def _rec_records(seal: SealCheck, data: pa.Buffer | OpenRecordFile, place: SegmentPlace, out: list[Problem]
                  ) -> tuple[None, pa.Buffer | None, bytes | None, RecordFacts | None]:
     """A v2 raw record file: framing (natively), the header against the seal; its records (and
     leaves) are exactly the bytes that are hashed."""
@@ -368,7 +374,7 @@ def _rec_records(seal: SealCheck, data: pa.Buffer, place: SegmentPlace, out: lis
     return None, rec.records, rec.leaves, rec.facts  # the table: for the readers that want one (verify.ledger)
 
 
-def _rec_file(seal: SealCheck, data: pa.Buffer, place: SegmentPlace, out: list[Problem], *,
+def _rec_file(seal: SealCheck, data: pa.Buffer | OpenRecordFile, place: SegmentPlace, out: list[Problem], *,
               keep_records: bool = True) -> RecordFile | None:
     """The raw record file parsed with the seal's layout and its header compared with the seal
     (findings into `out`); None when it does not parse."""

@@ -345,7 +345,11 @@ def check_segment(reader: LedgerReader, listing: LinkListing, place: SegmentPlac
     seal = check_seal(raw, place)
     if not seal.reads_parquet:
         return SegmentCheck(seal)
-    recs = check_records(seal, _read_records(reader, listing, link, index, seal.v2), place)
+    read = _read_records(reader, listing, link, index, seal.v2)
+    try:
+        recs = check_records(seal, read, place)
+    finally:
+        reader.close_record_file(read.data)
     if not recs.merkle_ok:
         try:  # the sidecar only names blocks: optional
             leaves = reader.read_segment_file(link, index, LEAVES, limit=MAX_LEAVES_BYTES).to_pybytes()
@@ -385,6 +389,8 @@ def _read_file(reader: LedgerReader, listing: LinkListing, link: str, index: int
         if not reader.exists(link, index, kind, follow_symlinks=False):  # (the listing may predate a rename)
             return ParquetRead(missing=True, kind=kind)
     try:
+        if kind == RECORDS:  # walked in a map on local storage, not read into a buffer
+            return ParquetRead(reader.open_record_file(link, index), kind=kind)
         return ParquetRead(reader.read_segment_file(link, index, kind), kind=kind)
     except StorageError as e:
         if e.errno == errno.ENOENT:  # compacted (a .rec) since the listing

@@ -87,6 +87,15 @@ void lt_bus_guard_push(lt_bus_guard *g, const lt_reader *r) {
     bus_guard = g;
 }
 
+void lt_bus_guard_push_map(lt_bus_guard *g, const uint8_t *map, size_t len) {
+    pthread_once(&bus_once, bus_install);
+    g->lo = map;
+    g->len = len;
+    g->fault = 0;
+    g->outer = bus_guard;
+    bus_guard = g;
+}
+
 void lt_bus_guard_pop(lt_bus_guard *g) { bus_guard = g->outer; }
 
 void lt_reader_fail_shrunk(lt_reader *r, uint64_t off) {

@@ -4,14 +4,17 @@
  * (decoded and compared with the seal in Python), then blocks of u32 count || count records ||
  * 32-byte MAC. The verifier has no MAC key and signs nothing here: it walks the framing, copies the
  * records into one contiguous buffer (what the seal's Merkle root covers) and hashes its leaves, or
- * (lt_rec_leaves, when no reader wants the records) hashes the leaves where they lie in the file.
+ * (lt_rec_leaves, when no reader wants the records) hashes the leaves where they lie in the file;
+ * lt_rec_file does either over a guarded map of the file instead of a buffer it was read into.
  *
  * The file is the storage holder's, so the walk is bounded: every count in
  * 1..LT_REC_MAX_BLOCK_RECORDS, every block whole inside the file, no byte after the last block, the
  * output never written past out_len; sizes in 64-bit arithmetic checked before use (a count of at
  * most 2^16 times a record of 64 bytes cannot overflow).
  */
+#include <errno.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "ledgertool.h"
 #include "lt_internal.h"
@@ -134,17 +137,72 @@ int lt_rec_records(const uint8_t *file, size_t len, size_t record_size, uint64_t
     return lt_merkle_leaves(out, record_size, info->records, leaf_records, leaves, leaves_len);
 }
 
-int lt_rec_leaves(const uint8_t *file, size_t len, size_t record_size, uint64_t first_seq, size_t leaf_records,
-                  uint8_t *leaves, size_t leaves_len, lt_rec_info *info) {
-    if (!info || (len && !file) || (record_size != LT_RECORD_FIXED + 16 && record_size != LT_RECORD_FIXED + 32) ||
-        !leaves || !leaf_records || leaf_records > LT_MERKLE_MAX_LEAF_RECORDS || (leaf_records & (leaf_records - 1)))
-        return LT_ERR_ARG;
-    leaf_walk lw = {.stage = malloc(leaf_records * record_size), .leaves = leaves, .leaf_records = leaf_records,
-                    .cap = leaves_len / 32};
-    if (!lw.stage) return LT_ERR_NOMEM;
+static int leaves_args_ok(size_t record_size, const uint8_t *leaves, size_t leaf_records) {
+    return (record_size == LT_RECORD_FIXED + 16 || record_size == LT_RECORD_FIXED + 32) && leaves && leaf_records &&
+           leaf_records <= LT_MERKLE_MAX_LEAF_RECORDS && !(leaf_records & (leaf_records - 1));
+}
+
+/* The in-place walk with a stage the caller allocated (lt_rec_file allocates nothing under its guard). */
+static int leaves_walk(const uint8_t *file, size_t len, size_t record_size, uint64_t first_seq, uint8_t *stage,
+                       size_t leaf_records, uint8_t *leaves, size_t leaves_len, lt_rec_info *info) {
+    leaf_walk lw = {.stage = stage, .leaves = leaves, .leaf_records = leaf_records, .cap = leaves_len / 32};
     int st = rec_walk(file, len, record_size, first_seq, NULL, 0, &lw, info);
     if (st == LT_OK && lw.qn) leaf_queue_flush(&lw, record_size);
     if (st == LT_OK && lw.pend) st = leaf_in_place(&lw, lw.stage, lw.pend, record_size); /* the last, shorter leaf */
-    free(lw.stage);
     return st;
+}
+
+int lt_rec_leaves(const uint8_t *file, size_t len, size_t record_size, uint64_t first_seq, size_t leaf_records,
+                  uint8_t *leaves, size_t leaves_len, lt_rec_info *info) {
+    if (!info || (len && !file) || !leaves_args_ok(record_size, leaves, leaf_records)) return LT_ERR_ARG;
+    uint8_t *stage = malloc(leaf_records * record_size);
+    if (!stage) return LT_ERR_NOMEM;
+    int st = leaves_walk(file, len, record_size, first_seq, stage, leaf_records, leaves, leaves_len, info);
+    free(stage);
+    return st;
+}
+
+/* The walks over a map of the file: no read(2) into a fresh buffer (its page faults and copy), and
+ * for plain verify no copy at all. The map lives for this call only, under the SIGBUS guard of
+ * reader.c, so a file truncated under it is an error naming the byte, never a crash; nothing is
+ * allocated or locked while the map is read (the stage is allocated before). */
+int lt_rec_file(int fd, size_t len, size_t record_size, uint64_t first_seq, uint8_t *header, uint8_t *out,
+                size_t out_len, size_t leaf_records, uint8_t *leaves, size_t leaves_len, lt_rec_info *info) {
+    if (!info || !header || fd < 0 || (out && !out_len)) return LT_ERR_ARG;
+    if (out ? !(record_size == LT_RECORD_FIXED + 16 || record_size == LT_RECORD_FIXED + 32)
+            : !leaves_args_ok(record_size, leaves, leaf_records))
+        return LT_ERR_ARG;
+    memset(info, 0, sizeof *info);
+    if (len < LT_REC_HEADER_SIZE) return fail(info, LT_REC_HEADER_CUT, len, 0);
+    uint8_t *stage = out ? NULL : malloc(leaf_records * record_size);
+    if (!out && !stage) return LT_ERR_NOMEM;
+    /* MAP_POPULATE: the file's cached pages are mapped in one call instead of a fault per few pages;
+     * a page gone by truncation is simply not populated (the guard catches the read) */
+    const uint8_t *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (map == MAP_FAILED) {
+        int saved = errno;
+        free(stage);
+        errno = saved;
+        return LT_ERR_IO;
+    }
+    int st;
+    lt_bus_guard g;
+    lt_bus_guard_push_map(&g, map, len);
+    if (sigsetjmp(g.jb, 0)) { /* the file shrank under the map: g is popped already */
+        munmap((void *)map, len);
+        free(stage);
+        memset(info, 0, sizeof *info);
+        fail(info, LT_REC_SHRUNK, g.fault, 0);
+        return LT_ERR_IO;
+    }
+    memcpy(header, map, LT_REC_HEADER_SIZE);
+    if (out)
+        st = rec_walk(map, len, record_size, first_seq, out, out_len, NULL, info);
+    else
+        st = leaves_walk(map, len, record_size, first_seq, stage, leaf_records, leaves, leaves_len, info);
+    lt_bus_guard_pop(&g);
+    munmap((void *)map, len);
+    free(stage);
+    if (st != LT_OK || !out || !leaves) return st;
+    return lt_merkle_leaves(out, record_size, info->records, leaf_records, leaves, leaves_len); /* the copy, not the map */
 }
