@@ -344,3 +344,94 @@ def test_item14_open_segment_name_made_durable_at_close(tmp_path, monkeypatch):
     w.finish()
     w.close()
     assert synced == [str(path), str(tmp_path)]
+
+
+def _batches(w: LinkWriter, sizes: tuple[int, ...], digest_size: int, rng: np.random.Generator) -> list:
+    """Append batches of `sizes` records through the writer's batch buffers (as capture does);
+    the buffers handed out, in order."""
+    handed = []
+    for n in sizes:
+        raw = _records(n, digest_size, w.next_seq, rng)
+        buf = w.batch_buffer(max(sizes) * len(raw) // n)  # one size, as the engine's batches
+        ffi.memmove(buf, raw, len(raw))
+        handed.append(buf)
+        w.append(memoryview(ffi.buffer(buf, len(raw))), n, buf)
+        assert len(w._writing) <= writer_mod.BATCH_BUFFERS
+    return handed
+
+
+def test_item14_batches_are_written_on_the_writer_thread(tmp_path, keydir, monkeypatch):
+    """capture hands each digested batch to the writer thread (leaves, MACs, write(2) run there, the
+    GIL released) and digests the next one meanwhile; the records sealed are the ones digested."""
+    import threading
+
+    dk, sk, trust = load_keys(keydir)
+    threads: list[str] = []
+    real_append = segments.SegmentWriter.append
+    monkeypatch.setattr(segments.SegmentWriter, "append",
+                        lambda self, r, n: (threads.append(threading.current_thread().name), real_append(self, r, n))[1])
+    res = capture_file(SAMPLE, tmp_path / "L", digest_key=dk, signing_key=sk, segment_records=100, ledger_format=2)
+    assert res.frames == 294 and len(threads) == 3  # 100, 100, 94: one batch each (the segment's room)
+    assert all(t.startswith("ledgertool-append") for t in threads), threads
+    assert [_seal_checks(tmp_path / "L", i, trust)["records"] for i in range(3)] == [100, 100, 94]
+
+
+def test_item14_batch_buffers_are_reused_and_bound_what_is_in_flight(tmp_path, keydir, monkeypatch):
+    """Backpressure: with every batch buffer in flight, the next batch_buffer waits for the oldest
+    write (nothing is dropped); the buffers are reused, never one per batch; the file holds every
+    record of every batch in order."""
+    _, sk, _ = load_keys(keydir)
+    dk, _, _ = load_keys(keydir)
+    ledger = tmp_path / "L"
+    capture_file(SAMPLE, ledger, digest_key=dk, signing_key=sk, segment_records=1000, ledger_format=2)
+    lg = load_ledger(ledger)
+    real_append = segments.SegmentWriter.append
+    monkeypatch.setattr(segments.SegmentWriter, "append",
+                        lambda self, r, n: (time.sleep(0.02), real_append(self, r, n))[1])  # a slow disk
+    w = LinkWriter.open(ledger, lg, "link0", sk, source="test", segment_records=100_000)
+    try:
+        sizes = (300, 256, 7, 1000, 300, 300, 300, 50)
+        handed = _batches(w, sizes, lg.digest_size, np.random.default_rng(3))
+        assert len({id(b) for b in handed}) == writer_mod.BATCH_BUFFERS == w._buffers
+        assert w.open_records == sum(sizes) and w.room() == 100_000 - sum(sizes)
+        w.end_segment()
+        w.drain()
+    finally:
+        w.close()
+    assert [s.records for s in w.sealed] == [sum(sizes)]
+    raw = layout.records_path(ledger, "link0", 1).read_bytes()
+    blocks = spec_blocks(raw, lg.record_size)
+    got = np.frombuffer(b"".join(r for _, r, _ in blocks), dtype=record_dtype(lg.digest_size))
+    assert got["seq"].tolist() == list(range(294, 294 + sum(sizes)))
+
+
+def test_item14_failed_write_on_the_writer_thread_is_raised_and_recovered(v2_ledger, keydir):
+    """A write that fails on the writer thread (here EFBIG past RLIMIT_FSIZE) is raised by the
+    capture thread's next call as StorageError naming the open segment; the whole blocks written
+    before it are sealed by recover, and collecting the failed batch's traceback (a reference
+    cycle through the Future) does not crash the interpreter."""
+    import gc
+    import resource
+    import signal
+
+    from ledgertool.errors import StorageError
+
+    _, sk, trust = load_keys(keydir)
+    lg = load_ledger(v2_ledger)
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)
+    old = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    w = LinkWriter.open(v2_ledger, lg, "link0", sk, source="test", segment_records=100_000)
+    try:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (256 + 2 * (4 + 512 * lg.record_size + 32), limit[1]))
+        with pytest.raises(StorageError, match=r"seg-00000003\.open: cannot append to open segment: File too large"):
+            _batches(w, (512,) * 8, lg.digest_size, np.random.default_rng(4))
+            w.end_segment()
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limit)
+        signal.signal(signal.SIGXFSZ, old)
+        w.close()
+    gc.collect()
+    rec = recover_ledger(v2_ledger, sk)
+    (got,) = [r for _, r in rec.sealed]
+    assert (got.index, got.records) == (3, 1024)
+    assert _seal_checks(v2_ledger, 3, trust)["records"] == 1024

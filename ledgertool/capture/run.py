@@ -27,6 +27,7 @@ from typing import Callable, NoReturn
 import numpy as np
 
 from .. import fsio
+from .._binding import ffi
 from ..algorithms import Algorithm, get_algorithm, get_strip_mode
 from ..digest.engine import DigestEngine, usable_cores
 from ..digest.record import FLAG_GAP
@@ -557,8 +558,11 @@ class CaptureRun:
             ask = w.room()
             if opts.max_frames is not None and not self.stopping:
                 ask = min(ask, opts.max_frames - result.frames)
+            # the writer thread writes this batch while the engine digests the next one
+            batch = None if self.records_source else w.batch_buffer(self.engine.batch_bytes)
             try:
-                records, n, nbytes = self.engine.fill(w.next_seq, ask)
+                records, n, nbytes = self.engine.fill(w.next_seq, ask, batch) if batch is not None else \
+                    self.engine.fill(w.next_seq, ask)
             except LedgerError as e:  # corrupt structure: seal what was read, report where reading stopped
                 self._fail(e)
             if n and self.stopping and result.stop_reason == "frames":
@@ -566,18 +570,20 @@ class CaptureRun:
                 # the final GAP records (drops before the stop) are kept
                 arr = _gap_records_only(records, n, self.engine.dtype, w.next_seq)
                 records, n, nbytes = memoryview(arr.tobytes()), len(arr), 0
+                batch = None  # not in the writer's buffer: written before append returns
             if n == 0:
                 if self.engine.ended or not (self.live_source or self.records_source):
                     break
             else:
-                self._record(records, n, nbytes)
+                self._record(records, n, nbytes, batch)
             w.rotate_if_due()
             if opts.monitor:
                 opts.monitor(self._status(result.frames, result.bytes, result.drops, w.open_index, w.open_records))
 
-    def _record(self, records: memoryview, n: int, nbytes: int) -> None:
-        """One reader's batch into the open segment; GAP records are counted as drops, not frames."""
-        self.writer.append(records, n)
+    def _record(self, records: memoryview, n: int, nbytes: int, batch: ffi.CData | None = None) -> None:
+        """One reader's batch into the open segment (`batch`: the writer's buffer that holds it);
+        GAP records are counted as drops, not frames."""
+        self.writer.append(records, n, batch)
         frames = n
         if self.live_source or self.records_source:  # GAP records: frames dropped, declared in aux
             arr = np.frombuffer(records, dtype=self.engine.dtype, count=n)

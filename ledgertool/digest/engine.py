@@ -70,22 +70,25 @@ class DigestEngine:
             raise engine_error(st, c_string(err))
         self._e = ffi.gc(out[0], lib.lt_engine_free)
         self._cap = batch_records
+        self.batch_bytes = batch_records * self.record_size  # of one full batch (`fill`'s `out`)
         self._buf = ffi.new("uint8_t[]", batch_records * self.record_size)
         self._n = ffi.new("size_t *")
         self._bytes = ffi.new("uint64_t *")
         self.ended = False  # the source reported its end (a live source may return 0 records before)
 
-    def fill(self, first_seq: int, max_records: int | None = None) -> tuple[memoryview, int, int]:
+    def fill(self, first_seq: int, max_records: int | None = None, out=None) -> tuple[memoryview, int, int]:
         """Digest up to `max_records` more frames (default: one batch).
 
         Returns (records, count, captured_bytes): `records` is a view of count*record_size bytes
-        valid until the next call. count == 0 means end of capture for a file; a live source also
-        returns 0 when nothing arrived within its poll interval (`ended` tells them apart).
-        Raises CaptureFormatError on a corrupt structure (every frame before it was returned by
-        earlier calls).
+        of `out` (a cffi uint8_t[] the caller owns; at most len(out) // record_size records) or,
+        without it, of the engine's buffer, valid until the next call. count == 0 means end of
+        capture for a file; a live source also returns 0 when nothing arrived within its poll
+        interval (`ended` tells them apart). Raises CaptureFormatError on a corrupt structure
+        (every frame before it was returned by earlier calls).
         """
-        want = self._cap if max_records is None else min(self._cap, max_records)
-        st = lib.lt_engine_fill(self._e, first_seq, self._buf, want, self._n, self._bytes)
+        buf, cap = (self._buf, self._cap) if out is None else (out, min(self._cap, len(out) // self.record_size))
+        want = cap if max_records is None else min(cap, max_records)
+        st = lib.lt_engine_fill(self._e, first_seq, buf, want, self._n, self._bytes)
         n = self._n[0]
         self.ended = st != lib.LT_OK
         if st not in (lib.LT_OK, lib.LT_EOF):
@@ -94,7 +97,7 @@ class DigestEngine:
             end_error = getattr(self.reader, "end_error", None)  # file readers: a stream cut short
             if end_error is not None and end_error() is not None:
                 raise end_error()
-        return memoryview(ffi.buffer(self._buf, n * self.record_size)), n, self._bytes[0]
+        return memoryview(ffi.buffer(buf, n * self.record_size)), n, self._bytes[0]
 
     def strip_fallbacks(self) -> StripFallbacks:
         """Frames of every record filled so far whose strip mode fell back, per reason."""

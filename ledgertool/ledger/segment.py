@@ -210,11 +210,18 @@ class SegmentWriter:
         """Write `count` whole records (count * record_size bytes of `records`, not copied) as the
         next blocks. ValueError past MAX_SEGMENT_RECORDS; StorageError when the file system fails
         (the writer is then done: what it wrote stays for `ledgertool recover`)."""
-        buf = ffi.from_buffer(records)
-        if len(buf) < count * self.header.record_size:
-            raise ValueError(f"{count} records need {count * self.header.record_size} bytes, got {len(buf)}")
         os_errno = ffi.new("int *")
-        status = lib.lt_segment_writer_append(self._native, buf, count, os_errno)
+        # released before anything is raised: a traceback kept in a reference cycle (a writer
+        # thread's Future) would otherwise hold the export, and the cycle's collection can free
+        # the exported memoryview first (a crash in memory_dealloc)
+        with ffi.from_buffer(records) as buf:
+            if len(buf) < count * self.header.record_size:
+                got = len(buf)
+                status = None
+            else:
+                status = lib.lt_segment_writer_append(self._native, buf, count, os_errno)
+        if status is None:
+            raise ValueError(f"{count} records need {count * self.header.record_size} bytes, got {got}")
         if status == lib.LT_ERR_IO:
             e = OSError(os_errno[0], os.strerror(os_errno[0]) if os_errno[0] else "an earlier write failed")
             raise fsio.storage_error(e, self.path, "append to open segment", _keep_hint(e))

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import os
 import time
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from .. import fsio
+from .._binding import ffi
 from ..errors import LedgerFormatError
 from ..keyfiles import SigningKey
 from ..seal.checkpoint import LinkTree
@@ -33,10 +35,17 @@ from .index import link_state
 from .openmac import OpenSegmentKey
 from .segment import SegmentCommitment, SegmentHeader, SegmentWriter, now_ns
 
+#: batch buffers of a writer (`batch_buffer`): the engine fills one while the writer thread writes
+#: the others; with them all in flight the next `batch_buffer` waits (backpressure, nothing dropped)
+BATCH_BUFFERS = 3
+
 
 class LinkWriter:
     """Appends records to one link's open segment and seals it when it is due.
 
+    Batches filled into `batch_buffer`s are written (leaves, MACs, write(2)) by a writer thread while
+    the caller digests the next batch: the native calls release the GIL, so on two cores a batch
+    costs about max(digest, write), not their sum. Any other append is written before it returns.
     Sealing (Parquet, Merkle root, signatures) runs on one background thread (pyarrow, hashing and
     the native calls release the GIL), so segment k is sealed while k + 1 is filled. One thread
     keeps the chain in order; waiting for seal k - 1 before handing over seal k bounds memory and
@@ -69,6 +78,12 @@ class LinkWriter:
         self.sealed_records = 0  # records of the seals finished so far (set on the sealer thread)
         self._sealer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledgertool-seal")
         self._pending: list[Future] = []
+        self._appender = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledgertool-append")
+        self._writing: deque[tuple[Future, ffi.CData]] = deque()  # batches handed to it, oldest first
+        self._free: list[ffi.CData] = []  # batch buffers not in flight, reused (fresh ones would fault every page)
+        self._buffers = 0  # batch buffers allocated
+        self._handed: ffi.CData | None = None  # the batch buffer handed out and not yet appended
+        self._open_records = 0  # records handed to the open segment (written or in flight)
 
     @classmethod
     def open(cls, ledger_dir: Path, ledger: LedgerHeader, link: str, signing_key: SigningKey, *, source: str,
@@ -94,7 +109,7 @@ class LinkWriter:
 
     @property
     def open_records(self) -> int:
-        return self._segment.records if self._segment is not None else 0
+        return self._open_records if self._segment is not None else 0
 
     def room(self) -> int:
         """Records the open segment still takes. With none open, the next one's creation time is
@@ -102,11 +117,46 @@ class LinkWriter:
         if self._segment is None:
             self._created_ns = now_ns()
             return self.segment_records
-        return self.segment_records - self._segment.records
+        return self.segment_records - self._open_records
 
-    def append(self, records: memoryview | bytes, count: int) -> None:
+    def batch_buffer(self, nbytes: int) -> ffi.CData:
+        """A buffer (cffi uint8_t[]) of at least `nbytes` to fill with the next batch and hand to
+        `append(..., batch=it)`; the one handed out last again until it is appended. Waits until the
+        writer thread is done with it; raises the error of a write that failed (SegmentWriter's
+        StorageError)."""
+        if self._handed is not None and len(self._handed) >= nbytes:
+            return self._handed
+        self._reap(wait=len(self._free) == 0 and self._buffers >= BATCH_BUFFERS)
+        while self._free:
+            buf = self._free.pop()
+            if len(buf) >= nbytes:
+                self._handed = buf
+                return buf
+            self._buffers -= 1  # too small for this batch size: dropped, a larger one replaces it
+        self._buffers += 1
+        self._handed = ffi.new("uint8_t[]", nbytes)
+        return self._handed
+
+    def _reap(self, wait: bool = False) -> None:
+        """Collect the writes that finished (with `wait`, at least the oldest), freeing their
+        buffers; the first failed write's error is raised here."""
+        while self._writing and (wait or self._writing[0][0].done()):
+            fut, buf = self._writing.popleft()
+            self._free.append(buf)
+            wait = False
+            fut.result()
+
+    def _wait_writes(self) -> None:
+        """Every batch handed over is written (or its error raised)."""
+        while self._writing:
+            self._reap(wait=True)
+
+    def append(self, records: memoryview | bytes, count: int, batch: ffi.CData | None = None) -> None:
         """Append `count` whole records (numbered from next_seq) to the open segment, creating it
-        first when none is open (SegmentWriter's errors: StorageError keeps what was written)."""
+        first when none is open (SegmentWriter's errors: StorageError keeps what was written).
+        `batch`: the `batch_buffer` that `records` lie in; they are then written on the writer
+        thread (its error is raised by a later call) and the buffer must not change until
+        `batch_buffer` hands it out again. Otherwise they are written before this returns."""
         if self._segment is None:
             created = self._created_ns if self._created_ns is not None else now_ns()
             self._created_ns = None
@@ -117,9 +167,18 @@ class LinkWriter:
             self._segment = SegmentWriter(layout.open_segment_path(self.ledger_dir, self.link, self.next_index),
                                           header, self._mac_key, self.ledger_dir)
             self._opened_at = time.perf_counter()
-        self._segment.append(records, count)  # from the engine's buffer to the file, not copied
+            self._open_records = 0
         if self.ledger.version == 1:
             self._records += memoryview(records)[:count * self.ledger.record_size]  # for Parquet
+        if batch is None:
+            self._wait_writes()  # in order after what is in flight
+            self._segment.append(records, count)  # from the caller's buffer to the file, not copied
+        else:
+            if batch is self._handed:
+                self._handed = None
+            self._reap()
+            self._writing.append((self._appender.submit(self._segment.append, records, count), batch))
+        self._open_records += count
         self.next_seq += count
 
     def due(self, records: int, opened_at: float, now: float) -> bool:
@@ -130,14 +189,14 @@ class LinkWriter:
 
     def rotate_if_due(self) -> None:
         """Seal the open segment when it is full or old enough (see `due`)."""
-        if self._segment is not None and self.due(self._segment.records, self._opened_at, time.perf_counter()):
+        if self._segment is not None and self.due(self._open_records, self._opened_at, time.perf_counter()):
             self.seal()
 
     def end_segment(self) -> None:
         """Seal the open segment if it holds records, else remove it: nothing stays open."""
         if self._segment is None:
             return
-        if self._segment.records:
+        if self._open_records:
             self.seal()
             return
         self._segment.close()
@@ -151,6 +210,7 @@ class LinkWriter:
         """Finish the open segment and hand it to the sealer once the seal before it is done (that
         seal's error is raised here); the sealer closes it (fsync) before it signs."""
         assert self._segment is not None
+        self._wait_writes()
         segment, commitment = self._segment, self._segment.finish()
         records, self._records = self._records, bytearray()  # handed over whole, not copied
         self._segment = None
@@ -213,8 +273,14 @@ class LinkWriter:
 
     def close(self) -> None:
         """Finish a seal still in flight (its error is dropped: this runs while another error is on
-        its way out) and stop the sealer thread. A segment left open stays for `ledgertool recover`."""
+        its way out) and stop the writer and sealer threads. A segment left open stays for
+        `ledgertool recover`."""
         try:
+            try:
+                self._wait_writes()
+            except Exception:  # noqa: BLE001 - as below
+                self._writing.clear()
+            self._appender.shutdown(wait=True)
             if self._pending:
                 try:
                     self.drain()
