@@ -38,7 +38,7 @@ BUILD = runpy.run_path(str(NATIVE / "build_ffi.py"), run_name="build_ffi")
 # version is never reused.
 CDEF_DIGESTS = {
     1: "a38f52969368ae9e7631b2b7290ab62dc0ad97ef5c9c6d89273fa25458fedd8b",
-    2: "b5bb1c8e644353eb2ab7c92a20240ed6adacef32164c97e66fe1ee3dbe1849fd",  # this session: strip fallbacks, lt_reader_open_fd, lt_rec_records, lt_rec_leaves, lt_segment_writer_*, lt_once_each (one version: none was released in between)
+    2: "fe0bbe3ae52f87dce0dafb0753b312c8d8b8c7be8f8e59eee1ec998e649a99b0",  # this session: strip fallbacks, lt_reader_open_fd, lt_rec_records, lt_rec_leaves, lt_segment_writer_*, lt_once_each, lt_pair_in_order (one version: none was released in between)
 }
 
 

@@ -21,7 +21,8 @@ import numpy as np
 from .._binding import check, ffi, lib
 from ..digest.record import record_dtype
 
-__all__ = ["LedgerPart", "Tally", "ledger_rows", "matched_tally", "merge_tallies", "once_each", "window_mask"]
+__all__ = ["LedgerPart", "Tally", "in_order", "ledger_rows", "matched_tally", "merge_tallies", "once_each",
+           "paired_masks", "window_mask"]
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,48 @@ def once_each(ledger: np.ndarray, capture: np.ndarray) -> tuple[np.ndarray, np.n
                           off, fmt.itemsize, secrets.randbits(64), lbuf, cbuf)
     check(rc, "lt_once_each")  # MemoryError on LT_ERR_NOMEM
     return lmask.view(bool), cmask.view(bool)
+
+
+def in_order(ledger: np.ndarray, codes: np.ndarray | None, capture: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Boolean masks over `ledger` and `capture` (record_dtype arrays of one digest size) of the
+    rows the ordered walk pairs (native lt_pair_in_order): each such pair is the k-th occurrence
+    of its digest on both sides in recompute's exact pairing (ledger rows in (ts_ns, link, seq)
+    order, `codes` each row's link as an index into the sorted link names, None: one link;
+    capture rows in (ts_ns, seq) order), so it is matched and taking it out leaves the others'
+    pairing as it was. Nothing is paired when an array is not in that order. Not for a capture
+    whose pairing order puts some frames first (recompute's uncovered segments). MemoryError
+    when the set of the rest's digest prefixes (8 bytes per rest row) cannot be allocated."""
+    ledger, capture = np.ascontiguousarray(ledger), np.ascontiguousarray(capture)
+    fmt, off = ledger.dtype.fields["digest"][:2]
+    lmask, lbuf = _mask_buffer(len(ledger))
+    cmask, cbuf = _mask_buffer(len(capture))
+    links = ffi.NULL
+    if codes is not None and len(codes) and codes.max() > 0:
+        codes = np.ascontiguousarray(codes, np.uint32)
+        links = ffi.from_buffer("uint32_t[]", codes)
+    paired = ffi.new("size_t *")
+    rc = lib.lt_pair_in_order(ffi.from_buffer(ledger) if len(ledger) else ffi.NULL, len(ledger),
+                              ledger.dtype.itemsize, links, ffi.from_buffer(capture) if len(capture) else ffi.NULL,
+                              len(capture), capture.dtype.itemsize, off, fmt.itemsize, lbuf, cbuf, paired)
+    check(rc, "lt_pair_in_order")
+    return lmask.view(bool), cmask.view(bool)
+
+
+def paired_masks(ledger: np.ndarray, codes: np.ndarray, capture: np.ndarray, ordered: bool
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """The rows matched outside the exact pairing: the ordered walk's pairs (`ordered`: the
+    capture's pairing order is (ts_ns, seq), see in_order), then once_each over the rest. The
+    exact pairing of the unmarked rows classifies them as that of all rows would."""
+    if not ordered:
+        return once_each(ledger, capture)
+    lm, cm = in_order(ledger, codes, capture)
+    if lm.all() and cm.all():
+        return lm, cm
+    lrest, crest = np.flatnonzero(~lm), np.flatnonzero(~cm)
+    lo, co = once_each(ledger[lrest], capture[crest])
+    lm[lrest[lo]] = True
+    cm[crest[co]] = True
+    return lm, cm
 
 
 def window_mask(ts: np.ndarray, lo: int | None, hi: int | None) -> np.ndarray:

@@ -48,7 +48,7 @@ from ..source.file import STDIN
 from ..urls import location
 from ..verify.ledger import VerifiedSegment, VerifyResult, verify_ledger
 from .dissect import dissect_line
-from .multiset import LedgerPart, Tally, ledger_rows, matched_tally, merge_tallies, once_each, window_mask
+from .multiset import LedgerPart, Tally, ledger_rows, matched_tally, merge_tallies, paired_masks, window_mask
 from .query import not_verified_error, open_duckdb
 
 #: bytes of file format around each frame: the record header (pcap 16, modified pcap 24) or the
@@ -491,8 +491,8 @@ def pair_records(con, kid: str, segs: list[_Segment], uncovered: list[dict],
     """Pair and tally the ledger rows under key `kid` (`ledger_side`: link names, each row's link
     as an index into them, the records) with the capture rows, as _pair and _tally do over all
     of them (`window`: from_ns, to_ns, tolerance_ns): the rows that pair one to one
-    (multiset.once_each, in C) are counted in numpy; only the others go through DuckDB, and table
-    `j` on `con` holds their pairing (for --details)."""
+    (multiset.paired_masks: the ordered walk, then once_each, in C) are counted in numpy; only the
+    others go through DuckDB, and table `j` on `con` holds their pairing (for --details)."""
     names, codes, ledger = ledger_side
     from_ns, to_ns, tolerance_ns = window
     lo = None if from_ns is None else from_ns - tolerance_ns
@@ -500,7 +500,8 @@ def pair_records(con, kid: str, segs: list[_Segment], uncovered: list[dict],
     if lo is not None or hi is not None:  # both sides are read over the widened window only
         lwide, cwide = window_mask(ledger["ts_ns"], lo, hi), window_mask(capture["ts_ns"], lo, hi)
         codes, ledger, capture = codes[lwide], ledger[lwide], capture[cwide]
-    lpair, cpair = once_each(ledger, capture)
+    # with uncovered segments the capture's pairing order is not its array order (see _pair)
+    lpair, cpair = paired_masks(ledger, codes, capture, ordered=not uncovered)
     lrest, crest = ~lpair, ~cpair
     load_rows(con, kid, np.array(names + [""], dtype=object)[codes[lrest]], ledger[lrest], capture[crest])
     _pair(con, [(kid, None)], segs, uncovered, from_ns, to_ns, tolerance_ns)
