@@ -278,22 +278,22 @@ static inline uint64_t rd64(const uint8_t *p) {
     return v;
 }
 
-/* Each side's array order is its pairing order: keys strictly increasing (ledger: ts_ns signed,
- * then the link code, then seq; capture: ts_ns, then index = seq). */
-static int in_order(const uint8_t *r, size_t n, size_t stride, const uint32_t *link) {
-    for (size_t i = 1; i < n; i++) {
-        const uint8_t *a = r + (i - 1) * stride, *b = a + stride;
-        int64_t ta = (int64_t)rd64(a + 8), tb = (int64_t)rd64(b + 8);
-        if (ta < tb)
-            continue;
-        if (ta > tb)
+/* Record a comes before record b in its side's pairing order (ledger: ts_ns signed, then the
+ * link code, then seq; capture: ts_ns, then index = seq; la = lb for the capture). */
+static inline int before(const uint8_t *a, const uint8_t *b, uint32_t la, uint32_t lb) {
+    int64_t ta = (int64_t)rd64(a + 8), tb = (int64_t)rd64(b + 8);
+    if (ta != tb)
+        return ta < tb;
+    if (la != lb)
+        return la < lb;
+    return rd64(a) < rd64(b);
+}
+
+/* Records from..n-1 of a side in its pairing order (keys strictly increasing). */
+static int in_order(const uint8_t *r, size_t from, size_t n, size_t stride, const uint32_t *link) {
+    for (size_t i = from + 1; i < n; i++)
+        if (!before(r + (i - 1) * stride, r + i * stride, link ? link[i - 1] : 0, link ? link[i] : 0))
             return 0;
-        uint32_t la = link ? link[i - 1] : 0, lb = link ? link[i] : 0;
-        if (la < lb)
-            continue;
-        if (la > lb || rd64(a) >= rd64(b))
-            return 0;
-    }
     return 1;
 }
 
@@ -311,12 +311,11 @@ int lt_pair_in_order(const uint8_t *ledger, size_t n_ledger, size_t ledger_strid
         memset(lmask, 0, n_ledger);
     if (n_capture)
         memset(cmask, 0, n_capture);
-    if (!in_order(ledger, n_ledger, ledger_stride, ledger_link) || !in_order(capture, n_capture, capture_stride, NULL))
-        return LT_OK; /* ranks are not array positions: everything is left to the general pairing */
     const uint8_t *ld = ledger + digest_offset, *cd = capture + digest_offset;
     seen_set seen = {0};
     size_t i = 0, j = 0, rest = 0, n = 0;
-    int rc = LT_OK;
+    size_t li = 0, cj = 0; /* records up to li / cj checked to be in order (one pass over the records) */
+    int rc = LT_OK, ordered = 1;
 #define TO_REST(d)                                                 \
     do {                                                           \
         if (seen_add(&seen, hash_of((d), digest_size, 0)) < 0) {   \
@@ -326,6 +325,13 @@ int lt_pair_in_order(const uint8_t *ledger, size_t n_ledger, size_t ledger_strid
         rest++;                                                    \
     } while (0)
     while (i < n_ledger && j < n_capture) {
+        for (; li < i; li++)
+            if (!before(ledger + li * ledger_stride, ledger + (li + 1) * ledger_stride,
+                        ledger_link ? ledger_link[li] : 0, ledger_link ? ledger_link[li + 1] : 0))
+                goto unordered;
+        for (; cj < j; cj++)
+            if (!before(capture + cj * capture_stride, capture + (cj + 1) * capture_stride, 0, 0))
+                goto unordered;
         const uint8_t *a = ld + i * ledger_stride, *b = cd + j * capture_stride;
         if (same_digest(a, b, digest_size)) {
             if (seen.n || seen.zero) {
@@ -363,10 +369,16 @@ int lt_pair_in_order(const uint8_t *ledger, size_t n_ledger, size_t ledger_strid
             TO_REST(cd + j * capture_stride);
     }
 #undef TO_REST
-    *paired = n;
+    /* ranks are array positions only when each whole side is in order: else nothing is paired */
+    if (in_order(ledger, li, n_ledger, ledger_stride, ledger_link) && in_order(capture, cj, n_capture, capture_stride, NULL)) {
+        *paired = n;
+        goto out;
+    }
+unordered:
+    ordered = 0;
 out:
     free(seen.keys);
-    if (rc != LT_OK) {
+    if (rc != LT_OK || !ordered) {
         if (n_ledger)
             memset(lmask, 0, n_ledger);
         if (n_capture)
