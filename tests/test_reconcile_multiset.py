@@ -244,3 +244,24 @@ def test_in_order_resynchronises_after_drops_and_inserts():
     capture["ts_ns"][0] = n + 1  # the first frame stamped last: array order is not pairing order
     lm, cm = in_order(ledger, None, capture)
     assert not lm.any() and not cm.any()
+
+
+def test_pair_records_all_paired_skips_duckdb_with_the_same_table_j():
+    """Every row paired by the walk: no exact pairing runs, and table j (read for --details and
+    merged across a cluster's partitions) is empty with the column types _pair gives it."""
+    ledger = _sided([d(i) for i in range(50)], list(range(50)))
+    capture = _sided([d(i) for i in range(50)], list(range(50)))
+    con, ref = open_duckdb(), open_duckdb()
+    try:
+        t = pair_records(con, "k", [], [], (["link0"], np.zeros(50, np.int32), ledger), capture,
+                         (None, None, 0), 10)
+        assert (t.matched, t.ledger_only, t.capture_only, t.frames_in_window) == (50, 0, 0, 50)
+        assert t.per_link == [{"link": "link0", "matched": 50, "ledger_only": 0, "capture_only": 0}]
+        e = ledger[:0]
+        load_rows(ref, "k", np.array([], dtype=object), e, e)
+        _pair(ref, [("k", None)], [], [], None, None, 0)
+        assert con.sql("SELECT * FROM j").to_arrow_table().schema == ref.sql("SELECT * FROM j").to_arrow_table().schema
+        assert con.execute("SELECT count(*) FROM j").fetchone() == (0,)
+    finally:
+        con.close()
+        ref.close()

@@ -58,8 +58,9 @@ from ..verify.cluster import LedgerContext, checked_segment, ordered_results, se
 from ..verify.ledger import verify_ledger
 from .multiset import LedgerPart, Tally, ledger_rows, merge_tallies
 from .query import not_verified_error, open_duckdb
-from .recompute import (DETAILS_ORDER, DigestRun, ReadStop, ReconcileResult, Sources, _add_warnings, _match_keys,
-                        _Segment, _write_details, check_request, make_result, pair_records, source_list, source_name)
+from .recompute import (DETAILS_ORDER, DigestRun, ReadStop, ReconcileResult, RecordSink, Sources, _add_warnings,
+                        _file_bytes, _match_keys, _Segment, _write_details, check_request, make_result, pair_records,
+                        source_list, source_name)
 
 __all__ = ["CaptureChunk", "plan_chunks", "reconcile_on_cluster"]
 
@@ -272,23 +273,25 @@ def digest_chunk(chunk: CaptureChunk, subkey: bytes, algorithm: str, strip: str,
     records split by partition (`seq` is the frame's index within the chunk)."""
     alg = get_algorithm(algorithm)
     dtype = record_dtype(alg.digest_size)
-    batches, frames, nbytes, stopped = [], 0, 0, None
+    frames, nbytes, stopped = 0, 0, None
+    # the engine fills one array in place (room for 64 bytes a frame: a pcap has at least 76)
+    sink = RecordSink(dtype, (chunk.end - chunk.start if chunk.end else _file_bytes(chunk.source)) // 64)
     with _chunk_reader(chunk) as reader:
         engine = DigestEngine(reader, alg, get_strip_mode(strip), subkey, workers=1)
         while True:
             try:
-                records, n, got = engine.fill(frames)
+                records, n, got = engine.fill(frames, out=sink.room())
             except CaptureFormatError as e:  # (a whole source: a cut chunk's records were all read by the client)
                 stopped = ReadStop(e.path or chunk.source, e.offset, str(e))
                 break
             if n == 0:
                 break
-            batches.append(np.frombuffer(records, dtype=dtype, count=n).copy())
+            sink.n += n
             frames += n
             nbytes += got
         note = reader.info().truncation_note() if not chunk.end else chunk.note
         fallbacks = engine.strip_fallbacks()
-    arr = np.concatenate(batches) if batches else np.zeros(0, dtype)
+    arr = sink.records()
     return (ChunkRun(frames, nbytes, (note,) if note else (), stopped, fallbacks),
             split_by_partition(arr, parts))
 

@@ -142,10 +142,14 @@ def matched_tally(names: list[str], codes: np.ndarray, lts: np.ndarray, cts: np.
     """The tally of the rows paired one to one (`codes`, `lts`: their ledger rows' links and
     times; `cts`: their capture rows' times): matched, counted by the ledger's time (the capture
     side counts only towards the frames in the window)."""
-    lin = window_mask(lts, from_ns, to_ns)
-    per_link = np.bincount(codes[lin], minlength=len(names))
-    secs, nsec = _per_second(lts[lin] // 1_000_000_000)
-    return Tally(int(window_mask(cts, from_ns, to_ns).sum()), int(lin.sum()), 0, 0,
+    if from_ns is None and to_ns is None:  # no window: every row counts, none copied
+        n_in, frames = len(lts), len(cts)
+    else:
+        lin = window_mask(lts, from_ns, to_ns)
+        codes, lts, n_in, frames = codes[lin], lts[lin], int(lin.sum()), int(window_mask(cts, from_ns, to_ns).sum())
+    per_link = [len(codes)] if len(names) == 1 else np.bincount(codes, minlength=len(names))
+    secs, nsec = _per_second(lts // 1_000_000_000)
+    return Tally(frames, n_in, 0, 0,
                  [{"link": n, "matched": int(c), "ledger_only": 0, "capture_only": 0}
                   for n, c in zip(names, per_link) if c],
                  [{"second": int(s), "matched": int(c), "ledger_only": 0, "capture_only": 0}
