@@ -111,7 +111,9 @@ def check_and_split(ctx: LedgerContext, part: LinkListing, index: int,
     if recs is None or recs.records is None or check.seal.layout is None:  # (a v2 raw record file has no table)
         return verdict_only(check), None
     arr = np.frombuffer(recs.records, dtype=record_dtype(check.seal.layout[0] - RECORD_FIXED))
-    arr = arr[(arr["flags"] & FLAG_GAP) == 0]
+    gaps = (arr["flags"] & FLAG_GAP) != 0
+    if gaps.any():  # (a copy only then, as on one machine)
+        arr = arr[~gaps]
     kid = check.seal.doc.get("digest_key_id")
     return verdict_only(check), tuple(LedgerPart(part.link, kid, a) for a in split_by_partition(arr, parts))
 
@@ -349,6 +351,8 @@ def _capture_rows(job: PartitionJob, offsets: list[int], capture_parts: list) ->
     """The partition's capture rows, `seq` the frame's index in the whole capture."""
     if not capture_parts:
         return np.zeros(0, record_dtype(job.digest_size))
+    if len(capture_parts) == 1 and offsets[0] == 0:  # one chunk: its rows as they are
+        return capture_parts[0]
     rows = np.concatenate(capture_parts)
     at = 0
     for base, a in zip(offsets, capture_parts):
