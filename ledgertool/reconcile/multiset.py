@@ -4,10 +4,12 @@ In a capture that agrees with its ledger almost every digest occurs once in the 
 the capture; such a pair is matched whatever the order or the pairing rule, so it need not go
 through DuckDB's group-by and join (recompute._pair), which cost ~85 % of a single-core
 reconciliation of 64-byte frames (docs/benchmarks.md, "recompute per worker"). They are found in
-C (lt_once_each: a hash table over the ledger side's digests, no Python per record). The rows of
+C (lt_once_each: a hash table over the ledger side's digests, no Python per record), and before
+that, for a capture in its ledger's order, by walking both sides in step (in_order,
+lt_pair_in_order: only pairs of the k-th occurrence of a digest on both sides). The rows of
 every other digest ("contested": counts that differ, repeats, one-sided digests) go to the exact
-pairing unchanged; the counts of the two parts add up (merge_tallies), because each digest is in
-exactly one part.
+pairing (with the walk, a digest's k-th/k-th pairs taken out and its other rows left there); the
+counts of the parts add up (merge_tallies), because each row is in exactly one part.
 """
 
 from __future__ import annotations
