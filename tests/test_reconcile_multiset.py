@@ -12,7 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ledgertool.digest.record import record_dtype
-from ledgertool.reconcile.multiset import matched_tally, once_each, window_mask
+from ledgertool.reconcile.multiset import in_order, matched_tally, once_each, paired_masks, window_mask
+from ledgertool.reconcile.query import open_duckdb
+from ledgertool.reconcile.recompute import DETAILS_ORDER, _pair, _tally, load_rows, pair_records
 
 
 def _recs(digests: list[bytes]) -> np.ndarray:
@@ -106,3 +108,160 @@ def test_matched_tally_per_second_dense_and_sparse():
     far = np.array([0, 10 ** 9 * s], np.int64)
     t = matched_tally(["a"], np.array([0, 0]), far, far, None, s)
     assert [(r["second"], r["matched"]) for r in t.per_second] == [(0, 1)] and t.frames_in_window == 1
+
+
+# ---- the ordered fast path (multiset.in_order, native lt_pair_in_order) ----
+
+def _sided(digests: list[bytes], ts: list[int]) -> np.ndarray:
+    arr = _recs(digests)
+    arr["ts_ns"] = ts
+    return arr
+
+
+def _ranks(arr: np.ndarray, key) -> list[tuple[bytes, int]]:
+    """Each row's (digest, k): it is the k-th occurrence of its digest in the order `key` of
+    rows, as recompute._pair numbers them (row_number over the digest, ordered by the key)."""
+    order = sorted(range(len(arr)), key=key)
+    seen: Counter = Counter()
+    out: list = [None] * len(arr)
+    for i in order:
+        dg = bytes(arr["digest"][i])
+        seen[dg] += 1
+        out[i] = (dg, seen[dg])
+    return out
+
+
+@st.composite
+def _ordered_sides(draw):
+    """A ledger and a capture of the same frames with the differences a real capture shows:
+    drops (ledger-only), inserts (capture-only), repeats of the same bytes, neighbours swapped;
+    non-decreasing times with ties on each side; one or two links; now and then a side out of
+    order (the fast path then pairs nothing)."""
+    base = draw(st.lists(_pool, max_size=60))
+    ledger = [x for x in base if not draw(st.booleans()) or draw(st.integers(0, 9))]  # ~5 % kept out
+    capture = list(base)
+    for _ in range(draw(st.integers(0, 6))):  # drops from the capture
+        if capture:
+            del capture[draw(st.integers(0, len(capture) - 1))]
+    for _ in range(draw(st.integers(0, 6))):  # inserts into either side
+        side = ledger if draw(st.booleans()) else capture
+        side.insert(draw(st.integers(0, len(side))), draw(_pool))
+    for _ in range(draw(st.integers(0, 3))):  # neighbours swapped in the capture
+        if len(capture) > 1:
+            k = draw(st.integers(0, len(capture) - 2))
+            capture[k], capture[k + 1] = capture[k + 1], capture[k]
+    lts = sorted(draw(st.lists(st.integers(0, 20), min_size=len(ledger), max_size=len(ledger))))
+    cts = sorted(draw(st.lists(st.integers(0, 20), min_size=len(capture), max_size=len(capture))))
+    codes = np.zeros(len(ledger), np.int32)
+    if draw(st.booleans()):  # two links
+        codes = np.array(draw(st.lists(st.integers(0, 1), min_size=len(ledger), max_size=len(ledger))), np.int32)
+    if draw(st.integers(0, 9)) == 0 and len(cts) > 1:  # a capture out of time order
+        cts[0], cts[-1] = cts[-1] + 1, cts[0]
+    return _sided(ledger, lts), codes, _sided(capture, cts)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_ordered_sides())
+def test_in_order_pairs_only_kth_with_kth_occurrences(sides):
+    """The proof's premise (native/src/multiset.c): for each digest the occurrence numbers of
+    the ledger rows the walk pairs and of the capture rows it pairs are one set K within
+    1..min(l, c), numbered in recompute._pair's orders."""
+    ledger, codes, capture = sides
+    lm, cm = in_order(ledger, codes, capture)
+    lr = _ranks(ledger, lambda i: (ledger["ts_ns"][i], codes[i], ledger["seq"][i]))
+    cr = _ranks(capture, lambda i: (capture["ts_ns"][i], capture["seq"][i]))
+    lk = Counter(r for r, m in zip(lr, lm) if m)
+    ck = Counter(r for r, m in zip(cr, cm) if m)
+    assert lk == ck and max(lk.values(), default=1) == 1
+    lc, cc = Counter(bytes(x) for x in ledger["digest"]), Counter(bytes(x) for x in capture["digest"])
+    assert all(k <= min(lc[dg], cc[dg]) for dg, k in lk)
+
+
+def _exact_only(names, codes, ledger, capture, window):
+    """recompute's pairing with every row through DuckDB (no fast path): the tally and the
+    differing rows of table j in --details order."""
+    con = open_duckdb()
+    try:
+        from_ns, to_ns, tol = window
+        lo = None if from_ns is None else from_ns - tol
+        hi = None if to_ns is None else to_ns + tol
+        lw, cw = window_mask(ledger["ts_ns"], lo, hi), window_mask(capture["ts_ns"], lo, hi)
+        load_rows(con, "k", np.array(names, dtype=object)[codes[lw]], ledger[lw], capture[cw])
+        _pair(con, [("k", None)], [], [], from_ns, to_ns, tol)
+        return _tally(con, from_ns, to_ns, 100), _differing(con)
+    finally:
+        con.close()
+
+
+def _differing(con) -> list[tuple]:
+    return con.execute(f"""SELECT status, digest, link, seq, l_ts, index, c_ts FROM j WHERE status <> 'matched'
+        ORDER BY {DETAILS_ORDER}""").fetchall()
+
+
+@settings(max_examples=60, deadline=None)
+@given(_ordered_sides(), st.sampled_from([(None, None, 0), (3, 15, 0), (3, 15, 2), (None, 10, 1)]))
+def test_pair_records_with_the_fast_path_equals_the_exact_pairing(sides, window):
+    """The whole reconciliation (counts, per link and second, examples, and which rows are
+    ledger-only or capture-only, in --details order) with the ordered walk and once_each taking
+    their pairs out equals the pairing of every row in DuckDB."""
+    ledger, codes, capture = sides
+    names = ["link0", "link1"]
+    want, want_rows = _exact_only(names, codes, ledger, capture, window)
+    con = open_duckdb()
+    try:
+        got = pair_records(con, "k", [], [], (names, codes, ledger), capture, window, 100)
+        got_rows = _differing(con)
+    finally:
+        con.close()
+    assert got_rows == want_rows
+    assert (got.frames_in_window, got.matched, got.ledger_only, got.capture_only) == \
+        (want.frames_in_window, want.matched, want.ledger_only, want.capture_only)
+    assert got.per_link == [r for r in want.per_link]
+    assert got.per_second == want.per_second
+    assert got.examples_ledger_only == want.examples_ledger_only
+    assert got.examples_capture_only == want.examples_capture_only
+
+
+def test_in_order_resynchronises_after_drops_and_inserts():
+    """A capture in the ledger's order with a few drops, inserts, a repeat and a swap in the
+    middle: the walk pairs all but the rows near the differences (a resynchronisation, not the
+    whole rest left to the general pairing), and a capture out of order gets no pairs at all."""
+    rng = np.random.default_rng(16)
+    n = 40_000
+    pool = [rng.bytes(32) for _ in range(n)]
+    ledger = _sided(pool, list(range(n)))
+    dropped = {12_000, 12_001, 18_000, 24_000, 30_000}
+    cap = [x for i, x in enumerate(pool) if i not in dropped]
+    cap.insert(20_000, rng.bytes(32))  # an insert
+    cap.insert(22_000, pool[22_000])  # the same bytes once more
+    cap[26_000], cap[26_001] = cap[26_001], cap[26_000]
+    capture = _sided(cap, list(range(len(cap))))
+    lm, cm = in_order(ledger, None, capture)
+    assert n - 12 <= lm.sum() == cm.sum() < n - 5
+    assert not lm[sorted(dropped)].any() and lm[-1] and cm[-1]
+    lm, cm = paired_masks(ledger, np.zeros(n, np.int32), capture, ordered=True)
+    assert lm.sum() == n - 5 and cm.sum() == n - 5  # the rest paired by once_each
+    capture["ts_ns"][0] = n + 1  # the first frame stamped last: array order is not pairing order
+    lm, cm = in_order(ledger, None, capture)
+    assert not lm.any() and not cm.any()
+
+
+def test_pair_records_all_paired_skips_duckdb_with_the_same_table_j():
+    """Every row paired by the walk: no exact pairing runs, and table j (read for --details and
+    merged across a cluster's partitions) is empty with the column types _pair gives it."""
+    ledger = _sided([d(i) for i in range(50)], list(range(50)))
+    capture = _sided([d(i) for i in range(50)], list(range(50)))
+    con, ref = open_duckdb(), open_duckdb()
+    try:
+        t = pair_records(con, "k", [], [], (["link0"], np.zeros(50, np.int32), ledger), capture,
+                         (None, None, 0), 10)
+        assert (t.matched, t.ledger_only, t.capture_only, t.frames_in_window) == (50, 0, 0, 50)
+        assert t.per_link == [{"link": "link0", "matched": 50, "ledger_only": 0, "capture_only": 0}]
+        e = ledger[:0]
+        load_rows(ref, "k", np.array([], dtype=object), e, e)
+        _pair(ref, [("k", None)], [], [], None, None, 0)
+        assert con.sql("SELECT * FROM j").to_arrow_table().schema == ref.sql("SELECT * FROM j").to_arrow_table().schema
+        assert con.execute("SELECT count(*) FROM j").fetchone() == (0,)
+    finally:
+        con.close()
+        ref.close()

@@ -12,6 +12,8 @@ import hashlib
 import os
 from typing import Protocol
 
+import numpy as np
+
 from .._binding import c_string, check, engine_error, ffi, lib
 from ..algorithms import Algorithm
 from ..errors import Setting, UsageError
@@ -76,19 +78,31 @@ class DigestEngine:
         self._bytes = ffi.new("uint64_t *")
         self.ended = False  # the source reported its end (a live source may return 0 records before)
 
-    def fill(self, first_seq: int, max_records: int | None = None, out=None) -> tuple[memoryview, int, int]:
+    def fill(self, first_seq: int, max_records: int | None = None, out: np.ndarray | ffi.CData | None = None
+             ) -> tuple[memoryview, int, int]:
         """Digest up to `max_records` more frames (default: one batch).
 
         Returns (records, count, captured_bytes): `records` is a view of count*record_size bytes
-        of `out` (a cffi uint8_t[] the caller owns; at most len(out) // record_size records) or,
-        without it, of the engine's buffer, valid until the next call. count == 0 means end of
-        capture for a file; a live source also returns 0 when nothing arrived within its poll
-        interval (`ended` tells them apart). Raises CaptureFormatError on a corrupt structure
-        (every frame before it was returned by earlier calls).
+        valid until the next call. count == 0 means end of capture for a file; a live source also
+        returns 0 when nothing arrived within its poll interval (`ended` tells them apart).
+        `out`: the records are written at its start instead of into the engine's buffer, and
+        `records` is a view of it - no copy for a caller that keeps them. Either a writable,
+        contiguous numpy array of `self.dtype` (at most len(out) records) or a cffi uint8_t[] the
+        caller owns, e.g. a writer's batch buffer (at most len(out) // record_size records).
+        Raises CaptureFormatError on a corrupt structure (every frame before it was returned by
+        earlier calls); ValueError on an `out` array of another dtype or layout.
         """
-        buf, cap = (self._buf, self._cap) if out is None else (out, min(self._cap, len(out) // self.record_size))
-        want = cap if max_records is None else min(cap, max_records)
-        st = lib.lt_engine_fill(self._e, first_seq, buf, want, self._n, self._bytes)
+        want = self._cap if max_records is None else min(self._cap, max_records)
+        dst = self._buf
+        if isinstance(out, np.ndarray):
+            if out.dtype != self.dtype or not out.flags.c_contiguous or not out.flags.writeable:
+                raise ValueError("out must be a writable contiguous array of the engine's record dtype")
+            want = min(want, len(out))
+            dst = ffi.from_buffer(out) if len(out) else ffi.NULL
+        elif out is not None:
+            want = min(want, len(out) // self.record_size)
+            dst = out
+        st = lib.lt_engine_fill(self._e, first_seq, dst, want, self._n, self._bytes)
         n = self._n[0]
         self.ended = st != lib.LT_OK
         if st not in (lib.LT_OK, lib.LT_EOF):
@@ -97,7 +111,7 @@ class DigestEngine:
             end_error = getattr(self.reader, "end_error", None)  # file readers: a stream cut short
             if end_error is not None and end_error() is not None:
                 raise end_error()
-        return memoryview(ffi.buffer(buf, n * self.record_size)), n, self._bytes[0]
+        return memoryview(ffi.buffer(dst, n * self.record_size)) if n else memoryview(b""), n, self._bytes[0]
 
     def strip_fallbacks(self) -> StripFallbacks:
         """Frames of every record filled so far whose strip mode fell back, per reason."""

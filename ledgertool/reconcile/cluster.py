@@ -58,8 +58,9 @@ from ..verify.cluster import LedgerContext, checked_segment, ordered_results, se
 from ..verify.ledger import verify_ledger
 from .multiset import LedgerPart, Tally, ledger_rows, merge_tallies
 from .query import not_verified_error, open_duckdb
-from .recompute import (DETAILS_ORDER, DigestRun, ReadStop, ReconcileResult, Sources, _add_warnings, _match_keys,
-                        _Segment, _write_details, check_request, make_result, pair_records, source_list, source_name)
+from .recompute import (DETAILS_ORDER, DigestRun, ReadStop, ReconcileResult, RecordSink, Sources, _add_warnings,
+                        _file_bytes, _match_keys, _Segment, _write_details, check_request, make_result, pair_records,
+                        source_list, source_name)
 
 __all__ = ["CaptureChunk", "plan_chunks", "reconcile_on_cluster"]
 
@@ -110,7 +111,9 @@ def check_and_split(ctx: LedgerContext, part: LinkListing, index: int,
     if recs is None or recs.records is None or check.seal.layout is None:  # (a v2 raw record file has no table)
         return verdict_only(check), None
     arr = np.frombuffer(recs.records, dtype=record_dtype(check.seal.layout[0] - RECORD_FIXED))
-    arr = arr[(arr["flags"] & FLAG_GAP) == 0]
+    gaps = (arr["flags"] & FLAG_GAP) != 0
+    if gaps.any():  # (a copy only then, as on one machine)
+        arr = arr[~gaps]
     kid = check.seal.doc.get("digest_key_id")
     return verdict_only(check), tuple(LedgerPart(part.link, kid, a) for a in split_by_partition(arr, parts))
 
@@ -272,23 +275,25 @@ def digest_chunk(chunk: CaptureChunk, subkey: bytes, algorithm: str, strip: str,
     records split by partition (`seq` is the frame's index within the chunk)."""
     alg = get_algorithm(algorithm)
     dtype = record_dtype(alg.digest_size)
-    batches, frames, nbytes, stopped = [], 0, 0, None
+    frames, nbytes, stopped = 0, 0, None
+    # the engine fills one array in place (room for 64 bytes a frame: a pcap has at least 76)
+    sink = RecordSink(dtype, (chunk.end - chunk.start if chunk.end else _file_bytes(chunk.source)) // 64)
     with _chunk_reader(chunk) as reader:
         engine = DigestEngine(reader, alg, get_strip_mode(strip), subkey, workers=1)
         while True:
             try:
-                records, n, got = engine.fill(frames)
+                records, n, got = engine.fill(frames, out=sink.room())
             except CaptureFormatError as e:  # (a whole source: a cut chunk's records were all read by the client)
                 stopped = ReadStop(e.path or chunk.source, e.offset, str(e))
                 break
             if n == 0:
                 break
-            batches.append(np.frombuffer(records, dtype=dtype, count=n).copy())
+            sink.n += n
             frames += n
             nbytes += got
         note = reader.info().truncation_note() if not chunk.end else chunk.note
         fallbacks = engine.strip_fallbacks()
-    arr = np.concatenate(batches) if batches else np.zeros(0, dtype)
+    arr = sink.records()
     return (ChunkRun(frames, nbytes, (note,) if note else (), stopped, fallbacks),
             split_by_partition(arr, parts))
 
@@ -346,6 +351,8 @@ def _capture_rows(job: PartitionJob, offsets: list[int], capture_parts: list) ->
     """The partition's capture rows, `seq` the frame's index in the whole capture."""
     if not capture_parts:
         return np.zeros(0, record_dtype(job.digest_size))
+    if len(capture_parts) == 1 and offsets[0] == 0:  # one chunk: its rows as they are
+        return capture_parts[0]
     rows = np.concatenate(capture_parts)
     at = 0
     for base, a in zip(offsets, capture_parts):

@@ -4,10 +4,12 @@ In a capture that agrees with its ledger almost every digest occurs once in the 
 the capture; such a pair is matched whatever the order or the pairing rule, so it need not go
 through DuckDB's group-by and join (recompute._pair), which cost ~85 % of a single-core
 reconciliation of 64-byte frames (docs/benchmarks.md, "recompute per worker"). They are found in
-C (lt_once_each: a hash table over the ledger side's digests, no Python per record). The rows of
+C (lt_once_each: a hash table over the ledger side's digests, no Python per record), and before
+that, for a capture in its ledger's order, by walking both sides in step (in_order,
+lt_pair_in_order: only pairs of the k-th occurrence of a digest on both sides). The rows of
 every other digest ("contested": counts that differ, repeats, one-sided digests) go to the exact
-pairing unchanged; the counts of the two parts add up (merge_tallies), because each digest is in
-exactly one part.
+pairing (with the walk, a digest's k-th/k-th pairs taken out and its other rows left there); the
+counts of the parts add up (merge_tallies), because each row is in exactly one part.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ import numpy as np
 from .._binding import check, ffi, lib
 from ..digest.record import record_dtype
 
-__all__ = ["LedgerPart", "Tally", "ledger_rows", "matched_tally", "merge_tallies", "once_each", "window_mask"]
+__all__ = ["LedgerPart", "Tally", "in_order", "ledger_rows", "matched_tally", "merge_tallies", "once_each",
+           "paired_masks", "window_mask"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,48 @@ def once_each(ledger: np.ndarray, capture: np.ndarray) -> tuple[np.ndarray, np.n
     return lmask.view(bool), cmask.view(bool)
 
 
+def in_order(ledger: np.ndarray, codes: np.ndarray | None, capture: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Boolean masks over `ledger` and `capture` (record_dtype arrays of one digest size) of the
+    rows the ordered walk pairs (native lt_pair_in_order): each such pair is the k-th occurrence
+    of its digest on both sides in recompute's exact pairing (ledger rows in (ts_ns, link, seq)
+    order, `codes` each row's link as an index into the sorted link names, None: one link;
+    capture rows in (ts_ns, seq) order), so it is matched and taking it out leaves the others'
+    pairing as it was. Nothing is paired when an array is not in that order. Not for a capture
+    whose pairing order puts some frames first (recompute's uncovered segments). MemoryError
+    when the set of the rest's digest prefixes (8 bytes per rest row) cannot be allocated."""
+    ledger, capture = np.ascontiguousarray(ledger), np.ascontiguousarray(capture)
+    fmt, off = ledger.dtype.fields["digest"][:2]
+    lmask, lbuf = _mask_buffer(len(ledger))
+    cmask, cbuf = _mask_buffer(len(capture))
+    links = ffi.NULL
+    if codes is not None and len(codes) and codes.max() > 0:
+        codes = np.ascontiguousarray(codes, np.uint32)
+        links = ffi.from_buffer("uint32_t[]", codes)
+    paired = ffi.new("size_t *")
+    rc = lib.lt_pair_in_order(ffi.from_buffer(ledger) if len(ledger) else ffi.NULL, len(ledger),
+                              ledger.dtype.itemsize, links, ffi.from_buffer(capture) if len(capture) else ffi.NULL,
+                              len(capture), capture.dtype.itemsize, off, fmt.itemsize, lbuf, cbuf, paired)
+    check(rc, "lt_pair_in_order")
+    return lmask.view(bool), cmask.view(bool)
+
+
+def paired_masks(ledger: np.ndarray, codes: np.ndarray, capture: np.ndarray, ordered: bool
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """The rows matched outside the exact pairing: the ordered walk's pairs (`ordered`: the
+    capture's pairing order is (ts_ns, seq), see in_order), then once_each over the rest. The
+    exact pairing of the unmarked rows classifies them as that of all rows would."""
+    if not ordered:
+        return once_each(ledger, capture)
+    lm, cm = in_order(ledger, codes, capture)
+    if lm.all() and cm.all():
+        return lm, cm
+    lrest, crest = np.flatnonzero(~lm), np.flatnonzero(~cm)
+    lo, co = once_each(ledger[lrest], capture[crest])
+    lm[lrest[lo]] = True
+    cm[crest[co]] = True
+    return lm, cm
+
+
 def window_mask(ts: np.ndarray, lo: int | None, hi: int | None) -> np.ndarray:
     """Rows with `lo` <= ts < `hi` (either bound None: open), as recompute's window SQL."""
     mask = np.ones(len(ts), bool)
@@ -99,10 +144,14 @@ def matched_tally(names: list[str], codes: np.ndarray, lts: np.ndarray, cts: np.
     """The tally of the rows paired one to one (`codes`, `lts`: their ledger rows' links and
     times; `cts`: their capture rows' times): matched, counted by the ledger's time (the capture
     side counts only towards the frames in the window)."""
-    lin = window_mask(lts, from_ns, to_ns)
-    per_link = np.bincount(codes[lin], minlength=len(names))
-    secs, nsec = _per_second(lts[lin] // 1_000_000_000)
-    return Tally(int(window_mask(cts, from_ns, to_ns).sum()), int(lin.sum()), 0, 0,
+    if from_ns is None and to_ns is None:  # no window: every row counts, none copied
+        n_in, frames = len(lts), len(cts)
+    else:
+        lin = window_mask(lts, from_ns, to_ns)
+        codes, lts, n_in, frames = codes[lin], lts[lin], int(lin.sum()), int(window_mask(cts, from_ns, to_ns).sum())
+    per_link = [len(codes)] if len(names) == 1 else np.bincount(codes, minlength=len(names))
+    secs, nsec = _per_second(lts // 1_000_000_000)
+    return Tally(frames, n_in, 0, 0,
                  [{"link": n, "matched": int(c), "ledger_only": 0, "capture_only": 0}
                   for n, c in zip(names, per_link) if c],
                  [{"second": int(s), "matched": int(c), "ledger_only": 0, "capture_only": 0}

@@ -48,7 +48,7 @@ from ..source.file import STDIN
 from ..urls import location
 from ..verify.ledger import VerifiedSegment, VerifyResult, verify_ledger
 from .dissect import dissect_line
-from .multiset import LedgerPart, Tally, ledger_rows, matched_tally, merge_tallies, once_each, window_mask
+from .multiset import LedgerPart, Tally, ledger_rows, matched_tally, merge_tallies, paired_masks, window_mask
 from .query import not_verified_error, open_duckdb
 
 #: bytes of file format around each frame: the record header (pcap 16, modified pcap 24) or the
@@ -119,14 +119,40 @@ class DigestRun:
                 "strip_fallbacks": self.strip_fallbacks.to_json()}
 
 
+class RecordSink:
+    """One record array that the engine fills in place, batch after batch: no batch is copied
+    out of the engine's buffer and none joined to the others. It starts at `hint` records
+    (untouched pages cost no memory) and doubles when less than a batch is left."""
+
+    BATCH = 65536  # DigestEngine's batch
+
+    def __init__(self, dtype: np.dtype, hint: int = 0):
+        self._buf = np.empty(max(hint, self.BATCH), dtype)
+        self.n = 0
+
+    def room(self) -> np.ndarray:
+        """The free tail for the next batch (at least BATCH records)."""
+        if len(self._buf) - self.n < self.BATCH:
+            grown = np.empty(2 * len(self._buf), self._buf.dtype)
+            grown[:self.n] = self._buf[:self.n]
+            self._buf = grown
+        return self._buf[self.n:]
+
+    def records(self) -> np.ndarray:
+        """The records filled so far (a view)."""
+        return self._buf[:self.n]
+
+
 def _digest_records(source: str | Path, digest_key: DigestKey, alg: Algorithm, strip: str, run: DigestRun,
-                    progress: ProgressFn | None, workers: int, phase: str = "recompute") -> Iterator[np.ndarray]:
+                    progress: ProgressFn | None, workers: int, phase: str = "recompute",
+                    sink: RecordSink | None = None) -> Iterator[np.ndarray]:
     """Digest every frame of `source` with the native engine: one record_dtype array per engine
-    batch (a view of the engine's buffer, valid until the next one; `seq` is the frame's index
-    in the captures so far); `run` counts frames and bytes, the capture's warnings and strip
-    fallbacks. A capture that cannot be read to its end (corrupt after it was opened) ends the
-    batches with the frames before that point, and `run.stopped` says where. `progress` gets
-    bytes read of the capture's size (`phase`), the last update at its end."""
+    batch (a view of the engine's buffer, valid until the next one, or of `sink`'s array, which
+    gets every batch in turn; `seq` is the frame's index in the captures so far); `run` counts
+    frames and bytes, the capture's warnings and strip fallbacks. A capture that cannot be read
+    to its end (corrupt after it was opened) ends the batches with the frames before that point,
+    and `run.stopped` says where. `progress` gets bytes read of the capture's size (`phase`),
+    the last update at its end."""
     t0 = time.perf_counter()
     with open_source(source) as reader:
         report = _file_progress(progress, phase, reader.info())
@@ -135,12 +161,14 @@ def _digest_records(source: str | Path, digest_key: DigestKey, alg: Algorithm, s
         dtype = record_dtype(alg.digest_size)
         while True:
             try:
-                records, n, nbytes = engine.fill(run.frames)
+                records, n, nbytes = engine.fill(run.frames, out=sink.room() if sink else None)
             except CaptureFormatError as e:
                 run.stopped = ReadStop(e.path or str(source), e.offset, str(e))
                 break
             if n == 0:
                 break
+            if sink:
+                sink.n += n
             yield np.frombuffer(records, dtype=dtype, count=n)
             run.frames += n
             run.bytes += nbytes
@@ -443,15 +471,23 @@ def _capture_records(source: Sources, key: DigestKey, alg: Algorithm, strip: str
     """Every frame of the captures recomputed under `key` as one record_dtype array (`seq`: the
     frame's index), and the run's statistics."""
     run = DigestRun()
-    batches: list[np.ndarray] = []
-    for one in source_list(source):
+    sources = source_list(source)
+    # a pcap has at least 16 + 60 bytes a whole Ethernet frame: room for them all from the start
+    sink = RecordSink(record_dtype(alg.digest_size), sum(_file_bytes(one) for one in sources) // 64)
+    for one in sources:
         if run.stopped is not None:  # a capture before this one could not be read to its end
             break
-        # each batch copied out of the engine's buffer before it is refilled
-        batches.extend(arr.copy() for arr in _digest_records(one, key, alg, strip, run, progress, workers))
-    if len(batches) == 1:
-        return batches[0], run
-    return (np.concatenate(batches) if batches else np.zeros(0, record_dtype(alg.digest_size))), run
+        for _ in _digest_records(one, key, alg, strip, run, progress, workers, sink=sink):
+            pass
+    return sink.records(), run
+
+
+def _file_bytes(source: str | Path) -> int:
+    """The size of a capture file, 0 for anything else (a workload, standard input, a URL)."""
+    try:
+        return Path(source).stat().st_size if str(source) != STDIN and Path(source).is_file() else 0
+    except (OSError, ValueError):
+        return 0
 
 
 def digest_array(arr: np.ndarray, digest_size: int) -> pa.FixedSizeBinaryArray:
@@ -485,14 +521,19 @@ def load_rows(con, kid: str, links: np.ndarray, ledger: np.ndarray, capture: np.
     con.unregister("_c")
 
 
+# table j's columns as _pair's CREATE TABLE AS makes them
+J_COLUMNS = ("status VARCHAR, digest BLOB, link VARCHAR, seq UBIGINT, l_ts BIGINT, l_wire UINTEGER, index UBIGINT, "
+             "c_ts BIGINT, c_wire UINTEGER, cap_len UINTEGER")
+
+
 def pair_records(con, kid: str, segs: list[_Segment], uncovered: list[dict],
                  ledger_side: tuple[list[str], np.ndarray, np.ndarray], capture: np.ndarray,
                  window: tuple[int | None, int | None, int], examples: int) -> Tally:
     """Pair and tally the ledger rows under key `kid` (`ledger_side`: link names, each row's link
     as an index into them, the records) with the capture rows, as _pair and _tally do over all
     of them (`window`: from_ns, to_ns, tolerance_ns): the rows that pair one to one
-    (multiset.once_each, in C) are counted in numpy; only the others go through DuckDB, and table
-    `j` on `con` holds their pairing (for --details)."""
+    (multiset.paired_masks: the ordered walk, then once_each, in C) are counted in numpy; only the
+    others go through DuckDB, and table `j` on `con` holds their pairing (for --details)."""
     names, codes, ledger = ledger_side
     from_ns, to_ns, tolerance_ns = window
     lo = None if from_ns is None else from_ns - tolerance_ns
@@ -500,12 +541,19 @@ def pair_records(con, kid: str, segs: list[_Segment], uncovered: list[dict],
     if lo is not None or hi is not None:  # both sides are read over the widened window only
         lwide, cwide = window_mask(ledger["ts_ns"], lo, hi), window_mask(capture["ts_ns"], lo, hi)
         codes, ledger, capture = codes[lwide], ledger[lwide], capture[cwide]
-    lpair, cpair = once_each(ledger, capture)
-    lrest, crest = ~lpair, ~cpair
-    load_rows(con, kid, np.array(names + [""], dtype=object)[codes[lrest]], ledger[lrest], capture[crest])
-    _pair(con, [(kid, None)], segs, uncovered, from_ns, to_ns, tolerance_ns)
-    exact = _tally(con, from_ns, to_ns, examples)
-    matched = matched_tally(names, codes[lpair], ledger["ts_ns"][lpair], capture["ts_ns"][cpair], from_ns, to_ns)
+    # with uncovered segments the capture's pairing order is not its array order (see _pair)
+    lpair, cpair = paired_masks(ledger, codes, capture, ordered=not uncovered)
+    # the rest is usually a few rows: taken by index, and the paired side not copied when it is all
+    lrest, crest = np.flatnonzero(~lpair), np.flatnonzero(~cpair)
+    if len(lrest) or len(crest):
+        load_rows(con, kid, np.array(names + [""], dtype=object)[codes[lrest]], ledger[lrest], capture[crest])
+        _pair(con, [(kid, None)], segs, uncovered, from_ns, to_ns, tolerance_ns)
+        exact = _tally(con, from_ns, to_ns, examples)
+    else:  # every row paired: DuckDB's queries (~40 ms) would pair nothing
+        con.execute(f"CREATE TEMP TABLE j ({J_COLUMNS})")
+        exact = Tally(0, 0, 0, 0, [], [], [], [])
+    lsel, csel = (slice(None) if not len(lrest) else lpair), (slice(None) if not len(crest) else cpair)
+    matched = matched_tally(names, codes[lsel], ledger["ts_ns"][lsel], capture["ts_ns"][csel], from_ns, to_ns)
     return merge_tallies([exact, matched], examples)
 
 

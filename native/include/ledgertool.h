@@ -533,6 +533,23 @@ int lt_once_each(const uint8_t *ledger, size_t n_ledger, size_t ledger_stride,
                  size_t digest_offset, size_t digest_size, uint64_t seed,
                  uint8_t *lmask, uint8_t *cmask);
 
+/* The ordered fast path of the pairing: ledger and capture records that pair k-th occurrence
+ * with k-th occurrence of their digest in recompute's exact pairing (ledger occurrences in
+ * (ts_ns, link, seq) order, capture ones in (ts_ns, index) order), found by walking both arrays
+ * in step while they agree and resynchronising after a drop or an insert. lmask[i] / cmask[j]
+ * become 1 for the records paired (*paired of them on each side), 0 for the rest; taking the
+ * paired ones out leaves a rest whose exact pairing gives every other record the class the whole
+ * one did (the proof: native/src/multiset.c). Records are LT_RECORD_FIXED-byte headers (seq at
+ * 0, ts_ns at 8) and a digest at digest_offset, `stride` bytes apart; ledger_link (NULL: one
+ * link) gives each ledger record's link as a number in the links' sort order. When either
+ * array is not in its pairing order (keys strictly increasing), or the sides mostly differ,
+ * fewer or no records are paired. Allocates only a set of the rest's digest prefixes. Returns
+ * LT_OK, LT_ERR_ARG (NULL buffers with records, a digest outside the stride or inside the fixed
+ * header) or LT_ERR_NOMEM (masks all 0). */
+int lt_pair_in_order(const uint8_t *ledger, size_t n_ledger, size_t ledger_stride, const uint32_t *ledger_link,
+                     const uint8_t *capture, size_t n_capture, size_t capture_stride,
+                     size_t digest_offset, size_t digest_size, uint8_t *lmask, uint8_t *cmask, size_t *paired);
+
 /* CDEF END */
 
 #ifdef __cplusplus

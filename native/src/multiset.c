@@ -174,3 +174,215 @@ out:
     free(ent);
     return rc;
 }
+
+/* ---- lt_pair_in_order: the ordered fast path ----
+ *
+ * recompute's exact pairing (recompute._pair) numbers each digest's occurrences on each side in
+ * a total order - the ledger's by (ts_ns, link, seq), the capture's by (ts_ns, index) - and pairs
+ * the k-th ledger occurrence with the k-th capture occurrence. Claim: removing from both sides
+ * any set of pairs (i, j) with equal digests whose occurrence numbers are equal (rank_L(i) ==
+ * rank_C(j)) leaves a remainder whose exact pairing classifies every remaining record as the
+ * whole one did. Proof: for a digest with l ledger and c capture occurrences, the removed ranks
+ * form one set K on both sides, K within 1..min(l, c) (each removed pair is a k-th/k-th pair and
+ * so matched). Renumbered, the remainder's ledger ranks 1..min \ K and capture ranks 1..min \ K
+ * pair with each other in the same order as before, and the ranks above min(l, c), one side
+ * only, stay unpaired: the same matched / ledger-only / capture-only records.
+ *
+ * The walk below finds such pairs at memcmp speed. When each side's array order is its total
+ * order (checked: keys strictly increasing, else nothing is paired), a record's rank is the
+ * number of earlier records in its array with its digest. Both arrays are walked once in step;
+ * every record passed over is either paired with the record at the other side's cursor or put
+ * into the rest, and the rest's first 8 digest bytes go into a small set `seen`. A pair is only
+ * taken when its digest's first 8 bytes are not in `seen`: then no earlier record of that digest
+ * is in the rest on either side, the earlier ones were all paired one to one, so both prefixes
+ * hold the same number of them and the ranks are equal. How the walk resynchronises after a
+ * mismatch (a short look-ahead for the drop or insert) only decides what goes to the rest, never
+ * whether a pair is sound; the rest goes to lt_once_each and the exact pairing. */
+
+#define LOOKAHEAD 16       /* records searched ahead on each side for a resynchronisation */
+#define REST_FLOOR 4096    /* rest records always allowed before the walk gives up */
+
+typedef struct {
+    uint64_t *keys; /* mix(first 8 bytes) + 1, 0: empty */
+    size_t cap, n;
+    int zero;       /* the key that is 0 after + 1 */
+} seen_set;
+
+static int seen_add(seen_set *s, uint64_t h) {
+    if (h == UINT64_MAX) {
+        s->zero = 1;
+        return 0;
+    }
+    if (2 * (s->n + 1) > s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 1024;
+        uint64_t *k = calloc(cap, sizeof(uint64_t));
+        if (!k)
+            return -1;
+        for (size_t i = 0; i < s->cap; i++)
+            for (size_t p = s->keys[i] & (cap - 1); s->keys[i]; p = (p + 1) & (cap - 1))
+                if (!k[p]) {
+                    k[p] = s->keys[i];
+                    break;
+                }
+        free(s->keys);
+        s->keys = k;
+        s->cap = cap;
+    }
+    for (size_t p = (h + 1) & (s->cap - 1);; p = (p + 1) & (s->cap - 1)) {
+        if (!s->keys[p]) {
+            s->keys[p] = h + 1;
+            s->n++;
+            return 0;
+        }
+        if (s->keys[p] == h + 1)
+            return 0;
+    }
+}
+
+static int seen_has(const seen_set *s, uint64_t h) {
+    if (h == UINT64_MAX)
+        return s->zero;
+    if (!s->n)
+        return 0;
+    for (size_t p = (h + 1) & (s->cap - 1);; p = (p + 1) & (s->cap - 1)) {
+        if (!s->keys[p])
+            return 0;
+        if (s->keys[p] == h + 1)
+            return 1;
+    }
+}
+
+static inline int same_digest(const uint8_t *a, const uint8_t *b, size_t size) {
+    uint64_t x[2], y[2];
+    switch (size) { /* the usual sizes without a call */
+    case 16:
+        memcpy(x, a, 16);
+        memcpy(y, b, 16);
+        return x[0] == y[0] && x[1] == y[1];
+    case 32:
+        memcpy(x, a, 16);
+        memcpy(y, b, 16);
+        if (x[0] != y[0] || x[1] != y[1])
+            return 0;
+        memcpy(x, a + 16, 16);
+        memcpy(y, b + 16, 16);
+        return x[0] == y[0] && x[1] == y[1];
+    default:
+        return !memcmp(a, b, size);
+    }
+}
+
+static inline uint64_t rd64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+/* Record a comes before record b in its side's pairing order (ledger: ts_ns signed, then the
+ * link code, then seq; capture: ts_ns, then index = seq; la = lb for the capture). */
+static inline int before(const uint8_t *a, const uint8_t *b, uint32_t la, uint32_t lb) {
+    int64_t ta = (int64_t)rd64(a + 8), tb = (int64_t)rd64(b + 8);
+    if (ta != tb)
+        return ta < tb;
+    if (la != lb)
+        return la < lb;
+    return rd64(a) < rd64(b);
+}
+
+/* Records from..n-1 of a side in its pairing order (keys strictly increasing). */
+static int in_order(const uint8_t *r, size_t from, size_t n, size_t stride, const uint32_t *link) {
+    for (size_t i = from + 1; i < n; i++)
+        if (!before(r + (i - 1) * stride, r + i * stride, link ? link[i - 1] : 0, link ? link[i] : 0))
+            return 0;
+    return 1;
+}
+
+int lt_pair_in_order(const uint8_t *ledger, size_t n_ledger, size_t ledger_stride, const uint32_t *ledger_link,
+                     const uint8_t *capture, size_t n_capture, size_t capture_stride,
+                     size_t digest_offset, size_t digest_size, uint8_t *lmask, uint8_t *cmask, size_t *paired) {
+    if (!paired || digest_size == 0 || digest_offset > SIZE_MAX - digest_size || digest_offset < LT_RECORD_FIXED)
+        return LT_ERR_ARG;
+    size_t end = digest_offset + digest_size;
+    if ((n_ledger && (!ledger || !lmask || ledger_stride < end)) ||
+        (n_capture && (!capture || !cmask || capture_stride < end)))
+        return LT_ERR_ARG;
+    *paired = 0;
+    if (n_ledger)
+        memset(lmask, 0, n_ledger);
+    if (n_capture)
+        memset(cmask, 0, n_capture);
+    const uint8_t *ld = ledger + digest_offset, *cd = capture + digest_offset;
+    seen_set seen = {0};
+    size_t i = 0, j = 0, rest = 0, n = 0;
+    size_t li = 0, cj = 0; /* records up to li / cj checked to be in order (one pass over the records) */
+    int rc = LT_OK, ordered = 1;
+#define TO_REST(d)                                                 \
+    do {                                                           \
+        if (seen_add(&seen, hash_of((d), digest_size, 0)) < 0) {   \
+            rc = LT_ERR_NOMEM;                                     \
+            goto out;                                              \
+        }                                                          \
+        rest++;                                                    \
+    } while (0)
+    while (i < n_ledger && j < n_capture) {
+        for (; li < i; li++)
+            if (!before(ledger + li * ledger_stride, ledger + (li + 1) * ledger_stride,
+                        ledger_link ? ledger_link[li] : 0, ledger_link ? ledger_link[li + 1] : 0))
+                goto unordered;
+        for (; cj < j; cj++)
+            if (!before(capture + cj * capture_stride, capture + (cj + 1) * capture_stride, 0, 0))
+                goto unordered;
+        const uint8_t *a = ld + i * ledger_stride, *b = cd + j * capture_stride;
+        if (same_digest(a, b, digest_size)) {
+            if (seen.n || seen.zero) {
+                if (seen_has(&seen, hash_of(a, digest_size, 0))) { /* an earlier one is in the rest */
+                    TO_REST(a); /* and b, the same digest */
+                    rest++;
+                    i++, j++;
+                    continue;
+                }
+            }
+            lmask[i++] = 1;
+            cmask[j++] = 1;
+            n++;
+            continue;
+        }
+        if (rest > REST_FLOOR + (i + j) / 16)
+            break; /* mostly different: the general pairing does the rest at its own speed */
+        /* a drop (ledger records missing from the capture) or an insert: the nearest resync */
+        size_t skip_l = 0, skip_c = 0;
+        for (size_t k = 1; k <= LOOKAHEAD; k++) {
+            if (j + k < n_capture && same_digest(a, b + k * capture_stride, digest_size)) {
+                skip_c = k;
+                break;
+            }
+            if (i + k < n_ledger && same_digest(a + k * ledger_stride, b, digest_size)) {
+                skip_l = k;
+                break;
+            }
+        }
+        if (!skip_l && !skip_c)
+            skip_l = skip_c = 1;
+        for (; skip_l; skip_l--, i++)
+            TO_REST(ld + i * ledger_stride);
+        for (; skip_c; skip_c--, j++)
+            TO_REST(cd + j * capture_stride);
+    }
+#undef TO_REST
+    /* ranks are array positions only when each whole side is in order: else nothing is paired */
+    if (in_order(ledger, li, n_ledger, ledger_stride, ledger_link) && in_order(capture, cj, n_capture, capture_stride, NULL)) {
+        *paired = n;
+        goto out;
+    }
+unordered:
+    ordered = 0;
+out:
+    free(seen.keys);
+    if (rc != LT_OK || !ordered) {
+        if (n_ledger)
+            memset(lmask, 0, n_ledger);
+        if (n_capture)
+            memset(cmask, 0, n_capture);
+    }
+    return rc;
+}
