@@ -227,6 +227,16 @@ def test_golden_ledger_verifies_and_holds_the_kit_records(kit):
     assert json.loads((kit / g["trust"]).read_text()) == kit_signing_key().trust_bundle().to_dict()
 
 
+def test_issue14_golden_ledger_is_the_format_kit_json_names(kit):
+    """kit.json says (and its schema requires) ledgertool-ledger-v1; when capture's default became
+    v2 the kit wrote a v2 golden ledger under that manifest (raw record files, no Parquet)."""
+    g = load(kit, "kit.json")
+    ledger = json.loads((kit / g["golden_ledger"]["directory"] / "ledger.json").read_text())
+    assert ledger["format"] == g["ledger_format"] == "ledgertool-ledger-v1"
+    names = sorted(p.name for p in (kit / g["golden_ledger"]["directory"] / "link=link0").glob("seg-*"))
+    assert names == [f"seg-{i:08d}.{k}" for i in range(3) for k in ("leaves", "parquet", "seal.json")]
+
+
 def test_seal_vectors_recompute_with_rfc8785_alone(kit):
     doc = load(kit, "seals.json")
     prev = None

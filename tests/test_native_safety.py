@@ -36,6 +36,17 @@ def ledger(pristine, tmp_path) -> Path:
     return d
 
 
+@pytest.fixture()
+def v1_ledger(tmp_path, keydir) -> Path:
+    """The same ledger in format v1, whose seals were once written without ledger_header_sha256."""
+    from ledgertool.capture.run import capture_file
+
+    dk, sk, _ = load_keys(keydir)
+    out = tmp_path / "v1"
+    capture_file(SAMPLE, out, digest_key=dk, signing_key=sk, segment_records=SEG, leaf_records=LEAF, ledger_format=1)
+    return out
+
+
 def _edit_header(ledger: Path, **changes) -> None:
     path = ledger / "ledger.json"
     doc = json.loads(path.read_text())
@@ -244,7 +255,9 @@ def _strip_binding(ledger: Path, keydir: Path) -> None:
     write_checkpoint(ledger, header, "link0", sk)
 
 
-def test_item7_old_seals_without_the_binding_still_verify(ledger, keydir):
+def test_item7_old_seals_without_the_binding_still_verify(v1_ledger, keydir):
+    """v1 seals from before the binding (v2 seals were never written without it: next test)."""
+    ledger = v1_ledger
     _strip_binding(ledger, keydir)
     assert _verify(ledger, keydir)["ok"]
     _edit_header(ledger, created_at="1999-01-01T00:00:00+00:00")  # not covered by an old seal
@@ -254,6 +267,13 @@ def test_item7_old_seals_without_the_binding_still_verify(ledger, keydir):
     kinds = {p["kind"] for p in v["problems"]}
     assert kinds == {"parameter_mismatch"}, v["problems"]  # the seals' own leaf size is the one used
     assert len(v["problems"]) == 3
+
+
+def test_item7_v2_seals_without_the_binding_are_malformed(ledger, keydir):
+    _strip_binding(ledger, keydir)
+    v = _verify(ledger, keydir)
+    assert [(p["kind"], p["segment"]) for p in v["problems"]] == [("seal_malformed", i) for i in range(3)], v
+    assert all("ledgertool-seal-v2 seal lacks ledger_header_sha256" in p["detail"] for p in v["problems"])
 
 
 # ---- item 11: key wipes, core dumps, a capture file that shrinks, replay timing -----------------

@@ -546,14 +546,17 @@ def test_cli_storage_from_ledger(tmp_path) -> None:
 
     summary = run_demo(tmp_path / "demo")
     ledger = Path(summary["ledger"])
+    # the sealed records in either form: raw record files (a v2 ledger) and Parquet (v1, or compacted)
     parquet = sum(p.stat().st_size for p in ledger.rglob("seg-*.parquet"))
+    raw = sum(p.stat().st_size for p in ledger.rglob("seg-*.rec"))
     seals = sum(p.stat().st_size for p in ledger.rglob("seg-*.seal.json"))
     records = sum(json.loads(p.read_text())["records"] for p in ledger.rglob("seg-*.seal.json"))
+    assert records > 0 and parquet + raw > records * 8
     doc = run_json(["storage", "--pps", "1e6", "--links", "2", "--from-ledger", str(ledger), "--json"])
     src = doc["record_bytes_source"]
     assert src["kind"] == "ledger" and src["records"] == records
-    assert src["parquet_bytes"] == parquet and src["seal_bytes"] == seals
-    per = (parquet + seals) / records
+    assert (src["parquet_bytes"], src["raw_bytes"], src["seal_bytes"]) == (parquet, raw, seals)
+    per = (parquet + raw + seals) / records
     (row,) = doc["rows"]
     assert close(row["record_bytes"], per)
     assert close(row["bytes_per_second"], 2 * 1e6 * per)

@@ -17,9 +17,9 @@ import threading
 import time
 
 import numpy as np
-import pyarrow.parquet as pq
 import pytest
 from conftest import SAMPLES, load_keys, run_cli
+from ledger_files import sealed_table
 
 from ledgertool.algorithms import get_algorithm
 from ledgertool.device.conformance import compute_records
@@ -51,7 +51,7 @@ def _capture(keydir, source, ledger, *extra, stdin: bytes | None = None):
 
 
 def _rows(ledger, n):
-    return [pq.read_table(layout.parquet_path(ledger, "link0", i)) for i in range(n)]
+    return [sealed_table(ledger, i) for i in range(n)]
 
 
 def test_records_from_a_pipe_seal_the_same_ledger_as_a_direct_capture_and_recompute_matches(tmp_path, keydir):
@@ -253,7 +253,7 @@ def test_sigint_while_the_pipe_is_quiet_seals_what_arrived_and_stops(tmp_path, k
     led = tmp_path / "I"
     args = [sys.executable, "-c", "from ledgertool.cli.app import main; main()", "capture", "records:-",
             "--ledger", str(led), "--signing-key", str(keydir / "signing.key"), "--digest-key-id",
-            _key_id(keydir), "--strip", "l3", "--json"]
+            _key_id(keydir), "--strip", "l3", "--leaf-records", "64", "--json"]
     p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         p.stdin.write(_records(keydir)[:100 * 48])

@@ -3,7 +3,9 @@ item 3): tests/rfc9162_reference.py, written from the RFC text. Known answers fi
 s2.1.5 example and the transcribed transparency-dev vectors), then the project's Merkle roots,
 `prove` inclusion proofs and `check-consistency` proofs on ledgers written by the CLI's capture.
 Records, seal hashes and checkpoint roots are recomputed here from the documented formats
-(docs/ledger-format.md's worked example: pyarrow, rfc8785, struct), not read through ledgertool."""
+(docs/ledger-format.md's worked examples: pyarrow, rfc8785, struct), not read through ledgertool:
+a v1 segment's records from its Parquet file, a v2 segment's from its raw record file (the ledger
+fixture makes one ledger of each format)."""
 
 from __future__ import annotations
 
@@ -110,10 +112,23 @@ def test_project_proofs_verify_with_the_rfc_algorithms():
 RECORD = struct.Struct("<QqIIHHI")
 
 
-def segment_records(parquet: Path) -> list[bytes]:
-    """The segment's raw records, rebuilt from its Parquet columns as docs/ledger-format.md says."""
-    return [RECORD.pack(r["seq"], r["ts_ns"], r["wire_len"], r["cap_len"], r["flags"], r["linktype"], r["aux"])
-            + r["digest"] for r in pq.read_table(parquet).to_pylist()]
+def segment_records(ledger: Path, seal: dict) -> list[bytes]:
+    """The segment's raw records as docs/ledger-format.md says: rebuilt from the Parquet columns
+    (the v1 seal names the file), or the blocks of the raw record file seg-N.rec (v2) unframed:
+    after its 256-byte header, each block is u32 count, count records, a 32-byte MAC."""
+    size = seal["record_size"]
+    if "parquet_file" in seal:
+        return [RECORD.pack(r["seq"], r["ts_ns"], r["wire_len"], r["cap_len"], r["flags"], r["linktype"], r["aux"])
+                + r["digest"] for r in pq.read_table(ledger / "link=link0" / seal["parquet_file"]).to_pylist()]
+    data = (ledger / "link=link0" / f"seg-{seal['segment']:08d}.rec").read_bytes()
+    assert data[:8] == b"LTSEGv2\n"
+    out, pos = [], 256
+    while pos < len(data):
+        (count,) = struct.unpack_from("<I", data, pos)
+        out += [data[pos + 4 + k * size:pos + 4 + (k + 1) * size] for k in range(count)]
+        pos += 4 + count * size + 32
+    assert pos == len(data)
+    return out
 
 
 def seal_hash(seal: dict) -> bytes:
@@ -131,13 +146,15 @@ def note_tree(note: bytes) -> tuple[int, bytes]:
     return int(lines[1]), base64.b64decode(lines[2], validate=True)
 
 
-@pytest.fixture()
-def ledger(tmp_path, keydir) -> Path:
-    """Three segments (100, 100, 94 records), leaf blocks of 8: a short last block in each."""
+@pytest.fixture(params=[1, 2], ids=["v1", "v2"])
+def ledger(request, tmp_path, keydir) -> Path:
+    """Three segments (100, 100, 94 records), leaf blocks of 8: a short last block in each; of
+    ledger format v1 (Parquet) or v2 (raw record files)."""
     dk, sk, _ = load_keys(keydir)
     out = tmp_path / "L"
     capture_file(SAMPLES / "sample.pcapng", out, digest_key=dk, signing_key=sk, segment_records=100,
-                 leaf_records=8)
+                 leaf_records=8, ledger_format=request.param)
+    assert json.loads((out / "ledger.json").read_text())["format"] == f"ledgertool-ledger-v{request.param}"
     return out
 
 
@@ -147,7 +164,7 @@ def test_segment_roots_are_rfc9162_roots_of_their_record_blocks(ledger):
     docs = seals(ledger)
     assert [s["records"] for s in docs] == [100, 100, 94]
     for s in docs:
-        recs = segment_records(ledger / "link=link0" / s["parquet_file"])
+        recs = segment_records(ledger, s)
         assert len(recs) == s["records"] and {len(r) for r in recs} == {48}
         blocks = [b"".join(recs[i:i + leaf]) for i in range(0, len(recs), leaf)]
         assert ref.mth(blocks).hex() == s["merkle_root"]
@@ -172,7 +189,7 @@ def test_prove_output_verifies_with_the_reference(ledger, tmp_path, seq):
     assert struct.unpack_from("<Q", block, at)[0] == seq
     path = unhex(doc["audit_path"])
     assert ref.verify_inclusion(i, n, ref.leaf_hash(block), path, bytes.fromhex(seal["merkle_root"]))
-    recs = segment_records(ledger / "link=link0" / seal["parquet_file"])
+    recs = segment_records(ledger, seal)
     assert path == ref.path(i, [b"".join(recs[j:j + 8]) for j in range(0, len(recs), 8)])
     # the seal hash up to the signed checkpoint root
     cp = doc["checkpoint"]
@@ -189,7 +206,7 @@ def test_prove_output_verifies_with_the_reference(ledger, tmp_path, seq):
 @pytest.fixture(scope="module")
 def seven(tmp_path_factory, keydir) -> tuple[Path, dict[int, Path]]:
     """A ledger after each of seven captures of one segment, and the checkpoint each capture
-    stored: tree sizes 1..7, powers of two and not."""
+    stored: tree sizes 1..7, powers of two and not. A new ledger's default format (v2)."""
     dk, sk, _ = load_keys(keydir)
     d = tmp_path_factory.mktemp("seven")
     led, notes = d / "L", {}
@@ -256,7 +273,7 @@ def test_go_tlog_accepts_the_ledgers_roots_and_proofs(tlog_check, seven, keydir,
     leaf = json.loads((led / "ledger.json").read_text())["leaf_records"]
     cases = [{"kind": "root", "entries": [seal_hash(s).hex() for s in docs], "root": note_tree(notes[7].read_bytes())[1].hex()}]
     for s in docs[:2]:
-        recs = segment_records(led / "link=link0" / s["parquet_file"])
+        recs = segment_records(led, s)
         cases.append({"kind": "root", "entries": [b"".join(recs[i:i + leaf]).hex() for i in range(0, len(recs), leaf)],
                       "root": s["merkle_root"]})
     for seq in (0, 293, 294 * 3 + 100, 294 * 7 - 1):

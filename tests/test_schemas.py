@@ -4,7 +4,8 @@ One real run of the CLI on the bundled sample (keys, capture, verify, recompute,
 file and --json document is validated against its JSON Schema, the Arrow schemas and the segment
 header layout are compared with the code, and the worked example in docs/ledger-format.md is
 extracted and run as an independent implementation of signed bytes, seal hash, genesis hash, Merkle
-root and digest key id.
+root and digest key id. The capture makes a ledger of the default format (v2); a second capture with
+--ledger-format v1, and a compacted copy of the first, give the Parquet and v1-seal forms.
 """
 
 from __future__ import annotations
@@ -64,6 +65,12 @@ def run(tmp_path_factory) -> dict:
     out["keys_report"] = cli_json("keys", "generate", keys, "--json")
     out["capture"] = cli_json("capture", SAMPLE, "--ledger", ledger, "--digest-key", keys / "digest.key",
                               "--signing-key", keys / "signing.key", "--segment-records", 100, "--json")
+    out["ledger_v1"] = tmp / "ledger-v1"
+    cli_json("capture", SAMPLE, "--ledger", out["ledger_v1"], "--digest-key", keys / "digest.key",
+             "--signing-key", keys / "signing.key", "--segment-records", 100, "--ledger-format", "v1", "--json")
+    out["compacted"] = tmp / "compacted"
+    shutil.copytree(ledger, out["compacted"])
+    cli_json("compact", out["compacted"], "--json")
     out["verify"] = cli_json("verify", ledger, "--trust", keys / "verifier.pub", "--json")
     out["reconcile"] = cli_json("recompute", SAMPLE, "--digest-key", keys / "digest.key", "--ledger", ledger,
                                 "--trust", keys / "verifier.pub", "--json")
@@ -110,14 +117,17 @@ def test_key_schemas_reject_wrong_shapes(run):
     assert not is_valid({**vp, "keys": vp["keys"][:1]}, "verifier.schema.json")  # hybrid needs both
 
 
-def test_ledger_json_and_seals(run):
-    ledger = run["ledger"]
+@pytest.mark.parametrize("which, fmt", [("ledger", "v2"), ("ledger_v1", "v1")], ids=["v2", "v1"])
+def test_ledger_json_and_seals(run, which, fmt):
+    ledger = run[which]
     header = json.loads((ledger / "ledger.json").read_text())
     validate(header, "ledger.schema.json")
+    assert header["format"] == f"ledgertool-ledger-{fmt}"
     docs = seals(ledger)
     assert len(docs) == 3
     for doc in docs:
         validate(doc, "seal.schema.json")
+        assert doc["format"] == f"ledgertool-seal-{fmt}" and ("parquet_sha256" in doc) == (fmt == "v1")
     # u64 values are strings; an integer there is refused, as is an unknown member
     assert not is_valid({**docs[0], "first_seq": 0}, "seal.schema.json")
     assert not is_valid({**docs[0], "extra": 1}, "seal.schema.json")
@@ -127,7 +137,10 @@ def test_ledger_json_and_seals(run):
 def test_parquet_schema_matches_records_arrow_json(run):
     header = json.loads((run["ledger"] / "ledger.json").read_text())
     expected = json.loads((SCHEMAS / "records.arrow.json").read_text())
-    for path in sorted((run["ledger"] / "link=link0").glob("seg-*.parquet")):
+    # a v1 ledger's sealed Parquet and a v2 ledger's after compaction
+    paths = [p for d in ("ledger_v1", "compacted") for p in sorted((run[d] / "link=link0").glob("seg-*.parquet"))]
+    assert len(paths) == 6
+    for path in paths:
         got = pq.read_schema(path)
         assert [(f.name, str(f.type), f.nullable) for f in got] == [
             (c["name"], c["type"].format(digest_size=header["digest_size"]), c["nullable"]) for c in expected]
@@ -310,12 +323,26 @@ def worked_example() -> dict:
     return ns
 
 
-def test_worked_example_recomputes_seals_independently(run):
+def worked_example_v2() -> dict:
+    """The v2 worked example, run after the v1 one whose functions it reuses."""
+    ns = worked_example()
+    section = (REPO / "docs" / "ledger-format.md").read_text().split("## Worked example, v2", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    assert not re.search(r"^\s*(import|from)\s+ledgertool", code, re.M)
+    exec(compile(code, "docs/ledger-format.md (worked example, v2)", "exec"), ns)
+    return ns
+
+
+@pytest.mark.parametrize("which", ["ledger_v1", "ledger"], ids=["v1", "v2"])
+def test_worked_example_recomputes_seals_independently(run, which):
+    """The worked example of the ledger's format checks the CLI's ledger: v1 each seal's Parquet
+    file, v2 each raw record file (tests/test_worked_example_v2.py runs it on the tests' reference
+    writer's ledgers and on tampered copies)."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
     from cryptography.hazmat.primitives.asymmetric.mldsa import MLDSA65PublicKey
 
-    ex = worked_example()
-    ledger = run["ledger"]
+    ex = worked_example() if which == "ledger_v1" else worked_example_v2()
+    ledger = run[which]
     header = json.loads((ledger / "ledger.json").read_text())
     trust = {k["algorithm"]: base64.b64decode(k["public_key"])
              for k in json.loads((run["keys"] / "verifier.pub").read_text())["keys"]}
@@ -327,8 +354,13 @@ def test_worked_example_recomputes_seals_independently(run):
     assert docs
     for doc in docs:
         assert doc["prev_seal_hash"] == prev
-        parquet = ledger / "link=link0" / doc["parquet_file"]
-        assert ex["records_root"](parquet, header["leaf_records"]) == doc["merkle_root"]
+        if which == "ledger_v1":
+            parquet = ledger / "link=link0" / doc["parquet_file"]
+            assert ex["records_root"](parquet, header["leaf_records"]) == doc["merkle_root"]
+        else:
+            rec = ledger / "link=link0" / f"seg-{doc['segment']:08d}.rec"
+            records = ex["check_v2_records"](doc, rec)
+            assert len(records) == doc["records"] * 48 and struct.unpack_from("<Q", records)[0] == int(doc["first_seq"])
         msg = ex["signed_bytes"](doc)
         Ed25519PublicKey.from_public_bytes(trust["ed25519"]).verify(
             base64.b64decode(doc["signatures"]["ed25519"]), msg)
@@ -354,10 +386,11 @@ def test_worked_example_recomputes_seals_independently(run):
 
 
 def test_worked_example_detects_a_changed_record(run, tmp_path):
+    """v1's Parquet form (a changed raw record file: tests/test_worked_example_v2.py)."""
     ex = worked_example()
-    header = json.loads((run["ledger"] / "ledger.json").read_text())
-    doc = seals(run["ledger"])[1]
-    table = pq.read_table(run["ledger"] / "link=link0" / doc["parquet_file"])
+    header = json.loads((run["ledger_v1"] / "ledger.json").read_text())
+    doc = seals(run["ledger_v1"])[1]
+    table = pq.read_table(run["ledger_v1"] / "link=link0" / doc["parquet_file"])
     rows = table.to_pylist()
     rows[37]["wire_len"] += 1
     changed = tmp_path / "changed.parquet"

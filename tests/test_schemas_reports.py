@@ -227,21 +227,19 @@ def _torn_ledger(tmp: Path, keys: Path) -> Path:
     """A ledger as a crash leaves it: an open segment with 100 whole records and a torn tail, an
     open segment whose header was cut, and a temporary file of an interrupted write."""
     import numpy as np
-    import pyarrow.parquet as pq
+    from ledger_files import sealed_records
 
     from ledgertool.digest.record import record_dtype
     from ledgertool.keyfiles import SigningKey
-    from ledgertool.ledger.layout import open_segment_path, parquet_path
+    from ledgertool.ledger.layout import open_segment_path
     from ledgertool.ledger.openmac import OpenSegmentKey
     from ledgertool.ledger.segment import SegmentHeader, SegmentWriter, now_ns
-    from ledgertool.seal.document import table_to_records
 
     ledger = tmp / "torn"
     cli("capture", SAMPLE, "--ledger", ledger, "--digest-key", keys / "digest.key", "--signing-key",
-        keys / "signing.key", "--segment-records", 100, "--json", cwd=tmp)
+        keys / "signing.key", "--segment-records", 100, "--leaf-records", 64, "--json", cwd=tmp)
     meta = json.loads((ledger / "ledger.json").read_text())
-    recs = np.frombuffer(table_to_records(pq.read_table(parquet_path(ledger, "link0", 0)), meta["digest_size"]),
-                         dtype=record_dtype(meta["digest_size"])).copy()
+    recs = np.frombuffer(sealed_records(ledger, 0), dtype=record_dtype(meta["digest_size"])).copy()
     recs["seq"] += 294  # segments 0..2 hold seq 0..293
     key = OpenSegmentKey.derive(SigningKey.load(keys / "signing.key"), meta["ledger_id"])
     header = SegmentHeader(meta["ledger_id"], "link0", 3, meta["algorithm"], meta["strip"], meta["digest_key_id"],

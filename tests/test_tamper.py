@@ -6,6 +6,11 @@ verify reports.
 
 Ledger: gopacketfork__linux_sll_oversized_addr.pcapng (209 frames), 50 records per segment
 (segments 0..4), 4 records per Merkle leaf, so a changed record is named by its leaf block.
+
+Every test runs on a ledger of each format (ids v1, v2): a record is changed in the segment's own
+records file (v1: the Parquet; v2: the raw record file seg-N.rec, rewritten with valid device MACs),
+and the rows that are about v1's Parquet bytes pinned by the seal's parquet_sha256 run on v1 only
+(v2 pins no file bytes; its raw-file and compaction cases are tests/test_tamper_v2.py's).
 """
 
 from __future__ import annotations
@@ -21,6 +26,13 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from conftest import CORPUS, load_keys, needs_corpus, run_cli
+from ledger_files import (
+    FORMATS,
+    records_kind,
+    reseal_segment,
+    rewrite_sealed_records,
+    sealed_records,
+)
 
 from ledgertool.capture.run import capture_file
 from ledgertool.digest.record import record_dtype
@@ -32,14 +44,7 @@ from ledgertool.ledger.header import load_ledger
 from ledgertool.ledger.layout import checkpoint_path
 from ledgertool.ledger.openmac import OpenSegmentKey
 from ledgertool.ledger.recover import recover_ledger
-from ledgertool.seal.document import (
-    load_seal,
-    records_to_table,
-    seal_hash,
-    seal_records,
-    seal_signed_bytes,
-    table_to_records,
-)
+from ledgertool.seal.document import load_seal, seal_hash, seal_signed_bytes
 from ledgertool.verify.ledger import verify_ledger
 
 pytestmark = needs_corpus
@@ -49,23 +54,30 @@ SEG, LEAF, LAST = 50, 4, 4  # records per segment, per leaf; index of the last s
 K = 13  # the record of segment 1 that record-level cases touch; its leaf block starts at 12
 
 
+@pytest.fixture(scope="module", params=list(FORMATS))
+def fmt(request) -> str:
+    """The ledger format of the module's ledgers: "v1" or "v2"."""
+    return request.param
 
 
 @pytest.fixture(scope="module")
-def pristine(tmp_path_factory, keydir) -> Path:
+def pristine(tmp_path_factory, keydir, fmt) -> Path:
     dk, sk, _ = load_keys(keydir)
     out = tmp_path_factory.mktemp("tamper") / "pristine"
-    res = capture_file(SOURCE, out, digest_key=dk, signing_key=sk, segment_records=SEG, leaf_records=LEAF)
+    res = capture_file(SOURCE, out, digest_key=dk, signing_key=sk, segment_records=SEG, leaf_records=LEAF,
+                       ledger_format=FORMATS[fmt])
     assert res.frames == 209 and [s.index for s in res.segments] == list(range(LAST + 1))
+    assert records_kind(out) == ("rec" if fmt == "v2" else "parquet")
     return out
 
 
 @pytest.fixture(scope="module")
-def foreign(tmp_path_factory, keydir) -> Path:
-    """Another valid ledger of the same capture, keys and parameters (different ledger id)."""
+def foreign(tmp_path_factory, keydir, fmt) -> Path:
+    """Another valid ledger of the same capture, keys, parameters and format (different ledger id)."""
     dk, sk, _ = load_keys(keydir)
     out = tmp_path_factory.mktemp("tamper") / "foreign"
-    capture_file(SOURCE, out, digest_key=dk, signing_key=sk, segment_records=SEG, leaf_records=LEAF)
+    capture_file(SOURCE, out, digest_key=dk, signing_key=sk, segment_records=SEG, leaf_records=LEAF,
+                 ledger_format=FORMATS[fmt])
     return out
 
 
@@ -82,17 +94,17 @@ def _f(ledger: Path, index: int, suffix: str) -> Path:
     return ledger / "link=link0" / f"seg-{index:08d}.{suffix}"
 
 
+def _kinds(ledger: Path) -> tuple[str, ...]:
+    """The files of a sealed segment: its records file (.parquet / .rec), the leaves, the seal."""
+    return (records_kind(ledger), "leaves", "seal.json")
+
+
 def _records(ledger: Path, index: int) -> np.ndarray:
-    recs = table_to_records(pq.read_table(_f(ledger, index, "parquet")), 16)
-    return np.frombuffer(recs, dtype=record_dtype(16)).copy()
+    return np.frombuffer(sealed_records(ledger, index), dtype=record_dtype(16)).copy()
 
 
-def _write_records(ledger: Path, index: int, arr: np.ndarray) -> None:
-    pq.write_table(records_to_table(arr.tobytes(), 16, index), _f(ledger, index, "parquet"))
-
-
-def _mutate_records(ledger: Path, index: int, fn) -> None:
-    _write_records(ledger, index, fn(_records(ledger, index)))
+def _mutate_records(ledger: Path, index: int, fn, c: dict) -> None:
+    rewrite_sealed_records(ledger, index, fn(_records(ledger, index)).tobytes(), c["key"])
 
 
 def _seal(ledger: Path, index: int) -> dict:
@@ -120,7 +132,7 @@ def _rechain(ledger: Path, start: int, key: SigningKey) -> None:
 
 
 def _swap_segments(ledger: Path, a: int, b: int) -> None:
-    for suffix in ("parquet", "leaves", "seal.json"):
+    for suffix in _kinds(ledger):
         tmp = _f(ledger, a, suffix).with_suffix(".swap")
         _f(ledger, a, suffix).rename(tmp)
         _f(ledger, b, suffix).rename(_f(ledger, a, suffix))
@@ -139,45 +151,45 @@ def t_digest(lg, c):
     def f(a):
         a["digest"][K] = b"\x00" * 16
         return a
-    _mutate_records(lg, 1, f)
+    _mutate_records(lg, 1, f, c)
 
 
 def t_timestamp(lg, c):
     def f(a):
         a["ts_ns"][K] += 1
         return a
-    _mutate_records(lg, 1, f)
+    _mutate_records(lg, 1, f, c)
 
 
 def t_length(lg, c):
     def f(a):
         a["wire_len"][K] += 1
         return a
-    _mutate_records(lg, 1, f)
+    _mutate_records(lg, 1, f, c)
 
 
 def t_record_deleted(lg, c):
-    _mutate_records(lg, 1, lambda a: np.delete(a, K))
+    _mutate_records(lg, 1, lambda a: np.delete(a, K), c)
 
 
 def t_record_duplicated(lg, c):
-    _mutate_records(lg, 1, lambda a: np.insert(a, K + 1, a[K]))
+    _mutate_records(lg, 1, lambda a: np.insert(a, K + 1, a[K]), c)
 
 
 def t_record_reordered(lg, c):
     def f(a):
         a[[K, K + 1]] = a[[K + 1, K]]
         return a
-    _mutate_records(lg, 1, f)
+    _mutate_records(lg, 1, f, c)
 
 
 def t_segment_deleted(lg, c):
-    for suffix in ("parquet", "leaves", "seal.json"):
+    for suffix in _kinds(lg):
         _f(lg, 1, suffix).unlink()
 
 
 def t_segment_duplicated(lg, c):
-    for suffix in ("parquet", "leaves", "seal.json"):
+    for suffix in _kinds(lg):
         shutil.copy(_f(lg, LAST, suffix), _f(lg, LAST + 1, suffix))
 
 
@@ -186,18 +198,13 @@ def t_segments_reordered(lg, c):
 
 
 def t_segment_replaced_foreign(lg, c):
-    for suffix in ("parquet", "leaves", "seal.json"):
+    for suffix in _kinds(lg):
         shutil.copy(_f(c["foreign"], 1, suffix), _f(lg, 1, suffix))
 
 
 def _reseal_1(lg: Path, records: np.ndarray, key) -> None:
     """A key holder seals segment 1 again over `records`, chained to segment 0 as before."""
-    doc = _seal(lg, 1)
-    for suffix in ("parquet", "leaves", "seal.json"):
-        _f(lg, 1, suffix).unlink()
-    seal_records(ledger_dir=lg, ledger=load_ledger(lg), link="link0", index=1, first_seq=SEG,
-                 records=records.tobytes(), prev_hash=doc["prev_seal_hash"], signing_key=key,
-                 parquet=_f(lg, 1, "parquet"), seal_file=_f(lg, 1, "seal.json"))
+    reseal_segment(lg, 1, records.tobytes(), key, _seal(lg, 1)["prev_seal_hash"])
 
 
 def t_segment_replaced_resigned(lg, c):
@@ -269,7 +276,7 @@ def t_undeclared_gap(lg, c):
 def t_truncated_tail(lg, c):
     """Cut the last segment and the ledger's own checkpoints; the verifier kept one."""
     c["checkpoint"] = checkpoint_path(lg, "link0").read_bytes()
-    for suffix in ("parquet", "leaves", "seal.json"):
+    for suffix in _kinds(lg):
         _f(lg, LAST, suffix).unlink()
     checkpoint_path(lg, "link0").unlink()
     (lg / "checkpoint").unlink()
@@ -283,6 +290,7 @@ def t_history_rewritten(lg, c):
 
 
 MERKLE = frozenset({"merkle_mismatch", "parquet_hash_mismatch"})
+HEADER = frozenset({"records_header_mismatch"})
 LEAF_3 = "Merkle root differs from the seal; changed leaf blocks: records 12..15 (leaf 3, 4 records per leaf)"
 
 
@@ -297,7 +305,14 @@ class Tamper:
     segment: int | None
     record: int | None
     fragment: str
-    kinds: frozenset[str]
+    kinds: frozenset[str]  # on a v1 ledger
+    # on a v2 ledger, also: the raw record file's header names the ledger, link, segment, algorithm,
+    # strip and digest key it was written for, so a moved file or a re-signed seal is named twice
+    v2_also: frozenset[str] = frozenset()
+
+    def kinds_in(self, fmt: str) -> frozenset[str]:
+        """The kinds on a ledger of `fmt`: a v2 seal pins no file bytes (no parquet_hash_mismatch)."""
+        return self.kinds if fmt == "v1" else self.kinds - {"parquet_hash_mismatch"} | self.v2_also
 
 
 def _k(*kinds: str) -> frozenset[str]:
@@ -318,22 +333,18 @@ MATRIX = (
            _k("segment_missing", "chain_broken", "sequence_gap", "checkpoint_not_extended")),
     Tamper("segment_duplicated", t_segment_duplicated, "segment_duplicated", LAST + 1, None,
            "seg-00000005.seal.json: same seal as segment 4",
-           _k("segment_duplicated", "seal_misplaced", "chain_broken", "sequence_overlap")),
-    # a moved seal names its own segment's Parquet file, which is not read at another index
+           _k("segment_duplicated", "seal_misplaced", "chain_broken", "sequence_overlap"), v2_also=HEADER),
+    # a moved v1 seal names its own segment's Parquet file, which is not read at another index
     Tamper("segments_reordered", t_segments_reordered, "seal_misplaced", 1, None,
            "seg-00000001.seal.json: seal is for link 'link0' segment 2",
-           _k("seal_misplaced", "chain_broken", "sequence_gap", "sequence_overlap", "checkpoint_mismatch")),
+           _k("seal_misplaced", "chain_broken", "sequence_gap", "sequence_overlap", "checkpoint_mismatch"),
+           v2_also=HEADER),
     # the foreign seal also signs its own ledger's ledger.json
     Tamper("segment_replaced_foreign", t_segment_replaced_foreign, "foreign_seal", 1, None,
            "seg-00000001.seal.json: seal belongs to ledger ",
-           _k("foreign_seal", "chain_broken", "checkpoint_mismatch", "ledger_header_mismatch")),
+           _k("foreign_seal", "chain_broken", "checkpoint_mismatch", "ledger_header_mismatch"), v2_also=HEADER),
     Tamper("segment_replaced_resigned", t_segment_replaced_resigned, "chain_broken", 2, None,
            "seg-00000002.seal.json: prev_seal_hash ", _k("chain_broken", "checkpoint_mismatch")),
-    Tamper("parquet_swapped_other_segment", t_parquet_swapped, "parquet_hash_mismatch", 1, None,
-           "seg-00000001.parquet: SHA-256 differs from the seal's parquet_sha256",
-           MERKLE | _k("record_missing", "range_mismatch", "timestamp_mismatch")),
-    Tamper("parquet_reencoded_same_records", t_parquet_reencoded, "parquet_hash_mismatch", 1, None,
-           "seg-00000001.parquet: SHA-256 differs from the seal's parquet_sha256", _k("parquet_hash_mismatch")),
     Tamper("seal_signed_by_other_key", t_other_key, "bad_signature", 1, None,
            "seg-00000001.seal.json: ml-dsa-65 signature does not verify with key ", _k("bad_signature")),
     Tamper("hybrid_mldsa_missing", t_mldsa_missing, "signature_missing", 1, None,
@@ -346,11 +357,13 @@ MATRIX = (
            "seg-00000001.seal.json: ml-dsa-65 signature does not verify with key ", _k("bad_signature")),
     Tamper("downgrade_algorithm", t_downgrade_algorithm, "parameter_mismatch", 2, None,
            "seg-00000002.seal.json: algorithm 'siphash-1-3-64' differs from the ledger's 'siphash-1-3-128'",
-           _k("parameter_mismatch")),
+           _k("parameter_mismatch"), v2_also=HEADER),
     Tamper("downgrade_strip", t_downgrade_strip, "parameter_mismatch", 2, None,
-           "seg-00000002.seal.json: strip 'payload' differs from the ledger's 'frame'", _k("parameter_mismatch")),
+           "seg-00000002.seal.json: strip 'payload' differs from the ledger's 'frame'", _k("parameter_mismatch"),
+           v2_also=HEADER),
     Tamper("digest_key_not_introduced", t_digest_key_switched, "digest_key_mismatch", 2, None,
-           f"digest_key_id {'5a' * 16!r} is not ", _k("digest_key_mismatch")),
+           f"digest_key_id {'5a' * 16!r} is not ", _k("digest_key_mismatch"),
+           v2_also=HEADER),
     Tamper("undeclared_sequence_gap", t_undeclared_gap, "sequence_gap", 1, K,
            "segment 1 record 13: seq 63..65 (3 records) skipped and not declared as drops", _k("sequence_gap")),
     Tamper("truncated_tail_vs_checkpoint", t_truncated_tail, "checkpoint_not_extended", None, None,
@@ -359,7 +372,15 @@ MATRIX = (
     Tamper("history_rewritten_vs_checkpoint", t_history_rewritten, "checkpoint_mismatch", None, None,
            "(history rewritten or a fork)", _k("checkpoint_mismatch")),
 )
-assert len({t.name for t in MATRIX}) == len(MATRIX), "case names are unique"
+#: the Parquet file's own bytes, pinned by a v1 seal's parquet_sha256 (v2 seals pin no file bytes)
+V1_PARQUET = (
+    Tamper("parquet_swapped_other_segment", t_parquet_swapped, "parquet_hash_mismatch", 1, None,
+           "seg-00000001.parquet: SHA-256 differs from the seal's parquet_sha256",
+           MERKLE | _k("record_missing", "range_mismatch", "timestamp_mismatch")),
+    Tamper("parquet_reencoded_same_records", t_parquet_reencoded, "parquet_hash_mismatch", 1, None,
+           "seg-00000001.parquet: SHA-256 differs from the seal's parquet_sha256", _k("parquet_hash_mismatch")),
+)
+assert len({t.name for t in MATRIX + V1_PARQUET}) == len(MATRIX) + len(V1_PARQUET), "case names are unique"
 
 
 @pytest.fixture()
@@ -374,16 +395,26 @@ def test_untouched_ledger_verifies(pristine, keydir):
     assert (v.segments, v.records, v.warnings) == (LAST + 1, 209, [])
 
 
-@pytest.mark.parametrize("case", MATRIX, ids=lambda t: t.name)
-def test_tamper_is_detected_and_named(case: Tamper, ledger, keydir, ctx):
+def _detected_and_named(case: Tamper, fmt: str, ledger: Path, keydir: Path, ctx: dict) -> None:
     case.mutate(ledger, ctx)
     v = verify_ledger(ledger, load_keys(keydir)[2], ctx.get("checkpoint"))
     assert not v.ok
     found = {(p.kind, p.segment, p.record) for p in v.problems}
     assert (case.kind, case.segment, case.record) in found, sorted(found, key=str)
-    assert {p.kind for p in v.problems} == case.kinds, sorted(found, key=str)
+    assert {p.kind for p in v.problems} == case.kinds_in(fmt), sorted(found, key=str)
     named = [p.detail for p in v.problems if (p.kind, p.segment, p.record) == (case.kind, case.segment, case.record)]
     assert any(case.fragment in d for d in named), named
+
+
+@pytest.mark.parametrize("case", MATRIX, ids=lambda t: t.name)
+def test_tamper_is_detected_and_named(case: Tamper, fmt, ledger, keydir, ctx):
+    _detected_and_named(case, fmt, ledger, keydir, ctx)
+
+
+@pytest.mark.parametrize("fmt", ["v1"], indirect=True)
+@pytest.mark.parametrize("case", V1_PARQUET, ids=lambda t: t.name)
+def test_v1_parquet_tamper_is_detected_and_named(case: Tamper, fmt, ledger, keydir, ctx):
+    _detected_and_named(case, fmt, ledger, keydir, ctx)
 
 
 def test_all_problems_are_reported_not_only_the_first(ledger, keydir, ctx):

@@ -211,7 +211,7 @@ def capture_file(
     digested; seals still chain in order, at most one seal is in flight, and a sealing error is
     raised here.
 
-    Creates the ledger (ledger format `ledger_format`, 1 or 2, default 1; algorithm default
+    Creates the ledger (ledger format `ledger_format`, 1 or 2, default 2; algorithm default
     siphash-1-3-128, strip default frame) or appends to it in its own format,
     continuing its seal chain and sequence numbers; every segment written is sealed before return,
     also on SIGINT/SIGTERM: the first one calls `on_interrupt` with the number of records the open

@@ -35,7 +35,7 @@ from ..digest.record import FLAG_TRUNCATED, RECORD_FIXED
 from ..digest.strip import flag_names, strip_range
 from ..errors import LedgerFormatError, UsageError
 from ..keyfiles import DigestKey, SigningKey
-from ..ledger.header import load_ledger
+from ..ledger.header import LEDGER_FORMATS, load_ledger
 from ..seal.canonical import canonical_json
 from ..seal.document import (
     genesis_hash,
@@ -66,6 +66,8 @@ SEALS_FORMAT = f"ledgertool-conformance-seals-v{KIT_VERSION}"
 
 GOLDEN = {"capture": "ethernet", "algorithm": "siphash-1-3-128", "strip": "l3", "segment_records": 40,
           "leaf_records": VECTOR_LEAF_RECORDS}
+# the format kit.json names (its schema: ledgertool-ledger-v1), whatever capture's default for new ledgers is
+KIT_LEDGER_FORMAT = 1
 BASE_TS_S = 1_767_225_600  # 2026-01-01T00:00:00Z: frame k of a capture is at BASE_TS_S + k s + (k * 7919 mod 10^6) us
 
 
@@ -300,7 +302,7 @@ def _write_golden(kit: _Kit) -> int:
     golden_run = capture_file(root / f"captures/{GOLDEN['capture']}.pcap", golden, digest_key=kit.key,
                               signing_key=sk, algorithm=GOLDEN["algorithm"], strip=GOLDEN["strip"],
                               segment_records=GOLDEN["segment_records"], leaf_records=GOLDEN["leaf_records"],
-                              workers=1)
+                              workers=1, ledger_format=KIT_LEDGER_FORMAT)
     check = verify_ledger(golden, sk.trust_bundle())
     if not check.ok:
         raise LedgerFormatError(f"golden ledger does not verify: {check.problems[0].detail}")
@@ -317,7 +319,7 @@ def _write_manifest(kit: _Kit, captures: list[dict[str, Any]], record_files: lis
                          "record_bytes": RECORD_FIXED + a.digest_size} for a in LEDGER_ALGORITHMS}
     manifest = {
         "format": KIT_FORMAT, "kit_version": KIT_VERSION, "generated_by": kit.generated_by,
-        "ledger_format": "ledgertool-ledger-v1",
+        "ledger_format": LEDGER_FORMATS[KIT_LEDGER_FORMAT],
         "digest_key": {"file": "digest.key", "master": KIT_MASTER_KEY.hex(),
                        "derivation": "subkey = HKDF-SHA256(IKM=master, salt=empty, info='ledgertool digest v1 ' "
                                      "|| algorithm, L=key_bytes); key_id = SHA-256('ledgertool key id v1\\0' || "
