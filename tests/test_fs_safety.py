@@ -269,6 +269,47 @@ def test_item13_verify_during_a_capture_sees_no_problem(big_pcap, tmp_path, keyd
     assert kinds <= {"open_segment", "torn_segment", "temp_file"}, kinds
 
 
+class _RenamedWhileRead(LedgerReader):
+    """A reader of a v2 segment left sealed but not yet renamed (seg-N.open beside its seal) that
+    does the capture's rename to seg-N.rec itself, at the moment `window` names: just before it
+    looks the .open up by name ("look-up") or just before it reads it ("read")."""
+
+    def __init__(self, directory: Path, window: str):
+        self.window = window
+        super().__init__(directory)
+
+    def _rename_now(self, link: str, index: int) -> None:
+        src = self.segment_path(link, index, layout.OPEN)
+        if src.exists():
+            src.rename(self.segment_path(link, index, layout.RECORDS))
+
+    def exists(self, link: str, index: int, kind: str, *, follow_symlinks: bool) -> bool:
+        if kind == layout.OPEN and self.window == "look-up":
+            self._rename_now(link, index)
+        return super().exists(link, index, kind, follow_symlinks=follow_symlinks)
+
+    def read_segment_file(self, link: str, index: int, kind: str, limit: int | None = None):
+        if kind == layout.OPEN and self.window == "read":
+            self._rename_now(link, index)
+        return super().read_segment_file(link, index, kind, limit)
+
+
+@pytest.mark.parametrize("window", ["look-up", "read"])
+def test_item13_segment_renamed_while_verify_reads_it_is_not_missing(window, ledger):
+    """verify during a v2 capture reported records_missing ("neither seg-N.rec nor seg-N.parquet
+    exists; seg-N.open is still there") for a segment the writer renamed from .open to .rec after
+    verify had found no .rec: the rename is atomic, so once the .open is gone the .rec is there,
+    and verify now looks again."""
+    lg = load_ledger(ledger)
+    assert lg.version == 2
+    want = _sealed_records(ledger, 1)
+    layout.records_path(ledger, "link0", 1).rename(layout.open_segment_path(ledger, "link0", 1))
+    reader = _RenamedWhileRead(ledger, window)
+    got = verified_segment(reader, lg, "link0", 1)
+    assert bytes(got.records) == want and len(want) == 100 * lg.record_size
+    assert layout.records_path(ledger, "link0", 1).exists()  # the rename happened inside the read
+
+
 # ---- item 14: I/O errors are one line naming the file -------------------------------------------
 
 @pytest.fixture()
