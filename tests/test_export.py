@@ -34,6 +34,26 @@ def ledger(tmp_path_factory, keydir) -> Path:
     return led
 
 
+@pytest.fixture(scope="module", params=["v1", "v2"])
+def own_parquet(request, ledger, keydir, tmp_path_factory) -> Path:
+    """`ledger` with its sealed segments as Parquet files, the form engines read in place: v1, as
+    captured (`--ledger-format v1`); v2, after `ledgertool compact` (a capture writes raw record
+    files, seg-N.rec)."""
+    led = tmp_path_factory.mktemp("own") / "L"
+    if request.param == "v2":
+        shutil.copytree(ledger, led)
+        r = run_cli("compact", led)
+        assert r.returncode == 0, r.stderr
+        assert not list(led.glob("link=*/seg-*.rec")) and len(list(led.glob("link=*/seg-*.parquet"))) == 6
+        return led
+    for link in LINKS:
+        r = run_cli("capture", SAMPLES / "sample.pcapng", "--ledger", led, "--link", link, "--digest-key",
+                    keydir / "digest.key", "--signing-key", keydir / "signing.key", "--segment-records", "100",
+                    "--ledger-format", "v1")
+        assert r.returncode == 0, r.stderr
+    return led
+
+
 def _verified_records(led: Path, keydir: Path) -> list[dict]:
     r = run_cli("query", led, "SELECT link, seq, ts_ns, flags, digest FROM records ORDER BY link, seq",
                 "--format", "jsonl", "--trust", keydir / "verifier.pub")
@@ -60,9 +80,10 @@ def _rows(seq, link, ts, ts_ns, digest) -> list[tuple]:
     return sorted(zip(link, seq, ts, ts_ns, digest))
 
 
-def test_item15_ledger_directory_is_misread_by_engines(ledger):
+def test_item15_ledger_directory_is_misread_by_engines(own_parquet):
     """What the export is for: read as a hive dataset, the ledger's links become integers, and the
     directory itself is refused because it holds files that are not Parquet."""
+    ledger = own_parquet
     t = ds.dataset(ledger, format="parquet", partitioning="hive", exclude_invalid_files=True).to_table()
     assert t.schema.field("link").type == pa.int32() and sorted(set(t.column("link").to_pylist())) == [7, 42]
     with pytest.raises(pa.ArrowInvalid):
@@ -102,17 +123,18 @@ def test_item15_export_reads_the_same_in_duckdb_pyarrow_and_polars(exported, led
     assert sorted((r[0], r[1], r[2], r[3], r[4].lower()) for r in rows) == expect
 
 
-def test_item15_duckdb_reads_the_ledgers_own_files_with_link_as_text(ledger, keydir):
+def test_item15_duckdb_reads_the_ledgers_own_files_with_link_as_text(own_parquet, keydir):
     """The documented direct read of DIR/link=*/seg-*.parquet (unverified bytes) keeps `link` text."""
+    ledger = own_parquet
     rows = duckdb.sql(f"SELECT link, seq FROM read_parquet('{ledger}/link=*/seg-*.parquet', hive_partitioning = true, "
                       "hive_types = {'link': VARCHAR}) ORDER BY link, seq").fetchall()
-    assert rows == [(r["link"], r["seq"]) for r in _verified_records(ledger, keydir)]
+    assert len(rows) == 588 and rows == [(r["link"], r["seq"]) for r in _verified_records(ledger, keydir)]
 
 
 def test_item15_export_refuses_what_does_not_verify(ledger, keydir, tmp_path):
     bad = tmp_path / "bad"
     shutil.copytree(ledger, bad)
-    seg = bad / "link=0042" / "seg-00000001.parquet"
+    seg = bad / "link=0042" / "seg-00000001.rec"  # the raw record file a v2 capture seals
     data = bytearray(seg.read_bytes())
     data[len(data) // 2] ^= 1
     seg.write_bytes(bytes(data))

@@ -82,15 +82,18 @@ def _synthetic_pcap(path: Path, frames: int = FRAMES) -> None:
     path.write_bytes(b"".join(out))
 
 
-@pytest.fixture(scope="module")
-def world(tmp_path_factory, keydir):
+@pytest.fixture(scope="module", params=[1, 2], ids=["v1", "v2"])
+def world(request, tmp_path_factory, keydir):
+    """The ledger every fuzz test mutates, in both ledger formats (their seals differ: v1 pins its
+    Parquet file, v2 has no file members)."""
     d = tmp_path_factory.mktemp("fuzz")
     src = d / "synthetic.pcap"
     _synthetic_pcap(src)
     dk, sk = DigestKey.load(keydir / "digest.key"), SigningKey.load(keydir / "signing.key")
     trust = TrustBundle.load(keydir / "verifier.pub")
     ledger = d / "ledger"
-    res = capture_file(src, ledger, digest_key=dk, signing_key=sk, segment_records=SEG, leaf_records=LEAF)
+    res = capture_file(src, ledger, digest_key=dk, signing_key=sk, segment_records=SEG, leaf_records=LEAF,
+                       ledger_format=request.param)
     assert res.frames == FRAMES
     write_checkpoint(ledger, load_ledger(ledger), LINK, sk)
     seal1 = layout.seal_path(ledger, LINK, 1)
@@ -115,7 +118,8 @@ _EDGE_INTS = st.sampled_from([0, 1, -1, 2, 3, 4, 16, 32, 48, 64, 2**31, 2**32, 2
                               2**64, -(2**63), 10**30])
 _EDGE_STRS = st.sampled_from(["", "0", "-1", "13", "1e3", "18446744073709551615", "99999999999999999999",
                               "9" * 5000, "00", " 1", "0x10", "NaN", "ab" * 16, "00" * 32, "zz",
-                              "\ud800", "link0", "seg-00000001.parquet", "ledgertool-seal-v1",
+                              "\ud800", "link0", "seg-00000001.parquet", "seg-00000001.rec", "ledgertool-seal-v1",
+                              "ledgertool-seal-v2",
                               "ledgertool-inclusion-proof-v1"])
 _SCALARS = (st.none() | st.booleans() | st.integers(-(2**70), 2**70) | _EDGE_INTS
             | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=12) | _EDGE_STRS)

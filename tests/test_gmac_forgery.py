@@ -17,7 +17,6 @@ import json
 import struct
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 from conftest import SAMPLES, run_cli
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -25,6 +24,9 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from ledgertool.algorithms import GMAC_CAVEAT
 from ledgertool.source.file import CaptureReader
 from ledgertool.keyfiles import DigestKey
+from ledgertool.ledger.header import load_ledger
+from ledgertool.ledger.reader import LedgerReader
+from ledgertool.verify.ledger import verified_segment
 
 # ---- GF(2^128) as GCM defines it (NIST SP 800-38D s6.3): blocks are big-endian integers, bit 0 of
 # the standard is the integer's most significant bit
@@ -129,8 +131,8 @@ def gmac_ledger(tmp_path_factory, keydir):
                 "--accept-gmac-forgery-risk")
     assert r.returncode == 0, r.stderr
     assert "fixed all-zero IV" in r.stderr  # the creation warning still shows
-    tags = [t for seg in range(3) for t in
-            pq.read_table(led / "link=link0" / f"seg-{seg:08d}.parquet").column("digest").to_pylist()]
+    reader, lg = LedgerReader(led), load_ledger(led)  # the tags as the ledger's files hold them, either form
+    tags = [t for seg in range(3) for t in verified_segment(reader, lg, "link0", seg).table.column("digest").to_pylist()]
     assert len(tags) == len(frames) + 2
     return d, led, frames, (probe, probe_b), tags
 

@@ -11,6 +11,8 @@ import pytest
 from conftest import SAMPLES, load_keys, run_cli
 
 from ledgertool.capture.run import capture_file
+from ledgertool.digest.record import RECORD_FIXED
+from ledgertool.ledger.segment import BLOCK_PREFIX, parse_open_segment
 from ledgertool.reconcile.query import run_query
 from ledgertool.reconcile.recompute import reconcile
 from ledgertool.verify.ledger import verify_ledger
@@ -77,28 +79,41 @@ def _rewrite_parquet(path: Path, mutate) -> None:
     pq.write_table(t, path)
 
 
-def test_modified_record_is_named(ledger, keydir):
+@pytest.mark.parametrize("ledger_format", [1, 2], ids=["v1", "v2"])
+def test_modified_record_is_named(ledger_format, tmp_path, keydir):
+    """Record 5's digest of segment 1 zeroed in the sealed file: v1, the Parquet file (which its
+    seal pins by SHA-256 too); v2, the raw record file."""
     import pyarrow as pa
 
-    _, _, trust = load_keys(keydir)
-    p = ledger / "link=link0" / "seg-00000001.parquet"
+    dk, sk, trust = load_keys(keydir)
+    ledger = tmp_path / "ledger"
+    capture_file(SAMPLE, ledger, digest_key=dk, signing_key=sk, segment_records=100, ledger_format=ledger_format)
 
     def flip(t):
         d = t.column("digest").to_pylist()
         d[5] = bytes(16)
         return t.set_column(t.schema.get_field_index("digest"), "digest", pa.array(d, pa.binary(16)))
 
-    _rewrite_parquet(p, flip)
+    if ledger_format == 1:
+        _rewrite_parquet(ledger / "link=link0" / "seg-00000001.parquet", flip)
+    else:
+        rec = ledger / "link=link0" / "seg-00000001.rec"
+        raw = bytearray(rec.read_bytes())
+        (block,) = parse_open_segment(bytes(raw), rec).blocks  # 100 records: one block
+        at = block.offset + BLOCK_PREFIX + 5 * (RECORD_FIXED + 16) + RECORD_FIXED
+        raw[at:at + 16] = bytes(16)
+        rec.write_bytes(bytes(raw))
     v = verify_ledger(ledger, trust)
     kinds = {(p.kind, p.segment) for p in v.problems}
-    assert ("merkle_mismatch", 1) in kinds and ("parquet_hash_mismatch", 1) in kinds
+    assert ("merkle_mismatch", 1) in kinds
+    assert (("parquet_hash_mismatch", 1) in kinds) == (ledger_format == 1)
     assert all(p.segment == 1 for p in v.problems)
 
 
 def test_deleted_segment_is_named(ledger, keydir):
     _, _, trust = load_keys(keydir)
-    for suffix in ("parquet", "seal.json"):
-        (ledger / "link=link0" / f"seg-00000001.{suffix}").unlink()
+    for p in (ledger / "link=link0").glob("seg-00000001.*"):  # the seal and the records file, either form
+        p.unlink()
     v = verify_ledger(ledger, trust)
     kinds = {(p.kind, p.segment) for p in v.problems}
     assert ("segment_missing", 1) in kinds

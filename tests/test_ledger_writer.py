@@ -4,29 +4,38 @@ engine to storage and to the sealer (issue 13, change 1)."""
 from __future__ import annotations
 
 import pyarrow.parquet as pq
+import pytest
 from conftest import SAMPLES, load_keys
 
 from ledgertool.algorithms import get_algorithm, get_strip_mode
 from ledgertool.capture.run import capture_file
 from ledgertool.digest.engine import DigestEngine
 from ledgertool.ledger import layout
-from ledgertool.ledger.header import DEFAULT_LEAF_RECORDS, create_ledger
+from ledgertool.ledger.header import create_ledger, load_ledger
+from ledgertool.ledger.reader import LedgerReader
 from ledgertool.ledger.writer import LinkWriter
 from ledgertool.seal.checkpoint import parse_note
+from ledgertool.seal.document import load_seal
 from ledgertool.source import open_source
-from ledgertool.verify.ledger import verify_ledger
+from ledgertool.verify.ledger import verified_segment, verify_ledger
 
 SAMPLE = SAMPLES / "sample.pcap"  # 294 frames
 ALG = "siphash-1-3-128"
 
 
-def test_link_writer_rotates_chains_and_seals_what_capture_seals(tmp_path, keydir):
+def _sealed_table(ledger_dir, index: int):
+    """Sealed segment `index` of link0 as verify checks it, in either form."""
+    return verified_segment(LedgerReader(ledger_dir), load_ledger(ledger_dir), "link0", index).table
+
+
+@pytest.mark.parametrize("ledger_format", [1, 2], ids=["v1", "v2"])
+def test_link_writer_rotates_chains_and_seals_what_capture_seals(ledger_format, tmp_path, keydir):
     dk, sk, trust = load_keys(keydir)
     alg = get_algorithm(ALG)
     ledger_dir = tmp_path / "W"
     ledger = create_ledger(ledger_dir, algorithm=alg.name, strip="frame",
                            digest_key_id=dk.key_id(alg.name, alg.key_size), digest_size=alg.digest_size,
-                           leaf_records=DEFAULT_LEAF_RECORDS)
+                           version=ledger_format)
     reader = open_source(SAMPLE)
     engine = DigestEngine(reader, alg, get_strip_mode("frame"), dk.subkey(alg.name, alg.key_size), workers=1)
     w = LinkWriter.open(ledger_dir, ledger, "link0", sk, source=SAMPLE.name, segment_records=100)
@@ -54,11 +63,14 @@ def test_link_writer_rotates_chains_and_seals_what_capture_seals(tmp_path, keydi
 
     # capture_file goes through the same writer: the same records, segment by segment
     captured = tmp_path / "C"
-    capture_file(SAMPLE, captured, digest_key=dk, signing_key=sk, algorithm=ALG, segment_records=100)
+    capture_file(SAMPLE, captured, digest_key=dk, signing_key=sk, algorithm=ALG, segment_records=100,
+                 ledger_format=ledger_format)
+    assert load_ledger(captured).leaf_records == ledger.leaf_records
     for i in range(3):
-        mine = pq.read_table(layout.parquet_path(ledger_dir, "link0", i))
-        theirs = pq.read_table(layout.parquet_path(captured, "link0", i))
+        mine, theirs = _sealed_table(ledger_dir, i), _sealed_table(captured, i)
         assert mine.num_rows == theirs.num_rows and mine.equals(theirs), i
+        assert load_seal(layout.seal_path(ledger_dir, "link0", i))["merkle_root"] == \
+            load_seal(layout.seal_path(captured, "link0", i))["merkle_root"]
 
 
 def test_link_writer_due_by_records_and_by_age(tmp_path, keydir):
@@ -78,12 +90,14 @@ def test_link_writer_due_by_records_and_by_age(tmp_path, keydir):
 
 def test_seal_covers_the_records_handed_over_not_the_open_segment_file_read_back(tmp_path, keydir):
     """Storage is the adversary's: bytes changed in the open segment file between append and seal
-    must not be what the seal signs (the writer seals the records it was given, from memory)."""
+    must not be what the seal signs (the writer seals the records it was given, from memory). A v1
+    ledger: its Parquet file is written from memory and the open file removed (v2 keeps the open
+    file as its raw record file: tests/test_open_segment_auth.py, the rewrite attack)."""
     dk, sk, trust = load_keys(keydir)
     alg = get_algorithm(ALG)
     ledger_dir = tmp_path / "W"
     ledger = create_ledger(ledger_dir, algorithm=alg.name, strip="frame",
-                           digest_key_id=dk.key_id(alg.name, alg.key_size), digest_size=alg.digest_size)
+                           digest_key_id=dk.key_id(alg.name, alg.key_size), digest_size=alg.digest_size, version=1)
     reader = open_source(SAMPLE)
     engine = DigestEngine(reader, alg, get_strip_mode("frame"), dk.subkey(alg.name, alg.key_size), workers=1)
     w = LinkWriter.open(ledger_dir, ledger, "link0", sk, source=SAMPLE.name, segment_records=1000)

@@ -27,7 +27,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from conftest import CORPUS, REPO, SAMPLES, run_cli
 
@@ -142,7 +141,15 @@ def schema_ok(doc: dict, name: str) -> None:
 
 
 def ledger_records(ledger: Path) -> pa.Table:
-    return pa.concat_tables([pq.read_table(f) for f in sorted(ledger.rglob("*.parquet"))])
+    """Every sealed record of the ledger, link by link in segment order, as verify checks them (a
+    segment's Parquet file or raw record file, whichever form the ledger holds)."""
+    from ledgertool.ledger.header import load_ledger
+    from ledgertool.ledger.reader import LedgerReader
+    from ledgertool.verify.ledger import verified_segment
+
+    reader, lg = LedgerReader(ledger), load_ledger(ledger)
+    return pa.concat_tables([verified_segment(reader, lg, link, i).table
+                             for link in sorted(reader.links) for i in sorted(reader.listing(link).sealed)])
 
 
 def file_digests(path: Path, keydir: Path) -> list[bytes]:

@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
 import pytest
 from conftest import SAMPLES, load_keys, run_cli
 
@@ -26,11 +25,12 @@ from ledgertool.ledger import layout
 from ledgertool.ledger import segment as segments
 from ledgertool.ledger.header import load_ledger
 from ledgertool.ledger.openmac import MAC_SIZE, OpenSegmentKey
+from ledgertool.ledger.reader import LedgerReader
 from ledgertool.ledger.recover import recover_ledger
 from ledgertool.ledger.writer import LinkWriter
 from ledgertool.reconcile.recompute import reconcile
-from ledgertool.seal.document import load_seal, table_to_records
-from ledgertool.verify.ledger import verify_ledger
+from ledgertool.seal.document import load_seal
+from ledgertool.verify.ledger import verified_segment, verify_ledger
 
 SAMPLE = SAMPLES / "sample.pcap"  # 294 frames
 ALG = "siphash-1-3-128"
@@ -38,19 +38,19 @@ ALG = "siphash-1-3-128"
 
 @pytest.fixture()
 def sealed(tmp_path, keydir) -> Path:
-    """sample.pcap captured in 3 sealed segments (100, 100, 94 records), checkpoint kept aside."""
+    """sample.pcap captured in 3 sealed segments (100, 100, 94 records), checkpoint kept aside; 64
+    records per leaf (v2's default is 256) so that the blocks of `left_open` complete a leaf."""
     dk, sk, _ = load_keys(keydir)
     ledger = tmp_path / "L"
-    capture_file(SAMPLE, ledger, digest_key=dk, signing_key=sk, algorithm=ALG, segment_records=100)
+    capture_file(SAMPLE, ledger, digest_key=dk, signing_key=sk, algorithm=ALG, segment_records=100, leaf_records=64)
     (tmp_path / "before.note").write_bytes(layout.checkpoint_path(ledger, "link0").read_bytes())
     return ledger
 
 
 def _records_of(ledger: Path) -> bytes:
-    """The 294 sealed records, as a replay attacker takes them from the Parquet files."""
-    lg = load_ledger(ledger)
-    return b"".join(table_to_records(pq.read_table(layout.parquet_path(ledger, "link0", i)), lg.digest_size)
-                    for i in range(3))
+    """The 294 sealed records, as a replay attacker takes them from the sealed files (either form)."""
+    lg, reader = load_ledger(ledger), LedgerReader(ledger)
+    return b"".join(bytes(verified_segment(reader, lg, "link0", i).records) for i in range(3))
 
 
 def _renumbered(records: bytes, digest_size: int, first_seq: int) -> bytes:
@@ -131,11 +131,16 @@ def _digest_offset(path: Path) -> int:
     return segments.HEADER_SIZE + (segments.BLOCK_PREFIX if v2 else 0) + RECORD_FIXED
 
 
-def test_item14_rewriting_open_segments_during_capture_changes_nothing_signed(tmp_path, keydir):
+@pytest.mark.parametrize("ledger_format", [1, 2], ids=["v1", "v2"])
+def test_item14_rewriting_open_segments_during_capture_changes_nothing_signed(ledger_format, tmp_path, keydir):
     """The attack from the issue: zero record 0's digest of every open segment while `capture`
     runs. On main the sealer read the rewritten bytes back and signed them (verify 0, recompute
-    ledger-only 1 per segment). Now the seal covers the records in memory: recompute of the input
-    matches the ledger exactly."""
+    ledger-only 1 per segment). Now the seal covers the records in memory. v1: the open file is
+    removed once its Parquet file is written from memory, so recompute of the input matches the
+    ledger exactly. v2: the closed open file is the sealed raw record file (renamed, not pinned by
+    the seal), so the rewrite stays in storage, where verify finds it against the signed root
+    (merkle_mismatch at record 0 of exactly the rewritten segments); the signed roots are those of
+    the same input captured untouched."""
     dk, sk, trust = load_keys(keydir)
     src = tmp_path / "in.pcap"
     write_synthetic_pcap(src, 60_000, 64, seed=14)
@@ -160,12 +165,22 @@ def test_item14_rewriting_open_segments_during_capture_changes_nothing_signed(tm
     t = threading.Thread(target=rewrite, daemon=True)
     t.start()
     try:
-        res = capture_file(src, ledger, digest_key=dk, signing_key=sk, algorithm=ALG, segment_records=2_000)
+        res = capture_file(src, ledger, digest_key=dk, signing_key=sk, algorithm=ALG, segment_records=2_000,
+                           ledger_format=ledger_format)
     finally:
         stop.set()
         t.join()
     assert len(res.segments) == 30 and len(rewritten) >= 10, len(rewritten)
     v = verify_ledger(ledger, trust, layout.checkpoint_path(ledger, "link0").read_bytes())
+    if ledger_format == 2:
+        hit = {layout.parse_segment_name(p.name)[0] for p in rewritten}
+        assert v.records == 60_000 and {(p.kind, p.segment, p.record) for p in v.problems} == \
+            {("merkle_mismatch", i, 0) for i in hit}, v.problems
+        clean = tmp_path / "clean"
+        capture_file(src, clean, digest_key=dk, signing_key=sk, algorithm=ALG, segment_records=2_000, ledger_format=2)
+        assert [load_seal(layout.seal_path(ledger, "link0", i))["merkle_root"] for i in range(30)] == \
+            [load_seal(layout.seal_path(clean, "link0", i))["merkle_root"] for i in range(30)]
+        return
     assert v.ok and v.records == 60_000, v.problems
     r = reconcile(src, ledger, dk, trust=trust)
     assert (r.frames, r.matched, r.ledger_only, r.capture_only) == (60_000, 60_000, 0, 0)

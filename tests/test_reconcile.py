@@ -146,6 +146,9 @@ def test_recompute_refuses_a_changed_ledger(base, keydir, tmp_path):
     d, _, _, trust = base
     bad = tmp_path / "ledger"
     shutil.copytree(d / "ledger", bad)
-    (bad / "link=link0" / "seg-00000001.parquet").write_bytes(b"garbage")
+    # segment 1's sealed records file, either form: v1's Parquet file (pinned by the seal) or v2's raw record file
+    (records,) = [p for p in (bad / "link=link0").glob("seg-00000001.*") if p.suffix in (".parquet", ".rec")]
+    records.write_bytes(b"garbage")
+    finding = "parquet_hash_mismatch" if records.suffix == ".parquet" else "records_unreadable"
     r = run_cli("recompute", d / "a.pcap", "--ledger", bad, "--digest-key", keydir / "digest.key", "--trust", keydir / "verifier.pub")
-    assert r.returncode == 1 and "parquet_hash_mismatch" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 1 and finding in r.stderr and "Traceback" not in r.stderr, r.stderr

@@ -56,6 +56,15 @@ def _seg(ledger: Path, index: int, suffix: str) -> Path:
     return ledger / "link=link0" / f"seg-{index:08d}.{suffix}"
 
 
+def _delete_segment(ledger: Path, index: int) -> None:
+    """Every file of a sealed segment: its seal, leaf sidecar and records file (either form)."""
+    files = list((ledger / "link=link0").glob(f"seg-{index:08d}.*"))
+    assert {p.name.split(".", 1)[1] for p in files} in ({"parquet", "leaves", "seal.json"},
+                                                         {"rec", "leaves", "seal.json"}), files
+    for p in files:
+        p.unlink()
+
+
 def _kinds(v) -> set[str]:
     return {p.kind for p in v.problems}
 
@@ -154,8 +163,7 @@ def test_item2_query_sql_cannot_read_files_of_the_ledger(ledger, keydir):
 
 def test_item3_recompute_with_a_deleted_segment_is_not_a_match(ledger, keydir, frames, tmp_path):
     dk, _, trust = load_keys(keydir)
-    for suffix in ("parquet", "leaves", "seal.json"):
-        _seg(ledger, 1, suffix).unlink()
+    _delete_segment(ledger, 1)
     short = tmp_path / "short.pcap"
     write_pcap(short, frames[:SEG] + frames[2 * SEG:])
     with pytest.raises(DiscrepancyError, match="segment_missing"):
@@ -192,8 +200,7 @@ def test_item6_deleted_checkpoint_is_a_problem(ledger, keydir):
     _, _, trust = load_keys(keydir)
     (ledger / "link=link0" / "checkpoint").unlink()
     (ledger / "checkpoint").unlink()
-    for suffix in ("parquet", "leaves", "seal.json"):  # and the tail cut
-        _seg(ledger, 2, suffix).unlink()
+    _delete_segment(ledger, 2)  # and the tail cut
     v = verify_ledger(ledger, trust)
     assert _kinds(v) == {"checkpoint_missing"}, v.problems
     r = run_cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json")
@@ -262,8 +269,11 @@ def test_item12_parquet_bytes_are_arrow_owned(pristine, keydir):
     called without an active exception`, exit 134 after a correct report)."""
     import pyarrow as pa
 
+    from ledgertool.ledger.header import load_ledger
+    from ledgertool.ledger.layout import PARQUET, RECORDS
     from ledgertool.ledger.reader import LedgerReader
 
     reader = LedgerReader(pristine)
-    buf = reader.read_segment_file("link0", 0, "parquet")
+    kind = PARQUET if load_ledger(pristine).version == 1 else RECORDS  # the sealed records file, either form
+    buf = reader.read_segment_file("link0", 0, kind)
     assert isinstance(buf, pa.Buffer) and buf.is_mutable  # pa.allocate_buffer; py_buffer(bytes) is read-only

@@ -16,7 +16,7 @@ import pytest
 from conftest import REPO, SAMPLES, load_keys
 
 from ledgertool.capture.run import capture_file
-from ledgertool.digest.record import record_dtype
+from ledgertool.digest.record import RECORD_FIXED, record_dtype
 from ledgertool.keyfiles import (
     BAD_SIGNATURE,
     SIGNATURE_MISSING,
@@ -24,8 +24,9 @@ from ledgertool.keyfiles import (
     SigningKey,
 )
 from ledgertool.ledger.header import load_ledger
-from ledgertool.ledger.layout import LEAVES, PARQUET
+from ledgertool.ledger.layout import LEAVES, PARQUET, RECORDS
 from ledgertool.ledger.reader import LedgerReader
+from ledgertool.ledger.segment import BLOCK_PREFIX, parse_open_segment
 from ledgertool.seal.document import records_to_table, table_to_records
 from ledgertool.seal.rotation import key_schedule
 from ledgertool.verify.chain import LinkChain, SegmentCheck
@@ -42,16 +43,27 @@ from ledgertool.verify.problems import Group, Kind, Problem
 SEG = 100  # records per segment: sample.pcap gives segments 0..2
 
 
-@pytest.fixture()
-def tampered(tmp_path, keydir) -> Path:
-    """A ledger whose segment 1 has one record digest changed and segment 2 a missing ML-DSA signature."""
+@pytest.fixture(params=[1, 2], ids=["v1", "v2"])
+def tampered(request, tmp_path, keydir) -> Path:
+    """A ledger whose segment 1 has one record digest changed (record 7: v1, in its Parquet file;
+    v2, in its raw record file) and segment 2 a missing ML-DSA signature."""
     dk, sk, _ = load_keys(keydir)
     out = tmp_path / "ledger"
-    capture_file(SAMPLES / "sample.pcap", out, digest_key=dk, signing_key=sk, segment_records=SEG)
-    pq_file = out / "link=link0" / "seg-00000001.parquet"
-    arr = np.frombuffer(table_to_records(pq.read_table(pq_file), 16), dtype=record_dtype(16)).copy()
-    arr["digest"][7] = b"\x00" * 16
-    pq.write_table(records_to_table(arr.tobytes(), 16, 1), pq_file)
+    capture_file(SAMPLES / "sample.pcap", out, digest_key=dk, signing_key=sk, segment_records=SEG,
+                 ledger_format=request.param)
+    if request.param == 1:
+        pq_file = out / "link=link0" / "seg-00000001.parquet"
+        arr = np.frombuffer(table_to_records(pq.read_table(pq_file), 16), dtype=record_dtype(16)).copy()
+        arr["digest"][7] = b"\x00" * 16
+        pq.write_table(records_to_table(arr.tobytes(), 16, 1), pq_file)
+    else:
+        rec_file = out / "link=link0" / "seg-00000001.rec"
+        raw = bytearray(rec_file.read_bytes())
+        block = parse_open_segment(bytes(raw), rec_file).blocks[0]  # the same framing as an open segment
+        assert block.count > 7
+        at = block.offset + BLOCK_PREFIX + 7 * (RECORD_FIXED + 16) + RECORD_FIXED
+        raw[at:at + 16] = bytes(16)
+        rec_file.write_bytes(bytes(raw))
     seal = out / "link=link0" / "seg-00000002.seal.json"
     doc = json.loads(seal.read_text())
     del doc["signatures"]["ml-dsa-65"]
@@ -59,10 +71,11 @@ def tampered(tmp_path, keydir) -> Path:
     return out
 
 
-def _read_all(directory: Path) -> dict[int, tuple[bytes, bytes, bytes]]:
-    """Every sealed segment's seal, Parquet and leaf-sidecar bytes, read through LedgerReader."""
+def _read_all(directory: Path, kind: str) -> dict[int, tuple[bytes, bytes, bytes]]:
+    """Every sealed segment's seal, records file (`kind`: Parquet or raw record file) and
+    leaf-sidecar bytes, read through LedgerReader."""
     reader = LedgerReader(directory)
-    return {i: (reader.read_seal_bytes("link0", i), reader.read_segment_file("link0", i, PARQUET).to_pybytes(),
+    return {i: (reader.read_seal_bytes("link0", i), reader.read_segment_file("link0", i, kind).to_pybytes(),
                 reader.read_segment_file("link0", i, LEAVES).to_pybytes())
             for i in reader.listing("link0").sealed}
 
@@ -70,25 +83,29 @@ def _read_all(directory: Path) -> dict[int, tuple[bytes, bytes, bytes]]:
 def test_pure_core_on_bytes_read_before_gives_verifys_findings(tampered, keydir, tmp_path):
     trust = load_keys(keydir)[2]
     want = verify_ledger(tampered, trust)
-    assert {(p.kind, p.segment) for p in want.problems} == {
-        ("parquet_hash_mismatch", 1), ("merkle_mismatch", 1), ("signature_missing", 2)}
     ledger = load_ledger(tampered)
-    files = _read_all(tampered)
+    kind = PARQUET if ledger.version == 1 else RECORDS
+    pinned = {("parquet_hash_mismatch", 1)} if ledger.version == 1 else set()  # only v1 seals pin the file
+    assert {(p.kind, p.segment) for p in want.problems} == {
+        ("merkle_mismatch", 1), ("signature_missing", 2)} | pinned
+    files = _read_all(tampered, kind)
     link_dir = tampered / "link=link0"
     gone = tmp_path / "moved-away"
     tampered.rename(gone)  # the pure calls below have no files to read, even if they tried
     sched = key_schedule(ledger.ledger_id, trust, [], digest_key_id=ledger.digest_key_id, algorithm=ledger.algorithm)
     checks = []
-    for index, (seal_raw, parquet, leaves) in sorted(files.items()):
+    for index, (seal_raw, data, leaves) in sorted(files.items()):
         place = SegmentPlace(ledger, "link0", index, link_dir, sched)
         seal = check_seal(seal_raw, place)
-        recs = check_records(seal, ParquetRead(pa.py_buffer(parquet)), place)
+        recs = check_records(seal, ParquetRead(pa.py_buffer(data), kind=kind), place)
         if not recs.merkle_ok:
             recs = merkle_finding(seal, recs, leaves, place)
         checks.append(SegmentCheck(seal, recs))
     # per-segment results cross a process boundary as they are (issue 16's per-segment tasks)
     shipped = [pickle.loads(pickle.dumps(c)) for c in checks]
-    assert [c.records.table.equals(s.records.table) for c, s in zip(checks, shipped)] == [True] * 3
+    assert [bytes(c.records.records) == bytes(s.records.records) for c, s in zip(checks, shipped)] == [True] * 3
+    if ledger.version == 1:  # a raw record file has records and no table (RecordsCheck)
+        assert [c.records.table.equals(s.records.table) for c, s in zip(checks, shipped)] == [True] * 3
     runs = []
     for results in (checks, shipped):
         chain = LinkChain(ledger, "link0", link_dir, tampered / "ledger.json")

@@ -369,16 +369,20 @@ def _read_records(reader: LedgerReader, listing: LinkListing, link: str, index: 
     if not rec.missing:
         return replace(rec, leftover=listing.has(index, PARQUET))
     got = _read_file(reader, listing, link, index, PARQUET)  # compacted (perhaps since the listing)
-    if got.missing and reader.exists(link, index, OPEN, follow_symlinks=False):
+    if not got.missing:
+        return got
+    if reader.exists(link, index, OPEN, follow_symlinks=False):
         # sealed but not yet renamed (a capture between its seal and the rename, or a crash there):
         # the open file is the records file's bytes, checked against the signed root like it
         opened = _read_file(reader, listing, link, index, OPEN)
         if not opened.missing:
             return replace(opened, kind=RECORDS)
-        return replace(got, kind=RECORDS, open_file=True)
-    if got.missing:
-        return replace(got, kind=RECORDS)
-    return got
+    # the capture may have renamed seg-N.open to seg-N.rec since the first look; the rename is
+    # atomic, so with the open file gone the raw record file is there now
+    rec = _read_file(reader, listing, link, index, RECORDS)
+    if not rec.missing:
+        return rec
+    return replace(got, kind=RECORDS, open_file=reader.exists(link, index, OPEN, follow_symlinks=False))
 
 
 def _read_file(reader: LedgerReader, listing: LinkListing, link: str, index: int, kind: str) -> ParquetRead:
