@@ -104,10 +104,10 @@ static void pair_bucket(const ms_entry *le, size_t nl, const ms_entry *ce, size_
     }
 }
 
-int lt_once_each(const uint8_t *ledger, size_t n_ledger, size_t ledger_stride,
-                 const uint8_t *capture, size_t n_capture, size_t capture_stride,
-                 size_t digest_offset, size_t digest_size, uint64_t seed,
-                 uint8_t *lmask, uint8_t *cmask) {
+/* The argument checks both pairings share; on success both masks are cleared (nothing paired). */
+static int masks_start(const uint8_t *ledger, size_t n_ledger, size_t ledger_stride, const uint8_t *capture,
+                       size_t n_capture, size_t capture_stride, size_t digest_offset, size_t digest_size,
+                       uint8_t *lmask, uint8_t *cmask) {
     if (digest_size == 0 || digest_offset > SIZE_MAX - digest_size)
         return LT_ERR_ARG;
     size_t end = digest_offset + digest_size;
@@ -118,8 +118,17 @@ int lt_once_each(const uint8_t *ledger, size_t n_ledger, size_t ledger_stride,
         memset(lmask, 0, n_ledger);
     if (n_capture)
         memset(cmask, 0, n_capture);
-    if (!n_ledger || !n_capture)
-        return LT_OK;
+    return LT_OK;
+}
+
+int lt_once_each(const uint8_t *ledger, size_t n_ledger, size_t ledger_stride,
+                 const uint8_t *capture, size_t n_capture, size_t capture_stride,
+                 size_t digest_offset, size_t digest_size, uint64_t seed,
+                 uint8_t *lmask, uint8_t *cmask) {
+    int st = masks_start(ledger, n_ledger, ledger_stride, capture, n_capture, capture_stride, digest_offset,
+                         digest_size, lmask, cmask);
+    if (st != LT_OK || !n_ledger || !n_capture)
+        return st;
     if (n_ledger >= MANY - 1 || n_capture >= MANY - 1 || n_ledger > SIZE_MAX / sizeof(ms_entry) - n_capture)
         return LT_ERR_ARG;
     unsigned bits = 0;
@@ -300,17 +309,13 @@ static int in_order(const uint8_t *r, size_t from, size_t n, size_t stride, cons
 int lt_pair_in_order(const uint8_t *ledger, size_t n_ledger, size_t ledger_stride, const uint32_t *ledger_link,
                      const uint8_t *capture, size_t n_capture, size_t capture_stride,
                      size_t digest_offset, size_t digest_size, uint8_t *lmask, uint8_t *cmask, size_t *paired) {
-    if (!paired || digest_size == 0 || digest_offset > SIZE_MAX - digest_size || digest_offset < LT_RECORD_FIXED)
+    if (!paired || digest_offset < LT_RECORD_FIXED)
         return LT_ERR_ARG;
-    size_t end = digest_offset + digest_size;
-    if ((n_ledger && (!ledger || !lmask || ledger_stride < end)) ||
-        (n_capture && (!capture || !cmask || capture_stride < end)))
-        return LT_ERR_ARG;
+    int st0 = masks_start(ledger, n_ledger, ledger_stride, capture, n_capture, capture_stride, digest_offset,
+                          digest_size, lmask, cmask);
+    if (st0 != LT_OK)
+        return st0;
     *paired = 0;
-    if (n_ledger)
-        memset(lmask, 0, n_ledger);
-    if (n_capture)
-        memset(cmask, 0, n_capture);
     const uint8_t *ld = ledger + digest_offset, *cd = capture + digest_offset;
     seen_set seen = {0};
     size_t i = 0, j = 0, rest = 0, n = 0;

@@ -174,7 +174,8 @@ int lt_rec_file(int fd, size_t len, size_t record_size, uint64_t first_seq, uint
         return LT_ERR_ARG;
     memset(info, 0, sizeof *info);
     if (len < LT_REC_HEADER_SIZE) return fail(info, LT_REC_HEADER_CUT, len, 0);
-    uint8_t *stage = out ? NULL : malloc(leaf_records * record_size);
+    /* volatile: read again after a siglongjmp back into this frame (free below) */
+    uint8_t *volatile stage = out ? NULL : malloc(leaf_records * record_size);
     if (!out && !stage) return LT_ERR_NOMEM;
     /* MAP_POPULATE: the file's cached pages are mapped in one call instead of a fault per few pages;
      * a page gone by truncation is simply not populated (the guard catches the read) */
