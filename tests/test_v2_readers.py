@@ -139,3 +139,21 @@ def test_issue14_sealed_but_not_yet_renamed_segment_verifies_from_its_open_file(
     (link / "seg-00000002.open").write_bytes(bytes(data))
     with pytest.raises(DiscrepancyError, match="merkle_mismatch|Merkle"):
         run_query(copy, "SELECT count(*) FROM records", trust)
+
+
+def test_issue16_item6_raw_segment_table_is_built_only_when_read(v2, keydir):
+    """recompute takes a segment's records, not its Arrow table: for a raw record file the table is
+    built on first use (from exactly the checked records), for a Parquet one it is the decoded file."""
+    from ledgertool.seal.document import records_to_table
+    from ledgertool.verify.ledger import verify_ledger
+
+    d, segs = v2
+    got = []
+    assert verify_ledger(d, load_keys(keydir)[2], on_segment=got.append).ok
+    assert [(s.index, s.decoded is None) for s in got] == [(0, True), (1, False), (2, True)]
+    raw = got[2]
+    assert "table" not in vars(raw)  # not built while verifying
+    assert bytes(raw.records) == segs[2]
+    assert raw.table.equals(records_to_table(segs[2], 16, 2)) and "table" in vars(raw)
+    assert raw.table.num_rows == 94 and raw.table.column("seq")[0].as_py() == 200
+    assert got[1].table is got[1].decoded and got[1].table.num_rows == 100

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import errno
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
@@ -128,17 +129,25 @@ class VerifyResult:
 @dataclass(frozen=True)
 class VerifiedSegment:
     """One sealed segment that passed every per-segment check (steps 1-7), as it was checked:
-    `table` is the decoded Parquet file whose bytes matched the seal (v1), or the table of exactly
-    the records checked (v2: built from the raw record file, or the decoded Parquet file whose
-    records rebuild the signed root), `records` the fixed-size records the Merkle root covers (a
-    bytes-like object: bytes, or the pyarrow Buffer a raw record file was decoded into). Whether the
-    whole ledger verified is the VerifyResult's."""
+    `records` the fixed-size records the Merkle root covers (a bytes-like object: bytes, or the
+    pyarrow Buffer a raw record file was decoded into), `table` the same segment as an Arrow table:
+    the decoded Parquet file whose bytes matched the seal (v1) or whose records rebuild the signed
+    root (compacted v2), or, for a raw record file, a table built on first use from exactly
+    `records` (readers that take the records, like recompute, never pay for it). Whether the whole
+    ledger verified is the VerifyResult's."""
 
     link: str
     index: int
     seal: dict
-    table: pa.Table
+    decoded: pa.Table | None  # the decoded Parquet table; None for a raw record file
     records: bytes
+    digest_size: int = 16  # of `records` (bytes), for the table built from them
+
+    @cached_property
+    def table(self) -> pa.Table:
+        if self.decoded is not None:
+            return self.decoded
+        return records_to_table(self.records, self.digest_size, self.index)
 
 
 def verify_ledger(directory: Path | LedgerReader, trust: TrustBundle | None, checkpoint: bytes | None = None,
@@ -321,10 +330,8 @@ def _verified(link: str, check: SegmentCheck) -> VerifiedSegment:
     """The VerifiedSegment of a segment whose checks passed; a raw record file's table is built here,
     from the checked records, only for the readers that want one (verify alone does not)."""
     recs, seal = check.records, check.seal
-    table = recs.table
-    if table is None:
-        table = records_to_table(recs.records, seal.layout[0] - RECORD_FIXED, seal.index)
-    return VerifiedSegment(link, seal.index, seal.doc, table, recs.records)
+    digest_size = seal.layout[0] - RECORD_FIXED if seal.layout else 16  # (a table is given where there is no layout)
+    return VerifiedSegment(link, seal.index, seal.doc, recs.table, recs.records, digest_size)
 
 
 def check_here(reader: LedgerReader, listing: LinkListing, places: list[SegmentPlace]) -> Iterator[SegmentCheck]:
