@@ -363,27 +363,37 @@ def test_item14_enospc_at_every_write_is_one_line_naming_the_file(ledger_format,
     dk, sk, trust = load_keys(keydir)
     template = tmp_path / "template"
     capture_file(SAMPLE, template, digest_key=dk, signing_key=sk, segment_records=100, ledger_format=ledger_format)
-    named = set()
-    for free in range(0, 40):
-        ledger = mnt / "L"
-        shutil.copytree(template, ledger)
-        _fill_to(mnt, free)
-        try:
-            capture_file(SAMPLE, ledger, digest_key=dk, signing_key=sk, segment_records=100)
-        except StorageError as e:
-            msg = str(e)
-            assert "\n" not in msg and msg.startswith(f"{e.path}: cannot ") and "No space left on device" in msg
-            assert "free space" in msg and e.path.startswith(str(ledger)) and not e.path.endswith(fsio.TMP_SUFFIX), msg
-            named.add(Path(e.path).name.split(".", 1)[-1] if Path(e.path).name.startswith("seg-") else Path(e.path).name)
-        else:
-            break  # room enough for the whole capture from here on
-        finally:
-            (mnt / "filler").unlink()
-        want = _whole_records(ledger)
-        recover_ledger(ledger, sk)
-        v = verify_ledger(ledger, trust, checkpoint_path(ledger, "link0").read_bytes())
-        assert v.ok and not v.warnings and v.records == want >= 294, (free, v.problems, v.warnings, v.records, want)
-        shutil.rmtree(ledger)
+    def sweep(segment_records: int) -> tuple[set[str], int]:
+        named = set()
+        for free in range(0, 40):
+            ledger = mnt / "L"
+            shutil.copytree(template, ledger)
+            _fill_to(mnt, free)
+            try:
+                capture_file(SAMPLE, ledger, digest_key=dk, signing_key=sk, segment_records=segment_records)
+            except StorageError as e:
+                msg = str(e)
+                assert "\n" not in msg and msg.startswith(f"{e.path}: cannot ") and "No space left on device" in msg
+                assert "free space" in msg and e.path.startswith(str(ledger)) and not e.path.endswith(fsio.TMP_SUFFIX), msg
+                named.add(Path(e.path).name.split(".", 1)[-1] if Path(e.path).name.startswith("seg-") else Path(e.path).name)
+            else:
+                break  # room enough for the whole capture from here on
+            finally:
+                (mnt / "filler").unlink()
+            want = _whole_records(ledger)
+            recover_ledger(ledger, sk)
+            v = verify_ledger(ledger, trust, checkpoint_path(ledger, "link0").read_bytes())
+            assert v.ok and not v.warnings and v.records == want >= 294, (free, v.problems, v.warnings, v.records, want)
+            shutil.rmtree(ledger)
+        return named, free
+
+    # three segments: the sealer thread writes segment k's files while the capture thread writes
+    # segment k + 1, so which write meets the full file system first depends on their timing
+    concurrent, free = sweep(100)
+    assert free > 3 and concurrent <= SEALED_WRITES[ledger_format] | {"checkpoint"}, (free, concurrent)
+    shutil.rmtree(mnt / "L")  # the capture that had room
+    # one segment: the writes come one after another, so the sweep meets each of them in turn
+    named, free = sweep(1000)
     assert free > 3 and SEALED_WRITES[ledger_format] <= named, (free, named)
     assert ledger_format == 1 or "parquet" not in named, named
     # the other writers, in a full file system: recover (the checkpoint), keys rotate, checkpoint --out
