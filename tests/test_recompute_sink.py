@@ -66,3 +66,19 @@ def test_record_sink_grows_and_holds_every_batch(spec, keydir, hint):
     records, run = _capture_records([spec, spec], key, ALG, "frame", None, 1)  # two captures, one array
     assert len(records) == 300_000 and records[150_000:]["digest"].tobytes() == want["digest"].tobytes()
     assert records["seq"][-1] == 299_999
+
+
+def test_sink_reserves_at_most_max_hint_records_and_grows_past_it(monkeypatch):
+    """A hint from a huge capture's size (a 100 TB pcap: 1.5 T records at 64 bytes each) would be a
+    reservation no machine grants; the sink reserves MAX_HINT records and grows past them (a
+    smaller MAX_HINT here, so that the growth copies little)."""
+    assert RecordSink.MAX_HINT == 1 << 24
+    monkeypatch.setattr(RecordSink, "MAX_HINT", 1 << 17)
+    dtype = record_dtype(ALG.digest_size)
+    sink = RecordSink(dtype, 100 * 10**12 // 64)
+    assert len(sink.room()) == RecordSink.MAX_HINT
+    sink.n = RecordSink.MAX_HINT - 10
+    sink.room()[:1]["seq"] = 7
+    assert len(sink.room()) == RecordSink.MAX_HINT + 10  # doubled once there was less than a batch left
+    sink.n += 1
+    assert sink.records()[-1]["seq"] == 7

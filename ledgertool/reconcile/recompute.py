@@ -125,9 +125,12 @@ class RecordSink:
     (untouched pages cost no memory) and doubles when less than a batch is left."""
 
     BATCH = 65536  # DigestEngine's batch
+    #: at most this many records reserved ahead: a hint from a file's size overestimates the
+    #: frames of large frames (1500 B: ~24x), and one reservation past RAM + swap is refused
+    MAX_HINT = 1 << 24
 
     def __init__(self, dtype: np.dtype, hint: int = 0):
-        self._buf = np.empty(max(hint, self.BATCH), dtype)
+        self._buf = np.empty(max(min(hint, self.MAX_HINT), self.BATCH), dtype)
         self.n = 0
 
     def room(self) -> np.ndarray:
@@ -473,6 +476,7 @@ def _capture_records(source: Sources, key: DigestKey, alg: Algorithm, strip: str
     run = DigestRun()
     sources = source_list(source)
     # a pcap has at least 16 + 60 bytes a whole Ethernet frame: room for them all from the start
+    # (up to RecordSink.MAX_HINT; beyond it the array grows)
     sink = RecordSink(record_dtype(alg.digest_size), sum(_file_bytes(one) for one in sources) // 64)
     for one in sources:
         if run.stopped is not None:  # a capture before this one could not be read to its end
