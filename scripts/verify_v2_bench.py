@@ -49,7 +49,7 @@ def records(n: int, first: int, seed: int) -> bytes:
 
 def v1_ledger(d: Path, sk: SigningKey, segs: list[bytes], leaf: int) -> None:
     ledger = create_ledger(d, algorithm="siphash-1-3-128", strip="frame", digest_key_id="00" * 16, digest_size=16,
-                           leaf_records=leaf)
+                           leaf_records=leaf, version=1)  # seal_records with a Parquet path: the v1 form
     link_dir(d, "link0").mkdir()
     prev, seq = genesis_hash(ledger.ledger_id, "link0"), 0
     for i, r in enumerate(segs):

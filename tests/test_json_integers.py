@@ -45,15 +45,17 @@ def _assert_safe(text: str) -> None:
     assert all(abs(n) <= SAFE for n in _numbers(json.loads(text))), text[:500]
 
 
-@pytest.fixture(scope="module")
-def big(tmp_path_factory, keydir) -> Path:
+@pytest.fixture(scope="module", params=[1, 2], ids=["v1", "v2"])
+def big(request, tmp_path_factory, keydir) -> Path:
     """A ledger whose link starts at seq 2^53 + 1 (one segment of the sample's 294 records),
-    written with the ledger's own writer: no real ledger gets there without 2^53 records first."""
+    written with the ledger's own writer: no real ledger gets there without 2^53 records first.
+    Both ledger formats: a v1 seal's Parquet file and a v2 seal's record file."""
     dk, sk, _ = load_keys(keydir)
     alg = get_algorithm("siphash-1-3-128")
-    led = tmp_path_factory.mktemp("big") / "L"
+    led = tmp_path_factory.mktemp(f"big-v{request.param}") / "L"
     header = create_ledger(led, algorithm=alg.name, strip="frame", digest_key_id=dk.key_id(alg.name, alg.key_size),
-                           digest_size=alg.digest_size)
+                           digest_size=alg.digest_size, version=request.param)
+    assert header.version == request.param
     w = LinkWriter.open(led, header, "link0", sk, source="records:big", segment_records=1000)
     try:
         w.next_seq = BIG

@@ -73,6 +73,24 @@ def test_link_writer_rotates_chains_and_seals_what_capture_seals(ledger_format, 
             load_seal(layout.seal_path(captured, "link0", i))["merkle_root"]
 
 
+def test_create_ledger_defaults_to_the_format_capture_creates(tmp_path, keydir):
+    """The library and the CLI make the same ledger when a caller names no format: v2, leaf 256."""
+    dk, _, _ = load_keys(keydir)
+    alg = get_algorithm(ALG)
+    made = create_ledger(tmp_path / "W", algorithm=alg.name, strip="frame",
+                         digest_key_id=dk.key_id(alg.name, alg.key_size), digest_size=alg.digest_size)
+    assert (made.version, made.format, made.leaf_records) == (2, "ledgertool-ledger-v2", 256)
+    assert load_ledger(tmp_path / "W") == made
+    captured = tmp_path / "C"
+    capture_file(SAMPLE, captured, digest_key=dk, signing_key=load_keys(keydir)[1], algorithm=ALG,
+                 segment_records=100)
+    got = load_ledger(captured)
+    assert (got.version, got.leaf_records) == (made.version, made.leaf_records)
+    v1 = create_ledger(tmp_path / "V1", algorithm=alg.name, strip="frame",
+                       digest_key_id=dk.key_id(alg.name, alg.key_size), digest_size=alg.digest_size, version=1)
+    assert (v1.version, v1.format, v1.leaf_records) == (1, "ledgertool-ledger-v1", 64)
+
+
 def test_link_writer_due_by_records_and_by_age(tmp_path, keydir):
     dk, sk, _ = load_keys(keydir)
     alg = get_algorithm(ALG)

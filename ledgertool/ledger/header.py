@@ -67,10 +67,13 @@ class LedgerHeader:
 
 
 def create_ledger(directory: Path, *, algorithm: str, strip: str, digest_key_id: str,
-                  digest_size: int, leaf_records: int | None = None, version: int = 1) -> LedgerHeader:
-    """Create DIR/ledger.json of ledger format `version` (1 or 2; leaf_records defaults to 64 for
-    v1, 256 for v2) in DIR (which may exist but must not hold a ledger) and return its header as
-    `load_ledger` would. StorageError / FileTypeError as fsio.write_atomic."""
+                  digest_size: int, leaf_records: int | None = None,
+                  version: int = DEFAULT_LEDGER_FORMAT) -> LedgerHeader:
+    """Create DIR/ledger.json of ledger format `version` (1 or 2; default DEFAULT_LEDGER_FORMAT, 2,
+    what `capture` creates; leaf_records defaults to 64 for v1, 256 for v2) in DIR (which may exist
+    but must not hold a ledger) and return its header as `load_ledger` would. LedgerFormatError for
+    a bad version or leaf size or a DIR that already holds a ledger; StorageError / FileTypeError as
+    fsio.write_atomic."""
     if version not in LEDGER_FORMATS:
         raise LedgerFormatError(f"ledger format version {version!r} is not one of 1, 2")
     if leaf_records is None:
