@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -597,6 +598,71 @@ def test_item15_fifo_in_a_ledger_never_blocks(name, ledger, keydir, tmp_path):
             continue
         line = _one_error_line(r)
         assert f"{ledger / name}: is a FIFO (named pipe)" in line, line
+
+
+SEALED_SHADOWS = {"fifo": "a FIFO", "link-inside": "a symbolic link", "link-outside": "a symbolic link",
+                  "directory": "a directory", "device": "a character device"}
+
+
+@pytest.mark.parametrize("ledger_format,kind", [(2, k) for k in SEALED_SHADOWS] + [(1, "fifo"), (1, "link-outside")],
+                         ids=[f"v2-{k}" for k in SEALED_SHADOWS] + ["v1-fifo", "v1-link-outside"])
+def test_item15_sealed_record_file_that_is_not_a_file(ledger_format, kind, keydir, tmp_path):
+    """A sealed segment's record file (v2 seg-N.rec; v1 seg-N.parquet) replaced by a FIFO, a link
+    to a segment file inside the ledger or to a copy outside it, a directory or /dev/zero's device:
+    verify, query, recompute, prove and compact never open or follow it, never block, and name it.
+    verify lists it (exit 1, segment_name_shadow); the readers refuse the ledger (exit 1) in one
+    line naming it; compact compacts the segments before it, then stops naming it (exit 1)."""
+    if kind == "device" and not IS_ROOT:
+        pytest.skip("mknod needs root")
+    dk, sk, _ = load_keys(keydir)
+    ledger = tmp_path / "L"
+    capture_file(SAMPLE, ledger, digest_key=dk, signing_key=sk, segment_records=100, ledger_format=ledger_format)
+    form = layout.RECORDS if ledger_format == 2 else layout.PARQUET
+    seg = ledger / "link=link0" / layout.segment_name(1, form)
+    outside = tmp_path / "outside"
+    shutil.copy(seg, outside)
+    before = outside.read_bytes()
+    seg.unlink()
+    if kind == "fifo":
+        os.mkfifo(seg)
+    elif kind == "link-inside":
+        seg.symlink_to(layout.segment_name(0, form))
+    elif kind == "link-outside":
+        seg.symlink_to(outside)
+    elif kind == "directory":
+        seg.mkdir()
+    else:
+        os.mknod(seg, 0o600 | stat.S_IFCHR, os.makedev(1, 5))  # /dev/zero: a reader would never finish
+    what = f"{seg}: {SEALED_SHADOWS[kind]} where a segment file belongs"
+    trust = keydir / "verifier.pub"
+
+    def one_line(r, code=1) -> str:
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == code and len(lines) == 1, (r.returncode, r.stdout, r.stderr)
+        assert "Traceback" not in r.stderr and "internal error" not in r.stderr
+        return lines[0]
+
+    r = run_cli("verify", ledger, "--trust", trust, timeout=60)
+    assert r.returncode == 1 and f"FAIL segment_name_shadow link link0 segment 1: {what}" in r.stdout, (r.stdout, r.stderr)
+    assert "194 records" in r.stdout  # segments 0 and 2; segment 1's records were not read from anywhere
+    line = one_line(run_cli("query", ledger, "SELECT count(*) FROM records", "--trust", trust, timeout=60))
+    assert "does not verify, so it is not queried" in line and what in line, line
+    line = one_line(run_cli("recompute", SAMPLE, "--ledger", ledger, "--digest-key", keydir / "digest.key",
+                            "--trust", trust, timeout=60))
+    assert "does not verify, so it is not reconciled" in line and what in line, line
+    line = one_line(run_cli("prove", ledger, "--seq", 150, "--out", tmp_path / "p.json", timeout=60))
+    assert line == (f"ledgertool: error: link link0 segment 1: segment_name_shadow: {what}; it was not read; "
+                    "run `ledgertool verify`"), line
+    assert not (tmp_path / "p.json").exists()
+    assert run_cli("prove", ledger, "--seq", 5, "--out", tmp_path / "p0.json", timeout=60).returncode == 0
+    r = run_cli("compact", ledger, timeout=60)
+    line = one_line(r)
+    assert line == f"ledgertool: error: {what}; segment 1 of link link0 not compacted (`ledgertool verify`)", line
+    assert layout.segment_name(0, layout.PARQUET) in os.listdir(ledger / "link=link0")
+    assert layout.segment_name(1, layout.PARQUET) not in os.listdir(ledger / "link=link0") or ledger_format == 1
+    assert os.lstat(seg).st_mode & 0o170000 == {"fifo": stat.S_IFIFO, "directory": stat.S_IFDIR,
+                                                 "device": stat.S_IFCHR}.get(kind, stat.S_IFLNK)
+    assert outside.read_bytes() == before  # nothing wrote through the link
 
 
 @pytest.mark.parametrize("what", ["capture", "digest key", "workload spec"])

@@ -27,7 +27,7 @@ from ..digest.record import RECORD_FIXED
 from ..errors import DiscrepancyError, LedgerFormatError
 from ..seal.document import SEAL_FORMAT_V2, parse_seal, records_to_table, write_parquet_atomic
 from .header import parse_ledger_header
-from .layout import LEDGER_FILE, PARQUET, RECORDS, SEAL
+from .layout import LEDGER_FILE, PARQUET, RECORDS, SEAL, segment_name
 from .lock import writer_lock
 from .reader import LedgerReader
 from .recfile import parse_record_file
@@ -70,8 +70,11 @@ def compact_ledger(directory: Path, links: list[str] | None = None) -> CompactRe
     and segment order, under the writer lock. v1 segments (Parquet pinned by their seal) are left
     alone. LedgerLockedError when another writer holds the lock; LedgerFormatError when DIR is not
     a ledger or a link is unknown; DiscrepancyError (the segment named, nothing of it written) when a
-    raw record file does not frame, or its header or records do not match its seal; StorageError /
-    FileTypeError from the file system."""
+    raw record file does not frame, or its header or records do not match its seal, when a sealed
+    segment has no record file in either form, or when something not a regular file (a FIFO, a
+    symbolic link, a directory, a device) is at its record file's name (named, never opened);
+    segments before it in the link are compacted already. StorageError / FileTypeError from the
+    file system."""
     directory = Path(directory)
     reader = LedgerReader(directory)
     parse_ledger_header(reader.read_header_bytes(), directory / LEDGER_FILE)
@@ -85,9 +88,21 @@ def compact_ledger(directory: Path, links: list[str] | None = None) -> CompactRe
         reader = LedgerReader(directory)  # listed again under the lock: no writer moves files now
         for link in chosen:
             listing = reader.listing(link)
+            # a non-regular file (FIFO, link, directory, device) at a segment file's name is never
+            # opened; compaction names it and stops, as verify lists it, instead of skipping it
+            shadowed = {s.shadows: s for s in listing.strays if s.shadows is not None
+                        and s.path.name in (segment_name(s.shadows, RECORDS), segment_name(s.shadows, PARQUET))}
             for index in listing.sealed:
+                if index in shadowed:
+                    raise DiscrepancyError(f"{shadowed[index].path}: {shadowed[index].why}; segment {index} of "
+                                           f"link {link} not compacted (`ledgertool verify`)")
                 if not listing.has(index, RECORDS):
-                    res.already_parquet += listing.has(index, PARQUET)
+                    if not listing.has(index, PARQUET):
+                        raise DiscrepancyError(
+                            f"{reader.segment_path(link, index, RECORDS)}: segment {index} of link {link} is "
+                            f"sealed but has neither {segment_name(index, RECORDS)} nor "
+                            f"{segment_name(index, PARQUET)}; not compacted (`ledgertool verify`)")
+                    res.already_parquet += 1
                     continue
                 res.compacted.append(_compact_segment(reader, link, index, listing.has(index, PARQUET)))
     return res

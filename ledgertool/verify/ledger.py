@@ -321,9 +321,22 @@ def verified_segment(reader: LedgerReader, ledger: LedgerHeader, link: str, inde
         found += check.records.problems
     problems = [p for p in found if not p.kind.is_warning]
     if problems or check.records is None or check.records.records is None:
-        why = f"{problems[0].kind}: {problems[0].detail}" if problems else "its records were not read"
-        raise DiscrepancyError(f"link {link} segment {index}: {why}; run `ledgertool verify`")
+        raise DiscrepancyError(f"link {link} segment {index}: {_unread_why(reader, link, index, problems)}; "
+                               "run `ledgertool verify`")
     return replace(_verified(link, check), records=bytes(check.records.records))
+
+
+def _unread_why(reader: LedgerReader, link: str, index: int, problems: list[Problem]) -> str:
+    """Why a segment's records are not there to hand out, naming the file: its first problem, else
+    what is at its record file's name (a FIFO, a link, a directory, a device: listed, never opened),
+    else that neither form is there."""
+    if problems:
+        return f"{problems[0].kind}: {problems[0].detail}"
+    shadow = next((s for s in reader.listing(link).strays if s.shadows == index), None)
+    if shadow is not None:
+        return f"{Kind.SEGMENT_NAME_SHADOW}: {shadow.path}: {shadow.why}; it was not read"
+    return (f"{Kind.RECORDS_MISSING}: neither {reader.segment_path(link, index, RECORDS)} nor "
+            f"{reader.segment_path(link, index, PARQUET).name} is there")
 
 
 def _verified(link: str, check: SegmentCheck) -> VerifiedSegment:
