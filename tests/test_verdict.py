@@ -132,6 +132,23 @@ def test_item1_fifo_at_a_seal_name_is_not_opened(ledger, keydir):
     assert any("FIFO" in p.detail for p in v.problems)
 
 
+@pytest.mark.parametrize("ledger_format,form", [(2, "rec"), (1, "parquet")], ids=["v2-rec", "v1-parquet"])
+def test_item1_record_file_without_a_seal_is_unsealed_parquet_in_either_form(ledger_format, form, tmp_path, keydir):
+    """The kind keeps its name (report contract) and covers a v2 seg-N.rec as well as a .parquet:
+    the last segment's seal removed, its record file is named and its records are not counted."""
+    dk, sk, trust = load_keys(keydir)
+    led = tmp_path / "L"
+    capture_file(SAMPLE, led, digest_key=dk, signing_key=sk, segment_records=SEG, ledger_format=ledger_format)
+    _seg(led, 2, "seal.json").unlink()
+    v = verify_ledger(led, trust)
+    found = [p for p in v.problems if p.kind == "unsealed_parquet"]
+    assert [(p.segment, p.detail) for p in found] == [(2, f"{_seg(led, 2, form)} has no seal document")], v.problems
+    assert v.records == 200 and not v.ok
+    schema = json.loads((Path(__file__).parent.parent / "schemas" / "verify-report.schema.json").read_text())
+    desc = schema["properties"]["problems"]["items"]["properties"]["kind"]["description"]
+    assert "unsealed_parquet" in desc and "seg-N.rec" in desc and "seg-N.parquet" in desc
+
+
 # ---- 2. DuckDB never sees a path -----------------------------------------------------------
 
 def test_item2_glob_characters_in_the_ledger_path(tmp_path, keydir, frames):

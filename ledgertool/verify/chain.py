@@ -53,7 +53,7 @@ def unsealed_candidates(listing: LinkListing) -> list[int]:
 
 
 def listing_findings(listing: LinkListing, link_dir: Path, unsealed: list[int]) -> list[Problem]:
-    """The link listing's findings: its stray and temporary files, Parquet files without a seal
+    """The link listing's findings: its stray and temporary files, record files (.parquet or .rec) without a seal
     (`unsealed`: the candidates still without one), and holes among the sealed indexes."""
     link = listing.link
     out = [stray_finding(Stray(path, "temp", link)) for path in listing.temp_files]

@@ -34,7 +34,7 @@ class Kind(enum.StrEnum):
     SEAL_MISPLACED = "seal_misplaced"
     PARAMETER_MISMATCH = "parameter_mismatch"
     LEDGER_HEADER_MISMATCH = "ledger_header_mismatch"
-    UNSEALED_PARQUET = "unsealed_parquet"
+    UNSEALED_PARQUET = "unsealed_parquet"  # a .parquet or a v2 .rec without a seal (the name is the report contract)
     PARQUET_MISSING = "parquet_missing"
     PARQUET_HASH_MISMATCH = "parquet_hash_mismatch"
     PARQUET_UNREADABLE = "parquet_unreadable"
