@@ -186,6 +186,18 @@ def test_csv_matches_schema(run) -> None:
         assert r["noisy"] == ("true" if float(r["cv"]) > 0.05 else "false")
 
 
+def test_each_output_file_is_announced_on_stderr(tmp_path) -> None:
+    """A new user's pass: --html was announced ("wrote PATH"), --csv was written in silence."""
+    out_csv, out_html = tmp_path / "b.csv", tmp_path / "b.html"
+    result = CliRunner().invoke(app, [
+        "bench", "--algorithm", ALGS[0], "--sizes", "64", "--threads", "1", "--min-time", "0.001", "--repeats", "1",
+        "--capture-frames", "0", "--paths", "default", "--csv", str(out_csv), "--html", str(out_html)])
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert [ln for ln in result.stderr.splitlines() if ln.startswith("wrote ")] == [f"wrote {out_csv}",
+                                                                                  f"wrote {out_html}"]
+    assert len(bench_rows.read_csv(out_csv)) == 1
+
+
 def test_csv_appends_without_second_header(run, tmp_path) -> None:
     path = tmp_path / "again.csv"
     shutil.copy(run["csv"], path)

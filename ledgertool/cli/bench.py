@@ -122,9 +122,10 @@ def bench_command(
                                       tcpdump=tcpdump, ledger_format=int(ledger_format[1]))
         # what the CSV holds, so a dashboard re-rendered --from-csv is identical to this one
         rows = [from_record(r.to_csv()) for r in stamp(rows)]
-        if csv_file:
-            append_csv(csv_file, rows)
     written = []
+    if from_csv is None and csv_file:
+        append_csv(csv_file, rows)
+        written.append(csv_file)  # announced like every other output file
     if markdown is not None:
         fsio.write_atomic(markdown, markdown_table(rows).encode(), what="Markdown table")
         written.append(markdown)
