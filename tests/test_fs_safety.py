@@ -643,7 +643,8 @@ def test_item15_sealed_record_file_that_is_not_a_file(ledger_format, kind, keydi
         return lines[0]
 
     r = run_cli("verify", ledger, "--trust", trust, timeout=60)
-    assert r.returncode == 1 and f"FAIL segment_name_shadow link link0 segment 1: {what}" in r.stdout, (r.stdout, r.stderr)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert f"FAIL segment_name_shadow link link0 segment 1: {what}" in r.stdout, r.stdout
     assert "194 records" in r.stdout  # segments 0 and 2; segment 1's records were not read from anywhere
     line = one_line(run_cli("query", ledger, "SELECT count(*) FROM records", "--trust", trust, timeout=60))
     assert "does not verify, so it is not queried" in line and what in line, line

@@ -388,7 +388,7 @@ def verify(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
     quiet: QuietOpt = False,
 ) -> None:
-    """Check signatures, chain, record files (v1: Parquet hashes), Merkle roots, counts, sequence continuity, checkpoints."""
+    """Check signatures, chain, record files (v1: their hashes), Merkle roots, counts, sequences, checkpoints."""
     from ..keyfiles import TrustBundle
     from ..verify.ledger import verify_ledger
     from ..verify.many import verify_ledgers

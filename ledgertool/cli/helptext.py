@@ -39,7 +39,8 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
     "compact": ("DIR: v2 segments' raw record files (seg-N.rec) and their seals",
                 "seg-N.parquet for each, then removes the seg-N.rec (under the writer lock)",
                 "Exit codes: 0 done, 1 a raw record file does not match its seal, is missing or is not a "
-                "regular file (named; nothing of it is written), 2 bad input or usage (another writer holds the lock), 130 interrupted.",
+                "regular file (named; nothing of it is written), 2 bad input or usage (another writer holds "
+                "the lock; a sealed seg-N.open that `recover` renames first), 130 interrupted.",
                 "ledgertool compact L"),
     "checkpoint": ("DIR (signing.key for a fresh one)", "--out FILE", EXIT_PLAIN,
                    "ledgertool checkpoint L --out cp1"),

@@ -27,7 +27,7 @@ from ..digest.record import RECORD_FIXED
 from ..errors import DiscrepancyError, LedgerFormatError
 from ..seal.document import SEAL_FORMAT_V2, parse_seal, records_to_table, write_parquet_atomic
 from .header import parse_ledger_header
-from .layout import LEDGER_FILE, PARQUET, RECORDS, SEAL, segment_name
+from .layout import LEDGER_FILE, OPEN, PARQUET, RECORDS, SEAL, segment_name
 from .lock import writer_lock
 from .reader import LedgerReader
 from .recfile import parse_record_file
@@ -71,7 +71,8 @@ def compact_ledger(directory: Path, links: list[str] | None = None) -> CompactRe
     alone. LedgerLockedError when another writer holds the lock; LedgerFormatError when DIR is not
     a ledger or a link is unknown; DiscrepancyError (the segment named, nothing of it written) when a
     raw record file does not frame, or its header or records do not match its seal, when a sealed
-    segment has no record file in either form, or when something not a regular file (a FIFO, a
+    segment has no record file in either form (LedgerFormatError, asking for `recover`, when it is
+    still the .open file a capture stopped before renaming), or when something not a regular file (a FIFO, a
     symbolic link, a directory, a device) is at its record file's name (named, never opened);
     segments before it in the link are compacted already. StorageError / FileTypeError from the
     file system."""
@@ -97,6 +98,11 @@ def compact_ledger(directory: Path, links: list[str] | None = None) -> CompactRe
                     raise DiscrepancyError(f"{shadowed[index].path}: {shadowed[index].why}; segment {index} of "
                                            f"link {link} not compacted (`ledgertool verify`)")
                 if not listing.has(index, RECORDS):
+                    if listing.has(index, OPEN):  # a capture stopped between the seal and the rename
+                        raise LedgerFormatError(
+                            f"{reader.segment_path(link, index, OPEN)}: segment {index} of link {link} is sealed "
+                            f"but not yet renamed to {segment_name(index, RECORDS)}; run `ledgertool recover "
+                            f"{directory}` first, then compact")
                     if not listing.has(index, PARQUET):
                         raise DiscrepancyError(
                             f"{reader.segment_path(link, index, RECORDS)}: segment {index} of link {link} is "
