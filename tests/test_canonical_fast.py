@@ -158,8 +158,8 @@ def test_a_cycle_is_not_an_endless_walk():
 
 # ---- loads_strict -------------------------------------------------------------------------------
 
-json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-2**60, 2**60), st.floats(allow_nan=False, allow_infinity=False),
-                      st.text(max_size=6))
+json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-2**60, 2**60),
+                      st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=6))
 json_doc = st.recursive(json_leaf, lambda kids: st.one_of(st.lists(kids, max_size=4),
                                                           st.dictionaries(st.text(max_size=4), kids, max_size=4)),
                         max_leaves=30)
