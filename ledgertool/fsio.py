@@ -407,17 +407,21 @@ def rename(path: PathArg, new_name: str, *, root: PathArg | None = None) -> None
 # ---- reading ----------------------------------------------------------------------------------
 
 def open_regular(path: PathArg, *, root: PathArg | None = None, follow: bool = False,
-                 what: str = "file") -> int:
+                 what: str = "file", dir_fd: int | None = None) -> int:
     """A read descriptor of `path`, which must be a regular file (the caller closes it).
 
     Opened with O_NONBLOCK (a FIFO cannot block the open) and, unless `follow`, O_NOFOLLOW; then
     fstat'd: a link, FIFO, socket, device or directory is FileTypeError naming `path`; O_NONBLOCK
     is cleared before the descriptor is returned. `follow` is for files a user names outside a
-    ledger (key files, a capture): their links are the user's. StorageError for the environment
-    (also ENOENT: `e.errno` tells)."""
-    path = Path(path)
+    ledger (key files, a capture): their links are the user's. `dir_fd`, a descriptor of
+    `path`'s directory the caller opened below `root` (open_dir) and holds: the file is opened
+    relative to it, by its name alone, and `root` is not walked again. StorageError for the
+    environment (also ENOENT: `e.errno` tells)."""
+    if not isinstance(path, Path):
+        path = Path(path)
     flags = _READ | (0 if follow else os.O_NOFOLLOW)
-    dfd = open_dir(path.parent, root) if root is not None else None
+    held = dir_fd is not None
+    dfd = dir_fd if held else open_dir(path.parent, root) if root is not None else None
     try:
         try:
             fd = os.open(path.name if dfd is not None else path, flags, dir_fd=dfd)
@@ -427,7 +431,7 @@ def open_regular(path: PathArg, *, root: PathArg | None = None, follow: bool = F
                                   f"a regular file ({what})", e, follow) from None
             raise storage_error(e, path, f"read {what}") from None
     finally:
-        if dfd is not None:
+        if dfd is not None and not held:
             os.close(dfd)
     try:
         st = os.fstat(fd)

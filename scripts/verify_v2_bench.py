@@ -8,6 +8,8 @@
 --reuse times the ledgers already in --out (written by an earlier run) instead of writing them:
 the same ledger timed with two trees (PYTHONPATH=main, then this one) gives a same-run baseline.
 --keyless verifies without the trust bundle (no signature checks), as `query` and `recompute` do.
+A run that writes ledgers saves their trust bundle as trust.json in --out, so that --reuse without
+--keyless checks the signatures too.
 
 The v2 ledger is written by the tests' reference writer (tests/v2_reference.py), the v1 ledger by
 ledgertool's own sealer; records are synthetic (numpy), 48 bytes, leaf_records 256 (v2) / 64 (v1,
@@ -28,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import v2_reference  # noqa: E402
 
 from ledgertool.digest.record import record_dtype  # noqa: E402
-from ledgertool.keyfiles import SigningKey  # noqa: E402
+from ledgertool.keyfiles import SigningKey, TrustBundle  # noqa: E402
 from ledgertool.ledger.checkpoints import write_checkpoint  # noqa: E402
 from ledgertool.ledger.compact import compact_ledger  # noqa: E402
 from ledgertool.ledger.header import create_ledger  # noqa: E402
@@ -83,14 +85,21 @@ def main() -> None:
     only = a.only.split(",")
     base = a.out or Path(tempfile.mkdtemp(prefix="verify-v2-"))
     if a.reuse:
-        if a.out is None or not a.keyless:
-            ap.error("--reuse needs --out and --keyless (the signing key of an earlier run is not kept)")
+        if a.out is None:
+            ap.error("--reuse needs --out")
+        if not a.keyless and not (base / "trust.json").exists():
+            ap.error(f"--reuse without --keyless needs {base / 'trust.json'} (written by runs since that option)")
+        trust = None if a.keyless else TrustBundle.load(base / "trust.json")
+        mode = "keyless" if a.keyless else "signed"
         for name in only:
-            wall, cpu, n = best(base / name, None, a.rounds)
-            print(f"{name:11s} keyless {n / cpu / 1e6:6.2f} M records/s per CPU-second ({cpu * 1e9 / n:5.1f} ns CPU, "
+            wall, cpu, n = best(base / name, trust, a.rounds)
+            print(f"{name:11s} {mode} {n / cpu / 1e6:6.2f} M records/s per CPU-second ({cpu * 1e9 / n:5.1f} ns CPU, "
                   f"{wall * 1e9 / n:5.1f} ns wall per record)")
         return
     sk = SigningKey.generate()
+    base.mkdir(parents=True, exist_ok=True)
+    (base / "trust.json").unlink(missing_ok=True)
+    sk.trust_bundle().save(base / "trust.json")
     trust = None if a.keyless else sk.trust_bundle()
     segs = [records(a.records, i * a.records, i) for i in range(a.segments)]
     if "v2-rec" in only:

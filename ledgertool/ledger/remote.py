@@ -97,6 +97,9 @@ class FsspecLedgerReader(LedgerReader):
             raise LedgerFormatError(f"{path}: changed size while being read")
         return pa.py_buffer(data)
 
+    def _open_link_dir(self, link: str) -> None:
+        return None  # no descriptors on fsspec storage: every read goes by its path
+
     def _open_records(self, path: UrlPath, what: str) -> pa.Buffer:
         return self._read(path, None, what)  # no map of a remote file: its bytes
 

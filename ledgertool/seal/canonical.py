@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from typing import Any
 
 import rfc8785
@@ -61,8 +62,55 @@ def canonical_json(obj: Any) -> bytes:
     counts) as decimal strings instead.  Also raises ValueError for non-string
     keys, non-JSON types, NaN and infinities.
     """
+    if _plain(obj):
+        # byte-identical to rfc8785.dumps for such documents (tests/test_canonical_fast.py proves it
+        # against rfc8785): no whitespace; strings of ASCII need only the escapes of '"', '\\' and
+        # U+0000-U+001F, which both write alike (\b \t \n \f \r, else \u00xx in lower case);
+        # ensure_ascii=False because ensure_ascii=True would also escape U+007F, which RFC 8785
+        # writes as itself; integers within +/-(2^53-1) are their decimal digits in both. Member
+        # order: RFC 8785 sorts keys by UTF-16 code units, which for ASCII keys is the code-point
+        # order Python's sort gives.
+        return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                          allow_nan=False).encode("ascii")
     _check(obj, "$")
     return rfc8785.dumps(obj)
+
+
+_PLAIN_CONTAINERS = 1 << 16  # a seal has 3, a checkpoint or rotation statement a few
+
+
+def _plain(obj: Any) -> bool:
+    """Whether `obj` is a document json.dumps writes exactly as RFC 8785 does: made of dicts with
+    ASCII str keys, lists, tuples, ASCII strs, ints within +/-(2^53-1), bools and None (exact
+    types: subclasses such as IntEnum, and floats, take the rfc8785 path). Iterative, no paths
+    built: verify calls it once a seal. More than _PLAIN_CONTAINERS containers (or a cycle, which
+    would never end) also take the rfc8785 path, whose errors are the ones callers know."""
+    stack = [obj]
+    pop, push = stack.pop, stack.append
+    containers = 0
+    while stack:
+        o = pop()
+        t = type(o)
+        if t is str:
+            if not o.isascii():
+                return False
+        elif t is int:
+            if not -MAX_SAFE_INTEGER <= o <= MAX_SAFE_INTEGER:
+                return False
+        elif t is dict or t is list or t is tuple:
+            containers += 1
+            if containers > _PLAIN_CONTAINERS:
+                return False
+            if t is dict:
+                for k, v in o.items():
+                    if type(k) is not str or not k.isascii():
+                        return False
+                    push(v)
+            else:
+                stack.extend(o)
+        elif o is not None and t is not bool:
+            return False
+    return True
 
 
 MAX_DOCUMENT_BYTES = 16 << 20
@@ -83,11 +131,13 @@ class _Number(str):
 
 
 def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    doc: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in doc:
-            raise _Refused(f"duplicate member {key!r} in an object")
-        doc[key] = value
+    doc = dict(pairs)
+    if len(doc) != len(pairs):  # a key came twice: name the first that did
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _Refused(f"duplicate member {key!r} in an object")
+            seen.add(key)
     return doc
 
 
@@ -98,6 +148,40 @@ def _int(text: str) -> int | _Number:
 
 def _no_constant(name: str) -> float:
     raise _Refused(f"{name} is not a JSON number")
+
+
+# a lone surrogate can only come from a \uD800-\uDFFF escape (the text itself was decoded from
+# UTF-8); this also matches an escaped backslash followed by "ud8..", which only costs the full walk
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
+
+
+def _tree_ok(doc: Any) -> bool:
+    """Whether `doc` (as json.loads with loads_strict's hooks made it) passes _check_tree, for a
+    document whose text holds no surrogate escape: no path strings are built. False sends the
+    document to _check_tree, which names what is wrong and where."""
+    stack = [(doc, 1)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        obj, depth = pop()
+        t = type(obj)
+        if t is dict or t is list:
+            if depth > MAX_DOCUMENT_DEPTH:
+                return False
+            for value in (obj.values() if t is dict else obj):
+                tv = type(value)
+                if tv is str or tv is bool or value is None:
+                    continue
+                if tv is int:
+                    if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+                        return False
+                    continue
+                push((value, depth + 1))
+        elif t is int:
+            if not -MAX_SAFE_INTEGER <= obj <= MAX_SAFE_INTEGER:
+                return False
+        elif not (t is str or t is bool or obj is None):  # a _Number, or anything else
+            return False
+    return True
 
 
 def _check_tree(doc: Any) -> None:
@@ -150,7 +234,8 @@ def loads_strict(data: bytes, where: str, max_bytes: int = MAX_DOCUMENT_BYTES) -
     try:
         doc = json.loads(text, object_pairs_hook=_unique_members, parse_float=_Number, parse_int=_int,
                          parse_constant=_no_constant)
-        _check_tree(doc)
+        if _SURROGATE_ESCAPE.search(text) is not None or not _tree_ok(doc):
+            _check_tree(doc)
     except json.JSONDecodeError as e:
         at = len(text[:e.pos].encode("utf-8"))
         raise LedgerFormatError(f"{where}: not JSON at byte {at} ({e.msg})") from None

@@ -28,7 +28,7 @@ from ..errors import LedgerFormatError
 from ..keyfiles import BAD_SIGNATURE, SignatureFinding, seal_message
 from ..ledger.header import LedgerHeader
 from ..ledger.layout import OPEN, PARQUET, RECORDS, SEAL, segment_name
-from ..ledger.reader import OpenRecordFile
+from ..ledger.reader import OpenRecordFile, segment_file
 from ..ledger.recfile import RecordFacts, RecordFile, parse_record_file
 from ..seal.document import (
     SEAL_FORMAT_V2,
@@ -61,7 +61,7 @@ class SegmentPlace:
     records_wanted: bool = True
 
     def path(self, kind: str) -> Path:
-        return self.link_dir / segment_name(self.index, kind)
+        return segment_file(self.link_dir, self.index, kind)
 
     def problem(self, kind: Kind, detail: str, record: int | None = None) -> Problem:
         return Problem(kind, self.index, detail, self.link, record)

@@ -349,8 +349,11 @@ def _verified(link: str, check: SegmentCheck) -> VerifiedSegment:
 
 def check_here(reader: LedgerReader, listing: LinkListing, places: list[SegmentPlace]) -> Iterator[SegmentCheck]:
     """The default SegmentChecker: each segment read and checked in this process, when the
-    reduction asks for it (one segment's bytes in memory at a time)."""
-    return (check_segment(reader, listing, place) for place in places)
+    reduction asks for it (one segment's bytes in memory at a time). The link's directory is held
+    open meanwhile (LedgerReader.holding_link): each file is one openat(2) relative to it."""
+    with reader.holding_link(listing.link):
+        for place in places:
+            yield check_segment(reader, listing, place)
 
 
 def check_segment(reader: LedgerReader, listing: LinkListing, place: SegmentPlace) -> SegmentCheck:
