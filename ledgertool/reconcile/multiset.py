@@ -125,16 +125,21 @@ def window_mask(ts: np.ndarray, lo: int | None, hi: int | None) -> np.ndarray:
     return mask
 
 
-def ledger_rows(parts: Sequence[LedgerPart | None], kid: str, digest_size: int
+def ledger_rows(parts: Sequence[LedgerPart | None], kid: str, digest_size: int, whole: np.ndarray | None = None
                 ) -> tuple[list[str], np.ndarray, np.ndarray]:
     """The ledger rows under digest key `kid` (recompute's view `l` takes no others): the links,
-    each row's link (an index into them), and the records (one array)."""
-    parts = [lp for lp in parts if lp is not None and lp.kid == kid]
+    each row's link (an index into them), and the records (one array). `whole`: an array the
+    parts are, in order, consecutive views of, from its start to its end (recompute's ledger
+    sink): when every part is under `kid` it is the records, and nothing is joined."""
+    every = [lp for lp in parts if lp is not None]
+    parts = [lp for lp in every if lp.kid == kid]
     names = sorted({lp.link for lp in parts})
     code = {name: i for i, name in enumerate(names)}
     codes = np.repeat(np.array([code[lp.link] for lp in parts], np.int32), [len(lp.records) for lp in parts])
     if len(parts) == 1:
         return names, codes, parts[0].records
+    if whole is not None and len(parts) == len(every) and len(whole) == len(codes):
+        return names, codes, whole
     recs = np.concatenate([lp.records for lp in parts]) if parts else np.zeros(0, record_dtype(digest_size))
     return names, codes, recs
 
