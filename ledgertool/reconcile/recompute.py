@@ -528,7 +528,7 @@ def pair_records(con, kid: str, segs: list[_Segment], uncovered: list[dict],
         lwide, cwide = window_mask(ledger["ts_ns"], lo, hi), window_mask(capture["ts_ns"], lo, hi)
         codes, ledger, capture = codes[lwide], ledger[lwide], capture[cwide]
     # with uncovered segments the capture's pairing order is not its array order (see _pair)
-    lpair, cpair = paired_masks(ledger, codes, capture, ordered=not uncovered)
+    lpair, cpair, ts_sorted = paired_masks(ledger, codes, capture, ordered=not uncovered, with_order=True)
     # the rest is usually a few rows: taken by index, and the paired side not copied when it is all
     lrest, crest = np.flatnonzero(~lpair), np.flatnonzero(~cpair)
     if len(lrest) or len(crest):
@@ -539,7 +539,9 @@ def pair_records(con, kid: str, segs: list[_Segment], uncovered: list[dict],
         con.execute(f"CREATE TEMP TABLE j ({J_COLUMNS})")
         exact = Tally(0, 0, 0, 0, [], [], [], [])
     lsel, csel = (slice(None) if not len(lrest) else lpair), (slice(None) if not len(crest) else cpair)
-    matched = matched_tally(names, codes[lsel], ledger["ts_ns"][lsel], capture["ts_ns"][csel], from_ns, to_ns)
+    # (a selection of a non-decreasing column is one too)
+    matched = matched_tally(names, codes[lsel], ledger["ts_ns"][lsel], capture["ts_ns"][csel], from_ns, to_ns,
+                            ts_sorted)
     return merge_tallies([exact, matched], examples)
 
 
