@@ -105,7 +105,7 @@ def _in_order(ledger: np.ndarray, codes: np.ndarray | None, capture: np.ndarray
     return lmask.view(bool), cmask.view(bool), int(paired[0])
 
 
-def paired_masks(ledger: np.ndarray, codes: np.ndarray, capture: np.ndarray, ordered: bool, *,
+def paired_masks(ledger: np.ndarray, codes: np.ndarray | None, capture: np.ndarray, ordered: bool, *,
                  with_order: bool = False) -> tuple[np.ndarray, np.ndarray] | tuple[np.ndarray, np.ndarray, bool]:
     """The rows matched outside the exact pairing: the ordered walk's pairs (`ordered`: the
     capture's pairing order is (ts_ns, seq), see in_order), then once_each over the rest. The
@@ -145,7 +145,10 @@ def ledger_rows(parts: Sequence[LedgerPart | None], kid: str, digest_size: int, 
     parts = [lp for lp in every if lp.kid == kid]
     names = sorted({lp.link for lp in parts})
     code = {name: i for i, name in enumerate(names)}
-    codes = np.repeat(np.array([code[lp.link] for lp in parts], np.int32), [len(lp.records) for lp in parts])
+    if len(names) <= 1:  # one link: every code 0, in pages that are not written (calloc)
+        codes = np.zeros(sum(len(lp.records) for lp in parts), np.int32)
+    else:
+        codes = np.repeat(np.array([code[lp.link] for lp in parts], np.int32), [len(lp.records) for lp in parts])
     if len(parts) == 1:
         return names, codes, parts[0].records
     if whole is not None and len(parts) == len(every) and len(whole) == len(codes):

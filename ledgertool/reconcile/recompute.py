@@ -528,7 +528,9 @@ def pair_records(con, kid: str, segs: list[_Segment], uncovered: list[dict],
         lwide, cwide = window_mask(ledger["ts_ns"], lo, hi), window_mask(capture["ts_ns"], lo, hi)
         codes, ledger, capture = codes[lwide], ledger[lwide], capture[cwide]
     # with uncovered segments the capture's pairing order is not its array order (see _pair)
-    lpair, cpair, ts_sorted = paired_masks(ledger, codes, capture, ordered=not uncovered, with_order=True)
+    # (one link: no codes for the walk to read)
+    lpair, cpair, ts_sorted = paired_masks(ledger, codes if len(names) > 1 else None, capture, ordered=not uncovered,
+                                           with_order=True)
     # the rest is usually a few rows: taken by index, and the paired side not copied when it is all
     lrest, crest = np.flatnonzero(~lpair), np.flatnonzero(~cpair)
     if len(lrest) or len(crest):
