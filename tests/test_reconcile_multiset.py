@@ -265,3 +265,52 @@ def test_pair_records_all_paired_skips_duckdb_with_the_same_table_j():
     finally:
         con.close()
         ref.close()
+
+
+# ---- per-second counts of a time-ordered ledger (issue 16 item 6) ----
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(-(2**62), 2**62), st.lists(st.integers(0, 6 * 10**9) | st.integers(0, 10**12), max_size=200),
+       st.booleans())
+def test_sorted_per_second_equals_the_histogram(base, offsets, ties):
+    """The binary search at second boundaries (for a ledger the ordered walk found in time order)
+    counts what the pass over every row counts, negative times and ties included; it declines
+    (None) only when the seconds spanned are many next to the rows."""
+    from ledgertool.reconcile.multiset import _per_second, _sorted_per_second
+
+    ts = np.array(sorted(base + o for o in offsets), np.int64)
+    if ties and len(ts):
+        ts[: len(ts) // 2] = ts[0]
+    got = _sorted_per_second(ts)
+    span = (int(ts[-1]) // 10**9 - int(ts[0]) // 10**9) if len(ts) else 0
+    assert (got[0] is None) == (span > max(len(ts) // 16, 64))
+    if got[0] is not None:
+        want = _per_second(ts // 10**9)
+        assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
+        assert sum(got[1].tolist()) == len(ts)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_ordered_sides(), st.sampled_from([(None, None, 0), (3, 15, 0), (3, 15, 2), (None, 10, 1)]))
+def test_pair_records_over_several_seconds_equals_the_exact_pairing(sides, window):
+    """As test_pair_records_with_the_fast_path_equals_the_exact_pairing, with the times spread
+    over up to three seconds (0.1 s steps from 0.95 s), so the per-second rows of an ordered
+    ledger come from the binary search."""
+    ledger, codes, capture = sides
+    for arr in (ledger, capture):
+        arr["ts_ns"] = arr["ts_ns"] * 100_000_000 + 950_000_000
+    window = tuple(None if v is None else v * 100_000_000 + (950_000_000 if k < 2 else 0)
+                   for k, v in enumerate(window))
+    names = ["link0", "link1"]
+    want, want_rows = _exact_only(names, codes, ledger, capture, window)
+    con = open_duckdb()
+    try:
+        got = pair_records(con, "k", [], [], (names, codes, ledger), capture, window, 100)
+        got_rows = _differing(con)
+    finally:
+        con.close()
+    assert got_rows == want_rows
+    assert (got.frames_in_window, got.matched, got.ledger_only, got.capture_only, got.per_link, got.per_second,
+            got.examples_ledger_only, got.examples_capture_only) == \
+        (want.frames_in_window, want.matched, want.ledger_only, want.capture_only, want.per_link, want.per_second,
+         want.examples_ledger_only, want.examples_capture_only)

@@ -17,10 +17,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
 from .. import fsio
 from .._binding import ffi, lib
+from ..digest.record import RecordSink
 from ..errors import LedgerFormatError
 from .reader import OpenRecordFile
 from .segment import HEADER_SIZE, SegmentHeader
@@ -60,7 +62,8 @@ class RecordFile:
 
 
 def parse_record_file(raw: pa.Buffer | bytes | OpenRecordFile, path: Path | str, record_size: int,
-                      leaf_records: int, first_seq: int = 0, *, keep_records: bool = True) -> RecordFile:
+                      leaf_records: int, first_seq: int = 0, *, keep_records: bool = True,
+                      into: RecordSink | None = None, ahead: int = 0) -> RecordFile:
     """The raw record file in `raw` (the bytes of the file at `path`, or that file open: then walked
     in a guarded map, and a file that shrinks under it is a LedgerFormatError naming the byte that
     is gone; StorageError when it cannot be mapped), decoded with the seal's
@@ -69,7 +72,13 @@ def parse_record_file(raw: pa.Buffer | bytes | OpenRecordFile, path: Path | str,
     byte offset (and block), when the header does not decode or is not a v2 header, or the blocks
     do not frame the file exactly; ValueError for a layout out of bounds. With `keep_records` False
     the records are not copied out (`records` is None): the leaves are hashed where they lie in
-    `raw` (lt_rec_leaves), the same leaves and facts, for a reader that wants neither records nor table."""
+    `raw` (lt_rec_leaves), the same leaves and facts, for a reader that wants neither records nor table.
+
+    `into` (with `keep_records`): the records are copied into the free tail of that RecordSink
+    (`into.room`, `ahead` passed on: the records expected after these) instead of a fresh buffer,
+    and the leaves are hashed from that copy, so `records` (a view of the sink's array) is exactly
+    the bytes hashed; nothing is counted in `into.n` (the caller takes them, `into.take`, once the
+    segment passed its checks). A sink whose records are not `record_size` bytes is not used."""
     mapped = isinstance(raw, OpenRecordFile)
     if not mapped:
         raw = raw if isinstance(raw, pa.Buffer) else pa.py_buffer(raw)
@@ -80,7 +89,13 @@ def parse_record_file(raw: pa.Buffer | bytes | OpenRecordFile, path: Path | str,
     max_leaves = -(-((size - HEADER_SIZE) // record_size) // leaf_records) if leaf_records else 0
     leaves = ffi.new("uint8_t[]", max(max_leaves, 1) * 32)
     info = ffi.new("lt_rec_info *")
-    out = pa.allocate_buffer(max(size - HEADER_SIZE, 1)) if keep_records else None
+    out = None
+    if keep_records and into is not None and into.dtype.itemsize == record_size:
+        # room for every record the file can frame: (size - header) // record_size bounds them
+        tail = into.room(max((size - HEADER_SIZE) // record_size, 1), ahead)
+        out = pa.py_buffer(tail.view(np.uint8))
+    elif keep_records:
+        out = pa.allocate_buffer(max(size - HEADER_SIZE, 1))
     out_ptr = ffi.from_buffer(out, require_writable=True) if out is not None else ffi.NULL
     if mapped:  # the header is copied out of the map with the walk: no byte of the map is read in Python
         head = ffi.new("uint8_t[]", HEADER_SIZE)

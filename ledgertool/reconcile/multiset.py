@@ -82,6 +82,13 @@ def in_order(ledger: np.ndarray, codes: np.ndarray | None, capture: np.ndarray) 
     pairing as it was. Nothing is paired when an array is not in that order. Not for a capture
     whose pairing order puts some frames first (recompute's uncovered segments). MemoryError
     when the set of the rest's digest prefixes (8 bytes per rest row) cannot be allocated."""
+    return _in_order(ledger, codes, capture)[:2]
+
+
+def _in_order(ledger: np.ndarray, codes: np.ndarray | None, capture: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, int]:
+    """in_order's masks and the number of pairs: when it is not 0, the walk found both whole
+    arrays in their pairing order (so each side's ts_ns never decreases)."""
     ledger, capture = np.ascontiguousarray(ledger), np.ascontiguousarray(capture)
     fmt, off = ledger.dtype.fields["digest"][:2]
     lmask, lbuf = _mask_buffer(len(ledger))
@@ -95,24 +102,27 @@ def in_order(ledger: np.ndarray, codes: np.ndarray | None, capture: np.ndarray) 
                               ledger.dtype.itemsize, links, ffi.from_buffer(capture) if len(capture) else ffi.NULL,
                               len(capture), capture.dtype.itemsize, off, fmt.itemsize, lbuf, cbuf, paired)
     check(rc, "lt_pair_in_order")
-    return lmask.view(bool), cmask.view(bool)
+    return lmask.view(bool), cmask.view(bool), int(paired[0])
 
 
-def paired_masks(ledger: np.ndarray, codes: np.ndarray, capture: np.ndarray, ordered: bool
-                 ) -> tuple[np.ndarray, np.ndarray]:
+def paired_masks(ledger: np.ndarray, codes: np.ndarray | None, capture: np.ndarray, ordered: bool, *,
+                 with_order: bool = False) -> tuple[np.ndarray, np.ndarray] | tuple[np.ndarray, np.ndarray, bool]:
     """The rows matched outside the exact pairing: the ordered walk's pairs (`ordered`: the
     capture's pairing order is (ts_ns, seq), see in_order), then once_each over the rest. The
-    exact pairing of the unmarked rows classifies them as that of all rows would."""
+    exact pairing of the unmarked rows classifies them as that of all rows would. `with_order`:
+    a third value says whether the walk found `ledger` in its pairing order, i.e. its ts_ns
+    non-decreasing (False when it was not run or paired nothing: unknown), for matched_tally."""
     if not ordered:
-        return once_each(ledger, capture)
-    lm, cm = in_order(ledger, codes, capture)
+        lm, cm = once_each(ledger, capture)
+        return (lm, cm, False) if with_order else (lm, cm)
+    lm, cm, walked = _in_order(ledger, codes, capture)
     if lm.all() and cm.all():
-        return lm, cm
+        return (lm, cm, walked > 0) if with_order else (lm, cm)
     lrest, crest = np.flatnonzero(~lm), np.flatnonzero(~cm)
     lo, co = once_each(ledger[lrest], capture[crest])
     lm[lrest[lo]] = True
     cm[crest[co]] = True
-    return lm, cm
+    return (lm, cm, walked > 0) if with_order else (lm, cm)
 
 
 def window_mask(ts: np.ndarray, lo: int | None, hi: int | None) -> np.ndarray:
@@ -125,37 +135,64 @@ def window_mask(ts: np.ndarray, lo: int | None, hi: int | None) -> np.ndarray:
     return mask
 
 
-def ledger_rows(parts: Sequence[LedgerPart | None], kid: str, digest_size: int
+def ledger_rows(parts: Sequence[LedgerPart | None], kid: str, digest_size: int, whole: np.ndarray | None = None
                 ) -> tuple[list[str], np.ndarray, np.ndarray]:
     """The ledger rows under digest key `kid` (recompute's view `l` takes no others): the links,
-    each row's link (an index into them), and the records (one array)."""
-    parts = [lp for lp in parts if lp is not None and lp.kid == kid]
+    each row's link (an index into them), and the records (one array). `whole`: an array the
+    parts are, in order, consecutive views of, from its start to its end (recompute's ledger
+    sink): when every part is under `kid` it is the records, and nothing is joined."""
+    every = [lp for lp in parts if lp is not None]
+    parts = [lp for lp in every if lp.kid == kid]
     names = sorted({lp.link for lp in parts})
     code = {name: i for i, name in enumerate(names)}
-    codes = np.repeat(np.array([code[lp.link] for lp in parts], np.int32), [len(lp.records) for lp in parts])
+    if len(names) <= 1:  # one link: every code 0, in pages that are not written (calloc)
+        codes = np.zeros(sum(len(lp.records) for lp in parts), np.int32)
+    else:
+        codes = np.repeat(np.array([code[lp.link] for lp in parts], np.int32), [len(lp.records) for lp in parts])
     if len(parts) == 1:
         return names, codes, parts[0].records
+    if whole is not None and len(parts) == len(every) and len(whole) == len(codes):
+        return names, codes, whole
     recs = np.concatenate([lp.records for lp in parts]) if parts else np.zeros(0, record_dtype(digest_size))
     return names, codes, recs
 
 
 def matched_tally(names: list[str], codes: np.ndarray, lts: np.ndarray, cts: np.ndarray,
-                  from_ns: int | None, to_ns: int | None) -> Tally:
+                  from_ns: int | None, to_ns: int | None, ts_sorted: bool = False) -> Tally:
     """The tally of the rows paired one to one (`codes`, `lts`: their ledger rows' links and
     times; `cts`: their capture rows' times): matched, counted by the ledger's time (the capture
-    side counts only towards the frames in the window)."""
+    side counts only towards the frames in the window). `ts_sorted`: `lts` is known to be
+    non-decreasing (the ordered walk checked it), so its seconds are counted by binary search at
+    the second boundaries instead of a pass over every row."""
     if from_ns is None and to_ns is None:  # no window: every row counts, none copied
         n_in, frames = len(lts), len(cts)
     else:
         lin = window_mask(lts, from_ns, to_ns)
         codes, lts, n_in, frames = codes[lin], lts[lin], int(lin.sum()), int(window_mask(cts, from_ns, to_ns).sum())
     per_link = [len(codes)] if len(names) == 1 else np.bincount(codes, minlength=len(names))
-    secs, nsec = _per_second(lts // 1_000_000_000)
+    secs, nsec = _sorted_per_second(lts) if ts_sorted else (None, None)
+    if secs is None:
+        secs, nsec = _per_second(lts // 1_000_000_000)
     return Tally(frames, n_in, 0, 0,
                  [{"link": n, "matched": int(c), "ledger_only": 0, "capture_only": 0}
                   for n, c in zip(names, per_link) if c],
                  [{"second": int(s), "matched": int(c), "ledger_only": 0, "capture_only": 0}
                   for s, c in zip(secs, nsec)], [], [])
+
+
+def _sorted_per_second(ts: np.ndarray) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:
+    """_per_second(ts // 10**9) for a non-decreasing `ts` (ns): the row index where each second
+    after the first begins, by binary search, when the seconds spanned are few next to the rows
+    ((None, None) otherwise). The boundaries lie inside [ts[0], ts[-1]]: no int64 overflow."""
+    if not len(ts):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    first, last = int(ts[0]) // 10**9, int(ts[-1]) // 10**9
+    if last - first > max(len(ts) // 16, 64):  # (64 + n / 16 binary searches at most)
+        return None, None
+    starts = np.searchsorted(ts, np.arange(first + 1, last + 1, dtype=np.int64) * 10**9, side="left")
+    counts = np.diff(np.concatenate(([0], starts, [len(ts)])))
+    held = np.flatnonzero(counts)
+    return held + first, counts[held]
 
 
 def _per_second(secs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

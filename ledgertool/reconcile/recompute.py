@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 from .. import fsio
 from ..algorithms import Algorithm, get_algorithm, get_strip_mode
 from ..digest.engine import DigestEngine, usable_cores
-from ..digest.record import FLAG_GAP, record_dtype
+from ..digest.record import FLAG_GAP, RecordSink, record_dtype
 from ..digest.strip import StripFallbacks
 from ..errors import CaptureFormatError, KeyFileError, LedgerFormatError, Setting, UsageError
 from ..keyfiles import DigestKey, TrustBundle
@@ -117,33 +117,6 @@ class DigestRun:
         """The fields `recompute` reports for the capture side (schemas/recompute-report.schema.json)."""
         return {"complete": self.stopped is None, "stopped": self.stopped.to_json() if self.stopped else None,
                 "strip_fallbacks": self.strip_fallbacks.to_json()}
-
-
-class RecordSink:
-    """One record array that the engine fills in place, batch after batch: no batch is copied
-    out of the engine's buffer and none joined to the others. It starts at `hint` records
-    (untouched pages cost no memory) and doubles when less than a batch is left."""
-
-    BATCH = 65536  # DigestEngine's batch
-    #: at most this many records reserved ahead: a hint from a file's size overestimates the
-    #: frames of large frames (1500 B: ~24x), and one reservation past RAM + swap is refused
-    MAX_HINT = 1 << 24
-
-    def __init__(self, dtype: np.dtype, hint: int = 0):
-        self._buf = np.empty(max(min(hint, self.MAX_HINT), self.BATCH), dtype)
-        self.n = 0
-
-    def room(self) -> np.ndarray:
-        """The free tail for the next batch (at least BATCH records)."""
-        if len(self._buf) - self.n < self.BATCH:
-            grown = np.empty(2 * len(self._buf), self._buf.dtype)
-            grown[:self.n] = self._buf[:self.n]
-            self._buf = grown
-        return self._buf[self.n:]
-
-    def records(self) -> np.ndarray:
-        """The records filled so far (a view)."""
-        return self._buf[:self.n]
 
 
 def _digest_records(source: str | Path, digest_key: DigestKey, alg: Algorithm, strip: str, run: DigestRun,
@@ -358,11 +331,13 @@ def reconcile(source: Sources, ledger_dir: Path, digest_key: DigestKey | Sequenc
         try:
             verify_args = (ledger_dir, trust, checkpoint, checkpoint_name, links, progress)
             if len(keys) == 1:  # the common case: the pairs found once on each side never reach DuckDB
-                segs, ver, parts = _ledger_parts(*verify_args, alg.digest_size)
+                # the ledger holds about the capture's frames: its array is reserved as the capture's is
+                hint = sum(_file_bytes(one) for one in source_list(source)) // 64
+                segs, ver, parts, whole = _ledger_parts(*verify_args, alg.digest_size, hint)
                 keys, uncovered = _match_keys(ledger_dir, ledger, alg, keys, segs)
                 capture, run = _capture_records(source, keys[0][1], alg, ledger.strip, progress, workers)
-                names, codes, recs = ledger_rows(parts, keys[0][0], alg.digest_size)
-                del parts  # (recs is their one array; the segments' buffers can go)
+                names, codes, recs = ledger_rows(parts, keys[0][0], alg.digest_size, whole=whole)
+                del parts, whole  # (recs is their one array)
                 tally = pair_records(con, keys[0][0], segs, uncovered, (names, codes, recs), capture,
                                      (from_ns, to_ns, tolerance_ns), examples)
             else:  # several digest keys: every record goes through DuckDB's identity mapping (_pairing_views)
@@ -447,26 +422,33 @@ def _load_ledger_side(con, ledger_dir: Path, trust: TrustBundle | None, checkpoi
 
 
 def _ledger_parts(ledger_dir: Path, trust: TrustBundle | None, checkpoint: bytes | None, checkpoint_name: str,
-                  links: list[str] | None, progress: ProgressFn | None, digest_size: int
-                  ) -> tuple[list[_Segment], VerifyResult, list[LedgerPart]]:
+                  links: list[str] | None, progress: ProgressFn | None, digest_size: int, hint: int = 0
+                  ) -> tuple[list[_Segment], VerifyResult, list[LedgerPart], np.ndarray]:
     """Verify the ledger and keep the frame records of its verified segments (gap records left
-    out) as record arrays over the very bytes that were checked (a copy only of a segment with
-    gap records). DiscrepancyError when it does not verify."""
+    out) in one record array: verify copies each raw record file's records straight into it and
+    hashes them there (verify_ledger's `records_into`), so the array is the very bytes that were
+    checked, and nothing is joined afterwards. Returns the segments, the verify result, one
+    LedgerPart per segment (a view of the array, in order) and the array (`hint`: the records
+    expected, for its first reservation). DiscrepancyError when it does not verify."""
     segs: list[_Segment] = []
     parts: list[LedgerPart] = []
-    dtype = record_dtype(digest_size)
+    sink = RecordSink(record_dtype(digest_size), hint)
 
     def add_segment(seg: VerifiedSegment) -> None:
         segs.append(_Segment.of(seg))
-        arr = np.frombuffer(seg.records, dtype=dtype)
-        gaps = (arr["flags"] & FLAG_GAP) != 0
-        parts.append(LedgerPart(seg.link, seg.seal.get("digest_key_id"), arr[~gaps] if gaps.any() else arr))
+        arr = sink.take(seg.records)
+        if seg.frames is None or seg.frames != len(arr):  # gap records: the frames moved down over them
+            keep = arr[(arr["flags"] & FLAG_GAP) == 0]
+            sink.n -= len(arr) - len(keep)
+            arr = sink.records()[sink.n - len(keep):]
+            arr[:] = keep
+        parts.append(LedgerPart(seg.link, seg.seal.get("digest_key_id"), arr))
 
     ver = verify_ledger(ledger_dir, trust, checkpoint, checkpoint_name, links=links, on_segment=add_segment,
-                        progress=progress)
+                        progress=progress, records_into=sink)
     if not ver.ok:
         raise not_verified_error(ver, "it is not reconciled")
-    return segs, ver, parts
+    return segs, ver, parts, sink.records()
 
 
 def _capture_records(source: Sources, key: DigestKey, alg: Algorithm, strip: str, progress: ProgressFn | None,
@@ -546,7 +528,9 @@ def pair_records(con, kid: str, segs: list[_Segment], uncovered: list[dict],
         lwide, cwide = window_mask(ledger["ts_ns"], lo, hi), window_mask(capture["ts_ns"], lo, hi)
         codes, ledger, capture = codes[lwide], ledger[lwide], capture[cwide]
     # with uncovered segments the capture's pairing order is not its array order (see _pair)
-    lpair, cpair = paired_masks(ledger, codes, capture, ordered=not uncovered)
+    # (one link: no codes for the walk to read)
+    lpair, cpair, ts_sorted = paired_masks(ledger, codes if len(names) > 1 else None, capture, ordered=not uncovered,
+                                           with_order=True)
     # the rest is usually a few rows: taken by index, and the paired side not copied when it is all
     lrest, crest = np.flatnonzero(~lpair), np.flatnonzero(~cpair)
     if len(lrest) or len(crest):
@@ -557,7 +541,9 @@ def pair_records(con, kid: str, segs: list[_Segment], uncovered: list[dict],
         con.execute(f"CREATE TEMP TABLE j ({J_COLUMNS})")
         exact = Tally(0, 0, 0, 0, [], [], [], [])
     lsel, csel = (slice(None) if not len(lrest) else lpair), (slice(None) if not len(crest) else cpair)
-    matched = matched_tally(names, codes[lsel], ledger["ts_ns"][lsel], capture["ts_ns"][csel], from_ns, to_ns)
+    # (a selection of a non-decreasing column is one too)
+    matched = matched_tally(names, codes[lsel], ledger["ts_ns"][lsel], capture["ts_ns"][csel], from_ns, to_ns,
+                            ts_sorted)
     return merge_tallies([exact, matched], examples)
 
 

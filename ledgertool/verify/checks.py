@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..digest.engine import merkle_leaves, merkle_root, valid_leaf_records
-from ..digest.record import FLAG_GAP, RECORD_FIXED, record_dtype
+from ..digest.record import FLAG_GAP, RECORD_FIXED, RecordSink, record_dtype
 from ..errors import LedgerFormatError
 from ..keyfiles import BAD_SIGNATURE, SignatureFinding, seal_message
 from ..ledger.header import LedgerHeader
@@ -289,11 +289,14 @@ def _seal_range(doc: dict, place: SegmentPlace) -> tuple[tuple[int, int] | None,
     return layout, SeqRange(first_seq, last_seq, count), ()
 
 
-def check_records(seal: SealCheck, read: ParquetRead, place: SegmentPlace) -> RecordsCheck:
+def check_records(seal: SealCheck, read: ParquetRead, place: SegmentPlace, into: RecordSink | None = None,
+                  ahead: int = 0) -> RecordsCheck:
     """Steps 5-7 for a seal whose `reads_parquet`: v1, the Parquet bytes against the seal's SHA-256
     and size; v2, the raw record file's header and framing (or the Parquet file's schema), then for
     both its records (count, sequence numbers, timestamps, drops) and Merkle root. Records are
-    decoded with the seal's signed layout."""
+    decoded with the seal's signed layout. `into`: a raw record file's records are copied into
+    that sink's free tail (ledgertool.ledger.recfile.parse_record_file, `ahead` passed on) and
+    `records` is that copy, the bytes hashed (not counted in the sink: its reader takes them)."""
     if read.not_regular:  # named as a stray already, not read
         return RecordsCheck(())
     path = place.path(read.kind)
@@ -314,7 +317,7 @@ def check_records(seal: SealCheck, read: ParquetRead, place: SegmentPlace) -> Re
             done = _rec_in_place(seal, read.data, place, list(out))
             if done is not None:
                 return done
-        table, records, leaves, facts = _rec_records(seal, read.data, place, out)
+        table, records, leaves, facts = _rec_records(seal, read.data, place, out, into, ahead)
     else:
         table, records, leaves = _v2_parquet_records(seal, read.data, place, out)
     if records is None:
@@ -364,24 +367,26 @@ def _rec_in_place(seal: SealCheck, data: pa.Buffer | OpenRecordFile, place: Segm
     return check if check.merkle_ok and not any(not p.kind.is_warning for p in check.problems) else None
 
 
-def _rec_records(seal: SealCheck, data: pa.Buffer | OpenRecordFile, place: SegmentPlace, out: list[Problem]
+def _rec_records(seal: SealCheck, data: pa.Buffer | OpenRecordFile, place: SegmentPlace, out: list[Problem],
+                 into: RecordSink | None = None, ahead: int = 0
                  ) -> tuple[None, pa.Buffer | None, bytes | None, RecordFacts | None]:
     """A v2 raw record file: framing (natively), the header against the seal; its records (and
-    leaves) are exactly the bytes that are hashed."""
-    rec = _rec_file(seal, data, place, out)
+    leaves) are exactly the bytes that are hashed (copied into `into`'s free tail when given)."""
+    rec = _rec_file(seal, data, place, out, into=into, ahead=ahead)
     if rec is None:
         return None, None, None, None
     return None, rec.records, rec.leaves, rec.facts  # the table: for the readers that want one (verify.ledger)
 
 
 def _rec_file(seal: SealCheck, data: pa.Buffer | OpenRecordFile, place: SegmentPlace, out: list[Problem], *,
-              keep_records: bool = True) -> RecordFile | None:
+              keep_records: bool = True, into: RecordSink | None = None, ahead: int = 0) -> RecordFile | None:
     """The raw record file parsed with the seal's layout and its header compared with the seal
     (findings into `out`); None when it does not parse."""
     record_size, leaf_records = seal.layout
     path = place.path(RECORDS)
     try:
-        rec = parse_record_file(data, path, record_size, leaf_records, seal.seq.first, keep_records=keep_records)
+        rec = parse_record_file(data, path, record_size, leaf_records, seal.seq.first, keep_records=keep_records,
+                                into=into, ahead=ahead)
     except LedgerFormatError as e:
         out.append(place.problem(Kind.RECORDS_UNREADABLE, str(e)))
         return None

@@ -55,7 +55,7 @@ from typing import Callable, Iterable, Iterator
 import pyarrow as pa
 
 from ..algorithms import algorithm_caveat
-from ..digest.record import RECORD_FIXED
+from ..digest.record import RECORD_FIXED, RecordSink
 from ..errors import DiscrepancyError, FileTypeError, LedgerFormatError, StorageError
 from ..keyfiles import TrustBundle
 from ..ledger.header import LedgerHeader, parse_ledger_header
@@ -133,8 +133,11 @@ class VerifiedSegment:
     pyarrow Buffer a raw record file was decoded into), `table` the same segment as an Arrow table:
     the decoded Parquet file whose bytes matched the seal (v1) or whose records rebuild the signed
     root (compacted v2), or, for a raw record file, a table built on first use from exactly
-    `records` (readers that take the records, like recompute, never pay for it). Whether the whole
-    ledger verified is the VerifyResult's."""
+    `records` (readers that take the records, like recompute, never pay for it). `frames`: how
+    many of the records are frames, not GAP records (None when not counted). With verify_ledger's
+    `records_into`, a raw record file's `records` are a view of that sink's free tail (the copy
+    that was hashed), valid until the sink is next asked for room. Whether the whole ledger
+    verified is the VerifyResult's."""
 
     link: str
     index: int
@@ -142,6 +145,7 @@ class VerifiedSegment:
     decoded: pa.Table | None  # the decoded Parquet table; None for a raw record file
     records: bytes
     digest_size: int = 16  # of `records` (bytes), for the table built from them
+    frames: int | None = None
 
     @cached_property
     def table(self) -> pa.Table:
@@ -153,16 +157,25 @@ class VerifiedSegment:
 def verify_ledger(directory: Path | LedgerReader, trust: TrustBundle | None, checkpoint: bytes | None = None,
                   checkpoint_name: str = "checkpoint", *, links: list[str] | None = None,
                   on_segment: Callable[[VerifiedSegment], None] | None = None,
-                  checker: SegmentChecker | None = None, progress: ProgressFn | None = None) -> VerifyResult:
+                  checker: SegmentChecker | None = None, progress: ProgressFn | None = None,
+                  records_into: RecordSink | None = None) -> VerifyResult:
     """Verify every sealed segment of every link (or of `links`), and that the ledger extends
     `checkpoint` (a signed tlog-checkpoint note) when given. `on_segment` receives each segment
     that passed its own checks, in (link, segment) order, as it was checked, when the checker
     returns the decoded records (`check_here`, the default, does; a cluster's checker returns the
     verdict only). `trust` None runs the keyless checks only (see the module docstring).
     `progress` receives segments checked of each link's sealed segments (records so far as items).
+    `records_into` (with `on_segment` and the default checker): every raw record file's records are
+    copied into that RecordSink's free tail, its leaves hashed from that copy, and the segment
+    handed to `on_segment` holds that very copy (`VerifiedSegment.records`), which `on_segment`
+    keeps with `records_into.take(seg.records)` before the next segment is read (else the next
+    one overwrites it): one array of exactly the checked bytes, no buffer per segment. ValueError
+    when `records_into` comes with another checker or without `on_segment`.
 
     Raises LedgerFormatError only when DIR is not a ledger, a link in `links` is not in it, or
     the checkpoint cannot be parsed / names another ledger; every other finding is a Problem."""
+    if records_into is not None and (checker is not None or on_segment is None):
+        raise ValueError("records_into needs on_segment and the default checker (its records are this process's)")
     reader = directory if isinstance(directory, LedgerReader) else ledger_reader(directory)
     directory = reader.directory
     ledger = parse_ledger_header(reader.read_header_bytes(), directory / LEDGER_FILE)
@@ -199,7 +212,8 @@ def verify_ledger(directory: Path | LedgerReader, trust: TrustBundle | None, che
     for link in chosen:
         stored = _stored_checkpoint(reader, link, res)  # before the listing: see read_checkpoint
         phase = "verify" if len(chosen) == 1 else f"verify link {link}"
-        tree = _verify_link(reader, ledger, link, sched, res, on_segment, checker or check_here,
+        tree = _verify_link(reader, ledger, link, sched, res, on_segment,
+                            checker or (check_here if records_into is None else _check_into(records_into)),
                             _link_progress(progress, phase, res))
         if stored is not None:
             _check_checkpoint(stored, tree, sched, res, f"{reader.checkpoint_path(link)}: ")
@@ -344,7 +358,7 @@ def _verified(link: str, check: SegmentCheck) -> VerifiedSegment:
     from the checked records, only for the readers that want one (verify alone does not)."""
     recs, seal = check.records, check.seal
     digest_size = seal.layout[0] - RECORD_FIXED if seal.layout else 16  # (a table is given where there is no layout)
-    return VerifiedSegment(link, seal.index, seal.doc, recs.table, recs.records, digest_size)
+    return VerifiedSegment(link, seal.index, seal.doc, recs.table, recs.records, digest_size, recs.frames)
 
 
 def check_here(reader: LedgerReader, listing: LinkListing, places: list[SegmentPlace]) -> Iterator[SegmentCheck]:
@@ -356,10 +370,21 @@ def check_here(reader: LedgerReader, listing: LinkListing, places: list[SegmentP
             yield check_segment(reader, listing, place)
 
 
-def check_segment(reader: LedgerReader, listing: LinkListing, place: SegmentPlace) -> SegmentCheck:
+def _check_into(sink: RecordSink) -> SegmentChecker:
+    """check_here with every raw record file's records copied into `sink` (verify_ledger's
+    `records_into`); each segment asks for room for itself and, ahead, for the link's segments
+    after it at its seal's record count (so the sink grows about once per link, not by doubling)."""
+    def checker(reader: LedgerReader, listing: LinkListing, places: list[SegmentPlace]) -> Iterator[SegmentCheck]:
+        return (check_segment(reader, listing, place, sink, len(places) - k - 1) for k, place in enumerate(places))
+    return checker
+
+
+def check_segment(reader: LedgerReader, listing: LinkListing, place: SegmentPlace, into: RecordSink | None = None,
+                  segments_after: int = 0) -> SegmentCheck:
     """The reads of one sealed segment, each followed by the pure checks of its bytes: the seal,
     then (when its checks ran) the Parquet file, then (when the Merkle root differs) the leaf
-    sidecar."""
+    sidecar. `into`: a raw record file's records are copied into that sink's free tail
+    (check_records), with room asked ahead for `segments_after` more of this seal's size."""
     link, index = place.link, place.index
     try:
         raw = reader.read_seal_bytes(link, index)
@@ -370,7 +395,7 @@ def check_segment(reader: LedgerReader, listing: LinkListing, place: SegmentPlac
         return SegmentCheck(seal)
     read = _read_records(reader, listing, link, index, seal.v2)
     try:
-        recs = check_records(seal, read, place)
+        recs = check_records(seal, read, place, into, seal.seq.count * segments_after if into is not None else 0)
     finally:
         reader.close_record_file(read.data)
     if not recs.merkle_ok:
