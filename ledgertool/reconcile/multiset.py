@@ -23,8 +23,8 @@ import numpy as np
 from .._binding import check, ffi, lib
 from ..digest.record import record_dtype
 
-__all__ = ["LedgerPart", "Tally", "concat_records", "in_order", "ledger_rows", "matched_tally", "merge_tallies", "once_each",
-           "paired_masks", "window_mask"]
+__all__ = ["LedgerPart", "Tally", "byte_rows", "concat_records", "in_order", "ledger_rows", "matched_tally",
+           "merge_tallies", "once_each", "paired_masks", "window_mask"]
 
 
 @dataclass(frozen=True)
