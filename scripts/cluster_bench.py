@@ -2,6 +2,7 @@
 worker processes (docs/cluster.md, docs/benchmarks.md "verify --cluster", "recompute --cluster").
 
 Usage:  python scripts/cluster_bench.py N [--segment-records S] [--workers 1,2] [--workdir DIR] [--recompute]
+                                        [--reuse]
 
 Captures N generated 64-byte frames (the two-flow spec of scripts/scale_bench.py) into a ledger of
 segments of S records (`ledgertool capture` as a child process), then, in this process, verifies it
@@ -47,10 +48,12 @@ def _cli(*args: object) -> tuple[float, dict]:
     return wall, json.loads(r.stdout) if r.stdout.strip() else {}
 
 
-def _ledger(work: Path, keys: Path, n: int, seg: int) -> Path:
+def _ledger(work: Path, keys: Path, n: int, seg: int, reuse: bool = False) -> Path:
     spec = work / f"spec-{n}.toml"
     spec.write_text(SPEC.format(n=n, a=n // 2, b=n - n // 2))
     led = work / f"ledger-{n}"
+    if reuse and (led / "ledger.json").exists():  # the same bytes for an A/B of two trees
+        return led
     shutil.rmtree(led, ignore_errors=True)  # capture would append to a ledger left by an earlier run
     _cli("capture", f"workload:{spec}", "--ledger", led, "--digest-key", keys / "digest.key", "--signing-key",
          keys / "signing.key", "--segment-records", seg, "--json")
@@ -93,13 +96,15 @@ def main() -> None:
     ap.add_argument("--workers", default="1,2")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--recompute", action="store_true", help="recompute + reconcile a pcap of the same frames")
+    ap.add_argument("--reuse", action="store_true", help="keep the ledger an earlier run left in --workdir "
+                    "(same N and --segment-records): A/B runs of two trees read the same bytes")
     a = ap.parse_args()
     work = a.workdir or Path(tempfile.mkdtemp(prefix="cluster-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     keys = work / "keys"
     if not keys.exists():
         _cli("keys", "generate", keys, "--json")
-    led = _ledger(work, keys, a.n, a.segment_records)
+    led = _ledger(work, keys, a.n, a.segment_records, a.reuse)
     trust = TrustBundle.load(keys / "verifier.pub")
     print("| run | cluster start s | wall s | records/s | worker CPU s | records per worker CPU-s | client CPU s | "
           "result |")

@@ -23,8 +23,8 @@ import numpy as np
 from .._binding import check, ffi, lib
 from ..digest.record import record_dtype
 
-__all__ = ["LedgerPart", "Tally", "in_order", "ledger_rows", "matched_tally", "merge_tallies", "once_each",
-           "paired_masks", "window_mask"]
+__all__ = ["LedgerPart", "Tally", "byte_rows", "concat_records", "in_order", "ledger_rows", "matched_tally",
+           "merge_tallies", "once_each", "paired_masks", "window_mask"]
 
 
 @dataclass(frozen=True)
@@ -153,8 +153,25 @@ def ledger_rows(parts: Sequence[LedgerPart | None], kid: str, digest_size: int, 
         return names, codes, parts[0].records
     if whole is not None and len(parts) == len(every) and len(whole) == len(codes):
         return names, codes, whole
-    recs = np.concatenate([lp.records for lp in parts]) if parts else np.zeros(0, record_dtype(digest_size))
-    return names, codes, recs
+    return names, codes, concat_records([lp.records for lp in parts], record_dtype(digest_size))
+
+
+def concat_records(arrays: Sequence[np.ndarray], dtype: np.dtype) -> np.ndarray:
+    """`arrays` (record arrays of `dtype`) joined into one new contiguous array. Copied as rows of
+    bytes: numpy copies a structured dtype field by field, ~4x slower than memcpy."""
+    out = np.empty(sum(len(a) for a in arrays), dtype)
+    rows, at = byte_rows(out), 0
+    for a in arrays:
+        rows[at:at + len(a)] = byte_rows(a)
+        at += len(a)
+    return out
+
+
+def byte_rows(arr: np.ndarray) -> np.ndarray:
+    """`arr` (a 1-D record array) as an (n, itemsize) uint8 array: a view when `arr` is
+    contiguous, else a copy."""
+    arr = np.ascontiguousarray(arr)
+    return arr.view(np.uint8).reshape(len(arr), arr.dtype.itemsize)
 
 
 def matched_tally(names: list[str], codes: np.ndarray, lts: np.ndarray, cts: np.ndarray,

@@ -19,7 +19,7 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import dask
 from distributed import CancelledError, Client, Future, KilledWorker, LocalCluster
@@ -34,13 +34,18 @@ from .chain import SegmentCheck
 from .checks import SegmentPlace
 from .ledger import check_segment
 
-__all__ = ["ClusterAddress", "ClusterChecker", "LedgerContext", "checked_segment", "connect", "ordered_results",
-           "parse_address", "segment_part", "verdict_only"]
+__all__ = ["ClusterAddress", "ClusterChecker", "LedgerContext", "SegmentBatch", "check_segments_task",
+           "checked_segment", "checked_segments", "cluster_threads", "connect", "ordered_results", "parse_address",
+           "segment_part", "task_batches", "verdict_only"]
 
 _LOCAL = re.compile(r"local:([0-9]{1,4})")
 _TCP = re.compile(r"tcp://[^\s/]+:[0-9]{1,5}")
 CONNECT_TIMEOUT_S = 30
 MAX_LOCAL_WORKERS = 1024
+# segments per task (task_batches): ~4 tasks per worker thread balance a link's work; at most 8
+# segments a task (8 M records at the default 1 M a segment: ~0.4 s of checks, ~400 MB for recompute)
+TASKS_PER_THREAD = 4
+BATCH_SEGMENTS = 8
 # Dask starts workers with MALLOC_TRIM_THRESHOLD_=65536, which also turns off glibc's adaptive
 # mmap threshold: every segment's buffers are then fresh zeroed pages (19x the page faults, +60 %
 # CPU per record here); None leaves glibc's default (docs/cluster.md)
@@ -106,12 +111,7 @@ def checked_segment(ctx: LedgerContext, part: LinkListing, index: int) -> Segmen
     """One segment's reads and checks, on a worker, with the decoded records. LedgerFormatError
     when the ledger.json found there is not the one the client verifies (a worker that sees
     another directory at that path, or one edited since)."""
-    reader = ledger_reader(ctx.directory)
-    if hashlib.sha256(reader.read_header_bytes()).hexdigest() != ctx.ledger.sha256:
-        raise LedgerFormatError(f"{ctx.directory}: the ledger.json worker {socket.gethostname()} reads is not the "
-                                "one verified (another directory at that path there, or edited since)")
-    return check_segment(reader, part, SegmentPlace(ctx.ledger, part.link, index, reader.link_dir(part.link),
-                                                    ctx.sched))
+    return next(checked_segments(ctx, part, [index]))
 
 
 def verdict_only(check: SegmentCheck) -> SegmentCheck:
@@ -126,9 +126,57 @@ def check_segment_task(ctx: LedgerContext, part: LinkListing, index: int) -> Seg
     return verdict_only(checked_segment(ctx, part, index))
 
 
+@dataclass(frozen=True)
+class SegmentBatch:
+    """What one task returns for consecutive segments of a link: the checks of the first ones,
+    in index order, and the error (a LedgerError, say) that the next one raised, if any: the
+    client yields the checks, then raises it, as the single-machine loop would."""
+
+    checks: list
+    error: Exception | None = None
+
+
+def checked_segments(ctx: LedgerContext, part: LinkListing, indexes: Sequence[int]) -> Iterator[SegmentCheck]:
+    """`checked_segment` for each of `indexes` in order, through one reader of the worker's
+    ledger directory (its ledger.json compared once)."""
+    reader = ledger_reader(ctx.directory)
+    if hashlib.sha256(reader.read_header_bytes()).hexdigest() != ctx.ledger.sha256:
+        raise LedgerFormatError(f"{ctx.directory}: the ledger.json worker {socket.gethostname()} reads is not the "
+                                "one verified (another directory at that path there, or edited since)")
+    for index in indexes:
+        yield check_segment(reader, part, SegmentPlace(ctx.ledger, part.link, index, reader.link_dir(part.link),
+                                                       ctx.sched))
+
+
+def check_segments_task(ctx: LedgerContext, part: LinkListing, indexes: Sequence[int]) -> SegmentBatch:
+    """Consecutive segments' reads and checks, on a worker: their verdicts, without records."""
+    checks = []
+    try:
+        for check in checked_segments(ctx, part, indexes):
+            checks.append(verdict_only(check))
+    except Exception as e:  # noqa: BLE001 -- raised on the client, after the checks before it
+        return SegmentBatch(checks, e)
+    return SegmentBatch(checks)
+
+
+def task_batches(places: list[SegmentPlace], threads: int) -> list[list[SegmentPlace]]:
+    """`places` cut into runs of consecutive segments, one task each: about TASKS_PER_THREAD
+    tasks per worker thread (the cluster's per-task cost, ~6 ms of worker and client CPU, is paid
+    per run, not per segment), at most BATCH_SEGMENTS segments a task (a task's records in memory,
+    and what a lost worker costs again)."""
+    size = max(1, min(BATCH_SEGMENTS, -(-len(places) // (TASKS_PER_THREAD * max(1, threads)))))
+    return [places[i:i + size] for i in range(0, len(places), size)]
+
+
+def cluster_threads(client: Client) -> int:
+    """The worker threads of `client`'s cluster now (tasks run one per thread)."""
+    return sum(w.get("nthreads", 1) for w in client.scheduler_info()["workers"].values())
+
+
 class ClusterChecker:
-    """A SegmentChecker (ledgertool.verify.ledger) that runs each segment as a task on `client`'s
-    cluster: all of a link's segments are submitted at once, their results taken in index order."""
+    """A SegmentChecker (ledgertool.verify.ledger) that runs a link's segments as tasks on
+    `client`'s cluster, a run of consecutive segments per task (task_batches): all of a link's
+    tasks are submitted at once, their results taken in index order."""
 
     def __init__(self, client: Client):
         self.client = client
@@ -139,32 +187,41 @@ class ClusterChecker:
         first = places[0]
         ctx = LedgerContext(str(reader.directory), first.ledger, first.sched)
         run = uuid.uuid4().hex  # task keys are the scheduler's: unique per ledger and link of this run
-        futures = [(p.index, self.client.submit(check_segment_task, ctx, segment_part(listing, p.index), p.index,
-                                                pure=False, key=f"ledgertool-verify-{run}-{p.link}-{p.index}"))
-                   for p in places]
+        futures = []
+        for batch in task_batches(places, cluster_threads(self.client)):
+            indexes = [p.index for p in batch]
+            futures.append((indexes, self.client.submit(check_segments_task, ctx, segment_part(listing, indexes),
+                                                        indexes, pure=False,
+                                                        key=f"ledgertool-verify-{run}-{first.link}-{indexes[0]}")))
         return ordered_results(futures, reader.directory, listing.link)
 
 
-def segment_part(listing: LinkListing, index: int) -> LinkListing:
-    """The part of a link's listing that segment `index`'s reads consult: its files, and the
-    non-regular files in their place (never read)."""
-    return LinkListing(listing.link, {index: listing.segments.get(index, frozenset())},
-                       strays=tuple(s for s in listing.strays if s.shadows == index))
+def segment_part(listing: LinkListing, indexes: int | Sequence[int]) -> LinkListing:
+    """The part of a link's listing that the reads of segment(s) `indexes` consult: their files,
+    and the non-regular files in their place (never read)."""
+    want = {indexes} if isinstance(indexes, int) else set(indexes)
+    return LinkListing(listing.link, {i: listing.segments.get(i, frozenset()) for i in sorted(want)},
+                       strays=tuple(s for s in listing.strays if s.shadows in want))
 
 
-def ordered_results(futures: list[tuple[int, Future]], directory: Path, link: str) -> Iterator[SegmentCheck]:
-    """Each task's result in order; a task the cluster lost is the run's ClusterError (never a
-    partial verdict); a LedgerError a task raised is raised here as verify raises it."""
+def ordered_results(futures: list[tuple[list[int], Future]], directory: Path, link: str) -> Iterator[SegmentCheck]:
+    """Each task's checks in order (a task: a SegmentBatch for segments `indexes`); a task the
+    cluster lost is the run's ClusterError (never a partial verdict); a LedgerError a task raised
+    is raised here, after the checks before it, as verify raises it."""
     try:
-        for index, future in futures:
+        for indexes, future in futures:
+            where = f"segment {indexes[0]}" if len(indexes) == 1 else f"segments {indexes[0]}-{indexes[-1]}"
             try:
-                yield future.result()
+                batch = future.result()
             except KilledWorker as e:
-                raise ClusterError(f"{directory}: link {link} segment {index}: the cluster lost its check "
+                raise ClusterError(f"{directory}: link {link} {where}: the cluster lost its check "
                                    f"(workers died running it: {e}); no verdict") from None
             except (CancelledError, OSError, DaskTimeoutError) as e:
-                raise ClusterError(f"{directory}: link {link} segment {index}: the cluster did not return its "
+                raise ClusterError(f"{directory}: link {link} {where}: the cluster did not return its "
                                    f"check ({type(e).__name__}: {e}); no verdict") from None
+            yield from batch.checks
+            if batch.error is not None:
+                raise batch.error
     finally:
         for _, future in futures:
             future.release()
