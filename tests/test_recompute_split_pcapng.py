@@ -42,12 +42,9 @@ def _frames(reader) -> list[tuple]:
     return out
 
 
-@needs_corpus
-@pytest.mark.parametrize("path", PCAPNGS, ids=lambda p: p.name)
-def test_item2_split_pcapng_digests_equal_the_whole_file(path, keydir):
-    path = str(path)
+def _check_split(path: str, subkey: bytes, splits=(64, 200)) -> None:
+    """`path` cut every `splits` bytes reads and digests as the whole file does."""
     alg = get_algorithm("siphash-1-3-128")
-    subkey = load_keys(keydir)[0].subkey(alg.name, alg.key_size)
     try:
         whole_run, (whole,) = digest_chunk(CaptureChunk(path), subkey, alg.name, "frame", 1)
     except CaptureFormatError as e:  # not openable: the cutter refuses it the same way
@@ -56,7 +53,7 @@ def test_item2_split_pcapng_digests_equal_the_whole_file(path, keydir):
         return
     with _chunk_reader(CaptureChunk(path)) as r:
         whole_frames = _frames(r)
-    for split in (64, 200):
+    for split in splits:
         chunks, stop = plan_chunks([path], split_bytes=split)
         runs, parts, frames = [], [], []
         for c in chunks:
@@ -77,6 +74,31 @@ def test_item2_split_pcapng_digests_equal_the_whole_file(path, keydir):
         if whole_run.frames > 1 and split == 64:  # cut finely: a chunk per packet block
             assert len(chunks) == whole_run.frames and all(a.end == b.start for a, b in zip(chunks, chunks[1:]))
             assert chunks[0].start == 0 and chunks[0].head == () and all(c.head for c in chunks[1:])
+
+
+@needs_corpus
+@pytest.mark.parametrize("path", PCAPNGS, ids=lambda p: p.name)
+def test_item2_split_pcapng_digests_equal_the_whole_file(path, keydir):
+    alg = get_algorithm("siphash-1-3-128")
+    _check_split(str(path), load_keys(keydir)[0].subkey(alg.name, alg.key_size))
+
+
+@needs_corpus
+def test_item2_split_pcapng_cut_short_or_corrupt_anywhere(keydir, tmp_path):
+    """Three sections (BE, LE, BE; SPB, ISB, NRB and custom blocks) cut short at every 4th byte,
+    and with a 13 written over every 8th byte (in either byte order: a block length no block may
+    have, an undefined interface, a caplen that overruns its block, a length past the end...):
+    the split run ends where the whole file ends, with the same message and note."""
+    alg = get_algorithm("siphash-1-3-128")
+    subkey = load_keys(keydir)[0].subkey(alg.name, alg.key_size)
+    raw = (CORPUS / "files" / "pcapngtg__be_test202.pcapng").read_bytes()
+    f = tmp_path / "test202.pcapng"
+    for at in range(4, len(raw), 4):
+        f.write_bytes(raw[:at])
+        _check_split(str(f), subkey, (64,))
+        if at % 8 == 0:
+            f.write_bytes(raw[:at] + struct.pack("<>"[at // 8 % 2] + "I", 13) + raw[at + 4:])
+            _check_split(str(f), subkey, (64,))
 
 
 @needs_corpus
@@ -159,3 +181,44 @@ def test_split_pcapng_report_and_details_equal_single_machine(case, client, tmp_
     assert not want.complete and want.capture.stopped.offset == pos and want.frames == len(epbs) * 2 // 3
     for split in (4096, 1 << 30):
         _same(want, reconcile_on_cluster(client, bad, d / "ledger", dk, trust=trust, split_bytes=split))
+
+
+@needs_corpus
+def test_native_pause_and_context_on_a_known_layout():
+    """lt_reader_next_before / lt_reader_pcapng_context against block offsets walked here from
+    the lengths in the file (le_test005: SHB, IDB 0, EPB, IDB 1, 3 EPBs)."""
+    from ledgertool._binding import ffi, lib
+    from ledgertool.source.file import CaptureReader
+
+    path = CORPUS / "files" / "pcapngtg__le_test005.pcapng"
+    raw, blocks, pos = path.read_bytes(), [], 0
+    while pos < len(raw):
+        btype, blen = struct.unpack_from("<II", raw, pos)
+        blocks.append((btype, pos, blen))
+        pos += blen
+    assert [b[0] for b in blocks] == [0x0A0D0D0A, 1, 6, 1, 6, 6, 6]
+    (_, shb, shb_len), (_, idb0, idb0_len), (_, epb0, _), (_, idb1, idb1_len), (_, epb1, _) = blocks[:5]
+    buf, n, paused = ffi.new("lt_frame[]", 16), ffi.new("size_t *"), ffi.new("int *")
+    ranges, nxt = ffi.new("uint64_t[]", 16), ffi.new("uint64_t *")
+
+    def context():
+        assert lib.lt_reader_pcapng_context(h, ranges, 8, n, nxt) == lib.LT_OK
+        return [(ranges[2 * i], ranges[2 * i + 1]) for i in range(n[0])], nxt[0]
+
+    with CaptureReader(str(path)) as r:
+        h = r.handle
+        for _ in range(2):  # the same `before` pauses at the same block again
+            assert lib.lt_reader_next_before(h, buf, 16, 0, n, paused) == lib.LT_OK and (n[0], paused[0]) == (0, 1)
+            assert context() == ([(shb, shb_len), (idb0, idb0_len)], epb0)
+        assert lib.lt_reader_next_before(h, buf, 16, epb0 + 1, n, paused) == lib.LT_OK and (n[0], paused[0]) == (1, 1)
+        assert buf[0].offset == epb0
+        assert context() == ([(shb, shb_len), (idb0, idb0_len), (idb1, idb1_len)], epb1)
+        assert lib.lt_reader_pcapng_context(h, ranges, 2, n, nxt) == lib.LT_ERR_ARG and (n[0], nxt[0]) == (3, epb1)
+        assert lib.lt_reader_next_before(h, buf, 16, 1 << 40, n, paused) == lib.LT_OK and (n[0], paused[0]) == (3, 0)
+        assert lib.lt_reader_next_before(h, buf, 16, 1 << 40, n, paused) == lib.LT_EOF and n[0] == 0
+        assert context()[1] == len(raw)
+    pcap = next(CORPUS / "files" / x["file"] for x in corpus_rows() if x["format"].startswith("pcap "))
+    with CaptureReader(str(pcap)) as r:
+        h = r.handle
+        assert lib.lt_reader_next_before(h, buf, 16, 0, n, paused) == lib.LT_ERR_ARG
+        assert lib.lt_reader_pcapng_context(h, ranges, 8, n, nxt) == lib.LT_ERR_ARG and n[0] == 0

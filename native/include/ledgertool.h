@@ -128,9 +128,10 @@ void lt_reader_close(lt_reader *r);
 /* ---- pcapng chunks (ledgertool.reconcile.cluster cuts a large pcapng file at packet blocks) ----
  * lt_reader_next for a pcapng file that stops before the first packet block (EPB, SPB, obsolete
  * PB) whose offset is `before` or more: the blocks ahead of it (SHB, IDB, any other) are read, and
- * *paused = 1 with LT_OK and *n frames (possibly 0) handed out before it; the next call reads it
- * (its framing, length and trailer, was checked: a bad one ends reading there instead). Otherwise
- * as lt_reader_next (*paused = 0). LT_ERR_ARG for any other reader (a stream, pcap, a source). */
+ * *paused = 1 with LT_OK and *n frames (possibly 0) handed out before it; a later call with a
+ * larger `before`, or lt_reader_next, reads it (its framing, length and trailer, was checked: a
+ * bad one ends reading there instead; the same `before` pauses there again). Otherwise as
+ * lt_reader_next (*paused = 0). LT_ERR_ARG for any other reader (a stream, pcap, a source). */
 int lt_reader_next_before(lt_reader *r, lt_frame *frames, size_t max, uint64_t before, size_t *n, int *paused);
 
 /* pcapng: what a reader of the blocks from the next one on needs in front of them to read them as
