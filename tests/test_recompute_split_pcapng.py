@@ -21,9 +21,9 @@ pytest.importorskip("distributed")
 from ledgertool.algorithms import get_algorithm  # noqa: E402
 from ledgertool.digest.reference import read_pcap  # noqa: E402
 from ledgertool.errors import CaptureFormatError  # noqa: E402
-from ledgertool.reconcile.cluster import CaptureChunk, _chunk_reader, digest_chunk, plan_chunks  # noqa: E402
+from ledgertool.reconcile.cluster import (CaptureChunk, _chunk_reader, digest_chunk, plan_chunks,  # noqa: E402
+                                          reconcile_on_cluster)
 from ledgertool.reconcile.recompute import reconcile  # noqa: E402
-from ledgertool.reconcile.cluster import reconcile_on_cluster  # noqa: E402
 from test_recompute_cluster import _same, case, client  # noqa: E402,F401  (the two-link ledger, a LocalCluster)
 
 PCAPNGS = ([CORPUS / "files" / r["file"] for r in corpus_rows() if r["format"].startswith("pcapng")]
@@ -108,8 +108,9 @@ def test_item2_corpus_has_the_hard_pcapng_cases():
     chunks, _ = plan_chunks([CORPUS / "files" / "pcapngtg__le_test202.pcapng"], split_bytes=64)
     assert len({c.head[0][0] for c in chunks[1:]}) == 3  # three sections, each chunk behind its own SHB
     chunks, _ = plan_chunks([CORPUS / "files" / "pcapngtg__le_test005.pcapng"], split_bytes=64)
-    # SHB, IDB 0, EPB, IDB 1, 3 EPBs: behind every later chunk the SHB with IDB 0, and IDB 1
-    assert [len(c.head) for c in chunks] == [0, 2, 2, 2] and chunks[1].head[1][0] > sum(chunks[1].head[0])  # (the first EPB between)
+    # SHB, IDB 0, EPB, IDB 1, 3 EPBs: behind every later chunk the SHB with IDB 0, and IDB 1 (the
+    # first EPB between them)
+    assert [len(c.head) for c in chunks] == [0, 2, 2, 2] and chunks[1].head[1][0] > sum(chunks[1].head[0])
     chunks, _ = plan_chunks([CORPUS / "files" / "zeek__ldap_gap-data-missing.pcapng"], split_bytes=64)
     assert all(c.head[0][1] > 126 * 20 for c in chunks[1:])  # the SHB and all 126 IDBs, one range
 

@@ -11,8 +11,9 @@ tallied on its own, by the same DuckDB statements as on one machine (recompute._
  - capture side: one task per capture file, or per chunk of a large classic pcap or pcapng file
    cut at record boundaries (pcapng: before a packet block; the client finds them with the
    native reader, which also names the section header and interface descriptions a pcapng chunk
-   is read behind), digests with the native engine and splits the digests by partition; frame indexes are the chunk's own, shifted on the
-   partition's worker by the frames of the chunks before it;
+   is read behind), digests with the native engine and splits the digests by partition; frame
+   indexes are the chunk's own, shifted on the partition's worker by the frames of the chunks
+   before it;
  - one task per partition pairs and tallies; the client adds the counts up and takes the first
    examples and --details rows in the single-machine order (each partition returns its own
    first ones in that order, so the first overall are among them).
