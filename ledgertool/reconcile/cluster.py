@@ -8,17 +8,19 @@ tallied on its own, by the same DuckDB statements as on one machine (recompute._
    (ledgertool.verify.cluster) and splits the records it checked, gap records left out, by
    partition; the client reduces the verdicts (verify_ledger) and reconciles only a ledger that
    verified, so every record paired is one whose bytes were checked;
- - capture side: one task per capture file, or per chunk of a large classic pcap cut at record
-   boundaries (the client finds them with the native reader), digests with the native engine
-   and splits the digests by partition; frame indexes are the chunk's own, shifted on the
-   partition's worker by the frames of the chunks before it;
+ - capture side: one task per capture file, or per chunk of a large classic pcap or pcapng file
+   cut at record boundaries (pcapng: before a packet block; the client finds them with the
+   native reader, which also names the section header and interface descriptions a pcapng chunk
+   is read behind), digests with the native engine and splits the digests by partition; frame
+   indexes are the chunk's own, shifted on the partition's worker by the frames of the chunks
+   before it;
  - one task per partition pairs and tallies; the client adds the counts up and takes the first
    examples and --details rows in the single-machine order (each partition returns its own
    first ones in that order, so the first overall are among them).
 
 Needs the `cluster` extra (dask, distributed). One digest key per run (a ledger whose digest key
-was rotated is reconciled with all its keys on one machine); pcapng files are not split (one task
-per file).
+was rotated is reconciled with all its keys on one machine); `workload:` specs and URLs are not
+split (one task each).
 """
 
 from __future__ import annotations
@@ -71,9 +73,11 @@ PARTS_PER_WORKER = 2
 PART_RECORDS = 8_000_000
 MIN_RECORD_BYTES = 16 + 60  # a pcap record header and the smallest Ethernet frame without FCS
 MAX_PARTS = 65536  # partition = first two digest bytes * parts >> 16
-SPLIT_BYTES = 256 << 20  # a classic pcap larger than this is cut into chunks of about this size
+SPLIT_BYTES = 256 << 20  # a pcap or pcapng file larger than this is cut into chunks of about this size
 SCAN_BATCH = 65536  # frames per native reader call while the client finds the cut points
 PCAP_FORMATS = {FORMAT_NAMES[f] for f in (lib.LT_FMT_PCAP_US, lib.LT_FMT_PCAP_NS, lib.LT_FMT_PCAP_MODIFIED)}
+PCAPNG = FORMAT_NAMES[lib.LT_FMT_PCAPNG]
+SPLIT_FORMATS = PCAP_FORMATS | {PCAPNG}  # the capture files cut into chunks
 PCAP_HEADER = 24  # classic pcap global header: copied in front of every chunk
 MODIFIED_PCAP = FORMAT_NAMES[lib.LT_FMT_PCAP_MODIFIED]  # (Kuznetzov's: 24-byte record headers, not 16)
 
@@ -184,14 +188,18 @@ class SplittingChecker:
 
 @dataclass(frozen=True)
 class CaptureChunk:
-    """What one capture task digests: a whole source, or the records in bytes [start, end) of a
-    classic pcap (`end` 0: the whole source). `note`: the source's truncation warning, carried by
-    its last chunk (a cut source's tail is found by the client)."""
+    """What one capture task digests: a whole source, or the blocks in bytes [start, end) of a
+    file cut by plan_chunks (`end` 0: the whole source), read behind `head`, the (offset,
+    length) byte ranges of the source that a reader needs in front of them (a classic pcap: its
+    global header; pcapng: the section header and the interface descriptions in force at
+    `start`; none for a first pcapng chunk, which starts at 0). `note`: the source's truncation
+    warning, carried by its last chunk (a cut source's tail is found by the client)."""
 
     source: str
     start: int = 0
     end: int = 0
     note: str | None = None
+    head: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -205,11 +213,13 @@ class ChunkRun:
 
 def plan_chunks(sources: Sources, split_bytes: int = SPLIT_BYTES) -> tuple[list[CaptureChunk], ReadStop | None]:
     """The capture tasks of a run, in frame order, and where reading stopped early. A classic
-    pcap over `split_bytes` is cut at the record boundaries nearest above every multiple of
-    `split_bytes` (the native reader gives each record's offset); it is read here to find them, so
-    a corrupt record ends its last chunk and the run there, as on one machine (the captures after
-    it are not read). Other sources are one task each (a corrupt structure found by its task ends
-    the run at that chunk). CaptureFormatError for a capture that cannot be opened."""
+    pcap or a pcapng file over `split_bytes` bytes is cut before the record (pcap) or packet
+    block (pcapng: EPB, SPB, obsolete PB) nearest at or above every multiple of `split_bytes`
+    (the native reader gives the offsets, and for pcapng the section header and interface
+    descriptions each chunk needs in front); it is read here to find them, so a corrupt record or
+    block ends its last chunk and the run there, as on one machine (the captures after it are not
+    read). Other sources are one task each (a corrupt structure found by its task ends the run at
+    that chunk). CaptureFormatError for a capture that cannot be opened."""
     chunks: list[CaptureChunk] = []
     for source in map(str, source_list(sources)):
         if is_workload(source) or is_url(source):  # a URL is streamed whole by its task
@@ -217,14 +227,37 @@ def plan_chunks(sources: Sources, split_bytes: int = SPLIT_BYTES) -> tuple[list[
             continue
         with CaptureReader(source) as reader:
             info = reader.info()
-            if info.format not in PCAP_FORMATS or info.file_size <= split_bytes:
+            if info.format not in SPLIT_FORMATS or info.file_size <= split_bytes:
                 chunks.append(CaptureChunk(source))
                 continue
-            cut, stop = _cut(reader, source, split_bytes)
+            cut, stop = (_cut_pcapng if info.format == PCAPNG else _cut)(reader, source, split_bytes)
             chunks += cut
             if stop is not None:
                 return chunks, stop
     return chunks, None
+
+
+def _read_stop(reader: CaptureReader, source: str, st: int) -> ReadStop:
+    """Where and why reading `source` failed with status `st`."""
+    try:
+        reader.raise_error(st)
+    except CaptureFormatError as e:
+        return ReadStop(e.path or source, e.offset, str(e))
+    raise AssertionError(f"status {st} raised nothing")  # (raise_error raises for every error status)
+
+
+def _chunks_to(source: str, reader: CaptureReader, cuts: list[tuple[int, tuple[tuple[int, int], ...]]], end: int,
+               stop: ReadStop | None) -> tuple[list[CaptureChunk], ReadStop | None]:
+    """`source`'s chunks from (start, head) cut points in file order up to byte `end`, the last
+    carrying the truncation note (none when reading stopped at a corrupt structure)."""
+    cuts = [c for c in cuts if c[0] < end]
+    chunks = [CaptureChunk(source, a, b, None, head) for (a, head), (b, _) in zip(cuts, cuts[1:] + [(end, ())])]
+    if not chunks:
+        return ([CaptureChunk(source)] if stop is None else []), stop
+    last = chunks[-1]
+    chunks[-1] = CaptureChunk(last.source, last.start, last.end, None if stop else reader.info().truncation_note(),
+                              last.head)
+    return chunks, stop
 
 
 def _cut(reader: CaptureReader, source: str, split_bytes: int) -> tuple[list[CaptureChunk], ReadStop | None]:
@@ -249,41 +282,79 @@ def _cut(reader: CaptureReader, source: str, split_bytes: int) -> tuple[list[Cap
         if st == lib.LT_EOF:
             break
         if st != lib.LT_OK:
-            try:
-                reader.raise_error(st)
-            except CaptureFormatError as e:
-                stop = ReadStop(e.path or source, e.offset, str(e))
+            stop = _read_stop(reader, source, st)
             break
     info = reader.info()
     end = good_end if stop is not None else info.truncated_offset if info.truncated else info.file_size
-    bounds = sorted(b for b in set(starts) if b < end) + [end]
-    chunks = [CaptureChunk(source, a, b) for a, b in zip(bounds, bounds[1:])]
-    if not chunks:
-        return ([CaptureChunk(source)] if stop is None else []), stop
-    last = chunks[-1]
-    chunks[-1] = CaptureChunk(last.source, last.start, last.end, None if stop else info.truncation_note())
-    return chunks, stop
+    head = ((0, PCAP_HEADER),)
+    return _chunks_to(source, reader, [(b, head) for b in sorted(set(starts))], end, stop)
+
+
+def _cut_pcapng(reader: CaptureReader, source: str, split_bytes: int) -> tuple[list[CaptureChunk], ReadStop | None]:
+    """A pcapng `source`'s chunks, and where a corrupt block stopped reading: the native reader
+    pauses before the first packet block at or past each multiple of `split_bytes`
+    (lt_reader_next_before) and names the section header and interface descriptions in force
+    there (lt_reader_pcapng_context); the chunks end where reading ended (the corrupt or cut-short
+    block, whose blocks before it all read well). No block's bytes are copied here."""
+    h = reader.handle
+    buf = ffi.new("lt_frame[]", SCAN_BATCH)
+    n, paused, nxt = ffi.new("size_t *"), ffi.new("int *"), ffi.new("uint64_t *")
+    ranges = ffi.new("uint64_t[]", 2 * 64)
+    cuts: list[tuple[int, tuple[tuple[int, int], ...]]] = [(0, ())]
+    frames, stop, before = 0, None, split_bytes
+    while True:
+        st = lib.lt_reader_next_before(h, buf, SCAN_BATCH, before, n, paused)
+        frames += n[0]
+        if st == lib.LT_OK and paused[0]:
+            while lib.lt_reader_pcapng_context(h, ranges, len(ranges) // 2, n, nxt) != lib.LT_OK:
+                ranges = ffi.new("uint64_t[]", 2 * n[0])  # (a section with many interfaces)
+            at = int(nxt[0])
+            if frames:  # (a first chunk without frames is no chunk: the first one starts at 0)
+                cuts.append((at, _merged(ranges, n[0])))
+            before = (at // split_bytes + 1) * split_bytes
+            continue
+        if st == lib.LT_EOF:
+            break
+        if st != lib.LT_OK:
+            stop = _read_stop(reader, source, st)
+            break
+    lib.lt_reader_pcapng_context(h, ffi.NULL, 0, n, nxt)  # (LT_ERR_ARG: only *next is wanted)
+    return _chunks_to(source, reader, cuts, int(nxt[0]), stop)
+
+
+def _merged(ranges, count: int) -> tuple[tuple[int, int], ...]:
+    """`count` (offset, length) pairs with adjacent ones joined (an SHB and the IDBs after it are
+    one range)."""
+    out: list[list[int]] = []
+    for i in range(count):
+        off, length = int(ranges[2 * i]), int(ranges[2 * i + 1])
+        if out and out[-1][0] + out[-1][1] == off:
+            out[-1][1] += length
+        else:
+            out.append([off, length])
+    return tuple((a, b) for a, b in out)
 
 
 @contextmanager
 def _chunk_reader(chunk: CaptureChunk) -> Iterator:
-    """A reader of `chunk`: the source itself, or a temporary local pcap of the source's global
-    header and the chunk's records (the native reader reads whole files)."""
+    """A reader of `chunk`: the source itself, or a temporary local file of the chunk's `head`
+    ranges and then its bytes (the native reader reads whole files). LedgerFormatError when the
+    source is shorter than when it was cut."""
     if not chunk.end:
         with open_source(chunk.source) as reader:
             yield reader
         return
-    with tempfile.NamedTemporaryFile(prefix="ledgertool-chunk-", suffix=".pcap") as tmp:
+    with tempfile.NamedTemporaryFile(prefix="ledgertool-chunk-", suffix=".cap") as tmp:
         with open(chunk.source, "rb") as f:
-            tmp.write(f.read(PCAP_HEADER))
-            f.seek(chunk.start)
-            left = chunk.end - chunk.start
-            while left:
-                block = f.read(min(left, 8 << 20))
-                if not block:
-                    raise LedgerFormatError(f"{chunk.source}: shorter than when it was cut (at byte {f.tell()})")
-                tmp.write(block)
-                left -= len(block)
+            for start, length in chunk.head + ((chunk.start, chunk.end - chunk.start),):
+                f.seek(start)
+                left = length
+                while left:
+                    block = f.read(min(left, 8 << 20))
+                    if not block:
+                        raise LedgerFormatError(f"{chunk.source}: shorter than when it was cut (at byte {f.tell()})")
+                    tmp.write(block)
+                    left -= len(block)
         tmp.flush()
         with CaptureReader(tmp.name) as reader:
             yield reader

@@ -125,6 +125,23 @@ int lt_reader_open_fd(int fd, const char *name, const uint8_t *prefix, size_t pr
 void lt_reader_get_info(const lt_reader *r, lt_reader_info *info);
 void lt_reader_close(lt_reader *r);
 
+/* ---- pcapng chunks (ledgertool.reconcile.cluster cuts a large pcapng file at packet blocks) ----
+ * lt_reader_next for a pcapng file that stops before the first packet block (EPB, SPB, obsolete
+ * PB) whose offset is `before` or more: the blocks ahead of it (SHB, IDB, any other) are read, and
+ * *paused = 1 with LT_OK and *n frames (possibly 0) handed out before it; a later call with a
+ * larger `before`, or lt_reader_next, reads it (its framing, length and trailer, was checked: a
+ * bad one ends reading there instead; the same `before` pauses there again). Otherwise as
+ * lt_reader_next (*paused = 0). LT_ERR_ARG for any other reader (a stream, pcap, a source). */
+int lt_reader_next_before(lt_reader *r, lt_frame *frames, size_t max, uint64_t before, size_t *n, int *paused);
+
+/* pcapng: what a reader of the blocks from the next one on needs in front of them to read them as
+ * this reader does: the (file offset, length) pair of the current Section Header Block, then of
+ * every Interface Description Block of its section read so far, in file order, into ranges
+ * (2 * max uint64). *n = the pairs needed (1 + interfaces), *next = the next block's file offset
+ * (after reading ended: the corrupt or cut-short block's, or the file size). LT_OK; LT_ERR_ARG when
+ * r is not a mapped pcapng file (*n = 0), or when max < *n (ranges untouched; *n and *next set). */
+int lt_reader_pcapng_context(const lt_reader *r, uint64_t *ranges, size_t max, size_t *n, uint64_t *next);
+
 /* Copy the bytes of `n` frames handed out by r, back to back, into dst (dst_len bytes, at least
  * the sum of their caplens). LT_OK; LT_ERR_ARG when dst is too small; LT_ERR_IO (sticky, message
  * and error_offset in info) when the file shrank under them. */

@@ -329,6 +329,22 @@ int lt_reader_open_fd(int fd, const char *name, const uint8_t *prefix, size_t pr
     }
 }
 
+/* A mapped file's next frames, the map guarded against the file shrinking. */
+static int file_next(lt_reader *r, lt_frame *frames, size_t max, size_t *n) {
+    lt_bus_guard g;
+    lt_bus_guard_push(&g, r);
+    if (sigsetjmp(g.jb, 0)) { /* the file shrank: none of this call's frames is handed out */
+        lt_reader_fail_shrunk(r, g.fault);
+        return LT_ERR_IO;
+    }
+    size_t k = r->fmt->next(r, frames, max);
+    lt_bus_guard_pop(&g);
+    r->info.frames += k;
+    *n = k;
+    if (k) return LT_OK;
+    return r->state ? r->state : LT_EOF;
+}
+
 int lt_reader_next(lt_reader *r, lt_frame *frames, size_t max, size_t *n) {
     *n = 0;
     if (r->state) return r->state;
@@ -346,18 +362,22 @@ int lt_reader_next(lt_reader *r, lt_frame *frames, size_t max, size_t *n) {
         if (st != LT_OK && *n == 0) r->state = st;
         return *n ? LT_OK : st;
     }
-    lt_bus_guard g;
-    lt_bus_guard_push(&g, r);
-    if (sigsetjmp(g.jb, 0)) { /* the file shrank: none of this call's frames is handed out */
-        lt_reader_fail_shrunk(r, g.fault);
-        return LT_ERR_IO;
-    }
-    size_t k = r->fmt->next(r, frames, max);
-    lt_bus_guard_pop(&g);
-    r->info.frames += k;
-    *n = k;
-    if (k) return LT_OK;
-    return r->state ? r->state : LT_EOF;
+    return file_next(r, frames, max, n);
+}
+
+int lt_reader_next_before(lt_reader *r, lt_frame *frames, size_t max, uint64_t before, size_t *n, int *paused) {
+    *n = 0;
+    *paused = 0;
+    if (r->fmt != &lt_format_pcapng || r->stream || r->ops) return LT_ERR_ARG;
+    if (r->state) return r->state;
+    if (!frames || max == 0) return LT_ERR_ARG;
+    r->pausing = 1;
+    r->pause_before = before;
+    r->paused = 0;
+    int st = file_next(r, frames, max, n);
+    r->pausing = 0;
+    *paused = r->paused;
+    return *paused && st == LT_EOF ? LT_OK : st; /* paused before any frame: LT_OK, *n == 0 */
 }
 
 static void copy_frames(const lt_frame *frames, size_t n, uint8_t *dst) {

@@ -24,6 +24,8 @@ typedef struct {
     int tsres_binary;   /* 0: unit 10^-exp s, 1: unit 2^-exp s */
     uint32_t tsres_exp;
     int64_t tsoffset;   /* seconds */
+    uint64_t block_off; /* the IDB's file offset and length (lt_reader_pcapng_context) */
+    uint32_t block_len;
 } lt_iface;
 
 struct lt_reader {
@@ -45,6 +47,11 @@ struct lt_reader {
     int have_first_if;
     lt_iface *ifs;
     uint32_t nifs, cap_ifs;
+    uint64_t shb_off;    /* the current section's SHB: file offset and length */
+    uint32_t shb_len;
+    int pausing;         /* lt_reader_next_before: stop before a packet block at pause_before or later */
+    uint64_t pause_before;
+    int paused;          /* ... and it did (r->pos is that block) */
     lt_reader_info info;
     const struct lt_format *fmt;  /* the capture format (files); NULL for other sources */
     /* A stream (lt_reader_open_fd): map is a malloc'd window of `cap` bytes over fd (reader.c). */

@@ -26,6 +26,11 @@
  * Blocks: SHB, IDB, EPB, SPB (caplen = min(wire len, interface 0 snaplen unless 0, bytes in
  *   block)), obsolete PB (type 2) are interpreted; every other block type (NRB, ISB, DSB, custom,
  *   unknown) is checked structurally and skipped (info.skipped_blocks).
+ *
+ * Chunks (lt_reader_next_before, lt_reader_pcapng_context): the reader keeps the offset and length
+ * of the current SHB and of each IDB of its section, so that the blocks from a packet block on can
+ * be read on their own behind copies of those (the state a packet block depends on: byte order,
+ * interface link types, snap lengths, if_tsresol, if_tsoffset).
  */
 #include <stdlib.h>
 
@@ -90,6 +95,8 @@ static int parse_idb(lt_reader *r, const uint8_t *body, size_t blen, size_t pos)
     ifc.linktype = rd16(r, body);
     ifc.snaplen = rd32(r, body + 4);
     ifc.tsres_exp = 6;
+    ifc.block_off = AT(r, pos);
+    ifc.block_len = (uint32_t)(blen + 12);
     size_t o = 8;
     while (o + 4 <= blen) {
         uint16_t code = rd16(r, body + o), olen = rd16(r, body + o + 2);
@@ -183,6 +190,8 @@ static int parse_shb(lt_reader *r, size_t pos, uint32_t blen, int first) {
     }
     r->info.sections++;
     r->nifs = 0;
+    r->shb_off = AT(r, pos);
+    r->shb_len = blen;
     return LT_OK;
 }
 
@@ -197,6 +206,11 @@ static size_t pcapng_next(lt_reader *r, lt_frame *out, size_t max) {
         }
         uint32_t type, blen;
         if (check_block(r, pos, &type, &blen) != LT_OK) break;
+        if (r->pausing && AT(r, pos) >= r->pause_before &&
+            (type == PCAPNG_EPB || type == PCAPNG_PB || type == PCAPNG_SPB)) {
+            r->paused = 1; /* lt_reader_next_before: r->pos stays at this packet block */
+            break;
+        }
         const uint8_t *body = r->map + pos + 8;
         const size_t bl = blen - 12; /* body length */
         const uint32_t rf_be = r->be ? LT_RF_BIG_ENDIAN : 0;
@@ -286,6 +300,21 @@ static size_t pcapng_next(lt_reader *r, lt_frame *out, size_t max) {
         r->pos = pos + blen;
     }
     return k;
+}
+
+int lt_reader_pcapng_context(const lt_reader *r, uint64_t *ranges, size_t max, size_t *n, uint64_t *next) {
+    *n = 0;
+    if (r->fmt != &lt_format_pcapng || r->stream) return LT_ERR_ARG;
+    *n = 1 + (size_t)r->nifs;
+    *next = AT(r, r->pos);
+    if (*n > max || !ranges) return LT_ERR_ARG;
+    ranges[0] = r->shb_off;
+    ranges[1] = r->shb_len;
+    for (uint32_t i = 0; i < r->nifs; i++) {
+        ranges[2 + 2 * (size_t)i] = r->ifs[i].block_off;
+        ranges[3 + 2 * (size_t)i] = r->ifs[i].block_len;
+    }
+    return LT_OK;
 }
 
 /* Find the first IDB of the first section without consuming anything (fills info early). */
