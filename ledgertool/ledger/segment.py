@@ -13,12 +13,10 @@ bytes past them.
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import hmac
 import os
 import struct
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -54,39 +52,6 @@ BLOCK_PREFIX = _BLOCK_COUNT.size
 MAX_BLOCK_RECORDS = lib.LT_SEGMENT_MAX_BLOCK_RECORDS
 #: the most records of one segment (the writer keeps 32 bytes of leaf hashes per leaf of them)
 MAX_SEGMENT_RECORDS = lib.LT_SEGMENT_MAX_RECORDS
-
-# ---- preallocation on tmpfs (docs/benchmarks.md, "capture:sealed on tmpfs: pages allocated off the
-# writer thread") -----------------------------------------------------------------------------------
-#: bytes of an open segment preallocated at most (from its start); past that, writes allocate
-PREALLOC_MAX = 64 << 20
-#: fallocate(2) call size: the inode lock is held this long, and `close` waits at most one of them
-PREALLOC_CHUNK = 1 << 20
-#: free space a file system keeps after a preallocation chunk, or none is made: a reservation the
-#: segment may never use must not be what fills the file system for the sealer's files
-PREALLOC_RESERVE = 256 << 20
-_TMPFS_MAGIC = 0x01021994
-_FALLOC_FL_KEEP_SIZE, _FALLOC_FL_PUNCH_HOLE = 0x01, 0x02
-
-
-def _load_libc():
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
-        libc.fstatfs.argtypes = [ctypes.c_int, ctypes.c_void_p]
-        return libc
-    except (OSError, AttributeError):  # not Linux / no glibc symbols: no preallocation
-        return None
-
-
-_LIBC = _load_libc()
-
-
-def _on_tmpfs(fd: int) -> bool:
-    """Whether `fd` is on tmpfs (struct statfs starts with its f_type, a native long on Linux)."""
-    if _LIBC is None:
-        return False
-    buf = (ctypes.c_long * 32)()  # struct statfs is 120 bytes on x86-64 / arm64
-    return _LIBC.fstatfs(fd, buf) == 0 and buf[0] == _TMPFS_MAGIC
 
 
 
@@ -224,9 +189,6 @@ class SegmentWriter:
         self._root = root
         self._fd = fsio.create_exclusive(path, root=root, what="open segment", durable_name=False)
         self._native = ffi.NULL
-        self._prealloc_lock = threading.Lock()  # the fd and _prealloc_end between preallocate and close
-        self._prealloc_end = 0  # bytes from the file's start that fallocate reserved (past EOF: KEEP_SIZE)
-        self._prealloc_stop = False
         try:
             raw = header.encode()
             try:
@@ -266,53 +228,6 @@ class SegmentWriter:
         check(status, f"lt_segment_writer_append ({count} records)")
         self.records += count
 
-    def preallocate(self, nbytes: int) -> int:
-        """On tmpfs, reserve the pages of the file's first `nbytes` bytes (at most PREALLOC_MAX)
-        ahead of the writes, in PREALLOC_CHUNK calls of fallocate(FALLOC_FL_KEEP_SIZE): for a
-        thread other than the writer's, which then only copies into them (on tmpfs a write that
-        allocates costs about twice one that does not). The file's size and bytes never change;
-        `close` (or `release`) gives back what the records did not fill. Stops at the first failure
-        (the writes meet and report the real one), when the file system would keep less than
-        PREALLOC_RESERVE free, or once the segment is closed. Elsewhere (ext4 measured slower) and
-        without fallocate, nothing. Returns the bytes reserved from the file's start."""
-        end = min(nbytes, PREALLOC_MAX)
-        try:
-            with self._prealloc_lock:
-                if self._fd < 0 or self._prealloc_stop or not _on_tmpfs(self._fd):
-                    return 0
-                pos = os.fstat(self._fd).st_size // PREALLOC_CHUNK * PREALLOC_CHUNK
-            while pos < end:
-                with self._prealloc_lock:
-                    if self._fd < 0 or self._prealloc_stop:
-                        break
-                    n = min(PREALLOC_CHUNK, end - pos)
-                    st = os.fstatvfs(self._fd)
-                    if st.f_bavail * st.f_frsize < n + PREALLOC_RESERVE or _LIBC.fallocate(
-                            self._fd, _FALLOC_FL_KEEP_SIZE, pos, n) != 0:
-                        break
-                    pos += n
-                    self._prealloc_end = pos
-        except OSError:  # a hint only: the writes meet and report the file system's errors
-            pass
-        return self._prealloc_end
-
-    def release(self) -> None:
-        """Stop `preallocate` and give back the reserved pages past the end of the file (a hole
-        punched past EOF: the file's size and bytes stay). Errors are ignored: what is left is
-        reserved space, never data."""
-        with self._prealloc_lock:
-            self._prealloc_stop = True
-            if self._fd < 0 or not self._prealloc_end:
-                return
-            try:
-                size = os.fstat(self._fd).st_size
-            except OSError:
-                return
-            if self._prealloc_end > size:
-                _LIBC.fallocate(self._fd, _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE, size,
-                                self._prealloc_end - size)
-            self._prealloc_end = 0
-
     def finish(self) -> SegmentCommitment:
         """The root over every leaf, the leaves and the counters; no append after it. ValueError
         when no record was appended."""
@@ -324,12 +239,9 @@ class SegmentWriter:
         return SegmentCommitment(c.first_seq, totals, c.blocks, bytes(ffi.buffer(leaves)))
 
     def close(self) -> None:
-        """Give back the preallocation past its end (`release`), fsync and close the file, then fsync
-        its directory (the file's name; StorageError naming it)."""
+        """fsync and close the file, then fsync its directory (the file's name; StorageError naming it)."""
         if self._fd >= 0:
-            self.release()
-            with self._prealloc_lock:  # preallocate sees the closed fd, never a reused number
-                fd, self._fd = self._fd, -1
+            fd, self._fd = self._fd, -1
             try:
                 os.fsync(fd)
             except OSError as e:

@@ -32,27 +32,12 @@ from . import layout
 from .checkpoints import link_tree, write_checkpoint
 from .header import LedgerHeader
 from .index import link_state
-from .openmac import MAC_SIZE, OpenSegmentKey
-from .segment import (
-    BLOCK_PREFIX,
-    HEADER_SIZE,
-    MAX_BLOCK_RECORDS,
-    SegmentCommitment,
-    SegmentHeader,
-    SegmentWriter,
-    now_ns,
-)
+from .openmac import OpenSegmentKey
+from .segment import SegmentCommitment, SegmentHeader, SegmentWriter, now_ns
 
 #: batch buffers of a writer (`batch_buffer`): the engine fills one while the writer thread writes
 #: the others; with them all in flight the next `batch_buffer` waits (backpressure, nothing dropped)
 BATCH_BUFFERS = 3
-
-
-def segment_bytes(ledger: LedgerHeader, records: int) -> int:
-    """About the size of a v2 open segment of `records` records appended in batches of up to
-    MAX_BLOCK_RECORDS (header, records, block framing; a few blocks more where leaves split them)."""
-    blocks = records // MAX_BLOCK_RECORDS + 16
-    return HEADER_SIZE + records * ledger.record_size + blocks * (BLOCK_PREFIX + MAC_SIZE)
 
 
 class LinkWriter:
@@ -94,8 +79,6 @@ class LinkWriter:
         self._sealer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledgertool-seal")
         self._pending: list[Future] = []
         self._appender = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledgertool-append")
-        # reserves each new segment's tmpfs pages ahead of the writer thread (SegmentWriter.preallocate)
-        self._preallocator = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledgertool-prealloc")
         self._writing: deque[tuple[Future, ffi.CData]] = deque()  # batches handed to it, oldest first
         self._free: list[ffi.CData] = []  # batch buffers not in flight, reused (fresh ones would fault every page)
         self._buffers = 0  # batch buffers allocated
@@ -185,8 +168,6 @@ class LinkWriter:
                                           header, self._mac_key, self.ledger_dir)
             self._opened_at = time.perf_counter()
             self._open_records = 0
-            # a hint sized for a full segment; what the records leave unused is given back at close
-            self._preallocator.submit(self._segment.preallocate, segment_bytes(self.ledger, self.segment_records))
         if self.ledger.version == 1:
             self._records += memoryview(records)[:count * self.ledger.record_size]  # for Parquet
         if batch is None:
@@ -300,9 +281,6 @@ class LinkWriter:
             except Exception:  # noqa: BLE001 - as below
                 self._writing.clear()
             self._appender.shutdown(wait=True)
-            if self._segment is not None:
-                self._segment.release()  # left open for `recover`: without the reserved pages
-            self._preallocator.shutdown(wait=True)
             if self._pending:
                 try:
                     self.drain()
