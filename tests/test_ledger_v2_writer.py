@@ -147,6 +147,35 @@ def test_item14_whole_leaves_make_aligned_blocks(tmp_path):
     assert c.blocks == 6 and len(c.leaves) == 7 * 32
 
 
+@pytest.mark.parametrize("leaf,digest_size", [(1, 16), (4, 32), (256, 16), (4096, 16)])
+def test_item14_blocks_written_piece_by_piece_equal_the_spec(tmp_path, leaf, digest_size):
+    """Blocks of whole leaves larger than one piece (segment_writer.c PIECE_BYTES: counted, hashed
+    and written about 192 KiB at a time, the MAC with the last piece): 70,000 records and a
+    65,536-record batch make full 65,536-record blocks of many pieces, and a leaf larger than a
+    piece; the file, root and counters are still the spec's."""
+    rng = np.random.default_rng(leaf)
+    key = OpenSegmentKey(rng.bytes(32), "cd" * 16)
+    path = tmp_path / "seg-00000000.open"
+    w = _writer(path, key, digest_size, leaf)
+    rs = 32 + digest_size
+    recs = _records(70_000 + 65_536 + 3, digest_size, 7, rng)
+    w.append(memoryview(recs)[:3 * rs], 3)
+    w.append(memoryview(recs)[3 * rs:70_003 * rs], 70_000)
+    w.append(memoryview(recs)[70_003 * rs:], 65_536)
+    c = w.finish()
+    w.close()
+    sizes, body = spec_check_file(path.read_bytes(), key.secret, rs, leaf)
+    assert body == recs and sum(sizes) == len(recs) // rs and c.blocks == len(sizes)
+    assert 65_536 in sizes  # a full block: many pieces
+    arr = np.frombuffer(recs, dtype=record_dtype(digest_size))
+    gaps = (arr["flags"] & FLAG_GAP) != 0
+    t = c.totals
+    assert t.merkle_root == spec_root(recs, rs, leaf)
+    assert (t.records, t.frames, t.drops, c.first_seq, t.last_seq) == (
+        len(arr), int((~gaps).sum()), int(arr["aux"][gaps].sum()), 7, 6 + len(arr))
+    assert (t.first_ts_ns, t.last_ts_ns) == (int(arr["ts_ns"][0]), int(arr["ts_ns"][-1]))
+
+
 def test_item14_native_hmac_equals_python_hmac(tmp_path):
     """One block of one leaf: its MAC is hmac.digest over the spec's bytes (key longer and shorter
     than the SHA-256 block: the C pads)."""
