@@ -462,10 +462,10 @@ from ledgertool.ledger import reader as R
 ledger, how, cut_to = sys.argv[1], sys.argv[2], int(sys.argv[3])
 opened = R.LedgerReader._open_records
 
-def open_then_cut(self, path, what):
+def open_then_cut(self, path, what, *held):
     # the storage holder truncates segment 1's file after verify opened and fstat'd it: the walk's
     # map covers the old length, and every page past the new end is gone
-    got = opened(self, path, what)
+    got = opened(self, path, what, *held)
     if Path(path).name == "seg-00000001.rec":
         os.truncate(path, cut_to)
     return got

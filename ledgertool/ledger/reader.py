@@ -233,10 +233,12 @@ class LedgerReader:
         """The bytes of a file a writer may be appending to (an open segment): read to its end."""
         return fsio.read_regular(path, what=what)
 
-    def _open_records(self, path, what: str) -> OpenRecordFile | pa.Buffer:
+    def _open_records(self, path, what: str, dir_fd: int | None = None) -> OpenRecordFile | pa.Buffer:
         """A raw record file for parse_record_file: open (read_regular's rules), mapped by the
-        walk instead of read into a buffer."""
-        fd = fsio.open_regular(path, root=self.directory, what=what)
+        walk instead of read into a buffer. `dir_fd`: its link's directory, held by
+        holding_link: the file is then opened by name relative to it."""
+        fd = (fsio.open_regular(path, root=self.directory, what=what) if dir_fd is None
+              else fsio.open_regular(path, what=what, dir_fd=dir_fd))
         try:
             return OpenRecordFile(fd, os.fstat(fd).st_size)
         except OSError as e:
@@ -367,15 +369,9 @@ class LedgerReader:
         storage open (the caller closes it with `close_record_file`), else its bytes; the errors of
         read_segment_file."""
         path, what = self.segment_path(link, index, RECORDS), f"segment {RECORDS} file"
-        dfd = self._held.get(link)
-        if dfd is None:
-            return self._open_records(path, what)
-        fd = fsio.open_regular(path, what=what, dir_fd=dfd)
-        try:
-            return OpenRecordFile(fd, os.fstat(fd).st_size)
-        except OSError as e:
-            os.close(fd)
-            raise fsio.storage_error(e, path, f"read {what}") from None
+        # one place opens every record file (held directory or not): a test stands in for the
+        # storage holder there
+        return self._open_records(path, what, self._held.get(link))
 
     @staticmethod
     def close_record_file(source: OpenRecordFile | pa.Buffer | None) -> None:
