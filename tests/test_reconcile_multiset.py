@@ -198,13 +198,9 @@ def _differing(con) -> list[tuple]:
         ORDER BY {DETAILS_ORDER}""").fetchall()
 
 
-@settings(max_examples=60, deadline=None)
-@given(_ordered_sides(), st.sampled_from([(None, None, 0), (3, 15, 0), (3, 15, 2), (None, 10, 1)]))
-def test_pair_records_with_the_fast_path_equals_the_exact_pairing(sides, window):
-    """The whole reconciliation (counts, per link and second, examples, and which rows are
-    ledger-only or capture-only, in --details order) with the ordered walk and once_each taking
-    their pairs out equals the pairing of every row in DuckDB."""
-    ledger, codes, capture = sides
+def _fast_and_exact(ledger, codes, capture, window):
+    """pair_records (fast paths, then DuckDB) and the all-DuckDB pairing of the same two links'
+    rows: (fast tally, exact tally, fast --details rows, exact --details rows)."""
     names = ["link0", "link1"]
     want, want_rows = _exact_only(names, codes, ledger, capture, window)
     con = open_duckdb()
@@ -213,6 +209,16 @@ def test_pair_records_with_the_fast_path_equals_the_exact_pairing(sides, window)
         got_rows = _differing(con)
     finally:
         con.close()
+    return got, want, got_rows, want_rows
+
+
+@settings(max_examples=60, deadline=None)
+@given(_ordered_sides(), st.sampled_from([(None, None, 0), (3, 15, 0), (3, 15, 2), (None, 10, 1)]))
+def test_pair_records_with_the_fast_path_equals_the_exact_pairing(sides, window):
+    """The whole reconciliation (counts, per link and second, examples, and which rows are
+    ledger-only or capture-only, in --details order) with the ordered walk and once_each taking
+    their pairs out equals the pairing of every row in DuckDB."""
+    got, want, got_rows, want_rows = _fast_and_exact(*sides, window)
     assert got_rows == want_rows
     assert (got.frames_in_window, got.matched, got.ledger_only, got.capture_only) == \
         (want.frames_in_window, want.matched, want.ledger_only, want.capture_only)
@@ -301,14 +307,7 @@ def test_pair_records_over_several_seconds_equals_the_exact_pairing(sides, windo
         arr["ts_ns"] = arr["ts_ns"] * 100_000_000 + 950_000_000
     window = tuple(None if v is None else v * 100_000_000 + (950_000_000 if k < 2 else 0)
                    for k, v in enumerate(window))
-    names = ["link0", "link1"]
-    want, want_rows = _exact_only(names, codes, ledger, capture, window)
-    con = open_duckdb()
-    try:
-        got = pair_records(con, "k", [], [], (names, codes, ledger), capture, window, 100)
-        got_rows = _differing(con)
-    finally:
-        con.close()
+    got, want, got_rows, want_rows = _fast_and_exact(ledger, codes, capture, window)
     assert got_rows == want_rows
     assert (got.frames_in_window, got.matched, got.ledger_only, got.capture_only, got.per_link, got.per_second,
             got.examples_ledger_only, got.examples_capture_only) == \
