@@ -106,3 +106,15 @@ def run_killing_a_worker(work, what: str) -> dict:
         t.join(120)
         assert not t.is_alive()
     return got
+
+
+@pytest.fixture()
+def sample_ledger(tmp_path, keydir) -> Path:
+    """samples/sample.pcapng captured into a fresh ledger (tmp_path / "L"), 100 records a segment
+    (294 frames: 3 segments), signed with `keydir`'s keys."""
+    from ledgertool.capture.run import capture_file
+
+    dk, sk, _ = load_keys(keydir)
+    out = tmp_path / "L"
+    capture_file(SAMPLES / "sample.pcapng", out, digest_key=dk, signing_key=sk, segment_records=100)
+    return out

@@ -10,21 +10,17 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLES, load_keys
+from conftest import load_keys
 
 from ledgertool import fsio
-from ledgertool.capture.run import capture_file
 from ledgertool.errors import FileTypeError
 from ledgertool.ledger.reader import LedgerReader
 from ledgertool.verify.ledger import verify_ledger
 
 
 @pytest.fixture()
-def ledger(tmp_path, keydir) -> Path:
-    dk, sk, _ = load_keys(keydir)
-    out = tmp_path / "L"
-    capture_file(SAMPLES / "sample.pcapng", out, digest_key=dk, signing_key=sk, segment_records=100)
-    return out
+def ledger(sample_ledger) -> Path:
+    return sample_ledger
 
 
 def _fds() -> set[str]:

@@ -14,9 +14,8 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLES, load_keys, run_cli
+from conftest import load_keys, run_cli
 
-from ledgertool.capture.run import capture_file
 from ledgertool.errors import KeyFileError, LedgerFormatError
 from ledgertool.keyfiles import SigningKey, TrustBundle
 from ledgertool.ledger.rotations import rotate_keys
@@ -25,11 +24,8 @@ from ledgertool.verify.proof import build_proof, check_proof, parse_proof
 
 
 @pytest.fixture()
-def ledger(tmp_path, keydir) -> Path:
-    dk, sk, _ = load_keys(keydir)
-    out = tmp_path / "L"
-    capture_file(SAMPLES / "sample.pcapng", out, digest_key=dk, signing_key=sk, segment_records=100)
-    return out
+def ledger(sample_ledger) -> Path:
+    return sample_ledger
 
 
 def _duplicate_first(path: Path, member: str, value) -> None:
