@@ -48,13 +48,17 @@ from ..source.file import STDIN
 from ..urls import location
 from ..verify.ledger import VerifiedSegment, VerifyResult, verify_ledger
 from .dissect import dissect_line
-from .multiset import LedgerPart, Tally, ledger_rows, matched_tally, merge_tallies, paired_masks, window_mask
+from .msethash import MultisetHash, new_key
+from .multiset import (LedgerPart, Tally, ledger_rows, matched_tally, merge_tallies, paired_masks, second_counts,
+                       window_mask)
 from .query import not_verified_error, open_duckdb
 
 #: bytes of file format around each frame: the record header (pcap 16, modified pcap 24) or the
 #: enhanced packet block (pcapng 32 and the padding, left out): how far into the file the frames
 #: read so far reach, for the progress bar
 _RECORD_OVERHEAD = {"pcap (µs)": 16, "pcap (ns)": 16, "pcap (modified)": 24, "pcapng": 32}
+
+DEFAULT_MEMORY_LIMIT = "4GB"  # DuckDB's memory_limit for the exact pairing
 
 
 def _file_progress(progress: ProgressFn | None, phase: str, info) -> Callable[[int, int], None] | None:
@@ -279,10 +283,10 @@ def source_name(source: Sources) -> str:
 def reconcile(source: Sources, ledger_dir: Path, digest_key: DigestKey | Sequence[DigestKey], *,
               trust: TrustBundle | None = None, checkpoint: bytes | None = None,
               checkpoint_name: str = "checkpoint",
-              examples: int = 10, progress: ProgressFn | None = None, memory_limit: str = "4GB",
+              examples: int = 10, progress: ProgressFn | None = None, memory_limit: str = DEFAULT_MEMORY_LIMIT,
               from_ns: int | None = None, to_ns: int | None = None, tolerance_ns: int = 0,
               links: list[str] | None = None, details: Path | None = None,
-              details_limit: int = 100_000, workers: int = 0) -> ReconcileResult:
+              details_limit: int = 100_000, workers: int = 0, exact: bool = False) -> ReconcileResult:
     """Verify the ledger, recompute `source` with its algorithm and strip mode, and reconcile
     the two as multisets. `source` is one capture or several, taken as one capture in the order
     given (frame indexes continue from one file to the next).
@@ -306,6 +310,11 @@ def reconcile(source: Sources, ledger_dir: Path, digest_key: DigestKey | Sequenc
     counts) and a warning, and capture frames that belong to them count as capture-only.
     Capture-only examples and details show a frame's digest under the first (oldest) key given.
 
+    One digest key, no window and no standard input: the fast verdict comes first (_fast_verdict:
+    a multiset hash of each side, docs/adr/0009); only when it finds the sides unequal are they
+    read again and paired. `exact` pairs them without it (the report is the same; for tests and
+    benchmarks).
+
     Raises DiscrepancyError when the ledger does not verify, KeyFileError when a key is not one
     of the ledger's digest keys (wrong key) or covers none of its sealed segments in `links`,
     UsageError for the same key given twice or several keys with standard input (`-`, read once),
@@ -323,13 +332,32 @@ def reconcile(source: Sources, ledger_dir: Path, digest_key: DigestKey | Sequenc
     alg = get_algorithm(ledger.algorithm)
     keys = check_request(digest_key, from_ns, to_ns, details)
     t0 = time.perf_counter()
+    verify_args = (ledger_dir, trust, checkpoint, checkpoint_name, links, progress)
+    if memory_limit != DEFAULT_MEMORY_LIMIT:  # checked before the long part, as DuckDB takes it
+        _check_memory_limit(memory_limit)
+    if not exact and len(keys) == 1 and from_ns is None and to_ns is None \
+            and STDIN not in map(str, source_list(source)):
+        # the usual run, a capture that agrees with its ledger, needs no pairing (see _fast_verdict);
+        # one that does not is read again below (standard input cannot be, nor is it needed with
+        # a window or several keys, which the pairing below handles)
+        fast = _fast_verdict(source, verify_args, ledger, alg, keys[0], progress, workers)
+        if fast is not None:
+            segs, ver, keys, tally, run = fast
+            written = 0
+            if details:  # no frame differs: the details file is empty, as the pairing writes it
+                with fsio.atomic_file(details, what="details file"):
+                    pass
+            res = make_result(source_name(source), ledger_dir, tally, (from_ns, to_ns, tolerance_ns, links), details,
+                              written, run.warnings, keys, segs, [], ver.signatures_checked,
+                              time.perf_counter() - t0, capture=run)
+            _add_warnings(res, ledger_dir, alg, [], details_limit)
+            return res
     with tempfile.TemporaryDirectory(prefix="ledgertool-recompute-") as tmp:
         try:
             con = open_duckdb({"memory_limit": memory_limit, "temp_directory": tmp})
         except UsageError as e:
             raise UsageError(Setting("memory_limit"), f" {memory_limit!r}: {e}") from None
         try:
-            verify_args = (ledger_dir, trust, checkpoint, checkpoint_name, links, progress)
             if len(keys) == 1:  # the common case: the pairs found once on each side never reach DuckDB
                 # the ledger holds about the capture's frames: its array is reserved as the capture's is
                 hint = sum(_file_bytes(one) for one in source_list(source)) // 64
@@ -357,6 +385,67 @@ def reconcile(source: Sources, ledger_dir: Path, digest_key: DigestKey | Sequenc
                       capture=run)
     _add_warnings(res, ledger_dir, alg, uncovered, details_limit)
     return res
+
+
+def _check_memory_limit(memory_limit: str) -> None:
+    """UsageError naming the setting when DuckDB does not take `memory_limit` (a connection is
+    opened for it: ~30 ms, so the default, which it takes, is not checked)."""
+    try:
+        open_duckdb({"memory_limit": memory_limit}).close()
+    except UsageError as e:
+        raise UsageError(Setting("memory_limit"), f" {memory_limit!r}: {e}") from None
+
+
+def _fast_verdict(source: Sources, verify_args: tuple, ledger: LedgerHeader, alg: Algorithm,
+                  key: DigestKey, progress: ProgressFn | None, workers: int
+                  ) -> tuple[list[_Segment], VerifyResult, list[tuple[str, DigestKey]], Tally, DigestRun] | None:
+    """The whole reconciliation when every frame matches, found without pairing any: the ledger
+    is verified (DiscrepancyError when it does not verify), each verified segment's frame records
+    are added to a multiset hash as they are checked (msethash: the very bytes hashed into its
+    Merkle leaves, in one buffer the segments share, so nothing is kept) and counted per link
+    and per second, then the captures are recomputed under `key` into another multiset hash,
+    batch by batch. Equal hashes and counts mean equal multisets of digests (docs/adr/0009), so
+    every frame matched and the tally is the ledger side's counts. Returns (segments, verify
+    result, [(key id, key)], tally, the capture's run), or None when the two differ, some
+    segments are under another key, or the capture could not be read to its end: the caller
+    then pairs them exactly (reading both again). KeyFileError as _match_keys."""
+    ledger_dir = verify_args[0]
+    dtype = record_dtype(alg.digest_size)
+    lhash = MultisetHash(new_key(), alg.digest_size)
+    segs: list[_Segment] = []
+    per_link: dict[str, int] = {}
+    seconds: dict[int, int] = {}
+
+    def add_segment(seg: VerifiedSegment) -> None:
+        segs.append(_Segment.of(seg))
+        arr = np.frombuffer(seg.records, dtype)
+        n = lhash.add(arr)
+        per_link[seg.link] = per_link.get(seg.link, 0) + n
+        second_counts(arr, FLAG_GAP, into=seconds)
+
+    # a sink nothing is taken from: every segment's records are copied to the same place
+    ver = verify_ledger(*verify_args[:4], links=verify_args[4], on_segment=add_segment, progress=verify_args[5],
+                        records_into=RecordSink(dtype))
+    if not ver.ok:
+        raise not_verified_error(ver, "it is not reconciled")
+    keys, uncovered = _match_keys(ledger_dir, ledger, alg, [key], segs)
+    if uncovered:
+        return None
+    chash = MultisetHash(lhash.key, alg.digest_size)
+    run = DigestRun()
+    for one in source_list(source):
+        if run.stopped is not None:
+            break
+        for batch in _digest_records(one, key, alg, ledger.strip, run, progress, workers):
+            chash.add(batch)
+    if run.stopped is not None or chash.state() != lhash.state():
+        return None
+    tally = Tally(run.frames, lhash.count, 0, 0,
+                  [{"link": ln, "matched": n, "ledger_only": 0, "capture_only": 0}
+                   for ln, n in sorted(per_link.items()) if n],
+                  [{"second": sec, "matched": n, "ledger_only": 0, "capture_only": 0}
+                   for sec, n in sorted(seconds.items())], [], [])
+    return segs, ver, keys, tally, run
 
 
 def check_request(digest_key: DigestKey | Sequence[DigestKey], from_ns: int | None, to_ns: int | None,

@@ -567,6 +567,28 @@ int lt_pair_in_order(const uint8_t *ledger, size_t n_ledger, size_t ledger_strid
                      const uint8_t *capture, size_t n_capture, size_t capture_stride,
                      size_t digest_offset, size_t digest_size, uint8_t *lmask, uint8_t *cmask, size_t *paired);
 
+/* A multiset hash of the records' digests (native/src/multiset_hash.c; docs/adr/0009): acc becomes
+ * (acc + sum of F(digest)) mod 2^127 - 1 over the n records whose flags (the u16 at byte 24) share
+ * no bit with skip_flags, and *count grows by their number. F is AES-128 under `key` (16 bytes,
+ * drawn at random by the caller for one comparison) of a 16-byte digest, the fixed-length CBC-MAC
+ * of a longer one (digest_size a multiple of 16). acc is two words, low first, a value below
+ * 2^127 - 1 on entry and on return; sums of several calls (or threads, added mod 2^127 - 1) are
+ * the sum of the whole. Records are `stride` bytes apart, each with its digest at digest_offset.
+ * `portable` 1 uses the table-free AES even where AES-NI exists (tests compare the paths).
+ * Returns LT_OK or LT_ERR_ARG (NULL pointers, a digest size not a multiple of 16, a digest
+ * outside the record or inside its fixed part, an acc that is not below 2^127 - 1). */
+int lt_mset_add(const uint8_t key[16], const uint8_t *records, size_t n, size_t stride, size_t digest_offset,
+                size_t digest_size, uint16_t skip_flags, int portable, uint64_t acc[2], uint64_t *count);
+
+/* The seconds of the records whose flags share no bit with skip_flags, as runs of consecutive
+ * records in one second (floor(ts_ns / 10^9), rounding down for times before the epoch) in
+ * record order: secs[i], counts[i] for the first min(*nruns, cap) runs, *nruns the number of
+ * runs (more than cap: the caller counts another way). A second may begin several runs when the
+ * records are not in time order. LT_OK, or LT_ERR_ARG (NULL pointers, stride below
+ * LT_RECORD_FIXED). (native/src/tally.c) */
+int lt_second_runs(const uint8_t *records, size_t n, size_t stride, uint16_t skip_flags, int64_t *secs,
+                   uint64_t *counts, size_t cap, size_t *nruns);
+
 /* CDEF END */
 
 #ifdef __cplusplus

@@ -51,7 +51,7 @@ static uint64_t sbox8(uint64_t x) {  /* S-box of eight bytes: affine(x^254); 0 m
     return inv ^ rotl8(inv, 1) ^ rotl8(inv, 2) ^ rotl8(inv, 3) ^ rotl8(inv, 4) ^ (LANES01 * 0x63);
 }
 
-static void aes128_expand(const uint8_t key[16], uint8_t rk[176]) {
+void lt_aes128_expand(const uint8_t key[16], uint8_t rk[176]) {
     static const uint8_t rcon[10] = {0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80, 0x1b, 0x36};
     memcpy(rk, key, 16);
     for (int i = 4; i < 44; i++) {
@@ -73,7 +73,7 @@ static inline uint64_t rot_col(uint64_t x) {  /* in each 4-byte column: byte r <
     return ((x >> 8) & 0x00ffffff00ffffffull) | ((x << 24) & 0xff000000ff000000ull);
 }
 
-static void aes128_encrypt_portable(const uint8_t rk[176], const uint8_t in[16], uint8_t out[16]) {
+void lt_aes128_encrypt_portable(const uint8_t rk[176], const uint8_t in[16], uint8_t out[16]) {
     uint8_t s[16], t[16];
     for (int i = 0; i < 16; i++) s[i] = in[i] ^ rk[i];
     for (int round = 1; round <= 10; round++) {
@@ -123,10 +123,10 @@ static void gmac_j0(const uint8_t *iv, uint8_t j0[16]) {
 
 static void gmac_init_portable(lt_dctx *c, const uint8_t *key, size_t key_len, const uint8_t *iv) {
     uint8_t zero[16] = {0}, j0[16];
-    aes128_expand(key, c->u.gmac.rk);
-    aes128_encrypt_portable(c->u.gmac.rk, zero, c->u.gmac.h);
+    lt_aes128_expand(key, c->u.gmac.rk);
+    lt_aes128_encrypt_portable(c->u.gmac.rk, zero, c->u.gmac.h);
     gmac_j0(iv, j0);
-    aes128_encrypt_portable(c->u.gmac.rk, j0, c->u.gmac.ek_j0);
+    lt_aes128_encrypt_portable(c->u.gmac.rk, j0, c->u.gmac.ek_j0);
     c->u.gmac.hpow[0][0] = lt_load_be64(c->u.gmac.h);
     c->u.gmac.hpow[0][1] = lt_load_be64(c->u.gmac.h + 8);
 }
@@ -206,7 +206,7 @@ TGT static inline __m128i gf_mul(__m128i a, __m128i b) {
 /* also the first half of vpclmul-avx512-mb's key setup (gmac_init_vpclmul512), which then replaces hpow */
 TGT static void gmac_init_aesni(lt_dctx *c, const uint8_t *key, size_t key_len, const uint8_t *iv) {
     uint8_t zero[16] = {0}, j0[16];
-    aes128_expand(key, c->u.gmac.rk);   /* portable and constant time; runs once per key */
+    lt_aes128_expand(key, c->u.gmac.rk);   /* portable and constant time; runs once per key */
     aesni_encrypt(c->u.gmac.rk, zero, c->u.gmac.h);
     gmac_j0(iv, j0);
     aesni_encrypt(c->u.gmac.rk, j0, c->u.gmac.ek_j0);

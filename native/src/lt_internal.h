@@ -209,6 +209,11 @@ extern const lt_cpu_impl lt_hmac_impls[];
 /* The implementation currently selected for an algorithm (NULL for an unknown id). */
 const lt_cpu_impl *lt_dispatch_impl(int algorithm);
 
+/* digest_gmac.c: table-free, constant-time AES-128 (FIPS 197) key expansion and block encryption,
+ * also the portable path of multiset_hash.c */
+void lt_aes128_expand(const uint8_t key[16], uint8_t rk[176]);
+void lt_aes128_encrypt_portable(const uint8_t rk[176], const uint8_t in[16], uint8_t out[16]);
+
 /* CPU feature probes (cpu.c); the x86 ones are always 0 on non-x86-64 builds. */
 int lt_cpu_has_aesni_pclmul(void);
 int lt_cpu_has_sha_ni(void);

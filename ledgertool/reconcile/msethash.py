@@ -1,0 +1,91 @@
+"""recompute's fast verdict: a keyed multiset hash of each side's digests (docs/adr/0009).
+
+When a capture agrees with its ledger, every frame is matched and the report needs only counts:
+frames per link and per second, from the ledger side. Neither side then has to be kept, sorted
+or paired; it is enough to know that the two multisets of digests are equal. MultisetHash gives
+each side a 127-bit value, MSet-Add-Hash (Clarke, Devadas, van Dijk, Gassend and Suh,
+"Incremental Multiset Hash Functions and Their Application to Memory Integrity Checking",
+ASIACRYPT 2003, s3.2): the sum modulo p = 2^127 - 1 of F(digest) over the records, F being
+AES-128 under a key drawn at random for one comparison (native lt_mset_add). Equal counts and
+equal values mean equal multisets, except with probability below 2^-126 per comparison for
+16-byte digests whatever the inputs were, as long as they were fixed before the key was drawn
+(the ADR has the argument and the bound for 32-byte digests). A side that does not agree sends
+recompute to the exact pairing, which then reports what differs.
+
+The hash is a sum, so parts (segments, engine batches, a cluster's tasks) are hashed on their own
+and added (`merge`), in any order.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+import numpy as np
+
+from .._binding import check, ffi, lib
+from ..digest.record import FLAG_GAP
+
+__all__ = ["MSET_P", "MultisetHash", "new_key"]
+
+MSET_P = (1 << 127) - 1  # the modulus of the sum
+
+
+def new_key() -> bytes:
+    """A fresh 16-byte AES-128 key for one comparison (the operating system's CSPRNG). It must
+    be drawn after both sides are fixed and never shown to whoever prepared them."""
+    return secrets.token_bytes(16)
+
+
+class MultisetHash:
+    """The multiset hash of the digests of records added so far (record_dtype arrays of one
+    digest size, a multiple of 16 bytes), with their number. GAP records are left out by default
+    (`skip_flags`: the record flags whose records are not frames). `portable` uses the table-free
+    AES even where the CPU has AES-NI (the two give the same value; tests compare them)."""
+
+    def __init__(self, key: bytes, digest_size: int, *, skip_flags: int = FLAG_GAP, portable: bool = False):
+        if len(key) != 16:
+            raise ValueError(f"a multiset hash key is 16 bytes, not {len(key)}")
+        if digest_size <= 0 or digest_size % 16:
+            raise ValueError(f"digest size {digest_size} is not a multiple of 16 bytes")
+        self.key = bytes(key)  # (never printed: a verdict is only as good as this key's secrecy)
+        self._key = ffi.new("uint8_t[16]", key)
+        self._acc = ffi.new("uint64_t[2]")
+        self._count = ffi.new("uint64_t *")
+        self.digest_size = digest_size
+        self.skip_flags = skip_flags
+        self.portable = portable
+
+    @property
+    def value(self) -> int:
+        """The sum modulo MSET_P (0 for no records)."""
+        return int(self._acc[0]) | (int(self._acc[1]) << 64)
+
+    @property
+    def count(self) -> int:
+        """The records added (those not skipped)."""
+        return int(self._count[0])
+
+    def add(self, records: np.ndarray) -> int:
+        """Add `records` (a contiguous record_dtype array, or any C-contiguous 1-D record array with
+        a `digest` field); returns how many were counted (the others carry a skipped flag)."""
+        if not len(records):
+            return 0
+        records = np.ascontiguousarray(records)
+        before = self.count
+        check(lib.lt_mset_add(self._key, ffi.from_buffer(records), len(records), records.dtype.itemsize,
+                              records.dtype.fields["digest"][1], self.digest_size, self.skip_flags,
+                              int(self.portable), self._acc, self._count), "lt_mset_add")
+        return self.count - before
+
+    def merge(self, value: int, count: int) -> None:
+        """Add the value and count of another part hashed under the same key."""
+        total = (self.value + value) % MSET_P
+        self._acc[0], self._acc[1] = total & (2**64 - 1), total >> 64
+        self._count[0] = self.count + count
+
+    def state(self) -> tuple[int, int]:
+        """(value, count), for merging elsewhere."""
+        return self.value, self.count
+
+    def __repr__(self) -> str:  # the key stays out of logs and tracebacks
+        return f"MultisetHash(count={self.count}, value={self.value:#x})"
