@@ -1,4 +1,4 @@
-"""recompute's fast verdict: a keyed multiset hash of each side's digests (docs/adr/0009).
+"""recompute's fast verdict: a keyed multiset hash of each side's digests (docs/adr/0011).
 
 When a capture agrees with its ledger, every frame is matched and the report needs only counts:
 frames per link and per second, from the ledger side. Neither side then has to be kept, sorted
@@ -25,14 +25,21 @@ import numpy as np
 from .._binding import check, ffi, lib
 from ..digest.record import FLAG_GAP
 
-__all__ = ["MSET_P", "MultisetHash", "new_key"]
+__all__ = ["MSET_P", "MultisetHash", "accelerated", "new_key"]
 
 MSET_P = (1 << 127) - 1  # the modulus of the sum
 
 
+def accelerated() -> bool:
+    """Whether the hash runs on the CPU's AES instructions (AES-NI): a few ns a record. Without
+    them the portable constant-time AES costs microseconds a record, more than pairing the sides,
+    so recompute does not take the fast verdict then."""
+    return bool(lib.lt_mset_accelerated())
+
+
 def new_key() -> bytes:
     """A fresh 16-byte AES-128 key for one comparison (the operating system's CSPRNG). It must
-    be drawn after both sides are fixed and never shown to whoever prepared them."""
+    never be shown to whoever prepared the two sides."""
     return secrets.token_bytes(16)
 
 

@@ -49,6 +49,7 @@ from ..urls import location
 from ..verify.ledger import VerifiedSegment, VerifyResult, verify_ledger
 from .dissect import dissect_line
 from .msethash import MultisetHash, new_key
+from .msethash import accelerated as mset_accelerated
 from .multiset import (LedgerPart, Tally, ledger_rows, matched_tally, merge_tallies, paired_masks, second_counts,
                        window_mask)
 from .query import not_verified_error, open_duckdb
@@ -310,10 +311,10 @@ def reconcile(source: Sources, ledger_dir: Path, digest_key: DigestKey | Sequenc
     counts) and a warning, and capture frames that belong to them count as capture-only.
     Capture-only examples and details show a frame's digest under the first (oldest) key given.
 
-    One digest key, no window and no standard input: the fast verdict comes first (_fast_verdict:
-    a multiset hash of each side, docs/adr/0009); only when it finds the sides unequal are they
-    read again and paired. `exact` pairs them without it (the report is the same; for tests and
-    benchmarks).
+    One digest key, no window, no standard input and a CPU with AES instructions: the fast
+    verdict comes first (_fast_verdict: a multiset hash of each side, docs/adr/0011); only when it
+    finds the sides unequal are they read again and paired. `exact` pairs them without it (the
+    report is the same; for tests and benchmarks).
 
     Raises DiscrepancyError when the ledger does not verify, KeyFileError when a key is not one
     of the ledger's digest keys (wrong key) or covers none of its sealed segments in `links`,
@@ -336,7 +337,7 @@ def reconcile(source: Sources, ledger_dir: Path, digest_key: DigestKey | Sequenc
     if memory_limit != DEFAULT_MEMORY_LIMIT:  # checked before the long part, as DuckDB takes it
         _check_memory_limit(memory_limit)
     if not exact and len(keys) == 1 and from_ns is None and to_ns is None \
-            and STDIN not in map(str, source_list(source)):
+            and STDIN not in map(str, source_list(source)) and mset_accelerated():
         # the usual run, a capture that agrees with its ledger, needs no pairing (see _fast_verdict);
         # one that does not is read again below (standard input cannot be, nor is it needed with
         # a window or several keys, which the pairing below handles)
@@ -404,7 +405,7 @@ def _fast_verdict(source: Sources, verify_args: tuple, ledger: LedgerHeader, alg
     are added to a multiset hash as they are checked (msethash: the very bytes hashed into its
     Merkle leaves, in one buffer the segments share, so nothing is kept) and counted per link
     and per second, then the captures are recomputed under `key` into another multiset hash,
-    batch by batch. Equal hashes and counts mean equal multisets of digests (docs/adr/0009), so
+    batch by batch. Equal hashes and counts mean equal multisets of digests (docs/adr/0011), so
     every frame matched and the tally is the ledger side's counts. Returns (segments, verify
     result, [(key id, key)], tally, the capture's run), or None when the two differ, some
     segments are under another key, or the capture could not be read to its end: the caller

@@ -3,7 +3,7 @@
  * Integrity Checking", ASIACRYPT 2003, s3.2), with AES-128 under a key the verifier draws at
  * random for one run as the pseudorandom function and the sum taken modulo p = 2^127 - 1.
  *
- * recompute's fast verdict (ledgertool/reconcile/msethash.py, docs/adr/0009) compares the hash
+ * recompute's fast verdict (ledgertool/reconcile/msethash.py, docs/adr/0011) compares the hash
  * and the count of the ledger's frame records with those of the recomputed capture: equal means
  * every frame matched, except with probability at most 3 / (2^128 - q) for 16-byte digests (q
  * distinct digests; the proof is in the ADR). Anything else goes to the exact pairing.
@@ -156,6 +156,14 @@ TGT static void sum_aesni(const uint8_t rk[176], const uint8_t *recs, size_t n, 
     s->hi += hi;
 }
 #endif
+
+int lt_mset_accelerated(void) {
+#if LT_X86_PATHS
+    return lt_cpu_has_aesni_pclmul();
+#else
+    return 0;
+#endif
+}
 
 int lt_mset_add(const uint8_t key[16], const uint8_t *records, size_t n, size_t stride, size_t digest_offset,
                 size_t digest_size, uint16_t skip_flags, int portable, uint64_t acc[2], uint64_t *count) {
