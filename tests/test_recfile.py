@@ -125,3 +125,85 @@ def test_issue14_rec_leaves_in_place_name_the_same_faults(tmp_path, signing_key)
         with pytest.raises(LedgerFormatError) as in_place:
             parse_record_file(data, "seg-00000000.rec", 48, 256, keep_records=False)
         assert str(in_place.value) == str(copied.value)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(digest_size=st.sampled_from([16, 32]), leaf_log2=st.integers(0, 8), groups=st.integers(0, 3),
+       extra_leaves=st.integers(0, 4), short=st.integers(0, 3), per_block=st.sampled_from([0, 1, 3]))
+def test_verifyrec_mapped_walk_equals_the_spec_leaves(tmp_path_factory, signing_key, digest_size, leaf_log2, groups,
+                                                       extra_leaves, short, per_block):
+    """The walk over a map of the file (lt_rec_file: in place, into a fresh buffer, into a
+    RecordSink's tail) gives the spec's leaves and records when the file ends right after a group
+    of four leaves or inside one: the group hashing prefetches the bytes after each group up to
+    the end of the map, and the last group's range ends exactly there. Blocks of one leaf, of three
+    leaves, or one block for the whole segment."""
+    import os
+
+    import numpy as np
+
+    from ledgertool.digest.record import RecordSink, record_dtype
+    from ledgertool.ledger.reader import OpenRecordFile
+
+    leaf = 1 << leaf_log2
+    rs = 32 + digest_size
+    n = (4 * groups + extra_leaves) * leaf + (short % leaf if leaf > 1 else 0)
+    led = write_ledger_json(tmp_path_factory.mktemp("L"), algorithm="blake3-keyed-256" if digest_size == 32
+                            else "siphash-1-3-128", strip="frame", digest_key_id="11" * 16,
+                            digest_size=digest_size, leaf_records=leaf)
+    recs = synthetic_records(n, 7, digest_size, seed=n)
+    split = None
+    if n and per_block:
+        step = per_block * leaf
+        split = [min(step, n - i) for i in range(0, n, step)]
+    elif n:
+        split = [n]
+    raw = rec_bytes(led, "link0", 2, 7, recs, signing_key, split)
+    path = tmp_path_factory.mktemp("R") / "seg-00000002.rec"
+    path.write_bytes(raw)
+    spec = b"".join(leaf_hashes(recs, rs, leaf))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        opened = OpenRecordFile(fd, len(raw))
+        in_place = parse_record_file(opened, path, rs, leaf, 7, keep_records=False)
+        copied = parse_record_file(opened, path, rs, leaf, 7)
+        sink = RecordSink(record_dtype(digest_size))
+        into = parse_record_file(opened, path, rs, leaf, 7, into=sink)
+    finally:
+        os.close(fd)
+    for f in (in_place, copied, into):
+        assert (f.count, f.leaves, f.facts.seq_contiguous) == (n, spec, True)
+    assert copied.records.to_pybytes() == recs == into.records.to_pybytes()
+    assert np.asarray(sink.room(max(n, 1)).view(np.uint8))[:n * rs].tobytes() == recs
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(blocks=st.lists(st.integers(1, 300), min_size=1, max_size=5), data=st.data())
+def test_verifyrec_facts_equal_a_per_record_model(tmp_path_factory, signing_key, blocks, data):
+    """The tally (seq run OR-ed, flags' high byte OR-ed, GAP blocks walked again) against a
+    per-record model: any flags value (GAP with other bits, every other bit without GAP), any
+    drops, a seq off by one bit anywhere (or a first_seq off the file's) in any block split."""
+    import numpy as np
+
+    from ledgertool.digest.record import record_dtype
+
+    n = sum(blocks)
+    led = write_ledger_json(tmp_path_factory.mktemp("L"), algorithm="siphash-1-3-128", strip="frame",
+                            digest_key_id="11" * 16, digest_size=16, leaf_records=4)
+    recs = np.frombuffer(synthetic_records(n, 40, 16, seed=n), dtype=record_dtype(16)).copy()
+    flag_values = st.one_of(st.sampled_from([0x8000, 0x8001, 0x7FFF, 0x4000, 0x0080, 0x00FF, 0xFFFF]),
+                            st.integers(0, 0xFFFF))
+    marks = data.draw(st.lists(st.tuples(st.integers(0, n - 1), flag_values, st.integers(0, 2**32 - 1)),
+                               max_size=6))
+    for at, flags, aux in marks:
+        recs["flags"][at], recs["aux"][at] = flags, aux
+    bad_seq = data.draw(st.one_of(st.none(), st.tuples(st.integers(0, n - 1), st.integers(0, 63))))
+    if bad_seq is not None:
+        recs["seq"][bad_seq[0]] ^= np.uint64(1 << bad_seq[1])
+    first = data.draw(st.sampled_from([40, 40, 39, 41]))
+    raw = rec_bytes(led, "link0", 0, 40, recs.tobytes(), signing_key, blocks)
+    gap = (recs["flags"] & 0x8000) != 0
+    want = (int(gap.sum()), int(recs["aux"][gap].astype(np.uint64).sum()),
+            bool((recs["seq"] == np.arange(first, first + n, dtype=np.uint64)).all()))
+    for keep in (True, False):
+        f = parse_record_file(raw, "r", 48, 4, first, keep_records=keep).facts
+        assert (f.gaps, f.drops, f.seq_contiguous) == want
