@@ -150,6 +150,40 @@ def test_lockstep_reads_no_byte_past_a_frame(on_path):
         mm.close()
 
 
+@pytest.mark.parametrize("on_path", [p for p in SIP_PATHS if p[1].endswith("-mb")], indirect=True,
+                         ids=lambda p: "-".join(p))
+def test_lockstep_reads_no_byte_before_a_frame(on_path):
+    """Each of 16 equal-length frames starts where an inaccessible page ends: the lockstep tail reads
+    the last word as the 8 (or 16) bytes that end the frame, so a frame shorter than that load must
+    not make it start before the frame's first byte (that would crash the test process)."""
+    import ctypes
+    import mmap
+
+    alg = on_path
+    page = mmap.PAGESIZE
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    mm = mmap.mmap(-1, 32 * page)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(mm))
+    rng = random.Random(f"guard-before-{alg.name}")
+    mm[:] = rng.randbytes(32 * page)
+    want = {n: [bytes(mm[(2 * i + 1) * page:(2 * i + 1) * page + n]) for i in range(16)]
+            for n in list(range(1, 72)) + [1500]}
+    for i in range(16):  # even pages: no access
+        assert libc.mprotect(base + 2 * i * page, page, 0) == 0, ctypes.get_errno()
+    try:
+        view = memoryview(mm)
+        key = bytes(range(alg.key_size))
+        for n, copies in want.items():
+            msgs = [view[(2 * i + 1) * page:(2 * i + 1) * page + n] for i in range(16)]
+            assert digest_many(alg, key, msgs) == single(alg, key, copies), n
+        del msgs, view
+    finally:
+        for i in range(16):
+            libc.mprotect(base + 2 * i * page, page, 3)  # PROT_READ | PROT_WRITE
+        mm.close()
+
+
 # BLAKE3 block and chunk edges: empty, one byte, around one block, around one chunk, and frames
 # of a few chunks between them
 B3_EDGES = [0, 1, 63, 64, 65, 127, 128, 129, 1023, 1024, 1025, 2048, 3000, 9000]

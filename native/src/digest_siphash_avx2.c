@@ -117,6 +117,20 @@ static inline __attribute__((always_inline)) void mb2_load2(const uint64_t *pa, 
     m[1] = (mb2_v){_mm256_unpackhi_epi64(a, b), _mm256_unpackhi_epi64(c, d)};
 }
 
+/* word 0 of the 8 bytes at pa[l] + off for every lane: 8-byte loads, unpacks and inserts */
+static inline __attribute__((always_inline)) mb2_v mb2_load1(const uint64_t *pa, uint32_t off) {
+#define MB2_X(l) _mm_loadl_epi64((const __m128i *)(uintptr_t)(pa[l] + off))
+    __m128i a = _mm_unpacklo_epi64(MB2_X(0), MB2_X(1)), b = _mm_unpacklo_epi64(MB2_X(2), MB2_X(3));
+    __m128i c = _mm_unpacklo_epi64(MB2_X(4), MB2_X(5)), d = _mm_unpacklo_epi64(MB2_X(6), MB2_X(7));
+#undef MB2_X
+    return (mb2_v){_mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1),
+                   _mm256_inserti128_si256(_mm256_castsi128_si256(c), d, 1)};
+}
+static inline mb2_v mb2_shr(mb2_v v, uint32_t n) {
+    __m128i k = _mm_cvtsi32_si128((int)n);
+    return (mb2_v){_mm256_srl_epi64(v.lo, k), _mm256_srl_epi64(v.hi, k)};
+}
+
 #define MB_NAME lt_siphash_many_avx2
 #define MB_V mb2_v
 #define V_LOAD(p) mb2_load(p)
@@ -133,6 +147,8 @@ static inline __attribute__((always_inline)) void mb2_load2(const uint64_t *pa, 
 #define MB_ALL8(v) mb2_all8(v)
 #define MB_LOAD8(pa, off, m) mb2_loadx((pa), (off), 0, 0, (m))
 #define MB_LOAD2(pa, off, m) mb2_load2((pa), (off), (m))
+#define MB_LOAD1(pa, off) mb2_load1((pa), (off))
+#define MB_SHR(v, n) mb2_shr((v), (n))
 #define MB_LOADPART(pa, off, nbytes, m) mb2_loadx((pa), (off), 1, (nbytes), (m))
 #include "siphash_mb.h"
 

@@ -19,6 +19,9 @@
  *   MB_LOAD8(ptrs, off, m)    m[w] = word w of the 64 bytes at ptrs[l] + off in each lane l (ptrs:
  *                             uint64_t[MB_LANES] addresses), by 64-byte loads and transposes
  *   MB_LOAD2(ptrs, off, m)    optional: m[0..1] as MB_LOAD8 for 16 bytes (fewer live registers)
+ *   MB_LOAD1(ptrs, off)       optional, with MB_LOAD2: word 0 of the 8 bytes at ptrs[l] + off in each
+ *                             lane; with MB_SHR(v, n) (every lane shifted right by n, 1..63 bits, n the
+ *                             same for all) it replaces MB_LOADPART in lockstep groups of >= 8 bytes
  *   MB_LOADPART(ptrs, off, nbytes, m)   the same for the first nbytes (0..63) bytes at ptrs[l] + off,
  *                             zero-padded; reads no byte past them (they may end a mapped page)
  *
@@ -37,6 +40,9 @@
  * MB_FN(_lockstep) instead: no per-lane pointers, counters or gathers, contiguous loads and
  * transposes for every word (the last, partial one too), and the finalisation straight from the
  * registers, with no queue. The messages between such groups take the lane scheme above.
+ * With MB_LOAD1 (AVX2) a group of >= 8-byte messages reads its partial last word as the 8 bytes that
+ * end each message, shifted down, and an odd last whole word from the 16 bytes that end with it: no
+ * masked loads and no byte-by-byte tail (a 60-byte minimum frame cost twice a 64-byte one with them).
  * Word loads are little-endian (x86-64, arm64). Results equal lt_siphash128 / lt_siphash64 byte for
  * byte; tests/test_multibuffer.py checks mixed lengths on every path (native/tests/selftest.c on arm64).
  */
@@ -223,6 +229,30 @@ static inline __attribute__((always_inline)) void MB_FN(_lockstep)(const uint64_
     /* the rest: 0..7 whole words, then the last word (0..7 trailing bytes | len << 56) */
     const uint32_t rest = len - whole, words = rest >> 3;
     const mb_v8 lenw = V_SPLAT(((uint64_t)len) << 56);
+#ifdef MB_LOAD1
+    if (rest && len >= 8) {
+        /* no masks: two words at a time while two are left; an odd last word as the upper one of the
+         * 16 bytes that end with it (len >= 16 then) or, for the only word, one 8-byte load; the
+         * trailing bytes as the 8 bytes that end the message shifted down, all inside the message */
+        const uint32_t wend = len & ~7u;  /* end of the whole words */
+        uint32_t off = whole;
+        for (; off + 16 <= wend; off += 16) {
+            MB_LOAD2(pa, off, m);
+            MB_ABSORB(m[0]); MB_ABSORB(m[1]);
+        }
+        if (off < wend) {
+            if (wend >= 16) {
+                MB_LOAD2(pa, wend - 16, m);
+                MB_ABSORB(m[1]);
+            } else {
+                MB_ABSORB(MB_LOAD1(pa, 0));
+            }
+        }
+        const uint32_t tail = len & 7;
+        if (tail) MB_ABSORB(V_XOR(MB_SHR(MB_LOAD1(pa, len - 8), 64 - 8 * tail), lenw));
+        else MB_ABSORB(lenw);
+    } else
+#endif
     if (rest) {
         MB_LOADPART(pa, whole, rest, m);
         for (uint32_t w = 0; w < words; w++) MB_ABSORB(m[w]);
