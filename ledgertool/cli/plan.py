@@ -19,6 +19,7 @@ from ledgertool import plan
 from ledgertool.cli.flags import cli_message
 from ledgertool.cli.render import table_console
 from ledgertool.errors import LedgerError, UsageError
+from ledgertool.plural import plural
 
 plan_app = typer.Typer(
     name="plan",
@@ -126,7 +127,7 @@ def collision(
         show_edge=False,
         padding=(0, 1),
         collapse_padding=True,
-        title=f"Digest collisions (birthday bound), {links} link(s) into one key space",
+        title=f"Digest collisions (birthday bound), {plural(links, 'link')} into one key space",
         caption="exp. frames = sqrt(pi*2^B/2); time = E / (links x frames/s); docs/plan.md",
     )
     for name in ("bits", "rate", "frame", "frames/s", "exp. frames", "expected time"):
@@ -201,7 +202,7 @@ def storage(
         show_edge=False,
         padding=(0, 1),
         collapse_padding=True,
-        title=f"Ledger storage: {what}, {links} link(s), window {plan.human_duration(seconds)}",
+        title=f"Ledger storage: {what}, {plural(links, 'link')}, window {plan.human_duration(seconds)}",
         caption="bytes = frames/s x record bytes; 1 GB = 1e9 B; docs/plan.md",
     )
     for name in ("rate", "frame", "frames/s", "link /s", "link /day", "link /year", "all /s", "all /day",
