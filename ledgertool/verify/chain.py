@@ -197,10 +197,11 @@ def open_segment_finding(read: OpenRead, path: Path, index: int, ledger: LedgerH
         return Problem(Kind.TORN_SEGMENT, index, f"{path}: open segment without a whole record "
                        f"({seg.torn_bytes} bytes); `ledgertool recover` discards it", link), nxt
     # verify holds no device key: whether the blocks authenticate is for `recover` to find
-    what = (f"{seg.count} whole records in {len(seg.blocks)} blocks and {seg.torn_bytes} bytes past them; "
+    what = (f"{plural(seg.count, 'whole record')} in {plural(len(seg.blocks), 'block')} and "
+            f"{plural(seg.torn_bytes, 'byte')} past them; "
             "`ledgertool recover` (or the next capture) seals it if the device's MACs verify"
             if seg.header.version == 2 else
-            f"{seg.count} whole records and {seg.torn_bytes} torn bytes, without authentication (v1); "
+            f"{plural(seg.count, 'whole record')} and {plural(seg.torn_bytes, 'torn byte')}, without authentication (v1); "
             "`ledgertool recover` seals it only when the storage is trusted")
     return Problem(Kind.TORN_SEGMENT if seg.torn_bytes else Kind.OPEN_SEGMENT, index,
                    f"{path}: open segment with {what}", link), (index + 1, nxt[1] + seg.count)
