@@ -380,7 +380,7 @@ def replay(
 @app.command()
 def verify(
     ledgers: Annotated[list[str], typer.Argument(
-        metavar="DIR...", help="Ledger directories (one or more): paths, file:// or fsspec URLs (s3://...).")],
+        metavar="DIR", help="Ledger directories (one or more): paths, file:// or fsspec URLs (s3://...).")],
     trust: Annotated[Path, typer.Option("--trust", help="verifier.pub trust bundle.")],
     checkpoint: Annotated[Optional[Path], typer.Option("--checkpoint", help="A checkpoint the ledger must extend.")] = None,
     cluster: Annotated[Optional[str], typer.Option(
@@ -668,7 +668,7 @@ def _where(p) -> str:
 def recompute(
     digest_key: Annotated[list[Path], typer.Option("--digest-key", metavar="FILE", help="digest.key used for the ledger; repeat it for each key of a ledger whose digest key was rotated (with --pairs: every ledger's keys, each ledger takes those its key ids name).")],
     sources: Annotated[Optional[list[str]], typer.Argument(
-        metavar="CAPTURE...", help="pcap/pcapng files (gzip/xz/zstd-compressed too), - for standard input, or "
+        metavar="CAPTURE", help="pcap/pcapng files (gzip/xz/zstd-compressed too), - for standard input, or "
                                    "workload:SPEC.toml, to recompute (several: taken as one capture in the order given).")] = None,
     ledger: Annotated[Optional[str], typer.Option(
         "--ledger", metavar="DIR", help="Ledger to reconcile against (a path, file:// or fsspec URL).")] = None,

@@ -102,7 +102,7 @@ def _count(x: float) -> str:
 
 @plan_app.command("collision")
 def collision(
-    bits: Annotated[list[int], typer.Option("--bits", help="Digest width in bits (64, 128, 256). Repeatable.")],
+    bits: Annotated[list[int], typer.Option("--bits", help="Digest width in bits, whole bytes: 8..1024, a multiple of 8 (ledgertool's: 64, 128, 256). Repeatable.")],
     rate: RateOpt = None,
     frame: FrameOpt = None,
     pps: PpsOpt = None,
@@ -162,7 +162,9 @@ def storage(
         Optional[Path],
         typer.Option(
             "--from-ledger",
-            help="Measure bytes on disk per record in this sealed ledger: (Parquet + seal file sizes) / records.",
+            metavar="DIR",
+            help="Measure bytes on disk per record in this sealed ledger: (record file + seal file sizes) / records "
+                 "(the raw record file of a v2 segment, else its Parquet file).",
         ),
     ] = None,
     links: LinksOpt = 1,
