@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import SAMPLES, load_keys, run_cli
+from conftest import CORPUS, SAMPLES, load_keys, run_cli
 from ledger_files import rewrite_sealed_records, sealed_records
 from ledgertool.ledger import layout
 from ledgertool.plural import plural
@@ -104,3 +104,22 @@ def test_merkle_mismatch_without_the_sidecar_names_the_file(sample_ledger, keydi
     rec = layout.segment_path(sample_ledger, "link0", 2, layout.RECORDS)
     assert [(p["kind"], p["detail"]) for p in doc["problems"] if p["kind"] == "merkle_mismatch"] == [
         ("merkle_mismatch", f"{rec}: Merkle root over its 94 records differs from the seal (a record was changed)")]
+
+
+def test_one_frame_capture_reads_frame(tmp_path, keydir):
+    """Real one-record corpus captures: 'captured 1 frame', 'OK: 1 segment, 1 record, 1 frame', and
+    the truncation note of a capture whose second record is cut: '1 whole frame read'."""
+    corpus = CORPUS / "files"
+    one, cut = corpus / "dpkt__truncated_dns.pcap", corpus / "dpkt__truncated_dns_2.pcap"
+    if not (one.exists() and cut.exists()):
+        pytest.skip(f"corpus files not at {corpus}")
+    keys = ("--digest-key", keydir / "digest.key", "--signing-key", keydir / "signing.key")
+    c = run_cli("capture", one, "--ledger", tmp_path / "L", *keys, "-q")
+    assert c.returncode == 0 and c.stdout.startswith(f"captured 1 frame (200 bytes) from {one} into "), c.stdout
+    v = run_cli("verify", tmp_path / "L", "--trust", keydir / "verifier.pub")
+    assert v.stdout == "OK: 1 segment, 1 record, 1 frame, 0 drops declared, links link0\n"
+    r = run_cli("recompute", cut, "--digest-key", keydir / "digest.key", "--algorithm", "siphash-1-3-128",
+                "--strip", "frame", "--out", tmp_path / "d.parquet", "-q")
+    assert r.returncode == 0 and r.stdout == f"wrote 1 digest (siphash-1-3-128, strip frame) to {tmp_path / 'd.parquet'}\n"
+    assert r.stderr == (f"warning: {cut}: truncated last record at byte 240 (7 bytes present, not recorded); "
+                        "1 whole frame read\n")
