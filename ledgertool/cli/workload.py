@@ -13,6 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..plural import plural
 from .render import SafeConsole
 
 workload_app = typer.Typer(
