@@ -13,6 +13,7 @@ from pathlib import Path
 from .capture.run import capture_file
 from .errors import HostError, Setting, UsageError
 from .keyfiles import DigestKey, SigningKey, TrustBundle, generate_keys
+from .plural import plural
 from .reconcile.query import run_query
 from .reconcile.recompute import reconcile
 from .verify.ledger import verify_ledger
@@ -58,13 +59,14 @@ def run_demo(workdir: Path | None = None, segment_records: int = 100) -> dict:
     ok = ver.ok and rec.ok and frames == cap.frames
     lines = [
         f"keys      {keydir}: digest.key, signing.key (Ed25519 + ML-DSA-65), verifier.pub",
-        f"capture   {sample.name}: {cap.frames} frames -> {len(cap.segments)} sealed segments in {ledger}",
-        f"verify    {'OK' if ver.ok else 'FAILED'}: {ver.segments} segments, {ver.records} records, "
-        f"{len(ver.problems)} problems",
+        f"capture   {sample.name}: {plural(cap.frames, 'frame')} -> {plural(len(cap.segments), 'sealed segment')} "
+        f"in {ledger}",
+        f"verify    {'OK' if ver.ok else 'FAILED'}: {plural(ver.segments, 'segment')}, {plural(ver.records, 'record')}, "
+        f"{plural(len(ver.problems), 'problem')}",
         f"recompute {'MATCH' if rec.ok else 'DIFFER'}: matched {rec.matched}, ledger-only {rec.ledger_only}, "
         f"capture-only {rec.capture_only}",
         f"query     SELECT count(*), sum(wire_len), count(DISTINCT segment) FROM records -> "
-        f"{frames} frames, {wire_bytes} wire bytes, {nseg} segments",
+        f"{plural(frames, 'frame')}, {plural(wire_bytes, 'wire byte')}, {plural(nseg, 'segment')}",
         f"demo {'OK' if ok else 'FAILED'}  (try: ledgertool verify {ledger} --trust {keydir / 'verifier.pub'})",
     ]
     return {"ok": ok, "workdir": str(workdir), "ledger": str(ledger), "frames": cap.frames,

@@ -55,7 +55,9 @@ IMIX_MEAN_FRAME_BYTES = sum(size * weight for size, weight in SIMPLE_IMIX) / sum
     weight for _, weight in SIMPLE_IMIX
 )
 
-MIN_BITS = 1
+# Digest widths are whole bytes (ledger digests are 16 or 32 bytes; header.digest_size counts
+# bytes). 8..1024 keeps every figure finite: sqrt(pi/2) * 2^(B/2) is computed so 1024 bits fit.
+MIN_BITS = 8
 MAX_BITS = 1024
 # Upper bounds keep every derived figure finite (so --json never meets inf or nan).
 MAX_RATE_BPS = 1e18
@@ -175,9 +177,11 @@ def parse_frame(text: str) -> FrameSize:
 
 
 def parse_bits(bits: int) -> int:
-    """Check a digest width in bits."""
-    if not MIN_BITS <= bits <= MAX_BITS:
-        raise UsageError(f"bad digest width {bits}: must be {MIN_BITS}..{MAX_BITS} bits")
+    """`bits` when it is a digest width in bits: whole bytes, MIN_BITS..MAX_BITS (8, 16, ... 1024).
+    Raises UsageError naming the setting `bits` (the CLI's ``--bits``) otherwise."""
+    if not (MIN_BITS <= bits <= MAX_BITS and bits % 8 == 0):
+        raise UsageError("bad digest width ", Setting("bits"), f" {bits}: must be a multiple of 8 in "
+                         f"{MIN_BITS}..{MAX_BITS} (digests are whole bytes; ledgertool's are 64, 128 or 256 bits)")
     return bits
 
 

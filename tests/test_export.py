@@ -156,7 +156,7 @@ def test_item15_export_one_link_into_an_empty_directory(ledger, tmp_path):
     r = run_cli("export", ledger, out, "--link", "0007")
     assert r.returncode == 0, r.stderr
     assert "UNVERIFIED: no --trust given" in r.stderr
-    assert r.stdout == f"exported 294 records of 1 link(s) in 3 Parquet files to {out}\n"
+    assert r.stdout == f"exported 294 records of 1 link in 3 Parquet files to {out}\n"
     t = ds.dataset(out).to_table()
     assert set(t.column("link").to_pylist()) == {"0007"} and t.column("seq").to_pylist() == list(range(294))
 

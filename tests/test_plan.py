@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -211,7 +213,7 @@ def test_probability_near_1e_30() -> None:
 def test_probability_edges() -> None:
     assert plan.collision_probability(0, 128) == 0.0
     assert plan.collision_probability(1, 128) == 0.0
-    assert close(plan.collision_probability(2, 1), -math.expm1(-2 / 4))
+    assert close(plan.collision_probability(2, 8), -math.expm1(-2 / 512))  # n(n-1) / 2^(B+1), B = 8
     assert plan.collision_probability(1e300, 64) == 1.0
     # 256-bit and 1024-bit widths neither overflow nor underflow to zero for n = 1e18
     assert plan.collision_probability(1e18, 256) > 0
@@ -223,10 +225,27 @@ def test_probability_edges() -> None:
     assert plan.collision_probability(2, 1024) > 0
 
 
-@pytest.mark.parametrize("bits", [0, -1, 1025])
+@pytest.mark.parametrize("bits", [0, -1, 1, 4, 7, 9, 129, 255, 1025, 1032])
 def test_bad_bits(bits: int) -> None:
-    with pytest.raises(UsageError):
+    with pytest.raises(UsageError, match=f"bad digest width bits {bits}: must be a multiple of 8 in 8..1024"):
         plan.collision_row(bits, plan.traffic_from_pps(1e6), 1, 1.0)
+
+
+@pytest.mark.parametrize("bits", [8, 64, 128, 136, 256, 1024])
+def test_whole_byte_bits_accepted(bits: int) -> None:
+    assert plan.parse_bits(bits) == bits
+    assert plan.collision_row(bits, plan.traffic_from_pps(1e6), 1, 1.0).bits == bits
+
+
+@pytest.mark.parametrize("bits", ["129", "4", "1032", "0"])
+def test_cli_bits_not_whole_bytes_exit_2(bits: str) -> None:
+    """`--bits` that is not a whole number of bytes in 8..1024: exit 2, one line naming the flag
+    (it was accepted: 129 bits gave a table)."""
+    r = subprocess.run([sys.executable, "-c", "from ledgertool.cli.app import main; main()", "plan", "collision",
+                        "--bits", bits, "--rate", "400G"], capture_output=True, text=True, timeout=120)
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr == (f"ledgertool: error: bad digest width --bits {bits}: must be a multiple of 8 in 8..1024 "
+                        "(digests are whole bytes; ledgertool's are 64, 128 or 256 bits)\n")
 
 
 def test_bad_links_and_pps() -> None:
@@ -326,13 +345,13 @@ def test_human_prob_never_zero_or_one_inside(p: float) -> None:
 
 # --------------------------------------------------------------------------- monotonicity
 
-bits_st = st.integers(min_value=16, max_value=512)
+bits_st = st.integers(min_value=2, max_value=64).map(lambda k: 8 * k)  # whole bytes, 16..512 bits
 pps_st = st.floats(min_value=1.0, max_value=1e12, allow_nan=False)
 dur_st = st.floats(min_value=1e-3, max_value=1e3 * YEAR, allow_nan=False)
 links_st = st.integers(min_value=1, max_value=1024)
 
 
-@given(st.integers(1, 1024), st.floats(1e-3, 1e18), st.integers(1, 1_000_000), st.floats(1e-3, 1e9 * YEAR))
+@given(st.integers(1, 128).map(lambda k: 8 * k), st.floats(1e-3, 1e18), st.integers(1, 1_000_000), st.floats(1e-3, 1e9 * YEAR))
 def test_extremes_stay_finite(bits: int, pps: float, links: int, duration: float) -> None:
     row = plan.collision_row(bits, plan.traffic_from_pps(pps), links, duration)
     assert all(math.isfinite(v) for v in row.to_dict().values() if isinstance(v, float))
@@ -373,7 +392,7 @@ def test_frames_per_second_falls_with_frame_size(rate: float, a: float, b: float
     assert plan.frames_per_second(rate, big) <= plan.frames_per_second(rate, small)
 
 
-@given(st.integers(min_value=1, max_value=256), pps_st, dur_st)
+@given(st.integers(min_value=1, max_value=32).map(lambda k: 8 * k), pps_st, dur_st)
 def test_probability_matches_hand_formula(bits: int, pps: float, duration: float) -> None:
     n = pps * duration
     p = plan.collision_probability(n, bits)

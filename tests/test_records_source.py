@@ -171,7 +171,7 @@ def test_refuses_a_seq_gap(tmp_path, keydir):
 
     p = _capture(keydir, "records:-", tmp_path / "S", "--digest-key-id", _key_id(keydir), "--strip", "l3",
                  "--segment-records", "100", stdin=_doctored(keydir, gap))
-    _refused(p, "standard input: record 150 (byte 7200) seq 151 after seq 149: 1 seq numbers are missing",
+    _refused(p, "standard input: record 150 (byte 7200) seq 151 after seq 149: 1 seq number is missing",
              "150 frames before it were sealed in segments 0..1")
     seals = [json.loads(layout.seal_path(tmp_path / "S", "link0", i).read_text()) for i in range(2)]
     assert [s["records"] for s in seals] == [100, 50]  # every record before the bad one, no more

@@ -329,7 +329,7 @@ MATRIX = (
            "segment 1 record 14: seq 63 appears again", MERKLE | _k("record_duplicated", "count_mismatch")),
     Tamper("records_reordered", t_record_reordered, "record_reordered", 1, K, "segment 1 record 13: seq 64 out of order",
            MERKLE | _k("record_reordered")),
-    Tamper("segment_deleted", t_segment_deleted, "segment_missing", 1, None, "segments [1] of 5 have no seal",
+    Tamper("segment_deleted", t_segment_deleted, "segment_missing", 1, None, "segment [1] of 5 has no seal",
            _k("segment_missing", "chain_broken", "sequence_gap", "checkpoint_not_extended")),
     Tamper("segment_duplicated", t_segment_duplicated, "segment_duplicated", LAST + 1, None,
            "seg-00000005.seal.json: same seal as segment 4",
@@ -454,7 +454,7 @@ def test_torn_open_segment_is_reported_recoverable_not_fatal(ledger, keydir):
         f.write(b"\x01" * 7)  # a torn next block
     v = verify_ledger(ledger, trust)
     assert v.ok and [(w.kind, w.segment) for w in v.warnings] == [("torn_segment", LAST + 1)]
-    assert "3 whole records in 1 blocks and 7 bytes past them" in v.warnings[0].detail
+    assert "3 whole records in 1 block and 7 bytes past them" in v.warnings[0].detail
     rec = recover_ledger(ledger, sk)
     assert [(link, r.index, r.records, r.torn_bytes) for link, r in rec.sealed] == [("link0", LAST + 1, 3, 7)]
     v = verify_ledger(ledger, trust, checkpoint_path(ledger, "link0").read_bytes())

@@ -65,7 +65,7 @@ def test_item11_seal_fields_are_printed_as_text(ledger, keydir, text):
     foreign = [ln for ln in fails if ln.startswith("FAIL foreign_seal link link0 segment 1: ")]
     assert len(foreign) == 1 and foreign[0].endswith(f"seal belongs to ledger {printable(text)}"), lines
     assert any(ln.startswith("FAIL seal_misplaced link link0 segment 1: ") for ln in fails)
-    assert lines[-1].startswith(f"{len(fails)} problem(s): ")  # one verdict line, at the end
+    assert lines[-1].startswith(f"{len(fails)} problem{'' if len(fails) == 1 else 's'}: ")  # one verdict line, at the end
     assert not any(ln.startswith("OK") for ln in lines)
     _no_terminal_control(r.stdout, r.stderr)
 

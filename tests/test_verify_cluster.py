@@ -100,8 +100,8 @@ def test_cli_cluster_output_and_exit_code_equal_single_machine(tampered, keydir)
     assert here.returncode == there.returncode == 1
     assert there.stdout == here.stdout and there.stderr == here.stderr
     assert here.stdout.splitlines()[0].startswith(
-        "FAIL merkle_mismatch link link0 segment 3 record 0: segment 3: Merkle root differs from the seal; changed "
-        "leaf blocks: records 0..19")  # segments of 20 records: one leaf of a v2 ledger (256 records a leaf)
+        f"FAIL merkle_mismatch link link0 segment 3 record 0: {tampered}/link=link0/seg-00000003.rec: Merkle root "
+        "differs from the seal; changed leaf blocks: records 0..19")  # segments of 20 records: one leaf of a v2 ledger (256 records a leaf)
 
 
 def test_several_ledgers_per_ledger_and_total_worst_exit(tampered, keydir, tmp_path):
@@ -132,7 +132,7 @@ def test_several_ledgers_per_ledger_and_total_worst_exit(tampered, keydir, tmp_p
     text = run_cli("verify", good, tampered, "--trust", trust)
     lines = text.stdout.splitlines()
     assert lines[0] == f"{good}: OK: 15 segments, 294 records, 294 frames, 0 drops declared, links link0"
-    assert lines[-1].startswith(f"total: {doc['total']['problems']} problem(s): 2 ledgers (1 OK, 1 with problems")
+    assert lines[-1].startswith(f"total: {doc['total']['problems']} problems: 2 ledgers (1 OK, 1 with problems")
     # every line names its ledger (issue 16 item 3: results per ledger), the FAIL lines too
     one = run_cli("verify", tampered, "--trust", trust)
     assert lines[1:-1] == [f"{tampered}: {x}" for x in one.stdout.splitlines()]

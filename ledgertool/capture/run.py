@@ -41,6 +41,7 @@ from ..ledger.lock import writer_lock
 from ..ledger.recover import RecoveredSegment, recover_open_segments
 from ..ledger.rotations import current_digest_key_id, current_signer_check, digest_key_ids
 from ..ledger.writer import LinkWriter
+from ..plural import plural
 from ..seal.document import SealResult
 from ..source import is_bypass, is_live, is_workload, open_source, open_sources
 from ..source.file import CaptureReader
@@ -505,10 +506,10 @@ class CaptureRun:
         self.result.recovered = recover_open_segments(self.ledger_dir, self.ledger, self.opts.link,
                                                       self.signing_key, discarded)
         for r in self.result.recovered:
-            self.result.warnings.append(f"recovered open segment {r.index}: sealed {r.records} records, "
-                                        f"discarded {r.torn_bytes} torn bytes")
+            self.result.warnings.append(f"recovered open segment {r.index}: sealed {plural(r.records, 'record')}, "
+                                        f"discarded {plural(r.torn_bytes, 'torn byte')}")
         for d in discarded:
-            self.result.warnings.append(f"recovery discarded {d['path']} ({d['bytes']} bytes: {d['why']})")
+            self.result.warnings.append(f"recovery discarded {d['path']} ({plural(d['bytes'], 'byte')}: {d['why']})")
 
     def _abandon(self) -> None:
         """Opening failed: release what was opened (nothing was read yet)."""
@@ -688,7 +689,7 @@ class CaptureRun:
             w.checkpoint()
         if isinstance(e, LedgerError):
             where = w.sealed_range()
-            e.args = (f"{e}; {self.result.frames} frames before it were sealed" + (f" in {where}" if where else ""),)
+            e.args = (f"{e}; {plural(self.result.frames, 'frame')} before it {'was' if self.result.frames == 1 else 'were'} sealed" + (f" in {where}" if where else ""),)
         raise e
 
     # ---- finish, close, report -------------------------------------------------------------------
@@ -704,7 +705,7 @@ class CaptureRun:
             try:
                 w.checkpoint()
             except LedgerError as e:  # an older seal is missing or unreadable: nothing was signed
-                e.args = (f"{e}; this capture's {self.result.frames} frames were sealed "
+                e.args = (f"{e}; this capture's {plural(self.result.frames, 'frame')} {'was' if self.result.frames == 1 else 'were'} sealed "
                           f"({w.sealed_range() or 'no segment'}), the checkpoint was not signed",)
                 raise
 
@@ -748,7 +749,7 @@ class CaptureRun:
                                          "foreign_frames": result.foreign_frames}
         if foreign:
             result.warnings.append(
-                f"FANOUT: {foreign} frames on {source} went to a socket outside this capture's PACKET_FANOUT "
+                f"FANOUT: {plural(foreign, 'frame')} on {source} went to a socket outside this capture's PACKET_FANOUT "
                 f"group {witness.group} (another process joined it) and are not in the ledger; they are declared "
                 "in a GAP record as dropped (docs/capture.md)")
         kernel_drops = result.drops - foreign
@@ -756,14 +757,14 @@ class CaptureRun:
             result.warnings.append(live_stats.drop_advice(str(source), kernel_drops))
         elif kernel_drops:
             result.warnings.append(
-                f"{kernel_drops} frames DROPPED by the kernel ring on {source} (declared as GAP records in "
-                f"the ledger; the ring was full {live_stats.freeze_count} times): raise --ring-mb or "
+                f"{plural(kernel_drops, 'frame')} DROPPED by the kernel ring on {source} (declared as GAP records in "
+                f"the ledger; the ring was full {plural(live_stats.freeze_count, 'time')}): raise --ring-mb or "
                 "lower the load (docs/capture.md)")
         unrecorded = live_stats.kernel_packets - result.frames - live_stats.drops_declared
         if result.stop_reason == "frames" and unrecorded > 0:
-            result.warnings.append(f"{source}: {unrecorded} frames arrived after the last recorded frame "
-                                   "(--frames) and were not recorded")
+            result.warnings.append(f"{source}: {plural(unrecorded, 'frame')} arrived after the last recorded frame "
+                                   f"(--frames) and {'was' if unrecorded == 1 else 'were'} not recorded")
         elif unrecorded != 0:
             result.warnings.append(
-                f"{source}: kernel saw {live_stats.kernel_packets} frames, ledger has {live_stats.frames} "
-                f"frames + {live_stats.drops_declared} declared drops")
+                f"{source}: kernel saw {plural(live_stats.kernel_packets, 'frame')}, ledger has "
+                f"{plural(live_stats.frames, 'frame')} + {plural(live_stats.drops_declared, 'declared drop')}")

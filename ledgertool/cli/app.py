@@ -19,6 +19,7 @@ import typer
 
 from .. import __version__
 from ..errors import LedgerError, UsageError, exit_code_for
+from ..plural import plural
 from ..urls import location
 from .flags import cli_message
 from .progress import rate as _rate
@@ -283,7 +284,7 @@ def capture(
     dk, sk = DigestKey.load(digest_key) if digest_key is not None else None, SigningKey.load(signing_key)
     ctx = _live_panel(source, not (as_json or quiet)) if live_source else _progress(f"capture {source}", not (as_json or quiet))
     def sealing(records: int) -> None:
-        err.print(f"sealing {records:,} records… (Ctrl-C again to abandon the open segment; it stays recoverable)")
+        err.print(f"sealing {plural(records, 'record', fmt=',')}… (Ctrl-C again to abandon the open segment; it stays recoverable)")
 
     try:
         with ctx as cb:
@@ -300,14 +301,14 @@ def capture(
     for w in res.warnings:
         err.print(styled(("warning:", "yellow"), f" {w}"))
     if res.drops:
-        err.print(styled((f"DROPS: {res.drops:,} frames were not digested (the receive ring was full, or a socket "
+        err.print(styled((f"DROPS: {plural(res.drops, 'frame', fmt=',')} {'was' if res.drops == 1 else 'were'} not digested (the receive ring was full, or a socket "
                           "outside the fanout group took them); the ledger declares them in GAP records", "bold red")))
     if as_json:
         _emit_json(res.to_json())
     else:
         segs = f"{res.segments[0].index}..{res.segments[-1].index}" if res.segments else "none"
         seqs = f"{res.first_seq}..{res.next_seq - 1}" if res.next_seq > res.first_seq else "none"
-        out.print(f"captured {res.frames:,} frames ({res.bytes:,} bytes) from {source} into {ledger} "
+        out.print(f"captured {plural(res.frames, 'frame', fmt=',')} ({plural(res.bytes, 'byte', fmt=',')}) from {source} into {ledger} "
                   f"link {link}: segments {segs}, seq {seqs}, drops {res.drops}")
         out.print(f"{res.elapsed_s:.3f} s, {_rate(res.frames_per_s)}frames/s, {res.gbit_per_s:.3g} Gbit/s"
                   f" ({res.algorithm}, strip {res.strip})")
@@ -359,15 +360,15 @@ def replay(
     res = do_replay(file, iface, mode=mode, rate=rate, loops=loop)
     skipped = res.skipped_too_large + res.skipped_too_short + res.skipped_linktype
     if skipped:
-        err.print(styled(("warning:", "yellow"), f" {skipped:,} frames not sent: {res.skipped_too_large:,} longer "
+        err.print(styled(("warning:", "yellow"), f" {plural(skipped, 'frame', fmt=',')} not sent: {res.skipped_too_large:,} longer "
                          f"than the MTU allows, {res.skipped_too_short:,} shorter than an Ethernet header, "
                          f"{res.skipped_linktype:,} not Ethernet"))
     if res.send_errors:
-        err.print(styled(("warning:", "yellow"), f" {res.send_errors:,} frames refused by the socket"))
+        err.print(styled(("warning:", "yellow"), f" {plural(res.send_errors, 'frame', fmt=',')} refused by the socket"))
     if as_json:
         _emit_json(res.to_json())
     else:
-        out.print(f"sent {res.frames_sent:,} frames ({res.bytes_sent:,} bytes) on {iface} in {res.elapsed_s:.3f} s: "
+        out.print(f"sent {plural(res.frames_sent, 'frame', fmt=',')} ({plural(res.bytes_sent, 'byte', fmt=',')}) on {iface} in {res.elapsed_s:.3f} s: "
                   f"{res.frames_per_s:,.0f} frames/s, {res.mbit_per_s:,.1f} Mbit/s ({mode}"
                   f"{f' {rate:g}' if rate else ''}, {loop} loop{'s' if loop > 1 else ''})")
     if res.interrupted:
@@ -379,7 +380,7 @@ def replay(
 @app.command()
 def verify(
     ledgers: Annotated[list[str], typer.Argument(
-        metavar="DIR...", help="Ledger directories (one or more): paths, file:// or fsspec URLs (s3://...).")],
+        metavar="DIR", help="Ledger directories (one or more): paths, file:// or fsspec URLs (s3://...).")],
     trust: Annotated[Path, typer.Option("--trust", help="verifier.pub trust bundle.")],
     checkpoint: Annotated[Optional[Path], typer.Option("--checkpoint", help="A checkpoint the ledger must extend.")] = None,
     cluster: Annotated[Optional[str], typer.Option(
@@ -418,11 +419,12 @@ def verify(
             else:
                 _print_verify(o.result, f"{o.ledger}: ")
         t = many.total()
-        unverifiable = f", {t.error_ledgers} ledger(s) not verifiable" if t.error_ledgers else ""
-        status = ("OK", "green") if many.ok else (f"{t.problems} problem(s){unverifiable}", "red")
-        out.print(styled("total: ", status, f": {t.ledgers} ledgers ({t.ok_ledgers} OK, {t.failed_ledgers} with "
-                                            f"problems, {t.error_ledgers} not verifiable), {t.segments} segments, "
-                                            f"{t.records:,} records, {t.frames:,} frames, {t.drops_declared} drops "
+        unverifiable = f", {plural(t.error_ledgers, 'ledger')} not verifiable" if t.error_ledgers else ""
+        status = ("OK", "green") if many.ok else (f"{plural(t.problems, 'problem')}{unverifiable}", "red")
+        out.print(styled("total: ", status, f": {plural(t.ledgers, 'ledger')} ({t.ok_ledgers} OK, {t.failed_ledgers} with "
+                                            f"problems, {t.error_ledgers} not verifiable), "
+                                            f"{plural(t.segments, 'segment')}, {plural(t.records, 'record', fmt=',')}, "
+                                            f"{plural(t.frames, 'frame', fmt=',')}, {plural(t.drops_declared, 'drop')} "
                                             "declared"))
     raise typer.Exit(many.exit_code)
 
@@ -462,9 +464,10 @@ def _print_verify(res, prefix: str) -> None:
         out.print(styled(prefix, ("FAIL", "red"), f" {p.kind}{_where(p)}: {p.detail}"))
     if res.append_only.get("note"):  # beside the warnings: stdout keeps FAIL lines and one verdict line
         err.print(f"{prefix}note: {res.append_only['note']}")
-    status = ("OK", "green") if res.ok else (f"{len(res.problems)} problem(s)", "red")
-    out.print(styled(prefix, status, f": {res.segments} segments, {res.records:,} records, {res.frames:,} frames, "
-                                     f"{res.drops_declared} drops declared, links {', '.join(res.links) or 'none'}"))
+    status = ("OK", "green") if res.ok else (f"{plural(len(res.problems), 'problem')}", "red")
+    out.print(styled(prefix, status, f": {plural(res.segments, 'segment')}, {plural(res.records, 'record', fmt=',')}, "
+                                     f"{plural(res.frames, 'frame', fmt=',')}, {plural(res.drops_declared, 'drop')} "
+                                     f"declared, links {', '.join(res.links) or 'none'}"))
 
 
 def _unverified_warning(res) -> None:
@@ -504,13 +507,14 @@ def recover(
         _emit_json(res.to_json())
         return
     for link, r in res.sealed:
-        out.print(f"sealed link {link} segment {r.index}: {r.records:,} records in {r.blocks} authenticated "
-                  f"block(s), {r.torn_bytes} bytes past them not sealed" if r.blocks else
-                  f"sealed link {link} segment {r.index}: {r.records:,} records (v1, storage trusted), "
-                  f"{r.torn_bytes} torn bytes discarded")
+        out.print(f"sealed link {link} segment {r.index}: {plural(r.records, 'record', fmt=',')} in "
+                  f"{plural(r.blocks, 'authenticated block')}, {plural(r.torn_bytes, 'byte')} past them not sealed"
+                  if r.blocks else
+                  f"sealed link {link} segment {r.index}: {plural(r.records, 'record', fmt=',')} (v1, storage "
+                  f"trusted), {plural(r.torn_bytes, 'torn byte')} discarded")
     for d in res.discarded:
-        out.print(f"discarded {d['path']}: {d['bytes']} bytes ({d['why']})")
-    out.print(f"recovered {len(res.sealed)} segment(s), {res.torn_bytes} bytes discarded")
+        out.print(f"discarded {d['path']}: {plural(d['bytes'], 'byte')} ({d['why']})")
+    out.print(f"recovered {plural(len(res.sealed), 'segment')}, {plural(res.torn_bytes, 'byte')} discarded")
 
 
 @app.command()
@@ -527,9 +531,11 @@ def compact(
         _emit_json(res.to_json())
         return
     for c in res.compacted:
-        out.print(f"compacted link {c.link} segment {c.index}: {c.records:,} records, {c.parquet_bytes:,} bytes of "
+        out.print(f"compacted link {c.link} segment {c.index}: {plural(c.records, 'record', fmt=',')}, "
+                  f"{plural(c.parquet_bytes, 'byte', fmt=',')} of "
                   f"Parquet" + (" (finished an interrupted compaction)" if c.finished_leftover else ""))
-    out.print(f"compacted {len(res.compacted)} segment(s), {res.records:,} records; {res.already_parquet} already "
+    out.print(f"compacted {plural(len(res.compacted), 'segment')}, {plural(res.records, 'record', fmt=',')}; "
+              f"{res.already_parquet} already "
               "Parquet")
 
 
@@ -550,7 +556,7 @@ def checkpoint_cmd(
     if as_json:
         _emit_json({"ok": True, "out": str(out_file), **cp.to_json()})
     else:
-        out.print(f"checkpoint {cp.origin}: {cp.size} segments, {cp.records} records, root {cp.root.hex()} -> {out_file}")
+        out.print(f"checkpoint {cp.origin}: {plural(cp.size, 'segment')}, {plural(cp.records, 'record')}, root {cp.root.hex()} -> {out_file}")
 
 
 @app.command("check-consistency")
@@ -571,8 +577,9 @@ def check_consistency_cmd(
     if as_json:
         _emit_json(res.to_json())
     elif res.ok:
-        out.print(styled(("CONSISTENT", "green"), f": {new} ({res.new.size} segments) extends {old} "
-                                                  f"({res.old.size}); proof of {len(res.proof)} hashes"))
+        out.print(styled(("CONSISTENT", "green"), f": {new} ({plural(res.new.size, 'segment')}) extends {old} "
+                                                  f"({res.old.size}); proof of "
+                                                  f"{plural(len(res.proof), 'hash', 'hashes')}"))
     else:
         out.print(styled(("INCONSISTENT", "red"), f": {res.reason}"))
     raise typer.Exit(0 if res.ok else 1)
@@ -661,7 +668,7 @@ def _where(p) -> str:
 def recompute(
     digest_key: Annotated[list[Path], typer.Option("--digest-key", metavar="FILE", help="digest.key used for the ledger; repeat it for each key of a ledger whose digest key was rotated (with --pairs: every ledger's keys, each ledger takes those its key ids name).")],
     sources: Annotated[Optional[list[str]], typer.Argument(
-        metavar="CAPTURE...", help="pcap/pcapng files (gzip/xz/zstd-compressed too), - for standard input, or "
+        metavar="CAPTURE", help="pcap/pcapng files (gzip/xz/zstd-compressed too), - for standard input, or "
                                    "workload:SPEC.toml, to recompute (several: taken as one capture in the order given).")] = None,
     ledger: Annotated[Optional[str], typer.Option(
         "--ledger", metavar="DIR", help="Ledger to reconcile against (a path, file:// or fsspec URL).")] = None,
@@ -728,11 +735,11 @@ def recompute(
         if as_json:
             _emit_json(doc)
         else:
-            out.print(f"wrote {run.frames:,} digests ({alg.name}, strip {strip}) to {out_file}")
+            out.print(f"wrote {plural(run.frames, 'digest', fmt=',')} ({alg.name}, strip {strip}) to {out_file}")
             _fallback_line(run.strip_fallbacks, strip, run.frames, source)
         if run.stopped is not None:  # bad input, as for capture: what was read before it is written
-            err.print(f"ledgertool: error: {run.stopped.message}; the {run.frames:,} frames before it were "
-                      f"written to {out_file}")
+            err.print(f"ledgertool: error: {run.stopped.message}; the {plural(run.frames, 'frame', fmt=',')} before it "
+                      f"{'was' if run.frames == 1 else 'were'} written to {out_file}")
             raise typer.Exit(2)
         return
     if algorithm or strip or out_file:
@@ -768,8 +775,8 @@ def _print_reconcile(res, ledger: str, source) -> None:
                      (" (partial)", "yellow") if res.partial else "",
                      "" if res.complete else (" (INCOMPLETE: the capture stopped early)", "red"),
                      "" if res.verified else (" (UNVERIFIED: no --trust)", "red"),
-                     f": {res.frames:,} frames recomputed from {res.source}, {res.ledger_records:,} frame "
-                     f"records in {ledger}: matched {res.matched:,}, ledger-only {res.ledger_only:,}, "
+                     f": {plural(res.frames, 'frame', fmt=',')} recomputed from {res.source}, "
+                     f"{plural(res.ledger_records, 'frame record', fmt=',')} in {ledger}: matched {res.matched:,}, ledger-only {res.ledger_only:,}, "
                      f"capture-only {res.capture_only:,}"))
     for p in res.per_second:
         if p["ledger_only"] or p["capture_only"]:
@@ -823,8 +830,9 @@ def _recompute_pairs(pairs_file: Path, dks: list, trust: Optional[Path], cluster
     else:
         t = many.total()
         out.print(styled("total: ", ("MATCH", "green") if many.ok else ("DIFFER", "red"),
-                         f": {t.pairs} pairs ({t.ok_pairs} OK, {t.failed_pairs} not OK, {t.error_pairs} not "
-                         f"reconciled), {t.frames:,} frames recomputed, {t.ledger_records:,} frame records: matched "
+                         f": {plural(t.pairs, 'pair')} ({t.ok_pairs} OK, {t.failed_pairs} not OK, {t.error_pairs} not "
+                         f"reconciled), {plural(t.frames, 'frame', fmt=',')} recomputed, "
+                         f"{plural(t.ledger_records, 'frame record', fmt=',')}: matched "
                          f"{t.matched:,}, ledger-only {t.ledger_only:,}, capture-only {t.capture_only:,}"))
     raise typer.Exit(many.exit_code)
 
@@ -940,7 +948,8 @@ def export(
         _emit_json({"ok": True, "out": res.out, "files": res.files, "rows": res.rows, "links": list(res.links),
                     "signatures_checked": res.verification.signatures_checked})
     else:
-        out.print(f"exported {res.rows:,} records of {len(res.links)} link(s) in {res.files} Parquet files to {out_dir}")
+        out.print(f"exported {plural(res.rows, 'record', fmt=',')} of {plural(len(res.links), 'link')} in "
+                  f"{plural(res.files, 'Parquet file')} to {out_dir}")
 
 
 # ---- algorithms -----------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 
+from ..plural import plural
 from .render import SafeConsole, styled
 
 conformance_app = typer.Typer(
@@ -39,9 +40,9 @@ def export(
     if as_json:
         sys.stdout.write(json.dumps(res.to_json(), indent=2) + "\n")
     else:
-        out.print(f"kit {res.to_json()['kit_format']} -> {res.directory}: {res.frames} frames in {res.captures} "
-                  f"captures, {res.record_files} record files, golden ledger of {res.golden_segments} segments, "
-                  f"{res.files} files (see {Path(res.directory) / 'README.md'})")
+        out.print(f"kit {res.to_json()['kit_format']} -> {res.directory}: {plural(res.frames, 'frame')} in "
+                  f"{plural(res.captures, 'capture')}, {plural(res.record_files, 'record file')}, golden ledger of "
+                  f"{plural(res.golden_segments, 'segment')}, {plural(res.files, 'file')} (see {Path(res.directory) / 'README.md'})")
 
 
 @conformance_app.command("check")
@@ -64,7 +65,8 @@ def check(
     if as_json:
         sys.stdout.write(json.dumps(res.to_json(), indent=2) + "\n")
         raise typer.Exit(0 if res.ok else 1)
-    what = (f"{res.frames:,} frames in {capture}, {res.device_records:,} device records in {records} "
+    what = (f"{plural(res.frames, 'frame', fmt=',')} in {capture}, "
+            f"{plural(res.device_records, 'device record', fmt=',')} in {records} "
             f"({res.algorithm}, strip {res.strip}, digest key id {res.digest_key_id})")
     if res.ok:
         out.print(styled(("BYTE-EXACT", "green"), f": {what}"))
@@ -88,5 +90,5 @@ def check(
                 out.print(f"  {name:<10}  {fields}, digest {rec.digest.hex()}")
     shown = len(res.first_differences)
     if res.differing > shown:
-        out.print(f"... {res.differing - shown:,} more differing frame(s) not shown (--max-report)")
+        out.print(f"... {plural(res.differing - shown, 'more differing frame', fmt=',')} not shown (--max-report)")
     raise typer.Exit(1)

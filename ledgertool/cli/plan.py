@@ -19,6 +19,7 @@ from ledgertool import plan
 from ledgertool.cli.flags import cli_message
 from ledgertool.cli.render import table_console
 from ledgertool.errors import LedgerError, UsageError
+from ledgertool.plural import plural
 
 plan_app = typer.Typer(
     name="plan",
@@ -101,7 +102,7 @@ def _count(x: float) -> str:
 
 @plan_app.command("collision")
 def collision(
-    bits: Annotated[list[int], typer.Option("--bits", help="Digest width in bits (64, 128, 256). Repeatable.")],
+    bits: Annotated[list[int], typer.Option("--bits", help="Digest width in bits, whole bytes: 8..1024, a multiple of 8 (ledgertool's: 64, 128, 256). Repeatable.")],
     rate: RateOpt = None,
     frame: FrameOpt = None,
     pps: PpsOpt = None,
@@ -126,7 +127,7 @@ def collision(
         show_edge=False,
         padding=(0, 1),
         collapse_padding=True,
-        title=f"Digest collisions (birthday bound), {links} link(s) into one key space",
+        title=f"Digest collisions (birthday bound), {plural(links, 'link')} into one key space",
         caption="exp. frames = sqrt(pi*2^B/2); time = E / (links x frames/s); docs/plan.md",
     )
     for name in ("bits", "rate", "frame", "frames/s", "exp. frames", "expected time"):
@@ -161,7 +162,9 @@ def storage(
         Optional[Path],
         typer.Option(
             "--from-ledger",
-            help="Measure bytes on disk per record in this sealed ledger: (Parquet + seal file sizes) / records.",
+            metavar="DIR",
+            help="Measure bytes on disk per record in this sealed ledger: (record file + seal file sizes) / records "
+                 "(the raw record file of a v2 segment, else its Parquet file).",
         ),
     ] = None,
     links: LinksOpt = 1,
@@ -201,7 +204,7 @@ def storage(
         show_edge=False,
         padding=(0, 1),
         collapse_padding=True,
-        title=f"Ledger storage: {what}, {links} link(s), window {plan.human_duration(seconds)}",
+        title=f"Ledger storage: {what}, {plural(links, 'link')}, window {plan.human_duration(seconds)}",
         caption="bytes = frames/s x record bytes; 1 GB = 1e9 B; docs/plan.md",
     )
     for name in ("rate", "frame", "frames/s", "link /s", "link /day", "link /year", "all /s", "all /day",

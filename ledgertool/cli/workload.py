@@ -13,6 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..plural import plural
 from .render import SafeConsole
 
 workload_app = typer.Typer(
@@ -39,7 +40,8 @@ def generate(
     if as_json:
         sys.stdout.write(json.dumps(res.to_json(), indent=2) + "\n")
     else:
-        out.print(f"wrote {res.frames:,} frames ({res.bytes:,} bytes) of {len(res.flows)} flows from {spec} "
+        out.print(f"wrote {plural(res.frames, 'frame', fmt=',')} ({plural(res.bytes, 'byte', fmt=',')}) of "
+                  f"{plural(len(res.flows), 'flow')} from {spec} "
                   f"to {out_file} in {res.elapsed_s:.3f} s")
 
 

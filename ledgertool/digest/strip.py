@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from .._binding import check, ffi, lib
 from ..algorithms import STRIP_MODES, get_strip_mode
+from ..plural import plural
 from .record import FLAG_NAMES, FLAG_TRUNCATED
 
 
@@ -65,7 +66,7 @@ class StripFallbacks:
             (self.unsupported_linktype, "of a link type it cannot parse (hashed whole)"),
             (self.non_ip, "not IPv4/IPv6 (hashed from the end of the link header)"),
             (self.malformed, "malformed (hashed from the first header it could not follow)")) if n]
-        return (f"{source}: strip {strip} fell back on {self.total} of {frames} frames: {'; '.join(why)} "
+        return (f"{source}: strip {strip} fell back on {self.total} of {plural(frames, 'frame')}: {'; '.join(why)} "
                 "(docs/strip-modes.md, \"Fallbacks\")")
 
 

@@ -13,6 +13,7 @@ from typing import Callable
 from .. import fsio
 from ..errors import LedgerFormatError, Setting, UsageError
 from ..keyfiles import SigningKey, TrustBundle
+from ..plural import plural
 from ..seal import merkle
 from ..seal.checkpoint import (
     MAX_NOTE_BYTES,
@@ -69,7 +70,7 @@ def make_checkpoint(directory: Path, ledger: LedgerHeader, link: str, tree: Link
         tree = link_tree(directory, link)
         if not tree.complete:
             raise LedgerFormatError(f"{tree.stopped}: refusing to sign a checkpoint of link {link} that would "
-                                    f"cover only the {len(tree.seal_hashes)} segments before it (`ledgertool "
+                                    f"cover only the {plural(len(tree.seal_hashes), 'segment')} before it (`ledgertool "
                                     "verify` names what is wrong)")
     return Checkpoint(origin_for(ledger.ledger_id, link), len(tree.seal_hashes), tree.root(),
                       sum(tree.records), tree.seal_hashes[-1] if tree.seal_hashes else None,
@@ -120,11 +121,11 @@ def check_consistency(old_data: bytes, new_data: bytes, directory: Path, trust: 
     if old.checkpoint.size > new.checkpoint.size:
         if _extends(new.checkpoint, old.checkpoint, directory)[0]:
             # a mistake in the order, not a fork or a cut: say so (bad usage, exit 2)
-            raise UsageError(f"{old_name} ({old.checkpoint.size} segments) extends {new_name} "
+            raise UsageError(f"{old_name} ({plural(old.checkpoint.size, 'segment')}) extends {new_name} "
                              f"({new.checkpoint.size}): the checkpoints look swapped; give the older one first "
                              f"(check-consistency {new_name} {old_name}); if {new_name} really is the later "
                              "one, the log went back to an earlier state")
-        return result(False, [], f"{old_name} ({old.checkpoint.size} segments) is larger than {new_name} "
+        return result(False, [], f"{old_name} ({plural(old.checkpoint.size, 'segment')}) is larger than {new_name} "
                                  f"({new.checkpoint.size}), and the ledger does not extend {new_name} to it")
     ok, proof, reason = _extends(old.checkpoint, new.checkpoint, directory, old_name, new_name)
     return result(ok, proof, reason)
@@ -136,14 +137,14 @@ def _extends(old: Checkpoint, new: Checkpoint, directory: Path, old_name: str = 
     for "checkpoint `new` extends `old`"; both are already authenticated and of one origin."""
     tree = link_tree(Path(directory), new.link)
     if len(tree.seal_hashes) < new.size:
-        return False, [], (f"the ledger holds {len(tree.seal_hashes)} segments of link {new.link}, fewer than "
+        return False, [], (f"the ledger holds {plural(len(tree.seal_hashes), 'segment')} of link {new.link}, fewer than "
                            f"{new_name}'s {new.size}")
     leaves = seal_leaf_hashes(tree.seal_hashes[: new.size])
     proof = merkle.consistency_proof(old.size, leaves)
     if merkle.verify_consistency(old.size, new.size, old.root, new.root, proof):
         return True, proof, None
     if merkle.root_from_leaf_hashes(leaves) != new.root:
-        return False, proof, f"the ledger's tree of {new.size} segments is not {new_name}'s"
+        return False, proof, f"the ledger's tree of {plural(new.size, 'segment')} is not {new_name}'s"
     return False, proof, f"{new_name} does not extend {old_name}: the consistency proof fails"
 
 

@@ -25,6 +25,7 @@ from .. import fsio
 from ..digest.engine import merkle_root, valid_leaf_records
 from ..digest.record import RECORD_FIXED
 from ..errors import DiscrepancyError, LedgerFormatError
+from ..plural import plural
 from ..seal.document import SEAL_FORMAT_V2, parse_seal, records_to_table, write_parquet_atomic
 from .header import parse_ledger_header
 from .layout import LEDGER_FILE, OPEN, PARQUET, RECORDS, SEAL, segment_name
@@ -136,8 +137,8 @@ def _compact_segment(reader: LedgerReader, link: str, index: int, leftover: bool
         raise DiscrepancyError(f"{rec_path}: its header names ledger {h.ledger_id} link {h.link} segment {h.index} "
                                f"first seq {h.first_seq}, not its seal's; segment {index} of link {link} not compacted")
     if rec.count != doc.get("records") or merkle_root(rec.leaves).hex() != doc.get("merkle_root"):
-        raise DiscrepancyError(f"{rec_path}: its {rec.count} records do not match the seal's Merkle root "
-                               f"({doc.get('records')} records); segment {index} of link {link} not compacted "
+        raise DiscrepancyError(f"{rec_path}: its {plural(rec.count, 'record')} {'does' if rec.count == 1 else 'do'} not match the "
+                               f"seal's Merkle root ({doc.get('records')} records); segment {index} of link {link} not compacted "
                                "(`ledgertool verify` names what differs)")
     table = records_to_table(rec.records, record_size - RECORD_FIXED, index)
     _, size = write_parquet_atomic(table, reader.segment_path(link, index, PARQUET), reader.directory)

@@ -15,6 +15,7 @@ from .. import fsio
 from ..errors import LedgerFormatError
 from ..keyfiles import SigningKey
 from ..errors import OpenSegmentRefusedError
+from ..plural import plural
 from ..seal.document import SealResult, load_seal, seal_committed, seal_records
 from . import layout
 from . import segment as segments
@@ -120,7 +121,7 @@ def recover_open_segments(ledger_dir: Path, ledger: LedgerHeader, link: str, sig
         if misfit:
             _discard(ledger_dir, discarded, files["open"], seg.size,
                      f"open segment does not continue the chain at segment {state.next_index}, seq "
-                     f"{state.next_seq}: {misfit}; its {seg.count} records cannot be sealed there", *partial)
+                     f"{state.next_seq}: {misfit}; its {plural(seg.count, 'record')} cannot be sealed there", *partial)
             continue
         records = segments.authenticated_records(seg, mac_key, files["open"],
                                                  trust_unauthenticated=trust_unauthenticated)

@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from ..errors import DiscrepancyError, UsageError
 from ..keyfiles import TrustBundle
+from ..plural import plural
 from ..progress import Progress, ProgressFn
 from ..urls import location
 from ..verify.ledger import VerifiedSegment, VerifyResult, verify_ledger
@@ -54,7 +55,7 @@ def not_verified_error(res: VerifyResult, what: str) -> DiscrepancyError:
     """The one-line refusal to read a ledger that did not verify (exit 1)."""
     first = res.problems[0]
     where = f"link {first.link} segment {first.segment}: " if first.segment is not None else ""
-    more = f"{len(res.problems) - 1} more problems; " if len(res.problems) > 1 else ""
+    more = f"{plural(len(res.problems) - 1, 'more problem')}; " if len(res.problems) > 1 else ""
     return DiscrepancyError(f"{res.ledger}: the ledger does not verify, so {what}: {where}{first.kind}: "
                             f"{first.detail} ({more}run `ledgertool verify` for every problem)")
 

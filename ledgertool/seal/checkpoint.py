@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from ..errors import KeyFileError, LedgerFormatError, UsageError
 from ..keyfiles import ED25519, MLDSA65, SigningKey, TrustBundle
+from ..plural import plural
 from . import merkle
 from .canonical import b64decode_canonical
 
@@ -271,18 +272,18 @@ def check_extends(note: SignedNote, tree: LinkTree, bundles: list[TrustBundle] |
         why = "a segment is missing or unreadable" if not tree.complete else "its tail was cut"
         out.append(CheckpointFinding(
             "checkpoint_not_extended",
-            f"checkpoint covers {cp.size} segments of link {cp.link}, the ledger holds {n} in an unbroken "
+            f"checkpoint covers {plural(cp.size, 'segment')} of link {cp.link}, the ledger holds {n} in an unbroken "
             f"chain ({why})"))
         return out
     if tree.root(cp.size) != cp.root:
         out.append(CheckpointFinding(
             "checkpoint_mismatch",
-            f"the ledger's first {cp.size} segments of link {cp.link} have root "
+            f"the ledger's first {plural(cp.size, 'segment')} of link {cp.link} {'has' if cp.size == 1 else 'have'} root "
             f"{tree.root(cp.size).hex()[:16]}…, the checkpoint says {cp.root.hex()[:16]}… (history rewritten "
             "or a fork)"))
     elif cp.records is not None and sum(tree.records[: cp.size]) != cp.records:
         out.append(CheckpointFinding("checkpoint_mismatch",
-                                     f"checkpoint says {cp.records} records, the seals hold "
+                                     f"checkpoint says {plural(cp.records, 'record')}, the seals hold "
                                      f"{sum(tree.records[: cp.size])}"))
     return out
 

@@ -33,6 +33,7 @@ from .._binding import (
     plugin_error,
 )
 from ..errors import Setting, UsageError
+from ..plural import plural
 from .file import ReaderInfo
 
 XDP_PREFIX = "xdp:"
@@ -202,11 +203,11 @@ class BypassStats:
         if self.kind == "xdp":
             full = sum(q.rx_ring_full for q in self.queues)
             empty = sum(q.rx_fill_ring_empty_descs for q in self.queues)
-            return (f"{drops} frames DROPPED by the AF_XDP socket{'s' if len(self.queues) > 1 else ''} on {source} "
-                    f"(declared as GAP records in the ledger; RX ring full {full} times, fill ring empty {empty} "
-                    "times): raise --ring-mb (UMEM), add --workers/queues, or lower the load (docs/capture.md)")
+            return (f"{plural(drops, 'frame')} DROPPED by the AF_XDP socket{'s' if len(self.queues) > 1 else ''} on {source} "
+                    f"(declared as GAP records in the ledger; RX ring full {plural(full, 'time')}, fill ring empty "
+                    f"{plural(empty, 'time')}): raise --ring-mb (UMEM), add --workers/queues, or lower the load (docs/capture.md)")
         q0 = self.queues[0]
-        return (f"{drops} frames DROPPED on {source} (declared as GAP records in the ledger; imissed "
+        return (f"{plural(drops, 'frame')} DROPPED on {source} (declared as GAP records in the ledger; imissed "
                 f"{sum(q.imissed for q in self.queues)}, rx_nombuf {sum(q.rx_nombuf for q in self.queues)}, ierrors "
                 f"{sum(q.ierrors for q in self.queues)}; driver {q0.driver}): raise --rx-desc, add --workers "
                 "(RX queues), or lower the load (docs/capture.md)")

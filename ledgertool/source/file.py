@@ -16,6 +16,7 @@ from typing import Iterator
 
 from .._binding import c_string, capture_error, ffi, lib
 from ..errors import CaptureFormatError
+from ..plural import plural
 from .compressed import Decompressor, codec_of, read_head
 
 STDIN = "-"
@@ -71,7 +72,7 @@ class ReaderInfo:
         if not self.truncated:
             return None
         return (f"{self.path}: truncated last record at byte {self.truncated_offset} "
-                f"({self.truncated_bytes} bytes present, not recorded); {self.frames} whole frames read")
+                f"({plural(self.truncated_bytes, 'byte')} present, not recorded); {plural(self.frames, 'whole frame')} read")
 
 
 def open_capture(path: str | os.PathLike) -> "CaptureReader":

@@ -23,6 +23,7 @@ from .. import fsio
 from ..algorithms import ALGORITHMS, Algorithm
 from ..digest.record import FLAG_GAP, FLAGS_DEFINED, RECORD_FIXED, record_dtype
 from ..errors import LedgerError, LedgerFormatError
+from ..plural import plural
 
 RECORDS_PREFIX = "records:"
 STDIN_NAME = "-"
@@ -207,7 +208,8 @@ class RecordsReader:
         elif seq < want:
             why = f"seq {seq} after seq {want - 1}: the sequence restarts or repeats (each record is the one before + 1)"
         else:
-            why = (f"seq {seq} after seq {want - 1}: {seq - want} seq numbers are missing (frames a device "
+            why = (f"seq {seq} after seq {want - 1}: {plural(seq - want, 'seq number')} {'is' if seq - want == 1 else 'are'} "
+                   "missing (frames a device "
                    "dropped are declared by one GAP record, which takes one seq)")
         return self._record_error(index, why)
 

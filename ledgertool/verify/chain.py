@@ -17,6 +17,7 @@ from ..ledger import segment as segments
 from ..ledger.header import LedgerHeader
 from ..ledger.layout import OPEN, PARQUET, RECORDS, SEAL, segment_name
 from ..ledger.reader import LinkListing, Stray
+from ..plural import plural
 from ..seal.checkpoint import LinkTree
 from ..seal.document import genesis_hash
 from .checks import RecordsCheck, SealCheck
@@ -63,7 +64,8 @@ def listing_findings(listing: LinkListing, link_dir: Path, unsealed: list[int]) 
     sealed = listing.sealed
     if sealed and sealed[-1] + 1 != len(sealed):
         missing = sorted(set(range(sealed[-1] + 1)) - set(sealed))
-        out.append(Problem(Kind.SEGMENT_MISSING, missing[0], f"segments {missing} of {sealed[-1] + 1} have no seal",
+        out.append(Problem(Kind.SEGMENT_MISSING, missing[0], f"{'segment' if len(missing) == 1 else 'segments'} {missing} of {sealed[-1] + 1} "
+                           f"{'has' if len(missing) == 1 else 'have'} no seal",
                            link))
     return out
 
@@ -112,7 +114,7 @@ class LinkChain:
             first = seal.seq.first
             kind = Kind.SEQUENCE_GAP if first > self.expected_seq else Kind.SEQUENCE_OVERLAP
             out.append(Problem(kind, index, f"segment {index} starts at seq {first}, expected {self.expected_seq} "
-                               f"({first - self.expected_seq:+d} records undeclared)", self.link, 0))
+                               f"({plural(first - self.expected_seq, 'record', fmt='+d')} undeclared)", self.link, 0))
         if seal.name_problem is not None:
             out.append(seal.name_problem)
         self.expected_seq = seal.seq.last + 1
@@ -195,10 +197,11 @@ def open_segment_finding(read: OpenRead, path: Path, index: int, ledger: LedgerH
         return Problem(Kind.TORN_SEGMENT, index, f"{path}: open segment without a whole record "
                        f"({seg.torn_bytes} bytes); `ledgertool recover` discards it", link), nxt
     # verify holds no device key: whether the blocks authenticate is for `recover` to find
-    what = (f"{seg.count} whole records in {len(seg.blocks)} blocks and {seg.torn_bytes} bytes past them; "
+    what = (f"{plural(seg.count, 'whole record')} in {plural(len(seg.blocks), 'block')} and "
+            f"{plural(seg.torn_bytes, 'byte')} past them; "
             "`ledgertool recover` (or the next capture) seals it if the device's MACs verify"
             if seg.header.version == 2 else
-            f"{seg.count} whole records and {seg.torn_bytes} torn bytes, without authentication (v1); "
+            f"{plural(seg.count, 'whole record')} and {plural(seg.torn_bytes, 'torn byte')}, without authentication (v1); "
             "`ledgertool recover` seals it only when the storage is trusted")
     return Problem(Kind.TORN_SEGMENT if seg.torn_bytes else Kind.OPEN_SEGMENT, index,
                    f"{path}: open segment with {what}", link), (index + 1, nxt[1] + seg.count)

@@ -30,6 +30,7 @@ from ..ledger.header import LedgerHeader
 from ..ledger.layout import OPEN, PARQUET, RECORDS, SEAL, segment_name
 from ..ledger.reader import OpenRecordFile, segment_file
 from ..ledger.recfile import RecordFacts, RecordFile, parse_record_file
+from ..plural import plural
 from ..seal.document import (
     SEAL_FORMAT_V2,
     arrow_schema,
@@ -285,7 +286,7 @@ def _seal_range(doc: dict, place: SegmentPlace) -> tuple[tuple[int, int] | None,
     if not (0 <= first_seq < 2**64 and first_seq - 1 <= last_seq < 2**64 and 0 <= count <= 2**40) or \
             last_seq - first_seq + 1 > max(count, 1) * 1024:
         return layout, None, (place.problem(Kind.SEAL_MALFORMED, f"segment {index}: implausible sequence range "
-                                            f"{first_seq}..{last_seq} for {count} records"),)
+                                            f"{first_seq}..{last_seq} for {plural(count, 'record')}"),)
     return layout, SeqRange(first_seq, last_seq, count), ()
 
 
@@ -441,7 +442,7 @@ def _record_findings(seal: SealCheck, table: pa.Table | None, records, leaves: b
     drops = int(arr["aux"][gaps].sum())
     if n != seq.count:
         form = "its raw record file" if isinstance(records, pa.Buffer) else "Parquet"
-        out.append(place.problem(Kind.COUNT_MISMATCH, f"segment {place.index}: {n} records in {form}, "
+        out.append(place.problem(Kind.COUNT_MISMATCH, f"segment {place.index}: {plural(n, 'record')} in {form}, "
                                                       f"seal says {seq.count}"))
     elif frames != doc.get("frames"):
         out.append(place.problem(Kind.COUNT_MISMATCH, f"segment {place.index}: {frames} frame records, seal's "
@@ -482,19 +483,22 @@ def _fast_findings(seal: SealCheck, records, leaves: bytes | None, place: Segmen
     return RecordsCheck(tuple(out), None, records, n, frames, facts.drops, root == doc.get("merkle_root"))
 
 
-def merkle_finding(seal: SealCheck, recs: RecordsCheck, leaves: bytes | None, place: SegmentPlace) -> RecordsCheck:
+def merkle_finding(seal: SealCheck, recs: RecordsCheck, leaves: bytes | None, place: SegmentPlace,
+                   kind: str = PARQUET) -> RecordsCheck:
     """`recs` with its merkle_mismatch finding added: the changed leaf blocks when the leaf-hash
-    sidecar `leaves` is authentic (its own root is the seal's), else the plain mismatch."""
-    leaf = seal.layout[1]
+    sidecar `leaves` is authentic (its own root is the seal's), else the plain mismatch. The detail
+    starts with the records file read (`kind`: PARQUET or RECORDS, ParquetRead.kind), as the other
+    kinds of a file's finding do."""
+    leaf, path = seal.layout[1], place.path(kind)
     changed = _changed_leaves(leaves, recs.records, seal.layout, str(seal.doc.get("merkle_root")))
     if changed:
         blocks = ", ".join(f"{c * leaf}..{min((c + 1) * leaf, max(recs.n, seal.seq.count)) - 1}" for c in changed[:4])
         more = f" and {len(changed) - 4} more blocks" if len(changed) > 4 else ""
-        p = place.problem(Kind.MERKLE_MISMATCH, f"segment {place.index}: Merkle root differs from the seal; changed "
-                          f"leaf blocks: records {blocks}{more} (leaf {changed[0]}, {leaf} records per leaf)",
+        p = place.problem(Kind.MERKLE_MISMATCH, f"{path}: Merkle root differs from the seal; changed "
+                          f"leaf blocks: records {blocks}{more} (leaf {changed[0]}, {plural(leaf, 'record')} per leaf)",
                           changed[0] * leaf)
     else:
-        p = place.problem(Kind.MERKLE_MISMATCH, f"segment {place.index}: Merkle root over its {recs.n} records "
+        p = place.problem(Kind.MERKLE_MISMATCH, f"{path}: Merkle root over its {plural(recs.n, 'record')} "
                                                 "differs from the seal (a record was changed)")
     return replace(recs, problems=recs.problems + (p,), merkle_ok=True)
 
@@ -566,7 +570,7 @@ def sequence_findings(seqs: np.ndarray, seq: SeqRange, place: SegmentPlace) -> l
         add(Kind.RECORD_REORDERED, k, f"segment {index} record {k}: seq {int(seqs[k])} out of order")
     for kind, c in found.items():
         if c > MAX_PER_KIND:
-            out.append(place.problem(kind, f"segment {index}: {c - MAX_PER_KIND} more {kind} findings not listed"))
+            out.append(place.problem(kind, f"segment {index}: {plural(c - MAX_PER_KIND, f'more {kind} finding')} not listed"))
     return out
 
 

@@ -403,7 +403,7 @@ def check_segment(reader: LedgerReader, listing: LinkListing, place: SegmentPlac
             leaves = reader.read_segment_file(link, index, LEAVES, limit=MAX_LEAVES_BYTES).to_pybytes()
         except (LedgerFormatError, FileTypeError, StorageError):
             leaves = None
-        recs = merkle_finding(seal, recs, leaves, place)
+        recs = merkle_finding(seal, recs, leaves, place, read.kind)
     return SegmentCheck(seal, recs)
 
 
