@@ -365,9 +365,11 @@ typedef struct {
  * lt_merkle_leaves's argument errors. */
 int lt_rec_records(const uint8_t *file, size_t len, size_t record_size, uint64_t first_seq, uint8_t *out,
                    size_t out_len, size_t leaf_records, uint8_t *leaves, size_t leaves_len, lt_rec_info *info);
-/* lt_rec_records without the copy: the same walk, checks and info, and the same leaves (into leaves,
- * leaves_len bytes), hashed in place in `file` (a leaf split across blocks is gathered in a
- * leaf-sized buffer), for a reader that wants the leaves and the counts but not the records.
+/* lt_rec_records without the copy for the caller: the same walk, checks and info, and the same leaves
+ * (into leaves, leaves_len bytes), computed from a stage of ~4096 records (whole leaves) the
+ * records are copied into piece by piece, so the checks and the leaves read the same bytes even
+ * when `file` is a map its owner rewrites; for a reader that wants the leaves and the counts but
+ * not the records.
  * LT_OK, LT_ERR_CORRUPT as lt_rec_records, LT_ERR_NOMEM, LT_ERR_ARG (also when leaves is too short). */
 int lt_rec_leaves(const uint8_t *file, size_t len, size_t record_size, uint64_t first_seq, size_t leaf_records,
                   uint8_t *leaves, size_t leaves_len, lt_rec_info *info);

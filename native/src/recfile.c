@@ -4,8 +4,10 @@
  * (decoded and compared with the seal in Python), then blocks of u32 count || count records ||
  * 32-byte MAC. The verifier has no MAC key and signs nothing here: it walks the framing, copies the
  * records into one contiguous buffer (what the seal's Merkle root covers) and hashes its leaves, or
- * (lt_rec_leaves, when no reader wants the records) hashes the leaves where they lie in the file;
- * lt_rec_file does either over a guarded map of the file instead of a buffer it was read into.
+ * (lt_rec_leaves, when no reader wants the records) copies them piece by piece into a small stage
+ * and hashes them there; either way every fact and leaf comes from a copy, never from a second
+ * read of the file. lt_rec_file does either over a guarded map of the file instead of a buffer it
+ * was read into.
  *
  * The file is the storage holder's, so the walk is bounded: every count in
  * 1..LT_REC_MAX_BLOCK_RECORDS, every block whole inside the file, no byte after the last block, the
@@ -31,8 +33,8 @@ static int fail(lt_rec_info *info, int why, uint64_t offset, uint32_t count) {
  * difference from the expected run and every record's flags are OR-ed together, and only a block
  * whose OR has LT_FLAG_GAP is walked again to count its GAP records and their drops. */
 _Static_assert(LT_FLAG_GAP == 0x8000, "tally tests the flags' high byte");
-static void tally(const uint8_t *rec, size_t count, size_t record_size, uint64_t first_seq, lt_rec_info *info) {
-    uint64_t want = first_seq + info->records, off_run = 0;
+static void tally(const uint8_t *rec, size_t count, size_t record_size, uint64_t want, lt_rec_info *info) {
+    uint64_t off_run = 0;
     unsigned flags = 0;
     const uint8_t *r = rec;
     for (size_t k = 0; k < count; k++, r += record_size, want++) {
@@ -51,62 +53,46 @@ static void tally(const uint8_t *rec, size_t count, size_t record_size, uint64_t
     info->drops += drops;
 }
 
-/* In-place leaves: whole leaves are hashed where they lie, four at a time across block boundaries
- * (lt_merkle_leaf_group); a leaf that spans blocks (the writer closes a short block when an append
- * ends mid-leaf) and the last, shorter leaf are gathered in `stage` first. */
+/* The leaves without a copy for the caller (lt_rec_leaves; lt_rec_file without `out`): each
+ * block's records are copied piecewise into `stage` (whole leaves, ~4096 records: it stays in L2),
+ * and the per-record tally and the leaves of a full stage are computed from that copy. So the facts
+ * verify checks and the leaves it compares with the seal's root come from the same bytes even when
+ * the storage holder rewrites the mapped file while it is walked (each byte of the file is read once;
+ * hashing in place read it twice, tally first). */
 typedef struct {
     uint8_t *stage, *leaves;
-    const uint8_t *end; /* the end of the file's bytes: the prefetch ahead of a group stops there */
-    size_t leaf_records, pend, nleaves, cap;
-    const uint8_t *q[4]; /* whole leaves waiting for a group of four */
-    uint8_t *qout[4];
-    size_t qn;
+    size_t leaf_records, cap; /* the stage's records: a whole number of leaves */
+    size_t fill, nleaves, max_leaves;
+    uint64_t first_seq, tallied; /* records tallied and hashed so far */
 } leaf_walk;
 
-/* While a group is hashed, the file bytes after its last leaf are prefetched: four leaves and their
- * framing, what the walk reads next (the tally, then the next group), so their first touch from
- * memory overlaps the rounds. */
-static void leaf_queue_flush(leaf_walk *lw, size_t record_size) {
-    const size_t leaf_len = lw->leaf_records * record_size;
-    const uint8_t *ahead = lw->q[lw->qn - 1] + leaf_len; /* <= end: the leaf lies in the file */
-    size_t want = 4 * (leaf_len + 4 + LT_REC_MAC_SIZE), left = (size_t)(lw->end - ahead);
-    lt_merkle_leaf_group(lw->q, lw->qn, leaf_len, lw->qout, ahead, ahead + (left < want ? left : want));
-    lw->qn = 0;
+static size_t stage_records(size_t leaf_records) {
+    return leaf_records * (leaf_records < 4096 ? 4096 / leaf_records : 1);
 }
 
-static int leaf_in_place(leaf_walk *lw, const uint8_t *p, size_t n, size_t record_size) {
-    if (lw->nleaves >= lw->cap) return LT_ERR_ARG;
-    uint8_t *out = lw->leaves + 32 * lw->nleaves++;
-    if (n < lw->leaf_records) { /* a staged leaf: hashed now, the stage is reused */
-        const uint8_t *const one[4] = {p};
-        uint8_t *const dst[4] = {out};
-        lt_merkle_leaf_group(one, 1, n * record_size, dst, NULL, NULL);
-        return LT_OK;
-    }
-    lw->q[lw->qn] = p, lw->qout[lw->qn] = out;
-    if (++lw->qn == 4) leaf_queue_flush(lw, record_size);
-    return LT_OK;
+static int stage_flush(leaf_walk *lw, size_t record_size, lt_rec_info *info) {
+    size_t n = lw->fill, L = lw->leaf_records;
+    if (!n) return LT_OK;
+    tally(lw->stage, n, record_size, lw->first_seq + lw->tallied, info);
+    if (!lw->tallied) info->first_ts_ns = (int64_t)lt_load_le64(lw->stage + 8);
+    info->last_ts_ns = (int64_t)lt_load_le64(lw->stage + (n - 1) * record_size + 8);
+    size_t k = (n + L - 1) / L;
+    if (lw->max_leaves - lw->nleaves < k) return LT_ERR_ARG;
+    int st = lt_merkle_leaves(lw->stage, record_size, n, L, lw->leaves + 32 * lw->nleaves, 32 * k);
+    lw->nleaves += k, lw->tallied += n, lw->fill = 0;
+    return st;
 }
 
-static int leaf_block(leaf_walk *lw, const uint8_t *p, size_t count, size_t record_size) {
-    const size_t L = lw->leaf_records;
-    int st;
-    if (lw->pend) {
-        size_t take = L - lw->pend < count ? L - lw->pend : count;
-        memcpy(lw->stage + lw->pend * record_size, p, take * record_size);
-        lw->pend += take, p += take * record_size, count -= take;
-        if (lw->pend < L) return LT_OK; /* the leaf is still open: this block's records are all in it */
-        lw->pend = 0;
-        /* a full staged leaf: through the one-leaf path (the stage is reused below) */
-        if (lw->nleaves >= lw->cap) return LT_ERR_ARG;
-        const uint8_t *const one[4] = {lw->stage};
-        uint8_t *const dst[4] = {lw->leaves + 32 * lw->nleaves++};
-        lt_merkle_leaf_group(one, 1, L * record_size, dst, NULL, NULL);
+static int stage_block(leaf_walk *lw, const uint8_t *p, size_t count, size_t record_size, lt_rec_info *info) {
+    while (count) {
+        size_t take = lw->cap - lw->fill < count ? lw->cap - lw->fill : count;
+        memcpy(lw->stage + lw->fill * record_size, p, take * record_size);
+        lw->fill += take, p += take * record_size, count -= take;
+        if (lw->fill == lw->cap) {
+            int st = stage_flush(lw, record_size, info);
+            if (st != LT_OK) return st;
+        }
     }
-    for (; count >= L; p += L * record_size, count -= L)
-        if ((st = leaf_in_place(lw, p, L, record_size)) != LT_OK) return st;
-    memcpy(lw->stage, p, count * record_size); /* count < L: the next leaf's first records */
-    lw->pend = count;
     return LT_OK;
 }
 
@@ -149,14 +135,14 @@ static int rec_walk(const uint8_t *file, size_t len, size_t record_size, uint64_
         if (!lw) {
             if (out_len - used < body) return LT_ERR_ARG;
             memcpy(out + used, rec, body);
-            rec = out + used;
+            rec = out + used; /* everything below reads the copy */
+            tally(rec, count, record_size, first_seq + info->records, info);
+            if (!info->records) info->first_ts_ns = (int64_t)lt_load_le64(rec + 8);
+            info->last_ts_ns = (int64_t)lt_load_le64(rec + body - record_size + 8);
         } else {
-            int st = leaf_block(lw, rec, count, record_size);
+            int st = stage_block(lw, rec, count, record_size, info); /* the tally and leaves of the stage */
             if (st != LT_OK) return st;
         }
-        tally(rec, count, record_size, first_seq, info);
-        if (!info->records) info->first_ts_ns = (int64_t)lt_load_le64(rec + 8);
-        info->last_ts_ns = (int64_t)lt_load_le64(rec + body - record_size + 8);
         used += body;
         info->records += count;
         info->blocks++;
@@ -166,6 +152,7 @@ static int rec_walk(const uint8_t *file, size_t len, size_t record_size, uint64_
             if (st != LT_OK) return st;
         }
     }
+    if (lw) return stage_flush(lw, record_size, info);
     return cl ? copy_leaves_upto(cl, out, record_size, info->records, 1) : LT_OK;
 }
 
@@ -186,21 +173,18 @@ int lt_rec_records(const uint8_t *file, size_t len, size_t record_size, uint64_t
 
 
 
-/* The in-place walk with a stage the caller allocated (lt_rec_file allocates nothing under its guard). */
+/* The staged walk with a stage the caller allocated (lt_rec_file allocates nothing under its guard). */
 static int leaves_walk(const uint8_t *file, size_t len, size_t record_size, uint64_t first_seq, uint8_t *stage,
                        size_t leaf_records, uint8_t *leaves, size_t leaves_len, lt_rec_info *info) {
-    leaf_walk lw = {.stage = stage, .leaves = leaves, .end = file + len, .leaf_records = leaf_records,
-                    .cap = leaves_len / 32};
-    int st = rec_walk(file, len, record_size, first_seq, NULL, 0, &lw, NULL, info);
-    if (st == LT_OK && lw.qn) leaf_queue_flush(&lw, record_size);
-    if (st == LT_OK && lw.pend) st = leaf_in_place(&lw, lw.stage, lw.pend, record_size); /* the last, shorter leaf */
-    return st;
+    leaf_walk lw = {.stage = stage, .leaves = leaves, .leaf_records = leaf_records,
+                    .cap = stage_records(leaf_records), .max_leaves = leaves_len / 32, .first_seq = first_seq};
+    return rec_walk(file, len, record_size, first_seq, NULL, 0, &lw, NULL, info);
 }
 
 int lt_rec_leaves(const uint8_t *file, size_t len, size_t record_size, uint64_t first_seq, size_t leaf_records,
                   uint8_t *leaves, size_t leaves_len, lt_rec_info *info) {
     if (!info || (len && !file) || !leaves_args_ok(record_size, leaves, leaf_records)) return LT_ERR_ARG;
-    uint8_t *stage = malloc(leaf_records * record_size);
+    uint8_t *stage = malloc(stage_records(leaf_records) * record_size);
     if (!stage) return LT_ERR_NOMEM;
     int st = leaves_walk(file, len, record_size, first_seq, stage, leaf_records, leaves, leaves_len, info);
     free(stage);
@@ -220,7 +204,7 @@ int lt_rec_file(int fd, size_t len, size_t record_size, uint64_t first_seq, uint
     memset(info, 0, sizeof *info);
     if (len < LT_REC_HEADER_SIZE) return fail(info, LT_REC_HEADER_CUT, len, 0);
     /* volatile: read again after a siglongjmp back into this frame (free below) */
-    uint8_t *volatile stage = out ? NULL : malloc(leaf_records * record_size);
+    uint8_t *volatile stage = out ? NULL : malloc(stage_records(leaf_records) * record_size);
     if (!out && !stage) return LT_ERR_NOMEM;
     /* MAP_POPULATE: the file's cached pages are mapped in one call instead of a fault per few pages;
      * a page gone by truncation is simply not populated (the guard catches the read) */
