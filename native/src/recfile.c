@@ -61,13 +61,14 @@ static void tally(const uint8_t *rec, size_t count, size_t record_size, uint64_t
  * hashing in place read it twice, tally first). */
 typedef struct {
     uint8_t *stage, *leaves;
+    const uint8_t *end; /* the end of the file's bytes */
     size_t leaf_records, cap; /* the stage's records: a whole number of leaves */
     size_t fill, nleaves, max_leaves;
     uint64_t first_seq, tallied; /* records tallied and hashed so far */
 } leaf_walk;
 
-static size_t stage_records(size_t leaf_records) {
-    return leaf_records * (leaf_records < 4096 ? 4096 / leaf_records : 1);
+static size_t stage_records(size_t leaf_records) { /* four leaves (the SHA-NI streams), at least 1024 records */
+    return leaf_records * (leaf_records < 256 ? 1024 / leaf_records : 4);
 }
 
 static int stage_flush(leaf_walk *lw, size_t record_size, lt_rec_info *info) {
@@ -89,6 +90,11 @@ static int stage_block(leaf_walk *lw, const uint8_t *p, size_t count, size_t rec
         memcpy(lw->stage + lw->fill * record_size, p, take * record_size);
         lw->fill += take, p += take * record_size, count -= take;
         if (lw->fill == lw->cap) {
+            /* the file bytes the next stage copies (and a block's framing), from memory while this
+             * one is hashed: a prefetch is a hint, it never faults, and it stops at the file's end */
+            size_t ahead = lw->cap * record_size + 64, left = (size_t)(lw->end - p);
+            for (size_t k = 0; k < (ahead < left ? ahead : left); k += 64)
+                __builtin_prefetch(p + k);
             int st = stage_flush(lw, record_size, info);
             if (st != LT_OK) return st;
         }
@@ -176,7 +182,7 @@ int lt_rec_records(const uint8_t *file, size_t len, size_t record_size, uint64_t
 /* The staged walk with a stage the caller allocated (lt_rec_file allocates nothing under its guard). */
 static int leaves_walk(const uint8_t *file, size_t len, size_t record_size, uint64_t first_seq, uint8_t *stage,
                        size_t leaf_records, uint8_t *leaves, size_t leaves_len, lt_rec_info *info) {
-    leaf_walk lw = {.stage = stage, .leaves = leaves, .leaf_records = leaf_records,
+    leaf_walk lw = {.stage = stage, .leaves = leaves, .end = file + len, .leaf_records = leaf_records,
                     .cap = stage_records(leaf_records), .max_leaves = leaves_len / 32, .first_seq = first_seq};
     return rec_walk(file, len, record_size, first_seq, NULL, 0, &lw, NULL, info);
 }
