@@ -329,8 +329,28 @@ int lt_reader_open_fd(int fd, const char *name, const uint8_t *prefix, size_t pr
     }
 }
 
+/* The page tables of the next stretch of a mapped file are filled in one call (MADV_POPULATE_READ,
+ * Linux 5.14) ahead of the frames read: ~10 % of a 64-byte frame's cost went to a page fault every
+ * few pages. A window at a time, not the whole file, so a capture larger than memory is not read
+ * in before its first frame; an error (an older kernel, a file cut short) only leaves the faults. */
+#define POPULATE_WINDOW ((size_t)16 << 20)
+static void populate_ahead(lt_reader *r) {
+#ifdef MADV_POPULATE_READ
+    if (r->pos + POPULATE_WINDOW / 2 < r->populated || r->populated >= r->size) return;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t from = r->populated > r->pos ? r->populated : r->pos;
+    from -= from % page;
+    size_t to = from + POPULATE_WINDOW < r->size ? from + POPULATE_WINDOW : r->size;
+    (void)madvise((void *)(r->map + from), to - from, MADV_POPULATE_READ);
+    r->populated = to;
+#else
+    (void)r;
+#endif
+}
+
 /* A mapped file's next frames, the map guarded against the file shrinking. */
 static int file_next(lt_reader *r, lt_frame *frames, size_t max, size_t *n) {
+    populate_ahead(r);
     lt_bus_guard g;
     lt_bus_guard_push(&g, r);
     if (sigsetjmp(g.jb, 0)) { /* the file shrank: none of this call's frames is handed out */

@@ -32,6 +32,7 @@ struct lt_reader {
     const uint8_t *map;  /* a file: its map; a stream: the window of bytes read and not yet dropped */
     size_t size;         /* bytes in map */
     size_t pos;          /* next record/block to read (in map) */
+    size_t populated;    /* a file: its map's page tables are filled up to here (reader.c, file_next) */
     uint64_t base;       /* offset in the file/stream of map[0]: 0 for a file, grows as a stream slides */
     int be;              /* pcap file / current pcapng section is big-endian */
     int state;           /* 0 while reading; LT_EOF or an LT_ERR_* once done */
