@@ -18,7 +18,7 @@ tallied on its own, by the same DuckDB statements as on one machine (recompute._
    examples and --details rows in the single-machine order (each partition returns its own
    first ones in that order, so the first overall are among them).
 
-Before any of this, as on one machine, the fast verdict (docs/adr/0009): the client draws a
+Before any of this, as on one machine, the fast verdict (docs/adr/0011): the client draws a
 multiset hash key (msethash.new_key) and sends it with the tasks as an argument; the ledger tasks
 check their segments and hash the frame records they read (check_and_hash), the capture tasks
 digest their chunk without keeping a record and hash it (hash_chunk), and each returns a few
@@ -71,6 +71,7 @@ from ..verify.cluster import (LedgerContext, SegmentBatch, checked_segments, clu
                                segment_part, task_batches, verdict_only)
 from ..verify.ledger import verify_ledger
 from .msethash import MultisetHash, new_key
+from .msethash import accelerated as mset_accelerated
 from .multiset import LedgerPart, Tally, byte_rows, concat_records, ledger_rows, merge_tallies, second_counts
 from .query import not_verified_error, open_duckdb
 from .recompute import (DEFAULT_MEMORY_LIMIT, DETAILS_ORDER, DigestRun, ReadStop, ReconcileResult, RecordSink,
@@ -659,8 +660,8 @@ def reconcile_on_cluster(client: Client, source: Sources, ledger_dir: Path,
     must see the ledger and the captures at the paths given; `digest_key`'s subkey for the ledger's
     algorithm is sent to the workers. UsageError for more than one digest key.
 
-    No window and no standard input: the fast verdict comes first, as on one machine
-    (_fast_on_cluster: a multiset hash of each side, docs/adr/0009); only when it finds the sides
+    No window, no standard input and workers with AES instructions: the fast verdict comes first, as on one machine
+    (_fast_on_cluster: a multiset hash of each side, docs/adr/0011); only when it finds the sides
     unequal (or cannot decide) are both read again, partitioned and paired. `exact`: the
     partitioned pairing only (the report is the same; for tests and benchmarks)."""
     t0 = time.perf_counter()
@@ -682,7 +683,7 @@ def reconcile_on_cluster(client: Client, source: Sources, ledger_dir: Path,
         chunks, stop, bad_capture = [], None, e
     verify_kw = dict(trust=trust, checkpoint=checkpoint, checkpoint_name=checkpoint_name, links=links)
     if not exact and from_ns is None and to_ns is None and stop is None and bad_capture is None \
-            and STDIN not in map(str, source_list(source)):
+            and STDIN not in map(str, source_list(source)) and _workers_accelerated(client):
         # the usual run, a capture that agrees with its ledger, needs no partitions (a capture
         # the client found corrupt, or a window, goes to the pairing, which reports them)
         fast = _fast_on_cluster(client, chunks, ledger_dir, ledger, alg, keys[0], verify_kw)
@@ -731,6 +732,16 @@ def reconcile_on_cluster(client: Client, source: Sources, ledger_dir: Path,
                       uncovered, ver.signatures_checked, time.perf_counter() - t0, capture=capture)
     _add_warnings(res, ledger_dir, alg, uncovered, details_limit)
     return res
+
+
+def _workers_accelerated(client: Client) -> bool:
+    """Whether every worker of `client`'s cluster now hashes on AES instructions (msethash.accelerated):
+    without them the fast verdict costs more than the pairing, which then runs alone, as on one
+    machine. False when a worker does not answer (the pairing then meets the same cluster)."""
+    try:
+        return all(client.run(mset_accelerated).values())
+    except Exception:  # noqa: BLE001 -- (a worker lost while asked: no fast verdict, nothing decided by it)
+        return False
 
 
 def _capture_run(runs: list[ChunkRun], stop: ReadStop | None, strip: str) -> DigestRun:
