@@ -2,7 +2,7 @@
 worker processes (docs/cluster.md, docs/benchmarks.md "verify --cluster", "recompute --cluster").
 
 Usage:  python scripts/cluster_bench.py N [--segment-records S] [--workers 1,2] [--workdir DIR] [--recompute]
-                                        [--reuse]
+                                        [--reuse] [--exact]
 
 Captures N generated 64-byte frames (the two-flow spec of scripts/scale_bench.py) into a ledger of
 segments of S records (`ledgertool capture` as a child process), then, in this process, verifies it
@@ -12,7 +12,8 @@ markdown row per run: wall seconds and records/s, and the CPU seconds the worker
 spent (getrusage in each process), so records per worker CPU-second are comparable on a machine
 shared with other jobs, where wall times are not. With --recompute the same frames are also written
 to a pcap (`workload generate`) and reconciled against the ledger, the pcap cut into 4 chunks per
-worker, two partitions per worker.
+worker, two partitions per worker; --exact pairs the two sides (by partition on the cluster) without
+the fast verdict first (docs/cluster.md), on one machine and on the cluster.
 """
 
 from __future__ import annotations
@@ -85,8 +86,10 @@ def _runner(a, work: Path, keys: Path, led: Path, trust: TrustBundle):
         _cli("workload", "generate", spec, "--out", pcap, "--json")
     dk = DigestKey.load(keys / "digest.key")
     size = pcap.stat().st_size
-    return ((lambda: reconcile(pcap, led, dk, trust=trust, workers=1)),
-            (lambda client, w: reconcile_on_cluster(client, pcap, led, dk, trust=trust, split_bytes=size // (4 * w) + 1)))
+    exact = {"exact": True} if a.exact else {}  # (without it: the call a tree without `exact` takes)
+    return ((lambda: reconcile(pcap, led, dk, trust=trust, workers=1, **exact)),
+            (lambda client, w: reconcile_on_cluster(client, pcap, led, dk, trust=trust, split_bytes=size // (4 * w) + 1,
+                                                    **exact)))
 
 
 def main() -> None:
@@ -98,6 +101,7 @@ def main() -> None:
     ap.add_argument("--recompute", action="store_true", help="recompute + reconcile a pcap of the same frames")
     ap.add_argument("--reuse", action="store_true", help="keep the ledger an earlier run left in --workdir "
                     "(same N and --segment-records): A/B runs of two trees read the same bytes")
+    ap.add_argument("--exact", action="store_true", help="with --recompute: pair exactly, without the fast verdict")
     a = ap.parse_args()
     work = a.workdir or Path(tempfile.mkdtemp(prefix="cluster-bench-"))
     work.mkdir(parents=True, exist_ok=True)

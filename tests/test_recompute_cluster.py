@@ -1,6 +1,9 @@
 """recompute on a Dask cluster (issue 16): the report of a partitioned comparison on a real
 LocalCluster of 2 worker processes equals the single-machine report, field for field, JSON and
---details file included, on a two-link ledger with ledger-only and capture-only frames."""
+--details file included, on a two-link ledger with ledger-only and capture-only frames; so does
+the fast verdict's (a multiset hash of each side, docs/adr/0011), which decides an agreeing
+capture without partitions and sends every other one to the partitioned pairing (`exact`: that
+pairing only)."""
 
 from __future__ import annotations
 
@@ -8,20 +11,28 @@ import json
 import struct
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import SAMPLES, load_keys, run_cli, run_killing_a_worker
 
 distributed = pytest.importorskip("distributed")
 
 from ledgertool.capture.run import capture_file  # noqa: E402
+from ledgertool.digest.record import FLAG_GAP  # noqa: E402
 from ledgertool.digest.reference import read_pcap  # noqa: E402
 from ledgertool.errors import DiscrepancyError, UsageError  # noqa: E402
+from ledgertool.reconcile import cluster as rcl  # noqa: E402
 from ledgertool.reconcile.cluster import plan_chunks, reconcile_on_cluster  # noqa: E402
+from ledgertool.reconcile.msethash import accelerated  # noqa: E402
 from ledgertool.reconcile.recompute import reconcile  # noqa: E402
 from ledgertool.verify.cluster import ClusterAddress, connect  # noqa: E402
 from test_digest_rotation import captures, keys, pristine  # noqa: E402,F401  (the rotated ledger's fixtures)
+from test_recompute_fast import PCAP, _edit, _renumber, _write, base  # noqa: E402,F401  (v2 ledgers of edits)
 
 SAMPLE = SAMPLES / "sample.pcap"
+# the LocalClusters' workers run on this CPU: without AES instructions there is no fast verdict
+# (the portable AES is slower than pairing) and every run pairs, the reports still compared
+FAST = accelerated()
 
 
 def write_pcap(path: Path, frames: list[tuple[int, int, bytes]]) -> None:
@@ -178,16 +189,19 @@ def test_cli_cluster_output_details_and_exit_code_equal_single_machine(case, key
     assert one.returncode == 2 and "one CAPTURE" in one.stderr
 
 
-def test_worker_killed_mid_run_gives_the_right_answer_or_a_clear_error(tmp_path, keydir):
-    """SIGKILL one of the two worker processes while the tasks run: Dask re-runs the lost tasks
-    (and recomputes the partitions that lived on that worker), so the report is the
+@pytest.mark.parametrize("exact", [False, True])
+def test_worker_killed_mid_run_gives_the_right_answer_or_a_clear_error(tmp_path, keydir, exact):
+    """SIGKILL one of the two worker processes while the tasks run (the capture agrees: the kill
+    lands in the fast verdict's tasks, or with `exact` in the partitioned pairing's): Dask re-runs
+    the lost tasks (and recomputes the partitions that lived on that worker), so the report is the
     single-machine one; if the cluster gave up, the run is a ClusterError, never a partial report."""
     dk, sk, trust = load_keys(keydir)
     capture_file(SAMPLE, tmp_path / "ledger", digest_key=dk, signing_key=sk, segment_records=2)  # 147 segments
     want = reconcile(SAMPLE, tmp_path / "ledger", dk, trust=trust)
-    got = run_killing_a_worker(lambda c: reconcile_on_cluster(c, SAMPLE, tmp_path / "ledger", dk, trust=trust, parts=8), "tasks run")
+    got = run_killing_a_worker(lambda c: reconcile_on_cluster(c, SAMPLE, tmp_path / "ledger", dk, trust=trust,
+                                                              parts=8, split_bytes=4096, exact=exact), "tasks run")
     if "err" in got:
-        assert "no report" in str(got["err"])
+        assert "no report" in str(got["err"]) or "no verdict" in str(got["err"])
     else:
         _same(want, got["res"])
         assert want.ok and want.matched == 294
@@ -222,3 +236,138 @@ def test_item_v2_ledger_records_reach_the_partitions(case, client, keydir, tmp_p
     # ledger-only: frames 3, 50, 51 and 100's original; capture-only: 10's copy, 100 changed and
     # the two frames of link1 at the end of b1.pcap
     assert (got.matched, got.ledger_only, got.capture_only) == (146, 4, 4)
+
+
+def _spy(client, monkeypatch) -> list[tuple[str, str, tuple]]:
+    """Every task submitted to `client` from now on: (function name, task key, arguments)."""
+    seen = []
+    real = client.submit
+
+    def submit(fn, *args, **kw):
+        f = real(fn, *args, **kw)
+        seen.append((getattr(fn, "__name__", repr(fn)), str(f.key), args))
+        return f
+
+    monkeypatch.setattr(client, "submit", submit)
+    return seen
+
+
+def _ran(seen) -> set[str]:
+    return {name for name, _, _ in seen}
+
+
+def test_agreeing_captures_are_decided_without_partitions(case, client, tmp_path, monkeypatch):
+    """link0.pcap and link1.pcap are the ledger's frames: the fast verdict decides (no capture
+    record is partitioned, no partition paired), and its report is the single-machine one and the
+    exact cluster pairing's, whole or cut into chunks, with the trust bundle or keyless, and for
+    one link; --details is the empty file one machine writes."""
+    d, dk, trust = case
+    caps = [d / "link0.pcap", d / "link1.pcap"]
+    details = tmp_path / "details.jsonl"
+    for kw in ({"trust": trust}, {}, {"trust": trust, "links": ["link1"]}):
+        cap = caps if "links" not in kw else [d / "link1.pcap"]
+        want = reconcile(cap, d / "ledger", dk, details=details, **kw)
+        assert details.read_bytes() == b"" and want.matches and want.matched == want.frames == (294 if "links" not in kw else 144)
+        assert want.verified == ("trust" in kw)
+        for split in (4096, 1 << 30):
+            details.write_text("old\n")
+            seen = _spy(client, monkeypatch)
+            got = reconcile_on_cluster(client, cap, d / "ledger", dk, details=details, split_bytes=split, **kw)
+            monkeypatch.undo()
+            _same(want, got)
+            assert details.read_bytes() == b""
+            if FAST:
+                assert {"check_and_hash", "hash_chunk"} <= _ran(seen)
+                assert not {"check_and_split", "digest_chunk", "tally_partition"} & _ran(seen)
+                assert (split == 4096) == (sum(n == "hash_chunk" for n, _, _ in seen) > 2)
+            else:
+                assert "tally_partition" in _ran(seen) and not {"check_and_hash", "hash_chunk"} & _ran(seen)
+        seen = _spy(client, monkeypatch)
+        details.write_text("old\n")
+        _same(want, reconcile_on_cluster(client, cap, d / "ledger", dk, exact=True, details=details, **kw))
+        assert details.read_bytes() == b""
+        monkeypatch.undo()
+        assert "tally_partition" in _ran(seen) and not {"check_and_hash", "hash_chunk"} & _ran(seen)
+
+
+def test_a_differing_capture_is_paired_from_the_start(case, client, tmp_path, monkeypatch):
+    """b.pcap differs from the ledger: the fast verdict decides nothing, and the partitioned
+    pairing, reading both sides again, gives the report and --details of one machine."""
+    d, dk, trust = case
+    details = tmp_path / "details.jsonl"
+    want = reconcile(d / "b.pcap", d / "ledger", dk, trust=trust, details=details)
+    want_details = details.read_text()
+    seen = _spy(client, monkeypatch)
+    got = reconcile_on_cluster(client, d / "b.pcap", d / "ledger", dk, trust=trust, details=details,
+                               split_bytes=4096)
+    monkeypatch.undo()
+    _same(want, got)
+    assert details.read_text() == want_details and not got.ok
+    names = [n for n, _, _ in seen]
+    if not FAST:
+        assert not {"check_and_hash", "hash_chunk"} & set(names)
+        return
+    # the fast pass first (all its tasks), then the pairing from the start: the ledger checked again
+    assert names.index("check_and_split") > max(i for i, n in enumerate(names) if n in ("check_and_hash", "hash_chunk"))
+    assert {"digest_chunk", "tally_partition"} <= set(names)
+
+
+@pytest.mark.skipif(not FAST, reason="no AES instructions: no fast verdict, no hash key")
+def test_the_hash_key_is_an_argument_never_in_a_task_key(case, client, monkeypatch):
+    """The multiset hash key reaches the workers as an argument of their tasks only: task keys
+    (and names) are on the dashboard, and whoever knows the key could make two different ledgers
+    hash alike. It is drawn afresh for every run and is not in the report."""
+    d, dk, trust = case
+    mkey = bytes.fromhex("8f1e2d3c4b5a69788796a5b4c3d2e1f0")
+    drawn = []
+    monkeypatch.setattr(rcl, "new_key", lambda: drawn.append(1) or mkey)
+    seen = _spy(client, monkeypatch)
+    for cap in ([d / "link0.pcap", d / "link1.pcap"], d / "b.pcap"):  # decided, and not
+        res = reconcile_on_cluster(client, cap, d / "ledger", dk, trust=trust, split_bytes=4096)
+        assert mkey.hex() not in json.dumps(res.to_json())
+    assert len(drawn) == 2
+    with_key = {n for n, _, args in seen if mkey in args}
+    assert with_key == {"check_and_hash", "hash_chunk"}  # (the spy sees the arguments: this can fail)
+    for _, key, _ in seen:
+        assert mkey.hex() not in key.lower() and mkey.hex().upper() not in key and str(mkey) not in key
+        assert mkey.decode("latin-1") not in key and repr(mkey) not in key
+    assert all(mkey.hex() not in repr(c) for c in (rcl.HashingChecker(client, mkey, 16),))
+
+
+@pytest.mark.parametrize("kind,decides", [("drop", False), ("digest", False), ("gap", False), ("swap", True),
+                                          ("time", True), ("gap-after", True)])
+def test_v2_ledgers_of_edits_as_on_one_machine(client, keydir, base, tmp_path, monkeypatch, kind, decides):  # noqa: F811
+    """The ways test_recompute_fast edits a ledger (sealed after the edit: it verifies), gap
+    records included: the cluster's report is the single-machine one, decided by the fast verdict
+    exactly when one machine's is (the same multiset of frame digests)."""
+    dk, _, trust = load_keys(keydir)
+    if kind == "gap-after":  # a GAP record after the frames: the frames' multiset unchanged
+        recs = np.concatenate([base, base[:1]])
+        recs["flags"][-1], recs["aux"][-1] = FLAG_GAP, 5
+    else:
+        recs = _edit(base, kind, 150)
+    led = tmp_path / "L"
+    _write(led, keydir, _renumber(recs))
+    want = reconcile(PCAP, led, dk, trust=trust)
+    seen = _spy(client, monkeypatch)
+    got = reconcile_on_cluster(client, PCAP, led, dk, trust=trust, split_bytes=4096)
+    monkeypatch.undo()
+    _same(want, got)
+    assert want.ok == decides and ("tally_partition" not in _ran(seen)) == (decides and FAST)
+    if kind == "time":  # the ledger's frame 150 three seconds later: the ledger side's seconds
+        assert len(got.per_second) == 2 and sum(s["matched"] for s in got.per_second) == 294
+    _same(want, reconcile_on_cluster(client, PCAP, led, dk, trust=trust, split_bytes=4096, exact=True))
+
+
+def test_workers_without_aes_instructions_pair_every_run(case, client, monkeypatch):
+    """A cluster whose workers lack AES instructions (msethash.accelerated is asked on the workers:
+    False there) takes no fast verdict: an agreeing capture is paired by partition, the same report."""
+    d, dk, trust = case
+    caps = [d / "link0.pcap", d / "link1.pcap"]
+    want = reconcile(caps, d / "ledger", dk, trust=trust)
+    monkeypatch.setattr(rcl, "mset_accelerated", lambda: False)  # (pickled by value: it runs on the workers)
+    seen = _spy(client, monkeypatch)
+    got = reconcile_on_cluster(client, caps, d / "ledger", dk, trust=trust)
+    monkeypatch.undo()
+    _same(want, got)
+    assert got.ok and "tally_partition" in _ran(seen) and not {"check_and_hash", "hash_chunk"} & _ran(seen)

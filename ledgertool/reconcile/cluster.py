@@ -18,6 +18,15 @@ tallied on its own, by the same DuckDB statements as on one machine (recompute._
    examples and --details rows in the single-machine order (each partition returns its own
    first ones in that order, so the first overall are among them).
 
+Before any of this, as on one machine, the fast verdict (docs/adr/0011): the client draws a
+multiset hash key (msethash.new_key) and sends it with the tasks as an argument; the ledger tasks
+check their segments and hash the frame records they read (check_and_hash), the capture tasks
+digest their chunk without keeping a record and hash it (hash_chunk), and each returns a few
+hundred bytes. Equal merged hashes and counts (every segment under the key given, no chunk
+stopped early, no window) mean every frame matched: the report comes from the ledger side's
+counts and nothing is partitioned. Otherwise the partitioned pairing above runs from the start,
+reading both sides again, and reports what differs.
+
 Needs the `cluster` extra (dask, distributed). One digest key per run (a ledger whose digest key
 was rotated is reconciled with all its keys on one machine); `workload:` specs and URLs are not
 split (one task each).
@@ -25,6 +34,7 @@ split (one task each).
 
 from __future__ import annotations
 
+import errno
 import operator
 import os
 import shutil
@@ -35,7 +45,7 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import duckdb
 import numpy as np
@@ -43,6 +53,7 @@ import pyarrow as pa
 from distributed import CancelledError, Client, Future, KilledWorker
 from distributed import TimeoutError as DaskTimeoutError
 
+from .. import fsio
 from .._binding import ffi, lib
 from ..algorithms import get_algorithm, get_strip_mode
 from ..digest.engine import DigestEngine
@@ -54,17 +65,21 @@ from ..ledger.header import load_ledger
 from ..ledger.reader import LedgerReader, LinkListing
 from ..urls import is_url, location
 from ..source import is_workload, open_source
-from ..source.file import FORMAT_NAMES, CaptureReader
+from ..source.compressed import PIPE_BYTES, capture_pipe, read_head
+from ..source.file import FORMAT_NAMES, STDIN, CaptureReader, stream_reader
 from ..verify.chain import SegmentCheck
 from ..verify.checks import SegmentPlace
 from ..verify.cluster import (LedgerContext, SegmentBatch, checked_segments, cluster_threads, ordered_results,
                                segment_part, task_batches, verdict_only)
 from ..verify.ledger import verify_ledger
-from .multiset import LedgerPart, Tally, byte_rows, concat_records, ledger_rows, merge_tallies
+from .msethash import MultisetHash, new_key
+from .msethash import accelerated as mset_accelerated
+from .multiset import LedgerPart, Tally, byte_rows, concat_records, ledger_rows, merge_tallies, second_counts
 from .query import not_verified_error, open_duckdb
-from .recompute import (DETAILS_ORDER, DigestRun, ReadStop, ReconcileResult, RecordSink, Sources, _add_warnings,
-                        _file_bytes, _match_keys, _Segment, _write_details, check_request, make_result, pair_records,
-                        source_list, source_name)
+from .recompute import (DEFAULT_MEMORY_LIMIT, DETAILS_ORDER, DigestRun, ReadStop, ReconcileResult, RecordSink,
+                        Sources, _add_warnings, _check_memory_limit, _file_bytes, _match_keys, _Segment,
+                        _write_details, check_request, make_result, matched_counts_tally, pair_records, source_list,
+                        source_name)
 
 __all__ = ["CaptureChunk", "plan_chunks", "reconcile_on_cluster"]
 
@@ -145,19 +160,25 @@ def _partition_item(result: tuple, p: int):
     return result[1][p]
 
 
-class SplittingChecker:
+class _SegmentTasks:
     """A SegmentChecker (ledgertool.verify.ledger) whose tasks (one per run of consecutive
-    segments, verify.cluster.task_batches) also split the checked records by partition: the
-    verdicts go to verify's reduction, the partitions stay on the workers (`ledger_parts[p]`,
-    one future per task, each a tuple of LedgerParts); `segments` are the segments whose records
-    were read, in (link, segment) order (after a verify without problems: every sealed segment)."""
+    segments, verify.cluster.task_batches) return (SegmentBatch, something more): the verdicts go
+    to verify's reduction on the client, the rest stays in `both`'s futures for `_more` to take;
+    `segments` are the segments whose records were read, in (link, segment) order (after a verify
+    without problems: every sealed segment)."""
 
-    def __init__(self, client: Client, parts: int):
+    prefix = "ledgertool-recompute"
+
+    def __init__(self, client: Client):
         self.client = client
-        self.parts = parts
-        self.ledger_parts: list[list[Future]] = [[] for _ in range(parts)]
         self.segments: list[_Segment] = []
         self.futures: list[Future] = []
+
+    def _task(self, ctx: LedgerContext, part: LinkListing, indexes: list[int], key: str) -> Future:
+        raise NotImplementedError
+
+    def _more(self, both: Future) -> None:
+        raise NotImplementedError
 
     def __call__(self, reader: LedgerReader, listing: LinkListing, places: list[SegmentPlace]) -> Iterator[SegmentCheck]:
         if not places:
@@ -168,11 +189,10 @@ class SplittingChecker:
         verdicts = []
         for batch in task_batches(places, cluster_threads(self.client)):
             indexes = [p.index for p in batch]
-            both = self.client.submit(check_and_split, ctx, segment_part(listing, indexes), indexes, self.parts,
-                                      pure=False, key=f"ledgertool-recompute-{run}-{first.link}-{indexes[0]}")
+            both = self._task(ctx, segment_part(listing, indexes), indexes,
+                              f"{self.prefix}-{run}-{first.link}-{indexes[0]}")
             verdicts.append((indexes, self.client.submit(operator.getitem, both, 0, pure=False)))
-            for k in range(self.parts):
-                self.ledger_parts[k].append(self.client.submit(_partition_item, both, k, pure=False))
+            self._more(both)
             self.futures.append(both)
         self.futures += [f for _, f in verdicts]
         return self._taken(ordered_results(verdicts, reader.directory, listing.link), listing.link)
@@ -182,6 +202,98 @@ class SplittingChecker:
             if check.records is not None and check.seal.doc is not None:
                 self.segments.append(_Segment.of_seal(link, check.seal.index, check.seal.doc))
             yield check
+
+
+class SplittingChecker(_SegmentTasks):
+    """_SegmentTasks whose tasks (check_and_split) also split the checked records by partition:
+    the partitions stay on the workers (`ledger_parts[p]`, one future per task, each a tuple of
+    LedgerParts)."""
+
+    def __init__(self, client: Client, parts: int):
+        super().__init__(client)
+        self.parts = parts
+        self.ledger_parts: list[list[Future]] = [[] for _ in range(parts)]
+
+    def _task(self, ctx: LedgerContext, part: LinkListing, indexes: list[int], key: str) -> Future:
+        return self.client.submit(check_and_split, ctx, part, indexes, self.parts, pure=False, key=key)
+
+    def _more(self, both: Future) -> None:
+        for k in range(self.parts):
+            self.ledger_parts[k].append(self.client.submit(_partition_item, both, k, pure=False))
+
+    def all_futures(self) -> list[Future]:
+        return self.futures + sum(self.ledger_parts, [])
+
+
+@dataclass(frozen=True)
+class LedgerSums:
+    """What a ledger task of the fast verdict returns besides its verdicts (a few hundred bytes,
+    whatever the records): for the segments it checked, their frame records' multiset hash under
+    the run's key, per digest key id as the seals state it (`hashes`: (key id, value, count), in
+    segment order of first appearance), and their frames per second (ts_ns // 10^9). Gap records
+    are left out of both. `odd`: some segment's records are not of the algorithm's digest size
+    (they are not hashed: the fast verdict then decides nothing)."""
+
+    link: str
+    hashes: tuple[tuple[object, int, int], ...] = ()
+    seconds: dict[int, int] = field(default_factory=dict)
+    odd: bool = False
+
+
+def check_and_hash(ctx: LedgerContext, part: LinkListing, indexes: Sequence[int], mkey: bytes,
+                   digest_size: int) -> tuple[SegmentBatch, LedgerSums]:
+    """On a worker: consecutive segments' checks (a SegmentBatch of verdicts, without records)
+    and the LedgerSums of the records whose bytes those checks read, hashed under `mkey` (the
+    run's multiset hash key) as each segment is checked: no segment's records outlive its check."""
+    checks, hashes, seconds, odd = [], [], {}, False  # hashes: [digest key id, MultisetHash]
+    try:
+        for check in checked_segments(ctx, part, indexes):
+            checks.append(verdict_only(check))
+            recs = check.records
+            if recs is None or recs.records is None or check.seal.layout is None:  # (as check_and_split)
+                continue
+            if check.seal.layout[0] - RECORD_FIXED != digest_size:
+                odd = True
+                continue
+            arr = np.frombuffer(recs.records, dtype=record_dtype(digest_size))
+            kid = check.seal.doc.get("digest_key_id")
+            for k, h in hashes:  # (a key id is any JSON value a seal states: compared, not hashed)
+                if k == kid and type(k) is type(kid):
+                    break
+            else:
+                h = MultisetHash(mkey, digest_size)
+                hashes.append((kid, h))
+            h.add(arr)  # (gap records are skipped there and below: no copy without them)
+            second_counts(arr, FLAG_GAP, into=seconds)
+    except Exception as e:  # noqa: BLE001 -- raised on the client after the checks before it (ordered_results)
+        return SegmentBatch(checks, e), LedgerSums(part.link)
+    return SegmentBatch(checks), LedgerSums(part.link, tuple((k, *h.state()) for k, h in hashes), seconds, odd)
+
+
+class HashingChecker(_SegmentTasks):
+    """_SegmentTasks whose tasks (check_and_hash) also hash the checked records under `mkey`:
+    `sums` holds one future of a LedgerSums per task (small: taken by the client)."""
+
+    prefix = "ledgertool-recompute-fast"
+
+    def __init__(self, client: Client, mkey: bytes, digest_size: int):
+        super().__init__(client)
+        self._mkey = mkey  # (an argument of the tasks, never part of their keys: those are on the dashboard)
+        self.digest_size = digest_size
+        self.sums: list[Future] = []
+
+    def _task(self, ctx: LedgerContext, part: LinkListing, indexes: list[int], key: str) -> Future:
+        return self.client.submit(check_and_hash, ctx, part, indexes, self._mkey, self.digest_size, pure=False,
+                                  key=key)
+
+    def _more(self, both: Future) -> None:
+        self.sums.append(self.client.submit(operator.getitem, both, 1, pure=False))
+
+    def all_futures(self) -> list[Future]:
+        return self.futures + self.sums
+
+    def __repr__(self) -> str:  # the key stays out of logs and tracebacks
+        return f"HashingChecker({len(self.sums)} tasks)"
 
 
 # ---- capture side ----
@@ -337,27 +449,109 @@ def _merged(ranges, count: int) -> tuple[tuple[int, int], ...]:
 
 @contextmanager
 def _chunk_reader(chunk: CaptureChunk) -> Iterator:
-    """A reader of `chunk`: the source itself, or a temporary local file of the chunk's `head`
-    ranges and then its bytes (the native reader reads whole files). LedgerFormatError when the
-    source is shorter than when it was cut."""
+    """A reader of `chunk`: the source itself, or a stream reader (native lt_reader_open_fd) of a
+    pipe that a thread fills with the chunk's `head` ranges and then its bytes (_RangePump: the
+    native file reader maps whole files; a temporary copy cost ~60 ns a 64-byte frame in fresh
+    page-cache pages). LedgerFormatError when the source is shorter than when it was cut."""
     if not chunk.end:
         with open_source(chunk.source) as reader:
             yield reader
         return
-    with tempfile.NamedTemporaryFile(prefix="ledgertool-chunk-", suffix=".cap") as tmp:
-        with open(chunk.source, "rb") as f:
-            for start, length in chunk.head + ((chunk.start, chunk.end - chunk.start),):
-                f.seek(start)
-                left = length
-                while left:
-                    block = f.read(min(left, 8 << 20))
-                    if not block:
-                        raise LedgerFormatError(f"{chunk.source}: shorter than when it was cut (at byte {f.tell()})")
-                    tmp.write(block)
-                    left -= len(block)
-        tmp.flush()
-        with CaptureReader(tmp.name) as reader:
+    pump = _RangePump(chunk.source, chunk.head + ((chunk.start, chunk.end - chunk.start),))
+    pump.start()
+    try:
+        try:
+            reader = stream_reader(pump.read_fd, read_head(pump.read_fd), chunk.source, chunk.source)
+        except CaptureFormatError:
+            pump.join(5.0)  # (the native open closed the read end: the pump ends at its next write)
+            if pump.error is not None:  # (its bytes ended early: the source is not what was cut)
+                raise pump.error from None
+            raise
+        with reader:
             yield reader
+    finally:
+        pump.join()
+    if pump.error is not None:
+        raise pump.error
+
+
+class _RangePump(threading.Thread):
+    """Byte ranges [(offset, length), ...] of file `source` spliced, in order, into the write
+    end of a new pipe (`read_fd` is its read end, for a stream reader, which owns it): the kernel
+    moves page-cache pages into the pipe, nothing is copied here. `error`: a LedgerFormatError
+    once the file ended early or could not be read, set before the write end is closed. A reader
+    that closes the read end early simply ends the thread."""
+
+    def __init__(self, source: str, ranges: tuple[tuple[int, int], ...]):
+        super().__init__(name="chunk pump", daemon=True)
+        self.source = source
+        self.ranges = ranges
+        self.error: LedgerFormatError | None = None
+        self._src = os.open(source, os.O_RDONLY | os.O_CLOEXEC)
+        self.read_fd, self._write_fd = capture_pipe()
+
+    def run(self) -> None:
+        at = 0
+        try:
+            for start, length in self.ranges:
+                at, left = start, length
+                while left:
+                    got = _splice(self._src, self._write_fd, min(left, PIPE_BYTES), at)
+                    if not got:
+                        self.error = LedgerFormatError(f"{self.source}: shorter than when it was cut (at byte {at})")
+                        return
+                    at, left = at + got, left - got
+        except BrokenPipeError:
+            pass  # the reader stopped reading
+        except OSError as e:
+            self.error = LedgerFormatError(f"{self.source}: read error at byte {at}: {e.strerror or e}")
+        finally:
+            os.close(self._write_fd)
+            os.close(self._src)
+
+
+def _splice(src: int, dst: int, count: int, offset: int) -> int:
+    """Up to `count` bytes of file `src` from `offset` written to pipe `dst`: spliced where the
+    kernel can, else read and written (then all of them, unless the file ends first)."""
+    if hasattr(os, "splice"):
+        try:
+            return os.splice(src, dst, count, offset_src=offset)
+        except OSError as e:
+            if e.errno not in (errno.EINVAL, errno.ENOSYS):  # (a file system splice does not read from)
+                raise
+    data = os.pread(src, count, offset)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(dst, view):]
+    return len(data)
+
+
+def _digest_chunk(chunk: CaptureChunk, subkey: bytes, alg, strip: str, sink: RecordSink | None,
+                  each: Callable[[np.ndarray], object] | None = None) -> ChunkRun:
+    """Every frame of `chunk` digested with the native engine (one thread): into `sink`'s array
+    (`seq` the frame's index within the chunk), or, `sink` None, into the engine's own reused
+    buffer; `each` gets every batch's records (a view valid until the next batch)."""
+    dtype = record_dtype(alg.digest_size)
+    frames, nbytes, stopped = 0, 0, None
+    with _chunk_reader(chunk) as reader:
+        engine = DigestEngine(reader, alg, get_strip_mode(strip), subkey, workers=1)
+        while True:
+            try:
+                records, n, got = engine.fill(frames, out=sink.room() if sink else None)
+            except CaptureFormatError as e:  # (a whole source: a cut chunk's records were all read by the client)
+                stopped = ReadStop(e.path or chunk.source, e.offset, str(e))
+                break
+            if n == 0:
+                break
+            if sink:
+                sink.n += n
+            if each is not None:
+                each(np.frombuffer(records, dtype=dtype, count=n))
+            frames += n
+            nbytes += got
+        note = reader.info().truncation_note() if not chunk.end else chunk.note
+        fallbacks = engine.strip_fallbacks()
+    return ChunkRun(frames, nbytes, (note,) if note else (), stopped, fallbacks)
 
 
 def digest_chunk(chunk: CaptureChunk, subkey: bytes, algorithm: str, strip: str,
@@ -365,28 +559,22 @@ def digest_chunk(chunk: CaptureChunk, subkey: bytes, algorithm: str, strip: str,
     """On a worker: every frame of `chunk` digested with the native engine (one thread), the
     records split by partition (`seq` is the frame's index within the chunk)."""
     alg = get_algorithm(algorithm)
-    dtype = record_dtype(alg.digest_size)
-    frames, nbytes, stopped = 0, 0, None
     # the engine fills one array in place (room for 64 bytes a frame: a pcap has at least 76)
-    sink = RecordSink(dtype, (chunk.end - chunk.start if chunk.end else _file_bytes(chunk.source)) // 64)
-    with _chunk_reader(chunk) as reader:
-        engine = DigestEngine(reader, alg, get_strip_mode(strip), subkey, workers=1)
-        while True:
-            try:
-                records, n, got = engine.fill(frames, out=sink.room())
-            except CaptureFormatError as e:  # (a whole source: a cut chunk's records were all read by the client)
-                stopped = ReadStop(e.path or chunk.source, e.offset, str(e))
-                break
-            if n == 0:
-                break
-            sink.n += n
-            frames += n
-            nbytes += got
-        note = reader.info().truncation_note() if not chunk.end else chunk.note
-        fallbacks = engine.strip_fallbacks()
-    arr = sink.records()
-    return (ChunkRun(frames, nbytes, (note,) if note else (), stopped, fallbacks),
-            split_by_partition(arr, parts))
+    sink = RecordSink(record_dtype(alg.digest_size),
+                      (chunk.end - chunk.start if chunk.end else _file_bytes(chunk.source)) // 64)
+    run = _digest_chunk(chunk, subkey, alg, strip, sink)
+    return run, split_by_partition(sink.records(), parts)
+
+
+def hash_chunk(chunk: CaptureChunk, subkey: bytes, algorithm: str, strip: str,
+               mkey: bytes) -> tuple[ChunkRun, int, int]:
+    """On a worker, for the fast verdict: every frame of `chunk` digested with the native engine
+    (one thread, its own buffer: no record is kept) and added to a multiset hash under `mkey`;
+    returns (the chunk's run, the hash's value, its count)."""
+    alg = get_algorithm(algorithm)
+    h = MultisetHash(mkey, alg.digest_size)
+    run = _digest_chunk(chunk, subkey, alg, strip, None, h.add)
+    return run, h.value, h.count
 
 
 # ---- partitions: pair and tally ----
@@ -490,12 +678,16 @@ class _Run:
 
     client: Client
     futures: list[Future] = field(default_factory=list)
-    checkers: list[SplittingChecker] = field(default_factory=list)
+    checkers: list[_SegmentTasks] = field(default_factory=list)
 
     def submit(self, fn, *args) -> Future:
         f = self.client.submit(fn, *args, pure=False)
         self.futures.append(f)
         return f
+
+    def release(self) -> None:
+        """Cancel every future of the run (tasks still running, results still held)."""
+        self.client.cancel(self.futures + [f for c in self.checkers for f in c.all_futures()])
 
     def take(self, futures: list[Future], what: str) -> list:
         """Every result, in order; a lost task is the run's ClusterError (never a partial report)."""
@@ -514,15 +706,20 @@ class _Run:
 def reconcile_on_cluster(client: Client, source: Sources, ledger_dir: Path,
                          digest_key: DigestKey | Sequence[DigestKey], *, trust: TrustBundle | None = None,
                          checkpoint: bytes | None = None, checkpoint_name: str = "checkpoint", examples: int = 10,
-                         memory_limit: str = "4GB", from_ns: int | None = None, to_ns: int | None = None,
-                         tolerance_ns: int = 0, links: list[str] | None = None, details: Path | None = None,
-                         details_limit: int = 100_000, parts: int = 0,
-                         split_bytes: int = SPLIT_BYTES) -> ReconcileResult:
+                         memory_limit: str = DEFAULT_MEMORY_LIMIT, from_ns: int | None = None,
+                         to_ns: int | None = None, tolerance_ns: int = 0, links: list[str] | None = None,
+                         details: Path | None = None, details_limit: int = 100_000, parts: int = 0,
+                         split_bytes: int = SPLIT_BYTES, exact: bool = False) -> ReconcileResult:
     """`recompute.reconcile` with the work on `client`'s cluster (module doc): the same report,
     the same errors, and ClusterError when the cluster loses a task. `parts`: partitions of the
     comparison (0: default_parts); `memory_limit` is each partition's DuckDB limit. Every worker
     must see the ledger and the captures at the paths given; `digest_key`'s subkey for the ledger's
-    algorithm is sent to the workers. UsageError for more than one digest key."""
+    algorithm is sent to the workers. UsageError for more than one digest key.
+
+    No window, no standard input and workers with AES instructions: the fast verdict comes first, as on one machine
+    (_fast_on_cluster: a multiset hash of each side, docs/adr/0011); only when it finds the sides
+    unequal (or cannot decide) are both read again, partitioned and paired. `exact`: the
+    partitioned pairing only (the report is the same; for tests and benchmarks)."""
     t0 = time.perf_counter()
     ledger_dir = location(ledger_dir)
     ledger = load_ledger(ledger_dir)
@@ -533,19 +730,37 @@ def reconcile_on_cluster(client: Client, source: Sources, ledger_dir: Path,
                          "rotated with all its keys on one machine)")
     if not 0 <= parts <= MAX_PARTS:
         raise UsageError(f"partitions must be 1..{MAX_PARTS}, got {parts}")
+    if memory_limit != DEFAULT_MEMORY_LIMIT:  # checked before the long part, as on one machine
+        _check_memory_limit(memory_limit)
+    bad_capture = None
+    try:  # the captures digest while the ledger verifies; their errors come after the ledger's, as on one machine
+        chunks, stop = plan_chunks(source, split_bytes)
+    except CaptureFormatError as e:
+        chunks, stop, bad_capture = [], None, e
+    verify_kw = dict(trust=trust, checkpoint=checkpoint, checkpoint_name=checkpoint_name, links=links)
+    if not exact and from_ns is None and to_ns is None and stop is None and bad_capture is None \
+            and STDIN not in map(str, source_list(source)) and _workers_accelerated(client):
+        # the usual run, a capture that agrees with its ledger, needs no partitions (a capture
+        # the client found corrupt, or a window, goes to the pairing, which reports them)
+        fast = _fast_on_cluster(client, chunks, ledger_dir, ledger, alg, keys[0], verify_kw)
+        if fast is not None:
+            segs, ver, matched_keys, tally, capture = fast
+            if details:  # no frame differs: the details file is empty, as the pairing writes it
+                with fsio.atomic_file(details, what="details file"):
+                    pass
+            res = make_result(source_name(source), ledger_dir, tally, (from_ns, to_ns, tolerance_ns, links), details,
+                              0, capture.warnings, matched_keys, segs, [], ver.signatures_checked,
+                              time.perf_counter() - t0, capture=capture)
+            _add_warnings(res, ledger_dir, alg, [], details_limit)
+            return res
     run = _Run(client)
     try:
-        bad_capture = None
-        try:  # the captures digest while the ledger verifies; their errors come after the ledger's, as on one machine
-            chunks, stop = plan_chunks(source, split_bytes)
-        except CaptureFormatError as e:
-            chunks, stop, bad_capture = [], None, e
         parts = parts or default_parts(chunks, len(client.scheduler_info()["workers"]))
         checker = SplittingChecker(client, parts)
         run.checkers.append(checker)
         subkey = keys[0].subkey(alg.name, alg.key_size)
         digested = [run.submit(digest_chunk, c, subkey, alg.name, ledger.strip, parts) for c in chunks]
-        ver = verify_ledger(ledger_dir, trust, checkpoint, checkpoint_name, links=links, checker=checker)
+        ver = verify_ledger(ledger_dir, checker=checker, **verify_kw)
         if not ver.ok:
             raise not_verified_error(ver, "it is not reconciled")
         segs = checker.segments
@@ -557,9 +772,7 @@ def reconcile_on_cluster(client: Client, source: Sources, ledger_dir: Path,
             if r.stopped is not None:
                 runs, digested, stop = runs[:i + 1], digested[:i + 1], r.stopped
                 break
-        capture = DigestRun(frames=sum(r.frames for r in runs), bytes=sum(r.bytes for r in runs),
-                            warnings=[w for r in runs for w in r.warnings], stopped=stop, strip=ledger.strip,
-                            strip_fallbacks=sum((r.fallbacks for r in runs), StripFallbacks()))
+        capture = _capture_run(runs, stop, ledger.strip)
         offsets = list(np.cumsum([0] + [r.frames for r in runs[:-1]], dtype=np.int64).tolist())
         job = PartitionJob(str(ledger_dir), tuple(k for k, _ in matched_keys), tuple(segs), tuple(uncovered),
                            from_ns, to_ns, tolerance_ns, examples, details_limit if details else 0, memory_limit,
@@ -569,12 +782,83 @@ def reconcile_on_cluster(client: Client, source: Sources, ledger_dir: Path,
                             for p in range(parts)], "partition")
         written = _merged_details(tallies, details, source, details_limit) if details else 0
     finally:
-        client.cancel(run.futures + [f for c in run.checkers for f in c.futures + sum(c.ledger_parts, [])])
+        run.release()
     res = make_result(source_name(source), ledger_dir, merge_tallies([t.tally for t in tallies], examples),
                       (from_ns, to_ns, tolerance_ns, links), details, written, capture.warnings, matched_keys, segs,
                       uncovered, ver.signatures_checked, time.perf_counter() - t0, capture=capture)
     _add_warnings(res, ledger_dir, alg, uncovered, details_limit)
     return res
+
+
+def _workers_accelerated(client: Client) -> bool:
+    """Whether every worker of `client`'s cluster now hashes on AES instructions (msethash.accelerated):
+    without them the fast verdict costs more than the pairing, which then runs alone, as on one
+    machine. False when a worker does not answer (the pairing then meets the same cluster)."""
+    try:
+        return all(client.run(mset_accelerated).values())
+    except Exception:  # noqa: BLE001 -- (a worker lost while asked: no fast verdict, nothing decided by it)
+        return False
+
+
+def _capture_run(runs: list[ChunkRun], stop: ReadStop | None, strip: str) -> DigestRun:
+    """The capture side of a run from its chunks' runs, in frame order."""
+    return DigestRun(frames=sum(r.frames for r in runs), bytes=sum(r.bytes for r in runs),
+                     warnings=[w for r in runs for w in r.warnings], stopped=stop, strip=strip,
+                     strip_fallbacks=sum((r.fallbacks for r in runs), StripFallbacks()))
+
+
+def _fast_on_cluster(client: Client, chunks: list[CaptureChunk], ledger_dir: Path, ledger, alg, key: DigestKey,
+                     verify_kw: dict) -> tuple[list[_Segment], object, list, Tally, DigestRun] | None:
+    """recompute's fast verdict (recompute._fast_verdict) on the cluster: the client draws a
+    multiset hash key (new_key) and sends it with the tasks, as an argument (never in a task key
+    or name: those are on the dashboard); one task per run of segments checks them and hashes
+    the frame records of those it read (check_and_hash: verify's reduction takes the verdicts),
+    one task per capture chunk digests without keeping a record and hashes (hash_chunk); the
+    client merges the small results. Every frame matched when every segment is under `key`'s id,
+    no chunk stopped early, and the counts and values are equal: returns (segments, verify
+    result, [(key id, key)], the tally from the ledger side's counts, the capture's run).
+    Otherwise None: the caller pairs exactly, from the start. DiscrepancyError for a ledger that
+    does not verify, KeyFileError as _match_keys, ClusterError for a lost task (never a partial
+    verdict)."""
+    mkey = new_key()
+    run = _Run(client)
+    try:
+        subkey = key.subkey(alg.name, alg.key_size)
+        hashed = [run.submit(hash_chunk, c, subkey, alg.name, ledger.strip, mkey) for c in chunks]
+        checker = HashingChecker(client, mkey, alg.digest_size)
+        run.checkers.append(checker)
+        ver = verify_ledger(ledger_dir, checker=checker, **verify_kw)
+        if not ver.ok:
+            raise not_verified_error(ver, "it is not reconciled")
+        segs = checker.segments
+        matched_keys, uncovered = _match_keys(ledger_dir, ledger, alg, [key], segs)
+        if uncovered:
+            return None
+        kid = matched_keys[0][0]
+        sums = run.take(checker.sums, "ledger task")
+        lhash = MultisetHash(mkey, alg.digest_size)
+        per_link: dict[str, int] = {}
+        seconds: dict[int, int] = {}
+        for s in sums:
+            if s.odd or any(k != kid for k, _, _ in s.hashes):  # (uncovered says so too: not decided here)
+                return None
+            for _, value, count in s.hashes:
+                lhash.merge(value, count)
+                per_link[s.link] = per_link.get(s.link, 0) + count
+            for sec, n in s.seconds.items():
+                seconds[sec] = seconds.get(sec, 0) + n
+        results = run.take(hashed, "capture chunk")
+        chash = MultisetHash(mkey, alg.digest_size)
+        for r, value, count in results:
+            if r.stopped is not None:  # a source its task could not read to the end: paired, as on one machine
+                return None
+            chash.merge(value, count)
+        if chash.state() != lhash.state():
+            return None
+        capture = _capture_run([r for r, _, _ in results], None, ledger.strip)
+        return segs, ver, matched_keys, matched_counts_tally(capture.frames, lhash.count, per_link, seconds), capture
+    finally:
+        run.release()
 
 
 def default_parts(chunks: list[CaptureChunk], workers: int) -> int:

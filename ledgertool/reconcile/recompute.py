@@ -441,12 +441,19 @@ def _fast_verdict(source: Sources, verify_args: tuple, ledger: LedgerHeader, alg
             chash.add(batch)
     if run.stopped is not None or chash.state() != lhash.state():
         return None
-    tally = Tally(run.frames, lhash.count, 0, 0,
-                  [{"link": ln, "matched": n, "ledger_only": 0, "capture_only": 0}
-                   for ln, n in sorted(per_link.items()) if n],
-                  [{"second": sec, "matched": n, "ledger_only": 0, "capture_only": 0}
-                   for sec, n in sorted(seconds.items())], [], [])
-    return segs, ver, keys, tally, run
+    return segs, ver, keys, matched_counts_tally(run.frames, lhash.count, per_link, seconds), run
+
+
+def matched_counts_tally(frames: int, records: int, per_link: dict[str, int], seconds: dict[int, int]) -> Tally:
+    """The tally of a reconciliation in which every frame matched (the fast verdict, on one machine
+    or a cluster): `frames` recomputed, `records` ledger frame records (gap records left out), all
+    matched; `per_link` and `seconds` are the ledger side's frame counts per link and per second
+    (ts_ns // 10^9), in the report's order (links without frames left out)."""
+    return Tally(frames, records, 0, 0,
+                 [{"link": ln, "matched": n, "ledger_only": 0, "capture_only": 0}
+                  for ln, n in sorted(per_link.items()) if n],
+                 [{"second": sec, "matched": n, "ledger_only": 0, "capture_only": 0}
+                  for sec, n in sorted(seconds.items())], [], [])
 
 
 def check_request(digest_key: DigestKey | Sequence[DigestKey], from_ns: int | None, to_ns: int | None,
