@@ -117,71 +117,53 @@ def test_runs_of_equal_lengths_equal_single_and_reference(on_path):
             assert got[i] == independent(alg.name, key, msgs[i]), (lens, i)
 
 
-@pytest.mark.parametrize("on_path", [p for p in SIP_PATHS if p[1].endswith("-mb")], indirect=True,
-                         ids=lambda p: "-".join(p))
-def test_lockstep_reads_no_byte_past_a_frame(on_path):
-    """Each of 16 equal-length frames ends where an inaccessible page starts: a load past the last
-    byte of a frame (the partial last word, the masked tail block) would crash the test process."""
+def _frames_beside_no_access_pages(alg, seed: str, before: bool) -> None:
+    """16 equal-length frames of every length 1..71 and 1500 digested in lockstep, each ending where
+    an inaccessible page starts (`before` False) or starting where one ends (`before` True): a load
+    outside a frame's bytes would crash the test process. The digests must equal one-at-a-time ones."""
     import ctypes
     import mmap
 
-    alg = on_path
     page = mmap.PAGESIZE
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     mm = mmap.mmap(-1, 32 * page)
     base = ctypes.addressof(ctypes.c_char.from_buffer(mm))
-    rng = random.Random(f"guard-{alg.name}")
-    mm[:] = rng.randbytes(32 * page)
-    want = {n: [bytes(mm[(2 * i + 1) * page - n:(2 * i + 1) * page]) for i in range(16)]
-            for n in list(range(1, 72)) + [1500]}
-    for i in range(16):  # odd pages: no access
-        assert libc.mprotect(base + (2 * i + 1) * page, page, 0) == 0, ctypes.get_errno()
+    mm[:] = random.Random(seed).randbytes(32 * page)
+
+    def start(i: int, n: int) -> int:  # the frame's first byte: beside the guard page 2i (before) or 2i+1
+        return (2 * i + 1) * page - (0 if before else n)
+
+    want = {n: [bytes(mm[start(i, n):start(i, n) + n]) for i in range(16)] for n in list(range(1, 72)) + [1500]}
+    guards = [(2 * i if before else 2 * i + 1) * page for i in range(16)]
+    for g in guards:  # no access
+        assert libc.mprotect(base + g, page, 0) == 0, ctypes.get_errno()
     try:
         view = memoryview(mm)
         key = bytes(range(alg.key_size))
         for n, copies in want.items():
-            msgs = [view[(2 * i + 1) * page - n:(2 * i + 1) * page] for i in range(16)]
+            msgs = [view[start(i, n):start(i, n) + n] for i in range(16)]
             assert digest_many(alg, key, msgs) == single(alg, key, copies), n
         del msgs, view
     finally:
-        for i in range(16):
-            libc.mprotect(base + (2 * i + 1) * page, page, 3)  # PROT_READ | PROT_WRITE
+        for g in guards:
+            libc.mprotect(base + g, page, 3)  # PROT_READ | PROT_WRITE
         mm.close()
+
+
+@pytest.mark.parametrize("on_path", [p for p in SIP_PATHS if p[1].endswith("-mb")], indirect=True,
+                         ids=lambda p: "-".join(p))
+def test_lockstep_reads_no_byte_past_a_frame(on_path):
+    """A load past the last byte of a frame (the partial last word, the masked tail block) would crash."""
+    _frames_beside_no_access_pages(on_path, f"guard-{on_path.name}", before=False)
 
 
 @pytest.mark.parametrize("on_path", [p for p in SIP_PATHS if p[1].endswith("-mb")], indirect=True,
                          ids=lambda p: "-".join(p))
 def test_lockstep_reads_no_byte_before_a_frame(on_path):
-    """Each of 16 equal-length frames starts where an inaccessible page ends: the lockstep tail reads
-    the last word as the 8 (or 16) bytes that end the frame, so a frame shorter than that load must
-    not make it start before the frame's first byte (that would crash the test process)."""
-    import ctypes
-    import mmap
-
-    alg = on_path
-    page = mmap.PAGESIZE
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    mm = mmap.mmap(-1, 32 * page)
-    base = ctypes.addressof(ctypes.c_char.from_buffer(mm))
-    rng = random.Random(f"guard-before-{alg.name}")
-    mm[:] = rng.randbytes(32 * page)
-    want = {n: [bytes(mm[(2 * i + 1) * page:(2 * i + 1) * page + n]) for i in range(16)]
-            for n in list(range(1, 72)) + [1500]}
-    for i in range(16):  # even pages: no access
-        assert libc.mprotect(base + 2 * i * page, page, 0) == 0, ctypes.get_errno()
-    try:
-        view = memoryview(mm)
-        key = bytes(range(alg.key_size))
-        for n, copies in want.items():
-            msgs = [view[(2 * i + 1) * page:(2 * i + 1) * page + n] for i in range(16)]
-            assert digest_many(alg, key, msgs) == single(alg, key, copies), n
-        del msgs, view
-    finally:
-        for i in range(16):
-            libc.mprotect(base + 2 * i * page, page, 3)  # PROT_READ | PROT_WRITE
-        mm.close()
+    """The lockstep tail reads the last word as the 8 (or 16) bytes that end the frame: a frame shorter
+    than that load must not make it start before the frame's first byte."""
+    _frames_beside_no_access_pages(on_path, f"guard-before-{on_path.name}", before=True)
 
 
 # BLAKE3 block and chunk edges: empty, one byte, around one block, around one chunk, and frames
