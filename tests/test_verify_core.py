@@ -99,7 +99,7 @@ def test_pure_core_on_bytes_read_before_gives_verifys_findings(tampered, keydir,
         seal = check_seal(seal_raw, place)
         recs = check_records(seal, ParquetRead(pa.py_buffer(data), kind=kind), place)
         if not recs.merkle_ok:
-            recs = merkle_finding(seal, recs, leaves, place)
+            recs = merkle_finding(seal, recs, leaves, place, kind)
         checks.append(SegmentCheck(seal, recs))
     # per-segment results cross a process boundary as they are (issue 16's per-segment tasks)
     shipped = [pickle.loads(pickle.dumps(c)) for c in checks]
