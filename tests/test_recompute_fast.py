@@ -178,3 +178,26 @@ def test_gap_records_do_not_count_as_frames(tmp_path, keydir, base, monkeypatch)
     _write(d, keydir, _renumber(recs))
     f, e, decided = _both(d, keydir, monkeypatch)
     assert decided == FAST and f == e and f["matched"] == 294
+
+
+def test_the_walk_that_copies_a_raw_record_file_hashes_it_as_python_does(tmp_path, keydir, base):
+    """lt_rec_file_mset (HashingSink): each raw record file's records are added to the multiset hash
+    and counted per second by the native walk that copies and hashes them; the result must equal
+    MultisetHash.add and second_counts over the same records, GAP records left out."""
+    from ledgertool.reconcile.msethash import HashingSink, MultisetHash, new_key
+    from ledgertool.reconcile.multiset import second_counts
+    from ledgertool.verify.ledger import verify_ledger
+
+    recs = _renumber(_edit(_edit(base, "gap", 7), "time", 200))
+    d = tmp_path / "L"
+    _write(d, keydir, recs)
+    key = new_key()
+    sink = HashingSink(DTYPE, MultisetHash(key, 16))
+    held = []
+    res = verify_ledger(d, load_keys(keydir)[2], on_segment=lambda s: held.append(sink.holds(s.records)),
+                        records_into=sink)
+    assert res.ok and held == [True, True, True]
+    want = MultisetHash(key, 16)
+    assert want.add(recs) == 293
+    assert sink.mset.state() == want.state()
+    assert sink.seconds == second_counts(recs, FLAG_GAP) and sum(sink.seconds.values()) == 293

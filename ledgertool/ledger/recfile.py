@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from .. import fsio
 from .._binding import ffi, lib
-from ..digest.record import RecordSink
+from ..digest.record import FLAG_GAP, RecordSink
 from ..errors import LedgerFormatError
 from .reader import OpenRecordFile
 from .segment import HEADER_SIZE, SegmentHeader
@@ -97,10 +97,19 @@ def parse_record_file(raw: pa.Buffer | bytes | OpenRecordFile, path: Path | str,
     elif keep_records:
         out = pa.allocate_buffer(max(size - HEADER_SIZE, 1))
     out_ptr = ffi.from_buffer(out, require_writable=True) if out is not None else ffi.NULL
+    hashing = getattr(into, "mset", None) if out is not None and into is not None else None
     if mapped:  # the header is copied out of the map with the walk: no byte of the map is read in Python
         head = ffi.new("uint8_t[]", HEADER_SIZE)
-        rc = lib.lt_rec_file(raw.fd, size, record_size, first_seq, head, out_ptr, out.size if out else 0,
-                             leaf_records, leaves, len(leaves), info)
+        if hashing is not None:  # recompute's fast verdict (reconcile.msethash.HashingSink)
+            cap = 1024 + (size - HEADER_SIZE) // record_size // 16
+            secs, counts, nruns = np.empty(cap, np.int64), np.empty(cap, np.uint64), ffi.new("size_t *")
+            key, acc, count = hashing.native_args()
+            rc = lib.lt_rec_file_mset(raw.fd, size, record_size, first_seq, head, out_ptr, out.size, leaf_records,
+                                      leaves, len(leaves), key, acc, count, ffi.from_buffer("int64_t[]", secs),
+                                      ffi.from_buffer("uint64_t[]", counts), cap, nruns, info)
+        else:
+            rc = lib.lt_rec_file(raw.fd, size, record_size, first_seq, head, out_ptr, out.size if out else 0,
+                                 leaf_records, leaves, len(leaves), info)
         if rc == lib.LT_ERR_IO and info.error == lib.LT_REC_SHRUNK:
             raise LedgerFormatError(f"{path}: the file shrank while it was read: byte {info.error_offset} of {size} "
                                     "is gone (truncated by another program?)")
@@ -130,6 +139,17 @@ def parse_record_file(raw: pa.Buffer | bytes | OpenRecordFile, path: Path | str,
         raise ValueError(f"record size {record_size!r} / leaf records {leaf_records!r} out of bounds")
     count = int(info.records)
     n_leaves = -(-count // leaf_records)
+    if hashing is not None and mapped:
+        kept = out.slice(0, count * record_size)
+        if nruns[0] <= cap:
+            into.add_runs(secs[:nruns[0]], counts[:nruns[0]])
+        else:  # time jumping between seconds too often for the runs: counted from the same copy
+            arr = np.frombuffer(kept, into.dtype)
+            from ..reconcile.multiset import second_counts  # (the fast verdict's module: only then)
+            second_counts(arr, FLAG_GAP, into=into.seconds)
+        into.hashed = (out.address, count * record_size) if count else None
+    elif hashing is not None:  # read into memory (a URL): the consumer hashes these itself
+        into.hashed = None
     facts = RecordFacts(int(info.gaps), int(info.drops), int(info.first_ts_ns), int(info.last_ts_ns),
                         bool(info.seq_contiguous))
     return RecordFile(header, out.slice(0, count * record_size) if out is not None else None, count, int(info.blocks),

@@ -23,9 +23,9 @@ import secrets
 import numpy as np
 
 from .._binding import check, ffi, lib
-from ..digest.record import FLAG_GAP
+from ..digest.record import FLAG_GAP, RecordSink
 
-__all__ = ["MSET_P", "MultisetHash", "accelerated", "new_key"]
+__all__ = ["MSET_P", "HashingSink", "MultisetHash", "accelerated", "new_key"]
 
 MSET_P = (1 << 127) - 1  # the modulus of the sum
 
@@ -90,9 +90,38 @@ class MultisetHash:
         self._acc[0], self._acc[1] = total & (2**64 - 1), total >> 64
         self._count[0] = self.count + count
 
+    def native_args(self) -> tuple:
+        """(key, acc, count) as the native calls that add to this hash take them (lt_rec_file_mset)."""
+        return self._key, self._acc, self._count
+
     def state(self) -> tuple[int, int]:
         """(value, count), for merging elsewhere."""
         return self.value, self.count
 
     def __repr__(self) -> str:  # the key stays out of logs and tracebacks
         return f"MultisetHash(count={self.count}, value={self.value:#x})"
+
+
+class HashingSink(RecordSink):
+    """A RecordSink nothing is taken from (every segment's records are copied to the same place)
+    whose raw record files are, as verify copies and hashes them, also added to `mset` and counted
+    per second into `seconds` by the same native walk, from the copy while it is in cache
+    (ledgertool.ledger.recfile.parse_record_file: lt_rec_file_mset). `hashed` is the address and
+    size of the last records added that way, so the consumer adds only the others (a v1 or
+    compacted segment's, decoded elsewhere) itself."""
+
+    def __init__(self, dtype: np.dtype, mset: MultisetHash):
+        super().__init__(dtype)
+        self.mset = mset
+        self.seconds: dict[int, int] = {}
+        self.hashed: tuple[int, int] | None = None
+
+    def add_runs(self, secs: np.ndarray, counts: np.ndarray) -> None:
+        for sec, n in zip(secs.tolist(), counts.tolist()):
+            self.seconds[sec] = self.seconds.get(sec, 0) + n
+
+    def holds(self, records) -> bool:
+        """Whether `records` are the ones the last native walk added."""
+        mem = memoryview(records).cast("B")
+        return self.hashed is not None and len(mem) > 0 and self.hashed == (
+            np.frombuffer(mem, np.uint8).__array_interface__["data"][0], len(mem))

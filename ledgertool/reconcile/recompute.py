@@ -48,7 +48,7 @@ from ..source.file import STDIN
 from ..urls import location
 from ..verify.ledger import VerifiedSegment, VerifyResult, verify_ledger
 from .dissect import dissect_line
-from .msethash import MultisetHash, new_key
+from .msethash import HashingSink, MultisetHash, new_key
 from .msethash import accelerated as mset_accelerated
 from .multiset import (LedgerPart, Tally, ledger_rows, matched_tally, merge_tallies, paired_masks, second_counts,
                        window_mask)
@@ -415,18 +415,24 @@ def _fast_verdict(source: Sources, verify_args: tuple, ledger: LedgerHeader, alg
     lhash = MultisetHash(new_key(), alg.digest_size)
     segs: list[_Segment] = []
     per_link: dict[str, int] = {}
-    seconds: dict[int, int] = {}
+
+    # a sink nothing is taken from (every segment's records are copied to the same place) whose raw
+    # record files the native walk also hashes and counts per second as it copies them
+    sink = HashingSink(dtype, lhash)
+    seconds = sink.seconds
 
     def add_segment(seg: VerifiedSegment) -> None:
         segs.append(_Segment.of(seg))
-        arr = np.frombuffer(seg.records, dtype)
-        n = lhash.add(arr)
+        if sink.holds(seg.records) and seg.frames is not None:  # hashed and counted by the walk that copied it
+            n = seg.frames
+        else:  # a v1 or compacted segment, or bytes read from a URL
+            arr = np.frombuffer(seg.records, dtype)
+            n = lhash.add(arr)
+            second_counts(arr, FLAG_GAP, into=seconds)
         per_link[seg.link] = per_link.get(seg.link, 0) + n
-        second_counts(arr, FLAG_GAP, into=seconds)
 
-    # a sink nothing is taken from: every segment's records are copied to the same place
     ver = verify_ledger(*verify_args[:4], links=verify_args[4], on_segment=add_segment, progress=verify_args[5],
-                        records_into=RecordSink(dtype))
+                        records_into=sink)
     if not ver.ok:
         raise not_verified_error(ver, "it is not reconciled")
     keys, uncovered = _match_keys(ledger_dir, ledger, alg, [key], segs)

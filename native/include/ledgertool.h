@@ -382,6 +382,15 @@ int lt_rec_leaves(const uint8_t *file, size_t len, size_t record_size, uint64_t 
  * fails (errno set). Otherwise the results of lt_rec_records / lt_rec_leaves. */
 int lt_rec_file(int fd, size_t len, size_t record_size, uint64_t first_seq, uint8_t *header, uint8_t *out,
                 size_t out_len, size_t leaf_records, uint8_t *leaves, size_t leaves_len, lt_rec_info *info);
+/* lt_rec_file with `out` and `leaves` (both required) for recompute's fast verdict: each run of
+ * records, once copied and its leaves hashed, is also added from that copy (still in cache) to the
+ * multiset hash acc/count under `key` and counted per second into secs/counts (cap entries, *nruns
+ * runs in all: lt_mset_add and lt_second_runs, GAP records left out). The records, leaves and
+ * info are lt_rec_file's; LT_ERR_ARG also for a missing out, leaves, key or output. */
+int lt_rec_file_mset(int fd, size_t len, size_t record_size, uint64_t first_seq, uint8_t *header, uint8_t *out,
+                     size_t out_len, size_t leaf_records, uint8_t *leaves, size_t leaves_len, const uint8_t key[16],
+                     uint64_t acc[2], uint64_t *count, int64_t *secs, uint64_t *counts, size_t cap, size_t *nruns,
+                     lt_rec_info *info);
 
 /* ======== 6b. segment: the open-segment writer (native/src/segment_writer.c; docs/ledger-format.md
  * "Open segment file", ADR 0009) ========

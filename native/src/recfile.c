@@ -110,6 +110,12 @@ typedef struct {
     size_t leaf_records, hashed; /* records of `out` hashed so far: whole leaves */
     uint8_t *leaves;
     size_t leaves_len;
+    /* lt_rec_file_mset: the same records, once hashed, into a multiset hash and per-second runs */
+    const uint8_t *mkey; /* NULL: none */
+    uint64_t *acc, *mcount;
+    int64_t *secs;
+    uint64_t *counts;
+    size_t cap, runs;
 } copy_leaves;
 
 static int copy_leaves_upto(copy_leaves *cl, const uint8_t *out, size_t record_size, size_t records, int last) {
@@ -117,8 +123,18 @@ static int copy_leaves_upto(copy_leaves *cl, const uint8_t *out, size_t record_s
     if (upto <= cl->hashed) return LT_OK;
     size_t done = cl->hashed / cl->leaf_records; /* (hashed is a whole number of leaves) */
     if (cl->leaves_len / 32 < done) return LT_ERR_ARG;
-    int st = lt_merkle_leaves(out + cl->hashed * record_size, record_size, upto - cl->hashed, cl->leaf_records,
-                              cl->leaves + 32 * done, cl->leaves_len - 32 * done);
+    const uint8_t *from = out + cl->hashed * record_size;
+    size_t n = upto - cl->hashed;
+    int st = lt_merkle_leaves(from, record_size, n, cl->leaf_records, cl->leaves + 32 * done,
+                              cl->leaves_len - 32 * done);
+    if (st == LT_OK && cl->mkey) { /* the bytes just hashed, still in cache */
+        st = lt_mset_add(cl->mkey, from, n, record_size, LT_RECORD_FIXED, record_size - LT_RECORD_FIXED, LT_FLAG_GAP,
+                         0, cl->acc, cl->mcount);
+        size_t at = cl->runs < cl->cap ? cl->runs : cl->cap, got = 0;
+        if (st == LT_OK)
+            st = lt_second_runs(from, n, record_size, LT_FLAG_GAP, cl->secs + at, cl->counts + at, cl->cap - at, &got);
+        cl->runs += got;
+    }
     cl->hashed = upto;
     return st;
 }
@@ -201,8 +217,31 @@ int lt_rec_leaves(const uint8_t *file, size_t len, size_t record_size, uint64_t 
  * for plain verify no copy at all. The map lives for this call only, under the SIGBUS guard of
  * reader.c, so a file truncated under it is an error naming the byte, never a crash; nothing is
  * allocated or locked while the map is read (the stage is allocated before). */
+static int rec_file(int fd, size_t len, size_t record_size, uint64_t first_seq, uint8_t *header, uint8_t *out,
+                    size_t out_len, size_t leaf_records, uint8_t *leaves, size_t leaves_len, copy_leaves *cl,
+                    lt_rec_info *info);
+
 int lt_rec_file(int fd, size_t len, size_t record_size, uint64_t first_seq, uint8_t *header, uint8_t *out,
                 size_t out_len, size_t leaf_records, uint8_t *leaves, size_t leaves_len, lt_rec_info *info) {
+    copy_leaves cl = {.leaf_records = leaf_records, .leaves = leaves, .leaves_len = leaves_len};
+    return rec_file(fd, len, record_size, first_seq, header, out, out_len, leaf_records, leaves, leaves_len, &cl, info);
+}
+
+int lt_rec_file_mset(int fd, size_t len, size_t record_size, uint64_t first_seq, uint8_t *header, uint8_t *out,
+                     size_t out_len, size_t leaf_records, uint8_t *leaves, size_t leaves_len, const uint8_t key[16],
+                     uint64_t acc[2], uint64_t *count, int64_t *secs, uint64_t *counts, size_t cap, size_t *nruns,
+                     lt_rec_info *info) {
+    if (!out || !leaves || !key || !acc || !count || !nruns || (cap && (!secs || !counts))) return LT_ERR_ARG;
+    copy_leaves cl = {.leaf_records = leaf_records, .leaves = leaves, .leaves_len = leaves_len, .mkey = key,
+                      .acc = acc, .mcount = count, .secs = secs, .counts = counts, .cap = cap};
+    int st = rec_file(fd, len, record_size, first_seq, header, out, out_len, leaf_records, leaves, leaves_len, &cl, info);
+    *nruns = cl.runs;
+    return st;
+}
+
+static int rec_file(int fd, size_t len, size_t record_size, uint64_t first_seq, uint8_t *header, uint8_t *out,
+                    size_t out_len, size_t leaf_records, uint8_t *leaves, size_t leaves_len, copy_leaves *cl,
+                    lt_rec_info *info) {
     if (!info || !header || fd < 0 || (out && !out_len)) return LT_ERR_ARG;
     if (out ? !(record_size == LT_RECORD_FIXED + 16 || record_size == LT_RECORD_FIXED + 32)
             : !leaves_args_ok(record_size, leaves, leaf_records))
@@ -232,11 +271,10 @@ int lt_rec_file(int fd, size_t len, size_t record_size, uint64_t first_seq, uint
         return LT_ERR_IO;
     }
     memcpy(header, map, LT_REC_HEADER_SIZE);
-    copy_leaves cl = {.leaf_records = leaf_records, .leaves = leaves, .leaves_len = leaves_len};
     if (out && leaves && !leaves_args_ok(record_size, leaves, leaf_records))
         st = LT_ERR_ARG;
     else if (out) /* the leaves hashed from the copy, block by block (never from the map) */
-        st = rec_walk(map, len, record_size, first_seq, out, out_len, NULL, leaves ? &cl : NULL, info);
+        st = rec_walk(map, len, record_size, first_seq, out, out_len, NULL, leaves ? cl : NULL, info);
     else
         st = leaves_walk(map, len, record_size, first_seq, stage, leaf_records, leaves, leaves_len, info);
     lt_bus_guard_pop(&g);
