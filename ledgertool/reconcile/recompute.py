@@ -423,8 +423,9 @@ def _fast_verdict(source: Sources, verify_args: tuple, ledger: LedgerHeader, alg
 
     def add_segment(seg: VerifiedSegment) -> None:
         segs.append(_Segment.of(seg))
-        if sink.holds(seg.records) and seg.frames is not None:  # hashed and counted by the walk that copied it
-            n = seg.frames
+        if sink.holds(seg.records):  # hashed and counted by the walk that copied it
+            n = seg.frames if seg.frames is not None else int(
+                ((np.frombuffer(seg.records, dtype)["flags"] & FLAG_GAP) == 0).sum())
         else:  # a v1 or compacted segment, or bytes read from a URL
             arr = np.frombuffer(seg.records, dtype)
             n = lhash.add(arr)
