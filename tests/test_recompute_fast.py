@@ -201,3 +201,32 @@ def test_the_walk_that_copies_a_raw_record_file_hashes_it_as_python_does(tmp_pat
     assert want.add(recs) == 293
     assert sink.mset.state() == want.state()
     assert sink.seconds == second_counts(recs, FLAG_GAP) and sum(sink.seconds.values()) == 293
+
+
+def test_a_segment_whose_times_jump_between_seconds_is_counted_from_the_same_copy(tmp_path, keydir, base):
+    """More per-second runs than the native walk's room (1,024 + 1/16 of the records): the seconds
+    are counted from the copy it hashed (HashingSink.count_seconds), with the same result."""
+    from ledgertool.reconcile.msethash import HashingSink, MultisetHash, new_key
+    from ledgertool.reconcile.multiset import second_counts
+    from ledgertool.verify.ledger import verify_ledger
+
+    recs = _renumber(np.concatenate([base] * 11))  # 3,234 records in one segment
+    recs["ts_ns"] = 1_700_000_000 * 10**9 + (np.arange(len(recs)) % 2) * 2 * 10**9  # every record another second
+    dk, sk, trust = load_keys(keydir)
+    d = tmp_path / "L"
+    write_v2_ledger(d, sk, [recs.tobytes()], digest_key_id=dk.key_id("siphash-1-3-128", 16), leaf_records=32)
+    key = new_key()
+    counted = []
+
+    class Sink(HashingSink):
+        def count_seconds(self, records):
+            counted.append(len(records))
+            super().count_seconds(records)
+
+    sink = Sink(DTYPE, MultisetHash(key, 16))
+    held = []
+    assert verify_ledger(d, trust, on_segment=lambda s: held.append(sink.holds(s.records)), records_into=sink).ok
+    want = MultisetHash(key, 16)
+    want.add(recs)
+    assert held == [True] and counted == [3234] and sink.mset.state() == want.state()
+    assert sink.seconds == second_counts(recs, FLAG_GAP) == {1_700_000_000: 1617, 1_700_000_002: 1617}

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from .. import fsio
 from .._binding import ffi, lib
-from ..digest.record import FLAG_GAP, RecordSink
+from ..digest.record import RecordSink
 from ..errors import LedgerFormatError
 from .reader import OpenRecordFile
 from .segment import HEADER_SIZE, SegmentHeader
@@ -144,9 +144,7 @@ def parse_record_file(raw: pa.Buffer | bytes | OpenRecordFile, path: Path | str,
         if nruns[0] <= cap:
             into.add_runs(secs[:nruns[0]], counts[:nruns[0]])
         else:  # time jumping between seconds too often for the runs: counted from the same copy
-            arr = np.frombuffer(kept, into.dtype)
-            from ..reconcile.multiset import second_counts  # (the fast verdict's module: only then)
-            second_counts(arr, FLAG_GAP, into=into.seconds)
+            into.count_seconds(np.frombuffer(kept, into.dtype))
         into.hashed = (out.address, count * record_size) if count else None
     elif hashing is not None:  # read into memory (a URL): the consumer hashes these itself
         into.hashed = None

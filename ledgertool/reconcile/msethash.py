@@ -24,6 +24,7 @@ import numpy as np
 
 from .._binding import check, ffi, lib
 from ..digest.record import FLAG_GAP, RecordSink
+from .multiset import second_counts
 
 __all__ = ["MSET_P", "HashingSink", "MultisetHash", "accelerated", "new_key"]
 
@@ -113,12 +114,18 @@ class HashingSink(RecordSink):
     def __init__(self, dtype: np.dtype, mset: MultisetHash):
         super().__init__(dtype)
         self.mset = mset
+        self.skip_flags = mset.skip_flags
         self.seconds: dict[int, int] = {}
         self.hashed: tuple[int, int] | None = None
 
     def add_runs(self, secs: np.ndarray, counts: np.ndarray) -> None:
+        """Add the native walk's per-second runs (lt_second_runs) to `seconds`."""
         for sec, n in zip(secs.tolist(), counts.tolist()):
             self.seconds[sec] = self.seconds.get(sec, 0) + n
+
+    def count_seconds(self, records: np.ndarray) -> None:
+        """Add the frame records' seconds to `seconds` (the walk's runs did not fit)."""
+        second_counts(records, self.skip_flags, into=self.seconds)
 
     def holds(self, records) -> bool:
         """Whether `records` are the ones the last native walk added."""
