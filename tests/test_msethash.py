@@ -154,3 +154,11 @@ def test_second_counts_equal_a_numpy_histogram(ts, gaps, skip):
     keep = recs if not skip else recs[(recs["flags"] & skip) == 0]
     secs, counts = np.unique(keep["ts_ns"] // 10**9, return_counts=True)
     assert second_counts(recs, skip) == dict(zip(secs.tolist(), counts.tolist()))
+
+
+def test_a_hashing_sink_skips_what_the_native_walk_skips():
+    from ledgertool.reconcile.msethash import HashingSink
+
+    with pytest.raises(ValueError, match="GAP records only"):
+        HashingSink(record_dtype(16), MultisetHash(os.urandom(16), 16, skip_flags=0))
+    assert HashingSink(record_dtype(16), MultisetHash(os.urandom(16), 16)).skip_flags == FLAG_GAP

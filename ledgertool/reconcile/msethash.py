@@ -8,7 +8,7 @@ each side a 127-bit value, MSet-Add-Hash (Clarke, Devadas, van Dijk, Gassend and
 ASIACRYPT 2003, s3.2): the sum modulo p = 2^127 - 1 of F(digest) over the records, F being
 AES-128 under a key drawn at random for one comparison (native lt_mset_add). Equal counts and
 equal values mean equal multisets, except with probability below 2^-126 per comparison for
-16-byte digests whatever the inputs were, as long as they were fixed before the key was drawn
+16-byte digests whatever the inputs were, as long as whoever chose them never learns the key
 (the ADR has the argument and the bound for 32-byte digests). A side that does not agree sends
 recompute to the exact pairing, which then reports what differs.
 
@@ -112,9 +112,11 @@ class HashingSink(RecordSink):
     compacted segment's, decoded elsewhere) itself."""
 
     def __init__(self, dtype: np.dtype, mset: MultisetHash):
+        if mset.skip_flags != FLAG_GAP:  # the native walk leaves GAP records out, and only them
+            raise ValueError("a HashingSink's multiset hash skips GAP records only")
         super().__init__(dtype)
         self.mset = mset
-        self.skip_flags = mset.skip_flags
+        self.skip_flags = FLAG_GAP
         self.seconds: dict[int, int] = {}
         self.hashed: tuple[int, int] | None = None
 
