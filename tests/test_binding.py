@@ -39,7 +39,7 @@ BUILD = runpy.run_path(str(NATIVE / "build_ffi.py"), run_name="build_ffi")
 CDEF_DIGESTS = {
     1: "a38f52969368ae9e7631b2b7290ab62dc0ad97ef5c9c6d89273fa25458fedd8b",
     2: "c4ccb0a638f9fa6342b9ec370c80b805002e0895b3ff19299c368847e07fc8dc",  # this session: strip fallbacks, lt_reader_open_fd, lt_rec_records, lt_rec_leaves, lt_rec_file, lt_segment_writer_*, lt_once_each, lt_pair_in_order, lt_reader_next_before, lt_reader_pcapng_context, lt_mset_add, lt_mset_accelerated, lt_second_runs, lt_rec_file_mset (one version: none was released in between)
-    3: "f7eef9f9b7e66e2683216247206412b5ae987d91dd6b4aaac5dd03e4a12afd96",  # lt_rec_file reads with pread(2): LT_REC_READ
+    3: "ff855e0d19f57205c0c829f07de2ba402f6552b5aa858cb8198fa1a450b81525",  # LT_REC_READ
 }
 
 

@@ -42,14 +42,20 @@ def _device(kit: Path, strip: str, hashed) -> tuple[bytes, list[tuple[int, int, 
             if (a, b) != (rng.offset, rng.end):
                 moved.append((fr.index, rng.end, len(fr.data)))
                 at = fr.index * rs + RECORD_FIXED
-                records[at:at + alg.digest_size] = digest_one(alg, sub, fr.data[a:b])
+                records[at : at + alg.digest_size] = digest_one(alg, sub, fr.data[a:b])
     return bytes(records), moved
 
 
 def _check(kit: Path, records: bytes, tmp_path: Path, strip: str):
     (tmp_path / "dev.records").write_bytes(records)
-    return check_records(kit / "captures" / "ethernet.pcap", tmp_path / "dev.records",
-                         DigestKey.load(kit / "digest.key"), "siphash-1-3-128", strip, max_report=20)
+    return check_records(
+        kit / "captures" / "ethernet.pcap",
+        tmp_path / "dev.records",
+        DigestKey.load(kit / "digest.key"),
+        "siphash-1-3-128",
+        strip,
+        max_report=20,
+    )
 
 
 @pytest.mark.parametrize("strip", ["l3", "payload"])
@@ -61,9 +67,13 @@ def test_device_hashing_ethernet_padding_is_named_as_such(kit, tmp_path, strip):
     assert [d.index for d in res.first_differences] == [i for i, _, _ in padded]
     for d, (_, end, n) in zip(res.first_differences, padded):
         assert d.fields == ["digest"] and d.device_range == (d.expected_range[0], n), d
-        assert d.device_range_note.startswith(f"the device hashed [{d.expected_range[0]}, {n}), to the end "
-                                              "of the captured frame"), d.device_range_note
-        assert f"the {n - end} bytes after the packet's end (Ethernet padding or a trailer)" in d.device_range_note
+        assert d.device_range_note.startswith(
+            f"the device hashed [{d.expected_range[0]}, {n}), to the end of the captured frame"
+        ), d.device_range_note
+        assert (
+            f"the {n - end} bytes after the packet's end (Ethernet padding or a trailer)"
+            in d.device_range_note
+        )
         assert "look at the key" not in d.device_range_note
 
 
@@ -75,5 +85,7 @@ def test_key_is_not_blamed_when_other_records_match(kit, tmp_path):
     assert res.differing == len(odd) and res.matched == 102 - len(odd) > 90
     for d in res.first_differences:
         assert d.device_range is None and "look at the key" not in d.device_range_note
-        assert f"yet {res.matched} other record(s) match under this key and algorithm, so neither is wrong" \
-            in d.device_range_note, d.device_range_note
+        assert (
+            f"yet {res.matched} other record(s) match under this key and algorithm, so neither is wrong"
+            in d.device_range_note
+        ), d.device_range_note

@@ -36,25 +36,33 @@ def _ext4_on_loop(base: Path):
     back, mnt = base / "back", base / "ext4"
     back.mkdir()
     mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=80m", "tmpfs", str(back)],
-                      capture_output=True).returncode:
+    if subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=80m", "tmpfs", str(back)],
+        capture_output=True,
+        check=False,
+    ).returncode:
         pytest.skip("cannot mount a tmpfs")
     img, dev = back / "img", None
     try:
         subprocess.run(["truncate", "-s", "64M", str(img)], check=True)
         # 1 KiB blocks: filefrag's physical block numbers are the image's KiB
-        subprocess.run(["mkfs.ext4", "-q", "-F", "-b", "1024", "-O", "^has_journal", str(img)], check=True)
-        loop = subprocess.run(["losetup", "-f", "--show", str(img)], capture_output=True, text=True)
+        subprocess.run(
+            ["mkfs.ext4", "-q", "-F", "-b", "1024", "-O", "^has_journal", str(img)], check=True
+        )
+        loop = subprocess.run(
+            ["losetup", "-f", "--show", str(img)], capture_output=True, text=True, check=False
+        )
         if loop.returncode:
             pytest.skip(f"no loop device here: {loop.stderr.strip()}")
         dev = loop.stdout.strip()
-        if subprocess.run(["mount", dev, str(mnt)], capture_output=True).returncode:
+        if subprocess.run(["mount", dev, str(mnt)], capture_output=True, check=False).returncode:
             pytest.skip("cannot mount the ext4 image")
 
         def cut(path: Path, skip_blocks: int = 0) -> None:
             os.sync()
-            frag = subprocess.run(["filefrag", "-v", "-b1024", str(path)], capture_output=True, text=True,
-                                  check=True).stdout.splitlines()
+            frag = subprocess.run(
+                ["filefrag", "-v", "-b1024", str(path)], capture_output=True, text=True, check=True
+            ).stdout.splitlines()
             first = int(frag[3].split(":")[2].split("..")[0])  # extent 0: its first physical block
             os.truncate(img, (first + skip_blocks) * 1024)
             subprocess.run(["losetup", "-c", dev], check=True)
@@ -63,9 +71,14 @@ def _ext4_on_loop(base: Path):
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # clean pages: dropped
             finally:
                 os.close(fd)
-            probe = subprocess.run(["dd", f"if={path}", "of=/dev/null", f"skip={skip_blocks}", "bs=1024",
-                                    "count=1"], capture_output=True, text=True)
+            probe = subprocess.run(
+                ["dd", f"if={path}", "of=/dev/null", f"skip={skip_blocks}", "bs=1024", "count=1"],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
             assert "Input/output error" in probe.stderr, probe.stderr  # the device really fails
+
         yield mnt, cut
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
@@ -89,23 +102,44 @@ def ledger_on_failing_disk(tmp_path_factory, keydir):
     with _ext4_on_loop(base) as (mnt, cut):
         dk, sk, _ = load_keys(keydir)
         ledger = mnt / "L"
-        capture_file(SAMPLES / "sample.pcap", ledger, digest_key=dk, signing_key=sk, segment_records=100)
+        capture_file(
+            SAMPLES / "sample.pcap", ledger, digest_key=dk, signing_key=sk, segment_records=100
+        )
         rec = ledger / "link=link0" / "seg-00000002.rec"
         cut(rec)
         yield ledger, rec
 
 
 @pytest.mark.parametrize("command", ["verify", "query", "prove", "recompute"])
-def test_unreadable_sealed_segment_ends_the_command_with_one_line(command, ledger_on_failing_disk, keydir,
-                                                                   tmp_path):
+def test_unreadable_sealed_segment_ends_the_command_with_one_line(
+    command, ledger_on_failing_disk, keydir, tmp_path
+):
     ledger, rec = ledger_on_failing_disk
-    args = {"verify": ["verify", ledger, "--trust", keydir / "verifier.pub"],
-            "query": ["query", ledger, "SELECT count(*) FROM records", "--trust", keydir / "verifier.pub"],
-            "prove": ["prove", ledger, "--seq", "250", "--out", tmp_path / "proof.json"],
-            "recompute": ["recompute", SAMPLES / "sample.pcap", "--ledger", ledger, "--digest-key",
-                          keydir / "digest.key", "--trust", keydir / "verifier.pub"]}[command]
+    args = {
+        "verify": ["verify", ledger, "--trust", keydir / "verifier.pub"],
+        "query": [
+            "query",
+            ledger,
+            "SELECT count(*) FROM records",
+            "--trust",
+            keydir / "verifier.pub",
+        ],
+        "prove": ["prove", ledger, "--seq", "250", "--out", tmp_path / "proof.json"],
+        "recompute": [
+            "recompute",
+            SAMPLES / "sample.pcap",
+            "--ledger",
+            ledger,
+            "--digest-key",
+            keydir / "digest.key",
+            "--trust",
+            keydir / "verifier.pub",
+        ],
+    }[command]
     line = _one_line_naming(run_cli(*args, timeout=TIMEOUT), rec)
-    assert ": cannot read byte 0 of the raw record file: " in line, line  # the first byte read fails
+    assert ": cannot read byte 0 of the raw record file: " in line, (
+        line
+    )  # the first byte read fails
     assert not (tmp_path / "proof.json").exists()
 
 
@@ -118,8 +152,19 @@ def test_unreadable_capture_file_is_one_line_not_a_signal(skip_blocks, tmp_path,
         pcap = mnt / "c.pcap"
         write_synthetic_pcap(pcap, 2000, 64, seed=3)
         cut(pcap, skip_blocks)
-        r = run_cli("capture", pcap, "--ledger", tmp_path / "L", "--digest-key", keydir / "digest.key",
-                    "--signing-key", keydir / "signing.key", timeout=TIMEOUT)
+        r = run_cli(
+            "capture",
+            pcap,
+            "--ledger",
+            tmp_path / "L",
+            "--digest-key",
+            keydir / "digest.key",
+            "--signing-key",
+            keydir / "signing.key",
+            timeout=TIMEOUT,
+        )
         line = _one_line_naming(r, pcap)
         byte = int(line.split(": cannot read byte ")[1].split(":")[0])
-        assert skip_blocks * 1024 <= byte < skip_blocks * 1024 + 4096, line  # the first page that fails
+        assert skip_blocks * 1024 <= byte < skip_blocks * 1024 + 4096, (
+            line
+        )  # the first page that fails

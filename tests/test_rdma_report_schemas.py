@@ -37,18 +37,57 @@ def rdma_reports(tmp_path_factory) -> dict:
     tmp = tmp_path_factory.mktemp("rdma")
     keys, ledger = tmp / "keys", tmp / "L"
     generate_keys(keys)
-    capture = _json(["capture", SPEC, "--ledger", ledger, "--strip", "rdma", "--digest-key", keys / "digest.key",
-                     "--signing-key", keys / "signing.key", "--json"])
-    standalone = _json(["recompute", SPEC, "--digest-key", keys / "digest.key", "--algorithm", "siphash-1-3-128",
-                        "--strip", "rdma", "--out", tmp / "d.parquet", "--json"])
-    reconcile = _json(["recompute", SPEC, "--digest-key", keys / "digest.key", "--ledger", ledger, "--trust",
-                       keys / "verifier.pub", "--json"])
+    capture = _json(
+        [
+            "capture",
+            SPEC,
+            "--ledger",
+            ledger,
+            "--strip",
+            "rdma",
+            "--digest-key",
+            keys / "digest.key",
+            "--signing-key",
+            keys / "signing.key",
+            "--json",
+        ]
+    )
+    standalone = _json(
+        [
+            "recompute",
+            SPEC,
+            "--digest-key",
+            keys / "digest.key",
+            "--algorithm",
+            "siphash-1-3-128",
+            "--strip",
+            "rdma",
+            "--out",
+            tmp / "d.parquet",
+            "--json",
+        ]
+    )
+    reconcile = _json(
+        [
+            "recompute",
+            SPEC,
+            "--digest-key",
+            keys / "digest.key",
+            "--ledger",
+            ledger,
+            "--trust",
+            keys / "verifier.pub",
+            "--json",
+        ]
+    )
     return {"capture": capture, "standalone": standalone, "reconcile": reconcile}
 
 
 def test_capture_report_with_strip_rdma_validates(rdma_reports):
     doc = rdma_reports["capture"]
-    assert doc["strip"] == "rdma" and doc["frames"] == 1152  # the spec's 4 x 256 writes + 4 x 32 ACKs
+    assert (
+        doc["strip"] == "rdma" and doc["frames"] == 1152
+    )  # the spec's 4 x 256 writes + 4 x 32 ACKs
     _valid(doc, "capture-report.schema.json")
 
 
@@ -77,8 +116,13 @@ def _strip_enums(node, where: str):
 
 
 def test_every_strip_mode_enum_lists_the_modes_the_code_accepts():
-    found = [(f"{p.name}#{where}", enum) for p in sorted(SCHEMAS.glob("*.json"))
-             for where, enum in _strip_enums(json.loads(p.read_text()), "")]
-    assert len(found) >= 9, found  # capture, recompute, ledger, seal (v1, v2), the conformance kit ...
+    found = [
+        (f"{p.name}#{where}", enum)
+        for p in sorted(SCHEMAS.glob("*.json"))
+        for where, enum in _strip_enums(json.loads(p.read_text()), "")
+    ]
+    assert len(found) >= 9, (
+        found
+    )  # capture, recompute, ledger, seal (v1, v2), the conformance kit ...
     wrong = [(where, enum) for where, enum in found if sorted(enum) != sorted(STRIP_MODES)]
     assert not wrong, wrong

@@ -271,8 +271,8 @@ def _explain(capture, report: dict[int, tuple[bytes | None, bytes | None]], alg:
         rng = strip_range(fr.data, fr.linktype, strip, fr.wire_len)
         d.expected_range = (rng.offset, rng.end)
         if "digest" in d.fields:
-            d.device_range, d.device_range_note = _find_device_range(fr.data, fr.linktype, fr.wire_len, rng,
-                                                                     dev.digest, alg, subkey, strip, matched)
+            d.device_range, d.device_range_note = _find_device_range(
+                fr.data, fr.linktype, fr.wire_len, rng, dev.digest, alg, subkey, strip, matched)
         out.append(d)
     return out
 
@@ -293,9 +293,9 @@ def _find_device_range(frame: bytes, linktype: int, wire_len: int, rng, digest: 
             return (other.offset, other.end), f"the device hashed strip {mode}'s range [{other.offset}, {other.end})"
     if rng.end < len(frame) and digest_one(alg, subkey, frame[rng.offset:]) == digest:
         return (rng.offset, len(frame)), (
-            f"the device hashed [{rng.offset}, {len(frame)}), to the end of the captured frame, instead of "
-            f"[{rng.offset}, {rng.end}): the {len(frame) - rng.end} bytes after the packet's end (Ethernet "
-            f"padding or a trailer) are not hashed in strip {strip}")
+            f"the device hashed [{rng.offset}, {len(frame)}), to the end of the captured frame, "
+            f"instead of [{rng.offset}, {rng.end}): the {len(frame) - rng.end} bytes after the "
+            f"packet's end (Ethernet padding or a trailer) are not hashed in strip {strip}")
     shifts = sorted(((ds, de) for ds in range(-SEARCH, SEARCH + 1) for de in range(-SEARCH, SEARCH + 1)
                      if (ds, de) != (0, 0)), key=lambda t: (abs(t[0]) + abs(t[1]), t))
     for ds, de in shifts:
@@ -304,11 +304,12 @@ def _find_device_range(frame: bytes, linktype: int, wire_len: int, rng, digest: 
             parts = [f"start {ds:+d}" if ds else "", f"end {de:+d}" if de else ""]
             return (a, b), (f"the device hashed [{a}, {b}) instead of [{rng.offset}, {rng.end}) "
                             f"({', '.join(p for p in parts if p)})")
-    none = (f"no byte range within {SEARCH} bytes of [{rng.offset}, {rng.end}), to the end of the frame, or of "
-            "another strip mode gives the device's digest under this key")
+    none = (f"no byte range within {SEARCH} bytes of [{rng.offset}, {rng.end}), to the end of the "
+            "frame, or of another strip mode gives the device's digest under this key")
     if matched:
-        return None, (f"{none}; yet {matched} other record(s) match under this key and algorithm, so neither is "
-                      "wrong: the device hashes frames like this one differently (compare its dissection with "
-                      "those that match)")
-    return None, f"{none}: look at the key, the algorithm and the digest code rather than the strip offsets"
+        return None, (f"{none}; yet {matched} other record(s) match under this key and algorithm, "
+                      "so neither is wrong: the device hashes frames like this one differently "
+                      "(compare its dissection with those that match)")
+    return None, (f"{none}: look at the key, the algorithm and the digest code rather than the "
+                  "strip offsets")
 

@@ -129,7 +129,8 @@ class ParquetRead:
     beside it (a compaction that did not finish: not read); `open_file` (v2, missing) that the
     segment's .open file is still there (a seal written before its rename)."""
 
-    data: pa.Buffer | OpenRecordFile | None = None  # OpenRecordFile: a local raw record file, read by its walk
+    # OpenRecordFile: a local raw record file, read by its walk
+    data: pa.Buffer | OpenRecordFile | None = None
     missing: bool = False
     not_regular: bool = False
     error: str | None = None

@@ -343,8 +343,8 @@ int lt_merkle_root(const uint8_t *leaf_hashes, size_t n, uint8_t out[32]);
 #define LT_REC_BAD_COUNT 2    /* a block's count is 0 or above LT_REC_MAX_BLOCK_RECORDS */
 #define LT_REC_BLOCK_CUT 3    /* a block runs past the end of the file */
 #define LT_REC_TRAILING 4     /* 1-3 bytes after the last whole block */
-#define LT_REC_SHRUNK 5       /* lt_rec_file: the file ends before `len` (error_offset: the byte that is gone) */
-#define LT_REC_READ 6         /* lt_rec_file: reading failed (errno, e.g. EIO; error_offset: the byte not read) */
+#define LT_REC_SHRUNK 5       /* lt_rec_file: the file ends before `len` (at error_offset) */
+#define LT_REC_READ 6         /* lt_rec_file: a read failed (errno, e.g. EIO; error_offset: byte) */
 typedef struct {
     uint64_t records;       /* records copied to `out` (of the whole blocks before any error) */
     uint64_t blocks;        /* whole blocks walked */

@@ -90,11 +90,13 @@ void lt_bus_guard_push(lt_bus_guard *g, const lt_reader *r) {
 void lt_bus_guard_pop(lt_bus_guard *g) { bus_guard = g->outer; }
 
 void lt_reader_fail_shrunk(lt_reader *r, uint64_t off) {
-    /* a page the disk cannot read (EIO) faults the same way: a read of that byte tells them apart */
+    /* a page the disk cannot read (EIO) faults the same way: reading that byte tells them apart */
     uint8_t b;
     if (r->map && !r->stream && !r->ops && pread(r->fd, &b, 1, (off_t)off) < 0) {
-        set_error(r, LT_ERR_IO, off, "cannot read byte %llu: %s; the storage reported an I/O error: check the "
-                  "device (dmesg)", (unsigned long long)off, strerror(errno));
+        set_error(r, LT_ERR_IO, off,
+                  "cannot read byte %llu: %s; the storage reported an I/O error: check the device "
+                  "(dmesg)",
+                  (unsigned long long)off, strerror(errno));
         return;
     }
     set_error(r, LT_ERR_IO, off,
@@ -109,7 +111,8 @@ static const lt_format *const formats[] = {&lt_format_pcapng, &lt_format_pcap};
 
 /* Open, stat and map `path` read-only; *size its length (>= 4), *fdp the file, kept open to tell a
  * failed read from a cut (lt_reader_fail_shrunk). LT_OK, or an LT_ERR_* (message in err). */
-static int map_file(const char *path, const uint8_t **map, size_t *size, int *fdp, char *err, size_t errlen) {
+static int map_file(const char *path, const uint8_t **map, size_t *size, int *fdp, char *err,
+                    size_t errlen) {
     /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever; the file
      * is only mmap'd, which the flag does not affect. */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -198,8 +201,8 @@ int lt_reader_open(const char *path, lt_reader **out, char *err, size_t errlen) 
         return st;
     }
     lt_bus_guard_pop(&g);
-    lt_errf(err, errlen, "%s: not a pcap or pcapng capture (unknown magic %02x %02x %02x %02x)", path,
-            magic & 0xff, magic >> 8 & 0xff, magic >> 16 & 0xff, magic >> 24);
+    lt_errf(err, errlen, "%s: not a pcap or pcapng capture (unknown magic %02x %02x %02x %02x)",
+            path, magic & 0xff, magic >> 8 & 0xff, magic >> 16 & 0xff, magic >> 24);
     lt_reader_close(r);
     return LT_ERR_FORMAT;
 }

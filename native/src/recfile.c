@@ -33,10 +33,10 @@ static int fail(lt_rec_info *info, int why, uint64_t offset, uint32_t count) {
 /* Where a walk reads the file's bytes: `mem` (lt_rec_records, lt_rec_leaves: the caller's buffer)
  * or the file open on `fd` (lt_rec_file), read with pread(2): a copy of any size at least
  * SRC_DIRECT goes straight into its destination (the caller's copy, the stage), smaller reads and
- * the 4-byte counts through `win`, a window of the file's bytes [at, at + have) read SRC_WINDOW at a
- * time (a file of many small blocks costs one system call per window, not two per block). Every
- * destination is memory of this process, so a byte is read from the file once and the checks and
- * leaves read that copy. */
+ * the 4-byte counts through `win`, a window of the file's bytes [at, at + have) read SRC_WINDOW
+ * at a time (a file of many small blocks costs one system call per window, not two per block).
+ * Every destination is memory of this process, so a byte is read from the file once and the
+ * checks and leaves read that copy (whole leaves are hashed in the window itself: stage_block). */
 #define SRC_WINDOW (256u << 10)
 #define SRC_DIRECT (16u << 10)
 typedef struct {
@@ -51,8 +51,8 @@ typedef struct {
 /* n bytes of the file from `pos` into dst; fewer than `need` (<= n) is an error: the file ended
  * (LT_REC_SHRUNK: it shrank since the caller's fstat) or the read failed (LT_REC_READ, errno kept:
  * EIO from a failing disk). *got: the bytes read. The error names the first byte not read. */
-static int src_pread(const rec_src *s, uint64_t pos, uint8_t *dst, size_t n, size_t need, size_t *got,
-                     lt_rec_info *info) {
+static int src_pread(const rec_src *s, uint64_t pos, uint8_t *dst, size_t n, size_t need,
+                     size_t *got, lt_rec_info *info) {
     size_t done = 0;
     while (done < n) {
         ssize_t k = pread(s->fd, dst + done, n - done, (off_t)(pos + done));
@@ -95,7 +95,7 @@ static int src_copy(rec_src *s, uint64_t pos, uint8_t *dst, size_t n, lt_rec_inf
     return LT_OK;
 }
 
-/* *p: the n (<= SRC_WINDOW) bytes of the file at pos, in the window (read there unless they are). */
+/* *p: the n (<= SRC_WINDOW) bytes of the file at pos, in the window (read into it if not there). */
 static int src_view(rec_src *s, uint64_t pos, size_t n, const uint8_t **p, lt_rec_info *info) {
     if (pos < s->at || pos + n > s->at + s->have) {
         size_t want = s->len - pos < SRC_WINDOW ? (size_t)(s->len - pos) : SRC_WINDOW, got;
@@ -145,8 +145,8 @@ static void tally(const uint8_t *rec, size_t count, size_t record_size, uint64_t
  * block's records are copied piecewise into `stage` (whole leaves, ~4096 records: it stays in L2),
  * and the per-record tally and the leaves of a full stage are computed from that copy. So the facts
  * verify checks and the leaves it compares with the seal's root come from the same bytes even when
- * the storage holder rewrites the file (or the caller's buffer) while it is walked (each byte of the
- * file is read once; hashing in place read it twice, tally first). */
+ * the storage holder rewrites the file (or the caller's buffer) while it is walked (each byte of
+ * the file is read once; hashing in place read it twice, tally first). */
 typedef struct {
     uint8_t *stage, *leaves;
     size_t leaf_records, cap; /* the stage's records: a whole number of leaves */
@@ -160,7 +160,8 @@ static size_t stage_records(size_t leaf_records) { /* four leaves (the SHA-NI st
 
 /* The tally and the leaves of the next n records, at p (the stage, or the read window): whole
  * leaves but for the file's last. */
-static int walk_leaves(leaf_walk *lw, const uint8_t *p, size_t n, size_t record_size, lt_rec_info *info) {
+static int walk_leaves(leaf_walk *lw, const uint8_t *p, size_t n, size_t record_size,
+                       lt_rec_info *info) {
     size_t L = lw->leaf_records;
     if (!n) return LT_OK;
     tally(p, n, record_size, lw->first_seq + lw->tallied, info);
@@ -251,8 +252,8 @@ static int copy_leaves_upto(copy_leaves *cl, const uint8_t *out, size_t record_s
 
 /* The block walk of lt_rec_records and lt_rec_leaves: records copied to out (their leaves hashed as
  * they complete when cl is given), or (lw) hashed in place. */
-static int rec_walk(rec_src *s, size_t record_size, uint64_t first_seq, uint8_t *out, size_t out_len,
-                    leaf_walk *lw, copy_leaves *cl, lt_rec_info *info) {
+static int rec_walk(rec_src *s, size_t record_size, uint64_t first_seq, uint8_t *out,
+                    size_t out_len, leaf_walk *lw, copy_leaves *cl, lt_rec_info *info) {
     uint64_t len = s->len;
     memset(info, 0, sizeof *info);
     info->seq_contiguous = 1;
@@ -276,7 +277,8 @@ static int rec_walk(rec_src *s, size_t record_size, uint64_t first_seq, uint8_t 
             if (!info->records) info->first_ts_ns = (int64_t)lt_load_le64(rec + 8);
             info->last_ts_ns = (int64_t)lt_load_le64(rec + body - record_size + 8);
         } else {
-            st = stage_block(lw, s, pos + 4, count, record_size, info); /* the stage's tally and leaves */
+            /* the tally and leaves of the stage (or of the read window) */
+            st = stage_block(lw, s, pos + 4, count, record_size, info);
             if (st != LT_OK) return st;
         }
         used += body;
@@ -309,8 +311,8 @@ int lt_rec_records(const uint8_t *file, size_t len, size_t record_size, uint64_t
 }
 
 /* The staged walk with a stage the caller allocated. */
-static int leaves_walk(rec_src *s, size_t record_size, uint64_t first_seq, uint8_t *stage, size_t leaf_records,
-                       uint8_t *leaves, size_t leaves_len, lt_rec_info *info) {
+static int leaves_walk(rec_src *s, size_t record_size, uint64_t first_seq, uint8_t *stage,
+                       size_t leaf_records, uint8_t *leaves, size_t leaves_len, lt_rec_info *info) {
     leaf_walk lw = {.stage = stage, .leaves = leaves, .leaf_records = leaf_records,
                     .cap = stage_records(leaf_records), .max_leaves = leaves_len / 32, .first_seq = first_seq};
     return rec_walk(s, record_size, first_seq, NULL, 0, &lw, NULL, info);
@@ -367,11 +369,13 @@ static int rec_file(int fd, size_t len, size_t record_size, uint64_t first_seq, 
     rec_src s = {.fd = fd, .len = len, .win = malloc(SRC_WINDOW)};
     int st = LT_ERR_NOMEM;
     if ((out || stage) && s.win) {
-        st = src_copy(&s, 0, header, LT_REC_HEADER_SIZE, info); /* the window then holds the first count */
+        /* through the window, which then holds the first count */
+        st = src_copy(&s, 0, header, LT_REC_HEADER_SIZE, info);
         if (st == LT_OK && out) /* the leaves hashed from the copy, block by block */
             st = rec_walk(&s, record_size, first_seq, out, out_len, NULL, leaves ? cl : NULL, info);
         else if (st == LT_OK)
-            st = leaves_walk(&s, record_size, first_seq, stage, leaf_records, leaves, leaves_len, info);
+            st = leaves_walk(&s, record_size, first_seq, stage, leaf_records, leaves, leaves_len,
+                             info);
     }
     int saved = errno;
     free(stage);
