@@ -1,8 +1,8 @@
 """A disk that fails reads (EIO) under a ledger or a capture: every command that reads the file
 ends at once with exit 2 and one line naming it, never hangs and never dies of a signal.
 
-The failing device is real: an ext4 file system on a loop device whose backing image is cut
-(`losetup -c`) at the first block of one file, whose cached pages are then dropped, so that
+The failing device is real: an ext4 file system on a loop device (tests/loop_ext4.py) whose
+backing image is cut at the first block of one file, whose cached pages are then dropped, so that
 reading the file goes to the block layer and gets EIO there (`dd` fails the same way). Needs
 root, losetup, mkfs.ext4 and filefrag (e2fsprogs); skips with the reason otherwise. Mapping such
 a file with MAP_POPULATE used to wait in the kernel for ever; a capture file's mapped header killed
@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SAMPLES, load_keys, run_cli
+from loop_ext4 import cut_image, ext4_on_loop
 
 from ledgertool.bench.measure import write_synthetic_pcap
 from ledgertool.capture.run import capture_file
@@ -29,34 +30,11 @@ EIO_LINE = "Input/output error; the storage reported an I/O error: check the dev
 
 @contextlib.contextmanager
 def _ext4_on_loop(base: Path):
-    """(mount point, cut(path, skip_blocks)) of a fresh 64 MiB ext4 on a loop device over an image
-    on a tmpfs; cut(path) makes reads of `path` from its block `skip_blocks` on fail with EIO."""
-    if os.geteuid() != 0 or not all(shutil.which(t) for t in ("losetup", "mkfs.ext4", "filefrag")):
-        pytest.skip("needs root, losetup, mkfs.ext4 and filefrag (e2fsprogs)")
-    back, mnt = base / "back", base / "ext4"
-    back.mkdir()
-    mnt.mkdir()
-    if subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=80m", "tmpfs", str(back)],
-        capture_output=True,
-        check=False,
-    ).returncode:
-        pytest.skip("cannot mount a tmpfs")
-    img, dev = back / "img", None
-    try:
-        subprocess.run(["truncate", "-s", "64M", str(img)], check=True)
-        # 1 KiB blocks: filefrag's physical block numbers are the image's KiB
-        subprocess.run(
-            ["mkfs.ext4", "-q", "-F", "-b", "1024", "-O", "^has_journal", str(img)], check=True
-        )
-        loop = subprocess.run(
-            ["losetup", "-f", "--show", str(img)], capture_output=True, text=True, check=False
-        )
-        if loop.returncode:
-            pytest.skip(f"no loop device here: {loop.stderr.strip()}")
-        dev = loop.stdout.strip()
-        if subprocess.run(["mount", dev, str(mnt)], capture_output=True, check=False).returncode:
-            pytest.skip("cannot mount the ext4 image")
+    """(mount point, cut(path, skip_blocks)) of an ext4 on a loop device (tests/loop_ext4.py);
+    cut(path) makes reads of `path` from its block `skip_blocks` on fail with EIO."""
+    if not shutil.which("filefrag"):
+        pytest.skip("needs filefrag (e2fsprogs)")
+    with ext4_on_loop(base) as (mnt, img, dev):
 
         def cut(path: Path, skip_blocks: int = 0) -> None:
             os.sync()
@@ -64,8 +42,7 @@ def _ext4_on_loop(base: Path):
                 ["filefrag", "-v", "-b1024", str(path)], capture_output=True, text=True, check=True
             ).stdout.splitlines()
             first = int(frag[3].split(":")[2].split("..")[0])  # extent 0: its first physical block
-            os.truncate(img, (first + skip_blocks) * 1024)
-            subprocess.run(["losetup", "-c", dev], check=True)
+            cut_image(img, dev, (first + skip_blocks) * 1024)
             fd = os.open(path, os.O_RDONLY)
             try:
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # clean pages: dropped
@@ -80,11 +57,6 @@ def _ext4_on_loop(base: Path):
             assert "Input/output error" in probe.stderr, probe.stderr  # the device really fails
 
         yield mnt, cut
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
-        if dev:
-            subprocess.run(["losetup", "-d", dev], check=False)
-        subprocess.run(["umount", "-l", str(back)], check=False)
 
 
 def _one_line_naming(r: subprocess.CompletedProcess, path: Path) -> str:
