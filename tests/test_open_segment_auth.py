@@ -111,7 +111,7 @@ def test_item14_planted_v2_open_segment_is_refused(sealed, keydir, other_keydir)
     aside = layout.set_aside_dir(sealed, "link0") / planted.name
     r = _recover(sealed, keydir)
     assert r.returncode == 1 and (
-        f"set aside {planted} as {aside}: {len(raw) - 256} bytes not sealed ({planted}: block 0 (byte 256) fails "
+        f"set aside {planted} as {aside}: {len(raw)} bytes not sealed ({planted}: block 0 (byte 256) fails "
         "authentication by the device's key (MAC does not verify): planted, rewritten or reordered, a damaged "
         "header or block, or written by an older version)") in r.stdout, r.stdout + r.stderr
     assert aside.read_bytes() == raw and not planted.exists()

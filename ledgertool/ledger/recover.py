@@ -190,8 +190,8 @@ def recover_open_segments(ledger_dir: Path, ledger: LedgerHeader, link: str, sig
                 raise OpenSegmentRefusedError(f"{auth.failure}; nothing of this segment is sealed")
             if not auth.blocks:
                 _remove_partial(ledger_dir, partial)
-            _set_aside(ledger_dir, link, index, path, None if not auth.blocks else raw, seg.size - auth.end,
-                       auth.failure, True, aside)
+            _set_aside(ledger_dir, link, index, path, raw if auth.blocks else None,
+                       seg.size - auth.end if auth.blocks else seg.size, auth.failure, True, aside)
             if not auth.blocks:
                 continue
         torn = seg.torn_bytes if auth.failure is None else 0  # the rest is kept set aside, not discarded

@@ -253,8 +253,7 @@ class SegmentWriter:
 
 def _keep_hint(e: OSError) -> str:
     advice = fsio.ADVICE.get(e.errno or 0, "fix the cause")
-    return (f"{advice}, then run `ledgertool recover`: it seals the whole authenticated blocks already in "
-            "this segment (not the part of a block the error cut)")
+    return f"{advice}, then run `ledgertool recover`"
 
 
 @dataclass(frozen=True)
