@@ -12,8 +12,9 @@ import stat
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
-from conftest import SAMPLES
+from conftest import REPO, SAMPLES
 
 from ledgertool.cli.app import _run
 from ledgertool.keyfiles import SigningKey, generate_keys
@@ -252,6 +253,7 @@ def test_open_segments_that_do_not_fit_are_set_aside_not_deleted(capsys, keys, t
     rc, out, err = recover(capsys, keys, ledger, "--json")
     assert rc == 0, err
     doc = json.loads(out)
+    jsonschema.validate(doc, json.loads((REPO / "schemas" / "recover-report.schema.json").read_text()))
     assert doc["sealed"] == [] and doc["discarded"] == [] and doc["bytes_discarded"] == 0
     got = {(x["path"], x["moved_to"], x["bytes"], x["failed_authentication"]) for x in doc["set_aside"]}
     assert got == {(str(a), str(ledger / "set-aside" / "link=a" / a.name), len(rb), False),
