@@ -281,6 +281,8 @@ def capture(
     elif live_source:
         opts = LiveOptions(ring_mb=ring_mb, block_kb=block_kb, block_ms=block_ms, fanout_group=fanout_group,
                            promisc=promisc, pin_cpu=pin)
+    from ..ledger.devstate import DeviceState
+
     dk, sk = DigestKey.load(digest_key) if digest_key is not None else None, SigningKey.load(signing_key)
     ctx = _live_panel(source, not (as_json or quiet)) if live_source else _progress(f"capture {source}", not (as_json or quiet))
     def sealing(records: int) -> None:
@@ -294,7 +296,8 @@ def capture(
                                segment_seconds=segment_seconds, duration=duration, max_frames=frames, live=opts,
                                workers=workers, accept_forgery_risk=accept_gmac_forgery_risk,
                                digest_key_id=digest_key_id, on_interrupt=sealing,
-                               ledger_format=None if ledger_format is None else int(ledger_format[1]))
+                               ledger_format=None if ledger_format is None else int(ledger_format[1]),
+                               device_state=DeviceState.beside(signing_key))
     except KeyboardInterrupt:
         raise Interrupted(f"the open segment was not sealed; `ledgertool recover {ledger} --signing-key "
                           f"{signing_key}` seals it") from None
@@ -498,14 +501,19 @@ def recover(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
 ) -> None:
     """Seal the authenticated prefix of the open segments a crash left, report what lay past it."""
-    from ..ledger.recover import recover_ledger
     from ..keyfiles import SigningKey
+    from ..ledger.devstate import DeviceState
+    from ..ledger.recover import recover_ledger
 
+    # the device's protected state lives beside its key: what it signed is never signed over again
     res = recover_ledger(ledger, SigningKey.load(signing_key),
-                         trust_unauthenticated=trust_unauthenticated_open_segments)
+                         trust_unauthenticated=trust_unauthenticated_open_segments,
+                         device_state=DeviceState.beside(signing_key))
     if as_json:
         _emit_json(res.to_json())
-        return
+        raise typer.Exit(0 if res.ok else 1)
+    for note in res.notes:
+        err.print(f"note: {note}")
     for link, r in res.sealed:
         out.print(f"sealed link {link} segment {r.index}: {plural(r.records, 'record', fmt=',')} in "
                   f"{plural(r.blocks, 'authenticated block')}, {plural(r.torn_bytes, 'byte')} past them not sealed"
@@ -514,7 +522,12 @@ def recover(
                   f"trusted), {plural(r.torn_bytes, 'torn byte')} discarded")
     for d in res.discarded:
         out.print(f"discarded {d['path']}: {plural(d['bytes'], 'byte')} ({d['why']})")
-    out.print(f"recovered {plural(len(res.sealed), 'segment')}, {plural(res.torn_bytes, 'byte')} discarded")
+    for a in res.set_aside:
+        out.print(f"set aside {a.path} as {a.moved_to}: {plural(a.bytes, 'byte')} not sealed ({a.why})")
+    out.print(f"recovered {plural(len(res.sealed), 'segment')}, {plural(res.torn_bytes, 'byte')} discarded"
+              + (f", {plural(len(res.set_aside), 'file')} set aside" if res.set_aside else ""))
+    if not res.ok:
+        raise typer.Exit(1)  # a block or header failed the device's authentication: a discrepancy
 
 
 @app.command()

@@ -45,6 +45,7 @@ from .layout import (
     PARQUET,
     RECORDS,
     ROTATIONS_DIR,
+    SET_ASIDE_DIR,
     SEAL,
     is_link_name,
     parse_rotation_name,
@@ -201,6 +202,8 @@ class LedgerReader:
                 continue
             elif name == ROTATIONS_DIR and stat.S_ISDIR(mode):
                 continue
+            elif name == SET_ASIDE_DIR and stat.S_ISDIR(mode):
+                self.strays.append(Stray(path, "what `ledgertool recover` set aside of open segments (never sealed)"))
             elif _TEMP.fullmatch(name) and stat.S_ISREG(mode):
                 self.strays.append(Stray(path, "temp"))
             else:
