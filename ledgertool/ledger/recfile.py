@@ -103,9 +103,9 @@ def parse_record_file(raw: pa.Buffer | bytes | OpenRecordFile, path: Path | str,
         if hashing is not None:  # recompute's fast verdict (reconcile.msethash.HashingSink)
             cap = 1024 + (size - HEADER_SIZE) // record_size // 16
             secs, counts, nruns = np.empty(cap, np.int64), np.empty(cap, np.uint64), ffi.new("size_t *")
-            key, acc, count = hashing.native_args()
+            key, part_key, part_bits, acc, count = hashing.native_args()
             rc = lib.lt_rec_file_mset(raw.fd, size, record_size, first_seq, head, out_ptr, out.size, leaf_records,
-                                      leaves, len(leaves), key, acc, count, ffi.from_buffer("int64_t[]", secs),
+                                      leaves, len(leaves), key, part_key, part_bits, acc, count, ffi.from_buffer("int64_t[]", secs),
                                       ffi.from_buffer("uint64_t[]", counts), cap, nruns, info)
         else:
             rc = lib.lt_rec_file(raw.fd, size, record_size, first_seq, head, out_ptr, out.size if out else 0,

@@ -384,12 +384,12 @@ int lt_rec_file(int fd, size_t len, size_t record_size, uint64_t first_seq, uint
                 size_t out_len, size_t leaf_records, uint8_t *leaves, size_t leaves_len, lt_rec_info *info);
 /* lt_rec_file with `out` and `leaves` (both required) for recompute's fast verdict: each run of
  * records, once copied and its leaves hashed, is also added from that copy (still in cache) to the
- * multiset hash acc/count under `key` and counted per second into secs/counts (cap entries, *nruns
- * runs in all: lt_mset_add and lt_second_runs, GAP records left out). The records, leaves and
- * info are lt_rec_file's; LT_ERR_ARG also for a missing out, leaves, key or output. */
+ * multiset hash acc/count under `key`, in 2^part_bits parts, and counted per second into secs/counts
+ * (cap entries, *nruns runs in all: lt_mset_add_parts and lt_second_runs, GAP records left out). The
+ * records, leaves and info are lt_rec_file's; LT_ERR_ARG also for a missing out, leaves, key or output. */
 int lt_rec_file_mset(int fd, size_t len, size_t record_size, uint64_t first_seq, uint8_t *header, uint8_t *out,
                      size_t out_len, size_t leaf_records, uint8_t *leaves, size_t leaves_len, const uint8_t key[16],
-                     uint64_t acc[2], uint64_t *count, int64_t *secs, uint64_t *counts, size_t cap, size_t *nruns,
+                     const uint64_t part_key[2], unsigned part_bits, uint64_t *acc, uint64_t *count, int64_t *secs, uint64_t *counts, size_t cap, size_t *nruns,
                      lt_rec_info *info);
 
 /* ======== 6b. segment: the open-segment writer (native/src/segment_writer.c; docs/ledger-format.md
@@ -590,6 +590,16 @@ int lt_pair_in_order(const uint8_t *ledger, size_t n_ledger, size_t ledger_strid
  * outside the record or inside its fixed part, an acc that is not below 2^127 - 1). */
 int lt_mset_add(const uint8_t key[16], const uint8_t *records, size_t n, size_t stride, size_t digest_offset,
                 size_t digest_size, uint16_t skip_flags, int portable, uint64_t acc[2], uint64_t *count);
+/* lt_mset_add into 2^part_bits parts (docs/adr/0011, "Parts"): a record whose digest d is in part
+ * i = ((le64(d[0:8]) ^ part_key[0]) * (part_key[1] | 1)) >> (64 - part_bits) (a keyed multiply-shift
+ * hash, independent of the AES key) is added to acc[2i], acc[2i+1] (mod 2^127 - 1) and counted in
+ * count[i]. part_bits 0 is lt_mset_add (one part; part_key may be NULL), at most
+ * LT_MSET_MAX_PART_BITS. Each acc pair must be below 2^127 - 1 on entry (not checked here: the
+ * caller starts from zeros); LT_OK or LT_ERR_ARG as lt_mset_add. */
+#define LT_MSET_MAX_PART_BITS 20
+int lt_mset_add_parts(const uint8_t key[16], const uint64_t part_key[2], unsigned part_bits, const uint8_t *records,
+                      size_t n, size_t stride, size_t digest_offset, size_t digest_size, uint16_t skip_flags,
+                      int portable, uint64_t *acc, uint64_t *count);
 /* 1 when lt_mset_add runs on AES instructions here (~5-10 ns a record), 0 when only the portable
  * AES is available (microseconds a record: recompute then pairs exactly instead). */
 int lt_mset_accelerated(void);
