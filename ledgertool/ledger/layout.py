@@ -33,7 +33,6 @@ LINK_PREFIX = "link="
 
 #: Segment file kinds, by suffix.
 OPEN, PARQUET, RECORDS, LEAVES, SEAL = "open", "parquet", "rec", "leaves", "seal.json"
-SEGMENT_KINDS = (OPEN, PARQUET, RECORDS, LEAVES, SEAL)
 
 _SEGMENT_NAME = re.compile(r"seg-([0-9]{8})\.(open|parquet|rec|leaves|seal\.json)")  # [0-9]: ASCII only
 _LINK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}")  # ASCII only
@@ -85,13 +84,6 @@ def records_path(ledger: Path, link: str, index: int) -> Path:
 
 def seal_path(ledger: Path, link: str, index: int) -> Path:
     return segment_path(ledger, link, index, SEAL)
-
-
-def leaves_path(ledger: Path, link: str, index: int) -> Path:
-    """Sidecar of a sealed segment's Merkle leaf hashes (32 raw bytes each, in leaf order). It is
-    authenticated by the seal's merkle_root, not by its own signature; verify uses it to name the
-    leaf block (and so the records) that changed."""
-    return segment_path(ledger, link, index, LEAVES)
 
 
 def checkpoint_path(ledger: Path, link: str) -> Path:
