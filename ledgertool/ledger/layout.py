@@ -86,6 +86,13 @@ def seal_path(ledger: Path, link: str, index: int) -> Path:
     return segment_path(ledger, link, index, SEAL)
 
 
+def leaves_path(ledger: Path, link: str, index: int) -> Path:
+    """Sidecar of a sealed segment's Merkle leaf hashes (32 raw bytes each, in leaf order). It is
+    authenticated by the seal's merkle_root, not by its own signature; verify uses it to name the
+    leaf block (and so the records) that changed."""
+    return segment_path(ledger, link, index, LEAVES)
+
+
 def checkpoint_path(ledger: Path, link: str) -> Path:
     """The link's stored checkpoint: DIR/link=NAME/checkpoint."""
     return link_dir(ledger, link) / CHECKPOINT_FILE
