@@ -1,7 +1,7 @@
 """Capacity planning: digest collision odds and ledger storage, as pure math.
 
-Implements the `ledgertool plan` formulas of docs/plan.md (the CLI contract is
-/work/shared/design/CLI.md, "plan collision" and "plan storage"):
+Implements the `ledgertool plan` formulas of docs/plan.md (the commands: docs/cli.md,
+"plan collision, plan storage"):
 
 * frames per second on a saturated Ethernet link, with 20 bytes of per-frame wire
   overhead (7 preamble + 1 SFD + 12 inter-frame gap) on top of the frame size
@@ -40,7 +40,7 @@ SECONDS_PER_WEEK = 7 * SECONDS_PER_DAY
 #: A Julian year, 365.25 days.
 SECONDS_PER_YEAR = 365.25 * SECONDS_PER_DAY
 
-#: Bytes of a ledger record besides the digest (seq, ts, lengths, flags; LEDGER-FORMAT.md).
+#: Bytes of a ledger record besides the digest (seq, ts, lengths, flags; docs/ledger-format.md).
 RECORD_FIXED_BYTES = 32
 #: Digest size of the default (128-bit) ledger algorithms.
 DEFAULT_DIGEST_BYTES = 16

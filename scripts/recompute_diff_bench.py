@@ -7,7 +7,7 @@ Usage:  python scripts/recompute_diff_bench.py N [N ...] [--changed 5] [--runs 3
 
 For each N a workload of N 64-byte frames is captured into a ledger and written to a pcap
 (scale_bench's spec); the changed copy flips one payload byte of K frames spread over the file.
-docs/benchmarks.md, "recompute: a difference costs what it touches".
+docs/benchmarks.md, "A capture that differs".
 """
 
 from __future__ import annotations

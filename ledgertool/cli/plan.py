@@ -1,7 +1,7 @@
 """`ledgertool plan collision|storage`: thin typer commands over ledgertool.plan.
 
-Contract: /work/shared/design/CLI.md ("plan collision", "plan storage"); formulas and
-assumptions: docs/plan.md. Each command parses its options, calls ledgertool.plan, and
+Reference: docs/cli.md ("plan collision, plan storage"); formulas and assumptions:
+docs/plan.md. Each command parses its options, calls ledgertool.plan, and
 renders a rich table or, with --json, one JSON document {"rows": [...]} on stdout.
 Bad option values raise ledgertool.errors.UsageError; the main CLI maps it to exit 2.
 """

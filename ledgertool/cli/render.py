@@ -58,6 +58,6 @@ class SafeConsole(Console):
 
 def table_console(width: int = 240) -> Console:
     """A console for result tables: the terminal's width on a terminal; off one (a pipe, a file),
-    `width` columns, so rows are neither wrapped nor cut at rich's default of 80 (CLI.md: result
-    lines are not wrapped)."""
+    `width` columns, so rows are neither wrapped nor cut at rich's default of 80 (result lines
+    are not wrapped: scripts read them)."""
     return SafeConsole(width=None if sys.stdout.isatty() else width)

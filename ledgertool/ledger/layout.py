@@ -33,7 +33,6 @@ LINK_PREFIX = "link="
 
 #: Segment file kinds, by suffix.
 OPEN, PARQUET, RECORDS, LEAVES, SEAL = "open", "parquet", "rec", "leaves", "seal.json"
-SEGMENT_KINDS = (OPEN, PARQUET, RECORDS, LEAVES, SEAL)
 
 _SEGMENT_NAME = re.compile(r"seg-([0-9]{8})\.(open|parquet|rec|leaves|seal\.json)")  # [0-9]: ASCII only
 _LINK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}")  # ASCII only

@@ -89,7 +89,6 @@ class LinkListing:
     segments: dict[int, frozenset[str]]  # index -> kinds present (OPEN, PARQUET, RECORDS, LEAVES, SEAL)
     temp_files: tuple[Path, ...] = ()
     strays: tuple[Stray, ...] = ()
-    has_checkpoint: bool = False
 
     @property
     def sealed(self) -> list[int]:
@@ -117,9 +116,10 @@ def confusable_segment_name(name: str) -> tuple[int, str] | None:
     return parse_segment_name(folded) if folded.isascii() else None
 
 
-def read_regular(path: Path, limit: int | None = None, *, root: Path | None = None,
-                 what: str = "ledger file", dir_fd: int | None = None) -> pa.Buffer:
-    """The bytes of the regular file at `path`, read once into an Arrow-owned buffer.
+def read_arrow_buffer(path: Path, limit: int | None = None, *, root: Path | None = None,
+                      what: str = "ledger file", dir_fd: int | None = None) -> pa.Buffer:
+    """The bytes of the regular file at `path`, read once into an Arrow-owned buffer (what the
+    ledger's readers hand to pyarrow and the native walk; fsio.read_regular returns bytes).
 
     Opened by fsio.open_regular (O_NOFOLLOW | O_NONBLOCK, every directory below `root` without
     following a link, or by name relative to `dir_fd`, a held descriptor of its directory; a
@@ -229,15 +229,16 @@ class LedgerReader:
             return None
 
     def _read(self, path, limit: int | None, what: str) -> pa.Buffer:
-        """The bytes of the regular file `path` below the ledger (read_regular's rules and errors)."""
-        return read_regular(path, limit, root=self.directory, what=what)
+        """The bytes of the regular file `path` below the ledger (read_arrow_buffer's rules and
+        errors)."""
+        return read_arrow_buffer(path, limit, root=self.directory, what=what)
 
     def _read_growing(self, path, what: str) -> bytes:
         """The bytes of a file a writer may be appending to (an open segment): read to its end."""
         return fsio.read_regular(path, what=what)
 
     def _open_records(self, path, what: str, dir_fd: int | None = None) -> OpenRecordFile | pa.Buffer:
-        """A raw record file for parse_record_file: open (read_regular's rules), mapped by the
+        """A raw record file for parse_record_file: open (read_arrow_buffer's rules), mapped by the
         walk instead of read into a buffer. `dir_fd`: its link's directory, held by
         holding_link: the file is then opened by name relative to it."""
         fd = (fsio.open_regular(path, root=self.directory, what=what) if dir_fd is None
@@ -265,7 +266,7 @@ class LedgerReader:
         dfd = self._held.get(link)
         if dfd is None:
             return self._read(path, limit, what)
-        return read_regular(path, limit, what=what, dir_fd=dfd)
+        return read_arrow_buffer(path, limit, what=what, dir_fd=dfd)
 
     # ---- listing ------------------------------------------------------------------------------
 
@@ -306,7 +307,6 @@ class LedgerReader:
         ldir = self.link_dir(link)
         found: dict[int, set[str]] = {}
         temps, strays, confusable = [], [], []
-        has_cp = False
         for name, mode in self._list(ldir):
             path = ldir / name
             parsed = parse_segment_name(name)
@@ -316,7 +316,7 @@ class LedgerReader:
                 strays.append(Stray(path, f"a {_kind(mode)} where a segment file belongs", link,
                                     shadows=parsed[0]))
             elif name == CHECKPOINT_FILE and stat.S_ISREG(mode):
-                has_cp = True
+                continue  # the link's checkpoint: read by name (ledger/checkpoints.py), not a stray
             elif _TEMP.fullmatch(name) and stat.S_ISREG(mode):
                 temps.append(path)
             elif (imitated := confusable_segment_name(name)) is not None:
@@ -337,7 +337,7 @@ class LedgerReader:
             real = segment_name(index, kind)
             shadows = index if SEAL in segs.get(index, ()) else None
             strays.append(Stray(path, f"a name that imitates {real} with non-ASCII characters", link, shadows))
-        return LinkListing(link, segs, tuple(temps), tuple(strays), has_cp)
+        return LinkListing(link, segs, tuple(temps), tuple(strays))
 
     # ---- reading ------------------------------------------------------------------------------
 
@@ -364,7 +364,7 @@ class LedgerReader:
         return segment_file(self.link_dir(link), index, kind)
 
     def read_segment_file(self, link: str, index: int, kind: str, limit: int | None = None) -> pa.Buffer:
-        """The bytes of one segment file, by index and kind (read_regular's errors)."""
+        """The bytes of one segment file, by index and kind (read_arrow_buffer's errors)."""
         return self._read_in_link(link, self.segment_path(link, index, kind), limit, f"segment {kind} file")
 
     def open_record_file(self, link: str, index: int) -> OpenRecordFile | pa.Buffer:
