@@ -34,12 +34,11 @@ struct lt_window_acc {
     size_t dsize, csize, rsize;
     int open, started;
     int64_t cur, floor_index;
+    int64_t lo_ns, hi_ns; /* the open window's [start, end) where that fits in an i64, else empty */
     uint64_t frames, wire, drops, late;
     unsigned __int128 lo; /* the window's sum of F values: lo + hi * 2^128 */
     uint64_t hi;
-    uint32_t *count;
-    uint64_t *check;
-    uint8_t *xr;
+    uint8_t *cell; /* cells of 16 + dsize bytes: count u32, 4 unused, check u64, XOR (host order) */
     uint8_t f[16 * CHUNK];
 };
 
@@ -49,6 +48,26 @@ size_t lt_window_record_size(uint32_t cells, size_t digest_size) {
     return LT_WINDOW_HEADER + (size_t)cells * (12 + digest_size);
 }
 
+/* host-order word loads; the XORs are byte-wise, so the byte order matters only for ld64's value */
+static inline uint64_t ld64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
+
+static inline void xor_bytes(uint8_t *x, const uint8_t *d, size_t n) {
+    for (size_t k = 0; k < n; k += 8) {
+        uint64_t a, b;
+        memcpy(&a, x + k, 8);
+        memcpy(&b, d + k, 8);
+        a ^= b;
+        memcpy(x + k, &a, 8);
+    }
+}
+
 static inline int64_t floor_div(int64_t ts, uint64_t wns) {
     int64_t w = (int64_t)wns, q = ts / w;
     return (ts % w < 0) ? q - 1 : q;
@@ -56,7 +75,7 @@ static inline int64_t floor_div(int64_t ts, uint64_t wns) {
 
 /* the k cells of an element: one in each third, from 21-bit fields of F's first word */
 static inline void cell_indices(const uint8_t f[16], uint32_t part, uint32_t idx[LT_WINDOW_K]) {
-    uint64_t x = lt_load_le64(f);
+    uint64_t x = ld64(f);
     for (unsigned j = 0; j < LT_WINDOW_K; j++)
         idx[j] = j * part + (uint32_t)((((x >> (IDX_BITS * j)) & ((1u << IDX_BITS) - 1)) * part) >> IDX_BITS);
 }
@@ -105,10 +124,8 @@ int lt_window_new(const uint8_t key_f[16], const uint8_t key_pad[16], uint64_t w
     lt_window_acc *a = calloc(1, sizeof *a);
     if (!a)
         return LT_ERR_NOMEM;
-    a->count = calloc(cells, sizeof *a->count);
-    a->check = calloc(cells, sizeof *a->check);
-    a->xr = calloc(cells, digest_size);
-    if (!a->count || !a->check || !a->xr) {
+    a->cell = aligned_alloc(16, (size_t)cells * (16 + digest_size));
+    if (!a->cell) {
         lt_window_free(a);
         return LT_ERR_NOMEM;
     }
@@ -128,11 +145,9 @@ int lt_window_new(const uint8_t key_f[16], const uint8_t key_pad[16], uint64_t w
 void lt_window_free(lt_window_acc *a) {
     if (!a)
         return;
-    free(a->count);
-    free(a->check);
-    if (a->xr)
-        memset(a->xr, 0, (size_t)a->cells * a->dsize);
-    free(a->xr);
+    if (a->cell)
+        memset(a->cell, 0, (size_t)a->cells * (16 + a->dsize));
+    free(a->cell);
     memset(a, 0, sizeof *a);   /* the round keys */
     free(a);
 }
@@ -140,12 +155,13 @@ void lt_window_free(lt_window_acc *a) {
 static void open_window(lt_window_acc *a, int64_t w) {
     a->open = a->started = 1;
     a->cur = w;
+    int64_t wns = (int64_t)a->window_ns;
+    if (__builtin_mul_overflow(w, wns, &a->lo_ns) || __builtin_add_overflow(a->lo_ns, wns, &a->hi_ns))
+        a->lo_ns = a->hi_ns = 0;
     a->frames = a->wire = a->drops = a->late = 0;
     a->lo = 0;
     a->hi = 0;
-    memset(a->count, 0, (size_t)a->cells * sizeof *a->count);
-    memset(a->check, 0, (size_t)a->cells * sizeof *a->check);
-    memset(a->xr, 0, (size_t)a->cells * a->dsize);
+    memset(a->cell, 0, (size_t)a->cells * (16 + a->dsize));
 }
 
 static void emit(lt_window_acc *a, uint8_t *rec) {
@@ -164,36 +180,92 @@ static void emit(lt_window_acc *a, uint8_t *rec) {
     store128(rec + 64, reduce(a->lo, a->hi));
     uint8_t *c = rec + LT_WINDOW_HEADER;
     for (uint32_t i = 0; i < a->cells; i++, c += a->csize) {
-        lt_store_le32(c, (uint32_t)a->count[i]);
-        lt_store_le64(c + 4, a->check[i]);
-        memcpy(c + 12, a->xr + (size_t)i * a->dsize, a->dsize);
+        const uint8_t *from = a->cell + (size_t)i * (16 + a->dsize);
+        uint32_t count;
+        uint64_t check;
+        memcpy(&count, from, 4);
+        memcpy(&check, from + 8, 8);
+        lt_store_le32(c, count);
+        lt_store_le64(c + 4, check);
+        memcpy(c + 12, from + 16, a->dsize);
     }
     apply_pad(a->rkpad, a->aesni, a->cur, rec, a->rsize);
     a->open = 0;
     a->floor_index = a->cur + 1;
 }
 
-static inline void add_frame(lt_window_acc *a, const uint8_t *r, const uint8_t f[16]) {
-    unsigned __int128 v = ((unsigned __int128)lt_load_le64(f + 8) << 64) | lt_load_le64(f);
-    a->lo += v;
-    a->hi += a->lo < v;
-    a->frames++;
-    a->wire += lt_load_le32(r + 16);
+/* The running sums and cells of the open window, in locals: stores through uint8_t pointers (the
+ * digest XORs) may alias any field of the accumulator, so the loop would otherwise reload and
+ * store them for every frame. */
+typedef struct {
+    uint64_t s0, s1, s2; /* the sum of F values, 192 bits, low word first */
+    uint64_t frames, wire;
+    uint8_t *cell;
+    uint32_t part;
+} window_run;
+
+static inline void add_frame(window_run *w, const uint8_t *r, const uint8_t f[16], size_t dsize) {
+    uint64_t chk = ld64(f + 8);
+    unsigned long long c0, c1, c2;   /* word-wise carries: GCC spills an __int128 sum here */
+    c0 = __builtin_uaddll_overflow(w->s0, ld64(f), (unsigned long long *)&w->s0);
+    c1 = __builtin_uaddll_overflow(w->s1, chk, (unsigned long long *)&w->s1);
+    c2 = __builtin_uaddll_overflow(w->s1, c0, (unsigned long long *)&w->s1);
+    w->s2 += c1 + c2;
+    w->frames++;
+    w->wire += lt_load_le32(r + 16);
     uint32_t idx[LT_WINDOW_K];
-    cell_indices(f, a->part, idx);
-    uint64_t chk = lt_load_le64(f + 8);
+    cell_indices(f, w->part, idx);
     const uint8_t *d = r + LT_RECORD_FIXED;
     for (unsigned j = 0; j < LT_WINDOW_K; j++) {
-        uint32_t i = idx[j];
-        a->count[i]++;
-        a->check[i] ^= chk;
-        uint8_t *x = a->xr + (size_t)i * a->dsize;
-        uint64_t w0 = lt_load_le64(x) ^ lt_load_le64(d), w1 = lt_load_le64(x + 8) ^ lt_load_le64(d + 8);
-        lt_store_le64(x, w0);
-        lt_store_le64(x + 8, w1);
-        for (size_t k = 16; k < a->dsize; k += 8)
-            lt_store_le64(x + k, lt_load_le64(x + k) ^ lt_load_le64(d + k));
+        uint8_t *c = w->cell + (size_t)idx[j] * (16 + dsize);
+        uint32_t n;
+        uint64_t k;
+        memcpy(&n, c, 4);
+        memcpy(&k, c + 8, 8);
+        n++, k ^= chk;
+        memcpy(c, &n, 4);
+        memcpy(c + 8, &k, 8);
+        xor_bytes(c + 16, d, dsize);
     }
+}
+
+static inline void run_load(window_run *w, const lt_window_acc *a) {
+    *w = (window_run){(uint64_t)a->lo, (uint64_t)(a->lo >> 64), a->hi, a->frames, a->wire,
+                      a->cell, a->part};
+}
+
+static inline void run_store(const window_run *w, lt_window_acc *a) {
+    a->lo = ((unsigned __int128)w->s1 << 64) | w->s0;
+    a->hi = w->s2, a->frames = w->frames, a->wire = w->wire;
+}
+
+/* a record outside the open window's fast path: a GAP, another window, or no window open yet.
+ * 0 when it would close a window and out has no room left. */
+static int add_slow(lt_window_acc *a, const uint8_t *r, const uint8_t *f, uint8_t *out, size_t max,
+                    size_t *emitted) {
+    int64_t w = floor_div((int64_t)ld64(r + 8), a->window_ns);
+    int late = 0;
+    if (a->open && w > a->cur) {
+        if (*emitted == max)
+            return 0;
+        emit(a, out + (*emitted)++ * a->rsize);
+    }
+    if (a->open && w < a->cur)
+        w = a->cur, late = 1;
+    else if (!a->open && a->started && w < a->floor_index)
+        w = a->floor_index, late = 1;
+    if (!a->open)
+        open_window(a, w);
+    if (lt_load_le16(r + 24) & LT_FLAG_GAP) {
+        a->drops += lt_load_le32(r + 28);
+        return 1;
+    }
+    a->late += (uint64_t)late;
+    window_run run;
+    run_load(&run, a);
+    add_frame(&run, r, f, a->dsize);
+    run_store(&run, a);
+    return 1;
 }
 
 int lt_window_add(lt_window_acc *a, const uint8_t *records, size_t n, size_t stride, uint8_t *out, size_t out_len,
@@ -201,35 +273,36 @@ int lt_window_add(lt_window_acc *a, const uint8_t *records, size_t n, size_t str
     if (!a || !n_out || !consumed || (n && !records) || stride < LT_RECORD_FIXED + a->dsize ||
         (n && n > SIZE_MAX / stride) || (out_len && !out))
         return LT_ERR_ARG;
-    size_t max = out_len / a->rsize, emitted = 0, i = 0;
+    size_t max = out_len / a->rsize, emitted = 0, i = 0, dsize = a->dsize;
     *n_out = *consumed = 0;
     while (i < n) {
         size_t m = n - i < CHUNK ? n - i : CHUNK;
         const uint8_t *base = records + i * stride;
-        lt_mset_prf(a->rkf, base, m, stride, LT_RECORD_FIXED, a->dsize, a->aesni, a->f);
-        for (size_t j = 0; j < m; j++) {
-            const uint8_t *r = base + j * stride;
-            int64_t w = floor_div((int64_t)lt_load_le64(r + 8), a->window_ns);
-            int gap = (lt_load_le16(r + 24) & LT_FLAG_GAP) != 0, late = 0;
-            if (a->open && w > a->cur) {
-                if (emitted == max) {
+        lt_mset_prf(a->rkf, base, m, stride, LT_RECORD_FIXED, dsize, a->aesni, a->f);
+        size_t j = 0;
+        while (j < m) {
+            /* the common case: frames of the open window, summed in locals */
+            window_run run;
+            run_load(&run, a);
+            int64_t lo = a->open ? a->lo_ns : 1, hi = a->open ? a->hi_ns : 0;
+            for (; j < m; j++) {
+                const uint8_t *r = base + j * stride;
+                int64_t ts = (int64_t)ld64(r + 8);
+                if (ts < lo || ts >= hi || (lt_load_le16(r + 24) & LT_FLAG_GAP))
+                    break;
+                if (dsize == 16)   /* a constant size: the XOR is two words */
+                    add_frame(&run, r, a->f + 16 * j, 16);
+                else
+                    add_frame(&run, r, a->f + 16 * j, dsize);
+            }
+            run_store(&run, a);
+            if (j < m) {
+                if (!add_slow(a, base + j * stride, a->f + 16 * j, out, max, &emitted)) {
                     *n_out = emitted;
                     *consumed = i + j;
                     return LT_OK;
                 }
-                emit(a, out + emitted++ * a->rsize);
-            }
-            if (a->open && w < a->cur)
-                w = a->cur, late = 1;
-            else if (!a->open && a->started && w < a->floor_index)
-                w = a->floor_index, late = 1;
-            if (!a->open)
-                open_window(a, w);
-            if (gap) {
-                a->drops += lt_load_le32(r + 28);
-            } else {
-                a->late += (uint64_t)late;
-                add_frame(a, r, a->f + 16 * j);
+                j++;
             }
         }
         i += m;
