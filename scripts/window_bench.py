@@ -52,7 +52,7 @@ def window_pass(recs: np.ndarray, window_ns: int) -> float:
     acc = WindowAccumulator(KEYS, 16, window_ns=window_ns, cells=cells_for_capacity(64))
     t = time.process_time()
     for at in range(0, len(recs), batch):
-        acc.add(recs[at:at + batch])
+        acc.add(recs[at : at + batch])
     acc.finish()
     return (time.process_time() - t) / len(recs) * 1e9
 
@@ -83,19 +83,30 @@ def main() -> None:
         engine = min(engine_pass(pcap, False)[0] for _ in range(5))
         win = {w: min(window_pass(recs, w) for _ in range(5)) for w in (10**9, 10**6)}
         engine2 = min(engine_pass(pcap, False)[0] for _ in range(5))
-    print(f"engine (capture:engine, 64 B): {min(engine, engine2):.1f} ns/frame (runs {engine:.1f}, {engine2:.1f})")
+    print(
+        f"engine (capture:engine, 64 B): {min(engine, engine2):.1f} ns/frame "
+        f"(runs {engine:.1f}, {engine2:.1f})"
+    )
     for w, ns in win.items():
-        print(f"window tier, {w / 1e9:g} s windows, capacity 64: {ns:.2f} ns/frame "
-              f"= {ns / min(engine, engine2):.1%} of the engine")
+        print(
+            f"window tier, {w / 1e9:g} s windows, capacity 64: {ns:.2f} ns/frame "
+            f"= {ns / min(engine, engine2):.1%} of the engine"
+        )
     rng = random.Random(1)
     led, cap = differing(rng, 32, 32)
     best = min(_timed(lambda: compare_windows(KEYS, led, cap)) for _ in range(5))
-    print(f"decode at capacity (32 + 32 differences, {led.cells} cells): {best * 1e3:.3f} ms "
-          f"(decoded: {compare_windows(KEYS, led, cap).decoded})")
+    print(
+        f"decode at capacity (32 + 32 differences, {led.cells} cells): {best * 1e3:.3f} ms "
+        f"(decoded: {compare_windows(KEYS, led, cap).decoded})"
+    )
     for nl, nc in ((32, 32), (64, 0)):
-        fails = sum(not compare_windows(KEYS, *differing(rng, nl, nc)).decoded for _ in range(args.trials))
-        print(f"failure at capacity ({nl} ledger-only + {nc} capture-only): {fails}/{args.trials} "
-              f"= {fails / args.trials:.3%}")
+        fails = sum(
+            not compare_windows(KEYS, *differing(rng, nl, nc)).decoded for _ in range(args.trials)
+        )
+        print(
+            f"failure at capacity ({nl} ledger-only + {nc} capture-only): {fails}/{args.trials} "
+            f"= {fails / args.trials:.3%}"
+        )
 
 
 def _timed(fn) -> float:

@@ -38,7 +38,7 @@ BUILD = runpy.run_path(str(NATIVE / "build_ffi.py"), run_name="build_ffi")
 # version is never reused.
 CDEF_DIGESTS = {
     1: "a38f52969368ae9e7631b2b7290ab62dc0ad97ef5c9c6d89273fa25458fedd8b",
-    2: "334adc4606c4b496d78b7bb46f11beea07e3857473644f22979c6b422c5ea71b",  # this session: lt_window_* (window records), strip fallbacks, lt_reader_open_fd, lt_rec_records, lt_rec_leaves, lt_rec_file, lt_segment_writer_*, lt_once_each, lt_pair_in_order, lt_reader_next_before, lt_reader_pcapng_context, lt_mset_add, lt_mset_accelerated, lt_second_runs, lt_rec_file_mset (one version: none was released in between)
+    2: "0c7769bfc5e5244faa45a89aeb46f5c242de58e42c97219928a8bdb999efbbe0",  # this session: lt_window_* (window records), strip fallbacks, lt_reader_open_fd, lt_rec_records, lt_rec_leaves, lt_rec_file, lt_segment_writer_*, lt_once_each, lt_pair_in_order, lt_reader_next_before, lt_reader_pcapng_context, lt_mset_add, lt_mset_accelerated, lt_second_runs, lt_rec_file_mset (one version: none was released in between)
 }
 
 

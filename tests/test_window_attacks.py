@@ -98,7 +98,10 @@ def _window(frames: np.ndarray):
 
 
 def _sides(digests, c, ts):
-    return (_frames(digests, [max(x, 0) for x in c], ts), _frames(digests, [max(-x, 0) for x in c], ts))
+    return (
+        _frames(digests, [max(x, 0) for x in c], ts),
+        _frames(digests, [max(-x, 0) for x in c], ts),
+    )
 
 
 def test_an_unkeyed_sum_of_visible_digests_is_forged_and_a_window_record_is_not():
@@ -107,7 +110,10 @@ def test_an_unkeyed_sum_of_visible_digests_is_forged_and_a_window_record_is_not(
     c = substitution([int.from_bytes(d, "little") for d in digests])
     ledger, claim = _sides(digests, c, 5_000)
     assert len(ledger) == len(claim) > 0 and sum(abs(x) for x in c) < 5000
-    naive = [sum(int.from_bytes(bytes(d), "little") for d in side["digest"]) % P for side in (ledger, claim)]
+    naive = [
+        sum(int.from_bytes(bytes(d), "little") for d in side["digest"]) % P
+        for side in (ledger, claim)
+    ]
     assert naive[0] == naive[1]  # the naive commitment cannot tell the two apart
     d = compare_windows(KEYS, _window(ledger), _window(claim))
     assert not d.equal and d.frames_difference == 0
@@ -133,8 +139,10 @@ def test_one_key_reused_in_the_clear_is_learned_and_forged_and_masked_records_te
     assert naive[0] == naive[1]  # forged: equal count and equal keyed sum
     # window records: what the prover reads from single-frame windows is masked by a pad bound
     # to the window, so the same procedure on those bytes finds nothing that holds
-    seen = [int.from_bytes(_window(_frames([dg], [1], i * 1000)).masked[:16], "little") % P
-            for i, dg in enumerate(digests)]
+    seen = [
+        int.from_bytes(_window(_frames([dg], [1], i * 1000)).masked[:16], "little") % P
+        for i, dg in enumerate(digests)
+    ]
     c2 = substitution(seen)
     ledger2, claim2 = _sides(digests, c2, 99_000)
     d = compare_windows(KEYS, _window(ledger2), _window(claim2))

@@ -48,8 +48,10 @@ def _both(records: np.ndarray, alg: str, window_ns: int, capacity: int, link: st
     cells = cells_for_capacity(capacity)
     acc = WindowAccumulator(keys, dsize, window_ns=window_ns, cells=cells)
     native = [r.serialize() for r in acc.add(records) + acc.finish()]
-    rows = [(int(r["ts_ns"]), int(r["wire_len"]), int(r["flags"]), int(r["aux"]), bytes(r["digest"]))
-            for r in records]
+    rows = [
+        (int(r["ts_ns"]), int(r["wire_len"]), int(r["flags"]), int(r["aux"]), bytes(r["digest"]))
+        for r in records
+    ]
     return native, window_spec.windows(rows, kf, kpad, window_ns, cells, dsize)
 
 
@@ -77,7 +79,9 @@ def test_corpus_frames_give_identical_window_records(window_ns):
         native, spec = _both(recs, "siphash-1-3-128", window_ns, 8)
         assert native == spec, name
         seen += len(native)
-        assert sum(int.from_bytes(r[32:40], "little") for r in native) == int((recs["flags"] & FLAG_GAP == 0).sum())
+        assert sum(int.from_bytes(r[32:40], "little") for r in native) == int(
+            (recs["flags"] & FLAG_GAP == 0).sum()
+        )
     assert seen >= len(files)
 
 
@@ -102,7 +106,11 @@ def test_late_frames_and_drops_follow_the_document():
     assert native == spec
     heads = [np.frombuffer(r[16:64], "<i8") for r in native]
     # (window_ns, index, frames, wire, drops, late)
-    assert [tuple(h) for h in heads] == [(1000, 5, 3, 180, 0, 1), (1000, 9, 2, 120, 17, 0), (1000, 20, 1, 60, 0, 0)]
+    assert [tuple(h) for h in heads] == [
+        (1000, 5, 3, 180, 0, 1),
+        (1000, 9, 2, 120, 17, 0),
+        (1000, 20, 1, 60, 0, 0),
+    ]
 
 
 WORKLOAD = """version = 1

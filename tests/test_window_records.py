@@ -1,7 +1,7 @@
-"""Window records (docs/ledger-format.md "Window records", docs/adr/0012): known answers, the two AES
-paths, the record's parse/serialize round trip and its refusals, and properties of the accumulator
-(order within a window and batch boundaries do not matter) and of the decoder (it recovers any
-difference up to capacity, exactly, and says so when it cannot)."""
+"""Window records (docs/ledger-format.md "Window records", docs/adr/0012): known answers, the two
+AES paths, the record's parse/serialize round trip and its refusals, and properties of the
+accumulator (order within a window and batch boundaries do not matter) and of the decoder (it
+recovers any difference up to capacity, exactly, and says so when it cannot)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,9 @@ def _recs(digests: list[bytes], ts: list[int], wire: int = 64) -> np.ndarray:
 
 
 def _windows(recs: np.ndarray, cells: int = 99, window_ns: int = 1000, **kw) -> list[WindowRecord]:
-    acc = WindowAccumulator(KEYS, recs.dtype.fields["digest"][0].itemsize, window_ns=window_ns, cells=cells, **kw)
+    acc = WindowAccumulator(
+        KEYS, recs.dtype.fields["digest"][0].itemsize, window_ns=window_ns, cells=cells, **kw
+    )
     return acc.add(recs) + acc.finish()
 
 
@@ -53,11 +55,16 @@ def test_known_answer_record_bytes():
     (rec,) = _windows(recs, cells=9, window_ns=DEFAULT_NS)
     b = rec.serialize()
     assert len(b) == 80 + 9 * 28 == record_size(9, 16)
-    assert b[:64].hex() == ("4c54574e01031000090000000000000000ca9a3b000000000100000000000000"
-                            "0500000000000000c02900000000000000000000000000000000000000000000")
+    assert b[:64].hex() == (
+        "4c54574e01031000090000000000000000ca9a3b000000000100000000000000"
+        "0500000000000000c02900000000000000000000000000000000000000000000"
+    )
     assert b[64:80].hex() == "61a962ee597bceb11ed17c317749db59"
     assert rec.unmask(KEYS)[64:80].hex() == "0b78659941594a06ad46fc82042ad21b"
-    assert hashlib.sha256(b).hexdigest() == "615094e90729cfb0c3202c2ca79556e68b4dd086ca7e98e4b94285393bc450d6"
+    assert (
+        hashlib.sha256(b).hexdigest()
+        == "615094e90729cfb0c3202c2ca79556e68b4dd086ca7e98e4b94285393bc450d6"
+    )
 
 
 DEFAULT_NS = 1_000_000_000
@@ -74,7 +81,10 @@ def test_the_element_map_is_aes_128_fips_197_c1():
 @pytest.mark.parametrize("dsize", [16, 32])
 def test_the_portable_aes_gives_the_aes_ni_bytes(dsize):
     rng = random.Random(dsize)
-    recs = _recs([rng.randbytes(dsize) for _ in range(3000)], sorted(rng.randrange(10**6) for _ in range(3000)))
+    recs = _recs(
+        [rng.randbytes(dsize) for _ in range(3000)],
+        sorted(rng.randrange(10**6) for _ in range(3000)),
+    )
     fast = _windows(recs, window_ns=50_000)
     assert len(fast) == 20 and fast == _windows(recs, window_ns=50_000, portable=True)
 
@@ -83,10 +93,15 @@ def test_parse_round_trip_and_refusals():
     (rec,) = _windows(_recs([os.urandom(16) for _ in range(10)], list(range(10))))
     b = rec.serialize()
     assert WindowRecord.parse(b) == rec and WindowRecord.split(b + b) == [rec, rec]
-    for at, value, says in ((0, b"LTWX", "byte 0: magic"), (4, b"\x02", "byte 4: version 2"),
-                            (5, b"\x04", "byte 5: k = 4"), (6, b"\x18", "byte 6: digest size 24"),
-                            (8, b"\x0a", "byte 8: 10 cells"), (12, b"\x01", "byte 12: reserved")):
-        bad = b[:at] + value + b[at + len(value):]
+    for at, value, says in (
+        (0, b"LTWX", "byte 0: magic"),
+        (4, b"\x02", "byte 4: version 2"),
+        (5, b"\x04", "byte 5: k = 4"),
+        (6, b"\x18", "byte 6: digest size 24"),
+        (8, b"\x0a", "byte 8: 10 cells"),
+        (12, b"\x01", "byte 12: reserved"),
+    ):
+        bad = b[:at] + value + b[at + len(value) :]
         with pytest.raises(DataError, match=f"w.rec: {says}"):
             WindowRecord.parse(bad, "w.rec")
     with pytest.raises(DataError, match="w.rec: byte 0: 2851 bytes, but 99 cells"):
@@ -96,8 +111,11 @@ def test_parse_round_trip_and_refusals():
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=300), st.randoms(use_true_random=False),
-       st.lists(st.integers(0, 300), max_size=6))
+@given(
+    st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=300),
+    st.randoms(use_true_random=False),
+    st.lists(st.integers(0, 300), max_size=6),
+)
 def test_order_within_a_window_and_batch_boundaries_do_not_matter(values, rnd, cuts):
     digests = [hashlib.blake2b(v.to_bytes(8, "little"), digest_size=16).digest() for v in values]
     recs = _recs(digests, sorted(rnd.randrange(5000) for _ in digests))
@@ -108,7 +126,7 @@ def test_order_within_a_window_and_batch_boundaries_do_not_matter(values, rnd, c
     acc = WindowAccumulator(KEYS, 16, window_ns=1000, cells=99)
     parts, at = [], 0
     for c in sorted(cuts) + [len(recs)]:
-        parts += acc.add(recs[at:max(at, c)])
+        parts += acc.add(recs[at : max(at, c)])
         at = max(at, c)
     assert parts + acc.finish() == whole
     assert sum(w.frames for w in whole) == len(recs)
@@ -139,7 +157,9 @@ def test_decode_failure_rate_at_capacity_is_below_one_percent():
     """64 differences in a table for 64 (the default): the measured rate (docs/adr/0012)."""
     rng = random.Random(64)
     fails = sum(not _differ(32, 32, 64, rng)[0].decoded for _ in range(600))
-    assert fails <= 10  # 1 %: about 6 expected; 10 of 600 fails well under 1 % of runs at rate 0.5 %
+    assert (
+        fails <= 10
+    )  # 1 %: about 6 expected; 10 of 600 fails well under 1 % of runs at rate 0.5 %
 
 
 def test_beyond_capacity_is_reported_as_such():
@@ -162,7 +182,9 @@ def test_a_record_moved_to_another_window_unmasks_to_garbage():
     """The pad binds the index: the same bytes under another index do not decode as the window."""
     digests = [os.urandom(16) for _ in range(20)]
     (rec,) = _windows(_recs(digests, [3_500] * 20))
-    moved = WindowRecord.parse(rec.serialize()[:24] + (4).to_bytes(8, "little") + rec.serialize()[32:])
+    moved = WindowRecord.parse(
+        rec.serialize()[:24] + (4).to_bytes(8, "little") + rec.serialize()[32:]
+    )
     (honest,) = _windows(_recs(digests, [4_500] * 20))
     assert moved.hash_value(KEYS) != honest.hash_value(KEYS)
     assert not compare_windows(KEYS, moved, honest).decoded

@@ -16,9 +16,18 @@ P = 2**127 - 1
 GAP = 0x8000
 
 
-def window_keys(master: bytes, algorithm: str, ledger_id: str, link: str, window_ns: int) -> tuple[bytes, bytes]:
-    info = b"\x00".join([b"ledgertool window v1", algorithm.encode(), ledger_id.encode(), link.encode(),
-                         str(window_ns).encode()])
+def window_keys(
+    master: bytes, algorithm: str, ledger_id: str, link: str, window_ns: int
+) -> tuple[bytes, bytes]:
+    info = b"\x00".join(
+        [
+            b"ledgertool window v1",
+            algorithm.encode(),
+            ledger_id.encode(),
+            link.encode(),
+            str(window_ns).encode(),
+        ]
+    )
     okm = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=info).derive(master)
     return okm[:16], okm[16:]
 
@@ -32,7 +41,7 @@ def element(aes, digest: bytes) -> bytes:
     """F(d): AES of a 16-byte digest; for 32 bytes the CBC-MAC AES(AES(d0) xor d1)."""
     f = aes(digest[:16])
     for at in range(16, len(digest), 16):
-        f = aes(bytes(a ^ b for a, b in zip(f, digest[at:at + 16])))
+        f = aes(bytes(a ^ b for a, b in zip(f, digest[at : at + 16])))
     return f
 
 
@@ -41,8 +50,17 @@ def cells_of(f: bytes, cells: int) -> list[int]:
     return [j * part + ((((x >> (21 * j)) & (2**21 - 1)) * part) >> 21) for j in range(3)]
 
 
-def record(kf: bytes, kpad: bytes, window_ns: int, index: int, cells: int, dsize: int,
-           frames: list[tuple[int, bytes]], drops: int, late: int) -> bytes:
+def record(
+    kf: bytes,
+    kpad: bytes,
+    window_ns: int,
+    index: int,
+    cells: int,
+    dsize: int,
+    frames: list[tuple[int, bytes]],
+    drops: int,
+    late: int,
+) -> bytes:
     """One window's record; frames = [(wire_len, digest)]."""
     aes = _aes(kf)
     total, count, check, xor = 0, [0] * cells, [0] * cells, [0] * cells
@@ -54,9 +72,13 @@ def record(kf: bytes, kpad: bytes, window_ns: int, index: int, cells: int, dsize
             check[c] ^= int.from_bytes(f[8:], "little")
             xor[c] ^= int.from_bytes(d, "little")
     head = struct.pack("<4sBBHII", b"LTWN", 1, 3, dsize, cells, 0)
-    head += struct.pack("<QqQQQQ", window_ns, index, len(frames), sum(w for w, _ in frames), drops, late)
+    head += struct.pack(
+        "<QqQQQQ", window_ns, index, len(frames), sum(w for w, _ in frames), drops, late
+    )
     body = (total % P).to_bytes(16, "little") + b"".join(
-        struct.pack("<IQ", count[i] % 2**32, check[i]) + xor[i].to_bytes(dsize, "little") for i in range(cells))
+        struct.pack("<IQ", count[i] % 2**32, check[i]) + xor[i].to_bytes(dsize, "little")
+        for i in range(cells)
+    )
     pad = _aes(kpad)(b"".join(struct.pack("<qQ", index, j) for j in range((len(body) + 15) // 16)))
     return head + bytes(a ^ b for a, b in zip(body, pad))
 

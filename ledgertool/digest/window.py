@@ -13,7 +13,6 @@ decoding two windows is the verifier's business: ledgertool/reconcile/windows.py
 
 from __future__ import annotations
 
-import math
 import struct
 from dataclasses import dataclass
 
@@ -23,10 +22,17 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from .._binding import check, ffi, lib
 from ..errors import DataError
+from ..plan import window_cells
 
 __all__ = [
-    "DEFAULT_CAPACITY", "DEFAULT_WINDOW_NS", "WINDOW_HEADER", "WindowAccumulator", "WindowKeys",
-    "WindowRecord", "cells_for_capacity", "record_size",
+    "DEFAULT_CAPACITY",
+    "DEFAULT_WINDOW_NS",
+    "WINDOW_HEADER",
+    "WindowAccumulator",
+    "WindowKeys",
+    "WindowRecord",
+    "cells_for_capacity",
+    "record_size",
 ]
 
 WINDOW_MAGIC = b"LTWN"
@@ -42,15 +48,11 @@ _KDF_LABEL = b"ledgertool window v1"
 
 
 def cells_for_capacity(capacity: int) -> int:
-    """Cells of a table that decodes `capacity` differences with under 1 % failure: 3 * (ceil(2/3 *
-    capacity) + 32). The extra 32 cells a third keep two elements from sharing all three cells (the
-    failure that dominates a small table); docs/adr/0012 has the measured rates."""
-    if not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 1:
-        raise ValueError(f"a window capacity is a positive number of differences, not {capacity!r}")
-    cells = WINDOW_K * (math.ceil(2 * capacity / 3) + 32)
-    if cells > MAX_CELLS:
-        raise ValueError(f"a window capacity of {capacity} needs {cells} cells, more than {MAX_CELLS}")
-    return cells
+    """Cells of a table that decodes `capacity` differences with under 1 % failure:
+    3 * (ceil(2/3 * capacity) + 32) (UsageError otherwise; ledgertool.plan holds the rule, pure
+    math). The extra 32 cells a third keep two elements from sharing all three cells (the failure
+    that dominates a small table); docs/adr/0012 has the measured rates."""
+    return window_cells(capacity)
 
 
 def record_size(cells: int, digest_size: int) -> int:
@@ -70,12 +72,21 @@ class WindowKeys:
     pad: bytes
 
     @classmethod
-    def derive(cls, master: bytes, algorithm: str, ledger_id: str, link: str, window_ns: int) -> WindowKeys:
+    def derive(
+        cls, master: bytes, algorithm: str, ledger_id: str, link: str, window_ns: int
+    ) -> WindowKeys:
         """HKDF-SHA256(ikm = the digest master key, salt = empty, info = "ledgertool window v1" 0x00
         algorithm 0x00 ledger_id 0x00 link 0x00 decimal window_ns, 32 bytes): element key the first
         16 bytes, pad key the last 16 (docs/ledger-format.md, "Window keys")."""
-        info = b"\x00".join([_KDF_LABEL, algorithm.encode(), ledger_id.encode(), link.encode(),
-                             str(int(window_ns)).encode()])
+        info = b"\x00".join(
+            [
+                _KDF_LABEL,
+                algorithm.encode(),
+                ledger_id.encode(),
+                link.encode(),
+                str(int(window_ns)).encode(),
+            ]
+        )
         okm = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=info).derive(bytes(master))
         return cls(okm[:16], okm[16:])
 
@@ -113,26 +124,48 @@ class WindowRecord:
         (`offset` + the field's) of the first field that is not a window record's."""
         data = bytes(data)
         if len(data) < WINDOW_HEADER:
-            raise DataError(f"{where}: {len(data)} bytes at byte {offset}, shorter than a window header")
-        magic, version, k, dsize, cells, reserved, wns, index, frames, wire, drops, late = _HEAD.unpack_from(data)
-        for ok, at, what in ((magic == WINDOW_MAGIC, 0, f"magic {magic!r} is not {WINDOW_MAGIC!r}"),
-                             (version == WINDOW_VERSION, 4, f"version {version} is not {WINDOW_VERSION}"),
-                             (k == WINDOW_K, 5, f"k = {k} is not {WINDOW_K}"),
-                             (dsize in (16, 32), 6, f"digest size {dsize} is not 16 or 32"),
-                             (0 < cells <= MAX_CELLS and cells % WINDOW_K == 0, 8, f"{cells} cells"),
-                             (reserved == 0, 12, "reserved bytes are not zero"),
-                             (0 < wns < 2**63, 16, f"window length {wns} ns")):
+            raise DataError(
+                f"{where}: {len(data)} bytes at byte {offset}, shorter than a window header"
+            )
+        magic, version, k, dsize, cells, reserved, wns, index, frames, wire, drops, late = (
+            _HEAD.unpack_from(data)
+        )
+        for ok, at, what in (
+            (magic == WINDOW_MAGIC, 0, f"magic {magic!r} is not {WINDOW_MAGIC!r}"),
+            (version == WINDOW_VERSION, 4, f"version {version} is not {WINDOW_VERSION}"),
+            (k == WINDOW_K, 5, f"k = {k} is not {WINDOW_K}"),
+            (dsize in (16, 32), 6, f"digest size {dsize} is not 16 or 32"),
+            (0 < cells <= MAX_CELLS and cells % WINDOW_K == 0, 8, f"{cells} cells"),
+            (reserved == 0, 12, "reserved bytes are not zero"),
+            (0 < wns < 2**63, 16, f"window length {wns} ns"),
+        ):
             if not ok:
                 raise DataError(f"{where}: byte {offset + at}: {what}")
         if len(data) != record_size(cells, dsize):
-            raise DataError(f"{where}: byte {offset}: {len(data)} bytes, but {cells} cells of {dsize}-byte "
-                            f"digests make {record_size(cells, dsize)}")
+            raise DataError(
+                f"{where}: byte {offset}: {len(data)} bytes, but {cells} cells of {dsize}-byte "
+                f"digests make {record_size(cells, dsize)}"
+            )
         return cls(dsize, cells, wns, index, frames, wire, drops, late, data[CLEAR:])
 
     def serialize(self) -> bytes:
-        return _HEAD.pack(WINDOW_MAGIC, WINDOW_VERSION, WINDOW_K, self.digest_size, self.cells, 0,
-                          self.window_ns, self.index, self.frames, self.wire_bytes, self.drops,
-                          self.late) + self.masked
+        return (
+            _HEAD.pack(
+                WINDOW_MAGIC,
+                WINDOW_VERSION,
+                WINDOW_K,
+                self.digest_size,
+                self.cells,
+                0,
+                self.window_ns,
+                self.index,
+                self.frames,
+                self.wire_bytes,
+                self.drops,
+                self.late,
+            )
+            + self.masked
+        )
 
     def unmask(self, keys: WindowKeys) -> bytes:
         """The whole record with its pad removed (the hash and cells in the clear): only the
@@ -143,7 +176,7 @@ class WindowRecord:
 
     def hash_value(self, keys: WindowKeys) -> int:
         """The unmasked keyed multiset hash: sum of F(digest) mod 2^127 - 1 over the frames."""
-        return int.from_bytes(self.unmask(keys)[CLEAR:CLEAR + 16], "little")
+        return int.from_bytes(self.unmask(keys)[CLEAR : CLEAR + 16], "little")
 
     @classmethod
     def split(cls, data: bytes, where: str = "window records") -> list[WindowRecord]:
@@ -151,10 +184,15 @@ class WindowRecord:
         out, at = [], 0
         while at < len(data):
             if len(data) - at < WINDOW_HEADER:
-                raise DataError(f"{where}: byte {at}: {len(data) - at} bytes left, shorter than a window header")
-            cells, dsize = struct.unpack_from("<I", data, at + 8)[0], struct.unpack_from("<H", data, at + 6)[0]
+                raise DataError(
+                    f"{where}: byte {at}: {len(data) - at} bytes left, shorter than a window header"
+                )
+            cells, dsize = (
+                struct.unpack_from("<I", data, at + 8)[0],
+                struct.unpack_from("<H", data, at + 6)[0],
+            )
             size = lib.lt_window_record_size(cells, dsize) if 0 < cells <= MAX_CELLS else 0
-            out.append(cls.parse(data[at:at + size] if size else data[at:], where, at))
+            out.append(cls.parse(data[at : at + size] if size else data[at:], where, at))
             at += size
         return out
 
@@ -163,8 +201,15 @@ class WindowAccumulator:
     """The native accumulator of one link: add the engine's record batches (record_dtype arrays,
     in capture order), get back the records of the windows that closed, `finish` for the last."""
 
-    def __init__(self, keys: WindowKeys, digest_size: int, *, window_ns: int = DEFAULT_WINDOW_NS,
-                 cells: int | None = None, portable: bool = False):
+    def __init__(
+        self,
+        keys: WindowKeys,
+        digest_size: int,
+        *,
+        window_ns: int = DEFAULT_WINDOW_NS,
+        cells: int | None = None,
+        portable: bool = False,
+    ):
         self.cells = cells_for_capacity(DEFAULT_CAPACITY) if cells is None else cells
         self.digest_size = digest_size
         self.window_ns = window_ns
@@ -172,8 +217,12 @@ class WindowAccumulator:
         if not 0 < window_ns < 2**63:
             raise ValueError(f"a window is 1 ns .. 2^63 - 1 ns long, not {window_ns}")
         out = ffi.new("lt_window_acc **")
-        check(lib.lt_window_new(keys.element, keys.pad, window_ns, self.cells, digest_size, int(portable), out),
-              "lt_window_new")
+        check(
+            lib.lt_window_new(
+                keys.element, keys.pad, window_ns, self.cells, digest_size, int(portable), out
+            ),
+            "lt_window_new",
+        )
         self._acc = ffi.gc(out[0], lib.lt_window_free)
         self._out = bytearray(self.size * 64)
         self._n = ffi.new("size_t *")
@@ -183,23 +232,39 @@ class WindowAccumulator:
         """Add a batch; the records of the windows it closed, oldest first."""
         records = np.ascontiguousarray(records)
         if records.dtype.fields["digest"][0].itemsize != self.digest_size:
-            raise ValueError(f"records of {records.dtype.fields['digest'][0].itemsize}-byte digests "
-                             f"for a window of {self.digest_size}-byte ones")
+            raise ValueError(
+                f"records of {records.dtype.fields['digest'][0].itemsize}-byte digests "
+                f"for a window of {self.digest_size}-byte ones"
+            )
         done: list[WindowRecord] = []
         view, at, stride = ffi.from_buffer(records), 0, records.dtype.itemsize
         while at < len(records):
-            check(lib.lt_window_add(self._acc, view + at * stride, len(records) - at, stride,
-                                    ffi.from_buffer(self._out), len(self._out), self._n, self._used),
-                  "lt_window_add")
+            check(
+                lib.lt_window_add(
+                    self._acc,
+                    view + at * stride,
+                    len(records) - at,
+                    stride,
+                    ffi.from_buffer(self._out),
+                    len(self._out),
+                    self._n,
+                    self._used,
+                ),
+                "lt_window_add",
+            )
             done += self._records(self._n[0])
             at += self._used[0]
         return done
 
     def finish(self) -> list[WindowRecord]:
         """The open window's record (none when nothing was added since the last)."""
-        check(lib.lt_window_finish(self._acc, ffi.from_buffer(self._out), len(self._out), self._n),
-              "lt_window_finish")
+        check(
+            lib.lt_window_finish(self._acc, ffi.from_buffer(self._out), len(self._out), self._n),
+            "lt_window_finish",
+        )
         return self._records(self._n[0])
 
     def _records(self, n: int) -> list[WindowRecord]:
-        return [WindowRecord.parse(self._out[i * self.size:(i + 1) * self.size]) for i in range(n)]
+        return [
+            WindowRecord.parse(self._out[i * self.size : (i + 1) * self.size]) for i in range(n)
+        ]

@@ -39,12 +39,20 @@ class WindowDifference:
         return self.ledger_frames - self.capture_frames
 
 
-def compare_windows(keys: WindowKeys, ledger: WindowRecord, capture: WindowRecord) -> WindowDifference:
+def compare_windows(
+    keys: WindowKeys, ledger: WindowRecord, capture: WindowRecord
+) -> WindowDifference:
     """Compare two records of the same window, table shape and digest size (ValueError else)."""
     if (ledger.index, ledger.window_ns, ledger.cells, ledger.digest_size) != (
-            capture.index, capture.window_ns, capture.cells, capture.digest_size):
-        raise ValueError(f"window {ledger.index} ({ledger.cells} cells) is compared with window "
-                         f"{capture.index} ({capture.cells} cells)")
+        capture.index,
+        capture.window_ns,
+        capture.cells,
+        capture.digest_size,
+    ):
+        raise ValueError(
+            f"window {ledger.index} ({ledger.cells} cells) is compared with window "
+            f"{capture.index} ({capture.cells} cells)"
+        )
     lo, co = ledger.unmask(keys), capture.unmask(keys)
     same = ledger.frames == capture.frames and lo[64:80] == co[64:80]
     if same:
@@ -53,15 +61,24 @@ def compare_windows(keys: WindowKeys, ledger: WindowRecord, capture: WindowRecor
     dsize = ledger.digest_size
     lbuf, cbuf = ffi.new("uint8_t[]", room * dsize), ffi.new("uint8_t[]", room * dsize)
     nl, nc, complete = ffi.new("size_t *"), ffi.new("size_t *"), ffi.new("int *")
-    check(lib.lt_window_decode(keys.element, lo, co, len(lo), lbuf, room, nl, cbuf, room, nc, complete),
-          "lt_window_decode")
+    check(
+        lib.lt_window_decode(
+            keys.element, lo, co, len(lo), lbuf, room, nl, cbuf, room, nc, complete
+        ),
+        "lt_window_decode",
+    )
     if not complete[0]:
         return WindowDifference(ledger.index, ledger.frames, capture.frames, False, False)
     lb, cb = ffi.buffer(lbuf)[:], ffi.buffer(cbuf)[:]
     return WindowDifference(
-        ledger.index, ledger.frames, capture.frames, False, True,
-        tuple(lb[i * dsize:(i + 1) * dsize] for i in range(nl[0])),
-        tuple(cb[i * dsize:(i + 1) * dsize] for i in range(nc[0])))
+        ledger.index,
+        ledger.frames,
+        capture.frames,
+        False,
+        True,
+        tuple(lb[i * dsize : (i + 1) * dsize] for i in range(nl[0])),
+        tuple(cb[i * dsize : (i + 1) * dsize] for i in range(nc[0])),
+    )
 
 
 @dataclass(frozen=True)
@@ -75,11 +92,16 @@ class RangeVerdict:
     equal: bool
 
 
-def range_verdict(keys: WindowKeys, ledger: list[WindowRecord], capture_value: int,
-                  capture_frames: int) -> RangeVerdict:
+def range_verdict(
+    keys: WindowKeys, ledger: list[WindowRecord], capture_value: int, capture_frames: int
+) -> RangeVerdict:
     """`capture_value` is sum F(d) mod 2^127 - 1 over the capture's frames under keys.element
     (ledgertool.reconcile.msethash.MultisetHash(keys.element, ...).value)."""
     total = sum(r.hash_value(keys) for r in ledger) % _P
     frames = sum(r.frames for r in ledger)
-    return RangeVerdict(len(ledger), frames, capture_frames,
-                        frames == capture_frames and total == capture_value % _P)
+    return RangeVerdict(
+        len(ledger),
+        frames,
+        capture_frames,
+        frames == capture_frames and total == capture_value % _P,
+    )

@@ -158,8 +158,8 @@ TGT static void sum_aesni(const uint8_t rk[176], const uint8_t *recs, size_t n, 
 
 /* F of every record's digest, 16 bytes each into out (window.c's element map: the same PRF and
  * the same eight-in-flight AES-NI rounds as the sum above). */
-TGT static void prf_aesni(const uint8_t rk[176], const uint8_t *recs, size_t n, size_t stride, size_t off,
-                          size_t dsize, uint8_t *out) {
+TGT static void prf_aesni(const uint8_t rk[176], const uint8_t *recs, size_t n, size_t stride,
+                          size_t off, size_t dsize, uint8_t *out) {
     __m128i k[11];
     const uint8_t *at[BATCH];
     for (int r = 0; r < 11; r++)
@@ -168,7 +168,8 @@ TGT static void prf_aesni(const uint8_t rk[176], const uint8_t *recs, size_t n, 
     for (; i + BATCH <= n; i += BATCH) {
         for (int j = 0; j < BATCH; j++)
             at[j] = recs + (i + (size_t)j) * stride + off;
-        __m128i b0 = _mm_setzero_si128(), b1 = b0, b2 = b0, b3 = b0, b4 = b0, b5 = b0, b6 = b0, b7 = b0;
+        __m128i b0 = _mm_setzero_si128(), b1 = b0, b2 = b0, b3 = b0;
+        __m128i b4 = b0, b5 = b0, b6 = b0, b7 = b0;
         for (size_t kk = 0; kk < dsize; kk += 16) {
             LOAD8(kk);
             R8(_mm_xor_si128, k[0]);
@@ -191,8 +192,8 @@ TGT static void prf_aesni(const uint8_t rk[176], const uint8_t *recs, size_t n, 
 }
 #endif
 
-void lt_mset_prf(const uint8_t rk[176], const uint8_t *recs, size_t n, size_t stride, size_t off, size_t dsize,
-                 int aesni, uint8_t *out) {
+void lt_mset_prf(const uint8_t rk[176], const uint8_t *recs, size_t n, size_t stride, size_t off,
+                 size_t dsize, int aesni, uint8_t *out) {
 #if LT_X86_PATHS
     if (aesni) {
         prf_aesni(rk, recs, n, stride, off, dsize, out);

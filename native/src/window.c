@@ -43,7 +43,8 @@ struct lt_window_acc {
 };
 
 size_t lt_window_record_size(uint32_t cells, size_t digest_size) {
-    if (cells == 0 || cells % LT_WINDOW_K || cells > LT_WINDOW_MAX_CELLS || (digest_size != 16 && digest_size != 32))
+    if (cells == 0 || cells % LT_WINDOW_K || cells > LT_WINDOW_MAX_CELLS ||
+        (digest_size != 16 && digest_size != 32))
         return 0;
     return LT_WINDOW_HEADER + (size_t)cells * (12 + digest_size);
 }
@@ -77,7 +78,8 @@ static inline int64_t floor_div(int64_t ts, uint64_t wns) {
 static inline void cell_indices(const uint8_t f[16], uint32_t part, uint32_t idx[LT_WINDOW_K]) {
     uint64_t x = ld64(f);
     for (unsigned j = 0; j < LT_WINDOW_K; j++)
-        idx[j] = j * part + (uint32_t)((((x >> (IDX_BITS * j)) & ((1u << IDX_BITS) - 1)) * part) >> IDX_BITS);
+        idx[j] = j * part + (uint32_t)((((x >> (IDX_BITS * j)) & ((1u << IDX_BITS) - 1)) * part) >>
+                                       IDX_BITS);
 }
 
 static unsigned __int128 reduce(unsigned __int128 lo, uint64_t hi) {
@@ -94,7 +96,8 @@ static void store128(uint8_t *o, unsigned __int128 v) {
 }
 
 /* XOR bytes [CLEAR, len) of rec with AES_kpad(index || block), block = 0, 1, ... */
-static void apply_pad(const uint8_t rkpad[176], int aesni, int64_t index, uint8_t *rec, size_t len) {
+static void apply_pad(const uint8_t rkpad[176], int aesni, int64_t index, uint8_t *rec,
+                      size_t len) {
     uint8_t ctr[16 * 64], ks[16 * 64];
     size_t at = CLEAR, block = 0;
     while (at < len) {
@@ -113,8 +116,8 @@ static void apply_pad(const uint8_t rkpad[176], int aesni, int64_t index, uint8_
     memset(ks, 0, sizeof ks);
 }
 
-int lt_window_new(const uint8_t key_f[16], const uint8_t key_pad[16], uint64_t window_ns, uint32_t cells,
-                  size_t digest_size, int portable, lt_window_acc **out) {
+int lt_window_new(const uint8_t key_f[16], const uint8_t key_pad[16], uint64_t window_ns,
+                  uint32_t cells, size_t digest_size, int portable, lt_window_acc **out) {
     if (!out)
         return LT_ERR_ARG;
     *out = NULL;
@@ -156,7 +159,8 @@ static void open_window(lt_window_acc *a, int64_t w) {
     a->open = a->started = 1;
     a->cur = w;
     int64_t wns = (int64_t)a->window_ns;
-    if (__builtin_mul_overflow(w, wns, &a->lo_ns) || __builtin_add_overflow(a->lo_ns, wns, &a->hi_ns))
+    if (__builtin_mul_overflow(w, wns, &a->lo_ns) ||
+        __builtin_add_overflow(a->lo_ns, wns, &a->hi_ns))
         a->lo_ns = a->hi_ns = 0;
     a->frames = a->wire = a->drops = a->late = 0;
     a->lo = 0;
@@ -268,8 +272,8 @@ static int add_slow(lt_window_acc *a, const uint8_t *r, const uint8_t *f, uint8_
     return 1;
 }
 
-int lt_window_add(lt_window_acc *a, const uint8_t *records, size_t n, size_t stride, uint8_t *out, size_t out_len,
-                  size_t *n_out, size_t *consumed) {
+int lt_window_add(lt_window_acc *a, const uint8_t *records, size_t n, size_t stride, uint8_t *out,
+                  size_t out_len, size_t *n_out, size_t *consumed) {
     if (!a || !n_out || !consumed || (n && !records) || stride < LT_RECORD_FIXED + a->dsize ||
         (n && n > SIZE_MAX / stride) || (out_len && !out))
         return LT_ERR_ARG;
@@ -327,8 +331,8 @@ int lt_window_finish(lt_window_acc *a, uint8_t *out, size_t out_len, size_t *n_o
 
 /* the header fields a record's size follows from; 0 when they are not a window record's */
 static size_t checked_size(const uint8_t *rec, size_t len) {
-    if (!rec || len < LT_WINDOW_HEADER || memcmp(rec, LT_WINDOW_MAGIC, 4) || rec[4] != LT_WINDOW_VERSION ||
-        rec[5] != LT_WINDOW_K)
+    if (!rec || len < LT_WINDOW_HEADER || memcmp(rec, LT_WINDOW_MAGIC, 4) ||
+        rec[4] != LT_WINDOW_VERSION || rec[5] != LT_WINDOW_K)
         return 0;
     size_t size = lt_window_record_size(lt_load_le32(rec + 8), lt_load_le16(rec + 6));
     return size == len ? size : 0;
@@ -374,7 +378,8 @@ static int pure(const diff_table *t, uint32_t i, uint8_t f[16]) {
 }
 
 /* the sum of F over the listed digests, mod p */
-static unsigned __int128 sum_f(const uint8_t *rkf, int aesni, const uint8_t *d, size_t n, size_t dsize) {
+static unsigned __int128 sum_f(const uint8_t *rkf, int aesni, const uint8_t *d, size_t n,
+                               size_t dsize) {
     unsigned __int128 lo = 0;
     uint64_t hi = 0;
     uint8_t f[16];
@@ -387,8 +392,8 @@ static unsigned __int128 sum_f(const uint8_t *rkf, int aesni, const uint8_t *d, 
     return reduce(lo, hi);
 }
 
-static int peel(diff_table *t, uint32_t *stack, size_t cap, uint8_t *lo_out, size_t max_l, size_t *nl,
-                uint8_t *co_out, size_t max_c, size_t *nc) {
+static int peel(diff_table *t, uint32_t *stack, size_t cap, uint8_t *lo_out, size_t max_l,
+                size_t *nl, uint8_t *co_out, size_t max_c, size_t *nc) {
     size_t top = 0;
     for (uint32_t i = 0; i < t->cells; i++)
         if (t->cnt[i] == 1 || t->cnt[i] == -1)
@@ -423,9 +428,10 @@ static int peel(diff_table *t, uint32_t *stack, size_t cap, uint8_t *lo_out, siz
     return all_zero(t->xr, (size_t)t->cells * t->dsize);
 }
 
-int lt_window_decode(const uint8_t key_f[16], const uint8_t *ledger, const uint8_t *capture, size_t len,
-                     uint8_t *ledger_only, size_t max_ledger, size_t *n_ledger, uint8_t *capture_only,
-                     size_t max_capture, size_t *n_capture, int *complete) {
+int lt_window_decode(const uint8_t key_f[16], const uint8_t *ledger, const uint8_t *capture,
+                     size_t len, uint8_t *ledger_only, size_t max_ledger, size_t *n_ledger,
+                     uint8_t *capture_only, size_t max_capture, size_t *n_capture,
+                     int *complete) {
     if (!key_f || !n_ledger || !n_capture || !complete || !checked_size(ledger, len) ||
         !checked_size(capture, len) || memcmp(ledger + 6, capture + 6, 6) ||
         (max_ledger && !ledger_only) || (max_capture && !capture_only))
@@ -449,19 +455,23 @@ int lt_window_decode(const uint8_t key_f[16], const uint8_t *ledger, const uint8
     if (!t.cnt || !t.chk || !t.xr || !stack)
         goto done;
     for (uint32_t i = 0; i < t.cells; i++) {
-        const uint8_t *a = ledger + LT_WINDOW_HEADER + i * csize, *b = capture + LT_WINDOW_HEADER + i * csize;
+        const uint8_t *a = ledger + LT_WINDOW_HEADER + i * csize;
+        const uint8_t *b = capture + LT_WINDOW_HEADER + i * csize;
         t.cnt[i] = (int32_t)(lt_load_le32(a) - lt_load_le32(b));
         t.chk[i] = lt_load_le64(a + 4) ^ lt_load_le64(b + 4);
         for (size_t k = 0; k < t.dsize; k++)
             t.xr[(size_t)i * t.dsize + k] = a[12 + k] ^ b[12 + k];
     }
     rc = LT_OK;
-    if (!peel(&t, stack, cap, ledger_only, max_ledger, n_ledger, capture_only, max_capture, n_capture))
+    if (!peel(&t, stack, cap, ledger_only, max_ledger, n_ledger, capture_only, max_capture,
+              n_capture))
         goto done;
     /* exactness: the decoded sets must explain the frame counts and the hashes in full */
     unsigned __int128 p = ((unsigned __int128)P_HI << 64) | P_LO;
-    unsigned __int128 hl = ((unsigned __int128)lt_load_le64(ledger + 72) << 64) | lt_load_le64(ledger + 64);
-    unsigned __int128 hc = ((unsigned __int128)lt_load_le64(capture + 72) << 64) | lt_load_le64(capture + 64);
+    unsigned __int128 hl = ((unsigned __int128)lt_load_le64(ledger + 72) << 64) |
+                           lt_load_le64(ledger + 64);
+    unsigned __int128 hc = ((unsigned __int128)lt_load_le64(capture + 72) << 64) |
+                           lt_load_le64(capture + 64);
     unsigned __int128 sl = sum_f(rkf, t.aesni, ledger_only, *n_ledger, t.dsize);
     unsigned __int128 sc = sum_f(rkf, t.aesni, capture_only, *n_capture, t.dsize);
     if (hl >= p || hc >= p)
