@@ -19,7 +19,9 @@ from ledgertool.digest.window import WindowAccumulator, WindowKeys, cells_for_ca
 from ledgertool.source import open_source
 
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "scripts"))
 import window_spec  # noqa: E402
+from scale_bench import SPEC  # noqa: E402
 
 MASTER = bytes(range(32))
 LEDGER_ID = "0123456789abcdef0123456789abcdef"
@@ -88,11 +90,11 @@ def test_corpus_frames_give_identical_window_records(window_ns):
 @pytest.mark.parametrize("alg", ["siphash-1-3-128", "blake3-keyed-256"])
 def test_a_workload_gives_identical_window_records(tmp_path, alg):
     spec = tmp_path / "w.toml"
-    spec.write_text(WORKLOAD)
+    spec.write_text(SPEC.format(n=3000, a=2000, b=1000))
     recs = _records(f"workload:{spec}", alg)
     assert len(recs) == 3000
-    native, indep = _both(recs, alg, 100_000, 16, link="link=a")  # 0.1 ms windows: 30
-    assert len(native) == 30 and native == indep
+    native, indep = _both(recs, alg, 100, 16, link="link=a")  # 1.68 ns apart: 100 ns windows
+    assert len(native) == 51 and native == indep
 
 
 def test_late_frames_and_drops_follow_the_document():
@@ -111,23 +113,3 @@ def test_late_frames_and_drops_follow_the_document():
         (1000, 9, 2, 120, 17, 0),
         (1000, 20, 1, 60, 0, 0),
     ]
-
-
-WORKLOAD = """version = 1
-name = "windows"
-seed = 7
-start_ns = 1767225600000000000
-interframe_ps = 1000000
-
-[[flows]]
-name = "a-to-b"
-src_mac = "02:00:5e:00:00:0a"
-dst_mac = "02:00:5e:00:00:0b"
-src_ip = "192.0.2.100"
-dst_ip = "192.0.2.101"
-protocol = "udp"
-src_port = 1024
-dst_port = 1025
-frames = 3000
-size = 64
-"""
