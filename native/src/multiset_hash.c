@@ -243,6 +243,64 @@ TGT static void parts_aesni(const uint8_t rk[176], const uint8_t *recs, size_t n
 }
 #endif
 
+#if LT_X86_PATHS
+/* F of every record's digest, 16 bytes each into out (window.c's element map: the same PRF and
+ * the same eight-in-flight AES-NI rounds as the sum above). */
+TGT static void prf_aesni(const uint8_t rk[176], const uint8_t *recs, size_t n, size_t stride,
+                          size_t off, size_t dsize, uint8_t *out) {
+    __m128i k[11];
+    const uint8_t *at[BATCH];
+    for (int r = 0; r < 11; r++)
+        k[r] = _mm_loadu_si128((const __m128i *)(rk + 16 * r));
+    size_t i = 0;
+    for (; i + BATCH <= n; i += BATCH) {
+        for (int j = 0; j < BATCH; j++)
+            at[j] = recs + (i + (size_t)j) * stride + off;
+        __m128i b0 = _mm_setzero_si128(), b1 = b0, b2 = b0, b3 = b0;
+        __m128i b4 = b0, b5 = b0, b6 = b0, b7 = b0;
+        for (size_t kk = 0; kk < dsize; kk += 16) {
+            LOAD8(kk);
+            R8(_mm_xor_si128, k[0]);
+            for (int rr = 1; rr < 10; rr++)
+                R8(_mm_aesenc_si128, k[rr]);
+            R8(_mm_aesenclast_si128, k[10]);
+        }
+        __m128i *o = (__m128i *)(out + 16 * i);
+        _mm_storeu_si128(o, b0), _mm_storeu_si128(o + 1, b1), _mm_storeu_si128(o + 2, b2);
+        _mm_storeu_si128(o + 3, b3), _mm_storeu_si128(o + 4, b4), _mm_storeu_si128(o + 5, b5);
+        _mm_storeu_si128(o + 6, b6), _mm_storeu_si128(o + 7, b7);
+    }
+    for (; i < n; i++) {
+        const uint8_t *d = recs + i * stride + off;
+        __m128i b = _mm_setzero_si128();
+        for (size_t kk = 0; kk < dsize; kk += 16)
+            b = enc1(k, _mm_xor_si128(b, _mm_loadu_si128((const __m128i *)(d + kk))));
+        _mm_storeu_si128((__m128i *)(out + 16 * i), b);
+    }
+}
+#endif
+
+void lt_mset_prf(const uint8_t rk[176], const uint8_t *recs, size_t n, size_t stride, size_t off,
+                 size_t dsize, int aesni, uint8_t *out) {
+#if LT_X86_PATHS
+    if (aesni) {
+        prf_aesni(rk, recs, n, stride, off, dsize, out);
+        return;
+    }
+#endif
+    (void)aesni;
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *d = recs + i * stride + off;
+        uint8_t *b = out + 16 * i;
+        lt_aes128_encrypt_portable(rk, d, b);
+        for (size_t k = 16; k < dsize; k += 16) {
+            for (int j = 0; j < 16; j++)
+                b[j] ^= d[k + j];
+            lt_aes128_encrypt_portable(rk, b, b);
+        }
+    }
+}
+
 int lt_mset_accelerated(void) {
 #if LT_X86_PATHS
     return lt_cpu_has_aesni_pclmul();
