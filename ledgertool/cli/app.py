@@ -884,6 +884,9 @@ def query(
         "--trust", help="verifier.pub: verify signatures too before querying (without it only the keyless "
                         "checks run, and a warning says so).")] = None,
     checkpoint: Annotated[Optional[Path], typer.Option("--checkpoint", help="A checkpoint the ledger must extend.")] = None,
+    allow_files: Annotated[bool, typer.Option(
+        "--allow-files", help="Let the SQL read and write files and URLs (read_csv, COPY, ATTACH, "
+                              "extensions); without it the SQL sees only `records` and `seals`.")] = False,
     quiet: QuietOpt = False,
 ) -> None:
     """Verify a ledger, then run SQL (DuckDB) over the verified `records` and `seals` tables."""
@@ -904,7 +907,8 @@ def query(
     bundle = TrustBundle.load(trust) if trust is not None else None
     note = _read_input(checkpoint, "checkpoint") if checkpoint is not None else None
     with _shown(quiet, False) as progress:
-        res = run_query(location(ledger), sql, bundle, note, str(checkpoint), arrow=fmt == "parquet", progress=progress)
+        res = run_query(location(ledger), sql, bundle, note, str(checkpoint), arrow=fmt == "parquet",
+                        progress=progress, allow_files=allow_files)
     _unverified_warning(res.verification)
     if fmt == "parquet":
         import pyarrow.parquet as pq
