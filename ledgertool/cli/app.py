@@ -70,6 +70,9 @@ def _shown(quiet: bool, as_json: bool):
 
 
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr (shown only on a terminal).")]
+InsecureClusterOpt = Annotated[bool, typer.Option(
+    "--insecure-cluster", help="Accept a tcp:// scheduler: Dask's plain protocol, which anyone who reaches it "
+                               "can use to run code in its workers and read the tasks (docs/cluster.md).")]
 
 
 def _print_version(value: bool) -> None:
@@ -384,8 +387,10 @@ def verify(
     trust: Annotated[Path, typer.Option("--trust", help="verifier.pub trust bundle.")],
     checkpoint: Annotated[Optional[Path], typer.Option("--checkpoint", help="A checkpoint the ledger must extend.")] = None,
     cluster: Annotated[Optional[str], typer.Option(
-        "--cluster", help="Run the per-segment checks on a Dask cluster: tcp://HOST:PORT (a scheduler) or local:N "
-                          "(N worker processes here); needs ledgertool[cluster].")] = None,
+        "--cluster", help="Run the per-segment checks on a Dask cluster: tls://HOST:PORT (a scheduler), "
+                          "local:N (N worker processes here, TLS of their own) or, with --insecure-cluster, "
+                          "tcp://HOST:PORT; needs ledgertool[cluster].")] = None,
+    insecure_cluster: InsecureClusterOpt = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -399,7 +404,7 @@ def verify(
     ledgers = [location(d) for d in ledgers]
     bundle = TrustBundle.load(trust)
     note = _read_input(checkpoint, "checkpoint") if checkpoint is not None else None
-    with _segment_checker(cluster) as checker, _shown(quiet, as_json) as progress:
+    with _segment_checker(cluster, insecure_cluster) as checker, _shown(quiet, as_json) as progress:
         if len(ledgers) == 1:
             res = verify_ledger(ledgers[0], bundle, note, str(checkpoint), checker=checker, progress=progress)
         else:
@@ -430,20 +435,23 @@ def verify(
 
 
 @contextmanager
-def _segment_checker(address: str | None):
+def _segment_checker(address: str | None, insecure: bool = False):
     """None (the checks run here), or a checker on the Dask cluster at `address` for the run."""
     if address is None:
+        if insecure:
+            raise UsageError("--insecure-cluster goes with --cluster tcp://HOST:PORT")
         yield None
         return
-    with _cluster_client(address) as client:
+    with _cluster_client(address, insecure) as client:
         from ..verify.cluster import ClusterChecker
 
         yield ClusterChecker(client)
 
 
 @contextmanager
-def _cluster_client(address: str):
-    """A Dask client on the cluster at `address` (--cluster) for the run."""
+def _cluster_client(address: str, insecure: bool = False):
+    """A Dask client on the cluster at `address` (--cluster) for the run; a tcp:// scheduler only
+    with `insecure` (--insecure-cluster)."""
     try:
         from ..verify import cluster
     except ImportError as e:
@@ -451,7 +459,7 @@ def _cluster_client(address: str):
             raise
         raise UsageError("--cluster needs Dask, which is not installed: install ledgertool[cluster] "
                          "(pip install 'ledgertool[cluster]')") from None
-    with cluster.connect(cluster.parse_address(address)) as client:
+    with cluster.connect(cluster.parse_address(address, plain_tcp=insecure)) as client:
         yield client
 
 
@@ -692,8 +700,10 @@ def recompute(
     memory_limit: Annotated[str, typer.Option(help="DuckDB memory limit; larger sets spill to a temporary directory.")] = "4GB",
     workers: Annotated[int, typer.Option(help="Threads that digest each batch (0: every usable core); digests do not depend on it.", min=0)] = 0,
     cluster: Annotated[Optional[str], typer.Option(
-        "--cluster", help="With --ledger: digest, verify and reconcile on a Dask cluster: tcp://HOST:PORT (a "
-                          "scheduler) or local:N (N worker processes here); needs ledgertool[cluster].")] = None,
+        "--cluster", help="With --ledger: digest, verify and reconcile on a Dask cluster: tls://HOST:PORT (a "
+                          "scheduler), local:N (N worker processes here, TLS of their own) or, with "
+                          "--insecure-cluster, tcp://HOST:PORT; needs ledgertool[cluster].")] = None,
+    insecure_cluster: InsecureClusterOpt = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -703,11 +713,13 @@ def recompute(
     from ..reconcile.recompute import digests_to_parquet, reconcile
 
     dks = [DigestKey.load(k) for k in digest_key]
+    if insecure_cluster and cluster is None:
+        raise UsageError("--insecure-cluster goes with --cluster tcp://HOST:PORT")
     if pairs is not None:
         if sources or ledger is not None or link or checkpoint is not None or algorithm or strip or out_file:
             raise UsageError("--pairs FILE names every ledger, its captures, links and checkpoint: drop CAPTURE, "
                              "--ledger, --link, --checkpoint, --algorithm, --strip and --out")
-        _recompute_pairs(pairs, dks, trust, cluster, details, as_json, quiet, workers,
+        _recompute_pairs(pairs, dks, trust, cluster, insecure_cluster, details, as_json, quiet, workers,
                          dict(from_ns=_parse_time(from_time, "--from"), to_ns=_parse_time(to_time, "--to"),
                               tolerance_ns=_parse_tolerance(tolerance), memory_limit=memory_limit))
         return
@@ -753,7 +765,7 @@ def recompute(
     common = dict(trust=bundle, checkpoint=note, checkpoint_name=str(checkpoint), links=link, details=details,
                   memory_limit=memory_limit, **window)
     if cluster is not None:
-        with _cluster_client(cluster) as client:
+        with _cluster_client(cluster, insecure_cluster) as client:
             from ..reconcile.cluster import reconcile_on_cluster
 
             res = reconcile_on_cluster(client, source, ledger, dks, **common)
@@ -792,7 +804,7 @@ def _print_reconcile(res, ledger: str, source) -> None:
 PAIRS_IN_FLIGHT = 4  # recompute --pairs --cluster: pairs whose tasks share the cluster at once
 
 
-def _recompute_pairs(pairs_file: Path, dks: list, trust: Optional[Path], cluster: Optional[str],
+def _recompute_pairs(pairs_file: Path, dks: list, trust: Optional[Path], cluster: Optional[str], insecure: bool,
                      details: Optional[Path], as_json: bool, quiet: bool, workers: int, window: dict) -> None:
     """recompute --pairs: every pair as a single recompute of it, then the total (docs/cli.md)."""
     from functools import partial
@@ -804,7 +816,7 @@ def _recompute_pairs(pairs_file: Path, dks: list, trust: Optional[Path], cluster
     check_request(dks, window["from_ns"], window["to_ns"], None)  # (a bad window fails before any pair)
     plans = plan_pairs(read_pairs(pairs_file), dks, TrustBundle.load(trust) if trust is not None else None)
     if cluster is not None:
-        with _cluster_client(cluster) as client:
+        with _cluster_client(cluster, insecure) as client:
             from ..reconcile.cluster import reconcile_on_cluster
 
             # a few pairs in flight, so one pair's round trips overlap another's tasks (docs/cluster.md)
