@@ -272,7 +272,9 @@ def _append_only(res: VerifyResult, note, links: list[str]) -> dict:
 
 def _check_checkpoint(note, tree: LinkTree, sched: Schedule | None, res: VerifyResult, prefix: str) -> None:
     link = note.checkpoint.link
-    for f in check_extends(note, tree, sched.bundles if sched is not None else None):
+    cp = note.checkpoint
+    signers = sched.checkpoint_signers(link, cp.size) if sched is not None else (None, ())
+    for f in check_extends(note, tree, *signers):
         res.add(Problem(Kind(f.kind), None, prefix + f.detail, link))
 
 
