@@ -95,7 +95,7 @@ def test_local_cluster_speaks_tls():
 
 
 def test_plain_tcp_scheduler_needs_insecure_cluster(tmp_path, keydir, monkeypatch, capsys):
-    with pytest.raises(UsageError, match="--insecure-cluster"):
+    with pytest.raises(UsageError, match="plain_tcp on a network only you can reach"):
         with connect(parse_address("tcp://127.0.0.1:9")):
             pass
     code, out, err = run_inprocess(monkeypatch, capsys, "verify", tmp_path, "--trust", keydir / "verifier.pub",

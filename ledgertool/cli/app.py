@@ -24,6 +24,7 @@ from ..urls import location
 from .flags import cli_message
 from .progress import rate as _rate
 from .render import SafeConsole, printable, styled, table_console
+from .streams import OutputError, guard_streams, reserve_closed_descriptors, restore_streams
 
 app = typer.Typer(
     name="ledgertool",
@@ -125,11 +126,21 @@ def keys_rotate(
     from ..ledger.rotations import rotate_keys
 
     res = rotate_keys(ledger, SigningKey.load(old), SigningKey.load(new))
+    _rotation_in_force(res)
     if as_json:
         _emit_json({"ok": True, **res})
     else:
         starts = ", ".join(f"link {k} segment {v}" for k, v in sorted(res["effective_from"].items())) or "the next segment"
         out.print(f"rotation {res['number']} -> {res['path']}: the new key signs from {starts}")
+
+
+def _rotation_in_force(res: dict) -> None:
+    """Say that a written rotation is in force, whatever happens to its report: a warning when its
+    directory could not be flushed, and the state if stdout then fails (`_done`)."""
+    starts = ", ".join(f"link {k} segment {v}" for k, v in sorted(res["effective_from"].items())) or "the next segment"
+    _done(f"rotation {res['number']} is in force ({res['path']}: the new key applies from {starts})")
+    if res.get("warning"):
+        err.print(styled(("warning:", "yellow"), f" {res['warning']}"))
 
 
 @keys_app.command("rotate-digest")
@@ -146,6 +157,7 @@ def keys_rotate_digest(
 
     res = rotate_digest_key(ledger, SigningKey.load(signing_key), DigestKey.load(old_digest_key),
                             DigestKey.load(new_digest_key))
+    _rotation_in_force(res)
     if as_json:
         _emit_json({"ok": True, **res})
     else:
@@ -301,6 +313,8 @@ def capture(
     except KeyboardInterrupt:
         raise Interrupted(f"the open segment was not sealed; `ledgertool recover {ledger} --signing-key "
                           f"{signing_key}` seals it") from None
+    _done(f"{ledger}: the capture was sealed ({plural(res.frames, 'frame', fmt=',')} in "
+          f"{plural(len(res.segments), 'segment')}, its checkpoint signed)")
     for w in res.warnings:
         err.print(styled(("warning:", "yellow"), f" {w}"))
     if res.drops:
@@ -1129,19 +1143,47 @@ def _command():
 
 def main() -> None:
     """Console entry point: map errors to exit codes (0 ok, 1 discrepancy, 2 bad input/usage)."""
-    code = _run()
+    code = _run(reserve_closed_descriptors())
     # Leave without the interpreter's teardown: native pool threads (Arrow's, DuckDB's) that outlive
     # it can abort the process after a correct report ("terminate called without an active
     # exception", exit 134; apache/arrow#34314), and a script must be able to trust the exit code.
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except OSError:  # _run reported it (stdout) or there is nowhere to (stderr)
+            pass
     os._exit(code)
 
 
-def _run() -> int:
-    """Run the app; return the exit code. With --debug an error also prints its traceback."""
+def _done(text: str) -> None:
+    """What a command has done for good, said if its report then cannot be written (stdout full,
+    closed, a broken pipe): `text` names the state, e.g. the ledger sealed, a rotation in force."""
+    STATE["done"] = text
+
+
+def _run(closed: set[int] = frozenset()) -> int:
+    """Run the app; return the exit code. With --debug an error also prints its traceback.
+    Standard output and error are guarded for the run (cli/streams.py): an error writing the
+    report is one line and exit 2, an error writing stderr is dropped."""
+    STATE["done"] = None
+    saved = guard_streams(closed)
+    try:
+        return _run_guarded()
+    finally:
+        restore_streams(saved)
+
+
+def _run_guarded() -> int:
     try:
         rc = _command()(prog_name="ledgertool", standalone_mode=False)
+        sys.stdout.flush()  # a report that cannot be written fails here, not after the exit code
+    except OutputError as e:
+        done = STATE["done"]
+        err.print(f"ledgertool: error: standard output: cannot write the report: {e.strerror}; "
+                  + (f"{done}; only the report was lost" if done else "the report is incomplete"),
+                  markup=False, highlight=False, soft_wrap=True)
+        return 2
     except LedgerError as e:
         if STATE["debug"]:
             traceback.print_exc()

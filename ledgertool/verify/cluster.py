@@ -26,7 +26,7 @@ from distributed import CancelledError, Client, Future, KilledWorker, LocalClust
 from distributed import TimeoutError as DaskTimeoutError
 from distributed.security import Security
 
-from ..errors import ClusterError, LedgerFormatError, UsageError
+from ..errors import ClusterError, LedgerFormatError, Setting, UsageError
 from ..ledger.header import LedgerHeader
 from ..ledger.reader import LedgerReader, LinkListing
 from ..ledger.remote import ledger_reader
@@ -86,8 +86,8 @@ def scheduler_security(address: ClusterAddress) -> Security | None:
         if not address.plain_tcp:
             raise UsageError(f"{address.scheduler}: a tcp:// scheduler is Dask's plain protocol, which lets anyone who "
                              "reaches it run code in its workers and read the tasks (the digest key among them): "
-                             "use a tls:// scheduler with Dask's TLS configuration (docs/cluster.md), or "
-                             "--insecure-cluster on a network only you can reach")
+                             "use a tls:// scheduler with Dask's TLS configuration (docs/cluster.md), or ",
+                             Setting("plain_tcp"), " on a network only you can reach")
         return None
     sec = Security()
     if not (sec.tls_ca_file and sec.tls_client_cert):
