@@ -19,7 +19,10 @@ HOSTILE = {
 
 
 def _hostile_csv(path) -> None:
-    append_csv(path, [BenchRow("digest", "siphash-2-4-128", 64, 1, 1000, 0.001, time="2026-01-01T00:00:00Z")])
+    append_csv(
+        path,
+        [BenchRow("digest", "siphash-2-4-128", 64, 1, 1000, 0.001, time="2026-01-01T00:00:00Z")],
+    )
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
     rows[0].update(HOSTILE)
@@ -31,8 +34,17 @@ def _hostile_csv(path) -> None:
 
 def test_bench_markdown_from_csv_escapes_untrusted_fields(tmp_path, monkeypatch, capsys):
     _hostile_csv(tmp_path / "b.csv")
-    code, _, err = run_inprocess(monkeypatch, capsys, "bench", "--from-csv", tmp_path / "b.csv", "--markdown",
-                                 tmp_path / "b.md", "--html", tmp_path / "b.html")
+    code, _, err = run_inprocess(
+        monkeypatch,
+        capsys,
+        "bench",
+        "--from-csv",
+        tmp_path / "b.csv",
+        "--markdown",
+        tmp_path / "b.md",
+        "--html",
+        tmp_path / "b.html",
+    )
     assert code == 0, err
     md = (tmp_path / "b.md").read_text()
     lines = md.splitlines()
@@ -41,6 +53,7 @@ def test_bench_markdown_from_csv_escapes_untrusted_fields(tmp_path, monkeypatch,
     assert len(cells) == len(re.split(r"(?<!\\)\|", lines[0])[1:-1])  # nor a cell
     assert "<" not in md and ">" not in md
     from ledgertool.bench.rows import markdown_text
+
     assert "](" not in md.replace("\\](", "")  # no link or image syntax left
     assert cells[1].strip() == markdown_text(HOSTILE["algorithm"])
     assert "&amp;amp;" in cells[1]
@@ -49,8 +62,15 @@ def test_bench_markdown_from_csv_escapes_untrusted_fields(tmp_path, monkeypatch,
 
 def test_bench_html_dashboard_escapes_untrusted_fields(tmp_path, monkeypatch, capsys):
     _hostile_csv(tmp_path / "b.csv")
-    code, _, err = run_inprocess(monkeypatch, capsys, "bench", "--from-csv", tmp_path / "b.csv", "--html",
-                                 tmp_path / "b.html")
+    code, _, err = run_inprocess(
+        monkeypatch,
+        capsys,
+        "bench",
+        "--from-csv",
+        tmp_path / "b.csv",
+        "--html",
+        tmp_path / "b.html",
+    )
     assert code == 0, err
     page = (tmp_path / "b.html").read_text()
     for bad in ("<svg onload", "<script", "<img", "<b>bold", "onerror=alert(3)>"):

@@ -56,7 +56,8 @@ def attempt(what, fn):
     try:
         print(json.dumps({"what": what, "ran": True, "got": fn()}), flush=True)
     except BaseException as e:
-        print(json.dumps({"what": what, "ran": False, "got": f"{type(e).__name__}: {e}"}), flush=True)
+        got = f"{type(e).__name__}: {e}"
+        print(json.dumps({"what": what, "ran": False, "got": got}), flush=True)
 
 attempt("control scheduler", lambda: scheduler(control, None))
 for name, sec in (("no credentials", None), ("own certificate", own)):
@@ -67,18 +68,33 @@ for name, sec in (("no credentials", None), ("own certificate", own)):
 
 
 def test_other_local_user_cannot_run_code_in_a_local_cluster():
-    with LocalCluster(n_workers=1, processes=False, protocol="tcp://", host="127.0.0.1",
-                      dashboard_address=None, silence_logs=logging.ERROR) as control, \
-            connect(ClusterAddress(local_workers=1)) as client:
+    with (
+        LocalCluster(
+            n_workers=1,
+            processes=False,
+            protocol="tcp://",
+            host="127.0.0.1",
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        ) as control,
+        connect(ClusterAddress(local_workers=1)) as client,
+    ):
         client.wait_for_workers(1, timeout=60)
         target = client.scheduler.address
         workers = sorted(client.scheduler_info()["workers"])
         assert target.startswith("127.0.0.1") or "127.0.0.1" in target
-        r = subprocess.run([sys.executable, "-c", ATTACKER, control.scheduler_address, target, *workers],
-                           capture_output=True, text=True, timeout=240)
+        r = subprocess.run(
+            [sys.executable, "-c", ATTACKER, control.scheduler_address, target, *workers],
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
         assert client.run(lambda: 1)  # the verifier's own client still works
     got = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
-    assert got and got[0] == {"what": "control scheduler", "ran": True, "got": [0]}, (got, r.stderr[-2000:])
+    assert got and got[0] == {"what": "control scheduler", "ran": True, "got": [0]}, (
+        got,
+        r.stderr[-2000:],
+    )
     attacks = got[1:]
     assert len(attacks) == 2 * (1 + len(workers)), (got, r.stderr[-2000:])
     for a in attacks:
@@ -98,10 +114,20 @@ def test_plain_tcp_scheduler_needs_insecure_cluster(tmp_path, keydir, monkeypatc
     with pytest.raises(UsageError, match="plain_tcp on a network only you can reach"):
         with connect(parse_address("tcp://127.0.0.1:9")):
             pass
-    code, out, err = run_inprocess(monkeypatch, capsys, "verify", tmp_path, "--trust", keydir / "verifier.pub",
-                                   "--cluster", "tcp://127.0.0.1:9")
+    code, out, err = run_inprocess(
+        monkeypatch,
+        capsys,
+        "verify",
+        tmp_path,
+        "--trust",
+        keydir / "verifier.pub",
+        "--cluster",
+        "tcp://127.0.0.1:9",
+    )
     assert code == 2 and out == ""
-    assert err.startswith("ledgertool: error: tcp://127.0.0.1:9: a tcp:// scheduler is Dask's plain protocol")
+    assert err.startswith(
+        "ledgertool: error: tcp://127.0.0.1:9: a tcp:// scheduler is Dask's plain protocol"
+    )
     assert len(err.strip().splitlines()) == 1
     # with the flag it is tried (nothing listens on port 9: the connection error, not the refusal)
     monkeypatch.setattr("ledgertool.verify.cluster.CONNECT_TIMEOUT_S", 2)
@@ -113,13 +139,24 @@ def test_plain_tcp_scheduler_needs_insecure_cluster(tmp_path, keydir, monkeypatc
 def test_tls_scheduler_without_client_certificate_is_named(monkeypatch, capsys, tmp_path, keydir):
     import dask
 
-    with dask.config.set({"distributed.comm.tls.ca-file": None, "distributed.comm.tls.client.cert": None}):
-        with pytest.raises(UsageError, match="distributed.comm.tls.ca-file and distributed.comm.tls.client.cert"):
+    with dask.config.set(
+        {"distributed.comm.tls.ca-file": None, "distributed.comm.tls.client.cert": None}
+    ):
+        with pytest.raises(
+            UsageError, match="distributed.comm.tls.ca-file and distributed.comm.tls.client.cert"
+        ):
             with connect(parse_address("tls://127.0.0.1:9")):
                 pass
 
 
 def test_insecure_cluster_goes_with_cluster(tmp_path, keydir, monkeypatch, capsys):
-    code, out, err = run_inprocess(monkeypatch, capsys, "verify", tmp_path, "--trust", keydir / "verifier.pub",
-                                   "--insecure-cluster")
+    code, out, err = run_inprocess(
+        monkeypatch,
+        capsys,
+        "verify",
+        tmp_path,
+        "--trust",
+        keydir / "verifier.pub",
+        "--insecure-cluster",
+    )
     assert code == 2 and "--insecure-cluster goes with --cluster" in err

@@ -25,7 +25,9 @@ def _queries(tmp_path: Path, ledger: Path) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("what", ["read a file", "write a file", "glob the ledger's files"])
-def test_query_sql_cannot_touch_files_by_default(tmp_path, sample_ledger, what, monkeypatch, capsys):
+def test_query_sql_cannot_touch_files_by_default(
+    tmp_path, sample_ledger, what, monkeypatch, capsys
+):
     sql = _queries(tmp_path, sample_ledger)[what]
     code, out, err = run_inprocess(monkeypatch, capsys, "query", sample_ledger, sql, "--quiet")
     assert code == 2 and out == "", err
@@ -35,10 +37,21 @@ def test_query_sql_cannot_touch_files_by_default(tmp_path, sample_ledger, what, 
 
 
 @pytest.mark.parametrize("what", ["read a file", "write a file", "glob the ledger's files"])
-def test_query_allow_files_lets_the_sql_touch_files(tmp_path, sample_ledger, what, monkeypatch, capsys):
+def test_query_allow_files_lets_the_sql_touch_files(
+    tmp_path, sample_ledger, what, monkeypatch, capsys
+):
     sql = _queries(tmp_path, sample_ledger)[what]
-    code, out, err = run_inprocess(monkeypatch, capsys, "query", sample_ledger, sql, "--allow-files",
-                                   "--quiet", "--format", "csv")
+    code, out, err = run_inprocess(
+        monkeypatch,
+        capsys,
+        "query",
+        sample_ledger,
+        sql,
+        "--allow-files",
+        "--quiet",
+        "--format",
+        "csv",
+    )
     assert code == 0, err
     if what == "read a file":
         assert out.splitlines() == ["name", "prover-only"]
@@ -48,9 +61,14 @@ def test_query_allow_files_lets_the_sql_touch_files(tmp_path, sample_ledger, wha
         assert int(out.splitlines()[1]) > 3  # ledger.json, seals, records files
 
 
-@pytest.mark.parametrize("sql", ["SET enable_external_access = true",
-                                 "SET lock_configuration = false",
-                                 "RESET enable_external_access"])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SET enable_external_access = true",
+        "SET lock_configuration = false",
+        "RESET enable_external_access",
+    ],
+)
 def test_query_sql_cannot_turn_file_access_back_on(sample_ledger, sql):
     with pytest.raises(UsageError, match="configuration"):
         run_query(sample_ledger, sql)
@@ -58,6 +76,8 @@ def test_query_sql_cannot_turn_file_access_back_on(sample_ledger, sql):
 
 def test_query_without_files_still_answers_with_progress(sample_ledger):
     seen = []
-    res = run_query(sample_ledger, "SELECT count(*), sum(wire_len) FROM records", progress=seen.append)
+    res = run_query(
+        sample_ledger, "SELECT count(*), sum(wire_len) FROM records", progress=seen.append
+    )
     assert res.rows == [(294, 125445)]
     assert any(p.phase == "verify" for p in seen)

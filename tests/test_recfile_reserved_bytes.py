@@ -26,7 +26,9 @@ def test_reserved_header_byte_of_a_sealed_record_file_is_refused(sample_ledger, 
     assert rec.is_file()
     _poke(rec, offset, 0x01)
     res = verify_ledger(sample_ledger, load_keys(keydir)[2])
-    assert [(p.kind.value, p.segment) for p in res.problems] == [("records_unreadable", 1)], res.problems
+    assert [(p.kind.value, p.segment) for p in res.problems] == [("records_unreadable", 1)], (
+        res.problems
+    )
     assert f"reserved header byte {offset} is 0x01, not zero" in res.problems[0].detail
     raw = pa.py_buffer(rec.read_bytes())  # the in-memory walk (a ledger at a URL) too
     with pytest.raises(LedgerFormatError, match=f"reserved header byte {offset}"):

@@ -4,7 +4,6 @@ names but the store does not hold is the finding of a missing seal, not an error
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
@@ -22,8 +21,14 @@ from ledgertool.ledger.remote import FsspecLedgerReader  # noqa: E402
 def mem(tmp_path, keydir, request):
     dk, sk, _ = load_keys(keydir)
     local = tmp_path / "L"
-    capture_file(SAMPLES / "sample.pcap", local, digest_key=dk, signing_key=sk, segment_records=100,
-                 ledger_format=request.param)
+    capture_file(
+        SAMPLES / "sample.pcap",
+        local,
+        digest_key=dk,
+        signing_key=sk,
+        segment_records=100,
+        ledger_format=request.param,
+    )
     fs = fsspec.filesystem("memory")
     root = "/" + "".join(c if c.isalnum() else "_" for c in request.node.name)
     for f in sorted(p for p in local.rglob("*") if p.is_file()):
@@ -49,7 +54,9 @@ def test_remote_records_file_grown_past_its_seal_is_not_read_whole(mem, keydir, 
     res = verify_ledger(f"memory://{root.lstrip('/')}", load_keys(keydir)[2])
     assert asked and all(a is not None and a < 2 << 20 for a in asked), asked
     kinds = [(p.kind.value, p.segment) for p in res.problems]
-    assert kinds == [("records_unreadable" if version == 2 else "parquet_unreadable", 1)], res.problems
+    assert kinds == [("records_unreadable" if version == 2 else "parquet_unreadable", 1)], (
+        res.problems
+    )
     assert "larger than" in res.problems[0].detail
 
 

@@ -20,10 +20,26 @@ MAIN = "from ledgertool.cli.app import main; main()"
 
 
 def _capture(ledger, keydir, **streams) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", MAIN, "capture", str(SAMPLE), "--ledger", str(ledger),
-                           "--digest-key", str(keydir / "digest.key"), "--signing-key",
-                           str(keydir / "signing.key"), "--segment-records", "100"],
-                          text=True, timeout=120, **streams)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            MAIN,
+            "capture",
+            str(SAMPLE),
+            "--ledger",
+            str(ledger),
+            "--digest-key",
+            str(keydir / "digest.key"),
+            "--signing-key",
+            str(keydir / "signing.key"),
+            "--segment-records",
+            "100",
+        ],
+        text=True,
+        timeout=120,
+        **streams,
+    )
 
 
 def _sealed_completely(ledger, keydir) -> None:
@@ -36,8 +52,10 @@ def test_capture_report_to_a_full_stdout_says_the_ledger_was_sealed(tmp_path, ke
         r = _capture(tmp_path / "L", keydir, stdout=full, stderr=subprocess.PIPE)
     assert r.returncode == 2
     assert r.stderr.splitlines() == [
-        f"ledgertool: error: standard output: cannot write the report: No space left on device; {tmp_path / 'L'}: "
-        "the capture was sealed (294 frames in 3 segments, its checkpoint signed); only the report was lost"]
+        "ledgertool: error: standard output: cannot write the report: No space left on device; "
+        f"{tmp_path / 'L'}: the capture was sealed (294 frames in 3 segments, its checkpoint "
+        "signed); only the report was lost"
+    ]
     _sealed_completely(tmp_path / "L", keydir)
 
 
@@ -53,19 +71,25 @@ def _with_closed(fds: tuple[int, ...]):
     def close():
         for fd in fds:
             os.close(fd)
+
     return close
 
 
-@pytest.mark.parametrize("closed", [(1,), (1, 2)], ids=["stdout closed", "stdout and stderr closed"])
+@pytest.mark.parametrize(
+    "closed", [(1,), (1, 2)], ids=["stdout closed", "stdout and stderr closed"]
+)
 def test_capture_with_closed_standard_streams_exits_2_and_seals(tmp_path, keydir, closed):
     stderr = subprocess.PIPE if 2 not in closed else None
-    r = _capture(tmp_path / "L", keydir, stdout=None, stderr=stderr, preexec_fn=_with_closed(closed))
+    r = _capture(
+        tmp_path / "L", keydir, stdout=None, stderr=stderr, preexec_fn=_with_closed(closed)
+    )
     assert r.returncode == 2
     if stderr is not None:
         assert r.stderr.splitlines() == [
-            "ledgertool: error: standard output: cannot write the report: standard output is closed; "
-            f"{tmp_path / 'L'}: the capture was sealed (294 frames in 3 segments, its checkpoint signed); only "
-            "the report was lost"]
+            "ledgertool: error: standard output: cannot write the report: standard output is "
+            f"closed; {tmp_path / 'L'}: the capture was sealed (294 frames in 3 segments, its "
+            "checkpoint signed); only the report was lost"
+        ]
     _sealed_completely(tmp_path / "L", keydir)
     # a closed descriptor is never handed to a ledger file: nothing there holds stray output
     for p in (tmp_path / "L").rglob("*"):
@@ -76,11 +100,26 @@ def test_verify_report_into_a_broken_pipe_is_exit_2_not_a_discrepancy(sample_led
     r, w = os.pipe()
     os.close(r)
     try:
-        p = subprocess.run([sys.executable, "-c", MAIN, "verify", str(sample_ledger), "--trust",
-                            str(keydir / "verifier.pub")], stdout=w, stderr=subprocess.PIPE, text=True, timeout=120)
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                MAIN,
+                "verify",
+                str(sample_ledger),
+                "--trust",
+                str(keydir / "verifier.pub"),
+            ],
+            stdout=w,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
     finally:
         os.close(w)
     assert p.returncode == 2
-    assert p.stderr.splitlines()[-1] == ("ledgertool: error: standard output: cannot write the report: Broken pipe; "
-                                         "the report is incomplete")
+    assert p.stderr.splitlines()[-1] == (
+        "ledgertool: error: standard output: cannot write the report: Broken pipe; "
+        "the report is incomplete"
+    )
     assert "Traceback" not in p.stderr

@@ -29,12 +29,27 @@ def rotated(tmp_path, sample_ledger, keydir, monkeypatch, capsys):
     dk, old_key, trust = load_keys(keydir)
     before = (sample_ledger / "checkpoint").read_bytes()
     generate_keys(tmp_path / "k2")
-    code, out, err = run_inprocess(monkeypatch, capsys, "keys", "rotate", sample_ledger, "--old",
-                                   keydir / "signing.key", "--new", tmp_path / "k2" / "signing.key", "--json")
+    code, out, err = run_inprocess(
+        monkeypatch,
+        capsys,
+        "keys",
+        "rotate",
+        sample_ledger,
+        "--old",
+        keydir / "signing.key",
+        "--new",
+        tmp_path / "k2" / "signing.key",
+        "--json",
+    )
     assert code == 0, err
     assert json.loads(out)["effective_from"] == {"link0": 3}
-    capture_file(SAMPLES / "sample.pcapng", sample_ledger, digest_key=dk,
-                 signing_key=SigningKey.load(tmp_path / "k2" / "signing.key"), segment_records=100)
+    capture_file(
+        SAMPLES / "sample.pcapng",
+        sample_ledger,
+        digest_key=dk,
+        signing_key=SigningKey.load(tmp_path / "k2" / "signing.key"),
+        segment_records=100,
+    )
     cp = make_checkpoint(sample_ledger, load_ledger(sample_ledger), "link0")
     assert cp.size == 6
     forged = tmp_path / "retired.cp"
@@ -44,23 +59,48 @@ def rotated(tmp_path, sample_ledger, keydir, monkeypatch, capsys):
     return sample_ledger, trust, held, forged
 
 
-def test_retired_key_checkpoint_over_later_segments_is_a_verify_finding(rotated, keydir, monkeypatch, capsys):
+def test_retired_key_checkpoint_over_later_segments_is_a_verify_finding(
+    rotated, keydir, monkeypatch, capsys
+):
     ledger, trust, held, forged = rotated
     res = verify_ledger(ledger, trust, forged.read_bytes(), str(forged))
     assert [p.kind for p in res.problems] == ["checkpoint_bad_signature"]
-    assert "retired signing key (rotation 1 replaced it from segment 3 of link link0)" in res.problems[0].detail
+    assert (
+        "retired signing key (rotation 1 replaced it from segment 3 of link link0)"
+        in res.problems[0].detail
+    )
     assert "6 segments" in res.problems[0].detail
-    code, out, err = run_inprocess(monkeypatch, capsys, "verify", ledger, "--trust", keydir / "verifier.pub",
-                                   "--checkpoint", forged)
-    assert code == 1 and "checkpoint_bad_signature" in out + err and "retired signing key" in out + err
+    code, out, err = run_inprocess(
+        monkeypatch,
+        capsys,
+        "verify",
+        ledger,
+        "--trust",
+        keydir / "verifier.pub",
+        "--checkpoint",
+        forged,
+    )
+    assert (
+        code == 1 and "checkpoint_bad_signature" in out + err and "retired signing key" in out + err
+    )
 
 
-def test_retired_key_checkpoint_before_rotation_still_verifies(rotated, keydir, monkeypatch, capsys):
+def test_retired_key_checkpoint_before_rotation_still_verifies(
+    rotated, keydir, monkeypatch, capsys
+):
     ledger, trust, held, _ = rotated
     res = verify_ledger(ledger, trust, held.read_bytes(), str(held))
     assert res.ok and res.segments == 6, res.problems
-    code, _, err = run_inprocess(monkeypatch, capsys, "verify", ledger, "--trust", keydir / "verifier.pub",
-                                 "--checkpoint", held)
+    code, _, err = run_inprocess(
+        monkeypatch,
+        capsys,
+        "verify",
+        ledger,
+        "--trust",
+        keydir / "verifier.pub",
+        "--checkpoint",
+        held,
+    )
     assert code == 0, err
 
 
@@ -70,8 +110,17 @@ def test_retired_key_checkpoint_is_inconsistent(rotated, keydir, monkeypatch, ca
     assert not res.ok and res.reason.startswith("NEW: signed by a retired signing key")
     current = (ledger / "checkpoint").read_bytes()  # the new key's, over the same 6 segments
     assert check_consistency(held.read_bytes(), current, ledger, trust).ok
-    code, out, _ = run_inprocess(monkeypatch, capsys, "check-consistency", held, forged, "--ledger", ledger,
-                                 "--trust", keydir / "verifier.pub")
+    code, out, _ = run_inprocess(
+        monkeypatch,
+        capsys,
+        "check-consistency",
+        held,
+        forged,
+        "--ledger",
+        ledger,
+        "--trust",
+        keydir / "verifier.pub",
+    )
     assert code == 1 and out.startswith("INCONSISTENT: ") and "retired signing key" in out
 
 

@@ -22,18 +22,37 @@ from conftest import SAMPLES, load_keys
 
 
 def _rotate_args(ledger, keydir, new_dir, *extra):
-    return ("keys", "rotate", ledger, "--old", keydir / "signing.key", "--new", new_dir / "signing.key", *extra)
+    return (
+        "keys",
+        "rotate",
+        ledger,
+        "--old",
+        keydir / "signing.key",
+        "--new",
+        new_dir / "signing.key",
+        *extra,
+    )
 
 
 def _in_force(ledger, keydir, new_dir) -> bool:
-    """Which key the ledger takes now: True for the new one (the old is refused), False for the old."""
+    """Which key the ledger takes: True for the new one (the old is refused), False for the old."""
     dk = load_keys(keydir)[0]
     try:
-        capture_file(SAMPLES / "sample.pcap", ledger, digest_key=dk, signing_key=SigningKey.load(keydir / "signing.key"),
-                     segment_records=100)
+        capture_file(
+            SAMPLES / "sample.pcap",
+            ledger,
+            digest_key=dk,
+            signing_key=SigningKey.load(keydir / "signing.key"),
+            segment_records=100,
+        )
     except KeyFileError:
-        capture_file(SAMPLES / "sample.pcap", ledger, digest_key=dk,
-                     signing_key=SigningKey.load(new_dir / "signing.key"), segment_records=100)
+        capture_file(
+            SAMPLES / "sample.pcap",
+            ledger,
+            digest_key=dk,
+            signing_key=SigningKey.load(new_dir / "signing.key"),
+            segment_records=100,
+        )
         return True
     return False
 
@@ -63,29 +82,42 @@ def _fail_fsync(monkeypatch, *, directory: bool, after_rename: bool):
 
 
 @pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
-def test_rotation_whose_directory_flush_fails_says_it_is_in_force(sample_ledger, keydir, new_dir, monkeypatch,
-                                                                  capsys, as_json):
+def test_rotation_whose_directory_flush_fails_says_it_is_in_force(
+    sample_ledger, keydir, new_dir, monkeypatch, capsys, as_json
+):
     _fail_fsync(monkeypatch, directory=True, after_rename=True)
-    code, out, err = run_inprocess(monkeypatch, capsys, *_rotate_args(sample_ledger, keydir, new_dir,
-                                                                       *(["--json"] if as_json else [])))
+    code, out, err = run_inprocess(
+        monkeypatch,
+        capsys,
+        *_rotate_args(sample_ledger, keydir, new_dir, *(["--json"] if as_json else [])),
+    )
     monkeypatch.undo()
     assert code == 0, err
     statement = sample_ledger / "rotations" / "rotation-0001.json"
     assert statement.is_file()
-    assert f"{statement}: rotation 1 is in force (the statement is in place), but its directory could not be " \
-           "flushed (Input/output error)" in err
+    assert (
+        f"{statement}: rotation 1 is in force (the statement is in place), but its directory "
+        "could not be flushed (Input/output error)" in err
+    )
     if as_json:
         doc = json.loads(out)
-        assert doc["ok"] is True and doc["number"] == 1 and "rotation 1 is in force" in doc["warning"]
+        assert (
+            doc["ok"] is True and doc["number"] == 1 and "rotation 1 is in force" in doc["warning"]
+        )
     else:
-        assert out.startswith(f"rotation 1 -> {statement}: the new key signs from link link0 segment 3")
+        assert out.startswith(
+            f"rotation 1 -> {statement}: the new key signs from link link0 segment 3"
+        )
     assert _in_force(sample_ledger, keydir, new_dir)
 
 
-def test_rotation_whose_statement_fails_to_write_is_not_in_force(sample_ledger, keydir, new_dir, monkeypatch,
-                                                                 capsys):
+def test_rotation_whose_statement_fails_to_write_is_not_in_force(
+    sample_ledger, keydir, new_dir, monkeypatch, capsys
+):
     _fail_fsync(monkeypatch, directory=False, after_rename=False)
-    code, out, err = run_inprocess(monkeypatch, capsys, *_rotate_args(sample_ledger, keydir, new_dir))
+    code, out, err = run_inprocess(
+        monkeypatch, capsys, *_rotate_args(sample_ledger, keydir, new_dir)
+    )
     monkeypatch.undo()
     assert code == 2 and out == ""
     assert "cannot write rotation statement: Input/output error" in err
@@ -106,11 +138,14 @@ class _FullStdout:
         return False
 
 
-def test_rotation_whose_report_cannot_be_printed_says_it_is_in_force(sample_ledger, keydir, new_dir, monkeypatch,
-                                                                     capsys):
+def test_rotation_whose_report_cannot_be_printed_says_it_is_in_force(
+    sample_ledger, keydir, new_dir, monkeypatch, capsys
+):
     from ledgertool.cli.app import _run
 
-    monkeypatch.setattr(sys, "argv", ["ledgertool", *map(str, _rotate_args(sample_ledger, keydir, new_dir))])
+    monkeypatch.setattr(
+        sys, "argv", ["ledgertool", *map(str, _rotate_args(sample_ledger, keydir, new_dir))]
+    )
     monkeypatch.setattr(sys, "stdout", _FullStdout())
     code = _run()
     monkeypatch.undo()
@@ -118,6 +153,8 @@ def test_rotation_whose_report_cannot_be_printed_says_it_is_in_force(sample_ledg
     statement = sample_ledger / "rotations" / "rotation-0001.json"
     assert code == 2
     assert err.splitlines() == [
-        f"ledgertool: error: standard output: cannot write the report: No space left on device; rotation 1 is in "
-        f"force ({statement}: the new key applies from link link0 segment 3); only the report was lost"]
+        "ledgertool: error: standard output: cannot write the report: No space left on device; "
+        f"rotation 1 is in force ({statement}: the new key applies from link link0 segment 3); "
+        "only the report was lost"
+    ]
     assert _in_force(sample_ledger, keydir, new_dir)

@@ -177,7 +177,7 @@ def table_cells(r: BenchRow, rows: list[BenchRow]) -> list[str]:
 
 
 def markdown_table(rows: list[BenchRow]) -> str:
-    """The bench table as GitHub Markdown (docs/benchmarks.md); every cell is text (markdown_text)."""
+    """The bench table as GitHub Markdown (docs/benchmarks.md), cells as text (markdown_text)."""
     head = ["benchmark", "algorithm", "path", "size", "threads", "Mframes/s", "Gbit/s", "ns/frame", "cycles/frame",
             "cycles/B", *(f"cores {n}" for n, _ in LINE_RATES), "cv", "x Python"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

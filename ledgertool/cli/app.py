@@ -72,8 +72,9 @@ def _shown(quiet: bool, as_json: bool):
 
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr (shown only on a terminal).")]
 InsecureClusterOpt = Annotated[bool, typer.Option(
-    "--insecure-cluster", help="Accept a tcp:// scheduler: Dask's plain protocol, which anyone who reaches it "
-                               "can use to run code in its workers and read the tasks (docs/cluster.md).")]
+    "--insecure-cluster",
+    help="Accept a tcp:// scheduler: Dask's plain protocol, which anyone who reaches it can use to "
+         "run code in its workers and read the tasks (docs/cluster.md).")]
 
 
 def _print_version(value: bool) -> None:
@@ -137,8 +138,9 @@ def keys_rotate(
 def _rotation_in_force(res: dict) -> None:
     """Say that a written rotation is in force, whatever happens to its report: a warning when its
     directory could not be flushed, and the state if stdout then fails (`_done`)."""
-    starts = ", ".join(f"link {k} segment {v}" for k, v in sorted(res["effective_from"].items())) or "the next segment"
-    _done(f"rotation {res['number']} is in force ({res['path']}: the new key applies from {starts})")
+    starts = ", ".join(f"link {k} segment {v}" for k, v in sorted(res["effective_from"].items()))
+    _done(f"rotation {res['number']} is in force ({res['path']}: the new key applies from "
+          f"{starts or 'the next segment'})")
     if res.get("warning"):
         err.print(styled(("warning:", "yellow"), f" {res['warning']}"))
 
@@ -401,9 +403,10 @@ def verify(
     trust: Annotated[Path, typer.Option("--trust", help="verifier.pub trust bundle.")],
     checkpoint: Annotated[Optional[Path], typer.Option("--checkpoint", help="A checkpoint the ledger must extend.")] = None,
     cluster: Annotated[Optional[str], typer.Option(
-        "--cluster", help="Run the per-segment checks on a Dask cluster: tls://HOST:PORT (a scheduler), "
-                          "local:N (N worker processes here, TLS of their own) or, with --insecure-cluster, "
-                          "tcp://HOST:PORT; needs ledgertool[cluster].")] = None,
+        "--cluster",
+        help="Run the per-segment checks on a Dask cluster: tls://HOST:PORT (a scheduler), local:N "
+             "(N worker processes here, TLS of their own) or, with --insecure-cluster, "
+             "tcp://HOST:PORT; needs ledgertool[cluster].")] = None,
     insecure_cluster: InsecureClusterOpt = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
     quiet: QuietOpt = False,
@@ -714,9 +717,10 @@ def recompute(
     memory_limit: Annotated[str, typer.Option(help="DuckDB memory limit; larger sets spill to a temporary directory.")] = "4GB",
     workers: Annotated[int, typer.Option(help="Threads that digest each batch (0: every usable core); digests do not depend on it.", min=0)] = 0,
     cluster: Annotated[Optional[str], typer.Option(
-        "--cluster", help="With --ledger: digest, verify and reconcile on a Dask cluster: tls://HOST:PORT (a "
-                          "scheduler), local:N (N worker processes here, TLS of their own) or, with "
-                          "--insecure-cluster, tcp://HOST:PORT; needs ledgertool[cluster].")] = None,
+        "--cluster",
+        help="With --ledger: digest, verify and reconcile on a Dask cluster: tls://HOST:PORT (a "
+             "scheduler), local:N (N worker processes here, TLS of their own) or, with "
+             "--insecure-cluster, tcp://HOST:PORT; needs ledgertool[cluster].")] = None,
     insecure_cluster: InsecureClusterOpt = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
     quiet: QuietOpt = False,
@@ -733,7 +737,8 @@ def recompute(
         if sources or ledger is not None or link or checkpoint is not None or algorithm or strip or out_file:
             raise UsageError("--pairs FILE names every ledger, its captures, links and checkpoint: drop CAPTURE, "
                              "--ledger, --link, --checkpoint, --algorithm, --strip and --out")
-        _recompute_pairs(pairs, dks, trust, cluster, insecure_cluster, details, as_json, quiet, workers,
+        _recompute_pairs(pairs, dks, trust, cluster, insecure_cluster, details, as_json, quiet,
+                         workers,
                          dict(from_ns=_parse_time(from_time, "--from"), to_ns=_parse_time(to_time, "--to"),
                               tolerance_ns=_parse_tolerance(tolerance), memory_limit=memory_limit))
         return
@@ -818,8 +823,9 @@ def _print_reconcile(res, ledger: str, source) -> None:
 PAIRS_IN_FLIGHT = 4  # recompute --pairs --cluster: pairs whose tasks share the cluster at once
 
 
-def _recompute_pairs(pairs_file: Path, dks: list, trust: Optional[Path], cluster: Optional[str], insecure: bool,
-                     details: Optional[Path], as_json: bool, quiet: bool, workers: int, window: dict) -> None:
+def _recompute_pairs(pairs_file: Path, dks: list, trust: Optional[Path], cluster: Optional[str],
+                     insecure: bool, details: Optional[Path], as_json: bool, quiet: bool,
+                     workers: int, window: dict) -> None:
     """recompute --pairs: every pair as a single recompute of it, then the total (docs/cli.md)."""
     from functools import partial
 
@@ -911,8 +917,9 @@ def query(
                         "checks run, and a warning says so).")] = None,
     checkpoint: Annotated[Optional[Path], typer.Option("--checkpoint", help="A checkpoint the ledger must extend.")] = None,
     allow_files: Annotated[bool, typer.Option(
-        "--allow-files", help="Let the SQL read and write files and URLs (read_csv, COPY, ATTACH, "
-                              "extensions); without it the SQL sees only `records` and `seals`.")] = False,
+        "--allow-files",
+        help="Let the SQL read and write files and URLs (read_csv, COPY, ATTACH, extensions); "
+             "without it the SQL sees only `records` and `seals`.")] = False,
     quiet: QuietOpt = False,
 ) -> None:
     """Verify a ledger, then run SQL (DuckDB) over the verified `records` and `seals` tables."""
@@ -933,8 +940,8 @@ def query(
     bundle = TrustBundle.load(trust) if trust is not None else None
     note = _read_input(checkpoint, "checkpoint") if checkpoint is not None else None
     with _shown(quiet, False) as progress:
-        res = run_query(location(ledger), sql, bundle, note, str(checkpoint), arrow=fmt == "parquet",
-                        progress=progress, allow_files=allow_files)
+        res = run_query(location(ledger), sql, bundle, note, str(checkpoint),
+                        arrow=fmt == "parquet", progress=progress, allow_files=allow_files)
     _unverified_warning(res.verification)
     if fmt == "parquet":
         import pyarrow.parquet as pq

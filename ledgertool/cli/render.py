@@ -31,7 +31,7 @@ def printable(text: object) -> str:
     out = []
     for c in s:
         n = ord(c)
-        if 0xDC80 <= n <= 0xDCFF:  # a byte of a file name that is not UTF-8 (os.fsdecode): that byte
+        if 0xDC80 <= n <= 0xDCFF:  # a file name's byte that is not UTF-8 (os.fsdecode): that byte
             out.append(f"\\x{n - 0xDC00:02x}")
         elif unicodedata.category(c) in _HIDDEN or 0xD800 <= n <= 0xDFFF:
             out.append(f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}")

@@ -370,7 +370,8 @@ class LedgerReader:
         """The bytes of one segment file, by index and kind (read_regular's errors)."""
         return self._read_in_link(link, self.segment_path(link, index, kind), limit, f"segment {kind} file")
 
-    def open_record_file(self, link: str, index: int, limit: int | None = None) -> OpenRecordFile | pa.Buffer:
+    def open_record_file(self, link: str, index: int,
+                         limit: int | None = None) -> OpenRecordFile | pa.Buffer:
         """A segment's raw record file for ledgertool.ledger.recfile.parse_record_file: on local
         storage open (the caller closes it with `close_record_file`), else its bytes (never more
         than `limit`: LedgerFormatError); the errors of read_segment_file."""

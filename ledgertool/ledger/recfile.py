@@ -161,6 +161,7 @@ def check_reserved(head: bytes, path) -> None:
     walk hands its header here, so both read paths check it."""
     nonzero = next((i for i in range(RESERVED_OFFSET, HEADER_SIZE) if head[i]), None)
     if nonzero is not None:
-        raise LedgerFormatError(f"{path}: reserved header byte {nonzero} is {head[nonzero]:#04x}, not zero (bytes "
-                                f"{RESERVED_OFFSET}..{HEADER_SIZE - 1} are reserved); not a raw record file this "
-                                "version reads")
+        last = HEADER_SIZE - 1
+        raise LedgerFormatError(f"{path}: reserved header byte {nonzero} is {head[nonzero]:#04x}, "
+                                f"not zero (bytes {RESERVED_OFFSET}..{last} are reserved); not a "
+                                "raw record file this version reads")

@@ -87,16 +87,18 @@ def _write_statement(directory: Path, rotations: list[dict], doc: dict) -> tuple
         if not _in_place(directory, path, data):
             raise
         why = os.strerror(e.errno) if e.errno else str(e)
-        return path, (f"{path}: rotation {number} is in force (the statement is in place), but its directory "
-                      f"could not be flushed ({why}), so it may not survive a crash of this machine: keep "
-                      "both the old and the new signing key until the file system is healthy again")
+        return path, (f"{path}: rotation {number} is in force (the statement is in place), but "
+                      f"its directory could not be flushed ({why}), so it may not survive a crash "
+                      "of this machine: keep both the old and the new signing key until the file "
+                      "system is healthy again")
     return path, None
 
 
 def _in_place(directory: Path, path: Path, data: bytes) -> bool:
     """Whether `path` holds exactly `data` (what this writer just wrote, compared, not trusted)."""
     try:
-        return fsio.read_regular(path, len(data) + 1, root=directory, what="rotation statement") == data
+        got = fsio.read_regular(path, len(data) + 1, root=directory, what="rotation statement")
+        return got == data
     except LedgerError:
         return False
 

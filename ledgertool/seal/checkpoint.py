@@ -222,7 +222,8 @@ class RetiredKey:
     effective_from: int
 
 
-def verify_note(note: SignedNote, bundles: list[TrustBundle], retired: tuple[RetiredKey, ...] = ()) -> str | None:
+def verify_note(note: SignedNote, bundles: list[TrustBundle],
+                retired: tuple[RetiredKey, ...] = ()) -> str | None:
     """None when some trusted key set signed the note with every algorithm of its scheme;
     otherwise the reason. Signatures from unknown keys are ignored (signed-note rule); a known
     key whose signature fails rejects the note. `retired`: key sets left out of `bundles` because
@@ -234,9 +235,9 @@ def verify_note(note: SignedNote, bundles: list[TrustBundle], retired: tuple[Ret
     cp = note.checkpoint
     for r in retired:
         if _verify_note(note, [r.bundle]) is None:
-            return (f"signed by a retired signing key (rotation {r.rotation} replaced it from segment "
-                    f"{r.effective_from} of link {cp.link}), which cannot vouch for the checkpoint's "
-                    f"{plural(cp.size, 'segment')}")
+            return (f"signed by a retired signing key (rotation {r.rotation} replaced it from "
+                    f"segment {r.effective_from} of link {cp.link}), which cannot vouch for the "
+                    f"checkpoint's {plural(cp.size, 'segment')}")
     return reason
 
 

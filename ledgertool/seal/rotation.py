@@ -136,7 +136,8 @@ class Schedule:
     def bundles(self) -> list[TrustBundle]:
         return [e.bundle for e in self.epochs]
 
-    def checkpoint_signers(self, link: str, size: int) -> tuple[list[TrustBundle], tuple[RetiredKey, ...]]:
+    def checkpoint_signers(self, link: str,
+                           size: int) -> tuple[list[TrustBundle], tuple[RetiredKey, ...]]:
         """(the key sets that may sign a checkpoint of the first `size` segments of `link`, the
         retired ones that may not). A rotated key may have been compromised: from its rotation's
         `effective_from` on it vouches for nothing, so it may sign only a checkpoint that ends

@@ -111,7 +111,8 @@ def stream_reader(fd: int, head: bytes, path: str, name: str) -> "CaptureReader"
         pump.start()
     err = ffi.new("char[512]")
     out = ffi.new("lt_reader **")
-    st = lib.lt_reader_open_fd(fd, os.fsencode(name), head, len(head), out, err, 512)  # owns fd from here
+    # the name's own bytes, UTF-8 or not; the reader owns fd from here
+    st = lib.lt_reader_open_fd(fd, os.fsencode(name), head, len(head), out, err, 512)
     if st != lib.LT_OK:
         text = c_string(err)
         if pump is not None:

@@ -73,8 +73,9 @@ def parse_address(text: str, plain_tcp: bool = False) -> ClusterAddress:
         return ClusterAddress(local_workers=int(m.group(1)))
     if _TCP.fullmatch(text):
         return ClusterAddress(scheduler=text, plain_tcp=plain_tcp)
-    raise UsageError(f"cluster address {text!r} is neither tls://HOST:PORT or tcp://HOST:PORT (a Dask scheduler) "
-                     f"nor local:N (N worker processes on this machine, 1..{MAX_LOCAL_WORKERS})")
+    raise UsageError(f"cluster address {text!r} is neither tls://HOST:PORT or tcp://HOST:PORT (a "
+                     "Dask scheduler) nor local:N (N worker processes on this machine, "
+                     f"1..{MAX_LOCAL_WORKERS})")
 
 
 def scheduler_security(address: ClusterAddress) -> Security | None:
@@ -84,16 +85,17 @@ def scheduler_security(address: ClusterAddress) -> Security | None:
     digest subkey among them), and for tls:// without a client certificate configured."""
     if address.scheduler.startswith("tcp://"):
         if not address.plain_tcp:
-            raise UsageError(f"{address.scheduler}: a tcp:// scheduler is Dask's plain protocol, which lets anyone who "
-                             "reaches it run code in its workers and read the tasks (the digest key among them): "
-                             "use a tls:// scheduler with Dask's TLS configuration (docs/cluster.md), or ",
-                             Setting("plain_tcp"), " on a network only you can reach")
+            raise UsageError(
+                f"{address.scheduler}: a tcp:// scheduler is Dask's plain protocol, which lets "
+                "anyone who reaches it run code in its workers and read the tasks (the digest key "
+                "among them): use a tls:// scheduler with Dask's TLS configuration "
+                "(docs/cluster.md), or ", Setting("plain_tcp"), " on a network only you can reach")
         return None
     sec = Security()
     if not (sec.tls_ca_file and sec.tls_client_cert):
-        raise UsageError(f"{address.scheduler}: a tls:// scheduler needs Dask's TLS configuration on this machine: "
-                         f"{' and '.join(TLS_CONFIG)} (and .client.key unless the certificate file holds it; "
-                         "docs/cluster.md)")
+        raise UsageError(f"{address.scheduler}: a tls:// scheduler needs Dask's TLS configuration "
+                         f"on this machine: {' and '.join(TLS_CONFIG)} (and .client.key unless "
+                         "the certificate file holds it; docs/cluster.md)")
     return sec
 
 

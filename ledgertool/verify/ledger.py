@@ -398,9 +398,9 @@ def check_segment(reader: LedgerReader, listing: LinkListing, place: SegmentPlac
             raise
         # listed, then gone (an object store's listing, or a file removed since): the segment
         # has no seal, as when its seal was never listed
-        return SegmentCheck(SealCheck(index, None, (place.problem(
-            Kind.SEGMENT_MISSING, f"segment {index} has no seal: {reader.segment_path(link, index, SEAL)} was "
-                                  "listed but is not there"),)))
+        gone = reader.segment_path(link, index, SEAL)
+        why = f"segment {index} has no seal: {gone} was listed but is not there"
+        return SegmentCheck(SealCheck(index, None, (place.problem(Kind.SEGMENT_MISSING, why),)))
     seal = check_seal(raw, place)
     if not seal.reads_parquet:
         return SegmentCheck(seal)
@@ -425,9 +425,10 @@ PARQUET_SLACK = 1 << 20
 
 def records_file_limit(seal: SealCheck) -> int | None:
     """The most bytes a sealed segment's records file can hold, from what its seal signs: a v1
-    seal's `parquet_bytes` (and PARQUET_SLACK); else the raw record file of its records (header, and per block at
-    most a 4-byte count and a 32-byte MAC per record), or a Parquet file of them. The read stops
-    there (a file larger than its seal allows is a finding, never read whole into memory)."""
+    seal's `parquet_bytes` (and PARQUET_SLACK); else the raw record file of its records (header,
+    and per block at most a 4-byte count and a 32-byte MAC per record), or a Parquet file of
+    them. The read stops there (a file larger than its seal allows is a finding, never read whole
+    into memory)."""
     if not seal.v2:  # (a little over the signed size: a longer file is still its size finding)
         size = seal.doc.get("parquet_bytes")
         return size + PARQUET_SLACK if type(size) is int and size >= 0 else None
@@ -446,7 +447,8 @@ def _read_records(reader: LedgerReader, listing: LinkListing, link: str, index: 
     rec = _read_file(reader, listing, link, index, RECORDS, limit)
     if not rec.missing:
         return replace(rec, leftover=listing.has(index, PARQUET))
-    got = _read_file(reader, listing, link, index, PARQUET, limit)  # compacted (perhaps since the listing)
+    # compacted (perhaps since the listing)
+    got = _read_file(reader, listing, link, index, PARQUET, limit)
     if not got.missing:
         return got
     if reader.exists(link, index, OPEN, follow_symlinks=False):
