@@ -67,6 +67,18 @@ _KEY_ID = re.compile(r"[0-9a-f]{32}")
 Progress = Callable[[int, int, int], None]  # (frames so far, bytes so far, records sealed so far)
 
 
+def signed_source_name(source, live: bool = False) -> str:
+    """What each seal's `source` signs for a capture file or a workload spec: its name without
+    directory (`workload:SPEC.toml` for a spec), so that an operator's paths never enter signed,
+    never-rewritten evidence; a name's bytes that are not UTF-8 as `\\xNN` (a seal is UTF-8
+    JSON). A live source is its interface (`iface:eth0`) as given."""
+    text = str(source)
+    if not live:
+        prefix = "workload:" if is_workload(text) else ""
+        text = prefix + Path(text[len(prefix):]).name
+    return os.fsencode(text).decode("utf-8", "backslashreplace")
+
+
 @dataclass(frozen=True)
 class CaptureStatus:
     """A snapshot for live displays (`monitor` callback of capture_file)."""
@@ -410,12 +422,8 @@ class CaptureRun:
         if opts.device_state is not None:
             self.marks = self._held.enter_context(opts.device_state.ledger(self.ledger.ledger_id))
         self._recover()
-        if self.records_source:
-            source_name = seal_source_name(self.source)
-        elif self.live_source or is_workload(self.source):
-            source_name = str(self.source)
-        else:
-            source_name = Path(self.source).name
+        source_name = seal_source_name(self.source) if self.records_source else \
+            signed_source_name(self.source, live=self.live_source)
         self.writer = LinkWriter.open(self.ledger_dir, self.ledger, opts.link, self.signing_key, source=source_name,
                                       segment_records=opts.segment_records, segment_seconds=opts.segment_seconds,
                                       marks=self.marks)

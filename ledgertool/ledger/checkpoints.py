@@ -123,7 +123,8 @@ def check_consistency(old_data: bytes, new_data: bytes, directory: Path, trust: 
         return ConsistencyResult(ok, old.checkpoint, new.checkpoint, proof, reason)
 
     for name, note in ((old_name, old), (new_name, new)):
-        reason = verify_note(note, sched.bundles)
+        cp = note.checkpoint
+        reason = verify_note(note, *sched.checkpoint_signers(cp.link, cp.size))
         if reason:
             return result(False, [], f"{name}: {reason}")
     if old.checkpoint.origin != new.checkpoint.origin:

@@ -237,17 +237,23 @@ class LedgerReader:
         """The bytes of a file a writer may be appending to (an open segment): read to its end."""
         return fsio.read_regular(path, what=what)
 
-    def _open_records(self, path, what: str, dir_fd: int | None = None) -> OpenRecordFile | pa.Buffer:
+    def _open_records(self, path, what: str, dir_fd: int | None = None,
+                      limit: int | None = None) -> OpenRecordFile | pa.Buffer:
         """A raw record file for parse_record_file: open (read_arrow_buffer's rules), mapped by the
         walk instead of read into a buffer. `dir_fd`: its link's directory, held by
-        holding_link: the file is then opened by name relative to it."""
+        holding_link: the file is then opened by name relative to it. LedgerFormatError when it
+        is larger than `limit`."""
         fd = (fsio.open_regular(path, root=self.directory, what=what) if dir_fd is None
               else fsio.open_regular(path, what=what, dir_fd=dir_fd))
         try:
-            return OpenRecordFile(fd, os.fstat(fd).st_size)
+            size = os.fstat(fd).st_size
         except OSError as e:
             os.close(fd)
             raise fsio.storage_error(e, path, f"read {what}") from None
+        if limit is not None and size > limit:
+            os.close(fd)
+            raise LedgerFormatError(f"{path}: {size} bytes, larger than its seal allows ({limit})")
+        return OpenRecordFile(fd, size)
 
     def _check_dir(self, path) -> None:
         fsio.check_dir(path, self.directory)  # a link or file there is refused, not followed
@@ -367,14 +373,15 @@ class LedgerReader:
         """The bytes of one segment file, by index and kind (read_arrow_buffer's errors)."""
         return self._read_in_link(link, self.segment_path(link, index, kind), limit, f"segment {kind} file")
 
-    def open_record_file(self, link: str, index: int) -> OpenRecordFile | pa.Buffer:
+    def open_record_file(self, link: str, index: int,
+                         limit: int | None = None) -> OpenRecordFile | pa.Buffer:
         """A segment's raw record file for ledgertool.ledger.recfile.parse_record_file: on local
-        storage open (the caller closes it with `close_record_file`), else its bytes; the errors of
-        read_segment_file."""
+        storage open (the caller closes it with `close_record_file`), else its bytes (never more
+        than `limit`: LedgerFormatError); the errors of read_segment_file."""
         path, what = self.segment_path(link, index, RECORDS), f"segment {RECORDS} file"
         # one place opens every record file (held directory or not): a test stands in for the
         # storage holder there
-        return self._open_records(path, what, self._held.get(link))
+        return self._open_records(path, what, self._held.get(link), limit)
 
     @staticmethod
     def close_record_file(source: OpenRecordFile | pa.Buffer | None) -> None:

@@ -25,7 +25,7 @@ from .._binding import ffi, lib
 from ..digest.record import RecordSink
 from ..errors import LedgerFormatError
 from .reader import OpenRecordFile
-from .segment import HEADER_SIZE, SegmentHeader
+from .segment import HEADER_SIZE, RESERVED_OFFSET, SegmentHeader
 
 _WHY = {
     lib.LT_REC_HEADER_CUT: "file cut inside its {size}-byte header",
@@ -129,6 +129,7 @@ def parse_record_file(raw: pa.Buffer | bytes | OpenRecordFile, path: Path | str,
     if header.version != 2:
         raise LedgerFormatError(f"{path}: a v{header.version} segment header (byte 0); a raw record file has a "
                                 "v2 one")
+    check_reserved(head, path)
     if rc == lib.LT_ERR_CORRUPT:
         raise LedgerFormatError(f"{path}: " + _WHY[info.error].format(
             size=HEADER_SIZE, block=info.blocks, offset=info.error_offset, count=info.error_count,
@@ -152,3 +153,15 @@ def parse_record_file(raw: pa.Buffer | bytes | OpenRecordFile, path: Path | str,
                         bool(info.seq_contiguous))
     return RecordFile(header, out.slice(0, count * record_size) if out is not None else None, count, int(info.blocks),
                       bytes(ffi.buffer(leaves, n_leaves * 32)), facts)
+
+
+def check_reserved(head: bytes, path) -> None:
+    """LedgerFormatError when a sealed segment's header has a non-zero reserved byte (bytes
+    168..255, docs/ledger-format.md): a reader refuses what it does not understand. The native
+    walk hands its header here, so both read paths check it."""
+    nonzero = next((i for i in range(RESERVED_OFFSET, HEADER_SIZE) if head[i]), None)
+    if nonzero is not None:
+        last = HEADER_SIZE - 1
+        raise LedgerFormatError(f"{path}: reserved header byte {nonzero} is {head[nonzero]:#04x}, "
+                                f"not zero (bytes {RESERVED_OFFSET}..{last} are reserved); not a "
+                                "raw record file this version reads")

@@ -45,6 +45,7 @@ _HEADER = struct.Struct("<8sHHHH16sIIQ16s32s32s16sq")
 _MAC_KEY_ID = struct.Struct("<16s")
 MAC_KEY_ID_OFFSET = _HEADER.size
 assert MAC_KEY_ID_OFFSET + _MAC_KEY_ID.size <= HEADER_SIZE
+RESERVED_OFFSET = MAC_KEY_ID_OFFSET + _MAC_KEY_ID.size  # v2: bytes 168..255, zero
 _BLOCK_COUNT = struct.Struct("<I")
 BLOCK_PREFIX = _BLOCK_COUNT.size
 #: records per v2 block at most: an append is split into blocks this size, so a torn block loses
