@@ -96,7 +96,7 @@ def test_capture_with_closed_standard_streams_exits_2_and_seals(tmp_path, keydir
         assert not p.is_file() or b"captured 294 frames" not in p.read_bytes(), p
 
 
-def test_verify_report_into_a_broken_pipe_is_exit_2_not_a_discrepancy(sample_ledger, keydir):
+def test_verify_report_into_a_broken_pipe_is_a_silent_exit_2_not_a_discrepancy(sample_ledger, keydir):
     r, w = os.pipe()
     os.close(r)
     try:
@@ -118,8 +118,6 @@ def test_verify_report_into_a_broken_pipe_is_exit_2_not_a_discrepancy(sample_led
     finally:
         os.close(w)
     assert p.returncode == 2
-    assert p.stderr.splitlines()[-1] == (
-        "ledgertool: error: standard output: cannot write the report: Broken pipe; "
-        "the report is incomplete"
-    )
+    # the reader left on purpose (`| head`): no error line (verify's own notes may still be there)
+    assert "error" not in p.stderr and "Broken pipe" not in p.stderr
     assert "Traceback" not in p.stderr

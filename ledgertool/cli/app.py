@@ -7,6 +7,7 @@ Every LedgerError is caught once in `main` and becomes a one-line message and an
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -1200,6 +1201,8 @@ def _run_guarded() -> int:
         sys.stdout.flush()  # a report that cannot be written fails here, not after the exit code
     except OutputError as e:
         done = STATE["done"]
+        if e.errno == errno.EPIPE:
+            return 2  # the reader left (`| head`): silent, as every Unix tool is; exit 2, no verdict
         err.print(f"ledgertool: error: standard output: cannot write the report: {e.strerror}; "
                   + (f"{done}; only the report was lost" if done else "the report is incomplete"),
                   markup=False, highlight=False, soft_wrap=True)
