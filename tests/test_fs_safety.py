@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SAMPLES, load_keys, run_cli
+from loop_ext4 import cut_image, ext4_on_loop
 
 from ledgertool import fsio
 from ledgertool.bench.measure import write_synthetic_pcap
@@ -455,38 +456,11 @@ def test_item14_read_only_ledger(tmpfs, keydir, tmp_path):
 
 @pytest.fixture()
 def loop_ext4(tmp_path):
-    """An ext4 file system on a loop device over a 64 MiB image on a tmpfs; yields (mount point,
-    resize(bytes)): shrinking the image under the mounted file system makes every write past the
-    new end fail in the block layer, so write-back and fsync(2) report EIO for real."""
-    back, mnt = tmp_path / "back", tmp_path / "ext4"
-    back.mkdir()
-    mnt.mkdir()
-    if not IS_ROOT or not shutil.which("losetup") or not shutil.which("mkfs.ext4"):
-        pytest.skip("needs root, losetup and mkfs.ext4")
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=80m", "tmpfs", str(back)], capture_output=True).returncode:
-        pytest.skip("cannot mount tmpfs")
-    img = back / "img"
-    dev = None
-    try:
-        subprocess.run(["truncate", "-s", "64M", str(img)], check=True)
-        subprocess.run(["mkfs.ext4", "-q", "-F", "-O", "^has_journal", str(img)], check=True)
-        loop = subprocess.run(["losetup", "-f", "--show", str(img)], capture_output=True, text=True)
-        if loop.returncode:
-            pytest.skip(f"no loop device here: {loop.stderr.strip()}")
-        dev = loop.stdout.strip()
-        if subprocess.run(["mount", dev, str(mnt)], capture_output=True).returncode:
-            pytest.skip("cannot mount the ext4 image")
-
-        def resize(size: int) -> None:
-            os.sync()
-            os.truncate(img, size)
-            subprocess.run(["losetup", "-c", dev], check=True)
-        yield mnt, resize
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
-        if dev:
-            subprocess.run(["losetup", "-d", dev], check=False)
-        subprocess.run(["umount", "-l", str(back)], check=False)
+    """(mount point, resize(bytes)) of an ext4 on a loop device (tests/loop_ext4.py): shrinking the
+    image under the mounted file system makes every write past the new end fail in the block
+    layer, so write-back and fsync(2) report EIO for real."""
+    with ext4_on_loop(tmp_path) as (mnt, img, dev):
+        yield mnt, lambda size: cut_image(img, dev, size)
 
 
 def test_item14_eio_is_one_line_naming_the_file_and_nothing_is_lost(loop_ext4, big_pcap, keydir):

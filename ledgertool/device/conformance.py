@@ -4,9 +4,11 @@ kit (pcaps crafted with scapy, vectors, the golden ledger) is ledgertool.device.
 `check_records` compares the records a device produced for a capture with the records ledgertool
 computes (the engine `capture` runs, sequence numbers from 0), byte for byte, and explains the
 first differing frames: which fields differ, a scapy dissection, the range ledgertool hashes, and
-the byte range (if any, near the expected one or another strip mode's) whose digest is the
-device's, which names an off-by-one in strip offsets at once; no such range points at the key,
-algorithm or digest code instead.
+the byte range (if any: another strip mode's, the expected one run to the end of the captured
+frame, or one near the expected one) whose digest is the device's, which names an off-by-one in
+strip offsets or hashed Ethernet padding at once. No such range points at the key, algorithm or
+digest code instead, unless other records match: a record matches only with the right key and
+algorithm, so then the note says the key is right and these frames are hashed differently.
 """
 
 from __future__ import annotations
@@ -235,12 +237,12 @@ def check_records(capture: str | os.PathLike[str], records_file: str | os.PathLi
             report[i] = (None, f.read(rs))
     if note:
         res.warnings.append(note)
-    res.first_differences = _explain(capture, report, alg, subkey, strip)
+    res.first_differences = _explain(capture, report, alg, subkey, strip, res.matched)
     return res
 
 
 def _explain(capture, report: dict[int, tuple[bytes | None, bytes | None]], alg: Algorithm, subkey: bytes,
-             strip: str) -> list[Difference]:
+             strip: str, matched: int = 0) -> list[Difference]:
     if not report:
         return []
     wanted = {i for i, (mine, theirs) in report.items() if mine is not None and theirs is not None}
@@ -269,16 +271,19 @@ def _explain(capture, report: dict[int, tuple[bytes | None, bytes | None]], alg:
         rng = strip_range(fr.data, fr.linktype, strip, fr.wire_len)
         d.expected_range = (rng.offset, rng.end)
         if "digest" in d.fields:
-            d.device_range, d.device_range_note = _find_device_range(fr.data, fr.linktype, fr.wire_len, rng,
-                                                                     dev.digest, alg, subkey, strip)
+            d.device_range, d.device_range_note = _find_device_range(
+                fr.data, fr.linktype, fr.wire_len, rng, dev.digest, alg, subkey, strip, matched)
         out.append(d)
     return out
 
 
 def _find_device_range(frame: bytes, linktype: int, wire_len: int, rng, digest: bytes, alg: Algorithm, subkey: bytes,
-                       strip: str) -> tuple[tuple[int, int] | None, str]:
+                       strip: str, matched: int = 0) -> tuple[tuple[int, int] | None, str]:
     """The byte range of ``frame`` whose digest under ``subkey`` is the device's: another strip mode's
-    range first, then ranges within `SEARCH` bytes of the expected start and end (closest first)."""
+    range first, then the expected start to the end of the captured frame (Ethernet padding or a
+    trailer hashed: any number of bytes past the end), then ranges within `SEARCH` bytes of the
+    expected start and end (closest first). ``matched``: records of the same check that matched
+    (then the key and algorithm are not what is wrong)."""
     for mode in STRIPS:
         if mode == strip:
             continue
@@ -286,6 +291,11 @@ def _find_device_range(frame: bytes, linktype: int, wire_len: int, rng, digest: 
         if (other.offset, other.end) != (rng.offset, rng.end) and \
                 digest_one(alg, subkey, frame[other.offset:other.end]) == digest:
             return (other.offset, other.end), f"the device hashed strip {mode}'s range [{other.offset}, {other.end})"
+    if rng.end < len(frame) and digest_one(alg, subkey, frame[rng.offset:]) == digest:
+        return (rng.offset, len(frame)), (
+            f"the device hashed [{rng.offset}, {len(frame)}), to the end of the captured frame, "
+            f"instead of [{rng.offset}, {rng.end}): the {len(frame) - rng.end} bytes after the "
+            f"packet's end (Ethernet padding or a trailer) are not hashed in strip {strip}")
     shifts = sorted(((ds, de) for ds in range(-SEARCH, SEARCH + 1) for de in range(-SEARCH, SEARCH + 1)
                      if (ds, de) != (0, 0)), key=lambda t: (abs(t[0]) + abs(t[1]), t))
     for ds, de in shifts:
@@ -294,6 +304,12 @@ def _find_device_range(frame: bytes, linktype: int, wire_len: int, rng, digest: 
             parts = [f"start {ds:+d}" if ds else "", f"end {de:+d}" if de else ""]
             return (a, b), (f"the device hashed [{a}, {b}) instead of [{rng.offset}, {rng.end}) "
                             f"({', '.join(p for p in parts if p)})")
-    return None, (f"no byte range within {SEARCH} bytes of [{rng.offset}, {rng.end}) and no other strip mode's "
-                  "range gives the device's digest under this key: look at the key, the algorithm and the digest "
-                  "code rather than the strip offsets")
+    none = (f"no byte range within {SEARCH} bytes of [{rng.offset}, {rng.end}), to the end of the "
+            "frame, or of another strip mode gives the device's digest under this key")
+    if matched:
+        return None, (f"{none}; yet {matched} other record(s) match under this key and algorithm, "
+                      "so neither is wrong: the device hashes frames like this one differently "
+                      "(compare its dissection with those that match)")
+    return None, (f"{none}: look at the key, the algorithm and the digest code rather than the "
+                  "strip offsets")
+

@@ -62,8 +62,9 @@ MAX_LEDGER_FILE_BYTES = 1 << 16  # ledger.json is a few hundred bytes
 @dataclass(frozen=True)
 class OpenRecordFile:
     """A raw record file open for reading: `fd` (opened by the ledger reader's rules; its opener
-    closes it) and `size`, its length in bytes when fstat'd at open. ledgertool.ledger.recfile.parse_record_file maps it for
-    the walk only, so no read(2) copy is made and no map outlives the call."""
+    closes it) and `size`, its length in bytes when fstat'd at open.
+    ledgertool.ledger.recfile.parse_record_file reads it with pread(2) straight into the records'
+    copy (or the walk's stage): no whole-file buffer, and no map a failing disk could hang."""
 
     fd: int
     size: int
@@ -239,8 +240,8 @@ class LedgerReader:
 
     def _open_records(self, path, what: str, dir_fd: int | None = None,
                       limit: int | None = None) -> OpenRecordFile | pa.Buffer:
-        """A raw record file for parse_record_file: open (read_arrow_buffer's rules), mapped by the
-        walk instead of read into a buffer. `dir_fd`: its link's directory, held by
+        """A raw record file for parse_record_file: open (read_arrow_buffer's rules), read by the
+        walk instead of into a buffer here. `dir_fd`: its link's directory, held by
         holding_link: the file is then opened by name relative to it. LedgerFormatError when it
         is larger than `limit`."""
         fd = (fsio.open_regular(path, root=self.directory, what=what) if dir_fd is None

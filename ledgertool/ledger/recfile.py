@@ -7,8 +7,9 @@ are ignored here (a verifier has no key, and nothing in them is signed).
 
 The block walk, the copy into one contiguous record buffer and the leaf hashes are one native
 call (lt_rec_records, bounded: every count in 1..65536, every block whole, no trailing byte); a
-local file is walked in a map that lives for that call only (lt_rec_file, under the SIGBUS guard:
-a file the storage holder truncates meanwhile is a LedgerFormatError naming the byte).
+local file is read by that call with pread(2), never mapped (lt_rec_file): a file the storage holder
+truncates meanwhile is a LedgerFormatError naming the byte, and a read the disk fails (EIO) a
+StorageError naming the file and the byte, where a map of it could wait in the kernel for ever.
 """
 
 from __future__ import annotations
@@ -64,9 +65,9 @@ class RecordFile:
 def parse_record_file(raw: pa.Buffer | bytes | OpenRecordFile, path: Path | str, record_size: int,
                       leaf_records: int, first_seq: int = 0, *, keep_records: bool = True,
                       into: RecordSink | None = None, ahead: int = 0) -> RecordFile:
-    """The raw record file in `raw` (the bytes of the file at `path`, or that file open: then walked
-    in a guarded map, and a file that shrinks under it is a LedgerFormatError naming the byte that
-    is gone; StorageError when it cannot be mapped), decoded with the seal's
+    """The raw record file in `raw` (the bytes of the file at `path`, or that file open: then read
+    by the walk, and a file that shrinks meanwhile is a LedgerFormatError naming the byte that is
+    gone; StorageError naming the byte when the storage fails a read), decoded with the seal's
     signed `record_size` and `leaf_records`; `facts.seq_contiguous` says whether the records' seq
     run from `first_seq` (a u64). LedgerFormatError, one line naming the file and the
     byte offset (and block), when the header does not decode or is not a v2 header, or the blocks
@@ -98,7 +99,7 @@ def parse_record_file(raw: pa.Buffer | bytes | OpenRecordFile, path: Path | str,
         out = pa.allocate_buffer(max(size - HEADER_SIZE, 1))
     out_ptr = ffi.from_buffer(out, require_writable=True) if out is not None else ffi.NULL
     hashing = getattr(into, "mset", None) if out is not None and into is not None else None
-    if mapped:  # the header is copied out of the map with the walk: no byte of the map is read in Python
+    if mapped:  # the header is read with the walk: no byte of the file is read in Python
         head = ffi.new("uint8_t[]", HEADER_SIZE)
         if hashing is not None:  # recompute's fast verdict (reconcile.msethash.HashingSink)
             cap = 1024 + (size - HEADER_SIZE) // record_size // 16
@@ -115,7 +116,8 @@ def parse_record_file(raw: pa.Buffer | bytes | OpenRecordFile, path: Path | str,
                                     "is gone (truncated by another program?)")
         if rc == lib.LT_ERR_IO:
             err = ffi.errno
-            raise fsio.storage_error(OSError(err, os.strerror(err)), path, "map the raw record file")
+            raise fsio.storage_error(OSError(err, os.strerror(err)), path,
+                                     f"read byte {info.error_offset} of the raw record file")
         head = bytes(ffi.buffer(head))
     else:
         head = raw[:HEADER_SIZE].to_pybytes()

@@ -2,7 +2,7 @@
 is a function of bytes already read, the trust (key schedule) and what the ledger header says,
 and returns a typed, picklable result. Nothing here opens a file: the caller reads through
 LedgerReader before and between the calls (a local raw record file is handed over open, and
-walked in a map for the length of one native call), in this order:
+read by one native call), in this order:
 
     check_seal(seal bytes)  ->  SealCheck      (reads_parquet says whether the Parquet file is needed)
     check_records(SealCheck, ParquetRead) -> RecordsCheck  (merkle_ok False: the leaf sidecar is wanted)
@@ -129,7 +129,8 @@ class ParquetRead:
     beside it (a compaction that did not finish: not read); `open_file` (v2, missing) that the
     segment's .open file is still there (a seal written before its rename)."""
 
-    data: pa.Buffer | OpenRecordFile | None = None  # OpenRecordFile: a local raw record file, mapped by its walk
+    # OpenRecordFile: a local raw record file, read by its walk
+    data: pa.Buffer | OpenRecordFile | None = None
     missing: bool = False
     not_regular: bool = False
     error: str | None = None
@@ -357,7 +358,7 @@ def _rec_in_place(seal: SealCheck, data: pa.Buffer | OpenRecordFile, place: Segm
     """A v2 raw record file whose records no reader wants: its leaves hashed in `data`, nothing
     copied. The check when every finding is a warning and the root is the seal's; otherwise None,
     and the caller checks the file again with its records copied out (whose findings name them; an
-    open file is walked in a new map, so the findings are those of the records that pass copied)."""
+    open file is read again, so the findings are those of the records that pass copied)."""
     rec = _rec_file(seal, data, place, out, keep_records=False)
     if rec is None or any(not p.kind.is_warning for p in out):
         return None

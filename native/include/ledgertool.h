@@ -37,7 +37,7 @@ extern "C" {
  * ABI_VERSION) refuses a compiled module built from other declarations, so a stale build after
  * `git pull` is one line asking for a rebuild rather than an AttributeError deep inside a command.
  * tests/test_binding.py pins the blocks' digest to it. */
-#define LT_ABI_VERSION 3
+#define LT_ABI_VERSION 4
 
 /* ---- status codes ---- */
 #define LT_OK 0
@@ -391,7 +391,8 @@ int lt_merkle_root(const uint8_t *leaf_hashes, size_t n, uint8_t out[32]);
 #define LT_REC_BAD_COUNT 2    /* a block's count is 0 or above LT_REC_MAX_BLOCK_RECORDS */
 #define LT_REC_BLOCK_CUT 3    /* a block runs past the end of the file */
 #define LT_REC_TRAILING 4     /* 1-3 bytes after the last whole block */
-#define LT_REC_SHRUNK 5       /* lt_rec_file: the file shrank under the map (error_offset: the byte that is gone) */
+#define LT_REC_SHRUNK 5       /* lt_rec_file: the file ends before `len` (at error_offset) */
+#define LT_REC_READ 6         /* lt_rec_file: a read failed (errno, e.g. EIO; error_offset: byte) */
 typedef struct {
     uint64_t records;       /* records copied to `out` (of the whole blocks before any error) */
     uint64_t blocks;        /* whole blocks walked */
@@ -422,12 +423,12 @@ int lt_rec_records(const uint8_t *file, size_t len, size_t record_size, uint64_t
 int lt_rec_leaves(const uint8_t *file, size_t len, size_t record_size, uint64_t first_seq, size_t leaf_records,
                   uint8_t *leaves, size_t leaves_len, lt_rec_info *info);
 /* lt_rec_records (out not NULL) or lt_rec_leaves (out NULL) over the raw record file open on `fd`, of
- * `len` bytes (the caller's fstat; >= LT_REC_HEADER_SIZE), mapped read-only (MAP_PRIVATE) for this call
- * only: the map is gone when it returns, so nothing but `header` (its first LT_REC_HEADER_SIZE bytes),
- * `out` and `leaves` keeps the file's bytes. The storage holder may truncate the file meanwhile: a read
- * past its new end is caught (the reader's SIGBUS guard) and is LT_ERR_IO with info->error
- * LT_REC_SHRUNK and info->error_offset the byte that is gone; LT_ERR_IO with info->error 0 when mmap
- * fails (errno set). Otherwise the results of lt_rec_records / lt_rec_leaves. */
+ * `len` bytes (the caller's fstat; >= LT_REC_HEADER_SIZE), read with pread(2) (never mapped, the
+ * offset of `fd` untouched) into `header` (its first LT_REC_HEADER_SIZE bytes), `out` or a stage
+ * of this call, each byte once. The storage holder may truncate the file meanwhile: LT_ERR_IO with
+ * info->error LT_REC_SHRUNK and info->error_offset the byte that is gone; a read the storage fails
+ * (EIO) is LT_ERR_IO with info->error LT_REC_READ, error_offset the byte not read and errno set.
+ * Otherwise the results of lt_rec_records / lt_rec_leaves (LT_ERR_NOMEM also for its buffers). */
 int lt_rec_file(int fd, size_t len, size_t record_size, uint64_t first_seq, uint8_t *header, uint8_t *out,
                 size_t out_len, size_t leaf_records, uint8_t *leaves, size_t leaves_len, lt_rec_info *info);
 /* lt_rec_file with `out` and `leaves` (both required) for recompute's fast verdict: each run of

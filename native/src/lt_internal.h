@@ -75,11 +75,9 @@ typedef struct lt_bus_guard {
     struct lt_bus_guard *outer;
 } lt_bus_guard;
 void lt_bus_guard_push(lt_bus_guard *g, const lt_reader *r);
-/* The same guard over a map that is not a reader's ([map, map + len), e.g. a raw record file's);
- * installs the handler on first use. */
-void lt_bus_guard_push_map(lt_bus_guard *g, const uint8_t *map, size_t len);
 void lt_bus_guard_pop(lt_bus_guard *g);
-/* Fail a file reader for good (sticky LT_ERR_IO) because its file shrank under byte `off`. */
+/* Fail a file reader for good (sticky LT_ERR_IO) because its file shrank under byte `off`, or the
+ * storage could not read that byte (EIO): the message says which. */
 void lt_reader_fail_shrunk(lt_reader *r, uint64_t off);
 
 /* reader.c: wrap a source in an lt_reader so the engine and Python treat it like a file. */

@@ -87,18 +87,18 @@ void lt_bus_guard_push(lt_bus_guard *g, const lt_reader *r) {
     bus_guard = g;
 }
 
-void lt_bus_guard_push_map(lt_bus_guard *g, const uint8_t *map, size_t len) {
-    pthread_once(&bus_once, bus_install);
-    g->lo = map;
-    g->len = len;
-    g->fault = 0;
-    g->outer = bus_guard;
-    bus_guard = g;
-}
-
 void lt_bus_guard_pop(lt_bus_guard *g) { bus_guard = g->outer; }
 
 void lt_reader_fail_shrunk(lt_reader *r, uint64_t off) {
+    /* a page the disk cannot read (EIO) faults the same way: reading that byte tells them apart */
+    uint8_t b;
+    if (r->map && !r->stream && !r->ops && pread(r->fd, &b, 1, (off_t)off) < 0) {
+        set_error(r, LT_ERR_IO, off,
+                  "cannot read byte %llu: %s; the storage reported an I/O error: check the device "
+                  "(dmesg)",
+                  (unsigned long long)off, strerror(errno));
+        return;
+    }
     set_error(r, LT_ERR_IO, off,
               "the file shrank while it was read: byte %llu of %zu is gone (truncated by another program?)",
               (unsigned long long)off, r->size);
@@ -109,8 +109,10 @@ void lt_reader_fail_shrunk(lt_reader *r, uint64_t off) {
 /* The capture formats, probed in order by the file's first four bytes. */
 static const lt_format *const formats[] = {&lt_format_pcapng, &lt_format_pcap};
 
-/* Open, stat and map `path` read-only; *size its length (>= 4). LT_OK, or an LT_ERR_* (message in err). */
-static int map_file(const char *path, const uint8_t **map, size_t *size, char *err, size_t errlen) {
+/* Open, stat and map `path` read-only; *size its length (>= 4), *fdp the file, kept open to tell a
+ * failed read from a cut (lt_reader_fail_shrunk). LT_OK, or an LT_ERR_* (message in err). */
+static int map_file(const char *path, const uint8_t **map, size_t *size, int *fdp, char *err,
+                    size_t errlen) {
     /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever; the file
      * is only mmap'd, which the flag does not affect. */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -144,14 +146,15 @@ static int map_file(const char *path, const uint8_t **map, size_t *size, char *e
     }
     pthread_once(&bus_once, bus_install);
     void *m = mmap(NULL, *size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int saved = errno;
-    close(fd);
     if (m == MAP_FAILED) {
+        int saved = errno;
+        close(fd);
         lt_errf(err, errlen, "%s: cannot mmap: %s", path, strerror(saved));
         return LT_ERR_IO;
     }
     (void)madvise(m, *size, MADV_SEQUENTIAL);
     *map = m;
+    *fdp = fd;
     return LT_OK;
 }
 
@@ -160,22 +163,35 @@ int lt_reader_open(const char *path, lt_reader **out, char *err, size_t errlen) 
     if (err && errlen) err[0] = 0;
     const uint8_t *map;
     size_t size;
-    int st = map_file(path, &map, &size, err, errlen);
+    int fd;
+    int st = map_file(path, &map, &size, &fd, err, errlen);
     if (st != LT_OK) return st;
     lt_reader *r = calloc(1, sizeof *r);
     if (!r) {
         munmap((void *)map, size);
+        close(fd);
         lt_errf(err, errlen, "%s: out of memory", path);
         return LT_ERR_NOMEM;
     }
     r->map = map;
+    r->fd = fd;
     r->size = size;
     r->info.file_size = size;
+    /* the header is read from the map too: guarded (a file cut or a page the disk cannot read) */
+    lt_bus_guard g;
+    lt_bus_guard_push(&g, r);
+    if (sigsetjmp(g.jb, 0)) {
+        lt_reader_fail_shrunk(r, g.fault);
+        lt_errf(err, errlen, "%s: %s", path, r->info.message);
+        lt_reader_close(r);
+        return LT_ERR_IO;
+    }
     uint32_t magic = lt_load_le32(map);
     for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
         if (!formats[i]->probe(magic)) continue;
         r->fmt = formats[i];
         st = r->fmt->open(r);
+        lt_bus_guard_pop(&g);
         if (st == LT_OK) {
             *out = r;
             return LT_OK;
@@ -184,8 +200,9 @@ int lt_reader_open(const char *path, lt_reader **out, char *err, size_t errlen) 
         lt_reader_close(r);
         return st;
     }
-    lt_errf(err, errlen, "%s: not a pcap or pcapng capture (unknown magic %02x %02x %02x %02x)", path, map[0],
-            map[1], map[2], map[3]);
+    lt_bus_guard_pop(&g);
+    lt_errf(err, errlen, "%s: not a pcap or pcapng capture (unknown magic %02x %02x %02x %02x)",
+            path, magic & 0xff, magic >> 8 & 0xff, magic >> 16 & 0xff, magic >> 24);
     lt_reader_close(r);
     return LT_ERR_FORMAT;
 }
@@ -455,8 +472,9 @@ void lt_reader_close(lt_reader *r) {
     if (r->stream) {
         free((void *)r->map);
         close(r->fd);
-    } else if (r->map) {
+    } else if (r->map) { /* a file (lt_reader_open) */
         munmap((void *)r->map, r->size);
+        close(r->fd);
     }
     free(r->ifs);
     free(r);

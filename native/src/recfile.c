@@ -6,8 +6,10 @@
  * records into one contiguous buffer (what the seal's Merkle root covers) and hashes its leaves, or
  * (lt_rec_leaves, when no reader wants the records) copies them piece by piece into a small stage
  * and hashes them there; either way every fact and leaf comes from a copy, never from a second
- * read of the file. lt_rec_file does either over a guarded map of the file instead of a buffer it
- * was read into.
+ * read of the file. lt_rec_file does either over the open file, read with pread(2) straight into
+ * the copy or the stage (a small window buffers the block framing), never mapped: a page the
+ * storage cannot read is then an EIO naming the byte, where a map (MAP_POPULATE) waited in the
+ * kernel for ever, and no page table is built and torn down per segment.
  *
  * The file is the storage holder's, so the walk is bounded: every count in
  * 1..LT_REC_MAX_BLOCK_RECORDS, every block whole inside the file, no byte after the last block, the
@@ -16,7 +18,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
-#include <sys/mman.h>
+#include <unistd.h>
 
 #include "ledgertool.h"
 #include "lt_internal.h"
@@ -26,6 +28,92 @@ static int fail(lt_rec_info *info, int why, uint64_t offset, uint32_t count) {
     info->error_offset = offset;
     info->error_count = count;
     return LT_ERR_CORRUPT;
+}
+
+/* Where a walk reads the file's bytes: `mem` (lt_rec_records, lt_rec_leaves: the caller's buffer)
+ * or the file open on `fd` (lt_rec_file), read with pread(2): a copy of any size at least
+ * SRC_DIRECT goes straight into its destination (the caller's copy, the stage), smaller reads and
+ * the 4-byte counts through `win`, a window of the file's bytes [at, at + have) read SRC_WINDOW
+ * at a time (a file of many small blocks costs one system call per window, not two per block).
+ * Every destination is memory of this process, so a byte is read from the file once and the
+ * checks and leaves read that copy (whole leaves are hashed in the window itself: stage_block). */
+#define SRC_WINDOW (256u << 10)
+#define SRC_DIRECT (16u << 10)
+typedef struct {
+    const uint8_t *mem;
+    int fd;
+    uint64_t len; /* the file's size (the caller's fstat): nothing at or past it is read */
+    uint8_t *win;
+    uint64_t at;
+    size_t have;
+} rec_src;
+
+/* n bytes of the file from `pos` into dst; fewer than `need` (<= n) is an error: the file ended
+ * (LT_REC_SHRUNK: it shrank since the caller's fstat) or the read failed (LT_REC_READ, errno kept:
+ * EIO from a failing disk). *got: the bytes read. The error names the first byte not read. */
+static int src_pread(const rec_src *s, uint64_t pos, uint8_t *dst, size_t n, size_t need,
+                     size_t *got, lt_rec_info *info) {
+    size_t done = 0;
+    while (done < n) {
+        ssize_t k = pread(s->fd, dst + done, n - done, (off_t)(pos + done));
+        if (k > 0) {
+            done += (size_t)k;
+            continue;
+        }
+        if (k < 0 && errno == EINTR) continue;
+        if (done >= need) break; /* read ahead only: what is missing is not wanted yet */
+        int saved = k < 0 ? errno : 0;
+        fail(info, k < 0 ? LT_REC_READ : LT_REC_SHRUNK, pos + done, 0);
+        errno = saved;
+        return LT_ERR_IO;
+    }
+    *got = done;
+    return LT_OK;
+}
+
+/* The n bytes of the file at pos, copied to dst. */
+static int src_copy(rec_src *s, uint64_t pos, uint8_t *dst, size_t n, lt_rec_info *info) {
+    if (s->mem) {
+        memcpy(dst, s->mem + pos, n);
+        return LT_OK;
+    }
+    while (n) {
+        if (pos >= s->at && pos < s->at + s->have) {
+            size_t k = (size_t)(s->at + s->have - pos) < n ? (size_t)(s->at + s->have - pos) : n;
+            memcpy(dst, s->win + (pos - s->at), k);
+            pos += k, dst += k, n -= k;
+            continue;
+        }
+        size_t got;
+        if (n >= SRC_DIRECT) return src_pread(s, pos, dst, n, n, &got, info);
+        size_t want = s->len - pos < SRC_WINDOW ? (size_t)(s->len - pos) : SRC_WINDOW;
+        s->have = 0;
+        int st = src_pread(s, pos, s->win, want, n, &got, info);
+        if (st != LT_OK) return st;
+        s->at = pos, s->have = got;
+    }
+    return LT_OK;
+}
+
+/* *p: the n (<= SRC_WINDOW) bytes of the file at pos, in the window (read into it if not there). */
+static int src_view(rec_src *s, uint64_t pos, size_t n, const uint8_t **p, lt_rec_info *info) {
+    if (pos < s->at || pos + n > s->at + s->have) {
+        size_t want = s->len - pos < SRC_WINDOW ? (size_t)(s->len - pos) : SRC_WINDOW, got;
+        s->have = 0;
+        int st = src_pread(s, pos, s->win, want, n, &got, info);
+        if (st != LT_OK) return st;
+        s->at = pos, s->have = got;
+    }
+    *p = s->win + (pos - s->at);
+    return LT_OK;
+}
+
+/* The u32 (a block's count) at pos. */
+static int src_le32(rec_src *s, uint64_t pos, uint32_t *v, lt_rec_info *info) {
+    uint8_t b[4];
+    int st = src_copy(s, pos, b, 4, info);
+    *v = lt_load_le32(b);
+    return st;
 }
 
 /* The per-record facts verify checks, over one block's records. The common block (seq in order, no
@@ -57,11 +145,10 @@ static void tally(const uint8_t *rec, size_t count, size_t record_size, uint64_t
  * block's records are copied piecewise into `stage` (whole leaves, ~4096 records: it stays in L2),
  * and the per-record tally and the leaves of a full stage are computed from that copy. So the facts
  * verify checks and the leaves it compares with the seal's root come from the same bytes even when
- * the storage holder rewrites the mapped file while it is walked (each byte of the file is read once;
- * hashing in place read it twice, tally first). */
+ * the storage holder rewrites the file (or the caller's buffer) while it is walked (each byte of
+ * the file is read once; hashing in place read it twice, tally first). */
 typedef struct {
     uint8_t *stage, *leaves;
-    const uint8_t *end; /* the end of the file's bytes */
     size_t leaf_records, cap; /* the stage's records: a whole number of leaves */
     size_t fill, nleaves, max_leaves;
     uint64_t first_seq, tallied; /* records tallied and hashed so far */
@@ -71,31 +158,55 @@ static size_t stage_records(size_t leaf_records) { /* four leaves (the SHA-NI st
     return leaf_records * (leaf_records < 256 ? 1024 / leaf_records : 4);
 }
 
-static int stage_flush(leaf_walk *lw, size_t record_size, lt_rec_info *info) {
-    size_t n = lw->fill, L = lw->leaf_records;
+/* The tally and the leaves of the next n records, at p (the stage, or the read window): whole
+ * leaves but for the file's last. */
+static int walk_leaves(leaf_walk *lw, const uint8_t *p, size_t n, size_t record_size,
+                       lt_rec_info *info) {
+    size_t L = lw->leaf_records;
     if (!n) return LT_OK;
-    tally(lw->stage, n, record_size, lw->first_seq + lw->tallied, info);
-    if (!lw->tallied) info->first_ts_ns = (int64_t)lt_load_le64(lw->stage + 8);
-    info->last_ts_ns = (int64_t)lt_load_le64(lw->stage + (n - 1) * record_size + 8);
+    tally(p, n, record_size, lw->first_seq + lw->tallied, info);
+    if (!lw->tallied) info->first_ts_ns = (int64_t)lt_load_le64(p + 8);
+    info->last_ts_ns = (int64_t)lt_load_le64(p + (n - 1) * record_size + 8);
     size_t k = (n + L - 1) / L;
     if (lw->max_leaves - lw->nleaves < k) return LT_ERR_ARG;
-    int st = lt_merkle_leaves(lw->stage, record_size, n, L, lw->leaves + 32 * lw->nleaves, 32 * k);
-    lw->nleaves += k, lw->tallied += n, lw->fill = 0;
+    int st = lt_merkle_leaves(p, record_size, n, L, lw->leaves + 32 * lw->nleaves, 32 * k);
+    lw->nleaves += k, lw->tallied += n;
     return st;
 }
 
-static int stage_block(leaf_walk *lw, const uint8_t *p, size_t count, size_t record_size, lt_rec_info *info) {
+static int stage_flush(leaf_walk *lw, size_t record_size, lt_rec_info *info) {
+    int st = walk_leaves(lw, lw->stage, lw->fill, record_size, info);
+    lw->fill = 0;
+    return st;
+}
+
+static int stage_block(leaf_walk *lw, rec_src *s, uint64_t pos, size_t count, size_t record_size,
+                       lt_rec_info *info) {
+    /* A file read into the window: runs of whole leaves (four at least, the hash's streams) that
+     * start on a leaf boundary in one block are checked and hashed where they were read (the
+     * window is as private a copy as the stage); the rest is staged. */
+    size_t four = 4 * lw->leaf_records, most = SRC_WINDOW / record_size / four * four;
     while (count) {
+        if (!s->mem && !lw->fill && count >= four && most) {
+            size_t n = count / four * four < most ? count / four * four : most;
+            const uint8_t *p = NULL;
+            int st = src_view(s, pos, n * record_size, &p, info);
+            if (st == LT_OK) st = walk_leaves(lw, p, n, record_size, info);
+            if (st != LT_OK) return st;
+            pos += n * record_size, count -= n;
+            continue;
+        }
         size_t take = lw->cap - lw->fill < count ? lw->cap - lw->fill : count;
-        memcpy(lw->stage + lw->fill * record_size, p, take * record_size);
-        lw->fill += take, p += take * record_size, count -= take;
+        int st = src_copy(s, pos, lw->stage + lw->fill * record_size, take * record_size, info);
+        if (st != LT_OK) return st;
+        lw->fill += take, pos += take * record_size, count -= take;
         if (lw->fill == lw->cap) {
-            /* the file bytes the next stage copies (and a block's framing), from memory while this
-             * one is hashed: a prefetch is a hint, it never faults, and it stops at the file's end */
-            size_t ahead = lw->cap * record_size + 64, left = (size_t)(lw->end - p);
-            for (size_t k = 0; k < (ahead < left ? ahead : left); k += 64)
-                __builtin_prefetch(p + k);
-            int st = stage_flush(lw, record_size, info);
+            /* the caller's bytes the next stage copies (and a block's framing), from memory while
+             * this one is hashed: a prefetch is a hint, it never faults, and it stops at the end */
+            size_t ahead = lw->cap * record_size + 64, left = (size_t)(s->len - pos);
+            for (size_t k = 0; s->mem && k < (ahead < left ? ahead : left); k += 64)
+                __builtin_prefetch(s->mem + pos + k);
+            st = stage_flush(lw, record_size, info);
             if (st != LT_OK) return st;
         }
     }
@@ -143,28 +254,33 @@ static int copy_leaves_upto(copy_leaves *cl, const uint8_t *out, size_t record_s
 
 /* The block walk of lt_rec_records and lt_rec_leaves: records copied to out (their leaves hashed as
  * they complete when cl is given), or (lw) hashed in place. */
-static int rec_walk(const uint8_t *file, size_t len, size_t record_size, uint64_t first_seq, uint8_t *out,
+static int rec_walk(rec_src *s, size_t record_size, uint64_t first_seq, uint8_t *out,
                     size_t out_len, leaf_walk *lw, copy_leaves *cl, lt_rec_info *info) {
+    uint64_t len = s->len;
     memset(info, 0, sizeof *info);
     info->seq_contiguous = 1;
     if (len < LT_REC_HEADER_SIZE) return fail(info, LT_REC_HEADER_CUT, len, 0);
-    size_t pos = LT_REC_HEADER_SIZE, used = 0;
+    uint64_t pos = LT_REC_HEADER_SIZE;
+    size_t used = 0;
     while (pos < len) {
         if (len - pos < 4) return fail(info, LT_REC_TRAILING, pos, 0);
-        uint32_t count = lt_load_le32(file + pos);
+        uint32_t count;
+        int st = src_le32(s, pos, &count, info);
+        if (st != LT_OK) return st;
         if (count < 1 || count > LT_REC_MAX_BLOCK_RECORDS) return fail(info, LT_REC_BAD_COUNT, pos, count);
         size_t body = (size_t)count * record_size;
         if (len - pos - 4 < body + LT_REC_MAC_SIZE) return fail(info, LT_REC_BLOCK_CUT, pos, count);
-        const uint8_t *rec = file + pos + 4;
         if (!lw) {
             if (out_len - used < body) return LT_ERR_ARG;
-            memcpy(out + used, rec, body);
-            rec = out + used; /* everything below reads the copy */
+            st = src_copy(s, pos + 4, out + used, body, info);
+            if (st != LT_OK) return st;
+            const uint8_t *rec = out + used; /* everything below reads the copy */
             tally(rec, count, record_size, first_seq + info->records, info);
             if (!info->records) info->first_ts_ns = (int64_t)lt_load_le64(rec + 8);
             info->last_ts_ns = (int64_t)lt_load_le64(rec + body - record_size + 8);
         } else {
-            int st = stage_block(lw, rec, count, record_size, info); /* the tally and leaves of the stage */
+            /* the tally and leaves of the stage (or of the read window) */
+            st = stage_block(lw, s, pos + 4, count, record_size, info);
             if (st != LT_OK) return st;
         }
         used += body;
@@ -172,7 +288,7 @@ static int rec_walk(const uint8_t *file, size_t len, size_t record_size, uint64_
         info->blocks++;
         pos += 4 + body + LT_REC_MAC_SIZE;
         if (cl) {
-            int st = copy_leaves_upto(cl, out, record_size, info->records, 0);
+            st = copy_leaves_upto(cl, out, record_size, info->records, 0);
             if (st != LT_OK) return st;
         }
     }
@@ -192,17 +308,16 @@ int lt_rec_records(const uint8_t *file, size_t len, size_t record_size, uint64_t
         return LT_ERR_ARG;
     if (leaves && !leaves_args_ok(record_size, leaves, leaf_records)) return LT_ERR_ARG;
     copy_leaves cl = {.leaf_records = leaf_records, .leaves = leaves, .leaves_len = leaves_len};
-    return rec_walk(file, len, record_size, first_seq, out, out_len, NULL, leaves ? &cl : NULL, info);
+    rec_src s = {.mem = file, .len = len};
+    return rec_walk(&s, record_size, first_seq, out, out_len, NULL, leaves ? &cl : NULL, info);
 }
 
-
-
-/* The staged walk with a stage the caller allocated (lt_rec_file allocates nothing under its guard). */
-static int leaves_walk(const uint8_t *file, size_t len, size_t record_size, uint64_t first_seq, uint8_t *stage,
+/* The staged walk with a stage the caller allocated. */
+static int leaves_walk(rec_src *s, size_t record_size, uint64_t first_seq, uint8_t *stage,
                        size_t leaf_records, uint8_t *leaves, size_t leaves_len, lt_rec_info *info) {
-    leaf_walk lw = {.stage = stage, .leaves = leaves, .end = file + len, .leaf_records = leaf_records,
+    leaf_walk lw = {.stage = stage, .leaves = leaves, .leaf_records = leaf_records,
                     .cap = stage_records(leaf_records), .max_leaves = leaves_len / 32, .first_seq = first_seq};
-    return rec_walk(file, len, record_size, first_seq, NULL, 0, &lw, NULL, info);
+    return rec_walk(s, record_size, first_seq, NULL, 0, &lw, NULL, info);
 }
 
 int lt_rec_leaves(const uint8_t *file, size_t len, size_t record_size, uint64_t first_seq, size_t leaf_records,
@@ -210,15 +325,16 @@ int lt_rec_leaves(const uint8_t *file, size_t len, size_t record_size, uint64_t 
     if (!info || (len && !file) || !leaves_args_ok(record_size, leaves, leaf_records)) return LT_ERR_ARG;
     uint8_t *stage = malloc(stage_records(leaf_records) * record_size);
     if (!stage) return LT_ERR_NOMEM;
-    int st = leaves_walk(file, len, record_size, first_seq, stage, leaf_records, leaves, leaves_len, info);
+    rec_src s = {.mem = file, .len = len};
+    int st = leaves_walk(&s, record_size, first_seq, stage, leaf_records, leaves, leaves_len, info);
     free(stage);
     return st;
 }
 
-/* The walks over a map of the file: no read(2) into a fresh buffer (its page faults and copy), and
- * for plain verify no copy at all. The map lives for this call only, under the SIGBUS guard of
- * reader.c, so a file truncated under it is an error naming the byte, never a crash; nothing is
- * allocated or locked while the map is read (the stage is allocated before). */
+/* The walks over the open file, read by pread(2) into the copy or the stage (rec_src): no map, so
+ * neither a page the disk cannot read (EIO) nor a file truncated meanwhile can stop the process
+ * (MAP_POPULATE over an unreadable page never returned; a read past a truncated map's end is
+ * SIGBUS): each is an error naming the byte. */
 static int rec_file(int fd, size_t len, size_t record_size, uint64_t first_seq, uint8_t *header, uint8_t *out,
                     size_t out_len, size_t leaf_records, uint8_t *leaves, size_t leaves_len, copy_leaves *cl,
                     lt_rec_info *info);
@@ -252,37 +368,22 @@ static int rec_file(int fd, size_t len, size_t record_size, uint64_t first_seq, 
         return LT_ERR_ARG;
     memset(info, 0, sizeof *info);
     if (len < LT_REC_HEADER_SIZE) return fail(info, LT_REC_HEADER_CUT, len, 0);
-    /* volatile: read again after a siglongjmp back into this frame (free below) */
-    uint8_t *volatile stage = out ? NULL : malloc(stage_records(leaf_records) * record_size);
-    if (!out && !stage) return LT_ERR_NOMEM;
-    /* MAP_POPULATE: the file's cached pages are mapped in one call instead of a fault per few pages;
-     * a page gone by truncation is simply not populated (the guard catches the read) */
-    const uint8_t *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-    if (map == MAP_FAILED) {
-        int saved = errno;
-        free(stage);
-        errno = saved;
-        return LT_ERR_IO;
+    if (out && leaves && !leaves_args_ok(record_size, leaves, leaf_records)) return LT_ERR_ARG;
+    uint8_t *stage = out ? NULL : malloc(stage_records(leaf_records) * record_size);
+    rec_src s = {.fd = fd, .len = len, .win = malloc(SRC_WINDOW)};
+    int st = LT_ERR_NOMEM;
+    if ((out || stage) && s.win) {
+        /* through the window, which then holds the first count */
+        st = src_copy(&s, 0, header, LT_REC_HEADER_SIZE, info);
+        if (st == LT_OK && out) /* the leaves hashed from the copy, block by block */
+            st = rec_walk(&s, record_size, first_seq, out, out_len, NULL, leaves ? cl : NULL, info);
+        else if (st == LT_OK)
+            st = leaves_walk(&s, record_size, first_seq, stage, leaf_records, leaves, leaves_len,
+                             info);
     }
-    int st;
-    lt_bus_guard g;
-    lt_bus_guard_push_map(&g, map, len);
-    if (sigsetjmp(g.jb, 0)) { /* the file shrank under the map: g is popped already */
-        munmap((void *)map, len);
-        free(stage);
-        memset(info, 0, sizeof *info);
-        fail(info, LT_REC_SHRUNK, g.fault, 0);
-        return LT_ERR_IO;
-    }
-    memcpy(header, map, LT_REC_HEADER_SIZE);
-    if (out && leaves && !leaves_args_ok(record_size, leaves, leaf_records))
-        st = LT_ERR_ARG;
-    else if (out) /* the leaves hashed from the copy, block by block (never from the map) */
-        st = rec_walk(map, len, record_size, first_seq, out, out_len, NULL, leaves ? cl : NULL, info);
-    else
-        st = leaves_walk(map, len, record_size, first_seq, stage, leaf_records, leaves, leaves_len, info);
-    lt_bus_guard_pop(&g);
-    munmap((void *)map, len);
+    int saved = errno;
     free(stage);
+    free(s.win);
+    errno = saved; /* a failed read's (LT_REC_READ) */
     return st;
 }

@@ -1,0 +1,142 @@
+"""A disk that fails reads (EIO) under a ledger or a capture: every command that reads the file
+ends at once with exit 2 and one line naming it, never hangs and never dies of a signal.
+
+The failing device is real: an ext4 file system on a loop device (tests/loop_ext4.py) whose
+backing image is cut at the first block of one file, whose cached pages are then dropped, so that
+reading the file goes to the block layer and gets EIO there (`dd` fails the same way). Needs
+root, losetup, mkfs.ext4 and filefrag (e2fsprogs); skips with the reason otherwise. Mapping such
+a file with MAP_POPULATE used to wait in the kernel for ever; a capture file's mapped header killed
+the process with SIGBUS.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import SAMPLES, load_keys, run_cli
+from loop_ext4 import cut_image, ext4_on_loop
+
+from ledgertool.bench.measure import write_synthetic_pcap
+from ledgertool.capture.run import capture_file
+
+TIMEOUT = 60  # s: a command that reads a few KiB and fails; a hang runs into it and fails the test
+EIO_LINE = "Input/output error; the storage reported an I/O error: check the device (dmesg)"
+
+
+@contextlib.contextmanager
+def _ext4_on_loop(base: Path):
+    """(mount point, cut(path, skip_blocks)) of an ext4 on a loop device (tests/loop_ext4.py);
+    cut(path) makes reads of `path` from its block `skip_blocks` on fail with EIO."""
+    if not shutil.which("filefrag"):
+        pytest.skip("needs filefrag (e2fsprogs)")
+    with ext4_on_loop(base) as (mnt, img, dev):
+
+        def cut(path: Path, skip_blocks: int = 0) -> None:
+            os.sync()
+            frag = subprocess.run(
+                ["filefrag", "-v", "-b1024", str(path)], capture_output=True, text=True, check=True
+            ).stdout.splitlines()
+            first = int(frag[3].split(":")[2].split("..")[0])  # extent 0: its first physical block
+            cut_image(img, dev, (first + skip_blocks) * 1024)
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # clean pages: dropped
+            finally:
+                os.close(fd)
+            probe = subprocess.run(
+                ["dd", f"if={path}", "of=/dev/null", f"skip={skip_blocks}", "bs=1024", "count=1"],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            assert "Input/output error" in probe.stderr, probe.stderr  # the device really fails
+
+        yield mnt, cut
+
+
+def _one_line_naming(r: subprocess.CompletedProcess, path: Path) -> str:
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert len(lines) == 1 and lines[0].startswith(f"ledgertool: error: {path}: "), r.stderr
+    assert EIO_LINE in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def ledger_on_failing_disk(tmp_path_factory, keydir):
+    """A 294-record ledger (segments of 100) whose last sealed segment's `.rec` cannot be read."""
+    base = tmp_path_factory.mktemp("eio")
+    with _ext4_on_loop(base) as (mnt, cut):
+        dk, sk, _ = load_keys(keydir)
+        ledger = mnt / "L"
+        capture_file(
+            SAMPLES / "sample.pcap", ledger, digest_key=dk, signing_key=sk, segment_records=100
+        )
+        rec = ledger / "link=link0" / "seg-00000002.rec"
+        cut(rec)
+        yield ledger, rec
+
+
+@pytest.mark.parametrize("command", ["verify", "query", "prove", "recompute"])
+def test_unreadable_sealed_segment_ends_the_command_with_one_line(
+    command, ledger_on_failing_disk, keydir, tmp_path
+):
+    ledger, rec = ledger_on_failing_disk
+    args = {
+        "verify": ["verify", ledger, "--trust", keydir / "verifier.pub"],
+        "query": [
+            "query",
+            ledger,
+            "SELECT count(*) FROM records",
+            "--trust",
+            keydir / "verifier.pub",
+        ],
+        "prove": ["prove", ledger, "--seq", "250", "--out", tmp_path / "proof.json"],
+        "recompute": [
+            "recompute",
+            SAMPLES / "sample.pcap",
+            "--ledger",
+            ledger,
+            "--digest-key",
+            keydir / "digest.key",
+            "--trust",
+            keydir / "verifier.pub",
+        ],
+    }[command]
+    line = _one_line_naming(run_cli(*args, timeout=TIMEOUT), rec)
+    assert ": cannot read byte 0 of the raw record file: " in line, (
+        line
+    )  # the first byte read fails
+    assert not (tmp_path / "proof.json").exists()
+
+
+@pytest.mark.parametrize("skip_blocks", [0, 96])
+def test_unreadable_capture_file_is_one_line_not_a_signal(skip_blocks, tmp_path, keydir):
+    """The capture reader maps its file: a page the disk fails faults (SIGBUS) like a page cut off
+    by truncation. Its header (block 0) and a page in the middle (block 96 of ~160) are each one
+    line naming the file and the byte, told apart from a file that shrank."""
+    with _ext4_on_loop(tmp_path) as (mnt, cut):
+        pcap = mnt / "c.pcap"
+        write_synthetic_pcap(pcap, 2000, 64, seed=3)
+        cut(pcap, skip_blocks)
+        r = run_cli(
+            "capture",
+            pcap,
+            "--ledger",
+            tmp_path / "L",
+            "--digest-key",
+            keydir / "digest.key",
+            "--signing-key",
+            keydir / "signing.key",
+            timeout=TIMEOUT,
+        )
+        line = _one_line_naming(r, pcap)
+        byte = int(line.split(": cannot read byte ")[1].split(":")[0])
+        assert skip_blocks * 1024 <= byte < skip_blocks * 1024 + 4096, (
+            line
+        )  # the first page that fails
