@@ -37,7 +37,7 @@ extern "C" {
  * ABI_VERSION) refuses a compiled module built from other declarations, so a stale build after
  * `git pull` is one line asking for a rebuild rather than an AttributeError deep inside a command.
  * tests/test_binding.py pins the blocks' digest to it. */
-#define LT_ABI_VERSION 4
+#define LT_ABI_VERSION 3
 
 /* ---- status codes ---- */
 #define LT_OK 0
