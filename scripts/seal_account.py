@@ -3,7 +3,7 @@
 Usage:  python scripts/seal_account.py [--records 1000000] [--repeats 7]
 
 Builds one segment of N 48-byte records (64-byte frames every 6.72 ns, random 16-byte digests),
-then times each step of `seal_records` (ledgertool/seal/document.py) separately and the whole call, best of
+then times each step of `seal_records` (ledgertool/ledger/sealer.py) separately and the whole call, best of
 --repeats, in a temporary directory next to the system's temporary files; then writes the same
 Arrow table with other Parquet settings, to show how much of the Parquet step is encoding rather
 than compression. Prints Markdown tables (ns per record, M records per second, file size).
@@ -24,12 +24,8 @@ from ledgertool.digest.engine import merkle_leaves, merkle_root
 from ledgertool.digest.record import record_dtype
 from ledgertool.keyfiles import SigningKey
 from ledgertool.seal import merkle
-from ledgertool.seal.document import (
-    PARQUET_OPTIONS,
-    records_to_table,
-    seal_records,
-    write_parquet_atomic,
-)
+from ledgertool.ledger.parquet import PARQUET_OPTIONS, records_to_table, write_parquet_atomic
+from ledgertool.ledger.sealer import seal_records
 
 _COLS = ("segment", "seq", "ts_ns", "wire_len", "cap_len", "flags", "linktype", "aux", "digest")
 _SMALL = dict(use_dictionary=["segment", "linktype", "flags"],

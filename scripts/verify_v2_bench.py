@@ -35,7 +35,8 @@ from ledgertool.ledger.checkpoints import write_checkpoint  # noqa: E402
 from ledgertool.ledger.compact import compact_ledger  # noqa: E402
 from ledgertool.ledger.header import create_ledger  # noqa: E402
 from ledgertool.ledger.layout import link_dir, parquet_path, seal_path  # noqa: E402
-from ledgertool.seal.document import genesis_hash, seal_records  # noqa: E402
+from ledgertool.ledger.sealer import seal_records
+from ledgertool.seal.document import genesis_hash  # noqa: E402
 from ledgertool.verify.ledger import verify_ledger  # noqa: E402
 
 

@@ -21,13 +21,8 @@ from ledgertool.ledger.header import load_ledger
 from ledgertool.ledger.openmac import OpenSegmentKey
 from ledgertool.ledger.recfile import parse_record_file
 from ledgertool.ledger.segment import HEADER_SIZE, SegmentHeader, SegmentWriter, now_ns
-from ledgertool.seal.document import (
-    load_seal,
-    records_to_table,
-    seal_committed,
-    seal_records,
-    table_to_records,
-)
+from ledgertool.ledger.parquet import records_to_table, table_to_records
+from ledgertool.ledger.sealer import load_seal, seal_committed, seal_records
 
 LINK = "link0"
 #: ids for tests parametrized over the ledger format: (ledger_format argument, id)

@@ -33,11 +33,8 @@ from ledgertool.ledger.reader import LedgerReader
 from ledgertool.ledger.recover import recover_ledger
 from ledgertool.ledger.rotations import load_rotations, rotate_digest_key, rotate_keys
 from ledgertool.reconcile.recompute import reconcile
-from ledgertool.seal.document import (
-    load_seal,
-    seal_hash,
-    seal_signed_bytes,
-)
+from ledgertool.ledger.sealer import load_seal
+from ledgertool.seal.document import seal_hash, seal_signed_bytes
 from ledgertool.seal.rotation import key_schedule, rotation_hash, rotation_message
 from ledgertool.verify.ledger import verified_segment, verify_ledger
 from ledgertool.verify.proof import build_proof, check_proof

@@ -15,7 +15,7 @@ from ledgertool.ledger.header import create_ledger, load_ledger
 from ledgertool.ledger.reader import LedgerReader
 from ledgertool.ledger.writer import LinkWriter
 from ledgertool.seal.checkpoint import parse_note
-from ledgertool.seal.document import load_seal
+from ledgertool.ledger.sealer import load_seal
 from ledgertool.source import open_source
 from ledgertool.verify.ledger import verified_segment, verify_ledger
 

@@ -29,7 +29,7 @@ from ledgertool.ledger.reader import LedgerReader
 from ledgertool.ledger.recover import recover_ledger
 from ledgertool.ledger.writer import LinkWriter
 from ledgertool.reconcile.recompute import reconcile
-from ledgertool.seal.document import load_seal
+from ledgertool.ledger.sealer import load_seal
 from ledgertool.verify.ledger import verified_segment, verify_ledger
 
 SAMPLE = SAMPLES / "sample.pcap"  # 294 frames

@@ -44,7 +44,8 @@ from ledgertool.ledger.header import load_ledger
 from ledgertool.ledger.layout import checkpoint_path
 from ledgertool.ledger.openmac import OpenSegmentKey
 from ledgertool.ledger.recover import recover_ledger
-from ledgertool.seal.document import load_seal, seal_hash, seal_signed_bytes
+from ledgertool.ledger.sealer import load_seal
+from ledgertool.seal.document import seal_hash, seal_signed_bytes
 from ledgertool.verify.ledger import verify_ledger
 
 pytestmark = needs_corpus

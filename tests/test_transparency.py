@@ -21,7 +21,8 @@ from ledgertool.ledger.layout import checkpoint_path
 from ledgertool.ledger.rotations import rotate_keys
 from ledgertool.seal import merkle
 from ledgertool.seal.checkpoint import note_key_id, parse_note, tree_root, verify_note
-from ledgertool.seal.document import load_seal, seal_hash
+from ledgertool.ledger.sealer import load_seal
+from ledgertool.seal.document import seal_hash
 from ledgertool.verify.ledger import verify_ledger
 from ledgertool.verify.proof import build_proof, check_proof, parse_proof
 

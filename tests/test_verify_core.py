@@ -27,7 +27,7 @@ from ledgertool.ledger.header import load_ledger
 from ledgertool.ledger.layout import LEAVES, PARQUET, RECORDS
 from ledgertool.ledger.reader import LedgerReader
 from ledgertool.ledger.segment import BLOCK_PREFIX, parse_open_segment
-from ledgertool.seal.document import records_to_table, table_to_records
+from ledgertool.ledger.parquet import records_to_table, table_to_records
 from ledgertool.seal.rotation import key_schedule
 from ledgertool.verify.chain import LinkChain, SegmentCheck
 from ledgertool.verify.checks import (

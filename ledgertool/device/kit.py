@@ -36,14 +36,9 @@ from ..digest.strip import flag_names, strip_range
 from ..errors import LedgerFormatError, UsageError
 from ..keyfiles import DigestKey, SigningKey
 from ..ledger.header import LEDGER_FORMATS, load_ledger
-from ..seal.canonical import canonical_json
-from ..seal.document import (
-    genesis_hash,
-    load_seal,
-    seal_body,
-    seal_hash,
-    seal_signed_bytes,
-)
+from ..canonical import canonical_json
+from ..ledger.sealer import load_seal
+from ..seal.document import genesis_hash, seal_body, seal_hash, seal_signed_bytes
 from ..source.file import CaptureReader
 from ..verify.ledger import verify_ledger
 from .cases import CAPTURE_NAMES, NAMESPACE, by_capture

@@ -26,13 +26,14 @@ from ..seal.checkpoint import (
     sign_checkpoint,
     verify_note,
 )
-from ..seal.document import load_seal, seal_hash
+from ..seal.document import seal_hash
 from ..seal.rotation import key_schedule
 from . import layout
 from .header import LedgerHeader, load_ledger
 from .index import choose_link, links, segment_files
 from .lock import writer_lock
 from .rotations import current_signer_check, load_rotations
+from .sealer import load_seal
 
 
 def link_tree(directory: Path, link: str) -> LinkTree:

@@ -26,10 +26,11 @@ from ..digest.engine import merkle_root, valid_leaf_records
 from ..digest.record import RECORD_FIXED
 from ..errors import DiscrepancyError, LedgerFormatError
 from ..plural import plural
-from ..seal.document import SEAL_FORMAT_V2, parse_seal, records_to_table, write_parquet_atomic
+from ..seal.document import SEAL_FORMAT_V2, parse_seal
 from .header import parse_ledger_header
 from .layout import LEDGER_FILE, OPEN, PARQUET, RECORDS, SEAL, segment_name
 from .lock import writer_lock
+from .parquet import records_to_table, write_parquet_atomic
 from .reader import LedgerReader
 from .recfile import parse_record_file
 

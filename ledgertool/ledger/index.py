@@ -12,11 +12,12 @@ from pathlib import Path
 
 from .. import fsio
 from ..errors import LedgerFormatError, Setting, UsageError
-from ..seal.document import genesis_hash, load_seal, seal_hash
+from ..seal.document import genesis_hash, seal_hash
 from .header import LedgerHeader, load_ledger
 from .layout import LEDGER_FILE
 from .reader import LedgerReader
 from .remote import ledger_reader
+from .sealer import load_seal
 
 
 def links(directory: Path) -> list[str]:

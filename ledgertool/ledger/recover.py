@@ -16,7 +16,6 @@ from ..errors import LedgerFormatError
 from ..keyfiles import SigningKey
 from ..errors import OpenSegmentRefusedError
 from ..plural import plural
-from ..seal.document import SealResult, load_seal, seal_committed, seal_records
 from . import layout
 from . import segment as segments
 from .checkpoints import write_checkpoint
@@ -25,6 +24,7 @@ from .index import link_state, links, segment_files
 from .lock import writer_lock
 from .openmac import OpenSegmentKey
 from .rotations import current_signer_check, digest_key_ids
+from .sealer import SealResult, load_seal, seal_committed, seal_records
 
 
 def _remove_tmp_files(ledger_dir: Path, directory: Path, discarded: list[dict] | None) -> None:

@@ -14,7 +14,6 @@ from .. import fsio
 from ..algorithms import get_algorithm
 from ..errors import KeyFileError, LedgerError, LedgerFormatError, UsageError
 from ..keyfiles import DigestKey, SigningKey, TrustBundle
-from ..seal.document import load_seal
 from ..seal.rotation import (
     DIGEST_KEY,
     ROTATION_FORMAT,
@@ -33,6 +32,7 @@ from .header import LedgerHeader, load_ledger
 from .index import link_state, links, segment_files
 from .lock import writer_lock
 from .remote import ledger_reader
+from .sealer import load_seal
 
 
 def load_rotations(directory: Path) -> list[dict]:

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from ..errors import KeyFileError, LedgerFormatError
 from ..keyfiles import TrustBundle
-from .canonical import canonical_json, loads_strict
+from ..canonical import canonical_json, loads_strict
 
 ROTATION_FORMAT = "ledgertool-rotation-v1"
 SIGNING_KEY = "signing-key"

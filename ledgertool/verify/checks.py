@@ -31,15 +31,9 @@ from ..ledger.layout import OPEN, PARQUET, RECORDS, SEAL, segment_name
 from ..ledger.reader import OpenRecordFile, segment_file
 from ..ledger.recfile import RecordFacts, RecordFile, parse_record_file
 from ..plural import plural
-from ..seal.document import (
-    SEAL_FORMAT_V2,
-    arrow_schema,
-    decode_parquet,
-    parse_seal,
-    seal_body,
-    table_to_records,
-)
-from ..seal.canonical import canonical_json
+from ..ledger.parquet import arrow_schema, decode_parquet, table_to_records
+from ..seal.document import SEAL_FORMAT_V2, parse_seal, seal_body
+from ..canonical import canonical_json
 from ..seal.rotation import Schedule
 from .problems import Kind, Problem
 

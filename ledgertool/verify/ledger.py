@@ -64,7 +64,7 @@ from ..ledger.reader import LedgerReader, LinkListing
 from ..ledger.remote import ledger_reader
 from ..ledger.segment import parse_open_segment
 from ..progress import Progress, ProgressFn
-from ..seal.document import records_to_table
+from ..ledger.parquet import records_to_table
 from ..seal.checkpoint import LinkTree, check_extends, parse_note
 from ..seal.rotation import Schedule, key_schedule, parse_rotation
 from .chain import (

@@ -30,12 +30,12 @@ from ..ledger.reader import LedgerReader
 from ..ledger.remote import ledger_reader
 from ..ledger.rotations import load_rotations
 from ..seal import merkle
-from ..seal.canonical import loads_strict
+from ..canonical import loads_strict
 from ..seal.checkpoint import SignedNote, origin_for, parse_note, verify_note
 from ..seal.document import (
     SEAL_FORMAT,
-    SEAL_FORMAT_V2,
     SEAL_FORMATS,
+    SEAL_FORMAT_V2,
     parse_seal,
     seal_hash,
     seal_signed_bytes,

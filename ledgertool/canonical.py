@@ -15,7 +15,7 @@ from typing import Any
 
 import rfc8785
 
-from ..errors import DataError, LedgerFormatError
+from .errors import DataError, LedgerFormatError
 
 __all__ = ["MAX_DOCUMENT_BYTES", "MAX_DOCUMENT_DEPTH", "MAX_SAFE_INTEGER", "b64decode_canonical",
            "canonical_json", "loads_format_object", "loads_strict"]
