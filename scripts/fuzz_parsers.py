@@ -39,7 +39,6 @@ with atheris.instrument_imports():
     from ledgertool.ledger.rotations import load_rotations, rotate_keys
     from ledgertool.seal import checkpoint, rotation
     from ledgertool.ledger.sealer import load_seal
-    from ledgertool.seal import document as seal
     from ledgertool.verify import proof
 
 KINDS = ("ledger", "segment", "seal", "proof", "note", "rotation")
@@ -109,7 +108,7 @@ def main() -> None:
                 doc_file.write_bytes(body)
                 doc = load_seal(doc_file)
                 try:
-                    world["trust"].verify(seal.seal_signed_bytes(doc), doc.get("signatures") or {})
+                    world["trust"].verify(doc.signed_bytes(), doc.signatures or {})
                 except (TypeError, ValueError):
                     pass  # not canonicalisable: verify reports bad_signature for these
             elif kind == "proof":

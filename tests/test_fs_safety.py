@@ -334,7 +334,7 @@ def _whole_records(ledger: Path) -> int:
     """Records a recovery must end up with: sealed ones plus whole ones in open segments."""
     n = 0
     for p in ledger.glob("link=*/seg-*.seal.json"):
-        n += load_seal(p)["records"]
+        n += load_seal(p).records
     for p in ledger.glob("link=*/seg-*.open"):
         seal = p.with_name(p.name.replace(".open", ".seal.json"))
         if not seal.exists() and p.stat().st_size >= segments.HEADER_SIZE:

@@ -109,7 +109,7 @@ def _mutate_records(ledger: Path, index: int, fn, c: dict) -> None:
 
 
 def _seal(ledger: Path, index: int) -> dict:
-    return load_seal(_f(ledger, index, "seal.json"))
+    return load_seal(_f(ledger, index, "seal.json")).to_json()
 
 
 def _write_seal(ledger: Path, index: int, doc: dict) -> None:

@@ -163,11 +163,11 @@ def _finish_rename(ledger_dir: Path, files: dict[str, Path]) -> None:
     Merkle root over its records (framing stripped) is the seal's signed root. Otherwise the file
     is not what was sealed: OpenSegmentRefusedError, the file left in place (verify then reports the
     sealed records as missing)."""
-    doc = load_seal(files["seal.json"], ledger_dir)
+    seal = load_seal(files["seal.json"], ledger_dir)
     seg = segments.read_open_segment(files["open"], ledger_dir)
     root = (segments.commit_records(seg.records, seg.header.record_size, seg.header.leaf_records).totals.merkle_root
             if seg.count else b"")
-    if seg.header.version != 2 or seg.torn_bytes or root.hex() != doc.get("merkle_root"):
+    if seg.header.version != 2 or seg.torn_bytes or root.hex() != seal.merkle_root:
         raise OpenSegmentRefusedError(
             f"{files['open']}: its records are not the ones {files['seal.json'].name} signed (Merkle root "
             f"{root.hex() or 'of no records'}, {seg.torn_bytes} bytes past the last whole block); it is left in place, "

@@ -108,7 +108,7 @@ def _rotate_keys_locked(directory: Path, ledger: LedgerHeader, old: SigningKey, 
             files = segment_files(directory, link)
             sealed = sorted(i for i, f in files.items() if "seal.json" in f)
             if sealed:
-                signer = load_seal(files[sealed[-1]]["seal.json"]).get("signer")
+                signer = load_seal(files[sealed[-1]]["seal.json"]).signer
                 if signer != old_bundle.key_ids:
                     raise KeyFileError(f"{old.path or 'old key'}: is not the key that signed the last seal of "
                                        f"link {link}")
@@ -257,9 +257,9 @@ def _last_signer(directory: Path) -> dict | None:
         sealed = [i for i, f in segment_files(directory, link).items() if "seal.json" in f]
         if sealed:
             try:
-                doc = load_seal(segment_files(directory, link)[max(sealed)]["seal.json"])
+                seal = load_seal(segment_files(directory, link)[max(sealed)]["seal.json"])
             except LedgerError:
                 continue  # verify reports an unreadable seal; it cannot vouch for a key either way
-            if newest is None or doc.get("sealed_at", "") > newest.get("sealed_at", ""):
-                newest = doc
-    return dict(newest.get("signer") or {}) if newest else None
+            if newest is None or (seal.sealed_at or "") > (newest.sealed_at or ""):
+                newest = seal
+    return dict(newest.signer or {}) if newest else None

@@ -20,8 +20,8 @@ from ..seal.document import (
     MAX_SEAL_BYTES,
     SEAL_FORMAT,
     SEAL_FORMAT_V2,
+    Seal,
     parse_seal,
-    seal_hash,
     seal_signed_bytes,
 )
 from .header import LedgerHeader
@@ -55,7 +55,7 @@ class SegmentTotals:
 
 def _sign_and_write(*, ledger_dir: Path, ledger: LedgerHeader, link: str, index: int, first_seq: int,
                     totals: SegmentTotals, files: dict, prev_hash: str, signing_key: SigningKey, seal_file: Path,
-                    torn_bytes: int, source: str | None, seal_format: str) -> tuple[dict, SealResult]:
+                    torn_bytes: int, source: str | None, seal_format: str) -> tuple[Seal, SealResult]:
     """The one builder of seal documents: the members common to every format, `files` (v1: the
     Parquet file's name, SHA-256 and size; v2: none) after merkle_root; signed, written atomically."""
     doc = {
@@ -89,8 +89,9 @@ def _sign_and_write(*, ledger_dir: Path, ledger: LedgerHeader, link: str, index:
     }
     doc["signatures"] = signing_key.sign(seal_signed_bytes(doc))
     write_atomic(seal_file, (json.dumps(doc, indent=1) + "\n").encode(), root=ledger_dir, what="seal document")
-    return doc, SealResult(index, totals.records, totals.frames, totals.drops, first_seq, totals.last_seq,
-                           seal_hash(doc), torn_bytes)
+    seal = Seal.of(doc)
+    return seal, SealResult(index, totals.records, totals.frames, totals.drops, first_seq, totals.last_seq,
+                            seal.hash(), torn_bytes)
 
 
 def leaves_file(seal_file: Path) -> Path:
@@ -102,7 +103,7 @@ def seal_records(
     *, ledger_dir: Path, ledger: LedgerHeader, link: str, index: int, first_seq: int, records: bytes,
     prev_hash: str, signing_key: SigningKey, parquet: Path, seal_file: Path, torn_bytes: int = 0,
     source: str | None = None,
-) -> tuple[dict, SealResult]:
+) -> tuple[Seal, SealResult]:
     """Seal one segment's records in a v1 ledger: write Parquet, compute the Merkle root, sign,
     write the seal.
 
@@ -133,7 +134,7 @@ def seal_committed(
     *, ledger_dir: Path, ledger: LedgerHeader, link: str, index: int, first_seq: int, totals: SegmentTotals,
     leaves: bytes, prev_hash: str, signing_key: SigningKey, seal_file: Path, torn_bytes: int = 0,
     source: str | None = None,
-) -> tuple[dict, SealResult]:
+) -> tuple[Seal, SealResult]:
     """Seal one segment of a v2 ledger from what the writer committed to when the records were
     appended (`totals`: counters and Merkle root; `leaves`: the leaf hashes), nothing read back:
     write the seal document (format ledgertool-seal-v2, no Parquet members), then the leaf-hash
@@ -145,7 +146,7 @@ def seal_committed(
     return out
 
 
-def load_seal(path: Path, root: Path | None = None) -> dict:
+def load_seal(path: Path, root: Path | None = None) -> Seal:
     """Read (fsio.read_regular, below the ledger directory `root` when given) and parse a seal
     document; LedgerFormatError naming the file when it is not one, StorageError / FileTypeError
     when it cannot be read or is not a regular file."""

@@ -42,6 +42,7 @@ from ..keyfiles import DigestKey, TrustBundle
 from ..ledger.header import LedgerHeader, load_ledger
 from ..ledger.rotations import load_rotations
 from ..progress import Progress, ProgressFn
+from ..seal.document import Seal
 from ..seal.rotation import DIGEST_KEY, rotation_kind
 from ..source import open_source
 from ..source.file import STDIN
@@ -514,7 +515,7 @@ def _load_ledger_side(con, ledger_dir: Path, trust: TrustBundle | None, checkpoi
         con.register("_segment", seg.table)
         try:
             con.execute(f"INSERT INTO lrec SELECT ?, ?, digest, seq, ts_ns, wire_len FROM _segment "
-                        f"WHERE (flags & {FLAG_GAP}) = 0", [seg.link, seg.seal.get("digest_key_id")])
+                        f"WHERE (flags & {FLAG_GAP}) = 0", [seg.link, seg.seal.digest_key_id])
         finally:
             con.unregister("_segment")
 
@@ -546,7 +547,7 @@ def _ledger_parts(ledger_dir: Path, trust: TrustBundle | None, checkpoint: bytes
             sink.n -= len(arr) - len(keep)
             arr = sink.records()[sink.n - len(keep):]
             arr[:] = keep
-        parts.append(LedgerPart(seg.link, seg.seal.get("digest_key_id"), arr))
+        parts.append(LedgerPart(seg.link, seg.seal.digest_key_id, arr))
 
     ver = verify_ledger(ledger_dir, trust, checkpoint, checkpoint_name, links=links, on_segment=add_segment,
                         progress=progress, records_into=sink)
@@ -794,13 +795,13 @@ class _Segment:
         return cls.of_seal(seg.link, seg.index, seg.seal)
 
     @classmethod
-    def of_seal(cls, link: str, index: int, doc: dict) -> "_Segment":
+    def of_seal(cls, link: str, index: int, seal: Seal) -> "_Segment":
         try:
-            ts = (int(doc["first_ts_ns"]), int(doc["last_ts_ns"]))
-        except (KeyError, TypeError, ValueError):
+            ts = (int(seal.first_ts_ns), int(seal.last_ts_ns))
+        except (TypeError, ValueError):
             ts = None  # an empty segment
-        frames = doc.get("frames")
-        return cls(link, index, doc.get("digest_key_id"), frames if isinstance(frames, int) else 0, ts)
+        frames = seal.frames
+        return cls(link, index, seal.digest_key_id, frames if isinstance(frames, int) else 0, ts)
 
 
 def digest_key_order(ledger_dir: Path, ledger: LedgerHeader) -> list[str]:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from ..canonical import canonical_json, loads_strict
@@ -33,24 +35,106 @@ def genesis_hash(ledger_id: str, link: str) -> str:
                           + link.encode()).hexdigest()
 
 
-def seal_body(doc: dict) -> dict:
-    """The signed part of a seal document: everything but "signatures"."""
+#: A member's value as a seal document states it: any JSON value, None when the member is absent.
+#: Unchecked until verify has checked it (a tampered seal may hold anything in any member).
+Claim = object
+
+
+@dataclass(frozen=True)
+class Seal:
+    """A seal document as parse_seal read it: its members by name (docs/ledger-format.md, "Seal
+    document"), the names it has (`members`, unknown ones included) and its canonical signed bytes.
+    Only `format` is checked by the parse; verify checks the rest. The document as parsed is kept
+    privately, so the signed bytes are those of every member it had, unknown ones included."""
+
+    format: str
+    ledger_id: Claim = None
+    link: Claim = None
+    segment: Claim = None
+    algorithm: Claim = None
+    strip: Claim = None
+    digest_key_id: Claim = None
+    record_size: Claim = None
+    leaf_records: Claim = None
+    ledger_header_sha256: Claim = None
+    records: Claim = None
+    frames: Claim = None
+    drops_declared: Claim = None
+    first_seq: Claim = None
+    last_seq: Claim = None
+    first_ts_ns: Claim = None
+    last_ts_ns: Claim = None
+    merkle_root: Claim = None
+    parquet_file: Claim = None  # v1 only
+    parquet_sha256: Claim = None  # v1 only
+    parquet_bytes: Claim = None  # v1 only
+    prev_seal_hash: Claim = None
+    torn_bytes_discarded: Claim = None
+    source: Claim = None
+    sealed_at: Claim = None
+    signer: Claim = None
+    signatures: Claim = None
+    members: frozenset[str] = frozenset()
+    _document: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def of(cls, doc: Mapping) -> Seal:
+        """The Seal of a parsed (or just built) seal document; the mapping is copied, not kept."""
+        doc = dict(doc)
+        known = {f.name: doc.get(f.name) for f in _MEMBER_FIELDS}
+        return cls(**known, members=frozenset(doc), _document=doc)
+
+    @property
+    def v2(self) -> bool:
+        """A ledgertool-seal-v2 seal: the records are authenticated by the signed root alone."""
+        return self.format == SEAL_FORMAT_V2
+
+    def has(self, member: str) -> bool:
+        return member in self.members
+
+    def body(self) -> bytes:
+        """RFC 8785 bytes of the signed part (every member but "signatures"); TypeError or
+        ValueError when a member cannot be canonicalised."""
+        return canonical_json(seal_body(self._document))
+
+    def signed_bytes(self) -> bytes:
+        """What the signatures sign: keys.seal_message over body()."""
+        return seal_message(self.body())
+
+    def hash(self) -> str:
+        """SHA-256 (hex) of body(): the next seal's prev_seal_hash."""
+        return hashlib.sha256(self.body()).hexdigest()
+
+    def to_json(self) -> dict:
+        """The document as parsed, every member (a copy: for JSON output)."""
+        return dict(self._document)
+
+
+_MEMBER_FIELDS = tuple(f for f in fields(Seal) if f.name not in ("members", "_document"))
+
+
+def seal_body(doc: Mapping) -> dict:
+    """The signed part of a seal document being built: everything but "signatures"."""
     return {k: v for k, v in doc.items() if k != "signatures"}
 
 
-def seal_signed_bytes(doc: dict) -> bytes:
-    return seal_message(canonical_json(seal_body(doc)))
+def seal_signed_bytes(doc: Seal | Mapping) -> bytes:
+    """The signed bytes of a seal, or of a document being built (ledger.sealer)."""
+    return doc.signed_bytes() if isinstance(doc, Seal) else seal_message(canonical_json(seal_body(doc)))
 
 
-def seal_hash(doc: dict) -> str:
+def seal_hash(doc: Seal | Mapping) -> str:
     """SHA-256 (hex) of the canonical signed body; the next seal's prev_seal_hash."""
+    if isinstance(doc, Seal):
+        return doc.hash()
     return hashlib.sha256(canonical_json(seal_body(doc))).hexdigest()
 
 
-def parse_seal(data: bytes, where: Path | str) -> dict:
-    """Parse the bytes of a seal document (v1 or v2) (strict JSON: `canonical.loads_strict`); LedgerFormatError
-    naming `where` when it is not one."""
+def parse_seal(data: bytes, where: Path | str) -> Seal:
+    """Parse the bytes of a seal document (v1 or v2) (strict JSON: `canonical.loads_strict`);
+    LedgerFormatError naming `where` when it is not one. Members other than the format's are
+    kept (verify names them in a v2 seal) and signed over like the others."""
     doc = loads_strict(data, str(where))
     if not isinstance(doc, dict) or doc.get("format") not in SEAL_FORMATS:
         raise LedgerFormatError(f"{where}: not a {SEAL_FORMAT} or {SEAL_FORMAT_V2} document")
-    return doc
+    return Seal.of(doc)

@@ -66,6 +66,7 @@ from ..ledger.segment import parse_open_segment
 from ..progress import Progress, ProgressFn
 from ..ledger.parquet import records_to_table
 from ..seal.checkpoint import LinkTree, check_extends, parse_note
+from ..seal.document import Seal
 from ..seal.rotation import Schedule, key_schedule, parse_rotation
 from .chain import (
     LinkChain,
@@ -141,7 +142,7 @@ class VerifiedSegment:
 
     link: str
     index: int
-    seal: dict
+    seal: Seal
     decoded: pa.Table | None  # the decoded Parquet table; None for a raw record file
     records: bytes
     digest_size: int = 16  # of `records` (bytes), for the table built from them
