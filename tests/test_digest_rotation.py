@@ -408,7 +408,7 @@ def test_mixed_signing_and_digest_rotations(tmp_path, keys, captures):
     capture_file(src, lg, digest_key=keys["B"], signing_key=k3, segment_records=150)       # 6..7
     rotate_digest_key(lg, k3, keys["B"], keys["C"])
     capture_file(src, lg, digest_key=keys["C"], signing_key=k3, segment_records=300)       # 8
-    rots = load_rotations(lg)
+    rots = [r.to_json() for r in load_rotations(lg)]
     for d in rots:
         validate(d, "rotation.schema.json")
     assert not is_valid({**rots[1], "new_keys": rots[0]["new_keys"]}, "rotation.schema.json")
@@ -460,7 +460,7 @@ def test_old_format_signing_rotation_still_verifies(tmp_path, keys):
     validate(doc, "rotation.schema.json")
     capture_file(SAMPLES / "sample.pcap", lg, digest_key=keys["A"], signing_key=k2, segment_records=100)
     rotate_digest_key(lg, k2, keys["A"], keys["B"])
-    assert load_rotations(lg)[1]["prev_rotation_hash"] == rotation_hash(doc)
+    assert load_rotations(lg)[1].prev_rotation_hash == rotation_hash(doc)
     capture_file(SAMPLES / "sample.pcap", lg, digest_key=keys["B"], signing_key=k2, segment_records=100)
     v = verify_ledger(lg, keys["trust"])
     assert v.ok and v.segments == 9, v.problems

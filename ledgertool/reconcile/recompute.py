@@ -43,7 +43,7 @@ from ..ledger.header import LedgerHeader, load_ledger
 from ..ledger.rotations import load_rotations
 from ..progress import Progress, ProgressFn
 from ..seal.document import Seal
-from ..seal.rotation import DIGEST_KEY, rotation_kind
+from ..seal.rotation import DIGEST_KEY
 from ..source import open_source
 from ..source.file import STDIN
 from ..urls import location
@@ -810,8 +810,8 @@ def digest_key_order(ledger_dir: Path, ledger: LedgerHeader) -> list[str]:
     LedgerFormatError for a rotation statement that does not parse."""
     order = [ledger.digest_key_id]
     for doc in load_rotations(ledger_dir):
-        kid = doc.get("new_digest_key_id")
-        if rotation_kind(doc) == DIGEST_KEY and isinstance(kid, str) and kid not in order:
+        kid = doc.new_digest_key_id
+        if doc.kind == DIGEST_KEY and isinstance(kid, str) and kid not in order:
             order.append(kid)
     return order
 

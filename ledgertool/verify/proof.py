@@ -130,7 +130,7 @@ def _proof_for(directory: Path, ledger: LedgerHeader, link: str, seal: Seal, rec
         "leaf_block": {"first_record_index": li * leaf, "records": len(block) // rsize, "hex": block.hex()},
         "audit_path": [h.hex() for h in merkle.inclusion_proof(li, leaves)],
         "seal": seal.to_json(),
-        "rotations": load_rotations(directory),
+        "rotations": [r.to_json() for r in load_rotations(directory)],
     }
 
 
