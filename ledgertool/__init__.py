@@ -22,7 +22,7 @@ from .errors import DataError, HostError, LedgerError
 from ._version import __version__
 
 # numpy's OpenBLAS starts one spinning thread per core on import; ledgertool does no BLAS work, and
-# those threads took a core from the digest workers on a 2-core machine (docs/benchmarks.md).
+# those threads took a core from the digest workers on a 2-core machine.
 _os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 #: public name -> "module:attribute" that defines it (imported on first use)

@@ -30,7 +30,7 @@ from .errors import (
 
 # LT_ABI_VERSION of the headers this package is written against (tests/test_binding.py pins the
 # CDEF blocks' digest to it, so a changed declaration without a raised version fails a test).
-ABI_VERSION = 2
+ABI_VERSION = 3
 
 _REBUILD = "rebuild it: `pip install -e .` in the checkout (or `python native/build_ffi.py` for an in-place build)"
 
@@ -105,8 +105,9 @@ def optional_module(m: OptionalModule, source: str) -> ModuleType:
 # is one function per kind of subject; each returns the exception for the caller to raise.
 
 def c_string(buf) -> str:
-    """The NUL-terminated text native code wrote into a char buffer (undecodable bytes replaced)."""
-    return ffi.string(buf).decode(errors="replace")
+    """The NUL-terminated text native code wrote into a char buffer; bytes that are not UTF-8 (a
+    file name's) kept as surrogates, as os.fsdecode keeps them, so messages show them as `\\xNN`."""
+    return ffi.string(buf).decode(errors="surrogateescape")
 
 
 def check(status: int, what: str) -> None:

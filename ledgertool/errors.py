@@ -140,6 +140,13 @@ class OpenSegmentRefusedError(DiscrepancyError):
         self.unauthenticated = unauthenticated
 
 
+class RollbackRefusedError(DataError):
+    """The ledger's storage is behind what this signing key has signed, or diverges from it (the
+    device's protected state, ledgertool.ledger.devstate): a seal or checkpoint the device signed
+    is missing or replaced, or a sealed segment comes back as an open one. Nothing is signed: a
+    new seal there would fork the history the device already vouched for."""
+
+
 def exit_code_for(exc: BaseException) -> int:
     """Exit code for an exception reaching the CLI: 2 for anything unexpected."""
     return getattr(exc, "exit_code", 2) if isinstance(exc, LedgerError) else 2

@@ -404,6 +404,26 @@ def rename(path: PathArg, new_name: str, *, root: PathArg | None = None) -> None
         os.close(dfd)
 
 
+def move(path: PathArg, new_path: PathArg, *, root: PathArg | None = None) -> None:
+    """Move `path` to `new_path` (another directory of the same file system, made when missing;
+    both opened below `root` without following links) and fsync both directories, new name
+    first, so a crash leaves the file under one of its names. StorageError naming `path`."""
+    path, new_path = Path(path), Path(new_path)
+    dst = open_dir(new_path.parent, root, create=True)
+    try:
+        src = open_dir(path.parent, root)
+        try:
+            os.rename(path.name, new_path.name, src_dir_fd=src, dst_dir_fd=dst)
+            os.fsync(dst)
+            os.fsync(src)
+        except OSError as e:
+            raise storage_error(e, path, f"move to {new_path}") from None
+        finally:
+            os.close(src)
+    finally:
+        os.close(dst)
+
+
 # ---- reading ----------------------------------------------------------------------------------
 
 def open_regular(path: PathArg, *, root: PathArg | None = None, follow: bool = False,

@@ -1,7 +1,7 @@
 """Capacity planning: digest collision odds and ledger storage, as pure math.
 
-Implements the `ledgertool plan` formulas of docs/plan.md (the CLI contract is
-/work/shared/design/CLI.md, "plan collision" and "plan storage"):
+Implements the `ledgertool plan` formulas of docs/plan.md (the commands: docs/cli.md,
+"plan collision, plan storage"):
 
 * frames per second on a saturated Ethernet link, with 20 bytes of per-frame wire
   overhead (7 preamble + 1 SFD + 12 inter-frame gap) on top of the frame size
@@ -10,7 +10,9 @@ Implements the `ledgertool plan` formulas of docs/plan.md (the CLI contract is
   E = sqrt(pi * 2^B / 2), and P(at least one collision among n frames)
   = 1 - exp(-n(n-1) / 2^(B+1)), evaluated as -expm1(...) so that probabilities
   far below machine epsilon (1e-30 and smaller) are kept instead of rounding to 0;
-* storage for ledger records: frames/s x record bytes, per link and for all links.
+* storage for ledger records: frames/s x record bytes, per link and for all links;
+* the window tier: one record per link and window (docs/adr/0012), its bytes and the union bound
+  of its false matches over every window compared.
 
 Nothing here prints or reads files. Bad values raise `ledgertool.errors.UsageError`
 with a one-line message, because every value reaching this module comes from a
@@ -40,7 +42,7 @@ SECONDS_PER_WEEK = 7 * SECONDS_PER_DAY
 #: A Julian year, 365.25 days.
 SECONDS_PER_YEAR = 365.25 * SECONDS_PER_DAY
 
-#: Bytes of a ledger record besides the digest (seq, ts, lengths, flags; LEDGER-FORMAT.md).
+#: Bytes of a ledger record besides the digest (seq, ts, lengths, flags; docs/ledger-format.md).
 RECORD_FIXED_BYTES = 32
 #: Digest size of the default (128-bit) ledger algorithms.
 DEFAULT_DIGEST_BYTES = 16
@@ -396,6 +398,95 @@ def storage_table(
         StorageRow(t, storage_plan(t.frames_per_second, record_bytes, links, duration_seconds))
         for t in traffics
     ]
+
+
+# --------------------------------------------------------------------------- window tier
+
+#: Window records (docs/ledger-format.md "Window records"): an 80-byte header, then cells of
+#: 12 bytes (count, check) + the digest; a capacity of m differences takes 3 * (ceil(2m/3) + 32)
+#: cells.
+WINDOW_HEADER_BYTES = 80
+WINDOW_CELL_FIXED_BYTES = 12
+WINDOW_MAX_CELLS = 3 * 2**20
+DEFAULT_WINDOW_SECONDS = 1.0
+DEFAULT_WINDOW_CAPACITY = 64
+#: A false match of one window comparison (ADR 0012): at most 3 / (2^128 - q); q (distinct digests
+#: compared) is far below 2^100 in any deployment, so 3 / 2^128 rounded up by (1 + 2^-20).
+WINDOW_FALSE_MATCH = 3 / 2**128 * (1 + 2**-20)
+
+
+def window_cells(capacity: int) -> int:
+    """Cells of a window table that decodes `capacity` differences (< 1 % failure at capacity)."""
+    if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+        raise UsageError(
+            f"bad window capacity {capacity!r}: must be a positive number of differences")
+    cells = 3 * (math.ceil(2 * capacity / 3) + 32)
+    if cells > WINDOW_MAX_CELLS:
+        raise UsageError(
+            f"bad window capacity {capacity}: needs {cells} cells, more than {WINDOW_MAX_CELLS}")
+    return cells
+
+
+def window_record_bytes(capacity: int, digest_bytes: int = DEFAULT_DIGEST_BYTES) -> int:
+    """Bytes of one window record of a table for `capacity` differences."""
+    if digest_bytes not in (16, 32):
+        raise UsageError(
+            f"bad digest size {digest_bytes}: window records hold 16- or 32-byte digests")
+    return WINDOW_HEADER_BYTES + window_cells(capacity) * (WINDOW_CELL_FIXED_BYTES + digest_bytes)
+
+
+@dataclass(frozen=True)
+class WindowPlan:
+    """The window tier's volume (one record per link and window, whatever the traffic) and the
+    false-match bound of its comparisons over `duration_seconds` on every link."""
+
+    window_seconds: float
+    capacity: int
+    cells: int
+    record_bytes: int
+    links: int
+    duration_seconds: float
+    windows_per_day_per_link: float
+    bytes_per_day_per_link: float
+    bytes_for_duration_per_link: float
+    bytes_per_day: float
+    bytes_for_duration: float
+    windows_in_duration: float
+    false_match_per_window: float
+    false_match_bound: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def window_plan(window_seconds: float, capacity: int, digest_bytes: int, links: int,
+                duration: float) -> WindowPlan:
+    """Window records of `window_seconds`, a table for `capacity` differences, `links` links."""
+    _finite_positive(window_seconds, "window length", repr(window_seconds), MAX_DURATION_SECONDS)
+    if window_seconds < 1e-9:
+        raise UsageError(f"bad window length {window_seconds!r} s: at least 1 ns")
+    _check_links(links)
+    _finite_positive(duration, "duration", repr(duration), MAX_DURATION_SECONDS)
+    size = window_record_bytes(capacity, digest_bytes)
+    per_day = SECONDS_PER_DAY / window_seconds
+    windows = max(1.0, duration / window_seconds) * links
+    per_duration = duration / window_seconds * size
+    return WindowPlan(
+        window_seconds=window_seconds,
+        capacity=capacity,
+        cells=window_cells(capacity),
+        record_bytes=size,
+        links=links,
+        duration_seconds=duration,
+        windows_per_day_per_link=per_day,
+        bytes_per_day_per_link=per_day * size,
+        bytes_for_duration_per_link=per_duration,
+        bytes_per_day=per_day * size * links,
+        bytes_for_duration=per_duration * links,
+        windows_in_duration=windows,
+        false_match_per_window=WINDOW_FALSE_MATCH,
+        false_match_bound=min(1.0, windows * WINDOW_FALSE_MATCH),
+    )
 
 
 # --------------------------------------------------------------------------- humane numbers

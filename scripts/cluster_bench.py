@@ -1,5 +1,5 @@
 """verify (or, with --recompute, recompute) on one machine and on a LocalCluster of 1 and 2
-worker processes (docs/cluster.md, docs/benchmarks.md "verify --cluster", "recompute --cluster").
+worker processes (docs/cluster.md; docs/benchmarks.md, "On a cluster").
 
 Usage:  python scripts/cluster_bench.py N [--segment-records S] [--workers 1,2] [--workdir DIR] [--recompute]
                                         [--reuse] [--exact]

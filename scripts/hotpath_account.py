@@ -1,5 +1,5 @@
-"""Where a frame's time goes in capture:engine, stage by stage (docs/benchmarks.md, "Where the time
-goes at 64 bytes"). One command:
+"""Where a frame's time goes in capture:engine, stage by stage (docs/benchmarks.md, "Where a frame's
+time goes"). One command:
 
   python scripts/hotpath_account.py [--frames 1000000] [--size 64] [--repeats 31] [--rounds 11]
                                     [--algorithm siphash-1-3-128] [--path CPU_PATH]
@@ -18,7 +18,7 @@ the page cache. Measured, one thread unless said otherwise, best of --repeats fu
             --rounds rounds (medians and best; 2-worker efficiency = rate(2) / (2 x rate(1)))
 
 Prints Markdown tables: ns and TSC cycles per frame (the TSC ticks at the nominal clock: see
-docs/benchmarks.md "Cycles") and the per-core ceiling 1 / (sum of the stages).
+docs/benchmarks.md "How to read the figures") and the per-core ceiling 1 / (sum of the stages).
 """
 from __future__ import annotations
 
@@ -90,7 +90,7 @@ def isolated_ns(alg, size: int, repeats: int) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description="Where a frame's time goes in capture:engine, stage by stage "
-                                 "(docs/benchmarks.md, 'Where the time goes at 64 bytes').",
+                                 "(docs/benchmarks.md, 'Where a frame's time goes').",
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("--frames", type=int, default=1_000_000, help="frames in the generated pcap")
     ap.add_argument("--size", type=int, default=64, help="frame size in bytes (60 captured at 64: no FCS)")

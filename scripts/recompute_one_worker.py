@@ -1,6 +1,6 @@
 """Single-machine `recompute` on one core: reconcile(CAPTURE, LEDGER, --workers 1) run R times in
 this process; prints wall and CPU seconds per run and records per CPU-second, the best run last,
-and with --prof a cProfile table of the last run (docs/benchmarks.md, "recompute per worker").
+and with --prof a cProfile table of the last run (docs/benchmarks.md, "recompute").
 
 Usage:  python scripts/recompute_one_worker.py LEDGER CAPTURE KEYDIR [--runs R] [--prof]
 (KEYDIR: digest.key and verifier.pub of the ledger.)

@@ -1,22 +1,23 @@
-"""Verification and reconciliation at scale: capture N generated 64-byte frames, verify the ledger,
-then recompute the frames against it.
+"""Capture, verify and recompute at scale, as a user runs them: CPU time and peak memory.
 
-Usage:  python scripts/scale_bench.py 1000000 10000000 100000000 [--memory-limit 4GB] [--workdir DIR]
+Usage:  python scripts/scale_bench.py 2000000 10000000 [--memory-limit 4GB] [--workdir DIR]
                                       [--no-verify] [--no-recompute]
 
 For each N, a workload spec (two IPv4 UDP flows of 64-byte frames, as samples/workloads/
-worst-case-64.toml) is written; `ledgertool capture workload:SPEC` builds a ledger and
-`ledgertool verify L --trust verifier.pub` checks it (segments of 1,000,000 records: N / 10^6
-segments), and `ledgertool recompute workload:SPEC --ledger L` reconciles the same frames against it
-(DuckDB with a memory limit, spilling to a temporary directory). Each command runs as a child process; its wall
-time and peak RSS (getrusage of the child) are printed as one markdown table row per command
-(docs/benchmarks.md, "Verification at scale", "Reconciliation at scale").
+worst-case-64.toml) is written; `ledgertool capture workload:SPEC` builds a ledger (segments of
+1,000,000 records), `ledgertool verify L --trust verifier.pub` checks it and `ledgertool recompute
+workload:SPEC --ledger L` reconciles the same frames against it. Each command runs as a child
+process; one markdown row per command gives its wall time, its CPU time (user + system of every
+thread, from wait4) and its peak RSS. The CPU a frame costs beyond start-up is the difference of
+two sizes' CPU divided by the difference of their frames (docs/benchmarks.md, "How to read the
+figures").
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -56,21 +57,25 @@ size = 64
 """
 
 
-_CHILD = ("import atexit, resource, sys; atexit.register(lambda: sys.stderr.write("
-          "'MAXRSS %d\\n' % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)); "
-          "from ledgertool.cli.app import main; main()")
+_CLI = "from ledgertool.cli.app import main; main()"
 
 
-def run(args: list[str]) -> tuple[dict, float, int]:
-    """Run `ledgertool ARGS --json` as a child; return (report, wall seconds, peak RSS bytes).
-    The child reports its own peak RSS (getrusage RUSAGE_SELF, DuckDB included) at exit."""
-    t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", _CHILD, *args, "--json"], capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    if proc.returncode not in (0, 1):
-        raise SystemExit(f"{' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()}")
-    rss_kib = int(proc.stderr.rsplit("MAXRSS ", 1)[1].split()[0])
-    return json.loads(proc.stdout), wall, rss_kib * 1024
+def run(args: list[str]) -> tuple[dict, float, float, int]:
+    """Run `ledgertool ARGS --json` as a child; return (report, wall s, CPU s, peak RSS bytes).
+    CPU and peak RSS are the child's own (wait4: every thread, DuckDB's included)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        argv = [sys.executable, "-c", _CLI, *args, "--json"]
+        proc = subprocess.Popen(argv, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode not in (0, 1):
+            why = err.read().decode().strip()
+            raise SystemExit(f"{' '.join(args)} failed ({proc.returncode}): {why}")
+        return json.loads(out.read()), wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
 
 
 def main() -> None:
@@ -83,31 +88,36 @@ def main() -> None:
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ledgertool-scale-", dir=a.workdir))
     try:
-        subprocess.run([sys.executable, "-c", "from ledgertool.cli.app import main; main()", "keys", "generate",
-                        str(work / "keys")], check=True, capture_output=True)
-        print("| frames | step | wall s | frames/s | peak RSS MiB | result |")
+        keys = work / "keys"
+        subprocess.run([sys.executable, "-c", _CLI, "keys", "generate", str(keys)], check=True,
+                       capture_output=True)
+        print("| frames | step | wall s | CPU s | peak RSS MiB | result |")
         print("|---:|---|---:|---:|---:|---|")
         for n in a.frames:
             spec = work / f"scale-{n}.toml"
             spec.write_text(SPEC.format(n=n, a=n // 2, b=n - n // 2))
             ledger = work / f"ledger-{n}"
-            rep, wall, rss = run(["capture", f"workload:{spec}", "--ledger", str(ledger),
-                                  "--digest-key", str(work / "keys/digest.key"),
-                                  "--signing-key", str(work / "keys/signing.key")])
-            print(f"| {n:,} | capture (digest + seal) | {wall:.1f} | {n / wall:,.0f} | {rss / 2**20:,.0f} | "
+            rep, wall, cpu, rss = run(["capture", f"workload:{spec}", "--ledger", str(ledger),
+                                       "--digest-key", str(keys / "digest.key"),
+                                       "--signing-key", str(keys / "signing.key")])
+            mib = rss / 2**20
+            print(f"| {n:,} | capture (digest + seal) | {wall:.2f} | {cpu:.2f} | {mib:,.0f} | "
                   f"{len(rep['segments'])} segments |", flush=True)
             if not a.no_verify:
-                rep, wall, rss = run(["verify", str(ledger), "--trust", str(work / "keys/verifier.pub")])
-                print(f"| {n:,} | verify | {wall:.1f} | {rep['records'] / wall:,.0f} | {rss / 2**20:,.0f} | "
+                rep, wall, cpu, rss = run(["verify", str(ledger), "--trust", str(keys / "verifier.pub")])
+                mib = rss / 2**20
+                print(f"| {n:,} | verify | {wall:.2f} | {cpu:.2f} | {mib:,.0f} | "
                       f"{'OK' if rep['ok'] else 'FAIL'}: {rep['segments']} segments, {rep['records']:,} records |",
                       flush=True)
             if a.no_recompute:
                 shutil.rmtree(ledger)
                 continue
-            rep, wall, rss = run(["recompute", f"workload:{spec}", "--ledger", str(ledger),
-                                  "--trust", str(work / "keys/verifier.pub"),
-                                  "--digest-key", str(work / "keys/digest.key"), "--memory-limit", a.memory_limit])
-            print(f"| {n:,} | recompute + reconcile | {wall:.1f} | {n / wall:,.0f} | {rss / 2**20:,.0f} | "
+            rep, wall, cpu, rss = run(["recompute", f"workload:{spec}", "--ledger", str(ledger),
+                                       "--trust", str(keys / "verifier.pub"),
+                                       "--digest-key", str(keys / "digest.key"),
+                                       "--memory-limit", a.memory_limit])
+            mib = rss / 2**20
+            print(f"| {n:,} | recompute + reconcile | {wall:.2f} | {cpu:.2f} | {mib:,.0f} | "
                   f"matched {rep['matched']:,}, ledger-only {rep['ledger_only']}, capture-only {rep['capture_only']} |",
                   flush=True)
             shutil.rmtree(ledger)

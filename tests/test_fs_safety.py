@@ -427,8 +427,7 @@ def test_item14_enospc_during_a_long_capture_cli(tmpfs, big_pcap, keydir):
     path = line.removeprefix("ledgertool: error: ").split(": ")[0]
     assert path.startswith(str(ledger / "link=link0" / "seg-")) and not path.endswith(fsio.TMP_SUFFIX), line
     assert "No space left on device; free space on that file system" in line, line
-    assert line.endswith(f"every record written before the error is kept: once that is fixed, `ledgertool recover "
-                         f"{ledger}` seals it"), line
+    assert f"; kept for `ledgertool recover {ledger}` to seal once that is fixed: " in line, line
     remount("size=64m")
     want = _whole_records(ledger)
     r = run_cli("recover", ledger, "--signing-key", keydir / "signing.key")
@@ -746,7 +745,7 @@ def test_item16_recover_does_what_verify_says_for_a_corrupt_header(offset, torn,
     warn = [w for w in verify_ledger(torn, trust).warnings if w.segment == 2]
     assert len(warn) == 1 and warn[0].kind in ("open_segment", "torn_segment"), warn
     seals = "`ledgertool recover` (or the next capture) seals it" in warn[0].detail
-    assert seals or "`ledgertool recover` discards it" in warn[0].detail, warn[0].detail
+    assert seals or "`ledgertool recover` sets it aside" in warn[0].detail, warn[0].detail
     assert seals == (offset in (144, 152, 200)), warn[0].detail
     if seals:  # the MAC chain starts from the header: nothing of the segment authenticates
         why = "names MAC key" if offset == 152 else r"block 0 \(byte 256\) fails authentication"
@@ -757,12 +756,13 @@ def test_item16_recover_does_what_verify_says_for_a_corrupt_header(offset, torn,
         assert path.read_bytes() == raw and verify_ledger(torn, trust).records == 200
         return
     res = recover_ledger(torn, sk)
-    assert not res.sealed and [(d["path"], d["bytes"]) for d in res.discarded] == [(str(path), len(raw))]
+    assert not res.sealed and [(a.path, a.bytes) for a in res.set_aside] == [(str(path), len(raw))]
     v = verify_ledger(torn, trust, checkpoint_path(torn, "link0").read_bytes())
-    assert v.ok and not v.warnings and v.records == 200, (v.problems, v.warnings)
+    aside = [w.kind.value for w in v.warnings]  # only the set-aside directory, named as never sealed
+    assert v.ok and aside == ["stray_file"] and v.records == 200, (v.problems, v.warnings)
     capture_file(SAMPLE, torn, digest_key=dk, signing_key=sk, segment_records=100)
     v = verify_ledger(torn, trust, checkpoint_path(torn, "link0").read_bytes())
-    assert v.ok and not v.warnings and v.records == 494, (v.problems, v.warnings)
+    assert v.ok and [w.kind.value for w in v.warnings] == aside and v.records == 494, (v.problems, v.warnings)
 
 
 def test_item16_capture_after_a_corrupt_header_reports_the_discard(torn, keydir):
@@ -772,5 +772,6 @@ def test_item16_capture_after_a_corrupt_header_reports_the_discard(torn, keydir)
     path.write_bytes(raw)
     r = run_cli(*_capture_args(SAMPLE, torn, keydir, "--segment-records", "100"))
     assert r.returncode == 0, r.stderr
-    assert f"warning: recovery discarded {path} ({len(raw)} bytes: segment header does not decode (not a ledgertool " \
-           "segment (bad magic at byte 0)): its records cannot be attributed)" in r.stderr, r.stderr
+    assert f"warning: recovery set aside {path} as {torn / 'set-aside' / 'link=link0' / path.name} ({len(raw)} " \
+           "bytes not sealed: segment header does not decode (not a ledgertool segment (bad magic at byte 0)): its " \
+           "records cannot be attributed)" in r.stderr, r.stderr

@@ -6,6 +6,7 @@ prefix. The custodian of the storage (write access, no keys) is the adversary
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -104,21 +105,23 @@ def test_item14_planted_v2_open_segment_is_refused(sealed, keydir, other_keydir)
     mine, theirs = OpenSegmentKey.derive(sk, lg.ledger_id), OpenSegmentKey.derive(other, lg.ledger_id)
     records = _renumbered(_records_of(sealed), lg.digest_size, 294)
     planted = layout.open_segment_path(sealed, "link0", 3)
-    # made-up MACs under the real key id
-    planted.write_bytes(_header(sealed, 3, 294, mine.key_id).encode() + (294).to_bytes(4, "little") + records
-                        + bytes(MAC_SIZE))
+    # made-up MACs under the real key id: nothing authenticates, the file is set aside whole
+    raw = _header(sealed, 3, 294, mine.key_id).encode() + (294).to_bytes(4, "little") + records + bytes(MAC_SIZE)
+    planted.write_bytes(raw)
+    aside = layout.set_aside_dir(sealed, "link0") / planted.name
     r = _recover(sealed, keydir)
-    assert r.returncode == 1 and r.stderr.strip() == (
-        f"ledgertool: error: {planted}: block 0 (byte 256) fails authentication by the device's key (MAC does "
-        "not verify): planted, rewritten or reordered, or written by an older version; nothing of this segment is "
-        "sealed"), r.stderr
+    assert r.returncode == 1 and (
+        f"set aside {planted} as {aside}: {len(raw)} bytes not sealed ({planted}: block 0 (byte 256) fails "
+        "authentication by the device's key (MAC does not verify): planted, rewritten or reordered, a damaged "
+        "header or block, or written by an older version)") in r.stdout, r.stdout + r.stderr
+    assert aside.read_bytes() == raw and not planted.exists()
     # correct MACs under another device's key
-    planted.unlink()
     w = segments.SegmentWriter(planted, _header(sealed, 3, 294, theirs.key_id), theirs, sealed)
     w.append(records, 294)
     w.close()
     r = _recover(sealed, keydir)
-    assert r.returncode == 1 and f"{planted}: the header (byte 152) names MAC key {theirs.key_id}" in r.stderr
+    assert r.returncode == 1 and f"{planted}: the header (byte 152) names MAC key {theirs.key_id}" in r.stdout
+    assert aside.with_name(planted.name + ".1").is_file() and not planted.exists()
     assert _verify_before(sealed, keydir).returncode == 0
     assert verify_ledger(sealed, load_keys(keydir)[2]).records == 294
 
@@ -224,38 +227,43 @@ def test_item14_recover_seals_whole_authenticated_blocks(left_open, keydir):
     assert v.ok and v.records == 422
 
 
-def test_item14_rewritten_block_is_refused(left_open, keydir):
+def test_item14_rewritten_block_is_set_aside_and_the_prefix_sealed(left_open, keydir):
     ledger = left_open.parent.parent
     raw = bytearray(left_open.read_bytes())
     at = _block_offsets(left_open)[1]
     raw[at + segments.BLOCK_PREFIX + RECORD_FIXED] ^= 1  # one digest bit of block 1's first record
     left_open.write_bytes(bytes(raw))
-    r = _recover(ledger, keydir)
-    assert r.returncode == 1 and r.stderr.strip() == (
-        f"ledgertool: error: {left_open}: block 1 (byte {at}) fails authentication by the device's key (MAC does "
-        "not verify): planted, rewritten or reordered, or written by an older version; nothing of this segment is "
-        "sealed"), r.stderr
-    assert not layout.seal_path(ledger, "link0", 3).exists() and left_open.exists()
+    r = _recover(ledger, keydir, "--json")
+    assert r.returncode == 1, r.stderr
+    doc = json.loads(r.stdout)
+    assert not doc["ok"] and [(s["segment"], s["records"], s["blocks_sealed"]) for s in doc["sealed"]] == [(3, 64, 1)]
+    (a,) = doc["set_aside"]
+    assert (a["path"], a["bytes"], a["failed_authentication"]) == (str(left_open), len(raw) - at, True)
+    assert a["why"].startswith(f"{left_open}: block 1 (byte {at}) fails authentication by the device's key")
+    assert Path(a["moved_to"]).read_bytes() == raw  # the file as found, kept
     assert _verify_before(ledger, keydir).returncode == 0
+    v = verify_ledger(ledger, load_keys(keydir)[2], layout.checkpoint_path(ledger, "link0").read_bytes())
+    assert v.records == 294 + 64
 
 
-def test_item14_reordered_blocks_are_refused(left_open, keydir):
+def test_item14_reordered_blocks_are_set_aside(left_open, keydir):
     ledger = left_open.parent.parent
     raw = left_open.read_bytes()
     o = _block_offsets(left_open)
-    left_open.write_bytes(raw[:o[1]] + raw[o[2]:] + raw[o[1]:o[2]])  # blocks 1 and 2 (same size) swapped
     sk = load_keys(keydir)[1]
-    with pytest.raises(OpenSegmentRefusedError, match=rf"block 1 \(byte {o[1]}\) fails authentication"):
-        recover_ledger(ledger, sk)
-    assert not layout.seal_path(ledger, "link0", 3).exists()
     # the header is bound into block 0's MAC: blocks under another header (here: its creation
-    # time, which nothing else checks) fail from block 0
+    # time, which nothing else checks) fail from block 0; without the device's protected state
+    # nothing says no sealed segment lies there, so the file is refused and left in place
     hdr = bytearray(raw[:segments.HEADER_SIZE])
     hdr[144] ^= 1
     left_open.write_bytes(bytes(hdr) + raw[segments.HEADER_SIZE:])
     with pytest.raises(OpenSegmentRefusedError, match=r"block 0 \(byte 256\) fails authentication"):
         recover_ledger(ledger, sk)
-    assert not layout.seal_path(ledger, "link0", 3).exists()
+    assert not layout.seal_path(ledger, "link0", 3).exists() and left_open.exists()
+    left_open.write_bytes(raw[:o[1]] + raw[o[2]:] + raw[o[1]:o[2]])  # blocks 1 and 2 (same size) swapped
+    res = recover_ledger(ledger, sk)
+    assert [(link, r.index, r.records) for link, r in res.sealed] == [("link0", 3, 64)] and not res.ok
+    assert re.match(rf"{left_open}: block 1 \(byte {o[1]}\) fails authentication", res.set_aside[0].why)
 
 
 @pytest.mark.parametrize("cut", ["mid_block", "mid_count", "at_boundary"])

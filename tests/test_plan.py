@@ -421,7 +421,7 @@ def run_json(args: list[str]) -> dict:
 
 def test_cli_collision_json() -> None:
     doc = run_json(["collision", "--bits", "64", "--bits", "128", "--rate", "400G", "--frame", "64", "--json"])
-    assert list(doc) == ["rows"]
+    assert list(doc) == ["rows", "window_false_match"]
     rows = doc["rows"]
     assert [r["bits"] for r in rows] == [64, 128]
     r64, r128 = rows

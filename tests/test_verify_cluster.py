@@ -163,13 +163,14 @@ def test_without_dask_cluster_exits_2_naming_the_extra(tampered, keydir):
 def test_cluster_addresses(tampered, keydir):
     assert parse_address("local:2") == ClusterAddress(local_workers=2)
     assert parse_address("tcp://10.0.0.5:8786") == ClusterAddress(scheduler="tcp://10.0.0.5:8786")
+    assert parse_address("tls://10.0.0.5:8786") == ClusterAddress(scheduler="tls://10.0.0.5:8786")
     for bad in ("local:0", "local:x", "local:2000", "10.0.0.5:8786", "tcp://host", "http://h:1"):
         with pytest.raises(UsageError):
             parse_address(bad)
     r = run_cli("verify", tampered, "--trust", keydir / "verifier.pub", "--cluster", "tcp://127.0.0.1")
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.strip().splitlines()[-1] == ("ledgertool: error: cluster address 'tcp://127.0.0.1' is neither "
-                                                 "tcp://HOST:PORT (a Dask scheduler) nor local:N (N worker processes "
+                                                 "tls://HOST:PORT or tcp://HOST:PORT (a Dask scheduler) nor local:N (N worker processes "
                                                  "on this machine, 1..1024)")
 
 

@@ -1,7 +1,8 @@
 """Bench dashboard: plots of `ledgertool bench` rows as one self-contained HTML file (inline SVG,
 no script, no network) and, optionally, the same plots as PNG files (matplotlib).
 
-What is plotted (docs/benchmarks.md, "Dashboard"), per algorithm, from `digest` rows:
+What is plotted (docs/benchmarks.md, "Running the benchmarks yourself"), per algorithm, from
+`digest` rows:
 
 * throughput per thread vs message size: one series per thread count;
 * aggregate throughput vs threads: one series per message size;

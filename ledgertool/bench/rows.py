@@ -177,9 +177,20 @@ def table_cells(r: BenchRow, rows: list[BenchRow]) -> list[str]:
 
 
 def markdown_table(rows: list[BenchRow]) -> str:
-    """The bench table as GitHub Markdown (docs/benchmarks.md)."""
+    """The bench table as GitHub Markdown (docs/benchmarks.md), cells as text (markdown_text)."""
     head = ["benchmark", "algorithm", "path", "size", "threads", "Mframes/s", "Gbit/s", "ns/frame", "cycles/frame",
             "cycles/B", *(f"cores {n}" for n, _ in LINE_RATES), "cv", "x Python"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    out += ["| " + " | ".join(table_cells(r, rows)) + " |" for r in rows]
+    out += ["| " + " | ".join(map(markdown_text, table_cells(r, rows))) + " |" for r in rows]
     return "\n".join(out) + "\n"
+
+
+_MD_ESCAPES = {c: "\\" + c for c in "\\`*_[]|!#~"} | {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
+
+
+def markdown_text(text: str) -> str:
+    """`text` (a CSV field: untrusted) as literal Markdown table-cell text: HTML's `<`, `>`, `&` as
+    entities, Markdown's punctuation escaped, line breaks and other controls as spaces, so a cell
+    can neither end the row nor carry a tag, link or image into the rendered page."""
+    return "".join(" " if ord(c) < 0x20 or 0x7f <= ord(c) < 0xa0 or c in "\u2028\u2029"
+                   else _MD_ESCAPES.get(c, c) for c in text)

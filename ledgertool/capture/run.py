@@ -38,7 +38,8 @@ from ..ledger import layout
 from ..ledger.header import DEFAULT_LEDGER_FORMAT, DEFAULT_LINK, LedgerHeader, create_ledger, load_ledger
 from ..ledger.layout import LEDGER_FILE, LOCK_FILE
 from ..ledger.lock import writer_lock
-from ..ledger.recover import RecoveredSegment, recover_open_segments
+from ..ledger.devstate import DeviceState, LedgerMarks
+from ..ledger.recover import RecoveredSegment, SetAside, kept_for_recovery, recover_open_segments
 from ..ledger.rotations import current_digest_key_id, current_signer_check, digest_key_ids
 from ..ledger.writer import LinkWriter
 from ..plural import plural
@@ -64,6 +65,18 @@ _WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG, errno.EROFS
 _KEY_ID = re.compile(r"[0-9a-f]{32}")
 
 Progress = Callable[[int, int, int], None]  # (frames so far, bytes so far, records sealed so far)
+
+
+def signed_source_name(source, live: bool = False) -> str:
+    """What each seal's `source` signs for a capture file or a workload spec: its name without
+    directory (`workload:SPEC.toml` for a spec), so that an operator's paths never enter signed,
+    never-rewritten evidence; a name's bytes that are not UTF-8 as `\\xNN` (a seal is UTF-8
+    JSON). A live source is its interface (`iface:eth0`) as given."""
+    text = str(source)
+    if not live:
+        prefix = "workload:" if is_workload(text) else ""
+        text = prefix + Path(text[len(prefix):]).name
+    return os.fsencode(text).decode("utf-8", "backslashreplace")
 
 
 @dataclass(frozen=True)
@@ -189,6 +202,7 @@ def capture_file(
     monitor: Callable[[CaptureStatus], None] | None = None, workers: int = 0,
     accept_forgery_risk: bool = False, digest_key_id: str | None = None,
     on_interrupt: Callable[[int], None] | None = None, ledger_format: int | None = None,
+    device_state: DeviceState | None = None,
 ) -> CaptureResult:
     """Capture every frame of a pcap/pcapng file, or a live interface (`iface:NAME`), into the
     ledger at `ledger_dir`.
@@ -226,6 +240,11 @@ def capture_file(
     Holds the ledger's writer lock for the whole run (LedgerLockedError naming the holder while
     another writer has it); StorageError naming the file when the file system fails (full,
     read-only, I/O error): what was written before stays, and `ledgertool recover` seals it.
+
+    `device_state`: the signing key's protected state (ledger.devstate; the CLI keeps it beside
+    the key file). With it, RollbackRefusedError before anything is captured when the link's
+    storage is behind or beside what the key signed; every seal and checkpoint is remembered, and
+    an open segment nothing of which authenticates is set aside instead of refused.
     """
     layout.check_link_name(link)
     if not 1 <= segment_records <= MAX_SEGMENT_RECORDS:
@@ -268,12 +287,11 @@ def capture_file(
                 segment_seconds=segment_seconds, leaf_records=leaf_records, duration=duration,
                 max_frames=max_frames, live=live, workers=workers, accept_forgery_risk=accept_forgery_risk,
                 progress=progress, monitor=monitor, digest_key_id=digest_key_id,
-                on_interrupt=on_interrupt, ledger_format=ledger_format)
-            return CaptureRun(source, ledger_dir, digest_key, signing_key, opts).run()
+                on_interrupt=on_interrupt, ledger_format=ledger_format, device_state=device_state)
+            return CaptureRun(source, ledger_dir, digest_key, signing_key, opts, held).run()
         except StorageError as e:
             if e.errno in _WRITE_ERRNOS and e.path and Path(e.path).parent == layout.link_dir(ledger_dir, link):
-                e.args = (f"{e}; every record written before the error is kept: once that is fixed, "
-                          f"`ledgertool recover {ledger_dir}` seals it",)
+                e.args = (f"{e}; {kept_for_recovery(ledger_dir, link, signing_key)}",)
             raise
         finally:
             if new_dir and not (ledger_dir / LEDGER_FILE).exists():
@@ -300,6 +318,7 @@ class CaptureOptions:
     digest_key_id: str | None = None  # records: sources only
     on_interrupt: Callable[[int], None] | None = None
     ledger_format: int | None = None  # of a new ledger (None: DEFAULT_LEDGER_FORMAT, 2)
+    device_state: DeviceState | None = None  # the signing key's protected state
 
 
 def _gap_records_only(records: memoryview, n: int, dtype: np.dtype, first_seq: int) -> np.ndarray:
@@ -334,8 +353,10 @@ class CaptureRun:
     genesis_key_id: str  # a new ledger's digest key id
 
     def __init__(self, source: str | Path, ledger_dir: Path, digest_key: DigestKey | None, signing_key: SigningKey,
-                 opts: CaptureOptions):
+                 opts: CaptureOptions, held: contextlib.ExitStack | None = None):
         self.source = source
+        self._held = held if held is not None else contextlib.ExitStack()  # closed by the caller
+        self.marks: LedgerMarks | None = None
         self.ledger_dir = ledger_dir
         self.digest_key = digest_key
         self.signing_key = signing_key
@@ -398,15 +419,14 @@ class CaptureRun:
             # nothing to spread over threads: the records arrive digested, and one reader checks them
             self.result.warnings.append(f"{opts.workers} workers asked for, none used: a {self.source} source is "
                                         "not digested here (its records were computed elsewhere)")
+        if opts.device_state is not None:
+            self.marks = self._held.enter_context(opts.device_state.ledger(self.ledger.ledger_id))
         self._recover()
-        if self.records_source:
-            source_name = seal_source_name(self.source)
-        elif self.live_source or is_workload(self.source):
-            source_name = str(self.source)
-        else:
-            source_name = Path(self.source).name
+        source_name = seal_source_name(self.source) if self.records_source else \
+            signed_source_name(self.source, live=self.live_source)
         self.writer = LinkWriter.open(self.ledger_dir, self.ledger, opts.link, self.signing_key, source=source_name,
-                                      segment_records=opts.segment_records, segment_seconds=opts.segment_seconds)
+                                      segment_records=opts.segment_records, segment_seconds=opts.segment_seconds,
+                                      marks=self.marks)
         self.result.first_seq = self.writer.next_seq
         self.engine = self.reader if self.records_source else self._start_engines()
         if self.live_workers > 1:
@@ -503,13 +523,20 @@ class CaptureRun:
 
     def _recover(self) -> None:
         discarded: list[dict] = []
+        aside: list[SetAside] = []
         self.result.recovered = recover_open_segments(self.ledger_dir, self.ledger, self.opts.link,
-                                                      self.signing_key, discarded)
+                                                      self.signing_key, discarded, marks=self.marks,
+                                                      set_aside=aside)
+        if self.marks is not None:
+            self.result.warnings += self.marks.notes
         for r in self.result.recovered:
             self.result.warnings.append(f"recovered open segment {r.index}: sealed {plural(r.records, 'record')}, "
                                         f"discarded {plural(r.torn_bytes, 'torn byte')}")
         for d in discarded:
             self.result.warnings.append(f"recovery discarded {d['path']} ({plural(d['bytes'], 'byte')}: {d['why']})")
+        for a in aside:
+            self.result.warnings.append(f"recovery set aside {a.path} as {a.moved_to} ({plural(a.bytes, 'byte')} "
+                                        f"not sealed: {a.why})")
 
     def _abandon(self) -> None:
         """Opening failed: release what was opened (nothing was read yet)."""

@@ -24,6 +24,7 @@ from ..urls import location
 from .flags import cli_message
 from .progress import rate as _rate
 from .render import SafeConsole, printable, styled, table_console
+from .streams import OutputError, guard_streams, reserve_closed_descriptors, restore_streams
 
 app = typer.Typer(
     name="ledgertool",
@@ -70,6 +71,10 @@ def _shown(quiet: bool, as_json: bool):
 
 
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr (shown only on a terminal).")]
+InsecureClusterOpt = Annotated[bool, typer.Option(
+    "--insecure-cluster",
+    help="Accept a tcp:// scheduler: Dask's plain protocol, which anyone who reaches it can use to "
+         "run code in its workers and read the tasks (docs/cluster.md).")]
 
 
 def _print_version(value: bool) -> None:
@@ -122,11 +127,22 @@ def keys_rotate(
     from ..ledger.rotations import rotate_keys
 
     res = rotate_keys(ledger, SigningKey.load(old), SigningKey.load(new))
+    _rotation_in_force(res)
     if as_json:
         _emit_json({"ok": True, **res})
     else:
         starts = ", ".join(f"link {k} segment {v}" for k, v in sorted(res["effective_from"].items())) or "the next segment"
         out.print(f"rotation {res['number']} -> {res['path']}: the new key signs from {starts}")
+
+
+def _rotation_in_force(res: dict) -> None:
+    """Say that a written rotation is in force, whatever happens to its report: a warning when its
+    directory could not be flushed, and the state if stdout then fails (`_done`)."""
+    starts = ", ".join(f"link {k} segment {v}" for k, v in sorted(res["effective_from"].items()))
+    _done(f"rotation {res['number']} is in force ({res['path']}: the new key applies from "
+          f"{starts or 'the next segment'})")
+    if res.get("warning"):
+        err.print(styled(("warning:", "yellow"), f" {res['warning']}"))
 
 
 @keys_app.command("rotate-digest")
@@ -143,6 +159,7 @@ def keys_rotate_digest(
 
     res = rotate_digest_key(ledger, SigningKey.load(signing_key), DigestKey.load(old_digest_key),
                             DigestKey.load(new_digest_key))
+    _rotation_in_force(res)
     if as_json:
         _emit_json({"ok": True, **res})
     else:
@@ -281,6 +298,8 @@ def capture(
     elif live_source:
         opts = LiveOptions(ring_mb=ring_mb, block_kb=block_kb, block_ms=block_ms, fanout_group=fanout_group,
                            promisc=promisc, pin_cpu=pin)
+    from ..ledger.devstate import DeviceState
+
     dk, sk = DigestKey.load(digest_key) if digest_key is not None else None, SigningKey.load(signing_key)
     ctx = _live_panel(source, not (as_json or quiet)) if live_source else _progress(f"capture {source}", not (as_json or quiet))
     def sealing(records: int) -> None:
@@ -294,10 +313,13 @@ def capture(
                                segment_seconds=segment_seconds, duration=duration, max_frames=frames, live=opts,
                                workers=workers, accept_forgery_risk=accept_gmac_forgery_risk,
                                digest_key_id=digest_key_id, on_interrupt=sealing,
-                               ledger_format=None if ledger_format is None else int(ledger_format[1]))
+                               ledger_format=None if ledger_format is None else int(ledger_format[1]),
+                               device_state=DeviceState.beside(signing_key))
     except KeyboardInterrupt:
         raise Interrupted(f"the open segment was not sealed; `ledgertool recover {ledger} --signing-key "
                           f"{signing_key}` seals it") from None
+    _done(f"{ledger}: the capture was sealed ({plural(res.frames, 'frame', fmt=',')} in "
+          f"{plural(len(res.segments), 'segment')}, its checkpoint signed)")
     for w in res.warnings:
         err.print(styled(("warning:", "yellow"), f" {w}"))
     if res.drops:
@@ -384,8 +406,11 @@ def verify(
     trust: Annotated[Path, typer.Option("--trust", help="verifier.pub trust bundle.")],
     checkpoint: Annotated[Optional[Path], typer.Option("--checkpoint", help="A checkpoint the ledger must extend.")] = None,
     cluster: Annotated[Optional[str], typer.Option(
-        "--cluster", help="Run the per-segment checks on a Dask cluster: tcp://HOST:PORT (a scheduler) or local:N "
-                          "(N worker processes here); needs ledgertool[cluster].")] = None,
+        "--cluster",
+        help="Run the per-segment checks on a Dask cluster: tls://HOST:PORT (a scheduler), local:N "
+             "(N worker processes here, TLS of their own) or, with --insecure-cluster, "
+             "tcp://HOST:PORT; needs ledgertool[cluster].")] = None,
+    insecure_cluster: InsecureClusterOpt = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -399,7 +424,7 @@ def verify(
     ledgers = [location(d) for d in ledgers]
     bundle = TrustBundle.load(trust)
     note = _read_input(checkpoint, "checkpoint") if checkpoint is not None else None
-    with _segment_checker(cluster) as checker, _shown(quiet, as_json) as progress:
+    with _segment_checker(cluster, insecure_cluster) as checker, _shown(quiet, as_json) as progress:
         if len(ledgers) == 1:
             res = verify_ledger(ledgers[0], bundle, note, str(checkpoint), checker=checker, progress=progress)
         else:
@@ -430,20 +455,23 @@ def verify(
 
 
 @contextmanager
-def _segment_checker(address: str | None):
+def _segment_checker(address: str | None, insecure: bool = False):
     """None (the checks run here), or a checker on the Dask cluster at `address` for the run."""
     if address is None:
+        if insecure:
+            raise UsageError("--insecure-cluster goes with --cluster tcp://HOST:PORT")
         yield None
         return
-    with _cluster_client(address) as client:
+    with _cluster_client(address, insecure) as client:
         from ..verify.cluster import ClusterChecker
 
         yield ClusterChecker(client)
 
 
 @contextmanager
-def _cluster_client(address: str):
-    """A Dask client on the cluster at `address` (--cluster) for the run."""
+def _cluster_client(address: str, insecure: bool = False):
+    """A Dask client on the cluster at `address` (--cluster) for the run; a tcp:// scheduler only
+    with `insecure` (--insecure-cluster)."""
     try:
         from ..verify import cluster
     except ImportError as e:
@@ -451,7 +479,7 @@ def _cluster_client(address: str):
             raise
         raise UsageError("--cluster needs Dask, which is not installed: install ledgertool[cluster] "
                          "(pip install 'ledgertool[cluster]')") from None
-    with cluster.connect(cluster.parse_address(address)) as client:
+    with cluster.connect(cluster.parse_address(address, plain_tcp=insecure)) as client:
         yield client
 
 
@@ -498,14 +526,19 @@ def recover(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
 ) -> None:
     """Seal the authenticated prefix of the open segments a crash left, report what lay past it."""
-    from ..ledger.recover import recover_ledger
     from ..keyfiles import SigningKey
+    from ..ledger.devstate import DeviceState
+    from ..ledger.recover import recover_ledger
 
+    # the device's protected state lives beside its key: what it signed is never signed over again
     res = recover_ledger(ledger, SigningKey.load(signing_key),
-                         trust_unauthenticated=trust_unauthenticated_open_segments)
+                         trust_unauthenticated=trust_unauthenticated_open_segments,
+                         device_state=DeviceState.beside(signing_key))
     if as_json:
         _emit_json(res.to_json())
-        return
+        raise typer.Exit(0 if res.ok else 1)
+    for note in res.notes:
+        err.print(f"note: {note}")
     for link, r in res.sealed:
         out.print(f"sealed link {link} segment {r.index}: {plural(r.records, 'record', fmt=',')} in "
                   f"{plural(r.blocks, 'authenticated block')}, {plural(r.torn_bytes, 'byte')} past them not sealed"
@@ -514,7 +547,12 @@ def recover(
                   f"trusted), {plural(r.torn_bytes, 'torn byte')} discarded")
     for d in res.discarded:
         out.print(f"discarded {d['path']}: {plural(d['bytes'], 'byte')} ({d['why']})")
-    out.print(f"recovered {plural(len(res.sealed), 'segment')}, {plural(res.torn_bytes, 'byte')} discarded")
+    for a in res.set_aside:
+        out.print(f"set aside {a.path} as {a.moved_to}: {plural(a.bytes, 'byte')} not sealed ({a.why})")
+    out.print(f"recovered {plural(len(res.sealed), 'segment')}, {plural(res.torn_bytes, 'byte')} discarded"
+              + (f", {plural(len(res.set_aside), 'file')} set aside" if res.set_aside else ""))
+    if not res.ok:
+        raise typer.Exit(1)  # a block or header failed the device's authentication: a discrepancy
 
 
 @app.command()
@@ -692,8 +730,11 @@ def recompute(
     memory_limit: Annotated[str, typer.Option(help="DuckDB memory limit; larger sets spill to a temporary directory.")] = "4GB",
     workers: Annotated[int, typer.Option(help="Threads that digest each batch (0: every usable core); digests do not depend on it.", min=0)] = 0,
     cluster: Annotated[Optional[str], typer.Option(
-        "--cluster", help="With --ledger: digest, verify and reconcile on a Dask cluster: tcp://HOST:PORT (a "
-                          "scheduler) or local:N (N worker processes here); needs ledgertool[cluster].")] = None,
+        "--cluster",
+        help="With --ledger: digest, verify and reconcile on a Dask cluster: tls://HOST:PORT (a "
+             "scheduler), local:N (N worker processes here, TLS of their own) or, with "
+             "--insecure-cluster, tcp://HOST:PORT; needs ledgertool[cluster].")] = None,
+    insecure_cluster: InsecureClusterOpt = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -703,11 +744,14 @@ def recompute(
     from ..reconcile.recompute import digests_to_parquet, reconcile
 
     dks = [DigestKey.load(k) for k in digest_key]
+    if insecure_cluster and cluster is None:
+        raise UsageError("--insecure-cluster goes with --cluster tcp://HOST:PORT")
     if pairs is not None:
         if sources or ledger is not None or link or checkpoint is not None or algorithm or strip or out_file:
             raise UsageError("--pairs FILE names every ledger, its captures, links and checkpoint: drop CAPTURE, "
                              "--ledger, --link, --checkpoint, --algorithm, --strip and --out")
-        _recompute_pairs(pairs, dks, trust, cluster, details, as_json, quiet, workers,
+        _recompute_pairs(pairs, dks, trust, cluster, insecure_cluster, details, as_json, quiet,
+                         workers,
                          dict(from_ns=_parse_time(from_time, "--from"), to_ns=_parse_time(to_time, "--to"),
                               tolerance_ns=_parse_tolerance(tolerance), memory_limit=memory_limit))
         return
@@ -753,7 +797,7 @@ def recompute(
     common = dict(trust=bundle, checkpoint=note, checkpoint_name=str(checkpoint), links=link, details=details,
                   memory_limit=memory_limit, **window)
     if cluster is not None:
-        with _cluster_client(cluster) as client:
+        with _cluster_client(cluster, insecure_cluster) as client:
             from ..reconcile.cluster import reconcile_on_cluster
 
             res = reconcile_on_cluster(client, source, ledger, dks, **common)
@@ -793,7 +837,8 @@ PAIRS_IN_FLIGHT = 4  # recompute --pairs --cluster: pairs whose tasks share the 
 
 
 def _recompute_pairs(pairs_file: Path, dks: list, trust: Optional[Path], cluster: Optional[str],
-                     details: Optional[Path], as_json: bool, quiet: bool, workers: int, window: dict) -> None:
+                     insecure: bool, details: Optional[Path], as_json: bool, quiet: bool,
+                     workers: int, window: dict) -> None:
     """recompute --pairs: every pair as a single recompute of it, then the total (docs/cli.md)."""
     from functools import partial
 
@@ -804,7 +849,7 @@ def _recompute_pairs(pairs_file: Path, dks: list, trust: Optional[Path], cluster
     check_request(dks, window["from_ns"], window["to_ns"], None)  # (a bad window fails before any pair)
     plans = plan_pairs(read_pairs(pairs_file), dks, TrustBundle.load(trust) if trust is not None else None)
     if cluster is not None:
-        with _cluster_client(cluster) as client:
+        with _cluster_client(cluster, insecure) as client:
             from ..reconcile.cluster import reconcile_on_cluster
 
             # a few pairs in flight, so one pair's round trips overlap another's tasks (docs/cluster.md)
@@ -884,6 +929,10 @@ def query(
         "--trust", help="verifier.pub: verify signatures too before querying (without it only the keyless "
                         "checks run, and a warning says so).")] = None,
     checkpoint: Annotated[Optional[Path], typer.Option("--checkpoint", help="A checkpoint the ledger must extend.")] = None,
+    allow_files: Annotated[bool, typer.Option(
+        "--allow-files",
+        help="Let the SQL read and write files and URLs (read_csv, COPY, ATTACH, extensions); "
+             "without it the SQL sees only `records` and `seals`.")] = False,
     quiet: QuietOpt = False,
 ) -> None:
     """Verify a ledger, then run SQL (DuckDB) over the verified `records` and `seals` tables."""
@@ -904,7 +953,8 @@ def query(
     bundle = TrustBundle.load(trust) if trust is not None else None
     note = _read_input(checkpoint, "checkpoint") if checkpoint is not None else None
     with _shown(quiet, False) as progress:
-        res = run_query(location(ledger), sql, bundle, note, str(checkpoint), arrow=fmt == "parquet", progress=progress)
+        res = run_query(location(ledger), sql, bundle, note, str(checkpoint),
+                        arrow=fmt == "parquet", progress=progress, allow_files=allow_files)
     _unverified_warning(res.verification)
     if fmt == "parquet":
         import pyarrow.parquet as pq
@@ -1113,19 +1163,47 @@ def _command():
 
 def main() -> None:
     """Console entry point: map errors to exit codes (0 ok, 1 discrepancy, 2 bad input/usage)."""
-    code = _run()
+    code = _run(reserve_closed_descriptors())
     # Leave without the interpreter's teardown: native pool threads (Arrow's, DuckDB's) that outlive
     # it can abort the process after a correct report ("terminate called without an active
     # exception", exit 134; apache/arrow#34314), and a script must be able to trust the exit code.
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except OSError:  # _run reported it (stdout) or there is nowhere to (stderr)
+            pass
     os._exit(code)
 
 
-def _run() -> int:
-    """Run the app; return the exit code. With --debug an error also prints its traceback."""
+def _done(text: str) -> None:
+    """What a command has done for good, said if its report then cannot be written (stdout full,
+    closed, a broken pipe): `text` names the state, e.g. the ledger sealed, a rotation in force."""
+    STATE["done"] = text
+
+
+def _run(closed: set[int] = frozenset()) -> int:
+    """Run the app; return the exit code. With --debug an error also prints its traceback.
+    Standard output and error are guarded for the run (cli/streams.py): an error writing the
+    report is one line and exit 2, an error writing stderr is dropped."""
+    STATE["done"] = None
+    saved = guard_streams(closed)
+    try:
+        return _run_guarded()
+    finally:
+        restore_streams(saved)
+
+
+def _run_guarded() -> int:
     try:
         rc = _command()(prog_name="ledgertool", standalone_mode=False)
+        sys.stdout.flush()  # a report that cannot be written fails here, not after the exit code
+    except OutputError as e:
+        done = STATE["done"]
+        err.print(f"ledgertool: error: standard output: cannot write the report: {e.strerror}; "
+                  + (f"{done}; only the report was lost" if done else "the report is incomplete"),
+                  markup=False, highlight=False, soft_wrap=True)
+        return 2
     except LedgerError as e:
         if STATE["debug"]:
             traceback.print_exc()

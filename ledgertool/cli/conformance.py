@@ -1,6 +1,6 @@
 """`ledgertool conformance export|check`: thin typer commands over ledgertool.device.conformance.
 
-Contract: shared/design/CLI.md ("Additions"); reference: docs/cli.md; for hardware teams:
+Reference: docs/cli.md ("conformance export", "conformance check"); for hardware teams:
 docs/devices.md. check exits 0 when the device's records are byte-exact, 1 when they differ (the
 first differing frames explained), 2 for bad input (mapped by the main CLI).
 """

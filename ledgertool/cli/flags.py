@@ -16,6 +16,7 @@ OPTIONS = {
     "loops": "--loop",
     "pin_cpu": "--pin",
     "valid_for_s": "--valid-for",
+    "plain_tcp": "--insecure-cluster",
 }
 
 

@@ -1,7 +1,7 @@
 """`ledgertool plan collision|storage`: thin typer commands over ledgertool.plan.
 
-Contract: /work/shared/design/CLI.md ("plan collision", "plan storage"); formulas and
-assumptions: docs/plan.md. Each command parses its options, calls ledgertool.plan, and
+Reference: docs/cli.md ("plan collision, plan storage"); formulas and assumptions:
+docs/plan.md. Each command parses its options, calls ledgertool.plan, and
 renders a rich table or, with --json, one JSON document {"rows": [...]} on stdout.
 Bad option values raise ledgertool.errors.UsageError; the main CLI maps it to exit 2.
 """
@@ -49,6 +49,22 @@ LinksOpt = Annotated[
     typer.Option("--links", help="Links whose frames share one digest key space (all at the same rate)."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+WindowOpt = Annotated[
+    str,
+    typer.Option("--window", help="Window length of the window tier: 100ms, 1s, 10s (ADR 0012)."),
+]
+CapacityOpt = Annotated[
+    int,
+    typer.Option("--window-capacity", help="Differences a window record decodes (table capacity)."),
+]
+
+
+def _window_line(w: plan.WindowPlan) -> str:
+    return (f"Window hash false match (ADR 0012): <= {plan.human_prob(w.false_match_per_window)} "
+            f"per window comparison; <= {plan.human_prob(w.false_match_bound)} over "
+            f"{w.windows_in_duration:.3g} windows "
+            f"({plural(w.links, 'link')}, {plan.human_duration(w.duration_seconds)} of "
+            f"{plan.human_duration(w.window_seconds)} windows)")
 
 
 def _traffics(rates: list[str] | None, frames: list[str] | None, pps: list[str] | None) -> list[plan.Traffic]:
@@ -110,17 +126,24 @@ def collision(
     duration: Annotated[
         str, typer.Option("--duration", help="Window for the collision probability: 1y, 30d, 12h, 90s.")
     ] = "1y",
+    window: WindowOpt = "1s",
     as_json: JsonOpt = False,
 ) -> None:
-    """Expected time to the first digest collision, and P(collision) within --duration."""
+    """Expected time to the first digest collision, and P(collision) within --duration; the window
+    tier's false-match bound over every window of --duration."""
     from rich import box
     from rich.table import Table
 
     traffics = _traffics(rate, frame, pps)
     seconds = plan.parse_duration(duration)
     rows = plan.collision_table([plan.parse_bits(b) for b in bits], traffics, links, seconds)
+    win = plan.window_plan(plan.parse_duration(window), plan.DEFAULT_WINDOW_CAPACITY,
+                           plan.DEFAULT_DIGEST_BYTES, links, seconds)
     if as_json:
-        _emit_json([r.to_dict() for r in rows])
+        _emit_json([r.to_dict() for r in rows], window_false_match={
+            k: v for k, v in win.to_dict().items()
+            if k in ("window_seconds", "links", "duration_seconds", "windows_in_duration",
+                     "false_match_per_window", "false_match_bound")})
         return
     table = Table(
         box=box.SIMPLE_HEAD,
@@ -144,6 +167,7 @@ def collision(
             plan.human_prob(r.probability),
         )
     table_console(160).print(table)
+    table_console(160).print(_window_line(win))
 
 
 @plan_app.command("storage")
@@ -169,9 +193,12 @@ def storage(
     ] = None,
     links: LinksOpt = 1,
     duration: Annotated[str, typer.Option("--duration", help="Retention window: 1d, 30d, 1y.")] = "1d",
+    window: WindowOpt = "1s",
+    window_capacity: CapacityOpt = plan.DEFAULT_WINDOW_CAPACITY,
     as_json: JsonOpt = False,
 ) -> None:
-    """Ledger volume per link and for all links: format record size, or measured from a ledger."""
+    """Ledger volume per link and for all links: the per-frame tier (format record size, or
+    measured from a ledger) and the window tier (one record per link and window)."""
     from rich import box
     from rich.table import Table
 
@@ -196,8 +223,10 @@ def storage(
         what = f"{size}-byte records (format, uncompressed)"
     seconds = plan.parse_duration(duration)
     rows = plan.storage_table(traffics, size, links, seconds)
+    win = plan.window_plan(plan.parse_duration(window), window_capacity, digest_bytes, links,
+                           seconds)
     if as_json:
-        _emit_json([r.to_dict() for r in rows], record_bytes_source=source)
+        _emit_json([r.to_dict() for r in rows], record_bytes_source=source, windows=win.to_dict())
         return
     table = Table(
         box=box.SIMPLE_HEAD,
@@ -211,6 +240,7 @@ def storage(
                  "all /year"):
         table.add_column(name, justify="right", no_wrap=True)
     table.add_column("all /window", justify="right", no_wrap=True)
+    table.add_column("x window tier", justify="right", no_wrap=True)
     for row in rows:
         t, p = row.traffic, row.plan
         table.add_row(
@@ -224,8 +254,15 @@ def storage(
             plan.human_bytes(p.bytes_per_day),
             plan.human_bytes(p.bytes_per_year),
             plan.human_bytes(p.bytes_for_duration),
+            f"{p.bytes_per_day_per_link / win.bytes_per_day_per_link:.3g}",
         )
     table_console(160).print(table)
+    table_console(160).print(
+        f"Window tier: {win.record_bytes:,}-byte records ({win.cells} cells, capacity "
+        f"{win.capacity}), one per link per {plan.human_duration(win.window_seconds)} window: "
+        f"{plan.human_bytes(win.bytes_per_day_per_link)} per link-day, "
+        f"{plan.human_bytes(win.bytes_per_day)} a day for {plural(links, 'link')}, "
+        f"{plan.human_bytes(win.bytes_for_duration)} in {plan.human_duration(seconds)}")
 
 
 def main() -> None:  # pragma: no cover - a stand-alone runner for trying the commands

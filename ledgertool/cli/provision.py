@@ -1,6 +1,7 @@
 """`ledgertool keys device-init|provision|unwrap`: thin typer commands over ledgertool.device.provision.
 
-Contract: shared/design/CLI.md ("Additions"); reference: docs/cli.md, walk-through: docs/devices.md.
+Reference: docs/cli.md ("keys device-init", "keys provision", "keys unwrap");
+walk-through: docs/devices.md.
 The main CLI registers these on its `keys` group and maps every LedgerError to a one-line message
 and its exit code (PackageRefused 1, everything else 2).
 """

@@ -23,14 +23,17 @@ _HIDDEN = {"Cc", "Cf", "Zl", "Zp"}
 def printable(text: object) -> str:
     """`str(text)` with every control, format and line-separator character (Unicode categories Cc,
     Cf, Zl, Zp: ESC, CR, LF, TAB, DEL, U+202E, ...) written as a visible escape: ``\\x1b``,
-    ``\\u202e``, ``\\U000e0001``. Other text, backslashes included, is unchanged."""
+    ``\\u202e``, ``\\U000e0001``; a surrogate a file name's non-UTF-8 byte became (os.fsdecode) as
+    that byte, ``\\xff``. Other text, backslashes included, is unchanged."""
     s = str(text)
     if s.isprintable():  # the common case, in C; isprintable() is False for every hidden category
         return s
     out = []
     for c in s:
-        if unicodedata.category(c) in _HIDDEN:
-            n = ord(c)
+        n = ord(c)
+        if 0xDC80 <= n <= 0xDCFF:  # a file name's byte that is not UTF-8 (os.fsdecode): that byte
+            out.append(f"\\x{n - 0xDC00:02x}")
+        elif unicodedata.category(c) in _HIDDEN or 0xD800 <= n <= 0xDFFF:
             out.append(f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}")
         else:
             out.append(c)
@@ -58,6 +61,6 @@ class SafeConsole(Console):
 
 def table_console(width: int = 240) -> Console:
     """A console for result tables: the terminal's width on a terminal; off one (a pipe, a file),
-    `width` columns, so rows are neither wrapped nor cut at rich's default of 80 (CLI.md: result
-    lines are not wrapped)."""
+    `width` columns, so rows are neither wrapped nor cut at rich's default of 80 (result lines
+    are not wrapped: scripts read them)."""
     return SafeConsole(width=None if sys.stdout.isatty() else width)

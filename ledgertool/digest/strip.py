@@ -2,7 +2,7 @@
 
 The rules are implemented once, in C (native/src/strip.c); this module names the modes, exposes
 the native range for one frame, and explains a frame's range with scapy (`recompute --details`).
-The normative text is LEDGER-FORMAT.md, "Digest input (strip modes)".
+The normative text is docs/strip-modes.md.
 """
 
 from __future__ import annotations

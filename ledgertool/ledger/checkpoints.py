@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Protocol
 
 from .. import fsio
 from ..errors import LedgerFormatError, Setting, UsageError
@@ -34,6 +34,12 @@ from .index import choose_link, links, segment_files
 from .lock import writer_lock
 from .rotations import current_signer_check, load_rotations
 from .sealer import load_seal
+
+
+class CheckpointMarks(Protocol):
+    """Told of every checkpoint signed (ledger.devstate.LedgerMarks: the device's protected state)."""
+
+    def checkpointed(self, link: str, size: int, root: bytes) -> None: ...
 
 
 def link_tree(directory: Path, link: str) -> LinkTree:
@@ -79,17 +85,21 @@ def make_checkpoint(directory: Path, ledger: LedgerHeader, link: str, tree: Link
 
 
 def write_checkpoint(directory: Path, ledger: LedgerHeader, link: str, key: SigningKey, tree: LinkTree | None = None,
-                     *, top: bool = True) -> Path:
+                     *, top: bool = True, marks: CheckpointMarks | None = None) -> Path:
     """Sign the link's checkpoint over `tree` (default: read from the ledger's seals; a writer
     that holds the chain in memory passes its own) into DIR/link=NAME/checkpoint; with `top`, also
     DIR/checkpoint while the ledger has one link (removed once it has several: one file cannot
     speak for two logs). `verify` checks both. make_checkpoint's errors (nothing is signed over a
-    partial chain); fsio.write_atomic's."""
+    partial chain); fsio.write_atomic's. `marks`: the device state remembers the checkpoint once
+    it is durable (ledger.devstate)."""
 
     directory = Path(directory)
-    note = sign_checkpoint(make_checkpoint(directory, ledger, link, tree), key)
+    cp = make_checkpoint(directory, ledger, link, tree)
+    note = sign_checkpoint(cp, key)
     path = layout.checkpoint_path(directory, link)
     fsio.write_atomic(path, note, root=directory, what="checkpoint")
+    if marks is not None:
+        marks.checkpointed(link, cp.size, cp.root)
     if top:
         top_path = layout.top_checkpoint_path(directory)
         if links(directory) == [link]:
@@ -114,7 +124,8 @@ def check_consistency(old_data: bytes, new_data: bytes, directory: Path, trust: 
         return ConsistencyResult(ok, old.checkpoint, new.checkpoint, proof, reason)
 
     for name, note in ((old_name, old), (new_name, new)):
-        reason = verify_note(note, sched.bundles)
+        cp = note.checkpoint
+        reason = verify_note(note, *sched.checkpoint_signers(cp.link, cp.size))
         if reason:
             return result(False, [], f"{name}: {reason}")
     if old.checkpoint.origin != new.checkpoint.origin:

@@ -4,6 +4,7 @@
     DIR/.lock                                the writer lock
     DIR/checkpoint                           copy of the link's checkpoint while the ledger has one link
     DIR/rotations/rotation-NNNN.json         key rotation statements
+    DIR/set-aside/link=NAME/seg-NNNNNNNN.*   open segments (or their tails) recovery could not seal
     DIR/link=NAME/                           one hive-style partition per link
     DIR/link=NAME/checkpoint                 the link's latest signed checkpoint
     DIR/link=NAME/seg-NNNNNNNN.open          an open segment (until it is sealed)
@@ -27,11 +28,11 @@ LEDGER_FILE = "ledger.json"
 LOCK_FILE = ".lock"
 CHECKPOINT_FILE = "checkpoint"
 ROTATIONS_DIR = "rotations"
+SET_ASIDE_DIR = "set-aside"
 LINK_PREFIX = "link="
 
 #: Segment file kinds, by suffix.
 OPEN, PARQUET, RECORDS, LEAVES, SEAL = "open", "parquet", "rec", "leaves", "seal.json"
-SEGMENT_KINDS = (OPEN, PARQUET, RECORDS, LEAVES, SEAL)
 
 _SEGMENT_NAME = re.compile(r"seg-([0-9]{8})\.(open|parquet|rec|leaves|seal\.json)")  # [0-9]: ASCII only
 _LINK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}")  # ASCII only
@@ -109,6 +110,11 @@ def rotations_dir(ledger: Path) -> Path:
 def rotation_path(ledger: Path, number: int) -> Path:
     """DIR/rotations/rotation-NNNN.json, numbered from 1."""
     return rotations_dir(ledger) / f"rotation-{number:04d}.json"
+
+
+def set_aside_dir(ledger: Path, link: str) -> Path:
+    """Where recovery moves what it cannot seal of a link's open segments: DIR/set-aside/link=NAME."""
+    return Path(ledger) / SET_ASIDE_DIR / f"{LINK_PREFIX}{link}"
 
 
 def parse_segment_name(name: str) -> tuple[int, str] | None:

@@ -62,7 +62,7 @@ def table_to_records(table: pa.Table, digest_size: int) -> bytes:
     return arr.tobytes()
 
 
-#: Parquet writer settings, measured on 1M 48-byte records (docs/benchmarks.md, "Sealing"): zstd
+#: Parquet writer settings, measured on 1M 48-byte records (docs/adr/0010, "Measurements"): zstd
 #: for every column but the digest (random bytes: compressing them costs time and saves nothing),
 #: delta encoding for the monotone seq / ts_ns, dictionaries only for the low-cardinality columns.
 #: 9.6 M records/s and 16.0 MB against 5.9 M records/s and 18.9 MB for zstd on every column.

@@ -45,6 +45,7 @@ from .layout import (
     PARQUET,
     RECORDS,
     ROTATIONS_DIR,
+    SET_ASIDE_DIR,
     SEAL,
     is_link_name,
     parse_rotation_name,
@@ -88,7 +89,6 @@ class LinkListing:
     segments: dict[int, frozenset[str]]  # index -> kinds present (OPEN, PARQUET, RECORDS, LEAVES, SEAL)
     temp_files: tuple[Path, ...] = ()
     strays: tuple[Stray, ...] = ()
-    has_checkpoint: bool = False
 
     @property
     def sealed(self) -> list[int]:
@@ -116,9 +116,10 @@ def confusable_segment_name(name: str) -> tuple[int, str] | None:
     return parse_segment_name(folded) if folded.isascii() else None
 
 
-def read_regular(path: Path, limit: int | None = None, *, root: Path | None = None,
-                 what: str = "ledger file", dir_fd: int | None = None) -> pa.Buffer:
-    """The bytes of the regular file at `path`, read once into an Arrow-owned buffer.
+def read_arrow_buffer(path: Path, limit: int | None = None, *, root: Path | None = None,
+                      what: str = "ledger file", dir_fd: int | None = None) -> pa.Buffer:
+    """The bytes of the regular file at `path`, read once into an Arrow-owned buffer (what the
+    ledger's readers hand to pyarrow and the native walk; fsio.read_regular returns bytes).
 
     Opened by fsio.open_regular (O_NOFOLLOW | O_NONBLOCK, every directory below `root` without
     following a link, or by name relative to `dir_fd`, a held descriptor of its directory; a
@@ -201,6 +202,8 @@ class LedgerReader:
                 continue
             elif name == ROTATIONS_DIR and stat.S_ISDIR(mode):
                 continue
+            elif name == SET_ASIDE_DIR and stat.S_ISDIR(mode):
+                self.strays.append(Stray(path, "what `ledgertool recover` set aside of open segments (never sealed)"))
             elif _TEMP.fullmatch(name) and stat.S_ISREG(mode):
                 self.strays.append(Stray(path, "temp"))
             else:
@@ -226,24 +229,31 @@ class LedgerReader:
             return None
 
     def _read(self, path, limit: int | None, what: str) -> pa.Buffer:
-        """The bytes of the regular file `path` below the ledger (read_regular's rules and errors)."""
-        return read_regular(path, limit, root=self.directory, what=what)
+        """The bytes of the regular file `path` below the ledger (read_arrow_buffer's rules and
+        errors)."""
+        return read_arrow_buffer(path, limit, root=self.directory, what=what)
 
     def _read_growing(self, path, what: str) -> bytes:
         """The bytes of a file a writer may be appending to (an open segment): read to its end."""
         return fsio.read_regular(path, what=what)
 
-    def _open_records(self, path, what: str, dir_fd: int | None = None) -> OpenRecordFile | pa.Buffer:
-        """A raw record file for parse_record_file: open (read_regular's rules), mapped by the
+    def _open_records(self, path, what: str, dir_fd: int | None = None,
+                      limit: int | None = None) -> OpenRecordFile | pa.Buffer:
+        """A raw record file for parse_record_file: open (read_arrow_buffer's rules), mapped by the
         walk instead of read into a buffer. `dir_fd`: its link's directory, held by
-        holding_link: the file is then opened by name relative to it."""
+        holding_link: the file is then opened by name relative to it. LedgerFormatError when it
+        is larger than `limit`."""
         fd = (fsio.open_regular(path, root=self.directory, what=what) if dir_fd is None
               else fsio.open_regular(path, what=what, dir_fd=dir_fd))
         try:
-            return OpenRecordFile(fd, os.fstat(fd).st_size)
+            size = os.fstat(fd).st_size
         except OSError as e:
             os.close(fd)
             raise fsio.storage_error(e, path, f"read {what}") from None
+        if limit is not None and size > limit:
+            os.close(fd)
+            raise LedgerFormatError(f"{path}: {size} bytes, larger than its seal allows ({limit})")
+        return OpenRecordFile(fd, size)
 
     def _check_dir(self, path) -> None:
         fsio.check_dir(path, self.directory)  # a link or file there is refused, not followed
@@ -262,7 +272,7 @@ class LedgerReader:
         dfd = self._held.get(link)
         if dfd is None:
             return self._read(path, limit, what)
-        return read_regular(path, limit, what=what, dir_fd=dfd)
+        return read_arrow_buffer(path, limit, what=what, dir_fd=dfd)
 
     # ---- listing ------------------------------------------------------------------------------
 
@@ -303,7 +313,6 @@ class LedgerReader:
         ldir = self.link_dir(link)
         found: dict[int, set[str]] = {}
         temps, strays, confusable = [], [], []
-        has_cp = False
         for name, mode in self._list(ldir):
             path = ldir / name
             parsed = parse_segment_name(name)
@@ -313,7 +322,7 @@ class LedgerReader:
                 strays.append(Stray(path, f"a {_kind(mode)} where a segment file belongs", link,
                                     shadows=parsed[0]))
             elif name == CHECKPOINT_FILE and stat.S_ISREG(mode):
-                has_cp = True
+                continue  # the link's checkpoint: read by name (ledger/checkpoints.py), not a stray
             elif _TEMP.fullmatch(name) and stat.S_ISREG(mode):
                 temps.append(path)
             elif (imitated := confusable_segment_name(name)) is not None:
@@ -334,7 +343,7 @@ class LedgerReader:
             real = segment_name(index, kind)
             shadows = index if SEAL in segs.get(index, ()) else None
             strays.append(Stray(path, f"a name that imitates {real} with non-ASCII characters", link, shadows))
-        return LinkListing(link, segs, tuple(temps), tuple(strays), has_cp)
+        return LinkListing(link, segs, tuple(temps), tuple(strays))
 
     # ---- reading ------------------------------------------------------------------------------
 
@@ -361,17 +370,18 @@ class LedgerReader:
         return segment_file(self.link_dir(link), index, kind)
 
     def read_segment_file(self, link: str, index: int, kind: str, limit: int | None = None) -> pa.Buffer:
-        """The bytes of one segment file, by index and kind (read_regular's errors)."""
+        """The bytes of one segment file, by index and kind (read_arrow_buffer's errors)."""
         return self._read_in_link(link, self.segment_path(link, index, kind), limit, f"segment {kind} file")
 
-    def open_record_file(self, link: str, index: int) -> OpenRecordFile | pa.Buffer:
+    def open_record_file(self, link: str, index: int,
+                         limit: int | None = None) -> OpenRecordFile | pa.Buffer:
         """A segment's raw record file for ledgertool.ledger.recfile.parse_record_file: on local
-        storage open (the caller closes it with `close_record_file`), else its bytes; the errors of
-        read_segment_file."""
+        storage open (the caller closes it with `close_record_file`), else its bytes (never more
+        than `limit`: LedgerFormatError); the errors of read_segment_file."""
         path, what = self.segment_path(link, index, RECORDS), f"segment {RECORDS} file"
         # one place opens every record file (held directory or not): a test stands in for the
         # storage holder there
-        return self._open_records(path, what, self._held.get(link))
+        return self._open_records(path, what, self._held.get(link), limit)
 
     @staticmethod
     def close_record_file(source: OpenRecordFile | pa.Buffer | None) -> None:

@@ -25,7 +25,7 @@ from .._binding import ffi, lib
 from ..digest.record import RecordSink
 from ..errors import LedgerFormatError
 from .reader import OpenRecordFile
-from .segment import HEADER_SIZE, SegmentHeader
+from .segment import HEADER_SIZE, RESERVED_OFFSET, SegmentHeader
 
 _WHY = {
     lib.LT_REC_HEADER_CUT: "file cut inside its {size}-byte header",
@@ -103,9 +103,9 @@ def parse_record_file(raw: pa.Buffer | bytes | OpenRecordFile, path: Path | str,
         if hashing is not None:  # recompute's fast verdict (reconcile.msethash.HashingSink)
             cap = 1024 + (size - HEADER_SIZE) // record_size // 16
             secs, counts, nruns = np.empty(cap, np.int64), np.empty(cap, np.uint64), ffi.new("size_t *")
-            key, acc, count = hashing.native_args()
+            key, part_key, part_bits, acc, count = hashing.native_args()
             rc = lib.lt_rec_file_mset(raw.fd, size, record_size, first_seq, head, out_ptr, out.size, leaf_records,
-                                      leaves, len(leaves), key, acc, count, ffi.from_buffer("int64_t[]", secs),
+                                      leaves, len(leaves), key, part_key, part_bits, acc, count, ffi.from_buffer("int64_t[]", secs),
                                       ffi.from_buffer("uint64_t[]", counts), cap, nruns, info)
         else:
             rc = lib.lt_rec_file(raw.fd, size, record_size, first_seq, head, out_ptr, out.size if out else 0,
@@ -129,6 +129,7 @@ def parse_record_file(raw: pa.Buffer | bytes | OpenRecordFile, path: Path | str,
     if header.version != 2:
         raise LedgerFormatError(f"{path}: a v{header.version} segment header (byte 0); a raw record file has a "
                                 "v2 one")
+    check_reserved(head, path)
     if rc == lib.LT_ERR_CORRUPT:
         raise LedgerFormatError(f"{path}: " + _WHY[info.error].format(
             size=HEADER_SIZE, block=info.blocks, offset=info.error_offset, count=info.error_count,
@@ -152,3 +153,15 @@ def parse_record_file(raw: pa.Buffer | bytes | OpenRecordFile, path: Path | str,
                         bool(info.seq_contiguous))
     return RecordFile(header, out.slice(0, count * record_size) if out is not None else None, count, int(info.blocks),
                       bytes(ffi.buffer(leaves, n_leaves * 32)), facts)
+
+
+def check_reserved(head: bytes, path) -> None:
+    """LedgerFormatError when a sealed segment's header has a non-zero reserved byte (bytes
+    168..255, docs/ledger-format.md): a reader refuses what it does not understand. The native
+    walk hands its header here, so both read paths check it."""
+    nonzero = next((i for i in range(RESERVED_OFFSET, HEADER_SIZE) if head[i]), None)
+    if nonzero is not None:
+        last = HEADER_SIZE - 1
+        raise LedgerFormatError(f"{path}: reserved header byte {nonzero} is {head[nonzero]:#04x}, "
+                                f"not zero (bytes {RESERVED_OFFSET}..{last} are reserved); not a "
+                                "raw record file this version reads")

@@ -100,8 +100,9 @@ class FsspecLedgerReader(LedgerReader):
     def _open_link_dir(self, link: str) -> None:
         return None  # no descriptors on fsspec storage: every read goes by its path
 
-    def _open_records(self, path: UrlPath, what: str, dir_fd: int | None = None) -> pa.Buffer:
-        return self._read(path, None, what)  # no map of a remote file: its bytes
+    def _open_records(self, path: UrlPath, what: str, dir_fd: int | None = None,
+                      limit: int | None = None) -> pa.Buffer:
+        return self._read(path, limit, what)  # no map of a remote file: its bytes, bounded
 
     def _read_growing(self, path: UrlPath, what: str) -> bytes:
         return self._read(path, None, what).to_pybytes()

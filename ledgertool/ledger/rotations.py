@@ -7,12 +7,13 @@ statement format and the key schedule are ledgertool.seal.rotation's, pure; docs
 from __future__ import annotations
 
 import json
+import os
 from datetime import datetime, timezone
 from pathlib import Path
 
 from .. import fsio
 from ..algorithms import get_algorithm
-from ..errors import KeyFileError, LedgerError, LedgerFormatError, UsageError
+from ..errors import KeyFileError, LedgerError, LedgerFormatError, StorageError, UsageError
 from ..keyfiles import DigestKey, SigningKey, TrustBundle
 from ..seal.rotation import (
     DIGEST_KEY,
@@ -70,13 +71,35 @@ def _boundary(directory: Path, ledger: LedgerHeader) -> dict[str, int]:
     return effective
 
 
-def _write_statement(directory: Path, rotations: list[dict], doc: dict) -> Path:
+def _write_statement(directory: Path, rotations: list[dict], doc: dict) -> tuple[Path, str | None]:
+    """Write the statement; (its path, None), or (its path, a warning) when it is in place, and so
+    in force, but the write failed after it (flushing the directory): writers and verify follow
+    the statement from then on, so the command must say so, never that it failed. StorageError
+    when it is not in place: the rotation did not happen."""
     number = len(rotations) + 1
     path = layout.rotation_path(directory, number)
+    data = (json.dumps(doc, indent=1) + "\n").encode()
     fsio.make_dirs(path.parent, directory)
-    fsio.write_atomic(path, (json.dumps(doc, indent=1) + "\n").encode(), root=directory,
-                      what="rotation statement")
-    return path
+    try:
+        fsio.write_atomic(path, data, root=directory, what="rotation statement")
+    except StorageError as e:
+        if not _in_place(directory, path, data):
+            raise
+        why = os.strerror(e.errno) if e.errno else str(e)
+        return path, (f"{path}: rotation {number} is in force (the statement is in place), but "
+                      f"its directory could not be flushed ({why}), so it may not survive a crash "
+                      "of this machine: keep both the old and the new signing key until the file "
+                      "system is healthy again")
+    return path, None
+
+
+def _in_place(directory: Path, path: Path, data: bytes) -> bool:
+    """Whether `path` holds exactly `data` (what this writer just wrote, compared, not trusted)."""
+    try:
+        got = fsio.read_regular(path, len(data) + 1, root=directory, what="rotation statement")
+        return got == data
+    except LedgerError:
+        return False
 
 
 def rotate_keys(directory: Path, old: SigningKey, new: SigningKey) -> dict:
@@ -85,8 +108,10 @@ def rotate_keys(directory: Path, old: SigningKey, new: SigningKey) -> dict:
     Refuses (UsageError) while a link has an open segment (rotation happens at a segment
     boundary: run `ledgertool recover` first), (LedgerFormatError) when the ledger's rotation
     history does not verify, (KeyFileError) when `old` is not the ledger's current key or
-    `new` equals it, and (LedgerLockedError) while another writer holds the ledger. Returns
-    {"path", "number", "kind", "effective_from", "new_key_ids"}.
+    `new` equals it, (LedgerLockedError) while another writer holds the ledger, and
+    (StorageError) when the statement could not be put in place. Returns {"path", "number",
+    "kind", "effective_from", "new_key_ids"}, and "warning" when the statement is in place (the
+    rotation in force) but could not be flushed (_write_statement).
     """
 
     directory = Path(directory)
@@ -120,9 +145,9 @@ def _rotate_keys_locked(directory: Path, ledger: LedgerHeader, old: SigningKey, 
     number = doc["number"]
     msg = rotation_message(doc)
     doc["signatures"] = {"old": old.sign(msg), "new": new.sign(msg)}
-    path = _write_statement(directory, rotations, doc)
+    path, warning = _write_statement(directory, rotations, doc)
     return {"path": str(path), "number": number, "kind": SIGNING_KEY, "effective_from": effective,
-            "new_key_ids": new_bundle.key_ids}
+            "new_key_ids": new_bundle.key_ids, **({"warning": warning} if warning else {})}
 
 
 def rotate_digest_key(directory: Path, signing_key: SigningKey, old: DigestKey, new: DigestKey) -> dict:
@@ -135,7 +160,7 @@ def rotate_digest_key(directory: Path, signing_key: SigningKey, old: DigestKey, 
     history does not verify, (KeyFileError) for a signing or old digest key that is not the
     current one, or a new key this ledger has already used, and (LedgerLockedError) while another
     writer holds the ledger. Returns {"path", "number", "kind", "effective_from", "algorithm",
-    "old_digest_key_id", "new_digest_key_id"}.
+    "old_digest_key_id", "new_digest_key_id"}, and "warning" as rotate_keys.
     """
 
     directory = Path(directory)
@@ -165,9 +190,10 @@ def _rotate_digest_key_locked(directory: Path, ledger: LedgerHeader, signing_key
                      new_digest_key_id=new_id, signing_keys=signing_key.trust_bundle().to_dict())
     number = doc["number"]
     doc["signatures"] = {"signing": signing_key.sign(rotation_message(doc))}
-    path = _write_statement(directory, rotations, doc)
+    path, warning = _write_statement(directory, rotations, doc)
     return {"path": str(path), "number": number, "kind": DIGEST_KEY, "effective_from": effective,
-            "algorithm": alg.name, "old_digest_key_id": old_id, "new_digest_key_id": new_id}
+            "algorithm": alg.name, "old_digest_key_id": old_id, "new_digest_key_id": new_id,
+            **({"warning": warning} if warning else {})}
 
 
 def _statement(kind: str, ledger: LedgerHeader, rotations: list[RotationStatement], effective: dict[str, int],

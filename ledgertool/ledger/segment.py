@@ -45,6 +45,7 @@ _HEADER = struct.Struct("<8sHHHH16sIIQ16s32s32s16sq")
 _MAC_KEY_ID = struct.Struct("<16s")
 MAC_KEY_ID_OFFSET = _HEADER.size
 assert MAC_KEY_ID_OFFSET + _MAC_KEY_ID.size <= HEADER_SIZE
+RESERVED_OFFSET = MAC_KEY_ID_OFFSET + _MAC_KEY_ID.size  # v2: bytes 168..255, zero
 _BLOCK_COUNT = struct.Struct("<I")
 BLOCK_PREFIX = _BLOCK_COUNT.size
 #: records per v2 block at most: an append is split into blocks this size, so a torn block loses
@@ -253,8 +254,7 @@ class SegmentWriter:
 
 def _keep_hint(e: OSError) -> str:
     advice = fsio.ADVICE.get(e.errno or 0, "fix the cause")
-    return (f"{advice}, then run `ledgertool recover`: the whole records already in this segment are "
-            "kept and sealed then")
+    return f"{advice}, then run `ledgertool recover`"
 
 
 @dataclass(frozen=True)
@@ -311,15 +311,24 @@ def parse_open_segment(raw: bytes, path: Path | str) -> OpenSegment:
                        sum(b.count for b in blocks), len(raw) - pos, len(raw), tuple(blocks))
 
 
-def authenticated_records(seg: OpenSegment, key: OpenSegmentKey, path: Path | str, *,
-                          trust_unauthenticated: bool = False) -> bytes:
-    """The records of `seg` that may be signed: every whole block of a v2 segment, each checked
-    against the device's MAC chain (`key`: the ledger's open-segment key); a v1 segment's records
-    only with `trust_unauthenticated` (the caller trusts the storage). Pure.
+@dataclass(frozen=True)
+class AuthenticatedPrefix:
+    """The blocks of an open segment that authenticate, from the first (`authenticate_prefix`)."""
 
-    OpenSegmentRefusedError (one line naming the file, the block and its byte offset) when a
-    block's MAC does not verify (planted, rewritten, moved or reordered), the header names another
-    MAC key, or a v1 segment is met without trust; nothing of such a segment may be signed."""
+    records: bytes = field(repr=False)  # the records of the first `blocks` blocks
+    blocks: int
+    end: int  # byte offset just past them (the header's end when none authenticates)
+    failure: str | None = None  # why the block after them does not authenticate (None: all do)
+
+
+def authenticate_prefix(seg: OpenSegment, key: OpenSegmentKey, path: Path | str, *,
+                        trust_unauthenticated: bool = False) -> AuthenticatedPrefix:
+    """The records of `seg` that may be signed: the whole blocks of a v2 segment up to the first
+    that fails the device's MAC chain (`key`: the ledger's open-segment key), with the reason it
+    fails (a one-line message naming the file, the block and its byte offset: planted, rewritten,
+    moved or reordered; every block fails when the header names another MAC key); a v1 segment's
+    records only with `trust_unauthenticated` (the caller trusts the storage), else
+    OpenSegmentRefusedError. Pure."""
     if seg.header.version == 1:
         if not trust_unauthenticated:
             raise OpenSegmentRefusedError(
@@ -327,21 +336,21 @@ def authenticated_records(seg: OpenSegment, key: OpenSegmentKey, path: Path | st
                 "was sealed: if the storage is trusted, `ledgertool recover` with ",
                 Setting("trust_unauthenticated_open_segments"), " seals it",
                 unauthenticated=True)
-        return seg.records
+        return AuthenticatedPrefix(seg.records, 0, seg.size - seg.torn_bytes)
     if seg.header.mac_key_id != key.key_id:
-        raise OpenSegmentRefusedError(
+        return AuthenticatedPrefix(b"", 0, HEADER_SIZE, (
             f"{path}: the header (byte {MAC_KEY_ID_OFFSET}) names MAC key {seg.header.mac_key_id}, not this "
-            f"device's key {key.key_id} for the ledger: not written by this device; nothing of it is sealed")
+            f"device's key {key.key_id} for the ledger: not written by this device"))
     mac = key.chain_start(seg.raw_header)
     for i, block in enumerate(seg.blocks):
         chunks = chunk_hashes(block.records, seg.header.record_size, seg.header.leaf_records)
         mac = key.block_mac(mac, i, block.count, chunks)
         if not hmac.compare_digest(mac, block.mac):
-            raise OpenSegmentRefusedError(
+            return AuthenticatedPrefix(
+                seg.records[:sum(b.count for b in seg.blocks[:i]) * seg.header.record_size], i, block.offset,
                 f"{path}: block {i} (byte {block.offset}) fails authentication by the device's key (MAC does not "
-                "verify): planted, rewritten or reordered, or written by an older version; nothing of this segment "
-                "is sealed")
-    return seg.records
+                "verify): planted, rewritten or reordered, a damaged header or block, or written by an older version")
+    return AuthenticatedPrefix(seg.records, len(seg.blocks), seg.size - seg.torn_bytes)
 
 
 def now_ns() -> int:

@@ -29,6 +29,7 @@ from ..keyfiles import SigningKey
 from ..seal.checkpoint import LinkTree
 from . import layout
 from .checkpoints import link_tree, write_checkpoint
+from .devstate import LedgerMarks
 from .header import LedgerHeader
 from .index import link_state
 from .openmac import OpenSegmentKey
@@ -55,8 +56,9 @@ class LinkWriter:
 
     def __init__(self, ledger_dir: Path, ledger: LedgerHeader, link: str, signing_key: SigningKey, *,
                  tree: LinkTree, next_index: int, next_seq: int, prev_hash: str, source: str,
-                 segment_records: int, segment_seconds: float | None = None):
+                 segment_records: int, segment_seconds: float | None = None, marks: LedgerMarks | None = None):
         self.ledger_dir = ledger_dir
+        self.marks = marks  # the device's protected state: told of every seal and checkpoint
         self.ledger = ledger
         self.link = link
         self.signing_key = signing_key
@@ -87,18 +89,22 @@ class LinkWriter:
 
     @classmethod
     def open(cls, ledger_dir: Path, ledger: LedgerHeader, link: str, signing_key: SigningKey, *, source: str,
-             segment_records: int, segment_seconds: float | None = None) -> LinkWriter:
+             segment_records: int, segment_seconds: float | None = None,
+             marks: LedgerMarks | None = None) -> LinkWriter:
         """A writer continuing the link's chain after its last seal (index.link_state's errors).
         LedgerFormatError when the seals on disk do not form a whole chain: a checkpoint over it
-        would cover a gap, so nothing is captured."""
+        would cover a gap, so nothing is captured. With the device's protected state `marks`,
+        RollbackRefusedError when the storage is behind or beside what the device signed."""
         state = link_state(ledger_dir, ledger, link)
         tree = link_tree(ledger_dir, link)
+        if marks is not None:
+            marks.check_link(ledger_dir, link, tree)
         if not tree.complete:
             raise LedgerFormatError(f"{tree.stopped}: the seal chain of link {link} is broken; nothing was captured "
                                     "(`ledgertool verify` names what is wrong)")
         return cls(ledger_dir, ledger, link, signing_key, tree=tree, next_index=state.next_index,
                    next_seq=state.next_seq, prev_hash=state.prev_hash, source=source,
-                   segment_records=segment_records, segment_seconds=segment_seconds)
+                   segment_records=segment_records, segment_seconds=segment_seconds, marks=marks)
 
     # ---- the open segment ----------------------------------------------------------------------
 
@@ -239,7 +245,8 @@ class LinkWriter:
         if not os.path.lexists(layout.checkpoint_path(self.ledger_dir, self.link)):
             # before a link's first seal (or in a ledger older than per-seal checkpoints): a checkpoint
             # of the chain as it stands, so a link never holds a seal without a checkpoint
-            write_checkpoint(self.ledger_dir, self.ledger, self.link, self.signing_key, self._tree, top=False)
+            write_checkpoint(self.ledger_dir, self.ledger, self.link, self.signing_key, self._tree, top=False,
+                             marks=self.marks)
         seal_file = layout.seal_path(self.ledger_dir, self.link, index)
         if self.ledger.version == 2:
             _doc, res = seal_committed(
@@ -255,17 +262,21 @@ class LinkWriter:
                 seal_file=seal_file, source=self.source,
             )
             fsio.unlink(path, root=self.ledger_dir)
+        if self.marks is not None:  # the seal is durable: the device never signs another seal `index`
+            self.marks.sealed(self.link, index, res.seal_hash, res.last_seq)
         self._prev_hash = res.seal_hash
         self._tree.seal_hashes.append(res.seal_hash)
         self._tree.records.append(res.records)
-        write_checkpoint(self.ledger_dir, self.ledger, self.link, self.signing_key, self._tree, top=False)
+        write_checkpoint(self.ledger_dir, self.ledger, self.link, self.signing_key, self._tree, top=False,
+                         marks=self.marks)
         self.sealed_records += res.records  # only this thread writes it; readers see the old or new int
         return res
 
     def checkpoint(self) -> Path:
         """Sign the checkpoint over the chain as sealed so far, also as DIR/checkpoint while the
         ledger has one link (checkpoints.write_checkpoint's errors). Call after `drain`."""
-        return write_checkpoint(self.ledger_dir, self.ledger, self.link, self.signing_key, self._tree)
+        return write_checkpoint(self.ledger_dir, self.ledger, self.link, self.signing_key, self._tree,
+                                marks=self.marks)
 
     def sealed_range(self) -> str | None:
         """'segments 3..7' for the seals finished so far, None before the first."""

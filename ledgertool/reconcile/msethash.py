@@ -14,6 +14,13 @@ recompute to the exact pairing, which then reports what differs.
 
 The hash is a sum, so parts (segments, engine batches, a cluster's tasks) are hashed on their own
 and added (`merge`), in any order.
+
+With `part_bits` the records are also split into 2^part_bits parts by a keyed hash of their digest
+(`part_ids`), each part with its own sum and count under the same key: when the two sides differ,
+the parts that agree hold equal multisets and only the others need pairing (recompute's
+partitioned pairing; the ADR's "Parts" has the bound over many parts). Every occurrence of a
+digest is in the same part on both sides, so pairing the differing parts alone pairs every digest
+exactly as pairing everything would.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from .._binding import check, ffi, lib
 from ..digest.record import FLAG_GAP, RecordSink
 from .multiset import second_counts
 
-__all__ = ["MSET_P", "HashingSink", "MultisetHash", "accelerated", "new_key"]
+__all__ = ["MSET_P", "HashingSink", "MultisetHash", "accelerated", "new_key", "new_part_key"]
 
 MSET_P = (1 << 127) - 1  # the modulus of the sum
 
@@ -44,34 +51,68 @@ def new_key() -> bytes:
     return secrets.token_bytes(16)
 
 
+def new_part_key() -> tuple[int, int]:
+    """A fresh key for the parts' hash (two 64-bit words, the operating system's CSPRNG)."""
+    return secrets.randbits(64), secrets.randbits(64)
+
+
+def part_ids(records: np.ndarray, part_key: tuple[int, int], part_bits: int) -> np.ndarray:
+    """The part of each record (record_dtype), as lt_mset_add_parts computes it: the top
+    `part_bits` bits of (first 8 digest bytes, little endian, ^ k0) * (k1 | 1) mod 2^64."""
+    if part_bits == 0:
+        return np.zeros(len(records), np.uint64)
+    off = records.dtype.fields["digest"][1]
+    rows = np.ascontiguousarray(records).view(np.uint8).reshape(len(records), records.dtype.itemsize)
+    first = np.ascontiguousarray(rows[:, off:off + 8]).view("<u8").ravel()
+    return ((first ^ np.uint64(part_key[0])) * np.uint64(part_key[1] | 1)) >> np.uint64(64 - part_bits)
+
+
 class MultisetHash:
     """The multiset hash of the digests of records added so far (record_dtype arrays of one
     digest size, a multiple of 16 bytes), with their number. GAP records are left out by default
     (`skip_flags`: the record flags whose records are not frames). `portable` uses the table-free
-    AES even where the CPU has AES-NI (the two give the same value; tests compare them)."""
+    AES even where the CPU has AES-NI (the two give the same value; tests compare them).
+    `part_bits` > 0 keeps 2^part_bits sums and counts, one per part (`part_ids` under
+    `part_key`); `value` and `count` are then those of the whole."""
 
-    def __init__(self, key: bytes, digest_size: int, *, skip_flags: int = FLAG_GAP, portable: bool = False):
+    def __init__(self, key: bytes, digest_size: int, *, skip_flags: int = FLAG_GAP, portable: bool = False,
+                 part_bits: int = 0, part_key: tuple[int, int] = (0, 0)):
         if len(key) != 16:
             raise ValueError(f"a multiset hash key is 16 bytes, not {len(key)}")
         if digest_size <= 0 or digest_size % 16:
             raise ValueError(f"digest size {digest_size} is not a multiple of 16 bytes")
+        if not 0 <= part_bits <= lib.LT_MSET_MAX_PART_BITS:
+            raise ValueError(f"{part_bits} part bits: at most {lib.LT_MSET_MAX_PART_BITS}")
         self.key = bytes(key)  # (never printed: a verdict is only as good as this key's secrecy)
         self._key = ffi.new("uint8_t[16]", key)
-        self._acc = ffi.new("uint64_t[2]")
-        self._count = ffi.new("uint64_t *")
+        self.part_bits = part_bits
+        self.part_key = (int(part_key[0]), int(part_key[1]))
+        self._pkey = ffi.new("uint64_t[2]", self.part_key)
+        self.sums = np.zeros((1 << part_bits, 2), np.uint64)  # per part: the sum mod p, low word first
+        self.counts = np.zeros(1 << part_bits, np.uint64)
+        self._acc = ffi.from_buffer("uint64_t[]", self.sums)
+        self._count = ffi.from_buffer("uint64_t[]", self.counts)
         self.digest_size = digest_size
         self.skip_flags = skip_flags
         self.portable = portable
 
     @property
     def value(self) -> int:
-        """The sum modulo MSET_P (0 for no records)."""
-        return int(self._acc[0]) | (int(self._acc[1]) << 64)
+        """The sum modulo MSET_P (0 for no records), over every part."""
+        if not self.part_bits:
+            return int(self._acc[0]) | (int(self._acc[1]) << 64)
+        return sum(int(lo) | (int(hi) << 64) for lo, hi in self.sums.tolist()) % MSET_P
 
     @property
     def count(self) -> int:
         """The records added (those not skipped)."""
-        return int(self._count[0])
+        return int(self.counts.sum()) if self.part_bits else int(self._count[0])
+
+    def differing_parts(self, other: "MultisetHash") -> np.ndarray:
+        """The parts (ascending) whose sum or count differ from `other`'s (the same key and parts)."""
+        if (other.key, other.part_bits, other.part_key) != (self.key, self.part_bits, self.part_key):
+            raise ValueError("multiset hashes under other keys or parts cannot be compared")
+        return np.flatnonzero((self.sums != other.sums).any(axis=1) | (self.counts != other.counts))
 
     def add(self, records: np.ndarray) -> int:
         """Add `records` (a contiguous record_dtype array, or any C-contiguous 1-D record array with
@@ -80,27 +121,31 @@ class MultisetHash:
             return 0
         records = np.ascontiguousarray(records)
         before = self.count
-        check(lib.lt_mset_add(self._key, ffi.from_buffer(records), len(records), records.dtype.itemsize,
-                              records.dtype.fields["digest"][1], self.digest_size, self.skip_flags,
-                              int(self.portable), self._acc, self._count), "lt_mset_add")
+        check(lib.lt_mset_add_parts(self._key, self._pkey, self.part_bits, ffi.from_buffer(records), len(records),
+                                    records.dtype.itemsize, records.dtype.fields["digest"][1], self.digest_size,
+                                    self.skip_flags, int(self.portable), self._acc, self._count),
+              "lt_mset_add_parts")
         return self.count - before
 
     def merge(self, value: int, count: int) -> None:
-        """Add the value and count of another part hashed under the same key."""
+        """Add the value and count of another part hashed under the same key (one part only)."""
+        if self.part_bits:
+            raise ValueError("merge adds a whole value: not to a hash kept in parts")
         total = (self.value + value) % MSET_P
         self._acc[0], self._acc[1] = total & (2**64 - 1), total >> 64
         self._count[0] = self.count + count
 
     def native_args(self) -> tuple:
-        """(key, acc, count) as the native calls that add to this hash take them (lt_rec_file_mset)."""
-        return self._key, self._acc, self._count
+        """(key, part key, part bits, acc, count) as the native calls that add to this hash take
+        them (lt_rec_file_mset)."""
+        return self._key, self._pkey, self.part_bits, self._acc, self._count
 
     def state(self) -> tuple[int, int]:
         """(value, count), for merging elsewhere."""
         return self.value, self.count
 
     def __repr__(self) -> str:  # the key stays out of logs and tracebacks
-        return f"MultisetHash(count={self.count}, value={self.value:#x})"
+        return f"MultisetHash(count={self.count}, value={self.value:#x}, parts={1 << self.part_bits})"
 
 
 class HashingSink(RecordSink):

@@ -3,7 +3,7 @@
 In a capture that agrees with its ledger almost every digest occurs once in the ledger and once in
 the capture; such a pair is matched whatever the order or the pairing rule, so it need not go
 through DuckDB's group-by and join (recompute._pair), which cost ~85 % of a single-core
-reconciliation of 64-byte frames (docs/benchmarks.md, "recompute per worker"). They are found in
+reconciliation of 64-byte frames when they were measured. They are found in
 C (lt_once_each: a hash table over the ledger side's digests, no Python per record), and before
 that, for a capture in its ledger's order, by walking both sides in step (in_order,
 lt_pair_in_order: only pairs of the k-th occurrence of a digest on both sides). The rows of

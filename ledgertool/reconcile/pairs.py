@@ -1,5 +1,5 @@
 """recompute over many (ledger, captures) pairs in one run: one ledger per link or per device,
-each reconciled with its own captures (docs/cli.md, "recompute"; issue 16 item 3).
+each reconciled with its own captures (docs/cli.md, "recompute"; docs/cluster.md, many links).
 
 A pairs file (TOML) lists the pairs; a command line is no place for thousands of links:
 

@@ -10,6 +10,12 @@ bundle when one is given, else the keyless checks) and the tables are filled fro
 that were checked, decoded once (docs/threat-model.md, "What query and recompute read"). A ledger
 that does not verify is not queried. `link` comes from the verified seals, never from a path.
 
+The SQL reads exactly those tables: DuckDB's access to files, the network and extensions is off
+(`enable_external_access=false`, then the configuration locked so that the SQL cannot turn it back
+on), so `read_csv(...)`, `COPY ... TO` and a glob over the ledger's own unverified files are
+refused. `allow_files=True` (`query --allow-files`) leaves it on, for an operator who joins other
+files in on purpose.
+
 `seals.digest_key_id` is the digest key each segment was digested with: it changes at a digest-key
 rotation (docs/transparency.md), so `SELECT DISTINCT digest_key_id FROM seals` lists the keys a
 `recompute` of the whole ledger needs.
@@ -113,28 +119,32 @@ def _int(v):
 
 def run_query(ledger_dir: Path, sql: str, trust: TrustBundle | None = None, checkpoint: bytes | None = None,
               checkpoint_name: str = "checkpoint", arrow: bool = False,
-              progress: ProgressFn | None = None) -> QueryResult:
+              progress: ProgressFn | None = None, allow_files: bool = False) -> QueryResult:
     """Verify the ledger, then run one SQL statement over what was verified; with `arrow` the
     result is a pyarrow Table (`table`) instead of Python rows. `progress` gets the verify phase
-    ("verify": segments, records), then DuckDB's own estimate ("query": percent done).
+    ("verify": segments, records), then DuckDB's own estimate ("query": percent done). The SQL
+    reads no file, URL or extension unless `allow_files` (the module's doc).
 
     UsageError for an SQL error, DiscrepancyError when the ledger does not verify; Ctrl-C
     (KeyboardInterrupt) interrupts DuckDB and is re-raised."""
     with tempfile.TemporaryDirectory(prefix="ledgertool-query-") as tmp:
         con, res = connect(ledger_dir, trust, checkpoint, checkpoint_name, temp_dir=tmp, progress=progress)
         try:
-            cols, rows, types = _interruptible(con, sql, arrow, progress)
+            cols, rows, types = _interruptible(con, sql, arrow, progress, allow_files)
             if arrow:
                 return QueryResult(cols, [], res, rows)
             return QueryResult(cols, rows, res, types=types)
         except duckdb.Error as e:
-            raise UsageError(f"query failed: {str(e).splitlines()[0]}") from None
+            hint = (" (the SQL reads only `records` and `seals`; --allow-files lets it read files)"
+                    if isinstance(e, duckdb.PermissionException) and not allow_files else "")
+            raise UsageError(f"query failed: {str(e).splitlines()[0]}{hint}") from None
         finally:
             con.close()
 
 
 def _interruptible(con: duckdb.DuckDBPyConnection, sql: str, arrow: bool = False,
-                   progress: ProgressFn | None = None) -> tuple[list[str], list[tuple] | pa.Table, list]:
+                   progress: ProgressFn | None = None, allow_files: bool = False
+                   ) -> tuple[list[str], list[tuple] | pa.Table, list]:
     """(column names, rows or with `arrow` a pyarrow Table, column types) of `sql`. DuckDB runs it on a worker thread so that Ctrl-C reaches the
     main thread, which interrupts the query and re-raises KeyboardInterrupt (a query blocked in
     DuckDB on the main thread never sees the signal)."""
@@ -144,6 +154,9 @@ def _interruptible(con: duckdb.DuckDBPyConnection, sql: str, arrow: bool = False
     if progress:  # DuckDB tracks progress only with its bar on; it never prints it (stdout is results)
         cur.execute("SET enable_progress_bar = true")
         cur.execute("SET enable_progress_bar_print = false")
+    if not allow_files:  # last: once locked, not even these settings change
+        cur.execute("SET enable_external_access = false")
+        cur.execute("SET lock_configuration = true")
 
     def work() -> None:
         try:

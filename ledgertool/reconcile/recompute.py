@@ -21,6 +21,7 @@ matched). DuckDB opens no file by a path: both sides are inserted into its table
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -49,10 +50,10 @@ from ..source.file import STDIN
 from ..urls import location
 from ..verify.ledger import VerifiedSegment, VerifyResult, verify_ledger
 from .dissect import dissect_line
-from .msethash import HashingSink, MultisetHash, new_key
+from .msethash import HashingSink, MultisetHash, new_key, new_part_key, part_ids
 from .msethash import accelerated as mset_accelerated
-from .multiset import (LedgerPart, Tally, ledger_rows, matched_tally, merge_tallies, paired_masks, second_counts,
-                       window_mask)
+from .multiset import (LedgerPart, Tally, concat_records, ledger_rows, matched_tally, merge_tallies, paired_masks,
+                       second_counts, window_mask)
 from .query import not_verified_error, open_duckdb
 
 #: bytes of file format around each frame: the record header (pcap 16, modified pcap 24) or the
@@ -313,9 +314,10 @@ def reconcile(source: Sources, ledger_dir: Path, digest_key: DigestKey | Sequenc
     Capture-only examples and details show a frame's digest under the first (oldest) key given.
 
     One digest key, no window, no standard input and a CPU with AES instructions: the fast
-    verdict comes first (_fast_verdict: a multiset hash of each side, docs/adr/0011); only when it
-    finds the sides unequal are they read again and paired. `exact` pairs them without it (the
-    report is the same; for tests and benchmarks).
+    verdict comes first (_hash_sides: a multiset hash of each side in parts, docs/adr/0011); only
+    when some parts differ are both sides read again, and only those parts' rows are kept and
+    paired (in DuckDB, spilling to disk, once they pass a quarter of `memory_limit`). `exact`
+    pairs everything without it (the report is the same; for tests and benchmarks).
 
     Raises DiscrepancyError when the ledger does not verify, KeyFileError when a key is not one
     of the ledger's digest keys (wrong key) or covers none of its sealed segments in `links`,
@@ -339,26 +341,20 @@ def reconcile(source: Sources, ledger_dir: Path, digest_key: DigestKey | Sequenc
         _check_memory_limit(memory_limit)
     if not exact and len(keys) == 1 and from_ns is None and to_ns is None \
             and STDIN not in map(str, source_list(source)) and mset_accelerated():
-        # the usual run, a capture that agrees with its ledger, needs no pairing (see _fast_verdict);
-        # one that does not is read again below (standard input cannot be, nor is it needed with
-        # a window or several keys, which the pairing below handles)
-        fast = _fast_verdict(source, verify_args, ledger, alg, keys[0], progress, workers)
-        if fast is not None:
-            segs, ver, keys, tally, run = fast
-            written = 0
-            if details:  # no frame differs: the details file is empty, as the pairing writes it
-                with fsio.atomic_file(details, what="details file"):
-                    pass
-            res = make_result(source_name(source), ledger_dir, tally, (from_ns, to_ns, tolerance_ns, links), details,
-                              written, run.warnings, keys, segs, [], ver.signatures_checked,
-                              time.perf_counter() - t0, capture=run)
-            _add_warnings(res, ledger_dir, alg, [], details_limit)
-            return res
+        # the usual run, a capture that agrees with its ledger, needs no pairing (_hash_sides);
+        # one that does not is read again and only its differing parts are paired (standard input
+        # cannot be read again, nor is it needed with a window or several keys, which the pairing
+        # below handles)
+        hashed = _hash_sides(source, verify_args, ledger, alg, keys[0], progress, workers)
+        if hashed is not None and not hashed.capture_gaps:
+            res = _decide(hashed, source, verify_args, ledger, alg, keys[0], (progress, workers, examples),
+                          memory_limit, details, details_limit)
+            if res is not None:
+                res.elapsed_s = time.perf_counter() - t0
+                _add_warnings(res, ledger_dir, alg, [], details_limit)
+                return res
     with tempfile.TemporaryDirectory(prefix="ledgertool-recompute-") as tmp:
-        try:
-            con = open_duckdb({"memory_limit": memory_limit, "temp_directory": tmp})
-        except UsageError as e:
-            raise UsageError(Setting("memory_limit"), f" {memory_limit!r}: {e}") from None
+        con = _open_pairing(memory_limit, tmp)
         try:
             if len(keys) == 1:  # the common case: the pairs found once on each side never reach DuckDB
                 # the ledger holds about the capture's frames: its array is reserved as the capture's is
@@ -398,23 +394,103 @@ def _check_memory_limit(memory_limit: str) -> None:
         raise UsageError(Setting("memory_limit"), f" {memory_limit!r}: {e}") from None
 
 
-def _fast_verdict(source: Sources, verify_args: tuple, ledger: LedgerHeader, alg: Algorithm,
-                  key: DigestKey, progress: ProgressFn | None, workers: int
-                  ) -> tuple[list[_Segment], VerifyResult, list[tuple[str, DigestKey]], Tally, DigestRun] | None:
-    """The whole reconciliation when every frame matches, found without pairing any: the ledger
-    is verified (DiscrepancyError when it does not verify), each verified segment's frame records
-    are added to a multiset hash as they are checked (msethash: the very bytes hashed into its
-    Merkle leaves, in one buffer the segments share, so nothing is kept) and counted per link
-    and per second, then the captures are recomputed under `key` into another multiset hash,
-    batch by batch. Equal hashes and counts mean equal multisets of digests (docs/adr/0011), so
-    every frame matched and the tally is the ledger side's counts. Returns (segments, verify
-    result, [(key id, key)], tally, the capture's run), or None when the two differ, some
-    segments are under another key, or the capture could not be read to its end: the caller
-    then pairs them exactly (reading both again). KeyFileError as _match_keys."""
+#: the parts the fast verdict hashes each side into (msethash.part_ids): 4,096 sums of 24 bytes
+#: stay in L2; with a few frames differing in 10^9, the differing parts hold ~2.5 M rows a side
+PART_BITS = 12
+
+
+@dataclass
+class _Hashed:
+    """Both sides hashed in parts under one key (_hash_sides): the ledger's segments, their seals
+    (to check that a second reading met the same ledger), verify's result, the ledger side's frame
+    counts per link and per second, the capture's run."""
+
+    segs: list[_Segment]
+    seals: list[dict]
+    ver: VerifyResult
+    keys: list[tuple[str, DigestKey]]
+    lhash: MultisetHash
+    chash: MultisetHash
+    per_link: dict[str, int]
+    seconds: dict[int, int]
+    run: DigestRun
+    capture_gaps: int = 0  # capture records with a skipped flag: not in chash
+
+    def tally(self) -> Tally:
+        """The tally when every part agrees: every frame matched (the ledger side's counts)."""
+        return matched_counts_tally(self.run.frames, self.lhash.count, self.per_link, self.seconds)
+
+
+def _decide(hashed: _Hashed, source: Sources, verify_args: tuple, ledger: LedgerHeader, alg: Algorithm,
+            key: DigestKey, how: tuple, memory_limit: str, details: Path | None,
+            details_limit: int) -> ReconcileResult | None:
+    """The report from both sides hashed in parts: every part agrees, so every frame matched; or
+    both sides read again, only the differing parts' rows kept and paired, the rest counted as
+    matched (a difference costs what it touches). None when the second reading did not meet what
+    the first did (the caller pairs everything)."""
+    progress, workers, examples = how
+    written, con = 0, None
+    if not len(hashed.lhash.differing_parts(hashed.chash)):
+        tally = hashed.tally()
+        if details:  # no frame differs: the details file is empty, as the pairing writes it
+            with fsio.atomic_file(details, what="details file"):
+                pass
+    else:
+        with tempfile.TemporaryDirectory(prefix="ledgertool-recompute-") as tmp:
+            con = _open_pairing(memory_limit, tmp)
+            try:
+                pool = _Pool(con, hashed.keys[0][0], memory_budget(memory_limit) // 4,
+                             np.zeros(0, record_dtype(alg.digest_size)))
+                if not _gather_pool(pool, hashed, source, verify_args, ledger, alg, key, progress, workers):
+                    return None
+                tally = _pair_pool(pool, hashed, examples)
+                written = _write_details(con, details, source, details_limit) if details else 0
+            except duckdb.Error as e:
+                raise LedgerFormatError(f"{verify_args[0]}: reconciliation failed reading the ledger: "
+                                        f"{str(e).splitlines()[0]}") from None
+            finally:
+                con.close()
+    return make_result(source_name(source), verify_args[0], tally, (None, None, 0, verify_args[4]), details,
+                       written, hashed.run.warnings, hashed.keys, hashed.segs, [], hashed.ver.signatures_checked,
+                       0.0, capture=hashed.run)
+
+
+def _open_pairing(memory_limit: str, tmp: str):
+    """A DuckDB connection for a pairing: `memory_limit`, spilling to `tmp`."""
+    try:
+        return open_duckdb({"memory_limit": memory_limit, "temp_directory": tmp})
+    except UsageError as e:
+        raise UsageError(Setting("memory_limit"), f" {memory_limit!r}: {e}") from None
+
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def memory_budget(memory_limit: str) -> int:
+    """`memory_limit` (DuckDB's spelling: "4GB", "500MiB", ...) in bytes; the default's for a
+    spelling not understood here (DuckDB checks it)."""
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*", memory_limit)
+    unit = _UNITS.get(m.group(2).lower()) if m else None
+    if unit is None:
+        return memory_budget(DEFAULT_MEMORY_LIMIT) if memory_limit != DEFAULT_MEMORY_LIMIT else 4 * 10**9
+    return int(float(m.group(1)) * unit)
+
+
+def _hash_sides(source: Sources, verify_args: tuple, ledger: LedgerHeader, alg: Algorithm,
+                key: DigestKey, progress: ProgressFn | None, workers: int) -> _Hashed | None:
+    """Verify the ledger (DiscrepancyError when it does not verify), adding each verified
+    segment's frame records to a multiset hash in parts as they are checked (msethash: the very
+    bytes hashed into its Merkle leaves, in one buffer the segments share, so nothing is kept) and
+    counting them per link and per second, then recompute the captures under `key` into another,
+    batch by batch. Equal parts mean equal multisets of digests (docs/adr/0011). None when some
+    segments are under another key or the capture could not be read to its end (the caller
+    pairs everything then). KeyFileError as _match_keys."""
     ledger_dir = verify_args[0]
     dtype = record_dtype(alg.digest_size)
-    lhash = MultisetHash(new_key(), alg.digest_size)
+    lhash = MultisetHash(new_key(), alg.digest_size, part_bits=PART_BITS, part_key=new_part_key())
     segs: list[_Segment] = []
+    seals: list[dict] = []
     per_link: dict[str, int] = {}
 
     # a sink nothing is taken from (every segment's records are copied to the same place) whose raw
@@ -424,6 +500,7 @@ def _fast_verdict(source: Sources, verify_args: tuple, ledger: LedgerHeader, alg
 
     def add_segment(seg: VerifiedSegment) -> None:
         segs.append(_Segment.of(seg))
+        seals.append(seg.seal)
         if sink.holds(seg.records):  # hashed and counted by the walk that copied it
             n = seg.frames if seg.frames is not None else int(
                 ((np.frombuffer(seg.records, dtype)["flags"] & FLAG_GAP) == 0).sum())
@@ -440,16 +517,132 @@ def _fast_verdict(source: Sources, verify_args: tuple, ledger: LedgerHeader, alg
     keys, uncovered = _match_keys(ledger_dir, ledger, alg, [key], segs)
     if uncovered:
         return None
-    chash = MultisetHash(lhash.key, alg.digest_size)
+    chash = MultisetHash(lhash.key, alg.digest_size, part_bits=PART_BITS, part_key=lhash.part_key)
+    run = DigestRun()
+    gaps = 0
+    for one in source_list(source):
+        if run.stopped is not None:
+            break
+        for batch in _digest_records(one, key, alg, ledger.strip, run, progress, workers):
+            gaps += len(batch) - chash.add(batch)
+    if run.stopped is not None:
+        return None
+    return _Hashed(segs, seals, ver, keys, lhash, chash, per_link, seconds, run, gaps)
+
+
+@dataclass
+class _Pool:
+    """The rows of the differing parts, gathered side by side (_gather_pool): record arrays while
+    they fit `budget` bytes, then in DuckDB tables `lrec` / `cap0`, which spill to disk. The
+    ledger rows are counted per link and per second, the capture rows in all, as they come."""
+
+    con: object
+    kid: str
+    budget: int
+    empty: np.ndarray  # no records, of the sides' dtype
+    ledger: list[tuple[str, np.ndarray]] = field(default_factory=list)
+    capture: list[np.ndarray] = field(default_factory=list)
+    held: int = 0  # bytes of the arrays above
+    spilled: bool = False
+    per_link: dict[str, int] = field(default_factory=dict)
+    seconds: dict[int, int] = field(default_factory=dict)
+    ledger_rows: int = 0
+    capture_rows: int = 0
+
+    def add_ledger(self, link: str, rows: np.ndarray) -> None:
+        if not len(rows):
+            return
+        self.per_link[link] = self.per_link.get(link, 0) + len(rows)
+        second_counts(rows, 0, into=self.seconds)
+        self.ledger_rows += len(rows)
+        self.ledger.append((link, rows))
+        self._hold(rows.nbytes)
+
+    def add_capture(self, rows: np.ndarray) -> None:
+        if not len(rows):
+            return
+        self.capture_rows += len(rows)
+        self.capture.append(rows)
+        self._hold(rows.nbytes)
+
+    def _hold(self, nbytes: int) -> None:
+        self.held += nbytes
+        if self.held > self.budget:
+            self.spill()
+
+    def spill(self) -> None:
+        """Move the arrays held into the DuckDB tables (created on the first call)."""
+        if not self.spilled:
+            load_rows(self.con, self.kid, np.zeros(0, dtype=object), self.empty, self.empty)
+            self.spilled = True
+        for link, rows in self.ledger:
+            append_rows(self.con, self.kid, np.array([link] * len(rows), dtype=object), rows, self.empty)
+        for rows in self.capture:
+            append_rows(self.con, self.kid, np.zeros(0, dtype=object), self.empty, rows)
+        self.ledger, self.capture, self.held = [], [], 0
+
+    def agreeing_tally(self, hashed: _Hashed) -> Tally:
+        """The tally of every row outside the pool: all matched (their parts agree), counted as the
+        ledger side's counts less the pool's."""
+        per_link = {ln: n - self.per_link.get(ln, 0) for ln, n in hashed.per_link.items()}
+        seconds = {s: n - self.seconds.get(s, 0) for s, n in hashed.seconds.items()}
+        return matched_counts_tally(hashed.run.frames - self.capture_rows, hashed.lhash.count - self.ledger_rows,
+                                    per_link, {s: n for s, n in seconds.items() if n})
+
+
+def _gather_pool(pool: _Pool, hashed: _Hashed, source: Sources, verify_args: tuple, ledger: LedgerHeader,
+                 alg: Algorithm, key: DigestKey, progress: ProgressFn | None, workers: int) -> bool:
+    """Read both sides again and keep in `pool` only the frame rows of the parts `hashed` found
+    differing. False when this reading did not meet what the first did (the ledger's seals, or
+    the capture's frames and their hash): the caller pairs everything then. DiscrepancyError when
+    the ledger no longer verifies."""
+    dtype = record_dtype(alg.digest_size)
+    lh, ch = hashed.lhash, hashed.chash
+    wanted = np.zeros(1 << lh.part_bits, bool)
+    wanted[lh.differing_parts(ch)] = True
+    seals: list[dict] = []
+    sink = RecordSink(dtype)  # nothing taken: every segment is copied to the same place
+
+    def add_segment(seg: VerifiedSegment) -> None:
+        seals.append(seg.seal)
+        arr = np.frombuffer(seg.records, dtype)
+        keep = wanted[part_ids(arr, lh.part_key, lh.part_bits)] & ((arr["flags"] & FLAG_GAP) == 0)
+        pool.add_ledger(seg.link, arr[keep])  # (a copy: the sink's buffer is reused)
+
+    ver = verify_ledger(*verify_args[:4], links=verify_args[4], on_segment=add_segment, progress=verify_args[5],
+                        records_into=sink)
+    if not ver.ok:
+        raise not_verified_error(ver, "it is not reconciled")
+    if seals != hashed.seals:
+        return False
+    again = MultisetHash(lh.key, alg.digest_size, part_bits=lh.part_bits, part_key=lh.part_key)
     run = DigestRun()
     for one in source_list(source):
         if run.stopped is not None:
             break
         for batch in _digest_records(one, key, alg, ledger.strip, run, progress, workers):
-            chash.add(batch)
-    if run.stopped is not None or chash.state() != lhash.state():
-        return None
-    return segs, ver, keys, matched_counts_tally(run.frames, lhash.count, per_link, seconds), run
+            again.add(batch)
+            pool.add_capture(batch[wanted[part_ids(batch, lh.part_key, lh.part_bits)]])
+    return run.stopped is None and run.frames == hashed.run.frames and not len(again.differing_parts(ch))
+
+
+def _pair_pool(pool: _Pool, hashed: _Hashed, examples: int) -> Tally:
+    """Pair the pool's rows exactly (pair_records, or DuckDB's pairing once it spilled) and add the
+    agreeing remainder: the tally of pairing everything."""
+    con, kid = pool.con, pool.kid
+    if pool.spilled:
+        pool.spill()  # the rest too
+        _pair(con, [(kid, None)], hashed.segs, [], None, None, 0)
+        part = _tally(con, None, None, examples)
+    else:
+        names = sorted({ln for ln, _ in pool.ledger})
+        code = {n: i for i, n in enumerate(names)}
+        codes = np.repeat(np.array([code[ln] for ln, _ in pool.ledger], np.int32),
+                          [len(r) for _, r in pool.ledger]) if pool.ledger else np.zeros(0, np.int32)
+        recs = concat_records([r for _, r in pool.ledger], pool.empty.dtype)
+        capture = concat_records(pool.capture, pool.empty.dtype)
+        part = pair_records(con, kid, hashed.segs, [], (names, codes, recs), capture, (None, None, 0), examples)
+    return merge_tallies([pool.agreeing_tally(hashed), part], examples)
 
 
 def matched_counts_tally(frames: int, records: int, per_link: dict[str, int], seconds: dict[int, int]) -> Tally:
@@ -595,21 +788,29 @@ def load_rows(con, kid: str, links: np.ndarray, ledger: np.ndarray, capture: np.
     """Tables `lrec` (ledger rows under key `kid`, `links` each one's link) and `cap0` (capture
     rows, `seq` the frame index) from record_dtype arrays, as _load_ledger_side and
     _load_capture_side make them."""
-    size = ledger.dtype.fields["digest"][0].itemsize
-    con.register("_l", pa.table({"link": pa.array(links.tolist(), pa.string()), "kid": pa.array(
-        [kid] * len(ledger), pa.string()), "digest": digest_array(ledger, size),
-        "seq": ledger["seq"], "ts_ns": ledger["ts_ns"], "wire_len": ledger["wire_len"]}))
     con.execute("CREATE TEMP TABLE lrec (link VARCHAR, kid VARCHAR, digest BLOB, seq UBIGINT, ts_ns BIGINT, "
                 "wire_len UINTEGER)")
-    con.execute("INSERT INTO lrec SELECT * FROM _l")
-    con.unregister("_l")
-    con.register("_c", pa.table({"index": capture["seq"], "ts_ns": capture["ts_ns"],
-                                 "wire_len": capture["wire_len"], "cap_len": capture["cap_len"],
-                                 "flags": capture["flags"], "linktype": capture["linktype"],
-                                 "digest": digest_array(capture, size)}))
     con.execute(f"CREATE TEMP TABLE cap0 ({CAPTURE_COLUMNS})")
-    con.execute("INSERT INTO cap0 SELECT * FROM _c")
-    con.unregister("_c")
+    append_rows(con, kid, links, ledger, capture)
+
+
+def append_rows(con, kid: str, links: np.ndarray, ledger: np.ndarray, capture: np.ndarray) -> None:
+    """Append ledger rows (`links` each one's link) to table `lrec` and capture rows to `cap0`
+    (both made already), as load_rows fills them."""
+    size = ledger.dtype.fields["digest"][0].itemsize
+    if len(ledger):
+        con.register("_l", pa.table({"link": pa.array(links.tolist(), pa.string()), "kid": pa.array(
+            [kid] * len(ledger), pa.string()), "digest": digest_array(ledger, size),
+            "seq": ledger["seq"], "ts_ns": ledger["ts_ns"], "wire_len": ledger["wire_len"]}))
+        con.execute("INSERT INTO lrec SELECT * FROM _l")
+        con.unregister("_l")
+    if len(capture):
+        con.register("_c", pa.table({"index": capture["seq"], "ts_ns": capture["ts_ns"],
+                                     "wire_len": capture["wire_len"], "cap_len": capture["cap_len"],
+                                     "flags": capture["flags"], "linktype": capture["linktype"],
+                                     "digest": digest_array(capture, size)}))
+        con.execute("INSERT INTO cap0 SELECT * FROM _c")
+        con.unregister("_c")
 
 
 # table j's columns as _pair's CREATE TABLE AS makes them

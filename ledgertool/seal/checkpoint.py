@@ -212,10 +212,36 @@ def parse_note(data: bytes, where: str = "checkpoint") -> SignedNote:
     return SignedNote(cp, text.encode(), tuple(sigs))
 
 
-def verify_note(note: SignedNote, bundles: list[TrustBundle]) -> str | None:
+@dataclass(frozen=True)
+class RetiredKey:
+    """A signing key set that a rotation retired on a link: it may vouch for the link's history
+    before `effective_from` (the first segment its successor signs), never for what came after."""
+
+    bundle: TrustBundle
+    rotation: int
+    effective_from: int
+
+
+def verify_note(note: SignedNote, bundles: list[TrustBundle],
+                retired: tuple[RetiredKey, ...] = ()) -> str | None:
     """None when some trusted key set signed the note with every algorithm of its scheme;
     otherwise the reason. Signatures from unknown keys are ignored (signed-note rule); a known
-    key whose signature fails rejects the note."""
+    key whose signature fails rejects the note. `retired`: key sets left out of `bundles` because
+    the checkpoint covers segments sealed after their retirement; a note only they signed is
+    refused with that reason."""
+    reason = _verify_note(note, bundles)
+    if reason is None:
+        return None
+    cp = note.checkpoint
+    for r in retired:
+        if _verify_note(note, [r.bundle]) is None:
+            return (f"signed by a retired signing key (rotation {r.rotation} replaced it from "
+                    f"segment {r.effective_from} of link {cp.link}), which cannot vouch for the "
+                    f"checkpoint's {plural(cp.size, 'segment')}")
+    return reason
+
+
+def _verify_note(note: SignedNote, bundles: list[TrustBundle]) -> str | None:
     name = key_name_for(note.checkpoint.ledger_id)
     reasons = []
     for bundle in bundles:
@@ -259,12 +285,13 @@ class CheckpointFinding:
     detail: str
 
 
-def check_extends(note: SignedNote, tree: LinkTree, bundles: list[TrustBundle] | None) -> list[CheckpointFinding]:
+def check_extends(note: SignedNote, tree: LinkTree, bundles: list[TrustBundle] | None,
+                  retired: tuple[RetiredKey, ...] = ()) -> list[CheckpointFinding]:
     """Does the ledger (its link tree) extend the checkpoint? Pure given the tree. `bundles` None:
-    the note's signatures are not checked (keyless checks)."""
+    the note's signatures are not checked (keyless checks); `retired` as for verify_note."""
     out = []
     cp = note.checkpoint
-    reason = verify_note(note, bundles) if bundles is not None else None
+    reason = verify_note(note, bundles, retired) if bundles is not None else None
     if reason:
         out.append(CheckpointFinding("checkpoint_bad_signature", f"checkpoint signature: {reason}"))
     n = len(tree.seal_hashes)

@@ -22,7 +22,9 @@ written) and the current signing key set, which authorises the move with one sig
 `key_schedule` is pure: it starts from the verifier's trust bundle (and the ledger's genesis
 digest key id) and follows the statements in order, stopping at the first one that does not
 verify. `Schedule.bundle_for(link, segment)` says which key set must have signed a seal and
-`Schedule.digest_key_id_for(link, segment)` which digest key its records were computed with.
+`Schedule.digest_key_id_for(link, segment)` which digest key its records were computed with, and
+`Schedule.checkpoint_signers(link, size)` which key sets may sign a checkpoint of that size (a
+retired key only over the segments before its retirement).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from pathlib import Path
 from ..canonical import canonical_json, loads_strict
 from ..errors import KeyFileError, LedgerFormatError
 from ..keyfiles import TrustBundle
+from .checkpoint import RetiredKey
 
 ROTATION_FORMAT = "ledgertool-rotation-v1"
 SIGNING_KEY = "signing-key"
@@ -197,6 +200,21 @@ class Schedule:
     @property
     def bundles(self) -> list[TrustBundle]:
         return [e.bundle for e in self.epochs]
+
+    def checkpoint_signers(self, link: str,
+                           size: int) -> tuple[list[TrustBundle], tuple[RetiredKey, ...]]:
+        """(the key sets that may sign a checkpoint of the first `size` segments of `link`, the
+        retired ones that may not). A rotated key may have been compromised: from its rotation's
+        `effective_from` on it vouches for nothing, so it may sign only a checkpoint that ends
+        before that segment; the current key set may sign any."""
+        ok, retired = [], []
+        for e, succ in zip(self.epochs, self.epochs[1:]):
+            start = succ.effective_from.get(link, 0)
+            if size <= start:
+                ok.append(e.bundle)
+            else:
+                retired.append(RetiredKey(e.bundle, succ.number, start))
+        return ok + [self.current], tuple(retired)
 
     @property
     def current(self) -> TrustBundle:

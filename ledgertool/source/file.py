@@ -111,7 +111,8 @@ def stream_reader(fd: int, head: bytes, path: str, name: str) -> "CaptureReader"
         pump.start()
     err = ffi.new("char[512]")
     out = ffi.new("lt_reader **")
-    st = lib.lt_reader_open_fd(fd, name.encode(), head, len(head), out, err, 512)  # owns fd from here
+    # the name's own bytes, UTF-8 or not; the reader owns fd from here
+    st = lib.lt_reader_open_fd(fd, os.fsencode(name), head, len(head), out, err, 512)
     if st != lib.LT_OK:
         text = c_string(err)
         if pump is not None:
@@ -145,7 +146,7 @@ class CaptureReader:
             raise CaptureFormatError(f"{self.path}: is a directory, not a capture file", self.path)
         err = ffi.new("char[512]")
         out = ffi.new("lt_reader **")
-        st = lib.lt_reader_open(self.path.encode(), out, err, 512)
+        st = lib.lt_reader_open(os.fsencode(self.path), out, err, 512)
         if st != lib.LT_OK:
             raise capture_error(st, c_string(err) or f"{self.path}: cannot open (status {st})", self.path)
         self._r = out[0]

@@ -175,15 +175,19 @@ class OpenRead:
     error: LedgerFormatError | None = None
 
 
+_ASIDE = "sets it aside in the ledger's set-aside directory (reporting why), never sealed"
+
+
 def open_segment_finding(read: OpenRead, path: Path, index: int, ledger: LedgerHeader, link: str,
                          nxt: tuple[int, int], key_id: str | None) -> tuple[Problem | None, tuple[int, int]]:
     """The warning for an open segment, with the advice `recover` makes true: it seals a segment
-    that continues the chain at `nxt` (segment index, seq; segments.header_mismatch) and discards,
-    reporting its bytes, one that does not. Returns the warning (None when a running capture
+    that continues the chain at `nxt` (segment index, seq; segments.header_mismatch) and sets
+    aside one that does not (discards one with a cut header, reporting its bytes). Returns the warning (None when a running capture
     sealed and removed the file since the listing) and where the chain continues after it."""
     if read.error is not None:
-        return Problem(Kind.TORN_SEGMENT, index, f"{read.error}; `ledgertool recover` discards it (reporting its "
-                       "bytes)", link), nxt
+        return Problem(Kind.TORN_SEGMENT, index, f"{read.error}; `ledgertool recover` "
+                       f"{'discards it (reporting its bytes)' if 'header cut' in str(read.error) else _ASIDE}",
+                       link), nxt
     seg = read.segment
     if seg is None:
         return None, nxt
@@ -191,8 +195,7 @@ def open_segment_finding(read: OpenRead, path: Path, index: int, ledger: LedgerH
               segments.header_mismatch(seg.header, ledger, link, nxt[0], nxt[1], key_id))
     if misfit:
         return Problem(Kind.TORN_SEGMENT, index, f"{path}: open segment does not continue the chain at segment "
-                       f"{nxt[0]}, seq {nxt[1]}: {misfit}; `ledgertool recover` discards it (reporting its "
-                       "bytes)", link), nxt
+                       f"{nxt[0]}, seq {nxt[1]}: {misfit}; `ledgertool recover` {_ASIDE}", link), nxt
     if not seg.count:
         return Problem(Kind.TORN_SEGMENT, index, f"{path}: open segment without a whole record "
                        f"({seg.torn_bytes} bytes); `ledgertool recover` discards it", link), nxt

@@ -24,8 +24,9 @@ from typing import Iterator, Sequence
 import dask
 from distributed import CancelledError, Client, Future, KilledWorker, LocalCluster
 from distributed import TimeoutError as DaskTimeoutError
+from distributed.security import Security
 
-from ..errors import ClusterError, LedgerFormatError, UsageError
+from ..errors import ClusterError, LedgerFormatError, Setting, UsageError
 from ..ledger.header import LedgerHeader
 from ..ledger.reader import LedgerReader, LinkListing
 from ..ledger.remote import ledger_reader
@@ -36,10 +37,12 @@ from .ledger import check_segment
 
 __all__ = ["ClusterAddress", "ClusterChecker", "LedgerContext", "SegmentBatch", "check_segments_task",
            "checked_segment", "checked_segments", "cluster_threads", "connect", "ordered_results", "parse_address",
-           "segment_part", "task_batches", "verdict_only"]
+           "scheduler_security", "segment_part", "task_batches", "verdict_only"]
 
 _LOCAL = re.compile(r"local:([0-9]{1,4})")
-_TCP = re.compile(r"tcp://[^\s/]+:[0-9]{1,5}")
+_TCP = re.compile(r"(tcp|tls)://[^\s/]+:[0-9]{1,5}")
+# the Dask configuration a tls:// scheduler needs on the client (docs/cluster.md)
+TLS_CONFIG = ("distributed.comm.tls.ca-file", "distributed.comm.tls.client.cert")
 CONNECT_TIMEOUT_S = 30
 MAX_LOCAL_WORKERS = 1024
 # segments per task (task_batches): ~4 tasks per worker thread balance a link's work; at most 8
@@ -54,43 +57,73 @@ WORKER_TRIM = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
 
 @dataclass(frozen=True)
 class ClusterAddress:
-    """Where to run: a running scheduler (`scheduler`, ``tcp://host:port``) or a LocalCluster of
-    `local_workers` worker processes started for this run."""
+    """Where to run: a running scheduler (`scheduler`, ``tls://host:port``, or ``tcp://host:port``
+    with `plain_tcp`, knowingly) or a LocalCluster of `local_workers` worker processes started for
+    this run."""
 
     scheduler: str | None = None
     local_workers: int | None = None
+    plain_tcp: bool = False  # a tcp:// scheduler accepted (--insecure-cluster): anyone may use it
 
 
-def parse_address(text: str) -> ClusterAddress:
-    """``tcp://HOST:PORT`` or ``local:N`` (1 <= N <= 1024); UsageError otherwise."""
+def parse_address(text: str, plain_tcp: bool = False) -> ClusterAddress:
+    """``tls://HOST:PORT``, ``tcp://HOST:PORT`` or ``local:N`` (1 <= N <= 1024); UsageError
+    otherwise. `plain_tcp` accepts a tcp:// scheduler (connect refuses it without)."""
     if (m := _LOCAL.fullmatch(text)) and 1 <= int(m.group(1)) <= MAX_LOCAL_WORKERS:
         return ClusterAddress(local_workers=int(m.group(1)))
     if _TCP.fullmatch(text):
-        return ClusterAddress(scheduler=text)
-    raise UsageError(f"cluster address {text!r} is neither tcp://HOST:PORT (a Dask scheduler) nor local:N "
-                     f"(N worker processes on this machine, 1..{MAX_LOCAL_WORKERS})")
+        return ClusterAddress(scheduler=text, plain_tcp=plain_tcp)
+    raise UsageError(f"cluster address {text!r} is neither tls://HOST:PORT or tcp://HOST:PORT (a "
+                     "Dask scheduler) nor local:N (N worker processes on this machine, "
+                     f"1..{MAX_LOCAL_WORKERS})")
+
+
+def scheduler_security(address: ClusterAddress) -> Security | None:
+    """The credentials to reach `address.scheduler`: Dask's TLS configuration for tls://, None for
+    tcp:// accepted with `plain_tcp`. UsageError for tcp:// without it (Dask's plain protocol
+    lets anyone who reaches the scheduler run code in its workers and read the tasks, recompute's
+    digest subkey among them), and for tls:// without a client certificate configured."""
+    if address.scheduler.startswith("tcp://"):
+        if not address.plain_tcp:
+            raise UsageError(
+                f"{address.scheduler}: a tcp:// scheduler is Dask's plain protocol, which lets "
+                "anyone who reaches it run code in its workers and read the tasks (the digest key "
+                "among them): use a tls:// scheduler with Dask's TLS configuration "
+                "(docs/cluster.md), or ", Setting("plain_tcp"), " on a network only you can reach")
+        return None
+    sec = Security()
+    if not (sec.tls_ca_file and sec.tls_client_cert):
+        raise UsageError(f"{address.scheduler}: a tls:// scheduler needs Dask's TLS configuration "
+                         f"on this machine: {' and '.join(TLS_CONFIG)} (and .client.key unless "
+                         "the certificate file holds it; docs/cluster.md)")
+    return sec
 
 
 @contextmanager
 def connect(address: ClusterAddress) -> Iterator[Client]:
     """A Dask client on the cluster at `address`, closed (with the LocalCluster it started, if
-    any) on exit. ClusterError when the scheduler cannot be reached."""
+    any) on exit. ClusterError when the scheduler cannot be reached; UsageError for a scheduler
+    address without the credentials it needs (scheduler_security)."""
     if address.local_workers is not None:
         # one single-threaded worker process each (the checks hold the GIL in Python parts),
         # listening on loopback only; no dashboard, and the scheduler's health/metrics server on a
-        # free port (its default, 8787, may be another cluster's)
+        # free port (its default, 8787, may be another cluster's). Loopback is every local user's:
+        # TLS with a certificate drawn for this run (Security.temporary, held in memory and handed
+        # to the workers by the nanny, never on a command line) admits only this run's processes.
         try:
             with dask.config.set({WORKER_TRIM: None}):
                 cluster = LocalCluster(n_workers=address.local_workers, threads_per_worker=1, processes=True,
                                        host="127.0.0.1", dashboard_address=None, silence_logs=logging.ERROR,
+                                       security=Security.temporary(),
                                        scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"})
         except (RuntimeError, OSError, DaskTimeoutError) as e:
             raise ClusterError(f"cannot start a local cluster of {address.local_workers} worker processes: {e}") from None
         with cluster, Client(cluster) as client:
             yield client
         return
+    security = scheduler_security(address)
     try:
-        client = Client(address.scheduler, timeout=CONNECT_TIMEOUT_S)
+        client = Client(address.scheduler, timeout=CONNECT_TIMEOUT_S, security=security)
     except (OSError, DaskTimeoutError) as e:
         raise ClusterError(f"cannot reach the Dask scheduler at {address.scheduler}: {e}") from None
     with client:

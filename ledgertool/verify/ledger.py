@@ -62,7 +62,7 @@ from ..ledger.header import LedgerHeader, parse_ledger_header
 from ..ledger.layout import LEAVES, LEDGER_FILE, OPEN, PARQUET, RECORDS, SEAL
 from ..ledger.reader import LedgerReader, LinkListing
 from ..ledger.remote import ledger_reader
-from ..ledger.segment import parse_open_segment
+from ..ledger.segment import HEADER_SIZE, parse_open_segment
 from ..progress import Progress, ProgressFn
 from ..ledger.parquet import records_to_table
 from ..seal.checkpoint import LinkTree, check_extends, parse_note
@@ -81,6 +81,7 @@ from .chain import (
 from .checks import (
     MAX_LEAVES_BYTES,
     ParquetRead,
+    SealCheck,
     SegmentPlace,
     check_records,
     check_seal,
@@ -273,7 +274,9 @@ def _append_only(res: VerifyResult, note, links: list[str]) -> dict:
 
 def _check_checkpoint(note, tree: LinkTree, sched: Schedule | None, res: VerifyResult, prefix: str) -> None:
     link = note.checkpoint.link
-    for f in check_extends(note, tree, sched.bundles if sched is not None else None):
+    cp = note.checkpoint
+    signers = sched.checkpoint_signers(link, cp.size) if sched is not None else (None, ())
+    for f in check_extends(note, tree, *signers):
         res.add(Problem(Kind(f.kind), None, prefix + f.detail, link))
 
 
@@ -391,10 +394,18 @@ def check_segment(reader: LedgerReader, listing: LinkListing, place: SegmentPlac
         raw = reader.read_seal_bytes(link, index)
     except LedgerFormatError as e:
         return SegmentCheck(unreadable_seal(place, str(e)))
+    except StorageError as e:
+        if e.errno != errno.ENOENT:
+            raise
+        # listed, then gone (an object store's listing, or a file removed since): the segment
+        # has no seal, as when its seal was never listed
+        gone = reader.segment_path(link, index, SEAL)
+        why = f"segment {index} has no seal: {gone} was listed but is not there"
+        return SegmentCheck(SealCheck(index, None, (place.problem(Kind.SEGMENT_MISSING, why),)))
     seal = check_seal(raw, place)
     if not seal.reads_parquet:
         return SegmentCheck(seal)
-    read = _read_records(reader, listing, link, index, seal.v2)
+    read = _read_records(reader, listing, link, index, seal.v2, records_file_limit(seal))
     try:
         recs = check_records(seal, read, place, into, seal.seq.count * segments_after if into is not None else 0)
     finally:
@@ -408,33 +419,55 @@ def check_segment(reader: LedgerReader, listing: LinkListing, place: SegmentPlac
     return SegmentCheck(seal, recs)
 
 
-def _read_records(reader: LedgerReader, listing: LinkListing, link: str, index: int, v2: bool) -> ParquetRead:
+#: a Parquet file beyond its records (footer, schema, page headers), and the margin past a size a
+#: seal signs within which a longer file is still read (and reported by its size, as before)
+PARQUET_SLACK = 1 << 20
+
+
+def records_file_limit(seal: SealCheck) -> int | None:
+    """The most bytes a sealed segment's records file can hold, from what its seal signs: a v1
+    seal's `parquet_bytes` (and PARQUET_SLACK); else the raw record file of its records (header,
+    and per block at most a 4-byte count and a 32-byte MAC per record), or a Parquet file of
+    them. The read stops there (a file larger than its seal allows is a finding, never read whole
+    into memory)."""
+    if not seal.v2:  # (a little over the signed size: a longer file is still its size finding)
+        size = seal.doc.parquet_bytes
+        return size + PARQUET_SLACK if type(size) is int and size >= 0 else None
+    if seal.seq is None or seal.layout is None:
+        return None
+    return HEADER_SIZE + seal.seq.count * (seal.layout[0] + 36) + PARQUET_SLACK
+
+
+def _read_records(reader: LedgerReader, listing: LinkListing, link: str, index: int, v2: bool,
+                  limit: int | None = None) -> ParquetRead:
     """The records file a seal's checks read: v1, the Parquet file; v2, the raw record file when
     there is one (a Parquet file beside it is a compaction leftover, not read), else the Parquet
-    file (docs/ledger-format.md, "Verification")."""
+    file (docs/ledger-format.md, "Verification"); none read past `limit` bytes."""
     if not v2:
-        return _read_file(reader, listing, link, index, PARQUET)
-    rec = _read_file(reader, listing, link, index, RECORDS)
+        return _read_file(reader, listing, link, index, PARQUET, limit)
+    rec = _read_file(reader, listing, link, index, RECORDS, limit)
     if not rec.missing:
         return replace(rec, leftover=listing.has(index, PARQUET))
-    got = _read_file(reader, listing, link, index, PARQUET)  # compacted (perhaps since the listing)
+    # compacted (perhaps since the listing)
+    got = _read_file(reader, listing, link, index, PARQUET, limit)
     if not got.missing:
         return got
     if reader.exists(link, index, OPEN, follow_symlinks=False):
         # sealed but not yet renamed (a capture between its seal and the rename, or a crash there):
         # the open file is the records file's bytes, checked against the signed root like it
-        opened = _read_file(reader, listing, link, index, OPEN)
+        opened = _read_file(reader, listing, link, index, OPEN, limit)
         if not opened.missing:
             return replace(opened, kind=RECORDS)
     # the capture may have renamed seg-N.open to seg-N.rec since the first look; the rename is
     # atomic, so with the open file gone the raw record file is there now
-    rec = _read_file(reader, listing, link, index, RECORDS)
+    rec = _read_file(reader, listing, link, index, RECORDS, limit)
     if not rec.missing:
         return rec
     return replace(got, kind=RECORDS, open_file=reader.exists(link, index, OPEN, follow_symlinks=False))
 
 
-def _read_file(reader: LedgerReader, listing: LinkListing, link: str, index: int, kind: str) -> ParquetRead:
+def _read_file(reader: LedgerReader, listing: LinkListing, link: str, index: int, kind: str,
+               limit: int | None = None) -> ParquetRead:
     if not listing.has(index, kind):
         path = reader.segment_path(link, index, kind)
         if any(s.path == path for s in listing.strays):  # not a regular file: named already, not read
@@ -443,8 +476,8 @@ def _read_file(reader: LedgerReader, listing: LinkListing, link: str, index: int
             return ParquetRead(missing=True, kind=kind)
     try:
         if kind == RECORDS:  # walked in a map on local storage, not read into a buffer
-            return ParquetRead(reader.open_record_file(link, index), kind=kind)
-        return ParquetRead(reader.read_segment_file(link, index, kind), kind=kind)
+            return ParquetRead(reader.open_record_file(link, index, limit), kind=kind)
+        return ParquetRead(reader.read_segment_file(link, index, kind, limit), kind=kind)
     except StorageError as e:
         if e.errno == errno.ENOENT:  # compacted (a .rec) since the listing
             return ParquetRead(missing=True, kind=kind)

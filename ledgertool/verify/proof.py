@@ -383,7 +383,7 @@ def check_proof(doc: dict, trust: TrustBundle, checkpoint: SignedNote | None = N
     cp = note.checkpoint
     if cp.origin != origin_for(doc["ledger_id"], doc["link"]):
         return fail(f"the proof's checkpoint is for {cp.origin}")
-    bad = verify_note(note, sched.bundles)
+    bad = verify_note(note, *sched.checkpoint_signers(cp.link, cp.size))
     if bad is not None:
         return fail(f"the proof's checkpoint: {bad}")
     if cindex != doc["segment"] or csize != cp.size:

@@ -49,6 +49,7 @@
 #include "ledgertool.h"
 #include "source_bypass.h"
 #include "source_dpdk.h"
+#include "clock.h"
 
 #define DEFAULT_POLL_MS 100u
 #define DEFAULT_RX_DESC 1024u
@@ -58,18 +59,6 @@
 #define IDLE_SLEEP_US 50
 #define STATS_EVERY_NS 1000000
 #define POOL_CACHE 256u
-
-static int64_t mono_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
-static int64_t real_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
 
 /* ---- EAL ---------------------------------------------------------------------------------- */
 
@@ -402,7 +391,7 @@ static int read_stats(dpdk_src *s, lt_reader_info *info) {
             s->seen_drops = total;
         }
     }
-    s->last_stats_ns = mono_ns();
+    s->last_stats_ns = lt_mono_ns();
     return LT_OK;
 }
 
@@ -410,7 +399,7 @@ static void emit_gap(dpdk_src *s, lt_frame *f) {
     uint32_t c = s->pending_drops > UINT32_MAX ? UINT32_MAX : (uint32_t)s->pending_drops;
     memset(f, 0, sizeof *f);
     f->data = empty_frame;
-    f->ts_ns = real_ns();
+    f->ts_ns = lt_real_ns();
     f->wire_len = c;
     f->linktype = 1;
     f->rflags = LT_RF_GAP;
@@ -440,7 +429,7 @@ static int dpdk_next(void *src, lt_frame *frames, size_t max, size_t *n, lt_read
     if (s->done) return LT_EOF;
     free_held(s);
     if (s->st.lcore == -2) register_thread(s);
-    int64_t t = mono_ns();
+    int64_t t = lt_mono_ns();
     if (t - s->last_return_ns >= (int64_t)s->poll_ms * 1000000) {
         s->last_return_ns = t;
         return LT_OK;
@@ -456,7 +445,7 @@ static int dpdk_next(void *src, lt_frame *frames, size_t max, size_t *n, lt_read
         if ((!stopping || s->drain) && room)
             got = rte_eth_rx_burst(s->port->id, s->queue, s->held + s->nheld, (uint16_t)(room < BURST ? room : BURST));
         if (got) {
-            int64_t ts = real_ns();
+            int64_t ts = lt_real_ns();
             for (uint16_t i = 0; i < got; i++) {
                 struct rte_mbuf *m = s->held[s->nheld + i];
                 lt_frame *f = &frames[k++];
@@ -479,14 +468,14 @@ static int dpdk_next(void *src, lt_frame *frames, size_t max, size_t *n, lt_read
             s->nheld += got;
             s->st.frames += got;
             s->st.bursts++;
-            s->last_frame_ns = mono_ns();
+            s->last_frame_ns = lt_mono_ns();
             empty = 0;
             if (got == BURST && k < max && s->nheld < HOLD_MAX) continue; /* more waiting: take it in this batch */
             if (s->last_frame_ns - s->last_stats_ns >= STATS_EVERY_NS && read_stats(s, info) != LT_OK) break;
             break;
         }
         if (k > 0) break;
-        int64_t now = mono_ns();
+        int64_t now = lt_mono_ns();
         if (stopping && (!s->drain || now - (s->last_frame_ns > s->stop_ns ? s->last_frame_ns : s->stop_ns) >=
                                           (int64_t)s->poll_ms * 1000000)) {
             int st = read_stats(s, info);
@@ -503,7 +492,7 @@ static int dpdk_next(void *src, lt_frame *frames, size_t max, size_t *n, lt_read
             int st = read_stats(s, info);
             if (st != LT_OK) return st;
             if (s->pending_drops || stopping) continue;
-            s->last_return_ns = mono_ns();
+            s->last_return_ns = lt_mono_ns();
             return LT_OK; /* *n == 0: nothing arrived within poll_ms */
         }
     }
@@ -555,7 +544,7 @@ int lt_dpdk_open(void *port, uint32_t queue, uint32_t poll_ms, int pin_cpu, void
     s->st.rss = p->rss;
     s->st.lcore = -2; /* the reading thread registers on its first call */
     snprintf(s->st.driver, sizeof s->st.driver, "%s", p->driver);
-    s->last_return_ns = s->last_stats_ns = mono_ns();
+    s->last_return_ns = s->last_stats_ns = lt_mono_ns();
     *srcp = s;
     *opsp = &dpdk_ops;
     return LT_OK;
@@ -564,7 +553,7 @@ int lt_dpdk_open(void *port, uint32_t queue, uint32_t poll_ms, int pin_cpu, void
 int lt_dpdk_request_stop(void *src, int drain) {
     dpdk_src *s = src;
     if (!s) return LT_ERR_ARG;
-    s->stop_ns = mono_ns();
+    s->stop_ns = lt_mono_ns();
     s->drain = drain;
     __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
     return LT_OK;

@@ -59,6 +59,7 @@
 #include "ledgertool.h"
 #include "source_bypass.h"
 #include "source_xdp.h"
+#include "clock.h"
 
 #define DEFAULT_UMEM_KB 16384u
 #define DEFAULT_POLL_MS 100u
@@ -247,18 +248,6 @@ typedef struct {
 
 static const uint8_t empty_frame[1];
 
-static int64_t mono_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
-static int64_t real_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
 static int read_stats(xdp_src *s, lt_reader_info *info) {
     struct xdp_statistics x;
     socklen_t len = sizeof x;
@@ -278,7 +267,7 @@ static int read_stats(xdp_src *s, lt_reader_info *info) {
         s->pending_drops += total - s->seen_drops;
         s->seen_drops = total;
     }
-    s->last_stats_ns = mono_ns();
+    s->last_stats_ns = lt_mono_ns();
     return LT_OK;
 }
 
@@ -286,7 +275,7 @@ static void emit_gap(xdp_src *s, lt_frame *f) {
     uint32_t c = s->pending_drops > UINT32_MAX ? UINT32_MAX : (uint32_t)s->pending_drops;
     memset(f, 0, sizeof *f);
     f->data = empty_frame;
-    f->ts_ns = real_ns();
+    f->ts_ns = lt_real_ns();
     f->wire_len = c;
     f->linktype = 1;
     f->rflags = LT_RF_GAP;
@@ -321,7 +310,7 @@ static int xdp_next(void *src, lt_frame *frames, size_t max, size_t *n, lt_reade
     info->snaplen = s->frame_size;
     if (s->done) return LT_EOF;
     release_held(s);
-    int64_t t = mono_ns();
+    int64_t t = lt_mono_ns();
     if (t - s->last_return_ns >= (int64_t)s->poll_ms * 1000000) {
         s->last_return_ns = t;
         return LT_OK;
@@ -336,7 +325,7 @@ static int xdp_next(void *src, lt_frame *frames, size_t max, size_t *n, lt_reade
             got = xsk_ring_cons__peek(&s->rx, want > UINT32_MAX ? UINT32_MAX : (uint32_t)want, &idx);
         }
         if (got) {
-            int64_t ts = real_ns();
+            int64_t ts = lt_real_ns();
             for (uint32_t i = 0; i < got; i++) {
                 const struct xdp_desc *d = xsk_ring_cons__rx_desc(&s->rx, idx + i);
                 lt_frame *f = &frames[k++];
@@ -353,11 +342,11 @@ static int xdp_next(void *src, lt_frame *frames, size_t max, size_t *n, lt_reade
             s->held_idx = idx;
             s->st.frames += got;
             s->st.batches++;
-            if (mono_ns() - s->last_stats_ns >= STATS_EVERY_NS && read_stats(s, info) != LT_OK) break;
+            if (lt_mono_ns() - s->last_stats_ns >= STATS_EVERY_NS && read_stats(s, info) != LT_OK) break;
             break; /* these descriptors are returned on the next call; hand them out now */
         }
         if (k > 0) break;
-        int64_t now = mono_ns();
+        int64_t now = lt_mono_ns();
         if (stopping && (!s->drain || now >= s->stop_deadline_ns)) {
             int st = read_stats(s, info);
             if (st != LT_OK) return st;
@@ -387,7 +376,7 @@ static int xdp_next(void *src, lt_frame *frames, size_t max, size_t *n, lt_reade
         int st = read_stats(s, info);
         if (st != LT_OK) return st;
         if (s->pending_drops || stopping) continue;
-        s->last_return_ns = mono_ns();
+        s->last_return_ns = lt_mono_ns();
         return LT_OK; /* *n == 0: nothing arrived within poll_ms */
     }
     *n = k;
@@ -590,7 +579,7 @@ int lt_xdp_open(const lt_xdp_config *cfg, void **srcp, const void **opsp, char *
     s->st.frame_size = fs;
     s->st.ring_size = s->nframes;
     s->st.native = s->prog->native;
-    s->last_return_ns = s->last_stats_ns = mono_ns();
+    s->last_return_ns = s->last_stats_ns = lt_mono_ns();
     *srcp = s;
     *opsp = &xdp_ops;
     return LT_OK;
@@ -600,7 +589,7 @@ int lt_xdp_request_stop(void *src, int drain) {
     xdp_src *s = src;
     if (!s) return LT_ERR_ARG;
     unmap_socket(s); /* no frame is redirected here from now on */
-    s->stop_deadline_ns = mono_ns() + (int64_t)s->poll_ms * 1000000;
+    s->stop_deadline_ns = lt_mono_ns() + (int64_t)s->poll_ms * 1000000;
     s->drain = drain;
     __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
     return LT_OK;

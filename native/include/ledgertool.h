@@ -5,6 +5,7 @@
  *   3. digest     keyed digest algorithms and the CPU paths they run on
  *   4. engine     reader -> strip -> digest -> records, in batches
  *   5. records    the fixed-size on-disk record and its flags
+ *   5b. windows   window records: a keyed multiset hash and an invertible sketch per time window
  *   6. merkle     leaf hashes over records and the tree hash over leaves; raw record files (v2)
  *   6b. segment   the open-segment writer: leaves, block MACs and seal counters at append
  *   7. live       live capture from an interface, and replay of a capture onto one
@@ -36,7 +37,7 @@ extern "C" {
  * ABI_VERSION) refuses a compiled module built from other declarations, so a stale build after
  * `git pull` is one line asking for a rebuild rather than an AttributeError deep inside a command.
  * tests/test_binding.py pins the blocks' digest to it. */
-#define LT_ABI_VERSION 2
+#define LT_ABI_VERSION 3
 
 /* ---- status codes ---- */
 #define LT_OK 0
@@ -315,6 +316,53 @@ void lt_engine_free(lt_engine *e);
 /* On-disk size of one record of `algorithm` (LT_RECORD_FIXED + its digest size); 0 when unknown. */
 size_t lt_record_size(int algorithm);
 
+/* ======== 5b. windows: one record per link and time window committing to its frames'
+ * digests (native/src/window.c; docs/ledger-format.md "Window records"; docs/adr/0012) ========
+ * A window record is LT_WINDOW_HEADER bytes (magic "LTWN", version, k, digest size, cells,
+ * window_ns, index, frames, wire bytes, declared drops, late frames, the masked keyed multiset
+ * hash) followed by `cells` cells of 12 + digest_size bytes (count u32, check u64, XOR of the
+ * digests), bytes 64.. XORed with the window's pad. Keys: key_f (the element PRF) and key_pad
+ * (the pads), 16 bytes each, derived per ledger, link and window length. */
+#define LT_WINDOW_VERSION 1
+#define LT_WINDOW_K 3
+#define LT_WINDOW_HEADER 80
+#define LT_WINDOW_MAX_CELLS 3145728     /* 3 * 2^20 */
+
+typedef struct lt_window_acc lt_window_acc;
+
+/* Bytes of a window record of `cells` cells (a multiple of LT_WINDOW_K, at most
+ * LT_WINDOW_MAX_CELLS) and 16- or 32-byte digests; 0 when either is not allowed. */
+size_t lt_window_record_size(uint32_t cells, size_t digest_size);
+/* An accumulator for windows of window_ns (1..INT64_MAX) nanoseconds. `portable` 1 uses the
+ * table-free AES even where AES-NI exists (tests compare the paths). LT_OK, LT_ERR_ARG,
+ * LT_ERR_NOMEM. */
+int lt_window_new(const uint8_t key_f[16], const uint8_t key_pad[16], uint64_t window_ns,
+                  uint32_t cells, size_t digest_size, int portable, lt_window_acc **out);
+/* Add n records (the engine's: LT_RECORD_FIXED bytes then the digest, `stride` bytes apart; GAP
+ * records add their aux to the drops). Every window that a record's later index closes is
+ * written to out (out_len bytes: whole records), *n_out of them; when out is full the call stops
+ * before the record that would close one more: *consumed records were added (call again with
+ * the rest). LT_OK or LT_ERR_ARG. */
+int lt_window_add(lt_window_acc *a, const uint8_t *records, size_t n, size_t stride, uint8_t *out,
+                  size_t out_len, size_t *n_out, size_t *consumed);
+/* Emit the open window, if any (*n_out 0 or 1); a later record goes to a later window. LT_OK, or
+ * LT_ERR_ARG when a window is open and out_len is below one record. */
+int lt_window_finish(lt_window_acc *a, uint8_t *out, size_t out_len, size_t *n_out);
+void lt_window_free(lt_window_acc *a);
+/* XOR the record's pad (bytes 64..len) in place: masks an unmasked record and unmasks a masked
+ * one. LT_ERR_ARG when the header does not describe a window record of len bytes. */
+int lt_window_unmask(const uint8_t key_pad[16], uint8_t *record, size_t len);
+/* Subtract two unmasked records of the same shape (the ledger's and the capture's) and peel the
+ * difference: the digests only the ledger's window holds into ledger_only (at most max_ledger,
+ * *n_ledger), those only the capture's holds into capture_only. *complete = 1 when the table
+ * emptied and the decoded digests explain both the frame counts and the hashes exactly; 0 when
+ * the difference is beyond what the table (or the caller's room) decodes: the lists are then not
+ * an answer. LT_OK, LT_ERR_ARG (headers of another shape or length), LT_ERR_NOMEM. */
+int lt_window_decode(const uint8_t key_f[16], const uint8_t *ledger, const uint8_t *capture,
+                     size_t len, uint8_t *ledger_only, size_t max_ledger, size_t *n_ledger,
+                     uint8_t *capture_only, size_t max_capture, size_t *n_capture,
+                     int *complete);
+
 /* ======== 6. merkle: RFC 9162 s2.1.1 leaves and tree hash (native/src/merkle.c) ======== */
 
 /* Merkle leaves (docs/ledger-format.md):
@@ -384,12 +432,12 @@ int lt_rec_file(int fd, size_t len, size_t record_size, uint64_t first_seq, uint
                 size_t out_len, size_t leaf_records, uint8_t *leaves, size_t leaves_len, lt_rec_info *info);
 /* lt_rec_file with `out` and `leaves` (both required) for recompute's fast verdict: each run of
  * records, once copied and its leaves hashed, is also added from that copy (still in cache) to the
- * multiset hash acc/count under `key` and counted per second into secs/counts (cap entries, *nruns
- * runs in all: lt_mset_add and lt_second_runs, GAP records left out). The records, leaves and
- * info are lt_rec_file's; LT_ERR_ARG also for a missing out, leaves, key or output. */
+ * multiset hash acc/count under `key`, in 2^part_bits parts, and counted per second into secs/counts
+ * (cap entries, *nruns runs in all: lt_mset_add_parts and lt_second_runs, GAP records left out). The
+ * records, leaves and info are lt_rec_file's; LT_ERR_ARG also for a missing out, leaves, key or output. */
 int lt_rec_file_mset(int fd, size_t len, size_t record_size, uint64_t first_seq, uint8_t *header, uint8_t *out,
                      size_t out_len, size_t leaf_records, uint8_t *leaves, size_t leaves_len, const uint8_t key[16],
-                     uint64_t acc[2], uint64_t *count, int64_t *secs, uint64_t *counts, size_t cap, size_t *nruns,
+                     const uint64_t part_key[2], unsigned part_bits, uint64_t *acc, uint64_t *count, int64_t *secs, uint64_t *counts, size_t cap, size_t *nruns,
                      lt_rec_info *info);
 
 /* ======== 6b. segment: the open-segment writer (native/src/segment_writer.c; docs/ledger-format.md
@@ -590,6 +638,16 @@ int lt_pair_in_order(const uint8_t *ledger, size_t n_ledger, size_t ledger_strid
  * outside the record or inside its fixed part, an acc that is not below 2^127 - 1). */
 int lt_mset_add(const uint8_t key[16], const uint8_t *records, size_t n, size_t stride, size_t digest_offset,
                 size_t digest_size, uint16_t skip_flags, int portable, uint64_t acc[2], uint64_t *count);
+/* lt_mset_add into 2^part_bits parts (docs/adr/0011, "Parts"): a record whose digest d is in part
+ * i = ((le64(d[0:8]) ^ part_key[0]) * (part_key[1] | 1)) >> (64 - part_bits) (a keyed multiply-shift
+ * hash, independent of the AES key) is added to acc[2i], acc[2i+1] (mod 2^127 - 1) and counted in
+ * count[i]. part_bits 0 is lt_mset_add (one part; part_key may be NULL), at most
+ * LT_MSET_MAX_PART_BITS. Each acc pair must be below 2^127 - 1 on entry (not checked here: the
+ * caller starts from zeros); LT_OK or LT_ERR_ARG as lt_mset_add. */
+#define LT_MSET_MAX_PART_BITS 20
+int lt_mset_add_parts(const uint8_t key[16], const uint64_t part_key[2], unsigned part_bits, const uint8_t *records,
+                      size_t n, size_t stride, size_t digest_offset, size_t digest_size, uint16_t skip_flags,
+                      int portable, uint64_t *acc, uint64_t *count);
 /* 1 when lt_mset_add runs on AES instructions here (~5-10 ns a record), 0 when only the portable
  * AES is available (microseconds a record: recompute then pairs exactly instead). */
 int lt_mset_accelerated(void);

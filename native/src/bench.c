@@ -4,17 +4,11 @@
  * finish, so aggregate frames/s = threads * count / elapsed. */
 #include <pthread.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "ledgertool.h"
 #include "ledgertool_testing.h"
 #include "lt_internal.h"
-
-static uint64_t bench_mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+#include "clock.h"
 
 typedef struct {
     int algorithm;
@@ -41,7 +35,7 @@ struct bench_start {
  * lt_dctx_run_many call (the engine's entry, multi-buffer where the path has it), else one
  * lt_dctx_run per message. Messages step 64 bytes through the buffer like consecutive frames. */
 #define LT_BENCH_BATCH_MAX 4096
-/* noinline: scripts/digest_callgrind_driver.c counts instructions with --toggle-collect on it */
+/* noinline: instruction counts can be taken on it alone (valgrind --toggle-collect=bench_one_thread) */
 __attribute__((noinline))
 static int bench_one_thread(int algorithm, const uint8_t *key, const uint8_t *buf, size_t buf_len, size_t size,
                             uint64_t count, size_t batch, uint64_t *elapsed_ns, uint8_t *sink) {
@@ -52,14 +46,14 @@ static int bench_one_thread(int algorithm, const uint8_t *key, const uint8_t *bu
     uint8_t out[32] = {0}, acc[16] = {0};
     size_t slots = buf_len - size + 1, pos = 0;
     if (batch == 0) {
-        uint64_t t0 = bench_mono_ns();
+        uint64_t t0 = (uint64_t)lt_mono_ns();
         for (uint64_t i = 0; i < count; i++) {
             lt_dctx_run(&c, buf + pos, size, out);
             for (size_t k = 0; k < 16 && k < ds; k++) acc[k] ^= out[k];
             pos += 64;
             if (pos >= slots) pos = 0;
         }
-        *elapsed_ns = bench_mono_ns() - t0;
+        *elapsed_ns = (uint64_t)lt_mono_ns() - t0;
     } else {
         /* the message tables are set up outside the timed loop, as the engine strips before digesting */
         const uint8_t **msgs = malloc(batch * sizeof *msgs);
@@ -76,14 +70,14 @@ static int bench_one_thread(int algorithm, const uint8_t *key, const uint8_t *bu
             pos += 64;
             if (pos >= slots) pos = 0;
         }
-        uint64_t t0 = bench_mono_ns();
+        uint64_t t0 = (uint64_t)lt_mono_ns();
         for (uint64_t done = 0; done < count;) {
             size_t n = count - done < batch ? (size_t)(count - done) : batch;
             lt_dctx_run_many(&c, msgs, lens, n, outs, 32);
             for (size_t k = 0; k < 16 && k < ds; k++) acc[k] ^= outs[k];
             done += n;
         }
-        *elapsed_ns = bench_mono_ns() - t0;
+        *elapsed_ns = (uint64_t)lt_mono_ns() - t0;
         free(msgs); free(lens); free(outs);
     }
     memcpy(sink, acc, 16);
@@ -142,13 +136,13 @@ int lt_bench_digest_batch(int algorithm, const uint8_t *key, const uint8_t *buf,
         while (start.ready < threads) pthread_cond_wait(&start.cv, &start.mu);
         /* the clock starts before the go signal: taken after it, a descheduled main thread could
          * start timing when the workers were already done (elapsed ~0, absurd rates on 2 cores) */
-        t0 = bench_mono_ns();
+        t0 = (uint64_t)lt_mono_ns();
         start.go = 1;
     }
     pthread_cond_broadcast(&start.cv);
     pthread_mutex_unlock(&start.mu);
     for (i = 0; i < made; i++) pthread_join(tids[i], NULL);
-    uint64_t t1 = bench_mono_ns();
+    uint64_t t1 = (uint64_t)lt_mono_ns();
     if (rc != LT_OK) goto out;
     for (i = 0; i < threads; i++)
         if (jobs[i].status != LT_OK) { rc = jobs[i].status; goto out; }
@@ -173,8 +167,8 @@ out:
 #include <x86intrin.h>
 double lt_tsc_hz(unsigned ms) {
     if (ms == 0) ms = 1;
-    uint64_t n0 = bench_mono_ns(), t0 = __rdtsc(), n1;
-    do { n1 = bench_mono_ns(); } while (n1 - n0 < (uint64_t)ms * 1000000ull);
+    uint64_t n0 = (uint64_t)lt_mono_ns(), t0 = __rdtsc(), n1;
+    do { n1 = (uint64_t)lt_mono_ns(); } while (n1 - n0 < (uint64_t)ms * 1000000ull);
     uint64_t t1 = __rdtsc();
     return (double)(t1 - t0) * 1e9 / (double)(n1 - n0);
 }

@@ -47,6 +47,7 @@
 
 #include "ledgertool.h"
 #include "lt_internal.h"
+#include "clock.h"
 
 #define VLAN_TAG_LEN 4
 #define DEFAULT_RING_KB 65536u
@@ -76,18 +77,6 @@ typedef struct {
 } live_src;
 
 static const uint8_t empty_frame[1];
-
-static int64_t mono_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
-static int64_t real_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
 
 static inline struct tpacket_block_desc *block_at(live_src *s, uint32_t i) {
     return (struct tpacket_block_desc *)(s->map + (size_t)i * s->block_size);
@@ -122,7 +111,7 @@ static void emit_gap(live_src *s, lt_frame *f) {
     uint32_t c = s->pending_drops > UINT32_MAX ? UINT32_MAX : (uint32_t)s->pending_drops;
     memset(f, 0, sizeof *f);
     f->data = empty_frame;
-    f->ts_ns = real_ns();
+    f->ts_ns = lt_real_ns();
     f->wire_len = c;
     f->linktype = s->linktype;
     f->rflags = LT_RF_GAP;
@@ -176,7 +165,7 @@ static int live_next(void *src, lt_frame *frames, size_t max, size_t *n, lt_read
     release_blocks(s);
     /* Under steady traffic the engine would keep calling; hand control back at least every
      * poll_ms so the caller can check its stop conditions and segment age. */
-    int64_t t = mono_ns();
+    int64_t t = lt_mono_ns();
     if (t - s->last_return_ns >= (int64_t)s->poll_ms * 1000000) {
         s->last_return_ns = t;
         return LT_OK;
@@ -185,7 +174,7 @@ static int live_next(void *src, lt_frame *frames, size_t max, size_t *n, lt_read
         while (s->pending_drops && k < max) emit_gap(s, &frames[k++]);
         if (k == max) break;
         int stopping = __atomic_load_n(&s->stop, __ATOMIC_ACQUIRE); /* set by another thread too */
-        int64_t now = stopping ? mono_ns() : 0;
+        int64_t now = stopping ? lt_mono_ns() : 0;
         if (!s->holding || stopping) {
             struct tpacket_block_desc *b = block_at(s, s->cur);
             int ready = (__atomic_load_n(&b->hdr.bh1.block_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER) != 0;
@@ -238,7 +227,7 @@ static int live_next(void *src, lt_frame *frames, size_t max, size_t *n, lt_read
                 if (st != LT_OK) return st;
                 if (s->pending_drops) continue;
                 if (stopping) continue;
-                s->last_return_ns = mono_ns();
+                s->last_return_ns = lt_mono_ns();
                 return LT_OK; /* *n == 0: nothing arrived within poll_ms */
             } else {
                 s->holding = 1;
@@ -430,7 +419,7 @@ int lt_reader_open_live(const lt_live_config *cfg, lt_reader **out, char *err, s
             return fail(s, err, errlen, LT_ERR_ARG, "iface:%s: pin to CPU %d: %s", ifn, cfg->pin_cpu,
                         strerror(errno));
     }
-    s->last_return_ns = mono_ns();
+    s->last_return_ns = lt_mono_ns();
     s->st.ring_bytes = (uint32_t)s->map_len;
     s->st.block_bytes = s->block_size;
     s->st.block_count = s->block_nr;
@@ -447,7 +436,7 @@ int lt_reader_open_live(const lt_live_config *cfg, lt_reader **out, char *err, s
 int lt_live_request_stop(lt_reader *r, int drain) {
     live_src *s = lt_reader_source(r, &live_ops);
     if (!s) return LT_ERR_ARG;
-    s->stop_deadline_ns = mono_ns() + (int64_t)(s->block_ms + s->poll_ms) * 1000000;
+    s->stop_deadline_ns = lt_mono_ns() + (int64_t)(s->block_ms + s->poll_ms) * 1000000;
     s->drain = drain;
     /* may run on another thread than next() (several workers): deadline and drain before stop */
     __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);

@@ -12,6 +12,7 @@
 #include "ledgertool.h"
 #include "ledgertool_testing.h"
 #include "lt_internal.h"
+#include "clock.h"
 
 /* Below this many frames a pass runs on the calling thread alone (waking workers costs more). */
 #define LT_PARALLEL_MIN 512
@@ -416,27 +417,21 @@ void lt_engine_free(lt_engine *e) {
     free(e);
 }
 
-/* ---- measurement only (scripts/hotpath_account.py, docs/benchmarks.md "Where the time goes") ----
+/* ---- measurement only (scripts/hotpath_account.py, docs/benchmarks.md "Where a frame's time
+ * goes") ----
  * The single-worker loop of lt_engine_fill over the rest of the reader, batch by batch, with the
  * monotonic clock read between the stages: ns[0] reader (lt_reader_next), ns[1] records + strip
  * (prepare_slice), ns[2] digest (lt_dctx_run_many; skipped when `digest` is 0, leaving the digest
  * bytes of the records unwritten). `out` holds one batch of records. */
-#include <time.h>
-static uint64_t prof_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 int lt_engine_profile(lt_engine *e, uint8_t *out, size_t out_records, int digest, uint64_t ns[3], uint64_t *frames) {
     if (!e || !out || out_records < e->batch_cap || e->batch_pos != e->batch_len) return LT_ERR_ARG;
     uint64_t seq = 0;
     ns[0] = ns[1] = ns[2] = 0;
     for (;;) {
         size_t got = 0;
-        uint64_t t0 = prof_ns();
+        uint64_t t0 = (uint64_t)lt_mono_ns();
         int st = lt_reader_next(e->reader, e->batch, e->batch_cap, &got);
-        uint64_t t1 = prof_ns();
+        uint64_t t1 = (uint64_t)lt_mono_ns();
         ns[0] += t1 - t0;
         if (got == 0) {
             *frames = seq;
@@ -445,12 +440,12 @@ int lt_engine_profile(lt_engine *e, uint8_t *out, size_t out_records, int digest
         int gaps;
         uint64_t fb[LT_FALLBACK_REASONS] = {0};
         prepare_slice(e, 0, got, seq, out, &gaps, fb);
-        uint64_t t2 = prof_ns();
+        uint64_t t2 = (uint64_t)lt_mono_ns();
         ns[1] += t2 - t1;
         if (digest) {
             lt_dctx_run_many(&e->dctx, e->msg, e->msg_len, got, out + LT_RECORD_FIXED, e->record_size);
             if (gaps) zero_gap_digests(e, 0, got, out);
-            ns[2] += prof_ns() - t2;
+            ns[2] += (uint64_t)lt_mono_ns() - t2;
         }
         seq += got;
     }

@@ -216,6 +216,11 @@ const lt_cpu_impl *lt_dispatch_impl(int algorithm);
  * also the portable path of multiset_hash.c */
 void lt_aes128_expand(const uint8_t key[16], uint8_t rk[176]);
 void lt_aes128_encrypt_portable(const uint8_t rk[176], const uint8_t in[16], uint8_t out[16]);
+/* multiset_hash.c: F(digest) of n records (AES-128 of a 16-byte digest, the fixed-length
+ * CBC-MAC of a longer one), 16 bytes each into out; aesni 1 takes the AES-NI path (the caller
+ * checked the CPU) */
+void lt_mset_prf(const uint8_t rk[176], const uint8_t *recs, size_t n, size_t stride, size_t off,
+                 size_t dsize, int aesni, uint8_t *out);
 
 /* CPU feature probes (cpu.c); the x86 ones are always 0 on non-x86-64 builds. */
 int lt_cpu_has_aesni_pclmul(void);

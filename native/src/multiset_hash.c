@@ -57,6 +57,46 @@ static inline int skipped(const uint8_t *rec, uint16_t skip_flags) {
     return (((uint16_t)rec[FLAGS_OFFSET] | (uint16_t)(rec[FLAGS_OFFSET + 1] << 8)) & skip_flags) != 0;
 }
 
+/* The part of a digest: the top `bits` bits of (first 8 bytes, little endian, ^ pk[0]) * (pk[1] | 1),
+ * a keyed multiply-shift hash (ledgertool/reconcile/msethash.py computes the same in numpy). */
+static inline size_t part_of(const uint8_t *digest, const uint64_t pk[2], unsigned bits) {
+    return bits ? (size_t)(((lt_load_le64(digest) ^ pk[0]) * (pk[1] | 1)) >> (64 - bits)) : 0;
+}
+
+/* acc = (acc + v) mod p, acc < p, v any 128-bit value (words low first) */
+static inline void add_mod_p(uint64_t acc[2], const uint64_t v[2]) {
+    unsigned __int128 p = ((unsigned __int128)P_HI << 64) | P_LO;
+    unsigned __int128 x = ((unsigned __int128)v[1] << 64) | v[0];
+    x = (x & p) + (x >> 127); /* <= p + 1 */
+    x += ((unsigned __int128)acc[1] << 64) | acc[0]; /* < 2p + 1 < 2^128 */
+    x = (x & p) + (x >> 127);
+    if (x >= p)
+        x -= p;
+    acc[0] = (uint64_t)x;
+    acc[1] = (uint64_t)(x >> 64);
+}
+
+static void parts_portable(const uint8_t rk[176], const uint8_t *recs, size_t n, size_t stride, size_t off,
+                           size_t dsize, uint16_t skip_flags, const uint64_t pk[2], unsigned bits, uint64_t *acc,
+                           uint64_t *count) {
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *r = recs + i * stride;
+        if (skipped(r, skip_flags))
+            continue;
+        uint8_t b[16];
+        lt_aes128_encrypt_portable(rk, r + off, b);
+        for (size_t k = 16; k < dsize; k += 16) {
+            for (int j = 0; j < 16; j++)
+                b[j] ^= r[off + k + j];
+            lt_aes128_encrypt_portable(rk, b, b);
+        }
+        uint64_t v[2] = {lt_load_le64(b), lt_load_le64(b + 8)};
+        size_t part = part_of(r + off, pk, bits);
+        add_mod_p(acc + 2 * part, v);
+        count[part]++;
+    }
+}
+
 static void sum_portable(const uint8_t rk[176], const uint8_t *recs, size_t n, size_t stride, size_t off,
                          size_t dsize, uint16_t skip_flags, sum192 *s, uint64_t *count) {
     for (size_t i = 0; i < n; i++) {
@@ -155,7 +195,111 @@ TGT static void sum_aesni(const uint8_t rk[176], const uint8_t *recs, size_t n, 
     add128(s, low);
     s->hi += hi;
 }
+
+/* lt_mset_add_parts: each record's F into the accumulator of its part, eight blocks in flight */
+TGT static void parts_aesni(const uint8_t rk[176], const uint8_t *recs, size_t n, size_t stride, size_t off,
+                            size_t dsize, uint16_t skip_flags, const uint64_t pk[2], unsigned bits, uint64_t *acc,
+                            uint64_t *count) {
+    __m128i k[11];
+    const uint8_t *at[BATCH];
+    for (int r = 0; r < 11; r++)
+        k[r] = _mm_loadu_si128((const __m128i *)(rk + 16 * r));
+    int m = 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (i < n) {
+            const uint8_t *r = recs + i * stride;
+            if (skipped(r, skip_flags))
+                continue;
+            at[m++] = r + off;
+            if (m < BATCH)
+                continue;
+        }
+        __m128i b[BATCH];
+        if (m == BATCH) {
+            __m128i b0 = _mm_setzero_si128(), b1 = b0, b2 = b0, b3 = b0, b4 = b0, b5 = b0, b6 = b0, b7 = b0;
+            for (size_t kk = 0; kk < dsize; kk += 16) {
+                LOAD8(kk);
+                R8(_mm_xor_si128, k[0]);
+                for (int rr = 1; rr < 10; rr++)
+                    R8(_mm_aesenc_si128, k[rr]);
+                R8(_mm_aesenclast_si128, k[10]);
+            }
+            b[0] = b0, b[1] = b1, b[2] = b2, b[3] = b3, b[4] = b4, b[5] = b5, b[6] = b6, b[7] = b7;
+        } else { /* the last few, one at a time */
+            for (int j = 0; j < m; j++) {
+                b[j] = _mm_setzero_si128();
+                for (size_t kk = 0; kk < dsize; kk += 16)
+                    b[j] = enc1(k, _mm_xor_si128(b[j], _mm_loadu_si128((const __m128i *)(at[j] + kk))));
+            }
+        }
+        for (int j = 0; j < m; j++) {
+            uint64_t v[2] = {(uint64_t)_mm_cvtsi128_si64(b[j]), (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(b[j], b[j]))};
+            size_t part = part_of(at[j], pk, bits);
+            add_mod_p(acc + 2 * part, v);
+            count[part]++;
+        }
+        m = 0;
+    }
+}
 #endif
+
+#if LT_X86_PATHS
+/* F of every record's digest, 16 bytes each into out (window.c's element map: the same PRF and
+ * the same eight-in-flight AES-NI rounds as the sum above). */
+TGT static void prf_aesni(const uint8_t rk[176], const uint8_t *recs, size_t n, size_t stride,
+                          size_t off, size_t dsize, uint8_t *out) {
+    __m128i k[11];
+    const uint8_t *at[BATCH];
+    for (int r = 0; r < 11; r++)
+        k[r] = _mm_loadu_si128((const __m128i *)(rk + 16 * r));
+    size_t i = 0;
+    for (; i + BATCH <= n; i += BATCH) {
+        for (int j = 0; j < BATCH; j++)
+            at[j] = recs + (i + (size_t)j) * stride + off;
+        __m128i b0 = _mm_setzero_si128(), b1 = b0, b2 = b0, b3 = b0;
+        __m128i b4 = b0, b5 = b0, b6 = b0, b7 = b0;
+        for (size_t kk = 0; kk < dsize; kk += 16) {
+            LOAD8(kk);
+            R8(_mm_xor_si128, k[0]);
+            for (int rr = 1; rr < 10; rr++)
+                R8(_mm_aesenc_si128, k[rr]);
+            R8(_mm_aesenclast_si128, k[10]);
+        }
+        __m128i *o = (__m128i *)(out + 16 * i);
+        _mm_storeu_si128(o, b0), _mm_storeu_si128(o + 1, b1), _mm_storeu_si128(o + 2, b2);
+        _mm_storeu_si128(o + 3, b3), _mm_storeu_si128(o + 4, b4), _mm_storeu_si128(o + 5, b5);
+        _mm_storeu_si128(o + 6, b6), _mm_storeu_si128(o + 7, b7);
+    }
+    for (; i < n; i++) {
+        const uint8_t *d = recs + i * stride + off;
+        __m128i b = _mm_setzero_si128();
+        for (size_t kk = 0; kk < dsize; kk += 16)
+            b = enc1(k, _mm_xor_si128(b, _mm_loadu_si128((const __m128i *)(d + kk))));
+        _mm_storeu_si128((__m128i *)(out + 16 * i), b);
+    }
+}
+#endif
+
+void lt_mset_prf(const uint8_t rk[176], const uint8_t *recs, size_t n, size_t stride, size_t off,
+                 size_t dsize, int aesni, uint8_t *out) {
+#if LT_X86_PATHS
+    if (aesni) {
+        prf_aesni(rk, recs, n, stride, off, dsize, out);
+        return;
+    }
+#endif
+    (void)aesni;
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *d = recs + i * stride + off;
+        uint8_t *b = out + 16 * i;
+        lt_aes128_encrypt_portable(rk, d, b);
+        for (size_t k = 16; k < dsize; k += 16) {
+            for (int j = 0; j < 16; j++)
+                b[j] ^= d[k + j];
+            lt_aes128_encrypt_portable(rk, b, b);
+        }
+    }
+}
 
 int lt_mset_accelerated(void) {
 #if LT_X86_PATHS
@@ -183,6 +327,29 @@ int lt_mset_add(const uint8_t key[16], const uint8_t *records, size_t n, size_t 
         sum_portable(rk, records, n, stride, digest_offset, digest_size, skip_flags, &s, count);
     (void)portable;
     reduce_into(acc, &s);
+    memset(rk, 0, sizeof rk);
+    return LT_OK;
+}
+
+int lt_mset_add_parts(const uint8_t key[16], const uint64_t part_key[2], unsigned part_bits, const uint8_t *records,
+                      size_t n, size_t stride, size_t digest_offset, size_t digest_size, uint16_t skip_flags,
+                      int portable, uint64_t *acc, uint64_t *count) {
+    if (part_bits == 0)
+        return lt_mset_add(key, records, n, stride, digest_offset, digest_size, skip_flags, portable, acc, count);
+    if (!key || !part_key || !acc || !count || (n && !records) || digest_size == 0 || digest_size % 16 ||
+        digest_offset < LT_RECORD_FIXED || digest_offset + digest_size > stride || n > SIZE_MAX / stride ||
+        part_bits > LT_MSET_MAX_PART_BITS)
+        return LT_ERR_ARG;
+    uint8_t rk[176];
+    lt_aes128_expand(key, rk);
+#if LT_X86_PATHS
+    if (!portable && lt_cpu_has_aesni_pclmul())
+        parts_aesni(rk, records, n, stride, digest_offset, digest_size, skip_flags, part_key, part_bits, acc, count);
+    else
+#endif
+        parts_portable(rk, records, n, stride, digest_offset, digest_size, skip_flags, part_key, part_bits, acc,
+                       count);
+    (void)portable;
     memset(rk, 0, sizeof rk);
     return LT_OK;
 }

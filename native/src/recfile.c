@@ -112,6 +112,8 @@ typedef struct {
     size_t leaves_len;
     /* lt_rec_file_mset: the same records, once hashed, into a multiset hash and per-second runs */
     const uint8_t *mkey; /* NULL: none */
+    const uint64_t *part_key;
+    unsigned part_bits;
     uint64_t *acc, *mcount;
     int64_t *secs;
     uint64_t *counts;
@@ -128,8 +130,8 @@ static int copy_leaves_upto(copy_leaves *cl, const uint8_t *out, size_t record_s
     int st = lt_merkle_leaves(from, record_size, n, cl->leaf_records, cl->leaves + 32 * done,
                               cl->leaves_len - 32 * done);
     if (st == LT_OK && cl->mkey) { /* the bytes just hashed, still in cache */
-        st = lt_mset_add(cl->mkey, from, n, record_size, LT_RECORD_FIXED, record_size - LT_RECORD_FIXED, LT_FLAG_GAP,
-                         0, cl->acc, cl->mcount);
+        st = lt_mset_add_parts(cl->mkey, cl->part_key, cl->part_bits, from, n, record_size, LT_RECORD_FIXED,
+                               record_size - LT_RECORD_FIXED, LT_FLAG_GAP, 0, cl->acc, cl->mcount);
         size_t at = cl->runs < cl->cap ? cl->runs : cl->cap, got = 0;
         if (st == LT_OK)
             st = lt_second_runs(from, n, record_size, LT_FLAG_GAP, cl->secs + at, cl->counts + at, cl->cap - at, &got);
@@ -229,11 +231,13 @@ int lt_rec_file(int fd, size_t len, size_t record_size, uint64_t first_seq, uint
 
 int lt_rec_file_mset(int fd, size_t len, size_t record_size, uint64_t first_seq, uint8_t *header, uint8_t *out,
                      size_t out_len, size_t leaf_records, uint8_t *leaves, size_t leaves_len, const uint8_t key[16],
-                     uint64_t acc[2], uint64_t *count, int64_t *secs, uint64_t *counts, size_t cap, size_t *nruns,
-                     lt_rec_info *info) {
-    if (!out || !leaves || !key || !acc || !count || !nruns || (cap && (!secs || !counts))) return LT_ERR_ARG;
+                     const uint64_t part_key[2], unsigned part_bits, uint64_t *acc, uint64_t *count, int64_t *secs,
+                     uint64_t *counts, size_t cap, size_t *nruns, lt_rec_info *info) {
+    if (!out || !leaves || !key || !acc || !count || !nruns || (cap && (!secs || !counts)) ||
+        (part_bits && !part_key) || part_bits > LT_MSET_MAX_PART_BITS)
+        return LT_ERR_ARG;
     copy_leaves cl = {.leaf_records = leaf_records, .leaves = leaves, .leaves_len = leaves_len, .mkey = key,
-                      .acc = acc, .mcount = count, .secs = secs, .counts = counts, .cap = cap};
+                      .part_key = part_key, .part_bits = part_bits, .acc = acc, .mcount = count, .secs = secs, .counts = counts, .cap = cap};
     int st = rec_file(fd, len, record_size, first_seq, header, out, out_len, leaf_records, leaves, leaves_len, &cl, info);
     *nruns = cl.runs;
     return st;

@@ -30,6 +30,7 @@
 
 #include "ledgertool.h"
 #include "lt_internal.h"
+#include "clock.h"
 
 #define MAX_BATCH 256
 
@@ -52,12 +53,6 @@ struct lt_replay {
     int stop;
     lt_replay_stats st;
 };
-
-static int64_t mono_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
 
 static void publish(lt_replay *p, const lt_replay_stats *s) {
     uint64_t *dst = (uint64_t *)&p->st;
@@ -228,7 +223,7 @@ static int64_t due_ns(const lt_replay *p, uint64_t sent_before, uint64_t bytes_b
 
 static void wait_until(lt_replay *p, int64_t t0, int64_t due) {
     for (;;) {
-        int64_t now = mono_ns() - t0;
+        int64_t now = lt_mono_ns() - t0;
         int64_t left = due - now;
         if (left <= 0 || __atomic_load_n(&p->stop, __ATOMIC_RELAXED)) return;
         if (left > 200000) { /* sleep in slices of at most 10 ms so a stop is seen */
@@ -260,7 +255,7 @@ int lt_replay_run(lt_replay *p, char *err, size_t errlen) {
         span = sat_add(span, span / (int64_t)(p->nfr - 1)); /* one mean gap before the next loop */
     }
     int rc = LT_OK;
-    int64_t t0 = mono_ns();
+    int64_t t0 = lt_mono_ns();
     uint32_t loop = 0;
     size_t i = 0;      /* next frame of the file to queue */
     size_t pending = 0; /* queued in msgs[0..pending) but not yet sent */
@@ -274,7 +269,7 @@ int lt_replay_run(lt_replay *p, char *err, size_t errlen) {
         while (pending < batch && loop < p->cfg.loops && p->nfr) {
             int64_t due = due_ns(p, queued_frames, queued_bytes, loop, i, span);
             if (pending == 0) wait_until(p, t0, due);
-            else if (due > mono_ns() - t0) break;
+            else if (due > lt_mono_ns() - t0) break;
             iov[pending].iov_base = (void *)p->fr[i].data;
             iov[pending].iov_len = p->fr[i].len;
             pending++;
@@ -319,11 +314,11 @@ int lt_replay_run(lt_replay *p, char *err, size_t errlen) {
         }
         memmove(iov, iov + r, (pending - (size_t)r) * sizeof iov[0]);
         pending -= (size_t)r;
-        s.elapsed_ns = (uint64_t)(mono_ns() - t0);
+        s.elapsed_ns = (uint64_t)(lt_mono_ns() - t0);
         publish(p, &s);
     }
     s.stopped = __atomic_load_n(&p->stop, __ATOMIC_RELAXED) && (pending || loop < p->cfg.loops);
-    s.elapsed_ns = (uint64_t)(mono_ns() - t0);
+    s.elapsed_ns = (uint64_t)(lt_mono_ns() - t0);
     publish(p, &s);
     return rc;
 }

@@ -1,6 +1,6 @@
 /*
- * Strip modes: which bytes of a captured frame the digest covers (docs/strip-modes.md,
- * ../shared/design/LEDGER-FORMAT.md "Digest input (strip modes)").
+ * Strip modes: which bytes of a captured frame the digest covers (docs/strip-modes.md, the exact
+ * rules; docs/ledger-format.md, "Digests").
  *
  * lt_strip_range() returns a byte range [offset, offset + length) of the captured frame and the
  * record flags the strip adds (MALFORMED, NON_IP, FRAGMENT, UNSUPPORTED_LINKTYPE). TRUNCATED is
