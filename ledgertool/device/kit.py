@@ -360,10 +360,12 @@ def _golden_seals(golden: Path, root: Path) -> None:
         signed = seal.signed_bytes()
         out.append({"file": str(path.relative_to(root)), "segment": seal.segment,
                     "signed_bytes": signed.decode("utf-8"), "signed_bytes_sha256": hashlib.sha256(signed).hexdigest(),
-                    "canonical_body_sha256": hashlib.sha256(seal.body()).hexdigest(),
+                    "canonical_body_sha256": hashlib.sha256(seal.signed_body()).hexdigest(),
                     "seal_hash": seal.hash(), "prev_seal_hash": seal.prev_seal_hash,
-                    "genesis_hash": genesis_hash(ledger.ledger_id, "link0") if seal.segment == 0 else None,
-                    "merkle_root": seal.merkle_root, "first_seq": seal.first_seq, "last_seq": seal.last_seq,
+                    "genesis_hash": (genesis_hash(ledger.ledger_id, "link0") if seal.segment == 0
+                                     else None),
+                    "merkle_root": seal.merkle_root, "first_seq": seal.first_seq,
+                    "last_seq": seal.last_seq,
                     "leaf_hashes": [leaves[i:i + 32].hex() for i in range(0, len(leaves), 32)]})
     _write(root, "seals.json", _json_bytes({
         "format": SEALS_FORMAT, "kit_version": KIT_VERSION, "generated_by": _generated_by(),

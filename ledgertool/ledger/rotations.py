@@ -196,8 +196,8 @@ def _rotate_digest_key_locked(directory: Path, ledger: LedgerHeader, signing_key
             **({"warning": warning} if warning else {})}
 
 
-def _statement(kind: str, ledger: LedgerHeader, rotations: list[RotationStatement], effective: dict[str, int],
-               **fields) -> dict:
+def _statement(kind: str, ledger: LedgerHeader, rotations: list[RotationStatement],
+               effective: dict[str, int], **fields) -> dict:
     """The unsigned body of the next rotation statement of `kind`: numbered after `rotations`,
     chained to the last of them (or the ledger's genesis label), `fields` between the common head
     and `created_at` (key order is irrelevant to the RFC 8785 signed bytes, kept for readers)."""
@@ -206,7 +206,8 @@ def _statement(kind: str, ledger: LedgerHeader, rotations: list[RotationStatemen
         "kind": kind,
         "ledger_id": ledger.ledger_id,
         "number": len(rotations) + 1,
-        "prev_rotation_hash": rotations[-1].hash() if rotations else rotation_genesis(ledger.ledger_id),
+        "prev_rotation_hash": (rotations[-1].hash() if rotations
+                               else rotation_genesis(ledger.ledger_id)),
         "effective_from": effective,
         **fields,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),

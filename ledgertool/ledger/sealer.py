@@ -90,8 +90,8 @@ def _sign_and_write(*, ledger_dir: Path, ledger: LedgerHeader, link: str, index:
     doc["signatures"] = signing_key.sign(seal_signed_bytes(doc))
     write_atomic(seal_file, (json.dumps(doc, indent=1) + "\n").encode(), root=ledger_dir, what="seal document")
     seal = Seal.of(doc)
-    return seal, SealResult(index, totals.records, totals.frames, totals.drops, first_seq, totals.last_seq,
-                            seal.hash(), torn_bytes)
+    return seal, SealResult(index, totals.records, totals.frames, totals.drops, first_seq,
+                            totals.last_seq, seal.hash(), torn_bytes)
 
 
 def leaves_file(seal_file: Path) -> Path:

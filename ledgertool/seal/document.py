@@ -14,10 +14,10 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from pathlib import Path
 
-from ..canonical import canonical_json, loads_strict
+from ..canonical import SignedDocument, canonical_json, loads_strict
 from ..errors import LedgerFormatError
 from ..keyfiles import seal_message
 
@@ -41,7 +41,7 @@ Claim = object
 
 
 @dataclass(frozen=True)
-class Seal:
+class Seal(SignedDocument):
     """A seal document as parse_seal read it: its members by name (docs/ledger-format.md, "Seal
     document"), the names it has (`members`, unknown ones included) and its canonical signed bytes.
     Only `format` is checked by the parse; verify checks the rest. The document as parsed is kept
@@ -74,43 +74,19 @@ class Seal:
     sealed_at: Claim = None
     signer: Claim = None
     signatures: Claim = None
-    members: frozenset[str] = frozenset()
-    _document: dict = field(default_factory=dict, repr=False, compare=False)
-
-    @classmethod
-    def of(cls, doc: Mapping) -> Seal:
-        """The Seal of a parsed (or just built) seal document; the mapping is copied, not kept."""
-        doc = dict(doc)
-        known = {f.name: doc.get(f.name) for f in _MEMBER_FIELDS}
-        return cls(**known, members=frozenset(doc), _document=doc)
 
     @property
     def v2(self) -> bool:
         """A ledgertool-seal-v2 seal: the records are authenticated by the signed root alone."""
         return self.format == SEAL_FORMAT_V2
 
-    def has(self, member: str) -> bool:
-        return member in self.members
-
-    def body(self) -> bytes:
-        """RFC 8785 bytes of the signed part (every member but "signatures"); TypeError or
-        ValueError when a member cannot be canonicalised."""
-        return canonical_json(seal_body(self._document))
-
     def signed_bytes(self) -> bytes:
-        """What the signatures sign: keys.seal_message over body()."""
-        return seal_message(self.body())
+        """What the signatures sign: keys.seal_message over signed_body()."""
+        return seal_message(self.signed_body())
 
     def hash(self) -> str:
-        """SHA-256 (hex) of body(): the next seal's prev_seal_hash."""
-        return hashlib.sha256(self.body()).hexdigest()
-
-    def to_json(self) -> dict:
-        """The document as parsed, every member (a copy: for JSON output)."""
-        return dict(self._document)
-
-
-_MEMBER_FIELDS = tuple(f for f in fields(Seal) if f.name not in ("members", "_document"))
+        """SHA-256 (hex) of signed_body(): the next seal's prev_seal_hash."""
+        return hashlib.sha256(self.signed_body()).hexdigest()
 
 
 def seal_body(doc: Mapping) -> dict:
@@ -120,7 +96,9 @@ def seal_body(doc: Mapping) -> dict:
 
 def seal_signed_bytes(doc: Seal | Mapping) -> bytes:
     """The signed bytes of a seal, or of a document being built (ledger.sealer)."""
-    return doc.signed_bytes() if isinstance(doc, Seal) else seal_message(canonical_json(seal_body(doc)))
+    if isinstance(doc, Seal):
+        return doc.signed_bytes()
+    return seal_message(canonical_json(seal_body(doc)))
 
 
 def seal_hash(doc: Seal | Mapping) -> str:

@@ -32,10 +32,10 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..canonical import canonical_json, loads_strict
+from ..canonical import SignedDocument, canonical_json, loads_strict
 from ..errors import KeyFileError, LedgerFormatError
 from ..keyfiles import TrustBundle
 from .checkpoint import RetiredKey
@@ -55,11 +55,12 @@ Claim = object
 
 
 @dataclass(frozen=True)
-class RotationStatement:
-    """A rotation statement as parse_rotation read it: its members by name (schemas/rotation.schema.json),
-    `kind` with its default applied (absent: signing-key), the member names it has, and the
-    document as parsed kept privately, so message() and hash() are RFC 8785 over exactly the
-    members that were signed. Only `format` is checked by the parse; key_schedule checks the rest."""
+class RotationStatement(SignedDocument):
+    """A rotation statement as parse_rotation read it: its members by name
+    (schemas/rotation.schema.json), `kind` with its default applied (absent: signing-key), the
+    member names it has, and the document as parsed kept privately, so message() and hash() are
+    RFC 8785 over exactly the members that were signed. Only `format` is checked by the parse;
+    key_schedule checks the rest."""
 
     format: str
     kind: Claim = SIGNING_KEY
@@ -75,16 +76,6 @@ class RotationStatement:
     new_digest_key_id: Claim = None  # digest-key
     signing_keys: Claim = None  # digest-key
     signatures: Claim = None
-    members: frozenset[str] = frozenset()
-    _document: dict = field(default_factory=dict, repr=False, compare=False)
-
-    @classmethod
-    def of(cls, doc: Mapping) -> RotationStatement:
-        """The statement of a parsed (or just built) document; the mapping is copied, not kept."""
-        doc = dict(doc)
-        known = {f.name: doc.get(f.name) for f in _ROTATION_FIELDS}
-        known["kind"] = doc.get("kind", SIGNING_KEY)
-        return cls(**known, members=frozenset(doc), _document=doc)
 
     @property
     def authoriser(self) -> Claim:
@@ -98,18 +89,11 @@ class RotationStatement:
 
     def message(self) -> bytes:
         """The signed bytes: the prefix, then RFC 8785 of every member but "signatures"."""
-        return rotation_message(self._document)
+        return _PREFIX + self.signed_body()
 
     def hash(self) -> str:
         """SHA-256 (hex) of the signed body: the next statement's prev_rotation_hash."""
-        return rotation_hash(self._document)
-
-    def to_json(self) -> dict:
-        """The document as parsed, every member (a copy: for a proof's rotations)."""
-        return dict(self._document)
-
-
-_ROTATION_FIELDS = tuple(f for f in fields(RotationStatement) if f.name not in ("members", "_document"))
+        return hashlib.sha256(self.signed_body()).hexdigest()
 
 
 def rotation_body(doc: Mapping) -> dict:
@@ -273,7 +257,8 @@ def key_schedule(ledger_id: str, trust: TrustBundle, rotations: list[RotationSta
                 if signer != sched.current:
                     raise ValueError("signing_keys are not the ledger's current signing keys")
                 if algorithm is not None and doc.algorithm != algorithm:
-                    raise ValueError(f"is for algorithm {doc.algorithm!r}, the ledger uses {algorithm!r}")
+                    raise ValueError(f"is for algorithm {doc.algorithm!r}, the ledger uses "
+                                     f"{algorithm!r}")
                 old_id, new_id = doc.old_digest_key_id, doc.new_digest_key_id
                 for name, v in (("old_digest_key_id", old_id), ("new_digest_key_id", new_id)):
                     if not isinstance(v, str) or not _KEY_ID.fullmatch(v):

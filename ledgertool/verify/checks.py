@@ -177,7 +177,7 @@ def check_seal(raw: bytes, place: SegmentPlace) -> SealCheck:
                                                               f"ledger's {getattr(ledger, key)!r}"))
     # the signed body canonicalised once: its SHA-256 is the seal hash, and the signatures sign it
     try:
-        body, unsigned_why = doc.body(), None
+        body, unsigned_why = doc.signed_body(), None
     except (TypeError, ValueError) as e:
         body, unsigned_why = None, str(e)
     if place.sched is not None:

@@ -109,7 +109,8 @@ def build_proof(directory: Path, *, seq: int | None = None, digest: str | None =
     raise LedgerFormatError(f"{directory}: link {link} has no sealed record with {what}")
 
 
-def _proof_for(directory: Path, ledger: LedgerHeader, link: str, seal: Seal, records: bytes, k: int) -> dict:
+def _proof_for(directory: Path, ledger: LedgerHeader, link: str, seal: Seal, records: bytes,
+               k: int) -> dict:
     rsize, leaf = ledger.record_size, ledger.leaf_records
     raw = merkle_leaves(records, rsize, leaf)  # C, as sealing and verify compute them
     if merkle_root(raw).hex() != seal.merkle_root:
