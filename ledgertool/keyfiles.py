@@ -65,7 +65,7 @@ from .errors import (
     LedgerFormatError,
     StorageError,
 )
-from .seal.canonical import b64decode_canonical, loads_format_object, loads_strict
+from .canonical import b64decode_canonical, loads_format_object, loads_strict
 
 __all__ = [
     "DIGEST_KEY_FILE",
@@ -682,7 +682,7 @@ def seal_message(canonical: bytes) -> bytes:
     """Bytes signed for a seal: ``b"ledgertool seal v1\\n" + canonical``.
 
     ``canonical`` is the seal document's RFC 8785 encoding
-    (`ledgertool.seal.canonical.canonical_json`) without its signatures.  The
+    (`ledgertool.canonical.canonical_json`) without its signatures.  The
     prefix keeps a seal signature from being valid for any other message
     type signed with the same key.
     """

@@ -7,7 +7,7 @@ Input: byte 0 picks the parser, the rest is the document:
 
   0 ledger.json        ledger.parse_ledger_header
   1 segment header     segments.SegmentHeader.decode (+ the record split of read_open_segment)
-  2 seal document      seal.load_seal, then its canonical signed bytes and the signature check
+  2 seal document      load_seal, then its canonical signed bytes and the signature check
   3 inclusion proof    proof.parse_proof + proof.check_proof
   4 checkpoint note    checkpoint.parse_note + verify_note
   5 rotation statement ledger.rotations.load_rotations + rotation.key_schedule
@@ -38,7 +38,7 @@ with atheris.instrument_imports():
     from ledgertool.ledger import layout
     from ledgertool.ledger.rotations import load_rotations, rotate_keys
     from ledgertool.seal import checkpoint, rotation
-    from ledgertool.seal import document as seal
+    from ledgertool.ledger.sealer import load_seal
     from ledgertool.verify import proof
 
 KINDS = ("ledger", "segment", "seal", "proof", "note", "rotation")
@@ -106,9 +106,9 @@ def main() -> None:
                 assert hdr.record_size == 32 + hdr.digest_size and valid_leaf_records(hdr.leaf_records), hdr
             elif kind == "seal":
                 doc_file.write_bytes(body)
-                doc = seal.load_seal(doc_file)
+                doc = load_seal(doc_file)
                 try:
-                    world["trust"].verify(seal.seal_signed_bytes(doc), doc.get("signatures") or {})
+                    world["trust"].verify(doc.signed_bytes(), doc.signatures or {})
                 except (TypeError, ValueError):
                     pass  # not canonicalisable: verify reports bad_signature for these
             elif kind == "proof":

@@ -21,13 +21,8 @@ from ledgertool.ledger.header import load_ledger
 from ledgertool.ledger.openmac import OpenSegmentKey
 from ledgertool.ledger.recfile import parse_record_file
 from ledgertool.ledger.segment import HEADER_SIZE, SegmentHeader, SegmentWriter, now_ns
-from ledgertool.seal.document import (
-    load_seal,
-    records_to_table,
-    seal_committed,
-    seal_records,
-    table_to_records,
-)
+from ledgertool.ledger.parquet import records_to_table, table_to_records
+from ledgertool.ledger.sealer import load_seal, seal_committed, seal_records
 
 LINK = "link0"
 #: ids for tests parametrized over the ledger format: (ledger_format argument, id)
@@ -57,7 +52,7 @@ def sealed_records(ledger: Path, index: int, link: str = LINK) -> bytes:
     led = load_ledger(ledger)
     path = sealed_records_path(ledger, index, link)
     if path.suffix == ".rec":
-        first = int(load_seal(layout.seal_path(ledger, link, index))["first_seq"])
+        first = int(load_seal(layout.seal_path(ledger, link, index)).first_seq)
         rec = parse_record_file(path.read_bytes(), path, led.record_size, led.leaf_records, first)
         return rec.records.to_pybytes()
     return table_to_records(pq.read_table(path), led.digest_size)
@@ -99,10 +94,10 @@ def reseal_segment(ledger: Path, index: int, records: bytes, key: SigningKey, pr
     `records` in the ledger's form and sign a new seal chained to `prev_hash`. Returns the seal."""
     led = load_ledger(ledger)
     old = load_seal(layout.seal_path(ledger, link, index))
-    led = led.for_digest_key(old["digest_key_id"])
+    led = led.for_digest_key(old.digest_key_id)
     for p in sealed_files(ledger, index, link):
         p.unlink()
-    first = int(old["first_seq"])
+    first = int(old.first_seq)
     seal_file = layout.seal_path(ledger, link, index)
     if led.version == 1:
         return seal_records(ledger_dir=ledger, ledger=led, link=link, index=index, first_seq=first, records=records,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ledgertool.seal.canonical import MAX_SAFE_INTEGER, canonical_json
+from ledgertool.canonical import MAX_SAFE_INTEGER, canonical_json
 
 
 def test_rfc8785_sorting_example():

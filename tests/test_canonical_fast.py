@@ -1,4 +1,4 @@
-"""The fast paths of ledgertool.seal.canonical (issues 14 and 16: verify's per-segment cost).
+"""The fast paths of ledgertool.canonical (issues 14 and 16: verify's per-segment cost).
 
 `canonical_json` writes a document of ASCII strings, safe integers, bools, null, lists and objects
 with ASCII keys with json.dumps, and everything else with rfc8785; these tests prove the two give
@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 from ledgertool.capture.run import capture_file
 from ledgertool.errors import LedgerFormatError
-from ledgertool.seal import canonical
-from ledgertool.seal.canonical import MAX_DOCUMENT_DEPTH, MAX_SAFE_INTEGER, canonical_json, loads_strict
+from ledgertool import canonical
+from ledgertool.canonical import MAX_DOCUMENT_DEPTH, MAX_SAFE_INTEGER, canonical_json, loads_strict
 from ledgertool.seal.document import seal_body
 
 GOLDEN = Path(__file__).parent / "golden"

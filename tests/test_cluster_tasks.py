@@ -139,7 +139,7 @@ def test_check_and_split_partitions_the_checked_records_in_segment_order(ledger)
     recs = np.concatenate([np.frombuffer(sealed_records(ledger, i, "link0"), dt) for i in indexes])
     recs = recs[(recs["flags"] & FLAG_GAP) == 0]
     assert len(recs) == 4 * SEG
-    kid = head.checks[0].seal.doc["digest_key_id"]
+    kid = head.checks[0].seal.doc.digest_key_id
     for p, lps in enumerate(parts):
         assert [(lp.link, lp.kid) for lp in lps] == [("link0", kid)]  # one run: one key id
         want = recs[[_partition(bytes(d), 3) == p for d in recs["digest"]]]

@@ -17,7 +17,7 @@ from v2_reference import capture_records, parquet_bytes, synthetic_records, writ
 from ledgertool.errors import DiscrepancyError, LedgerLockedError
 from ledgertool.ledger.compact import compact_ledger
 from ledgertool.ledger.lock import writer_lock
-from ledgertool.seal.document import table_to_records
+from ledgertool.ledger.parquet import table_to_records
 from ledgertool.verify.ledger import verify_ledger
 
 SCHEMA = json.loads((SAMPLES.parent / "schemas" / "compact-report.schema.json").read_text())

@@ -22,7 +22,7 @@ from ledgertool.ledger import layout
 from ledgertool.ledger import segment as segments
 from ledgertool.ledger.devstate import DeviceState
 from ledgertool.ledger.header import load_ledger
-from ledgertool.seal.document import load_seal
+from ledgertool.ledger.sealer import load_seal
 
 SAMPLE = SAMPLES / "sample.pcapng"  # 294 frames
 
@@ -133,7 +133,7 @@ def test_a_fork_beside_the_remembered_seal_is_refused(capsys, keys, tmp_path):
     rc, _, err = capture(capsys, keys, ledger, "--segment-records", "100")  # would sign seals 1..3
     assert rc == 2 and "this signing key signed seal 1 (up to seq 587" in err and "link holds seals 0..0" in err, err
     seal1 = load_seal(layout.seal_path(copy, "link0", 0))
-    assert seal1["records"] == 294 and not layout.seal_path(ledger, "link0", 1).exists()
+    assert seal1.records == 294 and not layout.seal_path(ledger, "link0", 1).exists()
 
 
 def test_a_link_the_device_signed_that_the_storage_lacks_is_refused(capsys, keys, tmp_path):
@@ -159,7 +159,7 @@ def test_the_state_records_each_seal_and_checkpoint(capsys, keys, tmp_path):
     assert doc == {"format": "ledgertool-device-state-v1", "ledger_id": lg.ledger_id, "links": {"link0": {
         "segment": 2, "seal_hash": cp.last_seal, "last_seq": "293", "checkpoint_size": 3,
         "checkpoint_root": cp.root.hex()}}}
-    assert int(seal2["last_seq"]) == 293
+    assert int(seal2.last_seq) == 293
 
 
 def test_first_use_on_an_existing_ledger_starts_from_storage_and_says_so_once(capsys, keys, tmp_path):
@@ -276,4 +276,4 @@ def test_capture_sets_aside_what_does_not_fit_and_continues(capsys, keys, tmp_pa
     rc, _, err = capture(capsys, keys, ledger, "--segment-records", "300", "--link", "a")
     assert rc == 0 and f"warning: recovery set aside {a} as {ledger / 'set-aside' / 'link=a' / a.name}" in err, err
     assert (ledger / "set-aside" / "link=a" / a.name).read_bytes() == rb
-    assert load_seal(layout.seal_path(ledger, "a", 1))["source"] == SAMPLE.name  # captured, not recovered
+    assert load_seal(layout.seal_path(ledger, "a", 1)).source == SAMPLE.name  # captured, not recovered

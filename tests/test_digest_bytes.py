@@ -20,7 +20,7 @@ from ledgertool.digest.record import record_dtype
 from ledgertool.keyfiles import DigestKey, SigningKey
 from ledgertool.ledger.header import load_ledger
 from ledgertool.ledger.reader import LedgerReader
-from ledgertool.seal.document import records_to_table, table_to_records
+from ledgertool.ledger.parquet import records_to_table, table_to_records
 from ledgertool.verify.ledger import verified_segment
 from ledgertool.verify.proof import record_to_json
 

@@ -33,11 +33,8 @@ from ledgertool.ledger.reader import LedgerReader
 from ledgertool.ledger.recover import recover_ledger
 from ledgertool.ledger.rotations import load_rotations, rotate_digest_key, rotate_keys
 from ledgertool.reconcile.recompute import reconcile
-from ledgertool.seal.document import (
-    load_seal,
-    seal_hash,
-    seal_signed_bytes,
-)
+from ledgertool.ledger.sealer import load_seal
+from ledgertool.seal.document import seal_hash, seal_signed_bytes
 from ledgertool.seal.rotation import key_schedule, rotation_hash, rotation_message
 from ledgertool.verify.ledger import verified_segment, verify_ledger
 from ledgertool.verify.proof import build_proof, check_proof
@@ -116,7 +113,7 @@ def _kinds(v) -> set[tuple[str, int | None]]:
 def test_seals_name_the_scheduled_digest_key_and_verify(pristine, keys):
     a, b = _kid(keys["A"]), _kid(keys["B"])
     assert load_ledger(pristine).digest_key_id == a  # ledger.json keeps the genesis id
-    assert [load_seal(_seal_path(pristine, i))["digest_key_id"] for i in range(6)] == [a] * 3 + [b] * 3
+    assert [load_seal(_seal_path(pristine, i)).digest_key_id for i in range(6)] == [a] * 3 + [b] * 3
     rot = json.loads((pristine / "rotations" / "rotation-0001.json").read_text())
     assert "digest.key" not in json.dumps(rot) and keys["B"].master.hex() not in json.dumps(rot)
     sched = key_schedule(load_ledger(pristine).ledger_id, keys["trust"], load_rotations(pristine),
@@ -267,7 +264,7 @@ def test_recover_seals_with_the_key_its_segment_was_written_with(ledger, keys):
     w.close()
     rec = recover_ledger(ledger, keys["sk"])
     assert [(r.index, r.records) for _, r in rec.sealed] == [(6, 4)]
-    assert load_seal(_seal_path(ledger, 6))["digest_key_id"] == _kid(keys["B"])
+    assert load_seal(_seal_path(ledger, 6)).digest_key_id == _kid(keys["B"])
     v = verify_ledger(ledger, keys["trust"], checkpoint_path(ledger, "link0").read_bytes())
     assert v.ok, v.problems
 
@@ -284,7 +281,7 @@ def _reseal_last(ledger: Path, sk: SigningKey, digest_key_id: str, index: int = 
     raw = bytearray(rec_file.read_bytes())
     raw[48:64] = bytes.fromhex(digest_key_id)
     rec_file.write_bytes(bytes(raw))
-    doc = load_seal(_seal_path(ledger, index))
+    doc = load_seal(_seal_path(ledger, index)).to_json()
     doc["digest_key_id"] = digest_key_id
     doc["signatures"] = sk.sign(seal_signed_bytes(doc))
     _seal_path(ledger, index).write_text(json.dumps(doc))
@@ -305,7 +302,7 @@ def test_seal_naming_the_retired_digest_key_fails(ledger, keys):
 
 
 def test_seal_naming_the_new_key_before_the_rotation_fails(ledger, keys):
-    doc = load_seal(_seal_path(ledger, 2))
+    doc = load_seal(_seal_path(ledger, 2)).to_json()
     doc["digest_key_id"] = _kid(keys["B"])
     doc["signatures"] = keys["sk"].sign(seal_signed_bytes(doc))
     _seal_path(ledger, 2).write_text(json.dumps(doc))
@@ -322,13 +319,13 @@ def test_check_proof_follows_the_digest_key_schedule(ledger, keys):
     for seq in (0, 200):  # one record in each epoch
         assert check_proof(build_proof(ledger, seq=seq), keys["trust"]).ok
     _reseal_last(ledger, keys["sk"], _kid(keys["A"]))  # segment 5 claims the retired key
-    last = int(load_seal(_seal_path(ledger, 5))["last_seq"])
+    last = int(load_seal(_seal_path(ledger, 5)).last_seq)
     res = check_proof(build_proof(ledger, seq=last), keys["trust"])
     assert not res.ok and f"assigns {_kid(keys['B'])} to segment 5" in res.reason
 
 
 def test_edited_digest_key_id_without_the_signing_key_fails(ledger, keys):
-    doc = load_seal(_seal_path(ledger, 5))
+    doc = load_seal(_seal_path(ledger, 5)).to_json()
     doc["digest_key_id"] = _kid(keys["C"])
     _seal_path(ledger, 5).write_text(json.dumps(doc))
     v = verify_ledger(ledger, keys["trust"])
@@ -411,7 +408,7 @@ def test_mixed_signing_and_digest_rotations(tmp_path, keys, captures):
     capture_file(src, lg, digest_key=keys["B"], signing_key=k3, segment_records=150)       # 6..7
     rotate_digest_key(lg, k3, keys["B"], keys["C"])
     capture_file(src, lg, digest_key=keys["C"], signing_key=k3, segment_records=300)       # 8
-    rots = load_rotations(lg)
+    rots = [r.to_json() for r in load_rotations(lg)]
     for d in rots:
         validate(d, "rotation.schema.json")
     assert not is_valid({**rots[1], "new_keys": rots[0]["new_keys"]}, "rotation.schema.json")
@@ -420,7 +417,7 @@ def test_mixed_signing_and_digest_rotations(tmp_path, keys, captures):
         (1, "signing-key", 3), (2, "digest-key", 3), (3, "signing-key", 6), (4, "digest-key", 8)]
     v = verify_ledger(lg, keys["trust"], cp0)
     assert v.ok and v.segments == 9, v.problems
-    ids = [load_seal(_seal_path(lg, i))["digest_key_id"] for i in range(9)]
+    ids = [load_seal(_seal_path(lg, i)).digest_key_id for i in range(9)]
     assert ids == [_kid(keys["A"])] * 3 + [_kid(keys["B"])] * 5 + [_kid(keys["C"])]
     # proofs and checkpoint consistency follow the same chain
     assert check_proof(build_proof(lg, seq=294 * 3 + 7), keys["trust"]).ok
@@ -463,7 +460,7 @@ def test_old_format_signing_rotation_still_verifies(tmp_path, keys):
     validate(doc, "rotation.schema.json")
     capture_file(SAMPLES / "sample.pcap", lg, digest_key=keys["A"], signing_key=k2, segment_records=100)
     rotate_digest_key(lg, k2, keys["A"], keys["B"])
-    assert load_rotations(lg)[1]["prev_rotation_hash"] == rotation_hash(doc)
+    assert load_rotations(lg)[1].prev_rotation_hash == rotation_hash(doc)
     capture_file(SAMPLES / "sample.pcap", lg, digest_key=keys["B"], signing_key=k2, segment_records=100)
     v = verify_ledger(lg, keys["trust"])
     assert v.ok and v.segments == 9, v.problems

@@ -42,7 +42,7 @@ from ledgertool.ledger.openmac import OpenSegmentKey
 from ledgertool.ledger.recover import recover_ledger
 from ledgertool.ledger.rotations import rotate_keys
 from ledgertool.seal.checkpoint import parse_note
-from ledgertool.seal.document import load_seal
+from ledgertool.ledger.sealer import load_seal
 from ledgertool.verify.ledger import verified_segment, verify_ledger
 
 SAMPLE = SAMPLES / "sample.pcap"  # 294 frames
@@ -336,7 +336,7 @@ def _whole_records(ledger: Path) -> int:
     """Records a recovery must end up with: sealed ones plus whole ones in open segments."""
     n = 0
     for p in ledger.glob("link=*/seg-*.seal.json"):
-        n += load_seal(p)["records"]
+        n += load_seal(p).records
     for p in ledger.glob("link=*/seg-*.open"):
         seal = p.with_name(p.name.replace(".open", ".seal.json"))
         if not seal.exists() and p.stat().st_size >= segments.HEADER_SIZE:

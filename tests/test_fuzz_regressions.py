@@ -45,7 +45,7 @@ from ledgertool.ledger.layout import ROTATIONS_DIR
 from ledgertool.ledger.rotations import load_rotations, rotate_keys
 from ledgertool.ledger.segment import HEADER_SIZE, SegmentHeader, read_open_segment
 from ledgertool.seal.checkpoint import check_extends, parse_note, verify_note
-from ledgertool.seal.document import load_seal
+from ledgertool.ledger.sealer import load_seal
 from ledgertool.seal.rotation import key_schedule
 from ledgertool.verify.ledger import VerifyResult, verify_ledger
 from ledgertool.verify.proof import ProofCheck, build_proof, check_proof, load_proof

@@ -51,7 +51,7 @@ def test_golden_v1_verifies_with_fixed_results():
     assert [w.kind for w in res.warnings] == []
     seen = []
     res = verify_ledger(LEDGER, TrustBundle.load(GOLDEN / "verifier.pub"),
-                        on_segment=lambda s: seen.append((s.index, s.seal["merkle_root"], len(s.records) // 48,
+                        on_segment=lambda s: seen.append((s.index, s.seal.merkle_root, len(s.records) // 48,
                                                           s.table.num_rows)))
     assert seen == [(0, ROOTS[0], 200, 200), (1, ROOTS[1], 94, 94)]
 

@@ -94,7 +94,7 @@ def test_golden_v2_compacted_copy_verifies_with_the_same_roots(tmp_path):
     assert not list((copy / "link=link0").glob("*.rec"))
     seen = []
     res = verify_ledger(copy, TrustBundle.load(GOLDEN / "verifier.pub"),
-                        on_segment=lambda s: seen.append((s.index, s.seal["merkle_root"], len(s.records) // 48)))
+                        on_segment=lambda s: seen.append((s.index, s.seal.merkle_root, len(s.records) // 48)))
     assert res.ok, res.problems
     assert seen == [(0, ROOTS[0], 200), (1, ROOTS[1], 94)]
 

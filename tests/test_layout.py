@@ -6,7 +6,9 @@ source with ast, so a change that breaks it fails here rather than in review:
 - only ledgertool/cli imports typer or rich, and nothing outside cli imports ledgertool.cli;
 - library code (outside cli/) imports at module level, except the optional heavy dependencies;
 - library errors name settings, not command-line options (`errors.Setting`; cli/flags.py maps);
-- no function over MAX_FUNCTION_LINES lines, but for the named ones being split.
+- no function over MAX_FUNCTION_LINES lines, but for the named ones being split;
+- seal/ is pure: it opens no file and imports nothing above the ground floor (no ledger/,
+  capture/, verify/, reconcile/, cli/; no fsio, os, pyarrow.parquet).
 """
 
 from __future__ import annotations
@@ -233,3 +235,62 @@ def test_architecture_doc_names_real_files() -> None:
     missing = [rel for rel in sorted(named) if not ((root / rel).is_file() or (PKG / rel).is_file())]
     missing += [c for c in sorted(bare_c) if not any((root / "native" / d / c).is_file() for d in ("src", "bypass"))]
     assert missing == []
+
+
+#: What seal/ may import from ledgertool besides itself: the ground floor (ADR 0007).
+SEAL_MAY_IMPORT = {"ledgertool.algorithms", "ledgertool.canonical", "ledgertool.errors",
+                   "ledgertool.keyfiles", "ledgertool.plural"}
+#: Modules that reach files; seal/ imports none of them.
+FILE_MODULES = {"os", "io", "shutil", "tempfile", "mmap", "glob", "pyarrow.parquet", "ledgertool.fsio"}
+#: Calls that open, read, write or list files (builtins.open, os.open, Path.read_bytes, ...).
+FILE_CALLS = {"open", "fdopen", "read_text", "read_bytes", "write_text", "write_bytes", "iterdir",
+              "glob", "rglob", "mkdir", "unlink", "touch", "rename", "stat", "lstat", "exists",
+              "is_file", "is_dir", "read_regular", "write_atomic"}
+
+
+def _file_touches(tree: ast.AST) -> list[str]:
+    """`line: what` for each import of a file module and each file call in `tree`."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = ["." * node.level + (node.module or "")]
+        elif isinstance(node, ast.Call):
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+            if name in FILE_CALLS:
+                out.append(f"{node.lineno}: calls {name}")
+            continue
+        else:
+            continue
+        out += [f"{node.lineno}: imports {n}" for n in names if n in FILE_MODULES
+                or n.split(".")[0] in FILE_MODULES or n.startswith(".") and n.lstrip(".") == "fsio"]
+    return out
+
+
+def _in_seal(module: str) -> bool:
+    return module.startswith("ledgertool.seal.") or module == "ledgertool.seal"
+
+
+def test_seal_opens_no_file() -> None:
+    bad = [f"{_rel(m)}:{t}" for m, tree in TREES.items() if _in_seal(m) for t in _file_touches(tree)]
+    assert bad == []
+
+
+def test_seal_imports_nothing_above_it() -> None:
+    bad = [f"{_rel(i.module)}:{i.lineno} imports {i.target}" for i in IMPORTS
+           if _in_seal(i.module) and i.target.startswith("ledgertool")
+           and not _in_seal(i.target) and i.target not in SEAL_MAY_IMPORT]
+    assert bad == []
+
+
+def test_file_check_finds_file_access() -> None:
+    """The checker itself: each way of reaching a file is named, pure code is not."""
+    code = ("import os\nimport pyarrow.parquet as pq\nfrom ..fsio import read_regular\n"
+            "open('x')\nPath('x').read_bytes()\np.write_text('y')\nos.open('x', 0)\n"
+            "h = hashlib.sha256(b'').hexdigest()\n")
+    found = _file_touches(ast.parse(code))
+    assert found == ["1: imports os", "2: imports pyarrow.parquet", "3: imports ..fsio",
+                     "4: calls open", "5: calls read_bytes", "6: calls write_text",
+                     "7: calls open"], found

@@ -31,7 +31,7 @@ from ledgertool.ledger.openmac import OpenSegmentKey
 from ledgertool.ledger.recover import recover_ledger
 from ledgertool.ledger import writer as writer_mod
 from ledgertool.ledger.writer import LinkWriter
-from ledgertool.seal.canonical import canonical_json
+from ledgertool.canonical import canonical_json
 
 SAMPLE = SAMPLES / "sample.pcap"  # 294 frames
 LABEL = b"ledgertool open-segment leaves v2\0"

@@ -15,7 +15,7 @@ from ledgertool.ledger.header import create_ledger, load_ledger
 from ledgertool.ledger.reader import LedgerReader
 from ledgertool.ledger.writer import LinkWriter
 from ledgertool.seal.checkpoint import parse_note
-from ledgertool.seal.document import load_seal
+from ledgertool.ledger.sealer import load_seal
 from ledgertool.source import open_source
 from ledgertool.verify.ledger import verified_segment, verify_ledger
 
@@ -69,8 +69,8 @@ def test_link_writer_rotates_chains_and_seals_what_capture_seals(ledger_format, 
     for i in range(3):
         mine, theirs = _sealed_table(ledger_dir, i), _sealed_table(captured, i)
         assert mine.num_rows == theirs.num_rows and mine.equals(theirs), i
-        assert load_seal(layout.seal_path(ledger_dir, "link0", i))["merkle_root"] == \
-            load_seal(layout.seal_path(captured, "link0", i))["merkle_root"]
+        assert load_seal(layout.seal_path(ledger_dir, "link0", i)).merkle_root == \
+            load_seal(layout.seal_path(captured, "link0", i)).merkle_root
 
 
 def test_create_ledger_defaults_to_the_format_capture_creates(tmp_path, keydir):

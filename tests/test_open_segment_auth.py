@@ -30,7 +30,7 @@ from ledgertool.ledger.reader import LedgerReader
 from ledgertool.ledger.recover import recover_ledger
 from ledgertool.ledger.writer import LinkWriter
 from ledgertool.reconcile.recompute import reconcile
-from ledgertool.seal.document import load_seal
+from ledgertool.ledger.sealer import load_seal
 from ledgertool.verify.ledger import verified_segment, verify_ledger
 
 SAMPLE = SAMPLES / "sample.pcap"  # 294 frames
@@ -181,8 +181,8 @@ def test_item14_rewriting_open_segments_during_capture_changes_nothing_signed(le
             {("merkle_mismatch", i, 0) for i in hit}, v.problems
         clean = tmp_path / "clean"
         capture_file(src, clean, digest_key=dk, signing_key=sk, algorithm=ALG, segment_records=2_000, ledger_format=2)
-        assert [load_seal(layout.seal_path(ledger, "link0", i))["merkle_root"] for i in range(30)] == \
-            [load_seal(layout.seal_path(clean, "link0", i))["merkle_root"] for i in range(30)]
+        assert [load_seal(layout.seal_path(ledger, "link0", i)).merkle_root for i in range(30)] == \
+            [load_seal(layout.seal_path(clean, "link0", i)).merkle_root for i in range(30)]
         return
     assert v.ok and v.records == 60_000, v.problems
     r = reconcile(src, ledger, dk, trust=trust)
@@ -281,7 +281,7 @@ def test_item14_truncated_open_segment_seals_only_the_prefix(left_open, keydir, 
     assert (s["records"], s["blocks_sealed"], s["torn_bytes_discarded"], s["blocks_past_prefix"]) == \
         (96, 2, end - o[2], int(end > o[2]))
     seal = load_seal(layout.seal_path(ledger, "link0", 3))
-    assert (seal["records"], seal["torn_bytes_discarded"]) == (96, end - o[2])
+    assert (seal.records, seal.torn_bytes_discarded) == (96, end - o[2])
     v = verify_ledger(ledger, load_keys(keydir)[2], layout.checkpoint_path(ledger, "link0").read_bytes())
     assert v.ok and v.records == 390
 

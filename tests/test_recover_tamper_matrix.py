@@ -22,7 +22,7 @@ from ledgertool.ledger.header import load_ledger
 from ledgertool.ledger.reader import LedgerReader
 from ledgertool.ledger.recover import recover_ledger
 from ledgertool.ledger.writer import LinkWriter
-from ledgertool.seal.document import load_seal
+from ledgertool.ledger.sealer import load_seal
 from ledgertool.verify.ledger import verified_segment, verify_ledger
 
 SAMPLE = SAMPLES / "sample.pcap"  # 294 frames
@@ -99,7 +99,7 @@ def test_one_flipped_bit_costs_only_the_blocks_from_it_on(left_open, case):
     v = verify_ledger(ledger, trust, layout.checkpoint_path(ledger, "link0").read_bytes())
     assert v.ok and v.records == 294 + sealed + 294, v.problems
     nxt = 4 if sealed else 3
-    assert load_seal(layout.seal_path(ledger, "link0", nxt))["source"] == SAMPLE.name
+    assert load_seal(layout.seal_path(ledger, "link0", nxt)).source == SAMPLE.name
 
 
 def test_a_damaged_header_over_a_sealed_segment_is_a_rollback_not_a_set_aside(left_open):

@@ -19,7 +19,7 @@ from conftest import load_keys, run_cli
 from ledgertool.errors import KeyFileError, LedgerFormatError
 from ledgertool.keyfiles import SigningKey, TrustBundle
 from ledgertool.ledger.rotations import rotate_keys
-from ledgertool.seal.canonical import MAX_DOCUMENT_DEPTH, loads_strict
+from ledgertool.canonical import MAX_DOCUMENT_DEPTH, loads_strict
 from ledgertool.verify.proof import build_proof, check_proof, parse_proof
 
 

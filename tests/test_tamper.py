@@ -44,7 +44,8 @@ from ledgertool.ledger.header import load_ledger
 from ledgertool.ledger.layout import checkpoint_path
 from ledgertool.ledger.openmac import OpenSegmentKey
 from ledgertool.ledger.recover import recover_ledger
-from ledgertool.seal.document import load_seal, seal_hash, seal_signed_bytes
+from ledgertool.ledger.sealer import load_seal
+from ledgertool.seal.document import seal_hash, seal_signed_bytes
 from ledgertool.verify.ledger import verify_ledger
 
 pytestmark = needs_corpus
@@ -108,7 +109,7 @@ def _mutate_records(ledger: Path, index: int, fn, c: dict) -> None:
 
 
 def _seal(ledger: Path, index: int) -> dict:
-    return load_seal(_f(ledger, index, "seal.json"))
+    return load_seal(_f(ledger, index, "seal.json")).to_json()
 
 
 def _write_seal(ledger: Path, index: int, doc: dict) -> None:

@@ -21,7 +21,8 @@ from ledgertool.ledger.layout import checkpoint_path
 from ledgertool.ledger.rotations import rotate_keys
 from ledgertool.seal import merkle
 from ledgertool.seal.checkpoint import note_key_id, parse_note, tree_root, verify_note
-from ledgertool.seal.document import load_seal, seal_hash
+from ledgertool.ledger.sealer import load_seal
+from ledgertool.seal.document import seal_hash
 from ledgertool.verify.ledger import verify_ledger
 from ledgertool.verify.proof import build_proof, check_proof, parse_proof
 
@@ -51,7 +52,7 @@ def test_checkpoint_is_a_c2sp_signed_note(ledger, keydir):
     seals = [load_seal(p) for p in sorted(ledger.glob("link=link0/*.seal.json"))]
     leaves = [merkle.leaf_hash(bytes.fromhex(seal_hash(d))) for d in seals]
     assert base64.b64decode(lines[2]) == merkle.root_from_leaf_hashes(leaves) == tree_root([seal_hash(d) for d in seals])
-    assert f"records {sum(d['records'] for d in seals)}" in lines
+    assert f"records {sum(d.records for d in seals)}" in lines
     assert f"last-seal {seal_hash(seals[-1])}" in lines
     sig_lines = sigs.strip("\n").split("\n")
     assert len(sig_lines) == 2 and all(s.startswith(f"\u2014 ledgertool/{lid} ") for s in sig_lines)
@@ -175,7 +176,7 @@ def test_prove_cli_by_seq_and_digest(ledger, keydir, other_keydir, tmp_path):
 def test_a_proof_for_every_record_verifies(ledger, keydir):
     """Every record of the small ledger (3 segments, leaf blocks of 8, a short last block)."""
     _, _, trust = load_keys(keydir)
-    total = sum(load_seal(p)["records"] for p in ledger.glob("link=link0/*.seal.json"))
+    total = sum(load_seal(p).records for p in ledger.glob("link=link0/*.seal.json"))
     assert total > 200
     for seq in range(total):
         doc = build_proof(ledger, seq=seq)
@@ -307,7 +308,7 @@ def test_proof_reaches_the_checkpoint_a_verifier_holds(ledger, keydir, other_key
     cp = parse_note(held.read_bytes()).checkpoint
     assert json.loads(r.stdout)["checkpoint"] == {"tree_size": 3, "root_hash": cp.root.hex()}
     # a record sealed after the held checkpoint cannot be proved to it
-    last = sum(load_seal(p)["records"] for p in ledger.glob("link=link0/*.seal.json")) - 1
+    last = sum(load_seal(p).records for p in ledger.glob("link=link0/*.seal.json")) - 1
     r = run_cli("prove", ledger, "--seq", last, "--out", proof, "--checkpoint", held)
     assert r.returncode == 2 and "held.cp" in r.stderr and "newer checkpoint" in r.stderr
     # a checkpoint of another ledger, or garbage

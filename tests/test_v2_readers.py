@@ -144,7 +144,7 @@ def test_issue14_sealed_but_not_yet_renamed_segment_verifies_from_its_open_file(
 def test_issue16_item6_raw_segment_table_is_built_only_when_read(v2, keydir):
     """recompute takes a segment's records, not its Arrow table: for a raw record file the table is
     built on first use (from exactly the checked records), for a Parquet one it is the decoded file."""
-    from ledgertool.seal.document import records_to_table
+    from ledgertool.ledger.parquet import records_to_table
     from ledgertool.verify.ledger import verify_ledger
 
     d, segs = v2

@@ -18,7 +18,7 @@ from ledgertool.digest.reference import read_pcap
 from ledgertool.errors import DiscrepancyError
 from ledgertool.reconcile.query import run_query
 from ledgertool.reconcile.recompute import reconcile
-from ledgertool.seal.document import records_to_table
+from ledgertool.ledger.parquet import records_to_table
 from ledgertool.verify.ledger import verify_ledger
 
 SAMPLE = SAMPLES / "sample.pcap"  # 294 frames

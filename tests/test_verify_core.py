@@ -27,7 +27,7 @@ from ledgertool.ledger.header import load_ledger
 from ledgertool.ledger.layout import LEAVES, PARQUET, RECORDS
 from ledgertool.ledger.reader import LedgerReader
 from ledgertool.ledger.segment import BLOCK_PREFIX, parse_open_segment
-from ledgertool.seal.document import records_to_table, table_to_records
+from ledgertool.ledger.parquet import records_to_table, table_to_records
 from ledgertool.seal.rotation import key_schedule
 from ledgertool.verify.chain import LinkChain, SegmentCheck
 from ledgertool.verify.checks import (
@@ -145,8 +145,8 @@ def test_issue16_item6_check_seal_canonicalises_a_seal_once(keydir, tmp_path, mo
     load). Now once; the hash, the signature verdict and a changed field's finding are as before."""
     from v2_reference import synthetic_records, write_v2_ledger
 
+    from ledgertool import canonical
     from ledgertool.seal.document import seal_hash
-    from ledgertool.verify import checks
 
     _, sk, trust = load_keys(keydir)
     d = tmp_path / "L"
@@ -156,8 +156,8 @@ def test_issue16_item6_check_seal_canonicalises_a_seal_once(keydir, tmp_path, mo
     place = SegmentPlace(ledger, "link0", 0, d / "link=link0", sched)
     raw = (d / "link=link0" / "seg-00000000.seal.json").read_bytes()
     calls = []
-    real = checks.canonical_json
-    monkeypatch.setattr(checks, "canonical_json", lambda obj: calls.append(1) or real(obj))
+    real = canonical.canonical_json
+    monkeypatch.setattr(canonical, "canonical_json", lambda obj: calls.append(1) or real(obj))
     seal = check_seal(raw, place)
     assert len(calls) == 1
     assert seal.problems == () and seal.seal_hash == seal_hash(json.loads(raw)) and len(seal.seal_hash) == 64

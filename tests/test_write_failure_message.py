@@ -15,7 +15,7 @@ import pytest
 
 from ledgertool.bench.measure import write_synthetic_pcap
 from ledgertool.ledger import layout
-from ledgertool.seal.document import load_seal
+from ledgertool.ledger.sealer import load_seal
 
 CLI = [sys.executable, "-c", "from ledgertool.cli.app import main; main()"]
 
@@ -51,4 +51,4 @@ def test_a_failed_append_names_the_records_recover_keeps(pcap, tmp_path, keydir)
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     seal = load_seal(layout.seal_path(ledger, "link0", 0))
-    assert (seal["records"], seal["torn_bytes_discarded"]) == (kept, torn)  # exactly what the message said
+    assert (seal.records, seal.torn_bytes_discarded) == (kept, torn)  # exactly what the message said

@@ -43,7 +43,7 @@ from ..ledger.recover import RecoveredSegment, SetAside, kept_for_recovery, reco
 from ..ledger.rotations import current_digest_key_id, current_signer_check, digest_key_ids
 from ..ledger.writer import LinkWriter
 from ..plural import plural
-from ..seal.document import SealResult
+from ..ledger.sealer import SealResult
 from ..source import is_bypass, is_live, is_workload, open_source, open_sources
 from ..source.file import CaptureReader
 from ..source.live import LiveOptions, LiveStats

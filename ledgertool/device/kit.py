@@ -36,14 +36,9 @@ from ..digest.strip import flag_names, strip_range
 from ..errors import LedgerFormatError, UsageError
 from ..keyfiles import DigestKey, SigningKey
 from ..ledger.header import LEDGER_FORMATS, load_ledger
-from ..seal.canonical import canonical_json
-from ..seal.document import (
-    genesis_hash,
-    load_seal,
-    seal_body,
-    seal_hash,
-    seal_signed_bytes,
-)
+from ..canonical import canonical_json
+from ..ledger.sealer import load_seal
+from ..seal.document import genesis_hash
 from ..source.file import CaptureReader
 from ..verify.ledger import verify_ledger
 from .cases import CAPTURE_NAMES, NAMESPACE, by_capture
@@ -358,17 +353,19 @@ def _golden_seals(golden: Path, root: Path) -> None:
     ledger = load_ledger(golden)
     out = []
     for path in sorted((golden / "link=link0").glob("seg-*.seal.json")):
-        doc = load_seal(path)
+        seal = load_seal(path)
         leaves = path.with_name(path.name.removesuffix(".seal.json") + ".leaves").read_bytes()
-        if merkle_root(leaves).hex() != doc["merkle_root"]:
+        if merkle_root(leaves).hex() != seal.merkle_root:
             raise LedgerFormatError(f"{path}: leaf sidecar does not give the signed root")
-        signed = seal_signed_bytes(doc)
-        out.append({"file": str(path.relative_to(root)), "segment": doc["segment"],
+        signed = seal.signed_bytes()
+        out.append({"file": str(path.relative_to(root)), "segment": seal.segment,
                     "signed_bytes": signed.decode("utf-8"), "signed_bytes_sha256": hashlib.sha256(signed).hexdigest(),
-                    "canonical_body_sha256": hashlib.sha256(canonical_json(seal_body(doc))).hexdigest(),
-                    "seal_hash": seal_hash(doc), "prev_seal_hash": doc["prev_seal_hash"],
-                    "genesis_hash": genesis_hash(ledger.ledger_id, "link0") if doc["segment"] == 0 else None,
-                    "merkle_root": doc["merkle_root"], "first_seq": doc["first_seq"], "last_seq": doc["last_seq"],
+                    "canonical_body_sha256": hashlib.sha256(seal.signed_body()).hexdigest(),
+                    "seal_hash": seal.hash(), "prev_seal_hash": seal.prev_seal_hash,
+                    "genesis_hash": (genesis_hash(ledger.ledger_id, "link0") if seal.segment == 0
+                                     else None),
+                    "merkle_root": seal.merkle_root, "first_seq": seal.first_seq,
+                    "last_seq": seal.last_seq,
                     "leaf_hashes": [leaves[i:i + 32].hex() for i in range(0, len(leaves), 32)]})
     _write(root, "seals.json", _json_bytes({
         "format": SEALS_FORMAT, "kit_version": KIT_VERSION, "generated_by": _generated_by(),

@@ -20,7 +20,7 @@ The public single-shot API takes ``info`` and no AAD; everything the package bin
     signed bytes  = b"ledgertool key package v1\\n"      || JCS(package without "signatures")
 
 where the header is the package without ``ciphertext`` and ``signatures`` and JCS is RFC 8785
-(`ledgertool.seal.canonical.canonical_json`). Both hybrid signatures (Ed25519, ML-DSA-65) must verify
+(`ledgertool.canonical.canonical_json`). Both hybrid signatures (Ed25519, ML-DSA-65) must verify
 (`keys.TrustBundle`); the package is refused for another device, after its expiry, before its
 creation time (beyond `CLOCK_SKEW_S`), and when it was already accepted or is older than one
 accepted for the same ledger (the device's replay state, `AcceptedPackages`).
@@ -59,7 +59,7 @@ from ..keyfiles import (
     TrustBundle,
     _write_new_file,
 )
-from ..seal.canonical import b64decode_canonical, canonical_json, loads_format_object
+from ..canonical import b64decode_canonical, canonical_json, loads_format_object
 
 __all__ = [
     "HPKE_SUITE", "DEVICE_KEY_FILE", "DEVICE_PUB_FILE", "ACCEPTED_FILE", "PackageRefused", "WrongDeviceError",

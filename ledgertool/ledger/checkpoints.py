@@ -26,13 +26,14 @@ from ..seal.checkpoint import (
     sign_checkpoint,
     verify_note,
 )
-from ..seal.document import load_seal, seal_hash
+from ..seal.document import Seal
 from ..seal.rotation import key_schedule
 from . import layout
 from .header import LedgerHeader, load_ledger
 from .index import choose_link, links, segment_files
 from .lock import writer_lock
 from .rotations import current_signer_check, load_rotations
+from .sealer import load_seal
 
 
 class CheckpointMarks(Protocol):
@@ -50,7 +51,7 @@ def link_tree(directory: Path, link: str) -> LinkTree:
     return tree_of_seals(link, seals, lambda i: load_seal(seals[i], directory))
 
 
-def tree_of_seals(link: str, seals: dict, read: Callable[[int], dict]) -> LinkTree:
+def tree_of_seals(link: str, seals: dict, read: Callable[[int], Seal]) -> LinkTree:
     """The link tree of the seal documents at `seals` (index -> where, for messages), each parsed
     by `read(index)`, up to the first missing or unparsable one (the tree says where it stopped)."""
     hashes, records = [], []
@@ -58,9 +59,9 @@ def tree_of_seals(link: str, seals: dict, read: Callable[[int], dict]) -> LinkTr
         if i not in seals:
             return LinkTree(hashes, records, False, f"link {link} has no seal for segment {i}")
         try:
-            doc = read(i)
-            hashes.append(seal_hash(doc))
-            records.append(int(doc.get("records", 0)))
+            seal = read(i)
+            hashes.append(seal.hash())
+            records.append(int(seal.records if seal.has("records") else 0))
         except LedgerFormatError as e:
             return LinkTree(hashes, records, False, str(e))
         except (TypeError, ValueError) as e:

@@ -26,10 +26,11 @@ from ..digest.engine import merkle_root, valid_leaf_records
 from ..digest.record import RECORD_FIXED
 from ..errors import DiscrepancyError, LedgerFormatError
 from ..plural import plural
-from ..seal.document import SEAL_FORMAT_V2, parse_seal, records_to_table, write_parquet_atomic
+from ..seal.document import parse_seal
 from .header import parse_ledger_header
 from .layout import LEDGER_FILE, OPEN, PARQUET, RECORDS, SEAL, segment_name
 from .lock import writer_lock
+from .parquet import records_to_table, write_parquet_atomic
 from .reader import LedgerReader
 from .recfile import parse_record_file
 
@@ -118,11 +119,11 @@ def compact_ledger(directory: Path, links: list[str] | None = None) -> CompactRe
 def _compact_segment(reader: LedgerReader, link: str, index: int, leftover: bool) -> Compacted:
     """Check one raw record file against its seal, write its Parquet file, unlink it."""
     rec_path = reader.segment_path(link, index, RECORDS)
-    doc = parse_seal(reader.read_seal_bytes(link, index), reader.segment_path(link, index, SEAL))
-    if doc.get("format") != SEAL_FORMAT_V2:
-        raise DiscrepancyError(f"{rec_path}: segment {index} of link {link} has a {doc.get('format')} seal, which "
+    seal = parse_seal(reader.read_seal_bytes(link, index), reader.segment_path(link, index, SEAL))
+    if not seal.v2:
+        raise DiscrepancyError(f"{rec_path}: segment {index} of link {link} has a {seal.format} seal, which "
                                "pins a Parquet file: a raw record file does not belong to it (`ledgertool verify`)")
-    record_size, leaf_records = doc.get("record_size"), doc.get("leaf_records")
+    record_size, leaf_records = seal.record_size, seal.leaf_records
     if type(record_size) is not int or record_size not in (RECORD_FIXED + 16, RECORD_FIXED + 32) \
             or not valid_leaf_records(leaf_records):
         raise DiscrepancyError(f"{reader.segment_path(link, index, SEAL)}: record_size / leaf_records out of bounds")
@@ -132,13 +133,13 @@ def _compact_segment(reader: LedgerReader, link: str, index: int, leftover: bool
     except LedgerFormatError as e:
         raise DiscrepancyError(f"{e}; segment {index} of link {link} not compacted") from None
     h = rec.header
-    if (h.ledger_id, h.link, h.index, str(h.first_seq), h.record_size) != (doc.get("ledger_id"), link, index,
-                                                                          doc.get("first_seq"), record_size):
+    if (h.ledger_id, h.link, h.index, str(h.first_seq), h.record_size) != (seal.ledger_id, link, index,
+                                                                          seal.first_seq, record_size):
         raise DiscrepancyError(f"{rec_path}: its header names ledger {h.ledger_id} link {h.link} segment {h.index} "
                                f"first seq {h.first_seq}, not its seal's; segment {index} of link {link} not compacted")
-    if rec.count != doc.get("records") or merkle_root(rec.leaves).hex() != doc.get("merkle_root"):
+    if rec.count != seal.records or merkle_root(rec.leaves).hex() != seal.merkle_root:
         raise DiscrepancyError(f"{rec_path}: its {plural(rec.count, 'record')} {'does' if rec.count == 1 else 'do'} not match the "
-                               f"seal's Merkle root ({doc.get('records')} records); segment {index} of link {link} not compacted "
+                               f"seal's Merkle root ({seal.records} records); segment {index} of link {link} not compacted "
                                "(`ledgertool verify` names what differs)")
     table = records_to_table(rec.records, record_size - RECORD_FIXED, index)
     _, size = write_parquet_atomic(table, reader.segment_path(link, index, PARQUET), reader.directory)

@@ -31,7 +31,7 @@ from .. import fsio
 from ..errors import KeyFileError, LedgerLockedError, RollbackRefusedError
 from ..plural import plural
 from ..seal.checkpoint import LinkTree
-from ..seal.document import load_seal
+from .sealer import load_seal
 from .checkpoints import link_tree
 from .index import segment_files
 from .layout import check_link_name
@@ -190,8 +190,8 @@ class LedgerMarks:
     def _start(self, directory: Path, link: str, tree: LinkTree) -> None:
         """An entry for a link this key has no record of, from its seals in storage."""
         last = len(tree.seal_hashes) - 1
-        doc = load_seal(segment_files(directory, link)[last]["seal.json"], directory)
-        self.links[link] = LinkMark(last, tree.seal_hashes[last], int(doc["last_seq"]), last + 1,
+        seal = load_seal(segment_files(directory, link)[last]["seal.json"], directory)
+        self.links[link] = LinkMark(last, tree.seal_hashes[last], int(seal.last_seq), last + 1,
                                     tree.root().hex())
         self._save()
         self.notes.append(f"{self.path}: no record of link {link} of ledger {self.ledger_id} yet: started from the "

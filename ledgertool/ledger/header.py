@@ -21,7 +21,7 @@ from ..digest.engine import MERKLE_MAX_LEAF_RECORDS, valid_leaf_records
 from ..digest.record import RECORD_FIXED
 from ..errors import LedgerFormatError
 from ..fsio import write_atomic
-from ..seal.canonical import loads_strict
+from ..canonical import loads_strict
 from ..urls import location
 from .layout import LEDGER_FILE
 from .reader import MAX_LEDGER_FILE_BYTES

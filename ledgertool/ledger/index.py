@@ -12,11 +12,12 @@ from pathlib import Path
 
 from .. import fsio
 from ..errors import LedgerFormatError, Setting, UsageError
-from ..seal.document import genesis_hash, load_seal, seal_hash
+from ..seal.document import genesis_hash
 from .header import LedgerHeader, load_ledger
 from .layout import LEDGER_FILE
 from .reader import LedgerReader
 from .remote import ledger_reader
+from .sealer import load_seal
 
 
 def links(directory: Path) -> list[str]:
@@ -71,12 +72,12 @@ def link_state(directory: Path, ledger: LedgerHeader, link: str) -> LinkState:
         return LinkState(0, 0, genesis_hash(ledger.ledger_id, link))
     last_path = files[sealed[-1]]["seal.json"]
     last = load_seal(last_path, directory)
-    bound = last.get("ledger_header_sha256")
+    bound = last.ledger_header_sha256
     if bound is not None and bound != ledger.sha256:
         # never seal more segments over a header other than the one the chain signed
         raise LedgerFormatError(f"{directory / LEDGER_FILE}: changed since {last_path} was sealed (its SHA-256 is "
                                 f"not the seal's ledger_header_sha256); restore it, then run verify")
-    return LinkState(sealed[-1] + 1, int(last["last_seq"]) + 1, seal_hash(last))
+    return LinkState(sealed[-1] + 1, int(last.last_seq) + 1, last.hash())
 
 
 @dataclass(frozen=True)
@@ -118,8 +119,7 @@ def storage_footprint(directory: Path) -> LedgerFootprint:
         for _, files in sorted(segment_files(directory, link).items()):
             if "seal.json" not in files or not ({"parquet", "rec"} & set(files)):
                 continue
-            doc = load_seal(files["seal.json"])
-            n = doc.get("records")
+            n = load_seal(files["seal.json"]).records
             if not isinstance(n, int) or n < 0:
                 raise LedgerFormatError(f"{files['seal.json']}: seal has no valid record count")
             segs += 1

@@ -17,7 +17,6 @@ from .. import fsio
 from ..errors import LedgerError, LedgerFormatError, OpenSegmentRefusedError
 from ..keyfiles import SigningKey
 from ..plural import plural
-from ..seal.document import SealResult, load_seal, seal_committed, seal_records
 from . import layout
 from . import segment as segments
 from .checkpoints import write_checkpoint
@@ -27,6 +26,7 @@ from .index import link_state, links, segment_files
 from .lock import writer_lock
 from .openmac import OpenSegmentKey
 from .rotations import current_signer_check, digest_key_ids
+from .sealer import SealResult, load_seal, seal_committed, seal_records
 
 
 def _remove_tmp_files(ledger_dir: Path, directory: Path, discarded: list[dict] | None) -> None:
@@ -236,11 +236,11 @@ def _finish_rename(ledger_dir: Path, files: dict[str, Path]) -> None:
     Merkle root over its records (framing stripped) is the seal's signed root. Otherwise the file
     is not what was sealed: OpenSegmentRefusedError, the file left in place (verify then reports the
     sealed records as missing)."""
-    doc = load_seal(files["seal.json"], ledger_dir)
+    seal = load_seal(files["seal.json"], ledger_dir)
     seg = segments.read_open_segment(files["open"], ledger_dir)
     root = (segments.commit_records(seg.records, seg.header.record_size, seg.header.leaf_records).totals.merkle_root
             if seg.count else b"")
-    if seg.header.version != 2 or seg.torn_bytes or root.hex() != doc.get("merkle_root"):
+    if seg.header.version != 2 or seg.torn_bytes or root.hex() != seal.merkle_root:
         raise OpenSegmentRefusedError(
             f"{files['open']}: its records are not the ones {files['seal.json'].name} signed (Merkle root "
             f"{root.hex() or 'of no records'}, {seg.torn_bytes} bytes past the last whole block); it is left in place, "

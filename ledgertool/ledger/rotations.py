@@ -15,41 +15,40 @@ from .. import fsio
 from ..algorithms import get_algorithm
 from ..errors import KeyFileError, LedgerError, LedgerFormatError, StorageError, UsageError
 from ..keyfiles import DigestKey, SigningKey, TrustBundle
-from ..seal.document import load_seal
 from ..seal.rotation import (
     DIGEST_KEY,
     ROTATION_FORMAT,
     SIGNING_KEY,
+    RotationStatement,
     Schedule,
     key_schedule,
     parse_rotation,
     rotation_genesis,
-    rotation_hash,
-    rotation_kind,
     rotation_message,
-    statement_authoriser,
 )
 from . import layout
 from .header import LedgerHeader, load_ledger
 from .index import link_state, links, segment_files
 from .lock import writer_lock
 from .remote import ledger_reader
+from .sealer import load_seal
 
 
-def load_rotations(directory: Path) -> list[dict]:
+def load_rotations(directory: Path) -> list[RotationStatement]:
     """Rotation statements of a ledger in file order (parse only, strict JSON:
     `canonical.loads_strict`; `key_schedule` checks them)."""
     return [parse_rotation(raw, p) for p, raw in ledger_reader(directory).read_rotation_files()]
 
 
-def _checked_schedule(directory: Path, ledger: LedgerHeader, rotations: list[dict]) -> Schedule | None:
+def _checked_schedule(directory: Path, ledger: LedgerHeader,
+                      rotations: list[RotationStatement]) -> Schedule | None:
     """The ledger's own schedule, rooted at the key set its first statement names (a writer has no
     trust bundle; verify roots it at the verifier's). LedgerFormatError when the chain is broken:
     nothing is appended to a history that does not verify. None when there is no statement."""
     if not rotations:
         return None
     try:
-        root = TrustBundle.from_dict(statement_authoriser(rotations[0]), "rotation 1")
+        root = TrustBundle.from_dict(rotations[0].authoriser, "rotation 1")
     except KeyFileError as e:
         raise LedgerFormatError(f"{directory}: {e}") from None
     sched = key_schedule(ledger.ledger_id, root, rotations, digest_key_id=ledger.digest_key_id,
@@ -133,7 +132,7 @@ def _rotate_keys_locked(directory: Path, ledger: LedgerHeader, old: SigningKey, 
             files = segment_files(directory, link)
             sealed = sorted(i for i, f in files.items() if "seal.json" in f)
             if sealed:
-                signer = load_seal(files[sealed[-1]]["seal.json"]).get("signer")
+                signer = load_seal(files[sealed[-1]]["seal.json"]).signer
                 if signer != old_bundle.key_ids:
                     raise KeyFileError(f"{old.path or 'old key'}: is not the key that signed the last seal of "
                                        f"link {link}")
@@ -197,7 +196,8 @@ def _rotate_digest_key_locked(directory: Path, ledger: LedgerHeader, signing_key
             **({"warning": warning} if warning else {})}
 
 
-def _statement(kind: str, ledger: LedgerHeader, rotations: list[dict], effective: dict[str, int], **fields) -> dict:
+def _statement(kind: str, ledger: LedgerHeader, rotations: list[RotationStatement],
+               effective: dict[str, int], **fields) -> dict:
     """The unsigned body of the next rotation statement of `kind`: numbered after `rotations`,
     chained to the last of them (or the ledger's genesis label), `fields` between the common head
     and `created_at` (key order is irrelevant to the RFC 8785 signed bytes, kept for readers)."""
@@ -206,7 +206,8 @@ def _statement(kind: str, ledger: LedgerHeader, rotations: list[dict], effective
         "kind": kind,
         "ledger_id": ledger.ledger_id,
         "number": len(rotations) + 1,
-        "prev_rotation_hash": rotation_hash(rotations[-1]) if rotations else rotation_genesis(ledger.ledger_id),
+        "prev_rotation_hash": (rotations[-1].hash() if rotations
+                               else rotation_genesis(ledger.ledger_id)),
         "effective_from": effective,
         **fields,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -243,9 +244,9 @@ def _digest_key_history(directory: Path, ledger: LedgerHeader) -> tuple[list[str
     ids = [ledger.digest_key_id]
     retired: dict[str, object] = {}
     for doc in load_rotations(directory):
-        if rotation_kind(doc) == DIGEST_KEY and isinstance(doc.get("new_digest_key_id"), str):
-            retired.setdefault(ids[-1], doc.get("number"))
-            ids.append(doc["new_digest_key_id"])
+        if doc.kind == DIGEST_KEY and isinstance(doc.new_digest_key_id, str):
+            retired.setdefault(ids[-1], doc.number)
+            ids.append(doc.new_digest_key_id)
     return ids, retired
 
 
@@ -262,7 +263,7 @@ def current_signer_check(directory: Path, ledger: LedgerHeader, signing_key: Sig
     ids = signing_key.trust_bundle().key_ids
     if rotations:
         last = rotations[-1]
-        want = (last.get("new_keys") if rotation_kind(last) == SIGNING_KEY else last.get("signing_keys")) or {}
+        want = last.new_signer or {}
         want_ids = {k.get("algorithm"): k.get("key_id") for k in want.get("keys", []) if isinstance(k, dict)}
         if want_ids != ids:
             raise KeyFileError(f"{signing_key.path or 'signing key'}: is not the ledger's current signing key "
@@ -283,9 +284,9 @@ def _last_signer(directory: Path) -> dict | None:
         sealed = [i for i, f in segment_files(directory, link).items() if "seal.json" in f]
         if sealed:
             try:
-                doc = load_seal(segment_files(directory, link)[max(sealed)]["seal.json"])
+                seal = load_seal(segment_files(directory, link)[max(sealed)]["seal.json"])
             except LedgerError:
                 continue  # verify reports an unreadable seal; it cannot vouch for a key either way
-            if newest is None or doc.get("sealed_at", "") > newest.get("sealed_at", ""):
-                newest = doc
-    return dict(newest.get("signer") or {}) if newest else None
+            if newest is None or (seal.sealed_at or "") > (newest.sealed_at or ""):
+                newest = seal
+    return dict(newest.signer or {}) if newest else None

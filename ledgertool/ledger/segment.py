@@ -30,10 +30,10 @@ from ..algorithms import ALGORITHMS, STRIP_MODES
 from ..digest.engine import MERKLE_MAX_LEAF_RECORDS, merkle_leaves, merkle_root, valid_leaf_records
 from ..digest.record import FLAG_GAP, RECORD_FIXED, record_dtype
 from ..errors import LedgerFormatError, OpenSegmentRefusedError, Setting
-from ..seal.document import SegmentTotals
 from .header import LedgerHeader
 from .layout import is_link_name
 from .openmac import MAC_SIZE, OpenSegmentKey, chunk_hashes
+from .sealer import SegmentTotals
 
 SEGMENT_MAGIC = b"LTSEGv1\n"  # v1: records without authentication (read, never written)
 SEGMENT_MAGIC_V2 = b"LTSEGv2\n"  # v2: authenticated blocks

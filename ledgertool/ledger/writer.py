@@ -27,13 +27,13 @@ from .._binding import ffi
 from ..errors import LedgerFormatError
 from ..keyfiles import SigningKey
 from ..seal.checkpoint import LinkTree
-from ..seal.document import SealResult, seal_committed, seal_records
 from . import layout
 from .checkpoints import link_tree, write_checkpoint
 from .devstate import LedgerMarks
 from .header import LedgerHeader
 from .index import link_state
 from .openmac import OpenSegmentKey
+from .sealer import SealResult, seal_committed, seal_records
 from .segment import SegmentCommitment, SegmentHeader, SegmentWriter, now_ns
 
 #: batch buffers of a writer (`batch_buffer`): the engine fills one while the writer thread writes

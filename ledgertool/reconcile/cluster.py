@@ -142,7 +142,7 @@ def check_and_split(ctx: LedgerContext, part: LinkListing, indexes: Sequence[int
             gaps = (arr["flags"] & FLAG_GAP) != 0
             if gaps.any():  # (a copy only then, as on one machine)
                 arr = arr[~gaps]
-            kid = check.seal.doc.get("digest_key_id")
+            kid = check.seal.doc.digest_key_id
             if runs and runs[-1][0] == kid and runs[-1][1][0].dtype == arr.dtype:
                 runs[-1][1].append(arr)
             else:
@@ -256,7 +256,7 @@ def check_and_hash(ctx: LedgerContext, part: LinkListing, indexes: Sequence[int]
                 odd = True
                 continue
             arr = np.frombuffer(recs.records, dtype=record_dtype(digest_size))
-            kid = check.seal.doc.get("digest_key_id")
+            kid = check.seal.doc.digest_key_id
             for k, h in hashes:  # (a key id is any JSON value a seal states: compared, not hashed)
                 if k == kid and type(k) is type(kid):
                     break

@@ -74,12 +74,12 @@ def add_segment(con: duckdb.DuckDBPyConnection, seg: VerifiedSegment) -> None:
                     "digest FROM _segment", [seg.link])
     finally:
         con.unregister("_segment")
-    d = seg.seal
+    s = seg.seal
     con.execute("INSERT INTO seals VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                [seg.link, seg.index, int(d["first_seq"]), int(d["last_seq"]), d["records"], d["frames"],
-                 d["drops_declared"], _int(d.get("first_ts_ns")), _int(d.get("last_ts_ns")), d["merkle_root"],
-                 d.get("parquet_sha256"), d["prev_seal_hash"], d["algorithm"], d["strip"], d["sealed_at"],
-                 d.get("digest_key_id")])
+                [seg.link, seg.index, int(s.first_seq), int(s.last_seq), s.records, s.frames,
+                 s.drops_declared, _int(s.first_ts_ns), _int(s.last_ts_ns), s.merkle_root,
+                 s.parquet_sha256, s.prev_seal_hash, s.algorithm, s.strip, s.sealed_at,
+                 s.digest_key_id])
 
 
 @dataclass

@@ -43,7 +43,8 @@ from ..keyfiles import DigestKey, TrustBundle
 from ..ledger.header import LedgerHeader, load_ledger
 from ..ledger.rotations import load_rotations
 from ..progress import Progress, ProgressFn
-from ..seal.rotation import DIGEST_KEY, rotation_kind
+from ..seal.document import Seal
+from ..seal.rotation import DIGEST_KEY
 from ..source import open_source
 from ..source.file import STDIN
 from ..urls import location
@@ -707,7 +708,7 @@ def _load_ledger_side(con, ledger_dir: Path, trust: TrustBundle | None, checkpoi
         con.register("_segment", seg.table)
         try:
             con.execute(f"INSERT INTO lrec SELECT ?, ?, digest, seq, ts_ns, wire_len FROM _segment "
-                        f"WHERE (flags & {FLAG_GAP}) = 0", [seg.link, seg.seal.get("digest_key_id")])
+                        f"WHERE (flags & {FLAG_GAP}) = 0", [seg.link, seg.seal.digest_key_id])
         finally:
             con.unregister("_segment")
 
@@ -739,7 +740,7 @@ def _ledger_parts(ledger_dir: Path, trust: TrustBundle | None, checkpoint: bytes
             sink.n -= len(arr) - len(keep)
             arr = sink.records()[sink.n - len(keep):]
             arr[:] = keep
-        parts.append(LedgerPart(seg.link, seg.seal.get("digest_key_id"), arr))
+        parts.append(LedgerPart(seg.link, seg.seal.digest_key_id, arr))
 
     ver = verify_ledger(ledger_dir, trust, checkpoint, checkpoint_name, links=links, on_segment=add_segment,
                         progress=progress, records_into=sink)
@@ -995,13 +996,13 @@ class _Segment:
         return cls.of_seal(seg.link, seg.index, seg.seal)
 
     @classmethod
-    def of_seal(cls, link: str, index: int, doc: dict) -> "_Segment":
+    def of_seal(cls, link: str, index: int, seal: Seal) -> "_Segment":
         try:
-            ts = (int(doc["first_ts_ns"]), int(doc["last_ts_ns"]))
-        except (KeyError, TypeError, ValueError):
+            ts = (int(seal.first_ts_ns), int(seal.last_ts_ns))
+        except (TypeError, ValueError):
             ts = None  # an empty segment
-        frames = doc.get("frames")
-        return cls(link, index, doc.get("digest_key_id"), frames if isinstance(frames, int) else 0, ts)
+        frames = seal.frames
+        return cls(link, index, seal.digest_key_id, frames if isinstance(frames, int) else 0, ts)
 
 
 def digest_key_order(ledger_dir: Path, ledger: LedgerHeader) -> list[str]:
@@ -1010,8 +1011,8 @@ def digest_key_order(ledger_dir: Path, ledger: LedgerHeader) -> list[str]:
     LedgerFormatError for a rotation statement that does not parse."""
     order = [ledger.digest_key_id]
     for doc in load_rotations(ledger_dir):
-        kid = doc.get("new_digest_key_id")
-        if rotation_kind(doc) == DIGEST_KEY and isinstance(kid, str) and kid not in order:
+        kid = doc.new_digest_key_id
+        if doc.kind == DIGEST_KEY and isinstance(kid, str) and kid not in order:
             order.append(kid)
     return order
 

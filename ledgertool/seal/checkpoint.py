@@ -30,7 +30,7 @@ from ..errors import KeyFileError, LedgerFormatError, UsageError
 from ..keyfiles import ED25519, MLDSA65, SigningKey, TrustBundle
 from ..plural import plural
 from . import merkle
-from .canonical import b64decode_canonical
+from ..canonical import b64decode_canonical
 
 MAX_NOTE_BYTES = 1 << 16
 _EM_DASH = "\u2014"

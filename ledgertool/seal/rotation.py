@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..canonical import SignedDocument, canonical_json, loads_strict
 from ..errors import KeyFileError, LedgerFormatError
 from ..keyfiles import TrustBundle
-from .canonical import canonical_json, loads_strict
 from .checkpoint import RetiredKey
 
 ROTATION_FORMAT = "ledgertool-rotation-v1"
@@ -48,15 +49,67 @@ _KEY_ID = re.compile(r"[0-9a-f]{32}")
 MAX_ROTATION_BYTES = 1 << 20  # a statement with two hybrid key sets and signatures is about 20 KB
 
 
-def rotation_body(doc: dict) -> dict:
+#: A member's value as a statement states it: any JSON value, None when absent; key_schedule
+#: checks it.
+Claim = object
+
+
+@dataclass(frozen=True)
+class RotationStatement(SignedDocument):
+    """A rotation statement as parse_rotation read it: its members by name
+    (schemas/rotation.schema.json), `kind` with its default applied (absent: signing-key), the
+    member names it has, and the document as parsed kept privately, so message() and hash() are
+    RFC 8785 over exactly the members that were signed. Only `format` is checked by the parse;
+    key_schedule checks the rest."""
+
+    format: str
+    kind: Claim = SIGNING_KEY
+    ledger_id: Claim = None
+    number: Claim = None
+    prev_rotation_hash: Claim = None
+    effective_from: Claim = None
+    created_at: Claim = None
+    old_keys: Claim = None  # signing-key
+    new_keys: Claim = None  # signing-key
+    algorithm: Claim = None  # digest-key
+    old_digest_key_id: Claim = None  # digest-key
+    new_digest_key_id: Claim = None  # digest-key
+    signing_keys: Claim = None  # digest-key
+    signatures: Claim = None
+
+    @property
+    def authoriser(self) -> Claim:
+        """The signing key set the statement says was current when it was written."""
+        return self.old_keys if self.kind == SIGNING_KEY else self.signing_keys
+
+    @property
+    def new_signer(self) -> Claim:
+        """The signing key set current after the statement."""
+        return self.new_keys if self.kind == SIGNING_KEY else self.signing_keys
+
+    def message(self) -> bytes:
+        """The signed bytes: the prefix, then RFC 8785 of every member but "signatures"."""
+        return _PREFIX + self.signed_body()
+
+    def hash(self) -> str:
+        """SHA-256 (hex) of the signed body: the next statement's prev_rotation_hash."""
+        return hashlib.sha256(self.signed_body()).hexdigest()
+
+
+def rotation_body(doc: Mapping) -> dict:
     return {k: v for k, v in doc.items() if k != "signatures"}
 
 
-def rotation_message(doc: dict) -> bytes:
+def rotation_message(doc: RotationStatement | Mapping) -> bytes:
+    """The signed bytes of a statement, or of a document being built (ledger.rotations)."""
+    if isinstance(doc, RotationStatement):
+        return doc.message()
     return _PREFIX + canonical_json(rotation_body(doc))
 
 
-def rotation_hash(doc: dict) -> str:
+def rotation_hash(doc: RotationStatement | Mapping) -> str:
+    if isinstance(doc, RotationStatement):
+        return doc.hash()
     return hashlib.sha256(canonical_json(rotation_body(doc))).hexdigest()
 
 
@@ -64,18 +117,14 @@ def rotation_genesis(ledger_id: str) -> str:
     return hashlib.sha256(b"ledgertool rotation genesis v1\0" + bytes.fromhex(ledger_id)).hexdigest()
 
 
-def parse_rotation(raw: bytes, where: Path | str) -> dict:
+def parse_rotation(raw: bytes, where: Path | str) -> RotationStatement:
     """Parse the bytes of a rotation statement (strict JSON: `canonical.loads_strict`; pure);
-    LedgerFormatError naming `where` when it is not one. `key_schedule` checks its contents."""
+    LedgerFormatError naming `where` when it is not one. `key_schedule` checks its contents.
+    Members the format does not name are kept and signed over like the others."""
     doc = loads_strict(raw, str(where))
     if not isinstance(doc, dict) or doc.get("format") != ROTATION_FORMAT:
         raise LedgerFormatError(f"{where}: not a {ROTATION_FORMAT} document")
-    return doc
-
-
-def rotation_kind(doc: dict) -> str:
-    """The statement's kind; absent means signing-key (statements older than digest-key rotation)."""
-    return doc.get("kind", SIGNING_KEY)
+    return RotationStatement.of(doc)
 
 
 @dataclass(frozen=True)
@@ -160,13 +209,14 @@ class Schedule:
         return self.digest_epochs[-1].key_id
 
 
-def key_schedule(ledger_id: str, trust: TrustBundle, rotations: list[dict], *,
+def key_schedule(ledger_id: str, trust: TrustBundle, rotations: list[RotationStatement | dict], *,
                  digest_key_id: str | None = None, algorithm: str | None = None) -> Schedule:
     """Follow rotation statements from the trusted root key set; stop at the first bad one.
 
     `digest_key_id` is the ledger's genesis digest key id (ledger.json) and `algorithm` its digest
     algorithm; without them (a proof, which carries no ledger header) the first digest-key
     statement's old id and the algorithm are taken as stated, and everything else is checked.
+    A statement given as a mapping (a proof's, as it parsed) is read as parse_rotation reads one.
     """
     sched = Schedule([Epoch(0, trust, {})], digest_epochs=[DigestEpoch(0, digest_key_id, {})])
     prev = rotation_genesis(ledger_id)
@@ -174,39 +224,42 @@ def key_schedule(ledger_id: str, trust: TrustBundle, rotations: list[dict], *,
     for i, doc in enumerate(rotations, start=1):
         where = f"rotation {i}"
         try:
-            if not isinstance(doc, dict):
+            if isinstance(doc, Mapping):
+                doc = RotationStatement.of(doc)
+            elif not isinstance(doc, RotationStatement):
                 raise ValueError("is not a JSON object")
-            if doc.get("ledger_id") != ledger_id:
-                raise ValueError(f"belongs to ledger {doc.get('ledger_id')}")
-            if doc.get("number") != i:
-                raise ValueError(f"is numbered {doc.get('number')!r}, expected {i}")
-            kind = rotation_kind(doc)
+            if doc.ledger_id != ledger_id:
+                raise ValueError(f"belongs to ledger {doc.ledger_id}")
+            if doc.number != i:
+                raise ValueError(f"is numbered {doc.number!r}, expected {i}")
+            kind = doc.kind
             if kind not in KINDS:
                 raise ValueError(f"has unknown kind {kind!r} (expected one of: {', '.join(KINDS)})")
-            if doc.get("prev_rotation_hash") != prev:
+            if doc.prev_rotation_hash != prev:
                 raise ValueError("prev_rotation_hash does not match the previous statement")
-            eff = doc.get("effective_from")
+            eff = doc.effective_from
             if not isinstance(eff, dict) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
                                                     for v in eff.values()):
                 raise ValueError("effective_from must map link names to segment indexes")
             if any(eff.get(link, 0) < start for link, start in last_eff.items()):
                 raise ValueError("effective_from goes back before the previous rotation")
-            sigs = doc.get("signatures") or {}
-            msg = rotation_message(doc)
+            sigs = doc.signatures or {}
+            msg = doc.message()
             if kind == SIGNING_KEY:
-                old = TrustBundle.from_dict(doc.get("old_keys"), f"{where} old_keys")
-                new = TrustBundle.from_dict(doc.get("new_keys"), f"{where} new_keys")
+                old = TrustBundle.from_dict(doc.old_keys, f"{where} old_keys")
+                new = TrustBundle.from_dict(doc.new_keys, f"{where} new_keys")
                 if old != sched.current:
                     raise ValueError("old_keys are not the ledger's current signing keys")
                 bad = [f"old key: {p}" for p in old.verify(msg, sigs.get("old") or {})]
                 bad += [f"new key: {p}" for p in new.verify(msg, sigs.get("new") or {})]
             else:
-                signer = TrustBundle.from_dict(doc.get("signing_keys"), f"{where} signing_keys")
+                signer = TrustBundle.from_dict(doc.signing_keys, f"{where} signing_keys")
                 if signer != sched.current:
                     raise ValueError("signing_keys are not the ledger's current signing keys")
-                if algorithm is not None and doc.get("algorithm") != algorithm:
-                    raise ValueError(f"is for algorithm {doc.get('algorithm')!r}, the ledger uses {algorithm!r}")
-                old_id, new_id = doc.get("old_digest_key_id"), doc.get("new_digest_key_id")
+                if algorithm is not None and doc.algorithm != algorithm:
+                    raise ValueError(f"is for algorithm {doc.algorithm!r}, the ledger uses "
+                                     f"{algorithm!r}")
+                old_id, new_id = doc.old_digest_key_id, doc.new_digest_key_id
                 for name, v in (("old_digest_key_id", old_id), ("new_digest_key_id", new_id)):
                     if not isinstance(v, str) or not _KEY_ID.fullmatch(v):
                         raise ValueError(f"{name} is not a digest key id (32 lowercase hex)")
@@ -229,10 +282,5 @@ def key_schedule(ledger_id: str, trust: TrustBundle, rotations: list[dict], *,
                 sched.digest_epochs[0] = DigestEpoch(0, old_id, {})
             sched.digest_epochs.append(DigestEpoch(i, new_id, dict(eff)))
         last_eff = dict(eff)
-        prev = rotation_hash(doc)
+        prev = doc.hash()
     return sched
-
-
-def statement_authoriser(doc: dict) -> object:
-    """The signing key set a statement says was current when it was written (parse only)."""
-    return doc.get("old_keys") if rotation_kind(doc) == SIGNING_KEY else doc.get("signing_keys")

@@ -31,15 +31,8 @@ from ..ledger.layout import OPEN, PARQUET, RECORDS, SEAL, segment_name
 from ..ledger.reader import OpenRecordFile, segment_file
 from ..ledger.recfile import RecordFacts, RecordFile, parse_record_file
 from ..plural import plural
-from ..seal.document import (
-    SEAL_FORMAT_V2,
-    arrow_schema,
-    decode_parquet,
-    parse_seal,
-    seal_body,
-    table_to_records,
-)
-from ..seal.canonical import canonical_json
+from ..ledger.parquet import arrow_schema, decode_parquet, table_to_records
+from ..seal.document import SEAL_FORMAT_V2, Seal, parse_seal
 from ..seal.rotation import Schedule
 from .problems import Kind, Problem
 
@@ -84,7 +77,7 @@ class SealCheck:
     range out of bounds) stops the segment's record checks and its sequence-continuity check."""
 
     index: int
-    doc: dict | None
+    doc: Seal | None
     problems: tuple[Problem, ...]
     seal_hash: str | None = None  # None when the seal cannot be canonicalised
     prev_seal_hash: object = None  # as the seal claims it (untrusted)
@@ -111,13 +104,13 @@ class SealCheck:
             return False
         if self.v2:
             return self.name_problem is None
-        return self.doc.get("parquet_file") == segment_name(self.index, PARQUET)
+        return self.doc.parquet_file == segment_name(self.index, PARQUET)
 
     @property
     def v2(self) -> bool:
         """A ledgertool-seal-v2 seal: the records are a raw record file or Parquet, authenticated
         by the signed Merkle root alone (no file hash)."""
-        return self.doc is not None and self.doc.get("format") == SEAL_FORMAT_V2
+        return self.doc is not None and self.doc.v2
 
 
 @dataclass(frozen=True)
@@ -171,39 +164,39 @@ def check_seal(raw: bytes, place: SegmentPlace) -> SealCheck:
     ledger, link, index = place.ledger, place.link, place.index
     out: list[Problem] = []
     # 1. identity
-    if doc.get("ledger_id") != ledger.ledger_id:
-        out.append(place.problem(Kind.FOREIGN_SEAL, f"{path}: seal belongs to ledger {doc.get('ledger_id')}"))
-    if doc.get("link") != link or doc.get("segment") != index:
+    if doc.ledger_id != ledger.ledger_id:
+        out.append(place.problem(Kind.FOREIGN_SEAL, f"{path}: seal belongs to ledger {doc.ledger_id}"))
+    if doc.link != link or doc.segment != index:
         out.append(place.problem(Kind.SEAL_MISPLACED,
-                                 f"{path}: seal is for link {doc.get('link')!r} segment {doc.get('segment')}"))
+                                 f"{path}: seal is for link {doc.link!r} segment {doc.segment}"))
     # 2. no downgrade: the signed hash of ledger.json (seals since it was added), and the
     # parameters each seal repeats (every seal)
-    bound = doc.get("ledger_header_sha256")
+    bound = doc.ledger_header_sha256
     for key in ("algorithm", "strip", "record_size", "leaf_records"):
-        if doc.get(key) != getattr(ledger, key):
-            out.append(place.problem(Kind.PARAMETER_MISMATCH, f"{path}: {key} {doc.get(key)!r} differs from the "
+        if getattr(doc, key) != getattr(ledger, key):
+            out.append(place.problem(Kind.PARAMETER_MISMATCH, f"{path}: {key} {getattr(doc, key)!r} differs from the "
                                                               f"ledger's {getattr(ledger, key)!r}"))
     # the signed body canonicalised once: its SHA-256 is the seal hash, and the signatures sign it
     try:
-        body, unsigned_why = canonical_json(seal_body(doc)), None
+        body, unsigned_why = doc.signed_body(), None
     except (TypeError, ValueError) as e:
         body, unsigned_why = None, str(e)
     if place.sched is not None:
         out += _key_problems(doc, place, path, body, unsigned_why)
     own_hash = hashlib.sha256(body).hexdigest() if body is not None else None
-    records = doc.get("records")
+    records = doc.records
     layout, seq, range_problems = _seal_range(doc, place)
     name_problem = None
-    if doc.get("format") == SEAL_FORMAT_V2:
+    if doc.v2:
         name_problem = _v2_members_problem(doc, place, path)
-    elif doc.get("parquet_file") != segment_name(index, PARQUET):
-        claimed = doc.get("segment")
+    elif doc.parquet_file != segment_name(index, PARQUET):
+        claimed = doc.segment
         own = (isinstance(claimed, int) and not isinstance(claimed, bool) and 0 <= claimed < 10**8
-               and doc.get("parquet_file") == segment_name(claimed, PARQUET))
+               and doc.parquet_file == segment_name(claimed, PARQUET))
         if not own:  # a seal moved from another segment was named (seal_misplaced) already
             name_problem = place.problem(Kind.SEAL_MALFORMED, f"{path}: parquet_file "
-                                         f"{_shown(doc.get('parquet_file'))} is not {segment_name(index, PARQUET)}")
-    return SealCheck(index, doc, tuple(out), own_hash, doc.get("prev_seal_hash"),
+                                         f"{_shown(doc.parquet_file)} is not {segment_name(index, PARQUET)}")
+    return SealCheck(index, doc, tuple(out), own_hash, doc.prev_seal_hash,
                      records if isinstance(records, int) else 0, bound is not None and bound != ledger.sha256,
                      layout, seq, range_problems, name_problem)
 
@@ -217,31 +210,31 @@ V2_MEMBERS = frozenset((
     "signatures"))
 
 
-def _v2_members_problem(doc: dict, place: SegmentPlace, path: Path) -> Problem | None:
+def _v2_members_problem(doc: Seal, place: SegmentPlace, path: Path) -> Problem | None:
     """seal_malformed when a v2 seal lacks a member or has one v2 does not define (a v1 member
     such as parquet_sha256 in a v2 seal would claim a pin that v2 readers never check)."""
-    missing, extra = sorted(V2_MEMBERS - set(doc)), sorted(set(doc) - V2_MEMBERS)
+    missing, extra = sorted(V2_MEMBERS - doc.members), sorted(doc.members - V2_MEMBERS)
     if not missing and not extra:
         return None
     what = f"lacks {', '.join(missing)}" if missing else f"has {', '.join(_shown(k) for k in extra[:4])}, not v2 members"
     return place.problem(Kind.SEAL_MALFORMED, f"{path}: {SEAL_FORMAT_V2} seal {what}")
 
 
-def _key_problems(doc: dict, place: SegmentPlace, path: Path, body: bytes | None,
+def _key_problems(doc: Seal, place: SegmentPlace, path: Path, body: bytes | None,
                   unsigned_why: str | None) -> list[Problem]:
     """Step 2's digest key id and step 3's signatures, with the keys the schedule assigns here."""
     sched, link, index = place.sched, place.link, place.index
     out = []
     want_kid = sched.digest_key_id_for(link, index)
-    if doc.get("digest_key_id") != want_kid:
-        out.append(place.problem(Kind.DIGEST_KEY_MISMATCH, f"{path}: digest_key_id {doc.get('digest_key_id')!r} is "
+    if doc.digest_key_id != want_kid:
+        out.append(place.problem(Kind.DIGEST_KEY_MISMATCH, f"{path}: digest_key_id {doc.digest_key_id!r} is "
                                  f"not {want_kid}, the digest key of link {link} segment {index}"
-                                 f"{_digest_key_note(sched, doc.get('digest_key_id'), want_kid)}"))
+                                 f"{_digest_key_note(sched, doc.digest_key_id, want_kid)}"))
     bundle = sched.bundle_for(link, index)
     if body is None:
         findings = [SignatureFinding(BAD_SIGNATURE, None, f"seal cannot be canonicalised ({unsigned_why})")]
     else:
-        findings = bundle.verify_detailed(seal_message(body), doc.get("signatures") or {})
+        findings = bundle.verify_detailed(seal_message(body), doc.signatures or {})
     out += [place.problem(Kind(f.kind), f"{path}: {f.detail}") for f in findings]
     return out
 
@@ -257,16 +250,17 @@ def _digest_key_note(sched: Schedule, kid: object, want: str | None) -> str:
     return f" (that key takes over at a later segment, by rotation {numbers[kid]})"
 
 
-def _record_layout(ledger: LedgerHeader, doc: dict) -> tuple[int, int] | None:
+def _record_layout(ledger: LedgerHeader, doc: Seal) -> tuple[int, int] | None:
     """(record_size, leaf_records) the segment's records are decoded and hashed with: the seal's
     (signed) values, not the unsigned header's; None when the seal's are out of bounds."""
-    rsize, leaf = doc.get("record_size", ledger.record_size), doc.get("leaf_records", ledger.leaf_records)
+    rsize = doc.record_size if doc.has("record_size") else ledger.record_size
+    leaf = doc.leaf_records if doc.has("leaf_records") else ledger.leaf_records
     if type(rsize) is not int or rsize not in (RECORD_FIXED + 16, RECORD_FIXED + 32) or not valid_leaf_records(leaf):
         return None
     return rsize, leaf
 
 
-def _seal_range(doc: dict, place: SegmentPlace) -> tuple[tuple[int, int] | None, SeqRange | None,
+def _seal_range(doc: Seal, place: SegmentPlace) -> tuple[tuple[int, int] | None, SeqRange | None,
                                                          tuple[Problem, ...]]:
     """The seal's record layout and sequence range, or the seal_malformed finding that they are
     missing or out of bounds."""
@@ -274,12 +268,12 @@ def _seal_range(doc: dict, place: SegmentPlace) -> tuple[tuple[int, int] | None,
     layout = _record_layout(place.ledger, doc)
     if layout is None:
         return None, None, (place.problem(Kind.SEAL_MALFORMED, f"segment {index}: record_size "
-                                          f"{_shown(doc.get('record_size'))} / leaf_records "
-                                          f"{_shown(doc.get('leaf_records'))} out of bounds"),)
+                                          f"{_shown(doc.record_size)} / leaf_records "
+                                          f"{_shown(doc.leaf_records)} out of bounds"),)
     try:
-        first_seq, last_seq = int(doc["first_seq"]), int(doc["last_seq"])
-        count = int(doc["records"])
-    except (KeyError, TypeError, ValueError, OverflowError):
+        first_seq, last_seq = int(doc.first_seq), int(doc.last_seq)  # TypeError: absent (None)
+        count = int(doc.records)
+    except (TypeError, ValueError, OverflowError):
         return layout, None, (place.problem(Kind.SEAL_MALFORMED, f"segment {index}: seal lacks sequence range "
                                                                  "or count"),)
     # u64 sequence numbers, and a range no wider than the records could cover (plus the gaps a
@@ -340,12 +334,12 @@ def _v1_records(seal: SealCheck, data: pa.Buffer, place: SegmentPlace,
                 out: list[Problem]) -> tuple[pa.Table | None, bytes | None, bytes | None]:
     """A v1 seal pins its Parquet file: SHA-256 and size, then the decoded table and records."""
     doc, pq_path = seal.doc, place.path(PARQUET)
-    if hashlib.sha256(data).hexdigest() != doc.get("parquet_sha256"):
+    if hashlib.sha256(data).hexdigest() != doc.parquet_sha256:
         out.append(place.problem(Kind.PARQUET_HASH_MISMATCH, f"{pq_path}: SHA-256 differs from the seal's "
                                                              "parquet_sha256"))
-    elif len(data) != doc.get("parquet_bytes"):  # the signed size must agree too
+    elif len(data) != doc.parquet_bytes:  # the signed size must agree too
         out.append(place.problem(Kind.PARQUET_HASH_MISMATCH, f"{pq_path}: {len(data)} bytes, seal's "
-                                                             f"parquet_bytes says {doc.get('parquet_bytes')}"))
+                                                             f"parquet_bytes says {doc.parquet_bytes}"))
     try:
         table = decode_parquet(data)
         return table, table_to_records(table, seal.layout[0] - 32), None
@@ -395,9 +389,9 @@ def _rec_file(seal: SealCheck, data: pa.Buffer | OpenRecordFile, place: SegmentP
     doc, h = seal.doc, rec.header
     fields = (("ledger id", h.ledger_id, place.ledger.ledger_id), ("link", h.link, place.link),
               ("segment index", h.index, place.index), ("first seq", h.first_seq, seal.seq.first),
-              ("algorithm", h.algorithm, doc.get("algorithm")), ("strip mode", h.strip, doc.get("strip")),
+              ("algorithm", h.algorithm, doc.algorithm), ("strip mode", h.strip, doc.strip),
               ("record size", h.record_size, record_size), ("leaf records", h.leaf_records, leaf_records),
-              ("digest key id", h.key_id, doc.get("digest_key_id")))
+              ("digest key id", h.key_id, doc.digest_key_id))
     differ = [f"{name} {got!r} (seal: {_shown(want)})" for name, got, want in fields if got != want]
     if differ:
         out.append(place.problem(Kind.RECORDS_HEADER_MISMATCH, f"{path}: header says {'; '.join(differ[:3])}"))
@@ -445,22 +439,22 @@ def _record_findings(seal: SealCheck, table: pa.Table | None, records, leaves: b
         form = "its raw record file" if isinstance(records, pa.Buffer) else "Parquet"
         out.append(place.problem(Kind.COUNT_MISMATCH, f"segment {place.index}: {plural(n, 'record')} in {form}, "
                                                       f"seal says {seq.count}"))
-    elif frames != doc.get("frames"):
+    elif frames != doc.frames:
         out.append(place.problem(Kind.COUNT_MISMATCH, f"segment {place.index}: {frames} frame records, seal's "
-                                                      f"frames says {doc.get('frames')}"))
+                                                      f"frames says {doc.frames}"))
     if n:
         out += sequence_findings(arr["seq"].astype(np.int64), seq, place)
-        if str(int(arr["ts_ns"][0])) != doc.get("first_ts_ns") or str(int(arr["ts_ns"][-1])) != doc.get("last_ts_ns"):
+        if str(int(arr["ts_ns"][0])) != doc.first_ts_ns or str(int(arr["ts_ns"][-1])) != doc.last_ts_ns:
             out.append(place.problem(Kind.TIMESTAMP_MISMATCH, f"segment {place.index}: first/last timestamps differ "
                                                               "from the seal"))
-    if drops != doc.get("drops_declared"):
+    if drops != doc.drops_declared:
         out.append(place.problem(Kind.DROPS_MISMATCH, f"segment {place.index}: GAP records declare {drops} drops, "
-                                                      f"seal says {doc.get('drops_declared')}"))
+                                                      f"seal says {doc.drops_declared}"))
     # in C (SHA-NI leaves and tree); ledgertool.seal.merkle is the pure-Python reference the tests compare with
     if leaves is None:
         leaves = merkle_leaves(records, record_size, leaf_records)
     root = merkle_root(leaves).hex()
-    return RecordsCheck(tuple(out), table, records, n, frames, drops, root == doc.get("merkle_root"))
+    return RecordsCheck(tuple(out), table, records, n, frames, drops, root == doc.merkle_root)
 
 
 def _fast_findings(seal: SealCheck, records, leaves: bytes | None, place: SegmentPlace, out: list[Problem],
@@ -469,19 +463,19 @@ def _fast_findings(seal: SealCheck, records, leaves: bytes | None, place: Segmen
     doc = seal.doc
     n = seal.seq.count
     frames = n - facts.gaps
-    if frames != doc.get("frames"):
+    if frames != doc.frames:
         out.append(place.problem(Kind.COUNT_MISMATCH, f"segment {place.index}: {frames} frame records, seal's "
-                                                      f"frames says {doc.get('frames')}"))
-    if n and (str(facts.first_ts_ns) != doc.get("first_ts_ns") or str(facts.last_ts_ns) != doc.get("last_ts_ns")):
+                                                      f"frames says {doc.frames}"))
+    if n and (str(facts.first_ts_ns) != doc.first_ts_ns or str(facts.last_ts_ns) != doc.last_ts_ns):
         out.append(place.problem(Kind.TIMESTAMP_MISMATCH, f"segment {place.index}: first/last timestamps differ "
                                                           "from the seal"))
-    if facts.drops != doc.get("drops_declared"):
+    if facts.drops != doc.drops_declared:
         out.append(place.problem(Kind.DROPS_MISMATCH, f"segment {place.index}: GAP records declare {facts.drops} "
-                                                      f"drops, seal says {doc.get('drops_declared')}"))
+                                                      f"drops, seal says {doc.drops_declared}"))
     if leaves is None:
         leaves = merkle_leaves(records, *seal.layout)
     root = merkle_root(leaves).hex()
-    return RecordsCheck(tuple(out), None, records, n, frames, facts.drops, root == doc.get("merkle_root"))
+    return RecordsCheck(tuple(out), None, records, n, frames, facts.drops, root == doc.merkle_root)
 
 
 def merkle_finding(seal: SealCheck, recs: RecordsCheck, leaves: bytes | None, place: SegmentPlace,
@@ -491,7 +485,7 @@ def merkle_finding(seal: SealCheck, recs: RecordsCheck, leaves: bytes | None, pl
     starts with the records file read (`kind`: PARQUET or RECORDS, ParquetRead.kind), as the other
     kinds of a file's finding do."""
     leaf, path = seal.layout[1], place.path(kind)
-    changed = _changed_leaves(leaves, recs.records, seal.layout, str(seal.doc.get("merkle_root")))
+    changed = _changed_leaves(leaves, recs.records, seal.layout, str(seal.doc.merkle_root))
     if changed:
         blocks = ", ".join(f"{c * leaf}..{min((c + 1) * leaf, max(recs.n, seal.seq.count)) - 1}" for c in changed[:4])
         more = f" and {len(changed) - 4} more blocks" if len(changed) > 4 else ""

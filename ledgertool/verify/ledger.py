@@ -64,8 +64,9 @@ from ..ledger.reader import LedgerReader, LinkListing
 from ..ledger.remote import ledger_reader
 from ..ledger.segment import HEADER_SIZE, parse_open_segment
 from ..progress import Progress, ProgressFn
-from ..seal.document import records_to_table
+from ..ledger.parquet import records_to_table
 from ..seal.checkpoint import LinkTree, check_extends, parse_note
+from ..seal.document import Seal
 from ..seal.rotation import Schedule, key_schedule, parse_rotation
 from .chain import (
     LinkChain,
@@ -142,7 +143,7 @@ class VerifiedSegment:
 
     link: str
     index: int
-    seal: dict
+    seal: Seal
     decoded: pa.Table | None  # the decoded Parquet table; None for a raw record file
     records: bytes
     digest_size: int = 16  # of `records` (bytes), for the table built from them
@@ -430,7 +431,7 @@ def records_file_limit(seal: SealCheck) -> int | None:
     them. The read stops there (a file larger than its seal allows is a finding, never read whole
     into memory)."""
     if not seal.v2:  # (a little over the signed size: a longer file is still its size finding)
-        size = seal.doc.get("parquet_bytes")
+        size = seal.doc.parquet_bytes
         return size + PARQUET_SLACK if type(size) is int and size >= 0 else None
     if seal.seq is None or seal.layout is None:
         return None

@@ -29,16 +29,15 @@ from ..ledger.layout import SEAL
 from ..ledger.reader import LedgerReader
 from ..ledger.remote import ledger_reader
 from ..ledger.rotations import load_rotations
+from ..canonical import loads_strict
 from ..seal import merkle
-from ..seal.canonical import loads_strict
 from ..seal.checkpoint import SignedNote, origin_for, parse_note, verify_note
 from ..seal.document import (
     SEAL_FORMAT,
-    SEAL_FORMAT_V2,
     SEAL_FORMATS,
+    SEAL_FORMAT_V2,
+    Seal,
     parse_seal,
-    seal_hash,
-    seal_signed_bytes,
 )
 from ..seal.rotation import key_schedule
 from ..urls import location
@@ -89,10 +88,10 @@ def build_proof(directory: Path, *, seq: int | None = None, digest: str | None =
             raise UsageError(Setting("digest"), f" is {len(want)} bytes; this ledger's digests are {ledger.digest_size}")
     dtype = record_dtype(ledger.digest_size)
     for index in reader.listing(link).sealed:
-        doc = parse_seal(reader.read_seal_bytes(link, index), reader.segment_path(link, index, "seal.json"))
+        seal = parse_seal(reader.read_seal_bytes(link, index), reader.segment_path(link, index, "seal.json"))
         try:
-            first, last = int(doc["first_seq"]), int(doc["last_seq"])
-        except (KeyError, TypeError, ValueError):
+            first, last = int(seal.first_seq), int(seal.last_seq)
+        except (TypeError, ValueError):
             raise DiscrepancyError(f"segment {index}: seal lacks its sequence range; run `ledgertool verify`") from None
         if seq is not None and not first <= seq <= last:
             continue
@@ -103,18 +102,19 @@ def build_proof(directory: Path, *, seq: int | None = None, digest: str | None =
             if seq is not None:
                 raise DiscrepancyError(f"segment {index}: seq {seq} is in the seal's range but not in its records")
             continue
-        proof = _proof_for(directory, ledger, link, doc, records, int(hits[0]))
+        proof = _proof_for(directory, ledger, link, seal, records, int(hits[0]))
         proof["checkpoint"] = _checkpoint_part(reader, link, index, note, checkpoint is not None)
         return proof
     what = f"seq {seq}" if seq is not None else f"digest {digest}"
     raise LedgerFormatError(f"{directory}: link {link} has no sealed record with {what}")
 
 
-def _proof_for(directory: Path, ledger: LedgerHeader, link: str, doc: dict, records: bytes, k: int) -> dict:
+def _proof_for(directory: Path, ledger: LedgerHeader, link: str, seal: Seal, records: bytes,
+               k: int) -> dict:
     rsize, leaf = ledger.record_size, ledger.leaf_records
     raw = merkle_leaves(records, rsize, leaf)  # C, as sealing and verify compute them
-    if merkle_root(raw).hex() != doc.get("merkle_root"):
-        raise DiscrepancyError(f"segment {doc.get('segment')}: records do not match the seal's Merkle root")
+    if merkle_root(raw).hex() != seal.merkle_root:
+        raise DiscrepancyError(f"segment {seal.segment}: records do not match the seal's Merkle root")
     leaves = [raw[i:i + 32] for i in range(0, len(raw), 32)]
     li = k // leaf
     block = records[li * leaf * rsize:(li + 1) * leaf * rsize]
@@ -123,15 +123,15 @@ def _proof_for(directory: Path, ledger: LedgerHeader, link: str, doc: dict, reco
         "format": PROOF_FORMAT,
         "ledger_id": ledger.ledger_id,
         "link": link,
-        "segment": doc["segment"],
+        "segment": seal.segment,
         "record_index": k,
         "record": record_to_json(rec),
         "leaf_index": li,
         "tree_size": len(leaves),
         "leaf_block": {"first_record_index": li * leaf, "records": len(block) // rsize, "hex": block.hex()},
         "audit_path": [h.hex() for h in merkle.inclusion_proof(li, leaves)],
-        "seal": doc,
-        "rotations": load_rotations(directory),
+        "seal": seal.to_json(),
+        "rotations": [r.to_json() for r in load_rotations(directory)],
     }
 
 
@@ -187,7 +187,7 @@ class ProofCheck:
         """Caveats on the verdict: the seal's algorithm's (aes-128-gmac: forgeable by whoever saw
         two tags)."""
         seal = self.proof.get("seal")
-        caveat = algorithm_caveat(seal.get("algorithm")) if isinstance(seal, dict) else None
+        caveat = algorithm_caveat(Seal.of(seal).algorithm) if isinstance(seal, dict) else None
         return [caveat] if caveat else []
 
     def to_json(self) -> dict:
@@ -314,10 +314,10 @@ def check_proof(doc: dict, trust: TrustBundle, checkpoint: SignedNote | None = N
     bad = proof_shape_problem(doc)  # parse_proof refuses these; a dict from elsewhere may have them
     if bad is not None:
         return fail(bad)
-    seal = doc["seal"]
+    seal = Seal.of(doc["seal"])
     # 1. the seal is this ledger's, this link's, this segment's, and signed by the key the
     #    rotation schedule assigns to it
-    if (seal.get("ledger_id"), seal.get("link"), seal.get("segment")) != (doc["ledger_id"], doc["link"], doc["segment"]):
+    if (seal.ledger_id, seal.link, seal.segment) != (doc["ledger_id"], doc["link"], doc["segment"]):
         return fail("the embedded seal is for another ledger, link or segment")
     rotations = doc.get("rotations") or []
     if not isinstance(rotations, list):
@@ -326,8 +326,8 @@ def check_proof(doc: dict, trust: TrustBundle, checkpoint: SignedNote | None = N
     if sched.problems:
         return fail(sched.problems[0])
     try:
-        problems = sched.bundle_for(doc["link"], doc["segment"]).verify(seal_signed_bytes(seal),
-                                                                        seal.get("signatures") or {})
+        problems = sched.bundle_for(doc["link"], doc["segment"]).verify(seal.signed_bytes(),
+                                                                        seal.signatures or {})
     except (TypeError, ValueError) as e:
         problems = [f"seal cannot be canonicalised ({e})"]
     if problems:
@@ -335,14 +335,14 @@ def check_proof(doc: dict, trust: TrustBundle, checkpoint: SignedNote | None = N
     # the digest key the seal names must be the one the rotation chain assigns to its segment
     # (known only when the chain has a digest-key statement: a proof carries no ledger header)
     want_dk = sched.digest_key_id_for(doc["link"], doc["segment"])
-    if want_dk is not None and seal.get("digest_key_id") != want_dk:
-        return fail(f"seal names digest key {seal.get('digest_key_id')}; the rotation chain assigns {want_dk} "
+    if want_dk is not None and seal.digest_key_id != want_dk:
+        return fail(f"seal names digest key {seal.digest_key_id}; the rotation chain assigns {want_dk} "
                     f"to segment {doc['segment']}")
     # 2. the leaf block and the record
     try:
-        rsize, leaf, count = int(seal["record_size"]), int(seal["leaf_records"]), int(seal["records"])
-        first_seq = int(seal["first_seq"])
-        root = bytes.fromhex(seal["merkle_root"])
+        rsize, leaf, count = int(seal.record_size), int(seal.leaf_records), int(seal.records)
+        first_seq = int(seal.first_seq)
+        root = bytes.fromhex(seal.merkle_root)
         block = bytes.fromhex(doc["leaf_block"]["hex"])
         path = [bytes.fromhex(h) for h in doc["audit_path"]]
     except (KeyError, TypeError, ValueError) as e:
@@ -390,7 +390,7 @@ def check_proof(doc: dict, trust: TrustBundle, checkpoint: SignedNote | None = N
     if cindex != doc["segment"] or csize != cp.size:
         return fail("checkpoint leaf index or tree size does not match the segment and the checkpoint")
     try:
-        leaf = merkle.leaf_hash(bytes.fromhex(seal_hash(seal)))
+        leaf = merkle.leaf_hash(bytes.fromhex(seal.hash()))
     except (TypeError, ValueError) as e:
         return fail(f"seal cannot be canonicalised ({e})")
     if not merkle.verify_inclusion(leaf, cindex, csize, cpath, cp.root):

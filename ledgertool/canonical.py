@@ -11,14 +11,16 @@ import base64
 import binascii
 import json
 import re
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 import rfc8785
 
-from ..errors import DataError, LedgerFormatError
+from .errors import DataError, LedgerFormatError
 
-__all__ = ["MAX_DOCUMENT_BYTES", "MAX_DOCUMENT_DEPTH", "MAX_SAFE_INTEGER", "b64decode_canonical",
-           "canonical_json", "loads_format_object", "loads_strict"]
+__all__ = ["MAX_DOCUMENT_BYTES", "MAX_DOCUMENT_DEPTH", "MAX_SAFE_INTEGER", "SignedDocument",
+           "b64decode_canonical", "canonical_json", "loads_format_object", "loads_strict"]
 
 MAX_SAFE_INTEGER = 2**53 - 1
 """Largest integer magnitude that survives RFC 8785's IEEE-754 double number model."""
@@ -272,3 +274,34 @@ def loads_format_object(data: bytes, where: str, fmt: str, what: str,
     if doc.get("format") != fmt:
         raise error(f"{where}: format is {doc.get('format')!r}, expected {fmt!r} ({what})")
     return doc
+
+
+@dataclass(frozen=True, kw_only=True)
+class SignedDocument:
+    """Base of the typed signed documents (seal.document.Seal, seal.rotation.RotationStatement):
+    a subclass declares its members as fields; `of` fills them from a parsed mapping (a member's
+    default when it is absent) and keeps the mapping privately, so the signed body is RFC 8785 of
+    exactly the members that were signed, unknown ones included."""
+
+    members: frozenset[str] = frozenset()  # the member names the document has
+    _document: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def of(cls, doc: Mapping):
+        """The typed value of a parsed (or just built) document; the mapping is copied, not kept."""
+        doc = dict(doc)
+        known = {f.name: doc.get(f.name, None if f.default is MISSING else f.default)
+                 for f in fields(cls) if not f.kw_only}
+        return cls(**known, members=frozenset(doc), _document=doc)
+
+    def has(self, member: str) -> bool:
+        return member in self.members
+
+    def signed_body(self) -> bytes:
+        """RFC 8785 bytes of every member but "signatures"; TypeError or ValueError when a member
+        cannot be canonicalised."""
+        return canonical_json({k: v for k, v in self._document.items() if k != "signatures"})
+
+    def to_json(self) -> dict:
+        """The document as parsed, every member (a copy: for JSON output)."""
+        return dict(self._document)
