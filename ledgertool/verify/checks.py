@@ -260,6 +260,8 @@ def _record_layout(ledger: LedgerHeader, doc: dict) -> tuple[int, int] | None:
     """(record_size, leaf_records) the segment's records are decoded and hashed with: the seal's
     (signed) values, not the unsigned header's; None when the seal's are out of bounds."""
     rsize, leaf = doc.get("record_size", ledger.record_size), doc.get("leaf_records", ledger.leaf_records)
+    if ledger.record_size > RECORD_FIXED + 32 and (rsize, leaf) == (ledger.record_size, 1):
+        return rsize, leaf  # a window log's (LedgerHeader.window_view): one window record a leaf
     if type(rsize) is not int or rsize not in (RECORD_FIXED + 16, RECORD_FIXED + 32) or not valid_leaf_records(leaf):
         return None
     return rsize, leaf
