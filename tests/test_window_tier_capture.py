@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import SAMPLES, cli_in_process, load_keys
 
-from conftest import SAMPLES, load_keys
 from ledgertool.capture.run import capture_file
-from ledgertool.cli.app import _run
 from ledgertool.digest.record import record_dtype
 from ledgertool.digest.window import WindowAccumulator, WindowKeys, WindowRecord
 from ledgertool.errors import UsageError
@@ -91,30 +89,18 @@ def test_window_parameters_and_windows_are_fixed_per_ledger(tmp_path, keydir):
     assert res.windows.log == "windows=link1" and res.windows.windows == 6
 
 
-def cli(capsys, *args) -> tuple[int, str, str]:
-    """`ledgertool ARGS` in this process, as `main` runs it: (exit code, stdout, stderr)."""
-    capsys.readouterr()
-    argv, sys.argv = sys.argv, ["ledgertool", *map(str, args)]
-    try:
-        rc = _run()
-    finally:
-        sys.argv = argv
-    out = capsys.readouterr()
-    return rc, out.out, out.err
-
-
 def test_cli_capture_tiers_and_window_options(tmp_path, keydir, capsys):
     args = ["capture", SAMPLE, "--ledger", tmp_path / "L", "--signing-key", keydir / "signing.key",
             "--digest-key", keydir / "digest.key"]
-    rc, out, err = cli(capsys, *args, "--json", "--tiers", "windows", "--window", "2ms",
+    rc, out, err = cli_in_process(capsys, *args, "--json", "--tiers", "windows", "--window", "2ms",
                        "--window-capacity", "16")
     assert rc == 0, err
     doc = json.loads(out)
     assert doc["tiers"] == ["windows"] and doc["windows"]["windows"] == 3 and doc["segments"] == []
     assert load_ledger(tmp_path / "L").window.cells == 3 * (11 + 32)
-    rc, out, err = cli(capsys, *args, "--tiers", "bogus")
+    rc, out, err = cli_in_process(capsys, *args, "--tiers", "bogus")
     assert rc == 2 and "--tiers must be some of frames, windows" in err
-    rc, out, err = cli(capsys, "verify", tmp_path / "L", "--trust", keydir / "verifier.pub")
+    rc, out, err = cli_in_process(capsys, "verify", tmp_path / "L", "--trust", keydir / "verifier.pub")
     assert rc == 0 and "windows=link0: 1 segment, 3 windows, 294 frames" in out
 
 

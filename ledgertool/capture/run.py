@@ -32,9 +32,18 @@ from ..algorithms import Algorithm, get_algorithm, get_strip_mode
 from ..digest.engine import DigestEngine, usable_cores
 from ..digest.record import FLAG_GAP
 from ..digest.strip import StripFallbacks
-from ..errors import KeyFileError, LedgerError, LedgerLockedError, Setting, StorageError, UsageError
+from ..digest.window import DEFAULT_CAPACITY, DEFAULT_WINDOW_NS
+from ..errors import (
+    KeyFileError,
+    LedgerError,
+    LedgerLockedError,
+    Setting,
+    StorageError,
+    UsageError,
+)
 from ..keyfiles import DigestKey, SigningKey
 from ..ledger import layout
+from ..ledger.devstate import DeviceState, LedgerMarks
 from ..ledger.header import (
     DEFAULT_LEDGER_FORMAT,
     DEFAULT_LINK,
@@ -43,20 +52,27 @@ from ..ledger.header import (
     create_ledger,
     load_ledger,
 )
-from ..plan import window_cells
 from ..ledger.layout import LEDGER_FILE, LOCK_FILE
 from ..ledger.lock import writer_lock
-from ..ledger.devstate import DeviceState, LedgerMarks
-from ..ledger.recover import RecoveredSegment, SetAside, kept_for_recovery, recover_open_segments
-from ..ledger.rotations import current_digest_key_id, current_signer_check, digest_key_ids
+from ..ledger.recover import (
+    RecoveredSegment,
+    SetAside,
+    kept_for_recovery,
+    recover_open_segments,
+)
+from ..ledger.rotations import (
+    current_digest_key_id,
+    current_signer_check,
+    digest_key_ids,
+)
 from ..ledger.writer import LinkWriter
+from ..plan import window_cells
 from ..plural import plural
 from ..seal.document import SealResult
 from ..source import is_bypass, is_live, is_workload, open_source, open_sources
 from ..source.file import CaptureReader
 from ..source.live import LiveOptions, LiveStats
 from ..source.records import RecordsReader, is_records, seal_source_name
-from ..digest.window import DEFAULT_CAPACITY, DEFAULT_WINDOW_NS
 from .windows import WindowTier, WindowTierResult
 from .workers import (
     FanoutWitness,
