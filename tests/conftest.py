@@ -73,6 +73,20 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subpro
                           capture_output=True, text=True, cwd=cwd, timeout=timeout)
 
 
+def cli_in_process(capsys, *args) -> tuple[int, str, str]:
+    """`ledgertool ARGS` in this process, as `main` runs it: (exit code, stdout, stderr)."""
+    from ledgertool.cli.app import _run
+
+    capsys.readouterr()
+    argv, sys.argv = sys.argv, ["ledgertool", *map(str, args)]
+    try:
+        rc = _run()
+    finally:
+        sys.argv = argv
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
 def run_killing_a_worker(work, what: str) -> dict:
     """Run `work(client)` on a LocalCluster of two worker processes and SIGKILL the first worker
     that holds tasks while they run (issue 16: a lost worker gives the right answer or a clear

@@ -9,14 +9,12 @@ import json
 import os
 import shutil
 import stat
-import sys
 from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import REPO, SAMPLES
+from conftest import REPO, SAMPLES, cli_in_process
 
-from ledgertool.cli.app import _run
 from ledgertool.keyfiles import SigningKey, generate_keys
 from ledgertool.ledger import layout
 from ledgertool.ledger import segment as segments
@@ -36,16 +34,7 @@ def keys(tmp_path) -> Path:
     return d
 
 
-def cli(capsys, *args) -> tuple[int, str, str]:
-    """`ledgertool ARGS` in this process, as `main` runs it: (exit code, stdout, stderr)."""
-    capsys.readouterr()
-    argv, sys.argv = sys.argv, ["ledgertool", *map(str, args)]
-    try:
-        rc = _run()
-    finally:
-        sys.argv = argv
-    out = capsys.readouterr()
-    return rc, out.out, out.err
+cli = cli_in_process
 
 
 def capture(capsys, keys: Path, ledger: Path, *extra) -> tuple[int, str, str]:
@@ -229,8 +218,8 @@ def _open_segments_of_two_links(capsys, keys: Path, tmp_path: Path) -> Path:
     for link in ("a", "b"):
         assert capture(capsys, keys, ledger, "--segment-records", "300", "--link", link)[0] == 0
     lg, sk = load_ledger(ledger), SigningKey.load(keys / "signing.key")
-    from ledgertool.ledger.writer import LinkWriter
     from ledgertool.ledger.reader import LedgerReader
+    from ledgertool.ledger.writer import LinkWriter
     from ledgertool.verify.ledger import verified_segment
     for link in ("a", "b"):
         records = bytes(verified_segment(LedgerReader(ledger), lg, link, 0).records)

@@ -186,8 +186,9 @@ def test_segment_header_layout_matches_code():
     assert layout["size"] == segments.HEADER_SIZE == 256
     assert layout["magic"].encode() == segments.SEGMENT_MAGIC_V2
     assert layout["v1_magic"].encode() == segments.SEGMENT_MAGIC
-    codes = re.findall(r"(\d*)([A-Za-z])", segments._HEADER.format.lstrip("<") + segments._MAC_KEY_ID.format.lstrip("<"))
-    type_code = {"u16": "H", "u32": "I", "u64": "Q", "i64": "q"}
+    codes = re.findall(r"(\d*)([A-Za-z])", segments._HEADER.format.lstrip("<") + segments._MAC_KEY_ID.format.lstrip("<")
+                       + segments._TIER.format.lstrip("<"))
+    type_code = {"u8": "B", "u16": "H", "u32": "I", "u64": "Q", "i64": "q"}
     fields = [f for f in layout["fields"] if f["field"] != "reserved"]
     assert len(fields) == len(codes)
     offset = 0
@@ -200,7 +201,7 @@ def test_segment_header_layout_matches_code():
         offset += f["size"]
     reserved = layout["fields"][-1]
     assert reserved["field"] == "reserved" and reserved["offset"] == offset == \
-        segments._HEADER.size + segments._MAC_KEY_ID.size
+        segments._HEADER.size + segments._MAC_KEY_ID.size + segments._TIER.size
     assert reserved["offset"] + reserved["size"] == segments.HEADER_SIZE
 
 

@@ -32,22 +32,48 @@ from ..algorithms import Algorithm, get_algorithm, get_strip_mode
 from ..digest.engine import DigestEngine, usable_cores
 from ..digest.record import FLAG_GAP
 from ..digest.strip import StripFallbacks
-from ..errors import KeyFileError, LedgerError, LedgerLockedError, Setting, StorageError, UsageError
+from ..digest.window import DEFAULT_CAPACITY, DEFAULT_WINDOW_NS
+from ..errors import (
+    KeyFileError,
+    LedgerError,
+    LedgerLockedError,
+    Setting,
+    StorageError,
+    UsageError,
+)
 from ..keyfiles import DigestKey, SigningKey
 from ..ledger import layout
-from ..ledger.header import DEFAULT_LEDGER_FORMAT, DEFAULT_LINK, LedgerHeader, create_ledger, load_ledger
+from ..ledger.devstate import DeviceState, LedgerMarks
+from ..ledger.header import (
+    DEFAULT_LEDGER_FORMAT,
+    DEFAULT_LINK,
+    TIERS,
+    LedgerHeader,
+    create_ledger,
+    load_ledger,
+)
 from ..ledger.layout import LEDGER_FILE, LOCK_FILE
 from ..ledger.lock import writer_lock
-from ..ledger.devstate import DeviceState, LedgerMarks
-from ..ledger.recover import RecoveredSegment, SetAside, kept_for_recovery, recover_open_segments
-from ..ledger.rotations import current_digest_key_id, current_signer_check, digest_key_ids
+from ..ledger.recover import (
+    RecoveredSegment,
+    SetAside,
+    kept_for_recovery,
+    recover_open_segments,
+)
+from ..ledger.rotations import (
+    current_digest_key_id,
+    current_signer_check,
+    digest_key_ids,
+)
 from ..ledger.writer import LinkWriter
+from ..plan import window_cells
 from ..plural import plural
 from ..ledger.sealer import SealResult
 from ..source import is_bypass, is_live, is_workload, open_source, open_sources
 from ..source.file import CaptureReader
 from ..source.live import LiveOptions, LiveStats
 from ..source.records import RecordsReader, is_records, seal_source_name
+from .windows import WindowTier, WindowTierResult
 from .workers import (
     FanoutWitness,
     LiveWorkers,
@@ -57,6 +83,11 @@ from .workers import (
 )
 
 DEFAULT_SEGMENT_RECORDS = 1_000_000
+#: a new ledger's tiers unless asked: per-frame records only, for now. With the window tier a
+#: capture refuses frames in or before a window already sealed for the link, so appending a
+#: capture file to a ledger it was captured into already (tests, replays) would stop working
+#: by default; `--tiers windows,frames` asks for both
+DEFAULT_TIERS = ("frames",)
 #: the most records per segment: they are held in memory until sealed (3 GiB of 48-byte records);
 #: verify reads leaf sidecars up to the same count
 MAX_SEGMENT_RECORDS = 1 << 26
@@ -118,6 +149,8 @@ class CaptureResult:
     live: dict | None = None  # live sources: kernel/ring counters (ledgertool.source.live.LiveStats)
     foreign_frames: int | None = None  # several live workers: frames a socket outside the fanout group took
     strip_fallbacks: StripFallbacks = StripFallbacks()  # frames whose strip mode hashed more (docs/strip-modes.md)
+    tiers: tuple[str, ...] = ("frames",)
+    windows: WindowTierResult | None = None  # the window tier's records, when the ledger has one
 
     @property
     def frames_per_s(self) -> float:
@@ -141,6 +174,8 @@ class CaptureResult:
             "gbit_per_s": round(self.gbit_per_s, 6), "warnings": self.warnings,
             "interrupted": self.interrupted, "created": self.created, "stop_reason": self.stop_reason,
             "strip_fallbacks": self.strip_fallbacks.to_json(),
+            "tiers": list(self.tiers),
+            **({"windows": self.windows.to_json()} if self.windows is not None else {}),
             **({"live": self.live} if self.live is not None else {}),
         }
 
@@ -202,7 +237,8 @@ def capture_file(
     monitor: Callable[[CaptureStatus], None] | None = None, workers: int = 0,
     accept_forgery_risk: bool = False, digest_key_id: str | None = None,
     on_interrupt: Callable[[int], None] | None = None, ledger_format: int | None = None,
-    device_state: DeviceState | None = None,
+    device_state: DeviceState | None = None, tiers: tuple[str, ...] | None = None,
+    window_ns: int | None = None, window_capacity: int | None = None,
 ) -> CaptureResult:
     """Capture every frame of a pcap/pcapng file, or a live interface (`iface:NAME`), into the
     ledger at `ledger_dir`.
@@ -241,6 +277,13 @@ def capture_file(
     another writer has it); StorageError naming the file when the file system fails (full,
     read-only, I/O error): what was written before stays, and `ledgertool recover` seals it.
 
+    `tiers` ("frames", "windows" or both), `window_ns` and `window_capacity` are a new ledger's
+    (default: frames only; with the window tier 1 s windows, capacity 64; a records: source or
+    a v1 ledger: frames only) and fixed for it: an existing ledger refuses others (UsageError). The window tier feeds
+    every record batch to a window accumulator and seals its window records in the link's window
+    log (ledgertool.capture.windows); a first frame in or before the link's last sealed window is
+    UsageError before anything is written.
+
     `device_state`: the signing key's protected state (ledger.devstate; the CLI keeps it beside
     the key file). With it, RollbackRefusedError before anything is captured when the link's
     storage is behind or beside what the key signed; every seal and checkpoint is remembered, and
@@ -267,6 +310,14 @@ def capture_file(
                          "with the digest key, whose id the ledger records")
     if digest_key_id is not None and not _KEY_ID.fullmatch(digest_key_id):
         raise UsageError(f"digest key id {digest_key_id!r} is not 32 lowercase hex digits")
+    if tiers is not None:
+        if not tiers or any(t not in TIERS for t in tiers):
+            raise UsageError(Setting("tiers"), f" must be some of {', '.join(TIERS)}, not {','.join(tiers)!r}")
+        tiers = tuple(t for t in TIERS if t in tiers)
+    if window_ns is not None and not 0 < window_ns <= 2**53 - 1:
+        raise UsageError(Setting("window"), " must be 1 ns .. 2^53 - 1 ns")
+    if window_capacity is not None:
+        window_cells(window_capacity)  # UsageError for a capacity no table has
     ledger_dir = Path(ledger_dir)
     new_dir = not ledger_dir.exists()
     if not new_dir:
@@ -287,7 +338,8 @@ def capture_file(
                 segment_seconds=segment_seconds, leaf_records=leaf_records, duration=duration,
                 max_frames=max_frames, live=live, workers=workers, accept_forgery_risk=accept_forgery_risk,
                 progress=progress, monitor=monitor, digest_key_id=digest_key_id,
-                on_interrupt=on_interrupt, ledger_format=ledger_format, device_state=device_state)
+                on_interrupt=on_interrupt, ledger_format=ledger_format, device_state=device_state,
+                tiers=tiers, window_ns=window_ns, window_capacity=window_capacity)
             return CaptureRun(source, ledger_dir, digest_key, signing_key, opts, held).run()
         except StorageError as e:
             if e.errno in _WRITE_ERRNOS and e.path and Path(e.path).parent == layout.link_dir(ledger_dir, link):
@@ -319,6 +371,15 @@ class CaptureOptions:
     on_interrupt: Callable[[int], None] | None = None
     ledger_format: int | None = None  # of a new ledger (None: DEFAULT_LEDGER_FORMAT, 2)
     device_state: DeviceState | None = None  # the signing key's protected state
+    tiers: tuple[str, ...] | None = None  # of a new ledger (None: the default); checked for an existing one
+    window_ns: int | None = None
+    window_capacity: int | None = None
+
+
+def _shown_param(value: object) -> str:
+    if isinstance(value, tuple):
+        return ",".join(value)
+    return "none" if value is None else str(value)
 
 
 def _gap_records_only(records: memoryview, n: int, dtype: np.dtype, first_seq: int) -> np.ndarray:
@@ -371,6 +432,8 @@ class CaptureRun:
         self.witness: FanoutWitness | None = None
         self.workers: LiveWorkers | None = None
         self.writer: LinkWriter | None = None
+        self.windows: WindowTier | None = None  # the window tier, when the ledger has one
+        self.frames_tier = True
         self._engines: list[DigestEngine] = []
         self.stopping = False
         self._signal: int | None = None
@@ -410,9 +473,12 @@ class CaptureRun:
             self.ledger = create_ledger(
                 self.ledger_dir, algorithm=self.alg.name, strip=opts.strip or "frame",
                 digest_key_id=self.genesis_key_id,
-                digest_size=self.alg.digest_size, leaf_records=opts.leaf_records, version=opts.ledger_format or DEFAULT_LEDGER_FORMAT)
+                digest_size=self.alg.digest_size, leaf_records=opts.leaf_records, version=opts.ledger_format or DEFAULT_LEDGER_FORMAT,
+                tiers=self.new_tiers, window_ns=opts.window_ns or DEFAULT_WINDOW_NS,
+                capacity=opts.window_capacity or DEFAULT_CAPACITY)
+        self.frames_tier = self.ledger.frames_tier
         self.result = CaptureResult(str(self.source), str(self.ledger_dir), opts.link, self.alg.name,
-                                    self.ledger.strip, created=not exists)
+                                    self.ledger.strip, created=not exists, tiers=self.ledger.tiers)
         if not exists and self.alg.creation_warning:
             self.result.warnings.append(self.alg.creation_warning)
         if self.records_source and opts.workers:
@@ -428,6 +494,9 @@ class CaptureRun:
                                       segment_records=opts.segment_records, segment_seconds=opts.segment_seconds,
                                       marks=self.marks)
         self.result.first_seq = self.writer.next_seq
+        if self.ledger.window is not None:
+            self.windows = WindowTier(self.ledger_dir, self.ledger, opts.link, self.signing_key, self.digest_key,
+                                      source=source_name, segment_seconds=opts.segment_seconds, marks=self.marks)
         self.engine = self.reader if self.records_source else self._start_engines()
         if self.live_workers > 1:
             self.workers = LiveWorkers(self._engines, max_frames=opts.max_frames, pin_cpus=pins)
@@ -435,6 +504,35 @@ class CaptureRun:
         if threading.current_thread() is threading.main_thread():
             self._old_handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         self._t0 = time.perf_counter()
+
+    def _new_tiers(self) -> tuple[str, ...]:
+        """A new ledger's tiers: as asked, else DEFAULT_TIERS (frames only for a v1 ledger or a
+        records: source, whose records come without the key that window records need)."""
+        opts = self.opts
+        v1 = (opts.ledger_format or DEFAULT_LEDGER_FORMAT) == 1
+        tiers = opts.tiers or (("frames",) if v1 or self.records_source else DEFAULT_TIERS)
+        if "windows" in tiers and v1:
+            raise UsageError(Setting("tiers"), " windows needs a v2 ledger (ledger format v2)")
+        if "windows" in tiers and self.records_source:
+            raise UsageError(Setting("tiers"), f" windows needs frames digested here: a {self.source} source "
+                             "brings no window records (and no digest key to compute them)")
+        if "windows" not in tiers and (opts.window_ns is not None or opts.window_capacity is not None):
+            raise UsageError("a window length or capacity is for a ledger with the windows tier")
+        return tiers
+
+    def _check_tiers(self, ledger: LedgerHeader) -> None:
+        """An existing ledger keeps its tiers and window parameters (UsageError for others)."""
+        opts, win = self.opts, ledger.window
+        asked = (("tiers", opts.tiers, ledger.tiers),
+                 ("window length", opts.window_ns, win.window_ns if win else None),
+                 ("window capacity", opts.window_capacity, win.capacity if win else None))
+        for what, val, have in asked:
+            if val is not None and val != have:
+                raise UsageError(f"{self.ledger_dir}: ledger has {what} {_shown_param(have)}, not "
+                                     f"{_shown_param(val)} (fixed when the ledger was created)")
+        if win is not None and self.records_source:
+            raise UsageError(f"{self.ledger_dir}: ledger has a window tier; a {self.source} source brings no "
+                             "window records (and no digest key to compute them)")
 
     def _start_engines(self) -> DigestEngine:
         """One digest engine per reader (`_engines`); the first."""
@@ -457,8 +555,10 @@ class CaptureRun:
                     f"blake3-keyed-128 or hmac-sha256-128, or create it anyway with {self.alg.risk_opt_in} "
                     "(docs/algorithms.md, \"GMAC with a fixed IV\")")
             self.genesis_key_id = self._new_key_id()
+            self.new_tiers = self._new_tiers()
             return False
         ledger = load_ledger(ledger_dir)
+        self._check_tiers(ledger)
         for opt, val in (("algorithm", opts.algorithm), ("strip", opts.strip), ("leaf_records", opts.leaf_records),
                          ("version", opts.ledger_format)):
             if val is not None and val != getattr(ledger, opt):
@@ -609,9 +709,14 @@ class CaptureRun:
                 opts.monitor(self._status(result.frames, result.bytes, result.drops, w.open_index, w.open_records))
 
     def _record(self, records: memoryview, n: int, nbytes: int, batch: ffi.CData | None = None) -> None:
-        """One reader's batch into the open segment (`batch`: the writer's buffer that holds it);
-        GAP records are counted as drops, not frames."""
-        self.writer.append(records, n, batch)
+        """One reader's batch into the open segment (`batch`: the writer's buffer that holds it)
+        and into the window tier; GAP records are counted as drops, not frames."""
+        if self.windows is not None:
+            arr = np.frombuffer(records, dtype=self.engine.dtype, count=n)
+            self.windows.check_start(arr)  # before anything of the batch is written
+            self.windows.add(arr)
+        if self.frames_tier:
+            self.writer.append(records, n, batch)
         frames = n
         if self.live_source or self.records_source:  # GAP records: frames dropped, declared in aux
             arr = np.frombuffer(records, dtype=self.engine.dtype, count=n)
@@ -698,11 +803,17 @@ class CaptureRun:
 
     def _write_merged(self, recs: np.ndarray) -> None:
         """Several live workers: one merged, renumbered segment, written whole and handed to the sealer."""
-        self.writer.append(recs.tobytes(), len(recs))
+        if self.windows is not None:
+            self.windows.check_start(recs)
+            self.windows.add(recs)
         gaps = (recs["flags"] & FLAG_GAP) != 0
         self.result.frames += len(recs) - int(gaps.sum())
         self.result.drops += int(recs["aux"][gaps].sum())
-        self.writer.seal()
+        if self.frames_tier:
+            self.writer.append(recs.tobytes(), len(recs))
+            self.writer.seal()
+        else:
+            self.writer.next_seq += len(recs)  # the merge numbers the next segment from here
 
     def _fail(self, e: BaseException) -> NoReturn:
         """Reading stopped at `e`: seal what was read before it and sign a checkpoint over it (a new
@@ -710,7 +821,9 @@ class CaptureRun:
         w = self.writer
         w.end_segment()
         w.drain()
-        if self.result.created and not w.sealed:
+        if self.windows is not None:
+            self.windows.finish()
+        if self.result.created and not w.sealed and not (self.windows and self.windows.sealed):
             _remove_new_ledger(self.ledger_dir, self.opts.link)  # nothing was recorded: leave nothing behind
         elif w.sealed or self.result.recovered:
             w.checkpoint()
@@ -726,6 +839,8 @@ class CaptureRun:
         w = self.writer
         w.end_segment()
         w.drain()
+        if self.windows is not None:
+            self.windows.finish()
         if self.opts.progress:  # the line's last state: every record sealed
             self.opts.progress(self.result.frames, self.result.bytes, w.sealed_records)
         if layout.link_dir(self.ledger_dir, self.opts.link).is_dir():
@@ -742,6 +857,8 @@ class CaptureRun:
                 r.request_stop(drain=False)
             self.workers.join()
         self.writer.close()
+        if self.windows is not None:
+            self.windows.close()
         for s, h in self._old_handlers.items():
             signal.signal(s, h)
         self._reader_info = self.reader.info()
@@ -755,6 +872,8 @@ class CaptureRun:
         result.elapsed_s = time.perf_counter() - self._t0
         result.next_seq = self.writer.next_seq
         result.segments = self.writer.sealed
+        if self.windows is not None:
+            result.windows = self.windows.result()
         if self._live_stats is not None:
             self._report_live(self._live_stats)
         note = self._reader_info.truncation_note()

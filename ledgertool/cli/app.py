@@ -272,6 +272,9 @@ def capture(
     accept_gmac_forgery_risk: Annotated[bool, typer.Option(
         "--accept-gmac-forgery-risk", help="Create an aes-128-gmac ledger although whoever holds two of its tags "
         "can forge every tag (fixed IV; docs/algorithms.md).")] = False,
+    tiers: Annotated[Optional[str], typer.Option("--tiers", help="Tiers of a new ledger: windows (one signed window record per link and window, no per-frame records), frames, or windows,frames (default: frames; windows needs --ledger-format v2 and frames digested here). Fixed per ledger.")] = None,
+    window: Annotated[Optional[str], typer.Option("--window", help="Window length of a new ledger's window tier: 100ms, 1s, 10s (default: 1s). Fixed per ledger.")] = None,
+    window_capacity: Annotated[Optional[int], typer.Option("--window-capacity", help="Differences a window record decodes, for a new ledger's window tier (default: 64). Fixed per ledger.")] = None,
     digest_key_id: Annotated[Optional[str], typer.Option("--digest-key-id", help="records: only: the digest key id of the key the device digested with (32 hex), for a new ledger without --digest-key; checked against an existing ledger's.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
     quiet: QuietOpt = False,
@@ -315,7 +318,10 @@ def capture(
                                workers=workers, accept_forgery_risk=accept_gmac_forgery_risk,
                                digest_key_id=digest_key_id, on_interrupt=sealing,
                                ledger_format=None if ledger_format is None else int(ledger_format[1]),
-                               device_state=DeviceState.beside(signing_key))
+                               device_state=DeviceState.beside(signing_key),
+                               tiers=None if tiers is None else tuple(t.strip() for t in tiers.split(",")),
+                               window_ns=None if window is None else _window_ns(window),
+                               window_capacity=window_capacity)
     except KeyboardInterrupt:
         raise Interrupted(f"the open segment was not sealed; `ledgertool recover {ledger} --signing-key "
                           f"{signing_key}` seals it") from None
@@ -336,10 +342,26 @@ def capture(
         out.print(f"{res.elapsed_s:.3f} s, {_rate(res.frames_per_s)}frames/s, {res.gbit_per_s:.3g} Gbit/s"
                   f" ({res.algorithm}, strip {res.strip})")
         _fallback_line(res.strip_fallbacks, res.strip, res.frames, source)
+        if res.windows is not None:
+            w = res.windows
+            segs = ", ".join(map(str, w.segments)) or "none"
+            out.print(f"window tier: {plural(w.windows, 'window', fmt=',')} ({plural(w.frames, 'frame', fmt=',')}) "
+                      f"into {w.log}, windows {w.first_index}..{w.last_index}, segments {segs}"
+                      + ("" if "frames" in res.tiers else "; no per-frame records (--tiers windows)"))
         if res.live and ("xdp" in res.live or "dpdk" in res.live):
             out.print(_bypass_summary(res.live))
     if res.interrupted:
         err.print(styled(("interrupted: open segment sealed", "yellow")))
+
+
+def _window_ns(text: str) -> int:
+    """A window length ('100ms', '1s') in whole nanoseconds."""
+    from ..plan import parse_duration
+
+    ns = round(parse_duration(text) * 1e9)
+    if ns < 1:
+        raise UsageError(f"--window {text!r} is shorter than 1 ns")
+    return ns
 
 
 def _bypass_summary(live: dict) -> str:
@@ -496,7 +518,10 @@ def _print_verify(res, prefix: str) -> None:
     status = ("OK", "green") if res.ok else (f"{plural(len(res.problems), 'problem')}", "red")
     out.print(styled(prefix, status, f": {plural(res.segments, 'segment')}, {plural(res.records, 'record', fmt=',')}, "
                                      f"{plural(res.frames, 'frame', fmt=',')}, {plural(res.drops_declared, 'drop')} "
-                                     f"declared, links {', '.join(res.links) or 'none'}"))
+                                     f"declared, links {', '.join(res.links) or 'none'}"
+                                     + "".join(f"; {w.log}: {plural(w.segments, 'segment')}, "
+                                               f"{plural(w.windows, 'window', fmt=',')}, "
+                                               f"{plural(w.frames, 'frame', fmt=',')}" for w in res.windows)))
 
 
 def _unverified_warning(res) -> None:

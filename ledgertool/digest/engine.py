@@ -148,8 +148,11 @@ def merkle_leaves(records, record_size: int, leaf_records: int) -> bytes:
     in C (SHA-NI where the CPU has it); the GIL is released while hashing.
 
     ValueError unless record_size is 48 or 64 and leaf_records is a power of two in
-    1..MERKLE_MAX_LEAF_RECORDS (the same bounds ledger.json and seals are held to)."""
-    if record_size not in (RECORD_FIXED + 16, RECORD_FIXED + 32) or not valid_leaf_records(leaf_records):
+    1..MERKLE_MAX_LEAF_RECORDS (the same bounds ledger.json and seals are held to), or
+    leaf_records is 1 and record_size a window record's (one window per leaf)."""
+    window = leaf_records == 1 and record_size >= lib.LT_WINDOW_HEADER
+    if not window and (record_size not in (RECORD_FIXED + 16, RECORD_FIXED + 32)
+                       or not valid_leaf_records(leaf_records)):
         raise ValueError(f"record size {record_size!r} / leaf records {leaf_records!r} out of bounds")
     buf = ffi.from_buffer(records)
     count = len(buf) // record_size

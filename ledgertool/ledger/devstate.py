@@ -34,7 +34,7 @@ from ..seal.checkpoint import LinkTree
 from .sealer import load_seal
 from .checkpoints import link_tree
 from .index import segment_files
-from .layout import check_link_name
+from .layout import check_link_name, window_log_link
 
 STATE_FORMAT = "ledgertool-device-state-v1"
 #: the state directory of KEYFILE is KEYFILE + this suffix, in the key file's directory
@@ -152,7 +152,8 @@ class LedgerMarks:
                                "key holder's backup (docs/threat-model.md, \"The device's protected state\")")
         links = {}
         for name, mark in doc["links"].items():
-            check_link_name(name)
+            if window_log_link(name) is None:  # a link, or a link's window log
+                check_link_name(name)
             links[name] = LinkMark.from_json(mark, f"{path}: link {name}")
         return cls(path, ledger_id, links)
 

@@ -19,7 +19,9 @@ from .. import fsio
 from ..algorithms import ALGORITHMS, STRIP_MODES
 from ..digest.engine import MERKLE_MAX_LEAF_RECORDS, valid_leaf_records
 from ..digest.record import RECORD_FIXED
-from ..errors import LedgerFormatError
+from ..digest.window import cells_for_capacity
+from ..digest.window import record_size as window_record_size
+from ..errors import LedgerFormatError, UsageError
 from ..fsio import write_atomic
 from ..canonical import loads_strict
 from ..urls import location
@@ -34,6 +36,27 @@ DEFAULT_LEDGER_FORMAT = 2  # what `capture` creates for a new ledger; v1 with --
 DEFAULT_LEAF_RECORDS = 64  # records per Merkle leaf of a v1 ledger (docs/ledger-format.md: why 64)
 DEFAULT_LEAF_RECORDS_V2 = 256  # v2 (docs/adr/0008-leaf-construction.md)
 DEFAULT_LINK = "link0"
+
+
+TIERS = ("frames", "windows")  # in the order ledger.json lists them
+
+
+@dataclass(frozen=True)
+class WindowParams:
+    """The window tier's parameters, fixed per ledger (ledger.json `window`): the window length,
+    the capacity asked for and the table's cells (docs/ledger-format.md, "Window records")."""
+
+    window_ns: int
+    capacity: int
+    cells: int
+    digest_size: int
+
+    @property
+    def record_size(self) -> int:
+        return window_record_size(self.cells, self.digest_size)
+
+    def to_json(self) -> dict:
+        return {"window_ns": self.window_ns, "capacity": self.capacity, "cells": self.cells}
 
 
 @dataclass(frozen=True)
@@ -54,11 +77,27 @@ class LedgerHeader:
     sha256: str
     created_at: str | None = None
     format: str = LEDGER_FORMAT
+    #: the tiers every capture into the ledger writes: per-frame records ("frames") and window
+    #: records ("windows"); fixed at creation, like the window parameters below
+    tiers: tuple[str, ...] = ("frames",)
+    window: WindowParams | None = None  # with the "windows" tier
+
+    @property
+    def frames_tier(self) -> bool:
+        return "frames" in self.tiers
 
     @property
     def version(self) -> int:
         """1 or 2: the ledger format, which decides the seal format of every segment."""
         return 2 if self.format == LEDGER_FORMAT_V2 else 1
+
+    def window_view(self) -> LedgerHeader:
+        """The parameters of the ledger's window logs: record_size a window record's, one record
+        per Merkle leaf (what their segment headers and seals carry; ledger.json is unchanged and
+        its SHA-256 the same). LedgerFormatError for a ledger without a window tier."""
+        if self.window is None:
+            raise LedgerFormatError("the ledger has no window tier (ledger.json has no `window`)")
+        return dataclasses.replace(self, record_size=self.window.record_size, leaf_records=1)
 
     def for_digest_key(self, key_id: str) -> LedgerHeader:
         """The same parameters with the digest key id of the epoch being written: what segment
@@ -68,12 +107,14 @@ class LedgerHeader:
 
 def create_ledger(directory: Path, *, algorithm: str, strip: str, digest_key_id: str,
                   digest_size: int, leaf_records: int | None = None,
-                  version: int = DEFAULT_LEDGER_FORMAT) -> LedgerHeader:
+                  version: int = DEFAULT_LEDGER_FORMAT, tiers: tuple[str, ...] = ("frames",),
+                  window_ns: int | None = None, capacity: int | None = None) -> LedgerHeader:
     """Create DIR/ledger.json of ledger format `version` (1 or 2; default DEFAULT_LEDGER_FORMAT, 2,
     what `capture` creates; leaf_records defaults to 64 for v1, 256 for v2) in DIR (which may exist
     but must not hold a ledger) and return its header as `load_ledger` would. LedgerFormatError for
     a bad version or leaf size or a DIR that already holds a ledger; StorageError / FileTypeError as
-    fsio.write_atomic."""
+    fsio.write_atomic. `tiers` with "windows" records `window_ns` and `capacity` (and the cells of
+    that capacity) for every later capture."""
     if version not in LEDGER_FORMATS:
         raise LedgerFormatError(f"ledger format version {version!r} is not one of 1, 2")
     if leaf_records is None:
@@ -94,6 +135,10 @@ def create_ledger(directory: Path, *, algorithm: str, strip: str, digest_key_id:
         "leaf_records": leaf_records,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
+    if tuple(tiers) != ("frames",):
+        doc["tiers"] = [t for t in TIERS if t in tiers]
+    if "windows" in tiers:
+        doc["window"] = {"window_ns": window_ns, "capacity": capacity, "cells": cells_for_capacity(capacity)}
     raw = (json.dumps(doc, indent=1) + "\n").encode()
     write_atomic(directory / LEDGER_FILE, raw, root=directory, what="ledger header")
     return parse_ledger_header(raw, directory / LEDGER_FILE)
@@ -112,7 +157,7 @@ def _header_fields(path: str, doc: object) -> None:
     for name in _HEADER_REQUIRED:
         if name not in doc:
             raise bad(name, "is missing")
-    extra = sorted(set(doc) - set(_HEADER_REQUIRED) - {"format", "created_at"})
+    extra = sorted(set(doc) - set(_HEADER_REQUIRED) - {"format", "created_at", "tiers", "window"})
     if extra:
         raise bad(extra[0], "is not a ledger.json member")
     for name in ("ledger_id", "digest_key_id"):
@@ -135,6 +180,32 @@ def _header_fields(path: str, doc: object) -> None:
         raise bad("leaf_records", f"is {doc['leaf_records']}, not a power of two in 1..{MERKLE_MAX_LEAF_RECORDS}")
     if "created_at" in doc and type(doc["created_at"]) is not str:
         raise bad("created_at", "must be a string")
+    _tier_fields(doc, bad)
+
+
+def _tier_fields(doc: dict, bad) -> None:
+    """`tiers` (a non-empty list of TIERS, in that order, not just ["frames"], which is said by
+    leaving it out) and `window`, present exactly when the tiers include "windows"."""
+    tiers = doc.get("tiers", ["frames"])
+    if (type(tiers) is not list or not tiers or any(t not in TIERS for t in tiers)
+            or tiers != [t for t in TIERS if t in tiers]):
+        raise bad("tiers", f"is {tiers!r}, not a list of {', '.join(TIERS)} in that order")
+    if ("window" in doc) != ("windows" in tiers):
+        raise bad("window", "must be given exactly when the tiers include windows")
+    win = doc.get("window")
+    if win is None:
+        return
+    if type(win) is not dict or set(win) != {"window_ns", "capacity", "cells"} or \
+            any(type(v) is not int for v in win.values()):
+        raise bad("window", "must be an object of the integers window_ns, capacity and cells")
+    if not 0 < win["window_ns"] <= 2**53 - 1:
+        raise bad("window", f"window_ns {win['window_ns']} is not 1 ns .. 2^53 - 1 ns")
+    try:
+        cells = cells_for_capacity(win["capacity"])
+    except UsageError:
+        cells = None
+    if cells is None or cells != win["cells"]:
+        raise bad("window", f"cells {win['cells']} is not the table of capacity {win['capacity']}")
 
 
 _HEADER_REQUIRED = ("ledger_id", "algorithm", "strip", "digest_key_id", "digest_size", "record_size",
@@ -157,4 +228,12 @@ def parse_ledger_header(raw: bytes, path: Path | str) -> LedgerHeader:
     _header_fields(str(path), doc)
     return LedgerHeader(doc["ledger_id"], doc["algorithm"], doc["strip"], doc["digest_key_id"], doc["digest_size"],
                         doc["record_size"], doc["leaf_records"], hashlib.sha256(raw).hexdigest(),
-                        doc.get("created_at"), doc["format"])
+                        doc.get("created_at"), doc["format"], tuple(doc.get("tiers", ["frames"])),
+                        _window_params(doc))
+
+
+def _window_params(doc: dict) -> WindowParams | None:
+    win = doc.get("window")
+    if win is None:
+        return None
+    return WindowParams(win["window_ns"], win["capacity"], win["cells"], doc["digest_size"])

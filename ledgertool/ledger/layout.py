@@ -12,6 +12,8 @@
     DIR/link=NAME/seg-NNNNNNNN.parquet       sealed records, Parquet (v1; v2 after compaction)
     DIR/link=NAME/seg-NNNNNNNN.leaves        their Merkle leaf hashes (sidecar)
     DIR/link=NAME/seg-NNNNNNNN.seal.json     the signed seal document
+    DIR/windows=NAME/                        the window log of link NAME: the same files (seg-N.*,
+                                             checkpoint), its records window records
 
 Pure functions of names (no I/O), so they can be table-tested; every reader and writer takes its
 paths from here. Names read back from storage are parsed as ASCII only.
@@ -30,6 +32,10 @@ CHECKPOINT_FILE = "checkpoint"
 ROTATIONS_DIR = "rotations"
 SET_ASIDE_DIR = "set-aside"
 LINK_PREFIX = "link="
+#: the window log of link NAME is the log named "windows=NAME": never a link name ("=" is not a
+#: link name character), so its directory, seal chain (genesis), checkpoint origin and device
+#: state are its own, apart from the link's per-frame log
+WINDOWS_PREFIX = "windows="
 
 #: Segment file kinds, by suffix.
 OPEN, PARQUET, RECORDS, LEAVES, SEAL = "open", "parquet", "rec", "leaves", "seal.json"
@@ -51,9 +57,28 @@ def is_link_name(name: str) -> bool:
     return bool(_LINK_NAME.fullmatch(name))
 
 
+def window_log(link: str) -> str:
+    """The name of link `link`'s window log ('windows=link0'): the `link` a window segment's seal,
+    chain and checkpoint name, and its directory's name."""
+    return f"{WINDOWS_PREFIX}{check_link_name(link)}"
+
+
+def window_log_link(log: str) -> str | None:
+    """The link of a window log's name ('windows=link0' -> 'link0'); None for a link's own name."""
+    if log.startswith(WINDOWS_PREFIX) and is_link_name(log[len(WINDOWS_PREFIX):]):
+        return log[len(WINDOWS_PREFIX):]
+    return None
+
+
+def log_dir_name(log: str) -> str:
+    """'link=NAME' for a link's per-frame log, 'windows=NAME' for its window log."""
+    return log if window_log_link(log) is not None else f"{LINK_PREFIX}{log}"
+
+
 def link_dir(ledger: Path, link: str) -> Path:
-    """Hive-style partition directory of one link: DIR/link=NAME."""
-    return Path(ledger) / f"{LINK_PREFIX}{link}"
+    """Hive-style partition directory of one link (DIR/link=NAME), or of a window log
+    (DIR/windows=NAME for `window_log(NAME)`)."""
+    return Path(ledger) / log_dir_name(link)
 
 
 def segment_stem(index: int) -> str:

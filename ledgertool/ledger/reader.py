@@ -48,6 +48,8 @@ from .layout import (
     SET_ASIDE_DIR,
     SEAL,
     is_link_name,
+    log_dir_name,
+    window_log_link,
     parse_rotation_name,
     parse_segment_name,
     segment_name,
@@ -187,6 +189,7 @@ class LedgerReader:
 
     directory: Path | UrlPath
     links: list[str] = field(init=False)
+    window_logs: list[str] = field(init=False)  # 'windows=NAME': the window logs (layout.window_log)
     strays: list[Stray] = field(init=False)
     _listings: dict[str, LinkListing] = field(init=False, repr=False)
     _link_dirs: dict[str, Path | UrlPath] = field(init=False, repr=False)
@@ -195,10 +198,13 @@ class LedgerReader:
     def __post_init__(self) -> None:
         self._check_top()
         self.links, self.strays, self._listings, self._link_dirs, self._held = [], [], {}, {}, {}
+        self.window_logs = []
         for name, mode in self._list(self.directory):
             path = self.directory / name
             if name.startswith(LINK_PREFIX) and stat.S_ISDIR(mode) and is_link_name(name[len(LINK_PREFIX):]):
                 self.links.append(name[len(LINK_PREFIX):])
+            elif stat.S_ISDIR(mode) and window_log_link(name) is not None:
+                self.window_logs.append(name)  # a link's window log, named as its directory
             elif name in (LEDGER_FILE, CHECKPOINT_FILE, LOCK_FILE) and stat.S_ISREG(mode):
                 continue
             elif name == ROTATIONS_DIR and stat.S_ISDIR(mode):
@@ -301,7 +307,7 @@ class LedgerReader:
     def link_dir(self, link: str) -> Path:
         ldir = self._link_dirs.get(link)
         if ldir is None:
-            ldir = self._link_dirs[link] = self.directory / f"{LINK_PREFIX}{link}"
+            ldir = self._link_dirs[link] = self.directory / log_dir_name(link)
         return ldir
 
     def listing(self, link: str) -> LinkListing:

@@ -26,7 +26,7 @@ from .._binding import ffi, lib
 from ..digest.record import RecordSink
 from ..errors import LedgerFormatError
 from .reader import OpenRecordFile
-from .segment import HEADER_SIZE, RESERVED_OFFSET, SegmentHeader
+from .segment import HEADER_SIZE, RESERVED_OFFSET, TIER_OFFSET, SegmentHeader
 
 _WHY = {
     lib.LT_REC_HEADER_CUT: "file cut inside its {size}-byte header",
@@ -132,6 +132,9 @@ def parse_record_file(raw: pa.Buffer | bytes | OpenRecordFile, path: Path | str,
         raise LedgerFormatError(f"{path}: a v{header.version} segment header (byte 0); a raw record file has a "
                                 "v2 one")
     check_reserved(head, path)
+    if header.tier != "frames":  # a window log's segment where a link's belongs
+        raise LedgerFormatError(f"{path}: record kind byte {TIER_OFFSET} is {head[TIER_OFFSET]:#04x} "
+                                f"({header.tier} records); a link's raw record file holds per-frame records")
     if rc == lib.LT_ERR_CORRUPT:
         raise LedgerFormatError(f"{path}: " + _WHY[info.error].format(
             size=HEADER_SIZE, block=info.blocks, offset=info.error_offset, count=info.error_count,

@@ -45,7 +45,12 @@ _HEADER = struct.Struct("<8sHHHH16sIIQ16s32s32s16sq")
 _MAC_KEY_ID = struct.Struct("<16s")
 MAC_KEY_ID_OFFSET = _HEADER.size
 assert MAC_KEY_ID_OFFSET + _MAC_KEY_ID.size <= HEADER_SIZE
-RESERVED_OFFSET = MAC_KEY_ID_OFFSET + _MAC_KEY_ID.size  # v2: bytes 168..255, zero
+#: v2: byte 168 says what the records are: 0 the engine's per-frame records, 1 window records
+#: (docs/ledger-format.md, "Window records"); zero in every segment written before window logs
+TIER_OFFSET = MAC_KEY_ID_OFFSET + _MAC_KEY_ID.size
+_TIER = struct.Struct("<B")
+TIER_CODES = {"frames": 0, "windows": 1}
+RESERVED_OFFSET = TIER_OFFSET + _TIER.size  # v2: bytes 169..255, zero
 _BLOCK_COUNT = struct.Struct("<I")
 BLOCK_PREFIX = _BLOCK_COUNT.size
 #: records per v2 block at most: an append is split into blocks this size, so a torn block loses
@@ -72,6 +77,7 @@ class SegmentHeader:
     first_seq: int
     created_ns: int
     mac_key_id: str | None = None  # hex, 32 chars: format v2 (authenticated blocks); None: v1
+    tier: str = "frames"  # "windows": window records of the link's window log, one per leaf
 
     @property
     def version(self) -> int:
@@ -86,7 +92,7 @@ class SegmentHeader:
             self.strip.encode(), self.created_ns,
         )
         if self.mac_key_id is not None:
-            raw += _MAC_KEY_ID.pack(bytes.fromhex(self.mac_key_id))
+            raw += _MAC_KEY_ID.pack(bytes.fromhex(self.mac_key_id)) + _TIER.pack(TIER_CODES[self.tier])
         return raw.ljust(HEADER_SIZE, b"\0")
 
     @classmethod
@@ -99,7 +105,11 @@ class SegmentHeader:
             raise LedgerFormatError(f"{path}: not a ledgertool segment (bad magic at byte 0)")
         if version != (1 if magic == SEGMENT_MAGIC else 2) or hsize != HEADER_SIZE:
             raise LedgerFormatError(f"{path}: unsupported segment format version {version} at byte 8")
-        if rsize != RECORD_FIXED + dsize or dsize not in (16, 32):
+        tier = raw[TIER_OFFSET] if version == 2 else 0
+        if tier not in TIER_CODES.values():
+            raise LedgerFormatError(f"{path}: record kind {tier} at byte {TIER_OFFSET} is not 0 or 1")
+        window_ok = tier == 1 and leaf == 1 and lib.LT_WINDOW_HEADER < rsize
+        if (rsize != RECORD_FIXED + dsize and not window_ok) or dsize not in (16, 32):
             raise LedgerFormatError(f"{path}: inconsistent record size {rsize} / digest size {dsize} at byte 12")
         if not valid_leaf_records(leaf):
             raise LedgerFormatError(f"{path}: leaf_records {leaf} at byte 36 is not a power of two in "
@@ -120,7 +130,7 @@ class SegmentHeader:
                                     f"{', '.join(STRIP_MODES)}")
         mac_key_id = _MAC_KEY_ID.unpack_from(raw, MAC_KEY_ID_OFFSET)[0].hex() if version == 2 else None
         return cls(uuid.UUID(bytes=lid).hex, names[0], index, names[1], names[2], key_id.hex(), rsize, dsize,
-                   leaf, first, created, mac_key_id)
+                   leaf, first, created, mac_key_id, "windows" if tier == 1 else "frames")
 
 
 def header_mismatch(header: SegmentHeader, ledger: LedgerHeader, link: str, index: int, first_seq: int | None,

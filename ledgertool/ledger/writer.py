@@ -16,6 +16,7 @@ blocks whose MAC verifies.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections import deque
@@ -27,13 +28,14 @@ from .._binding import ffi
 from ..errors import LedgerFormatError
 from ..keyfiles import SigningKey
 from ..seal.checkpoint import LinkTree
+from ..digest.window import WindowRecord
 from . import layout
 from .checkpoints import link_tree, write_checkpoint
 from .devstate import LedgerMarks
 from .header import LedgerHeader
 from .index import link_state
 from .openmac import OpenSegmentKey
-from .sealer import SealResult, seal_committed, seal_records
+from .sealer import SealResult, SegmentTotals, seal_committed, seal_records
 from .segment import SegmentCommitment, SegmentHeader, SegmentWriter, now_ns
 
 #: batch buffers of a writer (`batch_buffer`): the engine fills one while the writer thread writes
@@ -57,6 +59,12 @@ class LinkWriter:
     def __init__(self, ledger_dir: Path, ledger: LedgerHeader, link: str, signing_key: SigningKey, *,
                  tree: LinkTree, next_index: int, next_seq: int, prev_hash: str, source: str,
                  segment_records: int, segment_seconds: float | None = None, marks: LedgerMarks | None = None):
+        # `link` is a log's name: a link's (per-frame records) or its window log's
+        # (layout.window_log: window records, appended with `append_windows`)
+        self.window_link = layout.window_log_link(link)
+        if self.window_link is not None:
+            ledger = ledger.window_view()
+        self._window_totals: _WindowTally | None = None
         self.ledger_dir = ledger_dir
         self.marks = marks  # the device's protected state: told of every seal and checkpoint
         self.ledger = ledger
@@ -167,9 +175,10 @@ class LinkWriter:
             created = self._created_ns if self._created_ns is not None else now_ns()
             self._created_ns = None
             header = SegmentHeader(
-                self.ledger.ledger_id, self.link, self.next_index, self.ledger.algorithm, self.ledger.strip,
-                self.ledger.digest_key_id, self.ledger.record_size, self.ledger.digest_size,
-                self.ledger.leaf_records, self.next_seq, created, self._mac_key.key_id)
+                self.ledger.ledger_id, self.window_link or self.link, self.next_index, self.ledger.algorithm,
+                self.ledger.strip, self.ledger.digest_key_id, self.ledger.record_size, self.ledger.digest_size,
+                self.ledger.leaf_records, self.next_seq, created, self._mac_key.key_id,
+                "frames" if self.window_link is None else "windows")
             self._segment = SegmentWriter(layout.open_segment_path(self.ledger_dir, self.link, self.next_index),
                                           header, self._mac_key, self.ledger_dir)
             self._opened_at = time.perf_counter()
@@ -186,6 +195,18 @@ class LinkWriter:
             self._writing.append((self._appender.submit(self._segment.append, records, count), batch))
         self._open_records += count
         self.next_seq += count
+
+    def append_windows(self, windows: list[WindowRecord]) -> None:
+        """A window log's writer: append window records (in index order) to the open segment, each
+        one record of it; the seal states their count, frames, drops and first and last window
+        starts (the native counters read per-frame fields, which a window record has not)."""
+        if not windows:
+            return
+        if self._segment is None or self._window_totals is None:
+            self._window_totals = _WindowTally()
+        raw = b"".join(w.serialize() for w in windows)
+        self.append(raw, len(windows))
+        self._window_totals.add(windows)
 
     def due(self, records: int, opened_at: float, now: float) -> bool:
         """Whether a segment of `records` records, open since `opened_at` (perf_counter), is to be
@@ -218,6 +239,10 @@ class LinkWriter:
         assert self._segment is not None
         self._wait_writes()
         segment, commitment = self._segment, self._segment.finish()
+        if self.window_link is not None:
+            tally, self._window_totals = self._window_totals, None
+            commitment = dataclasses.replace(commitment, totals=tally.totals(segment.header.first_seq,
+                                                                              commitment.totals.merkle_root))
         records, self._records = self._records, bytearray()  # handed over whole, not copied
         self._segment = None
         self.next_index += 1
@@ -275,8 +300,9 @@ class LinkWriter:
     def checkpoint(self) -> Path:
         """Sign the checkpoint over the chain as sealed so far, also as DIR/checkpoint while the
         ledger has one link (checkpoints.write_checkpoint's errors). Call after `drain`."""
+        # DIR/checkpoint speaks for a one-link ledger's per-frame log only
         return write_checkpoint(self.ledger_dir, self.ledger, self.link, self.signing_key, self._tree,
-                                marks=self.marks)
+                                top=self.window_link is None, marks=self.marks)
 
     def sealed_range(self) -> str | None:
         """'segments 3..7' for the seals finished so far, None before the first."""
@@ -299,3 +325,26 @@ class LinkWriter:
                     pass
         finally:
             self._sealer.shutdown(wait=True)
+
+
+class _WindowTally:
+    """What a window segment's seal states, tallied as its records are appended: `records` the
+    windows, `frames` and `drops_declared` their sums, the sequence range the windows' ordinals in
+    the log, `first_ts_ns` / `last_ts_ns` the first and last window's start."""
+
+    def __init__(self) -> None:
+        self.records = self.frames = self.drops = 0
+        self.first_start: int | None = None
+        self.last_start: int | None = None
+
+    def add(self, windows: list[WindowRecord]) -> None:
+        self.records += len(windows)
+        self.frames += sum(w.frames for w in windows)
+        self.drops += sum(w.drops for w in windows)
+        if self.first_start is None:
+            self.first_start = windows[0].start_ns
+        self.last_start = windows[-1].start_ns
+
+    def totals(self, first_seq: int, root: bytes) -> SegmentTotals:
+        return SegmentTotals(self.records, self.frames, self.drops, first_seq + self.records - 1,
+                             self.first_start, self.last_start, root)

@@ -4,6 +4,9 @@
     seals(link, segment, first_seq, last_seq, records, frames, drops_declared, first_ts_ns,
           last_ts_ns, merkle_root, parquet_sha256, prev_seal_hash, algorithm, strip, sealed_at,
           digest_key_id)
+    windows(link, segment, window_index, window_start_ns, window_ns, frames, wire_bytes, drops,
+            late, hash, cells)       the window records of the links' window logs (hash and
+                                     cells as stored: masked, meaningful only to the key holder)
 
 DuckDB never opens a ledger file: the ledger is verified first (ledgertool.verify.ledger, with the trust
 bundle when one is given, else the keyless checks) and the tables are filled from the very bytes
@@ -37,6 +40,7 @@ from ..plural import plural
 from ..progress import Progress, ProgressFn
 from ..urls import location
 from ..verify.ledger import VerifiedSegment, VerifyResult, verify_ledger
+from ..verify.windows import VerifiedWindows
 
 RECORDS_DDL = ("CREATE TABLE records (link VARCHAR, segment UINTEGER, seq UBIGINT, ts_ns BIGINT, wire_len UINTEGER, "
                "cap_len UINTEGER, flags USMALLINT, linktype USMALLINT, aux UINTEGER, digest BLOB)")
@@ -44,6 +48,9 @@ SEALS_DDL = ("CREATE TABLE seals (link VARCHAR, segment UINTEGER, first_seq UBIG
              "records UBIGINT, frames UBIGINT, drops_declared UBIGINT, first_ts_ns BIGINT, last_ts_ns BIGINT, "
              "merkle_root VARCHAR, parquet_sha256 VARCHAR, prev_seal_hash VARCHAR, algorithm VARCHAR, "
              "strip VARCHAR, sealed_at VARCHAR, digest_key_id VARCHAR)")
+WINDOWS_DDL = ("CREATE TABLE windows (link VARCHAR, segment UINTEGER, window_index BIGINT, window_start_ns BIGINT, "
+               "window_ns UBIGINT, frames UBIGINT, wire_bytes UBIGINT, drops UBIGINT, late UBIGINT, hash BLOB, "
+               "cells BLOB)")
 
 
 def open_duckdb(config: dict | None = None) -> duckdb.DuckDBPyConnection:
@@ -82,6 +89,13 @@ def add_segment(con: duckdb.DuckDBPyConnection, seg: VerifiedSegment) -> None:
                  s.digest_key_id])
 
 
+def add_windows(con: duckdb.DuckDBPyConnection, seg: VerifiedWindows) -> None:
+    """Insert one verified window segment's records into `windows`."""
+    con.executemany("INSERT INTO windows VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    [[seg.link, seg.index, w.index, w.start_ns, w.window_ns, w.frames, w.wire_bytes, w.drops,
+                      w.late, w.masked[:16], w.masked[16:]] for w in seg.windows])
+
+
 @dataclass
 class QueryResult:
     columns: list[str]
@@ -94,7 +108,8 @@ class QueryResult:
 def connect(ledger_dir: Path, trust: TrustBundle | None = None, checkpoint: bytes | None = None,
             checkpoint_name: str = "checkpoint", temp_dir: str | None = None, progress: ProgressFn | None = None
             ) -> tuple[duckdb.DuckDBPyConnection, VerifyResult]:
-    """An in-memory DuckDB connection with `records` and `seals` filled from the verified ledger.
+    """An in-memory DuckDB connection with `records`, `seals` and `windows` filled from the
+    verified ledger.
 
     Raises DiscrepancyError (exit 1) when the ledger does not verify, LedgerFormatError when DIR
     is not a ledger. `temp_dir` is where DuckDB may spill (default: its own); `progress` gets the
@@ -103,8 +118,10 @@ def connect(ledger_dir: Path, trust: TrustBundle | None = None, checkpoint: byte
     try:
         con.execute(RECORDS_DDL)
         con.execute(SEALS_DDL)
+        con.execute(WINDOWS_DDL)
         res = verify_ledger(location(ledger_dir), trust, checkpoint, checkpoint_name,
-                            on_segment=lambda seg: add_segment(con, seg), progress=progress)
+                            on_segment=lambda seg: add_segment(con, seg), progress=progress,
+                            on_windows=lambda seg: add_windows(con, seg))
         if not res.ok:
             raise not_verified_error(res, "it is not queried")
     except BaseException:

@@ -184,7 +184,8 @@ def parse_note(data: bytes, where: str = "checkpoint") -> SignedNote:
     if len(lines) < 3:
         raise LedgerFormatError(f"{where}: checkpoint needs origin, tree size and root hash lines")
     origin, size_s, root_s, *ext = lines
-    if not re.fullmatch(r"ledgertool/[0-9a-f]{32}/[A-Za-z0-9][A-Za-z0-9._-]{0,31}", origin):
+    # a link, or a link's window log (windows=NAME, docs/ledger-format.md "Window logs")
+    if not re.fullmatch(r"ledgertool/[0-9a-f]{32}/(windows=)?[A-Za-z0-9][A-Za-z0-9._-]{0,31}", origin):
         raise LedgerFormatError(f"{where}: line 1: origin {origin!r} is not a ledgertool ledger link")
     if not _SIZE_RE.fullmatch(size_s):
         raise LedgerFormatError(f"{where}: line 2: tree size {size_s!r} is not a decimal number")

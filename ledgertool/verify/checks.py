@@ -255,6 +255,8 @@ def _record_layout(ledger: LedgerHeader, doc: Seal) -> tuple[int, int] | None:
     (signed) values, not the unsigned header's; None when the seal's are out of bounds."""
     rsize = doc.record_size if doc.has("record_size") else ledger.record_size
     leaf = doc.leaf_records if doc.has("leaf_records") else ledger.leaf_records
+    if ledger.record_size > RECORD_FIXED + 32 and (rsize, leaf) == (ledger.record_size, 1):
+        return rsize, leaf  # a window log's (LedgerHeader.window_view): one window record a leaf
     if type(rsize) is not int or rsize not in (RECORD_FIXED + 16, RECORD_FIXED + 32) or not valid_leaf_records(leaf):
         return None
     return rsize, leaf

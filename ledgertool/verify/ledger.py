@@ -59,7 +59,7 @@ from ..digest.record import RECORD_FIXED, RecordSink
 from ..errors import DiscrepancyError, FileTypeError, LedgerFormatError, StorageError
 from ..keyfiles import TrustBundle
 from ..ledger.header import LedgerHeader, parse_ledger_header
-from ..ledger.layout import LEAVES, LEDGER_FILE, OPEN, PARQUET, RECORDS, SEAL
+from ..ledger.layout import LEAVES, LEDGER_FILE, OPEN, PARQUET, RECORDS, SEAL, window_log, window_log_link
 from ..ledger.reader import LedgerReader, LinkListing
 from ..ledger.remote import ledger_reader
 from ..ledger.segment import HEADER_SIZE, parse_open_segment
@@ -89,6 +89,7 @@ from .checks import (
     unreadable_seal,
 )
 from .problems import Kind, Problem
+from .windows import VerifiedWindows, WindowLogSummary, verify_window_log
 
 __all__ = ["Kind", "Problem", "SegmentChecker", "VerifiedSegment", "VerifyResult", "check_here", "check_segment",
            "verified_segment", "verify_ledger"]
@@ -111,6 +112,7 @@ class VerifyResult:
     checkpoint: dict | None = None
     signatures_checked: bool = True
     append_only: dict = field(default_factory=dict)  # see _append_only
+    windows: list[WindowLogSummary] = field(default_factory=list)  # the window logs checked
 
     @property
     def ok(self) -> bool:
@@ -125,7 +127,8 @@ class VerifyResult:
                 "frames": self.frames, "drops_declared": self.drops_declared, "links": self.links,
                 "problems": [p.to_json() for p in self.problems],
                 "warnings": [w.to_json() for w in self.warnings], "checkpoint": self.checkpoint,
-                "signatures_checked": self.signatures_checked, "append_only": self.append_only}
+                "signatures_checked": self.signatures_checked, "append_only": self.append_only,
+                "windows": [w.to_json() for w in self.windows]}
 
 
 @dataclass(frozen=True)
@@ -160,7 +163,8 @@ def verify_ledger(directory: Path | LedgerReader, trust: TrustBundle | None, che
                   checkpoint_name: str = "checkpoint", *, links: list[str] | None = None,
                   on_segment: Callable[[VerifiedSegment], None] | None = None,
                   checker: SegmentChecker | None = None, progress: ProgressFn | None = None,
-                  records_into: RecordSink | None = None) -> VerifyResult:
+                  records_into: RecordSink | None = None,
+                  on_windows: Callable[[VerifiedWindows], None] | None = None) -> VerifyResult:
     """Verify every sealed segment of every link (or of `links`), and that the ledger extends
     `checkpoint` (a signed tlog-checkpoint note) when given. `on_segment` receives each segment
     that passed its own checks, in (link, segment) order, as it was checked, when the checker
@@ -174,6 +178,9 @@ def verify_ledger(directory: Path | LedgerReader, trust: TrustBundle | None, che
     one overwrites it): one array of exactly the checked bytes, no buffer per segment. ValueError
     when `records_into` comes with another checker or without `on_segment`.
 
+    Window logs (DIR/windows=NAME) of the links chosen are checked first (verify.windows);
+    `on_windows` receives each window segment that passed its checks, in (link, segment) order.
+
     Raises LedgerFormatError only when DIR is not a ledger, a link in `links` is not in it, or
     the checkpoint cannot be parsed / names another ledger; every other finding is a Problem."""
     if records_into is not None and (checker is not None or on_segment is None):
@@ -181,11 +188,13 @@ def verify_ledger(directory: Path | LedgerReader, trust: TrustBundle | None, che
     reader = directory if isinstance(directory, LedgerReader) else ledger_reader(directory)
     directory = reader.directory
     ledger = parse_ledger_header(reader.read_header_bytes(), directory / LEDGER_FILE)
-    chosen = reader.links if links is None else list(links)
-    unknown = sorted(set(chosen) - set(reader.links))
+    window_links = [window_log_link(log) for log in reader.window_logs]
+    every = sorted(set(reader.links) | set(window_links))
+    chosen = every if links is None else list(links)
+    unknown = sorted(set(chosen) - set(every))
     if unknown:
         raise LedgerFormatError(f"{directory}: no link named {', '.join(unknown)} (links: "
-                                f"{', '.join(reader.links) or 'none'})")
+                                f"{', '.join(every) or 'none'})")
     res = VerifyResult(str(directory), links=chosen, signatures_checked=trust is not None)
     caveat = algorithm_caveat(ledger.algorithm)
     if caveat:  # the verdict below holds only under the caveat's condition
@@ -211,7 +220,8 @@ def verify_ledger(directory: Path | LedgerReader, trust: TrustBundle | None, che
                         "signatures, key rotations and digest key ids were not checked; the "
                         "records are the ledger's as found, consistent with their own seals"))
     top = reader.read_top_checkpoint()
-    for link in chosen:
+    _verify_windows(reader, ledger, [c for c in chosen if c in window_links], sched, res, on_windows)
+    for link in (c for c in chosen if c in reader.links):
         stored = _stored_checkpoint(reader, link, res)  # before the listing: see read_checkpoint
         phase = "verify" if len(chosen) == 1 else f"verify link {link}"
         tree = _verify_link(reader, ledger, link, sched, res, on_segment,
@@ -238,6 +248,35 @@ def verify_ledger(directory: Path | LedgerReader, trust: TrustBundle | None, che
             _check_checkpoint(note, tree, sched, res, f"{checkpoint_name}: ")
     res.append_only = _append_only(res, note, chosen)
     return res
+
+
+def _verify_windows(reader: LedgerReader, ledger: LedgerHeader, links: list[str], sched: Schedule | None,
+                    res: VerifyResult, on_windows: Callable[[VerifiedWindows], None] | None) -> None:
+    """The window logs of `links`, each with its stored checkpoint; with a window tier in
+    ledger.json, a link that has per-frame segments and no window log is `windows_missing`."""
+    if ledger.window is None:
+        for link in links:
+            res.add(Problem(Kind.PARAMETER_MISMATCH, None, f"{reader.link_dir(window_log(link))}: a window log in "
+                            "a ledger whose ledger.json has no window tier; not read", window_log(link)))
+        return
+    for link in links:
+        log = window_log(link)
+        stored = _stored_checkpoint(reader, log, res)
+        summary, tree = verify_window_log(reader, ledger, log, sched, res.add)
+        if stored is not None:
+            _check_checkpoint(stored, tree, sched, res, f"{reader.checkpoint_path(log)}: ")
+        elif tree.seal_hashes:
+            res.add(Problem(Kind.CHECKPOINT_MISSING, None, f"{reader.checkpoint_path(log)}: window log {log} has "
+                            f"{len(tree.seal_hashes)} sealed segments but no stored checkpoint", log))
+        res.windows.append(summary)
+        if on_windows is not None:
+            for v in summary.verified:
+                on_windows(v)
+    if "windows" in ledger.tiers:
+        for link in sorted(set(reader.links) - set(links)):
+            if reader.listing(link).sealed:
+                res.add(Problem(Kind.WINDOWS_MISSING, None, f"{reader.link_dir(window_log(link))}: link {link} has "
+                                "sealed segments but no window log, and ledger.json has the window tier", link))
 
 
 def _link_progress(progress: ProgressFn | None, phase: str, res: VerifyResult):

@@ -42,6 +42,7 @@ class Kind(enum.StrEnum):
     RECORDS_UNREADABLE = "records_unreadable"
     RECORDS_HEADER_MISMATCH = "records_header_mismatch"
     SEGMENT_NAME_SHADOW = "segment_name_shadow"
+    WINDOWS_MISSING = "windows_missing"  # a link without the window log ledger.json's tiers promise
     # signatures and keys
     BAD_SIGNATURE = "bad_signature"
     SIGNATURE_MISSING = "signature_missing"
@@ -91,7 +92,7 @@ _GROUPS: dict[Kind, Group] = {
         Kind.SEAL_UNREADABLE, Kind.SEAL_MALFORMED, Kind.FOREIGN_SEAL, Kind.SEAL_MISPLACED,
         Kind.PARAMETER_MISMATCH, Kind.LEDGER_HEADER_MISMATCH, Kind.UNSEALED_PARQUET, Kind.PARQUET_MISSING,
         Kind.PARQUET_HASH_MISMATCH, Kind.PARQUET_UNREADABLE, Kind.RECORDS_MISSING, Kind.RECORDS_UNREADABLE,
-        Kind.RECORDS_HEADER_MISMATCH, Kind.SEGMENT_NAME_SHADOW), Group.SEAL_AND_FILES),
+        Kind.RECORDS_HEADER_MISMATCH, Kind.SEGMENT_NAME_SHADOW, Kind.WINDOWS_MISSING), Group.SEAL_AND_FILES),
     **dict.fromkeys((
         Kind.BAD_SIGNATURE, Kind.SIGNATURE_MISSING, Kind.ROTATION_INVALID,
         Kind.DIGEST_KEY_MISMATCH), Group.SIGNATURES_AND_KEYS),

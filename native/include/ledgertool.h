@@ -370,7 +370,8 @@ int lt_window_decode(const uint8_t key_f[16], const uint8_t *ledger, const uint8
  * records (the last may be shorter); ceil(count / leaf_records) leaves into `out` (out_len bytes).
  * Uses SHA-NI when the CPU has it and the hmac-sha256-128 path is not forced to portable.
  * LT_ERR_ARG, with nothing written, when record_size is not 48 or 64 (LT_RECORD_FIXED + a 16- or
- * 32-byte digest), leaf_records is not a power of two in 1..LT_MERKLE_MAX_LEAF_RECORDS,
+ * 32-byte digest) or, with leaf_records 1, a window record's size (LT_WINDOW_HEADER + cells *
+ * (12 + digest size)), leaf_records is not a power of two in 1..LT_MERKLE_MAX_LEAF_RECORDS,
  * count * record_size overflows, or out_len is below 32 * ceil(count / leaf_records). */
 #define LT_MERKLE_MAX_LEAF_RECORDS 65536
 int lt_merkle_leaves(const uint8_t *records, size_t record_size, size_t count, size_t leaf_records, uint8_t *out,
@@ -471,7 +472,8 @@ typedef struct {
 typedef struct lt_segment_writer lt_segment_writer;
 
 /* A writer appending to `fd` (not closed by the writer) with MAC key `key` (key_len bytes, copied
- * into the HMAC pads), chain value `chain`, records of record_size (48 or 64) bytes, leaves of
+ * into the HMAC pads), chain value `chain`, records of record_size (48 or 64; with leaf_records 1
+ * also a window record's size, whose counters then mean nothing) bytes, leaves of
  * leaf_records (a power of two in 1..LT_MERKLE_MAX_LEAF_RECORDS), at most max_records
  * (1..LT_SEGMENT_MAX_RECORDS) records in all. LT_OK, LT_ERR_ARG, LT_ERR_NOMEM. */
 int lt_segment_writer_new(int fd, const uint8_t *key, size_t key_len, const uint8_t chain[32], size_t record_size,

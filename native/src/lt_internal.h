@@ -34,6 +34,14 @@ static inline void lt_store_le64(uint8_t *p, uint64_t v) {
  * the compiler may remove (GCC does for lt_engine_free's); explicit_bzero (glibc >= 2.25, musl, the
  * BSDs) may not be removed, and elsewhere memset is called through a volatile function pointer,
  * which the compiler cannot see through. */
+/* Records a segment and a Merkle leaf hold: the engine's (48 or 64 bytes, any leaf size), or window
+ * records (docs/ledger-format.md "Window records"), one per leaf. */
+static inline int lt_segment_record_ok(size_t record_size, size_t leaf_records) {
+    if (record_size == LT_RECORD_FIXED + 16 || record_size == LT_RECORD_FIXED + 32) return 1;
+    return leaf_records == 1 && record_size >= LT_WINDOW_HEADER + 3 * 28 &&
+           record_size <= LT_WINDOW_HEADER + (size_t)LT_WINDOW_MAX_CELLS * 44;
+}
+
 static inline void lt_wipe(void *p, size_t n) {
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 25))
     explicit_bzero(p, n);

@@ -123,13 +123,13 @@ static void leaves_x4(const uint8_t *const rec[4], size_t len, uint8_t *const ou
 
 int lt_merkle_leaves(const uint8_t *records, size_t record_size, size_t count, size_t leaf_records, uint8_t *out,
                      size_t out_len) {
-    if ((record_size != LT_RECORD_FIXED + 16 && record_size != LT_RECORD_FIXED + 32) || !leaf_records ||
+    if (!lt_segment_record_ok(record_size, leaf_records) || !leaf_records ||
         leaf_records > LT_MERKLE_MAX_LEAF_RECORDS || (leaf_records & (leaf_records - 1)) || (count && !records) ||
         !out)
         return LT_ERR_ARG;
     size_t total, leaves = count / leaf_records + (count % leaf_records != 0);
     if (__builtin_mul_overflow(record_size, count, &total) || leaves > out_len / 32) return LT_ERR_ARG;
-    const size_t leaf_bytes = record_size * leaf_records; /* <= 64 * 2^16: no overflow */
+    const size_t leaf_bytes = record_size * leaf_records; /* <= 64 * 2^16, or one window record */
     sha256_blocks_fn blocks = sha256_blocks_portable;
     size_t off = 0;
 #if LT_X86_PATHS

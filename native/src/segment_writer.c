@@ -223,8 +223,7 @@ int lt_segment_writer_new(int fd, const uint8_t *key, size_t key_len, const uint
                           size_t leaf_records, uint64_t max_records, lt_segment_writer **out) {
     if (!out) return LT_ERR_ARG;
     *out = NULL;
-    if (fd < 0 || !key || !key_len || !chain || (record_size != LT_RECORD_FIXED + 16 &&
-        record_size != LT_RECORD_FIXED + 32) || !leaf_records || leaf_records > LT_MERKLE_MAX_LEAF_RECORDS ||
+    if (fd < 0 || !key || !key_len || !chain || !lt_segment_record_ok(record_size, leaf_records) || !leaf_records || leaf_records > LT_MERKLE_MAX_LEAF_RECORDS ||
         (leaf_records & (leaf_records - 1)) || !max_records || max_records > LT_SEGMENT_MAX_RECORDS)
         return LT_ERR_ARG;
     lt_segment_writer *w = calloc(1, sizeof *w);

@@ -1,0 +1,131 @@
+"""The window tier of a capture: the engine's record batches also feed one window accumulator per
+link, and the window records it closes go to the link's window log (layout.window_log), sealed
+by a LinkWriter like the link's own segments (docs/ledger-format.md, "Window logs";
+docs/adr/0012-window-commitments.md).
+
+The window length and table are the ledger's (ledger.json `window`), so every capture into it
+keys and shapes its windows alike; a window index is never emitted twice for a link, across
+captures too: a capture whose first record falls in or before the link's last sealed window is
+refused before anything of it is written (the pad of that index would be used twice).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..digest.window import WindowAccumulator, WindowKeys, WindowRecord
+from ..errors import UsageError
+from ..keyfiles import DigestKey, SigningKey
+from ..ledger import layout
+from ..ledger.devstate import LedgerMarks
+from ..ledger.header import LedgerHeader
+from ..ledger.index import segment_files
+from ..ledger.writer import LinkWriter
+from ..ledger.sealer import SealResult, load_seal
+
+#: window records per window segment: an hour of 1 s windows (23 MB at capacity 64)
+WINDOWS_PER_SEGMENT = 3600
+
+
+@dataclass(frozen=True)
+class WindowTierResult:
+    """What the window tier of one capture wrote (capture --json `windows`)."""
+
+    log: str
+    windows: int
+    frames: int
+    first_index: int | None
+    last_index: int | None
+    segments: tuple[int, ...]
+
+    def to_json(self) -> dict:
+        return {"log": self.log, "windows": self.windows, "frames": self.frames,
+                "first_index": None if self.first_index is None else str(self.first_index),
+                "last_index": None if self.last_index is None else str(self.last_index),
+                "segments": list(self.segments)}
+
+
+def last_window_index(ledger_dir: Path, ledger: LedgerHeader, link: str) -> int | None:
+    """The index of the last window sealed in the link's window log, None when it has none (the
+    last seal's last_ts_ns is that window's start; seals are trusted here, `verify` checks them)."""
+    log = layout.window_log(link)
+    files = segment_files(ledger_dir, log)
+    sealed = sorted(i for i, f in files.items() if layout.SEAL in f)
+    if not sealed:
+        return None
+    doc = load_seal(files[sealed[-1]][layout.SEAL], ledger_dir)
+    start = doc.last_ts_ns
+    return None if start is None else int(start) // ledger.window.window_ns
+
+
+class WindowTier:
+    """One link's window accumulator and window-log writer for the length of a capture."""
+
+    def __init__(self, ledger_dir: Path, ledger: LedgerHeader, link: str, signing_key: SigningKey,
+                 digest_key: DigestKey, *, source: str, segment_seconds: float | None,
+                 marks: LedgerMarks | None = None):
+        params = ledger.window
+        self.window_ns = params.window_ns
+        self.keys = WindowKeys.derive(digest_key.master, ledger.algorithm, ledger.ledger_id, link,
+                                      params.window_ns)
+        self.last_sealed = last_window_index(ledger_dir, ledger, link)
+        self.acc = WindowAccumulator(self.keys, ledger.digest_size, window_ns=params.window_ns,
+                                     cells=params.cells)
+        self.writer = LinkWriter.open(ledger_dir, ledger, layout.window_log(link), signing_key,
+                                      source=source, segment_records=WINDOWS_PER_SEGMENT,
+                                      segment_seconds=segment_seconds, marks=marks)
+        self._checked = False
+        self.windows = self.frames = 0
+        self.first_index: int | None = None
+        self.last_index: int | None = None
+
+    def check_start(self, records: np.ndarray) -> None:
+        """Before the first batch is written anywhere: UsageError when its first record's window is
+        at or before the last window sealed for the link (that window's pad would be reused)."""
+        if self._checked or not len(records):
+            return
+        self._checked = True
+        first = int(records["ts_ns"][0]) // self.window_ns
+        if self.last_sealed is not None and first <= self.last_sealed:
+            raise UsageError(
+                f"{self.writer.ledger_dir}: link {self.writer.window_link}: the first frame falls in "
+                f"window {first}, at or before window {self.last_sealed}, the last the ledger sealed "
+                "for this link; a window is committed once (its one-time pad would be reused), so "
+                "nothing was captured: capture into another link or a new ledger")
+
+    def add(self, records: np.ndarray) -> None:
+        """A batch of the engine's records (capture order): the windows it closed are appended."""
+        self._append(self.acc.add(records))
+
+    def _append(self, windows: list[WindowRecord]) -> None:
+        if not windows:
+            return
+        self.writer.append_windows(windows)
+        self.windows += len(windows)
+        self.frames += sum(w.frames for w in windows)
+        if self.first_index is None:
+            self.first_index = windows[0].index
+        self.last_index = windows[-1].index
+        self.writer.rotate_if_due()
+
+    def finish(self) -> None:
+        """The open window's record, the last segment sealed, the window log's checkpoint."""
+        self._append(self.acc.finish())
+        self.writer.end_segment()
+        self.writer.drain()
+        if self.writer.sealed:
+            self.writer.checkpoint()
+
+    @property
+    def sealed(self) -> list[SealResult]:
+        return self.writer.sealed
+
+    def result(self) -> WindowTierResult:
+        return WindowTierResult(self.writer.link, self.windows, self.frames, self.first_index,
+                                self.last_index, tuple(s.index for s in self.writer.sealed))
+
+    def close(self) -> None:
+        self.writer.close()

@@ -1,0 +1,70 @@
+"""CPU per frame of `capture --tiers windows` next to the engine alone (capture:engine: reader,
+strip, digest, records), the same 64-byte pcap, one digest thread each, best of 5, same run
+(docs/adr/0012-window-commitments.md, "Measured"):
+
+    python scripts/window_capture_bench.py [--frames 2000000] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+from ledgertool.algorithms import get_algorithm
+from ledgertool.bench.measure import cpu_model, write_synthetic_pcap
+from ledgertool.capture.run import capture_file
+from ledgertool.digest.engine import DigestEngine
+from ledgertool.keyfiles import DigestKey, SigningKey, generate_keys
+from ledgertool.source.file import CaptureReader
+
+ALG = get_algorithm("siphash-1-3-128")
+
+
+def engine_ns(path: Path) -> float:
+    frames = 0
+    with CaptureReader(path) as r:
+        e = DigestEngine(r, ALG, 0, bytes(16), workers=1)
+        t = time.process_time()
+        while True:
+            _, n, _ = e.fill(frames)
+            if n == 0:
+                break
+            frames += n
+        return (time.process_time() - t) / frames * 1e9
+
+
+def capture_ns(path: Path, keys: Path, out: Path, tiers: tuple[str, ...]) -> float:
+    dk, sk = DigestKey.load(keys / "digest.key"), SigningKey.load(keys / "signing.key")
+    t = time.process_time()
+    res = capture_file(path, out, digest_key=dk, signing_key=sk, workers=1, tiers=tiers)
+    return (time.process_time() - t) / res.frames * 1e9
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--frames", type=int, default=2_000_000)
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        pcap = tmp / "f64.pcap"
+        write_synthetic_pcap(pcap, args.frames, 64)
+        generate_keys(tmp / "keys")
+        best = {"engine": [], "windows": [], "frames": []}
+        for k in range(args.rounds):  # interleaved, so that noise hits each alike
+            best["engine"].append(engine_ns(pcap))
+            best["windows"].append(capture_ns(pcap, tmp / "keys", tmp / f"W{k}", ("windows",)))
+            best["frames"].append(capture_ns(pcap, tmp / "keys", tmp / f"F{k}", ("frames",)))
+        eng = min(best["engine"])
+        print(f"CPU: {cpu_model()}; {args.frames:,} 64-byte frames, best of {args.rounds}")
+        for name in ("engine", "windows", "frames"):
+            ns = min(best[name])
+            label = {"engine": "capture:engine", "windows": "capture --tiers windows",
+                     "frames": "capture --tiers frames (sealed)"}[name]
+            print(f"{label:34s} {ns:6.1f} ns/frame CPU  ({ns / eng:.2f}x engine)")
+
+
+if __name__ == "__main__":
+    main()
