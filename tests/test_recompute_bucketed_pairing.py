@@ -55,13 +55,23 @@ def _run(d, keydir, details, budget, **kw):
     return res, details.read_text(), seen
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(edits=st.lists(st.tuples(st.sampled_from(KINDS), st.integers(0, 300), st.integers(0, 300)),
-                      min_size=0, max_size=4),
-       window=st.tuples(st.integers(-1, 300), st.integers(-1, 300), st.sampled_from([0, 10**4, 10**6])),
-       budget=st.sampled_from([0, 2_000]))
-def test_a_pairing_bucket_by_bucket_reports_what_pairing_everything_reports(tmp_path_factory, keydir, base,
-                                                                            edits, window, budget):
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    edits=st.lists(
+        st.tuples(st.sampled_from(KINDS), st.integers(0, 300), st.integers(0, 300)),
+        min_size=0,
+        max_size=4,
+    ),
+    window=st.tuples(
+        st.integers(-1, 300), st.integers(-1, 300), st.sampled_from([0, 10**4, 10**6])
+    ),
+    budget=st.sampled_from([0, 2_000]),
+)
+def test_a_pairing_bucket_by_bucket_reports_what_pairing_everything_reports(
+    tmp_path_factory, keydir, base, edits, window, budget
+):
     recs = base
     for kind, k, j in edits:
         recs = _edit(recs, kind, k, j)
@@ -69,8 +79,12 @@ def test_a_pairing_bucket_by_bucket_reports_what_pairing_everything_reports(tmp_
     _write(d, keydir, recs)
     lo, hi, tol = window
     ts = np.sort(base["ts_ns"])
-    kw = {"from_ns": None if lo < 0 else int(ts[lo % len(ts)]),
-          "to_ns": None if hi < 0 else int(ts[hi % len(ts)]) + 1, "tolerance_ns": tol, "exact": True}
+    kw = {
+        "from_ns": None if lo < 0 else int(ts[lo % len(ts)]),
+        "to_ns": None if hi < 0 else int(ts[hi % len(ts)]) + 1,
+        "tolerance_ns": tol,
+        "exact": True,
+    }
     if kw["from_ns"] is not None and kw["to_ns"] is not None and kw["from_ns"] >= kw["to_ns"]:
         kw["from_ns"], kw["to_ns"] = kw["to_ns"] - 1, kw["from_ns"] + 1
     whole, whole_details, seen = _run(d, keydir, d.parent / "whole.jsonl", None, **kw)
@@ -85,7 +99,9 @@ def test_a_pairing_bucket_by_bucket_reports_what_pairing_everything_reports(tmp_
         assert seen["groups"] >= many and seen["oversized"] == 0
 
 
-def test_a_differing_capture_past_the_budget_pairs_only_its_differing_parts_buckets(tmp_path, keydir, base):
+def test_a_differing_capture_past_the_budget_pairs_only_its_differing_parts_buckets(
+    tmp_path, keydir, base
+):
     """The fast verdict's first pass lets go of its rows past the budget; the second reading keeps
     the differing parts' rows, which spill to buckets: only those buckets are paired."""
     d = tmp_path / "L"

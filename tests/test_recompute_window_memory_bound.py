@@ -11,10 +11,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from test_recompute_memory_bound import N, SPEC
-from typer.testing import CliRunner
-
-from ledgertool.cli.app import app
+from test_recompute_memory_bound import N, changed_ledger
 
 START_NS = 1767225600000000000  # the spec's start_ns
 
@@ -36,24 +33,14 @@ print(after - before, res.frames, res.matched, res.ledger_only, res.capture_only
 
 
 def test_peak_memory_of_a_windowed_pairing_stays_off_the_ledgers_size(tmp_path):
-    runner = CliRunner()
-    keys, led, pcap = tmp_path / "keys", tmp_path / "L", tmp_path / "f.pcap"
-    spec = tmp_path / "spec.toml"
-    spec.write_text(SPEC.format(n=N))
-    for args in (["keys", "generate", str(keys)],
-                 ["workload", "generate", str(spec), "--out", str(pcap)],
-                 ["capture", f"workload:{spec}", "--ledger", str(led), "--digest-key", str(keys / "digest.key"),
-                  "--signing-key", str(keys / "signing.key"), "--segment-records", "50000"]):
-        r = runner.invoke(app, args)
-        assert r.exit_code == 0, r.output
-    raw = bytearray(pcap.read_bytes())
-    size = 16 + int.from_bytes(raw[32:36], "little")  # a record: its header and the captured bytes
-    for i in (1000, 200_000, 399_000):  # one payload byte of 3 frames
-        raw[24 + i * size + 16 + 50] ^= 1
-    pcap.write_bytes(raw)
+    keys, led, pcap = changed_ledger(tmp_path)
     window = (START_NS, START_NS + 3600 * 10**9)  # every frame: the pairing of all of them
-    out = subprocess.run([sys.executable, "-c", CHILD, str(pcap), str(led), str(keys), *map(str, window)],
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(pcap), str(led), str(keys), *map(str, window)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     grown_kib, frames, matched, lonly, conly = map(int, out.stdout.split())
     assert (frames, matched, lonly, conly) == (N, N - 3, 3, 3)

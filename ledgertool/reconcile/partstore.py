@@ -48,18 +48,29 @@ class PartStore:
     of the verifier's for the bucket files, None: the store may not spill and drops its rows
     when they pass `budget`."""
 
-    def __init__(self, dtype: np.dtype, budget: int, part_key: tuple[int, int], part_bits: int,
-                 tmp: Path | None, hint: int = 0, ledger_sink: RecordSink | None = None):
+    def __init__(
+        self,
+        dtype: np.dtype,
+        budget: int,
+        part_key: tuple[int, int],
+        part_bits: int,
+        tmp: Path | None,
+        hint: int = 0,
+        ledger_sink: RecordSink | None = None,
+    ):
         self.ledger = ledger_sink if ledger_sink is not None else RecordSink(dtype, hint)
         self.capture = RecordSink(dtype, hint)
         self.budget, self.part_key, self.part_bits, self.tmp = budget, part_key, part_bits, tmp
         self.bucket_bits = min(BUCKET_BITS, part_bits)
         self.links: dict[str, int] = {}  # link -> its code, in the order first seen
-        self.spans: list[tuple[int, int]] = []  # (link code, rows) of the ledger rows held, in order
+        self.spans: list[
+            tuple[int, int]
+        ] = []  # (link code, rows) of the ledger rows held, in order
         self.dropped = False
         self.spilled = False
         self._fds: dict[tuple[int, int], int] = {}  # (side, bucket) -> an open bucket file
         self._ldt = np.dtype([("rec", dtype), ("link", "<u4")])  # a ledger row on disk
+        self.empty = np.zeros(0, dtype)  # no rows, of the sides' dtype
 
     # -- filling -------------------------------------------------------------------------------
 
@@ -82,7 +93,7 @@ class PartStore:
         if self.dropped:
             self.capture.n = 0
             return
-        _compact(self.capture, self.capture.records()[self.capture.n - count:], keep)
+        _compact(self.capture, self.capture.records()[self.capture.n - count :], keep)
         self._check()
 
     def held_bytes(self) -> int:
@@ -107,7 +118,9 @@ class PartStore:
         """Append the rows held to their bucket files and hold none."""
         ledger = self.ledger.records()
         if len(ledger):
-            codes = np.repeat(np.array([c for c, _ in self.spans], np.uint32), [n for _, n in self.spans])
+            codes = np.repeat(
+                np.array([c for c, _ in self.spans], np.uint32), [n for _, n in self.spans]
+            )
             self._append(0, ledger, codes)
         if self.capture.n:
             self._append(1, self.capture.records(), None)
@@ -129,9 +142,10 @@ class PartStore:
             n = int(counts[b])
             fd = self._fds.get((side, b))
             if fd is None:
-                fd = self._fds[(side, b)] = os.open(self._path(side, b), os.O_WRONLY | os.O_CREAT | os.O_APPEND,
-                                                    0o600)
-            os.write(fd, memoryview(out[at:at + n]).cast("B"))
+                fd = self._fds[(side, b)] = os.open(
+                    self._path(side, b), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600
+                )
+            os.write(fd, memoryview(out[at : at + n]).cast("B"))
             at += n
 
     def _path(self, side: int, bucket: int) -> Path:
@@ -140,8 +154,9 @@ class PartStore:
     def _buckets(self, rows: np.ndarray) -> np.ndarray:
         out = np.empty(len(rows), np.intp)
         for at in range(0, len(rows), _CHUNK):
-            out[at:at + _CHUNK] = part_ids(rows[at:at + _CHUNK], self.part_key, self.part_bits) \
-                >> np.uint64(self.part_bits - self.bucket_bits)
+            out[at : at + _CHUNK] = part_ids(
+                rows[at : at + _CHUNK], self.part_key, self.part_bits
+            ) >> np.uint64(self.part_bits - self.bucket_bits)
         return out
 
     def close(self) -> None:
@@ -158,11 +173,14 @@ class PartStore:
             return None
         mask = np.empty(len(rows), bool)
         for at in range(0, len(rows), _CHUNK):
-            mask[at:at + _CHUNK] = wanted[part_ids(rows[at:at + _CHUNK], self.part_key, self.part_bits)]
+            mask[at : at + _CHUNK] = wanted[
+                part_ids(rows[at : at + _CHUNK], self.part_key, self.part_bits)
+            ]
         return mask
 
-    def _group(self, ledger: np.ndarray, codes: np.ndarray, capture: np.ndarray,
-               wanted: np.ndarray | None) -> Group:
+    def _group(
+        self, ledger: np.ndarray, codes: np.ndarray, capture: np.ndarray, wanted: np.ndarray | None
+    ) -> Group:
         names = sorted(self.links)
         remap = np.zeros(max(len(self.links), 1), np.int32)
         for name, code in self.links.items():
@@ -180,19 +198,29 @@ class PartStore:
         if self.dropped:
             raise ValueError("the store dropped its rows")
         if not self.spilled:
-            codes = np.repeat(np.array([c for c, _ in self.spans], np.int32), [n for _, n in self.spans])
+            codes = np.repeat(
+                np.array([c for c, _ in self.spans], np.int32), [n for _, n in self.spans]
+            )
             yield self._group(self.ledger.records(), codes, self.capture.records(), wanted)
             return
         self.close()
         shift, oversized = self.part_bits - self.bucket_bits, set(self.oversized(wanted))
         for b in range(1 << self.bucket_bits):
-            if b in oversized or wanted is not None and not wanted[b << shift:(b + 1) << shift].any():
+            if (
+                b in oversized
+                or wanted is not None
+                and not wanted[b << shift : (b + 1) << shift].any()
+            ):
                 continue
             lrows = self._read(0, b)
             crows = self._read(1, b)
             if len(lrows) or len(crows):
-                yield self._group(np.ascontiguousarray(lrows["rec"]), lrows["link"].astype(np.int32), crows,
-                                  wanted)
+                yield self._group(
+                    np.ascontiguousarray(lrows["rec"]),
+                    lrows["link"].astype(np.int32),
+                    crows,
+                    wanted,
+                )
 
     def oversized(self, wanted: np.ndarray | None = None) -> list[int]:
         """The spilled buckets (with a part `wanted` marks) whose rows pass the budget."""
@@ -200,14 +228,16 @@ class PartStore:
             return []
         shift, out = self.part_bits - self.bucket_bits, []
         for b in range(1 << self.bucket_bits):
-            if wanted is not None and not wanted[b << shift:(b + 1) << shift].any():
+            if wanted is not None and not wanted[b << shift : (b + 1) << shift].any():
                 continue
             size = sum(self._path(s, b).stat().st_size for s in (0, 1) if self._path(s, b).exists())
             if size > self.budget:
                 out.append(b)
         return out
 
-    def chunks(self, bucket: int, wanted: np.ndarray | None = None, rows: int = _CHUNK) -> Iterator[Group]:
+    def chunks(
+        self, bucket: int, wanted: np.ndarray | None = None, rows: int = _CHUNK
+    ) -> Iterator[Group]:
         """An oversized bucket's rows, `rows` of a side at a time (they pair only all together:
         for a pairing that spills, such as DuckDB's)."""
         for side in (0, 1):
@@ -215,11 +245,17 @@ class PartStore:
             dtype = self._ldt if side == 0 else self._ldt["rec"]
             total = path.stat().st_size // dtype.itemsize if path.exists() else 0
             for at in range(0, total, rows):
-                part = np.fromfile(path, dtype, count=min(rows, total - at), offset=at * dtype.itemsize)
+                part = np.fromfile(
+                    path, dtype, count=min(rows, total - at), offset=at * dtype.itemsize
+                )
                 empty = np.zeros(0, self._ldt["rec"])
                 if side == 0:
-                    yield self._group(np.ascontiguousarray(part["rec"]), part["link"].astype(np.int32), empty,
-                                      wanted)
+                    yield self._group(
+                        np.ascontiguousarray(part["rec"]),
+                        part["link"].astype(np.int32),
+                        empty,
+                        wanted,
+                    )
                 else:
                     yield self._group(empty, np.zeros(0, np.int32), part, wanted)
 
@@ -236,5 +272,5 @@ def _compact(sink: RecordSink, rows: np.ndarray, keep: np.ndarray | None) -> int
         return len(rows)
     stay = rows[keep]
     sink.n -= len(rows) - len(stay)
-    sink.records()[sink.n - len(stay):] = stay
+    sink.records()[sink.n - len(stay) :] = stay
     return len(stay)

@@ -360,12 +360,14 @@ def reconcile(source: Sources, ledger_dir: Path, digest_key: DigestKey | Sequenc
         try:
             if len(keys) == 1:  # the common case: the pairs found once on each side never reach DuckDB
                 window = (from_ns, to_ns, tolerance_ns)
-                store = PartStore(record_dtype(alg.digest_size), keep_budget(memory_limit), new_part_key(),
-                                  PART_BITS, Path(tmp), _capture_hint(source))
+                store = PartStore(record_dtype(alg.digest_size), keep_budget(memory_limit),
+                                  new_part_key(), PART_BITS, Path(tmp), _capture_hint(source))
                 segs, ver = _keep_ledger(store, verify_args, alg, keys[0], window)
                 keys, uncovered = _match_keys(ledger_dir, ledger, alg, keys, segs)
-                run = _keep_capture(store, source, keys[0][1], alg, ledger.strip, (progress, workers), window)
-                tally = pair_store(con, keys[0][0], (segs, uncovered), store, None, window, examples)
+                run = _keep_capture(store, source, keys[0][1], alg, ledger.strip,
+                                    (progress, workers), window)
+                tally = pair_store(con, keys[0][0], (segs, uncovered), store, None, window,
+                                   examples)
             else:  # several digest keys: every record goes through DuckDB's identity mapping (_pairing_views)
                 segs, ver = _load_ledger_side(con, *verify_args)
                 keys, uncovered = _match_keys(ledger_dir, ledger, alg, keys, segs)
@@ -430,7 +432,8 @@ class _Hashed:
                 per_link[row["link"]] -= row["matched"] + row["ledger_only"]
         seconds = dict(self.seconds)
         for row in paired.per_second:
-            seconds[row["second"]] = seconds.get(row["second"], 0) - row["matched"] - row["ledger_only"]
+            sec = row["second"]
+            seconds[sec] = seconds.get(sec, 0) - row["matched"] - row["ledger_only"]
         return matched_counts_tally(self.run.frames - paired.frames_in_window,
                                     self.lhash.count - paired.matched - paired.ledger_only,
                                     per_link, {s: n for s, n in seconds.items() if n})
@@ -462,8 +465,8 @@ def _decide(hashed: _Hashed, source: Sources, verify_args: tuple, ledger: Ledger
                 if not _gather_parts(store, wanted, hashed, source, verify_args, ledger, alg, key,
                                      (progress, workers)):
                     return None
-                part = pair_store(con, hashed.keys[0][0], (hashed.segs, []), store, wanted, (None, None, 0),
-                                  examples)
+                part = pair_store(con, hashed.keys[0][0], (hashed.segs, []), store, wanted,
+                                  (None, None, 0), examples)
                 tally = merge_tallies([hashed.agreeing_tally(part), part], examples)
                 written = _write_details(con, details, source, details_limit) if details else 0
             except duckdb.Error as e:
@@ -564,8 +567,9 @@ def _hash_sides(source: Sources, verify_args: tuple, ledger: LedgerHeader, alg: 
     return _Hashed(segs, seals, ver, keys, lhash, chash, per_link, seconds, run, gaps)
 
 
-def _gather_parts(store: PartStore, wanted: np.ndarray, hashed: _Hashed, source: Sources, verify_args: tuple,
-                  ledger: LedgerHeader, alg: Algorithm, key: DigestKey, how: tuple) -> bool:
+def _gather_parts(store: PartStore, wanted: np.ndarray, hashed: _Hashed, source: Sources,
+                  verify_args: tuple, ledger: LedgerHeader, alg: Algorithm, key: DigestKey,
+                  how: tuple) -> bool:
     """Read both sides again and keep in `store` only the frame rows of the parts `wanted` marks.
     False when this reading did not meet what the first did (the ledger's seals, or the capture's
     frames and their hash): the caller pairs everything then. DiscrepancyError when the ledger no
@@ -592,7 +596,8 @@ def _gather_parts(store: PartStore, wanted: np.ndarray, hashed: _Hashed, source:
     for one in source_list(source):
         if run.stopped is not None:
             break
-        for batch in _digest_records(one, key, alg, ledger.strip, run, progress, workers, sink=store.capture):
+        for batch in _digest_records(one, key, alg, ledger.strip, run, progress, workers,
+                                     sink=store.capture):
             again.add(batch)
             store.took_capture(len(batch), wanted[part_ids(batch, lh.part_key, lh.part_bits)])
     return run.stopped is None and run.frames == hashed.run.frames and not len(again.differing_parts(ch))
@@ -611,24 +616,25 @@ def _keep_ledger(store: PartStore, verify_args: tuple, alg: Algorithm, key: Dige
 
     def add_segment(seg: VerifiedSegment) -> None:
         segs.append(_Segment.of(seg))
-        if seg.seal.get("digest_key_id") != kid:  # uncovered, or a wrong key (_match_keys says which)
+        if seg.seal.get("digest_key_id") != kid:  # uncovered, or a wrong key (_match_keys says)
             return
         arr = np.frombuffer(seg.records, store.ledger.dtype)
-        keep = None if seg.frames is not None and seg.frames == len(arr) else (arr["flags"] & FLAG_GAP) == 0
+        keep = None if seg.frames is not None and seg.frames == len(arr) \
+            else (arr["flags"] & FLAG_GAP) == 0
         if lo is not None or hi is not None:
             inside = window_mask(arr["ts_ns"], lo, hi)
             keep = inside if keep is None else keep & inside
         store.took_ledger(seg.link, seg.records, keep)
 
-    ver = verify_ledger(*verify_args[:4], links=verify_args[4], on_segment=add_segment, progress=verify_args[5],
-                        records_into=store.ledger)
+    ver = verify_ledger(*verify_args[:4], links=verify_args[4], on_segment=add_segment,
+                        progress=verify_args[5], records_into=store.ledger)
     if not ver.ok:
         raise not_verified_error(ver, "it is not reconciled")
     return segs, ver
 
 
-def _keep_capture(store: PartStore, source: Sources, key: DigestKey, alg: Algorithm, strip: str, how: tuple,
-                  window: tuple[int | None, int | None, int]) -> DigestRun:
+def _keep_capture(store: PartStore, source: Sources, key: DigestKey, alg: Algorithm, strip: str,
+                  how: tuple, window: tuple[int | None, int | None, int]) -> DigestRun:
     """Recompute the captures under `key` into `store`'s capture sink (the engine writes there),
     keeping the frames within the widened window; returns the run's statistics."""
     progress, workers = how
@@ -637,7 +643,8 @@ def _keep_capture(store: PartStore, source: Sources, key: DigestKey, alg: Algori
     for one in source_list(source):
         if run.stopped is not None:  # a capture before this one could not be read to its end
             break
-        for batch in _digest_records(one, key, alg, strip, run, progress, workers, sink=store.capture):
+        for batch in _digest_records(one, key, alg, strip, run, progress, workers,
+                                     sink=store.capture):
             store.took_capture(len(batch), None if lo is None and hi is None else
                                window_mask(batch["ts_ns"], lo, hi))
     return run
@@ -646,11 +653,13 @@ def _keep_capture(store: PartStore, source: Sources, key: DigestKey, alg: Algori
 def _widened(window: tuple[int | None, int | None, int]) -> tuple[int | None, int | None]:
     """The window (from_ns, to_ns, tolerance_ns) widened by its tolerance: what both sides read."""
     from_ns, to_ns, tolerance_ns = window
-    return (None if from_ns is None else from_ns - tolerance_ns, None if to_ns is None else to_ns + tolerance_ns)
+    return (None if from_ns is None else from_ns - tolerance_ns,
+            None if to_ns is None else to_ns + tolerance_ns)
 
 
 def pair_store(con, kid: str, segments: tuple[list[_Segment], list[dict]], store: PartStore,
-               wanted: np.ndarray | None, window: tuple[int | None, int | None, int], examples: int) -> Tally:
+               wanted: np.ndarray | None, window: tuple[int | None, int | None, int],
+               examples: int) -> Tally:
     """Pair and tally the rows `store` kept (of the parts `wanted` marks; None: all) as pair_records
     does over all of them (`segments`: the ledger's segments and the uncovered runs). The store's
     groups pair on their own (one, or a bucket at a time once it spilled); a bucket past the
@@ -670,13 +679,13 @@ def pair_store(con, kid: str, segments: tuple[list[_Segment], list[dict]], store
             _drop_pairing(con)
 
     for g in store.groups(wanted):
-        collect(pair_records(con, kid, segs, uncovered, (g.names, g.codes, g.ledger), g.capture, window, examples))
+        collect(pair_records(con, kid, segs, uncovered, (g.names, g.codes, g.ledger), g.capture,
+                             window, examples))
     for bucket in store.oversized(wanted):
-        con.execute("CREATE TEMP TABLE lrec (link VARCHAR, kid VARCHAR, digest BLOB, seq UBIGINT, ts_ns BIGINT, "
-                    "wire_len UINTEGER)")
-        con.execute(f"CREATE TEMP TABLE cap0 ({CAPTURE_COLUMNS})")
+        load_rows(con, kid, np.zeros(0, dtype=object), store.empty, store.empty)
         for g in store.chunks(bucket, wanted):
-            append_rows(con, kid, np.array(g.names + [""], dtype=object)[g.codes], g.ledger, g.capture)
+            links = np.array(g.names + [""], dtype=object)[g.codes]
+            append_rows(con, kid, links, g.ledger, g.capture)
         _pair(con, [(kid, None)], segs, uncovered, from_ns, to_ns, tolerance_ns)
         collect(_tally(con, from_ns, to_ns, examples))
     if several:
