@@ -7,7 +7,6 @@ bytes a record with the pairing's arrays); the partitioned pairing must stay wel
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -55,8 +54,9 @@ print(after - before, res.matched, res.ledger_only, res.capture_only)
 """
 
 
-@pytest.mark.skipif(not accelerated(), reason="the partitioned pairing runs where AES-NI does")
-def test_peak_memory_of_a_differing_capture_stays_off_the_ledgers_size(tmp_path):
+def changed_ledger(tmp_path):
+    """(keys, ledger, pcap): N generated frames captured into a ledger, and their pcap with one
+    payload byte of 3 frames flipped."""
     runner = CliRunner()
     keys, led, pcap = tmp_path / "keys", tmp_path / "L", tmp_path / "f.pcap"
     spec = tmp_path / "spec.toml"
@@ -72,6 +72,12 @@ def test_peak_memory_of_a_differing_capture_stays_off_the_ledgers_size(tmp_path)
     for i in (1000, 200_000, 399_000):  # one payload byte of 3 frames
         raw[24 + i * size + 16 + 50] ^= 1
     pcap.write_bytes(raw)
+    return keys, led, pcap
+
+
+@pytest.mark.skipif(not accelerated(), reason="the partitioned pairing runs where AES-NI does")
+def test_peak_memory_of_a_differing_capture_stays_off_the_ledgers_size(tmp_path):
+    keys, led, pcap = changed_ledger(tmp_path)
     out = subprocess.run([sys.executable, "-c", CHILD, str(pcap), str(led), str(keys), "0"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

@@ -121,6 +121,11 @@ class RecordSink:
         """The records filled so far (a view)."""
         return self._buf[:self.n]
 
+    def clear(self) -> None:
+        """Forget the records filled and give their memory back (the array is one batch again)."""
+        self._buf = np.empty(self.BATCH, self._buf.dtype)
+        self.n = 0
+
 
 def _address(mem: memoryview) -> int:
     """The address of a contiguous buffer's first byte."""

@@ -61,10 +61,13 @@ def part_ids(records: np.ndarray, part_key: tuple[int, int], part_bits: int) -> 
     `part_bits` bits of (first 8 digest bytes, little endian, ^ k0) * (k1 | 1) mod 2^64."""
     if part_bits == 0:
         return np.zeros(len(records), np.uint64)
-    off = records.dtype.fields["digest"][1]
-    rows = np.ascontiguousarray(records).view(np.uint8).reshape(len(records), records.dtype.itemsize)
-    first = np.ascontiguousarray(rows[:, off:off + 8]).view("<u8").ravel()
-    return ((first ^ np.uint64(part_key[0])) * np.uint64(part_key[1] | 1)) >> np.uint64(64 - part_bits)
+    records = np.ascontiguousarray(records)
+    # the first 8 digest bytes of each record, read in place (a strided view: nothing copied)
+    first = np.ndarray((len(records),), "<u8", buffer=records, offset=records.dtype.fields["digest"][1],
+                       strides=(records.dtype.itemsize,)) if len(records) else np.zeros(0, "<u8")
+    out = np.bitwise_xor(first, np.uint64(part_key[0]))
+    np.multiply(out, np.uint64(part_key[1] | 1), out=out)
+    return np.right_shift(out, np.uint64(64 - part_bits), out=out)
 
 
 class MultisetHash:

@@ -51,8 +51,9 @@ from ..urls import location
 from ..verify.ledger import VerifiedSegment, VerifyResult, verify_ledger
 from .dissect import dissect_line
 from .msethash import HashingSink, MultisetHash, new_key, new_part_key, part_ids
+from .partstore import PartStore
 from .msethash import accelerated as mset_accelerated
-from .multiset import (LedgerPart, Tally, concat_records, ledger_rows, matched_tally, merge_tallies, paired_masks,
+from .multiset import (LedgerPart, Tally, matched_tally, merge_tallies, paired_masks,
                        second_counts, window_mask)
 from .query import not_verified_error, open_duckdb
 
@@ -316,8 +317,10 @@ def reconcile(source: Sources, ledger_dir: Path, digest_key: DigestKey | Sequenc
     One digest key, no window, no standard input and a CPU with AES instructions: the fast
     verdict comes first (_hash_sides: a multiset hash of each side in parts, docs/adr/0011); only
     when some parts differ are both sides read again, and only those parts' rows are kept and
-    paired (in DuckDB, spilling to disk, once they pass a quarter of `memory_limit`). `exact`
-    pairs everything without it (the report is the same; for tests and benchmarks).
+    paired. Every single-key pairing keeps its rows in memory up to a quarter of `memory_limit`
+    and then in bucket files by their part, paired a bucket at a time (PartStore, pair_store), so
+    it holds the limit whatever the ledger's size. `exact` pairs everything without the fast
+    verdict (the report is the same; for tests and benchmarks).
 
     Raises DiscrepancyError when the ledger does not verify, KeyFileError when a key is not one
     of the ledger's digest keys (wrong key) or covers none of its sealed segments in `links`,
@@ -357,15 +360,15 @@ def reconcile(source: Sources, ledger_dir: Path, digest_key: DigestKey | Sequenc
         con = _open_pairing(memory_limit, tmp)
         try:
             if len(keys) == 1:  # the common case: the pairs found once on each side never reach DuckDB
-                # the ledger holds about the capture's frames: its array is reserved as the capture's is
-                hint = sum(_file_bytes(one) for one in source_list(source)) // 64
-                segs, ver, parts, whole = _ledger_parts(*verify_args, alg.digest_size, hint)
+                window = (from_ns, to_ns, tolerance_ns)
+                store = PartStore(record_dtype(alg.digest_size), keep_budget(memory_limit),
+                                  new_part_key(), PART_BITS, Path(tmp), _capture_hint(source))
+                segs, ver = _keep_ledger(store, verify_args, alg, keys[0], window)
                 keys, uncovered = _match_keys(ledger_dir, ledger, alg, keys, segs)
-                capture, run = _capture_records(source, keys[0][1], alg, ledger.strip, progress, workers)
-                names, codes, recs = ledger_rows(parts, keys[0][0], alg.digest_size, whole=whole)
-                del parts, whole  # (recs is their one array)
-                tally = pair_records(con, keys[0][0], segs, uncovered, (names, codes, recs), capture,
-                                     (from_ns, to_ns, tolerance_ns), examples)
+                run = _keep_capture(store, source, keys[0][1], alg, ledger.strip,
+                                    (progress, workers), window)
+                tally = pair_store(con, keys[0][0], (segs, uncovered), store, None, window,
+                                   examples)
             else:  # several digest keys: every record goes through DuckDB's identity mapping (_pairing_views)
                 segs, ver = _load_ledger_side(con, *verify_args)
                 keys, uncovered = _match_keys(ledger_dir, ledger, alg, keys, segs)
@@ -420,30 +423,52 @@ class _Hashed:
         """The tally when every part agrees: every frame matched (the ledger side's counts)."""
         return matched_counts_tally(self.run.frames, self.lhash.count, self.per_link, self.seconds)
 
+    def agreeing_tally(self, paired: Tally) -> Tally:
+        """The tally of every row outside the parts `paired` counts (the differing parts' pairing):
+        all matched, as their parts agree, counted as the ledger side's counts less the ledger rows
+        of `paired` (matched or ledger-only, by link and by their second)."""
+        per_link = dict(self.per_link)
+        for row in paired.per_link:
+            if row["link"] is not None:
+                per_link[row["link"]] -= row["matched"] + row["ledger_only"]
+        seconds = dict(self.seconds)
+        for row in paired.per_second:
+            sec = row["second"]
+            seconds[sec] = seconds.get(sec, 0) - row["matched"] - row["ledger_only"]
+        return matched_counts_tally(self.run.frames - paired.frames_in_window,
+                                    self.lhash.count - paired.matched - paired.ledger_only,
+                                    per_link, {s: n for s, n in seconds.items() if n})
+
 
 def _decide(hashed: _Hashed, source: Sources, verify_args: tuple, ledger: LedgerHeader, alg: Algorithm,
             key: DigestKey, how: tuple, memory_limit: str, details: Path | None,
             details_limit: int) -> ReconcileResult | None:
     """The report from both sides hashed in parts: every part agrees, so every frame matched; or
-    both sides read again, only the differing parts' rows kept and paired, the rest counted as
-    matched (a difference costs what it touches). None when the second reading did not meet what
-    the first did (the caller pairs everything)."""
+    both sides read again, only the differing parts' rows kept (a PartStore: past the budget in
+    bucket files) and paired, the rest counted as matched (a difference costs what it touches).
+    None when the second reading did not meet what the first did (the caller pairs everything)."""
     progress, workers, examples = how
-    written, con = 0, None
-    if not len(hashed.lhash.differing_parts(hashed.chash)):
+    written = 0
+    differing = hashed.lhash.differing_parts(hashed.chash)
+    if not len(differing):
         tally = hashed.tally()
         if details:  # no frame differs: the details file is empty, as the pairing writes it
             with fsio.atomic_file(details, what="details file"):
                 pass
     else:
+        wanted = np.zeros(1 << PART_BITS, bool)
+        wanted[differing] = True
         with tempfile.TemporaryDirectory(prefix="ledgertool-recompute-") as tmp:
             con = _open_pairing(memory_limit, tmp)
             try:
-                pool = _Pool(con, hashed.keys[0][0], memory_budget(memory_limit) // 4,
-                             np.zeros(0, record_dtype(alg.digest_size)))
-                if not _gather_pool(pool, hashed, source, verify_args, ledger, alg, key, progress, workers):
+                store = PartStore(record_dtype(alg.digest_size), keep_budget(memory_limit),
+                                  hashed.lhash.part_key, PART_BITS, Path(tmp))
+                if not _gather_parts(store, wanted, hashed, source, verify_args, ledger, alg, key,
+                                     (progress, workers)):
                     return None
-                tally = _pair_pool(pool, hashed, examples)
+                part = pair_store(con, hashed.keys[0][0], (hashed.segs, []), store, wanted,
+                                  (None, None, 0), examples)
+                tally = merge_tallies([hashed.agreeing_tally(part), part], examples)
                 written = _write_details(con, details, source, details_limit) if details else 0
             except duckdb.Error as e:
                 raise LedgerFormatError(f"{verify_args[0]}: reconciliation failed reading the ledger: "
@@ -475,6 +500,19 @@ def memory_budget(memory_limit: str) -> int:
     if unit is None:
         return memory_budget(DEFAULT_MEMORY_LIMIT) if memory_limit != DEFAULT_MEMORY_LIMIT else 4 * 10**9
     return int(float(m.group(1)) * unit)
+
+
+def keep_budget(memory_limit: str) -> int:
+    """The bytes of both sides' rows a pairing keeps in memory (a quarter of `memory_limit`: the
+    pairing of what is kept needs about as much again, and DuckDB the rest); past it they go to
+    bucket files (PartStore)."""
+    return memory_budget(memory_limit) // 4
+
+
+def _capture_hint(source: Sources) -> int:
+    """The records to reserve for a side: a pcap has at least 16 + 60 bytes a whole Ethernet frame
+    (RecordSink caps the reservation; untouched pages cost no memory)."""
+    return sum(_file_bytes(one) for one in source_list(source)) // 64
 
 
 def _hash_sides(source: Sources, verify_args: tuple, ledger: LedgerHeader, alg: Algorithm,
@@ -530,87 +568,26 @@ def _hash_sides(source: Sources, verify_args: tuple, ledger: LedgerHeader, alg: 
     return _Hashed(segs, seals, ver, keys, lhash, chash, per_link, seconds, run, gaps)
 
 
-@dataclass
-class _Pool:
-    """The rows of the differing parts, gathered side by side (_gather_pool): record arrays while
-    they fit `budget` bytes, then in DuckDB tables `lrec` / `cap0`, which spill to disk. The
-    ledger rows are counted per link and per second, the capture rows in all, as they come."""
-
-    con: object
-    kid: str
-    budget: int
-    empty: np.ndarray  # no records, of the sides' dtype
-    ledger: list[tuple[str, np.ndarray]] = field(default_factory=list)
-    capture: list[np.ndarray] = field(default_factory=list)
-    held: int = 0  # bytes of the arrays above
-    spilled: bool = False
-    per_link: dict[str, int] = field(default_factory=dict)
-    seconds: dict[int, int] = field(default_factory=dict)
-    ledger_rows: int = 0
-    capture_rows: int = 0
-
-    def add_ledger(self, link: str, rows: np.ndarray) -> None:
-        if not len(rows):
-            return
-        self.per_link[link] = self.per_link.get(link, 0) + len(rows)
-        second_counts(rows, 0, into=self.seconds)
-        self.ledger_rows += len(rows)
-        self.ledger.append((link, rows))
-        self._hold(rows.nbytes)
-
-    def add_capture(self, rows: np.ndarray) -> None:
-        if not len(rows):
-            return
-        self.capture_rows += len(rows)
-        self.capture.append(rows)
-        self._hold(rows.nbytes)
-
-    def _hold(self, nbytes: int) -> None:
-        self.held += nbytes
-        if self.held > self.budget:
-            self.spill()
-
-    def spill(self) -> None:
-        """Move the arrays held into the DuckDB tables (created on the first call)."""
-        if not self.spilled:
-            load_rows(self.con, self.kid, np.zeros(0, dtype=object), self.empty, self.empty)
-            self.spilled = True
-        for link, rows in self.ledger:
-            append_rows(self.con, self.kid, np.array([link] * len(rows), dtype=object), rows, self.empty)
-        for rows in self.capture:
-            append_rows(self.con, self.kid, np.zeros(0, dtype=object), self.empty, rows)
-        self.ledger, self.capture, self.held = [], [], 0
-
-    def agreeing_tally(self, hashed: _Hashed) -> Tally:
-        """The tally of every row outside the pool: all matched (their parts agree), counted as the
-        ledger side's counts less the pool's."""
-        per_link = {ln: n - self.per_link.get(ln, 0) for ln, n in hashed.per_link.items()}
-        seconds = {s: n - self.seconds.get(s, 0) for s, n in hashed.seconds.items()}
-        return matched_counts_tally(hashed.run.frames - self.capture_rows, hashed.lhash.count - self.ledger_rows,
-                                    per_link, {s: n for s, n in seconds.items() if n})
-
-
-def _gather_pool(pool: _Pool, hashed: _Hashed, source: Sources, verify_args: tuple, ledger: LedgerHeader,
-                 alg: Algorithm, key: DigestKey, progress: ProgressFn | None, workers: int) -> bool:
-    """Read both sides again and keep in `pool` only the frame rows of the parts `hashed` found
-    differing. False when this reading did not meet what the first did (the ledger's seals, or
-    the capture's frames and their hash): the caller pairs everything then. DiscrepancyError when
-    the ledger no longer verifies."""
-    dtype = record_dtype(alg.digest_size)
+def _gather_parts(store: PartStore, wanted: np.ndarray, hashed: _Hashed, source: Sources,
+                  verify_args: tuple, ledger: LedgerHeader, alg: Algorithm, key: DigestKey,
+                  how: tuple) -> bool:
+    """Read both sides again and keep in `store` only the frame rows of the parts `wanted` marks.
+    False when this reading did not meet what the first did (the ledger's seals, or the capture's
+    frames and their hash): the caller pairs everything then. DiscrepancyError when the ledger no
+    longer verifies."""
+    progress, workers = how
+    dtype = store.ledger.dtype
     lh, ch = hashed.lhash, hashed.chash
-    wanted = np.zeros(1 << lh.part_bits, bool)
-    wanted[lh.differing_parts(ch)] = True
     seals: list[dict] = []
-    sink = RecordSink(dtype)  # nothing taken: every segment is copied to the same place
 
     def add_segment(seg: VerifiedSegment) -> None:
         seals.append(seg.seal)
         arr = np.frombuffer(seg.records, dtype)
-        keep = wanted[part_ids(arr, lh.part_key, lh.part_bits)] & ((arr["flags"] & FLAG_GAP) == 0)
-        pool.add_ledger(seg.link, arr[keep])  # (a copy: the sink's buffer is reused)
+        store.took_ledger(seg.link, seg.records, wanted[part_ids(arr, lh.part_key, lh.part_bits)]
+                          & ((arr["flags"] & FLAG_GAP) == 0))
 
     ver = verify_ledger(*verify_args[:4], links=verify_args[4], on_segment=add_segment, progress=verify_args[5],
-                        records_into=sink)
+                        records_into=store.ledger)
     if not ver.ok:
         raise not_verified_error(ver, "it is not reconciled")
     if seals != hashed.seals:
@@ -620,29 +597,111 @@ def _gather_pool(pool: _Pool, hashed: _Hashed, source: Sources, verify_args: tup
     for one in source_list(source):
         if run.stopped is not None:
             break
-        for batch in _digest_records(one, key, alg, ledger.strip, run, progress, workers):
+        for batch in _digest_records(one, key, alg, ledger.strip, run, progress, workers,
+                                     sink=store.capture):
             again.add(batch)
-            pool.add_capture(batch[wanted[part_ids(batch, lh.part_key, lh.part_bits)]])
+            store.took_capture(len(batch), wanted[part_ids(batch, lh.part_key, lh.part_bits)])
     return run.stopped is None and run.frames == hashed.run.frames and not len(again.differing_parts(ch))
 
 
-def _pair_pool(pool: _Pool, hashed: _Hashed, examples: int) -> Tally:
-    """Pair the pool's rows exactly (pair_records, or DuckDB's pairing once it spilled) and add the
-    agreeing remainder: the tally of pairing everything."""
-    con, kid = pool.con, pool.kid
-    if pool.spilled:
-        pool.spill()  # the rest too
-        _pair(con, [(kid, None)], hashed.segs, [], None, None, 0)
-        part = _tally(con, None, None, examples)
-    else:
-        names = sorted({ln for ln, _ in pool.ledger})
-        code = {n: i for i, n in enumerate(names)}
-        codes = np.repeat(np.array([code[ln] for ln, _ in pool.ledger], np.int32),
-                          [len(r) for _, r in pool.ledger]) if pool.ledger else np.zeros(0, np.int32)
-        recs = concat_records([r for _, r in pool.ledger], pool.empty.dtype)
-        capture = concat_records(pool.capture, pool.empty.dtype)
-        part = pair_records(con, kid, hashed.segs, [], (names, codes, recs), capture, (None, None, 0), examples)
-    return merge_tallies([pool.agreeing_tally(hashed), part], examples)
+def _keep_ledger(store: PartStore, verify_args: tuple, alg: Algorithm, key: DigestKey,
+                 window: tuple[int | None, int | None, int]) -> tuple[list[_Segment], VerifyResult]:
+    """Verify the ledger and keep in `store` the frame records of its verified segments under
+    `key` (gap records left out) within the window widened by its tolerance (from_ns, to_ns,
+    tolerance_ns): verify copies each raw record file's records straight into the store's sink,
+    so the rows kept are the very bytes that were checked. DiscrepancyError when it does not
+    verify."""
+    kid = key.key_id(alg.name, alg.key_size)
+    lo, hi = _widened(window)
+    segs: list[_Segment] = []
+
+    def add_segment(seg: VerifiedSegment) -> None:
+        segs.append(_Segment.of(seg))
+        if seg.seal.get("digest_key_id") != kid:  # uncovered, or a wrong key (_match_keys says)
+            return
+        arr = np.frombuffer(seg.records, store.ledger.dtype)
+        keep = None if seg.frames is not None and seg.frames == len(arr) \
+            else (arr["flags"] & FLAG_GAP) == 0
+        if lo is not None or hi is not None:
+            inside = window_mask(arr["ts_ns"], lo, hi)
+            keep = inside if keep is None else keep & inside
+        store.took_ledger(seg.link, seg.records, keep)
+
+    ver = verify_ledger(*verify_args[:4], links=verify_args[4], on_segment=add_segment,
+                        progress=verify_args[5], records_into=store.ledger)
+    if not ver.ok:
+        raise not_verified_error(ver, "it is not reconciled")
+    return segs, ver
+
+
+def _keep_capture(store: PartStore, source: Sources, key: DigestKey, alg: Algorithm, strip: str,
+                  how: tuple, window: tuple[int | None, int | None, int]) -> DigestRun:
+    """Recompute the captures under `key` into `store`'s capture sink (the engine writes there),
+    keeping the frames within the widened window; returns the run's statistics."""
+    progress, workers = how
+    lo, hi = _widened(window)
+    run = DigestRun()
+    for one in source_list(source):
+        if run.stopped is not None:  # a capture before this one could not be read to its end
+            break
+        for batch in _digest_records(one, key, alg, strip, run, progress, workers,
+                                     sink=store.capture):
+            store.took_capture(len(batch), None if lo is None and hi is None else
+                               window_mask(batch["ts_ns"], lo, hi))
+    return run
+
+
+def _widened(window: tuple[int | None, int | None, int]) -> tuple[int | None, int | None]:
+    """The window (from_ns, to_ns, tolerance_ns) widened by its tolerance: what both sides read."""
+    from_ns, to_ns, tolerance_ns = window
+    return (None if from_ns is None else from_ns - tolerance_ns,
+            None if to_ns is None else to_ns + tolerance_ns)
+
+
+def pair_store(con, kid: str, segments: tuple[list[_Segment], list[dict]], store: PartStore,
+               wanted: np.ndarray | None, window: tuple[int | None, int | None, int],
+               examples: int) -> Tally:
+    """Pair and tally the rows `store` kept (of the parts `wanted` marks; None: all) as pair_records
+    does over all of them (`segments`: the ledger's segments and the uncovered runs). The store's
+    groups pair on their own (one, or a bucket at a time once it spilled); a bucket past the
+    budget goes through DuckDB's pairing, which spills. Table `j` on `con` then holds the
+    differing rows of every group (for --details)."""
+    segs, uncovered = segments
+    from_ns, to_ns, tolerance_ns = window
+    several = store.spilled
+    if several:
+        con.execute(f"CREATE TEMP TABLE jall ({J_COLUMNS})")
+    tallies = []
+
+    def collect(tally: Tally) -> None:
+        tallies.append(tally)
+        if several:
+            con.execute("INSERT INTO jall SELECT * FROM j WHERE status <> 'matched'")
+            _drop_pairing(con)
+
+    for g in store.groups(wanted):
+        collect(pair_records(con, kid, segs, uncovered, (g.names, g.codes, g.ledger), g.capture,
+                             window, examples))
+    for bucket in store.oversized(wanted):
+        load_rows(con, kid, np.zeros(0, dtype=object), store.empty, store.empty)
+        for g in store.chunks(bucket, wanted):
+            links = np.array(g.names + [""], dtype=object)[g.codes]
+            append_rows(con, kid, links, g.ledger, g.capture)
+        _pair(con, [(kid, None)], segs, uncovered, from_ns, to_ns, tolerance_ns)
+        collect(_tally(con, from_ns, to_ns, examples))
+    if several:
+        con.execute("ALTER TABLE jall RENAME TO j")
+    elif not tallies:
+        con.execute(f"CREATE TEMP TABLE j ({J_COLUMNS})")
+    return merge_tallies(tallies, examples)
+
+
+def _drop_pairing(con) -> None:
+    """Drop what one pairing made on `con` (pair_records, _pair), for the next group's."""
+    for view in ("l", "c"):
+        con.execute(f"DROP VIEW IF EXISTS {view}")
+    for table in ("contested", "cov", "j", "lrec", "cap0"):
+        con.execute(f"DROP TABLE IF EXISTS {table}")
 
 
 def matched_counts_tally(frames: int, records: int, per_link: dict[str, int], seconds: dict[int, int]) -> Tally:
