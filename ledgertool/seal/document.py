@@ -17,10 +17,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-
-import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING
 
 from ..digest.engine import merkle_leaves, merkle_root
 from ..digest.record import FLAG_GAP, record_dtype
@@ -29,6 +26,9 @@ from ..fsio import read_regular, write_atomic
 from ..keyfiles import SigningKey, seal_message
 from ..ledger.header import LedgerHeader
 from .canonical import canonical_json, loads_strict
+
+if TYPE_CHECKING:  # imported where Parquet is written or read: a v2 capture and verify load neither
+    import pyarrow as pa
 
 SEAL_FORMAT = "ledgertool-seal-v1"
 #: ledger format v2: the records are a raw record file or Parquet, authenticated by the root alone
@@ -39,6 +39,8 @@ MAX_SEAL_BYTES = 1 << 20  # a hybrid-signed seal is about 6 KB
 
 def arrow_schema(digest_size: int) -> pa.Schema:
     """Arrow/Parquet schema of sealed records (schemas/records.arrow.json)."""
+    import pyarrow as pa
+
     return pa.schema(
         [
             ("segment", pa.uint32()),
@@ -56,6 +58,9 @@ def arrow_schema(digest_size: int) -> pa.Schema:
 
 def records_to_table(records: bytes, digest_size: int, segment: int) -> pa.Table:
     """Fixed-size record bytes -> Arrow table (zero Python work per record)."""
+    import numpy as np
+    import pyarrow as pa
+
     arr = np.frombuffer(records, dtype=record_dtype(digest_size))
     n = len(arr)
     digests = pa.FixedSizeBinaryArray.from_buffers(
@@ -72,6 +77,8 @@ def records_to_table(records: bytes, digest_size: int, segment: int) -> pa.Table
 
 def table_to_records(table: pa.Table, digest_size: int) -> bytes:
     """Arrow table -> the exact fixed-size record bytes the Merkle root covers."""
+    import numpy as np
+
     n = table.num_rows
     arr = np.zeros(n, dtype=record_dtype(digest_size))
     for name in ("seq", "ts_ns", "wire_len", "cap_len", "flags", "linktype", "aux"):
@@ -100,6 +107,9 @@ def write_parquet_atomic(table: pa.Table, path: Path, root: Path | None = None) 
     """Write a Parquet file atomically (fsio.write_atomic, below `root`); return (sha256 hex, size
     in bytes). The file is encoded in memory and hashed there, so it is not read back from disk to
     be hashed."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, write_statistics=True, row_group_size=1 << 20, **PARQUET_OPTIONS)
     data = sink.getvalue()
@@ -110,6 +120,9 @@ def write_parquet_atomic(table: pa.Table, path: Path, root: Path | None = None) 
 def decode_parquet(data: pa.Buffer) -> pa.Table:
     """The table of a sealed Parquet file held in memory (the very bytes that were hashed);
     pyarrow's errors for a file that does not decode."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     return pq.read_table(pa.BufferReader(data))
 
 
@@ -215,6 +228,8 @@ def seal_records(
     `records` are whole fixed-size records (ledger.record_size bytes each), numbered from
     `first_seq`. Returns the seal document and a summary.
     """
+    import numpy as np
+
     digest_size = ledger.digest_size
     record_size = ledger.record_size
     count = len(records) // record_size
