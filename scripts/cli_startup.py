@@ -49,7 +49,8 @@ def ledger_cases(work: Path):
                "--digest-key", str(keys / "digest.key"), "--quiet", "--ledger"]
     yield "ledgertool capture (294 frames)", capture, lambda i: [str(work / f"L{i}")]
     yield ("ledgertool verify (294 records)",
-           ["-c", ENTRY, "verify", str(work / "L0"), "--trust", str(keys / "verifier.pub"), "--quiet"],
+           ["-c", ENTRY, "verify", str(work / "L0"), "--trust", str(keys / "verifier.pub"),
+            "--quiet"],
            None)
 
 

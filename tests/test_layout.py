@@ -208,8 +208,10 @@ def _runtime_top_imports(name: str) -> list[str]:
                 mod = node.module or ""
                 if node.level:
                     base = name.split(".") if is_pkg else name.split(".")[:-1]
-                    mod = ".".join(base[:len(base) - node.level + 1] + ([node.module] if node.module else []))
-                out.extend(f"{mod}.{a.name}" if f"{mod}.{a.name}" in MODULES else mod for a in node.names)
+                    base = base[:len(base) - node.level + 1]
+                    mod = ".".join(base + ([node.module] if node.module else []))
+                out.extend(f"{mod}.{a.name}" if f"{mod}.{a.name}" in MODULES else mod
+                           for a in node.names)
             elif isinstance(node, ast.ExceptHandler | ast.ClassDef | ast.If | ast.Try | ast.With):
                 visit(node.body + getattr(node, "orelse", []) + getattr(node, "finalbody", [])
                       + getattr(node, "handlers", []))

@@ -91,7 +91,8 @@ class Timing:
 
 def _cpu_seconds() -> float:
     """User + system CPU time so far of this process (every thread) and its waited-for children."""
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
@@ -120,7 +121,8 @@ def _timed(fn: Callable[[], object], after: Callable[[], object] | None = None
 def _row(benchmark: str, alg: str, size: int, threads: int, frames: int, t: Timing, repeats: int,
          noisy_cv: float, cpu_path: str) -> BenchRow:
     return BenchRow(benchmark, alg, size, threads, frames, t.median, repeats, t.cv, t.cv > noisy_cv,
-                    cpu_path=cpu_path, best_seconds=t.best, cpu_seconds=t.cpu_median, best_cpu_seconds=t.cpu_best)
+                    cpu_path=cpu_path, best_seconds=t.best, cpu_seconds=t.cpu_median,
+                    best_cpu_seconds=t.cpu_best)
 
 
 #: messages per batch call in the digest rows: what the engine hands lt_dctx_run_many per pass
@@ -170,7 +172,8 @@ def _bench_digest(alg, size: int, threads: int, min_time: float, repeats: int, n
         return wall, _cpu_seconds() - c0
 
     t = _measure(timed, count * threads, repeats)
-    return _row("digest", alg.name, size, threads, count * threads, t, repeats, noisy_cv, cpu_path(alg))
+    return _row("digest", alg.name, size, threads, count * threads, t, repeats, noisy_cv,
+                cpu_path(alg))
 
 
 def digest_paths(alg_name: str, which: str) -> list[str | None]:
@@ -233,7 +236,8 @@ def bench_capture(frames: int, size: int, algorithm: str = "siphash-1-3-128", re
     algorithm of `algorithms` (default: `algorithm`) and each worker count, the native engine alone
     and the full capture with sealing (into a ledger of format `ledger_format`: 1 seals Parquet,
     2 the raw record files), side by side; then the pure-Python reference (SipHash) and
-    `tcpdump -r FILE -w /dev/null` (libpcap reading only) as a baseline when tcpdump is installed."""
+    `tcpdump -r FILE -w /dev/null` (libpcap reading only) as a baseline when tcpdump is
+    installed."""
     algs = [get_algorithm(a) for a in (algorithms or (algorithm,))]
     with tempfile.TemporaryDirectory(prefix="ledgertool-bench-", dir=workdir) as tmp:
         tmp = Path(tmp)
@@ -256,32 +260,38 @@ def bench_capture(frames: int, size: int, algorithm: str = "siphash-1-3-128", re
             if res.frames != frames:
                 raise RuntimeError(f"bench: capture recorded {res.frames} of {frames} frames")
 
-        def remove_ledgers() -> None:  # untimed: the runs would otherwise fill $TMPDIR (tmpfs: memory)
+        def remove_ledgers() -> None:  # untimed; the runs would otherwise fill $TMPDIR
             for p in tmp.glob("ledger-*"):
                 shutil.rmtree(p)
 
         runs_spec = []
         for alg in algs:
             for w in workers:
-                runs_spec += [("capture:engine", lambda a=alg, w=w: engine_only(a, w), frames, w, alg),
-                              ("capture:sealed", lambda a=alg, w=w: full_capture(a, w), frames, w, alg)]
-        ref_alg = next((a for a in algs if a.name.startswith("siphash")), get_algorithm("siphash-1-3-128"))
+                runs_spec += [
+                    ("capture:engine", lambda a=alg, w=w: engine_only(a, w), frames, w, alg),
+                    ("capture:sealed", lambda a=alg, w=w: full_capture(a, w), frames, w, alg)]
+        ref_alg = next((a for a in algs if a.name.startswith("siphash")),
+                       get_algorithm("siphash-1-3-128"))
         ref_n = min(frames, reference_frames)
-        runs_spec.append(("capture:python-reference", _reference(pcap, ref_alg, dk, size, ref_n), ref_n, 1, ref_alg))
+        runs_spec.append(("capture:python-reference", _reference(pcap, ref_alg, dk, size, ref_n),
+                          ref_n, 1, ref_alg))
         tcpdump_bin = shutil.which("tcpdump") if tcpdump else None
         if tcpdump_bin:
             runs_spec.append(("capture:tcpdump", lambda: subprocess.run(
-                [tcpdump_bin, "-r", str(pcap), "-w", "/dev/null"], check=True, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL), frames, 1, algs[0]))
+                [tcpdump_bin, "-r", str(pcap), "-w", "/dev/null"], check=True,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), frames, 1, algs[0]))
         rows = []
         for name, fn, n, threads, alg in runs_spec:
-            path = {"capture:python-reference": "python", "capture:tcpdump": "libpcap"}.get(name) or cpu_path(alg)
-            timing = _measure(_timed(fn, remove_ledgers if name == "capture:sealed" else None), n, repeats)
+            path = ({"capture:python-reference": "python", "capture:tcpdump": "libpcap"}.get(name)
+                    or cpu_path(alg))
+            after = remove_ledgers if name == "capture:sealed" else None
+            timing = _measure(_timed(fn, after), n, repeats)
             rows.append(_row(name, alg.name, size, threads, n, timing, repeats, noisy_cv, path))
     return rows
 
 
-def _reference(pcap: Path, alg: Algorithm, dk: DigestKey, size: int, ref_n: int) -> Callable[[], None]:
+def _reference(pcap: Path, alg: Algorithm, dk: DigestKey, size: int, ref_n: int
+               ) -> Callable[[], None]:
     """The pure-Python reader and SipHash over the first `ref_n` frames of `pcap`."""
     data = pcap.read_bytes()[: 24 + ref_n * (16 + size)]
     c, d = (1, 3) if alg.name.startswith("siphash-1-3") else (2, 4)

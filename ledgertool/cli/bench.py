@@ -148,8 +148,8 @@ def bench_command(
     if png is not None:
         written += dashboard.write_pngs(rows, png)
     if as_json:
-        sys.stdout.write(json.dumps({"rows": [r.to_json() for r in rows],
-                                     "capture_ratios": [c.to_json() for c in ratios]}, indent=2) + "\n")
+        doc = {"rows": [r.to_json() for r in rows], "capture_ratios": [c.to_json() for c in ratios]}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return
     t = Table(*TABLE_HEAD, title=f"ledgertool bench on {rows[0].cpu_model if rows else '?'}")
     for r in rows:
@@ -157,10 +157,11 @@ def bench_command(
     table_console().print(t)
     if ratios:
         t = Table("algorithm", "size", "workers", "engine CPU ns/frame", "sealed CPU ns/frame",
-                  "sealed ÷ engine, CPU", "sealed ÷ engine, wall", title="capture:sealed ÷ capture:engine (best of)")
+                  "sealed ÷ engine, CPU", "sealed ÷ engine, wall",
+                  title="capture:sealed ÷ capture:engine (best of)")
         for c in ratios:
-            t.add_row(c.algorithm, str(c.size), str(c.workers), ns_text(c.engine_cpu_ns), ns_text(c.sealed_cpu_ns),
-                      ratio_text(c.cpu), ratio_text(c.wall))
+            t.add_row(c.algorithm, str(c.size), str(c.workers), ns_text(c.engine_cpu_ns),
+                      ns_text(c.sealed_cpu_ns), ratio_text(c.cpu), ratio_text(c.wall))
         table_console().print(t)
     noisy = sum(r.noisy for r in rows)
     if noisy:

@@ -102,7 +102,7 @@ class DigestEngine:
         """
         want = self._cap if max_records is None else min(self._cap, max_records)
         dst = self._buf
-        np = sys.modules.get("numpy")  # an array `out` means numpy is loaded: a file capture loads none
+        np = sys.modules.get("numpy")  # an array `out` means numpy is loaded (a file capture: not)
         if np is not None and isinstance(out, np.ndarray):
             if out.dtype != self.dtype or not out.flags.c_contiguous or not out.flags.writeable:
                 raise ValueError("out must be a writable contiguous array of the engine's record dtype")

@@ -251,7 +251,8 @@ class LedgerReader:
         errors)."""
         return read_arrow_buffer(path, limit, root=self.directory, what=what)
 
-    def _read_document(self, path, limit: int | None, what: str, dir_fd: int | None = None) -> bytes:
+    def _read_document(self, path, limit: int | None, what: str,
+                       dir_fd: int | None = None) -> bytes:
         """A document's bytes (read_document_bytes), relative to `dir_fd` when given."""
         if dir_fd is None:
             return read_document_bytes(path, limit, root=self.directory, what=what)
@@ -381,7 +382,8 @@ class LedgerReader:
             return []
         self._check_dir(rdir)
         names = [name for name, _ in self._list(rdir) if parse_rotation_name(name) is not None]
-        return [(rdir / name, self._read_document(rdir / name, MAX_ROTATION_BYTES, "rotation statement"))
+        return [(rdir / name,
+                 self._read_document(rdir / name, MAX_ROTATION_BYTES, "rotation statement"))
                 for name in names]
 
     def segment_path(self, link: str, index: int, kind: str) -> Path:
