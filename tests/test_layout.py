@@ -5,6 +5,8 @@ source with ast, so a change that breaks it fails here rather than in review:
   ledgertool/__init__.py resolves lazily;
 - only ledgertool/cli imports typer or rich, and nothing outside cli imports ledgertool.cli;
 - library code (outside cli/) imports at module level, except the optional heavy dependencies;
+- the modules `capture` and `verify` of a v2 ledger load import neither numpy nor pyarrow at module
+  level (start-up: the functions that need them import them);
 - library errors name settings, not command-line options (`errors.Setting`; cli/flags.py maps);
 - no function over MAX_FUNCTION_LINES lines, but for the named ones being split;
 - seal/ is pure: it opens no file and imports nothing above the ground floor (no ledger/,
@@ -28,8 +30,14 @@ MAX_FUNCTION_LINES = 120
 LONG_FUNCTIONS: set[str] = set()
 
 #: Top-level packages a library module may import inside a function: optional or heavy
-#: dependencies loaded only on the path that needs them (scapy.layers.all takes seconds).
-DEFERRED_OK = {"scapy", "matplotlib", "fsspec"}
+#: dependencies loaded only on the path that needs them (scapy.layers.all takes seconds; numpy and
+#: pyarrow 0.1-0.2 s of CPU, which `capture` and `verify` of a v2 ledger do not need).
+DEFERRED_OK = {"scapy", "matplotlib", "fsspec", "numpy", "pyarrow"}
+
+#: The modules whose import starts `capture` and `verify` (with the command line's own).
+V2_PATH_ROOTS = ("ledgertool.cli.app", "ledgertool.capture.run", "ledgertool.verify.ledger",
+                 "ledgertool.verify.many")
+NOT_AT_START = ("numpy", "pyarrow")
 
 #: Files whose messages other changes of issue 13 rewrite (CaptureRun, the native boundary, the
 #: verifier core); their option names in errors move to `Setting` there.
@@ -180,6 +188,57 @@ def test_nothing_outside_cli_imports_cli() -> None:
 def test_library_imports_at_module_level() -> None:
     bad = [f"{_rel(i.module)}:{i.lineno} imports {i.target} inside a function" for i in IMPORTS
            if i.deferred and not _in_cli(i.module) and i.target.split(".")[0] not in DEFERRED_OK]
+    assert bad == []
+
+
+def _runtime_top_imports(name: str) -> list[str]:
+    """What importing module `name` imports: its module-level imports, outside functions and
+    `if TYPE_CHECKING:` blocks (annotations only), and the packages above each."""
+    is_pkg = MODULES[name].name == "__init__.py"
+    out: list[str] = []
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+                visit(node.orelse)
+                continue
+            if isinstance(node, ast.Import):
+                out.extend(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                mod = node.module or ""
+                if node.level:
+                    base = name.split(".") if is_pkg else name.split(".")[:-1]
+                    base = base[:len(base) - node.level + 1]
+                    mod = ".".join(base + ([node.module] if node.module else []))
+                out.extend(f"{mod}.{a.name}" if f"{mod}.{a.name}" in MODULES else mod
+                           for a in node.names)
+            elif isinstance(node, ast.ExceptHandler | ast.ClassDef | ast.If | ast.Try | ast.With):
+                visit(node.body + getattr(node, "orelse", []) + getattr(node, "finalbody", [])
+                      + getattr(node, "handlers", []))
+
+    visit(TREES[name].body)
+    parents = {".".join(m.split(".")[:k]) for m in out for k in range(1, m.count(".") + 1)}
+    return out + sorted(parents)
+
+
+def test_v2_capture_and_verify_modules_import_no_numpy_or_pyarrow_at_module_level() -> None:
+    """Every module that loading `capture` or `verify` imports (following module-level imports
+    from V2_PATH_ROOTS) leaves numpy and pyarrow to the functions that use them."""
+    seen: set[str] = set()
+    todo = list(V2_PATH_ROOTS)
+    bad = []
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in MODULES:
+            continue
+        seen.add(name)
+        for target in _runtime_top_imports(name):
+            if target.split(".")[0] in NOT_AT_START:
+                bad.append(f"{_rel(name)} imports {target}")
+            todo.append(target)
+    assert "ledgertool.seal.document" in seen and "ledgertool.ledger.reader" in seen, sorted(seen)
     assert bad == []
 
 

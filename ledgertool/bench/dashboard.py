@@ -28,7 +28,7 @@ from pathlib import Path
 from .. import fsio
 from ..errors import Setting, UsageError
 from ..plan import WIRE_OVERHEAD_BYTES
-from .rows import BenchRow, human_size
+from .rows import BenchRow, capture_ratios, human_size, ns_text, ratio_text
 
 LINE_RATES = ((400e9, "400G", "#d62728"), (800e9, "800G", "#9467bd"), (1.6e12, "1.6T", "#e6550d"))
 #: frame sizes of the headline answer: the worst case and full-size Ethernet frames
@@ -302,31 +302,62 @@ svg .grid{stroke:#e6e6e6} svg .frame{fill:none;stroke:#999}
 svg .line{fill:none;stroke-width:2} svg .ref{fill:none;stroke-width:1.5;stroke-dasharray:6 4}
 table{border-collapse:collapse;background:#fff;font-size:12px} th,td{border:1px solid #ddd;padding:3px 7px;white-space:nowrap}
 th{background:#f0f0f0} th.l{text-align:left;font-weight:normal} td.n{text-align:right;font-variant-numeric:tabular-nums}
+td.nb{white-space:pre-line}
 tr.noisy td{background:#fff4ce} #answer-table{font-size:14px} #answer-table td{min-width:5em}
 """
 
 #: the raw table's columns; time and host only when the rows come from more than one run or host
 #: (the header says them otherwise), so that it fits a 1400 px window
 TABLE_COLUMNS = ("time", "host", "cpu_path", "benchmark", "algorithm", "size", "threads", "frames",
-                 "repeats", "Mframes/s", "Gbit/s", "line-rate Gbit/s", "ns/frame", "cv", "noisy")
+                 "repeats", "Mframes/s", "Gbit/s", "line-rate Gbit/s", "ns/frame", "CPU ns/frame",
+                 "cv", "noisy")
 
 
 def _table(rows: list[BenchRow]) -> str:
     e = html.escape
     drop = {c for c, values in (("time", {r.time for r in rows}), ("host", {r.host for r in rows}))
             if len(values) <= 1}
+    if all(r.cpu_seconds is None for r in rows):  # a CSV written before the CPU columns
+        drop.add("CPU ns/frame")
     head = "".join(f"<th>{e(c)}</th>" for c in TABLE_COLUMNS if c not in drop)
     body = []
     for r in rows:
         cells = [(r.time, ""), (r.host, ""), (r.cpu_path, ""), (r.benchmark, ""),
                  (r.algorithm, ""), (human_size(r.size), "n"), (str(r.threads), "n"), (f"{r.frames:,}", "n"),
                  (str(r.repeats), "n"), (f"{r.frames_per_s / 1e6:,.2f}", "n"), (f"{r.gbit_per_s:,.2f}", "n"),
-                 (f"{line_rate_gbit(r):,.2f}", "n"), (f"{r.ns_per_frame:,.1f}", "n"), (f"{r.cv * 100:.1f}%", "n"),
+                 (f"{line_rate_gbit(r):,.2f}", "n"),
+                 (_median_best(r.ns_per_frame, r.best_ns_per_frame), "n nb"),
+                 (_median_best(r.cpu_ns_per_frame, r.best_cpu_ns_per_frame), "n nb"),
+                 (f"{r.cv * 100:.1f}%", "n"),
                  ("noisy" if r.noisy else "", "")]
         tds = "".join(f'<td class="{c}">{e(v)}</td>' if c else f"<td>{e(v)}</td>"
                       for (v, c), name in zip(cells, TABLE_COLUMNS) if name not in drop)
         body.append(f'<tr class="{"noisy" if r.noisy else "row"}">{tds}</tr>')
     return f'<table id="raw"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
+def _median_best(median: float | None, best: float | None) -> str:
+    """'323.3', and 'best 58.8' below it when known (a second line: the table fits 1400 px)."""
+    return ns_text(median) if best is None else f"{ns_text(median)}\nbest {ns_text(best)}"
+
+
+def _ratios(rows: list[BenchRow]) -> str:
+    """capture:sealed ÷ capture:engine per algorithm, frame size and worker count (best of)."""
+    e = html.escape
+    ratios = capture_ratios(rows)
+    if not ratios:
+        return ""
+    head = "".join(f"<th>{c}</th>" for c in (
+        "algorithm", "size", "workers", "engine CPU ns/frame", "sealed CPU ns/frame",
+        "sealed ÷ engine, CPU", "sealed ÷ engine, wall"))
+    body = "".join(f'<tr><td>{e(c.algorithm)}</td><td class="n">{human_size(c.size)}</td>'
+                   f'<td class="n">{c.workers}</td><td class="n">{ns_text(c.engine_cpu_ns)}</td>'
+                   f'<td class="n">{ns_text(c.sealed_cpu_ns)}</td>'
+                   f'<td class="n">{ratio_text(c.cpu)}</td>'
+                   f'<td class="n">{ratio_text(c.wall)}</td></tr>' for c in ratios)
+    return ("<p>What sealing costs on top of digesting: capture:sealed ÷ capture:engine, "
+            "the best run of each (CPU time per frame, every thread; and wall time).</p>"
+            f'<table id="ratios"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>')
 
 
 def _cores_text(n: float | None) -> str:
@@ -394,9 +425,13 @@ def render_html(rows: list[BenchRow]) -> str:
     for p in plots:
         if p.kind == "capture":
             parts.append('<h2 id="capture">Whole capture path</h2><div class="plots">' + svg_plot(p, 760) + "</div>")
+            parts.append(_ratios(rows))
     parts.append('<h2 id="rows">All rows</h2>')
     parts.append(_table(rows))
-    parts.append("<p class=\"meta\">ns/frame = 1e9 / aggregate frames/s. Gbit/s counts message bytes only. "
+    parts.append("<p class=\"meta\">ns/frame = 1e9 / aggregate frames/s of the median run "
+                 "(best: the fastest). "
+                 "CPU ns/frame = CPU time of a run (user + system, every thread) ÷ its frames. "
+                 "Gbit/s counts message bytes only. "
                  "Schema: schemas/bench.csv.schema.json; how to produce: docs/benchmarks.md.</p>")
     parts.append("</body></html>\n")
     return "\n".join(parts)

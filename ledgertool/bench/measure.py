@@ -4,11 +4,13 @@ Two kinds of rows (schemas/bench.csv.schema.json, docs/benchmarks.md):
   digest   one algorithm on static buffers of one message size, in `threads` pthreads at once, each
            thread digesting its own private copy of the buffer (isolation; no reader, no records);
            frames/s is the aggregate of all threads
-  capture  the whole path on a synthetic pcap in page cache (one thread, as capture runs today):
-           `engine` = read + digest + record, `sealed` = engine + segments + Parquet + Merkle +
-           signatures, `python-reference` = pure-Python pcap reader + pure-Python SipHash on a
-           prefix of the frames
-Each figure is the median of `repeats` timed runs after calibration and one untimed warm-up run.
+  capture  the whole path on a synthetic pcap in page cache, per algorithm and worker count:
+           `engine` = read + digest + record, `sealed` = engine + segments + Merkle + signatures
+           (+ Parquet in v1), `python-reference` = pure-Python pcap reader + pure-Python SipHash
+           on a prefix of the frames
+Each figure is the median of `repeats` timed runs after calibration and one untimed warm-up run,
+with the best (shortest) run beside it, and the CPU time (user + system of every thread, and of
+children) of the runs beside the wall time: median and least.
 The coefficient of variation (sample standard deviation / mean) of the per-repeat rates is kept;
 a row whose cv exceeds the noise threshold (default 5 %) is flagged `noisy`. frames/s, Gbit/s
 (message bytes only, no wire overhead) and ns/frame (1e9 / aggregate frames/s) are reported.
@@ -18,12 +20,14 @@ from __future__ import annotations
 
 import os
 import platform
+import resource
 import shutil
 import socket
 import statistics
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -73,20 +77,52 @@ def spread(rates: list[float]) -> float:
     return statistics.stdev(rates) / mean if mean > 0 else 0.0
 
 
-def _measure(run: Callable[[], float], frames: int, repeats: int) -> tuple[float, float]:
-    """Warm up once, then time `repeats` runs; `run` returns its elapsed seconds.
-    Returns (median seconds, cv of the per-repeat rates)."""
+@dataclass(frozen=True)
+class Timing:
+    """Seconds of `repeats` timed runs: wall median and best, CPU median and least, and the cv of
+    the per-repeat rates (wall)."""
+
+    median: float
+    best: float
+    cpu_median: float
+    cpu_best: float
+    cv: float
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU time so far of this process (every thread) and its waited-for children."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _measure(run: Callable[[], tuple[float, float]], frames: int, repeats: int) -> Timing:
+    """Warm up once, then time `repeats` runs; `run` returns its (wall, CPU) seconds."""
     run()  # warm-up: caches, page cache, CPU frequency
-    times = [run() for _ in range(repeats)]
-    return statistics.median(times), spread([frames / t for t in times if t > 0])
+    runs = [run() for _ in range(repeats)]
+    walls, cpus = [w for w, _ in runs], [c for _, c in runs]
+    return Timing(statistics.median(walls), min(walls), statistics.median(cpus), min(cpus),
+                  spread([frames / t for t in walls if t > 0]))
 
 
-def _timed(fn: Callable[[], object]) -> Callable[[], float]:
-    def run() -> float:
-        t0 = time.perf_counter()
+def _timed(fn: Callable[[], object], after: Callable[[], object] | None = None
+           ) -> Callable[[], tuple[float, float]]:
+    """`fn` timed; `after` (untimed) cleans up behind it."""
+    def run() -> tuple[float, float]:
+        c0, t0 = _cpu_seconds(), time.perf_counter()
         fn()
-        return time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, _cpu_seconds() - c0
+        if after is not None:
+            after()
+        return wall, cpu
     return run
+
+
+def _row(benchmark: str, alg: str, size: int, threads: int, frames: int, t: Timing, repeats: int,
+         noisy_cv: float, cpu_path: str) -> BenchRow:
+    return BenchRow(benchmark, alg, size, threads, frames, t.median, repeats, t.cv, t.cv > noisy_cv,
+                    cpu_path=cpu_path, best_seconds=t.best, cpu_seconds=t.cpu_median,
+                    best_cpu_seconds=t.cpu_best)
 
 
 #: messages per batch call in the digest rows: what the engine hands lt_dctx_run_many per pass
@@ -129,9 +165,15 @@ def _bench_digest(alg, size: int, threads: int, min_time: float, repeats: int, n
             break
         count *= 8 if elapsed < min_time / 64 else 2
     count = max(1, round(count * min_time / max(elapsed, 1e-9)))
-    median, cv = _measure(lambda: once(count), count * threads, repeats)
-    return BenchRow("digest", alg.name, size, threads, count * threads, median, repeats, cv, cv > noisy_cv,
-                    cpu_path=cpu_path(alg))
+
+    def timed() -> tuple[float, float]:  # the native clock for wall, as calibrated; CPU around it
+        c0 = _cpu_seconds()
+        wall = once(count)
+        return wall, _cpu_seconds() - c0
+
+    t = _measure(timed, count * threads, repeats)
+    return _row("digest", alg.name, size, threads, count * threads, t, repeats, noisy_cv,
+                cpu_path(alg))
 
 
 def digest_paths(alg_name: str, which: str) -> list[str | None]:
@@ -188,63 +230,81 @@ def digest_capture(path, algorithm: Algorithm, subkey: bytes, workers: int = 1) 
 def bench_capture(frames: int, size: int, algorithm: str = "siphash-1-3-128", reference_frames: int = 20_000,
                   repeats: int = 5, workdir: Path | None = None,
                   noisy_cv: float = DEFAULT_NOISY_CV, workers: tuple[int, ...] = (1,),
-                  tcpdump: bool = True, ledger_format: int = 2) -> list[BenchRow]:
-    """Whole path on a synthetic pcap read from page cache (the warm-up run pulls it in):
-    native engine alone (once per worker count), full capture with sealing (all workers; into a
-    ledger of format `ledger_format`: 1 seals Parquet, 2 the raw record files), the
-    pure-Python reference, and `tcpdump -r FILE -w /dev/null` (libpcap reading only) as a
-    baseline when tcpdump is installed."""
-    alg = get_algorithm(algorithm)
+                  tcpdump: bool = True, ledger_format: int = 2,
+                  algorithms: tuple[str, ...] | None = None) -> list[BenchRow]:
+    """Whole path on a synthetic pcap read from page cache (the warm-up run pulls it in): for each
+    algorithm of `algorithms` (default: `algorithm`) and each worker count, the native engine alone
+    and the full capture with sealing (into a ledger of format `ledger_format`: 1 seals Parquet,
+    2 the raw record files), side by side; then the pure-Python reference (SipHash) and
+    `tcpdump -r FILE -w /dev/null` (libpcap reading only) as a baseline when tcpdump is
+    installed."""
+    algs = [get_algorithm(a) for a in (algorithms or (algorithm,))]
     with tempfile.TemporaryDirectory(prefix="ledgertool-bench-", dir=workdir) as tmp:
         tmp = Path(tmp)
         pcap = tmp / f"bench-{size}.pcap"
         write_synthetic_pcap(pcap, frames, size)
         dk = DigestKey.generate()
         sk = SigningKey.generate("hybrid")
-        subkey = dk.subkey(alg.name, alg.key_size)
+        runs = iter(range(1_000_000))
 
-        def engine_only(nworkers: int = 1) -> None:
-            seq = digest_capture(pcap, alg, subkey, nworkers)
+        def engine_only(alg: Algorithm, nworkers: int) -> None:
+            seq = digest_capture(pcap, alg, dk.subkey(alg.name, alg.key_size), nworkers)
             if seq != frames:
                 raise RuntimeError(f"bench: engine read {seq} of {frames} frames")
 
-        runs = iter(range(1_000_000))
-
-        def full_capture() -> None:
+        def full_capture(alg: Algorithm, nworkers: int) -> None:
             res = capture_file(pcap, tmp / f"ledger-{next(runs)}", digest_key=dk, signing_key=sk,
-                               segment_records=1_000_000, workers=max(workers), ledger_format=ledger_format)
+                               algorithm=alg.name, segment_records=1_000_000, workers=nworkers,
+                               ledger_format=ledger_format,
+                               accept_forgery_risk=True)  # a throwaway ledger nobody relies on
             if res.frames != frames:
                 raise RuntimeError(f"bench: capture recorded {res.frames} of {frames} frames")
 
+        def remove_ledgers() -> None:  # untimed; the runs would otherwise fill $TMPDIR
+            for p in tmp.glob("ledger-*"):
+                shutil.rmtree(p)
+
+        runs_spec = []
+        for alg in algs:
+            for w in workers:
+                runs_spec += [
+                    ("capture:engine", lambda a=alg, w=w: engine_only(a, w), frames, w, alg),
+                    ("capture:sealed", lambda a=alg, w=w: full_capture(a, w), frames, w, alg)]
+        ref_alg = next((a for a in algs if a.name.startswith("siphash")),
+                       get_algorithm("siphash-1-3-128"))
         ref_n = min(frames, reference_frames)
-        data = pcap.read_bytes()[: 24 + ref_n * (16 + size)]
-        c, d = (1, 3) if alg.name.startswith("siphash-1-3") else (2, 4)
-
-        def reference() -> None:
-            n = 0
-            for _ts, _cap, _wire, frame in read_pcap(data):
-                siphash(subkey, frame, c, d, alg.digest_size)
-                n += 1
-            if n != ref_n:
-                raise RuntimeError(f"bench: reference read {n} of {ref_n} frames")
-
+        runs_spec.append(("capture:python-reference", _reference(pcap, ref_alg, dk, size, ref_n),
+                          ref_n, 1, ref_alg))
         tcpdump_bin = shutil.which("tcpdump") if tcpdump else None
-
-        def tcpdump_read() -> None:
-            subprocess.run([tcpdump_bin, "-r", str(pcap), "-w", "/dev/null"], check=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-        runs_spec = [("capture:engine", lambda w=w: engine_only(w), frames, w, cpu_path(alg)) for w in workers]
-        runs_spec += [("capture:sealed", full_capture, frames, max(workers), cpu_path(alg)),
-                      ("capture:python-reference", reference, ref_n, 1, "python")]
         if tcpdump_bin:
-            runs_spec.append(("capture:tcpdump", tcpdump_read, frames, 1, "libpcap"))
+            runs_spec.append(("capture:tcpdump", lambda: subprocess.run(
+                [tcpdump_bin, "-r", str(pcap), "-w", "/dev/null"], check=True,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), frames, 1, algs[0]))
         rows = []
-        for name, fn, n, threads, path in runs_spec:
-            median, cv = _measure(_timed(fn), n, repeats)
-            rows.append(BenchRow(name, alg.name, size, threads, n, median, repeats, cv, cv > noisy_cv,
-                                 cpu_path=path))
+        for name, fn, n, threads, alg in runs_spec:
+            path = ({"capture:python-reference": "python", "capture:tcpdump": "libpcap"}.get(name)
+                    or cpu_path(alg))
+            after = remove_ledgers if name == "capture:sealed" else None
+            timing = _measure(_timed(fn, after), n, repeats)
+            rows.append(_row(name, alg.name, size, threads, n, timing, repeats, noisy_cv, path))
     return rows
+
+
+def _reference(pcap: Path, alg: Algorithm, dk: DigestKey, size: int, ref_n: int
+               ) -> Callable[[], None]:
+    """The pure-Python reader and SipHash over the first `ref_n` frames of `pcap`."""
+    data = pcap.read_bytes()[: 24 + ref_n * (16 + size)]
+    c, d = (1, 3) if alg.name.startswith("siphash-1-3") else (2, 4)
+    subkey = dk.subkey(alg.name, alg.key_size)
+
+    def reference() -> None:
+        n = 0
+        for _ts, _cap, _wire, frame in read_pcap(data):
+            siphash(subkey, frame, c, d, alg.digest_size)
+            n += 1
+        if n != ref_n:
+            raise RuntimeError(f"bench: reference read {n} of {ref_n} frames")
+    return reference
 
 
 def tsc_ghz() -> float:

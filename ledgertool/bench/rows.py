@@ -16,7 +16,10 @@ from ..errors import FileTypeError, StorageError, UsageError
 
 CSV_FIELDS = ["time", "host", "cpu_model", "cpu_path", "cores", "benchmark", "algorithm", "size", "threads",
               "frames", "repeats", "seconds", "frames_per_s", "gbit_per_s", "ns_per_frame", "cv", "noisy",
-              "tsc_ghz", "cycles_per_frame", "cycles_per_byte"]
+              "tsc_ghz", "cycles_per_frame", "cycles_per_byte", "best_seconds", "cpu_seconds",
+              "best_cpu_seconds", "best_ns_per_frame", "cpu_ns_per_frame", "best_cpu_ns_per_frame"]
+#: The best-of and CPU columns: empty in rows of CSVs written before them (None here).
+OPTIONAL_TIMES = ("best_seconds", "cpu_seconds", "best_cpu_seconds")
 #: Columns a CSV must have to be read back (the first published schema had exactly these).
 CSV_REQUIRED = ["time", "host", "cpu_model", "cpu_path", "benchmark", "algorithm", "size", "threads", "frames",
                 "seconds", "frames_per_s", "gbit_per_s", "ns_per_frame"]
@@ -29,7 +32,11 @@ WIRE_OVERHEAD = 20
 @dataclass
 class BenchRow:
     """One measured figure. `frames` counts messages of all threads in one timed run; `seconds` is
-    the median wall time of such a run."""
+    the median wall time of such a run, `best_seconds` the shortest; `cpu_seconds` the median CPU
+    time (user + system, every thread, and children such as tcpdump) of a run, `best_cpu_seconds`
+    the least. On a shared machine other work only ever adds time: the best-of figures are the
+    closest to the code's own cost, and CPU time leaves out the wait for a core. None: not measured
+    (a CSV written before these columns)."""
 
     benchmark: str
     algorithm: str
@@ -46,6 +53,9 @@ class BenchRow:
     cpu_path: str = "portable"  # native CPU path (engine.cpu_path), "python" for the reference rows
     cores: int = 0  # logical CPUs this process may run on; 0 = unknown (older CSV)
     tsc_ghz: float = 0.0  # measured TSC rate the cycle figures use; 0 = unknown
+    best_seconds: float | None = None
+    cpu_seconds: float | None = None
+    best_cpu_seconds: float | None = None
 
     @property
     def cycles_per_frame(self) -> float:
@@ -76,6 +86,23 @@ class BenchRow:
     def ns_per_frame(self) -> float:
         return 1e9 / self.frames_per_s if self.frames_per_s > 0 else 0.0
 
+    def _per_frame(self, seconds: float | None) -> float | None:
+        return None if seconds is None or not self.frames else seconds * 1e9 / self.frames
+
+    @property
+    def best_ns_per_frame(self) -> float | None:
+        """Wall ns per frame (aggregate, like ns_per_frame) of the fastest run."""
+        return self._per_frame(self.best_seconds)
+
+    @property
+    def cpu_ns_per_frame(self) -> float | None:
+        """CPU ns a frame costs (all threads' CPU time ÷ frames), median run."""
+        return self._per_frame(self.cpu_seconds)
+
+    @property
+    def best_cpu_ns_per_frame(self) -> float | None:
+        return self._per_frame(self.best_cpu_seconds)
+
     def to_csv(self) -> dict:
         d = asdict(self)
         d.update(frames_per_s=round(self.frames_per_s, 1), gbit_per_s=round(self.gbit_per_s, 4),
@@ -83,12 +110,67 @@ class BenchRow:
                  cv=round(self.cv, 5), noisy="true" if self.noisy else "false",
                  tsc_ghz=round(self.tsc_ghz, 4), cycles_per_frame=round(self.cycles_per_frame, 2),
                  cycles_per_byte=round(self.cycles_per_byte, 4))
+        for name in OPTIONAL_TIMES:
+            d[name] = "" if d[name] is None else float(f"{d[name]:.9g}")
+        for name in ("best_ns_per_frame", "cpu_ns_per_frame", "best_cpu_ns_per_frame"):
+            v = getattr(self, name)
+            d[name] = "" if v is None else round(v, 3)
         return {k: d[k] for k in CSV_FIELDS}
 
     def to_json(self) -> dict:
         d = self.to_csv()
         d["noisy"] = self.noisy
-        return d
+        return {k: None if v == "" and k in JSON_NULLABLE else v for k, v in d.items()}
+
+
+JSON_NULLABLE = frozenset(CSV_FIELDS[CSV_FIELDS.index("best_seconds"):])
+
+
+@dataclass(frozen=True)
+class CaptureRatio:
+    """capture:sealed ÷ capture:engine of one algorithm, frame size and worker count, from rows of
+    one host: what sealing costs on top of digesting, per frame. `cpu` compares the least CPU
+    time per frame, `wall` the best wall time (None where a row lacks it)."""
+
+    algorithm: str
+    size: int
+    workers: int
+    engine_cpu_ns: float | None
+    sealed_cpu_ns: float | None
+    cpu: float | None
+    wall: float | None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def capture_ratios(rows: list[BenchRow]) -> list[CaptureRatio]:
+    """capture:sealed ÷ capture:engine for every (host, algorithm, size, workers) measured with both
+    (the last row of each when a CSV holds several runs)."""
+    engine, sealed = {}, {}
+    for r in rows:
+        key = (r.host, r.algorithm, r.size, r.threads)
+        if r.benchmark == "capture:engine":
+            engine[key] = r
+        elif r.benchmark == "capture:sealed":
+            sealed[key] = r
+    out = []
+    for key, s in sealed.items():
+        e = engine.get(key)
+        if e is None:
+            continue
+
+        def ratio(a: float | None, b: float | None) -> float | None:
+            return round(a / b, 3) if a is not None and b else None
+
+        def ns(v: float | None) -> float | None:
+            return None if v is None else round(v, 3)  # as the CSV writes it
+
+        out.append(CaptureRatio(s.algorithm, s.size, s.threads, ns(e.best_cpu_ns_per_frame),
+                                ns(s.best_cpu_ns_per_frame),
+                                ratio(s.best_cpu_ns_per_frame, e.best_cpu_ns_per_frame),
+                                ratio(s.best_ns_per_frame, e.best_ns_per_frame)))
+    return out
 
 
 def human_size(n: int) -> str:
@@ -127,11 +209,18 @@ def from_record(rec: dict) -> BenchRow:
         noisy=str(rec.get("noisy") or "false").strip().lower() == "true",
         time=rec["time"], host=rec["host"], cpu_model=rec["cpu_model"], cpu_path=rec["cpu_path"],
         cores=int(rec.get("cores") or 0), tsc_ghz=float(rec.get("tsc_ghz") or 0.0),
+        **{name: _optional_float(rec.get(name)) for name in OPTIONAL_TIMES},
     )
 
 
+def _optional_float(text: str | None) -> float | None:
+    """A column added later: empty or absent is None (not measured)."""
+    return float(text) if text not in (None, "") else None
+
+
 def read_csv(path: Path) -> list[BenchRow]:
-    """Rows of a bench CSV (this schema, or the first one without cores/repeats/cv/noisy).
+    """Rows of a bench CSV (this schema, or an earlier one without cores/repeats/cv/noisy, the
+    cycle columns or the best-of and CPU columns: those read as unknown).
 
     `seconds` and `frames` are taken as written; UsageError naming the file and line otherwise."""
     try:
@@ -151,7 +240,9 @@ def read_csv(path: Path) -> list[BenchRow]:
             except (TypeError, ValueError) as e:
                 raise UsageError(f"{path}: line {line}: bad value ({e})") from None
             if row.benchmark not in BENCHMARKS or row.size < 0 or row.threads < 1 or row.frames < 1 \
-                    or not (math.isfinite(row.seconds) and row.seconds > 0):
+                    or not (math.isfinite(row.seconds) and row.seconds > 0) \
+                    or any(v is not None and not (math.isfinite(v) and v >= 0)
+                           for v in (row.best_seconds, row.cpu_seconds, row.best_cpu_seconds)):
                 raise UsageError(f"{path}: line {line}: not a valid bench row")
             rows.append(row)
     if not rows:
@@ -171,15 +262,31 @@ def table_cells(r: BenchRow, rows: list[BenchRow]) -> list[str]:
     cv = f"{r.cv * 100:.1f}%" + (" noisy" if r.noisy else "")
     cyc = r.tsc_ghz > 0
     return [r.benchmark, r.algorithm, r.cpu_path, human_size(r.size), str(r.threads), f"{r.frames_per_s / 1e6:.2f}",
-            f"{r.gbit_per_s:.2f}", f"{r.ns_per_frame:.1f}", f"{r.cycles_per_frame:,.0f}" if cyc else "?",
+            f"{r.gbit_per_s:.2f}", f"{r.ns_per_frame:.1f}", ns_text(r.best_ns_per_frame),
+            ns_text(r.cpu_ns_per_frame), ns_text(r.best_cpu_ns_per_frame),
+            f"{r.cycles_per_frame:,.0f}" if cyc else "?",
             f"{r.cycles_per_byte:.2f}" if cyc else "?",
             *(f"{r.cores_needed(bps):,.1f}" for _, bps in LINE_RATES), cv, ratio]
 
 
+def ns_text(v: float | None) -> str:
+    """A per-frame figure of the table; empty where the row has none (an older CSV)."""
+    return "" if v is None else f"{v:,.1f}"
+
+
+def ratio_text(v: float | None) -> str:
+    return "" if v is None else f"{v:.2f}×"
+
+
+#: the table's columns (table_cells): wall ns/frame median and best, CPU ns/frame median and best
+TABLE_HEAD = ("benchmark", "algorithm", "path", "size", "threads", "Mframes/s", "Gbit/s",
+              "ns/frame", "best ns/frame", "CPU ns/frame", "best CPU ns/frame", "cycles/frame", "cycles/B",
+              *(f"cores {n}" for n, _ in LINE_RATES), "cv", "x Python")
+
+
 def markdown_table(rows: list[BenchRow]) -> str:
     """The bench table as GitHub Markdown (docs/benchmarks.md), cells as text (markdown_text)."""
-    head = ["benchmark", "algorithm", "path", "size", "threads", "Mframes/s", "Gbit/s", "ns/frame", "cycles/frame",
-            "cycles/B", *(f"cores {n}" for n, _ in LINE_RATES), "cv", "x Python"]
+    head = list(TABLE_HEAD)
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     out += ["| " + " | ".join(map(markdown_text, table_cells(r, rows))) + " |" for r in rows]
     return "\n".join(out) + "\n"

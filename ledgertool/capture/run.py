@@ -22,9 +22,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, NoReturn
-
-import numpy as np
+from typing import TYPE_CHECKING, Callable, NoReturn
 
 from .. import fsio
 from .._binding import ffi
@@ -81,6 +79,9 @@ from .workers import (
     merge_worker_records,
     split_by_worker,
 )
+
+if TYPE_CHECKING:  # imported where used (start-up: docs/benchmarks.md)
+    import numpy as np
 
 DEFAULT_SEGMENT_RECORDS = 1_000_000
 #: a new ledger's tiers unless asked: per-frame records only, for now. With the window tier a
@@ -384,6 +385,8 @@ def _shown_param(value: object) -> str:
 
 def _gap_records_only(records: memoryview, n: int, dtype: np.dtype, first_seq: int) -> np.ndarray:
     """The GAP records among `n` records, renumbered from `first_seq` to stay contiguous."""
+    import numpy as np
+
     arr = np.frombuffer(records, dtype=dtype, count=n)
     arr = arr[(arr["flags"] & FLAG_GAP) != 0].copy()
     arr["seq"] = np.arange(first_seq, first_seq + len(arr), dtype=np.uint64)
@@ -712,6 +715,8 @@ class CaptureRun:
         """One reader's batch into the open segment (`batch`: the writer's buffer that holds it)
         and into the window tier; GAP records are counted as drops, not frames."""
         if self.windows is not None:
+            import numpy as np
+
             arr = np.frombuffer(records, dtype=self.engine.dtype, count=n)
             self.windows.check_start(arr)  # before anything of the batch is written
             self.windows.add(arr)
@@ -719,6 +724,8 @@ class CaptureRun:
             self.writer.append(records, n, batch)
         frames = n
         if self.live_source or self.records_source:  # GAP records: frames dropped, declared in aux
+            import numpy as np
+
             arr = np.frombuffer(records, dtype=self.engine.dtype, count=n)
             gaps = (arr["flags"] & FLAG_GAP) != 0
             if gaps.any():
@@ -739,6 +746,8 @@ class CaptureRun:
         buffer; at a segment boundary (segment_records in total, segment_seconds, the end) the
         buffers are merged by (ts_ns, worker, order in the worker), renumbered and sealed. Records
         past segment_records are carried, still per worker, into the next segment's merge."""
+        import numpy as np
+
         lw, w, witness, result = self.workers, self.writer, self.witness, self.result
         carry = [np.empty(0, dtype=self.engine.dtype)] * self.live_workers
         carried = 0
@@ -796,6 +805,8 @@ class CaptureRun:
     def _foreign_gap(self) -> np.ndarray:
         """Frames of the interface that no ring of ours received went to a foreign fanout member:
         declared in a GAP record, like the kernel's drops, and reported."""
+        import numpy as np
+
         self.result.foreign_frames = self.witness.foreign_frames(self.readers)
         if not self.result.foreign_frames:
             return np.empty(0, dtype=self.engine.dtype)

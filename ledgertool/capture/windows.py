@@ -11,10 +11,11 @@ refused before anything of it is written (the pad of that index would be used tw
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 
 from ..digest.window import WindowAccumulator, WindowKeys, WindowRecord
 from ..errors import UsageError
@@ -25,6 +26,9 @@ from ..ledger.header import LedgerHeader
 from ..ledger.index import segment_files
 from ..ledger.writer import LinkWriter
 from ..ledger.sealer import SealResult, load_seal
+
+if TYPE_CHECKING:  # numpy is imported where records are handled: a v2 capture of frames alone loads none
+    import numpy as np
 
 #: window records per window segment: an hour of 1 s windows (23 MB at capacity 64)
 WINDOWS_PER_SEGMENT = 3600

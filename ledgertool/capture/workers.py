@@ -15,13 +15,14 @@ import socket
 import struct
 import threading
 import time
-from typing import Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING, Sequence
 
 from ..digest.engine import DigestEngine
 from ..digest.record import FLAG_GAP
 from ..errors import InterfaceError, Setting, UsageError
+
+if TYPE_CHECKING:  # imported where used (start-up: docs/benchmarks.md)
+    import numpy as np
 
 
 def merge_worker_records(parts: Sequence[np.ndarray], first_seq: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -33,6 +34,8 @@ def merge_worker_records(parts: Sequence[np.ndarray], first_seq: int | None = No
     records with distinct timestamps the result does not depend on how they were spread over
     workers.
     """
+    import numpy as np
+
     nonempty = [p for p in parts if len(p)]
     if not nonempty:
         dtype = parts[0].dtype if parts else None
@@ -99,6 +102,8 @@ class LiveWorkers:
             t.start()
 
     def _run(self, i: int) -> None:
+        import numpy as np
+
         eng = self.engines[i]
         try:
             if self.pin_cpus is not None:
@@ -119,6 +124,8 @@ class LiveWorkers:
             self.wake.set()
 
     def _add(self, i: int, arr: np.ndarray, nbytes: int) -> None:
+        import numpy as np
+
         gap = (arr["flags"] & FLAG_GAP) != 0
         with self.lock:
             nframes = int((~gap).sum())
@@ -144,6 +151,8 @@ class LiveWorkers:
 
     def take(self) -> list[np.ndarray]:
         """Every worker's buffered records (in its order), emptying the buffers."""
+        import numpy as np
+
         with self.lock:
             parts = [np.concatenate(b) if b else np.empty(0, dtype=self.dtype) for b in self._buf]
             self._buf = [[] for _ in range(self.n)]
@@ -229,6 +238,8 @@ class FanoutWitness:
 def gap_records(dtype: np.dtype, frames: int, linktype: int) -> np.ndarray:
     """GAP records declaring `frames` frames that were not recorded (aux is a u32: several records
     for more), timestamped now."""
+    import numpy as np
+
     counts = [min(frames - k, 0xFFFFFFFF) for k in range(0, frames, 0xFFFFFFFF)]
     out = np.zeros(len(counts), dtype=dtype)
     out["ts_ns"] = time.time_ns()

@@ -62,7 +62,7 @@ def bench_command(
     min_time: Annotated[float, typer.Option("--min-time", help="Seconds per timed run (calibrated).", min=0.0001)] = 0.2,
     capture_frames: Annotated[int, typer.Option(help="Frames in the synthetic pcap for the whole-path rows (0: skip).")] = 1_000_000,
     capture_size: Annotated[str, typer.Option("--capture-size", "--capture-sizes", help="Frame size(s) of the synthetic pcaps, bytes, comma-separated (14 .. 65535).")] = "64",
-    capture_workers: Annotated[str, typer.Option("--capture-workers", help="Worker counts for the capture:engine rows, comma-separated (capture:sealed uses the largest) (default: 1 and every usable core).")] = "",
+    capture_workers: Annotated[str, typer.Option("--capture-workers", help="Worker counts for the capture:engine and capture:sealed rows, comma-separated (default: 1 and every usable core).")] = "",
     ledger_format: Annotated[str, typer.Option("--ledger-format", help="Ledger format the capture:sealed rows write: v1 (Parquet sealed in the capture) or v2 (raw record files).")] = "v2",
     paths: Annotated[str, typer.Option("--paths", help="CPU paths per algorithm for the digest rows: best (best multi-buffer + best single-message), default (the CPUID choice), all, or a comma list.")] = "best",
     batch: Annotated[int, typer.Option("--batch", help="Messages per batch call in the digest rows (0: one call per message).", min=0, max=4096)] = DIGEST_BATCH,
@@ -86,7 +86,17 @@ def bench_command(
     from ..algorithms import ALGORITHMS, get_algorithm
     from ..bench import dashboard
     from ..bench.measure import bench_capture, bench_digest, digest_paths, stamp, usable_cores
-    from ..bench.rows import LINE_RATES, append_csv, from_record, markdown_table, read_csv, table_cells
+    from ..bench.rows import (
+        TABLE_HEAD,
+        append_csv,
+        capture_ratios,
+        from_record,
+        markdown_table,
+        read_csv,
+        ns_text,
+        ratio_text,
+        table_cells,
+    )
 
     if from_csv is not None:
         if csv_file is not None:
@@ -96,6 +106,8 @@ def bench_command(
         size_list = parse_sizes(sizes)
         thread_list = parse_threads(threads)
         algs = [get_algorithm(a, for_ledger=False).name for a in (algorithm or list(ALGORITHMS))]
+        # the capture rows: every algorithm a ledger may use (64-bit digests are digest rows only)
+        cap_algs = tuple(a for a in algs if ALGORITHMS[a].ledger_ok) or ("siphash-1-3-128",)
         if png is not None:
             dashboard.require_matplotlib()
         cap_sizes = parse_sizes(capture_size)
@@ -119,9 +131,11 @@ def bench_command(
                     show(Progress("bench", i, total, "runs", current=f"capture {cs} B frames"))
                 rows += bench_capture(capture_frames, cs, reference_frames=reference_frames,
                                       repeats=repeats, noisy_cv=noisy_cv, workers=tuple(cap_workers),
-                                      tcpdump=tcpdump, ledger_format=int(ledger_format[1]))
+                                      tcpdump=tcpdump, ledger_format=int(ledger_format[1]),
+                                      algorithms=cap_algs)
         # what the CSV holds, so a dashboard re-rendered --from-csv is identical to this one
         rows = [from_record(r.to_csv()) for r in stamp(rows)]
+    ratios = capture_ratios(rows)
     written = []
     if from_csv is None and csv_file:
         append_csv(csv_file, rows)
@@ -134,14 +148,21 @@ def bench_command(
     if png is not None:
         written += dashboard.write_pngs(rows, png)
     if as_json:
-        sys.stdout.write(json.dumps({"rows": [r.to_json() for r in rows]}, indent=2) + "\n")
+        doc = {"rows": [r.to_json() for r in rows], "capture_ratios": [c.to_json() for c in ratios]}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return
-    t = Table("benchmark", "algorithm", "path", "size", "threads", "Mframes/s", "Gbit/s", "ns/frame", "cyc/frame",
-              "cyc/B", *(f"cores {n}" for n, _ in LINE_RATES), "cv", "x Python ref",
-              title=f"ledgertool bench on {rows[0].cpu_model if rows else '?'}")
+    t = Table(*TABLE_HEAD, title=f"ledgertool bench on {rows[0].cpu_model if rows else '?'}")
     for r in rows:
         t.add_row(*table_cells(r, rows))
     table_console().print(t)
+    if ratios:
+        t = Table("algorithm", "size", "workers", "engine CPU ns/frame", "sealed CPU ns/frame",
+                  "sealed ÷ engine, CPU", "sealed ÷ engine, wall",
+                  title="capture:sealed ÷ capture:engine (best of)")
+        for c in ratios:
+            t.add_row(c.algorithm, str(c.size), str(c.workers), ns_text(c.engine_cpu_ns),
+                      ns_text(c.sealed_cpu_ns), ratio_text(c.cpu), ratio_text(c.wall))
+        table_console().print(t)
     noisy = sum(r.noisy for r in rows)
     if noisy:
         SafeConsole(stderr=True, soft_wrap=True).print(styled(

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import Protocol
-
-import numpy as np
+import sys
+from functools import cached_property
+from typing import TYPE_CHECKING, Protocol
 
 from .._binding import c_string, check, engine_error, ffi, lib
 from ..algorithms import Algorithm
 from ..errors import Setting, UsageError
 from .record import RECORD_FIXED, record_dtype, record_size
 from .strip import StripFallbacks
+
+if TYPE_CHECKING:  # imported where used (start-up: docs/benchmarks.md)
+    import numpy as np
 
 # Largest Merkle leaf (records): a proof carries one whole leaf block, 4 MiB at 64-byte records.
 MERKLE_MAX_LEAF_RECORDS = lib.LT_MERKLE_MAX_LEAF_RECORDS
@@ -50,7 +53,6 @@ class DigestEngine:
         self.reader = reader
         self.algorithm = algorithm
         self.record_size = record_size(algorithm)
-        self.dtype = record_dtype(algorithm.digest_size)
         cfg = ffi.new("lt_engine_config *")
         cfg.algorithm = algorithm.native_id
         cfg.strip = strip_id
@@ -78,6 +80,12 @@ class DigestEngine:
         self._bytes = ffi.new("uint64_t *")
         self.ended = False  # the source reported its end (a live source may return 0 records before)
 
+    @cached_property
+    def dtype(self) -> np.dtype:
+        """The numpy view of one record (record_dtype), built when first asked for: a capture from
+        a file never asks, and loads no numpy."""
+        return record_dtype(self.algorithm.digest_size)
+
     def fill(self, first_seq: int, max_records: int | None = None, out: np.ndarray | ffi.CData | None = None
              ) -> tuple[memoryview, int, int]:
         """Digest up to `max_records` more frames (default: one batch).
@@ -94,7 +102,8 @@ class DigestEngine:
         """
         want = self._cap if max_records is None else min(self._cap, max_records)
         dst = self._buf
-        if isinstance(out, np.ndarray):
+        np = sys.modules.get("numpy")  # an array `out` means numpy is loaded (a file capture: not)
+        if np is not None and isinstance(out, np.ndarray):
             if out.dtype != self.dtype or not out.flags.c_contiguous or not out.flags.writeable:
                 raise ValueError("out must be a writable contiguous array of the engine's record dtype")
             want = min(want, len(out))

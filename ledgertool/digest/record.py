@@ -7,10 +7,13 @@ LT_RECORD_FIXED / LT_FLAG_* constants of native/include/ledgertool.h, read throu
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
 
 from .._binding import lib
 from ..algorithms import Algorithm
+
+if TYPE_CHECKING:  # imported where used (start-up: docs/benchmarks.md)
+    import numpy as np
 
 RECORD_FIXED = lib.LT_RECORD_FIXED  # bytes before the digest in every record
 
@@ -50,6 +53,8 @@ def record_dtype(digest_size: int) -> np.dtype:
     drop their trailing zero bytes when they become Python bytes, so about one digest in 256 would
     come out a byte short. ``bytes(rec["digest"])`` is always `digest_size` bytes; compare a
     digest column with ``np.void(want)``."""
+    import numpy as np
+
     return np.dtype(
         [
             ("seq", "<u8"),
@@ -79,6 +84,8 @@ class RecordSink:
     MAX_HINT = 1 << 24
 
     def __init__(self, dtype: np.dtype, hint: int = 0):
+        import numpy as np
+
         self._buf = np.empty(max(min(hint, self.MAX_HINT), self.BATCH), dtype)
         self.n = 0
 
@@ -92,6 +99,8 @@ class RecordSink:
         grows to the larger of twice its length and `n + need + ahead` (`ahead`: records the
         producer expects to ask for after these, so that one growth makes room for them too;
         capped like the hint)."""
+        import numpy as np
+
         if len(self._buf) - self.n < need:
             want = self.n + need + min(max(ahead, 0), self.MAX_HINT)
             grown = np.empty(max(2 * len(self._buf), want), self._buf.dtype)
@@ -105,6 +114,8 @@ class RecordSink:
         e.g. verify through room()), nothing is copied; any other bytes (records decoded elsewhere,
         a v1 Parquet segment's) are copied to the tail first. ValueError when `records` is not a
         whole number of records."""
+        import numpy as np
+
         mem = memoryview(records).cast("B")
         size = self._buf.dtype.itemsize
         if len(mem) % size:
@@ -129,4 +140,6 @@ class RecordSink:
 
 def _address(mem: memoryview) -> int:
     """The address of a contiguous buffer's first byte."""
+    import numpy as np
+
     return np.frombuffer(mem, np.uint8).__array_interface__["data"][0] if len(mem) else 0

@@ -7,17 +7,19 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-
-import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING
 
 from ..digest.record import record_dtype
 from ..fsio import write_atomic
 
+if TYPE_CHECKING:  # imported by the functions: a v2 capture and verify load neither
+    import pyarrow as pa
+
 
 def arrow_schema(digest_size: int) -> pa.Schema:
     """Arrow/Parquet schema of sealed records (schemas/records.arrow.json)."""
+    import pyarrow as pa
+
     return pa.schema(
         [
             ("segment", pa.uint32()),
@@ -35,6 +37,9 @@ def arrow_schema(digest_size: int) -> pa.Schema:
 
 def records_to_table(records: bytes, digest_size: int, segment: int) -> pa.Table:
     """Fixed-size record bytes -> Arrow table (zero Python work per record)."""
+    import numpy as np
+    import pyarrow as pa
+
     arr = np.frombuffer(records, dtype=record_dtype(digest_size))
     n = len(arr)
     digests = pa.FixedSizeBinaryArray.from_buffers(
@@ -51,6 +56,8 @@ def records_to_table(records: bytes, digest_size: int, segment: int) -> pa.Table
 
 def table_to_records(table: pa.Table, digest_size: int) -> bytes:
     """Arrow table -> the exact fixed-size record bytes the Merkle root covers."""
+    import numpy as np
+
     n = table.num_rows
     arr = np.zeros(n, dtype=record_dtype(digest_size))
     for name in ("seq", "ts_ns", "wire_len", "cap_len", "flags", "linktype", "aux"):
@@ -79,6 +86,9 @@ def write_parquet_atomic(table: pa.Table, path: Path, root: Path | None = None) 
     """Write a Parquet file atomically (fsio.write_atomic, below `root`); return (sha256 hex, size
     in bytes). The file is encoded in memory and hashed there, so it is not read back from disk to
     be hashed."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, write_statistics=True, row_group_size=1 << 20, **PARQUET_OPTIONS)
     data = sink.getvalue()
@@ -89,4 +99,7 @@ def write_parquet_atomic(table: pa.Table, path: Path, root: Path | None = None) 
 def decode_parquet(data: pa.Buffer) -> pa.Table:
     """The table of a sealed Parquet file held in memory (the very bytes that were hashed);
     pyarrow's errors for a file that does not decode."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     return pq.read_table(pa.BufferReader(data))

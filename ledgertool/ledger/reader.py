@@ -9,8 +9,11 @@ is data to be checked, never instructions:
   from a seal field or passed on from the listing.
 * Files are opened with O_NOFOLLOW and O_NONBLOCK and must be regular files: a symlink, FIFO,
   socket or device in a ledger is refused with a message naming it (a FIFO would block a reader).
-* Each file is read once, into memory owned by Arrow (``pyarrow.Buffer``), and the bytes that are
-  hashed are the bytes that are decoded; nothing re-opens a file that was checked.
+* Each file is read once, a segment file into memory owned by Arrow (``pyarrow.Buffer``) and a
+  document (seal, checkpoint, ledger.json, rotation statement) into bytes, and the bytes that are
+  hashed are the bytes that are decoded; nothing re-opens a file that was checked. pyarrow is
+  imported by the first read that needs it: `verify` of a v2 ledger reads documents and maps raw
+  record files, and loads no pyarrow (start-up time, docs/benchmarks.md).
 
 Everything a reader finds that is not part of the ledger (stray files, confusable names, link
 directories with invalid names) is listed in `Stray` values for `verify` to report; `query`,
@@ -27,9 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from .. import fsio
 from ..errors import FileTypeError, LedgerFormatError, StorageError
@@ -54,6 +55,9 @@ from .layout import (
     parse_segment_name,
     segment_name,
 )
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 #: Names a writer leaves behind for a moment (atomic-write temporaries) or on purpose.
 _TEMP = re.compile(r".*\.tmp(-[A-Za-z0-9_]+)?")
@@ -129,12 +133,26 @@ def read_arrow_buffer(path: Path, limit: int | None = None, *, root: Path | None
     symlink, FIFO, socket, device or directory is FileTypeError), then exactly the size fstat gave
     is read; a file that changes size while it is read, or is larger than `limit` bytes, is
     LedgerFormatError. StorageError for the environment (EIO, EACCES ...)."""
+    import pyarrow as pa
+
+    return _read_exact(path, limit, root, what, dir_fd, pa.allocate_buffer)
+
+
+def read_document_bytes(path: Path, limit: int | None = None, *, root: Path | None = None,
+                        what: str = "ledger file", dir_fd: int | None = None) -> bytes:
+    """read_arrow_buffer's read (its rules and errors) into bytes, without Arrow: for the
+    documents (seals, checkpoints, ledger.json, rotation statements) that are parsed as text."""
+    return bytes(_read_exact(path, limit, root, what, dir_fd, bytearray))
+
+
+def _read_exact(path: Path, limit: int | None, root: Path | None, what: str, dir_fd: int | None,
+                alloc: Callable[[int], object]):
     fd = fsio.open_regular(path, root=root, what=what, dir_fd=dir_fd)
     try:
         size = os.fstat(fd).st_size
         if limit is not None and size > limit:
             raise LedgerFormatError(f"{path}: {size} bytes, larger than a {what} can be ({limit})")
-        buf = pa.allocate_buffer(size)
+        buf = alloc(size)
         view, got = memoryview(buf), 0
         while got < size:
             n = os.readv(fd, [view[got:]])
@@ -239,6 +257,13 @@ class LedgerReader:
         """The bytes of the regular file `path` below the ledger (read_arrow_buffer's rules and
         errors)."""
         return read_arrow_buffer(path, limit, root=self.directory, what=what)
+
+    def _read_document(self, path, limit: int | None, what: str,
+                       dir_fd: int | None = None) -> bytes:
+        """A document's bytes (read_document_bytes), relative to `dir_fd` when given."""
+        if dir_fd is None:
+            return read_document_bytes(path, limit, root=self.directory, what=what)
+        return read_document_bytes(path, limit, what=what, dir_fd=dir_fd)
 
     def _read_growing(self, path, what: str) -> bytes:
         """The bytes of a file a writer may be appending to (an open segment): read to its end."""
@@ -360,7 +385,7 @@ class LedgerReader:
         path = self.directory / LEDGER_FILE
         if self._lmode(path) is None:
             raise LedgerFormatError(f"{self.directory}: not a ledger (no {LEDGER_FILE})")
-        return self._read(path, MAX_LEDGER_FILE_BYTES, "ledger header").to_pybytes()
+        return self._read_document(path, MAX_LEDGER_FILE_BYTES, "ledger header")
 
     def read_rotation_files(self) -> list[tuple[Path, bytes]]:
         """(path, bytes) of every rotation statement, in file (statement number) order; none when
@@ -370,7 +395,8 @@ class LedgerReader:
             return []
         self._check_dir(rdir)
         names = [name for name, _ in self._list(rdir) if parse_rotation_name(name) is not None]
-        return [(rdir / name, self._read(rdir / name, MAX_ROTATION_BYTES, "rotation statement").to_pybytes())
+        return [(rdir / name,
+                 self._read_document(rdir / name, MAX_ROTATION_BYTES, "rotation statement"))
                 for name in names]
 
     def segment_path(self, link: str, index: int, kind: str) -> Path:
@@ -406,7 +432,8 @@ class LedgerReader:
         return self._read_growing(self.segment_path(link, index, OPEN), "open segment")
 
     def read_seal_bytes(self, link: str, index: int) -> bytes:
-        return self.read_segment_file(link, index, SEAL, MAX_DOCUMENT_BYTES).to_pybytes()
+        return self._read_document(self.segment_path(link, index, SEAL), MAX_DOCUMENT_BYTES,
+                                   f"segment {SEAL} file", self._held.get(link))
 
     def checkpoint_path(self, link: str) -> Path:
         return self.link_dir(link) / CHECKPOINT_FILE
@@ -417,7 +444,7 @@ class LedgerReader:
         than the seals it then finds (a capture writes each seal before its checkpoint)."""
         if self._lmode(self.checkpoint_path(link)) is None:
             return None
-        return self._read(self.checkpoint_path(link), MAX_DOCUMENT_BYTES, "checkpoint").to_pybytes()
+        return self._read_document(self.checkpoint_path(link), MAX_DOCUMENT_BYTES, "checkpoint")
 
     def read_top_checkpoint(self) -> bytes | None:
         """DIR/checkpoint, which ledgers written before per-link checkpoints carried; None if absent."""
@@ -425,7 +452,7 @@ class LedgerReader:
         mode = self._lmode(path)
         if mode is None or not stat.S_ISREG(mode):  # a link there is a stray, never followed
             return None
-        return self._read(path, MAX_DOCUMENT_BYTES, "checkpoint").to_pybytes()
+        return self._read_document(path, MAX_DOCUMENT_BYTES, "checkpoint")
 
 
 def _stray_reason(name: str, mode: int) -> str:

@@ -10,6 +10,8 @@ call (lt_rec_records, bounded: every count in 1..65536, every block whole, no tr
 local file is read by that call with pread(2), never mapped (lt_rec_file): a file the storage holder
 truncates meanwhile is a LedgerFormatError naming the byte, and a read the disk fails (EIO) a
 StorageError naming the file and the byte, where a map of it could wait in the kernel for ever.
+numpy and pyarrow are imported where records are kept: plain `verify` hashes the leaves from its
+read stage and loads neither.
 """
 
 from __future__ import annotations
@@ -17,9 +19,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from .. import fsio
 from .._binding import ffi, lib
@@ -27,6 +27,9 @@ from ..digest.record import RecordSink
 from ..errors import LedgerFormatError
 from .reader import OpenRecordFile
 from .segment import HEADER_SIZE, RESERVED_OFFSET, TIER_OFFSET, SegmentHeader
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 _WHY = {
     lib.LT_REC_HEADER_CUT: "file cut inside its {size}-byte header",
@@ -81,6 +84,8 @@ def parse_record_file(raw: pa.Buffer | bytes | OpenRecordFile, path: Path | str,
     the bytes hashed; nothing is counted in `into.n` (the caller takes them, `into.take`, once the
     segment passed its checks). A sink whose records are not `record_size` bytes is not used."""
     mapped = isinstance(raw, OpenRecordFile)
+    if not mapped or keep_records:
+        import pyarrow as pa
     if not mapped:
         raw = raw if isinstance(raw, pa.Buffer) else pa.py_buffer(raw)
     size = raw.size
@@ -94,7 +99,7 @@ def parse_record_file(raw: pa.Buffer | bytes | OpenRecordFile, path: Path | str,
     if keep_records and into is not None and into.dtype.itemsize == record_size:
         # room for every record the file can frame: (size - header) // record_size bounds them
         tail = into.room(max((size - HEADER_SIZE) // record_size, 1), ahead)
-        out = pa.py_buffer(tail.view(np.uint8))
+        out = pa.py_buffer(tail.view("u1"))
     elif keep_records:
         out = pa.allocate_buffer(max(size - HEADER_SIZE, 1))
     out_ptr = ffi.from_buffer(out, require_writable=True) if out is not None else ffi.NULL
@@ -102,6 +107,8 @@ def parse_record_file(raw: pa.Buffer | bytes | OpenRecordFile, path: Path | str,
     if mapped:  # the header is read with the walk: no byte of the file is read in Python
         head = ffi.new("uint8_t[]", HEADER_SIZE)
         if hashing is not None:  # recompute's fast verdict (reconcile.msethash.HashingSink)
+            import numpy as np
+
             cap = 1024 + (size - HEADER_SIZE) // record_size // 16
             secs, counts, nruns = np.empty(cap, np.int64), np.empty(cap, np.uint64), ffi.new("size_t *")
             key, part_key, part_bits, acc, count = hashing.native_args()
@@ -150,7 +157,7 @@ def parse_record_file(raw: pa.Buffer | bytes | OpenRecordFile, path: Path | str,
         if nruns[0] <= cap:
             into.add_runs(secs[:nruns[0]], counts[:nruns[0]])
         else:  # time jumping between seconds too often for the runs: counted from the same copy
-            into.count_seconds(np.frombuffer(kept, into.dtype))
+            into.count_seconds(np.frombuffer(kept, into.dtype))  # np: imported with `hashing`
         into.hashed = (out.address, count * record_size) if count else None
     elif hashing is not None:  # read into memory (a URL): the consumer hashes these itself
         into.hashed = None

@@ -17,12 +17,14 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from ..errors import FileTypeError, LedgerFormatError
 from ..urls import Location, UrlPath, filesystem, location, remote_error
 from .reader import LedgerReader
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["FsspecLedgerReader", "ledger_reader"]
 
@@ -78,6 +80,12 @@ class FsspecLedgerReader(LedgerReader):
         return sorted(out)
 
     def _read(self, path: UrlPath, limit: int | None, what: str) -> pa.Buffer:
+        import pyarrow as pa
+
+        return pa.py_buffer(self._read_document(path, limit, what))
+
+    def _read_document(self, path: UrlPath, limit: int | None, what: str,
+                       dir_fd: int | None = None) -> bytes:
         info = self._info(path)
         if info is None:
             raise remote_error(FileNotFoundError(path.path), path, f"read {what}")
@@ -95,7 +103,7 @@ class FsspecLedgerReader(LedgerReader):
             raise LedgerFormatError(f"{path}: larger than a {what} can be ({limit} bytes)")
         if isinstance(size, int) and len(data) != size:
             raise LedgerFormatError(f"{path}: changed size while being read")
-        return pa.py_buffer(data)
+        return data
 
     def _open_link_dir(self, link: str) -> None:
         return None  # no descriptors on fsspec storage: every read goes by its path
@@ -105,7 +113,7 @@ class FsspecLedgerReader(LedgerReader):
         return self._read(path, limit, what)  # no map of a remote file: its bytes, bounded
 
     def _read_growing(self, path: UrlPath, what: str) -> bytes:
-        return self._read(path, None, what).to_pybytes()
+        return self._read_document(path, None, what)
 
     def _check_dir(self, path: UrlPath) -> None:
         mode = self._lmode(path)

@@ -10,8 +10,6 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-import numpy as np
-
 from ..digest.engine import merkle_leaves, merkle_root
 from ..digest.record import FLAG_GAP, record_dtype
 from ..fsio import read_regular, write_atomic
@@ -113,6 +111,8 @@ def seal_records(
     digest_size = ledger.digest_size
     record_size = ledger.record_size
     count = len(records) // record_size
+    import numpy as np
+
     arr = np.frombuffer(records, dtype=record_dtype(digest_size))
     gaps = (arr["flags"] & FLAG_GAP) != 0
     drops = int(arr["aux"][gaps].sum()) if gaps.any() else 0

@@ -22,7 +22,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
+from typing import TYPE_CHECKING
 
 from .. import fsio
 from .._binding import check, ffi, lib
@@ -34,6 +34,9 @@ from .header import LedgerHeader
 from .layout import is_link_name
 from .openmac import MAC_SIZE, OpenSegmentKey, chunk_hashes
 from .sealer import SegmentTotals
+
+if TYPE_CHECKING:  # imported where used (start-up: docs/benchmarks.md)
+    import numpy as np
 
 SEGMENT_MAGIC = b"LTSEGv1\n"  # v1: records without authentication (read, never written)
 SEGMENT_MAGIC_V2 = b"LTSEGv2\n"  # v2: authenticated blocks
@@ -166,6 +169,8 @@ class SegmentCommitment:
 def commit_records(records: bytes | memoryview, record_size: int, leaf_records: int) -> SegmentCommitment:
     """The commitment over whole records held in memory (at least one; ValueError otherwise), as the
     C writer computes it (recovery, from records whose blocks authenticated). Blocks: 0 (unknown)."""
+    import numpy as np
+
     arr = np.frombuffer(records, dtype=record_dtype(record_size - RECORD_FIXED))
     if not len(arr):
         raise ValueError("a segment commitment needs at least one record")

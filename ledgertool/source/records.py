@@ -17,13 +17,16 @@ import select
 import stat
 from dataclasses import dataclass
 
-import numpy as np
+from typing import TYPE_CHECKING
 
 from .. import fsio
 from ..algorithms import ALGORITHMS, Algorithm
 from ..digest.record import FLAG_GAP, FLAGS_DEFINED, RECORD_FIXED, record_dtype
 from ..errors import LedgerError, LedgerFormatError
 from ..plural import plural
+
+if TYPE_CHECKING:  # imported where used (start-up: docs/benchmarks.md)
+    import numpy as np
 
 RECORDS_PREFIX = "records:"
 STDIN_NAME = "-"
@@ -154,6 +157,8 @@ class RecordsReader:
 
     def fill(self, first_seq: int, max_records: int | None = None) -> tuple[memoryview, int, int]:
         """Up to `max_records` more checked records numbered from `first_seq` (see the class)."""
+        import numpy as np
+
         if self._error is not None:
             raise self._error
         if self._have - self._start < self.record_size:
@@ -184,6 +189,8 @@ class RecordsReader:
 
     def _check(self, arr: np.ndarray, first_seq: int) -> int:
         """How many leading records of `arr` fit; the first that does not becomes the pending error."""
+        import numpy as np
+
         want = np.arange(first_seq, first_seq + len(arr), dtype=np.uint64)
         bad = (arr["seq"] != want) | ((arr["flags"] & ~np.uint16(FLAGS_DEFINED)) != 0)
         if not bad.any():
@@ -216,6 +223,8 @@ class RecordsReader:
     def _other_size(self, want: int) -> LedgerFormatError | None:
         """Record 1 of the input does not continue record 0: the error saying so when the input reads
         as another ledger algorithm's records (their record 1 carries seq `want`), else None."""
+        import numpy as np
+
         base = self._start
         for size, names in _other_sizes(self.record_size).items():
             if base + size + 8 <= self._have and int(

@@ -17,10 +17,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, replace
 from pathlib import Path
-
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
+from typing import TYPE_CHECKING
 
 from ..digest.engine import merkle_leaves, merkle_root, valid_leaf_records
 from ..digest.record import FLAG_GAP, RECORD_FIXED, RecordSink, record_dtype
@@ -35,6 +32,10 @@ from ..ledger.parquet import arrow_schema, decode_parquet, table_to_records
 from ..seal.document import SEAL_FORMAT_V2, Seal, parse_seal
 from ..seal.rotation import Schedule
 from .problems import Kind, Problem
+
+if TYPE_CHECKING:  # imported where used: a v2 ledger whose records verify needs neither
+    import numpy as np
+    import pyarrow as pa
 
 MAX_PER_KIND = 8  # per segment: record-level findings beyond this are summarised
 MAX_LEAVES_BYTES = 32 << 26  # the largest leaf sidecar read (2**26 leaf hashes)
@@ -405,6 +406,8 @@ def _v2_parquet_records(seal: SealCheck, data: pa.Buffer, place: SegmentPlace,
     """A v2 segment's Parquet file (written by compaction; not pinned by the seal): exactly the
     columns of docs/ledger-format.md, no nulls, `segment` this segment's index; the records the
     other columns rebuild are then authenticated by the Merkle root like a raw file's."""
+    import pyarrow.compute as pc
+
     record_size = seal.layout[0]
     pq_path = place.path(PARQUET)
     try:
@@ -433,12 +436,14 @@ def _record_findings(seal: SealCheck, table: pa.Table | None, records, leaves: b
     n = len(records) // record_size
     if facts is not None and facts.seq_contiguous and n == seq.count and seq.last == seq.first + n - 1:
         return _fast_findings(seal, records, leaves, place, out, facts)
+    import numpy as np
+
     arr = np.frombuffer(records, dtype=record_dtype(record_size - 32))
     gaps = (arr["flags"] & FLAG_GAP) != 0
     frames = int(n - gaps.sum())
     drops = int(arr["aux"][gaps].sum())
     if n != seq.count:
-        form = "its raw record file" if isinstance(records, pa.Buffer) else "Parquet"
+        form = "its raw record file" if table is None else "Parquet"
         out.append(place.problem(Kind.COUNT_MISMATCH, f"segment {place.index}: {plural(n, 'record')} in {form}, "
                                                       f"seal says {seq.count}"))
     elif frames != doc.frames:
@@ -518,6 +523,8 @@ def sequence_findings(seqs: np.ndarray, seq: SeqRange, place: SegmentPlace) -> l
     The seal fixes the range [first, last] and the count. A seal whose own range is wider than
     its count was sealed over a sequence gap (`sequence_gap`); a value of the range missing from
     a consistent seal's records was deleted afterwards (`record_missing`)."""
+    import numpy as np
+
     first_seq, last_seq, count, index = seq.first, seq.last, seq.count, place.index
     n = len(seqs)
     # The common case, an untouched segment: seqs are exactly first_seq, first_seq + 1, ..., last_seq.

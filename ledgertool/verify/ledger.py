@@ -50,9 +50,7 @@ import errno
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from ..algorithms import algorithm_caveat
 from ..digest.record import RECORD_FIXED, RecordSink
@@ -90,6 +88,9 @@ from .checks import (
 )
 from .problems import Kind, Problem
 from .windows import VerifiedWindows, WindowLogSummary, verify_window_log
+
+if TYPE_CHECKING:  # a reader that asks for a segment's table imports it (records_to_table)
+    import pyarrow as pa
 
 __all__ = ["Kind", "Problem", "SegmentChecker", "VerifiedSegment", "VerifyResult", "check_here", "check_segment",
            "verified_segment", "verify_ledger"]
