@@ -138,12 +138,15 @@ def keys_rotate(
 
 def _rotation_in_force(res: dict) -> None:
     """Say that a written rotation is in force, whatever happens to its report: a warning when its
-    directory could not be flushed, and the state if stdout then fails (`_done`)."""
+    directory could not be flushed, notes on the keys' protected states, and the state if stdout
+    then fails (`_done`)."""
     starts = ", ".join(f"link {k} segment {v}" for k, v in sorted(res["effective_from"].items()))
     _done(f"rotation {res['number']} is in force ({res['path']}: the new key applies from "
           f"{starts or 'the next segment'})")
     if res.get("warning"):
         err.print(styled(("warning:", "yellow"), f" {res['warning']}"))
+    for note in res.get("notes", []):
+        err.print(f"note: {note}")
 
 
 @keys_app.command("rotate-digest")
@@ -299,8 +302,6 @@ def capture(
     elif live_source:
         opts = LiveOptions(ring_mb=ring_mb, block_kb=block_kb, block_ms=block_ms, fanout_group=fanout_group,
                            promisc=promisc, pin_cpu=pin)
-    from ..ledger.devstate import DeviceState
-
     dk, sk = DigestKey.load(digest_key) if digest_key is not None else None, SigningKey.load(signing_key)
     ctx = _live_panel(source, not (as_json or quiet)) if live_source else _progress(f"capture {source}", not (as_json or quiet))
     def sealing(records: int) -> None:
@@ -314,8 +315,7 @@ def capture(
                                segment_seconds=segment_seconds, duration=duration, max_frames=frames, live=opts,
                                workers=workers, accept_forgery_risk=accept_gmac_forgery_risk,
                                digest_key_id=digest_key_id, on_interrupt=sealing,
-                               ledger_format=None if ledger_format is None else int(ledger_format[1]),
-                               device_state=DeviceState.beside(signing_key))
+                               ledger_format=None if ledger_format is None else int(ledger_format[1]))
     except KeyboardInterrupt:
         raise Interrupted(f"the open segment was not sealed; `ledgertool recover {ledger} --signing-key "
                           f"{signing_key}` seals it") from None
@@ -528,13 +528,12 @@ def recover(
 ) -> None:
     """Seal the authenticated prefix of the open segments a crash left, report what lay past it."""
     from ..keyfiles import SigningKey
-    from ..ledger.devstate import DeviceState
     from ..ledger.recover import recover_ledger
 
-    # the device's protected state lives beside its key: what it signed is never signed over again
+    # the device's protected state lives beside its key (the library's default): what it signed
+    # is never signed over again
     res = recover_ledger(ledger, SigningKey.load(signing_key),
-                         trust_unauthenticated=trust_unauthenticated_open_segments,
-                         device_state=DeviceState.beside(signing_key))
+                         trust_unauthenticated=trust_unauthenticated_open_segments)
     if as_json:
         _emit_json(res.to_json())
         raise typer.Exit(0 if res.ok else 1)
@@ -591,7 +590,10 @@ def checkpoint_cmd(
     from ..ledger.checkpoints import export_checkpoint
 
     sk = SigningKey.load(signing_key) if signing_key is not None else None
-    cp = export_checkpoint(ledger, out_file, signing_key=sk, link=link)
+    notes: list[str] = []
+    cp = export_checkpoint(ledger, out_file, signing_key=sk, link=link, notes=notes)
+    for note in notes:
+        err.print(f"note: {note}")
     if as_json:
         _emit_json({"ok": True, "out": str(out_file), **cp.to_json()})
     else:

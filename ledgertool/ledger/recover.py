@@ -21,7 +21,7 @@ from ..seal.document import SealResult, load_seal, seal_committed, seal_records
 from . import layout
 from . import segment as segments
 from .checkpoints import write_checkpoint
-from .devstate import DeviceState, LedgerMarks
+from .devstate import BESIDE_KEY, LedgerMarks, StateChoice, state_for
 from .header import LedgerHeader, load_ledger
 from .index import link_state, links, segment_files
 from .lock import writer_lock
@@ -280,11 +280,12 @@ class RecoverResult:
 
 
 def recover_ledger(ledger_dir: Path, signing_key: SigningKey, *, trust_unauthenticated: bool = False,
-                   device_state: DeviceState | None = None) -> RecoverResult:
+                   device_state: StateChoice = BESIDE_KEY) -> RecoverResult:
     """Seal the authenticated prefix of every link's open segments after a crash, set aside what
     cannot be sealed, and re-sign the checkpoints (recover_open_segments: OpenSegmentRefusedError
     for a v1 segment without `trust_unauthenticated`). With the signing key's protected state
-    `device_state` (ledger.devstate), RollbackRefusedError, before anything is signed, for a link
+    `device_state` (ledger.devstate: by default the one beside the key's file; None opts out,
+    docs/api.md), RollbackRefusedError, before anything is signed, for a link
     whose storage is behind or beside what the key signed, including a link it signed that the
     storage lacks; the state is updated with every seal and checkpoint.
 
@@ -296,11 +297,11 @@ def recover_ledger(ledger_dir: Path, signing_key: SigningKey, *, trust_unauthent
     with writer_lock(ledger_dir, "recover"):
         current_signer_check(ledger_dir, ledger, signing_key)
         res = RecoverResult(str(ledger_dir))
-        with device_state.ledger(ledger.ledger_id) if device_state else nullcontext() as marks:
+        state = state_for(device_state, signing_key)
+        with state.ledger(ledger.ledger_id) if state else nullcontext() as marks:
             names = links(ledger_dir)
             if marks is not None:
-                for link in sorted(set(marks.links) | set(names)):  # a link gone whole is refused too
-                    marks.check_link(ledger_dir, link)
+                marks.check_ledger(ledger_dir)  # a link gone whole is refused too
             _remove_tmp_files(ledger_dir, ledger_dir, res.discarded)
             for link in names:
                 for r in recover_open_segments(ledger_dir, ledger, link, signing_key, res.discarded,
