@@ -1,7 +1,7 @@
 """Everything the device signs checks its protected state first: a fresh checkpoint, a signing-key
 rotation and a digest-key rotation are refused over a storage behind or beside what the key
 signed; a rotation carries the old key's state into the new key's (protected from its first use)
-and both remember the statement; the library keeps the state beside the key's file by default
+and both remember the statement; the library keeps a state where the caller gives one
 (docs/threat-model.md, "The device's protected state"; docs/api.md)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from ledgertool.capture.run import capture_file
 from ledgertool.errors import RollbackRefusedError, StorageError
 from ledgertool.keyfiles import DigestKey, SigningKey, generate_keys
 from ledgertool.ledger import layout
-from ledgertool.ledger.devstate import LedgerMarks
+from ledgertool.ledger.devstate import DeviceState, LedgerMarks
 from ledgertool.ledger.header import load_ledger
 from ledgertool.ledger.recover import recover_ledger
 from ledgertool.ledger.rotations import rotate_keys
@@ -79,30 +79,21 @@ def test_a_fresh_checkpoint_over_a_rolled_back_link_is_refused(cli, keys, tmp_pa
     assert not note.exists()
 
 
-def test_a_fresh_checkpoint_is_remembered(cli, keys, tmp_path):
-    ledger, note = tmp_path / "L", tmp_path / "cp.note"
-    _capture(cli, keys, ledger)
-    rc, _, err = cli("checkpoint", ledger, "--out", note, "--signing-key", keys / "signing.key")
-    assert rc == 0 and "note:" not in err, err
-    cp = parse_note(note.read_bytes()).checkpoint
-    link = _state(keys, ledger)["links"]["link0"]
-    assert (link["segment"], link["seal_hash"], link["checkpoint_size"], link["checkpoint_root"]) == \
-        (2, cp.last_seal, 3, cp.root.hex())
-
-
 def test_a_checkpoint_over_seals_made_without_the_state_moves_the_state_up(cli, keys, tmp_path):
-    """Seals a library caller made with the state turned off are vouched for by the checkpoint:
-    the remembered seal moves up to its last, and the state stays readable."""
+    """Seals a library caller made without the state are vouched for by the checkpoint: the
+    remembered seal moves up to its last, and the state stays readable."""
     ledger, note = tmp_path / "L", tmp_path / "cp.note"
     _capture(cli, keys, ledger)
     capture_file(SAMPLE, ledger, digest_key=DigestKey.load(keys / "digest.key"),
-                 signing_key=SigningKey.load(keys / "signing.key"), segment_records=100, device_state=None)
+                 signing_key=SigningKey.load(keys / "signing.key"), segment_records=100)
     assert _state(keys, ledger)["links"]["link0"]["segment"] == 2  # the state did not see seals 3..5
     rc, _, err = cli("checkpoint", ledger, "--out", note, "--signing-key", keys / "signing.key")
     assert rc == 0, err
-    link = _state(keys, ledger)["links"]["link0"]
-    assert (link["segment"], link["last_seq"], link["checkpoint_size"]) == (5, "587", 6)
-    assert recover_ledger(ledger, SigningKey.load(keys / "signing.key")).sealed == []
+    cp, link = parse_note(note.read_bytes()).checkpoint, _state(keys, ledger)["links"]["link0"]
+    assert (link["segment"], link["seal_hash"], link["last_seq"], link["checkpoint_size"],
+            link["checkpoint_root"]) == (5, cp.last_seal, "587", 6, cp.root.hex())
+    rc, out, err = cli("recover", ledger, "--signing-key", keys / "signing.key")
+    assert rc == 0 and "recovered 0 segments" in out, err
     _drop_segment(ledger, 5)
     rc, _, err = cli("recover", ledger, "--signing-key", keys / "signing.key")
     assert rc == 2 and "this signing key signed seal 5 (up to seq 587" in err, err
@@ -179,7 +170,9 @@ def test_a_rotation_that_is_in_force_says_so_when_a_state_cannot_be_updated(keys
         raise StorageError(f"{self.path}: cannot write the signing key's protected state: No space left on device")
 
     monkeypatch.setattr(LedgerMarks, "rotated", fail)
-    res = rotate_keys(ledger, SigningKey.load(keys / "signing.key"), SigningKey.load(k2 / "signing.key"))
+    res = rotate_keys(ledger, SigningKey.load(keys / "signing.key"), SigningKey.load(k2 / "signing.key"),
+                      old_state=DeviceState.beside(keys / "signing.key"),
+                      new_state=DeviceState.beside(k2 / "signing.key"))
     assert res["number"] == 1 and layout.rotation_path(ledger, 1).exists()
     assert res["warning"].startswith(f"rotation 1 is in force ({layout.rotation_path(ledger, 1)}), but a signing "
                                      "key's protected state could not be updated ("), res
@@ -187,41 +180,18 @@ def test_a_rotation_that_is_in_force_says_so_when_a_state_cannot_be_updated(keys
                                    "use"), res
 
 
-# ---- the library's default ---------------------------------------------------------------------
+# ---- the library ------------------------------------------------------------------------------
 
-def test_the_library_keeps_the_state_beside_a_key_loaded_from_a_file(keys, tmp_path):
-    ledger = tmp_path / "L"
+def test_the_library_keeps_no_state_unless_given_one(keys, tmp_path):
+    """Without `device_state` the caller takes the storage as the truth (a copy of a ledger
+    extended on purpose, a test fixture); the same copies are refused once a state is kept."""
+    ledger, copy, state = tmp_path / "L", tmp_path / "copy", DeviceState.beside(keys / "signing.key")
     dk, sk = DigestKey.load(keys / "digest.key"), SigningKey.load(keys / "signing.key")
     capture_file(SAMPLE, ledger, digest_key=dk, signing_key=sk, segment_records=100)
-    assert _state(keys, ledger)["links"]["link0"]["segment"] == 2
-    _drop_segment(ledger, 2)
-    with pytest.raises(RollbackRefusedError, match="this signing key signed seal 2"):
-        recover_ledger(ledger, sk)
-    with pytest.raises(RollbackRefusedError, match="this signing key signed seal 2"):
-        capture_file(SAMPLE, ledger, digest_key=dk, signing_key=sk, segment_records=100)
-
-
-def test_the_library_state_can_be_turned_off(keys, tmp_path):
-    """device_state=None: the caller takes the storage as the truth (a copy of a ledger extended on
-    purpose, a test fixture)."""
-    ledger = tmp_path / "L"
-    dk, sk = DigestKey.load(keys / "digest.key"), SigningKey.load(keys / "signing.key")
-    capture_file(SAMPLE, ledger, digest_key=dk, signing_key=sk, segment_records=100, device_state=None)
-    assert not (keys / "signing.key.state").exists()
-    copy = tmp_path / "copy"
     shutil.copytree(ledger, copy)
-    capture_file(SAMPLE, ledger, digest_key=dk, signing_key=sk, segment_records=100)  # the state starts here
-    capture_file(SAMPLE, copy, digest_key=dk, signing_key=sk, segment_records=100, device_state=None)
-    with pytest.raises(RollbackRefusedError, match="signed seal 5 .*another seal 5: a fork"):
-        capture_file(SAMPLE, copy, digest_key=dk, signing_key=sk, segment_records=100)
-
-
-def test_a_key_built_in_memory_keeps_no_state(keys, tmp_path):
-    ledger = tmp_path / "L"
-    sk = SigningKey.generate()
-    assert sk.path is None
-    capture_file(SAMPLE, ledger, digest_key=DigestKey.load(keys / "digest.key"), signing_key=sk,
-                 segment_records=100)
-    _drop_segment(ledger, 2)
-    assert [r.index for _, r in recover_ledger(ledger, sk).sealed] == []  # nothing to refuse it with
-    assert not list(tmp_path.rglob("*.state"))
+    capture_file(SAMPLE, ledger, digest_key=dk, signing_key=sk, segment_records=100)
+    capture_file(SAMPLE, copy, digest_key=dk, signing_key=sk, segment_records=100)
+    assert not (keys / "signing.key.state").exists()
+    capture_file(SAMPLE, ledger, digest_key=dk, signing_key=sk, segment_records=100, device_state=state)
+    with pytest.raises(RollbackRefusedError, match="signed seal 8 .*which the storage lacks"):
+        capture_file(SAMPLE, copy, digest_key=dk, signing_key=sk, segment_records=100, device_state=state)

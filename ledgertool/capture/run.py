@@ -38,7 +38,7 @@ from ..ledger import layout
 from ..ledger.header import DEFAULT_LEDGER_FORMAT, DEFAULT_LINK, LedgerHeader, create_ledger, load_ledger
 from ..ledger.layout import LEDGER_FILE, LOCK_FILE
 from ..ledger.lock import writer_lock
-from ..ledger.devstate import BESIDE_KEY, DeviceState, LedgerMarks, StateChoice, state_for
+from ..ledger.devstate import DeviceState, LedgerMarks
 from ..ledger.recover import RecoveredSegment, SetAside, kept_for_recovery, recover_open_segments
 from ..ledger.rotations import current_digest_key_id, current_signer_check, digest_key_ids
 from ..ledger.writer import LinkWriter
@@ -202,7 +202,7 @@ def capture_file(
     monitor: Callable[[CaptureStatus], None] | None = None, workers: int = 0,
     accept_forgery_risk: bool = False, digest_key_id: str | None = None,
     on_interrupt: Callable[[int], None] | None = None, ledger_format: int | None = None,
-    device_state: StateChoice = BESIDE_KEY,
+    device_state: DeviceState | None = None,
 ) -> CaptureResult:
     """Capture every frame of a pcap/pcapng file, or a live interface (`iface:NAME`), into the
     ledger at `ledger_dir`.
@@ -241,8 +241,8 @@ def capture_file(
     another writer has it); StorageError naming the file when the file system fails (full,
     read-only, I/O error): what was written before stays, and `ledgertool recover` seals it.
 
-    `device_state`: the signing key's protected state (ledger.devstate; by default the one beside
-    the key's file, none for a key built in memory; None opts out, docs/api.md). With it,
+    `device_state`: the signing key's protected state (ledger.devstate; the CLI keeps it beside
+    the key file, docs/api.md). With it,
     RollbackRefusedError before anything is captured when the link's storage is behind or beside
     what the key signed; every seal and checkpoint is remembered, and an open segment nothing of
     which authenticates is set aside instead of refused.
@@ -288,8 +288,7 @@ def capture_file(
                 segment_seconds=segment_seconds, leaf_records=leaf_records, duration=duration,
                 max_frames=max_frames, live=live, workers=workers, accept_forgery_risk=accept_forgery_risk,
                 progress=progress, monitor=monitor, digest_key_id=digest_key_id,
-                on_interrupt=on_interrupt, ledger_format=ledger_format,
-                device_state=state_for(device_state, signing_key))
+                on_interrupt=on_interrupt, ledger_format=ledger_format, device_state=device_state)
             return CaptureRun(source, ledger_dir, digest_key, signing_key, opts, held).run()
         except StorageError as e:
             if e.errno in _WRITE_ERRNOS and e.path and Path(e.path).parent == layout.link_dir(ledger_dir, link):

@@ -125,9 +125,12 @@ def keys_rotate(
 ) -> None:
     """Move the ledger to a new signing key at the next segment boundary (statement signed by both)."""
     from ..keyfiles import SigningKey
+    from ..ledger.devstate import DeviceState
     from ..ledger.rotations import rotate_keys
 
-    res = rotate_keys(ledger, SigningKey.load(old), SigningKey.load(new))
+    # both keys' protected states: the old one's is checked, and carried into the new one's
+    res = rotate_keys(ledger, SigningKey.load(old), SigningKey.load(new), old_state=DeviceState.beside(old),
+                      new_state=DeviceState.beside(new))
     _rotation_in_force(res)
     if as_json:
         _emit_json({"ok": True, **res})
@@ -159,10 +162,11 @@ def keys_rotate_digest(
 ) -> None:
     """Move the ledger to a new digest key at the next segment boundary (statement signed by the current signing key)."""
     from ..keyfiles import DigestKey, SigningKey
+    from ..ledger.devstate import DeviceState
     from ..ledger.rotations import rotate_digest_key
 
     res = rotate_digest_key(ledger, SigningKey.load(signing_key), DigestKey.load(old_digest_key),
-                            DigestKey.load(new_digest_key))
+                            DigestKey.load(new_digest_key), device_state=DeviceState.beside(signing_key))
     _rotation_in_force(res)
     if as_json:
         _emit_json({"ok": True, **res})
@@ -302,6 +306,8 @@ def capture(
     elif live_source:
         opts = LiveOptions(ring_mb=ring_mb, block_kb=block_kb, block_ms=block_ms, fanout_group=fanout_group,
                            promisc=promisc, pin_cpu=pin)
+    from ..ledger.devstate import DeviceState
+
     dk, sk = DigestKey.load(digest_key) if digest_key is not None else None, SigningKey.load(signing_key)
     ctx = _live_panel(source, not (as_json or quiet)) if live_source else _progress(f"capture {source}", not (as_json or quiet))
     def sealing(records: int) -> None:
@@ -315,7 +321,8 @@ def capture(
                                segment_seconds=segment_seconds, duration=duration, max_frames=frames, live=opts,
                                workers=workers, accept_forgery_risk=accept_gmac_forgery_risk,
                                digest_key_id=digest_key_id, on_interrupt=sealing,
-                               ledger_format=None if ledger_format is None else int(ledger_format[1]))
+                               ledger_format=None if ledger_format is None else int(ledger_format[1]),
+                               device_state=DeviceState.beside(signing_key))
     except KeyboardInterrupt:
         raise Interrupted(f"the open segment was not sealed; `ledgertool recover {ledger} --signing-key "
                           f"{signing_key}` seals it") from None
@@ -528,12 +535,13 @@ def recover(
 ) -> None:
     """Seal the authenticated prefix of the open segments a crash left, report what lay past it."""
     from ..keyfiles import SigningKey
+    from ..ledger.devstate import DeviceState
     from ..ledger.recover import recover_ledger
 
-    # the device's protected state lives beside its key (the library's default): what it signed
-    # is never signed over again
+    # the device's protected state lives beside its key: what it signed is never signed over again
     res = recover_ledger(ledger, SigningKey.load(signing_key),
-                         trust_unauthenticated=trust_unauthenticated_open_segments)
+                         trust_unauthenticated=trust_unauthenticated_open_segments,
+                         device_state=DeviceState.beside(signing_key))
     if as_json:
         _emit_json(res.to_json())
         raise typer.Exit(0 if res.ok else 1)
@@ -588,10 +596,12 @@ def checkpoint_cmd(
     """Export the link's checkpoint (C2SP tlog-checkpoint signed note)."""
     from ..keyfiles import SigningKey
     from ..ledger.checkpoints import export_checkpoint
+    from ..ledger.devstate import DeviceState
 
     sk = SigningKey.load(signing_key) if signing_key is not None else None
     notes: list[str] = []
-    cp = export_checkpoint(ledger, out_file, signing_key=sk, link=link, notes=notes)
+    cp = export_checkpoint(ledger, out_file, signing_key=sk, link=link, notes=notes,
+                           device_state=DeviceState.beside(signing_key) if signing_key else None)
     for note in notes:
         err.print(f"note: {note}")
     if as_json:

@@ -30,7 +30,7 @@ from ..seal.checkpoint import (
 from ..seal.document import load_seal, seal_hash
 from ..seal.rotation import key_schedule
 from . import layout
-from .devstate import BESIDE_KEY, StateChoice, state_for
+from .devstate import DeviceState
 from .header import LedgerHeader, load_ledger
 from .index import choose_link, links, segment_files
 from .lock import writer_lock
@@ -162,7 +162,7 @@ def _extends(old: Checkpoint, new: Checkpoint, directory: Path, old_name: str = 
 
 
 def export_checkpoint(directory: Path, out: Path, *, signing_key: SigningKey | None = None,
-                      link: str | None = None, device_state: StateChoice = BESIDE_KEY,
+                      link: str | None = None, device_state: DeviceState | None = None,
                       notes: list[str] | None = None) -> Checkpoint:
     """Write the link's checkpoint to `out`: freshly signed with `signing_key` (holding the ledger's
     writer lock, so no capture changes the chain while it is read), else the one the last
@@ -170,18 +170,17 @@ def export_checkpoint(directory: Path, out: Path, *, signing_key: SigningKey | N
     LedgerLockedError while another writer holds the ledger, fsio's errors for the files.
 
     A fresh checkpoint is signed only over a storage at or ahead of what the key signed: with the
-    key's protected state (`device_state`, ledger.devstate: by default the one beside the key's
-    file; None opts out) RollbackRefusedError before signing when the link's storage is behind or
+    key's protected state (`device_state`, ledger.devstate; the CLI keeps it beside the key's
+    file) RollbackRefusedError before signing when the link's storage is behind or
     beside it; the checkpoint is remembered once written, and a note that the state of the link
     started from the storage is appended to `notes`."""
     directory = Path(directory)
     ledger = load_ledger(directory)
     link = choose_link(directory, link)
     if signing_key is not None:
-        state = state_for(device_state, signing_key)
         with writer_lock(directory, "checkpoint --signing-key"):
             current_signer_check(directory, ledger, signing_key)
-            with state.ledger(ledger.ledger_id) if state else nullcontext() as marks:
+            with device_state.ledger(ledger.ledger_id) if device_state else nullcontext() as marks:
                 if marks is not None:
                     marks.check_link(directory, link)
                 cp = make_checkpoint(directory, ledger, link)

@@ -28,11 +28,10 @@ import stat
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterator, Union
+from typing import Iterator
 
 from .. import fsio
 from ..errors import KeyFileError, LedgerLockedError, RollbackRefusedError
-from ..keyfiles import SigningKey
 from ..plural import plural
 from ..seal.checkpoint import Checkpoint, LinkTree
 from ..seal.document import load_seal
@@ -46,25 +45,6 @@ STATE_SUFFIX = ".state"
 _MAX_STATE_BYTES = 1 << 20
 _LEDGER_ID = re.compile(r"[0-9a-f]{32}")
 _HASH = re.compile(r"[0-9a-f]{64}")
-
-
-class _BesideKey:
-    def __repr__(self) -> str:
-        return "BESIDE_KEY"
-
-
-#: library default of `device_state`: the state beside the signing key's file (none for a key
-#: that was never loaded from a file); None opts out (docs/api.md)
-BESIDE_KEY = _BesideKey()
-StateChoice = Union["DeviceState", _BesideKey, None]
-
-
-def state_for(choice: StateChoice, key: SigningKey) -> DeviceState | None:
-    """The protected state a writer signing with `key` keeps: `choice`, or for BESIDE_KEY the
-    state beside the key's file (None for a key built in memory: it has nowhere to keep one)."""
-    if isinstance(choice, _BesideKey):
-        return DeviceState.beside(key.path) if key.path else None
-    return choice
 
 
 @dataclass(frozen=True)

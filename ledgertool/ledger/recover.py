@@ -21,7 +21,7 @@ from ..seal.document import SealResult, load_seal, seal_committed, seal_records
 from . import layout
 from . import segment as segments
 from .checkpoints import write_checkpoint
-from .devstate import BESIDE_KEY, LedgerMarks, StateChoice, state_for
+from .devstate import DeviceState, LedgerMarks
 from .header import LedgerHeader, load_ledger
 from .index import link_state, links, segment_files
 from .lock import writer_lock
@@ -280,12 +280,12 @@ class RecoverResult:
 
 
 def recover_ledger(ledger_dir: Path, signing_key: SigningKey, *, trust_unauthenticated: bool = False,
-                   device_state: StateChoice = BESIDE_KEY) -> RecoverResult:
+                   device_state: DeviceState | None = None) -> RecoverResult:
     """Seal the authenticated prefix of every link's open segments after a crash, set aside what
     cannot be sealed, and re-sign the checkpoints (recover_open_segments: OpenSegmentRefusedError
     for a v1 segment without `trust_unauthenticated`). With the signing key's protected state
-    `device_state` (ledger.devstate: by default the one beside the key's file; None opts out,
-    docs/api.md), RollbackRefusedError, before anything is signed, for a link
+    `device_state` (ledger.devstate; the CLI keeps it beside the key's file, docs/api.md),
+    RollbackRefusedError, before anything is signed, for a link
     whose storage is behind or beside what the key signed, including a link it signed that the
     storage lacks; the state is updated with every seal and checkpoint.
 
@@ -297,8 +297,7 @@ def recover_ledger(ledger_dir: Path, signing_key: SigningKey, *, trust_unauthent
     with writer_lock(ledger_dir, "recover"):
         current_signer_check(ledger_dir, ledger, signing_key)
         res = RecoverResult(str(ledger_dir))
-        state = state_for(device_state, signing_key)
-        with state.ledger(ledger.ledger_id) if state else nullcontext() as marks:
+        with device_state.ledger(ledger.ledger_id) if device_state else nullcontext() as marks:
             names = links(ledger_dir)
             if marks is not None:
                 marks.check_ledger(ledger_dir)  # a link gone whole is refused too

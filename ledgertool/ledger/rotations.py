@@ -31,7 +31,7 @@ from ..seal.rotation import (
     statement_authoriser,
 )
 from . import layout
-from .devstate import BESIDE_KEY, DeviceState, LedgerMarks, StateChoice, state_for
+from .devstate import DeviceState, LedgerMarks
 from .header import LedgerHeader, load_ledger
 from .index import link_state, links, segment_files
 from .lock import writer_lock
@@ -105,12 +105,12 @@ def _in_place(directory: Path, path: Path, data: bytes) -> bool:
         return False
 
 
-def rotate_keys(directory: Path, old: SigningKey, new: SigningKey, *, old_state: StateChoice = BESIDE_KEY,
-                new_state: StateChoice = BESIDE_KEY) -> dict:
+def rotate_keys(directory: Path, old: SigningKey, new: SigningKey, *, old_state: DeviceState | None = None,
+                new_state: DeviceState | None = None) -> dict:
     """Write the next rotation statement: `new` signs every segment sealed from now on.
 
-    The keys' protected states (ledger.devstate; by default beside each key's file, None opts
-    out): RollbackRefusedError, before anything is signed, when the storage is behind or beside
+    The keys' protected states (ledger.devstate; the CLI keeps each beside its key's file):
+    RollbackRefusedError, before anything is signed, when the storage is behind or beside
     what either key signed; once the statement is in place both remember it, and the new key's
     state takes over the old one's, so the new key is protected from its first use. "notes" in
     the result say where a state started from the storage.
@@ -127,8 +127,7 @@ def rotate_keys(directory: Path, old: SigningKey, new: SigningKey, *, old_state:
     directory = Path(directory)
     ledger = load_ledger(directory)
     with writer_lock(directory, "keys rotate"):
-        return _rotate_keys_locked(directory, ledger, old, new, state_for(old_state, old),
-                                   state_for(new_state, new))
+        return _rotate_keys_locked(directory, ledger, old, new, old_state, new_state)
 
 
 def _rotate_keys_locked(directory: Path, ledger: LedgerHeader, old: SigningKey, new: SigningKey,
@@ -198,7 +197,7 @@ def _said(warning: str | None, problem: str | None, notes: list[str]) -> dict:
 
 
 def rotate_digest_key(directory: Path, signing_key: SigningKey, old: DigestKey, new: DigestKey, *,
-                      device_state: StateChoice = BESIDE_KEY) -> dict:
+                      device_state: DeviceState | None = None) -> dict:
     """Write the next rotation statement: digest key `new` computes every segment captured from now on.
 
     The statement names the old and the new key id for the ledger's algorithm (the keys stay
@@ -216,8 +215,7 @@ def rotate_digest_key(directory: Path, signing_key: SigningKey, old: DigestKey, 
     directory = Path(directory)
     ledger = load_ledger(directory)
     with writer_lock(directory, "keys rotate-digest"):
-        return _rotate_digest_key_locked(directory, ledger, signing_key, old, new,
-                                         state_for(device_state, signing_key))
+        return _rotate_digest_key_locked(directory, ledger, signing_key, old, new, device_state)
 
 
 def _rotate_digest_key_locked(directory: Path, ledger: LedgerHeader, signing_key: SigningKey, old: DigestKey,
