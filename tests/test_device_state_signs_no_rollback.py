@@ -21,7 +21,6 @@ from ledgertool.keyfiles import DigestKey, SigningKey, generate_keys
 from ledgertool.ledger import layout
 from ledgertool.ledger.devstate import DeviceState, LedgerMarks
 from ledgertool.ledger.header import load_ledger
-from ledgertool.ledger.recover import recover_ledger
 from ledgertool.ledger.rotations import rotate_keys
 from ledgertool.seal.checkpoint import parse_note
 from ledgertool.seal.rotation import rotation_hash
@@ -48,8 +47,18 @@ def cli(monkeypatch, capsys):
 
 
 def _capture(cli, keys: Path, ledger: Path, signer: Path | None = None) -> None:
-    rc, _, err = cli("capture", SAMPLE, "--ledger", ledger, "--digest-key", keys / "digest.key",
-                     "--signing-key", (signer or keys) / "signing.key", "--segment-records", "100")
+    rc, _, err = cli(
+        "capture",
+        SAMPLE,
+        "--ledger",
+        ledger,
+        "--digest-key",
+        keys / "digest.key",
+        "--signing-key",
+        (signer or keys) / "signing.key",
+        "--segment-records",
+        "100",
+    )
     assert rc == 0, err
 
 
@@ -63,10 +72,13 @@ def _drop_segment(ledger: Path, index: int) -> None:
 
 
 def _state(keys: Path, ledger: Path) -> dict:
-    return json.loads((keys / "signing.key.state" / f"{load_ledger(ledger).ledger_id}.json").read_text())
+    return json.loads(
+        (keys / "signing.key.state" / f"{load_ledger(ledger).ledger_id}.json").read_text()
+    )
 
 
 # ---- checkpoint --signing-key ------------------------------------------------------------------
+
 
 def test_a_fresh_checkpoint_over_a_rolled_back_link_is_refused(cli, keys, tmp_path):
     ledger, note = tmp_path / "L", tmp_path / "cp.note"
@@ -74,8 +86,13 @@ def test_a_fresh_checkpoint_over_a_rolled_back_link_is_refused(cli, keys, tmp_pa
     _drop_segment(ledger, 2)
     rc, out, err = cli("checkpoint", ledger, "--out", note, "--signing-key", keys / "signing.key")
     assert rc == 2 and out == "" and err.count("\n") == 1, (rc, out, err)
-    assert err.startswith(f"ledgertool: error: {ledger}: link link0: this signing key signed seal 2 (up to seq 293,"), err
-    assert "which the storage lacks (the link holds seals 0..1 only)" in err and "nothing was signed" in err, err
+    assert err.startswith(
+        f"ledgertool: error: {ledger}: link link0: this signing key signed seal 2 (up to seq 293,"
+    ), err
+    assert (
+        "which the storage lacks (the link holds seals 0..1 only)" in err
+        and "nothing was signed" in err
+    ), err
     assert not note.exists()
 
 
@@ -84,14 +101,26 @@ def test_a_checkpoint_over_seals_made_without_the_state_moves_the_state_up(cli, 
     remembered seal moves up to its last, and the state stays readable."""
     ledger, note = tmp_path / "L", tmp_path / "cp.note"
     _capture(cli, keys, ledger)
-    capture_file(SAMPLE, ledger, digest_key=DigestKey.load(keys / "digest.key"),
-                 signing_key=SigningKey.load(keys / "signing.key"), segment_records=100)
-    assert _state(keys, ledger)["links"]["link0"]["segment"] == 2  # the state did not see seals 3..5
+    capture_file(
+        SAMPLE,
+        ledger,
+        digest_key=DigestKey.load(keys / "digest.key"),
+        signing_key=SigningKey.load(keys / "signing.key"),
+        segment_records=100,
+    )
+    assert (
+        _state(keys, ledger)["links"]["link0"]["segment"] == 2
+    )  # the state did not see seals 3..5
     rc, _, err = cli("checkpoint", ledger, "--out", note, "--signing-key", keys / "signing.key")
     assert rc == 0, err
     cp, link = parse_note(note.read_bytes()).checkpoint, _state(keys, ledger)["links"]["link0"]
-    assert (link["segment"], link["seal_hash"], link["last_seq"], link["checkpoint_size"],
-            link["checkpoint_root"]) == (5, cp.last_seal, "587", 6, cp.root.hex())
+    assert (
+        link["segment"],
+        link["seal_hash"],
+        link["last_seq"],
+        link["checkpoint_size"],
+        link["checkpoint_root"],
+    ) == (5, cp.last_seal, "587", 6, cp.root.hex())
     rc, out, err = cli("recover", ledger, "--signing-key", keys / "signing.key")
     assert rc == 0 and "recovered 0 segments" in out, err
     _drop_segment(ledger, 5)
@@ -101,12 +130,15 @@ def test_a_checkpoint_over_seals_made_without_the_state_moves_the_state_up(cli, 
 
 # ---- keys rotate, keys rotate-digest -----------------------------------------------------------
 
+
 def test_a_rotation_over_a_rolled_back_ledger_is_refused(cli, keys, tmp_path):
     """The old key would hand segment 2, which it signed, to the new key: a second seal 2."""
     ledger, k2 = tmp_path / "L", _keys(tmp_path, "k2")
     _capture(cli, keys, ledger)
     _drop_segment(ledger, 2)
-    rc, out, err = cli("keys", "rotate", ledger, "--old", keys / "signing.key", "--new", k2 / "signing.key")
+    rc, out, err = cli(
+        "keys", "rotate", ledger, "--old", keys / "signing.key", "--new", k2 / "signing.key"
+    )
     assert rc == 2 and out == "" and "this signing key signed seal 2" in err, (rc, out, err)
     assert not layout.rotation_path(ledger, 1).exists()
     assert not (k2 / "signing.key.state" / f"{load_ledger(ledger).ledger_id}.json").exists()
@@ -116,8 +148,17 @@ def test_a_digest_key_rotation_over_a_rolled_back_ledger_is_refused(cli, keys, t
     ledger, k2 = tmp_path / "L", _keys(tmp_path, "k2")
     _capture(cli, keys, ledger)
     _drop_segment(ledger, 2)
-    rc, _, err = cli("keys", "rotate-digest", ledger, "--signing-key", keys / "signing.key",
-                     "--old-digest-key", keys / "digest.key", "--new-digest-key", k2 / "digest.key")
+    rc, _, err = cli(
+        "keys",
+        "rotate-digest",
+        ledger,
+        "--signing-key",
+        keys / "signing.key",
+        "--old-digest-key",
+        keys / "digest.key",
+        "--new-digest-key",
+        k2 / "digest.key",
+    )
     assert rc == 2 and "this signing key signed seal 2" in err, err
     assert not layout.rotation_path(ledger, 1).exists()
 
@@ -128,19 +169,43 @@ def test_a_rotation_carries_the_state_to_the_new_key(cli, keys, tmp_path):
     second seal 2."""
     ledger, k2 = tmp_path / "L", _keys(tmp_path, "k2")
     _capture(cli, keys, ledger)
-    rc, out, err = cli("keys", "rotate", ledger, "--old", keys / "signing.key", "--new", k2 / "signing.key",
-                       "--json")
+    rc, out, err = cli(
+        "keys",
+        "rotate",
+        ledger,
+        "--old",
+        keys / "signing.key",
+        "--new",
+        k2 / "signing.key",
+        "--json",
+    )
     assert rc == 0, err
     doc = json.loads(out)
-    jsonschema.validate(doc, json.loads((REPO / "schemas" / "keys-rotate-report.schema.json").read_text()))
+    jsonschema.validate(
+        doc, json.loads((REPO / "schemas" / "keys-rotate-report.schema.json").read_text())
+    )
     assert "notes" not in doc and "warning" not in doc
     statement = json.loads(layout.rotation_path(ledger, 1).read_text())
     old, new = _state(keys, ledger), _state(k2, ledger)
     assert new["links"] == old["links"] and old["links"]["link0"]["segment"] == 2
-    assert new["rotation"] == old["rotation"] == {"number": 1, "rotation_hash": rotation_hash(statement)}
+    assert (
+        new["rotation"]
+        == old["rotation"]
+        == {"number": 1, "rotation_hash": rotation_hash(statement)}
+    )
     _drop_segment(ledger, 2)
-    rc, _, err = cli("capture", SAMPLE, "--ledger", ledger, "--digest-key", keys / "digest.key",
-                     "--signing-key", k2 / "signing.key", "--segment-records", "100")
+    rc, _, err = cli(
+        "capture",
+        SAMPLE,
+        "--ledger",
+        ledger,
+        "--digest-key",
+        keys / "digest.key",
+        "--signing-key",
+        k2 / "signing.key",
+        "--segment-records",
+        "100",
+    )
     assert rc == 2 and "this signing key signed seal 2 (up to seq 293" in err, err
     assert not layout.seal_path(ledger, "link0", 2).exists()
 
@@ -150,48 +215,92 @@ def test_a_ledger_rolled_back_behind_a_rotation_is_refused_to_both_keys(cli, key
     point it handed over; the state of each key remembers the statement it signed."""
     ledger, k2 = tmp_path / "L", _keys(tmp_path, "k2")
     _capture(cli, keys, ledger)
-    assert cli("keys", "rotate", ledger, "--old", keys / "signing.key", "--new", k2 / "signing.key")[0] == 0
+    assert (
+        cli("keys", "rotate", ledger, "--old", keys / "signing.key", "--new", k2 / "signing.key")[0]
+        == 0
+    )
     layout.rotation_path(ledger, 1).unlink()
-    rc, _, err = cli("capture", SAMPLE, "--ledger", ledger, "--digest-key", keys / "digest.key",
-                     "--signing-key", keys / "signing.key", "--segment-records", "100")
-    assert rc == 2 and f"{ledger}: this signing key signed rotation statement 1 of ledger" in err, err
-    assert "which the storage lacks (it holds 0 rotations)" in err and "nothing was signed" in err, err
+    rc, _, err = cli(
+        "capture",
+        SAMPLE,
+        "--ledger",
+        ledger,
+        "--digest-key",
+        keys / "digest.key",
+        "--signing-key",
+        keys / "signing.key",
+        "--segment-records",
+        "100",
+    )
+    assert rc == 2 and f"{ledger}: this signing key signed rotation statement 1 of ledger" in err, (
+        err
+    )
+    assert (
+        "which the storage lacks (it holds 0 rotations)" in err and "nothing was signed" in err
+    ), err
     assert not layout.seal_path(ledger, "link0", 3).exists()
-    rc, _, err = cli("checkpoint", ledger, "--out", tmp_path / "cp.note", "--signing-key", keys / "signing.key")
+    rc, _, err = cli(
+        "checkpoint", ledger, "--out", tmp_path / "cp.note", "--signing-key", keys / "signing.key"
+    )
     assert rc == 2 and "signed rotation statement 1" in err, err
 
 
-def test_a_rotation_that_is_in_force_says_so_when_a_state_cannot_be_updated(keys, tmp_path, monkeypatch):
+def test_a_rotation_that_is_in_force_says_so_when_a_state_cannot_be_updated(
+    keys, tmp_path, monkeypatch
+):
     ledger, k2 = tmp_path / "L", _keys(tmp_path, "k2")
-    capture_file(SAMPLE, ledger, digest_key=DigestKey.load(keys / "digest.key"),
-                 signing_key=SigningKey.load(keys / "signing.key"), segment_records=100)
+    capture_file(
+        SAMPLE,
+        ledger,
+        digest_key=DigestKey.load(keys / "digest.key"),
+        signing_key=SigningKey.load(keys / "signing.key"),
+        segment_records=100,
+    )
 
     def fail(self, number, statement_hash):
-        raise StorageError(f"{self.path}: cannot write the signing key's protected state: No space left on device")
+        raise StorageError(
+            f"{self.path}: cannot write the signing key's protected state: No space left on device"
+        )
 
     monkeypatch.setattr(LedgerMarks, "rotated", fail)
-    res = rotate_keys(ledger, SigningKey.load(keys / "signing.key"), SigningKey.load(k2 / "signing.key"),
-                      old_state=DeviceState.beside(keys / "signing.key"),
-                      new_state=DeviceState.beside(k2 / "signing.key"))
+    res = rotate_keys(
+        ledger,
+        SigningKey.load(keys / "signing.key"),
+        SigningKey.load(k2 / "signing.key"),
+        old_state=DeviceState.beside(keys / "signing.key"),
+        new_state=DeviceState.beside(k2 / "signing.key"),
+    )
     assert res["number"] == 1 and layout.rotation_path(ledger, 1).exists()
-    assert res["warning"].startswith(f"rotation 1 is in force ({layout.rotation_path(ledger, 1)}), but a signing "
-                                     "key's protected state could not be updated ("), res
-    assert res["warning"].endswith("No space left on device): it starts again from the storage at the key's next "
-                                   "use"), res
+    assert res["warning"].startswith(
+        f"rotation 1 is in force ({layout.rotation_path(ledger, 1)}), but a signing "
+        "key's protected state could not be updated ("
+    ), res
+    assert res["warning"].endswith(
+        "No space left on device): it starts again from the storage at the key's next use"
+    ), res
 
 
 # ---- the library ------------------------------------------------------------------------------
 
+
 def test_the_library_keeps_no_state_unless_given_one(keys, tmp_path):
     """Without `device_state` the caller takes the storage as the truth (a copy of a ledger
     extended on purpose, a test fixture); the same copies are refused once a state is kept."""
-    ledger, copy, state = tmp_path / "L", tmp_path / "copy", DeviceState.beside(keys / "signing.key")
+    ledger, copy, state = (
+        tmp_path / "L",
+        tmp_path / "copy",
+        DeviceState.beside(keys / "signing.key"),
+    )
     dk, sk = DigestKey.load(keys / "digest.key"), SigningKey.load(keys / "signing.key")
     capture_file(SAMPLE, ledger, digest_key=dk, signing_key=sk, segment_records=100)
     shutil.copytree(ledger, copy)
     capture_file(SAMPLE, ledger, digest_key=dk, signing_key=sk, segment_records=100)
     capture_file(SAMPLE, copy, digest_key=dk, signing_key=sk, segment_records=100)
     assert not (keys / "signing.key.state").exists()
-    capture_file(SAMPLE, ledger, digest_key=dk, signing_key=sk, segment_records=100, device_state=state)
+    capture_file(
+        SAMPLE, ledger, digest_key=dk, signing_key=sk, segment_records=100, device_state=state
+    )
     with pytest.raises(RollbackRefusedError, match="signed seal 8 .*which the storage lacks"):
-        capture_file(SAMPLE, copy, digest_key=dk, signing_key=sk, segment_records=100, device_state=state)
+        capture_file(
+            SAMPLE, copy, digest_key=dk, signing_key=sk, segment_records=100, device_state=state
+        )

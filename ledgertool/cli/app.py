@@ -129,8 +129,8 @@ def keys_rotate(
     from ..ledger.rotations import rotate_keys
 
     # both keys' protected states: the old one's is checked, and carried into the new one's
-    res = rotate_keys(ledger, SigningKey.load(old), SigningKey.load(new), old_state=DeviceState.beside(old),
-                      new_state=DeviceState.beside(new))
+    res = rotate_keys(ledger, SigningKey.load(old), SigningKey.load(new),
+                      old_state=DeviceState.beside(old), new_state=DeviceState.beside(new))
     _rotation_in_force(res)
     if as_json:
         _emit_json({"ok": True, **res})
@@ -166,7 +166,8 @@ def keys_rotate_digest(
     from ..ledger.rotations import rotate_digest_key
 
     res = rotate_digest_key(ledger, SigningKey.load(signing_key), DigestKey.load(old_digest_key),
-                            DigestKey.load(new_digest_key), device_state=DeviceState.beside(signing_key))
+                            DigestKey.load(new_digest_key),
+                            device_state=DeviceState.beside(signing_key))
     _rotation_in_force(res)
     if as_json:
         _emit_json({"ok": True, **res})

@@ -30,11 +30,10 @@ from ..seal.checkpoint import (
 from ..seal.document import load_seal, seal_hash
 from ..seal.rotation import key_schedule
 from . import layout
-from .devstate import DeviceState
 from .header import LedgerHeader, load_ledger
 from .index import choose_link, links, segment_files
 from .lock import writer_lock
-from .rotations import current_signer_check, load_rotations
+from .rotations import KeyState, current_signer_check, load_rotations
 
 
 class CheckpointMarks(Protocol):
@@ -162,7 +161,7 @@ def _extends(old: Checkpoint, new: Checkpoint, directory: Path, old_name: str = 
 
 
 def export_checkpoint(directory: Path, out: Path, *, signing_key: SigningKey | None = None,
-                      link: str | None = None, device_state: DeviceState | None = None,
+                      link: str | None = None, device_state: KeyState | None = None,
                       notes: list[str] | None = None) -> Checkpoint:
     """Write the link's checkpoint to `out`: freshly signed with `signing_key` (holding the ledger's
     writer lock, so no capture changes the chain while it is read), else the one the last

@@ -36,8 +36,10 @@ from ..plural import plural
 from ..seal.checkpoint import Checkpoint, LinkTree
 from ..seal.document import load_seal
 from ..seal.rotation import rotation_hash
+from .checkpoints import link_tree
 from .index import links, segment_files
 from .layout import check_link_name
+from .rotations import load_rotations
 
 STATE_FORMAT = "ledgertool-device-state-v1"
 #: the state directory of KEYFILE is KEYFILE + this suffix, in the key file's directory
@@ -174,15 +176,18 @@ class LedgerMarks:
         except ValueError:
             doc = None
         required = {"format", "ledger_id", "links"}
-        if not (isinstance(doc, dict) and doc.get("format") == STATE_FORMAT and doc.get("ledger_id") == ledger_id
-                and isinstance(doc.get("links"), dict) and required <= set(doc) <= required | {"rotation"}):
+        if not (isinstance(doc, dict) and doc.get("format") == STATE_FORMAT
+                and doc.get("ledger_id") == ledger_id and isinstance(doc.get("links"), dict)
+                and required <= set(doc) <= required | {"rotation"}):
             raise KeyFileError(f"{path}: not a {STATE_FORMAT} document of ledger {ledger_id}; restore it from the "
                                "key holder's backup (docs/threat-model.md, \"The device's protected state\")")
         links = {}
         for name, mark in doc["links"].items():
             check_link_name(name)
             links[name] = LinkMark.from_json(mark, f"{path}: link {name}")
-        rotation = RotationMark.from_json(doc["rotation"], f"{path}: rotation") if "rotation" in doc else None
+        rotation = None
+        if "rotation" in doc:
+            rotation = RotationMark.from_json(doc["rotation"], f"{path}: rotation")
         return cls(path, ledger_id, links, rotation)
 
     def _save(self) -> None:
@@ -204,29 +209,27 @@ class LedgerMarks:
         """RollbackRefusedError unless the ledger's rotations in `directory` hold the statement the
         key signed last, with its hash: a device never signs over a rotation history cut or forked
         behind its own statement (the old key would sign again, or the new key sign twice)."""
-        from .rotations import load_rotations  # rotations and checkpoints import this module
-
         mark = self.rotation
         if mark is None:
             return
         rotations = load_rotations(directory)
-        what = (f"{directory}: this signing key signed rotation statement {mark.number} of ledger {self.ledger_id} "
-                f"(hash {mark.rotation_hash[:16]}…)")
+        what = (f"{directory}: this signing key signed rotation statement {mark.number} of ledger "
+                f"{self.ledger_id} (hash {mark.rotation_hash[:16]}…)")
+        have = plural(len(rotations), "rotation")
         if len(rotations) < mark.number:
-            raise RollbackRefusedError(f"{what}, which the storage lacks (it holds "
-                                       f"{plural(len(rotations), 'rotation')}); it is behind what the device signed: "
-                                       "restore the missing statements, nothing was signed")
+            raise RollbackRefusedError(
+                f"{what}, which the storage lacks (it holds {have}); it is behind what the device "
+                "signed: restore the missing statements, nothing was signed")
         if rotation_hash(rotations[mark.number - 1]) != mark.rotation_hash:
-            raise RollbackRefusedError(f"{what}, and the storage holds another statement {mark.number}: a fork of "
-                                       "what the device signed; nothing was signed")
+            raise RollbackRefusedError(
+                f"{what}, and the storage holds another statement {mark.number}: a fork of what "
+                "the device signed; nothing was signed")
 
     def check_link(self, directory: Path, link: str, tree: LinkTree | None = None) -> None:
         """RollbackRefusedError unless the link's seals in `directory` (`tree`: as read from
         there) reach the remembered seal with its hash and give the remembered checkpoint's root,
         and the rotations hold the remembered statement (check_rotation). A link without an entry
         yet gets one from the storage (said in `notes`)."""
-        from .checkpoints import link_tree
-
         self.check_rotation(directory)
         tree = link_tree(directory, link) if tree is None else tree
         mark, have = self.links.get(link), len(tree.seal_hashes)
@@ -252,8 +255,8 @@ class LedgerMarks:
     def _start(self, directory: Path, link: str, tree: LinkTree) -> None:
         """An entry for a link this key has no record of, from its seals in storage."""
         last = len(tree.seal_hashes) - 1
-        self.links[link] = LinkMark(last, tree.seal_hashes[last], _last_seq(directory, link, last), last + 1,
-                                    tree.root().hex())
+        self.links[link] = LinkMark(last, tree.seal_hashes[last], _last_seq(directory, link, last),
+                                    last + 1, tree.root().hex())
         self._save()
         self.notes.append(f"{self.path}: no record of link {link} of ledger {self.ledger_id} yet: started from the "
                           f"{plural(last + 1, 'seal')} in storage; rollback protection of that link starts now")
@@ -283,7 +286,7 @@ class LedgerMarks:
             return  # a checkpoint before the link's first seal vouches for nothing to protect
         link, old = cp.link, self.links.get(cp.link)
         if old is None or old.segment < cp.size - 1:
-            assert cp.last_seal is not None  # make_checkpoint names the last seal of a non-empty tree
+            assert cp.last_seal is not None  # make_checkpoint names a non-empty tree's last seal
             old = LinkMark(cp.size - 1, cp.last_seal, _last_seq(directory, link, cp.size - 1))
         self.links[link] = replace(old, checkpoint_size=cp.size, checkpoint_root=cp.root.hex())
         self._save()
@@ -294,8 +297,9 @@ class LedgerMarks:
         self._save()
 
     def carry(self, old: LedgerMarks) -> None:
-        """Take over what the old key of a rotation remembers (both checked against one storage, so
-        the further of two marks implies the nearer): the new key is protected from its first use."""
+        """Take over what the old key of a rotation remembers (both checked against one storage,
+        so the further of two marks implies the nearer): the new key is protected from its first
+        use."""
         for link, theirs in old.links.items():
             mine = self.links.get(link)
             if mine is None:
@@ -303,7 +307,8 @@ class LedgerMarks:
                 continue
             seal = theirs if theirs.segment > mine.segment else mine
             cp = theirs if theirs.checkpoint_size > mine.checkpoint_size else mine
-            self.links[link] = replace(seal, checkpoint_size=cp.checkpoint_size, checkpoint_root=cp.checkpoint_root)
+            self.links[link] = replace(seal, checkpoint_size=cp.checkpoint_size,
+                                       checkpoint_root=cp.checkpoint_root)
         self._save()
 
 

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import json
 import os
-from contextlib import ExitStack, nullcontext
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Protocol
 
 from .. import fsio
 from ..algorithms import get_algorithm
 from ..errors import KeyFileError, LedgerError, LedgerFormatError, StorageError, UsageError
 from ..keyfiles import DigestKey, SigningKey, TrustBundle
+from ..seal.checkpoint import Checkpoint
 from ..seal.document import load_seal
 from ..seal.rotation import (
     DIGEST_KEY,
@@ -31,11 +33,33 @@ from ..seal.rotation import (
     statement_authoriser,
 )
 from . import layout
-from .devstate import DeviceState, LedgerMarks
 from .header import LedgerHeader, load_ledger
 from .index import link_state, links, segment_files
 from .lock import writer_lock
 from .remote import ledger_reader
+
+
+class KeyMarks(Protocol):
+    """One ledger's entry of a signing key's protected state, its lock held
+    (ledger.devstate.LedgerMarks, which imports this module)."""
+
+    notes: list[str]
+
+    def check_ledger(self, directory: Path, *, start: bool = True) -> None: ...
+
+    def check_link(self, directory: Path, link: str) -> None: ...
+
+    def checkpointed(self, directory: Path, cp: Checkpoint) -> None: ...
+
+    def rotated(self, number: int, statement_hash: str) -> None: ...
+
+    def carry(self, old: KeyMarks) -> None: ...
+
+
+class KeyState(Protocol):
+    """A signing key's protected state (ledger.devstate.DeviceState)."""
+
+    def ledger(self, ledger_id: str) -> AbstractContextManager[KeyMarks]: ...
 
 
 def load_rotations(directory: Path) -> list[dict]:
@@ -105,8 +129,8 @@ def _in_place(directory: Path, path: Path, data: bytes) -> bool:
         return False
 
 
-def rotate_keys(directory: Path, old: SigningKey, new: SigningKey, *, old_state: DeviceState | None = None,
-                new_state: DeviceState | None = None) -> dict:
+def rotate_keys(directory: Path, old: SigningKey, new: SigningKey, *,
+                old_state: KeyState | None = None, new_state: KeyState | None = None) -> dict:
     """Write the next rotation statement: `new` signs every segment sealed from now on.
 
     The keys' protected states (ledger.devstate; the CLI keeps each beside its key's file):
@@ -131,7 +155,7 @@ def rotate_keys(directory: Path, old: SigningKey, new: SigningKey, *, old_state:
 
 
 def _rotate_keys_locked(directory: Path, ledger: LedgerHeader, old: SigningKey, new: SigningKey,
-                        old_state: DeviceState | None, new_state: DeviceState | None) -> dict:
+                        old_state: KeyState | None, new_state: KeyState | None) -> dict:
 
     rotations = load_rotations(directory)
     old_bundle, new_bundle = old.trust_bundle(), new.trust_bundle()
@@ -169,8 +193,8 @@ def _rotate_keys_locked(directory: Path, ledger: LedgerHeader, old: SigningKey, 
             "new_key_ids": new_bundle.key_ids, **_said(warning, *extra)}
 
 
-def _remember_rotation(path: Path, doc: dict, signer: LedgerMarks | None, new: LedgerMarks | None = None
-                       ) -> tuple[str | None, list[str]]:
+def _remember_rotation(path: Path, doc: dict, signer: KeyMarks | None,
+                       new: KeyMarks | None = None) -> tuple[str | None, list[str]]:
     """The statement `doc` is in place at `path`: the states of the keys that signed it remember
     it (the new key's, of a signing-key rotation, after taking over the old key's marks).
     (a warning when a state could not be written, their notes): the rotation is in force whatever
@@ -185,8 +209,9 @@ def _remember_rotation(path: Path, doc: dict, signer: LedgerMarks | None, new: L
             signer.rotated(doc["number"], h)
         problem = None
     except LedgerError as e:
-        problem = (f"rotation {doc['number']} is in force ({path}), but a signing key's protected state "
-                   f"could not be updated ({e}): it starts again from the storage at the key's next use")
+        problem = (f"rotation {doc['number']} is in force ({path}), but a signing key's protected "
+                   f"state could not be updated ({e}): it starts again from the storage at the "
+                   "key's next use")
     return problem, (signer.notes if signer else []) + (new.notes if new else [])
 
 
@@ -197,7 +222,7 @@ def _said(warning: str | None, problem: str | None, notes: list[str]) -> dict:
 
 
 def rotate_digest_key(directory: Path, signing_key: SigningKey, old: DigestKey, new: DigestKey, *,
-                      device_state: DeviceState | None = None) -> dict:
+                      device_state: KeyState | None = None) -> dict:
     """Write the next rotation statement: digest key `new` computes every segment captured from now on.
 
     The statement names the old and the new key id for the ledger's algorithm (the keys stay
@@ -219,7 +244,7 @@ def rotate_digest_key(directory: Path, signing_key: SigningKey, old: DigestKey, 
 
 
 def _rotate_digest_key_locked(directory: Path, ledger: LedgerHeader, signing_key: SigningKey, old: DigestKey,
-                              new: DigestKey, state: DeviceState | None) -> dict:
+                              new: DigestKey, state: KeyState | None) -> dict:
 
     rotations = load_rotations(directory)
     sched = _checked_schedule(directory, ledger, rotations)
@@ -238,8 +263,9 @@ def _rotate_digest_key_locked(directory: Path, ledger: LedgerHeader, signing_key
     with state.ledger(ledger.ledger_id) if state else nullcontext() as marks:
         if marks is not None:
             marks.check_ledger(directory)
-        doc = _statement(DIGEST_KEY, ledger, rotations, effective, algorithm=alg.name, old_digest_key_id=old_id,
-                         new_digest_key_id=new_id, signing_keys=signing_key.trust_bundle().to_dict())
+        doc = _statement(DIGEST_KEY, ledger, rotations, effective, algorithm=alg.name,
+                         old_digest_key_id=old_id, new_digest_key_id=new_id,
+                         signing_keys=signing_key.trust_bundle().to_dict())
         number = doc["number"]
         doc["signatures"] = {"signing": signing_key.sign(rotation_message(doc))}
         path, warning = _write_statement(directory, rotations, doc)
