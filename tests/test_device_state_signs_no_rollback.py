@@ -46,20 +46,17 @@ def cli(monkeypatch, capsys):
     return lambda *args: run_inprocess(monkeypatch, capsys, *args)
 
 
-def _capture(cli, keys: Path, ledger: Path, signer: Path | None = None) -> None:
-    rc, _, err = cli(
-        "capture",
-        SAMPLE,
-        "--ledger",
-        ledger,
-        "--digest-key",
-        keys / "digest.key",
-        "--signing-key",
-        (signer or keys) / "signing.key",
-        "--segment-records",
-        "100",
-    )
-    assert rc == 0, err
+def _capture(cli, keys: Path, ledger: Path, signer: Path | None = None) -> tuple[int, str, str]:
+    """`capture` of SAMPLE, 100 records a segment, signed with `signer`'s key (default: `keys`')."""
+    key = (signer or keys) / "signing.key"
+    args = ["--digest-key", keys / "digest.key", "--signing-key", key, "--segment-records", "100"]
+    return cli("capture", SAMPLE, "--ledger", ledger, *args)
+
+
+def _capture_without_state(keys: Path, ledger: Path) -> None:
+    """A library caller's capture: no protected state is kept."""
+    dk, sk = DigestKey.load(keys / "digest.key"), SigningKey.load(keys / "signing.key")
+    capture_file(SAMPLE, ledger, digest_key=dk, signing_key=sk, segment_records=100)
 
 
 def _drop_segment(ledger: Path, index: int) -> None:
@@ -82,7 +79,7 @@ def _state(keys: Path, ledger: Path) -> dict:
 
 def test_a_fresh_checkpoint_over_a_rolled_back_link_is_refused(cli, keys, tmp_path):
     ledger, note = tmp_path / "L", tmp_path / "cp.note"
-    _capture(cli, keys, ledger)
+    assert _capture(cli, keys, ledger)[0] == 0
     _drop_segment(ledger, 2)
     rc, out, err = cli("checkpoint", ledger, "--out", note, "--signing-key", keys / "signing.key")
     assert rc == 2 and out == "" and err.count("\n") == 1, (rc, out, err)
@@ -100,14 +97,8 @@ def test_a_checkpoint_over_seals_made_without_the_state_moves_the_state_up(cli, 
     """Seals a library caller made without the state are vouched for by the checkpoint: the
     remembered seal moves up to its last, and the state stays readable."""
     ledger, note = tmp_path / "L", tmp_path / "cp.note"
-    _capture(cli, keys, ledger)
-    capture_file(
-        SAMPLE,
-        ledger,
-        digest_key=DigestKey.load(keys / "digest.key"),
-        signing_key=SigningKey.load(keys / "signing.key"),
-        segment_records=100,
-    )
+    assert _capture(cli, keys, ledger)[0] == 0
+    _capture_without_state(keys, ledger)
     assert (
         _state(keys, ledger)["links"]["link0"]["segment"] == 2
     )  # the state did not see seals 3..5
@@ -134,7 +125,7 @@ def test_a_checkpoint_over_seals_made_without_the_state_moves_the_state_up(cli, 
 def test_a_rotation_over_a_rolled_back_ledger_is_refused(cli, keys, tmp_path):
     """The old key would hand segment 2, which it signed, to the new key: a second seal 2."""
     ledger, k2 = tmp_path / "L", _keys(tmp_path, "k2")
-    _capture(cli, keys, ledger)
+    assert _capture(cli, keys, ledger)[0] == 0
     _drop_segment(ledger, 2)
     rc, out, err = cli(
         "keys", "rotate", ledger, "--old", keys / "signing.key", "--new", k2 / "signing.key"
@@ -146,7 +137,7 @@ def test_a_rotation_over_a_rolled_back_ledger_is_refused(cli, keys, tmp_path):
 
 def test_a_digest_key_rotation_over_a_rolled_back_ledger_is_refused(cli, keys, tmp_path):
     ledger, k2 = tmp_path / "L", _keys(tmp_path, "k2")
-    _capture(cli, keys, ledger)
+    assert _capture(cli, keys, ledger)[0] == 0
     _drop_segment(ledger, 2)
     rc, _, err = cli(
         "keys",
@@ -168,7 +159,7 @@ def test_a_rotation_carries_the_state_to_the_new_key(cli, keys, tmp_path):
     key refuses at its first use. On main its state started from that storage, and it signed a
     second seal 2."""
     ledger, k2 = tmp_path / "L", _keys(tmp_path, "k2")
-    _capture(cli, keys, ledger)
+    assert _capture(cli, keys, ledger)[0] == 0
     rc, out, err = cli(
         "keys",
         "rotate",
@@ -194,18 +185,7 @@ def test_a_rotation_carries_the_state_to_the_new_key(cli, keys, tmp_path):
         == {"number": 1, "rotation_hash": rotation_hash(statement)}
     )
     _drop_segment(ledger, 2)
-    rc, _, err = cli(
-        "capture",
-        SAMPLE,
-        "--ledger",
-        ledger,
-        "--digest-key",
-        keys / "digest.key",
-        "--signing-key",
-        k2 / "signing.key",
-        "--segment-records",
-        "100",
-    )
+    rc, _, err = _capture(cli, keys, ledger, k2)
     assert rc == 2 and "this signing key signed seal 2 (up to seq 293" in err, err
     assert not layout.seal_path(ledger, "link0", 2).exists()
 
@@ -214,24 +194,13 @@ def test_a_ledger_rolled_back_behind_a_rotation_is_refused_to_both_keys(cli, key
     """The statement deleted: the old key would be the ledger's signer again and sign on past the
     point it handed over; the state of each key remembers the statement it signed."""
     ledger, k2 = tmp_path / "L", _keys(tmp_path, "k2")
-    _capture(cli, keys, ledger)
+    assert _capture(cli, keys, ledger)[0] == 0
     assert (
         cli("keys", "rotate", ledger, "--old", keys / "signing.key", "--new", k2 / "signing.key")[0]
         == 0
     )
     layout.rotation_path(ledger, 1).unlink()
-    rc, _, err = cli(
-        "capture",
-        SAMPLE,
-        "--ledger",
-        ledger,
-        "--digest-key",
-        keys / "digest.key",
-        "--signing-key",
-        keys / "signing.key",
-        "--segment-records",
-        "100",
-    )
+    rc, _, err = _capture(cli, keys, ledger)
     assert rc == 2 and f"{ledger}: this signing key signed rotation statement 1 of ledger" in err, (
         err
     )
@@ -249,13 +218,7 @@ def test_a_rotation_that_is_in_force_says_so_when_a_state_cannot_be_updated(
     keys, tmp_path, monkeypatch
 ):
     ledger, k2 = tmp_path / "L", _keys(tmp_path, "k2")
-    capture_file(
-        SAMPLE,
-        ledger,
-        digest_key=DigestKey.load(keys / "digest.key"),
-        signing_key=SigningKey.load(keys / "signing.key"),
-        segment_records=100,
-    )
+    _capture_without_state(keys, ledger)
 
     def fail(self, number, statement_hash):
         raise StorageError(
