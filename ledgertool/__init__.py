@@ -32,6 +32,7 @@ _API = {
     "SigningKey": "ledgertool.keyfiles:SigningKey",
     "TrustBundle": "ledgertool.keyfiles:TrustBundle",
     "generate_keys": "ledgertool.keyfiles:generate_keys",
+    "DeviceState": "ledgertool.ledger.devstate:DeviceState",
     # capture and recovery
     "capture_file": "ledgertool.capture.run:capture_file",
     "recover_ledger": "ledgertool.ledger.recover:recover_ledger",

@@ -286,9 +286,10 @@ def capture_file(
     UsageError before anything is written.
 
     `device_state`: the signing key's protected state (ledger.devstate; the CLI keeps it beside
-    the key file). With it, RollbackRefusedError before anything is captured when the link's
-    storage is behind or beside what the key signed; every seal and checkpoint is remembered, and
-    an open segment nothing of which authenticates is set aside instead of refused.
+    the key file, docs/api.md). With it,
+    RollbackRefusedError before anything is captured when the link's storage is behind or beside
+    what the key signed; every seal and checkpoint is remembered, and an open segment nothing of
+    which authenticates is set aside instead of refused.
     """
     layout.check_link_name(link)
     if not 1 <= segment_records <= MAX_SEGMENT_RECORDS:

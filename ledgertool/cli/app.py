@@ -125,9 +125,12 @@ def keys_rotate(
 ) -> None:
     """Move the ledger to a new signing key at the next segment boundary (statement signed by both)."""
     from ..keyfiles import SigningKey
+    from ..ledger.devstate import DeviceState
     from ..ledger.rotations import rotate_keys
 
-    res = rotate_keys(ledger, SigningKey.load(old), SigningKey.load(new))
+    # both keys' protected states: the old one's is checked, and carried into the new one's
+    res = rotate_keys(ledger, SigningKey.load(old), SigningKey.load(new),
+                      old_state=DeviceState.beside(old), new_state=DeviceState.beside(new))
     _rotation_in_force(res)
     if as_json:
         _emit_json({"ok": True, **res})
@@ -138,12 +141,15 @@ def keys_rotate(
 
 def _rotation_in_force(res: dict) -> None:
     """Say that a written rotation is in force, whatever happens to its report: a warning when its
-    directory could not be flushed, and the state if stdout then fails (`_done`)."""
+    directory could not be flushed, notes on the keys' protected states, and the state if stdout
+    then fails (`_done`)."""
     starts = ", ".join(f"link {k} segment {v}" for k, v in sorted(res["effective_from"].items()))
     _done(f"rotation {res['number']} is in force ({res['path']}: the new key applies from "
           f"{starts or 'the next segment'})")
     if res.get("warning"):
         err.print(styled(("warning:", "yellow"), f" {res['warning']}"))
+    for note in res.get("notes", []):
+        err.print(f"note: {note}")
 
 
 @keys_app.command("rotate-digest")
@@ -156,10 +162,12 @@ def keys_rotate_digest(
 ) -> None:
     """Move the ledger to a new digest key at the next segment boundary (statement signed by the current signing key)."""
     from ..keyfiles import DigestKey, SigningKey
+    from ..ledger.devstate import DeviceState
     from ..ledger.rotations import rotate_digest_key
 
     res = rotate_digest_key(ledger, SigningKey.load(signing_key), DigestKey.load(old_digest_key),
-                            DigestKey.load(new_digest_key))
+                            DigestKey.load(new_digest_key),
+                            device_state=DeviceState.beside(signing_key))
     _rotation_in_force(res)
     if as_json:
         _emit_json({"ok": True, **res})
@@ -614,9 +622,14 @@ def checkpoint_cmd(
     """Export the link's checkpoint (C2SP tlog-checkpoint signed note)."""
     from ..keyfiles import SigningKey
     from ..ledger.checkpoints import export_checkpoint
+    from ..ledger.devstate import DeviceState
 
     sk = SigningKey.load(signing_key) if signing_key is not None else None
-    cp = export_checkpoint(ledger, out_file, signing_key=sk, link=link)
+    notes: list[str] = []
+    cp = export_checkpoint(ledger, out_file, signing_key=sk, link=link, notes=notes,
+                           device_state=DeviceState.beside(signing_key) if signing_key else None)
+    for note in notes:
+        err.print(f"note: {note}")
     if as_json:
         _emit_json({"ok": True, "out": str(out_file), **cp.to_json()})
     else:

@@ -6,6 +6,7 @@ pure; docs/transparency.md, "Checkpoints").
 from __future__ import annotations
 
 import os
+from contextlib import nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Protocol
@@ -32,14 +33,14 @@ from . import layout
 from .header import LedgerHeader, load_ledger
 from .index import choose_link, links, segment_files
 from .lock import writer_lock
-from .rotations import current_signer_check, load_rotations
+from .rotations import KeyState, current_signer_check, load_rotations
 from .sealer import load_seal
 
 
 class CheckpointMarks(Protocol):
     """Told of every checkpoint signed (ledger.devstate.LedgerMarks: the device's protected state)."""
 
-    def checkpointed(self, link: str, size: int, root: bytes) -> None: ...
+    def checkpointed(self, directory: Path, cp: Checkpoint) -> None: ...
 
 
 def link_tree(directory: Path, link: str) -> LinkTree:
@@ -99,7 +100,7 @@ def write_checkpoint(directory: Path, ledger: LedgerHeader, link: str, key: Sign
     path = layout.checkpoint_path(directory, link)
     fsio.write_atomic(path, note, root=directory, what="checkpoint")
     if marks is not None:
-        marks.checkpointed(link, cp.size, cp.root)
+        marks.checkpointed(directory, cp)
     if top:
         top_path = layout.top_checkpoint_path(directory)
         if links(directory) == [link]:
@@ -161,24 +162,39 @@ def _extends(old: Checkpoint, new: Checkpoint, directory: Path, old_name: str = 
 
 
 def export_checkpoint(directory: Path, out: Path, *, signing_key: SigningKey | None = None,
-                      link: str | None = None) -> Checkpoint:
+                      link: str | None = None, device_state: KeyState | None = None,
+                      notes: list[str] | None = None) -> Checkpoint:
     """Write the link's checkpoint to `out`: freshly signed with `signing_key` (holding the ledger's
     writer lock, so no capture changes the chain while it is read), else the one the last
     capture/recover stored (DIR/link=NAME/checkpoint). UsageError/LedgerFormatError otherwise,
-    LedgerLockedError while another writer holds the ledger, fsio's errors for the files."""
+    LedgerLockedError while another writer holds the ledger, fsio's errors for the files.
+
+    A fresh checkpoint is signed only over a storage at or ahead of what the key signed: with the
+    key's protected state (`device_state`, ledger.devstate; the CLI keeps it beside the key's
+    file) RollbackRefusedError before signing when the link's storage is behind or
+    beside it; the checkpoint is remembered once written, and a note that the state of the link
+    started from the storage is appended to `notes`."""
     directory = Path(directory)
     ledger = load_ledger(directory)
     link = choose_link(directory, link)
     if signing_key is not None:
-
         with writer_lock(directory, "checkpoint --signing-key"):
             current_signer_check(directory, ledger, signing_key)
-            note = sign_checkpoint(make_checkpoint(directory, ledger, link), signing_key)
-    else:
-        path = layout.checkpoint_path(directory, link)
-        if not os.path.lexists(path):
-            raise UsageError(f"{path}: no stored checkpoint; sign one with ", Setting("signing_key"))
-        note = fsio.read_regular(path, MAX_NOTE_BYTES, root=directory, what="checkpoint")
+            with device_state.ledger(ledger.ledger_id) if device_state else nullcontext() as marks:
+                if marks is not None:
+                    marks.check_link(directory, link)
+                cp = make_checkpoint(directory, ledger, link)
+                note = sign_checkpoint(cp, signing_key)
+                fsio.write_atomic(Path(out).absolute(), note, what="checkpoint")
+                if marks is not None:
+                    marks.checkpointed(directory, cp)
+                    if notes is not None:
+                        notes += marks.notes
+        return parse_note(note, str(out)).checkpoint
+    path = layout.checkpoint_path(directory, link)
+    if not os.path.lexists(path):
+        raise UsageError(f"{path}: no stored checkpoint; sign one with ", Setting("signing_key"))
+    note = fsio.read_regular(path, MAX_NOTE_BYTES, root=directory, what="checkpoint")
     cp = parse_note(note, str(out)).checkpoint
     fsio.write_atomic(Path(out).absolute(), note, what="checkpoint")
     return cp

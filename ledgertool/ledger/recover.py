@@ -284,7 +284,8 @@ def recover_ledger(ledger_dir: Path, signing_key: SigningKey, *, trust_unauthent
     """Seal the authenticated prefix of every link's open segments after a crash, set aside what
     cannot be sealed, and re-sign the checkpoints (recover_open_segments: OpenSegmentRefusedError
     for a v1 segment without `trust_unauthenticated`). With the signing key's protected state
-    `device_state` (ledger.devstate), RollbackRefusedError, before anything is signed, for a link
+    `device_state` (ledger.devstate; the CLI keeps it beside the key's file, docs/api.md),
+    RollbackRefusedError, before anything is signed, for a link
     whose storage is behind or beside what the key signed, including a link it signed that the
     storage lacks; the state is updated with every seal and checkpoint.
 
@@ -299,8 +300,7 @@ def recover_ledger(ledger_dir: Path, signing_key: SigningKey, *, trust_unauthent
         with device_state.ledger(ledger.ledger_id) if device_state else nullcontext() as marks:
             names = links(ledger_dir)
             if marks is not None:
-                for link in sorted(set(marks.links) | set(names)):  # a link gone whole is refused too
-                    marks.check_link(ledger_dir, link)
+                marks.check_ledger(ledger_dir)  # a link gone whole is refused too
             _remove_tmp_files(ledger_dir, ledger_dir, res.discarded)
             for link in names:
                 for r in recover_open_segments(ledger_dir, ledger, link, signing_key, res.discarded,

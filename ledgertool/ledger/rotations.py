@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Protocol
 
 from .. import fsio
 from ..algorithms import get_algorithm
 from ..errors import KeyFileError, LedgerError, LedgerFormatError, StorageError, UsageError
 from ..keyfiles import DigestKey, SigningKey, TrustBundle
+from ..seal.checkpoint import Checkpoint
 from ..seal.rotation import (
     DIGEST_KEY,
     ROTATION_FORMAT,
@@ -24,6 +27,7 @@ from ..seal.rotation import (
     key_schedule,
     parse_rotation,
     rotation_genesis,
+    rotation_hash,
     rotation_message,
 )
 from . import layout
@@ -32,6 +36,29 @@ from .index import link_state, links, segment_files
 from .lock import writer_lock
 from .remote import ledger_reader
 from .sealer import load_seal
+
+
+class KeyMarks(Protocol):
+    """One ledger's entry of a signing key's protected state, its lock held
+    (ledger.devstate.LedgerMarks, which imports this module)."""
+
+    notes: list[str]
+
+    def check_ledger(self, directory: Path, *, start: bool = True) -> None: ...
+
+    def check_link(self, directory: Path, link: str) -> None: ...
+
+    def checkpointed(self, directory: Path, cp: Checkpoint) -> None: ...
+
+    def rotated(self, number: int, statement_hash: str) -> None: ...
+
+    def carry(self, old: KeyMarks) -> None: ...
+
+
+class KeyState(Protocol):
+    """A signing key's protected state (ledger.devstate.DeviceState)."""
+
+    def ledger(self, ledger_id: str) -> AbstractContextManager[KeyMarks]: ...
 
 
 def load_rotations(directory: Path) -> list[RotationStatement]:
@@ -102,8 +129,15 @@ def _in_place(directory: Path, path: Path, data: bytes) -> bool:
         return False
 
 
-def rotate_keys(directory: Path, old: SigningKey, new: SigningKey) -> dict:
+def rotate_keys(directory: Path, old: SigningKey, new: SigningKey, *,
+                old_state: KeyState | None = None, new_state: KeyState | None = None) -> dict:
     """Write the next rotation statement: `new` signs every segment sealed from now on.
+
+    The keys' protected states (ledger.devstate; the CLI keeps each beside its key's file):
+    RollbackRefusedError, before anything is signed, when the storage is behind or beside
+    what either key signed; once the statement is in place both remember it, and the new key's
+    state takes over the old one's, so the new key is protected from its first use. "notes" in
+    the result say where a state started from the storage.
 
     Refuses (UsageError) while a link has an open segment (rotation happens at a segment
     boundary: run `ledgertool recover` first), (LedgerFormatError) when the ledger's rotation
@@ -117,10 +151,11 @@ def rotate_keys(directory: Path, old: SigningKey, new: SigningKey) -> dict:
     directory = Path(directory)
     ledger = load_ledger(directory)
     with writer_lock(directory, "keys rotate"):
-        return _rotate_keys_locked(directory, ledger, old, new)
+        return _rotate_keys_locked(directory, ledger, old, new, old_state, new_state)
 
 
-def _rotate_keys_locked(directory: Path, ledger: LedgerHeader, old: SigningKey, new: SigningKey) -> dict:
+def _rotate_keys_locked(directory: Path, ledger: LedgerHeader, old: SigningKey, new: SigningKey,
+                        old_state: KeyState | None, new_state: KeyState | None) -> dict:
 
     rotations = load_rotations(directory)
     old_bundle, new_bundle = old.trust_bundle(), new.trust_bundle()
@@ -140,17 +175,54 @@ def _rotate_keys_locked(directory: Path, ledger: LedgerHeader, old: SigningKey, 
         raise KeyFileError(f"{old.path or 'old key'}: is not the ledger's current signing key")
     if new_bundle == old_bundle:
         raise KeyFileError(f"{new.path or 'new key'}: is the same key as the old one")
-    doc = _statement(SIGNING_KEY, ledger, rotations, effective,
-                     old_keys=old_bundle.to_dict(), new_keys=new_bundle.to_dict())
-    number = doc["number"]
-    msg = rotation_message(doc)
-    doc["signatures"] = {"old": old.sign(msg), "new": new.sign(msg)}
-    path, warning = _write_statement(directory, rotations, doc)
+    with ExitStack() as held:
+        om = held.enter_context(old_state.ledger(ledger.ledger_id)) if old_state else None
+        nm = held.enter_context(new_state.ledger(ledger.ledger_id)) if new_state else None
+        if om is not None:
+            om.check_ledger(directory)
+        if nm is not None:
+            nm.check_ledger(directory, start=False)  # what it signed before, if anything; no start
+        doc = _statement(SIGNING_KEY, ledger, rotations, effective,
+                         old_keys=old_bundle.to_dict(), new_keys=new_bundle.to_dict())
+        number = doc["number"]
+        msg = rotation_message(doc)
+        doc["signatures"] = {"old": old.sign(msg), "new": new.sign(msg)}
+        path, warning = _write_statement(directory, rotations, doc)
+        extra = _remember_rotation(path, doc, om, nm)
     return {"path": str(path), "number": number, "kind": SIGNING_KEY, "effective_from": effective,
-            "new_key_ids": new_bundle.key_ids, **({"warning": warning} if warning else {})}
+            "new_key_ids": new_bundle.key_ids, **_said(warning, *extra)}
 
 
-def rotate_digest_key(directory: Path, signing_key: SigningKey, old: DigestKey, new: DigestKey) -> dict:
+def _remember_rotation(path: Path, doc: dict, signer: KeyMarks | None,
+                       new: KeyMarks | None = None) -> tuple[str | None, list[str]]:
+    """The statement `doc` is in place at `path`: the states of the keys that signed it remember
+    it (the new key's, of a signing-key rotation, after taking over the old key's marks).
+    (a warning when a state could not be written, their notes): the rotation is in force whatever
+    happens here, so a failure is said as such, never as the rotation's."""
+    h = rotation_hash(doc)
+    try:
+        if new is not None:
+            if signer is not None:
+                new.carry(signer)
+            new.rotated(doc["number"], h)
+        if signer is not None:
+            signer.rotated(doc["number"], h)
+        problem = None
+    except LedgerError as e:
+        problem = (f"rotation {doc['number']} is in force ({path}), but a signing key's protected "
+                   f"state could not be updated ({e}): it starts again from the storage at the "
+                   "key's next use")
+    return problem, (signer.notes if signer else []) + (new.notes if new else [])
+
+
+def _said(warning: str | None, problem: str | None, notes: list[str]) -> dict:
+    """The report's "warning" (one line, the statement's and the states' joined) and "notes"."""
+    warning = "; ".join(w for w in (warning, problem) if w) or None
+    return {**({"warning": warning} if warning else {}), **({"notes": notes} if notes else {})}
+
+
+def rotate_digest_key(directory: Path, signing_key: SigningKey, old: DigestKey, new: DigestKey, *,
+                      device_state: KeyState | None = None) -> dict:
     """Write the next rotation statement: digest key `new` computes every segment captured from now on.
 
     The statement names the old and the new key id for the ledger's algorithm (the keys stay
@@ -160,17 +232,19 @@ def rotate_digest_key(directory: Path, signing_key: SigningKey, old: DigestKey, 
     history does not verify, (KeyFileError) for a signing or old digest key that is not the
     current one, or a new key this ledger has already used, and (LedgerLockedError) while another
     writer holds the ledger. Returns {"path", "number", "kind", "effective_from", "algorithm",
-    "old_digest_key_id", "new_digest_key_id"}, and "warning" as rotate_keys.
+    "old_digest_key_id", "new_digest_key_id"}, and "warning" and "notes" as rotate_keys. The
+    signing key's protected state (`device_state`) refuses a storage behind or beside what the key
+    signed, and remembers the statement, as rotate_keys.
     """
 
     directory = Path(directory)
     ledger = load_ledger(directory)
     with writer_lock(directory, "keys rotate-digest"):
-        return _rotate_digest_key_locked(directory, ledger, signing_key, old, new)
+        return _rotate_digest_key_locked(directory, ledger, signing_key, old, new, device_state)
 
 
 def _rotate_digest_key_locked(directory: Path, ledger: LedgerHeader, signing_key: SigningKey, old: DigestKey,
-                              new: DigestKey) -> dict:
+                              new: DigestKey, state: KeyState | None) -> dict:
 
     rotations = load_rotations(directory)
     sched = _checked_schedule(directory, ledger, rotations)
@@ -186,14 +260,19 @@ def _rotate_digest_key_locked(directory: Path, ledger: LedgerHeader, signing_key
         raise KeyFileError(f"{new.path or 'new digest key'}: digest key id {new_id} was already used by ledger "
                            f"{directory}; generate a new key (`ledgertool keys generate`)")
     effective = _boundary(directory, ledger)
-    doc = _statement(DIGEST_KEY, ledger, rotations, effective, algorithm=alg.name, old_digest_key_id=old_id,
-                     new_digest_key_id=new_id, signing_keys=signing_key.trust_bundle().to_dict())
-    number = doc["number"]
-    doc["signatures"] = {"signing": signing_key.sign(rotation_message(doc))}
-    path, warning = _write_statement(directory, rotations, doc)
+    with state.ledger(ledger.ledger_id) if state else nullcontext() as marks:
+        if marks is not None:
+            marks.check_ledger(directory)
+        doc = _statement(DIGEST_KEY, ledger, rotations, effective, algorithm=alg.name,
+                         old_digest_key_id=old_id, new_digest_key_id=new_id,
+                         signing_keys=signing_key.trust_bundle().to_dict())
+        number = doc["number"]
+        doc["signatures"] = {"signing": signing_key.sign(rotation_message(doc))}
+        path, warning = _write_statement(directory, rotations, doc)
+        extra = _remember_rotation(path, doc, marks)
     return {"path": str(path), "number": number, "kind": DIGEST_KEY, "effective_from": effective,
             "algorithm": alg.name, "old_digest_key_id": old_id, "new_digest_key_id": new_id,
-            **({"warning": warning} if warning else {})}
+            **_said(warning, *extra)}
 
 
 def _statement(kind: str, ledger: LedgerHeader, rotations: list[RotationStatement],
