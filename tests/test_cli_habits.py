@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLES, run_cli
+from conftest import SAMPLES, cli
 
 SAMPLE = SAMPLES / "sample.pcapng"
 
@@ -27,9 +27,9 @@ def ledger(tmp_path_factory, keydir) -> Path:
     d = tmp_path_factory.mktemp("habits")
     led = d / "L"
     for cp in ("cp3.txt", "cp6.txt"):
-        r = run_cli("capture", SAMPLE, "--ledger", led, *_keys(keydir), "--segment-records", "100")
+        r = cli("capture", SAMPLE, "--ledger", led, *_keys(keydir), "--segment-records", "100")
         assert r.returncode == 0, r.stderr
-        r = run_cli("checkpoint", led, "--out", d / cp)
+        r = cli("checkpoint", led, "--out", d / cp)
         assert r.returncode == 0, r.stderr
     return led
 
@@ -46,8 +46,8 @@ def _one_error_line(r: subprocess.CompletedProcess, code: int = 2) -> str:
 # ---- 1. --debug keeps the exit code -------------------------------------------------------------
 
 def test_item15_debug_keeps_exit_code(tmp_path, keydir):
-    plain = run_cli("verify", tmp_path / "absent", "--trust", keydir / "verifier.pub")
-    debug = run_cli("--debug", "verify", tmp_path / "absent", "--trust", keydir / "verifier.pub")
+    plain = cli("verify", tmp_path / "absent", "--trust", keydir / "verifier.pub")
+    debug = cli("--debug", "verify", tmp_path / "absent", "--trust", keydir / "verifier.pub")
     assert plain.returncode == debug.returncode == 2
     assert "Traceback" in debug.stderr and "Traceback" not in plain.stderr
     assert debug.stderr.strip().splitlines()[-1] == plain.stderr.strip()
@@ -63,7 +63,7 @@ def test_item15_bad_output_paths(ledger, keydir, tmp_path, where):
             ["recompute", SAMPLE, "--digest-key", keydir / "digest.key", "--algorithm", "siphash-1-3-128",
              "--strip", "frame", "--out", out]]
     for cmd in cmds:
-        line = _one_error_line(run_cli(*cmd))
+        line = _one_error_line(cli(*cmd))
         assert str(tmp_path) in line, line
         assert ("No such file or directory" if where == "missing-dir" else "Is a directory") in line
 
@@ -71,7 +71,7 @@ def test_item15_bad_output_paths(ledger, keydir, tmp_path, where):
 def test_item15_capture_ledger_is_a_file(tmp_path, keydir):
     f = tmp_path / "afile"
     f.write_text("mine\n")
-    line = _one_error_line(run_cli("capture", SAMPLE, "--ledger", f, *_keys(keydir)))
+    line = _one_error_line(cli("capture", SAMPLE, "--ledger", f, *_keys(keydir)))
     assert line == f"ledgertool: error: {f}: is a regular file; expected a ledger directory (a new, empty or existing one)"
     assert f.read_text() == "mine\n"
 
@@ -80,12 +80,12 @@ def test_item15_capture_refuses_a_directory_of_other_files(tmp_path, keydir):
     d = tmp_path / "photos"
     d.mkdir()
     (d / "notes.txt").write_text("mine\n")
-    line = _one_error_line(run_cli("capture", SAMPLE, "--ledger", d, *_keys(keydir)))
+    line = _one_error_line(cli("capture", SAMPLE, "--ledger", d, *_keys(keydir)))
     assert "not a ledger; refusing to write a ledger among them" in line
     assert sorted(p.name for p in d.iterdir()) == ["notes.txt"]
     empty = tmp_path / "empty"
     empty.mkdir()
-    r = run_cli("capture", SAMPLE, "--ledger", empty, *_keys(keydir))
+    r = cli("capture", SAMPLE, "--ledger", empty, *_keys(keydir))
     assert r.returncode == 0, r.stderr
     assert (empty / "ledger.json").is_file()
 
@@ -95,11 +95,11 @@ def test_item15_capture_refuses_a_directory_of_other_files(tmp_path, keydir):
 def test_item15_check_consistency_swapped_is_usage(ledger, keydir):
     cp3, cp6 = ledger.parent / "cp3.txt", ledger.parent / "cp6.txt"
     trust = ["--ledger", ledger, "--trust", keydir / "verifier.pub"]
-    r = run_cli("check-consistency", cp3, cp6, *trust)
+    r = cli("check-consistency", cp3, cp6, *trust)
     assert r.returncode == 0 and r.stdout.startswith("CONSISTENT"), r.stdout + r.stderr
-    line = _one_error_line(run_cli("check-consistency", cp6, cp3, *trust))
+    line = _one_error_line(cli("check-consistency", cp6, cp3, *trust))
     assert "swapped" in line and f"check-consistency {cp3} {cp6}" in line
-    assert run_cli("check-consistency", cp6, cp3, *trust, "--json").returncode == 2
+    assert cli("check-consistency", cp6, cp3, *trust, "--json").returncode == 2
 
 
 # ---- 3. Ctrl-C ------------------------------------------------------------------------------------
@@ -181,7 +181,7 @@ def test_item15_ctrl_c_in_capture_says_it_seals(endless_capture, keydir):
         " records… (Ctrl-C again to abandon the open segment; it stays recoverable)"), err
     assert int(line.split()[1].replace(",", "")) > 0
     assert "segments 0..0" in out
-    assert run_cli("verify", led, "--trust", keydir / "verifier.pub").returncode == 0
+    assert cli("verify", led, "--trust", keydir / "verifier.pub").returncode == 0
 
 
 def test_item15_second_ctrl_c_in_capture_abandons(endless_capture, keydir):
@@ -195,9 +195,9 @@ def test_item15_second_ctrl_c_in_capture_abandons(endless_capture, keydir):
     assert err.splitlines()[-1] == (f"ledgertool: interrupted: the open segment was not sealed; `ledgertool recover "
                                     f"{led} --signing-key {keydir / 'signing.key'}` seals it")
     assert list(led.glob("link=link0/seg-*.open"))
-    r = run_cli("recover", led, "--signing-key", keydir / "signing.key")
+    r = cli("recover", led, "--signing-key", keydir / "signing.key")
     assert r.returncode == 0 and r.stdout.startswith("sealed link link0 segment 0: "), r.stdout + r.stderr
-    assert run_cli("verify", led, "--trust", keydir / "verifier.pub").returncode == 0
+    assert cli("verify", led, "--trust", keydir / "verifier.pub").returncode == 0
 
 
 # ---- 5. query formats ---------------------------------------------------------------------------
@@ -213,7 +213,7 @@ def _expected(ledger) -> list[dict]:
 
 
 def test_item15_query_piped_table_keeps_full_values(ledger):
-    r = run_cli("query", ledger, WIDE)
+    r = cli("query", ledger, WIDE)
     assert r.returncode == 0, r.stderr
     rows = _expected(ledger)
     for row in rows:
@@ -226,16 +226,16 @@ def test_item15_query_piped_table_keeps_full_values(ledger):
 def test_item15_query_formats(ledger, tmp_path):
     rows = _expected(ledger)
     as_json = [{**d, "seq": str(d["seq"]), "ts_ns": str(d["ts_ns"])} for d in rows]  # BIGINT/UBIGINT: strings
-    r = run_cli("query", ledger, WIDE, "--json")
+    r = cli("query", ledger, WIDE, "--json")
     assert r.returncode == 0 and json.loads(r.stdout) == as_json, r.stderr
-    r = run_cli("query", ledger, WIDE, "--format", "jsonl")
+    r = cli("query", ledger, WIDE, "--format", "jsonl")
     assert [json.loads(ln) for ln in r.stdout.splitlines()] == as_json
-    r = run_cli("query", ledger, WIDE, "--format", "markdown")
+    r = cli("query", ledger, WIDE, "--format", "markdown")
     lines = r.stdout.splitlines()
     assert lines[:2] == ["| seq | ts_ns | digest | again | link |", "| --- | --- | --- | --- | --- |"]
     assert lines[2] == f"| 0 | {rows[0]['ts_ns']} | {rows[0]['digest']} | {rows[0]['digest']} | link0 |"
     out = tmp_path / "q.csv"
-    r = run_cli("query", ledger, WIDE, "--format", "csv", "--output", out)
+    r = cli("query", ledger, WIDE, "--format", "csv", "--output", out)
     assert r.returncode == 0 and r.stdout == "" and f"wrote 3 rows to {out}" in r.stderr
     assert out.read_text().splitlines()[1] == f"0,{rows[0]['ts_ns']},{rows[0]['digest']},{rows[0]['digest']},link0"
 
@@ -245,15 +245,15 @@ def test_item15_query_parquet(ledger, tmp_path):
     import pyarrow.parquet as pq
 
     out = tmp_path / "q.parquet"
-    r = run_cli("query", ledger, WIDE, "--format", "parquet", "--output", out)
+    r = cli("query", ledger, WIDE, "--format", "parquet", "--output", out)
     assert r.returncode == 0 and r.stdout == "", r.stderr
     t = pq.read_table(out)
     assert t.schema.field("seq").type == pa.uint64() and t.schema.field("digest").type == pa.binary()
     assert [{**d, "digest": d["digest"].hex(), "again": d["again"].hex()} for d in t.to_pylist()] == _expected(ledger)
-    line = _one_error_line(run_cli("query", ledger, WIDE, "--format", "parquet"))
+    line = _one_error_line(cli("query", ledger, WIDE, "--format", "parquet"))
     assert line == "ledgertool: error: --format parquet writes a file: give --output FILE.parquet"
-    _one_error_line(run_cli("query", ledger, WIDE, "--json", "--format", "csv"))
-    _one_error_line(run_cli("query", ledger, WIDE, "--output", tmp_path / "nodir" / "q.txt"))
+    _one_error_line(cli("query", ledger, WIDE, "--json", "--format", "csv"))
+    _one_error_line(cli("query", ledger, WIDE, "--output", tmp_path / "nodir" / "q.txt"))
 
 
 # ---- 6. help ----------------------------------------------------------------------------------------
@@ -262,7 +262,7 @@ def test_item15_query_parquet(ledger, tmp_path):
                                  ["compact"]])
 def test_item15_help_says_exit_codes_and_example(cmd):
     for flag in ("-h", "--help"):
-        r = run_cli(*cmd, flag)
+        r = cli(*cmd, flag)
         assert r.returncode == 0, r.stderr
         assert "Exit codes: 0 " in r.stdout and "\n  Example:\n    ledgertool " + " ".join(cmd) in r.stdout
         assert "Reads: " in r.stdout and "Writes: " in r.stdout
@@ -276,7 +276,7 @@ def test_item15_capture_help_lists_algorithms_and_strip_modes():
 
     assert helptext.LEDGER_ALGORITHMS == tuple(n for n, a in ALGORITHMS.items() if a.ledger_ok)
     assert helptext.STRIP_MODES == tuple(STRIP_MODES)
-    out = run_cli("capture", "--help").stdout
+    out = cli("capture", "--help").stdout
     assert f"Algorithms (new ledger): {', '.join(helptext.LEDGER_ALGORITHMS)}." in out
     assert f"Strip modes (new ledger): {', '.join(helptext.STRIP_MODES)}." in out
     assert "Usage: ledgertool capture [OPTIONS] SOURCE\n" in out
@@ -289,7 +289,7 @@ def test_item15_zero_frame_capture_says_seq_none(tmp_path, keydir):
 
     empty = tmp_path / "empty.pcap"
     empty.write_bytes(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))  # a header, no frame
-    r = run_cli("capture", empty, "--ledger", tmp_path / "L", *_keys(keydir))
+    r = cli("capture", empty, "--ledger", tmp_path / "L", *_keys(keydir))
     assert r.returncode == 0, r.stderr
     assert "captured 0 frames (0 bytes)" in r.stdout and "segments none, seq none, drops 0" in r.stdout, r.stdout
     assert "..-1" not in r.stdout

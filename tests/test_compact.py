@@ -11,7 +11,7 @@ import shutil
 import jsonschema
 import pyarrow.parquet as pq
 import pytest
-from conftest import SAMPLES, load_keys, run_cli
+from conftest import SAMPLES, cli, load_keys
 from v2_reference import capture_records, parquet_bytes, synthetic_records, write_v2_ledger
 
 from ledgertool.errors import DiscrepancyError, LedgerLockedError
@@ -36,7 +36,7 @@ def v2(tmp_path, keydir):
 def test_issue14_compact_writes_checked_parquet_and_removes_the_raw_files(v2, keydir):
     w, segs = v2
     seals = [w.path(i, "seal.json").read_bytes() for i in range(3)]
-    res = run_cli("compact", w.ledger.directory, "--json")
+    res = cli("compact", w.ledger.directory, "--json")
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     jsonschema.Draft202012Validator(SCHEMA).validate(doc)
@@ -70,7 +70,7 @@ def test_issue14_compact_refuses_records_that_do_not_match_the_seal(v2):
     raw = bytearray(w.path(2, "rec").read_bytes())
     raw[256 + 4 + 40 * 48 + 40] ^= 1  # a digest byte of segment 2, record 40
     w.path(2, "rec").write_bytes(bytes(raw))
-    res = run_cli("compact", w.ledger.directory)
+    res = cli("compact", w.ledger.directory)
     assert res.returncode == 1
     assert "seg-00000002.rec: its 94 records do not match the seal's Merkle root" in res.stderr
     assert "segment 2 of link link0 not compacted" in res.stderr and "Traceback" not in res.stderr
@@ -104,7 +104,7 @@ def test_issue14_compact_leaves_v1_ledgers_alone(tmp_path):
 
 
 def test_issue14_compact_help_has_reads_writes_exit_codes_example():
-    out = run_cli("compact", "--help").stdout
+    out = cli("compact", "--help").stdout
     for words in ("Reads: DIR: v2 segments' raw record files", "Writes: seg-N.parquet", "Exit codes: 0 done, 1",
                   "ledgertool compact L"):
         assert words in out
@@ -121,15 +121,15 @@ def test_compact_names_a_sealed_segment_without_its_record_file(tmp_path, keydir
     capture_file(SAMPLES / "sample.pcap", led, digest_key=dk, signing_key=sk, segment_records=100)
     rec, opened = led / "link=link0" / "seg-00000002.rec", led / "link=link0" / "seg-00000002.open"
     rec.rename(opened)  # the crash between writing seal 2 and the rename
-    r = run_cli("compact", led)
+    r = cli("compact", led)
     assert r.returncode == 2 and r.stderr.strip() == (
         f"ledgertool: error: {opened}: segment 2 of link link0 is sealed but not yet renamed to seg-00000002.rec; "
         f"run `ledgertool recover {led}` first, then compact"), r.stderr
-    assert run_cli("recover", led, "--signing-key", keydir / "signing.key").returncode == 0
+    assert cli("recover", led, "--signing-key", keydir / "signing.key").returncode == 0
     assert rec.exists() and not opened.exists()
     shutil.copy(rec, tmp_path / "kept.rec")
     rec.unlink()
-    r = run_cli("compact", led)
+    r = cli("compact", led)
     assert r.returncode == 1 and r.stderr.strip() == (
         f"ledgertool: error: {rec}: segment 2 of link link0 is sealed but has neither seg-00000002.rec nor "
         "seg-00000002.parquet; not compacted (`ledgertool verify`)"), r.stderr

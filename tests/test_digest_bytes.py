@@ -13,7 +13,7 @@ import struct
 
 import numpy as np
 import pytest
-from conftest import SAMPLES, run_cli
+from conftest import SAMPLES, cli
 from test_schemas_reports import validate
 
 from ledgertool.digest.record import record_dtype
@@ -39,7 +39,7 @@ def zero_tail(tmp_path_factory):
     sk.save(d / "signing.key")
     sk.trust_bundle().save(d / "verifier.pub")
     led = d / "ledger"
-    r = run_cli("capture", SAMPLES / "sample.pcap", "--ledger", led, "--digest-key", d / "digest.key",
+    r = cli("capture", SAMPLES / "sample.pcap", "--ledger", led, "--digest-key", d / "digest.key",
                 "--signing-key", d / "signing.key", "--segment-records", "100")
     assert r.returncode == 0, r.stderr
     t = verified_segment(LedgerReader(led), load_ledger(led), "link0", 0).table  # the sealed records, either form
@@ -51,12 +51,12 @@ def zero_tail(tmp_path_factory):
 def test_item4_proof_of_a_digest_ending_in_zero_keeps_all_bytes(zero_tail, tmp_path):
     led, keys, digest = zero_tail
     out = tmp_path / "proof.json"
-    r = run_cli("prove", led, "--seq", SEQ, "--out", out)
+    r = cli("prove", led, "--seq", SEQ, "--out", out)
     assert r.returncode == 0, r.stderr
     doc = json.loads(out.read_text())
     assert doc["record"]["digest"] == digest.hex() and len(doc["record"]["digest"]) == 32
     validate(doc, "proof.schema.json")
-    r = run_cli("check-proof", out, "--trust", keys / "verifier.pub", "--json")
+    r = cli("check-proof", out, "--trust", keys / "verifier.pub", "--json")
     assert r.returncode == 0, r.stdout + r.stderr
     rep = json.loads(r.stdout)
     assert rep["ok"] and rep["record"]["digest"] == digest.hex()
@@ -65,12 +65,12 @@ def test_item4_proof_of_a_digest_ending_in_zero_keeps_all_bytes(zero_tail, tmp_p
 def test_item4_prove_by_a_digest_ending_in_zero(zero_tail, tmp_path):
     led, keys, digest = zero_tail
     out = tmp_path / "proof.json"
-    r = run_cli("prove", led, "--digest", digest.hex(), "--out", out, "--json")
+    r = cli("prove", led, "--digest", digest.hex(), "--out", out, "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["seq"] == str(SEQ)
     # the same digest without its last byte is no record's digest (numpy "S" compares ignore
     # trailing zero bytes; the void compare does not)
-    r = run_cli("prove", led, "--digest", digest[:-1].hex() + "01", "--out", out)
+    r = cli("prove", led, "--digest", digest[:-1].hex() + "01", "--out", out)
     assert r.returncode == 2 and "no sealed record" in r.stderr
 
 

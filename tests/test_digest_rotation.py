@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SAMPLES, load_keys, run_cli
+from conftest import SAMPLES, cli, load_keys
 from test_reconcile import write_pcap
 from test_schemas_reports import is_valid, validate
 
@@ -83,7 +83,7 @@ def pristine(tmp_path_factory, keys, captures) -> Path:
     lg = tmp_path_factory.mktemp("dledger") / "ledger"
     c = captures["dir"]
     capture_file(c / "first.pcap", lg, digest_key=keys["A"], signing_key=keys["sk"], segment_records=SEG)
-    r = run_cli("keys", "rotate-digest", lg, "--signing-key", keys["keydir"] / "signing.key",
+    r = cli("keys", "rotate-digest", lg, "--signing-key", keys["keydir"] / "signing.key",
                 "--old-digest-key", keys["keydir"] / "digest.key",
                 "--new-digest-key", keys["dir"] / "b" / "digest.key", "--json")
     assert r.returncode == 0, r.stderr
@@ -127,7 +127,7 @@ def test_seals_name_the_scheduled_digest_key_and_verify(pristine, keys):
     assert sched.retired_by(a) == 1 and sched.retired_by(b) is None
     v = verify_ledger(pristine, keys["trust"])
     assert v.ok and v.segments == 6 and v.frames == HALF + len(REPEATED) + 294 - HALF, v.problems
-    r = run_cli("verify", pristine, "--trust", keys["keydir"] / "verifier.pub")
+    r = cli("verify", pristine, "--trust", keys["keydir"] / "verifier.pub")
     assert r.returncode == 0, r.stdout
     from ledgertool.reconcile.query import run_query
     rows = run_query(pristine, "SELECT digest_key_id, count(*) FROM seals GROUP BY 1 ORDER BY min(segment)", keys["trust"]).rows
@@ -142,7 +142,7 @@ def test_recompute_with_both_keys_matches_every_frame(pristine, keys, captures):
         assert not r.partial and r.uncovered == []
         assert r.digest_keys == [{"key_id": _kid(keys["A"]), "segments": 3},
                                  {"key_id": _kid(keys["B"]), "segments": 3}]
-    r = run_cli("recompute", captures["dir"] / "full.pcap", "--ledger", pristine,
+    r = cli("recompute", captures["dir"] / "full.pcap", "--ledger", pristine,
                 "--trust", keys["keydir"] / "verifier.pub",
                 "--digest-key", keys["keydir"] / "digest.key", "--digest-key", keys["dir"] / "b" / "digest.key",
                 "--json")
@@ -191,7 +191,7 @@ def test_recompute_with_one_key_is_partial_and_says_so(pristine, keys, captures)
         rows = [json.loads(line) for line in det.read_text().splitlines()]
         assert sorted(d["index"] for d in rows if d["status"] == "capture_only") == list(want)
     # the CLI: warning on stderr, JSON field, exit 1 (capture frames were left unpaired) ...
-    r = run_cli("recompute", captures["dir"] / "full.pcap", "--ledger", pristine,
+    r = cli("recompute", captures["dir"] / "full.pcap", "--ledger", pristine,
                 "--trust", keys["keydir"] / "verifier.pub",
                 "--digest-key", keys["keydir"] / "digest.key", "--json")
     assert r.returncode == 1 and "partial: no --digest-key given for link link0 segments 3..5" in r.stderr
@@ -199,7 +199,7 @@ def test_recompute_with_one_key_is_partial_and_says_so(pristine, keys, captures)
     validate(doc, "recompute-report.schema.json")
     assert doc["partial"] is True and doc["capture_only"] == len(second)
     # ... and exit 0 when the window holds only what the key covers (still stated as partial)
-    r = run_cli("recompute", captures["dir"] / "full.pcap", "--ledger", pristine,
+    r = cli("recompute", captures["dir"] / "full.pcap", "--ledger", pristine,
                 "--trust", keys["keydir"] / "verifier.pub",
                 "--digest-key", keys["keydir"] / "digest.key", "--to", captures["boundary_ns"], "--json")
     assert r.returncode == 0, r.stdout
@@ -209,10 +209,10 @@ def test_recompute_with_one_key_is_partial_and_says_so(pristine, keys, captures)
 
 def test_recompute_refuses_keys_that_cover_nothing(ledger, keys, captures):
     full = captures["dir"] / "full.pcap"
-    r = run_cli("recompute", full, "--ledger", ledger,
+    r = cli("recompute", full, "--ledger", ledger,
                 "--trust", keys["keydir"] / "verifier.pub", "--digest-key", keys["dir"] / "x" / "digest.key")
     assert r.returncode == 2 and "wrong key" in r.stderr and len(r.stderr.strip().splitlines()) == 1
-    r = run_cli("recompute", full, "--ledger", ledger,
+    r = cli("recompute", full, "--ledger", ledger,
                 "--trust", keys["keydir"] / "verifier.pub", "--digest-key", keys["keydir"] / "digest.key",
                 "--digest-key", keys["keydir"] / "digest.key")
     assert r.returncode == 2 and "same digest key" in r.stderr
@@ -226,7 +226,7 @@ def test_recompute_refuses_keys_that_cover_nothing(ledger, keys, captures):
 def test_capture_refuses_the_retired_key(ledger, keys, captures):
     with pytest.raises(KeyFileError, match="retired by rotation 1"):
         capture_file(captures["dir"] / "second.pcap", ledger, digest_key=keys["A"], signing_key=keys["sk"])
-    r = run_cli("capture", captures["dir"] / "second.pcap", "--ledger", ledger,
+    r = cli("capture", captures["dir"] / "second.pcap", "--ledger", ledger,
                 "--digest-key", keys["keydir"] / "digest.key", "--signing-key", keys["keydir"] / "signing.key")
     assert r.returncode == 2 and "wrong key: retired by rotation 1" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
@@ -243,7 +243,7 @@ def test_rotate_digest_refusals(ledger, keys):
         rotate_digest_key(ledger, sk, b, a)  # a retired key never comes back
     with pytest.raises(KeyFileError, match="current signing key"):
         rotate_digest_key(ledger, keys["stranger"][1], b, c)
-    r = run_cli("keys", "rotate-digest", ledger, "--signing-key", keys["keydir"] / "signing.key",
+    r = cli("keys", "rotate-digest", ledger, "--signing-key", keys["keydir"] / "signing.key",
                 "--old-digest-key", keys["dir"] / "x" / "digest.key", "--new-digest-key", keys["dir"] / "c" / "digest.key")
     assert r.returncode == 2 and "is not the ledger's current digest key" in r.stderr
     (ledger / "link=link0" / "seg-00000006.open").write_bytes(b"")
@@ -373,7 +373,7 @@ def test_forged_digest_rotation_is_rotation_invalid(case, ledger, keys):
     # the schedule stops: B was never validly introduced, so every seal of B's epoch fails
     assert {p.kind for p in v.problems} == {"rotation_invalid", "digest_key_mismatch"}
     assert sorted(p.segment for p in v.problems if p.kind == "digest_key_mismatch") == [3, 4, 5]
-    r = run_cli("verify", ledger, "--trust", keys["keydir"] / "verifier.pub", "--json")
+    r = cli("verify", ledger, "--trust", keys["keydir"] / "verifier.pub", "--json")
     assert r.returncode == 1
     validate(json.loads(r.stdout), "verify-report.schema.json")
 
@@ -470,7 +470,7 @@ def test_old_format_signing_rotation_still_verifies(tmp_path, keys):
 
 
 def test_cli_rotate_digest_text_output(ledger, keys):
-    r = run_cli("keys", "rotate-digest", ledger, "--signing-key", keys["keydir"] / "signing.key",
+    r = cli("keys", "rotate-digest", ledger, "--signing-key", keys["keydir"] / "signing.key",
                 "--old-digest-key", keys["dir"] / "b" / "digest.key",
                 "--new-digest-key", keys["dir"] / "c" / "digest.key")
     assert r.returncode == 0, r.stderr

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import blake3
 import pytest
-from conftest import SAMPLES, run_cli
+from conftest import SAMPLES, cli
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -198,18 +198,18 @@ def test_ledger_end_to_end_with_new_algorithms(name, tmp_path, keydir):
     """capture -> verify -> recompute through the CLI; 32-byte digests go through Parquet too."""
     led = tmp_path / "L"
     risk = ["--accept-gmac-forgery-risk"] if name == "aes-128-gmac" else []  # refused without it
-    r = run_cli("capture", SAMPLES / "sample.pcap", "--ledger", led, "--digest-key", keydir / "digest.key",
+    r = cli("capture", SAMPLES / "sample.pcap", "--ledger", led, "--digest-key", keydir / "digest.key",
                 "--signing-key", keydir / "signing.key", "--algorithm", name, "--segment-records", "100", *risk)
     assert r.returncode == 0, r.stderr
     assert ("forge" in r.stderr) == (name == "aes-128-gmac")  # the fixed-IV warning, on creation
-    r = run_cli("recompute", SAMPLES / "sample.pcap", "--ledger", led, "--digest-key", keydir / "digest.key",
+    r = cli("recompute", SAMPLES / "sample.pcap", "--ledger", led, "--digest-key", keydir / "digest.key",
                 "--json", "--trust", keydir / "verifier.pub")
     doc = json.loads(r.stdout)
     assert r.returncode == 0 and doc["ok"] and doc["matched"] == doc["frames"] > 0, r.stdout
-    r = run_cli("capture", SAMPLES / "sample.pcap", "--ledger", led, "--digest-key", keydir / "digest.key",
+    r = cli("capture", SAMPLES / "sample.pcap", "--ledger", led, "--digest-key", keydir / "digest.key",
                 "--signing-key", keydir / "signing.key")
     assert r.returncode == 0 and "forge" not in r.stderr  # appending warns no more
-    r = run_cli("verify", led, "--trust", keydir / "verifier.pub", "--json")
+    r = cli("verify", led, "--trust", keydir / "verifier.pub", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["ok"], r.stdout
-    r = run_cli("query", led, "SELECT octet_length(digest) AS n FROM records LIMIT 1", "--format", "json")
+    r = cli("query", led, "SELECT octet_length(digest) AS n FROM records LIMIT 1", "--format", "json")
     assert json.loads(r.stdout) == [{"n": str(get_algorithm(name).digest_size)}]  # BIGINT: a decimal string

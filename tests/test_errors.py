@@ -5,7 +5,7 @@ did before the library stopped naming options."""
 from __future__ import annotations
 
 import pytest
-from conftest import run_cli
+from conftest import cli
 
 from ledgertool import errors, plan
 from ledgertool.cli.flags import cli_message, option
@@ -55,12 +55,12 @@ def test_item13_rewritten_message_is_kept() -> None:
 
 
 def test_item13_cli_prints_the_option(tmp_path) -> None:
-    r = run_cli("plan", "storage", "--pps", "0")
+    r = cli("plan", "storage", "--pps", "0")
     assert r.returncode == 2
     assert r.stderr.strip() == "ledgertool: error: frames per second (--pps) must be a positive finite number, got '0'"
     f = tmp_path / "file"
     f.write_text("x")
-    r = run_cli("demo", "--workdir", f)
+    r = cli("demo", "--workdir", f)
     assert r.returncode == 2
     assert r.stderr.strip() == (f"ledgertool: error: {f}: not a directory; --workdir needs a directory "
                                 "(it is created if absent)")

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 import polars
 
-from conftest import SAMPLES, run_cli
+from conftest import SAMPLES, cli
 
 
 LINKS = ("0042", "0007")  # links that look like integers: hive inference turns them into 42 and 7
@@ -28,7 +28,7 @@ def ledger(tmp_path_factory, keydir) -> Path:
     """The sample captured into two links, 3 segments each (100, 100, 94 records)."""
     led = tmp_path_factory.mktemp("export") / "L"
     for link in LINKS:
-        r = run_cli("capture", SAMPLES / "sample.pcapng", "--ledger", led, "--link", link, "--digest-key",
+        r = cli("capture", SAMPLES / "sample.pcapng", "--ledger", led, "--link", link, "--digest-key",
                     keydir / "digest.key", "--signing-key", keydir / "signing.key", "--segment-records", "100")
         assert r.returncode == 0, r.stderr
     return led
@@ -42,12 +42,12 @@ def own_parquet(request, ledger, keydir, tmp_path_factory) -> Path:
     led = tmp_path_factory.mktemp("own") / "L"
     if request.param == "v2":
         shutil.copytree(ledger, led)
-        r = run_cli("compact", led)
+        r = cli("compact", led)
         assert r.returncode == 0, r.stderr
         assert not list(led.glob("link=*/seg-*.rec")) and len(list(led.glob("link=*/seg-*.parquet"))) == 6
         return led
     for link in LINKS:
-        r = run_cli("capture", SAMPLES / "sample.pcapng", "--ledger", led, "--link", link, "--digest-key",
+        r = cli("capture", SAMPLES / "sample.pcapng", "--ledger", led, "--link", link, "--digest-key",
                     keydir / "digest.key", "--signing-key", keydir / "signing.key", "--segment-records", "100",
                     "--ledger-format", "v1")
         assert r.returncode == 0, r.stderr
@@ -55,7 +55,7 @@ def own_parquet(request, ledger, keydir, tmp_path_factory) -> Path:
 
 
 def _verified_records(led: Path, keydir: Path) -> list[dict]:
-    r = run_cli("query", led, "SELECT link, seq, ts_ns, flags, digest FROM records ORDER BY link, seq",
+    r = cli("query", led, "SELECT link, seq, ts_ns, flags, digest FROM records ORDER BY link, seq",
                 "--format", "jsonl", "--trust", keydir / "verifier.pub")
     assert r.returncode == 0, r.stderr
     rows = [json.loads(ln) for ln in r.stdout.splitlines()]
@@ -65,7 +65,7 @@ def _verified_records(led: Path, keydir: Path) -> list[dict]:
 @pytest.fixture(scope="module")
 def exported(ledger, keydir, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("exported") / "out"
-    r = run_cli("export", ledger, out, "--trust", keydir / "verifier.pub", "--json")
+    r = cli("export", ledger, out, "--trust", keydir / "verifier.pub", "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     jsonschema.validate(doc, json.loads((Path(__file__).parent.parent / "schemas" / "export-report.schema.json")
@@ -139,13 +139,13 @@ def test_item15_export_refuses_what_does_not_verify(ledger, keydir, tmp_path):
     data[len(data) // 2] ^= 1
     seg.write_bytes(bytes(data))
     out = tmp_path / "out"
-    r = run_cli("export", bad, out, "--trust", keydir / "verifier.pub")
+    r = cli("export", bad, out, "--trust", keydir / "verifier.pub")
     assert r.returncode == 1, r.stderr
     assert "the ledger does not verify, so it is not exported: link 0042 segment 1" in r.stderr
     assert not out.exists() and [p.name for p in tmp_path.iterdir()] == ["bad"]  # no stage left either
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("mine")
-    r = run_cli("export", ledger, tmp_path / "full")
+    r = cli("export", ledger, tmp_path / "full")
     assert r.returncode == 2 and "full: exists and is not an empty directory" in r.stderr, r.stderr
     assert [p.name for p in (tmp_path / "full").iterdir()] == ["x"]
 
@@ -153,7 +153,7 @@ def test_item15_export_refuses_what_does_not_verify(ledger, keydir, tmp_path):
 def test_item15_export_one_link_into_an_empty_directory(ledger, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    r = run_cli("export", ledger, out, "--link", "0007")
+    r = cli("export", ledger, out, "--link", "0007")
     assert r.returncode == 0, r.stderr
     assert "UNVERIFIED: no --trust given" in r.stderr
     assert r.stdout == f"exported 294 records of 1 link in 3 Parquet files to {out}\n"

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLES, load_keys, run_cli
+from conftest import SAMPLES, cli, load_keys
 
 fsspec = pytest.importorskip("fsspec")
 
@@ -133,11 +133,11 @@ def test_item4_missing_and_unknown_locations_are_one_line_errors():
 
 def test_item4_cli_file_url_is_the_local_path(local, keydir):
     trust = keydir / "verifier.pub"
-    here = run_cli("verify", local, "--trust", trust, "--json")
-    there = run_cli("verify", f"file://{local}", "--trust", trust, "--json")
+    here = cli("verify", local, "--trust", trust, "--json")
+    there = cli("verify", f"file://{local}", "--trust", trust, "--json")
     assert here.returncode == there.returncode == 0
     assert json.loads(there.stdout) == json.loads(here.stdout)
-    missing = run_cli("verify", "memory://nothing-here", "--trust", trust)
+    missing = cli("verify", "memory://nothing-here", "--trust", trust)
     assert missing.returncode == 2
     assert missing.stderr.strip().splitlines() == ["ledgertool: error: memory://nothing-here: no such ledger directory"]
 
@@ -145,8 +145,8 @@ def test_item4_cli_file_url_is_the_local_path(local, keydir):
 def test_item4_cli_verify_cluster_with_file_url(local, keydir):
     pytest.importorskip("distributed")
     trust = keydir / "verifier.pub"
-    here = run_cli("verify", local, "--trust", trust)
-    there = run_cli("verify", f"file://{local}", "--trust", trust, "--cluster", "local:2")
+    here = cli("verify", local, "--trust", trust)
+    there = cli("verify", f"file://{local}", "--trust", trust, "--cluster", "local:2")
     assert here.returncode == there.returncode == 0 and there.stdout == here.stdout
 
 
@@ -199,8 +199,8 @@ def test_item4_capture_url_errors_are_one_line(mem_captures, monkeypatch):
 
 def test_item4_cli_recompute_with_file_urls(local, keydir):
     args = ("--digest-key", keydir / "digest.key", "--trust", keydir / "verifier.pub", "--link", "link0", "--json")
-    here = run_cli("recompute", SAMPLES / "sample.pcap", "--ledger", local, *args)
-    there = run_cli("recompute", f"file://{SAMPLES / 'sample.pcap'}", "--ledger", f"file://{local}", *args)
+    here = cli("recompute", SAMPLES / "sample.pcap", "--ledger", local, *args)
+    there = cli("recompute", f"file://{SAMPLES / 'sample.pcap'}", "--ledger", f"file://{local}", *args)
     assert here.returncode == there.returncode == 0, there.stderr
     a, b = json.loads(here.stdout), json.loads(there.stdout)
     assert b["source"] == f"file://{SAMPLES / 'sample.pcap'}" and b["ledger"] == str(local)

@@ -18,7 +18,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLES, run_cli
+from conftest import SAMPLES, cli
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from ledgertool.algorithms import GMAC_CAVEAT
@@ -126,7 +126,7 @@ def gmac_ledger(tmp_path_factory, keydir):
     ts = frames[-1][0]
     write_pcap(d / "capture.pcap", frames + [(ts + 1000, probe), (ts + 2000, probe_b)])
     led = d / "L"
-    r = run_cli("capture", d / "capture.pcap", "--ledger", led, "--digest-key", keydir / "digest.key",
+    r = cli("capture", d / "capture.pcap", "--ledger", led, "--digest-key", keydir / "digest.key",
                 "--signing-key", keydir / "signing.key", "--algorithm", "aes-128-gmac", "--segment-records", "100",
                 "--accept-gmac-forgery-risk")
     assert r.returncode == 0, r.stderr
@@ -158,30 +158,30 @@ def test_item10_rewritten_capture_matches_and_the_verdict_carries_the_caveat(gma
         [(frames[-1][0] + 1000, a), (frames[-1][0] + 2000, b)]
     assert all(x[1] != y[1] for x, y in zip(fake, frames))  # not one sample frame left as it was
     write_pcap(d / "rewritten.pcap", fake)
-    r = run_cli("recompute", d / "rewritten.pcap", "--ledger", led, "--digest-key", keydir / "digest.key", "--json",
+    r = cli("recompute", d / "rewritten.pcap", "--ledger", led, "--digest-key", keydir / "digest.key", "--json",
                 "--trust", keydir / "verifier.pub")
     doc = json.loads(r.stdout)
     assert r.returncode == 0 and doc["ok"] and doc["matched"] == len(frames) + 2, r.stdout
     assert GMAC_CAVEAT in doc["warnings"] and f"warning: {GMAC_CAVEAT}" in r.stderr
-    r = run_cli("recompute", d / "rewritten.pcap", "--ledger", led, "--digest-key", keydir / "digest.key",
+    r = cli("recompute", d / "rewritten.pcap", "--ledger", led, "--digest-key", keydir / "digest.key",
                 "--trust", keydir / "verifier.pub")
     assert r.returncode == 0 and r.stdout.startswith("MATCH") and f"warning: {GMAC_CAVEAT}\n" in r.stderr
 
 
 def test_item10_verify_and_check_proof_state_the_caveat(gmac_ledger, keydir, tmp_path):
     _, led, *_ = gmac_ledger
-    r = run_cli("verify", led, "--trust", keydir / "verifier.pub", "--checkpoint", led / "link=link0" / "checkpoint")
+    r = cli("verify", led, "--trust", keydir / "verifier.pub", "--checkpoint", led / "link=link0" / "checkpoint")
     assert r.returncode == 0 and r.stdout.startswith("OK")
     assert r.stderr == f"warning algorithm_caveat: {GMAC_CAVEAT}\n"
-    r = run_cli("verify", led, "--trust", keydir / "verifier.pub", "--json")
+    r = cli("verify", led, "--trust", keydir / "verifier.pub", "--json")
     doc = json.loads(r.stdout)
     assert doc["ok"] and {"kind": "algorithm_caveat", "segment": None, "record": None, "link": None,
                           "detail": GMAC_CAVEAT} in doc["warnings"]
     proof = tmp_path / "proof.json"
-    assert run_cli("prove", led, "--seq", "7", "--out", proof).returncode == 0
-    r = run_cli("check-proof", proof, "--trust", keydir / "verifier.pub")
+    assert cli("prove", led, "--seq", "7", "--out", proof).returncode == 0
+    r = cli("check-proof", proof, "--trust", keydir / "verifier.pub")
     assert r.returncode == 0 and r.stdout.startswith("VALID") and r.stderr == f"warning: {GMAC_CAVEAT}\n"
-    r = run_cli("check-proof", proof, "--trust", keydir / "verifier.pub", "--json")
+    r = cli("check-proof", proof, "--trust", keydir / "verifier.pub", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["warnings"] == [GMAC_CAVEAT]
 
 
@@ -189,19 +189,19 @@ def test_item10_gmac_ledger_needs_the_opt_in(tmp_path, keydir):
     led = tmp_path / "L"
     args = ("capture", SAMPLES / "sample.pcap", "--ledger", led, "--digest-key", keydir / "digest.key",
             "--signing-key", keydir / "signing.key", "--algorithm", "aes-128-gmac")
-    r = run_cli(*args)
+    r = cli(*args)
     assert r.returncode == 2 and not led.exists() and r.stdout == ""
     [line] = r.stderr.splitlines()
     assert line.startswith("ledgertool: error: aes-128-gmac uses a fixed IV: whoever holds two of the ledger's "
                            "(frame, tag) pairs") and "--accept-gmac-forgery-risk" in line and \
         "docs/algorithms.md" in line
-    assert run_cli(*args, "--accept-gmac-forgery-risk").returncode == 0
-    r = run_cli(*args[:-2])  # appending to the GMAC ledger it created: no opt-in again
+    assert cli(*args, "--accept-gmac-forgery-risk").returncode == 0
+    r = cli(*args[:-2])  # appending to the GMAC ledger it created: no opt-in again
     assert r.returncode == 0, r.stderr
-    r = run_cli("verify", led, "--trust", keydir / "verifier.pub")
+    r = cli("verify", led, "--trust", keydir / "verifier.pub")
     assert r.returncode == 0 and "algorithm_caveat" in r.stderr
     other = tmp_path / "S"  # no caveat on other algorithms
-    r = run_cli("capture", SAMPLES / "sample.pcap", "--ledger", other, "--digest-key", keydir / "digest.key",
+    r = cli("capture", SAMPLES / "sample.pcap", "--ledger", other, "--digest-key", keydir / "digest.key",
                 "--signing-key", keydir / "signing.key")
-    r = run_cli("verify", other, "--trust", keydir / "verifier.pub", "--checkpoint", other / "link=link0" / "checkpoint")
+    r = cli("verify", other, "--trust", keydir / "verifier.pub", "--checkpoint", other / "link=link0" / "checkpoint")
     assert r.returncode == 0 and r.stderr == ""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLES, load_keys, run_cli
+from conftest import SAMPLES, cli, load_keys
 
 from ledgertool.algorithms import get_algorithm
 from ledgertool.device.conformance import compute_records
@@ -72,14 +72,14 @@ def big(request, tmp_path_factory, keydir) -> Path:
 def test_item15_prove_and_check_proof_keep_a_seq_above_2_53(big, keydir, tmp_path):
     seq = BIG + 7
     out = tmp_path / "p.json"
-    r = run_cli("prove", big, "--seq", seq, "--out", out, "--json")
+    r = cli("prove", big, "--seq", seq, "--out", out, "--json")
     assert r.returncode == 0, r.stderr
     _assert_safe(r.stdout)
     assert json.loads(r.stdout)["seq"] == str(seq) and _as_doubles(r.stdout)["seq"] == str(seq)
     proof = json.loads(out.read_text())
     assert proof["record"]["seq"] == str(seq) and proof["seal"]["first_seq"] == str(BIG)
     _assert_safe(out.read_text())
-    r = run_cli("check-proof", out, "--trust", keydir / "verifier.pub", "--json")
+    r = cli("check-proof", out, "--trust", keydir / "verifier.pub", "--json")
     assert r.returncode == 0, r.stdout + r.stderr
     _assert_safe(r.stdout)
     assert json.loads(r.stdout)["record"]["seq"] == str(seq)
@@ -89,13 +89,13 @@ def test_item15_capture_report_keeps_a_seq_above_2_53(big, keydir, tmp_path):
     dk, _, _ = load_keys(keydir)
     f = tmp_path / "more.records"
     f.write_bytes(compute_records(SAMPLE, dk, get_algorithm("siphash-1-3-128"), "frame", BIG + 294))
-    r = run_cli("capture", f"records:{f}", "--ledger", big, "--signing-key", keydir / "signing.key", "--json")
+    r = cli("capture", f"records:{f}", "--ledger", big, "--signing-key", keydir / "signing.key", "--json")
     assert r.returncode == 0, r.stderr
     _assert_safe(r.stdout)
     rep = _as_doubles(r.stdout)
     assert (rep["first_seq"], rep["next_seq"]) == (str(BIG + 294), str(BIG + 588))
     # verify --json has counts (numbers, exact) and names the seq in its text: exact too
-    r = run_cli("verify", big, "--trust", keydir / "verifier.pub", "--json")
+    r = cli("verify", big, "--trust", keydir / "verifier.pub", "--json")
     assert r.returncode == 1
     _assert_safe(r.stdout)
     doc = json.loads(r.stdout)
@@ -107,7 +107,7 @@ def test_item15_capture_report_keeps_a_seq_above_2_53(big, keydir, tmp_path):
 @pytest.fixture(scope="module")
 def ledger(tmp_path_factory, keydir) -> Path:
     led = tmp_path_factory.mktemp("plain") / "L"
-    r = run_cli("capture", SAMPLE, "--ledger", led, "--digest-key", keydir / "digest.key", "--signing-key",
+    r = cli("capture", SAMPLE, "--ledger", led, "--digest-key", keydir / "digest.key", "--signing-key",
                 keydir / "signing.key", "--segment-records", "100")
     assert r.returncode == 0, r.stderr
     return led
@@ -116,11 +116,11 @@ def ledger(tmp_path_factory, keydir) -> Path:
 def test_item15_query_json_carries_64_bit_columns_as_strings(ledger, keydir):
     sql = (f"SELECT seq + {BIG} AS big, ts_ns, wire_len, [seq + {BIG}] AS l, {{'s': seq + {BIG}, 'w': wire_len}} AS st, "
            f"count(*) OVER () AS n FROM records ORDER BY seq LIMIT 2")
-    want_ts = [int(x) for x in run_cli("query", ledger, "SELECT ts_ns FROM records ORDER BY seq LIMIT 2",
+    want_ts = [int(x) for x in cli("query", ledger, "SELECT ts_ns FROM records ORDER BY seq LIMIT 2",
                                        "--format", "csv").stdout.split()[1:]]
     assert min(want_ts) > SAFE  # a nanosecond timestamp is always past 2^53
     for fmt in ("json", "jsonl"):
-        r = run_cli("query", ledger, sql, "--format", fmt, "--trust", keydir / "verifier.pub")
+        r = cli("query", ledger, sql, "--format", fmt, "--trust", keydir / "verifier.pub")
         assert r.returncode == 0, r.stderr
         docs = [r.stdout] if fmt == "json" else r.stdout.splitlines()
         for d in docs:
@@ -144,13 +144,13 @@ def test_item15_recompute_report_and_details_carry_seq_and_ts_as_strings(ledger,
     short.write_bytes(data[:24] + b"".join(recs[:10] + recs[11:]))
     details = tmp_path / "d.jsonl"
     lo = 1767225600000000001  # --from/--to in ns: past 2^53
-    r = run_cli("recompute", short, "--digest-key", keydir / "digest.key", "--ledger", ledger, "--trust",
+    r = cli("recompute", short, "--digest-key", keydir / "digest.key", "--ledger", ledger, "--trust",
                 keydir / "verifier.pub", "--from", lo, "--to", 2**62, "--details", details, "--json")
     assert r.returncode == 1, r.stderr
     _assert_safe(r.stdout)
     rep = _as_doubles(r.stdout)
     (ex,) = rep["examples_ledger_only"]
-    ts10 = json.loads(run_cli("query", ledger, "SELECT ts_ns FROM records WHERE seq = 10", "--json").stdout)[0]["ts_ns"]
+    ts10 = json.loads(cli("query", ledger, "SELECT ts_ns FROM records WHERE seq = 10", "--json").stdout)[0]["ts_ns"]
     assert (ex["seq"], ex["ts_ns"]) == ("10", ts10) and int(ts10) > SAFE
     assert (rep["window"]["from_ns"], rep["window"]["to_ns"]) == (str(lo), str(2**62))
     (line,) = details.read_text().splitlines()

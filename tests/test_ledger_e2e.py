@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import SAMPLES, load_keys, run_cli
+from conftest import SAMPLES, cli, load_keys
 
 from ledgertool.capture.run import capture_file
 from ledgertool.digest.record import RECORD_FIXED
@@ -128,29 +128,29 @@ def test_wrong_trust_key_fails_every_segment(ledger, other_keydir):
 
 
 def test_cli_exit_codes_and_json(ledger, keydir, other_keydir, tmp_path):
-    r = run_cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json")
+    r = cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["ok"] is True and doc["problems"] == [] and doc["records"] == frames_in(SAMPLE)
 
-    r = run_cli("verify", ledger, "--trust", other_keydir / "verifier.pub")
+    r = cli("verify", ledger, "--trust", other_keydir / "verifier.pub")
     assert r.returncode == 1 and "bad_signature" in r.stdout and "segment 0" in r.stdout
 
-    r = run_cli("recompute", SAMPLE, "--ledger", ledger, "--digest-key", keydir / "digest.key", "--json",
+    r = cli("recompute", SAMPLE, "--ledger", ledger, "--digest-key", keydir / "digest.key", "--json",
                 "--trust", keydir / "verifier.pub")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["matched"] == frames_in(SAMPLE)
 
-    r = run_cli("recompute", SAMPLE, "--ledger", ledger, "--digest-key", other_keydir / "digest.key",
+    r = cli("recompute", SAMPLE, "--ledger", ledger, "--digest-key", other_keydir / "digest.key",
                 "--trust", keydir / "verifier.pub")
     assert r.returncode == 2 and "wrong key" in r.stderr and "Traceback" not in r.stderr
 
-    r = run_cli("query", ledger, "SELECT seq, digest FROM records ORDER BY seq LIMIT 2", "--format", "json")
+    r = cli("query", ledger, "SELECT seq, digest FROM records ORDER BY seq LIMIT 2", "--format", "json")
     rows = json.loads(r.stdout)
     assert [x["seq"] for x in rows] == ["0", "1"] and all(len(x["digest"]) == 32 for x in rows)
 
     out = tmp_path / "d.parquet"
-    r = run_cli("recompute", SAMPLE, "--digest-key", keydir / "digest.key", "--algorithm", "siphash-1-3-128",
+    r = cli("recompute", SAMPLE, "--digest-key", keydir / "digest.key", "--algorithm", "siphash-1-3-128",
                 "--strip", "frame", "--out", out)
     assert r.returncode == 0, r.stderr
     t = pq.read_table(out)
@@ -165,7 +165,7 @@ def test_bad_capture_inputs_exit_2_with_one_line(case, tmp_path, keydir):
         src.write_text("hello, this is not a capture\n")
     if case == "empty":
         src.write_bytes(b"")
-    r = run_cli("capture", src, "--ledger", tmp_path / "L", "--digest-key", keydir / "digest.key",
+    r = cli("capture", src, "--ledger", tmp_path / "L", "--digest-key", keydir / "digest.key",
                 "--signing-key", keydir / "signing.key")
     assert r.returncode == 2
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
@@ -174,15 +174,15 @@ def test_bad_capture_inputs_exit_2_with_one_line(case, tmp_path, keydir):
 
 
 def test_wrong_key_files_and_non_ledger_dir_exit_2(tmp_path, keydir):
-    r = run_cli("capture", SAMPLE, "--ledger", tmp_path / "L", "--digest-key", keydir / "verifier.pub",
+    r = cli("capture", SAMPLE, "--ledger", tmp_path / "L", "--digest-key", keydir / "verifier.pub",
                 "--signing-key", keydir / "signing.key")
     assert r.returncode == 2 and "verifier.pub" in r.stderr
-    r = run_cli("capture", SAMPLE, "--ledger", tmp_path / "L", "--digest-key", keydir / "digest.key",
+    r = cli("capture", SAMPLE, "--ledger", tmp_path / "L", "--digest-key", keydir / "digest.key",
                 "--signing-key", keydir / "digest.key")
     assert r.returncode == 2 and "digest.key" in r.stderr
-    r = run_cli("verify", tmp_path, "--trust", keydir / "verifier.pub")
+    r = cli("verify", tmp_path, "--trust", keydir / "verifier.pub")
     assert r.returncode == 2 and "not a ledger" in r.stderr
-    r = run_cli("verify", tmp_path, "--trust", keydir / "signing.key")
+    r = cli("verify", tmp_path, "--trust", keydir / "signing.key")
     assert r.returncode == 2 and "signing.key" in r.stderr
 
 
@@ -196,11 +196,11 @@ def test_corrupt_capture_seals_frames_before_and_names_offset(tmp_path, keydir):
     data[off + 8:off + 12] = (0x7FFFFFF0).to_bytes(4, "little")
     bad = tmp_path / "corrupt.pcap"
     bad.write_bytes(bytes(data))
-    r = run_cli("capture", bad, "--ledger", tmp_path / "L", "--digest-key", keydir / "digest.key",
+    r = cli("capture", bad, "--ledger", tmp_path / "L", "--digest-key", keydir / "digest.key",
                 "--signing-key", keydir / "signing.key")
     assert r.returncode == 2 and str(bad) in r.stderr and str(off) in r.stderr, r.stderr
     assert "2 frames before it were sealed" in r.stderr
-    v = run_cli("verify", tmp_path / "L", "--trust", keydir / "verifier.pub", "--json")
+    v = cli("verify", tmp_path / "L", "--trust", keydir / "verifier.pub", "--json")
     assert json.loads(v.stdout)["records"] == 2
 
 
@@ -208,7 +208,7 @@ def test_truncated_capture_keeps_whole_records_and_warns(tmp_path, keydir):
     data = SAMPLE_PCAP.read_bytes()
     cut = tmp_path / "cut.pcap"
     cut.write_bytes(data[:-5])
-    r = run_cli("capture", cut, "--ledger", tmp_path / "L", "--digest-key", keydir / "digest.key",
+    r = cli("capture", cut, "--ledger", tmp_path / "L", "--digest-key", keydir / "digest.key",
                 "--signing-key", keydir / "signing.key", "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
@@ -217,31 +217,31 @@ def test_truncated_capture_keeps_whole_records_and_warns(tmp_path, keydir):
 
 
 def test_demo_runs(tmp_path):
-    r = run_cli("demo", "--workdir", tmp_path / "w", "--json")
+    r = cli("demo", "--workdir", tmp_path / "w", "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["ok"] and doc["verify"]["ok"] and doc["recompute"]["matched"] == doc["frames"] > 200
 
 
 def test_other_signing_key_is_refused_for_an_existing_ledger(ledger, keydir, other_keydir):
-    r = run_cli("capture", SAMPLE, "--ledger", ledger, "--digest-key", keydir / "digest.key",
+    r = cli("capture", SAMPLE, "--ledger", ledger, "--digest-key", keydir / "digest.key",
                 "--signing-key", other_keydir / "signing.key")
     assert r.returncode == 2 and "keys rotate" in r.stderr
-    r = run_cli("recover", ledger, "--signing-key", other_keydir / "signing.key")
+    r = cli("recover", ledger, "--signing-key", other_keydir / "signing.key")
     assert r.returncode == 2
-    r = run_cli("verify", ledger, "--trust", keydir / "verifier.pub")
+    r = cli("verify", ledger, "--trust", keydir / "verifier.pub")
     assert r.returncode == 0, r.stdout  # nothing was rewritten with the wrong key
 
 
 def test_demo_workdir_that_is_a_file_exits_2(tmp_path):
     f = tmp_path / "file"
     f.write_text("x")
-    r = run_cli("demo", "--workdir", f)
+    r = cli("demo", "--workdir", f)
     assert r.returncode == 2 and "not a directory" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_query_json_nested_binary_and_repeated_columns(ledger):
-    r = run_cli("query", ledger, "SELECT list(digest ORDER BY seq)[1:2] AS d, 1 AS a, 2 AS a FROM records",
+    r = cli("query", ledger, "SELECT list(digest ORDER BY seq)[1:2] AS d, 1 AS a, 2 AS a FROM records",
                 "--format", "json")
     assert r.returncode == 0, r.stderr
     (row,) = json.loads(r.stdout)

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import CORPUS, SAMPLES, load_keys, run_cli
+from conftest import CORPUS, SAMPLES, cli, load_keys
 from ledger_files import rewrite_sealed_records, sealed_records
 from ledgertool.ledger import layout
 from ledgertool.plural import plural
@@ -50,14 +50,14 @@ def one_segment_ledger(tmp_path, keydir):
 
 
 def test_verify_one_segment_says_segment(one_segment_ledger, keydir):
-    r = run_cli("verify", one_segment_ledger, "--trust", keydir / "verifier.pub")
+    r = cli("verify", one_segment_ledger, "--trust", keydir / "verifier.pub")
     assert (r.returncode, r.stdout) == (0, "OK: 1 segment, 294 records, 294 frames, 0 drops declared, links link0\n")
-    doc = json.loads(run_cli("verify", one_segment_ledger, "--trust", keydir / "verifier.pub", "--json").stdout)
+    doc = json.loads(cli("verify", one_segment_ledger, "--trust", keydir / "verifier.pub", "--json").stdout)
     assert doc["segments"] == 1 and doc["records"] == 294  # the JSON keeps its field names
 
 
 def test_checkpoint_of_one_segment(one_segment_ledger, tmp_path):
-    r = run_cli("checkpoint", one_segment_ledger, "--out", tmp_path / "cp")
+    r = cli("checkpoint", one_segment_ledger, "--out", tmp_path / "cp")
     assert r.returncode == 0, r.stderr
     assert ": 1 segment, 294 records, root " in r.stdout
 
@@ -81,18 +81,18 @@ def _flip_a_digest_byte(ledger, keydir, index: int) -> None:
 @pytest.mark.parametrize("compacted", [False, True], ids=["raw", "compacted"])
 def test_merkle_mismatch_names_the_records_file(sample_ledger, keydir, compacted):
     if compacted:
-        assert run_cli("compact", sample_ledger).returncode == 0
+        assert cli("compact", sample_ledger).returncode == 0
     _flip_a_digest_byte(sample_ledger, keydir, 1)
     kind = layout.PARQUET if compacted else layout.RECORDS
     name = layout.segment_path(sample_ledger, "link0", 1, kind)
     assert name.exists() and str(name) == f"{sample_ledger}/link=link0/seg-00000001.{'parquet' if compacted else 'rec'}"
-    r = run_cli("verify", sample_ledger, "--trust", keydir / "verifier.pub")
+    r = cli("verify", sample_ledger, "--trust", keydir / "verifier.pub")
     assert r.returncode == 1, r.stderr
     assert r.stdout.splitlines() == [
         f"FAIL merkle_mismatch link link0 segment 1 record 0: {name}: Merkle root differs from the seal; changed leaf "
         "blocks: records 0..99 (leaf 0, 256 records per leaf)",
         "1 problem: 3 segments, 294 records, 294 frames, 0 drops declared, links link0"]
-    doc = json.loads(run_cli("verify", sample_ledger, "--trust", keydir / "verifier.pub", "--json").stdout)
+    doc = json.loads(cli("verify", sample_ledger, "--trust", keydir / "verifier.pub", "--json").stdout)
     assert [(p["kind"], p["segment"], p["detail"].split(": ")[0]) for p in doc["problems"]] == [
         ("merkle_mismatch", 1, str(name))]
 
@@ -100,7 +100,7 @@ def test_merkle_mismatch_names_the_records_file(sample_ledger, keydir, compacted
 def test_merkle_mismatch_without_the_sidecar_names_the_file(sample_ledger, keydir):
     _flip_a_digest_byte(sample_ledger, keydir, 2)
     layout.segment_path(sample_ledger, "link0", 2, layout.LEAVES).unlink()  # no changed blocks to name
-    doc = json.loads(run_cli("verify", sample_ledger, "--trust", keydir / "verifier.pub", "--json").stdout)
+    doc = json.loads(cli("verify", sample_ledger, "--trust", keydir / "verifier.pub", "--json").stdout)
     rec = layout.segment_path(sample_ledger, "link0", 2, layout.RECORDS)
     assert [(p["kind"], p["detail"]) for p in doc["problems"] if p["kind"] == "merkle_mismatch"] == [
         ("merkle_mismatch", f"{rec}: Merkle root over its 94 records differs from the seal (a record was changed)")]
@@ -114,11 +114,11 @@ def test_one_frame_capture_reads_frame(tmp_path, keydir):
     if not (one.exists() and cut.exists()):
         pytest.skip(f"corpus files not at {corpus}")
     keys = ("--digest-key", keydir / "digest.key", "--signing-key", keydir / "signing.key")
-    c = run_cli("capture", one, "--ledger", tmp_path / "L", *keys, "-q")
+    c = cli("capture", one, "--ledger", tmp_path / "L", *keys, "-q")
     assert c.returncode == 0 and c.stdout.startswith(f"captured 1 frame (200 bytes) from {one} into "), c.stdout
-    v = run_cli("verify", tmp_path / "L", "--trust", keydir / "verifier.pub")
+    v = cli("verify", tmp_path / "L", "--trust", keydir / "verifier.pub")
     assert v.stdout == "OK: 1 segment, 1 record, 1 frame, 0 drops declared, links link0\n"
-    r = run_cli("recompute", cut, "--digest-key", keydir / "digest.key", "--algorithm", "siphash-1-3-128",
+    r = cli("recompute", cut, "--digest-key", keydir / "digest.key", "--algorithm", "siphash-1-3-128",
                 "--strip", "frame", "--out", tmp_path / "d.parquet", "-q")
     assert r.returncode == 0 and r.stdout == f"wrote 1 digest (siphash-1-3-128, strip frame) to {tmp_path / 'd.parquet'}\n"
     assert r.stderr == (f"warning: {cut}: truncated last record at byte 240 (7 bytes present, not recorded); "

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SAMPLES, load_keys, run_cli
+from conftest import SAMPLES, cli, load_keys
 
 from ledgertool.bench.measure import write_synthetic_pcap
 from ledgertool.capture.run import capture_file
@@ -67,12 +67,12 @@ def _header(ledger: Path, index: int, first_seq: int, mac_key_id: str | None) ->
 
 
 def _verify_before(ledger: Path, keydir: Path) -> subprocess.CompletedProcess:
-    return run_cli("verify", ledger, "--trust", keydir / "verifier.pub", "--checkpoint",
+    return cli("verify", ledger, "--trust", keydir / "verifier.pub", "--checkpoint",
                    ledger.parent / "before.note", "--json")
 
 
 def _recover(ledger: Path, keydir: Path, *extra: str) -> subprocess.CompletedProcess:
-    return run_cli("recover", ledger, "--signing-key", keydir / "signing.key", *extra)
+    return cli("recover", ledger, "--signing-key", keydir / "signing.key", *extra)
 
 
 # ---- attack 1: a planted seg-N.open that continues the chain ----------------------------------

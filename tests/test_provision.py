@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import rfc8785
-from conftest import run_cli
+from conftest import cli
 from cryptography.hazmat.primitives.asymmetric import mlkem, x25519
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from test_schemas_reports import is_valid, validate
@@ -111,7 +111,7 @@ def world(tmp_path_factory):
     generate_keys(tmp / "ed-verifier", scheme="ed25519")
     reports = {}
     for dev in ("dev", "dev2"):
-        r = run_cli("keys", "device-init", tmp / dev, "--json")
+        r = cli("keys", "device-init", tmp / dev, "--json")
         assert r.returncode == 0, r.stderr
         reports[dev] = json.loads(r.stdout)
     return {"tmp": tmp, "init": reports}
@@ -119,7 +119,7 @@ def world(tmp_path_factory):
 
 def provision_cli(world, out: Path, *extra, device="dev", ok=True):
     t = world["tmp"]
-    r = run_cli("keys", "provision", "--digest-key", t / "verifier/digest.key", "--device", t / device / "device.pub",
+    r = cli("keys", "provision", "--digest-key", t / "verifier/digest.key", "--device", t / device / "device.pub",
                 "--signing-key", t / "verifier/signing.key", "--ledger-id", LEDGER_ID, "--out", out, *extra)
     if ok:
         assert r.returncode == 0, r.stderr
@@ -128,7 +128,7 @@ def provision_cli(world, out: Path, *extra, device="dev", ok=True):
 
 def unwrap_cli(world, pkg: Path, out: Path, device="dev", trust="verifier", *extra):
     t = world["tmp"]
-    return run_cli("keys", "unwrap", pkg, "--device-key", t / device / "device.key", "--trust",
+    return cli("keys", "unwrap", pkg, "--device-key", t / device / "device.key", "--trust",
                    t / trust / "verifier.pub", "--out", out, *extra)
 
 
@@ -144,7 +144,7 @@ def one_line_error(r, code: int, *needles: str) -> str:
 
 def fresh_device(tmp_path) -> Path:
     d = tmp_path / "device"
-    assert run_cli("keys", "device-init", d).returncode == 0
+    assert cli("keys", "device-init", d).returncode == 0
     return d
 
 
@@ -189,14 +189,14 @@ def test_device_init_writes_modes_and_derived_id(world):
 
 def test_device_init_refuses_to_overwrite(world):
     before = (world["tmp"] / "dev/device.key").read_bytes()
-    one_line_error(run_cli("keys", "device-init", world["tmp"] / "dev"), 2, "already exists")
+    one_line_error(cli("keys", "device-init", world["tmp"] / "dev"), 2, "already exists")
     assert (world["tmp"] / "dev/device.key").read_bytes() == before
 
 
 def test_device_pub_whose_id_does_not_match_is_refused(world, tmp_path):
     bad = edit(world["tmp"] / "dev/device.pub", tmp_path / "device.pub",
                lambda d: d.update(device_id=world["init"]["dev2"]["device_id"]))
-    r = run_cli("keys", "provision", "--digest-key", world["tmp"] / "verifier/digest.key", "--device", bad,
+    r = cli("keys", "provision", "--digest-key", world["tmp"] / "verifier/digest.key", "--device", bad,
                 "--signing-key", world["tmp"] / "verifier/signing.key", "--ledger-id", LEDGER_ID,
                 "--out", tmp_path / "p.json")
     one_line_error(r, 2, str(bad), "does not match its public key")
@@ -219,7 +219,7 @@ def test_unprotected_device_key_is_refused(world, tmp_path):
     d = fresh_device(tmp_path)
     path, _ = make_package(world, tmp_path, device_dir=d)
     os.chmod(d / "device.key", 0o640)
-    one_line_error(run_cli("keys", "unwrap", path, "--device-key", d / "device.key", "--trust",
+    one_line_error(cli("keys", "unwrap", path, "--device-key", d / "device.key", "--trust",
                            world["tmp"] / "verifier/verifier.pub", "--out", d / "digest.key"),
                    2, "UNPROTECTED PRIVATE KEY FILE", "0640")
     assert not (d / "digest.key").exists() and not (d / ACCEPTED_FILE).exists()
@@ -230,7 +230,7 @@ def test_unprotected_device_key_is_refused(world, tmp_path):
 def test_provision_and_unwrap_round_trip(world, tmp_path):
     t = world["tmp"]
     d = fresh_device(tmp_path)
-    r = run_cli("keys", "provision", "--digest-key", t / "verifier/digest.key", "--device", d / "device.pub",
+    r = cli("keys", "provision", "--digest-key", t / "verifier/digest.key", "--device", d / "device.pub",
                 "--signing-key", t / "verifier/signing.key", "--ledger-id", LEDGER_ID.upper(), "--out",
                 tmp_path / "pkg.json", "--valid-for", "2h", "--json")
     assert r.returncode == 0, r.stderr
@@ -247,7 +247,7 @@ def test_provision_and_unwrap_round_trip(world, tmp_path):
     master = (t / "verifier/digest.key").read_text().strip()
     assert master not in (tmp_path / "pkg.json").read_text()  # nothing of the key in the clear
 
-    r = run_cli("keys", "unwrap", tmp_path / "pkg.json", "--device-key", d / "device.key", "--trust",
+    r = cli("keys", "unwrap", tmp_path / "pkg.json", "--device-key", d / "device.key", "--trust",
                 t / "verifier/verifier.pub", "--out", d / "digest.key", "--json")
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
@@ -279,7 +279,7 @@ def test_package_opens_with_an_independent_rfc9180_implementation(world, tmp_pat
 
 def test_provision_refuses_a_non_hybrid_signing_key(world, tmp_path):
     t = world["tmp"]
-    r = run_cli("keys", "provision", "--digest-key", t / "verifier/digest.key", "--device", t / "dev/device.pub",
+    r = cli("keys", "provision", "--digest-key", t / "verifier/digest.key", "--device", t / "dev/device.pub",
                 "--signing-key", t / "ed-verifier/signing.key", "--ledger-id", LEDGER_ID, "--out", tmp_path / "p")
     one_line_error(r, 2, "scheme ed25519", "hybrid")
     assert not (tmp_path / "p").exists()
@@ -296,7 +296,7 @@ def test_provision_refuses_bad_options(world, tmp_path, args, needle):
     base = {"--ledger-id": LEDGER_ID}
     opts = dict(base, **dict(zip(args[::2], args[1::2])))
     flat = [x for kv in opts.items() for x in kv]
-    r = run_cli("keys", "provision", "--digest-key", t / "verifier/digest.key", "--device", t / "dev/device.pub",
+    r = cli("keys", "provision", "--digest-key", t / "verifier/digest.key", "--device", t / "dev/device.pub",
                 "--signing-key", t / "verifier/signing.key", "--out", tmp_path / "p", *flat)
     one_line_error(r, 2, needle)
     assert not (tmp_path / "p").exists()
@@ -329,7 +329,7 @@ def test_unwrap_refuses_a_tampered_package(world, tmp_path, name, change):
     d = fresh_device(tmp_path)
     path, _ = make_package(world, tmp_path, device_dir=d)
     bad = edit(path, tmp_path / "bad.json", change)
-    one_line_error(run_cli("keys", "unwrap", bad, "--device-key", d / "device.key", "--trust",
+    one_line_error(cli("keys", "unwrap", bad, "--device-key", d / "device.key", "--trust",
                            world["tmp"] / "verifier/verifier.pub", "--out", d / "digest.key"),
                    1, str(bad), "signature check failed")
     assert not (d / "digest.key").exists() and not (d / ACCEPTED_FILE).exists()
@@ -339,7 +339,7 @@ def test_unwrap_refuses_a_package_missing_one_hybrid_signature(world, tmp_path):
     d = fresh_device(tmp_path)
     path, _ = make_package(world, tmp_path, device_dir=d)
     bad = edit(path, tmp_path / "bad.json", lambda doc: doc["signatures"].pop("ml-dsa-65"))
-    one_line_error(run_cli("keys", "unwrap", bad, "--device-key", d / "device.key", "--trust",
+    one_line_error(cli("keys", "unwrap", bad, "--device-key", d / "device.key", "--trust",
                            world["tmp"] / "verifier/verifier.pub", "--out", d / "digest.key"),
                    1, "ml-dsa-65 signature missing")
 
@@ -366,7 +366,7 @@ def test_unwrap_refuses_an_expired_package(world, tmp_path):
     d = fresh_device(tmp_path)
     path, _ = make_package(world, tmp_path, device_dir=d, valid_for_s=1)
     time.sleep(1.2)
-    one_line_error(run_cli("keys", "unwrap", path, "--device-key", d / "device.key", "--trust",
+    one_line_error(cli("keys", "unwrap", path, "--device-key", d / "device.key", "--trust",
                            world["tmp"] / "verifier/verifier.pub", "--out", d / "digest.key"), 1, "expired at")
     assert not (d / "digest.key").exists()
 
@@ -375,12 +375,12 @@ def test_unwrap_refuses_a_package_from_the_future(world, tmp_path):
     d = fresh_device(tmp_path)
     later = datetime.now(timezone.utc) + timedelta(hours=1)
     path, _ = make_package(world, tmp_path, device_dir=d, now=later)
-    one_line_error(run_cli("keys", "unwrap", path, "--device-key", d / "device.key", "--trust",
+    one_line_error(cli("keys", "unwrap", path, "--device-key", d / "device.key", "--trust",
                            world["tmp"] / "verifier/verifier.pub", "--out", d / "digest.key"), 1, "not yet valid")
     # within the documented clock skew it is accepted
     path, _ = make_package(world, tmp_path, "soon.json", device_dir=d,
                            now=datetime.now(timezone.utc) + timedelta(seconds=120))
-    assert run_cli("keys", "unwrap", path, "--device-key", d / "device.key", "--trust",
+    assert cli("keys", "unwrap", path, "--device-key", d / "device.key", "--trust",
                    world["tmp"] / "verifier/verifier.pub", "--out", d / "digest.key").returncode == 0
 
 
@@ -388,8 +388,8 @@ def test_unwrap_refuses_a_replayed_package(world, tmp_path):
     d = fresh_device(tmp_path)
     path, pkg = make_package(world, tmp_path, device_dir=d)
     args = ["--device-key", d / "device.key", "--trust", world["tmp"] / "verifier/verifier.pub"]
-    assert run_cli("keys", "unwrap", path, *args, "--out", d / "digest.key").returncode == 0
-    one_line_error(run_cli("keys", "unwrap", path, *args, "--out", d / "again.key"), 1, "already accepted",
+    assert cli("keys", "unwrap", path, *args, "--out", d / "digest.key").returncode == 0
+    one_line_error(cli("keys", "unwrap", path, *args, "--out", d / "again.key"), 1, "already accepted",
                    pkg.package_id)
     assert not (d / "again.key").exists()
     assert len((d / ACCEPTED_FILE).read_text().splitlines()) == 1
@@ -401,8 +401,8 @@ def test_unwrap_refuses_a_package_older_than_an_accepted_one(world, tmp_path):
     old, _ = make_package(world, tmp_path, "old.json", device_dir=d, now=now - timedelta(minutes=10))
     new, _ = make_package(world, tmp_path, "new.json", device_dir=d, now=now)
     args = ["--device-key", d / "device.key", "--trust", world["tmp"] / "verifier/verifier.pub"]
-    assert run_cli("keys", "unwrap", new, *args, "--out", d / "new.key").returncode == 0
-    one_line_error(run_cli("keys", "unwrap", old, *args, "--out", d / "old.key"), 1, "superseded")
+    assert cli("keys", "unwrap", new, *args, "--out", d / "new.key").returncode == 0
+    one_line_error(cli("keys", "unwrap", old, *args, "--out", d / "old.key"), 1, "superseded")
 
 
 def _signed(world, pkg: KeyPackage) -> KeyPackage:
@@ -427,7 +427,7 @@ def test_unwrap_refuses_a_signed_package_whose_key_ids_do_not_match_its_key(worl
         DigestKey.load(world["tmp"] / "verifier/digest.key").master, DevicePublicKey.load(d / "device.pub")._key,
         info=changed.info()))
     write_package(_signed(world, changed), tmp_path / "ids.json")
-    one_line_error(run_cli("keys", "unwrap", tmp_path / "ids.json", "--device-key", d / "device.key", "--trust",
+    one_line_error(cli("keys", "unwrap", tmp_path / "ids.json", "--device-key", d / "device.key", "--trust",
                            world["tmp"] / "verifier/verifier.pub", "--out", d / "digest.key"),
                    1, "blake3-keyed-256 key id", "binding mismatch")
     assert not (d / "digest.key").exists() and (d / ACCEPTED_FILE).read_text() == ""
@@ -441,7 +441,7 @@ def test_unwrap_refuses_a_signed_ciphertext_sealed_under_another_header(world, t
     _, a = make_package(world, tmp_path, "a.json", device_dir=d)
     _, b = make_package(world, tmp_path, "b.json", device_dir=d)
     write_package(_signed(world, dataclasses.replace(b, ciphertext=a.ciphertext)), tmp_path / "swap.json")
-    one_line_error(run_cli("keys", "unwrap", tmp_path / "swap.json", "--device-key", d / "device.key", "--trust",
+    one_line_error(cli("keys", "unwrap", tmp_path / "swap.json", "--device-key", d / "device.key", "--trust",
                            world["tmp"] / "verifier/verifier.pub", "--out", d / "digest.key"),
                    1, "does not open with this device key", "binding mismatch")
 
@@ -484,18 +484,18 @@ def test_unwrap_refuses_to_overwrite_and_leaves_the_package_unused(world, tmp_pa
     path, _ = make_package(world, tmp_path, device_dir=d)
     (d / "digest.key").write_text("keep")
     args = ["--device-key", d / "device.key", "--trust", world["tmp"] / "verifier/verifier.pub"]
-    one_line_error(run_cli("keys", "unwrap", path, *args, "--out", d / "digest.key"), 2, "already exists")
+    one_line_error(cli("keys", "unwrap", path, *args, "--out", d / "digest.key"), 2, "already exists")
     assert (d / "digest.key").read_text() == "keep" and not (d / ACCEPTED_FILE).exists()
-    one_line_error(run_cli("keys", "unwrap", path, *args, "--out", d / "no" / "such" / "digest.key"), 2,
+    one_line_error(cli("keys", "unwrap", path, *args, "--out", d / "no" / "such" / "digest.key"), 2,
                    "directory does not exist")
-    assert run_cli("keys", "unwrap", path, *args, "--out", d / "other.key").returncode == 0  # still unused
+    assert cli("keys", "unwrap", path, *args, "--out", d / "other.key").returncode == 0  # still unused
 
 
 def test_unwrap_refuses_a_damaged_replay_state(world, tmp_path):
     d = fresh_device(tmp_path)
     path, _ = make_package(world, tmp_path, device_dir=d)
     (d / ACCEPTED_FILE).write_text("garbage\n")
-    one_line_error(run_cli("keys", "unwrap", path, "--device-key", d / "device.key", "--trust",
+    one_line_error(cli("keys", "unwrap", path, "--device-key", d / "device.key", "--trust",
                            world["tmp"] / "verifier/verifier.pub", "--out", d / "digest.key"), 2, "line 1", "damaged")
     assert not (d / "digest.key").exists()
 

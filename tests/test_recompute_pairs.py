@@ -12,7 +12,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import REPO, SAMPLES, load_keys, run_cli
+from conftest import REPO, SAMPLES, cli, load_keys
 
 from ledgertool.capture.run import capture_file
 from ledgertool.digest.reference import read_pcap
@@ -74,7 +74,7 @@ def _no_elapsed(doc: dict) -> dict:
 def test_item3_pairs_report_per_pair_and_total(links, keydir, other_keydir, tmp_path):
     d = links
     details = tmp_path / "details.jsonl"
-    r = run_cli("recompute", "--pairs", d / "pairs.toml", *_keys_args(keydir, other_keydir), "--json",
+    r = cli("recompute", "--pairs", d / "pairs.toml", *_keys_args(keydir, other_keydir), "--json",
                 "--details", details, cwd=tmp_path)  # (relative paths are the pairs file's, not the cwd's)
     assert r.returncode == 1, r.stderr
     doc = json.loads(r.stdout)
@@ -86,7 +86,7 @@ def test_item3_pairs_report_per_pair_and_total(links, keydir, other_keydir, tmp_
     a, b, t = doc["pairs"]
     # each pair's report is the one a single recompute of that pair prints
     for got, ledger, cap, kd in ((a, "a", "sample.pcap", keydir), (b, "b", "short.pcap", other_keydir)):
-        single = run_cli("recompute", d / "caps" / cap, "--ledger", d / "ledgers" / ledger, "--digest-key",
+        single = cli("recompute", d / "caps" / cap, "--ledger", d / "ledgers" / ledger, "--digest-key",
                          kd / "digest.key", "--trust", kd / "verifier.pub", "--json", "--details",
                          tmp_path / "one.jsonl")
         want = json.loads(single.stdout)
@@ -108,7 +108,7 @@ def test_item3_pairs_report_per_pair_and_total(links, keydir, other_keydir, tmp_
         {"pair": 1, "ledger": str(d / "ledgers" / "b"), "status": "ledger_only",
          "digest": b["examples_ledger_only"][0]["digest"], "link": "link0", "seq": "290",
          "ts_ns": b["examples_ledger_only"][0]["ts_ns"], "wire_len": b["examples_ledger_only"][0]["wire_len"]}]
-    text = run_cli("recompute", "--pairs", d / "pairs.toml", *_keys_args(keydir, other_keydir))
+    text = cli("recompute", "--pairs", d / "pairs.toml", *_keys_args(keydir, other_keydir))
     assert text.returncode == 1
     lines = text.stdout.splitlines()
     assert lines[0].startswith(f"MATCH: 294 frames recomputed from {d / 'caps' / 'sample.pcap'}, 294 frame records "
@@ -125,8 +125,8 @@ def test_item3_pairs_on_a_cluster_equal_single_machine(links, keydir, other_keyd
     pytest.importorskip("distributed")
     d = links
     args = ("recompute", "--pairs", d / "pairs.toml", *_keys_args(keydir, other_keydir))
-    here = run_cli(*args, "--json", "--details", tmp_path / "here.jsonl")
-    there = run_cli(*args, "--json", "--details", tmp_path / "there.jsonl", "--cluster", "local:2")
+    here = cli(*args, "--json", "--details", tmp_path / "here.jsonl")
+    there = cli(*args, "--json", "--details", tmp_path / "there.jsonl", "--cluster", "local:2")
     assert here.returncode == there.returncode == 1, there.stderr
     want, got = _no_elapsed(json.loads(here.stdout)), _no_elapsed(json.loads(there.stdout))
     for p in want["pairs"] + got["pairs"]:
@@ -134,8 +134,8 @@ def test_item3_pairs_on_a_cluster_equal_single_machine(links, keydir, other_keyd
     assert got == want and want["total"]["matched"] == 587
     assert (tmp_path / "there.jsonl").read_text() == (tmp_path / "here.jsonl").read_text() != ""
     assert there.stderr == here.stderr
-    text_here = run_cli(*args)
-    text_there = run_cli(*args, "--cluster", "local:2")
+    text_here = cli(*args)
+    text_there = cli(*args, "--cluster", "local:2")
     assert text_there.stdout == text_here.stdout and text_here.stdout.count("\n") == 5
 
 
@@ -165,7 +165,7 @@ def test_item3_each_ledger_takes_its_keys_from_the_pool(pristine, captures, keys
 def test_item3_no_matching_key_is_exit_2_before_any_pair_runs(links, keydir, tmp_path):
     d = links
     details = tmp_path / "d.jsonl"
-    r = run_cli("recompute", "--pairs", d / "pairs.toml", "--digest-key", keydir / "digest.key", "--trust",
+    r = cli("recompute", "--pairs", d / "pairs.toml", "--digest-key", keydir / "digest.key", "--trust",
                 keydir / "verifier.pub", "--details", details)
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.startswith(f"ledgertool: error: {d / 'ledgers' / 'b'}: none of the 1 digest key(s) given is a "
@@ -189,14 +189,14 @@ def test_item3_bad_pairs_file_is_one_line_exit_2(tmp_path, keydir, body, message
     with pytest.raises(UsageError) as e:
         read_pairs(f)
     assert str(e.value).startswith(f"{f}: ") and message in str(e.value)
-    r = run_cli("recompute", "--pairs", f, "--digest-key", keydir / "digest.key")
+    r = cli("recompute", "--pairs", f, "--digest-key", keydir / "digest.key")
     assert r.returncode == 2 and r.stderr == f"ledgertool: error: {e.value}\n"
 
 
 def test_item3_pairs_excludes_the_single_pair_options(links, keydir):
-    r = run_cli("recompute", SAMPLE, "--pairs", links / "pairs.toml", "--digest-key", keydir / "digest.key")
+    r = cli("recompute", SAMPLE, "--pairs", links / "pairs.toml", "--digest-key", keydir / "digest.key")
     assert r.returncode == 2 and "--pairs FILE names every ledger" in r.stderr
-    r = run_cli("recompute", "--digest-key", keydir / "digest.key", "--ledger", links / "ledgers" / "a")
+    r = cli("recompute", "--digest-key", keydir / "digest.key", "--ledger", links / "ledgers" / "a")
     assert r.returncode == 2 and "recompute needs CAPTURE (one or more), or --pairs FILE.toml" in r.stderr
 
 
@@ -208,7 +208,7 @@ def test_item3_pairs_paths_are_data(tmp_path, keydir):
     capture_file(SAMPLE, tmp_path / name, digest_key=dk, signing_key=sk, segment_records=100)
     (tmp_path / "p.toml").write_text(f'[[pair]]\nledger = "{name}"\ncaptures = ["{SAMPLE}"]\n')
     assert read_pairs(tmp_path / "p.toml") == (PairSpec(str(tmp_path / name), (str(SAMPLE),)),)
-    r = run_cli("recompute", "--pairs", tmp_path / "p.toml", "--digest-key", keydir / "digest.key", "--trust",
+    r = cli("recompute", "--pairs", tmp_path / "p.toml", "--digest-key", keydir / "digest.key", "--trust",
                 keydir / "verifier.pub")
     assert r.returncode == 0, r.stderr
     assert f"294 frame records in {tmp_path / name}: matched 294" in r.stdout

@@ -8,7 +8,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLES, run_cli
+from conftest import SAMPLES, cli
 
 from ledgertool.capture.run import capture_file
 from ledgertool.digest.reference import read_pcap
@@ -101,18 +101,18 @@ def test_cli_recompute_reports_and_exit_codes(base, tmp_path, keydir):
     d, frames, _, trust = base
     cut = tmp_path / "cut.pcap"
     write_pcap(cut, frames[:-2])
-    r = run_cli("recompute", cut, "--ledger", d / "ledger", "--digest-key", keydir / "digest.key", "--trust", keydir / "verifier.pub", "--json",
+    r = cli("recompute", cut, "--ledger", d / "ledger", "--digest-key", keydir / "digest.key", "--trust", keydir / "verifier.pub", "--json",
                 "--details", tmp_path / "d.jsonl")
     assert r.returncode == 1, r.stderr
     doc = json.loads(r.stdout)
     assert (doc["ledger_only"], doc["capture_only"], doc["details_written"]) == (2, 0, 2)
-    r = run_cli("recompute", d / "a.pcap", "--ledger", d / "ledger", "--digest-key", keydir / "digest.key", "--trust", keydir / "verifier.pub",
+    r = cli("recompute", d / "a.pcap", "--ledger", d / "ledger", "--digest-key", keydir / "digest.key", "--trust", keydir / "verifier.pub",
                 "--from", "2026-01-01T00:00:00", "--to", str(frames[10][0]))
     assert r.returncode == 0 and "MATCH" in r.stdout
-    r = run_cli("recompute", d / "a.pcap", "--ledger", d / "ledger", "--digest-key", keydir / "digest.key", "--trust", keydir / "verifier.pub",
+    r = cli("recompute", d / "a.pcap", "--ledger", d / "ledger", "--digest-key", keydir / "digest.key", "--trust", keydir / "verifier.pub",
                 "--from", "yesterday")
     assert r.returncode == 2 and "--from" in r.stderr
-    r = run_cli("recompute", d / "a.pcap", "--ledger", d / "ledger", "--digest-key", keydir / "digest.key", "--trust", keydir / "verifier.pub",
+    r = cli("recompute", d / "a.pcap", "--ledger", d / "ledger", "--digest-key", keydir / "digest.key", "--trust", keydir / "verifier.pub",
                 "--link", "nope")
     assert r.returncode == 2 and "nope" in r.stderr
 
@@ -135,7 +135,7 @@ def test_duckdb_never_prints_a_progress_bar(base):
 ])
 def test_recompute_bad_options_exit_2_with_one_line(base, keydir, args, needle):
     d, _, _, trust = base
-    r = run_cli("recompute", d / "a.pcap", "--ledger", d / "ledger", "--digest-key", keydir / "digest.key", "--trust", keydir / "verifier.pub", *args)
+    r = cli("recompute", d / "a.pcap", "--ledger", d / "ledger", "--digest-key", keydir / "digest.key", "--trust", keydir / "verifier.pub", *args)
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode == 2 and len(lines) == 1 and needle in lines[0], r.stderr
 
@@ -150,5 +150,5 @@ def test_recompute_refuses_a_changed_ledger(base, keydir, tmp_path):
     (records,) = [p for p in (bad / "link=link0").glob("seg-00000001.*") if p.suffix in (".parquet", ".rec")]
     records.write_bytes(b"garbage")
     finding = "parquet_hash_mismatch" if records.suffix == ".parquet" else "records_unreadable"
-    r = run_cli("recompute", d / "a.pcap", "--ledger", bad, "--digest-key", keydir / "digest.key", "--trust", keydir / "verifier.pub")
+    r = cli("recompute", d / "a.pcap", "--ledger", bad, "--digest-key", keydir / "digest.key", "--trust", keydir / "verifier.pub")
     assert r.returncode == 1 and finding in r.stderr and "Traceback" not in r.stderr, r.stderr

@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import SAMPLES, load_keys, run_cli
+from conftest import SAMPLES, cli, load_keys
 from ledger_files import sealed_table
 
 from ledgertool.algorithms import get_algorithm
@@ -56,7 +56,7 @@ def _rows(ledger, n):
 
 def test_records_from_a_pipe_seal_the_same_ledger_as_a_direct_capture_and_recompute_matches(tmp_path, keydir):
     direct, piped = tmp_path / "direct", tmp_path / "piped"
-    r = run_cli("capture", SAMPLE, "--ledger", direct, "--digest-key", keydir / "digest.key", "--signing-key",
+    r = cli("capture", SAMPLE, "--ledger", direct, "--digest-key", keydir / "digest.key", "--signing-key",
                 keydir / "signing.key", "--strip", "l3", "--segment-records", "100", "--json")
     assert r.returncode == 0, r.stderr
     want = json.loads(r.stdout)
@@ -76,9 +76,9 @@ def test_records_from_a_pipe_seal_the_same_ledger_as_a_direct_capture_and_recomp
         assert (a["merkle_root"], a["records"], a["first_seq"]) == (b["merkle_root"], b["records"], b["first_seq"])
         assert a["source"] == "records:-" and a["digest_key_id"] == b["digest_key_id"]
     assert layout.checkpoint_path(piped, "link0").is_file()
-    v = run_cli("verify", piped, "--trust", keydir / "verifier.pub")
+    v = cli("verify", piped, "--trust", keydir / "verifier.pub")
     assert v.returncode == 0 and "294 records" in v.stdout, v.stdout + v.stderr
-    rc = run_cli("recompute", SAMPLE, "--ledger", piped, "--digest-key", keydir / "digest.key", "--trust",
+    rc = cli("recompute", SAMPLE, "--ledger", piped, "--digest-key", keydir / "digest.key", "--trust",
                  keydir / "verifier.pub", "--json")
     assert rc.returncode == 0, rc.stdout + rc.stderr
     rep = json.loads(rc.stdout)
@@ -88,7 +88,7 @@ def test_records_from_a_pipe_seal_the_same_ledger_as_a_direct_capture_and_recomp
 def test_records_file_appends_to_an_existing_ledger_with_its_digest_key_id(tmp_path, keydir):
     """blake3-keyed-256 (64-byte records) from a file: the ledger's own key id, no key given."""
     led = tmp_path / "L"
-    r = run_cli("capture", SAMPLE, "--ledger", led, "--digest-key", keydir / "digest.key", "--signing-key",
+    r = cli("capture", SAMPLE, "--ledger", led, "--digest-key", keydir / "digest.key", "--signing-key",
                 keydir / "signing.key", "--algorithm", "blake3-keyed-256", "--segment-records", "200")
     assert r.returncode == 0, r.stderr
     f = tmp_path / "more.records"
@@ -98,7 +98,7 @@ def test_records_file_appends_to_an_existing_ledger_with_its_digest_key_id(tmp_p
     rep = json.loads(p.stdout)
     assert (rep["frames"], rep["first_seq"], rep["next_seq"], rep["segments"]) == (294, "294", "588", [2, 3])
     assert json.loads(layout.seal_path(led, "link0", 2).read_text())["source"] == "records:more.records"
-    v = run_cli("verify", led, "--trust", keydir / "verifier.pub")
+    v = cli("verify", led, "--trust", keydir / "verifier.pub")
     assert v.returncode == 0 and "588 records" in v.stdout, v.stdout + v.stderr
 
 
@@ -116,13 +116,13 @@ def test_gap_records_count_as_drops_and_take_one_seq(tmp_path, keydir):
     assert (rep["frames"], rep["drops"], rep["next_seq"]) == (294, 7, "295")
     seal = json.loads(layout.seal_path(tmp_path / "G", "link0", 0).read_text())
     assert (seal["records"], seal["frames"], seal["drops_declared"]) == (295, 294, 7)
-    v = run_cli("verify", tmp_path / "G", "--trust", keydir / "verifier.pub")
+    v = cli("verify", tmp_path / "G", "--trust", keydir / "verifier.pub")
     assert v.returncode == 0, v.stdout + v.stderr
 
 
 def test_empty_input_records_nothing(tmp_path, keydir):
     led = tmp_path / "E"
-    run_cli("capture", SAMPLE, "--ledger", led, "--digest-key", keydir / "digest.key", "--signing-key",
+    cli("capture", SAMPLE, "--ledger", led, "--digest-key", keydir / "digest.key", "--signing-key",
             keydir / "signing.key", "--strip", "l3")
     before = sorted(p.name for p in layout.link_dir(led, "link0").iterdir())
     p = _capture(keydir, "records:-", led, "--json", stdin=b"")
@@ -155,7 +155,7 @@ def test_refuses_a_torn_last_record_from_a_pipe_after_sealing_the_records_before
                  "--segment-records", "100", stdin=_records(keydir)[:-12])
     _refused(p, "standard input: record 293 (byte 14064) is cut at byte 14100: 36 of 48 bytes (a torn last record)",
              "293 frames before it were sealed in segments 0..2")
-    v = run_cli("verify", tmp_path / "T", "--trust", keydir / "verifier.pub")
+    v = cli("verify", tmp_path / "T", "--trust", keydir / "verifier.pub")
     assert v.returncode == 0 and "293 records" in v.stdout, v.stdout + v.stderr
 
 
@@ -189,7 +189,7 @@ def test_refuses_a_seq_restart(tmp_path, keydir):
 
 def test_refuses_records_that_do_not_start_at_the_links_next_seq(tmp_path, keydir):
     led = tmp_path / "L"
-    run_cli("capture", SAMPLE, "--ledger", led, "--digest-key", keydir / "digest.key", "--signing-key",
+    cli("capture", SAMPLE, "--ledger", led, "--digest-key", keydir / "digest.key", "--signing-key",
             keydir / "signing.key", "--strip", "l3")
     p = _capture(keydir, "records:-", led, stdin=_records(keydir))  # numbered from 0 again
     _refused(p, "record 0 (byte 0) seq 0, but link link0 continues at seq 294", "0 frames before it were sealed")
@@ -210,7 +210,7 @@ def test_refuses_records_of_another_algorithm_for_an_existing_ledger(tmp_path, k
     """64-byte records into a 48-byte ledger: a pipe is refused at record 1, before anything is
     sealed; a file whose size fits neither way is refused by its size."""
     led = tmp_path / "L"
-    run_cli("capture", SAMPLE, "--ledger", led, "--digest-key", keydir / "digest.key", "--signing-key",
+    cli("capture", SAMPLE, "--ledger", led, "--digest-key", keydir / "digest.key", "--signing-key",
             keydir / "signing.key")
     wide = _records(keydir, "blake3-keyed-256", "frame", first_seq=294)
     p = _capture(keydir, "records:-", led, stdin=wide)
@@ -231,7 +231,7 @@ def test_digest_key_id_is_required_for_a_new_ledger_and_checked_for_an_existing_
     _refused(p, "a new ledger records the id of its digest key")
     assert not (tmp_path / "N").exists()
     led = tmp_path / "L"
-    run_cli("capture", SAMPLE, "--ledger", led, "--digest-key", keydir / "digest.key", "--signing-key",
+    cli("capture", SAMPLE, "--ledger", led, "--digest-key", keydir / "digest.key", "--signing-key",
             keydir / "signing.key", "--strip", "l3")
     more = _records(keydir, first_seq=294)
     p = _capture(keydir, "records:-", led, "--digest-key-id", _key_id(other_keydir), stdin=more)
@@ -274,7 +274,7 @@ def test_sigint_while_the_pipe_is_quiet_seals_what_arrived_and_stops(tmp_path, k
         p.stdin.close()
     assert rc == 0
     assert (rep["frames"], rep["interrupted"], rep["stop_reason"], rep["segments"]) == (100, True, "signal", [0])
-    v = run_cli("verify", led, "--trust", keydir / "verifier.pub")
+    v = cli("verify", led, "--trust", keydir / "verifier.pub")
     assert v.returncode == 0 and "100 records" in v.stdout, v.stdout + v.stderr
 
 
@@ -332,7 +332,7 @@ def test_reader_refuses_a_missing_file_a_directory_and_no_name(tmp_path):
 def test_recompute_refuses_a_records_source(tmp_path, keydir):
     f = tmp_path / "x.records"
     f.write_bytes(_records(keydir))
-    r = run_cli("recompute", f"records:{f}", "--digest-key", keydir / "digest.key", "--algorithm", ALG,
+    r = cli("recompute", f"records:{f}", "--digest-key", keydir / "digest.key", "--algorithm", ALG,
                 "--strip", "l3", "--out", tmp_path / "o.parquet")
     assert r.returncode == 2 and f"records:{f}: holds records computed elsewhere, not frames" in r.stderr, r.stderr
     assert not (tmp_path / "o.parquet").exists()
@@ -344,7 +344,7 @@ def test_records_from_a_terminal_are_refused_not_waited_for(tmp_path, keydir):
         args = [sys.executable, "-c", "from ledgertool.cli.app import main; main()", "capture", "records:-",
                 "--ledger", str(tmp_path / "T"), "--signing-key", str(keydir / "signing.key"), "--digest-key-id",
                 _key_id(keydir)]
-        p = subprocess.run(args, stdin=slave, capture_output=True, timeout=60)
+        p = subprocess.run(args, stdin=slave, capture_output=True)
     finally:
         os.close(slave)
         os.close(master)

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import load_keys, run_cli
+from conftest import cli, load_keys
 
 from ledgertool.errors import KeyFileError, LedgerFormatError
 from ledgertool.keyfiles import SigningKey, TrustBundle
@@ -68,20 +68,20 @@ def test_item5_loads_strict_refuses_what_readers_could_read_differently():
 def test_item5_seal_with_a_duplicate_member_is_refused(ledger, keydir):
     seal = ledger / "link=link0" / "seg-00000001.seal.json"
     _duplicate_first(seal, "records", 1)  # a first-wins reader would see one record
-    r = run_cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json")
+    r = cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json")
     doc = json.loads(r.stdout)
     assert r.returncode == 1 and not doc["ok"], r.stdout
     p = doc["problems"][0]  # then the gap and the checkpoint it leaves
     assert (p["kind"], p["segment"]) == ("seal_unreadable", 1)
     assert p["detail"] == f"{seal}: duplicate member 'records' in an object"
-    r = run_cli("query", ledger, "SELECT count(*) FROM seals")  # a ledger that does not verify is not queried
+    r = cli("query", ledger, "SELECT count(*) FROM seals")  # a ledger that does not verify is not queried
     assert r.returncode == 1 and "seal_unreadable" in r.stderr and "duplicate member 'records'" in r.stderr
 
 
 def test_item5_ledger_header_and_rotations_with_duplicate_members(ledger, keydir, tmp_path):
     head = ledger / "ledger.json"
     _duplicate_first(head, "algorithm", "aes-128-gmac")
-    r = run_cli("verify", ledger, "--trust", keydir / "verifier.pub")
+    r = cli("verify", ledger, "--trust", keydir / "verifier.pub")
     assert r.returncode == 2 and r.stderr.strip() == \
         f"ledgertool: error: {head}: duplicate member 'algorithm' in an object", r.stderr
     head.write_text(head.read_text().replace('{"algorithm": "aes-128-gmac",', "{", 1))
@@ -89,7 +89,7 @@ def test_item5_ledger_header_and_rotations_with_duplicate_members(ledger, keydir
     res = rotate_keys(ledger, sk, SigningKey.generate())
     stmt = Path(res["path"])
     _duplicate_first(stmt, "effective_from", {"link0": 0})
-    r = run_cli("verify", ledger, "--trust", keydir / "verifier.pub")
+    r = cli("verify", ledger, "--trust", keydir / "verifier.pub")
     assert r.returncode == 2 and f"{stmt}: duplicate member 'effective_from'" in r.stderr, r.stderr
 
 
@@ -132,7 +132,7 @@ BAD_INTEGERS = {
 @pytest.mark.parametrize("field", list(BAD_INTEGERS))
 def test_item5_proof_integers_must_be_json_integers(ledger, keydir, tmp_path, field):
     path = _proof(ledger, tmp_path, BAD_INTEGERS[field])
-    r = run_cli("check-proof", path, "--trust", keydir / "verifier.pub")
+    r = cli("check-proof", path, "--trust", keydir / "verifier.pub")
     assert r.returncode == 2 and field in r.stderr and r.stdout == "", (r.returncode, r.stdout, r.stderr)
     # check_proof on a dict that never went through parse_proof refuses it too
     doc = json.loads(path.read_text(), parse_float=float)
@@ -142,10 +142,10 @@ def test_item5_proof_integers_must_be_json_integers(ledger, keydir, tmp_path, fi
 
 def test_item5_proof_with_a_duplicate_member_is_refused(ledger, keydir, tmp_path):
     path = _proof(ledger, tmp_path, lambda d: None)
-    assert run_cli("check-proof", path, "--trust", keydir / "verifier.pub").returncode == 0
+    assert cli("check-proof", path, "--trust", keydir / "verifier.pub").returncode == 0
     text = path.read_text()
     path.write_text('{"record_index": 99, ' + text[1:])
-    r = run_cli("check-proof", path, "--trust", keydir / "verifier.pub")
+    r = cli("check-proof", path, "--trust", keydir / "verifier.pub")
     assert r.returncode == 2 and "duplicate member 'record_index'" in r.stderr
     with pytest.raises(LedgerFormatError, match="record must have exactly"):
         parse_proof(json.dumps(_edit(json.loads(text), lambda d: d["record"].update(extra=1))).encode())

@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLES, load_keys, run_cli
+from conftest import SAMPLES, cli, load_keys
 
 from ledgertool.capture.run import capture_file
 from ledgertool.errors import KeyFileError, LedgerFormatError
@@ -81,21 +81,21 @@ def test_checkpoint_note_rejects_tampering(ledger, keydir, other_keydir):
 def test_checkpoint_consistency_cli(ledger, keydir, tmp_path):
     dk, sk, _ = load_keys(keydir)
     old = tmp_path / "old.cp"
-    r = run_cli("checkpoint", ledger, "--out", old)
+    r = cli("checkpoint", ledger, "--out", old)
     assert r.returncode == 0, r.stderr
     capture_file(SAMPLES / "sample.pcap", ledger, digest_key=dk, signing_key=sk, segment_records=100)
     new = tmp_path / "new.cp"
-    r = run_cli("checkpoint", ledger, "--out", new, "--signing-key", keydir / "signing.key", "--json")
+    r = cli("checkpoint", ledger, "--out", new, "--signing-key", keydir / "signing.key", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["tree_size"] == 6
     pub = keydir / "verifier.pub"
-    r = run_cli("check-consistency", old, new, "--ledger", ledger, "--trust", pub, "--json")
+    r = cli("check-consistency", old, new, "--ledger", ledger, "--trust", pub, "--json")
     assert r.returncode == 0, r.stdout + r.stderr
     assert json.loads(r.stdout)["ok"] and len(json.loads(r.stdout)["proof"]) > 0
-    r = run_cli("check-consistency", new, old, "--ledger", ledger, "--trust", pub)
+    r = cli("check-consistency", new, old, "--ledger", ledger, "--trust", pub)
     assert r.returncode == 2 and "swapped" in r.stderr  # the order, not a fork (issue 15)
-    r = run_cli("verify", ledger, "--trust", pub, "--checkpoint", old)
+    r = cli("verify", ledger, "--trust", pub, "--checkpoint", old)
     assert r.returncode == 0, r.stdout
-    r = run_cli("verify", ledger, "--trust", pub, "--checkpoint", tmp_path / "missing.cp")
+    r = cli("verify", ledger, "--trust", pub, "--checkpoint", tmp_path / "missing.cp")
     assert r.returncode == 2 and "missing.cp" in r.stderr and "Traceback" not in r.stderr
 
 
@@ -152,23 +152,23 @@ def test_tampered_proof_is_invalid(ledger, keydir, how):
 
 def test_prove_cli_by_seq_and_digest(ledger, keydir, other_keydir, tmp_path):
     proof = tmp_path / "p.json"
-    r = run_cli("prove", ledger, "--seq", 150, "--out", proof, "--json")
+    r = cli("prove", ledger, "--seq", 150, "--out", proof, "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(proof.read_text())
     schema = json.loads((Path(__file__).parent.parent / "schemas" / "proof.schema.json").read_text())
     assert set(schema["required"]) <= set(doc)
-    r = run_cli("check-proof", proof, "--trust", keydir / "verifier.pub")
+    r = cli("check-proof", proof, "--trust", keydir / "verifier.pub")
     assert r.returncode == 0 and "VALID" in r.stdout
-    r = run_cli("check-proof", proof, "--trust", other_keydir / "verifier.pub", "--json")
+    r = cli("check-proof", proof, "--trust", other_keydir / "verifier.pub", "--json")
     assert r.returncode == 1 and "signature" in json.loads(r.stdout)["reason"]
     proof2 = tmp_path / "p2.json"
-    r = run_cli("prove", ledger, "--digest", doc["record"]["digest"], "--link", "link0", "--out", proof2)
+    r = cli("prove", ledger, "--digest", doc["record"]["digest"], "--link", "link0", "--out", proof2)
     assert r.returncode == 0, r.stderr
     assert json.loads(proof2.read_text())["record"]["digest"] == doc["record"]["digest"]
     (tmp_path / "junk.json").write_text("{not json")
-    r = run_cli("check-proof", tmp_path / "junk.json", "--trust", keydir / "verifier.pub")
+    r = cli("check-proof", tmp_path / "junk.json", "--trust", keydir / "verifier.pub")
     assert r.returncode == 2 and "junk.json" in r.stderr
-    r = run_cli("prove", ledger, "--seq", 10**9, "--out", proof)
+    r = cli("prove", ledger, "--seq", 10**9, "--out", proof)
     assert r.returncode == 2 and "seq" in r.stderr
 
 
@@ -293,36 +293,36 @@ def test_proof_reaches_the_checkpoint_a_verifier_holds(ledger, keydir, other_key
     capture_file(SAMPLES / "sample.pcap", ledger, digest_key=dk, signing_key=sk, segment_records=100)
     pub = keydir / "verifier.pub"
     proof = tmp_path / "p.json"
-    r = run_cli("prove", ledger, "--seq", 150, "--out", proof, "--json")
+    r = cli("prove", ledger, "--seq", 150, "--out", proof, "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["checkpoint_size"] == 6, r.stderr
-    r = run_cli("check-proof", proof, "--trust", pub, "--json")
+    r = cli("check-proof", proof, "--trust", pub, "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["checkpoint"]["tree_size"] == 6
     # the verifier holds the older checkpoint: a proof to the newer one is not a proof to it
-    r = run_cli("check-proof", proof, "--trust", pub, "--checkpoint", held, "--json")
+    r = cli("check-proof", proof, "--trust", pub, "--checkpoint", held, "--json")
     assert r.returncode == 1 and "tree size 6, not the given one of tree size 3" in json.loads(r.stdout)["reason"]
-    r = run_cli("prove", ledger, "--seq", 150, "--out", proof, "--checkpoint", held)
+    r = cli("prove", ledger, "--seq", 150, "--out", proof, "--checkpoint", held)
     assert r.returncode == 0 and "checkpoint of tree size 3" in r.stdout, r.stderr
-    r = run_cli("check-proof", proof, "--trust", pub, "--checkpoint", held, "--json")
+    r = cli("check-proof", proof, "--trust", pub, "--checkpoint", held, "--json")
     assert r.returncode == 0, r.stdout
     cp = parse_note(held.read_bytes()).checkpoint
     assert json.loads(r.stdout)["checkpoint"] == {"tree_size": 3, "root_hash": cp.root.hex()}
     # a record sealed after the held checkpoint cannot be proved to it
     last = sum(load_seal(p)["records"] for p in ledger.glob("link=link0/*.seal.json")) - 1
-    r = run_cli("prove", ledger, "--seq", last, "--out", proof, "--checkpoint", held)
+    r = cli("prove", ledger, "--seq", last, "--out", proof, "--checkpoint", held)
     assert r.returncode == 2 and "held.cp" in r.stderr and "newer checkpoint" in r.stderr
     # a checkpoint of another ledger, or garbage
     other = tmp_path / "other"
     odk, osk, _ = load_keys(other_keydir)
     capture_file(SAMPLE, other, digest_key=odk, signing_key=osk, segment_records=100)
-    r = run_cli("prove", ledger, "--seq", 1, "--out", proof, "--checkpoint", other / "checkpoint")
+    r = cli("prove", ledger, "--seq", 1, "--out", proof, "--checkpoint", other / "checkpoint")
     assert r.returncode == 2 and "checkpoint is for" in r.stderr
-    r = run_cli("check-proof", proof, "--trust", pub, "--checkpoint", other / "checkpoint")
+    r = cli("check-proof", proof, "--trust", pub, "--checkpoint", other / "checkpoint")
     assert r.returncode == 2 and "checkpoint is for" in r.stderr
-    r = run_cli("prove", ledger, "--seq", last, "--out", tmp_path / "late.json")
-    r = run_cli("check-proof", tmp_path / "late.json", "--trust", pub, "--checkpoint", held, "--json")
+    r = cli("prove", ledger, "--seq", last, "--out", tmp_path / "late.json")
+    r = cli("check-proof", tmp_path / "late.json", "--trust", pub, "--checkpoint", held, "--json")
     assert r.returncode == 1 and "was sealed after the given checkpoint" in json.loads(r.stdout)["reason"]
     (tmp_path / "junk.cp").write_text("junk")
-    r = run_cli("check-proof", proof, "--trust", pub, "--checkpoint", tmp_path / "junk.cp")
+    r = cli("check-proof", proof, "--trust", pub, "--checkpoint", tmp_path / "junk.cp")
     assert r.returncode == 2 and "junk.cp" in r.stderr and "Traceback" not in r.stderr
 
 
@@ -352,14 +352,14 @@ def test_proof_checkpoint_tampering_and_forks(ledger, keydir, other_keydir, tmp_
         p.unlink()
     capture_file(SAMPLES / "sample.pcap", fork, digest_key=dk, signing_key=sk, segment_records=10**6)
     (tmp_path / "h.cp").write_bytes(held)
-    r = run_cli("prove", fork, "--seq", 0, "--out", tmp_path / "p.json", "--checkpoint", tmp_path / "h.cp")
+    r = cli("prove", fork, "--seq", 0, "--out", tmp_path / "p.json", "--checkpoint", tmp_path / "h.cp")
     assert r.returncode == 1 and "does not extend" in r.stderr
     # a tail cut under the link's stored checkpoint: refused, naming that checkpoint file
     cut = tmp_path / "cut"
     shutil.copytree(ledger, cut)
     for p in cut.glob("link=link0/seg-00000002.*"):
         p.unlink()
-    r = run_cli("prove", cut, "--seq", 0, "--out", tmp_path / "p.json")
+    r = cli("prove", cut, "--seq", 0, "--out", tmp_path / "p.json")
     assert r.returncode == 1 and "link=link0/checkpoint: link link0 does not extend" in r.stderr, r.stderr
     # the fork's own checkpoint has the same tree size (3) and another root
     forked = build_proof(fork, seq=0)
@@ -377,7 +377,7 @@ def test_rotation_chain_is_followed(ledger, keydir, tmp_path):
     k2 = SigningKey.load(tmp_path / "k2" / "signing.key")
     k3 = SigningKey.load(tmp_path / "k3" / "signing.key")
     old_cp = (ledger / "checkpoint").read_bytes()
-    r = run_cli("keys", "rotate", ledger, "--old", keydir / "signing.key", "--new", tmp_path / "k2" / "signing.key",
+    r = cli("keys", "rotate", ledger, "--old", keydir / "signing.key", "--new", tmp_path / "k2" / "signing.key",
                 "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["effective_from"] == {"link0": 3}
@@ -420,5 +420,5 @@ def test_rotation_refuses_wrong_old_key_and_open_segments(ledger, keydir, other_
     with pytest.raises(KeyFileError):
         rotate_keys(ledger, load_keys(other_keydir)[1], SigningKey.generate())
     (ledger / "link=link0" / "seg-00000003.open").write_bytes(b"")
-    r = run_cli("keys", "rotate", ledger, "--old", keydir / "signing.key", "--new", other_keydir / "signing.key")
+    r = cli("keys", "rotate", ledger, "--old", keydir / "signing.key", "--new", other_keydir / "signing.key")
     assert r.returncode == 2 and "recover" in r.stderr

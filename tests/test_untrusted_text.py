@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLES, load_keys, run_cli
+from conftest import SAMPLES, cli, load_keys
 
 from ledgertool.capture.run import capture_file
 from ledgertool.cli.render import printable
@@ -57,7 +57,7 @@ def test_item11_seal_fields_are_printed_as_text(ledger, keydir, text):
     """The issue's case ("link": "[/]") and other hostile strings, in a field verify names raw
     (ledger_id) and in one it names with repr (link): a FAIL line for each, exit 1."""
     _edit_seal(ledger, 1, link=text, ledger_id=text)
-    r = run_cli("verify", ledger, "--trust", keydir / "verifier.pub")
+    r = cli("verify", ledger, "--trust", keydir / "verifier.pub")
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert "internal error" not in r.stderr
     lines = r.stdout.splitlines()
@@ -73,13 +73,13 @@ def test_item11_seal_fields_are_printed_as_text(ledger, keydir, text):
 def test_item11_hostile_file_names_in_warnings_and_errors(ledger, keydir, tmp_path):
     name = "[bold]x[red]\x1b[2J\r.tmp"  # no "/" in a file name
     (ledger / "link=link0" / name).write_bytes(b"")
-    r = run_cli("verify", ledger, "--trust", keydir / "verifier.pub")
+    r = cli("verify", ledger, "--trust", keydir / "verifier.pub")
     assert r.returncode == 0, (r.stdout, r.stderr)
     [warn] = [ln for ln in r.stderr.splitlines() if ln.startswith("warning temp_file")]
     assert printable(str(ledger / "link=link0" / name)) in warn
     _no_terminal_control(r.stdout, r.stderr)
     missing = tmp_path / "[link=file:///etc/passwd]x[/link]\x1b]0;title\x07"
-    r = run_cli("verify", missing, "--trust", keydir / "verifier.pub")
+    r = cli("verify", missing, "--trust", keydir / "verifier.pub")
     assert r.returncode == 2 and r.stderr == f"ledgertool: error: {printable(missing)}: no such ledger directory\n"
 
 
@@ -88,14 +88,14 @@ def test_item11_check_proof_names_the_ledger_and_prints_proof_text_as_text(ledge
     lid = doc["ledger_id"]
     good = tmp_path / "proof.json"
     good.write_text(json.dumps(doc))
-    r = run_cli("check-proof", good, "--trust", keydir / "verifier.pub")
+    r = cli("check-proof", good, "--trust", keydir / "verifier.pub")
     assert r.returncode == 0
     assert r.stdout.startswith(f"VALID: seq 5 digest {doc['record']['digest']} is record 5 of ledger {lid} link "
                                "link0 segment 0 under its signed seal"), r.stdout
     doc["link"] = HOSTILE[0] + HOSTILE[3]
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(doc))
-    r = run_cli("check-proof", bad, "--trust", keydir / "verifier.pub")
+    r = cli("check-proof", bad, "--trust", keydir / "verifier.pub")
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert r.stdout == ("INVALID: the embedded seal is for another ledger, link or segment (the proof claims seq 5 "
                         f"of ledger {lid} link {printable(doc['link'])} segment 0)\n")
@@ -110,7 +110,7 @@ def test_item11_secret_key_files_readable_by_others_are_refused(tmp_path, name, 
     keys = tmp_path / "k"
     generate_keys(keys)
     (keys / name).chmod(mode)
-    r = run_cli("capture", SAMPLES / "sample.pcap", "--ledger", tmp_path / "L", "--digest-key", keys / "digest.key",
+    r = cli("capture", SAMPLES / "sample.pcap", "--ledger", tmp_path / "L", "--digest-key", keys / "digest.key",
                 "--signing-key", keys / "signing.key")
     assert r.returncode == 2, r.stderr
     assert r.stderr == (f"ledgertool: error: {keys / name}: UNPROTECTED PRIVATE KEY FILE: mode {mode:04o} lets group "
@@ -126,10 +126,10 @@ def test_item11_private_and_public_modes_that_are_accepted(tmp_path):
     (keys / "digest.key").chmod(0o400)
     (keys / "verifier.pub").chmod(0o666)  # public: its mode is not checked
     led = tmp_path / "L"
-    r = run_cli("capture", SAMPLES / "sample.pcap", "--ledger", led, "--digest-key", keys / "digest.key",
+    r = cli("capture", SAMPLES / "sample.pcap", "--ledger", led, "--digest-key", keys / "digest.key",
                 "--signing-key", keys / "signing.key")
     assert r.returncode == 0, r.stderr
-    assert run_cli("verify", led, "--trust", keys / "verifier.pub").returncode == 0
+    assert cli("verify", led, "--trust", keys / "verifier.pub").returncode == 0
     DigestKey.load(keys / "digest.key")
     SigningKey.load(keys / "signing.key")
 

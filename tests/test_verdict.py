@@ -11,7 +11,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLES, load_keys, run_cli
+from conftest import SAMPLES, cli, load_keys
 
 from ledgertool.capture.run import capture_file
 from ledgertool.digest.reference import read_pcap
@@ -100,7 +100,7 @@ def test_item1_unicode_digit_segment_name_is_never_read(ledger, keydir):
     assert v.records == 294 and v.segments == 3
     with pytest.raises(DiscrepancyError, match="segment_name_shadow"):
         run_query(ledger, "SELECT count(*) FROM records", trust)
-    r = run_cli("query", ledger, "SELECT count(*) AS n FROM records", "--format", "json",
+    r = cli("query", ledger, "SELECT count(*) AS n FROM records", "--format", "json",
                 "--trust", keydir / "verifier.pub")
     assert r.returncode == 1 and "does not verify" in r.stderr and r.stdout == ""
 
@@ -163,7 +163,7 @@ def test_item2_glob_characters_in_the_ledger_path(tmp_path, keydir, frames):
     assert (r.matched, r.ledger_only, r.capture_only) == (254, 40, 0) and not r.ok
     assert run_query(real, "SELECT count(*) FROM records", trust).rows == [(294,)]
     assert run_query(doctored, "SELECT count(*) FROM records", trust).rows == [(254,)]
-    rc = run_cli("recompute", cut, "--ledger", real, "--digest-key", keydir / "digest.key",
+    rc = cli("recompute", cut, "--ledger", real, "--digest-key", keydir / "digest.key",
                  "--trust", keydir / "verifier.pub", "--json")
     assert rc.returncode == 1 and json.loads(rc.stdout)["ledger_only"] == 40, rc.stdout + rc.stderr
 
@@ -187,7 +187,7 @@ def test_item3_recompute_with_a_deleted_segment_is_not_a_match(ledger, keydir, f
         reconcile(short, ledger, dk, trust=trust)
     with pytest.raises(DiscrepancyError, match="segment_missing"):
         reconcile(short, ledger, dk)  # the keyless checks see the hole too
-    r = run_cli("recompute", short, "--ledger", ledger, "--digest-key", keydir / "digest.key",
+    r = cli("recompute", short, "--ledger", ledger, "--digest-key", keydir / "digest.key",
                 "--trust", keydir / "verifier.pub")
     assert r.returncode == 1 and "not reconciled" in r.stderr and "MATCH" not in r.stdout, r.stdout + r.stderr
 
@@ -197,10 +197,10 @@ def test_item3_recompute_without_trust_is_unverified(pristine, keydir):
     r = reconcile(SAMPLE, pristine, dk)
     assert r.matches and not r.verified and not r.ok
     assert any("UNVERIFIED" in w for w in r.warnings)
-    rc = run_cli("recompute", SAMPLE, "--ledger", pristine, "--digest-key", keydir / "digest.key", "--json")
+    rc = cli("recompute", SAMPLE, "--ledger", pristine, "--digest-key", keydir / "digest.key", "--json")
     doc = json.loads(rc.stdout)
     assert rc.returncode == 1 and doc["ok"] is False and doc["verified"] is False and doc["matches"] is True
-    rc = run_cli("recompute", SAMPLE, "--ledger", pristine, "--digest-key", keydir / "digest.key")
+    rc = cli("recompute", SAMPLE, "--ledger", pristine, "--digest-key", keydir / "digest.key")
     assert rc.returncode == 1 and "UNVERIFIED" in rc.stdout and "UNVERIFIED" in rc.stderr
 
 
@@ -220,21 +220,21 @@ def test_item6_deleted_checkpoint_is_a_problem(ledger, keydir):
     _delete_segment(ledger, 2)  # and the tail cut
     v = verify_ledger(ledger, trust)
     assert _kinds(v) == {"checkpoint_missing"}, v.problems
-    r = run_cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json")
+    r = cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json")
     doc = json.loads(r.stdout)
     assert r.returncode == 1 and doc["append_only"]["unchecked_links"] == ["link0"]
 
 
 def test_item6_verify_says_append_only_was_not_checked(pristine, keydir):
-    r = run_cli("verify", pristine, "--trust", keydir / "verifier.pub")
+    r = cli("verify", pristine, "--trust", keydir / "verifier.pub")
     assert r.returncode == 0 and "note: append-only not checked against a checkpoint you hold" in r.stderr
     assert r.stdout.startswith("OK: 3 segments")
     held = pristine / "link=link0" / "checkpoint"
-    r = run_cli("verify", pristine, "--trust", keydir / "verifier.pub", "--checkpoint", held, "--json")
+    r = cli("verify", pristine, "--trust", keydir / "verifier.pub", "--checkpoint", held, "--json")
     doc = json.loads(r.stdout)
     assert r.returncode == 0 and doc["append_only"] == {"given_checkpoint_link": "link0", "unchecked_links": [],
                                                         "note": None}
-    r = run_cli("verify", pristine, "--trust", keydir / "verifier.pub", "--checkpoint", held)
+    r = cli("verify", pristine, "--trust", keydir / "verifier.pub", "--checkpoint", held)
     assert "append-only not checked" not in r.stdout + r.stderr
 
 

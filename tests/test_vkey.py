@@ -15,7 +15,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from conftest import SAMPLES, run_cli
+from conftest import SAMPLES, cli
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
 GOPATH = Path("/usr/share/gocode")  # Debian's golang-golang-x-mod-dev
@@ -25,9 +25,9 @@ NOTE_PKG = GOPATH / "src" / "golang.org" / "x" / "mod" / "sumdb" / "note"
 def _ledger(tmp: Path, scheme: str) -> tuple[Path, Path]:
     """(ledger, keys dir): the sample captured with keys of `scheme`."""
     keys, led = tmp / f"keys-{scheme}", tmp / f"L-{scheme}"
-    r = run_cli("keys", "generate", keys, "--scheme", scheme)
+    r = cli("keys", "generate", keys, "--scheme", scheme)
     assert r.returncode == 0, r.stderr
-    r = run_cli("capture", SAMPLES / "sample.pcapng", "--ledger", led, "--digest-key", keys / "digest.key",
+    r = cli("capture", SAMPLES / "sample.pcapng", "--ledger", led, "--digest-key", keys / "digest.key",
                 "--signing-key", keys / "signing.key", "--segment-records", "100")
     assert r.returncode == 0, r.stderr
     return led, keys
@@ -39,7 +39,7 @@ def hybrid(tmp_path_factory) -> tuple[Path, Path]:
 
 
 def _vkey(led: Path, keys: Path) -> str:
-    r = run_cli("keys", "vkey", keys / "verifier.pub", "--ledger", led)
+    r = cli("keys", "vkey", keys / "verifier.pub", "--ledger", led)
     assert r.returncode == 0, r.stderr
     return r.stdout.strip()
 
@@ -57,7 +57,7 @@ def test_item15_vkey_is_the_signed_note_encoding_of_the_ed25519_key(hybrid):
     assert kid == hashlib.sha256(name.encode() + b"\n" + raw).digest()[:4].hex()
     sig_lines = (led / "checkpoint").read_text().split("\n\n")[-1].splitlines()
     assert [base64.b64decode(ln.split(" ")[2])[:4].hex() for ln in sig_lines][0] == kid
-    r = run_cli("keys", "vkey", "--trust", keys / "verifier.pub", "--ledger-id", ledger_id, "--json")
+    r = cli("keys", "vkey", "--trust", keys / "verifier.pub", "--ledger-id", ledger_id, "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     jsonschema.validate(doc, json.loads((SCHEMAS / "keys-vkey-report.schema.json").read_text()))
@@ -67,18 +67,18 @@ def test_item15_vkey_is_the_signed_note_encoding_of_the_ed25519_key(hybrid):
 
 def test_item15_vkey_refusals(hybrid, tmp_path):
     led, keys = hybrid
-    r = run_cli("keys", "vkey", "--trust", keys / "verifier.pub")
+    r = cli("keys", "vkey", "--trust", keys / "verifier.pub")
     assert r.returncode == 2 and "give --ledger DIR or --ledger-id ID" in r.stderr, r.stderr
-    r = run_cli("keys", "vkey", "--ledger", led, cwd=keys)  # VERIFIER defaults to ./verifier.pub
+    r = cli("keys", "vkey", "--ledger", led, cwd=keys)  # VERIFIER defaults to ./verifier.pub
     assert r.returncode == 0 and r.stdout == _vkey(led, keys) + "\n", r.stderr
-    r = run_cli("keys", "vkey", keys / "verifier.pub", "--trust", keys / "signing.key", "--ledger", led)
+    r = cli("keys", "vkey", keys / "verifier.pub", "--trust", keys / "signing.key", "--ledger", led)
     assert r.returncode == 2 and "give VERIFIER or --trust, not both" in r.stderr, r.stderr
-    r = run_cli("keys", "vkey", keys / "verifier.pub", "--ledger-id", "ABC")
+    r = cli("keys", "vkey", keys / "verifier.pub", "--ledger-id", "ABC")
     assert r.returncode == 2 and "ledger id 'ABC' is not 32 lowercase hex digits" in r.stderr, r.stderr
-    r = run_cli("keys", "vkey", keys / "signing.key", "--ledger", led)
+    r = cli("keys", "vkey", keys / "signing.key", "--ledger", led)
     assert r.returncode == 2 and "expected a verifier trust bundle" in r.stderr, r.stderr
     mled, mkeys = _ledger(tmp_path, "mldsa65")
-    r = run_cli("keys", "vkey", mkeys / "verifier.pub", "--ledger", mled)
+    r = cli("keys", "vkey", mkeys / "verifier.pub", "--ledger", mled)
     assert r.returncode == 2 and r.stdout == "", r.stdout
     assert "scheme mldsa65 has no Ed25519 key" in r.stderr and "verify only with ledgertool" in r.stderr
 
@@ -99,7 +99,7 @@ def note_check(tmp_path_factory) -> Path:
 
 def _go(exe: Path, cases: list[tuple[str, str]]) -> list[str]:
     r = subprocess.run([str(exe)], input="".join(json.dumps({"vkey": v, "note": n}) + "\n" for v, n in cases),
-                       check=False, capture_output=True, text=True, timeout=60)
+                       check=False, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     return r.stdout.splitlines()
 
@@ -110,7 +110,7 @@ def test_item15_go_sumdb_note_verifies_checkpoints_with_only_the_vkey(note_check
     name, kid, _ = vkey.split("+", 2)
     stored = (led / "checkpoint").read_text()
     exported = tmp_path / "cp"
-    r = run_cli("checkpoint", led, "--out", exported, "--signing-key", keys / "signing.key")  # freshly signed
+    r = cli("checkpoint", led, "--out", exported, "--signing-key", keys / "signing.key")  # freshly signed
     assert r.returncode == 0, r.stderr
     eled, ekeys = _ledger(tmp_path, "ed25519")
     evkey = _vkey(eled, ekeys)

@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SAMPLES, run_cli
+from conftest import REPO, SAMPLES, cli
 from scapy.all import IP, TCP, UDP, Dot1AD, Dot1Q, Ether, IPv6, Raw, raw, rdpcap  # noqa: E402 - a runtime dependency
 from scapy.contrib.roce import BTH  # noqa: E402
 
@@ -136,7 +136,7 @@ def generated(tmp_path_factory, features_spec) -> dict[str, Path]:
     out = {}
     for spec in [*SPECS, features_spec]:
         pcap = d / f"{spec.stem}.pcap"
-        r = run_cli("workload", "generate", spec, "--out", pcap, "--json")
+        r = cli("workload", "generate", spec, "--out", pcap, "--json")
         assert r.returncode == 0, r.stderr
         doc = json.loads(r.stdout)
         assert doc["frames"] == sum(f["frames"] for f in doc["flows"])
@@ -207,7 +207,7 @@ def test_bad_spec_exit_2_one_line_naming_file_and_key(tmp_path, mutate, key, sch
     mutate(doc)
     spec = tmp_path / "bad.toml"
     spec.write_text(_dump_toml(doc))
-    r = run_cli("workload", "generate", spec, "--out", tmp_path / "x.pcap")
+    r = cli("workload", "generate", spec, "--out", tmp_path / "x.pcap")
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1, r.stderr
@@ -223,9 +223,9 @@ def test_bad_toml_and_missing_file_exit_2(tmp_path):
     spec = tmp_path / "syntax.toml"
     spec.write_text("version = 1\nseed = \n")
     for path in (spec, tmp_path / "absent.toml"):
-        r = run_cli("workload", "generate", path, "--out", tmp_path / "x.pcap")
+        r = cli("workload", "generate", path, "--out", tmp_path / "x.pcap")
         assert r.returncode == 2 and str(path) in r.stderr and len(r.stderr.strip().splitlines()) == 1
-    r = run_cli("capture", f"workload:{tmp_path / 'absent.toml'}", "--ledger", tmp_path / "L",
+    r = cli("capture", f"workload:{tmp_path / 'absent.toml'}", "--ledger", tmp_path / "L",
                 "--digest-key", tmp_path / "k", "--signing-key", tmp_path / "s")
     assert r.returncode == 2
 
@@ -252,9 +252,9 @@ def test_same_spec_same_pcap_bytes(tmp_path, generated, features_spec, name):
 def test_generate_refuses_to_overwrite(tmp_path, generated):
     out = tmp_path / "x.pcap"
     out.write_bytes(b"keep")
-    r = run_cli("workload", "generate", SPECS[0], "--out", out)
+    r = cli("workload", "generate", SPECS[0], "--out", out)
     assert r.returncode == 2 and out.read_bytes() == b"keep"
-    assert run_cli("workload", "generate", SPECS[0], "--out", out, "--force").returncode == 0
+    assert cli("workload", "generate", SPECS[0], "--out", out, "--force").returncode == 0
 
 
 # ---- what scapy sees in the generated pcap -----------------------------------------------------
@@ -448,7 +448,7 @@ def test_reference_key_derivation_vectors():
 # ---- capture / recompute through the generator --------------------------------------------------
 
 def _digests(ledger: Path) -> list[str]:
-    r = run_cli("query", ledger, "SELECT digest FROM records ORDER BY seq", "--format", "json")
+    r = cli("query", ledger, "SELECT digest FROM records ORDER BY seq", "--format", "json")
     assert r.returncode == 0, r.stderr
     return [row["digest"] for row in json.loads(r.stdout)]
 
@@ -457,29 +457,29 @@ def test_capture_and_recompute_workload_sources(tmp_path, keydir, generated):
     spec = WORKLOADS / "imix.toml"
     keys = ["--digest-key", keydir / "digest.key", "--signing-key", keydir / "signing.key"]
     for name in ("a", "b"):
-        r = run_cli("capture", f"workload:{spec}", "--ledger", tmp_path / name, *keys, "--segment-records", "500",
+        r = cli("capture", f"workload:{spec}", "--ledger", tmp_path / name, *keys, "--segment-records", "500",
                     "--json")
         assert r.returncode == 0, r.stderr
         assert json.loads(r.stdout)["frames"] == 1440
     da, db = _digests(tmp_path / "a"), _digests(tmp_path / "b")
     assert len(da) == 1440 and da == db
     # recompute the generator against a ledger captured from the generated pcap
-    r = run_cli("capture", generated["imix"], "--ledger", tmp_path / "p", *keys, "--json")
+    r = cli("capture", generated["imix"], "--ledger", tmp_path / "p", *keys, "--json")
     assert r.returncode == 0, r.stderr
     assert _digests(tmp_path / "p") == da
-    r = run_cli("recompute", f"workload:{spec}", "--digest-key", keydir / "digest.key", "--ledger", tmp_path / "p",
+    r = cli("recompute", f"workload:{spec}", "--digest-key", keydir / "digest.key", "--ledger", tmp_path / "p",
                 "--json", "--trust", keydir / "verifier.pub")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["ok"] and doc["matched"] == 1440 and doc["ledger_only"] == 0 and doc["capture_only"] == 0
     # and per-frame Parquet output without a ledger
-    r = run_cli("recompute", f"workload:{spec}", "--digest-key", keydir / "digest.key", "--algorithm",
+    r = cli("recompute", f"workload:{spec}", "--digest-key", keydir / "digest.key", "--algorithm",
                 "siphash-1-3-128", "--strip", "frame", "--out", tmp_path / "d.parquet", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["frames"] == 1440
 
 
 def test_missing_interface_exits_2(tmp_path, keydir):
-    r = run_cli("capture", "iface:nosuchif0", "--ledger", tmp_path / "L", "--digest-key", keydir / "digest.key",
+    r = cli("capture", "iface:nosuchif0", "--ledger", tmp_path / "L", "--digest-key", keydir / "digest.key",
                 "--signing-key", keydir / "signing.key")
     assert r.returncode == 2 and "nosuchif0" in r.stderr and not (tmp_path / "L").exists()
 
@@ -510,5 +510,5 @@ def test_generate_refuses_a_pcap_larger_than_the_free_space(tmp_path):
     spec = tmp_path / "huge.toml"
     text = (SAMPLES / "workloads" / "worst-case-64.toml").read_text().replace("frames = 2048", "frames = 100000000000")
     spec.write_text(text)
-    r = run_cli("workload", "generate", spec, "--out", tmp_path / "huge.pcap")
+    r = cli("workload", "generate", spec, "--out", tmp_path / "huge.pcap")
     assert r.returncode == 2 and "GB are free" in r.stderr and not (tmp_path / "huge.pcap").exists()
