@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLES, run_cli
+from conftest import SAMPLES, cli
 
 SAMPLE = SAMPLES / "sample.pcapng"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -29,7 +29,7 @@ def _keys(keydir: Path) -> list[str]:
 def ledger(tmp_path_factory, keydir) -> Path:
     """The sample in 3 segments."""
     led = tmp_path_factory.mktemp("output") / "L"
-    r = run_cli("capture", SAMPLE, "--ledger", led, *_keys(keydir), "--segment-records", "100")
+    r = cli("capture", SAMPLE, "--ledger", led, *_keys(keydir), "--segment-records", "100")
     assert r.returncode == 0, r.stderr
     return led
 
@@ -195,14 +195,14 @@ def test_item15_help_and_version_load_nothing_heavy(argv):
     code = code.replace("from ledgertool.cli import main", "import os\nfrom ledgertool.cli import main\n"
                         "_exit = os._exit\nos._exit = lambda c: (sys.__stderr__.write('MODULES ' + ' '.join("
                         "sorted(sys.modules)) + '\\n'), sys.__stderr__.flush(), _exit(c))")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     line = next((ln for ln in r.stderr.splitlines() if ln.startswith("MODULES ")), None)
     loaded = set(line.split()[1:]) if line else set(sys.modules)  # --version returns without os._exit
     if line is None:
         assert argv == ["--version"]
         code2 = code + "\nsys.__stderr__.write('MODULES ' + ' '.join(sorted(sys.modules)) + '\\n')\n"
-        r = subprocess.run([sys.executable, "-c", code2], capture_output=True, text=True, timeout=60)
+        r = subprocess.run([sys.executable, "-c", code2], capture_output=True, text=True)
         loaded = set(next(ln for ln in r.stderr.splitlines() if ln.startswith("MODULES ")).split()[1:])
         assert "typer" not in loaded and "rich" not in loaded
     assert not [m for m in HEAVY if m in loaded], sorted(m for m in HEAVY if m in loaded)
@@ -225,7 +225,7 @@ def test_item15_query_output_checked_before_the_query(tmp_path, where):
                          f"{afile} is not an existing directory"),
     }[where]
     before = sorted(tmp_path.iterdir())
-    r = run_cli("query", tmp_path / "no-ledger", "SELECT 1", "--output", out, "--format", "csv")
+    r = cli("query", tmp_path / "no-ledger", "SELECT 1", "--output", out, "--format", "csv")
     assert r.returncode == 2, r.stderr
     assert r.stderr.strip() == f"ledgertool: error: {line}"
     assert r.stdout == "" and sorted(tmp_path.iterdir()) == before
@@ -233,7 +233,7 @@ def test_item15_query_output_checked_before_the_query(tmp_path, where):
 
 def test_item15_query_output_good_path_still_written(ledger, tmp_path):
     out = tmp_path / "n.csv"
-    r = run_cli("query", ledger, "SELECT count(*) AS n FROM records", "--output", out, "--format", "csv")
+    r = cli("query", ledger, "SELECT count(*) AS n FROM records", "--output", out, "--format", "csv")
     assert r.returncode == 0, r.stderr
     assert out.read_text() == "n\n294\n" and sorted(p.name for p in tmp_path.iterdir()) == ["n.csv"]
 
@@ -323,8 +323,8 @@ def test_item15_recompute_details_keeps_the_old_file_on_failure(ledger, keydir, 
     data = bytearray(SAMPLE.with_suffix(".pcap").read_bytes())
     data[0:4] = b"\x00\x01\x02\x03"
     bad.write_bytes(bytes(data))
-    r = run_cli("recompute", bad, "--ledger", ledger, "--digest-key", keydir / "digest.key",
-                "--trust", keydir / "verifier.pub", "--details", details)
+    r = cli("recompute", bad, "--ledger", ledger, "--digest-key", keydir / "digest.key",
+            "--trust", keydir / "verifier.pub", "--details", details)
     assert r.returncode == 2 and "magic" in r.stderr, r.stderr
     assert details.read_text() == "old\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.pcap", "d.jsonl"]  # no temporary left

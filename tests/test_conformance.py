@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 import rfc8785
 import test_strip
-from conftest import REPO, run_cli
+from conftest import REPO, cli
 from test_digests import reference
 from test_schemas_reports import is_valid, validate
 
@@ -45,7 +45,7 @@ ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.e
 @pytest.fixture(scope="module")
 def kit(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("kit") / "kit"
-    r = run_cli("conformance", "export", d, "--json")
+    r = cli("conformance", "export", d, "--json")
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
     validate(rep, "conformance-export-report.schema.json")
@@ -215,7 +215,7 @@ def test_merkle_vectors_equal_the_worked_example(kit):
 
 def test_golden_ledger_verifies_and_holds_the_kit_records(kit):
     g = load(kit, "kit.json")["golden_ledger"]
-    r = run_cli("verify", kit / g["directory"], "--trust", kit / g["trust"], "--json")
+    r = cli("verify", kit / g["directory"], "--trust", kit / g["trust"], "--json")
     assert r.returncode == 0, r.stdout + r.stderr
     assert json.loads(r.stdout)["segments"] == g["segments"] == 3
     rows = []
@@ -256,7 +256,7 @@ def test_seal_vectors_recompute_with_rfc8785_alone(kit):
 def test_export_refuses_a_directory_that_is_not_empty(kit, tmp_path):
     (tmp_path / "x").mkdir()
     (tmp_path / "x" / "keep").write_text("1")
-    r = run_cli("conformance", "export", tmp_path / "x")
+    r = cli("conformance", "export", tmp_path / "x")
     assert r.returncode == 2 and "not an empty directory" in r.stderr and r.stdout == ""
     assert sorted(p.name for p in (tmp_path / "x").iterdir()) == ["keep"]
     assert not list(tmp_path.glob(".x.tmp-*"))
@@ -316,8 +316,8 @@ def device_records(kit: Path, alg_name: str, strip: str, start: int = 0, end: in
 
 
 def check_cli(kit, records: Path, *extra):
-    return run_cli("conformance", "check", kit / "captures/ethernet.pcap", "--records", records,
-                   "--digest-key", kit / "digest.key", *extra)
+    return cli("conformance", "check", kit / "captures/ethernet.pcap", "--records", records,
+               "--digest-key", kit / "digest.key", *extra)
 
 
 @pytest.mark.parametrize("start,end,note", [(1, 0, "start +1"), (0, -1, "end -1"), (-1, 0, "start -1"),
@@ -352,8 +352,8 @@ def test_check_catches_a_wrong_key(kit, tmp_path):
     # with the key the device really used, the same records are byte-exact
     (tmp_path / "zero.key").write_text("00" * 32 + "\n")
     os.chmod(tmp_path / "zero.key", 0o600)
-    assert run_cli("conformance", "check", kit / "captures/ethernet.pcap", "--records", tmp_path / "dev.records",
-                   "--strip", "payload", "--digest-key", tmp_path / "zero.key").returncode == 0
+    assert cli("conformance", "check", kit / "captures/ethernet.pcap", "--records", tmp_path / "dev.records",
+               "--strip", "payload", "--digest-key", tmp_path / "zero.key").returncode == 0
 
 
 def test_check_catches_the_wrong_strip_mode_and_names_it(kit):
@@ -406,7 +406,7 @@ def test_check_refuses_bad_input(kit, tmp_path, what, needle):
         extra = ["--algorithm", "siphash-1-3-64"]
     elif what == "capture":
         cap = kit / "kit.json"
-    r = run_cli("conformance", "check", cap, "--records", recs, "--digest-key", kit / "digest.key", *extra)
+    r = cli("conformance", "check", cap, "--records", recs, "--digest-key", kit / "digest.key", *extra)
     assert r.returncode == 2, r.stdout + r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0] and "Traceback" not in r.stderr and r.stdout == ""

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLES, run_cli
+from conftest import SAMPLES, cli
 
 from ledgertool.bench.measure import write_synthetic_pcap
 from ledgertool.capture.run import capture_file
@@ -94,11 +94,11 @@ def test_recover_cli_reports_bytes_discarded(big_pcap, tmp_path, keydir):
     open_seg = next(ledger.glob("link=*/*.open"))
     with open(open_seg, "ab") as f:
         f.write(b"\x07" * 5)  # make sure the tail is torn
-    r = run_cli("recover", ledger, "--signing-key", keydir / "signing.key", "--json")
+    r = cli("recover", ledger, "--signing-key", keydir / "signing.key", "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["bytes_discarded"] == doc["sealed"][0]["torn_bytes_discarded"] > 0
-    r = run_cli("verify", ledger, "--trust", keydir / "verifier.pub", "--checkpoint", ledger / "checkpoint")
+    r = cli("verify", ledger, "--trust", keydir / "verifier.pub", "--checkpoint", ledger / "checkpoint")
     assert r.returncode == 0, r.stdout + r.stderr
 
 

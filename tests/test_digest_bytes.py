@@ -40,7 +40,7 @@ def zero_tail(tmp_path_factory):
     sk.trust_bundle().save(d / "verifier.pub")
     led = d / "ledger"
     r = cli("capture", SAMPLES / "sample.pcap", "--ledger", led, "--digest-key", d / "digest.key",
-                "--signing-key", d / "signing.key", "--segment-records", "100")
+            "--signing-key", d / "signing.key", "--segment-records", "100")
     assert r.returncode == 0, r.stderr
     t = verified_segment(LedgerReader(led), load_ledger(led), "link0", 0).table  # the sealed records, either form
     digest = t.column("digest")[SEQ].as_py()

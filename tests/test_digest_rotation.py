@@ -84,8 +84,8 @@ def pristine(tmp_path_factory, keys, captures) -> Path:
     c = captures["dir"]
     capture_file(c / "first.pcap", lg, digest_key=keys["A"], signing_key=keys["sk"], segment_records=SEG)
     r = cli("keys", "rotate-digest", lg, "--signing-key", keys["keydir"] / "signing.key",
-                "--old-digest-key", keys["keydir"] / "digest.key",
-                "--new-digest-key", keys["dir"] / "b" / "digest.key", "--json")
+            "--old-digest-key", keys["keydir"] / "digest.key",
+            "--new-digest-key", keys["dir"] / "b" / "digest.key", "--json")
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
     validate(rep, "keys-rotate-report.schema.json")
@@ -143,9 +143,9 @@ def test_recompute_with_both_keys_matches_every_frame(pristine, keys, captures):
         assert r.digest_keys == [{"key_id": _kid(keys["A"]), "segments": 3},
                                  {"key_id": _kid(keys["B"]), "segments": 3}]
     r = cli("recompute", captures["dir"] / "full.pcap", "--ledger", pristine,
-                "--trust", keys["keydir"] / "verifier.pub",
-                "--digest-key", keys["keydir"] / "digest.key", "--digest-key", keys["dir"] / "b" / "digest.key",
-                "--json")
+            "--trust", keys["keydir"] / "verifier.pub",
+            "--digest-key", keys["keydir"] / "digest.key", "--digest-key", keys["dir"] / "b" / "digest.key",
+            "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     validate(doc, "recompute-report.schema.json")
@@ -192,16 +192,16 @@ def test_recompute_with_one_key_is_partial_and_says_so(pristine, keys, captures)
         assert sorted(d["index"] for d in rows if d["status"] == "capture_only") == list(want)
     # the CLI: warning on stderr, JSON field, exit 1 (capture frames were left unpaired) ...
     r = cli("recompute", captures["dir"] / "full.pcap", "--ledger", pristine,
-                "--trust", keys["keydir"] / "verifier.pub",
-                "--digest-key", keys["keydir"] / "digest.key", "--json")
+            "--trust", keys["keydir"] / "verifier.pub",
+            "--digest-key", keys["keydir"] / "digest.key", "--json")
     assert r.returncode == 1 and "partial: no --digest-key given for link link0 segments 3..5" in r.stderr
     doc = json.loads(r.stdout)
     validate(doc, "recompute-report.schema.json")
     assert doc["partial"] is True and doc["capture_only"] == len(second)
     # ... and exit 0 when the window holds only what the key covers (still stated as partial)
     r = cli("recompute", captures["dir"] / "full.pcap", "--ledger", pristine,
-                "--trust", keys["keydir"] / "verifier.pub",
-                "--digest-key", keys["keydir"] / "digest.key", "--to", captures["boundary_ns"], "--json")
+            "--trust", keys["keydir"] / "verifier.pub",
+            "--digest-key", keys["keydir"] / "digest.key", "--to", captures["boundary_ns"], "--json")
     assert r.returncode == 0, r.stdout
     doc = json.loads(r.stdout)
     assert (doc["matched"], doc["capture_only"], doc["partial"]) == (len(first), 0, True)
@@ -210,11 +210,11 @@ def test_recompute_with_one_key_is_partial_and_says_so(pristine, keys, captures)
 def test_recompute_refuses_keys_that_cover_nothing(ledger, keys, captures):
     full = captures["dir"] / "full.pcap"
     r = cli("recompute", full, "--ledger", ledger,
-                "--trust", keys["keydir"] / "verifier.pub", "--digest-key", keys["dir"] / "x" / "digest.key")
+            "--trust", keys["keydir"] / "verifier.pub", "--digest-key", keys["dir"] / "x" / "digest.key")
     assert r.returncode == 2 and "wrong key" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     r = cli("recompute", full, "--ledger", ledger,
-                "--trust", keys["keydir"] / "verifier.pub", "--digest-key", keys["keydir"] / "digest.key",
-                "--digest-key", keys["keydir"] / "digest.key")
+            "--trust", keys["keydir"] / "verifier.pub", "--digest-key", keys["keydir"] / "digest.key",
+            "--digest-key", keys["keydir"] / "digest.key")
     assert r.returncode == 2 and "same digest key" in r.stderr
     rotate_digest_key(ledger, keys["sk"], keys["B"], keys["C"])  # introduced, but nothing captured with it yet
     with pytest.raises(KeyFileError, match="covers no sealed segment"):
@@ -227,7 +227,7 @@ def test_capture_refuses_the_retired_key(ledger, keys, captures):
     with pytest.raises(KeyFileError, match="retired by rotation 1"):
         capture_file(captures["dir"] / "second.pcap", ledger, digest_key=keys["A"], signing_key=keys["sk"])
     r = cli("capture", captures["dir"] / "second.pcap", "--ledger", ledger,
-                "--digest-key", keys["keydir"] / "digest.key", "--signing-key", keys["keydir"] / "signing.key")
+            "--digest-key", keys["keydir"] / "digest.key", "--signing-key", keys["keydir"] / "signing.key")
     assert r.returncode == 2 and "wrong key: retired by rotation 1" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
     with pytest.raises(KeyFileError, match=r"wrong key$"):  # a key the ledger never used
@@ -244,7 +244,7 @@ def test_rotate_digest_refusals(ledger, keys):
     with pytest.raises(KeyFileError, match="current signing key"):
         rotate_digest_key(ledger, keys["stranger"][1], b, c)
     r = cli("keys", "rotate-digest", ledger, "--signing-key", keys["keydir"] / "signing.key",
-                "--old-digest-key", keys["dir"] / "x" / "digest.key", "--new-digest-key", keys["dir"] / "c" / "digest.key")
+            "--old-digest-key", keys["dir"] / "x" / "digest.key", "--new-digest-key", keys["dir"] / "c" / "digest.key")
     assert r.returncode == 2 and "is not the ledger's current digest key" in r.stderr
     (ledger / "link=link0" / "seg-00000006.open").write_bytes(b"")
     with pytest.raises(UsageError, match="recover"):
@@ -471,8 +471,8 @@ def test_old_format_signing_rotation_still_verifies(tmp_path, keys):
 
 def test_cli_rotate_digest_text_output(ledger, keys):
     r = cli("keys", "rotate-digest", ledger, "--signing-key", keys["keydir"] / "signing.key",
-                "--old-digest-key", keys["dir"] / "b" / "digest.key",
-                "--new-digest-key", keys["dir"] / "c" / "digest.key")
+            "--old-digest-key", keys["dir"] / "b" / "digest.key",
+            "--new-digest-key", keys["dir"] / "c" / "digest.key")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == (f"rotation 2 -> {ledger}/rotations/rotation-0002.json: digest key "
                                 f"{_kid(keys['C'])} replaces {_kid(keys['B'])} from link link0 segment 6")

@@ -199,15 +199,15 @@ def test_ledger_end_to_end_with_new_algorithms(name, tmp_path, keydir):
     led = tmp_path / "L"
     risk = ["--accept-gmac-forgery-risk"] if name == "aes-128-gmac" else []  # refused without it
     r = cli("capture", SAMPLES / "sample.pcap", "--ledger", led, "--digest-key", keydir / "digest.key",
-                "--signing-key", keydir / "signing.key", "--algorithm", name, "--segment-records", "100", *risk)
+            "--signing-key", keydir / "signing.key", "--algorithm", name, "--segment-records", "100", *risk)
     assert r.returncode == 0, r.stderr
     assert ("forge" in r.stderr) == (name == "aes-128-gmac")  # the fixed-IV warning, on creation
     r = cli("recompute", SAMPLES / "sample.pcap", "--ledger", led, "--digest-key", keydir / "digest.key",
-                "--json", "--trust", keydir / "verifier.pub")
+            "--json", "--trust", keydir / "verifier.pub")
     doc = json.loads(r.stdout)
     assert r.returncode == 0 and doc["ok"] and doc["matched"] == doc["frames"] > 0, r.stdout
     r = cli("capture", SAMPLES / "sample.pcap", "--ledger", led, "--digest-key", keydir / "digest.key",
-                "--signing-key", keydir / "signing.key")
+            "--signing-key", keydir / "signing.key")
     assert r.returncode == 0 and "forge" not in r.stderr  # appending warns no more
     r = cli("verify", led, "--trust", keydir / "verifier.pub", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["ok"], r.stdout

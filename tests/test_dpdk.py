@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 import pytest
 import test_live as tl
 import test_xdp as tx
-from conftest import REPO, SAMPLES, run_cli
+from conftest import REPO, SAMPLES, cli
 
 SAMPLE = SAMPLES / "sample.pcap"  # 294 frames; frame 17 is stored truncated (96 of 1514 bytes)
 BUILT = importlib.util.find_spec("ledgertool._source_dpdk") is not None
@@ -52,7 +52,7 @@ def keyargs(keydir: Path) -> list:
 
 
 def capture_json(*args) -> dict:
-    r = run_cli("capture", *args, "--json")
+    r = cli("capture", *args, "--json")
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
@@ -69,7 +69,7 @@ def plain1850(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("plain")
     spec = tx.WORKLOAD_2000[:tx.WORKLOAD_2000.index('[[flows]]\nname = "qinq-udp"')]
     (d / "plain.toml").write_text(spec)
-    assert run_cli("workload", "generate", d / "plain.toml", "--out", d / "plain.pcap").returncode == 0
+    assert cli("workload", "generate", d / "plain.toml", "--out", d / "plain.pcap").returncode == 0
     return d / "plain.pcap"
 
 
@@ -194,7 +194,7 @@ def test_dpdk_overload_drops_are_declared_and_add_up(veth, keydir, tmp_path):
     assert rep["drops"] == q["imissed"] + q["rx_nombuf"] + q["ierrors"] == live["drops_declared"]
     assert q["rx_packets"] == rep["frames"]
     assert any("imissed" in w for w in rep["warnings"]) and "DROPS" in rep["_stderr"]
-    v = json.loads(run_cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json").stdout)
+    v = json.loads(cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json").stdout)
     assert v["ok"] and v["drops_declared"] == rep["drops"] and v["frames"] == rep["frames"]
 
 

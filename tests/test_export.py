@@ -29,7 +29,7 @@ def ledger(tmp_path_factory, keydir) -> Path:
     led = tmp_path_factory.mktemp("export") / "L"
     for link in LINKS:
         r = cli("capture", SAMPLES / "sample.pcapng", "--ledger", led, "--link", link, "--digest-key",
-                    keydir / "digest.key", "--signing-key", keydir / "signing.key", "--segment-records", "100")
+                keydir / "digest.key", "--signing-key", keydir / "signing.key", "--segment-records", "100")
         assert r.returncode == 0, r.stderr
     return led
 
@@ -48,15 +48,15 @@ def own_parquet(request, ledger, keydir, tmp_path_factory) -> Path:
         return led
     for link in LINKS:
         r = cli("capture", SAMPLES / "sample.pcapng", "--ledger", led, "--link", link, "--digest-key",
-                    keydir / "digest.key", "--signing-key", keydir / "signing.key", "--segment-records", "100",
-                    "--ledger-format", "v1")
+                keydir / "digest.key", "--signing-key", keydir / "signing.key", "--segment-records", "100",
+                "--ledger-format", "v1")
         assert r.returncode == 0, r.stderr
     return led
 
 
 def _verified_records(led: Path, keydir: Path) -> list[dict]:
     r = cli("query", led, "SELECT link, seq, ts_ns, flags, digest FROM records ORDER BY link, seq",
-                "--format", "jsonl", "--trust", keydir / "verifier.pub")
+            "--format", "jsonl", "--trust", keydir / "verifier.pub")
     assert r.returncode == 0, r.stderr
     rows = [json.loads(ln) for ln in r.stdout.splitlines()]
     return [{**x, "seq": int(x["seq"]), "ts_ns": int(x["ts_ns"])} for x in rows]  # 64-bit: decimal strings

@@ -127,8 +127,8 @@ def gmac_ledger(tmp_path_factory, keydir):
     write_pcap(d / "capture.pcap", frames + [(ts + 1000, probe), (ts + 2000, probe_b)])
     led = d / "L"
     r = cli("capture", d / "capture.pcap", "--ledger", led, "--digest-key", keydir / "digest.key",
-                "--signing-key", keydir / "signing.key", "--algorithm", "aes-128-gmac", "--segment-records", "100",
-                "--accept-gmac-forgery-risk")
+            "--signing-key", keydir / "signing.key", "--algorithm", "aes-128-gmac", "--segment-records", "100",
+            "--accept-gmac-forgery-risk")
     assert r.returncode == 0, r.stderr
     assert "fixed all-zero IV" in r.stderr  # the creation warning still shows
     reader, lg = LedgerReader(led), load_ledger(led)  # the tags as the ledger's files hold them, either form
@@ -159,12 +159,12 @@ def test_item10_rewritten_capture_matches_and_the_verdict_carries_the_caveat(gma
     assert all(x[1] != y[1] for x, y in zip(fake, frames))  # not one sample frame left as it was
     write_pcap(d / "rewritten.pcap", fake)
     r = cli("recompute", d / "rewritten.pcap", "--ledger", led, "--digest-key", keydir / "digest.key", "--json",
-                "--trust", keydir / "verifier.pub")
+            "--trust", keydir / "verifier.pub")
     doc = json.loads(r.stdout)
     assert r.returncode == 0 and doc["ok"] and doc["matched"] == len(frames) + 2, r.stdout
     assert GMAC_CAVEAT in doc["warnings"] and f"warning: {GMAC_CAVEAT}" in r.stderr
     r = cli("recompute", d / "rewritten.pcap", "--ledger", led, "--digest-key", keydir / "digest.key",
-                "--trust", keydir / "verifier.pub")
+            "--trust", keydir / "verifier.pub")
     assert r.returncode == 0 and r.stdout.startswith("MATCH") and f"warning: {GMAC_CAVEAT}\n" in r.stderr
 
 
@@ -202,6 +202,6 @@ def test_item10_gmac_ledger_needs_the_opt_in(tmp_path, keydir):
     assert r.returncode == 0 and "algorithm_caveat" in r.stderr
     other = tmp_path / "S"  # no caveat on other algorithms
     r = cli("capture", SAMPLES / "sample.pcap", "--ledger", other, "--digest-key", keydir / "digest.key",
-                "--signing-key", keydir / "signing.key")
+            "--signing-key", keydir / "signing.key")
     r = cli("verify", other, "--trust", keydir / "verifier.pub", "--checkpoint", other / "link=link0" / "checkpoint")
     assert r.returncode == 0 and r.stderr == ""

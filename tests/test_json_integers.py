@@ -108,7 +108,7 @@ def test_item15_capture_report_keeps_a_seq_above_2_53(big, keydir, tmp_path):
 def ledger(tmp_path_factory, keydir) -> Path:
     led = tmp_path_factory.mktemp("plain") / "L"
     r = cli("capture", SAMPLE, "--ledger", led, "--digest-key", keydir / "digest.key", "--signing-key",
-                keydir / "signing.key", "--segment-records", "100")
+            keydir / "signing.key", "--segment-records", "100")
     assert r.returncode == 0, r.stderr
     return led
 
@@ -117,7 +117,7 @@ def test_item15_query_json_carries_64_bit_columns_as_strings(ledger, keydir):
     sql = (f"SELECT seq + {BIG} AS big, ts_ns, wire_len, [seq + {BIG}] AS l, {{'s': seq + {BIG}, 'w': wire_len}} AS st, "
            f"count(*) OVER () AS n FROM records ORDER BY seq LIMIT 2")
     want_ts = [int(x) for x in cli("query", ledger, "SELECT ts_ns FROM records ORDER BY seq LIMIT 2",
-                                       "--format", "csv").stdout.split()[1:]]
+                                   "--format", "csv").stdout.split()[1:]]
     assert min(want_ts) > SAFE  # a nanosecond timestamp is always past 2^53
     for fmt in ("json", "jsonl"):
         r = cli("query", ledger, sql, "--format", fmt, "--trust", keydir / "verifier.pub")
@@ -145,7 +145,7 @@ def test_item15_recompute_report_and_details_carry_seq_and_ts_as_strings(ledger,
     details = tmp_path / "d.jsonl"
     lo = 1767225600000000001  # --from/--to in ns: past 2^53
     r = cli("recompute", short, "--digest-key", keydir / "digest.key", "--ledger", ledger, "--trust",
-                keydir / "verifier.pub", "--from", lo, "--to", 2**62, "--details", details, "--json")
+            keydir / "verifier.pub", "--from", lo, "--to", 2**62, "--details", details, "--json")
     assert r.returncode == 1, r.stderr
     _assert_safe(r.stdout)
     rep = _as_doubles(r.stdout)

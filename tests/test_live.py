@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import CORPUS, REPO, SAMPLES, run_cli
+from conftest import CORPUS, REPO, SAMPLES, cli
 
 CLI = [sys.executable, "-c", "from ledgertool.cli.app import main; main()"]
 SAMPLE = SAMPLES / "sample.pcap"  # 294 Ethernet frames, 57 of them 802.1Q-tagged
@@ -130,7 +130,7 @@ def finish(proc: subprocess.Popen, sig: int | None = signal.SIGINT, timeout: flo
 
 def replay(veth: VethPair, path: Path, *args: str) -> dict:
     r = subprocess.run(["ip", "netns", "exec", veth.ns_tx, *CLI, "replay", str(path), "--iface", veth.tx,
-                        "--json", *args], cwd=REPO, capture_output=True, text=True, timeout=60)
+                        "--json", *args], cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
@@ -195,10 +195,10 @@ def test_zero_loss_every_digest_matches_recompute(veth, keydir, tmp_path, captur
     assert rep["frames"] == rx, "the interface carried frames we did not replay (or we lost some)"
     assert rep["stop_reason"] == "signal" and rep["interrupted"]
 
-    v = run_cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json")
+    v = cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json")
     assert v.returncode == 0, v.stdout + v.stderr
-    rc = run_cli("recompute", capture, "--digest-key", keydir / "digest.key", "--ledger", ledger, "--json",
-                 "--trust", keydir / "verifier.pub")
+    rc = cli("recompute", capture, "--digest-key", keydir / "digest.key", "--ledger", ledger, "--json",
+             "--trust", keydir / "verifier.pub")
     doc = json.loads(rc.stdout)
     assert rc.returncode == 0 and doc["ok"], rc.stdout + rc.stderr
     assert doc["matched"] == doc["frames"] == rep["frames"]
@@ -230,10 +230,10 @@ def test_two_workers_zero_loss_merged_in_timestamp_order(veth, keydir, tmp_path)
     assert live["workers"] == 2 and sum(live["worker_frames"]) == rep["frames"]
     assert min(live["worker_frames"]) > 0, f"fanout put every flow on one worker: {live['worker_frames']}"
 
-    v = run_cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json")
+    v = cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json")
     assert v.returncode == 0, v.stdout + v.stderr
-    rc = run_cli("recompute", capture, "--digest-key", keydir / "digest.key", "--ledger", ledger, "--json",
-                 "--trust", keydir / "verifier.pub")
+    rc = cli("recompute", capture, "--digest-key", keydir / "digest.key", "--ledger", ledger, "--json",
+             "--trust", keydir / "verifier.pub")
     doc = json.loads(rc.stdout)
     assert rc.returncode == 0 and doc["matched"] == doc["frames"] == rep["frames"], rc.stdout + rc.stderr
     t = ledger_records(ledger)
@@ -313,7 +313,7 @@ def test_overload_drops_are_declared_and_add_up(veth, keydir, tmp_path, workers)
     assert live["kernel_packets"] == rx and live["kernel_drops"] == rep["drops"] == live["drops_declared"]
     assert "DROPS" in rep["_stderr"] and any("DROPPED" in w for w in rep["warnings"])
 
-    v = json.loads(run_cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json").stdout)
+    v = json.loads(cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json").stdout)
     assert v["ok"], v
     assert v["drops_declared"] == rep["drops"] and v["frames"] == rep["frames"]
     assert v["records"] == rep["frames"] + live["gaps"]
@@ -336,7 +336,7 @@ def test_frames_limit_and_segment_seconds(veth, keydir, tmp_path, workers):
     rep = finish(proc, sig=None)
     assert rep["stop_reason"] == "frames" and rep["frames"] == 150 and rep["drops"] == 0
     assert len(rep["segments"]) >= 2, rep["segments"]  # rotated by age, not by count
-    v = json.loads(run_cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json").stdout)
+    v = json.loads(cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json").stdout)
     assert v["ok"] and v["frames"] == 150 and v["segments"] == len(rep["segments"])
 
 
@@ -351,27 +351,27 @@ def test_duration_ends_an_idle_capture(veth, keydir, tmp_path):
 
 
 def test_missing_interface_is_a_usage_error(keydir, tmp_path):
-    r = run_cli("capture", "iface:nosuchif0", "--ledger", tmp_path / "l", "--digest-key", keydir / "digest.key",
-                "--signing-key", keydir / "signing.key", "--json")
+    r = cli("capture", "iface:nosuchif0", "--ledger", tmp_path / "l", "--digest-key", keydir / "digest.key",
+            "--signing-key", keydir / "signing.key", "--json")
     assert r.returncode == 2 and r.stdout == ""
     assert "nosuchif0" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "l").exists()  # nothing created for a source that cannot open
 
 
 def test_worker_pins_beyond_the_cpus_are_a_usage_error(keydir, tmp_path):
-    r = run_cli("capture", "iface:nosuchif0", "--ledger", tmp_path / "l", "--digest-key", keydir / "digest.key",
-                "--signing-key", keydir / "signing.key", "--workers", "2", "--pin", "100000")
+    r = cli("capture", "iface:nosuchif0", "--ledger", tmp_path / "l", "--digest-key", keydir / "digest.key",
+            "--signing-key", keydir / "signing.key", "--workers", "2", "--pin", "100000")
     assert r.returncode == 2 and "CPU 100000" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "l").exists()
 
 
 def test_replay_to_missing_interface_is_a_usage_error():
-    r = run_cli("replay", SAMPLE, "--iface", "nosuchif0", "--topspeed")
+    r = cli("replay", SAMPLE, "--iface", "nosuchif0", "--topspeed")
     assert r.returncode == 2 and "nosuchif0" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_replay_rate_options_are_exclusive():
-    r = run_cli("replay", SAMPLE, "--iface", "lo", "--pps", "10", "--topspeed")
+    r = cli("replay", SAMPLE, "--iface", "lo", "--pps", "10", "--topspeed")
     assert r.returncode == 2 and "one of" in r.stderr
 
 
@@ -469,5 +469,5 @@ def test_item9_foreign_fanout_member_is_detected_and_declared(veth, keydir, tmp_
     assert rep["frames"] == rx - took and rep["drops"] == took and rep["live"]["kernel_drops"] == 0
     assert any(w.startswith(f"FANOUT: {took} frames") for w in rep["warnings"]), rep["warnings"]
     assert "FANOUT" in rep["_stderr"] and "DROPS" in rep["_stderr"]
-    v = json.loads(run_cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json").stdout)
+    v = json.loads(cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json").stdout)
     assert v["ok"] and v["drops_declared"] == took and v["frames"] == rx - took

@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLES, load_keys, run_cli
+from conftest import SAMPLES, cli, load_keys
 
 SAMPLE = SAMPLES / "sample.pcap"  # 294 Ethernet frames
 SEG, LEAF = 100, 8
@@ -55,7 +55,7 @@ def _edit_header(ledger: Path, **changes) -> None:
 
 
 def _verify(ledger: Path, keydir: Path) -> dict:
-    r = run_cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json")
+    r = cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json")
     assert r.returncode in (0, 1), r.stderr
     return json.loads(r.stdout)
 
@@ -69,7 +69,7 @@ def test_item7_leaf_records_overflow(ledger, keydir, command):
     and the field, exit 2, before any record is hashed."""
     _edit_header(ledger, leaf_records=2**60 + 1)
     extra = ["--trust", keydir / "verifier.pub"] if command == "verify" else ["--signing-key", keydir / "signing.key"]
-    r = run_cli(command, ledger, *extra)
+    r = cli(command, ledger, *extra)
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
@@ -123,7 +123,7 @@ def test_item7_native_counts_times_sizes_are_checked():
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-c", _COUNT_PROBE, str(SAMPLE)], capture_output=True, text=True, timeout=60)
+    r = subprocess.run([sys.executable, "-c", _COUNT_PROBE, str(SAMPLE)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     from ledgertool._binding import lib
 
@@ -228,8 +228,8 @@ def test_item7_edited_header_is_a_named_problem(ledger, keydir):
 def test_item7_capture_refuses_to_append_over_an_edited_header(ledger, keydir):
     _edit_header(ledger, created_at="1999-01-01T00:00:00+00:00")
     before = sorted(p.name for p in (ledger / "link=link0").iterdir())
-    r = run_cli("capture", SAMPLE, "--ledger", ledger, "--digest-key", keydir / "digest.key",
-                "--signing-key", keydir / "signing.key")
+    r = cli("capture", SAMPLE, "--ledger", ledger, "--digest-key", keydir / "digest.key",
+            "--signing-key", keydir / "signing.key")
     assert r.returncode == 2 and "ledger.json" in r.stderr and "ledger_header_sha256" in r.stderr, r.stderr
     assert sorted(p.name for p in (ledger / "link=link0").iterdir()) == before
 
@@ -336,7 +336,7 @@ def test_item11_no_core_dump_once_a_secret_key_is_loaded(keydir, tmp_path, load)
     work = tmp_path / "cwd"
     work.mkdir()
     r = subprocess.run([sys.executable, "-c", _CORE_PROBE.format(load=load), str(keys)], cwd=work,
-                       capture_output=True, text=True, preexec_fn=allow_cores, timeout=60)
+                       capture_output=True, text=True, preexec_fn=allow_cores)
     assert r.returncode < 0, r.stderr  # os.abort()
     (limit0, dumpable0), (limit, dumpable) = json.loads(r.stdout.strip().splitlines()[-1])
     assert limit == [0, 0] and dumpable == 0, r.stdout
@@ -553,7 +553,7 @@ def test_item11_replay_timing_refuses_saturated_timestamps(tmp_path):
     """--timing computed INT64_MAX - INT64_MIN (signed overflow: UBSan reports it; plain builds
     wrapped to -1 and sent both frames at once). Now a one-line usage error naming the frame."""
     cap = _saturated_pcapng(tmp_path / "sat.pcapng")
-    r = run_cli("replay", cap, "--iface", "lo", "--json", timeout=60)
+    r = cli("replay", cap, "--iface", "lo", "--json")
     assert r.returncode == 2 and r.stdout == "", (r.returncode, r.stdout, r.stderr)
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
     assert f"{cap}: frame 1 (byte " in r.stderr and "--pps, --mbps or --topspeed" in r.stderr

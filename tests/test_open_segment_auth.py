@@ -68,7 +68,7 @@ def _header(ledger: Path, index: int, first_seq: int, mac_key_id: str | None) ->
 
 def _verify_before(ledger: Path, keydir: Path) -> subprocess.CompletedProcess:
     return cli("verify", ledger, "--trust", keydir / "verifier.pub", "--checkpoint",
-                   ledger.parent / "before.note", "--json")
+               ledger.parent / "before.note", "--json")
 
 
 def _recover(ledger: Path, keydir: Path, *extra: str) -> subprocess.CompletedProcess:

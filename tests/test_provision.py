@@ -120,7 +120,7 @@ def world(tmp_path_factory):
 def provision_cli(world, out: Path, *extra, device="dev", ok=True):
     t = world["tmp"]
     r = cli("keys", "provision", "--digest-key", t / "verifier/digest.key", "--device", t / device / "device.pub",
-                "--signing-key", t / "verifier/signing.key", "--ledger-id", LEDGER_ID, "--out", out, *extra)
+            "--signing-key", t / "verifier/signing.key", "--ledger-id", LEDGER_ID, "--out", out, *extra)
     if ok:
         assert r.returncode == 0, r.stderr
     return r
@@ -129,7 +129,7 @@ def provision_cli(world, out: Path, *extra, device="dev", ok=True):
 def unwrap_cli(world, pkg: Path, out: Path, device="dev", trust="verifier", *extra):
     t = world["tmp"]
     return cli("keys", "unwrap", pkg, "--device-key", t / device / "device.key", "--trust",
-                   t / trust / "verifier.pub", "--out", out, *extra)
+               t / trust / "verifier.pub", "--out", out, *extra)
 
 
 def one_line_error(r, code: int, *needles: str) -> str:
@@ -197,8 +197,8 @@ def test_device_pub_whose_id_does_not_match_is_refused(world, tmp_path):
     bad = edit(world["tmp"] / "dev/device.pub", tmp_path / "device.pub",
                lambda d: d.update(device_id=world["init"]["dev2"]["device_id"]))
     r = cli("keys", "provision", "--digest-key", world["tmp"] / "verifier/digest.key", "--device", bad,
-                "--signing-key", world["tmp"] / "verifier/signing.key", "--ledger-id", LEDGER_ID,
-                "--out", tmp_path / "p.json")
+            "--signing-key", world["tmp"] / "verifier/signing.key", "--ledger-id", LEDGER_ID,
+            "--out", tmp_path / "p.json")
     one_line_error(r, 2, str(bad), "does not match its public key")
     assert not (tmp_path / "p.json").exists()
 
@@ -220,7 +220,7 @@ def test_unprotected_device_key_is_refused(world, tmp_path):
     path, _ = make_package(world, tmp_path, device_dir=d)
     os.chmod(d / "device.key", 0o640)
     one_line_error(cli("keys", "unwrap", path, "--device-key", d / "device.key", "--trust",
-                           world["tmp"] / "verifier/verifier.pub", "--out", d / "digest.key"),
+                       world["tmp"] / "verifier/verifier.pub", "--out", d / "digest.key"),
                    2, "UNPROTECTED PRIVATE KEY FILE", "0640")
     assert not (d / "digest.key").exists() and not (d / ACCEPTED_FILE).exists()
 
@@ -231,8 +231,8 @@ def test_provision_and_unwrap_round_trip(world, tmp_path):
     t = world["tmp"]
     d = fresh_device(tmp_path)
     r = cli("keys", "provision", "--digest-key", t / "verifier/digest.key", "--device", d / "device.pub",
-                "--signing-key", t / "verifier/signing.key", "--ledger-id", LEDGER_ID.upper(), "--out",
-                tmp_path / "pkg.json", "--valid-for", "2h", "--json")
+            "--signing-key", t / "verifier/signing.key", "--ledger-id", LEDGER_ID.upper(), "--out",
+            tmp_path / "pkg.json", "--valid-for", "2h", "--json")
     assert r.returncode == 0, r.stderr
     prov = json.loads(r.stdout)
     validate(prov, "keys-provision-report.schema.json")
@@ -248,7 +248,7 @@ def test_provision_and_unwrap_round_trip(world, tmp_path):
     assert master not in (tmp_path / "pkg.json").read_text()  # nothing of the key in the clear
 
     r = cli("keys", "unwrap", tmp_path / "pkg.json", "--device-key", d / "device.key", "--trust",
-                t / "verifier/verifier.pub", "--out", d / "digest.key", "--json")
+            t / "verifier/verifier.pub", "--out", d / "digest.key", "--json")
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
     validate(rep, "keys-unwrap-report.schema.json")
@@ -280,7 +280,7 @@ def test_package_opens_with_an_independent_rfc9180_implementation(world, tmp_pat
 def test_provision_refuses_a_non_hybrid_signing_key(world, tmp_path):
     t = world["tmp"]
     r = cli("keys", "provision", "--digest-key", t / "verifier/digest.key", "--device", t / "dev/device.pub",
-                "--signing-key", t / "ed-verifier/signing.key", "--ledger-id", LEDGER_ID, "--out", tmp_path / "p")
+            "--signing-key", t / "ed-verifier/signing.key", "--ledger-id", LEDGER_ID, "--out", tmp_path / "p")
     one_line_error(r, 2, "scheme ed25519", "hybrid")
     assert not (tmp_path / "p").exists()
 
@@ -297,7 +297,7 @@ def test_provision_refuses_bad_options(world, tmp_path, args, needle):
     opts = dict(base, **dict(zip(args[::2], args[1::2])))
     flat = [x for kv in opts.items() for x in kv]
     r = cli("keys", "provision", "--digest-key", t / "verifier/digest.key", "--device", t / "dev/device.pub",
-                "--signing-key", t / "verifier/signing.key", "--out", tmp_path / "p", *flat)
+            "--signing-key", t / "verifier/signing.key", "--out", tmp_path / "p", *flat)
     one_line_error(r, 2, needle)
     assert not (tmp_path / "p").exists()
 
@@ -330,7 +330,7 @@ def test_unwrap_refuses_a_tampered_package(world, tmp_path, name, change):
     path, _ = make_package(world, tmp_path, device_dir=d)
     bad = edit(path, tmp_path / "bad.json", change)
     one_line_error(cli("keys", "unwrap", bad, "--device-key", d / "device.key", "--trust",
-                           world["tmp"] / "verifier/verifier.pub", "--out", d / "digest.key"),
+                       world["tmp"] / "verifier/verifier.pub", "--out", d / "digest.key"),
                    1, str(bad), "signature check failed")
     assert not (d / "digest.key").exists() and not (d / ACCEPTED_FILE).exists()
 
@@ -340,7 +340,7 @@ def test_unwrap_refuses_a_package_missing_one_hybrid_signature(world, tmp_path):
     path, _ = make_package(world, tmp_path, device_dir=d)
     bad = edit(path, tmp_path / "bad.json", lambda doc: doc["signatures"].pop("ml-dsa-65"))
     one_line_error(cli("keys", "unwrap", bad, "--device-key", d / "device.key", "--trust",
-                           world["tmp"] / "verifier/verifier.pub", "--out", d / "digest.key"),
+                       world["tmp"] / "verifier/verifier.pub", "--out", d / "digest.key"),
                    1, "ml-dsa-65 signature missing")
 
 
@@ -367,7 +367,7 @@ def test_unwrap_refuses_an_expired_package(world, tmp_path):
     path, _ = make_package(world, tmp_path, device_dir=d, valid_for_s=1)
     time.sleep(1.2)
     one_line_error(cli("keys", "unwrap", path, "--device-key", d / "device.key", "--trust",
-                           world["tmp"] / "verifier/verifier.pub", "--out", d / "digest.key"), 1, "expired at")
+                       world["tmp"] / "verifier/verifier.pub", "--out", d / "digest.key"), 1, "expired at")
     assert not (d / "digest.key").exists()
 
 
@@ -376,12 +376,12 @@ def test_unwrap_refuses_a_package_from_the_future(world, tmp_path):
     later = datetime.now(timezone.utc) + timedelta(hours=1)
     path, _ = make_package(world, tmp_path, device_dir=d, now=later)
     one_line_error(cli("keys", "unwrap", path, "--device-key", d / "device.key", "--trust",
-                           world["tmp"] / "verifier/verifier.pub", "--out", d / "digest.key"), 1, "not yet valid")
+                       world["tmp"] / "verifier/verifier.pub", "--out", d / "digest.key"), 1, "not yet valid")
     # within the documented clock skew it is accepted
     path, _ = make_package(world, tmp_path, "soon.json", device_dir=d,
                            now=datetime.now(timezone.utc) + timedelta(seconds=120))
     assert cli("keys", "unwrap", path, "--device-key", d / "device.key", "--trust",
-                   world["tmp"] / "verifier/verifier.pub", "--out", d / "digest.key").returncode == 0
+               world["tmp"] / "verifier/verifier.pub", "--out", d / "digest.key").returncode == 0
 
 
 def test_unwrap_refuses_a_replayed_package(world, tmp_path):
@@ -428,7 +428,7 @@ def test_unwrap_refuses_a_signed_package_whose_key_ids_do_not_match_its_key(worl
         info=changed.info()))
     write_package(_signed(world, changed), tmp_path / "ids.json")
     one_line_error(cli("keys", "unwrap", tmp_path / "ids.json", "--device-key", d / "device.key", "--trust",
-                           world["tmp"] / "verifier/verifier.pub", "--out", d / "digest.key"),
+                       world["tmp"] / "verifier/verifier.pub", "--out", d / "digest.key"),
                    1, "blake3-keyed-256 key id", "binding mismatch")
     assert not (d / "digest.key").exists() and (d / ACCEPTED_FILE).read_text() == ""
 
@@ -442,7 +442,7 @@ def test_unwrap_refuses_a_signed_ciphertext_sealed_under_another_header(world, t
     _, b = make_package(world, tmp_path, "b.json", device_dir=d)
     write_package(_signed(world, dataclasses.replace(b, ciphertext=a.ciphertext)), tmp_path / "swap.json")
     one_line_error(cli("keys", "unwrap", tmp_path / "swap.json", "--device-key", d / "device.key", "--trust",
-                           world["tmp"] / "verifier/verifier.pub", "--out", d / "digest.key"),
+                       world["tmp"] / "verifier/verifier.pub", "--out", d / "digest.key"),
                    1, "does not open with this device key", "binding mismatch")
 
 
@@ -496,7 +496,7 @@ def test_unwrap_refuses_a_damaged_replay_state(world, tmp_path):
     path, _ = make_package(world, tmp_path, device_dir=d)
     (d / ACCEPTED_FILE).write_text("garbage\n")
     one_line_error(cli("keys", "unwrap", path, "--device-key", d / "device.key", "--trust",
-                           world["tmp"] / "verifier/verifier.pub", "--out", d / "digest.key"), 2, "line 1", "damaged")
+                       world["tmp"] / "verifier/verifier.pub", "--out", d / "digest.key"), 2, "line 1", "damaged")
     assert not (d / "digest.key").exists()
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SAMPLES, load_keys, run_cli, run_killing_a_worker
+from conftest import SAMPLES, cli, load_keys, run_killing_a_worker
 
 distributed = pytest.importorskip("distributed")
 
@@ -46,7 +46,7 @@ def write_pcap(path: Path, frames: list[tuple[int, int, bytes]]) -> None:
 @pytest.fixture(scope="module")
 def client():
     with connect(ClusterAddress(local_workers=2)) as c:
-        c.wait_for_workers(2, timeout=60)
+        c.wait_for_workers(2)
         yield c
 
 
@@ -178,14 +178,14 @@ def test_cli_cluster_output_details_and_exit_code_equal_single_machine(case, key
     d, _, _ = case
     args = ["recompute", d / "b1.pcap", d / "b2.pcap", "--ledger", d / "ledger", "--digest-key", keydir / "digest.key",
             "--trust", keydir / "verifier.pub", "--details", tmp_path / "details.jsonl"]
-    want = run_cli(*args)
+    want = cli(*args)
     want_details = (tmp_path / "details.jsonl").read_text()
-    got = run_cli(*args, "--cluster", "local:2")
+    got = cli(*args, "--cluster", "local:2")
     assert (got.returncode, got.stdout) == (want.returncode, want.stdout) == (1, want.stdout)
     assert want.stdout.startswith(f"DIFFER: 292 frames recomputed from {d / 'b1.pcap'}, {d / 'b2.pcap'}, 294 frame")
     assert (tmp_path / "details.jsonl").read_text() == want_details and len(want_details.splitlines()) == 8
-    one = run_cli("recompute", d / "b1.pcap", d / "b2.pcap", "--digest-key", keydir / "digest.key",
-                  "--algorithm", "siphash-1-3-128", "--strip", "frame", "--out", tmp_path / "x.parquet")
+    one = cli("recompute", d / "b1.pcap", d / "b2.pcap", "--digest-key", keydir / "digest.key",
+              "--algorithm", "siphash-1-3-128", "--strip", "frame", "--out", tmp_path / "x.parquet")
     assert one.returncode == 2 and "one CAPTURE" in one.stderr
 
 

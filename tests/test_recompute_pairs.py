@@ -75,7 +75,7 @@ def test_item3_pairs_report_per_pair_and_total(links, keydir, other_keydir, tmp_
     d = links
     details = tmp_path / "details.jsonl"
     r = cli("recompute", "--pairs", d / "pairs.toml", *_keys_args(keydir, other_keydir), "--json",
-                "--details", details, cwd=tmp_path)  # (relative paths are the pairs file's, not the cwd's)
+            "--details", details, cwd=tmp_path)  # (relative paths are the pairs file's, not the cwd's)
     assert r.returncode == 1, r.stderr
     doc = json.loads(r.stdout)
     schema = json.loads((REPO / "schemas" / "recompute-pairs-report.schema.json").read_text())
@@ -87,8 +87,8 @@ def test_item3_pairs_report_per_pair_and_total(links, keydir, other_keydir, tmp_
     # each pair's report is the one a single recompute of that pair prints
     for got, ledger, cap, kd in ((a, "a", "sample.pcap", keydir), (b, "b", "short.pcap", other_keydir)):
         single = cli("recompute", d / "caps" / cap, "--ledger", d / "ledgers" / ledger, "--digest-key",
-                         kd / "digest.key", "--trust", kd / "verifier.pub", "--json", "--details",
-                         tmp_path / "one.jsonl")
+                     kd / "digest.key", "--trust", kd / "verifier.pub", "--json", "--details",
+                     tmp_path / "one.jsonl")
         want = json.loads(single.stdout)
         want.pop("elapsed_s"), got.pop("elapsed_s")
         want["details_file"] = str(details)
@@ -166,7 +166,7 @@ def test_item3_no_matching_key_is_exit_2_before_any_pair_runs(links, keydir, tmp
     d = links
     details = tmp_path / "d.jsonl"
     r = cli("recompute", "--pairs", d / "pairs.toml", "--digest-key", keydir / "digest.key", "--trust",
-                keydir / "verifier.pub", "--details", details)
+            keydir / "verifier.pub", "--details", details)
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.startswith(f"ledgertool: error: {d / 'ledgers' / 'b'}: none of the 1 digest key(s) given is a "
                                "digest key of this ledger (its key ids: ")
@@ -209,7 +209,7 @@ def test_item3_pairs_paths_are_data(tmp_path, keydir):
     (tmp_path / "p.toml").write_text(f'[[pair]]\nledger = "{name}"\ncaptures = ["{SAMPLE}"]\n')
     assert read_pairs(tmp_path / "p.toml") == (PairSpec(str(tmp_path / name), (str(SAMPLE),)),)
     r = cli("recompute", "--pairs", tmp_path / "p.toml", "--digest-key", keydir / "digest.key", "--trust",
-                keydir / "verifier.pub")
+            keydir / "verifier.pub")
     assert r.returncode == 0, r.stderr
     assert f"294 frame records in {tmp_path / name}: matched 294" in r.stdout
 

@@ -102,18 +102,18 @@ def test_cli_recompute_reports_and_exit_codes(base, tmp_path, keydir):
     cut = tmp_path / "cut.pcap"
     write_pcap(cut, frames[:-2])
     r = cli("recompute", cut, "--ledger", d / "ledger", "--digest-key", keydir / "digest.key", "--trust", keydir / "verifier.pub", "--json",
-                "--details", tmp_path / "d.jsonl")
+            "--details", tmp_path / "d.jsonl")
     assert r.returncode == 1, r.stderr
     doc = json.loads(r.stdout)
     assert (doc["ledger_only"], doc["capture_only"], doc["details_written"]) == (2, 0, 2)
     r = cli("recompute", d / "a.pcap", "--ledger", d / "ledger", "--digest-key", keydir / "digest.key", "--trust", keydir / "verifier.pub",
-                "--from", "2026-01-01T00:00:00", "--to", str(frames[10][0]))
+            "--from", "2026-01-01T00:00:00", "--to", str(frames[10][0]))
     assert r.returncode == 0 and "MATCH" in r.stdout
     r = cli("recompute", d / "a.pcap", "--ledger", d / "ledger", "--digest-key", keydir / "digest.key", "--trust", keydir / "verifier.pub",
-                "--from", "yesterday")
+            "--from", "yesterday")
     assert r.returncode == 2 and "--from" in r.stderr
     r = cli("recompute", d / "a.pcap", "--ledger", d / "ledger", "--digest-key", keydir / "digest.key", "--trust", keydir / "verifier.pub",
-                "--link", "nope")
+            "--link", "nope")
     assert r.returncode == 2 and "nope" in r.stderr
 
 

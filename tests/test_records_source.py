@@ -57,7 +57,7 @@ def _rows(ledger, n):
 def test_records_from_a_pipe_seal_the_same_ledger_as_a_direct_capture_and_recompute_matches(tmp_path, keydir):
     direct, piped = tmp_path / "direct", tmp_path / "piped"
     r = cli("capture", SAMPLE, "--ledger", direct, "--digest-key", keydir / "digest.key", "--signing-key",
-                keydir / "signing.key", "--strip", "l3", "--segment-records", "100", "--json")
+            keydir / "signing.key", "--strip", "l3", "--segment-records", "100", "--json")
     assert r.returncode == 0, r.stderr
     want = json.loads(r.stdout)
     p = _capture(keydir, "records:-", piped, "--strip", "l3", "--segment-records", "100", "--digest-key-id",
@@ -79,7 +79,7 @@ def test_records_from_a_pipe_seal_the_same_ledger_as_a_direct_capture_and_recomp
     v = cli("verify", piped, "--trust", keydir / "verifier.pub")
     assert v.returncode == 0 and "294 records" in v.stdout, v.stdout + v.stderr
     rc = cli("recompute", SAMPLE, "--ledger", piped, "--digest-key", keydir / "digest.key", "--trust",
-                 keydir / "verifier.pub", "--json")
+             keydir / "verifier.pub", "--json")
     assert rc.returncode == 0, rc.stdout + rc.stderr
     rep = json.loads(rc.stdout)
     assert (rep["ok"], rep["frames"], rep["matched"], rep["ledger_only"], rep["capture_only"]) == (True, 294, 294, 0, 0)
@@ -89,7 +89,7 @@ def test_records_file_appends_to_an_existing_ledger_with_its_digest_key_id(tmp_p
     """blake3-keyed-256 (64-byte records) from a file: the ledger's own key id, no key given."""
     led = tmp_path / "L"
     r = cli("capture", SAMPLE, "--ledger", led, "--digest-key", keydir / "digest.key", "--signing-key",
-                keydir / "signing.key", "--algorithm", "blake3-keyed-256", "--segment-records", "200")
+            keydir / "signing.key", "--algorithm", "blake3-keyed-256", "--segment-records", "200")
     assert r.returncode == 0, r.stderr
     f = tmp_path / "more.records"
     f.write_bytes(_records(keydir, "blake3-keyed-256", "frame", first_seq=294))
@@ -123,7 +123,7 @@ def test_gap_records_count_as_drops_and_take_one_seq(tmp_path, keydir):
 def test_empty_input_records_nothing(tmp_path, keydir):
     led = tmp_path / "E"
     cli("capture", SAMPLE, "--ledger", led, "--digest-key", keydir / "digest.key", "--signing-key",
-            keydir / "signing.key", "--strip", "l3")
+        keydir / "signing.key", "--strip", "l3")
     before = sorted(p.name for p in layout.link_dir(led, "link0").iterdir())
     p = _capture(keydir, "records:-", led, "--json", stdin=b"")
     assert p.returncode == 0, p.stderr
@@ -190,7 +190,7 @@ def test_refuses_a_seq_restart(tmp_path, keydir):
 def test_refuses_records_that_do_not_start_at_the_links_next_seq(tmp_path, keydir):
     led = tmp_path / "L"
     cli("capture", SAMPLE, "--ledger", led, "--digest-key", keydir / "digest.key", "--signing-key",
-            keydir / "signing.key", "--strip", "l3")
+        keydir / "signing.key", "--strip", "l3")
     p = _capture(keydir, "records:-", led, stdin=_records(keydir))  # numbered from 0 again
     _refused(p, "record 0 (byte 0) seq 0, but link link0 continues at seq 294", "0 frames before it were sealed")
     assert not layout.seal_path(led, "link0", 1).exists()
@@ -211,7 +211,7 @@ def test_refuses_records_of_another_algorithm_for_an_existing_ledger(tmp_path, k
     sealed; a file whose size fits neither way is refused by its size."""
     led = tmp_path / "L"
     cli("capture", SAMPLE, "--ledger", led, "--digest-key", keydir / "digest.key", "--signing-key",
-            keydir / "signing.key")
+        keydir / "signing.key")
     wide = _records(keydir, "blake3-keyed-256", "frame", first_seq=294)
     p = _capture(keydir, "records:-", led, stdin=wide)
     _refused(p, "standard input: record 1 (byte 48) does not continue record 0, but byte 64 does: these are "
@@ -232,7 +232,7 @@ def test_digest_key_id_is_required_for_a_new_ledger_and_checked_for_an_existing_
     assert not (tmp_path / "N").exists()
     led = tmp_path / "L"
     cli("capture", SAMPLE, "--ledger", led, "--digest-key", keydir / "digest.key", "--signing-key",
-            keydir / "signing.key", "--strip", "l3")
+        keydir / "signing.key", "--strip", "l3")
     more = _records(keydir, first_seq=294)
     p = _capture(keydir, "records:-", led, "--digest-key-id", _key_id(other_keydir), stdin=more)
     _refused(p, f"digest key id {_key_id(other_keydir)} given for the records is not the current digest key")
@@ -333,7 +333,7 @@ def test_recompute_refuses_a_records_source(tmp_path, keydir):
     f = tmp_path / "x.records"
     f.write_bytes(_records(keydir))
     r = cli("recompute", f"records:{f}", "--digest-key", keydir / "digest.key", "--algorithm", ALG,
-                "--strip", "l3", "--out", tmp_path / "o.parquet")
+            "--strip", "l3", "--out", tmp_path / "o.parquet")
     assert r.returncode == 2 and f"records:{f}: holds records computed elsewhere, not frames" in r.stderr, r.stderr
     assert not (tmp_path / "o.parquet").exists()
 

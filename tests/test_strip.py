@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import scapy.layers.all  # noqa: F401
-from conftest import CORPUS, SAMPLES, needs_corpus, run_cli
+from conftest import CORPUS, SAMPLES, cli, needs_corpus
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scapy.config import conf
@@ -631,14 +631,14 @@ SAMPLE = SAMPLES / "sample.pcapng"
 @pytest.mark.parametrize("mode", ["l3", "payload", "rdma"])
 def test_cli_capture_verify_recompute_with_strip(mode, tmp_path, keydir):
     led = tmp_path / "L"
-    r = run_cli("capture", SAMPLE, "--ledger", led, "--digest-key", keydir / "digest.key",
-                "--signing-key", keydir / "signing.key", "--strip", mode, "--segment-records", "100", "--json")
+    r = cli("capture", SAMPLE, "--ledger", led, "--digest-key", keydir / "digest.key",
+            "--signing-key", keydir / "signing.key", "--strip", mode, "--segment-records", "100", "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["strip"] == mode
-    r = run_cli("verify", led, "--trust", keydir / "verifier.pub", "--json")
+    r = cli("verify", led, "--trust", keydir / "verifier.pub", "--json")
     assert r.returncode == 0, r.stdout + r.stderr
-    r = run_cli("recompute", SAMPLE, "--ledger", led, "--digest-key", keydir / "digest.key", "--json",
-                "--trust", keydir / "verifier.pub")
+    r = cli("recompute", SAMPLE, "--ledger", led, "--digest-key", keydir / "digest.key", "--json",
+            "--trust", keydir / "verifier.pub")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["matched"] == doc["frames"] == 294 and doc["ledger_only"] == doc["capture_only"] == 0

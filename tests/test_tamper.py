@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from conftest import CORPUS, load_keys, needs_corpus, run_cli
+from conftest import CORPUS, cli, load_keys, needs_corpus
 from ledger_files import (
     FORMATS,
     records_kind,
@@ -430,7 +430,7 @@ def test_all_problems_are_reported_not_only_the_first(ledger, keydir, ctx):
 
 def test_cli_names_kind_segment_and_record_and_exits_1(ledger, keydir, ctx):
     t_digest(ledger, ctx)
-    r = run_cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json")
+    r = cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json")
     assert r.returncode == 1
     doc = json.loads(r.stdout)
     assert {"kind": "merkle_mismatch", "segment": 1, "record": 12} in [

@@ -101,7 +101,7 @@ def test_item1_unicode_digit_segment_name_is_never_read(ledger, keydir):
     with pytest.raises(DiscrepancyError, match="segment_name_shadow"):
         run_query(ledger, "SELECT count(*) FROM records", trust)
     r = cli("query", ledger, "SELECT count(*) AS n FROM records", "--format", "json",
-                "--trust", keydir / "verifier.pub")
+            "--trust", keydir / "verifier.pub")
     assert r.returncode == 1 and "does not verify" in r.stderr and r.stdout == ""
 
 
@@ -164,7 +164,7 @@ def test_item2_glob_characters_in_the_ledger_path(tmp_path, keydir, frames):
     assert run_query(real, "SELECT count(*) FROM records", trust).rows == [(294,)]
     assert run_query(doctored, "SELECT count(*) FROM records", trust).rows == [(254,)]
     rc = cli("recompute", cut, "--ledger", real, "--digest-key", keydir / "digest.key",
-                 "--trust", keydir / "verifier.pub", "--json")
+             "--trust", keydir / "verifier.pub", "--json")
     assert rc.returncode == 1 and json.loads(rc.stdout)["ledger_only"] == 40, rc.stdout + rc.stderr
 
 
@@ -188,7 +188,7 @@ def test_item3_recompute_with_a_deleted_segment_is_not_a_match(ledger, keydir, f
     with pytest.raises(DiscrepancyError, match="segment_missing"):
         reconcile(short, ledger, dk)  # the keyless checks see the hole too
     r = cli("recompute", short, "--ledger", ledger, "--digest-key", keydir / "digest.key",
-                "--trust", keydir / "verifier.pub")
+            "--trust", keydir / "verifier.pub")
     assert r.returncode == 1 and "not reconciled" in r.stderr and "MATCH" not in r.stdout, r.stdout + r.stderr
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import jsonschema
 import numpy as np
 import pytest
-from conftest import REPO, SAMPLES, load_keys, run_cli, run_killing_a_worker
+from conftest import REPO, SAMPLES, cli, load_keys, run_killing_a_worker
 from ledger_files import FORMATS, records_kind, rewrite_sealed_records, sealed_records
 
 distributed = pytest.importorskip("distributed")
@@ -43,7 +43,7 @@ SEG = 20  # records per segment: sample.pcap (294 records) gives 15 segments a l
 @pytest.fixture(scope="module")
 def client():
     with connect(ClusterAddress(local_workers=2)) as c:
-        c.wait_for_workers(2, timeout=60)
+        c.wait_for_workers(2)
         yield c
 
 
@@ -95,8 +95,8 @@ def test_cli_cluster_output_and_exit_code_equal_single_machine(tampered, keydir)
     """The text report through the command line (the JSON is compared above, and in the test of
     several ledgers with --cluster); each --cluster run starts its own LocalCluster."""
     trust = keydir / "verifier.pub"
-    here = run_cli("verify", tampered, "--trust", trust)
-    there = run_cli("verify", tampered, "--trust", trust, "--cluster", "local:2")
+    here = cli("verify", tampered, "--trust", trust)
+    there = cli("verify", tampered, "--trust", trust, "--cluster", "local:2")
     assert here.returncode == there.returncode == 1
     assert there.stdout == here.stdout and there.stderr == here.stderr
     assert here.stdout.splitlines()[0].startswith(
@@ -107,17 +107,17 @@ def test_cli_cluster_output_and_exit_code_equal_single_machine(tampered, keydir)
 def test_several_ledgers_per_ledger_and_total_worst_exit(tampered, keydir, tmp_path):
     good = _capture(tmp_path / "good", keydir, links=("link0",))
     trust = keydir / "verifier.pub"
-    single = run_cli("verify", good, "--trust", trust, "--json")
+    single = cli("verify", good, "--trust", trust, "--json")
     assert single.returncode == 0 and json.loads(single.stdout) == verify_ledger(good, load_keys(keydir)[2]).to_json()
-    both = run_cli("verify", good, tampered, "--trust", trust, "--json")
+    both = cli("verify", good, tampered, "--trust", trust, "--json")
     assert both.returncode == 1
     doc = json.loads(both.stdout)
     assert doc["ledgers"][0] == json.loads(single.stdout)
-    assert doc["ledgers"][1] == json.loads(run_cli("verify", tampered, "--trust", trust, "--json").stdout)
+    assert doc["ledgers"][1] == json.loads(cli("verify", tampered, "--trust", trust, "--json").stdout)
     assert doc["total"] == {"ledgers": 2, "ok_ledgers": 1, "failed_ledgers": 1, "error_ledgers": 0, "segments": 45,
                             "records": 3 * 294, "frames": 3 * 294, "drops_declared": 0,
                             "problems": len(doc["ledgers"][1]["problems"]), "warnings": 1, "exit_code": 1}
-    worst = run_cli("verify", good, tmp_path / "nope", tampered, "--trust", trust, "--json", "--cluster", "local:2")
+    worst = cli("verify", good, tmp_path / "nope", tampered, "--trust", trust, "--json", "--cluster", "local:2")
     assert worst.returncode == 2
     doc2 = json.loads(worst.stdout)
     assert doc2["ledgers"][1] == {"ok": False, "ledger": str(tmp_path / "nope"),
@@ -129,25 +129,25 @@ def test_several_ledgers_per_ledger_and_total_worst_exit(tampered, keydir, tmp_p
         [(s["$id"], __import__("referencing").Resource.from_contents(s)) for s in (schema, one)])
     for d in (doc, doc2):
         jsonschema.Draft202012Validator(schema, registry=registry).validate(d)
-    text = run_cli("verify", good, tampered, "--trust", trust)
+    text = cli("verify", good, tampered, "--trust", trust)
     lines = text.stdout.splitlines()
     assert lines[0] == f"{good}: OK: 15 segments, 294 records, 294 frames, 0 drops declared, links link0"
     assert lines[-1].startswith(f"total: {doc['total']['problems']} problems: 2 ledgers (1 OK, 1 with problems")
     # every line names its ledger (issue 16 item 3: results per ledger), the FAIL lines too
-    one = run_cli("verify", tampered, "--trust", trust)
+    one = cli("verify", tampered, "--trust", trust)
     assert lines[1:-1] == [f"{tampered}: {x}" for x in one.stdout.splitlines()]
     first = ("parquet_hash_mismatch link link0 segment 3: " if records_kind(tampered) == "parquet"
              else "merkle_mismatch link link0 segment 3 record 0: ")  # v1 pins the file, v2 the root
     assert lines[1].startswith(f"{tampered}: FAIL {first}")
     assert f"{tampered}: warning stray_file link link1: " in text.stderr
     assert f"{good}: note: append-only not checked" in text.stderr
-    there = run_cli("verify", good, tampered, "--trust", trust, "--cluster", "local:2")
+    there = cli("verify", good, tampered, "--trust", trust, "--cluster", "local:2")
     assert (there.returncode, there.stdout, there.stderr) == (1, text.stdout, text.stderr)
 
 
 def test_checkpoint_with_several_ledgers_is_usage_error(tampered, keydir):
-    r = run_cli("verify", tampered, tampered, "--trust", keydir / "verifier.pub", "--checkpoint",
-                tampered / "link=link0" / "checkpoint")
+    r = cli("verify", tampered, tampered, "--trust", keydir / "verifier.pub", "--checkpoint",
+            tampered / "link=link0" / "checkpoint")
     assert r.returncode == 2 and "give one DIR" in r.stderr and "Traceback" not in r.stderr
 
 
@@ -166,7 +166,7 @@ def test_cluster_addresses(tampered, keydir):
     for bad in ("local:0", "local:x", "local:2000", "10.0.0.5:8786", "tcp://host", "http://h:1"):
         with pytest.raises(UsageError):
             parse_address(bad)
-    r = run_cli("verify", tampered, "--trust", keydir / "verifier.pub", "--cluster", "tcp://127.0.0.1")
+    r = cli("verify", tampered, "--trust", keydir / "verifier.pub", "--cluster", "tcp://127.0.0.1")
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.strip().splitlines()[-1] == ("ledgertool: error: cluster address 'tcp://127.0.0.1' is neither "
                                                  "tcp://HOST:PORT (a Dask scheduler) nor local:N (N worker processes "

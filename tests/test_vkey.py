@@ -28,7 +28,7 @@ def _ledger(tmp: Path, scheme: str) -> tuple[Path, Path]:
     r = cli("keys", "generate", keys, "--scheme", scheme)
     assert r.returncode == 0, r.stderr
     r = cli("capture", SAMPLES / "sample.pcapng", "--ledger", led, "--digest-key", keys / "digest.key",
-                "--signing-key", keys / "signing.key", "--segment-records", "100")
+            "--signing-key", keys / "signing.key", "--segment-records", "100")
     assert r.returncode == 0, r.stderr
     return led, keys
 

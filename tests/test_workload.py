@@ -226,7 +226,7 @@ def test_bad_toml_and_missing_file_exit_2(tmp_path):
         r = cli("workload", "generate", path, "--out", tmp_path / "x.pcap")
         assert r.returncode == 2 and str(path) in r.stderr and len(r.stderr.strip().splitlines()) == 1
     r = cli("capture", f"workload:{tmp_path / 'absent.toml'}", "--ledger", tmp_path / "L",
-                "--digest-key", tmp_path / "k", "--signing-key", tmp_path / "s")
+            "--digest-key", tmp_path / "k", "--signing-key", tmp_path / "s")
     assert r.returncode == 2
 
 
@@ -458,7 +458,7 @@ def test_capture_and_recompute_workload_sources(tmp_path, keydir, generated):
     keys = ["--digest-key", keydir / "digest.key", "--signing-key", keydir / "signing.key"]
     for name in ("a", "b"):
         r = cli("capture", f"workload:{spec}", "--ledger", tmp_path / name, *keys, "--segment-records", "500",
-                    "--json")
+                "--json")
         assert r.returncode == 0, r.stderr
         assert json.loads(r.stdout)["frames"] == 1440
     da, db = _digests(tmp_path / "a"), _digests(tmp_path / "b")
@@ -468,19 +468,19 @@ def test_capture_and_recompute_workload_sources(tmp_path, keydir, generated):
     assert r.returncode == 0, r.stderr
     assert _digests(tmp_path / "p") == da
     r = cli("recompute", f"workload:{spec}", "--digest-key", keydir / "digest.key", "--ledger", tmp_path / "p",
-                "--json", "--trust", keydir / "verifier.pub")
+            "--json", "--trust", keydir / "verifier.pub")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["ok"] and doc["matched"] == 1440 and doc["ledger_only"] == 0 and doc["capture_only"] == 0
     # and per-frame Parquet output without a ledger
     r = cli("recompute", f"workload:{spec}", "--digest-key", keydir / "digest.key", "--algorithm",
-                "siphash-1-3-128", "--strip", "frame", "--out", tmp_path / "d.parquet", "--json")
+            "siphash-1-3-128", "--strip", "frame", "--out", tmp_path / "d.parquet", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["frames"] == 1440
 
 
 def test_missing_interface_exits_2(tmp_path, keydir):
     r = cli("capture", "iface:nosuchif0", "--ledger", tmp_path / "L", "--digest-key", keydir / "digest.key",
-                "--signing-key", keydir / "signing.key")
+            "--signing-key", keydir / "signing.key")
     assert r.returncode == 2 and "nosuchif0" in r.stderr and not (tmp_path / "L").exists()
 
 

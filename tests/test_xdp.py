@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import test_live as tl
-from conftest import REPO, SAMPLES, run_cli
+from conftest import REPO, SAMPLES, cli
 
 SAMPLE = SAMPLES / "sample.pcap"
 BUILT = importlib.util.find_spec("ledgertool._source_xdp") is not None
@@ -118,7 +118,7 @@ size = [[96, 1], [900, 1]]
 def workload_pcap(tmp: Path) -> Path:
     spec, pcap = tmp / "w2000.toml", tmp / "w2000.pcap"
     spec.write_text(WORKLOAD_2000)
-    r = run_cli("workload", "generate", spec, "--out", pcap, "--json")
+    r = cli("workload", "generate", spec, "--out", pcap, "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["frames"] == 2000
     return pcap
@@ -189,10 +189,10 @@ def start(veth, source: str, ledger: Path, keydir: Path, *extra: str) -> subproc
 
 
 def verify_and_recompute(ledger: Path, capture: Path, keydir: Path) -> dict:
-    v = run_cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json")
+    v = cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json")
     assert v.returncode == 0, v.stdout + v.stderr
-    rc = run_cli("recompute", capture, "--digest-key", keydir / "digest.key", "--ledger", ledger, "--json",
-                 "--trust", keydir / "verifier.pub")
+    rc = cli("recompute", capture, "--digest-key", keydir / "digest.key", "--ledger", ledger, "--json",
+             "--trust", keydir / "verifier.pub")
     doc = json.loads(rc.stdout)
     assert rc.returncode == 0 and doc["ok"], rc.stdout + rc.stderr
     return doc
@@ -283,7 +283,7 @@ def test_xdp_overload_drops_are_declared_and_add_up(veth, keydir, tmp_path):
     q = live["xdp"]["queues"][0]
     assert q["umem_frames"] == 64 and rep["drops"] == q["rx_dropped"] + q["rx_ring_full"] == live["drops_declared"]
     assert "DROPS" in rep["_stderr"] and any("DROPPED by the AF_XDP socket" in w for w in rep["warnings"])
-    v = json.loads(run_cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json").stdout)
+    v = json.loads(cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json").stdout)
     assert v["ok"] and v["drops_declared"] == rep["drops"] and v["frames"] == rep["frames"]
     t = tl.ledger_records(ledger)
     gap = (np.array(t.column("flags").to_pylist()) & 0x8000) != 0
@@ -327,7 +327,7 @@ def capture_error(tmp_path: Path, keydir: Path, source: str, *extra: str, ns: st
            "--digest-key", str(keydir / "digest.key"), "--signing-key", str(keydir / "signing.key"), "--json", *extra]
     if ns:
         cmd = ["ip", "netns", "exec", ns, *cmd]
-    r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=60)
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 2 and r.stdout == "", (r.returncode, r.stdout, r.stderr)
     assert "Traceback" not in r.stderr and r.stderr.count("\n") == 1, r.stderr
     assert not ledger.exists()
