@@ -6,6 +6,7 @@ import contextlib
 import csv
 import io
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -13,7 +14,10 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+# Test modules import helpers from each other (`from test_digests import reference`), across tiers.
+sys.path[:0] = [str(TESTS / "unit"), str(TESTS / "system")]
 CORPUS = Path(os.environ.get("LEDGERTOOL_CORPUS", REPO.parent / "shared" / "corpus"))
 SAMPLES = REPO / "samples"
 
@@ -131,7 +135,7 @@ def cli(*args, cwd: Path | None = None) -> CliResult:
 
 def run_killing_a_worker(work, what: str) -> dict:
     """Run `work(client)` on a LocalCluster of two worker processes and SIGKILL the first worker
-    that holds tasks while they run (issue 16: a lost worker gives the right answer or a clear
+    that holds tasks while they run (a lost worker gives the right answer or a clear
     ClusterError, never a partial one). Returns {"res": its result} or {"err": the ClusterError}."""
     import signal
     import threading
@@ -164,13 +168,43 @@ def run_killing_a_worker(work, what: str) -> dict:
     return got
 
 
-@pytest.fixture()
-def sample_ledger(tmp_path, keydir) -> Path:
-    """samples/sample.pcapng captured into a fresh ledger (tmp_path / "L"), 100 records a segment
-    (294 frames: 3 segments), signed with `keydir`'s keys."""
+@dataclass(frozen=True)
+class BuiltLedger:
+    """A ledger `built_ledger` captured, and what capture_file returned for it."""
+
+    path: Path
+    result: object  # ledgertool.capture.run.CaptureResult
+
+    def copy_to(self, dest: Path) -> Path:
+        """A copy of the ledger at `dest` (for a test that changes it); returns `dest`."""
+        shutil.copytree(self.path, dest, symlinks=True)
+        return dest
+
+
+@pytest.fixture(scope="session")
+def built_ledger(tmp_path_factory, keydir):
+    """`built_ledger(source, **capture_file options)`: the capture of `source` into a ledger
+    signed with `keydir`'s keys, made once per session (per xdist worker) for each source and set
+    of options. Read it in place, or take a copy (`.copy_to`) to change it: never change it in
+    place, other tests read it after yours."""
     from ledgertool.capture.run import capture_file
 
     dk, sk, _ = load_keys(keydir)
-    out = tmp_path / "L"
-    capture_file(SAMPLES / "sample.pcapng", out, digest_key=dk, signing_key=sk, segment_records=100)
-    return out
+    built: dict[tuple, BuiltLedger] = {}
+
+    def get(source: Path, **options) -> BuiltLedger:
+        key = (str(source), tuple(sorted(options.items())))
+        if key not in built:
+            out = tmp_path_factory.mktemp("built") / "L"
+            res = capture_file(source, out, digest_key=dk, signing_key=sk, **options)
+            built[key] = BuiltLedger(out, res)
+        return built[key]
+
+    return get
+
+
+@pytest.fixture()
+def sample_ledger(tmp_path, built_ledger) -> Path:
+    """samples/sample.pcapng captured into a fresh ledger (tmp_path / "L"), 100 records a segment
+    (294 frames: 3 segments), signed with `keydir`'s keys (a copy of one built once a session)."""
+    return built_ledger(SAMPLES / "sample.pcapng", segment_records=100).copy_to(tmp_path / "L")

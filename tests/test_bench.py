@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from conftest import REPO
 from ledgertool.algorithms import get_algorithm
 from ledgertool.bench import dashboard
 from ledgertool.bench import measure as bench
@@ -26,7 +27,6 @@ from ledgertool.cli.app import app
 from ledgertool.cli.flags import cli_message
 from ledgertool.errors import UsageError
 
-REPO = Path(__file__).resolve().parent.parent
 CSV_SCHEMA = json.loads((REPO / "schemas" / "bench.csv.schema.json").read_text())
 ALGS = ["siphash-1-3-128", "siphash-2-4-64"]
 SIZES = [64, 1500, 65536]

@@ -1,4 +1,4 @@
-"""The one native boundary (ledgertool/_binding.py) and the shape of native/src (issue 13, change 5).
+"""The one native boundary (ledgertool/_binding.py) and the shape of native/src.
 
 - The CDEF blocks cffi compiles are pinned, by digest, to LT_ABI_VERSION: changing a declaration
   without raising the version fails here, so the binding's import check can be trusted.

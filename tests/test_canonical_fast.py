@@ -1,4 +1,4 @@
-"""The fast paths of ledgertool.seal.canonical (issues 14 and 16: verify's per-segment cost).
+"""The fast paths of ledgertool.seal.canonical (verify's per-segment cost).
 
 `canonical_json` writes a document of ASCII strings, safe integers, bools, null, lists and objects
 with ASCII keys with json.dumps, and everything else with rfc8785; these tests prove the two give
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import rfc8785
-from conftest import SAMPLES, load_keys
+from conftest import SAMPLES, TESTS, load_keys
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,7 +26,7 @@ from ledgertool.seal import canonical
 from ledgertool.seal.canonical import MAX_DOCUMENT_DEPTH, MAX_SAFE_INTEGER, canonical_json, loads_strict
 from ledgertool.seal.document import seal_body
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = TESTS / "golden"
 _RFC8785 = rfc8785.dumps  # the real one: the spy below replaces the module's attribute
 
 ascii_text = st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x7F), max_size=12)

@@ -1,4 +1,4 @@
-"""Inputs people have (issue 15): compressed captures, standard input, pcap 2.0-2.3 length order,
+"""Inputs people have: compressed captures, standard input, pcap 2.0-2.3 length order,
 strip-mode fallbacks counted and reported, and a corrupt capture reconciled up to where it stops.
 
 Compressed files are made on the fly in tmp_path from the corpus (never committed); records are
@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from conftest import CORPUS, run_cli
+from conftest import CORPUS, cli, needs_corpus
 from ledger_files import sealed_table
 from ledgertool.algorithms import get_algorithm, get_strip_mode
 from ledgertool.digest.engine import DigestEngine
@@ -64,12 +64,14 @@ def compressed(tmp_path, name: str, ext: str, cut: int | None = None):
 
 @pytest.mark.parametrize("ext", COMPRESS)
 @pytest.mark.parametrize("name", SAMPLES)
+@needs_corpus
 def test_item15_compressed_capture_records_equal_decompressed(tmp_path, name, ext):
     plain = engine_records(FILES / name)
     got = engine_records(compressed(tmp_path, name, ext), workers=2)
     assert got == plain and len(plain[0]) > 0  # the records and the same corrupt-record message
 
 
+@needs_corpus
 def test_item15_compression_is_found_by_magic_not_name(tmp_path):
     name = "gopacket__le_test301.pcapng"
     plain = engine_records(FILES / name)
@@ -85,6 +87,7 @@ def test_item15_compression_is_found_by_magic_not_name(tmp_path):
 
 
 @pytest.mark.parametrize("ext", COMPRESS)
+@needs_corpus
 def test_item15_cut_compressed_capture_names_file_and_offset(tmp_path, ext):
     name = "gopacket__le_test301.pcapng"
     full = len(COMPRESS[ext]((FILES / name).read_bytes()))
@@ -96,6 +99,7 @@ def test_item15_cut_compressed_capture_names_file_and_offset(tmp_path, ext):
     assert 0 < len(recs) < len(plain) and plain.startswith(recs)  # the frames before it, as decompressed
 
 
+@needs_corpus
 def test_item15_corrupt_gzip_is_an_error_not_a_short_capture(tmp_path):
     path = compressed(tmp_path, "gopacket__le_test301.pcapng", "gz")
     data = bytearray(path.read_bytes())
@@ -111,32 +115,34 @@ def _ledger_records(ledger) -> list:
             for p in sorted(ledger.glob("link=*/seg-*.seal.json"))]
 
 
+@needs_corpus
 def test_item15_capture_of_cut_gzip_seals_frames_before_and_exits_2(tmp_path, keydir):
     name = "gopacket__le_test301.pcapng"
     size = len(gzip.compress((FILES / name).read_bytes()))
     path = compressed(tmp_path, name, "gz", cut=size // 2)
-    r = run_cli("capture", path, "--ledger", tmp_path / "L", "--digest-key", keydir / "digest.key",
+    r = cli("capture", path, "--ledger", tmp_path / "L", "--digest-key", keydir / "digest.key",
                 "--signing-key", keydir / "signing.key", "--segment-records", "50")
     assert r.returncode == 2, r.stderr
     line = r.stderr.strip().splitlines()[-1]
     assert f"{path}: gzip data cut short at compressed byte {size // 2}" in line and "Traceback" not in r.stderr
     sealed = int(line.split("; ")[-1].split(" frames before it were sealed")[0])
-    whole = run_cli("recompute", FILES / name, "--digest-key", keydir / "digest.key", "--algorithm",
+    whole = cli("recompute", FILES / name, "--digest-key", keydir / "digest.key", "--algorithm",
                     "siphash-1-3-128", "--strip", "frame", "--out", tmp_path / "whole.parquet")
     assert whole.returncode == 0, whole.stderr
     assert 0 < sealed < pq.read_metadata(tmp_path / "whole.parquet").num_rows
-    rec = run_cli("recompute", path, "--digest-key", keydir / "digest.key", "--ledger", tmp_path / "L",
+    rec = cli("recompute", path, "--digest-key", keydir / "digest.key", "--ledger", tmp_path / "L",
                   "--trust", keydir / "verifier.pub", "--json")
     doc = json.loads(rec.stdout)
     assert rec.returncode == 1 and (doc["matched"], doc["ledger_only"], doc["capture_only"]) == (sealed, 0, 0)
     assert doc["complete"] is False and doc["stopped"]["offset"] == size // 2
 
 
+@needs_corpus
 def test_item15_capture_of_compressed_file_equals_capture_of_plain(tmp_path, keydir):
     name = "gopacket__le_test301.pcapng"
     keys = ["--digest-key", keydir / "digest.key", "--signing-key", keydir / "signing.key", "--segment-records", "100"]
     for src, led in ((FILES / name, "P"), (compressed(tmp_path, name, "zst"), "Z")):
-        r = run_cli("capture", src, "--ledger", tmp_path / led, *keys, "--json")
+        r = cli("capture", src, "--ledger", tmp_path / led, *keys, "--json")
         assert r.returncode == 0, r.stderr
         assert json.loads(r.stdout)["frames"] == 276
     assert _ledger_records(tmp_path / "P") == _ledger_records(tmp_path / "Z") != []
@@ -148,10 +154,11 @@ def _out_digests(path) -> bytes:
 
 
 @pytest.mark.parametrize("ext", [None, "xz"])
+@needs_corpus
 def test_item15_recompute_reads_standard_input(tmp_path, keydir, ext):
     name = "pcapngtg__le_test202.pcapng"
     args = ["--digest-key", keydir / "digest.key", "--algorithm", "blake3-keyed-128", "--strip", "l3"]
-    ref = run_cli("recompute", FILES / name, *args, "--out", tmp_path / "ref.parquet")
+    ref = cli("recompute", FILES / name, *args, "--out", tmp_path / "ref.parquet")
     assert ref.returncode == 0, ref.stderr
     data = (FILES / name).read_bytes()
     piped = subprocess.run([*CLI, "recompute", "-", *map(str, args), "--out", str(tmp_path / "in.parquet"), "--json"],
@@ -161,6 +168,7 @@ def test_item15_recompute_reads_standard_input(tmp_path, keydir, ext):
     assert _out_digests(tmp_path / "in.parquet") == _out_digests(tmp_path / "ref.parquet")
 
 
+@needs_corpus
 def test_item15_capture_reads_standard_input_through_a_pipe(tmp_path, keydir):
     name = "gopacket__le_test301.pcapng"
     cat = subprocess.Popen(["cat", str(FILES / name)], stdout=subprocess.PIPE)
@@ -171,7 +179,7 @@ def test_item15_capture_reads_standard_input_through_a_pipe(tmp_path, keydir):
     cat.wait()
     assert r.returncode == 0, r.stderr
     assert (json.loads(r.stdout)["frames"], json.loads(r.stdout)["source"]) == (276, "-")
-    p = run_cli("capture", FILES / name, "--ledger", tmp_path / "P", "--digest-key", keydir / "digest.key",
+    p = cli("capture", FILES / name, "--ledger", tmp_path / "P", "--digest-key", keydir / "digest.key",
                 "--signing-key", keydir / "signing.key")
     assert p.returncode == 0, p.stderr
     assert _ledger_records(tmp_path / "S") == _ledger_records(tmp_path / "P") != []
@@ -180,7 +188,7 @@ def test_item15_capture_reads_standard_input_through_a_pipe(tmp_path, keydir):
 def test_item15_several_digest_keys_refuse_standard_input(tmp_path, keydir, other_keydir):
     r = subprocess.run([*CLI, "recompute", "-", "--digest-key", str(keydir / "digest.key"), "--digest-key",
                         str(other_keydir / "digest.key"), "--ledger", str(tmp_path)],
-                       input=b"", capture_output=True, timeout=60)
+                       input=b"", capture_output=True)
     assert r.returncode == 2 and b"standard input is read once" in r.stderr, r.stderr
 
 
@@ -208,7 +216,7 @@ def test_item15_stream_window_edges_and_large_records(tmp_path, keydir):
     ref = engine_records(plain, "frame")
     assert ref[1] is None and len(ref[0]) == 9001 * 48
     args = ["--digest-key", str(keydir / "digest.key"), "--algorithm", "siphash-1-3-128", "--strip", "frame"]
-    ref_out = run_cli("recompute", plain, *args, "--out", tmp_path / "ref.parquet")
+    ref_out = cli("recompute", plain, *args, "--out", tmp_path / "ref.parquet")
     with plain.open("rb") as f:  # standard input that is a regular file: read through the window, not mapped
         piped = subprocess.run([*CLI, "recompute", "-", *args, "--out", str(tmp_path / "in.parquet")],
                                stdin=f, capture_output=True, timeout=120)
@@ -279,9 +287,10 @@ def _flag_counts(parquet) -> dict:
     ("tcpreplay__test.pcap", "l3", {"non_ip": 19}),  # Ethernet: ARP and others among IP
     ("tcpdump__bgp_vpn_rt-oobr.pcap", "payload", {"malformed": 37}),  # TCP headers cut
 ])
+@needs_corpus
 def test_item15_strip_fallbacks_counted_and_reported(tmp_path, keydir, name, strip, expect):
     out = tmp_path / "d.parquet"
-    r = run_cli("recompute", FILES / name, "--digest-key", keydir / "digest.key", "--algorithm", "siphash-1-3-128",
+    r = cli("recompute", FILES / name, "--digest-key", keydir / "digest.key", "--algorithm", "siphash-1-3-128",
                 "--strip", strip, "--out", out, "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)["strip_fallbacks"]
@@ -289,22 +298,24 @@ def test_item15_strip_fallbacks_counted_and_reported(tmp_path, keydir, name, str
     assert doc == {"total": sum(counts.values()), **counts} and doc["total"] > 0
     if expect:
         assert {k: v for k, v in counts.items() if v} == expect
-    c = run_cli("capture", FILES / name, "--ledger", tmp_path / "L", "--strip", strip, "--digest-key",
+    c = cli("capture", FILES / name, "--ledger", tmp_path / "L", "--strip", strip, "--digest-key",
                 keydir / "digest.key", "--signing-key", keydir / "signing.key", "--workers", "2", "--json")
     assert c.returncode == 0, c.stderr
     assert json.loads(c.stdout)["strip_fallbacks"] == doc
-    text = run_cli("recompute", FILES / name, "--digest-key", keydir / "digest.key", "--ledger", tmp_path / "L",
+    text = cli("recompute", FILES / name, "--digest-key", keydir / "digest.key", "--ledger", tmp_path / "L",
                    "--trust", keydir / "verifier.pub")
     assert text.returncode == 0, text.stderr
     assert f"strip {strip} fell back on {doc['total']} of " in text.stdout
 
 
+@needs_corpus
 def test_item15_strip_frame_never_falls_back(tmp_path, keydir):
-    c = run_cli("capture", FILES / "libpcap__Network_Join_Nokia_Mobile.pcap", "--ledger", tmp_path / "L",
+    c = cli("capture", FILES / "libpcap__Network_Join_Nokia_Mobile.pcap", "--ledger", tmp_path / "L",
                 "--digest-key", keydir / "digest.key", "--signing-key", keydir / "signing.key")
     assert c.returncode == 0 and "fell back" not in c.stdout, c.stdout
 
 
+@needs_corpus
 def test_item15_engine_counts_fallbacks_across_workers(tmp_path):
     with CaptureReader(FILES / "tcpreplay__test.pcap") as r:  # 179 frames, 19 not IP; x 30
         frames = [(f.caplen, f.wire_len, f.data) for f in r.frames()] * 30
@@ -325,12 +336,13 @@ def test_item15_engine_counts_fallbacks_across_workers(tmp_path):
 
 # ---- a corrupt capture: recompute reconciles what was read and says where it stopped ----
 
+@needs_corpus
 def test_item15_recompute_reconciles_a_corrupt_capture_up_to_where_it_stops(tmp_path, keydir):
     src = FILES / "sv__smtp-to-comma.pcap"  # a corrupt record header at byte 3695, 18 frames before it
-    c = run_cli("capture", src, "--ledger", tmp_path / "L", "--digest-key", keydir / "digest.key",
+    c = cli("capture", src, "--ledger", tmp_path / "L", "--digest-key", keydir / "digest.key",
                 "--signing-key", keydir / "signing.key")
     assert c.returncode == 2 and "18 frames before it were sealed" in c.stderr, c.stderr
-    r = run_cli("recompute", src, "--digest-key", keydir / "digest.key", "--ledger", tmp_path / "L", "--trust",
+    r = cli("recompute", src, "--digest-key", keydir / "digest.key", "--ledger", tmp_path / "L", "--trust",
                 keydir / "verifier.pub", "--json")
     assert r.returncode == 1, r.stderr
     doc = json.loads(r.stdout)
@@ -338,12 +350,12 @@ def test_item15_recompute_reconciles_a_corrupt_capture_up_to_where_it_stops(tmp_
     assert doc["ok"] is False and doc["complete"] is False
     assert doc["stopped"]["file"] == str(src) and doc["stopped"]["offset"] == 3695
     assert "corrupt record header at byte 3695" in doc["stopped"]["message"]
-    text = run_cli("recompute", src, "--digest-key", keydir / "digest.key", "--ledger", tmp_path / "L", "--trust",
+    text = cli("recompute", src, "--digest-key", keydir / "digest.key", "--ledger", tmp_path / "L", "--trust",
                    keydir / "verifier.pub")
     assert text.returncode == 1 and "(INCOMPLETE: the capture stopped early)" in text.stdout
     assert "warning: INCOMPLETE: " in text.stderr and "byte 3695" in text.stderr
     out = tmp_path / "d.parquet"
-    o = run_cli("recompute", src, "--digest-key", keydir / "digest.key", "--algorithm", "siphash-1-3-128",
+    o = cli("recompute", src, "--digest-key", keydir / "digest.key", "--algorithm", "siphash-1-3-128",
                 "--strip", "frame", "--out", out, "--json")
     assert o.returncode == 2 and pq.read_metadata(out).num_rows == 18
     assert json.loads(o.stdout)["stopped"]["offset"] == 3695

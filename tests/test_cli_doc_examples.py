@@ -1,4 +1,4 @@
-"""Issue 15: the examples of docs/cli.md, run as written (in a scratch directory set up as the doc
+"""The examples of docs/cli.md, run as written (in a scratch directory set up as the doc
 says: `samples` links to the repository's samples), with the exit codes the doc gives.
 
 Every `$ ledgertool ...` line of the doc's fenced blocks is extracted (continuation lines joined);
@@ -12,16 +12,13 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, cli
 
 DOC = REPO / "docs" / "cli.md"
-CLI = [sys.executable, "-c", "from ledgertool.cli.app import main; main()"]
 
 
 def documented_commands(text: str) -> list[tuple[str, int | None]]:
@@ -126,19 +123,19 @@ def _short_pcap(src: Path, dst: Path, drop: int) -> None:
 
 def _setup(scratch: Path, cmd: str) -> None:
     """The state the doc describes before some examples (done the documented way)."""
-    def cli(*args: str) -> None:
-        r = subprocess.run([*CLI, *args], cwd=scratch, capture_output=True, text=True)
+    def run(*args: str) -> None:
+        r = cli(*args, cwd=scratch)
         assert r.returncode == 0, (args, r.stderr)
 
     if cmd.startswith("capture samples/sample.pcap --ledger L2"):  # "chmod 644 keys/digest.key" first
         os.chmod(scratch / "keys" / "digest.key", 0o644)
     elif cmd == "checkpoint L --out cp2 --json":  # "capture samples/sample.pcap --ledger L ... --segment-records 100"
-        cli("capture", "samples/sample.pcap", "--ledger", "L", "--digest-key", "keys/digest.key", "--signing-key",
+        run("capture", "samples/sample.pcap", "--ledger", "L", "--digest-key", "keys/digest.key", "--signing-key",
             "keys/signing.key", "--segment-records", "100")
     elif cmd.startswith("check-proof proof.json --trust k2/"):
-        cli("keys", "generate", "k2")
+        run("keys", "generate", "k2")
     elif cmd.startswith("recompute samples/sample.pcapng --digest-key keys/digest.key --ledger L4 --trust"):
-        cli("capture", "samples/sample.pcapng", "--ledger", "L4", "--digest-key", "keys/digest.key",
+        run("capture", "samples/sample.pcapng", "--ledger", "L4", "--digest-key", "keys/digest.key",
             "--signing-key", "keys/signing.key", "--segment-records", "100")
         _short_pcap(REPO / "samples" / "sample.pcap", scratch / "short.pcap", 290)
 
@@ -156,7 +153,7 @@ def test_item15_doc_examples_run_with_their_exit_codes(tmp_path):
     seen: dict[str, int] = {}
     for cmd, want in EXAMPLES:
         _setup(tmp_path, cmd)
-        r = subprocess.run([*CLI, *shlex.split(cmd)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        r = cli(*shlex.split(cmd), cwd=tmp_path)
         if cmd.startswith("capture samples/sample.pcap --ledger L2"):
             os.chmod(tmp_path / "keys" / "digest.key", 0o600)
         seen[cmd] = seen.get(cmd, -1) + 1  # the k-th run of a command is its k-th place in the doc
@@ -174,11 +171,11 @@ def test_item15_doc_example_extraction():
 
 @pytest.mark.parametrize("cmd", ["workload generate samples/workloads/rocev2-allreduce.toml --out wl.pcap",
                                  "workload bench samples/workloads/rocev2-allreduce.toml --frames 200000"])
-def test_item15_workload_lines_do_not_wrap(tmp_path, cmd):
+def test_item15_workload_lines_do_not_wrap(tmp_path, cmd, monkeypatch):
     """docs/cli.md: result lines are never wrapped, workload's included (the old 80-column exception)."""
     (tmp_path / "samples").symlink_to(REPO / "samples")
-    r = subprocess.run([*CLI, *shlex.split(cmd)], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                       env=dict(os.environ, COLUMNS="40"))
+    monkeypatch.setenv("COLUMNS", "40")
+    r = cli(*shlex.split(cmd), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines and all(len(ln) > 40 for ln in lines), lines

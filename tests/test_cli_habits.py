@@ -1,4 +1,4 @@
-"""Issue 15 (CLI habits): output, interaction and mistakes, each through the real entry point."""
+"""CLI habits: output, interaction and mistakes, each through the real entry point."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLES, cli
+from conftest import SAMPLES, CliResult, cli
 
 SAMPLE = SAMPLES / "sample.pcapng"
 
@@ -34,7 +34,7 @@ def ledger(tmp_path_factory, keydir) -> Path:
     return led
 
 
-def _one_error_line(r: subprocess.CompletedProcess, code: int = 2) -> str:
+def _one_error_line(r: CliResult | subprocess.CompletedProcess, code: int = 2) -> str:
     """The one error line (beside a query's UNVERIFIED warning)."""
     assert r.returncode == code, (r.returncode, r.stdout, r.stderr)
     lines = [ln for ln in r.stderr.strip().splitlines() if "UNVERIFIED" not in ln]

@@ -1,4 +1,4 @@
-"""Issue 15 (output and interaction): progress on a terminal's stderr only, help for every command,
+"""Output and interaction: progress on a terminal's stderr only, help for every command,
 query's output path checked first, and the examples of docs/cli.md run as documented."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLES, cli
+from conftest import REPO, SAMPLES, cli
 
 SAMPLE = SAMPLES / "sample.pcapng"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -240,7 +240,7 @@ def test_item15_query_output_good_path_still_written(ledger, tmp_path):
 
 # ---- bench dashboard: the answer first ----------------------------------------------------------
 
-LINERATE_CSV = Path(__file__).resolve().parent.parent / "docs" / "bench" / "linerate.csv"
+LINERATE_CSV = REPO / "docs" / "bench" / "linerate.csv"
 
 
 def test_item15_dashboard_answer_cores_needed():

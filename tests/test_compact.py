@@ -1,4 +1,4 @@
-"""`ledgertool compact` (issue 14): a v2 segment's raw record file becomes Parquet only after its
+"""`ledgertool compact`: a v2 segment's raw record file becomes Parquet only after its
 records are checked against the seal's Merkle root; a crash between writing the Parquet file and
 removing the raw file is finished by the next run; a raw file whose records differ is refused (exit
 1, naming the segment) and nothing is written from it."""

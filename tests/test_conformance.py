@@ -1,4 +1,4 @@
-"""The conformance kit (issue 18 part 3): `conformance export DIR` and `conformance check`.
+"""The conformance kit: `conformance export DIR` and `conformance check`.
 
 The kit is checked against things that do not share its code: the strip ranges against the scapy
 oracle of tests/test_strip.py, the digests against independent implementations (pure-Python

@@ -1,4 +1,4 @@
-"""Digests keep every byte when they leave numpy (issue 12, item 4).
+"""Digests keep every byte when they leave numpy.
 
 numpy's fixed-width strings ("S16") drop trailing zero bytes when they become Python bytes, so a
 digest ending in 0x00 (about one record in 256) came out a byte short: `prove` wrote 30 hex

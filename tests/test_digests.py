@@ -13,11 +13,10 @@ import hmac
 import json
 import os
 import random
-from pathlib import Path
 
 import blake3
 import pytest
-from conftest import SAMPLES, cli
+from conftest import SAMPLES, TESTS, cli
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -34,7 +33,7 @@ from ledgertool.digest.engine import (
 )
 from ledgertool.source.file import CaptureReader
 
-VECTORS = Path(__file__).parent / "vectors"
+VECTORS = TESTS / "vectors"
 GCM = json.loads((VECTORS / "gcm_nist_gmac.json").read_text())
 B3 = json.loads((VECTORS / "blake3_keyed.json").read_text())
 RFC4231 = json.loads((VECTORS / "hmac_sha256_rfc4231.json").read_text())

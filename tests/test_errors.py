@@ -1,4 +1,4 @@
-"""Error roots and wording (issue 13 change 4): library errors name a wrong setting by its
+"""Error roots and wording: library errors name a wrong setting by its
 parameter (`errors.Setting`); the CLI prints the same message with its option (cli/flags.py), as it
 did before the library stopped naming options."""
 

@@ -1,4 +1,4 @@
-"""Issue 15, working with other tools: `ledgertool export` writes a verified ledger as a Parquet
+"""Working with other tools: `ledgertool export` writes a verified ledger as a Parquet
 dataset that DuckDB, pyarrow and polars read correctly with the one line docs/interop.md gives
 (link a real string column, a UTC timestamp beside ts_ns, seq int64, only Parquet files)."""
 
@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 import polars
 
-from conftest import SAMPLES, cli
+from conftest import REPO, SAMPLES, cli
 
 
 LINKS = ("0042", "0007")  # links that look like integers: hive inference turns them into 42 and 7
@@ -68,7 +68,7 @@ def exported(ledger, keydir, tmp_path_factory) -> Path:
     r = cli("export", ledger, out, "--trust", keydir / "verifier.pub", "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    jsonschema.validate(doc, json.loads((Path(__file__).parent.parent / "schemas" / "export-report.schema.json")
+    jsonschema.validate(doc, json.loads((REPO / "schemas" / "export-report.schema.json")
                                         .read_text()))
     assert doc == {"ok": True, "out": str(out), "files": 6, "rows": 588, "links": sorted(LINKS),
                                     "signatures_checked": True}

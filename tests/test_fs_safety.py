@@ -1,6 +1,6 @@
-"""The file system is the adversary's, and it fails: planted links (item 8), one writer per ledger
-(item 13), I/O errors as one line naming the file (item 14), files that are not files (item 15),
-and open segments with a corrupt header (item 16). Issue 12; docs/threat-model.md, "File system".
+"""The file system is the adversary's, and it fails: planted links, one writer per ledger, I/O
+errors as one line naming the file, files that are not files, and open segments with a corrupt
+header. docs/threat-model.md, "File system".
 
 Faults are real: a small tmpfs for ENOSPC and a read-only remount (root only), an ext4 image on a
 loop device whose backing tmpfs is too small for EIO on fsync, dropped DAC capabilities
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLES, load_keys, run_cli
+from conftest import SAMPLES, CliResult, cli, load_keys
 
 from ledgertool import fsio
 from ledgertool.bench.measure import write_synthetic_pcap
@@ -53,7 +53,7 @@ def _capture_args(src: Path, ledger: Path, keydir: Path, *extra: str) -> list[st
             "--signing-key", str(keydir / "signing.key"), *extra]
 
 
-def _one_error_line(r: subprocess.CompletedProcess) -> str:
+def _one_error_line(r: CliResult | subprocess.CompletedProcess) -> str:
     """The run failed as a user error: exit 2, one line on stderr, not an internal error."""
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
@@ -63,12 +63,9 @@ def _one_error_line(r: subprocess.CompletedProcess) -> str:
 
 
 @pytest.fixture()
-def ledger(tmp_path, keydir) -> Path:
+def ledger(tmp_path, built_ledger) -> Path:
     """294 frames in segments 0..2 (100, 100, 94 records) of link0."""
-    dk, sk, _ = load_keys(keydir)
-    out = tmp_path / "L"
-    capture_file(SAMPLE, out, digest_key=dk, signing_key=sk, segment_records=100)
-    return out
+    return built_ledger(SAMPLE, segment_records=100).copy_to(tmp_path / "L")
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +85,7 @@ def _tree(path: Path) -> dict[str, bytes]:
     return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
 
 
-# ---- item 8: links planted in a ledger are never followed ---------------------------------------
+# ---- links planted in a ledger are never followed ---------------------------------------
 
 @pytest.mark.parametrize("planted", ["checkpoint.tmp", "link=link0/checkpoint.tmp",
                                      "link=link0/seg-00000003.seal.json.tmp", "link=link0/seg-00000003.parquet.tmp",
@@ -106,18 +103,18 @@ def test_item8_planted_tmp_link_is_never_written_through(planted, ledger, keydir
     shutil.copy(keydir / "signing.key", victim)
     before = victim.read_bytes()
     (ledger / planted).symlink_to(victim)
-    r = run_cli(*_capture_args(SAMPLE, ledger, keydir, "--segment-records", "100"))
+    r = cli(*_capture_args(SAMPLE, ledger, keydir, "--segment-records", "100"))
     assert victim.read_bytes() == before
     if planted.startswith("link=link0/"):  # recovery of the link looks at *.tmp: the link is named
         assert str(ledger / planted) in _one_error_line(r) and "symbolic link" in r.stderr
     else:
         assert r.returncode == 0, r.stderr
-    r = run_cli("recover", ledger, "--signing-key", keydir / "signing.key")
+    r = cli("recover", ledger, "--signing-key", keydir / "signing.key")
     assert str(ledger / planted) in _one_error_line(r) and "symbolic link" in r.stderr
     assert victim.read_bytes() == before
     (ledger / planted).unlink()
-    assert run_cli("recover", ledger, "--signing-key", keydir / "signing.key").returncode == 0
-    v = run_cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json")
+    assert cli("recover", ledger, "--signing-key", keydir / "signing.key").returncode == 0
+    v = cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json")
     assert v.returncode == 0 and json.loads(v.stdout)["records"] in (294, 588), v.stdout + v.stderr
 
 
@@ -131,10 +128,10 @@ def test_item8_linked_ledger_paths_are_refused(name, ledger, keydir, tmp_path):
     os.rename(ledger / name, target)
     (ledger / name).symlink_to(target)
     outside = _tree(target) if target.is_dir() else {"": target.read_bytes()}
-    r = run_cli(*_capture_args(SAMPLE, ledger, keydir))
+    r = cli(*_capture_args(SAMPLE, ledger, keydir))
     assert str(ledger / name) in _one_error_line(r) and "symbolic link" in r.stderr
     if name == "rotations":
-        r = run_cli("keys", "rotate", ledger, "--old", keydir / "signing.key", "--new", keydir / "signing.key")
+        r = cli("keys", "rotate", ledger, "--old", keydir / "signing.key", "--new", keydir / "signing.key")
         assert str(ledger / name) in _one_error_line(r)
     assert (_tree(target) if target.is_dir() else {"": target.read_bytes()}) == outside
 
@@ -146,7 +143,7 @@ def test_item8_out_files_never_follow_a_planted_temporary_name(ledger, keydir, t
     for args, out in ((["checkpoint", ledger, "--out"], tmp_path / "cp.note"),
                       (["prove", ledger, "--seq", "5", "--out"], tmp_path / "proof.json")):
         Path(f"{out}.tmp").symlink_to(victim)
-        r = run_cli(*args, out)
+        r = cli(*args, out)
         assert r.returncode == 0, r.stderr
         assert victim.read_bytes() == b"precious\n" and out.is_file() and not out.is_symlink()
     assert parse_note((tmp_path / "cp.note").read_bytes()).checkpoint.size == 3
@@ -169,7 +166,7 @@ def test_fsio_write_atomic_replaces_a_link_and_leaves_no_temporary(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
-# ---- item 13: one writer per ledger -------------------------------------------------------------
+# ---- one writer per ledger -------------------------------------------------------------
 
 def _start(args: list[str]) -> subprocess.Popen:
     return subprocess.Popen([*CLI, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -211,14 +208,29 @@ def test_item13_second_capture_and_recover_are_refused_while_one_runs(big_pcap, 
 
 
 def test_item13_two_concurrent_captures_leave_a_ledger_that_verifies(big_pcap, tmp_path, keydir):
-    """Started together: exactly one records, the other is refused; the ledger verifies."""
+    """Started together: exactly one records, the other is refused; the ledger verifies. Each
+    reads its capture on a pipe (`-`), written only once the refused one has exited, so the one
+    holding the lock is still running when the other asks for it, however loaded the machine."""
     ledger = tmp_path / "L"
     ledger.mkdir()
-    procs = [_start(_capture_args(big_pcap, ledger, keydir, "--segment-records", "20000", "--json")) for _ in range(2)]
-    results = [p.communicate(timeout=180) + (p.returncode,) for p in procs]
-    assert sorted(rc for _, _, rc in results) == [0, 2], results
-    (out, _, _), (_, err, _) = sorted(results, key=lambda r: r[2])
-    assert "another writer holds the ledger" in err and json.loads(out)["frames"] == 400_000
+    args = [*CLI, *map(str, _capture_args("-", ledger, keydir, "--segment-records", "20000", "--json"))]
+    procs = [subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for _ in range(2)]
+    try:
+        deadline = time.monotonic() + 180
+        while all(p.poll() is None for p in procs) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        refused = next(p for p in procs if p.poll() is not None)
+        (winner,) = (p for p in procs if p is not refused)
+        assert winner.poll() is None  # blocked on its pipe, holding the lock, when the other ended
+        refused_out, refused_err = refused.communicate(timeout=60)
+        out, err = winner.communicate(big_pcap.read_bytes(), timeout=180)
+    finally:
+        for p in procs:
+            p.kill()
+    assert sorted([winner.returncode, refused.returncode]) == [0, 2], (out, err, refused_err)
+    assert b"another writer holds the ledger" in refused_err and not refused_out
+    assert json.loads(out)["frames"] == 400_000
     v = verify_ledger(ledger, load_keys(keydir)[2], checkpoint_path(ledger, "link0").read_bytes())
     assert v.ok and not v.warnings and v.records == 400_000, (v.problems, v.warnings)
 
@@ -230,7 +242,7 @@ def test_item13_lock_of_a_killed_capture_does_not_block(big_pcap, tmp_path, keyd
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     assert (ledger / LOCK_FILE).is_file()  # the file stays; the kernel dropped the flock
-    r = run_cli("recover", ledger, "--signing-key", keydir / "signing.key", "--json")
+    r = cli("recover", ledger, "--signing-key", keydir / "signing.key", "--json")
     assert r.returncode == 0, r.stderr
     v = verify_ledger(ledger, load_keys(keydir)[2], checkpoint_path(ledger, "link0").read_bytes())
     assert v.ok and not v.warnings, (v.problems, v.warnings)
@@ -311,7 +323,7 @@ def test_item13_segment_renamed_while_verify_reads_it_is_not_missing(window, led
     assert layout.records_path(ledger, "link0", 1).exists()  # the rename happened inside the read
 
 
-# ---- item 14: I/O errors are one line naming the file -------------------------------------------
+# ---- I/O errors are one line naming the file -------------------------------------------
 
 @pytest.fixture()
 def tmpfs(tmp_path):
@@ -423,7 +435,7 @@ def test_item14_enospc_at_every_write_is_one_line_naming_the_file(ledger_format,
 def test_item14_enospc_during_a_long_capture_cli(tmpfs, big_pcap, keydir):
     mnt, remount = tmpfs
     ledger = mnt / "L"
-    line = _one_error_line(run_cli(*_capture_args(big_pcap, ledger, keydir, "--segment-records", "3000")))
+    line = _one_error_line(cli(*_capture_args(big_pcap, ledger, keydir, "--segment-records", "3000")))
     path = line.removeprefix("ledgertool: error: ").split(": ")[0]
     assert path.startswith(str(ledger / "link=link0" / "seg-")) and not path.endswith(fsio.TMP_SUFFIX), line
     assert "No space left on device; free space on that file system" in line, line
@@ -431,7 +443,7 @@ def test_item14_enospc_during_a_long_capture_cli(tmpfs, big_pcap, keydir):
                          f"{ledger}` seals it"), line
     remount("size=64m")
     want = _whole_records(ledger)
-    r = run_cli("recover", ledger, "--signing-key", keydir / "signing.key")
+    r = cli("recover", ledger, "--signing-key", keydir / "signing.key")
     assert r.returncode == 0, r.stderr
     v = verify_ledger(ledger, load_keys(keydir)[2], checkpoint_path(ledger, "link0").read_bytes())
     assert v.ok and not v.warnings and v.records == want > 0, (v.problems, v.warnings, v.records, want)
@@ -440,17 +452,17 @@ def test_item14_enospc_during_a_long_capture_cli(tmpfs, big_pcap, keydir):
 def test_item14_read_only_ledger(tmpfs, keydir, tmp_path):
     mnt, remount = tmpfs
     ledger = mnt / "L"
-    assert run_cli(*_capture_args(SAMPLE, ledger, keydir, "--segment-records", "100")).returncode == 0
+    assert cli(*_capture_args(SAMPLE, ledger, keydir, "--segment-records", "100")).returncode == 0
     remount("ro")
     for args in (_capture_args(SAMPLE, ledger, keydir), ["recover", ledger, "--signing-key", keydir / "signing.key"],
                  ["keys", "rotate", ledger, "--old", keydir / "signing.key", "--new", keydir / "signing.key"],
                  ["checkpoint", ledger, "--out", tmp_path / "cp", "--signing-key", keydir / "signing.key"]):
-        line = _one_error_line(run_cli(*args))
+        line = _one_error_line(cli(*args))
         assert line == (f"ledgertool: error: {ledger / LOCK_FILE}: cannot open the ledger's writer lock: Read-only "
                         "file system; the file system is mounted read-only: remount it read-write or use another "
                         "directory"), line
-    assert run_cli("verify", ledger, "--trust", keydir / "verifier.pub").returncode == 0
-    r = run_cli(*_capture_args(SAMPLE, mnt / "new", keydir))
+    assert cli("verify", ledger, "--trust", keydir / "verifier.pub").returncode == 0
+    r = cli(*_capture_args(SAMPLE, mnt / "new", keydir))
     assert "Read-only file system" in _one_error_line(r) and str(mnt / "new") in r.stderr
 
 
@@ -493,16 +505,16 @@ def loop_ext4(tmp_path):
 def test_item14_eio_is_one_line_naming_the_file_and_nothing_is_lost(loop_ext4, big_pcap, keydir):
     mnt, resize = loop_ext4
     ledger = mnt / "L"
-    assert run_cli(*_capture_args(SAMPLE, ledger, keydir, "--segment-records", "100")).returncode == 0
+    assert cli(*_capture_args(SAMPLE, ledger, keydir, "--segment-records", "100")).returncode == 0
     resize(16 << 20)
-    line = _one_error_line(run_cli(*_capture_args(big_pcap, ledger, keydir, "--segment-records", "20000")))
+    line = _one_error_line(cli(*_capture_args(big_pcap, ledger, keydir, "--segment-records", "20000")))
     path = line.removeprefix("ledgertool: error: ").split(": ")[0]
     assert path.startswith(str(ledger / "link=link0" / "seg-")) and not path.endswith(fsio.TMP_SUFFIX), line
     assert ": Input/output error; the storage reported an I/O error: check the device (dmesg)" in line, line
     assert line.endswith(f"`ledgertool recover {ledger}` seals it"), line
     resize(64 << 20)
     want = _whole_records(ledger)
-    r = run_cli("recover", ledger, "--signing-key", keydir / "signing.key")
+    r = cli("recover", ledger, "--signing-key", keydir / "signing.key")
     assert r.returncode == 0, r.stderr
     v = verify_ledger(ledger, load_keys(keydir)[2], checkpoint_path(ledger, "link0").read_bytes())
     assert v.ok and not v.warnings and v.records == want > 294, (v.problems, v.warnings, v.records, want)
@@ -568,11 +580,11 @@ def test_item14_remaining_os_errors_name_the_file(tmp_path):
     """The CLI's last line of defence: an OSError no library code translated is one line naming
     the file, exit 2 (was `internal error: FileNotFoundError ...`)."""
     spec = next((SAMPLES / "workloads").glob("*.toml"))
-    r = run_cli("workload", "generate", spec, "--out", tmp_path / "no-such-dir" / "w.pcap")
+    r = cli("workload", "generate", spec, "--out", tmp_path / "no-such-dir" / "w.pcap")
     assert _one_error_line(r) == f"ledgertool: error: {tmp_path / 'no-such-dir'}: No such file or directory"
 
 
-# ---- item 15: files that are not files ----------------------------------------------------------
+# ---- files that are not files ----------------------------------------------------------
 
 @pytest.mark.parametrize("name", ["link=link0/seg-00000001.seal.json", "link=link0/seg-00000003.open",
                                   "ledger.json", "rotations/rotation-0001.json", "link=link0/checkpoint"])
@@ -589,7 +601,7 @@ def test_item15_fifo_in_a_ledger_never_blocks(name, ledger, keydir, tmp_path):
         cmds = [["checkpoint", ledger, "--out", tmp_path / "cp"],
                 ["verify", ledger, "--trust", keydir / "verifier.pub", "--checkpoint", ledger / name]]
     for args in cmds:
-        r = run_cli(*args, timeout=60)
+        r = cli(*args)
         if args[0] == "verify" and name.startswith("link=link0/seg-"):
             # verify lists a FIFO at a segment file's name as what it is and reads it never: a finding
             # about the ledger (exit 1), where writers refuse to go on (exit 2)
@@ -642,21 +654,21 @@ def test_item15_sealed_record_file_that_is_not_a_file(ledger_format, kind, keydi
         assert "Traceback" not in r.stderr and "internal error" not in r.stderr
         return lines[0]
 
-    r = run_cli("verify", ledger, "--trust", trust, timeout=60)
+    r = cli("verify", ledger, "--trust", trust)
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert f"FAIL segment_name_shadow link link0 segment 1: {what}" in r.stdout, r.stdout
     assert "194 records" in r.stdout  # segments 0 and 2; segment 1's records were not read from anywhere
-    line = one_line(run_cli("query", ledger, "SELECT count(*) FROM records", "--trust", trust, timeout=60))
+    line = one_line(cli("query", ledger, "SELECT count(*) FROM records", "--trust", trust))
     assert "does not verify, so it is not queried" in line and what in line, line
-    line = one_line(run_cli("recompute", SAMPLE, "--ledger", ledger, "--digest-key", keydir / "digest.key",
-                            "--trust", trust, timeout=60))
+    line = one_line(cli("recompute", SAMPLE, "--ledger", ledger, "--digest-key", keydir / "digest.key",
+                            "--trust", trust))
     assert "does not verify, so it is not reconciled" in line and what in line, line
-    line = one_line(run_cli("prove", ledger, "--seq", 150, "--out", tmp_path / "p.json", timeout=60))
+    line = one_line(cli("prove", ledger, "--seq", 150, "--out", tmp_path / "p.json"))
     assert line == (f"ledgertool: error: link link0 segment 1: segment_name_shadow: {what}; it was not read; "
                     "run `ledgertool verify`"), line
     assert not (tmp_path / "p.json").exists()
-    assert run_cli("prove", ledger, "--seq", 5, "--out", tmp_path / "p0.json", timeout=60).returncode == 0
-    r = run_cli("compact", ledger, timeout=60)
+    assert cli("prove", ledger, "--seq", 5, "--out", tmp_path / "p0.json").returncode == 0
+    r = cli("compact", ledger)
     line = one_line(r)
     assert line == f"ledgertool: error: {what}; segment 1 of link link0 not compacted (`ledgertool verify`)", line
     assert layout.segment_name(0, layout.PARQUET) in os.listdir(ledger / "link=link0")
@@ -677,7 +689,7 @@ def test_item15_fifo_given_as_an_input_never_blocks(what, tmp_path, keydir):
                 "--signing-key", keydir / "signing.key"]
     else:
         args = ["workload", "generate", fifo, "--out", tmp_path / "w.pcap"]
-    line = _one_error_line(run_cli(*args, timeout=60))
+    line = _one_error_line(cli(*args))
     assert f"{fifo}: is a FIFO (named pipe)" in line, line
     assert not (tmp_path / "L").exists()
 
@@ -700,7 +712,7 @@ def test_item15_read_regular_refuses_each_kind(tmp_path):
         s.close()
 
 
-# ---- item 16: an open segment with a corrupt header -----------------------------------------------
+# ---- an open segment with a corrupt header -----------------------------------------------
 
 @pytest.fixture()
 def torn(ledger, keydir) -> Path:
@@ -735,7 +747,7 @@ def test_item16_recover_does_what_verify_says_for_a_corrupt_header(offset, torn,
     discards it or seals what the device's MACs authenticate, recover does exactly that (reporting
     the bytes it discards), and the ledger verifies with no warning after; a capture after it
     works. Today recover and capture both stopped at exit 2 on most of these while verify said
-    recover discards the segment. Since issue 14 the header is bound into block 0's MAC: a byte
+    recover discards the segment. In format v2 the header is bound into block 0's MAC: a byte
     the header checks do not look at (creation time, MAC key id, padding) makes recover refuse
     the segment (exit 1, nothing sealed), and the capture after it refuses too."""
     dk, sk, trust = load_keys(keydir)
@@ -770,7 +782,7 @@ def test_item16_capture_after_a_corrupt_header_reports_the_discard(torn, keydir)
     raw = bytearray(path.read_bytes())
     raw[0] ^= 0xFF
     path.write_bytes(raw)
-    r = run_cli(*_capture_args(SAMPLE, torn, keydir, "--segment-records", "100"))
+    r = cli(*_capture_args(SAMPLE, torn, keydir, "--segment-records", "100"))
     assert r.returncode == 0, r.stderr
     assert f"warning: recovery discarded {path} ({len(raw)} bytes: segment header does not decode (not a ledgertool " \
            "segment (bad magic at byte 0)): its records cannot be attributed)" in r.stderr, r.stderr

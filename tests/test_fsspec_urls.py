@@ -1,4 +1,4 @@
-"""Ledgers at fsspec URLs (issue 16 item 4, "Data where it lives"; docs/cluster.md): a real ledger
+"""Ledgers at fsspec URLs (data where it lives; docs/cluster.md): a real ledger
 copied into fsspec's in-process memory filesystem verifies, queries and reconciles exactly as the
 local copy does, tampering and strays there are found as locally, and nothing outside the layout
 is read. The command line cannot share memory:// across processes, so it is tested with file://.

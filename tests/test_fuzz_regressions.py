@@ -238,7 +238,7 @@ def test_segment_header_decode(world, data, tmp_path_factory):
     if data is None:  # the genuine header decodes
         assert SegmentHeader.decode(header, "x").first_seq == 24
         return
-    v2 = _valid_header(world, "cd" * 16)  # authenticated blocks follow (issue 14)
+    v2 = _valid_header(world, "cd" * 16)  # authenticated blocks follow
     raw = data.draw(st.binary(max_size=300) | st.just(header) | st.just(v2),
                     label="start")
     if raw in (header, v2) and data.draw(st.booleans(), label="v2 block"):  # a block count the body may not fill

@@ -1,4 +1,4 @@
-"""aes-128-gmac with its fixed IV is forgeable by whoever holds the ledger (issue 12, item 10).
+"""aes-128-gmac with its fixed IV is forgeable by whoever holds the ledger.
 
 The attack, done here without the digest key: the prover sends two frames that differ only in
 their last 16-byte block through the tapped link, reads their tags from the ledger it stores, and

@@ -1,4 +1,4 @@
-"""A v1 ledger written once by the CLI of 0.1 (issue 14's format v2 must not change how it reads):
+"""A v1 ledger written once by the CLI of 0.1 (format v2 must not change how it reads):
 tests/golden/v1/ledger was made with `keys generate`, then `capture samples/sample.pcap --ledger L
 --segment-records 200` (siphash-1-3-128, strip frame, leaf_records 64); its verifier.pub and
 digest.key are beside it (the signing key was thrown away). Every value below is pinned: a reader

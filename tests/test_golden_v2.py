@@ -1,4 +1,4 @@
-"""A v2 ledger written once by the CLI (issue 14: the first ledger format v2 capture): made with
+"""A v2 ledger written once by the CLI (the first ledger format v2 capture): made with
 `keys generate`, then `capture samples/sample.pcap --ledger L --ledger-format v2 --segment-records
 200 --leaf-records 64` (siphash-1-3-128, strip frame); its verifier.pub and digest.key are beside it
 (the signing key was thrown away, so the block MACs cannot be checked here: nothing a verifier

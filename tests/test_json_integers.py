@@ -1,4 +1,4 @@
-"""Issue 15: one rule for integers in JSON (docs/cli.md#json-integers). Sequence numbers and
+"""One rule for integers in JSON (docs/cli.md#json-integers). Sequence numbers and
 nanosecond timestamps, and in query results every 64-bit integer column, are decimal strings in
 every JSON document (reports, query json/jsonl, proofs, recompute --details), so a seq above 2^53
 comes back exactly in any JSON parser, also one that reads numbers as doubles."""

@@ -1,4 +1,4 @@
-"""The package's shape (issue 13, "The house by data flow"; docs/architecture.md), read from the
+"""The package's shape (docs/architecture.md), read from the
 source with ast, so a change that breaks it fails here rather than in review:
 
 - no import cycle among ledgertool's modules, counting imports inside functions and the names
@@ -17,11 +17,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from conftest import REPO
 
-PKG = Path(__file__).resolve().parent.parent / "ledgertool"
+
+PKG = REPO / "ledgertool"
 MAX_FUNCTION_LINES = 120
 
-#: Functions still over MAX_FUNCTION_LINES, each being split by another change of issue 13. Remove an
+#: Functions still over MAX_FUNCTION_LINES, each being split by another change. Remove an
 #: entry when its function is split; the test fails while an entry is stale.
 LONG_FUNCTIONS: set[str] = set()
 
@@ -29,7 +31,7 @@ LONG_FUNCTIONS: set[str] = set()
 #: dependencies loaded only on the path that needs them (scapy.layers.all takes seconds).
 DEFERRED_OK = {"scapy", "matplotlib", "fsspec"}
 
-#: Files whose messages other changes of issue 13 rewrite (CaptureRun, the native boundary, the
+#: Files whose messages other changes rewrite (CaptureRun, the native boundary, the
 #: verifier core); their option names in errors move to `Setting` there.
 FLAG_WORDING_LEFT: set[str] = set()
 

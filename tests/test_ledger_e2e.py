@@ -24,12 +24,10 @@ SAMPLE_PCAP = SAMPLES / "sample.pcap"
 
 
 @pytest.fixture()
-def ledger(tmp_path, keydir) -> Path:
-    dk, sk, _ = load_keys(keydir)
-    out = tmp_path / "ledger"
-    res = capture_file(SAMPLE, out, digest_key=dk, signing_key=sk, segment_records=100)
-    assert res.frames > 200 and len(res.segments) >= 3
-    return out
+def ledger(tmp_path, built_ledger) -> Path:
+    built = built_ledger(SAMPLE, segment_records=100)
+    assert built.result.frames > 200 and len(built.result.segments) >= 3
+    return built.copy_to(tmp_path / "ledger")
 
 
 def frames_in(path: Path) -> int:
@@ -137,12 +135,12 @@ def test_cli_exit_codes_and_json(ledger, keydir, other_keydir, tmp_path):
     assert r.returncode == 1 and "bad_signature" in r.stdout and "segment 0" in r.stdout
 
     r = cli("recompute", SAMPLE, "--ledger", ledger, "--digest-key", keydir / "digest.key", "--json",
-                "--trust", keydir / "verifier.pub")
+            "--trust", keydir / "verifier.pub")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["matched"] == frames_in(SAMPLE)
 
     r = cli("recompute", SAMPLE, "--ledger", ledger, "--digest-key", other_keydir / "digest.key",
-                "--trust", keydir / "verifier.pub")
+            "--trust", keydir / "verifier.pub")
     assert r.returncode == 2 and "wrong key" in r.stderr and "Traceback" not in r.stderr
 
     r = cli("query", ledger, "SELECT seq, digest FROM records ORDER BY seq LIMIT 2", "--format", "json")
@@ -151,7 +149,7 @@ def test_cli_exit_codes_and_json(ledger, keydir, other_keydir, tmp_path):
 
     out = tmp_path / "d.parquet"
     r = cli("recompute", SAMPLE, "--digest-key", keydir / "digest.key", "--algorithm", "siphash-1-3-128",
-                "--strip", "frame", "--out", out)
+            "--strip", "frame", "--out", out)
     assert r.returncode == 0, r.stderr
     t = pq.read_table(out)
     assert t.num_rows == frames_in(SAMPLE) and t.column("index").to_pylist()[:3] == [0, 1, 2]
@@ -166,7 +164,7 @@ def test_bad_capture_inputs_exit_2_with_one_line(case, tmp_path, keydir):
     if case == "empty":
         src.write_bytes(b"")
     r = cli("capture", src, "--ledger", tmp_path / "L", "--digest-key", keydir / "digest.key",
-                "--signing-key", keydir / "signing.key")
+            "--signing-key", keydir / "signing.key")
     assert r.returncode == 2
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and str(src) in lines[0] and "Traceback" not in r.stderr
@@ -175,10 +173,10 @@ def test_bad_capture_inputs_exit_2_with_one_line(case, tmp_path, keydir):
 
 def test_wrong_key_files_and_non_ledger_dir_exit_2(tmp_path, keydir):
     r = cli("capture", SAMPLE, "--ledger", tmp_path / "L", "--digest-key", keydir / "verifier.pub",
-                "--signing-key", keydir / "signing.key")
+            "--signing-key", keydir / "signing.key")
     assert r.returncode == 2 and "verifier.pub" in r.stderr
     r = cli("capture", SAMPLE, "--ledger", tmp_path / "L", "--digest-key", keydir / "digest.key",
-                "--signing-key", keydir / "digest.key")
+            "--signing-key", keydir / "digest.key")
     assert r.returncode == 2 and "digest.key" in r.stderr
     r = cli("verify", tmp_path, "--trust", keydir / "verifier.pub")
     assert r.returncode == 2 and "not a ledger" in r.stderr
@@ -197,7 +195,7 @@ def test_corrupt_capture_seals_frames_before_and_names_offset(tmp_path, keydir):
     bad = tmp_path / "corrupt.pcap"
     bad.write_bytes(bytes(data))
     r = cli("capture", bad, "--ledger", tmp_path / "L", "--digest-key", keydir / "digest.key",
-                "--signing-key", keydir / "signing.key")
+            "--signing-key", keydir / "signing.key")
     assert r.returncode == 2 and str(bad) in r.stderr and str(off) in r.stderr, r.stderr
     assert "2 frames before it were sealed" in r.stderr
     v = cli("verify", tmp_path / "L", "--trust", keydir / "verifier.pub", "--json")
@@ -209,7 +207,7 @@ def test_truncated_capture_keeps_whole_records_and_warns(tmp_path, keydir):
     cut = tmp_path / "cut.pcap"
     cut.write_bytes(data[:-5])
     r = cli("capture", cut, "--ledger", tmp_path / "L", "--digest-key", keydir / "digest.key",
-                "--signing-key", keydir / "signing.key", "--json")
+            "--signing-key", keydir / "signing.key", "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["frames"] == frames_in(SAMPLE_PCAP) - 1
@@ -225,7 +223,7 @@ def test_demo_runs(tmp_path):
 
 def test_other_signing_key_is_refused_for_an_existing_ledger(ledger, keydir, other_keydir):
     r = cli("capture", SAMPLE, "--ledger", ledger, "--digest-key", keydir / "digest.key",
-                "--signing-key", other_keydir / "signing.key")
+            "--signing-key", other_keydir / "signing.key")
     assert r.returncode == 2 and "keys rotate" in r.stderr
     r = cli("recover", ledger, "--signing-key", other_keydir / "signing.key")
     assert r.returncode == 2
@@ -242,7 +240,7 @@ def test_demo_workdir_that_is_a_file_exits_2(tmp_path):
 
 def test_query_json_nested_binary_and_repeated_columns(ledger):
     r = cli("query", ledger, "SELECT list(digest ORDER BY seq)[1:2] AS d, 1 AS a, 2 AS a FROM records",
-                "--format", "json")
+            "--format", "json")
     assert r.returncode == 0, r.stderr
     (row,) = json.loads(r.stdout)
     assert row["a"] == 1 and row["a_2"] == 2

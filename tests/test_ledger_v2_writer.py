@@ -1,7 +1,7 @@
-"""Issue 14, ledger format v2, writer side (/work/notes/v2-spec.md; docs/ledger-format.md, "Open
-segment file"): the native segment writer's blocks, MACs, leaves and counters against a pure-Python
-computation from the spec (hashlib, hmac, tests/rfc9162_reference.py), v2 ledgers sealed as raw
-record files, and the crash cases of recovery."""
+"""Ledger format v2, writer side (docs/ledger-format.md, "Open segment file"): the native segment
+writer's blocks, MACs, leaves and counters against a pure-Python computation from the spec
+(hashlib, hmac, tests/rfc9162_reference.py), v2 ledgers sealed as raw record files, and the crash
+cases of recovery."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """ledgertool.ledger.writer.LinkWriter on its own: the one seam where records go from the digest
-engine to storage and to the sealer (issue 13, change 1)."""
+engine to storage and to the sealer."""
 
 from __future__ import annotations
 

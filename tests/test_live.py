@@ -375,7 +375,7 @@ def test_replay_rate_options_are_exclusive():
     assert r.returncode == 2 and "one of" in r.stderr
 
 
-# ---- item 9: the PACKET_FANOUT group -----------------------------------------------------------
+# ---- the PACKET_FANOUT group -----------------------------------------------------------
 
 _FOREIGN = """
 import signal, socket, struct, sys

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import TESTS
 from ledgertool.seal import merkle
 from ledgertool.seal.merkle import (
     EMPTY_ROOT,
@@ -23,7 +23,7 @@ from ledgertool.seal.merkle import (
     verify_inclusion,
 )
 
-VECTORS = json.loads((Path(__file__).parent / "vectors" / "merkle_rfc9162.json").read_text())
+VECTORS = json.loads((TESTS / "vectors" / "merkle_rfc9162.json").read_text())
 LEAVES = [bytes.fromhex(x) for x in VECTORS["leaves"]]
 LEAF_HASHES = [leaf_hash(x) for x in LEAVES]
 ROOTS = [bytes.fromhex(x) for x in VECTORS["roots"]]

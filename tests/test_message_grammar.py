@@ -38,15 +38,11 @@ def test_plural_is_the_number_then_the_right_form(n: int):
 
 
 @pytest.fixture()
-def one_segment_ledger(tmp_path, keydir):
+def one_segment_ledger(tmp_path, built_ledger):
     """samples/sample.pcapng (294 frames) in one sealed v2 segment."""
-    from ledgertool.capture.run import capture_file
-
-    dk, sk, _ = load_keys(keydir)
-    out = tmp_path / "one"
-    res = capture_file(SAMPLES / "sample.pcapng", out, digest_key=dk, signing_key=sk, segment_records=1000)
-    assert [s.index for s in res.segments] == [0]
-    return out
+    built = built_ledger(SAMPLES / "sample.pcapng", segment_records=1000)
+    assert [s.index for s in built.result.segments] == [0]
+    return built.copy_to(tmp_path / "one")
 
 
 def test_verify_one_segment_says_segment(one_segment_ledger, keydir):
@@ -119,7 +115,7 @@ def test_one_frame_capture_reads_frame(tmp_path, keydir):
     v = cli("verify", tmp_path / "L", "--trust", keydir / "verifier.pub")
     assert v.stdout == "OK: 1 segment, 1 record, 1 frame, 0 drops declared, links link0\n"
     r = cli("recompute", cut, "--digest-key", keydir / "digest.key", "--algorithm", "siphash-1-3-128",
-                "--strip", "frame", "--out", tmp_path / "d.parquet", "-q")
+            "--strip", "frame", "--out", tmp_path / "d.parquet", "-q")
     assert r.returncode == 0 and r.stdout == f"wrote 1 digest (siphash-1-3-128, strip frame) to {tmp_path / 'd.parquet'}\n"
     assert r.stderr == (f"warning: {cut}: truncated last record at byte 240 (7 bytes present, not recorded); "
                         "1 whole frame read\n")

@@ -15,7 +15,7 @@ import hashlib
 import random
 
 import pytest
-from conftest import SAMPLES
+from conftest import SAMPLES, TESTS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_digests import reference as independent_reference
@@ -222,9 +222,8 @@ def test_blake3_long_frames_equal_the_blake3_package(on_path):
 
 def test_published_siphash_vectors_through_the_batch_entry():
     import json
-    from pathlib import Path
 
-    vec = json.loads((Path(__file__).parent / "vectors" / "siphash_reference.json").read_text())
+    vec = json.loads((TESTS / "vectors" / "siphash_reference.json").read_text())
     key = bytes(range(16))
     msgs = [bytes(range(i)) for i in range(64)]
     for name, field in (("siphash-2-4-128", "siphash_2_4_128"), ("siphash-2-4-64", "siphash_2_4_64")):

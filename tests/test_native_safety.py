@@ -1,6 +1,6 @@
-"""Memory safety of the native core and the bounds of what it is handed (issue 12, items 7 and 11).
+"""Memory safety of the native core and the bounds of what it is handed.
 
-Item 7: ledger.json is unsigned storage. Its fields are bounded when it is loaded, the C Merkle
+ledger.json is unsigned storage. Its fields are bounded when it is loaded, the C Merkle
 code refuses sizes it cannot hold, and the header is bound to the signed chain
 (`ledger_header_sha256` in every new seal), so an edited header is a named problem.
 """
@@ -60,7 +60,7 @@ def _verify(ledger: Path, keydir: Path) -> dict:
     return json.loads(r.stdout)
 
 
-# ---- item 7: the overflow itself ---------------------------------------------------------------
+# ---- the overflow itself ---------------------------------------------------------------
 
 @pytest.mark.parametrize("command", ["verify", "recover"])
 def test_item7_leaf_records_overflow(ledger, keydir, command):
@@ -145,7 +145,7 @@ def test_item7_workload_timestamps_cannot_overflow():
         open_workload(dataclasses.replace(spec, start_ns=2**63 - 10, interframe_ps=10**15))
 
 
-# ---- item 7: every header field bounded on load -----------------------------------------------
+# ---- every header field bounded on load -----------------------------------------------
 
 @pytest.mark.parametrize("field, value", [
     ("leaf_records", 0), ("leaf_records", 3), ("leaf_records", 2**17), ("leaf_records", True),
@@ -197,7 +197,7 @@ def test_item7_segment_header_is_bounded(field, value, where):
         SegmentHeader.decode(raw, "x.open")
 
 
-# ---- item 7: the header is bound to the signed chain -------------------------------------------
+# ---- the header is bound to the signed chain -------------------------------------------
 
 def test_item7_new_seals_sign_the_header_bytes(ledger):
     import hashlib
@@ -276,7 +276,7 @@ def test_item7_v2_seals_without_the_binding_are_malformed(ledger, keydir):
     assert all("ledgertool-seal-v2 seal lacks ledger_header_sha256" in p["detail"] for p in v["problems"])
 
 
-# ---- item 11: key wipes, core dumps, a capture file that shrinks, replay timing -----------------
+# ---- key wipes, core dumps, a capture file that shrinks, replay timing -----------------
 
 def _native_so() -> Path:
     from ledgertool import _native
@@ -485,7 +485,7 @@ print(json.dumps([seen, [(p.kind.value, p.segment, p.detail) for p in res.proble
 
 @pytest.mark.parametrize("how", ["cli", "readers"])
 def test_issue16_item6_rec_file_truncated_under_the_map(tmp_path, keydir, how):
-    """verify walks a raw record file in a map of the length it fstat'd (issue 14 / 16 item 6: no
+    """verify walks a raw record file in a map of the length it fstat'd (no
     read copy). The storage holder can truncate the file under that map: the walk faulted (SIGBUS)
     and killed the process. Now the fault is caught: records_unreadable naming the file and the
     byte that is gone, exit 1; for readers (the copying walk: query, recompute) the same, and the

@@ -1,4 +1,4 @@
-"""Issue 14, the security slice: the sealer signs the records the capture holds in memory, open
+"""The security slice of format v2: the sealer signs the records the capture holds in memory, open
 segments are authenticated blocks (ledger format v2), and recovery seals only the authenticated
 prefix. The custodian of the storage (write access, no keys) is the adversary
 (docs/threat-model.md, "What recovery trusts"); docs/adr/0009-authenticated-open-segments.md."""
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SAMPLES, cli, load_keys
+from conftest import SAMPLES, CliResult, cli, load_keys
 
 from ledgertool.bench.measure import write_synthetic_pcap
 from ledgertool.capture.run import capture_file
@@ -66,19 +66,19 @@ def _header(ledger: Path, index: int, first_seq: int, mac_key_id: str | None) ->
                                   mac_key_id)
 
 
-def _verify_before(ledger: Path, keydir: Path) -> subprocess.CompletedProcess:
+def _verify_before(ledger: Path, keydir: Path) -> CliResult:
     return cli("verify", ledger, "--trust", keydir / "verifier.pub", "--checkpoint",
                ledger.parent / "before.note", "--json")
 
 
-def _recover(ledger: Path, keydir: Path, *extra: str) -> subprocess.CompletedProcess:
+def _recover(ledger: Path, keydir: Path, *extra: str) -> CliResult:
     return cli("recover", ledger, "--signing-key", keydir / "signing.key", *extra)
 
 
 # ---- attack 1: a planted seg-N.open that continues the chain ----------------------------------
 
 def test_item14_planted_open_segment_is_refused(sealed, keydir):
-    """The attack from the issue: the custodian plants seg-00000003.open continuing the chain
+    """The attack: the custodian plants seg-00000003.open continuing the chain
     (index, first seq, ledger id and key id are public) with the 294 digests replayed. On main
     `recover` sealed it and `verify --checkpoint <before>` exited 0 with 588 records."""
     lg = load_ledger(sealed)
@@ -133,7 +133,7 @@ def _digest_offset(path: Path) -> int:
 
 @pytest.mark.parametrize("ledger_format", [1, 2], ids=["v1", "v2"])
 def test_item14_rewriting_open_segments_during_capture_changes_nothing_signed(ledger_format, tmp_path, keydir):
-    """The attack from the issue: zero record 0's digest of every open segment while `capture`
+    """The attack: zero record 0's digest of every open segment while `capture`
     runs. On main the sealer read the rewritten bytes back and signed them (verify 0, recompute
     ledger-only 1 per segment). Now the seal covers the records in memory. v1: the open file is
     removed once its Parquet file is written from memory, so recompute of the input matches the

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from conftest import SAMPLES, cli
 from ledgertool import plan
 from ledgertool.cli.plan import plan_app
 from ledgertool.errors import LedgerError, UsageError
@@ -241,8 +240,7 @@ def test_whole_byte_bits_accepted(bits: int) -> None:
 def test_cli_bits_not_whole_bytes_exit_2(bits: str) -> None:
     """`--bits` that is not a whole number of bytes in 8..1024: exit 2, one line naming the flag
     (it was accepted: 129 bits gave a table)."""
-    r = subprocess.run([sys.executable, "-c", "from ledgertool.cli.app import main; main()", "plan", "collision",
-                        "--bits", bits, "--rate", "400G"], capture_output=True, text=True, timeout=120)
+    r = cli("plan", "collision", "--bits", bits, "--rate", "400G")
     assert (r.returncode, r.stdout) == (2, "")
     assert r.stderr == (f"ledgertool: error: bad digest width --bits {bits}: must be a multiple of 8 in 8..1024 "
                         "(digests are whole bytes; ledgertool's are 64, 128 or 256 bits)\n")
@@ -513,7 +511,7 @@ def test_cli_no_args_shows_help() -> None:
     assert "collision" in result.output and "storage" in result.output
 
 
-# --------------------------------------------------------------------------- issue 7 reference figures
+# --------------------------------------------------------------------------- reference figures
 
 
 def test_issue7_reference_figures() -> None:
@@ -588,11 +586,9 @@ def test_cli_storage_from_ledger(tmp_path) -> None:
 def test_cli_storage_from_a_v2_ledger_counts_its_raw_record_files(tmp_path, keydir) -> None:
     """A v2 ledger before compaction holds raw record files, not Parquet: they are what it weighs
     (before, a v2 ledger read as 'no sealed records to measure')."""
-    from conftest import SAMPLES, run_cli
-
     ledger = tmp_path / "L"
-    r = run_cli("capture", SAMPLES / "sample.pcap", "--ledger", ledger, "--digest-key", keydir / "digest.key",
-                "--signing-key", keydir / "signing.key", "--ledger-format", "v2", "--segment-records", "100")
+    r = cli("capture", SAMPLES / "sample.pcap", "--ledger", ledger, "--digest-key", keydir / "digest.key",
+            "--signing-key", keydir / "signing.key", "--ledger-format", "v2", "--segment-records", "100")
     assert r.returncode == 0, r.stderr
     raw = sum(p.stat().st_size for p in ledger.rglob("seg-*.rec"))
     seals = sum(p.stat().st_size for p in ledger.rglob("seg-*.seal.json"))

@@ -1,4 +1,4 @@
-"""Digest-key provisioning (issue 18 part 1): `keys device-init`, `keys provision`, `keys unwrap`.
+"""Digest-key provisioning: `keys device-init`, `keys provision`, `keys unwrap`.
 
 The suite is pinned twice without trusting `cryptography`'s HPKE code: the X-Wing combiner written
 out here reproduces the published draft-08 vector (tests/vectors/xwing_draft08.json), and an RFC
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import rfc8785
-from conftest import cli
+from conftest import TESTS, cli
 from cryptography.hazmat.primitives.asymmetric import mlkem, x25519
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from test_schemas_reports import is_valid, validate
@@ -42,7 +42,7 @@ from ledgertool.device.provision import (
 )
 from ledgertool.keyfiles import DigestKey, SigningKey, TrustBundle, generate_keys
 
-VECTOR = json.loads((Path(__file__).parent / "vectors" / "xwing_draft08.json").read_text())["cases"][0]
+VECTOR = json.loads((TESTS / "vectors" / "xwing_draft08.json").read_text())["cases"][0]
 XWING_LABEL = bytes.fromhex("5c2e2f2f5e5c")  # "\.//^\"
 LEDGER_ID = "0123456789abcdef0123456789abcdef"
 

@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from conftest import REPO
 from ledgertool._binding import ffi, lib  # an unbuilt extension is an error, not a skip
 
-REPO = Path(__file__).resolve().parents[1]
 CORPUS = Path(os.environ.get("LEDGERTOOL_CORPUS", REPO.parent / "shared" / "corpus"))
 HAVE_CORPUS = (CORPUS / "manifest.csv").is_file()
 needs_corpus = pytest.mark.skipif(not HAVE_CORPUS, reason=f"capture corpus not found at {CORPUS} "

@@ -1,5 +1,5 @@
 """verify holds one descriptor of each link directory while it reads the link's segments
-(LedgerReader.holding_link; issues 14 and 16: the per-segment cost): every segment file is then
+(LedgerReader.holding_link; the per-segment cost): every segment file is then
 one openat(2) by name relative to it, O_NOFOLLOW and the regular-file checks as before, and no
 descriptor outlives the walk."""
 

@@ -1,4 +1,4 @@
-"""recompute on a Dask cluster (issue 16): the report of a partitioned comparison on a real
+"""recompute on a Dask cluster: the report of a partitioned comparison on a real
 LocalCluster of 2 worker processes equals the single-machine report, field for field, JSON and
 --details file included, on a two-link ledger with ledger-only and capture-only frames; so does
 the fast verdict's (a multiset hash of each side, docs/adr/0011), which decides an agreeing

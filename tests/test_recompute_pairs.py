@@ -1,4 +1,4 @@
-"""recompute over many ledgers in one run (issue 16 item 3): `recompute --pairs FILE.toml`.
+"""recompute over many ledgers in one run: `recompute --pairs FILE.toml`.
 
 Real ledgers captured from samples/, real captures, a real LocalCluster of 2 worker processes.
 Every pair's report is compared with a single recompute of that pair, and the cluster's run with

@@ -1,4 +1,4 @@
-"""verify_ledger(records_into=RecordSink) (issue 16 item 6): every raw record file's records are
+"""verify_ledger(records_into=RecordSink): every raw record file's records are
 copied by verify straight into one caller-owned array and hashed there, so recompute's ledger side
 is one array of exactly the checked bytes (no buffer per segment, no join); a segment that fails
 leaves nothing in it, GAP records are left out of recompute's pairing as before. Ledgers from

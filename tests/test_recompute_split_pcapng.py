@@ -1,4 +1,4 @@
-"""recompute --cluster cuts a large pcapng file into chunks before packet blocks (issue 16 item 2),
+"""recompute --cluster cuts a large pcapng file into chunks before packet blocks,
 each chunk read behind the section header and interface descriptions in force where it starts:
 on every pcapng file of the corpus (multi-section, mixed byte order, interfaces added mid-section,
 126 interfaces, SPB, obsolete PB, truncated and corrupt ones included), cut as finely as the cutter

@@ -273,7 +273,7 @@ def test_pair_records_all_paired_skips_duckdb_with_the_same_table_j():
         ref.close()
 
 
-# ---- per-second counts of a time-ordered ledger (issue 16 item 6) ----
+# ---- per-second counts of a time-ordered ledger ----
 
 @settings(max_examples=400, deadline=None)
 @given(st.integers(-(2**62), 2**62), st.lists(st.integers(0, 6 * 10**9) | st.integers(0, 10**12), max_size=200),

@@ -1,4 +1,4 @@
-"""The `records:FILE` / `records:-` capture source (issue 18 part 2): records a hardware pipeline
+"""The `records:FILE` / `records:-` capture source: records a hardware pipeline
 computed, sealed exactly as the engine's records are, and every refusal of records that do not fit.
 
 The "device" here is ledgertool's own engine (`conformance.compute_records`, the records `capture`

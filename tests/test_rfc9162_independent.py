@@ -1,5 +1,4 @@
-"""The ledger's trees check with an RFC 9162 implementation the project did not write (issue 14
-item 3): tests/rfc9162_reference.py, written from the RFC text. Known answers first (the RFC's
+"""The ledger's trees check with an RFC 9162 implementation the project did not write: tests/rfc9162_reference.py, written from the RFC text. Known answers first (the RFC's
 s2.1.5 example and the transcribed transparency-dev vectors), then the project's Merkle roots,
 `prove` inclusion proofs and `check-consistency` proofs on ledgers written by the CLI's capture.
 Records, seal hashes and checkpoint roots are recomputed here from the documented formats
@@ -22,12 +21,12 @@ import pyarrow.parquet as pq
 import pytest
 import rfc8785
 import rfc9162_reference as ref
-from conftest import SAMPLES, load_keys, run_cli
+from conftest import SAMPLES, TESTS, cli, load_keys
 
 from ledgertool.capture.run import capture_file
 from ledgertool.seal import merkle
 
-VECTORS = json.loads((Path(__file__).parent / "vectors" / "merkle_rfc9162.json").read_text())
+VECTORS = json.loads((TESTS / "vectors" / "merkle_rfc9162.json").read_text())
 D = [bytes.fromhex(x) for x in VECTORS["leaves"]]
 
 
@@ -147,13 +146,11 @@ def note_tree(note: bytes) -> tuple[int, bytes]:
 
 
 @pytest.fixture(params=[1, 2], ids=["v1", "v2"])
-def ledger(request, tmp_path, keydir) -> Path:
+def ledger(request, tmp_path, built_ledger) -> Path:
     """Three segments (100, 100, 94 records), leaf blocks of 8: a short last block in each; of
     ledger format v1 (Parquet) or v2 (raw record files)."""
-    dk, sk, _ = load_keys(keydir)
-    out = tmp_path / "L"
-    capture_file(SAMPLES / "sample.pcapng", out, digest_key=dk, signing_key=sk, segment_records=100,
-                 leaf_records=8, ledger_format=request.param)
+    out = built_ledger(SAMPLES / "sample.pcapng", segment_records=100, leaf_records=8,
+                       ledger_format=request.param).copy_to(tmp_path / "L")
     assert json.loads((out / "ledger.json").read_text())["format"] == f"ledgertool-ledger-v{request.param}"
     return out
 
@@ -178,7 +175,7 @@ def test_checkpoint_root_is_the_rfc9162_root_of_the_seal_hashes(ledger):
 @pytest.mark.parametrize("seq", [0, 7, 8, 99, 100, 150, 287, 288, 293])
 def test_prove_output_verifies_with_the_reference(ledger, tmp_path, seq):
     out = tmp_path / "p.json"
-    r = run_cli("prove", ledger, "--seq", seq, "--out", out)
+    r = cli("prove", ledger, "--seq", seq, "--out", out)
     assert r.returncode == 0, r.stderr
     doc = json.loads(out.read_text())
     seal, block = doc["seal"], bytes.fromhex(doc["leaf_block"]["hex"])
@@ -221,7 +218,7 @@ def seven(tmp_path_factory, keydir) -> tuple[Path, dict[int, Path]]:
 
 
 def consistency(led: Path, old: Path, new: Path, pub: Path) -> dict:
-    r = run_cli("check-consistency", old, new, "--ledger", led, "--trust", pub, "--json")
+    r = cli("check-consistency", old, new, "--ledger", led, "--trust", pub, "--json")
     assert r.returncode == 0, (old, new, r.stdout, r.stderr)
     return json.loads(r.stdout)
 
@@ -258,7 +255,7 @@ def tlog_check(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("tlog")
     env = {**os.environ, "GO111MODULE": "off", "GOPATH": str(GOPATH), "GOCACHE": str(d / "cache")}
     exe = d / "tlog_check"
-    r = subprocess.run(["go", "build", "-o", str(exe), str(Path(__file__).parent / "tlog_check.go")],
+    r = subprocess.run(["go", "build", "-o", str(exe), str(TESTS / "tlog_check.go")],
                        check=False, capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr
     return exe
@@ -278,7 +275,7 @@ def test_go_tlog_accepts_the_ledgers_roots_and_proofs(tlog_check, seven, keydir,
                       "root": s["merkle_root"]})
     for seq in (0, 293, 294 * 3 + 100, 294 * 7 - 1):
         out = tmp_path / f"p{seq}.json"
-        r = run_cli("prove", led, "--seq", seq, "--out", out)
+        r = cli("prove", led, "--seq", seq, "--out", out)
         assert r.returncode == 0, r.stderr
         doc = json.loads(out.read_text())
         cases.append({"kind": "inclusion", "index": doc["leaf_index"], "size": doc["tree_size"],

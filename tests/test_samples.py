@@ -21,7 +21,9 @@ from scapy.layers.inet6 import IPv6, IPv6ExtHdrDestOpt, IPv6ExtHdrHopByHop
 from scapy.layers.l2 import ARP, Dot1AD, Dot1Q
 from scapy.utils import PcapNgReader, PcapReader
 
-SAMPLES = Path(__file__).resolve().parent.parent / "samples"
+from conftest import REPO
+
+SAMPLES = REPO / "samples"
 PCAP = SAMPLES / "sample.pcap"
 PCAPNG = SAMPLES / "sample.pcapng"
 START_NS = 1_767_225_600 * 10**9  # 2026-01-01T00:00:00Z

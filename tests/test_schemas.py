@@ -16,23 +16,22 @@ import json
 import re
 import shutil
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import jsonschema  # noqa: E402 - test extra
 import pyarrow.parquet as pq
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from conftest import REPO, CliResult
+from conftest import cli as run_in_process
+
 SCHEMAS = REPO / "schemas"
 SAMPLE = REPO / "samples" / "sample.pcapng"
 SAMPLE_PCAP = REPO / "samples" / "sample.pcap"
 
 
-def cli(*args, ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-c", "from ledgertool.cli.app import main; main()", *map(str, args)],
-                          capture_output=True, text=True, cwd=REPO, timeout=120)
+def cli(*args, ok: tuple[int, ...] = (0,)) -> CliResult:
+    proc = run_in_process(*args, cwd=REPO)
     assert proc.returncode in ok, f"{args}: exit {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}"
     return proc
 

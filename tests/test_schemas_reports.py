@@ -1,25 +1,25 @@
 """The --json reports of the commands not covered by tests/test_schemas.py, against their schemas.
 
-Each command runs for real (a subprocess through `main`, in tmp_path) on keys from `keys generate`, a
-ledger captured from samples/sample.pcapng and a workload from samples/workloads/; its stdout is
-validated against schemas/<command>-report.schema.json. Schemas may $ref each other by file name
-(resolved against their $id), so validation goes through a registry of every schemas/*.schema.json.
+Each command runs for real (in this process, through `main`'s error mapping, in tmp_path) on keys
+from `keys generate`, a ledger captured from samples/sample.pcapng and a workload from
+samples/workloads/; its stdout is validated against schemas/<command>-report.schema.json. Schemas
+may $ref each other by file name (resolved against their $id), so validation goes through a
+registry of every schemas/*.schema.json.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import jsonschema  # noqa: E402 - test extra
 import pytest
 import referencing  # noqa: E402 - comes with jsonschema
 
-REPO = Path(__file__).resolve().parent.parent
+from conftest import REPO, CliResult
+from conftest import cli as run_in_process
+
 SCHEMAS = REPO / "schemas"
 SAMPLE = REPO / "samples" / "sample.pcapng"
 WORKLOAD = REPO / "samples" / "workloads" / "worst-case-64.toml"
@@ -59,13 +59,8 @@ def is_valid(doc, name: str) -> bool:
     return validator(name).is_valid(doc)
 
 
-# The commands run in a scratch directory; the checkout stays importable when it is not installed.
-ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-
-
-def cli(*args, cwd: Path, ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-c", "from ledgertool.cli.app import main; main()", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd, env=ENV, timeout=300)
+def cli(*args, cwd: Path, ok: tuple[int, ...] = (0,)) -> CliResult:
+    proc = run_in_process(*args, cwd=cwd)
     assert proc.returncode in ok, f"{args}: exit {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}"
     return proc
 

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import TESTS
 from ledgertool.algorithms import ALGORITHMS, get_algorithm
 from ledgertool.digest.engine import digest_one
 from ledgertool.digest.reference import siphash
 from ledgertool.errors import AlgorithmError
 
-VECTORS = json.loads((Path(__file__).parent / "vectors" / "siphash_reference.json").read_text())
+VECTORS = json.loads((TESTS / "vectors" / "siphash_reference.json").read_text())
 KEY = bytes.fromhex(VECTORS["key"])
 
 

@@ -1,4 +1,4 @@
-"""Every JSON document read from storage or a user is parsed one strict way (issue 12, item 5).
+"""Every JSON document read from storage or a user is parsed one strict way.
 
 Duplicate members were accepted (Python keeps the last; another verifier may keep the first, so
 two verifiers could read two different seals behind one signature), and true / false / 1.0 passed

@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLES, cli, load_keys
+from conftest import REPO, SAMPLES, cli, load_keys
 
 from ledgertool.capture.run import capture_file
 from ledgertool.errors import KeyFileError, LedgerFormatError
@@ -31,11 +31,8 @@ SAMPLE = SAMPLES / "sample.pcapng"
 
 
 @pytest.fixture()
-def ledger(tmp_path, keydir) -> Path:
-    dk, sk, _ = load_keys(keydir)
-    out = tmp_path / "L"
-    capture_file(SAMPLE, out, digest_key=dk, signing_key=sk, segment_records=100, leaf_records=8)
-    return out
+def ledger(tmp_path, built_ledger) -> Path:
+    return built_ledger(SAMPLE, segment_records=100, leaf_records=8).copy_to(tmp_path / "L")
 
 
 # ---- checkpoints --------------------------------------------------------------------------
@@ -92,7 +89,7 @@ def test_checkpoint_consistency_cli(ledger, keydir, tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert json.loads(r.stdout)["ok"] and len(json.loads(r.stdout)["proof"]) > 0
     r = cli("check-consistency", new, old, "--ledger", ledger, "--trust", pub)
-    assert r.returncode == 2 and "swapped" in r.stderr  # the order, not a fork (issue 15)
+    assert r.returncode == 2 and "swapped" in r.stderr  # the order, not a fork
     r = cli("verify", ledger, "--trust", pub, "--checkpoint", old)
     assert r.returncode == 0, r.stdout
     r = cli("verify", ledger, "--trust", pub, "--checkpoint", tmp_path / "missing.cp")
@@ -155,7 +152,7 @@ def test_prove_cli_by_seq_and_digest(ledger, keydir, other_keydir, tmp_path):
     r = cli("prove", ledger, "--seq", 150, "--out", proof, "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(proof.read_text())
-    schema = json.loads((Path(__file__).parent.parent / "schemas" / "proof.schema.json").read_text())
+    schema = json.loads((REPO / "schemas" / "proof.schema.json").read_text())
     assert set(schema["required"]) <= set(doc)
     r = cli("check-proof", proof, "--trust", keydir / "verifier.pub")
     assert r.returncode == 0 and "VALID" in r.stdout
@@ -378,7 +375,7 @@ def test_rotation_chain_is_followed(ledger, keydir, tmp_path):
     k3 = SigningKey.load(tmp_path / "k3" / "signing.key")
     old_cp = (ledger / "checkpoint").read_bytes()
     r = cli("keys", "rotate", ledger, "--old", keydir / "signing.key", "--new", tmp_path / "k2" / "signing.key",
-                "--json")
+            "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["effective_from"] == {"link0": 3}
     with pytest.raises(KeyFileError):  # the retired key can no longer extend the ledger

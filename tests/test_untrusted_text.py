@@ -1,4 +1,4 @@
-"""Text from a ledger, a proof, a file name or an error is printed as data (issue 12, item 11).
+"""Text from a ledger, a proof, a file name or an error is printed as data.
 
 Rich read it as markup: a seal whose `link` is "[/]" made `verify` exit 2 ("internal error:
 MarkupError") with no FAIL line, and `[link=...]` or `[bold]` in a seal field changed what the
@@ -14,9 +14,8 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLES, cli, load_keys
+from conftest import SAMPLES, cli
 
-from ledgertool.capture.run import capture_file
 from ledgertool.cli.render import printable
 from ledgertool.errors import KeyFileError
 from ledgertool.keyfiles import DigestKey, SigningKey, generate_keys
@@ -27,11 +26,8 @@ HOSTILE = ["[/]", "[bold]loud", "[link=file:///etc/passwd]x[/link]", "\x1b[2J\x1
 
 
 @pytest.fixture()
-def ledger(tmp_path, keydir) -> Path:
-    dk, sk, _ = load_keys(keydir)
-    out = tmp_path / "L"
-    capture_file(SAMPLES / "sample.pcap", out, digest_key=dk, signing_key=sk, segment_records=100)
-    return out
+def ledger(tmp_path, built_ledger) -> Path:
+    return built_ledger(SAMPLES / "sample.pcap", segment_records=100).copy_to(tmp_path / "L")
 
 
 def _edit_seal(ledger: Path, segment: int, **members) -> None:
@@ -54,7 +50,7 @@ def test_item11_printable_makes_controls_visible():
 
 @pytest.mark.parametrize("text", HOSTILE)
 def test_item11_seal_fields_are_printed_as_text(ledger, keydir, text):
-    """The issue's case ("link": "[/]") and other hostile strings, in a field verify names raw
+    """A bracketed link ("link": "[/]") and other hostile strings, in a field verify names raw
     (ledger_id) and in one it names with repr (link): a FAIL line for each, exit 1."""
     _edit_seal(ledger, 1, link=text, ledger_id=text)
     r = cli("verify", ledger, "--trust", keydir / "verifier.pub")
@@ -111,7 +107,7 @@ def test_item11_secret_key_files_readable_by_others_are_refused(tmp_path, name, 
     generate_keys(keys)
     (keys / name).chmod(mode)
     r = cli("capture", SAMPLES / "sample.pcap", "--ledger", tmp_path / "L", "--digest-key", keys / "digest.key",
-                "--signing-key", keys / "signing.key")
+            "--signing-key", keys / "signing.key")
     assert r.returncode == 2, r.stderr
     assert r.stderr == (f"ledgertool: error: {keys / name}: UNPROTECTED PRIVATE KEY FILE: mode {mode:04o} lets group "
                         f"or others read this {name.split('.')[0]} key; refused (run `chmod 600 {keys / name}`)\n")
@@ -127,7 +123,7 @@ def test_item11_private_and_public_modes_that_are_accepted(tmp_path):
     (keys / "verifier.pub").chmod(0o666)  # public: its mode is not checked
     led = tmp_path / "L"
     r = cli("capture", SAMPLES / "sample.pcap", "--ledger", led, "--digest-key", keys / "digest.key",
-                "--signing-key", keys / "signing.key")
+            "--signing-key", keys / "signing.key")
     assert r.returncode == 0, r.stderr
     assert cli("verify", led, "--trust", keys / "verifier.pub").returncode == 0
     DigestKey.load(keys / "digest.key")

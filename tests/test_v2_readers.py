@@ -1,4 +1,4 @@
-"""prove, query and recompute on ledger format v2 (issue 14): they read each segment through verify's
+"""prove, query and recompute on ledger format v2: they read each segment through verify's
 one path (raw record file, or Parquet after compaction), so they see exactly the records verify
 checked, and refuse a segment that does not verify. Ledgers from tests/v2_reference.py over the
 records of samples/sample.pcap."""

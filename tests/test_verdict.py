@@ -1,6 +1,6 @@
-"""Issue 12, "a verdict nobody can fool": verify, query, recompute and prove read the same
+"""A verdict nobody can fool: verify, query, recompute and prove read the same
 authenticated bytes. Each test reproduces one attack by someone who holds the ledger's storage
-(and no key) and is named after the issue's item; each failed on the code before the fix.
+(and no key) and is named after the attack; each failed on the code before the fix.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLES, cli, load_keys
+from conftest import REPO, SAMPLES, cli, load_keys
 
 from ledgertool.capture.run import capture_file
 from ledgertool.digest.reference import read_pcap
@@ -144,7 +144,7 @@ def test_item1_record_file_without_a_seal_is_unsealed_parquet_in_either_form(led
     found = [p for p in v.problems if p.kind == "unsealed_parquet"]
     assert [(p.segment, p.detail) for p in found] == [(2, f"{_seg(led, 2, form)} has no seal document")], v.problems
     assert v.records == 200 and not v.ok
-    schema = json.loads((Path(__file__).parent.parent / "schemas" / "verify-report.schema.json").read_text())
+    schema = json.loads((REPO / "schemas" / "verify-report.schema.json").read_text())
     desc = schema["properties"]["problems"]["items"]["properties"]["kind"]["description"]
     assert "unsealed_parquet" in desc and "seg-N.rec" in desc and "seg-N.parquet" in desc
 

@@ -1,4 +1,4 @@
-"""verify on a Dask cluster (issue 16, first slice) and over several ledgers in one run.
+"""verify on a Dask cluster and over several ledgers in one run.
 
 The cluster runs are compared with the single-machine verify of the same ledgers: same problems,
 same order, same JSON, same exit code. The cluster is a real LocalCluster of 2 worker processes.
@@ -133,7 +133,7 @@ def test_several_ledgers_per_ledger_and_total_worst_exit(tampered, keydir, tmp_p
     lines = text.stdout.splitlines()
     assert lines[0] == f"{good}: OK: 15 segments, 294 records, 294 frames, 0 drops declared, links link0"
     assert lines[-1].startswith(f"total: {doc['total']['problems']} problems: 2 ledgers (1 OK, 1 with problems")
-    # every line names its ledger (issue 16 item 3: results per ledger), the FAIL lines too
+    # every line names its ledger (results per ledger), the FAIL lines too
     one = cli("verify", tampered, "--trust", trust)
     assert lines[1:-1] == [f"{tampered}: {x}" for x in one.stdout.splitlines()]
     first = ("parquet_hash_mismatch link link0 segment 3: " if records_kind(tampered) == "parquet"

@@ -1,5 +1,5 @@
 """The pure verifier core (ledgertool.verify.checks per segment, ledgertool.verify.chain per link):
-it works on bytes read beforehand, its per-segment results survive pickling (issue 16 runs them as
+it works on bytes read beforehand, its per-segment results survive pickling (the cluster runs them as
 separate tasks) and the reduction gives verify's own findings, in verify's order; the finding
 kinds are the schema's."""
 
@@ -101,7 +101,7 @@ def test_pure_core_on_bytes_read_before_gives_verifys_findings(tampered, keydir,
         if not recs.merkle_ok:
             recs = merkle_finding(seal, recs, leaves, place, kind)
         checks.append(SegmentCheck(seal, recs))
-    # per-segment results cross a process boundary as they are (issue 16's per-segment tasks)
+    # per-segment results cross a process boundary as they are (the cluster's per-segment tasks)
     shipped = [pickle.loads(pickle.dumps(c)) for c in checks]
     assert [bytes(c.records.records) == bytes(s.records.records) for c, s in zip(checks, shipped)] == [True] * 3
     if ledger.version == 1:  # a raw record file has records and no table (RecordsCheck)

@@ -1,4 +1,4 @@
-"""Issue 15, working with other tools: `ledgertool keys vkey` publishes the checkpoint key as a
+"""Working with other tools: `ledgertool keys vkey` publishes the checkpoint key as a
 c2sp.org/signed-note verifier key, and Go's golang.org/x/mod/sumdb/note (tests/note_check.go)
 verifies the checkpoints ledgertool writes given nothing but that string."""
 
@@ -15,9 +15,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from conftest import SAMPLES, cli
+from conftest import REPO, SAMPLES, TESTS, cli
 
-SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
+SCHEMAS = REPO / "schemas"
 GOPATH = Path("/usr/share/gocode")  # Debian's golang-golang-x-mod-dev
 NOTE_PKG = GOPATH / "src" / "golang.org" / "x" / "mod" / "sumdb" / "note"
 
@@ -91,7 +91,7 @@ def note_check(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("note")
     env = {**os.environ, "GO111MODULE": "off", "GOPATH": str(GOPATH), "GOCACHE": str(d / "cache")}
     exe = d / "note_check"
-    r = subprocess.run(["go", "build", "-o", str(exe), str(Path(__file__).parent / "note_check.go")],
+    r = subprocess.run(["go", "build", "-o", str(exe), str(TESTS / "note_check.go")],
                        check=False, capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr
     return exe
