@@ -374,7 +374,7 @@ def test_dashboard_renders_in_headless_chromium(run, tmp_path) -> None:
     assert len(count) > 50  # text, anti-aliased lines: not a blank page
 
 
-def test_item14_capture_sealed_rows_into_a_v2_ledger(tmp_path, monkeypatch) -> None:
+def test_capture_sealed_rows_into_a_v2_ledger(tmp_path, monkeypatch) -> None:
     """`bench --ledger-format v2`: the capture:sealed row captures into a v2 ledger (every frame
     sealed as raw record files: capture_file is called with ledger_format 2)."""
     formats = []

@@ -98,7 +98,7 @@ def stale_module(tmp_path_factory):
     return out
 
 
-def test_item13_stale_native_module_is_one_error_at_import(stale_module):
+def test_stale_native_module_is_one_error_at_import(stale_module):
     """The regression: a .so from before a pull failed with an AttributeError deep in a command.
     Now the first import of native code refuses it, naming the file and the rebuild command."""
     code = ("import sys, importlib; sys.path.insert(0, sys.argv[1]); "

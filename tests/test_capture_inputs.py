@@ -65,14 +65,14 @@ def compressed(tmp_path, name: str, ext: str, cut: int | None = None):
 @pytest.mark.parametrize("ext", COMPRESS)
 @pytest.mark.parametrize("name", SAMPLES)
 @needs_corpus
-def test_item15_compressed_capture_records_equal_decompressed(tmp_path, name, ext):
+def test_compressed_capture_records_equal_decompressed(tmp_path, name, ext):
     plain = engine_records(FILES / name)
     got = engine_records(compressed(tmp_path, name, ext), workers=2)
     assert got == plain and len(plain[0]) > 0  # the records and the same corrupt-record message
 
 
 @needs_corpus
-def test_item15_compression_is_found_by_magic_not_name(tmp_path):
+def test_compression_is_found_by_magic_not_name(tmp_path):
     name = "gopacket__le_test301.pcapng"
     plain = engine_records(FILES / name)
     disguised = tmp_path / "capture.pcapng"  # gzip data under a capture's name
@@ -88,7 +88,7 @@ def test_item15_compression_is_found_by_magic_not_name(tmp_path):
 
 @pytest.mark.parametrize("ext", COMPRESS)
 @needs_corpus
-def test_item15_cut_compressed_capture_names_file_and_offset(tmp_path, ext):
+def test_cut_compressed_capture_names_file_and_offset(tmp_path, ext):
     name = "gopacket__le_test301.pcapng"
     full = len(COMPRESS[ext]((FILES / name).read_bytes()))
     path = compressed(tmp_path, name, ext, cut=full // 2)
@@ -100,7 +100,7 @@ def test_item15_cut_compressed_capture_names_file_and_offset(tmp_path, ext):
 
 
 @needs_corpus
-def test_item15_corrupt_gzip_is_an_error_not_a_short_capture(tmp_path):
+def test_corrupt_gzip_is_an_error_not_a_short_capture(tmp_path):
     path = compressed(tmp_path, "gopacket__le_test301.pcapng", "gz")
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0xFF
@@ -116,7 +116,7 @@ def _ledger_records(ledger) -> list:
 
 
 @needs_corpus
-def test_item15_capture_of_cut_gzip_seals_frames_before_and_exits_2(tmp_path, keydir):
+def test_capture_of_cut_gzip_seals_frames_before_and_exits_2(tmp_path, keydir):
     name = "gopacket__le_test301.pcapng"
     size = len(gzip.compress((FILES / name).read_bytes()))
     path = compressed(tmp_path, name, "gz", cut=size // 2)
@@ -138,7 +138,7 @@ def test_item15_capture_of_cut_gzip_seals_frames_before_and_exits_2(tmp_path, ke
 
 
 @needs_corpus
-def test_item15_capture_of_compressed_file_equals_capture_of_plain(tmp_path, keydir):
+def test_capture_of_compressed_file_equals_capture_of_plain(tmp_path, keydir):
     name = "gopacket__le_test301.pcapng"
     keys = ["--digest-key", keydir / "digest.key", "--signing-key", keydir / "signing.key", "--segment-records", "100"]
     for src, led in ((FILES / name, "P"), (compressed(tmp_path, name, "zst"), "Z")):
@@ -155,7 +155,7 @@ def _out_digests(path) -> bytes:
 
 @pytest.mark.parametrize("ext", [None, "xz"])
 @needs_corpus
-def test_item15_recompute_reads_standard_input(tmp_path, keydir, ext):
+def test_recompute_reads_standard_input(tmp_path, keydir, ext):
     name = "pcapngtg__le_test202.pcapng"
     args = ["--digest-key", keydir / "digest.key", "--algorithm", "blake3-keyed-128", "--strip", "l3"]
     ref = cli("recompute", FILES / name, *args, "--out", tmp_path / "ref.parquet")
@@ -169,7 +169,7 @@ def test_item15_recompute_reads_standard_input(tmp_path, keydir, ext):
 
 
 @needs_corpus
-def test_item15_capture_reads_standard_input_through_a_pipe(tmp_path, keydir):
+def test_capture_reads_standard_input_through_a_pipe(tmp_path, keydir):
     name = "gopacket__le_test301.pcapng"
     cat = subprocess.Popen(["cat", str(FILES / name)], stdout=subprocess.PIPE)
     r = subprocess.run([*CLI, "capture", "-", "--ledger", str(tmp_path / "S"), "--digest-key",
@@ -185,7 +185,7 @@ def test_item15_capture_reads_standard_input_through_a_pipe(tmp_path, keydir):
     assert _ledger_records(tmp_path / "S") == _ledger_records(tmp_path / "P") != []
 
 
-def test_item15_several_digest_keys_refuse_standard_input(tmp_path, keydir, other_keydir):
+def test_several_digest_keys_refuse_standard_input(tmp_path, keydir, other_keydir):
     r = subprocess.run([*CLI, "recompute", "-", "--digest-key", str(keydir / "digest.key"), "--digest-key",
                         str(other_keydir / "digest.key"), "--ledger", str(tmp_path)],
                        input=b"", capture_output=True)
@@ -202,7 +202,7 @@ def _pcap(records: list[tuple[int, int, bytes]], snaplen: int = 65535, minor: in
     return b"".join(out)
 
 
-def test_item15_stream_window_edges_and_large_records(tmp_path, keydir):
+def test_stream_window_edges_and_large_records(tmp_path, keydir):
     rng = np.random.default_rng(15)
     recs = []
     for i in range(9000):  # ~ 9 MiB of frames of every size, cut at every place by the window
@@ -246,7 +246,7 @@ def compressed_bytes(tmp_path, data: bytes, ext: str):
 # ---- pcap header versions 2.0-2.3: caplen and wire length in the old order ----
 
 @pytest.mark.parametrize("minor", [0, 1, 2])
-def test_item15_pcap_before_2_3_swaps_caplen_and_wire_length(tmp_path, minor):
+def test_pcap_before_2_3_swaps_caplen_and_wire_length(tmp_path, minor):
     """libpcap (sf-pcap.c) and wiretap (libpcap.c): below 2.3 the record header holds the
     original length first. A 60-byte frame of a 100-byte packet is stored as (100, 60)."""
     path = tmp_path / f"v2{minor}.pcap"
@@ -258,7 +258,7 @@ def test_item15_pcap_before_2_3_swaps_caplen_and_wire_length(tmp_path, minor):
     assert [(f.caplen, f.wire_len, f.data) for f in frames] == [(60, 100, frame), (42, 42, frame[:42])]
 
 
-def test_item15_pcap_2_3_swaps_only_where_caplen_exceeds_wire_length(tmp_path):
+def test_pcap_2_3_swaps_only_where_caplen_exceeds_wire_length(tmp_path):
     path = tmp_path / "v23.pcap"
     frame = bytes(range(60))
     # old order (100, 60) -> swapped; new order (60, 100) as stored; equal lengths either way
@@ -267,7 +267,7 @@ def test_item15_pcap_2_3_swaps_only_where_caplen_exceeds_wire_length(tmp_path):
         assert [(f.caplen, f.wire_len) for f in r.frames()] == [(60, 100), (60, 100), (60, 60)]
 
 
-def test_item15_pcap_2_4_keeps_the_order_as_stored(tmp_path):
+def test_pcap_2_4_keeps_the_order_as_stored(tmp_path):
     path = tmp_path / "v24.pcap"
     path.write_bytes(_pcap([(60, 50, bytes(60))], minor=4))  # caplen > len: stored so, flagged
     with CaptureReader(path) as r:
@@ -288,7 +288,7 @@ def _flag_counts(parquet) -> dict:
     ("tcpdump__bgp_vpn_rt-oobr.pcap", "payload", {"malformed": 37}),  # TCP headers cut
 ])
 @needs_corpus
-def test_item15_strip_fallbacks_counted_and_reported(tmp_path, keydir, name, strip, expect):
+def test_strip_fallbacks_counted_and_reported(tmp_path, keydir, name, strip, expect):
     out = tmp_path / "d.parquet"
     r = cli("recompute", FILES / name, "--digest-key", keydir / "digest.key", "--algorithm", "siphash-1-3-128",
                 "--strip", strip, "--out", out, "--json")
@@ -309,14 +309,14 @@ def test_item15_strip_fallbacks_counted_and_reported(tmp_path, keydir, name, str
 
 
 @needs_corpus
-def test_item15_strip_frame_never_falls_back(tmp_path, keydir):
+def test_strip_frame_never_falls_back(tmp_path, keydir):
     c = cli("capture", FILES / "libpcap__Network_Join_Nokia_Mobile.pcap", "--ledger", tmp_path / "L",
                 "--digest-key", keydir / "digest.key", "--signing-key", keydir / "signing.key")
     assert c.returncode == 0 and "fell back" not in c.stdout, c.stdout
 
 
 @needs_corpus
-def test_item15_engine_counts_fallbacks_across_workers(tmp_path):
+def test_engine_counts_fallbacks_across_workers(tmp_path):
     with CaptureReader(FILES / "tcpreplay__test.pcap") as r:  # 179 frames, 19 not IP; x 30
         frames = [(f.caplen, f.wire_len, f.data) for f in r.frames()] * 30
     path = tmp_path / "many.pcap"
@@ -337,7 +337,7 @@ def test_item15_engine_counts_fallbacks_across_workers(tmp_path):
 # ---- a corrupt capture: recompute reconciles what was read and says where it stopped ----
 
 @needs_corpus
-def test_item15_recompute_reconciles_a_corrupt_capture_up_to_where_it_stops(tmp_path, keydir):
+def test_recompute_reconciles_a_corrupt_capture_up_to_where_it_stops(tmp_path, keydir):
     src = FILES / "sv__smtp-to-comma.pcap"  # a corrupt record header at byte 3695, 18 frames before it
     c = cli("capture", src, "--ledger", tmp_path / "L", "--digest-key", keydir / "digest.key",
                 "--signing-key", keydir / "signing.key")
@@ -362,7 +362,7 @@ def test_item15_recompute_reconciles_a_corrupt_capture_up_to_where_it_stops(tmp_
     assert o.stderr.strip().splitlines()[-1].endswith("the 18 frames before it were written to " + str(out))
 
 
-def test_item15_slow_pipe_frames_come_before_the_window_fills():
+def test_slow_pipe_frames_come_before_the_window_fills():
     """`tcpdump -w - | ledgertool capture -`: frames are handed out as they arrive, not once 4 MiB
     (the window) or the end of the stream have come; the pipe stays open throughout."""
     import select

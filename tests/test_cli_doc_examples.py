@@ -140,7 +140,7 @@ def _setup(scratch: Path, cmd: str) -> None:
         _short_pcap(REPO / "samples" / "sample.pcap", scratch / "short.pcap", 290)
 
 
-def test_item15_doc_examples_run_with_their_exit_codes(tmp_path):
+def test_doc_examples_run_with_their_exit_codes(tmp_path):
     documented = documented_commands(DOC.read_text())
     codes = {}
     for cmd, code in documented:
@@ -164,14 +164,14 @@ def test_item15_doc_examples_run_with_their_exit_codes(tmp_path):
     assert not wrong, wrong
 
 
-def test_item15_doc_example_extraction():
+def test_doc_example_extraction():
     cmds = documented_commands("```\n$ ledgertool a \\\n    --b c   # note\nout\n$ echo $?\n1\n$ ledgertool d\n```\n")
     assert cmds == [("a --b c", 1), ("d", None)]
 
 
 @pytest.mark.parametrize("cmd", ["workload generate samples/workloads/rocev2-allreduce.toml --out wl.pcap",
                                  "workload bench samples/workloads/rocev2-allreduce.toml --frames 200000"])
-def test_item15_workload_lines_do_not_wrap(tmp_path, cmd, monkeypatch):
+def test_workload_lines_do_not_wrap(tmp_path, cmd, monkeypatch):
     """docs/cli.md: result lines are never wrapped, workload's included (the old 80-column exception)."""
     (tmp_path / "samples").symlink_to(REPO / "samples")
     monkeypatch.setenv("COLUMNS", "40")

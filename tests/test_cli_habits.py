@@ -45,7 +45,7 @@ def _one_error_line(r: CliResult | subprocess.CompletedProcess, code: int = 2) -
 
 # ---- 1. --debug keeps the exit code -------------------------------------------------------------
 
-def test_item15_debug_keeps_exit_code(tmp_path, keydir):
+def test_debug_keeps_exit_code(tmp_path, keydir):
     plain = cli("verify", tmp_path / "absent", "--trust", keydir / "verifier.pub")
     debug = cli("--debug", "verify", tmp_path / "absent", "--trust", keydir / "verifier.pub")
     assert plain.returncode == debug.returncode == 2
@@ -56,7 +56,7 @@ def test_item15_debug_keeps_exit_code(tmp_path, keydir):
 # ---- 2. bad output paths --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("where", ["missing-dir", "a-dir"])
-def test_item15_bad_output_paths(ledger, keydir, tmp_path, where):
+def test_bad_output_paths(ledger, keydir, tmp_path, where):
     out = tmp_path / "nodir" / "x.out" if where == "missing-dir" else tmp_path
     cmds = [["prove", ledger, "--seq", "1", "--out", out],
             ["checkpoint", ledger, "--out", out],
@@ -68,7 +68,7 @@ def test_item15_bad_output_paths(ledger, keydir, tmp_path, where):
         assert ("No such file or directory" if where == "missing-dir" else "Is a directory") in line
 
 
-def test_item15_capture_ledger_is_a_file(tmp_path, keydir):
+def test_capture_ledger_is_a_file(tmp_path, keydir):
     f = tmp_path / "afile"
     f.write_text("mine\n")
     line = _one_error_line(cli("capture", SAMPLE, "--ledger", f, *_keys(keydir)))
@@ -76,7 +76,7 @@ def test_item15_capture_ledger_is_a_file(tmp_path, keydir):
     assert f.read_text() == "mine\n"
 
 
-def test_item15_capture_refuses_a_directory_of_other_files(tmp_path, keydir):
+def test_capture_refuses_a_directory_of_other_files(tmp_path, keydir):
     d = tmp_path / "photos"
     d.mkdir()
     (d / "notes.txt").write_text("mine\n")
@@ -92,7 +92,7 @@ def test_item15_capture_refuses_a_directory_of_other_files(tmp_path, keydir):
 
 # ---- 4. check-consistency with OLD and NEW swapped -----------------------------------------------
 
-def test_item15_check_consistency_swapped_is_usage(ledger, keydir):
+def test_check_consistency_swapped_is_usage(ledger, keydir):
     cp3, cp6 = ledger.parent / "cp3.txt", ledger.parent / "cp6.txt"
     trust = ["--ledger", ledger, "--trust", keydir / "verifier.pub"]
     r = cli("check-consistency", cp3, cp6, *trust)
@@ -137,7 +137,7 @@ def _wait_for(pred, proc: subprocess.Popen, timeout: float = 120) -> None:
         time.sleep(0.05)
 
 
-def test_item15_ctrl_c_in_query(ledger):
+def test_ctrl_c_in_query(ledger):
     p = _start("query", ledger, "SELECT sum(a.range * b.range) FROM range(100000000) a, range(100000) b")
     time.sleep(6)  # verified and querying (a query of that size runs for minutes)
     p.send_signal(signal.SIGINT)
@@ -147,7 +147,7 @@ def test_item15_ctrl_c_in_query(ledger):
     assert out == ""
 
 
-def test_item15_ctrl_c_elsewhere_says_interrupted(ledger, keydir):
+def test_ctrl_c_elsewhere_says_interrupted(ledger, keydir):
     spec = ledger.parent / "endless.toml"
     spec.write_text(ENDLESS)
     out = ledger.parent / "endless.parquet"
@@ -171,7 +171,7 @@ def endless_capture(tmp_path, keydir):
     return p, led
 
 
-def test_item15_ctrl_c_in_capture_says_it_seals(endless_capture, keydir):
+def test_ctrl_c_in_capture_says_it_seals(endless_capture, keydir):
     p, led = endless_capture
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=300)
@@ -184,7 +184,7 @@ def test_item15_ctrl_c_in_capture_says_it_seals(endless_capture, keydir):
     assert cli("verify", led, "--trust", keydir / "verifier.pub").returncode == 0
 
 
-def test_item15_second_ctrl_c_in_capture_abandons(endless_capture, keydir):
+def test_second_ctrl_c_in_capture_abandons(endless_capture, keydir):
     p, led = endless_capture
     p.send_signal(signal.SIGINT)
     first = p.stderr.readline()  # the first one was handled (two at once would count as one)
@@ -212,7 +212,7 @@ def _expected(ledger) -> list[dict]:
     return [{"seq": r[0], "ts_ns": r[1], "digest": r[2].hex(), "again": r[3].hex(), "link": r[4]} for r in res.rows]
 
 
-def test_item15_query_piped_table_keeps_full_values(ledger):
+def test_query_piped_table_keeps_full_values(ledger):
     r = cli("query", ledger, WIDE)
     assert r.returncode == 0, r.stderr
     rows = _expected(ledger)
@@ -223,7 +223,7 @@ def test_item15_query_piped_table_keeps_full_values(ledger):
     assert len(r.stdout.splitlines()[0]) > 100  # wider than an 80-column terminal
 
 
-def test_item15_query_formats(ledger, tmp_path):
+def test_query_formats(ledger, tmp_path):
     rows = _expected(ledger)
     as_json = [{**d, "seq": str(d["seq"]), "ts_ns": str(d["ts_ns"])} for d in rows]  # BIGINT/UBIGINT: strings
     r = cli("query", ledger, WIDE, "--json")
@@ -240,7 +240,7 @@ def test_item15_query_formats(ledger, tmp_path):
     assert out.read_text().splitlines()[1] == f"0,{rows[0]['ts_ns']},{rows[0]['digest']},{rows[0]['digest']},link0"
 
 
-def test_item15_query_parquet(ledger, tmp_path):
+def test_query_parquet(ledger, tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -260,7 +260,7 @@ def test_item15_query_parquet(ledger, tmp_path):
 
 @pytest.mark.parametrize("cmd", [["capture"], ["verify"], ["recompute"], ["query"], ["check-proof"], ["keys", "generate"],
                                  ["compact"]])
-def test_item15_help_says_exit_codes_and_example(cmd):
+def test_help_says_exit_codes_and_example(cmd):
     for flag in ("-h", "--help"):
         r = cli(*cmd, flag)
         assert r.returncode == 0, r.stderr
@@ -270,7 +270,7 @@ def test_item15_help_says_exit_codes_and_example(cmd):
     assert r.stdout.startswith(f"Usage: ledgertool {' '.join(cmd)} [OPTIONS] ")
 
 
-def test_item15_capture_help_lists_algorithms_and_strip_modes():
+def test_capture_help_lists_algorithms_and_strip_modes():
     from ledgertool.algorithms import ALGORITHMS, STRIP_MODES
     from ledgertool.cli import helptext
 
@@ -284,7 +284,7 @@ def test_item15_capture_help_lists_algorithms_and_strip_modes():
 
 # ---- 7. small ones ----------------------------------------------------------------------------------
 
-def test_item15_zero_frame_capture_says_seq_none(tmp_path, keydir):
+def test_zero_frame_capture_says_seq_none(tmp_path, keydir):
     import struct
 
     empty = tmp_path / "empty.pcap"

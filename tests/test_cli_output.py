@@ -79,7 +79,7 @@ def _progress_cases(ledger: Path, keydir: Path, tmp_path: Path) -> dict[str, tup
 
 
 @pytest.mark.parametrize("cmd", ["verify", "query", "recompute", "bench"])
-def test_item15_progress_on_terminal_stderr_only(ledger, keydir, tmp_path, cmd):
+def test_progress_on_terminal_stderr_only(ledger, keydir, tmp_path, cmd):
     args, shown = _progress_cases(ledger, keydir, tmp_path)[cmd]
     rc, out, err = run_on_tty(*args)
     assert rc == 0, err
@@ -100,7 +100,7 @@ def test_item15_progress_on_terminal_stderr_only(ledger, keydir, tmp_path, cmd):
     assert b"ETA" not in out and b" of " not in out
 
 
-def test_item15_recompute_out_progress_has_the_capture_size(keydir, tmp_path):
+def test_recompute_out_progress_has_the_capture_size(keydir, tmp_path):
     size = SAMPLE.stat().st_size
     rc, out, err = run_on_tty("recompute", SAMPLE, "--digest-key", keydir / "digest.key", "--algorithm",
                               "siphash-1-3-128", "--strip", "frame", "--out", tmp_path / "d.parquet")
@@ -109,7 +109,7 @@ def test_item15_recompute_out_progress_has_the_capture_size(keydir, tmp_path):
     assert out.startswith(b"wrote 294 digests")
 
 
-def test_item15_verify_progress_counts_segments_of_total(ledger, keydir):
+def test_verify_progress_counts_segments_of_total(ledger, keydir):
     """The library's typed updates: segments done of the link's total, records as items."""
     from ledgertool.keyfiles import TrustBundle
     from ledgertool.progress import Progress
@@ -122,7 +122,7 @@ def test_item15_verify_progress_counts_segments_of_total(ledger, keydir):
     assert [(p.done, p.total, p.items) for p in seen] == [(0, 3, 0), (1, 3, 100), (2, 3, 200), (3, 3, 294)]
 
 
-def test_item15_recompute_progress_ends_at_the_file_size(ledger, keydir):
+def test_recompute_progress_ends_at_the_file_size(ledger, keydir):
     from ledgertool.keyfiles import DigestKey, TrustBundle
     from ledgertool.progress import Progress
     from ledgertool.reconcile.recompute import reconcile
@@ -156,7 +156,7 @@ def _command_paths() -> list[tuple[str, ...]]:
     return paths
 
 
-def test_item15_every_command_help_says_reads_writes_exit_codes_example():
+def test_every_command_help_says_reads_writes_exit_codes_example():
     from click.testing import CliRunner
 
     from ledgertool.cli.app import _command
@@ -185,7 +185,7 @@ HEAVY = ("numpy", "pyarrow", "duckdb", "cffi", "scapy", "pydantic", "ledgertool.
 
 @pytest.mark.parametrize("argv", [["--version"], ["--help"], ["-h"], ["verify", "--help"], ["capture", "-h"],
                                   ["keys", "provision", "--help"], ["bench", "--help"]])
-def test_item15_help_and_version_load_nothing_heavy(argv):
+def test_help_and_version_load_nothing_heavy(argv):
     """What `--help` and `--version` import (docs/benchmarks.md, "CLI start-up"): the help text is
     typer's and rich's console only; typer's pydantic coercion is not built for options not given."""
     code = ("import sys, io, contextlib\nfrom ledgertool.cli import main\nsys.argv = ['ledgertool', *%r]\n"
@@ -211,7 +211,7 @@ def test_item15_help_and_version_load_nothing_heavy(argv):
 # ---- query --output checked first ---------------------------------------------------------------
 
 @pytest.mark.parametrize("where", ["missing-dir", "a-dir", "under-a-file"])
-def test_item15_query_output_checked_before_the_query(tmp_path, where):
+def test_query_output_checked_before_the_query(tmp_path, where):
     """A bad --output is one line, exit 2, before the ledger is read: the ledger here does not even
     exist, and the output error is the one reported; nothing is left in the directory."""
     afile = tmp_path / "afile"
@@ -231,7 +231,7 @@ def test_item15_query_output_checked_before_the_query(tmp_path, where):
     assert r.stdout == "" and sorted(tmp_path.iterdir()) == before
 
 
-def test_item15_query_output_good_path_still_written(ledger, tmp_path):
+def test_query_output_good_path_still_written(ledger, tmp_path):
     out = tmp_path / "n.csv"
     r = cli("query", ledger, "SELECT count(*) AS n FROM records", "--output", out, "--format", "csv")
     assert r.returncode == 0, r.stderr
@@ -243,7 +243,7 @@ def test_item15_query_output_good_path_still_written(ledger, tmp_path):
 LINERATE_CSV = REPO / "docs" / "bench" / "linerate.csv"
 
 
-def test_item15_dashboard_answer_cores_needed():
+def test_dashboard_answer_cores_needed():
     """Cores needed from the measured rows: 400G of 64 B frames is 595.2 Mframes/s, divided by the
     fastest per-thread rate measured for the algorithm (over CPU paths and thread counts)."""
     from ledgertool.bench.dashboard import ANSWER_SIZES, answer_rows, latest
@@ -268,7 +268,7 @@ def best_at(rows, size: int) -> float:
     return max(r.frames_per_s / r.threads for r in rows if r.size == size)
 
 
-def test_item15_dashboard_layout():
+def test_dashboard_layout():
     from ledgertool.bench.dashboard import render_html
     from ledgertool.bench.rows import read_csv
 
@@ -286,7 +286,7 @@ def test_item15_dashboard_layout():
     assert page.count("<thead>") == 2  # the answer's and the raw table's, each once
 
 
-def test_item15_dashboard_fits_1400px_in_chromium(tmp_path):
+def test_dashboard_fits_1400px_in_chromium(tmp_path):
     import shutil
 
     binary = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
@@ -312,7 +312,7 @@ def test_item15_dashboard_fits_1400px_in_chromium(tmp_path):
 
 # ---- docs/cli.md: output files ------------------------------------------------------------------
 
-def test_item15_recompute_details_keeps_the_old_file_on_failure(ledger, keydir, tmp_path):
+def test_recompute_details_keeps_the_old_file_on_failure(ledger, keydir, tmp_path):
     """docs/cli.md, "Output files": a failed run leaves the old file. --details used to be
     truncated at the start, so a run that failed later destroyed it."""
     details = tmp_path / "d.jsonl"

@@ -33,7 +33,7 @@ def v2(tmp_path, keydir):
     return w, segs
 
 
-def test_issue14_compact_writes_checked_parquet_and_removes_the_raw_files(v2, keydir):
+def test_compact_writes_checked_parquet_and_removes_the_raw_files(v2, keydir):
     w, segs = v2
     seals = [w.path(i, "seal.json").read_bytes() for i in range(3)]
     res = cli("compact", w.ledger.directory, "--json")
@@ -54,7 +54,7 @@ def test_issue14_compact_writes_checked_parquet_and_removes_the_raw_files(v2, ke
     assert (again.compacted, again.already_parquet) == ([], 3)
 
 
-def test_issue14_compact_finishes_an_interrupted_compaction(v2, keydir):
+def test_compact_finishes_an_interrupted_compaction(v2, keydir):
     """A crash after the Parquet file was written and before the raw file was removed leaves both;
     the next run rewrites the Parquet file from the checked raw records (a planted one included)."""
     w, segs = v2
@@ -65,7 +65,7 @@ def test_issue14_compact_finishes_an_interrupted_compaction(v2, keydir):
     assert verify_ledger(w.ledger.directory, load_keys(keydir)[2]).ok
 
 
-def test_issue14_compact_refuses_records_that_do_not_match_the_seal(v2):
+def test_compact_refuses_records_that_do_not_match_the_seal(v2):
     w, segs = v2
     raw = bytearray(w.path(2, "rec").read_bytes())
     raw[256 + 4 + 40 * 48 + 40] ^= 1  # a digest byte of segment 2, record 40
@@ -84,7 +84,7 @@ def test_issue14_compact_refuses_records_that_do_not_match_the_seal(v2):
         compact_ledger(cut)
 
 
-def test_issue14_compact_takes_the_writer_lock(v2):
+def test_compact_takes_the_writer_lock(v2):
     w, _ = v2
     with writer_lock(w.ledger.directory, "capture"):
         with pytest.raises(LedgerLockedError):
@@ -92,7 +92,7 @@ def test_issue14_compact_takes_the_writer_lock(v2):
     assert w.path(0, "rec").exists()
 
 
-def test_issue14_compact_leaves_v1_ledgers_alone(tmp_path):
+def test_compact_leaves_v1_ledgers_alone(tmp_path):
     from test_golden_v1 import LEDGER
 
     copy = tmp_path / "G"
@@ -103,7 +103,7 @@ def test_issue14_compact_leaves_v1_ledgers_alone(tmp_path):
         p.name for p in (LEDGER / "link=link0").iterdir())
 
 
-def test_issue14_compact_help_has_reads_writes_exit_codes_example():
+def test_compact_help_has_reads_writes_exit_codes_example():
     out = cli("compact", "--help").stdout
     for words in ("Reads: DIR: v2 segments' raw record files", "Writes: seg-N.parquet", "Exit codes: 0 done, 1",
                   "ledgertool compact L"):

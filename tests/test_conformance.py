@@ -227,7 +227,7 @@ def test_golden_ledger_verifies_and_holds_the_kit_records(kit):
     assert json.loads((kit / g["trust"]).read_text()) == kit_signing_key().trust_bundle().to_dict()
 
 
-def test_issue14_golden_ledger_is_the_format_kit_json_names(kit):
+def test_golden_ledger_is_the_format_kit_json_names(kit):
     """kit.json says (and its schema requires) ledgertool-ledger-v1; when capture's default became
     v2 the kit wrote a v2 golden ledger under that manifest (raw record files, no Parquet)."""
     g = load(kit, "kit.json")

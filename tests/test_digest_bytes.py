@@ -48,7 +48,7 @@ def zero_tail(tmp_path_factory):
     return led, d, digest
 
 
-def test_item4_proof_of_a_digest_ending_in_zero_keeps_all_bytes(zero_tail, tmp_path):
+def test_proof_of_a_digest_ending_in_zero_keeps_all_bytes(zero_tail, tmp_path):
     led, keys, digest = zero_tail
     out = tmp_path / "proof.json"
     r = cli("prove", led, "--seq", SEQ, "--out", out)
@@ -62,7 +62,7 @@ def test_item4_proof_of_a_digest_ending_in_zero_keeps_all_bytes(zero_tail, tmp_p
     assert rep["ok"] and rep["record"]["digest"] == digest.hex()
 
 
-def test_item4_prove_by_a_digest_ending_in_zero(zero_tail, tmp_path):
+def test_prove_by_a_digest_ending_in_zero(zero_tail, tmp_path):
     led, keys, digest = zero_tail
     out = tmp_path / "proof.json"
     r = cli("prove", led, "--digest", digest.hex(), "--out", out, "--json")
@@ -74,7 +74,7 @@ def test_item4_prove_by_a_digest_ending_in_zero(zero_tail, tmp_path):
     assert r.returncode == 2 and "no sealed record" in r.stderr
 
 
-def test_item4_record_layout_round_trips_zero_bytes():
+def test_record_layout_round_trips_zero_bytes():
     """Arrow table <-> fixed-size records and the proof's record object keep digests whose last,
     first or every byte is zero."""
     digests = [bytes(15) + b"\x00", b"\x00" + bytes(range(1, 16)), bytes(range(1, 15)) + b"\x00\x00",

@@ -14,7 +14,7 @@ from ledgertool.source.bypass import BypassOptions
 from ledgertool.source.live import LiveOptions
 
 
-def test_item13_two_error_roots() -> None:
+def test_two_error_roots() -> None:
     data = (errors.UsageError, errors.CaptureFormatError, errors.WorkloadSpecError, errors.KeyFileError,
             errors.LedgerFormatError, errors.FileTypeError, errors.AlgorithmError, errors.DiscrepancyError)
     host = (errors.StorageError, errors.InterfaceError, errors.LedgerLockedError, errors.ClusterError)
@@ -35,26 +35,26 @@ def test_item13_two_error_roots() -> None:
      "(ledger.json `ledger_id`) or a dashed UUID", "--ledger-id 'xyz': expected the ledger's id, 32 hex "
      "characters (ledger.json `ledger_id`) or a dashed UUID"),
 ])
-def test_item13_library_names_the_setting_cli_the_option(call, library: str, cli: str) -> None:
+def test_library_names_the_setting_cli_the_option(call, library: str, cli: str) -> None:
     with pytest.raises(errors.UsageError) as e:
         call()
     assert str(e.value) == library
     assert cli_message(e.value) == cli
 
 
-def test_item13_options_that_differ_from_their_parameter() -> None:
+def test_options_that_differ_from_their_parameter() -> None:
     assert [option(n) for n in ("from_ns", "to_ns", "loops", "pin_cpu", "valid_for_s", "ring_mb")] == \
         ["--from", "--to", "--loop", "--pin", "--valid-for", "--ring-mb"]
 
 
-def test_item13_rewritten_message_is_kept() -> None:
+def test_rewritten_message_is_kept() -> None:
     """capture/run.py appends to a caught error's args; the CLI must print the longer text."""
     e = errors.UsageError(errors.Setting("workers"), " must be at least 1")
     e.args = (f"{e}; and more",)
     assert cli_message(e) == "workers must be at least 1; and more"
 
 
-def test_item13_cli_prints_the_option(tmp_path) -> None:
+def test_cli_prints_the_option(tmp_path) -> None:
     r = cli("plan", "storage", "--pps", "0")
     assert r.returncode == 2
     assert r.stderr.strip() == "ledgertool: error: frames per second (--pps) must be a positive finite number, got '0'"

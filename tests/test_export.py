@@ -80,7 +80,7 @@ def _rows(seq, link, ts, ts_ns, digest) -> list[tuple]:
     return sorted(zip(link, seq, ts, ts_ns, digest))
 
 
-def test_item15_ledger_directory_is_misread_by_engines(own_parquet):
+def test_ledger_directory_is_misread_by_engines(own_parquet):
     """What the export is for: read as a hive dataset, the ledger's links become integers, and the
     directory itself is refused because it holds files that are not Parquet."""
     ledger = own_parquet
@@ -92,7 +92,7 @@ def test_item15_ledger_directory_is_misread_by_engines(own_parquet):
                   .unique().to_list()) == [7, 42]
 
 
-def test_item15_export_reads_the_same_in_duckdb_pyarrow_and_polars(exported, ledger, keydir):
+def test_export_reads_the_same_in_duckdb_pyarrow_and_polars(exported, ledger, keydir):
     want = _verified_records(ledger, keydir)
     assert {r["link"] for r in want} == set(LINKS) and len(want) == 588
     assert sorted(p.name for p in exported.iterdir()) == [f"part-{i:08d}.parquet" for i in range(6)]
@@ -123,7 +123,7 @@ def test_item15_export_reads_the_same_in_duckdb_pyarrow_and_polars(exported, led
     assert sorted((r[0], r[1], r[2], r[3], r[4].lower()) for r in rows) == expect
 
 
-def test_item15_duckdb_reads_the_ledgers_own_files_with_link_as_text(own_parquet, keydir):
+def test_duckdb_reads_the_ledgers_own_files_with_link_as_text(own_parquet, keydir):
     """The documented direct read of DIR/link=*/seg-*.parquet (unverified bytes) keeps `link` text."""
     ledger = own_parquet
     rows = duckdb.sql(f"SELECT link, seq FROM read_parquet('{ledger}/link=*/seg-*.parquet', hive_partitioning = true, "
@@ -131,7 +131,7 @@ def test_item15_duckdb_reads_the_ledgers_own_files_with_link_as_text(own_parquet
     assert len(rows) == 588 and rows == [(r["link"], r["seq"]) for r in _verified_records(ledger, keydir)]
 
 
-def test_item15_export_refuses_what_does_not_verify(ledger, keydir, tmp_path):
+def test_export_refuses_what_does_not_verify(ledger, keydir, tmp_path):
     bad = tmp_path / "bad"
     shutil.copytree(ledger, bad)
     seg = bad / "link=0042" / "seg-00000001.rec"  # the raw record file a v2 capture seals
@@ -150,7 +150,7 @@ def test_item15_export_refuses_what_does_not_verify(ledger, keydir, tmp_path):
     assert [p.name for p in (tmp_path / "full").iterdir()] == ["x"]
 
 
-def test_item15_export_one_link_into_an_empty_directory(ledger, tmp_path):
+def test_export_one_link_into_an_empty_directory(ledger, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     r = cli("export", ledger, out, "--link", "0007")
@@ -161,7 +161,7 @@ def test_item15_export_one_link_into_an_empty_directory(ledger, tmp_path):
     assert set(t.column("link").to_pylist()) == {"0007"} and t.column("seq").to_pylist() == list(range(294))
 
 
-def test_item15_export_refuses_seq_past_int64_and_nulls_ts_without_time():
+def test_export_refuses_seq_past_int64_and_nulls_ts_without_time():
     from ledgertool.digest.record import FLAG_GAP, FLAG_NO_TIMESTAMP
     from ledgertool.errors import DataError
     from ledgertool.reconcile.export import export_table
@@ -184,7 +184,7 @@ def test_item15_export_refuses_seq_past_int64_and_nulls_ts_without_time():
         export_table(seg([2**63 - 1, 2**63], [0, 0]))
 
 
-def test_item15_spark_reads_the_export(exported, ledger, keydir):
+def test_spark_reads_the_export(exported, ledger, keydir):
     """The documented Spark line, where PySpark and a Java runtime are installed (not in the test
     extra: ~400 MB and a JVM); checked by hand with PySpark 4.3.0 on OpenJDK 17."""
     pyspark_sql = pytest.importorskip("pyspark.sql")

@@ -90,7 +90,7 @@ def _tree(path: Path) -> dict[str, bytes]:
 @pytest.mark.parametrize("planted", ["checkpoint.tmp", "link=link0/checkpoint.tmp",
                                      "link=link0/seg-00000003.seal.json.tmp", "link=link0/seg-00000003.parquet.tmp",
                                      "ledger.json.tmp"])
-def test_item8_planted_tmp_link_is_never_written_through(planted, ledger, keydir, tmp_path):
+def test_planted_tmp_link_is_never_written_through(planted, ledger, keydir, tmp_path):
     """Old writers used NAME.tmp: a link planted there made the next capture overwrite its target
     (here a copy of the signing key). Temporaries now get an unpredictable name created with
     O_EXCL|O_NOFOLLOW; a link found where recovery looks is refused by name. The Parquet
@@ -119,7 +119,7 @@ def test_item8_planted_tmp_link_is_never_written_through(planted, ledger, keydir
 
 
 @pytest.mark.parametrize("name", ["link=link0", "rotations", "link=link0/seg-00000002.seal.json", "ledger.json"])
-def test_item8_linked_ledger_paths_are_refused(name, ledger, keydir, tmp_path):
+def test_linked_ledger_paths_are_refused(name, ledger, keydir, tmp_path):
     """A ledger directory, the rotations directory, a seal or ledger.json replaced by a link to a
     copy elsewhere: writers refuse it by name and write nothing through it."""
     if name == "rotations":
@@ -136,7 +136,7 @@ def test_item8_linked_ledger_paths_are_refused(name, ledger, keydir, tmp_path):
     assert (_tree(target) if target.is_dir() else {"": target.read_bytes()}) == outside
 
 
-def test_item8_out_files_never_follow_a_planted_temporary_name(ledger, keydir, tmp_path):
+def test_out_files_never_follow_a_planted_temporary_name(ledger, keydir, tmp_path):
     """checkpoint --out and prove --out wrote OUT.tmp first: a link there redirected the write."""
     victim = tmp_path / "victim"
     victim.write_bytes(b"precious\n")
@@ -183,7 +183,7 @@ def _wait_for_holder(ledger: Path, proc: subprocess.Popen, timeout: float = 60) 
     raise AssertionError(f"capture never held the lock: {proc.poll()} {proc.stderr.read() if proc.poll() is not None else ''}")
 
 
-def test_item13_second_capture_and_recover_are_refused_while_one_runs(big_pcap, tmp_path, keydir):
+def test_second_capture_and_recover_are_refused_while_one_runs(big_pcap, tmp_path, keydir):
     """Two captures into one ledger, or recover during a capture, broke the chain for good."""
     ledger = tmp_path / "L"
     first = _start(_capture_args(big_pcap, ledger, keydir, "--segment-records", "2000", "--json"))
@@ -207,7 +207,7 @@ def test_item13_second_capture_and_recover_are_refused_while_one_runs(big_pcap, 
     assert v.ok and not v.warnings and v.records == 400_000, (v.problems, v.warnings)
 
 
-def test_item13_two_concurrent_captures_leave_a_ledger_that_verifies(big_pcap, tmp_path, keydir):
+def test_two_concurrent_captures_leave_a_ledger_that_verifies(big_pcap, tmp_path, keydir):
     """Started together: exactly one records, the other is refused; the ledger verifies. Each
     reads its capture on a pipe (`-`), written only once the refused one has exited, so the one
     holding the lock is still running when the other asks for it, however loaded the machine."""
@@ -235,7 +235,7 @@ def test_item13_two_concurrent_captures_leave_a_ledger_that_verifies(big_pcap, t
     assert v.ok and not v.warnings and v.records == 400_000, (v.problems, v.warnings)
 
 
-def test_item13_lock_of_a_killed_capture_does_not_block(big_pcap, tmp_path, keydir):
+def test_lock_of_a_killed_capture_does_not_block(big_pcap, tmp_path, keydir):
     ledger = tmp_path / "L"
     proc = _start(_capture_args(big_pcap, ledger, keydir, "--segment-records", "5000"))
     _wait_for_holder(ledger, proc)
@@ -248,7 +248,7 @@ def test_item13_lock_of_a_killed_capture_does_not_block(big_pcap, tmp_path, keyd
     assert v.ok and not v.warnings, (v.problems, v.warnings)
 
 
-def test_item13_lock_in_process(ledger):
+def test_lock_in_process(ledger):
     with writer_lock(ledger, "test") as me:
         assert json.loads((ledger / LOCK_FILE).read_bytes())["pid"] == me.pid == os.getpid()
         with pytest.raises(LedgerLockedError, match=rf"pid {os.getpid()} on .* \(test, since "):
@@ -258,7 +258,7 @@ def test_item13_lock_in_process(ledger):
         pass
 
 
-def test_item13_verify_during_a_capture_sees_no_problem(big_pcap, tmp_path, keydir):
+def test_verify_during_a_capture_sees_no_problem(big_pcap, tmp_path, keydir):
     """Readers take no lock: each file is renamed into place whole, so verify running while a
     capture seals 2,000 segments reports at most open segments and temporaries (warnings). Today's
     code failed on an open segment sealed and removed between verify's listing and its read."""
@@ -308,7 +308,7 @@ class _RenamedWhileRead(LedgerReader):
 
 
 @pytest.mark.parametrize("window", ["look-up", "read"])
-def test_item13_segment_renamed_while_verify_reads_it_is_not_missing(window, ledger):
+def test_segment_renamed_while_verify_reads_it_is_not_missing(window, ledger):
     """verify during a v2 capture reported records_missing ("neither seg-N.rec nor seg-N.parquet
     exists; seg-N.open is still there") for a segment the writer renamed from .open to .rec after
     verify had found no .rec: the rename is atomic, so once the .open is gone the .rec is there,
@@ -367,7 +367,7 @@ SEALED_WRITES = {1: {"open", "parquet", "leaves", "seal.json"}, 2: {"open", "lea
 
 
 @pytest.mark.parametrize("ledger_format", [1, 2], ids=["v1", "v2"])
-def test_item14_enospc_at_every_write_is_one_line_naming_the_file(ledger_format, tmpfs, keydir, tmp_path):
+def test_enospc_at_every_write_is_one_line_naming_the_file(ledger_format, tmpfs, keydir, tmp_path):
     """A full file system at each write of a capture (the free pages move the point): the error
     names the ledger file (never a *.tmp name) and says what to do; once there is room, recover
     seals every whole record written before the error. Today 26 of 67 such messages named no file.
@@ -432,7 +432,7 @@ def test_item14_enospc_at_every_write_is_one_line_naming_the_file(ledger_format,
     assert not (mnt / "N").exists()
 
 
-def test_item14_enospc_during_a_long_capture_cli(tmpfs, big_pcap, keydir):
+def test_enospc_during_a_long_capture_cli(tmpfs, big_pcap, keydir):
     mnt, remount = tmpfs
     ledger = mnt / "L"
     line = _one_error_line(cli(*_capture_args(big_pcap, ledger, keydir, "--segment-records", "3000")))
@@ -449,7 +449,7 @@ def test_item14_enospc_during_a_long_capture_cli(tmpfs, big_pcap, keydir):
     assert v.ok and not v.warnings and v.records == want > 0, (v.problems, v.warnings, v.records, want)
 
 
-def test_item14_read_only_ledger(tmpfs, keydir, tmp_path):
+def test_read_only_ledger(tmpfs, keydir, tmp_path):
     mnt, remount = tmpfs
     ledger = mnt / "L"
     assert cli(*_capture_args(SAMPLE, ledger, keydir, "--segment-records", "100")).returncode == 0
@@ -502,7 +502,7 @@ def loop_ext4(tmp_path):
         subprocess.run(["umount", "-l", str(back)], check=False)
 
 
-def test_item14_eio_is_one_line_naming_the_file_and_nothing_is_lost(loop_ext4, big_pcap, keydir):
+def test_eio_is_one_line_naming_the_file_and_nothing_is_lost(loop_ext4, big_pcap, keydir):
     mnt, resize = loop_ext4
     ledger = mnt / "L"
     assert cli(*_capture_args(SAMPLE, ledger, keydir, "--segment-records", "100")).returncode == 0
@@ -532,7 +532,7 @@ def _without_dac() -> list[str]:
 
 @pytest.mark.parametrize("name", ["ledger.json", "link=link0/seg-00000002.seal.json", "link=link0/checkpoint",
                                   "link=link0/seg-00000003.open"])
-def test_item14_unreadable_ledger_file_is_one_line(name, ledger, keydir):
+def test_unreadable_ledger_file_is_one_line(name, ledger, keydir):
     if name.endswith(".open"):
         shutil.copy(ledger / "link=link0/seg-00000002.leaves", ledger / name)
     os.chmod(ledger / name, 0)
@@ -550,7 +550,7 @@ def test_item14_unreadable_ledger_file_is_one_line(name, ledger, keydir):
 
 
 @pytest.mark.parametrize("how", ["directory", "unreadable"])
-def test_item14_checkpoint_is_never_signed_over_a_partial_read(how, ledger, keydir):
+def test_checkpoint_is_never_signed_over_a_partial_read(how, ledger, keydir):
     """capture's closing checkpoint read seals 0..n; a read error on seal 1 made it sign a
     checkpoint of 1 segment and exit 0. Now capture reads the chain once, before it captures
     anything, and holds it in memory: a seal it cannot read stops it there (exit 2, nothing
@@ -576,7 +576,7 @@ def test_item14_checkpoint_is_never_signed_over_a_partial_read(how, ledger, keyd
     assert str(seal1) in _one_error_line(r) and not (ledger.parent / "cp").exists()
 
 
-def test_item14_remaining_os_errors_name_the_file(tmp_path):
+def test_remaining_os_errors_name_the_file(tmp_path):
     """The CLI's last line of defence: an OSError no library code translated is one line naming
     the file, exit 2 (was `internal error: FileNotFoundError ...`)."""
     spec = next((SAMPLES / "workloads").glob("*.toml"))
@@ -588,7 +588,7 @@ def test_item14_remaining_os_errors_name_the_file(tmp_path):
 
 @pytest.mark.parametrize("name", ["link=link0/seg-00000001.seal.json", "link=link0/seg-00000003.open",
                                   "ledger.json", "rotations/rotation-0001.json", "link=link0/checkpoint"])
-def test_item15_fifo_in_a_ledger_never_blocks(name, ledger, keydir, tmp_path):
+def test_fifo_in_a_ledger_never_blocks(name, ledger, keydir, tmp_path):
     """A FIFO in place of a seal made verify block forever. Reads open with O_NONBLOCK and refuse
     anything but a regular file, by name."""
     (ledger / name).parent.mkdir(exist_ok=True)
@@ -618,7 +618,7 @@ SEALED_SHADOWS = {"fifo": "a FIFO", "link-inside": "a symbolic link", "link-outs
 
 @pytest.mark.parametrize("ledger_format,kind", [(2, k) for k in SEALED_SHADOWS] + [(1, "fifo"), (1, "link-outside")],
                          ids=[f"v2-{k}" for k in SEALED_SHADOWS] + ["v1-fifo", "v1-link-outside"])
-def test_item15_sealed_record_file_that_is_not_a_file(ledger_format, kind, keydir, tmp_path):
+def test_sealed_record_file_that_is_not_a_file(ledger_format, kind, keydir, tmp_path):
     """A sealed segment's record file (v2 seg-N.rec; v1 seg-N.parquet) replaced by a FIFO, a link
     to a segment file inside the ledger or to a copy outside it, a directory or /dev/zero's device:
     verify, query, recompute, prove and compact never open or follow it, never block, and name it.
@@ -679,7 +679,7 @@ def test_item15_sealed_record_file_that_is_not_a_file(ledger_format, kind, keydi
 
 
 @pytest.mark.parametrize("what", ["capture", "digest key", "workload spec"])
-def test_item15_fifo_given_as_an_input_never_blocks(what, tmp_path, keydir):
+def test_fifo_given_as_an_input_never_blocks(what, tmp_path, keydir):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     if what == "capture":
@@ -694,7 +694,7 @@ def test_item15_fifo_given_as_an_input_never_blocks(what, tmp_path, keydir):
     assert not (tmp_path / "L").exists()
 
 
-def test_item15_read_regular_refuses_each_kind(tmp_path):
+def test_read_regular_refuses_each_kind(tmp_path):
     import socket
 
     (tmp_path / "d").mkdir()
@@ -742,7 +742,7 @@ HEADER_BYTES = {0: "magic", 8: "version", 10: "header size", 12: "record size", 
 
 
 @pytest.mark.parametrize("offset", sorted(HEADER_BYTES), ids=[HEADER_BYTES[o] for o in sorted(HEADER_BYTES)])
-def test_item16_recover_does_what_verify_says_for_a_corrupt_header(offset, torn, keydir):
+def test_recover_does_what_verify_says_for_a_corrupt_header(offset, torn, keydir):
     """Corrupt one byte of the open segment's header: verify's warning says whether `recover`
     discards it or seals what the device's MACs authenticate, recover does exactly that (reporting
     the bytes it discards), and the ledger verifies with no warning after; a capture after it
@@ -777,7 +777,7 @@ def test_item16_recover_does_what_verify_says_for_a_corrupt_header(offset, torn,
     assert v.ok and not v.warnings and v.records == 494, (v.problems, v.warnings)
 
 
-def test_item16_capture_after_a_corrupt_header_reports_the_discard(torn, keydir):
+def test_capture_after_a_corrupt_header_reports_the_discard(torn, keydir):
     path = layout.open_segment_path(torn, "link0", 2)
     raw = bytearray(path.read_bytes())
     raw[0] ^= 0xFF

@@ -53,7 +53,7 @@ def _same(report: dict, a: str, b: str) -> dict:
     return json.loads(json.dumps(report).replace(a, b))
 
 
-def test_item4_memory_ledger_verifies_queries_and_reconciles_as_local(local, mem, keydir):
+def test_memory_ledger_verifies_queries_and_reconciles_as_local(local, mem, keydir):
     dk, _, trust = load_keys(keydir)
     assert isinstance(ledger_reader(mem), FsspecLedgerReader)
     here, there = verify_ledger(local, trust), verify_ledger(mem, trust)
@@ -68,14 +68,14 @@ def test_item4_memory_ledger_verifies_queries_and_reconciles_as_local(local, mem
     assert _same(r_there.to_json() | {"elapsed_s": 0}, mem, str(local)) == r_here.to_json() | {"elapsed_s": 0}
 
 
-def test_item4_memory_ledger_proves_as_local(local, mem):
+def test_memory_ledger_proves_as_local(local, mem):
     here = build_proof(local, seq=150, link="link0")
     there = build_proof(mem, seq=150, link="link0")
     assert there == here and there["segment"] == 1 and there["record"]["seq"] == "150"
     assert there["checkpoint"]["tree_size"] == 3
 
 
-def test_item4_tampered_memory_copy_gives_the_local_problem(local, mem, keydir, tmp_path):
+def test_tampered_memory_copy_gives_the_local_problem(local, mem, keydir, tmp_path):
     trust = load_keys(keydir)[2]
     fs = fsspec.filesystem("memory")
     rec = next(f"link=link0/{p.name}" for p in (local / "link=link0").glob("seg-00000001.*")
@@ -94,7 +94,7 @@ def test_item4_tampered_memory_copy_gives_the_local_problem(local, mem, keydir, 
     assert _same(there.to_json(), mem, str(copy)) == here.to_json()
 
 
-def test_item4_strays_in_memory_are_reported_and_never_read(mem, keydir, monkeypatch):
+def test_strays_in_memory_are_reported_and_never_read(mem, keydir, monkeypatch):
     trust = load_keys(keydir)[2]
     fs = fsspec.filesystem("memory")
     root = mem[len("memory://"):]
@@ -116,7 +116,7 @@ def test_item4_strays_in_memory_are_reported_and_never_read(mem, keydir, monkeyp
     assert any(p.endswith("seg-00000001.seal.json") for p in opened)  # the real files were read here
 
 
-def test_item4_missing_and_unknown_locations_are_one_line_errors():
+def test_missing_and_unknown_locations_are_one_line_errors():
     with pytest.raises(LedgerFormatError, match=r"^memory://no-such-ledger: no such ledger directory$"):
         verify_ledger("memory://no-such-ledger", None)
     try:
@@ -131,7 +131,7 @@ def test_item4_missing_and_unknown_locations_are_one_line_errors():
     assert location("memory://a/b") == UrlPath("memory://a/b", "/a/b", "memory")
 
 
-def test_item4_cli_file_url_is_the_local_path(local, keydir):
+def test_cli_file_url_is_the_local_path(local, keydir):
     trust = keydir / "verifier.pub"
     here = cli("verify", local, "--trust", trust, "--json")
     there = cli("verify", f"file://{local}", "--trust", trust, "--json")
@@ -142,7 +142,7 @@ def test_item4_cli_file_url_is_the_local_path(local, keydir):
     assert missing.stderr.strip().splitlines() == ["ledgertool: error: memory://nothing-here: no such ledger directory"]
 
 
-def test_item4_cli_verify_cluster_with_file_url(local, keydir):
+def test_cli_verify_cluster_with_file_url(local, keydir):
     pytest.importorskip("distributed")
     trust = keydir / "verifier.pub"
     here = cli("verify", local, "--trust", trust)
@@ -164,7 +164,7 @@ def mem_captures(request):
     fs.rm(root, recursive=True)
 
 
-def test_item4_capture_url_streams_like_the_local_file(local, mem, mem_captures, keydir):
+def test_capture_url_streams_like_the_local_file(local, mem, mem_captures, keydir):
     dk, _, trust = load_keys(keydir)
     here = reconcile(SAMPLES / "sample.pcap", local, dk, trust=trust, links=["link0"])
     for name in ("sample.pcap", "sample.pcap.gz"):
@@ -173,7 +173,7 @@ def test_item4_capture_url_streams_like_the_local_file(local, mem, mem_captures,
         assert there.per_second == here.per_second and there.capture.to_json() == here.capture.to_json()
 
 
-def test_item4_capture_url_errors_are_one_line(mem_captures, monkeypatch):
+def test_capture_url_errors_are_one_line(mem_captures, monkeypatch):
     from fsspec.implementations.memory import MemoryFile
 
     from ledgertool.errors import CaptureFormatError
@@ -197,7 +197,7 @@ def test_item4_capture_url_errors_are_one_line(mem_captures, monkeypatch):
             sum(1 for _ in reader.frames())
 
 
-def test_item4_cli_recompute_with_file_urls(local, keydir):
+def test_cli_recompute_with_file_urls(local, keydir):
     args = ("--digest-key", keydir / "digest.key", "--trust", keydir / "verifier.pub", "--link", "link0", "--json")
     here = cli("recompute", SAMPLES / "sample.pcap", "--ledger", local, *args)
     there = cli("recompute", f"file://{SAMPLES / 'sample.pcap'}", "--ledger", f"file://{local}", *args)

@@ -137,7 +137,7 @@ def gmac_ledger(tmp_path_factory, keydir):
     return d, led, frames, (probe, probe_b), tags
 
 
-def test_item10_two_tags_from_the_ledger_forge_every_tag_without_the_key(gmac_ledger, keydir):
+def test_two_tags_from_the_ledger_forge_every_tag_without_the_key(gmac_ledger, keydir):
     d, led, frames, (a, b), tags = gmac_ledger
     h, s = solve_h_and_s(a, tags[-2], b, tags[-1])
     # every tag the ledger holds is predicted exactly
@@ -151,7 +151,7 @@ def test_item10_two_tags_from_the_ledger_forge_every_tag_without_the_key(gmac_le
     assert forge(h ^ 1, s, frames[5][1]) != tags[5]
 
 
-def test_item10_rewritten_capture_matches_and_the_verdict_carries_the_caveat(gmac_ledger, keydir):
+def test_rewritten_capture_matches_and_the_verdict_carries_the_caveat(gmac_ledger, keydir):
     d, led, frames, (a, b), tags = gmac_ledger
     h, _ = solve_h_and_s(a, tags[-2], b, tags[-1])
     fake = [(ts, rewrite_same_tag(h, f, 0x1234 + i)) for i, (ts, f) in enumerate(frames)] + \
@@ -168,7 +168,7 @@ def test_item10_rewritten_capture_matches_and_the_verdict_carries_the_caveat(gma
     assert r.returncode == 0 and r.stdout.startswith("MATCH") and f"warning: {GMAC_CAVEAT}\n" in r.stderr
 
 
-def test_item10_verify_and_check_proof_state_the_caveat(gmac_ledger, keydir, tmp_path):
+def test_verify_and_check_proof_state_the_caveat(gmac_ledger, keydir, tmp_path):
     _, led, *_ = gmac_ledger
     r = cli("verify", led, "--trust", keydir / "verifier.pub", "--checkpoint", led / "link=link0" / "checkpoint")
     assert r.returncode == 0 and r.stdout.startswith("OK")
@@ -185,7 +185,7 @@ def test_item10_verify_and_check_proof_state_the_caveat(gmac_ledger, keydir, tmp
     assert r.returncode == 0 and json.loads(r.stdout)["warnings"] == [GMAC_CAVEAT]
 
 
-def test_item10_gmac_ledger_needs_the_opt_in(tmp_path, keydir):
+def test_gmac_ledger_needs_the_opt_in(tmp_path, keydir):
     led = tmp_path / "L"
     args = ("capture", SAMPLES / "sample.pcap", "--ledger", led, "--digest-key", keydir / "digest.key",
             "--signing-key", keydir / "signing.key", "--algorithm", "aes-128-gmac")

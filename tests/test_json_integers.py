@@ -69,7 +69,7 @@ def big(request, tmp_path_factory, keydir) -> Path:
     return led
 
 
-def test_item15_prove_and_check_proof_keep_a_seq_above_2_53(big, keydir, tmp_path):
+def test_prove_and_check_proof_keep_a_seq_above_2_53(big, keydir, tmp_path):
     seq = BIG + 7
     out = tmp_path / "p.json"
     r = cli("prove", big, "--seq", seq, "--out", out, "--json")
@@ -85,7 +85,7 @@ def test_item15_prove_and_check_proof_keep_a_seq_above_2_53(big, keydir, tmp_pat
     assert json.loads(r.stdout)["record"]["seq"] == str(seq)
 
 
-def test_item15_capture_report_keeps_a_seq_above_2_53(big, keydir, tmp_path):
+def test_capture_report_keeps_a_seq_above_2_53(big, keydir, tmp_path):
     dk, _, _ = load_keys(keydir)
     f = tmp_path / "more.records"
     f.write_bytes(compute_records(SAMPLE, dk, get_algorithm("siphash-1-3-128"), "frame", BIG + 294))
@@ -113,7 +113,7 @@ def ledger(tmp_path_factory, keydir) -> Path:
     return led
 
 
-def test_item15_query_json_carries_64_bit_columns_as_strings(ledger, keydir):
+def test_query_json_carries_64_bit_columns_as_strings(ledger, keydir):
     sql = (f"SELECT seq + {BIG} AS big, ts_ns, wire_len, [seq + {BIG}] AS l, {{'s': seq + {BIG}, 'w': wire_len}} AS st, "
            f"count(*) OVER () AS n FROM records ORDER BY seq LIMIT 2")
     want_ts = [int(x) for x in cli("query", ledger, "SELECT ts_ns FROM records ORDER BY seq LIMIT 2",
@@ -133,7 +133,7 @@ def test_item15_query_json_carries_64_bit_columns_as_strings(ledger, keydir):
         assert all(type(x["wire_len"]) is float and type(x["st"]["w"]) is float for x in rows)  # UINTEGER: numbers
 
 
-def test_item15_recompute_report_and_details_carry_seq_and_ts_as_strings(ledger, keydir, tmp_path):
+def test_recompute_report_and_details_carry_seq_and_ts_as_strings(ledger, keydir, tmp_path):
     data = SAMPLE.read_bytes()
     off, recs = 24, []
     while off < len(data):

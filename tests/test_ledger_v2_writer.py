@@ -94,7 +94,7 @@ def _writer(path: Path, key: OpenSegmentKey, digest_size: int, leaf_records: int
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(batches=st.lists(st.integers(0, 700), min_size=1, max_size=8), leaf=st.sampled_from([1, 4, 64, 256]),
        digest_size=st.sampled_from([16, 32]), seed=st.integers(0, 2**32 - 1))
-def test_item14_native_writer_equals_the_spec(tmp_path_factory, batches, leaf, digest_size, seed):
+def test_native_writer_equals_the_spec(tmp_path_factory, batches, leaf, digest_size, seed):
     """Random batches of random sizes: the file's MACs, the blocks' alignment to the leaves, the
     root and the counters are what a pure-Python computation from the spec gives."""
     if not sum(batches):
@@ -131,7 +131,7 @@ def test_item14_native_writer_equals_the_spec(tmp_path_factory, batches, leaf, d
                                                                       int(arr["ts_ns"][-1]))
 
 
-def test_item14_whole_leaves_make_aligned_blocks(tmp_path):
+def test_whole_leaves_make_aligned_blocks(tmp_path):
     """Appends of 600, 100, 1000 records at leaf 256: 512 (2 leaves) | 88 (short); 100 (still in
     leaf 2); 68 (completes it) | 768 (3 leaves) | 164 (short, the last leaf)."""
     rng = np.random.default_rng(1)
@@ -148,7 +148,7 @@ def test_item14_whole_leaves_make_aligned_blocks(tmp_path):
 
 
 @pytest.mark.parametrize("leaf,digest_size", [(1, 16), (4, 32), (256, 16), (4096, 16)])
-def test_item14_blocks_written_piece_by_piece_equal_the_spec(tmp_path, leaf, digest_size):
+def test_blocks_written_piece_by_piece_equal_the_spec(tmp_path, leaf, digest_size):
     """Blocks of whole leaves larger than one piece (segment_writer.c PIECE_BYTES: counted, hashed
     and written about 192 KiB at a time, the MAC with the last piece): 70,000 records and a
     65,536-record batch make full 65,536-record blocks of many pieces, and a leaf larger than a
@@ -176,7 +176,7 @@ def test_item14_blocks_written_piece_by_piece_equal_the_spec(tmp_path, leaf, dig
     assert (t.first_ts_ns, t.last_ts_ns) == (int(arr["ts_ns"][0]), int(arr["ts_ns"][-1]))
 
 
-def test_item14_native_hmac_equals_python_hmac(tmp_path):
+def test_native_hmac_equals_python_hmac(tmp_path):
     """One block of one leaf: its MAC is hmac.digest over the spec's bytes (key longer and shorter
     than the SHA-256 block: the C pads)."""
     for secret in (bytes(range(32)), bytes(range(100))):
@@ -194,7 +194,7 @@ def test_item14_native_hmac_equals_python_hmac(tmp_path):
         assert raw[-32:] == want
 
 
-def test_item14_writer_refuses_more_than_the_segment_bound(tmp_path):
+def test_writer_refuses_more_than_the_segment_bound(tmp_path):
     key = OpenSegmentKey(bytes(32), "cd" * 16)
     w = _writer(tmp_path / "s.open", key, 16, 64)
     # the C bound, before any byte is read (count * record_size would pass 2^32 here)
@@ -229,7 +229,7 @@ def _seal_checks(ledger: Path, index: int, trust) -> dict:
     return seal
 
 
-def test_item14_v2_ledger_seals_the_raw_record_files(tmp_path, keydir):
+def test_v2_ledger_seals_the_raw_record_files(tmp_path, keydir):
     dk, sk, trust = load_keys(keydir)
     ledger = tmp_path / "L"
     capture_file(SAMPLE, ledger, digest_key=dk, signing_key=sk, segment_records=100, ledger_format=2)
@@ -271,7 +271,7 @@ def v2_ledger(tmp_path, keydir) -> Path:
     return ledger
 
 
-def test_item14_v2_recover_truncates_to_the_authenticated_prefix(v2_ledger, keydir):
+def test_v2_recover_truncates_to_the_authenticated_prefix(v2_ledger, keydir):
     _, sk, trust = load_keys(keydir)
     path = _left_open(v2_ledger, sk, (300, 50))
     whole = path.stat().st_size
@@ -285,7 +285,7 @@ def test_item14_v2_recover_truncates_to_the_authenticated_prefix(v2_ledger, keyd
     assert (seal["torn_bytes_discarded"], seal["source"]) == (34, "recovered open segment")
 
 
-def test_item14_v2_rewritten_block_is_refused(v2_ledger, keydir):
+def test_v2_rewritten_block_is_refused(v2_ledger, keydir):
     _, sk, _ = load_keys(keydir)
     path = _left_open(v2_ledger, sk, (256, 10))
     raw = bytearray(path.read_bytes())
@@ -296,7 +296,7 @@ def test_item14_v2_rewritten_block_is_refused(v2_ledger, keydir):
     assert path.exists() and not layout.seal_path(v2_ledger, "link0", 3).exists()
 
 
-def test_item14_v2_seal_written_but_not_renamed(v2_ledger, keydir):
+def test_v2_seal_written_but_not_renamed(v2_ledger, keydir):
     """The crash between writing seg-N.seal.json and renaming seg-N.open to seg-N.rec: recovery
     renames it when its records' root is the seal's, and leaves a changed one in place."""
     _, sk, trust = load_keys(keydir)
@@ -316,7 +316,7 @@ def test_item14_v2_seal_written_but_not_renamed(v2_ledger, keydir):
 
 
 @pytest.mark.parametrize("fmt", [1, 2])
-def test_item14_progress_counts_sealed_records(tmp_path, keydir, fmt):
+def test_progress_counts_sealed_records(tmp_path, keydir, fmt):
     """The capture progress callback gets the records sealed so far, not only those digested: its
     last call, after the final seal, has all 294."""
     dk, sk, _ = load_keys(keydir)
@@ -328,7 +328,7 @@ def test_item14_progress_counts_sealed_records(tmp_path, keydir, fmt):
 
 
 @pytest.mark.parametrize("fmt", [1, 2])
-def test_item14_open_segment_fsync_runs_on_the_sealer_thread(tmp_path, keydir, monkeypatch, fmt):
+def test_open_segment_fsync_runs_on_the_sealer_thread(tmp_path, keydir, monkeypatch, fmt):
     """Sealing a full segment does not stall the capture thread on its writeback: the open file's
     fsync runs on the sealer thread, before that segment's seal is written (it is durable first)."""
     import os
@@ -356,7 +356,7 @@ def test_item14_open_segment_fsync_runs_on_the_sealer_thread(tmp_path, keydir, m
         t.startswith("ledgertool-seal") for kind, t in events if kind == "fsync")
 
 
-def test_item14_open_segment_name_made_durable_at_close(tmp_path, monkeypatch):
+def test_open_segment_name_made_durable_at_close(tmp_path, monkeypatch):
     """Creating an open segment does not fsync its directory (that would wait for the journal
     commit of the previous segment's fsync, running on the sealer thread); close fsyncs the file,
     then the directory, so a closed segment's name and records are durable together."""
@@ -389,7 +389,7 @@ def _batches(w: LinkWriter, sizes: tuple[int, ...], digest_size: int, rng: np.ra
     return handed
 
 
-def test_item14_batches_are_written_on_the_writer_thread(tmp_path, keydir, monkeypatch):
+def test_batches_are_written_on_the_writer_thread(tmp_path, keydir, monkeypatch):
     """capture hands each digested batch to the writer thread (leaves, MACs, write(2) run there, the
     GIL released) and digests the next one meanwhile; the records sealed are the ones digested."""
     import threading
@@ -405,7 +405,7 @@ def test_item14_batches_are_written_on_the_writer_thread(tmp_path, keydir, monke
     assert [_seal_checks(tmp_path / "L", i, trust)["records"] for i in range(3)] == [100, 100, 94]
 
 
-def test_item14_batch_buffers_are_reused_and_bound_what_is_in_flight(tmp_path, keydir, monkeypatch):
+def test_batch_buffers_are_reused_and_bound_what_is_in_flight(tmp_path, keydir, monkeypatch):
     """Backpressure: with every batch buffer in flight, the next batch_buffer waits for the oldest
     write (nothing is dropped); the buffers are reused, never one per batch; the file holds every
     record of every batch in order."""
@@ -434,7 +434,7 @@ def test_item14_batch_buffers_are_reused_and_bound_what_is_in_flight(tmp_path, k
     assert got["seq"].tolist() == list(range(294, 294 + sum(sizes)))
 
 
-def test_item14_failed_write_on_the_writer_thread_is_raised_and_recovered(v2_ledger, keydir):
+def test_failed_write_on_the_writer_thread_is_raised_and_recovered(v2_ledger, keydir):
     """A write that fails on the writer thread (here EFBIG past RLIMIT_FSIZE) is raised by the
     capture thread's next call as StorageError naming the open segment; the whole blocks written
     before it are sealed by recover, and collecting the failed batch's traceback (a reference

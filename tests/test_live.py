@@ -413,7 +413,7 @@ def capture_pid(proc: subprocess.Popen) -> int:
 
 @needs_netns
 @pytest.mark.parametrize("workers", ["1", "2"])
-def test_item9_predictable_fanout_group_takes_no_frames(veth, keydir, tmp_path, workers):
+def test_predictable_fanout_group_takes_no_frames(veth, keydir, tmp_path, workers):
     """Capture joined group pid & 0xffff even with one worker; a process that joined that group took
     about half the frames, undeclared, and verify said OK. Now one worker joins no group and several
     join a random one: the old guess takes nothing from the capture."""
@@ -441,7 +441,7 @@ def test_item9_predictable_fanout_group_takes_no_frames(veth, keydir, tmp_path, 
 
 
 @needs_netns
-def test_item9_foreign_fanout_member_is_detected_and_declared(veth, keydir, tmp_path):
+def test_foreign_fanout_member_is_detected_and_declared(veth, keydir, tmp_path):
     """A process that finds the random group (here with `ss`, through packet_diag) and joins it still
     takes frames, but the capture's witness counts them: the ledger declares them in a GAP record,
     the report says FANOUT, and verify counts them as declared drops."""

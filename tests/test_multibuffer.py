@@ -403,7 +403,7 @@ def test_engine_profile_runs_the_engine_loop_and_counts_every_frame():
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(record_size=st.sampled_from([48, 64]), count=st.integers(0, 2100), leaf_log2=st.integers(0, 10),
        seed=st.integers(0, 2**32 - 1))
-def test_issue14_merkle_leaves_four_streams_equal_hashlib(path, record_size, count, leaf_log2, seed):
+def test_merkle_leaves_four_streams_equal_hashlib(path, record_size, count, leaf_log2, seed):
     """lt_merkle_leaves hashes whole leaves four at a time (interleaved SHA-NI streams) and the
     rest one at a time: every count (groups of four, a remainder of 1-3 whole leaves, a short last
     leaf) and every leaf length (below one SHA-256 block up to many) gives hashlib's bytes, on the
@@ -422,7 +422,7 @@ def test_issue14_merkle_leaves_four_streams_equal_hashlib(path, record_size, cou
         force_cpu_path(hmac_alg, None)
 
 
-def test_issue14_merkle_leaves_each_stream_is_its_own_leaf():
+def test_merkle_leaves_each_stream_is_its_own_leaf():
     """A change in one leaf of a group of four changes exactly that leaf's hash (the streams do not
     share a state or a staging buffer)."""
     data = bytearray(random.Random(14).randbytes(48 * 256 * 4))

@@ -63,7 +63,7 @@ def _verify(ledger: Path, keydir: Path) -> dict:
 # ---- the overflow itself ---------------------------------------------------------------
 
 @pytest.mark.parametrize("command", ["verify", "recover"])
-def test_item7_leaf_records_overflow(ledger, keydir, command):
+def test_leaf_records_overflow(ledger, keydir, command):
     """leaf_records = 2^60 + 1 wrapped `record_size * leaf_records` to 48 in lt_merkle_leaves: verify
     aborted (ASan heap-buffer-overflow), recover corrupted the heap. Now: one line naming ledger.json
     and the field, exit 2, before any record is hashed."""
@@ -76,7 +76,7 @@ def test_item7_leaf_records_overflow(ledger, keydir, command):
     assert "ledger.json" in lines[0] and "leaf_records" in lines[0] and str(2**60 + 1) in lines[0]
 
 
-def test_item7_merkle_leaves_checks_every_size_in_c():
+def test_merkle_leaves_checks_every_size_in_c():
     """The C entry point itself refuses what it cannot hold, whatever Python passes: no write
     past `out`, status LT_ERR_ARG."""
     from ledgertool._binding import ffi, lib
@@ -117,7 +117,7 @@ print(lib.lt_digest_many(alg.native_id, bytes(16), msgs, lens, 2, ffi.new("uint8
 """
 
 
-def test_item7_native_counts_times_sizes_are_checked():
+def test_native_counts_times_sizes_are_checked():
     """lt_engine_fill and lt_digest_many computed `count * record size` unchecked: a count whose
     byte size wraps now gets LT_ERR_ARG instead of writes past the buffer."""
     import subprocess
@@ -130,7 +130,7 @@ def test_item7_native_counts_times_sizes_are_checked():
     assert r.stdout.split() == [str(lib.LT_ERR_ARG), "0", str(lib.LT_ERR_ARG)]
 
 
-def test_item7_workload_timestamps_cannot_overflow():
+def test_workload_timestamps_cannot_overflow():
     """start_ns + frames x interframe past 2^63 - 1 ns overflowed the generator's int64 clock
     (signed overflow: negative timestamps); now the spec is refused."""
     import dataclasses
@@ -155,7 +155,7 @@ def test_item7_workload_timestamps_cannot_overflow():
     ("ledger_id", 7), ("digest_key_id", "zz" * 16), ("digest_key_id", None), ("format", "ledgertool-ledger-v3"),
     ("created_at", 5), ("surprise", 1),
 ])
-def test_item7_ledger_header_fields_are_bounded(ledger, field, value):
+def test_ledger_header_fields_are_bounded(ledger, field, value):
     from ledgertool.errors import LedgerFormatError
     from ledgertool.ledger.header import load_ledger
 
@@ -166,7 +166,7 @@ def test_item7_ledger_header_fields_are_bounded(ledger, field, value):
     assert "\n" not in msg and "ledger.json" in msg and field in msg, msg
 
 
-def test_item7_ledger_header_duplicate_member_and_size(ledger):
+def test_ledger_header_duplicate_member_and_size(ledger):
     from ledgertool.errors import LedgerFormatError
     from ledgertool.ledger.header import load_ledger
 
@@ -185,7 +185,7 @@ def test_item7_ledger_header_duplicate_member_and_size(ledger):
     ("algorithm", "siphash-1-3-64", "byte 96"), ("algorithm", "blake3-keyed-256", "byte 96"),
     ("strip", "nothing", "byte 128"), ("link", "../x", "byte 64"),
 ])
-def test_item7_segment_header_is_bounded(field, value, where):
+def test_segment_header_is_bounded(field, value, where):
     from ledgertool.errors import LedgerFormatError
     from ledgertool.ledger.segment import SegmentHeader
 
@@ -199,7 +199,7 @@ def test_item7_segment_header_is_bounded(field, value, where):
 
 # ---- the header is bound to the signed chain -------------------------------------------
 
-def test_item7_new_seals_sign_the_header_bytes(ledger):
+def test_new_seals_sign_the_header_bytes(ledger):
     import hashlib
 
     want = hashlib.sha256((ledger / "ledger.json").read_bytes()).hexdigest()
@@ -208,7 +208,7 @@ def test_item7_new_seals_sign_the_header_bytes(ledger):
     assert {json.loads(p.read_text())["ledger_header_sha256"] for p in seals} == {want}
 
 
-def test_item7_edited_header_is_a_named_problem(ledger, keydir):
+def test_edited_header_is_a_named_problem(ledger, keydir):
     """A header edit that keeps every compared parameter (created_at) was invisible; one that
     changes leaf_records made verify hash the records with the unsigned value. Now both are
     `ledger_header_mismatch`, and records are still hashed with the seals' signed layout."""
@@ -225,7 +225,7 @@ def test_item7_edited_header_is_a_named_problem(ledger, keydir):
     assert "merkle_mismatch" not in kinds, "records were hashed with the unsigned header's leaf size"
 
 
-def test_item7_capture_refuses_to_append_over_an_edited_header(ledger, keydir):
+def test_capture_refuses_to_append_over_an_edited_header(ledger, keydir):
     _edit_header(ledger, created_at="1999-01-01T00:00:00+00:00")
     before = sorted(p.name for p in (ledger / "link=link0").iterdir())
     r = cli("capture", SAMPLE, "--ledger", ledger, "--digest-key", keydir / "digest.key",
@@ -255,7 +255,7 @@ def _strip_binding(ledger: Path, keydir: Path) -> None:
     write_checkpoint(ledger, header, "link0", sk)
 
 
-def test_item7_old_seals_without_the_binding_still_verify(v1_ledger, keydir):
+def test_old_seals_without_the_binding_still_verify(v1_ledger, keydir):
     """v1 seals from before the binding (v2 seals were never written without it: next test)."""
     ledger = v1_ledger
     _strip_binding(ledger, keydir)
@@ -269,7 +269,7 @@ def test_item7_old_seals_without_the_binding_still_verify(v1_ledger, keydir):
     assert len(v["problems"]) == 3
 
 
-def test_item7_v2_seals_without_the_binding_are_malformed(ledger, keydir):
+def test_v2_seals_without_the_binding_are_malformed(ledger, keydir):
     _strip_binding(ledger, keydir)
     v = _verify(ledger, keydir)
     assert [(p["kind"], p["segment"]) for p in v["problems"]] == [("seal_malformed", i) for i in range(3)], v
@@ -287,7 +287,7 @@ def _native_so() -> Path:
 @pytest.mark.skipif(not shutil.which("objdump"), reason="needs objdump (binutils, installed with gcc)")
 @pytest.mark.parametrize("func", ["lt_engine_free", "lt_digest", "lt_digest_many", "lt_gmac_aes128",
                                   "lt_hmac_sha256"])
-def test_item11_key_wipe_survives_the_optimiser(func):
+def test_key_wipe_survives_the_optimiser(func):
     """GCC removed lt_engine_free's memset of the expanded keys (a dead store before free): the
     compiled function must still clear them, through explicit_bzero."""
     import platform
@@ -318,7 +318,7 @@ os.abort()
     "SigningKey.load(sys.argv[1] + '/signing.key')",
     "generate_keys(sys.argv[1] + '/new')",
 ])
-def test_item11_no_core_dump_once_a_secret_key_is_loaded(keydir, tmp_path, load):
+def test_no_core_dump_once_a_secret_key_is_loaded(keydir, tmp_path, load):
     """A crash with keys in memory wrote them to a core file. Loading or generating a secret key
     now sets RLIMIT_CORE to 0 (soft and hard) and PR_SET_DUMPABLE to 0."""
     import resource
@@ -395,7 +395,7 @@ print("no error")
 
 
 @pytest.mark.parametrize("how", ["engine", "engine-partial", "engine-workers", "frames"])
-def test_item11_capture_file_truncated_while_read(tmp_path, how):
+def test_capture_file_truncated_while_read(tmp_path, how):
     """The reader maps the file: truncating it under a read raised SIGBUS and killed the process.
     Now the fault is caught wherever it happens (the reader's parsing, a worker hashing frames of
     a batch read ahead, Python copying frames out): one line naming the file and byte, exit 2."""
@@ -413,7 +413,7 @@ def test_item11_capture_file_truncated_while_read(tmp_path, how):
 
 
 @pytest.mark.parametrize("command", ["recompute", "capture"])
-def test_item11_recompute_and_capture_survive_truncation_mid_run(tmp_path, keydir, command):
+def test_recompute_and_capture_survive_truncation_mid_run(tmp_path, keydir, command):
     """End to end: a 2-million-frame capture is cut to 1 MB while `recompute` (or `capture`)
     digests it with every core."""
     import subprocess
@@ -484,7 +484,7 @@ print(json.dumps([seen, [(p.kind.value, p.segment, p.detail) for p in res.proble
 
 
 @pytest.mark.parametrize("how", ["cli", "readers"])
-def test_issue16_item6_rec_file_truncated_under_the_map(tmp_path, keydir, how):
+def test_rec_file_truncated_under_the_map(tmp_path, keydir, how):
     """verify walks a raw record file in a map of the length it fstat'd (no
     read copy). The storage holder can truncate the file under that map: the walk faulted (SIGBUS)
     and killed the process. Now the fault is caught: records_unreadable naming the file and the
@@ -549,7 +549,7 @@ def test_saturated_pcapng_reads_as_int64_limits(tmp_path):
 
 
 @needs_root
-def test_item11_replay_timing_refuses_saturated_timestamps(tmp_path):
+def test_replay_timing_refuses_saturated_timestamps(tmp_path):
     """--timing computed INT64_MAX - INT64_MIN (signed overflow: UBSan reports it; plain builds
     wrapped to -1 and sent both frames at once). Now a one-line usage error naming the frame."""
     cap = _saturated_pcapng(tmp_path / "sat.pcapng")

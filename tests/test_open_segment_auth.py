@@ -77,7 +77,7 @@ def _recover(ledger: Path, keydir: Path, *extra: str) -> CliResult:
 
 # ---- attack 1: a planted seg-N.open that continues the chain ----------------------------------
 
-def test_item14_planted_open_segment_is_refused(sealed, keydir):
+def test_planted_open_segment_is_refused(sealed, keydir):
     """The attack: the custodian plants seg-00000003.open continuing the chain
     (index, first seq, ledger id and key id are public) with the 294 digests replayed. On main
     `recover` sealed it and `verify --checkpoint <before>` exited 0 with 588 records."""
@@ -95,7 +95,7 @@ def test_item14_planted_open_segment_is_refused(sealed, keydir):
     assert json.loads(v.stdout)["records"] == 294 and v.returncode == 0, v.stdout
 
 
-def test_item14_planted_v2_open_segment_is_refused(sealed, keydir, other_keydir):
+def test_planted_v2_open_segment_is_refused(sealed, keydir, other_keydir):
     """The same plant in the v2 layout: with the MAC key id seen in an earlier open segment but
     MACs the custodian had to make up, and with blocks MAC'd by another signing key."""
     lg = load_ledger(sealed)
@@ -132,7 +132,7 @@ def _digest_offset(path: Path) -> int:
 
 
 @pytest.mark.parametrize("ledger_format", [1, 2], ids=["v1", "v2"])
-def test_item14_rewriting_open_segments_during_capture_changes_nothing_signed(ledger_format, tmp_path, keydir):
+def test_rewriting_open_segments_during_capture_changes_nothing_signed(ledger_format, tmp_path, keydir):
     """The attack: zero record 0's digest of every open segment while `capture`
     runs. On main the sealer read the rewritten bytes back and signed them (verify 0, recompute
     ledger-only 1 per segment). Now the seal covers the records in memory. v1: the open file is
@@ -213,7 +213,7 @@ def _block_offsets(path: Path) -> list[int]:
     return [b.offset for b in segments.read_open_segment(path).blocks]
 
 
-def test_item14_recover_seals_whole_authenticated_blocks(left_open, keydir):
+def test_recover_seals_whole_authenticated_blocks(left_open, keydir):
     ledger = left_open.parent.parent
     r = _recover(ledger, keydir, "--json")
     assert r.returncode == 0, r.stderr
@@ -224,7 +224,7 @@ def test_item14_recover_seals_whole_authenticated_blocks(left_open, keydir):
     assert v.ok and v.records == 422
 
 
-def test_item14_rewritten_block_is_refused(left_open, keydir):
+def test_rewritten_block_is_refused(left_open, keydir):
     ledger = left_open.parent.parent
     raw = bytearray(left_open.read_bytes())
     at = _block_offsets(left_open)[1]
@@ -239,7 +239,7 @@ def test_item14_rewritten_block_is_refused(left_open, keydir):
     assert _verify_before(ledger, keydir).returncode == 0
 
 
-def test_item14_reordered_blocks_are_refused(left_open, keydir):
+def test_reordered_blocks_are_refused(left_open, keydir):
     ledger = left_open.parent.parent
     raw = left_open.read_bytes()
     o = _block_offsets(left_open)
@@ -259,7 +259,7 @@ def test_item14_reordered_blocks_are_refused(left_open, keydir):
 
 
 @pytest.mark.parametrize("cut", ["mid_block", "mid_count", "at_boundary"])
-def test_item14_truncated_open_segment_seals_only_the_prefix(left_open, keydir, cut):
+def test_truncated_open_segment_seals_only_the_prefix(left_open, keydir, cut):
     """Truncation cannot be told from a crash: the whole authenticated blocks are sealed, what lay
     past them is reported (bytes, the incomplete block) and not signed."""
     ledger = left_open.parent.parent
@@ -278,7 +278,7 @@ def test_item14_truncated_open_segment_seals_only_the_prefix(left_open, keydir, 
     assert v.ok and v.records == 390
 
 
-def test_item14_v1_open_segment_only_with_trusted_storage(sealed, keydir):
+def test_v1_open_segment_only_with_trusted_storage(sealed, keydir):
     """A v1 open segment (no MACs, as main wrote them) is sealed only with the explicit flag."""
     lg = load_ledger(sealed)
     path = layout.open_segment_path(sealed, "link0", 3)
@@ -296,7 +296,7 @@ def test_item14_v1_open_segment_only_with_trusted_storage(sealed, keydir):
 
 # ---- a torn last block after kill -9 -----------------------------------------------------------
 
-def test_item14_sigkill_mid_segment_recovers_the_authenticated_prefix(tmp_path, keydir):
+def test_sigkill_mid_segment_recovers_the_authenticated_prefix(tmp_path, keydir):
     """kill -9 a capture in the middle of a long segment: recover seals the whole authenticated
     blocks, and recompute of the frames they cover matches the ledger exactly."""
     frames = 600_000

@@ -514,7 +514,7 @@ def test_cli_no_args_shows_help() -> None:
 # --------------------------------------------------------------------------- reference figures
 
 
-def test_issue7_reference_figures() -> None:
+def test_reference_figures() -> None:
     """400G, 64 B: 595.2 Mframes/s; 64-bit first collision ~9.0 s; 128-bit ~1.2 thousand years; 48-byte records."""
     t = plan.traffic_from_rate(plan.parse_rate("400G"), plan.parse_frame("64"))
     assert close(t.frames_per_second, 400e9 / 672)

@@ -24,7 +24,7 @@ def signing_key(keydir):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(digest_size=st.sampled_from([16, 32]), blocks=st.lists(st.integers(1, 700), min_size=0, max_size=6),
        leaf_log2=st.integers(0, 9))
-def test_issue14_rec_records_equal_the_blocks_records(tmp_path_factory, signing_key, digest_size, blocks, leaf_log2):
+def test_rec_records_equal_the_blocks_records(tmp_path_factory, signing_key, digest_size, blocks, leaf_log2):
     """Any block split (aligned to leaves or not) yields the records, framing stripped, and the
     segment's leaves (chunks counted from the segment's start, not the blocks')."""
     leaf = 1 << leaf_log2
@@ -40,7 +40,7 @@ def test_issue14_rec_records_equal_the_blocks_records(tmp_path_factory, signing_
     assert f.leaves == b"".join(leaf_hashes(recs, 32 + digest_size, leaf))
 
 
-def test_issue14_rec_framing_faults_are_named(tmp_path, signing_key):
+def test_rec_framing_faults_are_named(tmp_path, signing_key):
     led = write_ledger_json(tmp_path, algorithm="siphash-1-3-128", strip="frame", digest_key_id="11" * 16,
                             digest_size=16)
     recs = synthetic_records(300, 0, 16)
@@ -63,7 +63,7 @@ def test_issue14_rec_framing_faults_are_named(tmp_path, signing_key):
     assert (f.count, f.blocks, f.leaves, f.records.size) == (0, 0, b"", 0)
 
 
-def test_issue14_rec_records_bounds_in_c():
+def test_rec_records_bounds_in_c():
     from ledgertool._binding import ffi, lib
 
     info = ffi.new("lt_rec_info *")
@@ -76,7 +76,7 @@ def test_issue14_rec_records_bounds_in_c():
     assert (info.records, info.blocks) == (2, 1)
 
 
-def test_issue14_rec_facts_counted_in_c(tmp_path, signing_key):
+def test_rec_facts_counted_in_c(tmp_path, signing_key):
     """GAP records, drops, first/last ts and seq contiguity, as verify's fast path takes them."""
     led = write_ledger_json(tmp_path, algorithm="siphash-1-3-128", strip="frame", digest_key_id="11" * 16,
                             digest_size=16, leaf_records=4)
@@ -96,7 +96,7 @@ def test_issue14_rec_facts_counted_in_c(tmp_path, signing_key):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(digest_size=st.sampled_from([16, 32]), blocks=st.lists(st.integers(1, 700), min_size=0, max_size=6),
        leaf_log2=st.integers(0, 9), gap_at=st.integers(0, 4000))
-def test_issue14_rec_leaves_in_place_equal_the_copied_ones(tmp_path_factory, signing_key, digest_size, blocks,
+def test_rec_leaves_in_place_equal_the_copied_ones(tmp_path_factory, signing_key, digest_size, blocks,
                                                           leaf_log2, gap_at):
     """lt_rec_leaves (no copy; leaves split across blocks gathered) gives the leaves, counts and
     facts of lt_rec_records for any block split, and the spec's leaves."""
@@ -115,7 +115,7 @@ def test_issue14_rec_leaves_in_place_equal_the_copied_ones(tmp_path_factory, sig
     assert in_place.facts.drops == (9 if n else 0)
 
 
-def test_issue14_rec_leaves_in_place_name_the_same_faults(tmp_path, signing_key):
+def test_rec_leaves_in_place_name_the_same_faults(tmp_path, signing_key):
     led = write_ledger_json(tmp_path, algorithm="siphash-1-3-128", strip="frame", digest_key_id="11" * 16,
                             digest_size=16)
     raw = rec_bytes(led, "link0", 0, 0, synthetic_records(300, 0, 16), signing_key, [256, 44])

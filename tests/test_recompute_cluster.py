@@ -221,7 +221,7 @@ def test_one_key_of_a_rotated_ledger_partial_as_on_one_machine(pristine, keys, c
         assert want.partial and det.read_text() == want_details and want.capture_only > 0
 
 
-def test_item_v2_ledger_records_reach_the_partitions(case, client, keydir, tmp_path):
+def test_v2_ledger_records_reach_the_partitions(case, client, keydir, tmp_path):
     """A v2 ledger's raw record files have no decoded table: the partition tasks still get the
     records verify checked (they were all capture-only before)."""
     d, dk, trust = case

@@ -71,7 +71,7 @@ def _no_elapsed(doc: dict) -> dict:
     return doc
 
 
-def test_item3_pairs_report_per_pair_and_total(links, keydir, other_keydir, tmp_path):
+def test_pairs_report_per_pair_and_total(links, keydir, other_keydir, tmp_path):
     d = links
     details = tmp_path / "details.jsonl"
     r = cli("recompute", "--pairs", d / "pairs.toml", *_keys_args(keydir, other_keydir), "--json",
@@ -119,7 +119,7 @@ def test_item3_pairs_report_per_pair_and_total(links, keydir, other_keydir, tmp_
     assert f"error: pair 2 (ledger {d / 'ledgers' / 't'}): {t['error']}" in text.stderr.splitlines()
 
 
-def test_item3_pairs_on_a_cluster_equal_single_machine(links, keydir, other_keydir, tmp_path):
+def test_pairs_on_a_cluster_equal_single_machine(links, keydir, other_keydir, tmp_path):
     """All pairs' tasks go to the one cluster of the run (a LocalCluster of 2 worker processes);
     the JSON, the --details file and the text are the single-machine run's."""
     pytest.importorskip("distributed")
@@ -139,7 +139,7 @@ def test_item3_pairs_on_a_cluster_equal_single_machine(links, keydir, other_keyd
     assert text_there.stdout == text_here.stdout and text_here.stdout.count("\n") == 5
 
 
-def test_item3_each_ledger_takes_its_keys_from_the_pool(pristine, captures, keys, tmp_path, other_keydir):  # noqa: F811
+def test_each_ledger_takes_its_keys_from_the_pool(pristine, captures, keys, tmp_path, other_keydir):  # noqa: F811
     """A ledger whose digest key was rotated takes both of its keys from the pool, in the pool's
     order; another device's key in the pool is not given to it. The report is reconcile's with
     exactly its keys."""
@@ -162,7 +162,7 @@ def test_item3_each_ledger_takes_its_keys_from_the_pool(pristine, captures, keys
         plan_pairs(specs, [keys["A"], keys["A"]])
 
 
-def test_item3_no_matching_key_is_exit_2_before_any_pair_runs(links, keydir, tmp_path):
+def test_no_matching_key_is_exit_2_before_any_pair_runs(links, keydir, tmp_path):
     d = links
     details = tmp_path / "d.jsonl"
     r = cli("recompute", "--pairs", d / "pairs.toml", "--digest-key", keydir / "digest.key", "--trust",
@@ -183,7 +183,7 @@ def test_item3_no_matching_key_is_exit_2_before_any_pair_runs(links, keydir, tmp
     ("ledger = 'x'\n", "unknown key 'ledger'"),
     ("[[pair]\n", "not valid TOML"),
 ])
-def test_item3_bad_pairs_file_is_one_line_exit_2(tmp_path, keydir, body, message):
+def test_bad_pairs_file_is_one_line_exit_2(tmp_path, keydir, body, message):
     f = tmp_path / "p.toml"
     f.write_text(body)
     with pytest.raises(UsageError) as e:
@@ -193,14 +193,14 @@ def test_item3_bad_pairs_file_is_one_line_exit_2(tmp_path, keydir, body, message
     assert r.returncode == 2 and r.stderr == f"ledgertool: error: {e.value}\n"
 
 
-def test_item3_pairs_excludes_the_single_pair_options(links, keydir):
+def test_pairs_excludes_the_single_pair_options(links, keydir):
     r = cli("recompute", SAMPLE, "--pairs", links / "pairs.toml", "--digest-key", keydir / "digest.key")
     assert r.returncode == 2 and "--pairs FILE names every ledger" in r.stderr
     r = cli("recompute", "--digest-key", keydir / "digest.key", "--ledger", links / "ledgers" / "a")
     assert r.returncode == 2 and "recompute needs CAPTURE (one or more), or --pairs FILE.toml" in r.stderr
 
 
-def test_item3_pairs_paths_are_data(tmp_path, keydir):
+def test_pairs_paths_are_data(tmp_path, keydir):
     """A path of the pairs file is the user's: taken as written (no glob), relative to the file,
     printed as text (no markup, no terminal control)."""
     dk, sk, _ = load_keys(keydir)
@@ -214,7 +214,7 @@ def test_item3_pairs_paths_are_data(tmp_path, keydir):
     assert f"294 frame records in {tmp_path / name}: matched 294" in r.stdout
 
 
-def test_item3_pairs_in_flight_give_the_same_reports_in_order(links, keydir, other_keydir, tmp_path):
+def test_pairs_in_flight_give_the_same_reports_in_order(links, keydir, other_keydir, tmp_path):
     """Pairs run three at a time (as --cluster runs them) give the reports and the --details file
     of the pairs run one after another, in the file's order."""
     from functools import partial

@@ -20,7 +20,7 @@ PCAPS = [r["file"] for r in corpus_rows() if r["format"].startswith("pcap ")]
 
 @needs_corpus
 @pytest.mark.parametrize("name", PCAPS)
-def test_item2_split_pcap_digests_equal_the_whole_file(name, keydir):
+def test_split_pcap_digests_equal_the_whole_file(name, keydir):
     path = str(CORPUS / "files" / name)
     alg = get_algorithm("siphash-1-3-128")
     subkey = load_keys(keydir)[0].subkey(alg.name, alg.key_size)

@@ -78,13 +78,13 @@ def _check_split(path: str, subkey: bytes, splits=(64, 200)) -> None:
 
 @needs_corpus
 @pytest.mark.parametrize("path", PCAPNGS, ids=lambda p: p.name)
-def test_item2_split_pcapng_digests_equal_the_whole_file(path, keydir):
+def test_split_pcapng_digests_equal_the_whole_file(path, keydir):
     alg = get_algorithm("siphash-1-3-128")
     _check_split(str(path), load_keys(keydir)[0].subkey(alg.name, alg.key_size))
 
 
 @needs_corpus
-def test_item2_split_pcapng_cut_short_or_corrupt_anywhere(keydir, tmp_path):
+def test_split_pcapng_cut_short_or_corrupt_anywhere(keydir, tmp_path):
     """Three sections (BE, LE, BE; SPB, ISB, NRB and custom blocks) cut short at every 4th byte,
     and with a 13 written over every 8th byte (in either byte order: a block length no block may
     have, an undefined interface, a caplen that overruns its block, a length past the end...):
@@ -102,7 +102,7 @@ def test_item2_split_pcapng_cut_short_or_corrupt_anywhere(keydir, tmp_path):
 
 
 @needs_corpus
-def test_item2_corpus_has_the_hard_pcapng_cases():
+def test_corpus_has_the_hard_pcapng_cases():
     """The sweep above covers a later section's own header and byte order, and interfaces added
     after the section's first packet (what a chunk's head must carry)."""
     chunks, _ = plan_chunks([CORPUS / "files" / "pcapngtg__le_test202.pcapng"], split_bytes=64)

@@ -352,7 +352,7 @@ def test_records_from_a_terminal_are_refused_not_waited_for(tmp_path, keydir):
     assert not (tmp_path / "T").exists()
 
 
-def test_item15_workers_for_a_records_source_says_it_is_ignored(tmp_path, keydir):
+def test_workers_for_a_records_source_says_it_is_ignored(tmp_path, keydir):
     """--workers means digest threads; a records: source digests nothing, so it says so on stderr
     and in the report instead of taking the option silently."""
     f = tmp_path / "r.records"

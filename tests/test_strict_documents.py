@@ -36,7 +36,7 @@ def _duplicate_first(path: Path, member: str, value) -> None:
     path.write_text("{" + json.dumps(member) + ": " + json.dumps(value) + "," + text[1:])
 
 
-def test_item5_loads_strict_refuses_what_readers_could_read_differently():
+def test_loads_strict_refuses_what_readers_could_read_differently():
     cases = {
         b'{"a": 1, "a": 2}': "duplicate member 'a'",
         b'{"a": {"b": 1, "b": 1}}': "duplicate member 'b'",
@@ -65,7 +65,7 @@ def test_item5_loads_strict_refuses_what_readers_could_read_differently():
     assert loads_strict(nested, "d") is not None
 
 
-def test_item5_seal_with_a_duplicate_member_is_refused(ledger, keydir):
+def test_seal_with_a_duplicate_member_is_refused(ledger, keydir):
     seal = ledger / "link=link0" / "seg-00000001.seal.json"
     _duplicate_first(seal, "records", 1)  # a first-wins reader would see one record
     r = cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json")
@@ -78,7 +78,7 @@ def test_item5_seal_with_a_duplicate_member_is_refused(ledger, keydir):
     assert r.returncode == 1 and "seal_unreadable" in r.stderr and "duplicate member 'records'" in r.stderr
 
 
-def test_item5_ledger_header_and_rotations_with_duplicate_members(ledger, keydir, tmp_path):
+def test_ledger_header_and_rotations_with_duplicate_members(ledger, keydir, tmp_path):
     head = ledger / "ledger.json"
     _duplicate_first(head, "algorithm", "aes-128-gmac")
     r = cli("verify", ledger, "--trust", keydir / "verifier.pub")
@@ -93,7 +93,7 @@ def test_item5_ledger_header_and_rotations_with_duplicate_members(ledger, keydir
     assert r.returncode == 2 and f"{stmt}: duplicate member 'effective_from'" in r.stderr, r.stderr
 
 
-def test_item5_key_files_with_duplicate_members(tmp_path, keydir):
+def test_key_files_with_duplicate_members(tmp_path, keydir):
     pub = tmp_path / "verifier.pub"
     pub.write_text((keydir / "verifier.pub").read_text())
     _duplicate_first(pub, "scheme", "ed25519")
@@ -130,7 +130,7 @@ BAD_INTEGERS = {
 
 
 @pytest.mark.parametrize("field", list(BAD_INTEGERS))
-def test_item5_proof_integers_must_be_json_integers(ledger, keydir, tmp_path, field):
+def test_proof_integers_must_be_json_integers(ledger, keydir, tmp_path, field):
     path = _proof(ledger, tmp_path, BAD_INTEGERS[field])
     r = cli("check-proof", path, "--trust", keydir / "verifier.pub")
     assert r.returncode == 2 and field in r.stderr and r.stdout == "", (r.returncode, r.stdout, r.stderr)
@@ -140,7 +140,7 @@ def test_item5_proof_integers_must_be_json_integers(ledger, keydir, tmp_path, fi
     assert not res.ok and field.strip("'") in res.reason
 
 
-def test_item5_proof_with_a_duplicate_member_is_refused(ledger, keydir, tmp_path):
+def test_proof_with_a_duplicate_member_is_refused(ledger, keydir, tmp_path):
     path = _proof(ledger, tmp_path, lambda d: None)
     assert cli("check-proof", path, "--trust", keydir / "verifier.pub").returncode == 0
     text = path.read_text()

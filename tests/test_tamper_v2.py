@@ -166,7 +166,7 @@ MATRIX = [
 
 
 @pytest.mark.parametrize("t", MATRIX, ids=[t.name for t in MATRIX])
-def test_issue14_v2_tamper_matrix(t: Tamper, pristine, tmp_path, keydir):
+def test_v2_tamper_matrix(t: Tamper, pristine, tmp_path, keydir):
     KEY[:] = [load_keys(keydir)[1]]
     src, segs = pristine
     d = tmp_path / "L"
@@ -183,7 +183,7 @@ def test_issue14_v2_tamper_matrix(t: Tamper, pristine, tmp_path, keydir):
     assert {w.kind for w in res.warnings} == t.warnings
 
 
-def test_issue14_v2_pristine_and_parquet_form_verify(pristine, tmp_path, keydir):
+def test_v2_pristine_and_parquet_form_verify(pristine, tmp_path, keydir):
     src, segs = pristine
     res = verify_ledger(src, load_keys(keydir)[2])
     assert res.ok and (res.segments, res.records, res.frames) == (3, 294, 294) and res.warnings == []

@@ -42,14 +42,14 @@ def _no_terminal_control(*texts: str) -> None:
         assert "\x1b" not in t and "\r" not in t and "\u202e" not in t, t
 
 
-def test_item11_printable_makes_controls_visible():
+def test_printable_makes_controls_visible():
     assert printable("plain [bold] text é 日本") == "plain [bold] text é 日本"
     assert printable("\x1b[2J\r\n\t\x7f\x85\u202e\u2028\U000e0001") == \
         "\\x1b[2J\\x0d\\x0a\\x09\\x7f\\x85\\u202e\\u2028\\U000e0001"
 
 
 @pytest.mark.parametrize("text", HOSTILE)
-def test_item11_seal_fields_are_printed_as_text(ledger, keydir, text):
+def test_seal_fields_are_printed_as_text(ledger, keydir, text):
     """A bracketed link ("link": "[/]") and other hostile strings, in a field verify names raw
     (ledger_id) and in one it names with repr (link): a FAIL line for each, exit 1."""
     _edit_seal(ledger, 1, link=text, ledger_id=text)
@@ -66,7 +66,7 @@ def test_item11_seal_fields_are_printed_as_text(ledger, keydir, text):
     _no_terminal_control(r.stdout, r.stderr)
 
 
-def test_item11_hostile_file_names_in_warnings_and_errors(ledger, keydir, tmp_path):
+def test_hostile_file_names_in_warnings_and_errors(ledger, keydir, tmp_path):
     name = "[bold]x[red]\x1b[2J\r.tmp"  # no "/" in a file name
     (ledger / "link=link0" / name).write_bytes(b"")
     r = cli("verify", ledger, "--trust", keydir / "verifier.pub")
@@ -79,7 +79,7 @@ def test_item11_hostile_file_names_in_warnings_and_errors(ledger, keydir, tmp_pa
     assert r.returncode == 2 and r.stderr == f"ledgertool: error: {printable(missing)}: no such ledger directory\n"
 
 
-def test_item11_check_proof_names_the_ledger_and_prints_proof_text_as_text(ledger, keydir, tmp_path):
+def test_check_proof_names_the_ledger_and_prints_proof_text_as_text(ledger, keydir, tmp_path):
     doc = build_proof(ledger, seq=5)
     lid = doc["ledger_id"]
     good = tmp_path / "proof.json"
@@ -102,7 +102,7 @@ def test_item11_check_proof_names_the_ledger_and_prints_proof_text_as_text(ledge
 
 @pytest.mark.parametrize("name,mode", [("digest.key", 0o644), ("digest.key", 0o640), ("signing.key", 0o604),
                                        ("signing.key", 0o660)])
-def test_item11_secret_key_files_readable_by_others_are_refused(tmp_path, name, mode):
+def test_secret_key_files_readable_by_others_are_refused(tmp_path, name, mode):
     keys = tmp_path / "k"
     generate_keys(keys)
     (keys / name).chmod(mode)
@@ -114,7 +114,7 @@ def test_item11_secret_key_files_readable_by_others_are_refused(tmp_path, name, 
     assert not (tmp_path / "L").exists()
 
 
-def test_item11_private_and_public_modes_that_are_accepted(tmp_path):
+def test_private_and_public_modes_that_are_accepted(tmp_path):
     keys = tmp_path / "k"
     generate_keys(keys)
     assert [os.stat(keys / n).st_mode & 0o777 for n in ("digest.key", "signing.key", "verifier.pub")] == \
@@ -130,7 +130,7 @@ def test_item11_private_and_public_modes_that_are_accepted(tmp_path):
     SigningKey.load(keys / "signing.key")
 
 
-def test_item11_wrong_kind_of_key_file_is_named_before_its_mode(tmp_path):
+def test_wrong_kind_of_key_file_is_named_before_its_mode(tmp_path):
     """verifier.pub (0644) given as the digest key: the message says what the file is."""
     keys = tmp_path / "k"
     generate_keys(keys)

@@ -33,7 +33,7 @@ def v2(tmp_path_factory, keydir):
     return d, segs
 
 
-def test_issue14_query_v2_sees_the_verified_records(v2, keydir):
+def test_query_v2_sees_the_verified_records(v2, keydir):
     d, segs = v2
     trust = load_keys(keydir)[2]
     res = run_query(d, "SELECT segment, count(*), min(seq), max(seq) FROM records GROUP BY segment ORDER BY segment",
@@ -46,7 +46,7 @@ def test_issue14_query_v2_sees_the_verified_records(v2, keydir):
     assert res.rows == [(217,)]
 
 
-def test_issue14_recompute_v2_matches_the_capture_on_both_forms(v2, keydir):
+def test_recompute_v2_matches_the_capture_on_both_forms(v2, keydir):
     d, _ = v2
     dk, _, trust = load_keys(keydir)
     res = reconcile(SAMPLES / "sample.pcap", d, dk, trust=trust)
@@ -54,7 +54,7 @@ def test_issue14_recompute_v2_matches_the_capture_on_both_forms(v2, keydir):
     assert (res.frames, res.ledger_records, res.matched, res.ledger_only, res.capture_only) == (294, 294, 294, 0, 0)
 
 
-def test_issue14_prove_v2_raw_and_parquet_segments(v2, keydir):
+def test_prove_v2_raw_and_parquet_segments(v2, keydir):
     d, segs = v2
     trust = load_keys(keydir)[2]
     for seq in (5, 150, 250):  # a raw file, the compacted segment, unaligned blocks
@@ -64,7 +64,7 @@ def test_issue14_prove_v2_raw_and_parquet_segments(v2, keydir):
         assert got.ok, got.reason
 
 
-def test_issue14_readers_refuse_a_v2_segment_that_does_not_verify(v2, keydir, tmp_path):
+def test_readers_refuse_a_v2_segment_that_does_not_verify(v2, keydir, tmp_path):
     d, _ = v2
     dk, _, trust = load_keys(keydir)
     bad = tmp_path / "L"
@@ -82,7 +82,7 @@ def test_issue14_readers_refuse_a_v2_segment_that_does_not_verify(v2, keydir, tm
     assert build_proof(bad, seq=5)["segment"] == 0  # the other segments still prove
 
 
-def test_issue14_plain_verify_hashes_raw_files_in_place(v2, keydir, tmp_path):
+def test_plain_verify_hashes_raw_files_in_place(v2, keydir, tmp_path):
     """verify with no reader of the records takes a raw record file's leaves in place (nothing
     copied: records None) with the same counts and verdict as the copying path; a rewritten record
     falls back to that path over the same bytes and is named as before."""
@@ -119,7 +119,7 @@ def test_issue14_plain_verify_hashes_raw_files_in_place(v2, keydir, tmp_path):
     assert [p.kind.value for p in res.problems if not p.kind.is_warning] == ["merkle_mismatch"]
 
 
-def test_issue14_sealed_but_not_yet_renamed_segment_verifies_from_its_open_file(v2, keydir, tmp_path):
+def test_sealed_but_not_yet_renamed_segment_verifies_from_its_open_file(v2, keydir, tmp_path):
     """The writer signs the seal, then renames seg-N.open to seg-N.rec: a verify (or query) that
     lands in between, or a crash there, finds the seal and the open file. Its bytes are the records
     file's and are checked against the signed root: no records_missing, and the readers get exactly
@@ -141,7 +141,7 @@ def test_issue14_sealed_but_not_yet_renamed_segment_verifies_from_its_open_file(
         run_query(copy, "SELECT count(*) FROM records", trust)
 
 
-def test_issue16_item6_raw_segment_table_is_built_only_when_read(v2, keydir):
+def test_raw_segment_table_is_built_only_when_read(v2, keydir):
     """recompute takes a segment's records, not its Arrow table: for a raw record file the table is
     built on first use (from exactly the checked records), for a Parquet one it is the decoded file."""
     from ledgertool.seal.document import records_to_table

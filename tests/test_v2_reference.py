@@ -47,7 +47,7 @@ def test_v2_reference_default_blocks_are_leaf_aligned(tmp_path, keydir):
     assert rec_bytes(w.ledger, "link0", 0, 0, recs, sk) == raw  # deterministic
 
 
-def test_issue14_seal_schema_is_one_of_v1_and_v2_strict(tmp_path, keydir):
+def test_seal_schema_is_one_of_v1_and_v2_strict(tmp_path, keydir):
     import jsonschema
 
     schema = json.loads((SAMPLES.parent / "schemas" / "seal.schema.json").read_text())

@@ -88,7 +88,7 @@ def _forged_parquet(path: Path, rows: int, digest_size: int = 16) -> None:
     pq.write_table(records_to_table(arr.tobytes(), digest_size, 0), path)
 
 
-def test_item1_unicode_digit_segment_name_is_never_read(ledger, keydir):
+def test_unicode_digit_segment_name_is_never_read(ledger, keydir):
     _, _, trust = load_keys(keydir)
     shadow = ledger / "link=link0" / f"seg-0000000{BENGALI_ZERO}.parquet"
     _forged_parquet(shadow, 110)
@@ -105,7 +105,7 @@ def test_item1_unicode_digit_segment_name_is_never_read(ledger, keydir):
     assert r.returncode == 1 and "does not verify" in r.stderr and r.stdout == ""
 
 
-def test_item1_stray_files_are_warned_and_not_read(ledger, keydir):
+def test_stray_files_are_warned_and_not_read(ledger, keydir):
     _, _, trust = load_keys(keydir)
     _forged_parquet(ledger / "link=link0" / "seg-00000003.parquet.bak", 50)
     _forged_parquet(ledger / "link=link0" / "extra.parquet", 50)
@@ -119,7 +119,7 @@ def test_item1_stray_files_are_warned_and_not_read(ledger, keydir):
     assert run_query(ledger, "SELECT count(*), count(DISTINCT link) FROM records", trust).rows == [(294, 1)]
 
 
-def test_item1_fifo_at_a_seal_name_is_not_opened(ledger, keydir):
+def test_fifo_at_a_seal_name_is_not_opened(ledger, keydir):
     import os
 
     _, _, trust = load_keys(keydir)
@@ -133,7 +133,7 @@ def test_item1_fifo_at_a_seal_name_is_not_opened(ledger, keydir):
 
 
 @pytest.mark.parametrize("ledger_format,form", [(2, "rec"), (1, "parquet")], ids=["v2-rec", "v1-parquet"])
-def test_item1_record_file_without_a_seal_is_unsealed_parquet_in_either_form(ledger_format, form, tmp_path, keydir):
+def test_record_file_without_a_seal_is_unsealed_parquet_in_either_form(ledger_format, form, tmp_path, keydir):
     """The kind keeps its name (report contract) and covers a v2 seg-N.rec as well as a .parquet:
     the last segment's seal removed, its record file is named and its records are not counted."""
     dk, sk, trust = load_keys(keydir)
@@ -151,7 +151,7 @@ def test_item1_record_file_without_a_seal_is_unsealed_parquet_in_either_form(led
 
 # ---- 2. DuckDB never sees a path -----------------------------------------------------------
 
-def test_item2_glob_characters_in_the_ledger_path(tmp_path, keydir, frames):
+def test_glob_characters_in_the_ledger_path(tmp_path, keydir, frames):
     """A ledger at run[1]/ beside a doctored run1/: DuckDB's globbing once read run1/."""
     dk, sk, trust = load_keys(keydir)
     real, doctored = tmp_path / "run[1]", tmp_path / "run1"
@@ -168,7 +168,7 @@ def test_item2_glob_characters_in_the_ledger_path(tmp_path, keydir, frames):
     assert rc.returncode == 1 and json.loads(rc.stdout)["ledger_only"] == 40, rc.stdout + rc.stderr
 
 
-def test_item2_query_sql_cannot_read_files_of_the_ledger(ledger, keydir):
+def test_query_sql_cannot_read_files_of_the_ledger(ledger, keydir):
     """The tables hold the verified bytes; the SQL itself is the user's own (it may read any file
     the user can), but nothing the ledger says becomes a path."""
     _, _, trust = load_keys(keydir)
@@ -178,7 +178,7 @@ def test_item2_query_sql_cannot_read_files_of_the_ledger(ledger, keydir):
 
 # ---- 3. recompute verifies what it reads ---------------------------------------------------
 
-def test_item3_recompute_with_a_deleted_segment_is_not_a_match(ledger, keydir, frames, tmp_path):
+def test_recompute_with_a_deleted_segment_is_not_a_match(ledger, keydir, frames, tmp_path):
     dk, _, trust = load_keys(keydir)
     _delete_segment(ledger, 1)
     short = tmp_path / "short.pcap"
@@ -192,7 +192,7 @@ def test_item3_recompute_with_a_deleted_segment_is_not_a_match(ledger, keydir, f
     assert r.returncode == 1 and "not reconciled" in r.stderr and "MATCH" not in r.stdout, r.stdout + r.stderr
 
 
-def test_item3_recompute_without_trust_is_unverified(pristine, keydir):
+def test_recompute_without_trust_is_unverified(pristine, keydir):
     dk, _, _ = load_keys(keydir)
     r = reconcile(SAMPLE, pristine, dk)
     assert r.matches and not r.verified and not r.ok
@@ -204,7 +204,7 @@ def test_item3_recompute_without_trust_is_unverified(pristine, keydir):
     assert rc.returncode == 1 and "UNVERIFIED" in rc.stdout and "UNVERIFIED" in rc.stderr
 
 
-def test_item3_recompute_with_another_signer_is_refused(pristine, keydir, other_keydir):
+def test_recompute_with_another_signer_is_refused(pristine, keydir, other_keydir):
     dk, _, _ = load_keys(keydir)
     _, _, other = load_keys(other_keydir)
     with pytest.raises(DiscrepancyError, match="bad_signature"):
@@ -213,7 +213,7 @@ def test_item3_recompute_with_another_signer_is_refused(pristine, keydir, other_
 
 # ---- 6. verify says when append-only was not checked ---------------------------------------
 
-def test_item6_deleted_checkpoint_is_a_problem(ledger, keydir):
+def test_deleted_checkpoint_is_a_problem(ledger, keydir):
     _, _, trust = load_keys(keydir)
     (ledger / "link=link0" / "checkpoint").unlink()
     (ledger / "checkpoint").unlink()
@@ -225,7 +225,7 @@ def test_item6_deleted_checkpoint_is_a_problem(ledger, keydir):
     assert r.returncode == 1 and doc["append_only"]["unchecked_links"] == ["link0"]
 
 
-def test_item6_verify_says_append_only_was_not_checked(pristine, keydir):
+def test_verify_says_append_only_was_not_checked(pristine, keydir):
     r = cli("verify", pristine, "--trust", keydir / "verifier.pub")
     assert r.returncode == 0 and "note: append-only not checked against a checkpoint you hold" in r.stderr
     assert r.stdout.startswith("OK: 3 segments")
@@ -240,7 +240,7 @@ def test_item6_verify_says_append_only_was_not_checked(pristine, keydir):
 
 # ---- 16. the top-level checkpoint copy is checked ------------------------------------------
 
-def test_item16_top_level_checkpoint_is_checked(ledger, keydir, tmp_path):
+def test_top_level_checkpoint_is_checked(ledger, keydir, tmp_path):
     dk, sk, trust = load_keys(keydir)
     top = ledger / "checkpoint"
     text = top.read_bytes()
@@ -257,7 +257,7 @@ def test_item16_top_level_checkpoint_is_checked(ledger, keydir, tmp_path):
     assert not v.ok and any(str(top) in p.detail for p in v.problems), v.problems
 
 
-def test_item16_checkpoint_after_every_seal(tmp_path, keydir, monkeypatch):
+def test_checkpoint_after_every_seal(tmp_path, keydir, monkeypatch):
     """A capture signs a checkpoint after each seal, so a killed capture leaves a link whose
     stored checkpoint covers what was sealed (verify's `checkpoint_missing` stays for deletions)."""
     from ledgertool.seal.checkpoint import parse_note
@@ -280,7 +280,7 @@ def test_item16_checkpoint_after_every_seal(tmp_path, keydir, monkeypatch):
 
 # ---- 12. deterministic exit codes ----------------------------------------------------------
 
-def test_item12_parquet_bytes_are_arrow_owned(pristine, keydir):
+def test_parquet_bytes_are_arrow_owned(pristine, keydir):
     """The bytes verify hashes and decodes live in Arrow-allocated memory, not in a Python object
     an Arrow thread might release during interpreter shutdown (apache/arrow#34314: `terminate
     called without an active exception`, exit 134 after a correct report)."""

@@ -201,7 +201,7 @@ def test_worker_killed_mid_run_gives_the_right_answer_or_a_clear_error(tmp_path,
     shutil.rmtree(led)
 
 
-def test_issue14_cluster_verifies_v2_ledgers_like_one_machine(tmp_path, keydir, client):
+def test_cluster_verifies_v2_ledgers_like_one_machine(tmp_path, keydir, client):
     """A v2 ledger (raw record files, one segment compacted, one tampered, one with a compaction
     leftover): the cluster's report is the single machine's, problems and warnings alike."""
     from v2_reference import capture_records, parquet_bytes, write_v2_ledger

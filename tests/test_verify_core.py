@@ -139,7 +139,7 @@ def test_signature_findings_name_their_algorithm():
     assert [(f.kind, f.algorithm) for f in found] == [(BAD_SIGNATURE, "ed25519"), (BAD_SIGNATURE, "ml-dsa-65")]
 
 
-def test_issue16_item6_check_seal_canonicalises_a_seal_once(keydir, tmp_path, monkeypatch):
+def test_check_seal_canonicalises_a_seal_once(keydir, tmp_path, monkeypatch):
     """verify's per-segment fixed cost: the seal hash and the signed message are the same RFC 8785
     bytes of the seal's body, which check_seal made twice (pure-Python rfc8785, ~0.1 ms each under
     load). Now once; the hash, the signature verdict and a changed field's finding are as before."""

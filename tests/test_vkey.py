@@ -44,7 +44,7 @@ def _vkey(led: Path, keys: Path) -> str:
     return r.stdout.strip()
 
 
-def test_item15_vkey_is_the_signed_note_encoding_of_the_ed25519_key(hybrid):
+def test_vkey_is_the_signed_note_encoding_of_the_ed25519_key(hybrid):
     led, keys = hybrid
     vkey = _vkey(led, keys)
     ledger_id = json.loads((led / "ledger.json").read_text())["ledger_id"]
@@ -65,7 +65,7 @@ def test_item15_vkey_is_the_signed_note_encoding_of_the_ed25519_key(hybrid):
                                     "ledger_id": ledger_id}
 
 
-def test_item15_vkey_refusals(hybrid, tmp_path):
+def test_vkey_refusals(hybrid, tmp_path):
     led, keys = hybrid
     r = cli("keys", "vkey", "--trust", keys / "verifier.pub")
     assert r.returncode == 2 and "give --ledger DIR or --ledger-id ID" in r.stderr, r.stderr
@@ -104,7 +104,7 @@ def _go(exe: Path, cases: list[tuple[str, str]]) -> list[str]:
     return r.stdout.splitlines()
 
 
-def test_item15_go_sumdb_note_verifies_checkpoints_with_only_the_vkey(note_check, hybrid, tmp_path):
+def test_go_sumdb_note_verifies_checkpoints_with_only_the_vkey(note_check, hybrid, tmp_path):
     led, keys = hybrid
     vkey = _vkey(led, keys)
     name, kid, _ = vkey.split("+", 2)
