@@ -1,5 +1,5 @@
 """AF_XDP capture (`capture xdp:IFACE[:QUEUE]`, native/bypass/source_xdp.c) on real veth pairs between
-two network namespaces, as tests/test_live.py does for AF_PACKET (docs/capture.md "Kernel bypass").
+two network namespaces, as tests/system/test_live.py does for AF_PACKET (docs/capture.md "Kernel bypass").
 
 What is checked:
 - zero loss: 2,000 replayed frames (a generated workload with IPv4/IPv6, TCP/UDP, 802.1Q and QinQ)
@@ -125,7 +125,7 @@ def workload_pcap(tmp: Path) -> Path:
 
 
 class QueuedVeth(tl.VethPair):
-    """tests/test_live.py's pair with `queues` RX/TX queues on each end (veth maps a frame sent on
+    """tests/system/test_live.py's pair with `queues` RX/TX queues on each end (veth maps a frame sent on
     TX queue i of one end to RX queue i of the other; the sender's flow hash picks i)."""
 
     def __init__(self, queues: int) -> None:

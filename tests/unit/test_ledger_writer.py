@@ -110,7 +110,7 @@ def test_seal_covers_the_records_handed_over_not_the_open_segment_file_read_back
     """Storage is the adversary's: bytes changed in the open segment file between append and seal
     must not be what the seal signs (the writer seals the records it was given, from memory). A v1
     ledger: its Parquet file is written from memory and the open file removed (v2 keeps the open
-    file as its raw record file: tests/test_open_segment_auth.py, the rewrite attack)."""
+    file as its raw record file: tests/unit/test_open_segment_auth.py, the rewrite attack)."""
     dk, sk, trust = load_keys(keydir)
     alg = get_algorithm(ALG)
     ledger_dir = tmp_path / "W"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import jsonschema
 import pytest
@@ -65,12 +64,6 @@ def _keys_args(keydir, other_keydir):
             "--trust", keydir / "verifier.pub")
 
 
-def _no_elapsed(doc: dict) -> dict:
-    for p in doc["pairs"]:
-        p.pop("elapsed_s", None)
-    return doc
-
-
 def test_pairs_report_per_pair_and_total(links, keydir, other_keydir, tmp_path):
     d = links
     details = tmp_path / "details.jsonl"
@@ -117,26 +110,6 @@ def test_pairs_report_per_pair_and_total(links, keydir, other_keydir, tmp_path):
     assert lines[-1] == ("total: DIFFER: 3 pairs (1 OK, 1 not OK, 1 not reconciled), 587 frames recomputed, 588 "
                          "frame records: matched 587, ledger-only 1, capture-only 0")
     assert f"error: pair 2 (ledger {d / 'ledgers' / 't'}): {t['error']}" in text.stderr.splitlines()
-
-
-def test_pairs_on_a_cluster_equal_single_machine(links, keydir, other_keydir, tmp_path):
-    """All pairs' tasks go to the one cluster of the run (a LocalCluster of 2 worker processes);
-    the JSON, the --details file and the text are the single-machine run's."""
-    pytest.importorskip("distributed")
-    d = links
-    args = ("recompute", "--pairs", d / "pairs.toml", *_keys_args(keydir, other_keydir))
-    here = cli(*args, "--json", "--details", tmp_path / "here.jsonl")
-    there = cli(*args, "--json", "--details", tmp_path / "there.jsonl", "--cluster", "local:2")
-    assert here.returncode == there.returncode == 1, there.stderr
-    want, got = _no_elapsed(json.loads(here.stdout)), _no_elapsed(json.loads(there.stdout))
-    for p in want["pairs"] + got["pairs"]:
-        p.pop("details_file", None)
-    assert got == want and want["total"]["matched"] == 587
-    assert (tmp_path / "there.jsonl").read_text() == (tmp_path / "here.jsonl").read_text() != ""
-    assert there.stderr == here.stderr
-    text_here = cli(*args)
-    text_there = cli(*args, "--cluster", "local:2")
-    assert text_there.stdout == text_here.stdout and text_here.stdout.count("\n") == 5
 
 
 def test_each_ledger_takes_its_keys_from_the_pool(pristine, captures, keys, tmp_path, other_keydir):  # noqa: F811

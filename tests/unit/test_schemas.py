@@ -335,7 +335,7 @@ def worked_example_v2() -> dict:
 @pytest.mark.parametrize("which", ["ledger_v1", "ledger"], ids=["v1", "v2"])
 def test_worked_example_recomputes_seals_independently(run, which):
     """The worked example of the ledger's format checks the CLI's ledger: v1 each seal's Parquet
-    file, v2 each raw record file (tests/test_worked_example_v2.py runs it on the tests' reference
+    file, v2 each raw record file (tests/unit/test_worked_example_v2.py runs it on the tests' reference
     writer's ledgers and on tampered copies)."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
     from cryptography.hazmat.primitives.asymmetric.mldsa import MLDSA65PublicKey
@@ -385,7 +385,7 @@ def test_worked_example_recomputes_seals_independently(run, which):
 
 
 def test_worked_example_detects_a_changed_record(run, tmp_path):
-    """v1's Parquet form (a changed raw record file: tests/test_worked_example_v2.py)."""
+    """v1's Parquet form (a changed raw record file: tests/unit/test_worked_example_v2.py)."""
     ex = worked_example()
     header = json.loads((run["ledger_v1"] / "ledger.json").read_text())
     doc = seals(run["ledger_v1"])[1]

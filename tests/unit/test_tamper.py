@@ -10,7 +10,7 @@ Ledger: gopacketfork__linux_sll_oversized_addr.pcapng (209 frames), 50 records p
 Every test runs on a ledger of each format (ids v1, v2): a record is changed in the segment's own
 records file (v1: the Parquet; v2: the raw record file seg-N.rec, rewritten with valid device MACs),
 and the rows that are about v1's Parquet bytes pinned by the seal's parquet_sha256 run on v1 only
-(v2 pins no file bytes; its raw-file and compaction cases are tests/test_tamper_v2.py's).
+(v2 pins no file bytes; its raw-file and compaction cases are tests/unit/test_tamper_v2.py's).
 """
 
 from __future__ import annotations
