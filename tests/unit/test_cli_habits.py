@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -31,7 +30,7 @@ def ledger(tmp_path_factory, keydir) -> Path:
     return led
 
 
-def _one_error_line(r: CliResult | subprocess.CompletedProcess, code: int = 2) -> str:
+def _one_error_line(r: CliResult, code: int = 2) -> str:
     """The one error line (beside a query's UNVERIFIED warning)."""
     assert r.returncode == code, (r.returncode, r.stdout, r.stderr)
     lines = [ln for ln in r.stderr.strip().splitlines() if "UNVERIFIED" not in ln]

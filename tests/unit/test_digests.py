@@ -3,7 +3,7 @@
 Known answers come from the published vector files in tests/vectors/ (each names its source);
 random inputs are checked against independent implementations: `cryptography`'s AESGCM, the
 `blake3` package, and Python's hmac + hashlib. Paths are switched in-process with
-engine.force_cpu_path; one subprocess test checks LEDGERTOOL_CPU_PATH itself.
+engine.force_cpu_path (tests/system/test_cpu_path_env.py checks LEDGERTOOL_CPU_PATH itself).
 """
 
 from __future__ import annotations

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -41,7 +40,7 @@ def _capture_args(src: Path, ledger: Path, keydir: Path, *extra: str) -> list[st
             "--signing-key", str(keydir / "signing.key"), *extra]
 
 
-def _one_error_line(r: CliResult | subprocess.CompletedProcess) -> str:
+def _one_error_line(r: CliResult) -> str:
     """The run failed as a user error: exit 2, one line on stderr, not an internal error."""
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)

@@ -142,14 +142,6 @@ def test_cli_file_url_is_the_local_path(local, keydir):
     assert missing.stderr.strip().splitlines() == ["ledgertool: error: memory://nothing-here: no such ledger directory"]
 
 
-def test_cli_verify_cluster_with_file_url(local, keydir):
-    pytest.importorskip("distributed")
-    trust = keydir / "verifier.pub"
-    here = cli("verify", local, "--trust", trust)
-    there = cli("verify", f"file://{local}", "--trust", trust, "--cluster", "local:2")
-    assert here.returncode == there.returncode == 0 and there.stdout == here.stdout
-
-
 @pytest.fixture()
 def mem_captures(request):
     """sample.pcap and a gzip copy of it in the memory filesystem."""

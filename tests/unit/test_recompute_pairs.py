@@ -1,6 +1,7 @@
 """recompute over many ledgers in one run: `recompute --pairs FILE.toml`.
 
-Real ledgers captured from samples/, real captures, a real LocalCluster of 2 worker processes.
+Real ledgers captured from samples/ and real captures (the run on a LocalCluster of worker
+processes: tests/system/test_recompute_pairs_cluster.py).
 Every pair's report is compared with a single recompute of that pair, and the cluster's run with
 the single-machine run (JSON, --details file, text)."""
 

@@ -1,4 +1,5 @@
-"""recompute --cluster cuts a large classic pcap into chunks at record boundaries: on every classic pcap of the corpus, cut as finely as the cutter goes, the chunks'
+"""recompute --cluster cuts a large classic pcap into chunks at record boundaries: on every
+classic pcap of the corpus, cut as finely as the cutter goes, the chunks'
 digests, in order with their frame indexes shifted, are the digests of the whole file, and the
 chunks stop where the whole file stops (corrupt or cut-short files included). The chunk tasks
 are the cluster's own functions, called here (no cluster needed to run them)."""

@@ -1,4 +1,5 @@
-"""The ledger's trees check with an RFC 9162 implementation the project did not write: tests/rfc9162_reference.py, written from the RFC text. Known answers first (the RFC's
+"""The ledger's trees check with an RFC 9162 implementation the project did not write:
+tests/rfc9162_reference.py, written from the RFC text. Known answers first (the RFC's
 s2.1.5 example and the transcribed transparency-dev vectors), then the project's Merkle roots,
 `prove` inclusion proofs and `check-consistency` proofs on ledgers written by the CLI's capture.
 Records, seal hashes and checkpoint roots are recomputed here from the documented formats

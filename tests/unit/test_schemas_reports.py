@@ -1,4 +1,5 @@
-"""The --json reports of the commands not covered by tests/unit/test_schemas.py, against their schemas.
+"""The --json reports of the commands not covered by tests/unit/test_schemas.py, against their
+schemas.
 
 Each command runs for real (in this process, through `main`'s error mapping, in tmp_path) on keys
 from `keys generate`, a ledger captured from samples/sample.pcapng and a workload from
