@@ -3,60 +3,21 @@ pipe's frames before the window fills, window edges and large records, recompute
 
 from __future__ import annotations
 
-import gzip
 import json
-import lzma
-import struct
 import subprocess
 import sys
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-import zstandard
 
-from conftest import CORPUS, cli, needs_corpus
-from ledger_files import sealed_table
-from ledgertool.algorithms import get_algorithm, get_strip_mode
-from ledgertool.digest.engine import DigestEngine
-from ledgertool.errors import CaptureFormatError
-from ledgertool.source import open_source
-
-FILES = CORPUS / "files"
-
-
-ALG = get_algorithm("siphash-1-3-128")
-
-
-COMPRESS = {
-    "gz": gzip.compress,
-    "xz": lzma.compress,
-    "zst": lambda d: zstandard.ZstdCompressor(write_checksum=True).compress(d),
-}
+from conftest import cli, needs_corpus
+from test_capture_inputs import (  # noqa: F401  (shared with the in-process tests)
+    _ledger_records, _pcap, ALG, COMPRESS, engine_records, FILES,
+)
 
 
 CLI = [sys.executable, "-c", "from ledgertool.cli.app import main; main()"]
-
-
-def engine_records(source, strip: str = "l3", workers: int = 1) -> tuple[bytes, str | None]:
-    """Every record of `source` (key 0) and the read error that ended it, the file name left out."""
-    out = []
-    with open_source(source) as r:
-        e = DigestEngine(r, ALG, get_strip_mode(strip), bytes(ALG.key_size), workers=workers)
-        try:
-            while True:
-                rec, n, _ = e.fill(sum(len(b) for b in out) // e.record_size)
-                if n == 0:
-                    return b"".join(out), None
-                out.append(bytes(rec))
-        except CaptureFormatError as ex:
-            return b"".join(out), str(ex).replace(str(source), "FILE")
-
-
-def _ledger_records(ledger) -> list:
-    """Every record column of every sealed segment (raw record file or Parquet), in order."""
-    return [sealed_table(ledger, int(p.name[4:12]), p.parent.name.removeprefix("link=")).to_pydict()
-            for p in sorted(ledger.glob("link=*/seg-*.seal.json"))]
 
 
 def _out_digests(path) -> bytes:
@@ -101,14 +62,6 @@ def test_several_digest_keys_refuse_standard_input(tmp_path, keydir, other_keydi
                         str(other_keydir / "digest.key"), "--ledger", str(tmp_path)],
                        input=b"", capture_output=True)
     assert r.returncode == 2 and b"standard input is read once" in r.stderr, r.stderr
-
-
-def _pcap(records: list[tuple[int, int, bytes]], snaplen: int = 65535, minor: int = 4) -> bytes:
-    """A little-endian µs pcap of (caplen field, len field, data) records as stored."""
-    out = [struct.pack("<IHHiIII", 0xA1B2C3D4, 2, minor, 0, 0, snaplen, 1)]
-    for i, (a, b, data) in enumerate(records):
-        out.append(struct.pack("<IIII", 1_700_000_000 + i, i, a, b) + data)
-    return b"".join(out)
 
 
 def test_stream_window_edges_and_large_records(tmp_path, keydir):

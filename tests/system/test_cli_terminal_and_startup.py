@@ -14,28 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, SAMPLES, cli
-
-SAMPLE = SAMPLES / "sample.pcapng"
+from test_cli_output import (  # noqa: F401  (shared with the in-process tests)
+    _keys, CLI, ledger, LINERATE_CSV, SAMPLE,
+)
 
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
-
-CLI = [sys.executable, "-c", "from ledgertool.cli.app import main; main()"]
-
-
-def _keys(keydir: Path) -> list[str]:
-    return ["--digest-key", str(keydir / "digest.key"), "--signing-key", str(keydir / "signing.key")]
-
-
-@pytest.fixture(scope="module")
-def ledger(tmp_path_factory, keydir) -> Path:
-    """The sample in 3 segments."""
-    led = tmp_path_factory.mktemp("output") / "L"
-    r = cli("capture", SAMPLE, "--ledger", led, *_keys(keydir), "--segment-records", "100")
-    assert r.returncode == 0, r.stderr
-    return led
 
 
 def run_on_tty(*args, timeout: float = 120) -> tuple[int, bytes, str]:
@@ -140,9 +124,6 @@ def test_help_and_version_load_nothing_heavy(argv):
         loaded = set(next(ln for ln in r.stderr.splitlines() if ln.startswith("MODULES ")).split()[1:])
         assert "typer" not in loaded and "rich" not in loaded
     assert not [m for m in HEAVY if m in loaded], sorted(m for m in HEAVY if m in loaded)
-
-
-LINERATE_CSV = REPO / "docs" / "bench" / "linerate.csv"
 
 
 def test_dashboard_fits_1400px_in_chromium(tmp_path):

@@ -3,37 +3,18 @@ interpreter, the variable read at start-up)."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-import pytest
-from conftest import REPO, cli
-from test_schemas_reports import validate
+from conftest import REPO
 
-from ledgertool.algorithms import ALGORITHMS
-from ledgertool.device.cases import CASES
-
-LEDGER_ALGS = [a for a in ALGORITHMS.values() if a.ledger_ok]
-
-
-STRIPS = ["frame", "l3", "payload", "rdma"]
+from test_conformance import (  # noqa: F401  (shared with the in-process tests)
+    kit, LEDGER_ALGS, STRIPS,
+)
 
 
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-
-
-@pytest.fixture(scope="module")
-def kit(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("kit") / "kit"
-    r = cli("conformance", "export", d, "--json")
-    assert r.returncode == 0, r.stderr
-    rep = json.loads(r.stdout)
-    validate(rep, "conformance-export-report.schema.json")
-    assert rep["frames"] == len(CASES) and rep["record_files"] == rep["captures"] * len(LEDGER_ALGS) * len(STRIPS)
-    return d
 
 
 def test_kit_passes_with_LEDGERTOOL_CPU_PATH_portable_through_the_cli(kit):

@@ -7,24 +7,12 @@ import json
 import os
 
 
-from ledgertool.algorithms import ALGORITHMS
 from ledgertool.digest.engine import (
     cpu_paths,
 )
-
-GMAC = ALGORITHMS["aes-128-gmac"]
-
-
-B3_128 = ALGORITHMS["blake3-keyed-128"]
-
-
-B3_256 = ALGORITHMS["blake3-keyed-256"]
-
-
-HMAC128 = ALGORITHMS["hmac-sha256-128"]
-
-
-NEW = (GMAC, B3_128, B3_256, HMAC128)
+from test_digests import (  # noqa: F401  (shared with the in-process tests)
+    B3_128, B3_256, GMAC, HMAC128, NEW,
+)
 
 
 def test_env_var_forces_paths_and_algorithms_reports_them():

@@ -7,31 +7,13 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLES, cli
-
-SAMPLE = SAMPLES / "sample.pcapng"
-
-
-def _keys(keydir: Path) -> list[str]:
-    return ["--digest-key", str(keydir / "digest.key"), "--signing-key", str(keydir / "signing.key")]
-
-
-@pytest.fixture(scope="module")
-def ledger(tmp_path_factory, keydir) -> Path:
-    """The sample in 3 segments, with the checkpoint after them saved as cp3.txt, then 3 more
-    segments and cp6.txt."""
-    d = tmp_path_factory.mktemp("habits")
-    led = d / "L"
-    for cp in ("cp3.txt", "cp6.txt"):
-        r = cli("capture", SAMPLE, "--ledger", led, *_keys(keydir), "--segment-records", "100")
-        assert r.returncode == 0, r.stderr
-        r = cli("checkpoint", led, "--out", d / cp)
-        assert r.returncode == 0, r.stderr
-    return led
+from conftest import cli
+from test_cli_habits import (  # noqa: F401  (shared with the in-process tests)
+    _keys, ledger, SAMPLE,
+)
 
 
 ENDLESS = """version = 1

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLES, CliResult, cli, load_keys
+from conftest import SAMPLES, cli, load_keys
 
 from ledgertool import fsio
 from ledgertool.bench.measure import write_synthetic_pcap
@@ -33,34 +33,15 @@ from ledgertool.ledger.rotations import rotate_keys
 from ledgertool.seal.checkpoint import parse_note
 from ledgertool.seal.document import load_seal
 from ledgertool.verify.ledger import verify_ledger
-
-SAMPLE = SAMPLES / "sample.pcap"  # 294 frames
+from test_fs_safety import (  # noqa: F401  (shared with the in-process tests)
+    _capture_args, _one_error_line, ledger, SAMPLE,
+)
 
 
 CLI = [sys.executable, "-c", "from ledgertool.cli.app import main; main()"]
 
 
 IS_ROOT = os.geteuid() == 0
-
-
-def _capture_args(src: Path, ledger: Path, keydir: Path, *extra: str) -> list[str]:
-    return ["capture", str(src), "--ledger", str(ledger), "--digest-key", str(keydir / "digest.key"),
-            "--signing-key", str(keydir / "signing.key"), *extra]
-
-
-def _one_error_line(r: CliResult | subprocess.CompletedProcess) -> str:
-    """The run failed as a user error: exit 2, one line on stderr, not an internal error."""
-    lines = r.stderr.strip().splitlines()
-    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
-    assert len(lines) == 1 and lines[0].startswith("ledgertool: error: "), r.stderr
-    assert "internal error" not in r.stderr and "Traceback" not in r.stderr
-    return lines[0]
-
-
-@pytest.fixture()
-def ledger(tmp_path, built_ledger) -> Path:
-    """294 frames in segments 0..2 (100, 100, 94 records) of link0."""
-    return built_ledger(SAMPLE, segment_records=100).copy_to(tmp_path / "L")
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLES, load_keys
-
-SAMPLE = SAMPLES / "sample.pcap"  # 294 Ethernet frames
+from conftest import load_keys
+from test_native_safety import (  # noqa: F401  (shared with the in-process tests)
+    _saturated_pcapng, needs_root, SAMPLE,
+)
 
 
 _COUNT_PROBE = """
@@ -284,28 +285,6 @@ def test_rec_file_truncated_under_the_map(tmp_path, keydir, how):
     assert f"{rec}: the file shrank while it was read: byte " in text, text
     byte = int(text.split("byte ")[1].split()[0])
     assert 8192 <= byte < 8192 + 804 and f" of {size} is gone" in text, (byte, size, text)  # 804: one block
-
-
-def _saturated_pcapng(path: Path) -> Path:
-    """Two Ethernet frames whose pcapng timestamps saturate to INT64_MIN and INT64_MAX ns: each on
-    its own interface, with if_tsoffset -2^62 and +2^62 seconds."""
-    import struct
-
-    def block(btype: int, body: bytes) -> bytes:
-        body += bytes(-len(body) % 4)
-        n = 12 + len(body)
-        return struct.pack("<II", btype, n) + body + struct.pack("<I", n)
-
-    shb = block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1))
-    idb = [block(1, struct.pack("<HHI", 1, 0, 65535) + struct.pack("<HHq", 14, 8, off) + bytes(4))
-           for off in (-(2**62), 2**62)]
-    frame = bytes(6) + bytes.fromhex("020000000001") + b"\x08\x00" + bytes(46)
-    epb = [block(6, struct.pack("<IIIII", ifid, 0, 1, len(frame), len(frame)) + frame) for ifid in (0, 1)]
-    path.write_bytes(shb + b"".join(idb) + b"".join(epb))
-    return path
-
-
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="replay opens a PF_PACKET socket (root or CAP_NET_RAW)")
 
 
 @needs_root

@@ -3,57 +3,14 @@
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
-from conftest import SAMPLES, cli, load_keys
+from conftest import cli
 
-from ledgertool.capture.run import capture_file
-from ledgertool.digest.reference import read_pcap
 from test_digest_rotation import captures, keys, pristine  # noqa: F401  (the rotated ledger's fixtures)
-from test_recompute_cluster import write_pcap
-
-SAMPLE = SAMPLES / "sample.pcap"
-
-
-@pytest.fixture(scope="module")
-def links(tmp_path_factory, keydir, other_keydir):
-    """Three ledgers of sample.pcap: `a` (keydir's keys), `b` (other_keydir's keys: another device),
-    `t` (keydir's keys, segment 1's seal chain broken: it does not verify); `short.pcap` is
-    sample.pcap without frame 290; and a pairs file naming them with relative paths."""
-    d = tmp_path_factory.mktemp("pairs")
-    for name, kd in (("a", keydir), ("b", other_keydir), ("t", keydir)):
-        dk, sk, _ = load_keys(kd)
-        capture_file(SAMPLE, d / "ledgers" / name, digest_key=dk, signing_key=sk, segment_records=100)
-    seal = d / "ledgers" / "t" / "link=link0" / "seg-00000001.seal.json"
-    doc = json.loads(seal.read_text())
-    doc["prev_seal_hash"] = "00" * 32
-    seal.write_text(json.dumps(doc))
-    frames = [(ts, wire, data) for ts, _cap, wire, data in read_pcap(SAMPLE.read_bytes())]
-    (d / "caps").mkdir()
-    write_pcap(d / "caps" / "short.pcap", frames[:290] + frames[291:])
-    shutil.copy(SAMPLE, d / "caps" / "sample.pcap")
-    (d / "pairs.toml").write_text(f"""
-[[pair]]
-ledger = "ledgers/a"
-captures = ["caps/sample.pcap"]
-
-[[pair]]
-ledger = "ledgers/b"
-captures = ["caps/short.pcap"]
-trust = "{other_keydir / 'verifier.pub'}"
-
-[[pair]]
-ledger = "ledgers/t"
-captures = ["caps/sample.pcap"]
-link = ["link0"]
-""")
-    return d
-
-
-def _keys_args(keydir, other_keydir):
-    return ("--digest-key", keydir / "digest.key", "--digest-key", other_keydir / "digest.key",
-            "--trust", keydir / "verifier.pub")
+from test_recompute_pairs import (  # noqa: F401  (shared with the in-process tests)
+    _keys_args, links, SAMPLE,
+)
 
 
 def _no_elapsed(doc: dict) -> dict:

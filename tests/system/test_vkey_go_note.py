@@ -11,34 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLES, TESTS, cli
-
-GOPATH = Path("/usr/share/gocode")  # Debian's golang-golang-x-mod-dev
+from conftest import TESTS, cli
+from test_vkey import (  # noqa: F401  (shared with the in-process tests)
+    _ledger, _vkey, GOPATH, hybrid,
+)
 
 
 NOTE_PKG = GOPATH / "src" / "golang.org" / "x" / "mod" / "sumdb" / "note"
-
-
-def _ledger(tmp: Path, scheme: str) -> tuple[Path, Path]:
-    """(ledger, keys dir): the sample captured with keys of `scheme`."""
-    keys, led = tmp / f"keys-{scheme}", tmp / f"L-{scheme}"
-    r = cli("keys", "generate", keys, "--scheme", scheme)
-    assert r.returncode == 0, r.stderr
-    r = cli("capture", SAMPLES / "sample.pcapng", "--ledger", led, "--digest-key", keys / "digest.key",
-            "--signing-key", keys / "signing.key", "--segment-records", "100")
-    assert r.returncode == 0, r.stderr
-    return led, keys
-
-
-@pytest.fixture(scope="module")
-def hybrid(tmp_path_factory) -> tuple[Path, Path]:
-    return _ledger(tmp_path_factory.mktemp("vkey"), "hybrid")
-
-
-def _vkey(led: Path, keys: Path) -> str:
-    r = cli("keys", "vkey", keys / "verifier.pub", "--ledger", led)
-    assert r.returncode == 0, r.stderr
-    return r.stdout.strip()
 
 
 @pytest.fixture(scope="module")
