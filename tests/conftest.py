@@ -1,4 +1,5 @@
-"""Shared fixtures: the corpus location, keys, and a CLI runner that goes through `main`."""
+"""Shared fixtures of both tiers: the corpus location, keys, ledgers built once a session, and the
+CLI run in this process (`cli`) or, where the process is under test, as a subprocess (`run_cli`)."""
 
 from __future__ import annotations
 

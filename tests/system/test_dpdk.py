@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 import pytest
 import test_live as tl
 import test_xdp as tx
-from conftest import REPO, SAMPLES, cli
+from conftest import REPO, SAMPLES, cli, run_cli
 
 SAMPLE = SAMPLES / "sample.pcap"  # 294 frames; frame 17 is stored truncated (96 of 1514 bytes)
 BUILT = importlib.util.find_spec("ledgertool._source_dpdk") is not None
@@ -52,7 +52,8 @@ def keyargs(keydir: Path) -> list:
 
 
 def capture_json(*args) -> dict:
-    r = cli("capture", *args, "--json")
+    # a process per capture: DPDK's EAL is initialised once per process, with one set of arguments
+    r = run_cli("capture", *args, "--json")
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
