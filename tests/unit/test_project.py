@@ -34,16 +34,17 @@ def _starts_a_process(tree: ast.AST) -> list[str]:
             first = ast.unparse(n.args[0]) if n.args else ""
             if f == "run_cli" or (f.startswith("subprocess.") and "sys.executable" in first):
                 found.append(f"line {n.lineno}: {f}")
-        elif isinstance(n, ast.Constant) and isinstance(n.value, str) and re.match(r"local:\d", n.value):
+        elif isinstance(n, ast.Constant) and re.match(r"local:\d", str(n.value)):
             found.append(f"line {n.lineno}: a LocalCluster ({n.value})")
     return found
 
 
 def test_unit_tests_start_no_process():
-    """tests/unit runs in the test process (the minute-long loop); a test that needs a real process
+    """tests/unit runs in the test process (the quick loop); a test that needs a real process
     (the CLI under the interpreter, a fresh interpreter, a cluster) belongs in tests/system."""
     unit = REPO / "tests" / "unit"
-    bad = {p.name: f for p in sorted(unit.glob("*.py")) if (f := _starts_a_process(ast.parse(p.read_text())))}
+    found = {p.name: _starts_a_process(ast.parse(p.read_text())) for p in sorted(unit.glob("*.py"))}
+    bad = {name: f for name, f in found.items() if f}
     assert not bad, bad
     system = REPO / "tests" / "system"
     assert any(_starts_a_process(ast.parse(p.read_text())) for p in system.glob("*.py"))
