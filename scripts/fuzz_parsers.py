@@ -12,7 +12,7 @@ Input: byte 0 picks the parser, the rest is the document:
   4 checkpoint note    checkpoint.parse_note + verify_note
   5 rotation statement ledger.rotations.load_rotations + rotation.key_schedule
 
-The property (as in tests/test_fuzz_regressions.py): a parser returns, or raises a LedgerError
+The property (as in tests/unit/test_fuzz_regressions.py): a parser returns, or raises a LedgerError
 subclass; for the seal, TypeError/ValueError from canonicalisation are what verify catches. Any
 other exception is a finding, and a returned header must hold its invariants. The seeds are
 genuine documents of a small ledger built at start-up (written to the corpus directory when it

@@ -1,16 +1,24 @@
-"""Shared fixtures: the corpus location, keys, and a CLI runner that goes through `main`."""
+"""Shared fixtures of both tiers: the corpus location, keys, ledgers built once a session, and the
+CLI run in this process (`cli`) or, where the process is under test, as a subprocess (`run_cli`)."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import os
+import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+# Test modules import helpers from each other (`from test_digests import reference`), across tiers.
+sys.path[:0] = [str(TESTS / "unit"), str(TESTS / "system")]
 CORPUS = Path(os.environ.get("LEDGERTOOL_CORPUS", REPO.parent / "shared" / "corpus"))
 SAMPLES = REPO / "samples"
 
@@ -45,6 +53,18 @@ def other_keydir(tmp_path_factory) -> Path:
     return d
 
 
+@pytest.fixture(autouse=True)
+def _fresh_device_state(request):
+    """The session's shared keys sign copies of the same ledgers (one ledger id) in many tests: each
+    test starts with no protected state beside them (`KEYFILE.state`, written by the CLI's signing
+    commands), as a device signing only that copy would. The protected state's own tests use keys
+    of their own."""
+    yield
+    for name in ("keydir", "other_keydir"):
+        if name in request.fixturenames:
+            shutil.rmtree(request.getfixturevalue(name) / "signing.key.state", ignore_errors=True)
+
+
 def load_keys(d: Path):
     """(DigestKey, SigningKey, TrustBundle) from a `keys generate` directory."""
     from ledgertool.keyfiles import DigestKey, SigningKey, TrustBundle
@@ -68,28 +88,73 @@ def on_path(request):
 
 
 def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    """Run `ledgertool ARGS` in a subprocess exactly as a user would (entry point `main`)."""
+    """Run `ledgertool ARGS` in a subprocess exactly as a user would (entry point `main`). Only for
+    tests of the process itself (signals, pipes, start-up, exit under the interpreter); the rest use
+    `cli`, which runs the same code in this process in a hundredth of the time."""
     return subprocess.run([sys.executable, "-c", "from ledgertool.cli.app import main; main()", *map(str, args)],
                           capture_output=True, text=True, cwd=cwd, timeout=timeout)
 
 
-def cli_in_process(capsys, *args) -> tuple[int, str, str]:
-    """`ledgertool ARGS` in this process, as `main` runs it: (exit code, stdout, stderr)."""
-    from ledgertool.cli.app import _run
+@dataclass(frozen=True)
+class CliResult:
+    """What `ledgertool ARGS` gave: its exit code and what it wrote (the attribute names of
+    subprocess.CompletedProcess, so a test reads either the same way)."""
 
-    capsys.readouterr()
-    argv, sys.argv = sys.argv, ["ledgertool", *map(str, args)]
+    args: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+# The modules of ledgertool.cli that hold rich consoles made at import: each `cli` call gives them
+# fresh ones bound to its own streams (colour and width decided as for a pipe, as in a subprocess).
+_CONSOLE_MODULES = ("app", "provision", "workload", "conformance")
+
+
+def cli(*args, cwd: Path | None = None) -> CliResult:
+    """Run `ledgertool ARGS` in this process through the same entry as the console script
+    (`ledgertool.cli.app._run`: the same error mapping, exit codes and one-line messages as `main`,
+    less its final os._exit), with stdout and stderr captured."""
+    import importlib
+
+    from ledgertool.cli import app as appmod
+    from ledgertool.cli.render import SafeConsole
+
+    argv = ["ledgertool", *map(str, args)]
+    stdout, stderr = io.StringIO(), io.StringIO()
+    mods = [importlib.import_module(f"ledgertool.cli.{m}") for m in _CONSOLE_MODULES]
+    saved = [(m, dict((k, getattr(m, k)) for k in ("out", "err") if hasattr(m, k))) for m in mods]
+    old_argv, old_cwd, old_debug = sys.argv, os.getcwd(), appmod.STATE["debug"]
     try:
-        rc = _run()
-    finally:
         sys.argv = argv
-    out = capsys.readouterr()
-    return rc, out.out, out.err
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            for m, consoles in saved:
+                for k in consoles:
+                    setattr(m, k, SafeConsole(stderr=(k == "err"), soft_wrap=True))
+            code = appmod._run()
+            sys.stdout.flush()
+            sys.stderr.flush()
+    finally:
+        for m, consoles in saved:
+            for k, c in consoles.items():
+                setattr(m, k, c)
+        sys.argv = old_argv
+        os.chdir(old_cwd)
+        appmod.STATE["debug"] = old_debug
+    return CliResult(tuple(argv[1:]), code, stdout.getvalue(), stderr.getvalue())
+
+
+def cli_in_process(*args) -> tuple[int, str, str]:
+    """`ledgertool ARGS` in this process (`cli`): (exit code, stdout, stderr)."""
+    r = cli(*args)
+    return r.returncode, r.stdout, r.stderr
 
 
 def run_killing_a_worker(work, what: str) -> dict:
     """Run `work(client)` on a LocalCluster of two worker processes and SIGKILL the first worker
-    that holds tasks while they run (issue 16: a lost worker gives the right answer or a clear
+    that holds tasks while they run (a lost worker gives the right answer or a clear
     ClusterError, never a partial one). Returns {"res": its result} or {"err": the ClusterError}."""
     import signal
     import threading
@@ -122,13 +187,43 @@ def run_killing_a_worker(work, what: str) -> dict:
     return got
 
 
-@pytest.fixture()
-def sample_ledger(tmp_path, keydir) -> Path:
-    """samples/sample.pcapng captured into a fresh ledger (tmp_path / "L"), 100 records a segment
-    (294 frames: 3 segments), signed with `keydir`'s keys."""
+@dataclass(frozen=True)
+class BuiltLedger:
+    """A ledger `built_ledger` captured, and what capture_file returned for it."""
+
+    path: Path
+    result: object  # ledgertool.capture.run.CaptureResult
+
+    def copy_to(self, dest: Path) -> Path:
+        """A copy of the ledger at `dest` (for a test that changes it); returns `dest`."""
+        shutil.copytree(self.path, dest, symlinks=True)
+        return dest
+
+
+@pytest.fixture(scope="session")
+def built_ledger(tmp_path_factory, keydir):
+    """`built_ledger(source, **capture_file options)`: the capture of `source` into a ledger
+    signed with `keydir`'s keys, made once per session (per xdist worker) for each source and set
+    of options. Read it in place, or take a copy (`.copy_to`) to change it: never change it in
+    place, other tests read it after yours."""
     from ledgertool.capture.run import capture_file
 
     dk, sk, _ = load_keys(keydir)
-    out = tmp_path / "L"
-    capture_file(SAMPLES / "sample.pcapng", out, digest_key=dk, signing_key=sk, segment_records=100)
-    return out
+    built: dict[tuple, BuiltLedger] = {}
+
+    def get(source: Path, **options) -> BuiltLedger:
+        key = (str(source), tuple(sorted(options.items())))
+        if key not in built:
+            out = tmp_path_factory.mktemp("built") / "L"
+            res = capture_file(source, out, digest_key=dk, signing_key=sk, **options)
+            built[key] = BuiltLedger(out, res)
+        return built[key]
+
+    return get
+
+
+@pytest.fixture()
+def sample_ledger(tmp_path, built_ledger) -> Path:
+    """samples/sample.pcapng captured into a fresh ledger (tmp_path / "L"), 100 records a segment
+    (294 frames: 3 segments), signed with `keydir`'s keys (a copy of one built once a session)."""
+    return built_ledger(SAMPLES / "sample.pcapng", segment_records=100).copy_to(tmp_path / "L")

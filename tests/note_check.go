@@ -1,7 +1,8 @@
 // Checks ledgertool checkpoints with Go's golang.org/x/mod/sumdb/note, a signed-note verifier the
 // project did not write, given nothing but the C2SP vkey string `ledgertool keys vkey` prints
-// (tests/test_vkey.py runs it when a Go toolchain and the x/mod sources are installed; .ci/run
-// installs Debian's golang-go and golang-golang-x-mod-dev, used in GOPATH mode without a network).
+// (tests/system/test_vkey_go_note.py runs it when a Go toolchain and the x/mod sources are
+// installed; .ci/run installs Debian's golang-go and golang-golang-x-mod-dev, used in GOPATH mode
+// without a network).
 //
 // Reads one JSON case per line on stdin, {"vkey": STRING, "note": STRING}, and prints one line per
 // case: "ok <key name> <key hash, 8 hex> <number of signatures it could not check>" followed by the

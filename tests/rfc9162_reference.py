@@ -1,4 +1,4 @@
-"""An independent RFC 9162 section 2.1 implementation for the tests (issue 14 item 3).
+"""An independent RFC 9162 section 2.1 implementation for the tests.
 
 Written from the RFC text, not from ledgertool/seal/merkle.py, and deliberately in the RFC's own
 shape so a reader can hold it next to the RFC:

@@ -1,5 +1,5 @@
 // A cross-check of the ledger's RFC 9162 trees with Go's golang.org/x/mod/sumdb/tlog, an
-// implementation the project did not write (tests/test_rfc9162_independent.py runs it when a Go
+// implementation the project did not write (tests/system/test_rfc9162_go_tlog.py runs it when a Go
 // toolchain and the x/mod sources are installed; .ci/run installs Debian's golang-go and
 // golang-golang-x-mod-dev, used in GOPATH mode without a network).
 //

@@ -1,4 +1,4 @@
-"""A pure-Python writer of ledger format v2, for tests only, written from /work/notes/v2-spec.md and
+"""A pure-Python writer of ledger format v2, for tests only, written from
 docs/ledger-format.md (not from ledgertool's writer): ledger.json, sealed segments as raw record
 files (`seg-N.rec`: the v2 open-segment bytes, header + blocks) or as Parquet, `.leaves` sidecars,
 `ledgertool-seal-v2` documents and the link checkpoint. Hashing, canonical JSON and Parquet are
