@@ -165,5 +165,17 @@ def test_windows_range_parsing():
     from ledgertool.errors import UsageError
 
     for bad in ("5", "9..5", "a..b"):
-        with pytest.raises(UsageError, match="--windows-range"):
+        with pytest.raises(UsageError, match="windows_range"):
             parse_windows_range(bad)
+
+
+def test_a_bad_range_or_a_ledger_without_windows_is_bad_input(tmp_path, keydir, capsys):
+    ledger = _ledger(tmp_path, keydir)
+    rc, _, err = cli_in_process(capsys, "recompute", SAMPLE, "--ledger", ledger, "--digest-key",
+                                keydir / "digest.key", "--windows-range", "9..5")
+    assert rc == 2 and "--windows-range '9..5': FROM is after TO" in err
+    dk, sk, _ = load_keys(keydir)
+    capture_file(SAMPLE, tmp_path / "F", digest_key=dk, signing_key=sk)
+    rc, _, err = cli_in_process(capsys, "recompute", SAMPLE, "--ledger", tmp_path / "F",
+                                "--digest-key", keydir / "digest.key", "--against", "windows")
+    assert rc == 2 and "has no window tier" in err

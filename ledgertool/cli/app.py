@@ -761,16 +761,12 @@ def recompute(
              "scheduler), local:N (N worker processes here, TLS of their own) or, with "
              "--insecure-cluster, tcp://HOST:PORT; needs ledgertool[cluster].")] = None,
     insecure_cluster: InsecureClusterOpt = False,
-    against: Annotated[Optional[str], typer.Option(
-        "--against", metavar="frames|windows",
-        help="With --ledger: compare with the per-frame records (frames) or the window records "
-             "(windows) of the link; default: windows when the ledger keeps no per-frame "
-             "records, else frames.")] = None,
-    windows_range: Annotated[Optional[str], typer.Option(
-        "--windows-range", metavar="all|FROM..TO",
-        help="Against windows without a shared clock (a replayed workload, another vantage "
-             "point): one verdict over the ledger's windows FROM..TO (indexes, inclusive) or all "
-             "of them against every frame of the capture; no frame is named.")] = None,
+    against: Annotated[Optional[str], typer.Option("--against", metavar="frames|windows", help=(
+        "With --ledger: compare with the link's per-frame records or its window records; default: "
+        "windows when the ledger keeps no per-frame records, else frames."))] = None,
+    windows_range: Annotated[Optional[str], typer.Option("--windows-range", metavar="all|FROM..TO",
+        help="Against windows without a shared clock: one verdict over the ledger's windows "
+             "FROM..TO (indexes, inclusive) or all, against the whole capture.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -834,23 +830,9 @@ def recompute(
     common = dict(trust=bundle, checkpoint=note, checkpoint_name=str(checkpoint), links=link, details=details,
                   memory_limit=memory_limit, **window)
     if _against_windows(ledger, against, windows_range):
-        if cluster is not None or details is not None or any(window.values()):
-            raise UsageError("recompute against windows takes no --cluster, --details, --from, --to "
-                             "or --tolerance (use --windows-range for a range of windows)")
-        from ..reconcile.against_windows import parse_windows_range, reconcile_windows
-
-        wrange = parse_windows_range(windows_range) if windows_range is not None else None
-        with _shown(quiet, as_json) as cb:
-            wres = reconcile_windows(source, ledger, dks, trust=bundle, checkpoint=note,
-                                     checkpoint_name=str(checkpoint), links=link,
-                                     windows_range=wrange, progress=cb, workers=workers)
-        for w in wres.warnings:
-            err.print(styled(("warning:", "yellow"), f" {w}"))
-        if as_json:
-            _emit_json(wres.to_json())
-        else:
-            _print_windows(wres, ledger, source)
-        raise typer.Exit(0 if wres.ok else 1)
+        _recompute_windows(source, ledger, dks, windows_range, (as_json, quiet, workers),
+                           [cluster, details, *window.values()], trust=bundle, checkpoint=note,
+                           checkpoint_name=str(checkpoint), links=link)
     if cluster is not None:
         with _cluster_client(cluster, insecure_cluster) as client:
             from ..reconcile.cluster import reconcile_on_cluster
@@ -884,6 +866,29 @@ def _against_windows(ledger: str, against: Optional[str], windows_range: Optiona
 
     head = load_ledger(location(ledger))
     return head.window is not None and "frames" not in head.tiers
+
+
+def _recompute_windows(source, ledger: str, dks: list, windows_range: Optional[str],
+                       how: tuple[bool, bool, int], refused: list, **common) -> None:
+    """recompute against the window tier (docs/cli.md): the report, and exit 0 or 1. `refused`:
+    the values of --cluster, --details, --from, --to and --tolerance, which it does not take."""
+    if any(refused):
+        raise UsageError("recompute against windows takes no --cluster, --details, --from, --to "
+                         "or --tolerance (use --windows-range for a range of windows)")
+    from ..reconcile.against_windows import parse_windows_range, reconcile_windows
+
+    as_json, quiet, workers = how
+    wrange = parse_windows_range(windows_range) if windows_range is not None else None
+    with _shown(quiet, as_json) as cb:
+        res = reconcile_windows(source, ledger, dks, windows_range=wrange, progress=cb,
+                                workers=workers, **common)
+    for w in res.warnings:
+        err.print(styled(("warning:", "yellow"), f" {w}"))
+    if as_json:
+        _emit_json(res.to_json())
+    else:
+        _print_windows(res, ledger, source)
+    raise typer.Exit(0 if res.ok else 1)
 
 
 def _print_windows(res, ledger: str, source) -> None:

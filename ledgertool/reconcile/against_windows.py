@@ -29,7 +29,7 @@ import numpy as np
 
 from ..algorithms import get_algorithm
 from ..digest.window import WindowAccumulator, WindowKeys, WindowRecord
-from ..errors import CaptureFormatError, KeyFileError, UsageError
+from ..errors import CaptureFormatError, KeyFileError, Setting, UsageError
 from ..keyfiles import DigestKey, TrustBundle
 from ..ledger.header import load_ledger
 from ..ledger.layout import window_log_link
@@ -64,10 +64,10 @@ def parse_windows_range(text: str) -> tuple[int | None, int | None]:
             raise ValueError
         out = (int(lo) if lo.strip() else None, int(hi) if hi.strip() else None)
     except ValueError:
-        raise UsageError(f"--windows-range {text!r}: give all, or FROM..TO (window indexes, "
-                         "inclusive)") from None
+        raise UsageError(Setting("windows_range"), f" {text!r}: give all, or FROM..TO (window "
+                         "indexes, inclusive)") from None
     if None not in out and out[0] > out[1]:
-        raise UsageError(f"--windows-range {text!r}: FROM is after TO")
+        raise UsageError(Setting("windows_range"), f" {text!r}: FROM is after TO")
     return out
 
 
@@ -194,14 +194,15 @@ def _choose_link(ledger_dir: Path, links: list[str] | None) -> str:
     logs = sorted(window_log_link(log) for log in ledger_reader(ledger_dir).window_logs)
     if links:
         if len(links) != 1:
-            raise UsageError("recompute against windows compares one link: give one --link")
+            raise UsageError("recompute against windows compares one link: give one ",
+                             Setting("links"))
         if links[0] not in logs:
             raise UsageError(f"{ledger_dir}: link {links[0]} has no window log (window logs: "
                              f"{', '.join(logs) or 'none'})")
         return links[0]
     if len(logs) != 1:
         raise UsageError(f"{ledger_dir}: {len(logs)} window logs ({', '.join(logs) or 'none'}); "
-                         "name the link with --link")
+                         "name the link with ", Setting("links"))
     return logs[0]
 
 
@@ -222,12 +223,12 @@ def reconcile_windows(source: Sources, ledger_dir: Path, digest_key: DigestKey |
     ledger_dir = location(ledger_dir)
     keys_given = [digest_key] if isinstance(digest_key, DigestKey) else list(digest_key)
     if len(keys_given) != 1:
-        raise UsageError("recompute against windows takes one --digest-key")
+        raise UsageError("recompute against windows takes one ", Setting("digest_key"))
     dk = keys_given[0]
     ledger = load_ledger(ledger_dir)
     if ledger.window is None:
         raise UsageError(f"{ledger_dir}: the ledger has no window tier (ledger.json); recompute "
-                         "it against its per-frame records (--against frames)")
+                         "it against its per-frame records")
     link = _choose_link(ledger_dir, links)
     alg = get_algorithm(ledger.algorithm)
     verified: list[VerifiedWindows] = []
