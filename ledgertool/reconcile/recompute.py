@@ -617,7 +617,7 @@ def _keep_ledger(store: PartStore, verify_args: tuple, alg: Algorithm, key: Dige
 
     def add_segment(seg: VerifiedSegment) -> None:
         segs.append(_Segment.of(seg))
-        if seg.seal.get("digest_key_id") != kid:  # uncovered, or a wrong key (_match_keys says)
+        if seg.seal.digest_key_id != kid:  # uncovered, or a wrong key (_match_keys says)
             return
         arr = np.frombuffer(seg.records, store.ledger.dtype)
         keep = None if seg.frames is not None and seg.frames == len(arr) \
