@@ -49,6 +49,12 @@ def _ledger(tmp: Path, keydir: Path, capacity: int | None = None) -> Path:
     return tmp / "L"
 
 
+def _valid_report(doc: dict) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((SAMPLES.parent / "schemas" / "recompute-report.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(doc)
+
+
 def _digests(path: Path, ledger: Path, dk) -> list[bytes]:
     head = load_ledger(ledger)
     recs, _ = _capture_records(path, dk, get_algorithm(head.algorithm), head.strip, None, 1)
@@ -100,6 +106,7 @@ def test_removed_and_added_frames_are_named_exactly(tmp_path, keydir, capsys):
                                 keydir / "digest.key", "--trust", keydir / "verifier.pub",
                                 "--json")
     doc = json.loads(out)
+    _valid_report(doc)
     assert rc == 1 and doc["against"] == "windows" and doc["windows_differing"] == len(differing)
     got = [f for w in doc["per_window"] for f in w["capture_only"]]
     assert [(f["seq"], f["offset"]) for f in got] == [(str(s), offsets[s]) for s in new_seq]
@@ -154,6 +161,7 @@ def test_a_retimed_capture_differs_per_window_and_matches_over_the_range(tmp_pat
                                 "--digest-key", keydir / "digest.key", "--trust",
                                 keydir / "verifier.pub", "--windows-range", "all", "--json")
     doc = json.loads(out)
+    _valid_report(doc)
     assert rc == 0 and doc["mode"] == "range" and doc["range"]["windows"] == 6
     assert doc["frames"] == doc["ledger_frames"] == 294
 
