@@ -187,3 +187,12 @@ def test_a_bad_range_or_a_ledger_without_windows_is_bad_input(tmp_path, keydir, 
     rc, _, err = cli_in_process(capsys, "recompute", SAMPLE, "--ledger", tmp_path / "F",
                                 "--digest-key", keydir / "digest.key", "--against", "windows")
     assert rc == 2 and "has no window tier" in err
+
+
+def test_frames_at_copies_the_frames_frames_yields():
+    every = _frames(SAMPLE)
+    wanted = {0, 15, 16, 17, 200, 293, 400}  # across batches of 16; 400 is past the end
+    with open_source(SAMPLE) as r:
+        got = r.frames_at(wanted, batch=16)
+    assert sorted(got) == [0, 15, 16, 17, 200, 293]
+    assert all(got[i] == every[i] for i in got)

@@ -342,12 +342,16 @@ def _frames_at(source: Sources, seqs: set[int]) -> dict[int, tuple[int, str]]:
     base = 0
     for one in source_list(source) if seqs else ():
         with open_source(one) as reader:
+            mine = {i - base for i in seqs if i >= base}
             try:
-                for f in reader.frames():
-                    if base + f.index in seqs:
-                        out[base + f.index] = (f.offset, dissect_line(f.data, f.linktype))
-                        if len(out) == len(seqs):
-                            break
+                if hasattr(reader, "frames_at"):  # a file: only the batches holding them copied
+                    frames = reader.frames_at(mine).values()
+                else:
+                    frames = (f for f in reader.frames() if f.index in mine)
+                for f in frames:
+                    out[base + f.index] = (f.offset, dissect_line(f.data, f.linktype))
+                    if len(out) == len(seqs):
+                        break
             except CaptureFormatError:
                 pass  # frames after a corrupt structure were never digested either
             base += reader.info().frames
