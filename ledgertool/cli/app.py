@@ -841,12 +841,17 @@ def recompute(
     else:
         with _shown(quiet, as_json) as cb:
             res = reconcile(source, ledger, dks, progress=cb, workers=workers, **common)
+    _report(res, as_json, _print_reconcile, ledger, source)
+
+
+def _report(res, as_json: bool, printer, ledger: str, source) -> None:
+    """A recompute report: its warnings on stderr, JSON or `printer`'s text, exit 0 ok or 1."""
     for w in res.warnings:
         err.print(styled(("warning:", "yellow"), f" {w}"))
     if as_json:
         _emit_json(res.to_json())
     else:
-        _print_reconcile(res, ledger, source)
+        printer(res, ledger, source)
     raise typer.Exit(0 if res.ok else 1)
 
 
@@ -882,13 +887,7 @@ def _recompute_windows(source, ledger: str, dks: list, windows_range: Optional[s
     with _shown(quiet, as_json) as cb:
         res = reconcile_windows(source, ledger, dks, windows_range=wrange, progress=cb,
                                 workers=workers, **common)
-    for w in res.warnings:
-        err.print(styled(("warning:", "yellow"), f" {w}"))
-    if as_json:
-        _emit_json(res.to_json())
-    else:
-        _print_windows(res, ledger, source)
-    raise typer.Exit(0 if res.ok else 1)
+    _report(res, as_json, _print_windows, ledger, source)
 
 
 def _print_windows(res, ledger: str, source) -> None:

@@ -21,31 +21,40 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
 from ..algorithms import get_algorithm
 from ..digest.window import WindowAccumulator, WindowKeys, WindowRecord
-from ..errors import CaptureFormatError, KeyFileError, Setting, UsageError
+from ..errors import KeyFileError, Setting, UsageError
 from ..keyfiles import DigestKey, TrustBundle
 from ..ledger.header import load_ledger
 from ..ledger.layout import window_log_link
 from ..ledger.remote import ledger_reader
 from ..progress import ProgressFn
-from ..source import open_source
 from ..source.file import STDIN
 from ..urls import location
 from ..verify.ledger import verify_ledger
 from ..verify.windows import VerifiedWindows
 from .dissect import dissect_line
 from .query import not_verified_error
-from .recompute import DigestRun, Sources, _digest_records, source_list, source_name
+from .recompute import (
+    CaptureVerdict,
+    DigestRun,
+    Sources,
+    _digest_records,
+    frames_by_index,
+    source_list,
+    source_name,
+)
 from .windows import compare_windows, range_verdict
 
-__all__ = ["NamedFrame", "WindowOutcome", "WindowsResult", "parse_windows_range", "reconcile_windows"]
+__all__ = [
+    "NamedFrame", "WindowOutcome", "WindowsResult", "parse_windows_range", "reconcile_windows",
+]
 
 MATCH, DIFFER, BEYOND = "match", "differ", "beyond_capacity"
 
@@ -121,7 +130,7 @@ class WindowOutcome:
 
 
 @dataclass
-class WindowsResult:
+class WindowsResult(CaptureVerdict):
     """recompute against a link's window log (schemas/recompute-report.schema.json, `windows`).
     `mode` "per_window" (a shared clock) or "range" (one verdict over `range`)."""
 
@@ -151,14 +160,6 @@ class WindowsResult:
         if self.mode == "range":
             return bool(self.range_equal)
         return not self.differing
-
-    @property
-    def complete(self) -> bool:
-        return self.capture.stopped is None
-
-    @property
-    def ok(self) -> bool:
-        return self.matches and self.verified and self.complete
 
     def count(self, status: str) -> int:
         return sum(w.status == status for w in self.windows)
@@ -206,7 +207,8 @@ def _choose_link(ledger_dir: Path, links: list[str] | None) -> str:
     return logs[0]
 
 
-def reconcile_windows(source: Sources, ledger_dir: Path, digest_key: DigestKey | Sequence[DigestKey],
+def reconcile_windows(source: Sources, ledger_dir: Path,
+                      digest_key: DigestKey | Sequence[DigestKey],
                       *, trust: TrustBundle | None = None, checkpoint: bytes | None = None,
                       checkpoint_name: str = "checkpoint", links: list[str] | None = None,
                       windows_range: tuple[int | None, int | None] | None = None,
@@ -244,7 +246,8 @@ def reconcile_windows(source: Sources, ledger_dir: Path, digest_key: DigestKey |
     params = ledger.window
     keys = WindowKeys.derive(dk.master, ledger.algorithm, ledger.ledger_id, link, params.window_ns)
     ledger_windows = {w.index: w for v in verified for w in v.windows}
-    acc = WindowAccumulator(keys, ledger.digest_size, window_ns=params.window_ns, cells=params.cells)
+    acc = WindowAccumulator(keys, ledger.digest_size, window_ns=params.window_ns,
+                            cells=params.cells)
     run, mine = DigestRun(), {}
     for one in source_list(source):
         if run.stopped is not None:
@@ -263,7 +266,8 @@ def reconcile_windows(source: Sources, ledger_dir: Path, digest_key: DigestKey |
                   if (lo is None or i >= lo) and (hi is None or i <= hi)]
         value = sum(w.hash_value(keys) for w in mine.values())
         verdict = range_verdict(keys, chosen, value, run.frames)
-        res.range, res.range_windows, res.range_equal = windows_range, verdict.windows, verdict.equal
+        res.range, res.range_windows = windows_range, verdict.windows
+        res.range_equal = verdict.equal
         res.ledger_frames = verdict.ledger_frames
         res.warnings.append("a range verdict says whether the range agrees with the capture, not "
                             "which frames differ (no shared clock: windows are not matched up)")
@@ -324,7 +328,8 @@ def _name_capture_only(res: WindowsResult, source: Sources, dk: DigestKey, alg, 
                 d, w = bytes(batch["digest"][k]), int(win[k])
                 if d in wanted[w]:
                     found[w].setdefault(d, []).append(
-                        (int(batch["seq"][k]), int(batch["ts_ns"][k]), int(batch["wire_len"][k]), d))
+                        (int(batch["seq"][k]), int(batch["ts_ns"][k]),
+                         int(batch["wire_len"][k]), d))
     picks = {w: [hit for d, m in counts.items() for hit in found[w].get(d, [])[-m:]]
              for w, counts in wanted.items()}
     where = _frames_at(source, {seq for hits in picks.values() for seq, *_ in hits})
@@ -338,23 +343,5 @@ def _name_capture_only(res: WindowsResult, source: Sources, dk: DigestKey, alg, 
 
 def _frames_at(source: Sources, seqs: set[int]) -> dict[int, tuple[int, str]]:
     """(file offset, dissection) of the frames with these indexes across the captures."""
-    out: dict[int, tuple[int, str]] = {}
-    base = 0
-    for one in source_list(source) if seqs else ():
-        with open_source(one) as reader:
-            mine = {i - base for i in seqs if i >= base}
-            try:
-                if hasattr(reader, "frames_at"):  # a file: only the batches holding them copied
-                    frames = reader.frames_at(mine).values()
-                else:
-                    frames = (f for f in reader.frames() if f.index in mine)
-                for f in frames:
-                    out[base + f.index] = (f.offset, dissect_line(f.data, f.linktype))
-                    if len(out) == len(seqs):
-                        break
-            except CaptureFormatError:
-                pass  # frames after a corrupt structure were never digested either
-            base += reader.info().frames
-        if len(out) == len(seqs):
-            break
-    return out
+    return {i: (f.offset, dissect_line(f.data, f.linktype))
+            for i, f in frames_by_index(source, seqs).items()}
