@@ -248,23 +248,35 @@ def reconcile_windows(source: Sources, ledger_dir: Path,
     ledger_windows = {w.index: w for v in verified for w in v.windows}
     acc = WindowAccumulator(keys, ledger.digest_size, window_ns=params.window_ns,
                             cells=params.cells)
-    run, mine = DigestRun(), {}
+    # each capture window is compared (or summed) as it closes: no capture window is kept
+    per_window = windows_range is None
+    outcomes: dict[int, WindowOutcome] = {}
+    value = 0
+
+    def closed(windows: list[WindowRecord]) -> None:
+        nonlocal value
+        for cw in windows:
+            if per_window:
+                outcomes[cw.index] = _outcome(keys, ledger_windows.get(cw.index), cw)
+            else:
+                value += cw.hash_value(keys)
+
+    run = DigestRun()
     for one in source_list(source):
         if run.stopped is not None:
             break
         for batch in _digest_records(one, dk, alg, ledger.strip, run, progress, workers):
-            mine.update((w.index, w) for w in acc.add(batch))
-    mine.update((w.index, w) for w in acc.finish())
+            closed(acc.add(batch))
+    closed(acc.finish())
     res = WindowsResult(source_name(source), str(ledger_dir), link,
-                        "per_window" if windows_range is None else "range", params.window_ns,
+                        "per_window" if per_window else "range", params.window_ns,
                         params.capacity, run.frames,
                         sum(w.frames for w in ledger_windows.values()),
                         verified=ver.signatures_checked, capture=run, warnings=list(run.warnings))
-    if windows_range is not None:
+    if not per_window:
         lo, hi = windows_range
         chosen = [w for i, w in sorted(ledger_windows.items())
                   if (lo is None or i >= lo) and (hi is None or i <= hi)]
-        value = sum(w.hash_value(keys) for w in mine.values())
         verdict = range_verdict(keys, chosen, value, run.frames)
         res.range, res.range_windows = windows_range, verdict.windows
         res.range_equal = verdict.equal
@@ -272,27 +284,25 @@ def reconcile_windows(source: Sources, ledger_dir: Path,
         res.warnings.append("a range verdict says whether the range agrees with the capture, not "
                             "which frames differ (no shared clock: windows are not matched up)")
     else:
-        res.windows = _per_window(keys, ledger_windows, mine)
+        for index, lw in ledger_windows.items():  # windows the capture has no frame in
+            if index not in outcomes:
+                outcomes[index] = _outcome(keys, lw, None)
+        res.windows = [outcomes[i] for i in sorted(outcomes)]
         _name_capture_only(res, source, dk, alg, ledger.strip, workers)
     res.elapsed_s = time.perf_counter() - t0
     return res
 
 
-def _per_window(keys: WindowKeys, ledger: dict[int, WindowRecord],
-                mine: dict[int, WindowRecord]) -> list[WindowOutcome]:
-    out = []
-    for index in sorted(set(ledger) | set(mine)):
-        lw = ledger.get(index)
-        cw = mine.get(index)
-        lw = lw if lw is not None else _empty(cw, keys, index)
-        cw = cw if cw is not None else _empty(lw, keys, index)
-        diff = compare_windows(keys, lw, cw)
-        status = MATCH if diff.equal and lw.wire_bytes == cw.wire_bytes else (
-            DIFFER if diff.decoded else BEYOND)
-        only = tuple(NamedFrame(-1, None, 0, 0, d) for d in diff.capture_only)
-        out.append(WindowOutcome(index, lw.start_ns, status, lw.frames, cw.frames, lw.wire_bytes,
-                                 cw.wire_bytes, lw.drops, tuple(sorted(diff.ledger_only)), only))
-    return out
+def _outcome(keys: WindowKeys, lw: WindowRecord | None, cw: WindowRecord | None) -> WindowOutcome:
+    """One window compared; a side without a record is an empty window of the same index."""
+    lw = lw if lw is not None else _empty(cw, keys, cw.index)
+    cw = cw if cw is not None else _empty(lw, keys, lw.index)
+    diff = compare_windows(keys, lw, cw)
+    status = MATCH if diff.equal and lw.wire_bytes == cw.wire_bytes else (
+        DIFFER if diff.decoded else BEYOND)
+    only = tuple(NamedFrame(-1, None, 0, 0, d) for d in diff.capture_only)
+    return WindowOutcome(lw.index, lw.start_ns, status, lw.frames, cw.frames, lw.wire_bytes,
+                         cw.wire_bytes, lw.drops, tuple(sorted(diff.ledger_only)), only)
 
 
 def _name_capture_only(res: WindowsResult, source: Sources, dk: DigestKey, alg, strip: str,
