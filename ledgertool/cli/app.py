@@ -774,10 +774,17 @@ def recompute(
              "scheduler), local:N (N worker processes here, TLS of their own) or, with "
              "--insecure-cluster, tcp://HOST:PORT; needs ledgertool[cluster].")] = None,
     insecure_cluster: InsecureClusterOpt = False,
+    against: Annotated[Optional[str], typer.Option("--against", metavar="frames|windows", help=(
+        "With --ledger: compare with the link's per-frame records or its window records; default: "
+        "windows when the ledger keeps no per-frame records, else frames."))] = None,
+    windows_range: Annotated[Optional[str], typer.Option("--windows-range", metavar="all|FROM..TO",
+        help="Against windows without a shared clock: one verdict over the ledger's windows "
+             "FROM..TO (indexes, inclusive) or all, against the whole capture.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
     quiet: QuietOpt = False,
 ) -> None:
-    """Recompute digests of a capture and reconcile them with a ledger (multisets, DuckDB)."""
+    """Recompute digests of a capture and reconcile them with a ledger (multisets, DuckDB), or
+    with its window records (--against windows)."""
     from ..algorithms import get_algorithm
     from ..keyfiles import DigestKey
     from ..reconcile.recompute import digests_to_parquet, reconcile
@@ -835,6 +842,10 @@ def recompute(
                   tolerance_ns=_parse_tolerance(tolerance))
     common = dict(trust=bundle, checkpoint=note, checkpoint_name=str(checkpoint), links=link, details=details,
                   memory_limit=memory_limit, **window)
+    if _against_windows(ledger, against, windows_range):
+        _recompute_windows(source, ledger, dks, windows_range, (as_json, quiet, workers),
+                           [cluster, details, *window.values()], trust=bundle, checkpoint=note,
+                           checkpoint_name=str(checkpoint), links=link)
     if cluster is not None:
         with _cluster_client(cluster, insecure_cluster) as client:
             from ..reconcile.cluster import reconcile_on_cluster
@@ -843,13 +854,95 @@ def recompute(
     else:
         with _shown(quiet, as_json) as cb:
             res = reconcile(source, ledger, dks, progress=cb, workers=workers, **common)
+    _report(res, as_json, _print_reconcile, ledger, source)
+
+
+def _report(res, as_json: bool, printer, ledger: str, source) -> None:
+    """A recompute report: its warnings on stderr, JSON or `printer`'s text, exit 0 ok or 1."""
     for w in res.warnings:
         err.print(styled(("warning:", "yellow"), f" {w}"))
     if as_json:
         _emit_json(res.to_json())
     else:
-        _print_reconcile(res, ledger, source)
+        printer(res, ledger, source)
     raise typer.Exit(0 if res.ok else 1)
+
+
+def _against_windows(ledger: str, against: Optional[str], windows_range: Optional[str]) -> bool:
+    """Whether recompute compares with the window records: asked for, or the ledger keeps no
+    per-frame records but a window tier."""
+    if against not in (None, "frames", "windows"):
+        raise UsageError(f"--against {against!r}: frames or windows")
+    if windows_range is not None:
+        if against == "frames":
+            raise UsageError("--windows-range goes with --against windows")
+        return True
+    if against is not None:
+        return against == "windows"
+    from ..ledger.header import load_ledger
+    from ..urls import location
+
+    head = load_ledger(location(ledger))
+    return head.window is not None and "frames" not in head.tiers
+
+
+def _recompute_windows(source, ledger: str, dks: list, windows_range: Optional[str],
+                       how: tuple[bool, bool, int], refused: list, **common) -> None:
+    """recompute against the window tier (docs/cli.md): the report, and exit 0 or 1. `refused`:
+    the values of --cluster, --details, --from, --to and --tolerance, which it does not take."""
+    if any(refused):
+        raise UsageError("recompute against windows takes no --cluster, --details, --from, --to "
+                         "or --tolerance (use --windows-range for a range of windows)")
+    from ..reconcile.against_windows import parse_windows_range, reconcile_windows
+
+    as_json, quiet, workers = how
+    wrange = parse_windows_range(windows_range) if windows_range is not None else None
+    with _shown(quiet, as_json) as cb:
+        res = reconcile_windows(source, ledger, dks, windows_range=wrange, progress=cb,
+                                workers=workers, **common)
+    _report(res, as_json, _print_windows, ledger, source)
+
+
+def _print_windows(res, ledger: str, source) -> None:
+    """recompute against windows as text: a summary line, a line per differing window, and the
+    frames decoded from its sketch."""
+    tags = (("MATCH", "green") if res.matches else ("DIFFER", "red"),
+            "" if res.complete else (" (INCOMPLETE: the capture stopped early)", "red"),
+            "" if res.verified else (" (UNVERIFIED: no --trust)", "red"))
+    head = (f": {plural(res.frames, 'frame', fmt=',')} recomputed from {res.source}, against "
+            f"the window records of link {res.link} in {ledger}")
+    if res.mode == "range":
+        lo, hi = res.range
+        span = "all windows" if lo is None and hi is None else (
+            f"windows {'' if lo is None else lo}..{'' if hi is None else hi}")
+        out.print(styled(*tags, f"{head}: {span} ({plural(res.range_windows, 'window')}, "
+                                f"{res.ledger_frames:,} frames) against the whole capture "
+                                f"({res.frames:,} frames): "
+                                f"{'equal' if res.range_equal else 'not equal'} (one verdict "
+                                "over the range: no frame can be named without a shared clock)"))
+    else:
+        out.print(styled(*tags, f"{head}: {plural(len(res.windows), 'window')}, matched "
+                                f"{res.count('match'):,}, differing {res.count('differ'):,}, "
+                                f"beyond capacity {res.count('beyond_capacity'):,}"))
+    for w in res.differing:
+        diff = w.frames_difference
+        more = (f"{abs(diff)} more in the {'ledger' if diff > 0 else 'capture'}" if diff
+                else "the same number")
+        if w.status == "beyond_capacity":
+            out.print(f"  window {w.index} (start {w.start_ns}): beyond capacity: ledger "
+                      f"{w.ledger_frames} frames, capture {w.capture_frames} ({more}); the "
+                      "differing frames are not named")
+            continue
+        out.print(f"  window {w.index} (start {w.start_ns}): ledger {w.ledger_frames} frames, "
+                  f"capture {w.capture_frames} ({more}): ledger-only {len(w.ledger_only)}, "
+                  f"capture-only {len(w.capture_only)}")
+        for d in w.ledger_only:
+            out.print(f"    ledger-only  digest {d.hex()}")
+        for f in w.capture_only:
+            out.print(f"    capture-only frame {f.seq} offset {f.offset} ts_ns {f.ts_ns} "
+                      f"wire_len {f.wire_len} digest {f.digest.hex()}"
+                      + (f" {f.summary}" if f.summary else ""))
+    _fallback_line(res.capture.strip_fallbacks, res.capture.strip, res.capture.frames, source)
 
 
 def _print_reconcile(res, ledger: str, source) -> None:

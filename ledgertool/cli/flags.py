@@ -17,6 +17,7 @@ OPTIONS = {
     "pin_cpu": "--pin",
     "valid_for_s": "--valid-for",
     "plain_tcp": "--insecure-cluster",
+    "links": "--link",
 }
 
 

@@ -134,6 +134,8 @@ class RecordSink:
 
     def clear(self) -> None:
         """Forget the records filled and give their memory back (the array is one batch again)."""
+        import numpy as np
+
         self._buf = np.empty(self.BATCH, self._buf.dtype)
         self.n = 0
 

@@ -201,8 +201,26 @@ def digests_to_parquet(source: str | Path, out: Path, digest_key: DigestKey, alg
     return run
 
 
+class CaptureVerdict:
+    """What a recompute report decides from `matches`, `verified` and its capture side."""
+
+    matches: bool
+    verified: bool
+    capture: DigestRun
+
+    @property
+    def complete(self) -> bool:
+        """The capture was read to its end (not stopped by a corrupt structure)."""
+        return self.capture.stopped is None
+
+    @property
+    def ok(self) -> bool:
+        """The frames match a ledger whose signatures were checked, over the whole capture."""
+        return self.matches and self.verified and self.complete
+
+
 @dataclass
-class ReconcileResult:
+class ReconcileResult(CaptureVerdict):
     """Outcome of reconciling a capture with a ledger (schemas/recompute-report.schema.json).
 
     Counts are frames. `per_link` and `per_second` split matched / ledger_only / capture_only
@@ -234,16 +252,6 @@ class ReconcileResult:
     def matches(self) -> bool:
         """Every frame paired: no ledger-only and no capture-only frame."""
         return self.ledger_only == 0 and self.capture_only == 0
-
-    @property
-    def complete(self) -> bool:
-        """The capture was read to its end (not stopped by a corrupt structure)."""
-        return self.capture.stopped is None
-
-    @property
-    def ok(self) -> bool:
-        """The frames match a ledger whose signatures were checked, over the whole capture."""
-        return self.matches and self.verified and self.complete
 
     @property
     def partial(self) -> bool:
@@ -617,7 +625,7 @@ def _keep_ledger(store: PartStore, verify_args: tuple, alg: Algorithm, key: Dige
 
     def add_segment(seg: VerifiedSegment) -> None:
         segs.append(_Segment.of(seg))
-        if seg.seal.get("digest_key_id") != kid:  # uncovered, or a wrong key (_match_keys says)
+        if seg.seal.digest_key_id != kid:  # uncovered, or a wrong key (_match_keys says)
             return
         arr = np.frombuffer(seg.records, store.ledger.dtype)
         keep = None if seg.frames is not None and seg.frames == len(arr) \
@@ -1150,24 +1158,7 @@ def _write_details(con, details: Path, source: Sources, limit: int) -> int:
     """One JSON line per differing frame; capture-only frames get a dissection of their bytes."""
     rows = con.execute(f"""SELECT status, lower(hex(digest)), link, seq, l_ts, l_wire, index, c_ts, c_wire, cap_len
         FROM j WHERE status <> 'matched' ORDER BY {DETAILS_ORDER} LIMIT ?""", [limit]).fetchall()
-    wanted = {int(r[6]) for r in rows if r[0] == "capture_only"}
-    frames = {}
-    base = 0  # the first frame index of each capture: indexes continue across the captures
-    for one in source_list(source) if wanted else ():
-        if str(one) == STDIN:  # standard input was read once, by the digests
-            break
-        with open_source(one) as reader:
-            try:
-                for f in reader.frames():
-                    if base + f.index in wanted:
-                        frames[base + f.index] = f
-                        if len(frames) == len(wanted):
-                            break
-            except CaptureFormatError:
-                pass  # frames after a corrupt structure were never digested either
-            base += reader.info().frames
-        if len(frames) == len(wanted):
-            break
+    frames = frames_by_index(source, {int(r[6]) for r in rows if r[0] == "capture_only"})
     with fsio.atomic_file(details, what="details file") as out:
         for status, digest, link, seq, l_ts, l_wire, index, c_ts, c_wire, cap_len in rows:
             if status == "ledger_only":
@@ -1180,3 +1171,31 @@ def _write_details(con, details: Path, source: Sources, limit: int) -> int:
                        "summary": dissect_line(f.data, f.linktype) if f else None}
             out.write((json.dumps(doc) + "\n").encode())
     return len(rows)
+
+
+def frames_by_index(source: Sources, wanted: set[int]) -> dict:
+    """The frames (source.file.Frame, `index` within its file) with these indexes across the
+    captures, by index: a file copies only the batches that hold one (frames_at), a workload is
+    generated again; standard input, read once by the digests, gives none."""
+    frames: dict = {}
+    base = 0  # the first frame index of each capture: indexes continue across the captures
+    for one in source_list(source) if wanted else ():
+        if str(one) == STDIN:
+            break
+        with open_source(one) as reader:
+            mine = {i - base for i in wanted if i >= base}
+            try:
+                if hasattr(reader, "frames_at"):
+                    found = reader.frames_at(mine).values()
+                else:
+                    found = (f for f in reader.frames() if f.index in mine)
+                for f in found:
+                    frames[base + f.index] = f
+                    if len(frames) == len(wanted):
+                        break
+            except CaptureFormatError:
+                pass  # frames after a corrupt structure were never digested either
+            base += reader.info().frames
+        if len(frames) == len(wanted):
+            break
+    return frames

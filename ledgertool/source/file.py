@@ -223,6 +223,44 @@ class CaptureReader:
         raise capture_error(status, c_string(i.message) or f"read error (status {status})", self._name or self.path,
                             int(i.error_offset))
 
+    def frames_at(self, wanted: set[int], batch: int = 4096) -> dict[int, Frame]:
+        """The frames with these indexes, read to the last of them: only the batches holding one
+        are copied (a report naming a few frames of a large capture). CaptureFormatError as for
+        frames()."""
+        buf = ffi.new("lt_frame[]", batch)
+        n = ffi.new("size_t *")
+        out: dict[int, Frame] = {}
+        left, index = sorted(wanted), 0
+        while left:
+            st = lib.lt_reader_next(self._r, buf, batch, n)
+            got = n[0]
+            if got and left[0] < index + got:
+                out.update((f.index, f) for f in self._copied(buf, got, index)
+                           if f.index in wanted)
+                left = [i for i in left if i >= index + got]
+            index += got
+            if st == lib.LT_EOF:
+                if self.end_error() is not None:
+                    raise self.end_error()
+                break
+            if st != lib.LT_OK:
+                self.raise_error(st)
+        return out
+
+    def _copied(self, buf, got: int, index: int) -> list[Frame]:
+        """The `got` frames of `buf` with their bytes, numbered from `index`."""
+        # copied in C, under the reader's SIGBUS guard: the map may shrink under us
+        data = ffi.new("uint8_t[]", max(1, sum(buf[k].caplen for k in range(got))))
+        if got and lib.lt_reader_copy_frames(self._r, buf, got, data, len(data)) != lib.LT_OK:
+            self.raise_error(lib.LT_ERR_IO)
+        raw, pos, out = ffi.buffer(data), 0, []
+        for k in range(got):
+            f = buf[k]
+            out.append(Frame(index + k, f.offset, f.ts_ns, f.caplen, f.wire_len, f.linktype,
+                             f.interface_id, f.rflags, raw[pos:pos + f.caplen]))
+            pos += f.caplen
+        return out
+
     def frames(self, batch: int = 256) -> Iterator[Frame]:
         """Yield every frame (copies the bytes). Raises CaptureFormatError at a corrupt structure,
         after yielding every frame before it, and when the file shrinks while it is read."""
@@ -232,17 +270,8 @@ class CaptureReader:
         while True:
             st = lib.lt_reader_next(self._r, buf, batch, n)
             got = n[0]
-            # copied in C, under the reader's SIGBUS guard: the map may shrink under us
-            data = ffi.new("uint8_t[]", max(1, sum(buf[k].caplen for k in range(got))))
-            if got and lib.lt_reader_copy_frames(self._r, buf, got, data, len(data)) != lib.LT_OK:
-                self.raise_error(lib.LT_ERR_IO)
-            raw, pos = ffi.buffer(data), 0
-            for k in range(got):
-                f = buf[k]
-                yield Frame(index, f.offset, f.ts_ns, f.caplen, f.wire_len, f.linktype, f.interface_id,
-                            f.rflags, raw[pos:pos + f.caplen])
-                pos += f.caplen
-                index += 1
+            yield from self._copied(buf, got, index)
+            index += got
             if st == lib.LT_EOF:
                 if self.end_error() is not None:
                     raise self.end_error()

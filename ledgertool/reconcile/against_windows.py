@@ -1,0 +1,357 @@
+"""recompute against the window tier: a capture's frames accumulated into window records with the
+ledger's keys and table, compared with the link's verified window log (docs/adr/0012; docs/cli.md,
+"recompute against windows").
+
+With a shared clock (a capture taken at the device's TAP) the comparison is per window: frames,
+wire bytes and the unmasked keyed hash. A differing window's two sketches are subtracted and
+decoded (reconcile.windows.compare_windows, accepted only when the decoded lists explain the counts
+and hashes exactly); the capture-only digests are then found in the capture again and named (seq,
+file offset, timestamp), the ledger-only ones reported as digests (no per-frame record is held).
+A window beyond the table's capacity is reported with its count difference, never a guess.
+
+Without a shared clock (a replayed workload, another vantage point) windows cannot be matched up:
+one verdict over a range of the ledger's windows against every frame of the capture
+(reconcile.windows.range_verdict), which says whether they agree, not which frames differ.
+
+The ledger side is what `verify` checked: a ledger that does not verify is not compared (exit 1),
+and one compared without a trust bundle is `verified: false` (never ok).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from ..algorithms import get_algorithm
+from ..digest.window import WindowAccumulator, WindowKeys, WindowRecord
+from ..errors import KeyFileError, Setting, UsageError
+from ..keyfiles import DigestKey, TrustBundle
+from ..ledger.header import load_ledger
+from ..ledger.layout import window_log_link
+from ..ledger.remote import ledger_reader
+from ..progress import ProgressFn
+from ..source.file import STDIN
+from ..urls import location
+from ..verify.ledger import verify_ledger
+from ..verify.windows import VerifiedWindows
+from .dissect import dissect_line
+from .query import not_verified_error
+from .recompute import (
+    CaptureVerdict,
+    DigestRun,
+    Sources,
+    _digest_records,
+    frames_by_index,
+    source_list,
+    source_name,
+)
+from .windows import compare_windows, range_verdict
+
+__all__ = [
+    "NamedFrame", "WindowOutcome", "WindowsResult", "parse_windows_range", "reconcile_windows",
+]
+
+MATCH, DIFFER, BEYOND = "match", "differ", "beyond_capacity"
+
+
+def _text(v: int | None) -> str | None:
+    return None if v is None else str(int(v))
+
+
+def parse_windows_range(text: str) -> tuple[int | None, int | None]:
+    """'all' -> (None, None); 'FROM..TO' (window indexes, inclusive; either side may be empty)."""
+    if text.strip().lower() == "all":
+        return None, None
+    lo, sep, hi = text.partition("..")
+    try:
+        if not sep:
+            raise ValueError
+        out = (int(lo) if lo.strip() else None, int(hi) if hi.strip() else None)
+    except ValueError:
+        raise UsageError(Setting("windows_range"), f" {text!r}: give all, or FROM..TO (window "
+                         "indexes, inclusive)") from None
+    if None not in out and out[0] > out[1]:
+        raise UsageError(Setting("windows_range"), f" {text!r}: FROM is after TO")
+    return out
+
+
+@dataclass(frozen=True)
+class NamedFrame:
+    """A capture-only frame found again in the capture: its index across the captures (seq), the
+    byte offset of its record in its file, timestamp, lengths, digest and a one-line dissection."""
+
+    seq: int
+    offset: int | None
+    ts_ns: int
+    wire_len: int
+    digest: bytes
+    summary: str | None = None
+
+    def to_json(self) -> dict:
+        return {"seq": _text(self.seq), "offset": self.offset, "ts_ns": _text(self.ts_ns),
+                "wire_len": self.wire_len, "digest": self.digest.hex(), "summary": self.summary}
+
+
+@dataclass(frozen=True)
+class WindowOutcome:
+    """One window: the ledger's record against the capture's (either may have no record, as 0s).
+    `status` match / differ (decoded exactly: ledger_only digests, capture_only frames) /
+    beyond_capacity (only the counts are known)."""
+
+    index: int
+    start_ns: int
+    status: str
+    ledger_frames: int
+    capture_frames: int
+    ledger_wire_bytes: int
+    capture_wire_bytes: int
+    drops: int
+    ledger_only: tuple[bytes, ...] = ()
+    capture_only: tuple[NamedFrame, ...] = ()
+
+    @property
+    def frames_difference(self) -> int:
+        """Ledger frames minus capture frames."""
+        return self.ledger_frames - self.capture_frames
+
+    def to_json(self) -> dict:
+        return {"index": _text(self.index), "start_ns": _text(self.start_ns), "status": self.status,
+                "ledger_frames": self.ledger_frames, "capture_frames": self.capture_frames,
+                "frames_difference": self.frames_difference,
+                "ledger_wire_bytes": self.ledger_wire_bytes,
+                "capture_wire_bytes": self.capture_wire_bytes, "drops_declared": self.drops,
+                "ledger_only": [d.hex() for d in self.ledger_only],
+                "capture_only": [f.to_json() for f in self.capture_only]}
+
+
+@dataclass
+class WindowsResult(CaptureVerdict):
+    """recompute against a link's window log (schemas/recompute-report.schema.json, `windows`).
+    `mode` "per_window" (a shared clock) or "range" (one verdict over `range`)."""
+
+    source: str
+    ledger: str
+    link: str
+    mode: str
+    window_ns: int
+    capacity: int
+    frames: int
+    ledger_frames: int
+    elapsed_s: float = 0.0
+    windows: list[WindowOutcome] = field(default_factory=list)  # per_window: every window
+    range: tuple[int | None, int | None] = (None, None)
+    range_windows: int = 0
+    range_equal: bool | None = None
+    verified: bool = True
+    capture: DigestRun = field(default_factory=DigestRun)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def differing(self) -> list[WindowOutcome]:
+        return [w for w in self.windows if w.status != MATCH]
+
+    @property
+    def matches(self) -> bool:
+        if self.mode == "range":
+            return bool(self.range_equal)
+        return not self.differing
+
+    def count(self, status: str) -> int:
+        return sum(w.status == status for w in self.windows)
+
+    def to_json(self) -> dict:
+        lo, hi = self.range
+        doc = {"ok": self.ok, "against": "windows", "mode": self.mode, "source": self.source,
+               "ledger": self.ledger, "link": self.link, "window_ns": self.window_ns,
+               "capacity": self.capacity, "frames": self.frames,
+               "ledger_frames": self.ledger_frames, "matches": self.matches,
+               "verified": self.verified, "elapsed_s": round(self.elapsed_s, 6)}
+        if self.mode == "range":
+            doc["range"] = {"from_index": _text(lo), "to_index": _text(hi),
+                            "windows": self.range_windows, "equal": bool(self.range_equal)}
+            doc["per_window"] = []
+        else:
+            doc["windows_compared"] = len(self.windows)
+            doc["windows_matched"] = self.count(MATCH)
+            doc["windows_differing"] = self.count(DIFFER)
+            doc["windows_beyond_capacity"] = self.count(BEYOND)
+            doc["per_window"] = [w.to_json() for w in self.windows]
+        return {**doc, **self.capture.to_json(), "warnings": self.warnings}
+
+
+def _empty(like: WindowRecord, keys: WindowKeys, index: int) -> WindowRecord:
+    """The record of a window with no frame (a zero table, masked with that index's pad)."""
+    zero = WindowRecord(like.digest_size, like.cells, like.window_ns, index, 0, 0, 0, 0,
+                        bytes(len(like.masked)))
+    return WindowRecord.parse(zero.unmask(keys))  # the pad is an XOR: unmasking zeros masks them
+
+
+def _choose_link(ledger_dir: Path, links: list[str] | None) -> str:
+    logs = sorted(window_log_link(log) for log in ledger_reader(ledger_dir).window_logs)
+    if links:
+        if len(links) != 1:
+            raise UsageError("recompute against windows compares one link: give one ",
+                             Setting("links"))
+        if links[0] not in logs:
+            raise UsageError(f"{ledger_dir}: link {links[0]} has no window log (window logs: "
+                             f"{', '.join(logs) or 'none'})")
+        return links[0]
+    if len(logs) != 1:
+        raise UsageError(f"{ledger_dir}: {len(logs)} window logs ({', '.join(logs) or 'none'}); "
+                         "name the link with ", Setting("links"))
+    return logs[0]
+
+
+def reconcile_windows(source: Sources, ledger_dir: Path,
+                      digest_key: DigestKey | Sequence[DigestKey],
+                      *, trust: TrustBundle | None = None, checkpoint: bytes | None = None,
+                      checkpoint_name: str = "checkpoint", links: list[str] | None = None,
+                      windows_range: tuple[int | None, int | None] | None = None,
+                      progress: ProgressFn | None = None, workers: int = 0) -> WindowsResult:
+    """Verify the ledger (its window log of the link), accumulate `source` into windows with the
+    same keys and table, and compare: per window, or with `windows_range` ((None, None): every
+    window; else the ledger's windows FROM..TO inclusive) one verdict over the range against every
+    frame of the capture.
+
+    Raises DiscrepancyError when the ledger does not verify, UsageError for a ledger without
+    a window log for the link, several keys or links, KeyFileError for a key the window log's seals
+    do not name, CaptureFormatError for a capture that cannot be opened."""
+    t0 = time.perf_counter()
+    ledger_dir = location(ledger_dir)
+    keys_given = [digest_key] if isinstance(digest_key, DigestKey) else list(digest_key)
+    if len(keys_given) != 1:
+        raise UsageError("recompute against windows takes one ", Setting("digest_key"))
+    dk = keys_given[0]
+    ledger = load_ledger(ledger_dir)
+    if ledger.window is None:
+        raise UsageError(f"{ledger_dir}: the ledger has no window tier (ledger.json); recompute "
+                         "it against its per-frame records")
+    link = _choose_link(ledger_dir, links)
+    alg = get_algorithm(ledger.algorithm)
+    verified: list[VerifiedWindows] = []
+    ver = verify_ledger(ledger_dir, trust, checkpoint, checkpoint_name, links=[link],
+                        on_windows=verified.append, progress=progress)
+    if not ver.ok:
+        raise not_verified_error(ver, "it is not compared")
+    kid = dk.key_id(alg.name, alg.key_size)
+    named = {v.seal.digest_key_id for v in verified}
+    if named - {kid}:
+        raise KeyFileError(f"{dk.path}: digest key id {kid} is not the key of the window log of "
+                           f"link {link} (key ids {', '.join(sorted(map(str, named)))}): wrong key")
+    params = ledger.window
+    keys = WindowKeys.derive(dk.master, ledger.algorithm, ledger.ledger_id, link, params.window_ns)
+    ledger_windows = {w.index: w for v in verified for w in v.windows}
+    acc = WindowAccumulator(keys, ledger.digest_size, window_ns=params.window_ns,
+                            cells=params.cells)
+    # each capture window is compared (or summed) as it closes: no capture window is kept
+    per_window = windows_range is None
+    outcomes: dict[int, WindowOutcome] = {}
+    value = 0
+
+    def closed(windows: list[WindowRecord]) -> None:
+        nonlocal value
+        for cw in windows:
+            if per_window:
+                outcomes[cw.index] = _outcome(keys, ledger_windows.get(cw.index), cw)
+            else:
+                value += cw.hash_value(keys)
+
+    run = DigestRun()
+    for one in source_list(source):
+        if run.stopped is not None:
+            break
+        for batch in _digest_records(one, dk, alg, ledger.strip, run, progress, workers):
+            closed(acc.add(batch))
+    closed(acc.finish())
+    res = WindowsResult(source_name(source), str(ledger_dir), link,
+                        "per_window" if per_window else "range", params.window_ns,
+                        params.capacity, run.frames,
+                        sum(w.frames for w in ledger_windows.values()),
+                        verified=ver.signatures_checked, capture=run, warnings=list(run.warnings))
+    if not per_window:
+        lo, hi = windows_range
+        chosen = [w for i, w in sorted(ledger_windows.items())
+                  if (lo is None or i >= lo) and (hi is None or i <= hi)]
+        verdict = range_verdict(keys, chosen, value, run.frames)
+        res.range, res.range_windows = windows_range, verdict.windows
+        res.range_equal = verdict.equal
+        res.ledger_frames = verdict.ledger_frames
+        res.warnings.append("a range verdict says whether the range agrees with the capture, not "
+                            "which frames differ (no shared clock: windows are not matched up)")
+    else:
+        for index, lw in ledger_windows.items():  # windows the capture has no frame in
+            if index not in outcomes:
+                outcomes[index] = _outcome(keys, lw, None)
+        res.windows = [outcomes[i] for i in sorted(outcomes)]
+        _name_capture_only(res, source, dk, alg, ledger.strip, workers)
+    res.elapsed_s = time.perf_counter() - t0
+    return res
+
+
+def _outcome(keys: WindowKeys, lw: WindowRecord | None, cw: WindowRecord | None) -> WindowOutcome:
+    """One window compared; a side without a record is an empty window of the same index."""
+    lw = lw if lw is not None else _empty(cw, keys, cw.index)
+    cw = cw if cw is not None else _empty(lw, keys, lw.index)
+    diff = compare_windows(keys, lw, cw)
+    status = MATCH if diff.equal and lw.wire_bytes == cw.wire_bytes else (
+        DIFFER if diff.decoded else BEYOND)
+    only = tuple(NamedFrame(-1, None, 0, 0, d) for d in diff.capture_only)
+    return WindowOutcome(lw.index, lw.start_ns, status, lw.frames, cw.frames, lw.wire_bytes,
+                         cw.wire_bytes, lw.drops, tuple(sorted(diff.ledger_only)), only)
+
+
+def _name_capture_only(res: WindowsResult, source: Sources, dk: DigestKey, alg, strip: str,
+                       workers: int) -> None:
+    """Find each decoded capture-only digest in the capture again (a second pass, only when some
+    window has one): a digest the capture holds m times more than the ledger in a window names its
+    last m occurrences there (the ledger's pair with the first ones, as the per-frame pairing
+    does). Then their file offsets and dissections (a third pass over those frames only)."""
+    wanted = {w.index: Counter(f.digest for f in w.capture_only)
+              for w in res.windows if w.capture_only}
+    if not wanted:
+        return
+    if any(str(one) == STDIN for one in source_list(source)):  # read once: digests stay unnamed
+        res.warnings.append("standard input was read once: capture-only frames are named by digest")
+        return
+    prefixes = np.array(sorted({int.from_bytes(d[:8], "little") for c in wanted.values()
+                                for d in c}), dtype=np.uint64)
+    found: dict[int, dict[bytes, list[tuple[int, int, int, bytes]]]] = {i: {} for i in wanted}
+    run, open_index = DigestRun(), None
+    for one in source_list(source):
+        if run.stopped is not None:
+            break
+        for batch in _digest_records(one, dk, alg, strip, run, None, workers):
+            win = np.floor_divide(batch["ts_ns"], res.window_ns)
+            if open_index is not None:  # a frame behind the open window is counted in it (late)
+                win = np.maximum(win, open_index)
+            win = np.maximum.accumulate(win)
+            open_index = int(win[-1]) if len(win) else open_index
+            raw = np.ascontiguousarray(batch["digest"]).view(np.uint8).reshape(len(batch), -1)
+            pre = np.ascontiguousarray(raw[:, :8]).view("<u8").ravel()
+            hit = np.isin(pre, prefixes) & np.isin(win, list(wanted))
+            for k in np.flatnonzero(hit):
+                d, w = bytes(batch["digest"][k]), int(win[k])
+                if d in wanted[w]:
+                    found[w].setdefault(d, []).append(
+                        (int(batch["seq"][k]), int(batch["ts_ns"][k]),
+                         int(batch["wire_len"][k]), d))
+    picks = {w: [hit for d, m in counts.items() for hit in found[w].get(d, [])[-m:]]
+             for w, counts in wanted.items()}
+    where = _frames_at(source, {seq for hits in picks.values() for seq, *_ in hits})
+    named = {w: tuple(NamedFrame(seq, *where.get(seq, (None, None))[:1], ts, wire, d,
+                                 where.get(seq, (None, None))[1])
+                      for seq, ts, wire, d in sorted(hits))
+             for w, hits in picks.items()}
+    res.windows = [replace(w, capture_only=named[w.index]) if w.index in named else w
+                   for w in res.windows]
+
+
+def _frames_at(source: Sources, seqs: set[int]) -> dict[int, tuple[int, str]]:
+    """(file offset, dissection) of the frames with these indexes across the captures."""
+    return {i: (f.offset, dissect_line(f.data, f.linktype))
+            for i, f in frames_by_index(source, seqs).items()}
