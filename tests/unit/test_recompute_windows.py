@@ -69,7 +69,7 @@ def test_the_same_capture_matches_every_window(tmp_path, keydir, capsys):
     assert [w.status for w in res.windows] == ["match"] * 6
     assert sum(w.capture_frames for w in res.windows) == 294
     assert all(w.ledger_wire_bytes == w.capture_wire_bytes > 0 for w in res.windows)
-    rc, out, _ = cli_in_process(capsys, "recompute", SAMPLE, "--ledger", ledger, "--digest-key",
+    rc, out, _ = cli_in_process("recompute", SAMPLE, "--ledger", ledger, "--digest-key",
                                 keydir / "digest.key", "--trust", keydir / "verifier.pub")
     assert rc == 0 and out.startswith("MATCH") and "6 windows" in out
     # without the trust bundle the verdict is unverified: never exit 0
@@ -102,7 +102,7 @@ def test_removed_and_added_frames_are_named_exactly(tmp_path, keydir, capsys):
         (s, offsets[s], rows[s][0]) for s in new_seq]
     assert {k for k, w in differing.items() if w.capture_only} == {1, 4}
     assert all(f.summary for f in named)
-    rc, out, _ = cli_in_process(capsys, "recompute", path, "--ledger", ledger, "--digest-key",
+    rc, out, _ = cli_in_process("recompute", path, "--ledger", ledger, "--digest-key",
                                 keydir / "digest.key", "--trust", keydir / "verifier.pub",
                                 "--json")
     doc = json.loads(out)
@@ -135,7 +135,7 @@ def test_a_window_beyond_capacity_reports_the_count_difference_only(tmp_path, ke
     assert w.index - base == 2 and w.status == "beyond_capacity"
     assert (w.ledger_frames, w.capture_frames, w.frames_difference) == (cut, cut - 5, 5)
     assert w.ledger_only == () and w.capture_only == ()
-    rc, out, _ = cli_in_process(capsys, "recompute", tmp_path / "many.pcap", "--ledger", ledger,
+    rc, out, _ = cli_in_process("recompute", tmp_path / "many.pcap", "--ledger", ledger,
                                 "--digest-key", keydir / "digest.key", "--trust",
                                 keydir / "verifier.pub")
     assert rc == 1 and "beyond capacity" in out and "5 more in the ledger" in out
@@ -157,7 +157,7 @@ def test_a_retimed_capture_differs_per_window_and_matches_over_the_range(tmp_pat
     part = reconcile_windows(tmp_path / "later.pcap", ledger, dk, trust=trust,
                              windows_range=(base, base + 4))
     assert not part.ok and part.range_windows == 5 and part.ledger_frames < 294
-    rc, out, _ = cli_in_process(capsys, "recompute", tmp_path / "later.pcap", "--ledger", ledger,
+    rc, out, _ = cli_in_process("recompute", tmp_path / "later.pcap", "--ledger", ledger,
                                 "--digest-key", keydir / "digest.key", "--trust",
                                 keydir / "verifier.pub", "--windows-range", "all", "--json")
     doc = json.loads(out)
@@ -179,12 +179,12 @@ def test_windows_range_parsing():
 
 def test_a_bad_range_or_a_ledger_without_windows_is_bad_input(tmp_path, keydir, capsys):
     ledger = _ledger(tmp_path, keydir)
-    rc, _, err = cli_in_process(capsys, "recompute", SAMPLE, "--ledger", ledger, "--digest-key",
+    rc, _, err = cli_in_process("recompute", SAMPLE, "--ledger", ledger, "--digest-key",
                                 keydir / "digest.key", "--windows-range", "9..5")
     assert rc == 2 and "--windows-range '9..5': FROM is after TO" in err
     dk, sk, _ = load_keys(keydir)
     capture_file(SAMPLE, tmp_path / "F", digest_key=dk, signing_key=sk)
-    rc, _, err = cli_in_process(capsys, "recompute", SAMPLE, "--ledger", tmp_path / "F",
+    rc, _, err = cli_in_process("recompute", SAMPLE, "--ledger", tmp_path / "F",
                                 "--digest-key", keydir / "digest.key", "--against", "windows")
     assert rc == 2 and "has no window tier" in err
 
