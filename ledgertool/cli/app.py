@@ -1052,7 +1052,7 @@ def _parse_tolerance(text: str) -> int:
 @app.command()
 def query(
     ledger: Annotated[str, typer.Argument(metavar="DIR", help="Ledger directory (a path, file:// or fsspec URL).")],
-    sql: Annotated[str, typer.Argument(help="SQL over the views `records` and `seals`.")],
+    sql: Annotated[str, typer.Argument(help="SQL over the views `records`, `seals` and `windows`.")],
     fmt: Annotated[Optional[str], typer.Option(
         "--format", help="table (default), csv, json, jsonl, markdown or parquet (needs --output).")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the result to FILE, not stdout.")] = None,
@@ -1064,10 +1064,10 @@ def query(
     allow_files: Annotated[bool, typer.Option(
         "--allow-files",
         help="Let the SQL read and write files and URLs (read_csv, COPY, ATTACH, extensions); "
-             "without it the SQL sees only `records` and `seals`.")] = False,
+             "without it the SQL sees only `records`, `seals` and `windows`.")] = False,
     quiet: QuietOpt = False,
 ) -> None:
-    """Verify a ledger, then run SQL (DuckDB) over the verified `records` and `seals` tables."""
+    """Verify a ledger, then run SQL (DuckDB) over the verified `records`, `seals` and `windows` tables."""
     from ..fsio import atomic_path, check_writable, write_atomic
     from ..keyfiles import TrustBundle
     from ..reconcile.query import run_query
