@@ -1,0 +1,153 @@
+"""Ledgers with BLAKE3 leaf entries (ledger.json `leaf_hash: "blake3"`): leaf =
+SHA-256(0x00 || BLAKE3-256(block)), the RFC 9162 tree above unchanged. The native leaves are
+checked against the `blake3` package and hashlib; a captured ledger's segment roots and `prove`'s
+audit paths against tests/rfc9162_reference.py given each block's BLAKE3 entry (records read from
+the raw record files as docs/ledger-format.md lays them out, not through ledgertool)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+from pathlib import Path
+
+import blake3
+import pytest
+import rfc9162_reference as ref
+from cli_inprocess import run_inprocess
+from conftest import SAMPLES, load_keys
+
+from ledgertool.capture.run import capture_file
+from ledgertool.digest.engine import merkle_leaves
+from ledgertool.errors import LedgerFormatError
+from ledgertool.ledger.header import create_ledger, parse_ledger_header
+
+HEADER, RECORD = 256, 48
+
+
+def entry(block: bytes) -> bytes:
+    return blake3.blake3(block).digest()
+
+
+def independent_leaves(records: bytes, record_size: int, leaf_records: int) -> bytes:
+    step = record_size * leaf_records
+    return b"".join(hashlib.sha256(b"\x00" + entry(records[i:i + step])).digest()
+                    for i in range(0, len(records), step))
+
+
+@pytest.mark.parametrize("record_size", [48, 64])
+@pytest.mark.parametrize("leaf_records", [1, 8, 256, 1024])
+@pytest.mark.parametrize("extra", [0, 1, 5])
+def test_native_blake3_leaves_equal_the_blake3_package(record_size, leaf_records, extra):
+    # 37 whole leaves + a shorter one: more than one batch of lanes, every chunk edge of a block
+    count = 37 * leaf_records + extra
+    records = os.urandom(record_size * count)
+    got = merkle_leaves(records, record_size, leaf_records, "blake3")
+    assert got == independent_leaves(records, record_size, leaf_records)
+    assert got != merkle_leaves(records, record_size, leaf_records)  # not today's leaves
+
+
+def test_unknown_leaf_hash_is_refused():
+    with pytest.raises(ValueError, match="leaf hash 'md5'"):
+        merkle_leaves(b"\0" * 48, 48, 1, "md5")
+
+
+def ledger_json(**extra) -> bytes:
+    doc = {"format": "ledgertool-ledger-v2", "ledger_id": "0" * 32, "algorithm": "siphash-1-3-128",
+           "strip": "frame", "digest_key_id": "1" * 32, "digest_size": 16, "record_size": 48,
+           "leaf_records": 256, **extra}
+    return json.dumps(doc).encode()
+
+
+def test_ledger_json_without_leaf_hash_is_sha256_and_blake3_is_read():
+    assert parse_ledger_header(ledger_json(), "L/ledger.json").leaf_hash == "sha256"
+    assert parse_ledger_header(ledger_json(leaf_hash="blake3"), "L/ledger.json").leaf_hash == "blake3"
+
+
+@pytest.mark.parametrize("extra", [{"leaf_hash": "sha256"}, {"leaf_hash": "BLAKE3"}, {"leaf_hash": 1},
+                                   {"leaf_hash": "blake3", "format": "ledgertool-ledger-v1"}])
+def test_ledger_json_leaf_hash_out_of_bounds_is_one_line(extra):
+    with pytest.raises(LedgerFormatError, match=r"^L/ledger.json: field 'leaf_hash' is "):
+        parse_ledger_header(ledger_json(**extra), "L/ledger.json")
+
+
+def test_create_ledger_writes_leaf_hash_only_for_blake3(tmp_path):
+    h = create_ledger(tmp_path / "a", algorithm="siphash-1-3-128", strip="frame", digest_key_id="1" * 32,
+                      digest_size=16, leaf_hash="blake3")
+    assert h.leaf_hash == "blake3"
+    assert json.loads((tmp_path / "a" / "ledger.json").read_text())["leaf_hash"] == "blake3"
+    create_ledger(tmp_path / "b", algorithm="siphash-1-3-128", strip="frame", digest_key_id="1" * 32,
+                  digest_size=16)
+    assert "leaf_hash" not in json.loads((tmp_path / "b" / "ledger.json").read_text())
+    with pytest.raises(LedgerFormatError, match="v2 only"):
+        create_ledger(tmp_path / "c", algorithm="siphash-1-3-128", strip="frame", digest_key_id="1" * 32,
+                      digest_size=16, leaf_hash="blake3", version=1)
+
+
+@pytest.fixture()
+def ledger(tmp_path, keydir) -> Path:
+    """Three segments (100, 100, 94 records), leaf blocks of 8, BLAKE3 entries."""
+    dk, sk, _ = load_keys(keydir)
+    out = tmp_path / "L"
+    capture_file(SAMPLES / "sample.pcapng", out, digest_key=dk, signing_key=sk, segment_records=100,
+                 leaf_records=8, leaf_hash="blake3")
+    assert json.loads((out / "ledger.json").read_text())["leaf_hash"] == "blake3"
+    return out
+
+
+def raw_records(path: Path) -> list[bytes]:
+    """The records of a raw record file (docs/ledger-format.md): a 256-byte header, then blocks of
+    u32 count || count records || a 32-byte MAC."""
+    data, at, out = path.read_bytes(), HEADER, []
+    while at < len(data):
+        (n,) = struct.unpack_from("<I", data, at)
+        body = data[at + 4:at + 4 + n * RECORD]
+        out += [body[i:i + RECORD] for i in range(0, len(body), RECORD)]
+        at += 4 + n * RECORD + 32
+    return out
+
+
+def test_segment_roots_are_rfc9162_roots_over_blake3_entries(ledger):
+    seals = [json.loads(p.read_text()) for p in sorted(ledger.glob("link=link0/seg-*.seal.json"))]
+    assert [s["records"] for s in seals] == [100, 100, 94]
+    for s in seals:
+        recs = raw_records(ledger / "link=link0" / f"seg-{s['segment']:08d}.rec")
+        assert len(recs) == s["records"]
+        blocks = [b"".join(recs[i:i + 8]) for i in range(0, len(recs), 8)]
+        assert ref.mth([entry(b) for b in blocks]).hex() == s["merkle_root"]
+        assert ref.mth(blocks).hex() != s["merkle_root"]  # SHA-256 leaves over the blocks are not it
+
+
+def test_verify_accepts_and_a_stripped_leaf_hash_is_found(ledger, monkeypatch, capsys, keydir):
+    trust = keydir / "verifier.pub"
+    code, out, err = run_inprocess(monkeypatch, capsys, "verify", str(ledger), "--trust", str(trust))
+    assert code == 0, out + err
+    # ledger.json rewritten to say sha256 (member removed): the seals bind the other header bytes
+    doc = json.loads((ledger / "ledger.json").read_text())
+    del doc["leaf_hash"]
+    (ledger / "ledger.json").write_text(json.dumps(doc, indent=1) + "\n")
+    code, out, err = run_inprocess(monkeypatch, capsys, "verify", str(ledger), "--trust", str(trust))
+    assert code == 1, out + err
+
+
+@pytest.mark.parametrize("seq", [0, 7, 8, 150, 293])
+def test_prove_checks_with_the_reference_given_the_entry(ledger, tmp_path, monkeypatch, capsys, keydir,
+                                                         seq):
+    out = tmp_path / "p.json"
+    code, o, e = run_inprocess(monkeypatch, capsys, "prove", str(ledger), "--seq", str(seq), "--out", str(out))
+    assert code == 0, o + e
+    doc = json.loads(out.read_text())
+    assert doc["leaf_hash"] == "blake3"
+    block, path = bytes.fromhex(doc["leaf_block"]["hex"]), [bytes.fromhex(h) for h in doc["audit_path"]]
+    root = bytes.fromhex(doc["seal"]["merkle_root"])
+    assert ref.verify_inclusion(doc["leaf_index"], doc["tree_size"], ref.leaf_hash(entry(block)), path, root)
+    assert not ref.verify_inclusion(doc["leaf_index"], doc["tree_size"], ref.leaf_hash(block), path, root)
+    code, o, e = run_inprocess(monkeypatch, capsys, "check-proof", str(out), "--trust",
+                               str(keydir / "verifier.pub"))
+    assert code == 0, o + e
+    doc["leaf_hash"] = "sha256"  # the other construction named: no block is a 32-byte entry
+    out.write_text(json.dumps(doc))
+    code, o, e = run_inprocess(monkeypatch, capsys, "check-proof", str(out), "--trust",
+                               str(keydir / "verifier.pub"))
+    assert code == 1, o + e
