@@ -151,3 +151,64 @@ def test_prove_checks_with_the_reference_given_the_entry(ledger, tmp_path, monke
     code, o, e = run_inprocess(monkeypatch, capsys, "check-proof", str(out), "--trust",
                                str(keydir / "verifier.pub"))
     assert code == 1, o + e
+
+
+def test_the_worked_example_checks_a_blake3_ledger_with_the_blake3_package(ledger, keydir):
+    """docs/ledger-format.md's v2 worked example (its leaf_entry uses the blake3 package, not
+    ledgertool) over the CLI-written ledger; with SHA-256 leaves named it refuses every segment."""
+    from test_worked_example_v2 import example
+
+    ex = example()
+    header = json.loads((ledger / "ledger.json").read_text())
+    seals = [json.loads(p.read_text()) for p in sorted(ledger.glob("link=link0/seg-*.seal.json"))]
+    prev = ex["genesis_hash"](header["ledger_id"], "link0")
+    raw_header = (ledger / "ledger.json").read_bytes()
+    for s in seals:
+        rec = ledger / "link=link0" / f"seg-{s['segment']:08d}.rec"
+        assert s["ledger_header_sha256"] == hashlib.sha256(raw_header).hexdigest()
+        records = ex["check_v2_records"](s, rec, None, header.get("leaf_hash", "sha256"))
+        assert len(records) == s["records"] * 48
+        assert s["prev_seal_hash"] == prev
+        prev = ex["seal_hash"](s)
+        with pytest.raises(AssertionError, match="Merkle root differs"):
+            ex["check_v2_records"](s, rec, None, "sha256")
+
+
+@pytest.fixture()
+def reference_ledger(tmp_path, keydir):
+    """A blake3-leaf v2 ledger from tests/v2_reference.py (hashlib + the blake3 package): blocks
+    that do not start on leaf boundaries, GAP records, an empty segment."""
+    from v2_reference import synthetic_records, write_v2_ledger
+
+    _, sk, trust = load_keys(keydir)
+    segs = [synthetic_records(300, 0, 16, 1), synthetic_records(70, 300, 16, 2, gaps={3: 5}),
+            synthetic_records(0, 370)]
+    w = write_v2_ledger(tmp_path / "R", sk, segs, leaf_records=64, leaf_hash="blake3",
+                        block_records=[[1, 63, 200, 36], None, []])
+    return w, segs, trust
+
+
+def test_ledgertool_verifies_the_reference_blake3_ledger(reference_ledger):
+    from ledgertool.verify.ledger import verify_ledger
+
+    w, segs, trust = reference_ledger
+    assert json.loads((w.ledger.directory / "ledger.json").read_text())["leaf_hash"] == "blake3"
+    assert merkle_leaves(segs[0], 48, 64, "blake3") == w.path(0, "leaves").read_bytes()
+    res = verify_ledger(w.ledger.directory, trust)
+    assert res.ok, res.problems
+    assert (res.segments, res.records, res.frames, res.drops_declared) == (3, 370, 369, 5)
+
+
+def test_the_reference_blake3_ledger_read_as_sha256_fails_verify(reference_ledger):
+    """ledger.json's leaf_hash removed: the seals' ledger_header_sha256 and every non-empty root
+    disagree (the leaves of the same records under the other construction)."""
+    from ledgertool.verify.ledger import verify_ledger
+
+    w, _, trust = reference_ledger
+    path = w.ledger.directory / "ledger.json"
+    doc = json.loads(path.read_text())
+    del doc["leaf_hash"]
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    res = verify_ledger(w.ledger.directory, trust)
+    kinds = {str(getattr(p.kind, "value", p.kind)) for p in res.problems}
+    assert not res.ok and "ledger_header_mismatch" in kinds and "merkle_mismatch" in kinds, kinds
