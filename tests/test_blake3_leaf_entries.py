@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import struct
+import subprocess
 from pathlib import Path
 
 import blake3
@@ -17,6 +18,7 @@ import pytest
 import rfc9162_reference as ref
 from cli_inprocess import run_inprocess
 from conftest import SAMPLES, load_keys
+from test_rfc9162_independent import tlog_check  # noqa: F401  (the Go checker, built once a module)
 
 from ledgertool.capture.run import capture_file
 from ledgertool.digest.engine import merkle_leaves
@@ -212,3 +214,47 @@ def test_the_reference_blake3_ledger_read_as_sha256_fails_verify(reference_ledge
     res = verify_ledger(w.ledger.directory, trust)
     kinds = {str(getattr(p.kind, "value", p.kind)) for p in res.problems}
     assert not res.ok and "ledger_header_mismatch" in kinds and "merkle_mismatch" in kinds, kinds
+
+
+def _paths(name: str) -> list[tuple[str, str]]:
+    from ledgertool.algorithms import ALGORITHMS
+    from ledgertool.digest.engine import cpu_paths
+
+    return [(name, p) for p in cpu_paths(ALGORITHMS[name])]
+
+
+@pytest.mark.parametrize("on_path", _paths("blake3-keyed-256") + _paths("hmac-sha256-128"), indirect=True,
+                         ids=lambda x: f"{x[0]}={x[1]}")
+def test_blake3_leaves_are_the_same_on_every_cpu_path(on_path):
+    """The entries through each BLAKE3 path (lanes, rows, portable) and the leaf over them through
+    each SHA-256 path: the same bytes as the blake3 package and hashlib."""
+    records = os.urandom(48 * (40 * 256 + 17))
+    assert merkle_leaves(records, 48, 256, "blake3") == independent_leaves(records, 48, 256)
+
+
+def test_go_tlog_accepts_blake3_leaf_roots_and_proofs_given_the_entries(ledger, tmp_path, monkeypatch,
+                                                                         capsys, tlog_check):
+    """Go's golang.org/x/mod/sumdb/tlog (tests/tlog_check.go) over each block's BLAKE3 entry:
+    segment roots (TreeHash) and `prove` audit paths (CheckRecord); refused with one hash changed."""
+    cases = []
+    for p in sorted(ledger.glob("link=link0/seg-*.seal.json")):
+        s = json.loads(p.read_text())
+        recs = raw_records(p.with_name(p.name.replace(".seal.json", ".rec")))
+        cases.append({"kind": "root", "root": s["merkle_root"],
+                      "entries": [entry(b"".join(recs[i:i + 8])).hex() for i in range(0, len(recs), 8)]})
+    for seq in (0, 150, 293):
+        out = tmp_path / f"p{seq}.json"
+        code, o, e = run_inprocess(monkeypatch, capsys, "prove", str(ledger), "--seq", str(seq), "--out",
+                                   str(out))
+        assert code == 0, o + e
+        doc = json.loads(out.read_text())
+        cases.append({"kind": "inclusion", "index": doc["leaf_index"], "size": doc["tree_size"],
+                      "entry": entry(bytes.fromhex(doc["leaf_block"]["hex"])).hex(),
+                      "proof": doc["audit_path"], "root": doc["seal"]["merkle_root"]})
+    bad = [dict(c, root=c["root"][:-1] + ("0" if c["root"][-1] != "0" else "1")) for c in cases]
+    r = subprocess.run([str(tlog_check)], input="".join(json.dumps(c) + "\n" for c in cases + bad),
+                       check=False, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines == ["ok"] * len(cases) + lines[len(cases):]
+    assert len(lines) == 2 * len(cases) and all(x.startswith("fail:") for x in lines[len(cases):])
