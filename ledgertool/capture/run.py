@@ -233,8 +233,7 @@ def _check_ledger_place(ledger_dir: Path) -> None:
 def capture_file(
     source: str | Path, ledger_dir: Path, *, digest_key: DigestKey | None, signing_key: SigningKey,
     algorithm: str | None = None, strip: str | None = None, link: str = DEFAULT_LINK,
-    segment_records: int = DEFAULT_SEGMENT_RECORDS, leaf_records: int | None = None,
-    leaf_hash: str | None = None,
+    segment_records: int = DEFAULT_SEGMENT_RECORDS, leaf_records: int | None = None, leaf_hash: str | None = None,
     progress: Progress | None = None, segment_seconds: float | None = None, duration: float | None = None,
     max_frames: int | None = None, live: LiveOptions | None = None,
     monitor: Callable[[CaptureStatus], None] | None = None, workers: int = 0,
@@ -338,8 +337,7 @@ def capture_file(
         try:
             opts = CaptureOptions(
                 algorithm=algorithm, strip=strip, link=link, segment_records=segment_records,
-                segment_seconds=segment_seconds, leaf_records=leaf_records, leaf_hash=leaf_hash,
-                duration=duration,
+                segment_seconds=segment_seconds, leaf_records=leaf_records, leaf_hash=leaf_hash, duration=duration,
                 max_frames=max_frames, live=live, workers=workers, accept_forgery_risk=accept_forgery_risk,
                 progress=progress, monitor=monitor, digest_key_id=digest_key_id,
                 on_interrupt=on_interrupt, ledger_format=ledger_format, device_state=device_state,

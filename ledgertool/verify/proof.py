@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import blake3
 import numpy as np
 
 from ..algorithms import algorithm_caveat
@@ -109,14 +110,8 @@ def build_proof(directory: Path, *, seq: int | None = None, digest: str | None =
     raise LedgerFormatError(f"{directory}: link {link} has no sealed record with {what}")
 
 
-def _blake3_entry(block: bytes) -> bytes:
-    import blake3
-
-    return blake3.blake3(block).digest()
-
-
 #: the leaf entry of a proof's block per ledger.json `leaf_hash` (the leaf is SHA-256(0x00 || entry))
-_LEAF_ENTRY = {"sha256": bytes, "blake3": _blake3_entry}
+_LEAF_ENTRY = {"sha256": bytes, "blake3": lambda block: blake3.blake3(block).digest()}
 
 
 def _proof_for(directory: Path, ledger: LedgerHeader, link: str, seal: Seal, records: bytes,
