@@ -258,3 +258,50 @@ def test_go_tlog_accepts_blake3_leaf_roots_and_proofs_given_the_entries(ledger, 
     lines = r.stdout.splitlines()
     assert lines == ["ok"] * len(cases) + lines[len(cases):]
     assert len(lines) == 2 * len(cases) and all(x.startswith("fail:") for x in lines[len(cases):])
+
+
+@pytest.mark.parametrize("flip", [None, "block1"])
+def test_recover_authenticates_and_seals_a_blake3_open_segment(tmp_path, keydir, flip):
+    """An open segment of a blake3 ledger left by a crash (blocks of 64, 32, 32 records, so the
+    chunk hashes of the MAC chain cover whole and partial leaves): recovery's MAC check and seal
+    use the ledger's leaves; one flipped record byte costs the blocks from it on."""
+    import numpy as np
+
+    from ledgertool.digest.record import record_dtype
+    from ledgertool.ledger import layout
+    from ledgertool.ledger import segment as segments
+    from ledgertool.ledger.header import load_ledger
+    from ledgertool.ledger.reader import LedgerReader
+    from ledgertool.ledger.recover import recover_ledger
+    from ledgertool.ledger.writer import LinkWriter
+    from ledgertool.verify.ledger import verified_segment, verify_ledger
+
+    dk, sk, trust = load_keys(keydir)
+    led = tmp_path / "L"
+    capture_file(SAMPLES / "sample.pcap", led, digest_key=dk, signing_key=sk, segment_records=100,
+                 leaf_records=64, leaf_hash="blake3")
+    lg = load_ledger(led)
+    assert lg.leaf_hash == "blake3"
+    arr = np.frombuffer(b"".join(bytes(verified_segment(LedgerReader(led), lg, "link0", i).records)
+                                 for i in range(3)), dtype=record_dtype(lg.digest_size)).copy()
+    arr["seq"] += 294
+    records = arr.tobytes()
+    w = LinkWriter.open(led, lg, "link0", sk, source="test", segment_records=1000)
+    try:
+        at = 0
+        for n in (64, 32, 32):
+            w.append(records[at:at + n * lg.record_size], n)
+            at += n * lg.record_size
+        w._segment.close()  # the crash: the file stays as written
+    finally:
+        w.close()
+    path = layout.open_segment_path(led, "link0", 3)
+    if flip:
+        raw = bytearray(path.read_bytes())
+        raw[segments.read_open_segment(path).blocks[1].offset + 4 + 40] ^= 1
+        path.write_bytes(bytes(raw))
+    res = recover_ledger(led, sk)
+    sealed = 64 if flip else 128
+    assert [(r.index, r.records) for _, r in res.sealed] == [(3, sealed)]
+    v = verify_ledger(led, trust, layout.checkpoint_path(led, "link0").read_bytes())
+    assert v.ok and v.records == 294 + sealed, v.problems
