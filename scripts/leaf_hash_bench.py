@@ -37,20 +37,34 @@ HASHES = ("sha256", "blake3")
 
 def cli(*args: str) -> float:
     """Run `ledgertool ARGS`; return the child's CPU seconds (every thread)."""
-    proc = subprocess.Popen([sys.executable, "-c", _CLI, *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CLI, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     _, status, usage = os.wait4(proc.pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"ledgertool {' '.join(args)} failed: {proc.stderr.read().decode().strip()}")
+        raise SystemExit(
+            f"ledgertool {' '.join(args)} failed: {proc.stderr.read().decode().strip()}"
+        )
     return usage.ru_utime + usage.ru_stime
 
 
 def capture(work: Path, out: Path, frames: int, segment_records: int, leaf_hash: str) -> float:
     spec = work / f"spec-{frames}.toml"
     spec.write_text(SPEC.format(n=frames, a=frames - frames // 2, b=frames // 2))
-    return cli("capture", f"workload:{spec}", "--ledger", str(out), "--digest-key", str(work / "keys" / "digest.key"),
-               "--signing-key", str(work / "keys" / "signing.key"), "--segment-records", str(segment_records),
-               "--leaf-hash", leaf_hash)
+    return cli(
+        "capture",
+        f"workload:{spec}",
+        "--ledger",
+        str(out),
+        "--digest-key",
+        str(work / "keys" / "digest.key"),
+        "--signing-key",
+        str(work / "keys" / "signing.key"),
+        "--segment-records",
+        str(segment_records),
+        "--leaf-hash",
+        leaf_hash,
+    )
 
 
 def walk(ledger: Path, leaf_hash: str) -> tuple[float, int]:
@@ -66,9 +80,15 @@ def walk(ledger: Path, leaf_hash: str) -> tuple[float, int]:
         path = p.with_name(p.name.replace(".seal.json", ".rec"))
         fd = os.open(path, os.O_RDONLY)
         try:
-            rec = parse_record_file(OpenRecordFile(fd, os.fstat(fd).st_size), path, doc["record_size"],
-                                    doc["leaf_records"], int(doc["first_seq"]), keep_records=False,
-                                    leaf_hash=leaf_hash)
+            rec = parse_record_file(
+                OpenRecordFile(fd, os.fstat(fd).st_size),
+                path,
+                doc["record_size"],
+                doc["leaf_records"],
+                int(doc["first_seq"]),
+                keep_records=False,
+                leaf_hash=leaf_hash,
+            )
         finally:
             os.close(fd)
         if merkle_root(rec.leaves).hex() != doc["merkle_root"]:
@@ -98,8 +118,10 @@ def main() -> None:
         for h in HASHES:
             cpu, n = walk(work / f"verify-{h}", h)
             per[h].append(cpu / n * 1e9)
-    print(f"verify walk, keyless, {a.segments} x {a.records:,} 48-byte records, leaf 256, "
-          "CPU ns per record, best (median):")
+    print(
+        f"verify walk, keyless, {a.segments} x {a.records:,} 48-byte records, leaf 256, "
+        "CPU ns per record, best (median):"
+    )
     for h in HASHES:
         print(f"  {h}: {min(per[h]):.1f} ({statistics.median(per[h]):.1f})")
     cap: dict[str, list[float]] = {h: [] for h in HASHES}
@@ -113,10 +135,13 @@ def main() -> None:
                 cpu.append(capture(work, out, n, 1_000_000, h))
                 shutil.rmtree(out, ignore_errors=True)
             cap[h].append((cpu[1] - cpu[0]) / (big - small) * 1e9)
-    print(f"capture (sealed), 64-byte frames, siphash, CPU ns per frame beyond start-up "
-          f"({small:,} and {big:,} frames), best (median):")
+    print(
+        f"capture (sealed), 64-byte frames, siphash, CPU ns per frame beyond start-up "
+        f"({small:,} and {big:,} frames), best (median):"
+    )
     for h in HASHES:
         print(f"  {h}: {min(cap[h]):.1f} ({statistics.median(cap[h]):.1f})")
+
 
 if __name__ == "__main__":
     main()

@@ -34,8 +34,10 @@ def entry(block: bytes) -> bytes:
 
 def independent_leaves(records: bytes, record_size: int, leaf_records: int) -> bytes:
     step = record_size * leaf_records
-    return b"".join(hashlib.sha256(b"\x00" + entry(records[i:i + step])).digest()
-                    for i in range(0, len(records), step))
+    return b"".join(
+        hashlib.sha256(b"\x00" + entry(records[i : i + step])).digest()
+        for i in range(0, len(records), step)
+    )
 
 
 @pytest.mark.parametrize("record_size", [48, 64])
@@ -56,35 +58,70 @@ def test_unknown_leaf_hash_is_refused():
 
 
 def ledger_json(**extra) -> bytes:
-    doc = {"format": "ledgertool-ledger-v2", "ledger_id": "0" * 32, "algorithm": "siphash-1-3-128",
-           "strip": "frame", "digest_key_id": "1" * 32, "digest_size": 16, "record_size": 48,
-           "leaf_records": 256, **extra}
+    doc = {
+        "format": "ledgertool-ledger-v2",
+        "ledger_id": "0" * 32,
+        "algorithm": "siphash-1-3-128",
+        "strip": "frame",
+        "digest_key_id": "1" * 32,
+        "digest_size": 16,
+        "record_size": 48,
+        "leaf_records": 256,
+        **extra,
+    }
     return json.dumps(doc).encode()
 
 
 def test_ledger_json_without_leaf_hash_is_sha256_and_blake3_is_read():
     assert parse_ledger_header(ledger_json(), "L/ledger.json").leaf_hash == "sha256"
-    assert parse_ledger_header(ledger_json(leaf_hash="blake3"), "L/ledger.json").leaf_hash == "blake3"
+    assert (
+        parse_ledger_header(ledger_json(leaf_hash="blake3"), "L/ledger.json").leaf_hash == "blake3"
+    )
 
 
-@pytest.mark.parametrize("extra", [{"leaf_hash": "sha256"}, {"leaf_hash": "BLAKE3"}, {"leaf_hash": 1},
-                                   {"leaf_hash": "blake3", "format": "ledgertool-ledger-v1"}])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"leaf_hash": "sha256"},
+        {"leaf_hash": "BLAKE3"},
+        {"leaf_hash": 1},
+        {"leaf_hash": "blake3", "format": "ledgertool-ledger-v1"},
+    ],
+)
 def test_ledger_json_leaf_hash_out_of_bounds_is_one_line(extra):
     with pytest.raises(LedgerFormatError, match=r"^L/ledger.json: field 'leaf_hash' is "):
         parse_ledger_header(ledger_json(**extra), "L/ledger.json")
 
 
 def test_create_ledger_writes_leaf_hash_only_for_blake3(tmp_path):
-    h = create_ledger(tmp_path / "a", algorithm="siphash-1-3-128", strip="frame", digest_key_id="1" * 32,
-                      digest_size=16, leaf_hash="blake3")
+    h = create_ledger(
+        tmp_path / "a",
+        algorithm="siphash-1-3-128",
+        strip="frame",
+        digest_key_id="1" * 32,
+        digest_size=16,
+        leaf_hash="blake3",
+    )
     assert h.leaf_hash == "blake3"
     assert json.loads((tmp_path / "a" / "ledger.json").read_text())["leaf_hash"] == "blake3"
-    create_ledger(tmp_path / "b", algorithm="siphash-1-3-128", strip="frame", digest_key_id="1" * 32,
-                  digest_size=16)
+    create_ledger(
+        tmp_path / "b",
+        algorithm="siphash-1-3-128",
+        strip="frame",
+        digest_key_id="1" * 32,
+        digest_size=16,
+    )
     assert "leaf_hash" not in json.loads((tmp_path / "b" / "ledger.json").read_text())
     with pytest.raises(LedgerFormatError, match="v2 only"):
-        create_ledger(tmp_path / "c", algorithm="siphash-1-3-128", strip="frame", digest_key_id="1" * 32,
-                      digest_size=16, leaf_hash="blake3", version=1)
+        create_ledger(
+            tmp_path / "c",
+            algorithm="siphash-1-3-128",
+            strip="frame",
+            digest_key_id="1" * 32,
+            digest_size=16,
+            leaf_hash="blake3",
+            version=1,
+        )
 
 
 @pytest.fixture()
@@ -92,8 +129,15 @@ def ledger(tmp_path, keydir) -> Path:
     """Three segments (100, 100, 94 records), leaf blocks of 8, BLAKE3 entries."""
     dk, sk, _ = load_keys(keydir)
     out = tmp_path / "L"
-    capture_file(SAMPLES / "sample.pcapng", out, digest_key=dk, signing_key=sk, segment_records=100,
-                 leaf_records=8, leaf_hash="blake3")
+    capture_file(
+        SAMPLES / "sample.pcapng",
+        out,
+        digest_key=dk,
+        signing_key=sk,
+        segment_records=100,
+        leaf_records=8,
+        leaf_hash="blake3",
+    )
     assert json.loads((out / "ledger.json").read_text())["leaf_hash"] == "blake3"
     return out
 
@@ -104,8 +148,8 @@ def raw_records(path: Path) -> list[bytes]:
     data, at, out = path.read_bytes(), HEADER, []
     while at < len(data):
         (n,) = struct.unpack_from("<I", data, at)
-        body = data[at + 4:at + 4 + n * RECORD]
-        out += [body[i:i + RECORD] for i in range(0, len(body), RECORD)]
+        body = data[at + 4 : at + 4 + n * RECORD]
+        out += [body[i : i + RECORD] for i in range(0, len(body), RECORD)]
         at += 4 + n * RECORD + 32
     return out
 
@@ -116,42 +160,60 @@ def test_segment_roots_are_rfc9162_roots_over_blake3_entries(ledger):
     for s in seals:
         recs = raw_records(ledger / "link=link0" / f"seg-{s['segment']:08d}.rec")
         assert len(recs) == s["records"]
-        blocks = [b"".join(recs[i:i + 8]) for i in range(0, len(recs), 8)]
+        blocks = [b"".join(recs[i : i + 8]) for i in range(0, len(recs), 8)]
         assert ref.mth([entry(b) for b in blocks]).hex() == s["merkle_root"]
-        assert ref.mth(blocks).hex() != s["merkle_root"]  # SHA-256 leaves over the blocks are not it
+        assert (
+            ref.mth(blocks).hex() != s["merkle_root"]
+        )  # SHA-256 leaves over the blocks are not it
 
 
 def test_verify_accepts_and_a_stripped_leaf_hash_is_found(ledger, monkeypatch, capsys, keydir):
     trust = keydir / "verifier.pub"
-    code, out, err = run_inprocess(monkeypatch, capsys, "verify", str(ledger), "--trust", str(trust))
+    code, out, err = run_inprocess(
+        monkeypatch, capsys, "verify", str(ledger), "--trust", str(trust)
+    )
     assert code == 0, out + err
     # ledger.json rewritten to say sha256 (member removed): the seals bind the other header bytes
     doc = json.loads((ledger / "ledger.json").read_text())
     del doc["leaf_hash"]
     (ledger / "ledger.json").write_text(json.dumps(doc, indent=1) + "\n")
-    code, out, err = run_inprocess(monkeypatch, capsys, "verify", str(ledger), "--trust", str(trust))
+    code, out, err = run_inprocess(
+        monkeypatch, capsys, "verify", str(ledger), "--trust", str(trust)
+    )
     assert code == 1, out + err
 
 
 @pytest.mark.parametrize("seq", [0, 7, 8, 150, 293])
-def test_prove_checks_with_the_reference_given_the_entry(ledger, tmp_path, monkeypatch, capsys, keydir,
-                                                         seq):
+def test_prove_checks_with_the_reference_given_the_entry(
+    ledger, tmp_path, monkeypatch, capsys, keydir, seq
+):
     out = tmp_path / "p.json"
-    code, o, e = run_inprocess(monkeypatch, capsys, "prove", str(ledger), "--seq", str(seq), "--out", str(out))
+    code, o, e = run_inprocess(
+        monkeypatch, capsys, "prove", str(ledger), "--seq", str(seq), "--out", str(out)
+    )
     assert code == 0, o + e
     doc = json.loads(out.read_text())
     assert doc["leaf_hash"] == "blake3"
-    block, path = bytes.fromhex(doc["leaf_block"]["hex"]), [bytes.fromhex(h) for h in doc["audit_path"]]
+    block, path = (
+        bytes.fromhex(doc["leaf_block"]["hex"]),
+        [bytes.fromhex(h) for h in doc["audit_path"]],
+    )
     root = bytes.fromhex(doc["seal"]["merkle_root"])
-    assert ref.verify_inclusion(doc["leaf_index"], doc["tree_size"], ref.leaf_hash(entry(block)), path, root)
-    assert not ref.verify_inclusion(doc["leaf_index"], doc["tree_size"], ref.leaf_hash(block), path, root)
-    code, o, e = run_inprocess(monkeypatch, capsys, "check-proof", str(out), "--trust",
-                               str(keydir / "verifier.pub"))
+    assert ref.verify_inclusion(
+        doc["leaf_index"], doc["tree_size"], ref.leaf_hash(entry(block)), path, root
+    )
+    assert not ref.verify_inclusion(
+        doc["leaf_index"], doc["tree_size"], ref.leaf_hash(block), path, root
+    )
+    code, o, e = run_inprocess(
+        monkeypatch, capsys, "check-proof", str(out), "--trust", str(keydir / "verifier.pub")
+    )
     assert code == 0, o + e
     doc["leaf_hash"] = "sha256"  # the other construction named: no block is a 32-byte entry
     out.write_text(json.dumps(doc))
-    code, o, e = run_inprocess(monkeypatch, capsys, "check-proof", str(out), "--trust",
-                               str(keydir / "verifier.pub"))
+    code, o, e = run_inprocess(
+        monkeypatch, capsys, "check-proof", str(out), "--trust", str(keydir / "verifier.pub")
+    )
     assert code == 1, o + e
 
 
@@ -183,10 +245,19 @@ def reference_ledger(tmp_path, keydir):
     from v2_reference import synthetic_records, write_v2_ledger
 
     _, sk, trust = load_keys(keydir)
-    segs = [synthetic_records(300, 0, 16, 1), synthetic_records(70, 300, 16, 2, gaps={3: 5}),
-            synthetic_records(0, 370)]
-    w = write_v2_ledger(tmp_path / "R", sk, segs, leaf_records=64, leaf_hash="blake3",
-                        block_records=[[1, 63, 200, 36], None, []])
+    segs = [
+        synthetic_records(300, 0, 16, 1),
+        synthetic_records(70, 300, 16, 2, gaps={3: 5}),
+        synthetic_records(0, 370),
+    ]
+    w = write_v2_ledger(
+        tmp_path / "R",
+        sk,
+        segs,
+        leaf_records=64,
+        leaf_hash="blake3",
+        block_records=[[1, 63, 200, 36], None, []],
+    )
     return w, segs, trust
 
 
@@ -223,8 +294,12 @@ def _paths(name: str) -> list[tuple[str, str]]:
     return [(name, p) for p in cpu_paths(ALGORITHMS[name])]
 
 
-@pytest.mark.parametrize("on_path", _paths("blake3-keyed-256") + _paths("hmac-sha256-128"), indirect=True,
-                         ids=lambda x: f"{x[0]}={x[1]}")
+@pytest.mark.parametrize(
+    "on_path",
+    _paths("blake3-keyed-256") + _paths("hmac-sha256-128"),
+    indirect=True,
+    ids=lambda x: f"{x[0]}={x[1]}",
+)
 def test_blake3_leaves_are_the_same_on_every_cpu_path(on_path):
     """The entries through each BLAKE3 path (lanes, rows, portable) and the leaf over them through
     each SHA-256 path: the same bytes as the blake3 package and hashlib."""
@@ -232,32 +307,52 @@ def test_blake3_leaves_are_the_same_on_every_cpu_path(on_path):
     assert merkle_leaves(records, 48, 256, "blake3") == independent_leaves(records, 48, 256)
 
 
-def test_go_tlog_accepts_blake3_leaf_roots_and_proofs_given_the_entries(ledger, tmp_path, monkeypatch,
-                                                                         capsys, tlog_check):
+def test_go_tlog_accepts_blake3_leaf_roots_and_proofs_given_the_entries(
+    ledger, tmp_path, monkeypatch, capsys, tlog_check
+):
     """Go's golang.org/x/mod/sumdb/tlog (tests/tlog_check.go) over each block's BLAKE3 entry:
-    segment roots (TreeHash) and `prove` audit paths (CheckRecord); refused with one hash changed."""
+    segment roots (TreeHash) and `prove` audit paths (CheckRecord); one hash changed is refused."""
     cases = []
     for p in sorted(ledger.glob("link=link0/seg-*.seal.json")):
         s = json.loads(p.read_text())
         recs = raw_records(p.with_name(p.name.replace(".seal.json", ".rec")))
-        cases.append({"kind": "root", "root": s["merkle_root"],
-                      "entries": [entry(b"".join(recs[i:i + 8])).hex() for i in range(0, len(recs), 8)]})
+        cases.append(
+            {
+                "kind": "root",
+                "root": s["merkle_root"],
+                "entries": [entry(b"".join(recs[i : i + 8])).hex() for i in range(0, len(recs), 8)],
+            }
+        )
     for seq in (0, 150, 293):
         out = tmp_path / f"p{seq}.json"
-        code, o, e = run_inprocess(monkeypatch, capsys, "prove", str(ledger), "--seq", str(seq), "--out",
-                                   str(out))
+        code, o, e = run_inprocess(
+            monkeypatch, capsys, "prove", str(ledger), "--seq", str(seq), "--out", str(out)
+        )
         assert code == 0, o + e
         doc = json.loads(out.read_text())
-        cases.append({"kind": "inclusion", "index": doc["leaf_index"], "size": doc["tree_size"],
-                      "entry": entry(bytes.fromhex(doc["leaf_block"]["hex"])).hex(),
-                      "proof": doc["audit_path"], "root": doc["seal"]["merkle_root"]})
+        cases.append(
+            {
+                "kind": "inclusion",
+                "index": doc["leaf_index"],
+                "size": doc["tree_size"],
+                "entry": entry(bytes.fromhex(doc["leaf_block"]["hex"])).hex(),
+                "proof": doc["audit_path"],
+                "root": doc["seal"]["merkle_root"],
+            }
+        )
     bad = [dict(c, root=c["root"][:-1] + ("0" if c["root"][-1] != "0" else "1")) for c in cases]
-    r = subprocess.run([str(tlog_check)], input="".join(json.dumps(c) + "\n" for c in cases + bad),
-                       check=False, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [str(tlog_check)],
+        input="".join(json.dumps(c) + "\n" for c in cases + bad),
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert lines == ["ok"] * len(cases) + lines[len(cases):]
-    assert len(lines) == 2 * len(cases) and all(x.startswith("fail:") for x in lines[len(cases):])
+    assert lines == ["ok"] * len(cases) + lines[len(cases) :]
+    assert len(lines) == 2 * len(cases) and all(x.startswith("fail:") for x in lines[len(cases) :])
 
 
 @pytest.mark.parametrize("flip", [None, "block1"])
@@ -278,19 +373,30 @@ def test_recover_authenticates_and_seals_a_blake3_open_segment(tmp_path, keydir,
 
     dk, sk, trust = load_keys(keydir)
     led = tmp_path / "L"
-    capture_file(SAMPLES / "sample.pcap", led, digest_key=dk, signing_key=sk, segment_records=100,
-                 leaf_records=64, leaf_hash="blake3")
+    capture_file(
+        SAMPLES / "sample.pcap",
+        led,
+        digest_key=dk,
+        signing_key=sk,
+        segment_records=100,
+        leaf_records=64,
+        leaf_hash="blake3",
+    )
     lg = load_ledger(led)
     assert lg.leaf_hash == "blake3"
-    arr = np.frombuffer(b"".join(bytes(verified_segment(LedgerReader(led), lg, "link0", i).records)
-                                 for i in range(3)), dtype=record_dtype(lg.digest_size)).copy()
+    arr = np.frombuffer(
+        b"".join(
+            bytes(verified_segment(LedgerReader(led), lg, "link0", i).records) for i in range(3)
+        ),
+        dtype=record_dtype(lg.digest_size),
+    ).copy()
     arr["seq"] += 294
     records = arr.tobytes()
     w = LinkWriter.open(led, lg, "link0", sk, source="test", segment_records=1000)
     try:
         at = 0
         for n in (64, 32, 32):
-            w.append(records[at:at + n * lg.record_size], n)
+            w.append(records[at : at + n * lg.record_size], n)
             at += n * lg.record_size
         w._segment.close()  # the crash: the file stays as written
     finally:

@@ -180,8 +180,8 @@ def merkle_leaves(records, record_size: int, leaf_records: int, leaf_hash: str =
     count = len(buf) // record_size
     leaves = -(-count // leaf_records)
     out = ffi.new("uint8_t[]", max(leaves, 1) * 32)
-    check(lib.lt_merkle_leaves(buf, record_size, count, leaf_spec(leaf_records, leaf_hash), out, len(out)),
-          "lt_merkle_leaves")
+    spec = leaf_spec(leaf_records, leaf_hash)
+    check(lib.lt_merkle_leaves(buf, record_size, count, spec, out, len(out)), "lt_merkle_leaves")
     return bytes(ffi.buffer(out, leaves * 32))
 
 

@@ -194,10 +194,11 @@ def _header_fields(path: str, doc: object) -> None:
                                  f"{RECORD_FIXED + doc['digest_size']}")
     if not valid_leaf_records(doc["leaf_records"]):
         raise bad("leaf_records", f"is {doc['leaf_records']}, not a power of two in 1..{MERKLE_MAX_LEAF_RECORDS}")
-    if "leaf_hash" in doc and (doc["leaf_hash"] not in LEAF_HASHES[1:] or doc["format"] != LEDGER_FORMAT_V2):
-        # "sha256" is said by leaving the member out: one ledger.json spelling per construction
-        raise bad("leaf_hash", f"is {doc['leaf_hash']!r}, not \"blake3\" in a {LEDGER_FORMAT_V2} header "
-                  "(sha256 leaves: no leaf_hash member)")
+    # "sha256" is said by leaving the member out: one ledger.json spelling per construction
+    leaf_hash = doc.get("leaf_hash")
+    if "leaf_hash" in doc and (leaf_hash not in LEAF_HASHES[1:] or doc["format"] != LEDGER_FORMAT_V2):
+        raise bad("leaf_hash", f"is {leaf_hash!r}, not \"blake3\" in a {LEDGER_FORMAT_V2} "
+                  "header (sha256 leaves: no leaf_hash member)")
     if "created_at" in doc and type(doc["created_at"]) is not str:
         raise bad("created_at", "must be a string")
     _tier_fields(doc, bad)

@@ -195,8 +195,8 @@ class SegmentWriter:
     becomes StorageError naming the segment and saying that the records already written are kept
     for `ledgertool recover`."""
 
-    def __init__(self, path: Path, header: SegmentHeader, key: OpenSegmentKey, root: Path | None = None,
-                 leaf_hash: str = "sha256"):
+    def __init__(self, path: Path, header: SegmentHeader, key: OpenSegmentKey,
+                 root: Path | None = None, leaf_hash: str = "sha256"):
         if header.mac_key_id != key.key_id:
             raise ValueError("the open segment's header names another MAC key")
         self.path = path
@@ -341,7 +341,8 @@ class AuthenticatedPrefix:
 
 
 def authenticate_prefix(seg: OpenSegment, key: OpenSegmentKey, path: Path | str, *,
-                        trust_unauthenticated: bool = False, leaf_hash: str = "sha256") -> AuthenticatedPrefix:
+                        trust_unauthenticated: bool = False,
+                        leaf_hash: str = "sha256") -> AuthenticatedPrefix:
     """The records of `seg` that may be signed: the whole blocks of a v2 segment up to the first
     that fails the device's MAC chain (`key`: the ledger's open-segment key), with the reason it
     fails (a one-line message naming the file, the block and its byte offset: planted, rewritten,
@@ -362,7 +363,8 @@ def authenticate_prefix(seg: OpenSegment, key: OpenSegmentKey, path: Path | str,
             f"device's key {key.key_id} for the ledger: not written by this device"))
     mac = key.chain_start(seg.raw_header)
     for i, block in enumerate(seg.blocks):
-        chunks = chunk_hashes(block.records, seg.header.record_size, seg.header.leaf_records, leaf_hash)
+        chunks = chunk_hashes(block.records, seg.header.record_size, seg.header.leaf_records,
+                              leaf_hash)
         mac = key.block_mac(mac, i, block.count, chunks)
         if not hmac.compare_digest(mac, block.mac):
             return AuthenticatedPrefix(

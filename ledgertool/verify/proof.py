@@ -110,14 +110,14 @@ def build_proof(directory: Path, *, seq: int | None = None, digest: str | None =
     raise LedgerFormatError(f"{directory}: link {link} has no sealed record with {what}")
 
 
-#: the leaf entry of a proof's block per ledger.json `leaf_hash` (the leaf is SHA-256(0x00 || entry))
+#: the leaf entry of a proof's block per ledger.json `leaf_hash` (leaf = SHA-256(0x00 || entry))
 _LEAF_ENTRY = {"sha256": bytes, "blake3": lambda block: blake3.blake3(block).digest()}
 
 
 def _proof_for(directory: Path, ledger: LedgerHeader, link: str, seal: Seal, records: bytes,
                k: int) -> dict:
     rsize, leaf = ledger.record_size, ledger.leaf_records
-    raw = merkle_leaves(records, rsize, leaf, ledger.leaf_hash)  # C, as sealing and verify compute them
+    raw = merkle_leaves(records, rsize, leaf, ledger.leaf_hash)  # C, as sealing and verify do
     if merkle_root(raw).hex() != seal.merkle_root:
         raise DiscrepancyError(f"segment {seal.segment}: records do not match the seal's Merkle root")
     leaves = [raw[i:i + 32] for i in range(0, len(raw), 32)]
@@ -376,7 +376,8 @@ def check_proof(doc: dict, trust: TrustBundle, checkpoint: SignedNote | None = N
     entry_of = _LEAF_ENTRY.get(doc.get("leaf_hash", "sha256"))
     if entry_of is None:
         return fail(f"leaf_hash {doc.get('leaf_hash')!r} is not sha256 or blake3")
-    if not merkle.verify_inclusion(merkle.leaf_hash(entry_of(block)), li, doc["tree_size"], path, root):
+    leaf = merkle.leaf_hash(entry_of(block))
+    if not merkle.verify_inclusion(leaf, li, doc["tree_size"], path, root):
         return fail("audit path does not lead to the seal's Merkle root")
     # 4. the seal hash is in the link tree under a signed checkpoint
     part = doc.get("checkpoint")

@@ -277,7 +277,7 @@ static inline __attribute__((always_inline)) void MB_FN(_chunks)(MB_FN(_window) 
     *next_io = next;
 }
 
-/* Parent nodes: block blk[i] (left || right chaining value, 64 bytes), flags KEYED_HASH | PARENT |
+/* Parent nodes: block blk[i] (left || right chaining value, 64 bytes), flags mode | PARENT |
  * fl[i], result to dst[i] (OUT bytes when fl[i] has ROOT, else 32). Every block of a group of lanes is
  * loaded before any result is stored, so a level may be written over the slots it reads. */
 static inline __attribute__((always_inline)) void MB_FN(_parents)(const MB_FN(_window) *w,

@@ -126,7 +126,8 @@ static void compress_avx512vl(uint32_t cv[8], const uint8_t block[64], uint64_t 
 #endif
 
 /* Chaining value of one whole chunk, or (root) of the last chunk when it is the whole input. */
-static void chunk_cv(compress_fn compress, const uint32_t key[8], uint32_t mode, const uint8_t *in, size_t len,
+static void chunk_cv(compress_fn compress, const uint32_t key[8], uint32_t mode, const uint8_t *in,
+                     size_t len,
                      uint64_t chunk, uint32_t extra_flags, uint32_t cv[8]) {
     memcpy(cv, key, 32);
     size_t nblocks = len ? (len + BLOCK_LEN - 1) / BLOCK_LEN : 1;
@@ -148,7 +149,8 @@ static void chunk_cv(compress_fn compress, const uint32_t key[8], uint32_t mode,
     }
 }
 
-static void parent_cv(compress_fn compress, const uint32_t key[8], uint32_t mode, const uint32_t left[8], const uint32_t right[8],
+static void parent_cv(compress_fn compress, const uint32_t key[8], uint32_t mode,
+                      const uint32_t left[8], const uint32_t right[8],
                       uint32_t extra_flags, uint32_t cv[8]) {
     uint8_t block[64];
     for (int i = 0; i < 8; i++) {
@@ -162,7 +164,9 @@ static void parent_cv(compress_fn compress, const uint32_t key[8], uint32_t mode
 /* Whole chunks first, merged on a stack as the tree fills (a subtree is complete when the number
  * of chunks so far has a trailing zero bit); the last chunk stays open and is folded up the stack
  * at the end, the final node carrying ROOT. */
-static void blake3_keyed(compress_fn compress, const uint32_t key[8], uint32_t mode, const uint8_t *in, size_t len,
+/* mode: KEYED_HASH for the keyed digests, 0 for the plain hash (key = IV) of leaf entries */
+static void blake3_keyed(compress_fn compress, const uint32_t key[8], uint32_t mode,
+                         const uint8_t *in, size_t len,
                          uint8_t *out, size_t out_len) {
     uint32_t stack[54][8], cv[8];
     int depth = 0;

@@ -125,8 +125,8 @@ static void leaves_x4(const uint8_t *const rec[4], size_t len, uint8_t *const ou
  * lanes (the chunks of all of them side by side: a 16 KiB block is 16 chunks), unkeyed (the IV as
  * key, no KEYED_HASH flag), then the RFC 9162 leaf over each 32-byte entry, one compression. */
 #define B3_GROUP 32
-static int blake3_leaves(sha256_blocks_fn blocks, const uint8_t *records, size_t total, size_t leaf_bytes,
-                         uint8_t *out) {
+static int blake3_leaves(sha256_blocks_fn blocks, const uint8_t *records, size_t total,
+                         size_t leaf_bytes, uint8_t *out) {
     static const uint32_t iv[8] = {0x6A09E667, 0xBB67AE85, 0x3C6EF372, 0xA54FF53A,
                                    0x510E527F, 0x9B05688C, 0x1F83D9AB, 0x5BE0CD19};
     uint8_t key[32];
@@ -151,8 +151,8 @@ static int blake3_leaves(sha256_blocks_fn blocks, const uint8_t *records, size_t
     return LT_OK;
 }
 
-int lt_merkle_leaves(const uint8_t *records, size_t record_size, size_t count, size_t leaf_spec, uint8_t *out,
-                     size_t out_len) {
+int lt_merkle_leaves(const uint8_t *records, size_t record_size, size_t count, size_t leaf_spec,
+                     uint8_t *out, size_t out_len) {
     const int b3 = (leaf_spec & LT_LEAF_BLAKE3) != 0;
     const size_t leaf_records = leaf_spec & ~(size_t)LT_LEAF_BLAKE3;
     if (!lt_segment_record_ok(record_size, leaf_records) || !leaf_records ||

@@ -168,7 +168,8 @@ static int write_leaf_block(lt_segment_writer *w, const uint8_t *records, size_t
         size_t m = count - done < piece ? count - done : piece;
         const uint8_t *p = records + done * rs;
         count_records(&w->c, p, m, rs);
-        int st = lt_merkle_leaves(p, rs, m, L | w->hash, leaves + 32 * (done / L), 32 * ((count - done) / L));
+        int st = lt_merkle_leaves(p, rs, m, L | w->hash, leaves + 32 * (done / L),
+                                  32 * ((count - done) / L));
         if (st != LT_OK) return st;
         struct iovec iov[3];
         int k = 0;
@@ -258,7 +259,8 @@ static void leaf_of(const lt_segment_writer *w, const uint8_t *p, size_t n, uint
         sha256_leaf(w->blocks, p, n * w->record_size, out);
         return;
     }
-    (void)lt_merkle_leaves(p, w->record_size, n, w->leaf_records | w->hash, out, 32); /* checked args */
+    /* the arguments were checked when the writer was made */
+    (void)lt_merkle_leaves(p, w->record_size, n, w->leaf_records | w->hash, out, 32);
 }
 
 /* The open leaf gets `n` records from `p`: written as one block (chunk hash over just these
