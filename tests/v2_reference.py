@@ -48,9 +48,19 @@ def mth(leaves: list[bytes]) -> bytes:
     return sha256(b"\x01" + mth(leaves[:k]) + mth(leaves[k:]))
 
 
-def leaf_hashes(records: bytes, record_size: int, leaf_records: int) -> list[bytes]:
+def leaf_entry(block: bytes, leaf_hash: str = "sha256") -> bytes:
+    """What a leaf hashes after 0x00: the block (sha256 leaves) or its BLAKE3-256 (the blake3 package)."""
+    if leaf_hash == "blake3":
+        import blake3
+
+        return blake3.blake3(block).digest()
+    assert leaf_hash == "sha256"
+    return block
+
+
+def leaf_hashes(records: bytes, record_size: int, leaf_records: int, leaf_hash: str = "sha256") -> list[bytes]:
     step = record_size * leaf_records
-    return [sha256(b"\x00" + records[i:i + step]) for i in range(0, len(records), step)]
+    return [sha256(b"\x00" + leaf_entry(records[i:i + step], leaf_hash)) for i in range(0, len(records), step)]
 
 
 def synthetic_records(n: int, first_seq: int = 0, digest_size: int = 16, seed: int = 0, *,
@@ -98,6 +108,7 @@ class Ledger:
     digest_size: int
     leaf_records: int
     header_bytes: bytes
+    leaf_hash: str = "sha256"  # ledger.json's leaf_hash (absent: sha256)
 
     @property
     def record_size(self) -> int:
@@ -105,15 +116,17 @@ class Ledger:
 
 
 def write_ledger_json(directory: Path, *, algorithm: str, strip: str, digest_key_id: str, digest_size: int,
-                      leaf_records: int = 256, ledger_id: str | None = None) -> Ledger:
+                      leaf_records: int = 256, ledger_id: str | None = None, leaf_hash: str = "sha256") -> Ledger:
     directory.mkdir(parents=True, exist_ok=True)
     ledger_id = ledger_id or uuid.uuid4().hex
     doc = {"format": LEDGER_V2, "ledger_id": ledger_id, "algorithm": algorithm, "strip": strip,
            "digest_key_id": digest_key_id, "digest_size": digest_size, "record_size": 32 + digest_size,
            "leaf_records": leaf_records, "created_at": "2026-12-01T00:00:00+00:00"}
+    if leaf_hash != "sha256":
+        doc["leaf_hash"] = leaf_hash
     raw = (json.dumps(doc, indent=1) + "\n").encode()
     (directory / "ledger.json").write_bytes(raw)
-    return Ledger(directory, ledger_id, algorithm, strip, digest_key_id, digest_size, leaf_records, raw)
+    return Ledger(directory, ledger_id, algorithm, strip, digest_key_id, digest_size, leaf_records, raw, leaf_hash)
 
 
 def segment_header(ledger: Ledger, link: str, index: int, first_seq: int, mac_key_id: bytes,
@@ -144,7 +157,7 @@ def rec_bytes(ledger: Ledger, link: str, index: int, first_seq: int, records: by
     out, chain, pos = bytearray(header), hmac.digest(k, MAC_HEADER_LABEL + header, "sha256"), 0
     for i, count in enumerate(block_records):
         body = records[pos * rs:(pos + count) * rs]
-        leaves = b"".join(leaf_hashes(body, rs, ledger.leaf_records))
+        leaves = b"".join(leaf_hashes(body, rs, ledger.leaf_records, ledger.leaf_hash))
         chain = hmac.digest(k, MAC_LEAVES_LABEL + chain + struct.pack("<QI", i, count) + leaves, "sha256")
         out += struct.pack("<I", count) + body + chain
         pos += count
@@ -194,7 +207,7 @@ def seal_v2(ledger: Ledger, link: str, index: int, first_seq: int, records: byte
         "records": len(recs), "frames": len(recs) - len(gaps), "drops_declared": sum(f[6] for f in gaps),
         "first_seq": str(first_seq), "last_seq": str(fields[-1][0] if recs else first_seq - 1),
         "first_ts_ns": str(fields[0][1]) if recs else None, "last_ts_ns": str(fields[-1][1]) if recs else None,
-        "merkle_root": mth(leaf_hashes(records, rs, ledger.leaf_records)).hex(),
+        "merkle_root": mth(leaf_hashes(records, rs, ledger.leaf_records, ledger.leaf_hash)).hex(),
         "prev_seal_hash": prev, "torn_bytes_discarded": 0, "source": "v2_reference",
         "sealed_at": "2026-12-01T00:00:00+00:00", "signer": signing_key.trust_bundle().key_ids,
     }
@@ -217,7 +230,7 @@ class Written:
 def write_v2_ledger(directory: Path, signing_key, segments: list[bytes], *, algorithm: str = "siphash-1-3-128",
                     strip: str = "frame", digest_key_id: str = "00" * 16, leaf_records: int = 256,
                     link: str = "link0", form: str = "rec", checkpoint: bool = True,
-                    block_records: list[list[int] | None] | None = None) -> Written:
+                    block_records: list[list[int] | None] | None = None, leaf_hash: str = "sha256") -> Written:
     """A v2 ledger of one link with `segments` (each the record bytes of one segment, seq
     contiguous) sealed in `form` ("rec" or "parquet"), with .leaves sidecars and a checkpoint."""
     from ledgertool.algorithms import get_algorithm
@@ -227,14 +240,14 @@ def write_v2_ledger(directory: Path, signing_key, segments: list[bytes], *, algo
 
     ds = get_algorithm(algorithm).digest_size
     led = write_ledger_json(directory, algorithm=algorithm, strip=strip, digest_key_id=digest_key_id,
-                            digest_size=ds, leaf_records=leaf_records)
+                            digest_size=ds, leaf_records=leaf_records, leaf_hash=leaf_hash)
     (directory / f"link={link}").mkdir(exist_ok=True)
     out = Written(led, link)
     prev, seq = genesis_hash(led.ledger_id, link), 0
     for i, records in enumerate(segments):
         doc = seal_v2(led, link, i, seq, records, prev, signing_key)
         out.path(i, "seal.json").write_text(json.dumps(doc, indent=1) + "\n")
-        out.path(i, "leaves").write_bytes(b"".join(leaf_hashes(records, led.record_size, leaf_records)))
+        out.path(i, "leaves").write_bytes(b"".join(leaf_hashes(records, led.record_size, leaf_records, leaf_hash)))
         if form == "rec":
             blocks = block_records[i] if block_records else None
             out.path(i, "rec").write_bytes(rec_bytes(led, link, i, seq, records, signing_key, blocks))

@@ -43,6 +43,7 @@ from ..keyfiles import DigestKey, SigningKey
 from ..ledger import layout
 from ..ledger.devstate import DeviceState, LedgerMarks
 from ..ledger.header import (
+    DEFAULT_LEAF_HASH,
     DEFAULT_LEDGER_FORMAT,
     DEFAULT_LINK,
     TIERS,
@@ -232,7 +233,7 @@ def _check_ledger_place(ledger_dir: Path) -> None:
 def capture_file(
     source: str | Path, ledger_dir: Path, *, digest_key: DigestKey | None, signing_key: SigningKey,
     algorithm: str | None = None, strip: str | None = None, link: str = DEFAULT_LINK,
-    segment_records: int = DEFAULT_SEGMENT_RECORDS, leaf_records: int | None = None,
+    segment_records: int = DEFAULT_SEGMENT_RECORDS, leaf_records: int | None = None, leaf_hash: str | None = None,
     progress: Progress | None = None, segment_seconds: float | None = None, duration: float | None = None,
     max_frames: int | None = None, live: LiveOptions | None = None,
     monitor: Callable[[CaptureStatus], None] | None = None, workers: int = 0,
@@ -337,7 +338,7 @@ def capture_file(
         try:
             opts = CaptureOptions(
                 algorithm=algorithm, strip=strip, link=link, segment_records=segment_records,
-                segment_seconds=segment_seconds, leaf_records=leaf_records, duration=duration,
+                segment_seconds=segment_seconds, leaf_records=leaf_records, leaf_hash=leaf_hash, duration=duration,
                 max_frames=max_frames, live=live, workers=workers, accept_forgery_risk=accept_forgery_risk,
                 progress=progress, monitor=monitor, digest_key_id=digest_key_id,
                 on_interrupt=on_interrupt, ledger_format=ledger_format, device_state=device_state,
@@ -362,6 +363,7 @@ class CaptureOptions:
     segment_records: int = DEFAULT_SEGMENT_RECORDS
     segment_seconds: float | None = None
     leaf_records: int | None = None
+    leaf_hash: str | None = None  # a new ledger's leaf construction (None: DEFAULT_LEAF_HASH)
     duration: float | None = None
     max_frames: int | None = None
     live: LiveOptions | None = None
@@ -479,7 +481,8 @@ class CaptureRun:
                 digest_key_id=self.genesis_key_id,
                 digest_size=self.alg.digest_size, leaf_records=opts.leaf_records, version=opts.ledger_format or DEFAULT_LEDGER_FORMAT,
                 tiers=self.new_tiers, window_ns=opts.window_ns or DEFAULT_WINDOW_NS,
-                capacity=opts.window_capacity or DEFAULT_CAPACITY)
+                capacity=opts.window_capacity or DEFAULT_CAPACITY,
+                leaf_hash=opts.leaf_hash or DEFAULT_LEAF_HASH)
         self.frames_tier = self.ledger.frames_tier
         self.result = CaptureResult(str(self.source), str(self.ledger_dir), opts.link, self.alg.name,
                                     self.ledger.strip, created=not exists, tiers=self.ledger.tiers)
@@ -564,6 +567,7 @@ class CaptureRun:
         ledger = load_ledger(ledger_dir)
         self._check_tiers(ledger)
         for opt, val in (("algorithm", opts.algorithm), ("strip", opts.strip), ("leaf_records", opts.leaf_records),
+                         ("leaf_hash", opts.leaf_hash),
                          ("version", opts.ledger_format)):
             if val is not None and val != getattr(ledger, opt):
                 raise UsageError(f"{ledger_dir}: ledger uses {opt} {getattr(ledger, opt)!r}, not {val!r} "

@@ -264,6 +264,10 @@ def capture(
     segment_records: Annotated[int, typer.Option(help="Records per segment before it is sealed.", min=1)] = 1_000_000,
     segment_seconds: Annotated[Optional[float], typer.Option(help="Also seal a segment once it has been open this many seconds (wall clock).")] = None,
     leaf_records: Annotated[Optional[int], typer.Option(help="Records per Merkle leaf for a new ledger, a power of two (default: 64 for ledger format v1, 256 for v2).")] = None,
+    leaf_hash: Annotated[Optional[str], typer.Option(help=(
+        "Merkle leaf construction of a new v2 ledger: sha256 (leaf = SHA-256(0x00 || block)) or "
+        "blake3 (leaf = SHA-256(0x00 || BLAKE3(block)), faster on AVX-512 CPUs). Default sha256."
+    ))] = None,
     ledger_format: Annotated[Optional[str], typer.Option("--ledger-format", help="Ledger format of a new ledger: v1 (sealed segments are Parquet) or v2 (sealed segments are the raw record files; `ledgertool compact` makes them Parquet) (default: v2).")] = None,
     duration: Annotated[Optional[float], typer.Option(help="Stop after this many seconds.")] = None,
     frames: Annotated[Optional[int], typer.Option("--frames", help="Stop after this many frames.")] = None,
@@ -298,6 +302,8 @@ def capture(
         raise UsageError("--digest-key is required (only a records: source goes without it)")
     if ledger_format not in (None, "v1", "v2"):
         raise UsageError(f"--ledger-format must be v1 or v2, not {ledger_format!r}")
+    if leaf_hash not in (None, "sha256", "blake3"):
+        raise UsageError(f"--leaf-hash must be sha256 or blake3, not {leaf_hash!r}")
     if digest_key_id is not None and not is_records(source):
         raise UsageError("--digest-key-id is only for records: sources")
     live_source = is_live(source)
@@ -321,6 +327,7 @@ def capture(
         with ctx as cb:
             res = capture_file(source, ledger, digest_key=dk, signing_key=sk, algorithm=algorithm, strip=strip,
                                link=link, segment_records=segment_records, leaf_records=leaf_records,
+                               leaf_hash=leaf_hash,
                                progress=None if live_source else cb, monitor=cb if live_source else None,
                                segment_seconds=segment_seconds, duration=duration, max_frames=frames, live=opts,
                                workers=workers, accept_forgery_risk=accept_gmac_forgery_risk,

@@ -152,9 +152,22 @@ def digest_many(algorithm: Algorithm, key: bytes, messages: list[bytes]) -> list
     return [raw[i * size:(i + 1) * size] for i in range(n)]
 
 
-def merkle_leaves(records, record_size: int, leaf_records: int) -> bytes:
+#: a ledger's leaf constructions (ledger.json `leaf_hash`; docs/adr/0013-blake3-leaf-entries.md):
+#: "sha256" leaf = SHA-256(0x00 || block), "blake3" leaf = SHA-256(0x00 || BLAKE3-256(block))
+LEAF_HASHES = ("sha256", "blake3")
+
+
+def leaf_spec(leaf_records: int, leaf_hash: str) -> int:
+    """The native leaf_records argument: the leaf size with the construction's flag."""
+    if leaf_hash not in LEAF_HASHES:
+        raise ValueError(f"leaf hash {leaf_hash!r} is not one of {', '.join(LEAF_HASHES)}")
+    return leaf_records | (lib.LT_LEAF_BLAKE3 if leaf_hash == "blake3" else 0)
+
+
+def merkle_leaves(records, record_size: int, leaf_records: int, leaf_hash: str = "sha256") -> bytes:
     """RFC 9162 leaf hashes (32 bytes each, concatenated) of each block of `leaf_records` records,
-    in C (SHA-NI where the CPU has it); the GIL is released while hashing.
+    in C (SHA-NI where the CPU has it; `leaf_hash` "blake3": over each block's BLAKE3-256 entry,
+    the entries in SIMD lanes); the GIL is released while hashing.
 
     ValueError unless record_size is 48 or 64 and leaf_records is a power of two in
     1..MERKLE_MAX_LEAF_RECORDS (the same bounds ledger.json and seals are held to), or
@@ -167,7 +180,8 @@ def merkle_leaves(records, record_size: int, leaf_records: int) -> bytes:
     count = len(buf) // record_size
     leaves = -(-count // leaf_records)
     out = ffi.new("uint8_t[]", max(leaves, 1) * 32)
-    check(lib.lt_merkle_leaves(buf, record_size, count, leaf_records, out, len(out)), "lt_merkle_leaves")
+    spec = leaf_spec(leaf_records, leaf_hash)
+    check(lib.lt_merkle_leaves(buf, record_size, count, spec, out, len(out)), "lt_merkle_leaves")
     return bytes(ffi.buffer(out, leaves * 32))
 
 

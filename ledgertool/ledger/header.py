@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .. import fsio
 from ..algorithms import ALGORITHMS, STRIP_MODES
-from ..digest.engine import MERKLE_MAX_LEAF_RECORDS, valid_leaf_records
+from ..digest.engine import LEAF_HASHES, MERKLE_MAX_LEAF_RECORDS, valid_leaf_records
 from ..digest.record import RECORD_FIXED
 from ..digest.window import cells_for_capacity
 from ..digest.window import record_size as window_record_size
@@ -36,6 +36,9 @@ DEFAULT_LEDGER_FORMAT = 2  # what `capture` creates for a new ledger; v1 with --
 DEFAULT_LEAF_RECORDS = 64  # records per Merkle leaf of a v1 ledger (docs/ledger-format.md: why 64)
 DEFAULT_LEAF_RECORDS_V2 = 256  # v2 (docs/adr/0008-leaf-construction.md)
 DEFAULT_LINK = "link0"
+# a new ledger's leaf construction: sha256 until the deployment CPUs say otherwise
+# (docs/adr/0013-blake3-leaf-entries.md: blake3 is 2.5x on AVX-512 Intel, slower on Zen 3)
+DEFAULT_LEAF_HASH = "sha256"
 
 
 TIERS = ("frames", "windows")  # in the order ledger.json lists them
@@ -81,6 +84,10 @@ class LedgerHeader:
     #: records ("windows"); fixed at creation, like the window parameters below
     tiers: tuple[str, ...] = ("frames",)
     window: WindowParams | None = None  # with the "windows" tier
+    #: the frames tier's leaf construction (engine.LEAF_HASHES); ledger.json without `leaf_hash`
+    #: (every ledger written before it existed) is "sha256". Seals bind it through
+    #: ledger_header_sha256.
+    leaf_hash: str = "sha256"
 
     @property
     def frames_tier(self) -> bool:
@@ -97,7 +104,8 @@ class LedgerHeader:
         its SHA-256 the same). LedgerFormatError for a ledger without a window tier."""
         if self.window is None:
             raise LedgerFormatError("the ledger has no window tier (ledger.json has no `window`)")
-        return dataclasses.replace(self, record_size=self.window.record_size, leaf_records=1)
+        return dataclasses.replace(self, record_size=self.window.record_size, leaf_records=1,
+                                   leaf_hash="sha256")
 
     def for_digest_key(self, key_id: str) -> LedgerHeader:
         """The same parameters with the digest key id of the epoch being written: what segment
@@ -108,17 +116,22 @@ class LedgerHeader:
 def create_ledger(directory: Path, *, algorithm: str, strip: str, digest_key_id: str,
                   digest_size: int, leaf_records: int | None = None,
                   version: int = DEFAULT_LEDGER_FORMAT, tiers: tuple[str, ...] = ("frames",),
-                  window_ns: int | None = None, capacity: int | None = None) -> LedgerHeader:
+                  window_ns: int | None = None, capacity: int | None = None,
+                  leaf_hash: str = "sha256") -> LedgerHeader:
     """Create DIR/ledger.json of ledger format `version` (1 or 2; default DEFAULT_LEDGER_FORMAT, 2,
     what `capture` creates; leaf_records defaults to 64 for v1, 256 for v2) in DIR (which may exist
     but must not hold a ledger) and return its header as `load_ledger` would. LedgerFormatError for
     a bad version or leaf size or a DIR that already holds a ledger; StorageError / FileTypeError as
     fsio.write_atomic. `tiers` with "windows" records `window_ns` and `capacity` (and the cells of
-    that capacity) for every later capture."""
+    that capacity) for every later capture. `leaf_hash` "blake3" (v2 only) is recorded in
+    ledger.json; "sha256" is said by leaving it out, so such ledger.json reads as before."""
     if version not in LEDGER_FORMATS:
         raise LedgerFormatError(f"ledger format version {version!r} is not one of 1, 2")
     if leaf_records is None:
         leaf_records = DEFAULT_LEAF_RECORDS_V2 if version == 2 else DEFAULT_LEAF_RECORDS
+    if leaf_hash not in LEAF_HASHES or (leaf_hash != "sha256" and version != 2):
+        raise LedgerFormatError(f"leaf hash {leaf_hash!r} is not one of {', '.join(LEAF_HASHES)} "
+                                "(blake3 for ledger format v2 only)")
     fsio.make_dirs(directory)
     if os.path.lexists(directory / LEDGER_FILE):
         raise LedgerFormatError(f"{directory}: already holds a ledger")
@@ -135,6 +148,8 @@ def create_ledger(directory: Path, *, algorithm: str, strip: str, digest_key_id:
         "leaf_records": leaf_records,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
+    if leaf_hash != "sha256":
+        doc["leaf_hash"] = leaf_hash
     if tuple(tiers) != ("frames",):
         doc["tiers"] = [t for t in TIERS if t in tiers]
     if "windows" in tiers:
@@ -157,7 +172,8 @@ def _header_fields(path: str, doc: object) -> None:
     for name in _HEADER_REQUIRED:
         if name not in doc:
             raise bad(name, "is missing")
-    extra = sorted(set(doc) - set(_HEADER_REQUIRED) - {"format", "created_at", "tiers", "window"})
+    extra = sorted(set(doc) - set(_HEADER_REQUIRED) - {"format", "created_at", "tiers", "window",
+                                                        "leaf_hash"})
     if extra:
         raise bad(extra[0], "is not a ledger.json member")
     for name in ("ledger_id", "digest_key_id"):
@@ -178,6 +194,11 @@ def _header_fields(path: str, doc: object) -> None:
                                  f"{RECORD_FIXED + doc['digest_size']}")
     if not valid_leaf_records(doc["leaf_records"]):
         raise bad("leaf_records", f"is {doc['leaf_records']}, not a power of two in 1..{MERKLE_MAX_LEAF_RECORDS}")
+    # "sha256" is said by leaving the member out: one ledger.json spelling per construction
+    leaf_hash = doc.get("leaf_hash")
+    if "leaf_hash" in doc and (leaf_hash not in LEAF_HASHES[1:] or doc["format"] != LEDGER_FORMAT_V2):
+        raise bad("leaf_hash", f"is {leaf_hash!r}, not \"blake3\" in a {LEDGER_FORMAT_V2} "
+                  "header (sha256 leaves: no leaf_hash member)")
     if "created_at" in doc and type(doc["created_at"]) is not str:
         raise bad("created_at", "must be a string")
     _tier_fields(doc, bad)
@@ -229,7 +250,7 @@ def parse_ledger_header(raw: bytes, path: Path | str) -> LedgerHeader:
     return LedgerHeader(doc["ledger_id"], doc["algorithm"], doc["strip"], doc["digest_key_id"], doc["digest_size"],
                         doc["record_size"], doc["leaf_records"], hashlib.sha256(raw).hexdigest(),
                         doc.get("created_at"), doc["format"], tuple(doc.get("tiers", ["frames"])),
-                        _window_params(doc))
+                        _window_params(doc), doc.get("leaf_hash", "sha256"))
 
 
 def _window_params(doc: dict) -> WindowParams | None:

@@ -62,8 +62,9 @@ class OpenSegmentKey:
         return h.digest()
 
 
-def chunk_hashes(records: bytes | memoryview, record_size: int, leaf_records: int) -> bytes:
+def chunk_hashes(records: bytes | memoryview, record_size: int, leaf_records: int,
+                 leaf_hash: str = "sha256") -> bytes:
     """L(i, 0) || L(i, 1) || ...: SHA-256(0x00 || chunk) of each run of `leaf_records` records of one
     block, from the block's first record (the last run may be shorter). Equal to the Merkle leaves
     of the block's records, which is how the C writer and recovery compute them."""
-    return merkle_leaves(records, record_size, leaf_records)
+    return merkle_leaves(records, record_size, leaf_records, leaf_hash)

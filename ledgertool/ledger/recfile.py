@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from .. import fsio
 from .._binding import ffi, lib
+from ..digest.engine import leaf_spec
 from ..digest.record import RecordSink
 from ..errors import LedgerFormatError
 from .reader import OpenRecordFile
@@ -67,6 +68,7 @@ class RecordFile:
 
 def parse_record_file(raw: pa.Buffer | bytes | OpenRecordFile, path: Path | str, record_size: int,
                       leaf_records: int, first_seq: int = 0, *, keep_records: bool = True,
+                      leaf_hash: str = "sha256",
                       into: RecordSink | None = None, ahead: int = 0) -> RecordFile:
     """The raw record file in `raw` (the bytes of the file at `path`, or that file open: then read
     by the walk, and a file that shrinks meanwhile is a LedgerFormatError naming the byte that is
@@ -92,6 +94,7 @@ def parse_record_file(raw: pa.Buffer | bytes | OpenRecordFile, path: Path | str,
     if size < HEADER_SIZE:
         raise LedgerFormatError(f"{path}: {_WHY[lib.LT_REC_HEADER_CUT].format(size=HEADER_SIZE)} "
                                 f"({size} bytes)")
+    spec = leaf_spec(leaf_records, leaf_hash) if leaf_records else 0
     max_leaves = -(-((size - HEADER_SIZE) // record_size) // leaf_records) if leaf_records else 0
     leaves = ffi.new("uint8_t[]", max(max_leaves, 1) * 32)
     info = ffi.new("lt_rec_info *")
@@ -112,12 +115,12 @@ def parse_record_file(raw: pa.Buffer | bytes | OpenRecordFile, path: Path | str,
             cap = 1024 + (size - HEADER_SIZE) // record_size // 16
             secs, counts, nruns = np.empty(cap, np.int64), np.empty(cap, np.uint64), ffi.new("size_t *")
             key, part_key, part_bits, acc, count = hashing.native_args()
-            rc = lib.lt_rec_file_mset(raw.fd, size, record_size, first_seq, head, out_ptr, out.size, leaf_records,
+            rc = lib.lt_rec_file_mset(raw.fd, size, record_size, first_seq, head, out_ptr, out.size, spec,
                                       leaves, len(leaves), key, part_key, part_bits, acc, count, ffi.from_buffer("int64_t[]", secs),
                                       ffi.from_buffer("uint64_t[]", counts), cap, nruns, info)
         else:
             rc = lib.lt_rec_file(raw.fd, size, record_size, first_seq, head, out_ptr, out.size if out else 0,
-                                 leaf_records, leaves, len(leaves), info)
+                                 spec, leaves, len(leaves), info)
         if rc == lib.LT_ERR_IO and info.error == lib.LT_REC_SHRUNK:
             raise LedgerFormatError(f"{path}: the file shrank while it was read: byte {info.error_offset} of {size} "
                                     "is gone (truncated by another program?)")
@@ -130,9 +133,9 @@ def parse_record_file(raw: pa.Buffer | bytes | OpenRecordFile, path: Path | str,
         head = raw[:HEADER_SIZE].to_pybytes()
         if keep_records:
             rc = lib.lt_rec_records(ffi.from_buffer(raw), size, record_size, first_seq, out_ptr, out.size,
-                                    leaf_records, leaves, len(leaves), info)
+                                    spec, leaves, len(leaves), info)
         else:
-            rc = lib.lt_rec_leaves(ffi.from_buffer(raw), size, record_size, first_seq, leaf_records, leaves,
+            rc = lib.lt_rec_leaves(ffi.from_buffer(raw), size, record_size, first_seq, spec, leaves,
                                    len(leaves), info)
     header = SegmentHeader.decode(head, str(path))
     if header.version != 2:

@@ -184,7 +184,8 @@ def recover_open_segments(ledger_dir: Path, ledger: LedgerHeader, link: str, sig
             continue
         if marks is not None:
             marks.check_open(link, index, seg.header.first_seq, path)
-        auth = segments.authenticate_prefix(seg, mac_key, path, trust_unauthenticated=trust_unauthenticated)
+        auth = segments.authenticate_prefix(seg, mac_key, path, leaf_hash=ledger.leaf_hash,
+                                            trust_unauthenticated=trust_unauthenticated)
         if auth.failure is not None:
             if not auth.blocks and marks is None:
                 raise OpenSegmentRefusedError(f"{auth.failure}; nothing of this segment is sealed")
@@ -213,7 +214,8 @@ def _seal_recovered(ledger_dir: Path, ledger: LedgerHeader, link: str, index: in
     trusted, is sealed as v1 always: its bytes are not a v2 record file)."""
     seal_file = layout.seal_path(ledger_dir, link, index)
     if ledger.version == 2 and seg.header.version == 2:
-        c = segments.commit_records(auth.records, ledger.record_size, ledger.leaf_records)
+        c = segments.commit_records(auth.records, ledger.record_size, ledger.leaf_records,
+                                    ledger.leaf_hash)
         fsio.truncate(path, auth.end, root=ledger_dir)  # the rest is never sealed
         _, res = seal_committed(ledger_dir=ledger_dir, ledger=ledger, link=link, index=index,
                                 first_seq=seg.header.first_seq, totals=c.totals, leaves=c.leaves, prev_hash=prev_hash,
@@ -324,7 +326,8 @@ def kept_for_recovery(ledger_dir: Path, link: str, signing_key: SigningKey) -> s
             if "open" not in files or "seal.json" in files:
                 continue
             seg = segments.read_open_segment(files["open"], ledger_dir)
-            auth = segments.authenticate_prefix(seg, mac_key, files["open"])
+            auth = segments.authenticate_prefix(seg, mac_key, files["open"],
+                                                leaf_hash=ledger.leaf_hash)
             part = (f"{plural(len(auth.records) // seg.header.record_size, 'record', fmt=',')} in the "
                     f"{plural(auth.blocks, 'whole authenticated block')} of {files['open'].name}")
             if seg.size > auth.end:

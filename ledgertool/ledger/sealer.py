@@ -118,7 +118,8 @@ def seal_records(
     drops = int(arr["aux"][gaps].sum()) if gaps.any() else 0
     table = records_to_table(records, digest_size, index)
     sha, size = write_parquet_atomic(table, parquet, ledger_dir)
-    raw_leaves = merkle_leaves(records, record_size, ledger.leaf_records)  # C, SHA-NI; == merkle.records_leaf_hashes
+    # C, SHA-NI (and BLAKE3 lanes); == merkle.records_leaf_hashes for sha256 leaves
+    raw_leaves = merkle_leaves(records, record_size, ledger.leaf_records, ledger.leaf_hash)
     root = merkle_root(raw_leaves)  # C; == merkle.root_from_leaf_hashes
     write_atomic(leaves_file(seal_file), raw_leaves, root=ledger_dir, what="leaf-hash sidecar")
     totals = SegmentTotals(count, int(count - gaps.sum()), drops,

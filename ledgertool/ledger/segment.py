@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING
 from .. import fsio
 from .._binding import check, ffi, lib
 from ..algorithms import ALGORITHMS, STRIP_MODES
-from ..digest.engine import MERKLE_MAX_LEAF_RECORDS, merkle_leaves, merkle_root, valid_leaf_records
+from ..digest.engine import (MERKLE_MAX_LEAF_RECORDS, leaf_spec, merkle_leaves, merkle_root,
+                             valid_leaf_records)
 from ..digest.record import FLAG_GAP, RECORD_FIXED, record_dtype
 from ..errors import LedgerFormatError, OpenSegmentRefusedError, Setting
 from .header import LedgerHeader
@@ -166,7 +167,8 @@ class SegmentCommitment:
     leaves: bytes = field(repr=False)  # the leaf hashes, 32 bytes each (the .leaves sidecar)
 
 
-def commit_records(records: bytes | memoryview, record_size: int, leaf_records: int) -> SegmentCommitment:
+def commit_records(records: bytes | memoryview, record_size: int, leaf_records: int,
+                   leaf_hash: str = "sha256") -> SegmentCommitment:
     """The commitment over whole records held in memory (at least one; ValueError otherwise), as the
     C writer computes it (recovery, from records whose blocks authenticated). Blocks: 0 (unknown)."""
     import numpy as np
@@ -175,7 +177,7 @@ def commit_records(records: bytes | memoryview, record_size: int, leaf_records: 
     if not len(arr):
         raise ValueError("a segment commitment needs at least one record")
     gaps = (arr["flags"] & FLAG_GAP) != 0
-    leaves = merkle_leaves(records, record_size, leaf_records)
+    leaves = merkle_leaves(records, record_size, leaf_records, leaf_hash)
     totals = SegmentTotals(len(arr), int(len(arr) - gaps.sum()), int(arr["aux"][gaps].sum(dtype=np.uint64)),
                            int(arr["seq"][-1]), int(arr["ts_ns"][0]), int(arr["ts_ns"][-1]), merkle_root(leaves))
     return SegmentCommitment(int(arr["seq"][0]), totals, 0, leaves)
@@ -193,7 +195,8 @@ class SegmentWriter:
     becomes StorageError naming the segment and saying that the records already written are kept
     for `ledgertool recover`."""
 
-    def __init__(self, path: Path, header: SegmentHeader, key: OpenSegmentKey, root: Path | None = None):
+    def __init__(self, path: Path, header: SegmentHeader, key: OpenSegmentKey,
+                 root: Path | None = None, leaf_hash: str = "sha256"):
         if header.mac_key_id != key.key_id:
             raise ValueError("the open segment's header names another MAC key")
         self.path = path
@@ -214,7 +217,8 @@ class SegmentWriter:
                 raise fsio.storage_error(e, self.path, "append to open segment", _keep_hint(e)) from None
             out = ffi.new("lt_segment_writer **")
             check(lib.lt_segment_writer_new(self._fd, key.secret, len(key.secret), key.chain_start(raw),
-                                            header.record_size, header.leaf_records, MAX_SEGMENT_RECORDS, out),
+                                            header.record_size, leaf_spec(header.leaf_records, leaf_hash),
+                                            MAX_SEGMENT_RECORDS, out),
                   "lt_segment_writer_new")
             self._native = ffi.gc(out[0], lib.lt_segment_writer_free)
         except BaseException:
@@ -337,7 +341,8 @@ class AuthenticatedPrefix:
 
 
 def authenticate_prefix(seg: OpenSegment, key: OpenSegmentKey, path: Path | str, *,
-                        trust_unauthenticated: bool = False) -> AuthenticatedPrefix:
+                        trust_unauthenticated: bool = False,
+                        leaf_hash: str = "sha256") -> AuthenticatedPrefix:
     """The records of `seg` that may be signed: the whole blocks of a v2 segment up to the first
     that fails the device's MAC chain (`key`: the ledger's open-segment key), with the reason it
     fails (a one-line message naming the file, the block and its byte offset: planted, rewritten,
@@ -358,7 +363,8 @@ def authenticate_prefix(seg: OpenSegment, key: OpenSegmentKey, path: Path | str,
             f"device's key {key.key_id} for the ledger: not written by this device"))
     mac = key.chain_start(seg.raw_header)
     for i, block in enumerate(seg.blocks):
-        chunks = chunk_hashes(block.records, seg.header.record_size, seg.header.leaf_records)
+        chunks = chunk_hashes(block.records, seg.header.record_size, seg.header.leaf_records,
+                              leaf_hash)
         mac = key.block_mac(mac, i, block.count, chunks)
         if not hmac.compare_digest(mac, block.mac):
             return AuthenticatedPrefix(

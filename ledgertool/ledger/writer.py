@@ -180,7 +180,8 @@ class LinkWriter:
                 self.ledger.leaf_records, self.next_seq, created, self._mac_key.key_id,
                 "frames" if self.window_link is None else "windows")
             self._segment = SegmentWriter(layout.open_segment_path(self.ledger_dir, self.link, self.next_index),
-                                          header, self._mac_key, self.ledger_dir)
+                                          header, self._mac_key, self.ledger_dir,
+                                          self.ledger.leaf_hash)
             self._opened_at = time.perf_counter()
             self._open_records = 0
         if self.ledger.version == 1:

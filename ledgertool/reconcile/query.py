@@ -48,6 +48,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.dataset as pads
 
+from ..digest.record import record_dtype
 from ..errors import DiscrepancyError, UsageError
 from ..keyfiles import TrustBundle
 from ..plural import plural
@@ -163,8 +164,6 @@ def segment_batches(seg: VerifiedSegment, names: list[str]):
     """Arrow record batches of the columns `names` of one verified segment, built from its checked
     record copy (`seg.records`): one copy of each column read, none of the others."""
     import numpy as np
-
-    from ..digest.record import record_dtype
 
     recs = np.frombuffer(seg.records, record_dtype(seg.digest_size))
     schema = pa.schema([RECORDS_SCHEMA.field(n) for n in names])

@@ -88,6 +88,7 @@ class SealCheck:
     seq: SeqRange | None = None
     range_problems: tuple[Problem, ...] = ()
     name_problem: Problem | None = None  # parquet_file names a file that is not this segment's
+    leaf_hash: str = "sha256"  # ledger.json's (bound by ledger_header_sha256)
 
     @property
     def readable(self) -> bool:
@@ -199,7 +200,7 @@ def check_seal(raw: bytes, place: SegmentPlace) -> SealCheck:
                                          f"{_shown(doc.parquet_file)} is not {segment_name(index, PARQUET)}")
     return SealCheck(index, doc, tuple(out), own_hash, doc.prev_seal_hash,
                      records if isinstance(records, int) else 0, bound is not None and bound != ledger.sha256,
-                     layout, seq, range_problems, name_problem)
+                     layout, seq, range_problems, name_problem, place.ledger.leaf_hash)
 
 
 #: the members of a ledgertool-seal-v2 document, all required (schemas/seal.schema.json): v1's
@@ -385,6 +386,7 @@ def _rec_file(seal: SealCheck, data: pa.Buffer | OpenRecordFile, place: SegmentP
     path = place.path(RECORDS)
     try:
         rec = parse_record_file(data, path, record_size, leaf_records, seal.seq.first, keep_records=keep_records,
+                                leaf_hash=seal.leaf_hash,
                                 into=into, ahead=ahead)
     except LedgerFormatError as e:
         out.append(place.problem(Kind.RECORDS_UNREADABLE, str(e)))
@@ -459,7 +461,7 @@ def _record_findings(seal: SealCheck, table: pa.Table | None, records, leaves: b
                                                       f"seal says {doc.drops_declared}"))
     # in C (SHA-NI leaves and tree); ledgertool.seal.merkle is the pure-Python reference the tests compare with
     if leaves is None:
-        leaves = merkle_leaves(records, record_size, leaf_records)
+        leaves = merkle_leaves(records, record_size, leaf_records, seal.leaf_hash)
     root = merkle_root(leaves).hex()
     return RecordsCheck(tuple(out), table, records, n, frames, drops, root == doc.merkle_root)
 
@@ -480,7 +482,7 @@ def _fast_findings(seal: SealCheck, records, leaves: bytes | None, place: Segmen
         out.append(place.problem(Kind.DROPS_MISMATCH, f"segment {place.index}: GAP records declare {facts.drops} "
                                                       f"drops, seal says {doc.drops_declared}"))
     if leaves is None:
-        leaves = merkle_leaves(records, *seal.layout)
+        leaves = merkle_leaves(records, *seal.layout, seal.leaf_hash)
     root = merkle_root(leaves).hex()
     return RecordsCheck(tuple(out), None, records, n, frames, facts.drops, root == doc.merkle_root)
 
@@ -492,7 +494,8 @@ def merkle_finding(seal: SealCheck, recs: RecordsCheck, leaves: bytes | None, pl
     starts with the records file read (`kind`: PARQUET or RECORDS, ParquetRead.kind), as the other
     kinds of a file's finding do."""
     leaf, path = seal.layout[1], place.path(kind)
-    changed = _changed_leaves(leaves, recs.records, seal.layout, str(seal.doc.merkle_root))
+    changed = _changed_leaves(leaves, recs.records, seal.layout, str(seal.doc.merkle_root),
+                               seal.leaf_hash)
     if changed:
         blocks = ", ".join(f"{c * leaf}..{min((c + 1) * leaf, max(recs.n, seal.seq.count)) - 1}" for c in changed[:4])
         more = f" and {len(changed) - 4} more blocks" if len(changed) > 4 else ""
@@ -505,13 +508,14 @@ def merkle_finding(seal: SealCheck, recs: RecordsCheck, leaves: bytes | None, pl
     return replace(recs, problems=recs.problems + (p,), merkle_ok=True)
 
 
-def _changed_leaves(raw: bytes | None, records: bytes, layout: tuple[int, int], root: str) -> list[int] | None:
+def _changed_leaves(raw: bytes | None, records: bytes, layout: tuple[int, int], root: str,
+                    leaf_hash: str) -> list[int] | None:
     """Indexes of leaves whose hash differs from the sealed tree, using the leaf-hash sidecar when
     its own root equals the seal's (so it is authentic); None when that is not possible."""
     if raw is None or len(raw) % 32 or merkle_root(raw).hex() != root:
         return None
     sealed = [raw[i:i + 32] for i in range(0, len(raw), 32)]
-    fresh = merkle_leaves(records, *layout)
+    fresh = merkle_leaves(records, *layout, leaf_hash)
     now = [fresh[i:i + 32] for i in range(0, len(fresh), 32)]
     return [i for i in range(max(len(now), len(sealed)))
             if i >= len(now) or i >= len(sealed) or now[i] != sealed[i]]

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import blake3
 import numpy as np
 
 from ..algorithms import algorithm_caveat
@@ -109,10 +110,14 @@ def build_proof(directory: Path, *, seq: int | None = None, digest: str | None =
     raise LedgerFormatError(f"{directory}: link {link} has no sealed record with {what}")
 
 
+#: the leaf entry of a proof's block per ledger.json `leaf_hash` (leaf = SHA-256(0x00 || entry))
+_LEAF_ENTRY = {"sha256": bytes, "blake3": lambda block: blake3.blake3(block).digest()}
+
+
 def _proof_for(directory: Path, ledger: LedgerHeader, link: str, seal: Seal, records: bytes,
                k: int) -> dict:
     rsize, leaf = ledger.record_size, ledger.leaf_records
-    raw = merkle_leaves(records, rsize, leaf)  # C, as sealing and verify compute them
+    raw = merkle_leaves(records, rsize, leaf, ledger.leaf_hash)  # C, as sealing and verify do
     if merkle_root(raw).hex() != seal.merkle_root:
         raise DiscrepancyError(f"segment {seal.segment}: records do not match the seal's Merkle root")
     leaves = [raw[i:i + 32] for i in range(0, len(raw), 32)]
@@ -129,6 +134,7 @@ def _proof_for(directory: Path, ledger: LedgerHeader, link: str, seal: Seal, rec
         "leaf_index": li,
         "tree_size": len(leaves),
         "leaf_block": {"first_record_index": li * leaf, "records": len(block) // rsize, "hex": block.hex()},
+        **({"leaf_hash": ledger.leaf_hash} if ledger.leaf_hash != "sha256" else {}),
         "audit_path": [h.hex() for h in merkle.inclusion_proof(li, leaves)],
         "seal": seal.to_json(),
         "rotations": [r.to_json() for r in load_rotations(directory)],
@@ -199,7 +205,7 @@ class ProofCheck:
 
 _LOWER_HEX = re.compile(r"(?:[0-9a-f]{2})*")
 _TOP_KEYS = {"format", "ledger_id", "link", "segment", "record_index", "record", "leaf_index", "tree_size",
-             "leaf_block", "audit_path", "seal", "rotations", "checkpoint"}
+             "leaf_block", "audit_path", "seal", "rotations", "checkpoint", "leaf_hash"}
 
 
 def load_proof(path: Path) -> dict:
@@ -365,7 +371,13 @@ def check_proof(doc: dict, trust: TrustBundle, checkpoint: SignedNote | None = N
     if int(rec["seq"]) != first_seq + k:
         return fail(f"record seq {int(rec['seq'])} is not at index {k} of a segment starting at {first_seq}")
     # 3. the audit path reaches the signed root
-    if not merkle.verify_inclusion(merkle.leaf_hash(block), li, doc["tree_size"], path, root):
+    # a "blake3" proof's leaf is over the block's 32-byte BLAKE3 entry; a block is never 32 bytes
+    # (48 at least), so naming the other construction cannot make another block's leaf
+    entry_of = _LEAF_ENTRY.get(doc.get("leaf_hash", "sha256"))
+    if entry_of is None:
+        return fail(f"leaf_hash {doc.get('leaf_hash')!r} is not sha256 or blake3")
+    leaf = merkle.leaf_hash(entry_of(block))
+    if not merkle.verify_inclusion(leaf, li, doc["tree_size"], path, root):
         return fail("audit path does not lead to the seal's Merkle root")
     # 4. the seal hash is in the link tree under a signed checkpoint
     part = doc.get("checkpoint")

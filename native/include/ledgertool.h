@@ -372,8 +372,13 @@ int lt_window_decode(const uint8_t key_f[16], const uint8_t *ledger, const uint8
  * LT_ERR_ARG, with nothing written, when record_size is not 48 or 64 (LT_RECORD_FIXED + a 16- or
  * 32-byte digest) or, with leaf_records 1, a window record's size (LT_WINDOW_HEADER + cells *
  * (12 + digest size)), leaf_records is not a power of two in 1..LT_MERKLE_MAX_LEAF_RECORDS,
- * count * record_size overflows, or out_len is below 32 * ceil(count / leaf_records). */
+ * count * record_size overflows, or out_len is below 32 * ceil(count / leaf_records).
+ * leaf_records | LT_LEAF_BLAKE3 (here and wherever a leaf_records is taken: lt_rec_*,
+ * lt_segment_writer_new) gives the ledger's other leaf construction, BLAKE3 entries (ADR 0013):
+ * leaf = SHA-256(0x00 || BLAKE3-256(block)), the entries through the blake3-keyed-256 path's lanes
+ * (unkeyed) and the leaf over each entry as above. */
 #define LT_MERKLE_MAX_LEAF_RECORDS 65536
+#define LT_LEAF_BLAKE3 0x40000000
 int lt_merkle_leaves(const uint8_t *records, size_t record_size, size_t count, size_t leaf_records, uint8_t *out,
                      size_t out_len);
 /* out = the RFC 9162 s2.1.1 Merkle tree hash over n >= 1 leaf hashes (32 bytes each, concatenated);

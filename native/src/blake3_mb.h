@@ -43,7 +43,10 @@
 #define MB_CAT(a, b) MB_CAT2(a, b)
 #define MB_FN(x) MB_CAT(MB_NAME, x)
 
-enum { MB_CHUNK_START = 1, MB_CHUNK_END = 2, MB_PARENT = 4, MB_ROOT = 8, MB_KEYED_HASH = 16 };
+enum { MB_CHUNK_START = 1, MB_CHUNK_END = 2, MB_PARENT = 4, MB_ROOT = 8 };
+/* the context's mode flag: KEYED_HASH (16) for the keyed digests, 0 for the plain hash of leaf
+ * entries (merkle.c) */
+#define MB_MODE(c) ((c)->u.b3.mode)
 /* chunk chaining values per window (a power of two: also the subtree size of a long frame); the
  * tests' stress build (LT_B3_SLOTS=4, LT_B3_PMIN=1 or 99) shrinks them to reach every branch */
 #ifdef LT_B3_SLOTS
@@ -162,7 +165,7 @@ static inline __attribute__((always_inline)) void MB_FN(_chunks)(MB_FN(_window) 
                 if (crem) {                                                                        \
                     uint32_t cl_ = crem > 1024 ? 1024 : (uint32_t)crem;                            \
                     ptr[l] = cp; left[l] = cl_; ctr[l] = cctr;                                     \
-                    flags[l] = MB_KEYED_HASH | MB_CHUNK_START; rootm &= ~(1u << (l));              \
+                    flags[l] = MB_MODE(c) | MB_CHUNK_START; rootm &= ~(1u << (l));              \
                     dst[l] = cslot;                                                                \
                     cp += cl_; crem -= cl_; cctr++; cslot += 32;                                   \
                     got_ = 1;                                                                      \
@@ -174,7 +177,7 @@ static inline __attribute__((always_inline)) void MB_FN(_chunks)(MB_FN(_window) 
                 if (len_ <= 1024 && !piece) {  /* one chunk: its own root */                       \
                     next++;                                                                        \
                     ptr[l] = msgs[i_]; left[l] = len_; ctr[l] = 0;                                 \
-                    flags[l] = MB_KEYED_HASH | MB_CHUNK_START; rootm |= 1u << (l);                 \
+                    flags[l] = MB_MODE(c) | MB_CHUNK_START; rootm |= 1u << (l);                 \
                     dst[l] = out + i_ * stride;                                                    \
                     got_ = 1;                                                                      \
                     break;                                                                         \
@@ -238,7 +241,7 @@ static inline __attribute__((always_inline)) void MB_FN(_chunks)(MB_FN(_window) 
             if (left[l] > 64) {  /* ending lanes are reset below, idle lanes stay as they are */
                 ptr[l] += 64;
                 left[l] -= 64;
-                flags[l] = MB_KEYED_HASH;
+                flags[l] = MB_MODE(c);
             }
         }
         if (!ending) continue;
@@ -274,7 +277,7 @@ static inline __attribute__((always_inline)) void MB_FN(_chunks)(MB_FN(_window) 
     *next_io = next;
 }
 
-/* Parent nodes: block blk[i] (left || right chaining value, 64 bytes), flags KEYED_HASH | PARENT |
+/* Parent nodes: block blk[i] (left || right chaining value, 64 bytes), flags mode | PARENT |
  * fl[i], result to dst[i] (OUT bytes when fl[i] has ROOT, else 32). Every block of a group of lanes is
  * loaded before any result is stored, so a level may be written over the slots it reads. */
 static inline __attribute__((always_inline)) void MB_FN(_parents)(const MB_FN(_window) *w,
@@ -289,7 +292,7 @@ static inline __attribute__((always_inline)) void MB_FN(_parents)(const MB_FN(_w
         size_t k = n - i < L ? n - i : L;
         for (size_t l = 0; l < L; l++) {
             bp[l] = l < k ? blk[i + l] : MB_FN(_zero);
-            flags[l] = l < k ? (MB_KEYED_HASH | MB_PARENT | fl[i + l]) : 0;
+            flags[l] = l < k ? (MB_MODE(w->c) | MB_PARENT | fl[i + l]) : 0;
         }
         MB_V cv[8], m[16];
         for (int j = 0; j < 8; j++) cv[j] = V_SPLAT(key[j]);
@@ -306,7 +309,7 @@ static inline __attribute__((always_inline)) void MB_FN(_parents)(const MB_FN(_w
     for (; i < n; i++) {  /* narrow level: one compression at a time */
         uint32_t cvs[8];
         memcpy(cvs, key, 32);
-        w->one(cvs, blk[i], 0, 64, MB_KEYED_HASH | MB_PARENT | fl[i]);
+        w->one(cvs, blk[i], 0, 64, MB_MODE(w->c) | MB_PARENT | fl[i]);
         memcpy(dst[i], cvs, (fl[i] & MB_ROOT) ? OUT : 32);
     }
 }
@@ -351,7 +354,7 @@ static void MB_FN(_parent1)(const lt_dctx *c, lt_b3_compress_fn one, const uint3
     memcpy(block, left, 32);
     memcpy(block + 32, right, 32);
     memcpy(cv, c->u.b3.key, 32);
-    one(cv, block, 0, 64, MB_KEYED_HASH | MB_PARENT | flags);
+    one(cv, block, 0, 64, MB_MODE(c) | MB_PARENT | flags);
 }
 
 /* Chaining value of the subtree over len bytes (1 .. MB_SLOTS chunks) at chunk `base`. */

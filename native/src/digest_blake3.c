@@ -126,12 +126,13 @@ static void compress_avx512vl(uint32_t cv[8], const uint8_t block[64], uint64_t 
 #endif
 
 /* Chaining value of one whole chunk, or (root) of the last chunk when it is the whole input. */
-static void chunk_cv(compress_fn compress, const uint32_t key[8], const uint8_t *in, size_t len,
+static void chunk_cv(compress_fn compress, const uint32_t key[8], uint32_t mode, const uint8_t *in,
+                     size_t len,
                      uint64_t chunk, uint32_t extra_flags, uint32_t cv[8]) {
     memcpy(cv, key, 32);
     size_t nblocks = len ? (len + BLOCK_LEN - 1) / BLOCK_LEN : 1;
     for (size_t b = 0; b < nblocks; b++) {
-        uint32_t flags = KEYED_HASH | (b == 0 ? CHUNK_START : 0);
+        uint32_t flags = mode | (b == 0 ? CHUNK_START : 0);
         size_t blen = BLOCK_LEN;
         const uint8_t *p = in + b * BLOCK_LEN;
         uint8_t last[BLOCK_LEN];
@@ -148,7 +149,8 @@ static void chunk_cv(compress_fn compress, const uint32_t key[8], const uint8_t 
     }
 }
 
-static void parent_cv(compress_fn compress, const uint32_t key[8], const uint32_t left[8], const uint32_t right[8],
+static void parent_cv(compress_fn compress, const uint32_t key[8], uint32_t mode,
+                      const uint32_t left[8], const uint32_t right[8],
                       uint32_t extra_flags, uint32_t cv[8]) {
     uint8_t block[64];
     for (int i = 0; i < 8; i++) {
@@ -156,35 +158,37 @@ static void parent_cv(compress_fn compress, const uint32_t key[8], const uint32_
         lt_store_le32(block + 32 + 4 * i, right[i]);
     }
     memcpy(cv, key, 32);
-    compress(cv, block, 0, BLOCK_LEN, KEYED_HASH | PARENT | extra_flags);
+    compress(cv, block, 0, BLOCK_LEN, mode | PARENT | extra_flags);
 }
 
 /* Whole chunks first, merged on a stack as the tree fills (a subtree is complete when the number
  * of chunks so far has a trailing zero bit); the last chunk stays open and is folded up the stack
  * at the end, the final node carrying ROOT. */
-static void blake3_keyed(compress_fn compress, const uint32_t key[8], const uint8_t *in, size_t len,
+/* mode: KEYED_HASH for the keyed digests, 0 for the plain hash (key = IV) of leaf entries */
+static void blake3_keyed(compress_fn compress, const uint32_t key[8], uint32_t mode,
+                         const uint8_t *in, size_t len,
                          uint8_t *out, size_t out_len) {
     uint32_t stack[54][8], cv[8];
     int depth = 0;
     uint64_t chunk = 0;
     while (len > CHUNK_LEN) {
-        chunk_cv(compress, key, in, CHUNK_LEN, chunk, 0, cv);
+        chunk_cv(compress, key, mode, in, CHUNK_LEN, chunk, 0, cv);
         chunk++;
         for (uint64_t t = chunk; (t & 1) == 0; t >>= 1) {
             depth--;
-            parent_cv(compress, key, stack[depth], cv, 0, cv);
+            parent_cv(compress, key, mode, stack[depth], cv, 0, cv);
         }
         memcpy(stack[depth++], cv, 32);
         in += CHUNK_LEN;
         len -= CHUNK_LEN;
     }
     if (depth == 0) {
-        chunk_cv(compress, key, in, len, chunk, ROOT, cv);
+        chunk_cv(compress, key, mode, in, len, chunk, ROOT, cv);
     } else {
-        chunk_cv(compress, key, in, len, chunk, 0, cv);
+        chunk_cv(compress, key, mode, in, len, chunk, 0, cv);
         while (depth > 0) {
             depth--;
-            parent_cv(compress, key, stack[depth], cv, depth == 0 ? ROOT : 0, cv);
+            parent_cv(compress, key, mode, stack[depth], cv, depth == 0 ? ROOT : 0, cv);
         }
     }
     uint8_t full[32];
@@ -194,18 +198,19 @@ static void blake3_keyed(compress_fn compress, const uint32_t key[8], const uint
 
 static void b3_init(lt_dctx *c, const uint8_t *key, size_t key_len, const uint8_t *iv) {
     for (int i = 0; i < 8; i++) c->u.b3.key[i] = lt_load_le32(key + 4 * i);
+    c->u.b3.mode = KEYED_HASH;
 }
 
 static void b3_digest_portable(const lt_dctx *c, const uint8_t *msg, size_t len, uint8_t *out) {
-    blake3_keyed(compress_portable, c->u.b3.key, msg, len, out, c->out_len);
+    blake3_keyed(compress_portable, c->u.b3.key, c->u.b3.mode, msg, len, out, c->out_len);
 }
 
 #if LT_X86_PATHS
 static void b3_digest_sse41(const lt_dctx *c, const uint8_t *msg, size_t len, uint8_t *out) {
-    blake3_keyed(compress_sse41, c->u.b3.key, msg, len, out, c->out_len);
+    blake3_keyed(compress_sse41, c->u.b3.key, c->u.b3.mode, msg, len, out, c->out_len);
 }
 static void b3_digest_avx512vl(const lt_dctx *c, const uint8_t *msg, size_t len, uint8_t *out) {
-    blake3_keyed(compress_avx512vl, c->u.b3.key, msg, len, out, c->out_len);
+    blake3_keyed(compress_avx512vl, c->u.b3.key, c->u.b3.mode, msg, len, out, c->out_len);
 }
 #endif
 

@@ -177,7 +177,7 @@ struct lt_dctx {
             uint8_t ek_j0[16];          /* E_K(IV || 0^31 || 1) for the all-zero ledger IV */
             uint64_t hpow[36][2];       /* path-specific precomputation (powers of H) */
         } gmac;
-        struct { uint32_t key[8]; } b3;
+        struct { uint32_t key[8], mode; } b3; /* mode: KEYED_HASH, or 0 (unkeyed) */
         struct { uint32_t istate[8], ostate[8]; } hmac;
     } u __attribute__((aligned(16)));
 };

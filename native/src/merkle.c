@@ -121,8 +121,40 @@ static void leaves_x4(const uint8_t *const rec[4], size_t len, uint8_t *const ou
 }
 #endif
 
-int lt_merkle_leaves(const uint8_t *records, size_t record_size, size_t count, size_t leaf_records, uint8_t *out,
-                     size_t out_len) {
+/* BLAKE3 entries (ADR 0013): the entries of up to B3_GROUP blocks at once through the BLAKE3 path's
+ * lanes (the chunks of all of them side by side: a 16 KiB block is 16 chunks), unkeyed (the IV as
+ * key, no KEYED_HASH flag), then the RFC 9162 leaf over each 32-byte entry, one compression. */
+#define B3_GROUP 32
+static int blake3_leaves(sha256_blocks_fn blocks, const uint8_t *records, size_t total,
+                         size_t leaf_bytes, uint8_t *out) {
+    static const uint32_t iv[8] = {0x6A09E667, 0xBB67AE85, 0x3C6EF372, 0xA54FF53A,
+                                   0x510E527F, 0x9B05688C, 0x1F83D9AB, 0x5BE0CD19};
+    uint8_t key[32];
+    for (int i = 0; i < 8; i++) lt_store_le32(key + 4 * i, iv[i]);
+    lt_dctx c;
+    if (lt_dctx_init(&c, LT_ALG_BLAKE3_KEYED_256, key) != LT_OK) return LT_ERR_ARG;
+    c.u.b3.mode = 0;
+    const uint8_t *msgs[B3_GROUP];
+    uint32_t lens[B3_GROUP];
+    uint8_t entries[B3_GROUP][32];
+    for (size_t off = 0; off < total;) {
+        size_t n = 0;
+        for (; n < B3_GROUP && off < total; n++) {
+            size_t len = total - off < leaf_bytes ? total - off : leaf_bytes;
+            msgs[n] = records + off;
+            lens[n] = (uint32_t)len; /* <= 2^16 * 64, or one window record */
+            off += len;
+        }
+        lt_dctx_run_many(&c, msgs, lens, n, entries[0], 32);
+        for (size_t i = 0; i < n; i++, out += 32) sha256_leaf(blocks, entries[i], 32, out);
+    }
+    return LT_OK;
+}
+
+int lt_merkle_leaves(const uint8_t *records, size_t record_size, size_t count, size_t leaf_spec,
+                     uint8_t *out, size_t out_len) {
+    const int b3 = (leaf_spec & LT_LEAF_BLAKE3) != 0;
+    const size_t leaf_records = leaf_spec & ~(size_t)LT_LEAF_BLAKE3;
     if (!lt_segment_record_ok(record_size, leaf_records) || !leaf_records ||
         leaf_records > LT_MERKLE_MAX_LEAF_RECORDS || (leaf_records & (leaf_records - 1)) || (count && !records) ||
         !out)
@@ -133,8 +165,11 @@ int lt_merkle_leaves(const uint8_t *records, size_t record_size, size_t count, s
     sha256_blocks_fn blocks = sha256_blocks_portable;
     size_t off = 0;
 #if LT_X86_PATHS
-    if (strcmp(lt_cpu_path(LT_ALG_HMAC_SHA256_128), "sha-ni") == 0) {
-        blocks = sha256_blocks_shani;
+    if (strcmp(lt_cpu_path(LT_ALG_HMAC_SHA256_128), "sha-ni") == 0) blocks = sha256_blocks_shani;
+#endif
+    if (b3) return blake3_leaves(blocks, records, total, leaf_bytes, out);
+#if LT_X86_PATHS
+    if (blocks == sha256_blocks_shani) {
         for (size_t groups = count / leaf_records / 4; groups; groups--, off += 4 * leaf_bytes, out += 128) {
             const uint8_t *const rec[4] = {records + off, records + off + leaf_bytes, records + off + 2 * leaf_bytes,
                                            records + off + 3 * leaf_bytes};

@@ -150,6 +150,7 @@ static void tally(const uint8_t *rec, size_t count, size_t record_size, uint64_t
 typedef struct {
     uint8_t *stage, *leaves;
     size_t leaf_records, cap; /* the stage's records: a whole number of leaves */
+    size_t hash;              /* 0 or LT_LEAF_BLAKE3: the ledger's leaf construction */
     size_t fill, nleaves, max_leaves;
     uint64_t first_seq, tallied; /* records tallied and hashed so far */
 } leaf_walk;
@@ -169,7 +170,8 @@ static int walk_leaves(leaf_walk *lw, const uint8_t *p, size_t n, size_t record_
     info->last_ts_ns = (int64_t)lt_load_le64(p + (n - 1) * record_size + 8);
     size_t k = (n + L - 1) / L;
     if (lw->max_leaves - lw->nleaves < k) return LT_ERR_ARG;
-    int st = lt_merkle_leaves(p, record_size, n, L, lw->leaves + 32 * lw->nleaves, 32 * k);
+    int st = lt_merkle_leaves(p, record_size, n, L | lw->hash, lw->leaves + 32 * lw->nleaves,
+                              32 * k);
     lw->nleaves += k, lw->tallied += n;
     return st;
 }
@@ -219,6 +221,7 @@ static int stage_block(leaf_walk *lw, rec_src *s, uint64_t pos, size_t count, si
  * before: only their timing changed. */
 typedef struct {
     size_t leaf_records, hashed; /* records of `out` hashed so far: whole leaves */
+    size_t hash;                 /* 0 or LT_LEAF_BLAKE3 */
     uint8_t *leaves;
     size_t leaves_len;
     /* lt_rec_file_mset: the same records, once hashed, into a multiset hash and per-second runs */
@@ -238,7 +241,8 @@ static int copy_leaves_upto(copy_leaves *cl, const uint8_t *out, size_t record_s
     if (cl->leaves_len / 32 < done) return LT_ERR_ARG;
     const uint8_t *from = out + cl->hashed * record_size;
     size_t n = upto - cl->hashed;
-    int st = lt_merkle_leaves(from, record_size, n, cl->leaf_records, cl->leaves + 32 * done,
+    int st = lt_merkle_leaves(from, record_size, n, cl->leaf_records | cl->hash,
+                              cl->leaves + 32 * done,
                               cl->leaves_len - 32 * done);
     if (st == LT_OK && cl->mkey) { /* the bytes just hashed, still in cache */
         st = lt_mset_add_parts(cl->mkey, cl->part_key, cl->part_bits, from, n, record_size, LT_RECORD_FIXED,
@@ -296,6 +300,11 @@ static int rec_walk(rec_src *s, size_t record_size, uint64_t first_seq, uint8_t 
     return cl ? copy_leaves_upto(cl, out, record_size, info->records, 1) : LT_OK;
 }
 
+/* A leaf_records argument's construction flag, split off where the call starts (ledgertool.h). */
+#define SPLIT_LEAF_HASH(leaf_records, hash)                                                  \
+    const size_t hash = (leaf_records) & LT_LEAF_BLAKE3;                                    \
+    leaf_records &= ~(size_t)LT_LEAF_BLAKE3
+
 static int leaves_args_ok(size_t record_size, const uint8_t *leaves, size_t leaf_records) {
     return (record_size == LT_RECORD_FIXED + 16 || record_size == LT_RECORD_FIXED + 32) && leaves && leaf_records &&
            leaf_records <= LT_MERKLE_MAX_LEAF_RECORDS && !(leaf_records & (leaf_records - 1));
@@ -306,27 +315,32 @@ int lt_rec_records(const uint8_t *file, size_t len, size_t record_size, uint64_t
     if (!info || (len && !file) || (record_size != LT_RECORD_FIXED + 16 && record_size != LT_RECORD_FIXED + 32) ||
         (out_len && !out))
         return LT_ERR_ARG;
+    SPLIT_LEAF_HASH(leaf_records, hash);
     if (leaves && !leaves_args_ok(record_size, leaves, leaf_records)) return LT_ERR_ARG;
-    copy_leaves cl = {.leaf_records = leaf_records, .leaves = leaves, .leaves_len = leaves_len};
+    copy_leaves cl = {.leaf_records = leaf_records, .hash = hash, .leaves = leaves,
+                      .leaves_len = leaves_len};
     rec_src s = {.mem = file, .len = len};
     return rec_walk(&s, record_size, first_seq, out, out_len, NULL, leaves ? &cl : NULL, info);
 }
 
 /* The staged walk with a stage the caller allocated. */
 static int leaves_walk(rec_src *s, size_t record_size, uint64_t first_seq, uint8_t *stage,
-                       size_t leaf_records, uint8_t *leaves, size_t leaves_len, lt_rec_info *info) {
-    leaf_walk lw = {.stage = stage, .leaves = leaves, .leaf_records = leaf_records,
+                       size_t leaf_records, size_t hash, uint8_t *leaves, size_t leaves_len,
+                       lt_rec_info *info) {
+    leaf_walk lw = {.stage = stage, .leaves = leaves, .leaf_records = leaf_records, .hash = hash,
                     .cap = stage_records(leaf_records), .max_leaves = leaves_len / 32, .first_seq = first_seq};
     return rec_walk(s, record_size, first_seq, NULL, 0, &lw, NULL, info);
 }
 
 int lt_rec_leaves(const uint8_t *file, size_t len, size_t record_size, uint64_t first_seq, size_t leaf_records,
                   uint8_t *leaves, size_t leaves_len, lt_rec_info *info) {
+    SPLIT_LEAF_HASH(leaf_records, hash);
     if (!info || (len && !file) || !leaves_args_ok(record_size, leaves, leaf_records)) return LT_ERR_ARG;
     uint8_t *stage = malloc(stage_records(leaf_records) * record_size);
     if (!stage) return LT_ERR_NOMEM;
     rec_src s = {.mem = file, .len = len};
-    int st = leaves_walk(&s, record_size, first_seq, stage, leaf_records, leaves, leaves_len, info);
+    int st = leaves_walk(&s, record_size, first_seq, stage, leaf_records, hash, leaves, leaves_len,
+                         info);
     free(stage);
     return st;
 }
@@ -341,7 +355,9 @@ static int rec_file(int fd, size_t len, size_t record_size, uint64_t first_seq, 
 
 int lt_rec_file(int fd, size_t len, size_t record_size, uint64_t first_seq, uint8_t *header, uint8_t *out,
                 size_t out_len, size_t leaf_records, uint8_t *leaves, size_t leaves_len, lt_rec_info *info) {
-    copy_leaves cl = {.leaf_records = leaf_records, .leaves = leaves, .leaves_len = leaves_len};
+    SPLIT_LEAF_HASH(leaf_records, hash);
+    copy_leaves cl = {.leaf_records = leaf_records, .hash = hash, .leaves = leaves,
+                      .leaves_len = leaves_len};
     return rec_file(fd, len, record_size, first_seq, header, out, out_len, leaf_records, leaves, leaves_len, &cl, info);
 }
 
@@ -352,7 +368,9 @@ int lt_rec_file_mset(int fd, size_t len, size_t record_size, uint64_t first_seq,
     if (!out || !leaves || !key || !acc || !count || !nruns || (cap && (!secs || !counts)) ||
         (part_bits && !part_key) || part_bits > LT_MSET_MAX_PART_BITS)
         return LT_ERR_ARG;
-    copy_leaves cl = {.leaf_records = leaf_records, .leaves = leaves, .leaves_len = leaves_len, .mkey = key,
+    SPLIT_LEAF_HASH(leaf_records, hash);
+    copy_leaves cl = {.leaf_records = leaf_records, .hash = hash, .leaves = leaves,
+                      .leaves_len = leaves_len, .mkey = key,
                       .part_key = part_key, .part_bits = part_bits, .acc = acc, .mcount = count, .secs = secs, .counts = counts, .cap = cap};
     int st = rec_file(fd, len, record_size, first_seq, header, out, out_len, leaf_records, leaves, leaves_len, &cl, info);
     *nruns = cl.runs;
@@ -378,8 +396,8 @@ static int rec_file(int fd, size_t len, size_t record_size, uint64_t first_seq, 
         if (st == LT_OK && out) /* the leaves hashed from the copy, block by block */
             st = rec_walk(&s, record_size, first_seq, out, out_len, NULL, leaves ? cl : NULL, info);
         else if (st == LT_OK)
-            st = leaves_walk(&s, record_size, first_seq, stage, leaf_records, leaves, leaves_len,
-                             info);
+            st = leaves_walk(&s, record_size, first_seq, stage, leaf_records, cl->hash, leaves,
+                             leaves_len, info);
     }
     int saved = errno;
     free(stage);

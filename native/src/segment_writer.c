@@ -68,6 +68,7 @@ struct lt_segment_writer {
     uint32_t istate[8], ostate[8]; /* HMAC key pads, compressed once */
     uint8_t chain[32];          /* MAC of the last block written (C[i-1]) */
     size_t record_size, leaf_records;
+    size_t hash; /* 0 or LT_LEAF_BLAKE3: the ledger's leaf construction */
     uint64_t max_records;
     uint8_t *tail;              /* records of the open leaf: leaf_records * record_size bytes */
     size_t tail_n;
@@ -167,7 +168,8 @@ static int write_leaf_block(lt_segment_writer *w, const uint8_t *records, size_t
         size_t m = count - done < piece ? count - done : piece;
         const uint8_t *p = records + done * rs;
         count_records(&w->c, p, m, rs);
-        int st = lt_merkle_leaves(p, rs, m, L, leaves + 32 * (done / L), 32 * ((count - done) / L));
+        int st = lt_merkle_leaves(p, rs, m, L | w->hash, leaves + 32 * (done / L),
+                                  32 * ((count - done) / L));
         if (st != LT_OK) return st;
         struct iovec iov[3];
         int k = 0;
@@ -223,6 +225,8 @@ int lt_segment_writer_new(int fd, const uint8_t *key, size_t key_len, const uint
                           size_t leaf_records, uint64_t max_records, lt_segment_writer **out) {
     if (!out) return LT_ERR_ARG;
     *out = NULL;
+    const size_t hash = leaf_records & LT_LEAF_BLAKE3;
+    leaf_records &= ~(size_t)LT_LEAF_BLAKE3;
     if (fd < 0 || !key || !key_len || !chain || !lt_segment_record_ok(record_size, leaf_records) || !leaf_records || leaf_records > LT_MERKLE_MAX_LEAF_RECORDS ||
         (leaf_records & (leaf_records - 1)) || !max_records || max_records > LT_SEGMENT_MAX_RECORDS)
         return LT_ERR_ARG;
@@ -242,9 +246,21 @@ int lt_segment_writer_new(int fd, const uint8_t *key, size_t key_len, const uint
     memcpy(w->chain, chain, 32);
     w->record_size = record_size;
     w->leaf_records = leaf_records;
+    w->hash = hash;
     w->max_records = max_records;
     *out = w;
     return LT_OK;
+}
+
+/* The ledger's leaf over n <= leaf_records records at p (a whole leaf, the last shorter one, or
+ * the chunk of a block that extends the open leaf). */
+static void leaf_of(const lt_segment_writer *w, const uint8_t *p, size_t n, uint8_t out[32]) {
+    if (!w->hash) {
+        sha256_leaf(w->blocks, p, n * w->record_size, out);
+        return;
+    }
+    /* the arguments were checked when the writer was made */
+    (void)lt_merkle_leaves(p, w->record_size, n, w->leaf_records | w->hash, out, 32);
 }
 
 /* The open leaf gets `n` records from `p`: written as one block (chunk hash over just these
@@ -253,14 +269,14 @@ static int append_to_open_leaf(lt_segment_writer *w, const uint8_t *p, size_t n,
     uint8_t chunk[32];
     size_t rs = w->record_size;
     count_records(&w->c, p, n, rs);
-    sha256_leaf(w->blocks, p, n * rs, chunk);
+    leaf_of(w, p, n, chunk);
     int st = write_block(w, p, n, chunk, 1, os_errno);
     if (st != LT_OK) return st;
     memcpy(w->tail + w->tail_n * rs, p, n * rs);
     w->tail_n += n;
     if (w->tail_n == w->leaf_records) {
         if ((st = leaves_reserve(w, 1)) != LT_OK) return st;
-        sha256_leaf(w->blocks, w->tail, w->leaf_records * rs, w->leaves + 32 * w->nleaves);
+        leaf_of(w, w->tail, w->leaf_records, w->leaves + 32 * w->nleaves);
         w->nleaves++;
         w->tail_n = 0;
     }
@@ -303,7 +319,7 @@ int lt_segment_writer_finish(lt_segment_writer *w, uint8_t root[32], uint8_t las
     int st;
     if (w->tail_n) { /* the last, shorter leaf (its records are on disk already) */
         if ((st = leaves_reserve(w, 1)) != LT_OK) return st;
-        sha256_leaf(w->blocks, w->tail, w->tail_n * w->record_size, w->leaves + 32 * w->nleaves);
+        leaf_of(w, w->tail, w->tail_n, w->leaves + 32 * w->nleaves);
         w->nleaves++;
         w->tail_n = 0;
     }
