@@ -693,8 +693,9 @@ class CaptureRun:
             # the writer thread writes this batch while the engine digests the next one
             batch = None if self.records_source else w.batch_buffer(self.engine.batch_bytes)
             try:
-                records, n, nbytes = self.engine.fill(w.next_seq, ask, batch) if batch is not None else \
-                    self.engine.fill(w.next_seq, ask)
+                # idle: a quiet pipe returns no frame now and then, so --duration and signals act
+                records, n, nbytes = self.engine.fill(w.next_seq, ask, batch, idle=True) \
+                    if batch is not None else self.engine.fill(w.next_seq, ask)
             except LedgerError as e:  # corrupt structure: seal what was read, report where reading stopped
                 self._fail(e)
             if n and self.stopping and result.stop_reason == "frames":
@@ -704,7 +705,7 @@ class CaptureRun:
                 records, n, nbytes = memoryview(arr.tobytes()), len(arr), 0
                 batch = None  # not in the writer's buffer: written before append returns
             if n == 0:
-                if self.engine.ended or not (self.live_source or self.records_source):
+                if self.engine.ended:
                     break
             else:
                 self._record(records, n, nbytes, batch)

@@ -124,6 +124,7 @@ def stream_reader(fd: int, head: bytes, path: str, name: str) -> "CaptureReader"
     reader = CaptureReader.from_handle(out[0], path)
     reader._pump = pump
     reader._name = name
+    reader.stream = True
     return reader
 
 
@@ -138,6 +139,8 @@ class CaptureReader:
     _pump: Decompressor | None = None
     _fetch = None  # a remote capture's Fetcher (ledgertool.source.remote): it feeds _pump or the reader
     _name: str | None = None  # the stream's name in messages, where it differs from path
+    # a pipe or standard input: lt_reader_next returns no frame, not the end, while it is quiet
+    stream = False
 
     def __init__(self, path: str | os.PathLike):
         self._r = None
