@@ -1097,7 +1097,7 @@ def query(
         return
     # a table fits the terminal only when it is shown on one; elsewhere every value is whole
     on_terminal = output is None and sys.stdout.isatty()
-    text = render(fmt, res.columns, res.rows, out.width if on_terminal and fmt == "table" else None, res.types)
+    text = render(fmt, res.columns, res.rows, out.width if on_terminal and fmt == "table" else None)
     if output is not None:
         write_atomic(output.absolute(), text.encode(), what="query result")
         err.print(f"wrote {len(res.rows):,} rows to {output}")
