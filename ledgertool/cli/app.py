@@ -262,12 +262,12 @@ def capture(
     link: Annotated[str, typer.Option(help="Link name (hive partition link=NAME).")] = "link0",
     workers: Annotated[int, typer.Option(help="Threads that digest each batch (0: every usable core); records do not depend on it. iface: receive rings in one fanout group, xdp: sockets on queues QUEUE.., dpdk: RX queues with RSS; one thread each (0: one); records merged by (ts_ns, worker, order). records: none (a warning says so).", min=0)] = 0,
     segment_records: Annotated[int, typer.Option(help="Records per segment before it is sealed.", min=1)] = 1_000_000,
-    segment_seconds: Annotated[Optional[float], typer.Option(help="Also seal a segment once it has been open this many seconds (wall clock).")] = None,
+    segment_seconds: Annotated[Optional[float], typer.Option(metavar="SECONDS", help="Also seal a segment once it has been open this many seconds (wall clock).")] = None,
     leaf_records: Annotated[Optional[int], typer.Option(help="Records per Merkle leaf for a new ledger, a power of two (default: 64 for ledger format v1, 256 for v2).")] = None,
     ledger_format: Annotated[Optional[str], typer.Option("--ledger-format", help="Ledger format of a new ledger: v1 (sealed segments are Parquet) or v2 (sealed segments are the raw record files; `ledgertool compact` makes them Parquet) (default: v2).")] = None,
-    duration: Annotated[Optional[float], typer.Option(help="Stop after this many seconds.")] = None,
+    duration: Annotated[Optional[str], typer.Option(metavar="SECONDS|5m", help="Stop after this long: seconds, or a number with a unit (500ms, 90s, 5m, 2h).")] = None,
     frames: Annotated[Optional[int], typer.Option("--frames", help="Stop after this many frames.")] = None,
-    ring_mb: Annotated[float, typer.Option(help="iface: receive ring size in MiB; xdp: UMEM per socket in MiB (4096-byte frames).")] = 64.0,
+    ring_mb: Annotated[float, typer.Option(metavar="MIB", help="iface: receive ring size in MiB; xdp: UMEM per socket in MiB (4096-byte frames).")] = 64.0,
     block_kb: Annotated[int, typer.Option(help="iface: ring block size in KiB, power of two (0: automatic).")] = 0,
     block_ms: Annotated[int, typer.Option(help="iface: block retire timeout in ms.")] = 10,
     pin: Annotated[Optional[int], typer.Option(help="iface, xdp, dpdk: pin the capture thread to this CPU (with --workers N: worker i to CPU PIN+i).")] = None,
@@ -301,6 +301,9 @@ def capture(
     if digest_key_id is not None and not is_records(source):
         raise UsageError("--digest-key-id is only for records: sources")
     live_source = is_live(source)
+    from ..plan import parse_duration
+
+    seconds = None if duration is None else parse_duration(duration)
     opts = None
     if is_bypass(source):
         from ..source.bypass import BypassOptions
@@ -322,7 +325,7 @@ def capture(
             res = capture_file(source, ledger, digest_key=dk, signing_key=sk, algorithm=algorithm, strip=strip,
                                link=link, segment_records=segment_records, leaf_records=leaf_records,
                                progress=None if live_source else cb, monitor=cb if live_source else None,
-                               segment_seconds=segment_seconds, duration=duration, max_frames=frames, live=opts,
+                               segment_seconds=segment_seconds, duration=seconds, max_frames=frames, live=opts,
                                workers=workers, accept_forgery_risk=accept_gmac_forgery_risk,
                                digest_key_id=digest_key_id, on_interrupt=sealing,
                                ledger_format=None if ledger_format is None else int(ledger_format[1]),
@@ -366,7 +369,7 @@ def _window_ns(text: str) -> int:
     """A window length ('100ms', '1s') in whole nanoseconds."""
     from ..plan import parse_duration
 
-    ns = round(parse_duration(text) * 1e9)
+    ns = round(parse_duration(text, "window") * 1e9)
     if ns < 1:
         raise UsageError(f"--window {text!r} is shorter than 1 ns")
     return ns
@@ -1044,7 +1047,7 @@ def _parse_tolerance(text: str) -> int:
 
     if text.strip() in ("0", "0s", "0ns"):
         return 0
-    return round(parse_duration(text) * 1e9)
+    return round(parse_duration(text, "tolerance") * 1e9)
 
 
 # ---- query ----------------------------------------------------------------------------------
