@@ -446,7 +446,7 @@ def verify(
              "tcp://HOST:PORT; needs ledgertool[cluster].")] = None,
     insecure_cluster: InsecureClusterOpt = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
-    quiet: QuietOpt = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress and no append-only note on stderr (--json still carries the note); warnings and the verdict stay.")] = False,
 ) -> None:
     """Check signatures, chain, record files (v1: their hashes), Merkle roots, counts, sequences, checkpoints."""
     from ..keyfiles import TrustBundle
@@ -467,7 +467,7 @@ def verify(
         if as_json:
             _emit_json(res.to_json())
         else:
-            _print_verify(res, "")
+            _print_verify(res, "", quiet)
         raise typer.Exit(0 if res.ok else 1)
     if as_json:
         _emit_json(many.to_json())
@@ -476,7 +476,7 @@ def verify(
             if o.result is None:
                 err.print(f"error: {o.error}")
             else:
-                _print_verify(o.result, f"{o.ledger}: ")
+                _print_verify(o.result, f"{o.ledger}: ", quiet)
         t = many.total()
         unverifiable = f", {plural(t.error_ledgers, 'ledger')} not verifiable" if t.error_ledgers else ""
         status = ("OK", "green") if many.ok else (f"{plural(t.problems, 'problem')}{unverifiable}", "red")
@@ -517,14 +517,15 @@ def _cluster_client(address: str, insecure: bool = False):
         yield client
 
 
-def _print_verify(res, prefix: str) -> None:
+def _print_verify(res, prefix: str, quiet: bool = False) -> None:
     """One ledger's verify report as text: warnings on stderr, FAIL lines and the verdict on stdout,
-    every line after `prefix` (several ledgers: `DIR: `, so each line names its ledger)."""
+    every line after `prefix` (several ledgers: `DIR: `, so each line names its ledger); the
+    append-only note only without `quiet` (a cron job's run is silent when all is well)."""
     for w in res.warnings:
         err.print(styled(prefix, ("warning", "yellow"), f" {w.kind}{_where(w)}: {w.detail}"))
     for p in res.problems:
         out.print(styled(prefix, ("FAIL", "red"), f" {p.kind}{_where(p)}: {p.detail}"))
-    if res.append_only.get("note"):  # beside the warnings: stdout keeps FAIL lines and one verdict line
+    if res.append_only.get("note") and not quiet:  # beside the warnings: stdout keeps FAIL lines and one verdict line
         err.print(f"{prefix}note: {res.append_only['note']}")
     status = ("OK", "green") if res.ok else (f"{plural(len(res.problems), 'problem')}", "red")
     out.print(styled(prefix, status, f": {plural(res.segments, 'segment')}, {plural(res.records, 'record', fmt=',')}, "
