@@ -14,8 +14,8 @@ from conftest import SAMPLES, cli_in_process
 SAMPLE = SAMPLES / "sample.pcap"  # 294 frames
 
 
-def _capture(capsys, keydir, tmp_path, source, *extra):
-    return cli_in_process(capsys, "capture", source, "--ledger", tmp_path / "L", "--digest-key",
+def _capture(keydir, tmp_path, source, *extra):
+    return cli_in_process("capture", source, "--ledger", tmp_path / "L", "--digest-key",
                           keydir / "digest.key", "--signing-key", keydir / "signing.key", *extra)
 
 
@@ -28,27 +28,27 @@ def _capture(capsys, keydir, tmp_path, source, *extra):
     (("--algorithm", ""), "--algorithm is empty"),
     (("--strip", " "), "--strip is empty"),
 ])
-def test_capture_refuses_a_bad_value_naming_its_option(capsys, keydir, tmp_path, extra, says):
-    rc, out, err = _capture(capsys, keydir, tmp_path, SAMPLE, *extra)
+def test_capture_refuses_a_bad_value_naming_its_option(keydir, tmp_path, extra, says):
+    rc, out, err = _capture(keydir, tmp_path, SAMPLE, *extra)
     assert rc == 2 and err.startswith("ledgertool: error: ") and says in err, err
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "L").exists()
 
 
-def test_capture_duration_takes_a_unit(capsys, keydir, tmp_path):
-    rc, out, err = _capture(capsys, keydir, tmp_path, SAMPLE, "--duration", "5m", "--json")
+def test_capture_duration_takes_a_unit(keydir, tmp_path):
+    rc, out, err = _capture(keydir, tmp_path, SAMPLE, "--duration", "5m", "--json")
     assert rc == 0, err
     assert (json.loads(out)["frames"], json.loads(out)["stop_reason"]) == (294, "end of capture")
 
 
-def test_a_duration_error_names_the_option_it_came_from(capsys):
-    rc, _, err = cli_in_process(capsys, "plan", "storage", "--pps", "1M", "--duration", "5parsecs")
+def test_a_duration_error_names_the_option_it_came_from():
+    rc, _, err = cli_in_process("plan", "storage", "--pps", "1M", "--duration", "5parsecs")
     assert rc == 2 and "--duration: bad duration '5parsecs'" in err, err
-    rc, _, err = cli_in_process(capsys, "plan", "storage", "--pps", "1M", "--window", "1parsec")
+    rc, _, err = cli_in_process("plan", "storage", "--pps", "1M", "--window", "1parsec")
     assert rc == 2 and "--window: bad duration '1parsec'" in err, err
 
 
-def test_capture_help_shows_units(capsys):
-    rc, out, _ = cli_in_process(capsys, "capture", "--help")
+def test_capture_help_shows_units():
+    rc, out, _ = cli_in_process("capture", "--help")
     assert rc == 0
     text = " ".join(out.split())
     for shown in ("--duration SECONDS|5m", "--segment-seconds SECONDS", "--ring-mb MIB"):
@@ -72,9 +72,9 @@ def _erf(tmp_path):
      "a snoop capture (RFC 1761)"),
     (_erf, "looks like ERF records (Endace DAG)"),
 ])
-def test_a_capture_of_another_format_is_named(capsys, keydir, tmp_path, make, says):
+def test_a_capture_of_another_format_is_named(keydir, tmp_path, make, says):
     path = make(tmp_path)
-    rc, _, err = _capture(capsys, keydir, tmp_path, path)
+    rc, _, err = _capture(keydir, tmp_path, path)
     assert rc == 2 and f"{path}: {says}" in err and "unknown magic" not in err, err
 
 
@@ -83,17 +83,17 @@ def _write(path, data: bytes):
     return path
 
 
-def test_pcap_with_no_frames_is_not_taken_for_another_format(capsys, keydir, tmp_path):
+def test_pcap_with_no_frames_is_not_taken_for_another_format(keydir, tmp_path):
     p = _write(tmp_path / "empty.pcap", SAMPLE.read_bytes()[:24])
-    rc, out, err = _capture(capsys, keydir, tmp_path, p, "--json")
+    rc, out, err = _capture(keydir, tmp_path, p, "--json")
     assert rc == 0 and json.loads(out)["frames"] == 0, err
 
 
-def test_query_refuses_several_statements(capsys, sample_ledger, keydir):
-    rc, out, err = cli_in_process(capsys, "query", sample_ledger, "SELECT 1 AS a; SELECT 2 AS b",
+def test_query_refuses_several_statements(sample_ledger, keydir):
+    rc, out, err = cli_in_process("query", sample_ledger, "SELECT 1 AS a; SELECT 2 AS b",
                                   "--trust", keydir / "verifier.pub")
     assert rc == 2 and out == ""
     assert "query runs one SQL statement, got 2" in err, err
-    rc, out, err = cli_in_process(capsys, "query", sample_ledger, "SELECT count(*) AS n FROM records;",
+    rc, out, err = cli_in_process("query", sample_ledger, "SELECT count(*) AS n FROM records;",
                                   "--json", "--trust", keydir / "verifier.pub")
     assert rc == 0 and json.loads(out) == [{"n": 294}], err
