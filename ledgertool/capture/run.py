@@ -301,7 +301,8 @@ def capture_file(
         if value is not None and not (math.isfinite(value) and value > 0):
             raise UsageError(Setting(name), f" must be a positive number of seconds, got {value}")
     if algorithm is not None and not algorithm.strip():
-        raise UsageError(Setting("algorithm"), " is empty: name one (`ledgertool algorithms` lists them)")
+        raise UsageError(Setting("algorithm"), " is empty: name one (`ledgertool algorithms` lists "
+                         "them)")
     if strip is not None and not strip.strip():
         raise UsageError(Setting("strip"), " is empty: name one (frame, l3, payload or rdma)")
     if max_frames is not None and max_frames < 1:

@@ -325,7 +325,8 @@ def capture(
             res = capture_file(source, ledger, digest_key=dk, signing_key=sk, algorithm=algorithm, strip=strip,
                                link=link, segment_records=segment_records, leaf_records=leaf_records,
                                progress=None if live_source else cb, monitor=cb if live_source else None,
-                               segment_seconds=segment_seconds, duration=seconds, max_frames=frames, live=opts,
+                               segment_seconds=segment_seconds, duration=seconds, max_frames=frames,
+                               live=opts,
                                workers=workers, accept_forgery_risk=accept_gmac_forgery_risk,
                                digest_key_id=digest_key_id, on_interrupt=sealing,
                                ledger_format=None if ledger_format is None else int(ledger_format[1]),
@@ -525,7 +526,8 @@ def _print_verify(res, prefix: str, quiet: bool = False) -> None:
         err.print(styled(prefix, ("warning", "yellow"), f" {w.kind}{_where(w)}: {w.detail}"))
     for p in res.problems:
         out.print(styled(prefix, ("FAIL", "red"), f" {p.kind}{_where(p)}: {p.detail}"))
-    if res.append_only.get("note") and not quiet:  # beside the warnings: stdout keeps FAIL lines and one verdict line
+    # beside the warnings: stdout keeps FAIL lines and one verdict line
+    if res.append_only.get("note") and not quiet:
         err.print(f"{prefix}note: {res.append_only['note']}")
     status = ("OK", "green") if res.ok else (f"{plural(len(res.problems), 'problem')}", "red")
     out.print(styled(prefix, status, f": {plural(res.segments, 'segment')}, {plural(res.records, 'record', fmt=',')}, "

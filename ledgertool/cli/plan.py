@@ -223,8 +223,8 @@ def storage(
         what = f"{size}-byte records (format, uncompressed)"
     seconds = plan.parse_duration(duration)
     rows = plan.storage_table(traffics, size, links, seconds)
-    win = plan.window_plan(plan.parse_duration(window, "window"), window_capacity, digest_bytes, links,
-                           seconds)
+    window_s = plan.parse_duration(window, "window")
+    win = plan.window_plan(window_s, window_capacity, digest_bytes, links, seconds)
     if as_json:
         _emit_json([r.to_dict() for r in rows], record_bytes_source=source, windows=win.to_dict())
         return

@@ -2,8 +2,9 @@
 everywhere, except a table on a terminal, which is fitted to the terminal's width.
 
 Binary cells are lowercase hex at any depth, other non-JSON scalars (DECIMAL, DATE, UUID, ...)
-their SQL text. In JSON every integer is a JSON number with its exact digits, whatever its DuckDB
-type (`count(*)`, `seq`, `ts_ns`), as DuckDB's own JSON output writes it (docs/cli.md#json-integers).
+their SQL text. In JSON every integer is a JSON number with its exact digits, whatever its
+DuckDB type (`count(*)`, `seq`, `ts_ns`), as DuckDB's own JSON output writes it
+(docs/cli.md#json-integers).
 """
 
 from __future__ import annotations

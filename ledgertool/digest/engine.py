@@ -86,7 +86,8 @@ class DigestEngine:
         a file never asks, and loads no numpy."""
         return record_dtype(self.algorithm.digest_size)
 
-    def fill(self, first_seq: int, max_records: int | None = None, out: np.ndarray | ffi.CData | None = None,
+    def fill(self, first_seq: int, max_records: int | None = None,
+             out: np.ndarray | ffi.CData | None = None,
              idle: bool = False) -> tuple[memoryview, int, int]:
         """Digest up to `max_records` more frames (default: one batch).
 

@@ -405,8 +405,8 @@ def _one_statement(sql: str) -> None:
     if n == 0:
         raise UsageError("query failed: the SQL holds no statement")
     if n > 1:
-        raise UsageError(f"query runs one SQL statement, got {n}: run one query for each, or combine "
-                         "them in one (UNION ALL, a WITH clause)")
+        raise UsageError(f"query runs one SQL statement, got {n}: run one query for each, or "
+                         "combine them in one (UNION ALL, a WITH clause)")
 
 
 def _interruptible(con: duckdb.DuckDBPyConnection, sql: str, arrow: bool = False,

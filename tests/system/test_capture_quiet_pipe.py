@@ -36,7 +36,8 @@ def _start(keydir, led, *extra: str) -> tuple[subprocess.Popen, float]:
             "--ledger", str(led), "--digest-key", str(keydir / "digest.key"), "--signing-key",
             str(keydir / "signing.key"), "--algorithm", "siphash-1-3-128", "--tiers", "frames",
             "--leaf-records", "64", "--json", *extra]
-    p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    pipe = subprocess.PIPE
+    p = subprocess.Popen(args, stdin=pipe, stdout=pipe, stderr=pipe)
     p.stdin.write(_head_and_frames(FRAMES))
     p.stdin.flush()
     seg = layout.open_segment_path(led, "link0", 0)

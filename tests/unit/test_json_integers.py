@@ -122,11 +122,12 @@ def test_query_json_writes_every_integer_as_a_number_as_duckdb_does(ledger, keyd
            f"count(*) OVER () AS n, seq::HUGEINT AS h FROM records ORDER BY seq LIMIT 2")
     want_ts = [int(x) for x in cli("query", ledger, "SELECT ts_ns FROM records ORDER BY seq LIMIT 2",
                                    "--format", "csv").stdout.split()[1:]]
-    assert min(want_ts) > SAFE  # a nanosecond timestamp is always past 2^53: exact only as an integer
+    assert min(want_ts) > SAFE  # a nanosecond timestamp is past 2^53: exact only as an integer
     for fmt in ("json", "jsonl"):
         r = cli("query", ledger, sql, "--format", fmt, "--trust", keydir / "verifier.pub")
         assert r.returncode == 0, r.stderr
-        rows = json.loads(r.stdout) if fmt == "json" else [json.loads(ln) for ln in r.stdout.splitlines()]
+        lines = r.stdout.splitlines()
+        rows = json.loads(r.stdout) if fmt == "json" else [json.loads(ln) for ln in lines]
         assert [x["big"] for x in rows] == [BIG, BIG + 1]
         assert [x["ts_ns"] for x in rows] == want_ts
         assert [x["l"] for x in rows] == [[BIG], [BIG + 1]]
@@ -136,7 +137,8 @@ def test_query_json_writes_every_integer_as_a_number_as_duckdb_does(ledger, keyd
     # the same values DuckDB's own JSON writer gives for a count
     (n,) = json.loads(cli("query", ledger, "SELECT count(*) AS n FROM records", "--json",
                           "--trust", keydir / "verifier.pub").stdout)
-    assert n == json.loads(duckdb.sql("SELECT to_json({'n': 294::BIGINT})").fetchall()[0][0]) == {"n": 294}
+    duck = duckdb.sql("SELECT to_json({'n': 294::BIGINT})").fetchall()[0][0]
+    assert n == json.loads(duck) == {"n": 294}
 
 
 def test_recompute_report_and_details_carry_seq_and_ts_as_strings(ledger, keydir, tmp_path):
@@ -156,7 +158,8 @@ def test_recompute_report_and_details_carry_seq_and_ts_as_strings(ledger, keydir
     _assert_safe(r.stdout)
     rep = _as_doubles(r.stdout)
     (ex,) = rep["examples_ledger_only"]
-    ts10 = cli("query", ledger, "SELECT ts_ns FROM records WHERE seq = 10", "--format", "csv").stdout.split()[1]
+    ts10 = cli("query", ledger, "SELECT ts_ns FROM records WHERE seq = 10",
+               "--format", "csv").stdout.split()[1]
     assert (ex["seq"], ex["ts_ns"]) == ("10", ts10) and int(ts10) > SAFE
     assert (rep["window"]["from_ns"], rep["window"]["to_ns"]) == (str(lo), str(2**62))
     (line,) = details.read_text().splitlines()

@@ -23,8 +23,9 @@ def _capture(keydir, tmp_path, source, *extra):
     (("--duration", "nan"), "--duration: bad duration 'nan'"),
     (("--duration", "5parsecs"), "--duration: bad duration '5parsecs'"),
     (("--duration", "0"), "--duration must be a positive finite number, got '0'"),
-    (("--segment-seconds", "nan"), "--segment-seconds must be a positive number of seconds, got nan"),
-    (("--segment-seconds", "-1"), "--segment-seconds must be a positive number of seconds, got -1"),
+    (("--segment-seconds", "nan"),
+     "--segment-seconds must be a positive number of seconds, got nan"),
+    (("--segment-seconds", "-1"), "must be a positive number of seconds, got -1"),
     (("--algorithm", ""), "--algorithm is empty"),
     (("--strip", " "), "--strip is empty"),
 ])
@@ -56,9 +57,10 @@ def test_capture_help_shows_units():
 
 
 def _erf(tmp_path):
-    """One ERF Ethernet record as a DAG card writes it: no file header, the record's timestamp first."""
+    """One ERF Ethernet record as a DAG card writes it: no file header, its timestamp first."""
     frame = bytes(60)
-    rec = struct.pack("<Q", 0x44332211002F4700) + bytes([2, 0x04]) + struct.pack(">HHH", 16 + 2 + 60, 0, 60)
+    head = struct.pack(">HHH", 16 + 2 + 60, 0, 60)  # rlen, loss counter, wlen
+    rec = struct.pack("<Q", 0x44332211002F4700) + bytes([2, 0x04]) + head
     p = tmp_path / "dag.erf"
     p.write_bytes(rec + b"\0\0" + frame)
     return p
@@ -67,7 +69,8 @@ def _erf(tmp_path):
 @pytest.mark.parametrize(("make", "says"), [
     (lambda d: _write(d / "c.pcap.bz2", bz2.compress(SAMPLE.read_bytes())),
      "bzip2-compressed: decompress first"),
-    (lambda d: _write(d / "c.pcap.lz4", b"\x04\x22\x4d\x18" + bytes(40)), "lz4-compressed: decompress first"),
+    (lambda d: _write(d / "c.pcap.lz4", b"\x04\x22\x4d\x18" + bytes(40)),
+     "lz4-compressed: decompress first"),
     (lambda d: _write(d / "c.snoop", b"snoop\0\0\0" + struct.pack(">II", 2, 4) + bytes(40)),
      "a snoop capture (RFC 1761)"),
     (_erf, "looks like ERF records (Endace DAG)"),
