@@ -122,19 +122,20 @@ def parse_rate(text: str) -> float:
     return _finite_positive(value, "rate", text, MAX_RATE_BPS)
 
 
-def parse_duration(text: str) -> float:
+def parse_duration(text: str, setting: str = "duration") -> float:
     """Duration in seconds from "1y", "30d", "12h", "1.5h", "90s", "15min", "2w", "500ms", "3600".
 
     A bare number is seconds; "m" and "min" are minutes; "y" is a Julian year (365.25 days).
+    Errors name `setting`, the parameter (so the CLI names its option).
     """
     match = _DURATION_RE.match(text.strip().lower())
     if match is None or match["unit"] not in _DURATION_UNIT:
         raise UsageError(
-            f"bad duration {text!r}: expected a number with an optional unit "
+            Setting(setting), f": bad duration {text!r}: expected a number with an optional unit "
             "ns/us/ms/s/min/h/d/w/y, e.g. 1y, 30d, 1.5h, 90"
         )
     value = float(match["num"]) * _DURATION_UNIT[match["unit"]]
-    return _finite_positive(value, "duration", text, MAX_DURATION_SECONDS)
+    return _finite_positive(value, Setting(setting), text, MAX_DURATION_SECONDS)
 
 
 _PPS_RE = re.compile(rf"^{_NUMBER}\s*(?P<prefix>[kmgtp]?)\s*(?P<suffix>pps|fps|/s)?$")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import math
 import os
 import re
 import signal
@@ -296,10 +297,15 @@ def capture_file(
     if not 1 <= segment_records <= MAX_SEGMENT_RECORDS:
         # the open segment's records are held in memory until sealed (ledger.writer)
         raise UsageError(Setting("segment_records"), f" must be 1..{MAX_SEGMENT_RECORDS}")
-    if segment_seconds is not None and segment_seconds <= 0:
-        raise UsageError(Setting("segment_seconds"), " must be positive")
-    if duration is not None and duration <= 0:
-        raise UsageError(Setting("duration"), " must be positive")
+    # (not `<= 0` alone: NaN compares false with everything and would never stop or seal)
+    for name, value in (("segment_seconds", segment_seconds), ("duration", duration)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise UsageError(Setting(name), f" must be a positive number of seconds, got {value}")
+    if algorithm is not None and not algorithm.strip():
+        raise UsageError(Setting("algorithm"), " is empty: name one (`ledgertool algorithms` lists "
+                         "them)")
+    if strip is not None and not strip.strip():
+        raise UsageError(Setting("strip"), " is empty: name one (frame, l3, payload or rdma)")
     if max_frames is not None and max_frames < 1:
         raise UsageError(Setting("frames"), " must be at least 1")
     if workers < 0:
@@ -697,8 +703,9 @@ class CaptureRun:
             # the writer thread writes this batch while the engine digests the next one
             batch = None if self.records_source else w.batch_buffer(self.engine.batch_bytes)
             try:
-                records, n, nbytes = self.engine.fill(w.next_seq, ask, batch) if batch is not None else \
-                    self.engine.fill(w.next_seq, ask)
+                # idle: a quiet pipe returns no frame now and then, so --duration and signals act
+                records, n, nbytes = self.engine.fill(w.next_seq, ask, batch, idle=True) \
+                    if batch is not None else self.engine.fill(w.next_seq, ask)
             except LedgerError as e:  # corrupt structure: seal what was read, report where reading stopped
                 self._fail(e)
             if n and self.stopping and result.stop_reason == "frames":
@@ -708,7 +715,7 @@ class CaptureRun:
                 records, n, nbytes = memoryview(arr.tobytes()), len(arr), 0
                 batch = None  # not in the writer's buffer: written before append returns
             if n == 0:
-                if self.engine.ended or not (self.live_source or self.records_source):
+                if self.engine.ended:
                     break
             else:
                 self._record(records, n, nbytes, batch)

@@ -262,16 +262,16 @@ def capture(
     link: Annotated[str, typer.Option(help="Link name (hive partition link=NAME).")] = "link0",
     workers: Annotated[int, typer.Option(help="Threads that digest each batch (0: every usable core); records do not depend on it. iface: receive rings in one fanout group, xdp: sockets on queues QUEUE.., dpdk: RX queues with RSS; one thread each (0: one); records merged by (ts_ns, worker, order). records: none (a warning says so).", min=0)] = 0,
     segment_records: Annotated[int, typer.Option(help="Records per segment before it is sealed.", min=1)] = 1_000_000,
-    segment_seconds: Annotated[Optional[float], typer.Option(help="Also seal a segment once it has been open this many seconds (wall clock).")] = None,
+    segment_seconds: Annotated[Optional[float], typer.Option(metavar="SECONDS", help="Also seal a segment once it has been open this many seconds (wall clock).")] = None,
     leaf_records: Annotated[Optional[int], typer.Option(help="Records per Merkle leaf for a new ledger, a power of two (default: 64 for ledger format v1, 256 for v2).")] = None,
     leaf_hash: Annotated[Optional[str], typer.Option(help=(
         "Merkle leaf construction of a new v2 ledger: sha256 (leaf = SHA-256(0x00 || block)) or "
         "blake3 (leaf = SHA-256(0x00 || BLAKE3(block)), faster on AVX-512 CPUs). Default sha256."
     ))] = None,
     ledger_format: Annotated[Optional[str], typer.Option("--ledger-format", help="Ledger format of a new ledger: v1 (sealed segments are Parquet) or v2 (sealed segments are the raw record files; `ledgertool compact` makes them Parquet) (default: v2).")] = None,
-    duration: Annotated[Optional[float], typer.Option(help="Stop after this many seconds.")] = None,
+    duration: Annotated[Optional[str], typer.Option(metavar="SECONDS|5m", help="Stop after this long: seconds, or a number with a unit (500ms, 90s, 5m, 2h).")] = None,
     frames: Annotated[Optional[int], typer.Option("--frames", help="Stop after this many frames.")] = None,
-    ring_mb: Annotated[float, typer.Option(help="iface: receive ring size in MiB; xdp: UMEM per socket in MiB (4096-byte frames).")] = 64.0,
+    ring_mb: Annotated[float, typer.Option(metavar="MIB", help="iface: receive ring size in MiB; xdp: UMEM per socket in MiB (4096-byte frames).")] = 64.0,
     block_kb: Annotated[int, typer.Option(help="iface: ring block size in KiB, power of two (0: automatic).")] = 0,
     block_ms: Annotated[int, typer.Option(help="iface: block retire timeout in ms.")] = 10,
     pin: Annotated[Optional[int], typer.Option(help="iface, xdp, dpdk: pin the capture thread to this CPU (with --workers N: worker i to CPU PIN+i).")] = None,
@@ -307,6 +307,9 @@ def capture(
     if digest_key_id is not None and not is_records(source):
         raise UsageError("--digest-key-id is only for records: sources")
     live_source = is_live(source)
+    from ..plan import parse_duration
+
+    seconds = None if duration is None else parse_duration(duration)
     opts = None
     if is_bypass(source):
         from ..source.bypass import BypassOptions
@@ -329,7 +332,8 @@ def capture(
                                link=link, segment_records=segment_records, leaf_records=leaf_records,
                                leaf_hash=leaf_hash,
                                progress=None if live_source else cb, monitor=cb if live_source else None,
-                               segment_seconds=segment_seconds, duration=duration, max_frames=frames, live=opts,
+                               segment_seconds=segment_seconds, duration=seconds, max_frames=frames,
+                               live=opts,
                                workers=workers, accept_forgery_risk=accept_gmac_forgery_risk,
                                digest_key_id=digest_key_id, on_interrupt=sealing,
                                ledger_format=None if ledger_format is None else int(ledger_format[1]),
@@ -373,7 +377,7 @@ def _window_ns(text: str) -> int:
     """A window length ('100ms', '1s') in whole nanoseconds."""
     from ..plan import parse_duration
 
-    ns = round(parse_duration(text) * 1e9)
+    ns = round(parse_duration(text, "window") * 1e9)
     if ns < 1:
         raise UsageError(f"--window {text!r} is shorter than 1 ns")
     return ns
@@ -450,7 +454,7 @@ def verify(
              "tcp://HOST:PORT; needs ledgertool[cluster].")] = None,
     insecure_cluster: InsecureClusterOpt = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
-    quiet: QuietOpt = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress and no append-only note on stderr (--json still carries the note); warnings and the verdict stay.")] = False,
 ) -> None:
     """Check signatures, chain, record files (v1: their hashes), Merkle roots, counts, sequences, checkpoints."""
     from ..keyfiles import TrustBundle
@@ -471,7 +475,7 @@ def verify(
         if as_json:
             _emit_json(res.to_json())
         else:
-            _print_verify(res, "")
+            _print_verify(res, "", quiet)
         raise typer.Exit(0 if res.ok else 1)
     if as_json:
         _emit_json(many.to_json())
@@ -480,7 +484,7 @@ def verify(
             if o.result is None:
                 err.print(f"error: {o.error}")
             else:
-                _print_verify(o.result, f"{o.ledger}: ")
+                _print_verify(o.result, f"{o.ledger}: ", quiet)
         t = many.total()
         unverifiable = f", {plural(t.error_ledgers, 'ledger')} not verifiable" if t.error_ledgers else ""
         status = ("OK", "green") if many.ok else (f"{plural(t.problems, 'problem')}{unverifiable}", "red")
@@ -521,14 +525,16 @@ def _cluster_client(address: str, insecure: bool = False):
         yield client
 
 
-def _print_verify(res, prefix: str) -> None:
+def _print_verify(res, prefix: str, quiet: bool = False) -> None:
     """One ledger's verify report as text: warnings on stderr, FAIL lines and the verdict on stdout,
-    every line after `prefix` (several ledgers: `DIR: `, so each line names its ledger)."""
+    every line after `prefix` (several ledgers: `DIR: `, so each line names its ledger); the
+    append-only note only without `quiet` (a cron job's run is silent when all is well)."""
     for w in res.warnings:
         err.print(styled(prefix, ("warning", "yellow"), f" {w.kind}{_where(w)}: {w.detail}"))
     for p in res.problems:
         out.print(styled(prefix, ("FAIL", "red"), f" {p.kind}{_where(p)}: {p.detail}"))
-    if res.append_only.get("note"):  # beside the warnings: stdout keeps FAIL lines and one verdict line
+    # beside the warnings: stdout keeps FAIL lines and one verdict line
+    if res.append_only.get("note") and not quiet:
         err.print(f"{prefix}note: {res.append_only['note']}")
     status = ("OK", "green") if res.ok else (f"{plural(len(res.problems), 'problem')}", "red")
     out.print(styled(prefix, status, f": {plural(res.segments, 'segment')}, {plural(res.records, 'record', fmt=',')}, "
@@ -1051,7 +1057,7 @@ def _parse_tolerance(text: str) -> int:
 
     if text.strip() in ("0", "0s", "0ns"):
         return 0
-    return round(parse_duration(text) * 1e9)
+    return round(parse_duration(text, "tolerance") * 1e9)
 
 
 # ---- query ----------------------------------------------------------------------------------
@@ -1104,7 +1110,7 @@ def query(
         return
     # a table fits the terminal only when it is shown on one; elsewhere every value is whole
     on_terminal = output is None and sys.stdout.isatty()
-    text = render(fmt, res.columns, res.rows, out.width if on_terminal and fmt == "table" else None, res.types)
+    text = render(fmt, res.columns, res.rows, out.width if on_terminal and fmt == "table" else None)
     if output is not None:
         write_atomic(output.absolute(), text.encode(), what="query result")
         err.print(f"wrote {len(res.rows):,} rows to {output}")

@@ -137,7 +137,7 @@ def collision(
     traffics = _traffics(rate, frame, pps)
     seconds = plan.parse_duration(duration)
     rows = plan.collision_table([plan.parse_bits(b) for b in bits], traffics, links, seconds)
-    win = plan.window_plan(plan.parse_duration(window), plan.DEFAULT_WINDOW_CAPACITY,
+    win = plan.window_plan(plan.parse_duration(window, "window"), plan.DEFAULT_WINDOW_CAPACITY,
                            plan.DEFAULT_DIGEST_BYTES, links, seconds)
     if as_json:
         _emit_json([r.to_dict() for r in rows], window_false_match={
@@ -223,8 +223,8 @@ def storage(
         what = f"{size}-byte records (format, uncompressed)"
     seconds = plan.parse_duration(duration)
     rows = plan.storage_table(traffics, size, links, seconds)
-    win = plan.window_plan(plan.parse_duration(window), window_capacity, digest_bytes, links,
-                           seconds)
+    window_s = plan.parse_duration(window, "window")
+    win = plan.window_plan(window_s, window_capacity, digest_bytes, links, seconds)
     if as_json:
         _emit_json([r.to_dict() for r in rows], record_bytes_source=source, windows=win.to_dict())
         return

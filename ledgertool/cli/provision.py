@@ -64,7 +64,7 @@ def provision_command(
     from ..plan import parse_duration
 
     lid = normalize_ledger_id(ledger_id)
-    seconds = parse_duration(valid_for)
+    seconds = parse_duration(valid_for, "valid_for")
     pub = DevicePublicKey.load(device)
     if device_id is not None and device_id.strip().lower() != pub.device_id:
         raise KeyFileError(f"{device}: device id is {pub.device_id}, not the expected {device_id.strip()}; "

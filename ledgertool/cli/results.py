@@ -2,9 +2,9 @@
 everywhere, except a table on a terminal, which is fitted to the terminal's width.
 
 Binary cells are lowercase hex at any depth, other non-JSON scalars (DECIMAL, DATE, UUID, ...)
-their SQL text. In JSON an integer of a 64-bit or wider column type (BIGINT, UBIGINT, HUGEINT,
-UHUGEINT: `seq`, `ts_ns`, `count(*)`, ...) is its decimal string, at any depth, and narrower
-integers stay JSON numbers: the one rule of every JSON document (docs/cli.md#json-integers).
+their SQL text. In JSON every integer is a JSON number with its exact digits, whatever its
+DuckDB type (`count(*)`, `seq`, `ts_ns`), as DuckDB's own JSON output writes it
+(docs/cli.md#json-integers).
 """
 
 from __future__ import annotations
@@ -37,26 +37,6 @@ def cell(v):
     return str(v)
 
 
-#: DuckDB integer types whose values can pass 2^53 - 1, which a double (JavaScript, jq 1.6) rounds
-WIDE_INTEGERS = frozenset({"bigint", "ubigint", "hugeint", "uhugeint"})
-
-
-def json_cell(v, t=None):
-    """A query value as JSON: `cell`, except that an integer whose DuckDB type `t` (DuckDBPyType)
-    is in WIDE_INTEGERS is its decimal string, also inside lists, arrays, structs and maps."""
-    tid = getattr(t, "id", None)
-    if isinstance(v, int) and not isinstance(v, bool) and tid in WIDE_INTEGERS:
-        return str(v)
-    kids = dict(t.children) if tid in ("list", "array", "struct", "map") else {}
-    if tid in ("list", "array") and isinstance(v, (list, tuple)):
-        return [json_cell(x, kids.get("child")) for x in v]
-    if tid == "struct" and isinstance(v, dict):
-        return {str(k): json_cell(x, kids.get(k)) for k, x in v.items()}
-    if tid == "map" and isinstance(v, dict):
-        return {str(cell(k)): json_cell(x, kids.get("value")) for k, x in v.items()}
-    return cell(v)
-
-
 def _keys(cols: list[str]) -> list[str]:
     """Column names as object keys; a repeated name gets a suffix (a, a_2, ...) so none collide."""
     keys, seen = [], {}
@@ -73,15 +53,12 @@ def _text(v) -> str:
     return json.dumps(v) if isinstance(v, (list, dict)) else str(v)
 
 
-def render(fmt: str, cols: list[str], raw_rows: list[tuple], width: int | None = None,
-           types: list | None = None) -> str:
+def render(fmt: str, cols: list[str], raw_rows: list[tuple], width: int | None = None) -> str:
     """The result as text in `fmt` (one of TEXT_FORMATS). A table is `width` columns wide when
-    given (a terminal: rich shrinks and wraps cells to fit), else as wide as its longest values.
-    `types` (DuckDB's column types) decide which integers JSON carries as strings (`json_cell`)."""
+    given (a terminal: rich shrinks and wraps cells to fit), else as wide as its longest values."""
     if fmt in ("json", "jsonl"):
-        types = types or [None] * len(cols)
         keys = _keys(cols)
-        docs = [dict(zip(keys, (json_cell(v, t) for v, t in zip(r, types)))) for r in raw_rows]
+        docs = [dict(zip(keys, (cell(v) for v in r))) for r in raw_rows]
         if fmt == "json":
             return json.dumps(docs) + "\n"
         return "".join(json.dumps(d) + "\n" for d in docs)

@@ -86,13 +86,15 @@ class DigestEngine:
         a file never asks, and loads no numpy."""
         return record_dtype(self.algorithm.digest_size)
 
-    def fill(self, first_seq: int, max_records: int | None = None, out: np.ndarray | ffi.CData | None = None
-             ) -> tuple[memoryview, int, int]:
+    def fill(self, first_seq: int, max_records: int | None = None,
+             out: np.ndarray | ffi.CData | None = None,
+             idle: bool = False) -> tuple[memoryview, int, int]:
         """Digest up to `max_records` more frames (default: one batch).
 
         Returns (records, count, captured_bytes): `records` is a view of count*record_size bytes
         valid until the next call. count == 0 means end of capture for a file; a live source also
-        returns 0 when nothing arrived within its poll interval (`ended` tells them apart).
+        returns 0 when nothing arrived within its poll interval (`ended` tells them apart), and so
+        does a quiet stream (a pipe) when `idle` is true - otherwise it is waited on here.
         `out`: the records are written at its start instead of into the engine's buffer, and
         `records` is a view of it - no copy for a caller that keeps them. Either a writable,
         contiguous numpy array of `self.dtype` (at most len(out) records) or a cffi uint8_t[] the
@@ -111,8 +113,12 @@ class DigestEngine:
         elif out is not None:
             want = min(want, len(out) // self.record_size)
             dst = out
-        st = lib.lt_engine_fill(self._e, first_seq, dst, want, self._n, self._bytes)
-        n = self._n[0]
+        wait = not idle and getattr(self.reader, "stream", False)
+        while True:  # (a signal handler runs between two waits)
+            st = lib.lt_engine_fill(self._e, first_seq, dst, want, self._n, self._bytes)
+            n = self._n[0]
+            if n or st != lib.LT_OK or not wait:
+                break
         self.ended = st != lib.LT_OK
         if st not in (lib.LT_OK, lib.LT_EOF):
             self.reader.raise_error(st)

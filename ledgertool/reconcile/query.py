@@ -331,6 +331,7 @@ def run_query(ledger_dir: Path, sql: str, trust: TrustBundle | None = None, chec
 
     UsageError for an SQL error or a bad `memory_limit`, DiscrepancyError when the ledger does not
     verify; Ctrl-C (KeyboardInterrupt) interrupts DuckDB and verify and is re-raised."""
+    _one_statement(sql)  # before the ledger is read: a refusal costs nothing
     with tempfile.TemporaryDirectory(prefix="ledgertool-query-") as tmp:
         config = {"temp_directory": tmp} | ({"memory_limit": memory_limit} if memory_limit else {})
         if streams(sql):
@@ -391,6 +392,20 @@ def _sql_error(e: duckdb.Error, allow_files: bool) -> UsageError:
     hint = (" (the SQL reads only `records`, `seals` and `windows`; --allow-files lets it read files)"
             if isinstance(e, duckdb.PermissionException) and not allow_files else "")
     return UsageError(f"query failed: {str(e).splitlines()[0]}{hint}")
+
+
+def _one_statement(sql: str) -> None:
+    """UsageError unless `sql` is one statement: DuckDB would run them all and return only the last
+    result, so the others' results would be lost without a word."""
+    try:
+        n = len(duckdb.extract_statements(sql))
+    except duckdb.Error:
+        return  # a syntax error: running it reports it
+    if n == 0:
+        raise UsageError("query failed: the SQL holds no statement")
+    if n > 1:
+        raise UsageError(f"query runs one SQL statement, got {n}: run one query for each, or "
+                         "combine them in one (UNION ALL, a WITH clause)")
 
 
 def _interruptible(con: duckdb.DuckDBPyConnection, sql: str, arrow: bool = False,

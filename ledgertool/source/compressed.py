@@ -74,6 +74,32 @@ def codec_of(head: bytes) -> Codec | None:
     return next((c for c in CODECS if head.startswith(c.magic)), None)
 
 
+#: what `refused_format` needs of a file's first bytes (an ERF record header)
+FORMAT_HEAD_BYTES = 16
+_CONVERT = "convert it first (editcap -F pcapng FILE out.pcapng)"
+
+
+def refused_format(head: bytes) -> str | None:
+    """What a capture ledgertool does not read is, by its first bytes, with what to do; None when
+    it is none of those (the caller names the unknown magic)."""
+    if len(head) >= 4 and head[:3] == b"BZh" and head[3:4] in b"123456789":
+        return ("bzip2-compressed: decompress first "
+                "(bunzip2 -k FILE, or bzcat FILE | ledgertool capture - ...)")
+    if head.startswith(b"\x04\x22\x4d\x18"):
+        return ("lz4-compressed: decompress first "
+                "(lz4 -d FILE, or lz4cat FILE | ledgertool capture - ...)")
+    if head.startswith(b"snoop\0\0\0"):
+        return f"a snoop capture (RFC 1761), not pcap or pcapng: {_CONVERT}"
+    text = all(32 <= b < 127 or b in b"\t\n\r" for b in head[:16])
+    if len(head) >= 16 and not text:
+        # ERF has no file header: its first record's type (1..31, bit 7 an extension header), the
+        # variable-length flag every ERF writer sets, and a record length of 16 bytes or more
+        kind, flags, rlen = head[8] & 0x7F, head[9], int.from_bytes(head[10:12], "big")
+        if 1 <= kind <= 31 and flags & 0x04 and rlen >= 16:
+            return f"looks like ERF records (Endace DAG), not pcap or pcapng: {_CONVERT}"
+    return None
+
+
 def read_head(fd: int, n: int = MAGIC_BYTES) -> bytes:
     """Up to `n` bytes from `fd` (fewer only at its end): a pipe may return them in pieces."""
     head = b""

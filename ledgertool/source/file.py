@@ -17,7 +17,7 @@ from typing import Iterator
 from .._binding import c_string, capture_error, ffi, lib
 from ..errors import CaptureFormatError
 from ..plural import plural
-from .compressed import Decompressor, codec_of, read_head
+from .compressed import FORMAT_HEAD_BYTES, Decompressor, codec_of, read_head, refused_format
 
 STDIN = "-"
 STDIN_NAME = "standard input"
@@ -84,7 +84,7 @@ def open_capture(path: str | os.PathLike) -> "CaptureReader":
         if os.isatty(0):
             raise CaptureFormatError(f"{STDIN_NAME} is a terminal: `-` reads a capture piped in", STDIN)
         fd = os.dup(0)
-        return stream_reader(fd, read_head(fd), STDIN, STDIN_NAME)
+        return stream_reader(fd, read_head(fd, FORMAT_HEAD_BYTES), STDIN, STDIN_NAME)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
@@ -98,6 +98,15 @@ def open_capture(path: str | os.PathLike) -> "CaptureReader":
         return CaptureReader(path)
     os.set_blocking(fd, True)
     return stream_reader(fd, head, path, path)
+
+
+def _refused_file(path: str) -> str | None:
+    """refused_format of the file at `path` (it was opened a moment ago), or None."""
+    try:
+        with open(path, "rb") as f:
+            return refused_format(f.read(FORMAT_HEAD_BYTES))
+    except OSError:
+        return None
 
 
 def stream_reader(fd: int, head: bytes, path: str, name: str) -> "CaptureReader":
@@ -115,6 +124,9 @@ def stream_reader(fd: int, head: bytes, path: str, name: str) -> "CaptureReader"
     st = lib.lt_reader_open_fd(fd, os.fsencode(name), head, len(head), out, err, 512)
     if st != lib.LT_OK:
         text = c_string(err)
+        what = refused_format(head) if st == lib.LT_ERR_FORMAT and pump is None else None
+        if what is not None:
+            text = f"{name}: {what}"
         if pump is not None:
             pump.join(timeout=1.0)  # the reader closed the pipe: it ends at its next write
             if pump.error is not None:
@@ -124,6 +136,7 @@ def stream_reader(fd: int, head: bytes, path: str, name: str) -> "CaptureReader"
     reader = CaptureReader.from_handle(out[0], path)
     reader._pump = pump
     reader._name = name
+    reader.stream = True
     return reader
 
 
@@ -138,6 +151,8 @@ class CaptureReader:
     _pump: Decompressor | None = None
     _fetch = None  # a remote capture's Fetcher (ledgertool.source.remote): it feeds _pump or the reader
     _name: str | None = None  # the stream's name in messages, where it differs from path
+    # a pipe or standard input: lt_reader_next returns no frame, not the end, while it is quiet
+    stream = False
 
     def __init__(self, path: str | os.PathLike):
         self._r = None
@@ -148,7 +163,9 @@ class CaptureReader:
         out = ffi.new("lt_reader **")
         st = lib.lt_reader_open(os.fsencode(self.path), out, err, 512)
         if st != lib.LT_OK:
-            raise capture_error(st, c_string(err) or f"{self.path}: cannot open (status {st})", self.path)
+            text = c_string(err) or f"{self.path}: cannot open (status {st})"
+            what = _refused_file(self.path) if st == lib.LT_ERR_FORMAT else None
+            raise capture_error(st, f"{self.path}: {what}" if what else text, self.path)
         self._r = out[0]
 
     @classmethod

@@ -218,12 +218,19 @@ int lt_reader_open(const char *path, lt_reader **out, char *err, size_t errlen) 
  * ends (a record cut by it, or pcap's caplen past the end) is taken back while the stream goes
  * on: the frames before it are handed out, or, with none, the window grows (doubling) until the
  * record fits or the stream ends. The parsers refuse any record over 256 MiB (LT_MAX_CAPLEN,
- * LT_MAX_BLOCK) whatever follows, so the window never exceeds that plus one read. */
+ * LT_MAX_BLOCK) whatever follows, so the window never exceeds that plus one read. A quiet stream
+ * is waited on LT_STREAM_WAIT_MS at a time: lt_reader_next then returns LT_OK with no frame (as a
+ * live source does), so that the caller can act on --duration or a signal. */
 #define LT_STREAM_WINDOW (4u << 20)
 
+/* How long one lt_reader_next waits on a quiet stream before it returns LT_OK with no frame, so
+ * that its caller can act on a deadline or a signal (a writer may stay silent for hours). */
+#define LT_STREAM_WAIT_MS 100
+
 /* Read until map holds `want` bytes, the stream ends, or (block == 0, or after one read) nothing
- * more is ready. LT_OK, or LT_ERR_NOMEM / LT_ERR_IO (set). */
-static int stream_fill(lt_reader *r, size_t want, int block) {
+ * more is ready; a blocking fill waits LT_STREAM_WAIT_MS at most, or until a signal, and then sets
+ * *idle. LT_OK, or LT_ERR_NOMEM / LT_ERR_IO (set). */
+static int stream_fill(lt_reader *r, size_t want, int block, int *idle) {
     if (want > r->cap) {
         size_t cap = r->cap * 2 > want ? r->cap * 2 : want;
         uint8_t *b = realloc((void *)r->map, cap);
@@ -233,7 +240,10 @@ static int stream_fill(lt_reader *r, size_t want, int block) {
     }
     while (r->size < want && !r->stream_eof) {
         struct pollfd pfd = {.fd = r->fd, .events = POLLIN};
-        if (!block && poll(&pfd, 1, 0) != 1) break; /* (EINTR: as not ready) */
+        if (poll(&pfd, 1, block ? LT_STREAM_WAIT_MS : 0) != 1) { /* (EINTR: as not ready) */
+            if (block) *idle = 1;
+            break;
+        }
         ssize_t got = read(r->fd, (uint8_t *)r->map + r->size, r->cap - r->size);
         if (got > 0) {
             r->size += (size_t)got;
@@ -270,12 +280,14 @@ static int stream_undo(lt_reader *r) {
     return 1;
 }
 
-static size_t stream_next(lt_reader *r, lt_frame *frames, size_t max) {
+/* Frames of the stream, or 0 with *idle set when it had nothing more within a wait. */
+static size_t stream_next(lt_reader *r, lt_frame *frames, size_t max, int *idle) {
     size_t want = LT_STREAM_WINDOW;
     int block = r->size == r->pos; /* nothing left to parse: wait for the stream */
     for (;;) {
         stream_slide(r);
-        if (stream_fill(r, want, block) != LT_OK) return 0;
+        if (stream_fill(r, want, block, idle) != LT_OK) return 0;
+        if (*idle) return 0; /* nothing came: the parsers would decide nothing new */
         size_t k = r->fmt->next(r, frames, max);
         if (!stream_undo(r) || k) return k;
         /* no frame: the record at pos needs more than the window holds (pos may have passed blocks) */
@@ -305,7 +317,8 @@ int lt_reader_open_fd(int fd, const char *name, const uint8_t *prefix, size_t pr
     r->size = r->info.file_size = prefix_len;
     size_t want = LT_STREAM_WINDOW;
     for (;;) {
-        int st = stream_fill(r, want, 1);
+        int idle = 0; /* (a quiet stream: wait on for its file header) */
+        int st = stream_fill(r, want, 1, &idle);
         if (st != LT_OK) {
             lt_errf(err, errlen, "%s: %s", name, r->info.message);
             lt_reader_close(r);
@@ -387,10 +400,11 @@ int lt_reader_next(lt_reader *r, lt_frame *frames, size_t max, size_t *n) {
     if (r->state) return r->state;
     if (!frames || max == 0) return LT_ERR_ARG;
     if (r->stream) {
-        size_t k = stream_next(r, frames, max);
+        int idle = 0;
+        size_t k = stream_next(r, frames, max, &idle);
         r->info.frames += k;
         *n = k;
-        if (k) return LT_OK;
+        if (k || (idle && !r->state)) return LT_OK;
         return r->state ? r->state : LT_EOF;
     }
     if (r->ops) {

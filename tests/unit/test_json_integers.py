@@ -113,24 +113,32 @@ def ledger(tmp_path_factory, keydir) -> Path:
     return led
 
 
-def test_query_json_carries_64_bit_columns_as_strings(ledger, keydir):
+def test_query_json_writes_every_integer_as_a_number_as_duckdb_does(ledger, keydir):
+    """DuckDB's types decide: BIGINT (count(*)), UBIGINT (seq, ts_ns) and HUGEINT values are JSON
+    numbers with their exact digits, as DuckDB's own JSON output writes them, at any depth."""
+    import duckdb
+
     sql = (f"SELECT seq + {BIG} AS big, ts_ns, wire_len, [seq + {BIG}] AS l, {{'s': seq + {BIG}, 'w': wire_len}} AS st, "
-           f"count(*) OVER () AS n FROM records ORDER BY seq LIMIT 2")
+           f"count(*) OVER () AS n, seq::HUGEINT AS h FROM records ORDER BY seq LIMIT 2")
     want_ts = [int(x) for x in cli("query", ledger, "SELECT ts_ns FROM records ORDER BY seq LIMIT 2",
                                    "--format", "csv").stdout.split()[1:]]
-    assert min(want_ts) > SAFE  # a nanosecond timestamp is always past 2^53
+    assert min(want_ts) > SAFE  # a nanosecond timestamp is past 2^53: exact only as an integer
     for fmt in ("json", "jsonl"):
         r = cli("query", ledger, sql, "--format", fmt, "--trust", keydir / "verifier.pub")
         assert r.returncode == 0, r.stderr
-        docs = [r.stdout] if fmt == "json" else r.stdout.splitlines()
-        for d in docs:
-            _assert_safe(d)
-        rows = _as_doubles(r.stdout) if fmt == "json" else [_as_doubles(ln) for ln in docs]
-        assert [x["big"] for x in rows] == [str(BIG), str(BIG + 1)]
-        assert [x["ts_ns"] for x in rows] == [str(t) for t in want_ts]
-        assert [x["l"] for x in rows] == [[str(BIG)], [str(BIG + 1)]]
-        assert [x["st"]["s"] for x in rows] == [str(BIG), str(BIG + 1)] and all(x["n"] == "294" for x in rows)
-        assert all(type(x["wire_len"]) is float and type(x["st"]["w"]) is float for x in rows)  # UINTEGER: numbers
+        lines = r.stdout.splitlines()
+        rows = json.loads(r.stdout) if fmt == "json" else [json.loads(ln) for ln in lines]
+        assert [x["big"] for x in rows] == [BIG, BIG + 1]
+        assert [x["ts_ns"] for x in rows] == want_ts
+        assert [x["l"] for x in rows] == [[BIG], [BIG + 1]]
+        assert [x["st"]["s"] for x in rows] == [BIG, BIG + 1]
+        assert [x["n"] for x in rows] == [294, 294] and [x["h"] for x in rows] == [0, 1]
+        assert all(type(x["wire_len"]) is int for x in rows)
+    # the same values DuckDB's own JSON writer gives for a count
+    (n,) = json.loads(cli("query", ledger, "SELECT count(*) AS n FROM records", "--json",
+                          "--trust", keydir / "verifier.pub").stdout)
+    duck = duckdb.sql("SELECT to_json({'n': 294::BIGINT})").fetchall()[0][0]
+    assert n == json.loads(duck) == {"n": 294}
 
 
 def test_recompute_report_and_details_carry_seq_and_ts_as_strings(ledger, keydir, tmp_path):
@@ -150,7 +158,8 @@ def test_recompute_report_and_details_carry_seq_and_ts_as_strings(ledger, keydir
     _assert_safe(r.stdout)
     rep = _as_doubles(r.stdout)
     (ex,) = rep["examples_ledger_only"]
-    ts10 = json.loads(cli("query", ledger, "SELECT ts_ns FROM records WHERE seq = 10", "--json").stdout)[0]["ts_ns"]
+    ts10 = cli("query", ledger, "SELECT ts_ns FROM records WHERE seq = 10",
+               "--format", "csv").stdout.split()[1]
     assert (ex["seq"], ex["ts_ns"]) == ("10", ts10) and int(ts10) > SAFE
     assert (rep["window"]["from_ns"], rep["window"]["to_ns"]) == (str(lo), str(2**62))
     (line,) = details.read_text().splitlines()

@@ -145,7 +145,7 @@ def test_cli_exit_codes_and_json(ledger, keydir, other_keydir, tmp_path):
 
     r = cli("query", ledger, "SELECT seq, digest FROM records ORDER BY seq LIMIT 2", "--format", "json")
     rows = json.loads(r.stdout)
-    assert [x["seq"] for x in rows] == ["0", "1"] and all(len(x["digest"]) == 32 for x in rows)
+    assert [x["seq"] for x in rows] == [0, 1] and all(len(x["digest"]) == 32 for x in rows)
 
     out = tmp_path / "d.parquet"
     r = cli("recompute", SAMPLE, "--digest-key", keydir / "digest.key", "--algorithm", "siphash-1-3-128",
