@@ -19,6 +19,13 @@ class BuildPyWithSamples(build_py):
 
 
 # The kernel-bypass source modules (AF_XDP, DPDK) are built where pkg-config finds their libraries.
-OPTIONAL = runpy.run_path(str(Path(__file__).parent / "native" / "build_ffi.py"))["OPTIONAL_BUILDERS"]
-setup(cffi_modules=["native/build_ffi.py:ffibuilder", *(f"native/build_ffi.py:{b}" for b in OPTIONAL)],
-      cmdclass={"build_py": BuildPyWithSamples})
+OPTIONAL = runpy.run_path(str(Path(__file__).parent / "native" / "build_ffi.py"))[
+    "OPTIONAL_BUILDERS"
+]
+setup(
+    cffi_modules=[
+        "native/build_ffi.py:ffibuilder",
+        *(f"native/build_ffi.py:{b}" for b in OPTIONAL),
+    ],
+    cmdclass={"build_py": BuildPyWithSamples},
+)

@@ -17,9 +17,8 @@ no numpy, cffi, pyarrow or DuckDB until a script calls into them.
 import importlib as _importlib
 import os as _os
 
-from .errors import DataError, HostError, LedgerError
-
 from ._version import __version__
+from .errors import DataError, HostError, LedgerError
 
 # numpy's OpenBLAS starts one spinning thread per core on import; ledgertool does no BLAS work, and
 # those threads took a core from the digest workers on a 2-core machine.

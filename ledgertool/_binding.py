@@ -41,10 +41,14 @@ def _compiled_module() -> ModuleType:
     except ModuleNotFoundError as e:
         if e.name != "ledgertool._native":
             raise
-        raise NativeModuleError(f"ledgertool's native module (ledgertool._native) is not built: {_REBUILD}") from None
+        raise NativeModuleError(
+            f"ledgertool's native module (ledgertool._native) is not built: {_REBUILD}"
+        ) from None
 
 
-def check_build(module: ModuleType, abi_version: int = ABI_VERSION, package_version: str = __version__) -> None:
+def check_build(
+    module: ModuleType, abi_version: int = ABI_VERSION, package_version: str = __version__
+) -> None:
     """NativeModuleError unless `module` was built from ABI `abi_version` and for `package_version`.
 
     A module older than the check itself has neither constant; that is a mismatch too."""
@@ -57,7 +61,8 @@ def check_build(module: ModuleType, abi_version: int = ABI_VERSION, package_vers
         raise NativeModuleError(
             f"ledgertool's native module {module.__file__} was built from other sources (ABI "
             f"{built_abi if built_abi is not None else 'unknown'}, ledgertool {built_for or 'unknown'}) than this "
-            f"checkout (ABI {abi_version}, ledgertool {package_version}): {_REBUILD}")
+            f"checkout (ABI {abi_version}, ledgertool {package_version}): {_REBUILD}"
+        )
 
 
 _native = _compiled_module()
@@ -68,18 +73,21 @@ lib = _native.lib
 
 # ---- optional source modules -----------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class OptionalModule:
     """A frame-source module built only where pkg-config finds its libraries (native/build_ffi.py)."""
 
-    name: str      # the module ("ledgertool._source_xdp")
-    label: str     # what it is, in messages ("AF_XDP")
-    build: str     # the packages to build it
-    runtime: str   # the packages it loads at run time
+    name: str  # the module ("ledgertool._source_xdp")
+    label: str  # what it is, in messages ("AF_XDP")
+    build: str  # the packages to build it
+    runtime: str  # the packages it loads at run time
 
 
 XDP = OptionalModule("ledgertool._source_xdp", "AF_XDP", "libxdp-dev libbpf-dev", "libxdp1 libbpf1")
-DPDK = OptionalModule("ledgertool._source_dpdk", "DPDK", "libdpdk-dev (or dpdk-dev)", "dpdk (its librte_* libraries)")
+DPDK = OptionalModule(
+    "ledgertool._source_dpdk", "DPDK", "libdpdk-dev (or dpdk-dev)", "dpdk (its librte_* libraries)"
+)
 
 
 def optional_module(m: OptionalModule, source: str) -> ModuleType:
@@ -90,11 +98,16 @@ def optional_module(m: OptionalModule, source: str) -> ModuleType:
     except ModuleNotFoundError as e:
         if e.name != m.name:
             raise
-        raise InterfaceError(f"{source}: the {m.label} source is not built: install {m.build} and pkg-config, "
-                             "then reinstall ledgertool", source) from None
+        raise InterfaceError(
+            f"{source}: the {m.label} source is not built: install {m.build} and pkg-config, "
+            "then reinstall ledgertool",
+            source,
+        ) from None
     except ImportError as e:  # built, but a library it links is missing on this machine
-        raise InterfaceError(f"{source}: the {m.label} source cannot load its libraries ({e}): install "
-                             f"{m.runtime}", source) from None
+        raise InterfaceError(
+            f"{source}: the {m.label} source cannot load its libraries ({e}): install {m.runtime}",
+            source,
+        ) from None
     check_build(module)
     return module
 
@@ -103,6 +116,7 @@ def optional_module(m: OptionalModule, source: str) -> ModuleType:
 # Native calls return LT_OK or an LT_ERR_* code and write the reason into a caller buffer or the
 # reader's info. Which exception a failure is depends on what the call was working on, so there
 # is one function per kind of subject; each returns the exception for the caller to raise.
+
 
 def c_string(buf) -> str:
     """The NUL-terminated text native code wrote into a char buffer; bytes that are not UTF-8 (a
@@ -121,7 +135,9 @@ def check(status: int, what: str) -> None:
     raise ValueError(f"{what} (status {status})")
 
 
-def capture_error(status: int, text: str, path: str, offset: int | None = None) -> CaptureFormatError:
+def capture_error(
+    status: int, text: str, path: str, offset: int | None = None
+) -> CaptureFormatError:
     """A capture file that cannot be opened or read (any status): the native text names the file
     and byte offset; `path` is prefixed where it does not."""
     text = text or f"cannot read (status {status})"
@@ -153,10 +169,14 @@ def live_read_error(status: int, text: str, source: str, iface: str) -> Interfac
     return InterfaceError(f"{source}: {text or f'read error (status {status})'}", iface)
 
 
-def replay_open_error(status: int, text: str, path: str, iface: str) -> CaptureFormatError | UsageError | InterfaceError:
+def replay_open_error(
+    status: int, text: str, path: str, iface: str
+) -> CaptureFormatError | UsageError | InterfaceError:
     """lt_replay_open failed: the capture file (a bad format, or an I/O error the text puts on the
     file), a bad setting, or the interface."""
-    if status in (lib.LT_ERR_FORMAT, lib.LT_ERR_CORRUPT) or (status == lib.LT_ERR_IO and text.startswith(path)):
+    if status in (lib.LT_ERR_FORMAT, lib.LT_ERR_CORRUPT) or (
+        status == lib.LT_ERR_IO and text.startswith(path)
+    ):
         return CaptureFormatError(text or f"{path}: cannot read", path)
     if status == lib.LT_ERR_ARG:
         return UsageError(text)
@@ -176,13 +196,19 @@ def workload_error(text: str, path: str) -> WorkloadSpecError:
 def plugin_error(status: int, source: str, kind: str) -> InterfaceError:
     """lt_reader_open_source refused an optional module's source: LT_ERR_ARG is a layout mismatch
     (the module was built from another ledgertool.h), anything else memory."""
-    why = "was built against another ledgertool.h: rebuild" if status == lib.LT_ERR_ARG else "out of memory"
+    why = (
+        "was built against another ledgertool.h: rebuild"
+        if status == lib.LT_ERR_ARG
+        else "out of memory"
+    )
     return InterfaceError(f"{source}: the {kind} source module {why}", source)
 
 
 def hardening_error(text: str, path: str | None) -> KeyFileError:
     """lt_no_core_dumps failed: no secret key is loaded into a process that could dump it."""
-    return KeyFileError(f"{path or 'key'}: cannot disable core dumps before loading a secret key: {text}")
+    return KeyFileError(
+        f"{path or 'key'}: cannot disable core dumps before loading a secret key: {text}"
+    )
 
 
 def bench_error(status: int, what: str) -> UsageError:

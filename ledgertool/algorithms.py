@@ -39,65 +39,138 @@ class Algorithm:
     caveat: str | None = None
 
 
-_SIP_SECRET = ("PRF: digests are unpredictable and unforgeable to anyone without the key "
-               "(SipHash security claim, 128-bit output)")
-_SIP64_SECRET = ("PRF with a 64-bit output: unforgeable without the key, but any 2^32 frames are likely to "
-                 "contain a collision (birthday bound); bench only")
-_SIP_KNOWN = ("none: SipHash is not collision resistant; a prover who knows the key can "
-              "construct colliding frames")
+_SIP_SECRET = (
+    "PRF: digests are unpredictable and unforgeable to anyone without the key "
+    "(SipHash security claim, 128-bit output)"
+)
+_SIP64_SECRET = (
+    "PRF with a 64-bit output: unforgeable without the key, but any 2^32 frames are likely to "
+    "contain a collision (birthday bound); bench only"
+)
+_SIP_KNOWN = (
+    "none: SipHash is not collision resistant; a prover who knows the key can "
+    "construct colliding frames"
+)
 
-_GMAC_SECRET = ("MAC: unforgeable and unpredictable while the tags stay secret from the prover "
-                "(NIST SP 800-38D); with the fixed all-zero IV, anyone who sees two (frame, tag) pairs "
-                "can solve for the GHASH key H and forge tags for any frame")
-_GMAC_KNOWN = ("none: with the key, GHASH is linear in the frame, so colliding frames are trivial "
-               "to construct")
-GMAC_WARNING = ("aes-128-gmac uses a fixed all-zero IV: anyone who sees two (frame, tag) pairs can "
-                "solve for the GHASH key and forge tags, so this ledger is only sound while its "
-                "digests stay secret from the prover (docs/algorithms.md)")
+_GMAC_SECRET = (
+    "MAC: unforgeable and unpredictable while the tags stay secret from the prover "
+    "(NIST SP 800-38D); with the fixed all-zero IV, anyone who sees two (frame, tag) pairs "
+    "can solve for the GHASH key H and forge tags for any frame"
+)
+_GMAC_KNOWN = (
+    "none: with the key, GHASH is linear in the frame, so colliding frames are trivial to construct"
+)
+GMAC_WARNING = (
+    "aes-128-gmac uses a fixed all-zero IV: anyone who sees two (frame, tag) pairs can "
+    "solve for the GHASH key and forge tags, so this ledger is only sound while its "
+    "digests stay secret from the prover (docs/algorithms.md)"
+)
 GMAC_OPT_IN = "--accept-gmac-forgery-risk"
-GMAC_CAVEAT = ("aes-128-gmac with its fixed IV: anyone who has seen two (frame, tag) pairs of this ledger, "
-               "as its holder has, can compute the tag of any frame without the key, so this verdict shows "
-               "that frames were captured only if the tags never reached the prover (docs/algorithms.md, "
-               "\"GMAC with a fixed IV\")")
+GMAC_CAVEAT = (
+    "aes-128-gmac with its fixed IV: anyone who has seen two (frame, tag) pairs of this ledger, "
+    "as its holder has, can compute the tag of any frame without the key, so this verdict shows "
+    "that frames were captured only if the tags never reached the prover (docs/algorithms.md, "
+    '"GMAC with a fixed IV")'
+)
 _B3_SECRET = "PRF/MAC: unpredictable and unforgeable without the key (BLAKE3 keyed_hash)"
-_B3_KNOWN = ("collision resistant: BLAKE3 stays a collision-resistant hash with a known key "
-             "(~2^{} work for a collision at {}-bit output)")
+_B3_KNOWN = (
+    "collision resistant: BLAKE3 stays a collision-resistant hash with a known key "
+    "(~2^{} work for a collision at {}-bit output)"
+)
 _HMAC_SECRET = "PRF/MAC: unforgeable without the key (RFC 2104, RFC 4231; truncated to 128 bits)"
-_HMAC_KNOWN = ("collision resistant: colliding frames need a SHA-256 collision; ~2^64 work at the "
-               "128-bit truncation (birthday bound)")
+_HMAC_KNOWN = (
+    "collision resistant: colliding frames need a SHA-256 collision; ~2^64 work at the "
+    "128-bit truncation (birthday bound)"
+)
 
 
 def _algorithm(name: str, native_id: int, *args, **kwargs) -> Algorithm:
     """An Algorithm with its id (LT_ALG_*) and its key and digest sizes as the native registry has them."""
-    return Algorithm(name, native_id, lib.lt_key_size(native_id), lib.lt_digest_size(native_id), *args, **kwargs)
+    return Algorithm(
+        name, native_id, lib.lt_key_size(native_id), lib.lt_digest_size(native_id), *args, **kwargs
+    )
 
 
 ALGORITHMS: dict[str, Algorithm] = {
     a.name: a
     for a in (
-        _algorithm("siphash-1-3-128", lib.LT_ALG_SIPHASH_1_3_128, True, _SIP_SECRET, _SIP_KNOWN,
-                   "Aumasson & Bernstein, SipHash: a fast short-input PRF, INDOCRYPT 2012"),
-        _algorithm("siphash-2-4-128", lib.LT_ALG_SIPHASH_2_4_128, True, _SIP_SECRET, _SIP_KNOWN,
-                   "Aumasson & Bernstein, SipHash: a fast short-input PRF, INDOCRYPT 2012"),
-        _algorithm("siphash-1-3-64", lib.LT_ALG_SIPHASH_1_3_64, False, _SIP64_SECRET, _SIP_KNOWN,
-                   "bench only: 64-bit digests collide after ~2^32 frames"),
-        _algorithm("siphash-2-4-64", lib.LT_ALG_SIPHASH_2_4_64, False, _SIP64_SECRET, _SIP_KNOWN,
-                   "bench only: 64-bit digests collide after ~2^32 frames"),
-        _algorithm("aes-128-gmac", lib.LT_ALG_AES_128_GMAC, True, _GMAC_SECRET, _GMAC_KNOWN,
-                   "NIST SP 800-38D (GCM/GMAC), empty plaintext, frame as AAD, all-zero 96-bit IV",
-                   creation_warning=GMAC_WARNING, risk_opt_in=GMAC_OPT_IN, caveat=GMAC_CAVEAT),
-        _algorithm("blake3-keyed-128", lib.LT_ALG_BLAKE3_KEYED_128, True, _B3_SECRET, _B3_KNOWN.format(64, 128),
-                   "O'Connor, Aumasson, Neves, Wilcox-O'Hearn, BLAKE3 specification (2020), keyed_hash"),
-        _algorithm("blake3-keyed-256", lib.LT_ALG_BLAKE3_KEYED_256, True, _B3_SECRET, _B3_KNOWN.format(128, 256),
-                   "O'Connor, Aumasson, Neves, Wilcox-O'Hearn, BLAKE3 specification (2020), keyed_hash"),
-        _algorithm("hmac-sha256-128", lib.LT_ALG_HMAC_SHA256_128, True, _HMAC_SECRET, _HMAC_KNOWN,
-                   "RFC 2104 (HMAC), FIPS 180-4 (SHA-256), RFC 4231 (test cases, truncation)"),
+        _algorithm(
+            "siphash-1-3-128",
+            lib.LT_ALG_SIPHASH_1_3_128,
+            True,
+            _SIP_SECRET,
+            _SIP_KNOWN,
+            "Aumasson & Bernstein, SipHash: a fast short-input PRF, INDOCRYPT 2012",
+        ),
+        _algorithm(
+            "siphash-2-4-128",
+            lib.LT_ALG_SIPHASH_2_4_128,
+            True,
+            _SIP_SECRET,
+            _SIP_KNOWN,
+            "Aumasson & Bernstein, SipHash: a fast short-input PRF, INDOCRYPT 2012",
+        ),
+        _algorithm(
+            "siphash-1-3-64",
+            lib.LT_ALG_SIPHASH_1_3_64,
+            False,
+            _SIP64_SECRET,
+            _SIP_KNOWN,
+            "bench only: 64-bit digests collide after ~2^32 frames",
+        ),
+        _algorithm(
+            "siphash-2-4-64",
+            lib.LT_ALG_SIPHASH_2_4_64,
+            False,
+            _SIP64_SECRET,
+            _SIP_KNOWN,
+            "bench only: 64-bit digests collide after ~2^32 frames",
+        ),
+        _algorithm(
+            "aes-128-gmac",
+            lib.LT_ALG_AES_128_GMAC,
+            True,
+            _GMAC_SECRET,
+            _GMAC_KNOWN,
+            "NIST SP 800-38D (GCM/GMAC), empty plaintext, frame as AAD, all-zero 96-bit IV",
+            creation_warning=GMAC_WARNING,
+            risk_opt_in=GMAC_OPT_IN,
+            caveat=GMAC_CAVEAT,
+        ),
+        _algorithm(
+            "blake3-keyed-128",
+            lib.LT_ALG_BLAKE3_KEYED_128,
+            True,
+            _B3_SECRET,
+            _B3_KNOWN.format(64, 128),
+            "O'Connor, Aumasson, Neves, Wilcox-O'Hearn, BLAKE3 specification (2020), keyed_hash",
+        ),
+        _algorithm(
+            "blake3-keyed-256",
+            lib.LT_ALG_BLAKE3_KEYED_256,
+            True,
+            _B3_SECRET,
+            _B3_KNOWN.format(128, 256),
+            "O'Connor, Aumasson, Neves, Wilcox-O'Hearn, BLAKE3 specification (2020), keyed_hash",
+        ),
+        _algorithm(
+            "hmac-sha256-128",
+            lib.LT_ALG_HMAC_SHA256_128,
+            True,
+            _HMAC_SECRET,
+            _HMAC_KNOWN,
+            "RFC 2104 (HMAC), FIPS 180-4 (SHA-256), RFC 4231 (test cases, truncation)",
+        ),
     )
 }
 
 # Strip modes: name -> native id (definitions in digest/strip.py, rules in docs/strip-modes.md).
-STRIP_MODES: dict[str, int] = {"frame": lib.LT_STRIP_FRAME, "l3": lib.LT_STRIP_L3, "payload": lib.LT_STRIP_PAYLOAD,
-                               "rdma": lib.LT_STRIP_RDMA}
+STRIP_MODES: dict[str, int] = {
+    "frame": lib.LT_STRIP_FRAME,
+    "l3": lib.LT_STRIP_L3,
+    "payload": lib.LT_STRIP_PAYLOAD,
+    "rdma": lib.LT_STRIP_RDMA,
+}
 
 
 def get_algorithm(name: str, *, for_ledger: bool = True) -> Algorithm:
@@ -125,7 +198,9 @@ def get_strip_mode(name: str) -> int:
     try:
         return STRIP_MODES[name]
     except KeyError:
-        raise AlgorithmError(f"unsupported strip mode {name!r}; supported: {', '.join(STRIP_MODES)}") from None
+        raise AlgorithmError(
+            f"unsupported strip mode {name!r}; supported: {', '.join(STRIP_MODES)}"
+        ) from None
 
 
 def algorithm_caveat(name: object) -> str | None:

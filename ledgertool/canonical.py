@@ -19,8 +19,16 @@ import rfc8785
 
 from .errors import DataError, LedgerFormatError
 
-__all__ = ["MAX_DOCUMENT_BYTES", "MAX_DOCUMENT_DEPTH", "MAX_SAFE_INTEGER", "SignedDocument",
-           "b64decode_canonical", "canonical_json", "loads_format_object", "loads_strict"]
+__all__ = [
+    "MAX_DOCUMENT_BYTES",
+    "MAX_DOCUMENT_DEPTH",
+    "MAX_SAFE_INTEGER",
+    "SignedDocument",
+    "b64decode_canonical",
+    "canonical_json",
+    "loads_format_object",
+    "loads_strict",
+]
 
 MAX_SAFE_INTEGER = 2**53 - 1
 """Largest integer magnitude that survives RFC 8785's IEEE-754 double number model."""
@@ -72,8 +80,9 @@ def canonical_json(obj: Any) -> bytes:
         # writes as itself; integers within +/-(2^53-1) are their decimal digits in both. Member
         # order: RFC 8785 sorts keys by UTF-16 code units, which for ASCII keys is the code-point
         # order Python's sort gives.
-        return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                          allow_nan=False).encode("ascii")
+        return json.dumps(
+            obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        ).encode("ascii")
     _check(obj, "$")
     return rfc8785.dumps(obj)
 
@@ -169,7 +178,7 @@ def _tree_ok(doc: Any) -> bool:
         if t is dict or t is list:
             if depth > MAX_DOCUMENT_DEPTH:
                 return False
-            for value in (obj.values() if t is dict else obj):
+            for value in obj.values() if t is dict else obj:
                 tv = type(value)
                 if tv is str or tv is bool or value is None:
                     continue
@@ -194,8 +203,12 @@ def _check_tree(doc: Any) -> None:
         if isinstance(obj, _Number):
             shown = obj if len(obj) <= 24 else obj[:24] + "..."
             if obj.lstrip("-").isdigit():
-                raise _Refused(f"integer {shown} at {path} is outside +/-(2^53-1) (RFC 8785 numbers are IEEE doubles)")
-            raise _Refused(f"number {shown} at {path} is not an integer (ledgertool documents hold integers only)")
+                raise _Refused(
+                    f"integer {shown} at {path} is outside +/-(2^53-1) (RFC 8785 numbers are IEEE doubles)"
+                )
+            raise _Refused(
+                f"number {shown} at {path} is not an integer (ledgertool documents hold integers only)"
+            )
         if isinstance(obj, (dict, list)):
             if depth > MAX_DOCUMENT_DEPTH:
                 raise _Refused(f"nested deeper than {MAX_DOCUMENT_DEPTH} levels at {path}")
@@ -209,9 +222,13 @@ def _check_tree(doc: Any) -> None:
             try:
                 obj.encode("utf-8")
             except UnicodeEncodeError:
-                raise _Refused(f"string at {path} holds a lone UTF-16 surrogate (a \\ud800-\\udfff escape)") from None
+                raise _Refused(
+                    f"string at {path} holds a lone UTF-16 surrogate (a \\ud800-\\udfff escape)"
+                ) from None
         elif type(obj) is int and not -MAX_SAFE_INTEGER <= obj <= MAX_SAFE_INTEGER:
-            raise _Refused(f"integer {obj} at {path} is outside +/-(2^53-1) (RFC 8785 numbers are IEEE doubles)")
+            raise _Refused(
+                f"integer {obj} at {path} is outside +/-(2^53-1) (RFC 8785 numbers are IEEE doubles)"
+            )
 
 
 def loads_strict(data: bytes, where: str, max_bytes: int = MAX_DOCUMENT_BYTES) -> Any:
@@ -226,25 +243,36 @@ def loads_strict(data: bytes, where: str, max_bytes: int = MAX_DOCUMENT_BYTES) -
     MAX_DOCUMENT_DEPTH; trailing data after the document.
     """
     if len(data) > max_bytes:
-        raise LedgerFormatError(f"{where}: {len(data)} bytes, more than the {max_bytes} a document may have")
+        raise LedgerFormatError(
+            f"{where}: {len(data)} bytes, more than the {max_bytes} a document may have"
+        )
     try:
         text = bytes(data).decode("utf-8")
     except UnicodeDecodeError as e:
         raise LedgerFormatError(f"{where}: not UTF-8 at byte {e.start}") from None
     if text.startswith("\ufeff"):
-        raise LedgerFormatError(f"{where}: starts with a byte order mark (RFC 8259 s8.1 forbids it)")
+        raise LedgerFormatError(
+            f"{where}: starts with a byte order mark (RFC 8259 s8.1 forbids it)"
+        )
     try:
-        doc = json.loads(text, object_pairs_hook=_unique_members, parse_float=_Number, parse_int=_int,
-                         parse_constant=_no_constant)
+        doc = json.loads(
+            text,
+            object_pairs_hook=_unique_members,
+            parse_float=_Number,
+            parse_int=_int,
+            parse_constant=_no_constant,
+        )
         if _SURROGATE_ESCAPE.search(text) is not None or not _tree_ok(doc):
             _check_tree(doc)
     except json.JSONDecodeError as e:
-        at = len(text[:e.pos].encode("utf-8"))
+        at = len(text[: e.pos].encode("utf-8"))
         raise LedgerFormatError(f"{where}: not JSON at byte {at} ({e.msg})") from None
     except _Refused as e:
         raise LedgerFormatError(f"{where}: {e}") from None
     except RecursionError:
-        raise LedgerFormatError(f"{where}: nested deeper than {MAX_DOCUMENT_DEPTH} levels") from None
+        raise LedgerFormatError(
+            f"{where}: nested deeper than {MAX_DOCUMENT_DEPTH} levels"
+        ) from None
     return doc
 
 
@@ -261,8 +289,9 @@ def b64decode_canonical(s: str) -> bytes:
     return raw
 
 
-def loads_format_object(data: bytes, where: str, fmt: str, what: str,
-                        error: type[DataError] = LedgerFormatError) -> dict:
+def loads_format_object(
+    data: bytes, where: str, fmt: str, what: str, error: type[DataError] = LedgerFormatError
+) -> dict:
     """A strictly parsed JSON object (loads_strict) whose `format` member is `fmt`; otherwise
     `error` (LedgerFormatError, or KeyFileError for key files) naming `where` and `what`."""
     try:
@@ -290,8 +319,11 @@ class SignedDocument:
     def of(cls, doc: Mapping):
         """The typed value of a parsed (or just built) document; the mapping is copied, not kept."""
         doc = dict(doc)
-        known = {f.name: doc.get(f.name, None if f.default is MISSING else f.default)
-                 for f in fields(cls) if not f.kw_only}
+        known = {
+            f.name: doc.get(f.name, None if f.default is MISSING else f.default)
+            for f in fields(cls)
+            if not f.kw_only
+        }
         return cls(**known, members=frozenset(doc), _document=doc)
 
     def has(self, member: str) -> bool:

@@ -29,7 +29,9 @@ def sample_path(name: str = SAMPLE_NAME) -> Path:
     src = Path(__file__).resolve().parent.parent / "samples" / name
     if src.is_file():
         return src
-    raise HostError(f"bundled sample {name} not found (looked in the package data and {src.parent})")
+    raise HostError(
+        f"bundled sample {name} not found (looked in the package data and {src.parent})"
+    )
 
 
 def run_demo(workdir: Path | None = None, segment_records: int = 100) -> dict:
@@ -37,24 +39,37 @@ def run_demo(workdir: Path | None = None, segment_records: int = 100) -> dict:
     with "ok" and human-readable "lines"."""
     workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="ledgertool-demo-"))
     if workdir.exists() and not workdir.is_dir():
-        raise UsageError(f"{workdir}: not a directory; ", Setting("workdir"), " needs a directory (it is created if absent)")
+        raise UsageError(
+            f"{workdir}: not a directory; ",
+            Setting("workdir"),
+            " needs a directory (it is created if absent)",
+        )
     try:
         workdir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise HostError(f"{workdir}: cannot create the demo directory: {e.strerror}") from None
     keydir, ledger = workdir / "keys", workdir / "ledger"
     if (keydir / "digest.key").exists() or ledger.exists():
-        raise UsageError(f"{workdir}: already holds a demo (keys/ or ledger/); pick an empty ", Setting("workdir"))
+        raise UsageError(
+            f"{workdir}: already holds a demo (keys/ or ledger/); pick an empty ",
+            Setting("workdir"),
+        )
     sample = sample_path()
     generate_keys(keydir)
     dk = DigestKey.load(keydir / "digest.key")
     sk = SigningKey.load(keydir / "signing.key")
     trust = TrustBundle.load(keydir / "verifier.pub")
-    cap = capture_file(sample, ledger, digest_key=dk, signing_key=sk, segment_records=segment_records)
+    cap = capture_file(
+        sample, ledger, digest_key=dk, signing_key=sk, segment_records=segment_records
+    )
     ver = verify_ledger(ledger, trust)
     rec = reconcile(sample, ledger, dk, trust=trust)
-    q = run_query(ledger, "SELECT count(*) AS frames, sum(wire_len) AS wire_bytes, "
-                          "count(DISTINCT segment) AS segments FROM records", trust)
+    q = run_query(
+        ledger,
+        "SELECT count(*) AS frames, sum(wire_len) AS wire_bytes, "
+        "count(DISTINCT segment) AS segments FROM records",
+        trust,
+    )
     frames, wire_bytes, nseg = q.rows[0]
     ok = ver.ok and rec.ok and frames == cap.frames
     lines = [
@@ -69,6 +84,14 @@ def run_demo(workdir: Path | None = None, segment_records: int = 100) -> dict:
         f"{plural(frames, 'frame')}, {plural(wire_bytes, 'wire byte')}, {plural(nseg, 'segment')}",
         f"demo {'OK' if ok else 'FAILED'}  (try: ledgertool verify {ledger} --trust {keydir / 'verifier.pub'})",
     ]
-    return {"ok": ok, "workdir": str(workdir), "ledger": str(ledger), "frames": cap.frames,
-            "segments": len(cap.segments), "verify": ver.to_json(), "recompute": rec.to_json(),
-            "query": {"frames": frames, "wire_bytes": wire_bytes, "segments": nseg}, "lines": lines}
+    return {
+        "ok": ok,
+        "workdir": str(workdir),
+        "ledger": str(ledger),
+        "frames": cap.frames,
+        "segments": len(cap.segments),
+        "verify": ver.to_json(),
+        "recompute": rec.to_json(),
+        "query": {"frames": frames, "wire_bytes": wire_bytes, "segments": nseg},
+        "lines": lines,
+    }

@@ -30,9 +30,10 @@ import secrets
 import shutil
 import stat
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 
 from .errors import FileTypeError, LedgerFormatError, StorageError
 
@@ -49,7 +50,7 @@ ADVICE = {
     errno.EDQUOT: "the disk quota is used up: free space or raise the quota and rerun",
     errno.EROFS: "the file system is mounted read-only: remount it read-write or use another directory",
     errno.EIO: "the storage reported an I/O error: check the device (dmesg) and copy what is readable to "
-               "healthy storage before rerunning there",
+    "healthy storage before rerunning there",
     errno.EACCES: _ACCESS,
     errno.EPERM: _ACCESS,
     errno.EFBIG: "the file size limit (ulimit -f) or the file system's largest file size was reached",
@@ -70,10 +71,15 @@ def storage_error(e: OSError, path: PathArg, action: str, hint: str | None = Non
 
 def kind_of(mode: int) -> str:
     """'a symbolic link', 'a FIFO (named pipe)', ... for an st_mode."""
-    for test, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory"),
-                       (stat.S_ISREG, "a regular file")):
+    for test, name in (
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISREG, "a regular file"),
+    ):
         if test(mode):
             return name
     return "not a regular file"
@@ -81,13 +87,17 @@ def kind_of(mode: int) -> str:
 
 def wrong_kind(path: PathArg, mode: int, expected: str) -> FileTypeError:
     """FileTypeError '{path}: is a FIFO (named pipe); expected ...' (a link: refusing to follow it)."""
-    why = ("refusing to follow it: a ledger holds only regular files and directories (remove the link)"
-           if stat.S_ISLNK(mode) else f"expected {expected}")
+    why = (
+        "refusing to follow it: a ledger holds only regular files and directories (remove the link)"
+        if stat.S_ISLNK(mode)
+        else f"expected {expected}"
+    )
     return FileTypeError(f"{path}: is {kind_of(mode)}; {why}")
 
 
-def _lstat_kind(name: str, dfd: int | None, path: PathArg, expected: str, e: OSError,
-                follow: bool = False) -> Exception:
+def _lstat_kind(
+    name: str, dfd: int | None, path: PathArg, expected: str, e: OSError, follow: bool = False
+) -> Exception:
     """The error for a path that open(2) refused (O_NOFOLLOW: a link; ENXIO: a socket; O_DIRECTORY:
     not a directory): FileTypeError naming its kind, else StorageError for `e`."""
     try:
@@ -100,6 +110,7 @@ def _lstat_kind(name: str, dfd: int | None, path: PathArg, expected: str, e: OSE
 
 
 # ---- directories ------------------------------------------------------------------------------
+
 
 def open_dir(directory: PathArg, root: PathArg | None = None, *, create: bool = False) -> int:
     """A descriptor of `directory` (close it). Below `root`, each component is opened with
@@ -176,6 +187,7 @@ def fsync_dir(directory: PathArg, root: PathArg | None = None) -> None:
 
 # ---- writing ----------------------------------------------------------------------------------
 
+
 def _tmp_name(name: str) -> str:
     return f"{name[:200]}.{secrets.token_hex(8)}{TMP_SUFFIX}"
 
@@ -183,7 +195,7 @@ def _tmp_name(name: str) -> str:
 def _write_all(fd: int, data) -> None:
     view = memoryview(data).cast("B")
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def _create_tmp(dfd: int, name: str, mode: int) -> tuple[int, str]:
@@ -202,8 +214,14 @@ def _unlink_quietly(name: str, dfd: int) -> None:
         pass
 
 
-def write_atomic(path: PathArg, data: bytes | bytearray | memoryview, *, root: PathArg | None = None,
-                 mode: int = 0o644, what: str = "file") -> None:
+def write_atomic(
+    path: PathArg,
+    data: bytes | bytearray | memoryview,
+    *,
+    root: PathArg | None = None,
+    mode: int = 0o644,
+    what: str = "file",
+) -> None:
     """Replace `path` with `data` atomically and durably: a new file under an unpredictable name
     (O_CREAT|O_EXCL|O_NOFOLLOW), fsync, rename over `path`, fsync the directory. A link at `path`
     is replaced, never written through. StorageError / FileTypeError naming `path` (`what` says
@@ -213,8 +231,9 @@ def write_atomic(path: PathArg, data: bytes | bytearray | memoryview, *, root: P
 
 
 @contextmanager
-def atomic_file(path: PathArg, *, root: PathArg | None = None, mode: int = 0o644,
-                what: str = "file") -> Iterator[BinaryIO]:
+def atomic_file(
+    path: PathArg, *, root: PathArg | None = None, mode: int = 0o644, what: str = "file"
+) -> Iterator[BinaryIO]:
     """A binary file object whose contents replace `path` when the block ends without an error
     (as write_atomic; for writers that stream: pyarrow, csv, matplotlib). On an error nothing
     replaces `path`; an OSError inside the block becomes StorageError naming `path`."""
@@ -246,8 +265,12 @@ def check_writable(path: PathArg, *, what: str = "file") -> None:
     path = Path(path)
     try:
         if stat.S_ISDIR(os.stat(path).st_mode):
-            raise storage_error(IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR)), path, f"write {what}",
-                                "give a file name (the directory is not replaced)")
+            raise storage_error(
+                IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR)),
+                path,
+                f"write {what}",
+                "give a file name (the directory is not replaced)",
+            )
     except (FileNotFoundError, NotADirectoryError):
         pass
     except OSError as e:
@@ -255,7 +278,9 @@ def check_writable(path: PathArg, *, what: str = "file") -> None:
     try:
         dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except (FileNotFoundError, NotADirectoryError) as e:
-        raise storage_error(e, path, f"write {what}", f"{path.parent} is not an existing directory") from None
+        raise storage_error(
+            e, path, f"write {what}", f"{path.parent} is not an existing directory"
+        ) from None
     except OSError as e:
         raise storage_error(e, path, f"write {what}") from None
     try:
@@ -276,7 +301,9 @@ def atomic_path(path: PathArg, *, what: str = "file") -> Iterator[Path]:
     way. For files outside a ledger (`path`'s directory is taken as named)."""
     path = Path(path)
     try:
-        private = Path(tempfile.mkdtemp(prefix=f".{path.name[:64]}.", suffix=TMP_SUFFIX, dir=path.parent))
+        private = Path(
+            tempfile.mkdtemp(prefix=f".{path.name[:64]}.", suffix=TMP_SUFFIX, dir=path.parent)
+        )
     except OSError as e:
         raise storage_error(e, path, f"write {what}") from None
     try:
@@ -306,8 +333,11 @@ def create_new(path: PathArg, data: bytes, *, mode: int, what: str = "file") -> 
         try:
             fd = os.open(path.name, _NEW, mode, dir_fd=dfd)
         except FileExistsError:
-            raise StorageError(f"{path}: already exists; refusing to overwrite it ({what})", str(path),
-                               errno.EEXIST) from None
+            raise StorageError(
+                f"{path}: already exists; refusing to overwrite it ({what})",
+                str(path),
+                errno.EEXIST,
+            ) from None
         try:
             try:
                 os.fchmod(fd, mode)  # the umask may have cleared bits; set exactly
@@ -325,8 +355,15 @@ def create_new(path: PathArg, data: bytes, *, mode: int, what: str = "file") -> 
         os.close(dfd)
 
 
-def create_exclusive(path: PathArg, *, root: PathArg | None = None, mode: int = 0o644,
-                     append: bool = True, what: str = "file", durable_name: bool = True) -> int:
+def create_exclusive(
+    path: PathArg,
+    *,
+    root: PathArg | None = None,
+    mode: int = 0o644,
+    append: bool = True,
+    what: str = "file",
+    durable_name: bool = True,
+) -> int:
     """A write descriptor of a new file `path` (O_CREAT|O_EXCL|O_NOFOLLOW, O_APPEND by default;
     the caller closes it); its name is made durable (the directory is fsync'd) unless
     `durable_name` is False (the caller then fsyncs the directory with the file's data, fsync_dir).
@@ -356,7 +393,9 @@ def unlink(path: PathArg, *, root: PathArg | None = None, missing_ok: bool = Fal
         os.unlink(path.name, dir_fd=dfd)
     except FileNotFoundError:
         if not missing_ok:
-            raise StorageError(f"{path}: cannot remove: no such file", str(path), errno.ENOENT) from None
+            raise StorageError(
+                f"{path}: cannot remove: no such file", str(path), errno.ENOENT
+            ) from None
     except OSError as e:
         raise storage_error(e, path, "remove") from None
     finally:
@@ -370,7 +409,9 @@ def truncate(path: PathArg, size: int, *, root: PathArg | None = None) -> None:
     dfd = open_dir(path.parent, root)
     try:
         try:
-            fd = os.open(path.name, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+            fd = os.open(
+                path.name, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd
+            )
         except OSError as e:
             if e.errno == errno.ELOOP:
                 raise _lstat_kind(path.name, dfd, path, "a regular file", e, False) from None
@@ -426,8 +467,15 @@ def move(path: PathArg, new_path: PathArg, *, root: PathArg | None = None) -> No
 
 # ---- reading ----------------------------------------------------------------------------------
 
-def open_regular(path: PathArg, *, root: PathArg | None = None, follow: bool = False,
-                 what: str = "file", dir_fd: int | None = None) -> int:
+
+def open_regular(
+    path: PathArg,
+    *,
+    root: PathArg | None = None,
+    follow: bool = False,
+    what: str = "file",
+    dir_fd: int | None = None,
+) -> int:
     """A read descriptor of `path`, which must be a regular file (the caller closes it).
 
     Opened with O_NONBLOCK (a FIFO cannot block the open) and, unless `follow`, O_NOFOLLOW; then
@@ -447,8 +495,14 @@ def open_regular(path: PathArg, *, root: PathArg | None = None, follow: bool = F
             fd = os.open(path.name if dfd is not None else path, flags, dir_fd=dfd)
         except OSError as e:
             if (e.errno == errno.ELOOP and not follow) or e.errno in (errno.ENXIO, errno.ENODEV):
-                raise _lstat_kind(path.name if dfd is not None else str(path), dfd, path,
-                                  f"a regular file ({what})", e, follow) from None
+                raise _lstat_kind(
+                    path.name if dfd is not None else str(path),
+                    dfd,
+                    path,
+                    f"a regular file ({what})",
+                    e,
+                    follow,
+                ) from None
             raise storage_error(e, path, f"read {what}") from None
     finally:
         if dfd is not None and not held:
@@ -467,8 +521,14 @@ def open_regular(path: PathArg, *, root: PathArg | None = None, follow: bool = F
     return fd
 
 
-def read_with_stat(path: PathArg, limit: int | None = None, *, root: PathArg | None = None,
-                   follow: bool = False, what: str = "file") -> tuple[bytes, os.stat_result]:
+def read_with_stat(
+    path: PathArg,
+    limit: int | None = None,
+    *,
+    root: PathArg | None = None,
+    follow: bool = False,
+    what: str = "file",
+) -> tuple[bytes, os.stat_result]:
     """The bytes of regular file `path` (see open_regular) and the fstat of the descriptor they
     were read from (its mode and owner, without a second open). With `limit`, a file larger than
     `limit` bytes is LedgerFormatError naming it, and no more than limit + 1 bytes are read."""
@@ -477,7 +537,9 @@ def read_with_stat(path: PathArg, limit: int | None = None, *, root: PathArg | N
         try:
             st = os.fstat(f.fileno())
             if limit is not None and st.st_size > limit:
-                raise LedgerFormatError(f"{path}: {st.st_size} bytes, larger than a {what} can be ({limit})")
+                raise LedgerFormatError(
+                    f"{path}: {st.st_size} bytes, larger than a {what} can be ({limit})"
+                )
             data = f.read() if limit is None else f.read(limit + 1)
         except OSError as e:
             raise storage_error(e, path, f"read {what}") from None
@@ -486,7 +548,13 @@ def read_with_stat(path: PathArg, limit: int | None = None, *, root: PathArg | N
     return data, st
 
 
-def read_regular(path: PathArg, limit: int | None = None, *, root: PathArg | None = None,
-                 follow: bool = False, what: str = "file") -> bytes:
+def read_regular(
+    path: PathArg,
+    limit: int | None = None,
+    *,
+    root: PathArg | None = None,
+    follow: bool = False,
+    what: str = "file",
+) -> bytes:
     """The bytes of regular file `path`: read_with_stat without the stat."""
     return read_with_stat(path, limit, root=root, follow=follow, what=what)[0]

@@ -58,6 +58,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from . import fsio
 from ._binding import c_string, ffi, hardening_error, lib
+from .canonical import b64decode_canonical, loads_format_object, loads_strict
 from .errors import (
     AlgorithmError,
     FileTypeError,
@@ -65,7 +66,6 @@ from .errors import (
     LedgerFormatError,
     StorageError,
 )
-from .canonical import b64decode_canonical, loads_format_object, loads_strict
 
 __all__ = [
     "DIGEST_KEY_FILE",
@@ -97,6 +97,7 @@ class SignatureFinding:
     kind: str
     algorithm: str | None
     detail: str
+
 
 ED25519 = "ed25519"
 MLDSA65 = "ml-dsa-65"
@@ -159,8 +160,10 @@ def _read_key_file(path: str, kind: str) -> bytes:
     if not data.strip():
         raise KeyFileError(f"{path}: file is empty (expected {what})")
     if kind in _SECRET_KINDS and mode & 0o077 and _sniff(data) in (None, kind):
-        raise KeyFileError(f"{path}: UNPROTECTED PRIVATE KEY FILE: mode {stat.S_IMODE(mode):04o} lets group or "
-                           f"others read this {_SECRET_KINDS[kind]}; refused (run `chmod 600 {path}`)")
+        raise KeyFileError(
+            f"{path}: UNPROTECTED PRIVATE KEY FILE: mode {stat.S_IMODE(mode):04o} lets group or "
+            f"others read this {_SECRET_KINDS[kind]}; refused (run `chmod 600 {path}`)"
+        )
     return data
 
 
@@ -286,7 +289,9 @@ class DigestKey:
                 f"{path}: not a digest key (expected 64 hex characters, found {len(text)} characters)"
             )
         if not _HEX64.fullmatch(text):
-            raise KeyFileError(f"{path}: not a digest key (expected 64 hex characters, found non-hex)")
+            raise KeyFileError(
+                f"{path}: not a digest key (expected 64 hex characters, found non-hex)"
+            )
         return cls(bytes.fromhex(text), path)
 
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -479,7 +484,9 @@ class TrustBundle:
         (`verify_detailed` without the kinds). Returns ``[]`` when everything verifies."""
         return [f.detail for f in self.verify_detailed(message, signatures)]
 
-    def verify_detailed(self, message: bytes, signatures: Mapping[str, str]) -> list[SignatureFinding]:
+    def verify_detailed(
+        self, message: bytes, signatures: Mapping[str, str]
+    ) -> list[SignatureFinding]:
         """Check ``signatures`` over exactly ``message``; return a SignatureFinding per problem.
 
         ``signatures`` maps algorithm name to a base64 signature.  Every
@@ -493,32 +500,53 @@ class TrustBundle:
         ``bad_signature`` too.  Never raises for bad input.
         """
         if not isinstance(signatures, Mapping):
-            return [SignatureFinding(BAD_SIGNATURE, None, "signatures must be an object of algorithm -> base64 "
-                                                          f"signature, got {type(signatures).__name__}")]
+            return [
+                SignatureFinding(
+                    BAD_SIGNATURE,
+                    None,
+                    "signatures must be an object of algorithm -> base64 "
+                    f"signature, got {type(signatures).__name__}",
+                )
+            ]
         message = bytes(message)
         ids = self.key_ids
         problems: list[SignatureFinding] = []
         for alg in self.algorithms:
             sig = signatures.get(alg)
             if sig is None:
-                problems.append(SignatureFinding(SIGNATURE_MISSING, alg, f"{alg} signature missing"))
+                problems.append(
+                    SignatureFinding(SIGNATURE_MISSING, alg, f"{alg} signature missing")
+                )
                 continue
             if not isinstance(sig, str):
-                problems.append(SignatureFinding(BAD_SIGNATURE, alg, f"{alg} signature is not a base64 string"))
+                problems.append(
+                    SignatureFinding(BAD_SIGNATURE, alg, f"{alg} signature is not a base64 string")
+                )
                 continue
             try:
                 raw = b64decode_canonical(sig)
             except (binascii.Error, ValueError):
-                problems.append(SignatureFinding(BAD_SIGNATURE, alg, f"{alg} signature is not valid base64"))
+                problems.append(
+                    SignatureFinding(BAD_SIGNATURE, alg, f"{alg} signature is not valid base64")
+                )
                 continue
             try:
                 self._keys[alg].verify(raw, message)
             except (InvalidSignature, ValueError):
-                problems.append(SignatureFinding(BAD_SIGNATURE, alg,
-                                                 f"{alg} signature does not verify with key {ids[alg]}"))
+                problems.append(
+                    SignatureFinding(
+                        BAD_SIGNATURE, alg, f"{alg} signature does not verify with key {ids[alg]}"
+                    )
+                )
         for alg in sorted(str(a) for a in signatures if a not in self.algorithms):
-            problems.append(SignatureFinding(BAD_SIGNATURE, alg, f"unexpected {alg!r} signature: trust bundle "
-                                                                 f"(scheme {self.scheme}) has no such key"))
+            problems.append(
+                SignatureFinding(
+                    BAD_SIGNATURE,
+                    alg,
+                    f"unexpected {alg!r} signature: trust bundle "
+                    f"(scheme {self.scheme}) has no such key",
+                )
+            )
         return problems
 
 
@@ -573,8 +601,14 @@ class SigningKey:
         for name, raw in (("ed25519_private", ed25519_private), ("mldsa65_seed", mldsa65_seed)):
             if raw is not None and len(raw) != 32:
                 raise ValueError(f"{name} must be 32 bytes")
-        ed = None if ed25519_private is None else Ed25519PrivateKey.from_private_bytes(bytes(ed25519_private))
-        ml = None if mldsa65_seed is None else MLDSA65PrivateKey.from_seed_bytes(bytes(mldsa65_seed))
+        ed = (
+            None
+            if ed25519_private is None
+            else Ed25519PrivateKey.from_private_bytes(bytes(ed25519_private))
+        )
+        ml = (
+            None if mldsa65_seed is None else MLDSA65PrivateKey.from_seed_bytes(bytes(mldsa65_seed))
+        )
         return cls(scheme, ed, ml, path)
 
     @property

@@ -97,7 +97,9 @@ _DURATION_RE = re.compile(rf"^{_NUMBER}\s*(?P<unit>[a-zµ]*)$")
 # --------------------------------------------------------------------------- parsing
 
 
-def _finite_positive(value: float, what: str | tuple[str, ...], text: str, limit: float = math.inf) -> float:
+def _finite_positive(
+    value: float, what: str | tuple[str, ...], text: str, limit: float = math.inf
+) -> float:
     what = (what,) if isinstance(what, str) else what
     if not math.isfinite(value) or value <= 0:
         raise UsageError(*what, f" must be a positive finite number, got {text!r}")
@@ -131,8 +133,9 @@ def parse_duration(text: str, setting: str = "duration") -> float:
     match = _DURATION_RE.match(text.strip().lower())
     if match is None or match["unit"] not in _DURATION_UNIT:
         raise UsageError(
-            Setting(setting), f": bad duration {text!r}: expected a number with an optional unit "
-            "ns/us/ms/s/min/h/d/w/y, e.g. 1y, 30d, 1.5h, 90"
+            Setting(setting),
+            f": bad duration {text!r}: expected a number with an optional unit "
+            "ns/us/ms/s/min/h/d/w/y, e.g. 1y, 30d, 1.5h, 90",
         )
     value = float(match["num"]) * _DURATION_UNIT[match["unit"]]
     return _finite_positive(value, Setting(setting), text, MAX_DURATION_SECONDS)
@@ -183,8 +186,12 @@ def parse_bits(bits: int) -> int:
     """`bits` when it is a digest width in bits: whole bytes, MIN_BITS..MAX_BITS (8, 16, ... 1024).
     Raises UsageError naming the setting `bits` (the CLI's ``--bits``) otherwise."""
     if not (MIN_BITS <= bits <= MAX_BITS and bits % 8 == 0):
-        raise UsageError("bad digest width ", Setting("bits"), f" {bits}: must be a multiple of 8 in "
-                         f"{MIN_BITS}..{MAX_BITS} (digests are whole bytes; ledgertool's are 64, 128 or 256 bits)")
+        raise UsageError(
+            "bad digest width ",
+            Setting("bits"),
+            f" {bits}: must be a multiple of 8 in "
+            f"{MIN_BITS}..{MAX_BITS} (digests are whole bytes; ledgertool's are 64, 128 or 256 bits)",
+        )
     return bits
 
 
@@ -420,11 +427,13 @@ def window_cells(capacity: int) -> int:
     """Cells of a window table that decodes `capacity` differences (< 1 % failure at capacity)."""
     if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
         raise UsageError(
-            f"bad window capacity {capacity!r}: must be a positive number of differences")
+            f"bad window capacity {capacity!r}: must be a positive number of differences"
+        )
     cells = 3 * (math.ceil(2 * capacity / 3) + 32)
     if cells > WINDOW_MAX_CELLS:
         raise UsageError(
-            f"bad window capacity {capacity}: needs {cells} cells, more than {WINDOW_MAX_CELLS}")
+            f"bad window capacity {capacity}: needs {cells} cells, more than {WINDOW_MAX_CELLS}"
+        )
     return cells
 
 
@@ -432,7 +441,8 @@ def window_record_bytes(capacity: int, digest_bytes: int = DEFAULT_DIGEST_BYTES)
     """Bytes of one window record of a table for `capacity` differences."""
     if digest_bytes not in (16, 32):
         raise UsageError(
-            f"bad digest size {digest_bytes}: window records hold 16- or 32-byte digests")
+            f"bad digest size {digest_bytes}: window records hold 16- or 32-byte digests"
+        )
     return WINDOW_HEADER_BYTES + window_cells(capacity) * (WINDOW_CELL_FIXED_BYTES + digest_bytes)
 
 
@@ -460,8 +470,9 @@ class WindowPlan:
         return asdict(self)
 
 
-def window_plan(window_seconds: float, capacity: int, digest_bytes: int, links: int,
-                duration: float) -> WindowPlan:
+def window_plan(
+    window_seconds: float, capacity: int, digest_bytes: int, links: int, duration: float
+) -> WindowPlan:
     """Window records of `window_seconds`, a table for `capacity` differences, `links` links."""
     _finite_positive(window_seconds, "window length", repr(window_seconds), MAX_DURATION_SECONDS)
     if window_seconds < 1e-9:
@@ -509,7 +520,7 @@ _DURATION_STEPS: tuple[tuple[float, float, str], ...] = (
 
 
 def human_duration(seconds: float) -> str:
-    """"9.0 s", "3.2 h", "1.2 thousand years", ...; beyond a trillion years "4.5e+15 years"."""
+    """ "9.0 s", "3.2 h", "1.2 thousand years", ...; beyond a trillion years "4.5e+15 years"."""
     if seconds == 0:
         return "0 s"
     if not math.isfinite(seconds):
@@ -536,7 +547,7 @@ def human_bytes(n: float) -> str:
 
 
 def human_prob(p: float) -> str:
-    """"1.2e-15", "0.393", "> 0.999", "1": never "0" for a positive p nor "1" for p < 1."""
+    """ "1.2e-15", "0.393", "> 0.999", "1": never "0" for a positive p nor "1" for p < 1."""
     if p <= 0:
         return "0"
     if p >= 1:

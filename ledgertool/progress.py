@@ -7,8 +7,8 @@ frames digested, a benchmark run finished). Updates may be dropped or rate-limit
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 
 @dataclass(frozen=True)

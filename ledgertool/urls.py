@@ -23,9 +23,20 @@ from .errors import StorageError, UsageError
 _URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://(.*)", re.DOTALL)
 
 #: The package a scheme's fsspec filesystem comes in, for the "not installed" message.
-PACKAGES = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "az": "adlfs", "abfs": "adlfs",
-            "abfss": "adlfs", "hf": "huggingface_hub", "sftp": "paramiko", "ssh": "paramiko",
-            "http": "aiohttp", "https": "aiohttp"}
+PACKAGES = {
+    "s3": "s3fs",
+    "s3a": "s3fs",
+    "gs": "gcsfs",
+    "gcs": "gcsfs",
+    "az": "adlfs",
+    "abfs": "adlfs",
+    "abfss": "adlfs",
+    "hf": "huggingface_hub",
+    "sftp": "paramiko",
+    "ssh": "paramiko",
+    "http": "aiohttp",
+    "https": "aiohttp",
+}
 
 
 @dataclass(frozen=True)
@@ -72,7 +83,9 @@ def location(arg: str | os.PathLike | UrlPath) -> Location:
     if scheme.lower() == "file":
         host, sep, path = rest.partition("/")
         if host not in ("", "localhost"):
-            raise UsageError(f"{arg}: a file:// URL names a local path (file:///PATH), not host {host!r}")
+            raise UsageError(
+                f"{arg}: a file:// URL names a local path (file:///PATH), not host {host!r}"
+            )
         return Path("/" + unquote(path) if sep else "/")
     url = arg.rstrip("/")
     return UrlPath(url, filesystem(url)[1], scheme.lower())
@@ -85,8 +98,10 @@ def filesystem(url: str):
     try:
         import fsspec  # optional: only a URL needs it (ledgertool[cluster])
     except ImportError:
-        raise UsageError(f"{url}: a {scheme}:// location needs fsspec: pip install fsspec "
-                         "(or pip install 'ledgertool[cluster]')") from None
+        raise UsageError(
+            f"{url}: a {scheme}:// location needs fsspec: pip install fsspec "
+            "(or pip install 'ledgertool[cluster]')"
+        ) from None
     try:
         fs, path = fsspec.core.url_to_fs(url)
     except ImportError:

@@ -12,6 +12,7 @@ DPDK: a wheel built with them still imports where those libraries are absent (on
 libraries; LEDGERTOOL_WITHOUT=xdp,dpdk leaves them out on purpose (OPTIONAL_BUILDERS names the
 ones this machine builds; setup.py reads it).
 """
+
 import json
 import os
 import re
@@ -53,8 +54,12 @@ def package_version() -> str:
 # Defined in each cffi module itself (_native and the optional ones): what the binding's import
 # check compares with the package (ledgertool/_binding.py, check_build).
 BINDING_CDEF = "const char *lt_package_version(void);"
-PACKAGE_VERSION_SOURCE = "static const char *lt_package_version(void) { return LT_PACKAGE_VERSION; }\n"
-BINDING_SOURCE = '#include "ledgertool.h"\n#include "ledgertool_testing.h"\n' + PACKAGE_VERSION_SOURCE
+PACKAGE_VERSION_SOURCE = (
+    "static const char *lt_package_version(void) { return LT_PACKAGE_VERSION; }\n"
+)
+BINDING_SOURCE = (
+    '#include "ledgertool.h"\n#include "ledgertool_testing.h"\n' + PACKAGE_VERSION_SOURCE
+)
 # An optional module takes LT_ABI_VERSION from ledgertool.h, which it is compiled with.
 OPTIONAL_CDEF = "#define LT_ABI_VERSION ...\n" + BINDING_CDEF
 VERSION_MACROS = [("LT_PACKAGE_VERSION", json.dumps(package_version()))]
@@ -63,8 +68,12 @@ VERSION_MACROS = [("LT_PACKAGE_VERSION", json.dumps(package_version()))]
 def pkg_config(packages: str) -> tuple[list[str], list[str]] | None:
     """(compile flags, link flags) of `packages`, or None when pkg-config does not find them all."""
     try:
-        cflags = subprocess.run(["pkg-config", "--cflags", *packages.split()], capture_output=True, text=True)
-        libs = subprocess.run(["pkg-config", "--libs", *packages.split()], capture_output=True, text=True)
+        cflags = subprocess.run(
+            ["pkg-config", "--cflags", *packages.split()], capture_output=True, text=True
+        )
+        libs = subprocess.run(
+            ["pkg-config", "--libs", *packages.split()], capture_output=True, text=True
+        )
     except OSError:  # no pkg-config at all
         return None
     if cflags.returncode or libs.returncode:
@@ -81,12 +90,25 @@ ffibuilder.set_source(
     include_dirs=[str(HERE.relative_to(HERE.parent) / "include"), "native/src"],
     # LEDGERTOOL_SANITIZE=1: ASan + UBSan, and -fno-wrapv to undo the -fwrapv that Python's own
     # CFLAGS add (with it signed overflow is defined and UBSan cannot report it).
-    extra_compile_args=["-O3", "-std=gnu11", "-fno-strict-aliasing", "-Wall", "-Wextra",
-                        "-Wno-unused-parameter", "-pthread"] + (["-g", "-fsanitize=address,undefined", "-fno-wrapv"]
-                                                    if os.environ.get("LEDGERTOOL_SANITIZE") else []),
+    extra_compile_args=[
+        "-O3",
+        "-std=gnu11",
+        "-fno-strict-aliasing",
+        "-Wall",
+        "-Wextra",
+        "-Wno-unused-parameter",
+        "-pthread",
+    ]
+    + (
+        ["-g", "-fsanitize=address,undefined", "-fno-wrapv"]
+        if os.environ.get("LEDGERTOOL_SANITIZE")
+        else []
+    ),
     # LEDGERTOOL_PORTABLE_ONLY=1 builds the portable C paths alone (what arm64 gets).
-    define_macros=VERSION_MACROS + ([("LT_PORTABLE_ONLY", "1")] if os.environ.get("LEDGERTOOL_PORTABLE_ONLY") else []),
-    extra_link_args=["-pthread"] + (["-fsanitize=address,undefined"] if os.environ.get("LEDGERTOOL_SANITIZE") else []),
+    define_macros=VERSION_MACROS
+    + ([("LT_PORTABLE_ONLY", "1")] if os.environ.get("LEDGERTOOL_PORTABLE_ONLY") else []),
+    extra_link_args=["-pthread"]
+    + (["-fsanitize=address,undefined"] if os.environ.get("LEDGERTOOL_SANITIZE") else []),
 )
 
 
@@ -102,12 +124,20 @@ def optional_builder(name: str) -> FFI | None:
     b = FFI()
     b.cdef(cdef_block(HERE / "bypass" / header) + OPTIONAL_CDEF)
     b.set_source(
-        f"ledgertool._source_{name}", f'#include "ledgertool.h"\n#include "{header}"\n' + PACKAGE_VERSION_SOURCE,
+        f"ledgertool._source_{name}",
+        f'#include "ledgertool.h"\n#include "{header}"\n' + PACKAGE_VERSION_SOURCE,
         sources=[f"native/bypass/{source}"],
         define_macros=VERSION_MACROS,
         include_dirs=["native/include", "native/src", "native/bypass"],
-        extra_compile_args=["-O2", "-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-pthread",
-                            *cflags],
+        extra_compile_args=[
+            "-O2",
+            "-std=gnu11",
+            "-Wall",
+            "-Wextra",
+            "-Wno-unused-parameter",
+            "-pthread",
+            *cflags,
+        ],
         extra_link_args=["-pthread", *libs],
     )
     return b
@@ -122,8 +152,11 @@ if __name__ == "__main__":
     for n in OPTIONAL:
         b = globals()[f"{n}_builder"]
         if b is None:
-            why = "LEDGERTOOL_WITHOUT" if n in os.environ.get("LEDGERTOOL_WITHOUT", "") else \
-                f"pkg-config does not find {OPTIONAL[n][0]}"
+            why = (
+                "LEDGERTOOL_WITHOUT"
+                if n in os.environ.get("LEDGERTOOL_WITHOUT", "")
+                else f"pkg-config does not find {OPTIONAL[n][0]}"
+            )
             print(f"ledgertool._source_{n}: not built ({why})")
         else:
             b.compile(verbose=True)

@@ -47,9 +47,20 @@ PCAP_NAME = "sample.pcap"
 PCAPNG_NAME = "sample.pcapng"
 
 # Stable, documentation-range addresses (RFC 5737, RFC 3849) and locally administered MACs.
-MAC_A, MAC_B, MAC_C, MAC_GW = "02:00:5e:00:00:0a", "02:00:5e:00:00:0b", "02:00:5e:00:00:0c", "02:00:5e:00:00:01"
+MAC_A, MAC_B, MAC_C, MAC_GW = (
+    "02:00:5e:00:00:0a",
+    "02:00:5e:00:00:0b",
+    "02:00:5e:00:00:0c",
+    "02:00:5e:00:00:01",
+)
 MAC_BCAST = "ff:ff:ff:ff:ff:ff"
-V4_A, V4_B, V4_C, V4_DNS, V4_GW = "192.0.2.10", "198.51.100.20", "203.0.113.30", "192.0.2.53", "192.0.2.1"
+V4_A, V4_B, V4_C, V4_DNS, V4_GW = (
+    "192.0.2.10",
+    "198.51.100.20",
+    "203.0.113.30",
+    "192.0.2.53",
+    "192.0.2.1",
+)
 V6_A, V6_B = "2001:db8::a", "2001:db8:1::b"
 
 
@@ -79,12 +90,25 @@ def _frame(pkt: Packet | bytes, kind: str) -> Frame:
 
 def _tcp_options(ts_val: int, ts_ecr: int, syn: bool) -> list:
     if syn:
-        return [("MSS", 1460), ("SAckOK", b""), ("Timestamp", (ts_val, ts_ecr)), ("NOP", None), ("WScale", 7)]
+        return [
+            ("MSS", 1460),
+            ("SAckOK", b""),
+            ("Timestamp", (ts_val, ts_ecr)),
+            ("NOP", None),
+            ("WScale", 7),
+        ]
     return [("NOP", None), ("NOP", None), ("Timestamp", (ts_val, ts_ecr))]
 
 
 def tcp_conversation(
-    rng: random.Random, l3_a, l3_b, sport: int, dport: int, segments: int, kind: str, mss: int = 1448
+    rng: random.Random,
+    l3_a,
+    l3_b,
+    sport: int,
+    dport: int,
+    segments: int,
+    kind: str,
+    mss: int = 1448,
 ) -> list[Frame]:
     """Handshake (with MSS/SACK/timestamps/window scale), data both ways, FIN/ACK close.
 
@@ -97,16 +121,30 @@ def tcp_conversation(
 
     def a2b(flags: str, payload: bytes = b"", syn: bool = False) -> None:
         nonlocal seq_a, ts_a
-        seg = TCP(sport=sport, dport=dport, seq=seq_a, ack=0 if flags == "S" else seq_b, flags=flags,
-                  window=502, options=_tcp_options(ts_a, 0 if flags == "S" else ts_b, syn))
+        seg = TCP(
+            sport=sport,
+            dport=dport,
+            seq=seq_a,
+            ack=0 if flags == "S" else seq_b,
+            flags=flags,
+            window=502,
+            options=_tcp_options(ts_a, 0 if flags == "S" else ts_b, syn),
+        )
         out.append(_frame(l3_a() / seg / Raw(payload) if payload else l3_a() / seg, kind))
         seq_a = (seq_a + len(payload) + (1 if ("S" in flags or "F" in flags) else 0)) % 2**32
         ts_a += 1
 
     def b2a(flags: str, payload: bytes = b"", syn: bool = False) -> None:
         nonlocal seq_b, ts_b
-        seg = TCP(sport=dport, dport=sport, seq=seq_b, ack=seq_a, flags=flags, window=509,
-                  options=_tcp_options(ts_b, ts_a - 1, syn))
+        seg = TCP(
+            sport=dport,
+            dport=sport,
+            seq=seq_b,
+            ack=seq_a,
+            flags=flags,
+            window=509,
+            options=_tcp_options(ts_b, ts_a - 1, syn),
+        )
         out.append(_frame(l3_b() / seg / Raw(payload) if payload else l3_b() / seg, kind))
         seq_b = (seq_b + len(payload) + (1 if ("S" in flags or "F" in flags) else 0)) % 2**32
         ts_b += 1
@@ -128,51 +166,123 @@ def tcp_conversation(
 
 def ipv4_tcp(rng: random.Random) -> list[list[Frame]]:
     convs = []
-    for n, (src, dst, segs) in enumerate([(V4_A, V4_B, 16), (V4_C, V4_B, 8), (V4_A, V4_C, 4), (V4_B, V4_C, 2)]):
+    for n, (src, dst, segs) in enumerate(
+        [(V4_A, V4_B, 16), (V4_C, V4_B, 8), (V4_A, V4_C, 4), (V4_B, V4_C, 2)]
+    ):
         sport = 40000 + 17 * n
-        convs.append(tcp_conversation(
-            rng,
-            lambda s=src, d=dst: Ether(src=MAC_A, dst=MAC_GW) / IP(src=s, dst=d, id=rng.getrandbits(16), flags="DF"),
-            lambda s=src, d=dst: Ether(src=MAC_GW, dst=MAC_A) / IP(src=d, dst=s, id=rng.getrandbits(16), flags="DF"),
-            sport, 443 if n != 1 else 80, segs, "ipv4-tcp"))
+        convs.append(
+            tcp_conversation(
+                rng,
+                lambda s=src, d=dst: (
+                    Ether(src=MAC_A, dst=MAC_GW)
+                    / IP(src=s, dst=d, id=rng.getrandbits(16), flags="DF")
+                ),
+                lambda s=src, d=dst: (
+                    Ether(src=MAC_GW, dst=MAC_A)
+                    / IP(src=d, dst=s, id=rng.getrandbits(16), flags="DF")
+                ),
+                sport,
+                443 if n != 1 else 80,
+                segs,
+                "ipv4-tcp",
+            )
+        )
     return convs
 
 
 def ipv6_tcp(rng: random.Random) -> list[list[Frame]]:
-    return [tcp_conversation(
-        rng,
-        lambda: Ether(src=MAC_B, dst=MAC_GW) / IPv6(src=V6_A, dst=V6_B, fl=0x12345, hlim=64),
-        lambda: Ether(src=MAC_GW, dst=MAC_B) / IPv6(src=V6_B, dst=V6_A, fl=0x54321, hlim=58),
-        51000, 443, 10, "ipv6-tcp", mss=1428)]
+    return [
+        tcp_conversation(
+            rng,
+            lambda: Ether(src=MAC_B, dst=MAC_GW) / IPv6(src=V6_A, dst=V6_B, fl=0x12345, hlim=64),
+            lambda: Ether(src=MAC_GW, dst=MAC_B) / IPv6(src=V6_B, dst=V6_A, fl=0x54321, hlim=58),
+            51000,
+            443,
+            10,
+            "ipv6-tcp",
+            mss=1428,
+        )
+    ]
 
 
 def vlan_tcp(rng: random.Random) -> list[list[Frame]]:
     """A TCP flow on 802.1Q VLAN 100, and one on QinQ (802.1ad S-tag 10 + 802.1Q C-tag 200)."""
     dot1q = tcp_conversation(
         rng,
-        lambda: Ether(src=MAC_A, dst=MAC_C) / Dot1Q(vlan=100, prio=3) / IP(src=V4_A, dst=V4_C, id=rng.getrandbits(16)),
-        lambda: Ether(src=MAC_C, dst=MAC_A) / Dot1Q(vlan=100, prio=3) / IP(src=V4_C, dst=V4_A, id=rng.getrandbits(16)),
-        42000, 8443, 4, "vlan-tcp", mss=1444)
+        lambda: (
+            Ether(src=MAC_A, dst=MAC_C)
+            / Dot1Q(vlan=100, prio=3)
+            / IP(src=V4_A, dst=V4_C, id=rng.getrandbits(16))
+        ),
+        lambda: (
+            Ether(src=MAC_C, dst=MAC_A)
+            / Dot1Q(vlan=100, prio=3)
+            / IP(src=V4_C, dst=V4_A, id=rng.getrandbits(16))
+        ),
+        42000,
+        8443,
+        4,
+        "vlan-tcp",
+        mss=1444,
+    )
     qinq = tcp_conversation(
         rng,
-        lambda: Ether(src=MAC_A, dst=MAC_C) / Dot1AD(vlan=10) / Dot1Q(vlan=200) / IP(src=V4_A, dst=V4_C, id=rng.getrandbits(16)),
-        lambda: Ether(src=MAC_C, dst=MAC_A) / Dot1AD(vlan=10) / Dot1Q(vlan=200) / IP(src=V4_C, dst=V4_A, id=rng.getrandbits(16)),
-        42001, 22, 2, "qinq-tcp", mss=1440)
+        lambda: (
+            Ether(src=MAC_A, dst=MAC_C)
+            / Dot1AD(vlan=10)
+            / Dot1Q(vlan=200)
+            / IP(src=V4_A, dst=V4_C, id=rng.getrandbits(16))
+        ),
+        lambda: (
+            Ether(src=MAC_C, dst=MAC_A)
+            / Dot1AD(vlan=10)
+            / Dot1Q(vlan=200)
+            / IP(src=V4_C, dst=V4_A, id=rng.getrandbits(16))
+        ),
+        42001,
+        22,
+        2,
+        "qinq-tcp",
+        mss=1440,
+    )
     return [dot1q, qinq]
 
 
 def dns(rng: random.Random) -> list[list[Frame]]:
-    names = [f"{host}.example.{tld}" for tld in ("com", "net", "org") for host in ("www", "api", "ntp", "mirror")]
+    names = [
+        f"{host}.example.{tld}"
+        for tld in ("com", "net", "org")
+        for host in ("www", "api", "ntp", "mirror")
+    ]
     convs = []
     for i, name in enumerate(names):
         qid, sport = rng.getrandbits(16), 32768 + rng.randint(0, 28000)
         ip_a = IP(src=V4_A, dst=V4_DNS, id=rng.getrandbits(16))
         ip_b = IP(src=V4_DNS, dst=V4_A, id=rng.getrandbits(16))
-        query = Ether(src=MAC_A, dst=MAC_GW) / ip_a / UDP(sport=sport, dport=53) / DNS(id=qid, rd=1, qd=DNSQR(qname=name, qtype="A" if i % 2 == 0 else "AAAA"))
-        answer = DNSRR(rrname=name, type="A", ttl=300, rdata=f"198.51.100.{i + 100}") if i % 2 == 0 else \
-            DNSRR(rrname=name, type="AAAA", ttl=300, rdata=f"2001:db8:2::{i + 1:x}")
-        reply = Ether(src=MAC_GW, dst=MAC_A) / ip_b / UDP(sport=53, dport=sport) / DNS(
-            id=qid, qr=1, rd=1, ra=1, qd=DNSQR(qname=name, qtype="A" if i % 2 == 0 else "AAAA"), an=answer)
+        query = (
+            Ether(src=MAC_A, dst=MAC_GW)
+            / ip_a
+            / UDP(sport=sport, dport=53)
+            / DNS(id=qid, rd=1, qd=DNSQR(qname=name, qtype="A" if i % 2 == 0 else "AAAA"))
+        )
+        answer = (
+            DNSRR(rrname=name, type="A", ttl=300, rdata=f"198.51.100.{i + 100}")
+            if i % 2 == 0
+            else DNSRR(rrname=name, type="AAAA", ttl=300, rdata=f"2001:db8:2::{i + 1:x}")
+        )
+        reply = (
+            Ether(src=MAC_GW, dst=MAC_A)
+            / ip_b
+            / UDP(sport=53, dport=sport)
+            / DNS(
+                id=qid,
+                qr=1,
+                rd=1,
+                ra=1,
+                qd=DNSQR(qname=name, qtype="A" if i % 2 == 0 else "AAAA"),
+                an=answer,
+            )
+        )
         convs.append([_frame(query, "ipv4-udp-dns"), _frame(reply, "ipv4-udp-dns")])
     return convs
 
@@ -190,18 +300,33 @@ def roce(rng: random.Random) -> list[list[Frame]]:
     for i in range(32):
         last = i == 31
         opcode = 0x02 if last else (0x00 if i == 0 else 0x01)  # RC SEND First / Middle / Last
-        bth = struct.pack(">BBHI I", opcode, 0x40, 0xFFFF, dest_qp & 0xFFFFFF, (0x80000000 if last else 0) | psn)
+        bth = struct.pack(
+            ">BBHI I", opcode, 0x40, 0xFFFF, dest_qp & 0xFFFFFF, (0x80000000 if last else 0) | psn
+        )
         payload = rng.randbytes(1024 if not last else 256)
         body = bth + payload + struct.pack("<I", zlib.crc32(payload))
-        pkt = Ether(src=MAC_B, dst=MAC_C) / IP(src=V4_B, dst=V4_C, id=rng.getrandbits(16), tos=0x68, flags="DF") / \
-            UDP(sport=49152 + (dest_qp * 7) % 16000, dport=4791, chksum=0) / Raw(body)
+        pkt = (
+            Ether(src=MAC_B, dst=MAC_C)
+            / IP(src=V4_B, dst=V4_C, id=rng.getrandbits(16), tos=0x68, flags="DF")
+            / UDP(sport=49152 + (dest_qp * 7) % 16000, dport=4791, chksum=0)
+            / Raw(body)
+        )
         frames.append(_frame(pkt, "roce"))
         psn = (psn + 1) & 0xFFFFFF
     # the receiver's ACK (opcode 0x11 RC Acknowledge + 4-byte AETH)
-    ack = struct.pack(">BBHI I", 0x11, 0x40, 0xFFFF, 0x000456, (psn - 1) & 0xFFFFFF) + struct.pack(">I", 0x1F000000)
+    ack = struct.pack(">BBHI I", 0x11, 0x40, 0xFFFF, 0x000456, (psn - 1) & 0xFFFFFF) + struct.pack(
+        ">I", 0x1F000000
+    )
     ack += struct.pack("<I", zlib.crc32(ack))
-    frames.append(_frame(Ether(src=MAC_C, dst=MAC_B) / IP(src=V4_C, dst=V4_B, id=rng.getrandbits(16), tos=0x68, flags="DF")
-                         / UDP(sport=49152 + 0x456 % 16000, dport=4791, chksum=0) / Raw(ack), "roce"))
+    frames.append(
+        _frame(
+            Ether(src=MAC_C, dst=MAC_B)
+            / IP(src=V4_C, dst=V4_B, id=rng.getrandbits(16), tos=0x68, flags="DF")
+            / UDP(sport=49152 + 0x456 % 16000, dport=4791, chksum=0)
+            / Raw(ack),
+            "roce",
+        )
+    )
     return [frames]
 
 
@@ -209,8 +334,12 @@ def ipv4_udp_small(rng: random.Random) -> list[list[Frame]]:
     """Tiny UDP datagrams (0..12 payload bytes): frames under 60 bytes, zero-padded to 60."""
     frames = []
     for i in range(24):
-        pkt = Ether(src=MAC_C, dst=MAC_GW) / IP(src=V4_C, dst=V4_B, id=rng.getrandbits(16), ttl=255) / \
-            UDP(sport=3784, dport=3784 + i % 2) / Raw(rng.randbytes(i % 13))
+        pkt = (
+            Ether(src=MAC_C, dst=MAC_GW)
+            / IP(src=V4_C, dst=V4_B, id=rng.getrandbits(16), ttl=255)
+            / UDP(sport=3784, dport=3784 + i % 2)
+            / Raw(rng.randbytes(i % 13))
+        )
         frames.append(_frame(pkt, "ipv4-udp-small"))
     return [frames]
 
@@ -220,8 +349,15 @@ def ipv6_udp(rng: random.Random) -> list[list[Frame]]:
     for i in range(24):
         payload = rng.randbytes(rng.randint(20, 400))
         src, dst = (V6_A, V6_B) if i % 2 == 0 else (V6_B, V6_A)
-        frames.append(_frame(Ether(src=MAC_B, dst=MAC_GW) / IPv6(src=src, dst=dst, fl=0xBEEF) /
-                             UDP(sport=50000 + i % 2, dport=50001 - i % 2) / Raw(payload), "ipv6-udp"))
+        frames.append(
+            _frame(
+                Ether(src=MAC_B, dst=MAC_GW)
+                / IPv6(src=src, dst=dst, fl=0xBEEF)
+                / UDP(sport=50000 + i % 2, dport=50001 - i % 2)
+                / Raw(payload),
+                "ipv6-udp",
+            )
+        )
     return [frames]
 
 
@@ -229,12 +365,22 @@ def ipv6_ext_chain(rng: random.Random) -> list[list[Frame]]:
     """IPv6 / Hop-by-Hop Options / Destination Options / UDP (three frames) or TCP SYN (one)."""
     frames = []
     for i in range(4):
-        base = Ether(src=MAC_B, dst=MAC_GW) / IPv6(src=V6_A, dst=V6_B) / IPv6ExtHdrHopByHop() / IPv6ExtHdrDestOpt()
+        base = (
+            Ether(src=MAC_B, dst=MAC_GW)
+            / IPv6(src=V6_A, dst=V6_B)
+            / IPv6ExtHdrHopByHop()
+            / IPv6ExtHdrDestOpt()
+        )
         if i < 3:
             pkt = base / UDP(sport=6000 + i, dport=7000) / Raw(rng.randbytes(64))
         else:
-            pkt = base / TCP(sport=6003, dport=7003, seq=rng.getrandbits(32), flags="S",
-                             options=[("MSS", 1400), ("NOP", None), ("WScale", 2)])
+            pkt = base / TCP(
+                sport=6003,
+                dport=7003,
+                seq=rng.getrandbits(32),
+                flags="S",
+                options=[("MSS", 1400), ("NOP", None), ("WScale", 2)],
+            )
         frames.append(_frame(pkt, "ipv6-ext"))
     return [frames]
 
@@ -243,12 +389,23 @@ def vlan_udp(rng: random.Random) -> list[list[Frame]]:
     frames = []
     for i in range(30):
         vlan = (100, 200, 4094)[i % 3]
-        pkt = Ether(src=MAC_A, dst=MAC_C) / Dot1Q(vlan=vlan, prio=i % 8) / IP(src=V4_A, dst=V4_C, id=rng.getrandbits(16)) / \
-            UDP(sport=9000 + i, dport=9999) / Raw(rng.randbytes(rng.randint(0, 200)))
+        pkt = (
+            Ether(src=MAC_A, dst=MAC_C)
+            / Dot1Q(vlan=vlan, prio=i % 8)
+            / IP(src=V4_A, dst=V4_C, id=rng.getrandbits(16))
+            / UDP(sport=9000 + i, dport=9999)
+            / Raw(rng.randbytes(rng.randint(0, 200)))
+        )
         frames.append(_frame(pkt, "vlan-udp"))
     for i in range(4):  # QinQ UDP, one of them a short frame that needs padding
-        pkt = Ether(src=MAC_A, dst=MAC_C) / Dot1AD(vlan=10, prio=1) / Dot1Q(vlan=300 + i) / \
-            IP(src=V4_A, dst=V4_C, id=rng.getrandbits(16)) / UDP(sport=9100 + i, dport=9999) / Raw(rng.randbytes(2 + 30 * i))
+        pkt = (
+            Ether(src=MAC_A, dst=MAC_C)
+            / Dot1AD(vlan=10, prio=1)
+            / Dot1Q(vlan=300 + i)
+            / IP(src=V4_A, dst=V4_C, id=rng.getrandbits(16))
+            / UDP(sport=9100 + i, dport=9999)
+            / Raw(rng.randbytes(2 + 30 * i))
+        )
         frames.append(_frame(pkt, "qinq-udp"))
     return [frames]
 
@@ -257,8 +414,17 @@ def ipv4_fragments(rng: random.Random) -> list[list[Frame]]:
     """Two UDP datagrams too big for one frame: 3 fragments and 2 fragments (MF / offset set)."""
     convs = []
     for size, frag_id in ((3000, 0x4242), (1800, 0x4343)):  # 3008 and 1808 bytes of IP payload
-        dgram = IP(src=V4_C, dst=V4_A, id=frag_id) / UDP(sport=7777, dport=8888) / Raw(rng.randbytes(size))
-        convs.append([_frame(Ether(src=MAC_GW, dst=MAC_A) / f, "ipv4-fragment") for f in fragment(dgram, fragsize=1480)])
+        dgram = (
+            IP(src=V4_C, dst=V4_A, id=frag_id)
+            / UDP(sport=7777, dport=8888)
+            / Raw(rng.randbytes(size))
+        )
+        convs.append(
+            [
+                _frame(Ether(src=MAC_GW, dst=MAC_A) / f, "ipv4-fragment")
+                for f in fragment(dgram, fragsize=1480)
+            ]
+        )
     return convs
 
 
@@ -266,9 +432,21 @@ def icmp_echo(rng: random.Random) -> list[list[Frame]]:
     convs = []
     ident = rng.getrandbits(16)
     for seq in range(1, 11):
-        data = bytes(range(seq * 8)) if seq < 10 else rng.randbytes(1472)  # the last pair: 1500-byte IP
-        req = Ether(src=MAC_A, dst=MAC_GW) / IP(src=V4_A, dst=V4_B, id=rng.getrandbits(16)) / ICMP(type=8, id=ident, seq=seq) / Raw(data)
-        rep = Ether(src=MAC_GW, dst=MAC_A) / IP(src=V4_B, dst=V4_A, id=rng.getrandbits(16), ttl=57) / ICMP(type=0, id=ident, seq=seq) / Raw(data)
+        data = (
+            bytes(range(seq * 8)) if seq < 10 else rng.randbytes(1472)
+        )  # the last pair: 1500-byte IP
+        req = (
+            Ether(src=MAC_A, dst=MAC_GW)
+            / IP(src=V4_A, dst=V4_B, id=rng.getrandbits(16))
+            / ICMP(type=8, id=ident, seq=seq)
+            / Raw(data)
+        )
+        rep = (
+            Ether(src=MAC_GW, dst=MAC_A)
+            / IP(src=V4_B, dst=V4_A, id=rng.getrandbits(16), ttl=57)
+            / ICMP(type=0, id=ident, seq=seq)
+            / Raw(data)
+        )
         convs.append([_frame(req, "icmp"), _frame(rep, "icmp")])
     return convs
 
@@ -276,18 +454,26 @@ def icmp_echo(rng: random.Random) -> list[list[Frame]]:
 def arp(rng: random.Random) -> list[list[Frame]]:
     convs = []
     for target, mac in ((V4_GW, MAC_GW), (V4_C, MAC_C), (V4_DNS, MAC_GW)):
-        req = Ether(src=MAC_A, dst=MAC_BCAST) / ARP(op=1, hwsrc=MAC_A, psrc=V4_A, hwdst="00:00:00:00:00:00", pdst=target)
+        req = Ether(src=MAC_A, dst=MAC_BCAST) / ARP(
+            op=1, hwsrc=MAC_A, psrc=V4_A, hwdst="00:00:00:00:00:00", pdst=target
+        )
         rep = Ether(src=mac, dst=MAC_A) / ARP(op=2, hwsrc=mac, psrc=target, hwdst=MAC_A, pdst=V4_A)
         convs.append([_frame(req, "arp"), _frame(rep, "arp")])
-    gratuitous = Ether(src=MAC_C, dst=MAC_BCAST) / ARP(op=1, hwsrc=MAC_C, psrc=V4_C, hwdst=MAC_BCAST, pdst=V4_C)
+    gratuitous = Ether(src=MAC_C, dst=MAC_BCAST) / ARP(
+        op=1, hwsrc=MAC_C, psrc=V4_C, hwdst=MAC_BCAST, pdst=V4_C
+    )
     convs.append([_frame(gratuitous, "arp")])
     return convs
 
 
 def truncated(rng: random.Random) -> list[list[Frame]]:
     """A 1514-byte frame captured with a 96-byte snap length: caplen 96 < wire length 1514."""
-    pkt = Ether(src=MAC_B, dst=MAC_GW) / IP(src=V4_B, dst=V4_A, id=rng.getrandbits(16)) / \
-        UDP(sport=5001, dport=5001) / Raw(rng.randbytes(1472))
+    pkt = (
+        Ether(src=MAC_B, dst=MAC_GW)
+        / IP(src=V4_B, dst=V4_A, id=rng.getrandbits(16))
+        / UDP(sport=5001, dport=5001)
+        / Raw(rng.randbytes(1472))
+    )
     raw = bytes(pkt)
     return [[Frame(raw[:TRUNCATED_CAPLEN], len(raw), "truncated")]]
 
@@ -297,8 +483,21 @@ def build_frames(seed: int = SEED) -> list[Frame]:
     each conversation keeping its own order."""
     rng = random.Random(seed)
     convs: list[list[Frame]] = []
-    for make in (ipv4_tcp, ipv6_tcp, vlan_tcp, dns, roce, ipv4_udp_small, ipv6_udp, ipv6_ext_chain, vlan_udp,
-                 ipv4_fragments, icmp_echo, arp, truncated):
+    for make in (
+        ipv4_tcp,
+        ipv6_tcp,
+        vlan_tcp,
+        dns,
+        roce,
+        ipv4_udp_small,
+        ipv6_udp,
+        ipv6_ext_chain,
+        vlan_udp,
+        ipv4_fragments,
+        icmp_echo,
+        arp,
+        truncated,
+    ):
         convs.extend(c for c in make(rng) if c)
     cursors = [0] * len(convs)
     out: list[Frame] = []
@@ -348,13 +547,25 @@ def _option(code: int, value: bytes) -> bytes:
 def pcapng_bytes(frames: list[Frame], ts_ns: list[int]) -> bytes:
     """pcapng: SHB, one IDB (LINKTYPE_ETHERNET, if_tsresol=9), one EPB per frame, little-endian."""
     end = _option(0, b"")
-    shb = _block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1)
-                 + _option(4, b"ledgertool samples/make_samples.py") + end)  # shb_userappl
-    idb = _block(0x00000001, struct.pack("<HHI", LINKTYPE_ETHERNET, 0, PCAP_SNAPLEN)
-                 + _option(2, b"sample0") + _option(9, bytes([9])) + end)  # if_name, if_tsresol = 10^-9
+    shb = _block(
+        0x0A0D0D0A,
+        struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1)
+        + _option(4, b"ledgertool samples/make_samples.py")
+        + end,
+    )  # shb_userappl
+    idb = _block(
+        0x00000001,
+        struct.pack("<HHI", LINKTYPE_ETHERNET, 0, PCAP_SNAPLEN)
+        + _option(2, b"sample0")
+        + _option(9, bytes([9]))
+        + end,
+    )  # if_name, if_tsresol = 10^-9
     parts = [shb, idb]
     for frame, t in zip(frames, ts_ns, strict=True):
-        body = struct.pack("<IIIII", 0, t >> 32, t & 0xFFFFFFFF, len(frame.data), frame.wire_len) + frame.data
+        body = (
+            struct.pack("<IIIII", 0, t >> 32, t & 0xFFFFFFFF, len(frame.data), frame.wire_len)
+            + frame.data
+        )
         parts.append(_block(0x00000006, body))
     return b"".join(parts)
 

@@ -30,8 +30,12 @@ def best_of(argv: list[str], runs: int, before_each=None) -> tuple[float, float]
         tail = before_each(i) if before_each else []
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        r = subprocess.run([sys.executable, *argv, *tail], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.PIPE, text=True)
+        r = subprocess.run(
+            [sys.executable, *argv, *tail],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         if r.returncode:
             sys.exit(f"{' '.join(argv + tail)}: exit {r.returncode}\n{r.stderr}")
         wall = min(wall, time.perf_counter() - t0)
@@ -43,15 +47,29 @@ def best_of(argv: list[str], runs: int, before_each=None) -> tuple[float, float]
 def ledger_cases(work: Path):
     """(name, argv, before_each) of `capture` into a new ledger per run and `verify` of one."""
     keys = work / "keys"
-    subprocess.run([sys.executable, "-c", ENTRY, "keys", "generate", str(keys)],
-                   stdout=subprocess.DEVNULL, check=True)
-    capture = ["-c", ENTRY, "capture", str(SAMPLE), "--signing-key", str(keys / "signing.key"),
-               "--digest-key", str(keys / "digest.key"), "--quiet", "--ledger"]
+    subprocess.run(
+        [sys.executable, "-c", ENTRY, "keys", "generate", str(keys)],
+        stdout=subprocess.DEVNULL,
+        check=True,
+    )
+    capture = [
+        "-c",
+        ENTRY,
+        "capture",
+        str(SAMPLE),
+        "--signing-key",
+        str(keys / "signing.key"),
+        "--digest-key",
+        str(keys / "digest.key"),
+        "--quiet",
+        "--ledger",
+    ]
     yield "ledgertool capture (294 frames)", capture, lambda i: [str(work / f"L{i}")]
-    yield ("ledgertool verify (294 records)",
-           ["-c", ENTRY, "verify", str(work / "L0"), "--trust", str(keys / "verifier.pub"),
-            "--quiet"],
-           None)
+    yield (
+        "ledgertool verify (294 records)",
+        ["-c", ENTRY, "verify", str(work / "L0"), "--trust", str(keys / "verifier.pub"), "--quiet"],
+        None,
+    )
 
 
 def main() -> None:

@@ -42,10 +42,14 @@ _CLI = "from ledgertool.cli.app import main; main()"
 
 def _cli(*args: object) -> tuple[float, dict]:
     t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-c", _CLI, *map(str, args)], capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-c", _CLI, *map(str, args)], capture_output=True, text=True
+    )
     wall = time.perf_counter() - t0
     if r.returncode not in (0, 1):
-        raise SystemExit(f"ledgertool {' '.join(map(str, args))}: exit {r.returncode}: {r.stderr.strip()}")
+        raise SystemExit(
+            f"ledgertool {' '.join(map(str, args))}: exit {r.returncode}: {r.stderr.strip()}"
+        )
     return wall, json.loads(r.stdout) if r.stdout.strip() else {}
 
 
@@ -55,9 +59,22 @@ def _ledger(work: Path, keys: Path, n: int, seg: int, reuse: bool = False) -> Pa
     led = work / f"ledger-{n}"
     if reuse and (led / "ledger.json").exists():  # the same bytes for an A/B of two trees
         return led
-    shutil.rmtree(led, ignore_errors=True)  # capture would append to a ledger left by an earlier run
-    _cli("capture", f"workload:{spec}", "--ledger", led, "--digest-key", keys / "digest.key", "--signing-key",
-         keys / "signing.key", "--segment-records", seg, "--json")
+    shutil.rmtree(
+        led, ignore_errors=True
+    )  # capture would append to a ledger left by an earlier run
+    _cli(
+        "capture",
+        f"workload:{spec}",
+        "--ledger",
+        led,
+        "--digest-key",
+        keys / "digest.key",
+        "--signing-key",
+        keys / "signing.key",
+        "--segment-records",
+        seg,
+        "--json",
+    )
     return led
 
 
@@ -66,30 +83,46 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def _row(name: str, rep, wall: float, worker_cpu: float, client_cpu: float | None, start: float | None) -> str:
+def _row(
+    name: str, rep, wall: float, worker_cpu: float, client_cpu: float | None, start: float | None
+) -> str:
     client = "-" if client_cpu is None else f"{client_cpu:.2f}"
     started = "-" if start is None else f"{start:.2f}"
     n = rep.ledger_records if hasattr(rep, "ledger_records") else rep.records
-    what = (f"{rep.matched:,} matched, {rep.ledger_only} ledger-only, {rep.capture_only} capture-only"
-            if hasattr(rep, "matched") else f"{rep.segments} segments, {rep.records:,} records")
-    return (f"| {name} | {started} | {wall:.2f} | {n / wall:,.0f} | {worker_cpu:.2f} | "
-            f"{n / worker_cpu:,.0f} | {client} | {'OK' if rep.ok else 'FAIL'}: {what} |")
+    what = (
+        f"{rep.matched:,} matched, {rep.ledger_only} ledger-only, {rep.capture_only} capture-only"
+        if hasattr(rep, "matched")
+        else f"{rep.segments} segments, {rep.records:,} records"
+    )
+    return (
+        f"| {name} | {started} | {wall:.2f} | {n / wall:,.0f} | {worker_cpu:.2f} | "
+        f"{n / worker_cpu:,.0f} | {client} | {'OK' if rep.ok else 'FAIL'}: {what} |"
+    )
 
 
 def _runner(a, work: Path, keys: Path, led: Path, trust: TrustBundle):
     """(one-machine run, cluster run) of the command measured: verify, or recompute + reconcile."""
     if not a.recompute:
-        return (lambda: verify_ledger(led, trust)), (lambda client, w: verify_ledger(led, trust, checker=ClusterChecker(client)))
+        return (lambda: verify_ledger(led, trust)), (
+            lambda client, w: verify_ledger(led, trust, checker=ClusterChecker(client))
+        )
     pcap = work / f"frames-{a.n}.pcap"
     if not pcap.exists():
         spec = work / f"spec-{a.n}.toml"
         _cli("workload", "generate", spec, "--out", pcap, "--json")
     dk = DigestKey.load(keys / "digest.key")
     size = pcap.stat().st_size
-    exact = {"exact": True} if a.exact else {}  # (without it: the call a tree without `exact` takes)
-    return ((lambda: reconcile(pcap, led, dk, trust=trust, workers=1, **exact)),
-            (lambda client, w: reconcile_on_cluster(client, pcap, led, dk, trust=trust, split_bytes=size // (4 * w) + 1,
-                                                    **exact)))
+    exact = (
+        {"exact": True} if a.exact else {}
+    )  # (without it: the call a tree without `exact` takes)
+    return (
+        (lambda: reconcile(pcap, led, dk, trust=trust, workers=1, **exact)),
+        (
+            lambda client, w: reconcile_on_cluster(
+                client, pcap, led, dk, trust=trust, split_bytes=size // (4 * w) + 1, **exact
+            )
+        ),
+    )
 
 
 def main() -> None:
@@ -98,10 +131,20 @@ def main() -> None:
     ap.add_argument("--segment-records", type=int, default=100_000)
     ap.add_argument("--workers", default="1,2")
     ap.add_argument("--workdir", type=Path, default=None)
-    ap.add_argument("--recompute", action="store_true", help="recompute + reconcile a pcap of the same frames")
-    ap.add_argument("--reuse", action="store_true", help="keep the ledger an earlier run left in --workdir "
-                    "(same N and --segment-records): A/B runs of two trees read the same bytes")
-    ap.add_argument("--exact", action="store_true", help="with --recompute: pair exactly, without the fast verdict")
+    ap.add_argument(
+        "--recompute", action="store_true", help="recompute + reconcile a pcap of the same frames"
+    )
+    ap.add_argument(
+        "--reuse",
+        action="store_true",
+        help="keep the ledger an earlier run left in --workdir "
+        "(same N and --segment-records): A/B runs of two trees read the same bytes",
+    )
+    ap.add_argument(
+        "--exact",
+        action="store_true",
+        help="with --recompute: pair exactly, without the fast verdict",
+    )
     a = ap.parse_args()
     work = a.workdir or Path(tempfile.mkdtemp(prefix="cluster-bench-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -110,8 +153,10 @@ def main() -> None:
         _cli("keys", "generate", keys, "--json")
     led = _ledger(work, keys, a.n, a.segment_records, a.reuse)
     trust = TrustBundle.load(keys / "verifier.pub")
-    print("| run | cluster start s | wall s | records/s | worker CPU s | records per worker CPU-s | client CPU s | "
-          "result |")
+    print(
+        "| run | cluster start s | wall s | records/s | worker CPU s | records per worker CPU-s | client CPU s | "
+        "result |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---|")
     here, there = _runner(a, work, keys, led, trust)
     here()

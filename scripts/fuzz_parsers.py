@@ -33,12 +33,12 @@ import atheris
 with atheris.instrument_imports():
     from ledgertool.digest.engine import valid_leaf_records
     from ledgertool.errors import LedgerError
+    from ledgertool.ledger import layout
     from ledgertool.ledger import segment as segments
     from ledgertool.ledger.header import parse_ledger_header
-    from ledgertool.ledger import layout
     from ledgertool.ledger.rotations import load_rotations, rotate_keys
-    from ledgertool.seal import checkpoint, rotation
     from ledgertool.ledger.sealer import load_seal
+    from ledgertool.seal import checkpoint, rotation
     from ledgertool.verify import proof
 
 KINDS = ("ledger", "segment", "seal", "proof", "note", "rotation")
@@ -50,15 +50,25 @@ def _world(tmp: Path) -> dict:
     from ledgertool.keyfiles import DigestKey, SigningKey, generate_keys
 
     generate_keys(tmp / "keys")
-    dk, sk = DigestKey.load(tmp / "keys" / "digest.key"), SigningKey.load(tmp / "keys" / "signing.key")
+    dk, sk = (
+        DigestKey.load(tmp / "keys" / "digest.key"),
+        SigningKey.load(tmp / "keys" / "signing.key"),
+    )
     trust = sk.trust_bundle()
     out = [struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 65535, 1)]
     for i in range(24):
-        frame = bytes(6) + bytes([2, 0, 0, 0, 0, 1]) + b"\x08\x00" + bytes((i * 7 + k) & 0xFF for k in range(40 + i))
+        frame = (
+            bytes(6)
+            + bytes([2, 0, 0, 0, 0, 1])
+            + b"\x08\x00"
+            + bytes((i * 7 + k) & 0xFF for k in range(40 + i))
+        )
         out.append(struct.pack("<IIII", 1_700_000_000 + i, i, len(frame), len(frame)) + frame)
     (tmp / "cap.pcap").write_bytes(b"".join(out))
     ledger = tmp / "ledger"
-    capture_file(tmp / "cap.pcap", ledger, digest_key=dk, signing_key=sk, segment_records=10, leaf_records=4)
+    capture_file(
+        tmp / "cap.pcap", ledger, digest_key=dk, signing_key=sk, segment_records=10, leaf_records=4
+    )
     doc = proof.build_proof(ledger, seq=13, link="link0")
     rotated = tmp / "rotated"
     import shutil
@@ -71,8 +81,19 @@ def _world(tmp: Path) -> dict:
         "seeds": {
             "ledger": (ledger / "ledger.json").read_bytes(),
             "segment": segments.SegmentHeader(
-                json.loads((ledger / "ledger.json").read_bytes())["ledger_id"], "link0", 3, "siphash-1-3-128",
-                "frame", "ab" * 16, 48, 16, 4, 24, 1).encode() + bytes(100),
+                json.loads((ledger / "ledger.json").read_bytes())["ledger_id"],
+                "link0",
+                3,
+                "siphash-1-3-128",
+                "frame",
+                "ab" * 16,
+                48,
+                16,
+                4,
+                24,
+                1,
+            ).encode()
+            + bytes(100),
             "seal": (ledger / "link=link0" / "seg-00000001.seal.json").read_bytes(),
             "proof": json.dumps(doc).encode(),
             "note": layout.checkpoint_path(ledger, "link0").read_bytes(),
@@ -103,7 +124,9 @@ def main() -> None:
                 assert valid_leaf_records(h.leaf_records) and h.record_size == 32 + h.digest_size, h
             elif kind == "segment":
                 hdr = segments.SegmentHeader.decode(body, "seg.open")
-                assert hdr.record_size == 32 + hdr.digest_size and valid_leaf_records(hdr.leaf_records), hdr
+                assert hdr.record_size == 32 + hdr.digest_size and valid_leaf_records(
+                    hdr.leaf_records
+                ), hdr
             elif kind == "seal":
                 doc_file.write_bytes(body)
                 doc = load_seal(doc_file)
@@ -120,7 +143,9 @@ def main() -> None:
                 assert reason is None or isinstance(reason, str)
             else:
                 rot_file.write_bytes(body)
-                sched = rotation.key_schedule(world["ledger_id"], world["trust"], load_rotations(scratch))
+                sched = rotation.key_schedule(
+                    world["ledger_id"], world["trust"], load_rotations(scratch)
+                )
                 assert isinstance(sched.problems, list)
         except LedgerError:
             pass

@@ -20,6 +20,7 @@ the page cache. Measured, one thread unless said otherwise, best of --repeats fu
 Prints Markdown tables: ns and TSC cycles per frame (the TSC ticks at the nominal clock: see
 docs/benchmarks.md "How to read the figures") and the per-core ceiling 1 / (sum of the stages).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,7 +31,6 @@ import tomllib
 from pathlib import Path
 
 from ledgertool._binding import ffi, lib
-
 from ledgertool.algorithms import ALGORITHMS
 from ledgertool.bench.measure import digest_capture
 from ledgertool.digest.engine import DigestEngine, cpu_path, force_cpu_path
@@ -80,8 +80,19 @@ def isolated_ns(alg, size: int, repeats: int) -> float:
     count = max(4096, int(2e6 // max(size, 64) * 8))
     best = float("inf")
     for _ in range(repeats):
-        st = lib.lt_bench_digest_batch(alg.native_id, bytes(alg.key_size), buf, len(buf), size, count, 1, 4096,
-                                       ns, ffi.NULL, sink)
+        st = lib.lt_bench_digest_batch(
+            alg.native_id,
+            bytes(alg.key_size),
+            buf,
+            len(buf),
+            size,
+            count,
+            1,
+            4096,
+            ns,
+            ffi.NULL,
+            sink,
+        )
         if st != lib.LT_OK:
             raise SystemExit(f"lt_bench_digest_batch failed (status {st})")
         best = min(best, ns[0] / count)
@@ -89,16 +100,32 @@ def isolated_ns(alg, size: int, repeats: int) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description="Where a frame's time goes in capture:engine, stage by stage "
-                                 "(docs/benchmarks.md, 'Where a frame's time goes').",
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description="Where a frame's time goes in capture:engine, stage by stage "
+        "(docs/benchmarks.md, 'Where a frame's time goes').",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     ap.add_argument("--frames", type=int, default=1_000_000, help="frames in the generated pcap")
-    ap.add_argument("--size", type=int, default=64, help="frame size in bytes (60 captured at 64: no FCS)")
-    ap.add_argument("--repeats", type=int, default=31, help="passes per stage measurement (best is kept)")
-    ap.add_argument("--rounds", type=int, default=11, help="alternating 1- and 2-worker engine rounds")
-    ap.add_argument("--algorithm", default="siphash-1-3-128", choices=sorted(ALGORITHMS), help="digest algorithm")
-    ap.add_argument("--path", default=None, help="CPU path to force (default: the CPUID choice; "
-                                                 "`ledgertool algorithms` lists them)")
+    ap.add_argument(
+        "--size", type=int, default=64, help="frame size in bytes (60 captured at 64: no FCS)"
+    )
+    ap.add_argument(
+        "--repeats", type=int, default=31, help="passes per stage measurement (best is kept)"
+    )
+    ap.add_argument(
+        "--rounds", type=int, default=11, help="alternating 1- and 2-worker engine rounds"
+    )
+    ap.add_argument(
+        "--algorithm",
+        default="siphash-1-3-128",
+        choices=sorted(ALGORITHMS),
+        help="digest algorithm",
+    )
+    ap.add_argument(
+        "--path",
+        default=None,
+        help="CPU path to force (default: the CPUID choice; `ledgertool algorithms` lists them)",
+    )
     a = ap.parse_args()
     alg = ALGORITHMS[a.algorithm]
     if a.path:
@@ -112,8 +139,10 @@ def main() -> None:
         pcap = Path(d) / "account.pcap"
         make_pcap(pcap, a.frames, a.size)
         pcap.read_bytes()  # into the page cache
-        print(f"{a.frames:,} frames of {a.size} B (IPv4/UDP), {a.algorithm} on {cpu_path(alg)}, "
-              f"TSC {ghz:.2f} GHz, best of {a.repeats}\n")
+        print(
+            f"{a.frames:,} frames of {a.size} B (IPv4/UDP), {a.algorithm} on {cpu_path(alg)}, "
+            f"TSC {ghz:.2f} GHz, best of {a.repeats}\n"
+        )
         best: dict[tuple[str, bool], list[float]] = {}
         # a build without lt_engine_profile (an older commit) gets the engine rows only
         for _ in range(a.repeats if hasattr(lib, "lt_engine_profile") else 0):
@@ -125,21 +154,28 @@ def main() -> None:
         if best:
             print_stages(best, ghz)
         iso = isolated_ns(alg, a.size, a.repeats)
-        print(f"\ndigest in isolation ({a.size}-byte messages from a static buffer, batches of 4096): "
-              f"{iso:.2f} ns/frame = {iso * ghz:.1f} cycles ({1e3 / iso:.1f} M frames/s)\n")
+        print(
+            f"\ndigest in isolation ({a.size}-byte messages from a static buffer, batches of 4096): "
+            f"{iso:.2f} ns/frame = {iso * ghz:.1f} cycles ({1e3 / iso:.1f} M frames/s)\n"
+        )
         engine_rows(pcap, alg, key, a, best)
 
 
 def print_stages(best: dict, ghz: float) -> None:
-    print("| strip | digest | read ns | strip + record ns | digest ns | sum ns/frame | sum cycles/frame "
-          "| ceiling M frames/s |")
+    print(
+        "| strip | digest | read ns | strip + record ns | digest ns | sum ns/frame | sum cycles/frame "
+        "| ceiling M frames/s |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for (strip, dig), st in best.items():
         tot = sum(st) if dig else st[0] + st[1]
-        print(f"| {strip} | {'on' if dig else 'skipped'} | {st[0]:.2f} | {st[1]:.2f} | "
-              f"{st[2]:.2f} | {tot:.2f} | {tot * ghz:.1f} | {1e3 / tot:.1f} |" if dig else
-              f"| {strip} | skipped | {st[0]:.2f} | {st[1]:.2f} | — | {tot:.2f} | {tot * ghz:.1f} | "
-              f"{1e3 / tot:.1f} |")
+        print(
+            f"| {strip} | {'on' if dig else 'skipped'} | {st[0]:.2f} | {st[1]:.2f} | "
+            f"{st[2]:.2f} | {tot:.2f} | {tot * ghz:.1f} | {1e3 / tot:.1f} |"
+            if dig
+            else f"| {strip} | skipped | {st[0]:.2f} | {st[1]:.2f} | — | {tot:.2f} | {tot * ghz:.1f} | "
+            f"{1e3 / tot:.1f} |"
+        )
 
 
 def engine_rows(pcap: Path, alg, key: bytes, a, best: dict) -> None:
@@ -149,19 +185,27 @@ def engine_rows(pcap: Path, alg, key: bytes, a, best: dict) -> None:
     for _ in range(a.rounds):
         for w in (1, 2):
             rates[w].append(engine_rate(pcap, alg, key, w, a.frames))
-    print("| capture:engine (DigestEngine.fill, strip frame) | median M frames/s | best | ns/frame (best) |")
+    print(
+        "| capture:engine (DigestEngine.fill, strip frame) | median M frames/s | best | ns/frame (best) |"
+    )
     print("|---|---:|---:|---:|")
     for w in (1, 2):
-        print(f"| {w} worker{'s' if w > 1 else ''} | {statistics.median(rates[w]) / 1e6:.1f} | "
-              f"{max(rates[w]) / 1e6:.1f} | {1e9 / max(rates[w]):.2f} |")
+        print(
+            f"| {w} worker{'s' if w > 1 else ''} | {statistics.median(rates[w]) / 1e6:.1f} | "
+            f"{max(rates[w]) / 1e6:.1f} | {1e9 / max(rates[w]):.2f} |"
+        )
     m1, m2 = statistics.median(rates[1]), statistics.median(rates[2])
-    print(f"\n2 / 1 workers: {m2 / m1:.2f}x (medians), efficiency {m2 / (2 * m1):.0%}; "
-          f"best {max(rates[2]) / max(rates[1]):.2f}x")
+    print(
+        f"\n2 / 1 workers: {m2 / m1:.2f}x (medians), efficiency {m2 / (2 * m1):.0%}; "
+        f"best {max(rates[2]) / max(rates[1]):.2f}x"
+    )
     if best:
         sf = best[("frame", True)]
-        print(f"1 worker, strip frame: best {1e9 / max(rates[1]):.2f} ns/frame, stage sum {sum(sf):.2f} "
-              f"(each stage's best run; the difference is opening, allocation, the Python fill calls "
-              f"and noise)")
+        print(
+            f"1 worker, strip frame: best {1e9 / max(rates[1]):.2f} ns/frame, stage sum {sum(sf):.2f} "
+            f"(each stage's best run; the difference is opening, allocation, the Python fill calls "
+            f"and noise)"
+        )
 
 
 if __name__ == "__main__":

@@ -41,7 +41,9 @@ print(cpu, r.ru_maxrss, res.matched, res.ledger_only, res.capture_only)
 def _changed(pcap: Path, out: Path, k: int) -> None:
     """`pcap` (frames of one size, 16-byte record headers) with one payload byte of k frames flipped."""
     raw = bytearray(pcap.read_bytes())
-    size = 16 + int.from_bytes(raw[24 + 8:24 + 12], "little")  # the first record's captured length
+    size = 16 + int.from_bytes(
+        raw[24 + 8 : 24 + 12], "little"
+    )  # the first record's captured length
     n = (len(raw) - 24) // size
     for i in range(k):
         at = 24 + (n * (2 * i + 1) // (2 * k)) * size + 16 + 50
@@ -50,8 +52,21 @@ def _changed(pcap: Path, out: Path, k: int) -> None:
 
 
 def _run(pcap: Path, led: Path, keys: Path, limit: str, exact: bool) -> tuple[float, int, str]:
-    r = subprocess.run([sys.executable, "-c", _CHILD, str(pcap), str(led), str(keys), limit, "1" if exact else "0"],
-                       capture_output=True, text=True, check=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _CHILD,
+            str(pcap),
+            str(led),
+            str(keys),
+            limit,
+            "1" if exact else "0",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     cpu, rss, m, lo, co = r.stdout.split()
     return float(cpu), int(rss), f"{int(m):,} matched, {lo} ledger-only, {co} capture-only"
 
@@ -64,7 +79,9 @@ def main() -> None:
     ap.add_argument("--segment-records", type=int, default=100_000)
     ap.add_argument("--memory-limit", default="4GB")
     ap.add_argument("--workdir", type=Path, default=None)
-    ap.add_argument("--exact", action="store_true", help="pair everything (exact=True), for the comparison")
+    ap.add_argument(
+        "--exact", action="store_true", help="pair everything (exact=True), for the comparison"
+    )
     a = ap.parse_args()
     work = a.workdir or Path(tempfile.mkdtemp(prefix="recompute-diff-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -83,7 +100,10 @@ def main() -> None:
             runs = [_run(f, led, keys, a.memory_limit, a.exact) for _ in range(a.runs)]
             cpu = min(r[0] for r in runs)
             rss = max(r[1] for r in runs) / 1024
-            print(f"| {n:,} | {name} | {cpu:.2f} | {cpu / n * 1e9:.0f} | {rss:,.0f} | {runs[0][2]} |", flush=True)
+            print(
+                f"| {n:,} | {name} | {cpu:.2f} | {cpu / n * 1e9:.0f} | {rss:,.0f} | {runs[0][2]} |",
+                flush=True,
+            )
     if a.workdir is None:
         shutil.rmtree(work)
 

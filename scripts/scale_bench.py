@@ -89,37 +89,68 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="ledgertool-scale-", dir=a.workdir))
     try:
         keys = work / "keys"
-        subprocess.run([sys.executable, "-c", _CLI, "keys", "generate", str(keys)], check=True,
-                       capture_output=True)
+        subprocess.run(
+            [sys.executable, "-c", _CLI, "keys", "generate", str(keys)],
+            check=True,
+            capture_output=True,
+        )
         print("| frames | step | wall s | CPU s | peak RSS MiB | result |")
         print("|---:|---|---:|---:|---:|---|")
         for n in a.frames:
             spec = work / f"scale-{n}.toml"
             spec.write_text(SPEC.format(n=n, a=n // 2, b=n - n // 2))
             ledger = work / f"ledger-{n}"
-            rep, wall, cpu, rss = run(["capture", f"workload:{spec}", "--ledger", str(ledger),
-                                       "--digest-key", str(keys / "digest.key"),
-                                       "--signing-key", str(keys / "signing.key")])
+            rep, wall, cpu, rss = run(
+                [
+                    "capture",
+                    f"workload:{spec}",
+                    "--ledger",
+                    str(ledger),
+                    "--digest-key",
+                    str(keys / "digest.key"),
+                    "--signing-key",
+                    str(keys / "signing.key"),
+                ]
+            )
             mib = rss / 2**20
-            print(f"| {n:,} | capture (digest + seal) | {wall:.2f} | {cpu:.2f} | {mib:,.0f} | "
-                  f"{len(rep['segments'])} segments |", flush=True)
+            print(
+                f"| {n:,} | capture (digest + seal) | {wall:.2f} | {cpu:.2f} | {mib:,.0f} | "
+                f"{len(rep['segments'])} segments |",
+                flush=True,
+            )
             if not a.no_verify:
-                rep, wall, cpu, rss = run(["verify", str(ledger), "--trust", str(keys / "verifier.pub")])
+                rep, wall, cpu, rss = run(
+                    ["verify", str(ledger), "--trust", str(keys / "verifier.pub")]
+                )
                 mib = rss / 2**20
-                print(f"| {n:,} | verify | {wall:.2f} | {cpu:.2f} | {mib:,.0f} | "
-                      f"{'OK' if rep['ok'] else 'FAIL'}: {rep['segments']} segments, {rep['records']:,} records |",
-                      flush=True)
+                print(
+                    f"| {n:,} | verify | {wall:.2f} | {cpu:.2f} | {mib:,.0f} | "
+                    f"{'OK' if rep['ok'] else 'FAIL'}: {rep['segments']} segments, {rep['records']:,} records |",
+                    flush=True,
+                )
             if a.no_recompute:
                 shutil.rmtree(ledger)
                 continue
-            rep, wall, cpu, rss = run(["recompute", f"workload:{spec}", "--ledger", str(ledger),
-                                       "--trust", str(keys / "verifier.pub"),
-                                       "--digest-key", str(keys / "digest.key"),
-                                       "--memory-limit", a.memory_limit])
+            rep, wall, cpu, rss = run(
+                [
+                    "recompute",
+                    f"workload:{spec}",
+                    "--ledger",
+                    str(ledger),
+                    "--trust",
+                    str(keys / "verifier.pub"),
+                    "--digest-key",
+                    str(keys / "digest.key"),
+                    "--memory-limit",
+                    a.memory_limit,
+                ]
+            )
             mib = rss / 2**20
-            print(f"| {n:,} | recompute + reconcile | {wall:.2f} | {cpu:.2f} | {mib:,.0f} | "
-                  f"matched {rep['matched']:,}, ledger-only {rep['ledger_only']}, capture-only {rep['capture_only']} |",
-                  flush=True)
+            print(
+                f"| {n:,} | recompute + reconcile | {wall:.2f} | {cpu:.2f} | {mib:,.0f} | "
+                f"matched {rep['matched']:,}, ledger-only {rep['ledger_only']}, capture-only {rep['capture_only']} |",
+                flush=True,
+            )
             shutil.rmtree(ledger)
     finally:
         shutil.rmtree(work, ignore_errors=True)

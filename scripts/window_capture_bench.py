@@ -61,8 +61,11 @@ def main() -> None:
         print(f"CPU: {cpu_model()}; {args.frames:,} 64-byte frames, best of {args.rounds}")
         for name in ("engine", "windows", "frames"):
             ns = min(best[name])
-            label = {"engine": "capture:engine", "windows": "capture --tiers windows",
-                     "frames": "capture --tiers frames (sealed)"}[name]
+            label = {
+                "engine": "capture:engine",
+                "windows": "capture --tiers windows",
+                "frames": "capture --tiers frames (sealed)",
+            }[name]
             print(f"{label:34s} {ns:6.1f} ns/frame CPU  ({ns / eng:.2f}x engine)")
 
 

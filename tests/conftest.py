@@ -31,8 +31,10 @@ def corpus_rows(manifest: str = "manifest.csv") -> list[dict]:
         return list(csv.DictReader(f))
 
 
-needs_corpus = pytest.mark.skipif(not (CORPUS / "manifest.csv").is_file(),
-                                  reason=f"corpus not found at {CORPUS} (set LEDGERTOOL_CORPUS)")
+needs_corpus = pytest.mark.skipif(
+    not (CORPUS / "manifest.csv").is_file(),
+    reason=f"corpus not found at {CORPUS} (set LEDGERTOOL_CORPUS)",
+)
 
 
 @pytest.fixture(scope="session")
@@ -69,8 +71,11 @@ def load_keys(d: Path):
     """(DigestKey, SigningKey, TrustBundle) from a `keys generate` directory."""
     from ledgertool.keyfiles import DigestKey, SigningKey, TrustBundle
 
-    return (DigestKey.load(d / "digest.key"), SigningKey.load(d / "signing.key"),
-            TrustBundle.load(d / "verifier.pub"))
+    return (
+        DigestKey.load(d / "digest.key"),
+        SigningKey.load(d / "signing.key"),
+        TrustBundle.load(d / "verifier.pub"),
+    )
 
 
 @pytest.fixture()
@@ -87,12 +92,19 @@ def on_path(request):
     force_cpu_path(alg, None)
 
 
-def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str, cwd: Path | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
     """Run `ledgertool ARGS` in a subprocess exactly as a user would (entry point `main`). Only for
     tests of the process itself (signals, pipes, start-up, exit under the interpreter); the rest use
     `cli`, which runs the same code in this process in a hundredth of the time."""
-    return subprocess.run([sys.executable, "-c", "from ledgertool.cli.app import main; main()", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", "from ledgertool.cli.app import main; main()", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+    )
 
 
 @dataclass(frozen=True)

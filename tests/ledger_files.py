@@ -19,10 +19,10 @@ from ledgertool.keyfiles import SigningKey
 from ledgertool.ledger import layout
 from ledgertool.ledger.header import load_ledger
 from ledgertool.ledger.openmac import OpenSegmentKey
-from ledgertool.ledger.recfile import parse_record_file
-from ledgertool.ledger.segment import HEADER_SIZE, SegmentHeader, SegmentWriter, now_ns
 from ledgertool.ledger.parquet import records_to_table, table_to_records
+from ledgertool.ledger.recfile import parse_record_file
 from ledgertool.ledger.sealer import load_seal, seal_committed, seal_records
+from ledgertool.ledger.segment import HEADER_SIZE, SegmentHeader, SegmentWriter, now_ns
 
 LINK = "link0"
 #: ids for tests parametrized over the ledger format: (ledger_format argument, id)
@@ -60,7 +60,9 @@ def sealed_records(ledger: Path, index: int, link: str = LINK) -> bytes:
 
 def sealed_table(ledger: Path, index: int, link: str = LINK) -> pa.Table:
     """The records of sealed segment `index` as the Arrow table of the Parquet schema, either form."""
-    return records_to_table(sealed_records(ledger, index, link), load_ledger(ledger).digest_size, index)
+    return records_to_table(
+        sealed_records(ledger, index, link), load_ledger(ledger).digest_size, index
+    )
 
 
 def _write_rec(ledger: Path, link: str, header: SegmentHeader, records: bytes, key: SigningKey):
@@ -75,7 +77,9 @@ def _write_rec(ledger: Path, link: str, header: SegmentHeader, records: bytes, k
     return commitment
 
 
-def rewrite_sealed_records(ledger: Path, index: int, records: bytes, key: SigningKey, link: str = LINK) -> None:
+def rewrite_sealed_records(
+    ledger: Path, index: int, records: bytes, key: SigningKey, link: str = LINK
+) -> None:
     """Replace the stored records of sealed segment `index` by `records`, in the form it has (the seal
     is left as it is). A raw record file keeps its header and gets valid MACs from `key`'s device
     key (verify ignores them; they are the strongest adversary's)."""
@@ -88,8 +92,9 @@ def rewrite_sealed_records(ledger: Path, index: int, records: bytes, key: Signin
         pq.write_table(records_to_table(records, load_ledger(ledger).digest_size, index), path)
 
 
-def reseal_segment(ledger: Path, index: int, records: bytes, key: SigningKey, prev_hash: str,
-                   link: str = LINK) -> dict:
+def reseal_segment(
+    ledger: Path, index: int, records: bytes, key: SigningKey, prev_hash: str, link: str = LINK
+) -> dict:
     """What a key holder does to rewrite sealed segment `index` properly: remove its files, write
     `records` in the ledger's form and sign a new seal chained to `prev_hash`. Returns the seal."""
     led = load_ledger(ledger)
@@ -100,12 +105,43 @@ def reseal_segment(ledger: Path, index: int, records: bytes, key: SigningKey, pr
     first = int(old.first_seq)
     seal_file = layout.seal_path(ledger, link, index)
     if led.version == 1:
-        return seal_records(ledger_dir=ledger, ledger=led, link=link, index=index, first_seq=first, records=records,
-                            prev_hash=prev_hash, signing_key=key, parquet=layout.parquet_path(ledger, link, index),
-                            seal_file=seal_file)[0]
+        return seal_records(
+            ledger_dir=ledger,
+            ledger=led,
+            link=link,
+            index=index,
+            first_seq=first,
+            records=records,
+            prev_hash=prev_hash,
+            signing_key=key,
+            parquet=layout.parquet_path(ledger, link, index),
+            seal_file=seal_file,
+        )[0]
     mac_key_id = OpenSegmentKey.derive(key, led.ledger_id).key_id
-    header = SegmentHeader(led.ledger_id, link, index, led.algorithm, led.strip, led.digest_key_id, led.record_size,
-                           led.digest_size, led.leaf_records, first, now_ns(), mac_key_id)
+    header = SegmentHeader(
+        led.ledger_id,
+        link,
+        index,
+        led.algorithm,
+        led.strip,
+        led.digest_key_id,
+        led.record_size,
+        led.digest_size,
+        led.leaf_records,
+        first,
+        now_ns(),
+        mac_key_id,
+    )
     c = _write_rec(ledger, link, header, records, key)
-    return seal_committed(ledger_dir=ledger, ledger=led, link=link, index=index, first_seq=first, totals=c.totals,
-                          leaves=c.leaves, prev_hash=prev_hash, signing_key=key, seal_file=seal_file)[0]
+    return seal_committed(
+        ledger_dir=ledger,
+        ledger=led,
+        link=link,
+        index=index,
+        first_seq=first,
+        totals=c.totals,
+        leaves=c.leaves,
+        prev_hash=prev_hash,
+        signing_key=key,
+        seal_file=seal_file,
+    )[0]

@@ -81,8 +81,9 @@ def _lsb(x: int) -> int:
     return x & 1
 
 
-def verify_inclusion(leaf_index: int, tree_size: int, hash_: bytes, inclusion_path: list[bytes],
-                     root_hash: bytes) -> bool:
+def verify_inclusion(
+    leaf_index: int, tree_size: int, hash_: bytes, inclusion_path: list[bytes], root_hash: bytes
+) -> bool:
     """s2.1.3.2, with ``hash_`` the leaf hash HASH(0x00 || entry). True iff the proof verifies."""
     # 1. leaf_index >= tree_size: fail
     if leaf_index >= tree_size:
@@ -112,8 +113,9 @@ def verify_inclusion(leaf_index: int, tree_size: int, hash_: bytes, inclusion_pa
     return sn == 0 and r == root_hash
 
 
-def verify_consistency(first: int, second: int, first_hash: bytes, second_hash: bytes,
-                       consistency_path: list[bytes]) -> bool:
+def verify_consistency(
+    first: int, second: int, first_hash: bytes, second_hash: bytes, consistency_path: list[bytes]
+) -> bool:
     """s2.1.4.2 for 0 < first < second. Outside the RFC's algorithm: first == second is consistent
     exactly when the path is empty and the roots are equal (the RFC defines no proof for it)."""
     if not 0 < first <= second:

@@ -58,13 +58,25 @@ def leaf_entry(block: bytes, leaf_hash: str = "sha256") -> bytes:
     return block
 
 
-def leaf_hashes(records: bytes, record_size: int, leaf_records: int, leaf_hash: str = "sha256") -> list[bytes]:
+def leaf_hashes(
+    records: bytes, record_size: int, leaf_records: int, leaf_hash: str = "sha256"
+) -> list[bytes]:
     step = record_size * leaf_records
-    return [sha256(b"\x00" + leaf_entry(records[i:i + step], leaf_hash)) for i in range(0, len(records), step)]
+    return [
+        sha256(b"\x00" + leaf_entry(records[i : i + step], leaf_hash))
+        for i in range(0, len(records), step)
+    ]
 
 
-def synthetic_records(n: int, first_seq: int = 0, digest_size: int = 16, seed: int = 0, *,
-                      gaps: dict[int, int] | None = None, ts0: int = 1_700_000_000_000_000_000) -> bytes:
+def synthetic_records(
+    n: int,
+    first_seq: int = 0,
+    digest_size: int = 16,
+    seed: int = 0,
+    *,
+    gaps: dict[int, int] | None = None,
+    ts0: int = 1_700_000_000_000_000_000,
+) -> bytes:
     """n records numbered from first_seq, ts 1 µs apart; `gaps` {record index: drops} makes GAP records."""
     rnd = np.random.default_rng(seed)
     out = bytearray()
@@ -73,11 +85,15 @@ def synthetic_records(n: int, first_seq: int = 0, digest_size: int = 16, seed: i
         if gaps and k in gaps:
             out += RECORD.pack(seq, ts, 0, 0, FLAG_GAP, 0, gaps[k]) + bytes(digest_size)
         else:
-            out += RECORD.pack(seq, ts, 60 + k % 1400, 60 + k % 1400, 0, 1, 0) + rnd.bytes(digest_size)
+            out += RECORD.pack(seq, ts, 60 + k % 1400, 60 + k % 1400, 0, 1, 0) + rnd.bytes(
+                digest_size
+            )
     return bytes(out)
 
 
-def capture_records(pcap: Path, digest_key, algorithm: str = "siphash-1-3-128", strip: str = "frame") -> bytes:
+def capture_records(
+    pcap: Path, digest_key, algorithm: str = "siphash-1-3-128", strip: str = "frame"
+) -> bytes:
     """The records of a real capture, from the project's digest engine (seq from 0)."""
     from ledgertool.algorithms import get_algorithm, get_strip_mode
     from ledgertool.digest.engine import DigestEngine
@@ -86,13 +102,15 @@ def capture_records(pcap: Path, digest_key, algorithm: str = "siphash-1-3-128", 
     alg = get_algorithm(algorithm)
     reader = open_source(pcap)
     try:
-        engine = DigestEngine(reader, alg, get_strip_mode(strip), digest_key.subkey(alg.name, alg.key_size), workers=1)
+        engine = DigestEngine(
+            reader, alg, get_strip_mode(strip), digest_key.subkey(alg.name, alg.key_size), workers=1
+        )
         out, seq = bytearray(), 0
         while True:
             records, n, _ = engine.fill(seq, 1 << 16)
             if n == 0:
                 return bytes(out)
-            out += bytes(records[:n * (32 + alg.digest_size)])
+            out += bytes(records[: n * (32 + alg.digest_size)])
             seq += n
     finally:
         reader.close()
@@ -115,26 +133,72 @@ class Ledger:
         return 32 + self.digest_size
 
 
-def write_ledger_json(directory: Path, *, algorithm: str, strip: str, digest_key_id: str, digest_size: int,
-                      leaf_records: int = 256, ledger_id: str | None = None, leaf_hash: str = "sha256") -> Ledger:
+def write_ledger_json(
+    directory: Path,
+    *,
+    algorithm: str,
+    strip: str,
+    digest_key_id: str,
+    digest_size: int,
+    leaf_records: int = 256,
+    ledger_id: str | None = None,
+    leaf_hash: str = "sha256",
+) -> Ledger:
     directory.mkdir(parents=True, exist_ok=True)
     ledger_id = ledger_id or uuid.uuid4().hex
-    doc = {"format": LEDGER_V2, "ledger_id": ledger_id, "algorithm": algorithm, "strip": strip,
-           "digest_key_id": digest_key_id, "digest_size": digest_size, "record_size": 32 + digest_size,
-           "leaf_records": leaf_records, "created_at": "2026-12-01T00:00:00+00:00"}
+    doc = {
+        "format": LEDGER_V2,
+        "ledger_id": ledger_id,
+        "algorithm": algorithm,
+        "strip": strip,
+        "digest_key_id": digest_key_id,
+        "digest_size": digest_size,
+        "record_size": 32 + digest_size,
+        "leaf_records": leaf_records,
+        "created_at": "2026-12-01T00:00:00+00:00",
+    }
     if leaf_hash != "sha256":
         doc["leaf_hash"] = leaf_hash
     raw = (json.dumps(doc, indent=1) + "\n").encode()
     (directory / "ledger.json").write_bytes(raw)
-    return Ledger(directory, ledger_id, algorithm, strip, digest_key_id, digest_size, leaf_records, raw, leaf_hash)
+    return Ledger(
+        directory,
+        ledger_id,
+        algorithm,
+        strip,
+        digest_key_id,
+        digest_size,
+        leaf_records,
+        raw,
+        leaf_hash,
+    )
 
 
-def segment_header(ledger: Ledger, link: str, index: int, first_seq: int, mac_key_id: bytes,
-                   digest_key_id: str | None = None) -> bytes:
-    raw = HEADER.pack(b"LTSEGv2\n", 2, 256, ledger.record_size, ledger.digest_size,
-                      uuid.UUID(hex=ledger.ledger_id).bytes, index, ledger.leaf_records, first_seq,
-                      bytes.fromhex(digest_key_id or ledger.digest_key_id), link.encode(), ledger.algorithm.encode(),
-                      ledger.strip.encode(), 1_700_000_000_000_000_000, mac_key_id)
+def segment_header(
+    ledger: Ledger,
+    link: str,
+    index: int,
+    first_seq: int,
+    mac_key_id: bytes,
+    digest_key_id: str | None = None,
+) -> bytes:
+    raw = HEADER.pack(
+        b"LTSEGv2\n",
+        2,
+        256,
+        ledger.record_size,
+        ledger.digest_size,
+        uuid.UUID(hex=ledger.ledger_id).bytes,
+        index,
+        ledger.leaf_records,
+        first_seq,
+        bytes.fromhex(digest_key_id or ledger.digest_key_id),
+        link.encode(),
+        ledger.algorithm.encode(),
+        ledger.strip.encode(),
+        1_700_000_000_000_000_000,
+        mac_key_id,
+    )
     return raw.ljust(256, b"\0")
 
 
@@ -144,8 +208,15 @@ def mac_key(signing_key, ledger_id: str) -> tuple[bytes, bytes]:
     return k, hmac.digest(k, MAC_KEY_ID_LABEL, "sha256")[:16]
 
 
-def rec_bytes(ledger: Ledger, link: str, index: int, first_seq: int, records: bytes, signing_key,
-              block_records: list[int] | None = None) -> bytes:
+def rec_bytes(
+    ledger: Ledger,
+    link: str,
+    index: int,
+    first_seq: int,
+    records: bytes,
+    signing_key,
+    block_records: list[int] | None = None,
+) -> bytes:
     """A v2 raw record file: header, then blocks of `block_records` (default: leaf_records each, the
     last shorter) with the v2 MAC over each block's leaf-chunk hashes, chained."""
     k, kid = mac_key(signing_key, ledger.ledger_id)
@@ -156,9 +227,11 @@ def rec_bytes(ledger: Ledger, link: str, index: int, first_seq: int, records: by
     assert sum(block_records) == n and all(1 <= c <= 65536 for c in block_records)
     out, chain, pos = bytearray(header), hmac.digest(k, MAC_HEADER_LABEL + header, "sha256"), 0
     for i, count in enumerate(block_records):
-        body = records[pos * rs:(pos + count) * rs]
+        body = records[pos * rs : (pos + count) * rs]
         leaves = b"".join(leaf_hashes(body, rs, ledger.leaf_records, ledger.leaf_hash))
-        chain = hmac.digest(k, MAC_LEAVES_LABEL + chain + struct.pack("<QI", i, count) + leaves, "sha256")
+        chain = hmac.digest(
+            k, MAC_LEAVES_LABEL + chain + struct.pack("<QI", i, count) + leaves, "sha256"
+        )
         out += struct.pack("<I", count) + body + chain
         pos += count
     return bytes(out)
@@ -169,13 +242,26 @@ def parquet_bytes(records: bytes, digest_size: int, index: int) -> bytes:
     rs = 32 + digest_size
     rows = [RECORD.unpack_from(records, i) for i in range(0, len(records), rs)]
     cols = list(zip(*rows)) if rows else [()] * 7
-    schema = pa.schema([("segment", pa.uint32()), ("seq", pa.uint64()), ("ts_ns", pa.int64()),
-                        ("wire_len", pa.uint32()), ("cap_len", pa.uint32()), ("flags", pa.uint16()),
-                        ("linktype", pa.uint16()), ("aux", pa.uint32()), ("digest", pa.binary(digest_size))])
-    digests = [records[i + 32:i + rs] for i in range(0, len(records), rs)]
-    table = pa.Table.from_arrays([pa.array([index] * len(rows), pa.uint32())]
-                                 + [pa.array(list(c), t.type) for c, t in zip(cols, list(schema)[1:8])]
-                                 + [pa.array(digests, pa.binary(digest_size))], schema=schema)
+    schema = pa.schema(
+        [
+            ("segment", pa.uint32()),
+            ("seq", pa.uint64()),
+            ("ts_ns", pa.int64()),
+            ("wire_len", pa.uint32()),
+            ("cap_len", pa.uint32()),
+            ("flags", pa.uint16()),
+            ("linktype", pa.uint16()),
+            ("aux", pa.uint32()),
+            ("digest", pa.binary(digest_size)),
+        ]
+    )
+    digests = [records[i + 32 : i + rs] for i in range(0, len(records), rs)]
+    table = pa.Table.from_arrays(
+        [pa.array([index] * len(rows), pa.uint32())]
+        + [pa.array(list(c), t.type) for c, t in zip(cols, list(schema)[1:8])]
+        + [pa.array(digests, pa.binary(digest_size))],
+        schema=schema,
+    )
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink)
     return sink.getvalue().to_pybytes()
@@ -190,26 +276,49 @@ def seal_hash(doc: dict) -> str:
 
 
 def genesis_hash(ledger_id: str, link: str) -> str:
-    return sha256(b"ledgertool genesis v1\0" + bytes.fromhex(ledger_id) + b"\0" + link.encode()).hex()
+    return sha256(
+        b"ledgertool genesis v1\0" + bytes.fromhex(ledger_id) + b"\0" + link.encode()
+    ).hex()
 
 
-def seal_v2(ledger: Ledger, link: str, index: int, first_seq: int, records: bytes, prev: str, signing_key,
-            **override) -> dict:
+def seal_v2(
+    ledger: Ledger,
+    link: str,
+    index: int,
+    first_seq: int,
+    records: bytes,
+    prev: str,
+    signing_key,
+    **override,
+) -> dict:
     rs = ledger.record_size
-    recs = [records[i:i + rs] for i in range(0, len(records), rs)]
+    recs = [records[i : i + rs] for i in range(0, len(records), rs)]
     fields = [RECORD.unpack_from(r) for r in recs]
     gaps = [f for f in fields if f[4] & FLAG_GAP]
     doc = {
-        "format": SEAL_V2, "ledger_id": ledger.ledger_id, "link": link, "segment": index,
-        "algorithm": ledger.algorithm, "strip": ledger.strip, "digest_key_id": ledger.digest_key_id,
-        "record_size": rs, "leaf_records": ledger.leaf_records,
+        "format": SEAL_V2,
+        "ledger_id": ledger.ledger_id,
+        "link": link,
+        "segment": index,
+        "algorithm": ledger.algorithm,
+        "strip": ledger.strip,
+        "digest_key_id": ledger.digest_key_id,
+        "record_size": rs,
+        "leaf_records": ledger.leaf_records,
         "ledger_header_sha256": sha256(ledger.header_bytes).hex(),
-        "records": len(recs), "frames": len(recs) - len(gaps), "drops_declared": sum(f[6] for f in gaps),
-        "first_seq": str(first_seq), "last_seq": str(fields[-1][0] if recs else first_seq - 1),
-        "first_ts_ns": str(fields[0][1]) if recs else None, "last_ts_ns": str(fields[-1][1]) if recs else None,
+        "records": len(recs),
+        "frames": len(recs) - len(gaps),
+        "drops_declared": sum(f[6] for f in gaps),
+        "first_seq": str(first_seq),
+        "last_seq": str(fields[-1][0] if recs else first_seq - 1),
+        "first_ts_ns": str(fields[0][1]) if recs else None,
+        "last_ts_ns": str(fields[-1][1]) if recs else None,
         "merkle_root": mth(leaf_hashes(records, rs, ledger.leaf_records, ledger.leaf_hash)).hex(),
-        "prev_seal_hash": prev, "torn_bytes_discarded": 0, "source": "v2_reference",
-        "sealed_at": "2026-12-01T00:00:00+00:00", "signer": signing_key.trust_bundle().key_ids,
+        "prev_seal_hash": prev,
+        "torn_bytes_discarded": 0,
+        "source": "v2_reference",
+        "sealed_at": "2026-12-01T00:00:00+00:00",
+        "signer": signing_key.trust_bundle().key_ids,
     }
     doc.update(override)
     doc["signatures"] = signing_key.sign(SEAL_PREFIX + seal_body(doc))
@@ -227,10 +336,21 @@ class Written:
         return self.ledger.directory / f"link={self.link}" / f"seg-{index:08d}.{kind}"
 
 
-def write_v2_ledger(directory: Path, signing_key, segments: list[bytes], *, algorithm: str = "siphash-1-3-128",
-                    strip: str = "frame", digest_key_id: str = "00" * 16, leaf_records: int = 256,
-                    link: str = "link0", form: str = "rec", checkpoint: bool = True,
-                    block_records: list[list[int] | None] | None = None, leaf_hash: str = "sha256") -> Written:
+def write_v2_ledger(
+    directory: Path,
+    signing_key,
+    segments: list[bytes],
+    *,
+    algorithm: str = "siphash-1-3-128",
+    strip: str = "frame",
+    digest_key_id: str = "00" * 16,
+    leaf_records: int = 256,
+    link: str = "link0",
+    form: str = "rec",
+    checkpoint: bool = True,
+    block_records: list[list[int] | None] | None = None,
+    leaf_hash: str = "sha256",
+) -> Written:
     """A v2 ledger of one link with `segments` (each the record bytes of one segment, seq
     contiguous) sealed in `form` ("rec" or "parquet"), with .leaves sidecars and a checkpoint."""
     from ledgertool.algorithms import get_algorithm
@@ -239,18 +359,29 @@ def write_v2_ledger(directory: Path, signing_key, segments: list[bytes], *, algo
     from ledgertool.seal.checkpoint import LinkTree
 
     ds = get_algorithm(algorithm).digest_size
-    led = write_ledger_json(directory, algorithm=algorithm, strip=strip, digest_key_id=digest_key_id,
-                            digest_size=ds, leaf_records=leaf_records, leaf_hash=leaf_hash)
+    led = write_ledger_json(
+        directory,
+        algorithm=algorithm,
+        strip=strip,
+        digest_key_id=digest_key_id,
+        digest_size=ds,
+        leaf_records=leaf_records,
+        leaf_hash=leaf_hash,
+    )
     (directory / f"link={link}").mkdir(exist_ok=True)
     out = Written(led, link)
     prev, seq = genesis_hash(led.ledger_id, link), 0
     for i, records in enumerate(segments):
         doc = seal_v2(led, link, i, seq, records, prev, signing_key)
         out.path(i, "seal.json").write_text(json.dumps(doc, indent=1) + "\n")
-        out.path(i, "leaves").write_bytes(b"".join(leaf_hashes(records, led.record_size, leaf_records, leaf_hash)))
+        out.path(i, "leaves").write_bytes(
+            b"".join(leaf_hashes(records, led.record_size, leaf_records, leaf_hash))
+        )
         if form == "rec":
             blocks = block_records[i] if block_records else None
-            out.path(i, "rec").write_bytes(rec_bytes(led, link, i, seq, records, signing_key, blocks))
+            out.path(i, "rec").write_bytes(
+                rec_bytes(led, link, i, seq, records, signing_key, blocks)
+            )
         else:
             out.path(i, "parquet").write_bytes(parquet_bytes(records, ds, i))
         out.seals.append(doc)

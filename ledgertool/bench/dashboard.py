@@ -42,7 +42,9 @@ class Series:
     points: list[tuple[float, float]]  # (x, y), sorted by x
     color: str
     reference: bool = False  # a dashed reference line, no markers
-    noisy: list[bool] = field(default_factory=list)  # per point: measured with cv above the threshold
+    noisy: list[bool] = field(
+        default_factory=list
+    )  # per point: measured with cv above the threshold
 
 
 @dataclass
@@ -55,7 +57,9 @@ class Plot:
     series: list[Series]
     xlog: bool = True
     xticks: list[tuple[float, str]] = field(default_factory=list)
-    bars: list[tuple[str, float, bool]] = field(default_factory=list)  # capture: (label, value, noisy)
+    bars: list[tuple[str, float, bool]] = field(
+        default_factory=list
+    )  # capture: (label, value, noisy)
 
 
 def line_rate_gbit(row: BenchRow) -> float:
@@ -80,8 +84,12 @@ def build_plots(rows: list[BenchRow]) -> list[Plot]:
     rows = latest(rows)
     # Label series by machine only where one algorithm's rows come from several (host, CPU path)
     # pairs; different algorithms naturally run on different paths (the reference on "python").
-    multi = {a for a in {r.algorithm for r in rows}
-             if len({(r.host, r.cpu_path) for r in rows if r.algorithm == a and r.benchmark == "digest"}) > 1}
+    multi = {
+        a
+        for a in {r.algorithm for r in rows}
+        if len({(r.host, r.cpu_path) for r in rows if r.algorithm == a and r.benchmark == "digest"})
+        > 1
+    }
     multi_hosts = len({r.host for r in rows}) > 1
 
     def tag(r: BenchRow) -> str:
@@ -102,37 +110,86 @@ def build_plots(rows: list[BenchRow]) -> list[Plot]:
             by_t.setdefault((r.threads, tag(r)), []).append(r)
         for i, ((t, suffix), rs) in enumerate(sorted(by_t.items())):
             rs.sort(key=lambda r: r.size)
-            series.append(Series(f"{t} thread{'s' if t > 1 else ''}{suffix}",
-                                 [(r.size, line_rate_gbit(r) / r.threads) for r in rs],
-                                 PALETTE[i % len(PALETTE)], noisy=[r.noisy for r in rs]))
+            series.append(
+                Series(
+                    f"{t} thread{'s' if t > 1 else ''}{suffix}",
+                    [(r.size, line_rate_gbit(r) / r.threads) for r in rs],
+                    PALETTE[i % len(PALETTE)],
+                    noisy=[r.noisy for r in rs],
+                )
+            )
         for rate, name, color in LINE_RATES:
             y = rate / 1e9 / cores
-            series.append(Series(f"{name} ÷ {cores} core{'s' if cores > 1 else ''}", [(sizes[0], y), (sizes[-1], y)],
-                                 color, reference=True))
-        plots.append(Plot("size", alg, f"{alg}: throughput per thread vs message size",
-                          "message size (log scale)", "line-rate Gbit/s per thread", series,
-                          xticks=[(s, human_size(s)) for s in sizes]))
+            series.append(
+                Series(
+                    f"{name} ÷ {cores} core{'s' if cores > 1 else ''}",
+                    [(sizes[0], y), (sizes[-1], y)],
+                    color,
+                    reference=True,
+                )
+            )
+        plots.append(
+            Plot(
+                "size",
+                alg,
+                f"{alg}: throughput per thread vs message size",
+                "message size (log scale)",
+                "line-rate Gbit/s per thread",
+                series,
+                xticks=[(s, human_size(s)) for s in sizes],
+            )
+        )
         series = []
         by_s: dict[tuple, list[BenchRow]] = {}
         for r in mine:
             by_s.setdefault((r.size, tag(r)), []).append(r)
         for i, ((s, suffix), rs) in enumerate(sorted(by_s.items())):
             rs.sort(key=lambda r: r.threads)
-            series.append(Series(f"{human_size(s)}{suffix}", [(r.threads, line_rate_gbit(r)) for r in rs],
-                                 PALETTE[i % len(PALETTE)], noisy=[r.noisy for r in rs]))
+            series.append(
+                Series(
+                    f"{human_size(s)}{suffix}",
+                    [(r.threads, line_rate_gbit(r)) for r in rs],
+                    PALETTE[i % len(PALETTE)],
+                    noisy=[r.noisy for r in rs],
+                )
+            )
         lo, hi = threads[0], threads[-1]
         for rate, name, color in LINE_RATES:
             per = rate / 1e9 / cores
-            series.append(Series(f"{name} × threads ÷ {cores} cores", [(lo, per * lo), (hi, per * hi)],
-                                 color, reference=True))
-        plots.append(Plot("threads", alg, f"{alg}: aggregate throughput vs threads",
-                          "threads", "line-rate Gbit/s, all threads", series, xlog=False,
-                          xticks=[(t, str(t)) for t in threads]))
+            series.append(
+                Series(
+                    f"{name} × threads ÷ {cores} cores",
+                    [(lo, per * lo), (hi, per * hi)],
+                    color,
+                    reference=True,
+                )
+            )
+        plots.append(
+            Plot(
+                "threads",
+                alg,
+                f"{alg}: aggregate throughput vs threads",
+                "threads",
+                "line-rate Gbit/s, all threads",
+                series,
+                xlog=False,
+                xticks=[(t, str(t)) for t in threads],
+            )
+        )
     capture = [r for r in rows if r.benchmark.startswith("capture:")]
     if capture:
         bars = [(f"{_bar_label(r)}{tag(r)}", r.frames_per_s / 1e6, r.noisy) for r in capture]
-        plots.append(Plot("capture", "", "whole capture path from a pcap in page cache",
-                          "Mframes/s (log scale)", "", [], bars=bars))
+        plots.append(
+            Plot(
+                "capture",
+                "",
+                "whole capture path from a pcap in page cache",
+                "Mframes/s (log scale)",
+                "",
+                [],
+                bars=bars,
+            )
+        )
     return plots
 
 
@@ -141,8 +198,11 @@ def _bar_label(r: BenchRow) -> str:
     tool, not the algorithm column the CSV row carries."""
     if r.benchmark == "capture:tcpdump":
         return f"tcpdump -r FILE -w /dev/null ({human_size(r.size)})"
-    workers = ("" if r.benchmark == "capture:python-reference"
-               else f", {r.threads} worker{'s' if r.threads != 1 else ''}")
+    workers = (
+        ""
+        if r.benchmark == "capture:python-reference"
+        else f", {r.threads} worker{'s' if r.threads != 1 else ''}"
+    )
     return f"{r.benchmark[8:]} ({r.algorithm}, {human_size(r.size)}{workers})"
 
 
@@ -173,13 +233,22 @@ def answer_rows(rows: list[BenchRow]) -> list[AnswerRow]:
         elif r.benchmark == "digest":
             groups.setdefault(r.algorithm, []).append(r)
     out = []
-    for label, rs in sorted(groups.items(), key=lambda kv: (not kv[0].startswith("capture"), kv[0])):
+    for label, rs in sorted(
+        groups.items(), key=lambda kv: (not kv[0].startswith("capture"), kv[0])
+    ):
         cores, paths = [], []
         for size in ANSWER_SIZES:
             best = max((r for r in rs if r.size == size), key=_per_thread, default=None)
-            cores.append(tuple(best.cores_needed(bps) if best else None for bps, _, _ in LINE_RATES))
-            paths.append("" if best is None else best.cpu_path if best.benchmark == "digest"
-                         else f"{best.threads} worker{'s' if best.threads != 1 else ''}")
+            cores.append(
+                tuple(best.cores_needed(bps) if best else None for bps, _, _ in LINE_RATES)
+            )
+            paths.append(
+                ""
+                if best is None
+                else best.cpu_path
+                if best.benchmark == "digest"
+                else f"{best.threads} worker{'s' if best.threads != 1 else ''}"
+            )
         if any(c is not None for per in cores for c in per):
             out.append(AnswerRow(label, tuple(cores), tuple(paths)))
     return out
@@ -216,49 +285,71 @@ def svg_plot(plot: Plot, width: int = 600, height: int = 360) -> str:
     y0, y1 = min(ys) / 1.5, max(ys) * 1.5
     if plot.xlog:
         lx0, lx1 = math.log2(x0), math.log2(x1)
-        fx = (lambda x: left + (math.log2(x) - lx0) / (lx1 - lx0) * pw) if lx1 > lx0 else (lambda x: left + pw / 2)
+        fx = (
+            (lambda x: left + (math.log2(x) - lx0) / (lx1 - lx0) * pw)
+            if lx1 > lx0
+            else (lambda x: left + pw / 2)
+        )
     else:
         pad = 0.25 if x1 == x0 else 0.05 * (x1 - x0)
         fx = lambda x: left + (x - x0 + pad) / (x1 - x0 + 2 * pad) * pw  # noqa: E731
     ly0, ly1 = math.log10(y0), math.log10(y1)
     fy = lambda y: top + ph - (math.log10(max(y, y0)) - ly0) / (ly1 - ly0) * ph  # noqa: E731
     e = html.escape
-    out = [f'<svg class="plot" data-kind="{plot.kind}" data-algorithm="{e(plot.algorithm)}" '
-           f'xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'viewBox="0 0 {width} {height}" role="img" aria-label="{e(plot.title)}">',
-           f'<rect x="0" y="0" width="{width}" height="{height}" fill="#fff"/>',
-           f'<text x="{width / 2}" y="20" text-anchor="middle" class="t">{e(plot.title)}</text>']
+    out = [
+        f'<svg class="plot" data-kind="{plot.kind}" data-algorithm="{e(plot.algorithm)}" '
+        f'xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="{e(plot.title)}">',
+        f'<rect x="0" y="0" width="{width}" height="{height}" fill="#fff"/>',
+        f'<text x="{width / 2}" y="20" text-anchor="middle" class="t">{e(plot.title)}</text>',
+    ]
     for t in _nice_log_ticks(y0, y1):
         y = fy(t)
-        out.append(f'<line x1="{left}" x2="{left + pw}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>'
-                   f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{_fmt(t)}</text>')
+        out.append(
+            f'<line x1="{left}" x2="{left + pw}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>'
+            f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{_fmt(t)}</text>'
+        )
     for x, label in plot.xticks:
         px = fx(x)
-        out.append(f'<line x1="{px:.1f}" x2="{px:.1f}" y1="{top}" y2="{top + ph}" class="grid"/>'
-                   f'<text x="{px:.1f}" y="{top + ph + 16}" text-anchor="middle">{e(label)}</text>')
+        out.append(
+            f'<line x1="{px:.1f}" x2="{px:.1f}" y1="{top}" y2="{top + ph}" class="grid"/>'
+            f'<text x="{px:.1f}" y="{top + ph + 16}" text-anchor="middle">{e(label)}</text>'
+        )
     out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" class="frame"/>')
-    out.append(f'<text x="{left + pw / 2}" y="{top + ph + 34}" text-anchor="middle" class="ax">{e(plot.xlabel)}</text>')
-    out.append(f'<text transform="translate(14 {top + ph / 2}) rotate(-90)" text-anchor="middle" class="ax">'
-               f'{e(plot.ylabel)} (log)</text>')
+    out.append(
+        f'<text x="{left + pw / 2}" y="{top + ph + 34}" text-anchor="middle" class="ax">{e(plot.xlabel)}</text>'
+    )
+    out.append(
+        f'<text transform="translate(14 {top + ph / 2}) rotate(-90)" text-anchor="middle" class="ax">'
+        f"{e(plot.ylabel)} (log)</text>"
+    )
     for s in plot.series:
         pts = " ".join(f"{fx(x):.1f},{fy(y):.1f}" for x, y in s.points)
         if s.reference:
-            out.append(f'<polyline class="ref" data-label="{e(s.label)}" points="{pts}" stroke="{s.color}"/>')
+            out.append(
+                f'<polyline class="ref" data-label="{e(s.label)}" points="{pts}" stroke="{s.color}"/>'
+            )
             continue
-        out.append(f'<g class="series" data-label="{e(s.label)}">'
-                   f'<polyline points="{pts}" stroke="{s.color}" class="line"/>')
+        out.append(
+            f'<g class="series" data-label="{e(s.label)}">'
+            f'<polyline points="{pts}" stroke="{s.color}" class="line"/>'
+        )
         for i, (x, y) in enumerate(s.points):
             noisy = s.noisy[i] if i < len(s.noisy) else False
             fill = "#fff" if noisy else s.color
-            out.append(f'<circle cx="{fx(x):.1f}" cy="{fy(y):.1f}" r="3.5" fill="{fill}" stroke="{s.color}">'
-                       f'<title>{e(s.label)}: {_fmt(y)} Gbit/s{" (noisy)" if noisy else ""}</title></circle>')
+            out.append(
+                f'<circle cx="{fx(x):.1f}" cy="{fy(y):.1f}" r="3.5" fill="{fill}" stroke="{s.color}">'
+                f"<title>{e(s.label)}: {_fmt(y)} Gbit/s{' (noisy)' if noisy else ''}</title></circle>"
+            )
         out.append("</g>")
     for i, s in enumerate(plot.series):
         lx = left + (i % 2) * pw / 2
         ly = top + ph + 50 + 18 * (i // 2)
         dash = ' stroke-dasharray="6 4"' if s.reference else ""
-        out.append(f'<line x1="{lx:.1f}" x2="{lx + 22:.1f}" y1="{ly - 4}" y2="{ly - 4}" stroke="{s.color}" '
-                   f'stroke-width="2"{dash}/><text x="{lx + 28:.1f}" y="{ly}">{e(s.label)}</text>')
+        out.append(
+            f'<line x1="{lx:.1f}" x2="{lx + 22:.1f}" y1="{ly - 4}" y2="{ly - 4}" stroke="{s.color}" '
+            f'stroke-width="2"{dash}/><text x="{lx + 28:.1f}" y="{ly}">{e(s.label)}</text>'
+        )
     out.append("</svg>")
     return "\n".join(out)
 
@@ -269,22 +360,31 @@ def _svg_bars(plot: Plot, width: int) -> str:
     pw = width - left - right
     vals = [v for _, v, _ in plot.bars if v > 0] or [1.0]
     lo, hi = min(vals) / 2, max(vals) * 1.2
-    fx = lambda v: (math.log10(max(v, lo)) - math.log10(lo)) / (math.log10(hi) - math.log10(lo)) * pw  # noqa: E731
+
+    def fx(v: float) -> float:
+        return (math.log10(max(v, lo)) - math.log10(lo)) / (math.log10(hi) - math.log10(lo)) * pw
+
     e = html.escape
-    out = [f'<svg class="plot" data-kind="capture" data-algorithm="" xmlns="http://www.w3.org/2000/svg" '
-           f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{e(plot.title)}">',
-           f'<rect x="0" y="0" width="{width}" height="{height}" fill="#fff"/>',
-           f'<text x="{width / 2}" y="20" text-anchor="middle" class="t">{e(plot.title)}</text>']
+    out = [
+        f'<svg class="plot" data-kind="capture" data-algorithm="" xmlns="http://www.w3.org/2000/svg" '
+        f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{e(plot.title)}">',
+        f'<rect x="0" y="0" width="{width}" height="{height}" fill="#fff"/>',
+        f'<text x="{width / 2}" y="20" text-anchor="middle" class="t">{e(plot.title)}</text>',
+    ]
     for i, (label, v, noisy) in enumerate(plot.bars):
         y = top + i * (bar + gap)
         w = max(fx(v), 1.0)
         color = PALETTE[i % len(PALETTE)]
         opacity = ' fill-opacity="0.4"' if noisy else ""
-        out.append(f'<text x="{left - 8}" y="{y + bar * 0.7:.1f}" text-anchor="end">{e(label)}</text>'
-                   f'<rect class="bar" x="{left}" y="{y}" width="{w:.1f}" height="{bar}" fill="{color}"'
-                   f'{opacity}><title>{_fmt(v)} Mframes/s</title></rect>'
-                   f'<text x="{left + w + 6:.1f}" y="{y + bar * 0.7:.1f}">{_fmt(v)}{" (noisy)" if noisy else ""}</text>')
-    out.append(f'<text x="{left + pw / 2}" y="{height - 10}" text-anchor="middle" class="ax">{e(plot.xlabel)}</text>')
+        out.append(
+            f'<text x="{left - 8}" y="{y + bar * 0.7:.1f}" text-anchor="end">{e(label)}</text>'
+            f'<rect class="bar" x="{left}" y="{y}" width="{w:.1f}" height="{bar}" fill="{color}"'
+            f"{opacity}><title>{_fmt(v)} Mframes/s</title></rect>"
+            f'<text x="{left + w + 6:.1f}" y="{y + bar * 0.7:.1f}">{_fmt(v)}{" (noisy)" if noisy else ""}</text>'
+        )
+    out.append(
+        f'<text x="{left + pw / 2}" y="{height - 10}" text-anchor="middle" class="ax">{e(plot.xlabel)}</text>'
+    )
     out.append("</svg>")
     return "\n".join(out)
 
@@ -308,30 +408,61 @@ tr.noisy td{background:#fff4ce} #answer-table{font-size:14px} #answer-table td{m
 
 #: the raw table's columns; time and host only when the rows come from more than one run or host
 #: (the header says them otherwise), so that it fits a 1400 px window
-TABLE_COLUMNS = ("time", "host", "cpu_path", "benchmark", "algorithm", "size", "threads", "frames",
-                 "repeats", "Mframes/s", "Gbit/s", "line-rate Gbit/s", "ns/frame", "CPU ns/frame",
-                 "cv", "noisy")
+TABLE_COLUMNS = (
+    "time",
+    "host",
+    "cpu_path",
+    "benchmark",
+    "algorithm",
+    "size",
+    "threads",
+    "frames",
+    "repeats",
+    "Mframes/s",
+    "Gbit/s",
+    "line-rate Gbit/s",
+    "ns/frame",
+    "CPU ns/frame",
+    "cv",
+    "noisy",
+)
 
 
 def _table(rows: list[BenchRow]) -> str:
     e = html.escape
-    drop = {c for c, values in (("time", {r.time for r in rows}), ("host", {r.host for r in rows}))
-            if len(values) <= 1}
+    drop = {
+        c
+        for c, values in (("time", {r.time for r in rows}), ("host", {r.host for r in rows}))
+        if len(values) <= 1
+    }
     if all(r.cpu_seconds is None for r in rows):  # a CSV written before the CPU columns
         drop.add("CPU ns/frame")
     head = "".join(f"<th>{e(c)}</th>" for c in TABLE_COLUMNS if c not in drop)
     body = []
     for r in rows:
-        cells = [(r.time, ""), (r.host, ""), (r.cpu_path, ""), (r.benchmark, ""),
-                 (r.algorithm, ""), (human_size(r.size), "n"), (str(r.threads), "n"), (f"{r.frames:,}", "n"),
-                 (str(r.repeats), "n"), (f"{r.frames_per_s / 1e6:,.2f}", "n"), (f"{r.gbit_per_s:,.2f}", "n"),
-                 (f"{line_rate_gbit(r):,.2f}", "n"),
-                 (_median_best(r.ns_per_frame, r.best_ns_per_frame), "n nb"),
-                 (_median_best(r.cpu_ns_per_frame, r.best_cpu_ns_per_frame), "n nb"),
-                 (f"{r.cv * 100:.1f}%", "n"),
-                 ("noisy" if r.noisy else "", "")]
-        tds = "".join(f'<td class="{c}">{e(v)}</td>' if c else f"<td>{e(v)}</td>"
-                      for (v, c), name in zip(cells, TABLE_COLUMNS) if name not in drop)
+        cells = [
+            (r.time, ""),
+            (r.host, ""),
+            (r.cpu_path, ""),
+            (r.benchmark, ""),
+            (r.algorithm, ""),
+            (human_size(r.size), "n"),
+            (str(r.threads), "n"),
+            (f"{r.frames:,}", "n"),
+            (str(r.repeats), "n"),
+            (f"{r.frames_per_s / 1e6:,.2f}", "n"),
+            (f"{r.gbit_per_s:,.2f}", "n"),
+            (f"{line_rate_gbit(r):,.2f}", "n"),
+            (_median_best(r.ns_per_frame, r.best_ns_per_frame), "n nb"),
+            (_median_best(r.cpu_ns_per_frame, r.best_cpu_ns_per_frame), "n nb"),
+            (f"{r.cv * 100:.1f}%", "n"),
+            ("noisy" if r.noisy else "", ""),
+        ]
+        tds = "".join(
+            f'<td class="{c}">{e(v)}</td>' if c else f"<td>{e(v)}</td>"
+            for (v, c), name in zip(cells, TABLE_COLUMNS)
+            if name not in drop
+        )
         body.append(f'<tr class="{"noisy" if r.noisy else "row"}">{tds}</tr>')
     return f'<table id="raw"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
@@ -347,17 +478,31 @@ def _ratios(rows: list[BenchRow]) -> str:
     ratios = capture_ratios(rows)
     if not ratios:
         return ""
-    head = "".join(f"<th>{c}</th>" for c in (
-        "algorithm", "size", "workers", "engine CPU ns/frame", "sealed CPU ns/frame",
-        "sealed ÷ engine, CPU", "sealed ÷ engine, wall"))
-    body = "".join(f'<tr><td>{e(c.algorithm)}</td><td class="n">{human_size(c.size)}</td>'
-                   f'<td class="n">{c.workers}</td><td class="n">{ns_text(c.engine_cpu_ns)}</td>'
-                   f'<td class="n">{ns_text(c.sealed_cpu_ns)}</td>'
-                   f'<td class="n">{ratio_text(c.cpu)}</td>'
-                   f'<td class="n">{ratio_text(c.wall)}</td></tr>' for c in ratios)
-    return ("<p>What sealing costs on top of digesting: capture:sealed ÷ capture:engine, "
-            "the best run of each (CPU time per frame, every thread; and wall time).</p>"
-            f'<table id="ratios"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>')
+    head = "".join(
+        f"<th>{c}</th>"
+        for c in (
+            "algorithm",
+            "size",
+            "workers",
+            "engine CPU ns/frame",
+            "sealed CPU ns/frame",
+            "sealed ÷ engine, CPU",
+            "sealed ÷ engine, wall",
+        )
+    )
+    body = "".join(
+        f'<tr><td>{e(c.algorithm)}</td><td class="n">{human_size(c.size)}</td>'
+        f'<td class="n">{c.workers}</td><td class="n">{ns_text(c.engine_cpu_ns)}</td>'
+        f'<td class="n">{ns_text(c.sealed_cpu_ns)}</td>'
+        f'<td class="n">{ratio_text(c.cpu)}</td>'
+        f'<td class="n">{ratio_text(c.wall)}</td></tr>'
+        for c in ratios
+    )
+    return (
+        "<p>What sealing costs on top of digesting: capture:sealed ÷ capture:engine, "
+        "the best run of each (CPU time per frame, every thread; and wall time).</p>"
+        f'<table id="ratios"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    )
 
 
 def _cores_text(n: float | None) -> str:
@@ -372,20 +517,26 @@ def _answer(rows: list[BenchRow]) -> str:
     answers = answer_rows(rows)
     if not answers:
         return ""
-    sizes = "".join(f'<th colspan="{len(LINE_RATES)}">{human_size(s)} frames</th>' for s in ANSWER_SIZES)
+    sizes = "".join(
+        f'<th colspan="{len(LINE_RATES)}">{human_size(s)} frames</th>' for s in ANSWER_SIZES
+    )
     rates = "".join(f"<th>{name}</th>" for _ in ANSWER_SIZES for _, name, _ in LINE_RATES)
     body = []
     for a in answers:
         where = " · ".join(f"{human_size(s)}: {p}" for s, p in zip(ANSWER_SIZES, a.paths) if p)
         cells = "".join(f'<td class="n">{_cores_text(c)}</td>' for per in a.cores for c in per)
-        body.append(f'<tr><th class="l">{e(a.label)}<div class="meta">{e(where)}</div></th>{cells}</tr>')
-    return ('<h2 id="answer">Cores needed</h2>'
-            "<p>Cores (threads at the fastest per-thread rate measured here) that a link of 64-byte and "
-            "1500-byte frames needs, with 20 B of preamble, SFD and inter-frame gap per frame "
-            "(400G of 64 B frames is 595.2 Mframes/s). This assumes cores scale linearly; the threads "
-            "plots below show how far they did on this host.</p>"
-            f'<table id="answer-table"><thead><tr><th rowspan="2">digesting</th>{sizes}</tr><tr>{rates}</tr>'
-            f'</thead><tbody>{"".join(body)}</tbody></table>')
+        body.append(
+            f'<tr><th class="l">{e(a.label)}<div class="meta">{e(where)}</div></th>{cells}</tr>'
+        )
+    return (
+        '<h2 id="answer">Cores needed</h2>'
+        "<p>Cores (threads at the fastest per-thread rate measured here) that a link of 64-byte and "
+        "1500-byte frames needs, with 20 B of preamble, SFD and inter-frame gap per frame "
+        "(400G of 64 B frames is 595.2 Mframes/s). This assumes cores scale linearly; the threads "
+        "plots below show how far they did on this host.</p>"
+        f'<table id="answer-table"><thead><tr><th rowspan="2">digesting</th>{sizes}</tr><tr>{rates}</tr>'
+        f"</thead><tbody>{''.join(body)}</tbody></table>"
+    )
 
 
 def render_html(rows: list[BenchRow]) -> str:
@@ -399,24 +550,36 @@ def render_html(rows: list[BenchRow]) -> str:
         machines.setdefault((r.host, r.cpu_model, r.cores), set()).add(r.cpu_path)
     times = sorted(r.time for r in rows if r.time)
     noisy = sum(r.noisy for r in rows)
-    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-             "<title>ledgertool bench dashboard</title>", f"<style>{_CSS}</style></head><body>",
-             "<h1>ledgertool bench</h1>"]
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        "<title>ledgertool bench dashboard</title>",
+        f"<style>{_CSS}</style></head><body>",
+        "<h1>ledgertool bench</h1>",
+    ]
     for (host, model, cores), paths in sorted(machines.items()):
-        parts.append(f'<div class="meta">{e(host)} · {e(model)} · {cores or "?"} usable cores · CPU paths '
-                     f'{e(", ".join(sorted(paths)))}</div>')
+        parts.append(
+            f'<div class="meta">{e(host)} · {e(model)} · {cores or "?"} usable cores · CPU paths '
+            f"{e(', '.join(sorted(paths)))}</div>"
+        )
     if times:
-        parts.append(f'<div class="meta">{len(rows)} rows measured {e(times[0])} … {e(times[-1])}</div>')
+        parts.append(
+            f'<div class="meta">{len(rows)} rows measured {e(times[0])} … {e(times[-1])}</div>'
+        )
     parts.append(_answer(rows))
     if noisy:
-        parts.append(f'<p class="warn">{noisy} of {len(rows)} rows are <b>noisy</b> (coefficient of variation of '
-                     "their repeats above the threshold): the machine was busy. Hollow markers and highlighted "
-                     "table rows show them.</p>")
-    parts.append("<p>Throughput is shown as <b>line-rate equivalent Gbit/s</b> = frames/s × (size + 20 B of "
-                 "preamble, SFD and inter-frame gap) × 8: the Ethernet line rate whose frame rate at that size "
-                 "the digest keeps up with. Dashed lines: 400G, 800G and 1.6T scaled per core (÷ the host's usable "
-                 "cores; × threads in the threads plot). A series above a dashed line keeps up with its share "
-                 "of that line rate when every core digests.</p>")
+        parts.append(
+            f'<p class="warn">{noisy} of {len(rows)} rows are <b>noisy</b> (coefficient of variation of '
+            "their repeats above the threshold): the machine was busy. Hollow markers and highlighted "
+            "table rows show them.</p>"
+        )
+    parts.append(
+        "<p>Throughput is shown as <b>line-rate equivalent Gbit/s</b> = frames/s × (size + 20 B of "
+        "preamble, SFD and inter-frame gap) × 8: the Ethernet line rate whose frame rate at that size "
+        "the digest keeps up with. Dashed lines: 400G, 800G and 1.6T scaled per core (÷ the host's usable "
+        "cores; × threads in the threads plot). A series above a dashed line keeps up with its share "
+        "of that line rate when every core digests.</p>"
+    )
     digest_plots = [p for p in plots if p.kind != "capture"]
     for alg in dict.fromkeys(p.algorithm for p in digest_plots):
         parts.append(f'<h2 id="alg-{e(alg)}">{e(alg)}</h2><div class="plots">')
@@ -424,15 +587,21 @@ def render_html(rows: list[BenchRow]) -> str:
         parts.append("</div>")
     for p in plots:
         if p.kind == "capture":
-            parts.append('<h2 id="capture">Whole capture path</h2><div class="plots">' + svg_plot(p, 760) + "</div>")
+            parts.append(
+                '<h2 id="capture">Whole capture path</h2><div class="plots">'
+                + svg_plot(p, 760)
+                + "</div>"
+            )
             parts.append(_ratios(rows))
     parts.append('<h2 id="rows">All rows</h2>')
     parts.append(_table(rows))
-    parts.append("<p class=\"meta\">ns/frame = 1e9 / aggregate frames/s of the median run "
-                 "(best: the fastest). "
-                 "CPU ns/frame = CPU time of a run (user + system, every thread) ÷ its frames. "
-                 "Gbit/s counts message bytes only. "
-                 "Schema: schemas/bench.csv.schema.json; how to produce: docs/benchmarks.md.</p>")
+    parts.append(
+        '<p class="meta">ns/frame = 1e9 / aggregate frames/s of the median run '
+        "(best: the fastest). "
+        "CPU ns/frame = CPU time of a run (user + system, every thread) ÷ its frames. "
+        "Gbit/s counts message bytes only. "
+        "Schema: schemas/bench.csv.schema.json; how to produce: docs/benchmarks.md.</p>"
+    )
     parts.append("</body></html>\n")
     return "\n".join(parts)
 
@@ -453,7 +622,10 @@ def require_matplotlib():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise UsageError(Setting("png"), " needs matplotlib: pip install 'ledgertool[plots]' (the HTML dashboard does not)") from None
+        raise UsageError(
+            Setting("png"),
+            " needs matplotlib: pip install 'ledgertool[plots]' (the HTML dashboard does not)",
+        ) from None
     return plt
 
 
@@ -469,7 +641,11 @@ def write_pngs(rows: list[BenchRow], outdir: Path) -> list[Path]:
         if p.kind == "capture":
             fig, ax = plt.subplots(figsize=(9, 0.5 * len(p.bars) + 1.5))
             labels = [b[0] for b in p.bars]
-            ax.barh(range(len(p.bars)), [b[1] for b in p.bars], color=[PALETTE[i % len(PALETTE)] for i in range(len(p.bars))])
+            ax.barh(
+                range(len(p.bars)),
+                [b[1] for b in p.bars],
+                color=[PALETTE[i % len(PALETTE)] for i in range(len(p.bars))],
+            )
             ax.set_yticks(range(len(p.bars)), labels)
             ax.invert_yaxis()
             ax.set_xscale("log")

@@ -27,10 +27,10 @@ import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -101,13 +101,20 @@ def _measure(run: Callable[[], tuple[float, float]], frames: int, repeats: int) 
     run()  # warm-up: caches, page cache, CPU frequency
     runs = [run() for _ in range(repeats)]
     walls, cpus = [w for w, _ in runs], [c for _, c in runs]
-    return Timing(statistics.median(walls), min(walls), statistics.median(cpus), min(cpus),
-                  spread([frames / t for t in walls if t > 0]))
+    return Timing(
+        statistics.median(walls),
+        min(walls),
+        statistics.median(cpus),
+        min(cpus),
+        spread([frames / t for t in walls if t > 0]),
+    )
 
 
-def _timed(fn: Callable[[], object], after: Callable[[], object] | None = None
-           ) -> Callable[[], tuple[float, float]]:
+def _timed(
+    fn: Callable[[], object], after: Callable[[], object] | None = None
+) -> Callable[[], tuple[float, float]]:
     """`fn` timed; `after` (untimed) cleans up behind it."""
+
     def run() -> tuple[float, float]:
         c0, t0 = _cpu_seconds(), time.perf_counter()
         fn()
@@ -115,22 +122,52 @@ def _timed(fn: Callable[[], object], after: Callable[[], object] | None = None
         if after is not None:
             after()
         return wall, cpu
+
     return run
 
 
-def _row(benchmark: str, alg: str, size: int, threads: int, frames: int, t: Timing, repeats: int,
-         noisy_cv: float, cpu_path: str) -> BenchRow:
-    return BenchRow(benchmark, alg, size, threads, frames, t.median, repeats, t.cv, t.cv > noisy_cv,
-                    cpu_path=cpu_path, best_seconds=t.best, cpu_seconds=t.cpu_median,
-                    best_cpu_seconds=t.cpu_best)
+def _row(
+    benchmark: str,
+    alg: str,
+    size: int,
+    threads: int,
+    frames: int,
+    t: Timing,
+    repeats: int,
+    noisy_cv: float,
+    cpu_path: str,
+) -> BenchRow:
+    return BenchRow(
+        benchmark,
+        alg,
+        size,
+        threads,
+        frames,
+        t.median,
+        repeats,
+        t.cv,
+        t.cv > noisy_cv,
+        cpu_path=cpu_path,
+        best_seconds=t.best,
+        cpu_seconds=t.cpu_median,
+        best_cpu_seconds=t.cpu_best,
+    )
 
 
 #: messages per batch call in the digest rows: what the engine hands lt_dctx_run_many per pass
 DIGEST_BATCH = 256
 
 
-def bench_digest(algorithm: str, size: int, threads: int = 1, min_time: float = 0.2, repeats: int = 5,
-                 noisy_cv: float = DEFAULT_NOISY_CV, path: str | None = None, batch: int = DIGEST_BATCH) -> BenchRow:
+def bench_digest(
+    algorithm: str,
+    size: int,
+    threads: int = 1,
+    min_time: float = 0.2,
+    repeats: int = 5,
+    noisy_cv: float = DEFAULT_NOISY_CV,
+    path: str | None = None,
+    batch: int = DIGEST_BATCH,
+) -> BenchRow:
     """Isolation: `threads` threads each digest `size`-byte messages from a private static buffer,
     `batch` messages per call of the engine's batch entry (multi-buffer code where the CPU path
     has it; 0 = one call per message), on CPU path `path` (None: the CPUID choice).
@@ -144,16 +181,18 @@ def bench_digest(algorithm: str, size: int, threads: int = 1, min_time: float = 
         force_cpu_path(alg, None)
 
 
-def _bench_digest(alg, size: int, threads: int, min_time: float, repeats: int, noisy_cv: float,
-                  batch: int) -> BenchRow:
+def _bench_digest(
+    alg, size: int, threads: int, min_time: float, repeats: int, noisy_cv: float, batch: int
+) -> BenchRow:
     buf = os.urandom(size + _BUF_SLACK)
     key = os.urandom(alg.key_size)
     ns = ffi.new("uint64_t *")
     sink = ffi.new("uint8_t[16]")
 
     def once(count: int) -> float:
-        rc = lib.lt_bench_digest_batch(alg.native_id, key, buf, len(buf), size, count, threads, batch, ns,
-                                       ffi.NULL, sink)
+        rc = lib.lt_bench_digest_batch(
+            alg.native_id, key, buf, len(buf), size, count, threads, batch, ns, ffi.NULL, sink
+        )
         if rc != lib.LT_OK:
             raise bench_error(rc, f"{alg.name}, {size} B, {threads} thread(s)")
         return ns[0] / 1e9
@@ -172,8 +211,9 @@ def _bench_digest(alg, size: int, threads: int, min_time: float, repeats: int, n
         return wall, _cpu_seconds() - c0
 
     t = _measure(timed, count * threads, repeats)
-    return _row("digest", alg.name, size, threads, count * threads, t, repeats, noisy_cv,
-                cpu_path(alg))
+    return _row(
+        "digest", alg.name, size, threads, count * threads, t, repeats, noisy_cv, cpu_path(alg)
+    )
 
 
 def digest_paths(alg_name: str, which: str) -> list[str | None]:
@@ -197,16 +237,29 @@ def write_synthetic_pcap(path: Path, frames: int, frame_size: int, seed: int = 1
     """A classic µs pcap of `frames` random `frame_size`-byte Ethernet frames (deterministic).
     Returns the file size in bytes."""
     rng = np.random.default_rng(seed)
-    rec = np.dtype([("sec", "<u4"), ("usec", "<u4"), ("cap", "<u4"), ("len", "<u4"), ("data", f"V{frame_size}")])
+    rec = np.dtype(
+        [
+            ("sec", "<u4"),
+            ("usec", "<u4"),
+            ("cap", "<u4"),
+            ("len", "<u4"),
+            ("data", f"V{frame_size}"),
+        ]
+    )
     arr = np.zeros(frames, dtype=rec)
     idx = np.arange(frames, dtype=np.uint64)
     arr["sec"] = 1_767_225_600 + idx // 1_000_000
     arr["usec"] = idx % 1_000_000
     arr["cap"] = frame_size
     arr["len"] = frame_size
-    arr["data"] = rng.integers(0, 256, size=frames * frame_size, dtype=np.uint8).view(f"V{frame_size}")
-    header = np.array([0xA1B2C3D4], "<u4").tobytes() + np.array([2, 4], "<u2").tobytes() + \
-        np.array([0, 0, 262144, 1], "<u4").tobytes()
+    arr["data"] = rng.integers(0, 256, size=frames * frame_size, dtype=np.uint8).view(
+        f"V{frame_size}"
+    )
+    header = (
+        np.array([0xA1B2C3D4], "<u4").tobytes()
+        + np.array([2, 4], "<u2").tobytes()
+        + np.array([0, 0, 262144, 1], "<u4").tobytes()
+    )
     with fsio.atomic_file(path, what="pcap file") as f:
         f.write(header)
         f.write(arr.tobytes())
@@ -227,11 +280,19 @@ def digest_capture(path, algorithm: Algorithm, subkey: bytes, workers: int = 1) 
             frames += n
 
 
-def bench_capture(frames: int, size: int, algorithm: str = "siphash-1-3-128", reference_frames: int = 20_000,
-                  repeats: int = 5, workdir: Path | None = None,
-                  noisy_cv: float = DEFAULT_NOISY_CV, workers: tuple[int, ...] = (1,),
-                  tcpdump: bool = True, ledger_format: int = 2,
-                  algorithms: tuple[str, ...] | None = None) -> list[BenchRow]:
+def bench_capture(
+    frames: int,
+    size: int,
+    algorithm: str = "siphash-1-3-128",
+    reference_frames: int = 20_000,
+    repeats: int = 5,
+    workdir: Path | None = None,
+    noisy_cv: float = DEFAULT_NOISY_CV,
+    workers: tuple[int, ...] = (1,),
+    tcpdump: bool = True,
+    ledger_format: int = 2,
+    algorithms: tuple[str, ...] | None = None,
+) -> list[BenchRow]:
     """Whole path on a synthetic pcap read from page cache (the warm-up run pulls it in): for each
     algorithm of `algorithms` (default: `algorithm`) and each worker count, the native engine alone
     and the full capture with sealing (into a ledger of format `ledger_format`: 1 seals Parquet,
@@ -253,10 +314,17 @@ def bench_capture(frames: int, size: int, algorithm: str = "siphash-1-3-128", re
                 raise RuntimeError(f"bench: engine read {seq} of {frames} frames")
 
         def full_capture(alg: Algorithm, nworkers: int) -> None:
-            res = capture_file(pcap, tmp / f"ledger-{next(runs)}", digest_key=dk, signing_key=sk,
-                               algorithm=alg.name, segment_records=1_000_000, workers=nworkers,
-                               ledger_format=ledger_format,
-                               accept_forgery_risk=True)  # a throwaway ledger nobody relies on
+            res = capture_file(
+                pcap,
+                tmp / f"ledger-{next(runs)}",
+                digest_key=dk,
+                signing_key=sk,
+                algorithm=alg.name,
+                segment_records=1_000_000,
+                workers=nworkers,
+                ledger_format=ledger_format,
+                accept_forgery_risk=True,
+            )  # a throwaway ledger nobody relies on
             if res.frames != frames:
                 raise RuntimeError(f"bench: capture recorded {res.frames} of {frames} frames")
 
@@ -269,29 +337,51 @@ def bench_capture(frames: int, size: int, algorithm: str = "siphash-1-3-128", re
             for w in workers:
                 runs_spec += [
                     ("capture:engine", lambda a=alg, w=w: engine_only(a, w), frames, w, alg),
-                    ("capture:sealed", lambda a=alg, w=w: full_capture(a, w), frames, w, alg)]
-        ref_alg = next((a for a in algs if a.name.startswith("siphash")),
-                       get_algorithm("siphash-1-3-128"))
+                    ("capture:sealed", lambda a=alg, w=w: full_capture(a, w), frames, w, alg),
+                ]
+        ref_alg = next(
+            (a for a in algs if a.name.startswith("siphash")), get_algorithm("siphash-1-3-128")
+        )
         ref_n = min(frames, reference_frames)
-        runs_spec.append(("capture:python-reference", _reference(pcap, ref_alg, dk, size, ref_n),
-                          ref_n, 1, ref_alg))
+        runs_spec.append(
+            (
+                "capture:python-reference",
+                _reference(pcap, ref_alg, dk, size, ref_n),
+                ref_n,
+                1,
+                ref_alg,
+            )
+        )
         tcpdump_bin = shutil.which("tcpdump") if tcpdump else None
         if tcpdump_bin:
-            runs_spec.append(("capture:tcpdump", lambda: subprocess.run(
-                [tcpdump_bin, "-r", str(pcap), "-w", "/dev/null"], check=True,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), frames, 1, algs[0]))
+            runs_spec.append(
+                (
+                    "capture:tcpdump",
+                    lambda: subprocess.run(
+                        [tcpdump_bin, "-r", str(pcap), "-w", "/dev/null"],
+                        check=True,
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                    ),
+                    frames,
+                    1,
+                    algs[0],
+                )
+            )
         rows = []
         for name, fn, n, threads, alg in runs_spec:
-            path = ({"capture:python-reference": "python", "capture:tcpdump": "libpcap"}.get(name)
-                    or cpu_path(alg))
+            path = {"capture:python-reference": "python", "capture:tcpdump": "libpcap"}.get(
+                name
+            ) or cpu_path(alg)
             after = remove_ledgers if name == "capture:sealed" else None
             timing = _measure(_timed(fn, after), n, repeats)
             rows.append(_row(name, alg.name, size, threads, n, timing, repeats, noisy_cv, path))
     return rows
 
 
-def _reference(pcap: Path, alg: Algorithm, dk: DigestKey, size: int, ref_n: int
-               ) -> Callable[[], None]:
+def _reference(
+    pcap: Path, alg: Algorithm, dk: DigestKey, size: int, ref_n: int
+) -> Callable[[], None]:
     """The pure-Python reader and SipHash over the first `ref_n` frames of `pcap`."""
     data = pcap.read_bytes()[: 24 + ref_n * (16 + size)]
     c, d = (1, 3) if alg.name.startswith("siphash-1-3") else (2, 4)
@@ -304,6 +394,7 @@ def _reference(pcap: Path, alg: Algorithm, dk: DigestKey, size: int, ref_n: int
             n += 1
         if n != ref_n:
             raise RuntimeError(f"bench: reference read {n} of {ref_n} frames")
+
     return reference
 
 
@@ -313,7 +404,7 @@ def tsc_ghz() -> float:
 
 
 def stamp(rows: list[BenchRow]) -> list[BenchRow]:
-    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    now = datetime.now(UTC).isoformat(timespec="seconds")
     host, model, cores, ghz = socket.gethostname(), cpu_model(), usable_cores(), tsc_ghz()
     for r in rows:
         r.time, r.host, r.cpu_model, r.cores, r.tsc_ghz = now, host, model, cores, ghz

@@ -14,20 +14,64 @@ from pathlib import Path
 from .. import fsio
 from ..errors import FileTypeError, StorageError, UsageError
 
-CSV_FIELDS = ["time", "host", "cpu_model", "cpu_path", "cores", "benchmark", "algorithm", "size", "threads",
-              "frames", "repeats", "seconds", "frames_per_s", "gbit_per_s", "ns_per_frame", "cv", "noisy",
-              "tsc_ghz", "cycles_per_frame", "cycles_per_byte", "best_seconds", "cpu_seconds",
-              "best_cpu_seconds", "best_ns_per_frame", "cpu_ns_per_frame", "best_cpu_ns_per_frame"]
+CSV_FIELDS = [
+    "time",
+    "host",
+    "cpu_model",
+    "cpu_path",
+    "cores",
+    "benchmark",
+    "algorithm",
+    "size",
+    "threads",
+    "frames",
+    "repeats",
+    "seconds",
+    "frames_per_s",
+    "gbit_per_s",
+    "ns_per_frame",
+    "cv",
+    "noisy",
+    "tsc_ghz",
+    "cycles_per_frame",
+    "cycles_per_byte",
+    "best_seconds",
+    "cpu_seconds",
+    "best_cpu_seconds",
+    "best_ns_per_frame",
+    "cpu_ns_per_frame",
+    "best_cpu_ns_per_frame",
+]
 #: The best-of and CPU columns: empty in rows of CSVs written before them (None here).
 OPTIONAL_TIMES = ("best_seconds", "cpu_seconds", "best_cpu_seconds")
 #: Columns a CSV must have to be read back (the first published schema had exactly these).
-CSV_REQUIRED = ["time", "host", "cpu_model", "cpu_path", "benchmark", "algorithm", "size", "threads", "frames",
-                "seconds", "frames_per_s", "gbit_per_s", "ns_per_frame"]
-BENCHMARKS = ("digest", "capture:engine", "capture:sealed", "capture:python-reference", "capture:tcpdump")
+CSV_REQUIRED = [
+    "time",
+    "host",
+    "cpu_model",
+    "cpu_path",
+    "benchmark",
+    "algorithm",
+    "size",
+    "threads",
+    "frames",
+    "seconds",
+    "frames_per_s",
+    "gbit_per_s",
+    "ns_per_frame",
+]
+BENCHMARKS = (
+    "digest",
+    "capture:engine",
+    "capture:sealed",
+    "capture:python-reference",
+    "capture:tcpdump",
+)
 #: Line rates for the "cores needed" figures: bits/s on the wire, each frame costing 20 more bytes
 #: (preamble, start delimiter, inter-frame gap); 64-byte frames at 400G are 595.2 Mframes/s.
 LINE_RATES = (("400G", 400e9), ("800G", 800e9), ("1.6T", 1.6e12))
 WIRE_OVERHEAD = 20
+
 
 @dataclass
 class BenchRow:
@@ -105,11 +149,17 @@ class BenchRow:
 
     def to_csv(self) -> dict:
         d = asdict(self)
-        d.update(frames_per_s=round(self.frames_per_s, 1), gbit_per_s=round(self.gbit_per_s, 4),
-                 ns_per_frame=round(self.ns_per_frame, 3), seconds=float(f"{self.seconds:.9g}"),
-                 cv=round(self.cv, 5), noisy="true" if self.noisy else "false",
-                 tsc_ghz=round(self.tsc_ghz, 4), cycles_per_frame=round(self.cycles_per_frame, 2),
-                 cycles_per_byte=round(self.cycles_per_byte, 4))
+        d.update(
+            frames_per_s=round(self.frames_per_s, 1),
+            gbit_per_s=round(self.gbit_per_s, 4),
+            ns_per_frame=round(self.ns_per_frame, 3),
+            seconds=float(f"{self.seconds:.9g}"),
+            cv=round(self.cv, 5),
+            noisy="true" if self.noisy else "false",
+            tsc_ghz=round(self.tsc_ghz, 4),
+            cycles_per_frame=round(self.cycles_per_frame, 2),
+            cycles_per_byte=round(self.cycles_per_byte, 4),
+        )
         for name in OPTIONAL_TIMES:
             d[name] = "" if d[name] is None else float(f"{d[name]:.9g}")
         for name in ("best_ns_per_frame", "cpu_ns_per_frame", "best_cpu_ns_per_frame"):
@@ -123,7 +173,7 @@ class BenchRow:
         return {k: None if v == "" and k in JSON_NULLABLE else v for k, v in d.items()}
 
 
-JSON_NULLABLE = frozenset(CSV_FIELDS[CSV_FIELDS.index("best_seconds"):])
+JSON_NULLABLE = frozenset(CSV_FIELDS[CSV_FIELDS.index("best_seconds") :])
 
 
 @dataclass(frozen=True)
@@ -166,10 +216,17 @@ def capture_ratios(rows: list[BenchRow]) -> list[CaptureRatio]:
         def ns(v: float | None) -> float | None:
             return None if v is None else round(v, 3)  # as the CSV writes it
 
-        out.append(CaptureRatio(s.algorithm, s.size, s.threads, ns(e.best_cpu_ns_per_frame),
-                                ns(s.best_cpu_ns_per_frame),
-                                ratio(s.best_cpu_ns_per_frame, e.best_cpu_ns_per_frame),
-                                ratio(s.best_ns_per_frame, e.best_ns_per_frame)))
+        out.append(
+            CaptureRatio(
+                s.algorithm,
+                s.size,
+                s.threads,
+                ns(e.best_cpu_ns_per_frame),
+                ns(s.best_cpu_ns_per_frame),
+                ratio(s.best_cpu_ns_per_frame, e.best_cpu_ns_per_frame),
+                ratio(s.best_ns_per_frame, e.best_ns_per_frame),
+            )
+        )
     return out
 
 
@@ -189,8 +246,10 @@ def append_csv(path: Path, rows: list[BenchRow]) -> None:
     if old:
         header = next(csv.reader(io.StringIO(old.decode("utf-8", errors="replace"))), [])
         if header != CSV_FIELDS:
-            raise UsageError(f"{path}: its header is not the current bench CSV schema "
-                             f"(schemas/bench.csv.schema.json); write to a new file")
+            raise UsageError(
+                f"{path}: its header is not the current bench CSV schema "
+                f"(schemas/bench.csv.schema.json); write to a new file"
+            )
     buf = io.StringIO(newline="")
     w = csv.DictWriter(buf, fieldnames=CSV_FIELDS)
     if not old:
@@ -203,12 +262,21 @@ def append_csv(path: Path, rows: list[BenchRow]) -> None:
 def from_record(rec: dict) -> BenchRow:
     """A row from one CSV record (strings); columns added after the first schema are optional."""
     return BenchRow(
-        benchmark=rec["benchmark"], algorithm=rec["algorithm"], size=int(rec["size"]),
-        threads=int(rec["threads"]), frames=int(rec["frames"]), seconds=float(rec["seconds"]),
-        repeats=int(rec.get("repeats") or 1), cv=float(rec.get("cv") or 0.0),
+        benchmark=rec["benchmark"],
+        algorithm=rec["algorithm"],
+        size=int(rec["size"]),
+        threads=int(rec["threads"]),
+        frames=int(rec["frames"]),
+        seconds=float(rec["seconds"]),
+        repeats=int(rec.get("repeats") or 1),
+        cv=float(rec.get("cv") or 0.0),
         noisy=str(rec.get("noisy") or "false").strip().lower() == "true",
-        time=rec["time"], host=rec["host"], cpu_model=rec["cpu_model"], cpu_path=rec["cpu_path"],
-        cores=int(rec.get("cores") or 0), tsc_ghz=float(rec.get("tsc_ghz") or 0.0),
+        time=rec["time"],
+        host=rec["host"],
+        cpu_model=rec["cpu_model"],
+        cpu_path=rec["cpu_path"],
+        cores=int(rec.get("cores") or 0),
+        tsc_ghz=float(rec.get("tsc_ghz") or 0.0),
         **{name: _optional_float(rec.get(name)) for name in OPTIONAL_TIMES},
     )
 
@@ -239,10 +307,17 @@ def read_csv(path: Path) -> list[BenchRow]:
                 row = from_record(rec)
             except (TypeError, ValueError) as e:
                 raise UsageError(f"{path}: line {line}: bad value ({e})") from None
-            if row.benchmark not in BENCHMARKS or row.size < 0 or row.threads < 1 or row.frames < 1 \
-                    or not (math.isfinite(row.seconds) and row.seconds > 0) \
-                    or any(v is not None and not (math.isfinite(v) and v >= 0)
-                           for v in (row.best_seconds, row.cpu_seconds, row.best_cpu_seconds)):
+            if (
+                row.benchmark not in BENCHMARKS
+                or row.size < 0
+                or row.threads < 1
+                or row.frames < 1
+                or not (math.isfinite(row.seconds) and row.seconds > 0)
+                or any(
+                    v is not None and not (math.isfinite(v) and v >= 0)
+                    for v in (row.best_seconds, row.cpu_seconds, row.best_cpu_seconds)
+                )
+            ):
                 raise UsageError(f"{path}: line {line}: not a valid bench row")
             rows.append(row)
     if not rows:
@@ -256,17 +331,39 @@ def read_csv(path: Path) -> list[BenchRow]:
 def table_cells(r: BenchRow, rows: list[BenchRow]) -> list[str]:
     """One rendered row: rates, cycles (at the TSC rate), cores needed per line rate, noise, and
     the speed-up over the pure-Python reference of the same frame size."""
-    ref = next((x for x in rows if x.benchmark == "capture:python-reference" and x.size == r.size
-                and x.host == r.host), None)
-    ratio = f"{r.frames_per_s / ref.frames_per_s:,.0f}" if ref and r.benchmark.startswith("capture") else ""
+    ref = next(
+        (
+            x
+            for x in rows
+            if x.benchmark == "capture:python-reference" and x.size == r.size and x.host == r.host
+        ),
+        None,
+    )
+    ratio = (
+        f"{r.frames_per_s / ref.frames_per_s:,.0f}"
+        if ref and r.benchmark.startswith("capture")
+        else ""
+    )
     cv = f"{r.cv * 100:.1f}%" + (" noisy" if r.noisy else "")
     cyc = r.tsc_ghz > 0
-    return [r.benchmark, r.algorithm, r.cpu_path, human_size(r.size), str(r.threads), f"{r.frames_per_s / 1e6:.2f}",
-            f"{r.gbit_per_s:.2f}", f"{r.ns_per_frame:.1f}", ns_text(r.best_ns_per_frame),
-            ns_text(r.cpu_ns_per_frame), ns_text(r.best_cpu_ns_per_frame),
-            f"{r.cycles_per_frame:,.0f}" if cyc else "?",
-            f"{r.cycles_per_byte:.2f}" if cyc else "?",
-            *(f"{r.cores_needed(bps):,.1f}" for _, bps in LINE_RATES), cv, ratio]
+    return [
+        r.benchmark,
+        r.algorithm,
+        r.cpu_path,
+        human_size(r.size),
+        str(r.threads),
+        f"{r.frames_per_s / 1e6:.2f}",
+        f"{r.gbit_per_s:.2f}",
+        f"{r.ns_per_frame:.1f}",
+        ns_text(r.best_ns_per_frame),
+        ns_text(r.cpu_ns_per_frame),
+        ns_text(r.best_cpu_ns_per_frame),
+        f"{r.cycles_per_frame:,.0f}" if cyc else "?",
+        f"{r.cycles_per_byte:.2f}" if cyc else "?",
+        *(f"{r.cores_needed(bps):,.1f}" for _, bps in LINE_RATES),
+        cv,
+        ratio,
+    ]
 
 
 def ns_text(v: float | None) -> str:
@@ -279,9 +376,24 @@ def ratio_text(v: float | None) -> str:
 
 
 #: the table's columns (table_cells): wall ns/frame median and best, CPU ns/frame median and best
-TABLE_HEAD = ("benchmark", "algorithm", "path", "size", "threads", "Mframes/s", "Gbit/s",
-              "ns/frame", "best ns/frame", "CPU ns/frame", "best CPU ns/frame", "cycles/frame", "cycles/B",
-              *(f"cores {n}" for n, _ in LINE_RATES), "cv", "x Python")
+TABLE_HEAD = (
+    "benchmark",
+    "algorithm",
+    "path",
+    "size",
+    "threads",
+    "Mframes/s",
+    "Gbit/s",
+    "ns/frame",
+    "best ns/frame",
+    "CPU ns/frame",
+    "best CPU ns/frame",
+    "cycles/frame",
+    "cycles/B",
+    *(f"cores {n}" for n, _ in LINE_RATES),
+    "cv",
+    "x Python",
+)
 
 
 def markdown_table(rows: list[BenchRow]) -> str:
@@ -299,5 +411,9 @@ def markdown_text(text: str) -> str:
     """`text` (a CSV field: untrusted) as literal Markdown table-cell text: HTML's `<`, `>`, `&` as
     entities, Markdown's punctuation escaped, line breaks and other controls as spaces, so a cell
     can neither end the row nor carry a tag, link or image into the rendered page."""
-    return "".join(" " if ord(c) < 0x20 or 0x7f <= ord(c) < 0xa0 or c in "\u2028\u2029"
-                   else _MD_ESCAPES.get(c, c) for c in text)
+    return "".join(
+        " "
+        if ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 or c in "\u2028\u2029"
+        else _MD_ESCAPES.get(c, c)
+        for c in text
+    )

@@ -21,9 +21,10 @@ import signal
 import stat
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from .. import fsio
 from .._binding import ffi
@@ -65,10 +66,10 @@ from ..ledger.rotations import (
     current_signer_check,
     digest_key_ids,
 )
+from ..ledger.sealer import SealResult
 from ..ledger.writer import LinkWriter
 from ..plan import window_cells
 from ..plural import plural
-from ..ledger.sealer import SealResult
 from ..source import is_bypass, is_live, is_workload, open_source, open_sources
 from ..source.file import CaptureReader
 from ..source.live import LiveOptions, LiveStats
@@ -109,7 +110,7 @@ def signed_source_name(source, live: bool = False) -> str:
     text = str(source)
     if not live:
         prefix = "workload:" if is_workload(text) else ""
-        text = prefix + Path(text[len(prefix):]).name
+        text = prefix + Path(text[len(prefix) :]).name
     return os.fsencode(text).decode("utf-8", "backslashreplace")
 
 
@@ -123,7 +124,7 @@ class CaptureStatus:
     elapsed_s: float
     segments_sealed: int
     open_segment: int | None  # index of the segment being written, None between segments
-    open_records: int         # records in it so far
+    open_records: int  # records in it so far
     stopping: bool
 
 
@@ -149,9 +150,15 @@ class CaptureResult:
     interrupted: bool = False
     created: bool = False
     stop_reason: str = "end of capture"  # or "signal", "duration", "frames"
-    live: dict | None = None  # live sources: kernel/ring counters (ledgertool.source.live.LiveStats)
-    foreign_frames: int | None = None  # several live workers: frames a socket outside the fanout group took
-    strip_fallbacks: StripFallbacks = StripFallbacks()  # frames whose strip mode hashed more (docs/strip-modes.md)
+    live: dict | None = (
+        None  # live sources: kernel/ring counters (ledgertool.source.live.LiveStats)
+    )
+    foreign_frames: int | None = (
+        None  # several live workers: frames a socket outside the fanout group took
+    )
+    strip_fallbacks: StripFallbacks = (
+        StripFallbacks()
+    )  # frames whose strip mode hashed more (docs/strip-modes.md)
     tiers: tuple[str, ...] = ("frames",)
     windows: WindowTierResult | None = None  # the window tier's records, when the ledger has one
 
@@ -165,17 +172,30 @@ class CaptureResult:
 
     def to_json(self) -> dict:
         return {
-            "ok": True, "source": self.source, "ledger": self.ledger, "link": self.link,
-            "algorithm": self.algorithm, "strip": self.strip, "frames": self.frames,
-            "bytes": self.bytes, "drops": self.drops,
+            "ok": True,
+            "source": self.source,
+            "ledger": self.ledger,
+            "link": self.link,
+            "algorithm": self.algorithm,
+            "strip": self.strip,
+            "frames": self.frames,
+            "bytes": self.bytes,
+            "drops": self.drops,
             # sequence numbers as decimal strings, as in every JSON document (docs/cli.md#json-integers)
-            "first_seq": str(self.first_seq), "next_seq": str(self.next_seq),
+            "first_seq": str(self.first_seq),
+            "next_seq": str(self.next_seq),
             "segments": [s.index for s in self.segments],
-            "recovered_segments": [{"segment": s.index, "records": s.records,
-                                    "torn_bytes_discarded": s.torn_bytes} for s in self.recovered],
-            "elapsed_s": round(self.elapsed_s, 6), "frames_per_s": round(self.frames_per_s, 1),
-            "gbit_per_s": round(self.gbit_per_s, 6), "warnings": self.warnings,
-            "interrupted": self.interrupted, "created": self.created, "stop_reason": self.stop_reason,
+            "recovered_segments": [
+                {"segment": s.index, "records": s.records, "torn_bytes_discarded": s.torn_bytes}
+                for s in self.recovered
+            ],
+            "elapsed_s": round(self.elapsed_s, 6),
+            "frames_per_s": round(self.frames_per_s, 1),
+            "gbit_per_s": round(self.gbit_per_s, 6),
+            "warnings": self.warnings,
+            "interrupted": self.interrupted,
+            "created": self.created,
+            "stop_reason": self.stop_reason,
             "strip_fallbacks": self.strip_fallbacks.to_json(),
             "tiers": list(self.tiers),
             **({"windows": self.windows.to_json()} if self.windows is not None else {}),
@@ -223,25 +243,45 @@ def _check_ledger_place(ledger_dir: Path) -> None:
     if os.path.lexists(ledger_dir / LEDGER_FILE):
         return
     try:
-        others = sorted(set(os.listdir(ledger_dir)) - {LOCK_FILE})  # a lock: a first capture that failed
+        others = sorted(
+            set(os.listdir(ledger_dir)) - {LOCK_FILE}
+        )  # a lock: a first capture that failed
     except OSError as e:
         raise fsio.storage_error(e, ledger_dir, "list ledger directory") from None
     if others:
-        raise UsageError(f"{ledger_dir}: is a directory of {len(others)} other file(s) (no {LEDGER_FILE}), not "
-                         "a ledger; refusing to write a ledger among them: give a new or empty directory")
+        raise UsageError(
+            f"{ledger_dir}: is a directory of {len(others)} other file(s) (no {LEDGER_FILE}), not "
+            "a ledger; refusing to write a ledger among them: give a new or empty directory"
+        )
 
 
 def capture_file(
-    source: str | Path, ledger_dir: Path, *, digest_key: DigestKey | None, signing_key: SigningKey,
-    algorithm: str | None = None, strip: str | None = None, link: str = DEFAULT_LINK,
-    segment_records: int = DEFAULT_SEGMENT_RECORDS, leaf_records: int | None = None, leaf_hash: str | None = None,
-    progress: Progress | None = None, segment_seconds: float | None = None, duration: float | None = None,
-    max_frames: int | None = None, live: LiveOptions | None = None,
-    monitor: Callable[[CaptureStatus], None] | None = None, workers: int = 0,
-    accept_forgery_risk: bool = False, digest_key_id: str | None = None,
-    on_interrupt: Callable[[int], None] | None = None, ledger_format: int | None = None,
-    device_state: DeviceState | None = None, tiers: tuple[str, ...] | None = None,
-    window_ns: int | None = None, window_capacity: int | None = None,
+    source: str | Path,
+    ledger_dir: Path,
+    *,
+    digest_key: DigestKey | None,
+    signing_key: SigningKey,
+    algorithm: str | None = None,
+    strip: str | None = None,
+    link: str = DEFAULT_LINK,
+    segment_records: int = DEFAULT_SEGMENT_RECORDS,
+    leaf_records: int | None = None,
+    leaf_hash: str | None = None,
+    progress: Progress | None = None,
+    segment_seconds: float | None = None,
+    duration: float | None = None,
+    max_frames: int | None = None,
+    live: LiveOptions | None = None,
+    monitor: Callable[[CaptureStatus], None] | None = None,
+    workers: int = 0,
+    accept_forgery_risk: bool = False,
+    digest_key_id: str | None = None,
+    on_interrupt: Callable[[int], None] | None = None,
+    ledger_format: int | None = None,
+    device_state: DeviceState | None = None,
+    tiers: tuple[str, ...] | None = None,
+    window_ns: int | None = None,
+    window_capacity: int | None = None,
 ) -> CaptureResult:
     """Capture every frame of a pcap/pcapng file, or a live interface (`iface:NAME`), into the
     ledger at `ledger_dir`.
@@ -302,8 +342,9 @@ def capture_file(
         if value is not None and not (math.isfinite(value) and value > 0):
             raise UsageError(Setting(name), f" must be a positive number of seconds, got {value}")
     if algorithm is not None and not algorithm.strip():
-        raise UsageError(Setting("algorithm"), " is empty: name one (`ledgertool algorithms` lists "
-                         "them)")
+        raise UsageError(
+            Setting("algorithm"), " is empty: name one (`ledgertool algorithms` lists them)"
+        )
     if strip is not None and not strip.strip():
         raise UsageError(Setting("strip"), " is empty: name one (frame, l3, payload or rdma)")
     if max_frames is not None and max_frames < 1:
@@ -313,15 +354,21 @@ def capture_file(
     if ledger_format not in (None, 1, 2):
         raise UsageError(Setting("ledger_format"), " must be 1 or 2 (ledger format v1 or v2)")
     if not is_records(source) and digest_key is None:
-        raise UsageError("digesting frames needs the digest key (only records computed elsewhere go without it)")
+        raise UsageError(
+            "digesting frames needs the digest key (only records computed elsewhere go without it)"
+        )
     if digest_key_id is not None and not is_records(source):
-        raise UsageError("a digest key id is taken only for records computed elsewhere; frames are digested "
-                         "with the digest key, whose id the ledger records")
+        raise UsageError(
+            "a digest key id is taken only for records computed elsewhere; frames are digested "
+            "with the digest key, whose id the ledger records"
+        )
     if digest_key_id is not None and not _KEY_ID.fullmatch(digest_key_id):
         raise UsageError(f"digest key id {digest_key_id!r} is not 32 lowercase hex digits")
     if tiers is not None:
         if not tiers or any(t not in TIERS for t in tiers):
-            raise UsageError(Setting("tiers"), f" must be some of {', '.join(TIERS)}, not {','.join(tiers)!r}")
+            raise UsageError(
+                Setting("tiers"), f" must be some of {', '.join(TIERS)}, not {','.join(tiers)!r}"
+            )
         tiers = tuple(t for t in TIERS if t in tiers)
     if window_ns is not None and not 0 < window_ns <= 2**53 - 1:
         raise UsageError(Setting("window"), " must be 1 ns .. 2^53 - 1 ns")
@@ -343,15 +390,35 @@ def capture_file(
             raise
         try:
             opts = CaptureOptions(
-                algorithm=algorithm, strip=strip, link=link, segment_records=segment_records,
-                segment_seconds=segment_seconds, leaf_records=leaf_records, leaf_hash=leaf_hash, duration=duration,
-                max_frames=max_frames, live=live, workers=workers, accept_forgery_risk=accept_forgery_risk,
-                progress=progress, monitor=monitor, digest_key_id=digest_key_id,
-                on_interrupt=on_interrupt, ledger_format=ledger_format, device_state=device_state,
-                tiers=tiers, window_ns=window_ns, window_capacity=window_capacity)
+                algorithm=algorithm,
+                strip=strip,
+                link=link,
+                segment_records=segment_records,
+                segment_seconds=segment_seconds,
+                leaf_records=leaf_records,
+                leaf_hash=leaf_hash,
+                duration=duration,
+                max_frames=max_frames,
+                live=live,
+                workers=workers,
+                accept_forgery_risk=accept_forgery_risk,
+                progress=progress,
+                monitor=monitor,
+                digest_key_id=digest_key_id,
+                on_interrupt=on_interrupt,
+                ledger_format=ledger_format,
+                device_state=device_state,
+                tiers=tiers,
+                window_ns=window_ns,
+                window_capacity=window_capacity,
+            )
             return CaptureRun(source, ledger_dir, digest_key, signing_key, opts, held).run()
         except StorageError as e:
-            if e.errno in _WRITE_ERRNOS and e.path and Path(e.path).parent == layout.link_dir(ledger_dir, link):
+            if (
+                e.errno in _WRITE_ERRNOS
+                and e.path
+                and Path(e.path).parent == layout.link_dir(ledger_dir, link)
+            ):
                 e.args = (f"{e}; {kept_for_recovery(ledger_dir, link, signing_key)}",)
             raise
         finally:
@@ -381,7 +448,9 @@ class CaptureOptions:
     on_interrupt: Callable[[int], None] | None = None
     ledger_format: int | None = None  # of a new ledger (None: DEFAULT_LEDGER_FORMAT, 2)
     device_state: DeviceState | None = None  # the signing key's protected state
-    tiers: tuple[str, ...] | None = None  # of a new ledger (None: the default); checked for an existing one
+    tiers: tuple[str, ...] | None = (
+        None  # of a new ledger (None: the default); checked for an existing one
+    )
     window_ns: int | None = None
     window_capacity: int | None = None
 
@@ -425,8 +494,15 @@ class CaptureRun:
     engine: DigestEngine | RecordsReader  # a records: source is its own engine
     genesis_key_id: str  # a new ledger's digest key id
 
-    def __init__(self, source: str | Path, ledger_dir: Path, digest_key: DigestKey | None, signing_key: SigningKey,
-                 opts: CaptureOptions, held: contextlib.ExitStack | None = None):
+    def __init__(
+        self,
+        source: str | Path,
+        ledger_dir: Path,
+        digest_key: DigestKey | None,
+        signing_key: SigningKey,
+        opts: CaptureOptions,
+        held: contextlib.ExitStack | None = None,
+    ):
         self.source = source
         self._held = held if held is not None else contextlib.ExitStack()  # closed by the caller
         self.marks: LedgerMarks | None = None
@@ -477,45 +553,82 @@ class CaptureRun:
         opts = self.opts
         pins = None
         if self.live_workers > 1:
-            pins = LiveWorkers.check_pins(opts.live.pin_cpu if opts.live else None, self.live_workers)
+            pins = LiveWorkers.check_pins(
+                opts.live.pin_cpu if opts.live else None, self.live_workers
+            )
         exists = self._check_ledger()
         # Open the capture before creating anything, so a bad file leaves no empty ledger behind.
         self._open_readers()
         if not exists:
             self.ledger = create_ledger(
-                self.ledger_dir, algorithm=self.alg.name, strip=opts.strip or "frame",
+                self.ledger_dir,
+                algorithm=self.alg.name,
+                strip=opts.strip or "frame",
                 digest_key_id=self.genesis_key_id,
-                digest_size=self.alg.digest_size, leaf_records=opts.leaf_records, version=opts.ledger_format or DEFAULT_LEDGER_FORMAT,
-                tiers=self.new_tiers, window_ns=opts.window_ns or DEFAULT_WINDOW_NS,
+                digest_size=self.alg.digest_size,
+                leaf_records=opts.leaf_records,
+                version=opts.ledger_format or DEFAULT_LEDGER_FORMAT,
+                tiers=self.new_tiers,
+                window_ns=opts.window_ns or DEFAULT_WINDOW_NS,
                 capacity=opts.window_capacity or DEFAULT_CAPACITY,
-                leaf_hash=opts.leaf_hash or DEFAULT_LEAF_HASH)
+                leaf_hash=opts.leaf_hash or DEFAULT_LEAF_HASH,
+            )
         self.frames_tier = self.ledger.frames_tier
-        self.result = CaptureResult(str(self.source), str(self.ledger_dir), opts.link, self.alg.name,
-                                    self.ledger.strip, created=not exists, tiers=self.ledger.tiers)
+        self.result = CaptureResult(
+            str(self.source),
+            str(self.ledger_dir),
+            opts.link,
+            self.alg.name,
+            self.ledger.strip,
+            created=not exists,
+            tiers=self.ledger.tiers,
+        )
         if not exists and self.alg.creation_warning:
             self.result.warnings.append(self.alg.creation_warning)
         if self.records_source and opts.workers:
             # nothing to spread over threads: the records arrive digested, and one reader checks them
-            self.result.warnings.append(f"{opts.workers} workers asked for, none used: a {self.source} source is "
-                                        "not digested here (its records were computed elsewhere)")
+            self.result.warnings.append(
+                f"{opts.workers} workers asked for, none used: a {self.source} source is "
+                "not digested here (its records were computed elsewhere)"
+            )
         if opts.device_state is not None:
             self.marks = self._held.enter_context(opts.device_state.ledger(self.ledger.ledger_id))
         self._recover()
-        source_name = seal_source_name(self.source) if self.records_source else \
-            signed_source_name(self.source, live=self.live_source)
-        self.writer = LinkWriter.open(self.ledger_dir, self.ledger, opts.link, self.signing_key, source=source_name,
-                                      segment_records=opts.segment_records, segment_seconds=opts.segment_seconds,
-                                      marks=self.marks)
+        source_name = (
+            seal_source_name(self.source)
+            if self.records_source
+            else signed_source_name(self.source, live=self.live_source)
+        )
+        self.writer = LinkWriter.open(
+            self.ledger_dir,
+            self.ledger,
+            opts.link,
+            self.signing_key,
+            source=source_name,
+            segment_records=opts.segment_records,
+            segment_seconds=opts.segment_seconds,
+            marks=self.marks,
+        )
         self.result.first_seq = self.writer.next_seq
         if self.ledger.window is not None:
-            self.windows = WindowTier(self.ledger_dir, self.ledger, opts.link, self.signing_key, self.digest_key,
-                                      source=source_name, segment_seconds=opts.segment_seconds, marks=self.marks)
+            self.windows = WindowTier(
+                self.ledger_dir,
+                self.ledger,
+                opts.link,
+                self.signing_key,
+                self.digest_key,
+                source=source_name,
+                segment_seconds=opts.segment_seconds,
+                marks=self.marks,
+            )
         self.engine = self.reader if self.records_source else self._start_engines()
         if self.live_workers > 1:
             self.workers = LiveWorkers(self._engines, max_frames=opts.max_frames, pin_cpus=pins)
         # Signals can only be caught on the main thread; elsewhere the caller owns interruption.
         if threading.current_thread() is threading.main_thread():
-            self._old_handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+            self._old_handlers = {
+                s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)
+            }
         self._t0 = time.perf_counter()
 
     def _new_tiers(self) -> tuple[str, ...]:
@@ -527,31 +640,44 @@ class CaptureRun:
         if "windows" in tiers and v1:
             raise UsageError(Setting("tiers"), " windows needs a v2 ledger (ledger format v2)")
         if "windows" in tiers and self.records_source:
-            raise UsageError(Setting("tiers"), f" windows needs frames digested here: a {self.source} source "
-                             "brings no window records (and no digest key to compute them)")
-        if "windows" not in tiers and (opts.window_ns is not None or opts.window_capacity is not None):
+            raise UsageError(
+                Setting("tiers"),
+                f" windows needs frames digested here: a {self.source} source "
+                "brings no window records (and no digest key to compute them)",
+            )
+        if "windows" not in tiers and (
+            opts.window_ns is not None or opts.window_capacity is not None
+        ):
             raise UsageError("a window length or capacity is for a ledger with the windows tier")
         return tiers
 
     def _check_tiers(self, ledger: LedgerHeader) -> None:
         """An existing ledger keeps its tiers and window parameters (UsageError for others)."""
         opts, win = self.opts, ledger.window
-        asked = (("tiers", opts.tiers, ledger.tiers),
-                 ("window length", opts.window_ns, win.window_ns if win else None),
-                 ("window capacity", opts.window_capacity, win.capacity if win else None))
+        asked = (
+            ("tiers", opts.tiers, ledger.tiers),
+            ("window length", opts.window_ns, win.window_ns if win else None),
+            ("window capacity", opts.window_capacity, win.capacity if win else None),
+        )
         for what, val, have in asked:
             if val is not None and val != have:
-                raise UsageError(f"{self.ledger_dir}: ledger has {what} {_shown_param(have)}, not "
-                                     f"{_shown_param(val)} (fixed when the ledger was created)")
+                raise UsageError(
+                    f"{self.ledger_dir}: ledger has {what} {_shown_param(have)}, not "
+                    f"{_shown_param(val)} (fixed when the ledger was created)"
+                )
         if win is not None and self.records_source:
-            raise UsageError(f"{self.ledger_dir}: ledger has a window tier; a {self.source} source brings no "
-                             "window records (and no digest key to compute them)")
+            raise UsageError(
+                f"{self.ledger_dir}: ledger has a window tier; a {self.source} source brings no "
+                "window records (and no digest key to compute them)"
+            )
 
     def _start_engines(self) -> DigestEngine:
         """One digest engine per reader (`_engines`); the first."""
         subkey = self.digest_key.subkey(self.alg.name, self.alg.key_size)
-        self._engines = [DigestEngine(r, self.alg, self.strip_id, subkey, workers=self.digest_threads)
-                         for r in self.readers]
+        self._engines = [
+            DigestEngine(r, self.alg, self.strip_id, subkey, workers=self.digest_threads)
+            for r in self.readers
+        ]
         return self._engines[0]
 
     def _check_ledger(self) -> bool:
@@ -566,18 +692,25 @@ class CaptureRun:
                     f"{self.alg.name} uses a fixed IV: whoever holds two of the ledger's (frame, tag) pairs, "
                     "as the prover normally does, can forge every tag without the key; use "
                     f"blake3-keyed-128 or hmac-sha256-128, or create it anyway with {self.alg.risk_opt_in} "
-                    "(docs/algorithms.md, \"GMAC with a fixed IV\")")
+                    '(docs/algorithms.md, "GMAC with a fixed IV")'
+                )
             self.genesis_key_id = self._new_key_id()
             self.new_tiers = self._new_tiers()
             return False
         ledger = load_ledger(ledger_dir)
         self._check_tiers(ledger)
-        for opt, val in (("algorithm", opts.algorithm), ("strip", opts.strip), ("leaf_records", opts.leaf_records),
-                         ("leaf_hash", opts.leaf_hash),
-                         ("version", opts.ledger_format)):
+        for opt, val in (
+            ("algorithm", opts.algorithm),
+            ("strip", opts.strip),
+            ("leaf_records", opts.leaf_records),
+            ("leaf_hash", opts.leaf_hash),
+            ("version", opts.ledger_format),
+        ):
             if val is not None and val != getattr(ledger, opt):
-                raise UsageError(f"{ledger_dir}: ledger uses {opt} {getattr(ledger, opt)!r}, not {val!r} "
-                                 "(a ledger never changes algorithm or strip mode)")
+                raise UsageError(
+                    f"{ledger_dir}: ledger uses {opt} {getattr(ledger, opt)!r}, not {val!r} "
+                    "(a ledger never changes algorithm or strip mode)"
+                )
         self.alg = get_algorithm(ledger.algorithm)
         self.strip_id = get_strip_mode(ledger.strip)
         # new segments use the newest digest key (a rotation retires the older ones); their
@@ -592,13 +725,17 @@ class CaptureRun:
         given = self.opts.digest_key_id
         if self.digest_key is None:
             if given is None:
-                raise UsageError("a new ledger records the id of its digest key: for records computed elsewhere "
-                                 "give the digest key or its id")
+                raise UsageError(
+                    "a new ledger records the id of its digest key: for records computed elsewhere "
+                    "give the digest key or its id"
+                )
             return given
         kid = self.digest_key.key_id(self.alg.name, self.alg.key_size)
         if given is not None and given != kid:
-            raise KeyFileError(f"{self.digest_key.path or 'digest key'}: digest key id {kid} ({self.alg.name}) is "
-                               f"not the digest key id {given} given for the records")
+            raise KeyFileError(
+                f"{self.digest_key.path or 'digest key'}: digest key id {kid} ({self.alg.name}) is "
+                f"not the digest key id {given} given for the records"
+            )
         return kid
 
     def _current_key_id(self, ledger: LedgerHeader) -> str:
@@ -610,8 +747,10 @@ class CaptureRun:
             kid = digest_key_ids(self.ledger_dir, ledger)[-1]
         given = self.opts.digest_key_id
         if given is not None and given != kid:
-            raise KeyFileError(f"digest key id {given} given for the records is not the current digest key of "
-                               f"ledger {self.ledger_dir} (key id {kid})")
+            raise KeyFileError(
+                f"digest key id {given} given for the records is not the current digest key of "
+                f"ledger {self.ledger_dir} (key id {kid})"
+            )
         return kid
 
     def _open_readers(self) -> None:
@@ -623,7 +762,9 @@ class CaptureRun:
         elif is_bypass(source):
             # AF_XDP sockets on consecutive queues, or RX queues of a DPDK port; each worker thread
             # pins itself
-            self.readers = open_sources(source, dataclasses.replace(live or LiveOptions(), pin_cpu=None), n)
+            self.readers = open_sources(
+                source, dataclasses.replace(live or LiveOptions(), pin_cpu=None), n
+            )
         else:
             # one fanout group for every ring: the first makes it (a random id unless --fanout-group),
             # the others join it; each worker thread pins itself
@@ -638,19 +779,31 @@ class CaptureRun:
     def _recover(self) -> None:
         discarded: list[dict] = []
         aside: list[SetAside] = []
-        self.result.recovered = recover_open_segments(self.ledger_dir, self.ledger, self.opts.link,
-                                                      self.signing_key, discarded, marks=self.marks,
-                                                      set_aside=aside)
+        self.result.recovered = recover_open_segments(
+            self.ledger_dir,
+            self.ledger,
+            self.opts.link,
+            self.signing_key,
+            discarded,
+            marks=self.marks,
+            set_aside=aside,
+        )
         if self.marks is not None:
             self.result.warnings += self.marks.notes
         for r in self.result.recovered:
-            self.result.warnings.append(f"recovered open segment {r.index}: sealed {plural(r.records, 'record')}, "
-                                        f"discarded {plural(r.torn_bytes, 'torn byte')}")
+            self.result.warnings.append(
+                f"recovered open segment {r.index}: sealed {plural(r.records, 'record')}, "
+                f"discarded {plural(r.torn_bytes, 'torn byte')}"
+            )
         for d in discarded:
-            self.result.warnings.append(f"recovery discarded {d['path']} ({plural(d['bytes'], 'byte')}: {d['why']})")
+            self.result.warnings.append(
+                f"recovery discarded {d['path']} ({plural(d['bytes'], 'byte')}: {d['why']})"
+            )
         for a in aside:
-            self.result.warnings.append(f"recovery set aside {a.path} as {a.moved_to} ({plural(a.bytes, 'byte')} "
-                                        f"not sealed: {a.why})")
+            self.result.warnings.append(
+                f"recovery set aside {a.path} as {a.moved_to} ({plural(a.bytes, 'byte')} "
+                f"not sealed: {a.why})"
+            )
 
     def _abandon(self) -> None:
         """Opening failed: release what was opened (nothing was read yet)."""
@@ -689,7 +842,9 @@ class CaptureRun:
         opts, result, w = self.opts, self.result, self.writer
         while True:
             if not self.stopping:
-                reason = self._stop_reason(opts.max_frames is not None and result.frames >= opts.max_frames)
+                reason = self._stop_reason(
+                    opts.max_frames is not None and result.frames >= opts.max_frames
+                )
                 if reason:
                     result.stop_reason = reason
                     if not self.live_source:
@@ -704,9 +859,14 @@ class CaptureRun:
             batch = None if self.records_source else w.batch_buffer(self.engine.batch_bytes)
             try:
                 # idle: a quiet pipe returns no frame now and then, so --duration and signals act
-                records, n, nbytes = self.engine.fill(w.next_seq, ask, batch, idle=True) \
-                    if batch is not None else self.engine.fill(w.next_seq, ask)
-            except LedgerError as e:  # corrupt structure: seal what was read, report where reading stopped
+                records, n, nbytes = (
+                    self.engine.fill(w.next_seq, ask, batch, idle=True)
+                    if batch is not None
+                    else self.engine.fill(w.next_seq, ask)
+                )
+            except (
+                LedgerError
+            ) as e:  # corrupt structure: seal what was read, report where reading stopped
                 self._fail(e)
             if n and self.stopping and result.stop_reason == "frames":
                 # the frame count reached: frames the engine still had in hand are not recorded; only
@@ -721,9 +881,15 @@ class CaptureRun:
                 self._record(records, n, nbytes, batch)
             w.rotate_if_due()
             if opts.monitor:
-                opts.monitor(self._status(result.frames, result.bytes, result.drops, w.open_index, w.open_records))
+                opts.monitor(
+                    self._status(
+                        result.frames, result.bytes, result.drops, w.open_index, w.open_records
+                    )
+                )
 
-    def _record(self, records: memoryview, n: int, nbytes: int, batch: ffi.CData | None = None) -> None:
+    def _record(
+        self, records: memoryview, n: int, nbytes: int, batch: ffi.CData | None = None
+    ) -> None:
         """One reader's batch into the open segment (`batch`: the writer's buffer that holds it)
         and into the window tier; GAP records are counted as drops, not frames."""
         if self.windows is not None:
@@ -748,10 +914,19 @@ class CaptureRun:
         if self.opts.progress:
             self.opts.progress(self.result.frames, self.result.bytes, self.writer.sealed_records)
 
-    def _status(self, frames: int, nbytes: int, drops: int, open_segment: int | None, open_records: int
-                ) -> CaptureStatus:
-        return CaptureStatus(frames, nbytes, drops, time.perf_counter() - self._t0, len(self.writer.sealed),
-                             open_segment, open_records, self.stopping)
+    def _status(
+        self, frames: int, nbytes: int, drops: int, open_segment: int | None, open_records: int
+    ) -> CaptureStatus:
+        return CaptureStatus(
+            frames,
+            nbytes,
+            drops,
+            time.perf_counter() - self._t0,
+            len(self.writer.sealed),
+            open_segment,
+            open_records,
+            self.stopping,
+        )
 
     def _loop_workers(self) -> None:
         """Several live workers (docs/capture.md "Workers and fanout"): each thread fills its own
@@ -791,8 +966,11 @@ class CaptureRun:
                 pooled = carried
                 seg_opened = now if carried else None
             if self.opts.monitor:
-                self.opts.monitor(self._status(lw.frames, lw.bytes, lw.drops, w.next_index if pooled else None,
-                                               pooled))
+                self.opts.monitor(
+                    self._status(
+                        lw.frames, lw.bytes, lw.drops, w.next_index if pooled else None, pooled
+                    )
+                )
             if ended and not pooled and not lw.buffered:
                 break
         result.bytes = lw.bytes
@@ -822,7 +1000,9 @@ class CaptureRun:
         self.result.foreign_frames = self.witness.foreign_frames(self.readers)
         if not self.result.foreign_frames:
             return np.empty(0, dtype=self.engine.dtype)
-        return gap_records(self.engine.dtype, self.result.foreign_frames, self.reader.info().linktype)
+        return gap_records(
+            self.engine.dtype, self.result.foreign_frames, self.reader.info().linktype
+        )
 
     def _write_merged(self, recs: np.ndarray) -> None:
         """Several live workers: one merged, renumbered segment, written whole and handed to the sealer."""
@@ -847,12 +1027,17 @@ class CaptureRun:
         if self.windows is not None:
             self.windows.finish()
         if self.result.created and not w.sealed and not (self.windows and self.windows.sealed):
-            _remove_new_ledger(self.ledger_dir, self.opts.link)  # nothing was recorded: leave nothing behind
+            _remove_new_ledger(
+                self.ledger_dir, self.opts.link
+            )  # nothing was recorded: leave nothing behind
         elif w.sealed or self.result.recovered:
             w.checkpoint()
         if isinstance(e, LedgerError):
             where = w.sealed_range()
-            e.args = (f"{e}; {plural(self.result.frames, 'frame')} before it {'was' if self.result.frames == 1 else 'were'} sealed" + (f" in {where}" if where else ""),)
+            e.args = (
+                f"{e}; {plural(self.result.frames, 'frame')} before it {'was' if self.result.frames == 1 else 'were'} sealed"
+                + (f" in {where}" if where else ""),
+            )
         raise e
 
     # ---- finish, close, report -------------------------------------------------------------------
@@ -870,12 +1055,16 @@ class CaptureRun:
             try:
                 w.checkpoint()
             except LedgerError as e:  # an older seal is missing or unreadable: nothing was signed
-                e.args = (f"{e}; this capture's {plural(self.result.frames, 'frame')} {'was' if self.result.frames == 1 else 'were'} sealed "
-                          f"({w.sealed_range() or 'no segment'}), the checkpoint was not signed",)
+                e.args = (
+                    f"{e}; this capture's {plural(self.result.frames, 'frame')} {'was' if self.result.frames == 1 else 'were'} sealed "
+                    f"({w.sealed_range() or 'no segment'}), the checkpoint was not signed",
+                )
                 raise
 
     def _close(self) -> None:
-        if self.workers is not None:  # every worker thread is out of its reader before the readers close
+        if (
+            self.workers is not None
+        ):  # every worker thread is out of its reader before the readers close
             for r in self.readers:
                 r.request_stop(drain=False)
             self.workers.join()
@@ -885,7 +1074,9 @@ class CaptureRun:
         for s, h in self._old_handlers.items():
             signal.signal(s, h)
         self._reader_info = self.reader.info()
-        self.result.strip_fallbacks = sum((e.strip_fallbacks() for e in self._engines), StripFallbacks())
+        self.result.strip_fallbacks = sum(
+            (e.strip_fallbacks() for e in self._engines), StripFallbacks()
+        )
         if self.live_source:
             self._live_stats = _sum_stats([r.stats() for r in self.readers])
         self._close_readers()
@@ -908,19 +1099,25 @@ class CaptureRun:
         """Kernel/ring counters into the result, and a warning for every frame not recorded."""
         result, source, witness = self.result, self.source, self.witness
         result.live = live_stats.to_json()
-        result.warnings.extend(getattr(live_stats, "notes", ()))  # kernel-bypass sources (ledgertool.source.bypass)
+        result.warnings.extend(
+            getattr(live_stats, "notes", ())
+        )  # kernel-bypass sources (ledgertool.source.bypass)
         foreign = result.foreign_frames or 0
         if self.workers is not None:
             result.live["workers"] = self.live_workers
             result.live["worker_frames"] = list(self.workers.per_worker_frames)
             if witness is not None:
-                result.live["fanout"] = {"group": witness.group, "witness_frames": witness.frames,
-                                         "foreign_frames": result.foreign_frames}
+                result.live["fanout"] = {
+                    "group": witness.group,
+                    "witness_frames": witness.frames,
+                    "foreign_frames": result.foreign_frames,
+                }
         if foreign:
             result.warnings.append(
                 f"FANOUT: {plural(foreign, 'frame')} on {source} went to a socket outside this capture's PACKET_FANOUT "
                 f"group {witness.group} (another process joined it) and are not in the ledger; they are declared "
-                "in a GAP record as dropped (docs/capture.md)")
+                "in a GAP record as dropped (docs/capture.md)"
+            )
         kernel_drops = result.drops - foreign
         if kernel_drops and hasattr(live_stats, "drop_advice"):  # AF_XDP, DPDK
             result.warnings.append(live_stats.drop_advice(str(source), kernel_drops))
@@ -928,12 +1125,16 @@ class CaptureRun:
             result.warnings.append(
                 f"{plural(kernel_drops, 'frame')} DROPPED by the kernel ring on {source} (declared as GAP records in "
                 f"the ledger; the ring was full {plural(live_stats.freeze_count, 'time')}): raise --ring-mb or "
-                "lower the load (docs/capture.md)")
+                "lower the load (docs/capture.md)"
+            )
         unrecorded = live_stats.kernel_packets - result.frames - live_stats.drops_declared
         if result.stop_reason == "frames" and unrecorded > 0:
-            result.warnings.append(f"{source}: {plural(unrecorded, 'frame')} arrived after the last recorded frame "
-                                   f"(--frames) and {'was' if unrecorded == 1 else 'were'} not recorded")
+            result.warnings.append(
+                f"{source}: {plural(unrecorded, 'frame')} arrived after the last recorded frame "
+                f"(--frames) and {'was' if unrecorded == 1 else 'were'} not recorded"
+            )
         elif unrecorded != 0:
             result.warnings.append(
                 f"{source}: kernel saw {plural(live_stats.kernel_packets, 'frame')}, ledger has "
-                f"{plural(live_stats.frames, 'frame')} + {plural(live_stats.drops_declared, 'declared drop')}")
+                f"{plural(live_stats.frames, 'frame')} + {plural(live_stats.drops_declared, 'declared drop')}"
+            )

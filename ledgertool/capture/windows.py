@@ -11,11 +11,9 @@ refused before anything of it is written (the pad of that index would be used tw
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from dataclasses import dataclass
 from pathlib import Path
-
+from typing import TYPE_CHECKING
 
 from ..digest.window import WindowAccumulator, WindowKeys, WindowRecord
 from ..errors import UsageError
@@ -24,10 +22,12 @@ from ..ledger import layout
 from ..ledger.devstate import LedgerMarks
 from ..ledger.header import LedgerHeader
 from ..ledger.index import segment_files
-from ..ledger.writer import LinkWriter
 from ..ledger.sealer import SealResult, load_seal
+from ..ledger.writer import LinkWriter
 
-if TYPE_CHECKING:  # numpy is imported where records are handled: a v2 capture of frames alone loads none
+if (
+    TYPE_CHECKING
+):  # numpy is imported where records are handled: a v2 capture of frames alone loads none
     import numpy as np
 
 #: window records per window segment: an hour of 1 s windows (23 MB at capacity 64)
@@ -46,10 +46,14 @@ class WindowTierResult:
     segments: tuple[int, ...]
 
     def to_json(self) -> dict:
-        return {"log": self.log, "windows": self.windows, "frames": self.frames,
-                "first_index": None if self.first_index is None else str(self.first_index),
-                "last_index": None if self.last_index is None else str(self.last_index),
-                "segments": list(self.segments)}
+        return {
+            "log": self.log,
+            "windows": self.windows,
+            "frames": self.frames,
+            "first_index": None if self.first_index is None else str(self.first_index),
+            "last_index": None if self.last_index is None else str(self.last_index),
+            "segments": list(self.segments),
+        }
 
 
 def last_window_index(ledger_dir: Path, ledger: LedgerHeader, link: str) -> int | None:
@@ -68,19 +72,37 @@ def last_window_index(ledger_dir: Path, ledger: LedgerHeader, link: str) -> int 
 class WindowTier:
     """One link's window accumulator and window-log writer for the length of a capture."""
 
-    def __init__(self, ledger_dir: Path, ledger: LedgerHeader, link: str, signing_key: SigningKey,
-                 digest_key: DigestKey, *, source: str, segment_seconds: float | None,
-                 marks: LedgerMarks | None = None):
+    def __init__(
+        self,
+        ledger_dir: Path,
+        ledger: LedgerHeader,
+        link: str,
+        signing_key: SigningKey,
+        digest_key: DigestKey,
+        *,
+        source: str,
+        segment_seconds: float | None,
+        marks: LedgerMarks | None = None,
+    ):
         params = ledger.window
         self.window_ns = params.window_ns
-        self.keys = WindowKeys.derive(digest_key.master, ledger.algorithm, ledger.ledger_id, link,
-                                      params.window_ns)
+        self.keys = WindowKeys.derive(
+            digest_key.master, ledger.algorithm, ledger.ledger_id, link, params.window_ns
+        )
         self.last_sealed = last_window_index(ledger_dir, ledger, link)
-        self.acc = WindowAccumulator(self.keys, ledger.digest_size, window_ns=params.window_ns,
-                                     cells=params.cells)
-        self.writer = LinkWriter.open(ledger_dir, ledger, layout.window_log(link), signing_key,
-                                      source=source, segment_records=WINDOWS_PER_SEGMENT,
-                                      segment_seconds=segment_seconds, marks=marks)
+        self.acc = WindowAccumulator(
+            self.keys, ledger.digest_size, window_ns=params.window_ns, cells=params.cells
+        )
+        self.writer = LinkWriter.open(
+            ledger_dir,
+            ledger,
+            layout.window_log(link),
+            signing_key,
+            source=source,
+            segment_records=WINDOWS_PER_SEGMENT,
+            segment_seconds=segment_seconds,
+            marks=marks,
+        )
         self._checked = False
         self.windows = self.frames = 0
         self.first_index: int | None = None
@@ -98,7 +120,8 @@ class WindowTier:
                 f"{self.writer.ledger_dir}: link {self.writer.window_link}: the first frame falls in "
                 f"window {first}, at or before window {self.last_sealed}, the last the ledger sealed "
                 "for this link; a window is committed once (its one-time pad would be reused), so "
-                "nothing was captured: capture into another link or a new ledger")
+                "nothing was captured: capture into another link or a new ledger"
+            )
 
     def add(self, records: np.ndarray) -> None:
         """A batch of the engine's records (capture order): the windows it closed are appended."""
@@ -128,8 +151,14 @@ class WindowTier:
         return self.writer.sealed
 
     def result(self) -> WindowTierResult:
-        return WindowTierResult(self.writer.link, self.windows, self.frames, self.first_index,
-                                self.last_index, tuple(s.index for s in self.writer.sealed))
+        return WindowTierResult(
+            self.writer.link,
+            self.windows,
+            self.frames,
+            self.first_index,
+            self.last_index,
+            tuple(s.index for s in self.writer.sealed),
+        )
 
     def close(self) -> None:
         self.writer.close()

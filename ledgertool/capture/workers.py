@@ -15,7 +15,8 @@ import socket
 import struct
 import threading
 import time
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..digest.engine import DigestEngine
 from ..digest.record import FLAG_GAP
@@ -25,7 +26,9 @@ if TYPE_CHECKING:  # imported where used (start-up: docs/benchmarks.md)
     import numpy as np
 
 
-def merge_worker_records(parts: Sequence[np.ndarray], first_seq: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def merge_worker_records(
+    parts: Sequence[np.ndarray], first_seq: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Merge per-worker record arrays (each in that worker's order) into one sequence.
 
     Order: ts_ns, then worker index (position in `parts`), then position within the worker; GAP
@@ -41,7 +44,9 @@ def merge_worker_records(parts: Sequence[np.ndarray], first_seq: int | None = No
         dtype = parts[0].dtype if parts else None
         return np.empty(0, dtype=dtype), np.empty(0, dtype=np.int32)
     allrec = np.concatenate([p for p in parts if len(p)])
-    wid = np.concatenate([np.full(len(p), w, dtype=np.int32) for w, p in enumerate(parts) if len(p)])
+    wid = np.concatenate(
+        [np.full(len(p), w, dtype=np.int32) for w, p in enumerate(parts) if len(p)]
+    )
     # concatenated in (worker, position) order: a stable sort on ts_ns alone yields
     # (ts_ns, worker, position)
     order = np.argsort(allrec["ts_ns"], kind="stable")
@@ -60,26 +65,33 @@ def split_by_worker(records: np.ndarray, wid: np.ndarray, workers: int) -> list[
 class LiveWorkers:
     """N reader threads, each digesting its own ring into its own buffer."""
 
-    def __init__(self, engines: list[DigestEngine], *, max_frames: int | None = None,
-                 pin_cpus: list[int] | None = None):
+    def __init__(
+        self,
+        engines: list[DigestEngine],
+        *,
+        max_frames: int | None = None,
+        pin_cpus: list[int] | None = None,
+    ):
         self.engines = engines
         self.n = len(engines)
         self.dtype = engines[0].dtype
         self.max_frames = max_frames
         self.pin_cpus = pin_cpus
         self.lock = threading.Lock()
-        self.wake = threading.Event()          # something for the main thread to look at
+        self.wake = threading.Event()  # something for the main thread to look at
         self.frames_reached = threading.Event()
         self._buf: list[list[np.ndarray]] = [[] for _ in engines]
-        self.buffered = 0       # records in the buffers
-        self.frames = 0         # frames kept (all workers)
-        self.drops = 0          # drops declared in kept GAP records
-        self.bytes = 0          # captured bytes hashed of kept frames
+        self.buffered = 0  # records in the buffers
+        self.frames = 0  # frames kept (all workers)
+        self.drops = 0  # drops declared in kept GAP records
+        self.bytes = 0  # captured bytes hashed of kept frames
         self.per_worker_frames = [0] * self.n
         self.error: BaseException | None = None
         self._ended = [False] * self.n
-        self._threads = [threading.Thread(target=self._run, args=(i,), name=f"ledgertool-live-{i}", daemon=True)
-                         for i in range(self.n)]
+        self._threads = [
+            threading.Thread(target=self._run, args=(i,), name=f"ledgertool-live-{i}", daemon=True)
+            for i in range(self.n)
+        ]
 
     @staticmethod
     def check_pins(pin: int | None, workers: int) -> list[int] | None:
@@ -93,8 +105,13 @@ class LiveWorkers:
             allowed = set(range(os.cpu_count() or 1))
         bad = [c for c in cpus if c not in allowed]
         if bad:
-            raise UsageError(Setting("pin_cpu"), f" {pin} with ", Setting("workers"), f" {workers} pins worker i to "
-                             f"CPU {pin}+i, but CPU {bad[0]} is not available to this process")
+            raise UsageError(
+                Setting("pin_cpu"),
+                f" {pin} with ",
+                Setting("workers"),
+                f" {workers} pins worker i to "
+                f"CPU {pin}+i, but CPU {bad[0]} is not available to this process",
+            )
         return cpus
 
     def start(self) -> None:
@@ -197,15 +214,19 @@ class FanoutWitness:
             self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 0)  # the kernel's minimum
             self._sock.bind((iface, _ETH_P_ALL))
         except OSError as e:
-            raise InterfaceError(f"iface:{iface}: fanout witness socket: {e.strerror or e}", iface) from None
+            raise InterfaceError(
+                f"iface:{iface}: fanout witness socket: {e.strerror or e}", iface
+            ) from None
         self.iface = iface
-        self.group = group       # the PACKET_FANOUT group id watched (for messages)
-        self.frames = 0          # counted between start and stop
+        self.group = group  # the PACKET_FANOUT group id watched (for messages)
+        self.frames = 0  # counted between start and stop
         self._base: list[int] | None = None
         self._running = False
 
     def _read(self) -> int:
-        packets, _drops = struct.unpack("II", self._sock.getsockopt(_SOL_PACKET, _PACKET_STATISTICS, 8))
+        packets, _drops = struct.unpack(
+            "II", self._sock.getsockopt(_SOL_PACKET, _PACKET_STATISTICS, 8)
+        )
         return packets  # the kernel resets its counters on every read; packets includes drops
 
     def start(self, readers) -> None:

@@ -13,8 +13,9 @@ import os
 import sys
 import traceback
 from contextlib import contextmanager
+from datetime import UTC
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -24,7 +25,7 @@ from ..plural import plural
 from ..urls import location
 from .flags import cli_message
 from .progress import rate as _rate
-from .render import SafeConsole, printable, styled, table_console
+from .render import SafeConsole, styled, table_console
 from .streams import OutputError, guard_streams, reserve_closed_descriptors, restore_streams
 
 app = typer.Typer(
@@ -71,11 +72,17 @@ def _shown(quiet: bool, as_json: bool):
     return progress_display(err, quiet or as_json)
 
 
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr (shown only on a terminal).")]
-InsecureClusterOpt = Annotated[bool, typer.Option(
-    "--insecure-cluster",
-    help="Accept a tcp:// scheduler: Dask's plain protocol, which anyone who reaches it can use to "
-         "run code in its workers and read the tasks (docs/cluster.md).")]
+QuietOpt = Annotated[
+    bool, typer.Option("--quiet", "-q", help="No progress on stderr (shown only on a terminal).")
+]
+InsecureClusterOpt = Annotated[
+    bool,
+    typer.Option(
+        "--insecure-cluster",
+        help="Accept a tcp:// scheduler: Dask's plain protocol, which anyone who reaches it can use to "
+        "run code in its workers and read the tasks (docs/cluster.md).",
+    ),
+]
 
 
 def _print_version(value: bool) -> None:
@@ -87,18 +94,27 @@ def _print_version(value: bool) -> None:
 @app.callback()
 def _root(
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
-    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.", is_eager=True,
-                                          callback=_print_version)] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="Print the version and exit.", is_eager=True, callback=_print_version
+        ),
+    ] = False,
 ) -> None:
     STATE["debug"] = debug
 
 
 # ---- keys -----------------------------------------------------------------------------------
 
+
 @keys_app.command("generate")
 def keys_generate(
-    outdir: Annotated[Path, typer.Argument(help="Directory for digest.key, signing.key, verifier.pub.")],
-    scheme: Annotated[str, typer.Option(help="Signature scheme: hybrid (Ed25519 + ML-DSA-65), ed25519, mldsa65.")] = "hybrid",
+    outdir: Annotated[
+        Path, typer.Argument(help="Directory for digest.key, signing.key, verifier.pub.")
+    ],
+    scheme: Annotated[
+        str, typer.Option(help="Signature scheme: hybrid (Ed25519 + ML-DSA-65), ed25519, mldsa65.")
+    ] = "hybrid",
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document.")] = False,
 ) -> None:
     """Generate a digest master key and a signing key pair (secret files mode 0600)."""
@@ -120,7 +136,9 @@ def keys_generate(
 def keys_rotate(
     ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
     old: Annotated[Path, typer.Option("--old", help="The ledger's current signing.key.")],
-    new: Annotated[Path, typer.Option("--new", help="The signing key that signs from the next segment on.")],
+    new: Annotated[
+        Path, typer.Option("--new", help="The signing key that signs from the next segment on.")
+    ],
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document.")] = False,
 ) -> None:
     """Move the ledger to a new signing key at the next segment boundary (statement signed by both)."""
@@ -129,13 +147,21 @@ def keys_rotate(
     from ..ledger.rotations import rotate_keys
 
     # both keys' protected states: the old one's is checked, and carried into the new one's
-    res = rotate_keys(ledger, SigningKey.load(old), SigningKey.load(new),
-                      old_state=DeviceState.beside(old), new_state=DeviceState.beside(new))
+    res = rotate_keys(
+        ledger,
+        SigningKey.load(old),
+        SigningKey.load(new),
+        old_state=DeviceState.beside(old),
+        new_state=DeviceState.beside(new),
+    )
     _rotation_in_force(res)
     if as_json:
         _emit_json({"ok": True, **res})
     else:
-        starts = ", ".join(f"link {k} segment {v}" for k, v in sorted(res["effective_from"].items())) or "the next segment"
+        starts = (
+            ", ".join(f"link {k} segment {v}" for k, v in sorted(res["effective_from"].items()))
+            or "the next segment"
+        )
         out.print(f"rotation {res['number']} -> {res['path']}: the new key signs from {starts}")
 
 
@@ -144,8 +170,10 @@ def _rotation_in_force(res: dict) -> None:
     directory could not be flushed, notes on the keys' protected states, and the state if stdout
     then fails (`_done`)."""
     starts = ", ".join(f"link {k} segment {v}" for k, v in sorted(res["effective_from"].items()))
-    _done(f"rotation {res['number']} is in force ({res['path']}: the new key applies from "
-          f"{starts or 'the next segment'})")
+    _done(
+        f"rotation {res['number']} is in force ({res['path']}: the new key applies from "
+        f"{starts or 'the next segment'})"
+    )
     if res.get("warning"):
         err.print(styled(("warning:", "yellow"), f" {res['warning']}"))
     for note in res.get("notes", []):
@@ -155,9 +183,21 @@ def _rotation_in_force(res: dict) -> None:
 @keys_app.command("rotate-digest")
 def keys_rotate_digest(
     ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
-    signing_key: Annotated[Path, typer.Option("--signing-key", help="The ledger's current signing.key (signs the statement).")],
-    old_digest_key: Annotated[Path, typer.Option("--old-digest-key", help="The ledger's current digest.key.")],
-    new_digest_key: Annotated[Path, typer.Option("--new-digest-key", help="The digest.key that digests from the next segment on.")],
+    signing_key: Annotated[
+        Path,
+        typer.Option(
+            "--signing-key", help="The ledger's current signing.key (signs the statement)."
+        ),
+    ],
+    old_digest_key: Annotated[
+        Path, typer.Option("--old-digest-key", help="The ledger's current digest.key.")
+    ],
+    new_digest_key: Annotated[
+        Path,
+        typer.Option(
+            "--new-digest-key", help="The digest.key that digests from the next segment on."
+        ),
+    ],
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document.")] = False,
 ) -> None:
     """Move the ledger to a new digest key at the next segment boundary (statement signed by the current signing key)."""
@@ -165,24 +205,49 @@ def keys_rotate_digest(
     from ..ledger.devstate import DeviceState
     from ..ledger.rotations import rotate_digest_key
 
-    res = rotate_digest_key(ledger, SigningKey.load(signing_key), DigestKey.load(old_digest_key),
-                            DigestKey.load(new_digest_key),
-                            device_state=DeviceState.beside(signing_key))
+    res = rotate_digest_key(
+        ledger,
+        SigningKey.load(signing_key),
+        DigestKey.load(old_digest_key),
+        DigestKey.load(new_digest_key),
+        device_state=DeviceState.beside(signing_key),
+    )
     _rotation_in_force(res)
     if as_json:
         _emit_json({"ok": True, **res})
     else:
-        starts = ", ".join(f"link {k} segment {v}" for k, v in sorted(res["effective_from"].items())) or "the next segment"
-        out.print(f"rotation {res['number']} -> {res['path']}: digest key {res['new_digest_key_id']} replaces "
-                  f"{res['old_digest_key_id']} from {starts}")
+        starts = (
+            ", ".join(f"link {k} segment {v}" for k, v in sorted(res["effective_from"].items()))
+            or "the next segment"
+        )
+        out.print(
+            f"rotation {res['number']} -> {res['path']}: digest key {res['new_digest_key_id']} replaces "
+            f"{res['old_digest_key_id']} from {starts}"
+        )
 
 
 @keys_app.command("vkey")
 def keys_vkey(
-    verifier: Annotated[Optional[Path], typer.Argument(help="The trust bundle whose Ed25519 key signs the checkpoints (default: verifier.pub).")] = None,
-    trust: Annotated[Optional[Path], typer.Option("--trust", help="The trust bundle, as an option (same as VERIFIER).")] = None,
-    ledger: Annotated[Optional[Path], typer.Option("--ledger", help="Ledger whose checkpoints the vkey checks (its id names the key).")] = None,
-    ledger_id: Annotated[Optional[str], typer.Option("--ledger-id", help="The ledger id (32 hex digits), instead of --ledger.")] = None,
+    verifier: Annotated[
+        Path | None,
+        typer.Argument(
+            help="The trust bundle whose Ed25519 key signs the checkpoints (default: verifier.pub)."
+        ),
+    ] = None,
+    trust: Annotated[
+        Path | None,
+        typer.Option("--trust", help="The trust bundle, as an option (same as VERIFIER)."),
+    ] = None,
+    ledger: Annotated[
+        Path | None,
+        typer.Option(
+            "--ledger", help="Ledger whose checkpoints the vkey checks (its id names the key)."
+        ),
+    ] = None,
+    ledger_id: Annotated[
+        str | None,
+        typer.Option("--ledger-id", help="The ledger id (32 hex digits), instead of --ledger."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document.")] = False,
 ) -> None:
     """Print the C2SP signed-note verifier key (vkey) that checks the ledger's checkpoints in a standard verifier."""
@@ -192,20 +257,31 @@ def keys_vkey(
     if verifier is not None and trust is not None and verifier != trust:
         raise UsageError("keys vkey takes one trust bundle: give VERIFIER or --trust, not both")
     if (ledger is None) == (ledger_id is None):
-        raise UsageError("keys vkey needs the ledger: give --ledger DIR or --ledger-id ID (the key name is per ledger)")
+        raise UsageError(
+            "keys vkey needs the ledger: give --ledger DIR or --ledger-id ID (the key name is per ledger)"
+        )
     if ledger is not None:
         from ..ledger.header import load_ledger
 
         ledger_id = load_ledger(ledger).ledger_id
     vk = verifier_key(ledger_id, TrustBundle.load(verifier or trust or Path("verifier.pub")))
     if as_json:
-        _emit_json({"ok": True, "vkey": str(vk), "name": vk.name, "key_id": vk.key_id.hex(), "algorithm": "ed25519",
-                    "ledger_id": ledger_id})
+        _emit_json(
+            {
+                "ok": True,
+                "vkey": str(vk),
+                "name": vk.name,
+                "key_id": vk.key_id.hex(),
+                "algorithm": "ed25519",
+                "ledger_id": ledger_id,
+            }
+        )
     else:
         out.print(str(vk))
 
 
 # ---- capture --------------------------------------------------------------------------------
+
 
 @contextmanager
 def _live_panel(source: str, enabled: bool):
@@ -227,17 +303,32 @@ def _live_panel(source: str, enabled: bool):
         t.add_row("frames", f"{st.frames:,}" if st else "0")
         t.add_row("rate", f"{state['fps']:,.0f} frames/s   {state['gbps']:.3f} Gbit/s")
         drops = st.drops if st else 0
-        t.add_row("drops", styled((f"{drops:,} DROPPED (declared as GAP records)", "bold red")) if drops
-                  else styled(("0", "green")))
+        t.add_row(
+            "drops",
+            styled((f"{drops:,} DROPPED (declared as GAP records)", "bold red"))
+            if drops
+            else styled(("0", "green")),
+        )
         if st:
-            seg = (f"segment {st.open_segment}: {st.open_records:,} records" if st.open_segment is not None
-                   else "none open")
+            seg = (
+                f"segment {st.open_segment}: {st.open_records:,} records"
+                if st.open_segment is not None
+                else "none open"
+            )
             t.add_row("segments", f"{st.segments_sealed} sealed, {seg}")
-            t.add_row("elapsed", styled(f"{st.elapsed_s:.1f} s", ("   stopping: draining the ring", "yellow")
-                                        if st.stopping else ""))
-        return Panel(t, title=styled(f"capture {source}"), subtitle="Ctrl-C: seal and stop", expand=False)
+            t.add_row(
+                "elapsed",
+                styled(
+                    f"{st.elapsed_s:.1f} s",
+                    ("   stopping: draining the ring", "yellow") if st.stopping else "",
+                ),
+            )
+        return Panel(
+            t, title=styled(f"capture {source}"), subtitle="Ctrl-C: seal and stop", expand=False
+        )
 
     with Live(render(None), console=err, refresh_per_second=4, transient=False) as live:
+
         def cb(st) -> None:
             now = st.elapsed_s
             dt = now - state["t"]
@@ -253,41 +344,164 @@ def _live_panel(source: str, enabled: bool):
 
 @app.command()
 def capture(
-    source: Annotated[str, typer.Argument(help="pcap/pcapng file (gzip/xz/zstd-compressed too), - for standard input, workload:SPEC.toml (generated frames), iface:NAME (live AF_PACKET), xdp:NAME[:QUEUE] (live AF_XDP), dpdk:PORT (DPDK, with --eal), or records:FILE / records:- (records computed elsewhere, docs/devices.md).")],
+    source: Annotated[
+        str,
+        typer.Argument(
+            help="pcap/pcapng file (gzip/xz/zstd-compressed too), - for standard input, workload:SPEC.toml (generated frames), iface:NAME (live AF_PACKET), xdp:NAME[:QUEUE] (live AF_XDP), dpdk:PORT (DPDK, with --eal), or records:FILE / records:- (records computed elsewhere, docs/devices.md)."
+        ),
+    ],
     ledger: Annotated[Path, typer.Option("--ledger", help="Ledger directory (created if absent).")],
-    signing_key: Annotated[Path, typer.Option("--signing-key", help="signing.key from `keys generate`.")],
-    digest_key: Annotated[Optional[Path], typer.Option("--digest-key", help="digest.key (32-byte master secret, hex). Required, except for records: sources.")] = None,
-    algorithm: Annotated[Optional[str], typer.Option(help="Digest algorithm for a new ledger (default: siphash-1-3-128).")] = None,
-    strip: Annotated[Optional[str], typer.Option(help="Strip mode for a new ledger: frame, l3, payload or rdma (docs/strip-modes.md; default: frame).")] = None,
+    signing_key: Annotated[
+        Path, typer.Option("--signing-key", help="signing.key from `keys generate`.")
+    ],
+    digest_key: Annotated[
+        Path | None,
+        typer.Option(
+            "--digest-key",
+            help="digest.key (32-byte master secret, hex). Required, except for records: sources.",
+        ),
+    ] = None,
+    algorithm: Annotated[
+        str | None,
+        typer.Option(help="Digest algorithm for a new ledger (default: siphash-1-3-128)."),
+    ] = None,
+    strip: Annotated[
+        str | None,
+        typer.Option(
+            help="Strip mode for a new ledger: frame, l3, payload or rdma (docs/strip-modes.md; default: frame)."
+        ),
+    ] = None,
     link: Annotated[str, typer.Option(help="Link name (hive partition link=NAME).")] = "link0",
-    workers: Annotated[int, typer.Option(help="Threads that digest each batch (0: every usable core); records do not depend on it. iface: receive rings in one fanout group, xdp: sockets on queues QUEUE.., dpdk: RX queues with RSS; one thread each (0: one); records merged by (ts_ns, worker, order). records: none (a warning says so).", min=0)] = 0,
-    segment_records: Annotated[int, typer.Option(help="Records per segment before it is sealed.", min=1)] = 1_000_000,
-    segment_seconds: Annotated[Optional[float], typer.Option(metavar="SECONDS", help="Also seal a segment once it has been open this many seconds (wall clock).")] = None,
-    leaf_records: Annotated[Optional[int], typer.Option(help="Records per Merkle leaf for a new ledger, a power of two (default: 64 for ledger format v1, 256 for v2).")] = None,
-    leaf_hash: Annotated[Optional[str], typer.Option(help=(
-        "Merkle leaf construction of a new v2 ledger: sha256 (leaf = SHA-256(0x00 || block)) or "
-        "blake3 (leaf = SHA-256(0x00 || BLAKE3(block)), faster on AVX-512 CPUs). Default sha256."
-    ))] = None,
-    ledger_format: Annotated[Optional[str], typer.Option("--ledger-format", help="Ledger format of a new ledger: v1 (sealed segments are Parquet) or v2 (sealed segments are the raw record files; `ledgertool compact` makes them Parquet) (default: v2).")] = None,
-    duration: Annotated[Optional[str], typer.Option(metavar="SECONDS|5m", help="Stop after this long: seconds, or a number with a unit (500ms, 90s, 5m, 2h).")] = None,
-    frames: Annotated[Optional[int], typer.Option("--frames", help="Stop after this many frames.")] = None,
-    ring_mb: Annotated[float, typer.Option(metavar="MIB", help="iface: receive ring size in MiB; xdp: UMEM per socket in MiB (4096-byte frames).")] = 64.0,
-    block_kb: Annotated[int, typer.Option(help="iface: ring block size in KiB, power of two (0: automatic).")] = 0,
+    workers: Annotated[
+        int,
+        typer.Option(
+            help="Threads that digest each batch (0: every usable core); records do not depend on it. iface: receive rings in one fanout group, xdp: sockets on queues QUEUE.., dpdk: RX queues with RSS; one thread each (0: one); records merged by (ts_ns, worker, order). records: none (a warning says so).",
+            min=0,
+        ),
+    ] = 0,
+    segment_records: Annotated[
+        int, typer.Option(help="Records per segment before it is sealed.", min=1)
+    ] = 1_000_000,
+    segment_seconds: Annotated[
+        float | None,
+        typer.Option(
+            metavar="SECONDS",
+            help="Also seal a segment once it has been open this many seconds (wall clock).",
+        ),
+    ] = None,
+    leaf_records: Annotated[
+        int | None,
+        typer.Option(
+            help="Records per Merkle leaf for a new ledger, a power of two (default: 64 for ledger format v1, 256 for v2)."
+        ),
+    ] = None,
+    leaf_hash: Annotated[
+        str | None,
+        typer.Option(
+            help=(
+                "Merkle leaf construction of a new v2 ledger: sha256 (leaf = SHA-256(0x00 || block)) or "
+                "blake3 (leaf = SHA-256(0x00 || BLAKE3(block)), faster on AVX-512 CPUs). Default sha256."
+            )
+        ),
+    ] = None,
+    ledger_format: Annotated[
+        str | None,
+        typer.Option(
+            "--ledger-format",
+            help="Ledger format of a new ledger: v1 (sealed segments are Parquet) or v2 (sealed segments are the raw record files; `ledgertool compact` makes them Parquet) (default: v2).",
+        ),
+    ] = None,
+    duration: Annotated[
+        str | None,
+        typer.Option(
+            metavar="SECONDS|5m",
+            help="Stop after this long: seconds, or a number with a unit (500ms, 90s, 5m, 2h).",
+        ),
+    ] = None,
+    frames: Annotated[
+        int | None, typer.Option("--frames", help="Stop after this many frames.")
+    ] = None,
+    ring_mb: Annotated[
+        float,
+        typer.Option(
+            metavar="MIB",
+            help="iface: receive ring size in MiB; xdp: UMEM per socket in MiB (4096-byte frames).",
+        ),
+    ] = 64.0,
+    block_kb: Annotated[
+        int, typer.Option(help="iface: ring block size in KiB, power of two (0: automatic).")
+    ] = 0,
     block_ms: Annotated[int, typer.Option(help="iface: block retire timeout in ms.")] = 10,
-    pin: Annotated[Optional[int], typer.Option(help="iface, xdp, dpdk: pin the capture thread to this CPU (with --workers N: worker i to CPU PIN+i).")] = None,
-    fanout_group: Annotated[int, typer.Option(help="iface with --workers N: PACKET_FANOUT group id to join (0: a new group with a random id).")] = 0,
+    pin: Annotated[
+        int | None,
+        typer.Option(
+            help="iface, xdp, dpdk: pin the capture thread to this CPU (with --workers N: worker i to CPU PIN+i)."
+        ),
+    ] = None,
+    fanout_group: Annotated[
+        int,
+        typer.Option(
+            help="iface with --workers N: PACKET_FANOUT group id to join (0: a new group with a random id)."
+        ),
+    ] = 0,
     promisc: Annotated[bool, typer.Option(help="iface, dpdk: promiscuous mode.")] = True,
-    xdp_mode: Annotated[str, typer.Option(help="xdp: zero-copy, copy, or auto (zero-copy where the driver supports it).")] = "auto",
-    xdp_attach: Annotated[str, typer.Option(help="xdp: attach the XDP program in native (driver) or skb (generic) mode, or auto (native, else skb).")] = "auto",
-    eal: Annotated[str, typer.Option(help="dpdk: EAL arguments, e.g. \"-a 0000:3b:00.0\" or \"--no-huge --no-pci --vdev=net_pcap0,rx_pcap=FILE\".")] = "",
-    rx_desc: Annotated[int, typer.Option(help="dpdk: RX descriptors per queue (0: 1024).", min=0)] = 0,
-    accept_gmac_forgery_risk: Annotated[bool, typer.Option(
-        "--accept-gmac-forgery-risk", help="Create an aes-128-gmac ledger although whoever holds two of its tags "
-        "can forge every tag (fixed IV; docs/algorithms.md).")] = False,
-    tiers: Annotated[Optional[str], typer.Option("--tiers", help="Tiers of a new ledger: windows (one signed window record per link and window, no per-frame records), frames, or windows,frames (default: frames; windows needs --ledger-format v2 and frames digested here). Fixed per ledger.")] = None,
-    window: Annotated[Optional[str], typer.Option("--window", help="Window length of a new ledger's window tier: 100ms, 1s, 10s (default: 1s). Fixed per ledger.")] = None,
-    window_capacity: Annotated[Optional[int], typer.Option("--window-capacity", help="Differences a window record decodes, for a new ledger's window tier (default: 64). Fixed per ledger.")] = None,
-    digest_key_id: Annotated[Optional[str], typer.Option("--digest-key-id", help="records: only: the digest key id of the key the device digested with (32 hex), for a new ledger without --digest-key; checked against an existing ledger's.")] = None,
+    xdp_mode: Annotated[
+        str,
+        typer.Option(
+            help="xdp: zero-copy, copy, or auto (zero-copy where the driver supports it)."
+        ),
+    ] = "auto",
+    xdp_attach: Annotated[
+        str,
+        typer.Option(
+            help="xdp: attach the XDP program in native (driver) or skb (generic) mode, or auto (native, else skb)."
+        ),
+    ] = "auto",
+    eal: Annotated[
+        str,
+        typer.Option(
+            help='dpdk: EAL arguments, e.g. "-a 0000:3b:00.0" or "--no-huge --no-pci --vdev=net_pcap0,rx_pcap=FILE".'
+        ),
+    ] = "",
+    rx_desc: Annotated[
+        int, typer.Option(help="dpdk: RX descriptors per queue (0: 1024).", min=0)
+    ] = 0,
+    accept_gmac_forgery_risk: Annotated[
+        bool,
+        typer.Option(
+            "--accept-gmac-forgery-risk",
+            help="Create an aes-128-gmac ledger although whoever holds two of its tags "
+            "can forge every tag (fixed IV; docs/algorithms.md).",
+        ),
+    ] = False,
+    tiers: Annotated[
+        str | None,
+        typer.Option(
+            "--tiers",
+            help="Tiers of a new ledger: windows (one signed window record per link and window, no per-frame records), frames, or windows,frames (default: frames; windows needs --ledger-format v2 and frames digested here). Fixed per ledger.",
+        ),
+    ] = None,
+    window: Annotated[
+        str | None,
+        typer.Option(
+            "--window",
+            help="Window length of a new ledger's window tier: 100ms, 1s, 10s (default: 1s). Fixed per ledger.",
+        ),
+    ] = None,
+    window_capacity: Annotated[
+        int | None,
+        typer.Option(
+            "--window-capacity",
+            help="Differences a window record decodes, for a new ledger's window tier (default: 64). Fixed per ledger.",
+        ),
+    ] = None,
+    digest_key_id: Annotated[
+        str | None,
+        typer.Option(
+            "--digest-key-id",
+            help="records: only: the digest key id of the key the device digested with (32 hex), for a new ledger without --digest-key; checked against an existing ledger's.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -314,59 +528,113 @@ def capture(
     if is_bypass(source):
         from ..source.bypass import BypassOptions
 
-        opts = BypassOptions(ring_mb=ring_mb, rx_desc=rx_desc, pin_cpu=pin, promisc=promisc, eal=eal,
-                             xdp_mode=xdp_mode, xdp_attach=xdp_attach)
+        opts = BypassOptions(
+            ring_mb=ring_mb,
+            rx_desc=rx_desc,
+            pin_cpu=pin,
+            promisc=promisc,
+            eal=eal,
+            xdp_mode=xdp_mode,
+            xdp_attach=xdp_attach,
+        )
     elif live_source:
-        opts = LiveOptions(ring_mb=ring_mb, block_kb=block_kb, block_ms=block_ms, fanout_group=fanout_group,
-                           promisc=promisc, pin_cpu=pin)
+        opts = LiveOptions(
+            ring_mb=ring_mb,
+            block_kb=block_kb,
+            block_ms=block_ms,
+            fanout_group=fanout_group,
+            promisc=promisc,
+            pin_cpu=pin,
+        )
     from ..ledger.devstate import DeviceState
 
-    dk, sk = DigestKey.load(digest_key) if digest_key is not None else None, SigningKey.load(signing_key)
-    ctx = _live_panel(source, not (as_json or quiet)) if live_source else _progress(f"capture {source}", not (as_json or quiet))
+    dk, sk = (
+        DigestKey.load(digest_key) if digest_key is not None else None,
+        SigningKey.load(signing_key),
+    )
+    ctx = (
+        _live_panel(source, not (as_json or quiet))
+        if live_source
+        else _progress(f"capture {source}", not (as_json or quiet))
+    )
+
     def sealing(records: int) -> None:
-        err.print(f"sealing {plural(records, 'record', fmt=',')}… (Ctrl-C again to abandon the open segment; it stays recoverable)")
+        err.print(
+            f"sealing {plural(records, 'record', fmt=',')}… (Ctrl-C again to abandon the open segment; it stays recoverable)"
+        )
 
     try:
         with ctx as cb:
-            res = capture_file(source, ledger, digest_key=dk, signing_key=sk, algorithm=algorithm, strip=strip,
-                               link=link, segment_records=segment_records, leaf_records=leaf_records,
-                               leaf_hash=leaf_hash,
-                               progress=None if live_source else cb, monitor=cb if live_source else None,
-                               segment_seconds=segment_seconds, duration=seconds, max_frames=frames,
-                               live=opts,
-                               workers=workers, accept_forgery_risk=accept_gmac_forgery_risk,
-                               digest_key_id=digest_key_id, on_interrupt=sealing,
-                               ledger_format=None if ledger_format is None else int(ledger_format[1]),
-                               device_state=DeviceState.beside(signing_key),
-                               tiers=None if tiers is None else tuple(t.strip() for t in tiers.split(",")),
-                               window_ns=None if window is None else _window_ns(window),
-                               window_capacity=window_capacity)
+            res = capture_file(
+                source,
+                ledger,
+                digest_key=dk,
+                signing_key=sk,
+                algorithm=algorithm,
+                strip=strip,
+                link=link,
+                segment_records=segment_records,
+                leaf_records=leaf_records,
+                leaf_hash=leaf_hash,
+                progress=None if live_source else cb,
+                monitor=cb if live_source else None,
+                segment_seconds=segment_seconds,
+                duration=seconds,
+                max_frames=frames,
+                live=opts,
+                workers=workers,
+                accept_forgery_risk=accept_gmac_forgery_risk,
+                digest_key_id=digest_key_id,
+                on_interrupt=sealing,
+                ledger_format=None if ledger_format is None else int(ledger_format[1]),
+                device_state=DeviceState.beside(signing_key),
+                tiers=None if tiers is None else tuple(t.strip() for t in tiers.split(",")),
+                window_ns=None if window is None else _window_ns(window),
+                window_capacity=window_capacity,
+            )
     except KeyboardInterrupt:
-        raise Interrupted(f"the open segment was not sealed; `ledgertool recover {ledger} --signing-key "
-                          f"{signing_key}` seals it") from None
-    _done(f"{ledger}: the capture was sealed ({plural(res.frames, 'frame', fmt=',')} in "
-          f"{plural(len(res.segments), 'segment')}, its checkpoint signed)")
+        raise Interrupted(
+            f"the open segment was not sealed; `ledgertool recover {ledger} --signing-key "
+            f"{signing_key}` seals it"
+        ) from None
+    _done(
+        f"{ledger}: the capture was sealed ({plural(res.frames, 'frame', fmt=',')} in "
+        f"{plural(len(res.segments), 'segment')}, its checkpoint signed)"
+    )
     for w in res.warnings:
         err.print(styled(("warning:", "yellow"), f" {w}"))
     if res.drops:
-        err.print(styled((f"DROPS: {plural(res.drops, 'frame', fmt=',')} {'was' if res.drops == 1 else 'were'} not digested (the receive ring was full, or a socket "
-                          "outside the fanout group took them); the ledger declares them in GAP records", "bold red")))
+        err.print(
+            styled(
+                (
+                    f"DROPS: {plural(res.drops, 'frame', fmt=',')} {'was' if res.drops == 1 else 'were'} not digested (the receive ring was full, or a socket "
+                    "outside the fanout group took them); the ledger declares them in GAP records",
+                    "bold red",
+                )
+            )
+        )
     if as_json:
         _emit_json(res.to_json())
     else:
         segs = f"{res.segments[0].index}..{res.segments[-1].index}" if res.segments else "none"
         seqs = f"{res.first_seq}..{res.next_seq - 1}" if res.next_seq > res.first_seq else "none"
-        out.print(f"captured {plural(res.frames, 'frame', fmt=',')} ({plural(res.bytes, 'byte', fmt=',')}) from {source} into {ledger} "
-                  f"link {link}: segments {segs}, seq {seqs}, drops {res.drops}")
-        out.print(f"{res.elapsed_s:.3f} s, {_rate(res.frames_per_s)}frames/s, {res.gbit_per_s:.3g} Gbit/s"
-                  f" ({res.algorithm}, strip {res.strip})")
+        out.print(
+            f"captured {plural(res.frames, 'frame', fmt=',')} ({plural(res.bytes, 'byte', fmt=',')}) from {source} into {ledger} "
+            f"link {link}: segments {segs}, seq {seqs}, drops {res.drops}"
+        )
+        out.print(
+            f"{res.elapsed_s:.3f} s, {_rate(res.frames_per_s)}frames/s, {res.gbit_per_s:.3g} Gbit/s"
+            f" ({res.algorithm}, strip {res.strip})"
+        )
         _fallback_line(res.strip_fallbacks, res.strip, res.frames, source)
         if res.windows is not None:
             w = res.windows
             segs = ", ".join(map(str, w.segments)) or "none"
-            out.print(f"window tier: {plural(w.windows, 'window', fmt=',')} ({plural(w.frames, 'frame', fmt=',')}) "
-                      f"into {w.log}, windows {w.first_index}..{w.last_index}, segments {segs}"
-                      + ("" if "frames" in res.tiers else "; no per-frame records (--tiers windows)"))
+            out.print(
+                f"window tier: {plural(w.windows, 'window', fmt=',')} ({plural(w.frames, 'frame', fmt=',')}) "
+                f"into {w.log}, windows {w.first_index}..{w.last_index}, segments {segs}"
+                + ("" if "frames" in res.tiers else "; no per-frame records (--tiers windows)")
+            )
         if res.live and ("xdp" in res.live or "dpdk" in res.live):
             out.print(_bypass_summary(res.live))
     if res.interrupted:
@@ -388,23 +656,32 @@ def _bypass_summary(live: dict) -> str:
     if "xdp" in live:
         x = live["xdp"]
         qs = ",".join(str(q["queue"]) for q in x["queues"])
-        return (f"AF_XDP {x['mode']} mode, {x['attach']} XDP, queue{'s' if len(x['queues']) > 1 else ''} {qs}: "
-                f"{live['kernel_packets']:,} frames redirected, {live['kernel_drops']:,} dropped by the socket")
+        return (
+            f"AF_XDP {x['mode']} mode, {x['attach']} XDP, queue{'s' if len(x['queues']) > 1 else ''} {qs}: "
+            f"{live['kernel_packets']:,} frames redirected, {live['kernel_drops']:,} dropped by the socket"
+        )
     d = live["dpdk"]
-    return (f"DPDK port {d['port']} ({d['driver']}), {len(d['queues'])} RX queue{'s' if len(d['queues']) > 1 else ''}"
-            f"{' with RSS' if d['rss'] else ''}, zero-copy: {live['kernel_packets']:,} frames seen, "
-            f"{live['kernel_drops']:,} dropped (imissed + rx_nombuf + ierrors)")
+    return (
+        f"DPDK port {d['port']} ({d['driver']}), {len(d['queues'])} RX queue{'s' if len(d['queues']) > 1 else ''}"
+        f"{' with RSS' if d['rss'] else ''}, zero-copy: {live['kernel_packets']:,} frames seen, "
+        f"{live['kernel_drops']:,} dropped (imissed + rx_nombuf + ierrors)"
+    )
 
 
 # ---- replay ---------------------------------------------------------------------------------
+
 
 @app.command()
 def replay(
     file: Annotated[Path, typer.Argument(help="pcap/pcapng file to transmit (Ethernet frames).")],
     iface: Annotated[str, typer.Option("--iface", help="Interface to send on.")],
-    pps: Annotated[Optional[float], typer.Option("--pps", help="Frames per second.")] = None,
-    mbps: Annotated[Optional[float], typer.Option("--mbps", help="Megabits per second of frame bytes.")] = None,
-    topspeed: Annotated[bool, typer.Option("--topspeed", help="As fast as the socket takes them.")] = False,
+    pps: Annotated[float | None, typer.Option("--pps", help="Frames per second.")] = None,
+    mbps: Annotated[
+        float | None, typer.Option("--mbps", help="Megabits per second of frame bytes.")
+    ] = None,
+    topspeed: Annotated[
+        bool, typer.Option("--topspeed", help="As fast as the socket takes them.")
+    ] = False,
     loop: Annotated[int, typer.Option("--loop", help="Send the file this many times.", min=1)] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
 ) -> None:
@@ -414,47 +691,86 @@ def replay(
     """
     from ..source.live import replay as do_replay
 
-    chosen = [name for name, on in (("pps", pps is not None), ("mbps", mbps is not None), ("topspeed", topspeed)) if on]
+    chosen = [
+        name
+        for name, on in (
+            ("pps", pps is not None),
+            ("mbps", mbps is not None),
+            ("topspeed", topspeed),
+        )
+        if on
+    ]
     if len(chosen) > 1:
         raise UsageError("choose one of --pps, --mbps, --topspeed")
     mode = chosen[0] if chosen else "timing"
     rate = pps if mode == "pps" else mbps if mode == "mbps" else None
     if iface.startswith("iface:"):
-        iface = iface[len("iface:"):]
+        iface = iface[len("iface:") :]
     res = do_replay(file, iface, mode=mode, rate=rate, loops=loop)
     skipped = res.skipped_too_large + res.skipped_too_short + res.skipped_linktype
     if skipped:
-        err.print(styled(("warning:", "yellow"), f" {plural(skipped, 'frame', fmt=',')} not sent: {res.skipped_too_large:,} longer "
-                         f"than the MTU allows, {res.skipped_too_short:,} shorter than an Ethernet header, "
-                         f"{res.skipped_linktype:,} not Ethernet"))
+        err.print(
+            styled(
+                ("warning:", "yellow"),
+                f" {plural(skipped, 'frame', fmt=',')} not sent: {res.skipped_too_large:,} longer "
+                f"than the MTU allows, {res.skipped_too_short:,} shorter than an Ethernet header, "
+                f"{res.skipped_linktype:,} not Ethernet",
+            )
+        )
     if res.send_errors:
-        err.print(styled(("warning:", "yellow"), f" {plural(res.send_errors, 'frame', fmt=',')} refused by the socket"))
+        err.print(
+            styled(
+                ("warning:", "yellow"),
+                f" {plural(res.send_errors, 'frame', fmt=',')} refused by the socket",
+            )
+        )
     if as_json:
         _emit_json(res.to_json())
     else:
-        out.print(f"sent {plural(res.frames_sent, 'frame', fmt=',')} ({plural(res.bytes_sent, 'byte', fmt=',')}) on {iface} in {res.elapsed_s:.3f} s: "
-                  f"{res.frames_per_s:,.0f} frames/s, {res.mbit_per_s:,.1f} Mbit/s ({mode}"
-                  f"{f' {rate:g}' if rate else ''}, {loop} loop{'s' if loop > 1 else ''})")
+        out.print(
+            f"sent {plural(res.frames_sent, 'frame', fmt=',')} ({plural(res.bytes_sent, 'byte', fmt=',')}) on {iface} in {res.elapsed_s:.3f} s: "
+            f"{res.frames_per_s:,.0f} frames/s, {res.mbit_per_s:,.1f} Mbit/s ({mode}"
+            f"{f' {rate:g}' if rate else ''}, {loop} loop{'s' if loop > 1 else ''})"
+        )
     if res.interrupted:
         err.print(styled(("interrupted", "yellow")))
 
 
 # ---- verify ---------------------------------------------------------------------------------
 
+
 @app.command()
 def verify(
-    ledgers: Annotated[list[str], typer.Argument(
-        metavar="DIR", help="Ledger directories (one or more): paths, file:// or fsspec URLs (s3://...).")],
+    ledgers: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="DIR",
+            help="Ledger directories (one or more): paths, file:// or fsspec URLs (s3://...).",
+        ),
+    ],
     trust: Annotated[Path, typer.Option("--trust", help="verifier.pub trust bundle.")],
-    checkpoint: Annotated[Optional[Path], typer.Option("--checkpoint", help="A checkpoint the ledger must extend.")] = None,
-    cluster: Annotated[Optional[str], typer.Option(
-        "--cluster",
-        help="Run the per-segment checks on a Dask cluster: tls://HOST:PORT (a scheduler), local:N "
-             "(N worker processes here, TLS of their own) or, with --insecure-cluster, "
-             "tcp://HOST:PORT; needs ledgertool[cluster].")] = None,
+    checkpoint: Annotated[
+        Path | None, typer.Option("--checkpoint", help="A checkpoint the ledger must extend.")
+    ] = None,
+    cluster: Annotated[
+        str | None,
+        typer.Option(
+            "--cluster",
+            help="Run the per-segment checks on a Dask cluster: tls://HOST:PORT (a scheduler), local:N "
+            "(N worker processes here, TLS of their own) or, with --insecure-cluster, "
+            "tcp://HOST:PORT; needs ledgertool[cluster].",
+        ),
+    ] = None,
     insecure_cluster: InsecureClusterOpt = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress and no append-only note on stderr (--json still carries the note); warnings and the verdict stay.")] = False,
+    quiet: Annotated[
+        bool,
+        typer.Option(
+            "--quiet",
+            "-q",
+            help="No progress and no append-only note on stderr (--json still carries the note); warnings and the verdict stay.",
+        ),
+    ] = False,
 ) -> None:
     """Check signatures, chain, record files (v1: their hashes), Merkle roots, counts, sequences, checkpoints."""
     from ..keyfiles import TrustBundle
@@ -468,7 +784,9 @@ def verify(
     note = _read_input(checkpoint, "checkpoint") if checkpoint is not None else None
     with _segment_checker(cluster, insecure_cluster) as checker, _shown(quiet, as_json) as progress:
         if len(ledgers) == 1:
-            res = verify_ledger(ledgers[0], bundle, note, str(checkpoint), checker=checker, progress=progress)
+            res = verify_ledger(
+                ledgers[0], bundle, note, str(checkpoint), checker=checker, progress=progress
+            )
         else:
             many = verify_ledgers(ledgers, bundle, checker=checker, progress=progress)
     if len(ledgers) == 1:
@@ -486,13 +804,25 @@ def verify(
             else:
                 _print_verify(o.result, f"{o.ledger}: ", quiet)
         t = many.total()
-        unverifiable = f", {plural(t.error_ledgers, 'ledger')} not verifiable" if t.error_ledgers else ""
-        status = ("OK", "green") if many.ok else (f"{plural(t.problems, 'problem')}{unverifiable}", "red")
-        out.print(styled("total: ", status, f": {plural(t.ledgers, 'ledger')} ({t.ok_ledgers} OK, {t.failed_ledgers} with "
-                                            f"problems, {t.error_ledgers} not verifiable), "
-                                            f"{plural(t.segments, 'segment')}, {plural(t.records, 'record', fmt=',')}, "
-                                            f"{plural(t.frames, 'frame', fmt=',')}, {plural(t.drops_declared, 'drop')} "
-                                            "declared"))
+        unverifiable = (
+            f", {plural(t.error_ledgers, 'ledger')} not verifiable" if t.error_ledgers else ""
+        )
+        status = (
+            ("OK", "green")
+            if many.ok
+            else (f"{plural(t.problems, 'problem')}{unverifiable}", "red")
+        )
+        out.print(
+            styled(
+                "total: ",
+                status,
+                f": {plural(t.ledgers, 'ledger')} ({t.ok_ledgers} OK, {t.failed_ledgers} with "
+                f"problems, {t.error_ledgers} not verifiable), "
+                f"{plural(t.segments, 'segment')}, {plural(t.records, 'record', fmt=',')}, "
+                f"{plural(t.frames, 'frame', fmt=',')}, {plural(t.drops_declared, 'drop')} "
+                "declared",
+            )
+        )
     raise typer.Exit(many.exit_code)
 
 
@@ -519,8 +849,10 @@ def _cluster_client(address: str, insecure: bool = False):
     except ImportError as e:
         if (e.name or "").split(".")[0] not in ("dask", "distributed"):
             raise
-        raise UsageError("--cluster needs Dask, which is not installed: install ledgertool[cluster] "
-                         "(pip install 'ledgertool[cluster]')") from None
+        raise UsageError(
+            "--cluster needs Dask, which is not installed: install ledgertool[cluster] "
+            "(pip install 'ledgertool[cluster]')"
+        ) from None
     with cluster.connect(cluster.parse_address(address, plain_tcp=insecure)) as client:
         yield client
 
@@ -537,19 +869,30 @@ def _print_verify(res, prefix: str, quiet: bool = False) -> None:
     if res.append_only.get("note") and not quiet:
         err.print(f"{prefix}note: {res.append_only['note']}")
     status = ("OK", "green") if res.ok else (f"{plural(len(res.problems), 'problem')}", "red")
-    out.print(styled(prefix, status, f": {plural(res.segments, 'segment')}, {plural(res.records, 'record', fmt=',')}, "
-                                     f"{plural(res.frames, 'frame', fmt=',')}, {plural(res.drops_declared, 'drop')} "
-                                     f"declared, links {', '.join(res.links) or 'none'}"
-                                     + "".join(f"; {w.log}: {plural(w.segments, 'segment')}, "
-                                               f"{plural(w.windows, 'window', fmt=',')}, "
-                                               f"{plural(w.frames, 'frame', fmt=',')}" for w in res.windows)))
+    out.print(
+        styled(
+            prefix,
+            status,
+            f": {plural(res.segments, 'segment')}, {plural(res.records, 'record', fmt=',')}, "
+            f"{plural(res.frames, 'frame', fmt=',')}, {plural(res.drops_declared, 'drop')} "
+            f"declared, links {', '.join(res.links) or 'none'}"
+            + "".join(
+                f"; {w.log}: {plural(w.segments, 'segment')}, "
+                f"{plural(w.windows, 'window', fmt=',')}, "
+                f"{plural(w.frames, 'frame', fmt=',')}"
+                for w in res.windows
+            ),
+        )
+    )
 
 
 def _unverified_warning(res) -> None:
     """One stderr line when a ledger was read with the keyless checks only (no --trust)."""
     if not res.signatures_checked:
-        err.print(f"warning: {res.ledger}: UNVERIFIED: no --trust given, so seal signatures were not checked; the "
-                  "records are the ledger's as found, consistent only with their own seals")
+        err.print(
+            f"warning: {res.ledger}: UNVERIFIED: no --trust given, so seal signatures were not checked; the "
+            "records are the ledger's as found, consistent only with their own seals"
+        )
 
 
 def _read_input(path: Path, what: str) -> bytes:
@@ -563,13 +906,20 @@ def _read_input(path: Path, what: str) -> bytes:
 
 # ---- transparency: recover, checkpoints, proofs ---------------------------------------------
 
+
 @app.command()
 def recover(
     ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
-    signing_key: Annotated[Path, typer.Option("--signing-key", help="The ledger's current signing.key.")],
-    trust_unauthenticated_open_segments: Annotated[bool, typer.Option(
-        "--trust-unauthenticated-open-segments",
-        help="Also seal v1 open segments, which carry no device MACs: only when the storage is trusted.")] = False,
+    signing_key: Annotated[
+        Path, typer.Option("--signing-key", help="The ledger's current signing.key.")
+    ],
+    trust_unauthenticated_open_segments: Annotated[
+        bool,
+        typer.Option(
+            "--trust-unauthenticated-open-segments",
+            help="Also seal v1 open segments, which carry no device MACs: only when the storage is trusted.",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
 ) -> None:
     """Seal the authenticated prefix of the open segments a crash left, report what lay past it."""
@@ -578,26 +928,35 @@ def recover(
     from ..ledger.recover import recover_ledger
 
     # the device's protected state lives beside its key: what it signed is never signed over again
-    res = recover_ledger(ledger, SigningKey.load(signing_key),
-                         trust_unauthenticated=trust_unauthenticated_open_segments,
-                         device_state=DeviceState.beside(signing_key))
+    res = recover_ledger(
+        ledger,
+        SigningKey.load(signing_key),
+        trust_unauthenticated=trust_unauthenticated_open_segments,
+        device_state=DeviceState.beside(signing_key),
+    )
     if as_json:
         _emit_json(res.to_json())
         raise typer.Exit(0 if res.ok else 1)
     for note in res.notes:
         err.print(f"note: {note}")
     for link, r in res.sealed:
-        out.print(f"sealed link {link} segment {r.index}: {plural(r.records, 'record', fmt=',')} in "
-                  f"{plural(r.blocks, 'authenticated block')}, {plural(r.torn_bytes, 'byte')} past them not sealed"
-                  if r.blocks else
-                  f"sealed link {link} segment {r.index}: {plural(r.records, 'record', fmt=',')} (v1, storage "
-                  f"trusted), {plural(r.torn_bytes, 'torn byte')} discarded")
+        out.print(
+            f"sealed link {link} segment {r.index}: {plural(r.records, 'record', fmt=',')} in "
+            f"{plural(r.blocks, 'authenticated block')}, {plural(r.torn_bytes, 'byte')} past them not sealed"
+            if r.blocks
+            else f"sealed link {link} segment {r.index}: {plural(r.records, 'record', fmt=',')} (v1, storage "
+            f"trusted), {plural(r.torn_bytes, 'torn byte')} discarded"
+        )
     for d in res.discarded:
         out.print(f"discarded {d['path']}: {plural(d['bytes'], 'byte')} ({d['why']})")
     for a in res.set_aside:
-        out.print(f"set aside {a.path} as {a.moved_to}: {plural(a.bytes, 'byte')} not sealed ({a.why})")
-    out.print(f"recovered {plural(len(res.sealed), 'segment')}, {plural(res.torn_bytes, 'byte')} discarded"
-              + (f", {plural(len(res.set_aside), 'file')} set aside" if res.set_aside else ""))
+        out.print(
+            f"set aside {a.path} as {a.moved_to}: {plural(a.bytes, 'byte')} not sealed ({a.why})"
+        )
+    out.print(
+        f"recovered {plural(len(res.sealed), 'segment')}, {plural(res.torn_bytes, 'byte')} discarded"
+        + (f", {plural(len(res.set_aside), 'file')} set aside" if res.set_aside else "")
+    )
     if not res.ok:
         raise typer.Exit(1)  # a block or header failed the device's authentication: a discrepancy
 
@@ -605,7 +964,9 @@ def recover(
 @app.command()
 def compact(
     ledger: Annotated[Path, typer.Argument(help="Ledger directory (format v2).")],
-    link: Annotated[Optional[list[str]], typer.Option(help="Compact only this link (repeatable).")] = None,
+    link: Annotated[
+        list[str] | None, typer.Option(help="Compact only this link (repeatable).")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
 ) -> None:
     """Turn v2 segments' raw record files into Parquet, each checked against its seal's root first."""
@@ -616,20 +977,29 @@ def compact(
         _emit_json(res.to_json())
         return
     for c in res.compacted:
-        out.print(f"compacted link {c.link} segment {c.index}: {plural(c.records, 'record', fmt=',')}, "
-                  f"{plural(c.parquet_bytes, 'byte', fmt=',')} of "
-                  f"Parquet" + (" (finished an interrupted compaction)" if c.finished_leftover else ""))
-    out.print(f"compacted {plural(len(res.compacted), 'segment')}, {plural(res.records, 'record', fmt=',')}; "
-              f"{res.already_parquet} already "
-              "Parquet")
+        out.print(
+            f"compacted link {c.link} segment {c.index}: {plural(c.records, 'record', fmt=',')}, "
+            f"{plural(c.parquet_bytes, 'byte', fmt=',')} of "
+            f"Parquet" + (" (finished an interrupted compaction)" if c.finished_leftover else "")
+        )
+    out.print(
+        f"compacted {plural(len(res.compacted), 'segment')}, {plural(res.records, 'record', fmt=',')}; "
+        f"{res.already_parquet} already "
+        "Parquet"
+    )
 
 
 @app.command("checkpoint")
 def checkpoint_cmd(
     ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
     out_file: Annotated[Path, typer.Option("--out", help="Where to write the checkpoint note.")],
-    signing_key: Annotated[Optional[Path], typer.Option("--signing-key", help="Sign a fresh checkpoint of the ledger's current state.")] = None,
-    link: Annotated[Optional[str], typer.Option(help="Link (default: the only one).")] = None,
+    signing_key: Annotated[
+        Path | None,
+        typer.Option(
+            "--signing-key", help="Sign a fresh checkpoint of the ledger's current state."
+        ),
+    ] = None,
+    link: Annotated[str | None, typer.Option(help="Link (default: the only one).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
 ) -> None:
     """Export the link's checkpoint (C2SP tlog-checkpoint signed note)."""
@@ -639,21 +1009,31 @@ def checkpoint_cmd(
 
     sk = SigningKey.load(signing_key) if signing_key is not None else None
     notes: list[str] = []
-    cp = export_checkpoint(ledger, out_file, signing_key=sk, link=link, notes=notes,
-                           device_state=DeviceState.beside(signing_key) if signing_key else None)
+    cp = export_checkpoint(
+        ledger,
+        out_file,
+        signing_key=sk,
+        link=link,
+        notes=notes,
+        device_state=DeviceState.beside(signing_key) if signing_key else None,
+    )
     for note in notes:
         err.print(f"note: {note}")
     if as_json:
         _emit_json({"ok": True, "out": str(out_file), **cp.to_json()})
     else:
-        out.print(f"checkpoint {cp.origin}: {plural(cp.size, 'segment')}, {plural(cp.records, 'record')}, root {cp.root.hex()} -> {out_file}")
+        out.print(
+            f"checkpoint {cp.origin}: {plural(cp.size, 'segment')}, {plural(cp.records, 'record')}, root {cp.root.hex()} -> {out_file}"
+        )
 
 
 @app.command("check-consistency")
 def check_consistency_cmd(
     old: Annotated[Path, typer.Argument(help="Older checkpoint.")],
     new: Annotated[Path, typer.Argument(help="Newer checkpoint.")],
-    ledger: Annotated[Path, typer.Option("--ledger", help="Ledger the consistency proof is built from.")],
+    ledger: Annotated[
+        Path, typer.Option("--ledger", help="Ledger the consistency proof is built from.")
+    ],
     trust: Annotated[Path, typer.Option("--trust", help="verifier.pub trust bundle.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
 ) -> None:
@@ -662,14 +1042,25 @@ def check_consistency_cmd(
     from ..ledger.checkpoints import check_consistency
 
     bundle = TrustBundle.load(trust)
-    res = check_consistency(_read_input(old, "checkpoint"), _read_input(new, "checkpoint"), ledger, bundle,
-                            str(old), str(new))
+    res = check_consistency(
+        _read_input(old, "checkpoint"),
+        _read_input(new, "checkpoint"),
+        ledger,
+        bundle,
+        str(old),
+        str(new),
+    )
     if as_json:
         _emit_json(res.to_json())
     elif res.ok:
-        out.print(styled(("CONSISTENT", "green"), f": {new} ({plural(res.new.size, 'segment')}) extends {old} "
-                                                  f"({res.old.size}); proof of "
-                                                  f"{plural(len(res.proof), 'hash', 'hashes')}"))
+        out.print(
+            styled(
+                ("CONSISTENT", "green"),
+                f": {new} ({plural(res.new.size, 'segment')}) extends {old} "
+                f"({res.old.size}); proof of "
+                f"{plural(len(res.proof), 'hash', 'hashes')}",
+            )
+        )
     else:
         out.print(styled(("INCONSISTENT", "red"), f": {res.reason}"))
     raise typer.Exit(0 if res.ok else 1)
@@ -677,42 +1068,75 @@ def check_consistency_cmd(
 
 @app.command()
 def prove(
-    ledger: Annotated[str, typer.Argument(metavar="DIR", help="Ledger directory (a path, file:// or fsspec URL).")],
+    ledger: Annotated[
+        str, typer.Argument(metavar="DIR", help="Ledger directory (a path, file:// or fsspec URL).")
+    ],
     out_file: Annotated[Path, typer.Option("--out", help="Where to write PROOF.json.")],
-    seq: Annotated[Optional[int], typer.Option("--seq", help="Sequence number of the record.", min=0)] = None,
-    digest: Annotated[Optional[str], typer.Option("--digest", help="Digest (hex) of the record.")] = None,
-    link: Annotated[Optional[str], typer.Option(help="Link (default: the only one).")] = None,
-    checkpoint: Annotated[Optional[Path], typer.Option(
-        "--checkpoint", help="Chain the proof to this checkpoint (default: the link's stored one).")] = None,
+    seq: Annotated[
+        int | None, typer.Option("--seq", help="Sequence number of the record.", min=0)
+    ] = None,
+    digest: Annotated[
+        str | None, typer.Option("--digest", help="Digest (hex) of the record.")
+    ] = None,
+    link: Annotated[str | None, typer.Option(help="Link (default: the only one).")] = None,
+    checkpoint: Annotated[
+        Path | None,
+        typer.Option(
+            "--checkpoint",
+            help="Chain the proof to this checkpoint (default: the link's stored one).",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
 ) -> None:
     """Write an inclusion proof of one record under its signed seal and the link's checkpoint."""
     from ..fsio import write_atomic
     from ..verify.proof import build_proof
 
-    doc = build_proof(location(ledger), seq=seq, digest=digest, link=link,
-                      checkpoint=_read_input(checkpoint, "checkpoint") if checkpoint else None,
-                      checkpoint_where=str(checkpoint) if checkpoint else "checkpoint")
+    doc = build_proof(
+        location(ledger),
+        seq=seq,
+        digest=digest,
+        link=link,
+        checkpoint=_read_input(checkpoint, "checkpoint") if checkpoint else None,
+        checkpoint_where=str(checkpoint) if checkpoint else "checkpoint",
+    )
     write_atomic(out_file.absolute(), (json.dumps(doc, indent=1) + "\n").encode(), what="proof")
     cp = doc["checkpoint"]
-    summary = {"ok": True, "out": str(out_file), "link": doc["link"], "segment": doc["segment"],
-               "record_index": doc["record_index"], "seq": doc["record"]["seq"],
-               "audit_path": len(doc["audit_path"]), "checkpoint_size": cp["tree_size"] if cp else None}
+    summary = {
+        "ok": True,
+        "out": str(out_file),
+        "link": doc["link"],
+        "segment": doc["segment"],
+        "record_index": doc["record_index"],
+        "seq": doc["record"]["seq"],
+        "audit_path": len(doc["audit_path"]),
+        "checkpoint_size": cp["tree_size"] if cp else None,
+    }
     if as_json:
         _emit_json(summary)
     else:
-        to = f", to the checkpoint of tree size {cp['tree_size']}" if cp else ", no checkpoint covers it"
+        to = (
+            f", to the checkpoint of tree size {cp['tree_size']}"
+            if cp
+            else ", no checkpoint covers it"
+        )
         n_path = len(doc["audit_path"])
-        out.print(f"proof of seq {summary['seq']} (link {doc['link']} segment {doc['segment']} record "
-                  f"{doc['record_index']}, {n_path} path hash{'' if n_path == 1 else 'es'}{to}) -> {out_file}")
+        out.print(
+            f"proof of seq {summary['seq']} (link {doc['link']} segment {doc['segment']} record "
+            f"{doc['record_index']}, {n_path} path hash{'' if n_path == 1 else 'es'}{to}) -> {out_file}"
+        )
 
 
 @app.command("check-proof")
 def check_proof_cmd(
     proof: Annotated[Path, typer.Argument(help="PROOF.json from `ledgertool prove`.")],
     trust: Annotated[Path, typer.Option("--trust", help="verifier.pub trust bundle.")],
-    checkpoint: Annotated[Optional[Path], typer.Option(
-        "--checkpoint", help="A checkpoint you hold: the proof must reach exactly this one.")] = None,
+    checkpoint: Annotated[
+        Path | None,
+        typer.Option(
+            "--checkpoint", help="A checkpoint you hold: the proof must reach exactly this one."
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
 ) -> None:
     """Verify an inclusion proof offline (exit 0 valid, 1 invalid, 2 unreadable)."""
@@ -723,11 +1147,15 @@ def check_proof_cmd(
 
     bundle = TrustBundle.load(trust)
     doc = load_proof(proof)
-    held = parse_note(_read_input(checkpoint, "checkpoint"), str(checkpoint)) if checkpoint else None
+    held = (
+        parse_note(_read_input(checkpoint, "checkpoint"), str(checkpoint)) if checkpoint else None
+    )
     if held is not None and held.checkpoint.origin != origin_for(doc["ledger_id"], doc["link"]):
         # another ledger's or link's checkpoint is bad input (exit 2), as for verify and prove
-        raise LedgerFormatError(f"{checkpoint}: checkpoint is for {held.checkpoint.origin}, "
-                                f"not {origin_for(doc['ledger_id'], doc['link'])}")
+        raise LedgerFormatError(
+            f"{checkpoint}: checkpoint is for {held.checkpoint.origin}, "
+            f"not {origin_for(doc['ledger_id'], doc['link'])}"
+        )
     res = check_proof(doc, bundle, held)
     for w in res.warnings:
         err.print(styled(("warning:", "yellow"), f" {w}"))
@@ -737,12 +1165,25 @@ def check_proof_cmd(
         p, r = res.proof, res.proof["record"]
         where = f"ledger {p['ledger_id']} link {p['link']} segment {p['segment']}"
         if res.ok:
-            to = (f" and the checkpoint of tree size {res.checkpoint['tree_size']}" if res.checkpoint
-                  else " (the proof carries no checkpoint)")
-            out.print(styled(("VALID", "green"), f": seq {r['seq']} digest {r['digest']} is record "
-                                                 f"{p['record_index']} of {where} under its signed seal{to}"))
+            to = (
+                f" and the checkpoint of tree size {res.checkpoint['tree_size']}"
+                if res.checkpoint
+                else " (the proof carries no checkpoint)"
+            )
+            out.print(
+                styled(
+                    ("VALID", "green"),
+                    f": seq {r['seq']} digest {r['digest']} is record "
+                    f"{p['record_index']} of {where} under its signed seal{to}",
+                )
+            )
         else:  # what the proof claims, unverified: it names the proof, not a fact
-            out.print(styled(("INVALID", "red"), f": {res.reason} (the proof claims seq {r['seq']} of {where})"))
+            out.print(
+                styled(
+                    ("INVALID", "red"),
+                    f": {res.reason} (the proof claims seq {r['seq']} of {where})",
+                )
+            )
     raise typer.Exit(0 if res.ok else 1)
 
 
@@ -754,45 +1195,125 @@ def _where(p) -> str:
 
 # ---- recompute ------------------------------------------------------------------------------
 
+
 @app.command()
 def recompute(
-    digest_key: Annotated[list[Path], typer.Option("--digest-key", metavar="FILE", help="digest.key used for the ledger; repeat it for each key of a ledger whose digest key was rotated (with --pairs: every ledger's keys, each ledger takes those its key ids name).")],
-    sources: Annotated[Optional[list[str]], typer.Argument(
-        metavar="CAPTURE", help="pcap/pcapng files (gzip/xz/zstd-compressed too), - for standard input, or "
-                                   "workload:SPEC.toml, to recompute (several: taken as one capture in the order given).")] = None,
-    ledger: Annotated[Optional[str], typer.Option(
-        "--ledger", metavar="DIR", help="Ledger to reconcile against (a path, file:// or fsspec URL).")] = None,
-    pairs: Annotated[Optional[Path], typer.Option(
-        "--pairs", metavar="FILE.toml", help="Reconcile many ledgers, each with its own captures, listed as "
-                                             "[[pair]] ledger = DIR, captures = [...] in FILE.toml; a report per pair "
-                                             "and a total.")] = None,
-    trust: Annotated[Optional[Path], typer.Option(
-        "--trust", help="With --ledger: verifier.pub; the ledger is verified before it is reconciled (without it "
-                        "only the keyless checks run and the result is UNVERIFIED, exit 1).")] = None,
-    checkpoint: Annotated[Optional[Path], typer.Option(
-        "--checkpoint", help="With --ledger: a checkpoint the ledger must extend.")] = None,
-    algorithm: Annotated[Optional[str], typer.Option(help="Without --ledger: digest algorithm.")] = None,
-    strip: Annotated[Optional[str], typer.Option(help="Without --ledger: strip mode.")] = None,
-    out_file: Annotated[Optional[Path], typer.Option("--out", help="Without --ledger: per-frame Parquet output.")] = None,
-    from_time: Annotated[Optional[str], typer.Option("--from", help="Window start: ns since the epoch or ISO 8601 (UTC if no zone).")] = None,
-    to_time: Annotated[Optional[str], typer.Option("--to", help="Window end (exclusive), like --from.")] = None,
-    tolerance: Annotated[str, typer.Option(help="Timestamp tolerance at the window edges between two capture points, e.g. 5us, 1ms.")] = "0",
-    link: Annotated[Optional[list[str]], typer.Option("--link", help="Restrict the ledger side to this link (repeatable).")] = None,
-    details: Annotated[Optional[Path], typer.Option("--details", help="Write every differing frame as JSON lines to FILE.")] = None,
-    memory_limit: Annotated[str, typer.Option(help="DuckDB memory limit; larger sets spill to a temporary directory.")] = "4GB",
-    workers: Annotated[int, typer.Option(help="Threads that digest each batch (0: every usable core); digests do not depend on it.", min=0)] = 0,
-    cluster: Annotated[Optional[str], typer.Option(
-        "--cluster",
-        help="With --ledger: digest, verify and reconcile on a Dask cluster: tls://HOST:PORT (a "
-             "scheduler), local:N (N worker processes here, TLS of their own) or, with "
-             "--insecure-cluster, tcp://HOST:PORT; needs ledgertool[cluster].")] = None,
+    digest_key: Annotated[
+        list[Path],
+        typer.Option(
+            "--digest-key",
+            metavar="FILE",
+            help="digest.key used for the ledger; repeat it for each key of a ledger whose digest key was rotated (with --pairs: every ledger's keys, each ledger takes those its key ids name).",
+        ),
+    ],
+    sources: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="CAPTURE",
+            help="pcap/pcapng files (gzip/xz/zstd-compressed too), - for standard input, or "
+            "workload:SPEC.toml, to recompute (several: taken as one capture in the order given).",
+        ),
+    ] = None,
+    ledger: Annotated[
+        str | None,
+        typer.Option(
+            "--ledger",
+            metavar="DIR",
+            help="Ledger to reconcile against (a path, file:// or fsspec URL).",
+        ),
+    ] = None,
+    pairs: Annotated[
+        Path | None,
+        typer.Option(
+            "--pairs",
+            metavar="FILE.toml",
+            help="Reconcile many ledgers, each with its own captures, listed as "
+            "[[pair]] ledger = DIR, captures = [...] in FILE.toml; a report per pair "
+            "and a total.",
+        ),
+    ] = None,
+    trust: Annotated[
+        Path | None,
+        typer.Option(
+            "--trust",
+            help="With --ledger: verifier.pub; the ledger is verified before it is reconciled (without it "
+            "only the keyless checks run and the result is UNVERIFIED, exit 1).",
+        ),
+    ] = None,
+    checkpoint: Annotated[
+        Path | None,
+        typer.Option("--checkpoint", help="With --ledger: a checkpoint the ledger must extend."),
+    ] = None,
+    algorithm: Annotated[
+        str | None, typer.Option(help="Without --ledger: digest algorithm.")
+    ] = None,
+    strip: Annotated[str | None, typer.Option(help="Without --ledger: strip mode.")] = None,
+    out_file: Annotated[
+        Path | None, typer.Option("--out", help="Without --ledger: per-frame Parquet output.")
+    ] = None,
+    from_time: Annotated[
+        str | None,
+        typer.Option(
+            "--from", help="Window start: ns since the epoch or ISO 8601 (UTC if no zone)."
+        ),
+    ] = None,
+    to_time: Annotated[
+        str | None, typer.Option("--to", help="Window end (exclusive), like --from.")
+    ] = None,
+    tolerance: Annotated[
+        str,
+        typer.Option(
+            help="Timestamp tolerance at the window edges between two capture points, e.g. 5us, 1ms."
+        ),
+    ] = "0",
+    link: Annotated[
+        list[str] | None,
+        typer.Option("--link", help="Restrict the ledger side to this link (repeatable)."),
+    ] = None,
+    details: Annotated[
+        Path | None,
+        typer.Option("--details", help="Write every differing frame as JSON lines to FILE."),
+    ] = None,
+    memory_limit: Annotated[
+        str, typer.Option(help="DuckDB memory limit; larger sets spill to a temporary directory.")
+    ] = "4GB",
+    workers: Annotated[
+        int,
+        typer.Option(
+            help="Threads that digest each batch (0: every usable core); digests do not depend on it.",
+            min=0,
+        ),
+    ] = 0,
+    cluster: Annotated[
+        str | None,
+        typer.Option(
+            "--cluster",
+            help="With --ledger: digest, verify and reconcile on a Dask cluster: tls://HOST:PORT (a "
+            "scheduler), local:N (N worker processes here, TLS of their own) or, with "
+            "--insecure-cluster, tcp://HOST:PORT; needs ledgertool[cluster].",
+        ),
+    ] = None,
     insecure_cluster: InsecureClusterOpt = False,
-    against: Annotated[Optional[str], typer.Option("--against", metavar="frames|windows", help=(
-        "With --ledger: compare with the link's per-frame records or its window records; default: "
-        "windows when the ledger keeps no per-frame records, else frames."))] = None,
-    windows_range: Annotated[Optional[str], typer.Option("--windows-range", metavar="all|FROM..TO",
-        help="Against windows without a shared clock: one verdict over the ledger's windows "
-             "FROM..TO (indexes, inclusive) or all, against the whole capture.")] = None,
+    against: Annotated[
+        str | None,
+        typer.Option(
+            "--against",
+            metavar="frames|windows",
+            help=(
+                "With --ledger: compare with the link's per-frame records or its window records; default: "
+                "windows when the ledger keeps no per-frame records, else frames."
+            ),
+        ),
+    ] = None,
+    windows_range: Annotated[
+        str | None,
+        typer.Option(
+            "--windows-range",
+            metavar="all|FROM..TO",
+            help="Against windows without a shared clock: one verdict over the ledger's windows "
+            "FROM..TO (indexes, inclusive) or all, against the whole capture.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -806,20 +1327,45 @@ def recompute(
     if insecure_cluster and cluster is None:
         raise UsageError("--insecure-cluster goes with --cluster tcp://HOST:PORT")
     if pairs is not None:
-        if sources or ledger is not None or link or checkpoint is not None or algorithm or strip or out_file:
-            raise UsageError("--pairs FILE names every ledger, its captures, links and checkpoint: drop CAPTURE, "
-                             "--ledger, --link, --checkpoint, --algorithm, --strip and --out")
-        _recompute_pairs(pairs, dks, trust, cluster, insecure_cluster, details, as_json, quiet,
-                         workers,
-                         dict(from_ns=_parse_time(from_time, "--from"), to_ns=_parse_time(to_time, "--to"),
-                              tolerance_ns=_parse_tolerance(tolerance), memory_limit=memory_limit))
+        if (
+            sources
+            or ledger is not None
+            or link
+            or checkpoint is not None
+            or algorithm
+            or strip
+            or out_file
+        ):
+            raise UsageError(
+                "--pairs FILE names every ledger, its captures, links and checkpoint: drop CAPTURE, "
+                "--ledger, --link, --checkpoint, --algorithm, --strip and --out"
+            )
+        _recompute_pairs(
+            pairs,
+            dks,
+            trust,
+            cluster,
+            insecure_cluster,
+            details,
+            as_json,
+            quiet,
+            workers,
+            dict(
+                from_ns=_parse_time(from_time, "--from"),
+                to_ns=_parse_time(to_time, "--to"),
+                tolerance_ns=_parse_tolerance(tolerance),
+                memory_limit=memory_limit,
+            ),
+        )
         return
     if not sources:
         raise UsageError("recompute needs CAPTURE (one or more), or --pairs FILE.toml")
     source = sources[0] if len(sources) == 1 else sources
     if ledger is None:
         if not (algorithm and strip and out_file):
-            raise UsageError("recompute needs --ledger DIR, or --algorithm, --strip and --out FILE.parquet")
+            raise UsageError(
+                "recompute needs --ledger DIR, or --algorithm, --strip and --out FILE.parquet"
+            )
         if len(sources) > 1 or cluster is not None:
             raise UsageError("without --ledger, recompute takes one CAPTURE and no --cluster")
         if len(dks) != 1:
@@ -832,33 +1378,67 @@ def recompute(
             run = digests_to_parquet(source, out_file, dk, alg, strip, cb, workers)
         for w in run.warnings:
             err.print(styled(("warning:", "yellow"), f" {w}"))
-        doc = {"ok": run.stopped is None, "source": source, "frames": run.frames, "bytes": run.bytes,
-               "out": str(out_file), "algorithm": alg.name, "strip": strip, "elapsed_s": round(run.elapsed_s, 6),
-               **run.to_json(), "warnings": run.warnings}
+        doc = {
+            "ok": run.stopped is None,
+            "source": source,
+            "frames": run.frames,
+            "bytes": run.bytes,
+            "out": str(out_file),
+            "algorithm": alg.name,
+            "strip": strip,
+            "elapsed_s": round(run.elapsed_s, 6),
+            **run.to_json(),
+            "warnings": run.warnings,
+        }
         if as_json:
             _emit_json(doc)
         else:
-            out.print(f"wrote {plural(run.frames, 'digest', fmt=',')} ({alg.name}, strip {strip}) to {out_file}")
+            out.print(
+                f"wrote {plural(run.frames, 'digest', fmt=',')} ({alg.name}, strip {strip}) to {out_file}"
+            )
             _fallback_line(run.strip_fallbacks, strip, run.frames, source)
         if run.stopped is not None:  # bad input, as for capture: what was read before it is written
-            err.print(f"ledgertool: error: {run.stopped.message}; the {plural(run.frames, 'frame', fmt=',')} before it "
-                      f"{'was' if run.frames == 1 else 'were'} written to {out_file}")
+            err.print(
+                f"ledgertool: error: {run.stopped.message}; the {plural(run.frames, 'frame', fmt=',')} before it "
+                f"{'was' if run.frames == 1 else 'were'} written to {out_file}"
+            )
             raise typer.Exit(2)
         return
     if algorithm or strip or out_file:
-        raise UsageError("with --ledger, algorithm and strip mode come from the ledger; drop --algorithm/--strip/--out")
+        raise UsageError(
+            "with --ledger, algorithm and strip mode come from the ledger; drop --algorithm/--strip/--out"
+        )
     from ..keyfiles import TrustBundle
 
     bundle = TrustBundle.load(trust) if trust is not None else None
     note = _read_input(checkpoint, "checkpoint") if checkpoint is not None else None
-    window = dict(from_ns=_parse_time(from_time, "--from"), to_ns=_parse_time(to_time, "--to"),
-                  tolerance_ns=_parse_tolerance(tolerance))
-    common = dict(trust=bundle, checkpoint=note, checkpoint_name=str(checkpoint), links=link, details=details,
-                  memory_limit=memory_limit, **window)
+    window = dict(
+        from_ns=_parse_time(from_time, "--from"),
+        to_ns=_parse_time(to_time, "--to"),
+        tolerance_ns=_parse_tolerance(tolerance),
+    )
+    common = dict(
+        trust=bundle,
+        checkpoint=note,
+        checkpoint_name=str(checkpoint),
+        links=link,
+        details=details,
+        memory_limit=memory_limit,
+        **window,
+    )
     if _against_windows(ledger, against, windows_range):
-        _recompute_windows(source, ledger, dks, windows_range, (as_json, quiet, workers),
-                           [cluster, details, *window.values()], trust=bundle, checkpoint=note,
-                           checkpoint_name=str(checkpoint), links=link)
+        _recompute_windows(
+            source,
+            ledger,
+            dks,
+            windows_range,
+            (as_json, quiet, workers),
+            [cluster, details, *window.values()],
+            trust=bundle,
+            checkpoint=note,
+            checkpoint_name=str(checkpoint),
+            links=link,
+        )
     if cluster is not None:
         with _cluster_client(cluster, insecure_cluster) as client:
             from ..reconcile.cluster import reconcile_on_cluster
@@ -881,7 +1461,7 @@ def _report(res, as_json: bool, printer, ledger: str, source) -> None:
     raise typer.Exit(0 if res.ok else 1)
 
 
-def _against_windows(ledger: str, against: Optional[str], windows_range: Optional[str]) -> bool:
+def _against_windows(ledger: str, against: str | None, windows_range: str | None) -> bool:
     """Whether recompute compares with the window records: asked for, or the ledger keeps no
     per-frame records but a window tier."""
     if against not in (None, "frames", "windows"):
@@ -899,91 +1479,146 @@ def _against_windows(ledger: str, against: Optional[str], windows_range: Optiona
     return head.window is not None and "frames" not in head.tiers
 
 
-def _recompute_windows(source, ledger: str, dks: list, windows_range: Optional[str],
-                       how: tuple[bool, bool, int], refused: list, **common) -> None:
+def _recompute_windows(
+    source,
+    ledger: str,
+    dks: list,
+    windows_range: str | None,
+    how: tuple[bool, bool, int],
+    refused: list,
+    **common,
+) -> None:
     """recompute against the window tier (docs/cli.md): the report, and exit 0 or 1. `refused`:
     the values of --cluster, --details, --from, --to and --tolerance, which it does not take."""
     if any(refused):
-        raise UsageError("recompute against windows takes no --cluster, --details, --from, --to "
-                         "or --tolerance (use --windows-range for a range of windows)")
+        raise UsageError(
+            "recompute against windows takes no --cluster, --details, --from, --to "
+            "or --tolerance (use --windows-range for a range of windows)"
+        )
     from ..reconcile.against_windows import parse_windows_range, reconcile_windows
 
     as_json, quiet, workers = how
     wrange = parse_windows_range(windows_range) if windows_range is not None else None
     with _shown(quiet, as_json) as cb:
-        res = reconcile_windows(source, ledger, dks, windows_range=wrange, progress=cb,
-                                workers=workers, **common)
+        res = reconcile_windows(
+            source, ledger, dks, windows_range=wrange, progress=cb, workers=workers, **common
+        )
     _report(res, as_json, _print_windows, ledger, source)
 
 
 def _print_windows(res, ledger: str, source) -> None:
     """recompute against windows as text: a summary line, a line per differing window, and the
     frames decoded from its sketch."""
-    tags = (("MATCH", "green") if res.matches else ("DIFFER", "red"),
-            "" if res.complete else (" (INCOMPLETE: the capture stopped early)", "red"),
-            "" if res.verified else (" (UNVERIFIED: no --trust)", "red"))
-    head = (f": {plural(res.frames, 'frame', fmt=',')} recomputed from {res.source}, against "
-            f"the window records of link {res.link} in {ledger}")
+    tags = (
+        ("MATCH", "green") if res.matches else ("DIFFER", "red"),
+        "" if res.complete else (" (INCOMPLETE: the capture stopped early)", "red"),
+        "" if res.verified else (" (UNVERIFIED: no --trust)", "red"),
+    )
+    head = (
+        f": {plural(res.frames, 'frame', fmt=',')} recomputed from {res.source}, against "
+        f"the window records of link {res.link} in {ledger}"
+    )
     if res.mode == "range":
         lo, hi = res.range
-        span = "all windows" if lo is None and hi is None else (
-            f"windows {'' if lo is None else lo}..{'' if hi is None else hi}")
-        out.print(styled(*tags, f"{head}: {span} ({plural(res.range_windows, 'window')}, "
-                                f"{res.ledger_frames:,} frames) against the whole capture "
-                                f"({res.frames:,} frames): "
-                                f"{'equal' if res.range_equal else 'not equal'} (one verdict "
-                                "over the range: no frame can be named without a shared clock)"))
+        span = (
+            "all windows"
+            if lo is None and hi is None
+            else (f"windows {'' if lo is None else lo}..{'' if hi is None else hi}")
+        )
+        out.print(
+            styled(
+                *tags,
+                f"{head}: {span} ({plural(res.range_windows, 'window')}, "
+                f"{res.ledger_frames:,} frames) against the whole capture "
+                f"({res.frames:,} frames): "
+                f"{'equal' if res.range_equal else 'not equal'} (one verdict "
+                "over the range: no frame can be named without a shared clock)",
+            )
+        )
     else:
-        out.print(styled(*tags, f"{head}: {plural(len(res.windows), 'window')}, matched "
-                                f"{res.count('match'):,}, differing {res.count('differ'):,}, "
-                                f"beyond capacity {res.count('beyond_capacity'):,}"))
+        out.print(
+            styled(
+                *tags,
+                f"{head}: {plural(len(res.windows), 'window')}, matched "
+                f"{res.count('match'):,}, differing {res.count('differ'):,}, "
+                f"beyond capacity {res.count('beyond_capacity'):,}",
+            )
+        )
     for w in res.differing:
         diff = w.frames_difference
-        more = (f"{abs(diff)} more in the {'ledger' if diff > 0 else 'capture'}" if diff
-                else "the same number")
+        more = (
+            f"{abs(diff)} more in the {'ledger' if diff > 0 else 'capture'}"
+            if diff
+            else "the same number"
+        )
         if w.status == "beyond_capacity":
-            out.print(f"  window {w.index} (start {w.start_ns}): beyond capacity: ledger "
-                      f"{w.ledger_frames} frames, capture {w.capture_frames} ({more}); the "
-                      "differing frames are not named")
+            out.print(
+                f"  window {w.index} (start {w.start_ns}): beyond capacity: ledger "
+                f"{w.ledger_frames} frames, capture {w.capture_frames} ({more}); the "
+                "differing frames are not named"
+            )
             continue
-        out.print(f"  window {w.index} (start {w.start_ns}): ledger {w.ledger_frames} frames, "
-                  f"capture {w.capture_frames} ({more}): ledger-only {len(w.ledger_only)}, "
-                  f"capture-only {len(w.capture_only)}")
+        out.print(
+            f"  window {w.index} (start {w.start_ns}): ledger {w.ledger_frames} frames, "
+            f"capture {w.capture_frames} ({more}): ledger-only {len(w.ledger_only)}, "
+            f"capture-only {len(w.capture_only)}"
+        )
         for d in w.ledger_only:
             out.print(f"    ledger-only  digest {d.hex()}")
         for f in w.capture_only:
-            out.print(f"    capture-only frame {f.seq} offset {f.offset} ts_ns {f.ts_ns} "
-                      f"wire_len {f.wire_len} digest {f.digest.hex()}"
-                      + (f" {f.summary}" if f.summary else ""))
+            out.print(
+                f"    capture-only frame {f.seq} offset {f.offset} ts_ns {f.ts_ns} "
+                f"wire_len {f.wire_len} digest {f.digest.hex()}"
+                + (f" {f.summary}" if f.summary else "")
+            )
     _fallback_line(res.capture.strip_fallbacks, res.capture.strip, res.capture.frames, source)
 
 
 def _print_reconcile(res, ledger: str, source) -> None:
     """One reconciliation's report as text on stdout (its warnings are printed before it)."""
-    out.print(styled(("MATCH", "green") if res.matches else ("DIFFER", "red"),
-                     (" (partial)", "yellow") if res.partial else "",
-                     "" if res.complete else (" (INCOMPLETE: the capture stopped early)", "red"),
-                     "" if res.verified else (" (UNVERIFIED: no --trust)", "red"),
-                     f": {plural(res.frames, 'frame', fmt=',')} recomputed from {res.source}, "
-                     f"{plural(res.ledger_records, 'frame record', fmt=',')} in {ledger}: matched {res.matched:,}, ledger-only {res.ledger_only:,}, "
-                     f"capture-only {res.capture_only:,}"))
+    out.print(
+        styled(
+            ("MATCH", "green") if res.matches else ("DIFFER", "red"),
+            (" (partial)", "yellow") if res.partial else "",
+            "" if res.complete else (" (INCOMPLETE: the capture stopped early)", "red"),
+            "" if res.verified else (" (UNVERIFIED: no --trust)", "red"),
+            f": {plural(res.frames, 'frame', fmt=',')} recomputed from {res.source}, "
+            f"{plural(res.ledger_records, 'frame record', fmt=',')} in {ledger}: matched {res.matched:,}, ledger-only {res.ledger_only:,}, "
+            f"capture-only {res.capture_only:,}",
+        )
+    )
     for p in res.per_second:
         if p["ledger_only"] or p["capture_only"]:
-            out.print(f"  second {p['second']}: matched {p['matched']}, ledger-only {p['ledger_only']}, "
-                      f"capture-only {p['capture_only']}")
+            out.print(
+                f"  second {p['second']}: matched {p['matched']}, ledger-only {p['ledger_only']}, "
+                f"capture-only {p['capture_only']}"
+            )
     for e in res.examples_ledger_only:
-        out.print(f"  ledger-only  link {e['link']} seq {e['seq']} ts_ns {e['ts_ns']} wire_len {e['wire_len']} digest {e['digest']}")
+        out.print(
+            f"  ledger-only  link {e['link']} seq {e['seq']} ts_ns {e['ts_ns']} wire_len {e['wire_len']} digest {e['digest']}"
+        )
     for e in res.examples_capture_only:
-        out.print(f"  capture-only frame {e['index']} ts_ns {e['ts_ns']} wire_len {e['wire_len']} digest {e['digest']}")
+        out.print(
+            f"  capture-only frame {e['index']} ts_ns {e['ts_ns']} wire_len {e['wire_len']} digest {e['digest']}"
+        )
     _fallback_line(res.capture.strip_fallbacks, res.capture.strip, res.capture.frames, source)
 
 
 PAIRS_IN_FLIGHT = 4  # recompute --pairs --cluster: pairs whose tasks share the cluster at once
 
 
-def _recompute_pairs(pairs_file: Path, dks: list, trust: Optional[Path], cluster: Optional[str],
-                     insecure: bool, details: Optional[Path], as_json: bool, quiet: bool,
-                     workers: int, window: dict) -> None:
+def _recompute_pairs(
+    pairs_file: Path,
+    dks: list,
+    trust: Path | None,
+    cluster: str | None,
+    insecure: bool,
+    details: Path | None,
+    as_json: bool,
+    quiet: bool,
+    workers: int,
+    window: dict,
+) -> None:
     """recompute --pairs: every pair as a single recompute of it, then the total (docs/cli.md)."""
     from functools import partial
 
@@ -991,39 +1626,63 @@ def _recompute_pairs(pairs_file: Path, dks: list, trust: Optional[Path], cluster
     from ..reconcile.pairs import plan_pairs, read_pairs, reconcile_pairs
     from ..reconcile.recompute import check_request
 
-    check_request(dks, window["from_ns"], window["to_ns"], None)  # (a bad window fails before any pair)
-    plans = plan_pairs(read_pairs(pairs_file), dks, TrustBundle.load(trust) if trust is not None else None)
+    check_request(
+        dks, window["from_ns"], window["to_ns"], None
+    )  # (a bad window fails before any pair)
+    plans = plan_pairs(
+        read_pairs(pairs_file), dks, TrustBundle.load(trust) if trust is not None else None
+    )
     if cluster is not None:
         with _cluster_client(cluster, insecure) as client:
             from ..reconcile.cluster import reconcile_on_cluster
 
             # a few pairs in flight, so one pair's round trips overlap another's tasks (docs/cluster.md)
-            many = reconcile_pairs(plans, partial(reconcile_on_cluster, client, **window), details=details,
-                                   describe=cli_message, in_flight=PAIRS_IN_FLIGHT)
+            many = reconcile_pairs(
+                plans,
+                partial(reconcile_on_cluster, client, **window),
+                details=details,
+                describe=cli_message,
+                in_flight=PAIRS_IN_FLIGHT,
+            )
     else:
         from ..reconcile.recompute import reconcile
 
         with _shown(quiet, as_json) as cb:
-            many = reconcile_pairs(plans, partial(reconcile, workers=workers, **window), details=details,
-                                   progress=cb, describe=cli_message)
+            many = reconcile_pairs(
+                plans,
+                partial(reconcile, workers=workers, **window),
+                details=details,
+                progress=cb,
+                describe=cli_message,
+            )
     for o in many.outcomes:
         ledger = o.spec.ledger
         if o.result is None:
             err.print(f"error: pair {o.index} (ledger {ledger}): {o.error}")
             continue
         for w in o.result.warnings:
-            err.print(styled(("warning:", "yellow"), f" {w}" if w.startswith(f"{ledger}: ") else f" {ledger}: {w}"))
+            err.print(
+                styled(
+                    ("warning:", "yellow"),
+                    f" {w}" if w.startswith(f"{ledger}: ") else f" {ledger}: {w}",
+                )
+            )
         if not as_json:
             _print_reconcile(o.result, ledger, o.result.source)
     if as_json:
         _emit_json(many.to_json())
     else:
         t = many.total()
-        out.print(styled("total: ", ("MATCH", "green") if many.ok else ("DIFFER", "red"),
-                         f": {plural(t.pairs, 'pair')} ({t.ok_pairs} OK, {t.failed_pairs} not OK, {t.error_pairs} not "
-                         f"reconciled), {plural(t.frames, 'frame', fmt=',')} recomputed, "
-                         f"{plural(t.ledger_records, 'frame record', fmt=',')}: matched "
-                         f"{t.matched:,}, ledger-only {t.ledger_only:,}, capture-only {t.capture_only:,}"))
+        out.print(
+            styled(
+                "total: ",
+                ("MATCH", "green") if many.ok else ("DIFFER", "red"),
+                f": {plural(t.pairs, 'pair')} ({t.ok_pairs} OK, {t.failed_pairs} not OK, {t.error_pairs} not "
+                f"reconciled), {plural(t.frames, 'frame', fmt=',')} recomputed, "
+                f"{plural(t.ledger_records, 'frame record', fmt=',')}: matched "
+                f"{t.matched:,}, ledger-only {t.ledger_only:,}, capture-only {t.capture_only:,}",
+            )
+        )
     raise typer.Exit(many.exit_code)
 
 
@@ -1040,15 +1699,17 @@ def _parse_time(text: str | None, opt: str) -> int | None:
         return None
     if text.strip().lstrip("-").isdigit():
         return int(text)
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     try:
         dt = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
-        raise UsageError(f"{opt} {text!r}: expected ns since the epoch or an ISO 8601 time") from None
+        raise UsageError(
+            f"{opt} {text!r}: expected ns since the epoch or an ISO 8601 time"
+        ) from None
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    td = dt - datetime(1970, 1, 1, tzinfo=timezone.utc)
+        dt = dt.replace(tzinfo=UTC)
+    td = dt - datetime(1970, 1, 1, tzinfo=UTC)
     return (td.days * 86400 + td.seconds) * 1_000_000_000 + td.microseconds * 1000
 
 
@@ -1062,22 +1723,45 @@ def _parse_tolerance(text: str) -> int:
 
 # ---- query ----------------------------------------------------------------------------------
 
+
 @app.command()
 def query(
-    ledger: Annotated[str, typer.Argument(metavar="DIR", help="Ledger directory (a path, file:// or fsspec URL).")],
-    sql: Annotated[str, typer.Argument(help="SQL over the views `records`, `seals` and `windows`.")],
-    fmt: Annotated[Optional[str], typer.Option(
-        "--format", help="table (default), csv, json, jsonl, markdown or parquet (needs --output).")] = None,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the result to FILE, not stdout.")] = None,
+    ledger: Annotated[
+        str, typer.Argument(metavar="DIR", help="Ledger directory (a path, file:// or fsspec URL).")
+    ],
+    sql: Annotated[
+        str, typer.Argument(help="SQL over the views `records`, `seals` and `windows`.")
+    ],
+    fmt: Annotated[
+        str | None,
+        typer.Option(
+            "--format",
+            help="table (default), csv, json, jsonl, markdown or parquet (needs --output).",
+        ),
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write the result to FILE, not stdout.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
-    trust: Annotated[Optional[Path], typer.Option(
-        "--trust", help="verifier.pub: verify signatures too before querying (without it only the keyless "
-                        "checks run, and a warning says so).")] = None,
-    checkpoint: Annotated[Optional[Path], typer.Option("--checkpoint", help="A checkpoint the ledger must extend.")] = None,
-    allow_files: Annotated[bool, typer.Option(
-        "--allow-files",
-        help="Let the SQL read and write files and URLs (read_csv, COPY, ATTACH, extensions); "
-             "without it the SQL sees only `records`, `seals` and `windows`.")] = False,
+    trust: Annotated[
+        Path | None,
+        typer.Option(
+            "--trust",
+            help="verifier.pub: verify signatures too before querying (without it only the keyless "
+            "checks run, and a warning says so).",
+        ),
+    ] = None,
+    checkpoint: Annotated[
+        Path | None, typer.Option("--checkpoint", help="A checkpoint the ledger must extend.")
+    ] = None,
+    allow_files: Annotated[
+        bool,
+        typer.Option(
+            "--allow-files",
+            help="Let the SQL read and write files and URLs (read_csv, COPY, ATTACH, extensions); "
+            "without it the SQL sees only `records`, `seals` and `windows`.",
+        ),
+    ] = False,
     quiet: QuietOpt = False,
 ) -> None:
     """Verify a ledger, then run SQL (DuckDB) over the verified `records`, `seals` and `windows` tables."""
@@ -1098,8 +1782,16 @@ def query(
     bundle = TrustBundle.load(trust) if trust is not None else None
     note = _read_input(checkpoint, "checkpoint") if checkpoint is not None else None
     with _shown(quiet, False) as progress:
-        res = run_query(location(ledger), sql, bundle, note, str(checkpoint),
-                        arrow=fmt == "parquet", progress=progress, allow_files=allow_files)
+        res = run_query(
+            location(ledger),
+            sql,
+            bundle,
+            note,
+            str(checkpoint),
+            arrow=fmt == "parquet",
+            progress=progress,
+            allow_files=allow_files,
+        )
     _unverified_warning(res.verification)
     if fmt == "parquet":
         import pyarrow.parquet as pq
@@ -1120,15 +1812,29 @@ def query(
 
 # ---- export ---------------------------------------------------------------------------------
 
+
 @app.command()
 def export(
     ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
-    out_dir: Annotated[Path, typer.Argument(metavar="OUT", help="New (or empty) directory for the Parquet dataset.")],
-    trust: Annotated[Optional[Path], typer.Option(
-        "--trust", help="verifier.pub: verify signatures too before exporting (without it only the keyless "
-                        "checks run, and a warning says so).")] = None,
-    checkpoint: Annotated[Optional[Path], typer.Option("--checkpoint", help="A checkpoint the ledger must extend.")] = None,
-    link: Annotated[Optional[list[str]], typer.Option("--link", metavar="NAME", help="Export only this link (repeatable).")] = None,
+    out_dir: Annotated[
+        Path,
+        typer.Argument(metavar="OUT", help="New (or empty) directory for the Parquet dataset."),
+    ],
+    trust: Annotated[
+        Path | None,
+        typer.Option(
+            "--trust",
+            help="verifier.pub: verify signatures too before exporting (without it only the keyless "
+            "checks run, and a warning says so).",
+        ),
+    ] = None,
+    checkpoint: Annotated[
+        Path | None, typer.Option("--checkpoint", help="A checkpoint the ledger must extend.")
+    ] = None,
+    link: Annotated[
+        list[str] | None,
+        typer.Option("--link", metavar="NAME", help="Export only this link (repeatable)."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report.")] = False,
 ) -> None:
     """Verify a ledger, then write its records as a Parquet dataset DuckDB, pyarrow, polars and Spark read as is."""
@@ -1140,27 +1846,51 @@ def export(
     res = export_dataset(ledger, out_dir, bundle, note, str(checkpoint), links=link)
     _unverified_warning(res.verification)
     if as_json:
-        _emit_json({"ok": True, "out": res.out, "files": res.files, "rows": res.rows, "links": list(res.links),
-                    "signatures_checked": res.verification.signatures_checked})
+        _emit_json(
+            {
+                "ok": True,
+                "out": res.out,
+                "files": res.files,
+                "rows": res.rows,
+                "links": list(res.links),
+                "signatures_checked": res.verification.signatures_checked,
+            }
+        )
     else:
-        out.print(f"exported {plural(res.rows, 'record', fmt=',')} of {plural(len(res.links), 'link')} in "
-                  f"{plural(res.files, 'Parquet file')} to {out_dir}")
+        out.print(
+            f"exported {plural(res.rows, 'record', fmt=',')} of {plural(len(res.links), 'link')} in "
+            f"{plural(res.files, 'Parquet file')} to {out_dir}"
+        )
 
 
 # ---- algorithms -----------------------------------------------------------------------------
 
+
 @app.command()
-def algorithms(as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document.")] = False) -> None:
+def algorithms(
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document.")] = False,
+) -> None:
     """List digest algorithms: key/output sizes and guarantees with a secret or a known key."""
     from rich.table import Column, Table
 
     from ..algorithms import ALGORITHMS
     from ..digest.engine import cpu_path, cpu_path_note, cpu_paths
 
-    rows = [{"name": a.name, "key_bytes": a.key_size, "digest_bytes": a.digest_size, "ledger": a.ledger_ok,
-             "cpu_path": cpu_path(a), "cpu_paths": cpu_paths(a), "secret_key": a.secret_key,
-             "known_key": a.known_key, "reference": a.reference, "warning": a.creation_warning}
-            for a in ALGORITHMS.values()]
+    rows = [
+        {
+            "name": a.name,
+            "key_bytes": a.key_size,
+            "digest_bytes": a.digest_size,
+            "ledger": a.ledger_ok,
+            "cpu_path": cpu_path(a),
+            "cpu_paths": cpu_paths(a),
+            "secret_key": a.secret_key,
+            "known_key": a.known_key,
+            "reference": a.reference,
+            "warning": a.creation_warning,
+        }
+        for a in ALGORITHMS.values()
+    ]
     note = cpu_path_note()
     if note:
         err.print(styled(("warning:", "yellow"), f" {note}"))
@@ -1171,9 +1901,15 @@ def algorithms(as_json: Annotated[bool, typer.Option("--json", help="Print a JSO
     t.columns.insert(0, Column("name", no_wrap=True))
     for r in rows:
         opt_in = ALGORITHMS[r["name"]].risk_opt_in
-        ledger_ok = ("bench only" if not r["ledger"] else f"with {opt_in}" if opt_in else "yes")
-        t.add_row(r["name"], f"{r['key_bytes']} B", f"{r['digest_bytes']} B", ledger_ok, r["cpu_path"],
-                  ", ".join(r["cpu_paths"]))
+        ledger_ok = "bench only" if not r["ledger"] else f"with {opt_in}" if opt_in else "yes"
+        t.add_row(
+            r["name"],
+            f"{r['key_bytes']} B",
+            f"{r['digest_bytes']} B",
+            ledger_ok,
+            r["cpu_path"],
+            ", ".join(r["cpu_paths"]),
+        )
     table_console().print(t)
     for r in rows:  # guarantees as paragraphs: too long for table cells on an 80-column terminal
         out.print()
@@ -1186,9 +1922,13 @@ def algorithms(as_json: Annotated[bool, typer.Option("--json", help="Print a JSO
 
 # ---- demo -----------------------------------------------------------------------------------
 
+
 @app.command()
 def demo(
-    workdir: Annotated[Optional[Path], typer.Option(help="Where keys and the ledger go (default: a new temporary directory).")] = None,
+    workdir: Annotated[
+        Path | None,
+        typer.Option(help="Where keys and the ledger go (default: a new temporary directory)."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary only.")] = False,
 ) -> None:
     """The whole main job on the bundled sample: keys, capture, seal, verify, recompute, query."""
@@ -1279,7 +2019,9 @@ def _command():
     root = typer.main.get_command(app)
 
     def usage_name(p: TyperArgument):
-        return lambda: (p.metavar if p.required else f"[{p.metavar}]") + ("..." if p.nargs != 1 else "")
+        return lambda: (
+            (p.metavar if p.required else f"[{p.metavar}]") + ("..." if p.nargs != 1 else "")
+        )
 
     def lazy(p) -> None:
         if getattr(p, "_runtime_param", False) is None and hasattr(p, "get_runtime_param"):
@@ -1295,10 +2037,12 @@ def _command():
                 p.metavar = p.metavar or p.name.upper()
                 if hasattr(p, "_usage_display_name"):  # typer >= 0.16 braces required arguments
                     p._usage_display_name = usage_name(p)
-                if hasattr(p, "display_type_rich"):  # typer >= 0.2x adds `<list[Path]>` after the name
+                if hasattr(
+                    p, "display_type_rich"
+                ):  # typer >= 0.2x adds `<list[Path]>` after the name
                     p.display_type_rich = lambda ctx: None
             elif hasattr(p, "display_type_rich") and not (p.is_flag or p.count):
-                p.display_type_rich = lambda ctx, name=p.metavar or _value_name(p): name
+                p.display_type_rich = lambda ctx, name=p.metavar or _value_name(p): name  # noqa: B008
         for name, sub in getattr(cmd, "commands", {}).items():
             walk(sub, f"{path} {name}".strip())
 
@@ -1346,15 +2090,23 @@ def _run_guarded() -> int:
     except OutputError as e:
         done = STATE["done"]
         if e.errno == errno.EPIPE:
-            return 2  # the reader left (`| head`): silent, as every Unix tool is; exit 2, no verdict
-        err.print(f"ledgertool: error: standard output: cannot write the report: {e.strerror}; "
-                  + (f"{done}; only the report was lost" if done else "the report is incomplete"),
-                  markup=False, highlight=False, soft_wrap=True)
+            return (
+                2  # the reader left (`| head`): silent, as every Unix tool is; exit 2, no verdict
+            )
+        err.print(
+            f"ledgertool: error: standard output: cannot write the report: {e.strerror}; "
+            + (f"{done}; only the report was lost" if done else "the report is incomplete"),
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
         return 2
     except LedgerError as e:
         if STATE["debug"]:
             traceback.print_exc()
-        err.print(f"ledgertool: error: {cli_message(e)}", markup=False, highlight=False, soft_wrap=True)
+        err.print(
+            f"ledgertool: error: {cli_message(e)}", markup=False, highlight=False, soft_wrap=True
+        )
         return exit_code_for(e)
     except typer.Exit as e:
         return e.exit_code
@@ -1371,7 +2123,9 @@ def _run_guarded() -> int:
         # last line for the rest: the file the OS names, never a temporary name, and exit 2.
         if STATE["debug"]:
             traceback.print_exc()
-        err.print(f"ledgertool: error: {_os_error_line(e)}", markup=False, highlight=False, soft_wrap=True)
+        err.print(
+            f"ledgertool: error: {_os_error_line(e)}", markup=False, highlight=False, soft_wrap=True
+        )
         return 2
     except Exception as e:  # noqa: BLE001
         # Option-parser errors (typer may vendor its own click): they know how to show themselves.
@@ -1380,8 +2134,11 @@ def _run_guarded() -> int:
             return 2 if e.exit_code == 2 else e.exit_code
         if STATE["debug"]:
             traceback.print_exc()
-        err.print(f"ledgertool: internal error: {type(e).__name__}: {e} (rerun with --debug for a traceback)",
-                  markup=False, soft_wrap=True)
+        err.print(
+            f"ledgertool: internal error: {type(e).__name__}: {e} (rerun with --debug for a traceback)",
+            markup=False,
+            soft_wrap=True,
+        )
         return 2
     if rc == 130:  # typer turns Ctrl-C in a command into a silent exit 130
         err.print("ledgertool: interrupted")

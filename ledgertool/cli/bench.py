@@ -7,7 +7,7 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -27,14 +27,16 @@ _SIZE_UNIT = {None: 1, "b": 1, "kib": 1024, "mib": 1024**2, "gib": 1024**3}
 
 
 def parse_sizes(text: str) -> list[int]:
-    """"64,1500,9000,64KiB,32MiB" -> byte counts (binary suffixes B, KiB, MiB, GiB only)."""
+    """ "64,1500,9000,64KiB,32MiB" -> byte counts (binary suffixes B, KiB, MiB, GiB only)."""
     out = []
     for part in (p.strip() for p in text.split(",")):
         if not part:
             continue
         m = _SIZE_RE.match(part.lower())
         if m is None:
-            raise UsageError(f"--sizes: bad size {part!r}; expected bytes like 64, 9000, 64KiB, 32MiB")
+            raise UsageError(
+                f"--sizes: bad size {part!r}; expected bytes like 64, 9000, 64KiB, 32MiB"
+            )
         n = int(m["num"]) * _SIZE_UNIT[m["unit"]]
         if not 1 <= n <= MAX_SIZE:
             raise UsageError(f"--sizes: {part!r} is outside 1 B .. {MAX_SIZE // 1024**2} MiB")
@@ -45,38 +47,116 @@ def parse_sizes(text: str) -> list[int]:
 
 
 def parse_threads(text: str) -> list[int]:
-    """"1,2,4" -> [1, 2, 4]."""
+    """ "1,2,4" -> [1, 2, 4]."""
     try:
         out = [int(p) for p in text.split(",") if p.strip()]
     except ValueError:
-        raise UsageError(f"--threads {text!r}: expected comma-separated thread counts, e.g. 1,2") from None
+        raise UsageError(
+            f"--threads {text!r}: expected comma-separated thread counts, e.g. 1,2"
+        ) from None
     if not out or any(not 1 <= t <= MAX_THREADS for t in out):
         raise UsageError(f"--threads {text!r}: each count must be 1..{MAX_THREADS}")
     return out
 
 
 def bench_command(
-    algorithm: Annotated[Optional[list[str]], typer.Option("--algorithm", help="Algorithm(s) to measure (default: all).")] = None,
-    sizes: Annotated[str, typer.Option(help="Message sizes, comma-separated: bytes or KiB/MiB (1 B .. 256 MiB).")] = DEFAULT_SIZES,
-    threads: Annotated[str, typer.Option(help="Thread counts, comma-separated; each thread digests its own buffer.")] = "1,2",
-    min_time: Annotated[float, typer.Option("--min-time", help="Seconds per timed run (calibrated).", min=0.0001)] = 0.2,
-    capture_frames: Annotated[int, typer.Option(help="Frames in the synthetic pcap for the whole-path rows (0: skip).")] = 1_000_000,
-    capture_size: Annotated[str, typer.Option("--capture-size", "--capture-sizes", help="Frame size(s) of the synthetic pcaps, bytes, comma-separated (14 .. 65535).")] = "64",
-    capture_workers: Annotated[str, typer.Option("--capture-workers", help="Worker counts for the capture:engine and capture:sealed rows, comma-separated (default: 1 and every usable core).")] = "",
-    ledger_format: Annotated[str, typer.Option("--ledger-format", help="Ledger format the capture:sealed rows write: v1 (Parquet sealed in the capture) or v2 (raw record files).")] = "v2",
-    paths: Annotated[str, typer.Option("--paths", help="CPU paths per algorithm for the digest rows: best (best multi-buffer + best single-message), default (the CPUID choice), all, or a comma list.")] = "best",
-    batch: Annotated[int, typer.Option("--batch", help="Messages per batch call in the digest rows (0: one call per message).", min=0, max=4096)] = DIGEST_BATCH,
-    tcpdump: Annotated[bool, typer.Option("--tcpdump/--no-tcpdump", help="Add a `tcpdump -r FILE -w /dev/null` baseline row when tcpdump is installed.")] = True,
-    reference_frames: Annotated[int, typer.Option(help="Frames the pure-Python reference path digests.", min=1)] = 20_000,
-    repeats: Annotated[int, typer.Option(help="Timed repeats per figure (median reported; cv needs >= 2).", min=1)] = 5,
-    noisy_cv: Annotated[float, typer.Option("--noisy-cv", help="Flag a row noisy when cv of its repeats exceeds this.", min=0.0)] = DEFAULT_NOISY_CV,
-    csv_file: Annotated[Optional[Path], typer.Option("--csv", help="Append rows to this CSV.")] = None,
-    from_csv: Annotated[Optional[Path], typer.Option("--from-csv", help="Measure nothing: render rows of this CSV.")] = None,
-    html: Annotated[Optional[Path], typer.Option("--html", help="Write a self-contained HTML dashboard here.")] = None,
-    png: Annotated[Optional[Path], typer.Option("--png", help="Write the dashboard plots as PNG files into this directory (needs matplotlib).")] = None,
+    algorithm: Annotated[
+        list[str] | None,
+        typer.Option("--algorithm", help="Algorithm(s) to measure (default: all)."),
+    ] = None,
+    sizes: Annotated[
+        str, typer.Option(help="Message sizes, comma-separated: bytes or KiB/MiB (1 B .. 256 MiB).")
+    ] = DEFAULT_SIZES,
+    threads: Annotated[
+        str,
+        typer.Option(help="Thread counts, comma-separated; each thread digests its own buffer."),
+    ] = "1,2",
+    min_time: Annotated[
+        float, typer.Option("--min-time", help="Seconds per timed run (calibrated).", min=0.0001)
+    ] = 0.2,
+    capture_frames: Annotated[
+        int, typer.Option(help="Frames in the synthetic pcap for the whole-path rows (0: skip).")
+    ] = 1_000_000,
+    capture_size: Annotated[
+        str,
+        typer.Option(
+            "--capture-size",
+            "--capture-sizes",
+            help="Frame size(s) of the synthetic pcaps, bytes, comma-separated (14 .. 65535).",
+        ),
+    ] = "64",
+    capture_workers: Annotated[
+        str,
+        typer.Option(
+            "--capture-workers",
+            help="Worker counts for the capture:engine and capture:sealed rows, comma-separated (default: 1 and every usable core).",
+        ),
+    ] = "",
+    ledger_format: Annotated[
+        str,
+        typer.Option(
+            "--ledger-format",
+            help="Ledger format the capture:sealed rows write: v1 (Parquet sealed in the capture) or v2 (raw record files).",
+        ),
+    ] = "v2",
+    paths: Annotated[
+        str,
+        typer.Option(
+            "--paths",
+            help="CPU paths per algorithm for the digest rows: best (best multi-buffer + best single-message), default (the CPUID choice), all, or a comma list.",
+        ),
+    ] = "best",
+    batch: Annotated[
+        int,
+        typer.Option(
+            "--batch",
+            help="Messages per batch call in the digest rows (0: one call per message).",
+            min=0,
+            max=4096,
+        ),
+    ] = DIGEST_BATCH,
+    tcpdump: Annotated[
+        bool,
+        typer.Option(
+            "--tcpdump/--no-tcpdump",
+            help="Add a `tcpdump -r FILE -w /dev/null` baseline row when tcpdump is installed.",
+        ),
+    ] = True,
+    reference_frames: Annotated[
+        int, typer.Option(help="Frames the pure-Python reference path digests.", min=1)
+    ] = 20_000,
+    repeats: Annotated[
+        int, typer.Option(help="Timed repeats per figure (median reported; cv needs >= 2).", min=1)
+    ] = 5,
+    noisy_cv: Annotated[
+        float,
+        typer.Option(
+            "--noisy-cv", help="Flag a row noisy when cv of its repeats exceeds this.", min=0.0
+        ),
+    ] = DEFAULT_NOISY_CV,
+    csv_file: Annotated[Path | None, typer.Option("--csv", help="Append rows to this CSV.")] = None,
+    from_csv: Annotated[
+        Path | None, typer.Option("--from-csv", help="Measure nothing: render rows of this CSV.")
+    ] = None,
+    html: Annotated[
+        Path | None, typer.Option("--html", help="Write a self-contained HTML dashboard here.")
+    ] = None,
+    png: Annotated[
+        Path | None,
+        typer.Option(
+            "--png",
+            help="Write the dashboard plots as PNG files into this directory (needs matplotlib).",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print rows as JSON only.")] = False,
-    markdown: Annotated[Optional[Path], typer.Option("--markdown", help="Also write the table as Markdown to this file.")] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr (shown only on a terminal).")] = False,
+    markdown: Annotated[
+        Path | None,
+        typer.Option("--markdown", help="Also write the table as Markdown to this file."),
+    ] = None,
+    quiet: Annotated[
+        bool,
+        typer.Option("--quiet", "-q", help="No progress on stderr (shown only on a terminal)."),
+    ] = False,
 ) -> None:
     """Throughput per algorithm x message size x threads (isolation) and through the whole capture path."""
     # numpy, cffi and pyarrow load with these: only when the command runs, not for --help
@@ -92,9 +172,9 @@ def bench_command(
         capture_ratios,
         from_record,
         markdown_table,
-        read_csv,
         ns_text,
         ratio_text,
+        read_csv,
         table_cells,
     )
 
@@ -113,10 +193,18 @@ def bench_command(
         cap_sizes = parse_sizes(capture_size)
         if any(not 14 <= c <= 65535 for c in cap_sizes):
             raise UsageError("--capture-size: frame sizes must be 14 .. 65535 bytes")
-        cap_workers = parse_threads(capture_workers) if capture_workers else sorted({1, usable_cores()})
+        cap_workers = (
+            parse_threads(capture_workers) if capture_workers else sorted({1, usable_cores()})
+        )
         if ledger_format not in ("v1", "v2"):
             raise UsageError(f"--ledger-format must be v1 or v2, not {ledger_format!r}")
-        runs = [(a, p, s, t) for a in algs for p in digest_paths(a, paths) for s in size_list for t in thread_list]
+        runs = [
+            (a, p, s, t)
+            for a in algs
+            for p in digest_paths(a, paths)
+            for s in size_list
+            for t in thread_list
+        ]
         caps = cap_sizes if capture_frames > 0 else []
         rows = []
         with progress_display(SafeConsole(stderr=True, soft_wrap=True), quiet or as_json) as show:
@@ -124,15 +212,32 @@ def bench_command(
             for i, (a, p, s, t) in enumerate(runs):
                 if show:
                     show(Progress("bench", i, total, "runs", current=f"{a} {s} B x{t}"))
-                rows.append(bench_digest(a, s, t, min_time=min_time, repeats=repeats, noisy_cv=noisy_cv, path=p,
-                                         batch=batch))
+                rows.append(
+                    bench_digest(
+                        a,
+                        s,
+                        t,
+                        min_time=min_time,
+                        repeats=repeats,
+                        noisy_cv=noisy_cv,
+                        path=p,
+                        batch=batch,
+                    )
+                )
             for i, cs in enumerate(caps, len(runs)):
                 if show:
                     show(Progress("bench", i, total, "runs", current=f"capture {cs} B frames"))
-                rows += bench_capture(capture_frames, cs, reference_frames=reference_frames,
-                                      repeats=repeats, noisy_cv=noisy_cv, workers=tuple(cap_workers),
-                                      tcpdump=tcpdump, ledger_format=int(ledger_format[1]),
-                                      algorithms=cap_algs)
+                rows += bench_capture(
+                    capture_frames,
+                    cs,
+                    reference_frames=reference_frames,
+                    repeats=repeats,
+                    noisy_cv=noisy_cv,
+                    workers=tuple(cap_workers),
+                    tcpdump=tcpdump,
+                    ledger_format=int(ledger_format[1]),
+                    algorithms=cap_algs,
+                )
         # what the CSV holds, so a dashboard re-rendered --from-csv is identical to this one
         rows = [from_record(r.to_csv()) for r in stamp(rows)]
     ratios = capture_ratios(rows)
@@ -156,17 +261,34 @@ def bench_command(
         t.add_row(*table_cells(r, rows))
     table_console().print(t)
     if ratios:
-        t = Table("algorithm", "size", "workers", "engine CPU ns/frame", "sealed CPU ns/frame",
-                  "sealed ÷ engine, CPU", "sealed ÷ engine, wall",
-                  title="capture:sealed ÷ capture:engine (best of)")
+        t = Table(
+            "algorithm",
+            "size",
+            "workers",
+            "engine CPU ns/frame",
+            "sealed CPU ns/frame",
+            "sealed ÷ engine, CPU",
+            "sealed ÷ engine, wall",
+            title="capture:sealed ÷ capture:engine (best of)",
+        )
         for c in ratios:
-            t.add_row(c.algorithm, str(c.size), str(c.workers), ns_text(c.engine_cpu_ns),
-                      ns_text(c.sealed_cpu_ns), ratio_text(c.cpu), ratio_text(c.wall))
+            t.add_row(
+                c.algorithm,
+                str(c.size),
+                str(c.workers),
+                ns_text(c.engine_cpu_ns),
+                ns_text(c.sealed_cpu_ns),
+                ratio_text(c.cpu),
+                ratio_text(c.wall),
+            )
         table_console().print(t)
     noisy = sum(r.noisy for r in rows)
     if noisy:
-        SafeConsole(stderr=True, soft_wrap=True).print(styled(
-            (f"{noisy} of {len(rows)} rows noisy", "yellow"),
-            f" (cv of repeats > {noisy_cv:.0%}): the machine was busy; rerun or raise --min-time/--repeats"))
+        SafeConsole(stderr=True, soft_wrap=True).print(
+            styled(
+                (f"{noisy} of {len(rows)} rows noisy", "yellow"),
+                f" (cv of repeats > {noisy_cv:.0%}): the machine was busy; rerun or raise --min-time/--repeats",
+            )
+        )
     for p in written:
         SafeConsole(stderr=True, soft_wrap=True).print(f"wrote {p}")

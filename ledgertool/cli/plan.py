@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -29,11 +29,14 @@ plan_app = typer.Typer(
 )
 
 RateOpt = Annotated[
-    Optional[list[str]],
-    typer.Option("--rate", help="Line rate in bits/s: 100G, 400G, 800G, 1.6T, 25Gbps, 1e9. Repeatable or comma-separated."),
+    list[str] | None,
+    typer.Option(
+        "--rate",
+        help="Line rate in bits/s: 100G, 400G, 800G, 1.6T, 25Gbps, 1e9. Repeatable or comma-separated.",
+    ),
 ]
 FrameOpt = Annotated[
-    Optional[list[str]],
+    list[str] | None,
     typer.Option(
         "--frame",
         help="Frame size in bytes incl. FCS (>= 64) or 'imix' (simple IMIX 7:4:1). "
@@ -41,12 +44,17 @@ FrameOpt = Annotated[
     ),
 ]
 PpsOpt = Annotated[
-    Optional[list[str]],
-    typer.Option("--pps", help="Frames per second per link instead of --rate/--frame (600M, 1.2e9). Repeatable."),
+    list[str] | None,
+    typer.Option(
+        "--pps",
+        help="Frames per second per link instead of --rate/--frame (600M, 1.2e9). Repeatable.",
+    ),
 ]
 LinksOpt = Annotated[
     int,
-    typer.Option("--links", help="Links whose frames share one digest key space (all at the same rate)."),
+    typer.Option(
+        "--links", help="Links whose frames share one digest key space (all at the same rate)."
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 WindowOpt = Annotated[
@@ -60,14 +68,18 @@ CapacityOpt = Annotated[
 
 
 def _window_line(w: plan.WindowPlan) -> str:
-    return (f"Window hash false match (ADR 0012): <= {plan.human_prob(w.false_match_per_window)} "
-            f"per window comparison; <= {plan.human_prob(w.false_match_bound)} over "
-            f"{w.windows_in_duration:.3g} windows "
-            f"({plural(w.links, 'link')}, {plan.human_duration(w.duration_seconds)} of "
-            f"{plan.human_duration(w.window_seconds)} windows)")
+    return (
+        f"Window hash false match (ADR 0012): <= {plan.human_prob(w.false_match_per_window)} "
+        f"per window comparison; <= {plan.human_prob(w.false_match_bound)} over "
+        f"{w.windows_in_duration:.3g} windows "
+        f"({plural(w.links, 'link')}, {plan.human_duration(w.duration_seconds)} of "
+        f"{plan.human_duration(w.window_seconds)} windows)"
+    )
 
 
-def _traffics(rates: list[str] | None, frames: list[str] | None, pps: list[str] | None) -> list[plan.Traffic]:
+def _traffics(
+    rates: list[str] | None, frames: list[str] | None, pps: list[str] | None
+) -> list[plan.Traffic]:
     """Rows of traffic from (--rate x --frame) or --pps, refusing mixtures.
 
     Each option may be repeated and each value may be a comma-separated list ("100G,400G")."""
@@ -118,13 +130,20 @@ def _count(x: float) -> str:
 
 @plan_app.command("collision")
 def collision(
-    bits: Annotated[list[int], typer.Option("--bits", help="Digest width in bits, whole bytes: 8..1024, a multiple of 8 (ledgertool's: 64, 128, 256). Repeatable.")],
+    bits: Annotated[
+        list[int],
+        typer.Option(
+            "--bits",
+            help="Digest width in bits, whole bytes: 8..1024, a multiple of 8 (ledgertool's: 64, 128, 256). Repeatable.",
+        ),
+    ],
     rate: RateOpt = None,
     frame: FrameOpt = None,
     pps: PpsOpt = None,
     links: LinksOpt = 1,
     duration: Annotated[
-        str, typer.Option("--duration", help="Window for the collision probability: 1y, 30d, 12h, 90s.")
+        str,
+        typer.Option("--duration", help="Window for the collision probability: 1y, 30d, 12h, 90s."),
     ] = "1y",
     window: WindowOpt = "1s",
     as_json: JsonOpt = False,
@@ -137,13 +156,30 @@ def collision(
     traffics = _traffics(rate, frame, pps)
     seconds = plan.parse_duration(duration)
     rows = plan.collision_table([plan.parse_bits(b) for b in bits], traffics, links, seconds)
-    win = plan.window_plan(plan.parse_duration(window, "window"), plan.DEFAULT_WINDOW_CAPACITY,
-                           plan.DEFAULT_DIGEST_BYTES, links, seconds)
+    win = plan.window_plan(
+        plan.parse_duration(window, "window"),
+        plan.DEFAULT_WINDOW_CAPACITY,
+        plan.DEFAULT_DIGEST_BYTES,
+        links,
+        seconds,
+    )
     if as_json:
-        _emit_json([r.to_dict() for r in rows], window_false_match={
-            k: v for k, v in win.to_dict().items()
-            if k in ("window_seconds", "links", "duration_seconds", "windows_in_duration",
-                     "false_match_per_window", "false_match_bound")})
+        _emit_json(
+            [r.to_dict() for r in rows],
+            window_false_match={
+                k: v
+                for k, v in win.to_dict().items()
+                if k
+                in (
+                    "window_seconds",
+                    "links",
+                    "duration_seconds",
+                    "windows_in_duration",
+                    "false_match_per_window",
+                    "false_match_bound",
+                )
+            },
+        )
         return
     table = Table(
         box=box.SIMPLE_HEAD,
@@ -176,23 +212,30 @@ def storage(
     frame: FrameOpt = None,
     pps: PpsOpt = None,
     record_bytes: Annotated[
-        Optional[int],
-        typer.Option("--record-bytes", help="Bytes per ledger record (default 32 + --digest-bytes)."),
+        int | None,
+        typer.Option(
+            "--record-bytes", help="Bytes per ledger record (default 32 + --digest-bytes)."
+        ),
     ] = None,
     digest_bytes: Annotated[
-        int, typer.Option("--digest-bytes", help="Digest size used for the default record size (16 or 32).")
+        int,
+        typer.Option(
+            "--digest-bytes", help="Digest size used for the default record size (16 or 32)."
+        ),
     ] = plan.DEFAULT_DIGEST_BYTES,
     from_ledger: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             "--from-ledger",
             metavar="DIR",
             help="Measure bytes on disk per record in this sealed ledger: (record file + seal file sizes) / records "
-                 "(the raw record file of a v2 segment, else its Parquet file).",
+            "(the raw record file of a v2 segment, else its Parquet file).",
         ),
     ] = None,
     links: LinksOpt = 1,
-    duration: Annotated[str, typer.Option("--duration", help="Retention window: 1d, 30d, 1y.")] = "1d",
+    duration: Annotated[
+        str, typer.Option("--duration", help="Retention window: 1d, 30d, 1y.")
+    ] = "1d",
     window: WindowOpt = "1s",
     window_capacity: CapacityOpt = plan.DEFAULT_WINDOW_CAPACITY,
     as_json: JsonOpt = False,
@@ -212,7 +255,9 @@ def storage(
         foot = storage_footprint(from_ledger)
         size: float = foot.bytes_per_record
         source = {"kind": "ledger", **foot.to_dict()}
-        what = f"{size:.2f} bytes/record on disk (measured: {foot.records:,} records in {from_ledger})"
+        what = (
+            f"{size:.2f} bytes/record on disk (measured: {foot.records:,} records in {from_ledger})"
+        )
     elif record_bytes is not None:
         size = record_bytes
         source = {"kind": "option"}
@@ -236,8 +281,17 @@ def storage(
         title=f"Ledger storage: {what}, {plural(links, 'link')}, window {plan.human_duration(seconds)}",
         caption="bytes = frames/s x record bytes; 1 GB = 1e9 B; docs/plan.md",
     )
-    for name in ("rate", "frame", "frames/s", "link /s", "link /day", "link /year", "all /s", "all /day",
-                 "all /year"):
+    for name in (
+        "rate",
+        "frame",
+        "frames/s",
+        "link /s",
+        "link /day",
+        "link /year",
+        "all /s",
+        "all /day",
+        "all /year",
+    ):
         table.add_column(name, justify="right", no_wrap=True)
     table.add_column("all /window", justify="right", no_wrap=True)
     table.add_column("x window tier", justify="right", no_wrap=True)
@@ -262,7 +316,8 @@ def storage(
         f"{win.capacity}), one per link per {plan.human_duration(win.window_seconds)} window: "
         f"{plan.human_bytes(win.bytes_per_day_per_link)} per link-day, "
         f"{plan.human_bytes(win.bytes_per_day)} a day for {plural(links, 'link')}, "
-        f"{plan.human_bytes(win.bytes_for_duration)} in {plan.human_duration(seconds)}")
+        f"{plan.human_bytes(win.bytes_for_duration)} in {plan.human_duration(seconds)}"
+    )
 
 
 def main() -> None:  # pragma: no cover - a stand-alone runner for trying the commands

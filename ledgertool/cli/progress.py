@@ -8,8 +8,8 @@ Shown only when stderr is a terminal and the command was not asked to be quiet (
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
 
 from ..progress import Progress, ProgressFn
 from .render import SafeConsole, printable
@@ -43,7 +43,9 @@ def stats_text(p: Progress, elapsed_s: float) -> str:
     unit = "" if p.unit == _BYTES else f" {p.unit}"
     text = f"{done} of {_count(p.total, p.unit)}{unit}" if p.total is not None else f"{done}{unit}"
     if p.items is not None:
-        text += f", {_count(p.items, p.items_unit)}" + ("" if p.items_unit == _BYTES else f" {p.items_unit}")
+        text += f", {_count(p.items, p.items_unit)}" + (
+            "" if p.items_unit == _BYTES else f" {p.items_unit}"
+        )
     if elapsed_s > 0.2:
         counts = [(p.done, p.unit)] + ([(p.items, p.items_unit)] if p.items is not None else [])
         for n, u in counts:
@@ -65,29 +67,53 @@ def progress_display(console: SafeConsole, quiet: bool) -> Iterator[ProgressFn |
     if not is_shown(console, quiet):
         yield None
         return
-    from rich.progress import BarColumn, Progress as Bar, SpinnerColumn, TextColumn, TimeElapsedColumn
-    from rich.progress import TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+    from rich.progress import (
+        Progress as Bar,
+    )
 
-    with Bar(SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(bar_width=24),
-             TextColumn("{task.fields[stats]}", markup=False), TimeElapsedColumn(), TextColumn("ETA"),
-             TimeRemainingColumn(), console=console, transient=True) as bar:
+    with Bar(
+        SpinnerColumn(),
+        TextColumn("{task.description}", markup=False),
+        BarColumn(bar_width=24),
+        TextColumn("{task.fields[stats]}", markup=False),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
         tasks: dict[str, tuple[object, float]] = {}
 
         def update(p: Progress) -> None:
             if p.phase not in tasks:
                 for task_id, _ in tasks.values():  # the earlier phase is over
                     bar.update(task_id, visible=False)
-                tasks[p.phase] = (bar.add_task(printable(p.phase), total=p.total, stats=""), time.perf_counter())
+                tasks[p.phase] = (
+                    bar.add_task(printable(p.phase), total=p.total, stats=""),
+                    time.perf_counter(),
+                )
             task_id, t0 = tasks[p.phase]
-            bar.update(task_id, completed=p.done, total=p.total,
-                       stats=stats_text(p, time.perf_counter() - t0))
+            bar.update(
+                task_id,
+                completed=p.done,
+                total=p.total,
+                stats=stats_text(p, time.perf_counter() - t0),
+            )
 
         yield update
 
 
 @contextmanager
-def frames_display(console: SafeConsole, label: str, quiet: bool
-                   ) -> Iterator[Callable[..., None] | None]:
+def frames_display(
+    console: SafeConsole, label: str, quiet: bool
+) -> Iterator[Callable[..., None] | None]:
     """`capture`'s (frames, bytes[, sealed records]) callback on the same display, no total (a
     capture's frame count is known only at its end): frames, frames/s and Gbit/s; with sealed
     records, their count and rate lead (the whole path, sealing included) and the frames read follow."""
@@ -100,6 +126,16 @@ def frames_display(console: SafeConsole, label: str, quiet: bool
             if sealed is None:
                 show(Progress(label, frames, None, "frames", nbytes, _BYTES))
             else:
-                show(Progress(label, sealed, None, "records sealed", nbytes, _BYTES, current=f"{frames:,} frames read"))
+                show(
+                    Progress(
+                        label,
+                        sealed,
+                        None,
+                        "records sealed",
+                        nbytes,
+                        _BYTES,
+                        current=f"{frames:,} frames read",
+                    )
+                )
 
         yield update

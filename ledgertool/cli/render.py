@@ -34,7 +34,9 @@ def printable(text: object) -> str:
         if 0xDC80 <= n <= 0xDCFF:  # a file name's byte that is not UTF-8 (os.fsdecode): that byte
             out.append(f"\\x{n - 0xDC00:02x}")
         elif unicodedata.category(c) in _HIDDEN or 0xD800 <= n <= 0xDFFF:
-            out.append(f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}")
+            out.append(
+                f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}"
+            )
         else:
             out.append(c)
     return "".join(out)
@@ -43,7 +45,9 @@ def printable(text: object) -> str:
 def styled(*parts: str | tuple[str, str]) -> Text:
     """One line of plain parts and (text, rich style) parts, each passed through `printable`:
     ``styled(("FAIL", "red"), f" {kind}: {detail}")``. Nothing in a part is read as markup."""
-    return Text.assemble(*((printable(p), "") if isinstance(p, str) else (printable(p[0]), p[1]) for p in parts))
+    return Text.assemble(
+        *((printable(p), "") if isinstance(p, str) else (printable(p[0]), p[1]) for p in parts)
+    )
 
 
 class SafeConsole(Console):

@@ -71,10 +71,21 @@ def render(fmt: str, cols: list[str], raw_rows: list[tuple], width: int | None =
         return buf.getvalue()
     texts = [[_text(v) for v in r] for r in rows]
     if fmt == "markdown":
-        def line(vals) -> str:  # a newline or | in a value would end the row or the cell
-            return "| " + " | ".join(printable(v).replace("\\", "\\\\").replace("|", "\\|") for v in vals) + " |\n"
 
-        return line(cols) + "| " + " | ".join("---" for _ in cols) + " |\n" + "".join(line(r) for r in texts)
+        def line(vals) -> str:  # a newline or | in a value would end the row or the cell
+            return (
+                "| "
+                + " | ".join(printable(v).replace("\\", "\\\\").replace("|", "\\|") for v in vals)
+                + " |\n"
+            )
+
+        return (
+            line(cols)
+            + "| "
+            + " | ".join("---" for _ in cols)
+            + " |\n"
+            + "".join(line(r) for r in texts)
+        )
     return _table(cols, texts, width)
 
 
@@ -83,8 +94,10 @@ def _table(cols: list[str], texts: list[list[str]], width: int | None) -> str:
     if width is None:  # never cut a value: as wide as the widest cell of every column
         for c in t.columns:
             c.no_wrap = True
-        widths = [max([cell_len(printable(c))] + [cell_len(printable(r[i])) for r in texts])
-                  for i, c in enumerate(cols)]
+        widths = [
+            max([cell_len(printable(c))] + [cell_len(printable(r[i])) for r in texts])
+            for i, c in enumerate(cols)
+        ]
         width = sum(widths) + 3 * len(cols) + 1
     for r in texts:
         t.add_row(*r)

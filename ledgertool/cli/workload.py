@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -29,7 +29,9 @@ out = SafeConsole(soft_wrap=True)  # result lines never wrap mid-line; file name
 @workload_app.command("generate")
 def generate(
     spec: Annotated[Path, typer.Argument(help="Workload spec (TOML, docs/workloads.md).")],
-    out_file: Annotated[Path, typer.Option("--out", help="pcap file to write (nanosecond timestamps).")],
+    out_file: Annotated[
+        Path, typer.Option("--out", help="pcap file to write (nanosecond timestamps).")
+    ],
     force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
 ) -> None:
@@ -40,16 +42,23 @@ def generate(
     if as_json:
         sys.stdout.write(json.dumps(res.to_json(), indent=2) + "\n")
     else:
-        out.print(f"wrote {plural(res.frames, 'frame', fmt=',')} ({plural(res.bytes, 'byte', fmt=',')}) of "
-                  f"{plural(len(res.flows), 'flow')} from {spec} "
-                  f"to {out_file} in {res.elapsed_s:.3f} s")
+        out.print(
+            f"wrote {plural(res.frames, 'frame', fmt=',')} ({plural(res.bytes, 'byte', fmt=',')}) of "
+            f"{plural(len(res.flows), 'flow')} from {spec} "
+            f"to {out_file} in {res.elapsed_s:.3f} s"
+        )
 
 
 @workload_app.command("bench")
 def bench(
     spec: Annotated[Path, typer.Argument(help="Workload spec (TOML).")],
-    frames: Annotated[Optional[int], typer.Option(help="Scale the flows to about this many frames.", min=1)] = None,
-    size: Annotated[Optional[int], typer.Option(help="Give every flow this one frame size (bytes, FCS included).")] = None,
+    frames: Annotated[
+        int | None, typer.Option(help="Scale the flows to about this many frames.", min=1)
+    ] = None,
+    size: Annotated[
+        int | None,
+        typer.Option(help="Give every flow this one frame size (bytes, FCS included)."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
 ) -> None:
     """Frames/s of the generator alone, and of the generator feeding the digest engine."""
@@ -59,6 +68,10 @@ def bench(
     if as_json:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return
-    out.print(f"generator alone: {doc['frames']:,} frames in {doc['generate_s']:.3f} s = "
-              f"{doc['generate_frames_per_s'] / 1e6:.2f} Mframes/s ({doc['generate_gbit_per_s']:.2f} Gbit/s)")
-    out.print(f"generator + siphash-1-3-128 digest: {doc['generate_and_digest_frames_per_s'] / 1e6:.2f} Mframes/s")
+    out.print(
+        f"generator alone: {doc['frames']:,} frames in {doc['generate_s']:.3f} s = "
+        f"{doc['generate_frames_per_s'] / 1e6:.2f} Mframes/s ({doc['generate_gbit_per_s']:.2f} Gbit/s)"
+    )
+    out.print(
+        f"generator + siphash-1-3-128 digest: {doc['generate_and_digest_frames_per_s'] / 1e6:.2f} Mframes/s"
+    )

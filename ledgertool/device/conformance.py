@@ -58,14 +58,17 @@ def records_path(capture: str, algorithm: str, strip: str) -> str:
 # --------------------------------------------------------------------------- the records
 
 
-def compute_records(capture: str | os.PathLike[str], key: DigestKey, alg: Algorithm, strip: str,
-                    first_seq: int = 0) -> bytes:
+def compute_records(
+    capture: str | os.PathLike[str], key: DigestKey, alg: Algorithm, strip: str, first_seq: int = 0
+) -> bytes:
     """The records `capture` writes for every frame of a capture file, numbered from ``first_seq``
     (the native engine: reader, strip, digest, record), as one bytes object. CaptureFormatError
     (exit 2) for an unreadable or corrupt capture."""
     out = bytearray()
     with CaptureReader(capture) as reader:
-        engine = DigestEngine(reader, alg, get_strip_mode(strip), key.subkey(alg.name, alg.key_size))
+        engine = DigestEngine(
+            reader, alg, get_strip_mode(strip), key.subkey(alg.name, alg.key_size)
+        )
         seq = first_seq
         while True:
             recs, n, _ = engine.fill(seq)
@@ -93,14 +96,30 @@ class Record:
     @classmethod
     def decode(cls, raw: bytes, digest_size: int) -> Record:
         r = np.frombuffer(raw, dtype=record_dtype(digest_size), count=1)[0]
-        return cls(int(r["seq"]), int(r["ts_ns"]), int(r["wire_len"]), int(r["cap_len"]), int(r["flags"]),
-                   int(r["linktype"]), int(r["aux"]), bytes(r["digest"]))
+        return cls(
+            int(r["seq"]),
+            int(r["ts_ns"]),
+            int(r["wire_len"]),
+            int(r["cap_len"]),
+            int(r["flags"]),
+            int(r["linktype"]),
+            int(r["aux"]),
+            bytes(r["digest"]),
+        )
 
     def to_json(self) -> dict[str, Any]:
         # seq and ts_ns as decimal strings, as in every JSON document (docs/cli.md#json-integers)
-        return {"seq": str(self.seq), "ts_ns": str(self.ts_ns), "wire_len": self.wire_len, "cap_len": self.cap_len,
-                "flags": self.flags, "flag_names": flag_names(self.flags), "linktype": self.linktype,
-                "aux": self.aux, "digest": self.digest.hex()}
+        return {
+            "seq": str(self.seq),
+            "ts_ns": str(self.ts_ns),
+            "wire_len": self.wire_len,
+            "cap_len": self.cap_len,
+            "flags": self.flags,
+            "flag_names": flag_names(self.flags),
+            "linktype": self.linktype,
+            "aux": self.aux,
+            "digest": self.digest.hex(),
+        }
 
 
 # --------------------------------------------------------------------------- check
@@ -122,14 +141,18 @@ class Difference:
     frame: bytes | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"index": self.index, "fields": self.fields,
-                "expected": self.expected.to_json() if self.expected else None,
-                "device": self.device.to_json() if self.device else None, "summary": self.summary,
-                "explanation": self.explanation,
-                "expected_range": list(self.expected_range) if self.expected_range else None,
-                "device_range": list(self.device_range) if self.device_range else None,
-                "device_range_note": self.device_range_note,
-                "frame": self.frame.hex() if self.frame is not None else None}
+        return {
+            "index": self.index,
+            "fields": self.fields,
+            "expected": self.expected.to_json() if self.expected else None,
+            "device": self.device.to_json() if self.device else None,
+            "summary": self.summary,
+            "explanation": self.explanation,
+            "expected_range": list(self.expected_range) if self.expected_range else None,
+            "device_range": list(self.device_range) if self.device_range else None,
+            "device_range_note": self.device_range_note,
+            "frame": self.frame.hex() if self.frame is not None else None,
+        }
 
 
 @dataclass
@@ -153,11 +176,20 @@ class CheckResult:
         return self.differing == 0 and self.frames == self.device_records
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "capture": self.capture, "records_file": self.records_file,
-                "algorithm": self.algorithm, "strip": self.strip, "digest_key_id": self.digest_key_id,
-                "frames": self.frames, "device_records": self.device_records, "matched": self.matched,
-                "differing": self.differing, "first_differences": [d.to_json() for d in self.first_differences],
-                "warnings": self.warnings}
+        return {
+            "ok": self.ok,
+            "capture": self.capture,
+            "records_file": self.records_file,
+            "algorithm": self.algorithm,
+            "strip": self.strip,
+            "digest_key_id": self.digest_key_id,
+            "frames": self.frames,
+            "device_records": self.device_records,
+            "matched": self.matched,
+            "differing": self.differing,
+            "first_differences": [d.to_json() for d in self.first_differences],
+            "warnings": self.warnings,
+        }
 
 
 def _open_device_records(path: Path, rs: int, alg: Algorithm):
@@ -179,16 +211,27 @@ def _open_device_records(path: Path, rs: int, alg: Algorithm):
     if size % rs:
         f.close()
         whole = size // rs
-        others = [f"{a.name} ({RECORD_FIXED + a.digest_size} B)" for a in LEDGER_ALGORITHMS
-                  if size % (RECORD_FIXED + a.digest_size) == 0 and a.digest_size != alg.digest_size]
+        others = [
+            f"{a.name} ({RECORD_FIXED + a.digest_size} B)"
+            for a in LEDGER_ALGORITHMS
+            if size % (RECORD_FIXED + a.digest_size) == 0 and a.digest_size != alg.digest_size
+        ]
         hint = f"; whole records of {others[0]}?" if others else ""
-        raise LedgerFormatError(f"{path}: {size} bytes is not a whole number of {rs}-byte {alg.name} records: "
-                                f"record {whole} is cut at byte {whole * rs}{hint}")
+        raise LedgerFormatError(
+            f"{path}: {size} bytes is not a whole number of {rs}-byte {alg.name} records: "
+            f"record {whole} is cut at byte {whole * rs}{hint}"
+        )
     return f, size // rs
 
 
-def check_records(capture: str | os.PathLike[str], records_file: str | os.PathLike[str], digest_key: DigestKey,
-                  algorithm: str = "siphash-1-3-128", strip: str = "frame", max_report: int = 10) -> CheckResult:
+def check_records(
+    capture: str | os.PathLike[str],
+    records_file: str | os.PathLike[str],
+    digest_key: DigestKey,
+    algorithm: str = "siphash-1-3-128",
+    strip: str = "frame",
+    max_report: int = 10,
+) -> CheckResult:
     """Compare a device's records for ``capture`` with ledgertool's, frame by frame, byte for byte.
 
     ``records_file`` holds whole records (docs/ledger-format.md "Records", 32 + digest bytes each,
@@ -203,9 +246,20 @@ def check_records(capture: str | os.PathLike[str], records_file: str | os.PathLi
     rs = RECORD_FIXED + alg.digest_size
     subkey = digest_key.subkey(alg.name, alg.key_size)
     f, count = _open_device_records(Path(records_file), rs, alg)
-    res = CheckResult(str(capture), str(records_file), alg.name, strip, digest_key.key_id(alg.name, alg.key_size),
-                      0, count, 0, 0)
-    report: dict[int, tuple[bytes | None, bytes | None]] = {}  # index -> (ledgertool's record, the device's)
+    res = CheckResult(
+        str(capture),
+        str(records_file),
+        alg.name,
+        strip,
+        digest_key.key_id(alg.name, alg.key_size),
+        0,
+        count,
+        0,
+        0,
+    )
+    report: dict[
+        int, tuple[bytes | None, bytes | None]
+    ] = {}  # index -> (ledgertool's record, the device's)
     with f:
         with CaptureReader(capture) as reader:
             engine = DigestEngine(reader, alg, strip_id, subkey)
@@ -223,10 +277,15 @@ def check_records(capture: str | os.PathLike[str], records_file: str | os.PathLi
                     diff = np.flatnonzero((a != b).any(axis=1)).tolist()
                 res.differing += len(diff)
                 res.matched += both - len(diff)
-                for k in [*diff, *range(both, n)]:  # differing records, then frames with no device record
+                for k in [
+                    *diff,
+                    *range(both, n),
+                ]:  # differing records, then frames with no device record
                     if len(report) < max_report:
-                        report[lo + k] = (bytes(recs[k * rs:(k + 1) * rs]),
-                                          theirs[k * rs:(k + 1) * rs] if k < both else None)
+                        report[lo + k] = (
+                            bytes(recs[k * rs : (k + 1) * rs]),
+                            theirs[k * rs : (k + 1) * rs] if k < both else None,
+                        )
                 res.frames += n
             note = reader.info().truncation_note()
         res.differing += abs(res.frames - count)
@@ -241,8 +300,14 @@ def check_records(capture: str | os.PathLike[str], records_file: str | os.PathLi
     return res
 
 
-def _explain(capture, report: dict[int, tuple[bytes | None, bytes | None]], alg: Algorithm, subkey: bytes,
-             strip: str, matched: int = 0) -> list[Difference]:
+def _explain(
+    capture,
+    report: dict[int, tuple[bytes | None, bytes | None]],
+    alg: Algorithm,
+    subkey: bytes,
+    strip: str,
+    matched: int = 0,
+) -> list[Difference]:
     if not report:
         return []
     wanted = {i for i, (mine, theirs) in report.items() if mine is not None and theirs is not None}
@@ -265,20 +330,36 @@ def _explain(capture, report: dict[int, tuple[bytes | None, bytes | None]], alg:
             out.append(Difference(i, ["missing record"], exp, None))
             continue
         fr = frames[i]
-        d = Difference(i, [n for n in Record.FIELDS if getattr(exp, n) != getattr(dev, n)], exp, dev,
-                       summary=dissect_line(fr.data, fr.linktype),
-                       explanation=explain(fr.data, fr.linktype, strip, fr.wire_len), frame=fr.data)
+        d = Difference(
+            i,
+            [n for n in Record.FIELDS if getattr(exp, n) != getattr(dev, n)],
+            exp,
+            dev,
+            summary=dissect_line(fr.data, fr.linktype),
+            explanation=explain(fr.data, fr.linktype, strip, fr.wire_len),
+            frame=fr.data,
+        )
         rng = strip_range(fr.data, fr.linktype, strip, fr.wire_len)
         d.expected_range = (rng.offset, rng.end)
         if "digest" in d.fields:
             d.device_range, d.device_range_note = _find_device_range(
-                fr.data, fr.linktype, fr.wire_len, rng, dev.digest, alg, subkey, strip, matched)
+                fr.data, fr.linktype, fr.wire_len, rng, dev.digest, alg, subkey, strip, matched
+            )
         out.append(d)
     return out
 
 
-def _find_device_range(frame: bytes, linktype: int, wire_len: int, rng, digest: bytes, alg: Algorithm, subkey: bytes,
-                       strip: str, matched: int = 0) -> tuple[tuple[int, int] | None, str]:
+def _find_device_range(
+    frame: bytes,
+    linktype: int,
+    wire_len: int,
+    rng,
+    digest: bytes,
+    alg: Algorithm,
+    subkey: bytes,
+    strip: str,
+    matched: int = 0,
+) -> tuple[tuple[int, int] | None, str]:
     """The byte range of ``frame`` whose digest under ``subkey`` is the device's: another strip mode's
     range first, then the expected start to the end of the captured frame (Ethernet padding or a
     trailer hashed: any number of bytes past the end), then ranges within `SEARCH` bytes of the
@@ -288,28 +369,46 @@ def _find_device_range(frame: bytes, linktype: int, wire_len: int, rng, digest: 
         if mode == strip:
             continue
         other = strip_range(frame, linktype, mode, wire_len)
-        if (other.offset, other.end) != (rng.offset, rng.end) and \
-                digest_one(alg, subkey, frame[other.offset:other.end]) == digest:
-            return (other.offset, other.end), f"the device hashed strip {mode}'s range [{other.offset}, {other.end})"
-    if rng.end < len(frame) and digest_one(alg, subkey, frame[rng.offset:]) == digest:
+        if (other.offset, other.end) != (rng.offset, rng.end) and digest_one(
+            alg, subkey, frame[other.offset : other.end]
+        ) == digest:
+            return (
+                other.offset,
+                other.end,
+            ), f"the device hashed strip {mode}'s range [{other.offset}, {other.end})"
+    if rng.end < len(frame) and digest_one(alg, subkey, frame[rng.offset :]) == digest:
         return (rng.offset, len(frame)), (
             f"the device hashed [{rng.offset}, {len(frame)}), to the end of the captured frame, "
             f"instead of [{rng.offset}, {rng.end}): the {len(frame) - rng.end} bytes after the "
-            f"packet's end (Ethernet padding or a trailer) are not hashed in strip {strip}")
-    shifts = sorted(((ds, de) for ds in range(-SEARCH, SEARCH + 1) for de in range(-SEARCH, SEARCH + 1)
-                     if (ds, de) != (0, 0)), key=lambda t: (abs(t[0]) + abs(t[1]), t))
+            f"packet's end (Ethernet padding or a trailer) are not hashed in strip {strip}"
+        )
+    shifts = sorted(
+        (
+            (ds, de)
+            for ds in range(-SEARCH, SEARCH + 1)
+            for de in range(-SEARCH, SEARCH + 1)
+            if (ds, de) != (0, 0)
+        ),
+        key=lambda t: (abs(t[0]) + abs(t[1]), t),
+    )
     for ds, de in shifts:
         a, b = rng.offset + ds, rng.end + de
         if 0 <= a <= b <= len(frame) and digest_one(alg, subkey, frame[a:b]) == digest:
             parts = [f"start {ds:+d}" if ds else "", f"end {de:+d}" if de else ""]
-            return (a, b), (f"the device hashed [{a}, {b}) instead of [{rng.offset}, {rng.end}) "
-                            f"({', '.join(p for p in parts if p)})")
-    none = (f"no byte range within {SEARCH} bytes of [{rng.offset}, {rng.end}), to the end of the "
-            "frame, or of another strip mode gives the device's digest under this key")
+            return (a, b), (
+                f"the device hashed [{a}, {b}) instead of [{rng.offset}, {rng.end}) "
+                f"({', '.join(p for p in parts if p)})"
+            )
+    none = (
+        f"no byte range within {SEARCH} bytes of [{rng.offset}, {rng.end}), to the end of the "
+        "frame, or of another strip mode gives the device's digest under this key"
+    )
     if matched:
-        return None, (f"{none}; yet {matched} other record(s) match under this key and algorithm, "
-                      "so neither is wrong: the device hashes frames like this one differently "
-                      "(compare its dissection with those that match)")
-    return None, (f"{none}: look at the key, the algorithm and the digest code rather than the "
-                  "strip offsets")
-
+        return None, (
+            f"{none}; yet {matched} other record(s) match under this key and algorithm, "
+            "so neither is wrong: the device hashes frames like this one differently "
+            "(compare its dissection with those that match)"
+        )
+    return None, (
+        f"{none}: look at the key, the algorithm and the digest code rather than the strip offsets"
+    )

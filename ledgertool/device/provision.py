@@ -43,7 +43,7 @@ import re
 import secrets
 import stat
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
@@ -51,6 +51,7 @@ from cryptography.hazmat.primitives import hpke
 from cryptography.hazmat.primitives.asymmetric import mlkem, x25519
 
 from ..algorithms import ALGORITHMS
+from ..canonical import b64decode_canonical, canonical_json, loads_format_object
 from ..errors import DiscrepancyError, KeyFileError, LedgerFormatError, Setting, UsageError
 from ..keyfiles import (
     MASTER_KEY_SIZE,
@@ -59,12 +60,25 @@ from ..keyfiles import (
     TrustBundle,
     _write_new_file,
 )
-from ..canonical import b64decode_canonical, canonical_json, loads_format_object
 
 __all__ = [
-    "HPKE_SUITE", "DEVICE_KEY_FILE", "DEVICE_PUB_FILE", "ACCEPTED_FILE", "PackageRefused", "WrongDeviceError",
-    "DeviceKey", "DevicePublicKey", "KeyPackage", "AcceptedPackages", "device_id", "digest_key_ids", "device_init",
-    "normalize_ledger_id", "provision", "write_package", "unwrap",
+    "HPKE_SUITE",
+    "DEVICE_KEY_FILE",
+    "DEVICE_PUB_FILE",
+    "ACCEPTED_FILE",
+    "PackageRefused",
+    "WrongDeviceError",
+    "DeviceKey",
+    "DevicePublicKey",
+    "KeyPackage",
+    "AcceptedPackages",
+    "device_id",
+    "digest_key_ids",
+    "device_init",
+    "normalize_ledger_id",
+    "provision",
+    "write_package",
+    "unwrap",
 ]
 
 DEVICE_KEY_FILE = "device.key"
@@ -76,8 +90,15 @@ DEVICE_KEY_FORMAT = "ledgertool-device-key-v1"
 DEVICE_PUB_FORMAT = "ledgertool-device-pub-v1"
 PACKAGE_FORMAT = "ledgertool-key-package-v1"
 
-HPKE_SUITE: dict[str, Any] = {"mode": "base", "kem": "MLKEM768-X25519", "kem_id": 0x647A,
-                              "kdf": "HKDF-SHA256", "kdf_id": 0x0001, "aead": "AES-256-GCM", "aead_id": 0x0002}
+HPKE_SUITE: dict[str, Any] = {
+    "mode": "base",
+    "kem": "MLKEM768-X25519",
+    "kem_id": 0x647A,
+    "kdf": "HKDF-SHA256",
+    "kdf_id": 0x0001,
+    "aead": "AES-256-GCM",
+    "aead_id": 0x0002,
+}
 """The package's ``hpke`` member: RFC 9180 mode and the IANA HPKE registry ids, compared exactly."""
 
 _SUITE = hpke.Suite(hpke.KEM.MLKEM768_X25519, hpke.KDF.HKDF_SHA256, hpke.AEAD.AES_256_GCM)
@@ -87,8 +108,8 @@ _SIGN_PREFIX = b"ledgertool key package v1\n"
 _DEVICE_ID_PREFIX = b"ledgertool device id v1\x00"
 
 MLKEM768_SEED_BYTES = 64  # FIPS 203 s7.1 seed d || z
-X25519_KEY_BYTES = 32     # RFC 7748 scalar
-PUBLIC_KEY_BYTES = 1216   # ML-KEM-768 encapsulation key (1184) || X25519 public key (32), as X-Wing
+X25519_KEY_BYTES = 32  # RFC 7748 scalar
+PUBLIC_KEY_BYTES = 1216  # ML-KEM-768 encapsulation key (1184) || X25519 public key (32), as X-Wing
 CIPHERTEXT_BYTES = 1120 + MASTER_KEY_SIZE + 16  # KEM ciphertext || AES-256-GCM(master) || tag
 
 CLOCK_SKEW_S = 300
@@ -127,7 +148,7 @@ def device_id(raw_public: bytes) -> str:
 
 
 def _iso(t: datetime) -> str:
-    return t.astimezone(timezone.utc).replace(microsecond=0).isoformat(timespec="seconds")
+    return t.astimezone(UTC).replace(microsecond=0).isoformat(timespec="seconds")
 
 
 def _parse_time(text: object, where: str) -> datetime:
@@ -159,8 +180,10 @@ def _read_file(path: str, what: str, secret: bool) -> bytes:
     if len(data) > _MAX_FILE:
         raise KeyFileError(f"{path}: file too large to be {what}")
     if secret and mode & 0o077:
-        raise KeyFileError(f"{path}: UNPROTECTED PRIVATE KEY FILE: mode {stat.S_IMODE(mode):04o} lets group or "
-                           f"others read this {what}; refused (run `chmod 600 {path}`)")
+        raise KeyFileError(
+            f"{path}: UNPROTECTED PRIVATE KEY FILE: mode {stat.S_IMODE(mode):04o} lets group or "
+            f"others read this {what}; refused (run `chmod 600 {path}`)"
+        )
     return data
 
 
@@ -169,16 +192,21 @@ def _json_object(data: bytes, path: str, fmt: str, what: str, members: set[str])
     doc = loads_format_object(data, path, fmt, what)
     if set(doc) != members:
         missing, extra = sorted(members - set(doc)), sorted(set(doc) - members)
-        raise LedgerFormatError(f"{path}: {what}: " + (f"missing member(s) {missing}" if missing
-                                                       else f"unexpected member(s) {extra}"))
+        raise LedgerFormatError(
+            f"{path}: {what}: "
+            + (f"missing member(s) {missing}" if missing else f"unexpected member(s) {extra}")
+        )
     return doc
 
 
 def _hex(doc: dict, name: str, nbytes: int, path: str) -> bytes:
     value = doc[name]
     pattern = _HEX.get(nbytes)
-    ok = isinstance(value, str) and (pattern.fullmatch(value) if pattern else
-                                     len(value) == 2 * nbytes and re.fullmatch(r"[0-9a-f]*", value))
+    ok = isinstance(value, str) and (
+        pattern.fullmatch(value)
+        if pattern
+        else len(value) == 2 * nbytes and re.fullmatch(r"[0-9a-f]*", value)
+    )
     if not ok:
         raise LedgerFormatError(f"{path}: $.{name} is not {2 * nbytes} lowercase hex characters")
     return bytes.fromhex(value)
@@ -202,8 +230,11 @@ def normalize_ledger_id(text: str) -> str:
     if _UUID_DASHED.fullmatch(t):
         t = t.replace("-", "")
     if not _HEX[16].fullmatch(t):
-        raise UsageError(Setting("ledger_id"), f" {text!r}: expected the ledger's id, 32 hex characters (ledger.json "
-                         "`ledger_id`) or a dashed UUID")
+        raise UsageError(
+            Setting("ledger_id"),
+            f" {text!r}: expected the ledger's id, 32 hex characters (ledger.json "
+            "`ledger_id`) or a dashed UUID",
+        )
     return t
 
 
@@ -224,8 +255,10 @@ class DevicePublicKey:
         if len(raw) != PUBLIC_KEY_BYTES:
             raise ValueError(f"device public key must be {PUBLIC_KEY_BYTES} bytes")
         # both halves are decoded (and ML-KEM's modulus check run) here, not at first use
-        self._key = hpke.MLKEM768X25519PublicKey(mlkem.MLKEM768PublicKey.from_public_bytes(raw[:1184]),
-                                                 x25519.X25519PublicKey.from_public_bytes(raw[1184:]))
+        self._key = hpke.MLKEM768X25519PublicKey(
+            mlkem.MLKEM768PublicKey.from_public_bytes(raw[:1184]),
+            x25519.X25519PublicKey.from_public_bytes(raw[1184:]),
+        )
         self.raw = raw
         self.path = path
 
@@ -237,13 +270,21 @@ class DevicePublicKey:
         return f"DevicePublicKey(device_id={self.device_id!r}, path={self.path!r})"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"format": DEVICE_PUB_FORMAT, "kem": HPKE_SUITE["kem"], "device_id": self.device_id,
-                "public_key": base64.b64encode(self.raw).decode("ascii")}
+        return {
+            "format": DEVICE_PUB_FORMAT,
+            "kem": HPKE_SUITE["kem"],
+            "device_id": self.device_id,
+            "public_key": base64.b64encode(self.raw).decode("ascii"),
+        }
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write ``device.pub`` (JSON, `schemas/device-pub.schema.json`), mode 0644; never overwrites."""
-        _write_new_file(os.fspath(path), (json.dumps(self.to_dict(), indent=2) + "\n").encode(), 0o644,
-                        "a device public key")
+        _write_new_file(
+            os.fspath(path),
+            (json.dumps(self.to_dict(), indent=2) + "\n").encode(),
+            0o644,
+            "a device public key",
+        )
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> DevicePublicKey:
@@ -252,18 +293,29 @@ class DevicePublicKey:
         KeyFileError / LedgerFormatError (exit 2) naming the file otherwise."""
         path = os.fspath(path)
         data = _read_file(path, "a device public key (device.pub)", secret=False)
-        doc = _json_object(data, path, DEVICE_PUB_FORMAT, "a device public key (device.pub)",
-                           {"format", "kem", "device_id", "public_key"})
+        doc = _json_object(
+            data,
+            path,
+            DEVICE_PUB_FORMAT,
+            "a device public key (device.pub)",
+            {"format", "kem", "device_id", "public_key"},
+        )
         if doc["kem"] != HPKE_SUITE["kem"]:
-            raise LedgerFormatError(f"{path}: $.kem is {doc['kem']!r}, expected {HPKE_SUITE['kem']!r}")
+            raise LedgerFormatError(
+                f"{path}: $.kem is {doc['kem']!r}, expected {HPKE_SUITE['kem']!r}"
+            )
         raw = _b64(doc, "public_key", PUBLIC_KEY_BYTES, path)
         try:
             pub = cls(raw, path)
         except ValueError:
-            raise LedgerFormatError(f"{path}: $.public_key is not a valid MLKEM768-X25519 public key") from None
+            raise LedgerFormatError(
+                f"{path}: $.public_key is not a valid MLKEM768-X25519 public key"
+            ) from None
         if doc["device_id"] != pub.device_id:
-            raise LedgerFormatError(f"{path}: $.device_id {doc['device_id']!r} does not match its public key "
-                                    f"(which gives {pub.device_id})")
+            raise LedgerFormatError(
+                f"{path}: $.device_id {doc['device_id']!r} does not match its public key "
+                f"(which gives {pub.device_id})"
+            )
         return pub
 
 
@@ -277,15 +329,19 @@ class DeviceKey:
         self._mlkem = mlkem.MLKEM768PrivateKey.from_seed_bytes(bytes(mlkem_seed))
         self._x25519 = x25519.X25519PrivateKey.from_private_bytes(bytes(x25519_private))
         self._key = hpke.MLKEM768X25519PrivateKey(self._mlkem, self._x25519)
-        self.public = DevicePublicKey(self._mlkem.public_key().public_bytes_raw()
-                                      + self._x25519.public_key().public_bytes_raw())
+        self.public = DevicePublicKey(
+            self._mlkem.public_key().public_bytes_raw()
+            + self._x25519.public_key().public_bytes_raw()
+        )
         self.path = path
 
     @classmethod
     def generate(cls) -> DeviceKey:
         """A fresh key pair from the OS CSPRNG (through `cryptography`)."""
-        return cls(mlkem.MLKEM768PrivateKey.generate().private_bytes_raw(),
-                   x25519.X25519PrivateKey.generate().private_bytes_raw())
+        return cls(
+            mlkem.MLKEM768PrivateKey.generate().private_bytes_raw(),
+            x25519.X25519PrivateKey.generate().private_bytes_raw(),
+        )
 
     @property
     def device_id(self) -> str:
@@ -296,10 +352,15 @@ class DeviceKey:
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write ``device.key`` (JSON, `schemas/device-key.schema.json`), mode 0600; never overwrites."""
-        doc = {"format": DEVICE_KEY_FORMAT, "kem": HPKE_SUITE["kem"],
-               "mlkem768_seed": self._mlkem.private_bytes_raw().hex(),
-               "x25519_private": self._x25519.private_bytes_raw().hex()}
-        _write_new_file(os.fspath(path), (json.dumps(doc, indent=2) + "\n").encode(), 0o600, "a device key")
+        doc = {
+            "format": DEVICE_KEY_FORMAT,
+            "kem": HPKE_SUITE["kem"],
+            "mlkem768_seed": self._mlkem.private_bytes_raw().hex(),
+            "x25519_private": self._x25519.private_bytes_raw().hex(),
+        }
+        _write_new_file(
+            os.fspath(path), (json.dumps(doc, indent=2) + "\n").encode(), 0o600, "a device key"
+        )
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> DeviceKey:
@@ -307,12 +368,22 @@ class DeviceKey:
         LedgerFormatError (exit 2) when it is not exactly a ledgertool-device-key-v1 document."""
         path = os.fspath(path)
         data = _read_file(path, "device key", secret=True)
-        doc = _json_object(data, path, DEVICE_KEY_FORMAT, "a device key (device.key)",
-                           {"format", "kem", "mlkem768_seed", "x25519_private"})
+        doc = _json_object(
+            data,
+            path,
+            DEVICE_KEY_FORMAT,
+            "a device key (device.key)",
+            {"format", "kem", "mlkem768_seed", "x25519_private"},
+        )
         if doc["kem"] != HPKE_SUITE["kem"]:
-            raise LedgerFormatError(f"{path}: $.kem is {doc['kem']!r}, expected {HPKE_SUITE['kem']!r}")
-        return cls(_hex(doc, "mlkem768_seed", MLKEM768_SEED_BYTES, path),
-                   _hex(doc, "x25519_private", X25519_KEY_BYTES, path), path)
+            raise LedgerFormatError(
+                f"{path}: $.kem is {doc['kem']!r}, expected {HPKE_SUITE['kem']!r}"
+            )
+        return cls(
+            _hex(doc, "mlkem768_seed", MLKEM768_SEED_BYTES, path),
+            _hex(doc, "x25519_private", X25519_KEY_BYTES, path),
+            path,
+        )
 
     def open(self, ciphertext: bytes, info: bytes) -> bytes:
         """HPKE single-shot open (RFC 9180 s6.1, mode_base); InvalidTag when it does not open."""
@@ -329,8 +400,14 @@ class DeviceInitResult:
     device_id: str
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": True, "outdir": self.outdir, "device_key": self.device_key, "device_pub": self.device_pub,
-                "device_id": self.device_id, "kem": HPKE_SUITE["kem"]}
+        return {
+            "ok": True,
+            "outdir": self.outdir,
+            "device_key": self.device_key,
+            "device_pub": self.device_pub,
+            "device_id": self.device_id,
+            "kem": HPKE_SUITE["kem"],
+        }
 
 
 def device_init(outdir: str | os.PathLike[str]) -> DeviceInitResult:
@@ -345,7 +422,10 @@ def device_init(outdir: str | os.PathLike[str]) -> DeviceInitResult:
         raise KeyFileError(f"{outdir}: cannot create key directory: {e.strerror or e}") from None
     if not os.path.isdir(outdir):
         raise KeyFileError(f"{outdir}: not a directory")
-    key_path, pub_path = os.path.join(outdir, DEVICE_KEY_FILE), os.path.join(outdir, DEVICE_PUB_FILE)
+    key_path, pub_path = (
+        os.path.join(outdir, DEVICE_KEY_FILE),
+        os.path.join(outdir, DEVICE_PUB_FILE),
+    )
     for p in (key_path, pub_path):
         if os.path.lexists(p):
             raise KeyFileError(f"{p}: already exists; refusing to overwrite a device key")
@@ -362,8 +442,17 @@ def device_init(outdir: str | os.PathLike[str]) -> DeviceInitResult:
 # --------------------------------------------------------------------------- the package
 
 
-_HEADER_MEMBERS = ("format", "hpke", "package_id", "ledger_id", "device_id", "digest_key_ids", "created_at",
-                   "expires_at", "signer")
+_HEADER_MEMBERS = (
+    "format",
+    "hpke",
+    "package_id",
+    "ledger_id",
+    "device_id",
+    "digest_key_ids",
+    "created_at",
+    "expires_at",
+    "signer",
+)
 _MEMBERS = {*_HEADER_MEMBERS, "ciphertext", "signatures"}
 
 
@@ -387,10 +476,17 @@ class KeyPackage:
 
     def header(self) -> dict[str, Any]:
         """Every member but ``ciphertext`` and ``signatures``: what HPKE ``info`` binds."""
-        return {"format": PACKAGE_FORMAT, "hpke": dict(HPKE_SUITE), "package_id": self.package_id,
-                "ledger_id": self.ledger_id, "device_id": self.device_id,
-                "digest_key_ids": dict(self.digest_key_ids), "created_at": _iso(self.created_at),
-                "expires_at": _iso(self.expires_at), "signer": dict(self.signer)}
+        return {
+            "format": PACKAGE_FORMAT,
+            "hpke": dict(HPKE_SUITE),
+            "package_id": self.package_id,
+            "ledger_id": self.ledger_id,
+            "device_id": self.device_id,
+            "digest_key_ids": dict(self.digest_key_ids),
+            "created_at": _iso(self.created_at),
+            "expires_at": _iso(self.expires_at),
+            "signer": dict(self.signer),
+        }
 
     def info(self) -> bytes:
         """HPKE ``info``: ``b"ledgertool key package info v1\\n" || JCS(header)``."""
@@ -403,8 +499,11 @@ class KeyPackage:
         return _SIGN_PREFIX + canonical_json(body)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.header(), "ciphertext": base64.b64encode(self.ciphertext).decode("ascii"),
-                "signatures": dict(self.signatures)}
+        return {
+            **self.header(),
+            "ciphertext": base64.b64encode(self.ciphertext).decode("ascii"),
+            "signatures": dict(self.signatures),
+        }
 
     def to_bytes(self) -> bytes:
         """The package file: indented JSON and a newline (only the canonical form is signed)."""
@@ -418,27 +517,51 @@ class KeyPackage:
         doc = _json_object(data, where, PACKAGE_FORMAT, "a ledgertool key package", _MEMBERS)
         # compared as JSON text: Python's true == 1 must not let "kdf_id": true pass for 1
         if json.dumps(doc["hpke"], sort_keys=True) != json.dumps(HPKE_SUITE, sort_keys=True):
-            raise LedgerFormatError(f"{where}: $.hpke is {json.dumps(doc['hpke'])}, not the one suite this "
-                                    f"version opens ({json.dumps(HPKE_SUITE)})")
+            raise LedgerFormatError(
+                f"{where}: $.hpke is {json.dumps(doc['hpke'])}, not the one suite this "
+                f"version opens ({json.dumps(HPKE_SUITE)})"
+            )
         for name in ("package_id", "ledger_id", "device_id"):
             _hex(doc, name, 16, where)
         ids = doc["digest_key_ids"]
         want = sorted(a.name for a in ALGORITHMS.values() if a.ledger_ok)
-        if not isinstance(ids, dict) or sorted(ids) != want or not all(
-                isinstance(v, str) and _HEX[16].fullmatch(v) for v in ids.values()):
-            raise LedgerFormatError(f"{where}: $.digest_key_ids must map each of {want} to a 32-hex key id")
+        if (
+            not isinstance(ids, dict)
+            or sorted(ids) != want
+            or not all(isinstance(v, str) and _HEX[16].fullmatch(v) for v in ids.values())
+        ):
+            raise LedgerFormatError(
+                f"{where}: $.digest_key_ids must map each of {want} to a 32-hex key id"
+            )
         signer, sigs = doc["signer"], doc["signatures"]
         for name, obj in (("signer", signer), ("signatures", sigs)):
-            if not isinstance(obj, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in obj.items()):
-                raise LedgerFormatError(f"{where}: $.{name} must be an object of algorithm -> string")
-        return cls(package_id=doc["package_id"], ledger_id=doc["ledger_id"], device_id=doc["device_id"],
-                   digest_key_ids=dict(ids), created_at=_parse_time(doc["created_at"], f"{where}: $.created_at"),
-                   expires_at=_parse_time(doc["expires_at"], f"{where}: $.expires_at"), signer=dict(signer),
-                   ciphertext=_b64(doc, "ciphertext", CIPHERTEXT_BYTES, where), signatures=dict(sigs))
+            if not isinstance(obj, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in obj.items()
+            ):
+                raise LedgerFormatError(
+                    f"{where}: $.{name} must be an object of algorithm -> string"
+                )
+        return cls(
+            package_id=doc["package_id"],
+            ledger_id=doc["ledger_id"],
+            device_id=doc["device_id"],
+            digest_key_ids=dict(ids),
+            created_at=_parse_time(doc["created_at"], f"{where}: $.created_at"),
+            expires_at=_parse_time(doc["expires_at"], f"{where}: $.expires_at"),
+            signer=dict(signer),
+            ciphertext=_b64(doc, "ciphertext", CIPHERTEXT_BYTES, where),
+            signatures=dict(sigs),
+        )
 
 
-def provision(digest_key: DigestKey, device: DevicePublicKey, signing_key: SigningKey, ledger_id: str,
-              valid_for_s: float = 86400.0, now: datetime | None = None) -> KeyPackage:
+def provision(
+    digest_key: DigestKey,
+    device: DevicePublicKey,
+    signing_key: SigningKey,
+    ledger_id: str,
+    valid_for_s: float = 86400.0,
+    now: datetime | None = None,
+) -> KeyPackage:
     """Seal ``digest_key``'s 32-byte master secret to ``device`` and sign the package (verifier side).
 
     ``ledger_id``: 32 lowercase hex (`normalize_ledger_id`). ``valid_for_s``: seconds from ``now``
@@ -446,17 +569,28 @@ def provision(digest_key: DigestKey, device: DevicePublicKey, signing_key: Signi
     hybrid (Ed25519 + ML-DSA-65): a package must stay authentic against a quantum adversary too.
     Raises UsageError (exit 2) for a non-hybrid key or a validity out of range."""
     if signing_key.scheme != "hybrid":
-        raise UsageError(f"{signing_key.path or 'signing key'}: scheme {signing_key.scheme}; a key package is "
-                         "signed with a hybrid (Ed25519 + ML-DSA-65) signing key")
+        raise UsageError(
+            f"{signing_key.path or 'signing key'}: scheme {signing_key.scheme}; a key package is "
+            "signed with a hybrid (Ed25519 + ML-DSA-65) signing key"
+        )
     if not 1 <= valid_for_s <= MAX_VALID_S:
-        raise UsageError(Setting("valid_for_s"), f": {valid_for_s:g} s is outside 1 s .. {MAX_VALID_S // 86400} days")
+        raise UsageError(
+            Setting("valid_for_s"),
+            f": {valid_for_s:g} s is outside 1 s .. {MAX_VALID_S // 86400} days",
+        )
     if not _HEX[16].fullmatch(ledger_id):
         raise UsageError(f"ledger id {ledger_id!r} is not 32 lowercase hex characters")
-    created = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).replace(microsecond=0)
-    unsigned = KeyPackage(package_id=secrets.token_hex(16), ledger_id=ledger_id, device_id=device.device_id,
-                          digest_key_ids=digest_key_ids(digest_key), created_at=created,
-                          expires_at=created + timedelta(seconds=int(valid_for_s)),
-                          signer=signing_key.trust_bundle().key_ids, ciphertext=bytes(CIPHERTEXT_BYTES))
+    created = (now or datetime.now(UTC)).astimezone(UTC).replace(microsecond=0)
+    unsigned = KeyPackage(
+        package_id=secrets.token_hex(16),
+        ledger_id=ledger_id,
+        device_id=device.device_id,
+        digest_key_ids=digest_key_ids(digest_key),
+        created_at=created,
+        expires_at=created + timedelta(seconds=int(valid_for_s)),
+        signer=signing_key.trust_bundle().key_ids,
+        ciphertext=bytes(CIPHERTEXT_BYTES),
+    )
     sealed = _SUITE.encrypt(digest_key.master, device._key, info=unsigned.info())
     pkg = dataclasses.replace(unsigned, ciphertext=sealed)
     return dataclasses.replace(pkg, signatures=signing_key.sign(pkg.signed_bytes()))
@@ -492,14 +626,22 @@ class AcceptedPackages:
 
     def __enter__(self) -> AcceptedPackages:
         try:
-            flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+            flags = (
+                os.O_RDWR
+                | os.O_CREAT
+                | os.O_APPEND
+                | getattr(os, "O_CLOEXEC", 0)
+                | getattr(os, "O_NOFOLLOW", 0)
+            )
             self._fd = os.open(self.path, flags, 0o600)
             fcntl.flock(self._fd, fcntl.LOCK_EX)
         except OSError as e:
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None
-            raise KeyFileError(f"{self.path}: cannot open the device's replay state: {e.strerror or e}") from None
+            raise KeyFileError(
+                f"{self.path}: cannot open the device's replay state: {e.strerror or e}"
+            ) from None
         return self
 
     def __exit__(self, *exc) -> None:
@@ -516,13 +658,23 @@ class AcceptedPackages:
         for n, line in enumerate(data.decode("ascii", errors="replace").splitlines(), 1):
             m = _ACCEPTED_LINE.fullmatch(line)
             if m is None:
-                raise KeyFileError(f"{self.path}: line {n} is not `PACKAGE_ID LEDGER_ID CREATED_AT EXPIRES_AT`; "
-                                   "the replay state is damaged, refusing to unwrap")
+                raise KeyFileError(
+                    f"{self.path}: line {n} is not `PACKAGE_ID LEDGER_ID CREATED_AT EXPIRES_AT`; "
+                    "the replay state is damaged, refusing to unwrap"
+                )
             try:
-                out.append(Accepted(m[1], m[2], _parse_time(m[3], f"{self.path}: line {n}"),
-                                    _parse_time(m[4], f"{self.path}: line {n}")))
+                out.append(
+                    Accepted(
+                        m[1],
+                        m[2],
+                        _parse_time(m[3], f"{self.path}: line {n}"),
+                        _parse_time(m[4], f"{self.path}: line {n}"),
+                    )
+                )
             except LedgerFormatError as e:
-                raise KeyFileError(f"{e}; the replay state is damaged, refusing to unwrap") from None
+                raise KeyFileError(
+                    f"{e}; the replay state is damaged, refusing to unwrap"
+                ) from None
         return out
 
     def check(self, pkg: KeyPackage, where: str) -> None:
@@ -530,12 +682,18 @@ class AcceptedPackages:
         created before one already accepted for the same ledger (a rollback to an older key)."""
         for a in self.entries():
             if a.package_id == pkg.package_id:
-                raise PackageRefused(f"{where}: package {pkg.package_id} was already accepted by this device "
-                                     f"(replayed; {self.path})", "replayed")
+                raise PackageRefused(
+                    f"{where}: package {pkg.package_id} was already accepted by this device "
+                    f"(replayed; {self.path})",
+                    "replayed",
+                )
             if a.ledger_id == pkg.ledger_id and a.created_at > pkg.created_at:
-                raise PackageRefused(f"{where}: package created {_iso(pkg.created_at)} is older than package "
-                                     f"{a.package_id} (created {_iso(a.created_at)}) already accepted for ledger "
-                                     f"{pkg.ledger_id} (superseded; {self.path})", "superseded")
+                raise PackageRefused(
+                    f"{where}: package created {_iso(pkg.created_at)} is older than package "
+                    f"{a.package_id} (created {_iso(a.created_at)}) already accepted for ledger "
+                    f"{pkg.ledger_id} (superseded; {self.path})",
+                    "superseded",
+                )
 
     def record(self, pkg: KeyPackage) -> None:
         """Append the package's line and fsync it (and the directory, for a new file)."""
@@ -550,7 +708,9 @@ class AcceptedPackages:
             finally:
                 os.close(dfd)
         except OSError as e:
-            raise KeyFileError(f"{self.path}: cannot record the accepted package: {e.strerror or e}") from None
+            raise KeyFileError(
+                f"{self.path}: cannot record the accepted package: {e.strerror or e}"
+            ) from None
 
 
 @dataclass(frozen=True)
@@ -563,14 +723,28 @@ class UnwrapResult:
 
     def to_json(self) -> dict[str, Any]:
         p = self.package
-        return {"ok": True, "out": self.out, "package_id": p.package_id, "ledger_id": p.ledger_id,
-                "device_id": p.device_id, "digest_key_ids": p.digest_key_ids, "created_at": _iso(p.created_at),
-                "expires_at": _iso(p.expires_at), "signer": p.signer, "accepted_file": self.accepted_file}
+        return {
+            "ok": True,
+            "out": self.out,
+            "package_id": p.package_id,
+            "ledger_id": p.ledger_id,
+            "device_id": p.device_id,
+            "digest_key_ids": p.digest_key_ids,
+            "created_at": _iso(p.created_at),
+            "expires_at": _iso(p.expires_at),
+            "signer": p.signer,
+            "accepted_file": self.accepted_file,
+        }
 
 
-def unwrap(package_path: str | os.PathLike[str], device_key: DeviceKey, trust: TrustBundle,
-           out: str | os.PathLike[str], now: datetime | None = None,
-           accepted_file: str | os.PathLike[str] | None = None) -> UnwrapResult:
+def unwrap(
+    package_path: str | os.PathLike[str],
+    device_key: DeviceKey,
+    trust: TrustBundle,
+    out: str | os.PathLike[str],
+    now: datetime | None = None,
+    accepted_file: str | os.PathLike[str] | None = None,
+) -> UnwrapResult:
     """Check a key package and write its digest key to ``out`` (64 hex + newline, mode 0600).
 
     Steps, in order (each refusal is one line naming the package):
@@ -592,28 +766,43 @@ def unwrap(package_path: str | os.PathLike[str], device_key: DeviceKey, trust: T
     ``accepted-packages`` next to ``device_key``'s file."""
     where = os.fspath(package_path)
     out = os.fspath(out)
-    now = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    now = (now or datetime.now(UTC)).astimezone(UTC)
     pkg = KeyPackage.parse(_read_file(where, "a key package", secret=False), where)
 
     if trust.scheme != "hybrid":
-        raise KeyFileError(f"{trust.path or 'trust bundle'}: scheme {trust.scheme}; key packages are checked "
-                           "against a hybrid (Ed25519 + ML-DSA-65) trust bundle")
+        raise KeyFileError(
+            f"{trust.path or 'trust bundle'}: scheme {trust.scheme}; key packages are checked "
+            "against a hybrid (Ed25519 + ML-DSA-65) trust bundle"
+        )
     problems = trust.verify(pkg.signed_bytes(), pkg.signatures)
     if pkg.signer != trust.key_ids:
-        problems.insert(0, f"signed by {json.dumps(pkg.signer, sort_keys=True)}, not by the trusted keys "
-                           f"{json.dumps(trust.key_ids, sort_keys=True)}")
+        problems.insert(
+            0,
+            f"signed by {json.dumps(pkg.signer, sort_keys=True)}, not by the trusted keys "
+            f"{json.dumps(trust.key_ids, sort_keys=True)}",
+        )
     if problems:
-        raise PackageRefused(f"{where}: signature check failed (tampered, or not from the trusted verifier): "
-                             + "; ".join(problems), "bad_signature")
+        raise PackageRefused(
+            f"{where}: signature check failed (tampered, or not from the trusted verifier): "
+            + "; ".join(problems),
+            "bad_signature",
+        )
 
     if pkg.device_id != device_key.device_id:
-        raise WrongDeviceError(f"{where}: package is sealed to device {pkg.device_id}, not to this device "
-                               f"{device_key.device_id} ({device_key.path or 'device key'})")
+        raise WrongDeviceError(
+            f"{where}: package is sealed to device {pkg.device_id}, not to this device "
+            f"{device_key.device_id} ({device_key.path or 'device key'})"
+        )
     if pkg.created_at > now + timedelta(seconds=CLOCK_SKEW_S):
-        raise PackageRefused(f"{where}: created {_iso(pkg.created_at)}, later than this device's clock "
-                             f"({_iso(now)}) allows; not yet valid", "not_yet_valid")
+        raise PackageRefused(
+            f"{where}: created {_iso(pkg.created_at)}, later than this device's clock "
+            f"({_iso(now)}) allows; not yet valid",
+            "not_yet_valid",
+        )
     if now >= pkg.expires_at:
-        raise PackageRefused(f"{where}: expired at {_iso(pkg.expires_at)} (now {_iso(now)})", "expired")
+        raise PackageRefused(
+            f"{where}: expired at {_iso(pkg.expires_at)} (now {_iso(now)})", "expired"
+        )
     if os.path.lexists(out):
         raise KeyFileError(f"{out}: already exists; refusing to overwrite a digest key")
     if not os.path.isdir(os.path.dirname(out) or "."):
@@ -629,17 +818,26 @@ def unwrap(package_path: str | os.PathLike[str], device_key: DeviceKey, trust: T
         try:
             master = device_key.open(pkg.ciphertext, pkg.info())
         except (InvalidTag, ValueError):
-            raise PackageRefused(f"{where}: the signed ciphertext does not open with this device key under its "
-                                 "signed header (binding mismatch)", "binding_mismatch") from None
+            raise PackageRefused(
+                f"{where}: the signed ciphertext does not open with this device key under its "
+                "signed header (binding mismatch)",
+                "binding_mismatch",
+            ) from None
         if len(master) != MASTER_KEY_SIZE:
-            raise PackageRefused(f"{where}: the sealed key is {len(master)} bytes, not {MASTER_KEY_SIZE} "
-                                 "(binding mismatch)", "binding_mismatch")
+            raise PackageRefused(
+                f"{where}: the sealed key is {len(master)} bytes, not {MASTER_KEY_SIZE} "
+                "(binding mismatch)",
+                "binding_mismatch",
+            )
         key = DigestKey(master)
         got = digest_key_ids(key)
         if got != pkg.digest_key_ids:
             alg = next(a for a in got if got[a] != pkg.digest_key_ids.get(a))
-            raise PackageRefused(f"{where}: the sealed key's {alg} key id is {got[alg]}, the package signs "
-                                 f"{pkg.digest_key_ids[alg]} (binding mismatch)", "binding_mismatch")
+            raise PackageRefused(
+                f"{where}: the sealed key's {alg} key id is {got[alg]}, the package signs "
+                f"{pkg.digest_key_ids[alg]} (binding mismatch)",
+                "binding_mismatch",
+            )
         state.record(pkg)
         key.save(out)
     return UnwrapResult(pkg, out, state.path)

@@ -46,8 +46,17 @@ class DigestEngine:
     by the caller-supplied first sequence number of each batch.
     """
 
-    def __init__(self, reader: FrameReader, algorithm: Algorithm, strip_id: int, subkey: bytes,
-                 batch_records: int = 65536, *, workers: int = 1, batch: int = 0):
+    def __init__(
+        self,
+        reader: FrameReader,
+        algorithm: Algorithm,
+        strip_id: int,
+        subkey: bytes,
+        batch_records: int = 65536,
+        *,
+        workers: int = 1,
+        batch: int = 0,
+    ):
         """`workers`: threads that digest each pass (records never depend on it); `batch`: frames
         per reader call and digest pass (0: the native default, larger with several workers)."""
         self.reader = reader
@@ -60,9 +69,13 @@ class DigestEngine:
         cfg.key = key
         cfg.key_len = len(subkey)
         if not 1 <= workers <= lib.LT_ENGINE_MAX_WORKERS:
-            raise UsageError(Setting("workers"), f" must be 1..{lib.LT_ENGINE_MAX_WORKERS}, got {workers}")
+            raise UsageError(
+                Setting("workers"), f" must be 1..{lib.LT_ENGINE_MAX_WORKERS}, got {workers}"
+            )
         if not 0 <= batch <= lib.LT_ENGINE_BATCH_MAX:
-            raise UsageError(f"engine batch must be 0..{lib.LT_ENGINE_BATCH_MAX} frames, got {batch}")
+            raise UsageError(
+                f"engine batch must be 0..{lib.LT_ENGINE_BATCH_MAX} frames, got {batch}"
+            )
         cfg.workers = workers
         cfg.batch = batch
         self.workers = workers
@@ -78,7 +91,9 @@ class DigestEngine:
         self._buf = ffi.new("uint8_t[]", batch_records * self.record_size)
         self._n = ffi.new("size_t *")
         self._bytes = ffi.new("uint64_t *")
-        self.ended = False  # the source reported its end (a live source may return 0 records before)
+        self.ended = (
+            False  # the source reported its end (a live source may return 0 records before)
+        )
 
     @cached_property
     def dtype(self) -> np.dtype:
@@ -86,9 +101,13 @@ class DigestEngine:
         a file never asks, and loads no numpy."""
         return record_dtype(self.algorithm.digest_size)
 
-    def fill(self, first_seq: int, max_records: int | None = None,
-             out: np.ndarray | ffi.CData | None = None,
-             idle: bool = False) -> tuple[memoryview, int, int]:
+    def fill(
+        self,
+        first_seq: int,
+        max_records: int | None = None,
+        out: np.ndarray | ffi.CData | None = None,
+        idle: bool = False,
+    ) -> tuple[memoryview, int, int]:
         """Digest up to `max_records` more frames (default: one batch).
 
         Returns (records, count, captured_bytes): `records` is a view of count*record_size bytes
@@ -107,7 +126,9 @@ class DigestEngine:
         np = sys.modules.get("numpy")  # an array `out` means numpy is loaded (a file capture: not)
         if np is not None and isinstance(out, np.ndarray):
             if out.dtype != self.dtype or not out.flags.c_contiguous or not out.flags.writeable:
-                raise ValueError("out must be a writable contiguous array of the engine's record dtype")
+                raise ValueError(
+                    "out must be a writable contiguous array of the engine's record dtype"
+                )
             want = min(want, len(out))
             dst = ffi.from_buffer(out) if len(out) else ffi.NULL
         elif out is not None:
@@ -126,7 +147,11 @@ class DigestEngine:
             end_error = getattr(self.reader, "end_error", None)  # file readers: a stream cut short
             if end_error is not None and end_error() is not None:
                 raise end_error()
-        return memoryview(ffi.buffer(dst, n * self.record_size)) if n else memoryview(b""), n, self._bytes[0]
+        return (
+            memoryview(ffi.buffer(dst, n * self.record_size)) if n else memoryview(b""),
+            n,
+            self._bytes[0],
+        )
 
     def strip_fallbacks(self) -> StripFallbacks:
         """Frames of every record filled so far whose strip mode fell back, per reason."""
@@ -138,8 +163,10 @@ class DigestEngine:
 def digest_one(algorithm: Algorithm, key: bytes, message: bytes) -> bytes:
     """Native digest of one message (known-answer and reference tests)."""
     out = ffi.new("uint8_t[]", max(algorithm.digest_size, 8))
-    check(lib.lt_digest(algorithm.native_id, key, message, len(message), out),
-          f"native digest failed for {algorithm.name}")
+    check(
+        lib.lt_digest(algorithm.native_id, key, message, len(message), out),
+        f"native digest failed for {algorithm.name}",
+    )
     return bytes(ffi.buffer(out, algorithm.digest_size))
 
 
@@ -152,10 +179,12 @@ def digest_many(algorithm: Algorithm, key: bytes, messages: list[bytes]) -> list
     ptrs = ffi.new("const uint8_t *[]", keep) if n else ffi.NULL
     lens = ffi.new("uint32_t[]", [len(m) for m in messages]) if n else ffi.NULL
     out = ffi.new("uint8_t[]", max(n, 1) * size)
-    check(lib.lt_digest_many(algorithm.native_id, key, ptrs, lens, n, out, size),
-          f"native digest_many failed for {algorithm.name}")
+    check(
+        lib.lt_digest_many(algorithm.native_id, key, ptrs, lens, n, out, size),
+        f"native digest_many failed for {algorithm.name}",
+    )
     raw = bytes(ffi.buffer(out, n * size))
-    return [raw[i * size:(i + 1) * size] for i in range(n)]
+    return [raw[i * size : (i + 1) * size] for i in range(n)]
 
 
 #: a ledger's leaf constructions (ledger.json `leaf_hash`; docs/adr/0013-blake3-leaf-entries.md):
@@ -179,9 +208,13 @@ def merkle_leaves(records, record_size: int, leaf_records: int, leaf_hash: str =
     1..MERKLE_MAX_LEAF_RECORDS (the same bounds ledger.json and seals are held to), or
     leaf_records is 1 and record_size a window record's (one window per leaf)."""
     window = leaf_records == 1 and record_size >= lib.LT_WINDOW_HEADER
-    if not window and (record_size not in (RECORD_FIXED + 16, RECORD_FIXED + 32)
-                       or not valid_leaf_records(leaf_records)):
-        raise ValueError(f"record size {record_size!r} / leaf records {leaf_records!r} out of bounds")
+    if not window and (
+        record_size not in (RECORD_FIXED + 16, RECORD_FIXED + 32)
+        or not valid_leaf_records(leaf_records)
+    ):
+        raise ValueError(
+            f"record size {record_size!r} / leaf records {leaf_records!r} out of bounds"
+        )
     buf = ffi.from_buffer(records)
     count = len(buf) // record_size
     leaves = -(-count // leaf_records)
@@ -205,7 +238,10 @@ def merkle_root(leaf_hashes: bytes) -> bytes:
     if not leaf_hashes:
         return hashlib.sha256(b"").digest()
     out = ffi.new("uint8_t[32]")
-    check(lib.lt_merkle_root(ffi.from_buffer(leaf_hashes), len(leaf_hashes) // 32, out), "lt_merkle_root")
+    check(
+        lib.lt_merkle_root(ffi.from_buffer(leaf_hashes), len(leaf_hashes) // 32, out),
+        "lt_merkle_root",
+    )
     return bytes(ffi.buffer(out, 32))
 
 
@@ -218,6 +254,7 @@ def usable_cores() -> int:
 
 
 # ---- CPU paths (native dispatch, docs/algorithms.md "CPU paths") ----
+
 
 def cpu_path(algorithm: Algorithm) -> str:
     """Name of the CPU path the native code uses now for `algorithm` (e.g. "aesni-pclmul")."""
@@ -236,8 +273,10 @@ def force_cpu_path(algorithm: Algorithm, path: str | None) -> None:
 
     Engines already created keep their path. For tests and benchmarks; LEDGERTOOL_CPU_PATH does
     the same from the environment. Raises ValueError for a path this CPU cannot run."""
-    check(lib.lt_cpu_path_force(algorithm.native_id, path.encode() if path else ffi.NULL),
-          f"{algorithm.name}: no CPU path {path!r} on this machine (available: {', '.join(cpu_paths(algorithm))})")
+    check(
+        lib.lt_cpu_path_force(algorithm.native_id, path.encode() if path else ffi.NULL),
+        f"{algorithm.name}: no CPU path {path!r} on this machine (available: {', '.join(cpu_paths(algorithm))})",
+    )
 
 
 def cpu_path_note() -> str:

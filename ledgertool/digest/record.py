@@ -104,9 +104,9 @@ class RecordSink:
         if len(self._buf) - self.n < need:
             want = self.n + need + min(max(ahead, 0), self.MAX_HINT)
             grown = np.empty(max(2 * len(self._buf), want), self._buf.dtype)
-            grown[:self.n] = self._buf[:self.n]
+            grown[: self.n] = self._buf[: self.n]
             self._buf = grown
-        return self._buf[self.n:]
+        return self._buf[self.n :]
 
     def take(self, records) -> np.ndarray:
         """Count `records` (a bytes-like object of whole records) as filled and return them as a
@@ -121,16 +121,18 @@ class RecordSink:
         if len(mem) % size:
             raise ValueError(f"{len(mem)} bytes are not whole {size}-byte records")
         count = len(mem) // size
-        tail = self._buf[self.n:]
-        if not (count <= len(tail) and count and _address(mem) == tail.__array_interface__["data"][0]):
+        tail = self._buf[self.n :]
+        if not (
+            count <= len(tail) and count and _address(mem) == tail.__array_interface__["data"][0]
+        ):
             tail = self.room(count)
             tail[:count] = np.frombuffer(mem, self._buf.dtype)
         self.n += count
-        return self._buf[self.n - count:self.n]
+        return self._buf[self.n - count : self.n]
 
     def records(self) -> np.ndarray:
         """The records filled so far (a view)."""
-        return self._buf[:self.n]
+        return self._buf[: self.n]
 
     def clear(self) -> None:
         """Forget the records filled and give their memory back (the array is one batch again)."""

@@ -11,8 +11,8 @@ SipHash-c-d: Aumasson & Bernstein, "SipHash: a fast short-input PRF", INDOCRYPT 
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from fractions import Fraction
-from typing import Iterator
 
 _M64 = (1 << 64) - 1
 
@@ -26,22 +26,33 @@ def siphash(key: bytes, msg: bytes, c: int = 1, d: int = 3, out_bytes: int = 16)
     if len(key) != 16 or out_bytes not in (8, 16):
         raise ValueError("SipHash needs a 16-byte key and 8 or 16 output bytes")
     k0, k1 = struct.unpack("<QQ", key)
-    v = [0x736F6D6570736575 ^ k0, 0x646F72616E646F6D ^ k1, 0x6C7967656E657261 ^ k0, 0x7465646279746573 ^ k1]
+    v = [
+        0x736F6D6570736575 ^ k0,
+        0x646F72616E646F6D ^ k1,
+        0x6C7967656E657261 ^ k0,
+        0x7465646279746573 ^ k1,
+    ]
     if out_bytes == 16:
         v[1] ^= 0xEE
 
     def rounds(n: int) -> None:
         for _ in range(n):
-            v[0] = (v[0] + v[1]) & _M64; v[1] = _rotl(v[1], 13) ^ v[0]; v[0] = _rotl(v[0], 32)
-            v[2] = (v[2] + v[3]) & _M64; v[3] = _rotl(v[3], 16) ^ v[2]
-            v[0] = (v[0] + v[3]) & _M64; v[3] = _rotl(v[3], 21) ^ v[0]
-            v[2] = (v[2] + v[1]) & _M64; v[1] = _rotl(v[1], 17) ^ v[2]; v[2] = _rotl(v[2], 32)
+            v[0] = (v[0] + v[1]) & _M64
+            v[1] = _rotl(v[1], 13) ^ v[0]
+            v[0] = _rotl(v[0], 32)
+            v[2] = (v[2] + v[3]) & _M64
+            v[3] = _rotl(v[3], 16) ^ v[2]
+            v[0] = (v[0] + v[3]) & _M64
+            v[3] = _rotl(v[3], 21) ^ v[0]
+            v[2] = (v[2] + v[1]) & _M64
+            v[1] = _rotl(v[1], 17) ^ v[2]
+            v[2] = _rotl(v[2], 32)
 
     # Message words, then the final word: remaining bytes with the length (mod 256) in the top byte.
     full = len(msg) - len(msg) % 8
     tail = msg[full:] + bytes(7 - len(msg) % 8) + bytes([len(msg) & 0xFF])
     for off in range(0, full + 8, 8):
-        m = int.from_bytes((msg[off:off + 8] if off < full else tail), "little")
+        m = int.from_bytes((msg[off : off + 8] if off < full else tail), "little")
         v[3] ^= m
         rounds(c)
         v[0] ^= m
@@ -61,8 +72,12 @@ def read_pcap(data: bytes) -> Iterator[tuple[int, int, int, bytes]]:
     Stops silently at a cut record: a reference for well-formed files, not a hardened reader.
     """
     magic = data[:4]
-    table = {b"\xd4\xc3\xb2\xa1": ("<", 1000), b"\xa1\xb2\xc3\xd4": (">", 1000),
-             b"\x4d\x3c\xb2\xa1": ("<", 1), b"\xa1\xb2\x3c\x4d": (">", 1)}
+    table = {
+        b"\xd4\xc3\xb2\xa1": ("<", 1000),
+        b"\xa1\xb2\xc3\xd4": (">", 1000),
+        b"\x4d\x3c\xb2\xa1": ("<", 1),
+        b"\xa1\xb2\x3c\x4d": (">", 1),
+    }
     if magic not in table:
         raise ValueError("not a classic pcap file")
     order, unit = table[magic]
@@ -73,7 +88,7 @@ def read_pcap(data: bytes) -> Iterator[tuple[int, int, int, bytes]]:
         off += 16
         if off + caplen > len(data):
             return
-        yield sec * 1_000_000_000 + frac * unit, caplen, wire, data[off:off + caplen]
+        yield sec * 1_000_000_000 + frac * unit, caplen, wire, data[off : off + caplen]
         off += caplen
 
 
@@ -98,7 +113,9 @@ def workload_key(seed: int) -> bytes:
 
 def workload_flow_seed(seed: int, flow: int) -> int:
     """fs(f) = SipHash-1-3-64(key, LE64(f))."""
-    return int.from_bytes(siphash(workload_key(seed), flow.to_bytes(8, "little"), 1, 3, 8), "little")
+    return int.from_bytes(
+        siphash(workload_key(seed), flow.to_bytes(8, "little"), 1, 3, 8), "little"
+    )
 
 
 def workload_stream_word(seed: int, flow: int, k: int, i: int) -> int:
@@ -125,7 +142,9 @@ _pools: dict[int, list[int]] = {}
 def workload_pool(seed: int) -> list[int]:
     """8192 words: pool[i] = mix64(SipHash-1-3-64(key, LE64(2^64-1)) + (i+1)*gamma)."""
     if seed not in _pools:
-        ps = int.from_bytes(siphash(workload_key(seed), _M64.to_bytes(8, "little"), 1, 3, 8), "little")
+        ps = int.from_bytes(
+            siphash(workload_key(seed), _M64.to_bytes(8, "little"), 1, 3, 8), "little"
+        )
         _pools[seed] = [mix64(ps + (i + 1) * _SM_GAMMA) for i in range(_POOL_WORDS)]
     return _pools[seed]
 
@@ -137,12 +156,16 @@ def workload_payload(seed: int, flow: int, k: int, length: int) -> bytes:
     off = workload_stream_word(seed, flow, k, 1) % _POOL_WORDS
     mask = workload_stream_word(seed, flow, k, 2)
     words = (length + 7) // 8
-    return b"".join((pool[(off + j) % _POOL_WORDS] ^ mask).to_bytes(8, "little") for j in range(words))[:length]
+    return b"".join(
+        (pool[(off + j) % _POOL_WORDS] ^ mask).to_bytes(8, "little") for j in range(words)
+    )[:length]
 
 
 def workload_order(frame_counts: list[int]) -> list[tuple[int, int]]:
     """Global frame order as (flow, k): by virtual time (2k+1)/(2 n_f), ties by flow index."""
-    keys = [(Fraction(2 * k + 1, 2 * n), f, k) for f, n in enumerate(frame_counts) for k in range(n)]
+    keys = [
+        (Fraction(2 * k + 1, 2 * n), f, k) for f, n in enumerate(frame_counts) for k in range(n)
+    ]
     return [(f, k) for _, f, k in sorted(keys)]
 
 

@@ -25,11 +25,11 @@ class StripMode:
 DESCRIPTIONS = {
     "frame": "the captured link-layer bytes as stored",
     "l3": "the IP packet: minus the link-layer header (Ethernet + VLAN tags, SLL, SLL2, NULL, raw IP) "
-          "and minus Ethernet padding after the IP length",
+    "and minus Ethernet padding after the IP length",
     "payload": "the L4 payload: l3 minus the IPv4 header/IPv6 header chain and the UDP/TCP header; "
-               "ICMP and other protocols: what follows the IP header(s)",
+    "ICMP and other protocols: what follows the IP header(s)",
     "rdma": "payload; for RoCEv2 (UDP port 4791) also minus the InfiniBand BTH, the extended transport "
-            "headers of its opcode and the 4-byte ICRC",
+    "headers of its opcode and the 4-byte ICRC",
 }
 
 MODES: dict[str, StripMode] = {n: StripMode(n, i, DESCRIPTIONS[n]) for n, i in STRIP_MODES.items()}
@@ -50,24 +50,38 @@ class StripFallbacks:
     def total(self) -> int:
         return self.unsupported_linktype + self.non_ip + self.malformed
 
-    def __add__(self, other: "StripFallbacks") -> "StripFallbacks":
-        return StripFallbacks(self.unsupported_linktype + other.unsupported_linktype,
-                              self.non_ip + other.non_ip, self.malformed + other.malformed)
+    def __add__(self, other: StripFallbacks) -> StripFallbacks:
+        return StripFallbacks(
+            self.unsupported_linktype + other.unsupported_linktype,
+            self.non_ip + other.non_ip,
+            self.malformed + other.malformed,
+        )
 
     def to_json(self) -> dict:
-        return {"total": self.total, "unsupported_linktype": self.unsupported_linktype, "non_ip": self.non_ip,
-                "malformed": self.malformed}
+        return {
+            "total": self.total,
+            "unsupported_linktype": self.unsupported_linktype,
+            "non_ip": self.non_ip,
+            "malformed": self.malformed,
+        }
 
     def note(self, strip: str, frames: int, source: str) -> str | None:
         """One line for the summary, or None when no frame fell back."""
         if not self.total:
             return None
-        why = [f"{n} {what}" for n, what in (
-            (self.unsupported_linktype, "of a link type it cannot parse (hashed whole)"),
-            (self.non_ip, "not IPv4/IPv6 (hashed from the end of the link header)"),
-            (self.malformed, "malformed (hashed from the first header it could not follow)")) if n]
-        return (f"{source}: strip {strip} fell back on {self.total} of {plural(frames, 'frame')}: {'; '.join(why)} "
-                "(docs/strip-modes.md, \"Fallbacks\")")
+        why = [
+            f"{n} {what}"
+            for n, what in (
+                (self.unsupported_linktype, "of a link type it cannot parse (hashed whole)"),
+                (self.non_ip, "not IPv4/IPv6 (hashed from the end of the link header)"),
+                (self.malformed, "malformed (hashed from the first header it could not follow)"),
+            )
+            if n
+        ]
+        return (
+            f"{source}: strip {strip} fell back on {self.total} of {plural(frames, 'frame')}: {'; '.join(why)} "
+            '(docs/strip-modes.md, "Fallbacks")'
+        )
 
 
 def flag_names(flags: int) -> list[str]:
@@ -87,7 +101,9 @@ class StripRange:
         return self.offset + self.length
 
 
-def strip_range(frame: bytes, linktype: int, strip: str | int, wire_len: int | None = None) -> StripRange:
+def strip_range(
+    frame: bytes, linktype: int, strip: str | int, wire_len: int | None = None
+) -> StripRange:
     """The native strip of one frame (the same code the engine runs per frame).
 
     `wire_len` defaults to len(frame) (an uncut frame). The TRUNCATED flag is not included: the
@@ -95,8 +111,19 @@ def strip_range(frame: bytes, linktype: int, strip: str | int, wire_len: int | N
     """
     sid = strip if isinstance(strip, int) else get_strip_mode(strip)
     off, ln, fl = ffi.new("uint32_t *"), ffi.new("uint32_t *"), ffi.new("uint16_t *")
-    check(lib.lt_strip(sid, linktype, frame, len(frame), len(frame) if wire_len is None else wire_len, off, ln, fl),
-          f"unknown strip mode id {strip!r}")
+    check(
+        lib.lt_strip(
+            sid,
+            linktype,
+            frame,
+            len(frame),
+            len(frame) if wire_len is None else wire_len,
+            off,
+            ln,
+            fl,
+        ),
+        f"unknown strip mode id {strip!r}",
+    )
     return StripRange(off[0], ln[0], fl[0])
 
 
@@ -104,7 +131,9 @@ def explain(frame: bytes, linktype: int, strip: str, wire_len: int | None = None
     """One line saying what strip mode `strip` hashed of `frame`, with scapy naming the layers."""
     r = strip_range(frame, linktype, strip, wire_len)
     text = f"strip {strip}: hashed bytes [{r.offset}, {r.end}) of {len(frame)}"
-    flags = flag_names(r.flags | (FLAG_TRUNCATED if wire_len is not None and len(frame) < wire_len else 0))
+    flags = flag_names(
+        r.flags | (FLAG_TRUNCATED if wire_len is not None and len(frame) < wire_len else 0)
+    )
     layers = _layers(frame, linktype)
     if layers:
         stripped = [name for name, start in layers if start < r.offset]

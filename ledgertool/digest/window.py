@@ -13,10 +13,9 @@ decoding two windows is the verifier's business: ledgertool/reconcile/windows.py
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import struct
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
@@ -25,7 +24,9 @@ from .._binding import check, ffi, lib
 from ..errors import DataError
 from ..plan import window_cells
 
-if TYPE_CHECKING:  # numpy is imported where records are handled: a v2 capture of frames alone loads none
+if (
+    TYPE_CHECKING
+):  # numpy is imported where records are handled: a v2 capture of frames alone loads none
     import numpy as np
 
 __all__ = [

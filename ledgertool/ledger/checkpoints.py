@@ -6,10 +6,11 @@ pure; docs/transparency.md, "Checkpoints").
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from contextlib import nullcontext
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Protocol
 
 from .. import fsio
 from ..errors import LedgerFormatError, Setting, UsageError
@@ -48,7 +49,9 @@ def link_tree(directory: Path, link: str) -> LinkTree:
     cannot be read at all: a tree is never silently cut at a read error."""
 
     directory = Path(directory)
-    seals = {i: f["seal.json"] for i, f in segment_files(directory, link).items() if "seal.json" in f}
+    seals = {
+        i: f["seal.json"] for i, f in segment_files(directory, link).items() if "seal.json" in f
+    }
     return tree_of_seals(link, seals, lambda i: load_seal(seals[i], directory))
 
 
@@ -70,23 +73,40 @@ def tree_of_seals(link: str, seals: dict, read: Callable[[int], Seal]) -> LinkTr
     return LinkTree(hashes, records, True)
 
 
-def make_checkpoint(directory: Path, ledger: LedgerHeader, link: str, tree: LinkTree | None = None) -> Checkpoint:
+def make_checkpoint(
+    directory: Path, ledger: LedgerHeader, link: str, tree: LinkTree | None = None
+) -> Checkpoint:
     """The link's checkpoint over `tree`, or by default over all of its seals: LedgerFormatError
     when one is missing or does not parse (StorageError / FileTypeError when it cannot be read), so
     a checkpoint is never signed over fewer segments than the link holds."""
     if tree is None:
         tree = link_tree(directory, link)
         if not tree.complete:
-            raise LedgerFormatError(f"{tree.stopped}: refusing to sign a checkpoint of link {link} that would "
-                                    f"cover only the {plural(len(tree.seal_hashes), 'segment')} before it (`ledgertool "
-                                    "verify` names what is wrong)")
-    return Checkpoint(origin_for(ledger.ledger_id, link), len(tree.seal_hashes), tree.root(),
-                      sum(tree.records), tree.seal_hashes[-1] if tree.seal_hashes else None,
-                      datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"))
+            raise LedgerFormatError(
+                f"{tree.stopped}: refusing to sign a checkpoint of link {link} that would "
+                f"cover only the {plural(len(tree.seal_hashes), 'segment')} before it (`ledgertool "
+                "verify` names what is wrong)"
+            )
+    return Checkpoint(
+        origin_for(ledger.ledger_id, link),
+        len(tree.seal_hashes),
+        tree.root(),
+        sum(tree.records),
+        tree.seal_hashes[-1] if tree.seal_hashes else None,
+        datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+    )
 
 
-def write_checkpoint(directory: Path, ledger: LedgerHeader, link: str, key: SigningKey, tree: LinkTree | None = None,
-                     *, top: bool = True, marks: CheckpointMarks | None = None) -> Path:
+def write_checkpoint(
+    directory: Path,
+    ledger: LedgerHeader,
+    link: str,
+    key: SigningKey,
+    tree: LinkTree | None = None,
+    *,
+    top: bool = True,
+    marks: CheckpointMarks | None = None,
+) -> Path:
     """Sign the link's checkpoint over `tree` (default: read from the ledger's seals; a writer
     that holds the chain in memory passes its own) into DIR/link=NAME/checkpoint; with `top`, also
     DIR/checkpoint while the ledger has one link (removed once it has several: one file cannot
@@ -110,15 +130,23 @@ def write_checkpoint(directory: Path, ledger: LedgerHeader, link: str, key: Sign
     return path
 
 
-def check_consistency(old_data: bytes, new_data: bytes, directory: Path, trust: TrustBundle,
-                      old_name: str = "OLD", new_name: str = "NEW") -> ConsistencyResult:
+def check_consistency(
+    old_data: bytes,
+    new_data: bytes,
+    directory: Path,
+    trust: TrustBundle,
+    old_name: str = "OLD",
+    new_name: str = "NEW",
+) -> ConsistencyResult:
     """Verify both checkpoints' signatures and an RFC 9162 consistency proof (built from the ledger's
     seal hashes) from OLD to NEW. ok exactly when NEW extends OLD."""
 
     old, new = parse_note(old_data, old_name), parse_note(new_data, new_name)
     ledger = load_ledger(Path(directory))
     if new.checkpoint.ledger_id != ledger.ledger_id:
-        raise LedgerFormatError(f"{new_name}: checkpoint of ledger {new.checkpoint.ledger_id}, not of {directory}")
+        raise LedgerFormatError(
+            f"{new_name}: checkpoint of ledger {new.checkpoint.ledger_id}, not of {directory}"
+        )
     sched = key_schedule(ledger.ledger_id, trust, load_rotations(Path(directory)))
 
     def result(ok: bool, proof: list[bytes], reason: str | None) -> ConsistencyResult:
@@ -130,40 +158,65 @@ def check_consistency(old_data: bytes, new_data: bytes, directory: Path, trust: 
         if reason:
             return result(False, [], f"{name}: {reason}")
     if old.checkpoint.origin != new.checkpoint.origin:
-        return result(False, [], f"different logs: {old.checkpoint.origin} vs {new.checkpoint.origin}")
+        return result(
+            False, [], f"different logs: {old.checkpoint.origin} vs {new.checkpoint.origin}"
+        )
     if old.checkpoint.size > new.checkpoint.size:
         if _extends(new.checkpoint, old.checkpoint, directory)[0]:
             # a mistake in the order, not a fork or a cut: say so (bad usage, exit 2)
-            raise UsageError(f"{old_name} ({plural(old.checkpoint.size, 'segment')}) extends {new_name} "
-                             f"({new.checkpoint.size}): the checkpoints look swapped; give the older one first "
-                             f"(check-consistency {new_name} {old_name}); if {new_name} really is the later "
-                             "one, the log went back to an earlier state")
-        return result(False, [], f"{old_name} ({plural(old.checkpoint.size, 'segment')}) is larger than {new_name} "
-                                 f"({new.checkpoint.size}), and the ledger does not extend {new_name} to it")
+            raise UsageError(
+                f"{old_name} ({plural(old.checkpoint.size, 'segment')}) extends {new_name} "
+                f"({new.checkpoint.size}): the checkpoints look swapped; give the older one first "
+                f"(check-consistency {new_name} {old_name}); if {new_name} really is the later "
+                "one, the log went back to an earlier state"
+            )
+        return result(
+            False,
+            [],
+            f"{old_name} ({plural(old.checkpoint.size, 'segment')}) is larger than {new_name} "
+            f"({new.checkpoint.size}), and the ledger does not extend {new_name} to it",
+        )
     ok, proof, reason = _extends(old.checkpoint, new.checkpoint, directory, old_name, new_name)
     return result(ok, proof, reason)
 
 
-def _extends(old: Checkpoint, new: Checkpoint, directory: Path, old_name: str = "OLD", new_name: str = "NEW"
-             ) -> tuple[bool, list[bytes], str | None]:
+def _extends(
+    old: Checkpoint, new: Checkpoint, directory: Path, old_name: str = "OLD", new_name: str = "NEW"
+) -> tuple[bool, list[bytes], str | None]:
     """(ok, RFC 9162 consistency proof built from the ledger's seal hashes, reason when not ok)
     for "checkpoint `new` extends `old`"; both are already authenticated and of one origin."""
     tree = link_tree(Path(directory), new.link)
     if len(tree.seal_hashes) < new.size:
-        return False, [], (f"the ledger holds {plural(len(tree.seal_hashes), 'segment')} of link {new.link}, fewer than "
-                           f"{new_name}'s {new.size}")
+        return (
+            False,
+            [],
+            (
+                f"the ledger holds {plural(len(tree.seal_hashes), 'segment')} of link {new.link}, fewer than "
+                f"{new_name}'s {new.size}"
+            ),
+        )
     leaves = seal_leaf_hashes(tree.seal_hashes[: new.size])
     proof = merkle.consistency_proof(old.size, leaves)
     if merkle.verify_consistency(old.size, new.size, old.root, new.root, proof):
         return True, proof, None
     if merkle.root_from_leaf_hashes(leaves) != new.root:
-        return False, proof, f"the ledger's tree of {plural(new.size, 'segment')} is not {new_name}'s"
+        return (
+            False,
+            proof,
+            f"the ledger's tree of {plural(new.size, 'segment')} is not {new_name}'s",
+        )
     return False, proof, f"{new_name} does not extend {old_name}: the consistency proof fails"
 
 
-def export_checkpoint(directory: Path, out: Path, *, signing_key: SigningKey | None = None,
-                      link: str | None = None, device_state: KeyState | None = None,
-                      notes: list[str] | None = None) -> Checkpoint:
+def export_checkpoint(
+    directory: Path,
+    out: Path,
+    *,
+    signing_key: SigningKey | None = None,
+    link: str | None = None,
+    device_state: KeyState | None = None,
+    notes: list[str] | None = None,
+) -> Checkpoint:
     """Write the link's checkpoint to `out`: freshly signed with `signing_key` (holding the ledger's
     writer lock, so no capture changes the chain while it is read), else the one the last
     capture/recover stored (DIR/link=NAME/checkpoint). UsageError/LedgerFormatError otherwise,

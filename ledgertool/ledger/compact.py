@@ -47,24 +47,36 @@ class Compacted:
     finished_leftover: bool
 
     def to_json(self) -> dict:
-        return {"link": self.link, "segment": self.index, "records": self.records,
-                "parquet_bytes": self.parquet_bytes, "finished_leftover": self.finished_leftover}
+        return {
+            "link": self.link,
+            "segment": self.index,
+            "records": self.records,
+            "parquet_bytes": self.parquet_bytes,
+            "finished_leftover": self.finished_leftover,
+        }
 
 
 @dataclass
 class CompactResult:
     ledger: str
     compacted: list[Compacted] = field(default_factory=list)
-    already_parquet: int = 0  # sealed segments that were Parquet already (v1, or v2 compacted before)
+    already_parquet: int = (
+        0  # sealed segments that were Parquet already (v1, or v2 compacted before)
+    )
 
     @property
     def records(self) -> int:
         return sum(c.records for c in self.compacted)
 
     def to_json(self) -> dict:
-        return {"ok": True, "ledger": self.ledger, "compacted": [c.to_json() for c in self.compacted],
-                "segments_compacted": len(self.compacted), "records": self.records,
-                "already_parquet": self.already_parquet}
+        return {
+            "ok": True,
+            "ledger": self.ledger,
+            "compacted": [c.to_json() for c in self.compacted],
+            "segments_compacted": len(self.compacted),
+            "records": self.records,
+            "already_parquet": self.already_parquet,
+        }
 
 
 def compact_ledger(directory: Path, links: list[str] | None = None) -> CompactResult:
@@ -84,8 +96,10 @@ def compact_ledger(directory: Path, links: list[str] | None = None) -> CompactRe
     chosen = reader.links if links is None else list(links)
     unknown = sorted(set(chosen) - set(reader.links))
     if unknown:
-        raise LedgerFormatError(f"{directory}: no link named {', '.join(unknown)} (links: "
-                                f"{', '.join(reader.links) or 'none'})")
+        raise LedgerFormatError(
+            f"{directory}: no link named {', '.join(unknown)} (links: "
+            f"{', '.join(reader.links) or 'none'})"
+        )
     res = CompactResult(str(directory))
     with writer_lock(directory, "compact"):
         reader = LedgerReader(directory)  # listed again under the lock: no writer moves files now
@@ -93,26 +107,39 @@ def compact_ledger(directory: Path, links: list[str] | None = None) -> CompactRe
             listing = reader.listing(link)
             # a non-regular file (FIFO, link, directory, device) at a segment file's name is never
             # opened; compaction names it and stops, as verify lists it, instead of skipping it
-            shadowed = {s.shadows: s for s in listing.strays if s.shadows is not None
-                        and s.path.name in (segment_name(s.shadows, RECORDS), segment_name(s.shadows, PARQUET))}
+            shadowed = {
+                s.shadows: s
+                for s in listing.strays
+                if s.shadows is not None
+                and s.path.name
+                in (segment_name(s.shadows, RECORDS), segment_name(s.shadows, PARQUET))
+            }
             for index in listing.sealed:
                 if index in shadowed:
-                    raise DiscrepancyError(f"{shadowed[index].path}: {shadowed[index].why}; segment {index} of "
-                                           f"link {link} not compacted (`ledgertool verify`)")
+                    raise DiscrepancyError(
+                        f"{shadowed[index].path}: {shadowed[index].why}; segment {index} of "
+                        f"link {link} not compacted (`ledgertool verify`)"
+                    )
                 if not listing.has(index, RECORDS):
-                    if listing.has(index, OPEN):  # a capture stopped between the seal and the rename
+                    if listing.has(
+                        index, OPEN
+                    ):  # a capture stopped between the seal and the rename
                         raise LedgerFormatError(
                             f"{reader.segment_path(link, index, OPEN)}: segment {index} of link {link} is sealed "
                             f"but not yet renamed to {segment_name(index, RECORDS)}; run `ledgertool recover "
-                            f"{directory}` first, then compact")
+                            f"{directory}` first, then compact"
+                        )
                     if not listing.has(index, PARQUET):
                         raise DiscrepancyError(
                             f"{reader.segment_path(link, index, RECORDS)}: segment {index} of link {link} is "
                             f"sealed but has neither {segment_name(index, RECORDS)} nor "
-                            f"{segment_name(index, PARQUET)}; not compacted (`ledgertool verify`)")
+                            f"{segment_name(index, PARQUET)}; not compacted (`ledgertool verify`)"
+                        )
                     res.already_parquet += 1
                     continue
-                res.compacted.append(_compact_segment(reader, link, index, listing.has(index, PARQUET)))
+                res.compacted.append(
+                    _compact_segment(reader, link, index, listing.has(index, PARQUET))
+                )
     return res
 
 
@@ -121,28 +148,47 @@ def _compact_segment(reader: LedgerReader, link: str, index: int, leftover: bool
     rec_path = reader.segment_path(link, index, RECORDS)
     seal = parse_seal(reader.read_seal_bytes(link, index), reader.segment_path(link, index, SEAL))
     if not seal.v2:
-        raise DiscrepancyError(f"{rec_path}: segment {index} of link {link} has a {seal.format} seal, which "
-                               "pins a Parquet file: a raw record file does not belong to it (`ledgertool verify`)")
+        raise DiscrepancyError(
+            f"{rec_path}: segment {index} of link {link} has a {seal.format} seal, which "
+            "pins a Parquet file: a raw record file does not belong to it (`ledgertool verify`)"
+        )
     record_size, leaf_records = seal.record_size, seal.leaf_records
-    if type(record_size) is not int or record_size not in (RECORD_FIXED + 16, RECORD_FIXED + 32) \
-            or not valid_leaf_records(leaf_records):
-        raise DiscrepancyError(f"{reader.segment_path(link, index, SEAL)}: record_size / leaf_records out of bounds")
+    if (
+        type(record_size) is not int
+        or record_size not in (RECORD_FIXED + 16, RECORD_FIXED + 32)
+        or not valid_leaf_records(leaf_records)
+    ):
+        raise DiscrepancyError(
+            f"{reader.segment_path(link, index, SEAL)}: record_size / leaf_records out of bounds"
+        )
     try:
-        rec = parse_record_file(reader.read_segment_file(link, index, RECORDS), rec_path, record_size,
-                                leaf_records)
+        rec = parse_record_file(
+            reader.read_segment_file(link, index, RECORDS), rec_path, record_size, leaf_records
+        )
     except LedgerFormatError as e:
         raise DiscrepancyError(f"{e}; segment {index} of link {link} not compacted") from None
     h = rec.header
-    if (h.ledger_id, h.link, h.index, str(h.first_seq), h.record_size) != (seal.ledger_id, link, index,
-                                                                          seal.first_seq, record_size):
-        raise DiscrepancyError(f"{rec_path}: its header names ledger {h.ledger_id} link {h.link} segment {h.index} "
-                               f"first seq {h.first_seq}, not its seal's; segment {index} of link {link} not compacted")
+    if (h.ledger_id, h.link, h.index, str(h.first_seq), h.record_size) != (
+        seal.ledger_id,
+        link,
+        index,
+        seal.first_seq,
+        record_size,
+    ):
+        raise DiscrepancyError(
+            f"{rec_path}: its header names ledger {h.ledger_id} link {h.link} segment {h.index} "
+            f"first seq {h.first_seq}, not its seal's; segment {index} of link {link} not compacted"
+        )
     if rec.count != seal.records or merkle_root(rec.leaves).hex() != seal.merkle_root:
-        raise DiscrepancyError(f"{rec_path}: its {plural(rec.count, 'record')} {'does' if rec.count == 1 else 'do'} not match the "
-                               f"seal's Merkle root ({seal.records} records); segment {index} of link {link} not compacted "
-                               "(`ledgertool verify` names what differs)")
+        raise DiscrepancyError(
+            f"{rec_path}: its {plural(rec.count, 'record')} {'does' if rec.count == 1 else 'do'} not match the "
+            f"seal's Merkle root ({seal.records} records); segment {index} of link {link} not compacted "
+            "(`ledgertool verify` names what differs)"
+        )
     table = records_to_table(rec.records, record_size - RECORD_FIXED, index)
-    _, size = write_parquet_atomic(table, reader.segment_path(link, index, PARQUET), reader.directory)
+    _, size = write_parquet_atomic(
+        table, reader.segment_path(link, index, PARQUET), reader.directory
+    )
     fsio.unlink(rec_path, root=reader.directory)
     fsio.fsync_dir(rec_path.parent, reader.directory)
     return Compacted(link, index, rec.count, size, leftover)

@@ -25,10 +25,10 @@ import json
 import os
 import re
 import stat
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterator
 
 from .. import fsio
 from ..errors import KeyFileError, LedgerLockedError, RollbackRefusedError
@@ -60,25 +60,46 @@ class LinkMark:
     checkpoint_root: str = ""  # its root, hex
 
     def to_json(self) -> dict:
-        return {"segment": self.segment, "seal_hash": self.seal_hash, "last_seq": str(self.last_seq),
-                "checkpoint_size": self.checkpoint_size, "checkpoint_root": self.checkpoint_root}
+        return {
+            "segment": self.segment,
+            "seal_hash": self.seal_hash,
+            "last_seq": str(self.last_seq),
+            "checkpoint_size": self.checkpoint_size,
+            "checkpoint_root": self.checkpoint_root,
+        }
 
     @classmethod
     def from_json(cls, doc: object, where: str) -> LinkMark:
         """KeyFileError naming `where` for anything but the members to_json writes."""
-        ok = (isinstance(doc, dict) and set(doc) == {"segment", "seal_hash", "last_seq", "checkpoint_size",
-                                                     "checkpoint_root"}
-              and type(doc["segment"]) is int and 0 <= doc["segment"] < 1 << 32
-              and isinstance(doc["seal_hash"], str) and _HASH.fullmatch(doc["seal_hash"])
-              and isinstance(doc["last_seq"], str) and doc["last_seq"].isascii() and doc["last_seq"].isdigit()
-              and type(doc["checkpoint_size"]) is int and 0 <= doc["checkpoint_size"] <= doc["segment"] + 1
-              and isinstance(doc["checkpoint_root"], str)
-              and (_HASH.fullmatch(doc["checkpoint_root"]) or doc["checkpoint_root"] == ""
-                   and doc["checkpoint_size"] == 0))
+        ok = (
+            isinstance(doc, dict)
+            and set(doc)
+            == {"segment", "seal_hash", "last_seq", "checkpoint_size", "checkpoint_root"}
+            and type(doc["segment"]) is int
+            and 0 <= doc["segment"] < 1 << 32
+            and isinstance(doc["seal_hash"], str)
+            and _HASH.fullmatch(doc["seal_hash"])
+            and isinstance(doc["last_seq"], str)
+            and doc["last_seq"].isascii()
+            and doc["last_seq"].isdigit()
+            and type(doc["checkpoint_size"]) is int
+            and 0 <= doc["checkpoint_size"] <= doc["segment"] + 1
+            and isinstance(doc["checkpoint_root"], str)
+            and (
+                _HASH.fullmatch(doc["checkpoint_root"])
+                or doc["checkpoint_root"] == ""
+                and doc["checkpoint_size"] == 0
+            )
+        )
         if not ok:
             raise KeyFileError(f"{where}: not a link entry of {STATE_FORMAT}")
-        return cls(doc["segment"], doc["seal_hash"], int(doc["last_seq"]), doc["checkpoint_size"],
-                   doc["checkpoint_root"])
+        return cls(
+            doc["segment"],
+            doc["seal_hash"],
+            int(doc["last_seq"]),
+            doc["checkpoint_size"],
+            doc["checkpoint_root"],
+        )
 
 
 @dataclass(frozen=True)
@@ -94,9 +115,14 @@ class RotationMark:
 
     @classmethod
     def from_json(cls, doc: object, where: str) -> RotationMark:
-        ok = (isinstance(doc, dict) and set(doc) == {"number", "rotation_hash"}
-              and type(doc["number"]) is int and 1 <= doc["number"] < 1 << 32
-              and isinstance(doc["rotation_hash"], str) and _HASH.fullmatch(doc["rotation_hash"]))
+        ok = (
+            isinstance(doc, dict)
+            and set(doc) == {"number", "rotation_hash"}
+            and type(doc["number"]) is int
+            and 1 <= doc["number"] < 1 << 32
+            and isinstance(doc["rotation_hash"], str)
+            and _HASH.fullmatch(doc["rotation_hash"])
+        )
         if not ok:
             raise KeyFileError(f"{where}: not a rotation entry of {STATE_FORMAT}")
         return cls(doc["number"], doc["rotation_hash"])
@@ -120,13 +146,21 @@ class DeviceState:
         except FileExistsError:
             pass
         except OSError as e:
-            raise fsio.storage_error(e, self.directory, "create the signing key's state directory") from None
-        st = os.stat(self.directory)  # the key's directory is the operator's: a link there is theirs
+            raise fsio.storage_error(
+                e, self.directory, "create the signing key's state directory"
+            ) from None
+        st = os.stat(
+            self.directory
+        )  # the key's directory is the operator's: a link there is theirs
         if not stat.S_ISDIR(st.st_mode):
-            raise KeyFileError(f"{self.directory}: is not a directory (the signing key's protected state)")
+            raise KeyFileError(
+                f"{self.directory}: is not a directory (the signing key's protected state)"
+            )
         if st.st_mode & 0o077:
-            raise KeyFileError(f"{self.directory}: mode {stat.S_IMODE(st.st_mode):04o} lets group or others in; "
-                               f"the signing key's protected state must be the key holder's only (chmod 700)")
+            raise KeyFileError(
+                f"{self.directory}: mode {stat.S_IMODE(st.st_mode):04o} lets group or others in; "
+                f"the signing key's protected state must be the key holder's only (chmod 700)"
+            )
 
     @contextmanager
     def ledger(self, ledger_id: str) -> Iterator[LedgerMarks]:
@@ -144,8 +178,10 @@ class DeviceState:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                raise LedgerLockedError(f"{lock_path}: another writer with this signing key is extending ledger "
-                                        f"{ledger_id} (a copy of it elsewhere?); wait for it to finish") from None
+                raise LedgerLockedError(
+                    f"{lock_path}: another writer with this signing key is extending ledger "
+                    f"{ledger_id} (a copy of it elsewhere?); wait for it to finish"
+                ) from None
             yield LedgerMarks.load(self.directory / f"{ledger_id}.json", ledger_id)
         finally:
             os.close(fd)
@@ -158,8 +194,13 @@ class LedgerMarks:
     durable. `notes` says, once, that an entry was started from the storage (nothing to protect it
     from before)."""
 
-    def __init__(self, path: Path, ledger_id: str, links: dict[str, LinkMark],
-                 rotation: RotationMark | None = None):
+    def __init__(
+        self,
+        path: Path,
+        ledger_id: str,
+        links: dict[str, LinkMark],
+        rotation: RotationMark | None = None,
+    ):
         self.path = path
         self.ledger_id = ledger_id
         self.links = links
@@ -176,11 +217,17 @@ class LedgerMarks:
         except ValueError:
             doc = None
         required = {"format", "ledger_id", "links"}
-        if not (isinstance(doc, dict) and doc.get("format") == STATE_FORMAT
-                and doc.get("ledger_id") == ledger_id and isinstance(doc.get("links"), dict)
-                and required <= set(doc) <= required | {"rotation"}):
-            raise KeyFileError(f"{path}: not a {STATE_FORMAT} document of ledger {ledger_id}; restore it from the "
-                               "key holder's backup (docs/threat-model.md, \"The device's protected state\")")
+        if not (
+            isinstance(doc, dict)
+            and doc.get("format") == STATE_FORMAT
+            and doc.get("ledger_id") == ledger_id
+            and isinstance(doc.get("links"), dict)
+            and required <= set(doc) <= required | {"rotation"}
+        ):
+            raise KeyFileError(
+                f"{path}: not a {STATE_FORMAT} document of ledger {ledger_id}; restore it from the "
+                "key holder's backup (docs/threat-model.md, \"The device's protected state\")"
+            )
         links = {}
         for name, mark in doc["links"].items():
             if window_log_link(name) is None:  # a link, or a link's window log
@@ -192,12 +239,19 @@ class LedgerMarks:
         return cls(path, ledger_id, links, rotation)
 
     def _save(self) -> None:
-        doc = {"format": STATE_FORMAT, "ledger_id": self.ledger_id,
-               "links": {k: m.to_json() for k, m in sorted(self.links.items())}}
+        doc = {
+            "format": STATE_FORMAT,
+            "ledger_id": self.ledger_id,
+            "links": {k: m.to_json() for k, m in sorted(self.links.items())},
+        }
         if self.rotation is not None:
             doc["rotation"] = self.rotation.to_json()
-        fsio.write_atomic(self.path, (json.dumps(doc, indent=1) + "\n").encode(), mode=0o600,
-                          what="the signing key's protected state")
+        fsio.write_atomic(
+            self.path,
+            (json.dumps(doc, indent=1) + "\n").encode(),
+            mode=0o600,
+            what="the signing key's protected state",
+        )
 
     def check_ledger(self, directory: Path, *, start: bool = True) -> None:
         """check_link for every link the storage holds or the key signed (a link gone whole is
@@ -214,17 +268,21 @@ class LedgerMarks:
         if mark is None:
             return
         rotations = load_rotations(directory)
-        what = (f"{directory}: this signing key signed rotation statement {mark.number} of ledger "
-                f"{self.ledger_id} (hash {mark.rotation_hash[:16]}…)")
+        what = (
+            f"{directory}: this signing key signed rotation statement {mark.number} of ledger "
+            f"{self.ledger_id} (hash {mark.rotation_hash[:16]}…)"
+        )
         have = plural(len(rotations), "rotation")
         if len(rotations) < mark.number:
             raise RollbackRefusedError(
                 f"{what}, which the storage lacks (it holds {have}); it is behind what the device "
-                "signed: restore the missing statements, nothing was signed")
+                "signed: restore the missing statements, nothing was signed"
+            )
         if rotation_hash(rotations[mark.number - 1]) != mark.rotation_hash:
             raise RollbackRefusedError(
                 f"{what}, and the storage holds another statement {mark.number}: a fork of what "
-                "the device signed; nothing was signed")
+                "the device signed; nothing was signed"
+            )
 
     def check_link(self, directory: Path, link: str, tree: LinkTree | None = None) -> None:
         """RollbackRefusedError unless the link's seals in `directory` (`tree`: as read from
@@ -238,29 +296,48 @@ class LedgerMarks:
             if have:
                 self._start(directory, link, tree)
             return
-        what = (f"{directory}: link {link}: this signing key signed seal {mark.segment} (up to seq {mark.last_seq}, "
-                f"seal hash {mark.seal_hash[:16]}…)")
+        what = (
+            f"{directory}: link {link}: this signing key signed seal {mark.segment} (up to seq {mark.last_seq}, "
+            f"seal hash {mark.seal_hash[:16]}…)"
+        )
         if have <= mark.segment:
-            gone = tree.stopped or f"the link holds seals 0..{have - 1} only" if have else "the link holds no seal"
-            raise RollbackRefusedError(f"{what}, which the storage lacks ({gone}); it is behind what the device "
-                                       "signed: restore the missing seals, nothing was signed")
+            gone = (
+                tree.stopped or f"the link holds seals 0..{have - 1} only"
+                if have
+                else "the link holds no seal"
+            )
+            raise RollbackRefusedError(
+                f"{what}, which the storage lacks ({gone}); it is behind what the device "
+                "signed: restore the missing seals, nothing was signed"
+            )
         if tree.seal_hashes[mark.segment] != mark.seal_hash:
-            raise RollbackRefusedError(f"{what}, and the storage holds another seal {mark.segment}: a fork of what "
-                                       "the device signed; nothing was signed")
+            raise RollbackRefusedError(
+                f"{what}, and the storage holds another seal {mark.segment}: a fork of what "
+                "the device signed; nothing was signed"
+            )
         if mark.checkpoint_size and tree.root(mark.checkpoint_size).hex() != mark.checkpoint_root:
-            raise RollbackRefusedError(f"{directory}: link {link}: the storage's seals 0..{mark.checkpoint_size - 1} "
-                                       f"are not the ones this signing key's checkpoint of "
-                                       f"{plural(mark.checkpoint_size, 'segment')} covered: a fork of what the device "
-                                       "signed; nothing was signed")
+            raise RollbackRefusedError(
+                f"{directory}: link {link}: the storage's seals 0..{mark.checkpoint_size - 1} "
+                f"are not the ones this signing key's checkpoint of "
+                f"{plural(mark.checkpoint_size, 'segment')} covered: a fork of what the device "
+                "signed; nothing was signed"
+            )
 
     def _start(self, directory: Path, link: str, tree: LinkTree) -> None:
         """An entry for a link this key has no record of, from its seals in storage."""
         last = len(tree.seal_hashes) - 1
-        self.links[link] = LinkMark(last, tree.seal_hashes[last], _last_seq(directory, link, last),
-                                    last + 1, tree.root().hex())
+        self.links[link] = LinkMark(
+            last,
+            tree.seal_hashes[last],
+            _last_seq(directory, link, last),
+            last + 1,
+            tree.root().hex(),
+        )
         self._save()
-        self.notes.append(f"{self.path}: no record of link {link} of ledger {self.ledger_id} yet: started from the "
-                          f"{plural(last + 1, 'seal')} in storage; rollback protection of that link starts now")
+        self.notes.append(
+            f"{self.path}: no record of link {link} of ledger {self.ledger_id} yet: started from the "
+            f"{plural(last + 1, 'seal')} in storage; rollback protection of that link starts now"
+        )
 
     def check_open(self, link: str, index: int, first_seq: int, path: Path) -> None:
         """RollbackRefusedError when an open segment at `path` (segment `index` from `first_seq`)
@@ -270,13 +347,19 @@ class LedgerMarks:
             raise RollbackRefusedError(
                 f"{path}: open segment {index} from seq {first_seq} lies at or before seal {mark.segment} (last seq "
                 f"{mark.last_seq}) that this signing key signed for link {link}: a sealed segment is never sealed "
-                "again as an open one; nothing was sealed")
+                "again as an open one; nothing was sealed"
+            )
 
     def sealed(self, link: str, index: int, seal_hash: str, last_seq: int) -> None:
         """The device's seal `index` of `link` is durable: remember it."""
         old = self.links.get(link)
-        self.links[link] = LinkMark(index, seal_hash, last_seq, old.checkpoint_size if old else 0,
-                                    old.checkpoint_root if old else "")
+        self.links[link] = LinkMark(
+            index,
+            seal_hash,
+            last_seq,
+            old.checkpoint_size if old else 0,
+            old.checkpoint_root if old else "",
+        )
         self._save()
 
     def checkpointed(self, directory: Path, cp: Checkpoint) -> None:
@@ -308,8 +391,9 @@ class LedgerMarks:
                 continue
             seal = theirs if theirs.segment > mine.segment else mine
             cp = theirs if theirs.checkpoint_size > mine.checkpoint_size else mine
-            self.links[link] = replace(seal, checkpoint_size=cp.checkpoint_size,
-                                       checkpoint_root=cp.checkpoint_root)
+            self.links[link] = replace(
+                seal, checkpoint_size=cp.checkpoint_size, checkpoint_root=cp.checkpoint_root
+            )
         self._save()
 
 

@@ -12,25 +12,27 @@ import os
 import re
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from .. import fsio
 from ..algorithms import ALGORITHMS, STRIP_MODES
+from ..canonical import loads_strict
 from ..digest.engine import LEAF_HASHES, MERKLE_MAX_LEAF_RECORDS, valid_leaf_records
 from ..digest.record import RECORD_FIXED
 from ..digest.window import cells_for_capacity
 from ..digest.window import record_size as window_record_size
 from ..errors import LedgerFormatError, UsageError
 from ..fsio import write_atomic
-from ..canonical import loads_strict
 from ..urls import location
 from .layout import LEDGER_FILE
 from .reader import MAX_LEDGER_FILE_BYTES
 from .remote import ledger_reader
 
 LEDGER_FORMAT = "ledgertool-ledger-v1"
-LEDGER_FORMAT_V2 = "ledgertool-ledger-v2"  # sealed segments are the raw record files (docs/ledger-format.md)
+LEDGER_FORMAT_V2 = (
+    "ledgertool-ledger-v2"  # sealed segments are the raw record files (docs/ledger-format.md)
+)
 LEDGER_FORMATS = {1: LEDGER_FORMAT, 2: LEDGER_FORMAT_V2}
 DEFAULT_LEDGER_FORMAT = 2  # what `capture` creates for a new ledger; v1 with --ledger-format v1 (v1 ledgers keep verifying and keep v1 seals when appended to)
 DEFAULT_LEAF_RECORDS = 64  # records per Merkle leaf of a v1 ledger (docs/ledger-format.md: why 64)
@@ -104,8 +106,9 @@ class LedgerHeader:
         its SHA-256 the same). LedgerFormatError for a ledger without a window tier."""
         if self.window is None:
             raise LedgerFormatError("the ledger has no window tier (ledger.json has no `window`)")
-        return dataclasses.replace(self, record_size=self.window.record_size, leaf_records=1,
-                                   leaf_hash="sha256")
+        return dataclasses.replace(
+            self, record_size=self.window.record_size, leaf_records=1, leaf_hash="sha256"
+        )
 
     def for_digest_key(self, key_id: str) -> LedgerHeader:
         """The same parameters with the digest key id of the epoch being written: what segment
@@ -113,11 +116,20 @@ class LedgerHeader:
         return dataclasses.replace(self, digest_key_id=key_id)
 
 
-def create_ledger(directory: Path, *, algorithm: str, strip: str, digest_key_id: str,
-                  digest_size: int, leaf_records: int | None = None,
-                  version: int = DEFAULT_LEDGER_FORMAT, tiers: tuple[str, ...] = ("frames",),
-                  window_ns: int | None = None, capacity: int | None = None,
-                  leaf_hash: str = "sha256") -> LedgerHeader:
+def create_ledger(
+    directory: Path,
+    *,
+    algorithm: str,
+    strip: str,
+    digest_key_id: str,
+    digest_size: int,
+    leaf_records: int | None = None,
+    version: int = DEFAULT_LEDGER_FORMAT,
+    tiers: tuple[str, ...] = ("frames",),
+    window_ns: int | None = None,
+    capacity: int | None = None,
+    leaf_hash: str = "sha256",
+) -> LedgerHeader:
     """Create DIR/ledger.json of ledger format `version` (1 or 2; default DEFAULT_LEDGER_FORMAT, 2,
     what `capture` creates; leaf_records defaults to 64 for v1, 256 for v2) in DIR (which may exist
     but must not hold a ledger) and return its header as `load_ledger` would. LedgerFormatError for
@@ -130,13 +142,17 @@ def create_ledger(directory: Path, *, algorithm: str, strip: str, digest_key_id:
     if leaf_records is None:
         leaf_records = DEFAULT_LEAF_RECORDS_V2 if version == 2 else DEFAULT_LEAF_RECORDS
     if leaf_hash not in LEAF_HASHES or (leaf_hash != "sha256" and version != 2):
-        raise LedgerFormatError(f"leaf hash {leaf_hash!r} is not one of {', '.join(LEAF_HASHES)} "
-                                "(blake3 for ledger format v2 only)")
+        raise LedgerFormatError(
+            f"leaf hash {leaf_hash!r} is not one of {', '.join(LEAF_HASHES)} "
+            "(blake3 for ledger format v2 only)"
+        )
     fsio.make_dirs(directory)
     if os.path.lexists(directory / LEDGER_FILE):
         raise LedgerFormatError(f"{directory}: already holds a ledger")
     if not valid_leaf_records(leaf_records):
-        raise LedgerFormatError(f"leaf size {leaf_records} is not a power of two in 1..{MERKLE_MAX_LEAF_RECORDS}")
+        raise LedgerFormatError(
+            f"leaf size {leaf_records} is not a power of two in 1..{MERKLE_MAX_LEAF_RECORDS}"
+        )
     doc = {
         "format": LEDGER_FORMATS[version],
         "ledger_id": uuid.uuid4().hex,
@@ -146,14 +162,18 @@ def create_ledger(directory: Path, *, algorithm: str, strip: str, digest_key_id:
         "digest_size": digest_size,
         "record_size": RECORD_FIXED + digest_size,
         "leaf_records": leaf_records,
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     if leaf_hash != "sha256":
         doc["leaf_hash"] = leaf_hash
     if tuple(tiers) != ("frames",):
         doc["tiers"] = [t for t in TIERS if t in tiers]
     if "windows" in tiers:
-        doc["window"] = {"window_ns": window_ns, "capacity": capacity, "cells": cells_for_capacity(capacity)}
+        doc["window"] = {
+            "window_ns": window_ns,
+            "capacity": capacity,
+            "cells": cells_for_capacity(capacity),
+        }
     raw = (json.dumps(doc, indent=1) + "\n").encode()
     write_atomic(directory / LEDGER_FILE, raw, root=directory, what="ledger header")
     return parse_ledger_header(raw, directory / LEDGER_FILE)
@@ -162,18 +182,22 @@ def create_ledger(directory: Path, *, algorithm: str, strip: str, digest_key_id:
 def _header_fields(path: str, doc: object) -> None:
     """Check every ledger.json member against its bounds (schemas/ledger.schema.json); raise
     LedgerFormatError naming the file and the field. Integers must be JSON integers, not booleans."""
+
     def bad(name: str, why: str) -> LedgerFormatError:
         return LedgerFormatError(f"{path}: field {name!r} {why}")
 
     if not isinstance(doc, dict):
         raise LedgerFormatError(f"{path}: not a {LEDGER_FORMAT} header (not a JSON object)")
     if doc.get("format") not in LEDGER_FORMATS.values():
-        raise bad("format", f"is {doc.get('format')!r}, not {LEDGER_FORMAT!r} or {LEDGER_FORMAT_V2!r}")
+        raise bad(
+            "format", f"is {doc.get('format')!r}, not {LEDGER_FORMAT!r} or {LEDGER_FORMAT_V2!r}"
+        )
     for name in _HEADER_REQUIRED:
         if name not in doc:
             raise bad(name, "is missing")
-    extra = sorted(set(doc) - set(_HEADER_REQUIRED) - {"format", "created_at", "tiers", "window",
-                                                        "leaf_hash"})
+    extra = sorted(
+        set(doc) - set(_HEADER_REQUIRED) - {"format", "created_at", "tiers", "window", "leaf_hash"}
+    )
     if extra:
         raise bad(extra[0], "is not a ledger.json member")
     for name in ("ledger_id", "digest_key_id"):
@@ -188,17 +212,31 @@ def _header_fields(path: str, doc: object) -> None:
         if type(doc[name]) is not int:
             raise bad(name, f"must be an integer, not {type(doc[name]).__name__}")
     if doc["digest_size"] != alg.digest_size:
-        raise bad("digest_size", f"is {doc['digest_size']}; {alg.name} digests are {alg.digest_size} bytes")
+        raise bad(
+            "digest_size",
+            f"is {doc['digest_size']}; {alg.name} digests are {alg.digest_size} bytes",
+        )
     if doc["record_size"] != RECORD_FIXED + doc["digest_size"]:
-        raise bad("record_size", f"is {doc['record_size']}, not {RECORD_FIXED} + digest_size = "
-                                 f"{RECORD_FIXED + doc['digest_size']}")
+        raise bad(
+            "record_size",
+            f"is {doc['record_size']}, not {RECORD_FIXED} + digest_size = "
+            f"{RECORD_FIXED + doc['digest_size']}",
+        )
     if not valid_leaf_records(doc["leaf_records"]):
-        raise bad("leaf_records", f"is {doc['leaf_records']}, not a power of two in 1..{MERKLE_MAX_LEAF_RECORDS}")
+        raise bad(
+            "leaf_records",
+            f"is {doc['leaf_records']}, not a power of two in 1..{MERKLE_MAX_LEAF_RECORDS}",
+        )
     # "sha256" is said by leaving the member out: one ledger.json spelling per construction
     leaf_hash = doc.get("leaf_hash")
-    if "leaf_hash" in doc and (leaf_hash not in LEAF_HASHES[1:] or doc["format"] != LEDGER_FORMAT_V2):
-        raise bad("leaf_hash", f"is {leaf_hash!r}, not \"blake3\" in a {LEDGER_FORMAT_V2} "
-                  "header (sha256 leaves: no leaf_hash member)")
+    if "leaf_hash" in doc and (
+        leaf_hash not in LEAF_HASHES[1:] or doc["format"] != LEDGER_FORMAT_V2
+    ):
+        raise bad(
+            "leaf_hash",
+            f'is {leaf_hash!r}, not "blake3" in a {LEDGER_FORMAT_V2} '
+            "header (sha256 leaves: no leaf_hash member)",
+        )
     if "created_at" in doc and type(doc["created_at"]) is not str:
         raise bad("created_at", "must be a string")
     _tier_fields(doc, bad)
@@ -208,16 +246,23 @@ def _tier_fields(doc: dict, bad) -> None:
     """`tiers` (a non-empty list of TIERS, in that order, not just ["frames"], which is said by
     leaving it out) and `window`, present exactly when the tiers include "windows"."""
     tiers = doc.get("tiers", ["frames"])
-    if (type(tiers) is not list or not tiers or any(t not in TIERS for t in tiers)
-            or tiers != [t for t in TIERS if t in tiers]):
+    if (
+        type(tiers) is not list
+        or not tiers
+        or any(t not in TIERS for t in tiers)
+        or tiers != [t for t in TIERS if t in tiers]
+    ):
         raise bad("tiers", f"is {tiers!r}, not a list of {', '.join(TIERS)} in that order")
     if ("window" in doc) != ("windows" in tiers):
         raise bad("window", "must be given exactly when the tiers include windows")
     win = doc.get("window")
     if win is None:
         return
-    if type(win) is not dict or set(win) != {"window_ns", "capacity", "cells"} or \
-            any(type(v) is not int for v in win.values()):
+    if (
+        type(win) is not dict
+        or set(win) != {"window_ns", "capacity", "cells"}
+        or any(type(v) is not int for v in win.values())
+    ):
         raise bad("window", "must be an object of the integers window_ns, capacity and cells")
     if not 0 < win["window_ns"] <= 2**53 - 1:
         raise bad("window", f"window_ns {win['window_ns']} is not 1 ns .. 2^53 - 1 ns")
@@ -229,8 +274,15 @@ def _tier_fields(doc: dict, bad) -> None:
         raise bad("window", f"cells {win['cells']} is not the table of capacity {win['capacity']}")
 
 
-_HEADER_REQUIRED = ("ledger_id", "algorithm", "strip", "digest_key_id", "digest_size", "record_size",
-                    "leaf_records")
+_HEADER_REQUIRED = (
+    "ledger_id",
+    "algorithm",
+    "strip",
+    "digest_key_id",
+    "digest_size",
+    "record_size",
+    "leaf_records",
+)
 _HEX32 = re.compile(r"[0-9a-f]{32}")
 
 
@@ -239,7 +291,9 @@ def load_ledger(directory: Path) -> LedgerHeader:
     (one line naming the file and the field) when DIR is not a ledger or a member is out of bounds
     (docs/ledger-format.md#ledgerjson)."""
     directory = location(directory)
-    return parse_ledger_header(ledger_reader(directory).read_header_bytes(), directory / LEDGER_FILE)
+    return parse_ledger_header(
+        ledger_reader(directory).read_header_bytes(), directory / LEDGER_FILE
+    )
 
 
 def parse_ledger_header(raw: bytes, path: Path | str) -> LedgerHeader:
@@ -247,10 +301,21 @@ def parse_ledger_header(raw: bytes, path: Path | str) -> LedgerHeader:
     file in the LedgerFormatError raised for anything out of bounds."""
     doc = loads_strict(raw, str(path), MAX_LEDGER_FILE_BYTES)
     _header_fields(str(path), doc)
-    return LedgerHeader(doc["ledger_id"], doc["algorithm"], doc["strip"], doc["digest_key_id"], doc["digest_size"],
-                        doc["record_size"], doc["leaf_records"], hashlib.sha256(raw).hexdigest(),
-                        doc.get("created_at"), doc["format"], tuple(doc.get("tiers", ["frames"])),
-                        _window_params(doc), doc.get("leaf_hash", "sha256"))
+    return LedgerHeader(
+        doc["ledger_id"],
+        doc["algorithm"],
+        doc["strip"],
+        doc["digest_key_id"],
+        doc["digest_size"],
+        doc["record_size"],
+        doc["leaf_records"],
+        hashlib.sha256(raw).hexdigest(),
+        doc.get("created_at"),
+        doc["format"],
+        tuple(doc.get("tiers", ["frames"])),
+        _window_params(doc),
+        doc.get("leaf_hash", "sha256"),
+    )
 
 
 def _window_params(doc: dict) -> WindowParams | None:

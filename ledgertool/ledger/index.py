@@ -31,7 +31,10 @@ def choose_link(directory: Path, link: str | None) -> str:
     names = links(directory)
     if link is None:
         if len(names) != 1:
-            raise UsageError(f"{directory}: ledger has links {', '.join(names) or 'none'}; choose one with ", Setting("link"))
+            raise UsageError(
+                f"{directory}: ledger has links {', '.join(names) or 'none'}; choose one with ",
+                Setting("link"),
+            )
         return names[0]
     if link not in names:
         raise UsageError(f"{directory}: no link {link!r} (links: {', '.join(names) or 'none'})")
@@ -47,12 +50,16 @@ def segment_files(directory: Path, link: str) -> dict[int, dict[str, Path]]:
     if not reader.link_dir(link).is_dir():
         return {}
     listing = reader.listing(link)
-    for stray in listing.strays:  # a link, FIFO ... at a segment file's name: never written over or read
+    for (
+        stray
+    ) in listing.strays:  # a link, FIFO ... at a segment file's name: never written over or read
         if stray.shadows is not None and stray.path.name.isascii():
             st = os.lstat(stray.path)
             raise fsio.wrong_kind(stray.path, st.st_mode, "a regular file (segment file)")
-    return {i: {k: reader.segment_path(link, i, k) for k in sorted(kinds)}
-            for i, kinds in sorted(listing.segments.items())}
+    return {
+        i: {k: reader.segment_path(link, i, k) for k in sorted(kinds)}
+        for i, kinds in sorted(listing.segments.items())
+    }
 
 
 @dataclass(frozen=True)
@@ -75,8 +82,10 @@ def link_state(directory: Path, ledger: LedgerHeader, link: str) -> LinkState:
     bound = last.ledger_header_sha256
     if bound is not None and bound != ledger.sha256:
         # never seal more segments over a header other than the one the chain signed
-        raise LedgerFormatError(f"{directory / LEDGER_FILE}: changed since {last_path} was sealed (its SHA-256 is "
-                                f"not the seal's ledger_header_sha256); restore it, then run verify")
+        raise LedgerFormatError(
+            f"{directory / LEDGER_FILE}: changed since {last_path} was sealed (its SHA-256 is "
+            f"not the seal's ledger_header_sha256); restore it, then run verify"
+        )
     return LinkState(sealed[-1] + 1, int(last.last_seq) + 1, last.hash())
 
 
@@ -102,9 +111,16 @@ class LedgerFootprint:
         return (self.parquet_bytes + self.raw_bytes + self.seal_bytes) / self.records
 
     def to_dict(self) -> dict:
-        return {"directory": self.directory, "links": self.links, "segments": self.segments,
-                "records": self.records, "parquet_bytes": self.parquet_bytes, "raw_bytes": self.raw_bytes,
-                "seal_bytes": self.seal_bytes, "bytes_per_record": self.bytes_per_record}
+        return {
+            "directory": self.directory,
+            "links": self.links,
+            "segments": self.segments,
+            "records": self.records,
+            "parquet_bytes": self.parquet_bytes,
+            "raw_bytes": self.raw_bytes,
+            "seal_bytes": self.seal_bytes,
+            "bytes_per_record": self.bytes_per_record,
+        }
 
 
 def storage_footprint(directory: Path) -> LedgerFootprint:
@@ -131,4 +147,6 @@ def storage_footprint(directory: Path) -> LedgerFootprint:
             seal_bytes += files["seal.json"].stat().st_size
     if records == 0:
         raise LedgerFormatError(f"{directory}: no sealed records to measure")
-    return LedgerFootprint(str(directory), len(names), segs, records, pq_bytes, seal_bytes, raw_bytes)
+    return LedgerFootprint(
+        str(directory), len(names), segs, records, pq_bytes, seal_bytes, raw_bytes
+    )

@@ -40,7 +40,9 @@ WINDOWS_PREFIX = "windows="
 #: Segment file kinds, by suffix.
 OPEN, PARQUET, RECORDS, LEAVES, SEAL = "open", "parquet", "rec", "leaves", "seal.json"
 
-_SEGMENT_NAME = re.compile(r"seg-([0-9]{8})\.(open|parquet|rec|leaves|seal\.json)")  # [0-9]: ASCII only
+_SEGMENT_NAME = re.compile(
+    r"seg-([0-9]{8})\.(open|parquet|rec|leaves|seal\.json)"
+)  # [0-9]: ASCII only
 _LINK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}")  # ASCII only
 _ROTATION_NAME = re.compile(r"rotation-([0-9]{4})\.json")
 
@@ -65,8 +67,8 @@ def window_log(link: str) -> str:
 
 def window_log_link(log: str) -> str | None:
     """The link of a window log's name ('windows=link0' -> 'link0'); None for a link's own name."""
-    if log.startswith(WINDOWS_PREFIX) and is_link_name(log[len(WINDOWS_PREFIX):]):
-        return log[len(WINDOWS_PREFIX):]
+    if log.startswith(WINDOWS_PREFIX) and is_link_name(log[len(WINDOWS_PREFIX) :]):
+        return log[len(WINDOWS_PREFIX) :]
     return None
 
 

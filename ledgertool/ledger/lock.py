@@ -20,11 +20,11 @@ import json
 import os
 import socket
 import stat
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Iterator
 
 from ..errors import LedgerLockedError
 from ..fsio import open_dir, storage_error, wrong_kind
@@ -46,7 +46,7 @@ class LockHolder:
         return f"pid {self.pid} on {self.host} ({self.command}, since {self.since})"
 
     @classmethod
-    def parse(cls, raw: bytes) -> "LockHolder | None":
+    def parse(cls, raw: bytes) -> LockHolder | None:
         try:
             doc = json.loads(raw)
             return cls(int(doc["pid"]), str(doc["command"]), str(doc["host"]), str(doc["since"]))
@@ -63,8 +63,12 @@ def writer_lock(directory: Path, command: str) -> Iterator[LockHolder]:
     path = Path(directory) / LOCK_FILE
     dfd = open_dir(directory)
     try:
-        fd = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644,
-                     dir_fd=dfd)
+        fd = os.open(
+            LOCK_FILE,
+            os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+            0o644,
+            dir_fd=dfd,
+        )
     except OSError as e:
         if e.errno == errno.ELOOP:
             raise wrong_kind(path, stat.S_IFLNK, "a regular file") from None
@@ -79,12 +83,22 @@ def writer_lock(directory: Path, command: str) -> Iterator[LockHolder]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = LockHolder.parse(os.pread(fd, _MAX_HOLDER_BYTES, 0))
-            who = holder.describe() if holder else "another process (it has not written its name yet)"
-            raise LedgerLockedError(f"{directory}: another writer holds the ledger: {who}; wait for it to "
-                                    f"finish (one writer per ledger; {path})") from None
-        me = LockHolder(os.getpid(), command, socket.gethostname(),
-                        datetime.now(timezone.utc).isoformat(timespec="seconds"))
-        raw = json.dumps({"pid": me.pid, "command": me.command, "host": me.host, "since": me.since}).encode()
+            who = (
+                holder.describe() if holder else "another process (it has not written its name yet)"
+            )
+            raise LedgerLockedError(
+                f"{directory}: another writer holds the ledger: {who}; wait for it to "
+                f"finish (one writer per ledger; {path})"
+            ) from None
+        me = LockHolder(
+            os.getpid(),
+            command,
+            socket.gethostname(),
+            datetime.now(UTC).isoformat(timespec="seconds"),
+        )
+        raw = json.dumps(
+            {"pid": me.pid, "command": me.command, "host": me.host, "since": me.since}
+        ).encode()
         os.ftruncate(fd, 0)
         os.pwrite(fd, raw + b"\n", 0)
     except OSError as e:

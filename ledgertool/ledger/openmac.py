@@ -52,7 +52,9 @@ class OpenSegmentKey:
         """The chain value before block 0: HMAC(key, HEADER_LABEL || the 256 header bytes)."""
         return hmac.digest(self.secret, HEADER_LABEL + header, "sha256")
 
-    def block_mac(self, prev: bytes, index: int, count: int, chunk_hashes: bytes | memoryview) -> bytes:
+    def block_mac(
+        self, prev: bytes, index: int, count: int, chunk_hashes: bytes | memoryview
+    ) -> bytes:
         """MAC of block `index` (from 0) holding `count` records: HMAC(key, BLOCK_LABEL || prev ||
         u64 index || u32 count || chunk_hashes), `prev` being the previous block's MAC (chain_start
         for block 0), `chunk_hashes` the block's leaf-chunk hashes (`chunk_hashes`). Integers
@@ -62,8 +64,9 @@ class OpenSegmentKey:
         return h.digest()
 
 
-def chunk_hashes(records: bytes | memoryview, record_size: int, leaf_records: int,
-                 leaf_hash: str = "sha256") -> bytes:
+def chunk_hashes(
+    records: bytes | memoryview, record_size: int, leaf_records: int, leaf_hash: str = "sha256"
+) -> bytes:
     """L(i, 0) || L(i, 1) || ...: SHA-256(0x00 || chunk) of each run of `leaf_records` records of one
     block, from the block's first record (the last run may be shorter). Equal to the Merkle leaves
     of the block's records, which is how the C writer and recovery compute them."""

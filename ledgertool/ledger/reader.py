@@ -26,11 +26,12 @@ import os
 import re
 import stat
 import unicodedata
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING
 
 from .. import fsio
 from ..errors import FileTypeError, LedgerFormatError, StorageError
@@ -46,14 +47,14 @@ from .layout import (
     PARQUET,
     RECORDS,
     ROTATIONS_DIR,
-    SET_ASIDE_DIR,
     SEAL,
+    SET_ASIDE_DIR,
     is_link_name,
     log_dir_name,
-    window_log_link,
     parse_rotation_name,
     parse_segment_name,
     segment_name,
+    window_log_link,
 )
 
 if TYPE_CHECKING:
@@ -61,7 +62,9 @@ if TYPE_CHECKING:
 
 #: Names a writer leaves behind for a moment (atomic-write temporaries) or on purpose.
 _TEMP = re.compile(r".*\.tmp(-[A-Za-z0-9_]+)?")
-MAX_DOCUMENT_BYTES = 1 << 20  # seals, checkpoints, rotation statements, ledger.json: far larger is not one
+MAX_DOCUMENT_BYTES = (
+    1 << 20
+)  # seals, checkpoints, rotation statements, ledger.json: far larger is not one
 MAX_LEDGER_FILE_BYTES = 1 << 16  # ledger.json is a few hundred bytes
 
 
@@ -93,7 +96,9 @@ class LinkListing:
     """The files of one link directory, by segment index (ASCII names only)."""
 
     link: str
-    segments: dict[int, frozenset[str]]  # index -> kinds present (OPEN, PARQUET, RECORDS, LEAVES, SEAL)
+    segments: dict[
+        int, frozenset[str]
+    ]  # index -> kinds present (OPEN, PARQUET, RECORDS, LEAVES, SEAL)
     temp_files: tuple[Path, ...] = ()
     strays: tuple[Stray, ...] = ()
 
@@ -118,13 +123,21 @@ def confusable_segment_name(name: str) -> tuple[int, str] | None:
     full-width or other NFKC compatibility forms), or None when it imitates none."""
     if name.isascii():
         return None
-    folded = "".join(str(unicodedata.decimal(c)) if unicodedata.decimal(c, None) is not None else c
-                     for c in unicodedata.normalize("NFKC", name))
+    folded = "".join(
+        str(unicodedata.decimal(c)) if unicodedata.decimal(c, None) is not None else c
+        for c in unicodedata.normalize("NFKC", name)
+    )
     return parse_segment_name(folded) if folded.isascii() else None
 
 
-def read_arrow_buffer(path: Path, limit: int | None = None, *, root: Path | None = None,
-                      what: str = "ledger file", dir_fd: int | None = None) -> pa.Buffer:
+def read_arrow_buffer(
+    path: Path,
+    limit: int | None = None,
+    *,
+    root: Path | None = None,
+    what: str = "ledger file",
+    dir_fd: int | None = None,
+) -> pa.Buffer:
     """The bytes of the regular file at `path`, read once into an Arrow-owned buffer (what the
     ledger's readers hand to pyarrow and the native walk; fsio.read_regular returns bytes).
 
@@ -138,15 +151,27 @@ def read_arrow_buffer(path: Path, limit: int | None = None, *, root: Path | None
     return _read_exact(path, limit, root, what, dir_fd, pa.allocate_buffer)
 
 
-def read_document_bytes(path: Path, limit: int | None = None, *, root: Path | None = None,
-                        what: str = "ledger file", dir_fd: int | None = None) -> bytes:
+def read_document_bytes(
+    path: Path,
+    limit: int | None = None,
+    *,
+    root: Path | None = None,
+    what: str = "ledger file",
+    dir_fd: int | None = None,
+) -> bytes:
     """read_arrow_buffer's read (its rules and errors) into bytes, without Arrow: for the
     documents (seals, checkpoints, ledger.json, rotation statements) that are parsed as text."""
     return bytes(_read_exact(path, limit, root, what, dir_fd, bytearray))
 
 
-def _read_exact(path: Path, limit: int | None, root: Path | None, what: str, dir_fd: int | None,
-                alloc: Callable[[int], object]):
+def _read_exact(
+    path: Path,
+    limit: int | None,
+    root: Path | None,
+    what: str,
+    dir_fd: int | None,
+    alloc: Callable[[int], object],
+):
     fd = fsio.open_regular(path, root=root, what=what, dir_fd=dir_fd)
     try:
         size = os.fstat(fd).st_size
@@ -169,9 +194,14 @@ def _read_exact(path: Path, limit: int | None, root: Path | None, what: str, dir
 
 
 def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "directory"), (stat.S_ISFIFO, "FIFO"), (stat.S_ISSOCK, "socket"),
-                       (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"),
-                       (stat.S_ISLNK, "symbolic link")):
+    for test, name in (
+        (stat.S_ISDIR, "directory"),
+        (stat.S_ISFIFO, "FIFO"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISLNK, "symbolic link"),
+    ):
         if test(mode):
             return name
     return "special file"
@@ -207,11 +237,15 @@ class LedgerReader:
 
     directory: Path | UrlPath
     links: list[str] = field(init=False)
-    window_logs: list[str] = field(init=False)  # 'windows=NAME': the window logs (layout.window_log)
+    window_logs: list[str] = field(
+        init=False
+    )  # 'windows=NAME': the window logs (layout.window_log)
     strays: list[Stray] = field(init=False)
     _listings: dict[str, LinkListing] = field(init=False, repr=False)
     _link_dirs: dict[str, Path | UrlPath] = field(init=False, repr=False)
-    _held: dict[str, int] = field(init=False, repr=False)  # link -> its directory's descriptor (holding_link)
+    _held: dict[str, int] = field(
+        init=False, repr=False
+    )  # link -> its directory's descriptor (holding_link)
 
     def __post_init__(self) -> None:
         self._check_top()
@@ -219,8 +253,12 @@ class LedgerReader:
         self.window_logs = []
         for name, mode in self._list(self.directory):
             path = self.directory / name
-            if name.startswith(LINK_PREFIX) and stat.S_ISDIR(mode) and is_link_name(name[len(LINK_PREFIX):]):
-                self.links.append(name[len(LINK_PREFIX):])
+            if (
+                name.startswith(LINK_PREFIX)
+                and stat.S_ISDIR(mode)
+                and is_link_name(name[len(LINK_PREFIX) :])
+            ):
+                self.links.append(name[len(LINK_PREFIX) :])
             elif stat.S_ISDIR(mode) and window_log_link(name) is not None:
                 self.window_logs.append(name)  # a link's window log, named as its directory
             elif name in (LEDGER_FILE, CHECKPOINT_FILE, LOCK_FILE) and stat.S_ISREG(mode):
@@ -228,7 +266,11 @@ class LedgerReader:
             elif name == ROTATIONS_DIR and stat.S_ISDIR(mode):
                 continue
             elif name == SET_ASIDE_DIR and stat.S_ISDIR(mode):
-                self.strays.append(Stray(path, "what `ledgertool recover` set aside of open segments (never sealed)"))
+                self.strays.append(
+                    Stray(
+                        path, "what `ledgertool recover` set aside of open segments (never sealed)"
+                    )
+                )
             elif _TEMP.fullmatch(name) and stat.S_ISREG(mode):
                 self.strays.append(Stray(path, "temp"))
             else:
@@ -238,8 +280,14 @@ class LedgerReader:
 
     def _check_top(self) -> None:
         self.directory = Path(self.directory)
-        if not self.directory.is_dir():  # the directory itself is the operator's choice, and may be a link
-            what = "not a directory; a ledger is a directory" if self.directory.exists() else "no such ledger directory"
+        if (
+            not self.directory.is_dir()
+        ):  # the directory itself is the operator's choice, and may be a link
+            what = (
+                "not a directory; a ledger is a directory"
+                if self.directory.exists()
+                else "no such ledger directory"
+            )
             raise LedgerFormatError(f"{self.directory}: {what}")
 
     def _list(self, directory) -> list[tuple[str, int]]:
@@ -258,8 +306,9 @@ class LedgerReader:
         errors)."""
         return read_arrow_buffer(path, limit, root=self.directory, what=what)
 
-    def _read_document(self, path, limit: int | None, what: str,
-                       dir_fd: int | None = None) -> bytes:
+    def _read_document(
+        self, path, limit: int | None, what: str, dir_fd: int | None = None
+    ) -> bytes:
         """A document's bytes (read_document_bytes), relative to `dir_fd` when given."""
         if dir_fd is None:
             return read_document_bytes(path, limit, root=self.directory, what=what)
@@ -269,14 +318,18 @@ class LedgerReader:
         """The bytes of a file a writer may be appending to (an open segment): read to its end."""
         return fsio.read_regular(path, what=what)
 
-    def _open_records(self, path, what: str, dir_fd: int | None = None,
-                      limit: int | None = None) -> OpenRecordFile | pa.Buffer:
+    def _open_records(
+        self, path, what: str, dir_fd: int | None = None, limit: int | None = None
+    ) -> OpenRecordFile | pa.Buffer:
         """A raw record file for parse_record_file: open (read_arrow_buffer's rules), read by the
         walk instead of into a buffer here. `dir_fd`: its link's directory, held by
         holding_link: the file is then opened by name relative to it. LedgerFormatError when it
         is larger than `limit`."""
-        fd = (fsio.open_regular(path, root=self.directory, what=what) if dir_fd is None
-              else fsio.open_regular(path, what=what, dir_fd=dir_fd))
+        fd = (
+            fsio.open_regular(path, root=self.directory, what=what)
+            if dir_fd is None
+            else fsio.open_regular(path, what=what, dir_fd=dir_fd)
+        )
         try:
             size = os.fstat(fd).st_size
         except OSError as e:
@@ -351,8 +404,14 @@ class LedgerReader:
             if parsed and stat.S_ISREG(mode):
                 found.setdefault(parsed[0], set()).add(parsed[1])
             elif parsed:  # a ledger name on something that is not a regular file: never read
-                strays.append(Stray(path, f"a {_kind(mode)} where a segment file belongs", link,
-                                    shadows=parsed[0]))
+                strays.append(
+                    Stray(
+                        path,
+                        f"a {_kind(mode)} where a segment file belongs",
+                        link,
+                        shadows=parsed[0],
+                    )
+                )
             elif name == CHECKPOINT_FILE and stat.S_ISREG(mode):
                 continue  # the link's checkpoint: read by name (ledger/checkpoints.py), not a stray
             elif _TEMP.fullmatch(name) and stat.S_ISREG(mode):
@@ -374,7 +433,9 @@ class LedgerReader:
         for path, (index, kind) in confusable:
             real = segment_name(index, kind)
             shadows = index if SEAL in segs.get(index, ()) else None
-            strays.append(Stray(path, f"a name that imitates {real} with non-ASCII characters", link, shadows))
+            strays.append(
+                Stray(path, f"a name that imitates {real} with non-ASCII characters", link, shadows)
+            )
         return LinkListing(link, segs, tuple(temps), tuple(strays))
 
     # ---- reading ------------------------------------------------------------------------------
@@ -395,19 +456,28 @@ class LedgerReader:
             return []
         self._check_dir(rdir)
         names = [name for name, _ in self._list(rdir) if parse_rotation_name(name) is not None]
-        return [(rdir / name,
-                 self._read_document(rdir / name, MAX_ROTATION_BYTES, "rotation statement"))
-                for name in names]
+        return [
+            (
+                rdir / name,
+                self._read_document(rdir / name, MAX_ROTATION_BYTES, "rotation statement"),
+            )
+            for name in names
+        ]
 
     def segment_path(self, link: str, index: int, kind: str) -> Path:
         return segment_file(self.link_dir(link), index, kind)
 
-    def read_segment_file(self, link: str, index: int, kind: str, limit: int | None = None) -> pa.Buffer:
+    def read_segment_file(
+        self, link: str, index: int, kind: str, limit: int | None = None
+    ) -> pa.Buffer:
         """The bytes of one segment file, by index and kind (read_arrow_buffer's errors)."""
-        return self._read_in_link(link, self.segment_path(link, index, kind), limit, f"segment {kind} file")
+        return self._read_in_link(
+            link, self.segment_path(link, index, kind), limit, f"segment {kind} file"
+        )
 
-    def open_record_file(self, link: str, index: int,
-                         limit: int | None = None) -> OpenRecordFile | pa.Buffer:
+    def open_record_file(
+        self, link: str, index: int, limit: int | None = None
+    ) -> OpenRecordFile | pa.Buffer:
         """A segment's raw record file for ledgertool.ledger.recfile.parse_record_file: on local
         storage open (the caller closes it with `close_record_file`), else its bytes (never more
         than `limit`: LedgerFormatError); the errors of read_segment_file."""
@@ -432,8 +502,12 @@ class LedgerReader:
         return self._read_growing(self.segment_path(link, index, OPEN), "open segment")
 
     def read_seal_bytes(self, link: str, index: int) -> bytes:
-        return self._read_document(self.segment_path(link, index, SEAL), MAX_DOCUMENT_BYTES,
-                                   f"segment {SEAL} file", self._held.get(link))
+        return self._read_document(
+            self.segment_path(link, index, SEAL),
+            MAX_DOCUMENT_BYTES,
+            f"segment {SEAL} file",
+            self._held.get(link),
+        )
 
     def checkpoint_path(self, link: str) -> Path:
         return self.link_dir(link) / CHECKPOINT_FILE
@@ -459,5 +533,7 @@ def _stray_reason(name: str, mode: int) -> str:
     if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
         return f"a {_kind(mode)}, not part of the ledger"
     if name.startswith(LINK_PREFIX):
-        return "a link directory whose name is not a valid ASCII link name (1-32 of A-Z a-z 0-9 . _ -)"
+        return (
+            "a link directory whose name is not a valid ASCII link name (1-32 of A-Z a-z 0-9 . _ -)"
+        )
     return "not a file of the ledger format"

@@ -66,10 +66,18 @@ class RecordFile:
     facts: RecordFacts
 
 
-def parse_record_file(raw: pa.Buffer | bytes | OpenRecordFile, path: Path | str, record_size: int,
-                      leaf_records: int, first_seq: int = 0, *, keep_records: bool = True,
-                      leaf_hash: str = "sha256",
-                      into: RecordSink | None = None, ahead: int = 0) -> RecordFile:
+def parse_record_file(
+    raw: pa.Buffer | bytes | OpenRecordFile,
+    path: Path | str,
+    record_size: int,
+    leaf_records: int,
+    first_seq: int = 0,
+    *,
+    keep_records: bool = True,
+    leaf_hash: str = "sha256",
+    into: RecordSink | None = None,
+    ahead: int = 0,
+) -> RecordFile:
     """The raw record file in `raw` (the bytes of the file at `path`, or that file open: then read
     by the walk, and a file that shrinks meanwhile is a LedgerFormatError naming the byte that is
     gone; StorageError naming the byte when the storage fails a read), decoded with the seal's
@@ -92,8 +100,9 @@ def parse_record_file(raw: pa.Buffer | bytes | OpenRecordFile, path: Path | str,
         raw = raw if isinstance(raw, pa.Buffer) else pa.py_buffer(raw)
     size = raw.size
     if size < HEADER_SIZE:
-        raise LedgerFormatError(f"{path}: {_WHY[lib.LT_REC_HEADER_CUT].format(size=HEADER_SIZE)} "
-                                f"({size} bytes)")
+        raise LedgerFormatError(
+            f"{path}: {_WHY[lib.LT_REC_HEADER_CUT].format(size=HEADER_SIZE)} ({size} bytes)"
+        )
     spec = leaf_spec(leaf_records, leaf_hash) if leaf_records else 0
     max_leaves = -(-((size - HEADER_SIZE) // record_size) // leaf_records) if leaf_records else 0
     leaves = ffi.new("uint8_t[]", max(max_leaves, 1) * 32)
@@ -113,61 +122,134 @@ def parse_record_file(raw: pa.Buffer | bytes | OpenRecordFile, path: Path | str,
             import numpy as np
 
             cap = 1024 + (size - HEADER_SIZE) // record_size // 16
-            secs, counts, nruns = np.empty(cap, np.int64), np.empty(cap, np.uint64), ffi.new("size_t *")
+            secs, counts, nruns = (
+                np.empty(cap, np.int64),
+                np.empty(cap, np.uint64),
+                ffi.new("size_t *"),
+            )
             key, part_key, part_bits, acc, count = hashing.native_args()
-            rc = lib.lt_rec_file_mset(raw.fd, size, record_size, first_seq, head, out_ptr, out.size, spec,
-                                      leaves, len(leaves), key, part_key, part_bits, acc, count, ffi.from_buffer("int64_t[]", secs),
-                                      ffi.from_buffer("uint64_t[]", counts), cap, nruns, info)
+            rc = lib.lt_rec_file_mset(
+                raw.fd,
+                size,
+                record_size,
+                first_seq,
+                head,
+                out_ptr,
+                out.size,
+                spec,
+                leaves,
+                len(leaves),
+                key,
+                part_key,
+                part_bits,
+                acc,
+                count,
+                ffi.from_buffer("int64_t[]", secs),
+                ffi.from_buffer("uint64_t[]", counts),
+                cap,
+                nruns,
+                info,
+            )
         else:
-            rc = lib.lt_rec_file(raw.fd, size, record_size, first_seq, head, out_ptr, out.size if out else 0,
-                                 spec, leaves, len(leaves), info)
+            rc = lib.lt_rec_file(
+                raw.fd,
+                size,
+                record_size,
+                first_seq,
+                head,
+                out_ptr,
+                out.size if out else 0,
+                spec,
+                leaves,
+                len(leaves),
+                info,
+            )
         if rc == lib.LT_ERR_IO and info.error == lib.LT_REC_SHRUNK:
-            raise LedgerFormatError(f"{path}: the file shrank while it was read: byte {info.error_offset} of {size} "
-                                    "is gone (truncated by another program?)")
+            raise LedgerFormatError(
+                f"{path}: the file shrank while it was read: byte {info.error_offset} of {size} "
+                "is gone (truncated by another program?)"
+            )
         if rc == lib.LT_ERR_IO:
             err = ffi.errno
-            raise fsio.storage_error(OSError(err, os.strerror(err)), path,
-                                     f"read byte {info.error_offset} of the raw record file")
+            raise fsio.storage_error(
+                OSError(err, os.strerror(err)),
+                path,
+                f"read byte {info.error_offset} of the raw record file",
+            )
         head = bytes(ffi.buffer(head))
     else:
         head = raw[:HEADER_SIZE].to_pybytes()
         if keep_records:
-            rc = lib.lt_rec_records(ffi.from_buffer(raw), size, record_size, first_seq, out_ptr, out.size,
-                                    spec, leaves, len(leaves), info)
+            rc = lib.lt_rec_records(
+                ffi.from_buffer(raw),
+                size,
+                record_size,
+                first_seq,
+                out_ptr,
+                out.size,
+                spec,
+                leaves,
+                len(leaves),
+                info,
+            )
         else:
-            rc = lib.lt_rec_leaves(ffi.from_buffer(raw), size, record_size, first_seq, spec, leaves,
-                                   len(leaves), info)
+            rc = lib.lt_rec_leaves(
+                ffi.from_buffer(raw), size, record_size, first_seq, spec, leaves, len(leaves), info
+            )
     header = SegmentHeader.decode(head, str(path))
     if header.version != 2:
-        raise LedgerFormatError(f"{path}: a v{header.version} segment header (byte 0); a raw record file has a "
-                                "v2 one")
+        raise LedgerFormatError(
+            f"{path}: a v{header.version} segment header (byte 0); a raw record file has a v2 one"
+        )
     check_reserved(head, path)
     if header.tier != "frames":  # a window log's segment where a link's belongs
-        raise LedgerFormatError(f"{path}: record kind byte {TIER_OFFSET} is {head[TIER_OFFSET]:#04x} "
-                                f"({header.tier} records); a link's raw record file holds per-frame records")
+        raise LedgerFormatError(
+            f"{path}: record kind byte {TIER_OFFSET} is {head[TIER_OFFSET]:#04x} "
+            f"({header.tier} records); a link's raw record file holds per-frame records"
+        )
     if rc == lib.LT_ERR_CORRUPT:
-        raise LedgerFormatError(f"{path}: " + _WHY[info.error].format(
-            size=HEADER_SIZE, block=info.blocks, offset=info.error_offset, count=info.error_count,
-            left=size - info.error_offset))
+        raise LedgerFormatError(
+            f"{path}: "
+            + _WHY[info.error].format(
+                size=HEADER_SIZE,
+                block=info.blocks,
+                offset=info.error_offset,
+                count=info.error_count,
+                left=size - info.error_offset,
+            )
+        )
     if rc == lib.LT_ERR_NOMEM:
         raise MemoryError(f"{path}: no memory for a leaf of {leaf_records} records")
     if rc != lib.LT_OK:
-        raise ValueError(f"record size {record_size!r} / leaf records {leaf_records!r} out of bounds")
+        raise ValueError(
+            f"record size {record_size!r} / leaf records {leaf_records!r} out of bounds"
+        )
     count = int(info.records)
     n_leaves = -(-count // leaf_records)
     if hashing is not None and mapped:
         kept = out.slice(0, count * record_size)
         if nruns[0] <= cap:
-            into.add_runs(secs[:nruns[0]], counts[:nruns[0]])
+            into.add_runs(secs[: nruns[0]], counts[: nruns[0]])
         else:  # time jumping between seconds too often for the runs: counted from the same copy
             into.count_seconds(np.frombuffer(kept, into.dtype))  # np: imported with `hashing`
         into.hashed = (out.address, count * record_size) if count else None
     elif hashing is not None:  # read into memory (a URL): the consumer hashes these itself
         into.hashed = None
-    facts = RecordFacts(int(info.gaps), int(info.drops), int(info.first_ts_ns), int(info.last_ts_ns),
-                        bool(info.seq_contiguous))
-    return RecordFile(header, out.slice(0, count * record_size) if out is not None else None, count, int(info.blocks),
-                      bytes(ffi.buffer(leaves, n_leaves * 32)), facts)
+    facts = RecordFacts(
+        int(info.gaps),
+        int(info.drops),
+        int(info.first_ts_ns),
+        int(info.last_ts_ns),
+        bool(info.seq_contiguous),
+    )
+    return RecordFile(
+        header,
+        out.slice(0, count * record_size) if out is not None else None,
+        count,
+        int(info.blocks),
+        bytes(ffi.buffer(leaves, n_leaves * 32)),
+        facts,
+    )
 
 
 def check_reserved(head: bytes, path) -> None:
@@ -177,6 +259,8 @@ def check_reserved(head: bytes, path) -> None:
     nonzero = next((i for i in range(RESERVED_OFFSET, HEADER_SIZE) if head[i]), None)
     if nonzero is not None:
         last = HEADER_SIZE - 1
-        raise LedgerFormatError(f"{path}: reserved header byte {nonzero} is {head[nonzero]:#04x}, "
-                                f"not zero (bytes {RESERVED_OFFSET}..{last} are reserved); not a "
-                                "raw record file this version reads")
+        raise LedgerFormatError(
+            f"{path}: reserved header byte {nonzero} is {head[nonzero]:#04x}, "
+            f"not zero (bytes {RESERVED_OFFSET}..{last} are reserved); not a "
+            "raw record file this version reads"
+        )

@@ -37,13 +37,23 @@ def _remove_tmp_files(ledger_dir: Path, directory: Path, discarded: list[dict] |
     for tmp in sorted(directory.glob("*" + fsio.TMP_SUFFIX)):
         st = tmp.lstat()
         if not stat.S_ISREG(st.st_mode):
-            raise fsio.wrong_kind(tmp, st.st_mode, "a regular file (leftover of an interrupted write)")
+            raise fsio.wrong_kind(
+                tmp, st.st_mode, "a regular file (leftover of an interrupted write)"
+            )
         fsio.unlink(tmp, root=ledger_dir)
         if discarded is not None:
-            discarded.append({"path": str(tmp), "bytes": st.st_size, "why": "temporary file of an interrupted write"})
+            discarded.append(
+                {
+                    "path": str(tmp),
+                    "bytes": st.st_size,
+                    "why": "temporary file of an interrupted write",
+                }
+            )
 
 
-def _discard(ledger_dir: Path, discarded: list[dict] | None, path: Path, size: int, why: str, *also: Path) -> None:
+def _discard(
+    ledger_dir: Path, discarded: list[dict] | None, path: Path, size: int, why: str, *also: Path
+) -> None:
     """Remove `path` (and `also`), listing it in `discarded`: nothing goes without being reported."""
     for p in (path, *also):
         fsio.unlink(p, root=ledger_dir, missing_ok=True)
@@ -92,12 +102,26 @@ class SetAside:
     failed_authentication: bool  # a block or the header failed the device's MAC: a discrepancy
 
     def to_json(self) -> dict:
-        return {"path": self.path, "moved_to": self.moved_to, "bytes": self.bytes, "why": self.why,
-                "failed_authentication": self.failed_authentication}
+        return {
+            "path": self.path,
+            "moved_to": self.moved_to,
+            "bytes": self.bytes,
+            "why": self.why,
+            "failed_authentication": self.failed_authentication,
+        }
 
 
-def _set_aside(ledger_dir: Path, link: str, index: int, path: Path, raw: bytes | None, unsealed: int, why: str,
-               failed: bool, out: list[SetAside]) -> None:
+def _set_aside(
+    ledger_dir: Path,
+    link: str,
+    index: int,
+    path: Path,
+    raw: bytes | None,
+    unsealed: int,
+    why: str,
+    failed: bool,
+    out: list[SetAside],
+) -> None:
     """Keep open segment `path` in DIR/set-aside/link=NAME under a name not taken yet: moved there
     when `raw` is None (nothing of it is sealed), else a durable copy of `raw` (the file as found)
     is written there before its prefix is sealed and the file cut. Device-authenticated records are
@@ -116,10 +140,17 @@ def _set_aside(ledger_dir: Path, link: str, index: int, path: Path, raw: bytes |
     out.append(SetAside(str(path), str(dest), unsealed, why, failed))
 
 
-def recover_open_segments(ledger_dir: Path, ledger: LedgerHeader, link: str, signing_key: SigningKey,
-                          discarded: list[dict] | None = None, *, trust_unauthenticated: bool = False,
-                          marks: LedgerMarks | None = None,
-                          set_aside: list[SetAside] | None = None) -> list[RecoveredSegment]:
+def recover_open_segments(
+    ledger_dir: Path,
+    ledger: LedgerHeader,
+    link: str,
+    signing_key: SigningKey,
+    discarded: list[dict] | None = None,
+    *,
+    trust_unauthenticated: bool = False,
+    marks: LedgerMarks | None = None,
+    set_aside: list[SetAside] | None = None,
+) -> list[RecoveredSegment]:
     """Seal the authenticated prefix of every open segment left by a crash: the whole blocks of a
     v2 segment up to the first that fails the device's MAC chain (segment.authenticate_prefix); a
     v1 segment (no MACs) only with `trust_unauthenticated` (else OpenSegmentRefusedError, exit 1,
@@ -150,13 +181,17 @@ def recover_open_segments(ledger_dir: Path, ledger: LedgerHeader, link: str, sig
         if "open" not in files:
             continue
         if "seal.json" in files:
-            if ledger.version == 2 and "rec" not in files:  # crashed between the seal and the rename
+            if (
+                ledger.version == 2 and "rec" not in files
+            ):  # crashed between the seal and the rename
                 _finish_rename(ledger_dir, files)
             else:  # crashed between sealing and removing the open file
                 fsio.unlink(files["open"], root=ledger_dir)
             continue
         path = files["open"]
-        partial = [files["parquet"]] if "parquet" in files else []  # of a seal that was not finished
+        partial = (
+            [files["parquet"]] if "parquet" in files else []
+        )  # of a seal that was not finished
         raw = bytes(fsio.read_regular(path, root=ledger_dir, what="open segment"))
         try:
             seg = segments.parse_open_segment(raw, path)
@@ -165,68 +200,146 @@ def recover_open_segments(ledger_dir: Path, ledger: LedgerHeader, link: str, sig
                 _discard(ledger_dir, discarded, path, len(raw), "segment header cut", *partial)
             else:
                 _remove_partial(ledger_dir, partial)
-                _set_aside(ledger_dir, link, index, path, None, len(raw),
-                           f"segment header does not decode ({str(e).removeprefix(str(path) + ': ')}): its records "
-                           "cannot be attributed", False, aside)
+                _set_aside(
+                    ledger_dir,
+                    link,
+                    index,
+                    path,
+                    None,
+                    len(raw),
+                    f"segment header does not decode ({str(e).removeprefix(str(path) + ': ')}): its records "
+                    "cannot be attributed",
+                    False,
+                    aside,
+                )
             continue
         if seg.count == 0:  # crashed before the first whole record: nothing to seal
-            _discard(ledger_dir, discarded, path, seg.torn_bytes, "open segment without a whole record")
+            _discard(
+                ledger_dir, discarded, path, seg.torn_bytes, "open segment without a whole record"
+            )
             continue
         state = link_state(ledger_dir, ledger, link)
-        misfit = (f"the file is segment {index}" if index != state.next_index else
-                  segments.header_mismatch(seg.header, ledger, link, state.next_index, state.next_seq, key_id))
+        misfit = (
+            f"the file is segment {index}"
+            if index != state.next_index
+            else segments.header_mismatch(
+                seg.header, ledger, link, state.next_index, state.next_seq, key_id
+            )
+        )
         if misfit:
             _remove_partial(ledger_dir, partial)
-            _set_aside(ledger_dir, link, index, path, None, seg.size,
-                       f"open segment does not continue the chain at segment {state.next_index}, seq "
-                       f"{state.next_seq}: {misfit}; its {plural(seg.count, 'record')} cannot be sealed there",
-                       False, aside)
+            _set_aside(
+                ledger_dir,
+                link,
+                index,
+                path,
+                None,
+                seg.size,
+                f"open segment does not continue the chain at segment {state.next_index}, seq "
+                f"{state.next_seq}: {misfit}; its {plural(seg.count, 'record')} cannot be sealed there",
+                False,
+                aside,
+            )
             continue
         if marks is not None:
             marks.check_open(link, index, seg.header.first_seq, path)
-        auth = segments.authenticate_prefix(seg, mac_key, path, leaf_hash=ledger.leaf_hash,
-                                            trust_unauthenticated=trust_unauthenticated)
+        auth = segments.authenticate_prefix(
+            seg,
+            mac_key,
+            path,
+            leaf_hash=ledger.leaf_hash,
+            trust_unauthenticated=trust_unauthenticated,
+        )
         if auth.failure is not None:
             if not auth.blocks and marks is None:
                 raise OpenSegmentRefusedError(f"{auth.failure}; nothing of this segment is sealed")
             if not auth.blocks:
                 _remove_partial(ledger_dir, partial)
-            _set_aside(ledger_dir, link, index, path, raw if auth.blocks else None,
-                       seg.size - auth.end if auth.blocks else seg.size, auth.failure, True, aside)
+            _set_aside(
+                ledger_dir,
+                link,
+                index,
+                path,
+                raw if auth.blocks else None,
+                seg.size - auth.end if auth.blocks else seg.size,
+                auth.failure,
+                True,
+                aside,
+            )
             if not auth.blocks:
                 continue
-        torn = seg.torn_bytes if auth.failure is None else 0  # the rest is kept set aside, not discarded
+        torn = (
+            seg.torn_bytes if auth.failure is None else 0
+        )  # the rest is kept set aside, not discarded
         # the records were digested with the key the segment header names: the seal says so
-        res = _seal_recovered(ledger_dir, ledger.for_digest_key(seg.header.key_id), link, index, seg, auth,
-                              torn, path, state.prev_hash, signing_key)
+        res = _seal_recovered(
+            ledger_dir,
+            ledger.for_digest_key(seg.header.key_id),
+            link,
+            index,
+            seg,
+            auth,
+            torn,
+            path,
+            state.prev_hash,
+            signing_key,
+        )
         if marks is not None:
             marks.sealed(link, index, res.seal_hash, res.last_seq)
         out.append(RecoveredSegment(res, auth.blocks, int(seg.header.version == 2 and torn > 0)))
     return out
 
 
-def _seal_recovered(ledger_dir: Path, ledger: LedgerHeader, link: str, index: int, seg: segments.OpenSegment,
-                    auth: segments.AuthenticatedPrefix, torn: int, path: Path, prev_hash: str,
-                    signing_key: SigningKey) -> SealResult:
+def _seal_recovered(
+    ledger_dir: Path,
+    ledger: LedgerHeader,
+    link: str,
+    index: int,
+    seg: segments.OpenSegment,
+    auth: segments.AuthenticatedPrefix,
+    torn: int,
+    path: Path,
+    prev_hash: str,
+    signing_key: SigningKey,
+) -> SealResult:
     """Seal the authenticated records of open segment `path` (`torn` bytes past them reported):
     a v1 ledger writes Parquet and removes the file; a v2 ledger truncates it to the authenticated
     prefix, signs the seal over those records and renames it to seg-N.rec (a v1 open segment, only
     trusted, is sealed as v1 always: its bytes are not a v2 record file)."""
     seal_file = layout.seal_path(ledger_dir, link, index)
     if ledger.version == 2 and seg.header.version == 2:
-        c = segments.commit_records(auth.records, ledger.record_size, ledger.leaf_records,
-                                    ledger.leaf_hash)
+        c = segments.commit_records(
+            auth.records, ledger.record_size, ledger.leaf_records, ledger.leaf_hash
+        )
         fsio.truncate(path, auth.end, root=ledger_dir)  # the rest is never sealed
-        _, res = seal_committed(ledger_dir=ledger_dir, ledger=ledger, link=link, index=index,
-                                first_seq=seg.header.first_seq, totals=c.totals, leaves=c.leaves, prev_hash=prev_hash,
-                                signing_key=signing_key, seal_file=seal_file, torn_bytes=torn,
-                                source="recovered open segment")
+        _, res = seal_committed(
+            ledger_dir=ledger_dir,
+            ledger=ledger,
+            link=link,
+            index=index,
+            first_seq=seg.header.first_seq,
+            totals=c.totals,
+            leaves=c.leaves,
+            prev_hash=prev_hash,
+            signing_key=signing_key,
+            seal_file=seal_file,
+            torn_bytes=torn,
+            source="recovered open segment",
+        )
         fsio.rename(path, layout.segment_name(index, layout.RECORDS), root=ledger_dir)
         return res
     _, res = seal_records(
-        ledger_dir=ledger_dir, ledger=ledger, link=link, index=index, first_seq=seg.header.first_seq,
-        records=auth.records, prev_hash=prev_hash, signing_key=signing_key,
-        parquet=layout.parquet_path(ledger_dir, link, index), seal_file=seal_file, torn_bytes=torn,
+        ledger_dir=ledger_dir,
+        ledger=ledger,
+        link=link,
+        index=index,
+        first_seq=seg.header.first_seq,
+        records=auth.records,
+        prev_hash=prev_hash,
+        signing_key=signing_key,
+        parquet=layout.parquet_path(ledger_dir, link, index),
+        seal_file=seal_file,
+        torn_bytes=torn,
         source="recovered open segment",
     )
     fsio.unlink(path, root=ledger_dir)
@@ -240,15 +353,24 @@ def _finish_rename(ledger_dir: Path, files: dict[str, Path]) -> None:
     sealed records as missing)."""
     seal = load_seal(files["seal.json"], ledger_dir)
     seg = segments.read_open_segment(files["open"], ledger_dir)
-    root = (segments.commit_records(seg.records, seg.header.record_size, seg.header.leaf_records).totals.merkle_root
-            if seg.count else b"")
+    root = (
+        segments.commit_records(
+            seg.records, seg.header.record_size, seg.header.leaf_records
+        ).totals.merkle_root
+        if seg.count
+        else b""
+    )
     if seg.header.version != 2 or seg.torn_bytes or root.hex() != seal.merkle_root:
         raise OpenSegmentRefusedError(
             f"{files['open']}: its records are not the ones {files['seal.json'].name} signed (Merkle root "
             f"{root.hex() or 'of no records'}, {seg.torn_bytes} bytes past the last whole block); it is left in place, "
-            "nothing was renamed")
-    fsio.rename(files["open"], files["seal.json"].name.removesuffix(".seal.json") + "." + layout.RECORDS,
-                root=ledger_dir)
+            "nothing was renamed"
+        )
+    fsio.rename(
+        files["open"],
+        files["seal.json"].name.removesuffix(".seal.json") + "." + layout.RECORDS,
+        root=ledger_dir,
+    )
 
 
 @dataclass
@@ -261,7 +383,9 @@ class RecoverResult:
     discarded: list[dict] = field(default_factory=list)
     set_aside: list[SetAside] = field(default_factory=list)
     checkpoints: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # the device's protected state started from storage
+    notes: list[str] = field(
+        default_factory=list
+    )  # the device's protected state started from storage
 
     @property
     def ok(self) -> bool:
@@ -272,17 +396,35 @@ class RecoverResult:
         return sum(r.torn_bytes for _, r in self.sealed) + sum(d["bytes"] for d in self.discarded)
 
     def to_json(self) -> dict:
-        return {"ok": self.ok, "ledger": self.ledger,
-                "sealed": [{"link": link, "segment": r.index, "records": r.records,
-                            "torn_bytes_discarded": r.torn_bytes, "blocks_sealed": r.blocks,
-                            "blocks_past_prefix": r.tail_blocks} for link, r in self.sealed],
-                "discarded": self.discarded, "bytes_discarded": self.torn_bytes,
-                "set_aside": [a.to_json() for a in self.set_aside],
-                "checkpoints": self.checkpoints, "notes": self.notes}
+        return {
+            "ok": self.ok,
+            "ledger": self.ledger,
+            "sealed": [
+                {
+                    "link": link,
+                    "segment": r.index,
+                    "records": r.records,
+                    "torn_bytes_discarded": r.torn_bytes,
+                    "blocks_sealed": r.blocks,
+                    "blocks_past_prefix": r.tail_blocks,
+                }
+                for link, r in self.sealed
+            ],
+            "discarded": self.discarded,
+            "bytes_discarded": self.torn_bytes,
+            "set_aside": [a.to_json() for a in self.set_aside],
+            "checkpoints": self.checkpoints,
+            "notes": self.notes,
+        }
 
 
-def recover_ledger(ledger_dir: Path, signing_key: SigningKey, *, trust_unauthenticated: bool = False,
-                   device_state: DeviceState | None = None) -> RecoverResult:
+def recover_ledger(
+    ledger_dir: Path,
+    signing_key: SigningKey,
+    *,
+    trust_unauthenticated: bool = False,
+    device_state: DeviceState | None = None,
+) -> RecoverResult:
     """Seal the authenticated prefix of every link's open segments after a crash, set aside what
     cannot be sealed, and re-sign the checkpoints (recover_open_segments: OpenSegmentRefusedError
     for a v1 segment without `trust_unauthenticated`). With the signing key's protected state
@@ -305,11 +447,20 @@ def recover_ledger(ledger_dir: Path, signing_key: SigningKey, *, trust_unauthent
                 marks.check_ledger(ledger_dir)  # a link gone whole is refused too
             _remove_tmp_files(ledger_dir, ledger_dir, res.discarded)
             for link in names:
-                for r in recover_open_segments(ledger_dir, ledger, link, signing_key, res.discarded,
-                                               trust_unauthenticated=trust_unauthenticated, marks=marks,
-                                               set_aside=res.set_aside):
+                for r in recover_open_segments(
+                    ledger_dir,
+                    ledger,
+                    link,
+                    signing_key,
+                    res.discarded,
+                    trust_unauthenticated=trust_unauthenticated,
+                    marks=marks,
+                    set_aside=res.set_aside,
+                ):
                     res.sealed.append((link, r))
-                res.checkpoints.append(str(write_checkpoint(ledger_dir, ledger, link, signing_key, marks=marks)))
+                res.checkpoints.append(
+                    str(write_checkpoint(ledger_dir, ledger, link, signing_key, marks=marks))
+                )
             res.notes = marks.notes if marks is not None else []
     return res
 
@@ -326,18 +477,29 @@ def kept_for_recovery(ledger_dir: Path, link: str, signing_key: SigningKey) -> s
             if "open" not in files or "seal.json" in files:
                 continue
             seg = segments.read_open_segment(files["open"], ledger_dir)
-            auth = segments.authenticate_prefix(seg, mac_key, files["open"],
-                                                leaf_hash=ledger.leaf_hash)
-            part = (f"{plural(len(auth.records) // seg.header.record_size, 'record', fmt=',')} in the "
-                    f"{plural(auth.blocks, 'whole authenticated block')} of {files['open'].name}")
+            auth = segments.authenticate_prefix(
+                seg, mac_key, files["open"], leaf_hash=ledger.leaf_hash
+            )
+            part = (
+                f"{plural(len(auth.records) // seg.header.record_size, 'record', fmt=',')} in the "
+                f"{plural(auth.blocks, 'whole authenticated block')} of {files['open'].name}"
+            )
             if seg.size > auth.end:
-                part += (f" (the {plural(seg.size - auth.end, 'byte', fmt=',')} past them, of a block the error cut, "
-                         "are discarded)")
+                part += (
+                    f" (the {plural(seg.size - auth.end, 'byte', fmt=',')} past them, of a block the error cut, "
+                    "are discarded)"
+                )
             parts.append(part)
     except (LedgerError, OSError, ValueError):  # the storage is failing: say what is certain
-        return (f"`ledgertool recover {ledger_dir}` seals the whole authenticated blocks written before the error "
-                "once that is fixed; the part of a block the error cut is discarded")
+        return (
+            f"`ledgertool recover {ledger_dir}` seals the whole authenticated blocks written before the error "
+            "once that is fixed; the part of a block the error cut is discarded"
+        )
     if not parts:
-        return (f"no open segment is left; once that is fixed, `ledgertool recover {ledger_dir}` re-signs the "
-                "checkpoint")
-    return f"kept for `ledgertool recover {ledger_dir}` to seal once that is fixed: {'; '.join(parts)}"
+        return (
+            f"no open segment is left; once that is fixed, `ledgertool recover {ledger_dir}` re-signs the "
+            "checkpoint"
+        )
+    return (
+        f"kept for `ledgertool recover {ledger_dir}` to seal once that is fixed: {'; '.join(parts)}"
+    )

@@ -46,7 +46,11 @@ class FsspecLedgerReader(LedgerReader):
         self._fs = filesystem(self.directory.url)[0]
         mode = self._lmode(self.directory)
         if mode is None or not stat.S_ISDIR(mode):
-            what = "not a directory; a ledger is a directory" if mode is not None else "no such ledger directory"
+            what = (
+                "not a directory; a ledger is a directory"
+                if mode is not None
+                else "no such ledger directory"
+            )
             raise LedgerFormatError(f"{self.directory}: {what}")
 
     def _info(self, path: UrlPath) -> dict | None:
@@ -69,7 +73,7 @@ class FsspecLedgerReader(LedgerReader):
         out, prefix = [], directory.path.rstrip("/") + "/"
         for e in entries:
             full = str(e.get("name", "")).rstrip("/")
-            name = full[len(prefix):] if full.startswith(prefix) else ""
+            name = full[len(prefix) :] if full.startswith(prefix) else ""
             if full == directory.path.rstrip("/"):
                 continue  # some stores list a directory's own marker object
             if not name or "/" in name:  # not a child of this directory: a stray under an odd name
@@ -84,13 +88,16 @@ class FsspecLedgerReader(LedgerReader):
 
         return pa.py_buffer(self._read_document(path, limit, what))
 
-    def _read_document(self, path: UrlPath, limit: int | None, what: str,
-                       dir_fd: int | None = None) -> bytes:
+    def _read_document(
+        self, path: UrlPath, limit: int | None, what: str, dir_fd: int | None = None
+    ) -> bytes:
         info = self._info(path)
         if info is None:
             raise remote_error(FileNotFoundError(path.path), path, f"read {what}")
         if info.get("type") != "file":
-            raise FileTypeError(f"{path}: is a {info.get('type') or 'special file'}; expected a regular file ({what})")
+            raise FileTypeError(
+                f"{path}: is a {info.get('type') or 'special file'}; expected a regular file ({what})"
+            )
         size = info.get("size")
         if limit is not None and isinstance(size, int) and size > limit:
             raise LedgerFormatError(f"{path}: {size} bytes, larger than a {what} can be ({limit})")
@@ -108,8 +115,9 @@ class FsspecLedgerReader(LedgerReader):
     def _open_link_dir(self, link: str) -> None:
         return None  # no descriptors on fsspec storage: every read goes by its path
 
-    def _open_records(self, path: UrlPath, what: str, dir_fd: int | None = None,
-                      limit: int | None = None) -> pa.Buffer:
+    def _open_records(
+        self, path: UrlPath, what: str, dir_fd: int | None = None, limit: int | None = None
+    ) -> pa.Buffer:
         return self._read(path, limit, what)  # no map of a remote file: its bytes, bounded
 
     def _read_growing(self, path: UrlPath, what: str) -> bytes:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 from contextlib import AbstractContextManager, ExitStack, nullcontext
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
@@ -67,8 +67,9 @@ def load_rotations(directory: Path) -> list[RotationStatement]:
     return [parse_rotation(raw, p) for p, raw in ledger_reader(directory).read_rotation_files()]
 
 
-def _checked_schedule(directory: Path, ledger: LedgerHeader,
-                      rotations: list[RotationStatement]) -> Schedule | None:
+def _checked_schedule(
+    directory: Path, ledger: LedgerHeader, rotations: list[RotationStatement]
+) -> Schedule | None:
     """The ledger's own schedule, rooted at the key set its first statement names (a writer has no
     trust bundle; verify roots it at the verifier's). LedgerFormatError when the chain is broken:
     nothing is appended to a history that does not verify. None when there is no statement."""
@@ -78,8 +79,13 @@ def _checked_schedule(directory: Path, ledger: LedgerHeader,
         root = TrustBundle.from_dict(rotations[0].authoriser, "rotation 1")
     except KeyFileError as e:
         raise LedgerFormatError(f"{directory}: {e}") from None
-    sched = key_schedule(ledger.ledger_id, root, rotations, digest_key_id=ledger.digest_key_id,
-                         algorithm=ledger.algorithm)
+    sched = key_schedule(
+        ledger.ledger_id,
+        root,
+        rotations,
+        digest_key_id=ledger.digest_key_id,
+        algorithm=ledger.algorithm,
+    )
     if sched.problems:
         raise LedgerFormatError(f"{directory}: {sched.problems[0]}")
     return sched
@@ -93,7 +99,9 @@ def _boundary(directory: Path, ledger: LedgerHeader) -> dict[str, int]:
     for link in links(directory):
         files = segment_files(directory, link)
         if any("open" in f and "seal.json" not in f for f in files.values()):
-            raise UsageError(f"{directory}: link {link} has an open segment; run `ledgertool recover` first")
+            raise UsageError(
+                f"{directory}: link {link} has an open segment; run `ledgertool recover` first"
+            )
         effective[link] = link_state(directory, ledger, link).next_index
     return effective
 
@@ -113,10 +121,12 @@ def _write_statement(directory: Path, rotations: list[dict], doc: dict) -> tuple
         if not _in_place(directory, path, data):
             raise
         why = os.strerror(e.errno) if e.errno else str(e)
-        return path, (f"{path}: rotation {number} is in force (the statement is in place), but "
-                      f"its directory could not be flushed ({why}), so it may not survive a crash "
-                      "of this machine: keep both the old and the new signing key until the file "
-                      "system is healthy again")
+        return path, (
+            f"{path}: rotation {number} is in force (the statement is in place), but "
+            f"its directory could not be flushed ({why}), so it may not survive a crash "
+            "of this machine: keep both the old and the new signing key until the file "
+            "system is healthy again"
+        )
     return path, None
 
 
@@ -129,8 +139,14 @@ def _in_place(directory: Path, path: Path, data: bytes) -> bool:
         return False
 
 
-def rotate_keys(directory: Path, old: SigningKey, new: SigningKey, *,
-                old_state: KeyState | None = None, new_state: KeyState | None = None) -> dict:
+def rotate_keys(
+    directory: Path,
+    old: SigningKey,
+    new: SigningKey,
+    *,
+    old_state: KeyState | None = None,
+    new_state: KeyState | None = None,
+) -> dict:
     """Write the next rotation statement: `new` signs every segment sealed from now on.
 
     The keys' protected states (ledger.devstate; the CLI keeps each beside its key's file):
@@ -154,8 +170,14 @@ def rotate_keys(directory: Path, old: SigningKey, new: SigningKey, *,
         return _rotate_keys_locked(directory, ledger, old, new, old_state, new_state)
 
 
-def _rotate_keys_locked(directory: Path, ledger: LedgerHeader, old: SigningKey, new: SigningKey,
-                        old_state: KeyState | None, new_state: KeyState | None) -> dict:
+def _rotate_keys_locked(
+    directory: Path,
+    ledger: LedgerHeader,
+    old: SigningKey,
+    new: SigningKey,
+    old_state: KeyState | None,
+    new_state: KeyState | None,
+) -> dict:
 
     rotations = load_rotations(directory)
     old_bundle, new_bundle = old.trust_bundle(), new.trust_bundle()
@@ -169,8 +191,10 @@ def _rotate_keys_locked(directory: Path, ledger: LedgerHeader, old: SigningKey, 
             if sealed:
                 signer = load_seal(files[sealed[-1]]["seal.json"]).signer
                 if signer != old_bundle.key_ids:
-                    raise KeyFileError(f"{old.path or 'old key'}: is not the key that signed the last seal of "
-                                       f"link {link}")
+                    raise KeyFileError(
+                        f"{old.path or 'old key'}: is not the key that signed the last seal of "
+                        f"link {link}"
+                    )
     if current is not None and current != old_bundle:
         raise KeyFileError(f"{old.path or 'old key'}: is not the ledger's current signing key")
     if new_bundle == old_bundle:
@@ -182,19 +206,32 @@ def _rotate_keys_locked(directory: Path, ledger: LedgerHeader, old: SigningKey, 
             om.check_ledger(directory)
         if nm is not None:
             nm.check_ledger(directory, start=False)  # what it signed before, if anything; no start
-        doc = _statement(SIGNING_KEY, ledger, rotations, effective,
-                         old_keys=old_bundle.to_dict(), new_keys=new_bundle.to_dict())
+        doc = _statement(
+            SIGNING_KEY,
+            ledger,
+            rotations,
+            effective,
+            old_keys=old_bundle.to_dict(),
+            new_keys=new_bundle.to_dict(),
+        )
         number = doc["number"]
         msg = rotation_message(doc)
         doc["signatures"] = {"old": old.sign(msg), "new": new.sign(msg)}
         path, warning = _write_statement(directory, rotations, doc)
         extra = _remember_rotation(path, doc, om, nm)
-    return {"path": str(path), "number": number, "kind": SIGNING_KEY, "effective_from": effective,
-            "new_key_ids": new_bundle.key_ids, **_said(warning, *extra)}
+    return {
+        "path": str(path),
+        "number": number,
+        "kind": SIGNING_KEY,
+        "effective_from": effective,
+        "new_key_ids": new_bundle.key_ids,
+        **_said(warning, *extra),
+    }
 
 
-def _remember_rotation(path: Path, doc: dict, signer: KeyMarks | None,
-                       new: KeyMarks | None = None) -> tuple[str | None, list[str]]:
+def _remember_rotation(
+    path: Path, doc: dict, signer: KeyMarks | None, new: KeyMarks | None = None
+) -> tuple[str | None, list[str]]:
     """The statement `doc` is in place at `path`: the states of the keys that signed it remember
     it (the new key's, of a signing-key rotation, after taking over the old key's marks).
     (a warning when a state could not be written, their notes): the rotation is in force whatever
@@ -209,9 +246,11 @@ def _remember_rotation(path: Path, doc: dict, signer: KeyMarks | None,
             signer.rotated(doc["number"], h)
         problem = None
     except LedgerError as e:
-        problem = (f"rotation {doc['number']} is in force ({path}), but a signing key's protected "
-                   f"state could not be updated ({e}): it starts again from the storage at the "
-                   "key's next use")
+        problem = (
+            f"rotation {doc['number']} is in force ({path}), but a signing key's protected "
+            f"state could not be updated ({e}): it starts again from the storage at the "
+            "key's next use"
+        )
     return problem, (signer.notes if signer else []) + (new.notes if new else [])
 
 
@@ -221,8 +260,14 @@ def _said(warning: str | None, problem: str | None, notes: list[str]) -> dict:
     return {**({"warning": warning} if warning else {}), **({"notes": notes} if notes else {})}
 
 
-def rotate_digest_key(directory: Path, signing_key: SigningKey, old: DigestKey, new: DigestKey, *,
-                      device_state: KeyState | None = None) -> dict:
+def rotate_digest_key(
+    directory: Path,
+    signing_key: SigningKey,
+    old: DigestKey,
+    new: DigestKey,
+    *,
+    device_state: KeyState | None = None,
+) -> dict:
     """Write the next rotation statement: digest key `new` computes every segment captured from now on.
 
     The statement names the old and the new key id for the ledger's algorithm (the keys stay
@@ -243,8 +288,14 @@ def rotate_digest_key(directory: Path, signing_key: SigningKey, old: DigestKey, 
         return _rotate_digest_key_locked(directory, ledger, signing_key, old, new, device_state)
 
 
-def _rotate_digest_key_locked(directory: Path, ledger: LedgerHeader, signing_key: SigningKey, old: DigestKey,
-                              new: DigestKey, state: KeyState | None) -> dict:
+def _rotate_digest_key_locked(
+    directory: Path,
+    ledger: LedgerHeader,
+    signing_key: SigningKey,
+    old: DigestKey,
+    new: DigestKey,
+    state: KeyState | None,
+) -> dict:
 
     rotations = load_rotations(directory)
     sched = _checked_schedule(directory, ledger, rotations)
@@ -254,29 +305,52 @@ def _rotate_digest_key_locked(directory: Path, ledger: LedgerHeader, signing_key
     used = sched.digest_key_ids if sched is not None else [ledger.digest_key_id]
     current = used[-1]
     if old_id != current:
-        raise KeyFileError(f"{old.path or 'old digest key'}: digest key id {old_id} is not the ledger's current "
-                           f"digest key {current}" + _retired_note(sched, old_id))
+        raise KeyFileError(
+            f"{old.path or 'old digest key'}: digest key id {old_id} is not the ledger's current "
+            f"digest key {current}" + _retired_note(sched, old_id)
+        )
     if new_id in used:
-        raise KeyFileError(f"{new.path or 'new digest key'}: digest key id {new_id} was already used by ledger "
-                           f"{directory}; generate a new key (`ledgertool keys generate`)")
+        raise KeyFileError(
+            f"{new.path or 'new digest key'}: digest key id {new_id} was already used by ledger "
+            f"{directory}; generate a new key (`ledgertool keys generate`)"
+        )
     effective = _boundary(directory, ledger)
     with state.ledger(ledger.ledger_id) if state else nullcontext() as marks:
         if marks is not None:
             marks.check_ledger(directory)
-        doc = _statement(DIGEST_KEY, ledger, rotations, effective, algorithm=alg.name,
-                         old_digest_key_id=old_id, new_digest_key_id=new_id,
-                         signing_keys=signing_key.trust_bundle().to_dict())
+        doc = _statement(
+            DIGEST_KEY,
+            ledger,
+            rotations,
+            effective,
+            algorithm=alg.name,
+            old_digest_key_id=old_id,
+            new_digest_key_id=new_id,
+            signing_keys=signing_key.trust_bundle().to_dict(),
+        )
         number = doc["number"]
         doc["signatures"] = {"signing": signing_key.sign(rotation_message(doc))}
         path, warning = _write_statement(directory, rotations, doc)
         extra = _remember_rotation(path, doc, marks)
-    return {"path": str(path), "number": number, "kind": DIGEST_KEY, "effective_from": effective,
-            "algorithm": alg.name, "old_digest_key_id": old_id, "new_digest_key_id": new_id,
-            **_said(warning, *extra)}
+    return {
+        "path": str(path),
+        "number": number,
+        "kind": DIGEST_KEY,
+        "effective_from": effective,
+        "algorithm": alg.name,
+        "old_digest_key_id": old_id,
+        "new_digest_key_id": new_id,
+        **_said(warning, *extra),
+    }
 
 
-def _statement(kind: str, ledger: LedgerHeader, rotations: list[RotationStatement],
-               effective: dict[str, int], **fields) -> dict:
+def _statement(
+    kind: str,
+    ledger: LedgerHeader,
+    rotations: list[RotationStatement],
+    effective: dict[str, int],
+    **fields,
+) -> dict:
     """The unsigned body of the next rotation statement of `kind`: numbered after `rotations`,
     chained to the last of them (or the ledger's genesis label), `fields` between the common head
     and `created_at` (key order is irrelevant to the RFC 8785 signed bytes, kept for readers)."""
@@ -285,11 +359,12 @@ def _statement(kind: str, ledger: LedgerHeader, rotations: list[RotationStatemen
         "kind": kind,
         "ledger_id": ledger.ledger_id,
         "number": len(rotations) + 1,
-        "prev_rotation_hash": (rotations[-1].hash() if rotations
-                               else rotation_genesis(ledger.ledger_id)),
+        "prev_rotation_hash": (
+            rotations[-1].hash() if rotations else rotation_genesis(ledger.ledger_id)
+        ),
         "effective_from": effective,
         **fields,
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
 
 
@@ -313,11 +388,15 @@ def current_digest_key_id(directory: Path, ledger: LedgerHeader, digest_key: Dig
     if kid == ids[-1]:
         return kid
     why = f"wrong key: retired by rotation {retired[kid]}" if kid in retired else "wrong key"
-    raise KeyFileError(f"{digest_key.path or 'digest key'}: digest key id {kid} is not the current digest key of "
-                       f"ledger {directory} (key id {ids[-1]}): {why}")
+    raise KeyFileError(
+        f"{digest_key.path or 'digest key'}: digest key id {kid} is not the current digest key of "
+        f"ledger {directory} (key id {ids[-1]}): {why}"
+    )
 
 
-def _digest_key_history(directory: Path, ledger: LedgerHeader) -> tuple[list[str], dict[str, object]]:
+def _digest_key_history(
+    directory: Path, ledger: LedgerHeader
+) -> tuple[list[str], dict[str, object]]:
     """Digest key ids in the order the statements introduce them (ledger.json's first) and, per
     retired id, the number of the rotation that retired it; statements trusted as written."""
     ids = [ledger.digest_key_id]
@@ -343,16 +422,22 @@ def current_signer_check(directory: Path, ledger: LedgerHeader, signing_key: Sig
     if rotations:
         last = rotations[-1]
         want = last.new_signer or {}
-        want_ids = {k.get("algorithm"): k.get("key_id") for k in want.get("keys", []) if isinstance(k, dict)}
+        want_ids = {
+            k.get("algorithm"): k.get("key_id") for k in want.get("keys", []) if isinstance(k, dict)
+        }
         if want_ids != ids:
-            raise KeyFileError(f"{signing_key.path or 'signing key'}: is not the ledger's current signing key "
-                               f"(after rotation {len(rotations)}, {directory} is signed by {want_ids})")
+            raise KeyFileError(
+                f"{signing_key.path or 'signing key'}: is not the ledger's current signing key "
+                f"(after rotation {len(rotations)}, {directory} is signed by {want_ids})"
+            )
         return
     last = _last_signer(directory)
     if last is not None and last != ids:
-        raise KeyFileError(f"{signing_key.path or 'signing key'}: is not the key that signs ledger {directory} "
-                           f"(its seals are signed by {', '.join(f'{a} {k}' for a, k in sorted(last.items()))}); "
-                           "use that key, or move the ledger to a new key with `ledgertool keys rotate`")
+        raise KeyFileError(
+            f"{signing_key.path or 'signing key'}: is not the key that signs ledger {directory} "
+            f"(its seals are signed by {', '.join(f'{a} {k}' for a, k in sorted(last.items()))}); "
+            "use that key, or move the ledger to a new key with `ledgertool keys rotate`"
+        )
 
 
 def _last_signer(directory: Path) -> dict | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from ..digest.engine import merkle_leaves, merkle_root
@@ -51,9 +51,22 @@ class SegmentTotals:
     merkle_root: bytes
 
 
-def _sign_and_write(*, ledger_dir: Path, ledger: LedgerHeader, link: str, index: int, first_seq: int,
-                    totals: SegmentTotals, files: dict, prev_hash: str, signing_key: SigningKey, seal_file: Path,
-                    torn_bytes: int, source: str | None, seal_format: str) -> tuple[Seal, SealResult]:
+def _sign_and_write(
+    *,
+    ledger_dir: Path,
+    ledger: LedgerHeader,
+    link: str,
+    index: int,
+    first_seq: int,
+    totals: SegmentTotals,
+    files: dict,
+    prev_hash: str,
+    signing_key: SigningKey,
+    seal_file: Path,
+    torn_bytes: int,
+    source: str | None,
+    seal_format: str,
+) -> tuple[Seal, SealResult]:
     """The one builder of seal documents: the members common to every format, `files` (v1: the
     Parquet file's name, SHA-256 and size; v2: none) after merkle_root; signed, written atomically."""
     doc = {
@@ -82,14 +95,27 @@ def _sign_and_write(*, ledger_dir: Path, ledger: LedgerHeader, link: str, index:
         "prev_seal_hash": prev_hash,
         "torn_bytes_discarded": torn_bytes,
         "source": source,
-        "sealed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "sealed_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "signer": signing_key.trust_bundle().key_ids,
     }
     doc["signatures"] = signing_key.sign(seal_signed_bytes(doc))
-    write_atomic(seal_file, (json.dumps(doc, indent=1) + "\n").encode(), root=ledger_dir, what="seal document")
+    write_atomic(
+        seal_file,
+        (json.dumps(doc, indent=1) + "\n").encode(),
+        root=ledger_dir,
+        what="seal document",
+    )
     seal = Seal.of(doc)
-    return seal, SealResult(index, totals.records, totals.frames, totals.drops, first_seq,
-                            totals.last_seq, seal.hash(), torn_bytes)
+    return seal, SealResult(
+        index,
+        totals.records,
+        totals.frames,
+        totals.drops,
+        first_seq,
+        totals.last_seq,
+        seal.hash(),
+        torn_bytes,
+    )
 
 
 def leaves_file(seal_file: Path) -> Path:
@@ -98,8 +124,18 @@ def leaves_file(seal_file: Path) -> Path:
 
 
 def seal_records(
-    *, ledger_dir: Path, ledger: LedgerHeader, link: str, index: int, first_seq: int, records: bytes,
-    prev_hash: str, signing_key: SigningKey, parquet: Path, seal_file: Path, torn_bytes: int = 0,
+    *,
+    ledger_dir: Path,
+    ledger: LedgerHeader,
+    link: str,
+    index: int,
+    first_seq: int,
+    records: bytes,
+    prev_hash: str,
+    signing_key: SigningKey,
+    parquet: Path,
+    seal_file: Path,
+    torn_bytes: int = 0,
     source: str | None = None,
 ) -> tuple[Seal, SealResult]:
     """Seal one segment's records in a v1 ledger: write Parquet, compute the Merkle root, sign,
@@ -122,27 +158,67 @@ def seal_records(
     raw_leaves = merkle_leaves(records, record_size, ledger.leaf_records, ledger.leaf_hash)
     root = merkle_root(raw_leaves)  # C; == merkle.root_from_leaf_hashes
     write_atomic(leaves_file(seal_file), raw_leaves, root=ledger_dir, what="leaf-hash sidecar")
-    totals = SegmentTotals(count, int(count - gaps.sum()), drops,
-                           int(arr["seq"][-1]) if count else first_seq - 1,
-                           int(arr["ts_ns"][0]) if count else None, int(arr["ts_ns"][-1]) if count else None, root)
+    totals = SegmentTotals(
+        count,
+        int(count - gaps.sum()),
+        drops,
+        int(arr["seq"][-1]) if count else first_seq - 1,
+        int(arr["ts_ns"][0]) if count else None,
+        int(arr["ts_ns"][-1]) if count else None,
+        root,
+    )
     files = {"parquet_file": parquet.name, "parquet_sha256": sha, "parquet_bytes": size}
-    return _sign_and_write(ledger_dir=ledger_dir, ledger=ledger, link=link, index=index, first_seq=first_seq,
-                           totals=totals, files=files, prev_hash=prev_hash, signing_key=signing_key,
-                           seal_file=seal_file, torn_bytes=torn_bytes, source=source, seal_format=SEAL_FORMAT)
+    return _sign_and_write(
+        ledger_dir=ledger_dir,
+        ledger=ledger,
+        link=link,
+        index=index,
+        first_seq=first_seq,
+        totals=totals,
+        files=files,
+        prev_hash=prev_hash,
+        signing_key=signing_key,
+        seal_file=seal_file,
+        torn_bytes=torn_bytes,
+        source=source,
+        seal_format=SEAL_FORMAT,
+    )
 
 
 def seal_committed(
-    *, ledger_dir: Path, ledger: LedgerHeader, link: str, index: int, first_seq: int, totals: SegmentTotals,
-    leaves: bytes, prev_hash: str, signing_key: SigningKey, seal_file: Path, torn_bytes: int = 0,
+    *,
+    ledger_dir: Path,
+    ledger: LedgerHeader,
+    link: str,
+    index: int,
+    first_seq: int,
+    totals: SegmentTotals,
+    leaves: bytes,
+    prev_hash: str,
+    signing_key: SigningKey,
+    seal_file: Path,
+    torn_bytes: int = 0,
     source: str | None = None,
 ) -> tuple[Seal, SealResult]:
     """Seal one segment of a v2 ledger from what the writer committed to when the records were
     appended (`totals`: counters and Merkle root; `leaves`: the leaf hashes), nothing read back:
     write the seal document (format ledgertool-seal-v2, no Parquet members), then the leaf-hash
     sidecar. The caller then renames the open segment to seg-N.rec (docs/ledger-format.md)."""
-    out = _sign_and_write(ledger_dir=ledger_dir, ledger=ledger, link=link, index=index, first_seq=first_seq,
-                          totals=totals, files={}, prev_hash=prev_hash, signing_key=signing_key,
-                          seal_file=seal_file, torn_bytes=torn_bytes, source=source, seal_format=SEAL_FORMAT_V2)
+    out = _sign_and_write(
+        ledger_dir=ledger_dir,
+        ledger=ledger,
+        link=link,
+        index=index,
+        first_seq=first_seq,
+        totals=totals,
+        files={},
+        prev_hash=prev_hash,
+        signing_key=signing_key,
+        seal_file=seal_file,
+        torn_bytes=torn_bytes,
+        source=source,
+        seal_format=SEAL_FORMAT_V2,
+    )
     write_atomic(leaves_file(seal_file), leaves, root=ledger_dir, what="leaf-hash sidecar")
     return out
 

@@ -21,14 +21,18 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from .. import fsio
 from .._binding import check, ffi, lib
 from ..algorithms import ALGORITHMS, STRIP_MODES
-from ..digest.engine import (MERKLE_MAX_LEAF_RECORDS, leaf_spec, merkle_leaves, merkle_root,
-                             valid_leaf_records)
+from ..digest.engine import (
+    MERKLE_MAX_LEAF_RECORDS,
+    leaf_spec,
+    merkle_leaves,
+    merkle_root,
+    valid_leaf_records,
+)
 from ..digest.record import FLAG_GAP, RECORD_FIXED, record_dtype
 from ..errors import LedgerFormatError, OpenSegmentRefusedError, Setting
 from .header import LedgerHeader
@@ -37,7 +41,7 @@ from .openmac import MAC_SIZE, OpenSegmentKey, chunk_hashes
 from .sealer import SegmentTotals
 
 if TYPE_CHECKING:  # imported where used (start-up: docs/benchmarks.md)
-    import numpy as np
+    pass
 
 SEGMENT_MAGIC = b"LTSEGv1\n"  # v1: records without authentication (read, never written)
 SEGMENT_MAGIC_V2 = b"LTSEGv2\n"  # v2: authenticated blocks
@@ -64,8 +68,8 @@ MAX_BLOCK_RECORDS = lib.LT_SEGMENT_MAX_BLOCK_RECORDS
 MAX_SEGMENT_RECORDS = lib.LT_SEGMENT_MAX_RECORDS
 
 
-
 # ---- header ---------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class SegmentHeader:
@@ -89,65 +93,134 @@ class SegmentHeader:
 
     def encode(self) -> bytes:
         raw = _HEADER.pack(
-            SEGMENT_MAGIC if self.version == 1 else SEGMENT_MAGIC_V2, self.version, HEADER_SIZE,
-            self.record_size, self.digest_size,
-            uuid.UUID(hex=self.ledger_id).bytes, self.index, self.leaf_records, self.first_seq,
-            bytes.fromhex(self.key_id), self.link.encode(), self.algorithm.encode(),
-            self.strip.encode(), self.created_ns,
+            SEGMENT_MAGIC if self.version == 1 else SEGMENT_MAGIC_V2,
+            self.version,
+            HEADER_SIZE,
+            self.record_size,
+            self.digest_size,
+            uuid.UUID(hex=self.ledger_id).bytes,
+            self.index,
+            self.leaf_records,
+            self.first_seq,
+            bytes.fromhex(self.key_id),
+            self.link.encode(),
+            self.algorithm.encode(),
+            self.strip.encode(),
+            self.created_ns,
         )
         if self.mac_key_id is not None:
-            raw += _MAC_KEY_ID.pack(bytes.fromhex(self.mac_key_id)) + _TIER.pack(TIER_CODES[self.tier])
+            raw += _MAC_KEY_ID.pack(bytes.fromhex(self.mac_key_id)) + _TIER.pack(
+                TIER_CODES[self.tier]
+            )
         return raw.ljust(HEADER_SIZE, b"\0")
 
     @classmethod
-    def decode(cls, raw: bytes, path: str) -> "SegmentHeader":
+    def decode(cls, raw: bytes, path: str) -> SegmentHeader:
         if len(raw) < HEADER_SIZE:
-            raise LedgerFormatError(f"{path}: segment header cut at byte {len(raw)} (needs {HEADER_SIZE})")
-        (magic, version, hsize, rsize, dsize, lid, index, leaf, first, key_id, link, alg, strip,
-         created) = _HEADER.unpack_from(raw)
+            raise LedgerFormatError(
+                f"{path}: segment header cut at byte {len(raw)} (needs {HEADER_SIZE})"
+            )
+        (
+            magic,
+            version,
+            hsize,
+            rsize,
+            dsize,
+            lid,
+            index,
+            leaf,
+            first,
+            key_id,
+            link,
+            alg,
+            strip,
+            created,
+        ) = _HEADER.unpack_from(raw)
         if magic not in (SEGMENT_MAGIC, SEGMENT_MAGIC_V2):
             raise LedgerFormatError(f"{path}: not a ledgertool segment (bad magic at byte 0)")
         if version != (1 if magic == SEGMENT_MAGIC else 2) or hsize != HEADER_SIZE:
-            raise LedgerFormatError(f"{path}: unsupported segment format version {version} at byte 8")
+            raise LedgerFormatError(
+                f"{path}: unsupported segment format version {version} at byte 8"
+            )
         tier = raw[TIER_OFFSET] if version == 2 else 0
         if tier not in TIER_CODES.values():
-            raise LedgerFormatError(f"{path}: record kind {tier} at byte {TIER_OFFSET} is not 0 or 1")
+            raise LedgerFormatError(
+                f"{path}: record kind {tier} at byte {TIER_OFFSET} is not 0 or 1"
+            )
         window_ok = tier == 1 and leaf == 1 and lib.LT_WINDOW_HEADER < rsize
         if (rsize != RECORD_FIXED + dsize and not window_ok) or dsize not in (16, 32):
-            raise LedgerFormatError(f"{path}: inconsistent record size {rsize} / digest size {dsize} at byte 12")
+            raise LedgerFormatError(
+                f"{path}: inconsistent record size {rsize} / digest size {dsize} at byte 12"
+            )
         if not valid_leaf_records(leaf):
-            raise LedgerFormatError(f"{path}: leaf_records {leaf} at byte 36 is not a power of two in "
-                                    f"1..{MERKLE_MAX_LEAF_RECORDS}")
+            raise LedgerFormatError(
+                f"{path}: leaf_records {leaf} at byte 36 is not a power of two in "
+                f"1..{MERKLE_MAX_LEAF_RECORDS}"
+            )
         try:
             names = [f.rstrip(b"\0").decode("ascii") for f in (link, alg, strip)]
         except UnicodeDecodeError as e:
-            raise LedgerFormatError(f"{path}: segment header name field is not ASCII (byte {64 + e.start} "
-                                    "or later)") from None
+            raise LedgerFormatError(
+                f"{path}: segment header name field is not ASCII (byte {64 + e.start} or later)"
+            ) from None
         if not is_link_name(names[0]):
-            raise LedgerFormatError(f"{path}: link name {names[0]!r} at byte 64 is not a valid link name")
+            raise LedgerFormatError(
+                f"{path}: link name {names[0]!r} at byte 64 is not a valid link name"
+            )
         algorithm = ALGORITHMS.get(names[1])
         if algorithm is None or not algorithm.ledger_ok or algorithm.digest_size != dsize:
-            raise LedgerFormatError(f"{path}: algorithm {names[1]!r} at byte 96 is not a ledger algorithm with "
-                                    f"{dsize}-byte digests")
+            raise LedgerFormatError(
+                f"{path}: algorithm {names[1]!r} at byte 96 is not a ledger algorithm with "
+                f"{dsize}-byte digests"
+            )
         if names[2] not in STRIP_MODES:
-            raise LedgerFormatError(f"{path}: strip mode {names[2]!r} at byte 128 is not one of "
-                                    f"{', '.join(STRIP_MODES)}")
-        mac_key_id = _MAC_KEY_ID.unpack_from(raw, MAC_KEY_ID_OFFSET)[0].hex() if version == 2 else None
-        return cls(uuid.UUID(bytes=lid).hex, names[0], index, names[1], names[2], key_id.hex(), rsize, dsize,
-                   leaf, first, created, mac_key_id, "windows" if tier == 1 else "frames")
+            raise LedgerFormatError(
+                f"{path}: strip mode {names[2]!r} at byte 128 is not one of "
+                f"{', '.join(STRIP_MODES)}"
+            )
+        mac_key_id = (
+            _MAC_KEY_ID.unpack_from(raw, MAC_KEY_ID_OFFSET)[0].hex() if version == 2 else None
+        )
+        return cls(
+            uuid.UUID(bytes=lid).hex,
+            names[0],
+            index,
+            names[1],
+            names[2],
+            key_id.hex(),
+            rsize,
+            dsize,
+            leaf,
+            first,
+            created,
+            mac_key_id,
+            "windows" if tier == 1 else "frames",
+        )
 
 
-def header_mismatch(header: SegmentHeader, ledger: LedgerHeader, link: str, index: int, first_seq: int | None,
-                    key_id: str | None) -> str | None:
+def header_mismatch(
+    header: SegmentHeader,
+    ledger: LedgerHeader,
+    link: str,
+    index: int,
+    first_seq: int | None,
+    key_id: str | None,
+) -> str | None:
     """Why an open segment with `header` cannot be sealed as segment `index` of `link` (starting
     at seq `first_seq`, digested with digest key `key_id`; None skips those two checks), or None
     when it can: the first header field that differs from what the ledger needs there. Pure."""
-    fields = (("ledger id", header.ledger_id, ledger.ledger_id), ("link", header.link, link),
-              ("segment index", header.index, index), ("first seq", header.first_seq, first_seq),
-              ("algorithm", header.algorithm, ledger.algorithm), ("strip mode", header.strip, ledger.strip),
-              ("record size", header.record_size, ledger.record_size),
-              ("digest size", header.digest_size, ledger.digest_size),
-              ("leaf records", header.leaf_records, ledger.leaf_records), ("digest key id", header.key_id, key_id))
+    fields = (
+        ("ledger id", header.ledger_id, ledger.ledger_id),
+        ("link", header.link, link),
+        ("segment index", header.index, index),
+        ("first seq", header.first_seq, first_seq),
+        ("algorithm", header.algorithm, ledger.algorithm),
+        ("strip mode", header.strip, ledger.strip),
+        ("record size", header.record_size, ledger.record_size),
+        ("digest size", header.digest_size, ledger.digest_size),
+        ("leaf records", header.leaf_records, ledger.leaf_records),
+        ("digest key id", header.key_id, key_id),
+    )
     for name, got, want in fields:
         if want is not None and got != want:
             return f"its header says {name} {got!r} where the ledger needs {want!r}"
@@ -155,6 +228,7 @@ def header_mismatch(header: SegmentHeader, ledger: LedgerHeader, link: str, inde
 
 
 # ---- writer / reader ------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class SegmentCommitment:
@@ -167,8 +241,9 @@ class SegmentCommitment:
     leaves: bytes = field(repr=False)  # the leaf hashes, 32 bytes each (the .leaves sidecar)
 
 
-def commit_records(records: bytes | memoryview, record_size: int, leaf_records: int,
-                   leaf_hash: str = "sha256") -> SegmentCommitment:
+def commit_records(
+    records: bytes | memoryview, record_size: int, leaf_records: int, leaf_hash: str = "sha256"
+) -> SegmentCommitment:
     """The commitment over whole records held in memory (at least one; ValueError otherwise), as the
     C writer computes it (recovery, from records whose blocks authenticated). Blocks: 0 (unknown)."""
     import numpy as np
@@ -178,8 +253,15 @@ def commit_records(records: bytes | memoryview, record_size: int, leaf_records: 
         raise ValueError("a segment commitment needs at least one record")
     gaps = (arr["flags"] & FLAG_GAP) != 0
     leaves = merkle_leaves(records, record_size, leaf_records, leaf_hash)
-    totals = SegmentTotals(len(arr), int(len(arr) - gaps.sum()), int(arr["aux"][gaps].sum(dtype=np.uint64)),
-                           int(arr["seq"][-1]), int(arr["ts_ns"][0]), int(arr["ts_ns"][-1]), merkle_root(leaves))
+    totals = SegmentTotals(
+        len(arr),
+        int(len(arr) - gaps.sum()),
+        int(arr["aux"][gaps].sum(dtype=np.uint64)),
+        int(arr["seq"][-1]),
+        int(arr["ts_ns"][0]),
+        int(arr["ts_ns"][-1]),
+        merkle_root(leaves),
+    )
     return SegmentCommitment(int(arr["seq"][0]), totals, 0, leaves)
 
 
@@ -195,8 +277,14 @@ class SegmentWriter:
     becomes StorageError naming the segment and saying that the records already written are kept
     for `ledgertool recover`."""
 
-    def __init__(self, path: Path, header: SegmentHeader, key: OpenSegmentKey,
-                 root: Path | None = None, leaf_hash: str = "sha256"):
+    def __init__(
+        self,
+        path: Path,
+        header: SegmentHeader,
+        key: OpenSegmentKey,
+        root: Path | None = None,
+        leaf_hash: str = "sha256",
+    ):
         if header.mac_key_id != key.key_id:
             raise ValueError("the open segment's header names another MAC key")
         self.path = path
@@ -214,12 +302,23 @@ class SegmentWriter:
                 if os.write(self._fd, raw) != len(raw):  # 256 bytes to a new regular file
                     raise OSError(errno.EIO, "short write of the segment header")
             except OSError as e:
-                raise fsio.storage_error(e, self.path, "append to open segment", _keep_hint(e)) from None
+                raise fsio.storage_error(
+                    e, self.path, "append to open segment", _keep_hint(e)
+                ) from None
             out = ffi.new("lt_segment_writer **")
-            check(lib.lt_segment_writer_new(self._fd, key.secret, len(key.secret), key.chain_start(raw),
-                                            header.record_size, leaf_spec(header.leaf_records, leaf_hash),
-                                            MAX_SEGMENT_RECORDS, out),
-                  "lt_segment_writer_new")
+            check(
+                lib.lt_segment_writer_new(
+                    self._fd,
+                    key.secret,
+                    len(key.secret),
+                    key.chain_start(raw),
+                    header.record_size,
+                    leaf_spec(header.leaf_records, leaf_hash),
+                    MAX_SEGMENT_RECORDS,
+                    out,
+                ),
+                "lt_segment_writer_new",
+            )
             self._native = ffi.gc(out[0], lib.lt_segment_writer_free)
         except BaseException:
             os.close(self._fd)
@@ -241,9 +340,13 @@ class SegmentWriter:
             else:
                 status = lib.lt_segment_writer_append(self._native, buf, count, os_errno)
         if status is None:
-            raise ValueError(f"{count} records need {count * self.header.record_size} bytes, got {got}")
+            raise ValueError(
+                f"{count} records need {count * self.header.record_size} bytes, got {got}"
+            )
         if status == lib.LT_ERR_IO:
-            e = OSError(os_errno[0], os.strerror(os_errno[0]) if os_errno[0] else "an earlier write failed")
+            e = OSError(
+                os_errno[0], os.strerror(os_errno[0]) if os_errno[0] else "an earlier write failed"
+            )
             raise fsio.storage_error(e, self.path, "append to open segment", _keep_hint(e))
         check(status, f"lt_segment_writer_append ({count} records)")
         self.records += count
@@ -251,11 +354,20 @@ class SegmentWriter:
     def finish(self) -> SegmentCommitment:
         """The root over every leaf, the leaves and the counters; no append after it. ValueError
         when no record was appended."""
-        root, last, c = ffi.new("uint8_t[32]"), ffi.new("uint8_t[32]"), ffi.new("lt_segment_counters *")
+        root, last, c = (
+            ffi.new("uint8_t[32]"),
+            ffi.new("uint8_t[32]"),
+            ffi.new("lt_segment_counters *"),
+        )
         check(lib.lt_segment_writer_finish(self._native, root, last, c), "lt_segment_writer_finish")
         leaves = ffi.new("uint8_t[]", c.leaves * 32)
-        check(lib.lt_segment_writer_leaves(self._native, leaves, len(leaves)), "lt_segment_writer_leaves")
-        totals = SegmentTotals(c.records, c.frames, c.drops, c.last_seq, c.first_ts_ns, c.last_ts_ns, bytes(root))
+        check(
+            lib.lt_segment_writer_leaves(self._native, leaves, len(leaves)),
+            "lt_segment_writer_leaves",
+        )
+        totals = SegmentTotals(
+            c.records, c.frames, c.drops, c.last_seq, c.first_ts_ns, c.last_ts_ns, bytes(root)
+        )
         return SegmentCommitment(c.first_seq, totals, c.blocks, bytes(ffi.buffer(leaves)))
 
     def close(self) -> None:
@@ -265,7 +377,9 @@ class SegmentWriter:
             try:
                 os.fsync(fd)
             except OSError as e:
-                raise fsio.storage_error(e, self.path, "flush open segment", _keep_hint(e)) from None
+                raise fsio.storage_error(
+                    e, self.path, "flush open segment", _keep_hint(e)
+                ) from None
             finally:
                 os.close(fd)
             fsio.fsync_dir(self.path.parent, self._root)
@@ -314,7 +428,9 @@ def parse_open_segment(raw: bytes, path: Path | str) -> OpenSegment:
         body = raw[HEADER_SIZE:]
         count = len(body) // header.record_size
         whole = count * header.record_size
-        return OpenSegment(header, raw[:HEADER_SIZE], body[:whole], count, len(body) - whole, len(raw))
+        return OpenSegment(
+            header, raw[:HEADER_SIZE], body[:whole], count, len(body) - whole, len(raw)
+        )
     blocks = []
     pos = HEADER_SIZE
     # a block stops the framing where it does not fit whole (a torn append) or its count is out of
@@ -324,10 +440,21 @@ def parse_open_segment(raw: bytes, path: Path | str) -> OpenSegment:
         end = pos + BLOCK_PREFIX + count * header.record_size + MAC_SIZE
         if not 1 <= count <= MAX_BLOCK_RECORDS or end > len(raw):
             break
-        blocks.append(OpenBlock(pos, count, raw[pos + BLOCK_PREFIX:end - MAC_SIZE], raw[end - MAC_SIZE:end]))
+        blocks.append(
+            OpenBlock(
+                pos, count, raw[pos + BLOCK_PREFIX : end - MAC_SIZE], raw[end - MAC_SIZE : end]
+            )
+        )
         pos = end
-    return OpenSegment(header, raw[:HEADER_SIZE], b"".join(b.records for b in blocks),
-                       sum(b.count for b in blocks), len(raw) - pos, len(raw), tuple(blocks))
+    return OpenSegment(
+        header,
+        raw[:HEADER_SIZE],
+        b"".join(b.records for b in blocks),
+        sum(b.count for b in blocks),
+        len(raw) - pos,
+        len(raw),
+        tuple(blocks),
+    )
 
 
 @dataclass(frozen=True)
@@ -340,9 +467,14 @@ class AuthenticatedPrefix:
     failure: str | None = None  # why the block after them does not authenticate (None: all do)
 
 
-def authenticate_prefix(seg: OpenSegment, key: OpenSegmentKey, path: Path | str, *,
-                        trust_unauthenticated: bool = False,
-                        leaf_hash: str = "sha256") -> AuthenticatedPrefix:
+def authenticate_prefix(
+    seg: OpenSegment,
+    key: OpenSegmentKey,
+    path: Path | str,
+    *,
+    trust_unauthenticated: bool = False,
+    leaf_hash: str = "sha256",
+) -> AuthenticatedPrefix:
     """The records of `seg` that may be signed: the whole blocks of a v2 segment up to the first
     that fails the device's MAC chain (`key`: the ledger's open-segment key), with the reason it
     fails (a one-line message naming the file, the block and its byte offset: planted, rewritten,
@@ -354,23 +486,35 @@ def authenticate_prefix(seg: OpenSegment, key: OpenSegmentKey, path: Path | str,
             raise OpenSegmentRefusedError(
                 f"{path}: a v1 open segment ({seg.count} records) carries no authentication by the device; nothing "
                 "was sealed: if the storage is trusted, `ledgertool recover` with ",
-                Setting("trust_unauthenticated_open_segments"), " seals it",
-                unauthenticated=True)
+                Setting("trust_unauthenticated_open_segments"),
+                " seals it",
+                unauthenticated=True,
+            )
         return AuthenticatedPrefix(seg.records, 0, seg.size - seg.torn_bytes)
     if seg.header.mac_key_id != key.key_id:
-        return AuthenticatedPrefix(b"", 0, HEADER_SIZE, (
-            f"{path}: the header (byte {MAC_KEY_ID_OFFSET}) names MAC key {seg.header.mac_key_id}, not this "
-            f"device's key {key.key_id} for the ledger: not written by this device"))
+        return AuthenticatedPrefix(
+            b"",
+            0,
+            HEADER_SIZE,
+            (
+                f"{path}: the header (byte {MAC_KEY_ID_OFFSET}) names MAC key {seg.header.mac_key_id}, not this "
+                f"device's key {key.key_id} for the ledger: not written by this device"
+            ),
+        )
     mac = key.chain_start(seg.raw_header)
     for i, block in enumerate(seg.blocks):
-        chunks = chunk_hashes(block.records, seg.header.record_size, seg.header.leaf_records,
-                              leaf_hash)
+        chunks = chunk_hashes(
+            block.records, seg.header.record_size, seg.header.leaf_records, leaf_hash
+        )
         mac = key.block_mac(mac, i, block.count, chunks)
         if not hmac.compare_digest(mac, block.mac):
             return AuthenticatedPrefix(
-                seg.records[:sum(b.count for b in seg.blocks[:i]) * seg.header.record_size], i, block.offset,
+                seg.records[: sum(b.count for b in seg.blocks[:i]) * seg.header.record_size],
+                i,
+                block.offset,
                 f"{path}: block {i} (byte {block.offset}) fails authentication by the device's key (MAC does not "
-                "verify): planted, rewritten or reordered, a damaged header or block, or written by an older version")
+                "verify): planted, rewritten or reordered, a damaged header or block, or written by an older version",
+            )
     return AuthenticatedPrefix(seg.records, len(seg.blocks), seg.size - seg.torn_bytes)
 
 

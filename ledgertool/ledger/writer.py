@@ -25,10 +25,10 @@ from pathlib import Path
 
 from .. import fsio
 from .._binding import ffi
+from ..digest.window import WindowRecord
 from ..errors import LedgerFormatError
 from ..keyfiles import SigningKey
 from ..seal.checkpoint import LinkTree
-from ..digest.window import WindowRecord
 from . import layout
 from .checkpoints import link_tree, write_checkpoint
 from .devstate import LedgerMarks
@@ -56,9 +56,22 @@ class LinkWriter:
     case (it finishes a seal in flight and stops the thread).
     """
 
-    def __init__(self, ledger_dir: Path, ledger: LedgerHeader, link: str, signing_key: SigningKey, *,
-                 tree: LinkTree, next_index: int, next_seq: int, prev_hash: str, source: str,
-                 segment_records: int, segment_seconds: float | None = None, marks: LedgerMarks | None = None):
+    def __init__(
+        self,
+        ledger_dir: Path,
+        ledger: LedgerHeader,
+        link: str,
+        signing_key: SigningKey,
+        *,
+        tree: LinkTree,
+        next_index: int,
+        next_seq: int,
+        prev_hash: str,
+        source: str,
+        segment_records: int,
+        segment_seconds: float | None = None,
+        marks: LedgerMarks | None = None,
+    ):
         # `link` is a log's name: a link's (per-frame records) or its window log's
         # (layout.window_log: window records, appended with `append_windows`)
         self.window_link = layout.window_log_link(link)
@@ -81,7 +94,9 @@ class LinkWriter:
         self._tree = tree
         self._prev_hash = prev_hash  # of the last seal handed to the sealer (set on its thread)
         self._segment: SegmentWriter | None = None
-        self._records = bytearray()  # v1 ledgers: the open segment's records as appended, for Parquet
+        self._records = (
+            bytearray()
+        )  # v1 ledgers: the open segment's records as appended, for Parquet
         self._mac_key = OpenSegmentKey.derive(signing_key, ledger.ledger_id)
         self._opened_at = 0.0  # perf_counter when the open segment was created
         self._created_ns: int | None = None
@@ -89,16 +104,29 @@ class LinkWriter:
         self._sealer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledgertool-seal")
         self._pending: list[Future] = []
         self._appender = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledgertool-append")
-        self._writing: deque[tuple[Future, ffi.CData]] = deque()  # batches handed to it, oldest first
-        self._free: list[ffi.CData] = []  # batch buffers not in flight, reused (fresh ones would fault every page)
+        self._writing: deque[tuple[Future, ffi.CData]] = (
+            deque()
+        )  # batches handed to it, oldest first
+        self._free: list[
+            ffi.CData
+        ] = []  # batch buffers not in flight, reused (fresh ones would fault every page)
         self._buffers = 0  # batch buffers allocated
         self._handed: ffi.CData | None = None  # the batch buffer handed out and not yet appended
         self._open_records = 0  # records handed to the open segment (written or in flight)
 
     @classmethod
-    def open(cls, ledger_dir: Path, ledger: LedgerHeader, link: str, signing_key: SigningKey, *, source: str,
-             segment_records: int, segment_seconds: float | None = None,
-             marks: LedgerMarks | None = None) -> LinkWriter:
+    def open(
+        cls,
+        ledger_dir: Path,
+        ledger: LedgerHeader,
+        link: str,
+        signing_key: SigningKey,
+        *,
+        source: str,
+        segment_records: int,
+        segment_seconds: float | None = None,
+        marks: LedgerMarks | None = None,
+    ) -> LinkWriter:
         """A writer continuing the link's chain after its last seal (index.link_state's errors).
         LedgerFormatError when the seals on disk do not form a whole chain: a checkpoint over it
         would cover a gap, so nothing is captured. With the device's protected state `marks`,
@@ -108,11 +136,24 @@ class LinkWriter:
         if marks is not None:
             marks.check_link(ledger_dir, link, tree)
         if not tree.complete:
-            raise LedgerFormatError(f"{tree.stopped}: the seal chain of link {link} is broken; nothing was captured "
-                                    "(`ledgertool verify` names what is wrong)")
-        return cls(ledger_dir, ledger, link, signing_key, tree=tree, next_index=state.next_index,
-                   next_seq=state.next_seq, prev_hash=state.prev_hash, source=source,
-                   segment_records=segment_records, segment_seconds=segment_seconds, marks=marks)
+            raise LedgerFormatError(
+                f"{tree.stopped}: the seal chain of link {link} is broken; nothing was captured "
+                "(`ledgertool verify` names what is wrong)"
+            )
+        return cls(
+            ledger_dir,
+            ledger,
+            link,
+            signing_key,
+            tree=tree,
+            next_index=state.next_index,
+            next_seq=state.next_seq,
+            prev_hash=state.prev_hash,
+            source=source,
+            segment_records=segment_records,
+            segment_seconds=segment_seconds,
+            marks=marks,
+        )
 
     # ---- the open segment ----------------------------------------------------------------------
 
@@ -165,7 +206,9 @@ class LinkWriter:
         while self._writing:
             self._reap(wait=True)
 
-    def append(self, records: memoryview | bytes, count: int, batch: ffi.CData | None = None) -> None:
+    def append(
+        self, records: memoryview | bytes, count: int, batch: ffi.CData | None = None
+    ) -> None:
         """Append `count` whole records (numbered from next_seq) to the open segment, creating it
         first when none is open (SegmentWriter's errors: StorageError keeps what was written).
         `batch`: the `batch_buffer` that `records` lie in; they are then written on the writer
@@ -175,17 +218,31 @@ class LinkWriter:
             created = self._created_ns if self._created_ns is not None else now_ns()
             self._created_ns = None
             header = SegmentHeader(
-                self.ledger.ledger_id, self.window_link or self.link, self.next_index, self.ledger.algorithm,
-                self.ledger.strip, self.ledger.digest_key_id, self.ledger.record_size, self.ledger.digest_size,
-                self.ledger.leaf_records, self.next_seq, created, self._mac_key.key_id,
-                "frames" if self.window_link is None else "windows")
-            self._segment = SegmentWriter(layout.open_segment_path(self.ledger_dir, self.link, self.next_index),
-                                          header, self._mac_key, self.ledger_dir,
-                                          self.ledger.leaf_hash)
+                self.ledger.ledger_id,
+                self.window_link or self.link,
+                self.next_index,
+                self.ledger.algorithm,
+                self.ledger.strip,
+                self.ledger.digest_key_id,
+                self.ledger.record_size,
+                self.ledger.digest_size,
+                self.ledger.leaf_records,
+                self.next_seq,
+                created,
+                self._mac_key.key_id,
+                "frames" if self.window_link is None else "windows",
+            )
+            self._segment = SegmentWriter(
+                layout.open_segment_path(self.ledger_dir, self.link, self.next_index),
+                header,
+                self._mac_key,
+                self.ledger_dir,
+                self.ledger.leaf_hash,
+            )
             self._opened_at = time.perf_counter()
             self._open_records = 0
         if self.ledger.version == 1:
-            self._records += memoryview(records)[:count * self.ledger.record_size]  # for Parquet
+            self._records += memoryview(records)[: count * self.ledger.record_size]  # for Parquet
         if batch is None:
             self._wait_writes()  # in order after what is in flight
             self._segment.append(records, count)  # from the caller's buffer to the file, not copied
@@ -193,7 +250,9 @@ class LinkWriter:
             if batch is self._handed:
                 self._handed = None
             self._reap()
-            self._writing.append((self._appender.submit(self._segment.append, records, count), batch))
+            self._writing.append(
+                (self._appender.submit(self._segment.append, records, count), batch)
+            )
         self._open_records += count
         self.next_seq += count
 
@@ -213,11 +272,14 @@ class LinkWriter:
         """Whether a segment of `records` records, open since `opened_at` (perf_counter), is to be
         sealed at `now`: it is full, or older than segment_seconds."""
         return records >= self.segment_records or (
-            self.segment_seconds is not None and now - opened_at >= self.segment_seconds)
+            self.segment_seconds is not None and now - opened_at >= self.segment_seconds
+        )
 
     def rotate_if_due(self) -> None:
         """Seal the open segment when it is full or old enough (see `due`)."""
-        if self._segment is not None and self.due(self._open_records, self._opened_at, time.perf_counter()):
+        if self._segment is not None and self.due(
+            self._open_records, self._opened_at, time.perf_counter()
+        ):
             self.seal()
 
     def end_segment(self) -> None:
@@ -242,8 +304,10 @@ class LinkWriter:
         segment, commitment = self._segment, self._segment.finish()
         if self.window_link is not None:
             tally, self._window_totals = self._window_totals, None
-            commitment = dataclasses.replace(commitment, totals=tally.totals(segment.header.first_seq,
-                                                                              commitment.totals.merkle_root))
+            commitment = dataclasses.replace(
+                commitment,
+                totals=tally.totals(segment.header.first_seq, commitment.totals.merkle_root),
+            )
         records, self._records = self._records, bytearray()  # handed over whole, not copied
         self._segment = None
         self.next_index += 1
@@ -252,15 +316,18 @@ class LinkWriter:
         except BaseException:
             segment.close()
             raise
-        self._pending.append(self._sealer.submit(self._seal_job, segment, self.next_index - 1, records, commitment))
+        self._pending.append(
+            self._sealer.submit(self._seal_job, segment, self.next_index - 1, records, commitment)
+        )
 
     def drain(self) -> None:
         """Wait for the seal in flight; its result joins `sealed` (in chain order)."""
         while self._pending:
             self.sealed.append(self._pending.pop(0).result())
 
-    def _seal_job(self, segment: SegmentWriter, index: int, records: bytearray,
-                  commitment: SegmentCommitment) -> SealResult:
+    def _seal_job(
+        self, segment: SegmentWriter, index: int, records: bytearray, commitment: SegmentCommitment
+    ) -> SealResult:
         """On the sealer thread: close the finished segment (its fsync, which would otherwise stall the
         capture thread for a whole segment's writeback) and seal it from memory, never read back
         from its file: a v2 ledger signs the writer's commitment and renames the file to seg-N.rec; a
@@ -271,39 +338,80 @@ class LinkWriter:
         if not os.path.lexists(layout.checkpoint_path(self.ledger_dir, self.link)):
             # before a link's first seal (or in a ledger older than per-seal checkpoints): a checkpoint
             # of the chain as it stands, so a link never holds a seal without a checkpoint
-            write_checkpoint(self.ledger_dir, self.ledger, self.link, self.signing_key, self._tree, top=False,
-                             marks=self.marks)
+            write_checkpoint(
+                self.ledger_dir,
+                self.ledger,
+                self.link,
+                self.signing_key,
+                self._tree,
+                top=False,
+                marks=self.marks,
+            )
         seal_file = layout.seal_path(self.ledger_dir, self.link, index)
         if self.ledger.version == 2:
             _doc, res = seal_committed(
-                ledger_dir=self.ledger_dir, ledger=self.ledger, link=self.link, index=index, first_seq=first_seq,
-                totals=commitment.totals, leaves=commitment.leaves, prev_hash=self._prev_hash,
-                signing_key=self.signing_key, seal_file=seal_file, source=self.source)
+                ledger_dir=self.ledger_dir,
+                ledger=self.ledger,
+                link=self.link,
+                index=index,
+                first_seq=first_seq,
+                totals=commitment.totals,
+                leaves=commitment.leaves,
+                prev_hash=self._prev_hash,
+                signing_key=self.signing_key,
+                seal_file=seal_file,
+                source=self.source,
+            )
             fsio.rename(path, layout.segment_name(index, layout.RECORDS), root=self.ledger_dir)
         else:
             _doc, res = seal_records(
-                ledger_dir=self.ledger_dir, ledger=self.ledger, link=self.link, index=index,
-                first_seq=first_seq, records=records, prev_hash=self._prev_hash,
-                signing_key=self.signing_key, parquet=layout.parquet_path(self.ledger_dir, self.link, index),
-                seal_file=seal_file, source=self.source,
+                ledger_dir=self.ledger_dir,
+                ledger=self.ledger,
+                link=self.link,
+                index=index,
+                first_seq=first_seq,
+                records=records,
+                prev_hash=self._prev_hash,
+                signing_key=self.signing_key,
+                parquet=layout.parquet_path(self.ledger_dir, self.link, index),
+                seal_file=seal_file,
+                source=self.source,
             )
             fsio.unlink(path, root=self.ledger_dir)
-        if self.marks is not None:  # the seal is durable: the device never signs another seal `index`
+        if (
+            self.marks is not None
+        ):  # the seal is durable: the device never signs another seal `index`
             self.marks.sealed(self.link, index, res.seal_hash, res.last_seq)
         self._prev_hash = res.seal_hash
         self._tree.seal_hashes.append(res.seal_hash)
         self._tree.records.append(res.records)
-        write_checkpoint(self.ledger_dir, self.ledger, self.link, self.signing_key, self._tree, top=False,
-                         marks=self.marks)
-        self.sealed_records += res.records  # only this thread writes it; readers see the old or new int
+        write_checkpoint(
+            self.ledger_dir,
+            self.ledger,
+            self.link,
+            self.signing_key,
+            self._tree,
+            top=False,
+            marks=self.marks,
+        )
+        self.sealed_records += (
+            res.records
+        )  # only this thread writes it; readers see the old or new int
         return res
 
     def checkpoint(self) -> Path:
         """Sign the checkpoint over the chain as sealed so far, also as DIR/checkpoint while the
         ledger has one link (checkpoints.write_checkpoint's errors). Call after `drain`."""
         # DIR/checkpoint speaks for a one-link ledger's per-frame log only
-        return write_checkpoint(self.ledger_dir, self.ledger, self.link, self.signing_key, self._tree,
-                                top=self.window_link is None, marks=self.marks)
+        return write_checkpoint(
+            self.ledger_dir,
+            self.ledger,
+            self.link,
+            self.signing_key,
+            self._tree,
+            top=self.window_link is None,
+            marks=self.marks,
+        )
 
     def sealed_range(self) -> str | None:
         """'segments 3..7' for the seals finished so far, None before the first."""
@@ -347,5 +455,12 @@ class _WindowTally:
         self.last_start = windows[-1].start_ns
 
     def totals(self, first_seq: int, root: bytes) -> SegmentTotals:
-        return SegmentTotals(self.records, self.frames, self.drops, first_seq + self.records - 1,
-                             self.first_start, self.last_start, root)
+        return SegmentTotals(
+            self.records,
+            self.frames,
+            self.drops,
+            first_seq + self.records - 1,
+            self.first_start,
+            self.last_start,
+            root,
+        )

@@ -53,7 +53,11 @@ from .recompute import (
 from .windows import compare_windows, range_verdict
 
 __all__ = [
-    "NamedFrame", "WindowOutcome", "WindowsResult", "parse_windows_range", "reconcile_windows",
+    "NamedFrame",
+    "WindowOutcome",
+    "WindowsResult",
+    "parse_windows_range",
+    "reconcile_windows",
 ]
 
 MATCH, DIFFER, BEYOND = "match", "differ", "beyond_capacity"
@@ -73,8 +77,10 @@ def parse_windows_range(text: str) -> tuple[int | None, int | None]:
             raise ValueError
         out = (int(lo) if lo.strip() else None, int(hi) if hi.strip() else None)
     except ValueError:
-        raise UsageError(Setting("windows_range"), f" {text!r}: give all, or FROM..TO (window "
-                         "indexes, inclusive)") from None
+        raise UsageError(
+            Setting("windows_range"),
+            f" {text!r}: give all, or FROM..TO (window indexes, inclusive)",
+        ) from None
     if None not in out and out[0] > out[1]:
         raise UsageError(Setting("windows_range"), f" {text!r}: FROM is after TO")
     return out
@@ -93,8 +99,14 @@ class NamedFrame:
     summary: str | None = None
 
     def to_json(self) -> dict:
-        return {"seq": _text(self.seq), "offset": self.offset, "ts_ns": _text(self.ts_ns),
-                "wire_len": self.wire_len, "digest": self.digest.hex(), "summary": self.summary}
+        return {
+            "seq": _text(self.seq),
+            "offset": self.offset,
+            "ts_ns": _text(self.ts_ns),
+            "wire_len": self.wire_len,
+            "digest": self.digest.hex(),
+            "summary": self.summary,
+        }
 
 
 @dataclass(frozen=True)
@@ -120,13 +132,19 @@ class WindowOutcome:
         return self.ledger_frames - self.capture_frames
 
     def to_json(self) -> dict:
-        return {"index": _text(self.index), "start_ns": _text(self.start_ns), "status": self.status,
-                "ledger_frames": self.ledger_frames, "capture_frames": self.capture_frames,
-                "frames_difference": self.frames_difference,
-                "ledger_wire_bytes": self.ledger_wire_bytes,
-                "capture_wire_bytes": self.capture_wire_bytes, "drops_declared": self.drops,
-                "ledger_only": [d.hex() for d in self.ledger_only],
-                "capture_only": [f.to_json() for f in self.capture_only]}
+        return {
+            "index": _text(self.index),
+            "start_ns": _text(self.start_ns),
+            "status": self.status,
+            "ledger_frames": self.ledger_frames,
+            "capture_frames": self.capture_frames,
+            "frames_difference": self.frames_difference,
+            "ledger_wire_bytes": self.ledger_wire_bytes,
+            "capture_wire_bytes": self.capture_wire_bytes,
+            "drops_declared": self.drops,
+            "ledger_only": [d.hex() for d in self.ledger_only],
+            "capture_only": [f.to_json() for f in self.capture_only],
+        }
 
 
 @dataclass
@@ -166,14 +184,28 @@ class WindowsResult(CaptureVerdict):
 
     def to_json(self) -> dict:
         lo, hi = self.range
-        doc = {"ok": self.ok, "against": "windows", "mode": self.mode, "source": self.source,
-               "ledger": self.ledger, "link": self.link, "window_ns": self.window_ns,
-               "capacity": self.capacity, "frames": self.frames,
-               "ledger_frames": self.ledger_frames, "matches": self.matches,
-               "verified": self.verified, "elapsed_s": round(self.elapsed_s, 6)}
+        doc = {
+            "ok": self.ok,
+            "against": "windows",
+            "mode": self.mode,
+            "source": self.source,
+            "ledger": self.ledger,
+            "link": self.link,
+            "window_ns": self.window_ns,
+            "capacity": self.capacity,
+            "frames": self.frames,
+            "ledger_frames": self.ledger_frames,
+            "matches": self.matches,
+            "verified": self.verified,
+            "elapsed_s": round(self.elapsed_s, 6),
+        }
         if self.mode == "range":
-            doc["range"] = {"from_index": _text(lo), "to_index": _text(hi),
-                            "windows": self.range_windows, "equal": bool(self.range_equal)}
+            doc["range"] = {
+                "from_index": _text(lo),
+                "to_index": _text(hi),
+                "windows": self.range_windows,
+                "equal": bool(self.range_equal),
+            }
             doc["per_window"] = []
         else:
             doc["windows_compared"] = len(self.windows)
@@ -186,8 +218,9 @@ class WindowsResult(CaptureVerdict):
 
 def _empty(like: WindowRecord, keys: WindowKeys, index: int) -> WindowRecord:
     """The record of a window with no frame (a zero table, masked with that index's pad)."""
-    zero = WindowRecord(like.digest_size, like.cells, like.window_ns, index, 0, 0, 0, 0,
-                        bytes(len(like.masked)))
+    zero = WindowRecord(
+        like.digest_size, like.cells, like.window_ns, index, 0, 0, 0, 0, bytes(len(like.masked))
+    )
     return WindowRecord.parse(zero.unmask(keys))  # the pad is an XOR: unmasking zeros masks them
 
 
@@ -195,24 +228,37 @@ def _choose_link(ledger_dir: Path, links: list[str] | None) -> str:
     logs = sorted(window_log_link(log) for log in ledger_reader(ledger_dir).window_logs)
     if links:
         if len(links) != 1:
-            raise UsageError("recompute against windows compares one link: give one ",
-                             Setting("links"))
+            raise UsageError(
+                "recompute against windows compares one link: give one ", Setting("links")
+            )
         if links[0] not in logs:
-            raise UsageError(f"{ledger_dir}: link {links[0]} has no window log (window logs: "
-                             f"{', '.join(logs) or 'none'})")
+            raise UsageError(
+                f"{ledger_dir}: link {links[0]} has no window log (window logs: "
+                f"{', '.join(logs) or 'none'})"
+            )
         return links[0]
     if len(logs) != 1:
-        raise UsageError(f"{ledger_dir}: {len(logs)} window logs ({', '.join(logs) or 'none'}); "
-                         "name the link with ", Setting("links"))
+        raise UsageError(
+            f"{ledger_dir}: {len(logs)} window logs ({', '.join(logs) or 'none'}); "
+            "name the link with ",
+            Setting("links"),
+        )
     return logs[0]
 
 
-def reconcile_windows(source: Sources, ledger_dir: Path,
-                      digest_key: DigestKey | Sequence[DigestKey],
-                      *, trust: TrustBundle | None = None, checkpoint: bytes | None = None,
-                      checkpoint_name: str = "checkpoint", links: list[str] | None = None,
-                      windows_range: tuple[int | None, int | None] | None = None,
-                      progress: ProgressFn | None = None, workers: int = 0) -> WindowsResult:
+def reconcile_windows(
+    source: Sources,
+    ledger_dir: Path,
+    digest_key: DigestKey | Sequence[DigestKey],
+    *,
+    trust: TrustBundle | None = None,
+    checkpoint: bytes | None = None,
+    checkpoint_name: str = "checkpoint",
+    links: list[str] | None = None,
+    windows_range: tuple[int | None, int | None] | None = None,
+    progress: ProgressFn | None = None,
+    workers: int = 0,
+) -> WindowsResult:
     """Verify the ledger (its window log of the link), accumulate `source` into windows with the
     same keys and table, and compare: per window, or with `windows_range` ((None, None): every
     window; else the ledger's windows FROM..TO inclusive) one verdict over the range against every
@@ -229,25 +275,37 @@ def reconcile_windows(source: Sources, ledger_dir: Path,
     dk = keys_given[0]
     ledger = load_ledger(ledger_dir)
     if ledger.window is None:
-        raise UsageError(f"{ledger_dir}: the ledger has no window tier (ledger.json); recompute "
-                         "it against its per-frame records")
+        raise UsageError(
+            f"{ledger_dir}: the ledger has no window tier (ledger.json); recompute "
+            "it against its per-frame records"
+        )
     link = _choose_link(ledger_dir, links)
     alg = get_algorithm(ledger.algorithm)
     verified: list[VerifiedWindows] = []
-    ver = verify_ledger(ledger_dir, trust, checkpoint, checkpoint_name, links=[link],
-                        on_windows=verified.append, progress=progress)
+    ver = verify_ledger(
+        ledger_dir,
+        trust,
+        checkpoint,
+        checkpoint_name,
+        links=[link],
+        on_windows=verified.append,
+        progress=progress,
+    )
     if not ver.ok:
         raise not_verified_error(ver, "it is not compared")
     kid = dk.key_id(alg.name, alg.key_size)
     named = {v.seal.digest_key_id for v in verified}
     if named - {kid}:
-        raise KeyFileError(f"{dk.path}: digest key id {kid} is not the key of the window log of "
-                           f"link {link} (key ids {', '.join(sorted(map(str, named)))}): wrong key")
+        raise KeyFileError(
+            f"{dk.path}: digest key id {kid} is not the key of the window log of "
+            f"link {link} (key ids {', '.join(sorted(map(str, named)))}): wrong key"
+        )
     params = ledger.window
     keys = WindowKeys.derive(dk.master, ledger.algorithm, ledger.ledger_id, link, params.window_ns)
     ledger_windows = {w.index: w for v in verified for w in v.windows}
-    acc = WindowAccumulator(keys, ledger.digest_size, window_ns=params.window_ns,
-                            cells=params.cells)
+    acc = WindowAccumulator(
+        keys, ledger.digest_size, window_ns=params.window_ns, cells=params.cells
+    )
     # each capture window is compared (or summed) as it closes: no capture window is kept
     per_window = windows_range is None
     outcomes: dict[int, WindowOutcome] = {}
@@ -268,21 +326,34 @@ def reconcile_windows(source: Sources, ledger_dir: Path,
         for batch in _digest_records(one, dk, alg, ledger.strip, run, progress, workers):
             closed(acc.add(batch))
     closed(acc.finish())
-    res = WindowsResult(source_name(source), str(ledger_dir), link,
-                        "per_window" if per_window else "range", params.window_ns,
-                        params.capacity, run.frames,
-                        sum(w.frames for w in ledger_windows.values()),
-                        verified=ver.signatures_checked, capture=run, warnings=list(run.warnings))
+    res = WindowsResult(
+        source_name(source),
+        str(ledger_dir),
+        link,
+        "per_window" if per_window else "range",
+        params.window_ns,
+        params.capacity,
+        run.frames,
+        sum(w.frames for w in ledger_windows.values()),
+        verified=ver.signatures_checked,
+        capture=run,
+        warnings=list(run.warnings),
+    )
     if not per_window:
         lo, hi = windows_range
-        chosen = [w for i, w in sorted(ledger_windows.items())
-                  if (lo is None or i >= lo) and (hi is None or i <= hi)]
+        chosen = [
+            w
+            for i, w in sorted(ledger_windows.items())
+            if (lo is None or i >= lo) and (hi is None or i <= hi)
+        ]
         verdict = range_verdict(keys, chosen, value, run.frames)
         res.range, res.range_windows = windows_range, verdict.windows
         res.range_equal = verdict.equal
         res.ledger_frames = verdict.ledger_frames
-        res.warnings.append("a range verdict says whether the range agrees with the capture, not "
-                            "which frames differ (no shared clock: windows are not matched up)")
+        res.warnings.append(
+            "a range verdict says whether the range agrees with the capture, not "
+            "which frames differ (no shared clock: windows are not matched up)"
+        )
     else:
         for index, lw in ledger_windows.items():  # windows the capture has no frame in
             if index not in outcomes:
@@ -298,28 +369,45 @@ def _outcome(keys: WindowKeys, lw: WindowRecord | None, cw: WindowRecord | None)
     lw = lw if lw is not None else _empty(cw, keys, cw.index)
     cw = cw if cw is not None else _empty(lw, keys, lw.index)
     diff = compare_windows(keys, lw, cw)
-    status = MATCH if diff.equal and lw.wire_bytes == cw.wire_bytes else (
-        DIFFER if diff.decoded else BEYOND)
+    status = (
+        MATCH
+        if diff.equal and lw.wire_bytes == cw.wire_bytes
+        else (DIFFER if diff.decoded else BEYOND)
+    )
     only = tuple(NamedFrame(-1, None, 0, 0, d) for d in diff.capture_only)
-    return WindowOutcome(lw.index, lw.start_ns, status, lw.frames, cw.frames, lw.wire_bytes,
-                         cw.wire_bytes, lw.drops, tuple(sorted(diff.ledger_only)), only)
+    return WindowOutcome(
+        lw.index,
+        lw.start_ns,
+        status,
+        lw.frames,
+        cw.frames,
+        lw.wire_bytes,
+        cw.wire_bytes,
+        lw.drops,
+        tuple(sorted(diff.ledger_only)),
+        only,
+    )
 
 
-def _name_capture_only(res: WindowsResult, source: Sources, dk: DigestKey, alg, strip: str,
-                       workers: int) -> None:
+def _name_capture_only(
+    res: WindowsResult, source: Sources, dk: DigestKey, alg, strip: str, workers: int
+) -> None:
     """Find each decoded capture-only digest in the capture again (a second pass, only when some
     window has one): a digest the capture holds m times more than the ledger in a window names its
     last m occurrences there (the ledger's pair with the first ones, as the per-frame pairing
     does). Then their file offsets and dissections (a third pass over those frames only)."""
-    wanted = {w.index: Counter(f.digest for f in w.capture_only)
-              for w in res.windows if w.capture_only}
+    wanted = {
+        w.index: Counter(f.digest for f in w.capture_only) for w in res.windows if w.capture_only
+    }
     if not wanted:
         return
     if any(str(one) == STDIN for one in source_list(source)):  # read once: digests stay unnamed
         res.warnings.append("standard input was read once: capture-only frames are named by digest")
         return
-    prefixes = np.array(sorted({int.from_bytes(d[:8], "little") for c in wanted.values()
-                                for d in c}), dtype=np.uint64)
+    prefixes = np.array(
+        sorted({int.from_bytes(d[:8], "little") for c in wanted.values() for d in c}),
+        dtype=np.uint64,
+    )
     found: dict[int, dict[bytes, list[tuple[int, int, int, bytes]]]] = {i: {} for i in wanted}
     run, open_index = DigestRun(), None
     for one in source_list(source):
@@ -338,20 +426,30 @@ def _name_capture_only(res: WindowsResult, source: Sources, dk: DigestKey, alg, 
                 d, w = bytes(batch["digest"][k]), int(win[k])
                 if d in wanted[w]:
                     found[w].setdefault(d, []).append(
-                        (int(batch["seq"][k]), int(batch["ts_ns"][k]),
-                         int(batch["wire_len"][k]), d))
-    picks = {w: [hit for d, m in counts.items() for hit in found[w].get(d, [])[-m:]]
-             for w, counts in wanted.items()}
+                        (int(batch["seq"][k]), int(batch["ts_ns"][k]), int(batch["wire_len"][k]), d)
+                    )
+    picks = {
+        w: [hit for d, m in counts.items() for hit in found[w].get(d, [])[-m:]]
+        for w, counts in wanted.items()
+    }
     where = _frames_at(source, {seq for hits in picks.values() for seq, *_ in hits})
-    named = {w: tuple(NamedFrame(seq, *where.get(seq, (None, None))[:1], ts, wire, d,
-                                 where.get(seq, (None, None))[1])
-                      for seq, ts, wire, d in sorted(hits))
-             for w, hits in picks.items()}
-    res.windows = [replace(w, capture_only=named[w.index]) if w.index in named else w
-                   for w in res.windows]
+    named = {
+        w: tuple(
+            NamedFrame(
+                seq, *where.get(seq, (None, None))[:1], ts, wire, d, where.get(seq, (None, None))[1]
+            )
+            for seq, ts, wire, d in sorted(hits)
+        )
+        for w, hits in picks.items()
+    }
+    res.windows = [
+        replace(w, capture_only=named[w.index]) if w.index in named else w for w in res.windows
+    ]
 
 
 def _frames_at(source: Sources, seqs: set[int]) -> dict[int, tuple[int, str]]:
     """(file offset, dissection) of the frames with these indexes across the captures."""
-    return {i: (f.offset, dissect_line(f.data, f.linktype))
-            for i, f in frames_by_index(source, seqs).items()}
+    return {
+        i: (f.offset, dissect_line(f.data, f.linktype))
+        for i, f in frames_by_index(source, seqs).items()
+    }

@@ -42,10 +42,10 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
 
 import duckdb
 import numpy as np
@@ -63,23 +63,56 @@ from ..errors import CaptureFormatError, ClusterError, LedgerFormatError, UsageE
 from ..keyfiles import DigestKey, TrustBundle
 from ..ledger.header import load_ledger
 from ..ledger.reader import LedgerReader, LinkListing
-from ..urls import is_url, location
 from ..source import is_workload, open_source
 from ..source.compressed import PIPE_BYTES, capture_pipe, read_head
 from ..source.file import FORMAT_NAMES, STDIN, CaptureReader, stream_reader
+from ..urls import is_url, location
 from ..verify.chain import SegmentCheck
 from ..verify.checks import SegmentPlace
-from ..verify.cluster import (LedgerContext, SegmentBatch, checked_segments, cluster_threads, ordered_results,
-                               segment_part, task_batches, verdict_only)
+from ..verify.cluster import (
+    LedgerContext,
+    SegmentBatch,
+    checked_segments,
+    cluster_threads,
+    ordered_results,
+    segment_part,
+    task_batches,
+    verdict_only,
+)
 from ..verify.ledger import verify_ledger
 from .msethash import MultisetHash, new_key
 from .msethash import accelerated as mset_accelerated
-from .multiset import LedgerPart, Tally, byte_rows, concat_records, ledger_rows, merge_tallies, second_counts
+from .multiset import (
+    LedgerPart,
+    Tally,
+    byte_rows,
+    concat_records,
+    ledger_rows,
+    merge_tallies,
+    second_counts,
+)
 from .query import not_verified_error, open_duckdb
-from .recompute import (DEFAULT_MEMORY_LIMIT, DETAILS_ORDER, DigestRun, ReadStop, ReconcileResult, RecordSink,
-                        Sources, _add_warnings, _check_memory_limit, _file_bytes, _match_keys, _Segment,
-                        _write_details, check_request, make_result, matched_counts_tally, pair_records, source_list,
-                        source_name)
+from .recompute import (
+    DEFAULT_MEMORY_LIMIT,
+    DETAILS_ORDER,
+    DigestRun,
+    ReadStop,
+    ReconcileResult,
+    RecordSink,
+    Sources,
+    _add_warnings,
+    _check_memory_limit,
+    _file_bytes,
+    _match_keys,
+    _Segment,
+    _write_details,
+    check_request,
+    make_result,
+    matched_counts_tally,
+    pair_records,
+    source_list,
+    source_name,
+)
 
 __all__ = ["CaptureChunk", "plan_chunks", "reconcile_on_cluster"]
 
@@ -88,17 +121,23 @@ PARTS_PER_WORKER = 2
 PART_RECORDS = 8_000_000
 MIN_RECORD_BYTES = 16 + 60  # a pcap record header and the smallest Ethernet frame without FCS
 MAX_PARTS = 65536  # partition = first two digest bytes * parts >> 16
-SPLIT_BYTES = 256 << 20  # a pcap or pcapng file larger than this is cut into chunks of about this size
+SPLIT_BYTES = (
+    256 << 20
+)  # a pcap or pcapng file larger than this is cut into chunks of about this size
 SCAN_BATCH = 65536  # frames per native reader call while the client finds the cut points
-PCAP_FORMATS = {FORMAT_NAMES[f] for f in (lib.LT_FMT_PCAP_US, lib.LT_FMT_PCAP_NS, lib.LT_FMT_PCAP_MODIFIED)}
+PCAP_FORMATS = {
+    FORMAT_NAMES[f] for f in (lib.LT_FMT_PCAP_US, lib.LT_FMT_PCAP_NS, lib.LT_FMT_PCAP_MODIFIED)
+}
 PCAPNG = FORMAT_NAMES[lib.LT_FMT_PCAPNG]
 SPLIT_FORMATS = PCAP_FORMATS | {PCAPNG}  # the capture files cut into chunks
 PCAP_HEADER = 24  # classic pcap global header: copied in front of every chunk
-MODIFIED_PCAP = FORMAT_NAMES[lib.LT_FMT_PCAP_MODIFIED]  # (Kuznetzov's: 24-byte record headers, not 16)
-
+MODIFIED_PCAP = FORMAT_NAMES[
+    lib.LT_FMT_PCAP_MODIFIED
+]  # (Kuznetzov's: 24-byte record headers, not 16)
 
 
 # ---- partitions ----
+
 
 def partition_of(arr: np.ndarray, parts: int) -> np.ndarray:
     """The partition (0..parts-1) of each record of `arr` (record_dtype): its digest's first two
@@ -107,7 +146,9 @@ def partition_of(arr: np.ndarray, parts: int) -> np.ndarray:
         return np.zeros(0, np.uint32)
     arr = np.ascontiguousarray(arr)
     off = arr.dtype.fields["digest"][1]
-    head = np.ndarray((len(arr), 2), np.uint8, buffer=arr, offset=off, strides=(arr.dtype.itemsize, 1))
+    head = np.ndarray(
+        (len(arr), 2), np.uint8, buffer=arr, offset=off, strides=(arr.dtype.itemsize, 1)
+    )
     return ((head[:, 0].astype(np.uint32) << 8 | head[:, 1]) * parts) >> 16
 
 
@@ -116,7 +157,9 @@ def split_by_partition(arr: np.ndarray, parts: int) -> tuple[np.ndarray, ...]:
     new array in partition order (one gather of byte rows; a structured gather is ~4x slower)."""
     if parts == 1:
         return (arr,)
-    pid = partition_of(arr, parts).astype(np.uint16)  # 16-bit keys: numpy's stable sort is a radix sort
+    pid = partition_of(arr, parts).astype(
+        np.uint16
+    )  # 16-bit keys: numpy's stable sort is a radix sort
     order = np.argsort(pid, kind="stable")
     bounds = np.cumsum(np.bincount(pid, minlength=parts))[:-1]
     rows = np.take(byte_rows(arr), order, axis=0)
@@ -125,8 +168,10 @@ def split_by_partition(arr: np.ndarray, parts: int) -> tuple[np.ndarray, ...]:
 
 # ---- ledger side ----
 
-def check_and_split(ctx: LedgerContext, part: LinkListing, indexes: Sequence[int],
-                    parts: int) -> tuple[SegmentBatch, tuple[tuple[LedgerPart, ...], ...]]:
+
+def check_and_split(
+    ctx: LedgerContext, part: LinkListing, indexes: Sequence[int], parts: int
+) -> tuple[SegmentBatch, tuple[tuple[LedgerPart, ...], ...]]:
     """On a worker: consecutive segments' checks (a SegmentBatch of verdicts, without records)
     and, for each partition, the records whose bytes those checks read (gap records left out):
     one LedgerPart per run of segments under one digest key id, in segment order, views of one
@@ -136,9 +181,13 @@ def check_and_split(ctx: LedgerContext, part: LinkListing, indexes: Sequence[int
         for check in checked_segments(ctx, part, indexes):
             checks.append(verdict_only(check))
             recs = check.records
-            if recs is None or recs.records is None or check.seal.layout is None:  # (a v2 raw record file has no table)
+            if (
+                recs is None or recs.records is None or check.seal.layout is None
+            ):  # (a v2 raw record file has no table)
                 continue
-            arr = np.frombuffer(recs.records, dtype=record_dtype(check.seal.layout[0] - RECORD_FIXED))
+            arr = np.frombuffer(
+                recs.records, dtype=record_dtype(check.seal.layout[0] - RECORD_FIXED)
+            )
             gaps = (arr["flags"] & FLAG_GAP) != 0
             if gaps.any():  # (a copy only then, as on one machine)
                 arr = arr[~gaps]
@@ -149,10 +198,18 @@ def check_and_split(ctx: LedgerContext, part: LinkListing, indexes: Sequence[int
                 runs.append([kid, [arr]])
     except Exception as e:  # noqa: BLE001 -- raised on the client after the checks before it (ordered_results)
         return SegmentBatch(checks, e), tuple(() for _ in range(parts))
-    split = [(kid, split_by_partition(arrs[0] if len(arrs) == 1 else concat_records(arrs, arrs[0].dtype), parts))
-             for kid, arrs in runs]
-    return SegmentBatch(checks), tuple(tuple(LedgerPart(part.link, kid, by[p]) for kid, by in split)
-                                       for p in range(parts))
+    split = [
+        (
+            kid,
+            split_by_partition(
+                arrs[0] if len(arrs) == 1 else concat_records(arrs, arrs[0].dtype), parts
+            ),
+        )
+        for kid, arrs in runs
+    ]
+    return SegmentBatch(checks), tuple(
+        tuple(LedgerPart(part.link, kid, by[p]) for kid, by in split) for p in range(parts)
+    )
 
 
 def _partition_item(result: tuple, p: int):
@@ -180,7 +237,9 @@ class _SegmentTasks:
     def _more(self, both: Future) -> None:
         raise NotImplementedError
 
-    def __call__(self, reader: LedgerReader, listing: LinkListing, places: list[SegmentPlace]) -> Iterator[SegmentCheck]:
+    def __call__(
+        self, reader: LedgerReader, listing: LinkListing, places: list[SegmentPlace]
+    ) -> Iterator[SegmentCheck]:
         if not places:
             return iter(())
         first = places[0]
@@ -189,8 +248,12 @@ class _SegmentTasks:
         verdicts = []
         for batch in task_batches(places, cluster_threads(self.client)):
             indexes = [p.index for p in batch]
-            both = self._task(ctx, segment_part(listing, indexes), indexes,
-                              f"{self.prefix}-{run}-{first.link}-{indexes[0]}")
+            both = self._task(
+                ctx,
+                segment_part(listing, indexes),
+                indexes,
+                f"{self.prefix}-{run}-{first.link}-{indexes[0]}",
+            )
             verdicts.append((indexes, self.client.submit(operator.getitem, both, 0, pure=False)))
             self._more(both)
             self.futures.append(both)
@@ -215,7 +278,9 @@ class SplittingChecker(_SegmentTasks):
         self.ledger_parts: list[list[Future]] = [[] for _ in range(parts)]
 
     def _task(self, ctx: LedgerContext, part: LinkListing, indexes: list[int], key: str) -> Future:
-        return self.client.submit(check_and_split, ctx, part, indexes, self.parts, pure=False, key=key)
+        return self.client.submit(
+            check_and_split, ctx, part, indexes, self.parts, pure=False, key=key
+        )
 
     def _more(self, both: Future) -> None:
         for k in range(self.parts):
@@ -240,8 +305,9 @@ class LedgerSums:
     odd: bool = False
 
 
-def check_and_hash(ctx: LedgerContext, part: LinkListing, indexes: Sequence[int], mkey: bytes,
-                   digest_size: int) -> tuple[SegmentBatch, LedgerSums]:
+def check_and_hash(
+    ctx: LedgerContext, part: LinkListing, indexes: Sequence[int], mkey: bytes, digest_size: int
+) -> tuple[SegmentBatch, LedgerSums]:
     """On a worker: consecutive segments' checks (a SegmentBatch of verdicts, without records)
     and the LedgerSums of the records whose bytes those checks read, hashed under `mkey` (the
     run's multiset hash key) as each segment is checked: no segment's records outlive its check."""
@@ -250,14 +316,16 @@ def check_and_hash(ctx: LedgerContext, part: LinkListing, indexes: Sequence[int]
         for check in checked_segments(ctx, part, indexes):
             checks.append(verdict_only(check))
             recs = check.records
-            if recs is None or recs.records is None or check.seal.layout is None:  # (as check_and_split)
+            if (
+                recs is None or recs.records is None or check.seal.layout is None
+            ):  # (as check_and_split)
                 continue
             if check.seal.layout[0] - RECORD_FIXED != digest_size:
                 odd = True
                 continue
             arr = np.frombuffer(recs.records, dtype=record_dtype(digest_size))
             kid = check.seal.doc.digest_key_id
-            for k, h in hashes:  # (a key id is any JSON value a seal states: compared, not hashed)
+            for k, h in hashes:  # noqa: B007 (h: the hash found, used after the loop) (a key id is any JSON value a seal states: compared, not hashed)
                 if k == kid and type(k) is type(kid):
                     break
             else:
@@ -267,7 +335,9 @@ def check_and_hash(ctx: LedgerContext, part: LinkListing, indexes: Sequence[int]
             second_counts(arr, FLAG_GAP, into=seconds)
     except Exception as e:  # noqa: BLE001 -- raised on the client after the checks before it (ordered_results)
         return SegmentBatch(checks, e), LedgerSums(part.link)
-    return SegmentBatch(checks), LedgerSums(part.link, tuple((k, *h.state()) for k, h in hashes), seconds, odd)
+    return SegmentBatch(checks), LedgerSums(
+        part.link, tuple((k, *h.state()) for k, h in hashes), seconds, odd
+    )
 
 
 class HashingChecker(_SegmentTasks):
@@ -278,13 +348,16 @@ class HashingChecker(_SegmentTasks):
 
     def __init__(self, client: Client, mkey: bytes, digest_size: int):
         super().__init__(client)
-        self._mkey = mkey  # (an argument of the tasks, never part of their keys: those are on the dashboard)
+        self._mkey = (
+            mkey  # (an argument of the tasks, never part of their keys: those are on the dashboard)
+        )
         self.digest_size = digest_size
         self.sums: list[Future] = []
 
     def _task(self, ctx: LedgerContext, part: LinkListing, indexes: list[int], key: str) -> Future:
-        return self.client.submit(check_and_hash, ctx, part, indexes, self._mkey, self.digest_size, pure=False,
-                                  key=key)
+        return self.client.submit(
+            check_and_hash, ctx, part, indexes, self._mkey, self.digest_size, pure=False, key=key
+        )
 
     def _more(self, both: Future) -> None:
         self.sums.append(self.client.submit(operator.getitem, both, 1, pure=False))
@@ -297,6 +370,7 @@ class HashingChecker(_SegmentTasks):
 
 
 # ---- capture side ----
+
 
 @dataclass(frozen=True)
 class CaptureChunk:
@@ -323,7 +397,9 @@ class ChunkRun:
     fallbacks: StripFallbacks = StripFallbacks()
 
 
-def plan_chunks(sources: Sources, split_bytes: int = SPLIT_BYTES) -> tuple[list[CaptureChunk], ReadStop | None]:
+def plan_chunks(
+    sources: Sources, split_bytes: int = SPLIT_BYTES
+) -> tuple[list[CaptureChunk], ReadStop | None]:
     """The capture tasks of a run, in frame order, and where reading stopped early. A classic
     pcap or a pcapng file over `split_bytes` bytes is cut before the record (pcap) or packet
     block (pcapng: EPB, SPB, obsolete PB) nearest at or above every multiple of `split_bytes`
@@ -342,7 +418,9 @@ def plan_chunks(sources: Sources, split_bytes: int = SPLIT_BYTES) -> tuple[list[
             if info.format not in SPLIT_FORMATS or info.file_size <= split_bytes:
                 chunks.append(CaptureChunk(source))
                 continue
-            cut, stop = (_cut_pcapng if info.format == PCAPNG else _cut)(reader, source, split_bytes)
+            cut, stop = (_cut_pcapng if info.format == PCAPNG else _cut)(
+                reader, source, split_bytes
+            )
             chunks += cut
             if stop is not None:
                 return chunks, stop
@@ -355,24 +433,41 @@ def _read_stop(reader: CaptureReader, source: str, st: int) -> ReadStop:
         reader.raise_error(st)
     except CaptureFormatError as e:
         return ReadStop(e.path or source, e.offset, str(e))
-    raise AssertionError(f"status {st} raised nothing")  # (raise_error raises for every error status)
+    raise AssertionError(
+        f"status {st} raised nothing"
+    )  # (raise_error raises for every error status)
 
 
-def _chunks_to(source: str, reader: CaptureReader, cuts: list[tuple[int, tuple[tuple[int, int], ...]]], end: int,
-               stop: ReadStop | None) -> tuple[list[CaptureChunk], ReadStop | None]:
+def _chunks_to(
+    source: str,
+    reader: CaptureReader,
+    cuts: list[tuple[int, tuple[tuple[int, int], ...]]],
+    end: int,
+    stop: ReadStop | None,
+) -> tuple[list[CaptureChunk], ReadStop | None]:
     """`source`'s chunks from (start, head) cut points in file order up to byte `end`, the last
     carrying the truncation note (none when reading stopped at a corrupt structure)."""
     cuts = [c for c in cuts if c[0] < end]
-    chunks = [CaptureChunk(source, a, b, None, head) for (a, head), (b, _) in zip(cuts, cuts[1:] + [(end, ())])]
+    chunks = [
+        CaptureChunk(source, a, b, None, head)
+        for (a, head), (b, _) in zip(cuts, cuts[1:] + [(end, ())])
+    ]
     if not chunks:
         return ([CaptureChunk(source)] if stop is None else []), stop
     last = chunks[-1]
-    chunks[-1] = CaptureChunk(last.source, last.start, last.end, None if stop else reader.info().truncation_note(),
-                              last.head)
+    chunks[-1] = CaptureChunk(
+        last.source,
+        last.start,
+        last.end,
+        None if stop else reader.info().truncation_note(),
+        last.head,
+    )
     return chunks, stop
 
 
-def _cut(reader: CaptureReader, source: str, split_bytes: int) -> tuple[list[CaptureChunk], ReadStop | None]:
+def _cut(
+    reader: CaptureReader, source: str, split_bytes: int
+) -> tuple[list[CaptureChunk], ReadStop | None]:
     """`source`'s chunks, and where a corrupt record stopped reading (its chunks end at the last
     whole record before it): every record's header offset is read, none of its bytes copied."""
     buf = ffi.new("lt_frame[]", SCAN_BATCH)
@@ -397,12 +492,20 @@ def _cut(reader: CaptureReader, source: str, split_bytes: int) -> tuple[list[Cap
             stop = _read_stop(reader, source, st)
             break
     info = reader.info()
-    end = good_end if stop is not None else info.truncated_offset if info.truncated else info.file_size
+    end = (
+        good_end
+        if stop is not None
+        else info.truncated_offset
+        if info.truncated
+        else info.file_size
+    )
     head = ((0, PCAP_HEADER),)
     return _chunks_to(source, reader, [(b, head) for b in sorted(set(starts))], end, stop)
 
 
-def _cut_pcapng(reader: CaptureReader, source: str, split_bytes: int) -> tuple[list[CaptureChunk], ReadStop | None]:
+def _cut_pcapng(
+    reader: CaptureReader, source: str, split_bytes: int
+) -> tuple[list[CaptureChunk], ReadStop | None]:
     """A pcapng `source`'s chunks, and where a corrupt block stopped reading: the native reader
     pauses before the first packet block at or past each multiple of `split_bytes`
     (lt_reader_next_before) and names the section header and interface descriptions in force
@@ -461,7 +564,9 @@ def _chunk_reader(chunk: CaptureChunk) -> Iterator:
     pump.start()
     try:
         try:
-            reader = stream_reader(pump.read_fd, read_head(pump.read_fd), chunk.source, chunk.source)
+            reader = stream_reader(
+                pump.read_fd, read_head(pump.read_fd), chunk.source, chunk.source
+            )
         except CaptureFormatError:
             pump.join(5.0)  # (the native open closed the read end: the pump ends at its next write)
             if pump.error is not None:  # (its bytes ended early: the source is not what was cut)
@@ -498,13 +603,17 @@ class _RangePump(threading.Thread):
                 while left:
                     got = _splice(self._src, self._write_fd, min(left, PIPE_BYTES), at)
                     if not got:
-                        self.error = LedgerFormatError(f"{self.source}: shorter than when it was cut (at byte {at})")
+                        self.error = LedgerFormatError(
+                            f"{self.source}: shorter than when it was cut (at byte {at})"
+                        )
                         return
                     at, left = at + got, left - got
         except BrokenPipeError:
             pass  # the reader stopped reading
         except OSError as e:
-            self.error = LedgerFormatError(f"{self.source}: read error at byte {at}: {e.strerror or e}")
+            self.error = LedgerFormatError(
+                f"{self.source}: read error at byte {at}: {e.strerror or e}"
+            )
         finally:
             os.close(self._write_fd)
             os.close(self._src)
@@ -517,17 +626,26 @@ def _splice(src: int, dst: int, count: int, offset: int) -> int:
         try:
             return os.splice(src, dst, count, offset_src=offset)
         except OSError as e:
-            if e.errno not in (errno.EINVAL, errno.ENOSYS):  # (a file system splice does not read from)
+            if e.errno not in (
+                errno.EINVAL,
+                errno.ENOSYS,
+            ):  # (a file system splice does not read from)
                 raise
     data = os.pread(src, count, offset)
     view = memoryview(data)
     while view:
-        view = view[os.write(dst, view):]
+        view = view[os.write(dst, view) :]
     return len(data)
 
 
-def _digest_chunk(chunk: CaptureChunk, subkey: bytes, alg, strip: str, sink: RecordSink | None,
-                  each: Callable[[np.ndarray], object] | None = None) -> ChunkRun:
+def _digest_chunk(
+    chunk: CaptureChunk,
+    subkey: bytes,
+    alg,
+    strip: str,
+    sink: RecordSink | None,
+    each: Callable[[np.ndarray], object] | None = None,
+) -> ChunkRun:
     """Every frame of `chunk` digested with the native engine (one thread): into `sink`'s array
     (`seq` the frame's index within the chunk), or, `sink` None, into the engine's own reused
     buffer; `each` gets every batch's records (a view valid until the next batch)."""
@@ -538,7 +656,9 @@ def _digest_chunk(chunk: CaptureChunk, subkey: bytes, alg, strip: str, sink: Rec
         while True:
             try:
                 records, n, got = engine.fill(frames, out=sink.room() if sink else None)
-            except CaptureFormatError as e:  # (a whole source: a cut chunk's records were all read by the client)
+            except (
+                CaptureFormatError
+            ) as e:  # (a whole source: a cut chunk's records were all read by the client)
                 stopped = ReadStop(e.path or chunk.source, e.offset, str(e))
                 break
             if n == 0:
@@ -554,20 +674,24 @@ def _digest_chunk(chunk: CaptureChunk, subkey: bytes, alg, strip: str, sink: Rec
     return ChunkRun(frames, nbytes, (note,) if note else (), stopped, fallbacks)
 
 
-def digest_chunk(chunk: CaptureChunk, subkey: bytes, algorithm: str, strip: str,
-                 parts: int) -> tuple[ChunkRun, tuple[np.ndarray, ...]]:
+def digest_chunk(
+    chunk: CaptureChunk, subkey: bytes, algorithm: str, strip: str, parts: int
+) -> tuple[ChunkRun, tuple[np.ndarray, ...]]:
     """On a worker: every frame of `chunk` digested with the native engine (one thread), the
     records split by partition (`seq` is the frame's index within the chunk)."""
     alg = get_algorithm(algorithm)
     # the engine fills one array in place (room for 64 bytes a frame: a pcap has at least 76)
-    sink = RecordSink(record_dtype(alg.digest_size),
-                      (chunk.end - chunk.start if chunk.end else _file_bytes(chunk.source)) // 64)
+    sink = RecordSink(
+        record_dtype(alg.digest_size),
+        (chunk.end - chunk.start if chunk.end else _file_bytes(chunk.source)) // 64,
+    )
     run = _digest_chunk(chunk, subkey, alg, strip, sink)
     return run, split_by_partition(sink.records(), parts)
 
 
-def hash_chunk(chunk: CaptureChunk, subkey: bytes, algorithm: str, strip: str,
-               mkey: bytes) -> tuple[ChunkRun, int, int]:
+def hash_chunk(
+    chunk: CaptureChunk, subkey: bytes, algorithm: str, strip: str, mkey: bytes
+) -> tuple[ChunkRun, int, int]:
     """On a worker, for the fast verdict: every frame of `chunk` digested with the native engine
     (one thread, its own buffer: no record is kept) and added to a multiset hash under `mkey`;
     returns (the chunk's run, the hash's value, its count)."""
@@ -578,6 +702,7 @@ def hash_chunk(chunk: CaptureChunk, subkey: bytes, algorithm: str, strip: str,
 
 
 # ---- partitions: pair and tally ----
+
 
 @dataclass(frozen=True)
 class PartitionJob:
@@ -602,26 +727,39 @@ class PartitionTally:
     details: pa.Table | None = None  # its first differing rows in DETAILS_ORDER
 
 
-def tally_partition(job: PartitionJob, offsets: list[int], ledger_parts: list, capture_parts: list) -> PartitionTally:
+def tally_partition(
+    job: PartitionJob, offsets: list[int], ledger_parts: list, capture_parts: list
+) -> PartitionTally:
     """On a worker: pair and tally one partition as recompute does on one machine
     (recompute.pair_records: the digests found once on each side are matched in C, only the
     others go through DuckDB's exact pairing), and its first --details rows. `ledger_parts`: one
     tuple of LedgerParts per ledger task; `capture_parts`: one record array per capture chunk."""
-    ledger_side = ledger_rows([lp for batch in ledger_parts for lp in batch], job.kids[0], job.digest_size)
+    ledger_side = ledger_rows(
+        [lp for batch in ledger_parts for lp in batch], job.kids[0], job.digest_size
+    )
     capture = _capture_rows(job, offsets, capture_parts)
     tmp = tempfile.mkdtemp(prefix="ledgertool-partition-")
     con = _partition_connection(job.memory_limit, tmp)
     try:
-        t = pair_records(con, job.kids[0], list(job.segments), list(job.uncovered), ledger_side, capture,
-                         (job.from_ns, job.to_ns, job.tolerance_ns), job.examples)
+        t = pair_records(
+            con,
+            job.kids[0],
+            list(job.segments),
+            list(job.uncovered),
+            ledger_side,
+            capture,
+            (job.from_ns, job.to_ns, job.tolerance_ns),
+            job.examples,
+        )
         rows = None
         if job.details_limit:
             rows = con.sql(f"""SELECT status, digest, link, seq, l_ts, l_wire, index, c_ts, c_wire, cap_len
                 FROM j WHERE status <> 'matched' ORDER BY {DETAILS_ORDER} LIMIT {int(job.details_limit)}""").to_arrow_table()
         return PartitionTally(t, rows)
     except duckdb.Error as e:
-        raise LedgerFormatError(f"{job.ledger}: reconciliation failed reading the ledger: "
-                                f"{str(e).splitlines()[0]}") from None
+        raise LedgerFormatError(
+            f"{job.ledger}: reconciliation failed reading the ledger: {str(e).splitlines()[0]}"
+        ) from None
     finally:
         con.close()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -665,12 +803,13 @@ def _capture_rows(job: PartitionJob, offsets: list[int], capture_parts: list) ->
     at = 0
     for base, a in zip(offsets, capture_parts):
         if base:
-            rows["seq"][at:at + len(a)] += np.uint64(base)
+            rows["seq"][at : at + len(a)] += np.uint64(base)
         at += len(a)
     return rows
 
 
 # ---- the run ----
+
 
 @dataclass
 class _Run:
@@ -696,20 +835,38 @@ class _Run:
             try:
                 out.append(f.result())
             except KilledWorker as e:
-                raise ClusterError(f"{what} {i}: the cluster lost it (workers died running it: {e}); no report") from None
+                raise ClusterError(
+                    f"{what} {i}: the cluster lost it (workers died running it: {e}); no report"
+                ) from None
             except (CancelledError, OSError, DaskTimeoutError) as e:
-                raise ClusterError(f"{what} {i}: the cluster did not return it ({type(e).__name__}: {e}); "
-                                   "no report") from None
+                raise ClusterError(
+                    f"{what} {i}: the cluster did not return it ({type(e).__name__}: {e}); "
+                    "no report"
+                ) from None
         return out
 
 
-def reconcile_on_cluster(client: Client, source: Sources, ledger_dir: Path,
-                         digest_key: DigestKey | Sequence[DigestKey], *, trust: TrustBundle | None = None,
-                         checkpoint: bytes | None = None, checkpoint_name: str = "checkpoint", examples: int = 10,
-                         memory_limit: str = DEFAULT_MEMORY_LIMIT, from_ns: int | None = None,
-                         to_ns: int | None = None, tolerance_ns: int = 0, links: list[str] | None = None,
-                         details: Path | None = None, details_limit: int = 100_000, parts: int = 0,
-                         split_bytes: int = SPLIT_BYTES, exact: bool = False) -> ReconcileResult:
+def reconcile_on_cluster(
+    client: Client,
+    source: Sources,
+    ledger_dir: Path,
+    digest_key: DigestKey | Sequence[DigestKey],
+    *,
+    trust: TrustBundle | None = None,
+    checkpoint: bytes | None = None,
+    checkpoint_name: str = "checkpoint",
+    examples: int = 10,
+    memory_limit: str = DEFAULT_MEMORY_LIMIT,
+    from_ns: int | None = None,
+    to_ns: int | None = None,
+    tolerance_ns: int = 0,
+    links: list[str] | None = None,
+    details: Path | None = None,
+    details_limit: int = 100_000,
+    parts: int = 0,
+    split_bytes: int = SPLIT_BYTES,
+    exact: bool = False,
+) -> ReconcileResult:
     """`recompute.reconcile` with the work on `client`'s cluster (module doc): the same report,
     the same errors, and ClusterError when the cluster loses a task. `parts`: partitions of the
     comparison (0: default_parts); `memory_limit` is each partition's DuckDB limit. Every worker
@@ -726,8 +883,10 @@ def reconcile_on_cluster(client: Client, source: Sources, ledger_dir: Path,
     alg = get_algorithm(ledger.algorithm)
     keys = check_request(digest_key, from_ns, to_ns, details)
     if len(keys) != 1:
-        raise UsageError("on a cluster, recompute takes one digest key (reconcile a ledger whose digest key was "
-                         "rotated with all its keys on one machine)")
+        raise UsageError(
+            "on a cluster, recompute takes one digest key (reconcile a ledger whose digest key was "
+            "rotated with all its keys on one machine)"
+        )
     if not 0 <= parts <= MAX_PARTS:
         raise UsageError(f"partitions must be 1..{MAX_PARTS}, got {parts}")
     if memory_limit != DEFAULT_MEMORY_LIMIT:  # checked before the long part, as on one machine
@@ -737,9 +896,18 @@ def reconcile_on_cluster(client: Client, source: Sources, ledger_dir: Path,
         chunks, stop = plan_chunks(source, split_bytes)
     except CaptureFormatError as e:
         chunks, stop, bad_capture = [], None, e
-    verify_kw = dict(trust=trust, checkpoint=checkpoint, checkpoint_name=checkpoint_name, links=links)
-    if not exact and from_ns is None and to_ns is None and stop is None and bad_capture is None \
-            and STDIN not in map(str, source_list(source)) and _workers_accelerated(client):
+    verify_kw = dict(
+        trust=trust, checkpoint=checkpoint, checkpoint_name=checkpoint_name, links=links
+    )
+    if (
+        not exact
+        and from_ns is None
+        and to_ns is None
+        and stop is None
+        and bad_capture is None
+        and STDIN not in map(str, source_list(source))
+        and _workers_accelerated(client)
+    ):
         # the usual run, a capture that agrees with its ledger, needs no partitions (a capture
         # the client found corrupt, or a window, goes to the pairing, which reports them)
         fast = _fast_on_cluster(client, chunks, ledger_dir, ledger, alg, keys[0], verify_kw)
@@ -748,9 +916,21 @@ def reconcile_on_cluster(client: Client, source: Sources, ledger_dir: Path,
             if details:  # no frame differs: the details file is empty, as the pairing writes it
                 with fsio.atomic_file(details, what="details file"):
                     pass
-            res = make_result(source_name(source), ledger_dir, tally, (from_ns, to_ns, tolerance_ns, links), details,
-                              0, capture.warnings, matched_keys, segs, [], ver.signatures_checked,
-                              time.perf_counter() - t0, capture=capture)
+            res = make_result(
+                source_name(source),
+                ledger_dir,
+                tally,
+                (from_ns, to_ns, tolerance_ns, links),
+                details,
+                0,
+                capture.warnings,
+                matched_keys,
+                segs,
+                [],
+                ver.signatures_checked,
+                time.perf_counter() - t0,
+                capture=capture,
+            )
             _add_warnings(res, ledger_dir, alg, [], details_limit)
             return res
     run = _Run(client)
@@ -759,7 +939,9 @@ def reconcile_on_cluster(client: Client, source: Sources, ledger_dir: Path,
         checker = SplittingChecker(client, parts)
         run.checkers.append(checker)
         subkey = keys[0].subkey(alg.name, alg.key_size)
-        digested = [run.submit(digest_chunk, c, subkey, alg.name, ledger.strip, parts) for c in chunks]
+        digested = [
+            run.submit(digest_chunk, c, subkey, alg.name, ledger.strip, parts) for c in chunks
+        ]
         ver = verify_ledger(ledger_dir, checker=checker, **verify_kw)
         if not ver.ok:
             raise not_verified_error(ver, "it is not reconciled")
@@ -768,24 +950,58 @@ def reconcile_on_cluster(client: Client, source: Sources, ledger_dir: Path,
         if bad_capture is not None:
             raise bad_capture
         runs = run.take([run.submit(operator.getitem, f, 0) for f in digested], "capture chunk")
-        for i, r in enumerate(runs):  # a source its task could not read to the end ends the run there
+        for i, r in enumerate(
+            runs
+        ):  # a source its task could not read to the end ends the run there
             if r.stopped is not None:
-                runs, digested, stop = runs[:i + 1], digested[:i + 1], r.stopped
+                runs, digested, stop = runs[: i + 1], digested[: i + 1], r.stopped
                 break
         capture = _capture_run(runs, stop, ledger.strip)
         offsets = list(np.cumsum([0] + [r.frames for r in runs[:-1]], dtype=np.int64).tolist())
-        job = PartitionJob(str(ledger_dir), tuple(k for k, _ in matched_keys), tuple(segs), tuple(uncovered),
-                           from_ns, to_ns, tolerance_ns, examples, details_limit if details else 0, memory_limit,
-                           alg.digest_size)
-        tallies = run.take([run.submit(tally_partition, job, offsets, checker.ledger_parts[p],
-                                       [run.submit(_partition_item, f, p) for f in digested])
-                            for p in range(parts)], "partition")
+        job = PartitionJob(
+            str(ledger_dir),
+            tuple(k for k, _ in matched_keys),
+            tuple(segs),
+            tuple(uncovered),
+            from_ns,
+            to_ns,
+            tolerance_ns,
+            examples,
+            details_limit if details else 0,
+            memory_limit,
+            alg.digest_size,
+        )
+        tallies = run.take(
+            [
+                run.submit(
+                    tally_partition,
+                    job,
+                    offsets,
+                    checker.ledger_parts[p],
+                    [run.submit(_partition_item, f, p) for f in digested],
+                )
+                for p in range(parts)
+            ],
+            "partition",
+        )
         written = _merged_details(tallies, details, source, details_limit) if details else 0
     finally:
         run.release()
-    res = make_result(source_name(source), ledger_dir, merge_tallies([t.tally for t in tallies], examples),
-                      (from_ns, to_ns, tolerance_ns, links), details, written, capture.warnings, matched_keys, segs,
-                      uncovered, ver.signatures_checked, time.perf_counter() - t0, capture=capture)
+    res = make_result(
+        source_name(source),
+        ledger_dir,
+        merge_tallies([t.tally for t in tallies], examples),
+        (from_ns, to_ns, tolerance_ns, links),
+        details,
+        written,
+        capture.warnings,
+        matched_keys,
+        segs,
+        uncovered,
+        ver.signatures_checked,
+        time.perf_counter() - t0,
+        capture=capture,
+    )
     _add_warnings(res, ledger_dir, alg, uncovered, details_limit)
     return res
 
@@ -802,13 +1018,25 @@ def _workers_accelerated(client: Client) -> bool:
 
 def _capture_run(runs: list[ChunkRun], stop: ReadStop | None, strip: str) -> DigestRun:
     """The capture side of a run from its chunks' runs, in frame order."""
-    return DigestRun(frames=sum(r.frames for r in runs), bytes=sum(r.bytes for r in runs),
-                     warnings=[w for r in runs for w in r.warnings], stopped=stop, strip=strip,
-                     strip_fallbacks=sum((r.fallbacks for r in runs), StripFallbacks()))
+    return DigestRun(
+        frames=sum(r.frames for r in runs),
+        bytes=sum(r.bytes for r in runs),
+        warnings=[w for r in runs for w in r.warnings],
+        stopped=stop,
+        strip=strip,
+        strip_fallbacks=sum((r.fallbacks for r in runs), StripFallbacks()),
+    )
 
 
-def _fast_on_cluster(client: Client, chunks: list[CaptureChunk], ledger_dir: Path, ledger, alg, key: DigestKey,
-                     verify_kw: dict) -> tuple[list[_Segment], object, list, Tally, DigestRun] | None:
+def _fast_on_cluster(
+    client: Client,
+    chunks: list[CaptureChunk],
+    ledger_dir: Path,
+    ledger,
+    alg,
+    key: DigestKey,
+    verify_kw: dict,
+) -> tuple[list[_Segment], object, list, Tally, DigestRun] | None:
     """recompute's fast verdict (recompute._fast_verdict) on the cluster: the client draws a
     multiset hash key (new_key) and sends it with the tasks, as an argument (never in a task key
     or name: those are on the dashboard); one task per run of segments checks them and hashes
@@ -840,7 +1068,9 @@ def _fast_on_cluster(client: Client, chunks: list[CaptureChunk], ledger_dir: Pat
         per_link: dict[str, int] = {}
         seconds: dict[int, int] = {}
         for s in sums:
-            if s.odd or any(k != kid for k, _, _ in s.hashes):  # (uncovered says so too: not decided here)
+            if s.odd or any(
+                k != kid for k, _, _ in s.hashes
+            ):  # (uncovered says so too: not decided here)
                 return None
             for _, value, count in s.hashes:
                 lhash.merge(value, count)
@@ -850,13 +1080,21 @@ def _fast_on_cluster(client: Client, chunks: list[CaptureChunk], ledger_dir: Pat
         results = run.take(hashed, "capture chunk")
         chash = MultisetHash(mkey, alg.digest_size)
         for r, value, count in results:
-            if r.stopped is not None:  # a source its task could not read to the end: paired, as on one machine
+            if (
+                r.stopped is not None
+            ):  # a source its task could not read to the end: paired, as on one machine
                 return None
             chash.merge(value, count)
         if chash.state() != lhash.state():
             return None
         capture = _capture_run([r for r, _, _ in results], None, ledger.strip)
-        return segs, ver, matched_keys, matched_counts_tally(capture.frames, lhash.count, per_link, seconds), capture
+        return (
+            segs,
+            ver,
+            matched_keys,
+            matched_counts_tally(capture.frames, lhash.count, per_link, seconds),
+            capture,
+        )
     finally:
         run.release()
 
@@ -871,10 +1109,14 @@ def default_parts(chunks: list[CaptureChunk], workers: int) -> int:
             frames += (c.end - c.start) // MIN_RECORD_BYTES
         elif not is_workload(c.source):
             frames += os.stat(c.source).st_size // MIN_RECORD_BYTES
-    return max(1, min(MAX_PARTS, max(PARTS_PER_WORKER * max(1, workers), -(-frames // PART_RECORDS))))
+    return max(
+        1, min(MAX_PARTS, max(PARTS_PER_WORKER * max(1, workers), -(-frames // PART_RECORDS)))
+    )
 
 
-def _merged_details(tallies: list[PartitionTally], details: Path, source: Sources, limit: int) -> int:
+def _merged_details(
+    tallies: list[PartitionTally], details: Path, source: Sources, limit: int
+) -> int:
     """--details from the partitions' first rows, written as one machine writes them."""
     con = open_duckdb()
     try:

@@ -11,8 +11,15 @@ import logging
 logging.getLogger("scapy.runtime").setLevel(logging.ERROR)
 
 # LINKTYPE_* -> scapy layer class name
-_LINK_LAYERS = {1: "Ether", 0: "Loopback", 101: "IP_or_IPv6", 228: "IP", 229: "IPv6", 113: "CookedLinux",
-                276: "CookedLinuxV2"}
+_LINK_LAYERS = {
+    1: "Ether",
+    0: "Loopback",
+    101: "IP_or_IPv6",
+    228: "IP",
+    229: "IPv6",
+    113: "CookedLinux",
+    276: "CookedLinuxV2",
+}
 
 
 def dissect_line(frame: bytes, linktype: int) -> str:
@@ -24,7 +31,11 @@ def dissect_line(frame: bytes, linktype: int) -> str:
 
 
 def _dissect(frame: bytes, linktype: int) -> str:
-    from scapy.layers import inet, inet6, l2  # heavy (~0.3 s): loaded only when a report dissects a frame
+    from scapy.layers import (
+        inet,
+        inet6,
+        l2,
+    )  # heavy (~0.3 s): loaded only when a report dissects a frame
 
     name = _LINK_LAYERS.get(linktype)
     if name is None:
@@ -37,13 +48,19 @@ def _dissect(frame: bytes, linktype: int) -> str:
     else:
         pkt = getattr(l2, name)(frame)
     parts = []
-    vlans = [str(layer.vlan) for layer in _layers(pkt) if layer.__class__.__name__ in ("Dot1Q", "Dot1AD")]
+    vlans = [
+        str(layer.vlan) for layer in _layers(pkt) if layer.__class__.__name__ in ("Dot1Q", "Dot1AD")
+    ]
     if vlans:
         parts.append("vlan " + ".".join(vlans))
     ip = pkt.getlayer(inet.IP) or pkt.getlayer(inet6.IPv6)
     if ip is None:
         top = pkt.lastlayer().__class__.__name__ if pkt.payload else pkt.__class__.__name__
-        layers = [layer.__class__.__name__ for layer in _layers(pkt) if layer.__class__.__name__ not in ("Raw", "Padding")]
+        layers = [
+            layer.__class__.__name__
+            for layer in _layers(pkt)
+            if layer.__class__.__name__ not in ("Raw", "Padding")
+        ]
         parts.append(" / ".join(layers) if layers else top)
         parts.append(f"len {len(frame)}")
         return " ".join(parts)

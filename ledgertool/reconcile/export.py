@@ -67,20 +67,27 @@ def export_table(seg: VerifiedSegment) -> pa.Table:
     seq = t.column("seq")
     top = pc.max(seq).as_py() if len(seq) else None
     if top is not None and top > INT64_MAX:
-        raise DataError(f"link {seg.link} segment {seg.index}: seq {top} does not fit a signed 64-bit integer "
-                        f"(largest {INT64_MAX}); the export's seq column is int64, which every engine reads "
-                        "(a query's Parquet output keeps seq as uint64)")
+        raise DataError(
+            f"link {seg.link} segment {seg.index}: seq {top} does not fit a signed 64-bit integer "
+            f"(largest {INT64_MAX}); the export's seq column is int64, which every engine reads "
+            "(a query's Parquet output keeps seq as uint64)"
+        )
     ts_ns = t.column("ts_ns").to_numpy()
     no_time = (t.column("flags").to_numpy() & np.uint16(FLAG_GAP | FLAG_NO_TIMESTAMP)) != 0
     ts = pa.array(np.floor_divide(ts_ns, 1000), type=TS_TYPE, mask=no_time)
-    return pa.table({
-        "link": pa.array([seg.link] * t.num_rows, type=pa.string()),
-        "segment": t.column("segment"),
-        "seq": seq.cast(pa.int64()),
-        "ts": ts,
-        "ts_ns": t.column("ts_ns"),
-        **{name: t.column(name) for name in ("wire_len", "cap_len", "flags", "linktype", "aux", "digest")},
-    })
+    return pa.table(
+        {
+            "link": pa.array([seg.link] * t.num_rows, type=pa.string()),
+            "segment": t.column("segment"),
+            "seq": seq.cast(pa.int64()),
+            "ts": ts,
+            "ts_ns": t.column("ts_ns"),
+            **{
+                name: t.column(name)
+                for name in ("wire_len", "cap_len", "flags", "linktype", "aux", "digest")
+            },
+        }
+    )
 
 
 def _write(table: pa.Table, path: Path, shown: Path) -> None:
@@ -94,9 +101,14 @@ def _write(table: pa.Table, path: Path, shown: Path) -> None:
         raise fsio.storage_error(e, shown, "write export file") from None
 
 
-def export_dataset(ledger_dir: Path, out_dir: Path, trust: TrustBundle | None = None,
-                   checkpoint: bytes | None = None, checkpoint_name: str = "checkpoint",
-                   links: list[str] | None = None) -> ExportResult:
+def export_dataset(
+    ledger_dir: Path,
+    out_dir: Path,
+    trust: TrustBundle | None = None,
+    checkpoint: bytes | None = None,
+    checkpoint_name: str = "checkpoint",
+    links: list[str] | None = None,
+) -> ExportResult:
     """Verify the ledger (with `trust`, else the keyless checks, as `query`), then write its
     verified records to `out_dir` (which must not exist, or be an empty directory).
 
@@ -105,7 +117,9 @@ def export_dataset(ledger_dir: Path, out_dir: Path, trust: TrustBundle | None = 
     for a seq past int64; StorageError when the parent of `out_dir` cannot be used."""
     out_dir = Path(out_dir)
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
-        raise UsageError(f"{out_dir}: exists and is not an empty directory; the export goes into a new one")
+        raise UsageError(
+            f"{out_dir}: exists and is not an empty directory; the export goes into a new one"
+        )
     parent = out_dir.absolute().parent
     fsio.check_dir(parent)
     stage = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=fsio.TMP_SUFFIX, dir=parent))
@@ -121,7 +135,14 @@ def export_dataset(ledger_dir: Path, out_dir: Path, trust: TrustBundle | None = 
             seen.append(seg.link)
 
     try:
-        res = verify_ledger(location(ledger_dir), trust, checkpoint, checkpoint_name, links=links, on_segment=on_segment)
+        res = verify_ledger(
+            location(ledger_dir),
+            trust,
+            checkpoint,
+            checkpoint_name,
+            links=links,
+            on_segment=on_segment,
+        )
         if not res.ok:
             raise not_verified_error(res, "it is not exported")
         os.chmod(stage, 0o755)  # mkdtemp's 0700 kept others out while it was filled

@@ -63,8 +63,17 @@ def part_ids(records: np.ndarray, part_key: tuple[int, int], part_bits: int) -> 
         return np.zeros(len(records), np.uint64)
     records = np.ascontiguousarray(records)
     # the first 8 digest bytes of each record, read in place (a strided view: nothing copied)
-    first = np.ndarray((len(records),), "<u8", buffer=records, offset=records.dtype.fields["digest"][1],
-                       strides=(records.dtype.itemsize,)) if len(records) else np.zeros(0, "<u8")
+    first = (
+        np.ndarray(
+            (len(records),),
+            "<u8",
+            buffer=records,
+            offset=records.dtype.fields["digest"][1],
+            strides=(records.dtype.itemsize,),
+        )
+        if len(records)
+        else np.zeros(0, "<u8")
+    )
     out = np.bitwise_xor(first, np.uint64(part_key[0]))
     np.multiply(out, np.uint64(part_key[1] | 1), out=out)
     return np.right_shift(out, np.uint64(64 - part_bits), out=out)
@@ -78,8 +87,16 @@ class MultisetHash:
     `part_bits` > 0 keeps 2^part_bits sums and counts, one per part (`part_ids` under
     `part_key`); `value` and `count` are then those of the whole."""
 
-    def __init__(self, key: bytes, digest_size: int, *, skip_flags: int = FLAG_GAP, portable: bool = False,
-                 part_bits: int = 0, part_key: tuple[int, int] = (0, 0)):
+    def __init__(
+        self,
+        key: bytes,
+        digest_size: int,
+        *,
+        skip_flags: int = FLAG_GAP,
+        portable: bool = False,
+        part_bits: int = 0,
+        part_key: tuple[int, int] = (0, 0),
+    ):
         if len(key) != 16:
             raise ValueError(f"a multiset hash key is 16 bytes, not {len(key)}")
         if digest_size <= 0 or digest_size % 16:
@@ -91,7 +108,9 @@ class MultisetHash:
         self.part_bits = part_bits
         self.part_key = (int(part_key[0]), int(part_key[1]))
         self._pkey = ffi.new("uint64_t[2]", self.part_key)
-        self.sums = np.zeros((1 << part_bits, 2), np.uint64)  # per part: the sum mod p, low word first
+        self.sums = np.zeros(
+            (1 << part_bits, 2), np.uint64
+        )  # per part: the sum mod p, low word first
         self.counts = np.zeros(1 << part_bits, np.uint64)
         self._acc = ffi.from_buffer("uint64_t[]", self.sums)
         self._count = ffi.from_buffer("uint64_t[]", self.counts)
@@ -111,9 +130,13 @@ class MultisetHash:
         """The records added (those not skipped)."""
         return int(self.counts.sum()) if self.part_bits else int(self._count[0])
 
-    def differing_parts(self, other: "MultisetHash") -> np.ndarray:
+    def differing_parts(self, other: MultisetHash) -> np.ndarray:
         """The parts (ascending) whose sum or count differ from `other`'s (the same key and parts)."""
-        if (other.key, other.part_bits, other.part_key) != (self.key, self.part_bits, self.part_key):
+        if (other.key, other.part_bits, other.part_key) != (
+            self.key,
+            self.part_bits,
+            self.part_key,
+        ):
             raise ValueError("multiset hashes under other keys or parts cannot be compared")
         return np.flatnonzero((self.sums != other.sums).any(axis=1) | (self.counts != other.counts))
 
@@ -124,10 +147,23 @@ class MultisetHash:
             return 0
         records = np.ascontiguousarray(records)
         before = self.count
-        check(lib.lt_mset_add_parts(self._key, self._pkey, self.part_bits, ffi.from_buffer(records), len(records),
-                                    records.dtype.itemsize, records.dtype.fields["digest"][1], self.digest_size,
-                                    self.skip_flags, int(self.portable), self._acc, self._count),
-              "lt_mset_add_parts")
+        check(
+            lib.lt_mset_add_parts(
+                self._key,
+                self._pkey,
+                self.part_bits,
+                ffi.from_buffer(records),
+                len(records),
+                records.dtype.itemsize,
+                records.dtype.fields["digest"][1],
+                self.digest_size,
+                self.skip_flags,
+                int(self.portable),
+                self._acc,
+                self._count,
+            ),
+            "lt_mset_add_parts",
+        )
         return self.count - before
 
     def merge(self, value: int, count: int) -> None:
@@ -148,7 +184,9 @@ class MultisetHash:
         return self.value, self.count
 
     def __repr__(self) -> str:  # the key stays out of logs and tracebacks
-        return f"MultisetHash(count={self.count}, value={self.value:#x}, parts={1 << self.part_bits})"
+        return (
+            f"MultisetHash(count={self.count}, value={self.value:#x}, parts={1 << self.part_bits})"
+        )
 
 
 class HashingSink(RecordSink):
@@ -180,5 +218,9 @@ class HashingSink(RecordSink):
     def holds(self, records) -> bool:
         """Whether `records` are the ones the last native walk added."""
         mem = memoryview(records).cast("B")
-        return self.hashed is not None and len(mem) > 0 and self.hashed == (
-            np.frombuffer(mem, np.uint8).__array_interface__["data"][0], len(mem))
+        return (
+            self.hashed is not None
+            and len(mem) > 0
+            and self.hashed
+            == (np.frombuffer(mem, np.uint8).__array_interface__["data"][0], len(mem))
+        )

@@ -15,16 +15,28 @@ counts of the parts add up (merge_tallies), because each row is in exactly one p
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
 from .._binding import check, ffi, lib
 from ..digest.record import record_dtype
 
-__all__ = ["LedgerPart", "Tally", "byte_rows", "concat_records", "in_order", "ledger_rows", "matched_tally",
-           "merge_tallies", "once_each", "paired_masks", "second_counts", "window_mask"]
+__all__ = [
+    "LedgerPart",
+    "Tally",
+    "byte_rows",
+    "concat_records",
+    "in_order",
+    "ledger_rows",
+    "matched_tally",
+    "merge_tallies",
+    "once_each",
+    "paired_masks",
+    "second_counts",
+    "window_mask",
+]
 
 
 @dataclass(frozen=True)
@@ -67,13 +79,26 @@ def once_each(ledger: np.ndarray, capture: np.ndarray) -> tuple[np.ndarray, np.n
     cmask, cbuf = _mask_buffer(len(capture))
     lrec = ffi.from_buffer(ledger) if len(ledger) else ffi.NULL
     crec = ffi.from_buffer(capture) if len(capture) else ffi.NULL
-    rc = lib.lt_once_each(lrec, len(ledger), ledger.dtype.itemsize, crec, len(capture), capture.dtype.itemsize,
-                          off, fmt.itemsize, secrets.randbits(64), lbuf, cbuf)
+    rc = lib.lt_once_each(
+        lrec,
+        len(ledger),
+        ledger.dtype.itemsize,
+        crec,
+        len(capture),
+        capture.dtype.itemsize,
+        off,
+        fmt.itemsize,
+        secrets.randbits(64),
+        lbuf,
+        cbuf,
+    )
     check(rc, "lt_once_each")  # MemoryError on LT_ERR_NOMEM
     return lmask.view(bool), cmask.view(bool)
 
 
-def in_order(ledger: np.ndarray, codes: np.ndarray | None, capture: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def in_order(
+    ledger: np.ndarray, codes: np.ndarray | None, capture: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Boolean masks over `ledger` and `capture` (record_dtype arrays of one digest size) of the
     rows the ordered walk pairs (native lt_pair_in_order): each such pair is the k-th occurrence
     of its digest on both sides in recompute's exact pairing (ledger rows in (ts_ns, link, seq)
@@ -85,8 +110,9 @@ def in_order(ledger: np.ndarray, codes: np.ndarray | None, capture: np.ndarray) 
     return _in_order(ledger, codes, capture)[:2]
 
 
-def _in_order(ledger: np.ndarray, codes: np.ndarray | None, capture: np.ndarray
-              ) -> tuple[np.ndarray, np.ndarray, int]:
+def _in_order(
+    ledger: np.ndarray, codes: np.ndarray | None, capture: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, int]:
     """in_order's masks and the number of pairs: when it is not 0, the walk found both whole
     arrays in their pairing order (so each side's ts_ns never decreases)."""
     ledger, capture = np.ascontiguousarray(ledger), np.ascontiguousarray(capture)
@@ -98,15 +124,32 @@ def _in_order(ledger: np.ndarray, codes: np.ndarray | None, capture: np.ndarray
         codes = np.ascontiguousarray(codes, np.uint32)
         links = ffi.from_buffer("uint32_t[]", codes)
     paired = ffi.new("size_t *")
-    rc = lib.lt_pair_in_order(ffi.from_buffer(ledger) if len(ledger) else ffi.NULL, len(ledger),
-                              ledger.dtype.itemsize, links, ffi.from_buffer(capture) if len(capture) else ffi.NULL,
-                              len(capture), capture.dtype.itemsize, off, fmt.itemsize, lbuf, cbuf, paired)
+    rc = lib.lt_pair_in_order(
+        ffi.from_buffer(ledger) if len(ledger) else ffi.NULL,
+        len(ledger),
+        ledger.dtype.itemsize,
+        links,
+        ffi.from_buffer(capture) if len(capture) else ffi.NULL,
+        len(capture),
+        capture.dtype.itemsize,
+        off,
+        fmt.itemsize,
+        lbuf,
+        cbuf,
+        paired,
+    )
     check(rc, "lt_pair_in_order")
     return lmask.view(bool), cmask.view(bool), int(paired[0])
 
 
-def paired_masks(ledger: np.ndarray, codes: np.ndarray | None, capture: np.ndarray, ordered: bool, *,
-                 with_order: bool = False) -> tuple[np.ndarray, np.ndarray] | tuple[np.ndarray, np.ndarray, bool]:
+def paired_masks(
+    ledger: np.ndarray,
+    codes: np.ndarray | None,
+    capture: np.ndarray,
+    ordered: bool,
+    *,
+    with_order: bool = False,
+) -> tuple[np.ndarray, np.ndarray] | tuple[np.ndarray, np.ndarray, bool]:
     """The rows matched outside the exact pairing: the ordered walk's pairs (`ordered`: the
     capture's pairing order is (ts_ns, seq), see in_order), then once_each over the rest. The
     exact pairing of the unmarked rows classifies them as that of all rows would. `with_order`:
@@ -135,8 +178,9 @@ def window_mask(ts: np.ndarray, lo: int | None, hi: int | None) -> np.ndarray:
     return mask
 
 
-def ledger_rows(parts: Sequence[LedgerPart | None], kid: str, digest_size: int, whole: np.ndarray | None = None
-                ) -> tuple[list[str], np.ndarray, np.ndarray]:
+def ledger_rows(
+    parts: Sequence[LedgerPart | None], kid: str, digest_size: int, whole: np.ndarray | None = None
+) -> tuple[list[str], np.ndarray, np.ndarray]:
     """The ledger rows under digest key `kid` (recompute's view `l` takes no others): the links,
     each row's link (an index into them), and the records (one array). `whole`: an array the
     parts are, in order, consecutive views of, from its start to its end (recompute's ledger
@@ -148,7 +192,9 @@ def ledger_rows(parts: Sequence[LedgerPart | None], kid: str, digest_size: int, 
     if len(names) <= 1:  # one link: every code 0, in pages that are not written (calloc)
         codes = np.zeros(sum(len(lp.records) for lp in parts), np.int32)
     else:
-        codes = np.repeat(np.array([code[lp.link] for lp in parts], np.int32), [len(lp.records) for lp in parts])
+        codes = np.repeat(
+            np.array([code[lp.link] for lp in parts], np.int32), [len(lp.records) for lp in parts]
+        )
     if len(parts) == 1:
         return names, codes, parts[0].records
     if whole is not None and len(parts) == len(every) and len(whole) == len(codes):
@@ -162,7 +208,7 @@ def concat_records(arrays: Sequence[np.ndarray], dtype: np.dtype) -> np.ndarray:
     out = np.empty(sum(len(a) for a in arrays), dtype)
     rows, at = byte_rows(out), 0
     for a in arrays:
-        rows[at:at + len(a)] = byte_rows(a)
+        rows[at : at + len(a)] = byte_rows(a)
         at += len(a)
     return out
 
@@ -174,8 +220,15 @@ def byte_rows(arr: np.ndarray) -> np.ndarray:
     return arr.view(np.uint8).reshape(len(arr), arr.dtype.itemsize)
 
 
-def matched_tally(names: list[str], codes: np.ndarray, lts: np.ndarray, cts: np.ndarray,
-                  from_ns: int | None, to_ns: int | None, ts_sorted: bool = False) -> Tally:
+def matched_tally(
+    names: list[str],
+    codes: np.ndarray,
+    lts: np.ndarray,
+    cts: np.ndarray,
+    from_ns: int | None,
+    to_ns: int | None,
+    ts_sorted: bool = False,
+) -> Tally:
     """The tally of the rows paired one to one (`codes`, `lts`: their ledger rows' links and
     times; `cts`: their capture rows' times): matched, counted by the ledger's time (the capture
     side counts only towards the frames in the window). `ts_sorted`: `lts` is known to be
@@ -185,19 +238,38 @@ def matched_tally(names: list[str], codes: np.ndarray, lts: np.ndarray, cts: np.
         n_in, frames = len(lts), len(cts)
     else:
         lin = window_mask(lts, from_ns, to_ns)
-        codes, lts, n_in, frames = codes[lin], lts[lin], int(lin.sum()), int(window_mask(cts, from_ns, to_ns).sum())
+        codes, lts, n_in, frames = (
+            codes[lin],
+            lts[lin],
+            int(lin.sum()),
+            int(window_mask(cts, from_ns, to_ns).sum()),
+        )
     per_link = [len(codes)] if len(names) == 1 else np.bincount(codes, minlength=len(names))
     secs, nsec = _sorted_per_second(lts) if ts_sorted else (None, None)
     if secs is None:
         secs, nsec = _per_second(lts // 1_000_000_000)
-    return Tally(frames, n_in, 0, 0,
-                 [{"link": n, "matched": int(c), "ledger_only": 0, "capture_only": 0}
-                  for n, c in zip(names, per_link) if c],
-                 [{"second": int(s), "matched": int(c), "ledger_only": 0, "capture_only": 0}
-                  for s, c in zip(secs, nsec)], [], [])
+    return Tally(
+        frames,
+        n_in,
+        0,
+        0,
+        [
+            {"link": n, "matched": int(c), "ledger_only": 0, "capture_only": 0}
+            for n, c in zip(names, per_link)
+            if c
+        ],
+        [
+            {"second": int(s), "matched": int(c), "ledger_only": 0, "capture_only": 0}
+            for s, c in zip(secs, nsec)
+        ],
+        [],
+        [],
+    )
 
 
-def second_counts(records: np.ndarray, skip_flags: int = 0, into: dict[int, int] | None = None) -> dict[int, int]:
+def second_counts(
+    records: np.ndarray, skip_flags: int = 0, into: dict[int, int] | None = None
+) -> dict[int, int]:
     """Rows of `records` (a record_dtype array) per second (ts_ns // 10^9), those whose flags
     share a bit with `skip_flags` left out, added into `into` (a new dict when None) and
     returned. Counted in C (lt_second_runs) in one pass over the records; numpy when their times
@@ -209,11 +281,21 @@ def second_counts(records: np.ndarray, skip_flags: int = 0, into: dict[int, int]
     cap = 64 + len(records) // 16
     secs, counts = np.empty(cap, np.int64), np.empty(cap, np.uint64)
     nruns = ffi.new("size_t *")
-    check(lib.lt_second_runs(ffi.from_buffer(records), len(records), records.dtype.itemsize, skip_flags,
-                             ffi.from_buffer("int64_t[]", secs), ffi.from_buffer("uint64_t[]", counts), cap,
-                             nruns), "lt_second_runs")
+    check(
+        lib.lt_second_runs(
+            ffi.from_buffer(records),
+            len(records),
+            records.dtype.itemsize,
+            skip_flags,
+            ffi.from_buffer("int64_t[]", secs),
+            ffi.from_buffer("uint64_t[]", counts),
+            cap,
+            nruns,
+        ),
+        "lt_second_runs",
+    )
     if nruns[0] <= cap:
-        pairs = zip(secs[:nruns[0]].tolist(), counts[:nruns[0]].tolist())
+        pairs = zip(secs[: nruns[0]].tolist(), counts[: nruns[0]].tolist())
     else:
         keep = records if not skip_flags else records[(records["flags"] & skip_flags) == 0]
         pairs = zip(*(a.tolist() for a in _per_second(keep["ts_ns"] // 1_000_000_000)))
@@ -231,7 +313,9 @@ def _sorted_per_second(ts: np.ndarray) -> tuple[np.ndarray, np.ndarray] | tuple[
     first, last = int(ts[0]) // 10**9, int(ts[-1]) // 10**9
     if last - first > max(len(ts) // 16, 64):  # (64 + n / 16 binary searches at most)
         return None, None
-    starts = np.searchsorted(ts, np.arange(first + 1, last + 1, dtype=np.int64) * 10**9, side="left")
+    starts = np.searchsorted(
+        ts, np.arange(first + 1, last + 1, dtype=np.int64) * 10**9, side="left"
+    )
     counts = np.diff(np.concatenate(([0], starts, [len(ts)])))
     held = np.flatnonzero(counts)
     return held + first, counts[held]
@@ -265,12 +349,29 @@ def merge_tallies(tallies: Sequence[Tally], examples: int) -> Tally:
             acc = seconds.setdefault(row["second"], [0, 0, 0])
             for k, name in enumerate(("matched", "ledger_only", "capture_only")):
                 acc[k] += row[name]
-    per_link = [{"link": ln, "matched": m, "ledger_only": lo, "capture_only": 0} for ln, (m, lo) in sorted(links.items())]
+    per_link = [
+        {"link": ln, "matched": m, "ledger_only": lo, "capture_only": 0}
+        for ln, (m, lo) in sorted(links.items())
+    ]
     if conly:
         per_link.append({"link": None, "matched": 0, "ledger_only": 0, "capture_only": conly})
-    per_second = [{"second": s, "matched": m, "ledger_only": lo, "capture_only": co}
-                  for s, (m, lo, co) in sorted(seconds.items())]
-    ex_l = sorted((e for t in tallies for e in t.examples_ledger_only), key=lambda e: (e[1], e[2]))[:examples]
-    ex_c = sorted((e for t in tallies for e in t.examples_capture_only), key=lambda e: e[1])[:examples]
-    return Tally(sum(t.frames_in_window for t in tallies), sum(t.matched for t in tallies),
-                 sum(t.ledger_only for t in tallies), conly, per_link, per_second, ex_l, ex_c)
+    per_second = [
+        {"second": s, "matched": m, "ledger_only": lo, "capture_only": co}
+        for s, (m, lo, co) in sorted(seconds.items())
+    ]
+    ex_l = sorted((e for t in tallies for e in t.examples_ledger_only), key=lambda e: (e[1], e[2]))[
+        :examples
+    ]
+    ex_c = sorted((e for t in tallies for e in t.examples_capture_only), key=lambda e: e[1])[
+        :examples
+    ]
+    return Tally(
+        sum(t.frames_in_window for t in tallies),
+        sum(t.matched for t in tallies),
+        sum(t.ledger_only for t in tallies),
+        conly,
+        per_link,
+        per_second,
+        ex_l,
+        ex_c,
+    )

@@ -27,11 +27,11 @@ import json
 import os
 import tempfile
 import tomllib
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Callable, Sequence
 
 from .. import fsio
 from ..algorithms import get_algorithm
@@ -45,8 +45,16 @@ from ..source.file import STDIN
 from ..urls import is_url, location
 from .recompute import ReconcileResult, digest_key_order, source_name
 
-__all__ = ["PairOutcome", "PairPlan", "PairSpec", "PairsResult", "PairsTotal", "plan_pairs", "read_pairs",
-           "reconcile_pairs"]
+__all__ = [
+    "PairOutcome",
+    "PairPlan",
+    "PairSpec",
+    "PairsResult",
+    "PairsTotal",
+    "plan_pairs",
+    "read_pairs",
+    "reconcile_pairs",
+]
 
 MAX_PAIRS_FILE_BYTES = 64 << 20  # ~300,000 pairs of long paths
 _FIELDS = {"ledger", "captures", "link", "trust", "checkpoint"}
@@ -69,7 +77,7 @@ def _resolve(base: Path, text: str) -> str:
     if is_url(text):
         return text
     if is_workload(text):
-        return WORKLOAD_PREFIX + _resolve(base, text[len(WORKLOAD_PREFIX):])
+        return WORKLOAD_PREFIX + _resolve(base, text[len(WORKLOAD_PREFIX) :])
     return text if os.path.isabs(text) else str(base / text)
 
 
@@ -95,7 +103,9 @@ def parse_pairs(doc: dict, path: str) -> tuple[PairSpec, ...]:
     standard input as a capture."""
     extra = sorted(set(doc) - {"pair"})
     if extra:
-        raise UsageError(f"{path}: unknown key {extra[0]!r} (a pairs file holds [[pair]] tables only)")
+        raise UsageError(
+            f"{path}: unknown key {extra[0]!r} (a pairs file holds [[pair]] tables only)"
+        )
     pairs = doc.get("pair")
     if not isinstance(pairs, list) or not pairs or not all(isinstance(p, dict) for p in pairs):
         raise UsageError(f"{path}: expected one or more [[pair]] tables")
@@ -105,18 +115,32 @@ def parse_pairs(doc: dict, path: str) -> tuple[PairSpec, ...]:
         where = f"pair[{i}]"
         unknown = sorted(set(p) - _FIELDS)
         if unknown:
-            raise UsageError(f"{path}: {where}.{unknown[0]}: unknown field (fields: {', '.join(sorted(_FIELDS))})")
+            raise UsageError(
+                f"{path}: {where}.{unknown[0]}: unknown field (fields: {', '.join(sorted(_FIELDS))})"
+            )
         for need in ("ledger", "captures"):
             if need not in p:
                 raise UsageError(f"{path}: {where}: no {need!r}")
         captures = _strings(path, f"{where}.captures", p["captures"])
         if STDIN in captures:
-            raise UsageError(f"{path}: {where}.captures: standard input ('-') cannot be one pair's capture; "
-                             "name a file")
+            raise UsageError(
+                f"{path}: {where}.captures: standard input ('-') cannot be one pair's capture; "
+                "name a file"
+            )
         links = _strings(path, f"{where}.link", p["link"]) if "link" in p else None
-        opt = {k: _resolve(base, _string(path, f"{where}.{k}", p[k])) for k in ("trust", "checkpoint") if k in p}
-        specs.append(PairSpec(_resolve(base, _string(path, f"{where}.ledger", p["ledger"])),
-                              tuple(_resolve(base, c) for c in captures), links, **opt))
+        opt = {
+            k: _resolve(base, _string(path, f"{where}.{k}", p[k]))
+            for k in ("trust", "checkpoint")
+            if k in p
+        }
+        specs.append(
+            PairSpec(
+                _resolve(base, _string(path, f"{where}.ledger", p["ledger"])),
+                tuple(_resolve(base, c) for c in captures),
+                links,
+                **opt,
+            )
+        )
     return tuple(specs)
 
 
@@ -145,8 +169,9 @@ class PairPlan:
     checkpoint: bytes | None = None
 
 
-def plan_pairs(specs: Sequence[PairSpec], keys: Sequence[DigestKey],
-               trust: TrustBundle | None = None) -> tuple[PairPlan, ...]:
+def plan_pairs(
+    specs: Sequence[PairSpec], keys: Sequence[DigestKey], trust: TrustBundle | None = None
+) -> tuple[PairPlan, ...]:
     """Every pair's keys, trust bundle and checkpoint, before anything long runs. Each ledger's
     ledger.json and rotation statements are read (parsed only: each pair's verify checks them)
     for the digest key ids they name. Raises KeyFileError naming the ledger when no key of the
@@ -156,7 +181,9 @@ def plan_pairs(specs: Sequence[PairSpec], keys: Sequence[DigestKey],
     seen: dict[bytes, DigestKey] = {}
     for k in keys:
         if k.master in seen:
-            raise UsageError(f"{k.path}: the same digest key as {seen[k.master].path} (give each key once)")
+            raise UsageError(
+                f"{k.path}: the same digest key as {seen[k.master].path} (give each key once)"
+            )
         seen[k.master] = k
     bundles: dict[str, TrustBundle] = {}
     ids: dict[tuple[str, int], list[str]] = {}
@@ -165,12 +192,16 @@ def plan_pairs(specs: Sequence[PairSpec], keys: Sequence[DigestKey],
         ledger_dir = location(spec.ledger)
         header = load_ledger(ledger_dir)
         alg = get_algorithm(header.algorithm)
-        kids = ids.setdefault((alg.name, alg.key_size), [k.key_id(alg.name, alg.key_size) for k in keys])
+        kids = ids.setdefault(
+            (alg.name, alg.key_size), [k.key_id(alg.name, alg.key_size) for k in keys]
+        )
         order = digest_key_order(ledger_dir, header)
         mine = tuple(k for k, kid in zip(keys, kids) if kid in order)
         if not mine:
-            raise KeyFileError(f"{spec.ledger}: none of the {len(keys)} digest key(s) given is a digest key of this "
-                               f"ledger (its key ids: {', '.join(order)})")
+            raise KeyFileError(
+                f"{spec.ledger}: none of the {len(keys)} digest key(s) given is a digest key of this "
+                f"ledger (its key ids: {', '.join(order)})"
+            )
         bundle = trust
         if spec.trust is not None:
             if spec.trust not in bundles:
@@ -178,7 +209,9 @@ def plan_pairs(specs: Sequence[PairSpec], keys: Sequence[DigestKey],
             bundle = bundles[spec.trust]
         note = None
         if spec.checkpoint is not None:
-            note = fsio.read_regular(spec.checkpoint, MAX_NOTE_BYTES, follow=True, what="checkpoint")
+            note = fsio.read_regular(
+                spec.checkpoint, MAX_NOTE_BYTES, follow=True, what="checkpoint"
+            )
         plans.append(PairPlan(spec, mine, bundle, note))
     return tuple(plans)
 
@@ -204,8 +237,13 @@ class PairOutcome:
     def to_json(self) -> dict:
         if self.result is not None:
             return self.result.to_json()
-        return {"ok": False, "ledger": self.spec.ledger, "source": self.source, "error": self.error,
-                "exit_code": self.error_exit}
+        return {
+            "ok": False,
+            "ledger": self.spec.ledger,
+            "source": self.source,
+            "error": self.error,
+            "exit_code": self.error_exit,
+        }
 
 
 @dataclass(frozen=True)
@@ -245,15 +283,27 @@ class PairsResult:
 
     def total(self) -> PairsTotal:
         res = [o.result for o in self.outcomes if o.result is not None]
-        return PairsTotal(len(self.outcomes), sum(r.ok for r in res), sum(not r.ok for r in res),
-                          len(self.outcomes) - len(res), sum(r.frames for r in res),
-                          sum(r.ledger_records for r in res), sum(r.matched for r in res),
-                          sum(r.ledger_only for r in res), sum(r.capture_only for r in res),
-                          sum(r.details_written for r in res), self.exit_code)
+        return PairsTotal(
+            len(self.outcomes),
+            sum(r.ok for r in res),
+            sum(not r.ok for r in res),
+            len(self.outcomes) - len(res),
+            sum(r.frames for r in res),
+            sum(r.ledger_records for r in res),
+            sum(r.matched for r in res),
+            sum(r.ledger_only for r in res),
+            sum(r.capture_only for r in res),
+            sum(r.details_written for r in res),
+            self.exit_code,
+        )
 
     def to_json(self) -> dict:
         """schemas/recompute-pairs-report.schema.json; each pair's report as recompute-report's."""
-        return {"ok": self.ok, "pairs": [o.to_json() for o in self.outcomes], "total": asdict(self.total())}
+        return {
+            "ok": self.ok,
+            "pairs": [o.to_json() for o in self.outcomes],
+            "total": asdict(self.total()),
+        }
 
 
 #: reconcile(captures, ledger, keys, *, trust, checkpoint, checkpoint_name, links, details) ->
@@ -261,9 +311,15 @@ class PairsResult:
 ReconcileFn = Callable[..., ReconcileResult]
 
 
-def reconcile_pairs(plans: Sequence[PairPlan], reconcile_one: ReconcileFn, *, details: Path | None = None,
-                    progress: ProgressFn | None = None, describe: Callable[[LedgerError], str] = str,
-                    in_flight: int = 1) -> PairsResult:
+def reconcile_pairs(
+    plans: Sequence[PairPlan],
+    reconcile_one: ReconcileFn,
+    *,
+    details: Path | None = None,
+    progress: ProgressFn | None = None,
+    describe: Callable[[LedgerError], str] = str,
+    in_flight: int = 1,
+) -> PairsResult:
     """`reconcile_one` on every pair, `in_flight` pairs at a time (threads: for a cluster, whose
     tasks do the work, so that one pair's waits overlap another's; each pair's report does not
     depend on it). `details`: one file of every pair's --details lines, in pair order, each line
@@ -276,24 +332,43 @@ def reconcile_pairs(plans: Sequence[PairPlan], reconcile_one: ReconcileFn, *, de
         fsio.check_writable(details, what="details file")
     outcomes: list[PairOutcome] = []
     pool = ThreadPoolExecutor(max(1, in_flight), thread_name_prefix="ledgertool-pair")
-    with tempfile.TemporaryDirectory(prefix="ledgertool-pairs-") as tmp, \
-            (fsio.atomic_file(details, what="details file") if details is not None else nullcontext()) as out:
+    with (
+        tempfile.TemporaryDirectory(prefix="ledgertool-pairs-") as tmp,
+        (
+            fsio.atomic_file(details, what="details file") if details is not None else nullcontext()
+        ) as out,
+    ):
 
         def one(i: int, plan: PairPlan) -> PairOutcome:
             path = Path(tmp) / f"details-{i}.jsonl" if details is not None else None
-            kw = {} if progress is None else {"progress": _prefixed(progress, f"pair {i + 1} of {len(plans)}: ")}
+            kw = (
+                {}
+                if progress is None
+                else {"progress": _prefixed(progress, f"pair {i + 1} of {len(plans)}: ")}
+            )
             try:
-                res = reconcile_one(list(plan.spec.captures), location(plan.spec.ledger), list(plan.keys),
-                                    trust=plan.trust, checkpoint=plan.checkpoint,
-                                    checkpoint_name=plan.spec.checkpoint or "checkpoint",
-                                    links=list(plan.spec.links) if plan.spec.links else None, details=path, **kw)
+                res = reconcile_one(
+                    list(plan.spec.captures),
+                    location(plan.spec.ledger),
+                    list(plan.keys),
+                    trust=plan.trust,
+                    checkpoint=plan.checkpoint,
+                    checkpoint_name=plan.spec.checkpoint or "checkpoint",
+                    links=list(plan.spec.links) if plan.spec.links else None,
+                    details=path,
+                    **kw,
+                )
             except ClusterError:
                 raise
             except LedgerError as e:
                 return PairOutcome(i, plan.spec, error=describe(e), error_exit=e.exit_code)
-            return PairOutcome(i, plan.spec, res if path is None else replace(res, details_file=str(details)))
+            return PairOutcome(
+                i, plan.spec, res if path is None else replace(res, details_file=str(details))
+            )
 
-        running = [pool.submit(one, i, plan) for i, plan in enumerate(plans)] if in_flight > 1 else None
+        running = (
+            [pool.submit(one, i, plan) for i, plan in enumerate(plans)] if in_flight > 1 else None
+        )
         try:
             for i, plan in enumerate(plans):
                 o = running[i].result() if running else one(i, plan)
@@ -317,12 +392,17 @@ def _append_details(out, one: Path, index: int, ledger: str) -> None:
     try:
         with open(one, "rb") as f:
             for line in f:
-                out.write((json.dumps({"pair": index, "ledger": ledger, **json.loads(line)}) + "\n").encode())
+                out.write(
+                    (
+                        json.dumps({"pair": index, "ledger": ledger, **json.loads(line)}) + "\n"
+                    ).encode()
+                )
     except OSError as e:
         raise fsio.storage_error(e, one, "read the details of a pair") from None
     one.unlink()
 
 
 def _prefixed(progress: ProgressFn, prefix: str) -> ProgressFn:
-    return lambda p: progress(Progress(prefix + p.phase, p.done, p.total, p.unit, p.items, p.items_unit))
-
+    return lambda p: progress(
+        Progress(prefix + p.phase, p.done, p.total, p.unit, p.items, p.items_unit)
+    )

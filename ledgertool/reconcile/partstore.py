@@ -13,9 +13,9 @@ the verifier's own, written and read back by this run, never the prover's storag
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 

@@ -57,15 +57,21 @@ from ..urls import location
 from ..verify.ledger import VerifiedSegment, VerifyResult, verify_ledger
 from ..verify.windows import VerifiedWindows
 
-RECORDS_DDL = ("CREATE TABLE records (link VARCHAR, segment UINTEGER, seq UBIGINT, ts_ns BIGINT, wire_len UINTEGER, "
-               "cap_len UINTEGER, flags USMALLINT, linktype USMALLINT, aux UINTEGER, digest BLOB)")
-SEALS_DDL = ("CREATE TABLE seals (link VARCHAR, segment UINTEGER, first_seq UBIGINT, last_seq UBIGINT, "
-             "records UBIGINT, frames UBIGINT, drops_declared UBIGINT, first_ts_ns BIGINT, last_ts_ns BIGINT, "
-             "merkle_root VARCHAR, parquet_sha256 VARCHAR, prev_seal_hash VARCHAR, algorithm VARCHAR, "
-             "strip VARCHAR, sealed_at VARCHAR, digest_key_id VARCHAR)")
-WINDOWS_DDL = ("CREATE TABLE windows (link VARCHAR, segment UINTEGER, window_index BIGINT, window_start_ns BIGINT, "
-               "window_ns UBIGINT, frames UBIGINT, wire_bytes UBIGINT, drops UBIGINT, late UBIGINT, hash BLOB, "
-               "cells BLOB)")
+RECORDS_DDL = (
+    "CREATE TABLE records (link VARCHAR, segment UINTEGER, seq UBIGINT, ts_ns BIGINT, wire_len UINTEGER, "
+    "cap_len UINTEGER, flags USMALLINT, linktype USMALLINT, aux UINTEGER, digest BLOB)"
+)
+SEALS_DDL = (
+    "CREATE TABLE seals (link VARCHAR, segment UINTEGER, first_seq UBIGINT, last_seq UBIGINT, "
+    "records UBIGINT, frames UBIGINT, drops_declared UBIGINT, first_ts_ns BIGINT, last_ts_ns BIGINT, "
+    "merkle_root VARCHAR, parquet_sha256 VARCHAR, prev_seal_hash VARCHAR, algorithm VARCHAR, "
+    "strip VARCHAR, sealed_at VARCHAR, digest_key_id VARCHAR)"
+)
+WINDOWS_DDL = (
+    "CREATE TABLE windows (link VARCHAR, segment UINTEGER, window_index BIGINT, window_start_ns BIGINT, "
+    "window_ns UBIGINT, frames UBIGINT, wire_bytes UBIGINT, drops UBIGINT, late UBIGINT, hash BLOB, "
+    "cells BLOB)"
+)
 
 
 def open_duckdb(config: dict | None = None) -> duckdb.DuckDBPyConnection:
@@ -84,31 +90,68 @@ def not_verified_error(res: VerifyResult, what: str) -> DiscrepancyError:
     first = res.problems[0]
     where = f"link {first.link} segment {first.segment}: " if first.segment is not None else ""
     more = f"{plural(len(res.problems) - 1, 'more problem')}; " if len(res.problems) > 1 else ""
-    return DiscrepancyError(f"{res.ledger}: the ledger does not verify, so {what}: {where}{first.kind}: "
-                            f"{first.detail} ({more}run `ledgertool verify` for every problem)")
+    return DiscrepancyError(
+        f"{res.ledger}: the ledger does not verify, so {what}: {where}{first.kind}: "
+        f"{first.detail} ({more}run `ledgertool verify` for every problem)"
+    )
 
 
 def add_segment(con: duckdb.DuckDBPyConnection, seg: VerifiedSegment) -> None:
     """Insert one verified segment into `records` and `seals` (the checked bytes, decoded once)."""
     con.register("_segment", seg.table)
     try:
-        con.execute("INSERT INTO records SELECT ?, segment, seq, ts_ns, wire_len, cap_len, flags, linktype, aux, "
-                    "digest FROM _segment", [seg.link])
+        con.execute(
+            "INSERT INTO records SELECT ?, segment, seq, ts_ns, wire_len, cap_len, flags, linktype, aux, "
+            "digest FROM _segment",
+            [seg.link],
+        )
     finally:
         con.unregister("_segment")
     s = seg.seal
-    con.execute("INSERT INTO seals VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                [seg.link, seg.index, int(s.first_seq), int(s.last_seq), s.records, s.frames,
-                 s.drops_declared, _int(s.first_ts_ns), _int(s.last_ts_ns), s.merkle_root,
-                 s.parquet_sha256, s.prev_seal_hash, s.algorithm, s.strip, s.sealed_at,
-                 s.digest_key_id])
+    con.execute(
+        "INSERT INTO seals VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        [
+            seg.link,
+            seg.index,
+            int(s.first_seq),
+            int(s.last_seq),
+            s.records,
+            s.frames,
+            s.drops_declared,
+            _int(s.first_ts_ns),
+            _int(s.last_ts_ns),
+            s.merkle_root,
+            s.parquet_sha256,
+            s.prev_seal_hash,
+            s.algorithm,
+            s.strip,
+            s.sealed_at,
+            s.digest_key_id,
+        ],
+    )
 
 
 def add_windows(con: duckdb.DuckDBPyConnection, seg: VerifiedWindows) -> None:
     """Insert one verified window segment's records into `windows`."""
-    con.executemany("INSERT INTO windows VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                    [[seg.link, seg.index, w.index, w.start_ns, w.window_ns, w.frames, w.wire_bytes, w.drops,
-                      w.late, w.masked[:16], w.masked[16:]] for w in seg.windows])
+    con.executemany(
+        "INSERT INTO windows VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+        [
+            [
+                seg.link,
+                seg.index,
+                w.index,
+                w.start_ns,
+                w.window_ns,
+                w.frames,
+                w.wire_bytes,
+                w.drops,
+                w.late,
+                w.masked[:16],
+                w.masked[16:],
+            ]
+            for w in seg.windows
+        ],
+    )
 
 
 @dataclass
@@ -116,28 +159,46 @@ class QueryResult:
     columns: list[str]
     rows: list[tuple]  # empty when `table` holds the result
     verification: VerifyResult
-    table: pa.Table | None = None  # with run_query(arrow=True): the result with DuckDB's column types
-    types: list = field(default_factory=list)  # DuckDB's type of each column (DuckDBPyType), with `rows`
+    table: pa.Table | None = (
+        None  # with run_query(arrow=True): the result with DuckDB's column types
+    )
+    types: list = field(
+        default_factory=list
+    )  # DuckDB's type of each column (DuckDBPyType), with `rows`
 
 
-def connect(ledger_dir: Path, trust: TrustBundle | None = None, checkpoint: bytes | None = None,
-            checkpoint_name: str = "checkpoint", temp_dir: str | None = None, progress: ProgressFn | None = None,
-            memory_limit: str | None = None) -> tuple[duckdb.DuckDBPyConnection, VerifyResult]:
+def connect(
+    ledger_dir: Path,
+    trust: TrustBundle | None = None,
+    checkpoint: bytes | None = None,
+    checkpoint_name: str = "checkpoint",
+    temp_dir: str | None = None,
+    progress: ProgressFn | None = None,
+    memory_limit: str | None = None,
+) -> tuple[duckdb.DuckDBPyConnection, VerifyResult]:
     """An in-memory DuckDB connection with `records`, `seals` and `windows` filled from the
     verified ledger.
 
     Raises DiscrepancyError (exit 1) when the ledger does not verify, LedgerFormatError when DIR
     is not a ledger. `temp_dir` is where DuckDB may spill (default: its own); `progress` gets the
     verify phase (segments, records)."""
-    con = open_duckdb(({"temp_directory": temp_dir} if temp_dir else {})
-                      | ({"memory_limit": memory_limit} if memory_limit else {}))
+    con = open_duckdb(
+        ({"temp_directory": temp_dir} if temp_dir else {})
+        | ({"memory_limit": memory_limit} if memory_limit else {})
+    )
     try:
         con.execute(RECORDS_DDL)
         con.execute(SEALS_DDL)
         con.execute(WINDOWS_DDL)
-        res = verify_ledger(location(ledger_dir), trust, checkpoint, checkpoint_name,
-                            on_segment=lambda seg: add_segment(con, seg), progress=progress,
-                            on_windows=lambda seg: add_windows(con, seg))
+        res = verify_ledger(
+            location(ledger_dir),
+            trust,
+            checkpoint,
+            checkpoint_name,
+            on_segment=lambda seg: add_segment(con, seg),
+            progress=progress,
+            on_windows=lambda seg: add_windows(con, seg),
+        )
         if not res.ok:
             raise not_verified_error(res, "it is not queried")
     except BaseException:
@@ -148,10 +209,20 @@ def connect(ledger_dir: Path, trust: TrustBundle | None = None, checkpoint: byte
 
 #: `records` as the streamed scan gives it: DuckDB's types of RECORDS_DDL (the link a dictionary
 #: of one value per segment, the digest a BLOB of whatever size the seals' layout says)
-RECORDS_SCHEMA = pa.schema([("link", pa.dictionary(pa.int8(), pa.string())), ("segment", pa.uint32()),
-                            ("seq", pa.uint64()), ("ts_ns", pa.int64()), ("wire_len", pa.uint32()),
-                            ("cap_len", pa.uint32()), ("flags", pa.uint16()), ("linktype", pa.uint16()),
-                            ("aux", pa.uint32()), ("digest", pa.binary())])
+RECORDS_SCHEMA = pa.schema(
+    [
+        ("link", pa.dictionary(pa.int8(), pa.string())),
+        ("segment", pa.uint32()),
+        ("seq", pa.uint64()),
+        ("ts_ns", pa.int64()),
+        ("wire_len", pa.uint32()),
+        ("cap_len", pa.uint32()),
+        ("flags", pa.uint16()),
+        ("linktype", pa.uint16()),
+        ("aux", pa.uint32()),
+        ("digest", pa.binary()),
+    ]
+)
 _BATCH = 1 << 20  # records per Arrow batch: the digest's int32 offsets stay far from overflow
 _END = object()
 
@@ -168,12 +239,16 @@ def segment_batches(seg: VerifiedSegment, names: list[str]):
     recs = np.frombuffer(seg.records, record_dtype(seg.digest_size))
     schema = pa.schema([RECORDS_SCHEMA.field(n) for n in names])
     for start in range(0, len(recs), _BATCH):
-        part = recs[start:start + _BATCH]
+        part = recs[start : start + _BATCH]
         n = len(part)
         cols = []
         for name in names:
             if name == "link":
-                cols.append(pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int8)), pa.array([seg.link])))
+                cols.append(
+                    pa.DictionaryArray.from_arrays(
+                        pa.array(np.zeros(n, np.int8)), pa.array([seg.link])
+                    )
+                )
             elif name == "segment":
                 cols.append(pa.array(np.full(n, seg.index, np.uint32)))
             elif name == "digest":
@@ -191,15 +266,23 @@ class RecordStream:
     scan of `records` (at most `depth` segments wait); `finish()` lets verify run to its end,
     without keeping records, and returns its VerifyResult (or raises what verify raised)."""
 
-    def __init__(self, ledger_dir: Path, trust: TrustBundle | None, checkpoint: bytes | None,
-                 checkpoint_name: str, depth: int = 1):
+    def __init__(
+        self,
+        ledger_dir: Path,
+        trust: TrustBundle | None,
+        checkpoint: bytes | None,
+        checkpoint_name: str,
+        depth: int = 1,
+    ):
         self._args = (location(ledger_dir), trust, checkpoint, checkpoint_name)
         self._queue: queue.Queue = queue.Queue(maxsize=depth)
         self._stop, self._discard = threading.Event(), threading.Event()
         self.result: VerifyResult | None = None
         self.error: BaseException | None = None
         self.progress: Progress | None = None  # verify's latest, for the main thread to show
-        self._thread = threading.Thread(target=self._run, name="ledgertool-query-verify", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name="ledgertool-query-verify", daemon=True
+        )
         self.scanned = False
 
     def start(self) -> None:
@@ -207,7 +290,9 @@ class RecordStream:
 
     def _run(self) -> None:
         try:
-            self.result = verify_ledger(*self._args, on_segment=self._put, progress=self._progressed)
+            self.result = verify_ledger(
+                *self._args, on_segment=self._put, progress=self._progressed
+            )
         except _Stopped:
             pass
         except BaseException as e:  # noqa: BLE001 - handed to the main thread by finish()
@@ -285,11 +370,14 @@ class StreamedRecords(pads.InMemoryDataset):
             raise RuntimeError("`records` is streamed and can be scanned once")
         self.stream.scanned = True
         # a filter may read columns the result does not: then every column is built
-        names = list(RECORDS_SCHEMA.names) if filter is not None or columns is None else list(columns)
+        names = (
+            list(RECORDS_SCHEMA.names) if filter is not None or columns is None else list(columns)
+        )
         names = names or ["segment"]  # no column read (count(*)): the rows still count
         schema = pa.schema([RECORDS_SCHEMA.field(n) for n in names])
-        return pads.Scanner.from_batches(self.stream.batches(names), schema=schema, columns=columns,
-                                         filter=filter, **kwargs)
+        return pads.Scanner.from_batches(
+            self.stream.batches(names), schema=schema, columns=columns, filter=filter, **kwargs
+        )
 
 
 def streams(sql: str) -> bool:
@@ -318,10 +406,17 @@ def _int(v):
     return int(v) if v is not None else None
 
 
-def run_query(ledger_dir: Path, sql: str, trust: TrustBundle | None = None, checkpoint: bytes | None = None,
-              checkpoint_name: str = "checkpoint", arrow: bool = False,
-              progress: ProgressFn | None = None, allow_files: bool = False,
-              memory_limit: str | None = None) -> QueryResult:
+def run_query(
+    ledger_dir: Path,
+    sql: str,
+    trust: TrustBundle | None = None,
+    checkpoint: bytes | None = None,
+    checkpoint_name: str = "checkpoint",
+    arrow: bool = False,
+    progress: ProgressFn | None = None,
+    allow_files: bool = False,
+    memory_limit: str | None = None,
+) -> QueryResult:
     """Verify the ledger and run one SQL statement over what was verified (streamed or
     materialised: the module's doc); with `arrow` the result is a pyarrow Table (`table`) instead
     of Python rows. `progress` gets the verify phase ("verify": segments, records), then DuckDB's
@@ -335,10 +430,26 @@ def run_query(ledger_dir: Path, sql: str, trust: TrustBundle | None = None, chec
     with tempfile.TemporaryDirectory(prefix="ledgertool-query-") as tmp:
         config = {"temp_directory": tmp} | ({"memory_limit": memory_limit} if memory_limit else {})
         if streams(sql):
-            return _run_streamed(ledger_dir, sql, trust, checkpoint, checkpoint_name, arrow, progress,
-                                 allow_files, config)
-        con, res = connect(ledger_dir, trust, checkpoint, checkpoint_name, temp_dir=tmp, progress=progress,
-                           memory_limit=memory_limit)
+            return _run_streamed(
+                ledger_dir,
+                sql,
+                trust,
+                checkpoint,
+                checkpoint_name,
+                arrow,
+                progress,
+                allow_files,
+                config,
+            )
+        con, res = connect(
+            ledger_dir,
+            trust,
+            checkpoint,
+            checkpoint_name,
+            temp_dir=tmp,
+            progress=progress,
+            memory_limit=memory_limit,
+        )
         try:
             cols, rows, types = _interruptible(con, sql, arrow, progress, allow_files)
         except duckdb.Error as e:
@@ -350,9 +461,17 @@ def run_query(ledger_dir: Path, sql: str, trust: TrustBundle | None = None, chec
         return QueryResult(cols, rows, res, types=types)
 
 
-def _run_streamed(ledger_dir: Path, sql: str, trust: TrustBundle | None, checkpoint: bytes | None,
-                  checkpoint_name: str, arrow: bool, progress: ProgressFn | None, allow_files: bool,
-                  config: dict) -> QueryResult:
+def _run_streamed(
+    ledger_dir: Path,
+    sql: str,
+    trust: TrustBundle | None,
+    checkpoint: bytes | None,
+    checkpoint_name: str,
+    arrow: bool,
+    progress: ProgressFn | None,
+    allow_files: bool,
+    config: dict,
+) -> QueryResult:
     """One scan of `records` fed by verify as it goes; the result only once the ledger verified."""
     con = open_duckdb(config)
     stream = RecordStream(ledger_dir, trust, checkpoint, checkpoint_name)
@@ -366,8 +485,9 @@ def _run_streamed(ledger_dir: Path, sql: str, trust: TrustBundle | None, checkpo
                 progress(stream.progress)
 
         try:
-            cols, rows, types = _interruptible(con, sql, arrow, progress, allow_files, poll,
-                                               {"records": StreamedRecords(stream)})
+            cols, rows, types = _interruptible(
+                con, sql, arrow, progress, allow_files, poll, {"records": StreamedRecords(stream)}
+            )
         except duckdb.Error as e:
             failed: duckdb.Error | None = e
         except BaseException:
@@ -389,8 +509,11 @@ def _run_streamed(ledger_dir: Path, sql: str, trust: TrustBundle | None, checkpo
 
 
 def _sql_error(e: duckdb.Error, allow_files: bool) -> UsageError:
-    hint = (" (the SQL reads only `records`, `seals` and `windows`; --allow-files lets it read files)"
-            if isinstance(e, duckdb.PermissionException) and not allow_files else "")
+    hint = (
+        " (the SQL reads only `records`, `seals` and `windows`; --allow-files lets it read files)"
+        if isinstance(e, duckdb.PermissionException) and not allow_files
+        else ""
+    )
     return UsageError(f"query failed: {str(e).splitlines()[0]}{hint}")
 
 
@@ -404,23 +527,34 @@ def _one_statement(sql: str) -> None:
     if n == 0:
         raise UsageError("query failed: the SQL holds no statement")
     if n > 1:
-        raise UsageError(f"query runs one SQL statement, got {n}: run one query for each, or "
-                         "combine them in one (UNION ALL, a WITH clause)")
+        raise UsageError(
+            f"query runs one SQL statement, got {n}: run one query for each, or "
+            "combine them in one (UNION ALL, a WITH clause)"
+        )
 
 
-def _interruptible(con: duckdb.DuckDBPyConnection, sql: str, arrow: bool = False,
-                   progress: ProgressFn | None = None, allow_files: bool = False,
-                   poll: Callable[[], None] | None = None, views: dict | None = None
-                   ) -> tuple[list[str], list[tuple] | pa.Table, list]:
+def _interruptible(
+    con: duckdb.DuckDBPyConnection,
+    sql: str,
+    arrow: bool = False,
+    progress: ProgressFn | None = None,
+    allow_files: bool = False,
+    poll: Callable[[], None] | None = None,
+    views: dict | None = None,
+) -> tuple[list[str], list[tuple] | pa.Table, list]:
     """(column names, rows or with `arrow` a pyarrow Table, column types) of `sql`. DuckDB runs it on a worker thread so that Ctrl-C reaches the
     main thread, which interrupts the query and re-raises KeyboardInterrupt (a query blocked in
     DuckDB on the main thread never sees the signal)."""
     done: list = []
     finished = threading.Event()  # not Thread.is_alive(): a join() cut by Ctrl-C can leave it wrong
     cur = con.cursor()  # the connection itself refuses interrupt() while a call on it is running
-    for name, obj in (views or {}).items():  # Python objects are seen by the cursor they are registered on
+    for name, obj in (
+        views or {}
+    ).items():  # Python objects are seen by the cursor they are registered on
         cur.register(name, obj)
-    if progress:  # DuckDB tracks progress only with its bar on; it never prints it (stdout is results)
+    if (
+        progress
+    ):  # DuckDB tracks progress only with its bar on; it never prints it (stdout is results)
         cur.execute("SET enable_progress_bar = true")
         cur.execute("SET enable_progress_bar_print = false")
     if not allow_files:  # last: once locked, not even these settings change
@@ -431,7 +565,11 @@ def _interruptible(con: duckdb.DuckDBPyConnection, sql: str, arrow: bool = False
         try:
             if arrow:  # a relation: Arrow straight from DuckDB (1.x names it arrow(), 2.x to_arrow_table())
                 rel = cur.sql(sql)
-                table = (getattr(rel, "to_arrow_table", None) or rel.arrow)() if rel is not None else pa.table({})
+                table = (
+                    (getattr(rel, "to_arrow_table", None) or rel.arrow)()
+                    if rel is not None
+                    else pa.table({})
+                )
                 done.append((table.column_names, table, []))
             else:
                 cur.execute(sql)

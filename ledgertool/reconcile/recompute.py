@@ -24,9 +24,9 @@ import json
 import re
 import tempfile
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
 
 import duckdb
 import numpy as np
@@ -51,10 +51,17 @@ from ..urls import location
 from ..verify.ledger import VerifiedSegment, VerifyResult, verify_ledger
 from .dissect import dissect_line
 from .msethash import HashingSink, MultisetHash, new_key, new_part_key, part_ids
-from .partstore import PartStore
 from .msethash import accelerated as mset_accelerated
-from .multiset import (LedgerPart, Tally, matched_tally, merge_tallies, paired_masks,
-                       second_counts, window_mask)
+from .multiset import (
+    LedgerPart,
+    Tally,
+    matched_tally,
+    merge_tallies,
+    paired_masks,
+    second_counts,
+    window_mask,
+)
+from .partstore import PartStore
 from .query import not_verified_error, open_duckdb
 
 #: bytes of file format around each frame: the record header (pcap 16, modified pcap 24) or the
@@ -65,7 +72,9 @@ _RECORD_OVERHEAD = {"pcap (µs)": 16, "pcap (ns)": 16, "pcap (modified)": 24, "p
 DEFAULT_MEMORY_LIMIT = "4GB"  # DuckDB's memory_limit for the exact pairing
 
 
-def _file_progress(progress: ProgressFn | None, phase: str, info) -> Callable[[int, int], None] | None:
+def _file_progress(
+    progress: ProgressFn | None, phase: str, info
+) -> Callable[[int, int], None] | None:
     """(frames, captured bytes so far) -> a Progress update of bytes read of the file's size
     (estimated from the frame count and the format), frames as items; no total for a workload."""
     if progress is None:
@@ -82,9 +91,17 @@ def _file_progress(progress: ProgressFn | None, phase: str, info) -> Callable[[i
 
 def digests_schema(digest_size: int) -> pa.Schema:
     """Per-frame recompute output (schemas/recompute-digests.arrow.json)."""
-    return pa.schema([("index", pa.uint64()), ("ts_ns", pa.int64()), ("wire_len", pa.uint32()),
-                      ("cap_len", pa.uint32()), ("flags", pa.uint16()), ("linktype", pa.uint16()),
-                      ("digest", pa.binary(digest_size))])
+    return pa.schema(
+        [
+            ("index", pa.uint64()),
+            ("ts_ns", pa.int64()),
+            ("wire_len", pa.uint32()),
+            ("cap_len", pa.uint32()),
+            ("flags", pa.uint16()),
+            ("linktype", pa.uint16()),
+            ("digest", pa.binary(digest_size)),
+        ]
+    )
 
 
 @dataclass(frozen=True)
@@ -117,19 +134,32 @@ class DigestRun:
     bytes: int = 0
     elapsed_s: float = 0.0
     warnings: list[str] = field(default_factory=list)
-    stopped: ReadStop | None = None  # the capture could not be read to its end: frames are those before
+    stopped: ReadStop | None = (
+        None  # the capture could not be read to its end: frames are those before
+    )
     strip: str = ""
     strip_fallbacks: StripFallbacks = StripFallbacks()
 
     def to_json(self) -> dict:
         """The fields `recompute` reports for the capture side (schemas/recompute-report.schema.json)."""
-        return {"complete": self.stopped is None, "stopped": self.stopped.to_json() if self.stopped else None,
-                "strip_fallbacks": self.strip_fallbacks.to_json()}
+        return {
+            "complete": self.stopped is None,
+            "stopped": self.stopped.to_json() if self.stopped else None,
+            "strip_fallbacks": self.strip_fallbacks.to_json(),
+        }
 
 
-def _digest_records(source: str | Path, digest_key: DigestKey, alg: Algorithm, strip: str, run: DigestRun,
-                    progress: ProgressFn | None, workers: int, phase: str = "recompute",
-                    sink: RecordSink | None = None) -> Iterator[np.ndarray]:
+def _digest_records(
+    source: str | Path,
+    digest_key: DigestKey,
+    alg: Algorithm,
+    strip: str,
+    run: DigestRun,
+    progress: ProgressFn | None,
+    workers: int,
+    phase: str = "recompute",
+    sink: RecordSink | None = None,
+) -> Iterator[np.ndarray]:
     """Digest every frame of `source` with the native engine: one record_dtype array per engine
     batch (a view of the engine's buffer, valid until the next one, or of `sink`'s array, which
     gets every batch in turn; `seq` is the frame's index in the captures so far); `run` counts
@@ -140,8 +170,13 @@ def _digest_records(source: str | Path, digest_key: DigestKey, alg: Algorithm, s
     t0 = time.perf_counter()
     with open_source(source) as reader:
         report = _file_progress(progress, phase, reader.info())
-        engine = DigestEngine(reader, alg, get_strip_mode(strip), digest_key.subkey(alg.name, alg.key_size),
-                              workers=workers or usable_cores())
+        engine = DigestEngine(
+            reader,
+            alg,
+            get_strip_mode(strip),
+            digest_key.subkey(alg.name, alg.key_size),
+            workers=workers or usable_cores(),
+        )
         dtype = record_dtype(alg.digest_size)
         while True:
             try:
@@ -168,21 +203,45 @@ def _digest_records(source: str | Path, digest_key: DigestKey, alg: Algorithm, s
     run.elapsed_s += time.perf_counter() - t0
 
 
-def _digest_batches(source: str | Path, digest_key: DigestKey, alg: Algorithm, strip: str, run: DigestRun,
-                    progress: ProgressFn | None, workers: int, phase: str = "recompute") -> Iterator[pa.Table]:
+def _digest_batches(
+    source: str | Path,
+    digest_key: DigestKey,
+    alg: Algorithm,
+    strip: str,
+    run: DigestRun,
+    progress: ProgressFn | None,
+    workers: int,
+    phase: str = "recompute",
+) -> Iterator[pa.Table]:
     """_digest_records' batches as Arrow tables (schema `digests_schema`)."""
     schema = digests_schema(alg.digest_size)
     for arr in _digest_records(source, digest_key, alg, strip, run, progress, workers, phase):
         dig = pa.FixedSizeBinaryArray.from_buffers(
-            pa.binary(alg.digest_size), len(arr), [None, pa.py_buffer(arr["digest"].tobytes())])
+            pa.binary(alg.digest_size), len(arr), [None, pa.py_buffer(arr["digest"].tobytes())]
+        )
         yield pa.Table.from_arrays(
-            [pa.array(arr["seq"]), pa.array(arr["ts_ns"]), pa.array(arr["wire_len"]),
-             pa.array(arr["cap_len"]), pa.array(arr["flags"]), pa.array(arr["linktype"]), dig],
-            schema=schema)
+            [
+                pa.array(arr["seq"]),
+                pa.array(arr["ts_ns"]),
+                pa.array(arr["wire_len"]),
+                pa.array(arr["cap_len"]),
+                pa.array(arr["flags"]),
+                pa.array(arr["linktype"]),
+                dig,
+            ],
+            schema=schema,
+        )
 
 
-def digests_to_parquet(source: str | Path, out: Path, digest_key: DigestKey, alg: Algorithm, strip: str,
-                       progress: ProgressFn | None = None, workers: int = 0) -> DigestRun:
+def digests_to_parquet(
+    source: str | Path,
+    out: Path,
+    digest_key: DigestKey,
+    alg: Algorithm,
+    strip: str,
+    progress: ProgressFn | None = None,
+    workers: int = 0,
+) -> DigestRun:
     """Digest every frame of `source` and write one row per frame to `out` (Parquet).
 
     `workers` threads digest each batch (0: every usable core); the digests do not depend on it.
@@ -246,7 +305,9 @@ class ReconcileResult(CaptureVerdict):
     digest_keys: list[dict] = field(default_factory=list)
     uncovered: list[dict] = field(default_factory=list)
     verified: bool = True  # the ledger's signatures were checked (a trust bundle was given)
-    capture: DigestRun = field(default_factory=DigestRun)  # the capture side: where it stopped, fallbacks
+    capture: DigestRun = field(
+        default_factory=DigestRun
+    )  # the capture side: where it stopped, fallbacks
 
     @property
     def matches(self) -> bool:
@@ -261,21 +322,37 @@ class ReconcileResult(CaptureVerdict):
     def to_json(self) -> dict:
         """The report; seq and ns timestamps as decimal strings (docs/cli.md#json-integers)."""
         window = {k: _text(v) if k in ("from_ns", "to_ns") else v for k, v in self.window.items()}
-        return {"ok": self.ok, "source": self.source, "ledger": self.ledger, "frames": self.frames,
-                "ledger_records": self.ledger_records, "matched": self.matched,
-                "ledger_only": self.ledger_only, "capture_only": self.capture_only,
-                "elapsed_s": round(self.elapsed_s, 6), "window": window, "per_link": self.per_link,
-                "per_second": self.per_second,
-                "examples_ledger_only": [_wide(e) for e in self.examples_ledger_only],
-                "examples_capture_only": [_wide(e) for e in self.examples_capture_only],
-                "details_file": self.details_file, "details_written": self.details_written,
-                "digest_keys": self.digest_keys, "partial": self.partial, "uncovered": self.uncovered,
-                "verified": self.verified, "matches": self.matches, **self.capture.to_json(),
-                "warnings": self.warnings}
+        return {
+            "ok": self.ok,
+            "source": self.source,
+            "ledger": self.ledger,
+            "frames": self.frames,
+            "ledger_records": self.ledger_records,
+            "matched": self.matched,
+            "ledger_only": self.ledger_only,
+            "capture_only": self.capture_only,
+            "elapsed_s": round(self.elapsed_s, 6),
+            "window": window,
+            "per_link": self.per_link,
+            "per_second": self.per_second,
+            "examples_ledger_only": [_wide(e) for e in self.examples_ledger_only],
+            "examples_capture_only": [_wide(e) for e in self.examples_capture_only],
+            "details_file": self.details_file,
+            "details_written": self.details_written,
+            "digest_keys": self.digest_keys,
+            "partial": self.partial,
+            "uncovered": self.uncovered,
+            "verified": self.verified,
+            "matches": self.matches,
+            **self.capture.to_json(),
+            "warnings": self.warnings,
+        }
 
 
 def _window_sql(col: str, lo: int | None, hi: int | None) -> str:
-    parts = ([f"{col} >= {int(lo)}"] if lo is not None else []) + ([f"{col} < {int(hi)}"] if hi is not None else [])
+    parts = ([f"{col} >= {int(lo)}"] if lo is not None else []) + (
+        [f"{col} < {int(hi)}"] if hi is not None else []
+    )
     return " AND ".join(parts) or "true"
 
 
@@ -292,13 +369,26 @@ def source_name(source: Sources) -> str:
     return ", ".join(str(s) for s in source_list(source))
 
 
-def reconcile(source: Sources, ledger_dir: Path, digest_key: DigestKey | Sequence[DigestKey], *,
-              trust: TrustBundle | None = None, checkpoint: bytes | None = None,
-              checkpoint_name: str = "checkpoint",
-              examples: int = 10, progress: ProgressFn | None = None, memory_limit: str = DEFAULT_MEMORY_LIMIT,
-              from_ns: int | None = None, to_ns: int | None = None, tolerance_ns: int = 0,
-              links: list[str] | None = None, details: Path | None = None,
-              details_limit: int = 100_000, workers: int = 0, exact: bool = False) -> ReconcileResult:
+def reconcile(
+    source: Sources,
+    ledger_dir: Path,
+    digest_key: DigestKey | Sequence[DigestKey],
+    *,
+    trust: TrustBundle | None = None,
+    checkpoint: bytes | None = None,
+    checkpoint_name: str = "checkpoint",
+    examples: int = 10,
+    progress: ProgressFn | None = None,
+    memory_limit: str = DEFAULT_MEMORY_LIMIT,
+    from_ns: int | None = None,
+    to_ns: int | None = None,
+    tolerance_ns: int = 0,
+    links: list[str] | None = None,
+    details: Path | None = None,
+    details_limit: int = 100_000,
+    workers: int = 0,
+    exact: bool = False,
+) -> ReconcileResult:
     """Verify the ledger, recompute `source` with its algorithm and strip mode, and reconcile
     the two as multisets. `source` is one capture or several, taken as one capture in the order
     given (frame indexes continue from one file to the next).
@@ -341,8 +431,11 @@ def reconcile(source: Sources, ledger_dir: Path, digest_key: DigestKey | Sequenc
     ledger_dir = location(ledger_dir)
     several = not isinstance(digest_key, DigestKey) and len(digest_key) > 1
     if several and any(str(one) == STDIN for one in source_list(source)):
-        raise UsageError("standard input is read once: give one ", Setting("digest_key"), " per run, or the "
-                         "capture as a file, to reconcile several digest keys")
+        raise UsageError(
+            "standard input is read once: give one ",
+            Setting("digest_key"),
+            " per run, or the capture as a file, to reconcile several digest keys",
+        )
     ledger = load_ledger(ledger_dir)
     alg = get_algorithm(ledger.algorithm)
     keys = check_request(digest_key, from_ns, to_ns, details)
@@ -350,16 +443,32 @@ def reconcile(source: Sources, ledger_dir: Path, digest_key: DigestKey | Sequenc
     verify_args = (ledger_dir, trust, checkpoint, checkpoint_name, links, progress)
     if memory_limit != DEFAULT_MEMORY_LIMIT:  # checked before the long part, as DuckDB takes it
         _check_memory_limit(memory_limit)
-    if not exact and len(keys) == 1 and from_ns is None and to_ns is None \
-            and STDIN not in map(str, source_list(source)) and mset_accelerated():
+    if (
+        not exact
+        and len(keys) == 1
+        and from_ns is None
+        and to_ns is None
+        and STDIN not in map(str, source_list(source))
+        and mset_accelerated()
+    ):
         # the usual run, a capture that agrees with its ledger, needs no pairing (_hash_sides);
         # one that does not is read again and only its differing parts are paired (standard input
         # cannot be read again, nor is it needed with a window or several keys, which the pairing
         # below handles)
         hashed = _hash_sides(source, verify_args, ledger, alg, keys[0], progress, workers)
         if hashed is not None and not hashed.capture_gaps:
-            res = _decide(hashed, source, verify_args, ledger, alg, keys[0], (progress, workers, examples),
-                          memory_limit, details, details_limit)
+            res = _decide(
+                hashed,
+                source,
+                verify_args,
+                ledger,
+                alg,
+                keys[0],
+                (progress, workers, examples),
+                memory_limit,
+                details,
+                details_limit,
+            )
             if res is not None:
                 res.elapsed_s = time.perf_counter() - t0
                 _add_warnings(res, ledger_dir, alg, [], details_limit)
@@ -367,16 +476,26 @@ def reconcile(source: Sources, ledger_dir: Path, digest_key: DigestKey | Sequenc
     with tempfile.TemporaryDirectory(prefix="ledgertool-recompute-") as tmp:
         con = _open_pairing(memory_limit, tmp)
         try:
-            if len(keys) == 1:  # the common case: the pairs found once on each side never reach DuckDB
+            if (
+                len(keys) == 1
+            ):  # the common case: the pairs found once on each side never reach DuckDB
                 window = (from_ns, to_ns, tolerance_ns)
-                store = PartStore(record_dtype(alg.digest_size), keep_budget(memory_limit),
-                                  new_part_key(), PART_BITS, Path(tmp), _capture_hint(source))
+                store = PartStore(
+                    record_dtype(alg.digest_size),
+                    keep_budget(memory_limit),
+                    new_part_key(),
+                    PART_BITS,
+                    Path(tmp),
+                    _capture_hint(source),
+                )
                 segs, ver = _keep_ledger(store, verify_args, alg, keys[0], window)
                 keys, uncovered = _match_keys(ledger_dir, ledger, alg, keys, segs)
-                run = _keep_capture(store, source, keys[0][1], alg, ledger.strip,
-                                    (progress, workers), window)
-                tally = pair_store(con, keys[0][0], (segs, uncovered), store, None, window,
-                                   examples)
+                run = _keep_capture(
+                    store, source, keys[0][1], alg, ledger.strip, (progress, workers), window
+                )
+                tally = pair_store(
+                    con, keys[0][0], (segs, uncovered), store, None, window, examples
+                )
             else:  # several digest keys: every record goes through DuckDB's identity mapping (_pairing_views)
                 segs, ver = _load_ledger_side(con, *verify_args)
                 keys, uncovered = _match_keys(ledger_dir, ledger, alg, keys, segs)
@@ -385,13 +504,26 @@ def reconcile(source: Sources, ledger_dir: Path, digest_key: DigestKey | Sequenc
                 tally = _tally(con, from_ns, to_ns, examples)
             written = _write_details(con, details, source, details_limit) if details else 0
         except duckdb.Error as e:
-            raise LedgerFormatError(f"{ledger_dir}: reconciliation failed reading the ledger: "
-                                    f"{str(e).splitlines()[0]}") from None
+            raise LedgerFormatError(
+                f"{ledger_dir}: reconciliation failed reading the ledger: {str(e).splitlines()[0]}"
+            ) from None
         finally:
             con.close()
-    res = make_result(source_name(source), ledger_dir, tally, (from_ns, to_ns, tolerance_ns, links), details,
-                      written, run.warnings, keys, segs, uncovered, ver.signatures_checked, time.perf_counter() - t0,
-                      capture=run)
+    res = make_result(
+        source_name(source),
+        ledger_dir,
+        tally,
+        (from_ns, to_ns, tolerance_ns, links),
+        details,
+        written,
+        run.warnings,
+        keys,
+        segs,
+        uncovered,
+        ver.signatures_checked,
+        time.perf_counter() - t0,
+        capture=run,
+    )
     _add_warnings(res, ledger_dir, alg, uncovered, details_limit)
     return res
 
@@ -443,14 +575,26 @@ class _Hashed:
         for row in paired.per_second:
             sec = row["second"]
             seconds[sec] = seconds.get(sec, 0) - row["matched"] - row["ledger_only"]
-        return matched_counts_tally(self.run.frames - paired.frames_in_window,
-                                    self.lhash.count - paired.matched - paired.ledger_only,
-                                    per_link, {s: n for s, n in seconds.items() if n})
+        return matched_counts_tally(
+            self.run.frames - paired.frames_in_window,
+            self.lhash.count - paired.matched - paired.ledger_only,
+            per_link,
+            {s: n for s, n in seconds.items() if n},
+        )
 
 
-def _decide(hashed: _Hashed, source: Sources, verify_args: tuple, ledger: LedgerHeader, alg: Algorithm,
-            key: DigestKey, how: tuple, memory_limit: str, details: Path | None,
-            details_limit: int) -> ReconcileResult | None:
+def _decide(
+    hashed: _Hashed,
+    source: Sources,
+    verify_args: tuple,
+    ledger: LedgerHeader,
+    alg: Algorithm,
+    key: DigestKey,
+    how: tuple,
+    memory_limit: str,
+    details: Path | None,
+    details_limit: int,
+) -> ReconcileResult | None:
     """The report from both sides hashed in parts: every part agrees, so every frame matched; or
     both sides read again, only the differing parts' rows kept (a PartStore: past the budget in
     bucket files) and paired, the rest counted as matched (a difference costs what it touches).
@@ -469,23 +613,58 @@ def _decide(hashed: _Hashed, source: Sources, verify_args: tuple, ledger: Ledger
         with tempfile.TemporaryDirectory(prefix="ledgertool-recompute-") as tmp:
             con = _open_pairing(memory_limit, tmp)
             try:
-                store = PartStore(record_dtype(alg.digest_size), keep_budget(memory_limit),
-                                  hashed.lhash.part_key, PART_BITS, Path(tmp))
-                if not _gather_parts(store, wanted, hashed, source, verify_args, ledger, alg, key,
-                                     (progress, workers)):
+                store = PartStore(
+                    record_dtype(alg.digest_size),
+                    keep_budget(memory_limit),
+                    hashed.lhash.part_key,
+                    PART_BITS,
+                    Path(tmp),
+                )
+                if not _gather_parts(
+                    store,
+                    wanted,
+                    hashed,
+                    source,
+                    verify_args,
+                    ledger,
+                    alg,
+                    key,
+                    (progress, workers),
+                ):
                     return None
-                part = pair_store(con, hashed.keys[0][0], (hashed.segs, []), store, wanted,
-                                  (None, None, 0), examples)
+                part = pair_store(
+                    con,
+                    hashed.keys[0][0],
+                    (hashed.segs, []),
+                    store,
+                    wanted,
+                    (None, None, 0),
+                    examples,
+                )
                 tally = merge_tallies([hashed.agreeing_tally(part), part], examples)
                 written = _write_details(con, details, source, details_limit) if details else 0
             except duckdb.Error as e:
-                raise LedgerFormatError(f"{verify_args[0]}: reconciliation failed reading the ledger: "
-                                        f"{str(e).splitlines()[0]}") from None
+                raise LedgerFormatError(
+                    f"{verify_args[0]}: reconciliation failed reading the ledger: "
+                    f"{str(e).splitlines()[0]}"
+                ) from None
             finally:
                 con.close()
-    return make_result(source_name(source), verify_args[0], tally, (None, None, 0, verify_args[4]), details,
-                       written, hashed.run.warnings, hashed.keys, hashed.segs, [], hashed.ver.signatures_checked,
-                       0.0, capture=hashed.run)
+    return make_result(
+        source_name(source),
+        verify_args[0],
+        tally,
+        (None, None, 0, verify_args[4]),
+        details,
+        written,
+        hashed.run.warnings,
+        hashed.keys,
+        hashed.segs,
+        [],
+        hashed.ver.signatures_checked,
+        0.0,
+        capture=hashed.run,
+    )
 
 
 def _open_pairing(memory_limit: str, tmp: str):
@@ -496,8 +675,18 @@ def _open_pairing(memory_limit: str, tmp: str):
         raise UsageError(Setting("memory_limit"), f" {memory_limit!r}: {e}") from None
 
 
-_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
 
 
 def memory_budget(memory_limit: str) -> int:
@@ -506,7 +695,11 @@ def memory_budget(memory_limit: str) -> int:
     m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*", memory_limit)
     unit = _UNITS.get(m.group(2).lower()) if m else None
     if unit is None:
-        return memory_budget(DEFAULT_MEMORY_LIMIT) if memory_limit != DEFAULT_MEMORY_LIMIT else 4 * 10**9
+        return (
+            memory_budget(DEFAULT_MEMORY_LIMIT)
+            if memory_limit != DEFAULT_MEMORY_LIMIT
+            else 4 * 10**9
+        )
     return int(float(m.group(1)) * unit)
 
 
@@ -523,8 +716,15 @@ def _capture_hint(source: Sources) -> int:
     return sum(_file_bytes(one) for one in source_list(source)) // 64
 
 
-def _hash_sides(source: Sources, verify_args: tuple, ledger: LedgerHeader, alg: Algorithm,
-                key: DigestKey, progress: ProgressFn | None, workers: int) -> _Hashed | None:
+def _hash_sides(
+    source: Sources,
+    verify_args: tuple,
+    ledger: LedgerHeader,
+    alg: Algorithm,
+    key: DigestKey,
+    progress: ProgressFn | None,
+    workers: int,
+) -> _Hashed | None:
     """Verify the ledger (DiscrepancyError when it does not verify), adding each verified
     segment's frame records to a multiset hash in parts as they are checked (msethash: the very
     bytes hashed into its Merkle leaves, in one buffer the segments share, so nothing is kept) and
@@ -548,16 +748,24 @@ def _hash_sides(source: Sources, verify_args: tuple, ledger: LedgerHeader, alg: 
         segs.append(_Segment.of(seg))
         seals.append(seg.seal)
         if sink.holds(seg.records):  # hashed and counted by the walk that copied it
-            n = seg.frames if seg.frames is not None else int(
-                ((np.frombuffer(seg.records, dtype)["flags"] & FLAG_GAP) == 0).sum())
+            n = (
+                seg.frames
+                if seg.frames is not None
+                else int(((np.frombuffer(seg.records, dtype)["flags"] & FLAG_GAP) == 0).sum())
+            )
         else:  # a v1 or compacted segment, or bytes read from a URL
             arr = np.frombuffer(seg.records, dtype)
             n = lhash.add(arr)
             second_counts(arr, FLAG_GAP, into=seconds)
         per_link[seg.link] = per_link.get(seg.link, 0) + n
 
-    ver = verify_ledger(*verify_args[:4], links=verify_args[4], on_segment=add_segment, progress=verify_args[5],
-                        records_into=sink)
+    ver = verify_ledger(
+        *verify_args[:4],
+        links=verify_args[4],
+        on_segment=add_segment,
+        progress=verify_args[5],
+        records_into=sink,
+    )
     if not ver.ok:
         raise not_verified_error(ver, "it is not reconciled")
     keys, uncovered = _match_keys(ledger_dir, ledger, alg, [key], segs)
@@ -576,9 +784,17 @@ def _hash_sides(source: Sources, verify_args: tuple, ledger: LedgerHeader, alg: 
     return _Hashed(segs, seals, ver, keys, lhash, chash, per_link, seconds, run, gaps)
 
 
-def _gather_parts(store: PartStore, wanted: np.ndarray, hashed: _Hashed, source: Sources,
-                  verify_args: tuple, ledger: LedgerHeader, alg: Algorithm, key: DigestKey,
-                  how: tuple) -> bool:
+def _gather_parts(
+    store: PartStore,
+    wanted: np.ndarray,
+    hashed: _Hashed,
+    source: Sources,
+    verify_args: tuple,
+    ledger: LedgerHeader,
+    alg: Algorithm,
+    key: DigestKey,
+    how: tuple,
+) -> bool:
     """Read both sides again and keep in `store` only the frame rows of the parts `wanted` marks.
     False when this reading did not meet what the first did (the ledger's seals, or the capture's
     frames and their hash): the caller pairs everything then. DiscrepancyError when the ledger no
@@ -591,11 +807,19 @@ def _gather_parts(store: PartStore, wanted: np.ndarray, hashed: _Hashed, source:
     def add_segment(seg: VerifiedSegment) -> None:
         seals.append(seg.seal)
         arr = np.frombuffer(seg.records, dtype)
-        store.took_ledger(seg.link, seg.records, wanted[part_ids(arr, lh.part_key, lh.part_bits)]
-                          & ((arr["flags"] & FLAG_GAP) == 0))
+        store.took_ledger(
+            seg.link,
+            seg.records,
+            wanted[part_ids(arr, lh.part_key, lh.part_bits)] & ((arr["flags"] & FLAG_GAP) == 0),
+        )
 
-    ver = verify_ledger(*verify_args[:4], links=verify_args[4], on_segment=add_segment, progress=verify_args[5],
-                        records_into=store.ledger)
+    ver = verify_ledger(
+        *verify_args[:4],
+        links=verify_args[4],
+        on_segment=add_segment,
+        progress=verify_args[5],
+        records_into=store.ledger,
+    )
     if not ver.ok:
         raise not_verified_error(ver, "it is not reconciled")
     if seals != hashed.seals:
@@ -605,15 +829,25 @@ def _gather_parts(store: PartStore, wanted: np.ndarray, hashed: _Hashed, source:
     for one in source_list(source):
         if run.stopped is not None:
             break
-        for batch in _digest_records(one, key, alg, ledger.strip, run, progress, workers,
-                                     sink=store.capture):
+        for batch in _digest_records(
+            one, key, alg, ledger.strip, run, progress, workers, sink=store.capture
+        ):
             again.add(batch)
             store.took_capture(len(batch), wanted[part_ids(batch, lh.part_key, lh.part_bits)])
-    return run.stopped is None and run.frames == hashed.run.frames and not len(again.differing_parts(ch))
+    return (
+        run.stopped is None
+        and run.frames == hashed.run.frames
+        and not len(again.differing_parts(ch))
+    )
 
 
-def _keep_ledger(store: PartStore, verify_args: tuple, alg: Algorithm, key: DigestKey,
-                 window: tuple[int | None, int | None, int]) -> tuple[list[_Segment], VerifyResult]:
+def _keep_ledger(
+    store: PartStore,
+    verify_args: tuple,
+    alg: Algorithm,
+    key: DigestKey,
+    window: tuple[int | None, int | None, int],
+) -> tuple[list[_Segment], VerifyResult]:
     """Verify the ledger and keep in `store` the frame records of its verified segments under
     `key` (gap records left out) within the window widened by its tolerance (from_ns, to_ns,
     tolerance_ns): verify copies each raw record file's records straight into the store's sink,
@@ -628,22 +862,37 @@ def _keep_ledger(store: PartStore, verify_args: tuple, alg: Algorithm, key: Dige
         if seg.seal.digest_key_id != kid:  # uncovered, or a wrong key (_match_keys says)
             return
         arr = np.frombuffer(seg.records, store.ledger.dtype)
-        keep = None if seg.frames is not None and seg.frames == len(arr) \
+        keep = (
+            None
+            if seg.frames is not None and seg.frames == len(arr)
             else (arr["flags"] & FLAG_GAP) == 0
+        )
         if lo is not None or hi is not None:
             inside = window_mask(arr["ts_ns"], lo, hi)
             keep = inside if keep is None else keep & inside
         store.took_ledger(seg.link, seg.records, keep)
 
-    ver = verify_ledger(*verify_args[:4], links=verify_args[4], on_segment=add_segment,
-                        progress=verify_args[5], records_into=store.ledger)
+    ver = verify_ledger(
+        *verify_args[:4],
+        links=verify_args[4],
+        on_segment=add_segment,
+        progress=verify_args[5],
+        records_into=store.ledger,
+    )
     if not ver.ok:
         raise not_verified_error(ver, "it is not reconciled")
     return segs, ver
 
 
-def _keep_capture(store: PartStore, source: Sources, key: DigestKey, alg: Algorithm, strip: str,
-                  how: tuple, window: tuple[int | None, int | None, int]) -> DigestRun:
+def _keep_capture(
+    store: PartStore,
+    source: Sources,
+    key: DigestKey,
+    alg: Algorithm,
+    strip: str,
+    how: tuple,
+    window: tuple[int | None, int | None, int],
+) -> DigestRun:
     """Recompute the captures under `key` into `store`'s capture sink (the engine writes there),
     keeping the frames within the widened window; returns the run's statistics."""
     progress, workers = how
@@ -652,23 +901,34 @@ def _keep_capture(store: PartStore, source: Sources, key: DigestKey, alg: Algori
     for one in source_list(source):
         if run.stopped is not None:  # a capture before this one could not be read to its end
             break
-        for batch in _digest_records(one, key, alg, strip, run, progress, workers,
-                                     sink=store.capture):
-            store.took_capture(len(batch), None if lo is None and hi is None else
-                               window_mask(batch["ts_ns"], lo, hi))
+        for batch in _digest_records(
+            one, key, alg, strip, run, progress, workers, sink=store.capture
+        ):
+            store.took_capture(
+                len(batch),
+                None if lo is None and hi is None else window_mask(batch["ts_ns"], lo, hi),
+            )
     return run
 
 
 def _widened(window: tuple[int | None, int | None, int]) -> tuple[int | None, int | None]:
     """The window (from_ns, to_ns, tolerance_ns) widened by its tolerance: what both sides read."""
     from_ns, to_ns, tolerance_ns = window
-    return (None if from_ns is None else from_ns - tolerance_ns,
-            None if to_ns is None else to_ns + tolerance_ns)
+    return (
+        None if from_ns is None else from_ns - tolerance_ns,
+        None if to_ns is None else to_ns + tolerance_ns,
+    )
 
 
-def pair_store(con, kid: str, segments: tuple[list[_Segment], list[dict]], store: PartStore,
-               wanted: np.ndarray | None, window: tuple[int | None, int | None, int],
-               examples: int) -> Tally:
+def pair_store(
+    con,
+    kid: str,
+    segments: tuple[list[_Segment], list[dict]],
+    store: PartStore,
+    wanted: np.ndarray | None,
+    window: tuple[int | None, int | None, int],
+    examples: int,
+) -> Tally:
     """Pair and tally the rows `store` kept (of the parts `wanted` marks; None: all) as pair_records
     does over all of them (`segments`: the ledger's segments and the uncovered runs). The store's
     groups pair on their own (one, or a bucket at a time once it spilled); a bucket past the
@@ -688,8 +948,11 @@ def pair_store(con, kid: str, segments: tuple[list[_Segment], list[dict]], store
             _drop_pairing(con)
 
     for g in store.groups(wanted):
-        collect(pair_records(con, kid, segs, uncovered, (g.names, g.codes, g.ledger), g.capture,
-                             window, examples))
+        collect(
+            pair_records(
+                con, kid, segs, uncovered, (g.names, g.codes, g.ledger), g.capture, window, examples
+            )
+        )
     for bucket in store.oversized(wanted):
         load_rows(con, kid, np.zeros(0, dtype=object), store.empty, store.empty)
         for g in store.chunks(bucket, wanted):
@@ -712,83 +975,165 @@ def _drop_pairing(con) -> None:
         con.execute(f"DROP TABLE IF EXISTS {table}")
 
 
-def matched_counts_tally(frames: int, records: int, per_link: dict[str, int], seconds: dict[int, int]) -> Tally:
+def matched_counts_tally(
+    frames: int, records: int, per_link: dict[str, int], seconds: dict[int, int]
+) -> Tally:
     """The tally of a reconciliation in which every frame matched (the fast verdict, on one machine
     or a cluster): `frames` recomputed, `records` ledger frame records (gap records left out), all
     matched; `per_link` and `seconds` are the ledger side's frame counts per link and per second
     (ts_ns // 10^9), in the report's order (links without frames left out)."""
-    return Tally(frames, records, 0, 0,
-                 [{"link": ln, "matched": n, "ledger_only": 0, "capture_only": 0}
-                  for ln, n in sorted(per_link.items()) if n],
-                 [{"second": sec, "matched": n, "ledger_only": 0, "capture_only": 0}
-                  for sec, n in sorted(seconds.items())], [], [])
+    return Tally(
+        frames,
+        records,
+        0,
+        0,
+        [
+            {"link": ln, "matched": n, "ledger_only": 0, "capture_only": 0}
+            for ln, n in sorted(per_link.items())
+            if n
+        ],
+        [
+            {"second": sec, "matched": n, "ledger_only": 0, "capture_only": 0}
+            for sec, n in sorted(seconds.items())
+        ],
+        [],
+        [],
+    )
 
 
-def check_request(digest_key: DigestKey | Sequence[DigestKey], from_ns: int | None, to_ns: int | None,
-                  details: Path | None) -> list[DigestKey]:
+def check_request(
+    digest_key: DigestKey | Sequence[DigestKey],
+    from_ns: int | None,
+    to_ns: int | None,
+    details: Path | None,
+) -> list[DigestKey]:
     """The digest keys of a reconciliation, once its window and details file are known to be
     usable (UsageError otherwise): checked before the long part, not after it."""
     keys = [digest_key] if isinstance(digest_key, DigestKey) else list(digest_key)
     if not keys:
         raise UsageError("recompute needs at least one ", Setting("digest_key"))
     if from_ns is not None and to_ns is not None and from_ns >= to_ns:
-        raise UsageError("empty time window: ", Setting("from_ns"), f" {from_ns} is not before ", Setting("to_ns"),
-                         f" {to_ns} (ns since the epoch)")
+        raise UsageError(
+            "empty time window: ",
+            Setting("from_ns"),
+            f" {from_ns} is not before ",
+            Setting("to_ns"),
+            f" {to_ns} (ns since the epoch)",
+        )
     if details is not None:  # an existing file stays until it is replaced at the end
         fsio.check_writable(details, what="details file")
     return keys
 
 
-def make_result(source: str, ledger_dir: Path, tally: Tally, window: tuple, details: Path | None, written: int,
-                warnings: list[str], keys: list[tuple[str, DigestKey]], segs: list[_Segment], uncovered: list[dict],
-                verified: bool, elapsed_s: float, capture: DigestRun | None = None) -> ReconcileResult:
+def make_result(
+    source: str,
+    ledger_dir: Path,
+    tally: Tally,
+    window: tuple,
+    details: Path | None,
+    written: int,
+    warnings: list[str],
+    keys: list[tuple[str, DigestKey]],
+    segs: list[_Segment],
+    uncovered: list[dict],
+    verified: bool,
+    elapsed_s: float,
+    capture: DigestRun | None = None,
+) -> ReconcileResult:
     """The report of a reconciliation from its tally (`window`: from_ns, to_ns, tolerance_ns, links;
     `capture`: the capture side's run, where it stopped and its strip fallbacks)."""
     from_ns, to_ns, tolerance_ns, links = window
     return ReconcileResult(
-        source, str(ledger_dir), int(tally.frames_in_window), int(tally.matched + tally.ledger_only),
-        int(tally.matched), int(tally.ledger_only), int(tally.capture_only), elapsed_s,
-        window={"from_ns": from_ns, "to_ns": to_ns, "tolerance_ns": tolerance_ns, "links": links or None},
-        per_link=tally.per_link, per_second=tally.per_second,
-        examples_ledger_only=[{"digest": d, "link": ln, "seq": int(s), "ts_ns": int(t), "wire_len": int(w)}
-                              for d, ln, s, t, w in tally.examples_ledger_only],
-        examples_capture_only=[{"digest": d, "index": int(i), "ts_ns": int(t), "wire_len": int(w)}
-                               for d, i, t, w in tally.examples_capture_only],
-        details_file=str(details) if details else None, details_written=written, warnings=list(warnings),
-        digest_keys=[{"key_id": kid, "segments": sum(1 for g in segs if g.digest_key_id == kid)}
-                     for kid, _ in keys],
-        uncovered=uncovered, verified=verified, capture=capture if capture is not None else DigestRun(),
+        source,
+        str(ledger_dir),
+        int(tally.frames_in_window),
+        int(tally.matched + tally.ledger_only),
+        int(tally.matched),
+        int(tally.ledger_only),
+        int(tally.capture_only),
+        elapsed_s,
+        window={
+            "from_ns": from_ns,
+            "to_ns": to_ns,
+            "tolerance_ns": tolerance_ns,
+            "links": links or None,
+        },
+        per_link=tally.per_link,
+        per_second=tally.per_second,
+        examples_ledger_only=[
+            {"digest": d, "link": ln, "seq": int(s), "ts_ns": int(t), "wire_len": int(w)}
+            for d, ln, s, t, w in tally.examples_ledger_only
+        ],
+        examples_capture_only=[
+            {"digest": d, "index": int(i), "ts_ns": int(t), "wire_len": int(w)}
+            for d, i, t, w in tally.examples_capture_only
+        ],
+        details_file=str(details) if details else None,
+        details_written=written,
+        warnings=list(warnings),
+        digest_keys=[
+            {"key_id": kid, "segments": sum(1 for g in segs if g.digest_key_id == kid)}
+            for kid, _ in keys
+        ],
+        uncovered=uncovered,
+        verified=verified,
+        capture=capture if capture is not None else DigestRun(),
     )
 
 
-def _load_ledger_side(con, ledger_dir: Path, trust: TrustBundle | None, checkpoint: bytes | None,
-                      checkpoint_name: str, links: list[str] | None, progress: ProgressFn | None = None
-                      ) -> tuple[list[_Segment], VerifyResult]:
+def _load_ledger_side(
+    con,
+    ledger_dir: Path,
+    trust: TrustBundle | None,
+    checkpoint: bytes | None,
+    checkpoint_name: str,
+    links: list[str] | None,
+    progress: ProgressFn | None = None,
+) -> tuple[list[_Segment], VerifyResult]:
     """Verify the ledger and load the records of its verified segments (gap records left out) into
     table `lrec`, from the bytes that were checked. DiscrepancyError when it does not verify."""
     segs: list[_Segment] = []
-    con.execute("CREATE TEMP TABLE lrec (link VARCHAR, kid VARCHAR, digest BLOB, seq UBIGINT, ts_ns BIGINT, "
-                "wire_len UINTEGER)")
+    con.execute(
+        "CREATE TEMP TABLE lrec (link VARCHAR, kid VARCHAR, digest BLOB, seq UBIGINT, ts_ns BIGINT, "
+        "wire_len UINTEGER)"
+    )
 
     def add_segment(seg: VerifiedSegment) -> None:
         segs.append(_Segment.of(seg))
         con.register("_segment", seg.table)
         try:
-            con.execute(f"INSERT INTO lrec SELECT ?, ?, digest, seq, ts_ns, wire_len FROM _segment "
-                        f"WHERE (flags & {FLAG_GAP}) = 0", [seg.link, seg.seal.digest_key_id])
+            con.execute(
+                f"INSERT INTO lrec SELECT ?, ?, digest, seq, ts_ns, wire_len FROM _segment "
+                f"WHERE (flags & {FLAG_GAP}) = 0",
+                [seg.link, seg.seal.digest_key_id],
+            )
         finally:
             con.unregister("_segment")
 
-    ver = verify_ledger(ledger_dir, trust, checkpoint, checkpoint_name, links=links, on_segment=add_segment,
-                        progress=progress)
+    ver = verify_ledger(
+        ledger_dir,
+        trust,
+        checkpoint,
+        checkpoint_name,
+        links=links,
+        on_segment=add_segment,
+        progress=progress,
+    )
     if not ver.ok:
         raise not_verified_error(ver, "it is not reconciled")
     return segs, ver
 
 
-def _ledger_parts(ledger_dir: Path, trust: TrustBundle | None, checkpoint: bytes | None, checkpoint_name: str,
-                  links: list[str] | None, progress: ProgressFn | None, digest_size: int, hint: int = 0
-                  ) -> tuple[list[_Segment], VerifyResult, list[LedgerPart], np.ndarray]:
+def _ledger_parts(
+    ledger_dir: Path,
+    trust: TrustBundle | None,
+    checkpoint: bytes | None,
+    checkpoint_name: str,
+    links: list[str] | None,
+    progress: ProgressFn | None,
+    digest_size: int,
+    hint: int = 0,
+) -> tuple[list[_Segment], VerifyResult, list[LedgerPart], np.ndarray]:
     """Verify the ledger and keep the frame records of its verified segments (gap records left
     out) in one record array: verify copies each raw record file's records straight into it and
     hashes them there (verify_ledger's `records_into`), so the array is the very bytes that were
@@ -802,22 +1147,38 @@ def _ledger_parts(ledger_dir: Path, trust: TrustBundle | None, checkpoint: bytes
     def add_segment(seg: VerifiedSegment) -> None:
         segs.append(_Segment.of(seg))
         arr = sink.take(seg.records)
-        if seg.frames is None or seg.frames != len(arr):  # gap records: the frames moved down over them
+        if seg.frames is None or seg.frames != len(
+            arr
+        ):  # gap records: the frames moved down over them
             keep = arr[(arr["flags"] & FLAG_GAP) == 0]
             sink.n -= len(arr) - len(keep)
-            arr = sink.records()[sink.n - len(keep):]
+            arr = sink.records()[sink.n - len(keep) :]
             arr[:] = keep
         parts.append(LedgerPart(seg.link, seg.seal.digest_key_id, arr))
 
-    ver = verify_ledger(ledger_dir, trust, checkpoint, checkpoint_name, links=links, on_segment=add_segment,
-                        progress=progress, records_into=sink)
+    ver = verify_ledger(
+        ledger_dir,
+        trust,
+        checkpoint,
+        checkpoint_name,
+        links=links,
+        on_segment=add_segment,
+        progress=progress,
+        records_into=sink,
+    )
     if not ver.ok:
         raise not_verified_error(ver, "it is not reconciled")
     return segs, ver, parts, sink.records()
 
 
-def _capture_records(source: Sources, key: DigestKey, alg: Algorithm, strip: str, progress: ProgressFn | None,
-                     workers: int) -> tuple[np.ndarray, DigestRun]:
+def _capture_records(
+    source: Sources,
+    key: DigestKey,
+    alg: Algorithm,
+    strip: str,
+    progress: ProgressFn | None,
+    workers: int,
+) -> tuple[np.ndarray, DigestRun]:
     """Every frame of the captures recomputed under `key` as one record_dtype array (`seq`: the
     frame's index), and the run's statistics."""
     run = DigestRun()
@@ -843,20 +1204,27 @@ def _file_bytes(source: str | Path) -> int:
 
 def digest_array(arr: np.ndarray, digest_size: int) -> pa.FixedSizeBinaryArray:
     """The digests of `arr` (record_dtype) as an Arrow fixed-size binary column."""
-    return pa.FixedSizeBinaryArray.from_buffers(pa.binary(digest_size), len(arr),
-                                                [None, pa.py_buffer(np.ascontiguousarray(arr["digest"]).tobytes())])
+    return pa.FixedSizeBinaryArray.from_buffers(
+        pa.binary(digest_size),
+        len(arr),
+        [None, pa.py_buffer(np.ascontiguousarray(arr["digest"]).tobytes())],
+    )
 
 
-CAPTURE_COLUMNS = ("index UBIGINT, ts_ns BIGINT, wire_len UINTEGER, cap_len UINTEGER, flags USMALLINT, "
-                   "linktype USMALLINT, digest BLOB")
+CAPTURE_COLUMNS = (
+    "index UBIGINT, ts_ns BIGINT, wire_len UINTEGER, cap_len UINTEGER, flags USMALLINT, "
+    "linktype USMALLINT, digest BLOB"
+)
 
 
 def load_rows(con, kid: str, links: np.ndarray, ledger: np.ndarray, capture: np.ndarray) -> None:
     """Tables `lrec` (ledger rows under key `kid`, `links` each one's link) and `cap0` (capture
     rows, `seq` the frame index) from record_dtype arrays, as _load_ledger_side and
     _load_capture_side make them."""
-    con.execute("CREATE TEMP TABLE lrec (link VARCHAR, kid VARCHAR, digest BLOB, seq UBIGINT, ts_ns BIGINT, "
-                "wire_len UINTEGER)")
+    con.execute(
+        "CREATE TEMP TABLE lrec (link VARCHAR, kid VARCHAR, digest BLOB, seq UBIGINT, ts_ns BIGINT, "
+        "wire_len UINTEGER)"
+    )
     con.execute(f"CREATE TEMP TABLE cap0 ({CAPTURE_COLUMNS})")
     append_rows(con, kid, links, ledger, capture)
 
@@ -866,28 +1234,57 @@ def append_rows(con, kid: str, links: np.ndarray, ledger: np.ndarray, capture: n
     (both made already), as load_rows fills them."""
     size = ledger.dtype.fields["digest"][0].itemsize
     if len(ledger):
-        con.register("_l", pa.table({"link": pa.array(links.tolist(), pa.string()), "kid": pa.array(
-            [kid] * len(ledger), pa.string()), "digest": digest_array(ledger, size),
-            "seq": ledger["seq"], "ts_ns": ledger["ts_ns"], "wire_len": ledger["wire_len"]}))
+        con.register(
+            "_l",
+            pa.table(
+                {
+                    "link": pa.array(links.tolist(), pa.string()),
+                    "kid": pa.array([kid] * len(ledger), pa.string()),
+                    "digest": digest_array(ledger, size),
+                    "seq": ledger["seq"],
+                    "ts_ns": ledger["ts_ns"],
+                    "wire_len": ledger["wire_len"],
+                }
+            ),
+        )
         con.execute("INSERT INTO lrec SELECT * FROM _l")
         con.unregister("_l")
     if len(capture):
-        con.register("_c", pa.table({"index": capture["seq"], "ts_ns": capture["ts_ns"],
-                                     "wire_len": capture["wire_len"], "cap_len": capture["cap_len"],
-                                     "flags": capture["flags"], "linktype": capture["linktype"],
-                                     "digest": digest_array(capture, size)}))
+        con.register(
+            "_c",
+            pa.table(
+                {
+                    "index": capture["seq"],
+                    "ts_ns": capture["ts_ns"],
+                    "wire_len": capture["wire_len"],
+                    "cap_len": capture["cap_len"],
+                    "flags": capture["flags"],
+                    "linktype": capture["linktype"],
+                    "digest": digest_array(capture, size),
+                }
+            ),
+        )
         con.execute("INSERT INTO cap0 SELECT * FROM _c")
         con.unregister("_c")
 
 
 # table j's columns as _pair's CREATE TABLE AS makes them
-J_COLUMNS = ("status VARCHAR, digest BLOB, link VARCHAR, seq UBIGINT, l_ts BIGINT, l_wire UINTEGER, index UBIGINT, "
-             "c_ts BIGINT, c_wire UINTEGER, cap_len UINTEGER")
+J_COLUMNS = (
+    "status VARCHAR, digest BLOB, link VARCHAR, seq UBIGINT, l_ts BIGINT, l_wire UINTEGER, index UBIGINT, "
+    "c_ts BIGINT, c_wire UINTEGER, cap_len UINTEGER"
+)
 
 
-def pair_records(con, kid: str, segs: list[_Segment], uncovered: list[dict],
-                 ledger_side: tuple[list[str], np.ndarray, np.ndarray], capture: np.ndarray,
-                 window: tuple[int | None, int | None, int], examples: int) -> Tally:
+def pair_records(
+    con,
+    kid: str,
+    segs: list[_Segment],
+    uncovered: list[dict],
+    ledger_side: tuple[list[str], np.ndarray, np.ndarray],
+    capture: np.ndarray,
+    window: tuple[int | None, int | None, int],
+    examples: int,
+) -> Tally:
     """Pair and tally the ledger rows under key `kid` (`ledger_side`: link names, each row's link
     as an index into them, the records) with the capture rows, as _pair and _tally do over all
     of them (`window`: from_ns, to_ns, tolerance_ns): the rows that pair one to one
@@ -902,34 +1299,54 @@ def pair_records(con, kid: str, segs: list[_Segment], uncovered: list[dict],
         codes, ledger, capture = codes[lwide], ledger[lwide], capture[cwide]
     # with uncovered segments the capture's pairing order is not its array order (see _pair)
     # (one link: no codes for the walk to read)
-    lpair, cpair, ts_sorted = paired_masks(ledger, codes if len(names) > 1 else None, capture, ordered=not uncovered,
-                                           with_order=True)
+    lpair, cpair, ts_sorted = paired_masks(
+        ledger, codes if len(names) > 1 else None, capture, ordered=not uncovered, with_order=True
+    )
     # the rest is usually a few rows: taken by index, and the paired side not copied when it is all
     lrest, crest = np.flatnonzero(~lpair), np.flatnonzero(~cpair)
     if len(lrest) or len(crest):
-        load_rows(con, kid, np.array(names + [""], dtype=object)[codes[lrest]], ledger[lrest], capture[crest])
+        load_rows(
+            con,
+            kid,
+            np.array(names + [""], dtype=object)[codes[lrest]],
+            ledger[lrest],
+            capture[crest],
+        )
         _pair(con, [(kid, None)], segs, uncovered, from_ns, to_ns, tolerance_ns)
         exact = _tally(con, from_ns, to_ns, examples)
     else:  # every row paired: DuckDB's queries (~40 ms) would pair nothing
         con.execute(f"CREATE TEMP TABLE j ({J_COLUMNS})")
         exact = Tally(0, 0, 0, 0, [], [], [], [])
-    lsel, csel = (slice(None) if not len(lrest) else lpair), (slice(None) if not len(crest) else cpair)
+    lsel, csel = (
+        (slice(None) if not len(lrest) else lpair),
+        (slice(None) if not len(crest) else cpair),
+    )
     # (a selection of a non-decreasing column is one too)
-    matched = matched_tally(names, codes[lsel], ledger["ts_ns"][lsel], capture["ts_ns"][csel], from_ns, to_ns,
-                            ts_sorted)
+    matched = matched_tally(
+        names, codes[lsel], ledger["ts_ns"][lsel], capture["ts_ns"][csel], from_ns, to_ns, ts_sorted
+    )
     return merge_tallies([exact, matched], examples)
 
 
-def _load_capture_side(con, source: Sources, keys: list[tuple[str, DigestKey]], alg: Algorithm, strip: str,
-                       progress: ProgressFn | None, workers: int) -> DigestRun:
+def _load_capture_side(
+    con,
+    source: Sources,
+    keys: list[tuple[str, DigestKey]],
+    alg: Algorithm,
+    strip: str,
+    progress: ProgressFn | None,
+    workers: int,
+) -> DigestRun:
     """Recompute the captures once per digest key into tables cap0, cap1, ...; returns the first
     run's statistics (the frame counts are the same under every key)."""
     runs = []
     for i, (_, key) in enumerate(keys):
         phase = "recompute" if len(keys) == 1 else f"recompute (digest key {i + 1} of {len(keys)})"
         run = DigestRun()
-        con.execute(f"CREATE TEMP TABLE cap{i} (index UBIGINT, ts_ns BIGINT, wire_len UINTEGER, "
-                    "cap_len UINTEGER, flags USMALLINT, linktype USMALLINT, digest BLOB)")
+        con.execute(
+            f"CREATE TEMP TABLE cap{i} (index UBIGINT, ts_ns BIGINT, wire_len UINTEGER, "
+            "cap_len UINTEGER, flags USMALLINT, linktype USMALLINT, digest BLOB)"
+        )
         for one in source_list(source):
             if run.stopped is not None:  # a capture before this one could not be read to its end
                 break
@@ -941,8 +1358,15 @@ def _load_capture_side(con, source: Sources, keys: list[tuple[str, DigestKey]], 
     return runs[0]
 
 
-def _pair(con, keys: list[tuple[str, DigestKey]], segs: list[_Segment], uncovered: list[dict],
-          from_ns: int | None, to_ns: int | None, tolerance_ns: int) -> None:
+def _pair(
+    con,
+    keys: list[tuple[str, DigestKey]],
+    segs: list[_Segment],
+    uncovered: list[dict],
+    from_ns: int | None,
+    to_ns: int | None,
+    tolerance_ns: int,
+) -> None:
     """Pair ledger records with capture frames into table `j` (status matched, ledger_only or
     capture_only), restricted to the window."""
     # Both sides are read over the window widened by the tolerance, paired, and then each
@@ -969,8 +1393,11 @@ def _pair(con, keys: list[tuple[str, DigestKey]], segs: list[_Segment], uncovere
     if uncovered:  # the covered segments' time ranges, from their (hash-checked) seals
         given = {kid for kid, _ in keys}
         con.execute("CREATE TEMP TABLE cov (lo BIGINT, hi BIGINT)")
-        ranges = [(g.ts_range[0] - tolerance_ns, g.ts_range[1] + tolerance_ns)
-                  for g in segs if g.digest_key_id in given and g.ts_range]
+        ranges = [
+            (g.ts_range[0] - tolerance_ns, g.ts_range[1] + tolerance_ns)
+            for g in segs
+            if g.digest_key_id in given and g.ts_range
+        ]
         if ranges:
             con.executemany("INSERT INTO cov VALUES (?, ?)", ranges)
         first = "NOT EXISTS (SELECT 1 FROM cov WHERE c.ts_ns BETWEEN cov.lo AND cov.hi)"
@@ -986,8 +1413,8 @@ def _pair(con, keys: list[tuple[str, DigestKey]], segs: list[_Segment], uncovere
                lk.wire_len AS l_wire, ck.index, ck.ts_ns AS c_ts, ck.wire_len AS c_wire, ck.cap_len
         FROM lk FULL OUTER JOIN ck ON lk.pk = ck.pk AND lk.k = ck.k""")
     con.execute(f"""DELETE FROM j WHERE
-        (status <> 'capture_only' AND NOT ({_window_sql('l_ts', from_ns, to_ns)})) OR
-        (status = 'capture_only' AND NOT ({_window_sql('c_ts', from_ns, to_ns)}))""")
+        (status <> 'capture_only' AND NOT ({_window_sql("l_ts", from_ns, to_ns)})) OR
+        (status = 'capture_only' AND NOT ({_window_sql("c_ts", from_ns, to_ns)}))""")
 
 
 def _tally(con, from_ns: int | None, to_ns: int | None, examples: int) -> Tally:
@@ -1003,13 +1430,21 @@ def _tally(con, from_ns: int | None, to_ns: int | None, examples: int) -> Tally:
             WITH t AS (SELECT link, count(*) AS n FROM l WHERE {lwin} GROUP BY link),
                  o AS (SELECT link, count(*) AS n FROM j WHERE status = 'ledger_only' GROUP BY link)
             SELECT t.link, t.n, coalesce(o.n, 0) FROM t LEFT JOIN o USING (link) ORDER BY t.link""").fetchall():
-        per_link.append({"link": link, "matched": total - lo_, "ledger_only": lo_, "capture_only": 0})
+        per_link.append(
+            {"link": link, "matched": total - lo_, "ledger_only": lo_, "capture_only": 0}
+        )
     if conly:
         per_link.append({"link": None, "matched": 0, "ledger_only": 0, "capture_only": conly})
     seconds: dict[int, list[int]] = {}
-    for sec, n in con.execute(f"SELECT ts_ns // 1000000000, count(*) FROM l WHERE {lwin} GROUP BY 1").fetchall():
+    for sec, n in con.execute(
+        f"SELECT ts_ns // 1000000000, count(*) FROM l WHERE {lwin} GROUP BY 1"
+    ).fetchall():
         seconds.setdefault(int(sec), [0, 0, 0])[0] += n
-    for sec, status, n in con.execute("""SELECT coalesce(l_ts, c_ts) // 1000000000, status, count(*) FROM j
+    for (
+        sec,
+        status,
+        n,
+    ) in con.execute("""SELECT coalesce(l_ts, c_ts) // 1000000000, status, count(*) FROM j
             WHERE status <> 'matched' GROUP BY ALL""").fetchall():
         row = seconds.setdefault(int(sec), [0, 0, 0])
         if status == "ledger_only":
@@ -1017,37 +1452,63 @@ def _tally(con, from_ns: int | None, to_ns: int | None, examples: int) -> Tally:
             row[1] += n
         else:
             row[2] += n
-    per_second = [{"second": sec, "matched": m, "ledger_only": lo_, "capture_only": co}
-                  for sec, (m, lo_, co) in sorted(seconds.items())]
-    ex_l = con.execute("""SELECT lower(hex(digest)), link, seq, l_ts, l_wire FROM j
-        WHERE status = 'ledger_only' ORDER BY link, seq LIMIT ?""", [examples]).fetchall()
-    ex_c = con.execute("""SELECT lower(hex(digest)), index, c_ts, c_wire FROM j
-        WHERE status = 'capture_only' ORDER BY index LIMIT ?""", [examples]).fetchall()
+    per_second = [
+        {"second": sec, "matched": m, "ledger_only": lo_, "capture_only": co}
+        for sec, (m, lo_, co) in sorted(seconds.items())
+    ]
+    ex_l = con.execute(
+        """SELECT lower(hex(digest)), link, seq, l_ts, l_wire FROM j
+        WHERE status = 'ledger_only' ORDER BY link, seq LIMIT ?""",
+        [examples],
+    ).fetchall()
+    ex_c = con.execute(
+        """SELECT lower(hex(digest)), index, c_ts, c_wire FROM j
+        WHERE status = 'capture_only' ORDER BY index LIMIT ?""",
+        [examples],
+    ).fetchall()
     return Tally(frames_in_window, matched, lonly, conly, per_link, per_second, ex_l, ex_c)
 
 
-def _add_warnings(res: ReconcileResult, ledger_dir: Path, alg: Algorithm, uncovered: list[dict],
-                  details_limit: int) -> None:
+def _add_warnings(
+    res: ReconcileResult,
+    ledger_dir: Path,
+    alg: Algorithm,
+    uncovered: list[dict],
+    details_limit: int,
+) -> None:
     if not res.verified:
-        res.warnings.append(f"{ledger_dir}: UNVERIFIED: no --trust given, so seal signatures were not checked and "
-                            "the result is not ok even where every frame matched (pass --trust verifier.pub)")
+        res.warnings.append(
+            f"{ledger_dir}: UNVERIFIED: no --trust given, so seal signatures were not checked and "
+            "the result is not ok even where every frame matched (pass --trust verifier.pub)"
+        )
     if alg.caveat:
         res.warnings.append(alg.caveat)
     if uncovered:
-        runs_txt = "; ".join(f"link {u['link']} segments {u['first_segment']}..{u['last_segment']} "
-                             f"({u['frames']} frames, digest key id {u['digest_key_id']})" for u in uncovered[:4])
+        runs_txt = "; ".join(
+            f"link {u['link']} segments {u['first_segment']}..{u['last_segment']} "
+            f"({u['frames']} frames, digest key id {u['digest_key_id']})"
+            for u in uncovered[:4]
+        )
         more = f" and {len(uncovered) - 4} more runs" if len(uncovered) > 4 else ""
-        res.warnings.append(f"partial: no --digest-key given for {runs_txt}{more}; those segments were not "
-                            "reconciled and capture frames that belong to them count as capture-only "
-                            "(--digest-key is repeatable)")
+        res.warnings.append(
+            f"partial: no --digest-key given for {runs_txt}{more}; those segments were not "
+            "reconciled and capture frames that belong to them count as capture-only "
+            "(--digest-key is repeatable)"
+        )
     if res.capture.stopped is not None:
-        res.warnings.append(f"INCOMPLETE: {res.capture.stopped.message}; reconciled the {res.capture.frames} frames "
-                            "read before it")
+        res.warnings.append(
+            f"INCOMPLETE: {res.capture.stopped.message}; reconciled the {res.capture.frames} frames "
+            "read before it"
+        )
     if res.details_file and str(res.source) == STDIN and res.capture_only:
-        res.warnings.append("--details: standard input is read once, so capture-only lines have no summary")
+        res.warnings.append(
+            "--details: standard input is read once, so capture-only lines have no summary"
+        )
     differing = res.ledger_only + res.capture_only
     if res.details_written >= details_limit and differing > res.details_written:
-        res.warnings.append(f"--details: wrote the first {res.details_written} of {differing} differing frames")
+        res.warnings.append(
+            f"--details: wrote the first {res.details_written} of {differing} differing frames"
+        )
 
 
 @dataclass(frozen=True)
@@ -1059,11 +1520,11 @@ class _Segment:
     ts_range: tuple[int, int] | None = None  # the seal's first and last record time, ns
 
     @classmethod
-    def of(cls, seg: VerifiedSegment) -> "_Segment":
+    def of(cls, seg: VerifiedSegment) -> _Segment:
         return cls.of_seal(seg.link, seg.index, seg.seal)
 
     @classmethod
-    def of_seal(cls, link: str, index: int, seal: Seal) -> "_Segment":
+    def of_seal(cls, link: str, index: int, seal: Seal) -> _Segment:
         try:
             ts = (int(seal.first_ts_ns), int(seal.last_ts_ns))
         except (TypeError, ValueError):
@@ -1084,8 +1545,13 @@ def digest_key_order(ledger_dir: Path, ledger: LedgerHeader) -> list[str]:
     return order
 
 
-def _match_keys(ledger_dir: Path, ledger: LedgerHeader, alg: Algorithm, keys: list[DigestKey],
-                segs: list[_Segment]) -> tuple[list[tuple[str, DigestKey]], list[dict]]:
+def _match_keys(
+    ledger_dir: Path,
+    ledger: LedgerHeader,
+    alg: Algorithm,
+    keys: list[DigestKey],
+    segs: list[_Segment],
+) -> tuple[list[tuple[str, DigestKey]], list[dict]]:
     """(key id, key) of each given key in the ledger's key order, and the uncovered segment runs.
 
     The ledger's digest keys are ledger.json's (genesis) id and those digest-key rotations
@@ -1098,27 +1564,45 @@ def _match_keys(ledger_dir: Path, ledger: LedgerHeader, alg: Algorithm, keys: li
     for key in keys:
         kid = key.key_id(alg.name, alg.key_size)
         if kid in given:
-            raise UsageError(f"{key.path}: the same digest key as {given[kid].path} (give each key once)")
+            raise UsageError(
+                f"{key.path}: the same digest key as {given[kid].path} (give each key once)"
+            )
         if kid not in known:
-            raise KeyFileError(f"{key.path}: digest key id {kid} is not a digest key of ledger {ledger_dir} "
-                               f"(key ids {', '.join(order)}): wrong key")
+            raise KeyFileError(
+                f"{key.path}: digest key id {kid} is not a digest key of ledger {ledger_dir} "
+                f"(key ids {', '.join(order)}): wrong key"
+            )
         if segs and kid not in named:
-            raise KeyFileError(f"{key.path}: digest key id {kid} covers no sealed segment of ledger {ledger_dir} "
-                               f"(its segments use key ids {', '.join(sorted(map(str, named)))})")
+            raise KeyFileError(
+                f"{key.path}: digest key id {kid} covers no sealed segment of ledger {ledger_dir} "
+                f"(its segments use key ids {', '.join(sorted(map(str, named)))})"
+            )
         given[kid] = key
     uncovered: list[dict] = []
     for g in segs:
         if g.digest_key_id in given:
             continue
         last = uncovered[-1] if uncovered else None
-        if last and last["link"] == g.link and last["digest_key_id"] == g.digest_key_id \
-                and last["last_segment"] + 1 == g.index:
+        if (
+            last
+            and last["link"] == g.link
+            and last["digest_key_id"] == g.digest_key_id
+            and last["last_segment"] + 1 == g.index
+        ):
             last["last_segment"] = g.index
             last["segments"] += 1
             last["frames"] += g.frames
         else:
-            uncovered.append({"link": g.link, "first_segment": g.index, "last_segment": g.index, "segments": 1,
-                              "digest_key_id": g.digest_key_id, "frames": g.frames})
+            uncovered.append(
+                {
+                    "link": g.link,
+                    "first_segment": g.index,
+                    "last_segment": g.index,
+                    "segments": 1,
+                    "digest_key_id": g.digest_key_id,
+                    "frames": g.frames,
+                }
+            )
     ordered = [(kid, given[kid]) for kid in known if kid in given]
     return ordered, uncovered
 
@@ -1133,19 +1617,27 @@ def _pairing_views(con, keys: list[tuple[str, DigestKey]], lo: int | None, hi: i
     `m{i}`), or, with no such frame, its key id followed by its digest: longer than any digest, so
     it pairs with nothing and stays ledger-only."""
     win = _window_sql("ts_ns", lo, hi)
-    con.execute(f"CREATE VIEW c AS SELECT index, digest, digest AS pk, ts_ns, wire_len, cap_len FROM cap0 WHERE {win}")
+    con.execute(
+        f"CREATE VIEW c AS SELECT index, digest, digest AS pk, ts_ns, wire_len, cap_len FROM cap0 WHERE {win}"
+    )
     parts = []
     for i, (kid, _) in enumerate(keys):
-        rows = f"(SELECT * FROM lrec WHERE kid = '{kid}' AND {win})"  # kid: 32 hex (DigestKey.key_id)
+        rows = (
+            f"(SELECT * FROM lrec WHERE kid = '{kid}' AND {win})"  # kid: 32 hex (DigestKey.key_id)
+        )
         if i == 0:
             parts.append(f"SELECT link, digest, digest AS pk, seq, ts_ns, wire_len FROM {rows}")
             continue
         # one row per digest under key i (any_value: two frames colliding under key i alone
         # must not duplicate ledger rows)
-        con.execute(f"CREATE TEMP TABLE m{i} AS SELECT ci.digest AS d, min(c0.digest) AS pk FROM "
-                    f"cap0 c0 JOIN cap{i} ci USING (index) GROUP BY ci.digest")
-        parts.append(f"SELECT r.link, r.digest, coalesce(m{i}.pk, unhex('{kid}') || r.digest) AS pk, r.seq, "
-                     f"r.ts_ns, r.wire_len FROM {rows} r LEFT JOIN m{i} ON r.digest = m{i}.d")
+        con.execute(
+            f"CREATE TEMP TABLE m{i} AS SELECT ci.digest AS d, min(c0.digest) AS pk FROM "
+            f"cap0 c0 JOIN cap{i} ci USING (index) GROUP BY ci.digest"
+        )
+        parts.append(
+            f"SELECT r.link, r.digest, coalesce(m{i}.pk, unhex('{kid}') || r.digest) AS pk, r.seq, "
+            f"r.ts_ns, r.wire_len FROM {rows} r LEFT JOIN m{i} ON r.digest = m{i}.d"
+        )
     con.execute("CREATE VIEW l AS " + " UNION ALL ".join(parts))
 
 
@@ -1156,19 +1648,34 @@ DETAILS_ORDER = "status, coalesce(l_ts, c_ts), index, seq, link"
 
 def _write_details(con, details: Path, source: Sources, limit: int) -> int:
     """One JSON line per differing frame; capture-only frames get a dissection of their bytes."""
-    rows = con.execute(f"""SELECT status, lower(hex(digest)), link, seq, l_ts, l_wire, index, c_ts, c_wire, cap_len
-        FROM j WHERE status <> 'matched' ORDER BY {DETAILS_ORDER} LIMIT ?""", [limit]).fetchall()
+    rows = con.execute(
+        f"""SELECT status, lower(hex(digest)), link, seq, l_ts, l_wire, index, c_ts, c_wire, cap_len
+        FROM j WHERE status <> 'matched' ORDER BY {DETAILS_ORDER} LIMIT ?""",
+        [limit],
+    ).fetchall()
     frames = frames_by_index(source, {int(r[6]) for r in rows if r[0] == "capture_only"})
     with fsio.atomic_file(details, what="details file") as out:
         for status, digest, link, seq, l_ts, l_wire, index, c_ts, c_wire, cap_len in rows:
             if status == "ledger_only":
-                doc = {"status": status, "digest": digest, "link": link, "seq": str(seq), "ts_ns": str(l_ts),
-                       "wire_len": int(l_wire)}
+                doc = {
+                    "status": status,
+                    "digest": digest,
+                    "link": link,
+                    "seq": str(seq),
+                    "ts_ns": str(l_ts),
+                    "wire_len": int(l_wire),
+                }
             else:
                 f = frames.get(int(index))
-                doc = {"status": status, "digest": digest, "index": int(index), "ts_ns": str(c_ts),
-                       "wire_len": int(c_wire), "cap_len": int(cap_len),
-                       "summary": dissect_line(f.data, f.linktype) if f else None}
+                doc = {
+                    "status": status,
+                    "digest": digest,
+                    "index": int(index),
+                    "ts_ns": str(c_ts),
+                    "wire_len": int(c_wire),
+                    "cap_len": int(cap_len),
+                    "summary": dissect_line(f.data, f.linktype) if f else None,
+                }
             out.write((json.dumps(doc) + "\n").encode())
     return len(rows)
 

@@ -26,11 +26,11 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+from ..canonical import b64decode_canonical
 from ..errors import KeyFileError, LedgerFormatError, UsageError
 from ..keyfiles import ED25519, MLDSA65, SigningKey, TrustBundle
 from ..plural import plural
 from . import merkle
-from ..canonical import b64decode_canonical
 
 MAX_NOTE_BYTES = 1 << 16
 _EM_DASH = "\u2014"
@@ -79,14 +79,17 @@ def verifier_key(ledger_id: str, bundle: TrustBundle) -> VerifierKey:
         raise UsageError(f"ledger id {ledger_id!r} is not 32 lowercase hex digits")
     pub = bundle.public_keys.get(ED25519)
     if pub is None:
-        raise KeyFileError(f"{bundle.path or 'trust bundle'}: scheme {bundle.scheme} has no Ed25519 key, and "
-                           "signed-note verifiers know no ML-DSA type: this ledger's checkpoints verify only "
-                           "with ledgertool (its verify and check-consistency commands)")
+        raise KeyFileError(
+            f"{bundle.path or 'trust bundle'}: scheme {bundle.scheme} has no Ed25519 key, and "
+            "signed-note verifiers know no ML-DSA type: this ledger's checkpoints verify only "
+            "with ledgertool (its verify and check-consistency commands)"
+        )
     name = key_name_for(ledger_id)
     return VerifierKey(name, note_key_id(name, ED25519, pub), pub)
 
 
 # ---- the ledger-level tree --------------------------------------------------------------------
+
 
 def seal_leaf_hashes(seal_hashes: list[str]) -> list[bytes]:
     return [merkle.leaf_hash(bytes.fromhex(h)) for h in seal_hashes]
@@ -97,6 +100,7 @@ def tree_root(seal_hashes: list[str]) -> bytes:
 
 
 # ---- the note ---------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Checkpoint:
@@ -128,8 +132,14 @@ class Checkpoint:
         return ("\n".join(lines) + "\n").encode()
 
     def to_json(self) -> dict:
-        return {"origin": self.origin, "tree_size": self.size, "root_hash": self.root.hex(),
-                "records": self.records, "last_seal": self.last_seal, "time": self.time}
+        return {
+            "origin": self.origin,
+            "tree_size": self.size,
+            "root_hash": self.root.hex(),
+            "records": self.records,
+            "last_seal": self.last_seal,
+            "time": self.time,
+        }
 
 
 def sign_checkpoint(cp: Checkpoint, key: SigningKey) -> bytes:
@@ -165,7 +175,7 @@ def parse_note(data: bytes, where: str = "checkpoint") -> SignedNote:
     cut = s.rfind("\n\n")
     if cut < 0 or not s.endswith("\n"):
         raise LedgerFormatError(f"{where}: no blank line before signatures; not a signed note")
-    text, sig_block = s[: cut + 1], s[cut + 2:]
+    text, sig_block = s[: cut + 1], s[cut + 2 :]
     sigs = []
     for n, line in enumerate(sig_block[:-1].split("\n"), start=text.count("\n") + 2):
         parts = line.split(" ")
@@ -185,8 +195,12 @@ def parse_note(data: bytes, where: str = "checkpoint") -> SignedNote:
         raise LedgerFormatError(f"{where}: checkpoint needs origin, tree size and root hash lines")
     origin, size_s, root_s, *ext = lines
     # a link, or a link's window log (windows=NAME, docs/ledger-format.md "Window logs")
-    if not re.fullmatch(r"ledgertool/[0-9a-f]{32}/(windows=)?[A-Za-z0-9][A-Za-z0-9._-]{0,31}", origin):
-        raise LedgerFormatError(f"{where}: line 1: origin {origin!r} is not a ledgertool ledger link")
+    if not re.fullmatch(
+        r"ledgertool/[0-9a-f]{32}/(windows=)?[A-Za-z0-9][A-Za-z0-9._-]{0,31}", origin
+    ):
+        raise LedgerFormatError(
+            f"{where}: line 1: origin {origin!r} is not a ledgertool ledger link"
+        )
     if not _SIZE_RE.fullmatch(size_s):
         raise LedgerFormatError(f"{where}: line 2: tree size {size_s!r} is not a decimal number")
     try:
@@ -208,8 +222,15 @@ def parse_note(data: bytes, where: str = "checkpoint") -> SignedNote:
     records = fields.get("records")
     if records is not None and not _SIZE_RE.fullmatch(records):
         raise LedgerFormatError(f"{where}: records extension {records!r} is not a decimal number")
-    cp = Checkpoint(origin, int(size_s), root, int(records) if records is not None else None,
-                    fields.get("last-seal"), fields.get("time"), tuple(other))
+    cp = Checkpoint(
+        origin,
+        int(size_s),
+        root,
+        int(records) if records is not None else None,
+        fields.get("last-seal"),
+        fields.get("time"),
+        tuple(other),
+    )
     return SignedNote(cp, text.encode(), tuple(sigs))
 
 
@@ -223,8 +244,9 @@ class RetiredKey:
     effective_from: int
 
 
-def verify_note(note: SignedNote, bundles: list[TrustBundle],
-                retired: tuple[RetiredKey, ...] = ()) -> str | None:
+def verify_note(
+    note: SignedNote, bundles: list[TrustBundle], retired: tuple[RetiredKey, ...] = ()
+) -> str | None:
     """None when some trusted key set signed the note with every algorithm of its scheme;
     otherwise the reason. Signatures from unknown keys are ignored (signed-note rule); a known
     key whose signature fails rejects the note. `retired`: key sets left out of `bundles` because
@@ -236,9 +258,11 @@ def verify_note(note: SignedNote, bundles: list[TrustBundle],
     cp = note.checkpoint
     for r in retired:
         if _verify_note(note, [r.bundle]) is None:
-            return (f"signed by a retired signing key (rotation {r.rotation} replaced it from "
-                    f"segment {r.effective_from} of link {cp.link}), which cannot vouch for the "
-                    f"checkpoint's {plural(cp.size, 'segment')}")
+            return (
+                f"signed by a retired signing key (rotation {r.rotation} replaced it from "
+                f"segment {r.effective_from} of link {cp.link}), which cannot vouch for the "
+                f"checkpoint's {plural(cp.size, 'segment')}"
+            )
     return reason
 
 
@@ -266,6 +290,7 @@ def _verify_note(note: SignedNote, bundles: list[TrustBundle]) -> str | None:
 
 # ---- from a ledger ----------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class LinkTree:
     """The seal hashes of a link's segments 0..n-1 (stops at the first missing or unparsable seal)
@@ -286,8 +311,12 @@ class CheckpointFinding:
     detail: str
 
 
-def check_extends(note: SignedNote, tree: LinkTree, bundles: list[TrustBundle] | None,
-                  retired: tuple[RetiredKey, ...] = ()) -> list[CheckpointFinding]:
+def check_extends(
+    note: SignedNote,
+    tree: LinkTree,
+    bundles: list[TrustBundle] | None,
+    retired: tuple[RetiredKey, ...] = (),
+) -> list[CheckpointFinding]:
     """Does the ledger (its link tree) extend the checkpoint? Pure given the tree. `bundles` None:
     the note's signatures are not checked (keyless checks); `retired` as for verify_note."""
     out = []
@@ -298,21 +327,31 @@ def check_extends(note: SignedNote, tree: LinkTree, bundles: list[TrustBundle] |
     n = len(tree.seal_hashes)
     if n < cp.size:
         why = "a segment is missing or unreadable" if not tree.complete else "its tail was cut"
-        out.append(CheckpointFinding(
-            "checkpoint_not_extended",
-            f"checkpoint covers {plural(cp.size, 'segment')} of link {cp.link}, the ledger holds {n} in an unbroken "
-            f"chain ({why})"))
+        out.append(
+            CheckpointFinding(
+                "checkpoint_not_extended",
+                f"checkpoint covers {plural(cp.size, 'segment')} of link {cp.link}, the ledger holds {n} in an unbroken "
+                f"chain ({why})",
+            )
+        )
         return out
     if tree.root(cp.size) != cp.root:
-        out.append(CheckpointFinding(
-            "checkpoint_mismatch",
-            f"the ledger's first {plural(cp.size, 'segment')} of link {cp.link} {'has' if cp.size == 1 else 'have'} root "
-            f"{tree.root(cp.size).hex()[:16]}…, the checkpoint says {cp.root.hex()[:16]}… (history rewritten "
-            "or a fork)"))
+        out.append(
+            CheckpointFinding(
+                "checkpoint_mismatch",
+                f"the ledger's first {plural(cp.size, 'segment')} of link {cp.link} {'has' if cp.size == 1 else 'have'} root "
+                f"{tree.root(cp.size).hex()[:16]}…, the checkpoint says {cp.root.hex()[:16]}… (history rewritten "
+                "or a fork)",
+            )
+        )
     elif cp.records is not None and sum(tree.records[: cp.size]) != cp.records:
-        out.append(CheckpointFinding("checkpoint_mismatch",
-                                     f"checkpoint says {plural(cp.records, 'record')}, the seals hold "
-                                     f"{sum(tree.records[: cp.size])}"))
+        out.append(
+            CheckpointFinding(
+                "checkpoint_mismatch",
+                f"checkpoint says {plural(cp.records, 'record')}, the seals hold "
+                f"{sum(tree.records[: cp.size])}",
+            )
+        )
     return out
 
 
@@ -325,6 +364,13 @@ class ConsistencyResult:
     reason: str | None
 
     def to_json(self) -> dict:
-        return {"ok": self.ok, "origin": self.new.origin, "old_size": self.old.size, "new_size": self.new.size,
-                "old_root": self.old.root.hex(), "new_root": self.new.root.hex(),
-                "proof": [p.hex() for p in self.proof], "reason": self.reason}
+        return {
+            "ok": self.ok,
+            "origin": self.new.origin,
+            "old_size": self.old.size,
+            "new_size": self.new.size,
+            "old_root": self.old.root.hex(),
+            "new_root": self.new.root.hex(),
+            "proof": [p.hex() for p in self.proof],
+            "reason": self.reason,
+        }

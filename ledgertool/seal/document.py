@@ -31,8 +31,9 @@ MAX_SEAL_BYTES = 1 << 20  # a hybrid-signed seal is about 6 KB
 def genesis_hash(ledger_id: str, link: str) -> str:
     """The 'previous seal hash' of a link's first seal: SHA-256 over a fixed label, the ledger id
     (16 bytes) and the link name."""
-    return hashlib.sha256(b"ledgertool genesis v1\0" + uuid.UUID(hex=ledger_id).bytes + b"\0"
-                          + link.encode()).hexdigest()
+    return hashlib.sha256(
+        b"ledgertool genesis v1\0" + uuid.UUID(hex=ledger_id).bytes + b"\0" + link.encode()
+    ).hexdigest()
 
 
 #: A member's value as a seal document states it: any JSON value, None when the member is absent.

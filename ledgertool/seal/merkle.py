@@ -116,7 +116,9 @@ def root_from_leaf_hashes(hashes: Sequence[bytes]) -> bytes:
     return level[0]
 
 
-def records_root(records: bytes | bytearray | memoryview, record_size: int, leaf_records: int) -> bytes:
+def records_root(
+    records: bytes | bytearray | memoryview, record_size: int, leaf_records: int
+) -> bytes:
     """Per-segment Merkle root over fixed-size records (RFC 9162 s2.1.1 tree).
 
     ``records``: the concatenated records of a segment, ``len(records)`` a
@@ -140,7 +142,9 @@ def records_root(records: bytes | bytearray | memoryview, record_size: int, leaf
     return level[0]
 
 
-def records_leaf_hashes(records: bytes | bytearray | memoryview, record_size: int, leaf_records: int) -> list[bytes]:
+def records_leaf_hashes(
+    records: bytes | bytearray | memoryview, record_size: int, leaf_records: int
+) -> list[bytes]:
     """Leaf hashes of the per-segment tree (see `records_root`): one 32-byte hash per block of
     ``leaf_records`` records, in order; empty for zero records. Same ValueErrors as `records_root`."""
     if not isinstance(record_size, int) or isinstance(record_size, bool) or record_size <= 0:

@@ -114,7 +114,9 @@ def rotation_hash(doc: RotationStatement | Mapping) -> str:
 
 
 def rotation_genesis(ledger_id: str) -> str:
-    return hashlib.sha256(b"ledgertool rotation genesis v1\0" + bytes.fromhex(ledger_id)).hexdigest()
+    return hashlib.sha256(
+        b"ledgertool rotation genesis v1\0" + bytes.fromhex(ledger_id)
+    ).hexdigest()
 
 
 def parse_rotation(raw: bytes, where: Path | str) -> RotationStatement:
@@ -185,8 +187,9 @@ class Schedule:
     def bundles(self) -> list[TrustBundle]:
         return [e.bundle for e in self.epochs]
 
-    def checkpoint_signers(self, link: str,
-                           size: int) -> tuple[list[TrustBundle], tuple[RetiredKey, ...]]:
+    def checkpoint_signers(
+        self, link: str, size: int
+    ) -> tuple[list[TrustBundle], tuple[RetiredKey, ...]]:
         """(the key sets that may sign a checkpoint of the first `size` segments of `link`, the
         retired ones that may not). A rotated key may have been compromised: from its rotation's
         `effective_from` on it vouches for nothing, so it may sign only a checkpoint that ends
@@ -209,8 +212,14 @@ class Schedule:
         return self.digest_epochs[-1].key_id
 
 
-def key_schedule(ledger_id: str, trust: TrustBundle, rotations: list[RotationStatement | dict], *,
-                 digest_key_id: str | None = None, algorithm: str | None = None) -> Schedule:
+def key_schedule(
+    ledger_id: str,
+    trust: TrustBundle,
+    rotations: list[RotationStatement | dict],
+    *,
+    digest_key_id: str | None = None,
+    algorithm: str | None = None,
+) -> Schedule:
     """Follow rotation statements from the trusted root key set; stop at the first bad one.
 
     `digest_key_id` is the ledger's genesis digest key id (ledger.json) and `algorithm` its digest
@@ -238,8 +247,9 @@ def key_schedule(ledger_id: str, trust: TrustBundle, rotations: list[RotationSta
             if doc.prev_rotation_hash != prev:
                 raise ValueError("prev_rotation_hash does not match the previous statement")
             eff = doc.effective_from
-            if not isinstance(eff, dict) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
-                                                    for v in eff.values()):
+            if not isinstance(eff, dict) or not all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in eff.values()
+            ):
                 raise ValueError("effective_from must map link names to segment indexes")
             if any(eff.get(link, 0) < start for link, start in last_eff.items()):
                 raise ValueError("effective_from goes back before the previous rotation")
@@ -257,16 +267,19 @@ def key_schedule(ledger_id: str, trust: TrustBundle, rotations: list[RotationSta
                 if signer != sched.current:
                     raise ValueError("signing_keys are not the ledger's current signing keys")
                 if algorithm is not None and doc.algorithm != algorithm:
-                    raise ValueError(f"is for algorithm {doc.algorithm!r}, the ledger uses "
-                                     f"{algorithm!r}")
+                    raise ValueError(
+                        f"is for algorithm {doc.algorithm!r}, the ledger uses {algorithm!r}"
+                    )
                 old_id, new_id = doc.old_digest_key_id, doc.new_digest_key_id
                 for name, v in (("old_digest_key_id", old_id), ("new_digest_key_id", new_id)):
                     if not isinstance(v, str) or not _KEY_ID.fullmatch(v):
                         raise ValueError(f"{name} is not a digest key id (32 lowercase hex)")
                 current = sched.current_digest_key_id
                 if current is not None and old_id != current:
-                    raise ValueError(f"old_digest_key_id {old_id} is not the ledger's current digest key "
-                                     f"{current}")
+                    raise ValueError(
+                        f"old_digest_key_id {old_id} is not the ledger's current digest key "
+                        f"{current}"
+                    )
                 if new_id == old_id or new_id in sched.digest_key_ids:
                     raise ValueError(f"new_digest_key_id {new_id} was already used by this ledger")
                 bad = [f"signing key: {p}" for p in signer.verify(msg, sigs.get("signing") or {})]

@@ -49,13 +49,15 @@ def open_source(source: str | os.PathLike, live=None) -> CaptureReader:
     Raises CaptureFormatError, WorkloadSpecError or InterfaceError (all exit 2) for bad sources,
     UsageError for a records: source (records, not frames: nothing here digests them)."""
     if is_records(source):
-        raise UsageError(f"{source}: holds records computed elsewhere, not frames; only `capture` takes it")
+        raise UsageError(
+            f"{source}: holds records computed elsewhere, not frames; only `capture` takes it"
+        )
     if is_bypass(source):
         return open_sources(source, live, 1)[0]
     if is_live(source):
         return LiveReader(source, live)
     if is_workload(source):
-        return open_workload(source[len(WORKLOAD_PREFIX):])
+        return open_workload(source[len(WORKLOAD_PREFIX) :])
     if is_url(source):  # file://PATH is the local PATH
         where = location(source)
         return open_remote_capture(where) if isinstance(where, UrlPath) else open_capture(where)

@@ -63,18 +63,24 @@ class BypassOptions:
     xdp_attach: str = "auto"
 
     @classmethod
-    def coerce(cls, options) -> "BypassOptions":
+    def coerce(cls, options) -> BypassOptions:
         """Options for a bypass source from whatever capture_file holds (None, LiveOptions)."""
         if isinstance(options, cls):
             return options
         if options is None:
             return cls()
-        return cls(ring_mb=getattr(options, "ring_mb", 64.0), poll_ms=getattr(options, "poll_ms", 100),
-                   pin_cpu=getattr(options, "pin_cpu", None), promisc=getattr(options, "promisc", True))
+        return cls(
+            ring_mb=getattr(options, "ring_mb", 64.0),
+            poll_ms=getattr(options, "poll_ms", 100),
+            pin_cpu=getattr(options, "pin_cpu", None),
+            promisc=getattr(options, "promisc", True),
+        )
 
     def check(self) -> None:
         if not (self.ring_mb * 1024 >= 256):
-            raise UsageError(Setting("ring_mb"), " must be at least 0.25 (an AF_XDP UMEM of 64 frames)")
+            raise UsageError(
+                Setting("ring_mb"), " must be at least 0.25 (an AF_XDP UMEM of 64 frames)"
+            )
         if self.poll_ms < 1:
             raise UsageError("poll interval must be at least 1 ms")
         if self.pin_cpu is not None and self.pin_cpu < 0:
@@ -92,6 +98,7 @@ def _addr(mod_ffi, ptr) -> int:
 
 
 # ---- counters ---------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class XdpQueueStats:
@@ -184,9 +191,14 @@ class BypassStats:
         return all(q.zero_copy for q in self.queues) if self.kind == "xdp" else True
 
     @classmethod
-    def combine(cls, stats: list["BypassStats"]) -> "BypassStats":
+    def combine(cls, stats: list[BypassStats]) -> BypassStats:
         """The counters of several workers' readers together (capture_file, --workers N)."""
-        return cls(stats[0].kind, tuple(q for s in stats for q in s.queues), stats[0].rx_queues, stats[0].source)
+        return cls(
+            stats[0].kind,
+            tuple(q for s in stats for q in s.queues),
+            stats[0].rx_queues,
+            stats[0].source,
+        )
 
     @property
     def notes(self) -> list[str]:
@@ -194,37 +206,53 @@ class BypassStats:
         if self.kind != "xdp" or self.rx_queues <= len(self.queues):
             return []
         qs = sorted(q.queue for q in self.queues)
-        return [f"{self.source}: sockets on {len(qs)} of the interface's {self.rx_queues} RX queues "
-                f"({','.join(map(str, qs))}): frames the NIC puts on the others go to the kernel stack, unseen and "
-                "uncounted; use --workers to cover every queue, or steer the traffic (ethtool -L/-X/-N)"]
+        return [
+            f"{self.source}: sockets on {len(qs)} of the interface's {self.rx_queues} RX queues "
+            f"({','.join(map(str, qs))}): frames the NIC puts on the others go to the kernel stack, unseen and "
+            "uncounted; use --workers to cover every queue, or steer the traffic (ethtool -L/-X/-N)"
+        ]
 
     def drop_advice(self, source: str, drops: int) -> str:
         """The capture report's warning when drops were declared."""
         if self.kind == "xdp":
             full = sum(q.rx_ring_full for q in self.queues)
             empty = sum(q.rx_fill_ring_empty_descs for q in self.queues)
-            return (f"{plural(drops, 'frame')} DROPPED by the AF_XDP socket{'s' if len(self.queues) > 1 else ''} on {source} "
-                    f"(declared as GAP records in the ledger; RX ring full {plural(full, 'time')}, fill ring empty "
-                    f"{plural(empty, 'time')}): raise --ring-mb (UMEM), add --workers/queues, or lower the load (docs/capture.md)")
+            return (
+                f"{plural(drops, 'frame')} DROPPED by the AF_XDP socket{'s' if len(self.queues) > 1 else ''} on {source} "
+                f"(declared as GAP records in the ledger; RX ring full {plural(full, 'time')}, fill ring empty "
+                f"{plural(empty, 'time')}): raise --ring-mb (UMEM), add --workers/queues, or lower the load (docs/capture.md)"
+            )
         q0 = self.queues[0]
-        return (f"{plural(drops, 'frame')} DROPPED on {source} (declared as GAP records in the ledger; imissed "
-                f"{sum(q.imissed for q in self.queues)}, rx_nombuf {sum(q.rx_nombuf for q in self.queues)}, ierrors "
-                f"{sum(q.ierrors for q in self.queues)}; driver {q0.driver}): raise --rx-desc, add --workers "
-                "(RX queues), or lower the load (docs/capture.md)")
+        return (
+            f"{plural(drops, 'frame')} DROPPED on {source} (declared as GAP records in the ledger; imissed "
+            f"{sum(q.imissed for q in self.queues)}, rx_nombuf {sum(q.rx_nombuf for q in self.queues)}, ierrors "
+            f"{sum(q.ierrors for q in self.queues)}; driver {q0.driver}): raise --rx-desc, add --workers "
+            "(RX queues), or lower the load (docs/capture.md)"
+        )
 
     def to_json(self) -> dict:
         detail: dict = {"queues": [dataclasses.asdict(q) for q in self.queues]}
         if self.kind == "xdp":
-            detail = {"mode": "zero-copy" if self.zero_copy else "copy",
-                      "attach": "native" if all(q.native for q in self.queues) else "skb", **detail}
+            detail = {
+                "mode": "zero-copy" if self.zero_copy else "copy",
+                "attach": "native" if all(q.native for q in self.queues) else "skb",
+                **detail,
+            }
         else:
             q0 = self.queues[0]
             detail = {"driver": q0.driver, "port": q0.port, "rss": q0.rss, **detail}
-        return {"kernel_packets": self.kernel_packets, "kernel_drops": self.kernel_drops, "frames": self.frames,
-                "gaps": self.gaps, "drops_declared": self.drops_declared, self.kind: detail}
+        return {
+            "kernel_packets": self.kernel_packets,
+            "kernel_drops": self.kernel_drops,
+            "frames": self.frames,
+            "gaps": self.gaps,
+            "drops_declared": self.drops_declared,
+            self.kind: detail,
+        }
 
 
 # ---- readers ----------------------------------------------------------------------------------
+
 
 class _BypassReader:
     """A source of an optional module wrapped in a _native lt_reader."""
@@ -239,8 +267,13 @@ class _BypassReader:
         self.label = label
         out = ffi.new("lt_reader **")
         layout = getattr(mod.lib, f"lt_{self.kind}_layout")()
-        st = lib.lt_reader_open_source(ffi.cast("void *", _addr(mod.ffi, ops)), ffi.cast("void *", _addr(mod.ffi, src)),
-                                       lib.LT_FMT_LIVE, layout, out)
+        st = lib.lt_reader_open_source(
+            ffi.cast("void *", _addr(mod.ffi, ops)),
+            ffi.cast("void *", _addr(mod.ffi, src)),
+            lib.LT_FMT_LIVE,
+            layout,
+            out,
+        )
         if st != lib.LT_OK:
             getattr(mod.lib, f"lt_{self.kind}_discard")(src)
             self._src = None
@@ -261,10 +294,22 @@ class _BypassReader:
     def info(self) -> ReaderInfo:
         i = ffi.new("lt_reader_info *")
         lib.lt_reader_get_info(self._r, i)
-        return ReaderInfo(path=self.path, format=self.label, version="", snaplen=i.snaplen, linktype=1, file_size=0,
-                          frames=i.frames, sections=0, interfaces=1, skipped_blocks=0, truncated=False,
-                          truncated_offset=0, truncated_bytes=0,
-                          message=c_string(i.message))
+        return ReaderInfo(
+            path=self.path,
+            format=self.label,
+            version="",
+            snaplen=i.snaplen,
+            linktype=1,
+            file_size=0,
+            frames=i.frames,
+            sections=0,
+            interfaces=1,
+            skipped_blocks=0,
+            truncated=False,
+            truncated_offset=0,
+            truncated_bytes=0,
+            message=c_string(i.message),
+        )
 
     def raise_error(self, status: int) -> None:
         i = ffi.new("lt_reader_info *")
@@ -300,8 +345,12 @@ class XdpReader(_BypassReader):
     def stats(self) -> BypassStats:
         s = self._mod.ffi.new("lt_xdp_stats *")
         self._mod.lib.lt_xdp_get_stats(self._src, s)
-        q = XdpQueueStats(**{f.name: (bool(getattr(s, f.name)) if f.type == "bool" else int(getattr(s, f.name)))
-                             for f in dataclasses.fields(XdpQueueStats)})
+        q = XdpQueueStats(
+            **{
+                f.name: (bool(getattr(s, f.name)) if f.type == "bool" else int(getattr(s, f.name)))
+                for f in dataclasses.fields(XdpQueueStats)
+            }
+        )
         return BypassStats("xdp", (q,), self.rx_queues, self.path)
 
 
@@ -316,17 +365,24 @@ class DpdkReader(_BypassReader):
         vals = {}
         for f in dataclasses.fields(DpdkQueueStats):
             v = getattr(s, f.name)
-            vals[f.name] = (self._mod.ffi.string(v).decode(errors="replace") if f.type == "str"
-                            else bool(v) if f.type == "bool" else int(v))
+            vals[f.name] = (
+                self._mod.ffi.string(v).decode(errors="replace")
+                if f.type == "str"
+                else bool(v)
+                if f.type == "bool"
+                else int(v)
+            )
         return BypassStats("dpdk", (DpdkQueueStats(**vals),))
 
 
 def parse_xdp(source: str) -> tuple[str, int]:
     """`xdp:IFACE[:QUEUE]` -> (IFACE, QUEUE)."""
-    rest = source[len(XDP_PREFIX):]
+    rest = source[len(XDP_PREFIX) :]
     name, sep, q = rest.partition(":")
     if not name or len(name) > 15 or "/" in name or any(c.isspace() for c in name):
-        raise UsageError(f"source {source!r}: expected xdp:IFACE[:QUEUE] with an interface name of 1-15 characters")
+        raise UsageError(
+            f"source {source!r}: expected xdp:IFACE[:QUEUE] with an interface name of 1-15 characters"
+        )
     if sep and not (q.isdigit() and int(q) < 1 << 16):
         raise UsageError(f"source {source!r}: QUEUE must be a number (the first RX queue to bind)")
     return name, int(q) if sep else 0
@@ -343,10 +399,16 @@ def open_xdp(source: str, options=None, workers: int = 1) -> list[XdpReader]:
     nq = xl.lt_xdp_rx_queues(ifname.encode())
     if nq > 0 and first + workers > nq:
         if workers > 1:
-            raise UsageError(f"{source}: ", Setting("workers"), f" {workers} needs RX queues {first}.."
-                             f"{first + workers - 1}, but {ifname} has {nq} (0..{nq - 1})")
-        raise UsageError(f"{source}: queue {first} out of range ({ifname} has {nq} RX queue{'s' if nq > 1 else ''}: "
-                         f"0..{nq - 1})")
+            raise UsageError(
+                f"{source}: ",
+                Setting("workers"),
+                f" {workers} needs RX queues {first}.."
+                f"{first + workers - 1}, but {ifname} has {nq} (0..{nq - 1})",
+            )
+        raise UsageError(
+            f"{source}: queue {first} out of range ({ifname} has {nq} RX queue{'s' if nq > 1 else ''}: "
+            f"0..{nq - 1})"
+        )
     name = xf.new("char[]", ifname.encode())
     readers: list[XdpReader] = []
     try:
@@ -356,10 +418,16 @@ def open_xdp(source: str, options=None, workers: int = 1) -> list[XdpReader]:
             cfg.queue = first + i
             cfg.umem_kb = int(opts.ring_mb * 1024)
             cfg.frame_size = 0
-            cfg.mode = {"auto": xl.LT_XDP_MODE_AUTO, "zero-copy": xl.LT_XDP_MODE_ZEROCOPY,
-                        "copy": xl.LT_XDP_MODE_COPY}[opts.xdp_mode]
-            cfg.attach = {"auto": xl.LT_XDP_ATTACH_AUTO, "native": xl.LT_XDP_ATTACH_NATIVE,
-                          "skb": xl.LT_XDP_ATTACH_SKB}[opts.xdp_attach]
+            cfg.mode = {
+                "auto": xl.LT_XDP_MODE_AUTO,
+                "zero-copy": xl.LT_XDP_MODE_ZEROCOPY,
+                "copy": xl.LT_XDP_MODE_COPY,
+            }[opts.xdp_mode]
+            cfg.attach = {
+                "auto": xl.LT_XDP_ATTACH_AUTO,
+                "native": xl.LT_XDP_ATTACH_NATIVE,
+                "skb": xl.LT_XDP_ATTACH_SKB,
+            }[opts.xdp_attach]
             cfg.poll_ms = opts.poll_ms
             cfg.pin_cpu = -1 if opts.pin_cpu is None else opts.pin_cpu
             src, ops, err = xf.new("void **"), xf.new("void **"), xf.new("char[512]")
@@ -369,8 +437,10 @@ def open_xdp(source: str, options=None, workers: int = 1) -> list[XdpReader]:
             r = XdpReader(source, mod, src[0], ops[0], "")
             r.rx_queues = max(nq, 0)
             s = r.stats().queues[0]
-            r.label = (f"live (AF_XDP queue {s.queue}, {'zero-copy' if s.zero_copy else 'copy'} mode, "
-                       f"{'native' if s.native else 'skb'} XDP)")
+            r.label = (
+                f"live (AF_XDP queue {s.queue}, {'zero-copy' if s.zero_copy else 'copy'} mode, "
+                f"{'native' if s.native else 'skb'} XDP)"
+            )
             readers.append(r)
     except BaseException:
         for r in readers:
@@ -391,7 +461,9 @@ def eal_argv(eal: str, pin_cpu: int | None) -> list[str]:
     names = {a.split("=", 1)[0] for a in args}
     if not names & {"--in-memory", "--no-shconf", "--file-prefix", "--proc-type"}:
         args.append("--no-shconf" if "--no-huge" in names else "--in-memory")
-    if not (names & {"--lcores"} or any(a[:2] in ("-l", "-c") and not a.startswith("--") for a in args)):
+    if not (
+        names & {"--lcores"} or any(a[:2] in ("-l", "-c") and not a.startswith("--") for a in args)
+    ):
         cpu = pin_cpu if pin_cpu is not None else min(os.sched_getaffinity(0))
         args += ["-l", str(cpu)]
     return ["ledgertool", *args]
@@ -403,15 +475,19 @@ def open_dpdk(source: str, options=None, workers: int = 1) -> list[DpdkReader]:
     queues, bad --eal) or InterfaceError (EAL or device failure, not built)."""
     opts = BypassOptions.coerce(options)
     opts.check()
-    port = source[len(DPDK_PREFIX):]
+    port = source[len(DPDK_PREFIX) :]
     if not port or any(c.isspace() for c in port):
-        raise UsageError(f"source {source!r}: expected dpdk:PORT (a port number or an ethdev name such as net_pcap0)")
+        raise UsageError(
+            f"source {source!r}: expected dpdk:PORT (a port number or an ethdev name such as net_pcap0)"
+        )
     argv = eal_argv(opts.eal, opts.pin_cpu)
     mod = optional_module(DPDK, source)
     df, dl = mod.ffi, mod.lib
     keep = [df.new("char[]", a.encode()) for a in argv]
     err = df.new("char[512]")
-    st = dl.lt_dpdk_eal_init(len(keep), df.new("char *[]", keep), int("--log-level" in " ".join(argv)), err, 512)
+    st = dl.lt_dpdk_eal_init(
+        len(keep), df.new("char *[]", keep), int("--log-level" in " ".join(argv)), err, 512
+    )
     if st != lib.LT_OK:
         _raise_open_error(source, mod, st, err)
     cfg = df.new("lt_dpdk_port_config *")
@@ -429,8 +505,16 @@ def open_dpdk(source: str, options=None, workers: int = 1) -> list[DpdkReader]:
     try:
         for q in range(workers):
             src, ops = df.new("void **"), df.new("void **")
-            st = dl.lt_dpdk_open(handle[0], q, opts.poll_ms, -1 if opts.pin_cpu is None else opts.pin_cpu, src, ops,
-                                 err, 512)
+            st = dl.lt_dpdk_open(
+                handle[0],
+                q,
+                opts.poll_ms,
+                -1 if opts.pin_cpu is None else opts.pin_cpu,
+                src,
+                ops,
+                err,
+                512,
+            )
             if st != lib.LT_OK:
                 _raise_open_error(source, mod, st, err)
             r = DpdkReader(source, mod, src[0], ops[0], "")

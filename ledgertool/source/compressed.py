@@ -22,15 +22,18 @@ import lzma
 import os
 import threading
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Protocol
 
 import zstandard
 
 from ..errors import CaptureFormatError
 
 CHUNK = 1 << 16  # compressed bytes per codec call
-PIPE_BYTES = 1 << 20  # asked of the kernel for the pipe (F_SETPIPE_SZ); the default 64 KiB is slower
+PIPE_BYTES = (
+    1 << 20
+)  # asked of the kernel for the pipe (F_SETPIPE_SZ); the default 64 KiB is slower
 MAGIC_BYTES = 6  # the longest magic number below
 
 
@@ -83,11 +86,15 @@ def refused_format(head: bytes) -> str | None:
     """What a capture ledgertool does not read is, by its first bytes, with what to do; None when
     it is none of those (the caller names the unknown magic)."""
     if len(head) >= 4 and head[:3] == b"BZh" and head[3:4] in b"123456789":
-        return ("bzip2-compressed: decompress first "
-                "(bunzip2 -k FILE, or bzcat FILE | ledgertool capture - ...)")
+        return (
+            "bzip2-compressed: decompress first "
+            "(bunzip2 -k FILE, or bzcat FILE | ledgertool capture - ...)"
+        )
     if head.startswith(b"\x04\x22\x4d\x18"):
-        return ("lz4-compressed: decompress first "
-                "(lz4 -d FILE, or lz4cat FILE | ledgertool capture - ...)")
+        return (
+            "lz4-compressed: decompress first "
+            "(lz4 -d FILE, or lz4cat FILE | ledgertool capture - ...)"
+        )
     if head.startswith(b"snoop\0\0\0"):
         return f"a snoop capture (RFC 1761), not pcap or pcapng: {_CONVERT}"
     text = all(32 <= b < 127 or b in b"\t\n\r" for b in head[:16])
@@ -114,7 +121,7 @@ def read_head(fd: int, n: int = MAGIC_BYTES) -> bytes:
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 class Decompressor(threading.Thread):
@@ -141,17 +148,24 @@ class Decompressor(threading.Thread):
         except BrokenPipeError:
             pass  # the reader stopped reading (a corrupt capture, or it was closed)
         except _CODEC_ERRORS as e:
-            self.error = self._failed(f"{self.codec.name} data corrupt at or before compressed byte "
-                                      f"{self.compressed}", str(e) or type(e).__name__)
+            self.error = self._failed(
+                f"{self.codec.name} data corrupt at or before compressed byte {self.compressed}",
+                str(e) or type(e).__name__,
+            )
         except OSError as e:
-            self.error = self._failed(f"read error at compressed byte {self.compressed}", e.strerror or str(e))
+            self.error = self._failed(
+                f"read error at compressed byte {self.compressed}", e.strerror or str(e)
+            )
         finally:
             os.close(self._write_fd)
             os.close(self._src)
 
     def _failed(self, what: str, why: str) -> CaptureFormatError:
-        return CaptureFormatError(f"{self.source}: {what} ({self.decompressed} bytes decompressed): {why}",
-                                  self.source, self.compressed)
+        return CaptureFormatError(
+            f"{self.source}: {what} ({self.decompressed} bytes decompressed): {why}",
+            self.source,
+            self.compressed,
+        )
 
     def _pump(self) -> None:
         dec, fed = self.codec.decoder(), False  # fed: the current member has had input
@@ -174,5 +188,7 @@ class Decompressor(threading.Thread):
                 else:  # a member ended: what follows is the next member (concatenated files)
                     data, dec, fed = dec.unused_data, self.codec.decoder(), False
         if fed:
-            self.error = self._failed(f"{self.codec.name} data cut short at compressed byte {self.compressed}",
-                                      "the compressed file ends before its end-of-stream marker")
+            self.error = self._failed(
+                f"{self.codec.name} data cut short at compressed byte {self.compressed}",
+                "the compressed file ends before its end-of-stream marker",
+            )

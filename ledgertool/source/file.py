@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from .._binding import c_string, capture_error, ffi, lib
 from ..errors import CaptureFormatError
@@ -30,7 +30,6 @@ FORMAT_NAMES = {
     lib.LT_FMT_WORKLOAD: "workload",
     lib.LT_FMT_LIVE: "live",
 }
-
 
 
 @dataclass(frozen=True)
@@ -71,18 +70,22 @@ class ReaderInfo:
     def truncation_note(self) -> str | None:
         if not self.truncated:
             return None
-        return (f"{self.path}: truncated last record at byte {self.truncated_offset} "
-                f"({plural(self.truncated_bytes, 'byte')} present, not recorded); {plural(self.frames, 'whole frame')} read")
+        return (
+            f"{self.path}: truncated last record at byte {self.truncated_offset} "
+            f"({plural(self.truncated_bytes, 'byte')} present, not recorded); {plural(self.frames, 'whole frame')} read"
+        )
 
 
-def open_capture(path: str | os.PathLike) -> "CaptureReader":
+def open_capture(path: str | os.PathLike) -> CaptureReader:
     """The capture at `path`: `-` is standard input; a file whose first bytes are a gzip, xz or
     zstd magic number is decompressed as it is read; any other file is mapped (CaptureReader).
     Raises CaptureFormatError as CaptureReader does, also for a terminal on standard input."""
     path = os.fspath(path)
     if path == STDIN:
         if os.isatty(0):
-            raise CaptureFormatError(f"{STDIN_NAME} is a terminal: `-` reads a capture piped in", STDIN)
+            raise CaptureFormatError(
+                f"{STDIN_NAME} is a terminal: `-` reads a capture piped in", STDIN
+            )
         fd = os.dup(0)
         return stream_reader(fd, read_head(fd, FORMAT_HEAD_BYTES), STDIN, STDIN_NAME)
     try:
@@ -90,7 +93,9 @@ def open_capture(path: str | os.PathLike) -> "CaptureReader":
     except OSError:
         return CaptureReader(path)  # its native open names the reason
     try:
-        head = read_head(fd) if stat.S_ISREG(os.fstat(fd).st_mode) else b""  # FIFOs etc.: the native refusal
+        head = (
+            read_head(fd) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+        )  # FIFOs etc.: the native refusal
     except OSError:
         head = b""
     if codec_of(head) is None:
@@ -109,7 +114,7 @@ def _refused_file(path: str) -> str | None:
         return None
 
 
-def stream_reader(fd: int, head: bytes, path: str, name: str) -> "CaptureReader":
+def stream_reader(fd: int, head: bytes, path: str, name: str) -> CaptureReader:
     """A stream reader over fd (owned), whose first bytes `head` were read already: through a
     Decompressor when they are a codec's magic number."""
     codec = codec_of(head)
@@ -149,7 +154,9 @@ class CaptureReader:
     """
 
     _pump: Decompressor | None = None
-    _fetch = None  # a remote capture's Fetcher (ledgertool.source.remote): it feeds _pump or the reader
+    _fetch = (
+        None  # a remote capture's Fetcher (ledgertool.source.remote): it feeds _pump or the reader
+    )
     _name: str | None = None  # the stream's name in messages, where it differs from path
     # a pipe or standard input: lt_reader_next returns no frame, not the end, while it is quiet
     stream = False
@@ -169,7 +176,7 @@ class CaptureReader:
         self._r = out[0]
 
     @classmethod
-    def from_handle(cls, handle, path: str) -> "CaptureReader":
+    def from_handle(cls, handle, path: str) -> CaptureReader:
         """Wrap an already open native reader (e.g. the workload generator, ledgertool.source.workload);
         `path` names the source in messages. The reader takes ownership of the handle."""
         self = cls.__new__(cls)
@@ -188,7 +195,9 @@ class CaptureReader:
     def end_error(self) -> CaptureFormatError | None:
         """Why a stream ended early where the native reader saw its end: its compressed data was
         corrupt or cut short (None for a file, or a stream that ended cleanly)."""
-        if self._fetch is not None and self._fetch.error is not None:  # set before it closed the pipe
+        if (
+            self._fetch is not None and self._fetch.error is not None
+        ):  # set before it closed the pipe
             return self._fetch.error  # first: what the codec or the reader saw followed from it
         if self._pump is None:
             return None
@@ -196,7 +205,7 @@ class CaptureReader:
             self._pump.join()  # the reader saw the pipe's end, so the thread is closing it
         return self._pump.error
 
-    def __enter__(self) -> "CaptureReader":
+    def __enter__(self) -> CaptureReader:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -217,7 +226,9 @@ class CaptureReader:
             format=FORMAT_NAMES.get(i.format, "unknown"),
             version=f"{i.version_major}.{i.version_minor}",
             snaplen=i.snaplen,
-            linktype=1 if i.format == lib.LT_FMT_WORKLOAD else i.linktype,  # generated frames are Ethernet
+            linktype=1
+            if i.format == lib.LT_FMT_WORKLOAD
+            else i.linktype,  # generated frames are Ethernet
             file_size=i.file_size,
             frames=i.frames,
             sections=i.sections,
@@ -237,8 +248,12 @@ class CaptureReader:
             raise self.end_error()
         i = ffi.new("lt_reader_info *")
         lib.lt_reader_get_info(self._r, i)
-        raise capture_error(status, c_string(i.message) or f"read error (status {status})", self._name or self.path,
-                            int(i.error_offset))
+        raise capture_error(
+            status,
+            c_string(i.message) or f"read error (status {status})",
+            self._name or self.path,
+            int(i.error_offset),
+        )
 
     def frames_at(self, wanted: set[int], batch: int = 4096) -> dict[int, Frame]:
         """The frames with these indexes, read to the last of them: only the batches holding one
@@ -252,8 +267,7 @@ class CaptureReader:
             st = lib.lt_reader_next(self._r, buf, batch, n)
             got = n[0]
             if got and left[0] < index + got:
-                out.update((f.index, f) for f in self._copied(buf, got, index)
-                           if f.index in wanted)
+                out.update((f.index, f) for f in self._copied(buf, got, index) if f.index in wanted)
                 left = [i for i in left if i >= index + got]
             index += got
             if st == lib.LT_EOF:
@@ -273,8 +287,19 @@ class CaptureReader:
         raw, pos, out = ffi.buffer(data), 0, []
         for k in range(got):
             f = buf[k]
-            out.append(Frame(index + k, f.offset, f.ts_ns, f.caplen, f.wire_len, f.linktype,
-                             f.interface_id, f.rflags, raw[pos:pos + f.caplen]))
+            out.append(
+                Frame(
+                    index + k,
+                    f.offset,
+                    f.ts_ns,
+                    f.caplen,
+                    f.wire_len,
+                    f.linktype,
+                    f.interface_id,
+                    f.rflags,
+                    raw[pos : pos + f.caplen],
+                )
+            )
             pos += f.caplen
         return out
 

@@ -31,9 +31,11 @@ IFACE_PREFIX = "iface:"  # SOURCE of a live interface (ledgertool.source)
 
 
 def iface_name(source: str) -> str:
-    name = source[len(IFACE_PREFIX):]
+    name = source[len(IFACE_PREFIX) :]
     if not name or len(name) > 15 or "/" in name or any(c.isspace() for c in name):
-        raise UsageError(f"source {source!r}: expected iface:NAME with an interface name of 1-15 characters")
+        raise UsageError(
+            f"source {source!r}: expected iface:NAME with an interface name of 1-15 characters"
+        )
     return name
 
 
@@ -41,12 +43,12 @@ def iface_name(source: str) -> str:
 class LiveOptions:
     """Ring and socket settings of a live capture (docs/capture.md, "Tuning")."""
 
-    ring_mb: float = 64.0      # receive ring size, MiB
-    block_kb: int = 0          # ring block size, KiB (0: ring/8 clamped to 64 KiB..1 MiB)
-    block_ms: int = 10         # block retire timeout, ms: the longest a frame waits in an open block
-    poll_ms: int = 100         # longest wait for a block before the engine returns to Python
-    fanout: bool = False       # join a PACKET_FANOUT hash group (several workers; one ring needs none)
-    fanout_group: int = 0      # the group id to join (0: a new group with a random id)
+    ring_mb: float = 64.0  # receive ring size, MiB
+    block_kb: int = 0  # ring block size, KiB (0: ring/8 clamped to 64 KiB..1 MiB)
+    block_ms: int = 10  # block retire timeout, ms: the longest a frame waits in an open block
+    poll_ms: int = 100  # longest wait for a block before the engine returns to Python
+    fanout: bool = False  # join a PACKET_FANOUT hash group (several workers; one ring needs none)
+    fanout_group: int = 0  # the group id to join (0: a new group with a random id)
     promisc: bool = True
     pin_cpu: int | None = None
 
@@ -58,7 +60,9 @@ class LiveOptions:
         if self.pin_cpu is not None and self.pin_cpu < 0:
             raise UsageError(Setting("pin_cpu"), " must be a CPU number >= 0")
         if not 0 <= self.fanout_group <= 0xFFFF:
-            raise UsageError(Setting("fanout_group"), " must be a 16-bit group id (1..65535; 0: random)")
+            raise UsageError(
+                Setting("fanout_group"), " must be a 16-bit group id (1..65535; 0: random)"
+            )
 
 
 @dataclass(frozen=True)
@@ -105,7 +109,9 @@ class LiveReader:
         out = ffi.new("lt_reader **")
         st = lib.lt_reader_open_live(cfg, out, err, 512)
         if st != lib.LT_OK:
-            raise interface_error(st, c_string(err) or f"{source}: cannot open (status {st})", self.iface)
+            raise interface_error(
+                st, c_string(err) or f"{source}: cannot open (status {st})", self.iface
+            )
         self._r = out[0]
         self.stopping = False
 
@@ -141,10 +147,22 @@ class LiveReader:
     def info(self) -> ReaderInfo:
         i = ffi.new("lt_reader_info *")
         lib.lt_reader_get_info(self._r, i)
-        return ReaderInfo(path=self.path, format="live (AF_PACKET TPACKET_V3)", version="", snaplen=i.snaplen,
-                          linktype=i.linktype, file_size=0, frames=i.frames, sections=0, interfaces=1,
-                          skipped_blocks=0, truncated=False, truncated_offset=0, truncated_bytes=0,
-                          message=c_string(i.message))
+        return ReaderInfo(
+            path=self.path,
+            format="live (AF_PACKET TPACKET_V3)",
+            version="",
+            snaplen=i.snaplen,
+            linktype=i.linktype,
+            file_size=0,
+            frames=i.frames,
+            sections=0,
+            interfaces=1,
+            skipped_blocks=0,
+            truncated=False,
+            truncated_offset=0,
+            truncated_bytes=0,
+            message=c_string(i.message),
+        )
 
     def raise_error(self, status: int) -> None:
         i = ffi.new("lt_reader_info *")
@@ -156,7 +174,7 @@ class LiveReader:
             lib.lt_reader_close(self._r)
             self._r = None
 
-    def __enter__(self) -> "LiveReader":
+    def __enter__(self) -> LiveReader:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -168,8 +186,12 @@ class LiveReader:
 
 # ---- replay ---------------------------------------------------------------------------------
 
-REPLAY_MODES = {"timing": lib.LT_REPLAY_TIMING, "pps": lib.LT_REPLAY_PPS, "mbps": lib.LT_REPLAY_MBPS,
-                "topspeed": lib.LT_REPLAY_TOPSPEED}
+REPLAY_MODES = {
+    "timing": lib.LT_REPLAY_TIMING,
+    "pps": lib.LT_REPLAY_PPS,
+    "mbps": lib.LT_REPLAY_MBPS,
+    "topspeed": lib.LT_REPLAY_TOPSPEED,
+}
 
 
 @dataclass
@@ -202,13 +224,27 @@ class ReplayResult:
 
     def to_json(self) -> dict:
         d = asdict(self)
-        d = {"ok": True, **d, "elapsed_s": round(self.elapsed_s, 6),
-             "frames_per_s": round(self.frames_per_s, 1), "mbit_per_s": round(self.mbit_per_s, 3)}
+        d = {
+            "ok": True,
+            **d,
+            "elapsed_s": round(self.elapsed_s, 6),
+            "frames_per_s": round(self.frames_per_s, 1),
+            "mbit_per_s": round(self.mbit_per_s, 3),
+        }
         return d
 
 
-def replay(path, iface: str, *, mode: str = "timing", rate: float | None = None, loops: int = 1,
-           batch: int = 0, progress=None, interval: float = 0.2) -> ReplayResult:
+def replay(
+    path,
+    iface: str,
+    *,
+    mode: str = "timing",
+    rate: float | None = None,
+    loops: int = 1,
+    batch: int = 0,
+    progress=None,
+    interval: float = 0.2,
+) -> ReplayResult:
     """Send every Ethernet frame of a capture on `iface`, `loops` times (native/src/replay.c).
 
     The send loop runs on a worker thread with the GIL released; this thread polls counters for
@@ -243,9 +279,23 @@ def replay(path, iface: str, *, mode: str = "timing", rate: float | None = None,
     def snapshot(interrupted=False) -> ReplayResult:
         s = ffi.new("lt_replay_stats *")
         lib.lt_replay_get_stats(p, s)
-        return ReplayResult(str(path), iface, mode, rate, loops, s.frames_in_file, s.frames_sent, s.bytes_sent,
-                            s.skipped_too_large, s.skipped_too_short, s.skipped_linktype, s.send_errors,
-                            s.retries, s.elapsed_ns / 1e9, bool(s.stopped) or interrupted)
+        return ReplayResult(
+            str(path),
+            iface,
+            mode,
+            rate,
+            loops,
+            s.frames_in_file,
+            s.frames_sent,
+            s.bytes_sent,
+            s.skipped_too_large,
+            s.skipped_too_short,
+            s.skipped_linktype,
+            s.send_errors,
+            s.retries,
+            s.elapsed_ns / 1e9,
+            bool(s.stopped) or interrupted,
+        )
 
     t = threading.Thread(target=worker, name="ledgertool-replay", daemon=True)
     interrupted = False

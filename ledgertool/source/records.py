@@ -16,7 +16,6 @@ import os
 import select
 import stat
 from dataclasses import dataclass
-
 from typing import TYPE_CHECKING
 
 from .. import fsio
@@ -40,7 +39,7 @@ def is_records(source) -> bool:
 
 def seal_source_name(source: str) -> str:
     """The seals' `source` field for a records source: the file name without its directory."""
-    name = source[len(RECORDS_PREFIX):]
+    name = source[len(RECORDS_PREFIX) :]
     return source if name == STDIN_NAME else RECORDS_PREFIX + os.path.basename(name)
 
 
@@ -77,9 +76,11 @@ class RecordsReader:
     fails. A regular file is checked to be whole records before anything is handed out."""
 
     def __init__(self, source: str, algorithm: Algorithm, link: str):
-        name = source[len(RECORDS_PREFIX):]
+        name = source[len(RECORDS_PREFIX) :]
         if not name:
-            raise LedgerFormatError(f"{source}: no file named (records:FILE, or records:- for standard input)")
+            raise LedgerFormatError(
+                f"{source}: no file named (records:FILE, or records:- for standard input)"
+            )
         self.path = "standard input" if name == STDIN_NAME else name
         self.algorithm = algorithm
         self.link = link
@@ -88,17 +89,23 @@ class RecordsReader:
         self.ended = False
         self._file = self._open(name)
         # room for whole blocks plus the cut record a short read can leave behind
-        self._buf = bytearray(max(CHUNK_BYTES // self.record_size, 1) * self.record_size + self.record_size)
+        self._buf = bytearray(
+            max(CHUNK_BYTES // self.record_size, 1) * self.record_size + self.record_size
+        )
         self._start = 0  # the bytes not handed out yet are _buf[_start:_have]
         self._have = 0
         self._eof = False
         self._read = 0  # records handed out so far
-        self._error: LedgerError | None = None  # a bad record, raised once the ones before it are out
+        self._error: LedgerError | None = (
+            None  # a bad record, raised once the ones before it are out
+        )
 
     def _open(self, name: str):
         if name == STDIN_NAME:
             if os.isatty(0):
-                raise LedgerFormatError("standard input is a terminal: records:- reads records from a pipe")
+                raise LedgerFormatError(
+                    "standard input is a terminal: records:- reads records from a pipe"
+                )
             f = open(0, "rb", buffering=0, closefd=False)
         else:
             try:
@@ -118,10 +125,14 @@ class RecordsReader:
 
     def _size_error(self, size: int) -> LedgerFormatError:
         rs, whole = self.record_size, size // self.record_size
-        fits = [f"{'/'.join(names)} ({s} B)" for s, names in _other_sizes(rs).items() if size % s == 0]
+        fits = [
+            f"{'/'.join(names)} ({s} B)" for s, names in _other_sizes(rs).items() if size % s == 0
+        ]
         hint = f"; whole records of {fits[0]}?" if fits else ""
-        return LedgerFormatError(f"{self.path}: {size} bytes is not a whole number of {rs}-byte "
-                                 f"{self.algorithm.name} records: record {whole} is cut at byte {whole * rs}{hint}")
+        return LedgerFormatError(
+            f"{self.path}: {size} bytes is not a whole number of {rs}-byte "
+            f"{self.algorithm.name} records: record {whole} is cut at byte {whole * rs}{hint}"
+        )
 
     def info(self) -> RecordsInfo:
         return RecordsInfo(self.path, self._read)
@@ -138,14 +149,14 @@ class RecordsReader:
         record comes with a later read."""
         rest = self._have - self._start
         if self._start:
-            self._buf[:rest] = self._buf[self._start:self._have]
+            self._buf[:rest] = self._buf[self._start : self._have]
             self._start, self._have = 0, rest
         view = memoryview(self._buf)
         while not self._eof and self._have < self.record_size:
             try:
                 if not select.select([self._file], [], [], POLL_S)[0]:
                     return  # nothing yet: the caller gets no records and may stop
-                got = self._file.readinto(view[self._have:])
+                got = self._file.readinto(view[self._have :])
             except OSError as e:
                 raise fsio.storage_error(e, self.path, "read records") from None
             if got is None:  # a non-blocking pipe that select called ready too early
@@ -171,8 +182,11 @@ class RecordsReader:
             if not self._eof:  # a quiet pipe: nothing whole within POLL_S, not the end
                 return memoryview(b""), 0, 0
             if self._have > self._start:  # the end came inside a record
-                raise self._record_error(self._read, f"is cut at byte {self._read * rs + self._have - self._start}: "
-                                         f"{self._have - self._start} of {rs} bytes (a torn last record)")
+                raise self._record_error(
+                    self._read,
+                    f"is cut at byte {self._read * rs + self._have - self._start}: "
+                    f"{self._have - self._start} of {rs} bytes (a torn last record)",
+                )
             self.ended = True
             return memoryview(b""), 0, 0
         arr = np.frombuffer(self._buf, dtype=self.dtype, count=n, offset=self._start)
@@ -181,8 +195,10 @@ class RecordsReader:
             raise self._error
         arr = arr[:n]
         frames = (arr["flags"] & FLAG_GAP) == 0
-        nbytes = int(arr["cap_len"][frames].sum(dtype=np.uint64))  # what the engine counts: captured bytes
-        out = memoryview(self._buf)[self._start:self._start + n * rs]
+        nbytes = int(
+            arr["cap_len"][frames].sum(dtype=np.uint64)
+        )  # what the engine counts: captured bytes
+        out = memoryview(self._buf)[self._start : self._start + n * rs]
         self._start += n * rs
         self._read += n
         return out, n, nbytes
@@ -199,14 +215,18 @@ class RecordsReader:
         seq, flags = int(arr["seq"][k]), int(arr["flags"][k])
         if seq != first_seq + k:
             other = self._other_size(first_seq + k) if k == 1 and self._read == 0 else None
-            if other is not None:  # the wrong layout altogether: refused before any record is sealed
+            if (
+                other is not None
+            ):  # the wrong layout altogether: refused before any record is sealed
                 self._error = other
                 return 0
             self._error = self._seq_error(self._read + k, seq, first_seq + k)
         else:
             self._error = self._record_error(
-                self._read + k, f"has flags 0x{flags:04x}: bits 0x{flags & ~FLAGS_DEFINED & 0xFFFF:04x} are not "
-                "record flags (docs/ledger-format.md \"Record flags\"; bits 7-14 are reserved)")
+                self._read + k,
+                f"has flags 0x{flags:04x}: bits 0x{flags & ~FLAGS_DEFINED & 0xFFFF:04x} are not "
+                'record flags (docs/ledger-format.md "Record flags"; bits 7-14 are reserved)',
+            )
         return k
 
     def _seq_error(self, index: int, seq: int, want: int) -> LedgerFormatError:
@@ -215,9 +235,11 @@ class RecordsReader:
         elif seq < want:
             why = f"seq {seq} after seq {want - 1}: the sequence restarts or repeats (each record is the one before + 1)"
         else:
-            why = (f"seq {seq} after seq {want - 1}: {plural(seq - want, 'seq number')} {'is' if seq - want == 1 else 'are'} "
-                   "missing (frames a device "
-                   "dropped are declared by one GAP record, which takes one seq)")
+            why = (
+                f"seq {seq} after seq {want - 1}: {plural(seq - want, 'seq number')} {'is' if seq - want == 1 else 'are'} "
+                "missing (frames a device "
+                "dropped are declared by one GAP record, which takes one seq)"
+            )
         return self._record_error(index, why)
 
     def _other_size(self, want: int) -> LedgerFormatError | None:
@@ -227,13 +249,19 @@ class RecordsReader:
 
         base = self._start
         for size, names in _other_sizes(self.record_size).items():
-            if base + size + 8 <= self._have and int(
-                    np.frombuffer(self._buf, dtype="<u8", count=1, offset=base + size)[0]) == want:
+            if (
+                base + size + 8 <= self._have
+                and int(np.frombuffer(self._buf, dtype="<u8", count=1, offset=base + size)[0])
+                == want
+            ):
                 return LedgerFormatError(
                     f"{self.path}: record 1 (byte {self.record_size}) does not continue record 0, but byte {size} "
                     f"does: these are {size}-byte records ({'/'.join(names)}), not the ledger's {self.record_size}-"
-                    f"byte {self.algorithm.name} records")
+                    f"byte {self.algorithm.name} records"
+                )
         return None
 
     def _record_error(self, index: int, why: str) -> LedgerFormatError:
-        return LedgerFormatError(f"{self.path}: record {index} (byte {index * self.record_size}) {why}")
+        return LedgerFormatError(
+            f"{self.path}: record {index} (byte {index * self.record_size}) {why}"
+        )

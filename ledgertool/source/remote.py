@@ -39,14 +39,17 @@ class Fetcher(threading.Thread):
             while data := self._f.read(CHUNK):
                 view = memoryview(data)
                 while view:
-                    view = view[os.write(self._write_fd, view):]
+                    view = view[os.write(self._write_fd, view) :]
                 self.fetched += len(data)
         except BrokenPipeError:
             pass  # the reader stopped reading (a corrupt capture, or it was closed)
         except Exception as e:  # the remote filesystem's own errors (network, permission, ...)
             why = (str(e).splitlines() or [""])[0] or type(e).__name__
-            self.error = CaptureFormatError(f"{self.source}: read error at byte {self.fetched}: {why}",
-                                            self.source, self.fetched)
+            self.error = CaptureFormatError(
+                f"{self.source}: read error at byte {self.fetched}: {why}",
+                self.source,
+                self.fetched,
+            )
         finally:
             os.close(self._write_fd)
             try:

@@ -26,7 +26,6 @@ from .. import fsio
 from .._binding import c_string, ffi, lib, pcap_write_error, workload_error
 from ..algorithms import get_algorithm
 from ..digest.engine import DigestEngine
-from .file import CaptureReader
 from ..errors import (
     FileTypeError,
     LedgerFormatError,
@@ -36,6 +35,7 @@ from ..errors import (
     WorkloadSpecError,
 )
 from ..plan import SIMPLE_IMIX
+from .file import CaptureReader
 
 WORKLOAD_PREFIX = "workload:"
 MAX_SPEC_BYTES = 1 << 20  # a spec is a few flows of TOML
@@ -68,19 +68,42 @@ U16, U24, U32, U64 = (1 << 16) - 1, (1 << 24) - 1, (1 << 32) - 1, (1 << 64) - 1
 # ---- validation (mirrors schemas/workload.schema.json) ---------------------------------------
 
 _TOP = {
-    "version": ("int", 1, 1), "name": ("str",), "description": ("str",), "seed": ("int", 0, U64),
-    "start_ns": ("int", 0, (1 << 63) - 1), "interframe_ns": ("int", 0, 10**12),
-    "interframe_ps": ("int", 0, 10**15), "flows": ("flows",),
+    "version": ("int", 1, 1),
+    "name": ("str",),
+    "description": ("str",),
+    "seed": ("int", 0, U64),
+    "start_ns": ("int", 0, (1 << 63) - 1),
+    "interframe_ns": ("int", 0, 10**12),
+    "interframe_ps": ("int", 0, 10**15),
+    "flows": ("flows",),
 }
 _FLOW = {
-    "name": ("str",), "src_mac": ("mac",), "dst_mac": ("mac",), "vlan": ("int", 1, 4094),
-    "vlan_pcp": ("int", 0, 7), "outer_vlan": ("int", 1, 4094), "src_ip": ("str",), "dst_ip": ("str",),
-    "ttl": ("int", 1, 255), "dscp": ("int", 0, 63), "ip_id": ("int", 0, U16),
-    "protocol": ("enum", ("udp", "tcp", "rocev2")), "src_port": ("int", 0, U16), "dst_port": ("int", 0, U16),
-    "tcp_seq": ("int", 0, U32), "tcp_ack": ("int", 0, U32), "opcode": ("enum", tuple(OPCODES)),
-    "dest_qp": ("int", 0, U24), "psn": ("int", 0, U24), "pkey": ("int", 0, U16), "va": ("int", 0, U64),
-    "rkey": ("int", 0, U32), "dma_length": ("int", 0, U32), "frames": ("int", 1, 10**12),
-    "size": ("dist", 64, MAX_FRAME + FCS), "payload": ("dist", 0, 16000),
+    "name": ("str",),
+    "src_mac": ("mac",),
+    "dst_mac": ("mac",),
+    "vlan": ("int", 1, 4094),
+    "vlan_pcp": ("int", 0, 7),
+    "outer_vlan": ("int", 1, 4094),
+    "src_ip": ("str",),
+    "dst_ip": ("str",),
+    "ttl": ("int", 1, 255),
+    "dscp": ("int", 0, 63),
+    "ip_id": ("int", 0, U16),
+    "protocol": ("enum", ("udp", "tcp", "rocev2")),
+    "src_port": ("int", 0, U16),
+    "dst_port": ("int", 0, U16),
+    "tcp_seq": ("int", 0, U32),
+    "tcp_ack": ("int", 0, U32),
+    "opcode": ("enum", tuple(OPCODES)),
+    "dest_qp": ("int", 0, U24),
+    "psn": ("int", 0, U24),
+    "pkey": ("int", 0, U16),
+    "va": ("int", 0, U64),
+    "rkey": ("int", 0, U32),
+    "dma_length": ("int", 0, U32),
+    "frames": ("int", 1, 10**12),
+    "size": ("dist", 64, MAX_FRAME + FCS),
+    "payload": ("dist", 0, 16000),
 }
 _FLOW_REQUIRED = ("name", "src_mac", "dst_mac", "src_ip", "dst_ip", "protocol", "frames")
 
@@ -113,7 +136,9 @@ def _check_value(key: str, v, rule: tuple) -> None:
             raise _Bad(key, f"expected a non-empty string, got {_show(v)}")
     elif kind == "mac":
         parts = v.split(":") if isinstance(v, str) else []
-        if len(parts) != 6 or not all(len(p) == 2 and all(c in "0123456789abcdefABCDEF" for c in p) for p in parts):
+        if len(parts) != 6 or not all(
+            len(p) == 2 and all(c in "0123456789abcdefABCDEF" for c in p) for p in parts
+        ):
             raise _Bad(key, f"expected a MAC address like 02:00:5e:00:00:01, got {_show(v)}")
     elif kind == "enum":
         if v not in rule[1]:
@@ -135,7 +160,9 @@ def _check_value(key: str, v, rule: tuple) -> None:
             if isinstance(v, int) and not isinstance(v, bool):
                 _check_int(key, v, lo, hi)
             else:
-                raise _Bad(key, f"expected an integer{alt} or a list of [value, weight], got {_show(v)}")
+                raise _Bad(
+                    key, f"expected an integer{alt} or a list of [value, weight], got {_show(v)}"
+                )
 
 
 def _validate(doc: dict) -> None:
@@ -166,10 +193,13 @@ def _validate(doc: dict) -> None:
             if k not in f:
                 raise _Bad(f"{p}.{k}", "required key is missing")
         if ("size" in f) == ("payload" in f):
-            raise _Bad(f"{p}.size", "give exactly one of size (frame bytes) or payload (payload bytes)")
+            raise _Bad(
+                f"{p}.size", "give exactly one of size (frame bytes) or payload (payload bytes)"
+            )
 
 
 # ---- the parsed spec -----------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class SizeEntry:
@@ -265,15 +295,38 @@ def _build_flow(i: int, f: dict) -> Flow:
     nh = 6 if proto == "tcp" else 17
     ttl, tos = f.get("ttl", 64), f.get("dscp", 0) << 2
     if src.version == 4:
-        hdr += struct.pack("!BBHHHBBH4s4s", 0x45, tos, 0, f.get("ip_id", 0), 0x4000, ttl, nh, 0,
-                           src.packed, dst.packed)
+        hdr += struct.pack(
+            "!BBHHHBBH4s4s",
+            0x45,
+            tos,
+            0,
+            f.get("ip_id", 0),
+            0x4000,
+            ttl,
+            nh,
+            0,
+            src.packed,
+            dst.packed,
+        )
     else:
-        hdr += struct.pack("!IHBB16s16s", (6 << 28) | (tos << 20), 0, nh, ttl, src.packed, dst.packed)
+        hdr += struct.pack(
+            "!IHBB16s16s", (6 << 28) | (tos << 20), 0, nh, ttl, src.packed, dst.packed
+        )
     l4 = len(hdr)
     dmalen = 0
     if proto == "tcp":
-        hdr += struct.pack("!HHIIBBHHH", sport, dport, f.get("tcp_seq", 0), f.get("tcp_ack", 0), 5 << 4,
-                           0x18, 65535, 0, 0)
+        hdr += struct.pack(
+            "!HHIIBBHHH",
+            sport,
+            dport,
+            f.get("tcp_seq", 0),
+            f.get("tcp_ack", 0),
+            5 << 4,
+            0x18,
+            65535,
+            0,
+            0,
+        )
     else:
         hdr += struct.pack("!HHHH", sport, dport, 0, 0)
     opcode = f.get("opcode")
@@ -297,15 +350,23 @@ def _build_flow(i: int, f: dict) -> Flow:
     sizes: list[SizeEntry] = []
     if "size" in f:
         raw = f["size"]
-        pairs = list(SIMPLE_IMIX) if raw == "imix" else ([(raw, 1)] if isinstance(raw, int) else raw)
+        pairs = (
+            list(SIMPLE_IMIX) if raw == "imix" else ([(raw, 1)] if isinstance(raw, int) else raw)
+        )
         for j, (s, w) in enumerate(pairs):
             key = f"{p}.size" if isinstance(raw, (int, str)) else f"{p}.size[{j}][0]"
             plen = s - FCS - H - trailer
             if plen < 0:
-                raise _Bad(key, f"a {s}-byte frame cannot hold this flow's {H + trailer + FCS} bytes of headers")
+                raise _Bad(
+                    key,
+                    f"a {s}-byte frame cannot hold this flow's {H + trailer + FCS} bytes of headers",
+                )
             if proto == "rocev2" and plen % 4:
-                raise _Bad(key, f"a {s}-byte RoCEv2 frame leaves {plen} payload bytes, not a multiple of 4; "
-                                "use payload = ... instead (pads to 4)")
+                raise _Bad(
+                    key,
+                    f"a {s}-byte RoCEv2 frame leaves {plen} payload bytes, not a multiple of 4; "
+                    "use payload = ... instead (pads to 4)",
+                )
             sizes.append(SizeEntry(s - FCS, plen, 0, w))
     else:
         raw = f["payload"]
@@ -315,14 +376,34 @@ def _build_flow(i: int, f: dict) -> Flow:
             pad = (-plen) % 4 if proto == "rocev2" else 0
             flen = max(MIN_CAPTURED, H + plen + pad + trailer)
             if flen > MAX_FRAME:
-                raise _Bad(key, f"{plen} payload bytes make a {flen + FCS}-byte frame; at most {MAX_FRAME + FCS}")
+                raise _Bad(
+                    key,
+                    f"{plen} payload bytes make a {flen + FCS}-byte frame; at most {MAX_FRAME + FCS}",
+                )
             sizes.append(SizeEntry(flen, plen, pad, w))
-    return Flow(index=i, name=f["name"], protocol=proto, src_mac=f["src_mac"].lower(), dst_mac=f["dst_mac"].lower(),
-                vlan=f.get("vlan"), outer_vlan=f.get("outer_vlan"), src_ip=str(src), dst_ip=str(dst),
-                ip_version=src.version, src_port=sport, dst_port=dport, frames=f["frames"], sizes=tuple(sizes),
-                header=bytes(hdr), l3_offset=l3, l4_offset=l4, dmalen_offset=dmalen, opcode=opcode,
-                dest_qp=f.get("dest_qp", 0) if proto == "rocev2" else None,
-                psn=f.get("psn", 0) if proto == "rocev2" else None)
+    return Flow(
+        index=i,
+        name=f["name"],
+        protocol=proto,
+        src_mac=f["src_mac"].lower(),
+        dst_mac=f["dst_mac"].lower(),
+        vlan=f.get("vlan"),
+        outer_vlan=f.get("outer_vlan"),
+        src_ip=str(src),
+        dst_ip=str(dst),
+        ip_version=src.version,
+        src_port=sport,
+        dst_port=dport,
+        frames=f["frames"],
+        sizes=tuple(sizes),
+        header=bytes(hdr),
+        l3_offset=l3,
+        l4_offset=l4,
+        dmalen_offset=dmalen,
+        opcode=opcode,
+        dest_qp=f.get("dest_qp", 0) if proto == "rocev2" else None,
+        psn=f.get("psn", 0) if proto == "rocev2" else None,
+    )
 
 
 def parse_spec(doc: dict, path: str = "<spec>") -> WorkloadSpec:
@@ -332,9 +413,19 @@ def parse_spec(doc: dict, path: str = "<spec>") -> WorkloadSpec:
         flows = tuple(_build_flow(i, f) for i, f in enumerate(doc["flows"]))
     except _Bad as e:
         raise WorkloadSpecError(f"{path}: {e}", path, e.key) from None
-    ifg = doc["interframe_ps"] if "interframe_ps" in doc else doc.get("interframe_ns", DEFAULT_INTERFRAME_PS // 1000) * 1000
-    return WorkloadSpec(path=path, name=doc.get("name", Path(path).stem), seed=doc["seed"],
-                        start_ns=doc.get("start_ns", DEFAULT_START_NS), interframe_ps=ifg, flows=flows)
+    ifg = (
+        doc["interframe_ps"]
+        if "interframe_ps" in doc
+        else doc.get("interframe_ns", DEFAULT_INTERFRAME_PS // 1000) * 1000
+    )
+    return WorkloadSpec(
+        path=path,
+        name=doc.get("name", Path(path).stem),
+        seed=doc["seed"],
+        start_ns=doc.get("start_ns", DEFAULT_START_NS),
+        interframe_ps=ifg,
+        flows=flows,
+    )
 
 
 def load_spec(path: str | os.PathLike) -> WorkloadSpec:
@@ -351,12 +442,15 @@ def _read_spec_toml(path: str) -> dict:
     except (StorageError, FileTypeError, LedgerFormatError) as e:
         raise WorkloadSpecError(str(e), path) from None
     except UnicodeDecodeError as e:
-        raise WorkloadSpecError(f"{path}: not valid TOML: not UTF-8 at byte {e.start}", path) from None
+        raise WorkloadSpecError(
+            f"{path}: not valid TOML: not UTF-8 at byte {e.start}", path
+        ) from None
     except tomllib.TOMLDecodeError as e:
         raise WorkloadSpecError(f"{path}: not valid TOML: {e}", path) from None
 
 
 # ---- native generator ------------------------------------------------------------------------
+
 
 def open_workload(spec: WorkloadSpec | str | os.PathLike) -> CaptureReader:
     """A CaptureReader whose frames come from the native generator (format "workload")."""
@@ -368,7 +462,12 @@ def open_workload(spec: WorkloadSpec | str | os.PathLike) -> CaptureReader:
         hdr = ffi.new("uint8_t[]", f.header)
         sizes = ffi.new("lt_workload_size[]", len(f.sizes))
         for cs, s in zip(sizes, f.sizes):
-            cs.frame_len, cs.payload_len, cs.pad, cs.weight = s.frame_len, s.payload_len, s.pad, s.weight
+            cs.frame_len, cs.payload_len, cs.pad, cs.weight = (
+                s.frame_len,
+                s.payload_len,
+                s.pad,
+                s.weight,
+            )
         keep += [hdr, sizes]
         c.header, c.header_len, c.kind = hdr, len(f.header), KIND[f.protocol]
         c.l3_offset, c.l4_offset, c.dmalen_offset = f.l3_offset, f.l4_offset, f.dmalen_offset
@@ -396,8 +495,15 @@ class GenerateResult:
     flows: list[dict] = field(default_factory=list)
 
     def to_json(self) -> dict:
-        return {"ok": True, "spec": self.spec, "out": self.out, "frames": self.frames, "bytes": self.bytes,
-                "elapsed_s": round(self.elapsed_s, 6), "flows": self.flows}
+        return {
+            "ok": True,
+            "spec": self.spec,
+            "out": self.out,
+            "frames": self.frames,
+            "bytes": self.bytes,
+            "elapsed_s": round(self.elapsed_s, 6),
+            "flows": self.flows,
+        }
 
 
 def write_pcap(reader: CaptureReader, out: str | os.PathLike) -> int:
@@ -440,11 +546,15 @@ def _check_room(spec: WorkloadSpec, out: Path) -> None:
     need = estimated_pcap_bytes(spec)
     free = shutil.disk_usage(out.parent if str(out.parent) else ".").free
     if need > free:
-        raise UsageError(f"{out}: the spec's {sum(f.frames for f in spec.flows):,} frames need about "
-                         f"{need / 1e9:,.1f} GB, only {free / 1e9:,.1f} GB are free there")
+        raise UsageError(
+            f"{out}: the spec's {sum(f.frames for f in spec.flows):,} frames need about "
+            f"{need / 1e9:,.1f} GB, only {free / 1e9:,.1f} GB are free there"
+        )
 
 
-def generate_pcap(spec_path: str | os.PathLike, out: str | os.PathLike, *, force: bool = False) -> GenerateResult:
+def generate_pcap(
+    spec_path: str | os.PathLike, out: str | os.PathLike, *, force: bool = False
+) -> GenerateResult:
     """`ledgertool workload generate`: every frame of the spec into a nanosecond pcap."""
     spec = load_spec(spec_path)
     out = Path(out)
@@ -469,17 +579,27 @@ class BenchResult:
     digest_s: float | None = None
 
     def to_json(self) -> dict:
-        doc = {"spec": self.spec, "frames": self.frames, "bytes": self.bytes,
-               "generate_s": round(self.generate_s, 6),
-               "generate_frames_per_s": round(self.frames / self.generate_s, 1),
-               "generate_gbit_per_s": round(self.bytes * 8 / self.generate_s / 1e9, 3)}
+        doc = {
+            "spec": self.spec,
+            "frames": self.frames,
+            "bytes": self.bytes,
+            "generate_s": round(self.generate_s, 6),
+            "generate_frames_per_s": round(self.frames / self.generate_s, 1),
+            "generate_gbit_per_s": round(self.bytes * 8 / self.generate_s / 1e9, 3),
+        }
         if self.digest_s is not None:
-            doc.update({"generate_and_digest_s": round(self.digest_s, 6),
-                        "generate_and_digest_frames_per_s": round(self.frames / self.digest_s, 1)})
+            doc.update(
+                {
+                    "generate_and_digest_s": round(self.digest_s, 6),
+                    "generate_and_digest_frames_per_s": round(self.frames / self.digest_s, 1),
+                }
+            )
         return doc
 
 
-def bench_generator(spec_path: str | os.PathLike, frames: int | None = None, size: int | None = None) -> BenchResult:
+def bench_generator(
+    spec_path: str | os.PathLike, frames: int | None = None, size: int | None = None
+) -> BenchResult:
     """Time the generator alone (drained in batches of 1024 frames, nothing written), then the
     generator feeding the digest engine (siphash-1-3-128, strip frame) for comparison; the byte
     count comes from the second run. `frames` scales every flow so the total is about that many;
@@ -493,8 +613,14 @@ def bench_generator(spec_path: str | os.PathLike, frames: int | None = None, siz
         spec = parse_spec(doc, spec.path)
     if frames:
         scale = frames / spec.total_frames
-        spec = WorkloadSpec(spec.path, spec.name, spec.seed, spec.start_ns, spec.interframe_ps,
-                            tuple(_scaled(f, scale) for f in spec.flows))
+        spec = WorkloadSpec(
+            spec.path,
+            spec.name,
+            spec.seed,
+            spec.start_ns,
+            spec.interframe_ps,
+            tuple(_scaled(f, scale) for f in spec.flows),
+        )
     batch = 1024
     buf = ffi.new("lt_frame[]", batch)
     n = ffi.new("size_t *")

@@ -25,10 +25,10 @@ from ..errors import LedgerFormatError
 from ..keyfiles import BAD_SIGNATURE, SignatureFinding, seal_message
 from ..ledger.header import LedgerHeader
 from ..ledger.layout import OPEN, PARQUET, RECORDS, SEAL, segment_name
+from ..ledger.parquet import arrow_schema, decode_parquet, table_to_records
 from ..ledger.reader import OpenRecordFile, segment_file
 from ..ledger.recfile import RecordFacts, RecordFile, parse_record_file
 from ..plural import plural
-from ..ledger.parquet import arrow_schema, decode_parquet, table_to_records
 from ..seal.document import SEAL_FORMAT_V2, Seal, parse_seal
 from ..seal.rotation import Schedule
 from .problems import Kind, Problem
@@ -83,7 +83,9 @@ class SealCheck:
     seal_hash: str | None = None  # None when the seal cannot be canonicalised
     prev_seal_hash: object = None  # as the seal claims it (untrusted)
     tree_records: int = 0
-    signs_other_header: bool = False  # ledger_header_sha256 names another ledger.json than the one read
+    signs_other_header: bool = (
+        False  # ledger_header_sha256 names another ledger.json than the one read
+    )
     layout: tuple[int, int] | None = None  # (record_size, leaf_records), the seal's signed values
     seq: SeqRange | None = None
     range_problems: tuple[Problem, ...] = ()
@@ -167,17 +169,27 @@ def check_seal(raw: bytes, place: SegmentPlace) -> SealCheck:
     out: list[Problem] = []
     # 1. identity
     if doc.ledger_id != ledger.ledger_id:
-        out.append(place.problem(Kind.FOREIGN_SEAL, f"{path}: seal belongs to ledger {doc.ledger_id}"))
+        out.append(
+            place.problem(Kind.FOREIGN_SEAL, f"{path}: seal belongs to ledger {doc.ledger_id}")
+        )
     if doc.link != link or doc.segment != index:
-        out.append(place.problem(Kind.SEAL_MISPLACED,
-                                 f"{path}: seal is for link {doc.link!r} segment {doc.segment}"))
+        out.append(
+            place.problem(
+                Kind.SEAL_MISPLACED, f"{path}: seal is for link {doc.link!r} segment {doc.segment}"
+            )
+        )
     # 2. no downgrade: the signed hash of ledger.json (seals since it was added), and the
     # parameters each seal repeats (every seal)
     bound = doc.ledger_header_sha256
     for key in ("algorithm", "strip", "record_size", "leaf_records"):
         if getattr(doc, key) != getattr(ledger, key):
-            out.append(place.problem(Kind.PARAMETER_MISMATCH, f"{path}: {key} {getattr(doc, key)!r} differs from the "
-                                                              f"ledger's {getattr(ledger, key)!r}"))
+            out.append(
+                place.problem(
+                    Kind.PARAMETER_MISMATCH,
+                    f"{path}: {key} {getattr(doc, key)!r} differs from the "
+                    f"ledger's {getattr(ledger, key)!r}",
+                )
+            )
     # the signed body canonicalised once: its SHA-256 is the seal hash, and the signatures sign it
     try:
         body, unsigned_why = doc.signed_body(), None
@@ -193,23 +205,64 @@ def check_seal(raw: bytes, place: SegmentPlace) -> SealCheck:
         name_problem = _v2_members_problem(doc, place, path)
     elif doc.parquet_file != segment_name(index, PARQUET):
         claimed = doc.segment
-        own = (isinstance(claimed, int) and not isinstance(claimed, bool) and 0 <= claimed < 10**8
-               and doc.parquet_file == segment_name(claimed, PARQUET))
+        own = (
+            isinstance(claimed, int)
+            and not isinstance(claimed, bool)
+            and 0 <= claimed < 10**8
+            and doc.parquet_file == segment_name(claimed, PARQUET)
+        )
         if not own:  # a seal moved from another segment was named (seal_misplaced) already
-            name_problem = place.problem(Kind.SEAL_MALFORMED, f"{path}: parquet_file "
-                                         f"{_shown(doc.parquet_file)} is not {segment_name(index, PARQUET)}")
-    return SealCheck(index, doc, tuple(out), own_hash, doc.prev_seal_hash,
-                     records if isinstance(records, int) else 0, bound is not None and bound != ledger.sha256,
-                     layout, seq, range_problems, name_problem, place.ledger.leaf_hash)
+            name_problem = place.problem(
+                Kind.SEAL_MALFORMED,
+                f"{path}: parquet_file "
+                f"{_shown(doc.parquet_file)} is not {segment_name(index, PARQUET)}",
+            )
+    return SealCheck(
+        index,
+        doc,
+        tuple(out),
+        own_hash,
+        doc.prev_seal_hash,
+        records if isinstance(records, int) else 0,
+        bound is not None and bound != ledger.sha256,
+        layout,
+        seq,
+        range_problems,
+        name_problem,
+        place.ledger.leaf_hash,
+    )
 
 
 #: the members of a ledgertool-seal-v2 document, all required (schemas/seal.schema.json): v1's
 #: without parquet_file, parquet_sha256 and parquet_bytes, with ledger_header_sha256
-V2_MEMBERS = frozenset((
-    "format", "ledger_id", "link", "segment", "algorithm", "strip", "digest_key_id", "record_size", "leaf_records",
-    "ledger_header_sha256", "records", "frames", "drops_declared", "first_seq", "last_seq", "first_ts_ns",
-    "last_ts_ns", "merkle_root", "prev_seal_hash", "torn_bytes_discarded", "source", "sealed_at", "signer",
-    "signatures"))
+V2_MEMBERS = frozenset(
+    (
+        "format",
+        "ledger_id",
+        "link",
+        "segment",
+        "algorithm",
+        "strip",
+        "digest_key_id",
+        "record_size",
+        "leaf_records",
+        "ledger_header_sha256",
+        "records",
+        "frames",
+        "drops_declared",
+        "first_seq",
+        "last_seq",
+        "first_ts_ns",
+        "last_ts_ns",
+        "merkle_root",
+        "prev_seal_hash",
+        "torn_bytes_discarded",
+        "source",
+        "sealed_at",
+        "signer",
+        "signatures",
+    )
+)
 
 
 def _v2_members_problem(doc: Seal, place: SegmentPlace, path: Path) -> Problem | None:
@@ -218,23 +271,35 @@ def _v2_members_problem(doc: Seal, place: SegmentPlace, path: Path) -> Problem |
     missing, extra = sorted(V2_MEMBERS - doc.members), sorted(doc.members - V2_MEMBERS)
     if not missing and not extra:
         return None
-    what = f"lacks {', '.join(missing)}" if missing else f"has {', '.join(_shown(k) for k in extra[:4])}, not v2 members"
+    what = (
+        f"lacks {', '.join(missing)}"
+        if missing
+        else f"has {', '.join(_shown(k) for k in extra[:4])}, not v2 members"
+    )
     return place.problem(Kind.SEAL_MALFORMED, f"{path}: {SEAL_FORMAT_V2} seal {what}")
 
 
-def _key_problems(doc: Seal, place: SegmentPlace, path: Path, body: bytes | None,
-                  unsigned_why: str | None) -> list[Problem]:
+def _key_problems(
+    doc: Seal, place: SegmentPlace, path: Path, body: bytes | None, unsigned_why: str | None
+) -> list[Problem]:
     """Step 2's digest key id and step 3's signatures, with the keys the schedule assigns here."""
     sched, link, index = place.sched, place.link, place.index
     out = []
     want_kid = sched.digest_key_id_for(link, index)
     if doc.digest_key_id != want_kid:
-        out.append(place.problem(Kind.DIGEST_KEY_MISMATCH, f"{path}: digest_key_id {doc.digest_key_id!r} is "
-                                 f"not {want_kid}, the digest key of link {link} segment {index}"
-                                 f"{_digest_key_note(sched, doc.digest_key_id, want_kid)}"))
+        out.append(
+            place.problem(
+                Kind.DIGEST_KEY_MISMATCH,
+                f"{path}: digest_key_id {doc.digest_key_id!r} is "
+                f"not {want_kid}, the digest key of link {link} segment {index}"
+                f"{_digest_key_note(sched, doc.digest_key_id, want_kid)}",
+            )
+        )
     bundle = sched.bundle_for(link, index)
     if body is None:
-        findings = [SignatureFinding(BAD_SIGNATURE, None, f"seal cannot be canonicalised ({unsigned_why})")]
+        findings = [
+            SignatureFinding(BAD_SIGNATURE, None, f"seal cannot be canonicalised ({unsigned_why})")
+        ]
     else:
         findings = bundle.verify_detailed(seal_message(body), doc.signatures or {})
     out += [place.problem(Kind(f.kind), f"{path}: {f.detail}") for f in findings]
@@ -259,38 +324,75 @@ def _record_layout(ledger: LedgerHeader, doc: Seal) -> tuple[int, int] | None:
     leaf = doc.leaf_records if doc.has("leaf_records") else ledger.leaf_records
     if ledger.record_size > RECORD_FIXED + 32 and (rsize, leaf) == (ledger.record_size, 1):
         return rsize, leaf  # a window log's (LedgerHeader.window_view): one window record a leaf
-    if type(rsize) is not int or rsize not in (RECORD_FIXED + 16, RECORD_FIXED + 32) or not valid_leaf_records(leaf):
+    if (
+        type(rsize) is not int
+        or rsize not in (RECORD_FIXED + 16, RECORD_FIXED + 32)
+        or not valid_leaf_records(leaf)
+    ):
         return None
     return rsize, leaf
 
 
-def _seal_range(doc: Seal, place: SegmentPlace) -> tuple[tuple[int, int] | None, SeqRange | None,
-                                                         tuple[Problem, ...]]:
+def _seal_range(
+    doc: Seal, place: SegmentPlace
+) -> tuple[tuple[int, int] | None, SeqRange | None, tuple[Problem, ...]]:
     """The seal's record layout and sequence range, or the seal_malformed finding that they are
     missing or out of bounds."""
     index = place.index
     layout = _record_layout(place.ledger, doc)
     if layout is None:
-        return None, None, (place.problem(Kind.SEAL_MALFORMED, f"segment {index}: record_size "
-                                          f"{_shown(doc.record_size)} / leaf_records "
-                                          f"{_shown(doc.leaf_records)} out of bounds"),)
+        return (
+            None,
+            None,
+            (
+                place.problem(
+                    Kind.SEAL_MALFORMED,
+                    f"segment {index}: record_size "
+                    f"{_shown(doc.record_size)} / leaf_records "
+                    f"{_shown(doc.leaf_records)} out of bounds",
+                ),
+            ),
+        )
     try:
         first_seq, last_seq = int(doc.first_seq), int(doc.last_seq)  # TypeError: absent (None)
         count = int(doc.records)
     except (TypeError, ValueError, OverflowError):
-        return layout, None, (place.problem(Kind.SEAL_MALFORMED, f"segment {index}: seal lacks sequence range "
-                                                                 "or count"),)
+        return (
+            layout,
+            None,
+            (
+                place.problem(
+                    Kind.SEAL_MALFORMED, f"segment {index}: seal lacks sequence range or count"
+                ),
+            ),
+        )
     # u64 sequence numbers, and a range no wider than the records could cover (plus the gaps a
     # sealer may skip): a tampered seal must not make the verifier allocate its range.
-    if not (0 <= first_seq < 2**64 and first_seq - 1 <= last_seq < 2**64 and 0 <= count <= 2**40) or \
-            last_seq - first_seq + 1 > max(count, 1) * 1024:
-        return layout, None, (place.problem(Kind.SEAL_MALFORMED, f"segment {index}: implausible sequence range "
-                                            f"{first_seq}..{last_seq} for {plural(count, 'record')}"),)
+    if (
+        not (0 <= first_seq < 2**64 and first_seq - 1 <= last_seq < 2**64 and 0 <= count <= 2**40)
+        or last_seq - first_seq + 1 > max(count, 1) * 1024
+    ):
+        return (
+            layout,
+            None,
+            (
+                place.problem(
+                    Kind.SEAL_MALFORMED,
+                    f"segment {index}: implausible sequence range "
+                    f"{first_seq}..{last_seq} for {plural(count, 'record')}",
+                ),
+            ),
+        )
     return layout, SeqRange(first_seq, last_seq, count), ()
 
 
-def check_records(seal: SealCheck, read: ParquetRead, place: SegmentPlace, into: RecordSink | None = None,
-                  ahead: int = 0) -> RecordsCheck:
+def check_records(
+    seal: SealCheck,
+    read: ParquetRead,
+    place: SegmentPlace,
+    into: RecordSink | None = None,
+    ahead: int = 0,
+) -> RecordsCheck:
     """Steps 5-7 for a seal whose `reads_parquet`: v1, the Parquet bytes against the seal's SHA-256
     and size; v2, the raw record file's header and framing (or the Parquet file's schema), then for
     both its records (count, sequence numbers, timestamps, drops) and Merkle root. Records are
@@ -307,8 +409,13 @@ def check_records(seal: SealCheck, read: ParquetRead, place: SegmentPlace, into:
         return RecordsCheck((place.problem(kind, str(read.error)),))
     out: list[Problem] = []
     if read.leftover:
-        out.append(place.problem(Kind.COMPACTION_LEFTOVER, f"{place.path(PARQUET)}: beside {path}, which was read: "
-                                 "a compaction that did not finish (`ledgertool compact` finishes it)"))
+        out.append(
+            place.problem(
+                Kind.COMPACTION_LEFTOVER,
+                f"{place.path(PARQUET)}: beside {path}, which was read: "
+                "a compaction that did not finish (`ledgertool compact` finishes it)",
+            )
+        )
     facts = None
     if not seal.v2:
         table, records, leaves = _v1_records(seal, read.data, place, out)
@@ -328,22 +435,38 @@ def check_records(seal: SealCheck, read: ParquetRead, place: SegmentPlace, into:
 def _missing(seal: SealCheck, read: ParquetRead, place: SegmentPlace) -> Problem:
     if not seal.v2:
         return place.problem(Kind.PARQUET_MISSING, f"{place.path(PARQUET)} is missing")
-    why = (f"; {place.path(OPEN)} is still there: `ledgertool recover` renames it when its records match the "
-           "seal's root" if read.open_file else "")
-    return place.problem(Kind.RECORDS_MISSING, f"segment {place.index}: neither {place.path(RECORDS)} nor "
-                                               f"{place.path(PARQUET)} exists{why}")
+    why = (
+        f"; {place.path(OPEN)} is still there: `ledgertool recover` renames it when its records match the "
+        "seal's root"
+        if read.open_file
+        else ""
+    )
+    return place.problem(
+        Kind.RECORDS_MISSING,
+        f"segment {place.index}: neither {place.path(RECORDS)} nor "
+        f"{place.path(PARQUET)} exists{why}",
+    )
 
 
-def _v1_records(seal: SealCheck, data: pa.Buffer, place: SegmentPlace,
-                out: list[Problem]) -> tuple[pa.Table | None, bytes | None, bytes | None]:
+def _v1_records(
+    seal: SealCheck, data: pa.Buffer, place: SegmentPlace, out: list[Problem]
+) -> tuple[pa.Table | None, bytes | None, bytes | None]:
     """A v1 seal pins its Parquet file: SHA-256 and size, then the decoded table and records."""
     doc, pq_path = seal.doc, place.path(PARQUET)
     if hashlib.sha256(data).hexdigest() != doc.parquet_sha256:
-        out.append(place.problem(Kind.PARQUET_HASH_MISMATCH, f"{pq_path}: SHA-256 differs from the seal's "
-                                                             "parquet_sha256"))
+        out.append(
+            place.problem(
+                Kind.PARQUET_HASH_MISMATCH,
+                f"{pq_path}: SHA-256 differs from the seal's parquet_sha256",
+            )
+        )
     elif len(data) != doc.parquet_bytes:  # the signed size must agree too
-        out.append(place.problem(Kind.PARQUET_HASH_MISMATCH, f"{pq_path}: {len(data)} bytes, seal's "
-                                                             f"parquet_bytes says {doc.parquet_bytes}"))
+        out.append(
+            place.problem(
+                Kind.PARQUET_HASH_MISMATCH,
+                f"{pq_path}: {len(data)} bytes, seal's parquet_bytes says {doc.parquet_bytes}",
+            )
+        )
     try:
         table = decode_parquet(data)
         return table, table_to_records(table, seal.layout[0] - 32), None
@@ -352,7 +475,9 @@ def _v1_records(seal: SealCheck, data: pa.Buffer, place: SegmentPlace,
         return None, None, None
 
 
-def _rec_in_place(seal: SealCheck, data: pa.Buffer | OpenRecordFile, place: SegmentPlace, out: list[Problem]) -> RecordsCheck | None:
+def _rec_in_place(
+    seal: SealCheck, data: pa.Buffer | OpenRecordFile, place: SegmentPlace, out: list[Problem]
+) -> RecordsCheck | None:
     """A v2 raw record file whose records no reader wants: its leaves hashed in `data`, nothing
     copied. The check when every finding is a warning and the root is the seal's; otherwise None,
     and the caller checks the file again with its records copied out (whose findings name them; an
@@ -361,50 +486,93 @@ def _rec_in_place(seal: SealCheck, data: pa.Buffer | OpenRecordFile, place: Segm
     if rec is None or any(not p.kind.is_warning for p in out):
         return None
     seq, facts = seal.seq, rec.facts
-    if not (facts.seq_contiguous and rec.count == seq.count and seq.last == seq.first + rec.count - 1):
+    if not (
+        facts.seq_contiguous and rec.count == seq.count and seq.last == seq.first + rec.count - 1
+    ):
         return None
     check = _fast_findings(seal, None, rec.leaves, place, out, facts)
-    return check if check.merkle_ok and not any(not p.kind.is_warning for p in check.problems) else None
+    return (
+        check
+        if check.merkle_ok and not any(not p.kind.is_warning for p in check.problems)
+        else None
+    )
 
 
-def _rec_records(seal: SealCheck, data: pa.Buffer | OpenRecordFile, place: SegmentPlace, out: list[Problem],
-                 into: RecordSink | None = None, ahead: int = 0
-                 ) -> tuple[None, pa.Buffer | None, bytes | None, RecordFacts | None]:
+def _rec_records(
+    seal: SealCheck,
+    data: pa.Buffer | OpenRecordFile,
+    place: SegmentPlace,
+    out: list[Problem],
+    into: RecordSink | None = None,
+    ahead: int = 0,
+) -> tuple[None, pa.Buffer | None, bytes | None, RecordFacts | None]:
     """A v2 raw record file: framing (natively), the header against the seal; its records (and
     leaves) are exactly the bytes that are hashed (copied into `into`'s free tail when given)."""
     rec = _rec_file(seal, data, place, out, into=into, ahead=ahead)
     if rec is None:
         return None, None, None, None
-    return None, rec.records, rec.leaves, rec.facts  # the table: for the readers that want one (verify.ledger)
+    return (
+        None,
+        rec.records,
+        rec.leaves,
+        rec.facts,
+    )  # the table: for the readers that want one (verify.ledger)
 
 
-def _rec_file(seal: SealCheck, data: pa.Buffer | OpenRecordFile, place: SegmentPlace, out: list[Problem], *,
-              keep_records: bool = True, into: RecordSink | None = None, ahead: int = 0) -> RecordFile | None:
+def _rec_file(
+    seal: SealCheck,
+    data: pa.Buffer | OpenRecordFile,
+    place: SegmentPlace,
+    out: list[Problem],
+    *,
+    keep_records: bool = True,
+    into: RecordSink | None = None,
+    ahead: int = 0,
+) -> RecordFile | None:
     """The raw record file parsed with the seal's layout and its header compared with the seal
     (findings into `out`); None when it does not parse."""
     record_size, leaf_records = seal.layout
     path = place.path(RECORDS)
     try:
-        rec = parse_record_file(data, path, record_size, leaf_records, seal.seq.first, keep_records=keep_records,
-                                leaf_hash=seal.leaf_hash,
-                                into=into, ahead=ahead)
+        rec = parse_record_file(
+            data,
+            path,
+            record_size,
+            leaf_records,
+            seal.seq.first,
+            keep_records=keep_records,
+            leaf_hash=seal.leaf_hash,
+            into=into,
+            ahead=ahead,
+        )
     except LedgerFormatError as e:
         out.append(place.problem(Kind.RECORDS_UNREADABLE, str(e)))
         return None
     doc, h = seal.doc, rec.header
-    fields = (("ledger id", h.ledger_id, place.ledger.ledger_id), ("link", h.link, place.link),
-              ("segment index", h.index, place.index), ("first seq", h.first_seq, seal.seq.first),
-              ("algorithm", h.algorithm, doc.algorithm), ("strip mode", h.strip, doc.strip),
-              ("record size", h.record_size, record_size), ("leaf records", h.leaf_records, leaf_records),
-              ("digest key id", h.key_id, doc.digest_key_id))
+    fields = (
+        ("ledger id", h.ledger_id, place.ledger.ledger_id),
+        ("link", h.link, place.link),
+        ("segment index", h.index, place.index),
+        ("first seq", h.first_seq, seal.seq.first),
+        ("algorithm", h.algorithm, doc.algorithm),
+        ("strip mode", h.strip, doc.strip),
+        ("record size", h.record_size, record_size),
+        ("leaf records", h.leaf_records, leaf_records),
+        ("digest key id", h.key_id, doc.digest_key_id),
+    )
     differ = [f"{name} {got!r} (seal: {_shown(want)})" for name, got, want in fields if got != want]
     if differ:
-        out.append(place.problem(Kind.RECORDS_HEADER_MISMATCH, f"{path}: header says {'; '.join(differ[:3])}"))
+        out.append(
+            place.problem(
+                Kind.RECORDS_HEADER_MISMATCH, f"{path}: header says {'; '.join(differ[:3])}"
+            )
+        )
     return rec
 
 
-def _v2_parquet_records(seal: SealCheck, data: pa.Buffer, place: SegmentPlace,
-                        out: list[Problem]) -> tuple[pa.Table | None, bytes | None, bytes | None]:
+def _v2_parquet_records(
+    seal: SealCheck, data: pa.Buffer, place: SegmentPlace, out: list[Problem]
+) -> tuple[pa.Table | None, bytes | None, bytes | None]:
     """A v2 segment's Parquet file (written by compaction; not pinned by the seal): exactly the
     columns of docs/ledger-format.md, no nulls, `segment` this segment's index; the records the
     other columns rebuild are then authenticated by the Merkle root like a raw file's."""
@@ -416,7 +584,9 @@ def _v2_parquet_records(seal: SealCheck, data: pa.Buffer, place: SegmentPlace,
         table = decode_parquet(data)
         want = arrow_schema(record_size - 32)
         if not table.schema.remove_metadata().equals(want):
-            raise ValueError(f"columns {table.schema.names} / types differ from the sealed-records schema")
+            raise ValueError(
+                f"columns {table.schema.names} / types differ from the sealed-records schema"
+            )
         if any(table.column(c).null_count for c in want.names):
             raise ValueError("a column holds nulls")
         segs = table.column("segment")
@@ -428,15 +598,27 @@ def _v2_parquet_records(seal: SealCheck, data: pa.Buffer, place: SegmentPlace,
         return None, None, None
 
 
-def _record_findings(seal: SealCheck, table: pa.Table | None, records, leaves: bytes | None, place: SegmentPlace,
-                     out: list[Problem], facts: RecordFacts | None = None) -> RecordsCheck:
+def _record_findings(
+    seal: SealCheck,
+    table: pa.Table | None,
+    records,
+    leaves: bytes | None,
+    place: SegmentPlace,
+    out: list[Problem],
+    facts: RecordFacts | None = None,
+) -> RecordsCheck:
     """Step 6 and 7 over the decoded records: count, sequence, timestamps, drops, Merkle root
     (`leaves` when the decoder already hashed them; `facts` when it already counted GAP records,
     drops and timestamps and found seq contiguous: then no pass over the records is made here)."""
     doc, seq = seal.doc, seal.seq
     record_size, leaf_records = seal.layout
     n = len(records) // record_size
-    if facts is not None and facts.seq_contiguous and n == seq.count and seq.last == seq.first + n - 1:
+    if (
+        facts is not None
+        and facts.seq_contiguous
+        and n == seq.count
+        and seq.last == seq.first + n - 1
+    ):
         return _fast_findings(seal, records, leaves, place, out, facts)
     import numpy as np
 
@@ -446,19 +628,39 @@ def _record_findings(seal: SealCheck, table: pa.Table | None, records, leaves: b
     drops = int(arr["aux"][gaps].sum())
     if n != seq.count:
         form = "its raw record file" if table is None else "Parquet"
-        out.append(place.problem(Kind.COUNT_MISMATCH, f"segment {place.index}: {plural(n, 'record')} in {form}, "
-                                                      f"seal says {seq.count}"))
+        out.append(
+            place.problem(
+                Kind.COUNT_MISMATCH,
+                f"segment {place.index}: {plural(n, 'record')} in {form}, seal says {seq.count}",
+            )
+        )
     elif frames != doc.frames:
-        out.append(place.problem(Kind.COUNT_MISMATCH, f"segment {place.index}: {frames} frame records, seal's "
-                                                      f"frames says {doc.frames}"))
+        out.append(
+            place.problem(
+                Kind.COUNT_MISMATCH,
+                f"segment {place.index}: {frames} frame records, seal's frames says {doc.frames}",
+            )
+        )
     if n:
         out += sequence_findings(arr["seq"].astype(np.int64), seq, place)
-        if str(int(arr["ts_ns"][0])) != doc.first_ts_ns or str(int(arr["ts_ns"][-1])) != doc.last_ts_ns:
-            out.append(place.problem(Kind.TIMESTAMP_MISMATCH, f"segment {place.index}: first/last timestamps differ "
-                                                              "from the seal"))
+        if (
+            str(int(arr["ts_ns"][0])) != doc.first_ts_ns
+            or str(int(arr["ts_ns"][-1])) != doc.last_ts_ns
+        ):
+            out.append(
+                place.problem(
+                    Kind.TIMESTAMP_MISMATCH,
+                    f"segment {place.index}: first/last timestamps differ from the seal",
+                )
+            )
     if drops != doc.drops_declared:
-        out.append(place.problem(Kind.DROPS_MISMATCH, f"segment {place.index}: GAP records declare {drops} drops, "
-                                                      f"seal says {doc.drops_declared}"))
+        out.append(
+            place.problem(
+                Kind.DROPS_MISMATCH,
+                f"segment {place.index}: GAP records declare {drops} drops, "
+                f"seal says {doc.drops_declared}",
+            )
+        )
     # in C (SHA-NI leaves and tree); ledgertool.seal.merkle is the pure-Python reference the tests compare with
     if leaves is None:
         leaves = merkle_leaves(records, record_size, leaf_records, seal.leaf_hash)
@@ -466,59 +668,97 @@ def _record_findings(seal: SealCheck, table: pa.Table | None, records, leaves: b
     return RecordsCheck(tuple(out), table, records, n, frames, drops, root == doc.merkle_root)
 
 
-def _fast_findings(seal: SealCheck, records, leaves: bytes | None, place: SegmentPlace, out: list[Problem],
-                   facts: RecordFacts) -> RecordsCheck:
+def _fast_findings(
+    seal: SealCheck,
+    records,
+    leaves: bytes | None,
+    place: SegmentPlace,
+    out: list[Problem],
+    facts: RecordFacts,
+) -> RecordsCheck:
     """_record_findings for records whose count and seq the decoder found exactly as sealed."""
     doc = seal.doc
     n = seal.seq.count
     frames = n - facts.gaps
     if frames != doc.frames:
-        out.append(place.problem(Kind.COUNT_MISMATCH, f"segment {place.index}: {frames} frame records, seal's "
-                                                      f"frames says {doc.frames}"))
+        out.append(
+            place.problem(
+                Kind.COUNT_MISMATCH,
+                f"segment {place.index}: {frames} frame records, seal's frames says {doc.frames}",
+            )
+        )
     if n and (str(facts.first_ts_ns) != doc.first_ts_ns or str(facts.last_ts_ns) != doc.last_ts_ns):
-        out.append(place.problem(Kind.TIMESTAMP_MISMATCH, f"segment {place.index}: first/last timestamps differ "
-                                                          "from the seal"))
+        out.append(
+            place.problem(
+                Kind.TIMESTAMP_MISMATCH,
+                f"segment {place.index}: first/last timestamps differ from the seal",
+            )
+        )
     if facts.drops != doc.drops_declared:
-        out.append(place.problem(Kind.DROPS_MISMATCH, f"segment {place.index}: GAP records declare {facts.drops} "
-                                                      f"drops, seal says {doc.drops_declared}"))
+        out.append(
+            place.problem(
+                Kind.DROPS_MISMATCH,
+                f"segment {place.index}: GAP records declare {facts.drops} "
+                f"drops, seal says {doc.drops_declared}",
+            )
+        )
     if leaves is None:
         leaves = merkle_leaves(records, *seal.layout, seal.leaf_hash)
     root = merkle_root(leaves).hex()
     return RecordsCheck(tuple(out), None, records, n, frames, facts.drops, root == doc.merkle_root)
 
 
-def merkle_finding(seal: SealCheck, recs: RecordsCheck, leaves: bytes | None, place: SegmentPlace,
-                   kind: str = PARQUET) -> RecordsCheck:
+def merkle_finding(
+    seal: SealCheck,
+    recs: RecordsCheck,
+    leaves: bytes | None,
+    place: SegmentPlace,
+    kind: str = PARQUET,
+) -> RecordsCheck:
     """`recs` with its merkle_mismatch finding added: the changed leaf blocks when the leaf-hash
     sidecar `leaves` is authentic (its own root is the seal's), else the plain mismatch. The detail
     starts with the records file read (`kind`: PARQUET or RECORDS, ParquetRead.kind), as the other
     kinds of a file's finding do."""
     leaf, path = seal.layout[1], place.path(kind)
-    changed = _changed_leaves(leaves, recs.records, seal.layout, str(seal.doc.merkle_root),
-                               seal.leaf_hash)
+    changed = _changed_leaves(
+        leaves, recs.records, seal.layout, str(seal.doc.merkle_root), seal.leaf_hash
+    )
     if changed:
-        blocks = ", ".join(f"{c * leaf}..{min((c + 1) * leaf, max(recs.n, seal.seq.count)) - 1}" for c in changed[:4])
+        blocks = ", ".join(
+            f"{c * leaf}..{min((c + 1) * leaf, max(recs.n, seal.seq.count)) - 1}"
+            for c in changed[:4]
+        )
         more = f" and {len(changed) - 4} more blocks" if len(changed) > 4 else ""
-        p = place.problem(Kind.MERKLE_MISMATCH, f"{path}: Merkle root differs from the seal; changed "
-                          f"leaf blocks: records {blocks}{more} (leaf {changed[0]}, {plural(leaf, 'record')} per leaf)",
-                          changed[0] * leaf)
+        p = place.problem(
+            Kind.MERKLE_MISMATCH,
+            f"{path}: Merkle root differs from the seal; changed "
+            f"leaf blocks: records {blocks}{more} (leaf {changed[0]}, {plural(leaf, 'record')} per leaf)",
+            changed[0] * leaf,
+        )
     else:
-        p = place.problem(Kind.MERKLE_MISMATCH, f"{path}: Merkle root over its {plural(recs.n, 'record')} "
-                                                "differs from the seal (a record was changed)")
+        p = place.problem(
+            Kind.MERKLE_MISMATCH,
+            f"{path}: Merkle root over its {plural(recs.n, 'record')} "
+            "differs from the seal (a record was changed)",
+        )
     return replace(recs, problems=recs.problems + (p,), merkle_ok=True)
 
 
-def _changed_leaves(raw: bytes | None, records: bytes, layout: tuple[int, int], root: str,
-                    leaf_hash: str) -> list[int] | None:
+def _changed_leaves(
+    raw: bytes | None, records: bytes, layout: tuple[int, int], root: str, leaf_hash: str
+) -> list[int] | None:
     """Indexes of leaves whose hash differs from the sealed tree, using the leaf-hash sidecar when
     its own root equals the seal's (so it is authentic); None when that is not possible."""
     if raw is None or len(raw) % 32 or merkle_root(raw).hex() != root:
         return None
-    sealed = [raw[i:i + 32] for i in range(0, len(raw), 32)]
+    sealed = [raw[i : i + 32] for i in range(0, len(raw), 32)]
     fresh = merkle_leaves(records, *layout, leaf_hash)
-    now = [fresh[i:i + 32] for i in range(0, len(fresh), 32)]
-    return [i for i in range(max(len(now), len(sealed)))
-            if i >= len(now) or i >= len(sealed) or now[i] != sealed[i]]
+    now = [fresh[i : i + 32] for i in range(0, len(fresh), 32)]
+    return [
+        i
+        for i in range(max(len(now), len(sealed)))
+        if i >= len(now) or i >= len(sealed) or now[i] != sealed[i]
+    ]
 
 
 def sequence_findings(seqs: np.ndarray, seq: SeqRange, place: SegmentPlace) -> list[Problem]:
@@ -533,8 +773,14 @@ def sequence_findings(seqs: np.ndarray, seq: SeqRange, place: SegmentPlace) -> l
     n = len(seqs)
     # The common case, an untouched segment: seqs are exactly first_seq, first_seq + 1, ..., last_seq.
     # One vectorised pass decides it; the sorting and set work below is only for naming what broke.
-    if (n and n == count and int(seqs[0]) == first_seq and int(seqs[-1]) == last_seq
-            and last_seq - first_seq + 1 == n and bool(np.all(np.diff(seqs) == 1))):
+    if (
+        n
+        and n == count
+        and int(seqs[0]) == first_seq
+        and int(seqs[-1]) == last_seq
+        and last_seq - first_seq + 1 == n
+        and bool(np.all(np.diff(seqs) == 1))
+    ):
         return []
     out: list[Problem] = []
     found: dict[Kind, int] = {}
@@ -549,13 +795,20 @@ def sequence_findings(seqs: np.ndarray, seq: SeqRange, place: SegmentPlace) -> l
     srt = seqs[order]
     dup_pos = np.sort(order[1:][srt[1:] == srt[:-1]]) if n > 1 else np.array([], dtype=np.int64)
     for k in dup_pos:
-        add(Kind.RECORD_DUPLICATED, int(k), f"segment {index} record {int(k)}: seq {int(seqs[k])} appears again")
+        add(
+            Kind.RECORD_DUPLICATED,
+            int(k),
+            f"segment {index} record {int(k)}: seq {int(seqs[k])} appears again",
+        )
     uniq = np.unique(seqs)
     outside = uniq[(uniq < first_seq) | (uniq > last_seq)]
     for v in outside[:MAX_PER_KIND]:
         k = int(np.nonzero(seqs == v)[0][0])
-        add(Kind.RANGE_MISMATCH, k, f"segment {index} record {k}: seq {int(v)} outside the seal's "
-                                    f"{first_seq}..{last_seq}")
+        add(
+            Kind.RANGE_MISMATCH,
+            k,
+            f"segment {index} record {k}: seq {int(v)} outside the seal's {first_seq}..{last_seq}",
+        )
     inside = uniq[(uniq >= first_seq) & (uniq <= last_seq)]
     span = last_seq - first_seq + 1
     if len(inside) < span:
@@ -570,15 +823,30 @@ def sequence_findings(seqs: np.ndarray, seq: SeqRange, place: SegmentPlace) -> l
             k = int(np.searchsorted(np.sort(seqs), lo))
             what = f"seq {lo}" if lo == hi else f"seq {lo}..{hi} ({hi - lo + 1} records)"
             if sealed_over_gap:
-                add(Kind.SEQUENCE_GAP, k, f"segment {index} record {k}: {what} skipped and not declared as drops")
+                add(
+                    Kind.SEQUENCE_GAP,
+                    k,
+                    f"segment {index} record {k}: {what} skipped and not declared as drops",
+                )
             else:
-                add(Kind.RECORD_MISSING, k, f"segment {index} record {k}: {what} deleted (the seal covers it)")
+                add(
+                    Kind.RECORD_MISSING,
+                    k,
+                    f"segment {index} record {k}: {what} deleted (the seal covers it)",
+                )
     if not len(dup_pos) and np.any(np.diff(seqs) < 0):
         k = int(np.nonzero(seqs != np.sort(seqs))[0][0])
-        add(Kind.RECORD_REORDERED, k, f"segment {index} record {k}: seq {int(seqs[k])} out of order")
+        add(
+            Kind.RECORD_REORDERED, k, f"segment {index} record {k}: seq {int(seqs[k])} out of order"
+        )
     for kind, c in found.items():
         if c > MAX_PER_KIND:
-            out.append(place.problem(kind, f"segment {index}: {plural(c - MAX_PER_KIND, f'more {kind} finding')} not listed"))
+            out.append(
+                place.problem(
+                    kind,
+                    f"segment {index}: {plural(c - MAX_PER_KIND, f'more {kind} finding')} not listed",
+                )
+            )
     return out
 
 

@@ -16,10 +16,10 @@ import logging
 import re
 import socket
 import uuid
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import dask
 from distributed import CancelledError, Client, Future, KilledWorker, LocalCluster
@@ -35,9 +35,23 @@ from .chain import SegmentCheck
 from .checks import SegmentPlace
 from .ledger import check_segment
 
-__all__ = ["ClusterAddress", "ClusterChecker", "LedgerContext", "SegmentBatch", "check_segments_task",
-           "checked_segment", "checked_segments", "cluster_threads", "connect", "ordered_results", "parse_address",
-           "scheduler_security", "segment_part", "task_batches", "verdict_only"]
+__all__ = [
+    "ClusterAddress",
+    "ClusterChecker",
+    "LedgerContext",
+    "SegmentBatch",
+    "check_segments_task",
+    "checked_segment",
+    "checked_segments",
+    "cluster_threads",
+    "connect",
+    "ordered_results",
+    "parse_address",
+    "scheduler_security",
+    "segment_part",
+    "task_batches",
+    "verdict_only",
+]
 
 _LOCAL = re.compile(r"local:([0-9]{1,4})")
 _TCP = re.compile(r"(tcp|tls)://[^\s/]+:[0-9]{1,5}")
@@ -73,9 +87,11 @@ def parse_address(text: str, plain_tcp: bool = False) -> ClusterAddress:
         return ClusterAddress(local_workers=int(m.group(1)))
     if _TCP.fullmatch(text):
         return ClusterAddress(scheduler=text, plain_tcp=plain_tcp)
-    raise UsageError(f"cluster address {text!r} is neither tls://HOST:PORT or tcp://HOST:PORT (a "
-                     "Dask scheduler) nor local:N (N worker processes on this machine, "
-                     f"1..{MAX_LOCAL_WORKERS})")
+    raise UsageError(
+        f"cluster address {text!r} is neither tls://HOST:PORT or tcp://HOST:PORT (a "
+        "Dask scheduler) nor local:N (N worker processes on this machine, "
+        f"1..{MAX_LOCAL_WORKERS})"
+    )
 
 
 def scheduler_security(address: ClusterAddress) -> Security | None:
@@ -89,13 +105,18 @@ def scheduler_security(address: ClusterAddress) -> Security | None:
                 f"{address.scheduler}: a tcp:// scheduler is Dask's plain protocol, which lets "
                 "anyone who reaches it run code in its workers and read the tasks (the digest key "
                 "among them): use a tls:// scheduler with Dask's TLS configuration "
-                "(docs/cluster.md), or ", Setting("plain_tcp"), " on a network only you can reach")
+                "(docs/cluster.md), or ",
+                Setting("plain_tcp"),
+                " on a network only you can reach",
+            )
         return None
     sec = Security()
     if not (sec.tls_ca_file and sec.tls_client_cert):
-        raise UsageError(f"{address.scheduler}: a tls:// scheduler needs Dask's TLS configuration "
-                         f"on this machine: {' and '.join(TLS_CONFIG)} (and .client.key unless "
-                         "the certificate file holds it; docs/cluster.md)")
+        raise UsageError(
+            f"{address.scheduler}: a tls:// scheduler needs Dask's TLS configuration "
+            f"on this machine: {' and '.join(TLS_CONFIG)} (and .client.key unless "
+            "the certificate file holds it; docs/cluster.md)"
+        )
     return sec
 
 
@@ -112,12 +133,20 @@ def connect(address: ClusterAddress) -> Iterator[Client]:
         # to the workers by the nanny, never on a command line) admits only this run's processes.
         try:
             with dask.config.set({WORKER_TRIM: None}):
-                cluster = LocalCluster(n_workers=address.local_workers, threads_per_worker=1, processes=True,
-                                       host="127.0.0.1", dashboard_address=None, silence_logs=logging.ERROR,
-                                       security=Security.temporary(),
-                                       scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"})
+                cluster = LocalCluster(
+                    n_workers=address.local_workers,
+                    threads_per_worker=1,
+                    processes=True,
+                    host="127.0.0.1",
+                    dashboard_address=None,
+                    silence_logs=logging.ERROR,
+                    security=Security.temporary(),
+                    scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"},
+                )
         except (RuntimeError, OSError, DaskTimeoutError) as e:
-            raise ClusterError(f"cannot start a local cluster of {address.local_workers} worker processes: {e}") from None
+            raise ClusterError(
+                f"cannot start a local cluster of {address.local_workers} worker processes: {e}"
+            ) from None
         with cluster, Client(cluster) as client:
             yield client
         return
@@ -169,19 +198,28 @@ class SegmentBatch:
     error: Exception | None = None
 
 
-def checked_segments(ctx: LedgerContext, part: LinkListing, indexes: Sequence[int]) -> Iterator[SegmentCheck]:
+def checked_segments(
+    ctx: LedgerContext, part: LinkListing, indexes: Sequence[int]
+) -> Iterator[SegmentCheck]:
     """`checked_segment` for each of `indexes` in order, through one reader of the worker's
     ledger directory (its ledger.json compared once)."""
     reader = ledger_reader(ctx.directory)
     if hashlib.sha256(reader.read_header_bytes()).hexdigest() != ctx.ledger.sha256:
-        raise LedgerFormatError(f"{ctx.directory}: the ledger.json worker {socket.gethostname()} reads is not the "
-                                "one verified (another directory at that path there, or edited since)")
+        raise LedgerFormatError(
+            f"{ctx.directory}: the ledger.json worker {socket.gethostname()} reads is not the "
+            "one verified (another directory at that path there, or edited since)"
+        )
     for index in indexes:
-        yield check_segment(reader, part, SegmentPlace(ctx.ledger, part.link, index, reader.link_dir(part.link),
-                                                       ctx.sched))
+        yield check_segment(
+            reader,
+            part,
+            SegmentPlace(ctx.ledger, part.link, index, reader.link_dir(part.link), ctx.sched),
+        )
 
 
-def check_segments_task(ctx: LedgerContext, part: LinkListing, indexes: Sequence[int]) -> SegmentBatch:
+def check_segments_task(
+    ctx: LedgerContext, part: LinkListing, indexes: Sequence[int]
+) -> SegmentBatch:
     """Consecutive segments' reads and checks, on a worker: their verdicts, without records."""
     checks = []
     try:
@@ -198,7 +236,7 @@ def task_batches(places: list[SegmentPlace], threads: int) -> list[list[SegmentP
     per run, not per segment), at most BATCH_SEGMENTS segments a task (a task's records in memory,
     and what a lost worker costs again)."""
     size = max(1, min(BATCH_SEGMENTS, -(-len(places) // (TASKS_PER_THREAD * max(1, threads)))))
-    return [places[i:i + size] for i in range(0, len(places), size)]
+    return [places[i : i + size] for i in range(0, len(places), size)]
 
 
 def cluster_threads(client: Client) -> int:
@@ -214,18 +252,32 @@ class ClusterChecker:
     def __init__(self, client: Client):
         self.client = client
 
-    def __call__(self, reader: LedgerReader, listing: LinkListing, places: list[SegmentPlace]) -> Iterator[SegmentCheck]:
+    def __call__(
+        self, reader: LedgerReader, listing: LinkListing, places: list[SegmentPlace]
+    ) -> Iterator[SegmentCheck]:
         if not places:
             return iter(())
         first = places[0]
         ctx = LedgerContext(str(reader.directory), first.ledger, first.sched)
-        run = uuid.uuid4().hex  # task keys are the scheduler's: unique per ledger and link of this run
+        run = (
+            uuid.uuid4().hex
+        )  # task keys are the scheduler's: unique per ledger and link of this run
         futures = []
         for batch in task_batches(places, cluster_threads(self.client)):
             indexes = [p.index for p in batch]
-            futures.append((indexes, self.client.submit(check_segments_task, ctx, segment_part(listing, indexes),
-                                                        indexes, pure=False,
-                                                        key=f"ledgertool-verify-{run}-{first.link}-{indexes[0]}")))
+            futures.append(
+                (
+                    indexes,
+                    self.client.submit(
+                        check_segments_task,
+                        ctx,
+                        segment_part(listing, indexes),
+                        indexes,
+                        pure=False,
+                        key=f"ledgertool-verify-{run}-{first.link}-{indexes[0]}",
+                    ),
+                )
+            )
         return ordered_results(futures, reader.directory, listing.link)
 
 
@@ -233,25 +285,38 @@ def segment_part(listing: LinkListing, indexes: int | Sequence[int]) -> LinkList
     """The part of a link's listing that the reads of segment(s) `indexes` consult: their files,
     and the non-regular files in their place (never read)."""
     want = {indexes} if isinstance(indexes, int) else set(indexes)
-    return LinkListing(listing.link, {i: listing.segments.get(i, frozenset()) for i in sorted(want)},
-                       strays=tuple(s for s in listing.strays if s.shadows in want))
+    return LinkListing(
+        listing.link,
+        {i: listing.segments.get(i, frozenset()) for i in sorted(want)},
+        strays=tuple(s for s in listing.strays if s.shadows in want),
+    )
 
 
-def ordered_results(futures: list[tuple[list[int], Future]], directory: Path, link: str) -> Iterator[SegmentCheck]:
+def ordered_results(
+    futures: list[tuple[list[int], Future]], directory: Path, link: str
+) -> Iterator[SegmentCheck]:
     """Each task's checks in order (a task: a SegmentBatch for segments `indexes`); a task the
     cluster lost is the run's ClusterError (never a partial verdict); a LedgerError a task raised
     is raised here, after the checks before it, as verify raises it."""
     try:
         for indexes, future in futures:
-            where = f"segment {indexes[0]}" if len(indexes) == 1 else f"segments {indexes[0]}-{indexes[-1]}"
+            where = (
+                f"segment {indexes[0]}"
+                if len(indexes) == 1
+                else f"segments {indexes[0]}-{indexes[-1]}"
+            )
             try:
                 batch = future.result()
             except KilledWorker as e:
-                raise ClusterError(f"{directory}: link {link} {where}: the cluster lost its check "
-                                   f"(workers died running it: {e}); no verdict") from None
+                raise ClusterError(
+                    f"{directory}: link {link} {where}: the cluster lost its check "
+                    f"(workers died running it: {e}); no verdict"
+                ) from None
             except (CancelledError, OSError, DaskTimeoutError) as e:
-                raise ClusterError(f"{directory}: link {link} {where}: the cluster did not return its "
-                                   f"check ({type(e).__name__}: {e}); no verdict") from None
+                raise ClusterError(
+                    f"{directory}: link {link} {where}: the cluster did not return its "
+                    f"check ({type(e).__name__}: {e}); no verdict"
+                ) from None
             yield from batch.checks
             if batch.error is not None:
                 raise batch.error

@@ -47,22 +47,32 @@ way, so the report is the same.
 from __future__ import annotations
 
 import errno
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from ..algorithms import algorithm_caveat
 from ..digest.record import RECORD_FIXED, RecordSink
 from ..errors import DiscrepancyError, FileTypeError, LedgerFormatError, StorageError
 from ..keyfiles import TrustBundle
 from ..ledger.header import LedgerHeader, parse_ledger_header
-from ..ledger.layout import LEAVES, LEDGER_FILE, OPEN, PARQUET, RECORDS, SEAL, window_log, window_log_link
+from ..ledger.layout import (
+    LEAVES,
+    LEDGER_FILE,
+    OPEN,
+    PARQUET,
+    RECORDS,
+    SEAL,
+    window_log,
+    window_log_link,
+)
+from ..ledger.parquet import records_to_table
 from ..ledger.reader import LedgerReader, LinkListing
 from ..ledger.remote import ledger_reader
 from ..ledger.segment import HEADER_SIZE, parse_open_segment
 from ..progress import Progress, ProgressFn
-from ..ledger.parquet import records_to_table
 from ..seal.checkpoint import LinkTree, check_extends, parse_note
 from ..seal.document import Seal
 from ..seal.rotation import Schedule, key_schedule, parse_rotation
@@ -92,8 +102,17 @@ from .windows import VerifiedWindows, WindowLogSummary, verify_window_log
 if TYPE_CHECKING:  # a reader that asks for a segment's table imports it (records_to_table)
     import pyarrow as pa
 
-__all__ = ["Kind", "Problem", "SegmentChecker", "VerifiedSegment", "VerifyResult", "check_here", "check_segment",
-           "verified_segment", "verify_ledger"]
+__all__ = [
+    "Kind",
+    "Problem",
+    "SegmentChecker",
+    "VerifiedSegment",
+    "VerifyResult",
+    "check_here",
+    "check_segment",
+    "verified_segment",
+    "verify_ledger",
+]
 
 #: Checks one link's sealed segments: (reader, the link's listing, each segment's place in index
 #: order) -> one SegmentCheck per place, in the same order.
@@ -124,12 +143,21 @@ class VerifyResult:
         (self.warnings if finding.kind.is_warning else self.problems).append(finding)
 
     def to_json(self) -> dict:
-        return {"ok": self.ok, "ledger": self.ledger, "segments": self.segments, "records": self.records,
-                "frames": self.frames, "drops_declared": self.drops_declared, "links": self.links,
-                "problems": [p.to_json() for p in self.problems],
-                "warnings": [w.to_json() for w in self.warnings], "checkpoint": self.checkpoint,
-                "signatures_checked": self.signatures_checked, "append_only": self.append_only,
-                "windows": [w.to_json() for w in self.windows]}
+        return {
+            "ok": self.ok,
+            "ledger": self.ledger,
+            "segments": self.segments,
+            "records": self.records,
+            "frames": self.frames,
+            "drops_declared": self.drops_declared,
+            "links": self.links,
+            "problems": [p.to_json() for p in self.problems],
+            "warnings": [w.to_json() for w in self.warnings],
+            "checkpoint": self.checkpoint,
+            "signatures_checked": self.signatures_checked,
+            "append_only": self.append_only,
+            "windows": [w.to_json() for w in self.windows],
+        }
 
 
 @dataclass(frozen=True)
@@ -160,12 +188,19 @@ class VerifiedSegment:
         return records_to_table(self.records, self.digest_size, self.index)
 
 
-def verify_ledger(directory: Path | LedgerReader, trust: TrustBundle | None, checkpoint: bytes | None = None,
-                  checkpoint_name: str = "checkpoint", *, links: list[str] | None = None,
-                  on_segment: Callable[[VerifiedSegment], None] | None = None,
-                  checker: SegmentChecker | None = None, progress: ProgressFn | None = None,
-                  records_into: RecordSink | None = None,
-                  on_windows: Callable[[VerifiedWindows], None] | None = None) -> VerifyResult:
+def verify_ledger(
+    directory: Path | LedgerReader,
+    trust: TrustBundle | None,
+    checkpoint: bytes | None = None,
+    checkpoint_name: str = "checkpoint",
+    *,
+    links: list[str] | None = None,
+    on_segment: Callable[[VerifiedSegment], None] | None = None,
+    checker: SegmentChecker | None = None,
+    progress: ProgressFn | None = None,
+    records_into: RecordSink | None = None,
+    on_windows: Callable[[VerifiedWindows], None] | None = None,
+) -> VerifyResult:
     """Verify every sealed segment of every link (or of `links`), and that the ledger extends
     `checkpoint` (a signed tlog-checkpoint note) when given. `on_segment` receives each segment
     that passed its own checks, in (link, segment) order, as it was checked, when the checker
@@ -185,7 +220,9 @@ def verify_ledger(directory: Path | LedgerReader, trust: TrustBundle | None, che
     Raises LedgerFormatError only when DIR is not a ledger, a link in `links` is not in it, or
     the checkpoint cannot be parsed / names another ledger; every other finding is a Problem."""
     if records_into is not None and (checker is not None or on_segment is None):
-        raise ValueError("records_into needs on_segment and the default checker (its records are this process's)")
+        raise ValueError(
+            "records_into needs on_segment and the default checker (its records are this process's)"
+        )
     reader = directory if isinstance(directory, LedgerReader) else ledger_reader(directory)
     directory = reader.directory
     ledger = parse_ledger_header(reader.read_header_bytes(), directory / LEDGER_FILE)
@@ -194,8 +231,9 @@ def verify_ledger(directory: Path | LedgerReader, trust: TrustBundle | None, che
     chosen = every if links is None else list(links)
     unknown = sorted(set(chosen) - set(every))
     if unknown:
-        raise LedgerFormatError(f"{directory}: no link named {', '.join(unknown)} (links: "
-                                f"{', '.join(every) or 'none'})")
+        raise LedgerFormatError(
+            f"{directory}: no link named {', '.join(unknown)} (links: {', '.join(every) or 'none'})"
+        )
     res = VerifyResult(str(directory), links=chosen, signatures_checked=trust is not None)
     caveat = algorithm_caveat(ledger.algorithm)
     if caveat:  # the verdict below holds only under the caveat's condition
@@ -204,39 +242,66 @@ def verify_ledger(directory: Path | LedgerReader, trust: TrustBundle | None, che
     if checkpoint is not None:
         note = parse_note(checkpoint, checkpoint_name)
         if note.checkpoint.ledger_id != ledger.ledger_id:
-            raise LedgerFormatError(f"{checkpoint_name}: checkpoint of ledger {note.checkpoint.ledger_id}, "
-                                    f"not of {directory} ({ledger.ledger_id})")
+            raise LedgerFormatError(
+                f"{checkpoint_name}: checkpoint of ledger {note.checkpoint.ledger_id}, "
+                f"not of {directory} ({ledger.ledger_id})"
+            )
         res.checkpoint = note.checkpoint.to_json()
     for stray in reader.strays:
         res.add(stray_finding(stray))
     if trust is not None:
         rotations = [parse_rotation(raw, path) for path, raw in reader.read_rotation_files()]
-        sched = key_schedule(ledger.ledger_id, trust, rotations,
-                             digest_key_id=ledger.digest_key_id, algorithm=ledger.algorithm)
+        sched = key_schedule(
+            ledger.ledger_id,
+            trust,
+            rotations,
+            digest_key_id=ledger.digest_key_id,
+            algorithm=ledger.algorithm,
+        )
         for p in sched.problems:
             res.add(Problem(Kind.ROTATION_INVALID, None, p))
     else:
         sched = None
-        res.add(Problem(Kind.SIGNATURES_UNCHECKED, None, "no trust bundle given: seal and checkpoint "
-                        "signatures, key rotations and digest key ids were not checked; the "
-                        "records are the ledger's as found, consistent with their own seals"))
+        res.add(
+            Problem(
+                Kind.SIGNATURES_UNCHECKED,
+                None,
+                "no trust bundle given: seal and checkpoint "
+                "signatures, key rotations and digest key ids were not checked; the "
+                "records are the ledger's as found, consistent with their own seals",
+            )
+        )
     top = reader.read_top_checkpoint()
-    _verify_windows(reader, ledger, [c for c in chosen if c in window_links], sched, res, on_windows)
+    _verify_windows(
+        reader, ledger, [c for c in chosen if c in window_links], sched, res, on_windows
+    )
     for link in (c for c in chosen if c in reader.links):
         stored = _stored_checkpoint(reader, link, res)  # before the listing: see read_checkpoint
         phase = "verify" if len(chosen) == 1 else f"verify link {link}"
-        tree = _verify_link(reader, ledger, link, sched, res, on_segment,
-                            checker or (check_here if records_into is None else _check_into(records_into)),
-                            _link_progress(progress, phase, res))
+        tree = _verify_link(
+            reader,
+            ledger,
+            link,
+            sched,
+            res,
+            on_segment,
+            checker or (check_here if records_into is None else _check_into(records_into)),
+            _link_progress(progress, phase, res),
+        )
         if stored is not None:
             _check_checkpoint(stored, tree, sched, res, f"{reader.checkpoint_path(link)}: ")
         elif tree.seal_hashes:
-            res.add(Problem(
-                Kind.CHECKPOINT_MISSING, None,
-                f"{reader.checkpoint_path(link)}: link {link} has {len(tree.seal_hashes)} sealed segments but no "
-                "stored checkpoint (every capture writes one after each seal): it was deleted, or a capture was "
-                "killed before its first checkpoint (`ledgertool recover` signs one); a cut tail cannot be "
-                "detected without it", link))
+            res.add(
+                Problem(
+                    Kind.CHECKPOINT_MISSING,
+                    None,
+                    f"{reader.checkpoint_path(link)}: link {link} has {len(tree.seal_hashes)} sealed segments but no "
+                    "stored checkpoint (every capture writes one after each seal): it was deleted, or a capture was "
+                    "killed before its first checkpoint (`ledgertool recover` signs one); a cut tail cannot be "
+                    "detected without it",
+                    link,
+                )
+            )
         if top is not None:  # written by ledgertool before 0.2 for one-link ledgers
             try:
                 top_note = parse_note(top, str(directory / "checkpoint"))
@@ -251,14 +316,27 @@ def verify_ledger(directory: Path | LedgerReader, trust: TrustBundle | None, che
     return res
 
 
-def _verify_windows(reader: LedgerReader, ledger: LedgerHeader, links: list[str], sched: Schedule | None,
-                    res: VerifyResult, on_windows: Callable[[VerifiedWindows], None] | None) -> None:
+def _verify_windows(
+    reader: LedgerReader,
+    ledger: LedgerHeader,
+    links: list[str],
+    sched: Schedule | None,
+    res: VerifyResult,
+    on_windows: Callable[[VerifiedWindows], None] | None,
+) -> None:
     """The window logs of `links`, each with its stored checkpoint; with a window tier in
     ledger.json, a link that has per-frame segments and no window log is `windows_missing`."""
     if ledger.window is None:
         for link in links:
-            res.add(Problem(Kind.PARAMETER_MISMATCH, None, f"{reader.link_dir(window_log(link))}: a window log in "
-                            "a ledger whose ledger.json has no window tier; not read", window_log(link)))
+            res.add(
+                Problem(
+                    Kind.PARAMETER_MISMATCH,
+                    None,
+                    f"{reader.link_dir(window_log(link))}: a window log in "
+                    "a ledger whose ledger.json has no window tier; not read",
+                    window_log(link),
+                )
+            )
         return
     for link in links:
         log = window_log(link)
@@ -267,8 +345,15 @@ def _verify_windows(reader: LedgerReader, ledger: LedgerHeader, links: list[str]
         if stored is not None:
             _check_checkpoint(stored, tree, sched, res, f"{reader.checkpoint_path(log)}: ")
         elif tree.seal_hashes:
-            res.add(Problem(Kind.CHECKPOINT_MISSING, None, f"{reader.checkpoint_path(log)}: window log {log} has "
-                            f"{len(tree.seal_hashes)} sealed segments but no stored checkpoint", log))
+            res.add(
+                Problem(
+                    Kind.CHECKPOINT_MISSING,
+                    None,
+                    f"{reader.checkpoint_path(log)}: window log {log} has "
+                    f"{len(tree.seal_hashes)} sealed segments but no stored checkpoint",
+                    log,
+                )
+            )
         res.windows.append(summary)
         if on_windows is not None:
             for v in summary.verified:
@@ -276,8 +361,15 @@ def _verify_windows(reader: LedgerReader, ledger: LedgerHeader, links: list[str]
     if "windows" in ledger.tiers:
         for link in sorted(set(reader.links) - set(links)):
             if reader.listing(link).sealed:
-                res.add(Problem(Kind.WINDOWS_MISSING, None, f"{reader.link_dir(window_log(link))}: link {link} has "
-                                "sealed segments but no window log, and ledger.json has the window tier", link))
+                res.add(
+                    Problem(
+                        Kind.WINDOWS_MISSING,
+                        None,
+                        f"{reader.link_dir(window_log(link))}: link {link} has "
+                        "sealed segments but no window log, and ledger.json has the window tier",
+                        link,
+                    )
+                )
 
 
 def _link_progress(progress: ProgressFn | None, phase: str, res: VerifyResult):
@@ -286,8 +378,9 @@ def _link_progress(progress: ProgressFn | None, phase: str, res: VerifyResult):
     if progress is None:
         return None
     before = res.records
-    return lambda done, total, records: progress(Progress(phase, done, total, "segments", before + records,
-                                                          "records"))
+    return lambda done, total, records: progress(
+        Progress(phase, done, total, "segments", before + records, "records")
+    )
 
 
 def _stored_checkpoint(reader: LedgerReader, link: str, res: VerifyResult):
@@ -306,13 +399,17 @@ def _append_only(res: VerifyResult, note, links: list[str]) -> dict:
     unchecked = [ln for ln in links if ln != given]
     text = None
     if unchecked:
-        text = (f"append-only not checked against a checkpoint you hold for link{'s' if len(unchecked) > 1 else ''} "
-                f"{', '.join(unchecked)}: only the ledger's own stored checkpoints were compared, and whoever "
-                "holds the storage can roll those back together with a cut tail (pass --checkpoint)")
+        text = (
+            f"append-only not checked against a checkpoint you hold for link{'s' if len(unchecked) > 1 else ''} "
+            f"{', '.join(unchecked)}: only the ledger's own stored checkpoints were compared, and whoever "
+            "holds the storage can roll those back together with a cut tail (pass --checkpoint)"
+        )
     return {"given_checkpoint_link": given, "unchecked_links": unchecked, "note": text}
 
 
-def _check_checkpoint(note, tree: LinkTree, sched: Schedule | None, res: VerifyResult, prefix: str) -> None:
+def _check_checkpoint(
+    note, tree: LinkTree, sched: Schedule | None, res: VerifyResult, prefix: str
+) -> None:
     link = note.checkpoint.link
     cp = note.checkpoint
     signers = sched.checkpoint_signers(link, cp.size) if sched is not None else (None, ())
@@ -320,21 +417,34 @@ def _check_checkpoint(note, tree: LinkTree, sched: Schedule | None, res: VerifyR
         res.add(Problem(Kind(f.kind), None, prefix + f.detail, link))
 
 
-def _verify_link(reader: LedgerReader, ledger: LedgerHeader, link: str, sched: Schedule | None, res: VerifyResult,
-                 on_segment: Callable[[VerifiedSegment], None] | None, checker: SegmentChecker,
-                 progress: Callable[[int, int, int], None] | None = None) -> LinkTree:
+def _verify_link(
+    reader: LedgerReader,
+    ledger: LedgerHeader,
+    link: str,
+    sched: Schedule | None,
+    res: VerifyResult,
+    on_segment: Callable[[VerifiedSegment], None] | None,
+    checker: SegmentChecker,
+    progress: Callable[[int, int, int], None] | None = None,
+) -> LinkTree:
     """Steps 1-7 for every sealed segment of `link`, reading each segment's files just before the
     pure checks that need them; returns the link tree (its seal hashes up to the first missing or
     unreadable seal) for the checkpoint checks."""
     listing = reader.listing(link)
     link_dir = reader.link_dir(link)
     # a capture running now may have sealed a segment since the listing: not a finding
-    unsealed = [i for i in unsealed_candidates(listing) if not reader.exists(link, i, SEAL, follow_symlinks=True)]
+    unsealed = [
+        i
+        for i in unsealed_candidates(listing)
+        if not reader.exists(link, i, SEAL, follow_symlinks=True)
+    ]
     for finding in listing_findings(listing, link_dir, unsealed):
         res.add(finding)
     chain = LinkChain(ledger, link, link_dir, reader.directory / LEDGER_FILE)
-    places = [SegmentPlace(ledger, link, index, link_dir, sched, records_wanted=on_segment is not None)
-              for index in listing.sealed]
+    places = [
+        SegmentPlace(ledger, link, index, link_dir, sched, records_wanted=on_segment is not None)
+        for index in listing.sealed
+    ]
     if progress:
         progress(0, len(places), 0)
     for done, check in enumerate(checker(reader, listing, places), 1):
@@ -343,8 +453,12 @@ def _verify_link(reader: LedgerReader, ledger: LedgerHeader, link: str, sched: S
             progress(done, len(places), chain.records)
         for finding in found:
             res.add(finding)
-        if (on_segment is not None and not any(not f.kind.is_warning for f in found) and check.records is not None
-                and check.records.records is not None):
+        if (
+            on_segment is not None
+            and not any(not f.kind.is_warning for f in found)
+            and check.records is not None
+            and check.records.records is not None
+        ):
             on_segment(_verified(link, check))
     res.problems += chain.finish()
     res.segments += chain.segments
@@ -356,22 +470,33 @@ def _verify_link(reader: LedgerReader, ledger: LedgerHeader, link: str, sched: S
     nxt = chain.next_open
     for i in open_segments(listing):
         key_id = sched.digest_key_id_for(link, nxt[0]) if sched is not None else None
-        w, nxt = open_segment_finding(_read_open(reader, link, i), reader.segment_path(link, i, OPEN), i, ledger,
-                                      link, nxt, key_id)
+        w, nxt = open_segment_finding(
+            _read_open(reader, link, i),
+            reader.segment_path(link, i, OPEN),
+            i,
+            ledger,
+            link,
+            nxt,
+            key_id,
+        )
         if w is not None:
             res.add(w)
     return chain.tree
 
 
-def verified_segment(reader: LedgerReader, ledger: LedgerHeader, link: str, index: int,
-                     sched: Schedule | None = None) -> VerifiedSegment:
+def verified_segment(
+    reader: LedgerReader, ledger: LedgerHeader, link: str, index: int, sched: Schedule | None = None
+) -> VerifiedSegment:
     """One sealed segment's records exactly as verify checks them (`check_segment`: the seal, then
     the raw record file or Parquet file it authenticates, v1 or v2), for readers of one segment
     (`prove`). With `sched` None the seal's signatures and digest key id are not checked here.
     DiscrepancyError naming the first problem (and asking for `ledgertool verify`) when any check of
     the segment fails; warnings (a compaction leftover) do not stop it."""
-    check = check_segment(reader, reader.listing(link), SegmentPlace(ledger, link, index, reader.link_dir(link),
-                                                                     sched))
+    check = check_segment(
+        reader,
+        reader.listing(link),
+        SegmentPlace(ledger, link, index, reader.link_dir(link), sched),
+    )
     found = list(check.seal.problems) + list(check.seal.range_problems)
     if check.seal.name_problem is not None:
         found.append(check.seal.name_problem)
@@ -379,8 +504,10 @@ def verified_segment(reader: LedgerReader, ledger: LedgerHeader, link: str, inde
         found += check.records.problems
     problems = [p for p in found if not p.kind.is_warning]
     if problems or check.records is None or check.records.records is None:
-        raise DiscrepancyError(f"link {link} segment {index}: {_unread_why(reader, link, index, problems)}; "
-                               "run `ledgertool verify`")
+        raise DiscrepancyError(
+            f"link {link} segment {index}: {_unread_why(reader, link, index, problems)}; "
+            "run `ledgertool verify`"
+        )
     return replace(_verified(link, check), records=bytes(check.records.records))
 
 
@@ -393,19 +520,27 @@ def _unread_why(reader: LedgerReader, link: str, index: int, problems: list[Prob
     shadow = next((s for s in reader.listing(link).strays if s.shadows == index), None)
     if shadow is not None:
         return f"{Kind.SEGMENT_NAME_SHADOW}: {shadow.path}: {shadow.why}; it was not read"
-    return (f"{Kind.RECORDS_MISSING}: neither {reader.segment_path(link, index, RECORDS)} nor "
-            f"{reader.segment_path(link, index, PARQUET).name} is there")
+    return (
+        f"{Kind.RECORDS_MISSING}: neither {reader.segment_path(link, index, RECORDS)} nor "
+        f"{reader.segment_path(link, index, PARQUET).name} is there"
+    )
 
 
 def _verified(link: str, check: SegmentCheck) -> VerifiedSegment:
     """The VerifiedSegment of a segment whose checks passed; a raw record file's table is built here,
     from the checked records, only for the readers that want one (verify alone does not)."""
     recs, seal = check.records, check.seal
-    digest_size = seal.layout[0] - RECORD_FIXED if seal.layout else 16  # (a table is given where there is no layout)
-    return VerifiedSegment(link, seal.index, seal.doc, recs.table, recs.records, digest_size, recs.frames)
+    digest_size = (
+        seal.layout[0] - RECORD_FIXED if seal.layout else 16
+    )  # (a table is given where there is no layout)
+    return VerifiedSegment(
+        link, seal.index, seal.doc, recs.table, recs.records, digest_size, recs.frames
+    )
 
 
-def check_here(reader: LedgerReader, listing: LinkListing, places: list[SegmentPlace]) -> Iterator[SegmentCheck]:
+def check_here(
+    reader: LedgerReader, listing: LinkListing, places: list[SegmentPlace]
+) -> Iterator[SegmentCheck]:
     """The default SegmentChecker: each segment read and checked in this process, when the
     reduction asks for it (one segment's bytes in memory at a time). The link's directory is held
     open meanwhile (LedgerReader.holding_link): each file is one openat(2) relative to it."""
@@ -418,13 +553,25 @@ def _check_into(sink: RecordSink) -> SegmentChecker:
     """check_here with every raw record file's records copied into `sink` (verify_ledger's
     `records_into`); each segment asks for room for itself and, ahead, for the link's segments
     after it at its seal's record count (so the sink grows about once per link, not by doubling)."""
-    def checker(reader: LedgerReader, listing: LinkListing, places: list[SegmentPlace]) -> Iterator[SegmentCheck]:
-        return (check_segment(reader, listing, place, sink, len(places) - k - 1) for k, place in enumerate(places))
+
+    def checker(
+        reader: LedgerReader, listing: LinkListing, places: list[SegmentPlace]
+    ) -> Iterator[SegmentCheck]:
+        return (
+            check_segment(reader, listing, place, sink, len(places) - k - 1)
+            for k, place in enumerate(places)
+        )
+
     return checker
 
 
-def check_segment(reader: LedgerReader, listing: LinkListing, place: SegmentPlace, into: RecordSink | None = None,
-                  segments_after: int = 0) -> SegmentCheck:
+def check_segment(
+    reader: LedgerReader,
+    listing: LinkListing,
+    place: SegmentPlace,
+    into: RecordSink | None = None,
+    segments_after: int = 0,
+) -> SegmentCheck:
     """The reads of one sealed segment, each followed by the pure checks of its bytes: the seal,
     then (when its checks ran) the Parquet file, then (when the Merkle root differs) the leaf
     sidecar. `into`: a raw record file's records are copied into that sink's free tail
@@ -447,12 +594,16 @@ def check_segment(reader: LedgerReader, listing: LinkListing, place: SegmentPlac
         return SegmentCheck(seal)
     read = _read_records(reader, listing, link, index, seal.v2, records_file_limit(seal))
     try:
-        recs = check_records(seal, read, place, into, seal.seq.count * segments_after if into is not None else 0)
+        recs = check_records(
+            seal, read, place, into, seal.seq.count * segments_after if into is not None else 0
+        )
     finally:
         reader.close_record_file(read.data)
     if not recs.merkle_ok:
         try:  # the sidecar only names blocks: optional
-            leaves = reader.read_segment_file(link, index, LEAVES, limit=MAX_LEAVES_BYTES).to_pybytes()
+            leaves = reader.read_segment_file(
+                link, index, LEAVES, limit=MAX_LEAVES_BYTES
+            ).to_pybytes()
         except (LedgerFormatError, FileTypeError, StorageError):
             leaves = None
         recs = merkle_finding(seal, recs, leaves, place, read.kind)
@@ -478,8 +629,14 @@ def records_file_limit(seal: SealCheck) -> int | None:
     return HEADER_SIZE + seal.seq.count * (seal.layout[0] + 36) + PARQUET_SLACK
 
 
-def _read_records(reader: LedgerReader, listing: LinkListing, link: str, index: int, v2: bool,
-                  limit: int | None = None) -> ParquetRead:
+def _read_records(
+    reader: LedgerReader,
+    listing: LinkListing,
+    link: str,
+    index: int,
+    v2: bool,
+    limit: int | None = None,
+) -> ParquetRead:
     """The records file a seal's checks read: v1, the Parquet file; v2, the raw record file when
     there is one (a Parquet file beside it is a compaction leftover, not read), else the Parquet
     file (docs/ledger-format.md, "Verification"); none read past `limit` bytes."""
@@ -503,16 +660,28 @@ def _read_records(reader: LedgerReader, listing: LinkListing, link: str, index: 
     rec = _read_file(reader, listing, link, index, RECORDS, limit)
     if not rec.missing:
         return rec
-    return replace(got, kind=RECORDS, open_file=reader.exists(link, index, OPEN, follow_symlinks=False))
+    return replace(
+        got, kind=RECORDS, open_file=reader.exists(link, index, OPEN, follow_symlinks=False)
+    )
 
 
-def _read_file(reader: LedgerReader, listing: LinkListing, link: str, index: int, kind: str,
-               limit: int | None = None) -> ParquetRead:
+def _read_file(
+    reader: LedgerReader,
+    listing: LinkListing,
+    link: str,
+    index: int,
+    kind: str,
+    limit: int | None = None,
+) -> ParquetRead:
     if not listing.has(index, kind):
         path = reader.segment_path(link, index, kind)
-        if any(s.path == path for s in listing.strays):  # not a regular file: named already, not read
+        if any(
+            s.path == path for s in listing.strays
+        ):  # not a regular file: named already, not read
             return ParquetRead(not_regular=True, kind=kind)
-        if not reader.exists(link, index, kind, follow_symlinks=False):  # (the listing may predate a rename)
+        if not reader.exists(
+            link, index, kind, follow_symlinks=False
+        ):  # (the listing may predate a rename)
             return ParquetRead(missing=True, kind=kind)
     try:
         if kind == RECORDS:  # walked in a map on local storage, not read into a buffer

@@ -58,14 +58,26 @@ class LedgersResult:
 
     def total(self) -> LedgersTotal:
         res = self.verified
-        return LedgersTotal(len(self.outcomes), sum(r.ok for r in res), sum(not r.ok for r in res),
-                            len(self.outcomes) - len(res), sum(r.segments for r in res),
-                            sum(r.records for r in res), sum(r.frames for r in res),
-                            sum(r.drops_declared for r in res), sum(len(r.problems) for r in res),
-                            sum(len(r.warnings) for r in res), self.exit_code)
+        return LedgersTotal(
+            len(self.outcomes),
+            sum(r.ok for r in res),
+            sum(not r.ok for r in res),
+            len(self.outcomes) - len(res),
+            sum(r.segments for r in res),
+            sum(r.records for r in res),
+            sum(r.frames for r in res),
+            sum(r.drops_declared for r in res),
+            sum(len(r.problems) for r in res),
+            sum(len(r.warnings) for r in res),
+            self.exit_code,
+        )
 
     def to_json(self) -> dict:
-        return {"ok": self.ok, "ledgers": [o.to_json() for o in self.outcomes], "total": asdict(self.total())}
+        return {
+            "ok": self.ok,
+            "ledgers": [o.to_json() for o in self.outcomes],
+            "total": asdict(self.total()),
+        }
 
 
 @dataclass(frozen=True)
@@ -86,18 +98,28 @@ class LedgersTotal:
     exit_code: int
 
 
-def verify_ledgers(directories: list[Path], trust: TrustBundle, *, checker: SegmentChecker | None = None,
-                   progress: ProgressFn | None = None) -> LedgersResult:
+def verify_ledgers(
+    directories: list[Path],
+    trust: TrustBundle,
+    *,
+    checker: SegmentChecker | None = None,
+    progress: ProgressFn | None = None,
+) -> LedgersResult:
     """`verify_ledger` on each directory in turn, with the same trust bundle and segment checker
     (docs/cli.md, "verify"); `progress` gets each ledger's updates, its phase prefixed with
     "ledger I of N". Raises ClusterError when the cluster fails; every other LedgerError becomes
     that ledger's outcome."""
     outcomes = []
     for i, directory in enumerate(directories, 1):
-        each = None if progress is None else _prefixed(progress, f"ledger {i} of {len(directories)}: ")
+        each = (
+            None if progress is None else _prefixed(progress, f"ledger {i} of {len(directories)}: ")
+        )
         try:
-            outcomes.append(LedgerOutcome(str(directory), verify_ledger(directory, trust, checker=checker,
-                                                                        progress=each)))
+            outcomes.append(
+                LedgerOutcome(
+                    str(directory), verify_ledger(directory, trust, checker=checker, progress=each)
+                )
+            )
         except ClusterError:
             raise
         except LedgerError as e:
@@ -106,4 +128,6 @@ def verify_ledgers(directories: list[Path], trust: TrustBundle, *, checker: Segm
 
 
 def _prefixed(progress: ProgressFn, prefix: str) -> ProgressFn:
-    return lambda p: progress(Progress(prefix + p.phase, p.done, p.total, p.unit, p.items, p.items_unit))
+    return lambda p: progress(
+        Progress(prefix + p.phase, p.done, p.total, p.unit, p.items, p.items_unit)
+    )

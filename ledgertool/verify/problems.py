@@ -88,26 +88,80 @@ class Kind(enum.StrEnum):
 
 
 _GROUPS: dict[Kind, Group] = {
-    **dict.fromkeys((
-        Kind.SEAL_UNREADABLE, Kind.SEAL_MALFORMED, Kind.FOREIGN_SEAL, Kind.SEAL_MISPLACED,
-        Kind.PARAMETER_MISMATCH, Kind.LEDGER_HEADER_MISMATCH, Kind.UNSEALED_PARQUET, Kind.PARQUET_MISSING,
-        Kind.PARQUET_HASH_MISMATCH, Kind.PARQUET_UNREADABLE, Kind.RECORDS_MISSING, Kind.RECORDS_UNREADABLE,
-        Kind.RECORDS_HEADER_MISMATCH, Kind.SEGMENT_NAME_SHADOW, Kind.WINDOWS_MISSING), Group.SEAL_AND_FILES),
-    **dict.fromkeys((
-        Kind.BAD_SIGNATURE, Kind.SIGNATURE_MISSING, Kind.ROTATION_INVALID,
-        Kind.DIGEST_KEY_MISMATCH), Group.SIGNATURES_AND_KEYS),
-    **dict.fromkeys((
-        Kind.CHAIN_BROKEN, Kind.SEGMENT_MISSING, Kind.SEGMENT_DUPLICATED, Kind.SEQUENCE_GAP,
-        Kind.SEQUENCE_OVERLAP), Group.CHAIN_AND_SEGMENTS),
-    **dict.fromkeys((
-        Kind.COUNT_MISMATCH, Kind.RANGE_MISMATCH, Kind.TIMESTAMP_MISMATCH, Kind.DROPS_MISMATCH,
-        Kind.MERKLE_MISMATCH, Kind.RECORD_MISSING, Kind.RECORD_DUPLICATED, Kind.RECORD_REORDERED), Group.RECORDS),
-    **dict.fromkeys((
-        Kind.CHECKPOINT_BAD_SIGNATURE, Kind.CHECKPOINT_NOT_EXTENDED, Kind.CHECKPOINT_MISMATCH,
-        Kind.CHECKPOINT_UNREADABLE, Kind.CHECKPOINT_MISSING), Group.CHECKPOINTS),
-    **dict.fromkeys((
-        Kind.OPEN_SEGMENT, Kind.TORN_SEGMENT, Kind.TEMP_FILE, Kind.STRAY_FILE, Kind.SIGNATURES_UNCHECKED,
-        Kind.ALGORITHM_CAVEAT, Kind.COMPACTION_LEFTOVER), Group.WARNING),
+    **dict.fromkeys(
+        (
+            Kind.SEAL_UNREADABLE,
+            Kind.SEAL_MALFORMED,
+            Kind.FOREIGN_SEAL,
+            Kind.SEAL_MISPLACED,
+            Kind.PARAMETER_MISMATCH,
+            Kind.LEDGER_HEADER_MISMATCH,
+            Kind.UNSEALED_PARQUET,
+            Kind.PARQUET_MISSING,
+            Kind.PARQUET_HASH_MISMATCH,
+            Kind.PARQUET_UNREADABLE,
+            Kind.RECORDS_MISSING,
+            Kind.RECORDS_UNREADABLE,
+            Kind.RECORDS_HEADER_MISMATCH,
+            Kind.SEGMENT_NAME_SHADOW,
+            Kind.WINDOWS_MISSING,
+        ),
+        Group.SEAL_AND_FILES,
+    ),
+    **dict.fromkeys(
+        (
+            Kind.BAD_SIGNATURE,
+            Kind.SIGNATURE_MISSING,
+            Kind.ROTATION_INVALID,
+            Kind.DIGEST_KEY_MISMATCH,
+        ),
+        Group.SIGNATURES_AND_KEYS,
+    ),
+    **dict.fromkeys(
+        (
+            Kind.CHAIN_BROKEN,
+            Kind.SEGMENT_MISSING,
+            Kind.SEGMENT_DUPLICATED,
+            Kind.SEQUENCE_GAP,
+            Kind.SEQUENCE_OVERLAP,
+        ),
+        Group.CHAIN_AND_SEGMENTS,
+    ),
+    **dict.fromkeys(
+        (
+            Kind.COUNT_MISMATCH,
+            Kind.RANGE_MISMATCH,
+            Kind.TIMESTAMP_MISMATCH,
+            Kind.DROPS_MISMATCH,
+            Kind.MERKLE_MISMATCH,
+            Kind.RECORD_MISSING,
+            Kind.RECORD_DUPLICATED,
+            Kind.RECORD_REORDERED,
+        ),
+        Group.RECORDS,
+    ),
+    **dict.fromkeys(
+        (
+            Kind.CHECKPOINT_BAD_SIGNATURE,
+            Kind.CHECKPOINT_NOT_EXTENDED,
+            Kind.CHECKPOINT_MISMATCH,
+            Kind.CHECKPOINT_UNREADABLE,
+            Kind.CHECKPOINT_MISSING,
+        ),
+        Group.CHECKPOINTS,
+    ),
+    **dict.fromkeys(
+        (
+            Kind.OPEN_SEGMENT,
+            Kind.TORN_SEGMENT,
+            Kind.TEMP_FILE,
+            Kind.STRAY_FILE,
+            Kind.SIGNATURES_UNCHECKED,
+            Kind.ALGORITHM_CAVEAT,
+            Kind.COMPACTION_LEFTOVER,
+        ),
+        Group.WARNING,
+    ),
 }
 assert len(_GROUPS) == len(Kind), "every Kind has a group"
 
@@ -125,12 +179,19 @@ class Problem:
     record: int | None = None  # index of the record within its segment, where one is named
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "kind", Kind(self.kind))  # a typo in a kind fails here, not in a report
+        object.__setattr__(
+            self, "kind", Kind(self.kind)
+        )  # a typo in a kind fails here, not in a report
 
     @property
     def group(self) -> Group:
         return self.kind.group
 
     def to_json(self) -> dict:
-        return {"kind": self.kind.value, "segment": self.segment, "record": self.record, "link": self.link,
-                "detail": self.detail}
+        return {
+            "kind": self.kind.value,
+            "segment": self.segment,
+            "record": self.record,
+            "link": self.link,
+            "detail": self.detail,
+        }

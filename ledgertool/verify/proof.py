@@ -19,6 +19,7 @@ import blake3
 import numpy as np
 
 from ..algorithms import algorithm_caveat
+from ..canonical import loads_strict
 from ..digest.engine import merkle_leaves, merkle_root
 from ..digest.record import RECORD_FIXED, record_dtype
 from ..errors import DiscrepancyError, LedgerFormatError, Setting, UsageError
@@ -30,13 +31,12 @@ from ..ledger.layout import SEAL
 from ..ledger.reader import LedgerReader
 from ..ledger.remote import ledger_reader
 from ..ledger.rotations import load_rotations
-from ..canonical import loads_strict
 from ..seal import merkle
 from ..seal.checkpoint import SignedNote, origin_for, parse_note, verify_note
 from ..seal.document import (
     SEAL_FORMAT,
-    SEAL_FORMATS,
     SEAL_FORMAT_V2,
+    SEAL_FORMATS,
     Seal,
     parse_seal,
 )
@@ -44,8 +44,12 @@ from ..seal.rotation import key_schedule
 from ..urls import location
 from .ledger import verified_segment
 
-PROOF_FORMAT = "ledgertool-inclusion-proof-v2"  # v2 adds the checkpoint part (null when none covers)
-PROOF_FORMAT_V1 = "ledgertool-inclusion-proof-v1"  # still checked: record, block, path, seal, rotations
+PROOF_FORMAT = (
+    "ledgertool-inclusion-proof-v2"  # v2 adds the checkpoint part (null when none covers)
+)
+PROOF_FORMAT_V1 = (
+    "ledgertool-inclusion-proof-v1"  # still checked: record, block, path, seal, rotations
+)
 _FIELDS = ("seq", "ts_ns", "wire_len", "cap_len", "flags", "linktype", "aux")
 
 
@@ -60,9 +64,15 @@ def record_to_json(rec) -> dict:
     return out
 
 
-def build_proof(directory: Path, *, seq: int | None = None, digest: str | None = None,
-                link: str | None = None, checkpoint: bytes | None = None,
-                checkpoint_where: str = "checkpoint") -> dict:
+def build_proof(
+    directory: Path,
+    *,
+    seq: int | None = None,
+    digest: str | None = None,
+    link: str | None = None,
+    checkpoint: bytes | None = None,
+    checkpoint_where: str = "checkpoint",
+) -> dict:
     """The inclusion proof of the record with sequence number `seq` (or the first record whose
     digest is `digest`, hex) of `link` (default: the ledger's only link).
 
@@ -75,7 +85,9 @@ def build_proof(directory: Path, *, seq: int | None = None, digest: str | None =
     directory = location(directory)
     ledger = load_ledger(directory)
     if (seq is None) == (digest is None):
-        raise UsageError("prove needs exactly one of ", Setting("seq"), " N or ", Setting("digest"), " HEX")
+        raise UsageError(
+            "prove needs exactly one of ", Setting("seq"), " N or ", Setting("digest"), " HEX"
+        )
     link = choose_link(directory, link)
     reader = ledger_reader(directory)
     note = _checkpoint_note(reader, ledger, link, checkpoint, checkpoint_where)
@@ -86,22 +98,35 @@ def build_proof(directory: Path, *, seq: int | None = None, digest: str | None =
         except ValueError:
             raise UsageError(Setting("digest"), f" {digest!r} is not hex") from None
         if len(want) != ledger.digest_size:
-            raise UsageError(Setting("digest"), f" is {len(want)} bytes; this ledger's digests are {ledger.digest_size}")
+            raise UsageError(
+                Setting("digest"),
+                f" is {len(want)} bytes; this ledger's digests are {ledger.digest_size}",
+            )
     dtype = record_dtype(ledger.digest_size)
     for index in reader.listing(link).sealed:
-        seal = parse_seal(reader.read_seal_bytes(link, index), reader.segment_path(link, index, "seal.json"))
+        seal = parse_seal(
+            reader.read_seal_bytes(link, index), reader.segment_path(link, index, "seal.json")
+        )
         try:
             first, last = int(seal.first_seq), int(seal.last_seq)
         except (TypeError, ValueError):
-            raise DiscrepancyError(f"segment {index}: seal lacks its sequence range; run `ledgertool verify`") from None
+            raise DiscrepancyError(
+                f"segment {index}: seal lacks its sequence range; run `ledgertool verify`"
+            ) from None
         if seq is not None and not first <= seq <= last:
             continue
         records = verified_segment(reader, ledger, link, index).records
         arr = np.frombuffer(records, dtype=dtype)
-        hits = np.nonzero(arr["seq"] == seq)[0] if seq is not None else np.nonzero(arr["digest"] == np.void(want))[0]
+        hits = (
+            np.nonzero(arr["seq"] == seq)[0]
+            if seq is not None
+            else np.nonzero(arr["digest"] == np.void(want))[0]
+        )
         if not len(hits):
             if seq is not None:
-                raise DiscrepancyError(f"segment {index}: seq {seq} is in the seal's range but not in its records")
+                raise DiscrepancyError(
+                    f"segment {index}: seq {seq} is in the seal's range but not in its records"
+                )
             continue
         proof = _proof_for(directory, ledger, link, seal, records, int(hits[0]))
         proof["checkpoint"] = _checkpoint_part(reader, link, index, note, checkpoint is not None)
@@ -114,15 +139,18 @@ def build_proof(directory: Path, *, seq: int | None = None, digest: str | None =
 _LEAF_ENTRY = {"sha256": bytes, "blake3": lambda block: blake3.blake3(block).digest()}
 
 
-def _proof_for(directory: Path, ledger: LedgerHeader, link: str, seal: Seal, records: bytes,
-               k: int) -> dict:
+def _proof_for(
+    directory: Path, ledger: LedgerHeader, link: str, seal: Seal, records: bytes, k: int
+) -> dict:
     rsize, leaf = ledger.record_size, ledger.leaf_records
     raw = merkle_leaves(records, rsize, leaf, ledger.leaf_hash)  # C, as sealing and verify do
     if merkle_root(raw).hex() != seal.merkle_root:
-        raise DiscrepancyError(f"segment {seal.segment}: records do not match the seal's Merkle root")
-    leaves = [raw[i:i + 32] for i in range(0, len(raw), 32)]
+        raise DiscrepancyError(
+            f"segment {seal.segment}: records do not match the seal's Merkle root"
+        )
+    leaves = [raw[i : i + 32] for i in range(0, len(raw), 32)]
     li = k // leaf
-    block = records[li * leaf * rsize:(li + 1) * leaf * rsize]
+    block = records[li * leaf * rsize : (li + 1) * leaf * rsize]
     rec = np.frombuffer(records, dtype=record_dtype(ledger.digest_size))[k]
     return {
         "format": PROOF_FORMAT,
@@ -133,7 +161,11 @@ def _proof_for(directory: Path, ledger: LedgerHeader, link: str, seal: Seal, rec
         "record": record_to_json(rec),
         "leaf_index": li,
         "tree_size": len(leaves),
-        "leaf_block": {"first_record_index": li * leaf, "records": len(block) // rsize, "hex": block.hex()},
+        "leaf_block": {
+            "first_record_index": li * leaf,
+            "records": len(block) // rsize,
+            "hex": block.hex(),
+        },
         **({"leaf_hash": ledger.leaf_hash} if ledger.leaf_hash != "sha256" else {}),
         "audit_path": [h.hex() for h in merkle.inclusion_proof(li, leaves)],
         "seal": seal.to_json(),
@@ -141,8 +173,9 @@ def _proof_for(directory: Path, ledger: LedgerHeader, link: str, seal: Seal, rec
     }
 
 
-def _checkpoint_note(reader: LedgerReader, ledger: LedgerHeader, link: str, data: bytes | None,
-                     where: str) -> tuple[SignedNote, str, str] | None:
+def _checkpoint_note(
+    reader: LedgerReader, ledger: LedgerHeader, link: str, data: bytes | None, where: str
+) -> tuple[SignedNote, str, str] | None:
     """The given checkpoint, else the link's stored one (None when it has none; read through the
     ledger reader: a link there is refused), with its text and the name to give it in messages."""
     if data is None:
@@ -152,13 +185,20 @@ def _checkpoint_note(reader: LedgerReader, ledger: LedgerHeader, link: str, data
         where = str(reader.checkpoint_path(link))
     note = parse_note(data, where)
     if note.checkpoint.origin != origin_for(ledger.ledger_id, link):
-        raise LedgerFormatError(f"{where}: checkpoint is for {note.checkpoint.origin}, "
-                                f"not {origin_for(ledger.ledger_id, link)}")
+        raise LedgerFormatError(
+            f"{where}: checkpoint is for {note.checkpoint.origin}, "
+            f"not {origin_for(ledger.ledger_id, link)}"
+        )
     return note, data.decode(), where
 
 
-def _checkpoint_part(reader: LedgerReader, link: str, segment: int, found: tuple[SignedNote, str, str] | None,
-                     given: bool) -> dict | None:
+def _checkpoint_part(
+    reader: LedgerReader,
+    link: str,
+    segment: int,
+    found: tuple[SignedNote, str, str] | None,
+    given: bool,
+) -> dict | None:
     """The note and the audit path of the segment's seal hash up to the note's root (RFC 9162
     s2.1.3 over the link tree), or None when there is no checkpoint covering the segment."""
     if found is None:
@@ -167,17 +207,27 @@ def _checkpoint_part(reader: LedgerReader, link: str, segment: int, found: tuple
     cp = note.checkpoint
     if segment >= cp.size:
         if given:
-            raise UsageError(f"{where}: checkpoint covers segments 0..{cp.size - 1} of link {link}; the record is "
-                             f"in segment {segment}: use a newer checkpoint")
+            raise UsageError(
+                f"{where}: checkpoint covers segments 0..{cp.size - 1} of link {link}; the record is "
+                f"in segment {segment}: use a newer checkpoint"
+            )
         return None
     seals = {i: reader.segment_path(link, i, SEAL) for i in reader.listing(link).sealed}
-    tree = tree_of_seals(link, seals, lambda i: parse_seal(reader.read_seal_bytes(link, i), seals[i]))
+    tree = tree_of_seals(
+        link, seals, lambda i: parse_seal(reader.read_seal_bytes(link, i), seals[i])
+    )
     if len(tree.seal_hashes) < cp.size or tree.root(cp.size) != cp.root:
-        raise DiscrepancyError(f"{where}: link {link} does not extend this checkpoint (size {cp.size}); "
-                               "verifying the ledger against this checkpoint names what differs")
+        raise DiscrepancyError(
+            f"{where}: link {link} does not extend this checkpoint (size {cp.size}); "
+            "verifying the ledger against this checkpoint names what differs"
+        )
     leaves = [merkle.leaf_hash(bytes.fromhex(h)) for h in tree.seal_hashes[: cp.size]]
-    return {"note": text, "leaf_index": segment, "tree_size": cp.size,
-            "audit_path": [h.hex() for h in merkle.inclusion_proof(segment, leaves)]}
+    return {
+        "note": text,
+        "leaf_index": segment,
+        "tree_size": cp.size,
+        "audit_path": [h.hex() for h in merkle.inclusion_proof(segment, leaves)],
+    }
 
 
 @dataclass
@@ -198,14 +248,36 @@ class ProofCheck:
 
     def to_json(self) -> dict:
         p = self.proof
-        return {"ok": self.ok, "reason": self.reason, "ledger_id": p.get("ledger_id"), "link": p.get("link"),
-                "segment": p.get("segment"), "record_index": p.get("record_index"), "record": p.get("record"),
-                "checkpoint": self.checkpoint, "warnings": self.warnings}
+        return {
+            "ok": self.ok,
+            "reason": self.reason,
+            "ledger_id": p.get("ledger_id"),
+            "link": p.get("link"),
+            "segment": p.get("segment"),
+            "record_index": p.get("record_index"),
+            "record": p.get("record"),
+            "checkpoint": self.checkpoint,
+            "warnings": self.warnings,
+        }
 
 
 _LOWER_HEX = re.compile(r"(?:[0-9a-f]{2})*")
-_TOP_KEYS = {"format", "ledger_id", "link", "segment", "record_index", "record", "leaf_index", "tree_size",
-             "leaf_block", "audit_path", "seal", "rotations", "checkpoint", "leaf_hash"}
+_TOP_KEYS = {
+    "format",
+    "ledger_id",
+    "link",
+    "segment",
+    "record_index",
+    "record",
+    "leaf_index",
+    "tree_size",
+    "leaf_block",
+    "audit_path",
+    "seal",
+    "rotations",
+    "checkpoint",
+    "leaf_hash",
+}
 
 
 def load_proof(path: Path) -> dict:
@@ -238,8 +310,16 @@ def _is_int(v: object) -> bool:
 _DECIMAL = re.compile(r"-?[0-9]+")
 _RECORD_INTS = ("wire_len", "cap_len", "flags", "linktype", "aux")
 # integer members of a seal (schemas/seal.schema.json); the u64 ones are decimal strings
-_SEAL_INTS = ("segment", "record_size", "leaf_records", "records", "frames", "drops_declared", "parquet_bytes",
-              "torn_bytes_discarded")
+_SEAL_INTS = (
+    "segment",
+    "record_size",
+    "leaf_records",
+    "records",
+    "frames",
+    "drops_declared",
+    "parquet_bytes",
+    "torn_bytes_discarded",
+)
 _SEAL_INTS_V2 = tuple(k for k in _SEAL_INTS if k != "parquet_bytes")  # a v2 seal pins no file
 
 
@@ -264,9 +344,19 @@ def proof_shape_problem(doc: object) -> str | None:
     unknown = sorted(set(doc) - (_TOP_KEYS - {"checkpoint"} if v1 else _TOP_KEYS))
     if unknown:
         return f"unknown field {unknown[0]!r}"
-    need = {"ledger_id": str, "link": str, "segment": int, "record_index": int, "record": dict,
-            "leaf_index": int, "tree_size": int, "leaf_block": dict, "audit_path": list, "seal": dict,
-            "rotations": list}
+    need = {
+        "ledger_id": str,
+        "link": str,
+        "segment": int,
+        "record_index": int,
+        "record": dict,
+        "leaf_index": int,
+        "tree_size": int,
+        "leaf_block": dict,
+        "audit_path": list,
+        "seal": dict,
+        "rotations": list,
+    }
     for key, typ in need.items():
         if not (_is_int(doc.get(key)) if typ is int else isinstance(doc.get(key), typ)):
             return f"field {key!r} missing or not {'an integer' if typ is int else typ.__name__}"
@@ -290,7 +380,9 @@ def proof_shape_problem(doc: object) -> str | None:
     cp = doc.get("checkpoint")
     if cp is not None:
         if not isinstance(cp, dict) or set(cp) != {"note", "leaf_index", "tree_size", "audit_path"}:
-            return "checkpoint must be null or have exactly note, leaf_index, tree_size and audit_path"
+            return (
+                "checkpoint must be null or have exactly note, leaf_index, tree_size and audit_path"
+            )
         for key in ("leaf_index", "tree_size"):
             if not _is_int(cp[key]):
                 return f"checkpoint.{key} is not an integer"
@@ -314,6 +406,7 @@ def check_proof(doc: dict, trust: TrustBundle, checkpoint: SignedNote | None = N
     When the proof carries a checkpoint, it must be signed by a key of the rotation schedule and
     the seal hash must lead to its root. `checkpoint` (the verifier's own, parsed) additionally
     requires the proof to reach exactly that checkpoint (same tree size and root)."""
+
     def fail(reason: str) -> ProofCheck:
         return ProofCheck(False, reason, doc)
 
@@ -332,8 +425,9 @@ def check_proof(doc: dict, trust: TrustBundle, checkpoint: SignedNote | None = N
     if sched.problems:
         return fail(sched.problems[0])
     try:
-        problems = sched.bundle_for(doc["link"], doc["segment"]).verify(seal.signed_bytes(),
-                                                                        seal.signatures or {})
+        problems = sched.bundle_for(doc["link"], doc["segment"]).verify(
+            seal.signed_bytes(), seal.signatures or {}
+        )
     except (TypeError, ValueError) as e:
         problems = [f"seal cannot be canonicalised ({e})"]
     if problems:
@@ -342,8 +436,10 @@ def check_proof(doc: dict, trust: TrustBundle, checkpoint: SignedNote | None = N
     # (known only when the chain has a digest-key statement: a proof carries no ledger header)
     want_dk = sched.digest_key_id_for(doc["link"], doc["segment"])
     if want_dk is not None and seal.digest_key_id != want_dk:
-        return fail(f"seal names digest key {seal.digest_key_id}; the rotation chain assigns {want_dk} "
-                    f"to segment {doc['segment']}")
+        return fail(
+            f"seal names digest key {seal.digest_key_id}; the rotation chain assigns {want_dk} "
+            f"to segment {doc['segment']}"
+        )
     # 2. the leaf block and the record
     try:
         rsize, leaf, count = int(seal.record_size), int(seal.leaf_records), int(seal.records)
@@ -363,13 +459,18 @@ def check_proof(doc: dict, trust: TrustBundle, checkpoint: SignedNote | None = N
     want_len = rsize * min(leaf, count - li * leaf)
     if len(block) != want_len:
         return fail(f"leaf block is {len(block)} bytes, expected {want_len}")
-    if doc["leaf_block"]["first_record_index"] != li * leaf or doc["leaf_block"]["records"] != want_len // rsize:
+    if (
+        doc["leaf_block"]["first_record_index"] != li * leaf
+        or doc["leaf_block"]["records"] != want_len // rsize
+    ):
         return fail("leaf_block first_record_index or records does not follow from the leaf index")
     rec = np.frombuffer(block, dtype=record_dtype(rsize - RECORD_FIXED))[k - li * leaf]
     if record_to_json(rec) != doc["record"]:
         return fail("the record differs from its entry in the leaf block")
     if int(rec["seq"]) != first_seq + k:
-        return fail(f"record seq {int(rec['seq'])} is not at index {k} of a segment starting at {first_seq}")
+        return fail(
+            f"record seq {int(rec['seq'])} is not at index {k} of a segment starting at {first_seq}"
+        )
     # 3. the audit path reaches the signed root
     # a "blake3" proof's leaf is over the block's 32-byte BLAKE3 entry; a block is never 32 bytes
     # (48 at least), so naming the other construction cannot make another block's leaf
@@ -383,7 +484,9 @@ def check_proof(doc: dict, trust: TrustBundle, checkpoint: SignedNote | None = N
     part = doc.get("checkpoint")
     if part is None:
         if checkpoint is not None:
-            return fail("the proof carries no checkpoint; ask for one made with `prove --checkpoint`")
+            return fail(
+                "the proof carries no checkpoint; ask for one made with `prove --checkpoint`"
+            )
         return ProofCheck(True, None, doc)
     try:
         note = parse_note(part["note"].encode(), "the proof's checkpoint")
@@ -400,24 +503,34 @@ def check_proof(doc: dict, trust: TrustBundle, checkpoint: SignedNote | None = N
     if bad is not None:
         return fail(f"the proof's checkpoint: {bad}")
     if cindex != doc["segment"] or csize != cp.size:
-        return fail("checkpoint leaf index or tree size does not match the segment and the checkpoint")
+        return fail(
+            "checkpoint leaf index or tree size does not match the segment and the checkpoint"
+        )
     try:
         leaf = merkle.leaf_hash(bytes.fromhex(seal.hash()))
     except (TypeError, ValueError) as e:
         return fail(f"seal cannot be canonicalised ({e})")
     if not merkle.verify_inclusion(leaf, cindex, csize, cpath, cp.root):
-        return fail("checkpoint audit path does not lead from the seal hash to the checkpoint's root")
+        return fail(
+            "checkpoint audit path does not lead from the seal hash to the checkpoint's root"
+        )
     if checkpoint is not None:
         mine = checkpoint.checkpoint
         if mine.origin != cp.origin:
             return fail(f"the given checkpoint is for {mine.origin}, the proof for {cp.origin}")
         if doc["segment"] >= mine.size:
-            return fail(f"the record's segment {doc['segment']} was sealed after the given checkpoint (tree size "
-                        f"{mine.size}): it cannot be proved against it; use a newer checkpoint")
+            return fail(
+                f"the record's segment {doc['segment']} was sealed after the given checkpoint (tree size "
+                f"{mine.size}): it cannot be proved against it; use a newer checkpoint"
+            )
         if mine.size != cp.size:
-            return fail(f"the proof reaches the checkpoint of tree size {cp.size}, not the given one of tree size "
-                        f"{mine.size}; ask for a proof made with `prove --checkpoint` and that checkpoint")
+            return fail(
+                f"the proof reaches the checkpoint of tree size {cp.size}, not the given one of tree size "
+                f"{mine.size}; ask for a proof made with `prove --checkpoint` and that checkpoint"
+            )
         if mine.root != cp.root:
-            return fail(f"the proof's checkpoint and the given one have the same tree size {cp.size} but different "
-                        "roots: two histories of this link exist (a fork)")
+            return fail(
+                f"the proof's checkpoint and the given one have the same tree size {cp.size} but different "
+                "roots: two histories of this link exist (a fork)"
+            )
     return ProofCheck(True, None, doc, {"tree_size": cp.size, "root_hash": cp.root.hex()})

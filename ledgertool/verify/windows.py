@@ -65,21 +65,31 @@ class WindowLogSummary:
         return window_log_link(self.log)
 
     def to_json(self) -> dict:
-        return {"log": self.log, "link": self.link, "segments": self.segments, "windows": self.windows,
-                "frames": self.frames, "drops_declared": self.drops,
-                "first_index": None if self.first_index is None else str(self.first_index),
-                "last_index": None if self.last_index is None else str(self.last_index)}
+        return {
+            "log": self.log,
+            "link": self.link,
+            "segments": self.segments,
+            "windows": self.windows,
+            "frames": self.frames,
+            "drops_declared": self.drops,
+            "first_index": None if self.first_index is None else str(self.first_index),
+            "last_index": None if self.last_index is None else str(self.last_index),
+        }
 
 
-def verify_window_log(reader: LedgerReader, ledger: LedgerHeader, log: str, sched: Schedule | None,
-                      add) -> tuple[WindowLogSummary, LinkTree]:
+def verify_window_log(
+    reader: LedgerReader, ledger: LedgerHeader, log: str, sched: Schedule | None, add
+) -> tuple[WindowLogSummary, LinkTree]:
     """Every check of the window log `log` ('windows=NAME'); each finding goes to `add`. The
     summary (with the segments that passed, for query and recompute) and the log's tree."""
     view = ledger.window_view()
     listing = reader.listing(log)
     log_dir = reader.link_dir(log)
-    unsealed = [i for i in unsealed_candidates(listing) if not reader.exists(log, i, "seal.json",
-                                                                              follow_symlinks=True)]
+    unsealed = [
+        i
+        for i in unsealed_candidates(listing)
+        if not reader.exists(log, i, "seal.json", follow_symlinks=True)
+    ]
     for finding in listing_findings(listing, log_dir, unsealed):
         add(finding)
     chain = LinkChain(view, log, log_dir, reader.directory / LEDGER_FILE)
@@ -127,8 +137,9 @@ def _read(reader: LedgerReader, log: str, index: int) -> tuple[bytes | None, str
     return None, f"neither {reader.segment_path(log, index, RECORDS)} nor its .open file is there"
 
 
-def _window_records(reader: LedgerReader, seal: SealCheck, place: SegmentPlace,
-                    prev: int | None) -> tuple[RecordsCheck, tuple[WindowRecord, ...]]:
+def _window_records(
+    reader: LedgerReader, seal: SealCheck, place: SegmentPlace, prev: int | None
+) -> tuple[RecordsCheck, tuple[WindowRecord, ...]]:
     """Steps 5-7 for one window segment: the file, its records against the seal, each record."""
     raw, kind = _read(reader, place.link, place.index)
     path = place.path(RECORDS)
@@ -142,29 +153,55 @@ def _window_records(reader: LedgerReader, seal: SealCheck, place: SegmentPlace,
     rsize, doc = seal.layout[0], seal.doc
     n = len(records) // rsize
     if n != seal.seq.count:
-        out.append(place.problem(Kind.COUNT_MISMATCH, f"{path}: {plural(n, 'window record')}, the seal "
-                                                      f"says {seal.seq.count}"))
+        out.append(
+            place.problem(
+                Kind.COUNT_MISMATCH,
+                f"{path}: {plural(n, 'window record')}, the seal says {seal.seq.count}",
+            )
+        )
     root = merkle_root(merkle_leaves(records, rsize, 1)).hex() if n else None
     if n and root != doc.merkle_root:
-        out.append(place.problem(Kind.MERKLE_MISMATCH, f"{path}: Merkle root of the window records is not "
-                                                       "the seal's"))
+        out.append(
+            place.problem(
+                Kind.MERKLE_MISMATCH, f"{path}: Merkle root of the window records is not the seal's"
+            )
+        )
         return RecordsCheck(tuple(out), records=records, n=n, merkle_ok=True), ()
     windows = _each_window(records, rsize, place, path, prev, out)
     frames, drops = sum(w.frames for w in windows), sum(w.drops for w in windows)
     if frames != doc.frames:
-        out.append(place.problem(Kind.COUNT_MISMATCH, f"{path}: the windows hold {plural(frames, 'frame')}, "
-                                                      f"the seal says {doc.frames}"))
+        out.append(
+            place.problem(
+                Kind.COUNT_MISMATCH,
+                f"{path}: the windows hold {plural(frames, 'frame')}, the seal says {doc.frames}",
+            )
+        )
     if drops != doc.drops_declared:
-        out.append(place.problem(Kind.DROPS_MISMATCH, f"{path}: the windows declare {drops} drops, the seal "
-                                                      f"{doc.drops_declared}"))
-    if windows and (str(windows[0].start_ns), str(windows[-1].start_ns)) != (doc.first_ts_ns,
-                                                                             doc.last_ts_ns):
-        out.append(place.problem(Kind.TIMESTAMP_MISMATCH, f"{path}: the first and last window start at "
-                                 f"{windows[0].start_ns} and {windows[-1].start_ns} ns, not the seal's"))
-    return RecordsCheck(tuple(out), records=records, n=n, frames=frames, drops=drops), tuple(windows)
+        out.append(
+            place.problem(
+                Kind.DROPS_MISMATCH,
+                f"{path}: the windows declare {drops} drops, the seal {doc.drops_declared}",
+            )
+        )
+    if windows and (str(windows[0].start_ns), str(windows[-1].start_ns)) != (
+        doc.first_ts_ns,
+        doc.last_ts_ns,
+    ):
+        out.append(
+            place.problem(
+                Kind.TIMESTAMP_MISMATCH,
+                f"{path}: the first and last window start at "
+                f"{windows[0].start_ns} and {windows[-1].start_ns} ns, not the seal's",
+            )
+        )
+    return RecordsCheck(tuple(out), records=records, n=n, frames=frames, drops=drops), tuple(
+        windows
+    )
 
 
-def _walk(raw: bytes, seal: SealCheck, place: SegmentPlace, path: Path, out: list[Problem]) -> bytes | None:
+def _walk(
+    raw: bytes, seal: SealCheck, place: SegmentPlace, path: Path, out: list[Problem]
+) -> bytes | None:
     """The records of a raw record file (framing stripped), its header checked against the seal;
     None (the problem in `out`) when the header or a block does not frame."""
     try:
@@ -173,49 +210,88 @@ def _walk(raw: bytes, seal: SealCheck, place: SegmentPlace, path: Path, out: lis
         out.append(place.problem(Kind.RECORDS_UNREADABLE, str(e)))
         return None
     doc, view = seal.doc, place.ledger
-    want = (("tier", header.tier, "windows"), ("ledger id", header.ledger_id, doc.ledger_id),
-            ("link", header.link, window_log_link(place.link)), ("segment", header.index, place.index),
-            ("first seq", header.first_seq, seal.seq.first), ("algorithm", header.algorithm, doc.algorithm),
-            ("strip", header.strip, doc.strip), ("record size", header.record_size, seal.layout[0]),
-            ("leaf records", header.leaf_records, 1), ("digest key id", header.key_id, doc.digest_key_id),
-            ("digest size", header.digest_size, view.digest_size))
+    want = (
+        ("tier", header.tier, "windows"),
+        ("ledger id", header.ledger_id, doc.ledger_id),
+        ("link", header.link, window_log_link(place.link)),
+        ("segment", header.index, place.index),
+        ("first seq", header.first_seq, seal.seq.first),
+        ("algorithm", header.algorithm, doc.algorithm),
+        ("strip", header.strip, doc.strip),
+        ("record size", header.record_size, seal.layout[0]),
+        ("leaf records", header.leaf_records, 1),
+        ("digest key id", header.key_id, doc.digest_key_id),
+        ("digest size", header.digest_size, view.digest_size),
+    )
     for name, got, expected in want:
         if got != expected:
-            out.append(place.problem(Kind.RECORDS_HEADER_MISMATCH, f"{path}: header {name} {got!r} is not "
-                                                                   f"the seal's {expected!r}"))
+            out.append(
+                place.problem(
+                    Kind.RECORDS_HEADER_MISMATCH,
+                    f"{path}: header {name} {got!r} is not the seal's {expected!r}",
+                )
+            )
             return None
     rsize, at, parts, block = seal.layout[0], HEADER_SIZE, [], 0
     while at < len(raw):
         count = _COUNT.unpack_from(raw, at)[0] if len(raw) - at >= 4 else 0
         end = at + 4 + count * rsize + _MAC
         if not 1 <= count <= MAX_BLOCK_RECORDS or end > len(raw):
-            out.append(place.problem(Kind.RECORDS_UNREADABLE, f"{path}: block {block} at byte {at}: "
-                                     f"count {count} / {len(raw) - at} bytes left do not frame a block"))
+            out.append(
+                place.problem(
+                    Kind.RECORDS_UNREADABLE,
+                    f"{path}: block {block} at byte {at}: "
+                    f"count {count} / {len(raw) - at} bytes left do not frame a block",
+                )
+            )
             return None
-        parts.append(raw[at + 4:end - _MAC])
+        parts.append(raw[at + 4 : end - _MAC])
         at, block = end, block + 1
     return b"".join(parts)
 
 
-def _each_window(records: bytes, rsize: int, place: SegmentPlace, path: Path, prev: int | None,
-                 out: list[Problem]) -> list[WindowRecord]:
+def _each_window(
+    records: bytes,
+    rsize: int,
+    place: SegmentPlace,
+    path: Path,
+    prev: int | None,
+    out: list[Problem],
+) -> list[WindowRecord]:
     """Every window record parsed and held to the ledger's window parameters; indexes strictly
     increasing, from `prev` (the log's window before this segment)."""
     params, windows = place.ledger.window, []
     for k in range(len(records) // rsize):
         try:
-            w = WindowRecord.parse(records[k * rsize:(k + 1) * rsize], f"{path}: window record {k}",
-                                   k * rsize)
+            w = WindowRecord.parse(
+                records[k * rsize : (k + 1) * rsize], f"{path}: window record {k}", k * rsize
+            )
         except DataError as e:
             out.append(place.problem(Kind.RECORDS_UNREADABLE, str(e), k))
             continue
-        if (w.window_ns, w.cells, w.digest_size) != (params.window_ns, params.cells, params.digest_size):
-            out.append(place.problem(Kind.PARAMETER_MISMATCH, f"{path}: window record {k} has {w.window_ns} ns "
-                                     f"windows of {w.cells} cells, the ledger {params.window_ns} ns and "
-                                     f"{params.cells}", k))
+        if (w.window_ns, w.cells, w.digest_size) != (
+            params.window_ns,
+            params.cells,
+            params.digest_size,
+        ):
+            out.append(
+                place.problem(
+                    Kind.PARAMETER_MISMATCH,
+                    f"{path}: window record {k} has {w.window_ns} ns "
+                    f"windows of {w.cells} cells, the ledger {params.window_ns} ns and "
+                    f"{params.cells}",
+                    k,
+                )
+            )
         if prev is not None and w.index <= prev:
-            out.append(place.problem(Kind.RECORD_REORDERED, f"{path}: window record {k} is window {w.index}, "
-                                     f"not after window {prev}: a window is committed once", k))
+            out.append(
+                place.problem(
+                    Kind.RECORD_REORDERED,
+                    f"{path}: window record {k} is window {w.index}, "
+                    f"not after window {prev}: a window is committed once",
+                    k,
+                )
+            )
         prev = w.index
         windows.append(w)
     return windows

@@ -31,14 +31,24 @@ from ledgertool.digest.reference import siphash
 CROSS_CC = "aarch64-linux-gnu-gcc"
 QEMU = "qemu-aarch64"
 SYSROOT = "/usr/aarch64-linux-gnu"
-MB_ALGS = ["siphash-1-3-128", "siphash-2-4-128", "siphash-1-3-64", "siphash-2-4-64", "blake3-keyed-128",
-           "blake3-keyed-256"]
+MB_ALGS = [
+    "siphash-1-3-128",
+    "siphash-2-4-128",
+    "siphash-1-3-64",
+    "siphash-2-4-64",
+    "blake3-keyed-128",
+    "blake3-keyed-256",
+]
 
-needs_cross = pytest.mark.skipif(not (shutil.which(CROSS_CC) and shutil.which(QEMU)),
-                                 reason=f"{CROSS_CC} and {QEMU} not on PATH (.ci/run installs "
-                                        "gcc-aarch64-linux-gnu and qemu-user)")
+needs_cross = pytest.mark.skipif(
+    not (shutil.which(CROSS_CC) and shutil.which(QEMU)),
+    reason=f"{CROSS_CC} and {QEMU} not on PATH (.ci/run installs "
+    "gcc-aarch64-linux-gnu and qemu-user)",
+)
 
-_spec = importlib.util.spec_from_file_location("build_selftest", REPO / "native" / "tests" / "build_selftest.py")
+_spec = importlib.util.spec_from_file_location(
+    "build_selftest", REPO / "native" / "tests" / "build_selftest.py"
+)
 build_selftest = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(build_selftest)
 
@@ -53,42 +63,65 @@ def compiled(fn, *args):
 @pytest.fixture(scope="module")
 def arm64_objects(tmp_path_factory):
     """Every native/src/*.c compiled for aarch64 (default flags), once for the module."""
-    return compiled(build_selftest.compile_objects, CROSS_CC, tmp_path_factory.mktemp("aarch64-obj"))
+    return compiled(
+        build_selftest.compile_objects, CROSS_CC, tmp_path_factory.mktemp("aarch64-obj")
+    )
 
 
 @pytest.fixture(scope="module")
 def arm64_selftest(tmp_path_factory, arm64_objects):
-    return compiled(build_selftest.build, CROSS_CC, tmp_path_factory.mktemp("aarch64"), (), arm64_objects)
+    return compiled(
+        build_selftest.build, CROSS_CC, tmp_path_factory.mktemp("aarch64"), (), arm64_objects
+    )
 
 
 def qemu(exe, *args, env=None, timeout=300):
-    return subprocess.run([QEMU, "-L", SYSROOT, str(exe), *map(str, args)], capture_output=True, text=True,
-                          env=env, timeout=timeout)
+    return subprocess.run(
+        [QEMU, "-L", SYSROOT, str(exe), *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
 
 
 def parse(stdout: str) -> tuple[dict[str, list[str]], dict[str, int], tuple[int, int, int]]:
     """(paths per algorithm, random messages per algorithm, (vector checks, random checks, mismatches))."""
     paths, counts = {}, {}
-    for name, plist, n in re.findall(r"^selftest: (\S+) paths (\S+): (\d+) random messages", stdout, re.M):
+    for name, plist, n in re.findall(
+        r"^selftest: (\S+) paths (\S+): (\d+) random messages", stdout, re.M
+    ):
         paths[name] = plist.split(",")
         counts[name] = int(n)
-    total = re.search(r"^selftest: (\d+) vector checks, (\d+) random comparisons, (\d+) mismatches$", stdout, re.M)
+    total = re.search(
+        r"^selftest: (\d+) vector checks, (\d+) random comparisons, (\d+) mismatches$", stdout, re.M
+    )
     assert total, stdout
     return paths, counts, tuple(int(x) for x in total.groups())
 
 
 def elf_aarch64(path) -> bool:
     head = path.read_bytes()[:20]
-    return head[:4] == b"\x7fELF" and struct.unpack_from("<H", head, 18)[0] == 183  # e_machine EM_AARCH64
+    return (
+        head[:4] == b"\x7fELF" and struct.unpack_from("<H", head, 18)[0] == 183
+    )  # e_machine EM_AARCH64
 
 
 def defined_symbols(objs: dict) -> dict[str, set[str]]:
-    nm = shutil.which("aarch64-linux-gnu-nm")  # binutils-aarch64-linux-gnu comes with the cross compiler
+    nm = shutil.which(
+        "aarch64-linux-gnu-nm"
+    )  # binutils-aarch64-linux-gnu comes with the cross compiler
     assert nm, "aarch64-linux-gnu-nm not on PATH"
-    return {stem: {line.split()[-1] for line in subprocess.run([nm, "--defined-only", str(o)], capture_output=True,
-                                                               text=True, check=True).stdout.splitlines()
-                   if line.strip()}
-            for stem, o in objs.items()}
+    return {
+        stem: {
+            line.split()[-1]
+            for line in subprocess.run(
+                [nm, "--defined-only", str(o)], capture_output=True, text=True, check=True
+            ).stdout.splitlines()
+            if line.strip()
+        }
+        for stem, o in objs.items()
+    }
 
 
 @needs_cross
@@ -100,7 +133,12 @@ def test_every_native_source_cross_compiles_for_aarch64(arm64_objects):
     syms = defined_symbols(arm64_objects)
     assert "lt_siphash_many_neon" in syms["digest_siphash_neon"]
     assert "lt_blake3_many_neon" in syms["digest_blake3_neon"]
-    for stem in ("digest_siphash_avx2", "digest_siphash_avx512", "digest_blake3_avx2", "digest_blake3_avx512"):
+    for stem in (
+        "digest_siphash_avx2",
+        "digest_siphash_avx512",
+        "digest_blake3_avx2",
+        "digest_blake3_avx512",
+    ):
         assert syms[stem] == set(), (stem, syms[stem])
 
 
@@ -108,7 +146,9 @@ def test_every_native_source_cross_compiles_for_aarch64(arm64_objects):
 def test_portable_only_aarch64_build_leaves_the_neon_kernels_out(tmp_path):
     """LEDGERTOOL_PORTABLE_ONLY=1 (LT_PORTABLE_ONLY) on arm64: the files it changes compile, without NEON."""
     srcs = build_selftest.digest_sources()
-    objs = compiled(build_selftest.compile_objects, CROSS_CC, tmp_path, ["-DLT_PORTABLE_ONLY"], srcs)
+    objs = compiled(
+        build_selftest.compile_objects, CROSS_CC, tmp_path, ["-DLT_PORTABLE_ONLY"], srcs
+    )
     syms = defined_symbols(objs)
     assert syms["digest_siphash_neon"] == set() and syms["digest_blake3_neon"] == set()
     assert "lt_cpu_has_neon" in syms["cpu"] and "lt_siphash_impls" in syms["digest_siphash"]
@@ -122,7 +162,10 @@ def test_neon_paths_equal_vectors_and_portable_under_qemu(arm64_selftest):
     assert mismatches == 0 and r.stdout.rstrip().endswith("selftest: OK")
     for name in MB_ALGS:
         assert paths[name] == ["neon-mb", "portable"], (name, paths[name])
-        assert counts[name] > 1000, (name, counts[name])  # 22 batches: fixed edge shapes and random ones
+        assert counts[name] > 1000, (
+            name,
+            counts[name],
+        )  # 22 batches: fixed edge shapes and random ones
     assert paths["aes-128-gmac"] == ["portable"] and paths["hmac-sha256-128"] == ["portable"]
     # 64 SipHash-2-4 messages x (64 + 128 bit) x (batch + single) x 2 paths, 22 BLAKE3 cases x 2 x 2 x 2,
     # 7 RFC 4231 + 7 GMAC cases on the one portable path
@@ -152,8 +195,15 @@ def test_dispatch_picks_neon_and_cpu_path_env_forces_portable(arm64_selftest):
         return {k: v.split()[0] for k, v in rows.items() if k != "note"}, rows.get("note", "")
 
     default, note = in_use(None)
-    assert default == {**{a: "neon-mb" for a in MB_ALGS}, "aes-128-gmac": "portable",
-                       "hmac-sha256-128": "portable"} and note == ""
+    assert (
+        default
+        == {
+            **{a: "neon-mb" for a in MB_ALGS},
+            "aes-128-gmac": "portable",
+            "hmac-sha256-128": "portable",
+        }
+        and note == ""
+    )
     forced, note = in_use("portable")
     assert set(forced.values()) == {"portable"} and note == ""
     one, _ = in_use("blake3-keyed-128=portable")
@@ -167,16 +217,16 @@ def independent(name: str, key: bytes, msg: bytes) -> bytes:
     if name.startswith("siphash-"):
         c, d = (1, 3) if name.startswith("siphash-1-3") else (2, 4)
         return siphash(key[:16], msg, c, d, a.digest_size)
-    return independent_reference(name, key[:a.key_size], msg)
+    return independent_reference(name, key[: a.key_size], msg)
 
 
 @needs_cross
 def test_neon_outputs_equal_independent_references_under_qemu(arm64_selftest, tmp_path):
     rng = random.Random("neon-independent")
     key = rng.randbytes(32)
-    lens = [0, 1, 7, 8, 63, 64, 65, 1023, 1024, 1025, 1500, 2049] + [rng.choice((rng.randint(0, 2000),
-                                                                                  rng.randint(0, 80)))
-                                                                      for _ in range(36)]
+    lens = [0, 1, 7, 8, 63, 64, 65, 1023, 1024, 1025, 1500, 2049] + [
+        rng.choice((rng.randint(0, 2000), rng.randint(0, 80))) for _ in range(36)
+    ]
     msgs = [rng.randbytes(n) for n in lens]
     f = tmp_path / "messages.bin"
     f.write_bytes(key + b"".join(struct.pack("<I", len(m)) + m for m in msgs))
@@ -199,8 +249,12 @@ def test_native_selftest_checks_this_machines_paths(tmp_path):
     the vectors and the portable path, and the path lists equal what the package reports."""
     # a package built with LEDGERTOOL_PORTABLE_ONLY=1 lists portable alone: build the self-test alike
     portable_only = all(cpu_paths(a) == ["portable"] for a in ALGORITHMS.values())
-    exe = compiled(build_selftest.build, shutil.which("cc") or "gcc", tmp_path,
-                   ["-DLT_PORTABLE_ONLY"] if portable_only else [])
+    exe = compiled(
+        build_selftest.build,
+        shutil.which("cc") or "gcc",
+        tmp_path,
+        ["-DLT_PORTABLE_ONLY"] if portable_only else [],
+    )
     r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     paths, counts, (vectors, randoms, mismatches) = parse(r.stdout)
@@ -228,7 +282,7 @@ def test_conformance_kit_digests_under_qemu(arm64_selftest, tmp_path):
         for f, d in zip(frames, doc["frames"]):
             frame = bytes.fromhex(f["frame"])
             for mode, s in f["strip"].items():
-                msgs.append(frame[s["offset"]:s["offset"] + s["length"]])
+                msgs.append(frame[s["offset"] : s["offset"] + s["length"]])
                 want.append(d["digests"][mode])
         key = bytes.fromhex(doc["subkey"]).ljust(32, b"\0")  # the self-test takes key[:key size]
         path = tmp_path / f"{a.name}.bin"
@@ -240,7 +294,9 @@ def test_conformance_kit_digests_under_qemu(arm64_selftest, tmp_path):
             name, p, i, h = line.split()
             if name == a.name:
                 got.setdefault(p, []).append(h)
-        assert sorted(got) == sorted(["neon-mb", "portable"] if a.name in MB_ALGS else ["portable"]), a.name
+        assert sorted(got) == sorted(
+            ["neon-mb", "portable"] if a.name in MB_ALGS else ["portable"]
+        ), a.name
         for p, hexes in got.items():
             assert hexes == want, (a.name, p)
         assert len(want) == 4 * len(frames)

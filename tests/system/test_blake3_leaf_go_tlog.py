@@ -29,8 +29,7 @@ def test_go_tlog_accepts_blake3_leaf_roots_and_proofs_given_the_entries(
         )
     for seq in (0, 150, 293):
         out = tmp_path / f"p{seq}.json"
-        code, o, e = cli_in_process("prove", str(ledger), "--seq", str(seq), "--out", str(out)
-        )
+        code, o, e = cli_in_process("prove", str(ledger), "--seq", str(seq), "--out", str(out))
         assert code == 0, o + e
         doc = json.loads(out.read_text())
         cases.append(

@@ -32,10 +32,27 @@ def _start(keydir, led, *extra: str) -> tuple[subprocess.Popen, float]:
     """capture - with FRAMES frames written and the pipe left open; returns once they are in the
     open segment (v2, 48-byte records: header, one 64-record leaf, the open leaf of 36), with
     the time they were."""
-    args = [sys.executable, "-c", "from ledgertool.cli.app import main; main()", "capture", "-",
-            "--ledger", str(led), "--digest-key", str(keydir / "digest.key"), "--signing-key",
-            str(keydir / "signing.key"), "--algorithm", "siphash-1-3-128", "--tiers", "frames",
-            "--leaf-records", "64", "--json", *extra]
+    args = [
+        sys.executable,
+        "-c",
+        "from ledgertool.cli.app import main; main()",
+        "capture",
+        "-",
+        "--ledger",
+        str(led),
+        "--digest-key",
+        str(keydir / "digest.key"),
+        "--signing-key",
+        str(keydir / "signing.key"),
+        "--algorithm",
+        "siphash-1-3-128",
+        "--tiers",
+        "frames",
+        "--leaf-records",
+        "64",
+        "--json",
+        *extra,
+    ]
     pipe = subprocess.PIPE
     p = subprocess.Popen(args, stdin=pipe, stdout=pipe, stderr=pipe)
     p.stdin.write(_head_and_frames(FRAMES))
@@ -86,6 +103,10 @@ def test_sigint_ends_a_capture_of_a_quiet_pipe_at_once(tmp_path, keydir):
     rc, took, rep = _finish(p, t)
     assert rc == 0
     assert took < 3, f"ran {took:.1f} s after SIGINT"
-    assert (rep["frames"], rep["interrupted"], rep["stop_reason"], rep["segments"]) == \
-        (FRAMES, True, "signal", [0])
+    assert (rep["frames"], rep["interrupted"], rep["stop_reason"], rep["segments"]) == (
+        FRAMES,
+        True,
+        "signal",
+        [0],
+    )
     _sealed(led, keydir)

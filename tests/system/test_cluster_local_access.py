@@ -14,12 +14,11 @@ import pytest
 
 pytest.importorskip("distributed")
 
+from conftest import cli_in_process  # noqa: E402
 from distributed import LocalCluster  # noqa: E402
 
 from ledgertool.errors import UsageError  # noqa: E402
 from ledgertool.verify.cluster import ClusterAddress, connect, parse_address  # noqa: E402
-
-from conftest import cli_in_process  # noqa: E402
 
 NOBODY = 65534
 
@@ -64,7 +63,7 @@ for name, sec in (("no credentials", None), ("own certificate", own)):
     attempt(f"scheduler, {name}", lambda: scheduler(target, sec))
     for w in workers:
         attempt(f"worker, {name}", lambda: asyncio.run(worker(w, sec)))
-""" % {"uid": NOBODY}
+""" % {"uid": NOBODY}  # noqa: UP031 (a program text with braces)
 
 
 def test_other_local_user_cannot_run_code_in_a_local_cluster():
@@ -114,7 +113,8 @@ def test_plain_tcp_scheduler_needs_insecure_cluster(tmp_path, keydir, monkeypatc
     with pytest.raises(UsageError, match="plain_tcp on a network only you can reach"):
         with connect(parse_address("tcp://127.0.0.1:9")):
             pass
-    code, out, err = cli_in_process("verify",
+    code, out, err = cli_in_process(
+        "verify",
         tmp_path,
         "--trust",
         keydir / "verifier.pub",
@@ -147,7 +147,8 @@ def test_tls_scheduler_without_client_certificate_is_named(monkeypatch, capsys, 
 
 
 def test_insecure_cluster_goes_with_cluster(tmp_path, keydir, monkeypatch, capsys):
-    code, out, err = cli_in_process("verify",
+    code, out, err = cli_in_process(
+        "verify",
         tmp_path,
         "--trust",
         keydir / "verifier.pub",

@@ -31,12 +31,30 @@ def big_pcap(tmp_path_factory) -> Path:
     return p
 
 
-def _start_capture(src: Path, ledger: Path, keydir: Path, segment_records: int = 5000) -> subprocess.Popen:
+def _start_capture(
+    src: Path, ledger: Path, keydir: Path, segment_records: int = 5000
+) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-c", "from ledgertool.cli.app import main; main()", "capture", str(src), "--ledger",
-         str(ledger), "--digest-key", str(keydir / "digest.key"), "--signing-key", str(keydir / "signing.key"),
-         "--segment-records", str(segment_records), "--json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "from ledgertool.cli.app import main; main()",
+            "capture",
+            str(src),
+            "--ledger",
+            str(ledger),
+            "--digest-key",
+            str(keydir / "digest.key"),
+            "--signing-key",
+            str(keydir / "signing.key"),
+            "--segment-records",
+            str(segment_records),
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait_for_open_segment(ledger: Path, proc: subprocess.Popen, timeout: float = 30) -> bool:
@@ -51,7 +69,14 @@ def _wait_for_open_segment(ledger: Path, proc: subprocess.Popen, timeout: float 
 
 
 # delay after the first open segment appears (ms), and how the next run recovers
-KILLS = [(0, "recover"), (15, "capture"), (40, "recover"), (90, "capture"), (160, "recover"), (260, "recover")]
+KILLS = [
+    (0, "recover"),
+    (15, "capture"),
+    (40, "recover"),
+    (90, "capture"),
+    (160, "recover"),
+    (260, "recover"),
+]
 
 
 @pytest.mark.parametrize("delay_ms,how", KILLS)
@@ -70,10 +95,16 @@ def test_sigkill_then_recover_seals_whole_records(delay_ms, how, big_pcap, tmp_p
     if how == "recover":
         rec = recover_ledger(ledger, sk)
         sealed = sum(r.records for _, r in rec.sealed)
-        assert rec.torn_bytes == sum(r.torn_bytes for _, r in rec.sealed) + sum(d["bytes"] for d in rec.discarded)
+        assert rec.torn_bytes == sum(r.torn_bytes for _, r in rec.sealed) + sum(
+            d["bytes"] for d in rec.discarded
+        )
     else:
-        res = capture_file(SAMPLES / "sample.pcap", ledger, digest_key=DigestKey.load(keydir / "digest.key"),
-                           signing_key=sk)
+        res = capture_file(
+            SAMPLES / "sample.pcap",
+            ledger,
+            digest_key=DigestKey.load(keydir / "digest.key"),
+            signing_key=sk,
+        )
         sealed = sum(r.records for r in res.recovered)
         assert all("torn bytes" in w or "discarded" in w for w in res.warnings if "recover" in w)
     assert not list(ledger.rglob("*.open")) and not list(ledger.rglob("*.tmp"))
@@ -98,7 +129,9 @@ def test_recover_cli_reports_bytes_discarded(big_pcap, tmp_path, keydir):
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["bytes_discarded"] == doc["sealed"][0]["torn_bytes_discarded"] > 0
-    r = cli("verify", ledger, "--trust", keydir / "verifier.pub", "--checkpoint", ledger / "checkpoint")
+    r = cli(
+        "verify", ledger, "--trust", keydir / "verifier.pub", "--checkpoint", ledger / "checkpoint"
+    )
     assert r.returncode == 0, r.stdout + r.stderr
 
 
@@ -112,8 +145,11 @@ def test_sigint_sigterm_seal_the_open_segment(sig, big_pcap, tmp_path, keydir):
     assert proc.returncode == 0, err
     doc = json.loads(out)
     assert not list(ledger.rglob("*.open")) and not list(ledger.rglob("*.tmp"))
-    v = verify_ledger(ledger, TrustBundle.load(keydir / "verifier.pub"),
-                      checkpoint_path(ledger, "link0").read_bytes())
+    v = verify_ledger(
+        ledger,
+        TrustBundle.load(keydir / "verifier.pub"),
+        checkpoint_path(ledger, "link0").read_bytes(),
+    )
     assert v.ok and not v.warnings and v.records == doc["frames"]
     if doc["interrupted"]:
         assert doc["frames"] < FRAMES

@@ -9,12 +9,12 @@ import sys
 import time
 
 import pytest
-
 from conftest import cli
 from test_cli_habits import (  # noqa: F401  (shared with the in-process tests)
-    _keys, ledger, SAMPLE,
+    SAMPLE,
+    _keys,
+    ledger,
 )
-
 
 ENDLESS = """version = 1
 name = "endless"
@@ -37,8 +37,12 @@ size = 64
 
 
 def _start(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", "from ledgertool.cli.app import main; main()", *map(str, args)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", "from ledgertool.cli.app import main; main()", *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait_for(pred, proc: subprocess.Popen, timeout: float = 120) -> None:
@@ -50,12 +54,16 @@ def _wait_for(pred, proc: subprocess.Popen, timeout: float = 120) -> None:
 
 
 def test_ctrl_c_in_query(ledger):
-    p = _start("query", ledger, "SELECT sum(a.range * b.range) FROM range(100000000) a, range(100000) b")
+    p = _start(
+        "query", ledger, "SELECT sum(a.range * b.range) FROM range(100000000) a, range(100000) b"
+    )
     time.sleep(6)  # verified and querying (a query of that size runs for minutes)
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 130, err
-    assert [ln for ln in err.splitlines() if not ln.startswith("warning:")] == ["ledgertool: interrupted"]
+    assert [ln for ln in err.splitlines() if not ln.startswith("warning:")] == [
+        "ledgertool: interrupted"
+    ]
     assert out == ""
 
 
@@ -63,8 +71,18 @@ def test_ctrl_c_elsewhere_says_interrupted(ledger, keydir):
     spec = ledger.parent / "endless.toml"
     spec.write_text(ENDLESS)
     out = ledger.parent / "endless.parquet"
-    p = _start("recompute", f"workload:{spec}", "--digest-key", keydir / "digest.key", "--algorithm",
-               "siphash-1-3-128", "--strip", "frame", "--out", out)
+    p = _start(
+        "recompute",
+        f"workload:{spec}",
+        "--digest-key",
+        keydir / "digest.key",
+        "--algorithm",
+        "siphash-1-3-128",
+        "--strip",
+        "frame",
+        "--out",
+        out,
+    )
     time.sleep(4)
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=60)
@@ -77,7 +95,15 @@ def endless_capture(tmp_path, keydir):
     spec = tmp_path / "endless.toml"
     spec.write_text(ENDLESS)
     led = tmp_path / "L"
-    p = _start("capture", f"workload:{spec}", "--ledger", led, *_keys(keydir), "--segment-records", "60000000")
+    p = _start(
+        "capture",
+        f"workload:{spec}",
+        "--ledger",
+        led,
+        *_keys(keydir),
+        "--segment-records",
+        "60000000",
+    )
     _wait_for(lambda: any(led.glob("link=link0/seg-*.open")), p)
     time.sleep(1)
     return p, led
@@ -90,7 +116,8 @@ def test_ctrl_c_in_capture_says_it_seals(endless_capture, keydir):
     assert p.returncode == 0, err
     line = err.splitlines()[0]
     assert line.startswith("sealing ") and line.endswith(
-        " records… (Ctrl-C again to abandon the open segment; it stays recoverable)"), err
+        " records… (Ctrl-C again to abandon the open segment; it stays recoverable)"
+    ), err
     assert int(line.split()[1].replace(",", "")) > 0
     assert "segments 0..0" in out
     assert cli("verify", led, "--trust", keydir / "verifier.pub").returncode == 0
@@ -104,9 +131,13 @@ def test_second_ctrl_c_in_capture_abandons(endless_capture, keydir):
     p.send_signal(signal.SIGINT)  # while the segment of > 10^6 records is being sealed
     out, err = p.communicate(timeout=300)
     assert p.returncode == 130, err
-    assert err.splitlines()[-1] == (f"ledgertool: interrupted: the open segment was not sealed; `ledgertool recover "
-                                    f"{led} --signing-key {keydir / 'signing.key'}` seals it")
+    assert err.splitlines()[-1] == (
+        f"ledgertool: interrupted: the open segment was not sealed; `ledgertool recover "
+        f"{led} --signing-key {keydir / 'signing.key'}` seals it"
+    )
     assert list(led.glob("link=link0/seg-*.open"))
     r = cli("recover", led, "--signing-key", keydir / "signing.key")
-    assert r.returncode == 0 and r.stdout.startswith("sealed link link0 segment 0: "), r.stdout + r.stderr
+    assert r.returncode == 0 and r.stdout.startswith("sealed link link0 segment 0: "), (
+        r.stdout + r.stderr
+    )
     assert cli("verify", led, "--trust", keydir / "verifier.pub").returncode == 0

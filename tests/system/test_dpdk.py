@@ -39,8 +39,14 @@ from conftest import REPO, SAMPLES, cli, run_cli
 
 SAMPLE = SAMPLES / "sample.pcap"  # 294 frames; frame 17 is stored truncated (96 of 1514 bytes)
 BUILT = importlib.util.find_spec("ledgertool._source_dpdk") is not None
-WHY_BUILT = None if BUILT else ("the DPDK source is not built (install libdpdk-dev pkg-config, then rebuild: "
-                                "python native/build_ffi.py)")
+WHY_BUILT = (
+    None
+    if BUILT
+    else (
+        "the DPDK source is not built (install libdpdk-dev pkg-config, then rebuild: "
+        "python native/build_ffi.py)"
+    )
+)
 needs_dpdk = pytest.mark.skipif(WHY_BUILT is not None, reason=WHY_BUILT or "")
 WHY_VETH = WHY_BUILT or tl.WHY
 needs_dpdk_veth = pytest.mark.skipif(WHY_VETH is not None, reason=WHY_VETH or "")
@@ -68,7 +74,7 @@ def plain1850(tmp_path_factory) -> Path:
     """The 2,000-frame workload without its QinQ flow: 1,850 frames net_af_packet hands over intact
     (it writes 802.1ad tags back as 802.1Q; there are no IP fragments in a workload)."""
     d = tmp_path_factory.mktemp("plain")
-    spec = tx.WORKLOAD_2000[:tx.WORKLOAD_2000.index('[[flows]]\nname = "qinq-udp"')]
+    spec = tx.WORKLOAD_2000[: tx.WORKLOAD_2000.index('[[flows]]\nname = "qinq-udp"')]
     (d / "plain.toml").write_text(spec)
     assert cli("workload", "generate", d / "plain.toml", "--out", d / "plain.pcap").returncode == 0
     return d / "plain.pcap"
@@ -95,13 +101,25 @@ def columns(ledger: Path, *names: str) -> dict:
 def test_dpdk_net_pcap_records_equal_a_file_capture(keydir, tmp_path):
     f, d = tmp_path / "file", tmp_path / "dpdk"
     capture_json(SAMPLE, "--ledger", f, *keyargs(keydir))
-    rep = capture_json("dpdk:net_pcap0", "--eal", f"{NOHW} --vdev=net_pcap0,rx_pcap={SAMPLE}", "--frames", "294",
-                       "--ledger", d, *keyargs(keydir))
+    rep = capture_json(
+        "dpdk:net_pcap0",
+        "--eal",
+        f"{NOHW} --vdev=net_pcap0,rx_pcap={SAMPLE}",
+        "--frames",
+        "294",
+        "--ledger",
+        d,
+        *keyargs(keydir),
+    )
     tl.schema_ok(rep, "capture-report.schema.json")
     live = rep["live"]
     assert rep["frames"] == 294 and rep["drops"] == 0 and live["kernel_packets"] == 294
     q = live["dpdk"]["queues"][0]
-    assert live["dpdk"]["driver"] == "net_pcap" and q["pmd_timestamps"] == 294 and q["multi_segment"] == 0
+    assert (
+        live["dpdk"]["driver"] == "net_pcap"
+        and q["pmd_timestamps"] == 294
+        and q["multi_segment"] == 0
+    )
     a, b = tl.ledger_records(f), tl.ledger_records(d)
     assert a.num_rows == b.num_rows == 294
     cut = pc.less(a.column("cap_len"), a.column("wire_len")).to_pylist()
@@ -110,10 +128,14 @@ def test_dpdk_net_pcap_records_equal_a_file_capture(keydir, tmp_path):
         x, y = a.column(name).to_pylist(), b.column(name).to_pylist()
         if name in ("wire_len", "flags"):
             # net_pcap gives pkt_len = the captured length: the truncated frame is whole to DPDK
-            assert [v for v, c in zip(x, cut) if not c] == [v for v, c in zip(y, cut) if not c], name
+            assert [v for v, c in zip(x, cut) if not c] == [v for v, c in zip(y, cut) if not c], (
+                name
+            )
             assert (x[17], y[17]) == ((1514, 96) if name == "wire_len" else (1, 0)), name
         else:
-            assert x == y, name  # digests, timestamps (the file's own, via the PMD), seq, lengths, ...
+            assert x == y, (
+                name
+            )  # digests, timestamps (the file's own, via the PMD), seq, lengths, ...
 
 
 @needs_dpdk_veth
@@ -123,8 +145,16 @@ def test_same_frames_same_records_through_file_afpacket_xdp_dpdk(veth, keydir, t
     if tx.WHY:
         pytest.skip(tx.WHY)
     capture_json(w2000, "--ledger", tmp_path / "file", *keyargs(keydir))
-    capture_json("dpdk:net_pcap0", "--eal", f"{NOHW} --vdev=net_pcap0,rx_pcap={w2000}", "--frames", "2000",
-                 "--ledger", tmp_path / "dpdk", *keyargs(keydir))
+    capture_json(
+        "dpdk:net_pcap0",
+        "--eal",
+        f"{NOHW} --vdev=net_pcap0,rx_pcap={w2000}",
+        "--frames",
+        "2000",
+        "--ledger",
+        tmp_path / "dpdk",
+        *keyargs(keydir),
+    )
     for name, source in (("afpacket", f"iface:{veth.rx}"), ("xdp", f"xdp:{veth.rx}")):
         proc = tx.start(veth, source, tmp_path / name, keydir)
         tl.replay(veth, w2000, "--pps", "20000")
@@ -159,8 +189,14 @@ def test_dpdk_on_a_veth_zero_loss_recompute_matches(veth, keydir, tmp_path, plai
     """net_af_packet on the veth (a 4096-frame TPACKET ring): every frame recorded, in order, and
     matched by recompute --trust; the PMD's own count agrees."""
     ledger = tmp_path / "ledger"
-    proc = tx.start(veth, "dpdk:net_af_packet0", ledger, keydir,
-                    "--eal", f"{NOHW} --vdev=net_af_packet0,iface={veth.rx},framecnt=4096")
+    proc = tx.start(
+        veth,
+        "dpdk:net_af_packet0",
+        ledger,
+        keydir,
+        "--eal",
+        f"{NOHW} --vdev=net_af_packet0,iface={veth.rx},framecnt=4096",
+    )
     sent = tl.replay(veth, plain1850, "--pps", "20000")
     time.sleep(0.2)
     rep = tl.finish(proc)
@@ -191,7 +227,9 @@ def test_dpdk_overload_drops_are_declared_and_add_up(veth, keydir, tmp_path):
     live = rep["live"]
     q = live["dpdk"]["queues"][0]
     assert sent["frames_sent"] == 5880 and rep["drops"] > 0
-    assert rep["frames"] + rep["drops"] == live["kernel_packets"] == sent["frames_sent"] - veth_dropped
+    assert (
+        rep["frames"] + rep["drops"] == live["kernel_packets"] == sent["frames_sent"] - veth_dropped
+    )
     assert rep["drops"] == q["imissed"] + q["rx_nombuf"] + q["ierrors"] == live["drops_declared"]
     assert q["rx_packets"] == rep["frames"]
     assert any("imissed" in w for w in rep["warnings"]) and "DROPS" in rep["_stderr"]
@@ -204,15 +242,27 @@ def test_dpdk_two_rx_queues(veth, keydir, tmp_path, plain1850):
     """--workers 2 = two RX queues, one reader thread each (registered as DPDK lcores); net_af_packet
     spreads flows over its queues with a fanout hash."""
     ledger = tmp_path / "ledger"
-    proc = tx.start(veth, "dpdk:net_af_packet0", ledger, keydir, "--workers", "2",
-                    "--eal", f"{NOHW} --vdev=net_af_packet0,iface={veth.rx},qpairs=2,framecnt=4096")
+    proc = tx.start(
+        veth,
+        "dpdk:net_af_packet0",
+        ledger,
+        keydir,
+        "--workers",
+        "2",
+        "--eal",
+        f"{NOHW} --vdev=net_af_packet0,iface={veth.rx},qpairs=2,framecnt=4096",
+    )
     sent = tl.replay(veth, plain1850, "--pps", "20000")
     time.sleep(0.2)
     rep = tl.finish(proc)
     live = rep["live"]
-    assert sent["frames_sent"] == rep["frames"] == 1850 == live["kernel_packets"] and rep["drops"] == 0
+    assert (
+        sent["frames_sent"] == rep["frames"] == 1850 == live["kernel_packets"] and rep["drops"] == 0
+    )
     qs = live["dpdk"]["queues"]
-    assert [q["queue"] for q in qs] == [0, 1] and min(live["worker_frames"]) > 0, live["worker_frames"]
+    assert [q["queue"] for q in qs] == [0, 1] and min(live["worker_frames"]) > 0, live[
+        "worker_frames"
+    ]
     assert len({q["lcore"] for q in qs}) == 2 and min(q["lcore"] for q in qs) >= 0
     doc = tx.verify_and_recompute(ledger, plain1850, keydir)
     assert doc["matched"] == 1850
@@ -226,20 +276,49 @@ def dpdk_error(tmp_path: Path, keydir: Path, *args: str) -> str:
 def test_dpdk_bad_setups_are_one_line_errors(keydir, tmp_path):
     err = dpdk_error(tmp_path, keydir, "dpdk:0", "--eal", "--bogus-option")
     assert "EAL initialisation failed" in err and "--bogus-option" in err
-    err = dpdk_error(tmp_path, keydir, "dpdk:3", "--eal", f"{NOHW} --vdev=net_pcap0,rx_pcap={SAMPLE}")
+    err = dpdk_error(
+        tmp_path, keydir, "dpdk:3", "--eal", f"{NOHW} --vdev=net_pcap0,rx_pcap={SAMPLE}"
+    )
     assert "no such port (ports: 0 net_pcap0)" in err
     missing = tmp_path / "missing.pcap"
-    err = dpdk_error(tmp_path, keydir, "dpdk:0", "--eal", f"{NOHW} --vdev=net_pcap0,rx_pcap={missing}")
-    assert "no such port" in err and f"Couldn't open {missing}" in err  # why the device did not probe
-    err = dpdk_error(tmp_path, keydir, "dpdk:0", "--workers", "2", "--eal", f"{NOHW} --vdev=net_pcap0,rx_pcap={SAMPLE}")
+    err = dpdk_error(
+        tmp_path, keydir, "dpdk:0", "--eal", f"{NOHW} --vdev=net_pcap0,rx_pcap={missing}"
+    )
+    assert (
+        "no such port" in err and f"Couldn't open {missing}" in err
+    )  # why the device did not probe
+    err = dpdk_error(
+        tmp_path,
+        keydir,
+        "dpdk:0",
+        "--workers",
+        "2",
+        "--eal",
+        f"{NOHW} --vdev=net_pcap0,rx_pcap={SAMPLE}",
+    )
     assert "2 RX queues asked (--workers), port 0 (net_pcap) has at most 1" in err
 
 
 def test_dpdk_eal_argument_quoting_and_not_built(keydir, tmp_path):
-    assert "--eal: No closing quotation" in dpdk_error(tmp_path, keydir, "dpdk:0", "--eal", "--no-huge 'x")
-    r = subprocess.run([sys.executable, "-c", "import sys; sys.modules['ledgertool._source_dpdk'] = None; "
-                        "from ledgertool.cli.app import main; main()", "capture", "dpdk:0", "--ledger",
-                        str(tmp_path / "never"), *map(str, keyargs(keydir))], capture_output=True, text=True, cwd=REPO)
+    assert "--eal: No closing quotation" in dpdk_error(
+        tmp_path, keydir, "dpdk:0", "--eal", "--no-huge 'x"
+    )
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; sys.modules['ledgertool._source_dpdk'] = None; "
+            "from ledgertool.cli.app import main; main()",
+            "capture",
+            "dpdk:0",
+            "--ledger",
+            str(tmp_path / "never"),
+            *map(str, keyargs(keydir)),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "DPDK source is not built: install libdpdk-dev" in r.stderr
 
@@ -250,34 +329,75 @@ def test_eal_argv_defaults():
     from ledgertool.source.bypass import eal_argv
 
     cpu = str(min(os.sched_getaffinity(0)))
-    assert eal_argv("-a 0000:3b:00.0", None) == ["ledgertool", "-a", "0000:3b:00.0", "--in-memory", "-l", cpu]
-    assert eal_argv("--no-huge --no-pci", 1) == ["ledgertool", "--no-huge", "--no-pci", "--no-shconf", "-l", "1"]
-    assert eal_argv("--file-prefix=x -l 2-3", None) == ["ledgertool", "--file-prefix=x", "-l", "2-3"]
-    assert eal_argv("--lcores=0@1 --in-memory", None) == ["ledgertool", "--lcores=0@1", "--in-memory"]
+    assert eal_argv("-a 0000:3b:00.0", None) == [
+        "ledgertool",
+        "-a",
+        "0000:3b:00.0",
+        "--in-memory",
+        "-l",
+        cpu,
+    ]
+    assert eal_argv("--no-huge --no-pci", 1) == [
+        "ledgertool",
+        "--no-huge",
+        "--no-pci",
+        "--no-shconf",
+        "-l",
+        "1",
+    ]
+    assert eal_argv("--file-prefix=x -l 2-3", None) == [
+        "ledgertool",
+        "--file-prefix=x",
+        "-l",
+        "2-3",
+    ]
+    assert eal_argv("--lcores=0@1 --in-memory", None) == [
+        "ledgertool",
+        "--lcores=0@1",
+        "--in-memory",
+    ]
 
 
-@pytest.mark.skipif(WHY_BUILT is not None or tx.WHY is not None or not shutil.which("unshare"),
-                    reason=WHY_BUILT or tx.WHY or "needs unshare (util-linux)")
+@pytest.mark.skipif(
+    WHY_BUILT is not None or tx.WHY is not None or not shutil.which("unshare"),
+    reason=WHY_BUILT or tx.WHY or "needs unshare (util-linux)",
+)
 def test_without_the_runtime_libraries_only_the_bypass_sources_fail(keydir, tmp_path):
     """A build with both modules, run where libxdp and DPDK's EAL library are missing (hidden by
     bind mounts in a private mount namespace): ledgertool._native imports, a file capture works,
     and `capture xdp:` / `dpdk:` are one-line exit-2 errors naming what to install."""
-    libs = [os.path.realpath(p) for p in ("/lib/x86_64-linux-gnu/librte_eal.so.23", "/lib/x86_64-linux-gnu/libxdp.so.1")]
+    libs = [
+        os.path.realpath(p)
+        for p in ("/lib/x86_64-linux-gnu/librte_eal.so.23", "/lib/x86_64-linux-gnu/libxdp.so.1")
+    ]
     if not all(os.path.exists(p) for p in libs):
         pytest.skip("library paths differ on this machine")
     keys = " ".join(f"--{n}-key {keydir / f'{n}.key'}" for n in ("digest", "signing"))
     cli = f"{sys.executable} -c 'from ledgertool.cli.app import main; main()' capture"
-    script = "\n".join([*(f"mount --bind /dev/null {p}" for p in libs),
-                        f"{sys.executable} -c 'import ledgertool._native' && echo native-ok",
-                        f"{cli} {SAMPLE} --ledger {tmp_path / 'file'} {keys} --json > {tmp_path / 'file.json'}",
-                        f"{cli} dpdk:0 --eal --no-huge --ledger {tmp_path / 'no'} {keys}; echo rc=$?",
-                        f"{cli} xdp:lo --ledger {tmp_path / 'no'} {keys}; echo rc=$?"])
-    r = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120,
-                       env={**os.environ, "PYTHONPATH": str(REPO)})
+    script = "\n".join(
+        [
+            *(f"mount --bind /dev/null {p}" for p in libs),
+            f"{sys.executable} -c 'import ledgertool._native' && echo native-ok",
+            f"{cli} {SAMPLE} --ledger {tmp_path / 'file'} {keys} --json > {tmp_path / 'file.json'}",
+            f"{cli} dpdk:0 --eal --no-huge --ledger {tmp_path / 'no'} {keys}; echo rc=$?",
+            f"{cli} xdp:lo --ledger {tmp_path / 'no'} {keys}; echo rc=$?",
+        ]
+    )
+    r = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert r.stdout.split() == ["native-ok", "rc=2", "rc=2"], r.stdout + r.stderr
     assert json.loads((tmp_path / "file.json").read_text())["frames"] == 294
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 2 and "Traceback" not in r.stderr, r.stderr
     assert "DPDK source cannot load its libraries" in lines[0] and "librte_eal" in lines[0]
-    assert "AF_XDP source cannot load its libraries" in lines[1] and "install libxdp1 libbpf1" in lines[1]
+    assert (
+        "AF_XDP source cannot load its libraries" in lines[1]
+        and "install libxdp1 libbpf1" in lines[1]
+    )
     assert not (tmp_path / "no").exists()

@@ -3,14 +3,12 @@ same output as the local run."""
 
 from __future__ import annotations
 
-
 import pytest
 from conftest import cli
-
-
-
 from test_fsspec_urls import (  # noqa: F401  (shared with the in-process tests)
-    fsspec, local, SEG,
+    SEG,
+    fsspec,
+    local,
 )
 
 

@@ -32,7 +32,9 @@ from conftest import CORPUS, REPO, SAMPLES, cli
 
 CLI = [sys.executable, "-c", "from ledgertool.cli.app import main; main()"]
 SAMPLE = SAMPLES / "sample.pcap"  # 294 Ethernet frames, 57 of them 802.1Q-tagged
-CORPUS_ETH = CORPUS / "files" / "rusticata__wireshark_samples-test.pcapng"  # 5898 Ethernet frames <= 578 B
+CORPUS_ETH = (
+    CORPUS / "files" / "rusticata__wireshark_samples-test.pcapng"
+)  # 5898 Ethernet frames <= 578 B
 
 
 def _why_no_netns() -> str | None:
@@ -69,7 +71,7 @@ class VethPair:
         self.ns_tx, self.ns_rx = f"{tag}a", f"{tag}b"
         self.tx, self.rx = f"{tag}x", f"{tag}y"
 
-    def up(self) -> "VethPair":
+    def up(self) -> VethPair:
         sh("ip", "netns", "add", self.ns_tx)
         sh("ip", "netns", "add", self.ns_rx)
         sh("ip", "link", "add", self.tx, "type", "veth", "peer", "name", self.rx)
@@ -105,10 +107,31 @@ def veth():
 def start_capture(veth: VethPair, ledger: Path, keydir: Path, *extra: str) -> subprocess.Popen:
     """`ledgertool capture iface:RX --json` inside the receiving namespace; returns once the socket
     is bound (the ledger is created only after the source opened)."""
-    proc = subprocess.Popen(["ip", "netns", "exec", veth.ns_rx, *CLI, "capture", f"iface:{veth.rx}",
-                             "--ledger", str(ledger), "--digest-key", str(keydir / "digest.key"),
-                             "--signing-key", str(keydir / "signing.key"), "--block-ms", "5", "--json",
-                             *extra], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            "ip",
+            "netns",
+            "exec",
+            veth.ns_rx,
+            *CLI,
+            "capture",
+            f"iface:{veth.rx}",
+            "--ledger",
+            str(ledger),
+            "--digest-key",
+            str(keydir / "digest.key"),
+            "--signing-key",
+            str(keydir / "signing.key"),
+            "--block-ms",
+            "5",
+            "--json",
+            *extra,
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 30
     while not (ledger / "ledger.json").exists():
         if proc.poll() is not None:
@@ -129,14 +152,31 @@ def finish(proc: subprocess.Popen, sig: int | None = signal.SIGINT, timeout: flo
 
 
 def replay(veth: VethPair, path: Path, *args: str) -> dict:
-    r = subprocess.run(["ip", "netns", "exec", veth.ns_tx, *CLI, "replay", str(path), "--iface", veth.tx,
-                        "--json", *args], cwd=REPO, capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            "ip",
+            "netns",
+            "exec",
+            veth.ns_tx,
+            *CLI,
+            "replay",
+            str(path),
+            "--iface",
+            veth.tx,
+            "--json",
+            *args,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
 
 def schema_ok(doc: dict, name: str) -> None:
     import jsonschema
+
     jsonschema.Draft202012Validator(json.loads((REPO / "schemas" / name).read_text())).validate(doc)
 
 
@@ -148,16 +188,21 @@ def ledger_records(ledger: Path) -> pa.Table:
     from ledgertool.verify.ledger import verified_segment
 
     reader, lg = LedgerReader(ledger), load_ledger(ledger)
-    return pa.concat_tables([verified_segment(reader, lg, link, i).table
-                             for link in sorted(reader.links) for i in sorted(reader.listing(link).sealed)])
+    return pa.concat_tables(
+        [
+            verified_segment(reader, lg, link, i).table
+            for link in sorted(reader.links)
+            for i in sorted(reader.listing(link).sealed)
+        ]
+    )
 
 
 def file_digests(path: Path, keydir: Path) -> list[bytes]:
     from ledgertool.algorithms import get_algorithm, get_strip_mode
     from ledgertool.digest.engine import DigestEngine
     from ledgertool.digest.record import record_dtype
-    from ledgertool.source.file import CaptureReader
     from ledgertool.keyfiles import DigestKey
+    from ledgertool.source.file import CaptureReader
 
     alg = get_algorithm("siphash-1-3-128")
     key = DigestKey.load(keydir / "digest.key").subkey(alg.name, alg.key_size)
@@ -170,13 +215,16 @@ def file_digests(path: Path, keydir: Path) -> list[bytes]:
             if n == 0:
                 break
             raw = bytes(recs)  # not numpy "S" fields: they drop trailing zero bytes
-            out += [raw[i * size + size - alg.digest_size:(i + 1) * size] for i in range(n)]
+            out += [raw[i * size + size - alg.digest_size : (i + 1) * size] for i in range(n)]
     return out
 
 
 @needs_netns
-@pytest.mark.parametrize("capture, rate", [(SAMPLE, "20000"), (CORPUS_ETH, "100000")],
-                         ids=["sample-vlan", "corpus-rusticata"])
+@pytest.mark.parametrize(
+    "capture, rate",
+    [(SAMPLE, "20000"), (CORPUS_ETH, "100000")],
+    ids=["sample-vlan", "corpus-rusticata"],
+)
 def test_zero_loss_every_digest_matches_recompute(veth, keydir, tmp_path, capture, rate):
     if not capture.is_file():
         pytest.skip(f"{capture} not present")
@@ -197,8 +245,17 @@ def test_zero_loss_every_digest_matches_recompute(veth, keydir, tmp_path, captur
 
     v = cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json")
     assert v.returncode == 0, v.stdout + v.stderr
-    rc = cli("recompute", capture, "--digest-key", keydir / "digest.key", "--ledger", ledger, "--json",
-             "--trust", keydir / "verifier.pub")
+    rc = cli(
+        "recompute",
+        capture,
+        "--digest-key",
+        keydir / "digest.key",
+        "--ledger",
+        ledger,
+        "--json",
+        "--trust",
+        keydir / "verifier.pub",
+    )
     doc = json.loads(rc.stdout)
     assert rc.returncode == 0 and doc["ok"], rc.stdout + rc.stderr
     assert doc["matched"] == doc["frames"] == rep["frames"]
@@ -228,16 +285,31 @@ def test_two_workers_zero_loss_merged_in_timestamp_order(veth, keydir, tmp_path)
     assert rep["frames"] == rx == rep["live"]["kernel_packets"]
     live = rep["live"]
     assert live["workers"] == 2 and sum(live["worker_frames"]) == rep["frames"]
-    assert min(live["worker_frames"]) > 0, f"fanout put every flow on one worker: {live['worker_frames']}"
+    assert min(live["worker_frames"]) > 0, (
+        f"fanout put every flow on one worker: {live['worker_frames']}"
+    )
 
     v = cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json")
     assert v.returncode == 0, v.stdout + v.stderr
-    rc = cli("recompute", capture, "--digest-key", keydir / "digest.key", "--ledger", ledger, "--json",
-             "--trust", keydir / "verifier.pub")
+    rc = cli(
+        "recompute",
+        capture,
+        "--digest-key",
+        keydir / "digest.key",
+        "--ledger",
+        ledger,
+        "--json",
+        "--trust",
+        keydir / "verifier.pub",
+    )
     doc = json.loads(rc.stdout)
-    assert rc.returncode == 0 and doc["matched"] == doc["frames"] == rep["frames"], rc.stdout + rc.stderr
+    assert rc.returncode == 0 and doc["matched"] == doc["frames"] == rep["frames"], (
+        rc.stdout + rc.stderr
+    )
     t = ledger_records(ledger)
-    assert sorted(bytes(d) for d in t.column("digest").to_pylist()) == sorted(file_digests(capture, keydir))
+    assert sorted(bytes(d) for d in t.column("digest").to_pylist()) == sorted(
+        file_digests(capture, keydir)
+    )
     ts = np.array(t.column("ts_ns").to_pylist(), dtype=np.int64)
     assert (np.diff(ts) >= 0).all(), "sealed order is not timestamp order"
     assert t.column("seq").to_pylist() == list(range(len(ts)))
@@ -261,7 +333,9 @@ def test_merge_worker_records_orders_by_ts_worker_index():
                 a[i]["flags"], a[i]["aux"] = FLAG_GAP, drops
         return a
 
-    w0 = recs([(10, b"a", None), (20, b"b", None), (20, b"c", None), (35, b"g0", 7), (40, b"d", None)])
+    w0 = recs(
+        [(10, b"a", None), (20, b"b", None), (20, b"c", None), (35, b"g0", 7), (40, b"d", None)]
+    )
     w1 = recs([(5, b"x", None), (20, b"y", None), (30, b"g1", 3), (40, b"z", None)])
     w2 = recs([])
     out, wid = merge_worker_records([w0, w1, w2], first_seq=100)
@@ -274,7 +348,11 @@ def test_merge_worker_records_orders_by_ts_worker_index():
     assert out["aux"][gap].tolist() == [3, 7] and int(gap.sum()) == 2
     # a tail carried into the next segment splits back into each worker's own order
     back = split_by_worker(out[5:], wid[5:], 3)
-    assert [[bytes(d).rstrip(b"-") for d in b["digest"]] for b in back] == [[b"g0", b"d"], [b"g1", b"z"], []]
+    assert [[bytes(d).rstrip(b"-") for d in b["digest"]] for b in back] == [
+        [b"g0", b"d"],
+        [b"g1", b"z"],
+        [],
+    ]
     # distinct timestamps: the same records spread otherwise (or one worker) merge identically
     u = recs([(1, b"p", None), (4, b"q", None), (6, b"gq", 2)])
     v = recs([(2, b"r", None), (3, b"s", None), (5, b"t", None)])
@@ -292,8 +370,9 @@ def test_overload_drops_are_declared_and_add_up(veth, keydir, tmp_path, workers)
     ledger = tmp_path / "ledger"
     tx0 = veth.counters(veth.ns_tx, veth.tx)
     rx0 = veth.counters(veth.ns_rx, veth.rx)["rx"]["packets"]
-    proc = start_capture(veth, ledger, keydir, "--ring-mb", "1", "--segment-records", "1000",
-                         "--workers", workers)
+    proc = start_capture(
+        veth, ledger, keydir, "--ring-mb", "1", "--segment-records", "1000", "--workers", workers
+    )
     os.kill(proc.pid, signal.SIGSTOP)  # a stalled consumer: the ring fills, the kernel drops
     try:
         sent = replay(veth, SAMPLE, "--topspeed", "--loop", "20")
@@ -310,7 +389,10 @@ def test_overload_drops_are_declared_and_add_up(veth, keydir, tmp_path, workers)
     assert rep["drops"] > 0, "a 1 MiB ring behind a stopped consumer must overflow"
     assert rep["frames"] + rep["drops"] == rx  # every frame that arrived: recorded or declared
     live = rep["live"]
-    assert live["kernel_packets"] == rx and live["kernel_drops"] == rep["drops"] == live["drops_declared"]
+    assert (
+        live["kernel_packets"] == rx
+        and live["kernel_drops"] == rep["drops"] == live["drops_declared"]
+    )
     assert "DROPS" in rep["_stderr"] and any("DROPPED" in w for w in rep["warnings"])
 
     v = json.loads(cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json").stdout)
@@ -330,8 +412,9 @@ def test_overload_drops_are_declared_and_add_up(veth, keydir, tmp_path, workers)
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_frames_limit_and_segment_seconds(veth, keydir, tmp_path, workers):
     ledger = tmp_path / "ledger"
-    proc = start_capture(veth, ledger, keydir, "--frames", "150", "--segment-seconds", "0.1",
-                         "--workers", workers)
+    proc = start_capture(
+        veth, ledger, keydir, "--frames", "150", "--segment-seconds", "0.1", "--workers", workers
+    )
     replay(veth, SAMPLE, "--pps", "400")  # ~0.75 s
     rep = finish(proc, sig=None)
     assert rep["stop_reason"] == "frames" and rep["frames"] == 150 and rep["drops"] == 0
@@ -351,16 +434,37 @@ def test_duration_ends_an_idle_capture(veth, keydir, tmp_path):
 
 
 def test_missing_interface_is_a_usage_error(keydir, tmp_path):
-    r = cli("capture", "iface:nosuchif0", "--ledger", tmp_path / "l", "--digest-key", keydir / "digest.key",
-            "--signing-key", keydir / "signing.key", "--json")
+    r = cli(
+        "capture",
+        "iface:nosuchif0",
+        "--ledger",
+        tmp_path / "l",
+        "--digest-key",
+        keydir / "digest.key",
+        "--signing-key",
+        keydir / "signing.key",
+        "--json",
+    )
     assert r.returncode == 2 and r.stdout == ""
     assert "nosuchif0" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "l").exists()  # nothing created for a source that cannot open
 
 
 def test_worker_pins_beyond_the_cpus_are_a_usage_error(keydir, tmp_path):
-    r = cli("capture", "iface:nosuchif0", "--ledger", tmp_path / "l", "--digest-key", keydir / "digest.key",
-            "--signing-key", keydir / "signing.key", "--workers", "2", "--pin", "100000")
+    r = cli(
+        "capture",
+        "iface:nosuchif0",
+        "--ledger",
+        tmp_path / "l",
+        "--digest-key",
+        keydir / "digest.key",
+        "--signing-key",
+        keydir / "signing.key",
+        "--workers",
+        "2",
+        "--pin",
+        "100000",
+    )
     assert r.returncode == 2 and "CPU 100000" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "l").exists()
 
@@ -392,8 +496,12 @@ print(struct.unpack("II", s.getsockopt(263, 6, 8))[0], flush=True)  # PACKET_STA
 def join_fanout(veth: VethPair, group: int) -> subprocess.Popen:
     """Another CAP_NET_RAW process in the receiving namespace joins fanout group `group` on the
     capture's interface; SIGTERM makes it print how many frames it received."""
-    p = subprocess.Popen(["ip", "netns", "exec", veth.ns_rx, sys.executable, "-c", _FOREIGN, veth.rx, str(group)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        ["ip", "netns", "exec", veth.ns_rx, sys.executable, "-c", _FOREIGN, veth.rx, str(group)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     line = p.stdout.readline()
     assert line.strip() == "joined", (line, p.stderr.read() if p.poll() is not None else "")
     return p
@@ -407,7 +515,9 @@ def foreign_frames(p: subprocess.Popen) -> int:
 
 def capture_pid(proc: subprocess.Popen) -> int:
     """`ip netns exec` execs the command: the capture's pid is the Popen's."""
-    assert "python" in Path(f"/proc/{proc.pid}/comm").read_text(), Path(f"/proc/{proc.pid}/comm").read_text()
+    assert "python" in Path(f"/proc/{proc.pid}/comm").read_text(), Path(
+        f"/proc/{proc.pid}/comm"
+    ).read_text()
     return proc.pid
 
 
@@ -430,7 +540,9 @@ def test_predictable_fanout_group_takes_no_frames(veth, keydir, tmp_path, worker
         took = foreign_frames(thief)
     rx = veth.counters(veth.ns_rx, veth.rx)["rx"]["packets"] - rx0
     assert rep["frames"] == rx and rep["drops"] == 0, (rep["frames"], rx, rep["drops"])
-    assert took == rx, "the other socket is alone in its group, so it sees every frame (its own copy)"
+    assert took == rx, (
+        "the other socket is alone in its group, so it sees every frame (its own copy)"
+    )
     if workers == "2":
         fan = rep["live"]["fanout"]
         assert fan["group"] != old_group and fan["foreign_frames"] == 0
@@ -448,12 +560,16 @@ def test_foreign_fanout_member_is_detected_and_declared(veth, keydir, tmp_path):
     ledger = tmp_path / "ledger"
     rx0 = veth.counters(veth.ns_rx, veth.rx)["rx"]["packets"]
     proc = start_capture(veth, ledger, keydir, "--workers", "2")
-    ss = subprocess.run(["ip", "netns", "exec", veth.ns_rx, "ss", "-0", "-a", "-e"], capture_output=True, text=True)
+    ss = subprocess.run(
+        ["ip", "netns", "exec", veth.ns_rx, "ss", "-0", "-a", "-e"], capture_output=True, text=True
+    )
     groups = {int(g) for g in __import__("re").findall(r"fanout\(id:(\d+)", ss.stdout)}
     if len(groups) != 1:
         proc.kill()
         proc.communicate()
-        pytest.skip(f"cannot read the fanout group with ss (packet_diag): {ss.stdout[-300:]} {ss.stderr}")
+        pytest.skip(
+            f"cannot read the fanout group with ss (packet_diag): {ss.stdout[-300:]} {ss.stderr}"
+        )
     thief = join_fanout(veth, groups.pop())
     try:
         replay(veth, CORPUS_ETH if CORPUS_ETH.is_file() else SAMPLE, "--pps", "50000")

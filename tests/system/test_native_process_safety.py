@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from conftest import load_keys
 from test_native_safety import (  # noqa: F401  (shared with the in-process tests)
-    _saturated_pcapng, needs_root, SAMPLE,
+    SAMPLE,
+    _saturated_pcapng,
+    needs_root,
 )
-
 
 _COUNT_PROBE = """
 from ledgertool._binding import ffi, lib
@@ -39,7 +40,9 @@ def test_native_counts_times_sizes_are_checked():
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-c", _COUNT_PROBE, str(SAMPLE)], capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-c", _COUNT_PROBE, str(SAMPLE)], capture_output=True, text=True
+    )
     assert r.returncode == 0, r.stderr
     from ledgertool._binding import lib
 
@@ -52,9 +55,12 @@ def _native_so() -> Path:
     return Path(_native.__file__)
 
 
-@pytest.mark.skipif(not shutil.which("objdump"), reason="needs objdump (binutils, installed with gcc)")
-@pytest.mark.parametrize("func", ["lt_engine_free", "lt_digest", "lt_digest_many", "lt_gmac_aes128",
-                                  "lt_hmac_sha256"])
+@pytest.mark.skipif(
+    not shutil.which("objdump"), reason="needs objdump (binutils, installed with gcc)"
+)
+@pytest.mark.parametrize(
+    "func", ["lt_engine_free", "lt_digest", "lt_digest_many", "lt_gmac_aes128", "lt_hmac_sha256"]
+)
 def test_key_wipe_survives_the_optimiser(func):
     """GCC removed lt_engine_free's memset of the expanded keys (a dead store before free): the
     compiled function must still clear them, through explicit_bzero."""
@@ -62,9 +68,15 @@ def test_key_wipe_survives_the_optimiser(func):
     import subprocess
 
     if platform.libc_ver()[0] != "glibc":
-        pytest.skip("explicit_bzero is used where glibc has it; elsewhere a volatile memset pointer")
-    asm = subprocess.run(["objdump", "-d", "--no-show-raw-insn", f"--disassemble={func}", str(_native_so())],
-                         capture_output=True, text=True, check=True).stdout
+        pytest.skip(
+            "explicit_bzero is used where glibc has it; elsewhere a volatile memset pointer"
+        )
+    asm = subprocess.run(
+        ["objdump", "-d", "--no-show-raw-insn", f"--disassemble={func}", str(_native_so())],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert f"<{func}>:" in asm, asm[-500:]
     assert "explicit_bzero" in asm, f"{func} no longer wipes its key material:\n{asm[-2000:]}"
 
@@ -81,11 +93,14 @@ os.abort()
 """
 
 
-@pytest.mark.parametrize("load", [
-    "DigestKey.load(sys.argv[1] + '/digest.key')",
-    "SigningKey.load(sys.argv[1] + '/signing.key')",
-    "generate_keys(sys.argv[1] + '/new')",
-])
+@pytest.mark.parametrize(
+    "load",
+    [
+        "DigestKey.load(sys.argv[1] + '/digest.key')",
+        "SigningKey.load(sys.argv[1] + '/signing.key')",
+        "generate_keys(sys.argv[1] + '/new')",
+    ],
+)
 def test_no_core_dump_once_a_secret_key_is_loaded(keydir, tmp_path, load):
     """A crash with keys in memory wrote them to a core file. Loading or generating a secret key
     now sets RLIMIT_CORE to 0 (soft and hard) and PR_SET_DUMPABLE to 0."""
@@ -95,7 +110,9 @@ def test_no_core_dump_once_a_secret_key_is_loaded(keydir, tmp_path, load):
 
     def allow_cores():
         try:
-            resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+            resource.setrlimit(
+                resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY)
+            )
         except (ValueError, OSError):  # not root and this process's hard limit is already 0
             pass
 
@@ -103,21 +120,40 @@ def test_no_core_dump_once_a_secret_key_is_loaded(keydir, tmp_path, load):
     shutil.copytree(keydir, keys)
     work = tmp_path / "cwd"
     work.mkdir()
-    r = subprocess.run([sys.executable, "-c", _CORE_PROBE.format(load=load), str(keys)], cwd=work,
-                       capture_output=True, text=True, preexec_fn=allow_cores)
+    r = subprocess.run(
+        [sys.executable, "-c", _CORE_PROBE.format(load=load), str(keys)],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        preexec_fn=allow_cores,
+    )
     assert r.returncode < 0, r.stderr  # os.abort()
     (limit0, dumpable0), (limit, dumpable) = json.loads(r.stdout.strip().splitlines()[-1])
     assert limit == [0, 0] and dumpable == 0, r.stdout
-    if dumpable0 == 1 and limit0[0] != 0 and Path("/proc/sys/kernel/core_pattern").read_text().strip() == "core":
-        assert not list(work.iterdir()), "a core file was written"  # cores were possible before the load
+    if (
+        dumpable0 == 1
+        and limit0[0] != 0
+        and Path("/proc/sys/kernel/core_pattern").read_text().strip() == "core"
+    ):
+        assert not list(work.iterdir()), (
+            "a core file was written"
+        )  # cores were possible before the load
 
 
 def _big_pcap(path: Path, frames: int, size: int = 64) -> Path:
     """A classic pcap of `frames` distinct `size`-byte Ethernet frames (numpy: fast for millions)."""
     import numpy as np
 
-    rec = np.zeros(frames, dtype=[("sec", "<u4"), ("usec", "<u4"), ("cap", "<u4"), ("len", "<u4"),
-                                  ("data", f"V{size}")])
+    rec = np.zeros(
+        frames,
+        dtype=[
+            ("sec", "<u4"),
+            ("usec", "<u4"),
+            ("cap", "<u4"),
+            ("len", "<u4"),
+            ("data", f"V{size}"),
+        ],
+    )
     rec["sec"] = 1_700_000_000 + np.arange(frames) // 1_000_000
     rec["usec"] = np.arange(frames) % 1_000_000
     rec["cap"] = rec["len"] = size
@@ -171,11 +207,17 @@ def test_capture_file_truncated_while_read(tmp_path, how):
     import sys
 
     cap = _big_pcap(tmp_path / "cap.pcap", 40_000)
-    r = subprocess.run([sys.executable, "-c", _SHRINK_PROBE, str(cap), how], capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", _SHRINK_PROBE, str(cap), how],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
     msg = r.stdout.strip()
-    assert msg.startswith(f"{cap}: the file shrank while it was read: byte ") and "\n" not in msg, msg
+    assert msg.startswith(f"{cap}: the file shrank while it was read: byte ") and "\n" not in msg, (
+        msg
+    )
     byte = int(msg.split("byte ")[1].split()[0])
     assert 8192 <= byte < 40_000 * 80 + 24
 
@@ -189,23 +231,53 @@ def test_recompute_and_capture_survive_truncation_mid_run(tmp_path, keydir, comm
     import time
 
     cap = _big_pcap(tmp_path / "big.pcap", 2_000_000)
-    args = (["recompute", cap, "--digest-key", keydir / "digest.key", "--algorithm", "siphash-1-3-128", "--strip",
-             "frame", "--out", tmp_path / "d.parquet"]
-            if command == "recompute" else
-            ["capture", cap, "--ledger", tmp_path / "ledger", "--digest-key", keydir / "digest.key",
-             "--signing-key", keydir / "signing.key", "--segment-records", "100000"])
-    proc = subprocess.Popen([sys.executable, "-c", "from ledgertool.cli.app import main; main()", *map(str, args)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    args = (
+        [
+            "recompute",
+            cap,
+            "--digest-key",
+            keydir / "digest.key",
+            "--algorithm",
+            "siphash-1-3-128",
+            "--strip",
+            "frame",
+            "--out",
+            tmp_path / "d.parquet",
+        ]
+        if command == "recompute"
+        else [
+            "capture",
+            cap,
+            "--ledger",
+            tmp_path / "ledger",
+            "--digest-key",
+            keydir / "digest.key",
+            "--signing-key",
+            keydir / "signing.key",
+            "--segment-records",
+            "100000",
+        ]
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from ledgertool.cli.app import main; main()", *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     # truncate once the run is under way: the capture is mapped (root may read the maps of the
     # process, which is not dumpable once it holds keys), and it has written output
-    written = (lambda: any(tmp_path.glob("d.parquet*"))) if command == "recompute" else \
-        (lambda: any(tmp_path.glob("ledger/link=*/seg-*")))
+    written = (
+        (lambda: any(tmp_path.glob("d.parquet*")))
+        if command == "recompute"
+        else (lambda: any(tmp_path.glob("ledger/link=*/seg-*")))
+    )
 
     def started() -> bool:
         try:
             return str(cap) in Path(f"/proc/{proc.pid}/maps").read_text() and written()
         except OSError:
             return written()
+
     deadline = time.monotonic() + 60
     while not started() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.002)
@@ -215,10 +287,14 @@ def test_recompute_and_capture_survive_truncation_mid_run(tmp_path, keydir, comm
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in err, err
     assert str(cap) in lines[0] and "shrank while it was read: byte " in lines[0], lines[0]
-    if command == "recompute":  # the digests of the frames before it are written, as capture seals them
+    if (
+        command == "recompute"
+    ):  # the digests of the frames before it are written, as capture seals them
         import pyarrow.parquet as pq
 
-        written = int(lines[0].split("; the ")[1].split(" frames before it were written")[0].replace(",", ""))
+        written = int(
+            lines[0].split("; the ")[1].split(" frames before it were written")[0].replace(",", "")
+        )
         assert written < 2_000_000 and pq.read_metadata(tmp_path / "d.parquet").num_rows == written
         assert not list(tmp_path.glob("d.parquet.tmp-*"))
 
@@ -268,7 +344,15 @@ def test_rec_file_truncated_under_the_map(tmp_path, keydir, how):
     write_v2_ledger(d, load_keys(keydir)[1], segs, leaf_records=16)
     rec = d / "link=link0" / "seg-00000001.rec"
     size = rec.stat().st_size
-    args = [sys.executable, "-c", _REC_SHRINK_PROBE, str(d), how, "8192", str(keydir / "verifier.pub")]
+    args = [
+        sys.executable,
+        "-c",
+        _REC_SHRINK_PROBE,
+        str(d),
+        how,
+        "8192",
+        str(keydir / "verifier.pub"),
+    ]
     r = subprocess.run(args, capture_output=True, text=True, timeout=120)
     assert r.returncode == (1 if how == "cli" else 0), (r.returncode, r.stdout, r.stderr)
     assert "Traceback" not in r.stderr and r.returncode >= 0, r.stderr
@@ -284,7 +368,11 @@ def test_rec_file_truncated_under_the_map(tmp_path, keydir, how):
         assert (kind, segment) == ("records_unreadable", 1)
     assert f"{rec}: the file shrank while it was read: byte " in text, text
     byte = int(text.split("byte ")[1].split()[0])
-    assert 8192 <= byte < 8192 + 804 and f" of {size} is gone" in text, (byte, size, text)  # 804: one block
+    assert 8192 <= byte < 8192 + 804 and f" of {size} is gone" in text, (
+        byte,
+        size,
+        text,
+    )  # 804: one block
 
 
 @needs_root
@@ -298,9 +386,23 @@ def test_replay_rate_schedule_saturates(tmp_path):
     import time
 
     cap = _saturated_pcapng(tmp_path / "sat.pcapng")  # --pps does not look at the timestamps
-    proc = subprocess.Popen([sys.executable, "-c", "from ledgertool.cli.app import main; main()", "replay", str(cap),
-                             "--iface", "lo", "--pps", "1e-300", "--json"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from ledgertool.cli.app import main; main()",
+            "replay",
+            str(cap),
+            "--iface",
+            "lo",
+            "--pps",
+            "1e-300",
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     fds = Path(f"/proc/{proc.pid}/fd")
     deadline = time.monotonic() + 60
     while proc.poll() is None and time.monotonic() < deadline:  # until the PF_PACKET socket is open

@@ -17,6 +17,7 @@ from ledgertool.ledger.recover import recover_ledger
 from ledgertool.reconcile.recompute import reconcile
 from ledgertool.verify.ledger import verify_ledger
 
+
 def test_sigkill_mid_segment_recovers_the_authenticated_prefix(tmp_path, keydir):
     """kill -9 a capture in the middle of a long segment: recover seals the whole authenticated
     blocks, and recompute of the frames they cover matches the ledger exactly."""
@@ -25,14 +26,32 @@ def test_sigkill_mid_segment_recovers_the_authenticated_prefix(tmp_path, keydir)
     write_synthetic_pcap(src, frames, 64, seed=9)
     ledger = tmp_path / "L"
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from ledgertool.cli.app import main; main()", "capture", str(src), "--ledger",
-         str(ledger), "--digest-key", str(keydir / "digest.key"), "--signing-key", str(keydir / "signing.key"),
-         "--segment-records", str(frames), "--json"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        [
+            sys.executable,
+            "-c",
+            "from ledgertool.cli.app import main; main()",
+            "capture",
+            str(src),
+            "--ledger",
+            str(ledger),
+            "--digest-key",
+            str(keydir / "digest.key"),
+            "--signing-key",
+            str(keydir / "signing.key"),
+            "--segment-records",
+            str(frames),
+            "--json",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     # an append is one block of up to 65,536 records (3 MiB of 48-byte records) and a kill can
     # land inside one: wait for more than two blocks' worth, so that whole blocks precede the cut
     t0 = time.monotonic()
     while not any(p.stat().st_size > 8_000_000 for p in ledger.glob("link=*/*.open")):
-        assert proc.poll() is None and time.monotonic() - t0 < 120, "capture never filled an open segment"
+        assert proc.poll() is None and time.monotonic() - t0 < 120, (
+            "capture never filled an open segment"
+        )
         time.sleep(0.002)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
@@ -44,7 +63,11 @@ def test_sigkill_mid_segment_recovers_the_authenticated_prefix(tmp_path, keydir)
     sk = load_keys(keydir)[1]
     rec = recover_ledger(ledger, sk)
     (got,) = [r for _, r in rec.sealed]
-    assert (got.records, got.blocks, got.tail_blocks) == (seg.count, len(seg.blocks), 1) and got.records > 0
+    assert (got.records, got.blocks, got.tail_blocks) == (
+        seg.count,
+        len(seg.blocks),
+        1,
+    ) and got.records > 0
     assert got.torn_bytes == seg.torn_bytes >= 54
     dk, _, trust = load_keys(keydir)
     v = verify_ledger(ledger, trust, layout.checkpoint_path(ledger, "link0").read_bytes())

@@ -24,12 +24,32 @@ def test_query_count_memory_stays_flat_in_the_ledger_size(tmp_path, keydir, samp
     spec = tmp_path / "w.toml"
     spec.write_text(SPEC)
     big = tmp_path / "big"
-    subprocess.run([sys.executable, "-c", "from ledgertool.cli.app import main; main()", "capture",
-                    f"workload:{spec}", "--ledger", str(big), "--segment-records", "100000",
-                    "--digest-key", str(keydir / "digest.key"), "--signing-key", str(keydir / "signing.key")],
-                   check=True, capture_output=True)
-    out = subprocess.run([sys.executable, "-c", _MEASURE, str(sample_ledger), str(big)], check=True,
-                         capture_output=True, text=True, env=os.environ | {"PYTHONUNBUFFERED": "1"}).stdout
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from ledgertool.cli.app import main; main()",
+            "capture",
+            f"workload:{spec}",
+            "--ledger",
+            str(big),
+            "--segment-records",
+            "100000",
+            "--digest-key",
+            str(keydir / "digest.key"),
+            "--signing-key",
+            str(keydir / "signing.key"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", _MEASURE, str(sample_ledger), str(big)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=os.environ | {"PYTHONUNBUFFERED": "1"},
+    ).stdout
     count, grown = (int(v) for v in out.split())
     assert count == 2_000_000
     assert grown < 60 * 2**20, f"peak RSS grew {grown / 2**20:.0f} MiB for 2,000,000 records"

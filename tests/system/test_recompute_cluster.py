@@ -17,6 +17,9 @@ from conftest import SAMPLES, cli, load_keys, run_killing_a_worker
 
 distributed = pytest.importorskip("distributed")
 
+from test_digest_rotation import captures, keys, pristine  # noqa: E402,F401  (the rotated ledger's fixtures)
+from test_recompute_fast import PCAP, _edit, _renumber, _write, base  # noqa: E402,F401  (v2 ledgers of edits)
+
 from ledgertool.capture.run import capture_file  # noqa: E402
 from ledgertool.digest.record import FLAG_GAP  # noqa: E402
 from ledgertool.digest.reference import read_pcap  # noqa: E402
@@ -26,8 +29,6 @@ from ledgertool.reconcile.cluster import plan_chunks, reconcile_on_cluster  # no
 from ledgertool.reconcile.msethash import accelerated  # noqa: E402
 from ledgertool.reconcile.recompute import reconcile  # noqa: E402
 from ledgertool.verify.cluster import ClusterAddress, connect  # noqa: E402
-from test_digest_rotation import captures, keys, pristine  # noqa: E402,F401  (the rotated ledger's fixtures)
-from test_recompute_fast import PCAP, _edit, _renumber, _write, base  # noqa: E402,F401  (v2 ledgers of edits)
 
 SAMPLE = SAMPLES / "sample.pcap"
 # the LocalClusters' workers run on this CPU: without AES instructions there is no fast verdict
@@ -60,7 +61,14 @@ def case(tmp_path_factory, keydir):
     dk, sk, trust = load_keys(keydir)
     for link, part in (("link0", frames[:150]), ("link1", frames[150:])):
         write_pcap(d / f"{link}.pcap", part)
-        capture_file(d / f"{link}.pcap", d / "ledger", digest_key=dk, signing_key=sk, link=link, segment_records=40)
+        capture_file(
+            d / f"{link}.pcap",
+            d / "ledger",
+            digest_key=dk,
+            signing_key=sk,
+            link=link,
+            segment_records=40,
+        )
     mod = []
     for i, (ts, wire, data) in enumerate(frames):
         if i in (3, 50, 51, 200):
@@ -92,13 +100,29 @@ def test_split_pcap_report_and_details_equal_single_machine(case, client, tmp_pa
     # copy, 100 changed, the added frame
     assert (want.ledger_only, want.capture_only, want.matched) == (5, 3, 294 - 5)
     assert [(p["link"], p["ledger_only"], p["capture_only"]) for p in want.per_link] == [
-        ("link0", 4, 0), ("link1", 1, 0), (None, 0, 3)]
+        ("link0", 4, 0),
+        ("link1", 1, 0),
+        (None, 0, 3),
+    ]
     chunks, stop = plan_chunks([d / "b.pcap"], split_bytes=4096)
     assert stop is None
-    assert len(chunks) > 5 and chunks[0].start == 24 and all(a.end == b.start for a, b in zip(chunks, chunks[1:]))
+    assert (
+        len(chunks) > 5
+        and chunks[0].start == 24
+        and all(a.end == b.start for a, b in zip(chunks, chunks[1:]))
+    )
     details.unlink()
-    got = reconcile_on_cluster(client, d / "b.pcap", d / "ledger", dk, trust=trust, details=details,
-                               examples=3, split_bytes=4096, parts=5)
+    got = reconcile_on_cluster(
+        client,
+        d / "b.pcap",
+        d / "ledger",
+        dk,
+        trust=trust,
+        details=details,
+        examples=3,
+        split_bytes=4096,
+        parts=5,
+    )
     _same(want, got)
     assert details.read_text() == want_details and len(want_details.splitlines()) == 8
 
@@ -107,17 +131,49 @@ def test_many_captures_window_and_several_partitions(case, client):
     d, dk, trust = case
     frames = list(read_pcap((d / "b.pcap").read_bytes()))
     lo, hi = frames[20][0], frames[200][0]
-    want = reconcile([d / "b1.pcap", d / "b2.pcap"], d / "ledger", dk, trust=trust, from_ns=lo, to_ns=hi,
-                     tolerance_ns=10, links=["link1"])
-    assert want.source == f"{d / 'b1.pcap'}, {d / 'b2.pcap'}" and (want.ledger_only, want.capture_only) == (1, 128)
+    want = reconcile(
+        [d / "b1.pcap", d / "b2.pcap"],
+        d / "ledger",
+        dk,
+        trust=trust,
+        from_ns=lo,
+        to_ns=hi,
+        tolerance_ns=10,
+        links=["link1"],
+    )
+    assert want.source == f"{d / 'b1.pcap'}, {d / 'b2.pcap'}" and (
+        want.ledger_only,
+        want.capture_only,
+    ) == (1, 128)
     # capture-only: link0's 128 frames in the window (only link1 is reconciled)
     # the split capture on one machine is the same capture
-    whole = reconcile(d / "b.pcap", d / "ledger", dk, trust=trust, from_ns=lo, to_ns=hi, tolerance_ns=10,
-                      links=["link1"])
-    assert whole.examples_capture_only == want.examples_capture_only and whole.per_second == want.per_second
+    whole = reconcile(
+        d / "b.pcap",
+        d / "ledger",
+        dk,
+        trust=trust,
+        from_ns=lo,
+        to_ns=hi,
+        tolerance_ns=10,
+        links=["link1"],
+    )
+    assert (
+        whole.examples_capture_only == want.examples_capture_only
+        and whole.per_second == want.per_second
+    )
     for parts in (1, 3, 64):
-        got = reconcile_on_cluster(client, [d / "b1.pcap", d / "b2.pcap"], d / "ledger", dk, trust=trust,
-                                   from_ns=lo, to_ns=hi, tolerance_ns=10, links=["link1"], parts=parts)
+        got = reconcile_on_cluster(
+            client,
+            [d / "b1.pcap", d / "b2.pcap"],
+            d / "ledger",
+            dk,
+            trust=trust,
+            from_ns=lo,
+            to_ns=hi,
+            tolerance_ns=10,
+            links=["link1"],
+            parts=parts,
+        )
         _same(want, got)
 
 
@@ -136,7 +192,9 @@ def test_unverified_ledger_is_not_reconciled_on_the_cluster(case, client, tmp_pa
     with pytest.raises(DiscrepancyError) as got:
         reconcile_on_cluster(client, d / "b.pcap", led, dk, trust=trust)
     assert str(got.value) == str(want.value)
-    got = reconcile_on_cluster(client, d / "b.pcap", d / "ledger", dk)  # no trust bundle: keyless checks only
+    got = reconcile_on_cluster(
+        client, d / "b.pcap", d / "ledger", dk
+    )  # no trust bundle: keyless checks only
     want = reconcile(d / "b.pcap", d / "ledger", dk)
     _same(want, got)
     assert not got.verified and "UNVERIFIED" in got.warnings[0]
@@ -149,23 +207,35 @@ def test_corrupt_and_truncated_captures_as_on_one_machine(case, client, tmp_path
     cut.write_bytes(raw[:-7])  # the last record is cut: a warning, every whole frame reconciled
     want = reconcile(cut, d / "ledger", dk, trust=trust)
     for split in (4096, 1 << 30):
-        _same(want, reconcile_on_cluster(client, cut, d / "ledger", dk, trust=trust, split_bytes=split))
+        _same(
+            want,
+            reconcile_on_cluster(client, cut, d / "ledger", dk, trust=trust, split_bytes=split),
+        )
     assert "truncated last record" in want.warnings[0]
     bad = tmp_path / "bad.pcap"
     at = 24
     for _ in range(100):  # record 100's header
         at += 16 + struct.unpack_from("<I", raw, at + 8)[0]
-    bad.write_bytes(raw[:at + 8] + struct.pack("<I", 0x7FFFFFFF) + raw[at + 12:])  # an impossible length
+    bad.write_bytes(
+        raw[: at + 8] + struct.pack("<I", 0x7FFFFFFF) + raw[at + 12 :]
+    )  # an impossible length
     want = reconcile(bad, d / "ledger", dk, trust=trust)  # reconciled up to the corrupt record
     assert not want.complete and want.capture.stopped.offset == at and want.frames == 100
     for split in (4096, 1 << 30):
-        _same(want, reconcile_on_cluster(client, bad, d / "ledger", dk, trust=trust, split_bytes=split))
+        _same(
+            want,
+            reconcile_on_cluster(client, bad, d / "ledger", dk, trust=trust, split_bytes=split),
+        )
     # a corrupt first capture ends the run there: the second is not read, on one machine or a cluster
     want = reconcile([bad, d / "b.pcap"], d / "ledger", dk, trust=trust)
     assert want.frames == 100 and want.capture.stopped.file == str(bad)
     for split in (4096, 1 << 30):
-        _same(want, reconcile_on_cluster(client, [bad, d / "b.pcap"], d / "ledger", dk, trust=trust,
-                                         split_bytes=split))
+        _same(
+            want,
+            reconcile_on_cluster(
+                client, [bad, d / "b.pcap"], d / "ledger", dk, trust=trust, split_bytes=split
+            ),
+        )
 
 
 def test_one_digest_key_on_a_cluster(case, client, keydir):
@@ -176,16 +246,42 @@ def test_one_digest_key_on_a_cluster(case, client, keydir):
 
 def test_cli_cluster_output_details_and_exit_code_equal_single_machine(case, keydir, tmp_path):
     d, _, _ = case
-    args = ["recompute", d / "b1.pcap", d / "b2.pcap", "--ledger", d / "ledger", "--digest-key", keydir / "digest.key",
-            "--trust", keydir / "verifier.pub", "--details", tmp_path / "details.jsonl"]
+    args = [
+        "recompute",
+        d / "b1.pcap",
+        d / "b2.pcap",
+        "--ledger",
+        d / "ledger",
+        "--digest-key",
+        keydir / "digest.key",
+        "--trust",
+        keydir / "verifier.pub",
+        "--details",
+        tmp_path / "details.jsonl",
+    ]
     want = cli(*args)
     want_details = (tmp_path / "details.jsonl").read_text()
     got = cli(*args, "--cluster", "local:2")
     assert (got.returncode, got.stdout) == (want.returncode, want.stdout) == (1, want.stdout)
-    assert want.stdout.startswith(f"DIFFER: 292 frames recomputed from {d / 'b1.pcap'}, {d / 'b2.pcap'}, 294 frame")
-    assert (tmp_path / "details.jsonl").read_text() == want_details and len(want_details.splitlines()) == 8
-    one = cli("recompute", d / "b1.pcap", d / "b2.pcap", "--digest-key", keydir / "digest.key",
-              "--algorithm", "siphash-1-3-128", "--strip", "frame", "--out", tmp_path / "x.parquet")
+    assert want.stdout.startswith(
+        f"DIFFER: 292 frames recomputed from {d / 'b1.pcap'}, {d / 'b2.pcap'}, 294 frame"
+    )
+    assert (tmp_path / "details.jsonl").read_text() == want_details and len(
+        want_details.splitlines()
+    ) == 8
+    one = cli(
+        "recompute",
+        d / "b1.pcap",
+        d / "b2.pcap",
+        "--digest-key",
+        keydir / "digest.key",
+        "--algorithm",
+        "siphash-1-3-128",
+        "--strip",
+        "frame",
+        "--out",
+        tmp_path / "x.parquet",
+    )
     assert one.returncode == 2 and "one CAPTURE" in one.stderr
 
 
@@ -196,10 +292,16 @@ def test_worker_killed_mid_run_gives_the_right_answer_or_a_clear_error(tmp_path,
     the lost tasks (and recomputes the partitions that lived on that worker), so the report is the
     single-machine one; if the cluster gave up, the run is a ClusterError, never a partial report."""
     dk, sk, trust = load_keys(keydir)
-    capture_file(SAMPLE, tmp_path / "ledger", digest_key=dk, signing_key=sk, segment_records=2)  # 147 segments
+    capture_file(
+        SAMPLE, tmp_path / "ledger", digest_key=dk, signing_key=sk, segment_records=2
+    )  # 147 segments
     want = reconcile(SAMPLE, tmp_path / "ledger", dk, trust=trust)
-    got = run_killing_a_worker(lambda c: reconcile_on_cluster(c, SAMPLE, tmp_path / "ledger", dk, trust=trust,
-                                                              parts=8, split_bytes=4096, exact=exact), "tasks run")
+    got = run_killing_a_worker(
+        lambda c: reconcile_on_cluster(
+            c, SAMPLE, tmp_path / "ledger", dk, trust=trust, parts=8, split_bytes=4096, exact=exact
+        ),
+        "tasks run",
+    )
     if "err" in got:
         assert "no report" in str(got["err"]) or "no verdict" in str(got["err"])
     else:
@@ -207,16 +309,27 @@ def test_worker_killed_mid_run_gives_the_right_answer_or_a_clear_error(tmp_path,
         assert want.ok and want.matched == 294
 
 
-def test_one_key_of_a_rotated_ledger_partial_as_on_one_machine(pristine, keys, captures, client, tmp_path):
+def test_one_key_of_a_rotated_ledger_partial_as_on_one_machine(
+    pristine, keys, captures, client, tmp_path
+):
     """A ledger whose digest key was rotated, reconciled with one of its keys: the other key's
     segments are uncovered, and the frames sent again in the covered epoch pair with their covered
     copy (recompute's `away` order), on the cluster as on one machine."""
     det = tmp_path / "details.jsonl"
     for key in (keys["A"], keys["B"]):
-        want = reconcile(captures["dir"] / "full.pcap", pristine, key, details=det, trust=keys["trust"])
+        want = reconcile(
+            captures["dir"] / "full.pcap", pristine, key, details=det, trust=keys["trust"]
+        )
         want_details = det.read_text()
-        got = reconcile_on_cluster(client, captures["dir"] / "full.pcap", pristine, key, details=det,
-                                   trust=keys["trust"], parts=3)
+        got = reconcile_on_cluster(
+            client,
+            captures["dir"] / "full.pcap",
+            pristine,
+            key,
+            details=det,
+            trust=keys["trust"],
+            parts=3,
+        )
         _same(want, got)
         assert want.partial and det.read_text() == want_details and want.capture_only > 0
 
@@ -227,11 +340,22 @@ def test_v2_ledger_records_reach_the_partitions(case, client, keydir, tmp_path):
     d, dk, trust = case
     _, sk, _ = load_keys(keydir)
     led = tmp_path / "v2"
-    capture_file(d / "link0.pcap", led, digest_key=dk, signing_key=sk, link="link0", segment_records=40,
-                 ledger_format=2)
-    assert list((led / "link=link0").glob("*.rec")) and not list((led / "link=link0").glob("*.parquet"))
+    capture_file(
+        d / "link0.pcap",
+        led,
+        digest_key=dk,
+        signing_key=sk,
+        link="link0",
+        segment_records=40,
+        ledger_format=2,
+    )
+    assert list((led / "link=link0").glob("*.rec")) and not list(
+        (led / "link=link0").glob("*.parquet")
+    )
     want = reconcile(d / "b1.pcap", led, dk, trust=trust)
-    got = reconcile_on_cluster(client, d / "b1.pcap", led, dk, trust=trust, split_bytes=4096, parts=3)
+    got = reconcile_on_cluster(
+        client, d / "b1.pcap", led, dk, trust=trust, split_bytes=4096, parts=3
+    )
     _same(want, got)
     # ledger-only: frames 3, 50, 51 and 100's original; capture-only: 10's copy, 100 changed and
     # the two frames of link1 at the end of b1.pcap
@@ -267,12 +391,18 @@ def test_agreeing_captures_are_decided_without_partitions(case, client, tmp_path
     for kw in ({"trust": trust}, {}, {"trust": trust, "links": ["link1"]}):
         cap = caps if "links" not in kw else [d / "link1.pcap"]
         want = reconcile(cap, d / "ledger", dk, details=details, **kw)
-        assert details.read_bytes() == b"" and want.matches and want.matched == want.frames == (294 if "links" not in kw else 144)
+        assert (
+            details.read_bytes() == b""
+            and want.matches
+            and want.matched == want.frames == (294 if "links" not in kw else 144)
+        )
         assert want.verified == ("trust" in kw)
         for split in (4096, 1 << 30):
             details.write_text("old\n")
             seen = _spy(client, monkeypatch)
-            got = reconcile_on_cluster(client, cap, d / "ledger", dk, details=details, split_bytes=split, **kw)
+            got = reconcile_on_cluster(
+                client, cap, d / "ledger", dk, details=details, split_bytes=split, **kw
+            )
             monkeypatch.undo()
             _same(want, got)
             assert details.read_bytes() == b""
@@ -281,10 +411,16 @@ def test_agreeing_captures_are_decided_without_partitions(case, client, tmp_path
                 assert not {"check_and_split", "digest_chunk", "tally_partition"} & _ran(seen)
                 assert (split == 4096) == (sum(n == "hash_chunk" for n, _, _ in seen) > 2)
             else:
-                assert "tally_partition" in _ran(seen) and not {"check_and_hash", "hash_chunk"} & _ran(seen)
+                assert "tally_partition" in _ran(seen) and not {
+                    "check_and_hash",
+                    "hash_chunk",
+                } & _ran(seen)
         seen = _spy(client, monkeypatch)
         details.write_text("old\n")
-        _same(want, reconcile_on_cluster(client, cap, d / "ledger", dk, exact=True, details=details, **kw))
+        _same(
+            want,
+            reconcile_on_cluster(client, cap, d / "ledger", dk, exact=True, details=details, **kw),
+        )
         assert details.read_bytes() == b""
         monkeypatch.undo()
         assert "tally_partition" in _ran(seen) and not {"check_and_hash", "hash_chunk"} & _ran(seen)
@@ -298,8 +434,9 @@ def test_a_differing_capture_is_paired_from_the_start(case, client, tmp_path, mo
     want = reconcile(d / "b.pcap", d / "ledger", dk, trust=trust, details=details)
     want_details = details.read_text()
     seen = _spy(client, monkeypatch)
-    got = reconcile_on_cluster(client, d / "b.pcap", d / "ledger", dk, trust=trust, details=details,
-                               split_bytes=4096)
+    got = reconcile_on_cluster(
+        client, d / "b.pcap", d / "ledger", dk, trust=trust, details=details, split_bytes=4096
+    )
     monkeypatch.undo()
     _same(want, got)
     assert details.read_text() == want_details and not got.ok
@@ -308,7 +445,9 @@ def test_a_differing_capture_is_paired_from_the_start(case, client, tmp_path, mo
         assert not {"check_and_hash", "hash_chunk"} & set(names)
         return
     # the fast pass first (all its tasks), then the pairing from the start: the ledger checked again
-    assert names.index("check_and_split") > max(i for i, n in enumerate(names) if n in ("check_and_hash", "hash_chunk"))
+    assert names.index("check_and_split") > max(
+        i for i, n in enumerate(names) if n in ("check_and_hash", "hash_chunk")
+    )
     assert {"digest_chunk", "tally_partition"} <= set(names)
 
 
@@ -327,16 +466,32 @@ def test_the_hash_key_is_an_argument_never_in_a_task_key(case, client, monkeypat
         assert mkey.hex() not in json.dumps(res.to_json())
     assert len(drawn) == 2
     with_key = {n for n, _, args in seen if mkey in args}
-    assert with_key == {"check_and_hash", "hash_chunk"}  # (the spy sees the arguments: this can fail)
+    assert with_key == {
+        "check_and_hash",
+        "hash_chunk",
+    }  # (the spy sees the arguments: this can fail)
     for _, key, _ in seen:
-        assert mkey.hex() not in key.lower() and mkey.hex().upper() not in key and str(mkey) not in key
+        assert (
+            mkey.hex() not in key.lower() and mkey.hex().upper() not in key and str(mkey) not in key
+        )
         assert mkey.decode("latin-1") not in key and repr(mkey) not in key
     assert all(mkey.hex() not in repr(c) for c in (rcl.HashingChecker(client, mkey, 16),))
 
 
-@pytest.mark.parametrize("kind,decides", [("drop", False), ("digest", False), ("gap", False), ("swap", True),
-                                          ("time", True), ("gap-after", True)])
-def test_v2_ledgers_of_edits_as_on_one_machine(client, keydir, base, tmp_path, monkeypatch, kind, decides):  # noqa: F811
+@pytest.mark.parametrize(
+    "kind,decides",
+    [
+        ("drop", False),
+        ("digest", False),
+        ("gap", False),
+        ("swap", True),
+        ("time", True),
+        ("gap-after", True),
+    ],
+)
+def test_v2_ledgers_of_edits_as_on_one_machine(
+    client, keydir, base, tmp_path, monkeypatch, kind, decides
+):  # noqa: F811
     """The ways test_recompute_fast edits a ledger (sealed after the edit: it verifies), gap
     records included: the cluster's report is the single-machine one, decided by the fast verdict
     exactly when one machine's is (the same multiset of frame digests)."""
@@ -356,7 +511,9 @@ def test_v2_ledgers_of_edits_as_on_one_machine(client, keydir, base, tmp_path, m
     assert want.ok == decides and ("tally_partition" not in _ran(seen)) == (decides and FAST)
     if kind == "time":  # the ledger's frame 150 three seconds later: the ledger side's seconds
         assert len(got.per_second) == 2 and sum(s["matched"] for s in got.per_second) == 294
-    _same(want, reconcile_on_cluster(client, PCAP, led, dk, trust=trust, split_bytes=4096, exact=True))
+    _same(
+        want, reconcile_on_cluster(client, PCAP, led, dk, trust=trust, split_bytes=4096, exact=True)
+    )
 
 
 def test_workers_without_aes_instructions_pair_every_run(case, client, monkeypatch):
@@ -365,9 +522,15 @@ def test_workers_without_aes_instructions_pair_every_run(case, client, monkeypat
     d, dk, trust = case
     caps = [d / "link0.pcap", d / "link1.pcap"]
     want = reconcile(caps, d / "ledger", dk, trust=trust)
-    monkeypatch.setattr(rcl, "mset_accelerated", lambda: False)  # (pickled by value: it runs on the workers)
+    monkeypatch.setattr(
+        rcl, "mset_accelerated", lambda: False
+    )  # (pickled by value: it runs on the workers)
     seen = _spy(client, monkeypatch)
     got = reconcile_on_cluster(client, caps, d / "ledger", dk, trust=trust)
     monkeypatch.undo()
     _same(want, got)
-    assert got.ok and "tally_partition" in _ran(seen) and not {"check_and_hash", "hash_chunk"} & _ran(seen)
+    assert (
+        got.ok
+        and "tally_partition" in _ran(seen)
+        and not {"check_and_hash", "hash_chunk"} & _ran(seen)
+    )

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -61,10 +60,22 @@ def changed_ledger(tmp_path):
     keys, led, pcap = tmp_path / "keys", tmp_path / "L", tmp_path / "f.pcap"
     spec = tmp_path / "spec.toml"
     spec.write_text(SPEC.format(n=N))
-    for args in (["keys", "generate", str(keys)],
-                 ["workload", "generate", str(spec), "--out", str(pcap)],
-                 ["capture", f"workload:{spec}", "--ledger", str(led), "--digest-key", str(keys / "digest.key"),
-                  "--signing-key", str(keys / "signing.key"), "--segment-records", "50000"]):
+    for args in (
+        ["keys", "generate", str(keys)],
+        ["workload", "generate", str(spec), "--out", str(pcap)],
+        [
+            "capture",
+            f"workload:{spec}",
+            "--ledger",
+            str(led),
+            "--digest-key",
+            str(keys / "digest.key"),
+            "--signing-key",
+            str(keys / "signing.key"),
+            "--segment-records",
+            "50000",
+        ],
+    ):
         r = runner.invoke(app, args)
         assert r.exit_code == 0, r.output
     raw = bytearray(pcap.read_bytes())
@@ -78,8 +89,12 @@ def changed_ledger(tmp_path):
 @pytest.mark.skipif(not accelerated(), reason="the partitioned pairing runs where AES-NI does")
 def test_peak_memory_of_a_differing_capture_stays_off_the_ledgers_size(tmp_path):
     keys, led, pcap = changed_ledger(tmp_path)
-    out = subprocess.run([sys.executable, "-c", CHILD, str(pcap), str(led), str(keys), "0"],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(pcap), str(led), str(keys), "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     grown_kib, matched, lonly, conly = map(int, out.stdout.split())
     assert (matched, lonly, conly) == (N - 3, 3, 3)

@@ -6,10 +6,11 @@ import json
 
 import pytest
 from conftest import cli
-
 from test_digest_rotation import captures, keys, pristine  # noqa: F401  (the rotated ledger's fixtures)
 from test_recompute_pairs import (  # noqa: F401  (shared with the in-process tests)
-    _keys_args, links, SAMPLE,
+    SAMPLE,
+    _keys_args,
+    links,
 )
 
 

@@ -18,17 +18,27 @@ from conftest import CORPUS, corpus_rows, load_keys, needs_corpus
 
 pytest.importorskip("distributed")
 
+from test_recompute_cluster import _same, case, client  # noqa: E402,F401  (the two-link ledger, a LocalCluster)
+
 from ledgertool.algorithms import get_algorithm  # noqa: E402
 from ledgertool.digest.reference import read_pcap  # noqa: E402
 from ledgertool.errors import CaptureFormatError  # noqa: E402
-from ledgertool.reconcile.cluster import (CaptureChunk, _chunk_reader, digest_chunk, plan_chunks,  # noqa: E402
-                                          reconcile_on_cluster)
+from ledgertool.reconcile.cluster import (
+    CaptureChunk,
+    _chunk_reader,
+    digest_chunk,
+    plan_chunks,  # noqa: E402
+    reconcile_on_cluster,
+)
 from ledgertool.reconcile.recompute import reconcile  # noqa: E402
-from test_recompute_cluster import _same, case, client  # noqa: E402,F401  (the two-link ledger, a LocalCluster)
 
-PCAPNGS = ([CORPUS / "files" / r["file"] for r in corpus_rows() if r["format"].startswith("pcapng")]
-           + [CORPUS / "derived" / r["file"] for r in corpus_rows("derived_manifest.csv")
-              if r["format"].startswith("pcapng")])
+PCAPNGS = [
+    CORPUS / "files" / r["file"] for r in corpus_rows() if r["format"].startswith("pcapng")
+] + [
+    CORPUS / "derived" / r["file"]
+    for r in corpus_rows("derived_manifest.csv")
+    if r["format"].startswith("pcapng")
+]
 
 
 def _frames(reader) -> list[tuple]:
@@ -36,7 +46,9 @@ def _frames(reader) -> list[tuple]:
     out = []
     try:
         for f in reader.frames():
-            out.append((f.ts_ns, f.caplen, f.wire_len, f.linktype, f.interface_id, f.rflags, f.data))
+            out.append(
+                (f.ts_ns, f.caplen, f.wire_len, f.linktype, f.interface_id, f.rflags, f.data)
+            )
     except CaptureFormatError as e:
         return out + [("stop", e.offset, str(e))]
     return out
@@ -72,7 +84,9 @@ def _check_split(path: str, subkey: bytes, splits=(64, 200)) -> None:
         assert stop == whole_run.stopped
         assert [w for r in runs for w in r.warnings] == list(whole_run.warnings)
         if whole_run.frames > 1 and split == 64:  # cut finely: a chunk per packet block
-            assert len(chunks) == whole_run.frames and all(a.end == b.start for a, b in zip(chunks, chunks[1:]))
+            assert len(chunks) == whole_run.frames and all(
+                a.end == b.start for a, b in zip(chunks, chunks[1:])
+            )
             assert chunks[0].start == 0 and chunks[0].head == () and all(c.head for c in chunks[1:])
 
 
@@ -97,7 +111,7 @@ def test_split_pcapng_cut_short_or_corrupt_anywhere(keydir, tmp_path):
         f.write_bytes(raw[:at])
         _check_split(str(f), subkey, (64,))
         if at % 8 == 0:
-            f.write_bytes(raw[:at] + struct.pack("<>"[at // 8 % 2] + "I", 13) + raw[at + 4:])
+            f.write_bytes(raw[:at] + struct.pack("<>"[at // 8 % 2] + "I", 13) + raw[at + 4 :])
             _check_split(str(f), subkey, (64,))
 
 
@@ -106,18 +120,26 @@ def test_corpus_has_the_hard_pcapng_cases():
     """The sweep above covers a later section's own header and byte order, and interfaces added
     after the section's first packet (what a chunk's head must carry)."""
     chunks, _ = plan_chunks([CORPUS / "files" / "pcapngtg__le_test202.pcapng"], split_bytes=64)
-    assert len({c.head[0][0] for c in chunks[1:]}) == 3  # three sections, each chunk behind its own SHB
+    assert (
+        len({c.head[0][0] for c in chunks[1:]}) == 3
+    )  # three sections, each chunk behind its own SHB
     chunks, _ = plan_chunks([CORPUS / "files" / "pcapngtg__le_test005.pcapng"], split_bytes=64)
     # SHB, IDB 0, EPB, IDB 1, 3 EPBs: behind every later chunk the SHB with IDB 0, and IDB 1 (the
     # first EPB between them)
-    assert [len(c.head) for c in chunks] == [0, 2, 2, 2] and chunks[1].head[1][0] > sum(chunks[1].head[0])
-    chunks, _ = plan_chunks([CORPUS / "files" / "zeek__ldap_gap-data-missing.pcapng"], split_bytes=64)
+    assert [len(c.head) for c in chunks] == [0, 2, 2, 2] and chunks[1].head[1][0] > sum(
+        chunks[1].head[0]
+    )
+    chunks, _ = plan_chunks(
+        [CORPUS / "files" / "zeek__ldap_gap-data-missing.pcapng"], split_bytes=64
+    )
     assert all(c.head[0][1] > 126 * 20 for c in chunks[1:])  # the SHB and all 126 IDBs, one range
 
 
 def _block(e: str, btype: int, body: bytes) -> bytes:
     body += bytes(-len(body) % 4)
-    return struct.pack(e + "II", btype, 12 + len(body)) + body + struct.pack(e + "I", 12 + len(body))
+    return (
+        struct.pack(e + "II", btype, 12 + len(body)) + body + struct.pack(e + "I", 12 + len(body))
+    )
 
 
 def _option(e: str, code: int, value: bytes) -> bytes:
@@ -135,16 +157,28 @@ def write_pcapng(path: Path, frames: list[tuple[int, int, bytes]]) -> list[tuple
     third = len(frames) // 3
     for e, part in (("<", frames[:third]), (">", frames[third:])):
         out += _block(e, 0x0A0D0D0A, struct.pack(e + "IHHq", 0x1A2B3C4D, 1, 0, -1))
-        out += _block(e, 1, struct.pack(e + "HHI", 1, 0, 262144) + _option(e, 9, b"\x09") + _option(e, 0, b""))
+        out += _block(
+            e, 1, struct.pack(e + "HHI", 1, 0, 262144) + _option(e, 9, b"\x09") + _option(e, 0, b"")
+        )
         for i, (ts, wire, data) in enumerate(part):
             ifid = i % 2 if e == ">" and i else 0
             if e == ">" and i == 1:
-                out += _block(e, 1, struct.pack(e + "HHI", 1, 0, 0) + _option(e, 9, b"\x09")
-                              + _option(e, 14, struct.pack(e + "q", 1000)) + _option(e, 0, b""))
+                out += _block(
+                    e,
+                    1,
+                    struct.pack(e + "HHI", 1, 0, 0)
+                    + _option(e, 9, b"\x09")
+                    + _option(e, 14, struct.pack(e + "q", 1000))
+                    + _option(e, 0, b""),
+                )
                 out += _block(e, 4, _option(e, 0, b""))  # an (empty) name resolution block
             epbs.append((len(out), e))
             t = ts - (1000 * 10**9 if ifid == 1 else 0)
-            out += _block(e, 6, struct.pack(e + "IIIII", ifid, t >> 32, t & 0xFFFFFFFF, len(data), wire) + data)
+            out += _block(
+                e,
+                6,
+                struct.pack(e + "IIIII", ifid, t >> 32, t & 0xFFFFFFFF, len(data), wire) + data,
+            )
     path.write_bytes(bytes(out))
     return epbs
 
@@ -152,18 +186,36 @@ def write_pcapng(path: Path, frames: list[tuple[int, int, bytes]]) -> list[tuple
 def test_split_pcapng_report_and_details_equal_single_machine(case, client, tmp_path):
     d, dk, trust = case
     ng = tmp_path / "b.pcapng"
-    epbs = write_pcapng(ng, [(ts, wire, data) for ts, _cap, wire, data in read_pcap((d / "b.pcap").read_bytes())])
+    epbs = write_pcapng(
+        ng, [(ts, wire, data) for ts, _cap, wire, data in read_pcap((d / "b.pcap").read_bytes())]
+    )
     details = tmp_path / "details.jsonl"
     want = reconcile(ng, d / "ledger", dk, trust=trust, details=details, examples=3)
     want_details = details.read_text()
     pcap = reconcile(d / "b.pcap", d / "ledger", dk, trust=trust, examples=3)  # the same frames
-    assert (want.ledger_only, want.capture_only, want.matched) == (pcap.ledger_only, pcap.capture_only,
-                                                                   pcap.matched) == (5, 3, 294 - 5)
+    assert (
+        (want.ledger_only, want.capture_only, want.matched)
+        == (pcap.ledger_only, pcap.capture_only, pcap.matched)
+        == (5, 3, 294 - 5)
+    )
     chunks, stop = plan_chunks([ng], split_bytes=4096)
-    assert stop is None and len(chunks) > 5 and all(a.end == b.start for a, b in zip(chunks, chunks[1:]))
+    assert (
+        stop is None
+        and len(chunks) > 5
+        and all(a.end == b.start for a, b in zip(chunks, chunks[1:]))
+    )
     details.unlink()
-    got = reconcile_on_cluster(client, ng, d / "ledger", dk, trust=trust, details=details, examples=3,
-                               split_bytes=4096, parts=5)
+    got = reconcile_on_cluster(
+        client,
+        ng,
+        d / "ledger",
+        dk,
+        trust=trust,
+        details=details,
+        examples=3,
+        split_bytes=4096,
+        parts=5,
+    )
     _same(want, got)
     assert details.read_text() == want_details and len(want_details.splitlines()) == 8
     # cut short inside a packet block of the second section: the same warning, every whole frame
@@ -175,13 +227,20 @@ def test_split_pcapng_report_and_details_equal_single_machine(case, client, tmp_
     # a corrupt block length in the second section: reconciled up to it, the same stop
     raw = bytearray(ng.read_bytes())
     pos, e = epbs[len(epbs) * 2 // 3]
-    raw[pos + 4:pos + 8] = struct.pack(e + "I", 13)  # not a multiple of 4
+    raw[pos + 4 : pos + 8] = struct.pack(e + "I", 13)  # not a multiple of 4
     bad = tmp_path / "bad.pcapng"
     bad.write_bytes(bytes(raw))
     want = reconcile(bad, d / "ledger", dk, trust=trust)
-    assert not want.complete and want.capture.stopped.offset == pos and want.frames == len(epbs) * 2 // 3
+    assert (
+        not want.complete
+        and want.capture.stopped.offset == pos
+        and want.frames == len(epbs) * 2 // 3
+    )
     for split in (4096, 1 << 30):
-        _same(want, reconcile_on_cluster(client, bad, d / "ledger", dk, trust=trust, split_bytes=split))
+        _same(
+            want,
+            reconcile_on_cluster(client, bad, d / "ledger", dk, trust=trust, split_bytes=split),
+        )
 
 
 @needs_corpus
@@ -198,7 +257,9 @@ def test_native_pause_and_context_on_a_known_layout():
         blocks.append((btype, pos, blen))
         pos += blen
     assert [b[0] for b in blocks] == [0x0A0D0D0A, 1, 6, 1, 6, 6, 6]
-    (_, shb, shb_len), (_, idb0, idb0_len), (_, epb0, _), (_, idb1, idb1_len), (_, epb1, _) = blocks[:5]
+    (_, shb, shb_len), (_, idb0, idb0_len), (_, epb0, _), (_, idb1, idb1_len), (_, epb1, _) = (
+        blocks[:5]
+    )
     buf, n, paused = ffi.new("lt_frame[]", 16), ffi.new("size_t *"), ffi.new("int *")
     ranges, nxt = ffi.new("uint64_t[]", 16), ffi.new("uint64_t *")
 
@@ -209,16 +270,30 @@ def test_native_pause_and_context_on_a_known_layout():
     with CaptureReader(str(path)) as r:
         h = r.handle
         for _ in range(2):  # the same `before` pauses at the same block again
-            assert lib.lt_reader_next_before(h, buf, 16, 0, n, paused) == lib.LT_OK and (n[0], paused[0]) == (0, 1)
+            assert lib.lt_reader_next_before(h, buf, 16, 0, n, paused) == lib.LT_OK and (
+                n[0],
+                paused[0],
+            ) == (0, 1)
             assert context() == ([(shb, shb_len), (idb0, idb0_len)], epb0)
-        assert lib.lt_reader_next_before(h, buf, 16, epb0 + 1, n, paused) == lib.LT_OK and (n[0], paused[0]) == (1, 1)
+        assert lib.lt_reader_next_before(h, buf, 16, epb0 + 1, n, paused) == lib.LT_OK and (
+            n[0],
+            paused[0],
+        ) == (1, 1)
         assert buf[0].offset == epb0
         assert context() == ([(shb, shb_len), (idb0, idb0_len), (idb1, idb1_len)], epb1)
-        assert lib.lt_reader_pcapng_context(h, ranges, 2, n, nxt) == lib.LT_ERR_ARG and (n[0], nxt[0]) == (3, epb1)
-        assert lib.lt_reader_next_before(h, buf, 16, 1 << 40, n, paused) == lib.LT_OK and (n[0], paused[0]) == (3, 0)
+        assert lib.lt_reader_pcapng_context(h, ranges, 2, n, nxt) == lib.LT_ERR_ARG and (
+            n[0],
+            nxt[0],
+        ) == (3, epb1)
+        assert lib.lt_reader_next_before(h, buf, 16, 1 << 40, n, paused) == lib.LT_OK and (
+            n[0],
+            paused[0],
+        ) == (3, 0)
         assert lib.lt_reader_next_before(h, buf, 16, 1 << 40, n, paused) == lib.LT_EOF and n[0] == 0
         assert context()[1] == len(raw)
-    pcap = next(CORPUS / "files" / x["file"] for x in corpus_rows() if x["format"].startswith("pcap "))
+    pcap = next(
+        CORPUS / "files" / x["file"] for x in corpus_rows() if x["format"].startswith("pcap ")
+    )
     with CaptureReader(str(pcap)) as r:
         h = r.handle
         assert lib.lt_reader_next_before(h, buf, 16, 0, n, paused) == lib.LT_ERR_ARG

@@ -10,10 +10,9 @@ import subprocess
 import sys
 
 import pytest
+from conftest import SAMPLES, load_keys
 
 from ledgertool.verify.ledger import verify_ledger
-
-from conftest import SAMPLES, load_keys
 
 SAMPLE = SAMPLES / "sample.pcapng"
 MAIN = "from ledgertool.cli.app import main; main()"
@@ -96,7 +95,9 @@ def test_capture_with_closed_standard_streams_exits_2_and_seals(tmp_path, keydir
         assert not p.is_file() or b"captured 294 frames" not in p.read_bytes(), p
 
 
-def test_verify_report_into_a_broken_pipe_is_a_silent_exit_2_not_a_discrepancy(sample_ledger, keydir):
+def test_verify_report_into_a_broken_pipe_is_a_silent_exit_2_not_a_discrepancy(
+    sample_ledger, keydir
+):
     r, w = os.pipe()
     os.close(r)
     try:

@@ -3,16 +3,14 @@ process)."""
 
 from __future__ import annotations
 
-
 import pytest
-
-from ledgertool.digest.engine import (
-    cpu_paths,
-)
 from test_gmac_multiframe import (  # noqa: F401  (shared with the in-process tests)
     GMAC,
 )
 
+from ledgertool.digest.engine import (
+    cpu_paths,
+)
 
 GUARD_SCRIPT = r"""
 import ctypes, mmap, sys
@@ -60,6 +58,8 @@ def test_frames_ending_at_an_unmapped_page_are_read_without_a_fault(path):
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-c", GUARD_SCRIPT, path], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", GUARD_SCRIPT, path], capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
     assert r.stdout.split() == ["ok", "16"]

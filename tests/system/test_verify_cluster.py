@@ -47,11 +47,20 @@ def client():
         yield c
 
 
-def _capture(out: Path, keydir: Path, links=("link0", "link1"), seg: int = SEG, fmt: str | None = None) -> Path:
+def _capture(
+    out: Path, keydir: Path, links=("link0", "link1"), seg: int = SEG, fmt: str | None = None
+) -> Path:
     dk, sk, _ = load_keys(keydir)
     for link in links:
-        capture_file(SAMPLES / "sample.pcap", out, digest_key=dk, signing_key=sk, link=link, segment_records=seg,
-                     ledger_format=FORMATS.get(fmt))
+        capture_file(
+            SAMPLES / "sample.pcap",
+            out,
+            digest_key=dk,
+            signing_key=sk,
+            link=link,
+            segment_records=seg,
+            ledger_format=FORMATS.get(fmt),
+        )
     return out
 
 
@@ -64,8 +73,10 @@ def tampered(request, tmp_path, keydir) -> Path:
     arr = np.frombuffer(sealed_records(out, 3), dtype=record_dtype(16)).copy()
     arr["digest"][7] = b"\x00" * 16
     rewrite_sealed_records(out, 3, arr.tobytes(), load_keys(keydir)[1])
-    for index, edit in ((5, lambda d: d["signatures"].pop("ml-dsa-65")),
-                        (9, lambda d: d.__setitem__("prev_seal_hash", "00" * 32))):
+    for index, edit in (
+        (5, lambda d: d["signatures"].pop("ml-dsa-65")),
+        (9, lambda d: d.__setitem__("prev_seal_hash", "00" * 32)),
+    ):
         seal = out / "link=link1" / f"seg-{index:08d}.seal.json"
         doc = json.loads(seal.read_text())
         edit(doc)
@@ -88,7 +99,10 @@ def test_cluster_report_is_the_single_machine_report(tampered, keydir, client):
     assert there.problems == here.problems and there.warnings == here.warnings
     assert json.dumps(there.to_json()) == json.dumps(here.to_json())
     # the tasks ran on the workers, not in this process
-    assert client.run(lambda: os.getpid()).keys() and os.getpid() not in client.run(lambda: os.getpid()).values()
+    assert (
+        client.run(lambda: os.getpid()).keys()
+        and os.getpid() not in client.run(lambda: os.getpid()).values()
+    )
 
 
 def test_cli_cluster_output_and_exit_code_equal_single_machine(tampered, keydir):
@@ -101,43 +115,87 @@ def test_cli_cluster_output_and_exit_code_equal_single_machine(tampered, keydir)
     assert there.stdout == here.stdout and there.stderr == here.stderr
     assert here.stdout.splitlines()[0].startswith(
         f"FAIL merkle_mismatch link link0 segment 3 record 0: {tampered}/link=link0/seg-00000003.rec: Merkle root "
-        "differs from the seal; changed leaf blocks: records 0..19")  # segments of 20 records: one leaf of a v2 ledger (256 records a leaf)
+        "differs from the seal; changed leaf blocks: records 0..19"
+    )  # segments of 20 records: one leaf of a v2 ledger (256 records a leaf)
 
 
 def test_several_ledgers_per_ledger_and_total_worst_exit(tampered, keydir, tmp_path):
     good = _capture(tmp_path / "good", keydir, links=("link0",))
     trust = keydir / "verifier.pub"
     single = cli("verify", good, "--trust", trust, "--json")
-    assert single.returncode == 0 and json.loads(single.stdout) == verify_ledger(good, load_keys(keydir)[2]).to_json()
+    assert (
+        single.returncode == 0
+        and json.loads(single.stdout) == verify_ledger(good, load_keys(keydir)[2]).to_json()
+    )
     both = cli("verify", good, tampered, "--trust", trust, "--json")
     assert both.returncode == 1
     doc = json.loads(both.stdout)
     assert doc["ledgers"][0] == json.loads(single.stdout)
-    assert doc["ledgers"][1] == json.loads(cli("verify", tampered, "--trust", trust, "--json").stdout)
-    assert doc["total"] == {"ledgers": 2, "ok_ledgers": 1, "failed_ledgers": 1, "error_ledgers": 0, "segments": 45,
-                            "records": 3 * 294, "frames": 3 * 294, "drops_declared": 0,
-                            "problems": len(doc["ledgers"][1]["problems"]), "warnings": 1, "exit_code": 1}
-    worst = cli("verify", good, tmp_path / "nope", tampered, "--trust", trust, "--json", "--cluster", "local:2")
+    assert doc["ledgers"][1] == json.loads(
+        cli("verify", tampered, "--trust", trust, "--json").stdout
+    )
+    assert doc["total"] == {
+        "ledgers": 2,
+        "ok_ledgers": 1,
+        "failed_ledgers": 1,
+        "error_ledgers": 0,
+        "segments": 45,
+        "records": 3 * 294,
+        "frames": 3 * 294,
+        "drops_declared": 0,
+        "problems": len(doc["ledgers"][1]["problems"]),
+        "warnings": 1,
+        "exit_code": 1,
+    }
+    worst = cli(
+        "verify",
+        good,
+        tmp_path / "nope",
+        tampered,
+        "--trust",
+        trust,
+        "--json",
+        "--cluster",
+        "local:2",
+    )
     assert worst.returncode == 2
     doc2 = json.loads(worst.stdout)
-    assert doc2["ledgers"][1] == {"ok": False, "ledger": str(tmp_path / "nope"),
-                                  "error": f"{tmp_path / 'nope'}: no such ledger directory"}
-    assert [doc2["ledgers"][0], doc2["ledgers"][2]] == doc["ledgers"] and doc2["total"]["error_ledgers"] == 1
+    assert doc2["ledgers"][1] == {
+        "ok": False,
+        "ledger": str(tmp_path / "nope"),
+        "error": f"{tmp_path / 'nope'}: no such ledger directory",
+    }
+    assert [doc2["ledgers"][0], doc2["ledgers"][2]] == doc["ledgers"] and doc2["total"][
+        "error_ledgers"
+    ] == 1
     schema = json.loads((REPO / "schemas" / "verify-ledgers-report.schema.json").read_text())
     one = json.loads((REPO / "schemas" / "verify-report.schema.json").read_text())
-    registry = __import__("referencing").Registry().with_resources(
-        [(s["$id"], __import__("referencing").Resource.from_contents(s)) for s in (schema, one)])
+    registry = (
+        __import__("referencing")
+        .Registry()
+        .with_resources(
+            [(s["$id"], __import__("referencing").Resource.from_contents(s)) for s in (schema, one)]
+        )
+    )
     for d in (doc, doc2):
         jsonschema.Draft202012Validator(schema, registry=registry).validate(d)
     text = cli("verify", good, tampered, "--trust", trust)
     lines = text.stdout.splitlines()
-    assert lines[0] == f"{good}: OK: 15 segments, 294 records, 294 frames, 0 drops declared, links link0"
-    assert lines[-1].startswith(f"total: {doc['total']['problems']} problems: 2 ledgers (1 OK, 1 with problems")
+    assert (
+        lines[0]
+        == f"{good}: OK: 15 segments, 294 records, 294 frames, 0 drops declared, links link0"
+    )
+    assert lines[-1].startswith(
+        f"total: {doc['total']['problems']} problems: 2 ledgers (1 OK, 1 with problems"
+    )
     # every line names its ledger (results per ledger), the FAIL lines too
     one = cli("verify", tampered, "--trust", trust)
     assert lines[1:-1] == [f"{tampered}: {x}" for x in one.stdout.splitlines()]
-    first = ("parquet_hash_mismatch link link0 segment 3: " if records_kind(tampered) == "parquet"
-             else "merkle_mismatch link link0 segment 3 record 0: ")  # v1 pins the file, v2 the root
+    first = (
+        "parquet_hash_mismatch link link0 segment 3: "
+        if records_kind(tampered) == "parquet"
+        else "merkle_mismatch link link0 segment 3 record 0: "
+    )  # v1 pins the file, v2 the root
     assert lines[1].startswith(f"{tampered}: FAIL {first}")
     assert f"{tampered}: warning stray_file link link1: " in text.stderr
     assert f"{good}: note: append-only not checked" in text.stderr
@@ -146,16 +204,39 @@ def test_several_ledgers_per_ledger_and_total_worst_exit(tampered, keydir, tmp_p
 
 
 def test_checkpoint_with_several_ledgers_is_usage_error(tampered, keydir):
-    r = cli("verify", tampered, tampered, "--trust", keydir / "verifier.pub", "--checkpoint",
-            tampered / "link=link0" / "checkpoint")
+    r = cli(
+        "verify",
+        tampered,
+        tampered,
+        "--trust",
+        keydir / "verifier.pub",
+        "--checkpoint",
+        tampered / "link=link0" / "checkpoint",
+    )
     assert r.returncode == 2 and "give one DIR" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_without_dask_cluster_exits_2_naming_the_extra(tampered, keydir):
-    code = ("import sys; sys.modules['distributed'] = None; "  # as if the extra were not installed
-            "from ledgertool.cli.app import main; main()")
-    r = subprocess.run([sys.executable, "-c", code, "verify", str(tampered), "--trust", str(keydir / "verifier.pub"),
-                        "--cluster", "local:2"], capture_output=True, text=True, timeout=120)
+    code = (
+        "import sys; sys.modules['distributed'] = None; "  # as if the extra were not installed
+        "from ledgertool.cli.app import main; main()"
+    )
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code,
+            "verify",
+            str(tampered),
+            "--trust",
+            str(keydir / "verifier.pub"),
+            "--cluster",
+            "local:2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2 and r.stdout == ""
     assert "install ledgertool[cluster]" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
@@ -169,9 +250,11 @@ def test_cluster_addresses(tampered, keydir):
             parse_address(bad)
     r = cli("verify", tampered, "--trust", keydir / "verifier.pub", "--cluster", "tcp://127.0.0.1")
     assert r.returncode == 2 and r.stdout == ""
-    assert r.stderr.strip().splitlines()[-1] == ("ledgertool: error: cluster address 'tcp://127.0.0.1' is neither "
-                                                 "tls://HOST:PORT or tcp://HOST:PORT (a Dask scheduler) nor local:N (N worker processes "
-                                                 "on this machine, 1..1024)")
+    assert r.stderr.strip().splitlines()[-1] == (
+        "ledgertool: error: cluster address 'tcp://127.0.0.1' is neither "
+        "tls://HOST:PORT or tcp://HOST:PORT (a Dask scheduler) nor local:N (N worker processes "
+        "on this machine, 1..1024)"
+    )
 
 
 def test_worker_that_sees_another_ledger_refuses(tampered, keydir, tmp_path):
@@ -180,25 +263,37 @@ def test_worker_that_sees_another_ledger_refuses(tampered, keydir, tmp_path):
     ledger = load_ledger(tampered)
     part = reader.listing("link0")
     ok = check_segment_task(LedgerContext(str(tampered), ledger, None), part, 0)
-    assert ok.seal.readable and ok.records is not None and ok.records.table is None  # the verdict only
+    assert (
+        ok.seal.readable and ok.records is not None and ok.records.table is None
+    )  # the verdict only
     with pytest.raises(LedgerFormatError, match="is not the one verified"):
         check_segment_task(LedgerContext(str(other), ledger, None), part, 0)
     with pytest.raises(LedgerFormatError):
-        check_segment_task(LedgerContext(str(tampered), replace(ledger, sha256="0" * 64), None), part, 0)
+        check_segment_task(
+            LedgerContext(str(tampered), replace(ledger, sha256="0" * 64), None), part, 0
+        )
 
 
 def test_worker_killed_mid_run_gives_the_right_answer_or_a_clear_error(tmp_path, keydir):
     """SIGKILL one of the two worker processes while the segments are being checked: the nanny
     starts another and Dask re-runs the lost tasks, so the report is the single-machine one; if
     the cluster gave up, the run is a ClusterError, never a partial verdict."""
-    led = _capture(tmp_path / "big", keydir, links=("link0",), seg=2)  # 147 segments: a few seconds of tasks
+    led = _capture(
+        tmp_path / "big", keydir, links=("link0",), seg=2
+    )  # 147 segments: a few seconds of tasks
     trust = load_keys(keydir)[2]
     want = verify_ledger(led, trust)
-    got = run_killing_a_worker(lambda c: verify_ledger(led, trust, checker=ClusterChecker(c)), "segments are being checked")
+    got = run_killing_a_worker(
+        lambda c: verify_ledger(led, trust, checker=ClusterChecker(c)), "segments are being checked"
+    )
     if "err" in got:
         assert "no verdict" in str(got["err"])
     else:
-        assert json.dumps(got["res"].to_json()) == json.dumps(want.to_json()) and want.ok and want.segments == 147
+        assert (
+            json.dumps(got["res"].to_json()) == json.dumps(want.to_json())
+            and want.ok
+            and want.segments == 147
+        )
     shutil.rmtree(led)
 
 
@@ -209,8 +304,10 @@ def test_cluster_verifies_v2_ledgers_like_one_machine(tmp_path, keydir, client):
 
     dk, sk, trust = load_keys(keydir)
     recs = capture_records(SAMPLES / "sample.pcap", dk)
-    segs = [recs[i:i + 60 * 48] for i in range(0, len(recs), 60 * 48)]
-    w = write_v2_ledger(tmp_path / "L", sk, segs, digest_key_id=dk.key_id("siphash-1-3-128", 16), leaf_records=16)
+    segs = [recs[i : i + 60 * 48] for i in range(0, len(recs), 60 * 48)]
+    w = write_v2_ledger(
+        tmp_path / "L", sk, segs, digest_key_id=dk.key_id("siphash-1-3-128", 16), leaf_records=16
+    )
     w.path(1, "parquet").write_bytes(parquet_bytes(segs[1], 16, 1))
     w.path(1, "rec").unlink()
     w.path(2, "parquet").write_bytes(parquet_bytes(segs[2], 16, 2))  # leftover beside its .rec
@@ -219,6 +316,8 @@ def test_cluster_verifies_v2_ledgers_like_one_machine(tmp_path, keydir, client):
     w.path(3, "rec").write_bytes(bytes(raw))
     here = verify_ledger(tmp_path / "L", trust)
     assert [(p.segment, p.kind) for p in here.problems] == [(3, "merkle_mismatch")]
-    assert [(p.segment, p.kind) for p in here.warnings] == [(2, "compaction_leftover")] and here.records == 294
+    assert [(p.segment, p.kind) for p in here.warnings] == [
+        (2, "compaction_leftover")
+    ] and here.records == 294
     there = verify_ledger(tmp_path / "L", trust, checker=ClusterChecker(client))
     assert json.dumps(there.to_json()) == json.dumps(here.to_json())

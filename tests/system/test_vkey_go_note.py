@@ -10,12 +10,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import TESTS, cli
 from test_vkey import (  # noqa: F401  (shared with the in-process tests)
-    _ledger, _vkey, GOPATH, hybrid,
+    GOPATH,
+    _ledger,
+    _vkey,
+    hybrid,
 )
-
 
 NOTE_PKG = GOPATH / "src" / "golang.org" / "x" / "mod" / "sumdb" / "note"
 
@@ -23,20 +24,33 @@ NOTE_PKG = GOPATH / "src" / "golang.org" / "x" / "mod" / "sumdb" / "note"
 @pytest.fixture(scope="module")
 def note_check(tmp_path_factory) -> Path:
     if not shutil.which("go") or not NOTE_PKG.is_dir():
-        pytest.skip(f"Go toolchain or {NOTE_PKG} not installed (.ci/run installs golang-go and "
-                    "golang-golang-x-mod-dev)")
+        pytest.skip(
+            f"Go toolchain or {NOTE_PKG} not installed (.ci/run installs golang-go and "
+            "golang-golang-x-mod-dev)"
+        )
     d = tmp_path_factory.mktemp("note")
     env = {**os.environ, "GO111MODULE": "off", "GOPATH": str(GOPATH), "GOCACHE": str(d / "cache")}
     exe = d / "note_check"
-    r = subprocess.run(["go", "build", "-o", str(exe), str(TESTS / "note_check.go")],
-                       check=False, capture_output=True, text=True, env=env, timeout=300)
+    r = subprocess.run(
+        ["go", "build", "-o", str(exe), str(TESTS / "note_check.go")],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     return exe
 
 
 def _go(exe: Path, cases: list[tuple[str, str]]) -> list[str]:
-    r = subprocess.run([str(exe)], input="".join(json.dumps({"vkey": v, "note": n}) + "\n" for v, n in cases),
-                       check=False, capture_output=True, text=True)
+    r = subprocess.run(
+        [str(exe)],
+        input="".join(json.dumps({"vkey": v, "note": n}) + "\n" for v, n in cases),
+        check=False,
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     return r.stdout.splitlines()
 
@@ -47,15 +61,26 @@ def test_go_sumdb_note_verifies_checkpoints_with_only_the_vkey(note_check, hybri
     name, kid, _ = vkey.split("+", 2)
     stored = (led / "checkpoint").read_text()
     exported = tmp_path / "cp"
-    r = cli("checkpoint", led, "--out", exported, "--signing-key", keys / "signing.key")  # freshly signed
+    r = cli(
+        "checkpoint", led, "--out", exported, "--signing-key", keys / "signing.key"
+    )  # freshly signed
     assert r.returncode == 0, r.stderr
     eled, ekeys = _ledger(tmp_path, "ed25519")
     evkey = _vkey(eled, ekeys)
     forged = stored.replace("\n3\n", "\n4\n", 1)  # the tree size changed, the signatures kept
     assert forged != stored
     bad_hash = f"{name}+{int(kid, 16) ^ 1:08x}+{vkey.split('+', 2)[2]}"
-    lines = _go(note_check, [(vkey, stored), (vkey, exported.read_text()), (evkey, (eled / "checkpoint").read_text()),
-                             (vkey, forged), (evkey, stored), (bad_hash, stored)])
+    lines = _go(
+        note_check,
+        [
+            (vkey, stored),
+            (vkey, exported.read_text()),
+            (evkey, (eled / "checkpoint").read_text()),
+            (vkey, forged),
+            (evkey, stored),
+            (bad_hash, stored),
+        ],
+    )
     origin = stored.splitlines()[0]
     # a hybrid note: the Ed25519 line verifies, the ML-DSA-65 line is an unknown key to Go (ignored)
     assert lines[0] == lines[1] == f"ok {name} {kid} 1 {origin}"

@@ -34,21 +34,51 @@ def _file_size_limit() -> None:  # in the child: the process under test meets EF
 
 def test_a_failed_append_names_the_records_recover_keeps(pcap, tmp_path, keydir):
     ledger = tmp_path / "L"
-    r = subprocess.run([*CLI, "capture", pcap, "--ledger", ledger, "--digest-key", keydir / "digest.key",
-                        "--signing-key", keydir / "signing.key"], capture_output=True, text=True,
-                       preexec_fn=_file_size_limit, timeout=300)
+    r = subprocess.run(
+        [
+            *CLI,
+            "capture",
+            pcap,
+            "--ledger",
+            ledger,
+            "--digest-key",
+            keydir / "digest.key",
+            "--signing-key",
+            keydir / "signing.key",
+        ],
+        capture_output=True,
+        text=True,
+        preexec_fn=_file_size_limit,
+        timeout=300,
+    )
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     opened = layout.open_segment_path(ledger, "link0", 0)
-    assert r.stderr.startswith(f"ledgertool: error: {opened}: cannot append to open segment: File too large"), r.stderr
+    assert r.stderr.startswith(
+        f"ledgertool: error: {opened}: cannot append to open segment: File too large"
+    ), r.stderr
     assert "every record written before the error is kept" not in r.stderr
-    m = re.search(rf"kept for `ledgertool recover {ledger}` to seal once that is fixed: ([0-9,]+) records in the "
-                  rf"(\d+) whole authenticated blocks? of {opened.name} \(the ([0-9,]+) bytes past them, of a block "
-                  r"the error cut, are discarded\)$", r.stderr.strip())
+    m = re.search(
+        rf"kept for `ledgertool recover {ledger}` to seal once that is fixed: ([0-9,]+) records in the "
+        rf"(\d+) whole authenticated blocks? of {opened.name} \(the ([0-9,]+) bytes past them, of a block "
+        r"the error cut, are discarded\)$",
+        r.stderr.strip(),
+    )
     assert m, r.stderr
     kept, torn = int(m[1].replace(",", "")), int(m[3].replace(",", ""))
-    assert kept > 0 and torn > 0 and opened.stat().st_size == 256 + int(m[2]) * (4 + 32) + kept * 48 + torn
-    r = subprocess.run([*CLI, "recover", ledger, "--signing-key", keydir / "signing.key", "--json"],
-                       capture_output=True, text=True, timeout=300)
+    assert (
+        kept > 0
+        and torn > 0
+        and opened.stat().st_size == 256 + int(m[2]) * (4 + 32) + kept * 48 + torn
+    )
+    r = subprocess.run(
+        [*CLI, "recover", ledger, "--signing-key", keydir / "signing.key", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     seal = load_seal(layout.seal_path(ledger, "link0", 0))
-    assert (seal.records, seal.torn_bytes_discarded) == (kept, torn)  # exactly what the message said
+    assert (seal.records, seal.torn_bytes_discarded) == (
+        kept,
+        torn,
+    )  # exactly what the message said

@@ -38,8 +38,12 @@ from conftest import REPO, SAMPLES, cli
 
 SAMPLE = SAMPLES / "sample.pcap"
 BUILT = importlib.util.find_spec("ledgertool._source_xdp") is not None
-WHY = tl.WHY or (None if BUILT else "the AF_XDP source is not built (install libxdp-dev libbpf-dev pkg-config, "
-                 "then rebuild: python native/build_ffi.py)")
+WHY = tl.WHY or (
+    None
+    if BUILT
+    else "the AF_XDP source is not built (install libxdp-dev libbpf-dev pkg-config, "
+    "then rebuild: python native/build_ffi.py)"
+)
 needs_xdp = pytest.mark.skipif(WHY is not None, reason=WHY or "")
 
 # 2,000 frames: IPv4/IPv6, UDP/TCP, plain, 802.1Q and QinQ, every one within the veth's MTU
@@ -132,7 +136,7 @@ class QueuedVeth(tl.VethPair):
         super().__init__()
         self.queues = queues
 
-    def up(self) -> "QueuedVeth":
+    def up(self) -> QueuedVeth:
         tl.sh("ip", "netns", "add", self.ns_tx)
         tl.sh("ip", "netns", "add", self.ns_rx)
         q = ["numtxqueues", str(self.queues), "numrxqueues", str(self.queues)]
@@ -174,9 +178,29 @@ def w2000(tmp_path_factory) -> Path:
 def start(veth, source: str, ledger: Path, keydir: Path, *extra: str) -> subprocess.Popen:
     """`ledgertool capture SOURCE --json` in the receiving namespace; returns once the source is
     open (the ledger is created only after that)."""
-    proc = subprocess.Popen(["ip", "netns", "exec", veth.ns_rx, *tl.CLI, "capture", source, "--ledger", str(ledger),
-                             "--digest-key", str(keydir / "digest.key"), "--signing-key", str(keydir / "signing.key"),
-                             "--json", *extra], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            "ip",
+            "netns",
+            "exec",
+            veth.ns_rx,
+            *tl.CLI,
+            "capture",
+            source,
+            "--ledger",
+            str(ledger),
+            "--digest-key",
+            str(keydir / "digest.key"),
+            "--signing-key",
+            str(keydir / "signing.key"),
+            "--json",
+            *extra,
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 30
     while not (ledger / "ledger.json").exists():
         if proc.poll() is not None:
@@ -191,8 +215,17 @@ def start(veth, source: str, ledger: Path, keydir: Path, *extra: str) -> subproc
 def verify_and_recompute(ledger: Path, capture: Path, keydir: Path) -> dict:
     v = cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json")
     assert v.returncode == 0, v.stdout + v.stderr
-    rc = cli("recompute", capture, "--digest-key", keydir / "digest.key", "--ledger", ledger, "--json",
-             "--trust", keydir / "verifier.pub")
+    rc = cli(
+        "recompute",
+        capture,
+        "--digest-key",
+        keydir / "digest.key",
+        "--ledger",
+        ledger,
+        "--json",
+        "--trust",
+        keydir / "verifier.pub",
+    )
     doc = json.loads(rc.stdout)
     assert rc.returncode == 0 and doc["ok"], rc.stdout + rc.stderr
     return doc
@@ -214,7 +247,9 @@ def test_xdp_2000_frames_zero_loss_recompute_matches(veth, keydir, tmp_path, w20
     assert sent["frames_sent"] == sent["frames_in_file"] == 2000
     live = rep["live"]
     assert rep["frames"] == 2000 and rep["drops"] == 0 and live["kernel_drops"] == 0
-    assert live["kernel_packets"] == 2000  # our XDP program's count of frames it redirected to the socket
+    assert (
+        live["kernel_packets"] == 2000
+    )  # our XDP program's count of frames it redirected to the socket
     x = live["xdp"]
     assert x["mode"] == "copy" and x["attach"] == "native"  # veth: native XDP, no zero-copy
     q = x["queues"][0]
@@ -224,9 +259,13 @@ def test_xdp_2000_frames_zero_loss_recompute_matches(veth, keydir, tmp_path, w20
     assert not xdp_attached(veth), "the XDP program must go with the capture"
 
     doc = verify_and_recompute(ledger, w2000, keydir)
-    assert doc["matched"] == doc["frames"] == 2000 and doc["ledger_only"] == doc["capture_only"] == 0
+    assert (
+        doc["matched"] == doc["frames"] == 2000 and doc["ledger_only"] == doc["capture_only"] == 0
+    )
     t = tl.ledger_records(ledger)
-    assert [bytes(d) for d in t.column("digest").to_pylist()] == tl.file_digests(w2000, keydir)  # in order
+    assert [bytes(d) for d in t.column("digest").to_pylist()] == tl.file_digests(
+        w2000, keydir
+    )  # in order
 
 
 @needs_xdp
@@ -238,14 +277,20 @@ def test_xdp_two_workers_one_socket_per_queue(veth2, keydir, tmp_path, w2000):
     rep = tl.finish(proc)
     tl.schema_ok({k: v for k, v in rep.items() if k != "_stderr"}, "capture-report.schema.json")
     live = rep["live"]
-    assert sent["frames_sent"] == 2000 and rep["frames"] == 2000 == live["kernel_packets"] and rep["drops"] == 0
+    assert (
+        sent["frames_sent"] == 2000
+        and rep["frames"] == 2000 == live["kernel_packets"]
+        and rep["drops"] == 0
+    )
     assert [q["queue"] for q in live["xdp"]["queues"]] == [0, 1]
     assert live["workers"] == 2 and min(live["worker_frames"]) > 0, live["worker_frames"]
     assert [q["frames"] for q in live["xdp"]["queues"]] == live["worker_frames"]
     doc = verify_and_recompute(ledger, w2000, keydir)
     assert doc["matched"] == 2000
     t = tl.ledger_records(ledger)
-    assert sorted(bytes(d) for d in t.column("digest").to_pylist()) == sorted(tl.file_digests(w2000, keydir))
+    assert sorted(bytes(d) for d in t.column("digest").to_pylist()) == sorted(
+        tl.file_digests(w2000, keydir)
+    )
     assert t.column("seq").to_pylist() == list(range(2000))
 
 
@@ -258,7 +303,10 @@ def test_xdp_queues_without_a_socket_are_a_warning(veth2, keydir, tmp_path):
     time.sleep(0.1)
     rep = tl.finish(proc)
     assert 0 < rep["frames"] == rep["live"]["kernel_packets"] < sent["frames_sent"] == 294
-    assert any("sockets on 1 of the interface's 2 RX queues (0)" in w and "--workers" in w for w in rep["warnings"])
+    assert any(
+        "sockets on 1 of the interface's 2 RX queues (0)" in w and "--workers" in w
+        for w in rep["warnings"]
+    )
     assert "1 of the interface's 2 RX queues" in rep["_stderr"]
 
 
@@ -266,8 +314,12 @@ def test_xdp_queues_without_a_socket_are_a_warning(veth2, keydir, tmp_path):
 def test_xdp_overload_drops_are_declared_and_add_up(veth, keydir, tmp_path):
     ledger = tmp_path / "ledger"
     tx0 = veth.counters(veth.ns_tx, veth.tx)["tx"]["dropped"]
-    proc = start(veth, f"xdp:{veth.rx}", ledger, keydir, "--ring-mb", "0.25", "--segment-records", "1000")
-    os.kill(proc.pid, signal.SIGSTOP)  # a stalled consumer: 64 UMEM frames fill up, the socket drops
+    proc = start(
+        veth, f"xdp:{veth.rx}", ledger, keydir, "--ring-mb", "0.25", "--segment-records", "1000"
+    )
+    os.kill(
+        proc.pid, signal.SIGSTOP
+    )  # a stalled consumer: 64 UMEM frames fill up, the socket drops
     try:
         sent = tl.replay(veth, SAMPLE, "--topspeed", "--loop", "20")
     finally:
@@ -279,23 +331,34 @@ def test_xdp_overload_drops_are_declared_and_add_up(veth, keydir, tmp_path):
     assert sent["frames_sent"] == 20 * 294
     assert rep["drops"] > 0 and rep["frames"] >= 64
     # every frame the program redirected is recorded or declared; what the veth dropped it counted
-    assert rep["frames"] + rep["drops"] == live["kernel_packets"] == sent["frames_sent"] - veth_dropped
+    assert (
+        rep["frames"] + rep["drops"] == live["kernel_packets"] == sent["frames_sent"] - veth_dropped
+    )
     q = live["xdp"]["queues"][0]
-    assert q["umem_frames"] == 64 and rep["drops"] == q["rx_dropped"] + q["rx_ring_full"] == live["drops_declared"]
-    assert "DROPS" in rep["_stderr"] and any("DROPPED by the AF_XDP socket" in w for w in rep["warnings"])
+    assert (
+        q["umem_frames"] == 64
+        and rep["drops"] == q["rx_dropped"] + q["rx_ring_full"] == live["drops_declared"]
+    )
+    assert "DROPS" in rep["_stderr"] and any(
+        "DROPPED by the AF_XDP socket" in w for w in rep["warnings"]
+    )
     v = json.loads(cli("verify", ledger, "--trust", keydir / "verifier.pub", "--json").stdout)
     assert v["ok"] and v["drops_declared"] == rep["drops"] and v["frames"] == rep["frames"]
     t = tl.ledger_records(ledger)
     gap = (np.array(t.column("flags").to_pylist()) & 0x8000) != 0
     assert int(np.array(t.column("aux").to_pylist())[gap].sum()) == rep["drops"]
     digests = [bytes(d) for d, g in zip(t.column("digest").to_pylist(), gap) if not g]
-    assert set(digests) <= set(tl.file_digests(SAMPLE, keydir)), "a recorded frame is not one we sent"
+    assert set(digests) <= set(tl.file_digests(SAMPLE, keydir)), (
+        "a recorded frame is not one we sent"
+    )
 
 
 @needs_xdp
 def test_xdp_generic_attach_and_sigterm_seal(veth, keydir, tmp_path):
     ledger = tmp_path / "ledger"
-    proc = start(veth, f"xdp:{veth.rx}:0", ledger, keydir, "--xdp-attach", "skb", "--xdp-mode", "copy")
+    proc = start(
+        veth, f"xdp:{veth.rx}:0", ledger, keydir, "--xdp-attach", "skb", "--xdp-mode", "copy"
+    )
     tl.replay(veth, SAMPLE, "--pps", "5000")
     time.sleep(0.1)
     rep = tl.finish(proc, sig=signal.SIGTERM)
@@ -308,23 +371,52 @@ def test_xdp_generic_attach_and_sigterm_seal(veth, keydir, tmp_path):
 
 @needs_xdp
 def test_xdp_frames_limit_and_idle_duration(veth, keydir, tmp_path):
-    proc = start(veth, f"xdp:{veth.rx}", tmp_path / "a", keydir, "--frames", "150", "--segment-seconds", "0.1")
+    proc = start(
+        veth,
+        f"xdp:{veth.rx}",
+        tmp_path / "a",
+        keydir,
+        "--frames",
+        "150",
+        "--segment-seconds",
+        "0.1",
+    )
     tl.replay(veth, SAMPLE, "--pps", "400")
     rep = tl.finish(proc, sig=None)
     assert rep["stop_reason"] == "frames" and rep["frames"] == 150 and rep["drops"] == 0
     assert len(rep["segments"]) >= 2
     t0 = time.monotonic()
-    rep = tl.finish(start(veth, f"xdp:{veth.rx}", tmp_path / "b", keydir, "--duration", "0.5"), sig=None)
+    rep = tl.finish(
+        start(veth, f"xdp:{veth.rx}", tmp_path / "b", keydir, "--duration", "0.5"), sig=None
+    )
     assert rep["stop_reason"] == "duration" and rep["frames"] == 0 and rep["segments"] == []
     assert time.monotonic() - t0 < 15
 
 
-def capture_error(tmp_path: Path, keydir: Path, source: str, *extra: str, ns: str | None = None,
-                  prefix: list[str] | None = None) -> str:
+def capture_error(
+    tmp_path: Path,
+    keydir: Path,
+    source: str,
+    *extra: str,
+    ns: str | None = None,
+    prefix: list[str] | None = None,
+) -> str:
     """Run a capture that must fail: exit 2, one line on stderr, nothing on stdout, no ledger."""
     ledger = tmp_path / "never"
-    cmd = [*(prefix or []), *tl.CLI, "capture", source, "--ledger", str(ledger),
-           "--digest-key", str(keydir / "digest.key"), "--signing-key", str(keydir / "signing.key"), "--json", *extra]
+    cmd = [
+        *(prefix or []),
+        *tl.CLI,
+        "capture",
+        source,
+        "--ledger",
+        str(ledger),
+        "--digest-key",
+        str(keydir / "digest.key"),
+        "--signing-key",
+        str(keydir / "signing.key"),
+        "--json",
+        *extra,
+    ]
     if ns:
         cmd = ["ip", "netns", "exec", ns, *cmd]
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
@@ -343,20 +435,41 @@ def test_xdp_bad_sources_are_one_line_errors(veth, veth2, keydir, tmp_path):
     assert "--workers 2 needs RX queues 1..2" in err
     assert "needs Ethernet" in capture_error(tmp_path, keydir, "xdp:lo", ns=veth.ns_rx)
     # veth has no zero-copy support: asked for explicitly, it is an error, not a silent copy
-    err = capture_error(tmp_path, keydir, f"xdp:{veth.rx}", "--xdp-mode", "zero-copy", ns=veth.ns_rx)
+    err = capture_error(
+        tmp_path, keydir, f"xdp:{veth.rx}", "--xdp-mode", "zero-copy", ns=veth.ns_rx
+    )
     assert "zero-copy mode" in err
     assert "QUEUE must be a number" in capture_error(tmp_path, keydir, "xdp:eth0:x")
 
 
 @needs_xdp
-@pytest.mark.skipif(not shutil.which("capsh"), reason="needs capsh (libcap2-bin) to drop capabilities")
+@pytest.mark.skipif(
+    not shutil.which("capsh"), reason="needs capsh (libcap2-bin) to drop capabilities"
+)
 def test_xdp_without_capabilities_is_a_one_line_error(veth, keydir, tmp_path):
     drop = ["capsh", "--drop=cap_net_raw,cap_net_admin,cap_bpf,cap_sys_admin,cap_perfmon", "--"]
-    cmd = " ".join(f"'{a}'" for a in [*tl.CLI, "capture", f"xdp:{veth.rx}", "--ledger", str(tmp_path / "never"),
-                                      "--digest-key", str(keydir / "digest.key"),
-                                      "--signing-key", str(keydir / "signing.key")])
-    r = subprocess.run(["ip", "netns", "exec", veth.ns_rx, *drop, "-c", cmd], capture_output=True, text=True,
-                       cwd=REPO, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
+    cmd = " ".join(
+        f"'{a}'"
+        for a in [
+            *tl.CLI,
+            "capture",
+            f"xdp:{veth.rx}",
+            "--ledger",
+            str(tmp_path / "never"),
+            "--digest-key",
+            str(keydir / "digest.key"),
+            "--signing-key",
+            str(keydir / "signing.key"),
+        ]
+    )
+    r = subprocess.run(
+        ["ip", "netns", "exec", veth.ns_rx, *drop, "-c", cmd],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.count("\n") == 1, r.stderr
     assert "Operation not permitted" in r.stderr and "CAP_BPF" in r.stderr
     assert not (tmp_path / "never").exists()
@@ -376,10 +489,25 @@ def test_xdp_second_capture_on_the_interface_is_refused(veth, keydir, tmp_path):
 def test_xdp_not_built_says_what_to_install(keydir, tmp_path):
     """Where the module was not built (no libxdp/libbpf at build time) the import fails: exit 2 and
     the packages to install. A None entry in sys.modules makes that import fail as a missing file does."""
-    r = subprocess.run([sys.executable, "-c", "import sys; sys.modules['ledgertool._source_xdp'] = None; "
-                        "from ledgertool.cli.app import main; main()", "capture", "xdp:eth0", "--ledger",
-                        str(tmp_path / "never"), "--digest-key", str(keydir / "digest.key"),
-                        "--signing-key", str(keydir / "signing.key")], capture_output=True, text=True, cwd=REPO)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; sys.modules['ledgertool._source_xdp'] = None; "
+            "from ledgertool.cli.app import main; main()",
+            "capture",
+            "xdp:eth0",
+            "--ledger",
+            str(tmp_path / "never"),
+            "--digest-key",
+            str(keydir / "digest.key"),
+            "--signing-key",
+            str(keydir / "signing.key"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "not built: install libxdp-dev libbpf-dev" in r.stderr
     assert not (tmp_path / "never").exists()
@@ -391,12 +519,19 @@ def test_build_leaves_out_sources_without_their_libraries(tmp_path):
     if not shutil.which("pkg-config"):
         pytest.skip("needs pkg-config")
     script = REPO / "native" / "build_ffi.py"
-    probe = ("import runpy, json, sys; g = runpy.run_path(sys.argv[1]); "
-             "print(json.dumps(g['OPTIONAL_BUILDERS']))")
+    probe = (
+        "import runpy, json, sys; g = runpy.run_path(sys.argv[1]); "
+        "print(json.dumps(g['OPTIONAL_BUILDERS']))"
+    )
 
     def builders(**env) -> list[str]:
-        r = subprocess.run([sys.executable, "-c", probe, str(script)], capture_output=True, text=True, cwd=REPO,
-                           env={**os.environ, **env})
+        r = subprocess.run(
+            [sys.executable, "-c", probe, str(script)],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env={**os.environ, **env},
+        )
         assert r.returncode == 0, r.stderr
         return json.loads(r.stdout)
 
@@ -414,6 +549,10 @@ def test_native_module_links_no_bypass_library():
 
     if not shutil.which("readelf"):
         pytest.skip("needs readelf (binutils)")
-    dyn = subprocess.run(["readelf", "-d", native.__file__], capture_output=True, text=True, check=True).stdout
+    dyn = subprocess.run(
+        ["readelf", "-d", native.__file__], capture_output=True, text=True, check=True
+    ).stdout
     needed = [line for line in dyn.splitlines() if "(NEEDED)" in line]
-    assert needed and not [n for n in needed if any(lib in n for lib in ("libxdp", "libbpf", "librte_"))], needed
+    assert needed and not [
+        n for n in needed if any(lib in n for lib in ("libxdp", "libbpf", "librte_"))
+    ], needed

@@ -14,9 +14,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 from typer.testing import CliRunner
 
-from conftest import REPO
 from ledgertool.algorithms import get_algorithm
 from ledgertool.bench import dashboard
 from ledgertool.bench import measure as bench
@@ -36,7 +36,14 @@ THREADS = [1, 2]
 
 
 def test_parse_sizes() -> None:
-    assert bench_cli.parse_sizes("64, 1500,9000,64KiB,1MiB,32MiB") == [64, 1500, 9000, 65536, 1 << 20, 32 << 20]
+    assert bench_cli.parse_sizes("64, 1500,9000,64KiB,1MiB,32MiB") == [
+        64,
+        1500,
+        9000,
+        65536,
+        1 << 20,
+        32 << 20,
+    ]
     assert bench_cli.parse_sizes("4kib,2B") == [4096, 2]
     for bad in ("", "64,x", "0", "1GiB", "1.5MiB", "64k"):
         with pytest.raises(UsageError):
@@ -52,7 +59,10 @@ def test_parse_threads() -> None:
 
 def test_cli_defaults_match_library() -> None:
     """cli.bench repeats two library defaults so `--help` needs no numpy; they must not drift."""
-    assert (bench_cli.DEFAULT_NOISY_CV, bench_cli.DIGEST_BATCH) == (bench.DEFAULT_NOISY_CV, bench.DIGEST_BATCH)
+    assert (bench_cli.DEFAULT_NOISY_CV, bench_cli.DIGEST_BATCH) == (
+        bench.DEFAULT_NOISY_CV,
+        bench.DIGEST_BATCH,
+    )
 
 
 def test_png_without_matplotlib_names_the_option(monkeypatch) -> None:
@@ -70,15 +80,23 @@ def test_png_without_matplotlib_names_the_option(monkeypatch) -> None:
     with pytest.raises(UsageError) as e:
         dashboard.require_matplotlib()
     assert str(e.value).startswith("png needs matplotlib: pip install 'ledgertool[plots]'")
-    assert cli_message(e.value) == "--png needs matplotlib: pip install 'ledgertool[plots]' (the HTML dashboard does not)"
+    assert (
+        cli_message(e.value)
+        == "--png needs matplotlib: pip install 'ledgertool[plots]' (the HTML dashboard does not)"
+    )
 
 
 def test_spread_and_human_size() -> None:
     assert bench.spread([100.0]) == 0.0
     assert bench.spread([100.0, 100.0, 100.0]) == 0.0
     assert bench.spread([90.0, 110.0]) == pytest.approx(14.142135623730951 / 100)
-    assert [bench_rows.human_size(n) for n in (64, 1500, 4096, 65536, 32 << 20)] == \
-        ["64 B", "1500 B", "4 KiB", "64 KiB", "32 MiB"]
+    assert [bench_rows.human_size(n) for n in (64, 1500, 4096, 65536, 32 << 20)] == [
+        "64 B",
+        "1500 B",
+        "4 KiB",
+        "64 KiB",
+        "32 MiB",
+    ]
 
 
 def test_line_rate_equivalent() -> None:
@@ -106,14 +124,18 @@ def test_digest_paths_choice() -> None:
     avail = cpu_paths(sip)
     best = bench.digest_paths(sip.name, "best")
     assert best[-1] == [p for p in avail if not p.endswith("-mb")][0]
-    assert all(p in avail for p in best) and len(best) == (2 if any(p.endswith("-mb") for p in avail) else 1)
+    assert all(p in avail for p in best) and len(best) == (
+        2 if any(p.endswith("-mb") for p in avail) else 1
+    )
     assert bench.digest_paths(sip.name, "all") == avail
     assert bench.digest_paths(sip.name, "default") == [None]
     assert bench.digest_paths(sip.name, "portable,no-such") == ["portable"]
     mb = bench.bench_digest("siphash-1-3-128", 64, min_time=0.002, repeats=2, path=avail[0])
     assert mb.cpu_path == avail[0] and mb.frames > 0
     row = bench_rows.BenchRow("digest", "siphash-1-3-128", 64, 2, 1000, 1e-3, tsc_ghz=2.0)
-    assert row.cycles_per_frame == pytest.approx(1e9 / 1e6 * 2 * 2.0)   # 1 us/frame aggregate, 2 threads
+    assert row.cycles_per_frame == pytest.approx(
+        1e9 / 1e6 * 2 * 2.0
+    )  # 1 us/frame aggregate, 2 threads
     assert row.cores_needed(400e9) == pytest.approx(400e9 / 672 / 5e5)
 
 
@@ -131,11 +153,37 @@ def test_noisy_flag_follows_threshold() -> None:
 def run(tmp_path_factory) -> dict:
     d = tmp_path_factory.mktemp("bench")
     csv_path, html_path = d / "bench.csv", d / "dash.html"
-    result = CliRunner().invoke(app, [
-        "bench", "--algorithm", ALGS[0], "--algorithm", ALGS[1], "--sizes", ",".join(map(str, SIZES)),
-        "--threads", ",".join(map(str, THREADS)), "--min-time", "0.002", "--repeats", "2",
-        "--capture-frames", "3000", "--reference-frames", "300", "--paths", "default", "--capture-workers", "1",
-        "--csv", str(csv_path), "--html", str(html_path), "--json"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "bench",
+            "--algorithm",
+            ALGS[0],
+            "--algorithm",
+            ALGS[1],
+            "--sizes",
+            ",".join(map(str, SIZES)),
+            "--threads",
+            ",".join(map(str, THREADS)),
+            "--min-time",
+            "0.002",
+            "--repeats",
+            "2",
+            "--capture-frames",
+            "3000",
+            "--reference-frames",
+            "300",
+            "--paths",
+            "default",
+            "--capture-workers",
+            "1",
+            "--csv",
+            str(csv_path),
+            "--html",
+            str(html_path),
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, (result.output, result.exception)
     return {"dir": d, "csv": csv_path, "html": html_path, "json": json.loads(result.stdout)}
 
@@ -168,32 +216,62 @@ def test_csv_matches_schema(run) -> None:
                 assert re.fullmatch(spec["pattern"], value), (name, value)
             if "enum" in spec:
                 assert value in spec["enum"], (name, value)
-    got = {(r["algorithm"], r["cpu_path"], int(r["size"]), int(r["threads"])) for r in rows if r["benchmark"] == "digest"}
+    got = {
+        (r["algorithm"], r["cpu_path"], int(r["size"]), int(r["threads"]))
+        for r in rows
+        if r["benchmark"] == "digest"
+    }
     assert got == {(a, p, s, t) for a in ALGS for p in paths[a] for s in SIZES for t in THREADS}
     assert [r["benchmark"] for r in rows[digest:]] == capture
-    assert [int(r["threads"]) for r in rows[digest:digest + 2 * len(workers):2]] == workers
+    assert [int(r["threads"]) for r in rows[digest : digest + 2 * len(workers) : 2]] == workers
     for r in rows:  # cycles at the measured TSC rate: per frame over all threads' time
         ghz = float(r["tsc_ghz"])
         if ghz > 0:
             assert float(r["cycles_per_frame"]) == pytest.approx(
-                float(r["ns_per_frame"]) * int(r["threads"]) * ghz, rel=2e-3, abs=0.02)
+                float(r["ns_per_frame"]) * int(r["threads"]) * ghz, rel=2e-3, abs=0.02
+            )
     for r in rows:
         fps = float(r["frames_per_s"])
         assert fps == pytest.approx(int(r["frames"]) / float(r["seconds"]), rel=1e-3)
         assert float(r["ns_per_frame"]) == pytest.approx(1e9 / fps, rel=1e-3)
-        assert float(r["gbit_per_s"]) == pytest.approx(fps * int(r["size"]) * 8 / 1e9, rel=1e-3, abs=1e-4)
+        assert float(r["gbit_per_s"]) == pytest.approx(
+            fps * int(r["size"]) * 8 / 1e9, rel=1e-3, abs=1e-4
+        )
         assert r["noisy"] == ("true" if float(r["cv"]) > 0.05 else "false")
 
 
 def test_each_output_file_is_announced_on_stderr(tmp_path) -> None:
     """A new user's pass: --html was announced ("wrote PATH"), --csv was written in silence."""
     out_csv, out_html = tmp_path / "b.csv", tmp_path / "b.html"
-    result = CliRunner().invoke(app, [
-        "bench", "--algorithm", ALGS[0], "--sizes", "64", "--threads", "1", "--min-time", "0.001", "--repeats", "1",
-        "--capture-frames", "0", "--paths", "default", "--csv", str(out_csv), "--html", str(out_html)])
+    result = CliRunner().invoke(
+        app,
+        [
+            "bench",
+            "--algorithm",
+            ALGS[0],
+            "--sizes",
+            "64",
+            "--threads",
+            "1",
+            "--min-time",
+            "0.001",
+            "--repeats",
+            "1",
+            "--capture-frames",
+            "0",
+            "--paths",
+            "default",
+            "--csv",
+            str(out_csv),
+            "--html",
+            str(out_html),
+        ],
+    )
     assert result.exit_code == 0, (result.output, result.exception)
-    assert [ln for ln in result.stderr.splitlines() if ln.startswith("wrote ")] == [f"wrote {out_csv}",
-                                                                                  f"wrote {out_html}"]
+    assert [ln for ln in result.stderr.splitlines() if ln.startswith("wrote ")] == [
+        f"wrote {out_csv}",
+        f"wrote {out_html}",
+    ]
     assert len(bench_rows.read_csv(out_csv)) == 1
 
 
@@ -247,8 +325,16 @@ class _Dom(HTMLParser):
         if tag in ("script", "link", "img", "iframe") or (tag != "svg" and a.get("src")):
             self.external.append(tag)
         if tag == "svg" and "plot" in (a.get("class") or ""):
-            self.plots.append({"kind": a["data-kind"], "algorithm": a["data-algorithm"], "series": [], "refs": [],
-                               "circles": 0, "bars": 0})
+            self.plots.append(
+                {
+                    "kind": a["data-kind"],
+                    "algorithm": a["data-algorithm"],
+                    "series": [],
+                    "refs": [],
+                    "circles": 0,
+                    "bars": 0,
+                }
+            )
         elif self.plots and tag == "g" and a.get("class") == "series":
             self.plots[-1]["series"].append(a["data-label"])
         elif self.plots and tag == "polyline" and a.get("class") == "ref":
@@ -291,8 +377,14 @@ def test_html_has_plots_and_table(run) -> None:
         else:
             assert p["series"] == ["64 B", "1500 B", "64 KiB"]
             assert p["circles"] == len(SIZES) * len(THREADS)
-            assert len(p["refs"]) == 3 and [r.split()[0] for r in p["refs"]] == ["400G", "800G", "1.6T"]
-    assert dom.plots[-1]["bars"] == len([r for r in run["json"]["rows"] if r["benchmark"].startswith("capture:")])
+            assert len(p["refs"]) == 3 and [r.split()[0] for r in p["refs"]] == [
+                "400G",
+                "800G",
+                "1.6T",
+            ]
+    assert dom.plots[-1]["bars"] == len(
+        [r for r in run["json"]["rows"] if r["benchmark"].startswith("capture:")]
+    )
     assert dom.table_rows == len(run["json"]["rows"])
 
 
@@ -306,7 +398,9 @@ def test_from_csv_rerenders_without_measuring(run, tmp_path, monkeypatch) -> Non
     result = CliRunner().invoke(app, ["bench", "--from-csv", str(run["csv"]), "--html", str(out)])
     assert result.exit_code == 0, (result.output, result.exception)
     assert out.read_text() == run["html"].read_text()
-    result = CliRunner().invoke(app, ["bench", "--from-csv", str(run["csv"]), "--csv", str(tmp_path / "x.csv")])
+    result = CliRunner().invoke(
+        app, ["bench", "--from-csv", str(run["csv"]), "--csv", str(tmp_path / "x.csv")]
+    )
     assert isinstance(result.exception, UsageError)
 
 
@@ -319,10 +413,14 @@ def test_noisy_rows_are_marked(run) -> None:
 
 
 def test_png_plots(run, tmp_path) -> None:
-    result = CliRunner().invoke(app, ["bench", "--from-csv", str(run["csv"]), "--png", str(tmp_path / "png")])
+    result = CliRunner().invoke(
+        app, ["bench", "--from-csv", str(run["csv"]), "--png", str(tmp_path / "png")]
+    )
     assert result.exit_code == 0, (result.output, result.exception)
     names = sorted(p.name for p in (tmp_path / "png").iterdir())
-    assert names == sorted([f"{a}-{k}.png" for a in ALGS for k in ("size", "threads")] + ["capture.png"])
+    assert names == sorted(
+        [f"{a}-{k}.png" for a in ALGS for k in ("size", "threads")] + ["capture.png"]
+    )
     for p in (tmp_path / "png").iterdir():
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5000
 
@@ -341,6 +439,10 @@ def test_capture_sealed_rows_into_a_v2_ledger(tmp_path, monkeypatch) -> None:
         return real(*a, **k)
 
     monkeypatch.setattr(bench, "capture_file", spy)
-    rows = bench.bench_capture(2000, 64, repeats=1, workdir=tmp_path, tcpdump=False, ledger_format=2)
+    rows = bench.bench_capture(
+        2000, 64, repeats=1, workdir=tmp_path, tcpdump=False, ledger_format=2
+    )
     sealed = [r for r in rows if r.benchmark == "capture:sealed"]
-    assert len(sealed) == 1 and sealed[0].frames == 2000 and set(formats) == {2} and len(formats) >= 2
+    assert (
+        len(sealed) == 1 and sealed[0].frames == 2000 and set(formats) == {2} and len(formats) >= 2
+    )

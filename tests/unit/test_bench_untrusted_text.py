@@ -6,9 +6,9 @@ from __future__ import annotations
 import csv
 import re
 
-from ledgertool.bench.rows import BenchRow, append_csv, markdown_table
-
 from conftest import cli_in_process
+
+from ledgertool.bench.rows import BenchRow, append_csv, markdown_table
 
 HOSTILE = {
     "host": "<svg onload=alert(1)>",
@@ -34,7 +34,8 @@ def _hostile_csv(path) -> None:
 
 def test_bench_markdown_from_csv_escapes_untrusted_fields(tmp_path, monkeypatch, capsys):
     _hostile_csv(tmp_path / "b.csv")
-    code, _, err = cli_in_process("bench",
+    code, _, err = cli_in_process(
+        "bench",
         "--from-csv",
         tmp_path / "b.csv",
         "--markdown",
@@ -59,7 +60,8 @@ def test_bench_markdown_from_csv_escapes_untrusted_fields(tmp_path, monkeypatch,
 
 def test_bench_html_dashboard_escapes_untrusted_fields(tmp_path, monkeypatch, capsys):
     _hostile_csv(tmp_path / "b.csv")
-    code, _, err = cli_in_process("bench",
+    code, _, err = cli_in_process(
+        "bench",
         "--from-csv",
         tmp_path / "b.csv",
         "--html",

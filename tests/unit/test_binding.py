@@ -43,12 +43,22 @@ CDEF_DIGESTS = {
 
 def cdef_text() -> str:
     block = BUILD["cdef_block"]
-    optional = "".join(block(NATIVE / "bypass" / header) for _, _, header in BUILD["OPTIONAL"].values())
-    return block() + block(BUILD["TESTING_HEADER"]) + BUILD["BINDING_CDEF"] + optional + BUILD["OPTIONAL_CDEF"]
+    optional = "".join(
+        block(NATIVE / "bypass" / header) for _, _, header in BUILD["OPTIONAL"].values()
+    )
+    return (
+        block()
+        + block(BUILD["TESTING_HEADER"])
+        + BUILD["BINDING_CDEF"]
+        + optional
+        + BUILD["OPTIONAL_CDEF"]
+    )
 
 
 def header_abi_version() -> int:
-    m = re.search(r"^#define LT_ABI_VERSION (\d+)$", (NATIVE / "include" / "ledgertool.h").read_text(), re.M)
+    m = re.search(
+        r"^#define LT_ABI_VERSION (\d+)$", (NATIVE / "include" / "ledgertool.h").read_text(), re.M
+    )
     assert m, "ledgertool.h declares no LT_ABI_VERSION"
     return int(m.group(1))
 
@@ -58,7 +68,8 @@ def test_cdef_blocks_are_pinned_to_the_abi_version():
     digest = hashlib.sha256(cdef_text().encode()).hexdigest()
     assert CDEF_DIGESTS.get(version) == digest, (
         f"the CDEF blocks changed (sha256 {digest}): raise LT_ABI_VERSION in ledgertool.h and "
-        f"_binding.ABI_VERSION, and add {{{version + 1}: {digest!r}}} to CDEF_DIGESTS")
+        f"_binding.ABI_VERSION, and add {{{version + 1}: {digest!r}}} to CDEF_DIGESTS"
+    )
     assert _binding.ABI_VERSION == version == _binding.lib.LT_ABI_VERSION
 
 
@@ -78,10 +89,15 @@ def test_optional_modules_carry_the_same_versions(m):
 
 def test_another_abi_or_package_version_asks_for_a_rebuild():
     abi = _binding.ABI_VERSION
-    with pytest.raises(NativeModuleError, match=rf"was built from other sources \(ABI {abi}, ledgertool "
-                                                rf"[^)]+\) than this checkout \(ABI {abi + 1}, .*pip install -e \."):
+    with pytest.raises(
+        NativeModuleError,
+        match=rf"was built from other sources \(ABI {abi}, ledgertool "
+        rf"[^)]+\) than this checkout \(ABI {abi + 1}, .*pip install -e \.",
+    ):
         _binding.check_build(_binding._native, abi_version=abi + 1)
-    with pytest.raises(NativeModuleError, match=rf"than this checkout \(ABI {abi}, ledgertool 9\.9\.9\)"):
+    with pytest.raises(
+        NativeModuleError, match=rf"than this checkout \(ABI {abi}, ledgertool 9\.9\.9\)"
+    ):
         _binding.check_build(_binding._native, package_version="9.9.9")
 
 
@@ -94,7 +110,9 @@ def _native_imports(path: Path) -> list[str]:
             names = [node.module or ""] + [f"{node.module or ''}.{a.name}" for a in node.names]
             found += [n for n in names if re.search(r"(^|\.)(_native|_source_\w+)$", n)]
         elif isinstance(node, ast.Import):
-            found += [a.name for a in node.names if re.search(r"(^|\.)(_native|_source_\w+)$", a.name)]
+            found += [
+                a.name for a in node.names if re.search(r"(^|\.)(_native|_source_\w+)$", a.name)
+            ]
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             if re.fullmatch(r"ledgertool\.(_native|_source_\w+)", node.value):
                 found.append(node.value)
@@ -102,8 +120,11 @@ def _native_imports(path: Path) -> list[str]:
 
 
 def test_only_the_binding_imports_the_compiled_modules():
-    offenders = {str(p.relative_to(REPO)): imps for p in sorted((REPO / "ledgertool").rglob("*.py"))
-                 if p.name != "_binding.py" and (imps := _native_imports(p))}
+    offenders = {
+        str(p.relative_to(REPO)): imps
+        for p in sorted((REPO / "ledgertool").rglob("*.py"))
+        if p.name != "_binding.py" and (imps := _native_imports(p))
+    }
     assert offenders == {}
     assert _native_imports(REPO / "ledgertool" / "_binding.py")  # the scan does see imports
 
@@ -113,12 +134,22 @@ def test_ids_flags_and_sizes_come_from_the_header():
     for name, alg in ALGORITHMS.items():
         const = getattr(lib, "LT_ALG_" + name.upper().replace("-", "_"))
         assert alg.native_id == const
-        assert (alg.key_size, alg.digest_size) == (lib.lt_key_size(const), lib.lt_digest_size(const))
+        assert (alg.key_size, alg.digest_size) == (
+            lib.lt_key_size(const),
+            lib.lt_digest_size(const),
+        )
         assert record.record_size(alg) == lib.LT_RECORD_FIXED + alg.digest_size
-    assert STRIP_MODES == {"frame": lib.LT_STRIP_FRAME, "l3": lib.LT_STRIP_L3, "payload": lib.LT_STRIP_PAYLOAD,
-                           "rdma": lib.LT_STRIP_RDMA}
+    assert STRIP_MODES == {
+        "frame": lib.LT_STRIP_FRAME,
+        "l3": lib.LT_STRIP_L3,
+        "payload": lib.LT_STRIP_PAYLOAD,
+        "rdma": lib.LT_STRIP_RDMA,
+    }
     header = (NATIVE / "include" / "ledgertool.h").read_text()
-    flags = {int(v, 16): n for n, v in re.findall(r"^#define LT_FLAG_(\w+) (0x[0-9A-Fa-f]+)", header, re.M)}
+    flags = {
+        int(v, 16): n
+        for n, v in re.findall(r"^#define LT_FLAG_(\w+) (0x[0-9A-Fa-f]+)", header, re.M)
+    }
     assert record.FLAG_NAMES == flags
     assert record.RECORD_FIXED == record.record_dtype(16).itemsize - 16 == 32
 
@@ -131,16 +162,30 @@ def test_status_codes_map_to_exceptions_by_subject():
     with pytest.raises(ValueError, match=r"lt_x \(status -4\)"):
         _binding.check(lib.LT_ERR_ARG, "lt_x")
     e = _binding.capture_error(lib.LT_ERR_CORRUPT, "corrupt record header at byte 24", "a.pcap", 24)
-    assert (str(e), e.path, e.offset, e.exit_code) == ("a.pcap: corrupt record header at byte 24", "a.pcap", 24, 2)
-    assert type(_binding.interface_error(lib.LT_ERR_ARG, "bad ring", "eth0")).__name__ == "UsageError"
+    assert (str(e), e.path, e.offset, e.exit_code) == (
+        "a.pcap: corrupt record header at byte 24",
+        "a.pcap",
+        24,
+        2,
+    )
+    assert (
+        type(_binding.interface_error(lib.LT_ERR_ARG, "bad ring", "eth0")).__name__ == "UsageError"
+    )
     assert _binding.interface_error(lib.LT_ERR_IO, "", "eth0").iface == "eth0"
-    assert type(_binding.replay_open_error(lib.LT_ERR_IO, "x.pcap: cannot open", "x.pcap", "eth0")).__name__ \
+    assert (
+        type(
+            _binding.replay_open_error(lib.LT_ERR_IO, "x.pcap: cannot open", "x.pcap", "eth0")
+        ).__name__
         == "CaptureFormatError"
-    assert type(_binding.replay_open_error(lib.LT_ERR_IO, "eth0: down", "x.pcap", "eth0")).__name__ \
+    )
+    assert (
+        type(_binding.replay_open_error(lib.LT_ERR_IO, "eth0: down", "x.pcap", "eth0")).__name__
         == "InterfaceError"
+    )
 
 
 # ---- native/src: no cycles -----------------------------------------------------------------------
+
 
 def _code(path: Path) -> str:
     """C source without comments and string literals (so names in them are no references)."""
@@ -150,13 +195,19 @@ def _code(path: Path) -> str:
 
 def include_graph() -> dict[str, set[str]]:
     files = {p.name: p for d in ("src", "include") for p in (NATIVE / d).glob("*.[ch]")}
-    return {name: {m for m in re.findall(r'^\s*#\s*include\s+"([^"]+)"', p.read_text(), re.M) if m in files}
-            for name, p in files.items()}
+    return {
+        name: {
+            m for m in re.findall(r'^\s*#\s*include\s+"([^"]+)"', p.read_text(), re.M) if m in files
+        }
+        for name, p in files.items()
+    }
 
 
 # A top-level definition (not a declaration) of an external function or object named lt_*.
-_DEF = re.compile(r"^(?!static\b)(?!extern\b)(?:[A-Za-z_][\w\s\*]*?\b)(lt_\w+)\s*(?:\([^;{]*\)\s*\{|\[\]\s*=|=)",
-                  re.M)
+_DEF = re.compile(
+    r"^(?!static\b)(?!extern\b)(?:[A-Za-z_][\w\s\*]*?\b)(lt_\w+)\s*(?:\([^;{]*\)\s*\{|\[\]\s*=|=)",
+    re.M,
+)
 
 
 def call_graph(src: Path = NATIVE / "src") -> dict[str, set[str]]:
@@ -166,8 +217,10 @@ def call_graph(src: Path = NATIVE / "src") -> dict[str, set[str]]:
     for f, text in code.items():
         for sym in _DEF.findall(text):
             owner.setdefault(sym, f)
-    return {f: {owner[s] for s in set(re.findall(r"\blt_\w+\b", text)) if s in owner and owner[s] != f}
-            for f, text in code.items()}
+    return {
+        f: {owner[s] for s in set(re.findall(r"\blt_\w+\b", text)) if s in owner and owner[s] != f}
+        for f, text in code.items()
+    }
 
 
 def cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -177,7 +230,7 @@ def cycle(graph: dict[str, set[str]]) -> list[str] | None:
         state[n] = 1
         for m in sorted(graph.get(n, ())):
             if state[m] == 1:
-                return stack[stack.index(m):] + [m]
+                return stack[stack.index(m) :] + [m]
             if state[m] == 0 and (c := visit(m, stack + [m])):
                 return c
         state[n] = 2
@@ -191,7 +244,9 @@ def cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_native_include_graph_has_no_cycle():
     g = include_graph()
-    assert "sha256.h" in g["merkle.c"] and "ledgertool.h" in g["ledgertool_testing.h"]  # the scan sees edges
+    assert (
+        "sha256.h" in g["merkle.c"] and "ledgertool.h" in g["ledgertool_testing.h"]
+    )  # the scan sees edges
     assert cycle(g) is None
 
 
@@ -206,9 +261,15 @@ def test_call_graph_check_sees_the_old_digest_dispatch_cycle(tmp_path):
     names, and called dispatch.c's lt_dctx_init)."""
     old = "3169d3c"  # main before change 5
     for name in ("digest.c", "dispatch.c"):
-        blob = subprocess.run(["git", "-C", str(REPO), "show", f"{old}:native/src/{name}"], capture_output=True,
-                              text=True)
+        blob = subprocess.run(
+            ["git", "-C", str(REPO), "show", f"{old}:native/src/{name}"],
+            capture_output=True,
+            text=True,
+        )
         if blob.returncode:
             pytest.skip("no git history in this checkout")
         (tmp_path / name).write_text(blob.stdout)
-    assert cycle(call_graph(tmp_path)) in (["digest", "dispatch", "digest"], ["dispatch", "digest", "dispatch"])
+    assert cycle(call_graph(tmp_path)) in (
+        ["digest", "dispatch", "digest"],
+        ["dispatch", "digest", "dispatch"],
+    )

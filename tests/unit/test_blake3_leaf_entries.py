@@ -166,15 +166,13 @@ def test_segment_roots_are_rfc9162_roots_over_blake3_entries(ledger):
 
 def test_verify_accepts_and_a_stripped_leaf_hash_is_found(ledger, monkeypatch, capsys, keydir):
     trust = keydir / "verifier.pub"
-    code, out, err = cli_in_process("verify", str(ledger), "--trust", str(trust)
-    )
+    code, out, err = cli_in_process("verify", str(ledger), "--trust", str(trust))
     assert code == 0, out + err
     # ledger.json rewritten to say sha256 (member removed): the seals bind the other header bytes
     doc = json.loads((ledger / "ledger.json").read_text())
     del doc["leaf_hash"]
     (ledger / "ledger.json").write_text(json.dumps(doc, indent=1) + "\n")
-    code, out, err = cli_in_process("verify", str(ledger), "--trust", str(trust)
-    )
+    code, out, err = cli_in_process("verify", str(ledger), "--trust", str(trust))
     assert code == 1, out + err
 
 
@@ -183,8 +181,7 @@ def test_prove_checks_with_the_reference_given_the_entry(
     ledger, tmp_path, monkeypatch, capsys, keydir, seq
 ):
     out = tmp_path / "p.json"
-    code, o, e = cli_in_process("prove", str(ledger), "--seq", str(seq), "--out", str(out)
-    )
+    code, o, e = cli_in_process("prove", str(ledger), "--seq", str(seq), "--out", str(out))
     assert code == 0, o + e
     doc = json.loads(out.read_text())
     assert doc["leaf_hash"] == "blake3"
@@ -199,13 +196,11 @@ def test_prove_checks_with_the_reference_given_the_entry(
     assert not ref.verify_inclusion(
         doc["leaf_index"], doc["tree_size"], ref.leaf_hash(block), path, root
     )
-    code, o, e = cli_in_process("check-proof", str(out), "--trust", str(keydir / "verifier.pub")
-    )
+    code, o, e = cli_in_process("check-proof", str(out), "--trust", str(keydir / "verifier.pub"))
     assert code == 0, o + e
     doc["leaf_hash"] = "sha256"  # the other construction named: no block is a 32-byte entry
     out.write_text(json.dumps(doc))
-    code, o, e = cli_in_process("check-proof", str(out), "--trust", str(keydir / "verifier.pub")
-    )
+    code, o, e = cli_in_process("check-proof", str(out), "--trust", str(keydir / "verifier.pub"))
     assert code == 1, o + e
 
 

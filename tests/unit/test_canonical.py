@@ -55,7 +55,9 @@ def test_safe_integers_accepted(value):
     assert json.loads(canonical_json({"v": value})) == {"v": value}
 
 
-@pytest.mark.parametrize("value", [MAX_SAFE_INTEGER + 1, -MAX_SAFE_INTEGER - 1, 2**64 - 1, -(2**63)])
+@pytest.mark.parametrize(
+    "value", [MAX_SAFE_INTEGER + 1, -MAX_SAFE_INTEGER - 1, 2**64 - 1, -(2**63)]
+)
 def test_big_integers_rejected(value):
     with pytest.raises(ValueError, match="2\\^53"):
         canonical_json({"records": [{"seq": value}]})
@@ -70,7 +72,9 @@ def test_u64_as_decimal_string_is_fine():
     assert canonical_json({"seq": str(2**64 - 1)}) == b'{"seq":"18446744073709551615"}'
 
 
-@pytest.mark.parametrize("bad", [{1: "x"}, {"x": b"bytes"}, {"x": {1, 2}}, float("nan"), float("inf")])
+@pytest.mark.parametrize(
+    "bad", [{1: "x"}, {"x": b"bytes"}, {"x": {1, 2}}, float("nan"), float("inf")]
+)
 def test_non_json_rejected(bad):
     with pytest.raises(ValueError):
         canonical_json(bad)
@@ -87,4 +91,3 @@ def test_round_trip_and_idempotent(value):
     out = canonical_json(value)
     assert json.loads(out) == value
     assert canonical_json(json.loads(out)) == out
-

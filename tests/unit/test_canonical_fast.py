@@ -20,24 +20,30 @@ from conftest import SAMPLES, TESTS, load_keys
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledgertool.capture.run import capture_file
-from ledgertool.errors import LedgerFormatError
 from ledgertool import canonical
 from ledgertool.canonical import MAX_DOCUMENT_DEPTH, MAX_SAFE_INTEGER, canonical_json, loads_strict
+from ledgertool.capture.run import capture_file
+from ledgertool.errors import LedgerFormatError
 from ledgertool.seal.document import seal_body
 
 GOLDEN = TESTS / "golden"
 _RFC8785 = rfc8785.dumps  # the real one: the spy below replaces the module's attribute
 
 ascii_text = st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x7F), max_size=12)
-safe_int = st.one_of(st.integers(-MAX_SAFE_INTEGER, MAX_SAFE_INTEGER),
-                     st.sampled_from([0, -1, MAX_SAFE_INTEGER, -MAX_SAFE_INTEGER, 2**31, -(2**31), 2**32]))
+safe_int = st.one_of(
+    st.integers(-MAX_SAFE_INTEGER, MAX_SAFE_INTEGER),
+    st.sampled_from([0, -1, MAX_SAFE_INTEGER, -MAX_SAFE_INTEGER, 2**31, -(2**31), 2**32]),
+)
 plain_leaf = st.one_of(st.none(), st.booleans(), safe_int, ascii_text)
 plain_doc = st.recursive(
     plain_leaf,
-    lambda kids: st.one_of(st.lists(kids, max_size=5), st.lists(kids, max_size=5).map(tuple),
-                           st.dictionaries(ascii_text, kids, max_size=6)),
-    max_leaves=40)
+    lambda kids: st.one_of(
+        st.lists(kids, max_size=5),
+        st.lists(kids, max_size=5).map(tuple),
+        st.dictionaries(ascii_text, kids, max_size=6),
+    ),
+    max_leaves=40,
+)
 
 
 class _Spy:
@@ -92,7 +98,9 @@ def _golden_and_fresh_seals(tmp_path: Path, keydir: Path) -> list[Path]:
     dk, sk, _ = load_keys(keydir)
     out = tmp_path / "L"
     capture_file(SAMPLES / "sample.pcapng", out, digest_key=dk, signing_key=sk, segment_records=100)
-    seals = sorted(GOLDEN.glob("*/ledger/link=*/*.seal.json")) + sorted(out.glob("link=*/*.seal.json"))
+    seals = sorted(GOLDEN.glob("*/ledger/link=*/*.seal.json")) + sorted(
+        out.glob("link=*/*.seal.json")
+    )
     assert len(seals) >= 6
     return seals
 
@@ -106,14 +114,17 @@ def test_real_seals_take_the_fast_path_and_match_rfc8785(tmp_path, keydir, spy):
     assert spy.calls == 0
 
 
-@pytest.mark.parametrize("doc", [
-    {"a": 1.5},                      # a float: ECMAScript number form
-    {"a": [1, 2.0]},
-    {"a": "caf\u00e9"},              # non-ASCII string
-    {"\u00e9": 1},                   # non-ASCII key
-    {"\U0001f600": 1, "\ufb33": 2},  # UTF-16 order differs from code-point order here
-    {"a": {"b": ["\u20ac"]}},
-])
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"a": 1.5},  # a float: ECMAScript number form
+        {"a": [1, 2.0]},
+        {"a": "caf\u00e9"},  # non-ASCII string
+        {"\u00e9": 1},  # non-ASCII key
+        {"\U0001f600": 1, "\ufb33": 2},  # UTF-16 order differs from code-point order here
+        {"a": {"b": ["\u20ac"]}},
+    ],
+)
 def test_fallback_documents_go_to_rfc8785(doc, spy):
     assert not canonical._plain(doc)
     assert canonical_json(doc) == _RFC8785(doc)
@@ -130,7 +141,9 @@ class _Color(enum.IntEnum):
     RED = 1
 
 
-@pytest.mark.parametrize("doc", [{"a": _Color.RED}, {"a": type("S", (str,), {})("x")}, {"a": 2**53}])
+@pytest.mark.parametrize(
+    "doc", [{"a": _Color.RED}, {"a": type("S", (str,), {})("x")}, {"a": 2**53}]
+)
 def test_subclasses_and_big_integers_take_the_checked_path(doc, spy):
     assert not canonical._plain(doc)
     if doc["a"] == 2**53:
@@ -158,16 +171,30 @@ def test_a_cycle_is_not_an_endless_walk():
 
 # ---- loads_strict -------------------------------------------------------------------------------
 
-json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-2**60, 2**60),
-                      st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=6))
-json_doc = st.recursive(json_leaf, lambda kids: st.one_of(st.lists(kids, max_size=4),
-                                                          st.dictionaries(st.text(max_size=4), kids, max_size=4)),
-                        max_leaves=30)
+json_leaf = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**60), 2**60),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=6),
+)
+json_doc = st.recursive(
+    json_leaf,
+    lambda kids: st.one_of(
+        st.lists(kids, max_size=4), st.dictionaries(st.text(max_size=4), kids, max_size=4)
+    ),
+    max_leaves=30,
+)
 
 
 def _parsed(text: str):
-    return json.loads(text, object_pairs_hook=canonical._unique_members, parse_float=canonical._Number,
-                      parse_int=canonical._int, parse_constant=canonical._no_constant)
+    return json.loads(
+        text,
+        object_pairs_hook=canonical._unique_members,
+        parse_float=canonical._Number,
+        parse_int=canonical._int,
+        parse_constant=canonical._no_constant,
+    )
 
 
 def _slow_verdict(doc) -> str | None:
@@ -196,25 +223,37 @@ def test_fast_tree_walk_agrees_with_the_naming_walk(doc, wrap):
         assert str(e.value) == f"d: {want}"
 
 
-@pytest.mark.parametrize("data, want", [
-    (b'{"a": "\\uD800"}', "lone UTF-16 surrogate"),            # upper-case hex escape
-    (b'{"a": ["x", {"b": "\\udfff"}]}', "at $.a[1].b"),
-    (b'{"\\udc00": 1}', "(a member name)"),
-    (b'{"a": 1, "b": 2, "c": {"d": 1, "e": 2, "d": 3}}', "duplicate member 'd'"),
-    (b'{"a": 1, "b": 2, "a": 3, "b": 4}', "duplicate member 'a'"),  # the first key seen twice is named
-    (b'{"a": [1, 2, 9007199254740992]}', "integer 9007199254740992 at $.a[2] is outside"),
-    (b'{"a": {"b": 0.5}}', "number 0.5 at $.a.b is not an integer"),
-])
+@pytest.mark.parametrize(
+    "data, want",
+    [
+        (b'{"a": "\\uD800"}', "lone UTF-16 surrogate"),  # upper-case hex escape
+        (b'{"a": ["x", {"b": "\\udfff"}]}', "at $.a[1].b"),
+        (b'{"\\udc00": 1}', "(a member name)"),
+        (b'{"a": 1, "b": 2, "c": {"d": 1, "e": 2, "d": 3}}', "duplicate member 'd'"),
+        (
+            b'{"a": 1, "b": 2, "a": 3, "b": 4}',
+            "duplicate member 'a'",
+        ),  # the first key seen twice is named
+        (b'{"a": [1, 2, 9007199254740992]}', "integer 9007199254740992 at $.a[2] is outside"),
+        (b'{"a": {"b": 0.5}}', "number 0.5 at $.a.b is not an integer"),
+    ],
+)
 def test_refusals_keep_their_messages(data, want):
     with pytest.raises(LedgerFormatError) as e:
         loads_strict(data, "doc.json")
     assert str(e.value).startswith("doc.json: ") and want in str(e.value), str(e.value)
 
 
-@pytest.mark.parametrize("data, value", [
-    (b'{"a": "\\ud83d\\ude00"}', {"a": "\U0001f600"}),   # a surrogate pair: the prefilter hits, the walk passes
-    (b'{"a": "\\\\ud800"}', {"a": "\\ud800"}),           # an escaped backslash, then text: no surrogate
-    (b'{"a": [-9007199254740991, 9007199254740991]}', {"a": [-(2**53 - 1), 2**53 - 1]}),
-])
+@pytest.mark.parametrize(
+    "data, value",
+    [
+        (
+            b'{"a": "\\ud83d\\ude00"}',
+            {"a": "\U0001f600"},
+        ),  # a surrogate pair: the prefilter hits, the walk passes
+        (b'{"a": "\\\\ud800"}', {"a": "\\ud800"}),  # an escaped backslash, then text: no surrogate
+        (b'{"a": [-9007199254740991, 9007199254740991]}', {"a": [-(2**53 - 1), 2**53 - 1]}),
+    ],
+)
 def test_accepted_documents(data, value):
     assert loads_strict(data, "doc.json") == value

@@ -8,8 +8,7 @@ import json
 import os
 import shutil
 
-from conftest import cli_in_process
-from conftest import SAMPLES
+from conftest import SAMPLES, cli_in_process
 
 BAD_NAME = os.fsdecode(b"cap-\xff\xfe.pcap")  # not UTF-8: a surrogate-escaped str, as argv gives it
 
@@ -29,15 +28,15 @@ def test_capture_file_with_non_utf8_name_is_captured_and_named_safely(
 ):
     cap = tmp_path / BAD_NAME
     shutil.copyfile(SAMPLES / "sample.pcap", cap)
-    code, out, err = cli_in_process("capture", cap, "--ledger", tmp_path / "L", *_keys(keydir)
-    )
+    code, out, err = cli_in_process("capture", cap, "--ledger", tmp_path / "L", *_keys(keydir))
     assert code == 0, err
     assert _sources(tmp_path / "L") == {"cap-\\xff\\xfe.pcap"}
     assert f"captured 294 frames (124,027 bytes) from {tmp_path}/cap-\\xff\\xfe.pcap into" in out
 
 
 def test_missing_capture_file_with_non_utf8_name_is_one_line(tmp_path, keydir, monkeypatch, capsys):
-    code, out, err = cli_in_process("capture",
+    code, out, err = cli_in_process(
+        "capture",
         tmp_path / BAD_NAME,
         "--ledger",
         tmp_path / "L",
@@ -55,7 +54,8 @@ def test_workload_capture_signs_the_spec_name_without_directory(
     spec = tmp_path / "operator" / "private" / "imix.toml"
     spec.parent.mkdir(parents=True)
     shutil.copyfile(SAMPLES / "workloads" / "imix.toml", spec)
-    code, _, err = cli_in_process("capture",
+    code, _, err = cli_in_process(
+        "capture",
         f"workload:{spec}",
         "--ledger",
         tmp_path / "L",

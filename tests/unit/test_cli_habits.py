@@ -6,14 +6,18 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import SAMPLES, CliResult, cli
 
 SAMPLE = SAMPLES / "sample.pcapng"
 
 
 def _keys(keydir: Path) -> list[str]:
-    return ["--digest-key", str(keydir / "digest.key"), "--signing-key", str(keydir / "signing.key")]
+    return [
+        "--digest-key",
+        str(keydir / "digest.key"),
+        "--signing-key",
+        str(keydir / "signing.key"),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +45,7 @@ def _one_error_line(r: CliResult, code: int = 2) -> str:
 
 # ---- 1. --debug keeps the exit code -------------------------------------------------------------
 
+
 def test_debug_keeps_exit_code(tmp_path, keydir):
     plain = cli("verify", tmp_path / "absent", "--trust", keydir / "verifier.pub")
     debug = cli("--debug", "verify", tmp_path / "absent", "--trust", keydir / "verifier.pub")
@@ -51,13 +56,26 @@ def test_debug_keeps_exit_code(tmp_path, keydir):
 
 # ---- 2. bad output paths --------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("where", ["missing-dir", "a-dir"])
 def test_bad_output_paths(ledger, keydir, tmp_path, where):
     out = tmp_path / "nodir" / "x.out" if where == "missing-dir" else tmp_path
-    cmds = [["prove", ledger, "--seq", "1", "--out", out],
-            ["checkpoint", ledger, "--out", out],
-            ["recompute", SAMPLE, "--digest-key", keydir / "digest.key", "--algorithm", "siphash-1-3-128",
-             "--strip", "frame", "--out", out]]
+    cmds = [
+        ["prove", ledger, "--seq", "1", "--out", out],
+        ["checkpoint", ledger, "--out", out],
+        [
+            "recompute",
+            SAMPLE,
+            "--digest-key",
+            keydir / "digest.key",
+            "--algorithm",
+            "siphash-1-3-128",
+            "--strip",
+            "frame",
+            "--out",
+            out,
+        ],
+    ]
     for cmd in cmds:
         line = _one_error_line(cli(*cmd))
         assert str(tmp_path) in line, line
@@ -68,7 +86,10 @@ def test_capture_ledger_is_a_file(tmp_path, keydir):
     f = tmp_path / "afile"
     f.write_text("mine\n")
     line = _one_error_line(cli("capture", SAMPLE, "--ledger", f, *_keys(keydir)))
-    assert line == f"ledgertool: error: {f}: is a regular file; expected a ledger directory (a new, empty or existing one)"
+    assert (
+        line
+        == f"ledgertool: error: {f}: is a regular file; expected a ledger directory (a new, empty or existing one)"
+    )
     assert f.read_text() == "mine\n"
 
 
@@ -87,6 +108,7 @@ def test_capture_refuses_a_directory_of_other_files(tmp_path, keydir):
 
 
 # ---- 4. check-consistency with OLD and NEW swapped -----------------------------------------------
+
 
 def test_check_consistency_swapped_is_usage(ledger, keydir):
     cp3, cp6 = ledger.parent / "cp3.txt", ledger.parent / "cp6.txt"
@@ -110,7 +132,10 @@ def _expected(ledger) -> list[dict]:
     from ledgertool.reconcile.query import run_query
 
     res = run_query(ledger, WIDE)
-    return [{"seq": r[0], "ts_ns": r[1], "digest": r[2].hex(), "again": r[3].hex(), "link": r[4]} for r in res.rows]
+    return [
+        {"seq": r[0], "ts_ns": r[1], "digest": r[2].hex(), "again": r[3].hex(), "link": r[4]}
+        for r in res.rows
+    ]
 
 
 def test_query_piped_table_keeps_full_values(ledger):
@@ -133,12 +158,21 @@ def test_query_formats(ledger, tmp_path):
     assert [json.loads(ln) for ln in r.stdout.splitlines()] == as_json
     r = cli("query", ledger, WIDE, "--format", "markdown")
     lines = r.stdout.splitlines()
-    assert lines[:2] == ["| seq | ts_ns | digest | again | link |", "| --- | --- | --- | --- | --- |"]
-    assert lines[2] == f"| 0 | {rows[0]['ts_ns']} | {rows[0]['digest']} | {rows[0]['digest']} | link0 |"
+    assert lines[:2] == [
+        "| seq | ts_ns | digest | again | link |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    assert (
+        lines[2]
+        == f"| 0 | {rows[0]['ts_ns']} | {rows[0]['digest']} | {rows[0]['digest']} | link0 |"
+    )
     out = tmp_path / "q.csv"
     r = cli("query", ledger, WIDE, "--format", "csv", "--output", out)
     assert r.returncode == 0 and r.stdout == "" and f"wrote 3 rows to {out}" in r.stderr
-    assert out.read_text().splitlines()[1] == f"0,{rows[0]['ts_ns']},{rows[0]['digest']},{rows[0]['digest']},link0"
+    assert (
+        out.read_text().splitlines()[1]
+        == f"0,{rows[0]['ts_ns']},{rows[0]['digest']},{rows[0]['digest']},link0"
+    )
 
 
 def test_query_parquet(ledger, tmp_path):
@@ -149,8 +183,12 @@ def test_query_parquet(ledger, tmp_path):
     r = cli("query", ledger, WIDE, "--format", "parquet", "--output", out)
     assert r.returncode == 0 and r.stdout == "", r.stderr
     t = pq.read_table(out)
-    assert t.schema.field("seq").type == pa.uint64() and t.schema.field("digest").type == pa.binary()
-    assert [{**d, "digest": d["digest"].hex(), "again": d["again"].hex()} for d in t.to_pylist()] == _expected(ledger)
+    assert (
+        t.schema.field("seq").type == pa.uint64() and t.schema.field("digest").type == pa.binary()
+    )
+    assert [
+        {**d, "digest": d["digest"].hex(), "again": d["again"].hex()} for d in t.to_pylist()
+    ] == _expected(ledger)
     line = _one_error_line(cli("query", ledger, WIDE, "--format", "parquet"))
     assert line == "ledgertool: error: --format parquet writes a file: give --output FILE.parquet"
     _one_error_line(cli("query", ledger, WIDE, "--json", "--format", "csv"))
@@ -159,13 +197,27 @@ def test_query_parquet(ledger, tmp_path):
 
 # ---- 6. help ----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("cmd", [["capture"], ["verify"], ["recompute"], ["query"], ["check-proof"], ["keys", "generate"],
-                                 ["compact"]])
+
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        ["capture"],
+        ["verify"],
+        ["recompute"],
+        ["query"],
+        ["check-proof"],
+        ["keys", "generate"],
+        ["compact"],
+    ],
+)
 def test_help_says_exit_codes_and_example(cmd):
     for flag in ("-h", "--help"):
         r = cli(*cmd, flag)
         assert r.returncode == 0, r.stderr
-        assert "Exit codes: 0 " in r.stdout and "\n  Example:\n    ledgertool " + " ".join(cmd) in r.stdout
+        assert (
+            "Exit codes: 0 " in r.stdout
+            and "\n  Example:\n    ledgertool " + " ".join(cmd) in r.stdout
+        )
         assert "Reads: " in r.stdout and "Writes: " in r.stdout
         assert "<bool>" not in r.stdout and "{" not in r.stdout.splitlines()[0]
     assert r.stdout.startswith(f"Usage: ledgertool {' '.join(cmd)} [OPTIONS] ")
@@ -185,12 +237,17 @@ def test_capture_help_lists_algorithms_and_strip_modes():
 
 # ---- 7. small ones ----------------------------------------------------------------------------------
 
+
 def test_zero_frame_capture_says_seq_none(tmp_path, keydir):
     import struct
 
     empty = tmp_path / "empty.pcap"
-    empty.write_bytes(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))  # a header, no frame
+    empty.write_bytes(
+        struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)
+    )  # a header, no frame
     r = cli("capture", empty, "--ledger", tmp_path / "L", *_keys(keydir))
     assert r.returncode == 0, r.stderr
-    assert "captured 0 frames (0 bytes)" in r.stdout and "segments none, seq none, drops 0" in r.stdout, r.stdout
+    assert (
+        "captured 0 frames (0 bytes)" in r.stdout and "segments none, seq none, drops 0" in r.stdout
+    ), r.stdout
     assert "..-1" not in r.stdout

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, SAMPLES, cli
 
 SAMPLE = SAMPLES / "sample.pcapng"
@@ -16,7 +15,12 @@ CLI = [sys.executable, "-c", "from ledgertool.cli.app import main; main()"]
 
 
 def _keys(keydir: Path) -> list[str]:
-    return ["--digest-key", str(keydir / "digest.key"), "--signing-key", str(keydir / "signing.key")]
+    return [
+        "--digest-key",
+        str(keydir / "digest.key"),
+        "--signing-key",
+        str(keydir / "signing.key"),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +42,12 @@ def test_verify_progress_counts_segments_of_total(ledger, keydir):
     res = verify_ledger(ledger, TrustBundle.load(keydir / "verifier.pub"), progress=seen.append)
     assert res.ok
     assert seen[0] == Progress("verify", 0, 3, "segments", 0, "records")
-    assert [(p.done, p.total, p.items) for p in seen] == [(0, 3, 0), (1, 3, 100), (2, 3, 200), (3, 3, 294)]
+    assert [(p.done, p.total, p.items) for p in seen] == [
+        (0, 3, 0),
+        (1, 3, 100),
+        (2, 3, 200),
+        (3, 3, 294),
+    ]
 
 
 def test_recompute_progress_ends_at_the_file_size(ledger, keydir):
@@ -47,18 +56,26 @@ def test_recompute_progress_ends_at_the_file_size(ledger, keydir):
     from ledgertool.reconcile.recompute import reconcile
 
     seen: list[Progress] = []
-    res = reconcile(SAMPLE, ledger, DigestKey.load(keydir / "digest.key"),
-                    trust=TrustBundle.load(keydir / "verifier.pub"), progress=seen.append)
+    res = reconcile(
+        SAMPLE,
+        ledger,
+        DigestKey.load(keydir / "digest.key"),
+        trust=TrustBundle.load(keydir / "verifier.pub"),
+        progress=seen.append,
+    )
     assert res.ok
     phases = [p.phase for p in seen]
     assert phases.index("recompute") > phases.index("verify")  # the ledger is verified first
     last = seen[-1]
-    assert last == Progress("recompute", SAMPLE.stat().st_size, SAMPLE.stat().st_size, "bytes", 294, "frames")
+    assert last == Progress(
+        "recompute", SAMPLE.stat().st_size, SAMPLE.stat().st_size, "bytes", 294, "frames"
+    )
     done = [p.done for p in seen if p.phase == "recompute"]
     assert done == sorted(done) and all(d <= last.total for d in done)
 
 
 # ---- help ---------------------------------------------------------------------------------------
+
 
 def _command_paths() -> list[tuple[str, ...]]:
     """Every command and group of the CLI, as its words after `ledgertool`."""
@@ -90,9 +107,17 @@ def test_every_command_help_says_reads_writes_exit_codes_example():
         example = text.split("\n  Example:\n    ", 1)
         assert len(example) == 2, (path, text)
         assert example[1].startswith("ledgertool " + " ".join(path)), (path, example[1])
-        codes = next((ln for ln in text.splitlines() if ln.strip().startswith("Exit codes: 0 ")), "")
+        codes = next(
+            (ln for ln in text.splitlines() if ln.strip().startswith("Exit codes: 0 ")), ""
+        )
         assert ", 2 " in codes, (path, text)
-        if path not in {(), ("keys",), ("plan",), ("workload",), ("conformance",)}:  # groups: their commands say
+        if path not in {
+            (),
+            ("keys",),
+            ("plan",),
+            ("workload",),
+            ("conformance",),
+        }:  # groups: their commands say
             assert "\n  Reads: " in text and "\n  Writes: " in text, (path, text)
 
 
@@ -101,6 +126,7 @@ def test_every_command_help_says_reads_writes_exit_codes_example():
 
 # ---- query --output checked first ---------------------------------------------------------------
 
+
 @pytest.mark.parametrize("where", ["missing-dir", "a-dir", "under-a-file"])
 def test_query_output_checked_before_the_query(tmp_path, where):
     """A bad --output is one line, exit 2, before the ledger is read: the ledger here does not even
@@ -108,12 +134,21 @@ def test_query_output_checked_before_the_query(tmp_path, where):
     afile = tmp_path / "afile"
     afile.write_text("x")
     out, line = {
-        "missing-dir": (tmp_path / "nodir" / "r.csv", f"{tmp_path / 'nodir' / 'r.csv'}: cannot write query result: "
-                        f"No such file or directory; {tmp_path / 'nodir'} is not an existing directory"),
-        "a-dir": (tmp_path, f"{tmp_path}: cannot write query result: Is a directory; give a file name (the "
-                  "directory is not replaced)"),
-        "under-a-file": (afile / "r.csv", f"{afile / 'r.csv'}: cannot write query result: Not a directory; "
-                         f"{afile} is not an existing directory"),
+        "missing-dir": (
+            tmp_path / "nodir" / "r.csv",
+            f"{tmp_path / 'nodir' / 'r.csv'}: cannot write query result: "
+            f"No such file or directory; {tmp_path / 'nodir'} is not an existing directory",
+        ),
+        "a-dir": (
+            tmp_path,
+            f"{tmp_path}: cannot write query result: Is a directory; give a file name (the "
+            "directory is not replaced)",
+        ),
+        "under-a-file": (
+            afile / "r.csv",
+            f"{afile / 'r.csv'}: cannot write query result: Not a directory; "
+            f"{afile} is not an existing directory",
+        ),
     }[where]
     before = sorted(tmp_path.iterdir())
     r = cli("query", tmp_path / "no-ledger", "SELECT 1", "--output", out, "--format", "csv")
@@ -124,7 +159,9 @@ def test_query_output_checked_before_the_query(tmp_path, where):
 
 def test_query_output_good_path_still_written(ledger, tmp_path):
     out = tmp_path / "n.csv"
-    r = cli("query", ledger, "SELECT count(*) AS n FROM records", "--output", out, "--format", "csv")
+    r = cli(
+        "query", ledger, "SELECT count(*) AS n FROM records", "--output", out, "--format", "csv"
+    )
     assert r.returncode == 0, r.stderr
     assert out.read_text() == "n\n294\n" and sorted(p.name for p in tmp_path.iterdir()) == ["n.csv"]
 
@@ -143,16 +180,22 @@ def test_dashboard_answer_cores_needed():
     rows = read_csv(LINERATE_CSV)
     answers = {a.label: a for a in answer_rows(rows)}
     assert ANSWER_SIZES == (64, 1500)
-    assert list(answers)[:2] == ["capture path (digest engine), siphash-1-3-128",
-                                 "capture path (with sealing), siphash-1-3-128"]
+    assert list(answers)[:2] == [
+        "capture path (digest engine), siphash-1-3-128",
+        "capture path (with sealing), siphash-1-3-128",
+    ]
     sip = [r for r in latest(rows) if r.benchmark == "digest" and r.algorithm == "siphash-1-3-128"]
     for i, size in enumerate(ANSWER_SIZES):
         best = max(r.frames_per_s / r.threads for r in sip if r.size == size)
         for j, bps in enumerate((400e9, 800e9, 1.6e12)):
             want = bps / ((size + 20) * 8) / best
             assert answers["siphash-1-3-128"].cores[i][j] == pytest.approx(want, rel=1e-9)
-    assert answers["siphash-1-3-128"].cores[0][0] == pytest.approx(595.238e6 / best_at(sip, 64), rel=1e-4)
-    assert answers["siphash-1-3-128"].cores[0][2] == pytest.approx(4 * answers["siphash-1-3-128"].cores[0][0])
+    assert answers["siphash-1-3-128"].cores[0][0] == pytest.approx(
+        595.238e6 / best_at(sip, 64), rel=1e-4
+    )
+    assert answers["siphash-1-3-128"].cores[0][2] == pytest.approx(
+        4 * answers["siphash-1-3-128"].cores[0][0]
+    )
 
 
 def best_at(rows, size: int) -> float:
@@ -165,7 +208,9 @@ def test_dashboard_layout():
 
     page = render_html(read_csv(LINERATE_CSV))
     assert page.index('id="answer"') < page.index("<svg")  # the answer first
-    assert page.count('<div class="meta">vm · AMD EPYC') == 1  # one header line, not one per CPU path
+    assert (
+        page.count('<div class="meta">vm · AMD EPYC') == 1
+    )  # one header line, not one per CPU path
     assert "CPU paths aesni-pclmul, avx2-mb, avx512-mb" in page
     n_alg = page.count('data-kind="size"')
     assert n_alg == 5 and page.count('data-kind="threads"') == n_alg
@@ -179,6 +224,7 @@ def test_dashboard_layout():
 
 # ---- docs/cli.md: output files ------------------------------------------------------------------
 
+
 def test_recompute_details_keeps_the_old_file_on_failure(ledger, keydir, tmp_path):
     """docs/cli.md, "Output files": a failed run leaves the old file. --details used to be
     truncated at the start, so a run that failed later destroyed it."""
@@ -190,8 +236,21 @@ def test_recompute_details_keeps_the_old_file_on_failure(ledger, keydir, tmp_pat
     data = bytearray(SAMPLE.with_suffix(".pcap").read_bytes())
     data[0:4] = b"\x00\x01\x02\x03"
     bad.write_bytes(bytes(data))
-    r = cli("recompute", bad, "--ledger", ledger, "--digest-key", keydir / "digest.key",
-            "--trust", keydir / "verifier.pub", "--details", details)
+    r = cli(
+        "recompute",
+        bad,
+        "--ledger",
+        ledger,
+        "--digest-key",
+        keydir / "digest.key",
+        "--trust",
+        keydir / "verifier.pub",
+        "--details",
+        details,
+    )
     assert r.returncode == 2 and "magic" in r.stderr, r.stderr
     assert details.read_text() == "old\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.pcap", "d.jsonl"]  # no temporary left
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "bad.pcap",
+        "d.jsonl",
+    ]  # no temporary left

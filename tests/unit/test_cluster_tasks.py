@@ -32,16 +32,27 @@ SEG = 20  # sample.pcap's 294 records: 15 segments
 def ledger(tmp_path_factory, keydir):
     out = tmp_path_factory.mktemp("ct") / "ledger"
     dk, sk, _ = load_keys(keydir)
-    capture_file(SAMPLES / "sample.pcap", out, digest_key=dk, signing_key=sk, link="link0", segment_records=SEG)
+    capture_file(
+        SAMPLES / "sample.pcap",
+        out,
+        digest_key=dk,
+        signing_key=sk,
+        link="link0",
+        segment_records=SEG,
+    )
     return out
 
 
 def _ctx(ledger):
-    return vc.LedgerContext(str(ledger), load_ledger(ledger), None), LedgerReader(ledger).listing("link0")
+    return vc.LedgerContext(str(ledger), load_ledger(ledger), None), LedgerReader(ledger).listing(
+        "link0"
+    )
 
 
 def _records(n: int, digest_size: int, seed: int) -> np.ndarray:
-    raw = np.random.default_rng(seed).integers(0, 256, n * record_dtype(digest_size).itemsize, dtype=np.uint8)
+    raw = np.random.default_rng(seed).integers(
+        0, 256, n * record_dtype(digest_size).itemsize, dtype=np.uint8
+    )
     return raw.view(record_dtype(digest_size))
 
 
@@ -52,8 +63,11 @@ def _partition(digest: bytes, parts: int) -> int:
 def test_task_batches_known_sizes():
     places = [SegmentPlace(None, "l", i, None, None) for i in range(100)]
     # 100 segments, 2 threads: ceil(100 / 8) = 13 a task, capped at 8
-    assert [[p.index for p in b][:2] + [len(b)] for b in vc.task_batches(places, 2)][:3] == [[0, 1, 8], [8, 9, 8],
-                                                                                           [16, 17, 8]]
+    assert [[p.index for p in b][:2] + [len(b)] for b in vc.task_batches(places, 2)][:3] == [
+        [0, 1, 8],
+        [8, 9, 8],
+        [16, 17, 8],
+    ]
     assert len(vc.task_batches(places, 2)) == 13 and len(vc.task_batches(places, 2)[-1]) == 4
     assert [len(b) for b in vc.task_batches(places[:20], 1)] == [5, 5, 5, 5]
     assert [len(b) for b in vc.task_batches(places[:5], 4)] == [1] * 5
@@ -67,7 +81,12 @@ def test_batch_checks_every_segment_like_one_task_each(ledger):
     assert batch.error is None and [c.seal.index for c in batch.checks] == [3, 4, 5]
     for c in batch.checks:
         one = vc.check_segment_task(ctx, vc.segment_part(listing, c.seal.index), c.seal.index)
-        assert c == one and c.records.table is None and c.records.records is None and c.seal.problems == ()
+        assert (
+            c == one
+            and c.records.table is None
+            and c.records.records is None
+            and c.seal.problems == ()
+        )
 
 
 def test_batch_error_is_raised_after_the_checks_before_it(ledger, monkeypatch):
@@ -81,7 +100,9 @@ def test_batch_error_is_raised_after_the_checks_before_it(ledger, monkeypatch):
 
     monkeypatch.setattr(vc, "check_segment", failing)
     batch = vc.check_segments_task(ctx, vc.segment_part(listing, [4, 5, 6]), [4, 5, 6])
-    assert [c.seal.index for c in batch.checks] == [4] and str(batch.error) == "segment 5 cannot be read"
+    assert [c.seal.index for c in batch.checks] == [4] and str(
+        batch.error
+    ) == "segment 5 cannot be read"
 
     class Done:
         def __init__(self, value=None, exc=None):
@@ -95,8 +116,14 @@ def test_batch_error_is_raised_after_the_checks_before_it(ledger, monkeypatch):
         def release(self):
             self.released = True
 
-    ok = vc.SegmentBatch(vc.check_segments_task(ctx, vc.segment_part(listing, [0, 1]), [0, 1]).checks)
-    futures = [([0, 1], Done(ok)), ([4, 5, 6], Done(batch)), ([7], Done(exc=RuntimeError("never taken")))]
+    ok = vc.SegmentBatch(
+        vc.check_segments_task(ctx, vc.segment_part(listing, [0, 1]), [0, 1]).checks
+    )
+    futures = [
+        ([0, 1], Done(ok)),
+        ([4, 5, 6], Done(batch)),
+        ([7], Done(exc=RuntimeError("never taken"))),
+    ]
     got = []
     with pytest.raises(LedgerFormatError, match="segment 5 cannot be read"):
         for c in vc.ordered_results(futures, ledger, "link0"):
@@ -109,8 +136,13 @@ def test_batch_error_is_raised_after_the_checks_before_it(ledger, monkeypatch):
 
 
 @settings(max_examples=60, deadline=None)
-@given(n=st.integers(0, 400), parts=st.sampled_from([1, 2, 3, 7, 64, 65536]), size=st.sampled_from([16, 32]),
-       seed=st.integers(0, 2**32 - 1), step=st.sampled_from([1, 2]))
+@given(
+    n=st.integers(0, 400),
+    parts=st.sampled_from([1, 2, 3, 7, 64, 65536]),
+    size=st.sampled_from([16, 32]),
+    seed=st.integers(0, 2**32 - 1),
+    step=st.sampled_from([1, 2]),
+)
 def test_split_by_partition_is_a_stable_filter(n, parts, size, seed, step):
     arr = _records(n, size, seed)[::step]
     got = rc.split_by_partition(arr, parts)
@@ -124,12 +156,20 @@ def test_split_by_partition_is_a_stable_filter(n, parts, size, seed, step):
 
 
 @settings(max_examples=40, deadline=None)
-@given(lens=st.lists(st.integers(0, 50), max_size=6), size=st.sampled_from([16, 32]), seed=st.integers(0, 2**32 - 1))
+@given(
+    lens=st.lists(st.integers(0, 50), max_size=6),
+    size=st.sampled_from([16, 32]),
+    seed=st.integers(0, 2**32 - 1),
+)
 def test_concat_records_is_numpys_concatenate(lens, size, seed):
-    arrays = [_records(k, size, seed + i)[::(i % 2) + 1] for i, k in enumerate(lens)]
+    arrays = [_records(k, size, seed + i)[:: (i % 2) + 1] for i, k in enumerate(lens)]
     got = concat_records(arrays, record_dtype(size))
     want = np.concatenate(arrays) if arrays else np.zeros(0, record_dtype(size))
-    assert got.dtype == record_dtype(size) and got.flags.c_contiguous and got.tobytes() == want.tobytes()
+    assert (
+        got.dtype == record_dtype(size)
+        and got.flags.c_contiguous
+        and got.tobytes() == want.tobytes()
+    )
 
 
 def test_check_and_split_partitions_the_checked_records_in_segment_order(ledger):
@@ -168,7 +208,9 @@ def test_partition_connection_is_fresh_each_task(tmp_path):
     second.execute("CREATE TEMP TABLE cap0 (index UBIGINT)")
     second.execute("CREATE VIEW c AS SELECT * FROM cap0")
     assert second.sql("SELECT count(*) FROM c").fetchall() == [(0,)]
-    assert second.sql("SELECT current_setting('temp_directory')").fetchall() == [(str(tmp_path / "b"),)]
+    assert second.sql("SELECT current_setting('temp_directory')").fetchall() == [
+        (str(tmp_path / "b"),)
+    ]
     second.close()
     with pytest.raises(UsageError, match="Unknown unit for memory"):
         rc._partition_connection("4XB", str(tmp_path / "c"))

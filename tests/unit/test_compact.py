@@ -27,9 +27,15 @@ SCHEMA = json.loads((SAMPLES.parent / "schemas" / "compact-report.schema.json").
 def v2(tmp_path, keydir):
     dk, sk, _ = load_keys(keydir)
     recs = capture_records(SAMPLES / "sample.pcap", dk)
-    segs = [recs[i:i + 100 * 48] for i in range(0, len(recs), 100 * 48)]
-    w = write_v2_ledger(tmp_path / "L", sk, segs, digest_key_id=dk.key_id("siphash-1-3-128", 16), leaf_records=32,
-                        block_records=[[3, 97], None, None])
+    segs = [recs[i : i + 100 * 48] for i in range(0, len(recs), 100 * 48)]
+    w = write_v2_ledger(
+        tmp_path / "L",
+        sk,
+        segs,
+        digest_key_id=dk.key_id("siphash-1-3-128", 16),
+        leaf_records=32,
+        block_records=[[3, 97], None, None],
+    )
     return w, segs
 
 
@@ -40,13 +46,18 @@ def test_compact_writes_checked_parquet_and_removes_the_raw_files(v2, keydir):
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     jsonschema.Draft202012Validator(SCHEMA).validate(doc)
-    assert [(c["segment"], c["records"], c["finished_leftover"]) for c in doc["compacted"]] == \
-        [(0, 100, False), (1, 100, False), (2, 94, False)]
+    assert [(c["segment"], c["records"], c["finished_leftover"]) for c in doc["compacted"]] == [
+        (0, 100, False),
+        (1, 100, False),
+        (2, 94, False),
+    ]
     assert (doc["records"], doc["already_parquet"]) == (294, 0)
     for i in range(3):
         assert not w.path(i, "rec").exists()
         assert table_to_records(pq.read_table(w.path(i, "parquet")), 16) == segs[i]
-        assert pq.read_table(w.path(i, "parquet")).column("segment").to_pylist() == [i] * (len(segs[i]) // 48)
+        assert pq.read_table(w.path(i, "parquet")).column("segment").to_pylist() == [i] * (
+            len(segs[i]) // 48
+        )
         assert w.path(i, "seal.json").read_bytes() == seals[i]  # the seals are not touched
     res = verify_ledger(w.ledger.directory, load_keys(keydir)[2])
     assert res.ok and res.records == 294 and res.warnings == []
@@ -60,7 +71,11 @@ def test_compact_finishes_an_interrupted_compaction(v2, keydir):
     w, segs = v2
     w.path(1, "parquet").write_bytes(parquet_bytes(synthetic_records(100, 100, 16), 16, 1))
     res = compact_ledger(w.ledger.directory)
-    assert [(c.index, c.finished_leftover) for c in res.compacted] == [(0, False), (1, True), (2, False)]
+    assert [(c.index, c.finished_leftover) for c in res.compacted] == [
+        (0, False),
+        (1, True),
+        (2, False),
+    ]
     assert table_to_records(pq.read_table(w.path(1, "parquet")), 16) == segs[1]
     assert verify_ledger(w.ledger.directory, load_keys(keydir)[2]).ok
 
@@ -75,12 +90,17 @@ def test_compact_refuses_records_that_do_not_match_the_seal(v2):
     assert "seg-00000002.rec: its 94 records do not match the seal's Merkle root" in res.stderr
     assert "segment 2 of link link0 not compacted" in res.stderr and "Traceback" not in res.stderr
     assert w.path(2, "rec").read_bytes() == bytes(raw) and not w.path(2, "parquet").exists()
-    assert not w.path(0, "rec").exists() and w.path(0, "parquet").exists()  # the ones before it were done
+    assert (
+        not w.path(0, "rec").exists() and w.path(0, "parquet").exists()
+    )  # the ones before it were done
     # a cut raw file: refused the same way, naming the block
     cut = w.ledger.directory.parent / "cut"
     shutil.copytree(w.ledger.directory, cut)
     (cut / "link=link0" / "seg-00000002.rec").write_bytes(bytes(raw)[:-5])
-    with pytest.raises(DiscrepancyError, match=r"seg-00000002.rec: block 2 at byte 3400 \(30 records\) runs past the end"):
+    with pytest.raises(
+        DiscrepancyError,
+        match=r"seg-00000002.rec: block 2 at byte 3400 \(30 records\) runs past the end",
+    ):
         compact_ledger(cut)
 
 
@@ -100,13 +120,18 @@ def test_compact_leaves_v1_ledgers_alone(tmp_path):
     res = compact_ledger(copy)
     assert (res.compacted, res.already_parquet) == ([], 2)
     assert sorted(p.name for p in (copy / "link=link0").iterdir()) == sorted(
-        p.name for p in (LEDGER / "link=link0").iterdir())
+        p.name for p in (LEDGER / "link=link0").iterdir()
+    )
 
 
 def test_compact_help_has_reads_writes_exit_codes_example():
     out = cli("compact", "--help").stdout
-    for words in ("Reads: DIR: v2 segments' raw record files", "Writes: seg-N.parquet", "Exit codes: 0 done, 1",
-                  "ledgertool compact L"):
+    for words in (
+        "Reads: DIR: v2 segments' raw record files",
+        "Writes: seg-N.parquet",
+        "Exit codes: 0 done, 1",
+        "ledgertool compact L",
+    ):
         assert words in out
 
 
@@ -124,7 +149,8 @@ def test_compact_names_a_sealed_segment_without_its_record_file(tmp_path, keydir
     r = cli("compact", led)
     assert r.returncode == 2 and r.stderr.strip() == (
         f"ledgertool: error: {opened}: segment 2 of link link0 is sealed but not yet renamed to seg-00000002.rec; "
-        f"run `ledgertool recover {led}` first, then compact"), r.stderr
+        f"run `ledgertool recover {led}` first, then compact"
+    ), r.stderr
     assert cli("recover", led, "--signing-key", keydir / "signing.key").returncode == 0
     assert rec.exists() and not opened.exists()
     shutil.copy(rec, tmp_path / "kept.rec")
@@ -132,8 +158,11 @@ def test_compact_names_a_sealed_segment_without_its_record_file(tmp_path, keydir
     r = cli("compact", led)
     assert r.returncode == 1 and r.stderr.strip() == (
         f"ledgertool: error: {rec}: segment 2 of link link0 is sealed but has neither seg-00000002.rec nor "
-        "seg-00000002.parquet; not compacted (`ledgertool verify`)"), r.stderr
-    assert (led / "link=link0" / "seg-00000001.parquet").exists()  # 0 and 1 were compacted before it
+        "seg-00000002.parquet; not compacted (`ledgertool verify`)"
+    ), r.stderr
+    assert (
+        led / "link=link0" / "seg-00000001.parquet"
+    ).exists()  # 0 and 1 were compacted before it
     shutil.copy(tmp_path / "kept.rec", rec)
     res = compact_ledger(led)
     assert ([c.index for c in res.compacted], res.already_parquet) == ([2], 2)

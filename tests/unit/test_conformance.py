@@ -46,7 +46,9 @@ def kit(tmp_path_factory) -> Path:
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
     validate(rep, "conformance-export-report.schema.json")
-    assert rep["frames"] == len(CASES) and rep["record_files"] == rep["captures"] * len(LEDGER_ALGS) * len(STRIPS)
+    assert rep["frames"] == len(CASES) and rep["record_files"] == rep["captures"] * len(
+        LEDGER_ALGS
+    ) * len(STRIPS)
     return d
 
 
@@ -56,7 +58,9 @@ def load(kit: Path, rel: str):
 
 def independent_subkey(master: bytes, name: str, size: int) -> bytes:
     prk = hmac.new(b"\0" * 32, master, "sha256").digest()  # RFC 5869 extract, empty salt
-    return hmac.new(prk, b"ledgertool digest v1 " + name.encode() + b"\x01", "sha256").digest()[:size]
+    return hmac.new(prk, b"ledgertool digest v1 " + name.encode() + b"\x01", "sha256").digest()[
+        :size
+    ]
 
 
 def independent_digest(name: str, key: bytes, msg: bytes) -> bytes:
@@ -75,25 +79,39 @@ def mth(hashes: list[bytes]) -> bytes:  # docs/ledger-format.md worked example, 
 
 # ---- the kit's files ------------------------------------------------------------------------------
 
+
 def test_every_vector_file_names_its_format_version_and_generator(kit):
     manifest = load(kit, "kit.json")
     validate(manifest, "conformance-kit.schema.json")
-    for rel, schema in [("frames.json", "conformance-frames.schema.json"), ("merkle.json", "conformance-merkle.schema.json"),
-                        ("seals.json", "conformance-seals.schema.json"),
-                        *((f"digests/{a.name}.json", "conformance-digests.schema.json") for a in LEDGER_ALGS)]:
+    for rel, schema in [
+        ("frames.json", "conformance-frames.schema.json"),
+        ("merkle.json", "conformance-merkle.schema.json"),
+        ("seals.json", "conformance-seals.schema.json"),
+        *((f"digests/{a.name}.json", "conformance-digests.schema.json") for a in LEDGER_ALGS),
+    ]:
         doc = load(kit, rel)
         validate(doc, schema)
         assert doc["kit_version"] == 1 and doc["format"].endswith("-v1")
         assert doc["generated_by"]["command"] == "ledgertool conformance export DIR"
         assert doc["generated_by"]["tool"].startswith("ledgertool ")
-    listed = [c["file"] for c in manifest["captures"]] + [r["file"] for r in manifest["records"]] + \
-        [v["file"] for v in manifest["vector_files"]]
-    shas = {c["file"]: c["sha256"] for c in manifest["captures"]} | {r["file"]: r["sha256"] for r in manifest["records"]} \
+    listed = (
+        [c["file"] for c in manifest["captures"]]
+        + [r["file"] for r in manifest["records"]]
+        + [v["file"] for v in manifest["vector_files"]]
+    )
+    shas = (
+        {c["file"]: c["sha256"] for c in manifest["captures"]}
+        | {r["file"]: r["sha256"] for r in manifest["records"]}
         | {v["file"]: v["sha256"] for v in manifest["vector_files"]}
+    )
     for rel in listed:
         assert hashlib.sha256((kit / rel).read_bytes()).hexdigest() == shas[rel], rel
     readme = (kit / "README.md").read_text()
-    assert "ledgertool-conformance-kit-v1" in readme and "cmp mine.records" in readme and "$" not in readme.replace("$ ", "")
+    assert (
+        "ledgertool-conformance-kit-v1" in readme
+        and "cmp mine.records" in readme
+        and "$" not in readme.replace("$ ", "")
+    )
     assert (kit / "digest.key").read_text() == KIT_MASTER_KEY.hex() + "\n"
     assert os.stat(kit / "digest.key").st_mode & 0o777 == 0o600  # loadable by --digest-key
 
@@ -114,7 +132,9 @@ def test_the_kit_covers_every_strip_case_category_and_test_strip_knows_them_all(
     frames = load(kit, "frames.json")["frames"]
     assert {f["category"] for f in frames} == set(CATEGORIES)
     names = {f["name"] for f in frames}
-    assert set(test_strip.CRAFTED) <= names  # every frame tests/unit/test_strip.py crafts is in the kit
+    assert (
+        set(test_strip.CRAFTED) <= names
+    )  # every frame tests/unit/test_strip.py crafts is in the kit
     roce = [f for f in frames if f["name"].startswith("rocev2-") and f["category"] == "rocev2"]
     assert len(roce) >= 23 + 12 + 2
     flags = set()
@@ -135,7 +155,11 @@ def test_captures_read_back_with_scapy_equal_frames_json(kit):
             assert r.linktype == cap["linktype"]
         assert len(got) == len(mine) == cap["frames"]
         for (data, meta), f in zip(got, mine):
-            assert data.hex() == f["frame"] and meta.wirelen == f["wire_len"] and meta.caplen == f["cap_len"]
+            assert (
+                data.hex() == f["frame"]
+                and meta.wirelen == f["wire_len"]
+                and meta.caplen == f["cap_len"]
+            )
             assert meta.sec * 10**9 + meta.usec * 1000 == int(f["ts_ns"])
             case = next(c for c in CASES if c.name == f["name"])
             assert bytes.fromhex(f["frame"]) == case.frame and case.scapy == f["scapy"]
@@ -159,11 +183,18 @@ def test_kit_strip_ranges_agree_with_the_scapy_oracle(kit):
             s = f["strip"][mode]
             blind = ORACLE_BLIND.get(f["name"], {}).get(mode)
             if blind:
-                assert (s["offset"], s["offset"] + s["length"], s["flags"]) == blind, (f["name"], mode)
+                assert (s["offset"], s["offset"] + s["length"], s["flags"]) == blind, (
+                    f["name"],
+                    mode,
+                )
                 continue
             exp, got = test_strip.check(frame, f["linktype"], mode, f["wire_len"])
             trunc = 0x1 if f["cap_len"] < f["wire_len"] else 0
-            assert (got.offset, got.length, got.flags | trunc) == (s["offset"], s["length"], s["flags"])
+            assert (got.offset, got.length, got.flags | trunc) == (
+                s["offset"],
+                s["length"],
+                s["flags"],
+            )
             if exp is not None and exp.range is not None:
                 checked += 1
             elif exp is not None:
@@ -180,17 +211,33 @@ def test_kit_digests_and_records_equal_independent_implementations(kit):
         doc = load(kit, f"digests/{a.name}.json")
         sub = independent_subkey(KIT_MASTER_KEY, a.name, a.key_size)
         assert doc["subkey"] == sub.hex() == manifest["digest_key"]["algorithms"][a.name]["subkey"]
-        assert doc["digest_key_id"] == hashlib.sha256(b"ledgertool key id v1\0" + sub).digest()[:16].hex()
+        assert (
+            doc["digest_key_id"]
+            == hashlib.sha256(b"ledgertool key id v1\0" + sub).digest()[:16].hex()
+        )
         by_file: dict[str, bytes] = {}
         for f, d in zip(frames, doc["frames"]):
             assert (f["capture"], f["index"]) == (d["capture"], d["index"])
             frame = bytes.fromhex(f["frame"])
             for mode in STRIPS:
                 s = f["strip"][mode]
-                want = independent_digest(a.name, sub, frame[s["offset"]:s["offset"] + s["length"]])
+                want = independent_digest(
+                    a.name, sub, frame[s["offset"] : s["offset"] + s["length"]]
+                )
                 assert d["digests"][mode] == want.hex(), (a.name, f["name"], mode)
-                rec = struct.pack("<QqIIHHI", f["index"], int(f["ts_ns"]), f["wire_len"], f["cap_len"], s["flags"],
-                                  f["linktype"], 0) + want
+                rec = (
+                    struct.pack(
+                        "<QqIIHHI",
+                        f["index"],
+                        int(f["ts_ns"]),
+                        f["wire_len"],
+                        f["cap_len"],
+                        s["flags"],
+                        f["linktype"],
+                        0,
+                    )
+                    + want
+                )
                 assert d["records"][mode] == rec.hex()
                 rel = f"records/{f['capture']}/{a.name}.{mode}.records"
                 by_file[rel] = by_file.get(rel, b"") + rec
@@ -205,7 +252,10 @@ def test_merkle_vectors_equal_the_worked_example(kit):
     for entry in doc["files"]:
         data = (kit / entry["file"]).read_bytes()
         rs = len(data) // entry["records"]
-        leaves = [hashlib.sha256(b"\x00" + data[i:i + lr * rs]).digest() for i in range(0, len(data), lr * rs)]
+        leaves = [
+            hashlib.sha256(b"\x00" + data[i : i + lr * rs]).digest()
+            for i in range(0, len(data), lr * rs)
+        ]
         assert [h.hex() for h in leaves] == entry["leaf_hashes"]
         assert mth(leaves).hex() == entry["root"]
 
@@ -218,8 +268,20 @@ def test_golden_ledger_verifies_and_holds_the_kit_records(kit):
     rows = []
     for p in sorted((kit / g["directory"] / "link=link0").glob("seg-*.parquet")):
         rows += pq.read_table(p).to_pylist()
-    recs = b"".join(struct.pack("<QqIIHHI", x["seq"], x["ts_ns"], x["wire_len"], x["cap_len"], x["flags"],
-                                x["linktype"], x["aux"]) + x["digest"] for x in rows)
+    recs = b"".join(
+        struct.pack(
+            "<QqIIHHI",
+            x["seq"],
+            x["ts_ns"],
+            x["wire_len"],
+            x["cap_len"],
+            x["flags"],
+            x["linktype"],
+            x["aux"],
+        )
+        + x["digest"]
+        for x in rows
+    )
     assert recs == (kit / g["records_file"]).read_bytes()
     assert json.loads((kit / g["trust"]).read_text()) == kit_signing_key().trust_bundle().to_dict()
 
@@ -230,8 +292,12 @@ def test_golden_ledger_is_the_format_kit_json_names(kit):
     g = load(kit, "kit.json")
     ledger = json.loads((kit / g["golden_ledger"]["directory"] / "ledger.json").read_text())
     assert ledger["format"] == g["ledger_format"] == "ledgertool-ledger-v1"
-    names = sorted(p.name for p in (kit / g["golden_ledger"]["directory"] / "link=link0").glob("seg-*"))
-    assert names == [f"seg-{i:08d}.{k}" for i in range(3) for k in ("leaves", "parquet", "seal.json")]
+    names = sorted(
+        p.name for p in (kit / g["golden_ledger"]["directory"] / "link=link0").glob("seg-*")
+    )
+    assert names == [
+        f"seg-{i:08d}.{k}" for i in range(3) for k in ("leaves", "parquet", "seal.json")
+    ]
 
 
 def test_seal_vectors_recompute_with_rfc8785_alone(kit):
@@ -244,10 +310,18 @@ def test_seal_vectors_recompute_with_rfc8785_alone(kit):
         assert s["signed_bytes_sha256"] == hashlib.sha256(s["signed_bytes"].encode()).hexdigest()
         assert s["seal_hash"] == s["canonical_body_sha256"] == hashlib.sha256(body).hexdigest()
         assert s["prev_seal_hash"] == (prev or s["genesis_hash"])
-        assert mth([bytes.fromhex(h) for h in s["leaf_hashes"]]).hex() == s["merkle_root"] == seal["merkle_root"]
+        assert (
+            mth([bytes.fromhex(h) for h in s["leaf_hashes"]]).hex()
+            == s["merkle_root"]
+            == seal["merkle_root"]
+        )
         prev = s["seal_hash"]
-    assert doc["seals"][0]["genesis_hash"] == hashlib.sha256(
-        b"ledgertool genesis v1\0" + bytes.fromhex(doc["ledger_id"]) + b"\0link0").hexdigest()
+    assert (
+        doc["seals"][0]["genesis_hash"]
+        == hashlib.sha256(
+            b"ledgertool genesis v1\0" + bytes.fromhex(doc["ledger_id"]) + b"\0link0"
+        ).hexdigest()
+    )
 
 
 def test_export_refuses_a_directory_that_is_not_empty(kit, tmp_path):
@@ -261,8 +335,12 @@ def test_export_refuses_a_directory_that_is_not_empty(kit, tmp_path):
 
 # ---- the project's implementation passes its own kit ------------------------------------------------
 
-@pytest.mark.parametrize("alg_path", [(a.name, p) for a in LEDGER_ALGS for p in cpu_paths(a)],
-                         ids=lambda t: f"{t[0]}@{t[1]}")
+
+@pytest.mark.parametrize(
+    "alg_path",
+    [(a.name, p) for a in LEDGER_ALGS for p in cpu_paths(a)],
+    ids=lambda t: f"{t[0]}@{t[1]}",
+)
 def test_own_implementation_passes_the_kit_on_every_cpu_path(kit, alg_path):
     name, path = alg_path
     alg = ALGORITHMS[name]
@@ -272,17 +350,34 @@ def test_own_implementation_passes_the_kit_on_every_cpu_path(kit, alg_path):
         assert cpu_path(alg) == path
         for cap in load(kit, "kit.json")["captures"]:
             for mode in STRIPS:
-                res = check_records(kit / cap["file"], kit / f"records/{cap['name']}/{name}.{mode}.records", key,
-                                    name, mode)
-                assert res.ok and res.matched == res.frames == cap["frames"], (cap["name"], mode, res.first_differences)
+                res = check_records(
+                    kit / cap["file"],
+                    kit / f"records/{cap['name']}/{name}.{mode}.records",
+                    key,
+                    name,
+                    mode,
+                )
+                assert res.ok and res.matched == res.frames == cap["frames"], (
+                    cap["name"],
+                    mode,
+                    res.first_differences,
+                )
     finally:
         force_cpu_path(alg, None)
 
 
 # ---- check catches what a hardware pipeline gets wrong ----------------------------------------------
 
-def device_records(kit: Path, alg_name: str, strip: str, start: int = 0, end: int = 0, key: bytes | None = None,
-                   capture: str = "ethernet") -> bytes:
+
+def device_records(
+    kit: Path,
+    alg_name: str,
+    strip: str,
+    start: int = 0,
+    end: int = 0,
+    key: bytes | None = None,
+    capture: str = "ethernet",
+) -> bytes:
     """Records of a simulated pipeline that hashes frame[offset + start : offset + length + end],
     optionally under another master key: built with independent digests and struct."""
     a = ALGORITHMS[alg_name]
@@ -294,38 +389,77 @@ def device_records(kit: Path, alg_name: str, strip: str, start: int = 0, end: in
         s, frame = f["strip"][strip], bytes.fromhex(f["frame"])
         lo = min(max(0, s["offset"] + start), len(frame))
         hi = min(max(lo, s["offset"] + s["length"] + end), len(frame))
-        out += struct.pack("<QqIIHHI", f["index"], int(f["ts_ns"]), f["wire_len"], f["cap_len"], s["flags"],
-                           f["linktype"], 0) + independent_digest(a.name, sub, frame[lo:hi])
+        out += struct.pack(
+            "<QqIIHHI",
+            f["index"],
+            int(f["ts_ns"]),
+            f["wire_len"],
+            f["cap_len"],
+            s["flags"],
+            f["linktype"],
+            0,
+        ) + independent_digest(a.name, sub, frame[lo:hi])
     return out
 
 
 def check_cli(kit, records: Path, *extra):
-    return cli("conformance", "check", kit / "captures/ethernet.pcap", "--records", records,
-               "--digest-key", kit / "digest.key", *extra)
+    return cli(
+        "conformance",
+        "check",
+        kit / "captures/ethernet.pcap",
+        "--records",
+        records,
+        "--digest-key",
+        kit / "digest.key",
+        *extra,
+    )
 
 
-@pytest.mark.parametrize("start,end,note", [(1, 0, "start +1"), (0, -1, "end -1"), (-1, 0, "start -1"),
-                                            (2, -2, "start +2, end -2")])
+@pytest.mark.parametrize(
+    "start,end,note",
+    [(1, 0, "start +1"), (0, -1, "end -1"), (-1, 0, "start -1"), (2, -2, "start +2, end -2")],
+)
 def test_check_catches_an_off_by_one_in_strip_offsets(kit, tmp_path, start, end, note):
-    (tmp_path / "dev.records").write_bytes(device_records(kit, "blake3-keyed-128", "l3", start, end))
-    r = check_cli(kit, tmp_path / "dev.records", "--algorithm", "blake3-keyed-128", "--strip", "l3", "--json")
+    (tmp_path / "dev.records").write_bytes(
+        device_records(kit, "blake3-keyed-128", "l3", start, end)
+    )
+    r = check_cli(
+        kit, tmp_path / "dev.records", "--algorithm", "blake3-keyed-128", "--strip", "l3", "--json"
+    )
     assert r.returncode == 1, r.stderr
     rep = json.loads(r.stdout)
     validate(rep, "conformance-check-report.schema.json")
     assert not rep["ok"] and rep["differing"] > 90 and rep["frames"] == rep["device_records"] == 102
     first = rep["first_differences"][0]
-    assert first["fields"] == ["digest"] and first["summary"].startswith("IPv4 192.0.2.1 > 198.51.100.2")
+    assert first["fields"] == ["digest"] and first["summary"].startswith(
+        "IPv4 192.0.2.1 > 198.51.100.2"
+    )
     o, e = first["expected_range"]
     assert first["device_range"] == [o + start, e + end] and note in first["device_range_note"]
     assert "strip l3: hashed bytes" in first["explanation"]
     # the text report says the same, frame by frame
-    r = check_cli(kit, tmp_path / "dev.records", "--algorithm", "blake3-keyed-128", "--strip", "l3", "--max-report", "2")
+    r = check_cli(
+        kit,
+        tmp_path / "dev.records",
+        "--algorithm",
+        "blake3-keyed-128",
+        "--strip",
+        "l3",
+        "--max-report",
+        "2",
+    )
     assert r.returncode == 1 and r.stdout.startswith("DIFFER: 102 frames")
-    assert r.stdout.count(note) == 2 and "frame 0: digest differs" in r.stdout and "more differing frames not shown" in r.stdout
+    assert (
+        r.stdout.count(note) == 2
+        and "frame 0: digest differs" in r.stdout
+        and "more differing frames not shown" in r.stdout
+    )
 
 
 def test_check_catches_a_wrong_key(kit, tmp_path):
-    (tmp_path / "dev.records").write_bytes(device_records(kit, "siphash-1-3-128", "payload", key=bytes(32)))
+    (tmp_path / "dev.records").write_bytes(
+        device_records(kit, "siphash-1-3-128", "payload", key=bytes(32))
+    )
     r = check_cli(kit, tmp_path / "dev.records", "--strip", "payload", "--json")
     assert r.returncode == 1
     rep = json.loads(r.stdout)
@@ -336,45 +470,91 @@ def test_check_catches_a_wrong_key(kit, tmp_path):
     # with the key the device really used, the same records are byte-exact
     (tmp_path / "zero.key").write_text("00" * 32 + "\n")
     os.chmod(tmp_path / "zero.key", 0o600)
-    assert cli("conformance", "check", kit / "captures/ethernet.pcap", "--records", tmp_path / "dev.records",
-               "--strip", "payload", "--digest-key", tmp_path / "zero.key").returncode == 0
+    assert (
+        cli(
+            "conformance",
+            "check",
+            kit / "captures/ethernet.pcap",
+            "--records",
+            tmp_path / "dev.records",
+            "--strip",
+            "payload",
+            "--digest-key",
+            tmp_path / "zero.key",
+        ).returncode
+        == 0
+    )
 
 
 def test_check_catches_the_wrong_strip_mode_and_names_it(kit):
-    r = check_cli(kit, kit / "records/ethernet/hmac-sha256-128.payload.records", "--algorithm", "hmac-sha256-128",
-                  "--strip", "l3", "--json")
+    r = check_cli(
+        kit,
+        kit / "records/ethernet/hmac-sha256-128.payload.records",
+        "--algorithm",
+        "hmac-sha256-128",
+        "--strip",
+        "l3",
+        "--json",
+    )
     rep = json.loads(r.stdout)
     assert r.returncode == 1
-    assert "the device hashed strip payload's range" in rep["first_differences"][0]["device_range_note"]
+    assert (
+        "the device hashed strip payload's range"
+        in rep["first_differences"][0]["device_range_note"]
+    )
 
 
 def test_check_names_record_fields_and_missing_or_extra_records(kit, tmp_path):
     good = (kit / "records/ethernet/siphash-2-4-128.frame.records").read_bytes()
     rs = 48
     bad = bytearray(good)
-    bad[5 * rs + 8] ^= 1       # ts_ns of frame 5
-    bad[7 * rs + 24] |= 0x2    # flags of frame 7
+    bad[5 * rs + 8] ^= 1  # ts_ns of frame 5
+    bad[7 * rs + 24] |= 0x2  # flags of frame 7
     (tmp_path / "f.records").write_bytes(bad)
-    rep = json.loads(check_cli(kit, tmp_path / "f.records", "--algorithm", "siphash-2-4-128", "--json").stdout)
-    assert [(d["index"], d["fields"]) for d in rep["first_differences"]] == [(5, ["ts_ns"]), (7, ["flags"])]
-    assert rep["first_differences"][1]["device"]["flag_names"] == ["MALFORMED"] and rep["differing"] == 2
-    (tmp_path / "short.records").write_bytes(good[:-2 * rs])
-    rep = json.loads(check_cli(kit, tmp_path / "short.records", "--algorithm", "siphash-2-4-128", "--json").stdout)
-    assert [(d["index"], d["fields"]) for d in rep["first_differences"]] == [(100, ["missing record"]),
-                                                                            (101, ["missing record"])]
+    rep = json.loads(
+        check_cli(kit, tmp_path / "f.records", "--algorithm", "siphash-2-4-128", "--json").stdout
+    )
+    assert [(d["index"], d["fields"]) for d in rep["first_differences"]] == [
+        (5, ["ts_ns"]),
+        (7, ["flags"]),
+    ]
+    assert (
+        rep["first_differences"][1]["device"]["flag_names"] == ["MALFORMED"]
+        and rep["differing"] == 2
+    )
+    (tmp_path / "short.records").write_bytes(good[: -2 * rs])
+    rep = json.loads(
+        check_cli(
+            kit, tmp_path / "short.records", "--algorithm", "siphash-2-4-128", "--json"
+        ).stdout
+    )
+    assert [(d["index"], d["fields"]) for d in rep["first_differences"]] == [
+        (100, ["missing record"]),
+        (101, ["missing record"]),
+    ]
     (tmp_path / "long.records").write_bytes(good + good[:rs])
-    rep = json.loads(check_cli(kit, tmp_path / "long.records", "--algorithm", "siphash-2-4-128", "--json").stdout)
-    assert [(d["index"], d["fields"]) for d in rep["first_differences"]] == [(102, ["extra record"])]
+    rep = json.loads(
+        check_cli(kit, tmp_path / "long.records", "--algorithm", "siphash-2-4-128", "--json").stdout
+    )
+    assert [(d["index"], d["fields"]) for d in rep["first_differences"]] == [
+        (102, ["extra record"])
+    ]
     assert rep["matched"] == 102 and rep["differing"] == 1 and not rep["ok"]
 
 
-@pytest.mark.parametrize("what,needle", [
-    ("cut", "is not a whole number of 48-byte siphash-1-3-128 records: record 2 is cut at byte 96"),
-    ("missing", "file not found"),
-    ("algorithm", "unknown algorithm"),
-    ("sixty-four", "64-bit digests"),
-    ("capture", "not a pcap or pcapng capture (unknown magic"),
-])
+@pytest.mark.parametrize(
+    "what,needle",
+    [
+        (
+            "cut",
+            "is not a whole number of 48-byte siphash-1-3-128 records: record 2 is cut at byte 96",
+        ),
+        ("missing", "file not found"),
+        ("algorithm", "unknown algorithm"),
+        ("sixty-four", "64-bit digests"),
+        ("capture", "not a pcap or pcapng capture (unknown magic"),
+    ],
+)
 def test_check_refuses_bad_input(kit, tmp_path, what, needle):
     recs = kit / "records/ethernet/siphash-1-3-128.frame.records"
     cap = kit / "captures/ethernet.pcap"
@@ -390,7 +570,9 @@ def test_check_refuses_bad_input(kit, tmp_path, what, needle):
         extra = ["--algorithm", "siphash-1-3-64"]
     elif what == "capture":
         cap = kit / "kit.json"
-    r = cli("conformance", "check", cap, "--records", recs, "--digest-key", kit / "digest.key", *extra)
+    r = cli(
+        "conformance", "check", cap, "--records", recs, "--digest-key", kit / "digest.key", *extra
+    )
     assert r.returncode == 2, r.stdout + r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0] and "Traceback" not in r.stderr and r.stdout == ""

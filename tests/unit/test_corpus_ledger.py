@@ -11,15 +11,16 @@ import pytest
 from conftest import CORPUS, corpus_rows, needs_corpus
 
 from ledgertool.capture.run import capture_file
-from ledgertool.source.file import CaptureReader
 from ledgertool.errors import CaptureFormatError
 from ledgertool.keyfiles import DigestKey, SigningKey, TrustBundle
 from ledgertool.reconcile.query import run_query
 from ledgertool.reconcile.recompute import reconcile
+from ledgertool.source.file import CaptureReader
 from ledgertool.verify.ledger import verify_ledger
 
-ROWS = [(r, CORPUS / "files" / r["file"]) for r in corpus_rows()] + \
-       [(r, CORPUS / "derived" / r["file"]) for r in corpus_rows("derived_manifest.csv")]
+ROWS = [(r, CORPUS / "files" / r["file"]) for r in corpus_rows()] + [
+    (r, CORPUS / "derived" / r["file"]) for r in corpus_rows("derived_manifest.csv")
+]
 
 # file -> (frames we record, why we differ from the manifest's tshark count)
 EXPECTED_DEVIATIONS = {

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import cli_in_process
-from conftest import REPO, SAMPLES
+from conftest import REPO, SAMPLES, cli_in_process
 
 from ledgertool.capture.run import capture_file
 from ledgertool.errors import RollbackRefusedError, StorageError

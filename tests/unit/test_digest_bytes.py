@@ -19,8 +19,8 @@ from test_schemas_reports import validate
 from ledgertool.digest.record import record_dtype
 from ledgertool.keyfiles import DigestKey, SigningKey
 from ledgertool.ledger.header import load_ledger
-from ledgertool.ledger.reader import LedgerReader
 from ledgertool.ledger.parquet import records_to_table, table_to_records
+from ledgertool.ledger.reader import LedgerReader
 from ledgertool.verify.ledger import verified_segment
 from ledgertool.verify.proof import record_to_json
 
@@ -39,10 +39,22 @@ def zero_tail(tmp_path_factory):
     sk.save(d / "signing.key")
     sk.trust_bundle().save(d / "verifier.pub")
     led = d / "ledger"
-    r = cli("capture", SAMPLES / "sample.pcap", "--ledger", led, "--digest-key", d / "digest.key",
-            "--signing-key", d / "signing.key", "--segment-records", "100")
+    r = cli(
+        "capture",
+        SAMPLES / "sample.pcap",
+        "--ledger",
+        led,
+        "--digest-key",
+        d / "digest.key",
+        "--signing-key",
+        d / "signing.key",
+        "--segment-records",
+        "100",
+    )
     assert r.returncode == 0, r.stderr
-    t = verified_segment(LedgerReader(led), load_ledger(led), "link0", 0).table  # the sealed records, either form
+    t = verified_segment(
+        LedgerReader(led), load_ledger(led), "link0", 0
+    ).table  # the sealed records, either form
     digest = t.column("digest")[SEQ].as_py()
     assert len(digest) == 16 and digest[-1] == 0  # the case under test really is in the ledger
     return led, d, digest
@@ -77,9 +89,15 @@ def test_prove_by_a_digest_ending_in_zero(zero_tail, tmp_path):
 def test_record_layout_round_trips_zero_bytes():
     """Arrow table <-> fixed-size records and the proof's record object keep digests whose last,
     first or every byte is zero."""
-    digests = [bytes(15) + b"\x00", b"\x00" + bytes(range(1, 16)), bytes(range(1, 15)) + b"\x00\x00",
-               bytes(range(100, 116))]
-    records = b"".join(struct.pack("<QqIIHHI", i, 0, 60, 60, 0, 1, 0) + d for i, d in enumerate(digests))
+    digests = [
+        bytes(15) + b"\x00",
+        b"\x00" + bytes(range(1, 16)),
+        bytes(range(1, 15)) + b"\x00\x00",
+        bytes(range(100, 116)),
+    ]
+    records = b"".join(
+        struct.pack("<QqIIHHI", i, 0, 60, 60, 0, 1, 0) + d for i, d in enumerate(digests)
+    )
     table = records_to_table(records, 16, 0)
     assert table.column("digest").to_pylist() == digests
     assert table_to_records(table, 16) == records

@@ -71,8 +71,9 @@ def test_every_algorithm_has_a_portable_path_and_sizes_match_the_registry():
     assert {a.key_size for a in NEW} == {16, 32} and GMAC.key_size == 16
 
 
-@pytest.mark.parametrize("on_path", [(GMAC.name, p) for p in cpu_paths(GMAC)], indirect=True,
-                         ids=lambda p: p[1])
+@pytest.mark.parametrize(
+    "on_path", [(GMAC.name, p) for p in cpu_paths(GMAC)], indirect=True, ids=lambda p: p[1]
+)
 @pytest.mark.parametrize("case", GCM["cases"], ids=lambda c: c["name"])
 def test_gmac_nist_vectors(on_path, case):
     key, iv, aad = (bytes.fromhex(case[k]) for k in ("key", "iv", "aad"))
@@ -82,8 +83,12 @@ def test_gmac_nist_vectors(on_path, case):
         assert digest_one(GMAC, key, aad).hex() == case["tag"]
 
 
-@pytest.mark.parametrize("on_path", [(a.name, p) for a in (B3_128, B3_256) for p in cpu_paths(a)],
-                         indirect=True, ids=lambda p: "-".join(p))
+@pytest.mark.parametrize(
+    "on_path",
+    [(a.name, p) for a in (B3_128, B3_256) for p in cpu_paths(a)],
+    indirect=True,
+    ids=lambda p: "-".join(p),
+)
 @pytest.mark.parametrize("case", B3["cases"], ids=lambda c: str(c["input_len"]))
 def test_blake3_official_keyed_vectors(on_path, case):
     key = B3["key"].encode()
@@ -92,8 +97,9 @@ def test_blake3_official_keyed_vectors(on_path, case):
     assert digest_one(on_path, key, data) == want
 
 
-@pytest.mark.parametrize("on_path", [(HMAC128.name, p) for p in cpu_paths(HMAC128)], indirect=True,
-                         ids=lambda p: p[1])
+@pytest.mark.parametrize(
+    "on_path", [(HMAC128.name, p) for p in cpu_paths(HMAC128)], indirect=True, ids=lambda p: p[1]
+)
 @pytest.mark.parametrize("case", RFC4231["cases"], ids=lambda c: f"case{c['case']}")
 def test_hmac_sha256_rfc4231(on_path, case):
     key, data = bytes.fromhex(case["key"]), bytes.fromhex(case["data"])
@@ -109,8 +115,32 @@ def test_hmac_ledger_digest_is_truncated_full_hmac():
     assert digest_one(HMAC128, key, b"frame") == hmac_sha256(key, b"frame")[:16]
 
 
-LENGTHS = [0, 1, 15, 16, 17, 55, 56, 63, 64, 65, 119, 120, 127, 128, 129, 1023, 1024, 1025, 1500, 2048,
-           3073, 8192, 9000, 65537]
+LENGTHS = [
+    0,
+    1,
+    15,
+    16,
+    17,
+    55,
+    56,
+    63,
+    64,
+    65,
+    119,
+    120,
+    127,
+    128,
+    129,
+    1023,
+    1024,
+    1025,
+    1500,
+    2048,
+    3073,
+    8192,
+    9000,
+    65537,
+]
 
 
 @pytest.mark.parametrize("on_path", ALG_PATHS, indirect=True, ids=lambda p: "-".join(p))
@@ -122,7 +152,9 @@ def test_lengths_agree_with_independent_references(on_path):
 
 
 @pytest.mark.parametrize("on_path", ALG_PATHS, indirect=True, ids=lambda p: "-".join(p))
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(data=st.data())  # the forced path is meant to hold for every generated input
 def test_random_inputs_agree_with_independent_references(on_path, data):
     key = data.draw(st.binary(min_size=on_path.key_size, max_size=on_path.key_size))
@@ -157,7 +189,7 @@ def test_engine_records_match_reference_on_every_path(name, keydir):
             force_cpu_path(alg, None)
         assert n == len(frames) and len(recs) == n * (32 + alg.digest_size)
         size = 32 + alg.digest_size  # slice raw bytes: numpy "S" fields drop trailing zero bytes
-        digests = [recs[i * size + 32:(i + 1) * size] for i in range(n)]
+        digests = [recs[i * size + 32 : (i + 1) * size] for i in range(n)]
         assert digests == [reference(name, key, f) for f in frames], path
 
 
@@ -166,18 +198,50 @@ def test_ledger_end_to_end_with_new_algorithms(name, tmp_path, keydir):
     """capture -> verify -> recompute through the CLI; 32-byte digests go through Parquet too."""
     led = tmp_path / "L"
     risk = ["--accept-gmac-forgery-risk"] if name == "aes-128-gmac" else []  # refused without it
-    r = cli("capture", SAMPLES / "sample.pcap", "--ledger", led, "--digest-key", keydir / "digest.key",
-            "--signing-key", keydir / "signing.key", "--algorithm", name, "--segment-records", "100", *risk)
+    r = cli(
+        "capture",
+        SAMPLES / "sample.pcap",
+        "--ledger",
+        led,
+        "--digest-key",
+        keydir / "digest.key",
+        "--signing-key",
+        keydir / "signing.key",
+        "--algorithm",
+        name,
+        "--segment-records",
+        "100",
+        *risk,
+    )
     assert r.returncode == 0, r.stderr
     assert ("forge" in r.stderr) == (name == "aes-128-gmac")  # the fixed-IV warning, on creation
-    r = cli("recompute", SAMPLES / "sample.pcap", "--ledger", led, "--digest-key", keydir / "digest.key",
-            "--json", "--trust", keydir / "verifier.pub")
+    r = cli(
+        "recompute",
+        SAMPLES / "sample.pcap",
+        "--ledger",
+        led,
+        "--digest-key",
+        keydir / "digest.key",
+        "--json",
+        "--trust",
+        keydir / "verifier.pub",
+    )
     doc = json.loads(r.stdout)
     assert r.returncode == 0 and doc["ok"] and doc["matched"] == doc["frames"] > 0, r.stdout
-    r = cli("capture", SAMPLES / "sample.pcap", "--ledger", led, "--digest-key", keydir / "digest.key",
-            "--signing-key", keydir / "signing.key")
+    r = cli(
+        "capture",
+        SAMPLES / "sample.pcap",
+        "--ledger",
+        led,
+        "--digest-key",
+        keydir / "digest.key",
+        "--signing-key",
+        keydir / "signing.key",
+    )
     assert r.returncode == 0 and "forge" not in r.stderr  # appending warns no more
     r = cli("verify", led, "--trust", keydir / "verifier.pub", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["ok"], r.stdout
-    r = cli("query", led, "SELECT octet_length(digest) AS n FROM records LIMIT 1", "--format", "json")
+    r = cli(
+        "query", led, "SELECT octet_length(digest) AS n FROM records LIMIT 1", "--format", "json"
+    )
     assert json.loads(r.stdout) == [{"n": get_algorithm(name).digest_size}]  # BIGINT: a number

@@ -26,8 +26,8 @@ from ledgertool.ledger.header import load_ledger
 from ledgertool.ledger.index import link_state
 from ledgertool.ledger.layout import LOCK_FILE, checkpoint_path
 from ledgertool.ledger.lock import writer_lock
-from ledgertool.ledger.reader import LedgerReader
 from ledgertool.ledger.openmac import OpenSegmentKey
+from ledgertool.ledger.reader import LedgerReader
 from ledgertool.ledger.recover import recover_ledger
 from ledgertool.seal.checkpoint import parse_note
 from ledgertool.verify.ledger import verified_segment, verify_ledger
@@ -36,8 +36,17 @@ SAMPLE = SAMPLES / "sample.pcap"  # 294 frames
 
 
 def _capture_args(src: Path, ledger: Path, keydir: Path, *extra: str) -> list[str]:
-    return ["capture", str(src), "--ledger", str(ledger), "--digest-key", str(keydir / "digest.key"),
-            "--signing-key", str(keydir / "signing.key"), *extra]
+    return [
+        "capture",
+        str(src),
+        "--ledger",
+        str(ledger),
+        "--digest-key",
+        str(keydir / "digest.key"),
+        "--signing-key",
+        str(keydir / "signing.key"),
+        *extra,
+    ]
 
 
 def _one_error_line(r: CliResult) -> str:
@@ -58,18 +67,30 @@ def ledger(tmp_path, built_ledger) -> Path:
 def _sealed_records(ledger: Path, index: int) -> bytes:
     """The records of sealed segment `index` of link0 as verify checks them, in either form (v1:
     the Parquet file; v2: the raw record file)."""
-    return bytes(verified_segment(LedgerReader(ledger), load_ledger(ledger), "link0", index).records)
+    return bytes(
+        verified_segment(LedgerReader(ledger), load_ledger(ledger), "link0", index).records
+    )
 
 
 def _tree(path: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()
+    }
 
 
 # ---- links planted in a ledger are never followed ---------------------------------------
 
-@pytest.mark.parametrize("planted", ["checkpoint.tmp", "link=link0/checkpoint.tmp",
-                                     "link=link0/seg-00000003.seal.json.tmp", "link=link0/seg-00000003.parquet.tmp",
-                                     "ledger.json.tmp"])
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        "checkpoint.tmp",
+        "link=link0/checkpoint.tmp",
+        "link=link0/seg-00000003.seal.json.tmp",
+        "link=link0/seg-00000003.parquet.tmp",
+        "ledger.json.tmp",
+    ],
+)
 def test_planted_tmp_link_is_never_written_through(planted, ledger, keydir, tmp_path):
     """Old writers used NAME.tmp: a link planted there made the next capture overwrite its target
     (here a copy of the signing key). Temporaries now get an unpredictable name created with
@@ -78,7 +99,9 @@ def test_planted_tmp_link_is_never_written_through(planted, ledger, keydir, tmp_
     if planted.endswith(".parquet.tmp"):
         dk, sk, _ = load_keys(keydir)
         ledger = tmp_path / "V1"
-        capture_file(SAMPLE, ledger, digest_key=dk, signing_key=sk, segment_records=100, ledger_format=1)
+        capture_file(
+            SAMPLE, ledger, digest_key=dk, signing_key=sk, segment_records=100, ledger_format=1
+        )
     victim = tmp_path / "victim.key"
     shutil.copy(keydir / "signing.key", victim)
     before = victim.read_bytes()
@@ -98,7 +121,9 @@ def test_planted_tmp_link_is_never_written_through(planted, ledger, keydir, tmp_
     assert v.returncode == 0 and json.loads(v.stdout)["records"] in (294, 588), v.stdout + v.stderr
 
 
-@pytest.mark.parametrize("name", ["link=link0", "rotations", "link=link0/seg-00000002.seal.json", "ledger.json"])
+@pytest.mark.parametrize(
+    "name", ["link=link0", "rotations", "link=link0/seg-00000002.seal.json", "ledger.json"]
+)
 def test_linked_ledger_paths_are_refused(name, ledger, keydir, tmp_path):
     """A ledger directory, the rotations directory, a seal or ledger.json replaced by a link to a
     copy elsewhere: writers refuse it by name and write nothing through it."""
@@ -111,7 +136,15 @@ def test_linked_ledger_paths_are_refused(name, ledger, keydir, tmp_path):
     r = cli(*_capture_args(SAMPLE, ledger, keydir))
     assert str(ledger / name) in _one_error_line(r) and "symbolic link" in r.stderr
     if name == "rotations":
-        r = cli("keys", "rotate", ledger, "--old", keydir / "signing.key", "--new", keydir / "signing.key")
+        r = cli(
+            "keys",
+            "rotate",
+            ledger,
+            "--old",
+            keydir / "signing.key",
+            "--new",
+            keydir / "signing.key",
+        )
         assert str(ledger / name) in _one_error_line(r)
     assert (_tree(target) if target.is_dir() else {"": target.read_bytes()}) == outside
 
@@ -120,15 +153,22 @@ def test_out_files_never_follow_a_planted_temporary_name(ledger, keydir, tmp_pat
     """checkpoint --out and prove --out wrote OUT.tmp first: a link there redirected the write."""
     victim = tmp_path / "victim"
     victim.write_bytes(b"precious\n")
-    for args, out in ((["checkpoint", ledger, "--out"], tmp_path / "cp.note"),
-                      (["prove", ledger, "--seq", "5", "--out"], tmp_path / "proof.json")):
+    for args, out in (
+        (["checkpoint", ledger, "--out"], tmp_path / "cp.note"),
+        (["prove", ledger, "--seq", "5", "--out"], tmp_path / "proof.json"),
+    ):
         Path(f"{out}.tmp").symlink_to(victim)
         r = cli(*args, out)
         assert r.returncode == 0, r.stderr
         assert victim.read_bytes() == b"precious\n" and out.is_file() and not out.is_symlink()
     assert parse_note((tmp_path / "cp.note").read_bytes()).checkpoint.size == 3
     assert json.loads((tmp_path / "proof.json").read_text())["record"]["seq"] == "5"
-    assert sorted(p.name for p in tmp_path.iterdir() if not p.is_symlink()) == ["L", "cp.note", "proof.json", "victim"]
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.is_symlink()) == [
+        "L",
+        "cp.note",
+        "proof.json",
+        "victim",
+    ]
 
 
 def test_fsio_write_atomic_replaces_a_link_and_leaves_no_temporary(tmp_path):
@@ -205,26 +245,43 @@ def test_segment_renamed_while_verify_reads_it_is_not_missing(window, ledger):
 
 # ---- files that are not files ----------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["link=link0/seg-00000001.seal.json", "link=link0/seg-00000003.open",
-                                  "ledger.json", "rotations/rotation-0001.json", "link=link0/checkpoint"])
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "link=link0/seg-00000001.seal.json",
+        "link=link0/seg-00000003.open",
+        "ledger.json",
+        "rotations/rotation-0001.json",
+        "link=link0/checkpoint",
+    ],
+)
 def test_fifo_in_a_ledger_never_blocks(name, ledger, keydir, tmp_path):
     """A FIFO in place of a seal made verify block forever. Reads open with O_NONBLOCK and refuse
     anything but a regular file, by name."""
     (ledger / name).parent.mkdir(exist_ok=True)
     (ledger / name).unlink(missing_ok=True)
     os.mkfifo(ledger / name)
-    cmds = [["recover", ledger, "--signing-key", keydir / "signing.key"], _capture_args(SAMPLE, ledger, keydir)]
+    cmds = [
+        ["recover", ledger, "--signing-key", keydir / "signing.key"],
+        _capture_args(SAMPLE, ledger, keydir),
+    ]
     if name != "link=link0/checkpoint":  # capture and recover replace the checkpoint, never read it
         cmds.append(["verify", ledger, "--trust", keydir / "verifier.pub"])
     else:
-        cmds = [["checkpoint", ledger, "--out", tmp_path / "cp"],
-                ["verify", ledger, "--trust", keydir / "verifier.pub", "--checkpoint", ledger / name]]
+        cmds = [
+            ["checkpoint", ledger, "--out", tmp_path / "cp"],
+            ["verify", ledger, "--trust", keydir / "verifier.pub", "--checkpoint", ledger / name],
+        ]
     for args in cmds:
         r = cli(*args)
         if args[0] == "verify" and name.startswith("link=link0/seg-"):
             # verify lists a FIFO at a segment file's name as what it is and reads it never: a finding
             # about the ledger (exit 1), where writers refuse to go on (exit 2)
-            assert r.returncode == 1 and "FAIL segment_name_shadow" in r.stdout, (r.stdout, r.stderr)
+            assert r.returncode == 1 and "FAIL segment_name_shadow" in r.stdout, (
+                r.stdout,
+                r.stderr,
+            )
             assert f"{ledger / name}: a FIFO where a segment file belongs" in r.stdout
             continue
         line = _one_error_line(r)
@@ -238,8 +295,16 @@ def test_fifo_given_as_an_input_never_blocks(what, tmp_path, keydir):
     if what == "capture":
         args = _capture_args(fifo, tmp_path / "L", keydir)
     elif what == "digest key":
-        args = ["capture", SAMPLE, "--ledger", tmp_path / "L", "--digest-key", fifo,
-                "--signing-key", keydir / "signing.key"]
+        args = [
+            "capture",
+            SAMPLE,
+            "--ledger",
+            tmp_path / "L",
+            "--digest-key",
+            fifo,
+            "--signing-key",
+            keydir / "signing.key",
+        ]
     else:
         args = ["workload", "generate", fifo, "--out", tmp_path / "w.pcap"]
     line = _one_error_line(cli(*args))
@@ -256,7 +321,12 @@ def test_read_regular_refuses_each_kind(tmp_path):
     s = socket.socket(socket.AF_UNIX)
     s.bind(str(tmp_path / "s"))
     try:
-        for name, kind in (("d", "a directory"), ("f", "a FIFO"), ("l", "a symbolic link"), ("s", "a socket")):
+        for name, kind in (
+            ("d", "a directory"),
+            ("f", "a FIFO"),
+            ("l", "a symbolic link"),
+            ("s", "a socket"),
+        ):
             with pytest.raises(FileTypeError, match=f"{name}: is {kind}"):
                 fsio.read_regular(tmp_path / name)
         with pytest.raises(FileTypeError, match="is a character device"):
@@ -266,6 +336,7 @@ def test_read_regular_refuses_each_kind(tmp_path):
 
 
 # ---- an open segment with a corrupt header -----------------------------------------------
+
 
 @pytest.fixture()
 def torn(ledger, keydir) -> Path:
@@ -277,11 +348,24 @@ def torn(ledger, keydir) -> Path:
         p.unlink()
     _, sk, _ = load_keys(keydir)
     from ledgertool.ledger.checkpoints import write_checkpoint
+
     write_checkpoint(ledger, lg, "link0", sk)
     st = link_state(ledger, lg, "link0")
     key = OpenSegmentKey.derive(sk, lg.ledger_id)
-    hdr = segments.SegmentHeader(lg.ledger_id, "link0", 2, lg.algorithm, lg.strip, lg.digest_key_id,
-                                 lg.record_size, lg.digest_size, lg.leaf_records, st.next_seq, 1, key.key_id)
+    hdr = segments.SegmentHeader(
+        lg.ledger_id,
+        "link0",
+        2,
+        lg.algorithm,
+        lg.strip,
+        lg.digest_key_id,
+        lg.record_size,
+        lg.digest_size,
+        lg.leaf_records,
+        st.next_seq,
+        1,
+        key.key_id,
+    )
     w = segments.SegmentWriter(layout.open_segment_path(ledger, "link0", 2), hdr, key, ledger)
     w.append(rec, len(rec) // lg.record_size)
     w.close()
@@ -289,12 +373,29 @@ def torn(ledger, keydir) -> Path:
 
 
 # one byte in each header field (offset: field), and in the padding
-HEADER_BYTES = {0: "magic", 8: "version", 10: "header size", 12: "record size", 14: "digest size",
-                16: "ledger id", 32: "segment index", 36: "leaf records", 40: "first seq", 48: "digest key id",
-                64: "link", 96: "algorithm", 128: "strip", 144: "created", 152: "mac key id", 200: "padding"}
+HEADER_BYTES = {
+    0: "magic",
+    8: "version",
+    10: "header size",
+    12: "record size",
+    14: "digest size",
+    16: "ledger id",
+    32: "segment index",
+    36: "leaf records",
+    40: "first seq",
+    48: "digest key id",
+    64: "link",
+    96: "algorithm",
+    128: "strip",
+    144: "created",
+    152: "mac key id",
+    200: "padding",
+}
 
 
-@pytest.mark.parametrize("offset", sorted(HEADER_BYTES), ids=[HEADER_BYTES[o] for o in sorted(HEADER_BYTES)])
+@pytest.mark.parametrize(
+    "offset", sorted(HEADER_BYTES), ids=[HEADER_BYTES[o] for o in sorted(HEADER_BYTES)]
+)
 def test_recover_does_what_verify_says_for_a_corrupt_header(offset, torn, keydir):
     """Corrupt one byte of the open segment's header: verify's warning says whether `recover`
     discards it or seals what the device's MACs authenticate, recover does exactly that (reporting
@@ -324,11 +425,16 @@ def test_recover_does_what_verify_says_for_a_corrupt_header(offset, torn, keydir
     res = recover_ledger(torn, sk)
     assert not res.sealed and [(a.path, a.bytes) for a in res.set_aside] == [(str(path), len(raw))]
     v = verify_ledger(torn, trust, checkpoint_path(torn, "link0").read_bytes())
-    aside = [w.kind.value for w in v.warnings]  # only the set-aside directory, named as never sealed
+    aside = [
+        w.kind.value for w in v.warnings
+    ]  # only the set-aside directory, named as never sealed
     assert v.ok and aside == ["stray_file"] and v.records == 200, (v.problems, v.warnings)
     capture_file(SAMPLE, torn, digest_key=dk, signing_key=sk, segment_records=100)
     v = verify_ledger(torn, trust, checkpoint_path(torn, "link0").read_bytes())
-    assert v.ok and [w.kind.value for w in v.warnings] == aside and v.records == 494, (v.problems, v.warnings)
+    assert v.ok and [w.kind.value for w in v.warnings] == aside and v.records == 494, (
+        v.problems,
+        v.warnings,
+    )
 
 
 def test_capture_after_a_corrupt_header_reports_the_discard(torn, keydir):
@@ -338,6 +444,8 @@ def test_capture_after_a_corrupt_header_reports_the_discard(torn, keydir):
     path.write_bytes(raw)
     r = cli(*_capture_args(SAMPLE, torn, keydir, "--segment-records", "100"))
     assert r.returncode == 0, r.stderr
-    assert f"warning: recovery set aside {path} as {torn / 'set-aside' / 'link=link0' / path.name} ({len(raw)} " \
-           "bytes not sealed: segment header does not decode (not a ledgertool segment (bad magic at byte 0)): its " \
-           "records cannot be attributed)" in r.stderr, r.stderr
+    assert (
+        f"warning: recovery set aside {path} as {torn / 'set-aside' / 'link=link0' / path.name} ({len(raw)} "
+        "bytes not sealed: segment header does not decode (not a ledgertool segment (bad magic at byte 0)): its "
+        "records cannot be attributed)" in r.stderr
+    ), r.stderr

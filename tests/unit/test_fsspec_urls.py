@@ -32,8 +32,15 @@ def local(tmp_path_factory, keydir, request) -> Path:
     dk, sk, _ = load_keys(keydir)
     out = tmp_path_factory.mktemp("fsspec") / "ledger"
     for link in ("link0", "link1"):
-        capture_file(SAMPLES / "sample.pcap", out, digest_key=dk, signing_key=sk, link=link, segment_records=SEG,
-                     ledger_format=request.param)
+        capture_file(
+            SAMPLES / "sample.pcap",
+            out,
+            digest_key=dk,
+            signing_key=sk,
+            link=link,
+            segment_records=SEG,
+            ledger_format=request.param,
+        )
     return out
 
 
@@ -65,7 +72,9 @@ def test_memory_ledger_verifies_queries_and_reconciles_as_local(local, mem, keyd
     r_here = reconcile(SAMPLES / "sample.pcap", local, dk, trust=trust, links=["link1"])
     r_there = reconcile(SAMPLES / "sample.pcap", mem, dk, trust=trust, links=["link1"])
     assert (r_there.matched, r_there.ledger_only, r_there.capture_only) == (294, 0, 0)
-    assert _same(r_there.to_json() | {"elapsed_s": 0}, mem, str(local)) == r_here.to_json() | {"elapsed_s": 0}
+    assert _same(r_there.to_json() | {"elapsed_s": 0}, mem, str(local)) == r_here.to_json() | {
+        "elapsed_s": 0
+    }
 
 
 def test_memory_ledger_proves_as_local(local, mem):
@@ -78,9 +87,12 @@ def test_memory_ledger_proves_as_local(local, mem):
 def test_tampered_memory_copy_gives_the_local_problem(local, mem, keydir, tmp_path):
     trust = load_keys(keydir)[2]
     fs = fsspec.filesystem("memory")
-    rec = next(f"link=link0/{p.name}" for p in (local / "link=link0").glob("seg-00000001.*")
-               if p.suffix in (".rec", ".parquet"))
-    path = f"{mem[len('memory://'):]}/{rec}".join(["/", ""])
+    rec = next(
+        f"link=link0/{p.name}"
+        for p in (local / "link=link0").glob("seg-00000001.*")
+        if p.suffix in (".rec", ".parquet")
+    )
+    path = f"{mem[len('memory://') :]}/{rec}".join(["/", ""])
     data = bytearray(fs.cat_file(path))
     data[300] ^= 1
     fs.pipe_file(path, bytes(data))
@@ -90,21 +102,27 @@ def test_tampered_memory_copy_gives_the_local_problem(local, mem, keydir, tmp_pa
         (copy / f.relative_to(local)).write_bytes(f.read_bytes())
     (copy / rec).write_bytes(bytes(data))
     here, there = verify_ledger(copy, trust), verify_ledger(mem, trust)
-    assert not there.ok and [(p.kind, p.link, p.segment) for p in there.problems][0][1:] == ("link0", 1)
+    assert not there.ok and [(p.kind, p.link, p.segment) for p in there.problems][0][1:] == (
+        "link0",
+        1,
+    )
     assert _same(there.to_json(), mem, str(copy)) == here.to_json()
 
 
 def test_strays_in_memory_are_reported_and_never_read(mem, keydir, monkeypatch):
     trust = load_keys(keydir)[2]
     fs = fsspec.filesystem("memory")
-    root = mem[len("memory://"):]
+    root = mem[len("memory://") :]
     fs.pipe_file(f"/{root}/link=link0/notes.txt", b"x")
     fs.pipe_file(f"/{root}/link=link0/seg-0000000\u0661.seal.json", b"{}")  # ARABIC-INDIC DIGIT ONE
     fs.pipe_file(f"/{root}/link=bad name/seg-00000000.seal.json", b"{}")
     opened: list[str] = []
     real_open = type(fs)._open
-    monkeypatch.setattr(type(fs), "_open", lambda self, path, *a, **k: opened.append(path) or
-                        real_open(self, path, *a, **k))
+    monkeypatch.setattr(
+        type(fs),
+        "_open",
+        lambda self, path, *a, **k: opened.append(path) or real_open(self, path, *a, **k),
+    )
     res = verify_ledger(mem, trust)
     found = sorted((w.kind, w.detail) for w in res.warnings + res.problems)
     assert [k for k, _ in found] == ["segment_name_shadow", "stray_file", "stray_file"], found
@@ -113,16 +131,22 @@ def test_strays_in_memory_are_reported_and_never_read(mem, keydir, monkeypatch):
     assert found[2][1].startswith(f"{mem}/link=link0/notes.txt: ")
     assert not res.ok and res.segments == 6
     assert not any("notes.txt" in p or "\u0661" in p or "bad name" in p for p in opened)
-    assert any(p.endswith("seg-00000001.seal.json") for p in opened)  # the real files were read here
+    assert any(
+        p.endswith("seg-00000001.seal.json") for p in opened
+    )  # the real files were read here
 
 
 def test_missing_and_unknown_locations_are_one_line_errors():
-    with pytest.raises(LedgerFormatError, match=r"^memory://no-such-ledger: no such ledger directory$"):
+    with pytest.raises(
+        LedgerFormatError, match=r"^memory://no-such-ledger: no such ledger directory$"
+    ):
         verify_ledger("memory://no-such-ledger", None)
     try:
         import s3fs  # noqa: F401
     except ImportError:
-        with pytest.raises(UsageError, match=r"^s3://bucket/ledger: s3:// needs s3fs: pip install s3fs$"):
+        with pytest.raises(
+            UsageError, match=r"^s3://bucket/ledger: s3:// needs s3fs: pip install s3fs$"
+        ):
             location("s3://bucket/ledger")
     with pytest.raises(UsageError, match="knows no filesystem for nosuch://"):
         location("nosuch://x")
@@ -139,7 +163,9 @@ def test_cli_file_url_is_the_local_path(local, keydir):
     assert json.loads(there.stdout) == json.loads(here.stdout)
     missing = cli("verify", "memory://nothing-here", "--trust", trust)
     assert missing.returncode == 2
-    assert missing.stderr.strip().splitlines() == ["ledgertool: error: memory://nothing-here: no such ledger directory"]
+    assert missing.stderr.strip().splitlines() == [
+        "ledgertool: error: memory://nothing-here: no such ledger directory"
+    ]
 
 
 @pytest.fixture()
@@ -161,8 +187,16 @@ def test_capture_url_streams_like_the_local_file(local, mem, mem_captures, keydi
     here = reconcile(SAMPLES / "sample.pcap", local, dk, trust=trust, links=["link0"])
     for name in ("sample.pcap", "sample.pcap.gz"):
         there = reconcile(f"{mem_captures}/{name}", mem, dk, trust=trust, links=["link0"])
-        assert (there.frames, there.matched, there.ledger_only, there.capture_only) == (294, 294, 0, 0)
-        assert there.per_second == here.per_second and there.capture.to_json() == here.capture.to_json()
+        assert (there.frames, there.matched, there.ledger_only, there.capture_only) == (
+            294,
+            294,
+            0,
+            0,
+        )
+        assert (
+            there.per_second == here.per_second
+            and there.capture.to_json() == here.capture.to_json()
+        )
 
 
 def test_capture_url_errors_are_one_line(mem_captures, monkeypatch):
@@ -183,19 +217,36 @@ def test_capture_url_errors_are_one_line(mem_captures, monkeypatch):
         if len(calls) > 1:
             raise ConnectionResetError("connection reset by peer")
         return real(self, n)
+
     monkeypatch.setattr(MemoryFile, "read", failing)
-    with open_source(f"{mem_captures}/sample.pcap") as reader:  # one chunk (64 KiB) arrives, then the error
-        with pytest.raises(CaptureFormatError, match=r"sample.pcap: read error at byte 65536: connection reset"):
+    with open_source(
+        f"{mem_captures}/sample.pcap"
+    ) as reader:  # one chunk (64 KiB) arrives, then the error
+        with pytest.raises(
+            CaptureFormatError, match=r"sample.pcap: read error at byte 65536: connection reset"
+        ):
             sum(1 for _ in reader.frames())
 
 
 def test_cli_recompute_with_file_urls(local, keydir):
-    args = ("--digest-key", keydir / "digest.key", "--trust", keydir / "verifier.pub", "--link", "link0", "--json")
+    args = (
+        "--digest-key",
+        keydir / "digest.key",
+        "--trust",
+        keydir / "verifier.pub",
+        "--link",
+        "link0",
+        "--json",
+    )
     here = cli("recompute", SAMPLES / "sample.pcap", "--ledger", local, *args)
-    there = cli("recompute", f"file://{SAMPLES / 'sample.pcap'}", "--ledger", f"file://{local}", *args)
+    there = cli(
+        "recompute", f"file://{SAMPLES / 'sample.pcap'}", "--ledger", f"file://{local}", *args
+    )
     assert here.returncode == there.returncode == 0, there.stderr
     a, b = json.loads(here.stdout), json.loads(there.stdout)
     assert b["source"] == f"file://{SAMPLES / 'sample.pcap'}" and b["ledger"] == str(local)
     drop = ("source", "elapsed_s", "ledger")
-    assert {k: v for k, v in b.items() if k not in drop} == {k: v for k, v in a.items() if k not in drop}
+    assert {k: v for k, v in b.items() if k not in drop} == {
+        k: v for k, v in a.items() if k not in drop
+    }
     assert b["matched"] == 294

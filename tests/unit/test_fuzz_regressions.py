@@ -43,9 +43,9 @@ from ledgertool.ledger.checkpoints import link_tree, write_checkpoint
 from ledgertool.ledger.header import load_ledger, parse_ledger_header
 from ledgertool.ledger.layout import ROTATIONS_DIR
 from ledgertool.ledger.rotations import load_rotations, rotate_keys
+from ledgertool.ledger.sealer import load_seal
 from ledgertool.ledger.segment import HEADER_SIZE, SegmentHeader, read_open_segment
 from ledgertool.seal.checkpoint import check_extends, parse_note, verify_note
-from ledgertool.ledger.sealer import load_seal
 from ledgertool.seal.rotation import key_schedule
 from ledgertool.verify.ledger import VerifyResult, verify_ledger
 from ledgertool.verify.proof import ProofCheck, build_proof, check_proof, load_proof
@@ -56,8 +56,11 @@ FUZZ = settings(
     derandomize=not os.environ.get("LEDGERTOOL_FUZZ_RANDOM"),
     deadline=None,
     database=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                           HealthCheck.data_too_large],
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+    ],
 )
 # verify_ledger reads Parquet files per example: fewer examples by default.
 FUZZ_SLOW = settings(FUZZ, max_examples=EXAMPLES or 40)
@@ -69,16 +72,33 @@ FRAMES = 24
 
 # ---- a small ledger from a synthetic capture ----------------------------------------------------
 
+
 def _synthetic_pcap(path: Path, frames: int = FRAMES) -> None:
     """Nanosecond pcap of Ethernet/IPv4/UDP frames with distinct payloads."""
     out = [struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 65535, 1)]
     for i in range(frames):
         payload = bytes((i * 7 + k) & 0xFF for k in range(20 + i))
         udp = struct.pack(">HHHH", 1000 + i, 2000, 8 + len(payload), 0) + payload
-        ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), i, 0, 64, 17, 0,
-                         bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])) + udp
+        ip = (
+            struct.pack(
+                ">BBHHHBBH4s4s",
+                0x45,
+                0,
+                20 + len(udp),
+                i,
+                0,
+                64,
+                17,
+                0,
+                bytes([10, 0, 0, 1]),
+                bytes([10, 0, 0, 2]),
+            )
+            + udp
+        )
         frame = bytes(6) + bytes([2, 0, 0, 0, 0, 1]) + b"\x08\x00" + ip
-        out.append(struct.pack("<IIII", 1_700_000_000 + i, i * 1000, len(frame), len(frame)) + frame)
+        out.append(
+            struct.pack("<IIII", 1_700_000_000 + i, i * 1000, len(frame), len(frame)) + frame
+        )
     path.write_bytes(b"".join(out))
 
 
@@ -92,8 +112,15 @@ def world(request, tmp_path_factory, keydir):
     dk, sk = DigestKey.load(keydir / "digest.key"), SigningKey.load(keydir / "signing.key")
     trust = TrustBundle.load(keydir / "verifier.pub")
     ledger = d / "ledger"
-    res = capture_file(src, ledger, digest_key=dk, signing_key=sk, segment_records=SEG, leaf_records=LEAF,
-                       ledger_format=request.param)
+    res = capture_file(
+        src,
+        ledger,
+        digest_key=dk,
+        signing_key=sk,
+        segment_records=SEG,
+        leaf_records=LEAF,
+        ledger_format=request.param,
+    )
     assert res.frames == FRAMES
     write_checkpoint(ledger, load_ledger(ledger), LINK, sk)
     seal1 = layout.seal_path(ledger, LINK, 1)
@@ -104,28 +131,86 @@ def world(request, tmp_path_factory, keydir):
     rotate_keys(rotated, sk, SigningKey.generate())
     rotation_file = next((rotated / ROTATIONS_DIR).glob("rotation-*.json"))
     return {
-        "rotated": rotated, "rotation_file": rotation_file, "rotation": json.loads(rotation_file.read_bytes()),
-        "dir": d, "ledger": ledger, "trust": trust, "sk": sk,
-        "seal_path": seal1, "seal_bytes": seal1.read_bytes(), "seal": json.loads(seal1.read_bytes()),
+        "rotated": rotated,
+        "rotation_file": rotation_file,
+        "rotation": json.loads(rotation_file.read_bytes()),
+        "dir": d,
+        "ledger": ledger,
+        "trust": trust,
+        "sk": sk,
+        "seal_path": seal1,
+        "seal_bytes": seal1.read_bytes(),
+        "seal": json.loads(seal1.read_bytes()),
         "proof": build_proof(ledger, seq=13, link=LINK),
-        "note": note, "tree": link_tree(ledger, LINK),
+        "note": note,
+        "tree": link_tree(ledger, LINK),
     }
 
 
 # ---- strategies -------------------------------------------------------------------------------
 
-_EDGE_INTS = st.sampled_from([0, 1, -1, 2, 3, 4, 16, 32, 48, 64, 2**31, 2**32, 2**53, 2**63 - 1, 2**63,
-                              2**64, -(2**63), 10**30])
-_EDGE_STRS = st.sampled_from(["", "0", "-1", "13", "1e3", "18446744073709551615", "99999999999999999999",
-                              "9" * 5000, "00", " 1", "0x10", "NaN", "ab" * 16, "00" * 32, "zz",
-                              "\ud800", "link0", "seg-00000001.parquet", "seg-00000001.rec", "ledgertool-seal-v1",
-                              "ledgertool-seal-v2",
-                              "ledgertool-inclusion-proof-v1"])
-_SCALARS = (st.none() | st.booleans() | st.integers(-(2**70), 2**70) | _EDGE_INTS
-            | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=12) | _EDGE_STRS)
-JSON_VALUES = st.recursive(_SCALARS, lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=6), c,
-                                                                                          max_size=4),
-                           max_leaves=6)
+_EDGE_INTS = st.sampled_from(
+    [
+        0,
+        1,
+        -1,
+        2,
+        3,
+        4,
+        16,
+        32,
+        48,
+        64,
+        2**31,
+        2**32,
+        2**53,
+        2**63 - 1,
+        2**63,
+        2**64,
+        -(2**63),
+        10**30,
+    ]
+)
+_EDGE_STRS = st.sampled_from(
+    [
+        "",
+        "0",
+        "-1",
+        "13",
+        "1e3",
+        "18446744073709551615",
+        "99999999999999999999",
+        "9" * 5000,
+        "00",
+        " 1",
+        "0x10",
+        "NaN",
+        "ab" * 16,
+        "00" * 32,
+        "zz",
+        "\ud800",
+        "link0",
+        "seg-00000001.parquet",
+        "seg-00000001.rec",
+        "ledgertool-seal-v1",
+        "ledgertool-seal-v2",
+        "ledgertool-inclusion-proof-v1",
+    ]
+)
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | _EDGE_INTS
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=12)
+    | _EDGE_STRS
+)
+JSON_VALUES = st.recursive(
+    _SCALARS,
+    lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=6), c, max_size=4),
+    max_leaves=6,
+)
 
 
 def _paths(node, prefix=()):
@@ -153,14 +238,18 @@ def _mutate_json(data, doc):
         for k in path[:-1]:
             parent = parent[k]
         key = path[-1]
-        op = data.draw(st.sampled_from(["replace", "replace", "delete", "add", "retype"]), label="op")
+        op = data.draw(
+            st.sampled_from(["replace", "replace", "delete", "add", "retype"]), label="op"
+        )
         if op == "replace":
             parent[key] = data.draw(JSON_VALUES, label="value")
         elif op == "delete":
             del parent[key]
         elif op == "add":
             if isinstance(parent, dict):
-                parent[data.draw(st.text(max_size=8), label="new key")] = data.draw(JSON_VALUES, label="value")
+                parent[data.draw(st.text(max_size=8), label="new key")] = data.draw(
+                    JSON_VALUES, label="value"
+                )
             else:
                 parent.insert(key, data.draw(JSON_VALUES, label="value"))
         else:
@@ -182,7 +271,9 @@ def _mutate_bytes(data, raw: bytes) -> bytes:
             b += data.draw(st.binary(min_size=1, max_size=8), label="bytes")
             continue
         i = data.draw(st.integers(0, len(b) - 1), label="at")
-        op = data.draw(st.sampled_from(["flip", "set", "insert", "delete", "truncate"]), label="edit")
+        op = data.draw(
+            st.sampled_from(["flip", "set", "insert", "delete", "truncate"]), label="edit"
+        )
         if op == "flip":
             b[i] ^= 1 << data.draw(st.integers(0, 7), label="bit")
         elif op == "set":
@@ -190,13 +281,14 @@ def _mutate_bytes(data, raw: bytes) -> bytes:
         elif op == "insert":
             b[i:i] = data.draw(st.binary(min_size=1, max_size=8), label="bytes")
         elif op == "delete":
-            del b[i:i + data.draw(st.integers(1, 8), label="n")]
+            del b[i : i + data.draw(st.integers(1, 8), label="n")]
         else:
             del b[i:]
     return bytes(b)
 
 
 # ---- known findings (see the regression tests at the end) -----------------------------------
+
 
 def _raised_in(exc: BaseException, function: str) -> bool:
     return any(fr.name == function for fr in traceback.extract_tb(exc.__traceback__))
@@ -223,11 +315,22 @@ def _must_be_clean(fn, *args):
 
 # ---- segment headers ----------------------------------------------------------------------------
 
+
 def _valid_header(world, mac_key_id: str | None = None) -> bytes:
     return SegmentHeader(
-        ledger_id=load_ledger(world["ledger"]).ledger_id, link=LINK, index=3, algorithm="siphash-2-4-128",
-        strip="frame", key_id="ab" * 16, record_size=48, digest_size=16, leaf_records=LEAF,
-        first_seq=24, created_ns=1, mac_key_id=mac_key_id).encode()
+        ledger_id=load_ledger(world["ledger"]).ledger_id,
+        link=LINK,
+        index=3,
+        algorithm="siphash-2-4-128",
+        strip="frame",
+        key_id="ab" * 16,
+        record_size=48,
+        digest_size=16,
+        leaf_records=LEAF,
+        first_seq=24,
+        created_ns=1,
+        mac_key_id=mac_key_id,
+    ).encode()
 
 
 @FUZZ
@@ -239,9 +342,10 @@ def test_segment_header_decode(world, data, tmp_path_factory):
         assert SegmentHeader.decode(header, "x").first_seq == 24
         return
     v2 = _valid_header(world, "cd" * 16)  # authenticated blocks follow
-    raw = data.draw(st.binary(max_size=300) | st.just(header) | st.just(v2),
-                    label="start")
-    if raw in (header, v2) and data.draw(st.booleans(), label="v2 block"):  # a block count the body may not fill
+    raw = data.draw(st.binary(max_size=300) | st.just(header) | st.just(v2), label="start")
+    if raw in (header, v2) and data.draw(
+        st.booleans(), label="v2 block"
+    ):  # a block count the body may not fill
         raw += data.draw(st.integers(0, 2**32 - 1), label="count").to_bytes(4, "little")
     if raw == header or data.draw(st.booleans(), label="mutate"):
         raw = _mutate_bytes(data, raw)
@@ -264,6 +368,7 @@ def test_segment_header_decode(world, data, tmp_path_factory):
 
 # ---- the ledger header (ledger.json) ------------------------------------------------------------
 
+
 @FUZZ
 @given(data=st.data())
 def test_ledger_header(world, data):
@@ -279,6 +384,7 @@ def test_ledger_header(world, data):
 
 
 # ---- key rotation statements -----------------------------------------------------------------
+
 
 @FUZZ
 @given(data=st.data())
@@ -303,11 +409,14 @@ def test_rotation_statement(world, data):
 
 
 def test_rotation_statement_genuine(world):
-    sched = key_schedule(load_ledger(world["ledger"]).ledger_id, world["trust"], load_rotations(world["rotated"]))
+    sched = key_schedule(
+        load_ledger(world["ledger"]).ledger_id, world["trust"], load_rotations(world["rotated"])
+    )
     assert not sched.problems and len(sched.epochs) == 2
 
 
 # ---- checkpoints (signed notes) ---------------------------------------------------------------
+
 
 @FUZZ
 @given(data=st.data())
@@ -319,7 +428,9 @@ def test_checkpoint_note(world, data):
     elif kind == "lines":
         lines = note.decode().split("\n")
         i = data.draw(st.integers(0, len(lines) - 1), label="line")
-        lines[i] = data.draw(st.text(max_size=80) | _EDGE_STRS | st.just("\u2014 a b"), label="text")
+        lines[i] = data.draw(
+            st.text(max_size=80) | _EDGE_STRS | st.just("\u2014 a b"), label="text"
+        )
         raw = "\n".join(lines).encode("utf-8", "surrogatepass")
     else:
         raw = data.draw(st.binary(max_size=200), label="raw")
@@ -340,6 +451,7 @@ def test_checkpoint_note_genuine(world):
 
 
 # ---- inclusion proofs -------------------------------------------------------------------------
+
 
 @FUZZ
 @given(data=st.data())
@@ -366,6 +478,7 @@ def test_proof_genuine(world):
 
 
 # ---- seal documents, through the whole verify path ---------------------------------------------
+
 
 def _verify_with_seal(world, raw: bytes) -> VerifyResult | None:
     path = world["seal_path"]
@@ -398,11 +511,12 @@ def test_seal_bytes(world, data):
 
 # ---- regression tests: findings of the fuzzing above ----------------------------------------
 
+
 def _header_with(field: str, value: bytes, world) -> bytes:
     raw = bytearray(_valid_header(world))
     # offsets in segments._HEADER "<8sHHHH16sIIQ16s32s32s16sq": link 64, algorithm 96, strip 128
     at = {"link": 64, "algorithm": 96, "strip": 128}[field]
-    raw[at:at + len(value)] = value
+    raw[at : at + len(value)] = value
     return bytes(raw)
 
 
@@ -425,9 +539,13 @@ def test_regression_seal_infinite_count(world):
     assert "seal_unreadable" in _verify_with_seal_raw(world, raw)
 
 
-@pytest.mark.parametrize("first,last", [("10", "99999999999999999999"), ("-99999999999999999999", "19")])
+@pytest.mark.parametrize(
+    "first,last", [("10", "99999999999999999999"), ("-99999999999999999999", "19")]
+)
 def test_regression_seal_huge_seq_range(world, first, last):
-    assert "seal_malformed" in _verify_with_seal_raw(world, _seal_with(world, first_seq=first, last_seq=last))
+    assert "seal_malformed" in _verify_with_seal_raw(
+        world, _seal_with(world, first_seq=first, last_seq=last)
+    )
 
 
 def _verify_with_seal_raw(world, raw: bytes):

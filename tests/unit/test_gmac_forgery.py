@@ -22,10 +22,10 @@ from conftest import SAMPLES, cli
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from ledgertool.algorithms import GMAC_CAVEAT
-from ledgertool.source.file import CaptureReader
 from ledgertool.keyfiles import DigestKey
 from ledgertool.ledger.header import load_ledger
 from ledgertool.ledger.reader import LedgerReader
+from ledgertool.source.file import CaptureReader
 from ledgertool.verify.ledger import verified_segment
 
 # ---- GF(2^128) as GCM defines it (NIST SP 800-38D s6.3): blocks are big-endian integers, bit 0 of
@@ -68,7 +68,7 @@ def blocks(frame: bytes) -> list[int]:
     """GHASH input for a GMAC tag with an empty ciphertext: the frame (AAD) zero-padded to 16-byte
     blocks, then [8 * len]_64 || [0]_64."""
     padded = frame + bytes(-len(frame) % 16)
-    out = [int.from_bytes(padded[i:i + 16], "big") for i in range(0, len(padded), 16)]
+    out = [int.from_bytes(padded[i : i + 16], "big") for i in range(0, len(padded), 16)]
     return out + [(8 * len(frame)) << 64]
 
 
@@ -99,7 +99,7 @@ def rewrite_same_tag(h: int, frame: bytes, delta: int) -> bytes:
     xs = blocks(frame)[:-1]
     xs[1] ^= delta
     xs[2] ^= gf_mul(delta, h)
-    raw = b"".join(x.to_bytes(16, "big") for x in xs)[:len(frame)]
+    raw = b"".join(x.to_bytes(16, "big") for x in xs)[: len(frame)]
     assert len(frame) >= 48 and raw != frame
     return raw
 
@@ -126,13 +126,32 @@ def gmac_ledger(tmp_path_factory, keydir):
     ts = frames[-1][0]
     write_pcap(d / "capture.pcap", frames + [(ts + 1000, probe), (ts + 2000, probe_b)])
     led = d / "L"
-    r = cli("capture", d / "capture.pcap", "--ledger", led, "--digest-key", keydir / "digest.key",
-            "--signing-key", keydir / "signing.key", "--algorithm", "aes-128-gmac", "--segment-records", "100",
-            "--accept-gmac-forgery-risk")
+    r = cli(
+        "capture",
+        d / "capture.pcap",
+        "--ledger",
+        led,
+        "--digest-key",
+        keydir / "digest.key",
+        "--signing-key",
+        keydir / "signing.key",
+        "--algorithm",
+        "aes-128-gmac",
+        "--segment-records",
+        "100",
+        "--accept-gmac-forgery-risk",
+    )
     assert r.returncode == 0, r.stderr
     assert "fixed all-zero IV" in r.stderr  # the creation warning still shows
-    reader, lg = LedgerReader(led), load_ledger(led)  # the tags as the ledger's files hold them, either form
-    tags = [t for seg in range(3) for t in verified_segment(reader, lg, "link0", seg).table.column("digest").to_pylist()]
+    reader, lg = (
+        LedgerReader(led),
+        load_ledger(led),
+    )  # the tags as the ledger's files hold them, either form
+    tags = [
+        t
+        for seg in range(3)
+        for t in verified_segment(reader, lg, "link0", seg).table.column("digest").to_pylist()
+    ]
     assert len(tags) == len(frames) + 2
     return d, led, frames, (probe, probe_b), tags
 
@@ -154,54 +173,127 @@ def test_two_tags_from_the_ledger_forge_every_tag_without_the_key(gmac_ledger, k
 def test_rewritten_capture_matches_and_the_verdict_carries_the_caveat(gmac_ledger, keydir):
     d, led, frames, (a, b), tags = gmac_ledger
     h, _ = solve_h_and_s(a, tags[-2], b, tags[-1])
-    fake = [(ts, rewrite_same_tag(h, f, 0x1234 + i)) for i, (ts, f) in enumerate(frames)] + \
-        [(frames[-1][0] + 1000, a), (frames[-1][0] + 2000, b)]
+    fake = [(ts, rewrite_same_tag(h, f, 0x1234 + i)) for i, (ts, f) in enumerate(frames)] + [
+        (frames[-1][0] + 1000, a),
+        (frames[-1][0] + 2000, b),
+    ]
     assert all(x[1] != y[1] for x, y in zip(fake, frames))  # not one sample frame left as it was
     write_pcap(d / "rewritten.pcap", fake)
-    r = cli("recompute", d / "rewritten.pcap", "--ledger", led, "--digest-key", keydir / "digest.key", "--json",
-            "--trust", keydir / "verifier.pub")
+    r = cli(
+        "recompute",
+        d / "rewritten.pcap",
+        "--ledger",
+        led,
+        "--digest-key",
+        keydir / "digest.key",
+        "--json",
+        "--trust",
+        keydir / "verifier.pub",
+    )
     doc = json.loads(r.stdout)
     assert r.returncode == 0 and doc["ok"] and doc["matched"] == len(frames) + 2, r.stdout
     assert GMAC_CAVEAT in doc["warnings"] and f"warning: {GMAC_CAVEAT}" in r.stderr
-    r = cli("recompute", d / "rewritten.pcap", "--ledger", led, "--digest-key", keydir / "digest.key",
-            "--trust", keydir / "verifier.pub")
-    assert r.returncode == 0 and r.stdout.startswith("MATCH") and f"warning: {GMAC_CAVEAT}\n" in r.stderr
+    r = cli(
+        "recompute",
+        d / "rewritten.pcap",
+        "--ledger",
+        led,
+        "--digest-key",
+        keydir / "digest.key",
+        "--trust",
+        keydir / "verifier.pub",
+    )
+    assert (
+        r.returncode == 0
+        and r.stdout.startswith("MATCH")
+        and f"warning: {GMAC_CAVEAT}\n" in r.stderr
+    )
 
 
 def test_verify_and_check_proof_state_the_caveat(gmac_ledger, keydir, tmp_path):
     _, led, *_ = gmac_ledger
-    r = cli("verify", led, "--trust", keydir / "verifier.pub", "--checkpoint", led / "link=link0" / "checkpoint")
+    r = cli(
+        "verify",
+        led,
+        "--trust",
+        keydir / "verifier.pub",
+        "--checkpoint",
+        led / "link=link0" / "checkpoint",
+    )
     assert r.returncode == 0 and r.stdout.startswith("OK")
     assert r.stderr == f"warning algorithm_caveat: {GMAC_CAVEAT}\n"
     r = cli("verify", led, "--trust", keydir / "verifier.pub", "--json")
     doc = json.loads(r.stdout)
-    assert doc["ok"] and {"kind": "algorithm_caveat", "segment": None, "record": None, "link": None,
-                          "detail": GMAC_CAVEAT} in doc["warnings"]
+    assert (
+        doc["ok"]
+        and {
+            "kind": "algorithm_caveat",
+            "segment": None,
+            "record": None,
+            "link": None,
+            "detail": GMAC_CAVEAT,
+        }
+        in doc["warnings"]
+    )
     proof = tmp_path / "proof.json"
     assert cli("prove", led, "--seq", "7", "--out", proof).returncode == 0
     r = cli("check-proof", proof, "--trust", keydir / "verifier.pub")
-    assert r.returncode == 0 and r.stdout.startswith("VALID") and r.stderr == f"warning: {GMAC_CAVEAT}\n"
+    assert (
+        r.returncode == 0
+        and r.stdout.startswith("VALID")
+        and r.stderr == f"warning: {GMAC_CAVEAT}\n"
+    )
     r = cli("check-proof", proof, "--trust", keydir / "verifier.pub", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["warnings"] == [GMAC_CAVEAT]
 
 
 def test_gmac_ledger_needs_the_opt_in(tmp_path, keydir):
     led = tmp_path / "L"
-    args = ("capture", SAMPLES / "sample.pcap", "--ledger", led, "--digest-key", keydir / "digest.key",
-            "--signing-key", keydir / "signing.key", "--algorithm", "aes-128-gmac")
+    args = (
+        "capture",
+        SAMPLES / "sample.pcap",
+        "--ledger",
+        led,
+        "--digest-key",
+        keydir / "digest.key",
+        "--signing-key",
+        keydir / "signing.key",
+        "--algorithm",
+        "aes-128-gmac",
+    )
     r = cli(*args)
     assert r.returncode == 2 and not led.exists() and r.stdout == ""
     [line] = r.stderr.splitlines()
-    assert line.startswith("ledgertool: error: aes-128-gmac uses a fixed IV: whoever holds two of the ledger's "
-                           "(frame, tag) pairs") and "--accept-gmac-forgery-risk" in line and \
-        "docs/algorithms.md" in line
+    assert (
+        line.startswith(
+            "ledgertool: error: aes-128-gmac uses a fixed IV: whoever holds two of the ledger's "
+            "(frame, tag) pairs"
+        )
+        and "--accept-gmac-forgery-risk" in line
+        and "docs/algorithms.md" in line
+    )
     assert cli(*args, "--accept-gmac-forgery-risk").returncode == 0
     r = cli(*args[:-2])  # appending to the GMAC ledger it created: no opt-in again
     assert r.returncode == 0, r.stderr
     r = cli("verify", led, "--trust", keydir / "verifier.pub")
     assert r.returncode == 0 and "algorithm_caveat" in r.stderr
     other = tmp_path / "S"  # no caveat on other algorithms
-    r = cli("capture", SAMPLES / "sample.pcap", "--ledger", other, "--digest-key", keydir / "digest.key",
-            "--signing-key", keydir / "signing.key")
-    r = cli("verify", other, "--trust", keydir / "verifier.pub", "--checkpoint", other / "link=link0" / "checkpoint")
+    r = cli(
+        "capture",
+        SAMPLES / "sample.pcap",
+        "--ledger",
+        other,
+        "--digest-key",
+        keydir / "digest.key",
+        "--signing-key",
+        keydir / "signing.key",
+    )
+    r = cli(
+        "verify",
+        other,
+        "--trust",
+        keydir / "verifier.pub",
+        "--checkpoint",
+        other / "link=link0" / "checkpoint",
+    )
     assert r.returncode == 0 and r.stderr == ""

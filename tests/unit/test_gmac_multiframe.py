@@ -35,8 +35,36 @@ PATHS = [(GMAC.name, p) for p in cpu_paths(GMAC)]
 SCALAR = "aesni-pclmul" if "aesni-pclmul" in cpu_paths(GMAC) else "portable"
 
 # block edges (16), zmm edges (64), the tail limit and chunk edges (256, 512), frame sizes of the bench
-EDGES = [0, 1, 15, 16, 17, 63, 64, 65, 127, 128, 129, 191, 192, 193, 255, 256, 257, 511, 512, 513,
-         767, 768, 769, 1023, 1024, 1025, 1500, 9000]
+EDGES = [
+    0,
+    1,
+    15,
+    16,
+    17,
+    63,
+    64,
+    65,
+    127,
+    128,
+    129,
+    191,
+    192,
+    193,
+    255,
+    256,
+    257,
+    511,
+    512,
+    513,
+    767,
+    768,
+    769,
+    1023,
+    1024,
+    1025,
+    1500,
+    9000,
+]
 
 
 def aesgcm_tag(key: bytes, msg: bytes) -> bytes:
@@ -87,7 +115,9 @@ def test_mixed_length_batches_equal_the_scalar_path_and_aesgcm(on_path):
             shape[lane] = n
             shapes.append(shape)
     for _ in range(6):  # longer batches of mixed lengths
-        shapes.append([rng.choice(EDGES + [rng.randint(0, 3000)]) for _ in range(rng.randint(14, 200))])
+        shapes.append(
+            [rng.choice(EDGES + [rng.randint(0, 3000)]) for _ in range(rng.randint(14, 200))]
+        )
     for lens in shapes:
         key = rng.randbytes(16)
         msgs = [rng.randbytes(n) for n in lens]
@@ -97,14 +127,18 @@ def test_mixed_length_batches_equal_the_scalar_path_and_aesgcm(on_path):
 
 
 @pytest.mark.parametrize("on_path", PATHS, indirect=True, ids=lambda p: "-".join(p))
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(data=st.data())
 def test_random_batches_equal_aesgcm(on_path, data):
     key = data.draw(st.binary(min_size=16, max_size=16))
     size = st.one_of(st.integers(0, 300), st.integers(0, 2100), st.integers(8000, 10000))
     lens = data.draw(st.lists(size, min_size=1, max_size=40))
-    msgs = [data.draw(st.binary(min_size=n, max_size=n)) if n <= 64 else random.Random(n).randbytes(n)
-            for n in lens]
+    msgs = [
+        data.draw(st.binary(min_size=n, max_size=n)) if n <= 64 else random.Random(n).randbytes(n)
+        for n in lens
+    ]
     assert digest_many(on_path, key, msgs) == [aesgcm_tag(key, m) for m in msgs]
 
 
@@ -123,5 +157,3 @@ def test_a_frame_tag_does_not_depend_on_its_neighbours(on_path):
         got = digest_many(on_path, key, flipped)
         assert [j for j in range(len(msgs)) if got[j] != base[j]] == [i]
         assert got[i] == aesgcm_tag(key, flipped[i])
-
-

@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import SAMPLES, cli, load_keys
 
 from ledgertool.algorithms import get_algorithm
@@ -53,8 +52,14 @@ def big(request, tmp_path_factory, keydir) -> Path:
     dk, sk, _ = load_keys(keydir)
     alg = get_algorithm("siphash-1-3-128")
     led = tmp_path_factory.mktemp(f"big-v{request.param}") / "L"
-    header = create_ledger(led, algorithm=alg.name, strip="frame", digest_key_id=dk.key_id(alg.name, alg.key_size),
-                           digest_size=alg.digest_size, version=request.param)
+    header = create_ledger(
+        led,
+        algorithm=alg.name,
+        strip="frame",
+        digest_key_id=dk.key_id(alg.name, alg.key_size),
+        digest_size=alg.digest_size,
+        version=request.param,
+    )
     assert header.version == request.param
     w = LinkWriter.open(led, header, "link0", sk, source="records:big", segment_records=1000)
     try:
@@ -89,7 +94,15 @@ def test_capture_report_keeps_a_seq_above_2_53(big, keydir, tmp_path):
     dk, _, _ = load_keys(keydir)
     f = tmp_path / "more.records"
     f.write_bytes(compute_records(SAMPLE, dk, get_algorithm("siphash-1-3-128"), "frame", BIG + 294))
-    r = cli("capture", f"records:{f}", "--ledger", big, "--signing-key", keydir / "signing.key", "--json")
+    r = cli(
+        "capture",
+        f"records:{f}",
+        "--ledger",
+        big,
+        "--signing-key",
+        keydir / "signing.key",
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     _assert_safe(r.stdout)
     rep = _as_doubles(r.stdout)
@@ -101,14 +114,25 @@ def test_capture_report_keeps_a_seq_above_2_53(big, keydir, tmp_path):
     doc = json.loads(r.stdout)
     assert (doc["records"], doc["segments"]) == (588, 2)
     assert [p["detail"] for p in doc["problems"] if p["kind"] == "sequence_gap"] == [
-        f"segment 0 starts at seq {BIG}, expected 0 (+{BIG} records undeclared)"]
+        f"segment 0 starts at seq {BIG}, expected 0 (+{BIG} records undeclared)"
+    ]
 
 
 @pytest.fixture(scope="module")
 def ledger(tmp_path_factory, keydir) -> Path:
     led = tmp_path_factory.mktemp("plain") / "L"
-    r = cli("capture", SAMPLE, "--ledger", led, "--digest-key", keydir / "digest.key", "--signing-key",
-            keydir / "signing.key", "--segment-records", "100")
+    r = cli(
+        "capture",
+        SAMPLE,
+        "--ledger",
+        led,
+        "--digest-key",
+        keydir / "digest.key",
+        "--signing-key",
+        keydir / "signing.key",
+        "--segment-records",
+        "100",
+    )
     assert r.returncode == 0, r.stderr
     return led
 
@@ -118,10 +142,16 @@ def test_query_json_writes_every_integer_as_a_number_as_duckdb_does(ledger, keyd
     numbers with their exact digits, as DuckDB's own JSON output writes them, at any depth."""
     import duckdb
 
-    sql = (f"SELECT seq + {BIG} AS big, ts_ns, wire_len, [seq + {BIG}] AS l, {{'s': seq + {BIG}, 'w': wire_len}} AS st, "
-           f"count(*) OVER () AS n, seq::HUGEINT AS h FROM records ORDER BY seq LIMIT 2")
-    want_ts = [int(x) for x in cli("query", ledger, "SELECT ts_ns FROM records ORDER BY seq LIMIT 2",
-                                   "--format", "csv").stdout.split()[1:]]
+    sql = (
+        f"SELECT seq + {BIG} AS big, ts_ns, wire_len, [seq + {BIG}] AS l, {{'s': seq + {BIG}, 'w': wire_len}} AS st, "
+        f"count(*) OVER () AS n, seq::HUGEINT AS h FROM records ORDER BY seq LIMIT 2"
+    )
+    want_ts = [
+        int(x)
+        for x in cli(
+            "query", ledger, "SELECT ts_ns FROM records ORDER BY seq LIMIT 2", "--format", "csv"
+        ).stdout.split()[1:]
+    ]
     assert min(want_ts) > SAFE  # a nanosecond timestamp is past 2^53: exact only as an integer
     for fmt in ("json", "jsonl"):
         r = cli("query", ledger, sql, "--format", fmt, "--trust", keydir / "verifier.pub")
@@ -135,8 +165,16 @@ def test_query_json_writes_every_integer_as_a_number_as_duckdb_does(ledger, keyd
         assert [x["n"] for x in rows] == [294, 294] and [x["h"] for x in rows] == [0, 1]
         assert all(type(x["wire_len"]) is int for x in rows)
     # the same values DuckDB's own JSON writer gives for a count
-    (n,) = json.loads(cli("query", ledger, "SELECT count(*) AS n FROM records", "--json",
-                          "--trust", keydir / "verifier.pub").stdout)
+    (n,) = json.loads(
+        cli(
+            "query",
+            ledger,
+            "SELECT count(*) AS n FROM records",
+            "--json",
+            "--trust",
+            keydir / "verifier.pub",
+        ).stdout
+    )
     duck = duckdb.sql("SELECT to_json({'n': 294::BIGINT})").fetchall()[0][0]
     assert n == json.loads(duck) == {"n": 294}
 
@@ -145,24 +183,43 @@ def test_recompute_report_and_details_carry_seq_and_ts_as_strings(ledger, keydir
     data = SAMPLE.read_bytes()
     off, recs = 24, []
     while off < len(data):
-        cap = int.from_bytes(data[off + 8:off + 12], "little")
-        recs.append(data[off:off + 16 + cap])
+        cap = int.from_bytes(data[off + 8 : off + 12], "little")
+        recs.append(data[off : off + 16 + cap])
         off += 16 + cap
     short = tmp_path / "short.pcap"
     short.write_bytes(data[:24] + b"".join(recs[:10] + recs[11:]))
     details = tmp_path / "d.jsonl"
     lo = 1767225600000000001  # --from/--to in ns: past 2^53
-    r = cli("recompute", short, "--digest-key", keydir / "digest.key", "--ledger", ledger, "--trust",
-            keydir / "verifier.pub", "--from", lo, "--to", 2**62, "--details", details, "--json")
+    r = cli(
+        "recompute",
+        short,
+        "--digest-key",
+        keydir / "digest.key",
+        "--ledger",
+        ledger,
+        "--trust",
+        keydir / "verifier.pub",
+        "--from",
+        lo,
+        "--to",
+        2**62,
+        "--details",
+        details,
+        "--json",
+    )
     assert r.returncode == 1, r.stderr
     _assert_safe(r.stdout)
     rep = _as_doubles(r.stdout)
     (ex,) = rep["examples_ledger_only"]
-    ts10 = cli("query", ledger, "SELECT ts_ns FROM records WHERE seq = 10",
-               "--format", "csv").stdout.split()[1]
+    ts10 = cli(
+        "query", ledger, "SELECT ts_ns FROM records WHERE seq = 10", "--format", "csv"
+    ).stdout.split()[1]
     assert (ex["seq"], ex["ts_ns"]) == ("10", ts10) and int(ts10) > SAFE
     assert (rep["window"]["from_ns"], rep["window"]["to_ns"]) == (str(lo), str(2**62))
     (line,) = details.read_text().splitlines()
     _assert_safe(line)
-    assert {k: _as_doubles(line)[k] for k in ("status", "seq", "ts_ns")} == {"status": "ledger_only", "seq": "10",
-                                                                              "ts_ns": ts10}
+    assert {k: _as_doubles(line)[k] for k in ("status", "seq", "ts_ns")} == {
+        "status": "ledger_only",
+        "seq": "10",
+        "ts_ns": ts10,
+    }

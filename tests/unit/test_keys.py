@@ -68,7 +68,12 @@ def test_independent_hkdf_matches_rfc5869_case3():
 
 @pytest.mark.parametrize(
     "algorithm,length",
-    [("siphash-1-3-128", 16), ("aes-128-gmac", 16), ("blake3-keyed-256", 32), ("hmac-sha256-128", 64)],
+    [
+        ("siphash-1-3-128", 16),
+        ("aes-128-gmac", 16),
+        ("blake3-keyed-256", 32),
+        ("hmac-sha256-128", 64),
+    ],
 )
 def test_subkey_matches_independent_hkdf(algorithm, length):
     master = bytes(range(32))
@@ -329,7 +334,11 @@ def test_trust_bundle_load_rejects_malformed(tmp_path, hybrid, edit, match):
 @pytest.mark.parametrize(
     "file,loader,match",
     [
-        ("verifier", SigningKey.load, "is a verifier trust bundle.*expected a ledgertool signing key"),
+        (
+            "verifier",
+            SigningKey.load,
+            "is a verifier trust bundle.*expected a ledgertool signing key",
+        ),
         ("digest_key", SigningKey.load, "is a digest key.*expected a ledgertool signing key"),
         ("digest_key", TrustBundle.load, "is a digest key.*expected a verifier trust bundle"),
         ("signing_key", TrustBundle.load, "is a ledgertool signing key.*expected a verifier"),
@@ -432,8 +441,12 @@ def test_signatures_not_a_mapping(hybrid):
 
 def test_unexpected_algorithm_reported(hybrid):
     ed = SigningKey.generate("ed25519")
-    problems = ed.trust_bundle().verify(b"m", {**ed.sign(b"m"), "ml-dsa-65": hybrid.sign(b"m")["ml-dsa-65"]})
-    assert problems == ["unexpected 'ml-dsa-65' signature: trust bundle (scheme ed25519) has no such key"]
+    problems = ed.trust_bundle().verify(
+        b"m", {**ed.sign(b"m"), "ml-dsa-65": hybrid.sign(b"m")["ml-dsa-65"]}
+    )
+    assert problems == [
+        "unexpected 'ml-dsa-65' signature: trust bundle (scheme ed25519) has no such key"
+    ]
 
 
 def test_ed25519_only_bundle_cannot_be_satisfied_by_mldsa():

@@ -20,24 +20,25 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ledgertool._binding import ffi, lib
+from ledgertool.canonical import canonical_json
 from ledgertool.capture.run import capture_file
 from ledgertool.digest.record import FLAG_GAP, record_dtype
 from ledgertool.errors import OpenSegmentRefusedError
 from ledgertool.keyfiles import seal_message
 from ledgertool.ledger import layout
 from ledgertool.ledger import segment as segments
+from ledgertool.ledger import writer as writer_mod
 from ledgertool.ledger.header import load_ledger
 from ledgertool.ledger.openmac import OpenSegmentKey
 from ledgertool.ledger.recover import recover_ledger
-from ledgertool.ledger import writer as writer_mod
 from ledgertool.ledger.writer import LinkWriter
-from ledgertool.canonical import canonical_json
 
 SAMPLE = SAMPLES / "sample.pcap"  # 294 frames
 LABEL = b"ledgertool open-segment leaves v2\0"
 
 
 # ---- a reader written from the spec, not from ledgertool ---------------------------------------
+
 
 def spec_blocks(raw: bytes, record_size: int) -> list[tuple[int, bytes, bytes]]:
     """(count, records, mac) of every block after the 256-byte header; the file must end at a block's end."""
@@ -46,23 +47,27 @@ def spec_blocks(raw: bytes, record_size: int) -> list[tuple[int, bytes, bytes]]:
         (count,) = struct.unpack_from("<I", raw, pos)
         end = pos + 4 + count * record_size + 32
         assert 1 <= count <= 65536 and end <= len(raw), f"block at byte {pos}"
-        out.append((count, raw[pos + 4:end - 32], raw[end - 32:end]))
+        out.append((count, raw[pos + 4 : end - 32], raw[end - 32 : end]))
         pos = end
     return out
 
 
 def spec_chunks(records: bytes, record_size: int, leaf_records: int) -> list[bytes]:
     step = record_size * leaf_records
-    return [records[i:i + step] for i in range(0, len(records), step)]
+    return [records[i : i + step] for i in range(0, len(records), step)]
 
 
-def spec_check_file(raw: bytes, secret: bytes, record_size: int, leaf_records: int) -> tuple[list[int], bytes]:
+def spec_check_file(
+    raw: bytes, secret: bytes, record_size: int, leaf_records: int
+) -> tuple[list[int], bytes]:
     """Check every block MAC of an open-segment v2 file by the spec (hmac, hashlib); return the
     block sizes and the records with the framing stripped."""
     chain = hmac.digest(secret, b"ledgertool open-segment header v2\0" + raw[:256], "sha256")
     sizes, records = [], b""
     for i, (count, recs, mac) in enumerate(spec_blocks(raw, record_size)):
-        leaves = b"".join(hashlib.sha256(b"\0" + c).digest() for c in spec_chunks(recs, record_size, leaf_records))
+        leaves = b"".join(
+            hashlib.sha256(b"\0" + c).digest() for c in spec_chunks(recs, record_size, leaf_records)
+        )
         chain = hmac.digest(secret, LABEL + chain + struct.pack("<QI", i, count) + leaves, "sha256")
         assert mac == chain, f"block {i}"
         sizes.append(count)
@@ -84,16 +89,35 @@ def _records(n: int, digest_size: int, first_seq: int, rng: np.random.Generator)
     return arr.tobytes()
 
 
-def _writer(path: Path, key: OpenSegmentKey, digest_size: int, leaf_records: int) -> segments.SegmentWriter:
-    header = segments.SegmentHeader("0" * 31 + "1", "link0", 0, "siphash-1-3-128" if digest_size == 16 else
-                                    "blake3-keyed-256", "frame", "ab" * 16, 32 + digest_size, digest_size,
-                                    leaf_records, 7, time.time_ns(), key.key_id)
+def _writer(
+    path: Path, key: OpenSegmentKey, digest_size: int, leaf_records: int
+) -> segments.SegmentWriter:
+    header = segments.SegmentHeader(
+        "0" * 31 + "1",
+        "link0",
+        0,
+        "siphash-1-3-128" if digest_size == 16 else "blake3-keyed-256",
+        "frame",
+        "ab" * 16,
+        32 + digest_size,
+        digest_size,
+        leaf_records,
+        7,
+        time.time_ns(),
+        key.key_id,
+    )
     return segments.SegmentWriter(path, header, key)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(batches=st.lists(st.integers(0, 700), min_size=1, max_size=8), leaf=st.sampled_from([1, 4, 64, 256]),
-       digest_size=st.sampled_from([16, 32]), seed=st.integers(0, 2**32 - 1))
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    batches=st.lists(st.integers(0, 700), min_size=1, max_size=8),
+    leaf=st.sampled_from([1, 4, 64, 256]),
+    digest_size=st.sampled_from([16, 32]),
+    seed=st.integers(0, 2**32 - 1),
+)
 def test_native_writer_equals_the_spec(tmp_path_factory, batches, leaf, digest_size, seed):
     """Random batches of random sizes: the file's MACs, the blocks' alignment to the leaves, the
     root and the counters are what a pure-Python computation from the spec gives."""
@@ -107,7 +131,7 @@ def test_native_writer_equals_the_spec(tmp_path_factory, batches, leaf, digest_s
     recs = _records(total, digest_size, 7, rng)
     at = 0
     for n in batches:
-        w.append(memoryview(recs)[at * rs:(at + n) * rs], n)  # a view of the caller's buffer
+        w.append(memoryview(recs)[at * rs : (at + n) * rs], n)  # a view of the caller's buffer
         at += n
     c = w.finish()
     w.close()
@@ -125,10 +149,20 @@ def test_native_writer_equals_the_spec(tmp_path_factory, batches, leaf, digest_s
     gaps = (arr["flags"] & FLAG_GAP) != 0
     t = c.totals
     assert t.merkle_root == spec_root(recs, rs, leaf)
-    assert c.leaves == b"".join(hashlib.sha256(b"\0" + ch).digest() for ch in spec_chunks(recs, rs, leaf))
-    assert (t.records, t.frames, t.drops) == (total, int((~gaps).sum()), int(arr["aux"][gaps].sum()))
-    assert (c.first_seq, t.last_seq, t.first_ts_ns, t.last_ts_ns) == (7, 6 + total, int(arr["ts_ns"][0]),
-                                                                      int(arr["ts_ns"][-1]))
+    assert c.leaves == b"".join(
+        hashlib.sha256(b"\0" + ch).digest() for ch in spec_chunks(recs, rs, leaf)
+    )
+    assert (t.records, t.frames, t.drops) == (
+        total,
+        int((~gaps).sum()),
+        int(arr["aux"][gaps].sum()),
+    )
+    assert (c.first_seq, t.last_seq, t.first_ts_ns, t.last_ts_ns) == (
+        7,
+        6 + total,
+        int(arr["ts_ns"][0]),
+        int(arr["ts_ns"][-1]),
+    )
 
 
 def test_whole_leaves_make_aligned_blocks(tmp_path):
@@ -139,7 +173,7 @@ def test_whole_leaves_make_aligned_blocks(tmp_path):
     w = _writer(tmp_path / "s.open", key, 16, 256)
     recs = _records(1700, 16, 7, rng)
     for a, b in ((0, 600), (600, 700), (700, 1700)):
-        w.append(recs[a * 48:b * 48], b - a)
+        w.append(recs[a * 48 : b * 48], b - a)
     c = w.finish()
     w.close()
     sizes, _ = spec_check_file((tmp_path / "s.open").read_bytes(), key.secret, 48, 256)
@@ -159,9 +193,9 @@ def test_blocks_written_piece_by_piece_equal_the_spec(tmp_path, leaf, digest_siz
     w = _writer(path, key, digest_size, leaf)
     rs = 32 + digest_size
     recs = _records(70_000 + 65_536 + 3, digest_size, 7, rng)
-    w.append(memoryview(recs)[:3 * rs], 3)
-    w.append(memoryview(recs)[3 * rs:70_003 * rs], 70_000)
-    w.append(memoryview(recs)[70_003 * rs:], 65_536)
+    w.append(memoryview(recs)[: 3 * rs], 3)
+    w.append(memoryview(recs)[3 * rs : 70_003 * rs], 70_000)
+    w.append(memoryview(recs)[70_003 * rs :], 65_536)
     c = w.finish()
     w.close()
     sizes, body = spec_check_file(path.read_bytes(), key.secret, rs, leaf)
@@ -172,7 +206,12 @@ def test_blocks_written_piece_by_piece_equal_the_spec(tmp_path, leaf, digest_siz
     t = c.totals
     assert t.merkle_root == spec_root(recs, rs, leaf)
     assert (t.records, t.frames, t.drops, c.first_seq, t.last_seq) == (
-        len(arr), int((~gaps).sum()), int(arr["aux"][gaps].sum()), 7, 6 + len(arr))
+        len(arr),
+        int((~gaps).sum()),
+        int(arr["aux"][gaps].sum()),
+        7,
+        6 + len(arr),
+    )
     assert (t.first_ts_ns, t.last_ts_ns) == (int(arr["ts_ns"][0]), int(arr["ts_ns"][-1]))
 
 
@@ -189,8 +228,11 @@ def test_native_hmac_equals_python_hmac(tmp_path):
         w.close()
         raw = path.read_bytes()
         c0 = hmac.digest(secret, b"ledgertool open-segment header v2\0" + raw[:256], "sha256")
-        want = hmac.digest(secret, LABEL + c0 + struct.pack("<QI", 0, 64) + hashlib.sha256(b"\0" + recs).digest(),
-                           "sha256")
+        want = hmac.digest(
+            secret,
+            LABEL + c0 + struct.pack("<QI", 0, 64) + hashlib.sha256(b"\0" + recs).digest(),
+            "sha256",
+        )
         assert raw[-32:] == want
 
 
@@ -199,8 +241,12 @@ def test_writer_refuses_more_than_the_segment_bound(tmp_path):
     w = _writer(tmp_path / "s.open", key, 16, 64)
     # the C bound, before any byte is read (count * record_size would pass 2^32 here)
     err = ffi.new("int *")
-    assert lib.lt_segment_writer_append(w._native, ffi.from_buffer(bytes(48)), segments.MAX_SEGMENT_RECORDS + 1,
-                                        err) == lib.LT_ERR_ARG
+    assert (
+        lib.lt_segment_writer_append(
+            w._native, ffi.from_buffer(bytes(48)), segments.MAX_SEGMENT_RECORDS + 1, err
+        )
+        == lib.LT_ERR_ARG
+    )
     with pytest.raises(ValueError, match="1 records need 48 bytes, got 47"):
         w.append(bytes(47), 1)
     w.close()
@@ -209,35 +255,51 @@ def test_writer_refuses_more_than_the_segment_bound(tmp_path):
 
 # ---- v2 ledgers -------------------------------------------------------------------------------
 
+
 def _seal_checks(ledger: Path, index: int, trust) -> dict:
     """The v2 seal of segment `index` checked by the spec: format and members, signatures over the
     canonical body, and its merkle_root recomputed from the .rec with hashlib."""
     lg = load_ledger(ledger)
     seal = json.loads(layout.seal_path(ledger, "link0", index).read_bytes())
-    assert seal["format"] == "ledgertool-seal-v2" and not {"parquet_file", "parquet_sha256", "parquet_bytes"} & set(seal)
+    assert seal["format"] == "ledgertool-seal-v2" and not {
+        "parquet_file",
+        "parquet_sha256",
+        "parquet_bytes",
+    } & set(seal)
     body = {k: v for k, v in seal.items() if k != "signatures"}
     assert trust.verify(seal_message(canonical_json(body)), seal["signatures"]) == []
     raw = layout.records_path(ledger, "link0", index).read_bytes()
     header = segments.SegmentHeader.decode(raw, "rec")
-    assert (header.index, header.first_seq, header.leaf_records) == (index, int(seal["first_seq"]), lg.leaf_records)
+    assert (header.index, header.first_seq, header.leaf_records) == (
+        index,
+        int(seal["first_seq"]),
+        lg.leaf_records,
+    )
     records = b"".join(r for _, r, _ in spec_blocks(raw, lg.record_size))
     assert len(records) == seal["records"] * lg.record_size
     assert spec_root(records, lg.record_size, lg.leaf_records).hex() == seal["merkle_root"]
     arr = np.frombuffer(records, dtype=record_dtype(lg.digest_size))
     assert (seal["last_seq"], seal["first_ts_ns"], seal["frames"]) == (
-        str(arr["seq"][-1]), str(arr["ts_ns"][0]), int(((arr["flags"] & FLAG_GAP) == 0).sum()))
+        str(arr["seq"][-1]),
+        str(arr["ts_ns"][0]),
+        int(((arr["flags"] & FLAG_GAP) == 0).sum()),
+    )
     return seal
 
 
 def test_v2_ledger_seals_the_raw_record_files(tmp_path, keydir):
     dk, sk, trust = load_keys(keydir)
     ledger = tmp_path / "L"
-    capture_file(SAMPLE, ledger, digest_key=dk, signing_key=sk, segment_records=100, ledger_format=2)
+    capture_file(
+        SAMPLE, ledger, digest_key=dk, signing_key=sk, segment_records=100, ledger_format=2
+    )
     lg = load_ledger(ledger)
     assert (lg.version, lg.leaf_records) == (2, 256)
     assert json.loads((ledger / "ledger.json").read_bytes())["format"] == "ledgertool-ledger-v2"
     names = sorted(p.name for p in layout.link_dir(ledger, "link0").iterdir())
-    assert names == ["checkpoint"] + [f"seg-0000000{i}.{k}" for i in range(3) for k in ("leaves", "rec", "seal.json")]
+    assert names == ["checkpoint"] + [
+        f"seg-0000000{i}.{k}" for i in range(3) for k in ("leaves", "rec", "seal.json")
+    ]
     seals = [_seal_checks(ledger, i, trust) for i in range(3)]
     assert [s["records"] for s in seals] == [100, 100, 94]
     # appending continues the chain in the ledger's own format
@@ -267,7 +329,9 @@ def _left_open(ledger: Path, sk, counts: tuple[int, ...]) -> Path:
 def v2_ledger(tmp_path, keydir) -> Path:
     dk, sk, _ = load_keys(keydir)
     ledger = tmp_path / "L"
-    capture_file(SAMPLE, ledger, digest_key=dk, signing_key=sk, segment_records=100, ledger_format=2)
+    capture_file(
+        SAMPLE, ledger, digest_key=dk, signing_key=sk, segment_records=100, ledger_format=2
+    )
     return ledger
 
 
@@ -291,7 +355,10 @@ def test_v2_rewritten_block_is_refused(v2_ledger, keydir):
     raw = bytearray(path.read_bytes())
     raw[256 + 4 + 32] ^= 1
     path.write_bytes(bytes(raw))
-    with pytest.raises(OpenSegmentRefusedError, match=r"block 0 \(byte 256\) fails authentication .*MAC does not verify"):
+    with pytest.raises(
+        OpenSegmentRefusedError,
+        match=r"block 0 \(byte 256\) fails authentication .*MAC does not verify",
+    ):
         recover_ledger(v2_ledger, sk)
     assert path.exists() and not layout.seal_path(v2_ledger, "link0", 3).exists()
 
@@ -300,7 +367,10 @@ def test_v2_seal_written_but_not_renamed(v2_ledger, keydir):
     """The crash between writing seg-N.seal.json and renaming seg-N.open to seg-N.rec: recovery
     renames it when its records' root is the seal's, and leaves a changed one in place."""
     _, sk, trust = load_keys(keydir)
-    rec, opened = layout.records_path(v2_ledger, "link0", 2), layout.open_segment_path(v2_ledger, "link0", 2)
+    rec, opened = (
+        layout.records_path(v2_ledger, "link0", 2),
+        layout.open_segment_path(v2_ledger, "link0", 2),
+    )
     rec.rename(opened)
     assert recover_ledger(v2_ledger, sk).sealed == []
     assert rec.exists() and not opened.exists()
@@ -309,8 +379,11 @@ def test_v2_seal_written_but_not_renamed(v2_ledger, keydir):
     raw[256 + 4 + 40] ^= 1  # a digest byte of record 0: the MACs are not checked here, the root is
     opened.write_bytes(bytes(raw))
     rec.unlink()
-    with pytest.raises(OpenSegmentRefusedError, match=r"seg-00000002.open: its records are not the ones "
-                                                      r"seg-00000002.seal.json signed"):
+    with pytest.raises(
+        OpenSegmentRefusedError,
+        match=r"seg-00000002.open: its records are not the ones "
+        r"seg-00000002.seal.json signed",
+    ):
         recover_ledger(v2_ledger, sk)
     assert opened.exists() and not rec.exists()
 
@@ -321,10 +394,19 @@ def test_progress_counts_sealed_records(tmp_path, keydir, fmt):
     last call, after the final seal, has all 294."""
     dk, sk, _ = load_keys(keydir)
     calls: list[tuple[int, int, int]] = []
-    capture_file(SAMPLE, tmp_path / "L", digest_key=dk, signing_key=sk, segment_records=100, ledger_format=fmt,
-                 progress=lambda *a: calls.append(a))
+    capture_file(
+        SAMPLE,
+        tmp_path / "L",
+        digest_key=dk,
+        signing_key=sk,
+        segment_records=100,
+        ledger_format=fmt,
+        progress=lambda *a: calls.append(a),
+    )
     assert calls[-1][0] == 294 and calls[-1][2] == 294
-    assert all(s <= f for f, _, s in calls) and [s for _, _, s in calls] == sorted(s for _, _, s in calls)
+    assert all(s <= f for f, _, s in calls) and [s for _, _, s in calls] == sorted(
+        s for _, _, s in calls
+    )
 
 
 @pytest.mark.parametrize("fmt", [1, 2])
@@ -345,15 +427,30 @@ def test_open_segment_fsync_runs_on_the_sealer_thread(tmp_path, keydir, monkeypa
         return real_fsync(fd)
 
     real_seal_committed, real_seal_records = writer_mod.seal_committed, writer_mod.seal_records
-    monkeypatch.setattr(writer_mod, "seal_committed",
-                        lambda **kw: (events.append(("seal", "")), real_seal_committed(**kw))[1])
-    monkeypatch.setattr(writer_mod, "seal_records", lambda **kw: (events.append(("seal", "")), real_seal_records(**kw))[1])
+    monkeypatch.setattr(
+        writer_mod,
+        "seal_committed",
+        lambda **kw: (events.append(("seal", "")), real_seal_committed(**kw))[1],
+    )
+    monkeypatch.setattr(
+        writer_mod,
+        "seal_records",
+        lambda **kw: (events.append(("seal", "")), real_seal_records(**kw))[1],
+    )
     monkeypatch.setattr(os, "fsync", fsync)
-    res = capture_file(SAMPLE, tmp_path / "L", digest_key=dk, signing_key=sk, segment_records=100, ledger_format=fmt)
+    res = capture_file(
+        SAMPLE,
+        tmp_path / "L",
+        digest_key=dk,
+        signing_key=sk,
+        segment_records=100,
+        ledger_format=fmt,
+    )
     assert res.frames == 294
     assert [e[0] for e in events] == ["fsync", "seal"] * 3
     assert {t for kind, t in events if kind == "fsync"} and all(
-        t.startswith("ledgertool-seal") for kind, t in events if kind == "fsync")
+        t.startswith("ledgertool-seal") for kind, t in events if kind == "fsync"
+    )
 
 
 def test_open_segment_name_made_durable_at_close(tmp_path, monkeypatch):
@@ -364,7 +461,11 @@ def test_open_segment_name_made_durable_at_close(tmp_path, monkeypatch):
 
     synced: list[str] = []
     real_fsync = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), real_fsync(fd))[1])
+    monkeypatch.setattr(
+        os,
+        "fsync",
+        lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), real_fsync(fd))[1],
+    )
     key = OpenSegmentKey(bytes(range(32)), "cd" * 16)
     path = tmp_path / "seg-00000000.open"
     w = _writer(path, key, 16, 4)
@@ -375,7 +476,9 @@ def test_open_segment_name_made_durable_at_close(tmp_path, monkeypatch):
     assert synced == [str(path), str(tmp_path)]
 
 
-def _batches(w: LinkWriter, sizes: tuple[int, ...], digest_size: int, rng: np.random.Generator) -> list:
+def _batches(
+    w: LinkWriter, sizes: tuple[int, ...], digest_size: int, rng: np.random.Generator
+) -> list:
     """Append batches of `sizes` records through the writer's batch buffers (as capture does);
     the buffers handed out, in order."""
     handed = []
@@ -397,10 +500,20 @@ def test_batches_are_written_on_the_writer_thread(tmp_path, keydir, monkeypatch)
     dk, sk, trust = load_keys(keydir)
     threads: list[str] = []
     real_append = segments.SegmentWriter.append
-    monkeypatch.setattr(segments.SegmentWriter, "append",
-                        lambda self, r, n: (threads.append(threading.current_thread().name), real_append(self, r, n))[1])
-    res = capture_file(SAMPLE, tmp_path / "L", digest_key=dk, signing_key=sk, segment_records=100, ledger_format=2)
-    assert res.frames == 294 and len(threads) == 3  # 100, 100, 94: one batch each (the segment's room)
+    monkeypatch.setattr(
+        segments.SegmentWriter,
+        "append",
+        lambda self, r, n: (
+            threads.append(threading.current_thread().name),
+            real_append(self, r, n),
+        )[1],
+    )
+    res = capture_file(
+        SAMPLE, tmp_path / "L", digest_key=dk, signing_key=sk, segment_records=100, ledger_format=2
+    )
+    assert (
+        res.frames == 294 and len(threads) == 3
+    )  # 100, 100, 94: one batch each (the segment's room)
     assert all(t.startswith("ledgertool-append") for t in threads), threads
     assert [_seal_checks(tmp_path / "L", i, trust)["records"] for i in range(3)] == [100, 100, 94]
 
@@ -412,11 +525,16 @@ def test_batch_buffers_are_reused_and_bound_what_is_in_flight(tmp_path, keydir, 
     _, sk, _ = load_keys(keydir)
     dk, _, _ = load_keys(keydir)
     ledger = tmp_path / "L"
-    capture_file(SAMPLE, ledger, digest_key=dk, signing_key=sk, segment_records=1000, ledger_format=2)
+    capture_file(
+        SAMPLE, ledger, digest_key=dk, signing_key=sk, segment_records=1000, ledger_format=2
+    )
     lg = load_ledger(ledger)
     real_append = segments.SegmentWriter.append
-    monkeypatch.setattr(segments.SegmentWriter, "append",
-                        lambda self, r, n: (time.sleep(0.02), real_append(self, r, n))[1])  # a slow disk
+    monkeypatch.setattr(
+        segments.SegmentWriter,
+        "append",
+        lambda self, r, n: (time.sleep(0.02), real_append(self, r, n))[1],
+    )  # a slow disk
     w = LinkWriter.open(ledger, lg, "link0", sk, source="test", segment_records=100_000)
     try:
         sizes = (300, 256, 7, 1000, 300, 300, 300, 50)
@@ -451,8 +569,12 @@ def test_failed_write_on_the_writer_thread_is_raised_and_recovered(v2_ledger, ke
     old = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     w = LinkWriter.open(v2_ledger, lg, "link0", sk, source="test", segment_records=100_000)
     try:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (256 + 2 * (4 + 512 * lg.record_size + 32), limit[1]))
-        with pytest.raises(StorageError, match=r"seg-00000003\.open: cannot append to open segment: File too large"):
+        resource.setrlimit(
+            resource.RLIMIT_FSIZE, (256 + 2 * (4 + 512 * lg.record_size + 32), limit[1])
+        )
+        with pytest.raises(
+            StorageError, match=r"seg-00000003\.open: cannot append to open segment: File too large"
+        ):
             _batches(w, (512,) * 8, lg.digest_size, np.random.default_rng(4))
             w.end_segment()
     finally:

@@ -6,10 +6,10 @@ import hashlib
 import json
 
 import pytest
+from conftest import TESTS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import TESTS
 from ledgertool.seal import merkle
 from ledgertool.seal.merkle import (
     EMPTY_ROOT,
@@ -120,7 +120,9 @@ def test_node_hash_definition():
         node_hash(a, b[:31])
 
 
-@pytest.mark.parametrize("vec", VECTORS["inclusion_proofs"], ids=lambda v: f"{v['leaf_index']}of{v['tree_size']}")
+@pytest.mark.parametrize(
+    "vec", VECTORS["inclusion_proofs"], ids=lambda v: f"{v['leaf_index']}of{v['tree_size']}"
+)
 def test_inclusion_proofs_match_published(vec):
     i, n = vec["leaf_index"], vec["tree_size"]
     proof = unhex(vec["proof"])
@@ -128,7 +130,9 @@ def test_inclusion_proofs_match_published(vec):
     assert verify_inclusion(LEAF_HASHES[i], i, n, proof, ROOTS[n])
 
 
-@pytest.mark.parametrize("vec", VECTORS["consistency_proofs"], ids=lambda v: f"{v['old_size']}to{v['new_size']}")
+@pytest.mark.parametrize(
+    "vec", VECTORS["consistency_proofs"], ids=lambda v: f"{v['old_size']}to{v['new_size']}"
+)
 def test_consistency_proofs_match_published(vec):
     m, n = vec["old_size"], vec["new_size"]
     proof = unhex(vec["proof"])
@@ -137,7 +141,9 @@ def test_consistency_proofs_match_published(vec):
 
 
 @pytest.mark.parametrize(
-    "vec", [v for v in VECTORS["inclusion_proofs"] if v["proof"]], ids=lambda v: f"{v['leaf_index']}of{v['tree_size']}"
+    "vec",
+    [v for v in VECTORS["inclusion_proofs"] if v["proof"]],
+    ids=lambda v: f"{v['leaf_index']}of{v['tree_size']}",
 )
 def test_corrupted_inclusion_proofs_fail(vec):
     i, n = vec["leaf_index"], vec["tree_size"]
@@ -157,13 +163,18 @@ def test_corrupted_inclusion_proofs_fail(vec):
         (lh, i, n, proof[:-1], root),
         (lh, i, n, [proof[0], some] + proof[1:], root),
     ]
-    bad += [(lh, i, n, proof[:j] + [flip(proof[j], 3)] + proof[j + 1 :], root) for j in range(len(proof))]
+    bad += [
+        (lh, i, n, proof[:j] + [flip(proof[j], 3)] + proof[j + 1 :], root)
+        for j in range(len(proof))
+    ]
     for args in bad:
         assert not verify_inclusion(*args), args[1:3]
 
 
 @pytest.mark.parametrize(
-    "vec", [v for v in VECTORS["consistency_proofs"] if v["proof"]], ids=lambda v: f"{v['old_size']}to{v['new_size']}"
+    "vec",
+    [v for v in VECTORS["consistency_proofs"] if v["proof"]],
+    ids=lambda v: f"{v['old_size']}to{v['new_size']}",
 )
 def test_corrupted_consistency_proofs_fail(vec):
     m, n = vec["old_size"], vec["new_size"]
@@ -185,7 +196,9 @@ def test_corrupted_consistency_proofs_fail(vec):
         (m, n, r1, r2, [proof[0]] + proof),
         (m, n, r1, r2, proof[:-1]),
     ]
-    bad += [(m, n, r1, r2, proof[:j] + [flip(proof[j], 4)] + proof[j + 1 :]) for j in range(len(proof))]
+    bad += [
+        (m, n, r1, r2, proof[:j] + [flip(proof[j], 4)] + proof[j + 1 :]) for j in range(len(proof))
+    ]
     for args in bad:
         assert not verify_consistency(*args), args[:2]
 
@@ -287,7 +300,11 @@ def test_inclusion_property(case, draw):
         assert not verify_inclusion(hashes[j], i, n, proof, root)
 
 
-@given(st.integers(1, 40).flatmap(lambda n: st.tuples(st.just(n), st.integers(1, n), st.integers(0, n - 1))))
+@given(
+    st.integers(1, 40).flatmap(
+        lambda n: st.tuples(st.just(n), st.integers(1, n), st.integers(0, n - 1))
+    )
+)
 @settings(max_examples=200, deadline=None)
 def test_consistency_fails_when_an_old_leaf_changes(case):
     new, old, j = case
@@ -304,7 +321,9 @@ def test_consistency_fails_when_an_old_leaf_changes(case):
         assert not verify_consistency(old, new, old_root, changed_root, proof_from_changed)
     if old < new:
         # The honest proof does not vouch for a different new root.
-        assert not verify_consistency(old, new, old_root, changed_root, consistency_proof(old, hashes))
+        assert not verify_consistency(
+            old, new, old_root, changed_root, consistency_proof(old, hashes)
+        )
         assert verify_consistency(old, new, old_root, new_root, consistency_proof(old, hashes))
 
 
@@ -318,7 +337,8 @@ def test_consistency_fails_when_an_old_leaf_changes(case):
 def test_records_root_equals_manual_blocks(record_size, leaf_records, count, seed):
     records = hashlib.shake_256(seed).digest(record_size * count) if count else b""
     blocks = [
-        records[i * record_size : (i + leaf_records) * record_size] for i in range(0, count, leaf_records)
+        records[i * record_size : (i + leaf_records) * record_size]
+        for i in range(0, count, leaf_records)
     ]
     expected = root_from_leaf_hashes([hashlib.sha256(b"\x00" + blk).digest() for blk in blocks])
     assert records_root(records, record_size, leaf_records) == expected
@@ -331,7 +351,9 @@ def test_records_root_rejects_partial_record():
         records_root(b"\x00" * 49, 48, 4)
 
 
-@pytest.mark.parametrize("record_size,leaf_records", [(0, 1), (48, 0), (-48, 1), (48, -1), (48, True)])
+@pytest.mark.parametrize(
+    "record_size,leaf_records", [(0, 1), (48, 0), (-48, 1), (48, -1), (48, True)]
+)
 def test_records_root_rejects_bad_sizes(record_size, leaf_records):
     with pytest.raises(ValueError):
         records_root(b"", record_size, leaf_records)

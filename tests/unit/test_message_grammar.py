@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import CORPUS, SAMPLES, cli, load_keys
 from hypothesis import given
 from hypothesis import strategies as st
-
-from conftest import CORPUS, SAMPLES, cli, load_keys
 from ledger_files import rewrite_sealed_records, sealed_records
+
 from ledgertool.ledger import layout
 from ledgertool.plural import plural
 
@@ -31,7 +31,7 @@ def test_plural_known_answers():
     assert plural(3, "path hash", "path hashes") == "3 path hashes"
 
 
-@given(st.integers(-10**12, 10**12))
+@given(st.integers(-(10**12), 10**12))
 def test_plural_is_the_number_then_the_right_form(n: int):
     text = plural(n, "frame", fmt=",")
     assert text == f"{n:,} frame" + ("" if abs(n) == 1 else "s")
@@ -47,8 +47,13 @@ def one_segment_ledger(tmp_path, built_ledger):
 
 def test_verify_one_segment_says_segment(one_segment_ledger, keydir):
     r = cli("verify", one_segment_ledger, "--trust", keydir / "verifier.pub")
-    assert (r.returncode, r.stdout) == (0, "OK: 1 segment, 294 records, 294 frames, 0 drops declared, links link0\n")
-    doc = json.loads(cli("verify", one_segment_ledger, "--trust", keydir / "verifier.pub", "--json").stdout)
+    assert (r.returncode, r.stdout) == (
+        0,
+        "OK: 1 segment, 294 records, 294 frames, 0 drops declared, links link0\n",
+    )
+    doc = json.loads(
+        cli("verify", one_segment_ledger, "--trust", keydir / "verifier.pub", "--json").stdout
+    )
     assert doc["segments"] == 1 and doc["records"] == 294  # the JSON keeps its field names
 
 
@@ -81,25 +86,43 @@ def test_merkle_mismatch_names_the_records_file(sample_ledger, keydir, compacted
     _flip_a_digest_byte(sample_ledger, keydir, 1)
     kind = layout.PARQUET if compacted else layout.RECORDS
     name = layout.segment_path(sample_ledger, "link0", 1, kind)
-    assert name.exists() and str(name) == f"{sample_ledger}/link=link0/seg-00000001.{'parquet' if compacted else 'rec'}"
+    assert (
+        name.exists()
+        and str(name)
+        == f"{sample_ledger}/link=link0/seg-00000001.{'parquet' if compacted else 'rec'}"
+    )
     r = cli("verify", sample_ledger, "--trust", keydir / "verifier.pub")
     assert r.returncode == 1, r.stderr
     assert r.stdout.splitlines() == [
         f"FAIL merkle_mismatch link link0 segment 1 record 0: {name}: Merkle root differs from the seal; changed leaf "
         "blocks: records 0..99 (leaf 0, 256 records per leaf)",
-        "1 problem: 3 segments, 294 records, 294 frames, 0 drops declared, links link0"]
-    doc = json.loads(cli("verify", sample_ledger, "--trust", keydir / "verifier.pub", "--json").stdout)
+        "1 problem: 3 segments, 294 records, 294 frames, 0 drops declared, links link0",
+    ]
+    doc = json.loads(
+        cli("verify", sample_ledger, "--trust", keydir / "verifier.pub", "--json").stdout
+    )
     assert [(p["kind"], p["segment"], p["detail"].split(": ")[0]) for p in doc["problems"]] == [
-        ("merkle_mismatch", 1, str(name))]
+        ("merkle_mismatch", 1, str(name))
+    ]
 
 
 def test_merkle_mismatch_without_the_sidecar_names_the_file(sample_ledger, keydir):
     _flip_a_digest_byte(sample_ledger, keydir, 2)
-    layout.segment_path(sample_ledger, "link0", 2, layout.LEAVES).unlink()  # no changed blocks to name
-    doc = json.loads(cli("verify", sample_ledger, "--trust", keydir / "verifier.pub", "--json").stdout)
+    layout.segment_path(
+        sample_ledger, "link0", 2, layout.LEAVES
+    ).unlink()  # no changed blocks to name
+    doc = json.loads(
+        cli("verify", sample_ledger, "--trust", keydir / "verifier.pub", "--json").stdout
+    )
     rec = layout.segment_path(sample_ledger, "link0", 2, layout.RECORDS)
-    assert [(p["kind"], p["detail"]) for p in doc["problems"] if p["kind"] == "merkle_mismatch"] == [
-        ("merkle_mismatch", f"{rec}: Merkle root over its 94 records differs from the seal (a record was changed)")]
+    assert [
+        (p["kind"], p["detail"]) for p in doc["problems"] if p["kind"] == "merkle_mismatch"
+    ] == [
+        (
+            "merkle_mismatch",
+            f"{rec}: Merkle root over its 94 records differs from the seal (a record was changed)",
+        )
+    ]
 
 
 def test_one_frame_capture_reads_frame(tmp_path, keydir):
@@ -111,11 +134,30 @@ def test_one_frame_capture_reads_frame(tmp_path, keydir):
         pytest.skip(f"corpus files not at {corpus}")
     keys = ("--digest-key", keydir / "digest.key", "--signing-key", keydir / "signing.key")
     c = cli("capture", one, "--ledger", tmp_path / "L", *keys, "-q")
-    assert c.returncode == 0 and c.stdout.startswith(f"captured 1 frame (200 bytes) from {one} into "), c.stdout
+    assert c.returncode == 0 and c.stdout.startswith(
+        f"captured 1 frame (200 bytes) from {one} into "
+    ), c.stdout
     v = cli("verify", tmp_path / "L", "--trust", keydir / "verifier.pub")
     assert v.stdout == "OK: 1 segment, 1 record, 1 frame, 0 drops declared, links link0\n"
-    r = cli("recompute", cut, "--digest-key", keydir / "digest.key", "--algorithm", "siphash-1-3-128",
-            "--strip", "frame", "--out", tmp_path / "d.parquet", "-q")
-    assert r.returncode == 0 and r.stdout == f"wrote 1 digest (siphash-1-3-128, strip frame) to {tmp_path / 'd.parquet'}\n"
-    assert r.stderr == (f"warning: {cut}: truncated last record at byte 240 (7 bytes present, not recorded); "
-                        "1 whole frame read\n")
+    r = cli(
+        "recompute",
+        cut,
+        "--digest-key",
+        keydir / "digest.key",
+        "--algorithm",
+        "siphash-1-3-128",
+        "--strip",
+        "frame",
+        "--out",
+        tmp_path / "d.parquet",
+        "-q",
+    )
+    assert (
+        r.returncode == 0
+        and r.stdout
+        == f"wrote 1 digest (siphash-1-3-128, strip frame) to {tmp_path / 'd.parquet'}\n"
+    )
+    assert r.stderr == (
+        f"warning: {cut}: truncated last record at byte 240 (7 bytes present, not recorded); "
+        "1 whole frame read\n"
+    )

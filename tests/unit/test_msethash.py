@@ -119,7 +119,9 @@ def test_every_change_of_the_multiset_changes_the_hash():
     other["seq"] += 1000  # only the digest counts: times, lengths, seq do not
     other["ts_ns"] -= 5
     assert state(other) == base
-    assert MultisetHash(os.urandom(16), 16).add(recs) == 64  # (another key: another value, same count)
+    assert (
+        MultisetHash(os.urandom(16), 16).add(recs) == 64
+    )  # (another key: another value, same count)
 
 
 def test_bad_arguments_are_refused():
@@ -130,8 +132,12 @@ def test_bad_arguments_are_refused():
     key, acc, cnt = ffi.new("uint8_t[16]"), ffi.new("uint64_t[2]"), ffi.new("uint64_t *")
     buf = ffi.new("uint8_t[96]")
     assert lib.lt_mset_add(key, buf, 2, 48, 32, 16, 0, 0, acc, cnt) == lib.LT_OK
-    assert lib.lt_mset_add(key, buf, 2, 48, 24, 16, 0, 0, acc, cnt) == lib.LT_ERR_ARG  # inside the fixed part
-    assert lib.lt_mset_add(key, buf, 2, 48, 40, 16, 0, 0, acc, cnt) == lib.LT_ERR_ARG  # past the record
+    assert (
+        lib.lt_mset_add(key, buf, 2, 48, 24, 16, 0, 0, acc, cnt) == lib.LT_ERR_ARG
+    )  # inside the fixed part
+    assert (
+        lib.lt_mset_add(key, buf, 2, 48, 40, 16, 0, 0, acc, cnt) == lib.LT_ERR_ARG
+    )  # past the record
     assert lib.lt_mset_add(key, ffi.NULL, 2, 48, 32, 16, 0, 0, acc, cnt) == lib.LT_ERR_ARG
     acc[0], acc[1] = 2**64 - 1, 2**63 - 1  # p itself is not a value mod p
     assert lib.lt_mset_add(key, buf, 2, 48, 32, 16, 0, 0, acc, cnt) == lib.LT_ERR_ARG
@@ -145,12 +151,17 @@ def test_new_key_is_fresh_and_repr_hides_it():
 
 
 @settings(max_examples=60, deadline=None)
-@given(ts=st.lists(st.integers(-2**63, 2**63 - 1) | st.integers(-3 * 10**9, 3 * 10**9), max_size=300),
-       gaps=st.lists(st.booleans(), max_size=300), skip=st.sampled_from([0, FLAG_GAP]))
+@given(
+    ts=st.lists(
+        st.integers(-(2**63), 2**63 - 1) | st.integers(-3 * 10**9, 3 * 10**9), max_size=300
+    ),
+    gaps=st.lists(st.booleans(), max_size=300),
+    skip=st.sampled_from([0, FLAG_GAP]),
+)
 def test_second_counts_equal_a_numpy_histogram(ts, gaps, skip):
     recs = np.zeros(len(ts), record_dtype(16))
     recs["ts_ns"] = ts
-    recs["flags"][:len(gaps)] = np.where(np.array(gaps[:len(ts)], bool), FLAG_GAP, 0)[:len(ts)]
+    recs["flags"][: len(gaps)] = np.where(np.array(gaps[: len(ts)], bool), FLAG_GAP, 0)[: len(ts)]
     keep = recs if not skip else recs[(recs["flags"] & skip) == 0]
     secs, counts = np.unique(keep["ts_ns"] // 10**9, return_counts=True)
     assert second_counts(recs, skip) == dict(zip(secs.tolist(), counts.tolist()))

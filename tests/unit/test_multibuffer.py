@@ -30,9 +30,9 @@ from ledgertool.digest.engine import (
     force_cpu_path,
     merkle_leaves,
 )
-from ledgertool.source.file import CaptureReader
 from ledgertool.digest.reference import siphash
 from ledgertool.seal import merkle
+from ledgertool.source.file import CaptureReader
 
 ALG_PATHS = [(a.name, p) for a in ALGORITHMS.values() for p in cpu_paths(a)]
 
@@ -44,8 +44,6 @@ def independent(name: str, key: bytes, msg: bytes) -> bytes:
     return independent_reference(name, key, msg)
 
 
-
-
 def single(alg, key, msgs):
     return [digest_one(alg, key, m) for m in msgs]
 
@@ -55,7 +53,7 @@ def test_multibuffer_paths_are_listed_and_best_first(name):
     paths = cpu_paths(ALGORITHMS[name])
     assert paths[-1] == "portable"
     mb = [p for p in paths if p.endswith("-mb")]
-    assert paths[:len(mb)] == mb  # multi-buffer tiers first, best first
+    assert paths[: len(mb)] == mb  # multi-buffer tiers first, best first
     if "avx512-mb" in mb and "avx2-mb" in mb:
         assert mb.index("avx512-mb") < mb.index("avx2-mb")
 
@@ -65,28 +63,46 @@ def test_batches_of_mixed_lengths_equal_single_and_reference(on_path):
     alg = on_path
     rng = random.Random(f"mb-{alg.name}-{cpu_path(alg)}")
     shapes = [
-        [], [0], [64] * 8, [64] * 9, [1500] * 7, list(range(0, 70)),   # equal ends, idle lanes, every tail
-        [0] * 17, [2000, 0, 0, 0, 0, 0, 0, 0, 0, 1],                    # one long lane, many refills
+        [],
+        [0],
+        [64] * 8,
+        [64] * 9,
+        [1500] * 7,
+        list(range(0, 70)),  # equal ends, idle lanes, every tail
+        [0] * 17,
+        [2000, 0, 0, 0, 0, 0, 0, 0, 0, 1],  # one long lane, many refills
     ]
     for _ in range(12):
         n = rng.randint(1, 300)
-        shapes.append([rng.choice((rng.randint(0, 2000), rng.randint(0, 24), 64, 1500)) for _ in range(n)])
+        shapes.append(
+            [rng.choice((rng.randint(0, 2000), rng.randint(0, 24), 64, 1500)) for _ in range(n)]
+        )
     for lens in shapes:
         key = rng.randbytes(alg.key_size)
         msgs = [rng.randbytes(n) for n in lens]
         got = digest_many(alg, key, msgs)
         assert got == single(alg, key, msgs), lens
         sample = rng.sample(range(len(msgs)), min(len(msgs), 20))  # the pure-Python SipHash is slow
-        assert [got[i] for i in sample] == [independent(alg.name, key, msgs[i]) for i in sample], lens
+        assert [got[i] for i in sample] == [independent(alg.name, key, msgs[i]) for i in sample], (
+            lens
+        )
 
 
-MB_PATHS = [p for p in ALG_PATHS if p[0].startswith(("siphash-", "blake3-")) and p[1].endswith("-mb")]
+MB_PATHS = [
+    p for p in ALG_PATHS if p[0].startswith(("siphash-", "blake3-")) and p[1].endswith("-mb")
+]
 
 
-@pytest.mark.parametrize("on_path", [p for p in ALG_PATHS if p[0].startswith("siphash-")] +
-                         [p for p in MB_PATHS if p[0].startswith("blake3-")], indirect=True,
-                         ids=lambda p: "-".join(p))
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.mark.parametrize(
+    "on_path",
+    [p for p in ALG_PATHS if p[0].startswith("siphash-")]
+    + [p for p in MB_PATHS if p[0].startswith("blake3-")],
+    indirect=True,
+    ids=lambda p: "-".join(p),
+)
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(data=st.data())
 def test_random_batches_equal_the_single_message_path(on_path, data):
     key = data.draw(st.binary(min_size=on_path.key_size, max_size=on_path.key_size))
@@ -107,8 +123,13 @@ def test_runs_of_equal_lengths_equal_single_and_reference(on_path):
     rng = random.Random(f"lockstep-{alg.name}-{cpu_path(alg)}")
     for n in LOCKSTEP_LENS:
         other = (n + 1) % 70
-        for lens in ([n] * 16, [n] * 35, [5] * 3 + [n] * 16 + [other] * 16 + [7] + [n] * 17,
-                     [n] * 15 + [other] + [n] * 16, [rng.randint(0, 100) for _ in range(9)] + [n] * 32 + [3]):
+        for lens in (
+            [n] * 16,
+            [n] * 35,
+            [5] * 3 + [n] * 16 + [other] * 16 + [7] + [n] * 17,
+            [n] * 15 + [other] + [n] * 16,
+            [rng.randint(0, 100) for _ in range(9)] + [n] * 32 + [3],
+        ):
             key = rng.randbytes(alg.key_size)
             msgs = [rng.randbytes(x) for x in lens]
             got = digest_many(alg, key, msgs)
@@ -131,10 +152,15 @@ def _frames_beside_no_access_pages(alg, seed: str, before: bool) -> None:
     base = ctypes.addressof(ctypes.c_char.from_buffer(mm))
     mm[:] = random.Random(seed).randbytes(32 * page)
 
-    def start(i: int, n: int) -> int:  # the frame's first byte: beside the guard page 2i (before) or 2i+1
+    def start(
+        i: int, n: int
+    ) -> int:  # the frame's first byte: beside the guard page 2i (before) or 2i+1
         return (2 * i + 1) * page - (0 if before else n)
 
-    want = {n: [bytes(mm[start(i, n):start(i, n) + n]) for i in range(16)] for n in list(range(1, 72)) + [1500]}
+    want = {
+        n: [bytes(mm[start(i, n) : start(i, n) + n]) for i in range(16)]
+        for n in list(range(1, 72)) + [1500]
+    }
     guards = [(2 * i if before else 2 * i + 1) * page for i in range(16)]
     for g in guards:  # no access
         assert libc.mprotect(base + g, page, 0) == 0, ctypes.get_errno()
@@ -142,7 +168,7 @@ def _frames_beside_no_access_pages(alg, seed: str, before: bool) -> None:
         view = memoryview(mm)
         key = bytes(range(alg.key_size))
         for n, copies in want.items():
-            msgs = [view[start(i, n):start(i, n) + n] for i in range(16)]
+            msgs = [view[start(i, n) : start(i, n) + n] for i in range(16)]
             assert digest_many(alg, key, msgs) == single(alg, key, copies), n
         del msgs, view
     finally:
@@ -151,15 +177,23 @@ def _frames_beside_no_access_pages(alg, seed: str, before: bool) -> None:
         mm.close()
 
 
-@pytest.mark.parametrize("on_path", [p for p in SIP_PATHS if p[1].endswith("-mb")], indirect=True,
-                         ids=lambda p: "-".join(p))
+@pytest.mark.parametrize(
+    "on_path",
+    [p for p in SIP_PATHS if p[1].endswith("-mb")],
+    indirect=True,
+    ids=lambda p: "-".join(p),
+)
 def test_lockstep_reads_no_byte_past_a_frame(on_path):
     """A load past the last byte of a frame (the partial last word, the masked tail block) would crash."""
     _frames_beside_no_access_pages(on_path, f"guard-{on_path.name}", before=False)
 
 
-@pytest.mark.parametrize("on_path", [p for p in SIP_PATHS if p[1].endswith("-mb")], indirect=True,
-                         ids=lambda p: "-".join(p))
+@pytest.mark.parametrize(
+    "on_path",
+    [p for p in SIP_PATHS if p[1].endswith("-mb")],
+    indirect=True,
+    ids=lambda p: "-".join(p),
+)
 def test_lockstep_reads_no_byte_before_a_frame(on_path):
     """The lockstep tail reads the last word as the 8 (or 16) bytes that end the frame: a frame shorter
     than that load must not make it start before the frame's first byte."""
@@ -171,15 +205,27 @@ def test_lockstep_reads_no_byte_before_a_frame(on_path):
 B3_EDGES = [0, 1, 63, 64, 65, 127, 128, 129, 1023, 1024, 1025, 2048, 3000, 9000]
 
 
-@pytest.mark.parametrize("on_path", [p for p in ALG_PATHS if p[0].startswith("blake3-")], indirect=True,
-                         ids=lambda p: "-".join(p))
+@pytest.mark.parametrize(
+    "on_path",
+    [p for p in ALG_PATHS if p[0].startswith("blake3-")],
+    indirect=True,
+    ids=lambda p: "-".join(p),
+)
 def test_blake3_batches_at_block_and_chunk_edges_equal_the_blake3_package(on_path):
     alg = on_path
     rng = random.Random(f"b3-edges-{alg.name}-{cpu_path(alg)}")
-    shapes = [B3_EDGES, B3_EDGES[::-1], [n for n in B3_EDGES for _ in range(17)],   # 17: lanes + 1
-              [1025] * 5 + [64] * 20 + [1025] * 3, [0] * 33, [1024] * 16 + [1023] * 16 + [1025]]
+    shapes = [
+        B3_EDGES,
+        B3_EDGES[::-1],
+        [n for n in B3_EDGES for _ in range(17)],  # 17: lanes + 1
+        [1025] * 5 + [64] * 20 + [1025] * 3,
+        [0] * 33,
+        [1024] * 16 + [1023] * 16 + [1025],
+    ]
     for _ in range(8):
-        shapes.append([rng.choice(B3_EDGES + [rng.randint(0, 1100)]) for _ in range(rng.randint(1, 120))])
+        shapes.append(
+            [rng.choice(B3_EDGES + [rng.randint(0, 1100)]) for _ in range(rng.randint(1, 120))]
+        )
     for lens in shapes:
         key = rng.randbytes(alg.key_size)
         msgs = [rng.randbytes(n) for n in lens]
@@ -191,12 +237,44 @@ def test_blake3_batches_at_block_and_chunk_edges_equal_the_blake3_package(on_pat
 KIB, MIB = 1024, 1024 * 1024
 # around every chunk count that changes the tree's shape (2, 3, 4, 5, 8, 9, 16, 17 chunks), 9000 B
 # jumbo frames, 64 KiB, the 512-chunk subtree of the lanes code (one window) and 1 MiB
-B3_LONG = [0, 1, 63, 64, 65, 1023, 1024, 1025, 2047, 2048, 2049, 3072, 4095, 4096, 4097, 8191, 8192, 8193,
-           9000, 16384, 16385, 65536, 512 * KIB - 1, 512 * KIB, 512 * KIB + 1, MIB, MIB + 1, 3 * MIB // 2 + 5]
+B3_LONG = [
+    0,
+    1,
+    63,
+    64,
+    65,
+    1023,
+    1024,
+    1025,
+    2047,
+    2048,
+    2049,
+    3072,
+    4095,
+    4096,
+    4097,
+    8191,
+    8192,
+    8193,
+    9000,
+    16384,
+    16385,
+    65536,
+    512 * KIB - 1,
+    512 * KIB,
+    512 * KIB + 1,
+    MIB,
+    MIB + 1,
+    3 * MIB // 2 + 5,
+]
 
 
-@pytest.mark.parametrize("on_path", [p for p in ALG_PATHS if p[0].startswith("blake3-")], indirect=True,
-                         ids=lambda p: "-".join(p))
+@pytest.mark.parametrize(
+    "on_path",
+    [p for p in ALG_PATHS if p[0].startswith("blake3-")],
+    indirect=True,
+    ids=lambda p: "-".join(p),
+)
 def test_blake3_long_frames_equal_the_blake3_package(on_path):
     """Single messages and batches of long frames: chunk counters per lane, parent levels in lanes,
     the odd last node of a level, ROOT on the last merge only, windows that fill up (batches of
@@ -210,7 +288,9 @@ def test_blake3_long_frames_equal_the_blake3_package(on_path):
     assert digest_many(alg, key, msgs) == want
     assert digest_many(alg, key, msgs[::-1]) == want[::-1]
     # mid-size frames: more chunks than one window holds, windows ending inside the batch
-    lens = [rng.randint(1025, 9 * KIB) for _ in range(150)] + [rng.choice(B3_EDGES) for _ in range(50)]
+    lens = [rng.randint(1025, 9 * KIB) for _ in range(150)] + [
+        rng.choice(B3_EDGES) for _ in range(50)
+    ]
     rng.shuffle(lens)
     mid = [rng.randbytes(n) for n in lens]
     assert digest_many(alg, key, mid) == [independent_reference(alg.name, key, m) for m in mid]
@@ -226,7 +306,10 @@ def test_published_siphash_vectors_through_the_batch_entry():
     vec = json.loads((TESTS / "vectors" / "siphash_reference.json").read_text())
     key = bytes(range(16))
     msgs = [bytes(range(i)) for i in range(64)]
-    for name, field in (("siphash-2-4-128", "siphash_2_4_128"), ("siphash-2-4-64", "siphash_2_4_64")):
+    for name, field in (
+        ("siphash-2-4-128", "siphash_2_4_128"),
+        ("siphash-2-4-64", "siphash_2_4_64"),
+    ):
         alg = ALGORITHMS[name]
         for p in cpu_paths(alg):
             force_cpu_path(alg, p)
@@ -292,16 +375,27 @@ def test_engine_rejects_bad_workers():
 
 
 @pytest.mark.parametrize("path", ["default", "portable"])
-@pytest.mark.parametrize("record_size,count,leaf", [(48, 0, 4), (48, 1, 1), (48, 5, 2), (64, 1000, 256),
-                                                    (48, 4096, 1024), (48, 3, 1024), (64, 33, 8),
-                                                    (48, 70000, 65536)])
+@pytest.mark.parametrize(
+    "record_size,count,leaf",
+    [
+        (48, 0, 4),
+        (48, 1, 1),
+        (48, 5, 2),
+        (64, 1000, 256),
+        (48, 4096, 1024),
+        (48, 3, 1024),
+        (64, 33, 8),
+        (48, 70000, 65536),
+    ],
+)
 def test_c_merkle_leaves_equal_python(path, record_size, count, leaf):
     hmac_alg = ALGORITHMS["hmac-sha256-128"]
     force_cpu_path(hmac_alg, None if path == "default" else path)
     try:
         data = random.Random(count).randbytes(record_size * count)
         assert merkle_leaves(data, record_size, leaf) == b"".join(
-            merkle.records_leaf_hashes(data, record_size, leaf))
+            merkle.records_leaf_hashes(data, record_size, leaf)
+        )
     finally:
         force_cpu_path(hmac_alg, None)
 
@@ -314,6 +408,7 @@ def test_c_merkle_root_equals_python_and_published(path):
     from test_merkle import LEAF_HASHES, ROOTS
 
     from ledgertool.digest.engine import merkle_root
+
     hmac_alg = ALGORITHMS["hmac-sha256-128"]
     force_cpu_path(hmac_alg, None if path == "default" else path)
     try:
@@ -386,23 +481,37 @@ def test_engine_profile_runs_the_engine_loop_and_counts_every_frame():
             e = DigestEngine(r, alg, 0, key)
             out = ffi.new("uint8_t[]", lib.LT_ENGINE_BATCH_DEFAULT * e.record_size)
             ns, frames = ffi.new("uint64_t[3]"), ffi.new("uint64_t *")
-            assert lib.lt_engine_profile(e._e, out, lib.LT_ENGINE_BATCH_DEFAULT - 1, digest, ns, frames) == lib.LT_ERR_ARG
-            assert lib.lt_engine_profile(e._e, out, lib.LT_ENGINE_BATCH_DEFAULT, digest, ns, frames) == lib.LT_OK
+            assert (
+                lib.lt_engine_profile(
+                    e._e, out, lib.LT_ENGINE_BATCH_DEFAULT - 1, digest, ns, frames
+                )
+                == lib.LT_ERR_ARG
+            )
+            assert (
+                lib.lt_engine_profile(e._e, out, lib.LT_ENGINE_BATCH_DEFAULT, digest, ns, frames)
+                == lib.LT_OK
+            )
             got = bytes(ffi.buffer(out, n * e.record_size))
         assert frames[0] == n
         assert ns[0] > 0 and ns[1] > 0 and (ns[2] > 0) == bool(digest)
         if digest:
             assert got == want
         else:
-            recs = [got[i * 48:(i + 1) * 48] for i in range(n)]
-            assert [x[:32] for x in recs] == [want[i * 48:i * 48 + 32] for i in range(n)]
+            recs = [got[i * 48 : (i + 1) * 48] for i in range(n)]
+            assert [x[:32] for x in recs] == [want[i * 48 : i * 48 + 32] for i in range(n)]
             assert all(x[32:] == bytes(16) for x in recs)  # ffi.new zeroes; not written
 
 
 @pytest.mark.parametrize("path", ["default", "portable"])
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(record_size=st.sampled_from([48, 64]), count=st.integers(0, 2100), leaf_log2=st.integers(0, 10),
-       seed=st.integers(0, 2**32 - 1))
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    record_size=st.sampled_from([48, 64]),
+    count=st.integers(0, 2100),
+    leaf_log2=st.integers(0, 10),
+    seed=st.integers(0, 2**32 - 1),
+)
 def test_merkle_leaves_four_streams_equal_hashlib(path, record_size, count, leaf_log2, seed):
     """lt_merkle_leaves hashes whole leaves four at a time (interleaved SHA-NI streams) and the
     rest one at a time: every count (groups of four, a remainder of 1-3 whole leaves, a short last
@@ -415,8 +524,10 @@ def test_merkle_leaves_four_streams_equal_hashlib(path, record_size, count, leaf
             assert cpu_path(hmac_alg) == "sha-ni"
         leaf = 1 << leaf_log2
         data = random.Random(seed).randbytes(record_size * count)
-        want = b"".join(hashlib.sha256(b"\x00" + data[i:i + leaf * record_size]).digest()
-                        for i in range(0, len(data), leaf * record_size))
+        want = b"".join(
+            hashlib.sha256(b"\x00" + data[i : i + leaf * record_size]).digest()
+            for i in range(0, len(data), leaf * record_size)
+        )
         assert merkle_leaves(data, record_size, leaf) == want
     finally:
         force_cpu_path(hmac_alg, None)
@@ -431,4 +542,6 @@ def test_merkle_leaves_each_stream_is_its_own_leaf():
         changed = bytearray(data)
         changed[k * 48 * 256 + 100] ^= 1
         after = merkle_leaves(bytes(changed), 48, 256)
-        assert [before[32 * i:32 * i + 32] != after[32 * i:32 * i + 32] for i in range(4)] == [i == k for i in range(4)]
+        assert [before[32 * i : 32 * i + 32] != after[32 * i : 32 * i + 32] for i in range(4)] == [
+            i == k for i in range(4)
+        ]

@@ -15,20 +15,34 @@ SAMPLE = SAMPLES / "sample.pcap"  # 294 frames
 
 
 def _capture(keydir, tmp_path, source, *extra):
-    return cli_in_process("capture", source, "--ledger", tmp_path / "L", "--digest-key",
-                          keydir / "digest.key", "--signing-key", keydir / "signing.key", *extra)
+    return cli_in_process(
+        "capture",
+        source,
+        "--ledger",
+        tmp_path / "L",
+        "--digest-key",
+        keydir / "digest.key",
+        "--signing-key",
+        keydir / "signing.key",
+        *extra,
+    )
 
 
-@pytest.mark.parametrize(("extra", "says"), [
-    (("--duration", "nan"), "--duration: bad duration 'nan'"),
-    (("--duration", "5parsecs"), "--duration: bad duration '5parsecs'"),
-    (("--duration", "0"), "--duration must be a positive finite number, got '0'"),
-    (("--segment-seconds", "nan"),
-     "--segment-seconds must be a positive number of seconds, got nan"),
-    (("--segment-seconds", "-1"), "must be a positive number of seconds, got -1"),
-    (("--algorithm", ""), "--algorithm is empty"),
-    (("--strip", " "), "--strip is empty"),
-])
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (("--duration", "nan"), "--duration: bad duration 'nan'"),
+        (("--duration", "5parsecs"), "--duration: bad duration '5parsecs'"),
+        (("--duration", "0"), "--duration must be a positive finite number, got '0'"),
+        (
+            ("--segment-seconds", "nan"),
+            "--segment-seconds must be a positive number of seconds, got nan",
+        ),
+        (("--segment-seconds", "-1"), "must be a positive number of seconds, got -1"),
+        (("--algorithm", ""), "--algorithm is empty"),
+        (("--strip", " "), "--strip is empty"),
+    ],
+)
 def test_capture_refuses_a_bad_value_naming_its_option(keydir, tmp_path, extra, says):
     rc, out, err = _capture(keydir, tmp_path, SAMPLE, *extra)
     assert rc == 2 and err.startswith("ledgertool: error: ") and says in err, err
@@ -66,15 +80,24 @@ def _erf(tmp_path):
     return p
 
 
-@pytest.mark.parametrize(("make", "says"), [
-    (lambda d: _write(d / "c.pcap.bz2", bz2.compress(SAMPLE.read_bytes())),
-     "bzip2-compressed: decompress first"),
-    (lambda d: _write(d / "c.pcap.lz4", b"\x04\x22\x4d\x18" + bytes(40)),
-     "lz4-compressed: decompress first"),
-    (lambda d: _write(d / "c.snoop", b"snoop\0\0\0" + struct.pack(">II", 2, 4) + bytes(40)),
-     "a snoop capture (RFC 1761)"),
-    (_erf, "looks like ERF records (Endace DAG)"),
-])
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (
+            lambda d: _write(d / "c.pcap.bz2", bz2.compress(SAMPLE.read_bytes())),
+            "bzip2-compressed: decompress first",
+        ),
+        (
+            lambda d: _write(d / "c.pcap.lz4", b"\x04\x22\x4d\x18" + bytes(40)),
+            "lz4-compressed: decompress first",
+        ),
+        (
+            lambda d: _write(d / "c.snoop", b"snoop\0\0\0" + struct.pack(">II", 2, 4) + bytes(40)),
+            "a snoop capture (RFC 1761)",
+        ),
+        (_erf, "looks like ERF records (Endace DAG)"),
+    ],
+)
 def test_a_capture_of_another_format_is_named(keydir, tmp_path, make, says):
     path = make(tmp_path)
     rc, _, err = _capture(keydir, tmp_path, path)
@@ -93,10 +116,17 @@ def test_pcap_with_no_frames_is_not_taken_for_another_format(keydir, tmp_path):
 
 
 def test_query_refuses_several_statements(sample_ledger, keydir):
-    rc, out, err = cli_in_process("query", sample_ledger, "SELECT 1 AS a; SELECT 2 AS b",
-                                  "--trust", keydir / "verifier.pub")
+    rc, out, err = cli_in_process(
+        "query", sample_ledger, "SELECT 1 AS a; SELECT 2 AS b", "--trust", keydir / "verifier.pub"
+    )
     assert rc == 2 and out == ""
     assert "query runs one SQL statement, got 2" in err, err
-    rc, out, err = cli_in_process("query", sample_ledger, "SELECT count(*) AS n FROM records;",
-                                  "--json", "--trust", keydir / "verifier.pub")
+    rc, out, err = cli_in_process(
+        "query",
+        sample_ledger,
+        "SELECT count(*) AS n FROM records;",
+        "--json",
+        "--trust",
+        keydir / "verifier.pub",
+    )
     assert rc == 0 and json.loads(out) == [{"n": 294}], err

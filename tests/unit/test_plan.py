@@ -11,11 +11,11 @@ import math
 from pathlib import Path
 
 import pytest
+from conftest import SAMPLES, cli
 from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from conftest import SAMPLES, cli
 from ledgertool import plan
 from ledgertool.cli.plan import plan_app
 from ledgertool.errors import LedgerError, UsageError
@@ -55,7 +55,9 @@ def test_parse_rate(text: str, bps: float) -> None:
     assert close(plan.parse_rate(text), bps)
 
 
-@pytest.mark.parametrize("text", ["", "G", "400X", "400GB/s/s", "-1G", "0", "0G", "inf", "nan", "4 00G", "1.6.1T"])
+@pytest.mark.parametrize(
+    "text", ["", "G", "400X", "400GB/s/s", "-1G", "0", "0G", "inf", "nan", "4 00G", "1.6.1T"]
+)
 def test_parse_rate_rejects(text: str) -> None:
     with pytest.raises(UsageError):
         plan.parse_rate(text)
@@ -151,7 +153,9 @@ def test_imix_frames_per_second() -> None:
 
 def test_expected_frames_formula() -> None:
     for bits in (32, 64, 128, 256, 512, 1024):
-        hand = math.sqrt(math.pi * 2.0**bits / 2) if bits < 1024 else math.sqrt(math.pi / 2) * 2.0**512
+        hand = (
+            math.sqrt(math.pi * 2.0**bits / 2) if bits < 1024 else math.sqrt(math.pi / 2) * 2.0**512
+        )
         assert close(plan.expected_frames_to_collision(bits), hand)
 
 
@@ -216,7 +220,9 @@ def test_probability_edges() -> None:
     assert plan.collision_probability(1e300, 64) == 1.0
     # 256-bit and 1024-bit widths neither overflow nor underflow to zero for n = 1e18
     assert plan.collision_probability(1e18, 256) > 0
-    assert plan.collision_probability(1e18, 1024) == pytest.approx(math.ldexp(1e36, -1025), rel=1e-9)
+    assert plan.collision_probability(1e18, 1024) == pytest.approx(
+        math.ldexp(1e36, -1025), rel=1e-9
+    )
     # n(n-1) overflows a double for n ~ 1.5e154, yet x = n^2 / 2^1025 is only ~0.6
     n = 1.5e154
     x = (n / 2.0**512) * (n / 2.0**513)
@@ -226,7 +232,9 @@ def test_probability_edges() -> None:
 
 @pytest.mark.parametrize("bits", [0, -1, 1, 4, 7, 9, 129, 255, 1025, 1032])
 def test_bad_bits(bits: int) -> None:
-    with pytest.raises(UsageError, match=f"bad digest width bits {bits}: must be a multiple of 8 in 8..1024"):
+    with pytest.raises(
+        UsageError, match=f"bad digest width bits {bits}: must be a multiple of 8 in 8..1024"
+    ):
         plan.collision_row(bits, plan.traffic_from_pps(1e6), 1, 1.0)
 
 
@@ -242,8 +250,10 @@ def test_cli_bits_not_whole_bytes_exit_2(bits: str) -> None:
     (it was accepted: 129 bits gave a table)."""
     r = cli("plan", "collision", "--bits", bits, "--rate", "400G")
     assert (r.returncode, r.stdout) == (2, "")
-    assert r.stderr == (f"ledgertool: error: bad digest width --bits {bits}: must be a multiple of 8 in 8..1024 "
-                        "(digests are whole bytes; ledgertool's are 64, 128 or 256 bits)\n")
+    assert r.stderr == (
+        f"ledgertool: error: bad digest width --bits {bits}: must be a multiple of 8 in 8..1024 "
+        "(digests are whole bytes; ledgertool's are 64, 128 or 256 bits)\n"
+    )
 
 
 def test_bad_links_and_pps() -> None:
@@ -260,7 +270,10 @@ def test_rows_are_frozen_and_ordered() -> None:
         [64, 128], [plan.traffic_from_pps(1.0e6), plan.traffic_from_pps(2.0e6)], 1, 60.0
     )
     assert [(r.bits, r.frames_per_second) for r in rows] == [
-        (64, 1e6), (64, 2e6), (128, 1e6), (128, 2e6)
+        (64, 1e6),
+        (64, 2e6),
+        (128, 1e6),
+        (128, 2e6),
     ]
     with pytest.raises(AttributeError):
         rows[0].bits = 32  # type: ignore[misc]
@@ -319,7 +332,15 @@ def test_human_duration(seconds: float, text: str) -> None:
 
 @pytest.mark.parametrize(
     ("n", "text"),
-    [(0, "0 B"), (48, "48 B"), (999, "999 B"), (1000, "1.0 kB"), (28.57e9, "28.6 GB"), (2.47e15, "2.5 PB"), (3.6e18, "3.6 EB")],
+    [
+        (0, "0 B"),
+        (48, "48 B"),
+        (999, "999 B"),
+        (1000, "1.0 kB"),
+        (28.57e9, "28.6 GB"),
+        (2.47e15, "2.5 PB"),
+        (3.6e18, "3.6 EB"),
+    ],
 )
 def test_human_bytes(n: float, text: str) -> None:
     assert plan.human_bytes(n) == text
@@ -327,8 +348,15 @@ def test_human_bytes(n: float, text: str) -> None:
 
 @pytest.mark.parametrize(
     ("p", "text"),
-    [(0.0, "0"), (1.2e-15, "1.2e-15"), (1e-300, "1.0e-300"), (5e-324, "4.9e-324"), (0.3934, "0.393"),
-     (0.99999, "> 0.999"), (1.0, "1")],
+    [
+        (0.0, "0"),
+        (1.2e-15, "1.2e-15"),
+        (1e-300, "1.0e-300"),
+        (5e-324, "4.9e-324"),
+        (0.3934, "0.393"),
+        (0.99999, "> 0.999"),
+        (1.0, "1"),
+    ],
 )
 def test_human_prob(p: float, text: str) -> None:
     assert plan.human_prob(p) == text
@@ -349,7 +377,12 @@ dur_st = st.floats(min_value=1e-3, max_value=1e3 * YEAR, allow_nan=False)
 links_st = st.integers(min_value=1, max_value=1024)
 
 
-@given(st.integers(1, 128).map(lambda k: 8 * k), st.floats(1e-3, 1e18), st.integers(1, 1_000_000), st.floats(1e-3, 1e9 * YEAR))
+@given(
+    st.integers(1, 128).map(lambda k: 8 * k),
+    st.floats(1e-3, 1e18),
+    st.integers(1, 1_000_000),
+    st.floats(1e-3, 1e9 * YEAR),
+)
 def test_extremes_stay_finite(bits: int, pps: float, links: int, duration: float) -> None:
     row = plan.collision_row(bits, plan.traffic_from_pps(pps), links, duration)
     assert all(math.isfinite(v) for v in row.to_dict().values() if isinstance(v, float))
@@ -375,7 +408,9 @@ def test_wider_digest_never_worse(a: int, b: int, pps: float, duration: float) -
 
 
 @given(bits_st, pps_st, dur_st, dur_st, links_st)
-def test_probability_grows_with_duration(bits: int, pps: float, a: float, b: float, links: int) -> None:
+def test_probability_grows_with_duration(
+    bits: int, pps: float, a: float, b: float, links: int
+) -> None:
     short, long = sorted((a, b))
     t = plan.traffic_from_pps(pps)
     ps = plan.collision_row(bits, t, links, short).probability
@@ -383,8 +418,11 @@ def test_probability_grows_with_duration(bits: int, pps: float, a: float, b: flo
     assert 0.0 <= ps <= pl <= 1.0
 
 
-@given(st.floats(min_value=1e6, max_value=1e13), st.floats(min_value=64, max_value=9216),
-       st.floats(min_value=64, max_value=9216))
+@given(
+    st.floats(min_value=1e6, max_value=1e13),
+    st.floats(min_value=64, max_value=9216),
+    st.floats(min_value=64, max_value=9216),
+)
 def test_frames_per_second_falls_with_frame_size(rate: float, a: float, b: float) -> None:
     small, big = sorted((a, b))
     assert plan.frames_per_second(rate, big) <= plan.frames_per_second(rate, small)
@@ -418,7 +456,9 @@ def run_json(args: list[str]) -> dict:
 
 
 def test_cli_collision_json() -> None:
-    doc = run_json(["collision", "--bits", "64", "--bits", "128", "--rate", "400G", "--frame", "64", "--json"])
+    doc = run_json(
+        ["collision", "--bits", "64", "--bits", "128", "--rate", "400G", "--frame", "64", "--json"]
+    )
     assert list(doc) == ["rows", "window_false_match"]
     rows = doc["rows"]
     assert [r["bits"] for r in rows] == [64, 128]
@@ -435,12 +475,31 @@ def test_cli_collision_json() -> None:
 
 def test_cli_collision_grid_and_links() -> None:
     doc = run_json(
-        ["collision", "--bits", "128", "--rate", "400G", "--rate", "1.6T", "--frame", "64", "--frame", "imix",
-         "--links", "4", "--duration", "1d", "--json"]
+        [
+            "collision",
+            "--bits",
+            "128",
+            "--rate",
+            "400G",
+            "--rate",
+            "1.6T",
+            "--frame",
+            "64",
+            "--frame",
+            "imix",
+            "--links",
+            "4",
+            "--duration",
+            "1d",
+            "--json",
+        ]
     )
     rows = doc["rows"]
     assert [(r["rate_bps"], r["frame"]) for r in rows] == [
-        (400e9, "64"), (400e9, "imix"), (1.6e12, "64"), (1.6e12, "imix")
+        (400e9, "64"),
+        (400e9, "imix"),
+        (1.6e12, "64"),
+        (1.6e12, "imix"),
     ]
     for r in rows:
         assert r["links"] == 4 and r["duration_seconds"] == 86400
@@ -465,13 +524,20 @@ def test_cli_storage_json() -> None:
 
 
 def test_cli_storage_record_size_options() -> None:
-    assert run_json(["storage", "--pps", "1e6", "--digest-bytes", "32", "--json"])["rows"][0]["record_bytes"] == 64
+    assert (
+        run_json(["storage", "--pps", "1e6", "--digest-bytes", "32", "--json"])["rows"][0][
+            "record_bytes"
+        ]
+        == 64
+    )
     row = run_json(["storage", "--pps", "1e6", "--record-bytes", "40", "--json"])["rows"][0]
     assert row["record_bytes"] == 40 and row["bytes_per_second"] == 40e6
 
 
 def test_cli_human_tables() -> None:
-    result = runner.invoke(plan_app, ["collision", "--bits", "64", "--bits", "128", "--rate", "400G", "--frame", "64"])
+    result = runner.invoke(
+        plan_app, ["collision", "--bits", "64", "--bits", "128", "--rate", "400G", "--frame", "64"]
+    )
     assert result.exit_code == 0
     assert "9.0 s" in result.stdout and "1.2 thousand years" in result.stdout
     result = runner.invoke(plan_app, ["storage", "--rate", "400G", "--frame", "64"])
@@ -534,7 +600,18 @@ def test_reference_figures() -> None:
 def test_cli_storage_comma_lists_make_one_table() -> None:
     rates = ["100G", "400G", "800G", "1.6T"]
     frames = ["64", "512", "1500", "4096", "9000", "imix"]
-    doc = run_json(["storage", "--rate", ",".join(rates), "--frame", ",".join(frames), "--links", "3", "--json"])
+    doc = run_json(
+        [
+            "storage",
+            "--rate",
+            ",".join(rates),
+            "--frame",
+            ",".join(frames),
+            "--links",
+            "3",
+            "--json",
+        ]
+    )
     rows = doc["rows"]
     assert len(rows) == 24
     assert doc["record_bytes_source"] == {"kind": "format", "digest_bytes": 16}
@@ -569,7 +646,9 @@ def test_cli_storage_from_ledger(tmp_path) -> None:
     seals = sum(p.stat().st_size for p in ledger.rglob("seg-*.seal.json"))
     records = sum(json.loads(p.read_text())["records"] for p in ledger.rglob("seg-*.seal.json"))
     assert records > 0 and parquet + raw > records * 8
-    doc = run_json(["storage", "--pps", "1e6", "--links", "2", "--from-ledger", str(ledger), "--json"])
+    doc = run_json(
+        ["storage", "--pps", "1e6", "--links", "2", "--from-ledger", str(ledger), "--json"]
+    )
     src = doc["record_bytes_source"]
     assert src["kind"] == "ledger" and src["records"] == records
     assert (src["parquet_bytes"], src["raw_bytes"], src["seal_bytes"]) == (parquet, raw, seals)
@@ -577,7 +656,9 @@ def test_cli_storage_from_ledger(tmp_path) -> None:
     (row,) = doc["rows"]
     assert close(row["record_bytes"], per)
     assert close(row["bytes_per_second"], 2 * 1e6 * per)
-    result = runner.invoke(plan_app, ["storage", "--pps", "1e6", "--from-ledger", str(ledger), "--record-bytes", "48"])
+    result = runner.invoke(
+        plan_app, ["storage", "--pps", "1e6", "--from-ledger", str(ledger), "--record-bytes", "48"]
+    )
     assert isinstance(result.exception, UsageError)
     result = runner.invoke(plan_app, ["storage", "--pps", "1e6", "--from-ledger", str(tmp_path)])
     assert result.exception is not None and "not a ledger" in str(result.exception)
@@ -587,13 +668,32 @@ def test_cli_storage_from_a_v2_ledger_counts_its_raw_record_files(tmp_path, keyd
     """A v2 ledger before compaction holds raw record files, not Parquet: they are what it weighs
     (before, a v2 ledger read as 'no sealed records to measure')."""
     ledger = tmp_path / "L"
-    r = cli("capture", SAMPLES / "sample.pcap", "--ledger", ledger, "--digest-key", keydir / "digest.key",
-            "--signing-key", keydir / "signing.key", "--ledger-format", "v2", "--segment-records", "100")
+    r = cli(
+        "capture",
+        SAMPLES / "sample.pcap",
+        "--ledger",
+        ledger,
+        "--digest-key",
+        keydir / "digest.key",
+        "--signing-key",
+        keydir / "signing.key",
+        "--ledger-format",
+        "v2",
+        "--segment-records",
+        "100",
+    )
     assert r.returncode == 0, r.stderr
     raw = sum(p.stat().st_size for p in ledger.rglob("seg-*.rec"))
     seals = sum(p.stat().st_size for p in ledger.rglob("seg-*.seal.json"))
     assert raw > 294 * 48 and not list(ledger.rglob("seg-*.parquet"))
-    src = run_json(["storage", "--pps", "1e6", "--from-ledger", str(ledger), "--json"])["record_bytes_source"]
-    assert (src["records"], src["segments"], src["raw_bytes"], src["parquet_bytes"], src["seal_bytes"]) == (
-        294, 3, raw, 0, seals)
+    src = run_json(["storage", "--pps", "1e6", "--from-ledger", str(ledger), "--json"])[
+        "record_bytes_source"
+    ]
+    assert (
+        src["records"],
+        src["segments"],
+        src["raw_bytes"],
+        src["parquet_bytes"],
+        src["seal_bytes"],
+    ) == (294, 3, raw, 0, seals)
     assert close(src["bytes_per_record"], (raw + seals) / 294)

@@ -16,7 +16,7 @@ import json
 import os
 import stat
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -48,6 +48,7 @@ LEDGER_ID = "0123456789abcdef0123456789abcdef"
 
 
 # ---- the suite, independently -------------------------------------------------------------------
+
 
 def xwing_combiner(ss_m: bytes, ss_x: bytes, ct_x: bytes, pk_x: bytes) -> bytes:
     return hashlib.sha3_256(ss_m + ss_x + ct_x + pk_x + XWING_LABEL).digest()
@@ -85,14 +86,19 @@ def _labeled(suite_id: bytes):
             t = hmac.new(prk, t + labeled + bytes([i]), "sha256").digest()
             out, i = out + t, i + 1
         return out[:n]
+
     return extract, expand
 
 
-def rfc9180_open(device: DeviceKey, enc_ct: bytes, info: bytes, kem_id=0x647A, kdf_id=1, aead_id=2) -> bytes:
+def rfc9180_open(
+    device: DeviceKey, enc_ct: bytes, info: bytes, kem_id=0x647A, kdf_id=1, aead_id=2
+) -> bytes:
     """RFC 9180 s5.1 KeySchedule (mode_base) + s6.1 single-shot Open, written from the RFC."""
     enc, ct = enc_ct[:1120], enc_ct[1120:]
     shared = xwing_decap(device._mlkem, device._x25519, enc)
-    suite_id = b"HPKE" + kem_id.to_bytes(2, "big") + kdf_id.to_bytes(2, "big") + aead_id.to_bytes(2, "big")
+    suite_id = (
+        b"HPKE" + kem_id.to_bytes(2, "big") + kdf_id.to_bytes(2, "big") + aead_id.to_bytes(2, "big")
+    )
     extract, expand = _labeled(suite_id)
     context = b"\x00" + extract(b"", b"psk_id_hash", b"") + extract(b"", b"info_hash", info)
     secret = extract(shared, b"secret", b"")
@@ -101,6 +107,7 @@ def rfc9180_open(device: DeviceKey, enc_ct: bytes, info: bytes, kem_id=0x647A, k
 
 
 # ---- fixtures -------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
@@ -119,8 +126,21 @@ def world(tmp_path_factory):
 
 def provision_cli(world, out: Path, *extra, device="dev", ok=True):
     t = world["tmp"]
-    r = cli("keys", "provision", "--digest-key", t / "verifier/digest.key", "--device", t / device / "device.pub",
-            "--signing-key", t / "verifier/signing.key", "--ledger-id", LEDGER_ID, "--out", out, *extra)
+    r = cli(
+        "keys",
+        "provision",
+        "--digest-key",
+        t / "verifier/digest.key",
+        "--device",
+        t / device / "device.pub",
+        "--signing-key",
+        t / "verifier/signing.key",
+        "--ledger-id",
+        LEDGER_ID,
+        "--out",
+        out,
+        *extra,
+    )
     if ok:
         assert r.returncode == 0, r.stderr
     return r
@@ -128,8 +148,18 @@ def provision_cli(world, out: Path, *extra, device="dev", ok=True):
 
 def unwrap_cli(world, pkg: Path, out: Path, device="dev", trust="verifier", *extra):
     t = world["tmp"]
-    return cli("keys", "unwrap", pkg, "--device-key", t / device / "device.key", "--trust",
-               t / trust / "verifier.pub", "--out", out, *extra)
+    return cli(
+        "keys",
+        "unwrap",
+        pkg,
+        "--device-key",
+        t / device / "device.key",
+        "--trust",
+        t / trust / "verifier.pub",
+        "--out",
+        out,
+        *extra,
+    )
 
 
 def one_line_error(r, code: int, *needles: str) -> str:
@@ -148,11 +178,18 @@ def fresh_device(tmp_path) -> Path:
     return d
 
 
-def make_package(world, tmp_path, name="pkg.json", device_dir: Path | None = None, **kw) -> tuple[Path, KeyPackage]:
+def make_package(
+    world, tmp_path, name="pkg.json", device_dir: Path | None = None, **kw
+) -> tuple[Path, KeyPackage]:
     t = world["tmp"]
     pub = DevicePublicKey.load((device_dir or t / "dev") / "device.pub")
-    pkg = provision(DigestKey.load(t / "verifier/digest.key"), pub, SigningKey.load(t / "verifier/signing.key"),
-                    LEDGER_ID, **kw)
+    pkg = provision(
+        DigestKey.load(t / "verifier/digest.key"),
+        pub,
+        SigningKey.load(t / "verifier/signing.key"),
+        LEDGER_ID,
+        **kw,
+    )
     path = tmp_path / name
     write_package(pkg, path)
     return path, pkg
@@ -167,6 +204,7 @@ def edit(path: Path, out: Path, fn) -> Path:
 
 # ---- device-init --------------------------------------------------------------------------------
 
+
 def test_device_init_writes_modes_and_derived_id(world):
     t, rep = world["tmp"], world["init"]["dev"]
     validate(rep, "keys-device-init-report.schema.json")
@@ -177,7 +215,13 @@ def test_device_init_writes_modes_and_derived_id(world):
     validate(json.loads((t / "dev/device.key").read_text()), "device-key.schema.json")
     raw = base64.b64decode(pub["public_key"])
     want = hashlib.sha256(b"ledgertool device id v1\x00" + raw).digest()[:16].hex()
-    assert pub["device_id"] == rep["device_id"] == want == device_id(raw) == DeviceKey.load(t / "dev/device.key").device_id
+    assert (
+        pub["device_id"]
+        == rep["device_id"]
+        == want
+        == device_id(raw)
+        == DeviceKey.load(t / "dev/device.key").device_id
+    )
     assert rep["device_id"] != world["init"]["dev2"]["device_id"]
     assert rep["kem"] == "MLKEM768-X25519" and len(raw) == 1216
     # the public key is X-Wing's serialisation: ML-KEM-768 encapsulation key, then X25519
@@ -194,11 +238,25 @@ def test_device_init_refuses_to_overwrite(world):
 
 
 def test_device_pub_whose_id_does_not_match_is_refused(world, tmp_path):
-    bad = edit(world["tmp"] / "dev/device.pub", tmp_path / "device.pub",
-               lambda d: d.update(device_id=world["init"]["dev2"]["device_id"]))
-    r = cli("keys", "provision", "--digest-key", world["tmp"] / "verifier/digest.key", "--device", bad,
-            "--signing-key", world["tmp"] / "verifier/signing.key", "--ledger-id", LEDGER_ID,
-            "--out", tmp_path / "p.json")
+    bad = edit(
+        world["tmp"] / "dev/device.pub",
+        tmp_path / "device.pub",
+        lambda d: d.update(device_id=world["init"]["dev2"]["device_id"]),
+    )
+    r = cli(
+        "keys",
+        "provision",
+        "--digest-key",
+        world["tmp"] / "verifier/digest.key",
+        "--device",
+        bad,
+        "--signing-key",
+        world["tmp"] / "verifier/signing.key",
+        "--ledger-id",
+        LEDGER_ID,
+        "--out",
+        tmp_path / "p.json",
+    )
     one_line_error(r, 2, str(bad), "does not match its public key")
     assert not (tmp_path / "p.json").exists()
 
@@ -209,6 +267,7 @@ def test_device_pub_with_non_canonical_base64_is_refused(tmp_path, world):
         alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
         s = d["public_key"].rstrip("=")
         d["public_key"] = s[:-1] + alphabet[alphabet.index(s[-1]) ^ 1] + "=="
+
     bad = edit(world["tmp"] / "dev/device.pub", tmp_path / "device.pub", flip_padding_bits)
     with pytest.raises(Exception) as e:
         DevicePublicKey.load(bad)
@@ -219,20 +278,48 @@ def test_unprotected_device_key_is_refused(world, tmp_path):
     d = fresh_device(tmp_path)
     path, _ = make_package(world, tmp_path, device_dir=d)
     os.chmod(d / "device.key", 0o640)
-    one_line_error(cli("keys", "unwrap", path, "--device-key", d / "device.key", "--trust",
-                       world["tmp"] / "verifier/verifier.pub", "--out", d / "digest.key"),
-                   2, "UNPROTECTED PRIVATE KEY FILE", "0640")
+    one_line_error(
+        cli(
+            "keys",
+            "unwrap",
+            path,
+            "--device-key",
+            d / "device.key",
+            "--trust",
+            world["tmp"] / "verifier/verifier.pub",
+            "--out",
+            d / "digest.key",
+        ),
+        2,
+        "UNPROTECTED PRIVATE KEY FILE",
+        "0640",
+    )
     assert not (d / "digest.key").exists() and not (d / ACCEPTED_FILE).exists()
 
 
 # ---- provision -------------------------------------------------------------------------------------
 
+
 def test_provision_and_unwrap_round_trip(world, tmp_path):
     t = world["tmp"]
     d = fresh_device(tmp_path)
-    r = cli("keys", "provision", "--digest-key", t / "verifier/digest.key", "--device", d / "device.pub",
-            "--signing-key", t / "verifier/signing.key", "--ledger-id", LEDGER_ID.upper(), "--out",
-            tmp_path / "pkg.json", "--valid-for", "2h", "--json")
+    r = cli(
+        "keys",
+        "provision",
+        "--digest-key",
+        t / "verifier/digest.key",
+        "--device",
+        d / "device.pub",
+        "--signing-key",
+        t / "verifier/signing.key",
+        "--ledger-id",
+        LEDGER_ID.upper(),
+        "--out",
+        tmp_path / "pkg.json",
+        "--valid-for",
+        "2h",
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     prov = json.loads(r.stdout)
     validate(prov, "keys-provision-report.schema.json")
@@ -241,14 +328,31 @@ def test_provision_and_unwrap_round_trip(world, tmp_path):
     assert prov["ledger_id"] == doc["ledger_id"] == LEDGER_ID
     created, expires = (datetime.fromisoformat(doc[k]) for k in ("created_at", "expires_at"))
     assert expires - created == timedelta(hours=2)
-    assert doc["hpke"] == {"mode": "base", "kem": "MLKEM768-X25519", "kem_id": 0x647A, "kdf": "HKDF-SHA256",
-                           "kdf_id": 1, "aead": "AES-256-GCM", "aead_id": 2}
+    assert doc["hpke"] == {
+        "mode": "base",
+        "kem": "MLKEM768-X25519",
+        "kem_id": 0x647A,
+        "kdf": "HKDF-SHA256",
+        "kdf_id": 1,
+        "aead": "AES-256-GCM",
+        "aead_id": 2,
+    }
     assert len(base64.b64decode(doc["ciphertext"])) == CIPHERTEXT_BYTES == 1120 + 32 + 16
     master = (t / "verifier/digest.key").read_text().strip()
     assert master not in (tmp_path / "pkg.json").read_text()  # nothing of the key in the clear
 
-    r = cli("keys", "unwrap", tmp_path / "pkg.json", "--device-key", d / "device.key", "--trust",
-            t / "verifier/verifier.pub", "--out", d / "digest.key", "--json")
+    r = cli(
+        "keys",
+        "unwrap",
+        tmp_path / "pkg.json",
+        "--device-key",
+        d / "device.key",
+        "--trust",
+        t / "verifier/verifier.pub",
+        "--out",
+        d / "digest.key",
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
     validate(rep, "keys-unwrap-report.schema.json")
@@ -271,33 +375,64 @@ def test_package_opens_with_an_independent_rfc9180_implementation(world, tmp_pat
     device = DeviceKey.load(world["tmp"] / "dev/device.key")
     plain = rfc9180_open(device, base64.b64decode(doc["ciphertext"]), info)
     assert plain == DigestKey.load(world["tmp"] / "verifier/digest.key").master
-    with pytest.raises(Exception):  # another KEM id in the suite id: the keys differ, the tag fails
+    with pytest.raises(Exception):  # noqa: B017 -- another KEM id in the suite id: the keys differ, the tag fails
         rfc9180_open(device, base64.b64decode(doc["ciphertext"]), info, kem_id=0x0041)
-    signed = b"ledgertool key package v1\n" + rfc8785.dumps({k: v for k, v in doc.items() if k != "signatures"})
-    assert TrustBundle.load(world["tmp"] / "verifier/verifier.pub").verify(signed, doc["signatures"]) == []
+    signed = b"ledgertool key package v1\n" + rfc8785.dumps(
+        {k: v for k, v in doc.items() if k != "signatures"}
+    )
+    assert (
+        TrustBundle.load(world["tmp"] / "verifier/verifier.pub").verify(signed, doc["signatures"])
+        == []
+    )
 
 
 def test_provision_refuses_a_non_hybrid_signing_key(world, tmp_path):
     t = world["tmp"]
-    r = cli("keys", "provision", "--digest-key", t / "verifier/digest.key", "--device", t / "dev/device.pub",
-            "--signing-key", t / "ed-verifier/signing.key", "--ledger-id", LEDGER_ID, "--out", tmp_path / "p")
+    r = cli(
+        "keys",
+        "provision",
+        "--digest-key",
+        t / "verifier/digest.key",
+        "--device",
+        t / "dev/device.pub",
+        "--signing-key",
+        t / "ed-verifier/signing.key",
+        "--ledger-id",
+        LEDGER_ID,
+        "--out",
+        tmp_path / "p",
+    )
     one_line_error(r, 2, "scheme ed25519", "hybrid")
     assert not (tmp_path / "p").exists()
 
 
-@pytest.mark.parametrize("args,needle", [
-    (("--ledger-id", "not-a-ledger"), "--ledger-id"),
-    (("--valid-for", "0s"), "duration"),
-    (("--valid-for", "400d"), "366 days"),
-    (("--device-id", "00" * 16), "not the expected"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (("--ledger-id", "not-a-ledger"), "--ledger-id"),
+        (("--valid-for", "0s"), "duration"),
+        (("--valid-for", "400d"), "366 days"),
+        (("--device-id", "00" * 16), "not the expected"),
+    ],
+)
 def test_provision_refuses_bad_options(world, tmp_path, args, needle):
     t = world["tmp"]
     base = {"--ledger-id": LEDGER_ID}
     opts = dict(base, **dict(zip(args[::2], args[1::2])))
     flat = [x for kv in opts.items() for x in kv]
-    r = cli("keys", "provision", "--digest-key", t / "verifier/digest.key", "--device", t / "dev/device.pub",
-            "--signing-key", t / "verifier/signing.key", "--out", tmp_path / "p", *flat)
+    r = cli(
+        "keys",
+        "provision",
+        "--digest-key",
+        t / "verifier/digest.key",
+        "--device",
+        t / "dev/device.pub",
+        "--signing-key",
+        t / "verifier/signing.key",
+        "--out",
+        tmp_path / "p",
+        *flat,
+    )
     one_line_error(r, 2, needle)
     assert not (tmp_path / "p").exists()
 
@@ -306,11 +441,14 @@ def test_provision_refuses_to_overwrite_and_checks_the_expected_device_id(world,
     (tmp_path / "p").write_text("keep")
     one_line_error(provision_cli(world, tmp_path / "p", ok=False), 2, "already exists")
     assert (tmp_path / "p").read_text() == "keep"
-    r = provision_cli(world, tmp_path / "q", "--device-id", world["init"]["dev"]["device_id"].upper())
+    r = provision_cli(
+        world, tmp_path / "q", "--device-id", world["init"]["dev"]["device_id"].upper()
+    )
     assert r.returncode == 0
 
 
 # ---- unwrap refusals -------------------------------------------------------------------------------
+
 
 def _flip_ciphertext(d):
     raw = bytearray(base64.b64decode(d["ciphertext"]))
@@ -318,20 +456,39 @@ def _flip_ciphertext(d):
     d["ciphertext"] = base64.b64encode(bytes(raw)).decode()
 
 
-@pytest.mark.parametrize("name,change", [
-    ("ciphertext", _flip_ciphertext),
-    ("ledger_id", lambda d: d.update(ledger_id="ff" * 16)),
-    ("expires_at", lambda d: d.update(expires_at="2099-01-01T00:00:00+00:00")),
-    ("digest_key_ids", lambda d: d["digest_key_ids"].update({"siphash-1-3-128": "00" * 16})),
-    ("ed25519 signature", lambda d: d["signatures"].update(ed25519=base64.b64encode(bytes(64)).decode())),
-])
+@pytest.mark.parametrize(
+    "name,change",
+    [
+        ("ciphertext", _flip_ciphertext),
+        ("ledger_id", lambda d: d.update(ledger_id="ff" * 16)),
+        ("expires_at", lambda d: d.update(expires_at="2099-01-01T00:00:00+00:00")),
+        ("digest_key_ids", lambda d: d["digest_key_ids"].update({"siphash-1-3-128": "00" * 16})),
+        (
+            "ed25519 signature",
+            lambda d: d["signatures"].update(ed25519=base64.b64encode(bytes(64)).decode()),
+        ),
+    ],
+)
 def test_unwrap_refuses_a_tampered_package(world, tmp_path, name, change):
     d = fresh_device(tmp_path)
     path, _ = make_package(world, tmp_path, device_dir=d)
     bad = edit(path, tmp_path / "bad.json", change)
-    one_line_error(cli("keys", "unwrap", bad, "--device-key", d / "device.key", "--trust",
-                       world["tmp"] / "verifier/verifier.pub", "--out", d / "digest.key"),
-                   1, str(bad), "signature check failed")
+    one_line_error(
+        cli(
+            "keys",
+            "unwrap",
+            bad,
+            "--device-key",
+            d / "device.key",
+            "--trust",
+            world["tmp"] / "verifier/verifier.pub",
+            "--out",
+            d / "digest.key",
+        ),
+        1,
+        str(bad),
+        "signature check failed",
+    )
     assert not (d / "digest.key").exists() and not (d / ACCEPTED_FILE).exists()
 
 
@@ -339,25 +496,45 @@ def test_unwrap_refuses_a_package_missing_one_hybrid_signature(world, tmp_path):
     d = fresh_device(tmp_path)
     path, _ = make_package(world, tmp_path, device_dir=d)
     bad = edit(path, tmp_path / "bad.json", lambda doc: doc["signatures"].pop("ml-dsa-65"))
-    one_line_error(cli("keys", "unwrap", bad, "--device-key", d / "device.key", "--trust",
-                       world["tmp"] / "verifier/verifier.pub", "--out", d / "digest.key"),
-                   1, "ml-dsa-65 signature missing")
+    one_line_error(
+        cli(
+            "keys",
+            "unwrap",
+            bad,
+            "--device-key",
+            d / "device.key",
+            "--trust",
+            world["tmp"] / "verifier/verifier.pub",
+            "--out",
+            d / "digest.key",
+        ),
+        1,
+        "ml-dsa-65 signature missing",
+    )
 
 
 def test_unwrap_refuses_another_verifiers_package(world, tmp_path):
     path, _ = make_package(world, tmp_path)
-    line = one_line_error(unwrap_cli(world, path, tmp_path / "k", trust="other-verifier"), 1, "not by the trusted keys")
+    line = one_line_error(
+        unwrap_cli(world, path, tmp_path / "k", trust="other-verifier"),
+        1,
+        "not by the trusted keys",
+    )
     assert "does not verify" in line
 
 
 def test_unwrap_refuses_a_non_hybrid_trust_bundle(world, tmp_path):
     path, _ = make_package(world, tmp_path)
-    one_line_error(unwrap_cli(world, path, tmp_path / "k", trust="ed-verifier"), 2, "scheme ed25519", "hybrid")
+    one_line_error(
+        unwrap_cli(world, path, tmp_path / "k", trust="ed-verifier"), 2, "scheme ed25519", "hybrid"
+    )
 
 
 def test_unwrap_refuses_another_devices_package(world, tmp_path):
     path, pkg = make_package(world, tmp_path)  # sealed to dev
-    line = one_line_error(unwrap_cli(world, path, tmp_path / "k", device="dev2"), 2, "sealed to device")
+    line = one_line_error(
+        unwrap_cli(world, path, tmp_path / "k", device="dev2"), 2, "sealed to device"
+    )
     assert pkg.device_id in line and world["init"]["dev2"]["device_id"] in line
     assert not (world["tmp"] / "dev2" / ACCEPTED_FILE).exists()
 
@@ -366,22 +543,65 @@ def test_unwrap_refuses_an_expired_package(world, tmp_path):
     d = fresh_device(tmp_path)
     path, _ = make_package(world, tmp_path, device_dir=d, valid_for_s=1)
     time.sleep(1.2)
-    one_line_error(cli("keys", "unwrap", path, "--device-key", d / "device.key", "--trust",
-                       world["tmp"] / "verifier/verifier.pub", "--out", d / "digest.key"), 1, "expired at")
+    one_line_error(
+        cli(
+            "keys",
+            "unwrap",
+            path,
+            "--device-key",
+            d / "device.key",
+            "--trust",
+            world["tmp"] / "verifier/verifier.pub",
+            "--out",
+            d / "digest.key",
+        ),
+        1,
+        "expired at",
+    )
     assert not (d / "digest.key").exists()
 
 
 def test_unwrap_refuses_a_package_from_the_future(world, tmp_path):
     d = fresh_device(tmp_path)
-    later = datetime.now(timezone.utc) + timedelta(hours=1)
+    later = datetime.now(UTC) + timedelta(hours=1)
     path, _ = make_package(world, tmp_path, device_dir=d, now=later)
-    one_line_error(cli("keys", "unwrap", path, "--device-key", d / "device.key", "--trust",
-                       world["tmp"] / "verifier/verifier.pub", "--out", d / "digest.key"), 1, "not yet valid")
+    one_line_error(
+        cli(
+            "keys",
+            "unwrap",
+            path,
+            "--device-key",
+            d / "device.key",
+            "--trust",
+            world["tmp"] / "verifier/verifier.pub",
+            "--out",
+            d / "digest.key",
+        ),
+        1,
+        "not yet valid",
+    )
     # within the documented clock skew it is accepted
-    path, _ = make_package(world, tmp_path, "soon.json", device_dir=d,
-                           now=datetime.now(timezone.utc) + timedelta(seconds=120))
-    assert cli("keys", "unwrap", path, "--device-key", d / "device.key", "--trust",
-               world["tmp"] / "verifier/verifier.pub", "--out", d / "digest.key").returncode == 0
+    path, _ = make_package(
+        world,
+        tmp_path,
+        "soon.json",
+        device_dir=d,
+        now=datetime.now(UTC) + timedelta(seconds=120),
+    )
+    assert (
+        cli(
+            "keys",
+            "unwrap",
+            path,
+            "--device-key",
+            d / "device.key",
+            "--trust",
+            world["tmp"] / "verifier/verifier.pub",
+            "--out",
+            d / "digest.key",
+        ).returncode
+        == 0
+    )
 
 
 def test_unwrap_refuses_a_replayed_package(world, tmp_path):
@@ -389,16 +609,22 @@ def test_unwrap_refuses_a_replayed_package(world, tmp_path):
     path, pkg = make_package(world, tmp_path, device_dir=d)
     args = ["--device-key", d / "device.key", "--trust", world["tmp"] / "verifier/verifier.pub"]
     assert cli("keys", "unwrap", path, *args, "--out", d / "digest.key").returncode == 0
-    one_line_error(cli("keys", "unwrap", path, *args, "--out", d / "again.key"), 1, "already accepted",
-                   pkg.package_id)
+    one_line_error(
+        cli("keys", "unwrap", path, *args, "--out", d / "again.key"),
+        1,
+        "already accepted",
+        pkg.package_id,
+    )
     assert not (d / "again.key").exists()
     assert len((d / ACCEPTED_FILE).read_text().splitlines()) == 1
 
 
 def test_unwrap_refuses_a_package_older_than_an_accepted_one(world, tmp_path):
     d = fresh_device(tmp_path)
-    now = datetime.now(timezone.utc)
-    old, _ = make_package(world, tmp_path, "old.json", device_dir=d, now=now - timedelta(minutes=10))
+    now = datetime.now(UTC)
+    old, _ = make_package(
+        world, tmp_path, "old.json", device_dir=d, now=now - timedelta(minutes=10)
+    )
     new, _ = make_package(world, tmp_path, "new.json", device_dir=d, now=now)
     args = ["--device-key", d / "device.key", "--trust", world["tmp"] / "verifier/verifier.pub"]
     assert cli("keys", "unwrap", new, *args, "--out", d / "new.key").returncode == 0
@@ -423,13 +649,31 @@ def test_unwrap_refuses_a_signed_package_whose_key_ids_do_not_match_its_key(worl
     from ledgertool.device.provision import _SUITE
 
     changed = dataclasses.replace(pkg, digest_key_ids=ids)
-    changed = dataclasses.replace(changed, ciphertext=_SUITE.encrypt(
-        DigestKey.load(world["tmp"] / "verifier/digest.key").master, DevicePublicKey.load(d / "device.pub")._key,
-        info=changed.info()))
+    changed = dataclasses.replace(
+        changed,
+        ciphertext=_SUITE.encrypt(
+            DigestKey.load(world["tmp"] / "verifier/digest.key").master,
+            DevicePublicKey.load(d / "device.pub")._key,
+            info=changed.info(),
+        ),
+    )
     write_package(_signed(world, changed), tmp_path / "ids.json")
-    one_line_error(cli("keys", "unwrap", tmp_path / "ids.json", "--device-key", d / "device.key", "--trust",
-                       world["tmp"] / "verifier/verifier.pub", "--out", d / "digest.key"),
-                   1, "blake3-keyed-256 key id", "binding mismatch")
+    one_line_error(
+        cli(
+            "keys",
+            "unwrap",
+            tmp_path / "ids.json",
+            "--device-key",
+            d / "device.key",
+            "--trust",
+            world["tmp"] / "verifier/verifier.pub",
+            "--out",
+            d / "digest.key",
+        ),
+        1,
+        "blake3-keyed-256 key id",
+        "binding mismatch",
+    )
     assert not (d / "digest.key").exists() and (d / ACCEPTED_FILE).read_text() == ""
 
 
@@ -440,22 +684,40 @@ def test_unwrap_refuses_a_signed_ciphertext_sealed_under_another_header(world, t
     d = fresh_device(tmp_path)
     _, a = make_package(world, tmp_path, "a.json", device_dir=d)
     _, b = make_package(world, tmp_path, "b.json", device_dir=d)
-    write_package(_signed(world, dataclasses.replace(b, ciphertext=a.ciphertext)), tmp_path / "swap.json")
-    one_line_error(cli("keys", "unwrap", tmp_path / "swap.json", "--device-key", d / "device.key", "--trust",
-                       world["tmp"] / "verifier/verifier.pub", "--out", d / "digest.key"),
-                   1, "does not open with this device key", "binding mismatch")
+    write_package(
+        _signed(world, dataclasses.replace(b, ciphertext=a.ciphertext)), tmp_path / "swap.json"
+    )
+    one_line_error(
+        cli(
+            "keys",
+            "unwrap",
+            tmp_path / "swap.json",
+            "--device-key",
+            d / "device.key",
+            "--trust",
+            world["tmp"] / "verifier/verifier.pub",
+            "--out",
+            d / "digest.key",
+        ),
+        1,
+        "does not open with this device key",
+        "binding mismatch",
+    )
 
 
-@pytest.mark.parametrize("name,data,needle", [
-    ("not-json", b"{not json", "not JSON at byte 1"),
-    ("duplicate", None, "duplicate member"),
-    ("extra", None, "unexpected member(s) ['comment']"),
-    ("float", None, "not an integer"),
-    ("suite", None, "not the one suite"),
-    ("suite-true-for-1", None, "not the one suite"),
-    ("short-ciphertext", None, "canonical base64 of 1168 bytes"),
-    ("time", None, "ISO 8601 UTC time"),
-])
+@pytest.mark.parametrize(
+    "name,data,needle",
+    [
+        ("not-json", b"{not json", "not JSON at byte 1"),
+        ("duplicate", None, "duplicate member"),
+        ("extra", None, "unexpected member(s) ['comment']"),
+        ("float", None, "not an integer"),
+        ("suite", None, "not the one suite"),
+        ("suite-true-for-1", None, "not the one suite"),
+        ("short-ciphertext", None, "canonical base64 of 1168 bytes"),
+        ("time", None, "ISO 8601 UTC time"),
+    ],
+)
 def test_unwrap_refuses_a_malformed_package(world, tmp_path, name, data, needle):
     path, _ = make_package(world, tmp_path)
     text = path.read_text()
@@ -466,7 +728,11 @@ def test_unwrap_refuses_a_malformed_package(world, tmp_path, name, data, needle)
     elif name == "float":
         data = text.replace('"kem_id": 25722', '"kem_id": 25722.0').encode()
     elif name == "suite":
-        data = text.replace('"AES-256-GCM"', '"AES-128-GCM"').replace('"aead_id": 2', '"aead_id": 1').encode()
+        data = (
+            text.replace('"AES-256-GCM"', '"AES-128-GCM"')
+            .replace('"aead_id": 2', '"aead_id": 1')
+            .encode()
+        )
     elif name == "suite-true-for-1":  # signed with 1; true must not read as the same value
         data = text.replace('"kdf_id": 1', '"kdf_id": true').encode()
     elif name == "short-ciphertext":
@@ -476,7 +742,12 @@ def test_unwrap_refuses_a_malformed_package(world, tmp_path, name, data, needle)
     elif name == "time":
         data = text.replace("+00:00", "Z", 1).encode()
     (tmp_path / "bad.json").write_bytes(data)
-    one_line_error(unwrap_cli(world, tmp_path / "bad.json", tmp_path / "k"), 2, str(tmp_path / "bad.json"), needle)
+    one_line_error(
+        unwrap_cli(world, tmp_path / "bad.json", tmp_path / "k"),
+        2,
+        str(tmp_path / "bad.json"),
+        needle,
+    )
 
 
 def test_unwrap_refuses_to_overwrite_and_leaves_the_package_unused(world, tmp_path):
@@ -484,33 +755,59 @@ def test_unwrap_refuses_to_overwrite_and_leaves_the_package_unused(world, tmp_pa
     path, _ = make_package(world, tmp_path, device_dir=d)
     (d / "digest.key").write_text("keep")
     args = ["--device-key", d / "device.key", "--trust", world["tmp"] / "verifier/verifier.pub"]
-    one_line_error(cli("keys", "unwrap", path, *args, "--out", d / "digest.key"), 2, "already exists")
+    one_line_error(
+        cli("keys", "unwrap", path, *args, "--out", d / "digest.key"), 2, "already exists"
+    )
     assert (d / "digest.key").read_text() == "keep" and not (d / ACCEPTED_FILE).exists()
-    one_line_error(cli("keys", "unwrap", path, *args, "--out", d / "no" / "such" / "digest.key"), 2,
-                   "directory does not exist")
-    assert cli("keys", "unwrap", path, *args, "--out", d / "other.key").returncode == 0  # still unused
+    one_line_error(
+        cli("keys", "unwrap", path, *args, "--out", d / "no" / "such" / "digest.key"),
+        2,
+        "directory does not exist",
+    )
+    assert (
+        cli("keys", "unwrap", path, *args, "--out", d / "other.key").returncode == 0
+    )  # still unused
 
 
 def test_unwrap_refuses_a_damaged_replay_state(world, tmp_path):
     d = fresh_device(tmp_path)
     path, _ = make_package(world, tmp_path, device_dir=d)
     (d / ACCEPTED_FILE).write_text("garbage\n")
-    one_line_error(cli("keys", "unwrap", path, "--device-key", d / "device.key", "--trust",
-                       world["tmp"] / "verifier/verifier.pub", "--out", d / "digest.key"), 2, "line 1", "damaged")
+    one_line_error(
+        cli(
+            "keys",
+            "unwrap",
+            path,
+            "--device-key",
+            d / "device.key",
+            "--trust",
+            world["tmp"] / "verifier/verifier.pub",
+            "--out",
+            d / "digest.key",
+        ),
+        2,
+        "line 1",
+        "damaged",
+    )
     assert not (d / "digest.key").exists()
 
 
 def test_library_refusals_carry_reasons_and_exit_codes(world, tmp_path):
     d = fresh_device(tmp_path)
     path, pkg = make_package(world, tmp_path, device_dir=d)
-    key, trust = DeviceKey.load(d / "device.key"), TrustBundle.load(world["tmp"] / "verifier/verifier.pub")
+    key, trust = (
+        DeviceKey.load(d / "device.key"),
+        TrustBundle.load(world["tmp"] / "verifier/verifier.pub"),
+    )
     with pytest.raises(PackageRefused) as e:
         unwrap(path, key, trust, d / "k", now=pkg.expires_at)
     assert (e.value.reason, e.value.exit_code) == ("expired", 1)
     with pytest.raises(WrongDeviceError) as e2:
         unwrap(path, DeviceKey.load(world["tmp"] / "dev2/device.key"), trust, d / "k")
     assert e2.value.exit_code == 2
-    assert unwrap(path, key, trust, d / "k", now=pkg.expires_at - timedelta(seconds=1)).out == str(d / "k")
+    assert unwrap(path, key, trust, d / "k", now=pkg.expires_at - timedelta(seconds=1)).out == str(
+        d / "k"
+    )
 
 
 def test_report_schemas_reject_wrong_shapes(world):

@@ -7,11 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import cli_in_process
 
 from ledgertool.errors import UsageError
 from ledgertool.reconcile.query import run_query
-
-from conftest import cli_in_process
 
 
 def _queries(tmp_path: Path, ledger: Path) -> dict[str, str]:
@@ -41,7 +40,8 @@ def test_query_allow_files_lets_the_sql_touch_files(
     tmp_path, sample_ledger, what, monkeypatch, capsys
 ):
     sql = _queries(tmp_path, sample_ledger)[what]
-    code, out, err = cli_in_process("query",
+    code, out, err = cli_in_process(
+        "query",
         sample_ledger,
         sql,
         "--allow-files",

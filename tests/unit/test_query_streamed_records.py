@@ -7,19 +7,27 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import load_keys
 
 from ledgertool.reconcile import query as q
 from ledgertool.reconcile.query import connect, run_query, streams
 
-from conftest import load_keys
-
 QUERIES = {
     "count": ("SELECT count(*) FROM records", True),
-    "by segment": ("SELECT link, segment, count(*), min(seq), max(ts_ns) FROM records GROUP BY ALL "
-                   "ORDER BY ALL", True),
+    "by segment": (
+        "SELECT link, segment, count(*), min(seq), max(ts_ns) FROM records GROUP BY ALL "
+        "ORDER BY ALL",
+        True,
+    ),
     "sum of wire lengths": ("SELECT sum(wire_len), sum(cap_len), bit_or(flags) FROM records", True),
-    "digests as blobs": ("SELECT seq, digest, octet_length(digest) FROM records ORDER BY seq", True),
-    "filtered": ("SELECT count(*), sum(aux) FROM records WHERE wire_len > 100 AND seq % 3 = 1", True),
+    "digests as blobs": (
+        "SELECT seq, digest, octet_length(digest) FROM records ORDER BY seq",
+        True,
+    ),
+    "filtered": (
+        "SELECT count(*), sum(aux) FROM records WHERE wire_len > 100 AND seq % 3 = 1",
+        True,
+    ),
     "self-join": ("SELECT count(*) FROM records a JOIN records b ON a.seq = b.seq + 1", False),
     "with seals": ("SELECT count(*) FROM records JOIN seals USING (segment)", False),
 }
@@ -37,14 +45,21 @@ def _materialised(ledger: Path, sql: str) -> list[tuple]:
 @pytest.fixture()
 def multi_link_ledger(tmp_path, keydir) -> Path:
     """Two links' captures of the sample, 40 records a segment (8 segments each)."""
-    from ledgertool.capture.run import capture_file
     from conftest import SAMPLES
+
+    from ledgertool.capture.run import capture_file
 
     dk, sk, _ = load_keys(keydir)
     out = tmp_path / "M"
     for link in ("east", "west"):
-        capture_file(SAMPLES / "sample.pcapng", out, digest_key=dk, signing_key=sk, segment_records=40,
-                     link=link)
+        capture_file(
+            SAMPLES / "sample.pcapng",
+            out,
+            digest_key=dk,
+            signing_key=sk,
+            segment_records=40,
+            link=link,
+        )
     return out
 
 
@@ -70,7 +85,9 @@ def test_query_of_a_ledger_that_does_not_verify_hands_out_no_rows(sample_ledger)
         run_query(sample_ledger, "SELECT count(*) FROM records")
 
 
-def test_query_sees_the_checked_copy_not_a_file_changed_after_verify_read_it(sample_ledger, monkeypatch):
+def test_query_sees_the_checked_copy_not_a_file_changed_after_verify_read_it(
+    sample_ledger, monkeypatch
+):
     sql = "SELECT sum(wire_len), string_agg(hex(digest), '' ORDER BY seq) FROM records"
     want = run_query(sample_ledger, sql).rows
     files = sorted(sample_ledger.glob("link=link0/*.rec"))
@@ -83,6 +100,7 @@ def test_query_sees_the_checked_copy_not_a_file_changed_after_verify_read_it(sam
             raw = bytearray(path.read_bytes())
             raw[-400:] = bytes(400)
             path.write_bytes(bytes(raw))
+
         return real(*args, on_segment=seen, **kw)
 
     monkeypatch.setattr(q, "verify_ledger", tampering)

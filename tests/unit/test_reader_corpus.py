@@ -23,23 +23,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from conftest import REPO
+
 from ledgertool._binding import ffi, lib  # an unbuilt extension is an error, not a skip
 
 CORPUS = Path(os.environ.get("LEDGERTOOL_CORPUS", REPO.parent / "shared" / "corpus"))
 HAVE_CORPUS = (CORPUS / "manifest.csv").is_file()
-needs_corpus = pytest.mark.skipif(not HAVE_CORPUS, reason=f"capture corpus not found at {CORPUS} "
-                                  "(set LEDGERTOOL_CORPUS)")
+needs_corpus = pytest.mark.skipif(
+    not HAVE_CORPUS, reason=f"capture corpus not found at {CORPUS} (set LEDGERTOOL_CORPUS)"
+)
 
 OK, EOF = lib.LT_OK, lib.LT_EOF
 E_FORMAT, E_CORRUPT = lib.LT_ERR_FORMAT, lib.LT_ERR_CORRUPT
-RF_NO_TS, RF_GT_SNAP, RF_GT_WIRE, RF_BE = (lib.LT_RF_NO_TIMESTAMP, lib.LT_RF_CAPLEN_GT_SNAPLEN,
-                                          lib.LT_RF_CAPLEN_GT_WIRELEN, lib.LT_RF_BIG_ENDIAN)
+RF_NO_TS, RF_GT_SNAP, RF_GT_WIRE, RF_BE = (
+    lib.LT_RF_NO_TIMESTAMP,
+    lib.LT_RF_CAPLEN_GT_SNAPLEN,
+    lib.LT_RF_CAPLEN_GT_WIRELEN,
+    lib.LT_RF_BIG_ENDIAN,
+)
 
 
 # ----------------------------------------------------------------------------- reading helper
+
 
 @dataclass
 class Frame:
@@ -68,9 +75,23 @@ class Result:
     info: dict | None = None
 
 
-INFO_FIELDS = ("format", "version_major", "version_minor", "snaplen", "linktype", "sections", "interfaces",
-               "file_size", "frames", "skipped_blocks", "truncated", "truncated_offset", "truncated_bytes",
-               "error", "error_offset")
+INFO_FIELDS = (
+    "format",
+    "version_major",
+    "version_minor",
+    "snaplen",
+    "linktype",
+    "sections",
+    "interfaces",
+    "file_size",
+    "frames",
+    "skipped_blocks",
+    "truncated",
+    "truncated_offset",
+    "truncated_bytes",
+    "error",
+    "error_offset",
+)
 
 
 def read_capture(path: os.PathLike | str, batch: int = 64) -> Result:
@@ -93,9 +114,20 @@ def read_capture(path: os.PathLike | str, batch: int = 64) -> Result:
                 assert n[0] == 0
             for i in range(n[0]):
                 f = arr[i]
-                res.frames.append(Frame(f.offset, f.caplen, f.wire_len, f.ts_ns, f.linktype, f.interface_id,
-                                        f.rflags, f.section, bytes(ffi.buffer(f.data, f.caplen)),
-                                        int(ffi.cast("uintptr_t", f.data))))
+                res.frames.append(
+                    Frame(
+                        f.offset,
+                        f.caplen,
+                        f.wire_len,
+                        f.ts_ns,
+                        f.linktype,
+                        f.interface_id,
+                        f.rflags,
+                        f.section,
+                        bytes(ffi.buffer(f.data, f.caplen)),
+                        int(ffi.cast("uintptr_t", f.data)),
+                    )
+                )
             if st != OK:
                 res.status = st
                 # the end is sticky
@@ -118,6 +150,7 @@ def read_bytes(tmp_path: Path, blob: bytes, name: str = "cap.bin", batch: int = 
 
 # ----------------------------------------------------------------------------- corpus tables
 
+
 def _csv(name: str) -> list[dict]:
     if not HAVE_CORPUS:
         return []
@@ -125,8 +158,9 @@ def _csv(name: str) -> list[dict]:
         return list(csv.DictReader(fh))
 
 
-MANIFEST = [(r, CORPUS / "files" / r["file"]) for r in _csv("manifest.csv")] + \
-           [(r, CORPUS / "derived" / r["file"]) for r in _csv("derived_manifest.csv")]
+MANIFEST = [(r, CORPUS / "files" / r["file"]) for r in _csv("manifest.csv")] + [
+    (r, CORPUS / "derived" / r["file"]) for r in _csv("derived_manifest.csv")
+]
 FRAMES_FIRST = _csv("frames_sha256.csv") + _csv("derived_frames_sha256.csv")
 FRAMES_ALL = _csv("frames_all.csv") + _csv("derived_frames_all.csv")
 
@@ -135,11 +169,16 @@ FRAMES_ALL = _csv("frames_all.csv") + _csv("derived_frames_all.csv")
 # truncated tail (status EOF, offset = truncated_offset).
 ENDINGS: dict[str, tuple] = {
     # truncated tails: whole records kept, cut reported
-    "dpkt__truncated_dns_2.pcap": ("next", EOF, 240, 7),            # 7 of 16 header bytes
+    "dpkt__truncated_dns_2.pcap": ("next", EOF, 240, 7),  # 7 of 16 header bytes
     "scapy__bad_rsn_parsing_overrides_ssid.pcap": ("next", EOF, 359, 1),
     "derived__cut_mid_record_header.pcap": ("next", EOF, 71728, 9),
-    "derived__cut_mid_record_data.pcap": ("next", EOF, 71728, 60),  # caplen 144 <= snaplen: a cut packet
-    "derived__cut_mid_epb.pcapng": ("next", EOF, 1132, 176),       # EPB of 216 bytes, 176 present
+    "derived__cut_mid_record_data.pcap": (
+        "next",
+        EOF,
+        71728,
+        60,
+    ),  # caplen 144 <= snaplen: a cut packet
+    "derived__cut_mid_epb.pcapng": ("next", EOF, 1132, 176),  # EPB of 216 bytes, 176 present
     # corrupt record headers (caplen beyond both snaplen/262144 and the file): error after the good frames
     "sv__bug-1450-04_tls_DER-incomplete-header.pcap": ("next", E_CORRUPT, 5035, None),
     "sv__bug-6875-01_fuzz.pcap": ("next", E_CORRUPT, 228, None),
@@ -148,17 +187,17 @@ ENDINGS: dict[str, tuple] = {
     "derived__huge_caplen.pcap": ("next", E_CORRUPT, 24, None),
     # pcapng structure
     "derived__trailing_zeros.pcapng": ("next", E_CORRUPT, 560, None),  # block length 0 < 12
-    "pythonpcapng__test006.ntar": ("next", E_CORRUPT, 96, None),       # length 167, not a multiple of 4
-    "gopacket__be_test901.pcapng": ("next", E_FORMAT, 480, None),      # 2nd section is SHB v2.0
+    "pythonpcapng__test006.ntar": ("next", E_CORRUPT, 96, None),  # length 167, not a multiple of 4
+    "gopacket__be_test901.pcapng": ("next", E_FORMAT, 480, None),  # 2nd section is SHB v2.0
     "gopacket__le_test901.pcapng": ("next", E_FORMAT, 480, None),
-    "libpcap__shb-option-too-long.pcapng": ("open", E_CORRUPT),        # SHB trailer != header length
+    "libpcap__shb-option-too-long.pcapng": ("open", E_CORRUPT),  # SHB trailer != header length
     # versions / not a capture
-    "libpcap__pcap-invalid-version-1.pcap": ("open", E_FORMAT),        # pcap 1.4: only major 2 is read
-    "libpcap__pcapng-invalid-vers-1.pcapng": ("open", E_FORMAT),       # SHB 0.1
-    "libpcap__pcapng-invalid-vers-2.pcapng": ("open", E_FORMAT),       # SHB 1.1 (1.0 and 1.2 accepted)
-    "rusticata__err-eof.bin": ("open", E_FORMAT),                      # starts with an EPB: unknown magic
-    "derived__zero_bytes.pcap": ("open", E_FORMAT),                    # empty file is an error, not 0 frames
-    "derived__short_global_header.pcap": ("open", E_CORRUPT),          # pcap magic, 10 of 24 header bytes
+    "libpcap__pcap-invalid-version-1.pcap": ("open", E_FORMAT),  # pcap 1.4: only major 2 is read
+    "libpcap__pcapng-invalid-vers-1.pcapng": ("open", E_FORMAT),  # SHB 0.1
+    "libpcap__pcapng-invalid-vers-2.pcapng": ("open", E_FORMAT),  # SHB 1.1 (1.0 and 1.2 accepted)
+    "rusticata__err-eof.bin": ("open", E_FORMAT),  # starts with an EPB: unknown magic
+    "derived__zero_bytes.pcap": ("open", E_FORMAT),  # empty file is an error, not 0 frames
+    "derived__short_global_header.pcap": ("open", E_CORRUPT),  # pcap magic, 10 of 24 header bytes
 }
 
 # Files whose reference run reported an error, but which we read to a clean end, and why.
@@ -189,8 +228,12 @@ CLEAN_DESPITE_REFERENCE_ERROR: dict[str, str] = {
 # caplen_sum, origlen_sum, reason).
 COUNT_DIFFERS: dict[str, tuple[int, int, int, str]] = {
     "pythonpcapng__test006.ntar": (
-        0, 0, 0, "its Packet Block length is 167, not a multiple of 4: policy is LT_ERR_CORRUPT at byte 96 "
-                  "(wiretap tolerates the missing pad byte; dpkt and python-pcapng fail as well)"),
+        0,
+        0,
+        0,
+        "its Packet Block length is 167, not a multiple of 4: policy is LT_ERR_CORRUPT at byte 96 "
+        "(wiretap tolerates the missing pad byte; dpkt and python-pcapng fail as well)",
+    ),
 }
 
 # Single frame fields where our policy differs from the reference: (file, 1-based index) -> fields.
@@ -198,13 +241,17 @@ FRAME_DIFFERS: dict[tuple[str, int], tuple[dict, str]] = {
     ("tcpdump__timestamp_invalid_micro.pcap", 3): (
         {"ts_ns": 1418145370 * 10**9 + 0x80000000 * 1000},
         "fraction field 0x80000000 µs: policy sec*1e9 + fraction*1000 (corpus README); wiretap multiplies "
-        "by 1000 in 32 bits (2^31*1000 mod 2^32 = 0), and this reference row was not recomputed"),
+        "by 1000 in 32 bits (2^31*1000 mod 2^32 = 0), and this reference row was not recomputed",
+    ),
 }
 
 # Files where libpcap hands over different bytes (caplen > snaplen): we follow wiretap (full caplen).
 LIBPCAP_CAPLEN_FILES = {
-    "tcpdump__802_15_4-oobr-1.pcap", "tcpdump__slip-compressed_sl_print-oobr.pcap", "tcpdump__bootp_asan.pcap",
-    "tcpdump__ipv6_missing_jumbo_payload_option.pcap", "zeek__trunc_trunc-hdr.pcap",
+    "tcpdump__802_15_4-oobr-1.pcap",
+    "tcpdump__slip-compressed_sl_print-oobr.pcap",
+    "tcpdump__bootp_asan.pcap",
+    "tcpdump__ipv6_missing_jumbo_payload_option.pcap",
+    "zeek__trunc_trunc-hdr.pcap",
 }
 
 
@@ -244,8 +291,12 @@ def _frames_by_file(rows: list[dict]) -> dict[str, list[dict]]:
 
 
 def _expected_frame(row: dict) -> dict:
-    exp = {"caplen": int(row["caplen"]), "wire_len": int(row["origlen"]),
-           "ts_ns": int(row["ts_ns"]) if row["ts_ns"] else 0, "sha256": row["sha256"]}
+    exp = {
+        "caplen": int(row["caplen"]),
+        "wire_len": int(row["origlen"]),
+        "ts_ns": int(row["ts_ns"]) if row["ts_ns"] else 0,
+        "sha256": row["sha256"],
+    }
     if row["interface_id"]:
         exp["interface_id"] = int(row["interface_id"])
     override = FRAME_DIFFERS.get((row["file"], int(row["index"])))
@@ -255,12 +306,18 @@ def _expected_frame(row: dict) -> dict:
 
 
 def _actual_frame(f: Frame, keys) -> dict:
-    d = {"caplen": f.caplen, "wire_len": f.wire_len, "ts_ns": f.ts_ns, "sha256": f.sha256,
-         "interface_id": f.interface_id}
+    d = {
+        "caplen": f.caplen,
+        "wire_len": f.wire_len,
+        "ts_ns": f.ts_ns,
+        "sha256": f.sha256,
+        "interface_id": f.interface_id,
+    }
     return {k: d[k] for k in keys}
 
 
 # ----------------------------------------------------------------------------- corpus tests
+
 
 @needs_corpus
 def test_corpus_tables_are_consistent():
@@ -292,7 +349,11 @@ def test_corpus_file_matches_manifest(row, path):
     assert res.open_status == OK, res.open_message
 
     # totals
-    records, caplen_sum, origlen_sum = int(row["records"]), int(row["caplen_sum"]), int(row["origlen_sum"])
+    records, caplen_sum, origlen_sum = (
+        int(row["records"]),
+        int(row["caplen_sum"]),
+        int(row["origlen_sum"]),
+    )
     if name in COUNT_DIFFERS:
         records, caplen_sum, origlen_sum, _reason = COUNT_DIFFERS[name]
     assert len(res.frames) == records
@@ -338,7 +399,9 @@ def test_corpus_file_matches_manifest(row, path):
             assert (info["truncated_offset"], info["truncated_bytes"]) == (offset, tbytes)
             assert offset + tbytes == info["file_size"]
         else:
-            assert info["error"] == status and info["error_offset"] == offset and not info["truncated"]
+            assert (
+                info["error"] == status and info["error_offset"] == offset and not info["truncated"]
+            )
         # frames before the end are all there and lie before it
         assert all(f.offset < offset for f in res.frames)
 
@@ -402,7 +465,7 @@ def test_corpus_nano_matches_micro():
 
 @needs_corpus
 def test_corpus_frames_lie_inside_file():
-    for row, path in MANIFEST:
+    for _row, path in MANIFEST:
         res = _read_cached(path)
         _assert_frames_inside(path.read_bytes(), res)
 
@@ -410,17 +473,23 @@ def test_corpus_frames_lie_inside_file():
 @needs_corpus
 @pytest.mark.parametrize("batch", [1, 3, 1000])
 def test_corpus_batch_size_does_not_matter(batch):
-    for name in ("pcapngtg__le_test202.pcapng", "sv__smtp-to-comma.pcap", "derived__cut_mid_epb.pcapng",
-                 "gopacket__le_test901.pcapng"):
+    for name in (
+        "pcapngtg__le_test202.pcapng",
+        "sv__smtp-to-comma.pcap",
+        "derived__cut_mid_epb.pcapng",
+        "gopacket__le_test901.pcapng",
+    ):
         sub = "derived" if name.startswith("derived__") else "files"
         ref = _read_cached(CORPUS / sub / name)
         got = read_capture(CORPUS / sub / name, batch=batch)
-        assert [(f.offset, f.sha256, f.ts_ns) for f in got.frames] == [(f.offset, f.sha256, f.ts_ns)
-                                                                      for f in ref.frames]
+        assert [(f.offset, f.sha256, f.ts_ns) for f in got.frames] == [
+            (f.offset, f.sha256, f.ts_ns) for f in ref.frames
+        ]
         assert got.status == ref.status and got.info == ref.info
 
 
 # ----------------------------------------------------------------------------- byte builders
+
 
 def _data_offset(blob: bytes, res: Result, f: Frame) -> int:
     """Where the frame's bytes must start in the file, by format and block type."""
@@ -443,7 +512,7 @@ def _assert_frames_inside(blob: bytes, res: Result) -> None:
         start = _data_offset(blob, res, f)
         assert f.ptr - base == start
         assert 0 <= f.offset < start and start + f.caplen <= len(blob)
-        assert f.data == blob[start:start + f.caplen]
+        assert f.data == blob[start : start + f.caplen]
 
 
 PCAP_MAGIC = {"us": 0xA1B2C3D4, "ns": 0xA1B23C4D, "mod": 0xA1B2CD34}
@@ -472,8 +541,11 @@ def block(btype: int, body: bytes, be=False, length=None, trailer=None) -> bytes
     e = ">" if be else "<"
     body = _pad4(body)
     n = 12 + len(body)
-    return struct.pack(e + "II", btype, n if length is None else length) + body + \
-        struct.pack(e + "I", n if trailer is None else trailer)
+    return (
+        struct.pack(e + "II", btype, n if length is None else length)
+        + body
+        + struct.pack(e + "I", n if trailer is None else trailer)
+    )
 
 
 def opts(items, be=False) -> bytes:
@@ -501,9 +573,19 @@ def idb(linktype=1, snaplen=0, be=False, tsresol=None, tsoffset=None) -> bytes:
 
 def epb(ifid, ts, data, wire=None, be=False, caplen=None) -> bytes:
     e = ">" if be else "<"
-    return block(6, struct.pack(e + "IIIII", ifid, ts >> 32, ts & 0xFFFFFFFF,
-                                len(data) if caplen is None else caplen,
-                                len(data) if wire is None else wire) + _pad4(data), be)
+    return block(
+        6,
+        struct.pack(
+            e + "IIIII",
+            ifid,
+            ts >> 32,
+            ts & 0xFFFFFFFF,
+            len(data) if caplen is None else caplen,
+            len(data) if wire is None else wire,
+        )
+        + _pad4(data),
+        be,
+    )
 
 
 def spb(data, wire=None, be=False) -> bytes:
@@ -513,14 +595,19 @@ def spb(data, wire=None, be=False) -> bytes:
 
 def pb(ifid, ts, data, be=False) -> bytes:
     e = ">" if be else "<"
-    return block(2, struct.pack(e + "HHIIII", ifid, 0, ts >> 32, ts & 0xFFFFFFFF, len(data), len(data)) +
-                 _pad4(data), be)
+    return block(
+        2,
+        struct.pack(e + "HHIIII", ifid, 0, ts >> 32, ts & 0xFFFFFFFF, len(data), len(data))
+        + _pad4(data),
+        be,
+    )
 
 
 PKTS = [bytes(range(i, i + 40 + 7 * i)) for i in range(5)] + [b""]
 
 
 # ----------------------------------------------------------------------------- crafted pcap
+
 
 @pytest.mark.parametrize("be", [False, True], ids=["le", "be"])
 def test_pcap_variants_round_trip(tmp_path, be):
@@ -532,11 +619,21 @@ def test_pcap_variants_round_trip(tmp_path, be):
         frames = [(s, u * mult, d) for s, u, d in zip(secs, usec, PKTS)]
         res = read_bytes(tmp_path, pcap(frames, kind=kind, be=be), f"{kind}.pcap")
         assert res.open_status == OK and res.status == EOF and res.info["message"] == ""
-        assert res.info["format"] == {"us": lib.LT_FMT_PCAP_US, "ns": lib.LT_FMT_PCAP_NS,
-                                      "mod": lib.LT_FMT_PCAP_MODIFIED}[kind]
+        assert (
+            res.info["format"]
+            == {
+                "us": lib.LT_FMT_PCAP_US,
+                "ns": lib.LT_FMT_PCAP_NS,
+                "mod": lib.LT_FMT_PCAP_MODIFIED,
+            }[kind]
+        )
         assert [f.ts_ns for f in res.frames] == expected_ts
         assert all(bool(f.rflags & RF_BE) == be for f in res.frames)
-        assert (res.info["version_major"], res.info["version_minor"], res.info["snaplen"]) == (2, 4, 65535)
+        assert (res.info["version_major"], res.info["version_minor"], res.info["snaplen"]) == (
+            2,
+            4,
+            65535,
+        )
         results[kind] = [(f.data, f.caplen, f.wire_len, f.ts_ns, f.linktype) for f in res.frames]
         _assert_frames_inside(pcap(frames, kind=kind, be=be), res)
     assert results["us"] == results["ns"] == results["mod"]
@@ -547,8 +644,11 @@ def test_pcap_le_and_be_agree(tmp_path):
     frames = [(1_700_000_000, 999_999_999, b"abc")]
     a = read_bytes(tmp_path, pcap(frames, kind="ns"), "a")
     b = read_bytes(tmp_path, pcap(frames, kind="ns", be=True), "b")
-    assert [(f.data, f.ts_ns) for f in a.frames] == [(f.data, f.ts_ns) for f in b.frames] == \
-        [(b"abc", 1_700_000_000_999_999_999)]
+    assert (
+        [(f.data, f.ts_ns) for f in a.frames]
+        == [(f.data, f.ts_ns) for f in b.frames]
+        == [(b"abc", 1_700_000_000_999_999_999)]
+    )
 
 
 def test_pcap_lengths_and_flags(tmp_path):
@@ -572,16 +672,34 @@ def test_pcap_snaplen_zero_is_unlimited(tmp_path):
 
 def test_pcap_timestamps_wide(tmp_path):
     # u32 seconds past 2038; fraction out of range converted, not rejected
-    frames = [(0xFFFFFFFF, 999_999, b"a"), (2**31, 0, b"b"), (1, 2_000_000, b"c"), (5, 0xFFFFFFFF, b"d")]
+    frames = [
+        (0xFFFFFFFF, 999_999, b"a"),
+        (2**31, 0, b"b"),
+        (1, 2_000_000, b"c"),
+        (5, 0xFFFFFFFF, b"d"),
+    ]
     res = read_bytes(tmp_path, pcap(frames))
-    assert [f.ts_ns for f in res.frames] == [0xFFFFFFFF * 10**9 + 999_999_000, 2**31 * 10**9,
-                                            10**9 + 2_000_000_000, 5 * 10**9 + 0xFFFFFFFF * 1000]
+    assert [f.ts_ns for f in res.frames] == [
+        0xFFFFFFFF * 10**9 + 999_999_000,
+        2**31 * 10**9,
+        10**9 + 2_000_000_000,
+        5 * 10**9 + 0xFFFFFFFF * 1000,
+    ]
     res = read_bytes(tmp_path, pcap([(5, 0xFFFFFFFF, b"d")], kind="ns"), "ns")
     assert res.frames[0].ts_ns == 5 * 10**9 + 0xFFFFFFFF
 
 
-@pytest.mark.parametrize("version,ok", [((2, 4), True), ((2, 1), True), ((2, 5), True), ((1, 4), False),
-                                        ((3, 0), False), ((0, 0), False)])
+@pytest.mark.parametrize(
+    "version,ok",
+    [
+        ((2, 4), True),
+        ((2, 1), True),
+        ((2, 5), True),
+        ((1, 4), False),
+        ((3, 0), False),
+        ((0, 0), False),
+    ],
+)
 def test_pcap_versions(tmp_path, version, ok):
     res = read_bytes(tmp_path, pcap([(1, 0, b"abc")], version=version))
     if ok:
@@ -617,13 +735,16 @@ def test_pcap_truncated_header_message(tmp_path):
     assert res.info["message"] == "truncated record at byte 48: 7 of 16 header bytes"
 
 
-@pytest.mark.parametrize("caplen,snaplen,status", [
-    (200, 65535, EOF),             # cut packet: plausible
-    (262144, 100, EOF),            # plausible floor 262144
-    (262145, 100, E_CORRUPT),      # beyond snaplen and the floor, past EOF: garbage header
-    (262145, 300000, EOF),         # within the file's snaplen
-    (0x7FFFFFF0, 0x7FFFFFFF, E_CORRUPT),  # over the 256 MiB hard limit
-])
+@pytest.mark.parametrize(
+    "caplen,snaplen,status",
+    [
+        (200, 65535, EOF),  # cut packet: plausible
+        (262144, 100, EOF),  # plausible floor 262144
+        (262145, 100, E_CORRUPT),  # beyond snaplen and the floor, past EOF: garbage header
+        (262145, 300000, EOF),  # within the file's snaplen
+        (0x7FFFFFF0, 0x7FFFFFFF, E_CORRUPT),  # over the 256 MiB hard limit
+    ],
+)
 def test_pcap_cut_vs_corrupt(tmp_path, caplen, snaplen, status):
     blob = pcap([(1, 0, b"good"), (2, 0, b"x" * 50, 9999, caplen)], snaplen=snaplen)
     res = read_bytes(tmp_path, blob)
@@ -643,14 +764,24 @@ def test_pcap_huge_caplen_with_data_present_is_corrupt(tmp_path):
 
 # ----------------------------------------------------------------------------- crafted pcapng
 
+
 def _two_section_file():
-    s0 = (shb(False) + idb(1, 0, tsresol=6) + idb(101, 128, tsresol=9) +
-          epb(0, 1_600_000_000_123_456, b"A" * 60) + epb(1, 1_600_000_000_123_456_789, b"B" * 30) +
-          epb(0, 1_600_000_001_000_000, b"C" * 5))
-    s1 = (shb(True) + idb(0, 0, be=True, tsresol=0x80 | 10, tsoffset=1_000_000_000) +
-          idb(228, 0, be=True, tsresol=0x80 | 20) +
-          epb(0, (5 << 10) | 512, b"D" * 10, be=True) + epb(1, 3 << 20, b"E" * 11, be=True) +
-          epb(0, 0, b"F" * 12, wire=99, be=True))
+    s0 = (
+        shb(False)
+        + idb(1, 0, tsresol=6)
+        + idb(101, 128, tsresol=9)
+        + epb(0, 1_600_000_000_123_456, b"A" * 60)
+        + epb(1, 1_600_000_000_123_456_789, b"B" * 30)
+        + epb(0, 1_600_000_001_000_000, b"C" * 5)
+    )
+    s1 = (
+        shb(True)
+        + idb(0, 0, be=True, tsresol=0x80 | 10, tsoffset=1_000_000_000)
+        + idb(228, 0, be=True, tsresol=0x80 | 20)
+        + epb(0, (5 << 10) | 512, b"D" * 10, be=True)
+        + epb(1, 3 << 20, b"E" * 11, be=True)
+        + epb(0, 0, b"F" * 12, wire=99, be=True)
+    )
     return s0 + s1, len(s0)
 
 
@@ -658,19 +789,27 @@ def test_pcapng_sections_byte_orders_and_interfaces(tmp_path):
     blob, s0len = _two_section_file()
     res = read_bytes(tmp_path, blob)
     assert res.status == EOF and res.info["message"] == ""
-    got = [(f.section, f.interface_id, f.linktype, f.ts_ns, f.data, bool(f.rflags & RF_BE)) for f in res.frames]
+    got = [
+        (f.section, f.interface_id, f.linktype, f.ts_ns, f.data, bool(f.rflags & RF_BE))
+        for f in res.frames
+    ]
     assert got == [
         (0, 0, 1, 1_600_000_000_123_456_000, b"A" * 60, False),
         (0, 1, 101, 1_600_000_000_123_456_789, b"B" * 30, False),
         (0, 0, 1, 1_600_000_001_000_000_000, b"C" * 5, False),
-        (1, 0, 0, (1_000_000_000 + 5) * 10**9 + 500_000_000, b"D" * 10, True),   # 2^-10 + tsoffset
-        (1, 1, 228, 3 * 10**9, b"E" * 11, True),                                 # 2^-20
+        (1, 0, 0, (1_000_000_000 + 5) * 10**9 + 500_000_000, b"D" * 10, True),  # 2^-10 + tsoffset
+        (1, 1, 228, 3 * 10**9, b"E" * 11, True),  # 2^-20
         (1, 0, 0, 1_000_000_000 * 10**9, b"F" * 12, True),
     ]
     assert res.frames[5].wire_len == 99
     info = res.info
-    assert (info["format"], info["sections"], info["interfaces"], info["linktype"], info["snaplen"]) == \
-        (lib.LT_FMT_PCAPNG, 2, 4, 1, 0)
+    assert (
+        info["format"],
+        info["sections"],
+        info["interfaces"],
+        info["linktype"],
+        info["snaplen"],
+    ) == (lib.LT_FMT_PCAPNG, 2, 4, 1, 0)
     assert (info["version_major"], info["version_minor"]) == (1, 0)
     assert res.frames[3].offset > s0len
     _assert_frames_inside(blob, res)
@@ -684,17 +823,28 @@ def test_pcapng_interface_ids_are_per_section(tmp_path):
     assert "interface 1" in res.info["message"]
 
 
-@pytest.mark.parametrize("tsresol,ts,expected", [
-    (None, 1_500_000_000_000_001, 1_500_000_000_000_001_000),          # default 10^-6
-    (9, 1_500_000_000_000_000_001, 1_500_000_000_000_000_001),
-    (0, 1_500_000_000, 1_500_000_000 * 10**9),
-    (12, 1_500_000_000_123_456_789_999 & (2**64 - 1), (1_500_000_000_123_456_789_999 & (2**64 - 1)) // 1000),
-    (0x88, (1519128000 << 8) | 50, 1_519_128_000_195_312_500),         # gopacket test902
-    (0x80 | 30, (4_300_000_000 << 30) | (1 << 29), 4_300_000_000_500_000_000),  # past 2106, 128-bit math
-    (0x80 | 0, 7, 7 * 10**9),
-    (0x80 | 127, 2**64 - 1, 0),
-    (100, 2**64 - 1, 0),
-])
+@pytest.mark.parametrize(
+    "tsresol,ts,expected",
+    [
+        (None, 1_500_000_000_000_001, 1_500_000_000_000_001_000),  # default 10^-6
+        (9, 1_500_000_000_000_000_001, 1_500_000_000_000_000_001),
+        (0, 1_500_000_000, 1_500_000_000 * 10**9),
+        (
+            12,
+            1_500_000_000_123_456_789_999 & (2**64 - 1),
+            (1_500_000_000_123_456_789_999 & (2**64 - 1)) // 1000,
+        ),
+        (0x88, (1519128000 << 8) | 50, 1_519_128_000_195_312_500),  # gopacket test902
+        (
+            0x80 | 30,
+            (4_300_000_000 << 30) | (1 << 29),
+            4_300_000_000_500_000_000,
+        ),  # past 2106, 128-bit math
+        (0x80 | 0, 7, 7 * 10**9),
+        (0x80 | 127, 2**64 - 1, 0),
+        (100, 2**64 - 1, 0),
+    ],
+)
 def test_pcapng_tsresol(tmp_path, tsresol, ts, expected):
     res = read_bytes(tmp_path, shb() + idb(1, tsresol=tsresol) + epb(0, ts, b"p"))
     assert res.frames[0].ts_ns == expected
@@ -706,16 +856,25 @@ def test_pcapng_timestamp_saturates(tmp_path):
 
 
 def test_pcapng_spb(tmp_path):
-    blob = (shb() + idb(1, snaplen=8) + spb(b"0123456789", wire=10) + spb(b"abc", wire=3) +
-            spb(b"abcd", wire=100) + shb() + idb(1, snaplen=0) + spb(b"z" * 13, wire=13) + spb(b"w" * 5, wire=2))
+    blob = (
+        shb()
+        + idb(1, snaplen=8)
+        + spb(b"0123456789", wire=10)
+        + spb(b"abc", wire=3)
+        + spb(b"abcd", wire=100)
+        + shb()
+        + idb(1, snaplen=0)
+        + spb(b"z" * 13, wire=13)
+        + spb(b"w" * 5, wire=2)
+    )
     res = read_bytes(tmp_path, blob)
     assert res.status == EOF
     assert [(f.caplen, f.wire_len, f.data) for f in res.frames] == [
-        (8, 10, b"01234567"),     # snaplen 8
+        (8, 10, b"01234567"),  # snaplen 8
         (3, 3, b"abc"),
-        (4, 100, b"abcd"),        # bytes in the block
-        (13, 13, b"z" * 13),      # snaplen 0: unlimited; padding not included
-        (2, 2, b"ww"),            # wire length
+        (4, 100, b"abcd"),  # bytes in the block
+        (13, 13, b"z" * 13),  # snaplen 0: unlimited; padding not included
+        (2, 2, b"ww"),  # wire length
     ]
     assert all(f.rflags & RF_NO_TS and f.ts_ns == 0 and f.interface_id == 0 for f in res.frames)
     _assert_frames_inside(blob, res)
@@ -735,25 +894,40 @@ def test_pcapng_obsolete_packet_block(tmp_path):
 
 
 def test_pcapng_unknown_blocks_skipped(tmp_path):
-    blob = (shb() + block(0x0BAD, b"custom stuff") + idb(1) + block(4, b"\0" * 8) + block(5, b"\0" * 12) +
-            epb(0, 1, b"one") + block(0x40000BAD, b"") + block(0x0A, b"\1" * 20) + block(0x12345678, b"x") +
-            epb(0, 2, b"two"))
+    blob = (
+        shb()
+        + block(0x0BAD, b"custom stuff")
+        + idb(1)
+        + block(4, b"\0" * 8)
+        + block(5, b"\0" * 12)
+        + epb(0, 1, b"one")
+        + block(0x40000BAD, b"")
+        + block(0x0A, b"\1" * 20)
+        + block(0x12345678, b"x")
+        + epb(0, 2, b"two")
+    )
     res = read_bytes(tmp_path, blob)
     assert [f.data for f in res.frames] == [b"one", b"two"]
     assert res.info["skipped_blocks"] == 6 and res.status == EOF
 
 
-@pytest.mark.parametrize("bad,expect", [
-    (lambda: block(6, b"\0" * 20, length=37), "not a multiple of 4"),
-    (lambda: block(6, b"\0" * 20, length=8), "below the 12-byte minimum"),
-    (lambda: block(6, b"\0" * 20, trailer=36), "trailer"),
-    (lambda: block(99, b"\0" * 20, length=0x7FFFFFFC), "limit"),           # past EOF, absurd
-    (lambda: epb(0, 0, b"abcd", caplen=5000), "overruns"),
-    (lambda: epb(3, 0, b"abcd"), "interface 3"),
-    (lambda: block(6, b"\0" * 12), "minimum"),                            # EPB too short
-    (lambda: block(1, struct.pack("<HHI", 1, 0, 0) + struct.pack("<HH", 9, 200)), "overruns"),  # IDB option
-    (lambda: block(0x0A0D0D0A, struct.pack("<I", 0x11223344) + b"\0" * 12), "byte-order"),
-])
+@pytest.mark.parametrize(
+    "bad,expect",
+    [
+        (lambda: block(6, b"\0" * 20, length=37), "not a multiple of 4"),
+        (lambda: block(6, b"\0" * 20, length=8), "below the 12-byte minimum"),
+        (lambda: block(6, b"\0" * 20, trailer=36), "trailer"),
+        (lambda: block(99, b"\0" * 20, length=0x7FFFFFFC), "limit"),  # past EOF, absurd
+        (lambda: epb(0, 0, b"abcd", caplen=5000), "overruns"),
+        (lambda: epb(3, 0, b"abcd"), "interface 3"),
+        (lambda: block(6, b"\0" * 12), "minimum"),  # EPB too short
+        (
+            lambda: block(1, struct.pack("<HHI", 1, 0, 0) + struct.pack("<HH", 9, 200)),
+            "overruns",
+        ),  # IDB option
+        (lambda: block(0x0A0D0D0A, struct.pack("<I", 0x11223344) + b"\0" * 12), "byte-order"),
+    ],
+)
 def test_pcapng_bad_block(tmp_path, bad, expect):
     head = shb() + idb(1) + epb(0, 7, b"before")
     blob = head + bad() + epb(0, 8, b"after")
@@ -777,7 +951,13 @@ def test_pcapng_block_past_eof_is_truncation(tmp_path):
 
 
 def test_pcapng_version_policy(tmp_path):
-    for version, ok in (((1, 0), True), ((1, 2), True), ((1, 1), False), ((2, 0), False), ((0, 1), False)):
+    for version, ok in (
+        ((1, 0), True),
+        ((1, 2), True),
+        ((1, 1), False),
+        ((2, 0), False),
+        ((0, 1), False),
+    ):
         res = read_bytes(tmp_path, shb(version=version) + idb(1) + epb(0, 0, b"x"))
         assert (res.open_status == OK) == ok, version
         if not ok:
@@ -786,19 +966,35 @@ def test_pcapng_version_policy(tmp_path):
     blob = shb() + idb(1) + epb(0, 0, b"x") + shb(version=(2, 0)) + idb(1) + epb(0, 0, b"y")
     res = read_bytes(tmp_path, blob)
     assert [f.data for f in res.frames] == [b"x"]
-    assert res.status == E_FORMAT and res.info["error_offset"] == len(shb() + idb(1) + epb(0, 0, b"x"))
+    assert res.status == E_FORMAT and res.info["error_offset"] == len(
+        shb() + idb(1) + epb(0, 0, b"x")
+    )
 
 
 def test_pcapng_bad_first_shb(tmp_path):
     assert read_bytes(tmp_path, shb()[:10]).open_status == E_CORRUPT
-    assert read_bytes(tmp_path, block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1), trailer=4)
-                      ).open_status == E_CORRUPT
+    assert (
+        read_bytes(
+            tmp_path, block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1), trailer=4)
+        ).open_status
+        == E_CORRUPT
+    )
     res = read_bytes(tmp_path, shb())  # SHB only: 0 frames, clean
-    assert res.open_status == OK and res.frames == [] and res.status == EOF and res.info["sections"] == 1
+    assert (
+        res.open_status == OK
+        and res.frames == []
+        and res.status == EOF
+        and res.info["sections"] == 1
+    )
 
 
 def test_pcapng_batches_stop_before_error(tmp_path):
-    blob = shb() + idb(1) + b"".join(epb(0, i, bytes([i])) for i in range(5)) + block(6, b"", length=13)
+    blob = (
+        shb()
+        + idb(1)
+        + b"".join(epb(0, i, bytes([i])) for i in range(5))
+        + block(6, b"", length=13)
+    )
     for batch in (1, 2, 5, 64):
         res = read_bytes(tmp_path, blob, batch=batch)
         assert len(res.frames) == 5 and res.status == E_CORRUPT and res.info["frames"] == 5
@@ -806,9 +1002,15 @@ def test_pcapng_batches_stop_before_error(tmp_path):
 
 # ----------------------------------------------------------------------------- not a capture
 
+
 def test_empty_and_garbage_are_format_errors(tmp_path):
-    for name, blob in (("empty.pcap", b""), ("three", b"\xd4\xc3\xb2"), ("text.pcap", b"hello, world\n" * 10),
-                       ("zeros", b"\0" * 100), ("rand", random.Random(7).randbytes(4096))):
+    for name, blob in (
+        ("empty.pcap", b""),
+        ("three", b"\xd4\xc3\xb2"),
+        ("text.pcap", b"hello, world\n" * 10),
+        ("zeros", b"\0" * 100),
+        ("rand", random.Random(7).randbytes(4096)),
+    ):
         res = read_bytes(tmp_path, blob, name)
         assert res.open_status == E_FORMAT, name
         assert name in res.open_message and "\n" not in res.open_message
@@ -826,7 +1028,12 @@ def test_short_pcap_header_is_corrupt(tmp_path):
 
 def test_header_only_files(tmp_path):
     res = read_bytes(tmp_path, pcap([]))
-    assert res.open_status == OK and res.status == EOF and res.frames == [] and not res.info["truncated"]
+    assert (
+        res.open_status == OK
+        and res.status == EOF
+        and res.frames == []
+        and not res.info["truncated"]
+    )
 
 
 # ----------------------------------------------------------------------------- fuzzing
@@ -836,7 +1043,12 @@ SEEDS = [
     pcap([(1, 2, b"a" * 30), (3, 4, b"b" * 3)], kind="ns", be=True),
     pcap([(1, 2, b"a" * 30), (3, 4, b"b" * 3)], kind="mod"),
     _two_section_file()[0],
-    shb() + idb(1, snaplen=4) + spb(b"abcdefgh") + block(0x0BAD, b"zz") + pb(0, 5, b"pb") + epb(0, 1, b"e"),
+    shb()
+    + idb(1, snaplen=4)
+    + spb(b"abcdefgh")
+    + block(0x0BAD, b"zz")
+    + pb(0, 5, b"pb")
+    + epb(0, 1, b"e"),
 ]
 
 
@@ -855,13 +1067,15 @@ def mutated(draw):
         elif op == "insert":
             blob[i:i] = draw(st.binary(min_size=1, max_size=8))
         elif op == "delete":
-            del blob[i:i + draw(st.integers(1, 8))]
+            del blob[i : i + draw(st.integers(1, 8))]
         else:
             del blob[i:]
     return bytes(blob)
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=600, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(blob=mutated(), batch=st.sampled_from([1, 3, 64]))
 def test_fuzz_never_crashes_and_stays_inside(tmp_path, blob, batch):
     res = read_bytes(tmp_path, blob, "fuzz.bin", batch=batch)
@@ -877,4 +1091,3 @@ def test_fuzz_never_crashes_and_stays_inside(tmp_path, blob, batch):
     if res.status != EOF:
         assert res.info["error"] == res.status and res.info["error_offset"] < len(blob)
         assert all(f.offset < res.info["error_offset"] for f in res.frames)
-

@@ -47,7 +47,9 @@ def test_segment_files_are_opened_relative_to_one_held_directory(ledger, keydir,
     assert all("/" not in p and d is not None for p, d in seg_opens), seg_opens[:4]
     assert len({d for _, d in seg_opens}) == 1
     # the link directory is opened once for the walk (and not walked from the root per file)
-    assert sum(1 for p, _ in opens if p == "link=link0") == 1 + 1  # the walk's hold + the checkpoint read
+    assert (
+        sum(1 for p, _ in opens if p == "link=link0") == 1 + 1
+    )  # the walk's hold + the checkpoint read
     assert _fds() == before  # nothing left open
 
 
@@ -74,7 +76,10 @@ def test_a_link_in_place_of_a_segment_file_is_refused_under_the_hold(ledger, tmp
     seal.symlink_to(target)
     reader = LedgerReader(ledger)
     before = _fds()
-    with reader.holding_link("link0"), reader.holding_link("link0"):  # nested holds share one descriptor
+    with (
+        reader.holding_link("link0"),
+        reader.holding_link("link0"),
+    ):  # nested holds share one descriptor
         assert len(_fds() - before) == 1
         with pytest.raises(FileTypeError, match="symbolic link"):
             reader.read_seal_bytes("link0", 1)

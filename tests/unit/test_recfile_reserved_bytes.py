@@ -8,12 +8,11 @@ import re
 
 import pyarrow as pa
 import pytest
+from conftest import load_keys
 
 from ledgertool.errors import LedgerFormatError
 from ledgertool.ledger.recfile import parse_record_file
 from ledgertool.verify.ledger import verify_ledger
-
-from conftest import load_keys
 
 
 def _poke(path, offset: int, value: int) -> None:
@@ -30,7 +29,9 @@ def _poke(path, offset: int, value: int) -> None:
         (255, "reserved header byte 255 is 0x01, not zero"),
     ],
 )
-def test_reserved_header_byte_of_a_sealed_record_file_is_refused(sample_ledger, keydir, offset, why):
+def test_reserved_header_byte_of_a_sealed_record_file_is_refused(
+    sample_ledger, keydir, offset, why
+):
     rec = sample_ledger / "link=link0" / "seg-00000001.rec"
     assert rec.is_file()
     _poke(rec, offset, 0x01)

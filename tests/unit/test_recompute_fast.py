@@ -33,8 +33,13 @@ SEG = 100
 def _write(directory, keydir, recs: np.ndarray) -> None:
     dk, sk, _ = load_keys(keydir)
     raw = recs.tobytes()
-    write_v2_ledger(directory, sk, [raw[i:i + SEG * 48] for i in range(0, len(raw), SEG * 48)],
-                    digest_key_id=dk.key_id("siphash-1-3-128", 16), leaf_records=32)
+    write_v2_ledger(
+        directory,
+        sk,
+        [raw[i : i + SEG * 48] for i in range(0, len(raw), SEG * 48)],
+        digest_key_id=dk.key_id("siphash-1-3-128", 16),
+        leaf_records=32,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -96,9 +101,16 @@ def test_an_agreeing_capture_is_decided_without_pairing(tmp_path, keydir, base, 
     d = tmp_path / "L"
     _write(d, keydir, base)
     if FAST:
-        monkeypatch.setattr(rc, "open_duckdb", lambda *a, **k: pytest.fail("the fast verdict opened DuckDB"))
+        monkeypatch.setattr(
+            rc, "open_duckdb", lambda *a, **k: pytest.fail("the fast verdict opened DuckDB")
+        )
     fast = reconcile(PCAP, d, load_keys(keydir)[0], trust=load_keys(keydir)[2])
-    assert fast.ok and (fast.frames, fast.matched, fast.ledger_only, fast.capture_only) == (294, 294, 0, 0)
+    assert fast.ok and (fast.frames, fast.matched, fast.ledger_only, fast.capture_only) == (
+        294,
+        294,
+        0,
+        0,
+    )
     monkeypatch.undo()
     f, e, decided = _both(d, keydir, monkeypatch)
     assert decided == FAST and f == e
@@ -112,9 +124,20 @@ def test_without_aes_instructions_every_run_pairs(tmp_path, keydir, base, monkey
     assert not decided and f == e and f["matched"] == 294
 
 
-@pytest.mark.parametrize("kind,decides", [("drop", False), ("add", False), ("digest", False), ("gap", False),
-                                          ("swap", True), ("time", True)])
-def test_each_way_of_differing_gives_the_exact_report(tmp_path, keydir, base, monkeypatch, kind, decides):
+@pytest.mark.parametrize(
+    "kind,decides",
+    [
+        ("drop", False),
+        ("add", False),
+        ("digest", False),
+        ("gap", False),
+        ("swap", True),
+        ("time", True),
+    ],
+)
+def test_each_way_of_differing_gives_the_exact_report(
+    tmp_path, keydir, base, monkeypatch, kind, decides
+):
     d = tmp_path / "L"
     _write(d, keydir, _renumber(_edit(base, kind, 150)))
     f, e, decided = _both(d, keydir, monkeypatch)
@@ -126,8 +149,15 @@ def test_each_way_of_differing_gives_the_exact_report(tmp_path, keydir, base, mo
 def test_details_unverified_and_links(tmp_path, keydir, base, monkeypatch):
     d = tmp_path / "L"
     _write(d, keydir, base)
-    f, e, decided = _both(d, keydir, monkeypatch, trust=None, links=["link0"])  # keyless: verified False
-    assert decided == FAST and f == e and f["verified"] is False and any("UNVERIFIED" in w for w in f["warnings"])
+    f, e, decided = _both(
+        d, keydir, monkeypatch, trust=None, links=["link0"]
+    )  # keyless: verified False
+    assert (
+        decided == FAST
+        and f == e
+        and f["verified"] is False
+        and any("UNVERIFIED" in w for w in f["warnings"])
+    )
     out = tmp_path / "details.jsonl"
     out.write_text("old\n")
     dk, _, trust = load_keys(keydir)
@@ -154,9 +184,17 @@ def test_a_capture_cut_short_is_paired(tmp_path, keydir, base, monkeypatch):
     assert res.matched == 293 and (res.capture.stopped is not None or res.warnings)
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(edits=st.lists(st.tuples(st.sampled_from(["drop", "add", "digest", "swap", "time", "gap"]),
-                                st.integers(0, 280)), max_size=3))
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    edits=st.lists(
+        st.tuples(
+            st.sampled_from(["drop", "add", "digest", "swap", "time", "gap"]), st.integers(0, 280)
+        ),
+        max_size=3,
+    )
+)
 def test_random_edits_fast_equals_exact(tmp_path_factory, keydir, base, edits):
     recs = base
     for kind, k in edits:
@@ -194,8 +232,12 @@ def test_the_walk_that_copies_a_raw_record_file_hashes_it_as_python_does(tmp_pat
     key = new_key()
     sink = HashingSink(DTYPE, MultisetHash(key, 16))
     held = []
-    res = verify_ledger(d, load_keys(keydir)[2], on_segment=lambda s: held.append(sink.holds(s.records)),
-                        records_into=sink)
+    res = verify_ledger(
+        d,
+        load_keys(keydir)[2],
+        on_segment=lambda s: held.append(sink.holds(s.records)),
+        records_into=sink,
+    )
     assert res.ok and held == [True, True, True]
     want = MultisetHash(key, 16)
     assert want.add(recs) == 293
@@ -203,7 +245,9 @@ def test_the_walk_that_copies_a_raw_record_file_hashes_it_as_python_does(tmp_pat
     assert sink.seconds == second_counts(recs, FLAG_GAP) and sum(sink.seconds.values()) == 293
 
 
-def test_a_segment_whose_times_jump_between_seconds_is_counted_from_the_same_copy(tmp_path, keydir, base):
+def test_a_segment_whose_times_jump_between_seconds_is_counted_from_the_same_copy(
+    tmp_path, keydir, base
+):
     """More per-second runs than the native walk's room (1,024 + 1/16 of the records): the seconds
     are counted from the copy it hashed (HashingSink.count_seconds), with the same result."""
     from ledgertool.reconcile.msethash import HashingSink, MultisetHash, new_key
@@ -211,10 +255,14 @@ def test_a_segment_whose_times_jump_between_seconds_is_counted_from_the_same_cop
     from ledgertool.verify.ledger import verify_ledger
 
     recs = _renumber(np.concatenate([base] * 11))  # 3,234 records in one segment
-    recs["ts_ns"] = 1_700_000_000 * 10**9 + (np.arange(len(recs)) % 2) * 2 * 10**9  # every record another second
+    recs["ts_ns"] = (
+        1_700_000_000 * 10**9 + (np.arange(len(recs)) % 2) * 2 * 10**9
+    )  # every record another second
     dk, sk, trust = load_keys(keydir)
     d = tmp_path / "L"
-    write_v2_ledger(d, sk, [recs.tobytes()], digest_key_id=dk.key_id("siphash-1-3-128", 16), leaf_records=32)
+    write_v2_ledger(
+        d, sk, [recs.tobytes()], digest_key_id=dk.key_id("siphash-1-3-128", 16), leaf_records=32
+    )
     key = new_key()
     counted = []
 
@@ -225,8 +273,12 @@ def test_a_segment_whose_times_jump_between_seconds_is_counted_from_the_same_cop
 
     sink = Sink(DTYPE, MultisetHash(key, 16))
     held = []
-    assert verify_ledger(d, trust, on_segment=lambda s: held.append(sink.holds(s.records)), records_into=sink).ok
+    assert verify_ledger(
+        d, trust, on_segment=lambda s: held.append(sink.holds(s.records)), records_into=sink
+    ).ok
     want = MultisetHash(key, 16)
     want.add(recs)
     assert held == [True] and counted == [3234] and sink.mset.state() == want.state()
-    assert sink.seconds == second_counts(recs, FLAG_GAP) == {1_700_000_000: 1617, 1_700_000_002: 1617}
+    assert (
+        sink.seconds == second_counts(recs, FLAG_GAP) == {1_700_000_000: 1617, 1_700_000_002: 1617}
+    )

@@ -21,7 +21,9 @@ from ledgertool.reconcile import recompute as rc
 from ledgertool.reconcile.msethash import accelerated
 from ledgertool.reconcile.recompute import reconcile
 
-pytestmark = pytest.mark.skipif(not accelerated(), reason="the partitioned pairing runs where AES-NI does")
+pytestmark = pytest.mark.skipif(
+    not accelerated(), reason="the partitioned pairing runs where AES-NI does"
+)
 
 PCAP = SAMPLES / "sample.pcap"
 DTYPE = record_dtype(16)
@@ -38,8 +40,13 @@ def _write(directory, keydir, recs: np.ndarray) -> None:
     recs = recs.copy()
     recs["seq"] = np.arange(len(recs))  # seq stays contiguous, as a device writes it
     raw = recs.tobytes()
-    write_v2_ledger(directory, sk, [raw[i:i + SEG * 48] for i in range(0, len(raw), SEG * 48)],
-                    digest_key_id=dk.key_id("siphash-1-3-128", 16), leaf_records=32)
+    write_v2_ledger(
+        directory,
+        sk,
+        [raw[i : i + SEG * 48] for i in range(0, len(raw), SEG * 48)],
+        digest_key_id=dk.key_id("siphash-1-3-128", 16),
+        leaf_records=32,
+    )
 
 
 def _edit(recs: np.ndarray, kind: str, k: int, j: int) -> np.ndarray:
@@ -48,7 +55,7 @@ def _edit(recs: np.ndarray, kind: str, k: int, j: int) -> np.ndarray:
     if kind == "drop":
         return np.delete(recs, k)
     if kind == "dup_far":  # frame k recorded again at position j (another time, the same digest)
-        dup = recs[k:k + 1].copy()
+        dup = recs[k : k + 1].copy()
         dup["ts_ns"] = recs["ts_ns"][j]
         return np.insert(recs, j, dup)
     if kind == "digest":
@@ -57,7 +64,7 @@ def _edit(recs: np.ndarray, kind: str, k: int, j: int) -> np.ndarray:
         recs["digest"][k] = np.void(bytes(d))
         return recs
     if kind == "move":  # frame k moved to position j with j's time
-        row = recs[k:k + 1].copy()
+        row = recs[k : k + 1].copy()
         row["ts_ns"] = recs["ts_ns"][j]
         return np.insert(np.delete(recs, k), min(j, len(recs) - 1), row)
     if kind == "time":  # a frame re-timed by hours: the same digest
@@ -94,11 +101,21 @@ def _paired_sizes(monkeypatch) -> list[tuple[int, int]]:
 KINDS = ["drop", "dup_far", "digest", "move", "time", "reverse", "gap"]
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(edits=st.lists(st.tuples(st.sampled_from(KINDS), st.integers(0, 300), st.integers(0, 300)),
-                      min_size=1, max_size=4),
-       bits=st.sampled_from([0, 1, 3, 6, 12]), spill=st.booleans())
-def test_the_partitioned_report_is_the_exact_report(tmp_path_factory, keydir, base, monkeypatch, edits, bits, spill):
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    edits=st.lists(
+        st.tuples(st.sampled_from(KINDS), st.integers(0, 300), st.integers(0, 300)),
+        min_size=1,
+        max_size=4,
+    ),
+    bits=st.sampled_from([0, 1, 3, 6, 12]),
+    spill=st.booleans(),
+)
+def test_the_partitioned_report_is_the_exact_report(
+    tmp_path_factory, keydir, base, monkeypatch, edits, bits, spill
+):
     recs = base
     for kind, k, j in edits:
         recs = _edit(recs, kind, k, j)
@@ -123,7 +140,9 @@ def test_only_the_rows_of_the_differing_parts_are_paired(tmp_path, keydir, base,
     monkeypatch.setattr(rc, "PART_BITS", 6)  # 64 parts of ~5 rows
     res = reconcile(PCAP, d, dk, trust=trust)
     assert (res.matched, res.ledger_only, res.capture_only) == (292, 1, 2)
-    assert len(sizes) == 1 and 0 < sizes[0][0] <= 30 and 0 < sizes[0][1] <= 30  # at most 3 parts of 64
+    assert (
+        len(sizes) == 1 and 0 < sizes[0][0] <= 30 and 0 < sizes[0][1] <= 30
+    )  # at most 3 parts of 64
     monkeypatch.undo()
     assert _report(res) == _report(reconcile(PCAP, d, dk, trust=trust, exact=True))
 
@@ -142,7 +161,9 @@ def test_a_duplicate_elsewhere_is_paired_as_the_exact_pairing_pairs_it(tmp_path,
     assert _report(res) == _report(reconcile(PCAP, d, dk, trust=trust, exact=True))
 
 
-def test_a_ledger_that_changes_between_the_readings_is_paired_in_full(tmp_path, keydir, base, monkeypatch):
+def test_a_ledger_that_changes_between_the_readings_is_paired_in_full(
+    tmp_path, keydir, base, monkeypatch
+):
     """When the second reading does not meet what the first one hashed, nothing of the first is
     used: everything is paired again (the report is the exact one)."""
     d = tmp_path / "L"

@@ -26,9 +26,15 @@ DTYPE = record_dtype(16)
 def _ledger(directory, keydir, records: bytes | None = None):
     dk, sk, _ = load_keys(keydir)
     recs = records if records is not None else capture_records(SAMPLES / "sample.pcap", dk)
-    segs = [recs[i:i + SEG * 48] for i in range(0, len(recs), SEG * 48)]
-    w = write_v2_ledger(directory, sk, segs, digest_key_id=dk.key_id("siphash-1-3-128", 16), leaf_records=32,
-                        block_records=[[1, 99], None, [50, 44]])
+    segs = [recs[i : i + SEG * 48] for i in range(0, len(recs), SEG * 48)]
+    w = write_v2_ledger(
+        directory,
+        sk,
+        segs,
+        digest_key_id=dk.key_id("siphash-1-3-128", 16),
+        leaf_records=32,
+        block_records=[[1, 99], None, [50, 44]],
+    )
     w.path(1, "parquet").write_bytes(parquet_bytes(segs[1], 16, 1))  # segment 1 compacted
     w.path(1, "rec").unlink()
     return segs
@@ -102,7 +108,9 @@ def test_records_into_needs_on_segment_and_the_default_checker(v2):
     with pytest.raises(ValueError, match="records_into"):
         verify_ledger(d, None, records_into=RecordSink(DTYPE))
     with pytest.raises(ValueError, match="records_into"):
-        verify_ledger(d, None, on_segment=lambda s: None, checker=check_here, records_into=RecordSink(DTYPE))
+        verify_ledger(
+            d, None, on_segment=lambda s: None, checker=check_here, records_into=RecordSink(DTYPE)
+        )
 
 
 def test_take_copies_bytes_that_are_not_the_tail():
@@ -137,5 +145,11 @@ def test_recompute_leaves_gap_records_out_of_the_one_array(tmp_path, keydir):
     assert whole.tobytes() == keep.tobytes()
     assert all(np.shares_memory(p.records, whole) for p in parts)
     res = reconcile(SAMPLES / "sample.pcap", d, dk, trust=trust)
-    assert (res.frames, res.ledger_records, res.matched, res.ledger_only, res.capture_only) == (294, 292, 292, 0, 2)
+    assert (res.frames, res.ledger_records, res.matched, res.ledger_only, res.capture_only) == (
+        294,
+        292,
+        292,
+        0,
+        2,
+    )
     assert sorted(int(e["index"]) for e in res.examples_capture_only) == [5, 210]

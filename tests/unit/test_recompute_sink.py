@@ -33,7 +33,9 @@ def spec(tmp_path_factory):
 
 def _copied_batches(source, key) -> np.ndarray:
     run = DigestRun()
-    return np.concatenate([a.copy() for a in _digest_records(source, key, ALG, "frame", run, None, 1)])
+    return np.concatenate(
+        [a.copy() for a in _digest_records(source, key, ALG, "frame", run, None, 1)]
+    )
 
 
 def test_fill_out_writes_into_the_callers_array(spec, keydir):
@@ -45,7 +47,9 @@ def test_fill_out_writes_into_the_callers_array(spec, keydir):
         want, n, _ = own.fill(7, 1000)
         got, m, _ = into.fill(7, 5000, out=out)  # at most len(out) records
     assert n == m == 1000 and bytes(got) == bytes(want) == out.tobytes()
-    assert out["seq"][0] == 7 and np.frombuffer(got, out.dtype)["ts_ns"][-1] == out["ts_ns"][-1] != 0
+    assert (
+        out["seq"][0] == 7 and np.frombuffer(got, out.dtype)["ts_ns"][-1] == out["ts_ns"][-1] != 0
+    )
     with pytest.raises(ValueError):
         into.fill(0, out=np.zeros(10, record_dtype(32)))  # not the engine's record layout
 
@@ -63,8 +67,13 @@ def test_record_sink_grows_and_holds_every_batch(spec, keydir, hint):
     got = sink.records()
     assert len(got) == run.frames == 150_000 and got.tobytes() == want.tobytes()
     assert got["seq"].tolist() == list(range(150_000))
-    records, run = _capture_records([spec, spec], key, ALG, "frame", None, 1)  # two captures, one array
-    assert len(records) == 300_000 and records[150_000:]["digest"].tobytes() == want["digest"].tobytes()
+    records, run = _capture_records(
+        [spec, spec], key, ALG, "frame", None, 1
+    )  # two captures, one array
+    assert (
+        len(records) == 300_000
+        and records[150_000:]["digest"].tobytes() == want["digest"].tobytes()
+    )
     assert records["seq"][-1] == 299_999
 
 
@@ -79,6 +88,8 @@ def test_sink_reserves_at_most_max_hint_records_and_grows_past_it(monkeypatch):
     assert len(sink.room()) == RecordSink.MAX_HINT
     sink.n = RecordSink.MAX_HINT - 10
     sink.room()[:1]["seq"] = 7
-    assert len(sink.room()) == RecordSink.MAX_HINT + 10  # doubled once there was less than a batch left
+    assert (
+        len(sink.room()) == RecordSink.MAX_HINT + 10
+    )  # doubled once there was less than a batch left
     sink.n += 1
     assert sink.records()[-1]["seq"] == 7

@@ -42,7 +42,9 @@ def test_split_pcap_digests_equal_the_whole_file(name, keydir):
     got = np.concatenate(parts) if parts else whole[:0]
     assert sum(r.frames for r in runs) == whole_run.frames == len(whole)
     assert got.tobytes() == whole.tobytes()
-    assert (stop.offset if stop else None) == (whole_run.stopped.offset if whole_run.stopped else None)
+    assert (stop.offset if stop else None) == (
+        whole_run.stopped.offset if whole_run.stopped else None
+    )
     assert [w for r in runs for w in r.warnings] == list(whole_run.warnings)
     if whole_run.frames > 1 and stop is None:  # cut finely: more than one chunk
         assert len(chunks) > 1 and all(a.end == b.start for a, b in zip(chunks, chunks[1:]))

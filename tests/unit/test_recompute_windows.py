@@ -44,8 +44,15 @@ def _write_pcap(path: Path, frames: list[tuple[int, bytes, int]]) -> list[int]:
 
 def _ledger(tmp: Path, keydir: Path, capacity: int | None = None) -> Path:
     dk, sk, _ = load_keys(keydir)
-    capture_file(SAMPLE, tmp / "L", digest_key=dk, signing_key=sk, tiers=("windows",), window_ns=MS,
-                 window_capacity=capacity)
+    capture_file(
+        SAMPLE,
+        tmp / "L",
+        digest_key=dk,
+        signing_key=sk,
+        tiers=("windows",),
+        window_ns=MS,
+        window_capacity=capacity,
+    )
     return tmp / "L"
 
 
@@ -69,8 +76,16 @@ def test_the_same_capture_matches_every_window(tmp_path, keydir, capsys):
     assert [w.status for w in res.windows] == ["match"] * 6
     assert sum(w.capture_frames for w in res.windows) == 294
     assert all(w.ledger_wire_bytes == w.capture_wire_bytes > 0 for w in res.windows)
-    rc, out, _ = cli_in_process("recompute", SAMPLE, "--ledger", ledger, "--digest-key",
-                                keydir / "digest.key", "--trust", keydir / "verifier.pub")
+    rc, out, _ = cli_in_process(
+        "recompute",
+        SAMPLE,
+        "--ledger",
+        ledger,
+        "--digest-key",
+        keydir / "digest.key",
+        "--trust",
+        keydir / "verifier.pub",
+    )
     assert rc == 0 and out.startswith("MATCH") and "6 windows" in out
     # without the trust bundle the verdict is unverified: never exit 0
     assert not reconcile_windows(SAMPLE, ledger, dk).ok
@@ -85,8 +100,10 @@ def test_removed_and_added_frames_are_named_exactly(tmp_path, keydir, capsys):
     kept = [(f.ts_ns, f.data, f.wire_len) for f in frames if f.index not in removed]
     # two frames of our own, inside windows 1 and 4 of the run (bytes no frame of it has)
     base = frames[0].ts_ns // MS * MS
-    added = [(base + MS + 500, frames[60].data[:-1] + b"\xee", frames[60].wire_len),
-             (base + 4 * MS + 900, frames[200].data[:-2] + b"\xab\xcd", frames[200].wire_len)]
+    added = [
+        (base + MS + 500, frames[60].data[:-1] + b"\xee", frames[60].wire_len),
+        (base + 4 * MS + 900, frames[200].data[:-2] + b"\xab\xcd", frames[200].wire_len),
+    ]
     rows = sorted(kept + added, key=lambda r: r[0])
     path = tmp_path / "changed.pcap"
     offsets = _write_pcap(path, rows)
@@ -96,22 +113,33 @@ def test_removed_and_added_frames_are_named_exactly(tmp_path, keydir, capsys):
     differing = {w.index - base // MS: w for w in res.differing}
     assert all(w.status == "differ" for w in differing.values())
     assert Counter(d for w in differing.values() for d in w.ledger_only) == Counter(
-        digests[i] for i in removed)
+        digests[i] for i in removed
+    )
     named = [f for w in differing.values() for f in w.capture_only]
     assert [(f.seq, f.offset, f.ts_ns) for f in named] == [
-        (s, offsets[s], rows[s][0]) for s in new_seq]
+        (s, offsets[s], rows[s][0]) for s in new_seq
+    ]
     assert {k for k, w in differing.items() if w.capture_only} == {1, 4}
     assert all(f.summary for f in named)
-    rc, out, _ = cli_in_process("recompute", path, "--ledger", ledger, "--digest-key",
-                                keydir / "digest.key", "--trust", keydir / "verifier.pub",
-                                "--json")
+    rc, out, _ = cli_in_process(
+        "recompute",
+        path,
+        "--ledger",
+        ledger,
+        "--digest-key",
+        keydir / "digest.key",
+        "--trust",
+        keydir / "verifier.pub",
+        "--json",
+    )
     doc = json.loads(out)
     _valid_report(doc)
     assert rc == 1 and doc["against"] == "windows" and doc["windows_differing"] == len(differing)
     got = [f for w in doc["per_window"] for f in w["capture_only"]]
     assert [(f["seq"], f["offset"]) for f in got] == [(str(s), offsets[s]) for s in new_seq]
     assert sorted(d for w in doc["per_window"] for d in w["ledger_only"]) == sorted(
-        digests[i].hex() for i in removed)
+        digests[i].hex() for i in removed
+    )
 
 
 def test_a_window_beyond_capacity_reports_the_count_difference_only(tmp_path, keydir, capsys):
@@ -135,31 +163,49 @@ def test_a_window_beyond_capacity_reports_the_count_difference_only(tmp_path, ke
     assert w.index - base == 2 and w.status == "beyond_capacity"
     assert (w.ledger_frames, w.capture_frames, w.frames_difference) == (cut, cut - 5, 5)
     assert w.ledger_only == () and w.capture_only == ()
-    rc, out, _ = cli_in_process("recompute", tmp_path / "many.pcap", "--ledger", ledger,
-                                "--digest-key", keydir / "digest.key", "--trust",
-                                keydir / "verifier.pub")
+    rc, out, _ = cli_in_process(
+        "recompute",
+        tmp_path / "many.pcap",
+        "--ledger",
+        ledger,
+        "--digest-key",
+        keydir / "digest.key",
+        "--trust",
+        keydir / "verifier.pub",
+    )
     assert rc == 1 and "beyond capacity" in out and "5 more in the ledger" in out
 
 
-def test_a_retimed_capture_differs_per_window_and_matches_over_the_range(tmp_path, keydir,
-                                                                         capsys):
+def test_a_retimed_capture_differs_per_window_and_matches_over_the_range(tmp_path, keydir, capsys):
     dk, _, trust = load_keys(keydir)
     ledger = _ledger(tmp_path, keydir)
     frames = _frames(SAMPLE)
     _write_pcap(tmp_path / "later.pcap", [(f.ts_ns + HOUR, f.data, f.wire_len) for f in frames])
     per = reconcile_windows(tmp_path / "later.pcap", ledger, dk, trust=trust)
     assert not per.ok and len(per.differing) == 12  # six ledger windows, six an hour later
-    whole = reconcile_windows(tmp_path / "later.pcap", ledger, dk, trust=trust,
-                              windows_range=(None, None))
+    whole = reconcile_windows(
+        tmp_path / "later.pcap", ledger, dk, trust=trust, windows_range=(None, None)
+    )
     assert whole.ok and whole.mode == "range" and whole.range_windows == 6
     assert (whole.frames, whole.ledger_frames) == (294, 294)
     base = frames[0].ts_ns // MS
-    part = reconcile_windows(tmp_path / "later.pcap", ledger, dk, trust=trust,
-                             windows_range=(base, base + 4))
+    part = reconcile_windows(
+        tmp_path / "later.pcap", ledger, dk, trust=trust, windows_range=(base, base + 4)
+    )
     assert not part.ok and part.range_windows == 5 and part.ledger_frames < 294
-    rc, out, _ = cli_in_process("recompute", tmp_path / "later.pcap", "--ledger", ledger,
-                                "--digest-key", keydir / "digest.key", "--trust",
-                                keydir / "verifier.pub", "--windows-range", "all", "--json")
+    rc, out, _ = cli_in_process(
+        "recompute",
+        tmp_path / "later.pcap",
+        "--ledger",
+        ledger,
+        "--digest-key",
+        keydir / "digest.key",
+        "--trust",
+        keydir / "verifier.pub",
+        "--windows-range",
+        "all",
+        "--json",
+    )
     doc = json.loads(out)
     _valid_report(doc)
     assert rc == 0 and doc["mode"] == "range" and doc["range"]["windows"] == 6
@@ -179,13 +225,29 @@ def test_windows_range_parsing():
 
 def test_a_bad_range_or_a_ledger_without_windows_is_bad_input(tmp_path, keydir, capsys):
     ledger = _ledger(tmp_path, keydir)
-    rc, _, err = cli_in_process("recompute", SAMPLE, "--ledger", ledger, "--digest-key",
-                                keydir / "digest.key", "--windows-range", "9..5")
+    rc, _, err = cli_in_process(
+        "recompute",
+        SAMPLE,
+        "--ledger",
+        ledger,
+        "--digest-key",
+        keydir / "digest.key",
+        "--windows-range",
+        "9..5",
+    )
     assert rc == 2 and "--windows-range '9..5': FROM is after TO" in err
     dk, sk, _ = load_keys(keydir)
     capture_file(SAMPLE, tmp_path / "F", digest_key=dk, signing_key=sk)
-    rc, _, err = cli_in_process("recompute", SAMPLE, "--ledger", tmp_path / "F",
-                                "--digest-key", keydir / "digest.key", "--against", "windows")
+    rc, _, err = cli_in_process(
+        "recompute",
+        SAMPLE,
+        "--ledger",
+        tmp_path / "F",
+        "--digest-key",
+        keydir / "digest.key",
+        "--against",
+        "windows",
+    )
     assert rc == 2 and "has no window tier" in err
 
 

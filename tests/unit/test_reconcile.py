@@ -33,8 +33,13 @@ def base(tmp_path_factory, keydir):
     a = d / "a.pcap"
     write_pcap(a, frames)
     dk = DigestKey.load(keydir / "digest.key")
-    capture_file(a, d / "ledger", digest_key=dk, signing_key=SigningKey.load(keydir / "signing.key"),
-                 segment_records=64)
+    capture_file(
+        a,
+        d / "ledger",
+        digest_key=dk,
+        signing_key=SigningKey.load(keydir / "signing.key"),
+        segment_records=64,
+    )
     return d, frames, dk, TrustBundle.load(keydir / "verifier.pub")
 
 
@@ -63,19 +68,26 @@ def test_removed_added_duplicated_and_changed_frames_are_exact(base, tmp_path):
     write_pcap(a2, mod)
     details = tmp_path / "details.jsonl"
     r = reconcile(a2, d / "ledger", dk, details=details, trust=trust)
-    assert r.ledger_only == len(removed) + 1          # 3 removed + the original of the changed frame
-    assert r.capture_only == 3                         # duplicate, changed copy, added frame
+    assert r.ledger_only == len(removed) + 1  # 3 removed + the original of the changed frame
+    assert r.capture_only == 3  # duplicate, changed copy, added frame
     assert r.matched == len(frames) - len(removed) - 1
     assert sorted(e["seq"] for e in r.examples_ledger_only) == sorted(removed | {changed})
     rows = [json.loads(x) for x in details.read_text().splitlines()]
     # seq and ts_ns as decimal strings, exact (docs/cli.md#json-integers)
-    assert sorted(int(x["seq"]) for x in rows if x["status"] == "ledger_only") == sorted(removed | {changed})
+    assert sorted(int(x["seq"]) for x in rows if x["status"] == "ledger_only") == sorted(
+        removed | {changed}
+    )
     assert all(isinstance(x["ts_ns"], str) for x in rows)
     cap_only = sorted((x["index"], int(x["ts_ns"])) for x in rows if x["status"] == "capture_only")
     # Positions in A': frame 10's duplicate sits right after it; removed frames shift the rest.
     idx_changed = changed - len(removed) + 1
-    assert cap_only == sorted([(10 - 1 + 1, frames[10][0] + 1), (idx_changed, frames[changed][0]),
-                               (len(mod) - 1, added[0])])
+    assert cap_only == sorted(
+        [
+            (10 - 1 + 1, frames[10][0] + 1),
+            (idx_changed, frames[changed][0]),
+            (len(mod) - 1, added[0]),
+        ]
+    )
     assert all(x["summary"] for x in rows if x["status"] == "capture_only")
     assert sum(p["ledger_only"] for p in r.per_second) == r.ledger_only
     assert r.per_link[0]["link"] == "link0"
@@ -101,19 +113,62 @@ def test_cli_recompute_reports_and_exit_codes(base, tmp_path, keydir):
     d, frames, _, trust = base
     cut = tmp_path / "cut.pcap"
     write_pcap(cut, frames[:-2])
-    r = cli("recompute", cut, "--ledger", d / "ledger", "--digest-key", keydir / "digest.key", "--trust", keydir / "verifier.pub", "--json",
-            "--details", tmp_path / "d.jsonl")
+    r = cli(
+        "recompute",
+        cut,
+        "--ledger",
+        d / "ledger",
+        "--digest-key",
+        keydir / "digest.key",
+        "--trust",
+        keydir / "verifier.pub",
+        "--json",
+        "--details",
+        tmp_path / "d.jsonl",
+    )
     assert r.returncode == 1, r.stderr
     doc = json.loads(r.stdout)
     assert (doc["ledger_only"], doc["capture_only"], doc["details_written"]) == (2, 0, 2)
-    r = cli("recompute", d / "a.pcap", "--ledger", d / "ledger", "--digest-key", keydir / "digest.key", "--trust", keydir / "verifier.pub",
-            "--from", "2026-01-01T00:00:00", "--to", str(frames[10][0]))
+    r = cli(
+        "recompute",
+        d / "a.pcap",
+        "--ledger",
+        d / "ledger",
+        "--digest-key",
+        keydir / "digest.key",
+        "--trust",
+        keydir / "verifier.pub",
+        "--from",
+        "2026-01-01T00:00:00",
+        "--to",
+        str(frames[10][0]),
+    )
     assert r.returncode == 0 and "MATCH" in r.stdout
-    r = cli("recompute", d / "a.pcap", "--ledger", d / "ledger", "--digest-key", keydir / "digest.key", "--trust", keydir / "verifier.pub",
-            "--from", "yesterday")
+    r = cli(
+        "recompute",
+        d / "a.pcap",
+        "--ledger",
+        d / "ledger",
+        "--digest-key",
+        keydir / "digest.key",
+        "--trust",
+        keydir / "verifier.pub",
+        "--from",
+        "yesterday",
+    )
     assert r.returncode == 2 and "--from" in r.stderr
-    r = cli("recompute", d / "a.pcap", "--ledger", d / "ledger", "--digest-key", keydir / "digest.key", "--trust", keydir / "verifier.pub",
-            "--link", "nope")
+    r = cli(
+        "recompute",
+        d / "a.pcap",
+        "--ledger",
+        d / "ledger",
+        "--digest-key",
+        keydir / "digest.key",
+        "--trust",
+        keydir / "verifier.pub",
+        "--link",
+        "nope",
+    )
     assert r.returncode == 2 and "nope" in r.stderr
 
 
@@ -124,18 +179,34 @@ def test_duckdb_never_prints_a_progress_bar(base):
     d, _, _, trust = base
     from ledgertool.reconcile.query import open_duckdb
 
-    for con in (connect(d / "ledger", trust)[0], open_duckdb({"memory_limit": "1GB"})):  # query's and recompute's
+    for con in (
+        connect(d / "ledger", trust)[0],
+        open_duckdb({"memory_limit": "1GB"}),
+    ):  # query's and recompute's
         assert con.execute("SELECT current_setting('enable_progress_bar')").fetchone()[0] is False
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--from", "2026-01-01T00:00:01", "--to", "2026-01-01T00:00:00"], "empty time window"),
-    (["--memory-limit", "lots"], "--memory-limit"),
-    (["--details", "/nonexistent/dir/x.jsonl"], "/nonexistent/dir/x.jsonl"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--from", "2026-01-01T00:00:01", "--to", "2026-01-01T00:00:00"], "empty time window"),
+        (["--memory-limit", "lots"], "--memory-limit"),
+        (["--details", "/nonexistent/dir/x.jsonl"], "/nonexistent/dir/x.jsonl"),
+    ],
+)
 def test_recompute_bad_options_exit_2_with_one_line(base, keydir, args, needle):
     d, _, _, trust = base
-    r = cli("recompute", d / "a.pcap", "--ledger", d / "ledger", "--digest-key", keydir / "digest.key", "--trust", keydir / "verifier.pub", *args)
+    r = cli(
+        "recompute",
+        d / "a.pcap",
+        "--ledger",
+        d / "ledger",
+        "--digest-key",
+        keydir / "digest.key",
+        "--trust",
+        keydir / "verifier.pub",
+        *args,
+    )
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode == 2 and len(lines) == 1 and needle in lines[0], r.stderr
 
@@ -147,8 +218,19 @@ def test_recompute_refuses_a_changed_ledger(base, keydir, tmp_path):
     bad = tmp_path / "ledger"
     shutil.copytree(d / "ledger", bad)
     # segment 1's sealed records file, either form: v1's Parquet file (pinned by the seal) or v2's raw record file
-    (records,) = [p for p in (bad / "link=link0").glob("seg-00000001.*") if p.suffix in (".parquet", ".rec")]
+    (records,) = [
+        p for p in (bad / "link=link0").glob("seg-00000001.*") if p.suffix in (".parquet", ".rec")
+    ]
     records.write_bytes(b"garbage")
     finding = "parquet_hash_mismatch" if records.suffix == ".parquet" else "records_unreadable"
-    r = cli("recompute", d / "a.pcap", "--ledger", bad, "--digest-key", keydir / "digest.key", "--trust", keydir / "verifier.pub")
+    r = cli(
+        "recompute",
+        d / "a.pcap",
+        "--ledger",
+        bad,
+        "--digest-key",
+        keydir / "digest.key",
+        "--trust",
+        keydir / "verifier.pub",
+    )
     assert r.returncode == 1 and finding in r.stderr and "Traceback" not in r.stderr, r.stderr

@@ -12,7 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ledgertool.digest.record import record_dtype
-from ledgertool.reconcile.multiset import in_order, matched_tally, once_each, paired_masks, window_mask
+from ledgertool.reconcile.multiset import (
+    in_order,
+    matched_tally,
+    once_each,
+    paired_masks,
+    window_mask,
+)
 from ledgertool.reconcile.query import open_duckdb
 from ledgertool.reconcile.recompute import DETAILS_ORDER, _pair, _tally, load_rows, pair_records
 
@@ -64,8 +70,9 @@ def _reference(ledger: list[bytes], capture: list[bytes]) -> tuple[list[bool], l
 def _sound(ledger: list[bytes], capture: list[bytes], lm, cm) -> bool:
     """Every row marked has a digest found exactly once on each side (so it pairs one to one)."""
     lc, cc = Counter(ledger), Counter(capture)
-    return all(lc[x] == cc[x] == 1 for x, m in zip(ledger, lm) if m) and \
-        all(lc[x] == cc[x] == 1 for x, m in zip(capture, cm) if m)
+    return all(lc[x] == cc[x] == 1 for x, m in zip(ledger, lm) if m) and all(
+        lc[x] == cc[x] == 1 for x, m in zip(capture, cm) if m
+    )
 
 
 # digests drawn from a small pool so that repeats, one-sided digests and shared 8-byte prefixes
@@ -105,12 +112,15 @@ def test_matched_tally_per_second_dense_and_sparse():
     t = matched_tally(["a", "b"], np.array([0, 1, 1, 0, 0]), lts, lts, None, None)
     assert [(r["second"], r["matched"]) for r in t.per_second] == [(-3, 1), (5, 3), (7, 1)]
     assert [(r["link"], r["matched"]) for r in t.per_link] == [("a", 3), ("b", 2)]
-    far = np.array([0, 10 ** 9 * s], np.int64)
+    far = np.array([0, 10**9 * s], np.int64)
     t = matched_tally(["a"], np.array([0, 0]), far, far, None, s)
-    assert [(r["second"], r["matched"]) for r in t.per_second] == [(0, 1)] and t.frames_in_window == 1
+    assert [(r["second"], r["matched"]) for r in t.per_second] == [
+        (0, 1)
+    ] and t.frames_in_window == 1
 
 
 # ---- the ordered fast path (multiset.in_order, native lt_pair_in_order) ----
+
 
 def _sided(digests: list[bytes], ts: list[int]) -> np.ndarray:
     arr = _recs(digests)
@@ -138,7 +148,9 @@ def _ordered_sides(draw):
     non-decreasing times with ties on each side; one or two links; now and then a side out of
     order (the fast path then pairs nothing)."""
     base = draw(st.lists(_pool, max_size=60))
-    ledger = [x for x in base if not draw(st.booleans()) or draw(st.integers(0, 9))]  # ~5 % kept out
+    ledger = [
+        x for x in base if not draw(st.booleans()) or draw(st.integers(0, 9))
+    ]  # ~5 % kept out
     capture = list(base)
     for _ in range(draw(st.integers(0, 6))):  # drops from the capture
         if capture:
@@ -154,7 +166,9 @@ def _ordered_sides(draw):
     cts = sorted(draw(st.lists(st.integers(0, 20), min_size=len(capture), max_size=len(capture))))
     codes = np.zeros(len(ledger), np.int32)
     if draw(st.booleans()):  # two links
-        codes = np.array(draw(st.lists(st.integers(0, 1), min_size=len(ledger), max_size=len(ledger))), np.int32)
+        codes = np.array(
+            draw(st.lists(st.integers(0, 1), min_size=len(ledger), max_size=len(ledger))), np.int32
+        )
     if draw(st.integers(0, 9)) == 0 and len(cts) > 1:  # a capture out of time order
         cts[0], cts[-1] = cts[-1] + 1, cts[0]
     return _sided(ledger, lts), codes, _sided(capture, cts)
@@ -173,7 +187,10 @@ def test_in_order_pairs_only_kth_with_kth_occurrences(sides):
     lk = Counter(r for r, m in zip(lr, lm) if m)
     ck = Counter(r for r, m in zip(cr, cm) if m)
     assert lk == ck and max(lk.values(), default=1) == 1
-    lc, cc = Counter(bytes(x) for x in ledger["digest"]), Counter(bytes(x) for x in capture["digest"])
+    lc, cc = (
+        Counter(bytes(x) for x in ledger["digest"]),
+        Counter(bytes(x) for x in capture["digest"]),
+    )
     assert all(k <= min(lc[dg], cc[dg]) for dg, k in lk)
 
 
@@ -220,8 +237,12 @@ def test_pair_records_with_the_fast_path_equals_the_exact_pairing(sides, window)
     their pairs out equals the pairing of every row in DuckDB."""
     got, want, got_rows, want_rows = _fast_and_exact(*sides, window)
     assert got_rows == want_rows
-    assert (got.frames_in_window, got.matched, got.ledger_only, got.capture_only) == \
-        (want.frames_in_window, want.matched, want.ledger_only, want.capture_only)
+    assert (got.frames_in_window, got.matched, got.ledger_only, got.capture_only) == (
+        want.frames_in_window,
+        want.matched,
+        want.ledger_only,
+        want.capture_only,
+    )
     assert got.per_link == [r for r in want.per_link]
     assert got.per_second == want.per_second
     assert got.examples_ledger_only == want.examples_ledger_only
@@ -259,14 +280,25 @@ def test_pair_records_all_paired_skips_duckdb_with_the_same_table_j():
     capture = _sided([d(i) for i in range(50)], list(range(50)))
     con, ref = open_duckdb(), open_duckdb()
     try:
-        t = pair_records(con, "k", [], [], (["link0"], np.zeros(50, np.int32), ledger), capture,
-                         (None, None, 0), 10)
+        t = pair_records(
+            con,
+            "k",
+            [],
+            [],
+            (["link0"], np.zeros(50, np.int32), ledger),
+            capture,
+            (None, None, 0),
+            10,
+        )
         assert (t.matched, t.ledger_only, t.capture_only, t.frames_in_window) == (50, 0, 0, 50)
         assert t.per_link == [{"link": "link0", "matched": 50, "ledger_only": 0, "capture_only": 0}]
         e = ledger[:0]
         load_rows(ref, "k", np.array([], dtype=object), e, e)
         _pair(ref, [("k", None)], [], [], None, None, 0)
-        assert con.sql("SELECT * FROM j").to_arrow_table().schema == ref.sql("SELECT * FROM j").to_arrow_table().schema
+        assert (
+            con.sql("SELECT * FROM j").to_arrow_table().schema
+            == ref.sql("SELECT * FROM j").to_arrow_table().schema
+        )
         assert con.execute("SELECT count(*) FROM j").fetchone() == (0,)
     finally:
         con.close()
@@ -275,9 +307,13 @@ def test_pair_records_all_paired_skips_duckdb_with_the_same_table_j():
 
 # ---- per-second counts of a time-ordered ledger ----
 
+
 @settings(max_examples=400, deadline=None)
-@given(st.integers(-(2**62), 2**62), st.lists(st.integers(0, 6 * 10**9) | st.integers(0, 10**12), max_size=200),
-       st.booleans())
+@given(
+    st.integers(-(2**62), 2**62),
+    st.lists(st.integers(0, 6 * 10**9) | st.integers(0, 10**12), max_size=200),
+    st.booleans(),
+)
 def test_sorted_per_second_equals_the_histogram(base, offsets, ties):
     """The binary search at second boundaries (for a ledger the ordered walk found in time order)
     counts what the pass over every row counts, negative times and ties included; it declines
@@ -305,11 +341,28 @@ def test_pair_records_over_several_seconds_equals_the_exact_pairing(sides, windo
     ledger, codes, capture = sides
     for arr in (ledger, capture):
         arr["ts_ns"] = arr["ts_ns"] * 100_000_000 + 950_000_000
-    window = tuple(None if v is None else v * 100_000_000 + (950_000_000 if k < 2 else 0)
-                   for k, v in enumerate(window))
+    window = tuple(
+        None if v is None else v * 100_000_000 + (950_000_000 if k < 2 else 0)
+        for k, v in enumerate(window)
+    )
     got, want, got_rows, want_rows = _fast_and_exact(ledger, codes, capture, window)
     assert got_rows == want_rows
-    assert (got.frames_in_window, got.matched, got.ledger_only, got.capture_only, got.per_link, got.per_second,
-            got.examples_ledger_only, got.examples_capture_only) == \
-        (want.frames_in_window, want.matched, want.ledger_only, want.capture_only, want.per_link, want.per_second,
-         want.examples_ledger_only, want.examples_capture_only)
+    assert (
+        got.frames_in_window,
+        got.matched,
+        got.ledger_only,
+        got.capture_only,
+        got.per_link,
+        got.per_second,
+        got.examples_ledger_only,
+        got.examples_capture_only,
+    ) == (
+        want.frames_in_window,
+        want.matched,
+        want.ledger_only,
+        want.capture_only,
+        want.per_link,
+        want.per_second,
+        want.examples_ledger_only,
+        want.examples_capture_only,
+    )

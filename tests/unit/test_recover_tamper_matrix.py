@@ -21,8 +21,8 @@ from ledgertool.ledger.devstate import DeviceState
 from ledgertool.ledger.header import load_ledger
 from ledgertool.ledger.reader import LedgerReader
 from ledgertool.ledger.recover import recover_ledger
-from ledgertool.ledger.writer import LinkWriter
 from ledgertool.ledger.sealer import load_seal
+from ledgertool.ledger.writer import LinkWriter
 from ledgertool.verify.ledger import verified_segment, verify_ledger
 
 SAMPLE = SAMPLES / "sample.pcap"  # 294 frames
@@ -37,18 +37,29 @@ def left_open(tmp_path) -> tuple[Path, Path]:
     generate_keys(keys)
     dk, sk = DigestKey.load(keys / "digest.key"), SigningKey.load(keys / "signing.key")
     ledger = tmp_path / "L"
-    capture_file(SAMPLE, ledger, digest_key=dk, signing_key=sk, segment_records=100, leaf_records=64,
-                 device_state=DeviceState.beside(keys / "signing.key"))
+    capture_file(
+        SAMPLE,
+        ledger,
+        digest_key=dk,
+        signing_key=sk,
+        segment_records=100,
+        leaf_records=64,
+        device_state=DeviceState.beside(keys / "signing.key"),
+    )
     lg = load_ledger(ledger)
-    arr = np.frombuffer(b"".join(bytes(verified_segment(LedgerReader(ledger), lg, "link0", i).records)
-                                 for i in range(3)), dtype=record_dtype(lg.digest_size)).copy()
+    arr = np.frombuffer(
+        b"".join(
+            bytes(verified_segment(LedgerReader(ledger), lg, "link0", i).records) for i in range(3)
+        ),
+        dtype=record_dtype(lg.digest_size),
+    ).copy()
     arr["seq"] += 294  # the records a capture would have written next
     records = arr.tobytes()
     w = LinkWriter.open(ledger, lg, "link0", sk, source="test", segment_records=1000)
     try:
         at = 0
         for n in BLOCKS:
-            w.append(records[at:at + n * lg.record_size], n)
+            w.append(records[at : at + n * lg.record_size], n)
             at += n * lg.record_size
         w._segment.close()  # the crash: the file stays as written
     finally:
@@ -83,19 +94,28 @@ def test_one_flipped_bit_costs_only_the_blocks_from_it_on(left_open, case):
     sk, trust = SigningKey.load(keys / "signing.key"), TrustBundle.load(keys / "verifier.pub")
     state = DeviceState.beside(keys / "signing.key")
     res = recover_ledger(ledger, sk, device_state=state)
-    assert not res.ok and [(r.index, r.records) for _, r in res.sealed] == ([(3, sealed)] if sealed else [])
+    assert not res.ok and [(r.index, r.records) for _, r in res.sealed] == (
+        [(3, sealed)] if sealed else []
+    )
     (a,) = res.set_aside
     unsealed = len(raw) - (o[first_bad] if sealed else 0)
     assert (a.path, a.bytes, a.failed_authentication) == (str(path), unsealed, True)
     import re
+
     assert re.search(why, a.why), a.why
     assert Path(a.moved_to).read_bytes() == raw  # the file as found
     assert not path.exists()
     v = verify_ledger(ledger, trust, layout.checkpoint_path(ledger, "link0").read_bytes())
     assert v.ok and v.records == 294 + sealed, v.problems
     # the next capture continues after what was sealed
-    capture_file(SAMPLE, ledger, digest_key=DigestKey.load(keys / "digest.key"), signing_key=sk,
-                 segment_records=1000, device_state=state)
+    capture_file(
+        SAMPLE,
+        ledger,
+        digest_key=DigestKey.load(keys / "digest.key"),
+        signing_key=sk,
+        segment_records=1000,
+        device_state=state,
+    )
     v = verify_ledger(ledger, trust, layout.checkpoint_path(ledger, "link0").read_bytes())
     assert v.ok and v.records == 294 + sealed + 294, v.problems
     nxt = 4 if sealed else 3
@@ -116,7 +136,11 @@ def test_a_damaged_header_over_a_sealed_segment_is_a_rollback_not_a_set_aside(le
     opened = layout.open_segment_path(ledger, "link0", 2)
     opened.write_bytes(bytes(raw))
     from ledgertool.errors import RollbackRefusedError
+
     with pytest.raises(RollbackRefusedError, match="this signing key signed seal 2"):
-        recover_ledger(ledger, SigningKey.load(keys / "signing.key"),
-                       device_state=DeviceState.beside(keys / "signing.key"))
+        recover_ledger(
+            ledger,
+            SigningKey.load(keys / "signing.key"),
+            device_state=DeviceState.beside(keys / "signing.key"),
+        )
     assert opened.read_bytes() == raw and not (ledger / layout.SET_ASIDE_DIR).exists()

@@ -4,13 +4,11 @@ names but the store does not hold is the finding of a missing seal, not an error
 
 from __future__ import annotations
 
-
 import pytest
+from conftest import SAMPLES, load_keys
 
 from ledgertool.capture.run import capture_file
 from ledgertool.verify.ledger import verify_ledger
-
-from conftest import SAMPLES, load_keys
 
 fsspec = pytest.importorskip("fsspec")
 

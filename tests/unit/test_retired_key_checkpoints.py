@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import SAMPLES, cli_in_process, load_keys
 
 from ledgertool.capture.run import capture_file
 from ledgertool.keyfiles import SigningKey, generate_keys
@@ -16,9 +17,6 @@ from ledgertool.ledger.header import load_ledger
 from ledgertool.seal.checkpoint import sign_checkpoint
 from ledgertool.verify.ledger import verify_ledger
 from ledgertool.verify.proof import build_proof, check_proof
-
-from conftest import cli_in_process
-from conftest import SAMPLES, load_keys
 
 
 @pytest.fixture()
@@ -29,7 +27,8 @@ def rotated(tmp_path, sample_ledger, keydir, monkeypatch, capsys):
     dk, old_key, trust = load_keys(keydir)
     before = (sample_ledger / "checkpoint").read_bytes()
     generate_keys(tmp_path / "k2")
-    code, out, err = cli_in_process("keys",
+    code, out, err = cli_in_process(
+        "keys",
         "rotate",
         sample_ledger,
         "--old",
@@ -67,7 +66,8 @@ def test_retired_key_checkpoint_over_later_segments_is_a_verify_finding(
         in res.problems[0].detail
     )
     assert "6 segments" in res.problems[0].detail
-    code, out, err = cli_in_process("verify",
+    code, out, err = cli_in_process(
+        "verify",
         ledger,
         "--trust",
         keydir / "verifier.pub",
@@ -85,7 +85,8 @@ def test_retired_key_checkpoint_before_rotation_still_verifies(
     ledger, trust, held, _ = rotated
     res = verify_ledger(ledger, trust, held.read_bytes(), str(held))
     assert res.ok and res.segments == 6, res.problems
-    code, _, err = cli_in_process("verify",
+    code, _, err = cli_in_process(
+        "verify",
         ledger,
         "--trust",
         keydir / "verifier.pub",
@@ -101,7 +102,8 @@ def test_retired_key_checkpoint_is_inconsistent(rotated, keydir, monkeypatch, ca
     assert not res.ok and res.reason.startswith("NEW: signed by a retired signing key")
     current = (ledger / "checkpoint").read_bytes()  # the new key's, over the same 6 segments
     assert check_consistency(held.read_bytes(), current, ledger, trust).ok
-    code, out, _ = cli_in_process("check-consistency",
+    code, out, _ = cli_in_process(
+        "check-consistency",
         held,
         forged,
         "--ledger",

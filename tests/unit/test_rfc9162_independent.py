@@ -34,6 +34,7 @@ def unhex(xs: list[str]) -> list[bytes]:
 
 # ---- the reference against known answers ------------------------------------------------------
 
+
 def test_reference_matches_the_transcribed_vectors():
     for n, root in enumerate(unhex(VECTORS["roots"])):
         assert ref.mth(D[:n]) == root
@@ -53,7 +54,7 @@ def test_reference_reproduces_the_rfc_example_tree():
     a, b, c, dd, e, f = (ref.leaf_hash(x) for x in d[:6])
     j = ref.leaf_hash(d[6])
     g, h, i = ref.mth(d[0:2]), ref.mth(d[2:4]), ref.mth(d[4:6])
-    k, l = ref.mth(d[0:4]), ref.mth(d[4:7])
+    k, l = ref.mth(d[0:4]), ref.mth(d[4:7])  # noqa: E741 (the RFC names the nodes a..l)
     assert a != b and i == hashlib.sha256(b"\x01" + e + f).digest()
     assert ref.mth(d) == hashlib.sha256(b"\x01" + k + l).digest()
     assert ref.path(0, d) == [b, h, l]
@@ -84,7 +85,9 @@ def test_reference_verifiers_refuse_what_they_must():
     assert not ref.verify_consistency(3, 7, old, root, cp[:-1])
     assert not ref.verify_consistency(3, 7, old, root, [])
     assert not ref.verify_consistency(3, 7, old, root, cp[:1] + [bytes(32)] + cp[2:])
-    assert ref.verify_consistency(7, 7, root, root, []) and not ref.verify_consistency(7, 7, root, old, [])
+    assert ref.verify_consistency(7, 7, root, root, []) and not ref.verify_consistency(
+        7, 7, root, old, []
+    )
 
 
 def test_project_proofs_verify_with_the_rfc_algorithms():
@@ -115,14 +118,25 @@ def segment_records(ledger: Path, seal: dict) -> list[bytes]:
     after its 256-byte header, each block is u32 count, count records, a 32-byte MAC."""
     size = seal["record_size"]
     if "parquet_file" in seal:
-        return [RECORD.pack(r["seq"], r["ts_ns"], r["wire_len"], r["cap_len"], r["flags"], r["linktype"], r["aux"])
-                + r["digest"] for r in pq.read_table(ledger / "link=link0" / seal["parquet_file"]).to_pylist()]
+        return [
+            RECORD.pack(
+                r["seq"],
+                r["ts_ns"],
+                r["wire_len"],
+                r["cap_len"],
+                r["flags"],
+                r["linktype"],
+                r["aux"],
+            )
+            + r["digest"]
+            for r in pq.read_table(ledger / "link=link0" / seal["parquet_file"]).to_pylist()
+        ]
     data = (ledger / "link=link0" / f"seg-{seal['segment']:08d}.rec").read_bytes()
     assert data[:8] == b"LTSEGv2\n"
     out, pos = [], 256
     while pos < len(data):
         (count,) = struct.unpack_from("<I", data, pos)
-        out += [data[pos + 4 + k * size:pos + 4 + (k + 1) * size] for k in range(count)]
+        out += [data[pos + 4 + k * size : pos + 4 + (k + 1) * size] for k in range(count)]
         pos += 4 + count * size + 32
     assert pos == len(data)
     return out
@@ -130,7 +144,9 @@ def segment_records(ledger: Path, seal: dict) -> list[bytes]:
 
 def seal_hash(seal: dict) -> bytes:
     """SHA-256 of the RFC 8785 JSON of the seal without its signatures (docs/ledger-format.md)."""
-    return hashlib.sha256(rfc8785.dumps({k: v for k, v in seal.items() if k != "signatures"})).digest()
+    return hashlib.sha256(
+        rfc8785.dumps({k: v for k, v in seal.items() if k != "signatures"})
+    ).digest()
 
 
 def seals(ledger: Path) -> list[dict]:
@@ -147,9 +163,13 @@ def note_tree(note: bytes) -> tuple[int, bytes]:
 def ledger(request, tmp_path, built_ledger) -> Path:
     """Three segments (100, 100, 94 records), leaf blocks of 8: a short last block in each; of
     ledger format v1 (Parquet) or v2 (raw record files)."""
-    out = built_ledger(SAMPLES / "sample.pcapng", segment_records=100, leaf_records=8,
-                       ledger_format=request.param).copy_to(tmp_path / "L")
-    assert json.loads((out / "ledger.json").read_text())["format"] == f"ledgertool-ledger-v{request.param}"
+    out = built_ledger(
+        SAMPLES / "sample.pcapng", segment_records=100, leaf_records=8, ledger_format=request.param
+    ).copy_to(tmp_path / "L")
+    assert (
+        json.loads((out / "ledger.json").read_text())["format"]
+        == f"ledgertool-ledger-v{request.param}"
+    )
     return out
 
 
@@ -161,7 +181,7 @@ def test_segment_roots_are_rfc9162_roots_of_their_record_blocks(ledger):
     for s in docs:
         recs = segment_records(ledger, s)
         assert len(recs) == s["records"] and {len(r) for r in recs} == {48}
-        blocks = [b"".join(recs[i:i + leaf]) for i in range(0, len(recs), leaf)]
+        blocks = [b"".join(recs[i : i + leaf]) for i in range(0, len(recs), leaf)]
         assert ref.mth(blocks).hex() == s["merkle_root"]
 
 
@@ -183,9 +203,11 @@ def test_prove_output_verifies_with_the_reference(ledger, tmp_path, seq):
     at = (doc["record_index"] - doc["leaf_block"]["first_record_index"]) * 48
     assert struct.unpack_from("<Q", block, at)[0] == seq
     path = unhex(doc["audit_path"])
-    assert ref.verify_inclusion(i, n, ref.leaf_hash(block), path, bytes.fromhex(seal["merkle_root"]))
+    assert ref.verify_inclusion(
+        i, n, ref.leaf_hash(block), path, bytes.fromhex(seal["merkle_root"])
+    )
     recs = segment_records(ledger, seal)
-    assert path == ref.path(i, [b"".join(recs[j:j + 8]) for j in range(0, len(recs), 8)])
+    assert path == ref.path(i, [b"".join(recs[j : j + 8]) for j in range(0, len(recs), 8)])
     # the seal hash up to the signed checkpoint root
     cp = doc["checkpoint"]
     size, root = note_tree(cp["note"].encode())
@@ -194,8 +216,13 @@ def test_prove_output_verifies_with_the_reference(ledger, tmp_path, seq):
     assert ref.verify_inclusion(cp["leaf_index"], size, ref.leaf_hash(seal_hash(seal)), cpath, root)
     assert cpath == ref.path(cp["leaf_index"], [seal_hash(s) for s in seals(ledger)])
     # and a wrong block does not: the check above can fail
-    assert not ref.verify_inclusion(i, n, ref.leaf_hash(block[:-1] + bytes([block[-1] ^ 1])), path,
-                                    bytes.fromhex(seal["merkle_root"]))
+    assert not ref.verify_inclusion(
+        i,
+        n,
+        ref.leaf_hash(block[:-1] + bytes([block[-1] ^ 1])),
+        path,
+        bytes.fromhex(seal["merkle_root"]),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -206,7 +233,9 @@ def seven(tmp_path_factory, keydir) -> tuple[Path, dict[int, Path]]:
     d = tmp_path_factory.mktemp("seven")
     led, notes = d / "L", {}
     for _ in range(7):
-        capture_file(SAMPLES / "sample.pcapng", led, digest_key=dk, signing_key=sk, segment_records=1000)
+        capture_file(
+            SAMPLES / "sample.pcapng", led, digest_key=dk, signing_key=sk, segment_records=1000
+        )
         note = (led / "checkpoint").read_bytes()
         size, _ = note_tree(note)
         notes[size] = d / f"cp{size}"
@@ -232,7 +261,10 @@ def test_check_consistency_proofs_verify_with_the_reference(seven, keydir):
         res = consistency(led, notes[m], notes[n], keydir / "verifier.pub")
         old_root, new_root = bytes.fromhex(res["old_root"]), bytes.fromhex(res["new_root"])
         assert (res["old_size"], res["new_size"]) == (m, n)
-        assert (old_root, new_root) == (note_tree(notes[m].read_bytes())[1], note_tree(notes[n].read_bytes())[1])
+        assert (old_root, new_root) == (
+            note_tree(notes[m].read_bytes())[1],
+            note_tree(notes[n].read_bytes())[1],
+        )
         assert (old_root, new_root) == (ref.mth(entries[:m]), ref.mth(entries[:n]))
         proof = unhex(res["proof"])
         assert proof == ref.proof(m, entries[:n])
@@ -242,5 +274,3 @@ def test_check_consistency_proofs_verify_with_the_reference(seven, keydir):
 # ---- Go's golang.org/x/mod/sumdb/tlog, where installed ----------------------------------------
 
 GOPATH = Path("/usr/share/gocode")  # Debian's golang-golang-x-mod-dev
-
-

@@ -12,13 +12,11 @@ import stat
 import sys
 
 import pytest
+from conftest import SAMPLES, cli_in_process, load_keys
 
 from ledgertool.capture.run import capture_file
 from ledgertool.errors import KeyFileError
 from ledgertool.keyfiles import SigningKey, generate_keys
-
-from conftest import cli_in_process
-from conftest import SAMPLES, load_keys
 
 
 def _rotate_args(ledger, keydir, new_dir, *extra):
@@ -92,7 +90,8 @@ def test_rotation_whose_directory_flush_fails_says_it_is_in_force(
     sample_ledger, keydir, new_dir, monkeypatch, capsys, as_json
 ):
     _fail_fsync(monkeypatch, sample_ledger, directory=True, after_rename=True)
-    code, out, err = cli_in_process(*_rotate_args(sample_ledger, keydir, new_dir, *(["--json"] if as_json else [])),
+    code, out, err = cli_in_process(
+        *_rotate_args(sample_ledger, keydir, new_dir, *(["--json"] if as_json else [])),
     )
     monkeypatch.undo()
     assert code == 0, err
@@ -118,8 +117,7 @@ def test_rotation_whose_statement_fails_to_write_is_not_in_force(
     sample_ledger, keydir, new_dir, monkeypatch, capsys
 ):
     _fail_fsync(monkeypatch, sample_ledger, directory=False, after_rename=False)
-    code, out, err = cli_in_process(*_rotate_args(sample_ledger, keydir, new_dir)
-    )
+    code, out, err = cli_in_process(*_rotate_args(sample_ledger, keydir, new_dir))
     monkeypatch.undo()
     assert code == 2 and out == ""
     assert "cannot write rotation statement: Input/output error" in err

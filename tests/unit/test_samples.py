@@ -16,12 +16,11 @@ from pathlib import Path
 
 import pytest
 import scapy.all  # noqa: F401  (registers every layer so readers dissect Ethernet)
+from conftest import REPO
 from scapy.layers.inet import IP, UDP
 from scapy.layers.inet6 import IPv6, IPv6ExtHdrDestOpt, IPv6ExtHdrHopByHop
 from scapy.layers.l2 import ARP, Dot1AD, Dot1Q
 from scapy.utils import PcapNgReader, PcapReader
-
-from conftest import REPO
 
 SAMPLES = REPO / "samples"
 PCAP = SAMPLES / "sample.pcap"
@@ -84,7 +83,9 @@ def pcapng_packets() -> list:
 def test_regeneration_is_byte_identical(regenerated) -> None:
     out, counts = regenerated
     for name in ("sample.pcap", "sample.pcapng"):
-        assert _sha256(out / name) == _sha256(SAMPLES / name), f"{name} differs from a fresh regeneration"
+        assert _sha256(out / name) == _sha256(SAMPLES / name), (
+            f"{name} differs from a fresh regeneration"
+        )
     assert counts["total"] == EXPECTED["total"]
 
 
@@ -101,8 +102,15 @@ def test_files_are_small() -> None:
 
 
 def test_pcap_header() -> None:
-    magic, major, minor, _zone, _sigfigs, snaplen, linktype = struct.unpack("<IHHiIII", PCAP.read_bytes()[:24])
-    assert (magic, major, minor, linktype) == (0xA1B2C3D4, 2, 4, 1)  # microsecond, LINKTYPE_ETHERNET
+    magic, major, minor, _zone, _sigfigs, snaplen, linktype = struct.unpack(
+        "<IHHiIII", PCAP.read_bytes()[:24]
+    )
+    assert (magic, major, minor, linktype) == (
+        0xA1B2C3D4,
+        2,
+        4,
+        1,
+    )  # microsecond, LINKTYPE_ETHERNET
     assert snaplen == 262_144
 
 
@@ -151,8 +159,14 @@ def test_mix(pcap_packets) -> None:
     assert _count(pk, lambda p: p.haslayer(Dot1Q) or p.haslayer(Dot1AD)) == EXPECTED["vlan"]
     assert _count(pk, lambda p: p.haslayer(Dot1AD) and p[Dot1AD].type == 0x8100) == EXPECTED["qinq"]
     assert _count(pk, lambda p: p.haslayer(IPv6)) == EXPECTED["ipv6"]
-    assert _count(pk, lambda p: p.haslayer(IPv6ExtHdrHopByHop) and p.haslayer(IPv6ExtHdrDestOpt)) == EXPECTED["ipv6_ext_chain"]
-    assert _count(pk, lambda p: p.haslayer(IP) and (p[IP].flags.MF or p[IP].frag > 0)) == EXPECTED["ipv4_fragments"]
+    assert (
+        _count(pk, lambda p: p.haslayer(IPv6ExtHdrHopByHop) and p.haslayer(IPv6ExtHdrDestOpt))
+        == EXPECTED["ipv6_ext_chain"]
+    )
+    assert (
+        _count(pk, lambda p: p.haslayer(IP) and (p[IP].flags.MF or p[IP].frag > 0))
+        == EXPECTED["ipv4_fragments"]
+    )
     assert _count(pk, lambda p: p.haslayer(ARP)) == EXPECTED["arp"]
     assert _count(pk, lambda p: p.haslayer(UDP) and p[UDP].dport == 4791) == EXPECTED["roce"]
     assert _count(pk, lambda p: len(p) == 60) == EXPECTED["padded_60"]

@@ -17,7 +17,6 @@ from pathlib import Path
 import jsonschema  # noqa: E402 - test extra
 import pytest
 import referencing  # noqa: E402 - comes with jsonschema
-
 from conftest import REPO, CliResult
 from conftest import cli as run_in_process
 
@@ -26,12 +25,25 @@ SAMPLE = REPO / "samples" / "sample.pcapng"
 WORKLOAD = REPO / "samples" / "workloads" / "worst-case-64.toml"
 
 NEW_SCHEMAS = [
-    "keys-generate-report.schema.json", "keys-rotate-report.schema.json", "recover-report.schema.json",
-    "checkpoint-report.schema.json", "check-consistency-report.schema.json", "prove-report.schema.json",
-    "check-proof-report.schema.json", "workload-bench-report.schema.json", "algorithms-report.schema.json",
-    "plan-collision-report.schema.json", "plan-storage-report.schema.json", "query-report.schema.json",
-    "demo-report.schema.json", "keys-device-init-report.schema.json", "keys-provision-report.schema.json",
-    "keys-unwrap-report.schema.json", "device-key.schema.json", "device-pub.schema.json", "key-package.schema.json",
+    "keys-generate-report.schema.json",
+    "keys-rotate-report.schema.json",
+    "recover-report.schema.json",
+    "checkpoint-report.schema.json",
+    "check-consistency-report.schema.json",
+    "prove-report.schema.json",
+    "check-proof-report.schema.json",
+    "workload-bench-report.schema.json",
+    "algorithms-report.schema.json",
+    "plan-collision-report.schema.json",
+    "plan-storage-report.schema.json",
+    "query-report.schema.json",
+    "demo-report.schema.json",
+    "keys-device-init-report.schema.json",
+    "keys-provision-report.schema.json",
+    "keys-unwrap-report.schema.json",
+    "device-key.schema.json",
+    "device-pub.schema.json",
+    "key-package.schema.json",
     "compact-report.schema.json",
 ]
 
@@ -49,7 +61,9 @@ REGISTRY = _registry()
 
 def validator(name: str):
     s = json.loads((SCHEMAS / name).read_text())
-    return jsonschema.Draft202012Validator(s, registry=REGISTRY, format_checker=jsonschema.FormatChecker())
+    return jsonschema.Draft202012Validator(
+        s, registry=REGISTRY, format_checker=jsonschema.FormatChecker()
+    )
 
 
 def validate(doc, name: str) -> None:
@@ -62,7 +76,9 @@ def is_valid(doc, name: str) -> bool:
 
 def cli(*args, cwd: Path, ok: tuple[int, ...] = (0,)) -> CliResult:
     proc = run_in_process(*args, cwd=cwd)
-    assert proc.returncode in ok, f"{args}: exit {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}"
+    assert proc.returncode in ok, (
+        f"{args}: exit {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}"
+    )
     return proc
 
 
@@ -72,6 +88,7 @@ def cli_json(*args, cwd: Path, ok: tuple[int, ...] = (0,)):
 
 # ---- one run of the transparency commands, shared by the tests ---------------------------------
 
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> dict:
     tmp = tmp_path_factory.mktemp("reports")
@@ -80,44 +97,126 @@ def run(tmp_path_factory) -> dict:
     keys, new_keys, ledger = tmp / "keys", tmp / "keys-new", tmp / "ledger"
     out.update(keys=keys, ledger=ledger)
     out["keys_generate"] = cli_json("keys", "generate", keys, "--json", **c)
-    out["keys_generate_ed25519"] = cli_json("keys", "generate", new_keys, "--scheme", "ed25519", "--json", **c)
-    out["keys_generate_mldsa65"] = cli_json("keys", "generate", tmp / "keys-mldsa", "--scheme", "mldsa65",
-                                            "--json", **c)
-    cli("capture", SAMPLE, "--ledger", ledger, "--digest-key", keys / "digest.key", "--signing-key",
-        keys / "signing.key", "--segment-records", 100, "--json", **c)
+    out["keys_generate_ed25519"] = cli_json(
+        "keys", "generate", new_keys, "--scheme", "ed25519", "--json", **c
+    )
+    out["keys_generate_mldsa65"] = cli_json(
+        "keys", "generate", tmp / "keys-mldsa", "--scheme", "mldsa65", "--json", **c
+    )
+    cli(
+        "capture",
+        SAMPLE,
+        "--ledger",
+        ledger,
+        "--digest-key",
+        keys / "digest.key",
+        "--signing-key",
+        keys / "signing.key",
+        "--segment-records",
+        100,
+        "--json",
+        **c,
+    )
 
-    out["checkpoint_stored"] = cli_json("checkpoint", ledger, "--out", tmp / "cp-stored", "--json", **c)
-    out["checkpoint_old"] = cli_json("checkpoint", ledger, "--out", tmp / "cp-old", "--signing-key",
-                                     keys / "signing.key", "--json", **c)
-    out["prove"] = cli_json("prove", ledger, "--out", tmp / "proof.json", "--seq", 150, "--json", **c)
-    out["check_proof"] = cli_json("check-proof", tmp / "proof.json", "--trust", keys / "verifier.pub", "--json", **c)
+    out["checkpoint_stored"] = cli_json(
+        "checkpoint", ledger, "--out", tmp / "cp-stored", "--json", **c
+    )
+    out["checkpoint_old"] = cli_json(
+        "checkpoint",
+        ledger,
+        "--out",
+        tmp / "cp-old",
+        "--signing-key",
+        keys / "signing.key",
+        "--json",
+        **c,
+    )
+    out["prove"] = cli_json(
+        "prove", ledger, "--out", tmp / "proof.json", "--seq", 150, "--json", **c
+    )
+    out["check_proof"] = cli_json(
+        "check-proof", tmp / "proof.json", "--trust", keys / "verifier.pub", "--json", **c
+    )
     bad = json.loads((tmp / "proof.json").read_text())
     bad["record"]["wire_len"] += 1
     (tmp / "proof-bad.json").write_text(json.dumps(bad))
-    out["check_proof_bad"] = cli_json("check-proof", tmp / "proof-bad.json", "--trust", keys / "verifier.pub",
-                                      "--json", ok=(1,), **c)
+    out["check_proof_bad"] = cli_json(
+        "check-proof",
+        tmp / "proof-bad.json",
+        "--trust",
+        keys / "verifier.pub",
+        "--json",
+        ok=(1,),
+        **c,
+    )
 
     # move the ledger to a new key, capture more under it, then check the checkpoints across the move
-    out["keys_rotate"] = cli_json("keys", "rotate", ledger, "--old", keys / "signing.key", "--new",
-                                  new_keys / "signing.key", "--json", **c)
-    cli("capture", SAMPLE, "--ledger", ledger, "--digest-key", keys / "digest.key", "--signing-key",
-        new_keys / "signing.key", "--segment-records", 100, "--json", **c)
+    out["keys_rotate"] = cli_json(
+        "keys",
+        "rotate",
+        ledger,
+        "--old",
+        keys / "signing.key",
+        "--new",
+        new_keys / "signing.key",
+        "--json",
+        **c,
+    )
+    cli(
+        "capture",
+        SAMPLE,
+        "--ledger",
+        ledger,
+        "--digest-key",
+        keys / "digest.key",
+        "--signing-key",
+        new_keys / "signing.key",
+        "--segment-records",
+        100,
+        "--json",
+        **c,
+    )
     out["checkpoint_new"] = cli_json("checkpoint", ledger, "--out", tmp / "cp-new", "--json", **c)
-    out["consistent"] = cli_json("check-consistency", tmp / "cp-old", tmp / "cp-new", "--ledger", ledger,
-                                 "--trust", keys / "verifier.pub", "--json", **c)
+    out["consistent"] = cli_json(
+        "check-consistency",
+        tmp / "cp-old",
+        tmp / "cp-new",
+        "--ledger",
+        ledger,
+        "--trust",
+        keys / "verifier.pub",
+        "--json",
+        **c,
+    )
     # a NEW whose tree size was changed after signing: its signature fails, INCONSISTENT (exit 1)
     origin, size, rest = (tmp / "cp-new").read_bytes().split(b"\n", 2)
     (tmp / "cp-forged").write_bytes(b"\n".join([origin, str(int(size) + 1).encode(), rest]))
-    out["inconsistent"] = cli_json("check-consistency", tmp / "cp-old", tmp / "cp-forged", "--ledger", ledger,
-                                   "--trust", keys / "verifier.pub", "--json", ok=(1,), **c)
-    out["prove_rotated"] = cli_json("prove", ledger, "--out", tmp / "proof2.json", "--seq", 450, "--json", **c)
-    out["check_proof_rotated"] = cli_json("check-proof", tmp / "proof2.json", "--trust", keys / "verifier.pub",
-                                          "--json", **c)
-    out["recover_clean"] = cli_json("recover", ledger, "--signing-key", new_keys / "signing.key", "--json", **c)
+    out["inconsistent"] = cli_json(
+        "check-consistency",
+        tmp / "cp-old",
+        tmp / "cp-forged",
+        "--ledger",
+        ledger,
+        "--trust",
+        keys / "verifier.pub",
+        "--json",
+        ok=(1,),
+        **c,
+    )
+    out["prove_rotated"] = cli_json(
+        "prove", ledger, "--out", tmp / "proof2.json", "--seq", 450, "--json", **c
+    )
+    out["check_proof_rotated"] = cli_json(
+        "check-proof", tmp / "proof2.json", "--trust", keys / "verifier.pub", "--json", **c
+    )
+    out["recover_clean"] = cli_json(
+        "recover", ledger, "--signing-key", new_keys / "signing.key", "--json", **c
+    )
     return out
 
 
 # ---- schemas are schemas ----------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", NEW_SCHEMAS)
 def test_report_schema_is_strict_draft_2020_12(name):
@@ -144,6 +243,7 @@ def test_report_schema_is_strict_draft_2020_12(name):
 
 # ---- keys -------------------------------------------------------------------------------------
 
+
 def test_keys_generate(run):
     for key in ("keys_generate", "keys_generate_ed25519", "keys_generate_mldsa65"):
         validate(run[key], "keys-generate-report.schema.json")
@@ -153,8 +253,10 @@ def test_keys_generate(run):
     assert doc["key_ids"] == {k["algorithm"]: k["key_id"] for k in bundle["keys"]}
     assert set(run["keys_generate_mldsa65"]["key_ids"]) == {"ml-dsa-65"}
     # a hybrid report naming one key id only is not a hybrid report
-    assert not is_valid({**doc, "key_ids": {"ed25519": doc["key_ids"]["ed25519"]}},
-                        "keys-generate-report.schema.json")
+    assert not is_valid(
+        {**doc, "key_ids": {"ed25519": doc["key_ids"]["ed25519"]}},
+        "keys-generate-report.schema.json",
+    )
     assert not is_valid({**doc, "extra": 1}, "keys-generate-report.schema.json")
 
 
@@ -169,6 +271,7 @@ def test_keys_rotate(run):
 
 # ---- checkpoints and proofs -------------------------------------------------------------------
 
+
 def test_checkpoint(run):
     for key in ("checkpoint_stored", "checkpoint_old", "checkpoint_new"):
         validate(run[key], "checkpoint-report.schema.json")
@@ -176,14 +279,21 @@ def test_checkpoint(run):
     assert (old["tree_size"], old["records"]) == (3, 294)
     assert (new["tree_size"], new["records"]) == (6, 588)
     assert old["origin"] == new["origin"]
-    assert not is_valid({**old, "root_hash": old["root_hash"][:-2]}, "checkpoint-report.schema.json")
+    assert not is_valid(
+        {**old, "root_hash": old["root_hash"][:-2]}, "checkpoint-report.schema.json"
+    )
 
 
 def test_check_consistency(run):
     ok, bad = run["consistent"], run["inconsistent"]
     validate(ok, "check-consistency-report.schema.json")
     validate(bad, "check-consistency-report.schema.json")
-    assert ok["ok"] and ok["reason"] is None and (ok["old_size"], ok["new_size"]) == (3, 6) and ok["proof"]
+    assert (
+        ok["ok"]
+        and ok["reason"] is None
+        and (ok["old_size"], ok["new_size"]) == (3, 6)
+        and ok["proof"]
+    )
     assert not bad["ok"] and bad["reason"]
     # ok and reason go together
     assert not is_valid({**ok, "reason": "x"}, "check-consistency-report.schema.json")
@@ -207,10 +317,13 @@ def test_check_proof(run):
     assert good["ok"] and good["reason"] is None and good["record"]["seq"] == "150"
     assert not bad["ok"] and bad["reason"]
     # a valid proof's record follows proof.schema.json's record
-    assert not is_valid({**good, "record": {**good["record"], "seq": 150}}, "check-proof-report.schema.json")
+    assert not is_valid(
+        {**good, "record": {**good["record"], "seq": 150}}, "check-proof-report.schema.json"
+    )
 
 
 # ---- recover ----------------------------------------------------------------------------------
+
 
 def test_recover_clean(run):
     doc = run["recover_clean"]
@@ -232,14 +345,40 @@ def _torn_ledger(tmp: Path, keys: Path) -> Path:
     from ledgertool.ledger.segment import SegmentHeader, SegmentWriter, now_ns
 
     ledger = tmp / "torn"
-    cli("capture", SAMPLE, "--ledger", ledger, "--digest-key", keys / "digest.key", "--signing-key",
-        keys / "signing.key", "--segment-records", 100, "--leaf-records", 64, "--json", cwd=tmp)
+    cli(
+        "capture",
+        SAMPLE,
+        "--ledger",
+        ledger,
+        "--digest-key",
+        keys / "digest.key",
+        "--signing-key",
+        keys / "signing.key",
+        "--segment-records",
+        100,
+        "--leaf-records",
+        64,
+        "--json",
+        cwd=tmp,
+    )
     meta = json.loads((ledger / "ledger.json").read_text())
     recs = np.frombuffer(sealed_records(ledger, 0), dtype=record_dtype(meta["digest_size"])).copy()
     recs["seq"] += 294  # segments 0..2 hold seq 0..293
     key = OpenSegmentKey.derive(SigningKey.load(keys / "signing.key"), meta["ledger_id"])
-    header = SegmentHeader(meta["ledger_id"], "link0", 3, meta["algorithm"], meta["strip"], meta["digest_key_id"],
-                           meta["record_size"], meta["digest_size"], meta["leaf_records"], 294, now_ns(), key.key_id)
+    header = SegmentHeader(
+        meta["ledger_id"],
+        "link0",
+        3,
+        meta["algorithm"],
+        meta["strip"],
+        meta["digest_key_id"],
+        meta["record_size"],
+        meta["digest_size"],
+        meta["leaf_records"],
+        294,
+        now_ns(),
+        key.key_id,
+    )
     w = SegmentWriter(open_segment_path(ledger, "link0", 3), header, key)
     w.append(recs.tobytes(), len(recs))
     w.close()
@@ -256,24 +395,42 @@ def test_recover_torn(run, tmp_path):
     doc = cli_json("recover", ledger, "--signing-key", keys / "signing.key", "--json", cwd=tmp_path)
     validate(doc, "recover-report.schema.json")
     # one append of 100 records at leaf 64: a block of one leaf, then a short one
-    assert doc["sealed"] == [{"link": "link0", "segment": 3, "records": 100, "torn_bytes_discarded": 5,
-                              "blocks_sealed": 2, "blocks_past_prefix": 1}]
-    assert sorted(d["why"] for d in doc["discarded"]) == ["segment header cut",
-                                                         "temporary file of an interrupted write"]
+    assert doc["sealed"] == [
+        {
+            "link": "link0",
+            "segment": 3,
+            "records": 100,
+            "torn_bytes_discarded": 5,
+            "blocks_sealed": 2,
+            "blocks_past_prefix": 1,
+        }
+    ]
+    assert sorted(d["why"] for d in doc["discarded"]) == [
+        "segment header cut",
+        "temporary file of an interrupted write",
+    ]
     assert doc["bytes_discarded"] == 5 + sum(d["bytes"] for d in doc["discarded"]) == 5 + 100 + 1
-    assert not is_valid({**doc, "discarded": [{**doc["discarded"][0], "why": "other"}]}, "recover-report.schema.json")
-    cli("verify", ledger, "--trust", keys / "verifier.pub", "--json", cwd=tmp_path)  # the recovered ledger verifies
+    assert not is_valid(
+        {**doc, "discarded": [{**doc["discarded"][0], "why": "other"}]},
+        "recover-report.schema.json",
+    )
+    cli(
+        "verify", ledger, "--trust", keys / "verifier.pub", "--json", cwd=tmp_path
+    )  # the recovered ledger verifies
 
 
 # ---- workload bench, algorithms, plan ---------------------------------------------------------
+
 
 def test_workload_bench(tmp_path):
     doc = cli_json("workload", "bench", WORKLOAD, "--frames", 20000, "--json", cwd=tmp_path)
     validate(doc, "workload-bench-report.schema.json")
     assert doc["frames"] == 20000 and doc["bytes"] == 20000 * 60  # 64-byte frames less the FCS
     assert "generate_and_digest_s" in doc
-    assert not is_valid({k: v for k, v in doc.items() if k != "generate_and_digest_s"},
-                        "workload-bench-report.schema.json")  # the digest pair comes together
+    assert not is_valid(
+        {k: v for k, v in doc.items() if k != "generate_and_digest_s"},
+        "workload-bench-report.schema.json",
+    )  # the digest pair comes together
 
 
 def test_algorithms(tmp_path):
@@ -288,43 +445,89 @@ def test_algorithms(tmp_path):
 
 
 def test_plan_collision(tmp_path):
-    by_rate = cli_json("plan", "collision", "--bits", 64, "--bits", 128, "--rate", "400G,1.6T",
-                       "--frame", "64,imix", "--links", 4, "--duration", "30d", "--json", cwd=tmp_path)
+    by_rate = cli_json(
+        "plan",
+        "collision",
+        "--bits",
+        64,
+        "--bits",
+        128,
+        "--rate",
+        "400G,1.6T",
+        "--frame",
+        "64,imix",
+        "--links",
+        4,
+        "--duration",
+        "30d",
+        "--json",
+        cwd=tmp_path,
+    )
     by_pps = cli_json("plan", "collision", "--bits", 128, "--pps", "1.2e9", "--json", cwd=tmp_path)
     for doc in (by_rate, by_pps):
         validate(doc, "plan-collision-report.schema.json")
     assert len(by_rate["rows"]) == 8 and {r["frame"] for r in by_rate["rows"]} == {"64", "imix"}
     assert by_pps["rows"][0]["rate_bps"] is None and by_pps["rows"][0]["frame"] is None
     row = by_rate["rows"][0]
-    assert not is_valid({"rows": [{**row, "frame": None}]}, "plan-collision-report.schema.json")  # half --pps
+    assert not is_valid(
+        {"rows": [{**row, "frame": None}]}, "plan-collision-report.schema.json"
+    )  # half --pps
 
 
 def test_plan_storage(run, tmp_path):
     docs = {
-        "format": cli_json("plan", "storage", "--rate", "400G", "--frame", "64,1500", "--json", cwd=tmp_path),
-        "option": cli_json("plan", "storage", "--pps", "1M", "--record-bytes", 48, "--links", 2, "--duration", "30d",
-                           "--json", cwd=tmp_path),
-        "ledger": cli_json("plan", "storage", "--rate", "100G", "--from-ledger", run["ledger"], "--json",
-                           cwd=tmp_path),
+        "format": cli_json(
+            "plan", "storage", "--rate", "400G", "--frame", "64,1500", "--json", cwd=tmp_path
+        ),
+        "option": cli_json(
+            "plan",
+            "storage",
+            "--pps",
+            "1M",
+            "--record-bytes",
+            48,
+            "--links",
+            2,
+            "--duration",
+            "30d",
+            "--json",
+            cwd=tmp_path,
+        ),
+        "ledger": cli_json(
+            "plan",
+            "storage",
+            "--rate",
+            "100G",
+            "--from-ledger",
+            run["ledger"],
+            "--json",
+            cwd=tmp_path,
+        ),
     }
     for kind, doc in docs.items():
         validate(doc, "plan-storage-report.schema.json")
         assert doc["record_bytes_source"]["kind"] == kind
     src = docs["ledger"]["record_bytes_source"]
     assert src["bytes_per_record"] == docs["ledger"]["rows"][0]["record_bytes"]
-    assert not is_valid({**docs["option"], "record_bytes_source": {"kind": "option", "digest_bytes": 16}},
-                        "plan-storage-report.schema.json")
+    assert not is_valid(
+        {**docs["option"], "record_bytes_source": {"kind": "option", "digest_bytes": 16}},
+        "plan-storage-report.schema.json",
+    )
 
 
 # ---- query ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("sql", [
-    "SELECT * FROM records ORDER BY seq LIMIT 5",
-    "SELECT * FROM seals ORDER BY segment",
-    "SELECT link, count(*) AS frames, sum(wire_len) AS wire_bytes, min(ts_ns) AS first_ts_ns FROM records "
-    "GROUP BY link",
-    "SELECT * FROM records WHERE false",
-])
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM records ORDER BY seq LIMIT 5",
+        "SELECT * FROM seals ORDER BY segment",
+        "SELECT link, count(*) AS frames, sum(wire_len) AS wire_bytes, min(ts_ns) AS first_ts_ns FROM records "
+        "GROUP BY link",
+        "SELECT * FROM records WHERE false",
+    ],
+)
 def test_query_json(run, sql, tmp_path):
     proc = cli("query", run["ledger"], sql, "--format", "json", cwd=tmp_path)
     rows = json.loads(proc.stdout)
@@ -335,6 +538,7 @@ def test_query_json(run, sql, tmp_path):
 
 
 # ---- demo -------------------------------------------------------------------------------------
+
 
 def test_demo(tmp_path):
     doc = cli_json("demo", "--workdir", tmp_path / "demo", "--json", cwd=tmp_path)

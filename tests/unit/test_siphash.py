@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import TESTS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import TESTS
 from ledgertool.algorithms import ALGORITHMS, get_algorithm
 from ledgertool.digest.engine import digest_one
 from ledgertool.digest.reference import siphash
@@ -20,12 +20,18 @@ KEY = bytes.fromhex(VECTORS["key"])
 
 @pytest.mark.parametrize("i", range(64))
 def test_siphash_2_4_128_reference_vectors(i):
-    assert digest_one(ALGORITHMS["siphash-2-4-128"], KEY, bytes(range(i))).hex() == VECTORS["siphash_2_4_128"][i]
+    assert (
+        digest_one(ALGORITHMS["siphash-2-4-128"], KEY, bytes(range(i))).hex()
+        == VECTORS["siphash_2_4_128"][i]
+    )
 
 
 @pytest.mark.parametrize("i", range(64))
 def test_siphash_2_4_64_reference_vectors(i):
-    assert digest_one(ALGORITHMS["siphash-2-4-64"], KEY, bytes(range(i))).hex() == VECTORS["siphash_2_4_64"][i]
+    assert (
+        digest_one(ALGORITHMS["siphash-2-4-64"], KEY, bytes(range(i))).hex()
+        == VECTORS["siphash_2_4_64"][i]
+    )
 
 
 def test_python_reference_matches_published_vectors():
@@ -42,8 +48,11 @@ def test_siphash_1_3_differs_from_2_4():
 
 
 @settings(max_examples=400, deadline=None)
-@given(key=st.binary(min_size=16, max_size=16), msg=st.binary(max_size=2000),
-       name=st.sampled_from(sorted(n for n in ALGORITHMS if n.startswith("siphash-"))))
+@given(
+    key=st.binary(min_size=16, max_size=16),
+    msg=st.binary(max_size=2000),
+    name=st.sampled_from(sorted(n for n in ALGORITHMS if n.startswith("siphash-"))),
+)
 def test_native_matches_python_reference_on_random_inputs(key, msg, name):
     alg = ALGORITHMS[name]
     c, d = (1, 3) if "1-3" in name else (2, 4)

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from conftest import cli, load_keys
 
+from ledgertool.canonical import MAX_DOCUMENT_DEPTH, loads_strict
 from ledgertool.errors import KeyFileError, LedgerFormatError
 from ledgertool.keyfiles import SigningKey, TrustBundle
 from ledgertool.ledger.rotations import rotate_keys
-from ledgertool.canonical import MAX_DOCUMENT_DEPTH, loads_strict
 from ledgertool.verify.proof import build_proof, check_proof, parse_proof
 
 
@@ -58,9 +58,14 @@ def test_loads_strict_refuses_what_readers_could_read_differently():
     for data, want in cases.items():
         with pytest.raises(LedgerFormatError) as e:
             loads_strict(data, "doc.json", max_bytes=100 if len(data) == 101 else 1 << 20)
-        assert str(e.value).startswith("doc.json: ") and want in str(e.value), (data[:40], str(e.value))
-    assert loads_strict(b'{"a": [1, -2, true, null, "x"], "b": {"c": 9007199254740991}}', "d") == \
-        {"a": [1, -2, True, None, "x"], "b": {"c": 2**53 - 1}}
+        assert str(e.value).startswith("doc.json: ") and want in str(e.value), (
+            data[:40],
+            str(e.value),
+        )
+    assert loads_strict(b'{"a": [1, -2, true, null, "x"], "b": {"c": 9007199254740991}}', "d") == {
+        "a": [1, -2, True, None, "x"],
+        "b": {"c": 2**53 - 1},
+    }
     nested = b"[" * MAX_DOCUMENT_DEPTH + b"]" * MAX_DOCUMENT_DEPTH
     assert loads_strict(nested, "d") is not None
 
@@ -74,16 +79,25 @@ def test_seal_with_a_duplicate_member_is_refused(ledger, keydir):
     p = doc["problems"][0]  # then the gap and the checkpoint it leaves
     assert (p["kind"], p["segment"]) == ("seal_unreadable", 1)
     assert p["detail"] == f"{seal}: duplicate member 'records' in an object"
-    r = cli("query", ledger, "SELECT count(*) FROM seals")  # a ledger that does not verify is not queried
-    assert r.returncode == 1 and "seal_unreadable" in r.stderr and "duplicate member 'records'" in r.stderr
+    r = cli(
+        "query", ledger, "SELECT count(*) FROM seals"
+    )  # a ledger that does not verify is not queried
+    assert (
+        r.returncode == 1
+        and "seal_unreadable" in r.stderr
+        and "duplicate member 'records'" in r.stderr
+    )
 
 
 def test_ledger_header_and_rotations_with_duplicate_members(ledger, keydir, tmp_path):
     head = ledger / "ledger.json"
     _duplicate_first(head, "algorithm", "aes-128-gmac")
     r = cli("verify", ledger, "--trust", keydir / "verifier.pub")
-    assert r.returncode == 2 and r.stderr.strip() == \
-        f"ledgertool: error: {head}: duplicate member 'algorithm' in an object", r.stderr
+    assert (
+        r.returncode == 2
+        and r.stderr.strip()
+        == f"ledgertool: error: {head}: duplicate member 'algorithm' in an object"
+    ), r.stderr
     head.write_text(head.read_text().replace('{"algorithm": "aes-128-gmac",', "{", 1))
     _, sk, _ = load_keys(keydir)
     res = rotate_keys(ledger, sk, SigningKey.generate())
@@ -118,11 +132,15 @@ def _proof(ledger, tmp_path, edit) -> Path:
 
 BAD_INTEGERS = {
     "leaf_block.first_record_index": (lambda d: d["leaf_block"].update(first_record_index=False)),
-    "leaf_block.records": (lambda d: d["leaf_block"].update(records=float(d["leaf_block"]["records"]))),
+    "leaf_block.records": (
+        lambda d: d["leaf_block"].update(records=float(d["leaf_block"]["records"]))
+    ),
     "record.flags": (lambda d: d["record"].update(flags=False)),
     "record.wire_len": (lambda d: d["record"].update(wire_len=float(d["record"]["wire_len"]))),
     "checkpoint.leaf_index": (lambda d: d["checkpoint"].update(leaf_index=False)),
-    "checkpoint.tree_size": (lambda d: d["checkpoint"].update(tree_size=float(d["checkpoint"]["tree_size"]))),
+    "checkpoint.tree_size": (
+        lambda d: d["checkpoint"].update(tree_size=float(d["checkpoint"]["tree_size"]))
+    ),
     "seal.segment": (lambda d: d["seal"].update(segment=False)),
     "seal.records": (lambda d: d["seal"].update(records=float(d["seal"]["records"]))),
     "'segment'": (lambda d: d.update(segment=False)),
@@ -133,7 +151,11 @@ BAD_INTEGERS = {
 def test_proof_integers_must_be_json_integers(ledger, keydir, tmp_path, field):
     path = _proof(ledger, tmp_path, BAD_INTEGERS[field])
     r = cli("check-proof", path, "--trust", keydir / "verifier.pub")
-    assert r.returncode == 2 and field in r.stderr and r.stdout == "", (r.returncode, r.stdout, r.stderr)
+    assert r.returncode == 2 and field in r.stderr and r.stdout == "", (
+        r.returncode,
+        r.stdout,
+        r.stderr,
+    )
     # check_proof on a dict that never went through parse_proof refuses it too
     doc = json.loads(path.read_text(), parse_float=float)
     res = check_proof(doc, TrustBundle.load(keydir / "verifier.pub"))
@@ -148,7 +170,9 @@ def test_proof_with_a_duplicate_member_is_refused(ledger, keydir, tmp_path):
     r = cli("check-proof", path, "--trust", keydir / "verifier.pub")
     assert r.returncode == 2 and "duplicate member 'record_index'" in r.stderr
     with pytest.raises(LedgerFormatError, match="record must have exactly"):
-        parse_proof(json.dumps(_edit(json.loads(text), lambda d: d["record"].update(extra=1))).encode())
+        parse_proof(
+            json.dumps(_edit(json.loads(text), lambda d: d["record"].update(extra=1))).encode()
+        )
 
 
 def _edit(doc: dict, how) -> dict:

@@ -56,8 +56,8 @@ from scapy.packet import NoPayload, Padding, Raw
 from ledgertool.algorithms import get_algorithm
 from ledgertool.digest.engine import DigestEngine
 from ledgertool.digest.record import RECORD_FIXED
-from ledgertool.source.file import CaptureReader
 from ledgertool.digest.strip import MODES, explain, strip_range
+from ledgertool.source.file import CaptureReader
 
 MALFORMED, NON_IP, FRAGMENT, UNSUPPORTED = 0x2, 0x4, 0x8, 0x10
 
@@ -65,26 +65,53 @@ MALFORMED, NON_IP, FRAGMENT, UNSUPPORTED = 0x2, 0x4, 0x8, 0x10
 MAX_EXT = 16
 
 LINK_LAYERS = (Ether, Dot3, Dot1Q, Dot1AD, CookedLinux, CookedLinuxV2, Loopback)
-IPV6_EXT = (IPv6ExtHdrHopByHop, IPv6ExtHdrRouting, IPv6ExtHdrSegmentRouting, IPv6ExtHdrDestOpt,
-            IPv6ExtHdrFragment, AH, _MobilityHeader)
+IPV6_EXT = (
+    IPv6ExtHdrHopByHop,
+    IPv6ExtHdrRouting,
+    IPv6ExtHdrSegmentRouting,
+    IPv6ExtHdrDestOpt,
+    IPv6ExtHdrFragment,
+    AH,
+    _MobilityHeader,
+)
 
 # RoCE: extended transport headers by scapy's opcode name (IBTA Vol. 1 Table 38 names), written
 # from the header list of each operation, not from the C table.
 RETH, AETH, ATOMICETH, ATOMICACKETH, IMMDT, IETH, DETH = 16, 4, 28, 8, 4, 4, 8
 ROCE_EXT_BY_NAME = {
-    "SEND_FIRST": 0, "SEND_MIDDLE": 0, "SEND_LAST": 0, "SEND_ONLY": 0,
-    "SEND_LAST_WITH_IMMEDIATE": IMMDT, "SEND_ONLY_WITH_IMMEDIATE": IMMDT,
-    "RDMA_WRITE_FIRST": RETH, "RDMA_WRITE_MIDDLE": 0, "RDMA_WRITE_LAST": 0,
-    "RDMA_WRITE_LAST_WITH_IMMEDIATE": IMMDT, "RDMA_WRITE_ONLY": RETH,
-    "RDMA_WRITE_ONLY_WITH_IMMEDIATE": RETH + IMMDT, "RDMA_READ_REQUEST": RETH,
-    "RDMA_READ_RESPONSE_FIRST": AETH, "RDMA_READ_RESPONSE_MIDDLE": 0, "RDMA_READ_RESPONSE_LAST": AETH,
-    "RDMA_READ_RESPONSE_ONLY": AETH, "ACKNOWLEDGE": AETH, "ATOMIC_ACKNOWLEDGE": AETH + ATOMICACKETH,
-    "COMPARE_SWAP": ATOMICETH, "FETCH_ADD": ATOMICETH,
-    "SEND_LAST_WITH_INVALIDATE": IETH, "SEND_ONLY_WITH_INVALIDATE": IETH,
+    "SEND_FIRST": 0,
+    "SEND_MIDDLE": 0,
+    "SEND_LAST": 0,
+    "SEND_ONLY": 0,
+    "SEND_LAST_WITH_IMMEDIATE": IMMDT,
+    "SEND_ONLY_WITH_IMMEDIATE": IMMDT,
+    "RDMA_WRITE_FIRST": RETH,
+    "RDMA_WRITE_MIDDLE": 0,
+    "RDMA_WRITE_LAST": 0,
+    "RDMA_WRITE_LAST_WITH_IMMEDIATE": IMMDT,
+    "RDMA_WRITE_ONLY": RETH,
+    "RDMA_WRITE_ONLY_WITH_IMMEDIATE": RETH + IMMDT,
+    "RDMA_READ_REQUEST": RETH,
+    "RDMA_READ_RESPONSE_FIRST": AETH,
+    "RDMA_READ_RESPONSE_MIDDLE": 0,
+    "RDMA_READ_RESPONSE_LAST": AETH,
+    "RDMA_READ_RESPONSE_ONLY": AETH,
+    "ACKNOWLEDGE": AETH,
+    "ATOMIC_ACKNOWLEDGE": AETH + ATOMICACKETH,
+    "COMPARE_SWAP": ATOMICETH,
+    "FETCH_ADD": ATOMICETH,
+    "SEND_LAST_WITH_INVALIDATE": IETH,
+    "SEND_ONLY_WITH_INVALIDATE": IETH,
 }
-ROCE_OPS = {"RC": list(ROCE_EXT_BY_NAME),
-            "UC": [n for n in ROCE_EXT_BY_NAME if n.startswith(("SEND_", "RDMA_WRITE")) and "INVALIDATE" not in n],
-            "UD": ["SEND_ONLY", "SEND_ONLY_WITH_IMMEDIATE"]}
+ROCE_OPS = {
+    "RC": list(ROCE_EXT_BY_NAME),
+    "UC": [
+        n
+        for n in ROCE_EXT_BY_NAME
+        if n.startswith(("SEND_", "RDMA_WRITE")) and "INVALIDATE" not in n
+    ],
+    "UD": ["SEND_ONLY", "SEND_ONLY_WITH_IMMEDIATE"],
+}
 
 
 # scapy.contrib.roce names 0x00-0x14; the two "with Invalidate" codes are from IBTA Table 38.
@@ -104,6 +131,7 @@ def roce_ext(transport: str, name: str) -> int:
 # ---------------------------------------------------------------------------------------------
 # The oracle
 # ---------------------------------------------------------------------------------------------
+
 
 class Expect:
     """What the oracle predicts: a range (start, end) and flags, or only flags (range=None)."""
@@ -126,7 +154,11 @@ def _layers(pkt):
     out, layer = [], pkt
     while not isinstance(layer, NoPayload):
         out.append(layer)
-        if isinstance(layer, (Ether, Dot1Q, Dot1AD)) and layer.type == 0x9100 and isinstance(layer.payload, Raw):
+        if (
+            isinstance(layer, (Ether, Dot1Q, Dot1AD))
+            and layer.type == 0x9100
+            and isinstance(layer.payload, Raw)
+        ):
             # scapy binds 0x8100 and 0x88A8 only; 0x9100 (pre-standard QinQ) is one more 802.1Q-style
             # tag. Dissect it here rather than with bind_layers, which would change how every other
             # test builds Ether()/Dot1Q() frames.
@@ -167,7 +199,10 @@ def oracle(frame: bytes, linktype: int, mode: str, wire_len: int | None = None) 
     if not isinstance(ip, (IP, IPv6)):
         if i == 0:  # raw link types: scapy found no IP
             return None
-        if getattr(layers[i - 1], "type", getattr(layers[i - 1], "proto", None)) in (0x0800, 0x86DD):
+        if getattr(layers[i - 1], "type", getattr(layers[i - 1], "proto", None)) in (
+            0x0800,
+            0x86DD,
+        ):
             return Expect(None, MALFORMED, "link layer says IP, scapy could not dissect it (cut)")
         return Expect((_start(frame, ip), len(frame)), NON_IP, "non-IP")
     l3 = _start(frame, ip)
@@ -210,7 +245,9 @@ def oracle(frame: bytes, linktype: int, mode: str, wire_len: int | None = None) 
                     break
     upper = layers[j] if j < len(layers) else NoPayload()
     if isinstance(upper, Raw) and isinstance(layers[j - 1], AH) and layers[j - 1].nh in (6, 17):
-        upper = (TCP if layers[j - 1].nh == 6 else UDP)(bytes(upper))  # scapy leaves AH's payload raw
+        upper = (TCP if layers[j - 1].nh == 6 else UDP)(
+            bytes(upper)
+        )  # scapy leaves AH's payload raw
     ustart = _start(frame, upper)
     if ustart > stop:
         return Expect(None, MALFORMED, "headers past the packet")
@@ -243,7 +280,11 @@ def oracle(frame: bytes, linktype: int, mode: str, wire_len: int | None = None) 
             icrc = end - 4
             return Expect((pay, min(icrc, stop)), 0, f"RoCE {transport} {op} payload")
         return Expect((pstart, stop), flags, "UDP payload")
-    if proto in (6, 17) or isinstance(upper, (Raw, Padding)) and _upper_nh(ip, layers, j) in (6, 17):
+    if (
+        proto in (6, 17)
+        or isinstance(upper, (Raw, Padding))
+        and _upper_nh(ip, layers, j) in (6, 17)
+    ):
         return None  # scapy did not dissect the L4 header (cut): the C side says MALFORMED, checked elsewhere
     return Expect((ustart, stop), flags, f"after IP: {upper.name}")
 
@@ -263,7 +304,9 @@ def _roce_name(code: int):
     return None
 
 
-def check(frame: bytes, linktype: int, mode: str, wire_len: int | None = None) -> tuple[Expect, object]:
+def check(
+    frame: bytes, linktype: int, mode: str, wire_len: int | None = None
+) -> tuple[Expect, object]:
     exp = oracle(frame, linktype, mode, wire_len)
     got = strip_range(frame, linktype, mode, wire_len)
     assert got.end <= len(frame)
@@ -284,11 +327,18 @@ PAYLOAD = bytes(range(37))
 
 CRAFTED = {
     "eth-ipv4-udp": Ether() / IP() / UDP(sport=1000, dport=2000) / PAYLOAD,
-    "eth-ipv4-tcp-opts": Ether() / IP() / TCP(options=[("MSS", 1460), ("SAckOK", b""), ("WScale", 7),
-                                                      ("Timestamp", (1, 2))]) / PAYLOAD,
-    "eth-ipv4-options-tcp": Ether() / IP(options=[IPOption_RR(routers=["1.2.3.4", "5.6.7.8"]), IPOption_NOP()])
-    / TCP() / PAYLOAD,
-    "eth-ipv4-options-ts": Ether() / IP(options=[IPOption_Timestamp(flg=0, timestamp=[1, 2, 3])]) / UDP() / PAYLOAD,
+    "eth-ipv4-tcp-opts": Ether()
+    / IP()
+    / TCP(options=[("MSS", 1460), ("SAckOK", b""), ("WScale", 7), ("Timestamp", (1, 2))])
+    / PAYLOAD,
+    "eth-ipv4-options-tcp": Ether()
+    / IP(options=[IPOption_RR(routers=["1.2.3.4", "5.6.7.8"]), IPOption_NOP()])
+    / TCP()
+    / PAYLOAD,
+    "eth-ipv4-options-ts": Ether()
+    / IP(options=[IPOption_Timestamp(flg=0, timestamp=[1, 2, 3])])
+    / UDP()
+    / PAYLOAD,
     "vlan": Ether() / Dot1Q(vlan=100, prio=3, dei=1) / IP() / TCP() / PAYLOAD,
     "qinq-88a8": Ether() / Dot1AD(vlan=10) / Dot1Q(vlan=200) / IP() / UDP() / PAYLOAD,
     "qinq-8100x2": Ether() / Dot1Q(vlan=10) / Dot1Q(vlan=200) / IPv6() / TCP() / PAYLOAD,
@@ -299,13 +349,33 @@ CRAFTED = {
     "icmpv6": Ether() / IPv6() / ICMPv6EchoRequest(data=PAYLOAD),
     "arp": Ether() / ARP(),
     "ipv6-udp": Ether() / IPv6() / UDP() / PAYLOAD,
-    "ipv6-hbh-dst-rh-tcp": Ether() / IPv6() / IPv6ExtHdrHopByHop() / IPv6ExtHdrDestOpt()
-    / IPv6ExtHdrRouting(addresses=["2001:db8::1", "2001:db8::2"]) / TCP() / PAYLOAD,
-    "ipv6-srh-udp": Ether() / IPv6() / IPv6ExtHdrSegmentRouting(addresses=["2001:db8::9"]) / UDP() / PAYLOAD,
-    "ipv6-ah-udp": Ether() / IPv6() / AH(nh=17, payloadlen=4, spi=1, seq=1, icv=b"\x00" * 12) / UDP() / PAYLOAD,
+    "ipv6-hbh-dst-rh-tcp": Ether()
+    / IPv6()
+    / IPv6ExtHdrHopByHop()
+    / IPv6ExtHdrDestOpt()
+    / IPv6ExtHdrRouting(addresses=["2001:db8::1", "2001:db8::2"])
+    / TCP()
+    / PAYLOAD,
+    "ipv6-srh-udp": Ether()
+    / IPv6()
+    / IPv6ExtHdrSegmentRouting(addresses=["2001:db8::9"])
+    / UDP()
+    / PAYLOAD,
+    "ipv6-ah-udp": Ether()
+    / IPv6()
+    / AH(nh=17, payloadlen=4, spi=1, seq=1, icv=b"\x00" * 12)
+    / UDP()
+    / PAYLOAD,
     "ipv6-frag-first": Ether() / IPv6() / IPv6ExtHdrFragment(offset=0, m=1, id=5) / UDP() / PAYLOAD,
-    "ipv6-frag-nonfirst": Ether() / IPv6() / IPv6ExtHdrFragment(offset=8, m=0, id=5, nh=17) / PAYLOAD,
-    "ipv6-frag-atomic": Ether() / IPv6() / IPv6ExtHdrFragment(offset=0, m=0, id=5) / UDP() / PAYLOAD,
+    "ipv6-frag-nonfirst": Ether()
+    / IPv6()
+    / IPv6ExtHdrFragment(offset=8, m=0, id=5, nh=17)
+    / PAYLOAD,
+    "ipv6-frag-atomic": Ether()
+    / IPv6()
+    / IPv6ExtHdrFragment(offset=0, m=0, id=5)
+    / UDP()
+    / PAYLOAD,
     "ipv4-frag-first": Ether() / IP(flags="MF", frag=0) / TCP() / PAYLOAD,
     "ipv4-frag-nonfirst": Ether() / IP(flags=0, frag=100, proto=6) / PAYLOAD,
     "ipv4-frag-middle": Ether() / IP(flags="MF", frag=3, proto=17) / PAYLOAD,
@@ -336,7 +406,10 @@ def test_crafted_oracle_spot_values():
     f = bytes(CRAFTED["padding-short"])
     r = strip_range(f, 1, "l3")
     assert (r.offset, r.length) == (14, 20 + 8 + 2)  # the 16 padding bytes are not hashed
-    assert f[strip_range(f, 1, "payload").offset:][:2] == b"ab" and strip_range(f, 1, "payload").length == 2
+    assert (
+        f[strip_range(f, 1, "payload").offset :][:2] == b"ab"
+        and strip_range(f, 1, "payload").length == 2
+    )
     assert strip_range(bytes(CRAFTED["arp"]), 1, "payload").flags == NON_IP
     assert strip_range(bytes(CRAFTED["ipv6-frag-nonfirst"]), 1, "payload").flags == FRAGMENT
     assert strip_range(bytes(CRAFTED["ipv6-frag-atomic"]), 1, "payload").flags == 0
@@ -366,8 +439,13 @@ def test_raw_ip_link_types(lt):
 def _roce_frame(transport, name, ext_len, payload, ipv6=False):
     code = roce_code(transport, name)
     ipl = IPv6() if ipv6 else IP()
-    return Ether() / ipl / UDP(sport=49152, dport=4791, chksum=0) / BTH(opcode=code, dqpn=17, psn=5) \
+    return (
+        Ether()
+        / ipl
+        / UDP(sport=49152, dport=4791, chksum=0)
+        / BTH(opcode=code, dqpn=17, psn=5)
         / Raw(bytes([0xEE]) * ext_len + payload)
+    )
 
 
 @pytest.mark.parametrize("transport,name", [(t, n) for t, ns in ROCE_OPS.items() for n in ns])
@@ -377,7 +455,7 @@ def test_rocev2_every_opcode_strips_bth_eths_and_icrc(transport, name):
     frame = bytes(pkt)
     assert frame[-4:] == bytes(pkt)[-4:]  # scapy appended the ICRC after the payload
     exp, got = check(frame, 1, "rdma")
-    assert frame[got.offset:got.end] == payload
+    assert frame[got.offset : got.end] == payload
     # payload mode keeps BTH, ETHs and ICRC
     assert strip_range(frame, 1, "payload").offset == 14 + 20 + 8
 
@@ -387,7 +465,7 @@ def test_rocev2_ipv6_padding_and_cnp():
     pkt = _roce_frame("RC", "RDMA_WRITE_FIRST", RETH, payload, ipv6=True)
     frame = bytes(pkt) + b"\x00" * 6  # trailer after the IPv6 packet
     r = strip_range(frame, 1, "rdma")
-    assert frame[r.offset:r.end] == payload and r.flags == 0
+    assert frame[r.offset : r.end] == payload and r.flags == 0
     cnp = bytes(Ether() / IP() / UDP(dport=4791, chksum=0) / BTH(opcode=0x81) / Raw(bytes(16)))
     r = strip_range(cnp, 1, "rdma")
     assert r.length == 16 and r.flags == 0
@@ -424,7 +502,7 @@ def test_malformed_headers_hash_from_last_valid_offset():
     assert (r.offset, r.end, r.flags) == (54, len(ok), 0)
     # IPv6 extension header running past the packet
     v6 = bytes(Ether() / IPv6() / IPv6ExtHdrDestOpt(len=30) / UDP() / PAYLOAD)
-    v6 = v6[:14 + 4] + (len(v6) - 54).to_bytes(2, "big") + v6[20:]
+    v6 = v6[: 14 + 4] + (len(v6) - 54).to_bytes(2, "big") + v6[20:]
     r = strip_range(v6, 1, "payload")
     assert (r.offset, r.flags) == (54, MALFORMED)
     # a chain of too many extension headers
@@ -474,12 +552,17 @@ LINKTYPES = [0, 1, 101, 108, 113, 228, 229, 276, 105, 127]
 MODE_NAMES = ["frame", "l3", "payload", "rdma"]
 SEEDS = [bytes(p) for p in CRAFTED.values()] + [
     bytes(_roce_frame("RC", "RDMA_WRITE_ONLY_WITH_IMMEDIATE", 20, b"z" * 9)),
-    bytes(_roce_frame("UD", "SEND_ONLY", 8, b"z" * 9, ipv6=True))]
+    bytes(_roce_frame("UD", "SEND_ONLY", 8, b"z" * 9, ipv6=True)),
+]
 
 
 @settings(max_examples=400, deadline=None)
-@given(data=st.binary(max_size=300), lt=st.sampled_from(LINKTYPES), mode=st.sampled_from(MODE_NAMES),
-       extra=st.integers(0, 70000))
+@given(
+    data=st.binary(max_size=300),
+    lt=st.sampled_from(LINKTYPES),
+    mode=st.sampled_from(MODE_NAMES),
+    extra=st.integers(0, 70000),
+)
 def test_random_bytes_stay_in_bounds(data, lt, mode, extra):
     for wl in (len(data), len(data) + extra):
         r = strip_range(data, lt, mode, wire_len=wl)
@@ -489,9 +572,13 @@ def test_random_bytes_stay_in_bounds(data, lt, mode, extra):
 
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.sampled_from(SEEDS), cut=st.integers(0, 400),
-       muts=st.lists(st.tuples(st.integers(0, 399), st.integers(0, 255)), max_size=6),
-       lt=st.sampled_from([1, 1, 1, 0, 113, 276, 101]), mode=st.sampled_from(MODE_NAMES))
+@given(
+    seed=st.sampled_from(SEEDS),
+    cut=st.integers(0, 400),
+    muts=st.lists(st.tuples(st.integers(0, 399), st.integers(0, 255)), max_size=6),
+    lt=st.sampled_from([1, 1, 1, 0, 113, 276, 101]),
+    mode=st.sampled_from(MODE_NAMES),
+)
 def test_mutated_and_truncated_frames_stay_in_bounds(seed, cut, muts, lt, mode):
     b = bytearray(seed)
     for pos, val in muts:
@@ -510,21 +597,48 @@ def test_mutated_and_truncated_frames_stay_in_bounds(seed, cut, muts, lt, mode):
 # ---------------------------------------------------------------------------------------------
 
 STRIP_FILES = [
-    "zeek__http-vlan-0.pcap", "zeek__vlan-pcp-dei.pcapng", "tcpdump__802.1ad_QinQ.pcap", "zeek__http-qinq-0.pcap",
-    "zeek__vntag.pcap", "zeek__mixed-vlan-mpls.pcap", "zeek__snap-arp.pcapng", "sv__detect-ipopts_input.pcap",
-    "tcpdump__ipv4_invalid_hdr_length.pcap", "zeek__ipv4_fragmented-1.pcap", "zeek__ipv4_fragmented-syn.pcap",
-    "tcpreplay__test_fragroute.pcap", "libpcap__ipv6_ext_headers.pcap", "zeek__ipv6-fragmented-dns.pcap",
-    "zeek__ipv6-hbh-routing0.pcap", "zeek__ipv6-mobility-dst-opts.pcap", "zeek__ipv6_zero_len_ah.pcap",
-    "tcpdump__ipv6-routing-header.pcap", "sv__defrag-eth-vlan-ipv6-tcp.pcap", "zeek__trunc_ip6-ext-trunc.pcap",
-    "tcpdump__ipv6_jumbogram_1.pcap", "tcpdump__bigtcp-ipv4.pcap", "tcpdump__bigtcp-ipv6-hbh.pcap",
-    "tcpdump__ipv4_tcp_http_xml_tso.pcap", "zeek__tcp-http-with-padding.pcap", "zeek__tcp_options.pcap",
-    "sv__tcp-opt-invalid-warning.pcap", "sv__udp-len-invalid.pcap", "sv__udp-trailing-data.pcap",
-    "zeek__trunc_trunc-hdr.pcap", "zeek__trunc_ip4-trunc.pcap",
+    "zeek__http-vlan-0.pcap",
+    "zeek__vlan-pcp-dei.pcapng",
+    "tcpdump__802.1ad_QinQ.pcap",
+    "zeek__http-qinq-0.pcap",
+    "zeek__vntag.pcap",
+    "zeek__mixed-vlan-mpls.pcap",
+    "zeek__snap-arp.pcapng",
+    "sv__detect-ipopts_input.pcap",
+    "tcpdump__ipv4_invalid_hdr_length.pcap",
+    "zeek__ipv4_fragmented-1.pcap",
+    "zeek__ipv4_fragmented-syn.pcap",
+    "tcpreplay__test_fragroute.pcap",
+    "libpcap__ipv6_ext_headers.pcap",
+    "zeek__ipv6-fragmented-dns.pcap",
+    "zeek__ipv6-hbh-routing0.pcap",
+    "zeek__ipv6-mobility-dst-opts.pcap",
+    "zeek__ipv6_zero_len_ah.pcap",
+    "tcpdump__ipv6-routing-header.pcap",
+    "sv__defrag-eth-vlan-ipv6-tcp.pcap",
+    "zeek__trunc_ip6-ext-trunc.pcap",
+    "tcpdump__ipv6_jumbogram_1.pcap",
+    "tcpdump__bigtcp-ipv4.pcap",
+    "tcpdump__bigtcp-ipv6-hbh.pcap",
+    "tcpdump__ipv4_tcp_http_xml_tso.pcap",
+    "zeek__tcp-http-with-padding.pcap",
+    "zeek__tcp_options.pcap",
+    "sv__tcp-opt-invalid-warning.pcap",
+    "sv__udp-len-invalid.pcap",
+    "sv__udp-trailing-data.pcap",
+    "zeek__trunc_trunc-hdr.pcap",
+    "zeek__trunc_ip4-trunc.pcap",
 ]
 LINK_FILES = [
-    "gopacket__test_loopback.pcap", "tcpdump__icmpv6-RFC2894-RR.pcap", "tcpdump__tcp-handshake-nano.pcap",
-    "gopacketfork__linux_sll_oversized_addr.pcapng", "zeek__linux_dlt_sll2.pcap", "tcpdump__LINKTYPE_IPV6.pcap",
-    "tcpdump__LINKTYPE_IPV6_invalid.pcap", "tcpdump__LINKTYPE_RAW_ipv4.pcap", "scapy__pfcp_actually_pcapng.pcap",
+    "gopacket__test_loopback.pcap",
+    "tcpdump__icmpv6-RFC2894-RR.pcap",
+    "tcpdump__tcp-handshake-nano.pcap",
+    "gopacketfork__linux_sll_oversized_addr.pcapng",
+    "zeek__linux_dlt_sll2.pcap",
+    "tcpdump__LINKTYPE_IPV6.pcap",
+    "tcpdump__LINKTYPE_IPV6_invalid.pcap",
+    "tcpdump__LINKTYPE_RAW_ipv4.pcap",
+    "scapy__pfcp_actually_pcapng.pcap",
 ]
 
 
@@ -544,8 +658,11 @@ def _run_corpus(files):
             for mode in ("l3", "payload"):
                 exp, got = check(f.data, f.linktype, mode, f.wire_len)
                 flags[mode][got.flags] += 1
-                key = "checked" if exp is not None and exp.range is not None else (
-                    "flags_only" if exp is not None else "skipped")
+                key = (
+                    "checked"
+                    if exp is not None and exp.range is not None
+                    else ("flags_only" if exp is not None else "skipped")
+                )
                 stats[(mode, key)] += 1
         per_file[name] = flags
     return stats, per_file
@@ -556,7 +673,9 @@ def test_corpus_strip_files_match_scapy_oracle():
     stats, per_file = _run_corpus(STRIP_FILES)
     for mode in ("l3", "payload"):
         total = sum(v for (m, _), v in stats.items() if m == mode)
-        print(f"strip files {mode}: {dict((k, v) for (m, k), v in stats.items() if m == mode)} of {total}")
+        print(
+            f"strip files {mode}: {dict((k, v) for (m, k), v in stats.items() if m == mode)} of {total}"
+        )
         assert stats[(mode, "checked")] >= 0.85 * total
     pl = {n: per_file[n]["payload"] for n in per_file}
     assert pl["tcpdump__ipv4_invalid_hdr_length.pcap"][MALFORMED] == 1
@@ -572,9 +691,17 @@ def test_corpus_strip_files_match_scapy_oracle():
     assert len(ah) == 1
     r = strip_range(ah[0].data, 1, "payload")
     assert (r.offset, r.flags, ah[0].data[r.offset]) == (14 + 40 + 8, 0, 128)
-    for n in ("tcpdump__bigtcp-ipv4.pcap", "tcpdump__ipv4_tcp_http_xml_tso.pcap", "tcpdump__ipv6_jumbogram_1.pcap",
-              "tcpdump__bigtcp-ipv6-hbh.pcap", "zeek__tcp-http-with-padding.pcap", "zeek__tcp_options.pcap",
-              "sv__detect-ipopts_input.pcap", "zeek__http-qinq-0.pcap", "tcpdump__802.1ad_QinQ.pcap"):
+    for n in (
+        "tcpdump__bigtcp-ipv4.pcap",
+        "tcpdump__ipv4_tcp_http_xml_tso.pcap",
+        "tcpdump__ipv6_jumbogram_1.pcap",
+        "tcpdump__bigtcp-ipv6-hbh.pcap",
+        "zeek__tcp-http-with-padding.pcap",
+        "zeek__tcp_options.pcap",
+        "sv__detect-ipopts_input.pcap",
+        "zeek__http-qinq-0.pcap",
+        "tcpdump__802.1ad_QinQ.pcap",
+    ):
         assert not any(k & MALFORMED for k in pl[n]), (n, pl[n])
 
 
@@ -584,7 +711,7 @@ def test_corpus_padding_excluded():
     trimmed = 0
     for f in _corpus_frames("zeek__tcp-http-with-padding.pcap"):
         r = strip_range(f.data, f.linktype, "l3", f.wire_len)
-        ip_len = int.from_bytes(f.data[r.offset + 2:r.offset + 4], "big")
+        ip_len = int.from_bytes(f.data[r.offset + 2 : r.offset + 4], "big")
         assert r.length == ip_len
         trimmed += r.end < len(f.data)
     assert trimmed >= 1
@@ -595,11 +722,15 @@ def test_corpus_link_types_match_scapy_oracle():
     stats, per_file = _run_corpus(LINK_FILES)
     for mode in ("l3", "payload"):
         total = sum(v for (m, _), v in stats.items() if m == mode)
-        print(f"link files {mode}: {dict((k, v) for (m, k), v in stats.items() if m == mode)} of {total}")
+        print(
+            f"link files {mode}: {dict((k, v) for (m, k), v in stats.items() if m == mode)} of {total}"
+        )
         assert stats[(mode, "checked")] >= 0.85 * total
     sll2 = per_file["zeek__linux_dlt_sll2.pcap"]["payload"]
     assert sll2 == {0: 4, NON_IP: 2}  # 2 IPv4 + 2 IPv6 frames; ARP and RARP are not IP
-    assert not any(k & (MALFORMED | UNSUPPORTED) for k in per_file["gopacket__test_loopback.pcap"]["payload"])
+    assert not any(
+        k & (MALFORMED | UNSUPPORTED) for k in per_file["gopacket__test_loopback.pcap"]["payload"]
+    )
     assert per_file["tcpdump__LINKTYPE_IPV6_invalid.pcap"]["l3"][MALFORMED] == 1
 
 
@@ -631,14 +762,36 @@ SAMPLE = SAMPLES / "sample.pcapng"
 @pytest.mark.parametrize("mode", ["l3", "payload", "rdma"])
 def test_cli_capture_verify_recompute_with_strip(mode, tmp_path, keydir):
     led = tmp_path / "L"
-    r = cli("capture", SAMPLE, "--ledger", led, "--digest-key", keydir / "digest.key",
-            "--signing-key", keydir / "signing.key", "--strip", mode, "--segment-records", "100", "--json")
+    r = cli(
+        "capture",
+        SAMPLE,
+        "--ledger",
+        led,
+        "--digest-key",
+        keydir / "digest.key",
+        "--signing-key",
+        keydir / "signing.key",
+        "--strip",
+        mode,
+        "--segment-records",
+        "100",
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["strip"] == mode
     r = cli("verify", led, "--trust", keydir / "verifier.pub", "--json")
     assert r.returncode == 0, r.stdout + r.stderr
-    r = cli("recompute", SAMPLE, "--ledger", led, "--digest-key", keydir / "digest.key", "--json",
-            "--trust", keydir / "verifier.pub")
+    r = cli(
+        "recompute",
+        SAMPLE,
+        "--ledger",
+        led,
+        "--digest-key",
+        keydir / "digest.key",
+        "--json",
+        "--trust",
+        keydir / "verifier.pub",
+    )
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["matched"] == doc["frames"] == 294 and doc["ledger_only"] == doc["capture_only"] == 0
@@ -652,16 +805,25 @@ def _digests(path: Path, mode: str) -> list[tuple[int, bytes]]:
         eng = DigestEngine(reader, alg, MODES[mode].native_id, bytes(range(16)))
         buf, n, _ = eng.fill(0)
         raw = bytes(buf)
-    return [(int.from_bytes(raw[k * size + 24:k * size + 26], "little"), raw[k * size + RECORD_FIXED:(k + 1) * size])
-            for k in range(n)]
+    return [
+        (
+            int.from_bytes(raw[k * size + 24 : k * size + 26], "little"),
+            raw[k * size + RECORD_FIXED : (k + 1) * size],
+        )
+        for k in range(n)
+    ]
 
 
 def test_l3_digest_of_tagged_and_untagged_copy_is_equal(tmp_path):
     from scapy.utils import wrpcap
 
     ip = IP(src="10.0.0.1", dst="10.0.0.2") / TCP(sport=1, dport=2) / b"same packet"
-    frames = [Ether() / ip, Ether() / Dot1Q(vlan=5) / ip, Ether() / Dot1AD(vlan=1) / Dot1Q(vlan=2) / ip,
-              Ether() / ip / Padding(bytes(12))]
+    frames = [
+        Ether() / ip,
+        Ether() / Dot1Q(vlan=5) / ip,
+        Ether() / Dot1AD(vlan=1) / Dot1Q(vlan=2) / ip,
+        Ether() / ip / Padding(bytes(12)),
+    ]
     p = tmp_path / "t.pcap"
     wrpcap(str(p), frames)
     for mode in ("l3", "payload"):
@@ -683,7 +845,7 @@ def test_engine_flags_and_digests_equal_strip_range(tmp_path):
         assert len(recs) == len(frames)
         for f, (flags, digest) in zip(frames, recs):
             g = strip_range(f.data, f.linktype, mode, f.wire_len)
-            assert digest == digest_one(alg, key, f.data[g.offset:g.end])
+            assert digest == digest_one(alg, key, f.data[g.offset : g.end])
             assert flags == g.flags | (1 if f.caplen < f.wire_len else 0)
     rd, pl = _digests(SAMPLE, "rdma"), _digests(SAMPLE, "payload")
     assert sum(a != b for a, b in zip(rd, pl)) == 33  # the RoCE frames differ, nothing else

@@ -65,8 +65,15 @@ def fmt(request) -> str:
 def pristine(tmp_path_factory, keydir, fmt) -> Path:
     dk, sk, _ = load_keys(keydir)
     out = tmp_path_factory.mktemp("tamper") / "pristine"
-    res = capture_file(SOURCE, out, digest_key=dk, signing_key=sk, segment_records=SEG, leaf_records=LEAF,
-                       ledger_format=FORMATS[fmt])
+    res = capture_file(
+        SOURCE,
+        out,
+        digest_key=dk,
+        signing_key=sk,
+        segment_records=SEG,
+        leaf_records=LEAF,
+        ledger_format=FORMATS[fmt],
+    )
     assert res.frames == 209 and [s.index for s in res.segments] == list(range(LAST + 1))
     assert records_kind(out) == ("rec" if fmt == "v2" else "parquet")
     return out
@@ -77,8 +84,15 @@ def foreign(tmp_path_factory, keydir, fmt) -> Path:
     """Another valid ledger of the same capture, keys, parameters and format (different ledger id)."""
     dk, sk, _ = load_keys(keydir)
     out = tmp_path_factory.mktemp("tamper") / "foreign"
-    capture_file(SOURCE, out, digest_key=dk, signing_key=sk, segment_records=SEG, leaf_records=LEAF,
-                 ledger_format=FORMATS[fmt])
+    capture_file(
+        SOURCE,
+        out,
+        digest_key=dk,
+        signing_key=sk,
+        segment_records=SEG,
+        leaf_records=LEAF,
+        ledger_format=FORMATS[fmt],
+    )
     return out
 
 
@@ -90,6 +104,7 @@ def ledger(pristine, tmp_path) -> Path:
 
 
 # ---- tampering helpers ----------------------------------------------------------------------
+
 
 def _f(ledger: Path, index: int, suffix: str) -> Path:
     return ledger / "link=link0" / f"seg-{index:08d}.{suffix}"
@@ -128,7 +143,7 @@ def _rechain(ledger: Path, start: int, key: SigningKey) -> None:
     re-sign the checkpoint (only an external checkpoint can catch this)."""
     for i in range(start, LAST + 1):
         prev = seal_hash(_seal(ledger, i - 1))
-        _resign(ledger, i, key, lambda d: d.__setitem__("prev_seal_hash", prev))
+        _resign(ledger, i, key, lambda d, prev=prev: d.__setitem__("prev_seal_hash", prev))
     write_checkpoint(ledger, load_ledger(ledger), "link0", key)
 
 
@@ -148,10 +163,12 @@ def _flip_sig(doc: dict, alg: str) -> None:
 
 # ---- the mutations (ledger, ctx); the matrix below says what each must raise ---------------
 
+
 def t_digest(lg, c):
     def f(a):
         a["digest"][K] = b"\x00" * 16
         return a
+
     _mutate_records(lg, 1, f, c)
 
 
@@ -159,6 +176,7 @@ def t_timestamp(lg, c):
     def f(a):
         a["ts_ns"][K] += 1
         return a
+
     _mutate_records(lg, 1, f, c)
 
 
@@ -166,6 +184,7 @@ def t_length(lg, c):
     def f(a):
         a["wire_len"][K] += 1
         return a
+
     _mutate_records(lg, 1, f, c)
 
 
@@ -181,6 +200,7 @@ def t_record_reordered(lg, c):
     def f(a):
         a[[K, K + 1]] = a[[K + 1, K]]
         return a
+
     _mutate_records(lg, 1, f, c)
 
 
@@ -324,69 +344,225 @@ MATRIX = (
     Tamper("record_digest_changed", t_digest, "merkle_mismatch", 1, 12, LEAF_3, MERKLE),
     Tamper("record_timestamp_changed", t_timestamp, "merkle_mismatch", 1, 12, LEAF_3, MERKLE),
     Tamper("record_length_changed", t_length, "merkle_mismatch", 1, 12, LEAF_3, MERKLE),
-    Tamper("record_deleted", t_record_deleted, "record_missing", 1, K,
-           "segment 1 record 13: seq 63 deleted (the seal covers it)", MERKLE | _k("record_missing", "count_mismatch")),
-    Tamper("record_duplicated", t_record_duplicated, "record_duplicated", 1, K + 1,
-           "segment 1 record 14: seq 63 appears again", MERKLE | _k("record_duplicated", "count_mismatch")),
-    Tamper("records_reordered", t_record_reordered, "record_reordered", 1, K, "segment 1 record 13: seq 64 out of order",
-           MERKLE | _k("record_reordered")),
-    Tamper("segment_deleted", t_segment_deleted, "segment_missing", 1, None, "segment [1] of 5 has no seal",
-           _k("segment_missing", "chain_broken", "sequence_gap", "checkpoint_not_extended")),
-    Tamper("segment_duplicated", t_segment_duplicated, "segment_duplicated", LAST + 1, None,
-           "seg-00000005.seal.json: same seal as segment 4",
-           _k("segment_duplicated", "seal_misplaced", "chain_broken", "sequence_overlap"), v2_also=HEADER),
+    Tamper(
+        "record_deleted",
+        t_record_deleted,
+        "record_missing",
+        1,
+        K,
+        "segment 1 record 13: seq 63 deleted (the seal covers it)",
+        MERKLE | _k("record_missing", "count_mismatch"),
+    ),
+    Tamper(
+        "record_duplicated",
+        t_record_duplicated,
+        "record_duplicated",
+        1,
+        K + 1,
+        "segment 1 record 14: seq 63 appears again",
+        MERKLE | _k("record_duplicated", "count_mismatch"),
+    ),
+    Tamper(
+        "records_reordered",
+        t_record_reordered,
+        "record_reordered",
+        1,
+        K,
+        "segment 1 record 13: seq 64 out of order",
+        MERKLE | _k("record_reordered"),
+    ),
+    Tamper(
+        "segment_deleted",
+        t_segment_deleted,
+        "segment_missing",
+        1,
+        None,
+        "segment [1] of 5 has no seal",
+        _k("segment_missing", "chain_broken", "sequence_gap", "checkpoint_not_extended"),
+    ),
+    Tamper(
+        "segment_duplicated",
+        t_segment_duplicated,
+        "segment_duplicated",
+        LAST + 1,
+        None,
+        "seg-00000005.seal.json: same seal as segment 4",
+        _k("segment_duplicated", "seal_misplaced", "chain_broken", "sequence_overlap"),
+        v2_also=HEADER,
+    ),
     # a moved v1 seal names its own segment's Parquet file, which is not read at another index
-    Tamper("segments_reordered", t_segments_reordered, "seal_misplaced", 1, None,
-           "seg-00000001.seal.json: seal is for link 'link0' segment 2",
-           _k("seal_misplaced", "chain_broken", "sequence_gap", "sequence_overlap", "checkpoint_mismatch"),
-           v2_also=HEADER),
+    Tamper(
+        "segments_reordered",
+        t_segments_reordered,
+        "seal_misplaced",
+        1,
+        None,
+        "seg-00000001.seal.json: seal is for link 'link0' segment 2",
+        _k(
+            "seal_misplaced",
+            "chain_broken",
+            "sequence_gap",
+            "sequence_overlap",
+            "checkpoint_mismatch",
+        ),
+        v2_also=HEADER,
+    ),
     # the foreign seal also signs its own ledger's ledger.json
-    Tamper("segment_replaced_foreign", t_segment_replaced_foreign, "foreign_seal", 1, None,
-           "seg-00000001.seal.json: seal belongs to ledger ",
-           _k("foreign_seal", "chain_broken", "checkpoint_mismatch", "ledger_header_mismatch"), v2_also=HEADER),
-    Tamper("segment_replaced_resigned", t_segment_replaced_resigned, "chain_broken", 2, None,
-           "seg-00000002.seal.json: prev_seal_hash ", _k("chain_broken", "checkpoint_mismatch")),
-    Tamper("seal_signed_by_other_key", t_other_key, "bad_signature", 1, None,
-           "seg-00000001.seal.json: ml-dsa-65 signature does not verify with key ", _k("bad_signature")),
-    Tamper("hybrid_mldsa_missing", t_mldsa_missing, "signature_missing", 1, None,
-           "seg-00000001.seal.json: ml-dsa-65 signature missing", _k("signature_missing")),
-    Tamper("hybrid_ed25519_missing", t_ed25519_missing, "signature_missing", 1, None,
-           "seg-00000001.seal.json: ed25519 signature missing", _k("signature_missing")),
-    Tamper("hybrid_ed25519_wrong", t_ed25519_wrong, "bad_signature", 1, None,
-           "seg-00000001.seal.json: ed25519 signature does not verify with key ", _k("bad_signature")),
-    Tamper("hybrid_mldsa_wrong", t_mldsa_wrong, "bad_signature", 1, None,
-           "seg-00000001.seal.json: ml-dsa-65 signature does not verify with key ", _k("bad_signature")),
-    Tamper("downgrade_algorithm", t_downgrade_algorithm, "parameter_mismatch", 2, None,
-           "seg-00000002.seal.json: algorithm 'siphash-1-3-64' differs from the ledger's 'siphash-1-3-128'",
-           _k("parameter_mismatch"), v2_also=HEADER),
-    Tamper("downgrade_strip", t_downgrade_strip, "parameter_mismatch", 2, None,
-           "seg-00000002.seal.json: strip 'payload' differs from the ledger's 'frame'", _k("parameter_mismatch"),
-           v2_also=HEADER),
-    Tamper("digest_key_not_introduced", t_digest_key_switched, "digest_key_mismatch", 2, None,
-           f"digest_key_id {'5a' * 16!r} is not ", _k("digest_key_mismatch"),
-           v2_also=HEADER),
-    Tamper("undeclared_sequence_gap", t_undeclared_gap, "sequence_gap", 1, K,
-           "segment 1 record 13: seq 63..65 (3 records) skipped and not declared as drops", _k("sequence_gap")),
-    Tamper("truncated_tail_vs_checkpoint", t_truncated_tail, "checkpoint_not_extended", None, None,
-           "checkpoint covers 5 segments of link link0, the ledger holds 4 in an unbroken chain (its tail was cut)",
-           _k("checkpoint_not_extended", "checkpoint_missing")),
-    Tamper("history_rewritten_vs_checkpoint", t_history_rewritten, "checkpoint_mismatch", None, None,
-           "(history rewritten or a fork)", _k("checkpoint_mismatch")),
+    Tamper(
+        "segment_replaced_foreign",
+        t_segment_replaced_foreign,
+        "foreign_seal",
+        1,
+        None,
+        "seg-00000001.seal.json: seal belongs to ledger ",
+        _k("foreign_seal", "chain_broken", "checkpoint_mismatch", "ledger_header_mismatch"),
+        v2_also=HEADER,
+    ),
+    Tamper(
+        "segment_replaced_resigned",
+        t_segment_replaced_resigned,
+        "chain_broken",
+        2,
+        None,
+        "seg-00000002.seal.json: prev_seal_hash ",
+        _k("chain_broken", "checkpoint_mismatch"),
+    ),
+    Tamper(
+        "seal_signed_by_other_key",
+        t_other_key,
+        "bad_signature",
+        1,
+        None,
+        "seg-00000001.seal.json: ml-dsa-65 signature does not verify with key ",
+        _k("bad_signature"),
+    ),
+    Tamper(
+        "hybrid_mldsa_missing",
+        t_mldsa_missing,
+        "signature_missing",
+        1,
+        None,
+        "seg-00000001.seal.json: ml-dsa-65 signature missing",
+        _k("signature_missing"),
+    ),
+    Tamper(
+        "hybrid_ed25519_missing",
+        t_ed25519_missing,
+        "signature_missing",
+        1,
+        None,
+        "seg-00000001.seal.json: ed25519 signature missing",
+        _k("signature_missing"),
+    ),
+    Tamper(
+        "hybrid_ed25519_wrong",
+        t_ed25519_wrong,
+        "bad_signature",
+        1,
+        None,
+        "seg-00000001.seal.json: ed25519 signature does not verify with key ",
+        _k("bad_signature"),
+    ),
+    Tamper(
+        "hybrid_mldsa_wrong",
+        t_mldsa_wrong,
+        "bad_signature",
+        1,
+        None,
+        "seg-00000001.seal.json: ml-dsa-65 signature does not verify with key ",
+        _k("bad_signature"),
+    ),
+    Tamper(
+        "downgrade_algorithm",
+        t_downgrade_algorithm,
+        "parameter_mismatch",
+        2,
+        None,
+        "seg-00000002.seal.json: algorithm 'siphash-1-3-64' differs from the ledger's 'siphash-1-3-128'",
+        _k("parameter_mismatch"),
+        v2_also=HEADER,
+    ),
+    Tamper(
+        "downgrade_strip",
+        t_downgrade_strip,
+        "parameter_mismatch",
+        2,
+        None,
+        "seg-00000002.seal.json: strip 'payload' differs from the ledger's 'frame'",
+        _k("parameter_mismatch"),
+        v2_also=HEADER,
+    ),
+    Tamper(
+        "digest_key_not_introduced",
+        t_digest_key_switched,
+        "digest_key_mismatch",
+        2,
+        None,
+        f"digest_key_id {'5a' * 16!r} is not ",
+        _k("digest_key_mismatch"),
+        v2_also=HEADER,
+    ),
+    Tamper(
+        "undeclared_sequence_gap",
+        t_undeclared_gap,
+        "sequence_gap",
+        1,
+        K,
+        "segment 1 record 13: seq 63..65 (3 records) skipped and not declared as drops",
+        _k("sequence_gap"),
+    ),
+    Tamper(
+        "truncated_tail_vs_checkpoint",
+        t_truncated_tail,
+        "checkpoint_not_extended",
+        None,
+        None,
+        "checkpoint covers 5 segments of link link0, the ledger holds 4 in an unbroken chain (its tail was cut)",
+        _k("checkpoint_not_extended", "checkpoint_missing"),
+    ),
+    Tamper(
+        "history_rewritten_vs_checkpoint",
+        t_history_rewritten,
+        "checkpoint_mismatch",
+        None,
+        None,
+        "(history rewritten or a fork)",
+        _k("checkpoint_mismatch"),
+    ),
 )
 #: the Parquet file's own bytes, pinned by a v1 seal's parquet_sha256 (v2 seals pin no file bytes)
 V1_PARQUET = (
-    Tamper("parquet_swapped_other_segment", t_parquet_swapped, "parquet_hash_mismatch", 1, None,
-           "seg-00000001.parquet: SHA-256 differs from the seal's parquet_sha256",
-           MERKLE | _k("record_missing", "range_mismatch", "timestamp_mismatch")),
-    Tamper("parquet_reencoded_same_records", t_parquet_reencoded, "parquet_hash_mismatch", 1, None,
-           "seg-00000001.parquet: SHA-256 differs from the seal's parquet_sha256", _k("parquet_hash_mismatch")),
+    Tamper(
+        "parquet_swapped_other_segment",
+        t_parquet_swapped,
+        "parquet_hash_mismatch",
+        1,
+        None,
+        "seg-00000001.parquet: SHA-256 differs from the seal's parquet_sha256",
+        MERKLE | _k("record_missing", "range_mismatch", "timestamp_mismatch"),
+    ),
+    Tamper(
+        "parquet_reencoded_same_records",
+        t_parquet_reencoded,
+        "parquet_hash_mismatch",
+        1,
+        None,
+        "seg-00000001.parquet: SHA-256 differs from the seal's parquet_sha256",
+        _k("parquet_hash_mismatch"),
+    ),
 )
-assert len({t.name for t in MATRIX + V1_PARQUET}) == len(MATRIX) + len(V1_PARQUET), "case names are unique"
+assert len({t.name for t in MATRIX + V1_PARQUET}) == len(MATRIX) + len(V1_PARQUET), (
+    "case names are unique"
+)
 
 
 @pytest.fixture()
 def ctx(keydir, other_keydir, foreign) -> dict:
-    return {"key": load_keys(keydir)[1], "other_key": load_keys(other_keydir)[1], "foreign": foreign}
+    return {
+        "key": load_keys(keydir)[1],
+        "other_key": load_keys(other_keydir)[1],
+        "foreign": foreign,
+    }
 
 
 def test_untouched_ledger_verifies(pristine, keydir):
@@ -403,7 +579,11 @@ def _detected_and_named(case: Tamper, fmt: str, ledger: Path, keydir: Path, ctx:
     found = {(p.kind, p.segment, p.record) for p in v.problems}
     assert (case.kind, case.segment, case.record) in found, sorted(found, key=str)
     assert {p.kind for p in v.problems} == case.kinds_in(fmt), sorted(found, key=str)
-    named = [p.detail for p in v.problems if (p.kind, p.segment, p.record) == (case.kind, case.segment, case.record)]
+    named = [
+        p.detail
+        for p in v.problems
+        if (p.kind, p.segment, p.record) == (case.kind, case.segment, case.record)
+    ]
     assert any(case.fragment in d for d in named), named
 
 
@@ -426,7 +606,11 @@ def test_all_problems_are_reported_not_only_the_first(ledger, keydir, ctx):
     _write_seal(ledger, 4, doc)
     v = verify_ledger(ledger, load_keys(keydir)[2])
     found = {(p.kind, p.segment, p.record) for p in v.problems}
-    assert {("merkle_mismatch", 1, 12), ("bad_signature", 3, None), ("signature_missing", 4, None)} <= found
+    assert {
+        ("merkle_mismatch", 1, 12),
+        ("bad_signature", 3, None),
+        ("signature_missing", 4, None),
+    } <= found
 
 
 def test_cli_names_kind_segment_and_record_and_exits_1(ledger, keydir, ctx):
@@ -435,16 +619,28 @@ def test_cli_names_kind_segment_and_record_and_exits_1(ledger, keydir, ctx):
     assert r.returncode == 1
     doc = json.loads(r.stdout)
     assert {"kind": "merkle_mismatch", "segment": 1, "record": 12} in [
-        {k: p[k] for k in ("kind", "segment", "record")} for p in doc["problems"]]
+        {k: p[k] for k in ("kind", "segment", "record")} for p in doc["problems"]
+    ]
 
 
 def test_torn_open_segment_is_reported_recoverable_not_fatal(ledger, keydir):
     _, sk, trust = load_keys(keydir)
     lg = load_ledger(ledger)
     nxt = _records(ledger, LAST)
-    hdr = segments.SegmentHeader(lg.ledger_id, "link0", LAST + 1, lg.algorithm, lg.strip,
-                                 lg.digest_key_id, lg.record_size, lg.digest_size, LEAF,
-                                 int(nxt["seq"][-1]) + 1, 0, OpenSegmentKey.derive(sk, lg.ledger_id).key_id)
+    hdr = segments.SegmentHeader(
+        lg.ledger_id,
+        "link0",
+        LAST + 1,
+        lg.algorithm,
+        lg.strip,
+        lg.digest_key_id,
+        lg.record_size,
+        lg.digest_size,
+        LEAF,
+        int(nxt["seq"][-1]) + 1,
+        0,
+        OpenSegmentKey.derive(sk, lg.ledger_id).key_id,
+    )
     extra = nxt[:3].copy()
     extra["seq"] = np.arange(3) + int(nxt["seq"][-1]) + 1
     open_path = layout.open_segment_path(ledger, "link0", LAST + 1)
@@ -457,6 +653,8 @@ def test_torn_open_segment_is_reported_recoverable_not_fatal(ledger, keydir):
     assert v.ok and [(w.kind, w.segment) for w in v.warnings] == [("torn_segment", LAST + 1)]
     assert "3 whole records in 1 block and 7 bytes past them" in v.warnings[0].detail
     rec = recover_ledger(ledger, sk)
-    assert [(link, r.index, r.records, r.torn_bytes) for link, r in rec.sealed] == [("link0", LAST + 1, 3, 7)]
+    assert [(link, r.index, r.records, r.torn_bytes) for link, r in rec.sealed] == [
+        ("link0", LAST + 1, 3, 7)
+    ]
     v = verify_ledger(ledger, trust, checkpoint_path(ledger, "link0").read_bytes())
     assert v.ok and v.records == 212 and not v.warnings

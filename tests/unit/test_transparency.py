@@ -19,16 +19,14 @@ from ledgertool.keyfiles import SigningKey, generate_keys
 from ledgertool.ledger.checkpoints import check_consistency
 from ledgertool.ledger.layout import checkpoint_path
 from ledgertool.ledger.rotations import rotate_keys
+from ledgertool.ledger.sealer import load_seal
 from ledgertool.seal import merkle
 from ledgertool.seal.checkpoint import note_key_id, parse_note, tree_root, verify_note
-from ledgertool.ledger.sealer import load_seal
 from ledgertool.seal.document import seal_hash
 from ledgertool.verify.ledger import verify_ledger
 from ledgertool.verify.proof import build_proof, check_proof, parse_proof
 
 SAMPLE = SAMPLES / "sample.pcapng"
-
-
 
 
 @pytest.fixture()
@@ -37,6 +35,7 @@ def ledger(tmp_path, built_ledger) -> Path:
 
 
 # ---- checkpoints --------------------------------------------------------------------------
+
 
 def test_checkpoint_is_a_c2sp_signed_note(ledger, keydir):
     _, _, trust = load_keys(keydir)
@@ -48,7 +47,11 @@ def test_checkpoint_is_a_c2sp_signed_note(ledger, keydir):
     assert lines[0] == f"ledgertool/{lid}/link0" and lines[1] == "3"
     seals = [load_seal(p) for p in sorted(ledger.glob("link=link0/*.seal.json"))]
     leaves = [merkle.leaf_hash(bytes.fromhex(seal_hash(d))) for d in seals]
-    assert base64.b64decode(lines[2]) == merkle.root_from_leaf_hashes(leaves) == tree_root([seal_hash(d) for d in seals])
+    assert (
+        base64.b64decode(lines[2])
+        == merkle.root_from_leaf_hashes(leaves)
+        == tree_root([seal_hash(d) for d in seals])
+    )
     assert f"records {sum(d.records for d in seals)}" in lines
     assert f"last-seal {seal_hash(seals[-1])}" in lines
     sig_lines = sigs.strip("\n").split("\n")
@@ -60,6 +63,7 @@ def test_checkpoint_is_a_c2sp_signed_note(ledger, keydir):
     raw = base64.b64decode(sig_lines[0].split(" ")[2])
     assert raw[:4] == kid == note_key_id(name, "ed25519", ed_pub)
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
     Ed25519PublicKey.from_public_bytes(ed_pub).verify(raw[4:], (text + "\n").encode())
     note = parse_note(data)
     assert verify_note(note, [trust]) is None
@@ -71,7 +75,12 @@ def test_checkpoint_note_rejects_tampering(ledger, keydir, other_keydir):
     forged = data.replace(b"\n3\n", b"\n2\n", 1)
     assert verify_note(parse_note(forged), [trust]) is not None
     assert verify_note(parse_note(data), [load_keys(other_keydir)[2]]) is not None
-    for bad in (b"", b"no blank line\n", data.replace(b"\n\n", b"\n"), b"x\n3\nAAAA\n\n\xe2\x80\x94 k AAAAAAA=\n"):
+    for bad in (
+        b"",
+        b"no blank line\n",
+        data.replace(b"\n\n", b"\n"),
+        b"x\n3\nAAAA\n\n\xe2\x80\x94 k AAAAAAA=\n",
+    ):
         with pytest.raises(LedgerFormatError):
             parse_note(bad)
 
@@ -81,7 +90,9 @@ def test_checkpoint_consistency_cli(ledger, keydir, tmp_path):
     old = tmp_path / "old.cp"
     r = cli("checkpoint", ledger, "--out", old)
     assert r.returncode == 0, r.stderr
-    capture_file(SAMPLES / "sample.pcap", ledger, digest_key=dk, signing_key=sk, segment_records=100)
+    capture_file(
+        SAMPLES / "sample.pcap", ledger, digest_key=dk, signing_key=sk, segment_records=100
+    )
     new = tmp_path / "new.cp"
     r = cli("checkpoint", ledger, "--out", new, "--signing-key", keydir / "signing.key", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["tree_size"] == 6
@@ -102,10 +113,14 @@ def test_consistency_fails_for_a_fork(ledger, keydir, tmp_path):
     dk, sk, trust = load_keys(keydir)
     fork = tmp_path / "fork"
     shutil.copytree(ledger, fork)
-    capture_file(SAMPLES / "sample.pcap", ledger, digest_key=dk, signing_key=sk, segment_records=100)
+    capture_file(
+        SAMPLES / "sample.pcap", ledger, digest_key=dk, signing_key=sk, segment_records=100
+    )
     old = (ledger / "checkpoint").read_bytes()  # 6 segments, history A
     capture_file(SAMPLES / "sample.pcapng", fork, digest_key=dk, signing_key=sk, segment_records=50)
-    capture_file(SAMPLES / "sample.pcapng", fork, digest_key=dk, signing_key=sk, segment_records=100)
+    capture_file(
+        SAMPLES / "sample.pcapng", fork, digest_key=dk, signing_key=sk, segment_records=100
+    )
     new = (fork / "checkpoint").read_bytes()  # more segments, history B
     res = check_consistency(old, new, fork, trust)
     assert not res.ok and res.old.size < res.new.size
@@ -114,6 +129,7 @@ def test_consistency_fails_for_a_fork(ledger, keydir, tmp_path):
 
 
 # ---- inclusion proofs ---------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("seq", [0, 7, 8, 150, 293])
 def test_prove_and_check_every_kind_of_position(ledger, keydir, seq):
@@ -139,7 +155,9 @@ def _tamper_proof(doc: dict, how: str) -> None:
         doc["record_index"] += 1
 
 
-@pytest.mark.parametrize("how", ["record_digest", "leaf_block", "audit_path", "seal_root", "record_index"])
+@pytest.mark.parametrize(
+    "how", ["record_digest", "leaf_block", "audit_path", "seal_root", "record_index"]
+)
 def test_tampered_proof_is_invalid(ledger, keydir, how):
     _, _, trust = load_keys(keydir)
     doc = build_proof(ledger, seq=150)
@@ -160,7 +178,9 @@ def test_prove_cli_by_seq_and_digest(ledger, keydir, other_keydir, tmp_path):
     r = cli("check-proof", proof, "--trust", other_keydir / "verifier.pub", "--json")
     assert r.returncode == 1 and "signature" in json.loads(r.stdout)["reason"]
     proof2 = tmp_path / "p2.json"
-    r = cli("prove", ledger, "--digest", doc["record"]["digest"], "--link", "link0", "--out", proof2)
+    r = cli(
+        "prove", ledger, "--digest", doc["record"]["digest"], "--link", "link0", "--out", proof2
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads(proof2.read_text())["record"]["digest"] == doc["record"]["digest"]
     (tmp_path / "junk.json").write_text("{not json")
@@ -190,8 +210,9 @@ def test_any_flipped_byte_in_a_proof_fails(ledger, keydir):
     raw = (json.dumps(build_proof(ledger, seq=150), indent=1) + "\n").encode()
     assert check_proof(parse_proof(raw), trust).ok
     long_runs = [(m.start(), m.end()) for m in re.finditer(rb"[A-Za-z0-9+/=]{1000,}", raw)]
-    positions = [i for i in range(len(raw))
-                 if not any(a <= i < b for a, b in long_runs) or i % 7 == 0]
+    positions = [
+        i for i in range(len(raw)) if not any(a <= i < b for a, b in long_runs) or i % 7 == 0
+    ]
     assert len(long_runs) >= 2 and len(positions) > 3000
     accepted = []
     for i in positions:
@@ -202,16 +223,18 @@ def test_any_flipped_byte_in_a_proof_fails(ledger, keydir):
         except LedgerFormatError:
             continue
         if res.ok:
-            accepted.append((i, raw[max(0, i - 20):i + 20]))
+            accepted.append((i, raw[max(0, i - 20) : i + 20]))
     assert accepted == []
     # hex has one spelling: upper-casing any a-f of any hex string (the leaf block, paths, the digest,
     # the seal's hashes and ids) is refused by the parser or fails the check (signed seal fields)
     upper_accepted = []
     for m in re.finditer(rb'"([0-9a-f]{32,})"', raw):
         for i in range(m.start(1), m.end(1)):
-            if raw[i:i + 1] in b"abcdef":
+            if raw[i : i + 1] in b"abcdef":
                 try:
-                    ok = check_proof(parse_proof(raw[:i] + raw[i:i + 1].upper() + raw[i + 1:]), trust).ok
+                    ok = check_proof(
+                        parse_proof(raw[:i] + raw[i : i + 1].upper() + raw[i + 1 :]), trust
+                    ).ok
                 except LedgerFormatError:
                     continue
                 if ok:
@@ -243,6 +266,7 @@ def test_v1_proofs_without_a_checkpoint_still_check(ledger, keydir):
     res = check_proof(parse_proof(json.dumps(old).encode()), trust)
     assert res.ok and res.checkpoint is None
     from test_schemas_reports import is_valid, validate
+
     validate(doc, "proof.schema.json")
     validate(old, "proof.schema.json")
     assert not is_valid(dict(old, checkpoint=None), "proof.schema.json")
@@ -288,7 +312,9 @@ def test_proof_reaches_the_checkpoint_a_verifier_holds(ledger, keydir, other_key
     dk, sk, trust = load_keys(keydir)
     held = tmp_path / "held.cp"
     held.write_bytes((ledger / "checkpoint").read_bytes())  # 3 segments
-    capture_file(SAMPLES / "sample.pcap", ledger, digest_key=dk, signing_key=sk, segment_records=100)
+    capture_file(
+        SAMPLES / "sample.pcap", ledger, digest_key=dk, signing_key=sk, segment_records=100
+    )
     pub = keydir / "verifier.pub"
     proof = tmp_path / "p.json"
     r = cli("prove", ledger, "--seq", 150, "--out", proof, "--json")
@@ -297,7 +323,10 @@ def test_proof_reaches_the_checkpoint_a_verifier_holds(ledger, keydir, other_key
     assert r.returncode == 0 and json.loads(r.stdout)["checkpoint"]["tree_size"] == 6
     # the verifier holds the older checkpoint: a proof to the newer one is not a proof to it
     r = cli("check-proof", proof, "--trust", pub, "--checkpoint", held, "--json")
-    assert r.returncode == 1 and "tree size 6, not the given one of tree size 3" in json.loads(r.stdout)["reason"]
+    assert (
+        r.returncode == 1
+        and "tree size 6, not the given one of tree size 3" in json.loads(r.stdout)["reason"]
+    )
     r = cli("prove", ledger, "--seq", 150, "--out", proof, "--checkpoint", held)
     assert r.returncode == 0 and "checkpoint of tree size 3" in r.stdout, r.stderr
     r = cli("check-proof", proof, "--trust", pub, "--checkpoint", held, "--json")
@@ -318,7 +347,10 @@ def test_proof_reaches_the_checkpoint_a_verifier_holds(ledger, keydir, other_key
     assert r.returncode == 2 and "checkpoint is for" in r.stderr
     r = cli("prove", ledger, "--seq", last, "--out", tmp_path / "late.json")
     r = cli("check-proof", tmp_path / "late.json", "--trust", pub, "--checkpoint", held, "--json")
-    assert r.returncode == 1 and "was sealed after the given checkpoint" in json.loads(r.stdout)["reason"]
+    assert (
+        r.returncode == 1
+        and "was sealed after the given checkpoint" in json.loads(r.stdout)["reason"]
+    )
     (tmp_path / "junk.cp").write_text("junk")
     r = cli("check-proof", proof, "--trust", pub, "--checkpoint", tmp_path / "junk.cp")
     assert r.returncode == 2 and "junk.cp" in r.stderr and "Traceback" not in r.stderr
@@ -339,8 +371,11 @@ def test_proof_checkpoint_tampering_and_forks(ledger, keydir, other_keydir, tmp_
     from ledgertool.ledger.checkpoints import make_checkpoint
     from ledgertool.ledger.header import load_ledger
     from ledgertool.seal.checkpoint import sign_checkpoint
+
     bad = json.loads(json.dumps(doc))
-    bad["checkpoint"]["note"] = sign_checkpoint(make_checkpoint(ledger, load_ledger(ledger), "link0"), osk).decode()
+    bad["checkpoint"]["note"] = sign_checkpoint(
+        make_checkpoint(ledger, load_ledger(ledger), "link0"), osk
+    ).decode()
     assert "checkpoint" in check_proof(bad, trust).reason
     # the ledger was forked after the checkpoint was taken: prove refuses to chain to it
     held = (ledger / "checkpoint").read_bytes()
@@ -348,9 +383,13 @@ def test_proof_checkpoint_tampering_and_forks(ledger, keydir, other_keydir, tmp_
     shutil.copytree(ledger, fork)
     for p in fork.glob("link=link0/seg-00000002.*"):
         p.unlink()
-    capture_file(SAMPLES / "sample.pcap", fork, digest_key=dk, signing_key=sk, segment_records=10**6)
+    capture_file(
+        SAMPLES / "sample.pcap", fork, digest_key=dk, signing_key=sk, segment_records=10**6
+    )
     (tmp_path / "h.cp").write_bytes(held)
-    r = cli("prove", fork, "--seq", 0, "--out", tmp_path / "p.json", "--checkpoint", tmp_path / "h.cp")
+    r = cli(
+        "prove", fork, "--seq", 0, "--out", tmp_path / "p.json", "--checkpoint", tmp_path / "h.cp"
+    )
     assert r.returncode == 1 and "does not extend" in r.stderr
     # a tail cut under the link's stored checkpoint: refused, naming that checkpoint file
     cut = tmp_path / "cut"
@@ -358,7 +397,9 @@ def test_proof_checkpoint_tampering_and_forks(ledger, keydir, other_keydir, tmp_
     for p in cut.glob("link=link0/seg-00000002.*"):
         p.unlink()
     r = cli("prove", cut, "--seq", 0, "--out", tmp_path / "p.json")
-    assert r.returncode == 1 and "link=link0/checkpoint: link link0 does not extend" in r.stderr, r.stderr
+    assert r.returncode == 1 and "link=link0/checkpoint: link link0 does not extend" in r.stderr, (
+        r.stderr
+    )
     # the fork's own checkpoint has the same tree size (3) and another root
     forked = build_proof(fork, seq=0)
     assert forked["checkpoint"]["tree_size"] == 3 and check_proof(forked, trust).ok
@@ -368,6 +409,7 @@ def test_proof_checkpoint_tampering_and_forks(ledger, keydir, other_keydir, tmp_
 
 # ---- key rotation -------------------------------------------------------------------------
 
+
 def test_rotation_chain_is_followed(ledger, keydir, tmp_path):
     dk, sk, trust = load_keys(keydir)
     generate_keys(tmp_path / "k2")
@@ -375,15 +417,29 @@ def test_rotation_chain_is_followed(ledger, keydir, tmp_path):
     k2 = SigningKey.load(tmp_path / "k2" / "signing.key")
     k3 = SigningKey.load(tmp_path / "k3" / "signing.key")
     old_cp = (ledger / "checkpoint").read_bytes()
-    r = cli("keys", "rotate", ledger, "--old", keydir / "signing.key", "--new", tmp_path / "k2" / "signing.key",
-            "--json")
+    r = cli(
+        "keys",
+        "rotate",
+        ledger,
+        "--old",
+        keydir / "signing.key",
+        "--new",
+        tmp_path / "k2" / "signing.key",
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["effective_from"] == {"link0": 3}
     with pytest.raises(KeyFileError):  # the retired key can no longer extend the ledger
-        capture_file(SAMPLES / "sample.pcap", ledger, digest_key=dk, signing_key=sk, segment_records=100)
-    capture_file(SAMPLES / "sample.pcap", ledger, digest_key=dk, signing_key=k2, segment_records=100)
+        capture_file(
+            SAMPLES / "sample.pcap", ledger, digest_key=dk, signing_key=sk, segment_records=100
+        )
+    capture_file(
+        SAMPLES / "sample.pcap", ledger, digest_key=dk, signing_key=k2, segment_records=100
+    )
     rotate_keys(ledger, k2, k3)
-    capture_file(SAMPLES / "sample.pcap", ledger, digest_key=dk, signing_key=k3, segment_records=200)
+    capture_file(
+        SAMPLES / "sample.pcap", ledger, digest_key=dk, signing_key=k3, segment_records=200
+    )
     v = verify_ledger(ledger, trust, old_cp)
     assert v.ok and v.segments == 8, v.problems
     doc = build_proof(ledger, seq=700)  # signed by k3, provable from the root trust bundle
@@ -406,8 +462,13 @@ def test_seal_by_a_never_introduced_key_fails(ledger, keydir, other_keydir, tmp_
     doc["new_keys"] = other.trust_bundle().to_dict()  # swap in a key the old key never signed for
     doc["signatures"]["new"] = other.sign(rotation_message(doc))
     rot.write_text(json.dumps(doc))
-    capture_file(SAMPLES / "sample.pcap", ledger, digest_key=load_keys(keydir)[0], signing_key=other,
-                 segment_records=100)
+    capture_file(
+        SAMPLES / "sample.pcap",
+        ledger,
+        digest_key=load_keys(keydir)[0],
+        signing_key=other,
+        segment_records=100,
+    )
     v = verify_ledger(ledger, trust)
     kinds = {(p.kind, p.segment) for p in v.problems}
     assert ("rotation_invalid", None) in kinds and ("bad_signature", 3) in kinds
@@ -418,5 +479,13 @@ def test_rotation_refuses_wrong_old_key_and_open_segments(ledger, keydir, other_
     with pytest.raises(KeyFileError):
         rotate_keys(ledger, load_keys(other_keydir)[1], SigningKey.generate())
     (ledger / "link=link0" / "seg-00000003.open").write_bytes(b"")
-    r = cli("keys", "rotate", ledger, "--old", keydir / "signing.key", "--new", other_keydir / "signing.key")
+    r = cli(
+        "keys",
+        "rotate",
+        ledger,
+        "--old",
+        keydir / "signing.key",
+        "--new",
+        other_keydir / "signing.key",
+    )
     assert r.returncode == 2 and "recover" in r.stderr

@@ -29,7 +29,9 @@ ROTATION_PREFIX = b"ledgertool rotation v1\n"
 def v2_ledger(keydir, tmp_path):
     _, sk, trust = load_keys(keydir)
     d = tmp_path / "L"
-    written = write_v2_ledger(d, sk, [synthetic_records(40), synthetic_records(8, 40)], leaf_records=16)
+    written = write_v2_ledger(
+        d, sk, [synthetic_records(40), synthetic_records(8, 40)], leaf_records=16
+    )
     return d, sk, trust, written
 
 
@@ -44,15 +46,21 @@ def test_seal_fields_and_signed_bytes_match_the_reference(v2_ledger):
         seal = parse_seal(raw, "seal.json")
         assert isinstance(seal, Seal) and seal.v2
         assert (seal.segment, seal.records, seal.first_seq, seal.last_seq, seal.merkle_root) == (
-            index, doc["records"], doc["first_seq"], doc["last_seq"], doc["merkle_root"])
+            index,
+            doc["records"],
+            doc["first_seq"],
+            doc["last_seq"],
+            doc["merkle_root"],
+        )
         assert seal.records == (40, 8)[index] and seal.first_seq == ("0", "40")[index]
         assert seal.signed_bytes() == SEAL_PREFIX + _body(doc)
         assert seal.hash() == hashlib.sha256(_body(doc)).hexdigest()
         assert trust.verify(seal.signed_bytes(), seal.signatures) == []
         assert seal.to_json() == doc
     # the chain: each seal names the previous one's hash
-    first, second = (parse_seal((d / "link=link0" / f"seg-{i:08d}.seal.json").read_bytes(), "s")
-                     for i in (0, 1))
+    first, second = (
+        parse_seal((d / "link=link0" / f"seg-{i:08d}.seal.json").read_bytes(), "s") for i in (0, 1)
+    )
     assert second.prev_seal_hash == first.hash()
 
 
@@ -70,8 +78,9 @@ def test_seal_keeps_unknown_members_in_its_signed_bytes(v2_ledger, keydir):
     assert b'"x_note":"kept"' in seal.signed_bytes()
     assert seal.hash() != parse_seal(json.dumps(written.seals[0]).encode(), "s").hash()
     ledger = load_ledger(d)
-    sched = key_schedule(ledger.ledger_id, trust, [], digest_key_id=ledger.digest_key_id,
-                         algorithm=ledger.algorithm)
+    sched = key_schedule(
+        ledger.ledger_id, trust, [], digest_key_id=ledger.digest_key_id, algorithm=ledger.algorithm
+    )
     check = check_seal(raw, SegmentPlace(ledger, "link0", 0, d / "link=link0", sched))
     assert [p.kind.value for p in check.problems] == []
     assert check.name_problem is not None and "x_note" in check.name_problem.detail
@@ -127,5 +136,7 @@ def test_rotation_statement_typed_and_signed_over_what_was_written(v2_ledger, tm
     assert from_typed.problems == from_json.problems == []
     assert from_typed.current == from_json.current == new.trust_bundle()
     # a statement written before `kind` existed is a signing-key statement
-    old_style = parse_rotation(json.dumps({k: v for k, v in doc.items() if k != "kind"}).encode(), "r")
+    old_style = parse_rotation(
+        json.dumps({k: v for k, v in doc.items() if k != "kind"}).encode(), "r"
+    )
     assert old_style.kind == "signing-key" and "kind" not in old_style.members

@@ -21,8 +21,16 @@ from ledgertool.errors import KeyFileError
 from ledgertool.keyfiles import DigestKey, SigningKey, generate_keys
 from ledgertool.verify.proof import build_proof
 
-HOSTILE = ["[/]", "[bold]loud", "[link=file:///etc/passwd]x[/link]", "\x1b[2J\x1b[31mred", "ok\rOK: 0 problems",
-           "a\nOK: 3 segments", "\u202egnp.exe", ":warning: [red]x[/red]"]
+HOSTILE = [
+    "[/]",
+    "[bold]loud",
+    "[link=file:///etc/passwd]x[/link]",
+    "\x1b[2J\x1b[31mred",
+    "ok\rOK: 0 problems",
+    "a\nOK: 3 segments",
+    "\u202egnp.exe",
+    ":warning: [red]x[/red]",
+]
 
 
 @pytest.fixture()
@@ -44,8 +52,10 @@ def _no_terminal_control(*texts: str) -> None:
 
 def test_printable_makes_controls_visible():
     assert printable("plain [bold] text é 日本") == "plain [bold] text é 日本"
-    assert printable("\x1b[2J\r\n\t\x7f\x85\u202e\u2028\U000e0001") == \
-        "\\x1b[2J\\x0d\\x0a\\x09\\x7f\\x85\\u202e\\u2028\\U000e0001"
+    assert (
+        printable("\x1b[2J\r\n\t\x7f\x85\u202e\u2028\U000e0001")
+        == "\\x1b[2J\\x0d\\x0a\\x09\\x7f\\x85\\u202e\\u2028\\U000e0001"
+    )
 
 
 @pytest.mark.parametrize("text", HOSTILE)
@@ -59,9 +69,13 @@ def test_seal_fields_are_printed_as_text(ledger, keydir, text):
     lines = r.stdout.splitlines()
     fails = [ln for ln in lines if ln.startswith("FAIL ")]
     foreign = [ln for ln in fails if ln.startswith("FAIL foreign_seal link link0 segment 1: ")]
-    assert len(foreign) == 1 and foreign[0].endswith(f"seal belongs to ledger {printable(text)}"), lines
+    assert len(foreign) == 1 and foreign[0].endswith(f"seal belongs to ledger {printable(text)}"), (
+        lines
+    )
     assert any(ln.startswith("FAIL seal_misplaced link link0 segment 1: ") for ln in fails)
-    assert lines[-1].startswith(f"{len(fails)} problem{'' if len(fails) == 1 else 's'}: ")  # one verdict line, at the end
+    assert lines[-1].startswith(
+        f"{len(fails)} problem{'' if len(fails) == 1 else 's'}: "
+    )  # one verdict line, at the end
     assert not any(ln.startswith("OK") for ln in lines)
     _no_terminal_control(r.stdout, r.stderr)
 
@@ -76,7 +90,10 @@ def test_hostile_file_names_in_warnings_and_errors(ledger, keydir, tmp_path):
     _no_terminal_control(r.stdout, r.stderr)
     missing = tmp_path / "[link=file:///etc/passwd]x[/link]\x1b]0;title\x07"
     r = cli("verify", missing, "--trust", keydir / "verifier.pub")
-    assert r.returncode == 2 and r.stderr == f"ledgertool: error: {printable(missing)}: no such ledger directory\n"
+    assert (
+        r.returncode == 2
+        and r.stderr == f"ledgertool: error: {printable(missing)}: no such ledger directory\n"
+    )
 
 
 def test_check_proof_names_the_ledger_and_prints_proof_text_as_text(ledger, keydir, tmp_path):
@@ -86,44 +103,70 @@ def test_check_proof_names_the_ledger_and_prints_proof_text_as_text(ledger, keyd
     good.write_text(json.dumps(doc))
     r = cli("check-proof", good, "--trust", keydir / "verifier.pub")
     assert r.returncode == 0
-    assert r.stdout.startswith(f"VALID: seq 5 digest {doc['record']['digest']} is record 5 of ledger {lid} link "
-                               "link0 segment 0 under its signed seal"), r.stdout
+    assert r.stdout.startswith(
+        f"VALID: seq 5 digest {doc['record']['digest']} is record 5 of ledger {lid} link "
+        "link0 segment 0 under its signed seal"
+    ), r.stdout
     doc["link"] = HOSTILE[0] + HOSTILE[3]
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(doc))
     r = cli("check-proof", bad, "--trust", keydir / "verifier.pub")
     assert r.returncode == 1, (r.stdout, r.stderr)
-    assert r.stdout == ("INVALID: the embedded seal is for another ledger, link or segment (the proof claims seq 5 "
-                        f"of ledger {lid} link {printable(doc['link'])} segment 0)\n")
+    assert r.stdout == (
+        "INVALID: the embedded seal is for another ledger, link or segment (the proof claims seq 5 "
+        f"of ledger {lid} link {printable(doc['link'])} segment 0)\n"
+    )
     _no_terminal_control(r.stdout, r.stderr)
 
 
 # ---- key file modes -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name,mode", [("digest.key", 0o644), ("digest.key", 0o640), ("signing.key", 0o604),
-                                       ("signing.key", 0o660)])
+
+@pytest.mark.parametrize(
+    "name,mode",
+    [("digest.key", 0o644), ("digest.key", 0o640), ("signing.key", 0o604), ("signing.key", 0o660)],
+)
 def test_secret_key_files_readable_by_others_are_refused(tmp_path, name, mode):
     keys = tmp_path / "k"
     generate_keys(keys)
     (keys / name).chmod(mode)
-    r = cli("capture", SAMPLES / "sample.pcap", "--ledger", tmp_path / "L", "--digest-key", keys / "digest.key",
-            "--signing-key", keys / "signing.key")
+    r = cli(
+        "capture",
+        SAMPLES / "sample.pcap",
+        "--ledger",
+        tmp_path / "L",
+        "--digest-key",
+        keys / "digest.key",
+        "--signing-key",
+        keys / "signing.key",
+    )
     assert r.returncode == 2, r.stderr
-    assert r.stderr == (f"ledgertool: error: {keys / name}: UNPROTECTED PRIVATE KEY FILE: mode {mode:04o} lets group "
-                        f"or others read this {name.split('.')[0]} key; refused (run `chmod 600 {keys / name}`)\n")
+    assert r.stderr == (
+        f"ledgertool: error: {keys / name}: UNPROTECTED PRIVATE KEY FILE: mode {mode:04o} lets group "
+        f"or others read this {name.split('.')[0]} key; refused (run `chmod 600 {keys / name}`)\n"
+    )
     assert not (tmp_path / "L").exists()
 
 
 def test_private_and_public_modes_that_are_accepted(tmp_path):
     keys = tmp_path / "k"
     generate_keys(keys)
-    assert [os.stat(keys / n).st_mode & 0o777 for n in ("digest.key", "signing.key", "verifier.pub")] == \
-        [0o600, 0o600, 0o644]
+    assert [
+        os.stat(keys / n).st_mode & 0o777 for n in ("digest.key", "signing.key", "verifier.pub")
+    ] == [0o600, 0o600, 0o644]
     (keys / "digest.key").chmod(0o400)
     (keys / "verifier.pub").chmod(0o666)  # public: its mode is not checked
     led = tmp_path / "L"
-    r = cli("capture", SAMPLES / "sample.pcap", "--ledger", led, "--digest-key", keys / "digest.key",
-            "--signing-key", keys / "signing.key")
+    r = cli(
+        "capture",
+        SAMPLES / "sample.pcap",
+        "--ledger",
+        led,
+        "--digest-key",
+        keys / "digest.key",
+        "--signing-key",
+        keys / "signing.key",
+    )
     assert r.returncode == 0, r.stderr
     assert cli("verify", led, "--trust", keys / "verifier.pub").returncode == 0
     DigestKey.load(keys / "digest.key")

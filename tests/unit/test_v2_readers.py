@@ -24,10 +24,16 @@ SEG = 100
 def v2(tmp_path_factory, keydir):
     dk, sk, _ = load_keys(keydir)
     recs = capture_records(SAMPLES / "sample.pcap", dk)
-    segs = [recs[i:i + SEG * 48] for i in range(0, len(recs), SEG * 48)]
+    segs = [recs[i : i + SEG * 48] for i in range(0, len(recs), SEG * 48)]
     d = tmp_path_factory.mktemp("v2") / "L"
-    w = write_v2_ledger(d, sk, segs, digest_key_id=dk.key_id("siphash-1-3-128", 16), leaf_records=32,
-                        block_records=[[1, 99], None, [50, 44]])
+    w = write_v2_ledger(
+        d,
+        sk,
+        segs,
+        digest_key_id=dk.key_id("siphash-1-3-128", 16),
+        leaf_records=32,
+        block_records=[[1, 99], None, [50, 44]],
+    )
     w.path(1, "parquet").write_bytes(parquet_bytes(segs[1], 16, 1))  # segment 1 compacted
     w.path(1, "rec").unlink()
     return d, segs
@@ -36,12 +42,15 @@ def v2(tmp_path_factory, keydir):
 def test_query_v2_sees_the_verified_records(v2, keydir):
     d, segs = v2
     trust = load_keys(keydir)[2]
-    res = run_query(d, "SELECT segment, count(*), min(seq), max(seq) FROM records GROUP BY segment ORDER BY segment",
-                    trust)
+    res = run_query(
+        d,
+        "SELECT segment, count(*), min(seq), max(seq) FROM records GROUP BY segment ORDER BY segment",
+        trust,
+    )
     assert res.rows == [(0, 100, 0, 99), (1, 100, 100, 199), (2, 94, 200, 293)]
     res = run_query(d, "SELECT segment, parquet_sha256, records FROM seals ORDER BY segment", trust)
     assert res.rows == [(0, None, 100), (1, None, 100), (2, None, 94)]
-    digest = segs[2][17 * 48 + 32:18 * 48].hex()
+    digest = segs[2][17 * 48 + 32 : 18 * 48].hex()
     res = run_query(d, f"SELECT seq FROM records WHERE digest = from_hex('{digest}')", trust)
     assert res.rows == [(217,)]
 
@@ -51,7 +60,13 @@ def test_recompute_v2_matches_the_capture_on_both_forms(v2, keydir):
     dk, _, trust = load_keys(keydir)
     res = reconcile(SAMPLES / "sample.pcap", d, dk, trust=trust)
     assert res.ok and res.verified
-    assert (res.frames, res.ledger_records, res.matched, res.ledger_only, res.capture_only) == (294, 294, 294, 0, 0)
+    assert (res.frames, res.ledger_records, res.matched, res.ledger_only, res.capture_only) == (
+        294,
+        294,
+        294,
+        0,
+        0,
+    )
 
 
 def test_prove_v2_raw_and_parquet_segments(v2, keydir):
@@ -59,7 +74,9 @@ def test_prove_v2_raw_and_parquet_segments(v2, keydir):
     trust = load_keys(keydir)[2]
     for seq in (5, 150, 250):  # a raw file, the compacted segment, unaligned blocks
         proof = parse_proof(json.dumps(build_proof(d, seq=seq)).encode())
-        assert proof["seal"]["format"] == "ledgertool-seal-v2" and int(proof["record"]["seq"]) == seq
+        assert (
+            proof["seal"]["format"] == "ledgertool-seal-v2" and int(proof["record"]["seq"]) == seq
+        )
         got = check_proof(proof, trust)
         assert got.ok, got.reason
 
@@ -98,15 +115,25 @@ def test_plain_verify_hashes_raw_files_in_place(v2, keydir, tmp_path):
     def both(index: int):
         reader = LedgerReader(work)
         ledger = load_ledger(work)
-        return [check_segment(reader, reader.listing("link0"),
-                              SegmentPlace(ledger, "link0", index, reader.link_dir("link0"), None, records_wanted=w))
-                for w in (False, True)]
+        return [
+            check_segment(
+                reader,
+                reader.listing("link0"),
+                SegmentPlace(
+                    ledger, "link0", index, reader.link_dir("link0"), None, records_wanted=w
+                ),
+            )
+            for w in (False, True)
+        ]
 
     for index in (0, 2):
         lean, full = both(index)
         assert lean.records.records is None and bytes(full.records.records) == segs[index]
-        assert (lean.records.n, lean.records.frames, lean.records.merkle_ok) == (len(segs[index]) // 48,
-                                                                                 full.records.frames, True)
+        assert (lean.records.n, lean.records.frames, lean.records.merkle_ok) == (
+            len(segs[index]) // 48,
+            full.records.frames,
+            True,
+        )
         assert lean.records.problems == full.records.problems == ()
     rec = work / "link=link0" / "seg-00000002.rec"
     raw = bytearray(rec.read_bytes())
@@ -130,7 +157,11 @@ def test_sealed_but_not_yet_renamed_segment_verifies_from_its_open_file(v2, keyd
     shutil.copytree(d, copy)
     link = next(copy.glob("link=*"))
     (link / "seg-00000002.rec").rename(link / "seg-00000002.open")
-    res = run_query(copy, "SELECT segment, count(*), max(seq) FROM records GROUP BY segment ORDER BY segment", trust)
+    res = run_query(
+        copy,
+        "SELECT segment, count(*), max(seq) FROM records GROUP BY segment ORDER BY segment",
+        trust,
+    )
     assert res.rows == [(0, 100, 99), (1, 100, 199), (2, 94, 293)]
     got = reconcile(SAMPLES / "sample.pcap", copy, dk, trust=trust)
     assert got.ok and (got.matched, got.ledger_only, got.capture_only) == (294, 0, 0)

@@ -16,9 +16,9 @@ from conftest import REPO, SAMPLES, cli, load_keys
 from ledgertool.capture.run import capture_file
 from ledgertool.digest.reference import read_pcap
 from ledgertool.errors import DiscrepancyError
+from ledgertool.ledger.parquet import records_to_table
 from ledgertool.reconcile.query import run_query
 from ledgertool.reconcile.recompute import reconcile
-from ledgertool.ledger.parquet import records_to_table
 from ledgertool.verify.ledger import verify_ledger
 
 SAMPLE = SAMPLES / "sample.pcap"  # 294 frames
@@ -59,8 +59,10 @@ def _seg(ledger: Path, index: int, suffix: str) -> Path:
 def _delete_segment(ledger: Path, index: int) -> None:
     """Every file of a sealed segment: its seal, leaf sidecar and records file (either form)."""
     files = list((ledger / "link=link0").glob(f"seg-{index:08d}.*"))
-    assert {p.name.split(".", 1)[1] for p in files} in ({"parquet", "leaves", "seal.json"},
-                                                         {"rec", "leaves", "seal.json"}), files
+    assert {p.name.split(".", 1)[1] for p in files} in (
+        {"parquet", "leaves", "seal.json"},
+        {"rec", "leaves", "seal.json"},
+    ), files
     for p in files:
         p.unlink()
 
@@ -100,8 +102,15 @@ def test_unicode_digit_segment_name_is_never_read(ledger, keydir):
     assert v.records == 294 and v.segments == 3
     with pytest.raises(DiscrepancyError, match="segment_name_shadow"):
         run_query(ledger, "SELECT count(*) FROM records", trust)
-    r = cli("query", ledger, "SELECT count(*) AS n FROM records", "--format", "json",
-            "--trust", keydir / "verifier.pub")
+    r = cli(
+        "query",
+        ledger,
+        "SELECT count(*) AS n FROM records",
+        "--format",
+        "json",
+        "--trust",
+        keydir / "verifier.pub",
+    )
     assert r.returncode == 1 and "does not verify" in r.stderr and r.stdout == ""
 
 
@@ -116,7 +125,9 @@ def test_stray_files_are_warned_and_not_read(ledger, keydir):
     strays = sorted(Path(w.detail.split(":")[0]).name for w in v.warnings if w.kind == "stray_file")
     assert strays == ["extra.parquet", "link=l\u09e6nk0", "seg-00000003.parquet.bak"]
     assert v.links == ["link0"]
-    assert run_query(ledger, "SELECT count(*), count(DISTINCT link) FROM records", trust).rows == [(294, 1)]
+    assert run_query(ledger, "SELECT count(*), count(DISTINCT link) FROM records", trust).rows == [
+        (294, 1)
+    ]
 
 
 def test_fifo_at_a_seal_name_is_not_opened(ledger, keydir):
@@ -132,17 +143,25 @@ def test_fifo_at_a_seal_name_is_not_opened(ledger, keydir):
     assert any("FIFO" in p.detail for p in v.problems)
 
 
-@pytest.mark.parametrize("ledger_format,form", [(2, "rec"), (1, "parquet")], ids=["v2-rec", "v1-parquet"])
-def test_record_file_without_a_seal_is_unsealed_parquet_in_either_form(ledger_format, form, tmp_path, keydir):
+@pytest.mark.parametrize(
+    "ledger_format,form", [(2, "rec"), (1, "parquet")], ids=["v2-rec", "v1-parquet"]
+)
+def test_record_file_without_a_seal_is_unsealed_parquet_in_either_form(
+    ledger_format, form, tmp_path, keydir
+):
     """The kind keeps its name (report contract) and covers a v2 seg-N.rec as well as a .parquet:
     the last segment's seal removed, its record file is named and its records are not counted."""
     dk, sk, trust = load_keys(keydir)
     led = tmp_path / "L"
-    capture_file(SAMPLE, led, digest_key=dk, signing_key=sk, segment_records=SEG, ledger_format=ledger_format)
+    capture_file(
+        SAMPLE, led, digest_key=dk, signing_key=sk, segment_records=SEG, ledger_format=ledger_format
+    )
     _seg(led, 2, "seal.json").unlink()
     v = verify_ledger(led, trust)
     found = [p for p in v.problems if p.kind == "unsealed_parquet"]
-    assert [(p.segment, p.detail) for p in found] == [(2, f"{_seg(led, 2, form)} has no seal document")], v.problems
+    assert [(p.segment, p.detail) for p in found] == [
+        (2, f"{_seg(led, 2, form)} has no seal document")
+    ], v.problems
     assert v.records == 200 and not v.ok
     schema = json.loads((REPO / "schemas" / "verify-report.schema.json").read_text())
     desc = schema["properties"]["problems"]["items"]["properties"]["kind"]["description"]
@@ -150,6 +169,7 @@ def test_record_file_without_a_seal_is_unsealed_parquet_in_either_form(ledger_fo
 
 
 # ---- 2. DuckDB never sees a path -----------------------------------------------------------
+
 
 def test_glob_characters_in_the_ledger_path(tmp_path, keydir, frames):
     """A ledger at run[1]/ beside a doctored run1/: DuckDB's globbing once read run1/."""
@@ -163,8 +183,17 @@ def test_glob_characters_in_the_ledger_path(tmp_path, keydir, frames):
     assert (r.matched, r.ledger_only, r.capture_only) == (254, 40, 0) and not r.ok
     assert run_query(real, "SELECT count(*) FROM records", trust).rows == [(294,)]
     assert run_query(doctored, "SELECT count(*) FROM records", trust).rows == [(254,)]
-    rc = cli("recompute", cut, "--ledger", real, "--digest-key", keydir / "digest.key",
-             "--trust", keydir / "verifier.pub", "--json")
+    rc = cli(
+        "recompute",
+        cut,
+        "--ledger",
+        real,
+        "--digest-key",
+        keydir / "digest.key",
+        "--trust",
+        keydir / "verifier.pub",
+        "--json",
+    )
     assert rc.returncode == 1 and json.loads(rc.stdout)["ledger_only"] == 40, rc.stdout + rc.stderr
 
 
@@ -178,18 +207,29 @@ def test_query_sql_cannot_read_files_of_the_ledger(ledger, keydir):
 
 # ---- 3. recompute verifies what it reads ---------------------------------------------------
 
+
 def test_recompute_with_a_deleted_segment_is_not_a_match(ledger, keydir, frames, tmp_path):
     dk, _, trust = load_keys(keydir)
     _delete_segment(ledger, 1)
     short = tmp_path / "short.pcap"
-    write_pcap(short, frames[:SEG] + frames[2 * SEG:])
+    write_pcap(short, frames[:SEG] + frames[2 * SEG :])
     with pytest.raises(DiscrepancyError, match="segment_missing"):
         reconcile(short, ledger, dk, trust=trust)
     with pytest.raises(DiscrepancyError, match="segment_missing"):
         reconcile(short, ledger, dk)  # the keyless checks see the hole too
-    r = cli("recompute", short, "--ledger", ledger, "--digest-key", keydir / "digest.key",
-            "--trust", keydir / "verifier.pub")
-    assert r.returncode == 1 and "not reconciled" in r.stderr and "MATCH" not in r.stdout, r.stdout + r.stderr
+    r = cli(
+        "recompute",
+        short,
+        "--ledger",
+        ledger,
+        "--digest-key",
+        keydir / "digest.key",
+        "--trust",
+        keydir / "verifier.pub",
+    )
+    assert r.returncode == 1 and "not reconciled" in r.stderr and "MATCH" not in r.stdout, (
+        r.stdout + r.stderr
+    )
 
 
 def test_recompute_without_trust_is_unverified(pristine, keydir):
@@ -197,9 +237,16 @@ def test_recompute_without_trust_is_unverified(pristine, keydir):
     r = reconcile(SAMPLE, pristine, dk)
     assert r.matches and not r.verified and not r.ok
     assert any("UNVERIFIED" in w for w in r.warnings)
-    rc = cli("recompute", SAMPLE, "--ledger", pristine, "--digest-key", keydir / "digest.key", "--json")
+    rc = cli(
+        "recompute", SAMPLE, "--ledger", pristine, "--digest-key", keydir / "digest.key", "--json"
+    )
     doc = json.loads(rc.stdout)
-    assert rc.returncode == 1 and doc["ok"] is False and doc["verified"] is False and doc["matches"] is True
+    assert (
+        rc.returncode == 1
+        and doc["ok"] is False
+        and doc["verified"] is False
+        and doc["matches"] is True
+    )
     rc = cli("recompute", SAMPLE, "--ledger", pristine, "--digest-key", keydir / "digest.key")
     assert rc.returncode == 1 and "UNVERIFIED" in rc.stdout and "UNVERIFIED" in rc.stderr
 
@@ -212,6 +259,7 @@ def test_recompute_with_another_signer_is_refused(pristine, keydir, other_keydir
 
 
 # ---- 6. verify says when append-only was not checked ---------------------------------------
+
 
 def test_deleted_checkpoint_is_a_problem(ledger, keydir):
     _, _, trust = load_keys(keydir)
@@ -227,27 +275,39 @@ def test_deleted_checkpoint_is_a_problem(ledger, keydir):
 
 def test_verify_says_append_only_was_not_checked(pristine, keydir):
     r = cli("verify", pristine, "--trust", keydir / "verifier.pub")
-    assert r.returncode == 0 and "note: append-only not checked against a checkpoint you hold" in r.stderr
+    assert (
+        r.returncode == 0
+        and "note: append-only not checked against a checkpoint you hold" in r.stderr
+    )
     assert r.stdout.startswith("OK: 3 segments")
     held = pristine / "link=link0" / "checkpoint"
     r = cli("verify", pristine, "--trust", keydir / "verifier.pub", "--checkpoint", held, "--json")
     doc = json.loads(r.stdout)
-    assert r.returncode == 0 and doc["append_only"] == {"given_checkpoint_link": "link0", "unchecked_links": [],
-                                                        "note": None}
+    assert r.returncode == 0 and doc["append_only"] == {
+        "given_checkpoint_link": "link0",
+        "unchecked_links": [],
+        "note": None,
+    }
     r = cli("verify", pristine, "--trust", keydir / "verifier.pub", "--checkpoint", held)
     assert "append-only not checked" not in r.stdout + r.stderr
 
 
 # ---- 16. the top-level checkpoint copy is checked ------------------------------------------
 
+
 def test_top_level_checkpoint_is_checked(ledger, keydir, tmp_path):
     dk, sk, trust = load_keys(keydir)
     top = ledger / "checkpoint"
     text = top.read_bytes()
-    top.write_bytes(text.replace(b"\n294\n", b"\n295\n", 1) if b"\n294\n" in text else text[:-2] + b"X\n")
+    top.write_bytes(
+        text.replace(b"\n294\n", b"\n295\n", 1) if b"\n294\n" in text else text[:-2] + b"X\n"
+    )
     v = verify_ledger(ledger, trust)
-    assert not v.ok and {p.kind for p in v.problems} <= {"checkpoint_bad_signature", "checkpoint_unreadable",
-                                                         "checkpoint_mismatch"}
+    assert not v.ok and {p.kind for p in v.problems} <= {
+        "checkpoint_bad_signature",
+        "checkpoint_unreadable",
+        "checkpoint_mismatch",
+    }
     assert all(str(top) in p.detail for p in v.problems)
     # another ledger's checkpoint (same signing key) in its place
     other = tmp_path / "other"
@@ -273,12 +333,21 @@ def test_checkpoint_after_every_seal(tmp_path, keydir, monkeypatch):
         seen.append(parse_note(path.read_bytes()).checkpoint.size)
         return path
 
-    monkeypatch.setattr(writer, "write_checkpoint", spy)  # LinkWriter signs every checkpoint of a capture
+    monkeypatch.setattr(
+        writer, "write_checkpoint", spy
+    )  # LinkWriter signs every checkpoint of a capture
     capture_file(SAMPLE, tmp_path / "L", digest_key=dk, signing_key=sk, segment_records=SEG)
-    assert seen == [0, 1, 2, 3, 3]  # an empty one before the first seal, one per seal, the run's closing one
+    assert seen == [
+        0,
+        1,
+        2,
+        3,
+        3,
+    ]  # an empty one before the first seal, one per seal, the run's closing one
 
 
 # ---- 12. deterministic exit codes ----------------------------------------------------------
+
 
 def test_parquet_bytes_are_arrow_owned(pristine, keydir):
     """The bytes verify hashes and decodes live in Arrow-allocated memory, not in a Python object
@@ -291,6 +360,10 @@ def test_parquet_bytes_are_arrow_owned(pristine, keydir):
     from ledgertool.ledger.reader import LedgerReader
 
     reader = LedgerReader(pristine)
-    kind = PARQUET if load_ledger(pristine).version == 1 else RECORDS  # the sealed records file, either form
+    kind = (
+        PARQUET if load_ledger(pristine).version == 1 else RECORDS
+    )  # the sealed records file, either form
     buf = reader.read_segment_file("link0", 0, kind)
-    assert isinstance(buf, pa.Buffer) and buf.is_mutable  # pa.allocate_buffer; py_buffer(bytes) is read-only
+    assert (
+        isinstance(buf, pa.Buffer) and buf.is_mutable
+    )  # pa.allocate_buffer; py_buffer(bytes) is read-only

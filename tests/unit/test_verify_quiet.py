@@ -22,4 +22,3 @@ def test_verify_quiet_leaves_out_the_append_only_note(sample_ledger, keydir):
         assert (rc, err) == (0, ""), err
     rc, out, err = cli_in_process("verify", sample_ledger, *trust, "-q", "--json")
     assert rc == 0 and err == "" and NOTE in json.loads(out)["append_only"]["note"]
-

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-
 from conftest import REPO, SAMPLES, cli
 
 SCHEMAS = REPO / "schemas"
@@ -23,8 +22,18 @@ def _ledger(tmp: Path, scheme: str) -> tuple[Path, Path]:
     keys, led = tmp / f"keys-{scheme}", tmp / f"L-{scheme}"
     r = cli("keys", "generate", keys, "--scheme", scheme)
     assert r.returncode == 0, r.stderr
-    r = cli("capture", SAMPLES / "sample.pcapng", "--ledger", led, "--digest-key", keys / "digest.key",
-            "--signing-key", keys / "signing.key", "--segment-records", "100")
+    r = cli(
+        "capture",
+        SAMPLES / "sample.pcapng",
+        "--ledger",
+        led,
+        "--digest-key",
+        keys / "digest.key",
+        "--signing-key",
+        keys / "signing.key",
+        "--segment-records",
+        "100",
+    )
     assert r.returncode == 0, r.stderr
     return led, keys
 
@@ -46,9 +55,15 @@ def test_vkey_is_the_signed_note_encoding_of_the_ed25519_key(hybrid):
     ledger_id = json.loads((led / "ledger.json").read_text())["ledger_id"]
     name, kid, key = vkey.split("+", 2)
     assert name == f"ledgertool/{ledger_id}"
-    pub = next(k for k in json.loads((keys / "verifier.pub").read_text())["keys"] if k["algorithm"] == "ed25519")
+    pub = next(
+        k
+        for k in json.loads((keys / "verifier.pub").read_text())["keys"]
+        if k["algorithm"] == "ed25519"
+    )
     raw = base64.b64decode(key, validate=True)
-    assert raw == b"\x01" + base64.b64decode(pub["public_key"])  # signature type 0x01 || 32-byte key
+    assert raw == b"\x01" + base64.b64decode(
+        pub["public_key"]
+    )  # signature type 0x01 || 32-byte key
     # signed-note's key id rule, and the id the checkpoint's Ed25519 signature line carries
     assert kid == hashlib.sha256(name.encode() + b"\n" + raw).digest()[:4].hex()
     sig_lines = (led / "checkpoint").read_text().split("\n\n")[-1].splitlines()
@@ -57,8 +72,14 @@ def test_vkey_is_the_signed_note_encoding_of_the_ed25519_key(hybrid):
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     jsonschema.validate(doc, json.loads((SCHEMAS / "keys-vkey-report.schema.json").read_text()))
-    assert doc == {"ok": True, "vkey": vkey, "name": name, "key_id": kid, "algorithm": "ed25519",
-                                    "ledger_id": ledger_id}
+    assert doc == {
+        "ok": True,
+        "vkey": vkey,
+        "name": name,
+        "key_id": kid,
+        "algorithm": "ed25519",
+        "ledger_id": ledger_id,
+    }
 
 
 def test_vkey_refusals(hybrid, tmp_path):
@@ -70,12 +91,15 @@ def test_vkey_refusals(hybrid, tmp_path):
     r = cli("keys", "vkey", keys / "verifier.pub", "--trust", keys / "signing.key", "--ledger", led)
     assert r.returncode == 2 and "give VERIFIER or --trust, not both" in r.stderr, r.stderr
     r = cli("keys", "vkey", keys / "verifier.pub", "--ledger-id", "ABC")
-    assert r.returncode == 2 and "ledger id 'ABC' is not 32 lowercase hex digits" in r.stderr, r.stderr
+    assert r.returncode == 2 and "ledger id 'ABC' is not 32 lowercase hex digits" in r.stderr, (
+        r.stderr
+    )
     r = cli("keys", "vkey", keys / "signing.key", "--ledger", led)
     assert r.returncode == 2 and "expected a verifier trust bundle" in r.stderr, r.stderr
     mled, mkeys = _ledger(tmp_path, "mldsa65")
     r = cli("keys", "vkey", mkeys / "verifier.pub", "--ledger", mled)
     assert r.returncode == 2 and r.stdout == "", r.stdout
-    assert "scheme mldsa65 has no Ed25519 key" in r.stderr and "verify only with ledgertool" in r.stderr
-
-
+    assert (
+        "scheme mldsa65 has no Ed25519 key" in r.stderr
+        and "verify only with ledgertool" in r.stderr
+    )

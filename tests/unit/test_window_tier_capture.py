@@ -30,8 +30,9 @@ def _capture(keydir: Path, out: Path, **kw):
 
 def _verified(ledger: Path, trust):
     segs, wins = [], []
-    res = verify_ledger(ledger, trust, on_segment=lambda s: segs.append(bytes(s.records)),
-                        on_windows=wins.append)
+    res = verify_ledger(
+        ledger, trust, on_segment=lambda s: segs.append(bytes(s.records)), on_windows=wins.append
+    )
     return res, segs, wins
 
 
@@ -46,7 +47,12 @@ def test_window_records_are_the_accumulation_of_the_frames_and_verify(tmp_path, 
     v, segs, wins = _verified(tmp_path / "L", trust)
     assert v.ok, v.problems
     [summary] = v.windows
-    assert (summary.log, summary.segments, summary.windows, summary.frames) == ("windows=link0", 1, 6, 294)
+    assert (summary.log, summary.segments, summary.windows, summary.frames) == (
+        "windows=link0",
+        1,
+        6,
+        294,
+    )
     stored = [w for seg in wins for w in seg.windows]
     # an accumulator of our own over the sealed per-frame records gives the same bytes
     keys = WindowKeys.derive(dk.master, ledger.algorithm, ledger.ledger_id, "link0", MS)
@@ -57,7 +63,12 @@ def test_window_records_are_the_accumulation_of_the_frames_and_verify(tmp_path, 
     assert [w.index for w in stored] == sorted({int(t) // MS for t in recs["ts_ns"]})
     assert sum(w.frames for w in stored) == len(recs) == 294
     seal = json.loads((tmp_path / "L" / "windows=link0" / "seg-00000000.seal.json").read_text())
-    assert (seal["link"], seal["records"], seal["frames"], seal["leaf_records"]) == ("windows=link0", 6, 294, 1)
+    assert (seal["link"], seal["records"], seal["frames"], seal["leaf_records"]) == (
+        "windows=link0",
+        6,
+        294,
+        1,
+    )
     assert seal["record_size"] == 80 + 225 * 28 == stored[0].size
 
 
@@ -68,8 +79,12 @@ def test_windows_only_writes_no_per_frame_records_and_query_reads_the_windows(tm
     assert not (tmp_path / "L" / "link=link0").exists()
     v, segs, _ = _verified(tmp_path / "L", trust)
     assert v.ok and v.links == ["link0"] and segs == [] and v.windows[0].frames == 294
-    q = run_query(tmp_path / "L", "SELECT count(*), sum(frames), min(octet_length(hash)), "
-                                  "min(octet_length(cells)), count(DISTINCT window_index) FROM windows", trust)
+    q = run_query(
+        tmp_path / "L",
+        "SELECT count(*), sum(frames), min(octet_length(hash)), "
+        "min(octet_length(cells)), count(DISTINCT window_index) FROM windows",
+        trust,
+    )
     assert q.rows == [(6, 294, 16, 225 * 28, 6)]
 
 
@@ -90,10 +105,19 @@ def test_window_parameters_and_windows_are_fixed_per_ledger(tmp_path, keydir):
 
 
 def test_cli_capture_tiers_and_window_options(tmp_path, keydir, capsys):
-    args = ["capture", SAMPLE, "--ledger", tmp_path / "L", "--signing-key", keydir / "signing.key",
-            "--digest-key", keydir / "digest.key"]
-    rc, out, err = cli_in_process(*args, "--json", "--tiers", "windows", "--window", "2ms",
-                       "--window-capacity", "16")
+    args = [
+        "capture",
+        SAMPLE,
+        "--ledger",
+        tmp_path / "L",
+        "--signing-key",
+        keydir / "signing.key",
+        "--digest-key",
+        keydir / "digest.key",
+    ]
+    rc, out, err = cli_in_process(
+        *args, "--json", "--tiers", "windows", "--window", "2ms", "--window-capacity", "16"
+    )
     assert rc == 0, err
     doc = json.loads(out)
     assert doc["tiers"] == ["windows"] and doc["windows"]["windows"] == 3 and doc["segments"] == []

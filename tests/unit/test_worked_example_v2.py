@@ -18,7 +18,9 @@ DOC = SAMPLES.parent / "docs" / "ledger-format.md"
 
 def example() -> dict:
     text = DOC.read_text()
-    v1 = re.search(r"```python\n(.*?)```", text.split("## Worked example: an independent check", 1)[1], re.S).group(1)
+    v1 = re.search(
+        r"```python\n(.*?)```", text.split("## Worked example: an independent check", 1)[1], re.S
+    ).group(1)
     v2 = re.search(r"```python\n(.*?)```", text.split("## Worked example, v2", 1)[1], re.S).group(1)
     for code in (v1, v2):
         assert not re.search(r"^\s*(import|from)\s+ledgertool", code, re.M)
@@ -31,8 +33,14 @@ def example() -> dict:
 @pytest.fixture()
 def ledger(tmp_path, keydir):
     _, sk, trust = load_keys(keydir)
-    segs = [synthetic_records(300, 0, 16, 1), synthetic_records(70, 300, 16, 2, gaps={3: 5}), synthetic_records(0, 370)]
-    w = write_v2_ledger(tmp_path / "L", sk, segs, leaf_records=64, block_records=[[1, 63, 200, 36], None, []])
+    segs = [
+        synthetic_records(300, 0, 16, 1),
+        synthetic_records(70, 300, 16, 2, gaps={3: 5}),
+        synthetic_records(0, 370),
+    ]
+    w = write_v2_ledger(
+        tmp_path / "L", sk, segs, leaf_records=64, block_records=[[1, 63, 200, 36], None, []]
+    )
     w.path(1, "parquet").write_bytes(parquet_bytes(segs[1], 16, 1))  # compacted
     w.path(1, "rec").unlink()
     return w, segs, trust
@@ -43,12 +51,19 @@ def check_link(ex: dict, w, trust) -> list[bytes]:
     prev, out = ex["genesis_hash"](w.ledger.ledger_id, "link0"), []
     for i, seal in enumerate(w.seals):
         rec, pqf = w.path(i, "rec"), w.path(i, "parquet")
-        out.append(ex["check_v2_records"](seal, rec if rec.exists() else None, None if rec.exists() else pqf))
+        out.append(
+            ex["check_v2_records"](
+                seal, rec if rec.exists() else None, None if rec.exists() else pqf
+            )
+        )
         assert seal["prev_seal_hash"] == prev
         msg = ex["signed_bytes"](seal)
-        Ed25519PublicKey.from_public_bytes(pub["ed25519"]).verify(base64.b64decode(seal["signatures"]["ed25519"]), msg)
+        Ed25519PublicKey.from_public_bytes(pub["ed25519"]).verify(
+            base64.b64decode(seal["signatures"]["ed25519"]), msg
+        )
         MLDSA65PublicKey.from_public_bytes(pub["ml-dsa-65"]).verify(
-            base64.b64decode(seal["signatures"]["ml-dsa-65"]), msg)
+            base64.b64decode(seal["signatures"]["ml-dsa-65"]), msg
+        )
         prev = ex["seal_hash"](seal)
     return out
 
@@ -58,7 +73,9 @@ def test_worked_example_v2_checks_a_v2_ledger(ledger):
     assert check_link(example(), w, trust) == segs
 
 
-@pytest.mark.parametrize("tamper", ["record byte", "cut", "trailing", "header segment", "parquet row"])
+@pytest.mark.parametrize(
+    "tamper", ["record byte", "cut", "trailing", "header segment", "parquet row"]
+)
 def test_worked_example_v2_refuses_tampered_segments(ledger, tamper, tmp_path):
     w, _, trust = ledger
     ex = example()

@@ -141,7 +141,10 @@ def generated(tmp_path_factory, features_spec) -> dict[str, Path]:
         doc = json.loads(r.stdout)
         assert doc["frames"] == sum(f["frames"] for f in doc["flows"])
         import jsonschema
-        jsonschema.validate(doc, json.loads((REPO / "schemas" / "workload-generate-report.schema.json").read_text()))
+
+        jsonschema.validate(
+            doc, json.loads((REPO / "schemas" / "workload-generate-report.schema.json").read_text())
+        )
         out[spec.stem] = pcap
     return out
 
@@ -152,15 +155,18 @@ def _toml(path: Path) -> dict:
 
 # ---- spec validation -------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("spec", SPECS, ids=lambda p: p.name)
 def test_samples_are_valid_by_code_and_by_schema(spec):
     import jsonschema
+
     jsonschema.validate(_toml(spec), SCHEMA)
     assert load_spec(spec).total_frames > 0
 
 
 def test_feature_spec_is_valid_by_schema():
     import jsonschema
+
     jsonschema.validate(tomllib.loads(FEATURES), SCHEMA)
 
 
@@ -189,19 +195,23 @@ BAD = [
 
 def _dump_toml(doc: dict) -> str:
     """Minimal TOML writer for the shapes used here."""
+
     def val(v):
         if isinstance(v, str):
             return json.dumps(v)
         if isinstance(v, list):
             return "[" + ", ".join(val(x) for x in v) + "]"
         return str(v)
+
     lines = [f"{k} = {val(v)}" for k, v in doc.items() if k != "flows"]
     for f in doc.get("flows", []):
         lines += ["", "[[flows]]"] + [f"{k} = {val(v)}" for k, v in f.items()]
     return "\n".join(lines) + "\n"
 
 
-@pytest.mark.parametrize("mutate,key,schema_too", BAD, ids=[b[1] + str(i) for i, b in enumerate(BAD)])
+@pytest.mark.parametrize(
+    "mutate,key,schema_too", BAD, ids=[b[1] + str(i) for i, b in enumerate(BAD)]
+)
 def test_bad_spec_exit_2_one_line_naming_file_and_key(tmp_path, mutate, key, schema_too):
     doc = tomllib.loads(FEATURES)
     mutate(doc)
@@ -214,6 +224,7 @@ def test_bad_spec_exit_2_one_line_naming_file_and_key(tmp_path, mutate, key, sch
     assert str(spec) in lines[0] and f": {key}:" in lines[0], lines[0]
     assert not (tmp_path / "x.pcap").exists()
     import jsonschema
+
     if schema_too:
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(doc, SCHEMA)
@@ -224,9 +235,19 @@ def test_bad_toml_and_missing_file_exit_2(tmp_path):
     spec.write_text("version = 1\nseed = \n")
     for path in (spec, tmp_path / "absent.toml"):
         r = cli("workload", "generate", path, "--out", tmp_path / "x.pcap")
-        assert r.returncode == 2 and str(path) in r.stderr and len(r.stderr.strip().splitlines()) == 1
-    r = cli("capture", f"workload:{tmp_path / 'absent.toml'}", "--ledger", tmp_path / "L",
-            "--digest-key", tmp_path / "k", "--signing-key", tmp_path / "s")
+        assert (
+            r.returncode == 2 and str(path) in r.stderr and len(r.stderr.strip().splitlines()) == 1
+        )
+    r = cli(
+        "capture",
+        f"workload:{tmp_path / 'absent.toml'}",
+        "--ledger",
+        tmp_path / "L",
+        "--digest-key",
+        tmp_path / "k",
+        "--signing-key",
+        tmp_path / "s",
+    )
     assert r.returncode == 2
 
 
@@ -235,10 +256,13 @@ def test_parse_spec_error_carries_key():
     doc["flows"][5]["dest_qp"] = 1 << 24
     with pytest.raises(WorkloadSpecError) as e:
         parse_spec(doc, "mem.toml")
-    assert e.value.key == "flows[5].dest_qp" and str(e.value).startswith("mem.toml: flows[5].dest_qp: ")
+    assert e.value.key == "flows[5].dest_qp" and str(e.value).startswith(
+        "mem.toml: flows[5].dest_qp: "
+    )
 
 
 # ---- determinism -----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", [p.stem for p in SPECS] + ["features"])
 def test_same_spec_same_pcap_bytes(tmp_path, generated, features_spec, name):
@@ -246,7 +270,10 @@ def test_same_spec_same_pcap_bytes(tmp_path, generated, features_spec, name):
     again = tmp_path / "again.pcap"
     with open_workload(spec) as r:
         write_pcap(r, again)
-    assert hashlib.sha256(again.read_bytes()).digest() == hashlib.sha256(generated[name].read_bytes()).digest()
+    assert (
+        hashlib.sha256(again.read_bytes()).digest()
+        == hashlib.sha256(generated[name].read_bytes()).digest()
+    )
 
 
 def test_generate_refuses_to_overwrite(tmp_path, generated):
@@ -258,6 +285,7 @@ def test_generate_refuses_to_overwrite(tmp_path, generated):
 
 
 # ---- what scapy sees in the generated pcap -----------------------------------------------------
+
 
 def _flow_key(p) -> tuple:
     ip = p[IP] if IP in p else p[IPv6]
@@ -304,7 +332,11 @@ def test_scapy_reads_what_the_spec_describes(generated, features_spec, name):
             if "outer_vlan" in f:
                 assert p[Dot1AD].vlan == f["outer_vlan"] and p[Dot1Q].vlan == f["vlan"]
             elif "vlan" in f:
-                assert Dot1AD not in p and p[Dot1Q].vlan == f["vlan"] and p[Dot1Q].prio == f.get("vlan_pcp", 0)
+                assert (
+                    Dot1AD not in p
+                    and p[Dot1Q].vlan == f["vlan"]
+                    and p[Dot1Q].prio == f.get("vlan_pcp", 0)
+                )
             else:
                 assert Dot1Q not in p
             ip = p[IP] if IP in p else p[IPv6]
@@ -350,11 +382,16 @@ def test_allreduce_is_a_ring_of_4096_byte_writes(generated):
     # the weighted interleave spreads each flow evenly over the run: every 36 frames (1152 / 32),
     # one ACK of each ring link, and 8 writes of each between them
     for src, dst in ring:
-        pos = [i for i, p in enumerate(pkts) if p[BTH].opcode == 17 and p[IP].src == dst and p[IP].dst == src]
+        pos = [
+            i
+            for i, p in enumerate(pkts)
+            if p[BTH].opcode == 17 and p[IP].src == dst and p[IP].dst == src
+        ]
         assert {b - a for a, b in zip(pos, pos[1:])} == {36}
 
 
 # ---- the Python reference ----------------------------------------------------------------------
+
 
 def _reference_frame(doc: dict, flow: int, k: int, prev_payload: int) -> bytes:
     """Frame k of a flow built with scapy from the raw TOML and ledgertool.digest.reference alone."""
@@ -367,25 +404,48 @@ def _reference_frame(doc: dict, flow: int, k: int, prev_payload: int) -> bytes:
         e = e / Dot1Q(vlan=f["vlan"], prio=f.get("vlan_pcp", 0))
     tos = f.get("dscp", 0) << 2
     if "." in f["src_ip"]:
-        e = e / IP(src=f["src_ip"], dst=f["dst_ip"], ttl=f.get("ttl", 64), tos=tos, flags="DF",
-                   id=(f.get("ip_id", 0) + k) % 65536)
+        e = e / IP(
+            src=f["src_ip"],
+            dst=f["dst_ip"],
+            ttl=f.get("ttl", 64),
+            tos=tos,
+            flags="DF",
+            id=(f.get("ip_id", 0) + k) % 65536,
+        )
     else:
         e = e / IPv6(src=f["src_ip"], dst=f["dst_ip"], hlim=f.get("ttl", 64), tc=tos)
     sport = f.get("src_port", 49152)
     if proto == "tcp":
-        e = e / TCP(sport=sport, dport=f.get("dst_port", 9), flags="PA", window=65535, ack=f.get("tcp_ack", 0),
-                    seq=(f.get("tcp_seq", 0) + prev_payload) % (1 << 32))
+        e = e / TCP(
+            sport=sport,
+            dport=f.get("dst_port", 9),
+            flags="PA",
+            window=65535,
+            ack=f.get("tcp_ack", 0),
+            seq=(f.get("tcp_seq", 0) + prev_payload) % (1 << 32),
+        )
     else:
         e = e / UDP(sport=sport, dport=f.get("dst_port", 4791 if proto == "rocev2" else 9))
     ext = b""
     if proto == "rocev2":
         op = OPCODE[f["opcode"]]
-        ext = {10: (f.get("va", 0).to_bytes(8, "big") + f.get("rkey", 0).to_bytes(4, "big")), 17: bytes([0x1F, 0, 0, 0])}.get(op, b"")
-    hdr = len(raw(e)) + (12 + len(ext) + 4 if proto == "rocev2" else 0) + (4 if ext and op == 10 else 0)
+        ext = {
+            10: (f.get("va", 0).to_bytes(8, "big") + f.get("rkey", 0).to_bytes(4, "big")),
+            17: bytes([0x1F, 0, 0, 0]),
+        }.get(op, b"")
+    hdr = (
+        len(raw(e))
+        + (12 + len(ext) + 4 if proto == "rocev2" else 0)
+        + (4 if ext and op == 10 else 0)
+    )
     seed = doc["seed"]
     if "size" in f:
         s = f["size"]
-        pairs = list(IMIX.items()) if s == "imix" else ([(s, 1)] if isinstance(s, int) else [tuple(x) for x in s])
+        pairs = (
+            list(IMIX.items())
+            if s == "imix"
+            else ([(s, 1)] if isinstance(s, int) else [tuple(x) for x in s])
+        )
         i = R.workload_size_choice(seed, flow, k, [w for _, w in pairs])
         plen = pairs[i][0] - 4 - hdr
     else:
@@ -398,8 +458,19 @@ def _reference_frame(doc: dict, flow: int, k: int, prev_payload: int) -> bytes:
         pad = (-plen) % 4
         if op == 10:
             ext += plen.to_bytes(4, "big")
-        e = e / BTH(opcode=op, migreq=1, padcount=pad, pkey=f.get("pkey", 0xFFFF), dqpn=f.get("dest_qp", 0),
-                    ackreq=1 if op == 10 else 0, psn=(f.get("psn", 0) + k) % (1 << 24)) / Raw(ext + payload + bytes(pad))
+        e = (
+            e
+            / BTH(
+                opcode=op,
+                migreq=1,
+                padcount=pad,
+                pkey=f.get("pkey", 0xFFFF),
+                dqpn=f.get("dest_qp", 0),
+                ackreq=1 if op == 10 else 0,
+                psn=(f.get("psn", 0) + k) % (1 << 24),
+            )
+            / Raw(ext + payload + bytes(pad))
+        )
     else:
         e = e / Raw(payload)
     b = raw(e)
@@ -430,13 +501,17 @@ def test_sample_payloads_equal_the_reference(name):
     order = R.workload_order([f.frames for f in spec.flows])
     with open_workload(spec) as r:
         frames = list(r.frames())
-    for j in sorted({0, 1, 2, len(order) // 3, len(order) // 2, len(order) - 1} | set(range(0, len(order), 97))):
+    for j in sorted(
+        {0, 1, 2, len(order) // 3, len(order) // 2, len(order) - 1} | set(range(0, len(order), 97))
+    ):
         fl, k = order[j]
         flow = spec.flows[fl]
         e = flow.sizes[R.workload_size_choice(spec.seed, fl, k, [s.weight for s in flow.sizes])]
         h = len(flow.header)
         assert frames[j].caplen == e.frame_len
-        assert frames[j].data[h:h + e.payload_len] == R.workload_payload(spec.seed, fl, k, e.payload_len)
+        assert frames[j].data[h : h + e.payload_len] == R.workload_payload(
+            spec.seed, fl, k, e.payload_len
+        )
 
 
 def test_reference_key_derivation_vectors():
@@ -446,6 +521,7 @@ def test_reference_key_derivation_vectors():
 
 
 # ---- capture / recompute through the generator --------------------------------------------------
+
 
 def _digests(ledger: Path) -> list[str]:
     r = cli("query", ledger, "SELECT digest FROM records ORDER BY seq", "--format", "json")
@@ -457,8 +533,16 @@ def test_capture_and_recompute_workload_sources(tmp_path, keydir, generated):
     spec = WORKLOADS / "imix.toml"
     keys = ["--digest-key", keydir / "digest.key", "--signing-key", keydir / "signing.key"]
     for name in ("a", "b"):
-        r = cli("capture", f"workload:{spec}", "--ledger", tmp_path / name, *keys, "--segment-records", "500",
-                "--json")
+        r = cli(
+            "capture",
+            f"workload:{spec}",
+            "--ledger",
+            tmp_path / name,
+            *keys,
+            "--segment-records",
+            "500",
+            "--json",
+        )
         assert r.returncode == 0, r.stderr
         assert json.loads(r.stdout)["frames"] == 1440
     da, db = _digests(tmp_path / "a"), _digests(tmp_path / "b")
@@ -467,20 +551,53 @@ def test_capture_and_recompute_workload_sources(tmp_path, keydir, generated):
     r = cli("capture", generated["imix"], "--ledger", tmp_path / "p", *keys, "--json")
     assert r.returncode == 0, r.stderr
     assert _digests(tmp_path / "p") == da
-    r = cli("recompute", f"workload:{spec}", "--digest-key", keydir / "digest.key", "--ledger", tmp_path / "p",
-            "--json", "--trust", keydir / "verifier.pub")
+    r = cli(
+        "recompute",
+        f"workload:{spec}",
+        "--digest-key",
+        keydir / "digest.key",
+        "--ledger",
+        tmp_path / "p",
+        "--json",
+        "--trust",
+        keydir / "verifier.pub",
+    )
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert doc["ok"] and doc["matched"] == 1440 and doc["ledger_only"] == 0 and doc["capture_only"] == 0
+    assert (
+        doc["ok"]
+        and doc["matched"] == 1440
+        and doc["ledger_only"] == 0
+        and doc["capture_only"] == 0
+    )
     # and per-frame Parquet output without a ledger
-    r = cli("recompute", f"workload:{spec}", "--digest-key", keydir / "digest.key", "--algorithm",
-            "siphash-1-3-128", "--strip", "frame", "--out", tmp_path / "d.parquet", "--json")
+    r = cli(
+        "recompute",
+        f"workload:{spec}",
+        "--digest-key",
+        keydir / "digest.key",
+        "--algorithm",
+        "siphash-1-3-128",
+        "--strip",
+        "frame",
+        "--out",
+        tmp_path / "d.parquet",
+        "--json",
+    )
     assert r.returncode == 0 and json.loads(r.stdout)["frames"] == 1440
 
 
 def test_missing_interface_exits_2(tmp_path, keydir):
-    r = cli("capture", "iface:nosuchif0", "--ledger", tmp_path / "L", "--digest-key", keydir / "digest.key",
-            "--signing-key", keydir / "signing.key")
+    r = cli(
+        "capture",
+        "iface:nosuchif0",
+        "--ledger",
+        tmp_path / "L",
+        "--digest-key",
+        keydir / "digest.key",
+        "--signing-key",
+        keydir / "signing.key",
+    )
     assert r.returncode == 2 and "nosuchif0" in r.stderr and not (tmp_path / "L").exists()
 
 
@@ -501,14 +618,20 @@ def test_write_pcap_from_a_capture_file(tmp_path):
         assert write_pcap(r, out) == 294
     with open_source(SAMPLES / "sample.pcapng") as a, open_source(out) as b:
         fa, fb = list(a.frames()), list(b.frames())
-    assert [(f.ts_ns, f.caplen, f.wire_len, f.data) for f in fa] == [(f.ts_ns, f.caplen, f.wire_len, f.data) for f in fb]
+    assert [(f.ts_ns, f.caplen, f.wire_len, f.data) for f in fa] == [
+        (f.ts_ns, f.caplen, f.wire_len, f.data) for f in fb
+    ]
     assert out.read_bytes()[:4] == bytes.fromhex("4d3cb2a1")
     assert list(R.read_pcap(out.read_bytes()))[5][3] == fa[5].data
 
 
 def test_generate_refuses_a_pcap_larger_than_the_free_space(tmp_path):
     spec = tmp_path / "huge.toml"
-    text = (SAMPLES / "workloads" / "worst-case-64.toml").read_text().replace("frames = 2048", "frames = 100000000000")
+    text = (
+        (SAMPLES / "workloads" / "worst-case-64.toml")
+        .read_text()
+        .replace("frames = 2048", "frames = 100000000000")
+    )
     spec.write_text(text)
     r = cli("workload", "generate", spec, "--out", tmp_path / "huge.pcap")
     assert r.returncode == 2 and "GB are free" in r.stderr and not (tmp_path / "huge.pcap").exists()
