@@ -61,10 +61,12 @@ def _fresh_device_state(request):
     test starts with no protected state beside them (`KEYFILE.state`, written by the CLI's signing
     commands), as a device signing only that copy would. The protected state's own tests use keys
     of their own."""
+    dirs = [
+        request.getfixturevalue(n) for n in ("keydir", "other_keydir") if n in request.fixturenames
+    ]
     yield
-    for name in ("keydir", "other_keydir"):
-        if name in request.fixturenames:
-            shutil.rmtree(request.getfixturevalue(name) / "signing.key.state", ignore_errors=True)
+    for d in dirs:
+        shutil.rmtree(d / "signing.key.state", ignore_errors=True)
 
 
 def load_keys(d: Path):

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "sample.pcapng"
+SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "sample.pcapng"
 
 DRIVER = """
 import json, sys

@@ -97,4 +97,4 @@ def test_plan_collision_reports_the_window_bound():
         fm["windows_in_duration"] == pytest.approx(3.15576e12) and fm["false_match_bound"] < 1e-25
     )
     r = runner.invoke(plan_app, ["collision", "--bits", "128", "--rate", "400G", "--window", "0s"])
-    assert isinstance(r.exception, UsageError) and "duration must be a positive" in str(r.exception)
+    assert isinstance(r.exception, UsageError) and "window must be a positive" in str(r.exception)

@@ -410,7 +410,7 @@ def test_provision_refuses_a_non_hybrid_signing_key(world, tmp_path):
     "args,needle",
     [
         (("--ledger-id", "not-a-ledger"), "--ledger-id"),
-        (("--valid-for", "0s"), "duration"),
+        (("--valid-for", "0s"), "--valid-for must be a positive"),
         (("--valid-for", "400d"), "366 days"),
         (("--device-id", "00" * 16), "not the expected"),
     ],

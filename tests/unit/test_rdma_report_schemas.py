@@ -17,7 +17,7 @@ from ledgertool.algorithms import STRIP_MODES
 from ledgertool.cli.app import app
 from ledgertool.keyfiles import generate_keys
 
-SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
+SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 SPEC = f"workload:{SAMPLES / 'workloads' / 'rocev2-allreduce.toml'}"
 
 
