@@ -1475,7 +1475,10 @@ def _against_windows(ledger: str, against: str | None, windows_range: str | None
     from ..ledger.header import load_ledger
     from ..urls import location
 
-    head = load_ledger(location(ledger))
+    try:
+        head = load_ledger(location(ledger))
+    except LedgerError:  # the per-frame path says so, after its own checks of the options
+        return False
     return head.window is not None and "frames" not in head.tiers
 
 

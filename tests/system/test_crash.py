@@ -32,7 +32,7 @@ def big_pcap(tmp_path_factory) -> Path:
 
 
 def _start_capture(
-    src: Path, ledger: Path, keydir: Path, segment_records: int = 5000
+    src: Path | str, ledger: Path, keydir: Path, segment_records: int = 5000, stdin=None
 ) -> subprocess.Popen:
     return subprocess.Popen(
         [
@@ -51,6 +51,7 @@ def _start_capture(
             str(segment_records),
             "--json",
         ],
+        stdin=stdin,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -116,10 +117,19 @@ def test_sigkill_then_recover_seals_whole_records(delay_ms, how, big_pcap, tmp_p
 
 
 def test_recover_cli_reports_bytes_discarded(big_pcap, tmp_path, keydir):
+    """A capture killed with records in its open segment: the capture reads a pipe that is given
+    the first half of the file and then stays open, so the kill always lands mid-segment (a whole
+    file of 400,000 frames is captured faster than a poll of the directory on a quiet machine)."""
     ledger = tmp_path / "L"
-    proc = _start_capture(big_pcap, ledger, keydir, segment_records=FRAMES)  # one long open segment
+    proc = _start_capture("-", ledger, keydir, segment_records=FRAMES, stdin=subprocess.PIPE)
+    data = big_pcap.read_bytes()
+    proc.stdin.buffer.write(data[: len(data) // 2])  # (text=True: the binary stream beneath)
+    proc.stdin.buffer.flush()
     assert _wait_for_open_segment(ledger, proc)
-    time.sleep(0.05)
+    seg = next(ledger.glob("link=*/*.open"))
+    deadline = time.monotonic() + 30
+    while seg.stat().st_size < 1 << 20 and time.monotonic() < deadline:  # some blocks written
+        time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     open_seg = next(ledger.glob("link=*/*.open"))
