@@ -242,3 +242,26 @@ def sample_ledger(tmp_path, built_ledger) -> Path:
     """samples/sample.pcapng captured into a fresh ledger (tmp_path / "L"), 100 records a segment
     (294 frames: 3 segments), signed with `keydir`'s keys (a copy of one built once a session)."""
     return built_ledger(SAMPLES / "sample.pcapng", segment_records=100).copy_to(tmp_path / "L")
+
+
+def go_build(tmp_path_factory, gopath: Path, package: Path, source: str) -> Path:
+    """Build tests/SOURCE (a Go checker) offline from GOPATH into a fresh directory; skip where Go
+    or `package` (a Debian golang-* source package) is not installed (.ci/run installs both)."""
+    if not shutil.which("go") or not package.is_dir():
+        pytest.skip(
+            f"Go toolchain or {package} not installed (.ci/run installs golang-go and "
+            "golang-golang-x-mod-dev)"
+        )
+    d = tmp_path_factory.mktemp(Path(source).stem)
+    env = {**os.environ, "GO111MODULE": "off", "GOPATH": str(gopath), "GOCACHE": str(d / "cache")}
+    exe = d / Path(source).stem
+    r = subprocess.run(
+        ["go", "build", "-o", str(exe), str(TESTS / source)],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    return exe

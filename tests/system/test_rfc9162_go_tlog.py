@@ -4,13 +4,11 @@ GOPATH; skipped without Go)."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import TESTS, cli
+from conftest import cli, go_build
 from test_rfc9162_independent import (  # noqa: F401  (shared with the in-process tests)
     GOPATH,
     RECORD,
@@ -28,24 +26,7 @@ TLOG = GOPATH / "src" / "golang.org" / "x" / "mod" / "sumdb" / "tlog"
 
 @pytest.fixture(scope="module")
 def tlog_check(tmp_path_factory) -> Path:
-    if not shutil.which("go") or not TLOG.is_dir():
-        pytest.skip(
-            f"Go toolchain or {TLOG} not installed (.ci/run installs golang-go and "
-            "golang-golang-x-mod-dev)"
-        )
-    d = tmp_path_factory.mktemp("tlog")
-    env = {**os.environ, "GO111MODULE": "off", "GOPATH": str(GOPATH), "GOCACHE": str(d / "cache")}
-    exe = d / "tlog_check"
-    r = subprocess.run(
-        ["go", "build", "-o", str(exe), str(TESTS / "tlog_check.go")],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert r.returncode == 0, r.stderr
-    return exe
+    return go_build(tmp_path_factory, GOPATH, TLOG, "tlog_check.go")
 
 
 def test_go_tlog_accepts_the_ledgers_roots_and_proofs(tlog_check, seven, keydir, tmp_path):

@@ -4,13 +4,11 @@ Go)."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import TESTS, cli
+from conftest import cli, go_build
 from test_vkey import (  # noqa: F401  (shared with the in-process tests)
     GOPATH,
     _ledger,
@@ -23,24 +21,7 @@ NOTE_PKG = GOPATH / "src" / "golang.org" / "x" / "mod" / "sumdb" / "note"
 
 @pytest.fixture(scope="module")
 def note_check(tmp_path_factory) -> Path:
-    if not shutil.which("go") or not NOTE_PKG.is_dir():
-        pytest.skip(
-            f"Go toolchain or {NOTE_PKG} not installed (.ci/run installs golang-go and "
-            "golang-golang-x-mod-dev)"
-        )
-    d = tmp_path_factory.mktemp("note")
-    env = {**os.environ, "GO111MODULE": "off", "GOPATH": str(GOPATH), "GOCACHE": str(d / "cache")}
-    exe = d / "note_check"
-    r = subprocess.run(
-        ["go", "build", "-o", str(exe), str(TESTS / "note_check.go")],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert r.returncode == 0, r.stderr
-    return exe
+    return go_build(tmp_path_factory, GOPATH, NOTE_PKG, "note_check.go")
 
 
 def _go(exe: Path, cases: list[tuple[str, str]]) -> list[str]:
