@@ -52,6 +52,22 @@ class Interrupted(Exception):
     """Ctrl-C ended a command that has more to say than "interrupted" (exit 130)."""
 
 
+def _abandoned(ledger: Path, signing_key) -> str:
+    """What a capture abandoned by a second Ctrl-C left, as found on disk: a second Ctrl-C can come
+    after the sealing it cut short had finished, or before anything was opened."""
+    from ..ledger.layout import OPEN
+
+    if not ledger.is_dir():
+        return f"nothing was written ({ledger} was not created)"
+    left = sorted(ledger.glob(f"*/seg-*.{OPEN}"))
+    if not left:
+        return f"no segment was left open in {ledger}; `ledgertool verify {ledger}` checks what was sealed"
+    return (
+        f"{plural(len(left), 'open segment')} not sealed; `ledgertool recover {ledger} "
+        f"--signing-key {signing_key}` seals {'it' if len(left) == 1 else 'them'}"
+    )
+
+
 def _emit_json(doc: dict | list) -> None:
     sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
 
@@ -593,10 +609,7 @@ def capture(
                 window_capacity=window_capacity,
             )
     except KeyboardInterrupt:
-        raise Interrupted(
-            f"the open segment was not sealed; `ledgertool recover {ledger} --signing-key "
-            f"{signing_key}` seals it"
-        ) from None
+        raise Interrupted(_abandoned(Path(ledger), signing_key)) from None
     _done(
         f"{ledger}: the capture was sealed ({plural(res.frames, 'frame', fmt=',')} in "
         f"{plural(len(res.segments), 'segment')}, its checkpoint signed)"

@@ -132,7 +132,7 @@ def test_second_ctrl_c_in_capture_abandons(endless_capture, keydir):
     out, err = p.communicate(timeout=300)
     assert p.returncode == 130, err
     assert err.splitlines()[-1] == (
-        f"ledgertool: interrupted: the open segment was not sealed; `ledgertool recover "
+        f"ledgertool: interrupted: 1 open segment not sealed; `ledgertool recover "
         f"{led} --signing-key {keydir / 'signing.key'}` seals it"
     )
     assert list(led.glob("link=link0/seg-*.open"))
