@@ -802,7 +802,7 @@ def _gather_parts(
     progress, workers = how
     dtype = store.ledger.dtype
     lh, ch = hashed.lhash, hashed.chash
-    seals: list[dict] = []
+    seals: list[Seal] = []
 
     def add_segment(seg: VerifiedSegment) -> None:
         seals.append(seg.seal)
@@ -813,15 +813,7 @@ def _gather_parts(
             wanted[part_ids(arr, lh.part_key, lh.part_bits)] & ((arr["flags"] & FLAG_GAP) == 0),
         )
 
-    ver = verify_ledger(
-        *verify_args[:4],
-        links=verify_args[4],
-        on_segment=add_segment,
-        progress=verify_args[5],
-        records_into=store.ledger,
-    )
-    if not ver.ok:
-        raise not_verified_error(ver, "it is not reconciled")
+    _verify_into(store, verify_args, add_segment)
     if seals != hashed.seals:
         return False
     again = MultisetHash(lh.key, alg.digest_size, part_bits=lh.part_bits, part_key=lh.part_key)
@@ -872,16 +864,24 @@ def _keep_ledger(
             keep = inside if keep is None else keep & inside
         store.took_ledger(seg.link, seg.records, keep)
 
+    ver = _verify_into(store, verify_args, add_segment)
+    return segs, ver
+
+
+def _verify_into(store: PartStore, verify_args: tuple, on_segment) -> VerifyResult:
+    """verify_ledger with its arguments as the first pass took them, each verified segment's
+    records copied into `store.ledger` (and handed to `on_segment`); DiscrepancyError when the
+    ledger does not verify (nothing is reconciled then)."""
     ver = verify_ledger(
         *verify_args[:4],
         links=verify_args[4],
-        on_segment=add_segment,
+        on_segment=on_segment,
         progress=verify_args[5],
         records_into=store.ledger,
     )
     if not ver.ok:
         raise not_verified_error(ver, "it is not reconciled")
-    return segs, ver
+    return ver
 
 
 def _keep_capture(
