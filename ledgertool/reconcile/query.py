@@ -334,13 +334,7 @@ class RecordStream:
 
     def finish(self) -> VerifyResult:
         """Verify's result once it has run to the end (records no longer kept)."""
-        self._discard.set()
-        while self._thread.is_alive():
-            try:
-                self._queue.get(timeout=0.1)
-            except queue.Empty:
-                pass
-        self._thread.join()
+        self._drain()
         if self.error is not None:
             raise self.error
         return self.result
@@ -348,6 +342,10 @@ class RecordStream:
     def stop(self) -> None:
         """End verify early (its result is not wanted)."""
         self._stop.set()
+        self._drain()
+
+    def _drain(self) -> None:
+        """Let verify's thread run to its end, taking (and dropping) what it still hands over."""
         self._discard.set()
         while self._thread.is_alive():
             try:
