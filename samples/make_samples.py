@@ -432,9 +432,8 @@ def icmp_echo(rng: random.Random) -> list[list[Frame]]:
     convs = []
     ident = rng.getrandbits(16)
     for seq in range(1, 11):
-        data = (
-            bytes(range(seq * 8)) if seq < 10 else rng.randbytes(1472)
-        )  # the last pair: 1500-byte IP
+        # the last pair: 1500-byte IP
+        data = bytes(range(seq * 8)) if seq < 10 else rng.randbytes(1472)
         req = (
             Ether(src=MAC_A, dst=MAC_GW)
             / IP(src=V4_A, dst=V4_B, id=rng.getrandbits(16))

@@ -59,9 +59,8 @@ def _ledger(work: Path, keys: Path, n: int, seg: int, reuse: bool = False) -> Pa
     led = work / f"ledger-{n}"
     if reuse and (led / "ledger.json").exists():  # the same bytes for an A/B of two trees
         return led
-    shutil.rmtree(
-        led, ignore_errors=True
-    )  # capture would append to a ledger left by an earlier run
+    # capture would append to a ledger left by an earlier run
+    shutil.rmtree(led, ignore_errors=True)
     _cli(
         "capture",
         f"workload:{spec}",
@@ -112,9 +111,8 @@ def _runner(a, work: Path, keys: Path, led: Path, trust: TrustBundle):
         _cli("workload", "generate", spec, "--out", pcap, "--json")
     dk = DigestKey.load(keys / "digest.key")
     size = pcap.stat().st_size
-    exact = (
-        {"exact": True} if a.exact else {}
-    )  # (without it: the call a tree without `exact` takes)
+    # (without it: the call a tree without `exact` takes)
+    exact = {"exact": True} if a.exact else {}
     return (
         (lambda: reconcile(pcap, led, dk, trust=trust, workers=1, **exact)),
         (

@@ -135,9 +135,8 @@ def trial(
                     f"{tool}: capture exited {proc.returncode}: {proc.stderr.read().strip()}"
                 )
             time.sleep(0.05)
-        time.sleep(
-            0.5
-        )  # the source opens before the ledger exists: let the capture reach its read loop
+        # the source opens before the ledger exists: let the capture reach its read loop
+        time.sleep(0.5)
     else:
         proc = subprocess.Popen(
             [

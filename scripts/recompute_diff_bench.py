@@ -41,9 +41,8 @@ print(cpu, r.ru_maxrss, res.matched, res.ledger_only, res.capture_only)
 def _changed(pcap: Path, out: Path, k: int) -> None:
     """`pcap` (frames of one size, 16-byte record headers) with one payload byte of k frames flipped."""
     raw = bytearray(pcap.read_bytes())
-    size = 16 + int.from_bytes(
-        raw[24 + 8 : 24 + 12], "little"
-    )  # the first record's captured length
+    # the first record's captured length
+    size = 16 + int.from_bytes(raw[24 + 8 : 24 + 12], "little")
     n = (len(raw) - 24) // size
     for i in range(k):
         at = 24 + (n * (2 * i + 1) // (2 * k)) * size + 16 + 50

@@ -42,9 +42,8 @@ class Series:
     points: list[tuple[float, float]]  # (x, y), sorted by x
     color: str
     reference: bool = False  # a dashed reference line, no markers
-    noisy: list[bool] = field(
-        default_factory=list
-    )  # per point: measured with cv above the threshold
+    # per point: measured with cv above the threshold
+    noisy: list[bool] = field(default_factory=list)
 
 
 @dataclass
@@ -57,9 +56,8 @@ class Plot:
     series: list[Series]
     xlog: bool = True
     xticks: list[tuple[float, str]] = field(default_factory=list)
-    bars: list[tuple[str, float, bool]] = field(
-        default_factory=list
-    )  # capture: (label, value, noisy)
+    # capture: (label, value, noisy)
+    bars: list[tuple[str, float, bool]] = field(default_factory=list)
 
 
 def line_rate_gbit(row: BenchRow) -> float:

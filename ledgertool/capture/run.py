@@ -156,9 +156,8 @@ class CaptureResult:
     foreign_frames: int | None = (
         None  # several live workers: frames a socket outside the fanout group took
     )
-    strip_fallbacks: StripFallbacks = (
-        StripFallbacks()
-    )  # frames whose strip mode hashed more (docs/strip-modes.md)
+    # frames whose strip mode hashed more (docs/strip-modes.md)
+    strip_fallbacks: StripFallbacks = StripFallbacks()
     tiers: tuple[str, ...] = ("frames",)
     windows: WindowTierResult | None = None  # the window tier's records, when the ledger has one
 
@@ -243,9 +242,8 @@ def _check_ledger_place(ledger_dir: Path) -> None:
     if os.path.lexists(ledger_dir / LEDGER_FILE):
         return
     try:
-        others = sorted(
-            set(os.listdir(ledger_dir)) - {LOCK_FILE}
-        )  # a lock: a first capture that failed
+        # a lock: a first capture that failed
+        others = sorted(set(os.listdir(ledger_dir)) - {LOCK_FILE})
     except OSError as e:
         raise fsio.storage_error(e, ledger_dir, "list ledger directory") from None
     if others:
@@ -864,9 +862,8 @@ class CaptureRun:
                     if batch is not None
                     else self.engine.fill(w.next_seq, ask)
                 )
-            except (
-                LedgerError
-            ) as e:  # corrupt structure: seal what was read, report where reading stopped
+            # corrupt structure: seal what was read, report where reading stopped
+            except LedgerError as e:
                 self._fail(e)
             if n and self.stopping and result.stop_reason == "frames":
                 # the frame count reached: frames the engine still had in hand are not recorded; only
@@ -1027,9 +1024,8 @@ class CaptureRun:
         if self.windows is not None:
             self.windows.finish()
         if self.result.created and not w.sealed and not (self.windows and self.windows.sealed):
-            _remove_new_ledger(
-                self.ledger_dir, self.opts.link
-            )  # nothing was recorded: leave nothing behind
+            # nothing was recorded: leave nothing behind
+            _remove_new_ledger(self.ledger_dir, self.opts.link)
         elif w.sealed or self.result.recovered:
             w.checkpoint()
         if isinstance(e, LedgerError):
@@ -1062,9 +1058,8 @@ class CaptureRun:
                 raise
 
     def _close(self) -> None:
-        if (
-            self.workers is not None
-        ):  # every worker thread is out of its reader before the readers close
+        # every worker thread is out of its reader before the readers close
+        if self.workers is not None:
             for r in self.readers:
                 r.request_stop(drain=False)
             self.workers.join()
@@ -1099,9 +1094,8 @@ class CaptureRun:
         """Kernel/ring counters into the result, and a warning for every frame not recorded."""
         result, source, witness = self.result, self.source, self.witness
         result.live = live_stats.to_json()
-        result.warnings.extend(
-            getattr(live_stats, "notes", ())
-        )  # kernel-bypass sources (ledgertool.source.bypass)
+        # kernel-bypass sources (ledgertool.source.bypass)
+        result.warnings.extend(getattr(live_stats, "notes", ()))
         foreign = result.foreign_frames or 0
         if self.workers is not None:
             result.live["workers"] = self.live_workers

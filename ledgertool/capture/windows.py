@@ -25,9 +25,8 @@ from ..ledger.index import segment_files
 from ..ledger.sealer import SealResult, load_seal
 from ..ledger.writer import LinkWriter
 
-if (
-    TYPE_CHECKING
-):  # numpy is imported where records are handled: a v2 capture of frames alone loads none
+# numpy is imported where records are handled: a v2 capture of frames alone loads none
+if TYPE_CHECKING:
     import numpy as np
 
 #: window records per window segment: an hour of 1 s windows (23 MB at capacity 64)

@@ -1642,9 +1642,8 @@ def _recompute_pairs(
     from ..reconcile.pairs import plan_pairs, read_pairs, reconcile_pairs
     from ..reconcile.recompute import check_request
 
-    check_request(
-        dks, window["from_ns"], window["to_ns"], None
-    )  # (a bad window fails before any pair)
+    # (a bad window fails before any pair)
+    check_request(dks, window["from_ns"], window["to_ns"], None)
     plans = plan_pairs(
         read_pairs(pairs_file), dks, TrustBundle.load(trust) if trust is not None else None
     )
@@ -2053,9 +2052,8 @@ def _command():
                 p.metavar = p.metavar or p.name.upper()
                 if hasattr(p, "_usage_display_name"):  # typer >= 0.16 braces required arguments
                     p._usage_display_name = usage_name(p)
-                if hasattr(
-                    p, "display_type_rich"
-                ):  # typer >= 0.2x adds `<list[Path]>` after the name
+                # typer >= 0.2x adds `<list[Path]>` after the name
+                if hasattr(p, "display_type_rich"):
                     p.display_type_rich = lambda ctx: None
             elif hasattr(p, "display_type_rich") and not (p.is_flag or p.count):
                 p.display_type_rich = lambda ctx, name=p.metavar or _value_name(p): name  # noqa: B008

@@ -29,8 +29,7 @@ def option(name: str) -> str:
 def cli_message(e: LedgerError) -> str:
     """`e`'s message with every `Setting` shown as its option (docs/cli.md wording)."""
     parts = getattr(e, "parts", None)
-    if not parts or "".join(map(str, parts)) != str(
-        e
-    ):  # no parts, or the message was rewritten since
+    # no parts, or the message was rewritten since
+    if not parts or "".join(map(str, parts)) != str(e):
         return str(e)
     return "".join(option(p) if isinstance(p, Setting) else str(p) for p in parts)

@@ -257,9 +257,8 @@ def check_records(
         0,
         0,
     )
-    report: dict[
-        int, tuple[bytes | None, bytes | None]
-    ] = {}  # index -> (ledgertool's record, the device's)
+    # index -> (ledgertool's record, the device's)
+    report: dict[int, tuple[bytes | None, bytes | None]] = {}
     with f:
         with CaptureReader(capture) as reader:
             engine = DigestEngine(reader, alg, strip_id, subkey)

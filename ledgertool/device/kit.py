@@ -185,9 +185,8 @@ class _Kit:
     key: DigestKey
     generated_by: dict[str, str]
     groups: dict[str, list]  # capture name -> its cases (cases.ConformanceCase), in catalogue order
-    sha: dict[str, str] = field(
-        default_factory=dict
-    )  # kit-relative file -> SHA-256 hex, as written
+    # kit-relative file -> SHA-256 hex, as written
+    sha: dict[str, str] = field(default_factory=dict)
 
 
 # (capture, frame index) -> strip mode -> (offset, end, flags) of the hashed range

@@ -24,9 +24,8 @@ from .._binding import check, ffi, lib
 from ..errors import DataError
 from ..plan import window_cells
 
-if (
-    TYPE_CHECKING
-):  # numpy is imported where records are handled: a v2 capture of frames alone loads none
+# numpy is imported where records are handled: a v2 capture of frames alone loads none
+if TYPE_CHECKING:
     import numpy as np
 
 __all__ = [

@@ -121,9 +121,8 @@ def compact_ledger(directory: Path, links: list[str] | None = None) -> CompactRe
                         f"link {link} not compacted (`ledgertool verify`)"
                     )
                 if not listing.has(index, RECORDS):
-                    if listing.has(
-                        index, OPEN
-                    ):  # a capture stopped between the seal and the rename
+                    # a capture stopped between the seal and the rename
+                    if listing.has(index, OPEN):
                         raise LedgerFormatError(
                             f"{reader.segment_path(link, index, OPEN)}: segment {index} of link {link} is sealed "
                             f"but not yet renamed to {segment_name(index, RECORDS)}; run `ledgertool recover "

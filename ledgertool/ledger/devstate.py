@@ -149,9 +149,8 @@ class DeviceState:
             raise fsio.storage_error(
                 e, self.directory, "create the signing key's state directory"
             ) from None
-        st = os.stat(
-            self.directory
-        )  # the key's directory is the operator's: a link there is theirs
+        # the key's directory is the operator's: a link there is theirs
+        st = os.stat(self.directory)
         if not stat.S_ISDIR(st.st_mode):
             raise KeyFileError(
                 f"{self.directory}: is not a directory (the signing key's protected state)"

@@ -50,9 +50,8 @@ def segment_files(directory: Path, link: str) -> dict[int, dict[str, Path]]:
     if not reader.link_dir(link).is_dir():
         return {}
     listing = reader.listing(link)
-    for (
-        stray
-    ) in listing.strays:  # a link, FIFO ... at a segment file's name: never written over or read
+    # a link, FIFO ... at a segment file's name: never written over or read
+    for stray in listing.strays:
         if stray.shadows is not None and stray.path.name.isascii():
             st = os.lstat(stray.path)
             raise fsio.wrong_kind(stray.path, st.st_mode, "a regular file (segment file)")

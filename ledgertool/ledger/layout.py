@@ -40,9 +40,8 @@ WINDOWS_PREFIX = "windows="
 #: Segment file kinds, by suffix.
 OPEN, PARQUET, RECORDS, LEAVES, SEAL = "open", "parquet", "rec", "leaves", "seal.json"
 
-_SEGMENT_NAME = re.compile(
-    r"seg-([0-9]{8})\.(open|parquet|rec|leaves|seal\.json)"
-)  # [0-9]: ASCII only
+# [0-9]: ASCII only
+_SEGMENT_NAME = re.compile(r"seg-([0-9]{8})\.(open|parquet|rec|leaves|seal\.json)")
 _LINK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}")  # ASCII only
 _ROTATION_NAME = re.compile(r"rotation-([0-9]{4})\.json")
 

@@ -62,9 +62,8 @@ if TYPE_CHECKING:
 
 #: Names a writer leaves behind for a moment (atomic-write temporaries) or on purpose.
 _TEMP = re.compile(r".*\.tmp(-[A-Za-z0-9_]+)?")
-MAX_DOCUMENT_BYTES = (
-    1 << 20
-)  # seals, checkpoints, rotation statements, ledger.json: far larger is not one
+# seals, checkpoints, rotation statements, ledger.json: far larger is not one
+MAX_DOCUMENT_BYTES = 1 << 20
 MAX_LEDGER_FILE_BYTES = 1 << 16  # ledger.json is a few hundred bytes
 
 
@@ -237,15 +236,13 @@ class LedgerReader:
 
     directory: Path | UrlPath
     links: list[str] = field(init=False)
-    window_logs: list[str] = field(
-        init=False
-    )  # 'windows=NAME': the window logs (layout.window_log)
+    # 'windows=NAME': the window logs (layout.window_log)
+    window_logs: list[str] = field(init=False)
     strays: list[Stray] = field(init=False)
     _listings: dict[str, LinkListing] = field(init=False, repr=False)
     _link_dirs: dict[str, Path | UrlPath] = field(init=False, repr=False)
-    _held: dict[str, int] = field(
-        init=False, repr=False
-    )  # link -> its directory's descriptor (holding_link)
+    # link -> its directory's descriptor (holding_link)
+    _held: dict[str, int] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._check_top()
@@ -280,9 +277,8 @@ class LedgerReader:
 
     def _check_top(self) -> None:
         self.directory = Path(self.directory)
-        if (
-            not self.directory.is_dir()
-        ):  # the directory itself is the operator's choice, and may be a link
+        # the directory itself is the operator's choice, and may be a link
+        if not self.directory.is_dir():
             what = (
                 "not a directory; a ledger is a directory"
                 if self.directory.exists()

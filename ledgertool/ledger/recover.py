@@ -181,17 +181,15 @@ def recover_open_segments(
         if "open" not in files:
             continue
         if "seal.json" in files:
-            if (
-                ledger.version == 2 and "rec" not in files
-            ):  # crashed between the seal and the rename
+            # crashed between the seal and the rename
+            if ledger.version == 2 and "rec" not in files:
                 _finish_rename(ledger_dir, files)
             else:  # crashed between sealing and removing the open file
                 fsio.unlink(files["open"], root=ledger_dir)
             continue
         path = files["open"]
-        partial = (
-            [files["parquet"]] if "parquet" in files else []
-        )  # of a seal that was not finished
+        # of a seal that was not finished
+        partial = [files["parquet"]] if "parquet" in files else []
         raw = bytes(fsio.read_regular(path, root=ledger_dir, what="open segment"))
         try:
             seg = segments.parse_open_segment(raw, path)
@@ -268,9 +266,8 @@ def recover_open_segments(
             )
             if not auth.blocks:
                 continue
-        torn = (
-            seg.torn_bytes if auth.failure is None else 0
-        )  # the rest is kept set aside, not discarded
+        # the rest is kept set aside, not discarded
+        torn = seg.torn_bytes if auth.failure is None else 0
         # the records were digested with the key the segment header names: the seal says so
         res = _seal_recovered(
             ledger_dir,
@@ -383,9 +380,8 @@ class RecoverResult:
     discarded: list[dict] = field(default_factory=list)
     set_aside: list[SetAside] = field(default_factory=list)
     checkpoints: list[str] = field(default_factory=list)
-    notes: list[str] = field(
-        default_factory=list
-    )  # the device's protected state started from storage
+    # the device's protected state started from storage
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

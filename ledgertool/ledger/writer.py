@@ -94,9 +94,8 @@ class LinkWriter:
         self._tree = tree
         self._prev_hash = prev_hash  # of the last seal handed to the sealer (set on its thread)
         self._segment: SegmentWriter | None = None
-        self._records = (
-            bytearray()
-        )  # v1 ledgers: the open segment's records as appended, for Parquet
+        # v1 ledgers: the open segment's records as appended, for Parquet
+        self._records = bytearray()
         self._mac_key = OpenSegmentKey.derive(signing_key, ledger.ledger_id)
         self._opened_at = 0.0  # perf_counter when the open segment was created
         self._created_ns: int | None = None
@@ -104,12 +103,10 @@ class LinkWriter:
         self._sealer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledgertool-seal")
         self._pending: list[Future] = []
         self._appender = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledgertool-append")
-        self._writing: deque[tuple[Future, ffi.CData]] = (
-            deque()
-        )  # batches handed to it, oldest first
-        self._free: list[
-            ffi.CData
-        ] = []  # batch buffers not in flight, reused (fresh ones would fault every page)
+        # batches handed to it, oldest first
+        self._writing: deque[tuple[Future, ffi.CData]] = deque()
+        # batch buffers not in flight, reused (fresh ones would fault every page)
+        self._free: list[ffi.CData] = []
         self._buffers = 0  # batch buffers allocated
         self._handed: ffi.CData | None = None  # the batch buffer handed out and not yet appended
         self._open_records = 0  # records handed to the open segment (written or in flight)
@@ -378,9 +375,8 @@ class LinkWriter:
                 source=self.source,
             )
             fsio.unlink(path, root=self.ledger_dir)
-        if (
-            self.marks is not None
-        ):  # the seal is durable: the device never signs another seal `index`
+        # the seal is durable: the device never signs another seal `index`
+        if self.marks is not None:
             self.marks.sealed(self.link, index, res.seal_hash, res.last_seq)
         self._prev_hash = res.seal_hash
         self._tree.seal_hashes.append(res.seal_hash)
@@ -394,9 +390,8 @@ class LinkWriter:
             top=False,
             marks=self.marks,
         )
-        self.sealed_records += (
-            res.records
-        )  # only this thread writes it; readers see the old or new int
+        # only this thread writes it; readers see the old or new int
+        self.sealed_records += res.records
         return res
 
     def checkpoint(self) -> Path:

@@ -121,9 +121,8 @@ PARTS_PER_WORKER = 2
 PART_RECORDS = 8_000_000
 MIN_RECORD_BYTES = 16 + 60  # a pcap record header and the smallest Ethernet frame without FCS
 MAX_PARTS = 65536  # partition = first two digest bytes * parts >> 16
-SPLIT_BYTES = (
-    256 << 20
-)  # a pcap or pcapng file larger than this is cut into chunks of about this size
+# a pcap or pcapng file larger than this is cut into chunks of about this size
+SPLIT_BYTES = 256 << 20
 SCAN_BATCH = 65536  # frames per native reader call while the client finds the cut points
 PCAP_FORMATS = {
     FORMAT_NAMES[f] for f in (lib.LT_FMT_PCAP_US, lib.LT_FMT_PCAP_NS, lib.LT_FMT_PCAP_MODIFIED)
@@ -157,9 +156,8 @@ def split_by_partition(arr: np.ndarray, parts: int) -> tuple[np.ndarray, ...]:
     new array in partition order (one gather of byte rows; a structured gather is ~4x slower)."""
     if parts == 1:
         return (arr,)
-    pid = partition_of(arr, parts).astype(
-        np.uint16
-    )  # 16-bit keys: numpy's stable sort is a radix sort
+    # 16-bit keys: numpy's stable sort is a radix sort
+    pid = partition_of(arr, parts).astype(np.uint16)
     order = np.argsort(pid, kind="stable")
     bounds = np.cumsum(np.bincount(pid, minlength=parts))[:-1]
     rows = np.take(byte_rows(arr), order, axis=0)
@@ -181,9 +179,8 @@ def check_and_split(
         for check in checked_segments(ctx, part, indexes):
             checks.append(verdict_only(check))
             recs = check.records
-            if (
-                recs is None or recs.records is None or check.seal.layout is None
-            ):  # (a v2 raw record file has no table)
+            # (a v2 raw record file has no table)
+            if recs is None or recs.records is None or check.seal.layout is None:
                 continue
             arr = np.frombuffer(
                 recs.records, dtype=record_dtype(check.seal.layout[0] - RECORD_FIXED)
@@ -316,9 +313,8 @@ def check_and_hash(
         for check in checked_segments(ctx, part, indexes):
             checks.append(verdict_only(check))
             recs = check.records
-            if (
-                recs is None or recs.records is None or check.seal.layout is None
-            ):  # (as check_and_split)
+            # (as check_and_split)
+            if recs is None or recs.records is None or check.seal.layout is None:
                 continue
             if check.seal.layout[0] - RECORD_FIXED != digest_size:
                 odd = True
@@ -433,9 +429,8 @@ def _read_stop(reader: CaptureReader, source: str, st: int) -> ReadStop:
         reader.raise_error(st)
     except CaptureFormatError as e:
         return ReadStop(e.path or source, e.offset, str(e))
-    raise AssertionError(
-        f"status {st} raised nothing"
-    )  # (raise_error raises for every error status)
+    # (raise_error raises for every error status)
+    raise AssertionError(f"status {st} raised nothing")
 
 
 def _chunks_to(
@@ -656,9 +651,8 @@ def _digest_chunk(
         while True:
             try:
                 records, n, got = engine.fill(frames, out=sink.room() if sink else None)
-            except (
-                CaptureFormatError
-            ) as e:  # (a whole source: a cut chunk's records were all read by the client)
+            # (a whole source: a cut chunk's records were all read by the client)
+            except CaptureFormatError as e:
                 stopped = ReadStop(e.path or chunk.source, e.offset, str(e))
                 break
             if n == 0:
@@ -950,9 +944,8 @@ def reconcile_on_cluster(
         if bad_capture is not None:
             raise bad_capture
         runs = run.take([run.submit(operator.getitem, f, 0) for f in digested], "capture chunk")
-        for i, r in enumerate(
-            runs
-        ):  # a source its task could not read to the end ends the run there
+        # a source its task could not read to the end ends the run there
+        for i, r in enumerate(runs):
             if r.stopped is not None:
                 runs, digested, stop = runs[: i + 1], digested[: i + 1], r.stopped
                 break
@@ -1068,9 +1061,8 @@ def _fast_on_cluster(
         per_link: dict[str, int] = {}
         seconds: dict[int, int] = {}
         for s in sums:
-            if s.odd or any(
-                k != kid for k, _, _ in s.hashes
-            ):  # (uncovered says so too: not decided here)
+            # (uncovered says so too: not decided here)
+            if s.odd or any(k != kid for k, _, _ in s.hashes):
                 return None
             for _, value, count in s.hashes:
                 lhash.merge(value, count)
@@ -1080,9 +1072,8 @@ def _fast_on_cluster(
         results = run.take(hashed, "capture chunk")
         chash = MultisetHash(mkey, alg.digest_size)
         for r, value, count in results:
-            if (
-                r.stopped is not None
-            ):  # a source its task could not read to the end: paired, as on one machine
+            # a source its task could not read to the end: paired, as on one machine
+            if r.stopped is not None:
                 return None
             chash.merge(value, count)
         if chash.state() != lhash.state():

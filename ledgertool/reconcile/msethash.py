@@ -108,9 +108,8 @@ class MultisetHash:
         self.part_bits = part_bits
         self.part_key = (int(part_key[0]), int(part_key[1]))
         self._pkey = ffi.new("uint64_t[2]", self.part_key)
-        self.sums = np.zeros(
-            (1 << part_bits, 2), np.uint64
-        )  # per part: the sum mod p, low word first
+        # per part: the sum mod p, low word first
+        self.sums = np.zeros((1 << part_bits, 2), np.uint64)
         self.counts = np.zeros(1 << part_bits, np.uint64)
         self._acc = ffi.from_buffer("uint64_t[]", self.sums)
         self._count = ffi.from_buffer("uint64_t[]", self.counts)

@@ -63,9 +63,8 @@ class PartStore:
         self.budget, self.part_key, self.part_bits, self.tmp = budget, part_key, part_bits, tmp
         self.bucket_bits = min(BUCKET_BITS, part_bits)
         self.links: dict[str, int] = {}  # link -> its code, in the order first seen
-        self.spans: list[
-            tuple[int, int]
-        ] = []  # (link code, rows) of the ledger rows held, in order
+        # (link code, rows) of the ledger rows held, in order
+        self.spans: list[tuple[int, int]] = []
         self.dropped = False
         self.spilled = False
         self._fds: dict[tuple[int, int], int] = {}  # (side, bucket) -> an open bucket file

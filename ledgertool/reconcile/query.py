@@ -162,9 +162,8 @@ class QueryResult:
     table: pa.Table | None = (
         None  # with run_query(arrow=True): the result with DuckDB's column types
     )
-    types: list = field(
-        default_factory=list
-    )  # DuckDB's type of each column (DuckDBPyType), with `rows`
+    # DuckDB's type of each column (DuckDBPyType), with `rows`
+    types: list = field(default_factory=list)
 
 
 def connect(
@@ -546,13 +545,11 @@ def _interruptible(
     done: list = []
     finished = threading.Event()  # not Thread.is_alive(): a join() cut by Ctrl-C can leave it wrong
     cur = con.cursor()  # the connection itself refuses interrupt() while a call on it is running
-    for name, obj in (
-        views or {}
-    ).items():  # Python objects are seen by the cursor they are registered on
+    # Python objects are seen by the cursor they are registered on
+    for name, obj in (views or {}).items():
         cur.register(name, obj)
-    if (
-        progress
-    ):  # DuckDB tracks progress only with its bar on; it never prints it (stdout is results)
+    # DuckDB tracks progress only with its bar on; it never prints it (stdout is results)
+    if progress:
         cur.execute("SET enable_progress_bar = true")
         cur.execute("SET enable_progress_bar_print = false")
     if not allow_files:  # last: once locked, not even these settings change

@@ -305,9 +305,8 @@ class ReconcileResult(CaptureVerdict):
     digest_keys: list[dict] = field(default_factory=list)
     uncovered: list[dict] = field(default_factory=list)
     verified: bool = True  # the ledger's signatures were checked (a trust bundle was given)
-    capture: DigestRun = field(
-        default_factory=DigestRun
-    )  # the capture side: where it stopped, fallbacks
+    # the capture side: where it stopped, fallbacks
+    capture: DigestRun = field(default_factory=DigestRun)
 
     @property
     def matches(self) -> bool:
@@ -476,9 +475,8 @@ def reconcile(
     with tempfile.TemporaryDirectory(prefix="ledgertool-recompute-") as tmp:
         con = _open_pairing(memory_limit, tmp)
         try:
-            if (
-                len(keys) == 1
-            ):  # the common case: the pairs found once on each side never reach DuckDB
+            # the common case: the pairs found once on each side never reach DuckDB
+            if len(keys) == 1:
                 window = (from_ns, to_ns, tolerance_ns)
                 store = PartStore(
                     record_dtype(alg.digest_size),
@@ -1147,9 +1145,8 @@ def _ledger_parts(
     def add_segment(seg: VerifiedSegment) -> None:
         segs.append(_Segment.of(seg))
         arr = sink.take(seg.records)
-        if seg.frames is None or seg.frames != len(
-            arr
-        ):  # gap records: the frames moved down over them
+        # gap records: the frames moved down over them
+        if seg.frames is None or seg.frames != len(arr):
             keep = arr[(arr["flags"] & FLAG_GAP) == 0]
             sink.n -= len(arr) - len(keep)
             arr = sink.records()[sink.n - len(keep) :]

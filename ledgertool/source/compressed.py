@@ -31,9 +31,8 @@ import zstandard
 from ..errors import CaptureFormatError
 
 CHUNK = 1 << 16  # compressed bytes per codec call
-PIPE_BYTES = (
-    1 << 20
-)  # asked of the kernel for the pipe (F_SETPIPE_SZ); the default 64 KiB is slower
+# asked of the kernel for the pipe (F_SETPIPE_SZ); the default 64 KiB is slower
+PIPE_BYTES = 1 << 20
 MAGIC_BYTES = 6  # the longest magic number below
 
 

@@ -93,9 +93,8 @@ def open_capture(path: str | os.PathLike) -> CaptureReader:
     except OSError:
         return CaptureReader(path)  # its native open names the reason
     try:
-        head = (
-            read_head(fd) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
-        )  # FIFOs etc.: the native refusal
+        # FIFOs etc.: the native refusal
+        head = read_head(fd) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
     except OSError:
         head = b""
     if codec_of(head) is None:
@@ -195,9 +194,8 @@ class CaptureReader:
     def end_error(self) -> CaptureFormatError | None:
         """Why a stream ended early where the native reader saw its end: its compressed data was
         corrupt or cut short (None for a file, or a stream that ended cleanly)."""
-        if (
-            self._fetch is not None and self._fetch.error is not None
-        ):  # set before it closed the pipe
+        # set before it closed the pipe
+        if self._fetch is not None and self._fetch.error is not None:
             return self._fetch.error  # first: what the codec or the reader saw followed from it
         if self._pump is None:
             return None

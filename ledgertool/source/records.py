@@ -195,9 +195,8 @@ class RecordsReader:
             raise self._error
         arr = arr[:n]
         frames = (arr["flags"] & FLAG_GAP) == 0
-        nbytes = int(
-            arr["cap_len"][frames].sum(dtype=np.uint64)
-        )  # what the engine counts: captured bytes
+        # what the engine counts: captured bytes
+        nbytes = int(arr["cap_len"][frames].sum(dtype=np.uint64))
         out = memoryview(self._buf)[self._start : self._start + n * rs]
         self._start += n * rs
         self._read += n
@@ -215,9 +214,8 @@ class RecordsReader:
         seq, flags = int(arr["seq"][k]), int(arr["flags"][k])
         if seq != first_seq + k:
             other = self._other_size(first_seq + k) if k == 1 and self._read == 0 else None
-            if (
-                other is not None
-            ):  # the wrong layout altogether: refused before any record is sealed
+            # the wrong layout altogether: refused before any record is sealed
+            if other is not None:
                 self._error = other
                 return 0
             self._error = self._seq_error(self._read + k, seq, first_seq + k)

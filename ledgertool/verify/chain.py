@@ -126,9 +126,8 @@ class LinkChain:
         self.tree_records: list[int] = []
         self.tree_complete = True
         self.seen: dict[str, int] = {}  # seal hash -> segment, to name a duplicated segment
-        self.header_mismatch: list[
-            int
-        ] = []  # seals that sign another ledger.json than the one read
+        # seals that sign another ledger.json than the one read
+        self.header_mismatch: list[int] = []
         self.last_sealed = -1
         self.segments = self.records = self.frames = self.drops = 0
 

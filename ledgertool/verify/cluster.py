@@ -259,9 +259,8 @@ class ClusterChecker:
             return iter(())
         first = places[0]
         ctx = LedgerContext(str(reader.directory), first.ledger, first.sched)
-        run = (
-            uuid.uuid4().hex
-        )  # task keys are the scheduler's: unique per ledger and link of this run
+        # task keys are the scheduler's: unique per ledger and link of this run
+        run = uuid.uuid4().hex
         futures = []
         for batch in task_batches(places, cluster_threads(self.client)):
             indexes = [p.index for p in batch]

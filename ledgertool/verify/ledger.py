@@ -530,9 +530,8 @@ def _verified(link: str, check: SegmentCheck) -> VerifiedSegment:
     """The VerifiedSegment of a segment whose checks passed; a raw record file's table is built here,
     from the checked records, only for the readers that want one (verify alone does not)."""
     recs, seal = check.records, check.seal
-    digest_size = (
-        seal.layout[0] - RECORD_FIXED if seal.layout else 16
-    )  # (a table is given where there is no layout)
+    # (a table is given where there is no layout)
+    digest_size = seal.layout[0] - RECORD_FIXED if seal.layout else 16
     return VerifiedSegment(
         link, seal.index, seal.doc, recs.table, recs.records, digest_size, recs.frames
     )
@@ -675,13 +674,11 @@ def _read_file(
 ) -> ParquetRead:
     if not listing.has(index, kind):
         path = reader.segment_path(link, index, kind)
-        if any(
-            s.path == path for s in listing.strays
-        ):  # not a regular file: named already, not read
+        # not a regular file: named already, not read
+        if any(s.path == path for s in listing.strays):
             return ParquetRead(not_regular=True, kind=kind)
-        if not reader.exists(
-            link, index, kind, follow_symlinks=False
-        ):  # (the listing may predate a rename)
+        # (the listing may predate a rename)
+        if not reader.exists(link, index, kind, follow_symlinks=False):
             return ParquetRead(missing=True, kind=kind)
     try:
         if kind == RECORDS:  # walked in a map on local storage, not read into a buffer

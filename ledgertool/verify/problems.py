@@ -179,9 +179,8 @@ class Problem:
     record: int | None = None  # index of the record within its segment, where one is named
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self, "kind", Kind(self.kind)
-        )  # a typo in a kind fails here, not in a report
+        # a typo in a kind fails here, not in a report
+        object.__setattr__(self, "kind", Kind(self.kind))
 
     @property
     def group(self) -> Group:

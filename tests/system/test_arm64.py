@@ -102,15 +102,13 @@ def parse(stdout: str) -> tuple[dict[str, list[str]], dict[str, int], tuple[int,
 
 def elf_aarch64(path) -> bool:
     head = path.read_bytes()[:20]
-    return (
-        head[:4] == b"\x7fELF" and struct.unpack_from("<H", head, 18)[0] == 183
-    )  # e_machine EM_AARCH64
+    # e_machine EM_AARCH64
+    return head[:4] == b"\x7fELF" and struct.unpack_from("<H", head, 18)[0] == 183
 
 
 def defined_symbols(objs: dict) -> dict[str, set[str]]:
-    nm = shutil.which(
-        "aarch64-linux-gnu-nm"
-    )  # binutils-aarch64-linux-gnu comes with the cross compiler
+    # binutils-aarch64-linux-gnu comes with the cross compiler
+    nm = shutil.which("aarch64-linux-gnu-nm")
     assert nm, "aarch64-linux-gnu-nm not on PATH"
     return {
         stem: {

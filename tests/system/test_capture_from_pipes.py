@@ -138,9 +138,8 @@ def test_stream_window_edges_and_large_records(tmp_path, keydir):
         "frame",
     ]
     ref_out = cli("recompute", plain, *args, "--out", tmp_path / "ref.parquet")
-    with plain.open(
-        "rb"
-    ) as f:  # standard input that is a regular file: read through the window, not mapped
+    # standard input that is a regular file: read through the window, not mapped
+    with plain.open("rb") as f:
         piped = subprocess.run(
             [*CLI, "recompute", "-", *args, "--out", str(tmp_path / "in.parquet")],
             stdin=f,

@@ -188,9 +188,8 @@ def test_help_and_version_load_nothing_heavy(argv):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     line = next((ln for ln in r.stderr.splitlines() if ln.startswith("MODULES ")), None)
-    loaded = (
-        set(line.split()[1:]) if line else set(sys.modules)
-    )  # --version returns without os._exit
+    # --version returns without os._exit
+    loaded = set(line.split()[1:]) if line else set(sys.modules)
     if line is None:
         assert argv == ["--version"]
         code2 = (

@@ -133,9 +133,8 @@ def test_dpdk_net_pcap_records_equal_a_file_capture(keydir, tmp_path):
             )
             assert (x[17], y[17]) == ((1514, 96) if name == "wire_len" else (1, 0)), name
         else:
-            assert x == y, (
-                name
-            )  # digests, timestamps (the file's own, via the PMD), seq, lengths, ...
+            # digests, timestamps (the file's own, via the PMD), seq, lengths, ...
+            assert x == y, name
 
 
 @needs_dpdk_veth
@@ -284,9 +283,8 @@ def test_dpdk_bad_setups_are_one_line_errors(keydir, tmp_path):
     err = dpdk_error(
         tmp_path, keydir, "dpdk:0", "--eal", f"{NOHW} --vdev=net_pcap0,rx_pcap={missing}"
     )
-    assert (
-        "no such port" in err and f"Couldn't open {missing}" in err
-    )  # why the device did not probe
+    # why the device did not probe
+    assert "no such port" in err and f"Couldn't open {missing}" in err
     err = dpdk_error(
         tmp_path,
         keydir,

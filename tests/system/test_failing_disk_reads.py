@@ -109,9 +109,8 @@ def test_unreadable_sealed_segment_ends_the_command_with_one_line(
         ],
     }[command]
     line = _one_line_naming(run_cli(*args, timeout=TIMEOUT), rec)
-    assert ": cannot read byte 0 of the raw record file: " in line, (
-        line
-    )  # the first byte read fails
+    # the first byte read fails
+    assert ": cannot read byte 0 of the raw record file: " in line, line
     assert not (tmp_path / "proof.json").exists()
 
 
@@ -137,6 +136,5 @@ def test_unreadable_capture_file_is_one_line_not_a_signal(skip_blocks, tmp_path,
         )
         line = _one_line_naming(r, pcap)
         byte = int(line.split(": cannot read byte ")[1].split(":")[0])
-        assert skip_blocks * 1024 <= byte < skip_blocks * 1024 + 4096, (
-            line
-        )  # the first page that fails
+        # the first page that fails
+        assert skip_blocks * 1024 <= byte < skip_blocks * 1024 + 4096, line

@@ -587,9 +587,8 @@ def test_sealed_record_file_that_is_not_a_file(ledger_format, kind, keydir, tmp_
     elif kind == "directory":
         seg.mkdir()
     else:
-        os.mknod(
-            seg, 0o600 | stat.S_IFCHR, os.makedev(1, 5)
-        )  # /dev/zero: a reader would never finish
+        # /dev/zero: a reader would never finish
+        os.mknod(seg, 0o600 | stat.S_IFCHR, os.makedev(1, 5))
     what = f"{seg}: {SEALED_SHADOWS[kind]} where a segment file belongs"
     trust = keydir / "verifier.pub"
 
@@ -602,9 +601,8 @@ def test_sealed_record_file_that_is_not_a_file(ledger_format, kind, keydir, tmp_
     r = cli("verify", ledger, "--trust", trust)
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert f"FAIL segment_name_shadow link link0 segment 1: {what}" in r.stdout, r.stdout
-    assert (
-        "194 records" in r.stdout
-    )  # segments 0 and 2; segment 1's records were not read from anywhere
+    # segments 0 and 2; segment 1's records were not read from anywhere
+    assert "194 records" in r.stdout
     line = one_line(cli("query", ledger, "SELECT count(*) FROM records", "--trust", trust))
     assert "does not verify, so it is not queried" in line and what in line, line
     line = one_line(

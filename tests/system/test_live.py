@@ -32,9 +32,8 @@ from conftest import CORPUS, REPO, SAMPLES, cli
 
 CLI = [sys.executable, "-c", "from ledgertool.cli.app import main; main()"]
 SAMPLE = SAMPLES / "sample.pcap"  # 294 Ethernet frames, 57 of them 802.1Q-tagged
-CORPUS_ETH = (
-    CORPUS / "files" / "rusticata__wireshark_samples-test.pcapng"
-)  # 5898 Ethernet frames <= 578 B
+# 5898 Ethernet frames <= 578 B
+CORPUS_ETH = CORPUS / "files" / "rusticata__wireshark_samples-test.pcapng"
 
 
 def _why_no_netns() -> str | None:

@@ -135,9 +135,8 @@ def test_no_core_dump_once_a_secret_key_is_loaded(keydir, tmp_path, load):
         and limit0[0] != 0
         and Path("/proc/sys/kernel/core_pattern").read_text().strip() == "core"
     ):
-        assert not list(work.iterdir()), (
-            "a core file was written"
-        )  # cores were possible before the load
+        # cores were possible before the load
+        assert not list(work.iterdir()), "a core file was written"
 
 
 def _big_pcap(path: Path, frames: int, size: int = 64) -> Path:
@@ -287,9 +286,8 @@ def test_recompute_and_capture_survive_truncation_mid_run(tmp_path, keydir, comm
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in err, err
     assert str(cap) in lines[0] and "shrank while it was read: byte " in lines[0], lines[0]
-    if (
-        command == "recompute"
-    ):  # the digests of the frames before it are written, as capture seals them
+    # the digests of the frames before it are written, as capture seals them
+    if command == "recompute":
         import pyarrow.parquet as pq
 
         written = int(

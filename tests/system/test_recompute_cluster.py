@@ -192,9 +192,8 @@ def test_unverified_ledger_is_not_reconciled_on_the_cluster(case, client, tmp_pa
     with pytest.raises(DiscrepancyError) as got:
         reconcile_on_cluster(client, d / "b.pcap", led, dk, trust=trust)
     assert str(got.value) == str(want.value)
-    got = reconcile_on_cluster(
-        client, d / "b.pcap", d / "ledger", dk
-    )  # no trust bundle: keyless checks only
+    # no trust bundle: keyless checks only
+    got = reconcile_on_cluster(client, d / "b.pcap", d / "ledger", dk)
     want = reconcile(d / "b.pcap", d / "ledger", dk)
     _same(want, got)
     assert not got.verified and "UNVERIFIED" in got.warnings[0]
@@ -216,9 +215,8 @@ def test_corrupt_and_truncated_captures_as_on_one_machine(case, client, tmp_path
     at = 24
     for _ in range(100):  # record 100's header
         at += 16 + struct.unpack_from("<I", raw, at + 8)[0]
-    bad.write_bytes(
-        raw[: at + 8] + struct.pack("<I", 0x7FFFFFFF) + raw[at + 12 :]
-    )  # an impossible length
+    # an impossible length
+    bad.write_bytes(raw[: at + 8] + struct.pack("<I", 0x7FFFFFFF) + raw[at + 12 :])
     want = reconcile(bad, d / "ledger", dk, trust=trust)  # reconciled up to the corrupt record
     assert not want.complete and want.capture.stopped.offset == at and want.frames == 100
     for split in (4096, 1 << 30):
@@ -292,9 +290,8 @@ def test_worker_killed_mid_run_gives_the_right_answer_or_a_clear_error(tmp_path,
     the lost tasks (and recomputes the partitions that lived on that worker), so the report is the
     single-machine one; if the cluster gave up, the run is a ClusterError, never a partial report."""
     dk, sk, trust = load_keys(keydir)
-    capture_file(
-        SAMPLE, tmp_path / "ledger", digest_key=dk, signing_key=sk, segment_records=2
-    )  # 147 segments
+    # 147 segments
+    capture_file(SAMPLE, tmp_path / "ledger", digest_key=dk, signing_key=sk, segment_records=2)
     want = reconcile(SAMPLE, tmp_path / "ledger", dk, trust=trust)
     got = run_killing_a_worker(
         lambda c: reconcile_on_cluster(
@@ -489,9 +486,10 @@ def test_the_hash_key_is_an_argument_never_in_a_task_key(case, client, monkeypat
         ("gap-after", True),
     ],
 )
+# noqa: F811
 def test_v2_ledgers_of_edits_as_on_one_machine(
     client, keydir, base, tmp_path, monkeypatch, kind, decides
-):  # noqa: F811
+):
     """The ways test_recompute_fast edits a ledger (sealed after the edit: it verifies), gap
     records included: the cluster's report is the single-machine one, decided by the fast verdict
     exactly when one machine's is (the same multiset of frame digests)."""
@@ -522,9 +520,8 @@ def test_workers_without_aes_instructions_pair_every_run(case, client, monkeypat
     d, dk, trust = case
     caps = [d / "link0.pcap", d / "link1.pcap"]
     want = reconcile(caps, d / "ledger", dk, trust=trust)
-    monkeypatch.setattr(
-        rcl, "mset_accelerated", lambda: False
-    )  # (pickled by value: it runs on the workers)
+    # (pickled by value: it runs on the workers)
+    monkeypatch.setattr(rcl, "mset_accelerated", lambda: False)
     seen = _spy(client, monkeypatch)
     got = reconcile_on_cluster(client, caps, d / "ledger", dk, trust=trust)
     monkeypatch.undo()

@@ -120,9 +120,8 @@ def test_corpus_has_the_hard_pcapng_cases():
     """The sweep above covers a later section's own header and byte order, and interfaces added
     after the section's first packet (what a chunk's head must carry)."""
     chunks, _ = plan_chunks([CORPUS / "files" / "pcapngtg__le_test202.pcapng"], split_bytes=64)
-    assert (
-        len({c.head[0][0] for c in chunks[1:]}) == 3
-    )  # three sections, each chunk behind its own SHB
+    # three sections, each chunk behind its own SHB
+    assert len({c.head[0][0] for c in chunks[1:]}) == 3
     chunks, _ = plan_chunks([CORPUS / "files" / "pcapngtg__le_test005.pcapng"], split_bytes=64)
     # SHB, IDB 0, EPB, IDB 1, 3 EPBs: behind every later chunk the SHB with IDB 0, and IDB 1 (the
     # first EPB between them)

@@ -538,9 +538,8 @@ def test_reader_joins_records_cut_by_short_pipe_reads_and_chunk_boundaries():
     data = arr.tobytes()
     rfd, wfd = os.pipe()
     w = os.fdopen(wfd, "wb", buffering=0)
-    reader = RecordsReader(
-        f"records:/proc/self/fd/{rfd}", alg, "link0"
-    )  # a named pipe, as a device's FIFO
+    # a named pipe, as a device's FIFO
+    reader = RecordsReader(f"records:/proc/self/fd/{rfd}", alg, "link0")
     feeder = threading.Thread(target=lambda: (w.write(data[96 + 22 :]), w.close()))
     try:
         w.write(data[:70])  # record 0 and 22 bytes of record 1: a short read ends inside a record

@@ -263,9 +263,8 @@ def test_worker_that_sees_another_ledger_refuses(tampered, keydir, tmp_path):
     ledger = load_ledger(tampered)
     part = reader.listing("link0")
     ok = check_segment_task(LedgerContext(str(tampered), ledger, None), part, 0)
-    assert (
-        ok.seal.readable and ok.records is not None and ok.records.table is None
-    )  # the verdict only
+    # the verdict only
+    assert ok.seal.readable and ok.records is not None and ok.records.table is None
     with pytest.raises(LedgerFormatError, match="is not the one verified"):
         check_segment_task(LedgerContext(str(other), ledger, None), part, 0)
     with pytest.raises(LedgerFormatError):
@@ -278,9 +277,8 @@ def test_worker_killed_mid_run_gives_the_right_answer_or_a_clear_error(tmp_path,
     """SIGKILL one of the two worker processes while the segments are being checked: the nanny
     starts another and Dask re-runs the lost tasks, so the report is the single-machine one; if
     the cluster gave up, the run is a ClusterError, never a partial verdict."""
-    led = _capture(
-        tmp_path / "big", keydir, links=("link0",), seg=2
-    )  # 147 segments: a few seconds of tasks
+    # 147 segments: a few seconds of tasks
+    led = _capture(tmp_path / "big", keydir, links=("link0",), seg=2)
     trust = load_keys(keydir)[2]
     want = verify_ledger(led, trust)
     got = run_killing_a_worker(

@@ -42,9 +42,8 @@ def test_go_sumdb_note_verifies_checkpoints_with_only_the_vkey(note_check, hybri
     name, kid, _ = vkey.split("+", 2)
     stored = (led / "checkpoint").read_text()
     exported = tmp_path / "cp"
-    r = cli(
-        "checkpoint", led, "--out", exported, "--signing-key", keys / "signing.key"
-    )  # freshly signed
+    # freshly signed
+    r = cli("checkpoint", led, "--out", exported, "--signing-key", keys / "signing.key")
     assert r.returncode == 0, r.stderr
     eled, ekeys = _ledger(tmp_path, "ed25519")
     evkey = _vkey(eled, ekeys)

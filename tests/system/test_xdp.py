@@ -247,9 +247,8 @@ def test_xdp_2000_frames_zero_loss_recompute_matches(veth, keydir, tmp_path, w20
     assert sent["frames_sent"] == sent["frames_in_file"] == 2000
     live = rep["live"]
     assert rep["frames"] == 2000 and rep["drops"] == 0 and live["kernel_drops"] == 0
-    assert (
-        live["kernel_packets"] == 2000
-    )  # our XDP program's count of frames it redirected to the socket
+    # our XDP program's count of frames it redirected to the socket
+    assert live["kernel_packets"] == 2000
     x = live["xdp"]
     assert x["mode"] == "copy" and x["attach"] == "native"  # veth: native XDP, no zero-copy
     q = x["queues"][0]
@@ -263,9 +262,8 @@ def test_xdp_2000_frames_zero_loss_recompute_matches(veth, keydir, tmp_path, w20
         doc["matched"] == doc["frames"] == 2000 and doc["ledger_only"] == doc["capture_only"] == 0
     )
     t = tl.ledger_records(ledger)
-    assert [bytes(d) for d in t.column("digest").to_pylist()] == tl.file_digests(
-        w2000, keydir
-    )  # in order
+    # in order
+    assert [bytes(d) for d in t.column("digest").to_pylist()] == tl.file_digests(w2000, keydir)
 
 
 @needs_xdp
@@ -317,9 +315,8 @@ def test_xdp_overload_drops_are_declared_and_add_up(veth, keydir, tmp_path):
     proc = start(
         veth, f"xdp:{veth.rx}", ledger, keydir, "--ring-mb", "0.25", "--segment-records", "1000"
     )
-    os.kill(
-        proc.pid, signal.SIGSTOP
-    )  # a stalled consumer: 64 UMEM frames fill up, the socket drops
+    # a stalled consumer: 64 UMEM frames fill up, the socket drops
+    os.kill(proc.pid, signal.SIGSTOP)
     try:
         sent = tl.replay(veth, SAMPLE, "--topspeed", "--loop", "20")
     finally:

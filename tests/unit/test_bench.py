@@ -133,9 +133,8 @@ def test_digest_paths_choice() -> None:
     mb = bench.bench_digest("siphash-1-3-128", 64, min_time=0.002, repeats=2, path=avail[0])
     assert mb.cpu_path == avail[0] and mb.frames > 0
     row = bench_rows.BenchRow("digest", "siphash-1-3-128", 64, 2, 1000, 1e-3, tsc_ghz=2.0)
-    assert row.cycles_per_frame == pytest.approx(
-        1e9 / 1e6 * 2 * 2.0
-    )  # 1 us/frame aggregate, 2 threads
+    # 1 us/frame aggregate, 2 threads
+    assert row.cycles_per_frame == pytest.approx(1e9 / 1e6 * 2 * 2.0)
     assert row.cores_needed(400e9) == pytest.approx(400e9 / 672 / 5e5)
 
 

@@ -244,9 +244,8 @@ def cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_native_include_graph_has_no_cycle():
     g = include_graph()
-    assert (
-        "sha256.h" in g["merkle.c"] and "ledgertool.h" in g["ledgertool_testing.h"]
-    )  # the scan sees edges
+    # the scan sees edges
+    assert "sha256.h" in g["merkle.c"] and "ledgertool.h" in g["ledgertool_testing.h"]
     assert cycle(g) is None
 
 

@@ -159,9 +159,8 @@ def test_segment_roots_are_rfc9162_roots_over_blake3_entries(ledger):
         assert len(recs) == s["records"]
         blocks = [b"".join(recs[i : i + 8]) for i in range(0, len(recs), 8)]
         assert ref.mth([entry(b) for b in blocks]).hex() == s["merkle_root"]
-        assert (
-            ref.mth(blocks).hex() != s["merkle_root"]
-        )  # SHA-256 leaves over the blocks are not it
+        # SHA-256 leaves over the blocks are not it
+        assert ref.mth(blocks).hex() != s["merkle_root"]
 
 
 def test_verify_accepts_and_a_stripped_leaf_hash_is_found(ledger, monkeypatch, capsys, keydir):

@@ -106,9 +106,8 @@ def test_cut_compressed_capture_names_file_and_offset(tmp_path, ext):
         f"FILE: {'gzip' if ext == 'gz' else 'xz' if ext == 'xz' else 'zstd'} "
         f"data cut short at compressed byte {full // 2} ("
     )
-    assert 0 < len(recs) < len(plain) and plain.startswith(
-        recs
-    )  # the frames before it, as decompressed
+    # the frames before it, as decompressed
+    assert 0 < len(recs) < len(plain) and plain.startswith(recs)
 
 
 @needs_corpus
@@ -370,9 +369,8 @@ def test_engine_counts_fallbacks_across_workers(tmp_path):
 
 @needs_corpus
 def test_recompute_reconciles_a_corrupt_capture_up_to_where_it_stops(tmp_path, keydir):
-    src = (
-        FILES / "sv__smtp-to-comma.pcap"
-    )  # a corrupt record header at byte 3695, 18 frames before it
+    # a corrupt record header at byte 3695, 18 frames before it
+    src = FILES / "sv__smtp-to-comma.pcap"
     c = cli(
         "capture",
         src,

@@ -157,13 +157,11 @@ def _setup(scratch: Path, cmd: str) -> None:
         r = cli(*args, cwd=scratch)
         assert r.returncode == 0, (args, r.stderr)
 
-    if cmd.startswith(
-        "capture samples/sample.pcap --ledger L2"
-    ):  # "chmod 644 keys/digest.key" first
+    # "chmod 644 keys/digest.key" first
+    if cmd.startswith("capture samples/sample.pcap --ledger L2"):
         os.chmod(scratch / "keys" / "digest.key", 0o644)
-    elif (
-        cmd == "checkpoint L --out cp2 --json"
-    ):  # "capture samples/sample.pcap --ledger L ... --segment-records 100"
+    # "capture samples/sample.pcap --ledger L ... --segment-records 100"
+    elif cmd == "checkpoint L --out cp2 --json":
         run(
             "capture",
             "samples/sample.pcap",

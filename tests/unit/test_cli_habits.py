@@ -242,9 +242,8 @@ def test_zero_frame_capture_says_seq_none(tmp_path, keydir):
     import struct
 
     empty = tmp_path / "empty.pcap"
-    empty.write_bytes(
-        struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)
-    )  # a header, no frame
+    # a header, no frame
+    empty.write_bytes(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
     r = cli("capture", empty, "--ledger", tmp_path / "L", *_keys(keydir))
     assert r.returncode == 0, r.stderr
     assert (

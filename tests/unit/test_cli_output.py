@@ -208,9 +208,8 @@ def test_dashboard_layout():
 
     page = render_html(read_csv(LINERATE_CSV))
     assert page.index('id="answer"') < page.index("<svg")  # the answer first
-    assert (
-        page.count('<div class="meta">vm · AMD EPYC') == 1
-    )  # one header line, not one per CPU path
+    # one header line, not one per CPU path
+    assert page.count('<div class="meta">vm · AMD EPYC') == 1
     assert "CPU paths aesni-pclmul, avx2-mb, avx512-mb" in page
     n_alg = page.count('data-kind="size"')
     assert n_alg == 5 and page.count('data-kind="threads"') == n_alg

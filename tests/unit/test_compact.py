@@ -90,9 +90,8 @@ def test_compact_refuses_records_that_do_not_match_the_seal(v2):
     assert "seg-00000002.rec: its 94 records do not match the seal's Merkle root" in res.stderr
     assert "segment 2 of link link0 not compacted" in res.stderr and "Traceback" not in res.stderr
     assert w.path(2, "rec").read_bytes() == bytes(raw) and not w.path(2, "parquet").exists()
-    assert (
-        not w.path(0, "rec").exists() and w.path(0, "parquet").exists()
-    )  # the ones before it were done
+    # the ones before it were done
+    assert not w.path(0, "rec").exists() and w.path(0, "parquet").exists()
     # a cut raw file: refused the same way, naming the block
     cut = w.ledger.directory.parent / "cut"
     shutil.copytree(w.ledger.directory, cut)
@@ -160,9 +159,8 @@ def test_compact_names_a_sealed_segment_without_its_record_file(tmp_path, keydir
         f"ledgertool: error: {rec}: segment 2 of link link0 is sealed but has neither seg-00000002.rec nor "
         "seg-00000002.parquet; not compacted (`ledgertool verify`)"
     ), r.stderr
-    assert (
-        led / "link=link0" / "seg-00000001.parquet"
-    ).exists()  # 0 and 1 were compacted before it
+    # 0 and 1 were compacted before it
+    assert (led / "link=link0" / "seg-00000001.parquet").exists()
     shutil.copy(tmp_path / "kept.rec", rec)
     res = compact_ledger(led)
     assert ([c.index for c in res.compacted], res.already_parquet) == ([2], 2)

@@ -132,9 +132,8 @@ def test_the_kit_covers_every_strip_case_category_and_test_strip_knows_them_all(
     frames = load(kit, "frames.json")["frames"]
     assert {f["category"] for f in frames} == set(CATEGORIES)
     names = {f["name"] for f in frames}
-    assert (
-        set(test_strip.CRAFTED) <= names
-    )  # every frame tests/unit/test_strip.py crafts is in the kit
+    # every frame tests/unit/test_strip.py crafts is in the kit
+    assert set(test_strip.CRAFTED) <= names
     roce = [f for f in frames if f["name"].startswith("rocev2-") and f["category"] == "rocev2"]
     assert len(roce) >= 23 + 12 + 2
     flags = set()

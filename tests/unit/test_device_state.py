@@ -201,9 +201,8 @@ def test_first_use_on_an_existing_ledger_starts_from_storage_and_says_so_once(
     from the storage, said once; from then on a rollback is refused."""
     ledger = tmp_path / "L"
     assert capture(capsys, keys, ledger, "--segment-records", "300")[0] == 0
-    shutil.rmtree(
-        keys / "signing.key.state"
-    )  # the state lost: protection lost until re-established
+    # the state lost: protection lost until re-established
+    shutil.rmtree(keys / "signing.key.state")
     rc, _, err = recover(capsys, keys, ledger)
     assert rc == 0 and err.count("rollback protection of that link starts now") == 1, err
     assert "started from the 1 seal in storage" in err
@@ -297,9 +296,8 @@ def _open_segments_of_two_links(capsys, keys: Path, tmp_path: Path) -> Path:
         records = bytes(verified_segment(LedgerReader(ledger), lg, link, 0).records)
         w = LinkWriter.open(ledger, lg, link, sk, source="test", segment_records=1000)
         try:
-            w.append(
-                records, 294
-            )  # renumbered by nothing: the records' own seqs do not matter to the MAC
+            # renumbered by nothing: the records' own seqs do not matter to the MAC
+            w.append(records, 294)
             w._segment.close()  # the crash: the file stays as written
         finally:
             w.close()
@@ -353,6 +351,5 @@ def test_capture_sets_aside_what_does_not_fit_and_continues(capsys, keys, tmp_pa
         and f"warning: recovery set aside {a} as {ledger / 'set-aside' / 'link=a' / a.name}" in err
     ), err
     assert (ledger / "set-aside" / "link=a" / a.name).read_bytes() == rb
-    assert (
-        load_seal(layout.seal_path(ledger, "a", 1)).source == SAMPLE.name
-    )  # captured, not recovered
+    # captured, not recovered
+    assert load_seal(layout.seal_path(ledger, "a", 1)).source == SAMPLE.name

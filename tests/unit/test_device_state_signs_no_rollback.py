@@ -98,9 +98,8 @@ def test_a_checkpoint_over_seals_made_without_the_state_moves_the_state_up(cli, 
     ledger, note = tmp_path / "L", tmp_path / "cp.note"
     assert _capture(cli, keys, ledger)[0] == 0
     _capture_without_state(keys, ledger)
-    assert (
-        _state(keys, ledger)["links"]["link0"]["segment"] == 2
-    )  # the state did not see seals 3..5
+    # the state did not see seals 3..5
+    assert _state(keys, ledger)["links"]["link0"]["segment"] == 2
     rc, _, err = cli("checkpoint", ledger, "--out", note, "--signing-key", keys / "signing.key")
     assert rc == 0, err
     cp, link = parse_note(note.read_bytes()).checkpoint, _state(keys, ledger)["links"]["link0"]

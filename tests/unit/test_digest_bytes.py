@@ -52,9 +52,8 @@ def zero_tail(tmp_path_factory):
         "100",
     )
     assert r.returncode == 0, r.stderr
-    t = verified_segment(
-        LedgerReader(led), load_ledger(led), "link0", 0
-    ).table  # the sealed records, either form
+    # the sealed records, either form
+    t = verified_segment(LedgerReader(led), load_ledger(led), "link0", 0).table
     digest = t.column("digest")[SEQ].as_py()
     assert len(digest) == 16 and digest[-1] == 0  # the case under test really is in the ledger
     return led, d, digest

@@ -154,9 +154,8 @@ def test_seals_name_the_scheduled_digest_key_and_verify(pristine, keys):
     )
     assert not sched.problems
     assert [sched.digest_key_id_for("link0", i) for i in (0, 2, 3, 9)] == [a, a, b, b]
-    assert (
-        sched.digest_key_id_for("link-new", 0) == b
-    )  # a link created later starts with the newest key
+    # a link created later starts with the newest key
+    assert sched.digest_key_id_for("link-new", 0) == b
     assert sched.retired_by(a) == 1 and sched.retired_by(b) is None
     v = verify_ledger(pristine, keys["trust"])
     assert v.ok and v.segments == 6 and v.frames == HALF + len(REPEATED) + 294 - HALF, v.problems
@@ -318,9 +317,8 @@ def test_recompute_refuses_keys_that_cover_nothing(ledger, keys, captures):
         keys["keydir"] / "digest.key",
     )
     assert r.returncode == 2 and "same digest key" in r.stderr
-    rotate_digest_key(
-        ledger, keys["sk"], keys["B"], keys["C"]
-    )  # introduced, but nothing captured with it yet
+    # introduced, but nothing captured with it yet
+    rotate_digest_key(ledger, keys["sk"], keys["B"], keys["C"])
     with pytest.raises(KeyFileError, match="covers no sealed segment"):
         reconcile(full, ledger, [keys["A"], keys["B"], keys["C"]], trust=keys["trust"])
 
@@ -593,9 +591,8 @@ def test_mixed_signing_and_digest_rotations(tmp_path, keys, captures):
     capture_file(src, lg, digest_key=keys["A"], signing_key=k1, segment_records=100)  # 0..2
     cp0 = checkpoint_path(lg, "link0").read_bytes()
     rotate_keys(lg, k1, k2)
-    with pytest.raises(
-        KeyFileError, match="current signing key"
-    ):  # k1 is retired: it cannot sign this
+    # k1 is retired: it cannot sign this
+    with pytest.raises(KeyFileError, match="current signing key"):
         rotate_digest_key(lg, k1, keys["A"], keys["B"])
     rotate_digest_key(lg, k2, keys["A"], keys["B"])
     capture_file(src, lg, digest_key=keys["B"], signing_key=k2, segment_records=100)  # 3..5
@@ -646,9 +643,8 @@ def test_digest_rotation_signed_by_a_retired_signing_key_is_rotation_invalid(tmp
     assert [p.detail for p in v.problems] == [
         "rotation 2: signing_keys are not the ledger's current signing keys"
     ]
-    with pytest.raises(
-        LedgerFormatError, match="rotation 2"
-    ):  # nothing is appended to a broken history
+    # nothing is appended to a broken history
+    with pytest.raises(LedgerFormatError, match="rotation 2"):
         rotate_digest_key(lg, k2, keys["B"], keys["C"])
 
 

@@ -131,9 +131,8 @@ def test_strays_in_memory_are_reported_and_never_read(mem, keydir, monkeypatch):
     assert found[2][1].startswith(f"{mem}/link=link0/notes.txt: ")
     assert not res.ok and res.segments == 6
     assert not any("notes.txt" in p or "\u0661" in p or "bad name" in p for p in opened)
-    assert any(
-        p.endswith("seg-00000001.seal.json") for p in opened
-    )  # the real files were read here
+    # the real files were read here
+    assert any(p.endswith("seg-00000001.seal.json") for p in opened)
 
 
 def test_missing_and_unknown_locations_are_one_line_errors():
@@ -219,9 +218,8 @@ def test_capture_url_errors_are_one_line(mem_captures, monkeypatch):
         return real(self, n)
 
     monkeypatch.setattr(MemoryFile, "read", failing)
-    with open_source(
-        f"{mem_captures}/sample.pcap"
-    ) as reader:  # one chunk (64 KiB) arrives, then the error
+    # one chunk (64 KiB) arrives, then the error
+    with open_source(f"{mem_captures}/sample.pcap") as reader:
         with pytest.raises(
             CaptureFormatError, match=r"sample.pcap: read error at byte 65536: connection reset"
         ):

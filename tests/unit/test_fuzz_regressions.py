@@ -343,9 +343,8 @@ def test_segment_header_decode(world, data, tmp_path_factory):
         return
     v2 = _valid_header(world, "cd" * 16)  # authenticated blocks follow
     raw = data.draw(st.binary(max_size=300) | st.just(header) | st.just(v2), label="start")
-    if raw in (header, v2) and data.draw(
-        st.booleans(), label="v2 block"
-    ):  # a block count the body may not fill
+    # a block count the body may not fill
+    if raw in (header, v2) and data.draw(st.booleans(), label="v2 block"):
         raw += data.draw(st.integers(0, 2**32 - 1), label="count").to_bytes(4, "little")
     if raw == header or data.draw(st.booleans(), label="mutate"):
         raw = _mutate_bytes(data, raw)

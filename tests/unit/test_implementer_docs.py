@@ -67,9 +67,8 @@ def test_ipv6_non_first_fragment_is_hashed_from_after_the_fragment_header():
     assert len(frame) == 99
     got_l3, got_payload = strip_range(frame, 1, "l3"), strip_range(frame, 1, "payload")
     assert (got_l3.offset, got_l3.end) == l3
-    assert (
-        (got_payload.offset, got_payload.end) == payload == (14 + 40 + 8, 99)
-    )  # after the Fragment header
+    # after the Fragment header
+    assert (got_payload.offset, got_payload.end) == payload == (14 + 40 + 8, 99)
     assert flag_names(got_payload.flags) == [flag]
 
 

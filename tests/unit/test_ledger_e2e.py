@@ -119,9 +119,8 @@ def test_modified_record_is_named(ledger_format, tmp_path, keydir):
 
 def test_deleted_segment_is_named(ledger, keydir):
     _, _, trust = load_keys(keydir)
-    for p in (ledger / "link=link0").glob(
-        "seg-00000001.*"
-    ):  # the seal and the records file, either form
+    # the seal and the records file, either form
+    for p in (ledger / "link=link0").glob("seg-00000001.*"):
         p.unlink()
     v = verify_ledger(ledger, trust)
     kinds = {(p.kind, p.segment) for p in v.problems}

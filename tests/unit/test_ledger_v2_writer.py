@@ -511,9 +511,8 @@ def test_batches_are_written_on_the_writer_thread(tmp_path, keydir, monkeypatch)
     res = capture_file(
         SAMPLE, tmp_path / "L", digest_key=dk, signing_key=sk, segment_records=100, ledger_format=2
     )
-    assert (
-        res.frames == 294 and len(threads) == 3
-    )  # 100, 100, 94: one batch each (the segment's room)
+    # 100, 100, 94: one batch each (the segment's room)
+    assert res.frames == 294 and len(threads) == 3
     assert all(t.startswith("ledgertool-append") for t in threads), threads
     assert [_seal_checks(tmp_path / "L", i, trust)["records"] for i in range(3)] == [100, 100, 94]
 

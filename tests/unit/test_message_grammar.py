@@ -108,9 +108,8 @@ def test_merkle_mismatch_names_the_records_file(sample_ledger, keydir, compacted
 
 def test_merkle_mismatch_without_the_sidecar_names_the_file(sample_ledger, keydir):
     _flip_a_digest_byte(sample_ledger, keydir, 2)
-    layout.segment_path(
-        sample_ledger, "link0", 2, layout.LEAVES
-    ).unlink()  # no changed blocks to name
+    # no changed blocks to name
+    layout.segment_path(sample_ledger, "link0", 2, layout.LEAVES).unlink()
     doc = json.loads(
         cli("verify", sample_ledger, "--trust", keydir / "verifier.pub", "--json").stdout
     )

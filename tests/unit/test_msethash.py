@@ -119,9 +119,8 @@ def test_every_change_of_the_multiset_changes_the_hash():
     other["seq"] += 1000  # only the digest counts: times, lengths, seq do not
     other["ts_ns"] -= 5
     assert state(other) == base
-    assert (
-        MultisetHash(os.urandom(16), 16).add(recs) == 64
-    )  # (another key: another value, same count)
+    # (another key: another value, same count)
+    assert MultisetHash(os.urandom(16), 16).add(recs) == 64
 
 
 def test_bad_arguments_are_refused():
@@ -132,12 +131,10 @@ def test_bad_arguments_are_refused():
     key, acc, cnt = ffi.new("uint8_t[16]"), ffi.new("uint64_t[2]"), ffi.new("uint64_t *")
     buf = ffi.new("uint8_t[96]")
     assert lib.lt_mset_add(key, buf, 2, 48, 32, 16, 0, 0, acc, cnt) == lib.LT_OK
-    assert (
-        lib.lt_mset_add(key, buf, 2, 48, 24, 16, 0, 0, acc, cnt) == lib.LT_ERR_ARG
-    )  # inside the fixed part
-    assert (
-        lib.lt_mset_add(key, buf, 2, 48, 40, 16, 0, 0, acc, cnt) == lib.LT_ERR_ARG
-    )  # past the record
+    # inside the fixed part
+    assert lib.lt_mset_add(key, buf, 2, 48, 24, 16, 0, 0, acc, cnt) == lib.LT_ERR_ARG
+    # past the record
+    assert lib.lt_mset_add(key, buf, 2, 48, 40, 16, 0, 0, acc, cnt) == lib.LT_ERR_ARG
     assert lib.lt_mset_add(key, ffi.NULL, 2, 48, 32, 16, 0, 0, acc, cnt) == lib.LT_ERR_ARG
     acc[0], acc[1] = 2**64 - 1, 2**63 - 1  # p itself is not a value mod p
     assert lib.lt_mset_add(key, buf, 2, 48, 32, 16, 0, 0, acc, cnt) == lib.LT_ERR_ARG

@@ -152,9 +152,8 @@ def _frames_beside_no_access_pages(alg, seed: str, before: bool) -> None:
     base = ctypes.addressof(ctypes.c_char.from_buffer(mm))
     mm[:] = random.Random(seed).randbytes(32 * page)
 
-    def start(
-        i: int, n: int
-    ) -> int:  # the frame's first byte: beside the guard page 2i (before) or 2i+1
+    # the frame's first byte: beside the guard page 2i (before) or 2i+1
+    def start(i: int, n: int) -> int:
         return (2 * i + 1) * page - (0 if before else n)
 
     want = {

@@ -121,9 +121,8 @@ def test_planted_open_segment_is_refused(sealed, keydir):
         "nothing was sealed: if the storage is trusted, `ledgertool recover` with "
         "--trust-unauthenticated-open-segments seals it"
     )
-    assert (
-        planted.exists() and not layout.seal_path(sealed, "link0", 3).exists()
-    )  # kept, for inspection
+    # kept, for inspection
+    assert planted.exists() and not layout.seal_path(sealed, "link0", 3).exists()
     v = _verify_before(sealed, keydir)
     assert json.loads(v.stdout)["records"] == 294 and v.returncode == 0, v.stdout
 
@@ -352,9 +351,8 @@ def test_reordered_blocks_are_set_aside(left_open, keydir):
     with pytest.raises(OpenSegmentRefusedError, match=r"block 0 \(byte 256\) fails authentication"):
         recover_ledger(ledger, sk)
     assert not layout.seal_path(ledger, "link0", 3).exists() and left_open.exists()
-    left_open.write_bytes(
-        raw[: o[1]] + raw[o[2] :] + raw[o[1] : o[2]]
-    )  # blocks 1 and 2 (same size) swapped
+    # blocks 1 and 2 (same size) swapped
+    left_open.write_bytes(raw[: o[1]] + raw[o[2] :] + raw[o[1] : o[2]])
     res = recover_ledger(ledger, sk)
     assert [(link, r.index, r.records) for link, r in res.sealed] == [
         ("link0", 3, 64)
@@ -401,9 +399,8 @@ def test_v1_open_segment_only_with_trusted_storage(sealed, keydir):
     )
     assert _recover(sealed, keydir).returncode == 1
     dk, sk, _ = load_keys(keydir)
-    with pytest.raises(
-        OpenSegmentRefusedError, match="carries no authentication"
-    ):  # a capture refuses too
+    # a capture refuses too
+    with pytest.raises(OpenSegmentRefusedError, match="carries no authentication"):
         capture_file(SAMPLE, sealed, digest_key=dk, signing_key=sk, algorithm=ALG)
     r = _recover(sealed, keydir, "--trust-unauthenticated-open-segments", "--json")
     assert r.returncode == 0, r.stderr

@@ -764,9 +764,8 @@ def test_unwrap_refuses_to_overwrite_and_leaves_the_package_unused(world, tmp_pa
         2,
         "directory does not exist",
     )
-    assert (
-        cli("keys", "unwrap", path, *args, "--out", d / "other.key").returncode == 0
-    )  # still unused
+    # still unused
+    assert cli("keys", "unwrap", path, *args, "--out", d / "other.key").returncode == 0
 
 
 def test_unwrap_refuses_a_damaged_replay_state(world, tmp_path):

@@ -85,9 +85,8 @@ def rdma_reports(tmp_path_factory) -> dict:
 
 def test_capture_report_with_strip_rdma_validates(rdma_reports):
     doc = rdma_reports["capture"]
-    assert (
-        doc["strip"] == "rdma" and doc["frames"] == 1152
-    )  # the spec's 4 x 256 writes + 4 x 32 ACKs
+    # the spec's 4 x 256 writes + 4 x 32 ACKs
+    assert doc["strip"] == "rdma" and doc["frames"] == 1152
     _valid(doc, "capture-report.schema.json")
 
 
@@ -121,8 +120,7 @@ def test_every_strip_mode_enum_lists_the_modes_the_code_accepts():
         for p in sorted(SCHEMAS.glob("*.json"))
         for where, enum in _strip_enums(json.loads(p.read_text()), "")
     ]
-    assert len(found) >= 9, (
-        found
-    )  # capture, recompute, ledger, seal (v1, v2), the conformance kit ...
+    # capture, recompute, ledger, seal (v1, v2), the conformance kit ...
+    assert len(found) >= 9, found
     wrong = [(where, enum) for where, enum in found if sorted(enum) != sorted(STRIP_MODES)]
     assert not wrong, wrong

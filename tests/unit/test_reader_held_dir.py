@@ -47,9 +47,8 @@ def test_segment_files_are_opened_relative_to_one_held_directory(ledger, keydir,
     assert all("/" not in p and d is not None for p, d in seg_opens), seg_opens[:4]
     assert len({d for _, d in seg_opens}) == 1
     # the link directory is opened once for the walk (and not walked from the root per file)
-    assert (
-        sum(1 for p, _ in opens if p == "link=link0") == 1 + 1
-    )  # the walk's hold + the checkpoint read
+    # the walk's hold + the checkpoint read
+    assert sum(1 for p, _ in opens if p == "link=link0") == 1 + 1
     assert _fds() == before  # nothing left open
 
 

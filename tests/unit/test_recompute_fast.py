@@ -149,9 +149,8 @@ def test_each_way_of_differing_gives_the_exact_report(
 def test_details_unverified_and_links(tmp_path, keydir, base, monkeypatch):
     d = tmp_path / "L"
     _write(d, keydir, base)
-    f, e, decided = _both(
-        d, keydir, monkeypatch, trust=None, links=["link0"]
-    )  # keyless: verified False
+    # keyless: verified False
+    f, e, decided = _both(d, keydir, monkeypatch, trust=None, links=["link0"])
     assert (
         decided == FAST
         and f == e
@@ -255,9 +254,8 @@ def test_a_segment_whose_times_jump_between_seconds_is_counted_from_the_same_cop
     from ledgertool.verify.ledger import verify_ledger
 
     recs = _renumber(np.concatenate([base] * 11))  # 3,234 records in one segment
-    recs["ts_ns"] = (
-        1_700_000_000 * 10**9 + (np.arange(len(recs)) % 2) * 2 * 10**9
-    )  # every record another second
+    # every record another second
+    recs["ts_ns"] = 1_700_000_000 * 10**9 + (np.arange(len(recs)) % 2) * 2 * 10**9
     dk, sk, trust = load_keys(keydir)
     d = tmp_path / "L"
     write_v2_ledger(

@@ -140,9 +140,8 @@ def test_only_the_rows_of_the_differing_parts_are_paired(tmp_path, keydir, base,
     monkeypatch.setattr(rc, "PART_BITS", 6)  # 64 parts of ~5 rows
     res = reconcile(PCAP, d, dk, trust=trust)
     assert (res.matched, res.ledger_only, res.capture_only) == (292, 1, 2)
-    assert (
-        len(sizes) == 1 and 0 < sizes[0][0] <= 30 and 0 < sizes[0][1] <= 30
-    )  # at most 3 parts of 64
+    # at most 3 parts of 64
+    assert len(sizes) == 1 and 0 < sizes[0][0] <= 30 and 0 < sizes[0][1] <= 30
     monkeypatch.undo()
     assert _report(res) == _report(reconcile(PCAP, d, dk, trust=trust, exact=True))
 

@@ -67,9 +67,8 @@ def test_record_sink_grows_and_holds_every_batch(spec, keydir, hint):
     got = sink.records()
     assert len(got) == run.frames == 150_000 and got.tobytes() == want.tobytes()
     assert got["seq"].tolist() == list(range(150_000))
-    records, run = _capture_records(
-        [spec, spec], key, ALG, "frame", None, 1
-    )  # two captures, one array
+    # two captures, one array
+    records, run = _capture_records([spec, spec], key, ALG, "frame", None, 1)
     assert (
         len(records) == 300_000
         and records[150_000:]["digest"].tobytes() == want["digest"].tobytes()
@@ -88,8 +87,7 @@ def test_sink_reserves_at_most_max_hint_records_and_grows_past_it(monkeypatch):
     assert len(sink.room()) == RecordSink.MAX_HINT
     sink.n = RecordSink.MAX_HINT - 10
     sink.room()[:1]["seq"] = 7
-    assert (
-        len(sink.room()) == RecordSink.MAX_HINT + 10
-    )  # doubled once there was less than a batch left
+    # doubled once there was less than a batch left
+    assert len(sink.room()) == RecordSink.MAX_HINT + 10
     sink.n += 1
     assert sink.records()[-1]["seq"] == 7

@@ -414,9 +414,8 @@ def test_recover_torn(run, tmp_path):
         {**doc, "discarded": [{**doc["discarded"][0], "why": "other"}]},
         "recover-report.schema.json",
     )
-    cli(
-        "verify", ledger, "--trust", keys / "verifier.pub", "--json", cwd=tmp_path
-    )  # the recovered ledger verifies
+    # the recovered ledger verifies
+    cli("verify", ledger, "--trust", keys / "verifier.pub", "--json", cwd=tmp_path)
 
 
 # ---- workload bench, algorithms, plan ---------------------------------------------------------
@@ -469,9 +468,8 @@ def test_plan_collision(tmp_path):
     assert len(by_rate["rows"]) == 8 and {r["frame"] for r in by_rate["rows"]} == {"64", "imix"}
     assert by_pps["rows"][0]["rate_bps"] is None and by_pps["rows"][0]["frame"] is None
     row = by_rate["rows"][0]
-    assert not is_valid(
-        {"rows": [{**row, "frame": None}]}, "plan-collision-report.schema.json"
-    )  # half --pps
+    # half --pps
+    assert not is_valid({"rows": [{**row, "frame": None}]}, "plan-collision-report.schema.json")
 
 
 def test_plan_storage(run, tmp_path):

@@ -79,9 +79,8 @@ def test_seal_with_a_duplicate_member_is_refused(ledger, keydir):
     p = doc["problems"][0]  # then the gap and the checkpoint it leaves
     assert (p["kind"], p["segment"]) == ("seal_unreadable", 1)
     assert p["detail"] == f"{seal}: duplicate member 'records' in an object"
-    r = cli(
-        "query", ledger, "SELECT count(*) FROM seals"
-    )  # a ledger that does not verify is not queried
+    # a ledger that does not verify is not queried
+    r = cli("query", ledger, "SELECT count(*) FROM seals")
     assert (
         r.returncode == 1
         and "seal_unreadable" in r.stderr

@@ -245,9 +245,8 @@ def oracle(frame: bytes, linktype: int, mode: str, wire_len: int | None = None) 
                     break
     upper = layers[j] if j < len(layers) else NoPayload()
     if isinstance(upper, Raw) and isinstance(layers[j - 1], AH) and layers[j - 1].nh in (6, 17):
-        upper = (TCP if layers[j - 1].nh == 6 else UDP)(
-            bytes(upper)
-        )  # scapy leaves AH's payload raw
+        # scapy leaves AH's payload raw
+        upper = (TCP if layers[j - 1].nh == 6 else UDP)(bytes(upper))
     ustart = _start(frame, upper)
     if ustart > stop:
         return Expect(None, MALFORMED, "headers past the packet")

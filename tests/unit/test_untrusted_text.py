@@ -73,9 +73,8 @@ def test_seal_fields_are_printed_as_text(ledger, keydir, text):
         lines
     )
     assert any(ln.startswith("FAIL seal_misplaced link link0 segment 1: ") for ln in fails)
-    assert lines[-1].startswith(
-        f"{len(fails)} problem{'' if len(fails) == 1 else 's'}: "
-    )  # one verdict line, at the end
+    # one verdict line, at the end
+    assert lines[-1].startswith(f"{len(fails)} problem{'' if len(fails) == 1 else 's'}: ")
     assert not any(ln.startswith("OK") for ln in lines)
     _no_terminal_control(r.stdout, r.stderr)
 

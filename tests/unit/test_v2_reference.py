@@ -72,9 +72,8 @@ def test_seal_schema_is_one_of_v1_and_v2_strict(tmp_path, keydir):
     doc = w.seals[0]
     assert v.is_valid(doc)
     assert not v.is_valid({**doc, "parquet_sha256": "00" * 32})  # a v1 member in a v2 seal
-    assert not v.is_valid(
-        {k: x for k, x in doc.items() if k != "ledger_header_sha256"}
-    )  # required in v2
+    # required in v2
+    assert not v.is_valid({k: x for k, x in doc.items() if k != "ledger_header_sha256"})
     assert not v.is_valid({**doc, "format": "ledgertool-seal-v1"})  # v1 needs its Parquet members
     v1 = {
         **doc,

@@ -333,9 +333,8 @@ def test_checkpoint_after_every_seal(tmp_path, keydir, monkeypatch):
         seen.append(parse_note(path.read_bytes()).checkpoint.size)
         return path
 
-    monkeypatch.setattr(
-        writer, "write_checkpoint", spy
-    )  # LinkWriter signs every checkpoint of a capture
+    # LinkWriter signs every checkpoint of a capture
+    monkeypatch.setattr(writer, "write_checkpoint", spy)
     capture_file(SAMPLE, tmp_path / "L", digest_key=dk, signing_key=sk, segment_records=SEG)
     assert seen == [
         0,
@@ -360,10 +359,8 @@ def test_parquet_bytes_are_arrow_owned(pristine, keydir):
     from ledgertool.ledger.reader import LedgerReader
 
     reader = LedgerReader(pristine)
-    kind = (
-        PARQUET if load_ledger(pristine).version == 1 else RECORDS
-    )  # the sealed records file, either form
+    # the sealed records file, either form
+    kind = PARQUET if load_ledger(pristine).version == 1 else RECORDS
     buf = reader.read_segment_file("link0", 0, kind)
-    assert (
-        isinstance(buf, pa.Buffer) and buf.is_mutable
-    )  # pa.allocate_buffer; py_buffer(bytes) is read-only
+    # pa.allocate_buffer; py_buffer(bytes) is read-only
+    assert isinstance(buf, pa.Buffer) and buf.is_mutable

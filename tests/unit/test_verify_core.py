@@ -100,9 +100,8 @@ def test_pure_core_on_bytes_read_before_gives_verifys_findings(tampered, keydir,
     want = verify_ledger(tampered, trust)
     ledger = load_ledger(tampered)
     kind = PARQUET if ledger.version == 1 else RECORDS
-    pinned = (
-        {("parquet_hash_mismatch", 1)} if ledger.version == 1 else set()
-    )  # only v1 seals pin the file
+    # only v1 seals pin the file
+    pinned = {("parquet_hash_mismatch", 1)} if ledger.version == 1 else set()
     assert {(p.kind, p.segment) for p in want.problems} == {
         ("merkle_mismatch", 1),
         ("signature_missing", 2),

@@ -61,9 +61,8 @@ def test_vkey_is_the_signed_note_encoding_of_the_ed25519_key(hybrid):
         if k["algorithm"] == "ed25519"
     )
     raw = base64.b64decode(key, validate=True)
-    assert raw == b"\x01" + base64.b64decode(
-        pub["public_key"]
-    )  # signature type 0x01 || 32-byte key
+    # signature type 0x01 || 32-byte key
+    assert raw == b"\x01" + base64.b64decode(pub["public_key"])
     # signed-note's key id rule, and the id the checkpoint's Ed25519 signature line carries
     assert kid == hashlib.sha256(name.encode() + b"\n" + raw).digest()[:4].hex()
     sig_lines = (led / "checkpoint").read_text().split("\n\n")[-1].splitlines()

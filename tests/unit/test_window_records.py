@@ -157,9 +157,8 @@ def test_decode_failure_rate_at_capacity_is_below_one_percent():
     """64 differences in a table for 64 (the default): the measured rate (docs/adr/0012)."""
     rng = random.Random(64)
     fails = sum(not _differ(32, 32, 64, rng)[0].decoded for _ in range(600))
-    assert (
-        fails <= 10
-    )  # 1 %: about 6 expected; 10 of 600 fails well under 1 % of runs at rate 0.5 %
+    # 1 %: about 6 expected; 10 of 600 fails well under 1 % of runs at rate 0.5 %
+    assert fails <= 10
 
 
 def test_beyond_capacity_is_reported_as_such():
