@@ -28,7 +28,7 @@ from pathlib import Path
 from .. import fsio
 from ..errors import Setting, UsageError
 from ..plan import WIRE_OVERHEAD_BYTES
-from .rows import BenchRow, capture_ratios, human_size, ns_text, ratio_text
+from .rows import RATIO_HEAD, BenchRow, capture_ratios, human_size, ns_text, ratio_text
 
 LINE_RATES = ((400e9, "400G", "#d62728"), (800e9, "800G", "#9467bd"), (1.6e12, "1.6T", "#e6550d"))
 #: frame sizes of the headline answer: the worst case and full-size Ethernet frames
@@ -476,18 +476,7 @@ def _ratios(rows: list[BenchRow]) -> str:
     ratios = capture_ratios(rows)
     if not ratios:
         return ""
-    head = "".join(
-        f"<th>{c}</th>"
-        for c in (
-            "algorithm",
-            "size",
-            "workers",
-            "engine CPU ns/frame",
-            "sealed CPU ns/frame",
-            "sealed ÷ engine, CPU",
-            "sealed ÷ engine, wall",
-        )
-    )
+    head = "".join(f"<th>{c}</th>" for c in RATIO_HEAD)
     body = "".join(
         f'<tr><td>{e(c.algorithm)}</td><td class="n">{human_size(c.size)}</td>'
         f'<td class="n">{c.workers}</td><td class="n">{ns_text(c.engine_cpu_ns)}</td>'

@@ -396,6 +396,18 @@ TABLE_HEAD = (
 )
 
 
+#: the columns of the sealed ÷ engine table (capture_ratios), in the CLI and the dashboard alike
+RATIO_HEAD = (
+    "algorithm",
+    "size",
+    "workers",
+    "engine CPU ns/frame",
+    "sealed CPU ns/frame",
+    "sealed ÷ engine, CPU",
+    "sealed ÷ engine, wall",
+)
+
+
 def markdown_table(rows: list[BenchRow]) -> str:
     """The bench table as GitHub Markdown (docs/benchmarks.md), cells as text (markdown_text)."""
     head = list(TABLE_HEAD)

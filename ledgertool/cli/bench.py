@@ -167,6 +167,7 @@ def bench_command(
     from ..bench import dashboard
     from ..bench.measure import bench_capture, bench_digest, digest_paths, stamp, usable_cores
     from ..bench.rows import (
+        RATIO_HEAD,
         TABLE_HEAD,
         append_csv,
         capture_ratios,
@@ -262,13 +263,7 @@ def bench_command(
     table_console().print(t)
     if ratios:
         t = Table(
-            "algorithm",
-            "size",
-            "workers",
-            "engine CPU ns/frame",
-            "sealed CPU ns/frame",
-            "sealed ÷ engine, CPU",
-            "sealed ÷ engine, wall",
+            *RATIO_HEAD,
             title="capture:sealed ÷ capture:engine (best of)",
         )
         for c in ratios:
