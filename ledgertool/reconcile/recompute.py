@@ -53,7 +53,6 @@ from .dissect import dissect_line
 from .msethash import HashingSink, MultisetHash, new_key, new_part_key, part_ids
 from .msethash import accelerated as mset_accelerated
 from .multiset import (
-    LedgerPart,
     Tally,
     matched_tally,
     merge_tallies,
@@ -1120,52 +1119,6 @@ def _load_ledger_side(
     if not ver.ok:
         raise not_verified_error(ver, "it is not reconciled")
     return segs, ver
-
-
-def _ledger_parts(
-    ledger_dir: Path,
-    trust: TrustBundle | None,
-    checkpoint: bytes | None,
-    checkpoint_name: str,
-    links: list[str] | None,
-    progress: ProgressFn | None,
-    digest_size: int,
-    hint: int = 0,
-) -> tuple[list[_Segment], VerifyResult, list[LedgerPart], np.ndarray]:
-    """Verify the ledger and keep the frame records of its verified segments (gap records left
-    out) in one record array: verify copies each raw record file's records straight into it and
-    hashes them there (verify_ledger's `records_into`), so the array is the very bytes that were
-    checked, and nothing is joined afterwards. Returns the segments, the verify result, one
-    LedgerPart per segment (a view of the array, in order) and the array (`hint`: the records
-    expected, for its first reservation). DiscrepancyError when it does not verify."""
-    segs: list[_Segment] = []
-    parts: list[LedgerPart] = []
-    sink = RecordSink(record_dtype(digest_size), hint)
-
-    def add_segment(seg: VerifiedSegment) -> None:
-        segs.append(_Segment.of(seg))
-        arr = sink.take(seg.records)
-        # gap records: the frames moved down over them
-        if seg.frames is None or seg.frames != len(arr):
-            keep = arr[(arr["flags"] & FLAG_GAP) == 0]
-            sink.n -= len(arr) - len(keep)
-            arr = sink.records()[sink.n - len(keep) :]
-            arr[:] = keep
-        parts.append(LedgerPart(seg.link, seg.seal.digest_key_id, arr))
-
-    ver = verify_ledger(
-        ledger_dir,
-        trust,
-        checkpoint,
-        checkpoint_name,
-        links=links,
-        on_segment=add_segment,
-        progress=progress,
-        records_into=sink,
-    )
-    if not ver.ok:
-        raise not_verified_error(ver, "it is not reconciled")
-    return segs, ver, parts, sink.records()
 
 
 def _capture_records(
