@@ -36,7 +36,6 @@ LONG_FUNCTIONS: set[str] = {
     "ledger/recfile.py::parse_record_file",
     "reconcile/cluster.py::reconcile_on_cluster",
     "source/workload.py::_build_flow",
-    "verify/proof.py::check_proof",
 }
 
 #: Top-level packages a library module may import inside a function: optional or heavy
