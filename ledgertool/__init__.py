@@ -42,6 +42,7 @@ _API = {
     "export_checkpoint": "ledgertool.ledger.checkpoints:export_checkpoint",
     "check_consistency": "ledgertool.ledger.checkpoints:check_consistency",
     "build_proof": "ledgertool.verify.proof:build_proof",
+    "build_window_proof": "ledgertool.verify.proof:build_window_proof",
     "load_proof": "ledgertool.verify.proof:load_proof",
     "check_proof": "ledgertool.verify.proof:check_proof",
     # recompute, reconcile, query

@@ -1091,6 +1091,14 @@ def prove(
     digest: Annotated[
         str | None, typer.Option("--digest", help="Digest (hex) of the record.")
     ] = None,
+    window: Annotated[
+        str | None,
+        typer.Option(
+            "--window",
+            help="Prove the window record of the window holding this time (ns since the epoch "
+            "or ISO 8601, UTC if no zone; a window's start names it).",
+        ),
+    ] = None,
     link: Annotated[str | None, typer.Option(help="Link (default: the only one).")] = None,
     checkpoint: Annotated[
         Path | None,
@@ -1101,43 +1109,62 @@ def prove(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
 ) -> None:
-    """Write an inclusion proof of one record under its signed seal and the link's checkpoint."""
+    """Write an inclusion proof of one record (or one window record) under its signed seal and
+    the link's checkpoint."""
     from ..fsio import write_atomic
-    from ..verify.proof import build_proof
+    from ..verify.proof import build_proof, build_window_proof
 
-    doc = build_proof(
-        location(ledger),
-        seq=seq,
-        digest=digest,
+    held = dict(
         link=link,
         checkpoint=_read_input(checkpoint, "checkpoint") if checkpoint else None,
         checkpoint_where=str(checkpoint) if checkpoint else "checkpoint",
     )
-    write_atomic(out_file.absolute(), (json.dumps(doc, indent=1) + "\n").encode(), what="proof")
-    cp = doc["checkpoint"]
+    if window is not None:
+        if seq is not None or digest is not None:
+            raise UsageError("prove --window proves a window: drop --seq and --digest")
+        proof = build_window_proof(location(ledger), at_ns=_parse_time(window, "--window"), **held)
+    else:
+        proof = build_proof(location(ledger), seq=seq, digest=digest, **held)
+    write_atomic(out_file.absolute(), proof.to_bytes(), what="proof")
+    cp = proof.checkpoint
     summary = {
         "ok": True,
         "out": str(out_file),
-        "link": doc["link"],
-        "segment": doc["segment"],
-        "record_index": doc["record_index"],
-        "seq": doc["record"]["seq"],
-        "audit_path": len(doc["audit_path"]),
-        "checkpoint_size": cp["tree_size"] if cp else None,
+        "link": proof.link,
+        "segment": proof.segment,
+        **_proved(proof),
+        "audit_path": len(proof.audit_path),
+        "checkpoint_size": cp.tree_size if cp else None,
     }
     if as_json:
         _emit_json(summary)
-    else:
-        to = (
-            f", to the checkpoint of tree size {cp['tree_size']}"
-            if cp
-            else ", no checkpoint covers it"
-        )
-        n_path = len(doc["audit_path"])
-        out.print(
-            f"proof of seq {summary['seq']} (link {doc['link']} segment {doc['segment']} record "
-            f"{doc['record_index']}, {n_path} path hash{'' if n_path == 1 else 'es'}{to}) -> {out_file}"
-        )
+        return
+    to = f", to the checkpoint of tree size {cp.tree_size}" if cp else ", no checkpoint covers it"
+    n_path = len(proof.audit_path)
+    what = (
+        f"window {summary['window_index']} (start {summary['start_ns']} ns, log {proof.link} "
+        f"segment {proof.segment} record {proof.leaf_index}"
+        if "window_index" in summary
+        else f"seq {summary['seq']} (link {proof.link} segment {proof.segment} record "
+        f"{summary['record_index']}"
+    )
+    out.print(
+        f"proof of {what}, {n_path} path hash{'' if n_path == 1 else 'es'}{to}) -> {out_file}"
+    )
+
+
+def _proved(proof) -> dict:
+    """prove's JSON members naming what was proved: a record's place and seq, or a window's."""
+    from ..verify.proof import WindowProof
+
+    if isinstance(proof, WindowProof):
+        w = proof.window
+        return {
+            "record_index": proof.leaf_index,
+            "window_index": str(w.index),
+            "start_ns": str(w.start_ns),
+        }
+    return {"record_index": proof.record_index, "seq": str(proof.record.seq)}
 
 
 @app.command("check-proof")
@@ -1156,47 +1183,47 @@ def check_proof_cmd(
     from ..errors import LedgerFormatError
     from ..keyfiles import TrustBundle
     from ..seal.checkpoint import origin_for, parse_note
-    from ..verify.proof import check_proof, load_proof
+    from ..verify.proof import WindowProof, check_proof, load_proof
 
     bundle = TrustBundle.load(trust)
     doc = load_proof(proof)
     held = (
         parse_note(_read_input(checkpoint, "checkpoint"), str(checkpoint)) if checkpoint else None
     )
-    if held is not None and held.checkpoint.origin != origin_for(doc["ledger_id"], doc["link"]):
+    if held is not None and held.checkpoint.origin != origin_for(doc.ledger_id, doc.link):
         # another ledger's or link's checkpoint is bad input (exit 2), as for verify and prove
         raise LedgerFormatError(
             f"{checkpoint}: checkpoint is for {held.checkpoint.origin}, "
-            f"not {origin_for(doc['ledger_id'], doc['link'])}"
+            f"not {origin_for(doc.ledger_id, doc.link)}"
         )
     res = check_proof(doc, bundle, held)
     for w in res.warnings:
         err.print(styled(("warning:", "yellow"), f" {w}"))
     if as_json:
         _emit_json(res.to_json())
+        raise typer.Exit(0 if res.ok else 1)
+    where = f"ledger {doc.ledger_id} link {doc.link} segment {doc.segment}"
+    if isinstance(doc, WindowProof):
+        w = doc.window
+        claim = f"window {w.index} of {where}"
+        subject = (
+            f"window {w.index} (start {w.start_ns} ns, {w.window_ns} ns long: "
+            f"{plural(w.frames, 'frame')}, {w.wire_bytes} bytes, {w.drops} drops, {w.late} late) "
+            f"is record {doc.leaf_index} of {where}"
+        )
     else:
-        p, r = res.proof, res.proof["record"]
-        where = f"ledger {p['ledger_id']} link {p['link']} segment {p['segment']}"
-        if res.ok:
-            to = (
-                f" and the checkpoint of tree size {res.checkpoint['tree_size']}"
-                if res.checkpoint
-                else " (the proof carries no checkpoint)"
-            )
-            out.print(
-                styled(
-                    ("VALID", "green"),
-                    f": seq {r['seq']} digest {r['digest']} is record "
-                    f"{p['record_index']} of {where} under its signed seal{to}",
-                )
-            )
-        else:  # what the proof claims, unverified: it names the proof, not a fact
-            out.print(
-                styled(
-                    ("INVALID", "red"),
-                    f": {res.reason} (the proof claims seq {r['seq']} of {where})",
-                )
-            )
+        r = doc.record
+        claim = f"seq {r.seq} of {where}"
+        subject = f"seq {r.seq} digest {r.digest.hex()} is record {doc.record_index} of {where}"
+    if res.ok:
+        to = (
+            f" and the checkpoint of tree size {res.checkpoint['tree_size']}"
+            if res.checkpoint
+            else " (the proof carries no checkpoint)"
+        )
+        out.print(styled(("VALID", "green"), f": {subject} under its signed seal{to}"))
+    else:  # what the proof claims, unverified: it names the proof, not a fact
+        out.print(styled(("INVALID", "red"), f": {res.reason} (the proof claims {claim})"))
     raise typer.Exit(0 if res.ok else 1)
 
 

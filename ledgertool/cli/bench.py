@@ -160,23 +160,17 @@ def bench_command(
 ) -> None:
     """Throughput per algorithm x message size x threads (isolation) and through the whole capture path."""
     # numpy, cffi and pyarrow load with these: only when the command runs, not for --help
-    from rich.table import Table
 
     from .. import fsio
     from ..algorithms import ALGORITHMS, get_algorithm
     from ..bench import dashboard
     from ..bench.measure import bench_capture, bench_digest, digest_paths, stamp, usable_cores
     from ..bench.rows import (
-        RATIO_HEAD,
-        TABLE_HEAD,
         append_csv,
         capture_ratios,
         from_record,
         markdown_table,
-        ns_text,
-        ratio_text,
         read_csv,
-        table_cells,
     )
 
     if from_csv is not None:
@@ -257,6 +251,18 @@ def bench_command(
         doc = {"rows": [r.to_json() for r in rows], "capture_ratios": [c.to_json() for c in ratios]}
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return
+    _print_tables(rows, ratios, noisy_cv)
+    for p in written:
+        SafeConsole(stderr=True, soft_wrap=True).print(f"wrote {p}")
+
+
+def _print_tables(rows, ratios, noisy_cv: float) -> None:
+    """bench's tables: the rows, the capture:sealed / capture:engine ratios, and how many rows
+    were noisy (on stderr)."""
+    from rich.table import Table
+
+    from ..bench.rows import RATIO_HEAD, TABLE_HEAD, ns_text, ratio_text, table_cells
+
     t = Table(*TABLE_HEAD, title=f"ledgertool bench on {rows[0].cpu_model if rows else '?'}")
     for r in rows:
         t.add_row(*table_cells(r, rows))
@@ -285,5 +291,3 @@ def bench_command(
                 f" (cv of repeats > {noisy_cv:.0%}): the machine was busy; rerun or raise --min-time/--repeats",
             )
         )
-    for p in written:
-        SafeConsole(stderr=True, soft_wrap=True).print(f"wrote {p}")

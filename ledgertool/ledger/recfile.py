@@ -116,67 +116,11 @@ def parse_record_file(
         out = pa.allocate_buffer(max(size - HEADER_SIZE, 1))
     out_ptr = ffi.from_buffer(out, require_writable=True) if out is not None else ffi.NULL
     hashing = getattr(into, "mset", None) if out is not None and into is not None else None
+    runs = None
     if mapped:  # the header is read with the walk: no byte of the file is read in Python
-        head = ffi.new("uint8_t[]", HEADER_SIZE)
-        if hashing is not None:  # recompute's fast verdict (reconcile.msethash.HashingSink)
-            import numpy as np
-
-            cap = 1024 + (size - HEADER_SIZE) // record_size // 16
-            secs, counts, nruns = (
-                np.empty(cap, np.int64),
-                np.empty(cap, np.uint64),
-                ffi.new("size_t *"),
-            )
-            key, part_key, part_bits, acc, count = hashing.native_args()
-            rc = lib.lt_rec_file_mset(
-                raw.fd,
-                size,
-                record_size,
-                first_seq,
-                head,
-                out_ptr,
-                out.size,
-                spec,
-                leaves,
-                len(leaves),
-                key,
-                part_key,
-                part_bits,
-                acc,
-                count,
-                ffi.from_buffer("int64_t[]", secs),
-                ffi.from_buffer("uint64_t[]", counts),
-                cap,
-                nruns,
-                info,
-            )
-        else:
-            rc = lib.lt_rec_file(
-                raw.fd,
-                size,
-                record_size,
-                first_seq,
-                head,
-                out_ptr,
-                out.size if out else 0,
-                spec,
-                leaves,
-                len(leaves),
-                info,
-            )
-        if rc == lib.LT_ERR_IO and info.error == lib.LT_REC_SHRUNK:
-            raise LedgerFormatError(
-                f"{path}: the file shrank while it was read: byte {info.error_offset} of {size} "
-                "is gone (truncated by another program?)"
-            )
-        if rc == lib.LT_ERR_IO:
-            err = ffi.errno
-            raise fsio.storage_error(
-                OSError(err, os.strerror(err)),
-                path,
-                f"read byte {info.error_offset} of the raw record file",
-            )
-        head = bytes(ffi.buffer(head))
+        rc, head, runs = _walk_file(
+            raw, path, record_size, first_seq, out, out_ptr, spec, leaves, info, hashing
+        )
     else:
         head = raw[:HEADER_SIZE].to_pybytes()
         if keep_records:
@@ -196,6 +140,104 @@ def parse_record_file(
             rc = lib.lt_rec_leaves(
                 ffi.from_buffer(raw), size, record_size, first_seq, spec, leaves, len(leaves), info
             )
+    header = _checked_walk(rc, info, head, path, size, record_size, leaf_records)
+    count = int(info.records)
+    n_leaves = -(-count // leaf_records)
+    if hashing is not None and mapped:
+        _count_seconds(into, runs, out.slice(0, count * record_size))
+        into.hashed = (out.address, count * record_size) if count else None
+    elif hashing is not None:  # read into memory (a URL): the consumer hashes these itself
+        into.hashed = None
+    facts = RecordFacts(
+        int(info.gaps),
+        int(info.drops),
+        int(info.first_ts_ns),
+        int(info.last_ts_ns),
+        bool(info.seq_contiguous),
+    )
+    return RecordFile(
+        header,
+        out.slice(0, count * record_size) if out is not None else None,
+        count,
+        int(info.blocks),
+        bytes(ffi.buffer(leaves, n_leaves * 32)),
+        facts,
+    )
+
+
+def _walk_file(raw, path, record_size, first_seq, out, out_ptr, spec, leaves, info, hashing):
+    """The native walk of an open raw record file (lt_rec_file, or lt_rec_file_mset with
+    recompute's hashing sink): (return code, the header's bytes, the hashing sink's seconds runs
+    (secs, counts, nruns, cap) or None). LedgerFormatError when the file shrank meanwhile,
+    StorageError naming the byte when a read fails."""
+    size, runs = raw.size, None
+    head = ffi.new("uint8_t[]", HEADER_SIZE)
+    if hashing is not None:  # recompute's fast verdict (reconcile.msethash.HashingSink)
+        import numpy as np
+
+        cap = 1024 + (size - HEADER_SIZE) // record_size // 16
+        secs, counts, nruns = (
+            np.empty(cap, np.int64),
+            np.empty(cap, np.uint64),
+            ffi.new("size_t *"),
+        )
+        key, part_key, part_bits, acc, count = hashing.native_args()
+        runs = (secs, counts, nruns, cap)
+        rc = lib.lt_rec_file_mset(
+            raw.fd,
+            size,
+            record_size,
+            first_seq,
+            head,
+            out_ptr,
+            out.size,
+            spec,
+            leaves,
+            len(leaves),
+            key,
+            part_key,
+            part_bits,
+            acc,
+            count,
+            ffi.from_buffer("int64_t[]", secs),
+            ffi.from_buffer("uint64_t[]", counts),
+            cap,
+            nruns,
+            info,
+        )
+    else:
+        rc = lib.lt_rec_file(
+            raw.fd,
+            size,
+            record_size,
+            first_seq,
+            head,
+            out_ptr,
+            out.size if out else 0,
+            spec,
+            leaves,
+            len(leaves),
+            info,
+        )
+    if rc == lib.LT_ERR_IO and info.error == lib.LT_REC_SHRUNK:
+        raise LedgerFormatError(
+            f"{path}: the file shrank while it was read: byte {info.error_offset} of {size} "
+            "is gone (truncated by another program?)"
+        )
+    if rc == lib.LT_ERR_IO:
+        err = ffi.errno
+        raise fsio.storage_error(
+            OSError(err, os.strerror(err)),
+            path,
+            f"read byte {info.error_offset} of the raw record file",
+        )
+    head = bytes(ffi.buffer(head))
+    return rc, head, runs
+
+
+def _checked_walk(rc, info, head: bytes, path, size: int, record_size: int, leaf_records: int):
+    """The header the walk read, decoded and held to a link's raw record file, and the walk's
+    return code turned into its error (one line naming the file, the byte and the block)."""
     header = SegmentHeader.decode(head, str(path))
     if header.version != 2:
         raise LedgerFormatError(
@@ -224,32 +266,19 @@ def parse_record_file(
         raise ValueError(
             f"record size {record_size!r} / leaf records {leaf_records!r} out of bounds"
         )
-    count = int(info.records)
-    n_leaves = -(-count // leaf_records)
-    if hashing is not None and mapped:
-        kept = out.slice(0, count * record_size)
-        if nruns[0] <= cap:
-            into.add_runs(secs[: nruns[0]], counts[: nruns[0]])
-        else:  # time jumping between seconds too often for the runs: counted from the same copy
-            into.count_seconds(np.frombuffer(kept, into.dtype))  # np: imported with `hashing`
-        into.hashed = (out.address, count * record_size) if count else None
-    elif hashing is not None:  # read into memory (a URL): the consumer hashes these itself
-        into.hashed = None
-    facts = RecordFacts(
-        int(info.gaps),
-        int(info.drops),
-        int(info.first_ts_ns),
-        int(info.last_ts_ns),
-        bool(info.seq_contiguous),
-    )
-    return RecordFile(
-        header,
-        out.slice(0, count * record_size) if out is not None else None,
-        count,
-        int(info.blocks),
-        bytes(ffi.buffer(leaves, n_leaves * 32)),
-        facts,
-    )
+    return header
+
+
+def _count_seconds(into, runs, kept) -> None:
+    """Hand the hashing sink the per-second counts of the records just walked: the native walk's
+    runs, or (time jumping between seconds too often for them) counted from the same copy."""
+    import numpy as np
+
+    secs, counts, nruns, cap = runs
+    if nruns[0] <= cap:
+        into.add_runs(secs[: nruns[0]], counts[: nruns[0]])
+    else:
+        into.count_seconds(np.frombuffer(kept, into.dtype))
 
 
 def check_reserved(head: bytes, path) -> None:

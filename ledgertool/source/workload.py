@@ -252,8 +252,8 @@ def _mac(text: str) -> bytes:
     return bytes(int(x, 16) for x in text.split(":"))
 
 
-def _build_flow(i: int, f: dict) -> Flow:
-    p = f"flows[{i}]"
+def _flow_endpoints(p: str, f: dict):
+    """The flow's addresses and ports, its protocol's keys checked (_Bad naming the key)."""
     proto = f["protocol"]
     try:
         src = ipaddress.ip_address(f["src_ip"])
@@ -283,7 +283,12 @@ def _build_flow(i: int, f: dict) -> Flow:
             raise _Bad(f"{p}.dst_port", f"RoCEv2 uses UDP port {ROCEV2_PORT}, not {dport}")
         if "opcode" not in f:
             raise _Bad(f"{p}.opcode", "required for protocol rocev2")
+    return src, dst, sport, dport
 
+
+def _flow_header(f: dict, proto: str, src, dst, sport: int, dport: int):
+    """The flow's frame header bytes (Ethernet, IP, TCP/UDP, RoCEv2 BTH and its extension) and
+    the offsets of its L3 and L4 headers and of the RETH DMA length (0: none)."""
     # Ethernet (+ 802.1ad S-tag, + 802.1Q C-tag)
     hdr = bytearray(_mac(f["dst_mac"]) + _mac(f["src_mac"]))
     if "outer_vlan" in f:
@@ -344,9 +349,12 @@ def _build_flow(i: int, f: dict) -> Flow:
             hdr += struct.pack("!I", f.get("dma_length", 0))
         elif ext == "aeth":
             hdr += struct.pack("!I", 0x1F << 24)  # ACK syndrome, no credit count; MSN 0
-    H = len(hdr)
-    trailer = 4 if proto == "rocev2" else 0  # ICRC
+    return hdr, l3, l4, dmalen
 
+
+def _flow_sizes(p: str, f: dict, proto: str, H: int, trailer: int) -> list[SizeEntry]:
+    """The flow's frame sizes (`size`, or `payload`) with their weights, each checked against
+    the flow's headers (_Bad naming the entry)."""
     sizes: list[SizeEntry] = []
     if "size" in f:
         raw = f["size"]
@@ -381,6 +389,19 @@ def _build_flow(i: int, f: dict) -> Flow:
                     f"{plen} payload bytes make a {flen + FCS}-byte frame; at most {MAX_FRAME + FCS}",
                 )
             sizes.append(SizeEntry(flen, plen, pad, w))
+    return sizes
+
+
+def _build_flow(i: int, f: dict) -> Flow:
+    p = f"flows[{i}]"
+    proto = f["protocol"]
+    src, dst, sport, dport = _flow_endpoints(p, f)
+    hdr, l3, l4, dmalen = _flow_header(f, proto, src, dst, sport, dport)
+    opcode = f.get("opcode")
+    H = len(hdr)
+    trailer = 4 if proto == "rocev2" else 0  # ICRC
+
+    sizes = _flow_sizes(p, f, proto, H, trailer)
     return Flow(
         index=i,
         name=f["name"],

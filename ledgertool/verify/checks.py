@@ -4,9 +4,13 @@ and returns a typed, picklable result. Nothing here opens a file: the caller rea
 LedgerReader before and between the calls (a local raw record file is handed over open, and
 read by one native call), in this order:
 
-    check_seal(seal bytes)  ->  SealCheck      (reads_parquet says whether the Parquet file is needed)
-    check_records(SealCheck, ParquetRead) -> RecordsCheck  (merkle_ok False: the leaf sidecar is wanted)
+    check_seal(seal bytes)  ->  SealCheck      (reads_records: whether its records file is needed)
+    check_records(SealCheck, RecordsRead) -> RecordsCheck  (merkle_ok False: the leaf sidecar is wanted)
     merkle_finding(SealCheck, RecordsCheck, leaf sidecar bytes or None) -> the merkle_mismatch Problem
+
+What differs between the segment formats (v2: a raw record file or an unpinned Parquet file,
+authenticated by the signed root; v1: a Parquet file pinned by the seal) is behind one interface,
+`SegmentFormat`, chosen once from the seal (`SealCheck.format`): V2 here, V1 in verify/v1.py.
 
 Checks across segments (the chain, sequence continuity, duplicates, the link tree) are the
 per-link reduction in ledgertool.verify.chain.
@@ -15,23 +19,26 @@ per-link reduction in ledgertool.verify.chain.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ..digest.engine import merkle_leaves, merkle_root, valid_leaf_records
 from ..digest.record import FLAG_GAP, RECORD_FIXED, RecordSink, record_dtype
 from ..errors import LedgerFormatError
 from ..keyfiles import BAD_SIGNATURE, SignatureFinding, seal_message
 from ..ledger.header import LedgerHeader
-from ..ledger.layout import OPEN, PARQUET, RECORDS, SEAL, segment_name
+from ..ledger.layout import OPEN, PARQUET, RECORDS, SEAL
 from ..ledger.parquet import arrow_schema, decode_parquet, table_to_records
-from ..ledger.reader import OpenRecordFile, segment_file
+from ..ledger.reader import OpenRecordFile
 from ..ledger.recfile import RecordFacts, RecordFile, parse_record_file
+from ..ledger.segment import HEADER_SIZE
 from ..plural import plural
-from ..seal.document import SEAL_FORMAT_V2, Seal, parse_seal
+from ..seal.document import SEAL_FORMAT, SEAL_FORMAT_V2, Seal, parse_seal
 from ..seal.rotation import Schedule
+from .checked import RecordsCheck, RecordsRead, SealCheck, SegmentPlace, SeqRange
 from .problems import Kind, Problem
+from .v1 import PARQUET_SLACK, V1
 
 if TYPE_CHECKING:  # imported where used: a v2 ledger whose records verify needs neither
     import numpy as np
@@ -39,117 +46,6 @@ if TYPE_CHECKING:  # imported where used: a v2 ledger whose records verify needs
 
 MAX_PER_KIND = 8  # per segment: record-level findings beyond this are summarised
 MAX_LEAVES_BYTES = 32 << 26  # the largest leaf sidecar read (2**26 leaf hashes)
-
-
-@dataclass(frozen=True)
-class SegmentPlace:
-    """Which segment is checked, and against what: the ledger header and the key schedule
-    (None: the keyless checks, signatures and digest key ids unchecked)."""
-
-    ledger: LedgerHeader
-    link: str
-    index: int
-    link_dir: Path
-    sched: Schedule | None
-    # False when no reader wants this segment's records (plain verify): a raw record file's leaves
-    # are then hashed where they lie and its records are not copied out (RecordsCheck.records None)
-    records_wanted: bool = True
-
-    def path(self, kind: str) -> Path:
-        return segment_file(self.link_dir, self.index, kind)
-
-    def problem(self, kind: Kind, detail: str, record: int | None = None) -> Problem:
-        return Problem(kind, self.index, detail, self.link, record)
-
-
-@dataclass(frozen=True)
-class SeqRange:
-    """The seal's sequence range and record count, checked to be plausible."""
-
-    first: int
-    last: int
-    count: int
-
-
-@dataclass(frozen=True)
-class SealCheck:
-    """Steps 1-3 of one seal, and what the chain reduction needs from it. `doc` None: the seal
-    did not read or parse (`problems` says why). `range_problems` non-empty (layout or sequence
-    range out of bounds) stops the segment's record checks and its sequence-continuity check."""
-
-    index: int
-    doc: Seal | None
-    problems: tuple[Problem, ...]
-    seal_hash: str | None = None  # None when the seal cannot be canonicalised
-    prev_seal_hash: object = None  # as the seal claims it (untrusted)
-    tree_records: int = 0
-    signs_other_header: bool = (
-        False  # ledger_header_sha256 names another ledger.json than the one read
-    )
-    layout: tuple[int, int] | None = None  # (record_size, leaf_records), the seal's signed values
-    seq: SeqRange | None = None
-    range_problems: tuple[Problem, ...] = ()
-    name_problem: Problem | None = None  # parquet_file names a file that is not this segment's
-    leaf_hash: str = "sha256"  # ledger.json's (bound by ledger_header_sha256)
-
-    @property
-    def readable(self) -> bool:
-        return self.doc is not None
-
-    @property
-    def reads_parquet(self) -> bool:
-        """Whether the record checks run, so the segment's Parquet file is to be read."""
-        return self.seq is not None and not self.range_problems and self.parquet_named
-
-    @property
-    def parquet_named(self) -> bool:
-        """v1: the seal names its own segment's Parquet file; v2 (no file name): its members are v2's."""
-        if self.doc is None:
-            return False
-        if self.v2:
-            return self.name_problem is None
-        return self.doc.parquet_file == segment_name(self.index, PARQUET)
-
-    @property
-    def v2(self) -> bool:
-        """A ledgertool-seal-v2 seal: the records are a raw record file or Parquet, authenticated
-        by the signed Merkle root alone (no file hash)."""
-        return self.doc is not None and self.doc.v2
-
-
-@dataclass(frozen=True)
-class ParquetRead:
-    """What reading a segment's records file gave: its bytes, or why there are none (`missing`:
-    no such file; `not_regular`: a non-regular file there, reported as a stray and never read;
-    `error`: the reader's message). `kind` is the file read: PARQUET, or (v2 seals) RECORDS, the raw
-    record file, which a v2 reader takes when present; `leftover` (v2) says that a Parquet file is
-    beside it (a compaction that did not finish: not read); `open_file` (v2, missing) that the
-    segment's .open file is still there (a seal written before its rename)."""
-
-    # OpenRecordFile: a local raw record file, read by its walk
-    data: pa.Buffer | OpenRecordFile | None = None
-    missing: bool = False
-    not_regular: bool = False
-    error: str | None = None
-    kind: str = PARQUET
-    leftover: bool = False
-    open_file: bool = False
-
-
-@dataclass(frozen=True)
-class RecordsCheck:
-    """Steps 5-7 of one segment. `table`/`records` are the decoded Parquet file and its record
-    bytes (None when it could not be read or decoded; a raw record file has records and no table:
-    verify.ledger builds it for the readers that want one); `merkle_ok` False asks for the merkle
-    finding (`merkle_finding`, with the leaf sidecar)."""
-
-    problems: tuple[Problem, ...]
-    table: pa.Table | None = None
-    records: bytes | None = None
-    n: int = 0
-    frames: int = 0
-    drops: int = 0
-    merkle_ok: bool = True
 
 
 def unreadable_seal(place: SegmentPlace, why: str) -> SealCheck:
@@ -200,24 +96,9 @@ def check_seal(raw: bytes, place: SegmentPlace) -> SealCheck:
     own_hash = hashlib.sha256(body).hexdigest() if body is not None else None
     records = doc.records
     layout, seq, range_problems = _seal_range(doc, place)
-    name_problem = None
-    if doc.v2:
-        name_problem = _v2_members_problem(doc, place, path)
-    elif doc.parquet_file != segment_name(index, PARQUET):
-        claimed = doc.segment
-        own = (
-            isinstance(claimed, int)
-            and not isinstance(claimed, bool)
-            and 0 <= claimed < 10**8
-            and doc.parquet_file == segment_name(claimed, PARQUET)
-        )
-        if not own:  # a seal moved from another segment was named (seal_misplaced) already
-            name_problem = place.problem(
-                Kind.SEAL_MALFORMED,
-                f"{path}: parquet_file "
-                f"{_shown(doc.parquet_file)} is not {segment_name(index, PARQUET)}",
-            )
-    return SealCheck(
+    fmt = segment_format(doc)
+    name_problem = fmt.members_problem(doc, place, path)
+    check = SealCheck(
         index,
         doc,
         tuple(out),
@@ -231,6 +112,7 @@ def check_seal(raw: bytes, place: SegmentPlace) -> SealCheck:
         name_problem,
         place.ledger.leaf_hash,
     )
+    return replace(check, records_named=fmt.records_named(check))
 
 
 #: the members of a ledgertool-seal-v2 document, all required (schemas/seal.schema.json): v1's
@@ -388,14 +270,14 @@ def _seal_range(
 
 def check_records(
     seal: SealCheck,
-    read: ParquetRead,
+    read: RecordsRead,
     place: SegmentPlace,
     into: RecordSink | None = None,
     ahead: int = 0,
 ) -> RecordsCheck:
-    """Steps 5-7 for a seal whose `reads_parquet`: v1, the Parquet bytes against the seal's SHA-256
-    and size; v2, the raw record file's header and framing (or the Parquet file's schema), then for
-    both its records (count, sequence numbers, timestamps, drops) and Merkle root. Records are
+    """Steps 5-7 for a seal whose `reads_records`: the records file as the seal's format reads it
+    (v2: the raw record file's header and framing, or the Parquet file's schema; v1: the Parquet
+    bytes against the seal's SHA-256 and size), then for every format its records (count, sequence numbers, timestamps, drops) and Merkle root. Records are
     decoded with the seal's signed layout. `into`: a raw record file's records are copied into
     that sink's free tail (ledgertool.ledger.recfile.parse_record_file, `ahead` passed on) and
     `records` is that copy, the bytes hashed (not counted in the sink: its reader takes them)."""
@@ -403,7 +285,7 @@ def check_records(
         return RecordsCheck(())
     path = place.path(read.kind)
     if read.missing:
-        return RecordsCheck((_missing(seal, read, place),))
+        return RecordsCheck((segment_format(seal.doc).missing(seal, read, place),))
     if read.error is not None or read.data is None:
         kind = Kind.RECORDS_UNREADABLE if read.kind == RECORDS else Kind.PARQUET_UNREADABLE
         return RecordsCheck((place.problem(kind, str(read.error)),))
@@ -416,25 +298,98 @@ def check_records(
                 "a compaction that did not finish (`ledgertool compact` finishes it)",
             )
         )
-    facts = None
-    if not seal.v2:
-        table, records, leaves = _v1_records(seal, read.data, place, out)
-    elif read.kind == RECORDS:
-        if not place.records_wanted:
-            done = _rec_in_place(seal, read.data, place, list(out))
-            if done is not None:
-                return done
-        table, records, leaves, facts = _rec_records(seal, read.data, place, out, into, ahead)
-    else:
-        table, records, leaves = _v2_parquet_records(seal, read.data, place, out)
+    got = segment_format(seal.doc).decode(seal, read, place, out, into, ahead)
+    if isinstance(got, RecordsCheck):
+        return got
+    table, records, leaves, facts = got
     if records is None:
         return RecordsCheck(tuple(out))
     return _record_findings(seal, table, records, leaves, place, out, facts)
 
 
-def _missing(seal: SealCheck, read: ParquetRead, place: SegmentPlace) -> Problem:
-    if not seal.v2:
-        return place.problem(Kind.PARQUET_MISSING, f"{place.path(PARQUET)} is missing")
+class SegmentFormat(Protocol):
+    """What the per-segment checks ask of a segment format: V2 (below) and V1 (verify/v1.py)."""
+
+    name: str
+    raw_files: bool  # records may be in a raw record file (or, sealed before its rename, .open)
+
+    def members_problem(self, doc: Seal, place: SegmentPlace, path: Path) -> Problem | None:
+        """seal_malformed when the seal's members do not name this segment's records as the
+        format does; None when they do."""
+
+    def records_named(self, seal: SealCheck) -> bool:
+        """Whether the seal names this segment's records (else its records file is not read)."""
+
+    def file_limit(self, seal: SealCheck) -> int | None:
+        """The most bytes the segment's records file can hold by what its seal signs."""
+
+    def missing(self, seal: SealCheck, read: RecordsRead, place: SegmentPlace) -> Problem:
+        """The finding for a records file that is not there."""
+
+    def decode(
+        self,
+        seal: SealCheck,
+        read: RecordsRead,
+        place: SegmentPlace,
+        out: list[Problem],
+        into: RecordSink | None = None,
+        ahead: int = 0,
+    ) -> RecordsCheck | tuple:
+        """(table, records, leaves, facts) of the file read, findings into `out` (records None
+        when they cannot be had); or a whole RecordsCheck when the format settled it."""
+
+
+class V2Segments:
+    """The v2 segment format: a raw record file (framed, MAC-chained blocks) or, once compacted,
+    a Parquet file, either authenticated by the seal's signed Merkle root alone."""
+
+    name = "v2"
+    raw_files = True
+
+    def members_problem(self, doc: Seal, place: SegmentPlace, path: Path) -> Problem | None:
+        return _v2_members_problem(doc, place, path)
+
+    def records_named(self, seal: SealCheck) -> bool:
+        return seal.name_problem is None
+
+    def file_limit(self, seal: SealCheck) -> int | None:
+        """The raw record file of the seal's records (header, and per block at most a 4-byte
+        count and a 32-byte MAC per record) or a Parquet file of them."""
+        if seal.seq is None or seal.layout is None:
+            return None
+        return HEADER_SIZE + seal.seq.count * (seal.layout[0] + 36) + PARQUET_SLACK
+
+    def missing(self, seal: SealCheck, read: RecordsRead, place: SegmentPlace) -> Problem:
+        return _v2_missing(seal, read, place)
+
+    def decode(
+        self,
+        seal: SealCheck,
+        read: RecordsRead,
+        place: SegmentPlace,
+        out: list[Problem],
+        into: RecordSink | None = None,
+        ahead: int = 0,
+    ) -> RecordsCheck | tuple:
+        if read.kind != RECORDS:
+            return (*_v2_parquet_records(seal, read.data, place, out), None)
+        if not place.records_wanted:
+            done = _rec_in_place(seal, read.data, place, list(out))
+            if done is not None:
+                return done
+        return _rec_records(seal, read.data, place, out, into, ahead)
+
+
+V2 = V2Segments()
+_FORMATS: dict[str, SegmentFormat] = {SEAL_FORMAT_V2: V2, SEAL_FORMAT: V1}
+
+
+def segment_format(doc: Seal | None) -> SegmentFormat:
+    """The format the seal `doc` was written in (V2 for none: nothing of it is read then)."""
+    return _FORMATS.get(doc.format, V2) if doc is not None else V2
+
+
+def _v2_missing(seal: SealCheck, read: RecordsRead, place: SegmentPlace) -> Problem:
     why = (
         f"; {place.path(OPEN)} is still there: `ledgertool recover` renames it when its records match the "
         "seal's root"
@@ -446,33 +401,6 @@ def _missing(seal: SealCheck, read: ParquetRead, place: SegmentPlace) -> Problem
         f"segment {place.index}: neither {place.path(RECORDS)} nor "
         f"{place.path(PARQUET)} exists{why}",
     )
-
-
-def _v1_records(
-    seal: SealCheck, data: pa.Buffer, place: SegmentPlace, out: list[Problem]
-) -> tuple[pa.Table | None, bytes | None, bytes | None]:
-    """A v1 seal pins its Parquet file: SHA-256 and size, then the decoded table and records."""
-    doc, pq_path = seal.doc, place.path(PARQUET)
-    if hashlib.sha256(data).hexdigest() != doc.parquet_sha256:
-        out.append(
-            place.problem(
-                Kind.PARQUET_HASH_MISMATCH,
-                f"{pq_path}: SHA-256 differs from the seal's parquet_sha256",
-            )
-        )
-    elif len(data) != doc.parquet_bytes:  # the signed size must agree too
-        out.append(
-            place.problem(
-                Kind.PARQUET_HASH_MISMATCH,
-                f"{pq_path}: {len(data)} bytes, seal's parquet_bytes says {doc.parquet_bytes}",
-            )
-        )
-    try:
-        table = decode_parquet(data)
-        return table, table_to_records(table, seal.layout[0] - 32), None
-    except Exception as e:  # noqa: BLE001 - any unreadable Parquet is a finding, not a crash
-        out.append(place.problem(Kind.PARQUET_UNREADABLE, f"{pq_path}: {type(e).__name__}: {e}"))
-        return None, None, None
 
 
 def _rec_in_place(
@@ -717,7 +645,7 @@ def merkle_finding(
 ) -> RecordsCheck:
     """`recs` with its merkle_mismatch finding added: the changed leaf blocks when the leaf-hash
     sidecar `leaves` is authentic (its own root is the seal's), else the plain mismatch. The detail
-    starts with the records file read (`kind`: PARQUET or RECORDS, ParquetRead.kind), as the other
+    starts with the records file read (`kind`: PARQUET or RECORDS, RecordsRead.kind), as the other
     kinds of a file's finding do."""
     leaf, path = seal.layout[1], place.path(kind)
     changed = _changed_leaves(

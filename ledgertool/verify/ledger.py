@@ -71,7 +71,7 @@ from ..ledger.layout import (
 from ..ledger.parquet import records_to_table
 from ..ledger.reader import LedgerReader, LinkListing
 from ..ledger.remote import ledger_reader
-from ..ledger.segment import HEADER_SIZE, parse_open_segment
+from ..ledger.segment import parse_open_segment
 from ..progress import Progress, ProgressFn
 from ..seal.checkpoint import LinkTree, check_extends, parse_note
 from ..seal.document import Seal
@@ -88,12 +88,13 @@ from .chain import (
 )
 from .checks import (
     MAX_LEAVES_BYTES,
-    ParquetRead,
+    RecordsRead,
     SealCheck,
     SegmentPlace,
     check_records,
     check_seal,
     merkle_finding,
+    segment_format,
     unreadable_seal,
 )
 from .problems import Kind, Problem
@@ -589,9 +590,11 @@ def check_segment(
         why = f"segment {index} has no seal: {gone} was listed but is not there"
         return SegmentCheck(SealCheck(index, None, (place.problem(Kind.SEGMENT_MISSING, why),)))
     seal = check_seal(raw, place)
-    if not seal.reads_parquet:
+    if not seal.reads_records:
         return SegmentCheck(seal)
-    read = _read_records(reader, listing, link, index, seal.v2, records_file_limit(seal))
+    read = _read_records(
+        reader, listing, link, index, segment_format(seal.doc).raw_files, records_file_limit(seal)
+    )
     try:
         recs = check_records(
             seal, read, place, into, seal.seq.count * segments_after if into is not None else 0
@@ -609,23 +612,11 @@ def check_segment(
     return SegmentCheck(seal, recs)
 
 
-#: a Parquet file beyond its records (footer, schema, page headers), and the margin past a size a
-#: seal signs within which a longer file is still read (and reported by its size, as before)
-PARQUET_SLACK = 1 << 20
-
-
 def records_file_limit(seal: SealCheck) -> int | None:
-    """The most bytes a sealed segment's records file can hold, from what its seal signs: a v1
-    seal's `parquet_bytes` (and PARQUET_SLACK); else the raw record file of its records (header,
-    and per block at most a 4-byte count and a 32-byte MAC per record), or a Parquet file of
-    them. The read stops there (a file larger than its seal allows is a finding, never read whole
-    into memory)."""
-    if not seal.v2:  # (a little over the signed size: a longer file is still its size finding)
-        size = seal.doc.parquet_bytes
-        return size + PARQUET_SLACK if type(size) is int and size >= 0 else None
-    if seal.seq is None or seal.layout is None:
-        return None
-    return HEADER_SIZE + seal.seq.count * (seal.layout[0] + 36) + PARQUET_SLACK
+    """The most bytes a sealed segment's records file can hold, from what its seal signs (its
+    format says: `SegmentFormat.file_limit`). The read stops there (a file larger than its seal
+    allows is a finding, never read whole into memory)."""
+    return segment_format(seal.doc).file_limit(seal)
 
 
 def _read_records(
@@ -633,13 +624,13 @@ def _read_records(
     listing: LinkListing,
     link: str,
     index: int,
-    v2: bool,
+    raw_files: bool,
     limit: int | None = None,
-) -> ParquetRead:
-    """The records file a seal's checks read: v1, the Parquet file; v2, the raw record file when
+) -> RecordsRead:
+    """The records file a seal's checks read: the raw record file when the format has them and
     there is one (a Parquet file beside it is a compaction leftover, not read), else the Parquet
     file (docs/ledger-format.md, "Verification"); none read past `limit` bytes."""
-    if not v2:
+    if not raw_files:  # a v1 seal pins its Parquet file: nothing else is read
         return _read_file(reader, listing, link, index, PARQUET, limit)
     rec = _read_file(reader, listing, link, index, RECORDS, limit)
     if not rec.missing:
@@ -671,25 +662,25 @@ def _read_file(
     index: int,
     kind: str,
     limit: int | None = None,
-) -> ParquetRead:
+) -> RecordsRead:
     if not listing.has(index, kind):
         path = reader.segment_path(link, index, kind)
         # not a regular file: named already, not read
         if any(s.path == path for s in listing.strays):
-            return ParquetRead(not_regular=True, kind=kind)
+            return RecordsRead(not_regular=True, kind=kind)
         # (the listing may predate a rename)
         if not reader.exists(link, index, kind, follow_symlinks=False):
-            return ParquetRead(missing=True, kind=kind)
+            return RecordsRead(missing=True, kind=kind)
     try:
         if kind == RECORDS:  # walked in a map on local storage, not read into a buffer
-            return ParquetRead(reader.open_record_file(link, index, limit), kind=kind)
-        return ParquetRead(reader.read_segment_file(link, index, kind, limit), kind=kind)
+            return RecordsRead(reader.open_record_file(link, index, limit), kind=kind)
+        return RecordsRead(reader.read_segment_file(link, index, kind, limit), kind=kind)
     except StorageError as e:
         if e.errno == errno.ENOENT:  # compacted (a .rec) since the listing
-            return ParquetRead(missing=True, kind=kind)
+            return RecordsRead(missing=True, kind=kind)
         raise
     except LedgerFormatError as e:
-        return ParquetRead(error=str(e), kind=kind)
+        return RecordsRead(error=str(e), kind=kind)
 
 
 def _read_open(reader: LedgerReader, link: str, index: int) -> OpenRead:

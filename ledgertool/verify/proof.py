@@ -1,17 +1,21 @@
-"""Inclusion proofs: one record under its signed seal, checkable offline (schemas/proof.schema.json).
+"""Inclusion proofs: one record, or one window record, under its signed seal, checkable offline
+(schemas/proof.schema.json, schemas/window-proof.schema.json; the typed documents are
+verify/proofdoc.py's).
 
-A proof (docs/transparency.md, "Inclusion proofs") carries the record, its leaf block (the raw
-fixed-size records of its Merkle leaf, hex), the RFC 9162 s2.1.3 audit path from that leaf to the
-seal's merkle_root, the whole signed seal, and the ledger's rotation statements (so a verifier
-holding only the original trust bundle can follow a key rotation). It also carries, where the link
-has a checkpoint covering the segment, the signed checkpoint note and the RFC 9162 audit path of
-the seal hash in the link's ledger-level tree: the proof then reaches a checkpoint root a verifier
-or a witness holds, not only the seal. `check_proof` is pure.
+A record proof (docs/transparency.md, "Inclusion proofs") carries the record, its leaf block (the
+raw fixed-size records of its Merkle leaf, hex), the RFC 9162 s2.1.3 audit path from that leaf to
+the seal's merkle_root, the whole signed seal, and the ledger's rotation statements (so a verifier
+holding only the original trust bundle can follow a key rotation). A window proof carries one
+window record of a link's window log in place of the record and its block (one window is one
+leaf). Both carry, where the link (or log) has a checkpoint covering the segment, the signed
+checkpoint note and the RFC 9162 audit path of the seal hash in the link's ledger-level tree: the
+proof then reaches a checkpoint root a verifier or a witness holds, not only the seal.
+`check_proof` is pure.
 """
 
 from __future__ import annotations
 
-import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,49 +23,64 @@ import blake3
 import numpy as np
 
 from ..algorithms import algorithm_caveat
-from ..canonical import loads_strict
 from ..digest.engine import merkle_leaves, merkle_root
 from ..digest.record import RECORD_FIXED, record_dtype
-from ..errors import DiscrepancyError, LedgerFormatError, Setting, UsageError
+from ..digest.window import WindowRecord
+from ..errors import DataError, DiscrepancyError, LedgerFormatError, Setting, UsageError
 from ..keyfiles import TrustBundle
 from ..ledger.checkpoints import tree_of_seals
 from ..ledger.header import LedgerHeader, load_ledger
 from ..ledger.index import choose_link
-from ..ledger.layout import SEAL
+from ..ledger.layout import SEAL, window_log, window_log_link
 from ..ledger.reader import LedgerReader
 from ..ledger.remote import ledger_reader
 from ..ledger.rotations import load_rotations
 from ..seal import merkle
 from ..seal.checkpoint import SignedNote, origin_for, parse_note, verify_note
-from ..seal.document import (
-    SEAL_FORMAT,
-    SEAL_FORMAT_V2,
-    SEAL_FORMATS,
-    Seal,
-    parse_seal,
-)
-from ..seal.rotation import key_schedule
+from ..seal.document import Seal, parse_seal
+from ..seal.rotation import Schedule, key_schedule
 from ..urls import location
 from .ledger import verified_segment
+from .proofdoc import (
+    PROOF_FORMAT,
+    PROOF_FORMAT_V1,
+    WINDOW_PROOF_FORMAT,
+    CheckpointPart,
+    InclusionProof,
+    LeafBlock,
+    Proof,
+    ProofRecord,
+    ProvenWindow,
+    ShapeError,
+    WindowProof,
+    parse_proof,
+    proof_from_json,
+    proof_shape_problem,
+)
+from .windows import verify_window_log
 
-PROOF_FORMAT = (
-    "ledgertool-inclusion-proof-v2"  # v2 adds the checkpoint part (null when none covers)
-)
-PROOF_FORMAT_V1 = (
-    "ledgertool-inclusion-proof-v1"  # still checked: record, block, path, seal, rotations
-)
-_FIELDS = ("seq", "ts_ns", "wire_len", "cap_len", "flags", "linktype", "aux")
+__all__ = [
+    "PROOF_FORMAT",
+    "PROOF_FORMAT_V1",
+    "WINDOW_PROOF_FORMAT",
+    "InclusionProof",
+    "ProofCheck",
+    "WindowProof",
+    "build_proof",
+    "build_window_proof",
+    "check_proof",
+    "load_proof",
+    "parse_proof",
+    "proof_shape_problem",
+    "record_to_json",
+]
 
 
 def record_to_json(rec) -> dict:
     """One record (a numpy record of `record_dtype`) as the proof's `record` object: u64/i64 as
     decimal strings, the digest as lowercase hex of all its bytes (sliced from the raw record, so a
     digest ending in zero bytes keeps them)."""
-    out = {k: int(rec[k]) for k in _FIELDS}
-    out["seq"] = str(out["seq"])
-    out["ts_ns"] = str(out["ts_ns"])
-    out["digest"] = rec.tobytes()[RECORD_FIXED:].hex()
-    return out
+    return ProofRecord.of_array(rec).to_json()
 
 
 def build_proof(
@@ -72,7 +91,7 @@ def build_proof(
     link: str | None = None,
     checkpoint: bytes | None = None,
     checkpoint_where: str = "checkpoint",
-) -> dict:
+) -> InclusionProof:
     """The inclusion proof of the record with sequence number `seq` (or the first record whose
     digest is `digest`, hex) of `link` (default: the ledger's only link).
 
@@ -91,17 +110,7 @@ def build_proof(
     link = choose_link(directory, link)
     reader = ledger_reader(directory)
     note = _checkpoint_note(reader, ledger, link, checkpoint, checkpoint_where)
-    want = None
-    if digest is not None:
-        try:
-            want = bytes.fromhex(digest)
-        except ValueError:
-            raise UsageError(Setting("digest"), f" {digest!r} is not hex") from None
-        if len(want) != ledger.digest_size:
-            raise UsageError(
-                Setting("digest"),
-                f" is {len(want)} bytes; this ledger's digests are {ledger.digest_size}",
-            )
+    want = None if digest is None else _digest_bytes(digest, ledger.digest_size)
     dtype = record_dtype(ledger.digest_size)
     for index in reader.listing(link).sealed:
         seal = parse_seal(
@@ -128,11 +137,22 @@ def build_proof(
                     f"segment {index}: seq {seq} is in the seal's range but not in its records"
                 )
             continue
-        proof = _proof_for(directory, ledger, link, seal, records, int(hits[0]))
-        proof["checkpoint"] = _checkpoint_part(reader, link, index, note, checkpoint is not None)
-        return proof
+        part = _checkpoint_part(reader, link, index, note, checkpoint is not None)
+        return _proof_for(directory, ledger, link, seal, records, int(hits[0]), part)
     what = f"seq {seq}" if seq is not None else f"digest {digest}"
     raise LedgerFormatError(f"{directory}: link {link} has no sealed record with {what}")
+
+
+def _digest_bytes(digest: str, size: int) -> bytes:
+    try:
+        want = bytes.fromhex(digest)
+    except ValueError:
+        raise UsageError(Setting("digest"), f" {digest!r} is not hex") from None
+    if len(want) != size:
+        raise UsageError(
+            Setting("digest"), f" is {len(want)} bytes; this ledger's digests are {size}"
+        )
+    return want
 
 
 #: the leaf entry of a proof's block per ledger.json `leaf_hash` (leaf = SHA-256(0x00 || entry))
@@ -140,8 +160,14 @@ _LEAF_ENTRY = {"sha256": bytes, "blake3": lambda block: blake3.blake3(block).dig
 
 
 def _proof_for(
-    directory: Path, ledger: LedgerHeader, link: str, seal: Seal, records: bytes, k: int
-) -> dict:
+    directory: Path,
+    ledger: LedgerHeader,
+    link: str,
+    seal: Seal,
+    records: bytes,
+    k: int,
+    checkpoint: CheckpointPart | None,
+) -> InclusionProof:
     rsize, leaf = ledger.record_size, ledger.leaf_records
     raw = merkle_leaves(records, rsize, leaf, ledger.leaf_hash)  # C, as sealing and verify do
     if merkle_root(raw).hex() != seal.merkle_root:
@@ -152,25 +178,101 @@ def _proof_for(
     li = k // leaf
     block = records[li * leaf * rsize : (li + 1) * leaf * rsize]
     rec = np.frombuffer(records, dtype=record_dtype(ledger.digest_size))[k]
-    return {
-        "format": PROOF_FORMAT,
-        "ledger_id": ledger.ledger_id,
-        "link": link,
-        "segment": seal.segment,
-        "record_index": k,
-        "record": record_to_json(rec),
-        "leaf_index": li,
-        "tree_size": len(leaves),
-        "leaf_block": {
-            "first_record_index": li * leaf,
-            "records": len(block) // rsize,
-            "hex": block.hex(),
-        },
-        **({"leaf_hash": ledger.leaf_hash} if ledger.leaf_hash != "sha256" else {}),
-        "audit_path": [h.hex() for h in merkle.inclusion_proof(li, leaves)],
-        "seal": seal.to_json(),
-        "rotations": [r.to_json() for r in load_rotations(directory)],
-    }
+    return InclusionProof(
+        format=PROOF_FORMAT,
+        ledger_id=ledger.ledger_id,
+        link=link,
+        segment=seal.segment,
+        record_index=k,
+        record=ProofRecord.of_array(rec),
+        leaf_index=li,
+        tree_size=len(leaves),
+        leaf_block=LeafBlock(li * leaf, len(block) // rsize, block),
+        leaf_hash=ledger.leaf_hash if ledger.leaf_hash != "sha256" else None,
+        audit_path=tuple(merkle.inclusion_proof(li, leaves)),
+        seal=seal,
+        rotations=tuple(r.to_json() for r in load_rotations(directory)),
+        checkpoint=checkpoint,
+    )
+
+
+def build_window_proof(
+    directory: Path,
+    *,
+    at_ns: int,
+    link: str | None = None,
+    checkpoint: bytes | None = None,
+    checkpoint_where: str = "checkpoint",
+) -> WindowProof:
+    """The proof of the window record of `link`'s window log (default: the ledger's only one)
+    whose window holds the instant `at_ns` (ns since the epoch; a window's start names it), under
+    its seal and the log's checkpoint (or `checkpoint`, as for build_proof).
+
+    UsageError for a ledger without a window tier or an unknown link; LedgerFormatError when no
+    sealed window holds `at_ns`; DiscrepancyError when the window log does not verify (its
+    segments against their seals, the chain) where the window would be: no proof is made from a
+    tampered log."""
+    directory = location(directory)
+    ledger = load_ledger(directory)
+    if ledger.window is None:
+        raise UsageError(
+            f"{directory}: the ledger has no window tier (ledger.json `tiers` has no windows); "
+            "prove a record with ",
+            Setting("seq"),
+        )
+    reader = ledger_reader(directory)
+    log = _window_log(reader, directory, link)
+    note = _checkpoint_note(reader, ledger, log, checkpoint, checkpoint_where)
+    want = at_ns // ledger.window.window_ns
+    findings: list = []
+    summary, _ = verify_window_log(reader, ledger, log, None, findings.append)
+    for v in summary.verified:
+        hit = next((k for k, w in enumerate(v.windows) if w.index == want), None)
+        if hit is None:
+            continue
+        records = [w.serialize() for w in v.windows]
+        leaves = [merkle.leaf_hash(r) for r in records]
+        return WindowProof(
+            format=WINDOW_PROOF_FORMAT,
+            ledger_id=ledger.ledger_id,
+            link=log,
+            segment=v.index,
+            window=ProvenWindow.of(v.windows[hit]),
+            leaf_index=hit,
+            tree_size=len(leaves),
+            audit_path=tuple(merkle.inclusion_proof(hit, leaves)),
+            seal=v.seal,
+            rotations=tuple(r.to_json() for r in load_rotations(directory)),
+            checkpoint=_checkpoint_part(reader, log, v.index, note, checkpoint is not None),
+        )
+    bad = [f for f in findings if not f.kind.is_warning]
+    if bad:
+        raise DiscrepancyError(
+            f"{log}: no verified window {want} (window start {want * ledger.window.window_ns}); "
+            f"the log does not verify: {bad[0].kind.value}: {bad[0].detail}; "
+            "run `ledgertool verify`"
+        )
+    raise LedgerFormatError(
+        f"{directory}: window log {log} has no sealed window holding {at_ns} "
+        f"(window {want}, starting at {want * ledger.window.window_ns} ns)"
+    )
+
+
+def _window_log(reader: LedgerReader, directory: Path, link: str | None) -> str:
+    """'windows=NAME' of `link`, or of the ledger's only window log."""
+    logs = sorted(reader.window_logs)
+    if link is None:
+        if len(logs) != 1:
+            names = ", ".join(window_log_link(g) or g for g in logs) or "none"
+            raise UsageError(
+                f"{directory}: ledger has window logs of links {names}; choose one with ",
+                Setting("link"),
+            )
+        return logs[0]
+    log = window_log(link)
+    if log not in logs:
+        raise UsageError(f"{directory}: link {link!r} has no window log")
+    return log
 
 
 def _checkpoint_note(
@@ -198,7 +300,7 @@ def _checkpoint_part(
     segment: int,
     found: tuple[SignedNote, str, str] | None,
     given: bool,
-) -> dict | None:
+) -> CheckpointPart | None:
     """The note and the audit path of the segment's seal hash up to the note's root (RFC 9162
     s2.1.3 over the link tree), or None when there is no checkpoint covering the segment."""
     if found is None:
@@ -208,8 +310,8 @@ def _checkpoint_part(
     if segment >= cp.size:
         if given:
             raise UsageError(
-                f"{where}: checkpoint covers segments 0..{cp.size - 1} of link {link}; the record is "
-                f"in segment {segment}: use a newer checkpoint"
+                f"{where}: checkpoint covers segments 0..{cp.size - 1} of link {link}; the record "
+                f"is in segment {segment}: use a newer checkpoint"
             )
         return None
     seals = {i: reader.segment_path(link, i, SEAL) for i in reader.listing(link).sealed}
@@ -222,19 +324,16 @@ def _checkpoint_part(
             "verifying the ledger against this checkpoint names what differs"
         )
     leaves = [merkle.leaf_hash(bytes.fromhex(h)) for h in tree.seal_hashes[: cp.size]]
-    return {
-        "note": text,
-        "leaf_index": segment,
-        "tree_size": cp.size,
-        "audit_path": [h.hex() for h in merkle.inclusion_proof(segment, leaves)],
-    }
+    return CheckpointPart(text, segment, cp.size, tuple(merkle.inclusion_proof(segment, leaves)))
 
 
 @dataclass
 class ProofCheck:
+    """check_proof's verdict on `proof` (None when what was given was not shaped like a proof)."""
+
     ok: bool
     reason: str | None
-    proof: dict
+    proof: Proof | None
 
     checkpoint: dict | None = None  # {"tree_size", "root_hash"} of the checkpoint the proof reached
 
@@ -242,45 +341,29 @@ class ProofCheck:
     def warnings(self) -> list[str]:
         """Caveats on the verdict: the seal's algorithm's (aes-128-gmac: forgeable by whoever saw
         two tags)."""
-        seal = self.proof.get("seal")
-        caveat = algorithm_caveat(Seal.of(seal).algorithm) if isinstance(seal, dict) else None
+        caveat = algorithm_caveat(self.proof.seal.algorithm) if self.proof else None
         return [caveat] if caveat else []
 
     def to_json(self) -> dict:
         p = self.proof
-        return {
+        record = p if isinstance(p, InclusionProof) else None
+        out = {
             "ok": self.ok,
             "reason": self.reason,
-            "ledger_id": p.get("ledger_id"),
-            "link": p.get("link"),
-            "segment": p.get("segment"),
-            "record_index": p.get("record_index"),
-            "record": p.get("record"),
+            "ledger_id": p and p.ledger_id,
+            "link": p and p.link,
+            "segment": p and p.segment,
+            "record_index": record and record.record_index,
+            "record": record and record.record.to_json(),
             "checkpoint": self.checkpoint,
             "warnings": self.warnings,
         }
+        if isinstance(p, WindowProof):  # its clear fields; the record's bytes are in the proof
+            out["window"] = {k: v for k, v in p.window.to_json().items() if k != "record"}
+        return out
 
 
-_LOWER_HEX = re.compile(r"(?:[0-9a-f]{2})*")
-_TOP_KEYS = {
-    "format",
-    "ledger_id",
-    "link",
-    "segment",
-    "record_index",
-    "record",
-    "leaf_index",
-    "tree_size",
-    "leaf_block",
-    "audit_path",
-    "seal",
-    "rotations",
-    "checkpoint",
-    "leaf_hash",
-}
-
-
-def load_proof(path: Path) -> dict:
+def load_proof(path: Path) -> InclusionProof | WindowProof:
     """Read a proof file; LedgerFormatError (exit 2) when it is not one."""
     try:
         data = Path(path).read_bytes()
@@ -289,248 +372,207 @@ def load_proof(path: Path) -> dict:
     return parse_proof(data, str(path))
 
 
-def parse_proof(data: bytes, where: str = "proof") -> dict:
-    """Parse a proof document; LedgerFormatError naming `where` when it is not strict JSON
-    (`canonical.loads_strict`: no duplicate members, integers only), not a
-    ledgertool-inclusion-proof-v2 (or -v1, which has no checkpoint part) document, misses a field,
-    has one its version does not know (an unknown field is refused, not ignored: a proof means
-    exactly what it says) or has a field of the wrong JSON type (true / false are not integers)."""
-    doc = loads_strict(data, where)
-    bad = proof_shape_problem(doc)
-    if bad is not None:
-        raise LedgerFormatError(f"{where}: {bad}")
-    return doc
+class _Invalid(Exception):
+    """A step of check_proof failed; the message is the reason."""
 
 
-def _is_int(v: object) -> bool:
-    """A JSON integer: Python's bool is an int subclass, and a float (1.0) compares equal to one."""
-    return type(v) is int
-
-
-_DECIMAL = re.compile(r"-?[0-9]+")
-_RECORD_INTS = ("wire_len", "cap_len", "flags", "linktype", "aux")
-# integer members of a seal (schemas/seal.schema.json); the u64 ones are decimal strings
-_SEAL_INTS = (
-    "segment",
-    "record_size",
-    "leaf_records",
-    "records",
-    "frames",
-    "drops_declared",
-    "parquet_bytes",
-    "torn_bytes_discarded",
-)
-_SEAL_INTS_V2 = tuple(k for k in _SEAL_INTS if k != "parquet_bytes")  # a v2 seal pins no file
-
-
-def _seal_shape_problem(seal: dict) -> str | None:
-    if seal.get("format") not in SEAL_FORMATS:
-        return f"embedded seal is not a {SEAL_FORMAT} or {SEAL_FORMAT_V2} document"
-    for key in _SEAL_INTS_V2 if seal["format"] == SEAL_FORMAT_V2 else _SEAL_INTS:
-        if not _is_int(seal.get(key)):
-            return f"seal.{key} missing or not an integer"
-    for key in ("first_seq", "last_seq"):
-        if not isinstance(seal.get(key), str) or not _DECIMAL.fullmatch(seal[key]):
-            return f"seal.{key} missing or not a decimal string"
-    return None
-
-
-def proof_shape_problem(doc: object) -> str | None:
-    """The first way `doc` is not shaped like a proof (schemas/proof.schema.json), or None. Every
-    integer must be a JSON integer (not true/false, not 1.0), at any depth."""
-    if not isinstance(doc, dict) or doc.get("format") not in (PROOF_FORMAT, PROOF_FORMAT_V1):
-        return f"not a {PROOF_FORMAT} (or -v1) document"
-    v1 = doc["format"] == PROOF_FORMAT_V1
-    unknown = sorted(set(doc) - (_TOP_KEYS - {"checkpoint"} if v1 else _TOP_KEYS))
-    if unknown:
-        return f"unknown field {unknown[0]!r}"
-    need = {
-        "ledger_id": str,
-        "link": str,
-        "segment": int,
-        "record_index": int,
-        "record": dict,
-        "leaf_index": int,
-        "tree_size": int,
-        "leaf_block": dict,
-        "audit_path": list,
-        "seal": dict,
-        "rotations": list,
-    }
-    for key, typ in need.items():
-        if not (_is_int(doc.get(key)) if typ is int else isinstance(doc.get(key), typ)):
-            return f"field {key!r} missing or not {'an integer' if typ is int else typ.__name__}"
-    block = doc["leaf_block"]
-    if set(block) != {"first_record_index", "records", "hex"}:
-        return "leaf_block must have exactly first_record_index, records and hex"
-    for key in ("first_record_index", "records"):
-        if not _is_int(block[key]):
-            return f"leaf_block.{key} is not an integer"
-    rec = doc["record"]
-    if set(rec) != {*_FIELDS, "digest"}:
-        return f"record must have exactly {', '.join(_FIELDS)} and digest"
-    for key in _RECORD_INTS:
-        if not _is_int(rec[key]):
-            return f"record.{key} is not an integer"
-    for key in ("seq", "ts_ns"):
-        if not isinstance(rec[key], str) or not _DECIMAL.fullmatch(rec[key]):
-            return f"record.{key} is not a decimal string"
-    if "checkpoint" not in doc and not v1:
-        return "field 'checkpoint' missing (null when no checkpoint covers the segment)"
-    cp = doc.get("checkpoint")
-    if cp is not None:
-        if not isinstance(cp, dict) or set(cp) != {"note", "leaf_index", "tree_size", "audit_path"}:
-            return (
-                "checkpoint must be null or have exactly note, leaf_index, tree_size and audit_path"
-            )
-        for key in ("leaf_index", "tree_size"):
-            if not _is_int(cp[key]):
-                return f"checkpoint.{key} is not an integer"
-        if not isinstance(cp["note"], str) or not isinstance(cp["audit_path"], list):
-            return "checkpoint.note must be a string and checkpoint.audit_path a list"
-    # hex is lowercase everywhere (as the schema says): bytes.fromhex would also take upper case, and a
-    # proof has one spelling
-    hexes = [("leaf_block.hex", block["hex"]), ("record.digest", rec["digest"])]
-    hexes += [(f"audit_path[{i}]", h) for i, h in enumerate(doc["audit_path"])]
-    if cp is not None:
-        hexes += [(f"checkpoint.audit_path[{i}]", h) for i, h in enumerate(cp["audit_path"])]
-    for name, h in hexes:
-        if not isinstance(h, str) or not _LOWER_HEX.fullmatch(h):
-            return f"{name} is not lowercase hex"
-    return _seal_shape_problem(doc["seal"])
-
-
-def check_proof(doc: dict, trust: TrustBundle, checkpoint: SignedNote | None = None) -> ProofCheck:
-    """Verify a parsed proof offline. Each failed step gives ok False and the reason.
+def check_proof(
+    proof: Proof | Mapping, trust: TrustBundle, checkpoint: SignedNote | None = None
+) -> ProofCheck:
+    """Verify a proof offline (a parsed one, or a JSON mapping, which goes through the strict
+    parser first). Each failed step gives ok False and the reason.
 
     When the proof carries a checkpoint, it must be signed by a key of the rotation schedule and
     the seal hash must lead to its root. `checkpoint` (the verifier's own, parsed) additionally
     requires the proof to reach exactly that checkpoint (same tree size and root)."""
-
-    def fail(reason: str) -> ProofCheck:
-        return ProofCheck(False, reason, doc)
-
-    bad = proof_shape_problem(doc)  # parse_proof refuses these; a dict from elsewhere may have them
-    if bad is not None:
-        return fail(bad)
-    seal = Seal.of(doc["seal"])
-    # 1. the seal is this ledger's, this link's, this segment's, and signed by the key the
-    #    rotation schedule assigns to it
-    if (seal.ledger_id, seal.link, seal.segment) != (doc["ledger_id"], doc["link"], doc["segment"]):
-        return fail("the embedded seal is for another ledger, link or segment")
-    rotations = doc.get("rotations") or []
-    if not isinstance(rotations, list):
-        return fail("rotations is not a list")
-    sched = key_schedule(doc["ledger_id"], trust, rotations)
-    if sched.problems:
-        return fail(sched.problems[0])
+    if not isinstance(proof, Proof):
+        try:
+            proof = proof_from_json(proof)
+        except ShapeError as e:
+            return ProofCheck(False, str(e), None)
     try:
-        problems = sched.bundle_for(doc["link"], doc["segment"]).verify(
+        sched = _check_seal(proof, trust)
+        if isinstance(proof, WindowProof):
+            leaf = _window_leaf(proof)
+        else:
+            leaf = _record_leaf(proof)
+        # the audit path reaches the signed root
+        try:
+            root = bytes.fromhex(proof.seal.merkle_root)
+        except (TypeError, ValueError) as e:
+            raise _Invalid(f"malformed field in the proof or its seal: {e}") from None
+        if not merkle.verify_inclusion(
+            leaf, proof.leaf_index, proof.tree_size, list(proof.audit_path), root
+        ):
+            raise _Invalid("audit path does not lead to the seal's Merkle root")
+        reached = _check_checkpoint(proof, sched, checkpoint)
+    except _Invalid as e:
+        return ProofCheck(False, str(e), proof)
+    if reached is None and checkpoint is not None:
+        why = "the proof carries no checkpoint; ask for one made with `prove --checkpoint`"
+        return ProofCheck(False, why, proof)
+    return ProofCheck(True, None, proof, reached)
+
+
+def _check_seal(proof: Proof, trust: TrustBundle) -> Schedule:
+    """Step 1: the seal is this ledger's, this link's, this segment's, and signed by the key the
+    rotation schedule assigns to it; the key schedule the proof's rotations give."""
+    seal = proof.seal
+    if (seal.ledger_id, seal.link, seal.segment) != (proof.ledger_id, proof.link, proof.segment):
+        raise _Invalid("the embedded seal is for another ledger, link or segment")
+    sched = key_schedule(proof.ledger_id, trust, list(proof.rotations))
+    if sched.problems:
+        raise _Invalid(sched.problems[0])
+    try:
+        problems = sched.bundle_for(proof.link, proof.segment).verify(
             seal.signed_bytes(), seal.signatures or {}
         )
     except (TypeError, ValueError) as e:
         problems = [f"seal cannot be canonicalised ({e})"]
     if problems:
-        return fail(f"seal signature: {problems[0]}")
+        raise _Invalid(f"seal signature: {problems[0]}")
     # the digest key the seal names must be the one the rotation chain assigns to its segment
     # (known only when the chain has a digest-key statement: a proof carries no ledger header)
-    want_dk = sched.digest_key_id_for(doc["link"], doc["segment"])
+    want_dk = sched.digest_key_id_for(proof.link, proof.segment)
     if want_dk is not None and seal.digest_key_id != want_dk:
-        return fail(
+        raise _Invalid(
             f"seal names digest key {seal.digest_key_id}; the rotation chain assigns {want_dk} "
-            f"to segment {doc['segment']}"
+            f"to segment {proof.segment}"
         )
-    # 2. the leaf block and the record
+    return sched
+
+
+def _seal_layout(seal: Seal) -> tuple[int, int, int, int]:
+    """(record_size, leaf_records, records, first_seq) as the signed seal states them."""
     try:
-        rsize, leaf, count = int(seal.record_size), int(seal.leaf_records), int(seal.records)
-        first_seq = int(seal.first_seq)
-        root = bytes.fromhex(seal.merkle_root)
-        block = bytes.fromhex(doc["leaf_block"]["hex"])
-        path = [bytes.fromhex(h) for h in doc["audit_path"]]
-    except (KeyError, TypeError, ValueError) as e:
-        return fail(f"malformed field in the proof or its seal: {e}")
+        return (
+            int(seal.record_size),
+            int(seal.leaf_records),
+            int(seal.records),
+            int(seal.first_seq),
+        )
+    except (TypeError, ValueError) as e:
+        raise _Invalid(f"malformed field in the proof or its seal: {e}") from None
+
+
+def _record_leaf(proof: InclusionProof) -> bytes:
+    """Step 2 of a record proof: the record is its entry in the leaf block, which follows from the
+    seal; the block's Merkle leaf hash."""
+    rsize, leaf, count, first_seq = _seal_layout(proof.seal)
     if rsize - RECORD_FIXED not in (16, 32) or leaf < 1:
-        return fail("seal has an unsupported record or leaf size")
-    k, li = doc["record_index"], doc["leaf_index"]
+        raise _Invalid("seal has an unsupported record or leaf size")
+    k, li, block = proof.record_index, proof.leaf_index, proof.leaf_block
     if not 0 <= k < count:
-        return fail(f"record index {k} outside the seal's {count} records")
-    if li != k // leaf or doc["tree_size"] != -(-count // leaf):
-        return fail("leaf index or tree size does not follow from the seal")
+        raise _Invalid(f"record index {k} outside the seal's {count} records")
+    if li != k // leaf or proof.tree_size != -(-count // leaf):
+        raise _Invalid("leaf index or tree size does not follow from the seal")
     want_len = rsize * min(leaf, count - li * leaf)
-    if len(block) != want_len:
-        return fail(f"leaf block is {len(block)} bytes, expected {want_len}")
-    if (
-        doc["leaf_block"]["first_record_index"] != li * leaf
-        or doc["leaf_block"]["records"] != want_len // rsize
-    ):
-        return fail("leaf_block first_record_index or records does not follow from the leaf index")
-    rec = np.frombuffer(block, dtype=record_dtype(rsize - RECORD_FIXED))[k - li * leaf]
-    if record_to_json(rec) != doc["record"]:
-        return fail("the record differs from its entry in the leaf block")
+    if len(block.data) != want_len:
+        raise _Invalid(f"leaf block is {len(block.data)} bytes, expected {want_len}")
+    if block.first_record_index != li * leaf or block.records != want_len // rsize:
+        raise _Invalid(
+            "leaf_block first_record_index or records does not follow from the leaf index"
+        )
+    rec = np.frombuffer(block.data, dtype=record_dtype(rsize - RECORD_FIXED))[k - li * leaf]
+    if ProofRecord.of_array(rec) != proof.record:
+        raise _Invalid("the record differs from its entry in the leaf block")
     if int(rec["seq"]) != first_seq + k:
-        return fail(
+        raise _Invalid(
             f"record seq {int(rec['seq'])} is not at index {k} of a segment starting at {first_seq}"
         )
-    # 3. the audit path reaches the signed root
     # a "blake3" proof's leaf is over the block's 32-byte BLAKE3 entry; a block is never 32 bytes
     # (48 at least), so naming the other construction cannot make another block's leaf
-    entry_of = _LEAF_ENTRY.get(doc.get("leaf_hash", "sha256"))
+    entry_of = _LEAF_ENTRY.get(proof.leaf_hash or "sha256")
     if entry_of is None:
-        return fail(f"leaf_hash {doc.get('leaf_hash')!r} is not sha256 or blake3")
-    leaf = merkle.leaf_hash(entry_of(block))
-    if not merkle.verify_inclusion(leaf, li, doc["tree_size"], path, root):
-        return fail("audit path does not lead to the seal's Merkle root")
-    # 4. the seal hash is in the link tree under a signed checkpoint
-    part = doc.get("checkpoint")
-    if part is None:
-        if checkpoint is not None:
-            return fail(
-                "the proof carries no checkpoint; ask for one made with `prove --checkpoint`"
-            )
-        return ProofCheck(True, None, doc)
+        raise _Invalid(f"leaf_hash {proof.leaf_hash!r} is not sha256 or blake3")
+    return merkle.leaf_hash(entry_of(block.data))
+
+
+def _window_leaf(proof: WindowProof) -> bytes:
+    """Step 2 of a window proof: the proof is of a window log; the window record is one of the
+    seal's records (one a leaf) and parses; its stated fields are the record's; its Merkle leaf."""
+    if window_log_link(proof.link) is None:
+        raise _Invalid(f"{proof.link!r} is not a window log (windows=NAME)")
+    rsize, leaf, count, _ = _seal_layout(proof.seal)
+    win = proof.window
+    if leaf != 1 or rsize != len(win.record):
+        raise _Invalid(
+            f"the window record is {len(win.record)} bytes; the seal's records are {rsize} bytes, "
+            f"{leaf} a leaf"
+        )
+    if not 0 <= proof.leaf_index < count or proof.tree_size != count:
+        raise _Invalid("leaf index or tree size does not follow from the seal")
     try:
-        note = parse_note(part["note"].encode(), "the proof's checkpoint")
-        cpath = [bytes.fromhex(h) for h in part["audit_path"]]
-        cindex, csize = part["leaf_index"], part["tree_size"]
+        w = WindowRecord.parse(win.record, "the proof's window record")
+    except DataError as e:
+        raise _Invalid(str(e)) from None
+    if ProvenWindow.of(w) != win:
+        raise _Invalid("the window's fields differ from its window record")
+    try:
+        first_ts, last_ts = int(proof.seal.first_ts_ns), int(proof.seal.last_ts_ns)
+    except (TypeError, ValueError) as e:
+        raise _Invalid(f"malformed field in the proof or its seal: {e}") from None
+    if not first_ts <= w.start_ns <= last_ts:
+        raise _Invalid(
+            f"window start {w.start_ns} is outside the seal's windows {first_ts}..{last_ts}"
+        )
+    return merkle.leaf_hash(win.record)
+
+
+def _check_checkpoint(proof: Proof, sched: Schedule, held: SignedNote | None) -> dict | None:
+    """Step 4: the seal hash is in the link tree under a signed checkpoint (and, with `held`, that
+    very checkpoint). The checkpoint reached ({tree_size, root_hash}), None when none is carried."""
+    part = proof.checkpoint
+    if part is None:
+        return None
+    try:
+        note = parse_note(part.note.encode(), "the proof's checkpoint")
     except LedgerFormatError as e:
-        return fail(str(e))
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
-        return fail(f"malformed checkpoint field in the proof: {e}")
+        raise _Invalid(str(e)) from None
+    except (TypeError, ValueError, UnicodeError) as e:
+        raise _Invalid(f"malformed checkpoint field in the proof: {e}") from None
     cp = note.checkpoint
-    if cp.origin != origin_for(doc["ledger_id"], doc["link"]):
-        return fail(f"the proof's checkpoint is for {cp.origin}")
+    if cp.origin != origin_for(proof.ledger_id, proof.link):
+        raise _Invalid(f"the proof's checkpoint is for {cp.origin}")
     bad = verify_note(note, *sched.checkpoint_signers(cp.link, cp.size))
     if bad is not None:
-        return fail(f"the proof's checkpoint: {bad}")
-    if cindex != doc["segment"] or csize != cp.size:
-        return fail(
+        raise _Invalid(f"the proof's checkpoint: {bad}")
+    if part.leaf_index != proof.segment or part.tree_size != cp.size:
+        raise _Invalid(
             "checkpoint leaf index or tree size does not match the segment and the checkpoint"
         )
     try:
-        leaf = merkle.leaf_hash(bytes.fromhex(seal.hash()))
+        leaf = merkle.leaf_hash(bytes.fromhex(proof.seal.hash()))
     except (TypeError, ValueError) as e:
-        return fail(f"seal cannot be canonicalised ({e})")
-    if not merkle.verify_inclusion(leaf, cindex, csize, cpath, cp.root):
-        return fail(
+        raise _Invalid(f"seal cannot be canonicalised ({e})") from None
+    if not merkle.verify_inclusion(leaf, part.leaf_index, cp.size, list(part.audit_path), cp.root):
+        raise _Invalid(
             "checkpoint audit path does not lead from the seal hash to the checkpoint's root"
         )
-    if checkpoint is not None:
-        mine = checkpoint.checkpoint
-        if mine.origin != cp.origin:
-            return fail(f"the given checkpoint is for {mine.origin}, the proof for {cp.origin}")
-        if doc["segment"] >= mine.size:
-            return fail(
-                f"the record's segment {doc['segment']} was sealed after the given checkpoint (tree size "
-                f"{mine.size}): it cannot be proved against it; use a newer checkpoint"
-            )
-        if mine.size != cp.size:
-            return fail(
-                f"the proof reaches the checkpoint of tree size {cp.size}, not the given one of tree size "
-                f"{mine.size}; ask for a proof made with `prove --checkpoint` and that checkpoint"
-            )
-        if mine.root != cp.root:
-            return fail(
-                f"the proof's checkpoint and the given one have the same tree size {cp.size} but different "
-                "roots: two histories of this link exist (a fork)"
-            )
-    return ProofCheck(True, None, doc, {"tree_size": cp.size, "root_hash": cp.root.hex()})
+    if held is not None:
+        differs = _same_checkpoint(proof.segment, cp, held.checkpoint)
+        if differs is not None:
+            raise _Invalid(differs)
+    return {"tree_size": cp.size, "root_hash": cp.root.hex()}
+
+
+def _same_checkpoint(segment: int, cp, mine) -> str | None:
+    """The checkpoint the proof reached is exactly the verifier's own; else why not."""
+    if mine.origin != cp.origin:
+        return f"the given checkpoint is for {mine.origin}, the proof for {cp.origin}"
+    if segment >= mine.size:
+        return (
+            f"the record's segment {segment} was sealed after the given checkpoint (tree size "
+            f"{mine.size}): it cannot be proved against it; use a newer checkpoint"
+        )
+    if mine.size != cp.size:
+        return (
+            f"the proof reaches the checkpoint of tree size {cp.size}, not the given one of tree "
+            f"size {mine.size}; ask for a proof made with `prove --checkpoint` and that checkpoint"
+        )
+    if mine.root != cp.root:
+        return (
+            f"the proof's checkpoint and the given one have the same tree size {cp.size} but "
+            "different roots: two histories of this link exist (a fork)"
+        )
+    return None

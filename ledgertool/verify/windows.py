@@ -103,7 +103,7 @@ def verify_window_log(
             except LedgerFormatError as e:
                 seal = unreadable_seal(place, str(e))
             recs, windows = None, ()
-            if seal.reads_parquet:
+            if seal.reads_records:
                 recs, windows = _window_records(reader, seal, place, prev)
                 if windows:
                     prev = windows[-1].index

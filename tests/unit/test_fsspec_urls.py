@@ -78,8 +78,8 @@ def test_memory_ledger_verifies_queries_and_reconciles_as_local(local, mem, keyd
 
 
 def test_memory_ledger_proves_as_local(local, mem):
-    here = build_proof(local, seq=150, link="link0")
-    there = build_proof(mem, seq=150, link="link0")
+    here = build_proof(local, seq=150, link="link0").to_json()
+    there = build_proof(mem, seq=150, link="link0").to_json()
     assert there == here and there["segment"] == 1 and there["record"]["seq"] == "150"
     assert there["checkpoint"]["tree_size"] == 3
 

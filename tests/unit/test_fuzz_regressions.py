@@ -141,7 +141,7 @@ def world(request, tmp_path_factory, keydir):
         "seal_path": seal1,
         "seal_bytes": seal1.read_bytes(),
         "seal": json.loads(seal1.read_bytes()),
-        "proof": build_proof(ledger, seq=13, link=LINK),
+        "proof": build_proof(ledger, seq=13, link=LINK).to_json(),
         "note": note,
         "tree": link_tree(ledger, LINK),
     }

@@ -138,7 +138,7 @@ def test_proofs_reach_the_checkpoint_root_as_adr_0004_says(ledger, keydir):
     adr = " ".join(next((DOCS / "adr").glob("0004-*.md")).read_text().split())
     assert "not implemented" not in adr
     assert "the seal hash's RFC 9162 audit path in the link tree" in adr
-    proof = build_proof(ledger, seq=250)
+    proof = build_proof(ledger, seq=250).to_json()
     assert proof["checkpoint"] is not None and proof["segment"] == 2
     res = check_proof(proof, load_keys(keydir)[2])
     assert res.ok and res.checkpoint["tree_size"] == 3, res.reason

@@ -116,7 +116,7 @@ def test_retired_key_checkpoint_is_inconsistent(rotated, keydir, monkeypatch, ca
 
 def test_retired_key_checkpoint_in_a_proof_is_refused(rotated):
     ledger, trust, _, forged = rotated
-    doc = build_proof(ledger, seq=400)  # a record in segment 4, sealed by the new key
+    doc = build_proof(ledger, seq=400).to_json()  # a record in segment 4, sealed by the new key
     assert check_proof(doc, trust).ok
     part = doc["checkpoint"]
     assert part["tree_size"] == 6

@@ -121,7 +121,9 @@ def test_key_files_with_duplicate_members(tmp_path, keydir):
 
 
 def _proof(ledger, tmp_path, edit) -> Path:
-    doc = build_proof(ledger, seq=5)  # segment 0, record 5, leaf 0: several fields are 0 or 1
+    doc = build_proof(
+        ledger, seq=5
+    ).to_json()  # segment 0, record 5, leaf 0: several fields are 0 or 1
     assert doc["checkpoint"] is not None
     edit(doc)
     out = tmp_path / "proof.json"

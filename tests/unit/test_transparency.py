@@ -134,7 +134,7 @@ def test_consistency_fails_for_a_fork(ledger, keydir, tmp_path):
 @pytest.mark.parametrize("seq", [0, 7, 8, 150, 293])
 def test_prove_and_check_every_kind_of_position(ledger, keydir, seq):
     _, _, trust = load_keys(keydir)
-    doc = build_proof(ledger, seq=seq)
+    doc = build_proof(ledger, seq=seq).to_json()
     assert int(doc["record"]["seq"]) == seq and doc["leaf_block"]["records"] <= 8
     res = check_proof(json.loads(json.dumps(doc)), trust)
     assert res.ok, res.reason
@@ -160,7 +160,7 @@ def _tamper_proof(doc: dict, how: str) -> None:
 )
 def test_tampered_proof_is_invalid(ledger, keydir, how):
     _, _, trust = load_keys(keydir)
-    doc = build_proof(ledger, seq=150)
+    doc = build_proof(ledger, seq=150).to_json()
     _tamper_proof(doc, how)
     res = check_proof(doc, trust)
     assert not res.ok and res.reason
@@ -196,7 +196,7 @@ def test_a_proof_for_every_record_verifies(ledger, keydir):
     total = sum(load_seal(p).records for p in ledger.glob("link=link0/*.seal.json"))
     assert total > 200
     for seq in range(total):
-        doc = build_proof(ledger, seq=seq)
+        doc = build_proof(ledger, seq=seq).to_json()
         assert int(doc["record"]["seq"]) == seq and doc["checkpoint"]["tree_size"] == 3
         res = check_proof(parse_proof(json.dumps(doc).encode()), trust)
         assert res.ok, (seq, res.reason)
@@ -207,7 +207,7 @@ def test_any_flipped_byte_in_a_proof_fails(ledger, keydir):
     """Flip one bit of every byte of PROOF.json (outside the two long ML-DSA-65 signatures, where
     every 7th byte): parsing refuses it or check-proof finds it invalid, never accepts it."""
     _, _, trust = load_keys(keydir)
-    raw = (json.dumps(build_proof(ledger, seq=150), indent=1) + "\n").encode()
+    raw = (json.dumps(build_proof(ledger, seq=150).to_json(), indent=1) + "\n").encode()
     assert check_proof(parse_proof(raw), trust).ok
     long_runs = [(m.start(), m.end()) for m in re.finditer(rb"[A-Za-z0-9+/=]{1000,}", raw)]
     positions = [
@@ -243,7 +243,7 @@ def test_any_flipped_byte_in_a_proof_fails(ledger, keydir):
 
 
 def test_proof_parsing_is_strict(ledger, keydir):
-    doc = build_proof(ledger, seq=150)
+    doc = build_proof(ledger, seq=150).to_json()
     raw = json.dumps(doc).encode()
     for drop in ("rotations", "checkpoint"):
         bad = {k: v for k, v in doc.items() if k != drop}
@@ -259,7 +259,7 @@ def test_v1_proofs_without_a_checkpoint_still_check(ledger, keydir):
     """Proofs written before the checkpoint part existed (format -v1) verify up to their seal; a v1
     document cannot carry a checkpoint part, and a v2 one must."""
     _, _, trust = load_keys(keydir)
-    doc = build_proof(ledger, seq=150)
+    doc = build_proof(ledger, seq=150).to_json()
     assert doc["format"] == "ledgertool-inclusion-proof-v2"
     old = {k: v for k, v in doc.items() if k != "checkpoint"}
     old["format"] = "ledgertool-inclusion-proof-v1"
@@ -293,7 +293,7 @@ def test_non_canonical_base64_signatures_are_refused(ledger, keydir):
     """RFC 4648 s3.5 decoders may ignore a last character's unused bits; ours may not, so the one
     accepted spelling of a signature is the canonical one (a flipped bit there is never ignored)."""
     _, _, trust = load_keys(keydir)
-    doc = build_proof(ledger, seq=150)
+    doc = build_proof(ledger, seq=150).to_json()
     bad = json.loads(json.dumps(doc))
     bad["seal"]["signatures"]["ed25519"] = _set_unused_bits(bad["seal"]["signatures"]["ed25519"])
     res = check_proof(bad, trust)
@@ -358,7 +358,7 @@ def test_proof_reaches_the_checkpoint_a_verifier_holds(ledger, keydir, other_key
 
 def test_proof_checkpoint_tampering_and_forks(ledger, keydir, other_keydir, tmp_path):
     dk, sk, trust = load_keys(keydir)
-    doc = build_proof(ledger, seq=150)
+    doc = build_proof(ledger, seq=150).to_json()
     assert check_proof(doc, trust).ok
     bad = json.loads(json.dumps(doc))
     bad["checkpoint"]["audit_path"][0] = "00" * 32
@@ -401,7 +401,7 @@ def test_proof_checkpoint_tampering_and_forks(ledger, keydir, other_keydir, tmp_
         r.stderr
     )
     # the fork's own checkpoint has the same tree size (3) and another root
-    forked = build_proof(fork, seq=0)
+    forked = build_proof(fork, seq=0).to_json()
     assert forked["checkpoint"]["tree_size"] == 3 and check_proof(forked, trust).ok
     res = check_proof(forked, trust, parse_note(held))
     assert not res.ok and "fork" in res.reason
@@ -442,7 +442,9 @@ def test_rotation_chain_is_followed(ledger, keydir, tmp_path):
     )
     v = verify_ledger(ledger, trust, old_cp)
     assert v.ok and v.segments == 8, v.problems
-    doc = build_proof(ledger, seq=700)  # signed by k3, provable from the root trust bundle
+    doc = build_proof(
+        ledger, seq=700
+    ).to_json()  # signed by k3, provable from the root trust bundle
     assert check_proof(doc, trust).ok
     new_cp = (ledger / "checkpoint").read_bytes()
     assert check_consistency(old_cp, new_cp, ledger, trust).ok

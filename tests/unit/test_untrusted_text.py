@@ -96,7 +96,7 @@ def test_hostile_file_names_in_warnings_and_errors(ledger, keydir, tmp_path):
 
 
 def test_check_proof_names_the_ledger_and_prints_proof_text_as_text(ledger, keydir, tmp_path):
-    doc = build_proof(ledger, seq=5)
+    doc = build_proof(ledger, seq=5).to_json()
     lid = doc["ledger_id"]
     good = tmp_path / "proof.json"
     good.write_text(json.dumps(doc))

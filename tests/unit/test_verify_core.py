@@ -31,7 +31,7 @@ from ledgertool.ledger.segment import BLOCK_PREFIX, parse_open_segment
 from ledgertool.seal.rotation import key_schedule
 from ledgertool.verify.chain import LinkChain, SegmentCheck
 from ledgertool.verify.checks import (
-    ParquetRead,
+    RecordsRead,
     SegmentPlace,
     check_records,
     check_seal,
@@ -117,7 +117,7 @@ def test_pure_core_on_bytes_read_before_gives_verifys_findings(tampered, keydir,
     for index, (seal_raw, data, leaves) in sorted(files.items()):
         place = SegmentPlace(ledger, "link0", index, link_dir, sched)
         seal = check_seal(seal_raw, place)
-        recs = check_records(seal, ParquetRead(pa.py_buffer(data), kind=kind), place)
+        recs = check_records(seal, RecordsRead(pa.py_buffer(data), kind=kind), place)
         if not recs.merkle_ok:
             recs = merkle_finding(seal, recs, leaves, place, kind)
         checks.append(SegmentCheck(seal, recs))
