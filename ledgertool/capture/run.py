@@ -53,6 +53,7 @@ from ..ledger.header import (
     create_ledger,
     load_ledger,
 )
+from ..ledger.index import segment_files
 from ..ledger.layout import LEDGER_FILE, LOCK_FILE
 from ..ledger.lock import writer_lock
 from ..ledger.recover import (
@@ -66,7 +67,7 @@ from ..ledger.rotations import (
     current_signer_check,
     digest_key_ids,
 )
-from ..ledger.sealer import SealResult
+from ..ledger.sealer import SealResult, load_seal
 from ..ledger.writer import LinkWriter
 from ..plan import window_cells
 from ..plural import plural
@@ -74,6 +75,7 @@ from ..source import is_bypass, is_live, is_workload, open_source, open_sources
 from ..source.file import CaptureReader
 from ..source.live import LiveOptions, LiveStats
 from ..source.records import RecordsReader, is_records, seal_source_name
+from ..source.stream import StreamBinding, parse_source_tail
 from .windows import WindowTier, WindowTierResult
 from .workers import (
     FanoutWitness,
@@ -280,6 +282,7 @@ def capture_file(
     tiers: tuple[str, ...] | None = None,
     window_ns: int | None = None,
     window_capacity: int | None = None,
+    device_id: str | None = None,
 ) -> CaptureResult:
     """Capture every frame of a pcap/pcapng file, or a live interface (`iface:NAME`), into the
     ledger at `ledger_dir`.
@@ -294,7 +297,11 @@ def capture_file(
     key: an existing ledger's current digest key id is taken (and `digest_key_id`, or `digest_key`'s
     id, checked against it); a new ledger takes `digest_key_id` or `digest_key`'s id. A record that
     does not fit (cut, seq not continuing the link, undocumented flag bits) is LedgerFormatError,
-    after the records before it are sealed. Every other source needs `digest_key`.
+    after the records before it are sealed. Every other source needs `digest_key`. An
+    authenticated record stream (ledgertool.source.stream) needs `digest_key` (the master its
+    tags are keyed from) and an existing ledger; records are sealed only from blocks whose tag
+    verified, and each seal's source names the device and stream. `device_id`: take only that
+    device's authenticated stream (plain records are refused).
 
     `workers` threads digest each batch (0: every usable core); records never depend on it. For a
     live interface `workers` is the number of receive rings (0: one), each read and digested by its
@@ -360,6 +367,10 @@ def capture_file(
             "a digest key id is taken only for records computed elsewhere; frames are digested "
             "with the digest key, whose id the ledger records"
         )
+    if device_id is not None and not (is_records(source) and _KEY_ID.fullmatch(device_id)):
+        raise UsageError(
+            Setting("device_id"), " is 32 lowercase hex digits, for records: sources only"
+        )
     if digest_key_id is not None and not _KEY_ID.fullmatch(digest_key_id):
         raise UsageError(f"digest key id {digest_key_id!r} is not 32 lowercase hex digits")
     if tiers is not None:
@@ -409,6 +420,7 @@ def capture_file(
                 tiers=tiers,
                 window_ns=window_ns,
                 window_capacity=window_capacity,
+                device_id=device_id,
             )
             return CaptureRun(source, ledger_dir, digest_key, signing_key, opts, held).run()
         except StorageError as e:
@@ -451,6 +463,7 @@ class CaptureOptions:
     )
     window_ns: int | None = None
     window_capacity: int | None = None
+    device_id: str | None = None  # records: sources only: the device whose stream is required
 
 
 def _shown_param(value: object) -> str:
@@ -608,6 +621,8 @@ class CaptureRun:
             marks=self.marks,
         )
         self.result.first_seq = self.writer.next_seq
+        if self.records_source:
+            self._bind_stream(source_name)
         if self.ledger.window is not None:
             self.windows = WindowTier(
                 self.ledger_dir,
@@ -628,6 +643,30 @@ class CaptureRun:
                 s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)
             }
         self._t0 = time.perf_counter()
+
+    def _bind_stream(self, source_name: str) -> None:
+        """Give the records reader what checks an authenticated stream: the ledger, the digest
+        master key, the link, the device required and the streams the link already sealed (from
+        its seals' sources; a stream number at or below a device's last is a replay)."""
+        sealed: dict[str, int] = {}
+        for kinds in segment_files(self.ledger_dir, self.opts.link).values():
+            if "seal.json" in kinds:
+                got = parse_source_tail(load_seal(kinds["seal.json"], self.ledger_dir).source)
+                if got is not None:
+                    sealed[got[0]] = max(sealed.get(got[0], -1), got[1])
+        binding = StreamBinding(
+            ledger_id=self.ledger.ledger_id,
+            master=self.digest_key.master if self.digest_key is not None else None,
+            link=self.opts.link,
+            record_bytes=self.reader.record_size,
+            device_id=self.opts.device_id,
+            sealed_streams=sealed,
+        )
+
+        def named(tail: str) -> None:
+            self.writer.source = source_name + tail
+
+        self.reader.bind(binding, named)
 
     def _new_tiers(self) -> tuple[str, ...]:
         """A new ledger's tiers: as asked, else DEFAULT_TIERS (frames only for a v1 ledger or a
