@@ -252,7 +252,7 @@ class RecordsReader:
                 frames = (arr["flags"] & FLAG_GAP) == 0
                 nbytes = int(arr["cap_len"][frames].sum(dtype=np.uint64))
                 self._read += len(arr)
-                return memoryview(arr.tobytes()), len(arr), nbytes
+                return memoryview(arr.view(np.uint8)), len(arr), nbytes
             if self._eof:
                 parser.finish()
                 self.ended = True

@@ -104,7 +104,8 @@ class StreamParser:
         self.header: StreamHeader | None = None
         self._key = b""
         self._buf = bytearray()
-        self._pos = 0  # stream offset of _buf[0]
+        self._at = 0  # _buf[_at:] is not consumed yet (compacted now and then, not per block)
+        self._pos = 0  # stream offset of _buf[_at]
         self._prev = b""  # the tag the next block chains to
         self._index = 0  # the next block's index
         self._lane_next: list[int] = []
@@ -116,7 +117,13 @@ class StreamParser:
 
     def feed(self, data: bytes | memoryview) -> None:
         if data:
+            if self._at and self._at >= len(self._buf) // 2:
+                del self._buf[: self._at]
+                self._at = 0
             self._buf += data
+
+    def _left(self) -> int:
+        return len(self._buf) - self._at
 
     def _error(self, where: str, why: str) -> LedgerFormatError:
         return LedgerFormatError(f"{self.path}: {where} {why}")
@@ -127,23 +134,24 @@ class StreamParser:
     # ---- header ------------------------------------------------------------------------------
 
     def _parse_header(self) -> bool:
-        buf = self._buf
-        if len(buf) < HEADER_FIXED:
+        buf, a = self._buf, self._at
+        if self._left() < HEADER_FIXED:
             return False
-        magic, version, rb, lanes, link_len, zero = struct.unpack_from("<8sHHHBB", buf, 0)
+        magic, version, rb, lanes, link_len, zero = struct.unpack_from("<8sHHHBB", buf, a)
         if magic != MAGIC:
             raise self._error("stream header (byte 0)", "does not start with LTSTREAM")
-        if len(buf) < HEADER_FIXED + link_len + TAG_BYTES:
+        if self._left() < HEADER_FIXED + link_len + TAG_BYTES:
             return False
-        ledger_id, device_id = buf[16:32].hex(), buf[32:48].hex()
-        (stream_no,) = struct.unpack_from("<Q", buf, 48)
+        ledger_id, device_id = buf[a + 16 : a + 32].hex(), buf[a + 32 : a + 48].hex()
+        (stream_no,) = struct.unpack_from("<Q", buf, a + 48)
         size = HEADER_FIXED + link_len + TAG_BYTES
-        link = bytes(buf[HEADER_FIXED : HEADER_FIXED + link_len]).decode("utf-8", "replace")
+        link = bytes(buf[a + HEADER_FIXED : a + HEADER_FIXED + link_len]).decode("utf-8", "replace")
         self.header = StreamHeader(rb, lanes, ledger_id, device_id, stream_no, link, size)
         self._check_header(version, zero)
         self._key = stream_key(self.binding.master, ledger_id, device_id)
-        tag = bytes(buf[size - TAG_BYTES : size])
-        if not hmac.compare_digest(tag, mac(self._key, HEADER_DOMAIN, buf[: size - TAG_BYTES])):
+        tag = bytes(buf[a + size - TAG_BYTES : a + size])
+        head = bytes(buf[a : a + size - TAG_BYTES])
+        if not hmac.compare_digest(tag, mac(self._key, HEADER_DOMAIN, head)):
             raise self._error(
                 "stream header (byte 0)",
                 f"tag does not verify under device {device_id}'s stream key for ledger "
@@ -188,7 +196,7 @@ class StreamParser:
             )
 
     def _consume(self, n: int) -> None:
-        del self._buf[:n]
+        self._at += n
         self._pos += n
 
     # ---- blocks ------------------------------------------------------------------------------
@@ -196,10 +204,10 @@ class StreamParser:
     def _next_block(self) -> bool:
         """Verify the next whole block in the buffer; False when more bytes are needed."""
 
-        buf, off = self._buf, self._pos
-        if len(buf) < BLOCK_HEADER:
+        buf, off, a = self._buf, self._pos, self._at
+        if self._left() < BLOCK_HEADER:
             return False
-        kind, zero, lane, count, index = struct.unpack_from("<BBHIQ", buf, 0)
+        kind, zero, lane, count, index = struct.unpack_from("<BBHIQ", buf, a)
         rb = self.header.record_bytes
         if kind == BLOCK_RECORDS:
             if not 1 <= count <= MAX_BLOCK_RECORDS:
@@ -216,10 +224,10 @@ class StreamParser:
         else:
             raise self._block_error(off, f"has type {kind} (1 records, 2 windows, 3 close)")
         size = BLOCK_HEADER + payload + TAG_BYTES
-        if len(buf) < size:
+        if self._left() < size:
             return False
-        body = memoryview(buf)[: size - TAG_BYTES]
-        tag = bytes(buf[size - TAG_BYTES : size])
+        body = memoryview(buf)[a : a + size - TAG_BYTES]
+        tag = bytes(buf[a + size - TAG_BYTES : a + size])
         ok = hmac.compare_digest(tag, mac(self._key, BLOCK_DOMAIN, self._prev, body))
         body.release()
         if not ok:
@@ -232,7 +240,7 @@ class StreamParser:
         if index != self._index or zero != 0:
             raise self._block_error(off, f"carries index {index} (a device fault)")
         if kind == BLOCK_CLOSE:
-            sent = list(struct.unpack_from(f"<{count}Q", buf, BLOCK_HEADER))
+            sent = list(struct.unpack_from(f"<{count}Q", buf, a + BLOCK_HEADER))
             if sent != self._lane_next:
                 raise self._block_error(
                     off, f"closes lanes at {sent}, but their records end at {self._lane_next}"
@@ -251,10 +259,9 @@ class StreamParser:
         if lane >= self.header.lanes:
             raise self._block_error(off, f"is for lane {lane} of {self.header.lanes}")
         rb = self.header.record_bytes
-        arr = np.frombuffer(
-            bytes(self._buf[BLOCK_HEADER : BLOCK_HEADER + count * rb]),
-            dtype=record_dtype(rb - 32),
-        ).copy()
+        a = self._at + BLOCK_HEADER
+        raw = bytearray(memoryview(self._buf)[a : a + count * rb])  # a memcpy, not per record
+        arr = np.frombuffer(raw, dtype=record_dtype(rb - 32))
         want = np.arange(self._lane_next[lane], self._lane_next[lane] + count, dtype=np.uint64)
         bad = (arr["seq"] != want) | ((arr["flags"] & ~np.uint16(FLAGS_DEFINED)) != 0)
         if bad.any():
@@ -277,9 +284,10 @@ class StreamParser:
 
         while self._ready is None or len(self._ready) == 0:
             if self.closed:
-                if self._buf:
+                if self._left():
                     raise self._error(
-                        f"byte {self._pos}", f"{len(self._buf)} bytes follow the close block"
+                        f"block {self._index} (byte {self._pos})",
+                        f"follows the close block: {self._left()} bytes after the stream's end",
                     )
                 return None
             if self.header is None:
@@ -289,7 +297,8 @@ class StreamParser:
             if not self._next_block():
                 return None
         n = len(self._ready) if max_records is None else min(len(self._ready), max_records)
-        out, self._ready = self._ready[:n].copy(), self._ready[n:]
+        # views: the first n are handed out once, so renumbering them in place is safe
+        out, self._ready = self._ready[:n], self._ready[n:]
         out["seq"] = np.arange(first_seq, first_seq + n, dtype=np.uint64)
         self.records += n
         return out
@@ -299,8 +308,9 @@ class StreamParser:
         if self.closed:
             return
         if self.header is None:
-            raise self._error("stream header (byte 0)", f"is cut at byte {len(self._buf)}")
-        what = f"{len(self._buf)} bytes of block {self._index}" if self._buf else "no close block"
+            raise self._error("stream header (byte 0)", f"is cut at byte {self._left()}")
+        left = self._left()
+        what = f"{left} bytes of block {self._index}" if left else "no close block"
         raise self._error(
             f"block {self._index} (byte {self._pos})",
             f"missing: the stream ends with {what} (cut short; every record before it was "
