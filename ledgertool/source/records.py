@@ -197,6 +197,13 @@ class RecordsReader:
         if self.authenticated:
             return self._fill_stream(first_seq, max_records)
         if self._binding is not None and self._binding.device_id is not None:
+            if self._have == self._start and not self._eof:
+                self._refill()
+            if self._have == self._start and not self._eof:
+                return memoryview(b""), 0, 0  # a quiet pipe: not decided yet
+            if self._have == self._start:
+                self.ended = True  # nothing at all: nothing to refuse (creating a ledger)
+                return memoryview(b""), 0, 0
             raise LedgerFormatError(
                 f"{self.path}: plain records, not an authenticated stream (LTSTREAM) from device "
                 f"{self._binding.device_id}; only that device's streams are taken"
