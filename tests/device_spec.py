@@ -10,8 +10,10 @@ received with `keys provision`.
 from __future__ import annotations
 
 import hashlib
+import json
 import struct
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import blake3
 from cryptography.hazmat.primitives import hashes
@@ -138,3 +140,53 @@ def parse_blocks(stream: bytes, record_bytes: int = 48) -> tuple[bytes, list[byt
         blocks.append(stream[at : at + size])
         at += size
     return stream[:hsize], blocks
+
+
+# --------------------------------------------------------------------------- a device on the kit
+
+
+def kit_frames(kit: Path, capture: str, strip: str) -> list[tuple[int, Frame]]:
+    """(kit ts_ns, Frame) of each frame of a kit capture as this device computes it: the hashed
+    range and flags of frames.json (the strip parser's output), digest = blake3-keyed-128: the first
+    16 bytes of BLAKE3 keyed_hash under the kit's subkey (digests/blake3-keyed-128.json)."""
+    doc = json.loads((kit / "frames.json").read_text())
+    subkey = bytes.fromhex(
+        json.loads((kit / "digests/blake3-keyed-128.json").read_text())["subkey"]
+    )
+    out = []
+    for f in doc["frames"]:
+        if f["capture"] != capture:
+            continue
+        frame, rng = bytes.fromhex(f["frame"]), f["strip"][strip]
+        hashed = frame[rng["offset"] : rng["offset"] + rng["length"]]
+        digest = blake3.blake3(hashed, key=subkey).digest()[:16]
+        out.append(
+            (
+                int(f["ts_ns"]),
+                Frame(f["wire_len"], f["cap_len"], rng["flags"], f["linktype"], digest),
+            )
+        )
+    return out
+
+
+def own_clock(kit_ts: list[int], start_ns: int, jitter_ns: int, lanes: int) -> list[int]:
+    """The device's own timestamps for frames arriving at the kit's pace: its clock starts at
+    `start_ns` and each frame is stamped up to `jitter_ns` late (a fixed pseudo-random pattern),
+    never earlier than the frame before it in the same lane (frame k on lane k mod lanes)."""
+    out: list[int] = []
+    last = [start_ns - 1] * lanes
+    for k, t in enumerate(kit_ts):
+        ts = max(start_ns + (t - kit_ts[0]) + (k * 7919) % (jitter_ns + 1), last[k % lanes])
+        last[k % lanes] = ts
+        out.append(ts)
+    return out
+
+
+def lane_records(frames: list[tuple[int, Frame]], stamps: list[int], lanes: int) -> list[bytes]:
+    """Each lane's records file (frame k on lane k mod lanes, lane seqs from 0)."""
+    files = [bytearray() for _ in range(lanes)]
+    for k, ((_, f), ts) in enumerate(zip(frames, stamps)):
+        lane = k % lanes
+        seq = len(files[lane]) // (32 + len(f.digest))
+        files[lane] += record(seq, ts, f.wire_len, f.cap_len, f.flags, f.linktype, 0, f.digest)
+    return [bytes(b) for b in files]
