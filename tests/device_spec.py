@@ -109,6 +109,14 @@ class Device:
             lane, record(0, ts_ns, 0, 0, FLAG_GAP, linktype, n, bytes(self.record_bytes - 32))
         )
 
+    def push_record(self, lane: int, rec: bytes) -> None:
+        """A record the lane's record stage made (its seq is replaced by the lane's)."""
+        self._push(lane, rec)
+
+    def window(self, rec: bytes) -> None:
+        """One window record (docs/ledger-format.md "Window records"), in a block of its own."""
+        self._emit(WINDOWS, 0, 1, rec)
+
     def _push(self, lane: int, rec: bytes) -> None:
         rec = struct.pack("<Q", self.lane_seq[lane]) + rec[8:]
         self.lane_seq[lane] += 1
@@ -129,14 +137,17 @@ class Device:
         return bytes(self.out)
 
 
-def parse_blocks(stream: bytes, record_bytes: int = 48) -> tuple[bytes, list[bytes]]:
+def parse_blocks(
+    stream: bytes, record_bytes: int = 48, window_bytes: int = 0
+) -> tuple[bytes, list[bytes]]:
     """(header with its tag, [each block's bytes]): for tests that tamper with a stream."""
     link_len = stream[14]
     hsize = 56 + link_len + 32
     blocks, at = [], hsize
     while at < len(stream):
         kind, _, _, count = struct.unpack_from("<BBHI", stream, at)
-        size = 16 + (count * record_bytes if kind == RECORDS else 8 * count) + 32
+        unit = {RECORDS: record_bytes, WINDOWS: window_bytes, CLOSE: 8}[kind]
+        size = 16 + count * unit + 32
         blocks.append(stream[at : at + size])
         at += size
     return stream[:hsize], blocks
