@@ -621,8 +621,6 @@ class CaptureRun:
             marks=self.marks,
         )
         self.result.first_seq = self.writer.next_seq
-        if self.records_source:
-            self._bind_stream(source_name)
         if self.ledger.window is not None:
             self.windows = WindowTier(
                 self.ledger_dir,
@@ -634,6 +632,8 @@ class CaptureRun:
                 segment_seconds=opts.segment_seconds,
                 marks=self.marks,
             )
+        if self.records_source:
+            self._bind_stream(source_name)
         self.engine = self.reader if self.records_source else self._start_engines()
         if self.live_workers > 1:
             self.workers = LiveWorkers(self._engines, max_frames=opts.max_frames, pin_cpus=pins)
@@ -643,6 +643,12 @@ class CaptureRun:
                 s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)
             }
         self._t0 = time.perf_counter()
+
+    def _device_windows(self) -> None:
+        """The window records a device's authenticated stream carried (verified), into the
+        window log; a records: source's frames are never windowed here."""
+        if self.records_source and self.windows is not None:
+            self.windows.add_records(self.reader.take_windows())
 
     def _bind_stream(self, source_name: str) -> None:
         """Give the records reader what checks an authenticated stream: the ledger, the digest
@@ -661,10 +667,16 @@ class CaptureRun:
             record_bytes=self.reader.record_size,
             device_id=self.opts.device_id,
             sealed_streams=sealed,
+            window=None
+            if self.ledger.window is None
+            else (self.ledger.window.window_ns, self.ledger.window.cells, self.alg.digest_size),
+            last_window=None if self.windows is None else self.windows.last_sealed,
         )
 
         def named(tail: str) -> None:
             self.writer.source = source_name + tail
+            if self.windows is not None:
+                self.windows.writer.source = source_name + tail
 
         self.reader.bind(binding, named)
 
@@ -676,11 +688,11 @@ class CaptureRun:
         tiers = opts.tiers or (("frames",) if v1 or self.records_source else DEFAULT_TIERS)
         if "windows" in tiers and v1:
             raise UsageError(Setting("tiers"), " windows needs a v2 ledger (ledger format v2)")
-        if "windows" in tiers and self.records_source:
+        if "windows" in tiers and self.records_source and self.digest_key is None:
             raise UsageError(
                 Setting("tiers"),
-                f" windows needs frames digested here: a {self.source} source "
-                "brings no window records (and no digest key to compute them)",
+                f" windows with a {self.source} source takes the device's window records from "
+                "an authenticated stream, checked with the digest key: give it",
             )
         if "windows" not in tiers and (
             opts.window_ns is not None or opts.window_capacity is not None
@@ -702,10 +714,10 @@ class CaptureRun:
                     f"{self.ledger_dir}: ledger has {what} {_shown_param(have)}, not "
                     f"{_shown_param(val)} (fixed when the ledger was created)"
                 )
-        if win is not None and self.records_source:
+        if win is not None and self.records_source and self.digest_key is None:
             raise UsageError(
-                f"{self.ledger_dir}: ledger has a window tier; a {self.source} source brings no "
-                "window records (and no digest key to compute them)"
+                f"{self.ledger_dir}: ledger has a window tier: a {self.source} source brings its "
+                "window records in an authenticated stream, checked with the digest key: give it"
             )
 
     def _start_engines(self) -> DigestEngine:
@@ -903,7 +915,9 @@ class CaptureRun:
                 )
             # corrupt structure: seal what was read, report where reading stopped
             except LedgerError as e:
+                self._device_windows()
                 self._fail(e)
+            self._device_windows()
             if n and self.stopping and result.stop_reason == "frames":
                 # the frame count reached: frames the engine still had in hand are not recorded; only
                 # the final GAP records (drops before the stop) are kept
@@ -928,7 +942,7 @@ class CaptureRun:
     ) -> None:
         """One reader's batch into the open segment (`batch`: the writer's buffer that holds it)
         and into the window tier; GAP records are counted as drops, not frames."""
-        if self.windows is not None:
+        if self.windows is not None and not self.records_source:
             import numpy as np
 
             arr = np.frombuffer(records, dtype=self.engine.dtype, count=n)

@@ -149,6 +149,10 @@ class RecordsReader:
         before any record is handed out."""
         self._binding, self._on_header = binding, on_header
 
+    def take_windows(self) -> list:
+        """Window records of an authenticated stream verified so far and not taken yet."""
+        return self._stream.take_windows() if self._stream is not None else []
+
     def info(self) -> RecordsInfo:
         return RecordsInfo(self.path, self._read)
 
@@ -196,7 +200,8 @@ class RecordsReader:
             self.authenticated = start == MAGIC
         if self.authenticated:
             return self._fill_stream(first_seq, max_records)
-        if self._binding is not None and self._binding.device_id is not None:
+        b = self._binding
+        if b is not None and (b.device_id is not None or b.window is not None):
             if self._have == self._start and not self._eof:
                 self._refill()
             if self._have == self._start and not self._eof:
@@ -205,8 +210,12 @@ class RecordsReader:
                 self.ended = True  # nothing at all: nothing to refuse (creating a ledger)
                 return memoryview(b""), 0, 0
             raise LedgerFormatError(
-                f"{self.path}: plain records, not an authenticated stream (LTSTREAM) from device "
-                f"{self._binding.device_id}; only that device's streams are taken"
+                f"{self.path}: plain records, not an authenticated stream (LTSTREAM)"
+                + (
+                    f" from device {b.device_id}; only that device's streams are taken"
+                    if b.device_id is not None
+                    else "; a ledger with a window tier takes its window records from one"
+                )
             )
         if self._have - self._start < self.record_size:
             self._refill()

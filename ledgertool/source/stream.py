@@ -22,8 +22,10 @@ import blake3
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from ..digest.record import FLAGS_DEFINED, record_dtype
-from ..errors import LedgerFormatError
+from ..digest.record import FLAG_GAP, FLAGS_DEFINED, record_dtype
+from ..digest.window import WindowRecord
+from ..digest.window import record_size as window_record_size
+from ..errors import DataError, LedgerFormatError
 
 if TYPE_CHECKING:  # imported where used (start-up: docs/benchmarks.md)
     import numpy as np
@@ -35,6 +37,7 @@ TAG_BYTES = 32
 BLOCK_HEADER = 16
 MAX_LANES = 1024
 MAX_BLOCK_RECORDS = 65536
+MAX_BLOCK_WINDOWS = 256
 BLOCK_RECORDS, BLOCK_WINDOWS, BLOCK_CLOSE = 1, 2, 3
 KEY_INFO = b"ledgertool record stream v1\x00"
 HEADER_DOMAIN, BLOCK_DOMAIN = b"H", b"B"
@@ -92,6 +95,10 @@ class StreamBinding:
     record_bytes: int
     device_id: str | None = None
     sealed_streams: dict[str, int] | None = None
+    # the ledger's window tier (window_ns, cells, digest bytes), None without one; and the last
+    # window index sealed for the link (a window is committed once)
+    window: tuple[int, int, int] | None = None
+    last_window: int | None = None
 
 
 class StreamParser:
@@ -112,6 +119,10 @@ class StreamParser:
         self._ready: np.ndarray | None = None  # verified records not handed out yet
         self.closed = False
         self.records = 0  # records handed out
+        self.windows: list[WindowRecord] = []  # verified window records not handed out yet
+        self._last_window = binding.last_window
+        self._frames = 0  # frame (not GAP) records verified
+        self._window_frames = 0  # frames the verified window records count
 
     # ---- input -------------------------------------------------------------------------------
 
@@ -218,9 +229,14 @@ class StreamParser:
                 raise self._block_error(off, f"closes {count} lanes, not {self.header.lanes}")
             payload = 8 * count
         elif kind == BLOCK_WINDOWS:
-            raise self._block_error(
-                off, "holds window records: this ledger takes records only (frames tier)"
-            )
+            if self.binding.window is None:
+                raise self._block_error(
+                    off, "holds window records, but the ledger has no window tier"
+                )
+            if not 1 <= count <= MAX_BLOCK_WINDOWS:
+                raise self._block_error(off, f"holds {count} window records (1..256)")
+            _, cells, dsize = self.binding.window
+            payload = count * window_record_size(cells, dsize)
         else:
             raise self._block_error(off, f"has type {kind} (1 records, 2 windows, 3 close)")
         size = BLOCK_HEADER + payload + TAG_BYTES
@@ -245,13 +261,66 @@ class StreamParser:
                 raise self._block_error(
                     off, f"closes lanes at {sent}, but their records end at {self._lane_next}"
                 )
+            self._check_window_frames(off)
             self.closed = True
+        elif kind == BLOCK_WINDOWS:
+            self._take_windows(off, lane, count)
         else:
             self._ready = self._lane_records(off, lane, count)
+            self._frames += int(((self._ready["flags"] & FLAG_GAP) == 0).sum())
         self._prev = tag
         self._index += 1
         self._consume(size)
         return True
+
+    def _take_windows(self, off: int, lane: int, count: int) -> None:
+        """The verified window records of a type 2 block: the ledger's window length and table,
+        indices increasing past the link's last sealed window."""
+        window_ns, cells, dsize = self.binding.window
+        size = window_record_size(cells, dsize)
+        at = self._at + BLOCK_HEADER
+        for k in range(count):
+            where = f"{self.path}: block {self._index} (byte {off}) window record {k}"
+            try:
+                w = WindowRecord.parse(self._buf[at + k * size : at + (k + 1) * size], where)
+            except DataError as e:
+                raise LedgerFormatError(str(e)) from None
+            problems = [
+                (lane != 0, f"is for lane {lane}: window records are the link's (lane 0)"),
+                (
+                    (w.window_ns, w.cells, w.digest_size) != (window_ns, cells, dsize),
+                    f"has window {w.window_ns} ns, {w.cells} cells, {w.digest_size}-byte "
+                    f"digests; the ledger's are {window_ns} ns, {cells}, {dsize}",
+                ),
+                (
+                    self._last_window is not None and w.index <= self._last_window,
+                    f"has index {w.index}, not after window {self._last_window} (a window is "
+                    "committed once)",
+                ),
+            ]
+            for bad, why in problems:
+                if bad:
+                    raise self._block_error(off, f"window record {k} {why}")
+            self._last_window = w.index
+            self._window_frames += w.frames
+            self.windows.append(w)
+
+    def _check_window_frames(self, off: int) -> None:
+        """At the close block: the window records count every frame record the stream carried
+        (when it carried both)."""
+        if self.binding.window is None or not (self._frames and self._window_frames):
+            return
+        if self._frames != self._window_frames:
+            raise self._block_error(
+                off,
+                f"closes a stream of {self._frames} frame records whose window records count "
+                f"{self._window_frames} frames",
+            )
+
+    def take_windows(self) -> list[WindowRecord]:
+        """The verified window records not handed out yet, oldest first."""
+        out, self.windows = self.windows, []
+        return out
 
     def _lane_records(self, off: int, lane: int, count: int) -> np.ndarray:
         import numpy as np

@@ -206,3 +206,22 @@ def test_stream_without_the_digest_key_is_refused(tmp_path, keydir, ledger):
     i = args.index("--digest-key")
     r = cli(*args[:i], *args[i + 2 :])
     assert r.returncode == 2 and "needs the ledger's digest key" in r.stderr
+
+
+def test_devices_page_states_the_bytes_the_sealer_checks():
+    """docs/devices.md's key derivation, header and block layout are the ones the sealer uses (the
+    independent device in tests/device_spec.py is written from the page)."""
+    from ledgertool.source import stream
+
+    doc = (Path(__file__).resolve().parents[2] / "docs/devices.md").read_text()
+    assert (
+        '"ledgertool record stream v1" 0x00 || ledger_id (16 bytes) || device_id (16 bytes)' in doc
+    )
+    assert stream.KEY_INFO == b"ledgertool record stream v1\x00"
+    assert "| 0 | 8 | magic, ASCII `LTSTREAM` |" in doc and stream.MAGIC == b"LTSTREAM"
+    assert (
+        '| 56 + `link_len` | 32 | `header_tag = MAC("H" \\|\\| bytes 0 .. 56 + link_len)` |' in doc
+    )
+    assert stream.HEADER_FIXED == 56 and stream.BLOCK_HEADER == 16 and stream.TAG_BYTES == 32
+    assert "| 8 | 8 | `index` u64, the block's number: 0, 1, 2, ... |" in doc
+    assert "0.047 bytes per record" in doc
