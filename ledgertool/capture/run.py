@@ -652,10 +652,13 @@ class CaptureRun:
 
     def _bind_stream(self, source_name: str) -> None:
         """Give the records reader what checks an authenticated stream: the ledger, the digest
-        master key, the link, the device required and the streams the link already sealed (from
-        its seals' sources; a stream number at or below a device's last is a replay)."""
+        master key, the link, the device required, the streams the link already sealed (from the
+        sources of its seals and its window log's; a stream number at or below a device's last is
+        a replay) and the window tier's parameters and last sealed window."""
         sealed: dict[str, int] = {}
-        for kinds in segment_files(self.ledger_dir, self.opts.link).values():
+        logs = [self.opts.link] + ([layout.window_log(self.opts.link)] if self.windows else [])
+        files = [k for log in logs for k in segment_files(self.ledger_dir, log).values()]
+        for kinds in files:
             if "seal.json" in kinds:
                 got = parse_source_tail(load_seal(kinds["seal.json"], self.ledger_dir).source)
                 if got is not None:

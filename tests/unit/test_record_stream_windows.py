@@ -123,3 +123,12 @@ def test_plain_records_into_a_window_ledger_are_refused(tmp_path, keydir, wledge
     (tmp_path / "plain").write_bytes(bytes(48))
     r = cli(*_args(tmp_path / "plain", lg, keydir))
     assert r.returncode == 2 and "a ledger with a window tier takes its window records" in r.stderr
+
+
+def test_replayed_window_stream_is_refused_by_its_stream_number(tmp_path, keydir, wledger):
+    lg, head = wledger
+    wins = _window_records(keydir, head)
+    (tmp_path / "w.lts").write_bytes(_stream(keydir, head, wins[:2], stream_no=5))
+    assert cli(*_args(tmp_path / "w.lts", lg, keydir)).returncode == 0
+    r = cli(*_args(tmp_path / "w.lts", lg, keydir))
+    assert r.returncode == 2 and "a replayed or stale stream" in r.stderr
