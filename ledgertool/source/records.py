@@ -8,6 +8,12 @@ checked with numpy over the whole block: the first seq is the link's next seq an
 seq is the one before it + 1 (a GAP record takes one seq, like a frame), and no flag bit is
 outside the documented set. A record that breaks a rule stops the source: the records before it
 are handed out first, the error comes on the next `fill`, so `capture` seals them and says how many.
+
+An input that starts with `LTSTREAM` is an authenticated record stream (ledgertool.source.stream,
+docs/devices.md "Authenticated record streams"): checked block by block with the binding `bind`
+gives (ledger, digest key, link, device, window tier), its records renumbered into the link's
+sequence, its window records taken with `take_windows`. With a device required or a window tier,
+plain records are refused.
 """
 
 from __future__ import annotations
