@@ -53,6 +53,7 @@ from ..ledger.header import (
     create_ledger,
     load_ledger,
 )
+from ..ledger.index import segment_files
 from ..ledger.layout import LEDGER_FILE, LOCK_FILE
 from ..ledger.lock import writer_lock
 from ..ledger.recover import (
@@ -66,7 +67,7 @@ from ..ledger.rotations import (
     current_signer_check,
     digest_key_ids,
 )
-from ..ledger.sealer import SealResult
+from ..ledger.sealer import SealResult, load_seal
 from ..ledger.writer import LinkWriter
 from ..plan import window_cells
 from ..plural import plural
@@ -74,6 +75,7 @@ from ..source import is_bypass, is_live, is_workload, open_source, open_sources
 from ..source.file import CaptureReader
 from ..source.live import LiveOptions, LiveStats
 from ..source.records import RecordsReader, is_records, seal_source_name
+from ..source.stream import StreamBinding, parse_source_tail
 from .windows import WindowTier, WindowTierResult
 from .workers import (
     FanoutWitness,
@@ -280,6 +282,7 @@ def capture_file(
     tiers: tuple[str, ...] | None = None,
     window_ns: int | None = None,
     window_capacity: int | None = None,
+    device_id: str | None = None,
 ) -> CaptureResult:
     """Capture every frame of a pcap/pcapng file, or a live interface (`iface:NAME`), into the
     ledger at `ledger_dir`.
@@ -294,7 +297,11 @@ def capture_file(
     key: an existing ledger's current digest key id is taken (and `digest_key_id`, or `digest_key`'s
     id, checked against it); a new ledger takes `digest_key_id` or `digest_key`'s id. A record that
     does not fit (cut, seq not continuing the link, undocumented flag bits) is LedgerFormatError,
-    after the records before it are sealed. Every other source needs `digest_key`.
+    after the records before it are sealed. Every other source needs `digest_key`. An
+    authenticated record stream (ledgertool.source.stream) needs `digest_key` (the master its
+    tags are keyed from) and an existing ledger; records are sealed only from blocks whose tag
+    verified, and each seal's source names the device and stream. `device_id`: take only that
+    device's authenticated stream (plain records are refused).
 
     `workers` threads digest each batch (0: every usable core); records never depend on it. For a
     live interface `workers` is the number of receive rings (0: one), each read and digested by its
@@ -360,6 +367,10 @@ def capture_file(
             "a digest key id is taken only for records computed elsewhere; frames are digested "
             "with the digest key, whose id the ledger records"
         )
+    if device_id is not None and not (is_records(source) and _KEY_ID.fullmatch(device_id)):
+        raise UsageError(
+            Setting("device_id"), " is 32 lowercase hex digits, for records: sources only"
+        )
     if digest_key_id is not None and not _KEY_ID.fullmatch(digest_key_id):
         raise UsageError(f"digest key id {digest_key_id!r} is not 32 lowercase hex digits")
     if tiers is not None:
@@ -409,6 +420,7 @@ def capture_file(
                 tiers=tiers,
                 window_ns=window_ns,
                 window_capacity=window_capacity,
+                device_id=device_id,
             )
             return CaptureRun(source, ledger_dir, digest_key, signing_key, opts, held).run()
         except StorageError as e:
@@ -451,6 +463,7 @@ class CaptureOptions:
     )
     window_ns: int | None = None
     window_capacity: int | None = None
+    device_id: str | None = None  # records: sources only: the device whose stream is required
 
 
 def _shown_param(value: object) -> str:
@@ -619,6 +632,8 @@ class CaptureRun:
                 segment_seconds=opts.segment_seconds,
                 marks=self.marks,
             )
+        if self.records_source:
+            self._bind_stream(source_name)
         self.engine = self.reader if self.records_source else self._start_engines()
         if self.live_workers > 1:
             self.workers = LiveWorkers(self._engines, max_frames=opts.max_frames, pin_cpus=pins)
@@ -629,6 +644,45 @@ class CaptureRun:
             }
         self._t0 = time.perf_counter()
 
+    def _device_windows(self) -> None:
+        """The window records a device's authenticated stream carried (verified), into the
+        window log; a records: source's frames are never windowed here."""
+        if self.records_source and self.windows is not None:
+            self.windows.add_records(self.reader.take_windows())
+
+    def _bind_stream(self, source_name: str) -> None:
+        """Give the records reader what checks an authenticated stream: the ledger, the digest
+        master key, the link, the device required, the streams the link already sealed (from the
+        sources of its seals and its window log's; a stream number at or below a device's last is
+        a replay) and the window tier's parameters and last sealed window."""
+        sealed: dict[str, int] = {}
+        logs = [self.opts.link] + ([layout.window_log(self.opts.link)] if self.windows else [])
+        files = [k for log in logs for k in segment_files(self.ledger_dir, log).values()]
+        for kinds in files:
+            if "seal.json" in kinds:
+                got = parse_source_tail(load_seal(kinds["seal.json"], self.ledger_dir).source)
+                if got is not None:
+                    sealed[got[0]] = max(sealed.get(got[0], -1), got[1])
+        binding = StreamBinding(
+            ledger_id=self.ledger.ledger_id,
+            master=self.digest_key.master if self.digest_key is not None else None,
+            link=self.opts.link,
+            record_bytes=self.reader.record_size,
+            device_id=self.opts.device_id,
+            sealed_streams=sealed,
+            window=None
+            if self.ledger.window is None
+            else (self.ledger.window.window_ns, self.ledger.window.cells, self.alg.digest_size),
+            last_window=None if self.windows is None else self.windows.last_sealed,
+        )
+
+        def named(tail: str) -> None:
+            self.writer.source = source_name + tail
+            if self.windows is not None:
+                self.windows.writer.source = source_name + tail
+
+        self.reader.bind(binding, named)
+
     def _new_tiers(self) -> tuple[str, ...]:
         """A new ledger's tiers: as asked, else DEFAULT_TIERS (frames only for a v1 ledger or a
         records: source, whose records come without the key that window records need)."""
@@ -637,11 +691,11 @@ class CaptureRun:
         tiers = opts.tiers or (("frames",) if v1 or self.records_source else DEFAULT_TIERS)
         if "windows" in tiers and v1:
             raise UsageError(Setting("tiers"), " windows needs a v2 ledger (ledger format v2)")
-        if "windows" in tiers and self.records_source:
+        if "windows" in tiers and self.records_source and self.digest_key is None:
             raise UsageError(
                 Setting("tiers"),
-                f" windows needs frames digested here: a {self.source} source "
-                "brings no window records (and no digest key to compute them)",
+                f" windows with a {self.source} source takes the device's window records from "
+                "an authenticated stream, checked with the digest key: give it",
             )
         if "windows" not in tiers and (
             opts.window_ns is not None or opts.window_capacity is not None
@@ -663,10 +717,10 @@ class CaptureRun:
                     f"{self.ledger_dir}: ledger has {what} {_shown_param(have)}, not "
                     f"{_shown_param(val)} (fixed when the ledger was created)"
                 )
-        if win is not None and self.records_source:
+        if win is not None and self.records_source and self.digest_key is None:
             raise UsageError(
-                f"{self.ledger_dir}: ledger has a window tier; a {self.source} source brings no "
-                "window records (and no digest key to compute them)"
+                f"{self.ledger_dir}: ledger has a window tier: a {self.source} source brings its "
+                "window records in an authenticated stream, checked with the digest key: give it"
             )
 
     def _start_engines(self) -> DigestEngine:
@@ -864,7 +918,9 @@ class CaptureRun:
                 )
             # corrupt structure: seal what was read, report where reading stopped
             except LedgerError as e:
+                self._device_windows()
                 self._fail(e)
+            self._device_windows()
             if n and self.stopping and result.stop_reason == "frames":
                 # the frame count reached: frames the engine still had in hand are not recorded; only
                 # the final GAP records (drops before the stop) are kept
@@ -889,7 +945,7 @@ class CaptureRun:
     ) -> None:
         """One reader's batch into the open segment (`batch`: the writer's buffer that holds it)
         and into the window tier; GAP records are counted as drops, not frames."""
-        if self.windows is not None:
+        if self.windows is not None and not self.records_source:
             import numpy as np
 
             arr = np.frombuffer(records, dtype=self.engine.dtype, count=n)

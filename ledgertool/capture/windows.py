@@ -126,6 +126,11 @@ class WindowTier:
         """A batch of the engine's records (capture order): the windows it closed are appended."""
         self._append(self.acc.add(records))
 
+    def add_records(self, windows: list[WindowRecord]) -> None:
+        """Window records a device computed (an authenticated stream verified them, and that
+        their indices increase past the link's last sealed window): appended as they are."""
+        self._append(windows)
+
     def _append(self, windows: list[WindowRecord]) -> None:
         if not windows:
             return

@@ -518,6 +518,13 @@ def capture(
             help="records: only: the digest key id of the key the device digested with (32 hex), for a new ledger without --digest-key; checked against an existing ledger's.",
         ),
     ] = None,
+    device_id: Annotated[
+        str | None,
+        typer.Option(
+            "--device-id",
+            help="records: only: take an authenticated record stream from this device only (32 hex, as `keys device-init` printed); plain records are refused.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -536,6 +543,8 @@ def capture(
         raise UsageError(f"--leaf-hash must be sha256 or blake3, not {leaf_hash!r}")
     if digest_key_id is not None and not is_records(source):
         raise UsageError("--digest-key-id is only for records: sources")
+    if device_id is not None and not is_records(source):
+        raise UsageError("--device-id is only for records: sources")
     live_source = is_live(source)
     from ..plan import parse_duration
 
@@ -601,6 +610,7 @@ def capture(
                 workers=workers,
                 accept_forgery_risk=accept_gmac_forgery_risk,
                 digest_key_id=digest_key_id,
+                device_id=device_id,
                 on_interrupt=sealing,
                 ledger_format=None if ledger_format is None else int(ledger_format[1]),
                 device_state=DeviceState.beside(signing_key),

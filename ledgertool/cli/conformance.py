@@ -55,8 +55,11 @@ def check(
         Path, typer.Argument(help="The capture the device processed (pcap/pcapng).")
     ],
     records: Annotated[
-        Path,
-        typer.Option("--records", help="The device's records for it: whole records, seq from 0."),
+        list[Path],
+        typer.Option(
+            "--records",
+            help="The device's records for it: whole records, seq from 0. Give it once per lane for a device of several lanes (each lane's records, its seq from 0).",
+        ),
     ],
     digest_key: Annotated[Path, typer.Option("--digest-key", help="digest.key the device used.")],
     algorithm: Annotated[str, typer.Option(help="Digest algorithm.")] = "siphash-1-3-128",
@@ -64,15 +67,43 @@ def check(
     max_report: Annotated[
         int, typer.Option("--max-report", help="Differing frames to explain.", min=0)
     ] = 10,
+    clock: Annotated[
+        str,
+        typer.Option(
+            "--clock",
+            help="kit: ts_ns byte-exact too (the device replays the kit's timestamps); device: ts_ns from the device's own clock, checked monotone (and paced, with --clock-tolerance) instead.",
+        ),
+    ] = "kit",
+    clock_tolerance: Annotated[
+        str | None,
+        typer.Option(
+            "--clock-tolerance",
+            help="With --clock device: how far (e.g. 1ms) each device timestamp may stray from the capture's pace since the first record. Default: monotone only.",
+        ),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON document on stdout.")
     ] = False,
 ) -> None:
     """Compare a device's records for a capture with ledgertool's, frame by frame (exit 0 byte-exact, 1 differ)."""
-    from ..device.conformance import check_records
+    from ..device.conformance import check_lanes, check_records
     from ..keyfiles import DigestKey
+    from ..plan import parse_duration
 
-    res = check_records(capture, records, DigestKey.load(digest_key), algorithm, strip, max_report)
+    tol = None
+    if clock_tolerance is not None:
+        tol = round(parse_duration(clock_tolerance, "clock_tolerance") * 1e9)
+    check = check_records if len(records) == 1 else check_lanes
+    res = check(
+        capture,
+        records[0] if len(records) == 1 else records,
+        DigestKey.load(digest_key),
+        algorithm,
+        strip,
+        max_report,
+        clock=clock,
+        clock_tolerance_ns=tol,
+    )
     for w in res.warnings:
         err.print(styled(("warning:", "yellow"), f" {w}"))
     if as_json:
@@ -80,15 +111,21 @@ def check(
         raise typer.Exit(0 if res.ok else 1)
     what = (
         f"{plural(res.frames, 'frame', fmt=',')} in {capture}, "
-        f"{plural(res.device_records, 'device record', fmt=',')} in {records} "
+        f"{plural(res.device_records, 'device record', fmt=',')} in {res.records_file} "
         f"({res.algorithm}, strip {res.strip}, digest key id {res.digest_key_id})"
     )
+    if len(records) > 1:
+        what += f" from {len(records)} lanes"
+    if res.clock == "device":
+        paced = "" if tol is None else f", within {tol:,} ns of the capture's pace"
+        what += f"; device clock: ts_ns monotone{paced}"
     if res.ok:
         out.print(styled(("BYTE-EXACT", "green"), f": {what}"))
         raise typer.Exit(0)
     out.print(
         styled(("DIFFER", "red"), f": {what}: {res.matched:,} byte-exact, {res.differing:,} differ")
     )
+    _print_clock(res)
     for d in res.first_differences:
         if d.expected and d.device:
             out.print(
@@ -115,3 +152,12 @@ def check(
             f"... {plural(res.differing - shown, 'more differing frame', fmt=',')} not shown (--max-report)"
         )
     raise typer.Exit(1)
+
+
+def _print_clock(res) -> None:
+    """The device-clock violations (clock mode device), if any."""
+    if not res.clock_violations:
+        return
+    out.print(f"device clock: {plural(res.clock_violations, 'timestamp', fmt=',')} wrong")
+    for v in res.first_clock_violations:
+        out.print(f"frame {v.index}: ts_ns {v.ts_ns} (kit {v.kit_ts_ns}): {v.why}")

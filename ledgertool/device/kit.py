@@ -52,6 +52,7 @@ from .conformance import (
     compute_records,
     records_path,
 )
+from .vectors import write_device_vectors
 
 FRAMES_FORMAT = f"ledgertool-conformance-frames-v{KIT_VERSION}"
 DIGESTS_FORMAT = f"ledgertool-conformance-digests-v{KIT_VERSION}"
@@ -187,6 +188,7 @@ class _Kit:
     groups: dict[str, list]  # capture name -> its cases (cases.ConformanceCase), in catalogue order
     # kit-relative file -> SHA-256 hex, as written
     sha: dict[str, str] = field(default_factory=dict)
+    device_files: list[str] = field(default_factory=list)  # device/ (ledgertool.device.vectors)
 
 
 # (capture, frame index) -> strip mode -> (offset, end, flags) of the hashed range
@@ -202,6 +204,11 @@ def _export_into(root: Path, final: Path) -> ExportResult:
     )
     captures, frames, ranges = _write_captures(kit)
     record_files = _write_records(kit, ranges)
+
+    def put(root: Path, rel: str, data: bytes) -> None:
+        kit.sha[rel] = _write(root, rel, data)
+
+    kit.device_files.extend(write_device_vectors(root, put))
     golden_segments = _write_golden(kit)
     _write_manifest(kit, captures, record_files, golden_segments)
     _write_readme(kit, captures, frames, golden_segments)
@@ -479,6 +486,7 @@ def _write_manifest(
                 "frames.json",
                 *(f"digests/{a.name}.json" for a in LEDGER_ALGORITHMS),
                 "merkle.json",
+                *kit.device_files,
             )
         ],
         "golden_ledger": {

@@ -8,6 +8,12 @@ checked with numpy over the whole block: the first seq is the link's next seq an
 seq is the one before it + 1 (a GAP record takes one seq, like a frame), and no flag bit is
 outside the documented set. A record that breaks a rule stops the source: the records before it
 are handed out first, the error comes on the next `fill`, so `capture` seals them and says how many.
+
+An input that starts with `LTSTREAM` is an authenticated record stream (ledgertool.source.stream,
+docs/devices.md "Authenticated record streams"): checked block by block with the binding `bind`
+gives (ledger, digest key, link, device, window tier), its records renumbered into the link's
+sequence, its window records taken with `take_windows`. With a device required or a window tier,
+plain records are refused.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from ..algorithms import ALGORITHMS, Algorithm
 from ..digest.record import FLAG_GAP, FLAGS_DEFINED, RECORD_FIXED, record_dtype
 from ..errors import LedgerError, LedgerFormatError
 from ..plural import plural
+from .stream import MAGIC, StreamBinding, StreamParser, source_tail
 
 if TYPE_CHECKING:  # imported where used (start-up: docs/benchmarks.md)
     import numpy as np
@@ -99,6 +106,11 @@ class RecordsReader:
         self._error: LedgerError | None = (
             None  # a bad record, raised once the ones before it are out
         )
+        # an authenticated stream (source.stream) once its magic is seen; None: not decided yet
+        self._stream: StreamParser | None = None
+        self._binding: StreamBinding | None = None
+        self._on_header = None
+        self.authenticated: bool | None = self._is_stream_file
 
     def _open(self, name: str):
         if name == STDIN_NAME:
@@ -117,7 +129,10 @@ class RecordsReader:
             except OSError as e:
                 raise fsio.storage_error(e, name, "read records") from None
         st = os.fstat(f.fileno())
-        if stat.S_ISREG(st.st_mode) and st.st_size % self.record_size:
+        self._is_stream_file = None  # decided from the first bytes of a pipe
+        if stat.S_ISREG(st.st_mode):
+            self._is_stream_file = os.pread(f.fileno(), len(MAGIC), 0) == MAGIC
+        if stat.S_ISREG(st.st_mode) and not self._is_stream_file and st.st_size % self.record_size:
             if name != STDIN_NAME:
                 f.close()
             raise self._size_error(st.st_size)
@@ -133,6 +148,16 @@ class RecordsReader:
             f"{self.path}: {size} bytes is not a whole number of {rs}-byte "
             f"{self.algorithm.name} records: record {whole} is cut at byte {whole * rs}{hint}"
         )
+
+    def bind(self, binding: StreamBinding, on_header=None) -> None:
+        """What checks an authenticated stream (the ledger, its digest key, the link; see
+        source.stream) and `on_header(seal_source_tail)`, called once the stream header verified,
+        before any record is handed out."""
+        self._binding, self._on_header = binding, on_header
+
+    def take_windows(self) -> list:
+        """Window records of an authenticated stream verified so far and not taken yet."""
+        return self._stream.take_windows() if self._stream is not None else []
 
     def info(self) -> RecordsInfo:
         return RecordsInfo(self.path, self._read)
@@ -172,6 +197,32 @@ class RecordsReader:
 
         if self._error is not None:
             raise self._error
+        if self.authenticated is None:
+            if self._have - self._start < len(MAGIC):
+                self._refill()
+            if self._have - self._start < len(MAGIC) and not self._eof:
+                return memoryview(b""), 0, 0  # a quiet pipe: not decided yet
+            start = bytes(self._buf[self._start : self._start + len(MAGIC)])
+            self.authenticated = start == MAGIC
+        if self.authenticated:
+            return self._fill_stream(first_seq, max_records)
+        b = self._binding
+        if b is not None and (b.device_id is not None or b.window is not None):
+            if self._have == self._start and not self._eof:
+                self._refill()
+            if self._have == self._start and not self._eof:
+                return memoryview(b""), 0, 0  # a quiet pipe: not decided yet
+            if self._have == self._start:
+                self.ended = True  # nothing at all: nothing to refuse (creating a ledger)
+                return memoryview(b""), 0, 0
+            raise LedgerFormatError(
+                f"{self.path}: plain records, not an authenticated stream (LTSTREAM)"
+                + (
+                    f" from device {b.device_id}; only that device's streams are taken"
+                    if b.device_id is not None
+                    else "; a ledger with a window tier takes its window records from one"
+                )
+            )
         if self._have - self._start < self.record_size:
             self._refill()
         rs = self.record_size
@@ -201,6 +252,49 @@ class RecordsReader:
         self._start += n * rs
         self._read += n
         return out, n, nbytes
+
+    def _fill_stream(self, first_seq: int, max_records: int | None) -> tuple[memoryview, int, int]:
+        """fill() for an authenticated stream: records only from blocks whose tag verified."""
+        import numpy as np
+
+        if self._stream is None:
+            if self._binding is None:
+                raise LedgerFormatError(f"{self.path}: an authenticated stream needs its ledger")
+            self._stream = StreamParser(self.path, self._binding)
+        parser = self._stream
+        while True:
+            parser.feed(memoryview(self._buf)[self._start : self._have])
+            self._start = self._have = 0
+            had_header = parser.header is not None
+            arr = parser.take(first_seq, max_records)
+            if not had_header and parser.header is not None and self._on_header:
+                h = parser.header
+                self._on_header(source_tail(h.device_id, h.stream_no))
+            if arr is not None:
+                frames = (arr["flags"] & FLAG_GAP) == 0
+                nbytes = int(arr["cap_len"][frames].sum(dtype=np.uint64))
+                self._read += len(arr)
+                return memoryview(arr.view(np.uint8)), len(arr), nbytes
+            if self._eof:
+                parser.finish()
+                self.ended = True
+                return memoryview(b""), 0, 0
+            got = self._read_some()
+            if not got and not self._eof:
+                return memoryview(b""), 0, 0  # a quiet pipe
+
+    def _read_some(self) -> int:
+        """One read of what the input has (POLL_S at most); bytes read, 0 at the end or when quiet."""
+        if not select.select([self._file], [], [], POLL_S)[0]:
+            return 0
+        try:
+            got = self._file.readinto(memoryview(self._buf))
+        except OSError as e:
+            raise fsio.storage_error(e, self.path, "read records") from None
+        if got == 0:
+            self._eof = True
+        self._have = got or 0
+        return self._have
 
     def _check(self, arr: np.ndarray, first_seq: int) -> int:
         """How many leading records of `arr` fit; the first that does not becomes the pending error."""
