@@ -273,7 +273,14 @@ def verify_ledger(
         )
     top = reader.read_top_checkpoint()
     _verify_windows(
-        reader, ledger, [c for c in chosen if c in window_links], sched, res, on_windows
+        reader,
+        ledger,
+        [c for c in chosen if c in window_links],
+        sched,
+        res,
+        on_windows,
+        note,
+        f"{checkpoint_name}: ",
     )
     for link in (c for c in chosen if c in reader.links):
         stored = _stored_checkpoint(reader, link, res)  # before the listing: see read_checkpoint
@@ -323,9 +330,12 @@ def _verify_windows(
     sched: Schedule | None,
     res: VerifyResult,
     on_windows: Callable[[VerifiedWindows], None] | None,
+    note=None,
+    prefix: str = "checkpoint: ",
 ) -> None:
-    """The window logs of `links`, each with its stored checkpoint; with a window tier in
-    ledger.json, a link that has per-frame segments and no window log is `windows_missing`."""
+    """The window logs of `links`, each with its stored checkpoint and `note` (the checkpoint
+    given) where it is the log's; with a window tier in ledger.json, a link that has per-frame
+    segments and no window log is `windows_missing`."""
     if ledger.window is None:
         for link in links:
             res.add(
@@ -354,6 +364,8 @@ def _verify_windows(
                     log,
                 )
             )
+        if note is not None and note.checkpoint.link == log:
+            _check_checkpoint(note, tree, sched, res, prefix)
         res.windows.append(summary)
         if on_windows is not None:
             for v in summary.verified:
