@@ -106,7 +106,7 @@ def test_escape_probability_is_the_exact_hypergeometric():
 
 def test_five_percent_altered_is_caught_by_100_windows_at_the_stated_rate():
     """Over 4000 draws with fresh nonces, a prover who altered 100 of 2000 windows escapes a
-    100-window challenge as often as the hypergeometric says (about 0.53 %; (0.95)^100 = 0.59 %
+    100-window challenge as often as the hypergeometric says (about 0.52 %; (0.95)^100 = 0.59 %
     with replacement), within a 5-sigma binomial band."""
     n, k, altered = 2000, 100, set(range(0, 2000, 20))
     text = b"ledgertool/00112233445566778899aabbccddeeff/windows=link0\n9\nAAAA\nrecords 2000\n"
