@@ -179,26 +179,33 @@ def recompute_challenge_cmd(source, ledger, dks, challenge: Path, trust, how) ->
     if as_json:
         _emit(res.to_json())
         raise typer.Exit(0 if res.ok else 1)
+    from ..reconcile.challenge_ranges import describe
+
     for it, o in res.items:
         if o.status != "match":
             out.print(
-                f"  window {o.index} (position {it.position}): {o.status.upper()}, ledger "
+                f"  {describe(it, o)}: {o.status.upper()}, ledger "
                 f"{plural(o.ledger_frames, 'frame')}, revealed {o.capture_frames}"
             )
     tag = ("MATCH", "green") if res.matches else ("DIFFER", "red")
+    what = "window" if ch.tier == "windows" else "range"
+    ignored = (
+        plural(res.ignored_windows, "revealed window")
+        if ch.tier == "windows"
+        else plural(res.ignored_frames, "revealed frame")
+    )
     out.print(
         styled(
             tag,
-            f": challenge {sha[:16]}…, {res.count('match')} of {plural(len(res.items), 'window')} "
+            f": challenge {sha[:16]}…, {res.count('match')} of {plural(len(res.items), what)} "
             f"match ({res.count('differ')} differ, {res.count('beyond_capacity')} beyond capacity, "
-            f"{res.count('missing')} missing); {plural(res.ignored_windows, 'revealed window')} "
-            "outside the challenge ignored",
+            f"{res.count('missing')} missing); {ignored} outside the challenge ignored",
         )
     )
     for b in res.bounds:
         out.print(
             f"  at {b.confidence:.0%} confidence this rules out an alteration of {b.fraction:.2%} "
-            f"of the {res.population} windows or more ({b.items} windows)"
+            f"of the {res.population} {what}s or more ({plural(b.items, what)})"
         )
     raise typer.Exit(0 if res.ok else 1)
 

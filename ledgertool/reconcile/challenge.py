@@ -39,6 +39,7 @@ from ..urls import location
 from ..verify.ledger import verify_ledger
 from ..verify.windows import VerifiedWindows
 from .against_windows import BEYOND, DIFFER, MATCH, WindowOutcome, _outcome
+from .challenge_ranges import _range_items, ranges_outcomes
 from .query import not_verified_error
 from .recompute import CaptureVerdict, DigestRun, Sources, _digest_records, source_list, source_name
 
@@ -73,23 +74,6 @@ def _window_items(
         ChallengeItem(p, flat[p][0], flat[p][1], flat[p][2].index, flat[p][2].start_ns)
         for p in positions
     )
-
-
-def _range_items(
-    records: list[int], size: int, total: int, rr: int, positions: list[int]
-) -> tuple[ChallengeItem, ...]:
-    out = []
-    for p in positions:
-        first, seg, before = p * rr, 0, 0
-        while before + records[seg] <= first:
-            before += records[seg]
-            seg += 1
-        out.append(
-            ChallengeItem(
-                p, seg, first - before, first_record=first, records=min(rr, total - first)
-            )
-        )
-    return tuple(out)
 
 
 def draw_challenge(
@@ -196,20 +180,28 @@ def recompute_challenge(
 ) -> ChallengeResult:
     """Recompute the challenged windows from `source` (the prover's reveal). DiscrepancyError when
     the ledger does not verify against the challenge's checkpoint; LedgerFormatError when the
-    document's items are not the ledger's windows at the sampled positions; UsageError for a
-    per-frame challenge (ranges are drawn, not yet recomputed) or several keys."""
+    document's items are not the ledger's windows or ranges at the sampled positions; UsageError
+    for several keys. A per-frame challenge's ranges: reconcile.challenge_ranges."""
     t0 = time.perf_counter()
-    if challenge.tier != "windows":
-        raise UsageError(
-            "a challenge of record ranges is drawn and re-derived, but recomputed only for the "
-            "window tier: challenge the link's window log"
-        )
     keys_given = [digest_key] if isinstance(digest_key, DigestKey) else list(digest_key)
     if len(keys_given) != 1:
         raise UsageError("recompute against a challenge takes one ", Setting("digest_key"))
     dk = keys_given[0]
     ledger_dir = location(ledger_dir)
     note = parse_note(challenge.note, "challenge checkpoint")
+    if challenge.tier == "frames":
+        res = ChallengeResult(
+            source_name(source),
+            str(ledger_dir),
+            note.checkpoint.link,
+            challenge_sha256,
+            challenge.population,
+            challenge.k,
+        )
+        res.items, res.ignored_frames, res.verified = ranges_outcomes(
+            source, ledger_dir, dk, challenge, trust, res.capture, progress, workers
+        )
+        return _finish(res, challenge, t0)
     ledger = load_ledger(ledger_dir)
     ver, segs = _verified(ledger_dir, challenge.note, note, "challenge checkpoint", trust, progress)
     cp = note.checkpoint
@@ -264,8 +256,12 @@ def recompute_challenge(
         if cw is None and o.status != MATCH:
             o = replace(o, status=MISSING)
         res.items.append((it, o))
+    return _finish(res, challenge, t0)
+
+
+def _finish(res: ChallengeResult, challenge: Challenge, t0: float) -> ChallengeResult:
     res.matches = all(o.status == MATCH for _, o in res.items)
     res.bounds = detection_bounds(challenge.population, challenge.k)
-    res.warnings = list(run.warnings)
+    res.warnings = list(res.capture.warnings)
     res.elapsed_s = time.perf_counter() - t0
     return res

@@ -343,3 +343,43 @@ def test_per_frame_ranges_are_drawn_over_the_records(tmp_path, keydir):
     assert all(i.first_record == 64 * i.position for i in ch.items)
     assert [i.records for i in ch.items if i.position == 4] in ([], [300 - 256])
     assert parse_challenge(ch.canonical(), "ch", parse_note) == ch
+
+
+def test_a_per_frame_challenge_recomputes_its_record_ranges(tmp_path, keydir):
+    """Ranges of 64 records of a link: the honest capture matches every range, a reveal with one
+    challenged frame altered differs in exactly that range, one without a range's frames is
+    missing."""
+    from ledgertool.keyfiles import DigestKey
+    from ledgertool.reconcile.challenge import draw_challenge, recompute_challenge
+
+    dk, sk, trust = load_keys(keydir)
+    frames = _frames()[:600]
+    cap = _pcap(tmp_path / "cap.pcap", frames)
+    capture_file(cap, tmp_path / "F", digest_key=dk, signing_key=sk, segment_records=100)
+    cp = (tmp_path / "F" / "checkpoint").read_bytes()
+    ch = draw_challenge(tmp_path / "F", cp, trust, 3, Randomness("beacon", beacon=b"c" * 16))
+    assert ch.population == 10 and all(i.records in (64, 600 - 576) for i in ch.items)
+    dk = DigestKey.load(keydir / "digest.key")
+    res = recompute_challenge(cap, tmp_path / "F", dk, ch, ch.sha256(), trust=trust)
+    assert res.ok and [o.status for _, o in res.items] == ["match"] * 3
+    assert sum(o.ledger_frames for _, o in res.items) == sum(i.records for i in ch.items)
+    target = ch.items[1]
+    k = target.first_record + 10  # a frame inside the second challenged range
+    altered = [*frames[:k], (frames[k][0], frames[k][1][:-1] + b"Z"), *frames[k + 1 :]]
+    res = recompute_challenge(
+        _pcap(tmp_path / "alt.pcap", altered), tmp_path / "F", dk, ch, ch.sha256(), trust=trust
+    )
+    got = {it.position: o for it, o in res.items}
+    assert not res.ok and got[target.position].status == "differ"
+    assert len(got[target.position].ledger_only) == len(got[target.position].capture_only) == 1
+    assert [o.status for p, o in got.items() if p != target.position] == ["match"] * 2
+    first = ch.items[0]
+    gone = [
+        f
+        for n, f in enumerate(frames)
+        if not first.first_record <= n < first.first_record + first.records
+    ]
+    res = recompute_challenge(
+        _pcap(tmp_path / "gone.pcap", gone), tmp_path / "F", dk, ch, ch.sha256(), trust=trust
+    )
+    assert {it.position: o.status for it, o in res.items}[first.position] == "missing"
