@@ -139,6 +139,7 @@ def test_draw_writes_a_document_an_independent_reader_re_derives(audit, keydir, 
     pn = tmp_path / "nonce"
     r = cli("challenge", "commit", "--out", pn, "--json")
     assert r.returncode == 0, r.stderr
+    commit_out = r.stdout
     c = json.loads(r.stdout)["prover_commitment"]
     nonce = bytes.fromhex(pn.read_text().strip())
     assert spec.commitment(nonce).hex() == c
@@ -169,6 +170,14 @@ def test_draw_writes_a_document_an_independent_reader_re_derives(audit, keydir, 
     assert (
         data == json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
     )
+    jsonschema = pytest.importorskip("jsonschema")
+    draw_rep = {"ok": True, "out": "x", "challenge_sha256": "0" * 64, **doc}
+    for name, rep in (
+        ("challenge-commit-report.schema.json", json.loads(commit_out)),
+        ("challenge-draw-report.schema.json", draw_rep),
+    ):
+        schema = json.loads((REPO / "schemas" / name).read_text())
+        jsonschema.Draft202012Validator(schema).validate(rep)
     note = doc["checkpoint"].encode()
     text = note[: note.index(b"\n\n") + 1]
     assert doc["population"] == WINDOWS == int(text.split(b"records ")[1].split(b"\n")[0])
@@ -383,3 +392,28 @@ def test_a_per_frame_challenge_recomputes_its_record_ranges(tmp_path, keydir):
         _pcap(tmp_path / "gone.pcap", gone), tmp_path / "F", dk, ch, ch.sha256(), trust=trust
     )
     assert {it.position: o.status for it, o in res.items}[first.position] == "missing"
+
+
+def test_challenge_reports_follow_the_recompute_report_schema(audit, keydir, tmp_path):
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((REPO / "schemas" / "recompute-report.schema.json").read_text())
+    d, ledger, cp = audit
+    ch = _draw(ledger, cp, keydir, k=5)
+    doc = tmp_path / "ch.json"
+    doc.write_bytes(ch.canonical())
+    r = cli(
+        "recompute",
+        d / "cap.pcap",
+        "--ledger",
+        ledger,
+        "--digest-key",
+        keydir / "digest.key",
+        "--trust",
+        keydir / "verifier.pub",
+        "--challenge",
+        doc,
+        "--json",
+    )
+    rep = json.loads(r.stdout)
+    jsonschema.Draft202012Validator(schema).validate(rep)
+    assert rep["against"] == "challenge" and rep["per_item"][0]["status"] == "match"
