@@ -319,7 +319,7 @@ def verify_ledger(
                     _check_checkpoint(top_note, tree, sched, res, f"{directory / 'checkpoint'}: ")
         if note is not None and note.checkpoint.link == link:
             _check_checkpoint(note, tree, sched, res, f"{checkpoint_name}: ")
-    res.append_only = _append_only(res, note, chosen)
+    res.append_only = _append_only(res, note, chosen, reader.links)
     return res
 
 
@@ -404,11 +404,16 @@ def _stored_checkpoint(reader: LedgerReader, link: str, res: VerifyResult):
         return None
 
 
-def _append_only(res: VerifyResult, note, links: list[str]) -> dict:
+def _append_only(res: VerifyResult, note, links: list[str], frame_links=None) -> dict:
     """What the append-only check rested on: a checkpoint the verifier holds, or only the ones the
     ledger's storage holds (which whoever holds the storage can roll back together with the tail)."""
     given = note.checkpoint.link if note is not None else None
-    unchecked = [ln for ln in links if ln != given]
+    # a window log's checkpoint covers a link that keeps no per-frame log (`frame_links`)
+    unchecked = [
+        ln
+        for ln in links
+        if ln != given and not (given == window_log(ln) and ln not in (frame_links or ()))
+    ]
     text = None
     if unchecked:
         text = (

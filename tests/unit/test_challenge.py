@@ -417,3 +417,26 @@ def test_challenge_reports_follow_the_recompute_report_schema(audit, keydir, tmp
     rep = json.loads(r.stdout)
     jsonschema.Draft202012Validator(schema).validate(rep)
     assert rep["against"] == "challenge" and rep["per_item"][0]["status"] == "match"
+
+
+def test_verify_checks_a_window_log_checkpoint_against_the_window_log(audit, keydir, tmp_path):
+    """A `--checkpoint` of `windows=link0` is compared with the window log (a challenge rests on
+    it): another root of the same size signed by the ledger's key is checkpoint_mismatch; the
+    real one is enough for append-only in a ledger without per-frame records."""
+    from ledgertool.seal.checkpoint import Checkpoint, sign_checkpoint
+
+    _, ledger, cp = audit
+    _, sk, _ = load_keys(keydir)
+    pub = keydir / "verifier.pub"
+    r = cli("verify", ledger, "--trust", pub, "--checkpoint", cp)
+    assert r.returncode == 0 and "append-only not checked" not in r.stderr, r.stderr
+    real = parse_note(cp.read_bytes()).checkpoint
+    forged = tmp_path / "forged"
+    forged.write_bytes(
+        sign_checkpoint(
+            Checkpoint(real.origin, real.size, hashlib.sha256(b"x").digest(), real.records), sk
+        )
+    )
+    r = cli("verify", ledger, "--trust", pub, "--checkpoint", forged, "--json")
+    assert r.returncode == 1
+    assert [p["kind"] for p in json.loads(r.stdout)["problems"]] == ["checkpoint_mismatch"]
