@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from ..errors import KeyFileError, UsageError
+from ..errors import HostError, KeyFileError, UsageError
 from ..plural import plural
 from .render import SafeConsole, styled
 
@@ -282,7 +282,11 @@ def witness_serve(
         origin, vkey = parse_log(spec)
         table.setdefault(origin, []).append(vkey)
     signer = load_signer(key)
-    srv = make_server(Witness(signer, table, state), host, int(port))
+    witness = Witness(signer, table, state)
+    try:
+        srv = make_server(witness, host, int(port))
+    except OSError as e:
+        raise HostError(f"--addr {addr}: cannot listen: {e.strerror or e}") from None
     h, p = srv.server_address[:2]
     out.print(f"witness {signer.public} listening on http://{h}:{p}")
     sys.stdout.flush()
