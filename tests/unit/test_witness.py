@@ -288,3 +288,41 @@ def test_the_spec_example_and_key_encodings():
     assert int.from_bytes(base64.b64decode(line.split(" ")[2])[4:12], "big") == 1679315147
     with pytest.raises(Exception, match="type 0x04"):
         parse_vkey(str(NoteKey("w", 0x01, s.public.public_key)), "v", 0x04)
+
+
+def test_any_request_body_gets_a_spec_status_and_never_moves_the_witness_back(ledger, keydir):
+    """Arbitrary bodies, and real checkpoints with arbitrary old sizes and proofs: the answer is
+    one of the spec's statuses, a 200 only for a checkpoint at least as large as the one held and
+    consistent with it."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from ledgertool.seal.witness import Held, decide
+
+    origin, key = _log_key(ledger, keydir)
+    note = (ledger / "checkpoint").read_bytes()
+    cp = parse_note(note).checkpoint
+    signer = WitnessSigner("w.test", b"s" * 32)
+    held = {origin: Held(2, hashlib.sha256(b"held").digest(), b"")}
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(
+        st.one_of(
+            st.binary(max_size=300),
+            st.builds(
+                lambda old, proof: request_body(old, proof, note),
+                st.integers(0, 10),
+                st.lists(st.binary(min_size=32, max_size=32), max_size=4),
+            ),
+        )
+    )
+    def check(body):
+        d = decide(body, {origin: [key]}, dict(held), signer, 1_700_000_000)
+        assert d.status in (200, 400, 403, 404, 409, 422)
+        if d.status == 409 and d.content_type == "text/x.tlog.size":
+            assert d.body == b"2\n"
+        # the held tree (size 2) is not a prefix of the ledger's: nothing is ever cosigned
+        assert d.status != 200 and d.new is None
+        assert cp.size == 3
+
+    check()
