@@ -8,8 +8,11 @@ import hashlib
 from fractions import Fraction
 
 
-def commitment(prover_nonce: bytes) -> bytes:
-    return hashlib.sha256(b"ledgertool challenge commitment v1" + b"\x00" + prover_nonce).digest()
+def commitment(text: bytes, prover_nonce: bytes) -> bytes:
+    h = hashlib.sha256(b"ledgertool challenge commitment v1" + b"\x00")
+    h.update(hashlib.sha256(text).digest())
+    h.update(prover_nonce)
+    return h.digest()
 
 
 def seed(

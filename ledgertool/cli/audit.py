@@ -59,19 +59,24 @@ def _read(path: Path, what: str, limit: int = 1 << 20) -> bytes:
 
 @challenge_app.command("commit")
 def challenge_commit(
+    checkpoint: Annotated[
+        Path, typer.Option("--checkpoint", help="The checkpoint the audit will sample.")
+    ],
     out_file: Annotated[
         Path, typer.Option("--out", help="Where to write the prover nonce (keep it secret).")
     ],
     as_json: JsonOpt = False,
 ) -> None:
-    """Prover: a fresh 32-byte nonce (written to --out, 0600) and its commitment (printed), to be
-    published before the verifier reveals its nonce."""
+    """Prover: a fresh 32-byte nonce (written to --out, 0600) and its commitment for the checkpoint
+    (printed), to be published with the checkpoint before the verifier reveals its nonce."""
     from .. import fsio
     from ..seal.challenge import NONCE_BYTES, commitment
+    from ..seal.checkpoint import parse_note
 
+    note = parse_note(_read(checkpoint, "checkpoint"), str(checkpoint))
     nonce = os.urandom(NONCE_BYTES)
     fsio.write_atomic(out_file.absolute(), (nonce.hex() + "\n").encode(), mode=0o600)
-    c = commitment(nonce).hex()
+    c = commitment(note.text, nonce).hex()
     if as_json:
         _emit({"ok": True, "out": str(out_file), "prover_commitment": c})
     else:

@@ -84,10 +84,10 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
         "ledgertool checkpoint L --out cp1",
     ),
     "challenge commit": (
-        "nothing (the nonce is fresh randomness)",
+        "the checkpoint (the nonce is fresh randomness)",
         "--out NONCE (0600), the commitment on stdout",
         EXIT_PLAIN,
-        "ledgertool challenge commit --out nonce",
+        "ledgertool challenge commit --checkpoint cp --out nonce",
     ),
     "challenge draw": (
         "DIR, a checkpoint, verifier.pub, both nonces or a beacon",
@@ -247,7 +247,7 @@ GROUPS: dict[str, str] = {
     "plan": "ledgertool plan collision --bits 128 --rate 1.6T --frame 64",
     "workload": "ledgertool workload generate samples/workloads/imix.toml --out imix.pcap",
     "conformance": "ledgertool conformance export kit",
-    "challenge": "ledgertool challenge commit --out nonce",
+    "challenge": "ledgertool challenge commit --checkpoint cp --out nonce",
     "witness": "ledgertool witness keygen --name witness.example/w1 --out witness.key",
 }
 

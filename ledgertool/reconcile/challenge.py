@@ -90,8 +90,8 @@ def draw_challenge(
     """The challenge of k items of the checkpoint's log: its window log's windows (a
     `windows=NAME` checkpoint) or ranges of `range_records` records of a link. The ledger must
     verify against the checkpoint (DiscrepancyError, exit 1); UsageError for bad randomness or k."""
-    randomness.check()
     note = parse_note(note_data, note_name)
+    randomness.check(note.text)
     cp = note.checkpoint
     if cp.records is None:
         raise LedgerFormatError(f"{note_name}: the checkpoint has no records extension")

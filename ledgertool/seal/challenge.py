@@ -3,10 +3,11 @@ both sides after the log was committed (docs/transparency.md, "Audits"; docs/adr
 
 Byte for byte (docs/transparency.md, "The challenge derivation"):
 
-* prover commitment ``C = SHA-256("ledgertool challenge commitment v1" || 0x00 || prover_nonce)``;
+* prover commitment ``C = SHA-256("ledgertool challenge commitment v1" || 0x00 || SHA-256(T) ||
+  prover_nonce)``, T the checkpoint's note text (the signed bytes);
 * seed ``S = SHA-256("ledgertool challenge v1" || 0x00 || u32be(len T) || T || u8(len tier) ||
   tier || u64be(range_records) || u64be(k) || u8(len mode) || mode || u16be(len a) || a ||
-  u16be(len b) || b)``, T the checkpoint's note text (the signed bytes), mode ``joint`` with
+  u16be(len b) || b)``, mode ``joint`` with
   a = verifier nonce, b = prover nonce, or ``beacon`` with a = the beacon value, b empty;
 * a stream of blocks ``SHA-256("ledgertool challenge stream v1" || 0x00 || S || u64be(j))``,
   j = 0, 1, ..., read as consecutive big-endian u64 values ``x``;
@@ -40,9 +41,10 @@ _STREAM = b"ledgertool challenge stream v1\x00"
 _HEX = re.compile(r"(?:[0-9a-f]{2})*")
 
 
-def commitment(prover_nonce: bytes) -> bytes:
-    """The prover's commitment to its nonce, published before the verifier's nonce is known."""
-    return hashlib.sha256(_COMMIT + prover_nonce).digest()
+def commitment(note_text: bytes, prover_nonce: bytes) -> bytes:
+    """The prover's commitment to its nonce for the checkpoint whose note text is `note_text`,
+    published with the checkpoint before the verifier's nonce is known."""
+    return hashlib.sha256(_COMMIT + hashlib.sha256(note_text).digest() + prover_nonce).digest()
 
 
 @dataclass(frozen=True)
@@ -55,8 +57,9 @@ class Randomness:
     prover_commitment: bytes = b""
     beacon: bytes = b""
 
-    def check(self) -> None:
-        """UsageError when the values cannot be used (sizes, an unopened commitment)."""
+    def check(self, note_text: bytes) -> None:
+        """UsageError when the values cannot be used (sizes, a commitment the prover nonce does
+        not open for this checkpoint)."""
         if self.mode == JOINT:
             for name, v in (
                 ("verifier_nonce", self.verifier_nonce),
@@ -66,10 +69,11 @@ class Randomness:
                     raise UsageError(
                         f"{name}: {len(v)} bytes; give {MIN_RANDOM_BYTES} to {MAX_RANDOM_BYTES}"
                     )
-            if commitment(self.prover_nonce) != self.prover_commitment:
+            if commitment(note_text, self.prover_nonce) != self.prover_commitment:
                 raise UsageError(
                     "the prover nonce does not open the prover commitment "
-                    f"({self.prover_commitment.hex()[:16]}…): not the nonce committed to"
+                    f"({self.prover_commitment.hex()[:16]}…) for this checkpoint: not the nonce "
+                    "(or not the checkpoint) committed to"
                 )
         elif self.mode == BEACON:
             if not MIN_RANDOM_BYTES <= len(self.beacon) <= MAX_RANDOM_BYTES:
@@ -370,7 +374,7 @@ def parse_challenge(data: bytes, where: str, parse_note) -> Challenge:
     k = _int(doc["k"], where, "k")
     rnd = parse_randomness(doc["randomness"], where)
     try:
-        rnd.check()
+        rnd.check(note.text)
     except UsageError as e:
         raise LedgerFormatError(f"{where}: {e}") from None
     if doc["origin"] != cp.origin or cp.records is None:

@@ -62,8 +62,12 @@ def audit(tmp_path_factory, keydir):
     return d, d / "L", d / "L" / "windows=link0" / "checkpoint"
 
 
-def _joint(vn: bytes = b"v" * 32, pn: bytes = b"p" * 32) -> Randomness:
-    return Randomness("joint", vn, pn, commitment(pn))
+def _joint(text: bytes, vn: bytes = b"v" * 32, pn: bytes = b"p" * 32) -> Randomness:
+    return Randomness("joint", vn, pn, commitment(text, pn))
+
+
+def _text(note: bytes) -> bytes:
+    return note[: note.index(b"\n\n") + 1]
 
 
 # ---- the derivation, independently --------------------------------------------------------
@@ -73,8 +77,9 @@ def test_commitment_seed_and_sample_equal_the_independent_implementation():
     text = b"ledgertool/00112233445566778899aabbccddeeff/windows=link0\n3\nAAAA\nrecords 9000\n"
     for n, k, vn in ((9000, 100, b"\x01" * 16), (7, 7, b"\x02" * 40), (1, 1, os.urandom(32))):
         pn = os.urandom(32)
-        assert commitment(pn) == spec.commitment(pn)
-        s = chmod.seed(text, "windows", 1, k, _joint(vn, pn))
+        assert commitment(text, pn) == spec.commitment(text, pn)
+        assert commitment(text + b"x", pn) != commitment(text, pn)
+        s = chmod.seed(text, "windows", 1, k, _joint(text, vn, pn))
         assert s == spec.seed(text, "windows", 1, k, "joint", vn, pn)
         assert chmod.sample(s, n, k) == spec.sample(s, n, k)
         assert sorted(set(spec.sample(s, n, k))) == sorted(spec.sample(s, n, k))
@@ -113,7 +118,7 @@ def test_five_percent_altered_is_caught_by_100_windows_at_the_stated_rate():
     draws, escaped = 4000, 0
     for t in range(draws):
         pn = hashlib.sha256(b"p%d" % t).digest()
-        s = chmod.seed(text, "windows", 1, k, _joint(hashlib.sha256(b"v%d" % t).digest(), pn))
+        s = chmod.seed(text, "windows", 1, k, _joint(text, hashlib.sha256(b"v%d" % t).digest(), pn))
         escaped += not altered.intersection(chmod.sample(s, n, k))
     p = chmod.escape_probability(n, k, len(altered))
     assert 0.0050 < p < (1 - 0.05) ** 100
@@ -123,11 +128,13 @@ def test_five_percent_altered_is_caught_by_100_windows_at_the_stated_rate():
 
 def test_randomness_is_checked():
     with pytest.raises(UsageError, match="does not open"):
-        Randomness("joint", b"v" * 32, b"p" * 32, commitment(b"q" * 32)).check()
+        Randomness("joint", b"v" * 32, b"p" * 32, commitment(b"T\n", b"q" * 32)).check(b"T\n")
+    with pytest.raises(UsageError, match="does not open"):  # another checkpoint
+        Randomness("joint", b"v" * 32, b"p" * 32, commitment(b"T\n", b"p" * 32)).check(b"U\n")
     with pytest.raises(UsageError, match="bytes"):
-        Randomness("joint", b"v" * 8, b"p" * 32, commitment(b"p" * 32)).check()
+        Randomness("joint", b"v" * 8, b"p" * 32, commitment(b"T\n", b"p" * 32)).check(b"T\n")
     with pytest.raises(UsageError, match="beacon"):
-        Randomness("beacon", beacon=b"").check()
+        Randomness("beacon", beacon=b"").check(b"T\n")
 
 
 # ---- draw and recompute ---------------------------------------------------------------------
@@ -137,12 +144,12 @@ def test_draw_writes_a_document_an_independent_reader_re_derives(audit, keydir, 
     _, ledger, cp = audit
     out = tmp_path / "ch.json"
     pn = tmp_path / "nonce"
-    r = cli("challenge", "commit", "--out", pn, "--json")
+    r = cli("challenge", "commit", "--checkpoint", cp, "--out", pn, "--json")
     assert r.returncode == 0, r.stderr
     commit_out = r.stdout
     c = json.loads(r.stdout)["prover_commitment"]
     nonce = bytes.fromhex(pn.read_text().strip())
-    assert spec.commitment(nonce).hex() == c
+    assert spec.commitment(_text(cp.read_bytes()), nonce).hex() == c
     vn = "ab" * 32
     r = cli(
         "challenge",
@@ -194,7 +201,7 @@ def _draw(ledger, cp, keydir, k=100, vn=b"v" * 32):
     from ledgertool.reconcile.challenge import draw_challenge
 
     trust = TrustBundle.load(keydir / "verifier.pub")
-    return draw_challenge(ledger, cp.read_bytes(), trust, k, _joint(vn))
+    return draw_challenge(ledger, cp.read_bytes(), trust, k, _joint(_text(cp.read_bytes()), vn))
 
 
 def test_recompute_a_challenge_from_a_partial_reveal(audit, keydir, tmp_path):
