@@ -123,7 +123,7 @@ class CliResult:
 
 # The modules of ledgertool.cli that hold rich consoles made at import: each `cli` call gives them
 # fresh ones bound to its own streams (colour and width decided as for a pipe, as in a subprocess).
-_CONSOLE_MODULES = ("app", "provision", "workload", "conformance")
+_CONSOLE_MODULES = ("app", "provision", "workload", "conformance", "audit")
 
 
 def cli(*args, cwd: Path | None = None) -> CliResult:

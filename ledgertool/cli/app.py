@@ -785,6 +785,20 @@ def verify(
         ),
     ] = None,
     insecure_cluster: InsecureClusterOpt = False,
+    witness_key: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--witness-key",
+            metavar="VKEY",
+            help="A witness's vkey whose cosignature on --checkpoint counts (repeat for each).",
+        ),
+    ] = None,
+    witness_threshold: Annotated[
+        int | None,
+        typer.Option(
+            "--witness-threshold", help="Cosignatures required (default: every --witness-key)."
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
     quiet: Annotated[
         bool,
@@ -805,6 +819,10 @@ def verify(
     ledgers = [location(d) for d in ledgers]
     bundle = TrustBundle.load(trust)
     note = _read_input(checkpoint, "checkpoint") if checkpoint is not None else None
+    if witness_threshold is not None and not witness_key:
+        raise UsageError("--witness-threshold counts the cosignatures of the --witness-key given")
+    if witness_key and note is None:
+        raise UsageError("--witness-key and --witness-threshold check the --checkpoint given")
     with _segment_checker(cluster, insecure_cluster) as checker, _shown(quiet, as_json) as progress:
         if len(ledgers) == 1:
             res = verify_ledger(
@@ -813,6 +831,13 @@ def verify(
         else:
             many = verify_ledgers(ledgers, bundle, checker=checker, progress=progress)
     if len(ledgers) == 1:
+        if witness_key:
+            from .audit import witness_check
+
+            wc = witness_check(note, witness_key, witness_threshold, str(checkpoint))
+            for p in wc.problems:
+                res.add(p)
+            res.checkpoint = {**(res.checkpoint or {}), "witnesses": wc.to_json()}
         if as_json:
             _emit_json(res.to_json())
         else:
@@ -1023,9 +1048,17 @@ def checkpoint_cmd(
         ),
     ] = None,
     link: Annotated[str | None, typer.Option(help="Link (default: the only one).")] = None,
+    witness: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--witness",
+            metavar="URL=VKEY",
+            help="A tlog-witness to cosign the checkpoint (repeat for each witness).",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
 ) -> None:
-    """Export the link's checkpoint (C2SP tlog-checkpoint signed note)."""
+    """Export the link's checkpoint (C2SP tlog-checkpoint signed note), cosigned by witnesses."""
     from ..keyfiles import SigningKey
     from ..ledger.checkpoints import export_checkpoint
     from ..ledger.devstate import DeviceState
@@ -1042,11 +1075,17 @@ def checkpoint_cmd(
     )
     for note in notes:
         err.print(f"note: {note}")
+    cosigned = []
+    if witness:
+        from .audit import collect_cosignatures
+
+        cosigned = collect_cosignatures(ledger, out_file, witness)
     if as_json:
-        _emit_json({"ok": True, "out": str(out_file), **cp.to_json()})
+        _emit_json({"ok": True, "out": str(out_file), **cp.to_json(), "cosigned_by": cosigned})
     else:
         out.print(
             f"checkpoint {cp.origin}: {plural(cp.size, 'segment')}, {plural(cp.records, 'record')}, root {cp.root.hex()} -> {out_file}"
+            + (f", cosigned by {', '.join(cosigned)}" if cosigned else "")
         )
 
 
@@ -1364,6 +1403,15 @@ def recompute(
             "FROM..TO (indexes, inclusive) or all, against the whole capture.",
         ),
     ] = None,
+    challenge: Annotated[
+        Path | None,
+        typer.Option(
+            "--challenge",
+            metavar="FILE",
+            help="Recompute only the windows a challenge (`challenge draw`) selected; the "
+            "capture is the prover's reveal.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -1411,6 +1459,16 @@ def recompute(
     if not sources:
         raise UsageError("recompute needs CAPTURE (one or more), or --pairs FILE.toml")
     source = sources[0] if len(sources) == 1 else sources
+    if challenge is not None:
+        if ledger is None or any((checkpoint, windows_range, cluster, details, from_time, to_time)):
+            raise UsageError(
+                "--challenge goes with --ledger and --trust (the challenge names its checkpoint "
+                "and windows): drop --checkpoint, --windows-range, --cluster, --details, --from "
+                "and --to"
+            )
+        from .audit import recompute_challenge_cmd
+
+        recompute_challenge_cmd(source, ledger, dks, challenge, trust, (as_json, quiet, workers))
     if ledger is None:
         if not (algorithm and strip and out_file):
             raise UsageError(
@@ -2013,6 +2071,10 @@ def _register_optional() -> None:
     from .conformance import conformance_app
 
     app.add_typer(conformance_app, name="conformance")
+    from .audit import challenge_app, witness_app
+
+    app.add_typer(challenge_app, name="challenge")
+    app.add_typer(witness_app, name="witness")
 
 
 _register_optional()

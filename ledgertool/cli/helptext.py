@@ -77,10 +77,45 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
         "ledgertool compact L",
     ),
     "checkpoint": (
-        "DIR (signing.key for a fresh one)",
+        "DIR (signing.key for a fresh one), the witnesses",
         "--out FILE",
-        EXIT_PLAIN,
+        "Exit codes: 0 done, 1 a witness refused to cosign (a rollback or fork), 2 bad input or "
+        "usage (a witness not reachable), 130 interrupted.",
         "ledgertool checkpoint L --out cp1",
+    ),
+    "challenge commit": (
+        "the checkpoint (the nonce is fresh randomness)",
+        "--out NONCE (0600), the commitment on stdout",
+        EXIT_PLAIN,
+        "ledgertool challenge commit --checkpoint cp --out nonce",
+    ),
+    "challenge draw": (
+        "DIR, a checkpoint, verifier.pub, both nonces or a beacon",
+        "--out CHALLENGE.json",
+        "Exit codes: 0 drawn, 1 the ledger does not verify against the checkpoint, 2 bad input or "
+        "usage (a nonce that does not open its commitment).",
+        "ledgertool challenge draw L --checkpoint cp --trust keys/verifier.pub -k 100 "
+        "--verifier-nonce HEX --prover-nonce @nonce --prover-commitment HEX --out ch.json",
+    ),
+    "witness keygen": (
+        "nothing",
+        "--out KEY (0600), the vkey on stdout",
+        EXIT_PLAIN,
+        "ledgertool witness keygen --name witness.example/w1 --out witness.key",
+    ),
+    "witness vkey": (
+        "KEY",
+        "stdout",
+        EXIT_PLAIN,
+        "ledgertool witness vkey witness.key",
+    ),
+    "witness serve": (
+        "KEY, the logs' vkeys, the state directory",
+        "the state directory (the latest checkpoint cosigned per log)",
+        "Exit codes: 0 stopped by SIGINT or SIGTERM, 2 bad input or usage (a state it cannot "
+        "trust).",
+        "ledgertool witness serve --key witness.key --state wstate --addr 127.0.0.1:8080 "
+        "--log ORIGIN=VKEY",
     ),
     "check-consistency": (
         "OLD, NEW, DIR, verifier.pub",
@@ -212,6 +247,8 @@ GROUPS: dict[str, str] = {
     "plan": "ledgertool plan collision --bits 128 --rate 1.6T --frame 64",
     "workload": "ledgertool workload generate samples/workloads/imix.toml --out imix.pcap",
     "conformance": "ledgertool conformance export kit",
+    "challenge": "ledgertool challenge commit --checkpoint cp --out nonce",
+    "witness": "ledgertool witness keygen --name witness.example/w1 --out witness.key",
 }
 
 

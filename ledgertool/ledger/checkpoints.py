@@ -33,7 +33,9 @@ from ..seal.rotation import key_schedule
 from . import layout
 from .header import LedgerHeader, load_ledger
 from .index import choose_link, links, segment_files
+from .layout import window_log_link
 from .lock import writer_lock
+from .reader import LedgerReader
 from .rotations import KeyState, current_signer_check, load_rotations
 from .sealer import load_seal
 
@@ -229,7 +231,12 @@ def export_checkpoint(
     started from the storage is appended to `notes`."""
     directory = Path(directory)
     ledger = load_ledger(directory)
-    link = choose_link(directory, link)
+    if (
+        link is None
+        or window_log_link(link) is None
+        or link not in LedgerReader(directory).window_logs
+    ):
+        link = choose_link(directory, link)  # else a link's window log (windows=NAME)
     if signing_key is not None:
         with writer_lock(directory, "checkpoint --signing-key"):
             current_signer_check(directory, ledger, signing_key)

@@ -274,7 +274,14 @@ def verify_ledger(
         )
     top = reader.read_top_checkpoint()
     _verify_windows(
-        reader, ledger, [c for c in chosen if c in window_links], sched, res, on_windows
+        reader,
+        ledger,
+        [c for c in chosen if c in window_links],
+        sched,
+        res,
+        on_windows,
+        note,
+        f"{checkpoint_name}: ",
     )
     for link in (c for c in chosen if c in reader.links):
         stored = _stored_checkpoint(reader, link, res)  # before the listing: see read_checkpoint
@@ -313,7 +320,7 @@ def verify_ledger(
                     _check_checkpoint(top_note, tree, sched, res, f"{directory / 'checkpoint'}: ")
         if note is not None and note.checkpoint.link == link:
             _check_checkpoint(note, tree, sched, res, f"{checkpoint_name}: ")
-    res.append_only = _append_only(res, note, chosen)
+    res.append_only = _append_only(res, note, chosen, reader.links)
     return res
 
 
@@ -324,9 +331,12 @@ def _verify_windows(
     sched: Schedule | None,
     res: VerifyResult,
     on_windows: Callable[[VerifiedWindows], None] | None,
+    note=None,
+    prefix: str = "checkpoint: ",
 ) -> None:
-    """The window logs of `links`, each with its stored checkpoint; with a window tier in
-    ledger.json, a link that has per-frame segments and no window log is `windows_missing`."""
+    """The window logs of `links`, each with its stored checkpoint and `note` (the checkpoint
+    given) where it is the log's; with a window tier in ledger.json, a link that has per-frame
+    segments and no window log is `windows_missing`."""
     if ledger.window is None:
         for link in links:
             res.add(
@@ -355,6 +365,8 @@ def _verify_windows(
                     log,
                 )
             )
+        if note is not None and note.checkpoint.link == log:
+            _check_checkpoint(note, tree, sched, res, prefix)
         res.windows.append(summary)
         if on_windows is not None:
             for v in summary.verified:
@@ -393,11 +405,16 @@ def _stored_checkpoint(reader: LedgerReader, link: str, res: VerifyResult):
         return None
 
 
-def _append_only(res: VerifyResult, note, links: list[str]) -> dict:
+def _append_only(res: VerifyResult, note, links: list[str], frame_links=None) -> dict:
     """What the append-only check rested on: a checkpoint the verifier holds, or only the ones the
     ledger's storage holds (which whoever holds the storage can roll back together with the tail)."""
     given = note.checkpoint.link if note is not None else None
-    unchecked = [ln for ln in links if ln != given]
+    # a window log's checkpoint covers a link that keeps no per-frame log (`frame_links`)
+    unchecked = [
+        ln
+        for ln in links
+        if ln != given and not (given == window_log(ln) and ln not in (frame_links or ()))
+    ]
     text = None
     if unchecked:
         text = (

@@ -69,6 +69,7 @@ class Kind(enum.StrEnum):
     CHECKPOINT_MISMATCH = "checkpoint_mismatch"
     CHECKPOINT_UNREADABLE = "checkpoint_unreadable"
     CHECKPOINT_MISSING = "checkpoint_missing"
+    CHECKPOINT_UNWITNESSED = "checkpoint_unwitnessed"
     # warnings
     OPEN_SEGMENT = "open_segment"
     TORN_SEGMENT = "torn_segment"
@@ -147,6 +148,7 @@ _GROUPS: dict[Kind, Group] = {
             Kind.CHECKPOINT_MISMATCH,
             Kind.CHECKPOINT_UNREADABLE,
             Kind.CHECKPOINT_MISSING,
+            Kind.CHECKPOINT_UNWITNESSED,
         ),
         Group.CHECKPOINTS,
     ),

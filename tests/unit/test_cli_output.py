@@ -117,6 +117,8 @@ def test_every_command_help_says_reads_writes_exit_codes_example():
             ("plan",),
             ("workload",),
             ("conformance",),
+            ("challenge",),
+            ("witness",),
         }:  # groups: their commands say
             assert "\n  Reads: " in text and "\n  Writes: " in text, (path, text)
 
