@@ -139,8 +139,9 @@ def rotation_path(ledger: Path, number: int) -> Path:
 
 
 def set_aside_dir(ledger: Path, link: str) -> Path:
-    """Where recovery moves what it cannot seal of a link's open segments: DIR/set-aside/link=NAME."""
-    return Path(ledger) / SET_ASIDE_DIR / f"{LINK_PREFIX}{link}"
+    """Where recovery moves what it cannot seal of a link's open segments: DIR/set-aside/link=NAME
+    (DIR/set-aside/windows=NAME for a window log's)."""
+    return Path(ledger) / SET_ASIDE_DIR / log_dir_name(link)
 
 
 def parse_segment_name(name: str) -> tuple[int, str] | None:
