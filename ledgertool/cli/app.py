@@ -894,6 +894,11 @@ def _print_verify(res, prefix: str, quiet: bool = False) -> None:
                 f"{plural(w.windows, 'window', fmt=',')}, "
                 f"{plural(w.frames, 'frame', fmt=',')}"
                 for w in res.windows
+            )
+            + "".join(
+                f"; pruned {p.link}: segments {p.first_segment}..{p.last_segment} "
+                f"({plural(p.records, 'record', fmt=',')}; seals checked, records no longer held)"
+                for p in res.pruned
             ),
         )
     )
@@ -972,6 +977,60 @@ def recover(
     )
     if not res.ok:
         raise typer.Exit(1)  # a block or header failed the device's authentication: a discrepancy
+
+
+@app.command()
+def prune(
+    ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
+    before: Annotated[
+        str,
+        typer.Option(
+            "--before",
+            help="Cut-off: ns since the epoch or ISO 8601 (UTC if no zone); segments whose "
+            "records all lie before it lose their record files.",
+        ),
+    ],
+    signing_key: Annotated[
+        Path, typer.Option("--signing-key", help="The ledger's current signing.key.")
+    ],
+    link: Annotated[
+        list[str] | None, typer.Option(help="Prune only this link (repeatable).")
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Prune records the window tier does not cover too (verify then warns "
+            "pruned_uncovered).",
+        ),
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
+) -> None:
+    """Remove old per-frame record files, leaving their seals and a signed prune statement."""
+    from ..keyfiles import SigningKey
+    from ..ledger.prune import prune_ledger
+
+    cut = _parse_time(before, "--before")
+    res = prune_ledger(ledger, cut, SigningKey.load(signing_key), links=link or None, force=force)
+    if as_json:
+        _emit_json(res.to_json())
+        return
+    for p in res.pruned:
+        out.print(
+            f"pruned link {p.link} segments {p.from_segment}..{p.to_segment}: "
+            f"{plural(p.records, 'record', fmt=',')} ({plural(p.frames, 'frame', fmt=',')}), "
+            f"{plural(p.bytes_removed, 'byte', fmt=',')} removed; "
+            + (
+                f"the window tier holds {p.window_frames:,} frames of the link"
+                if p.window_frames is not None
+                else "no window tier holds them"
+            )
+        )
+    for k in res.kept:
+        out.print(k)
+    out.print(
+        f"statement {res.statement}" if res.statement else "nothing to prune before the cut-off"
+    )
 
 
 @app.command()

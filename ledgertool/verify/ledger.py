@@ -75,6 +75,7 @@ from ..ledger.segment import HEADER_SIZE, parse_open_segment
 from ..progress import Progress, ProgressFn
 from ..seal.checkpoint import LinkTree, check_extends, parse_note
 from ..seal.document import Seal
+from ..seal.prune import PruneSchedule, check_prunes, parse_prune
 from ..seal.rotation import Schedule, key_schedule, parse_rotation
 from .chain import (
     LinkChain,
@@ -97,6 +98,7 @@ from .checks import (
     unreadable_seal,
 )
 from .problems import Kind, Problem
+from .pruned import PrunedSummary, PrunedTally
 from .windows import VerifiedWindows, WindowLogSummary, verify_window_log
 
 if TYPE_CHECKING:  # a reader that asks for a segment's table imports it (records_to_table)
@@ -133,6 +135,7 @@ class VerifyResult:
     signatures_checked: bool = True
     append_only: dict = field(default_factory=dict)  # see _append_only
     windows: list[WindowLogSummary] = field(default_factory=list)  # the window logs checked
+    pruned: list[PrunedSummary] = field(default_factory=list)  # records removed by `prune`
 
     @property
     def ok(self) -> bool:
@@ -157,6 +160,7 @@ class VerifyResult:
             "signatures_checked": self.signatures_checked,
             "append_only": self.append_only,
             "windows": [w.to_json() for w in self.windows],
+            "pruned": [p.to_json() for p in self.pruned],
         }
 
 
@@ -271,6 +275,7 @@ def verify_ledger(
                 "records are the ledger's as found, consistent with their own seals",
             )
         )
+    prunes = _prune_schedule(reader, ledger, sched, res)
     top = reader.read_top_checkpoint()
     _verify_windows(
         reader, ledger, [c for c in chosen if c in window_links], sched, res, on_windows
@@ -287,6 +292,7 @@ def verify_ledger(
             on_segment,
             checker or (check_here if records_into is None else _check_into(records_into)),
             _link_progress(progress, phase, res),
+            prunes.of(link),
         )
         if stored is not None:
             _check_checkpoint(stored, tree, sched, res, f"{reader.checkpoint_path(link)}: ")
@@ -372,6 +378,25 @@ def _verify_windows(
                 )
 
 
+def _prune_schedule(
+    reader: LedgerReader, ledger: LedgerHeader, sched: Schedule | None, res: VerifyResult
+) -> PruneSchedule:
+    """The ledger's prune statements followed in order (seal.prune.check_prunes; signatures with
+    the key schedule when there is one); the first that does not parse or verify is
+    `prune_invalid`, and it and the ones after it remove nothing."""
+    statements = []
+    for path, raw in reader.read_prune_files():
+        try:
+            statements.append(parse_prune(raw, str(path)))
+        except LedgerFormatError as e:
+            res.add(Problem(Kind.PRUNE_INVALID, None, str(e)))
+            break
+    prunes = check_prunes(ledger.ledger_id, statements, sched)
+    for p in prunes.problems:
+        res.add(Problem(Kind.PRUNE_INVALID, None, p))
+    return prunes
+
+
 def _link_progress(progress: ProgressFn | None, phase: str, res: VerifyResult):
     """(segments done, segments of the link, records of the link so far) -> a Progress update whose
     records count those of the links verified before too."""
@@ -426,6 +451,7 @@ def _verify_link(
     on_segment: Callable[[VerifiedSegment], None] | None,
     checker: SegmentChecker,
     progress: Callable[[int, int, int], None] | None = None,
+    pruned: dict | None = None,
 ) -> LinkTree:
     """Steps 1-7 for every sealed segment of `link`, reading each segment's files just before the
     pure checks that need them; returns the link tree (its seal hashes up to the first missing or
@@ -447,8 +473,9 @@ def _verify_link(
     ]
     if progress:
         progress(0, len(places), 0)
+    tally = PrunedTally(link, pruned or {})
     for done, check in enumerate(checker(reader, listing, places), 1):
-        found = chain.add(check)
+        found = tally.check(check, chain.add(check))
         if progress:
             progress(done, len(places), chain.records)
         for finding in found:
@@ -461,6 +488,10 @@ def _verify_link(
         ):
             on_segment(_verified(link, check))
     res.problems += chain.finish()
+    for finding in tally.finish():
+        res.add(finding)
+    if tally.summary.segments:
+        res.pruned.append(tally.summary)
     res.segments += chain.segments
     res.records += chain.records
     res.frames += chain.frames
