@@ -1,0 +1,303 @@
+"""`ledgertool prune`: old per-frame record files removed behind a signed prune statement, so a
+pruned ledger verifies (and says what it no longer holds), while a record file removed without one,
+or under a statement that was forged, altered, extended, moved to other seals or claims more than
+its seals, still fails verify."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import SAMPLES, cli, load_keys
+from test_schemas_reports import validate
+
+from ledgertool.capture.run import capture_file
+from ledgertool.errors import UsageError
+from ledgertool.keyfiles import SigningKey, generate_keys
+from ledgertool.ledger import layout
+from ledgertool.ledger.prune import prune_ledger
+from ledgertool.ledger.sealer import load_seal
+from ledgertool.reconcile.against_windows import reconcile_windows
+from ledgertool.seal.prune import prune_message
+from ledgertool.verify.ledger import verify_ledger
+
+MS = 1_000_000
+SAMPLE = SAMPLES / "sample.pcap"  # 294 frames over 5.8 ms
+CUT = 1767225600003000000  # segments 0..2 (50 records each) end before it, segment 3 after
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, keydir):
+    d = tmp_path_factory.mktemp("prune")
+    dk, sk, trust = load_keys(keydir)
+    both = d / "both"
+    capture_file(
+        SAMPLE,
+        both,
+        digest_key=dk,
+        signing_key=sk,
+        tiers=("windows", "frames"),
+        window_ns=MS,
+        segment_records=50,
+    )
+    frames = d / "frames"
+    capture_file(SAMPLE, frames, digest_key=dk, signing_key=sk, segment_records=50)
+    return {"both": both, "frames": frames, "dk": dk, "sk": sk, "trust": trust, "keys": keydir}
+
+
+@pytest.fixture()
+def ledger(built, tmp_path) -> Path:
+    out = tmp_path / "L"
+    shutil.copytree(built["both"], out)
+    return out
+
+
+def _rec(lg: Path, i: int) -> Path:
+    return layout.segment_path(lg, "link0", i, layout.RECORDS)
+
+
+def _kinds(v) -> set[str]:
+    return {p.kind for p in v.problems}
+
+
+def test_prune_then_verify_is_ok_and_says_what_is_no_longer_held(built, ledger):
+    r = cli(
+        "prune",
+        ledger,
+        "--before",
+        str(CUT),
+        "--signing-key",
+        built["keys"] / "signing.key",
+        "--json",
+    )
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    validate(rep, "prune-report.schema.json")
+    (p,) = rep["pruned"]
+    assert (p["link"], p["from_segment"], p["to_segment"], p["records"]) == ("link0", 0, 2, 150)
+    assert p["window_frames"] == 294 and p["bytes_removed"] > 150 * 48
+    statement = json.loads(Path(rep["statement"]).read_text())
+    validate(statement, "prune.schema.json")
+    for i in range(3):
+        assert not _rec(ledger, i).exists() and layout.seal_path(ledger, "link0", i).exists()
+    assert _rec(ledger, 3).exists()
+    v = verify_ledger(ledger, built["trust"])
+    assert v.ok, [p.to_json() for p in v.problems]
+    assert (v.segments, v.records) == (6, 144)
+    (s,) = v.pruned
+    assert (s.first_segment, s.last_segment, s.records, s.frames) == (0, 2, 150, 150)
+    doc = v.to_json()
+    validate(doc, "verify-report.schema.json")
+    r = cli("verify", ledger, "--trust", built["keys"] / "verifier.pub")
+    assert r.returncode == 0 and "pruned link0: segments 0..2 (150 records" in r.stdout
+    # the window tier still covers every frame: recompute against it matches the whole capture
+    res = reconcile_windows(SAMPLE, ledger, built["dk"], trust=built["trust"])
+    assert res.ok and res.frames == 294
+
+
+def test_a_record_file_deleted_without_a_statement_still_fails(built, ledger):
+    _rec(ledger, 1).unlink()
+    v = verify_ledger(ledger, built["trust"])
+    assert not v.ok and _kinds(v) == {"records_missing"}
+
+
+def test_removing_the_statement_brings_records_missing_back(built, ledger):
+    prune_ledger(ledger, CUT, built["sk"])
+    layout.prune_path(ledger, 1).unlink()
+    v = verify_ledger(ledger, built["trust"])
+    assert _kinds(v) == {"records_missing"} and not v.pruned
+
+
+def _edit(path: Path, change, sign_with: SigningKey | None = None) -> None:
+    doc = json.loads(path.read_text())
+    change(doc)
+    if sign_with is not None:
+        doc["signatures"] = sign_with.sign(prune_message(doc))
+    path.write_text(json.dumps(doc))
+
+
+def _link(doc: dict) -> dict:
+    return doc["links"]["link0"]
+
+
+@pytest.fixture(scope="module")
+def stranger(tmp_path_factory) -> SigningKey:
+    d = tmp_path_factory.mktemp("stranger")
+    generate_keys(d)
+    return SigningKey.load(d / "signing.key")
+
+
+# name -> (the change, signed by: None (unsigned edit), "device", "stranger"), the kinds verify
+# reports: a statement that fails removes nothing, so its segments' records are missing too
+TAMPER = {
+    "seal_hash_changed": (
+        lambda d: _link(d)["seal_hashes"].__setitem__(1, "0" * 64),
+        None,
+        {"prune_invalid", "records_missing"},
+    ),
+    "records_claim_changed": (
+        lambda d: _link(d).__setitem__("records", 10),
+        None,
+        {"prune_invalid", "records_missing"},
+    ),
+    "signed_by_a_stranger": (lambda d: None, "stranger", {"prune_invalid", "records_missing"}),
+    "extended_by_a_stranger": (
+        lambda d: _link(d)["seal_hashes"].append(load_seal_hash(d, 3)),
+        "stranger",
+        {"prune_invalid", "records_missing"},
+    ),
+    "other_ledger": (
+        lambda d: d.__setitem__("ledger_id", "0" * 32),
+        "device",
+        {"prune_invalid", "records_missing"},
+    ),
+    "bound_to_other_seals": (
+        lambda d: _link(d)["seal_hashes"].__setitem__(1, "ab" * 32),
+        "device",
+        {"prune_invalid", "records_missing"},
+    ),
+    "claims_a_segment_without_a_seal": (
+        lambda d: _link(d)["seal_hashes"].extend(["cd" * 32] * 5),
+        "device",
+        {"prune_invalid"},
+    ),
+    "claims_more_records_than_its_seals": (
+        lambda d: _link(d).__setitem__("records", 151),
+        "device",
+        {"prune_invalid"},
+    ),
+    "starts_after_a_gap": (
+        lambda d: _link(d).__setitem__("from_segment", 1),
+        "device",
+        {"prune_invalid", "records_missing"},
+    ),
+}
+
+_LEDGER_OF_CASE: dict[str, Path] = {}
+
+
+def load_seal_hash(doc: dict, i: int) -> str:
+    return load_seal(layout.seal_path(_LEDGER_OF_CASE["L"], "link0", i)).hash()
+
+
+@pytest.mark.parametrize("case", list(TAMPER))
+def test_a_forged_or_altered_statement_fails(built, ledger, stranger, case):
+    change, signer, kinds = TAMPER[case]
+    _LEDGER_OF_CASE["L"] = ledger
+    prune_ledger(ledger, CUT, built["sk"])
+    key = {"device": built["sk"], "stranger": stranger, None: None}[signer]
+    _edit(layout.prune_path(ledger, 1), change, key)
+    v = verify_ledger(ledger, built["trust"])
+    assert not v.ok and _kinds(v) == kinds, [p.to_json() for p in v.problems]
+
+
+def test_an_extension_of_a_valid_statement_is_refused(built, ledger, stranger):
+    """Statement 1 valid, statement 2 (chained to it) claims segment 3 but is not the device's:
+    segment 3's records are missing, not pruned."""
+    prune_ledger(ledger, CUT, built["sk"])
+    one = json.loads(layout.prune_path(ledger, 1).read_text())
+    from ledgertool.seal.prune import prune_hash
+
+    two = {
+        **one,
+        "number": 2,
+        "prev_prune_hash": prune_hash(one),
+        "links": {
+            "link0": {
+                **_link(one),
+                "from_segment": 3,
+                "seal_hashes": [load_seal(layout.seal_path(ledger, "link0", 3)).hash()],
+                "records": 50,
+                "frames": 50,
+            }
+        },
+    }
+    two["signatures"] = stranger.sign(prune_message(two))
+    layout.prune_path(ledger, 2).write_text(json.dumps(two))
+    _rec(ledger, 3).unlink()
+    v = verify_ledger(ledger, built["trust"])
+    assert _kinds(v) == {"prune_invalid", "records_missing"}
+    assert {p.segment for p in v.problems if p.kind == "records_missing"} == {3}
+    assert v.pruned[0].last_segment == 2
+
+
+def test_removing_an_earlier_statement_breaks_the_chain(built, ledger):
+    prune_ledger(ledger, CUT, built["sk"])
+    prune_ledger(ledger, CUT + 2 * MS, built["sk"])
+    assert layout.prune_path(ledger, 2).exists()
+    assert verify_ledger(ledger, built["trust"]).ok
+    layout.prune_path(ledger, 1).unlink()
+    layout.prune_path(ledger, 2).rename(layout.prune_path(ledger, 1))
+    v = verify_ledger(ledger, built["trust"])
+    assert "prune_invalid" in _kinds(v) and "records_missing" in _kinds(v)
+
+
+def test_prune_is_repeatable_and_continues_the_chain(built, ledger):
+    a = prune_ledger(ledger, CUT, built["sk"])
+    again = prune_ledger(ledger, CUT, built["sk"])
+    assert a.statement and again.statement is None and not again.pruned
+    b = prune_ledger(ledger, 2**62, built["sk"])
+    (p,) = b.pruned
+    assert (p.from_segment, p.to_segment) == (3, 5)
+    v = verify_ledger(ledger, built["trust"])
+    assert v.ok and v.records == 0 and v.pruned[0].records == 294
+    assert v.pruned[0].statements == [str(layout.prune_path(ledger, n)) for n in (1, 2)]
+
+
+def test_an_interrupted_prune_is_finished_by_the_next(built, ledger):
+    """The statement is written first: records it names that are still there verify as usual,
+    and the next prune removes them."""
+    keep = _rec(ledger, 1).read_bytes()
+    prune_ledger(ledger, CUT, built["sk"])
+    _rec(ledger, 1).write_bytes(keep)  # as if the removal had not happened
+    v = verify_ledger(ledger, built["trust"])
+    assert v.ok and v.records == 144 + 50 and v.pruned[0].segments == 2
+    res = prune_ledger(ledger, CUT, built["sk"])
+    assert not _rec(ledger, 1).exists() and any("segment 1" in k for k in res.kept)
+
+
+def test_records_the_window_tier_does_not_cover_are_refused_unless_forced(built, tmp_path):
+    lg = tmp_path / "F"
+    shutil.copytree(built["frames"], lg)
+    with pytest.raises(UsageError, match="not covered by the window tier"):
+        prune_ledger(lg, CUT, built["sk"])
+    assert _rec(lg, 0).exists() and not layout.prune_path(lg, 1).exists()
+    r = cli("prune", lg, "--before", str(CUT), "--signing-key", built["keys"] / "signing.key")
+    assert r.returncode == 2 and "--force" in r.stderr
+    res = prune_ledger(lg, CUT, built["sk"], force=True)
+    assert res.pruned[0].window_frames is None
+    v = verify_ledger(lg, built["trust"])
+    assert v.ok and [w.kind for w in v.warnings if w.kind == "pruned_uncovered"] == [
+        "pruned_uncovered"
+    ]
+
+
+def test_windows_not_sealed_yet_do_not_cover(built, ledger):
+    """A window segment lost (its seal and records set aside): the frames tier is ahead of the
+    window tier, and prune refuses what the windows do not hold."""
+    shutil.rmtree(ledger / layout.window_log("link0"))
+    v = verify_ledger(ledger, built["trust"])
+    assert "windows_missing" in _kinds(v)
+    with pytest.raises(UsageError, match="not covered by the window tier"):
+        prune_ledger(ledger, CUT, built["sk"])
+
+
+def test_only_sealed_segments_before_the_cut_off_are_pruned(built, ledger):
+    res = prune_ledger(ledger, CUT, built["sk"])
+    last = load_seal(layout.seal_path(ledger, "link0", 2))
+    assert (
+        int(last.last_ts_ns)
+        < CUT
+        <= int(load_seal(layout.seal_path(ledger, "link0", 3)).last_ts_ns)
+    )
+    assert res.pruned[0].to_segment == 2
+
+
+def test_prune_needs_the_ledgers_signing_key(built, ledger, stranger):
+    from ledgertool.errors import KeyFileError
+
+    with pytest.raises(KeyFileError):
+        prune_ledger(ledger, CUT, stranger)
+    assert not layout.prune_path(ledger, 1).exists()
