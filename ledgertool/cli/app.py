@@ -913,6 +913,16 @@ def _unverified_warning(res) -> None:
         )
 
 
+def _pruned_note(res) -> None:
+    """One stderr line per link whose per-frame records `prune` removed: readers of the records
+    (query's `records` table) see the rest only."""
+    for p in res.pruned:
+        err.print(
+            f"note: {res.ledger}: {p.text()}: the records table does not hold them (the seals "
+            "and windows tables do)"
+        )
+
+
 def _read_input(path: Path, what: str) -> bytes:
     """A checkpoint file the user names: a regular file (a link is followed: it is the user's),
     never a FIFO or device that would block; fsio's one-line errors."""
@@ -1867,6 +1877,7 @@ def query(
             allow_files=allow_files,
         )
     _unverified_warning(res.verification)
+    _pruned_note(res.verification)
     if fmt == "parquet":
         import pyarrow.parquet as pq
 

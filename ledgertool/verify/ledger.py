@@ -55,7 +55,13 @@ from typing import TYPE_CHECKING
 
 from ..algorithms import algorithm_caveat
 from ..digest.record import RECORD_FIXED, RecordSink
-from ..errors import DiscrepancyError, FileTypeError, LedgerFormatError, StorageError
+from ..errors import (
+    DiscrepancyError,
+    FileTypeError,
+    LedgerFormatError,
+    RecordsPrunedError,
+    StorageError,
+)
 from ..keyfiles import TrustBundle
 from ..ledger.header import LedgerHeader, parse_ledger_header
 from ..ledger.layout import (
@@ -535,11 +541,39 @@ def verified_segment(
         found += check.records.problems
     problems = [p for p in found if not p.kind.is_warning]
     if problems or check.records is None or check.records.records is None:
+        _raise_if_pruned(reader, ledger, link, index, check, sched, problems)
         raise DiscrepancyError(
             f"link {link} segment {index}: {_unread_why(reader, link, index, problems)}; "
             "run `ledgertool verify`"
         )
     return replace(_verified(link, check), records=bytes(check.records.records))
+
+
+def _raise_if_pruned(
+    reader: LedgerReader,
+    ledger: LedgerHeader,
+    link: str,
+    index: int,
+    check: SegmentCheck,
+    sched: Schedule | None,
+    problems: list[Problem],
+) -> None:
+    """RecordsPrunedError when a valid prune statement names this segment's seal and its record
+    file is gone: the records are no longer held (said so, not reported as a discrepancy)."""
+    res = VerifyResult(str(reader.directory))
+    entry = _prune_schedule(reader, ledger, sched, res).of(link).get(index)
+    if entry is None or res.problems:
+        return
+    tally = PrunedTally(link, {index: entry})
+    if tally.check(check, problems) or not tally.summary.segments:
+        return  # another problem, or the seal is not the one the statement names
+    s = tally.summary
+    raise RecordsPrunedError(
+        f"link {link} segment {index}: its per-frame records were pruned ({entry[1].path}: "
+        f"{s.records:,} records, ts {s.first_ts_ns}..{s.last_ts_ns}); they are no longer held, "
+        "so no record of them can be read or proven; the seal is still checked by `verify`, and "
+        f"the link's window log ({window_log(link)}) still commits to their frames"
+    )
 
 
 def _unread_why(reader: LedgerReader, link: str, index: int, problems: list[Problem]) -> str:

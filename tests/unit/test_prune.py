@@ -301,3 +301,24 @@ def test_prune_needs_the_ledgers_signing_key(built, ledger, stranger):
     with pytest.raises(KeyFileError):
         prune_ledger(ledger, CUT, stranger)
     assert not layout.prune_path(ledger, 1).exists()
+
+
+def test_prove_and_query_say_what_is_no_longer_held(built, ledger, tmp_path):
+    prune_ledger(ledger, CUT, built["sk"])
+    r = cli("prove", ledger, "--seq", "10", "--out", tmp_path / "p.json")
+    assert r.returncode == 2 and not (tmp_path / "p.json").exists()
+    assert "link link0 segment 0: its per-frame records were pruned" in r.stderr
+    assert "windows=link0" in r.stderr and "Traceback" not in r.stderr
+    r = cli("prove", ledger, "--seq", "200", "--out", tmp_path / "p.json")
+    assert r.returncode == 0, r.stderr
+    r = cli(
+        "query",
+        ledger,
+        "--trust",
+        built["keys"] / "verifier.pub",
+        "--format",
+        "csv",
+        "select count(*) as n from records",
+    )
+    assert r.returncode == 0 and r.stdout.split() == ["n", "144"], (r.stdout, r.stderr)
+    assert "segments 0..2 (150 records" in r.stderr and "records table does not hold" in r.stderr
