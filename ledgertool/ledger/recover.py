@@ -222,19 +222,7 @@ def recover_open_segments(
             )
             continue
         state = link_state(ledger_dir, ledger, link)
-        tier = "frames" if window is None else "windows"
-        misfit = (
-            f"the file is segment {index}"
-            if index != state.next_index
-            else segments.header_mismatch(
-                seg.header, view, window or link, state.next_index, state.next_seq, key_id
-            )
-            or (
-                None
-                if seg.header.tier == tier
-                else f"its header says record kind {seg.header.tier!r} where the log needs {tier!r}"
-            )
-        )
+        misfit = _misfit(seg.header, index, state, view, window, link, key_id)
         if misfit:
             _remove_partial(ledger_dir, partial)
             _set_aside(
@@ -296,6 +284,23 @@ def recover_open_segments(
             marks.sealed(link, index, res.seal_hash, res.last_seq)
         out.append(RecoveredSegment(res, auth.blocks, int(seg.header.version == 2 and torn > 0)))
     return out
+
+
+def _misfit(
+    header: segments.SegmentHeader, index: int, state, view: LedgerHeader, window, link, key_id
+) -> str | None:
+    """Why an open segment cannot be sealed as the next segment of `link` (a window log when
+    `window` names its link: the window view of the header, record kind windows), or None."""
+    if index != state.next_index:
+        return f"the file is segment {index}"
+    tier = "frames" if window is None else "windows"
+    return segments.header_mismatch(
+        header, view, window or link, state.next_index, state.next_seq, key_id
+    ) or (
+        None
+        if header.tier == tier
+        else f"its header says record kind {header.tier!r} where the log needs {tier!r}"
+    )
 
 
 def _seal_recovered(

@@ -382,8 +382,12 @@ def _key_periods(
             f"link {link}: its window log was digested with key ids "
             f"{', '.join(dict.fromkeys(k for _, k in ids)) or 'none'}"
             + (f"; no digest key given has id {', '.join(missing)}" if missing else "")
-            + (f"; {paths}: digests no window of it (wrong key)" if unused else "")
-            + (" (give every key of the log: --digest-key once per key)" if missing else "")
+            + (f"; {paths}: digests no window of it (wrong key)" if unused else ""),
+            *(
+                (" (give every key of the log: one ", Setting("digest_key"), " per key)")
+                if missing
+                else ()
+            ),
         )
     window_ns = ledger.window.window_ns
     return [
