@@ -913,6 +913,31 @@ def _unverified_warning(res) -> None:
         )
 
 
+def _held_seq(ledger, link: str | None, digest: str):
+    """`prove --digest` on a pruned ledger: the seq of the first held record with that digest
+    (LedgerFormatError naming what was pruned when none has it); on a ledger never pruned, the
+    digest is left to build_proof (returns None and keeps `digest`)."""
+    from ..errors import LedgerFormatError
+    from ..ledger.index import choose_link
+    from ..verify.held import held_seq_of_digest, pruned_segments
+
+    name = choose_link(ledger, link)
+    gone = pruned_segments(ledger, name)
+    try:
+        want = bytes.fromhex(digest)
+    except ValueError:
+        want = None
+    if not gone or want is None:
+        return None
+    seq = held_seq_of_digest(ledger, name, want)
+    if seq is None:
+        raise LedgerFormatError(
+            f"{ledger}: link {name} has no held record with digest {digest}; the records of "
+            f"segments {min(gone)}..{max(gone)} were pruned and can no longer be searched or proven"
+        )
+    return seq
+
+
 def _pruned_note(res) -> None:
     """One stderr line per link whose per-frame records `prune` removed: readers of the records
     (query's `records` table) see the rest only."""
@@ -1174,6 +1199,10 @@ def prove(
     from ..fsio import write_atomic
     from ..verify.proof import build_proof
 
+    if digest is not None and seq is None:  # a pruned ledger: search the records still held
+        held = _held_seq(location(ledger), link, digest)
+        if held is not None:
+            seq, digest = held, None
     doc = build_proof(
         location(ledger),
         seq=seq,

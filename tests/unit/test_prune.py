@@ -322,3 +322,21 @@ def test_prove_and_query_say_what_is_no_longer_held(built, ledger, tmp_path):
     )
     assert r.returncode == 0 and r.stdout.split() == ["n", "144"], (r.stdout, r.stderr)
     assert "segments 0..2 (150 records" in r.stderr and "records table does not hold" in r.stderr
+
+
+def test_prove_by_digest_searches_the_records_still_held(built, ledger, tmp_path):
+    from ledgertool.ledger.header import load_ledger
+    from ledgertool.ledger.reader import LedgerReader
+    from ledgertool.verify.ledger import verified_segment
+
+    head = load_ledger(ledger)
+    size = head.record_size
+    held = bytes(verified_segment(LedgerReader(ledger), head, "link0", 4).records)
+    gone = bytes(verified_segment(LedgerReader(ledger), head, "link0", 1).records)
+    digest_held, digest_gone = held[size - 16 : size].hex(), gone[size - 16 : size].hex()
+    prune_ledger(ledger, CUT, built["sk"])
+    r = cli("prove", ledger, "--digest", digest_held, "--out", tmp_path / "p.json", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path / "p.json").read_text())["segment"] == 4
+    r = cli("prove", ledger, "--digest", digest_gone, "--out", tmp_path / "q.json")
+    assert r.returncode == 2 and "segments 0..2 were pruned" in r.stderr
