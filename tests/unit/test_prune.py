@@ -20,7 +20,7 @@ from ledgertool.ledger import layout
 from ledgertool.ledger.prune import prune_ledger
 from ledgertool.ledger.sealer import load_seal
 from ledgertool.reconcile.against_windows import reconcile_windows
-from ledgertool.seal.prune import prune_message
+from ledgertool.seal.prune import prune_genesis, prune_message
 from ledgertool.verify.ledger import verify_ledger
 
 MS = 1_000_000
@@ -340,3 +340,70 @@ def test_prove_by_digest_searches_the_records_still_held(built, ledger, tmp_path
     assert json.loads((tmp_path / "p.json").read_text())["segment"] == 4
     r = cli("prove", ledger, "--digest", digest_gone, "--out", tmp_path / "q.json")
     assert r.returncode == 2 and "segments 0..2 were pruned" in r.stderr
+
+
+def test_a_retired_signing_key_prunes_only_what_was_sealed_before_its_retirement(
+    built, ledger, tmp_path
+):
+    """After `keys rotate`, a statement signed by the old key vouches for segments sealed before
+    the rotation only (the checkpoint rule); the new key prunes what the old key may not."""
+    from test_reconcile import write_pcap
+
+    from ledgertool.digest.reference import read_pcap
+    from ledgertool.keyfiles import generate_keys as gen
+
+    gen(tmp_path / "k2")
+    sk2 = SigningKey.load(tmp_path / "k2" / "signing.key")
+    r = cli(
+        "keys",
+        "rotate",
+        ledger,
+        "--old",
+        built["keys"] / "signing.key",
+        "--new",
+        tmp_path / "k2" / "signing.key",
+    )
+    assert r.returncode == 0, r.stderr
+    later = [(ts + 3600 * 10**9, w, x) for ts, _c, w, x in read_pcap(SAMPLE.read_bytes())]
+    write_pcap(tmp_path / "later.pcap", later)
+    capture_file(tmp_path / "later.pcap", ledger, digest_key=built["dk"], signing_key=sk2)
+    seals = sorted((ledger / "link=link0").glob("*.seal.json"))
+    assert len(seals) == 7  # 6 under the old key, 1 under the new one
+
+    def statement(upto: int, key: SigningKey) -> None:
+        docs = [load_seal(layout.seal_path(ledger, "link0", i)) for i in range(upto + 1)]
+        doc = {
+            "format": "ledgertool-prune-v1",
+            "ledger_id": json.loads((ledger / "ledger.json").read_text())["ledger_id"],
+            "number": 1,
+            "prev_prune_hash": prune_genesis(
+                json.loads((ledger / "ledger.json").read_text())["ledger_id"]
+            ),
+            "before_ns": str(2**62),
+            "links": {
+                "link0": {
+                    "from_segment": 0,
+                    "seal_hashes": [d.hash() for d in docs],
+                    "records": sum(int(d.records) for d in docs),
+                    "frames": sum(int(d.frames) for d in docs),
+                    "first_ts_ns": str(min(int(d.first_ts_ns) for d in docs)),
+                    "last_ts_ns": str(max(int(d.last_ts_ns) for d in docs)),
+                    "window_frames": 10**6,
+                }
+            },
+        }
+        doc["signatures"] = key.sign(prune_message(doc))
+        path = layout.prune_path(ledger, 1)
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps(doc))
+        for i in range(upto + 1):
+            _rec(ledger, i).unlink(missing_ok=True)
+
+    statement(5, built["sk"])  # the old key, over what it sealed: valid
+    v = verify_ledger(ledger, built["trust"])
+    assert v.ok and v.pruned[0].last_segment == 5, [p.to_json() for p in v.problems]
+    statement(6, built["sk"])  # the old key over a segment sealed after its retirement
+    v = verify_ledger(ledger, built["trust"])
+    assert _kinds(v) == {"prune_invalid", "records_missing"}
+    statement(6, sk2)  # the current key may sign it
+    assert verify_ledger(ledger, built["trust"]).ok
