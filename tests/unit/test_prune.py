@@ -407,3 +407,17 @@ def test_a_retired_signing_key_prunes_only_what_was_sealed_before_its_retirement
     assert _kinds(v) == {"prune_invalid", "records_missing"}
     statement(6, sk2)  # the current key may sign it
     assert verify_ledger(ledger, built["trust"]).ok
+
+
+def test_compact_skips_pruned_segments_and_prune_removes_parquet_files(built, ledger):
+    from ledgertool.ledger.compact import compact_ledger
+
+    prune_ledger(ledger, CUT, built["sk"])
+    res = compact_ledger(ledger)
+    assert [c.index for c in res.compacted] == [3, 4, 5]
+    assert verify_ledger(ledger, built["trust"]).ok
+    (p,) = prune_ledger(ledger, 2**62, built["sk"]).pruned
+    assert (p.from_segment, p.to_segment) == (3, 5) and p.bytes_removed > 0
+    assert not list((ledger / "link=link0").glob("*.parquet"))
+    v = verify_ledger(ledger, built["trust"])
+    assert v.ok and v.pruned[0].records == 294
