@@ -1558,7 +1558,21 @@ def recompute(
     else:
         with _shown(quiet, as_json) as cb:
             res = reconcile(source, ledger, dks, progress=cb, workers=workers, **common)
+    res.warnings += _pruned_warnings(ledger)
     _report(res, as_json, _print_reconcile, ledger, source)
+
+
+def _pruned_warnings(ledger) -> list[str]:
+    """Per-frame recompute of a pruned link: its pruned records are not in the ledger any more,
+    so the capture's frames of that time count as capture-only; said once per link."""
+    from ..verify.held import pruned_ranges
+
+    return [
+        f"link {link}: the records of segments {first}..{last} (up to ts_ns {last_ts}) were "
+        "pruned (`ledgertool prune`) and are no longer held: the capture's frames of that time "
+        "count as capture-only here; compare them with --against windows, or give --from after it"
+        for link, (first, last, last_ts) in sorted(pruned_ranges(location(ledger)).items())
+    ]
 
 
 def _report(res, as_json: bool, printer, ledger: str, source) -> None:

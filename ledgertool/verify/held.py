@@ -25,6 +25,23 @@ def pruned_segments(directory: Path, link: str) -> set[int]:
     return set(check_prunes(ledger.ledger_id, statements, None).of(link))
 
 
+def pruned_ranges(directory: Path) -> dict[str, tuple[int, int, int]]:
+    """Per link the prune statements name: (first segment, last segment, the last pruned record's
+    timestamp), as the statements state them (verify checks them)."""
+    reader = ledger_reader(directory)
+    statements = [parse_prune(raw, str(p)) for p, raw in reader.read_prune_files()]
+    if not statements:
+        return {}
+    ledger = load_ledger(directory)
+    done = check_prunes(ledger.ledger_id, statements, None)
+    out: dict[str, tuple[int, int, int]] = {}
+    for st in done.statements:
+        for pl in st.links:
+            first, _, last_ts = out.get(pl.link, (pl.from_segment, 0, 0))
+            out[pl.link] = (first, pl.to_segment, max(last_ts, pl.last_ts_ns))
+    return out
+
+
 def held_seq_of_digest(directory: Path, link: str | None, digest: bytes) -> int | None:
     """The sequence number of the first held record of `link` whose digest is `digest`, searching
     the verified records of every segment a prune statement did not remove; None when none has

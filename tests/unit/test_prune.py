@@ -421,3 +421,15 @@ def test_compact_skips_pruned_segments_and_prune_removes_parquet_files(built, le
     assert not list((ledger / "link=link0").glob("*.parquet"))
     v = verify_ledger(ledger, built["trust"])
     assert v.ok and v.pruned[0].records == 294
+
+
+def test_per_frame_recompute_of_a_pruned_link_says_why_frames_are_capture_only(built, ledger):
+    prune_ledger(ledger, CUT, built["sk"])
+    args = ("--digest-key", built["keys"] / "digest.key", "--trust", built["keys"] / "verifier.pub")
+    r = cli("recompute", SAMPLE, "--ledger", ledger, "--against", "frames", *args, "--json")
+    doc = json.loads(r.stdout)
+    assert r.returncode == 1 and (doc["matched"], doc["capture_only"]) == (144, 150)
+    (w,) = [w for w in doc["warnings"] if "pruned" in w]
+    assert "segments 0..2" in w and "--against windows" in w
+    r = cli("recompute", SAMPLE, "--ledger", ledger, "--against", "windows", *args)
+    assert r.returncode == 0 and r.stdout.startswith("MATCH")
