@@ -433,3 +433,46 @@ def test_per_frame_recompute_of_a_pruned_link_says_why_frames_are_capture_only(b
     assert "segments 0..2" in w and "--against windows" in w
     r = cli("recompute", SAMPLE, "--ledger", ledger, "--against", "windows", *args)
     assert r.returncode == 0 and r.stdout.startswith("MATCH")
+
+
+def test_a_statement_checks_independently_of_ledgertool(built, ledger):
+    """The statement's bytes as docs/ledger-format.md "Prune statements" specifies them, checked
+    with hashlib, json and cryptography only: the genesis label, the signed bytes (RFC 8785 of a
+    document of ASCII strings and integers is json.dumps with sorted keys and no spaces), both
+    signatures, and each seal hash against the seal's own hash."""
+    import base64
+    import hashlib
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+    from cryptography.hazmat.primitives.asymmetric.mldsa import MLDSA65PublicKey
+
+    prune_ledger(ledger, CUT, built["sk"])
+    doc = json.loads(layout.prune_path(ledger, 1).read_text())
+    lid = json.loads((ledger / "ledger.json").read_text())["ledger_id"]
+    genesis = hashlib.sha256(b"ledgertool prune genesis v1\0" + bytes.fromhex(lid)).hexdigest()
+    assert doc["prev_prune_hash"] == genesis and doc["number"] == 1
+    body = {k: v for k, v in doc.items() if k != "signatures"}
+    msg = (
+        b"ledgertool prune v1\n"
+        + json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    )
+    pub = {
+        k["algorithm"]: base64.b64decode(k["public_key"]) for k in built["trust"].to_dict()["keys"]
+    }
+    Ed25519PublicKey.from_public_bytes(pub["ed25519"]).verify(
+        base64.b64decode(doc["signatures"]["ed25519"]), msg
+    )
+    MLDSA65PublicKey.from_public_bytes(pub["ml-dsa-65"]).verify(
+        base64.b64decode(doc["signatures"]["ml-dsa-65"]), msg
+    )
+    link = doc["links"]["link0"]
+    assert link["from_segment"] == 0 and len(link["seal_hashes"]) == 3
+    for i, h in enumerate(link["seal_hashes"]):
+        seal = json.loads(layout.seal_path(ledger, "link0", i).read_text())
+        signed = {k: v for k, v in seal.items() if k != "signatures"}
+        assert (
+            h
+            == hashlib.sha256(
+                json.dumps(signed, sort_keys=True, separators=(",", ":")).encode()
+            ).hexdigest()
+        )
