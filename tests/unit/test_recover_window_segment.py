@@ -154,3 +154,20 @@ def test_a_frames_segment_moved_into_the_window_log_is_set_aside(tmp_path, keydi
     assert rec.sealed == [] and not target.exists()
     assert [Path(a.moved_to).parent.name for a in rec.set_aside] == [LOG]
     assert verify_ledger(lg, trust).ok
+
+
+def test_the_next_capture_recovers_the_open_window_segment_first(left_open, tmp_path):
+    s = left_open
+    rows = [
+        (ts + 2 * HOUR, w, x) for ts, _c, w, x in read_pcap((SAMPLES / "sample.pcap").read_bytes())
+    ]
+    write_pcap(tmp_path / "latest.pcap", rows)
+    res = capture_file(
+        tmp_path / "latest.pcap", s["ledger"], digest_key=s["dk"], signing_key=s["sk"]
+    )
+    assert (
+        "recovered open window segment 1: sealed 6 records, discarded 0 torn bytes" in res.warnings
+    )
+    assert res.windows.segments == (2,)
+    v = verify_ledger(s["ledger"], s["trust"])
+    assert v.ok and v.windows[0].windows == 18, [p.to_json() for p in v.problems]
