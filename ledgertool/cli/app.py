@@ -1200,9 +1200,9 @@ def prove(
     from ..verify.proof import build_proof
 
     if digest is not None and seq is None:  # a pruned ledger: search the records still held
-        held = _held_seq(location(ledger), link, digest)
-        if held is not None:
-            seq, digest = held, None
+        found = _held_seq(location(ledger), link, digest)
+        if found is not None:
+            seq, digest = found, None
     doc = build_proof(
         location(ledger),
         seq=seq,
