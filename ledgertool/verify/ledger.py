@@ -400,6 +400,16 @@ def _prune_schedule(
     prunes = check_prunes(ledger.ledger_id, statements, sched)
     for p in prunes.problems:
         res.add(Problem(Kind.PRUNE_INVALID, None, p))
+    for link in sorted(set(prunes.segments) - set(reader.links)):
+        where = next(iter(prunes.of(link).values()))[1].path
+        res.add(
+            Problem(
+                Kind.PRUNE_INVALID,
+                None,
+                f"{where}: names link {link}, which the ledger does not have",
+                link,
+            )
+        )
     return prunes
 
 

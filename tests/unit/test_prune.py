@@ -168,6 +168,11 @@ TAMPER = {
         "device",
         {"prune_invalid"},
     ),
+    "names_a_link_the_ledger_lacks": (
+        lambda d: d["links"].__setitem__("ghost", {**_link(d)}),
+        "device",
+        {"prune_invalid"},
+    ),
     "starts_after_a_gap": (
         lambda d: _link(d).__setitem__("from_segment", 1),
         "device",
