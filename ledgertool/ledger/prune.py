@@ -4,7 +4,7 @@ records all lie before a cut-off, and leave the device's signed statement of wha
 
 Per link, prune takes the segments after those already pruned, in index order, for as long as a
 segment is sealed, its seal's last timestamp is before the cut-off, and its records verify against
-the seal (verify without keys: the records file is the one the seal's Merkle root covers). With
+the seal (checked without keys, one segment at a time: the records file is the one the seal's Merkle root covers). With
 the window tier each of them must be covered by the link's sealed window records (they hold at
 least as many frames as the link's records through that segment: both tiers take the capture's
 frames in one order), else nothing is pruned (UsageError) unless `force`. The statement is written
@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from .. import fsio
-from ..errors import DiscrepancyError, Setting, UsageError
+from ..errors import DataError, DiscrepancyError, Setting, UsageError
 from ..keyfiles import SigningKey
 from ..seal.prune import (
     PRUNE_FORMAT,
@@ -30,7 +30,8 @@ from ..seal.prune import (
     prune_genesis,
     prune_message,
 )
-from ..verify.ledger import verify_ledger
+from ..verify.ledger import verified_segment
+from ..verify.windows import verify_window_log
 from . import layout
 from .header import load_ledger
 from .index import links as ledger_links
@@ -118,11 +119,11 @@ def prune_ledger(
         if have.problems:
             raise DiscrepancyError(f"{have.problems[0]}; run `ledgertool verify`")
         chosen = links or ledger_links(directory)
-        ver = verify_ledger(directory, None, links=chosen)
+        reader = ledger_reader(directory)
         res = PruneResult(str(directory), before_ns)
         ranges = {}
         for link in chosen:
-            got = _link_range(directory, ledger, link, before_ns, have, ver, force, res)
+            got = _link_range(reader, ledger, link, before_ns, have, force, res)
             if got is not None:
                 ranges[link] = got
         if not ranges:
@@ -164,13 +165,31 @@ def prune_ledger(
     return res
 
 
-def _link_range(directory, ledger, link, before_ns, have, ver, force, res):
+def _window_frames(reader, ledger, link: str) -> int | None:
+    """The frames the link's window log's sealed, verified window records hold (keyless: the
+    records against their seals); None without a window tier or log."""
+    if ledger.window is None or layout.window_log(link) not in reader.window_logs:
+        return None
+    found: list = []
+    summary, _ = verify_window_log(reader, ledger, layout.window_log(link), None, found.append)
+    return summary.frames
+
+
+def _verifies(reader, ledger, link: str, index: int) -> bool:
+    """Whether the segment's records match its seal (keyless: signatures are verify's)."""
+    try:
+        verified_segment(reader, ledger, link, index)
+    except DataError:
+        return False
+    return True
+
+
+def _link_range(reader, ledger, link, before_ns, have, force, res):
     """(the statement's entry for `link`, the segments it removes), or None when none is due; the
     reason the next segment stays goes to `res.kept`."""
+    directory = reader.directory
     files = segment_files(directory, link)
-    bad = {p.segment for p in ver.problems if p.link == link and p.segment is not None}
-    log = next((w for w in ver.windows if w.log == layout.window_log(link)), None)
-    window_frames = log.frames if log is not None else None
+    window_frames = _window_frames(reader, ledger, link)
     start = have.next_segment(link)
     frames_before = 0
     hashes, segs, docs = [], [], []
@@ -181,7 +200,7 @@ def _link_range(directory, ledger, link, before_ns, have, ver, force, res):
             continue
         if i != start + len(segs) or int(doc.last_ts_ns) >= before_ns:
             break
-        if i in bad:
+        if not _verifies(reader, ledger, link, i):
             res.kept.append(f"link {link} segment {i}: does not verify; not pruned")
             break
         through = frames_before + sum(int(d.frames) for d in docs) + int(doc.frames)

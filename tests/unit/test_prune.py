@@ -481,3 +481,19 @@ def test_a_statement_checks_independently_of_ledgertool(built, ledger):
                 json.dumps(signed, sort_keys=True, separators=(",", ":")).encode()
             ).hexdigest()
         )
+
+
+def test_a_segment_whose_records_do_not_verify_is_not_pruned(built, ledger):
+    """The device signs "pruned" only over records that match their seal: a changed record stays
+    (and stays a finding of verify), and nothing after it is pruned."""
+    rec = _rec(ledger, 1)
+    raw = bytearray(rec.read_bytes())
+    raw[-40] ^= 1
+    rec.write_bytes(bytes(raw))
+    res = prune_ledger(ledger, CUT, built["sk"])
+    (p,) = res.pruned
+    assert (p.from_segment, p.to_segment) == (0, 0)
+    assert res.kept == ["link link0 segment 1: does not verify; not pruned"]
+    assert rec.exists() and _rec(ledger, 2).exists()
+    v = verify_ledger(ledger, built["trust"])
+    assert not v.ok and {p.segment for p in v.problems} == {1}
