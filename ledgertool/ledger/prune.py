@@ -4,13 +4,13 @@ records all lie before a cut-off, and leave the device's signed statement of wha
 
 Per link, prune takes the segments after those already pruned, in index order, for as long as a
 segment is sealed, its seal's last timestamp is before the cut-off, and its records verify against
-the seal (checked without keys, one segment at a time: the records file is the one the seal's Merkle root covers). With
-the window tier each of them must be covered by the link's sealed window records (they hold at
-least as many frames as the link's records through that segment: both tiers take the capture's
-frames in one order), else nothing is pruned (UsageError) unless `force`. The statement is written
-(durably) before any file is removed, so a crash leaves records that a statement names, which
-verify checks as usual and the next prune removes. The seals, leaf sidecars' roots and
-checkpoints stay: the chain, its signatures and append-only checks are unchanged."""
+the seal (checked without keys, one segment at a time: the records file is the one the seal's
+Merkle root covers). Each of them must be covered by the link's sealed window records (they hold
+at least as many frames as the link's records through that segment: both tiers take the
+capture's frames in one order), else nothing is pruned (UsageError) unless `force`. The statement
+is written (durably) before any file is removed, so a crash leaves records that a statement names,
+which verify checks as usual and the next prune removes. The seals and checkpoints stay: the
+chain, its signatures and append-only checks are unchanged."""
 
 from __future__ import annotations
 
