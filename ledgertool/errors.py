@@ -140,6 +140,13 @@ class OpenSegmentRefusedError(DiscrepancyError):
         self.unauthenticated = unauthenticated
 
 
+class RecordsPrunedError(DataError):
+    """The records asked for were removed by `ledgertool prune` under a valid prune statement:
+    their seal is still checked, but no per-frame record (and no inclusion proof of one) is held;
+    the window tier still commits to their frames. Exit 2: the data is gone on purpose, not
+    changed."""
+
+
 class RollbackRefusedError(DataError):
     """The ledger's storage is behind what this signing key has signed, or diverges from it (the
     device's protected state, ledgertool.ledger.devstate): a seal or checkpoint the device signed

@@ -831,22 +831,30 @@ class CaptureRun:
     def _recover(self) -> None:
         discarded: list[dict] = []
         aside: list[SetAside] = []
-        self.result.recovered = recover_open_segments(
-            self.ledger_dir,
-            self.ledger,
-            self.opts.link,
-            self.signing_key,
-            discarded,
-            marks=self.marks,
-            set_aside=aside,
-        )
+        logs, said = [self.opts.link], []
+        if self.ledger.window is not None:  # the link's window log: a killed run left it open too
+            logs.append(layout.window_log(self.opts.link))
+        for log in logs:
+            got = recover_open_segments(
+                self.ledger_dir,
+                self.ledger,
+                log,
+                self.signing_key,
+                discarded,
+                marks=self.marks,
+                set_aside=aside,
+            )
+            if log == self.opts.link:
+                self.result.recovered = got
+            for r in got:
+                what = "window segment" if log != self.opts.link else "segment"
+                said.append(
+                    f"recovered open {what} {r.index}: sealed {plural(r.records, 'record')}, "
+                    f"discarded {plural(r.torn_bytes, 'torn byte')}"
+                )
         if self.marks is not None:
             self.result.warnings += self.marks.notes
-        for r in self.result.recovered:
-            self.result.warnings.append(
-                f"recovered open segment {r.index}: sealed {plural(r.records, 'record')}, "
-                f"discarded {plural(r.torn_bytes, 'torn byte')}"
-            )
+        self.result.warnings += said
         for d in discarded:
             self.result.warnings.append(
                 f"recovery discarded {d['path']} ({plural(d['bytes'], 'byte')}: {d['why']})"

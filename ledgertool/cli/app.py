@@ -929,6 +929,11 @@ def _print_verify(res, prefix: str, quiet: bool = False) -> None:
                 f"{plural(w.windows, 'window', fmt=',')}, "
                 f"{plural(w.frames, 'frame', fmt=',')}"
                 for w in res.windows
+            )
+            + "".join(
+                f"; pruned {p.link}: segments {p.first_segment}..{p.last_segment} "
+                f"({plural(p.records, 'record', fmt=',')}; seals checked, records no longer held)"
+                for p in res.pruned
             ),
         )
     )
@@ -940,6 +945,41 @@ def _unverified_warning(res) -> None:
         err.print(
             f"warning: {res.ledger}: UNVERIFIED: no --trust given, so seal signatures were not checked; the "
             "records are the ledger's as found, consistent only with their own seals"
+        )
+
+
+def _held_seq(ledger, link: str | None, digest: str):
+    """`prove --digest` on a pruned ledger: the seq of the first held record with that digest
+    (LedgerFormatError naming what was pruned when none has it); on a ledger never pruned, the
+    digest is left to build_proof (returns None and keeps `digest`)."""
+    from ..errors import LedgerFormatError
+    from ..ledger.index import choose_link
+    from ..verify.held import held_seq_of_digest, pruned_segments
+
+    name = choose_link(ledger, link)
+    gone = pruned_segments(ledger, name)
+    try:
+        want = bytes.fromhex(digest)
+    except ValueError:
+        want = None
+    if not gone or want is None:
+        return None
+    seq = held_seq_of_digest(ledger, name, want)
+    if seq is None:
+        raise LedgerFormatError(
+            f"{ledger}: link {name} has no held record with digest {digest}; the records of "
+            f"segments {min(gone)}..{max(gone)} were pruned and can no longer be searched or proven"
+        )
+    return seq
+
+
+def _pruned_note(res) -> None:
+    """One stderr line per link whose per-frame records `prune` removed: readers of the records
+    (query's `records` table) see the rest only."""
+    for p in res.pruned:
+        err.print(
+            f"note: {res.ledger}: {p.text()}: the records table does not hold them (the seals "
+            "and windows tables do)"
         )
 
 
@@ -1007,6 +1047,60 @@ def recover(
     )
     if not res.ok:
         raise typer.Exit(1)  # a block or header failed the device's authentication: a discrepancy
+
+
+@app.command()
+def prune(
+    ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
+    before: Annotated[
+        str,
+        typer.Option(
+            "--before",
+            help="Cut-off: ns since the epoch or ISO 8601 (UTC if no zone); segments whose "
+            "records all lie before it lose their record files.",
+        ),
+    ],
+    signing_key: Annotated[
+        Path, typer.Option("--signing-key", help="The ledger's current signing.key.")
+    ],
+    link: Annotated[
+        list[str] | None, typer.Option(help="Prune only this link (repeatable).")
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Prune records the window tier does not cover too (verify then warns "
+            "pruned_uncovered).",
+        ),
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
+) -> None:
+    """Remove old per-frame record files, leaving their seals and a signed prune statement."""
+    from ..keyfiles import SigningKey
+    from ..ledger.prune import prune_ledger
+
+    cut = _parse_time(before, "--before")
+    res = prune_ledger(ledger, cut, SigningKey.load(signing_key), links=link or None, force=force)
+    if as_json:
+        _emit_json(res.to_json())
+        return
+    for p in res.pruned:
+        out.print(
+            f"pruned link {p.link} segments {p.from_segment}..{p.to_segment}: "
+            f"{plural(p.records, 'record', fmt=',')} ({plural(p.frames, 'frame', fmt=',')}), "
+            f"{plural(p.bytes_removed, 'byte', fmt=',')} removed; "
+            + (
+                f"the window tier holds {p.window_frames:,} frames of the link"
+                if p.window_frames is not None
+                else "no window tier holds them"
+            )
+        )
+    for k in res.kept:
+        out.print(k)
+    out.print(
+        f"statement {res.statement}" if res.statement else "nothing to prune before the cut-off"
+    )
 
 
 @app.command()
@@ -1163,6 +1257,11 @@ def prove(
     from ..fsio import write_atomic
     from ..verify.proof import build_proof, build_window_proof
 
+    if window is None and digest is not None and seq is None:
+        # a pruned ledger: search the records still held
+        found = _held_seq(location(ledger), link, digest)
+        if found is not None:
+            seq, digest = found, None
     held = dict(
         link=link,
         checkpoint=_read_input(checkpoint, "checkpoint") if checkpoint else None,
@@ -1555,7 +1654,21 @@ def recompute(
     else:
         with _shown(quiet, as_json) as cb:
             res = reconcile(source, ledger, dks, progress=cb, workers=workers, **common)
+    res.warnings += _pruned_warnings(ledger)
     _report(res, as_json, _print_reconcile, ledger, source)
+
+
+def _pruned_warnings(ledger) -> list[str]:
+    """Per-frame recompute of a pruned link: its pruned records are not in the ledger any more,
+    so the capture's frames of that time count as capture-only; said once per link."""
+    from ..verify.held import pruned_ranges
+
+    return [
+        f"link {link}: the records of segments {first}..{last} (up to ts_ns {last_ts}) were "
+        "pruned (`ledgertool prune`) and are no longer held: the capture's frames of that time "
+        "count as capture-only here; compare them with --against windows, or give --from after it"
+        for link, (first, last, last_ts) in sorted(pruned_ranges(location(ledger)).items())
+    ]
 
 
 def _report(res, as_json: bool, printer, ledger: str, source) -> None:
@@ -1903,6 +2016,7 @@ def query(
             allow_files=allow_files,
         )
     _unverified_warning(res.verification)
+    _pruned_note(res.verification)
     if fmt == "parquet":
         import pyarrow.parquet as pq
 

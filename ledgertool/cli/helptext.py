@@ -68,6 +68,18 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
         ),
         "ledgertool recover L --signing-key keys/signing.key",
     ),
+    "prune": (
+        "DIR: seals and record files before the cut-off, the window log, signing.key",
+        "DIR/pruned/prune-NNNN.json (signed), then removes those record files (seals stay)",
+        EXIT_PLAIN.replace(
+            "0 done",
+            "0 done, 1 the ledger's prune statements do not follow one another",
+        ).replace(
+            "2 bad input or usage",
+            "2 bad input or usage (records the window tier does not cover, without --force)",
+        ),
+        "ledgertool prune L --before 2026-01-01T00:00:00 --signing-key keys/signing.key",
+    ),
     "compact": (
         "DIR: v2 segments' raw record files (seg-N.rec) and their seals",
         "seg-N.parquet for each, then removes the seg-N.rec (under the writer lock)",

@@ -27,6 +27,7 @@ from ..digest.record import RECORD_FIXED
 from ..errors import DiscrepancyError, LedgerFormatError
 from ..plural import plural
 from ..seal.document import parse_seal
+from ..seal.prune import check_prunes, parse_prune
 from .header import parse_ledger_header
 from .layout import LEDGER_FILE, OPEN, PARQUET, RECORDS, SEAL, segment_name
 from .lock import writer_lock
@@ -92,7 +93,7 @@ def compact_ledger(directory: Path, links: list[str] | None = None) -> CompactRe
     file system."""
     directory = Path(directory)
     reader = LedgerReader(directory)
-    parse_ledger_header(reader.read_header_bytes(), directory / LEDGER_FILE)
+    header = parse_ledger_header(reader.read_header_bytes(), directory / LEDGER_FILE)
     chosen = reader.links if links is None else list(links)
     unknown = sorted(set(chosen) - set(reader.links))
     if unknown:
@@ -103,6 +104,9 @@ def compact_ledger(directory: Path, links: list[str] | None = None) -> CompactRe
     res = CompactResult(str(directory))
     with writer_lock(directory, "compact"):
         reader = LedgerReader(directory)  # listed again under the lock: no writer moves files now
+        # record files `prune` removed under its statements (verify checks those) are not missing
+        statements = [parse_prune(raw, str(p)) for p, raw in reader.read_prune_files()]
+        pruned = check_prunes(header.ledger_id, statements, None)
         for link in chosen:
             listing = reader.listing(link)
             # a non-regular file (FIFO, link, directory, device) at a segment file's name is never
@@ -128,6 +132,8 @@ def compact_ledger(directory: Path, links: list[str] | None = None) -> CompactRe
                             f"but not yet renamed to {segment_name(index, RECORDS)}; run `ledgertool recover "
                             f"{directory}` first, then compact"
                         )
+                    if not listing.has(index, PARQUET) and index in pruned.of(link):
+                        continue
                     if not listing.has(index, PARQUET):
                         raise DiscrepancyError(
                             f"{reader.segment_path(link, index, RECORDS)}: segment {index} of link {link} is "

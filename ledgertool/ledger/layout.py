@@ -4,6 +4,7 @@
     DIR/.lock                                the writer lock
     DIR/checkpoint                           copy of the link's checkpoint while the ledger has one link
     DIR/rotations/rotation-NNNN.json         key rotation statements
+    DIR/pruned/prune-NNNN.json               prune statements (`ledgertool prune`)
     DIR/set-aside/link=NAME/seg-NNNNNNNN.*   open segments (or their tails) recovery could not seal
     DIR/link=NAME/                           one hive-style partition per link
     DIR/link=NAME/checkpoint                 the link's latest signed checkpoint
@@ -31,6 +32,7 @@ LOCK_FILE = ".lock"
 CHECKPOINT_FILE = "checkpoint"
 ROTATIONS_DIR = "rotations"
 SET_ASIDE_DIR = "set-aside"
+PRUNED_DIR = "pruned"
 LINK_PREFIX = "link="
 #: the window log of link NAME is the log named "windows=NAME": never a link name ("=" is not a
 #: link name character), so its directory, seal chain (genesis), checkpoint origin and device
@@ -44,6 +46,7 @@ OPEN, PARQUET, RECORDS, LEAVES, SEAL = "open", "parquet", "rec", "leaves", "seal
 _SEGMENT_NAME = re.compile(r"seg-([0-9]{8})\.(open|parquet|rec|leaves|seal\.json)")
 _LINK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}")  # ASCII only
 _ROTATION_NAME = re.compile(r"rotation-([0-9]{4})\.json")
+_PRUNE_NAME = re.compile(r"prune-([0-9]{4})\.json")
 
 
 def check_link_name(link: str) -> str:
@@ -139,14 +142,26 @@ def rotation_path(ledger: Path, number: int) -> Path:
 
 
 def set_aside_dir(ledger: Path, link: str) -> Path:
-    """Where recovery moves what it cannot seal of a link's open segments: DIR/set-aside/link=NAME."""
-    return Path(ledger) / SET_ASIDE_DIR / f"{LINK_PREFIX}{link}"
+    """Where recovery moves what it cannot seal of a link's open segments: DIR/set-aside/link=NAME
+    (DIR/set-aside/windows=NAME for a window log's)."""
+    return Path(ledger) / SET_ASIDE_DIR / log_dir_name(link)
 
 
 def parse_segment_name(name: str) -> tuple[int, str] | None:
     """'seg-00000003.seal.json' -> (3, 'seal.json'); None for any other name. ASCII digits only."""
     m = _SEGMENT_NAME.fullmatch(name)
     return (int(m.group(1)), m.group(2)) if m else None
+
+
+def prune_path(ledger: Path, number: int) -> Path:
+    """DIR/pruned/prune-NNNN.json, numbered from 1: the signed statements of `ledgertool prune`."""
+    return Path(ledger) / PRUNED_DIR / f"prune-{number:04d}.json"
+
+
+def parse_prune_name(name: str) -> int | None:
+    """'prune-0002.json' -> 2; None for any other name. ASCII digits only."""
+    m = _PRUNE_NAME.fullmatch(name)
+    return int(m.group(1)) if m else None
 
 
 def parse_rotation_name(name: str) -> int | None:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 from .. import fsio
 from ..errors import FileTypeError, LedgerFormatError, StorageError
+from ..seal.prune import MAX_PRUNE_BYTES
 from ..seal.rotation import MAX_ROTATION_BYTES
 from ..urls import UrlPath
 from .layout import (
@@ -45,12 +46,14 @@ from .layout import (
     LOCK_FILE,
     OPEN,
     PARQUET,
+    PRUNED_DIR,
     RECORDS,
     ROTATIONS_DIR,
     SEAL,
     SET_ASIDE_DIR,
     is_link_name,
     log_dir_name,
+    parse_prune_name,
     parse_rotation_name,
     parse_segment_name,
     segment_name,
@@ -260,7 +263,7 @@ class LedgerReader:
                 self.window_logs.append(name)  # a link's window log, named as its directory
             elif name in (LEDGER_FILE, CHECKPOINT_FILE, LOCK_FILE) and stat.S_ISREG(mode):
                 continue
-            elif name == ROTATIONS_DIR and stat.S_ISDIR(mode):
+            elif name in (ROTATIONS_DIR, PRUNED_DIR) and stat.S_ISDIR(mode):
                 continue
             elif name == SET_ASIDE_DIR and stat.S_ISDIR(mode):
                 self.strays.append(
@@ -457,6 +460,19 @@ class LedgerReader:
                 rdir / name,
                 self._read_document(rdir / name, MAX_ROTATION_BYTES, "rotation statement"),
             )
+            for name in names
+        ]
+
+    def read_prune_files(self) -> list[tuple[Path, bytes]]:
+        """(path, bytes) of every prune statement, in statement number order; none when the
+        ledger has no pruned directory. A link or file where it belongs is FileTypeError."""
+        pdir = self.directory / PRUNED_DIR
+        if self._lmode(pdir) is None:
+            return []
+        self._check_dir(pdir)
+        names = [name for name, _ in self._list(pdir) if parse_prune_name(name) is not None]
+        return [
+            (pdir / name, self._read_document(pdir / name, MAX_PRUNE_BYTES, "prune statement"))
             for name in names
         ]
 

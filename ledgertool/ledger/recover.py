@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import stat
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .. import fsio
@@ -25,8 +25,10 @@ from .header import LedgerHeader, load_ledger
 from .index import link_state, links, segment_files
 from .lock import writer_lock
 from .openmac import OpenSegmentKey
+from .remote import ledger_reader
 from .rotations import current_signer_check, digest_key_ids
 from .sealer import SealResult, load_seal, seal_committed, seal_records
+from .writer import WindowTally
 
 
 def _remove_tmp_files(ledger_dir: Path, directory: Path, discarded: list[dict] | None) -> None:
@@ -172,6 +174,9 @@ def recover_open_segments(
     """
     out: list[RecoveredSegment] = []
     aside = set_aside if set_aside is not None else []
+    # a window log (`windows=NAME`): window records, sealed against the window view of the header
+    window = layout.window_log_link(link)
+    view = ledger.window_view() if window is not None else ledger
     _remove_tmp_files(ledger_dir, layout.link_dir(ledger_dir, link), discarded)
     if marks is not None:
         marks.check_link(ledger_dir, link)
@@ -217,13 +222,7 @@ def recover_open_segments(
             )
             continue
         state = link_state(ledger_dir, ledger, link)
-        misfit = (
-            f"the file is segment {index}"
-            if index != state.next_index
-            else segments.header_mismatch(
-                seg.header, ledger, link, state.next_index, state.next_seq, key_id
-            )
-        )
+        misfit = _misfit(seg.header, index, state, view, window, link, key_id)
         if misfit:
             _remove_partial(ledger_dir, partial)
             _set_aside(
@@ -271,7 +270,7 @@ def recover_open_segments(
         # the records were digested with the key the segment header names: the seal says so
         res = _seal_recovered(
             ledger_dir,
-            ledger.for_digest_key(seg.header.key_id),
+            view.for_digest_key(seg.header.key_id),
             link,
             index,
             seg,
@@ -285,6 +284,23 @@ def recover_open_segments(
             marks.sealed(link, index, res.seal_hash, res.last_seq)
         out.append(RecoveredSegment(res, auth.blocks, int(seg.header.version == 2 and torn > 0)))
     return out
+
+
+def _misfit(
+    header: segments.SegmentHeader, index: int, state, view: LedgerHeader, window, link, key_id
+) -> str | None:
+    """Why an open segment cannot be sealed as the next segment of `link` (a window log when
+    `window` names its link: the window view of the header, record kind windows), or None."""
+    if index != state.next_index:
+        return f"the file is segment {index}"
+    tier = "frames" if window is None else "windows"
+    return segments.header_mismatch(
+        header, view, window or link, state.next_index, state.next_seq, key_id
+    ) or (
+        None
+        if header.tier == tier
+        else f"its header says record kind {header.tier!r} where the log needs {tier!r}"
+    )
 
 
 def _seal_recovered(
@@ -308,6 +324,9 @@ def _seal_recovered(
         c = segments.commit_records(
             auth.records, ledger.record_size, ledger.leaf_records, ledger.leaf_hash
         )
+        if layout.window_log_link(link) is not None:  # the seal states the windows' sums
+            tally = WindowTally.of(bytes(auth.records), ledger.record_size)
+            c = replace(c, totals=tally.totals(seg.header.first_seq, c.totals.merkle_root))
         fsio.truncate(path, auth.end, root=ledger_dir)  # the rest is never sealed
         _, res = seal_committed(
             ledger_dir=ledger_dir,
@@ -438,7 +457,7 @@ def recover_ledger(
         current_signer_check(ledger_dir, ledger, signing_key)
         res = RecoverResult(str(ledger_dir))
         with device_state.ledger(ledger.ledger_id) if device_state else nullcontext() as marks:
-            names = links(ledger_dir)
+            names = [*links(ledger_dir), *ledger_reader(ledger_dir).window_logs]
             if marks is not None:
                 marks.check_ledger(ledger_dir)  # a link gone whole is refused too
             _remove_tmp_files(ledger_dir, ledger_dir, res.discarded)

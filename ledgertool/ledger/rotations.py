@@ -92,11 +92,12 @@ def _checked_schedule(
 
 
 def _boundary(directory: Path, ledger: LedgerHeader) -> dict[str, int]:
-    """Per link, the next segment index: where a rotation written now takes effect. UsageError
-    while a link has an open segment (rotation happens at a segment boundary)."""
+    """Per link, and per window log (`windows=NAME`: its seals are signed and name the digest key
+    like a link's), the next segment index: where a rotation written now takes effect. UsageError
+    while a link or window log has an open segment (rotation happens at a segment boundary)."""
 
     effective = {}
-    for link in links(directory):
+    for link in [*links(directory), *ledger_reader(directory).window_logs]:
         files = segment_files(directory, link)
         if any("open" in f and "seal.json" not in f for f in files.values()):
             raise UsageError(

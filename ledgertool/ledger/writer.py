@@ -77,7 +77,7 @@ class LinkWriter:
         self.window_link = layout.window_log_link(link)
         if self.window_link is not None:
             ledger = ledger.window_view()
-        self._window_totals: _WindowTally | None = None
+        self._window_totals: WindowTally | None = None
         self.ledger_dir = ledger_dir
         self.marks = marks  # the device's protected state: told of every seal and checkpoint
         self.ledger = ledger
@@ -260,7 +260,7 @@ class LinkWriter:
         if not windows:
             return
         if self._segment is None or self._window_totals is None:
-            self._window_totals = _WindowTally()
+            self._window_totals = WindowTally()
         raw = b"".join(w.serialize() for w in windows)
         self.append(raw, len(windows))
         self._window_totals.add(windows)
@@ -431,7 +431,7 @@ class LinkWriter:
             self._sealer.shutdown(wait=True)
 
 
-class _WindowTally:
+class WindowTally:
     """What a window segment's seal states, tallied as its records are appended: `records` the
     windows, `frames` and `drops_declared` their sums, the sequence range the windows' ordinals in
     the log, `first_ts_ns` / `last_ts_ns` the first and last window's start."""
@@ -448,6 +448,19 @@ class _WindowTally:
         if self.first_start is None:
             self.first_start = windows[0].start_ns
         self.last_start = windows[-1].start_ns
+
+    @classmethod
+    def of(cls, records: bytes, record_size: int) -> WindowTally:
+        """The tally of window records as a segment holds them (`record_size` bytes each):
+        recovery's, from the authenticated records of an open window segment."""
+        tally = cls()
+        windows = [
+            WindowRecord.parse(records[at : at + record_size])
+            for at in range(0, len(records), record_size)
+        ]
+        if windows:
+            tally.add(windows)
+        return tally
 
     def totals(self, first_seq: int, root: bytes) -> SegmentTotals:
         return SegmentTotals(

@@ -270,9 +270,6 @@ def reconcile_windows(
     t0 = time.perf_counter()
     ledger_dir = location(ledger_dir)
     keys_given = [digest_key] if isinstance(digest_key, DigestKey) else list(digest_key)
-    if len(keys_given) != 1:
-        raise UsageError("recompute against windows takes one ", Setting("digest_key"))
-    dk = keys_given[0]
     ledger = load_ledger(ledger_dir)
     if ledger.window is None:
         raise UsageError(
@@ -293,39 +290,31 @@ def reconcile_windows(
     )
     if not ver.ok:
         raise not_verified_error(ver, "it is not compared")
-    kid = dk.key_id(alg.name, alg.key_size)
-    named = {v.seal.digest_key_id for v in verified}
-    if named - {kid}:
-        raise KeyFileError(
-            f"{dk.path}: digest key id {kid} is not the key of the window log of "
-            f"link {link} (key ids {', '.join(sorted(map(str, named)))}): wrong key"
-        )
     params = ledger.window
-    keys = WindowKeys.derive(dk.master, ledger.algorithm, ledger.ledger_id, link, params.window_ns)
+    periods = _key_periods(verified, keys_given, ledger, link, alg)
     ledger_windows = {w.index: w for v in verified for w in v.windows}
-    acc = WindowAccumulator(
-        keys, ledger.digest_size, window_ns=params.window_ns, cells=params.cells
-    )
-    # each capture window is compared (or summed) as it closes: no capture window is kept
     per_window = windows_range is None
+    chosen: list[WindowRecord] = []
+    if not per_window:
+        lo, hi = windows_range
+        chosen = [
+            w
+            for i, w in sorted(ledger_windows.items())
+            if (lo is None or i >= lo) and (hi is None or i <= hi)
+        ]
+        periods = _range_period(periods, chosen)
     outcomes: dict[int, WindowOutcome] = {}
     value = 0
 
-    def closed(windows: list[WindowRecord]) -> None:
+    def closed(windows: list[WindowRecord], keys: WindowKeys) -> None:
         nonlocal value
-        for cw in windows:
+        for cw in windows:  # each capture window compared (or summed) as it closes: none kept
             if per_window:
                 outcomes[cw.index] = _outcome(keys, ledger_windows.get(cw.index), cw)
             else:
                 value += cw.hash_value(keys)
 
-    run = DigestRun()
-    for one in source_list(source):
-        if run.stopped is not None:
-            break
-        for batch in _digest_records(one, dk, alg, ledger.strip, run, progress, workers):
-            closed(acc.add(batch))
-    closed(acc.finish())
+    run = _accumulate(source, periods, ledger, alg, closed, progress, workers)
     res = WindowsResult(
         source_name(source),
         str(ledger_dir),
@@ -340,13 +329,7 @@ def reconcile_windows(
         warnings=list(run.warnings),
     )
     if not per_window:
-        lo, hi = windows_range
-        chosen = [
-            w
-            for i, w in sorted(ledger_windows.items())
-            if (lo is None or i >= lo) and (hi is None or i <= hi)
-        ]
-        verdict = range_verdict(keys, chosen, value, run.frames)
+        verdict = range_verdict(periods[0].keys, chosen, value, run.frames)
         res.range, res.range_windows = windows_range, verdict.windows
         res.range_equal = verdict.equal
         res.ledger_frames = verdict.ledger_frames
@@ -357,11 +340,139 @@ def reconcile_windows(
     else:
         for index, lw in ledger_windows.items():  # windows the capture has no frame in
             if index not in outcomes:
-                outcomes[index] = _outcome(keys, lw, None)
+                outcomes[index] = _outcome(_period_of(periods, index).keys, lw, None)
         res.windows = [outcomes[i] for i in sorted(outcomes)]
-        _name_capture_only(res, source, dk, alg, ledger.strip, workers)
+        _name_capture_only(res, source, periods, alg, ledger.strip, workers)
     res.elapsed_s = time.perf_counter() - t0
     return res
+
+
+@dataclass(frozen=True)
+class KeyPeriod:
+    """The windows of a link digested with one digest key: from window `start` (None: from the
+    first) up to the next period's start. A digest-key rotation starts a new period at the first
+    window of the window log's first segment sealed under the new key."""
+
+    start: int | None
+    digest_key: DigestKey
+    keys: WindowKeys
+
+
+def _key_periods(
+    verified: list[VerifiedWindows], given: list[DigestKey], ledger, link: str, alg
+) -> list[KeyPeriod]:
+    """The key periods of the link's window log, in window order, from the digest key ids its
+    verified seals name (the key schedule checked them) and the keys given. KeyFileError for a
+    key id no key given has, or a key given that no window was digested with."""
+    if not given:
+        raise UsageError("recompute against windows needs a ", Setting("digest_key"))
+    by_id = {dk.key_id(alg.name, alg.key_size): dk for dk in given}
+    ids: list[tuple[int | None, str]] = []
+    for v in verified:
+        kid = str(v.seal.digest_key_id)
+        if v.windows and (not ids or ids[-1][1] != kid):
+            ids.append((v.windows[0].index if ids else None, kid))
+    if not ids and len(by_id) == 1:  # an empty window log: the one key given
+        ids = [(None, next(iter(by_id)))]
+    missing = sorted({kid for _, kid in ids} - set(by_id))
+    unused = sorted(set(by_id) - {kid for _, kid in ids})
+    if missing or unused:
+        paths = ", ".join(str(by_id[k].path) for k in unused)
+        raise KeyFileError(
+            f"link {link}: its window log was digested with key ids "
+            f"{', '.join(dict.fromkeys(k for _, k in ids)) or 'none'}"
+            + (f"; no digest key given has id {', '.join(missing)}" if missing else "")
+            + (f"; {paths}: digests no window of it (wrong key)" if unused else ""),
+            *(
+                (" (give every key of the log: one ", Setting("digest_key"), " per key)")
+                if missing
+                else ()
+            ),
+        )
+    window_ns = ledger.window.window_ns
+    return [
+        KeyPeriod(
+            start,
+            by_id[kid],
+            WindowKeys.derive(
+                by_id[kid].master, ledger.algorithm, ledger.ledger_id, link, window_ns
+            ),
+        )
+        for start, kid in ids
+    ]
+
+
+def _period_of(periods: list[KeyPeriod], index: int) -> KeyPeriod:
+    """The period window `index` lies in (the first one for a window before every start)."""
+    return next((p for p in reversed(periods) if p.start is None or index >= p.start), periods[0])
+
+
+def _range_period(periods: list[KeyPeriod], chosen: list[WindowRecord]) -> list[KeyPeriod]:
+    """A range verdict sums one key's element map over the range, and a capture without a shared
+    clock cannot be split at a rotation: the range's windows must share one digest key
+    (UsageError naming where the rotation falls)."""
+    if len(periods) == 1:
+        return periods
+    if chosen:
+        first, last = (_period_of(periods, w.index) for w in (chosen[0], chosen[-1]))
+        if first is last:
+            return [replace(first, start=None)]
+    starts = ", ".join(str(p.start) for p in periods[1:])
+    raise UsageError(
+        Setting("windows_range"),
+        f": the windows chosen span a digest-key rotation (new key from window {starts}); a "
+        "range verdict compares one key's windows: choose a range on one side",
+    )
+
+
+def _accumulate(source: Sources, periods, ledger, alg, closed, progress, workers) -> DigestRun:
+    """The capture's frames digested and accumulated into windows, each window with its period's
+    digest key and window keys (`closed(windows, keys)` as they close); the first pass's DigestRun.
+    With one period one pass; with several, one pass per key, each keeping the frames whose window
+    (as the device assigns it: never before the open one) lies in its period; a frame whose
+    timestamp lies before its period's start (late across the rotation) is counted in the
+    period's first window."""
+    params = ledger.window
+    first: DigestRun | None = None
+    for k, per in enumerate(periods):
+        hi = periods[k + 1].start if k + 1 < len(periods) else None
+        acc = WindowAccumulator(
+            per.keys, ledger.digest_size, window_ns=params.window_ns, cells=params.cells
+        )
+        run, open_index = DigestRun(), None
+        for one in source_list(source):
+            if run.stopped is not None:
+                break
+            batches = _digest_records(
+                one, per.digest_key, alg, ledger.strip, run, progress if k == 0 else None, workers
+            )
+            for batch in batches:
+                if len(periods) == 1:
+                    closed(acc.add(batch), per.keys)
+                    continue
+                win, open_index = _device_windows(batch, params.window_ns, open_index)
+                keep = np.ones(len(batch), bool)
+                if per.start is not None:
+                    keep &= win >= per.start
+                if hi is not None:
+                    keep &= win < hi
+                part = batch[keep]
+                if per.start is not None and len(part):
+                    part["ts_ns"] = np.maximum(part["ts_ns"], per.start * params.window_ns)
+                closed(acc.add(part), per.keys)
+        closed(acc.finish(), per.keys)
+        first = first or run
+    return first
+
+
+def _device_windows(batch: np.ndarray, window_ns: int, open_index: int | None):
+    """(the window index the accumulator gives each record of `batch`, the open window after it):
+    floor(ts / window_ns), never below the open window's."""
+    win = np.floor_divide(batch["ts_ns"], window_ns)
+    if open_index is not None:  # a frame behind the open window is counted in it (late)
+        win = np.maximum(win, open_index)
+    win = np.maximum.accumulate(win)
+    return win, (int(win[-1]) if len(win) else open_index)
 
 
 def _outcome(keys: WindowKeys, lw: WindowRecord | None, cw: WindowRecord | None) -> WindowOutcome:
@@ -390,12 +501,13 @@ def _outcome(keys: WindowKeys, lw: WindowRecord | None, cw: WindowRecord | None)
 
 
 def _name_capture_only(
-    res: WindowsResult, source: Sources, dk: DigestKey, alg, strip: str, workers: int
+    res: WindowsResult, source: Sources, periods: list[KeyPeriod], alg, strip: str, workers: int
 ) -> None:
-    """Find each decoded capture-only digest in the capture again (a second pass, only when some
-    window has one): a digest the capture holds m times more than the ledger in a window names its
-    last m occurrences there (the ledger's pair with the first ones, as the per-frame pairing
-    does). Then their file offsets and dissections (a third pass over those frames only)."""
+    """Find each decoded capture-only digest in the capture again (a second pass per digest key
+    that has such windows, only when some window has one): a digest the capture holds m times more
+    than the ledger in a window names its last m occurrences there (the ledger's pair with the
+    first ones, as the per-frame pairing does). Then their file offsets and dissections (a third
+    pass over those frames only)."""
     wanted = {
         w.index: Counter(f.digest for f in w.capture_only) for w in res.windows if w.capture_only
     }
@@ -404,34 +516,11 @@ def _name_capture_only(
     if any(str(one) == STDIN for one in source_list(source)):  # read once: digests stay unnamed
         res.warnings.append("standard input was read once: capture-only frames are named by digest")
         return
-    prefixes = np.array(
-        sorted({int.from_bytes(d[:8], "little") for c in wanted.values() for d in c}),
-        dtype=np.uint64,
-    )
-    found: dict[int, dict[bytes, list[tuple[int, int, int, bytes]]]] = {i: {} for i in wanted}
-    run, open_index = DigestRun(), None
-    for one in source_list(source):
-        if run.stopped is not None:
-            break
-        for batch in _digest_records(one, dk, alg, strip, run, None, workers):
-            win = np.floor_divide(batch["ts_ns"], res.window_ns)
-            if open_index is not None:  # a frame behind the open window is counted in it (late)
-                win = np.maximum(win, open_index)
-            win = np.maximum.accumulate(win)
-            open_index = int(win[-1]) if len(win) else open_index
-            raw = np.ascontiguousarray(batch["digest"]).view(np.uint8).reshape(len(batch), -1)
-            pre = np.ascontiguousarray(raw[:, :8]).view("<u8").ravel()
-            hit = np.isin(pre, prefixes) & np.isin(win, list(wanted))
-            for k in np.flatnonzero(hit):
-                d, w = bytes(batch["digest"][k]), int(win[k])
-                if d in wanted[w]:
-                    found[w].setdefault(d, []).append(
-                        (int(batch["seq"][k]), int(batch["ts_ns"][k]), int(batch["wire_len"][k]), d)
-                    )
-    picks = {
-        w: [hit for d, m in counts.items() for hit in found[w].get(d, [])[-m:]]
-        for w, counts in wanted.items()
-    }
+    picks: dict[int, list[tuple[int, int, int, bytes]]] = {}
+    for per in periods:
+        mine = {i: c for i, c in wanted.items() if _period_of(periods, i) is per}
+        if mine:
+            picks.update(_find_digests(mine, source, per.digest_key, alg, strip, workers, res))
     where = _frames_at(source, {seq for hits in picks.values() for seq, *_ in hits})
     named = {
         w: tuple(
@@ -445,6 +534,37 @@ def _name_capture_only(
     res.windows = [
         replace(w, capture_only=named[w.index]) if w.index in named else w for w in res.windows
     ]
+
+
+def _find_digests(
+    wanted: dict[int, Counter], source: Sources, dk: DigestKey, alg, strip, workers, res
+) -> dict[int, list[tuple[int, int, int, bytes]]]:
+    """Per window of `wanted`, (seq, ts_ns, wire_len, digest) of the last m occurrences of each
+    digest the window wants m of, digesting the capture with `dk`."""
+    prefixes = np.array(
+        sorted({int.from_bytes(d[:8], "little") for c in wanted.values() for d in c}),
+        dtype=np.uint64,
+    )
+    found: dict[int, dict[bytes, list[tuple[int, int, int, bytes]]]] = {i: {} for i in wanted}
+    run, open_index = DigestRun(), None
+    for one in source_list(source):
+        if run.stopped is not None:
+            break
+        for batch in _digest_records(one, dk, alg, strip, run, None, workers):
+            win, open_index = _device_windows(batch, res.window_ns, open_index)
+            raw = np.ascontiguousarray(batch["digest"]).view(np.uint8).reshape(len(batch), -1)
+            pre = np.ascontiguousarray(raw[:, :8]).view("<u8").ravel()
+            hit = np.isin(pre, prefixes) & np.isin(win, list(wanted))
+            for k in np.flatnonzero(hit):
+                d, w = bytes(batch["digest"][k]), int(win[k])
+                if d in wanted[w]:
+                    found[w].setdefault(d, []).append(
+                        (int(batch["seq"][k]), int(batch["ts_ns"][k]), int(batch["wire_len"][k]), d)
+                    )
+    return {
+        w: [hit for d, m in counts.items() for hit in found[w].get(d, [])[-m:]]
+        for w, counts in wanted.items()
+    }
 
 
 def _frames_at(source: Sources, seqs: set[int]) -> dict[int, tuple[int, str]]:

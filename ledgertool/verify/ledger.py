@@ -55,7 +55,13 @@ from typing import TYPE_CHECKING
 
 from ..algorithms import algorithm_caveat
 from ..digest.record import RECORD_FIXED, RecordSink
-from ..errors import DiscrepancyError, FileTypeError, LedgerFormatError, StorageError
+from ..errors import (
+    DiscrepancyError,
+    FileTypeError,
+    LedgerFormatError,
+    RecordsPrunedError,
+    StorageError,
+)
 from ..keyfiles import TrustBundle
 from ..ledger.header import LedgerHeader, parse_ledger_header
 from ..ledger.layout import (
@@ -75,6 +81,7 @@ from ..ledger.segment import parse_open_segment
 from ..progress import Progress, ProgressFn
 from ..seal.checkpoint import LinkTree, check_extends, parse_note
 from ..seal.document import Seal
+from ..seal.prune import PruneSchedule, check_prunes, parse_prune
 from ..seal.rotation import Schedule, key_schedule, parse_rotation
 from .chain import (
     LinkChain,
@@ -98,6 +105,7 @@ from .checks import (
     unreadable_seal,
 )
 from .problems import Kind, Problem
+from .pruned import PrunedSummary, PrunedTally
 from .windows import VerifiedWindows, WindowLogSummary, verify_window_log
 
 if TYPE_CHECKING:  # a reader that asks for a segment's table imports it (records_to_table)
@@ -134,6 +142,7 @@ class VerifyResult:
     signatures_checked: bool = True
     append_only: dict = field(default_factory=dict)  # see _append_only
     windows: list[WindowLogSummary] = field(default_factory=list)  # the window logs checked
+    pruned: list[PrunedSummary] = field(default_factory=list)  # records removed by `prune`
 
     @property
     def ok(self) -> bool:
@@ -158,6 +167,7 @@ class VerifyResult:
             "signatures_checked": self.signatures_checked,
             "append_only": self.append_only,
             "windows": [w.to_json() for w in self.windows],
+            "pruned": [p.to_json() for p in self.pruned],
         }
 
 
@@ -272,6 +282,7 @@ def verify_ledger(
                 "records are the ledger's as found, consistent with their own seals",
             )
         )
+    prunes = _prune_schedule(reader, ledger, sched, res)
     top = reader.read_top_checkpoint()
     _verify_windows(
         reader,
@@ -295,6 +306,7 @@ def verify_ledger(
             on_segment,
             checker or (check_here if records_into is None else _check_into(records_into)),
             _link_progress(progress, phase, res),
+            prunes.of(link),
         )
         if stored is not None:
             _check_checkpoint(stored, tree, sched, res, f"{reader.checkpoint_path(link)}: ")
@@ -385,6 +397,35 @@ def _verify_windows(
                 )
 
 
+def _prune_schedule(
+    reader: LedgerReader, ledger: LedgerHeader, sched: Schedule | None, res: VerifyResult
+) -> PruneSchedule:
+    """The ledger's prune statements followed in order (seal.prune.check_prunes; signatures with
+    the key schedule when there is one); the first that does not parse or verify is
+    `prune_invalid`, and it and the ones after it remove nothing."""
+    statements = []
+    for path, raw in reader.read_prune_files():
+        try:
+            statements.append(parse_prune(raw, str(path)))
+        except LedgerFormatError as e:
+            res.add(Problem(Kind.PRUNE_INVALID, None, str(e)))
+            break
+    prunes = check_prunes(ledger.ledger_id, statements, sched)
+    for p in prunes.problems:
+        res.add(Problem(Kind.PRUNE_INVALID, None, p))
+    for link in sorted(set(prunes.segments) - set(reader.links)):
+        where = next(iter(prunes.of(link).values()))[1].path
+        res.add(
+            Problem(
+                Kind.PRUNE_INVALID,
+                None,
+                f"{where}: names link {link}, which the ledger does not have",
+                link,
+            )
+        )
+    return prunes
+
+
 def _link_progress(progress: ProgressFn | None, phase: str, res: VerifyResult):
     """(segments done, segments of the link, records of the link so far) -> a Progress update whose
     records count those of the links verified before too."""
@@ -444,6 +485,7 @@ def _verify_link(
     on_segment: Callable[[VerifiedSegment], None] | None,
     checker: SegmentChecker,
     progress: Callable[[int, int, int], None] | None = None,
+    pruned: dict | None = None,
 ) -> LinkTree:
     """Steps 1-7 for every sealed segment of `link`, reading each segment's files just before the
     pure checks that need them; returns the link tree (its seal hashes up to the first missing or
@@ -465,8 +507,9 @@ def _verify_link(
     ]
     if progress:
         progress(0, len(places), 0)
+    tally = PrunedTally(link, pruned or {})
     for done, check in enumerate(checker(reader, listing, places), 1):
-        found = chain.add(check)
+        found = tally.check(check, chain.add(check))
         if progress:
             progress(done, len(places), chain.records)
         for finding in found:
@@ -479,6 +522,10 @@ def _verify_link(
         ):
             on_segment(_verified(link, check))
     res.problems += chain.finish()
+    for finding in tally.finish():
+        res.add(finding)
+    if tally.summary.segments:
+        res.pruned.append(tally.summary)
     res.segments += chain.segments
     res.records += chain.records
     res.frames += chain.frames
@@ -522,11 +569,39 @@ def verified_segment(
         found += check.records.problems
     problems = [p for p in found if not p.kind.is_warning]
     if problems or check.records is None or check.records.records is None:
+        _raise_if_pruned(reader, ledger, link, index, check, sched, problems)
         raise DiscrepancyError(
             f"link {link} segment {index}: {_unread_why(reader, link, index, problems)}; "
             "run `ledgertool verify`"
         )
     return replace(_verified(link, check), records=bytes(check.records.records))
+
+
+def _raise_if_pruned(
+    reader: LedgerReader,
+    ledger: LedgerHeader,
+    link: str,
+    index: int,
+    check: SegmentCheck,
+    sched: Schedule | None,
+    problems: list[Problem],
+) -> None:
+    """RecordsPrunedError when a valid prune statement names this segment's seal and its record
+    file is gone: the records are no longer held (said so, not reported as a discrepancy)."""
+    res = VerifyResult(str(reader.directory))
+    entry = _prune_schedule(reader, ledger, sched, res).of(link).get(index)
+    if entry is None or res.problems:
+        return
+    tally = PrunedTally(link, {index: entry})
+    if tally.check(check, problems) or not tally.summary.segments:
+        return  # another problem, or the seal is not the one the statement names
+    s = tally.summary
+    raise RecordsPrunedError(
+        f"link {link} segment {index}: its per-frame records were pruned ({entry[1].path}: "
+        f"{s.records:,} records, ts {s.first_ts_ns}..{s.last_ts_ns}); they are no longer held, "
+        "so no record of them can be read or proven; the seal is still checked by `verify`, and "
+        f"the link's window log ({window_log(link)}) still commits to their frames"
+    )
 
 
 def _unread_why(reader: LedgerReader, link: str, index: int, problems: list[Problem]) -> str:

@@ -48,6 +48,7 @@ class Kind(enum.StrEnum):
     SIGNATURE_MISSING = "signature_missing"
     ROTATION_INVALID = "rotation_invalid"
     DIGEST_KEY_MISMATCH = "digest_key_mismatch"
+    PRUNE_INVALID = "prune_invalid"  # a prune statement that does not verify or bind to the seals
     # chain and segments
     CHAIN_BROKEN = "chain_broken"
     SEGMENT_MISSING = "segment_missing"
@@ -78,6 +79,7 @@ class Kind(enum.StrEnum):
     SIGNATURES_UNCHECKED = "signatures_unchecked"
     ALGORITHM_CAVEAT = "algorithm_caveat"
     COMPACTION_LEFTOVER = "compaction_leftover"
+    PRUNED_UNCOVERED = "pruned_uncovered"  # records pruned (--force) the window tier did not hold
 
     @property
     def group(self) -> Group:
@@ -115,6 +117,7 @@ _GROUPS: dict[Kind, Group] = {
             Kind.SIGNATURE_MISSING,
             Kind.ROTATION_INVALID,
             Kind.DIGEST_KEY_MISMATCH,
+            Kind.PRUNE_INVALID,
         ),
         Group.SIGNATURES_AND_KEYS,
     ),
@@ -161,6 +164,7 @@ _GROUPS: dict[Kind, Group] = {
             Kind.SIGNATURES_UNCHECKED,
             Kind.ALGORITHM_CAVEAT,
             Kind.COMPACTION_LEFTOVER,
+            Kind.PRUNED_UNCOVERED,
         ),
         Group.WARNING,
     ),

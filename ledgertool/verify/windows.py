@@ -11,7 +11,7 @@ increase across the log. Nothing of a window log is handed on before it is check
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..digest.engine import merkle_leaves, merkle_root
@@ -20,11 +20,19 @@ from ..errors import DataError, FileTypeError, LedgerFormatError, StorageError
 from ..ledger.header import LedgerHeader
 from ..ledger.layout import LEDGER_FILE, OPEN, RECORDS, window_log_link
 from ..ledger.reader import LedgerReader
-from ..ledger.segment import HEADER_SIZE, SegmentHeader
+from ..ledger.segment import HEADER_SIZE, SegmentHeader, parse_open_segment
 from ..plural import plural
 from ..seal.checkpoint import LinkTree
 from ..seal.rotation import Schedule
-from .chain import LinkChain, SegmentCheck, listing_findings, unsealed_candidates
+from .chain import (
+    LinkChain,
+    OpenRead,
+    SegmentCheck,
+    listing_findings,
+    open_segment_finding,
+    open_segments,
+    unsealed_candidates,
+)
 from .checks import RecordsCheck, SealCheck, SegmentPlace, check_seal, unreadable_seal
 from .problems import Kind, Problem
 
@@ -114,6 +122,7 @@ def verify_window_log(
                 summary.verified.append(VerifiedWindows(log, index, seal.doc, windows))
     for f in chain.finish():
         add(f)
+    _open_findings(reader, view, log, listing, chain, sched, add)
     for v in summary.verified:
         summary.segments += 1
         summary.windows += len(v.windows)
@@ -124,6 +133,24 @@ def verify_window_log(
                 summary.first_index = v.windows[0].index
             summary.last_index = v.windows[-1].index
     return summary, chain.tree
+
+
+def _open_findings(reader, view, log, listing, chain: LinkChain, sched, add) -> None:
+    """A warning per open window segment (a capture running, or killed: `recover` seals its
+    authenticated prefix), as for a link's open segments."""
+    nxt = chain.next_open
+    for i in open_segments(listing):
+        path = reader.segment_path(log, i, OPEN)
+        try:
+            read = OpenRead(parse_open_segment(reader.read_open_bytes(log, i), path))
+        except StorageError:
+            read = OpenRead()  # sealed and removed since the listing
+        except LedgerFormatError as e:
+            read = OpenRead(error=e)
+        key_id = sched.digest_key_id_for(log, nxt[0]) if sched is not None else None
+        w, nxt = open_segment_finding(read, path, i, view, window_log_link(log), nxt, key_id)
+        if w is not None:
+            add(replace(w, link=log))
 
 
 def _read(reader: LedgerReader, log: str, index: int) -> tuple[bytes | None, str]:

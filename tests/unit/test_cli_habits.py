@@ -208,6 +208,7 @@ def test_query_parquet(ledger, tmp_path):
         ["check-proof"],
         ["keys", "generate"],
         ["compact"],
+        ["prune"],
     ],
 )
 def test_help_says_exit_codes_and_example(cmd):
