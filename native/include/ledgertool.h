@@ -497,7 +497,7 @@ int lt_segment_writer_finish(lt_segment_writer *w, uint8_t root[32], uint8_t las
 int lt_segment_writer_leaves(const lt_segment_writer *w, uint8_t *out, size_t out_len);
 /* Before the first append: write the file through 4 KiB-aligned staging from now on, as O_DIRECT
  * needs (the caller sets O_DIRECT on fd, or not: the bytes are the same). `head` (head_len <=
- * 256 KiB bytes, the segment header) is the file's first bytes, written now. Every write is then
+ * 4 MiB bytes, the segment header) is the file's first bytes, written now. Every write is then
  * of whole 4 KiB pages at 4 KiB-aligned offsets: after each append the file ends in zero padding
  * to a 4 KiB boundary (docs/ledger-format.md), cut by lt_segment_writer_trim. A write that fails
  * with EINVAL while O_DIRECT is set clears O_DIRECT and is retried. LT_OK, LT_ERR_ARG (after an

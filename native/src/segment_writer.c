@@ -13,7 +13,7 @@
  * leaves, so whole leaves are hashed once (lt_merkle_leaves) for both.
  *
  * Direct I/O (lt_segment_writer_direct): the file's bytes, the header first, are staged in 4 KiB-
- * aligned memory and written in whole 4 KiB pages at 4 KiB-aligned offsets (what O_DIRECT needs),
+ * aligned memory (4 MiB) and written in whole 4 KiB pages at 4 KiB-aligned offsets (what O_DIRECT needs),
  * STAGE_BYTES at a time; at the end of each append the staged rest goes out as one page padded
  * with zeros, rewritten with more bytes by the next write, so every record appended is still in
  * the file when append returns. lt_segment_writer_trim cuts the padding at close: the closed
@@ -142,7 +142,10 @@ static int write_all(int fd, struct iovec *iov, int n) {
 }
 
 #define DIRECT_ALIGN ((size_t)4096)
-#define STAGE_BYTES ((size_t)256 << 10) /* a multiple of DIRECT_ALIGN */
+/* A multiple of DIRECT_ALIGN. The kernel's cost of a direct write is mostly per call (pinning,
+ * the extent, the bio): of 48-byte records' worth, ext4 took 5.6 ns each in 256 KiB writes, 1.8
+ * in 4 MiB ones (13 through the page cache). An append of 65,536 such records is 3 MiB. */
+#define STAGE_BYTES ((size_t)4 << 20)
 
 /* pwrite(2) all of n bytes at off, retrying short writes and EINTR; 0 or the errno. EINVAL with
  * O_DIRECT set (a file system that takes the flag but not this I/O) clears O_DIRECT and retries:

@@ -120,10 +120,19 @@ def _write_both(directory: Path, batches: list[int], leaf: int, monkeypatch) -> 
 def test_direct_segment_file_is_byte_identical_to_the_page_cache_one(
     tmp_path_factory, monkeypatch, batches, leaf
 ):
-    """Appends of 0..12,000 records (several 256 KiB staging buffers), on the disk under the test's
-    temporary directory: the same bytes, the header-only file of no append included."""
+    """Appends of 0..12,000 records, on the disk under the test's temporary directory: the same
+    bytes, the header-only file of no append included."""
     plain, direct = _write_both(tmp_path_factory.mktemp("dio"), batches, leaf, monkeypatch)
     assert direct == plain and len(plain) >= segments.HEADER_SIZE
+
+
+def test_appends_past_the_staging_buffer_are_byte_identical(tmp_path, monkeypatch):
+    """Appends that fill the 4 MiB staging buffer (87,381 48-byte records) and go on past it, one
+    more than once: the same bytes."""
+    plain, direct = _write_both(tmp_path, [70_000, 30_000, 1, 190_000], 64, monkeypatch)
+    # blocks of 70,000 records: 65,536, 4,416 (whole leaves); 48 | 16, 29,952, 32 | 1 |
+    # 31 (leaf completed), 65,536, 65,536, 58,880 (whole leaves), 17
+    assert direct == plain and len(plain) == 256 + 12 * 36 + 290_001 * 48
 
 
 @pytest.mark.skipif(not SHM.is_dir(), reason="no /dev/shm")
