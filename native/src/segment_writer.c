@@ -12,12 +12,12 @@
  * MAC is HMAC-SHA-256 over its leaf-chunk hashes; for aligned blocks those are the segment's
  * leaves, so whole leaves are hashed once (lt_merkle_leaves) for both.
  *
- * Direct I/O (lt_segment_writer_direct): the file's bytes, the header first, are staged in 4 KiB-
- * aligned memory (4 MiB) and written in whole 4 KiB pages at 4 KiB-aligned offsets (what O_DIRECT needs),
- * STAGE_BYTES at a time; at the end of each append the staged rest goes out as one page padded
- * with zeros, rewritten with more bytes by the next write, so every record appended is still in
- * the file when append returns. lt_segment_writer_trim cuts the padding at close: the closed
- * file's bytes are those of the write(2) path.
+ * Direct I/O (lt_segment_writer_direct): the file's bytes, the header first, are staged in 4 MiB
+ * of 4 KiB-aligned memory and written in whole 4 KiB pages at 4 KiB-aligned offsets (what O_DIRECT
+ * needs), STAGE_BYTES at a time; at the end of each append the staged rest goes out as one page
+ * padded with zeros, rewritten with more bytes by the next write, so every record appended is
+ * still in the file when append returns. lt_segment_writer_trim cuts the padding at close: the
+ * closed file's bytes are those of the write(2) path.
  */
 #define _GNU_SOURCE /* O_DIRECT */
 #include <errno.h>
