@@ -257,3 +257,35 @@ def test_crash_inside_an_append_recovers_the_authenticated_prefix(
     cp = layout.checkpoint_path(sample_ledger, "link0").read_bytes()
     v = verify_ledger(sample_ledger, trust, cp)
     assert v.ok and v.records == 294 + kept
+
+
+@pytest.mark.parametrize(
+    ("tail", "padding"),
+    [
+        ("to the page", True),  # what a direct writer leaves
+        ("one short", False),  # zeros that end before the page boundary
+        ("a page more", False),  # 4,096 zeros or more
+        ("a one among them", False),  # any non-zero byte
+    ],
+)
+def test_only_zeros_to_the_next_page_boundary_are_padding(tmp_path, monkeypatch, tail, padding):
+    """Bytes after the last whole block are padding only when all zero, fewer than 4,096, ending
+    at a multiple of 4,096; anything else is torn. Either way no record comes from them."""
+    rng = np.random.default_rng(2)
+    key = OpenSegmentKey(rng.bytes(32), "cd" * 16)
+    w = _writer(tmp_path / "s.open", key, 16, "buffered", monkeypatch)
+    w.append(_records(40, rng), 40)
+    w.finish()
+    w.close()
+    raw = (tmp_path / "s.open").read_bytes()
+    to_page = -len(raw) % PAGE
+    extra = {
+        "to the page": bytes(to_page),
+        "one short": bytes(to_page - 1),
+        "a page more": bytes(to_page + PAGE),
+        "a one among them": bytes(to_page - 9) + b"\x01" + bytes(8),
+    }[tail]
+    seg = segments.parse_open_segment(raw + extra, "s.open")
+    whole = segments.parse_open_segment(raw, "s.open")
+    assert seg.blocks == whole.blocks and seg.count == 40
+    assert (seg.padding, seg.torn_bytes) == ((len(extra), 0) if padding else (0, len(extra)))
