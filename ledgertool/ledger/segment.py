@@ -8,7 +8,7 @@ Layout (docs/ledger-format.md, "Open segment file"): a 256-byte header, then
 Paths are ledgertool.ledger.layout's. The sealer signs the records a capture holds in memory
 (ledger.writer); these files are read only by recovery and by verify's report on them. A crash
 can leave a torn last record (v1) or block (v2); parsing keeps every whole one and reports the
-bytes past them.
+bytes past them, apart from the zero padding to a 4 KiB boundary a direct-I/O writer leaves (v2).
 """
 
 from __future__ import annotations
@@ -273,6 +273,11 @@ class SegmentWriter:
     the caller's buffer to the file once, in blocks aligned to the segment's Merkle leaves, each
     MAC'd over its leaf-chunk hashes; the leaves, the root and the seal's counters come from the
     same memory (`finish`).
+
+    The bytes go to the disk with O_DIRECT, in whole 4 KiB pages staged by the native writer (the
+    file then ends in zero padding to a page boundary while open, cut at `close`), or through the
+    page cache where the file system refuses O_DIRECT or LEDGERTOOL_SEGMENT_IO is "buffered"
+    (`direct` says which): the closed file is the same either way.
 
     The file is created with O_CREAT|O_EXCL|O_NOFOLLOW (fsio.create_exclusive), below the ledger
     directory `root` when given, so a planted link is never written through. `key` is the ledger's
