@@ -8,12 +8,13 @@ Layout (docs/ledger-format.md, "Open segment file"): a 256-byte header, then
 Paths are ledgertool.ledger.layout's. The sealer signs the records a capture holds in memory
 (ledger.writer); these files are read only by recovery and by verify's report on them. A crash
 can leave a torn last record (v1) or block (v2); parsing keeps every whole one and reports the
-bytes past them.
+bytes past them, apart from the zero padding to a 4 KiB boundary a direct-I/O writer leaves (v2).
 """
 
 from __future__ import annotations
 
 import errno
+import fcntl
 import hmac
 import os
 import struct
@@ -66,6 +67,8 @@ BLOCK_PREFIX = _BLOCK_COUNT.size
 MAX_BLOCK_RECORDS = lib.LT_SEGMENT_MAX_BLOCK_RECORDS
 #: the most records of one segment (the writer keeps 32 bytes of leaf hashes per leaf of them)
 MAX_SEGMENT_RECORDS = lib.LT_SEGMENT_MAX_RECORDS
+#: the page a segment open under direct I/O is padded to (docs/ledger-format.md)
+PAGE_SIZE = 4096
 
 
 # ---- header ---------------------------------------------------------------------------------
@@ -271,6 +274,11 @@ class SegmentWriter:
     MAC'd over its leaf-chunk hashes; the leaves, the root and the seal's counters come from the
     same memory (`finish`).
 
+    The bytes go to the disk with O_DIRECT, in whole 4 KiB pages staged by the native writer (the
+    file then ends in zero padding to a page boundary while open, cut at `close`), or through the
+    page cache where the file system refuses O_DIRECT or LEDGERTOOL_SEGMENT_IO is "buffered"
+    (`direct` says which): the closed file is the same either way.
+
     The file is created with O_CREAT|O_EXCL|O_NOFOLLOW (fsio.create_exclusive), below the ledger
     directory `root` when given, so a planted link is never written through. `key` is the ledger's
     open-segment key; its id is in the header (ValueError otherwise). OSError from the file system
@@ -296,15 +304,19 @@ class SegmentWriter:
         self._root = root
         self._fd = fsio.create_exclusive(path, root=root, what="open segment", durable_name=False)
         self._native = ffi.NULL
+        #: whether the records go to the disk with O_DIRECT (False: through the page cache)
+        self.direct = False
         try:
+            self.direct = direct_io_wanted() and _set_direct(self._fd)
             raw = header.encode()
-            try:
-                if os.write(self._fd, raw) != len(raw):  # 256 bytes to a new regular file
-                    raise OSError(errno.EIO, "short write of the segment header")
-            except OSError as e:
-                raise fsio.storage_error(
-                    e, self.path, "append to open segment", _keep_hint(e)
-                ) from None
+            if not self.direct:
+                try:
+                    if os.write(self._fd, raw) != len(raw):  # 256 bytes to a new regular file
+                        raise OSError(errno.EIO, "short write of the segment header")
+                except OSError as e:
+                    raise fsio.storage_error(
+                        e, self.path, "append to open segment", _keep_hint(e)
+                    ) from None
             out = ffi.new("lt_segment_writer **")
             check(
                 lib.lt_segment_writer_new(
@@ -320,10 +332,21 @@ class SegmentWriter:
                 "lt_segment_writer_new",
             )
             self._native = ffi.gc(out[0], lib.lt_segment_writer_free)
+            if self.direct:  # the header is the first page's start, written now
+                self._io(lib.lt_segment_writer_direct, raw, len(raw), what="append to")
         except BaseException:
             os.close(self._fd)
             self._fd = -1
             raise
+
+    def _io(self, fn, *args, what: str) -> None:
+        """Call native `fn(writer, *args, &errno)`; LT_ERR_IO: StorageError naming the file."""
+        os_errno = ffi.new("int *")
+        status = fn(self._native, *args, os_errno)
+        if status == lib.LT_ERR_IO:
+            e = OSError(os_errno[0], os.strerror(os_errno[0]))
+            raise fsio.storage_error(e, self.path, f"{what} open segment", _keep_hint(e))
+        check(status, fn.__name__)
 
     def append(self, records: memoryview | bytes, count: int) -> None:
         """Write `count` whole records (count * record_size bytes of `records`, not copied) as the
@@ -375,6 +398,8 @@ class SegmentWriter:
         if self._fd >= 0:
             fd, self._fd = self._fd, -1
             try:
+                if self.direct and self._native != ffi.NULL:  # the last page's padding cut
+                    self._io(lib.lt_segment_writer_trim, what="flush")
                 os.fsync(fd)
             except OSError as e:
                 raise fsio.storage_error(
@@ -383,6 +408,30 @@ class SegmentWriter:
             finally:
                 os.close(fd)
             fsio.fsync_dir(self.path.parent, self._root)
+
+
+#: set to "buffered" in the environment, segment files are written through the page cache even
+#: where the file system takes O_DIRECT (docs/capture.md, "How the records reach the disk")
+SEGMENT_IO_ENV = "LEDGERTOOL_SEGMENT_IO"
+
+
+def direct_io_wanted() -> bool:
+    """Whether new segment files try O_DIRECT: unless LEDGERTOOL_SEGMENT_IO is "buffered"."""
+    return os.environ.get(SEGMENT_IO_ENV, "direct") != "buffered"
+
+
+def _set_direct(fd: int) -> bool:
+    """Set O_DIRECT on `fd` (and clear O_APPEND: the native writer then writes whole pages at
+    their offsets, pwrite(2)); False where the file system refuses it (EINVAL: tmpfs before
+    Linux 6.6, most FUSE file systems), the file then written through the page cache."""
+    flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETFL, (flags & ~os.O_APPEND) | os.O_DIRECT)
+    except OSError as e:
+        if e.errno in (errno.EINVAL, errno.EOPNOTSUPP):
+            return False
+        raise
+    return True
 
 
 def _keep_hint(e: OSError) -> str:
@@ -412,6 +461,7 @@ class OpenSegment:
     torn_bytes: int  # bytes past the last whole record (v1) / block (v2), never sealed
     size: int  # of the file, bytes
     blocks: tuple[OpenBlock, ...] = ()  # v2
+    padding: int = 0  # v2: zero bytes after the last block to a 4 KiB boundary (direct I/O)
 
 
 def read_open_segment(path: Path, root: Path | None = None) -> OpenSegment:
@@ -446,14 +496,19 @@ def parse_open_segment(raw: bytes, path: Path | str) -> OpenSegment:
             )
         )
         pos = end
+    # a segment open under direct I/O ends in zeros to a 4 KiB page boundary: padding, not torn
+    padding = len(raw) - pos
+    if not (len(raw) % PAGE_SIZE == 0 and padding < PAGE_SIZE and not any(raw[pos:])):
+        padding = 0
     return OpenSegment(
         header,
         raw[:HEADER_SIZE],
         b"".join(b.records for b in blocks),
         sum(b.count for b in blocks),
-        len(raw) - pos,
+        len(raw) - pos - padding,
         len(raw),
         tuple(blocks),
+        padding,
     )
 
 
@@ -490,7 +545,7 @@ def authenticate_prefix(
                 " seals it",
                 unauthenticated=True,
             )
-        return AuthenticatedPrefix(seg.records, 0, seg.size - seg.torn_bytes)
+        return AuthenticatedPrefix(seg.records, 0, seg.size - seg.torn_bytes - seg.padding)
     if seg.header.mac_key_id != key.key_id:
         return AuthenticatedPrefix(
             b"",
@@ -515,7 +570,9 @@ def authenticate_prefix(
                 f"{path}: block {i} (byte {block.offset}) fails authentication by the device's key (MAC does not "
                 "verify): planted, rewritten or reordered, a damaged header or block, or written by an older version",
             )
-    return AuthenticatedPrefix(seg.records, len(seg.blocks), seg.size - seg.torn_bytes)
+    return AuthenticatedPrefix(
+        seg.records, len(seg.blocks), seg.size - seg.torn_bytes - seg.padding
+    )
 
 
 def now_ns() -> int:

@@ -37,7 +37,7 @@ extern "C" {
  * ABI_VERSION) refuses a compiled module built from other declarations, so a stale build after
  * `git pull` is one line asking for a rebuild rather than an AttributeError deep inside a command.
  * tests/test_binding.py pins the blocks' digest to it. */
-#define LT_ABI_VERSION 3
+#define LT_ABI_VERSION 4
 
 /* ---- status codes ---- */
 #define LT_OK 0
@@ -495,6 +495,18 @@ int lt_segment_writer_finish(lt_segment_writer *w, uint8_t root[32], uint8_t las
 /* Copy the whole leaves so far (after finish: all of them, counters.leaves) into out (out_len
  * bytes, at least 32 per leaf). LT_ERR_ARG when out is too small. */
 int lt_segment_writer_leaves(const lt_segment_writer *w, uint8_t *out, size_t out_len);
+/* Before the first append: write the file through 4 KiB-aligned staging from now on, as O_DIRECT
+ * needs (the caller sets O_DIRECT on fd, or not: the bytes are the same). `head` (head_len <=
+ * 4 MiB bytes, the segment header) is the file's first bytes, written now. Every write is then
+ * of whole 4 KiB pages at 4 KiB-aligned offsets: after each append the file ends in zero padding
+ * to a 4 KiB boundary (docs/ledger-format.md), cut by lt_segment_writer_trim. A write that fails
+ * with EINVAL while O_DIRECT is set clears O_DIRECT and is retried. LT_OK, LT_ERR_ARG (after an
+ * append, or twice), LT_ERR_NOMEM, LT_ERR_IO with *os_errno. */
+int lt_segment_writer_direct(lt_segment_writer *w, const uint8_t *head, size_t head_len,
+                             int *os_errno);
+/* Direct I/O: truncate the file to the bytes written (the padding cut), before the caller's
+ * fsync at close; nothing without direct I/O or after a failed write. LT_OK or LT_ERR_IO. */
+int lt_segment_writer_trim(lt_segment_writer *w, int *os_errno);
 void lt_segment_writer_free(lt_segment_writer *w);
 
 /* ======== 7. live: capture from an interface and replay onto one ======== */

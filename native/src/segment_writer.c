@@ -11,8 +11,17 @@
  * kept here (at most leaf_records - 1) until it completes or the segment finishes. Each block's
  * MAC is HMAC-SHA-256 over its leaf-chunk hashes; for aligned blocks those are the segment's
  * leaves, so whole leaves are hashed once (lt_merkle_leaves) for both.
+ *
+ * Direct I/O (lt_segment_writer_direct): the file's bytes, the header first, are staged in 4 MiB
+ * of 4 KiB-aligned memory and written in whole 4 KiB pages at 4 KiB-aligned offsets (what O_DIRECT
+ * needs), STAGE_BYTES at a time; at the end of each append the staged rest goes out as one page
+ * padded with zeros, rewritten with more bytes by the next write, so every record appended is
+ * still in the file when append returns. lt_segment_writer_trim cuts the padding at close: the
+ * closed file's bytes are those of the write(2) path.
  */
+#define _GNU_SOURCE /* O_DIRECT */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -64,6 +73,10 @@ static void sha_stream_final(sha_stream *s, uint8_t out[32]) {
 struct lt_segment_writer {
     int fd;
     int failed;                 /* sticky: an earlier write failed; the file's tail is torn */
+    int io_failed;              /* a write(2) failed: the staged length is not the file's */
+    uint8_t *stage;             /* direct I/O: file bytes from stage_off (STAGE_BYTES, aligned) */
+    size_t stage_n;             /* bytes staged (< DIRECT_ALIGN after each append) */
+    uint64_t stage_off;         /* file offset of stage[0], a multiple of DIRECT_ALIGN */
     sha256_blocks_fn blocks;
     uint32_t istate[8], ostate[8]; /* HMAC key pads, compressed once */
     uint8_t chain[32];          /* MAC of the last block written (C[i-1]) */
@@ -128,6 +141,68 @@ static int write_all(int fd, struct iovec *iov, int n) {
     return 0;
 }
 
+#define DIRECT_ALIGN ((size_t)4096)
+/* A multiple of DIRECT_ALIGN. The kernel's cost of a direct write is mostly per call (pinning,
+ * the extent, the bio): of 48-byte records' worth, ext4 took 5.6 ns each in 256 KiB writes, 1.8
+ * in 4 MiB ones (13 through the page cache). An append of 65,536 such records is 3 MiB. */
+#define STAGE_BYTES ((size_t)4 << 20)
+
+/* pwrite(2) all of n bytes at off, retrying short writes and EINTR; 0 or the errno. EINVAL with
+ * O_DIRECT set (a file system that takes the flag but not this I/O) clears O_DIRECT and retries:
+ * the same bytes then go through the page cache. */
+static int pwrite_all(int fd, const uint8_t *p, size_t n, uint64_t off) {
+    while (n) {
+        ssize_t got = pwrite(fd, p, n, (off_t)off);
+        if (got < 0) {
+            if (errno == EINTR) continue;
+            int e = errno, fl = e == EINVAL ? fcntl(fd, F_GETFL) : -1;
+            if (fl >= 0 && (fl & O_DIRECT) && fcntl(fd, F_SETFL, fl & ~O_DIRECT) == 0) continue;
+            return e;
+        }
+        p += got, n -= (size_t)got, off += (uint64_t)got;
+    }
+    return 0;
+}
+
+/* Direct I/O: the staged bytes go out in whole pages, the last one padded with zeros; the
+ * partial page stays staged (at stage[0]) for the next write to complete. */
+static int stage_flush(lt_segment_writer *w) {
+    if (!w->stage_n) return 0;
+    size_t whole = w->stage_n & ~(DIRECT_ALIGN - 1);
+    size_t padded = (w->stage_n + DIRECT_ALIGN - 1) & ~(DIRECT_ALIGN - 1);
+    memset(w->stage + w->stage_n, 0, padded - w->stage_n);
+    int e = pwrite_all(w->fd, w->stage, padded, w->stage_off);
+    if (e) return e;
+    if (whole) {
+        memmove(w->stage, w->stage + whole, w->stage_n - whole);
+        w->stage_off += whole;
+        w->stage_n -= whole;
+    }
+    return 0;
+}
+
+/* The bytes of iov, next in the file: written (write_all) or, for direct I/O, staged and written
+ * STAGE_BYTES at a time. 0 or the errno. */
+static int emit(lt_segment_writer *w, struct iovec *iov, int n) {
+    if (!w->stage) return write_all(w->fd, iov, n);
+    for (int i = 0; i < n; i++) {
+        const uint8_t *p = iov[i].iov_base;
+        size_t len = iov[i].iov_len;
+        while (len) {
+            size_t take = STAGE_BYTES - w->stage_n < len ? STAGE_BYTES - w->stage_n : len;
+            memcpy(w->stage + w->stage_n, p, take);
+            w->stage_n += take, p += take, len -= take;
+            if (w->stage_n == STAGE_BYTES) {
+                int e = pwrite_all(w->fd, w->stage, STAGE_BYTES, w->stage_off);
+                if (e) return e;
+                w->stage_off += STAGE_BYTES;
+                w->stage_n = 0;
+            }
+        }
+    }
+    return 0;
+}
+
 /* Frame, MAC and write one block of `count` records whose chunk hashes are `chunks`. */
 static int write_block(lt_segment_writer *w, const uint8_t *records, size_t count, const uint8_t *chunks,
                        size_t nchunks, int *os_errno) {
@@ -135,9 +210,9 @@ static int write_block(lt_segment_writer *w, const uint8_t *records, size_t coun
     lt_store_le32(prefix, (uint32_t)count);
     block_mac(w, (uint32_t)count, chunks, nchunks);
     struct iovec iov[3] = {{prefix, 4}, {(void *)records, count * w->record_size}, {w->chain, 32}};
-    int e = write_all(w->fd, iov, 3);
+    int e = emit(w, iov, 3);
     if (e) {
-        w->failed = 1;
+        w->failed = w->io_failed = 1;
         *os_errno = e;
         return LT_ERR_IO;
     }
@@ -180,9 +255,9 @@ static int write_leaf_block(lt_segment_writer *w, const uint8_t *records, size_t
             block_mac(w, (uint32_t)count, leaves, count / L);
             iov[k].iov_base = w->chain, iov[k++].iov_len = 32;
         }
-        int e = write_all(w->fd, iov, k);
+        int e = emit(w, iov, k);
         if (e) {
-            w->failed = 1;
+            w->failed = w->io_failed = 1;
             *os_errno = e;
             return LT_ERR_IO;
         }
@@ -309,8 +384,41 @@ int lt_segment_writer_append(lt_segment_writer *w, const uint8_t *records, size_
     if (w->failed) return LT_ERR_IO; /* the file may end in a torn block: nothing may follow it */
     if (count > w->max_records - w->c.records) return LT_ERR_ARG; /* also bounds count * record_size */
     int st = append_blocks(w, records, count, os_errno); /* counts the records as it writes them */
+    if (st == LT_OK && w->stage && (*os_errno = stage_flush(w)) != 0)
+        st = LT_ERR_IO, w->io_failed = 1; /* the staged rest (padded) is the append's last write */
     if (st != LT_OK) w->failed = 1; /* the counters and leaves no longer match the file */
     return st;
+}
+
+int lt_segment_writer_direct(lt_segment_writer *w, const uint8_t *head, size_t head_len,
+                             int *os_errno) {
+    if (!w || !os_errno || (head_len && !head) || head_len > STAGE_BYTES || w->stage || w->failed ||
+        w->c.records)
+        return LT_ERR_ARG;
+    *os_errno = 0;
+    void *p = NULL;
+    if (posix_memalign(&p, DIRECT_ALIGN, STAGE_BYTES)) return LT_ERR_NOMEM;
+    w->stage = p;
+    memcpy(w->stage, head, head_len);
+    w->stage_n = head_len;
+    w->stage_off = 0;
+    if ((*os_errno = stage_flush(w)) != 0) {
+        w->failed = w->io_failed = 1;
+        return LT_ERR_IO;
+    }
+    return LT_OK;
+}
+
+int lt_segment_writer_trim(lt_segment_writer *w, int *os_errno) {
+    if (!w || !os_errno) return LT_ERR_ARG;
+    *os_errno = 0;
+    if (!w->stage || w->io_failed) return LT_OK; /* after a failed write the tail stays as it is */
+    while (ftruncate(w->fd, (off_t)(w->stage_off + w->stage_n)) != 0) {
+        if (errno == EINTR) continue;
+        *os_errno = errno;
+        return LT_ERR_IO;
+    }
+    return LT_OK;
 }
 
 int lt_segment_writer_finish(lt_segment_writer *w, uint8_t root[32], uint8_t last_leaf[32],
@@ -343,5 +451,6 @@ void lt_segment_writer_free(lt_segment_writer *w) {
     lt_wipe(w->ostate, sizeof w->ostate);
     free(w->tail);
     free(w->leaves);
+    free(w->stage);
     free(w);
 }
