@@ -1,4 +1,4 @@
-"""The capture-file source: pcap and pcapng files opened by the native reader (native/src/reader*.c),
+"""The capture-file source: pcap, pcapng and ERF files opened by the native reader (native/src/reader*.c),
 mapped; compressed ones (gzip, xz, zstd: by magic number) and standard input (`-`) read as a stream
 through a pipe (ledgertool.source.compressed, lt_reader_open_fd).
 
@@ -29,6 +29,7 @@ FORMAT_NAMES = {
     lib.LT_FMT_PCAPNG: "pcapng",
     lib.LT_FMT_WORKLOAD: "workload",
     lib.LT_FMT_LIVE: "live",
+    lib.LT_FMT_ERF: "ERF",
 }
 
 
@@ -66,6 +67,19 @@ class ReaderInfo:
     truncated_bytes: int
     message: str
     compression: str = ""  # "gzip", "xz" or "zstd": the frames are those of the decompressed bytes
+    damaged_blocks: int = 0  # pcapng blocks read past although damaged (wiretap stops at them)
+    damage: str = ""  # the first of them, named with its byte offset
+
+    def damage_note(self) -> str | None:
+        """A warning naming the first damaged block read past, or None."""
+        if not self.damaged_blocks:
+            return None
+        more = self.damaged_blocks - 1
+        also = f"; {plural(more, 'more damaged block')}" if more else ""
+        return (
+            f"{self.path}: {self.damage}{also}; frames after it were read "
+            "(tshark and other wiretap readers stop there)"
+        )
 
     def truncation_note(self) -> str | None:
         if not self.truncated:
@@ -237,6 +251,8 @@ class CaptureReader:
             truncated_bytes=i.truncated_bytes,
             message=c_string(i.message),
             compression=self._pump.codec.name if self._pump is not None else "",
+            damaged_blocks=i.damaged_blocks,
+            damage=c_string(i.warning),
         )
 
     def raise_error(self, status: int) -> None:

@@ -37,7 +37,7 @@ extern "C" {
  * ABI_VERSION) refuses a compiled module built from other declarations, so a stale build after
  * `git pull` is one line asking for a rebuild rather than an AttributeError deep inside a command.
  * tests/test_binding.py pins the blocks' digest to it. */
-#define LT_ABI_VERSION 3
+#define LT_ABI_VERSION 4
 
 /* ---- status codes ---- */
 #define LT_OK 0
@@ -58,6 +58,7 @@ extern "C" {
 #define LT_FMT_PCAPNG 4
 #define LT_FMT_WORKLOAD 5      /* frames from a deterministic workload generator */
 #define LT_FMT_LIVE 6          /* frames from a live interface */
+#define LT_FMT_ERF 7           /* Endace ERF records (no file header) */
 
 /* ---- per-frame reader flags (lt_frame.rflags) ---- */
 #define LT_RF_NO_TIMESTAMP 1        /* pcapng Simple Packet Block: ts_ns is 0 */
@@ -92,7 +93,12 @@ typedef struct {
     uint32_t interfaces;        /* pcapng interfaces seen (all sections) */
     uint64_t file_size;         /* bytes */
     uint64_t frames;            /* frames handed out so far */
-    uint64_t skipped_blocks;    /* pcapng blocks skipped by length (unknown, NRB, ISB, custom, ...) */
+    uint64_t skipped_blocks;    /* pcapng blocks skipped by length (unknown, NRB, ISB, custom, ...);
+                                   ERF PAD and META records */
+    uint64_t damaged_blocks;    /* pcapng blocks read past whose options or fixed part are damaged
+                                   (wiretap stops at them); the first is named in `warning` */
+    uint64_t damaged_offset;    /* byte offset of the first of them */
+    char warning[192];          /* one line naming the first damaged block, or empty */
     int truncated;              /* 1: the file ends inside a record; every whole record was delivered */
     uint64_t truncated_offset;  /* byte offset of the cut record */
     uint64_t truncated_bytes;   /* bytes present of the cut record */
