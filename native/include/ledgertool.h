@@ -452,6 +452,15 @@ int lt_rec_file_mset(int fd, size_t len, size_t record_size, uint64_t first_seq,
                      size_t out_len, size_t leaf_records, uint8_t *leaves, size_t leaves_len, const uint8_t key[16],
                      const uint64_t part_key[2], unsigned part_bits, uint64_t *acc, uint64_t *count, int64_t *secs, uint64_t *counts, size_t cap, size_t *nruns,
                      lt_rec_info *info);
+/* The records of a compacted segment (its Parquet columns, decoded by the caller: `n` values each,
+ * the digests `digest_size` bytes apart) interleaved into `out` (n * (32 + digest_size) bytes) in
+ * the record layout, with the counts verify checks (info: gaps, drops, first/last ts_ns,
+ * seq_contiguous from first_seq; records = n) made in the same pass: one pass over the columns
+ * instead of one per field. LT_OK, or LT_ERR_ARG (out too short, a NULL column with n > 0). */
+int lt_rec_from_columns(size_t n, size_t digest_size, uint64_t first_seq, const uint64_t *seq, const int64_t *ts_ns,
+                        const uint32_t *wire_len, const uint32_t *cap_len, const uint16_t *flags,
+                        const uint16_t *linktype, const uint32_t *aux, const uint8_t *digest, uint8_t *out,
+                        size_t out_len, lt_rec_info *info);
 
 /* ======== 6b. segment: the open-segment writer (native/src/segment_writer.c; docs/ledger-format.md
  * "Open segment file", ADR 0009) ========
