@@ -72,13 +72,16 @@ def _emit_json(doc: dict | list) -> None:
     sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
 
 
-def _progress(label: str, enabled: bool):
+def _progress(label: str, enabled: bool, source: str | None = None):
     """`capture`'s progress line on stderr (cli/progress.py): frames and Gbit/s, and with sealed
     records (capture) their count and rate, what the whole path, sealing included, keeps up with;
-    None when quiet (--json, --quiet) or stderr is not a terminal."""
+    for a capture file, bytes read of its size with a bar and an ETA; None when quiet (--json,
+    --quiet) or stderr is not a terminal."""
+    from ..source.file import file_total
     from .progress import frames_display
 
-    return frames_display(err, label, not enabled)
+    size = file_total(source) if enabled and source is not None else None
+    return frames_display(err, label, not enabled, size)
 
 
 def _shown(quiet: bool, as_json: bool):
@@ -571,7 +574,7 @@ def capture(
     ctx = (
         _live_panel(source, not (as_json or quiet))
         if live_source
-        else _progress(f"capture {source}", not (as_json or quiet))
+        else _progress("capture", not (as_json or quiet), source)
     )
 
     def sealing(records: int) -> None:
@@ -981,11 +984,13 @@ def compact(
         list[str] | None, typer.Option(help="Compact only this link (repeatable).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Turn v2 segments' raw record files into Parquet, each checked against its seal's root first."""
     from ..ledger.compact import compact_ledger
 
-    res = compact_ledger(ledger, link or None)
+    with _shown(quiet, as_json) as show:
+        res = compact_ledger(ledger, link or None, progress=show)
     if as_json:
         _emit_json(res.to_json())
         return

@@ -33,6 +33,36 @@ FORMAT_NAMES = {
 }
 
 
+#: bytes a record adds to its captured bytes in each format (its header; pcapng: the EPB's fixed
+#: part and trailer; ERF: the header and the Ethernet pad, extension headers not counted), so that
+#: frames and captured bytes so far estimate the bytes read of a file
+RECORD_OVERHEAD = {
+    "pcap (µs)": 16,
+    "pcap (ns)": 16,
+    "pcap (modified)": 24,
+    "pcapng": 32,
+    "ERF": 18,
+}
+
+
+def file_total(path: str | os.PathLike) -> tuple[int, int] | None:
+    """(bytes, RECORD_OVERHEAD) of an uncompressed capture file, whose progress can have a total;
+    None for standard input, a compressed file, anything not a readable capture file."""
+    path = os.fspath(path)
+    if path == STDIN or not os.path.isfile(path):
+        return None
+    try:
+        with open(path, "rb") as f:
+            if codec_of(f.read(FORMAT_HEAD_BYTES)) is not None:
+                return None
+        with CaptureReader(path) as r:
+            info = r.info()
+    except (OSError, CaptureFormatError):
+        return None
+    overhead = RECORD_OVERHEAD.get(info.format)
+    return (info.file_size, overhead) if overhead is not None and info.file_size else None
+
+
 @dataclass(frozen=True)
 class Frame:
     """One captured frame (copied out of the map; for tests and the reference path)."""
