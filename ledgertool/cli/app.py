@@ -33,7 +33,7 @@ app = typer.Typer(
     help="Verifier-side tooling for network-traffic digest ledgers.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,  # never print key material in a traceback
-    add_completion=False,
+    add_completion=True,  # --install-completion and --show-completion (bash, zsh, fish)
     context_settings={"help_option_names": ["--help", "-h"]},
     rich_markup_mode=None,
 )
@@ -1988,11 +1988,9 @@ _register_optional()
 
 def _os_error_line(e: OSError) -> str:
     """'{file}: {strerror}; {advice}' for an OSError no library function turned into a message."""
-    import re
+    from ..fsio import ADVICE, final_name
 
-    from ..fsio import ADVICE
-
-    name = re.sub(r"\.[0-9a-f]{16}\.tmp$", "", str(e.filename)) if e.filename is not None else None
+    name = final_name(str(e.filename)) if e.filename is not None else None
     advice = ADVICE.get(e.errno or 0)
     text = e.strerror or str(e)
     return (f"{name}: " if name else "") + text + (f"; {advice}" if advice else "")
@@ -2008,7 +2006,25 @@ def _value_name(p) -> str:
     kind = typing_args[0] if (typing_args := getattr(kind, "__args__", None)) else kind
     if kind is Path:
         return "DIR" if p.name in _DIR_OPTIONS else "FILE"
+    if p.name in _UNIT_NAMES:
+        return _UNIT_NAMES[p.name]
     return {int: "N", float: "X"}.get(kind, p.name.upper().replace("_", "-"))
+
+
+#: options whose value has a unit: the metavar says it (`--block-ms MS`, `--window 1s|100ms`)
+_UNIT_NAMES = {
+    "block_ms": "MS",
+    "block_kb": "KIB",
+    "min_time": "SECONDS",
+    "noisy_cv": "RATIO",
+    "tolerance": "5us|1ms",
+    "memory_limit": "SIZE",
+    "window": "1s|100ms",
+    "duration": "1d|12h",
+    "rate": "BITS/S",
+    "pps": "FRAMES/S",
+    "frame": "BYTES|imix",
+}
 
 
 class _LazyCoercion:
