@@ -27,3 +27,22 @@ def test_the_example_is_the_command_when_joined(path):
     shown = out.split("Example:\n", 1)[1]
     joined = shown.replace("\\\n", " ")
     assert shlex.split(joined) == shlex.split(helptext.COMMANDS[path][3])
+
+
+@pytest.mark.parametrize(
+    ("path", "shown"),
+    [
+        ("capture", "--block-ms MS"),
+        ("capture", "--block-kb KIB"),
+        ("capture", "--ring-mb MIB"),
+        ("capture", "--duration SECONDS|5m"),
+        ("bench", "--min-time SECONDS"),
+        ("recompute", "--tolerance 5us|1ms"),
+        ("recompute", "--memory-limit SIZE"),
+        ("plan storage", "--duration 1d|12h"),
+        ("plan storage", "--window 1s|100ms"),
+        ("plan storage", "--rate BITS/S"),
+    ],
+)
+def test_metavars_say_the_unit(path, shown):
+    assert shown in cli(*path.split(), "--help").stdout
