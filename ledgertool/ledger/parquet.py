@@ -9,6 +9,7 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .._binding import ffi, lib
 from ..digest.record import record_dtype
 from ..fsio import write_atomic
 
@@ -91,11 +92,8 @@ def table_to_records_counted(table: pa.Table, digest_size: int, first_seq: int):
     """table_to_records in one native pass (lt_rec_from_columns): the columns' buffers, decoded
     in bulk by pyarrow, interleaved into the record layout, with what verify counts per record
     (GAP records, drops, first and last ts_ns, seq running from `first_seq`) made in that pass.
-    (the records as a bytes-like buffer, RecordFacts)."""
+    (the records as a bytes-like buffer, the fields of a recfile.RecordFacts in its order)."""
     import numpy as np
-
-    from .._binding import ffi, lib
-    from .recfile import RecordFacts
 
     n = table.num_rows
     cols = []
@@ -122,7 +120,7 @@ def table_to_records_counted(table: pa.Table, digest_size: int, first_seq: int):
     )
     if st != lib.LT_OK:
         raise ValueError(f"columns do not make {n} records (status {st})")
-    facts = RecordFacts(
+    facts = (
         int(info.gaps),
         int(info.drops),
         int(info.first_ts_ns),

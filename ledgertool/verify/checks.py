@@ -598,8 +598,8 @@ def _v2_parquet_records(
         if table.num_rows and not (pc.min(segs).as_py() == pc.max(segs).as_py() == place.index):
             raise ValueError(f"column segment is not {place.index} in every row")
         # the columns in bulk, interleaved natively with the counts the raw file's walk makes
-        records, facts = table_to_records_counted(table, record_size - 32, seal.seq.first)
-        return table, records, None, facts
+        records, counted = table_to_records_counted(table, record_size - 32, seal.seq.first)
+        return table, records, None, RecordFacts(*counted)
     except Exception as e:  # noqa: BLE001 - any unreadable Parquet is a finding, not a crash
         out.append(place.problem(Kind.PARQUET_UNREADABLE, f"{pq_path}: {type(e).__name__}: {e}"))
         return None, None, None, None

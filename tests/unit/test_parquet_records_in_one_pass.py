@@ -14,6 +14,7 @@ from ledgertool.ledger.parquet import (
     table_to_records,
     table_to_records_counted,
 )
+from ledgertool.ledger.recfile import RecordFacts
 
 
 def _records(n: int, digest_size: int, seed: int, first: int = 1000) -> np.ndarray:
@@ -34,7 +35,8 @@ def _records(n: int, digest_size: int, seed: int, first: int = 1000) -> np.ndarr
 def test_one_pass_equals_the_per_field_conversion_and_counts(n, digest_size):
     arr = _records(n, digest_size, seed=n)
     table = records_to_table(arr.tobytes(), digest_size, segment=3)
-    records, facts = table_to_records_counted(table, digest_size, first_seq=1000)
+    records, counted = table_to_records_counted(table, digest_size, first_seq=1000)
+    facts = RecordFacts(*counted)
     assert bytes(records) == table_to_records(table, digest_size) == arr.tobytes()
     gaps = (arr["flags"] & FLAG_GAP) != 0
     assert facts.gaps == int(gaps.sum())
@@ -51,7 +53,7 @@ def test_row_groups_and_a_seq_out_of_place_are_seen():
     t = records_to_table(arr.tobytes(), 16, segment=0)
     chunked = pa.Table.from_batches(t.to_batches(max_chunksize=1000))  # several chunks a column
     assert chunked.column("seq").num_chunks == 4
-    records, facts = table_to_records_counted(chunked, 16, first_seq=1000)
-    assert bytes(records) == arr.tobytes() and not facts.seq_contiguous
+    records, counted = table_to_records_counted(chunked, 16, first_seq=1000)
+    assert bytes(records) == arr.tobytes() and not RecordFacts(*counted).seq_contiguous
     _, shifted = table_to_records_counted(t, 16, first_seq=999)
-    assert not shifted.seq_contiguous
+    assert not RecordFacts(*shifted).seq_contiguous
