@@ -620,11 +620,17 @@ def capture(
     for w in res.warnings:
         err.print(styled(("warning:", "yellow"), f" {w}"))
     if res.drops:
+        why = (
+            "the receive ring was full, or a socket outside the fanout group took them"
+            if live_source
+            else "the capture declares them lost: ERF loss counters, or GAP records given"
+        )
+        were = "was" if res.drops == 1 else "were"
         err.print(
             styled(
                 (
-                    f"DROPS: {plural(res.drops, 'frame', fmt=',')} {'was' if res.drops == 1 else 'were'} not digested (the receive ring was full, or a socket "
-                    "outside the fanout group took them); the ledger declares them in GAP records",
+                    f"DROPS: {plural(res.drops, 'frame', fmt=',')} {were} not digested ({why}); "
+                    "the ledger declares them in GAP records",
                     "bold red",
                 )
             )

@@ -149,6 +149,7 @@ def test_erf_capture_declares_the_losses_as_drops_and_verifies(tmp_path, keydir)
     assert rc == 0, err
     doc = json.loads(out)
     assert doc["frames"] == 20 and doc["drops"] == 3, doc
+    assert "DROPS: 3 frames were not digested (the capture declares them lost: ERF" in err, err
     rc, out, err = cli_in_process(
         "verify", tmp_path / "L", "--trust", keydir / "verifier.pub", "--json"
     )
