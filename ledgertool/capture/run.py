@@ -783,7 +783,7 @@ class CaptureRun:
         self.reader = self.readers[0]
         # an ERF file's loss counters arrive as GAP records, as a live source's drops do
         info = getattr(self.reader, "info", None)
-        if info is not None and info().format == "ERF":
+        if info is not None and getattr(info(), "format", None) == "ERF":
             self.declares_drops = True
 
     def _recover(self) -> None:
