@@ -457,10 +457,10 @@ int lt_rec_file_mset(int fd, size_t len, size_t record_size, uint64_t first_seq,
  * the record layout, with the counts verify checks (info: gaps, drops, first/last ts_ns,
  * seq_contiguous from first_seq; records = n) made in the same pass: one pass over the columns
  * instead of one per field. LT_OK, or LT_ERR_ARG (out too short, a NULL column with n > 0). */
-int lt_rec_from_columns(size_t n, size_t digest_size, uint64_t first_seq, const uint64_t *seq, const int64_t *ts_ns,
-                        const uint32_t *wire_len, const uint32_t *cap_len, const uint16_t *flags,
-                        const uint16_t *linktype, const uint32_t *aux, const uint8_t *digest, uint8_t *out,
-                        size_t out_len, lt_rec_info *info);
+int lt_rec_from_columns(size_t n, size_t digest_size, uint64_t first_seq, const uint64_t *seq,
+                        const int64_t *ts_ns, const uint32_t *wire_len, const uint32_t *cap_len,
+                        const uint16_t *flags, const uint16_t *linktype, const uint32_t *aux,
+                        const uint8_t *digest, uint8_t *out, size_t out_len, lt_rec_info *info);
 
 /* ======== 6b. segment: the open-segment writer (native/src/segment_writer.c; docs/ledger-format.md
  * "Open segment file", ADR 0009) ========

@@ -1,6 +1,7 @@
 /*
  * Capture-file reader: the probe table of formats (classic pcap: reader_pcap.c; pcapng:
- * reader_pcapng.c; ERF: reader_erf.c), the read-only map of the file and its SIGBUS guard, and the plug-in point of
+ * reader_pcapng.c; ERF: reader_erf.c), the read-only map of the file and its SIGBUS guard, and
+ * the plug-in point of
  * the other frame sources (workload generator, live interfaces). Every lt_frame.data of a file
  * points into the map (zero copy); lt_reader_next() fills a caller array and allocates nothing
  * per frame.
@@ -11,7 +12,8 @@
  *
  * Format detection: pcap and pcapng by the first 4 bytes (their magic numbers); then ERF, which
  *   has none, by the plausibility of its first two record headers (reader_erf.c). 0 bytes ->
- *   LT_ERR_FORMAT ("empty file"); 1..3 bytes or an unknown magic -> LT_ERR_FORMAT. A known magic whose file header is cut
+ *   LT_ERR_FORMAT ("empty file"); 1..3 bytes or an unknown magic -> LT_ERR_FORMAT. A known
+ *   magic whose file header is cut
  *   short (pcap < 24 bytes, pcapng SHB cut or malformed) -> LT_ERR_CORRUPT at open.
  *
  * How reading ends (truncated vs corrupt):
@@ -203,8 +205,9 @@ int lt_reader_open(const char *path, lt_reader **out, char *err, size_t errlen) 
         return st;
     }
     lt_bus_guard_pop(&g);
-    lt_errf(err, errlen, "%s: not a pcap, pcapng or ERF capture (unknown magic %02x %02x %02x %02x)",
-            path, magic & 0xff, magic >> 8 & 0xff, magic >> 16 & 0xff, magic >> 24);
+    lt_errf(err, errlen,
+            "%s: not a pcap, pcapng or ERF capture (unknown magic %02x %02x %02x %02x)", path,
+            magic & 0xff, magic >> 8 & 0xff, magic >> 16 & 0xff, magic >> 24);
     lt_reader_close(r);
     return LT_ERR_FORMAT;
 }
@@ -338,9 +341,12 @@ int lt_reader_open_fd(int fd, const char *name, const uint8_t *prefix, size_t pr
         uint32_t magic = lt_load_le32(r->map);
         r->fmt = NULL;
         for (size_t i = 0; i < sizeof formats / sizeof formats[0] && !r->fmt; i++)
-            if (formats[i]->probe(r->map, r->size < LT_PROBE_BYTES ? r->size : LT_PROBE_BYTES)) r->fmt = formats[i];
+            if (formats[i]->probe(r->map, r->size < LT_PROBE_BYTES ? r->size : LT_PROBE_BYTES))
+                r->fmt = formats[i];
         if (!r->fmt) {
-            lt_errf(err, errlen, "%s: not a pcap, pcapng or ERF capture (unknown magic %02x %02x %02x %02x)", name,
+            lt_errf(err, errlen,
+                    "%s: not a pcap, pcapng or ERF capture (unknown magic "
+                    "%02x %02x %02x %02x)", name,
                     r->map[0], r->map[1], r->map[2], r->map[3]);
             lt_reader_close(r);
             return LT_ERR_FORMAT;

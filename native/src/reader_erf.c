@@ -49,7 +49,10 @@
 /* The link type of a record type read as frames; 0 for the others. */
 static uint32_t erf_linktype(unsigned type) {
     switch (type) {
-    case ERF_TYPE_ETH: case ERF_TYPE_COLOR_ETH: case ERF_TYPE_DSM_COLOR_ETH: case ERF_TYPE_COLOR_HASH_ETH:
+    case ERF_TYPE_ETH:
+    case ERF_TYPE_COLOR_ETH:
+    case ERF_TYPE_DSM_COLOR_ETH:
+    case ERF_TYPE_COLOR_HASH_ETH:
         return LINKTYPE_ETHERNET;
     case ERF_TYPE_IPV4:
         return LINKTYPE_IPV4;
@@ -103,14 +106,16 @@ static int erf_open(lt_reader *r) {
 
 /* The offset of the frame bytes in the record at p (rlen bytes, at file offset pos), or 0 after
  * set_error: its extension headers and pad must fit in rlen. */
-static uint32_t erf_payload_at(lt_reader *r, const uint8_t *p, uint32_t rlen, size_t pos, unsigned type) {
+static uint32_t erf_payload_at(lt_reader *r, const uint8_t *p, uint32_t rlen, size_t pos,
+                               unsigned type) {
     uint32_t o = ERF_HDR;
     int more = (p[8] & 0x80u) != 0;
     while (more) {
         if (o + 8 > rlen) {
             set_error(r, LT_ERR_CORRUPT, pos,
-                      "corrupt ERF record at byte %zu: its extension headers run past its length %u", AT(r, pos),
-                      rlen);
+                      "corrupt ERF record at byte %zu: its extension headers run past its "
+                      "length %u",
+                      AT(r, pos), rlen);
             return 0;
         }
         more = (p[o] & 0x80u) != 0;
@@ -119,8 +124,9 @@ static uint32_t erf_payload_at(lt_reader *r, const uint8_t *p, uint32_t rlen, si
     if (erf_has_pad(type)) {
         if (o + ERF_ETH_PAD > rlen) {
             set_error(r, LT_ERR_CORRUPT, pos,
-                      "corrupt ERF record at byte %zu: length %u leaves no room for the Ethernet pad", AT(r, pos),
-                      rlen);
+                      "corrupt ERF record at byte %zu: length %u leaves no room for the "
+                      "Ethernet pad",
+                      AT(r, pos), rlen);
             return 0;
         }
         o += ERF_ETH_PAD;
@@ -137,21 +143,24 @@ static size_t erf_next(lt_reader *r, lt_frame *out, size_t max) {
             break;
         }
         if (rem < ERF_HDR) {
-            set_truncated(r, pos, rem, "truncated ERF record at byte %zu: %zu of %u header bytes", AT(r, pos), rem,
-                          ERF_HDR);
+            set_truncated(r, pos, rem, "truncated ERF record at byte %zu: %zu of %u header bytes",
+                          AT(r, pos), rem, ERF_HDR);
             break;
         }
         const uint8_t *p = r->map + pos;
         const unsigned type = p[8] & 0x7Fu;
-        const uint32_t rlen = lt_load_be16(p + 10), lctr = lt_load_be16(p + 12), wlen = lt_load_be16(p + 14);
+        const uint32_t rlen = lt_load_be16(p + 10), lctr = lt_load_be16(p + 12);
+        const uint32_t wlen = lt_load_be16(p + 14);
         if (rlen < ERF_HDR) {
-            set_error(r, LT_ERR_CORRUPT, pos, "corrupt ERF record at byte %zu: length %u below the 16-byte header",
+            set_error(r, LT_ERR_CORRUPT, pos,
+                      "corrupt ERF record at byte %zu: length %u below the 16-byte header",
                       AT(r, pos), rlen);
             break;
         }
         if (rlen > rem) {
-            set_truncated(r, pos, rem, "truncated ERF record at byte %zu: %zu of %u bytes (type %u)", AT(r, pos), rem,
-                          rlen, type);
+            set_truncated(r, pos, rem,
+                          "truncated ERF record at byte %zu: %zu of %u bytes (type %u)", AT(r, pos),
+                          rem, rlen, type);
             break;
         }
         if (type == ERF_TYPE_PAD || type == ERF_TYPE_META) {
@@ -162,8 +171,8 @@ static size_t erf_next(lt_reader *r, lt_frame *out, size_t max) {
         const uint32_t linktype = erf_linktype(type);
         if (!linktype) {
             set_error(r, LT_ERR_FORMAT, pos,
-                      "ERF record at byte %zu has type %u: only Ethernet (2, 11, 16, 20), IPv4 (22) and IPv6 (23) "
-                      "records are read",
+                      "ERF record at byte %zu has type %u: only Ethernet (2, 11, 16, 20), "
+                      "IPv4 (22) and IPv6 (23) records are read",
                       AT(r, pos), type);
             break;
         }

@@ -1,5 +1,6 @@
 /*
- * Private to the capture-file reader (reader.c, reader_pcap.c, reader_pcapng.c, reader_erf.c): the lt_reader
+ * Private to the capture-file reader (reader.c, reader_pcap.c, reader_pcapng.c, reader_erf.c): the
+ * lt_reader
  * itself, the interface each capture format implements, and the bounded-read helpers the
  * format parsers share. The policies (what is truncated, what is corrupt) are at the top of
  * reader.c and of each format's file.

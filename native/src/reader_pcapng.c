@@ -177,18 +177,20 @@ static int check_block(lt_reader *r, size_t pos, uint32_t *type_out, uint32_t *b
 }
 
 /* A block read past although it is damaged (wiretap stops at it): counted, the first named. */
-static void note_damaged(lt_reader *r, size_t pos, const char *what, const char *why, uint32_t a, uint32_t b) {
+static void note_damaged(lt_reader *r, size_t pos, const char *what, const char *why, uint32_t a,
+                         uint32_t b) {
     if (r->info.damaged_blocks++) return;
     r->info.damaged_offset = AT(r, pos);
     char detail[96];
     snprintf(detail, sizeof detail, why, a, b);
-    snprintf(r->info.warning, sizeof r->info.warning, "damaged pcapng %s at byte %zu: %s (read past it)", what,
-             AT(r, pos), detail);
+    snprintf(r->info.warning, sizeof r->info.warning,
+             "damaged pcapng %s at byte %zu: %s (read past it)", what, AT(r, pos), detail);
 }
 
 /* Check the options at body[o, blen) of the block at pos: an option whose length runs past the
  * block is noted (note_damaged); the block is read all the same. */
-static void check_options(lt_reader *r, const uint8_t *body, size_t blen, size_t o, size_t pos, const char *what) {
+static void check_options(lt_reader *r, const uint8_t *body, size_t blen, size_t o, size_t pos,
+                          const char *what) {
     while (o + 4 <= blen) {
         uint16_t code = rd16(r, body + o), olen = rd16(r, body + o + 2);
         if (code == 0) return; /* opt_endofopt */
@@ -301,7 +303,8 @@ static size_t pcapng_next(lt_reader *r, lt_frame *out, size_t max) {
         case PCAPNG_ISB:
             r->info.skipped_blocks++;
             if (blen < 24)
-                note_damaged(r, pos, "interface statistics block", "block length %u below its minimum %u", blen, 24);
+                note_damaged(r, pos, "interface statistics block",
+                             "block length %u below its minimum %u", blen, 24);
             else
                 check_options(r, body, bl, 12, pos, "interface statistics block");
             goto next_block;

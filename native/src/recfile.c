@@ -406,14 +406,14 @@ static int rec_file(int fd, size_t len, size_t record_size, uint64_t first_seq, 
     return st;
 }
 
-int lt_rec_from_columns(size_t n, size_t digest_size, uint64_t first_seq, const uint64_t *seq, const int64_t *ts_ns,
-                        const uint32_t *wire_len, const uint32_t *cap_len, const uint16_t *flags,
-                        const uint16_t *linktype, const uint32_t *aux, const uint8_t *digest, uint8_t *out,
-                        size_t out_len, lt_rec_info *info) {
+int lt_rec_from_columns(size_t n, size_t digest_size, uint64_t first_seq, const uint64_t *seq,
+                        const int64_t *ts_ns, const uint32_t *wire_len, const uint32_t *cap_len,
+                        const uint16_t *flags, const uint16_t *linktype, const uint32_t *aux,
+                        const uint8_t *digest, uint8_t *out, size_t out_len, lt_rec_info *info) {
     const size_t rs = LT_RECORD_FIXED + digest_size;
-    if (!info || (n && (!seq || !ts_ns || !wire_len || !cap_len || !flags || !linktype || !aux || !digest || !out)) ||
-        n > out_len / (rs ? rs : 1))
-        return LT_ERR_ARG;
+    const int missing = !seq || !ts_ns || !wire_len || !cap_len || !flags || !linktype || !aux ||
+                        !digest || !out;
+    if (!info || (n && missing) || n > out_len / (rs ? rs : 1)) return LT_ERR_ARG;
     memset(info, 0, sizeof *info);
     uint64_t gaps = 0, drops = 0;
     int contiguous = 1;
