@@ -785,6 +785,8 @@ class CaptureRun:
         info = getattr(self.reader, "info", None)
         if info is not None and getattr(info(), "format", None) == "ERF":
             self.declares_drops = True
+            for r in self.readers:
+                r.declare_losses()
 
     def _recover(self) -> None:
         discarded: list[dict] = []

@@ -260,6 +260,11 @@ class CaptureReader:
     def handle(self):
         return self._r
 
+    def declare_losses(self) -> None:
+        """Hand out an ERF file's loss counters as GAP pseudo-frames (capture declares them as
+        drops); without it the frames alone, as a ledger's frame records are. Before reading."""
+        lib.lt_reader_declare_losses(self._r, 1)
+
     def info(self) -> ReaderInfo:
         i = ffi.new("lt_reader_info *")
         lib.lt_reader_get_info(self._r, i)

@@ -130,6 +130,12 @@ int lt_reader_open_fd(int fd, const char *name, const uint8_t *prefix, size_t pr
                       char *err, size_t errlen);
 
 void lt_reader_get_info(const lt_reader *r, lt_reader_info *info);
+
+/* An ERF file's loss counters handed out as LT_RF_GAP pseudo-frames (on: a capture declares them in
+ * its ledger) or not (off, the default: a reader that compares frames, such as recompute, sees the
+ * frames only, as the ledger's frame records are). Before the first lt_reader_next; LT_OK, or
+ * LT_ERR_ARG for no reader. */
+int lt_reader_declare_losses(lt_reader *r, int on);
 void lt_reader_close(lt_reader *r);
 
 /* ---- pcapng chunks (ledgertool.reconcile.cluster cuts a large pcapng file at packet blocks) ----

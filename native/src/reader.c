@@ -466,6 +466,12 @@ int lt_reader_copy_frames(lt_reader *r, const lt_frame *frames, size_t n, uint8_
     return LT_OK;
 }
 
+int lt_reader_declare_losses(lt_reader *r, int on) {
+    if (!r) return LT_ERR_ARG;
+    r->erf_losses = on != 0;
+    return LT_OK;
+}
+
 void lt_reader_get_info(const lt_reader *r, lt_reader_info *info) {
     *info = r->info;
 }

@@ -21,9 +21,9 @@
  *   PAD (48) and META (27, provenance) records are skipped (info.skipped_blocks). Any other type
  *   (HDLC, ATM, InfiniBand, ...) -> LT_ERR_FORMAT naming the type and byte offset, after every
  *   frame before it was handed out.
- * Drops: a non-zero loss counter of an ETH, IPv4 or IPv6 record is handed out first as an
- *   LT_RF_GAP pseudo-frame (wire_len = the count, ts_ns = the record's): the ledger records it
- *   as declared drops, as it does a live interface's.
+ * Drops: with lt_reader_declare_losses on (capture), a non-zero loss counter of an ETH, IPv4 or
+ *   IPv6 record is handed out first as an LT_RF_GAP pseudo-frame (wire_len = the count, ts_ns =
+ *   the record's): the ledger records it as declared drops, as it does a live interface's.
  * Timestamps -> int64 ns: seconds * 1e9 + (fraction * 1e9 + 2^31) >> 32 (rounded to nearest, as
  *   wiretap does).
  * Truncated: fewer than 16 header bytes left, or a record whose rlen runs past EOF.
@@ -180,7 +180,7 @@ static size_t erf_next(lt_reader *r, lt_frame *out, size_t max) {
         if (!at) break;
         const int64_t ts = erf_ts_ns(lt_load_le64(p));
         const uint64_t off = r->base + pos;
-        if (lctr && erf_counts_losses(type) && r->erf_gap_done != off + 1) {
+        if (lctr && r->erf_losses && erf_counts_losses(type) && r->erf_gap_done != off + 1) {
             lt_frame *g = &out[k++];
             memset(g, 0, sizeof *g);
             g->offset = off;

@@ -56,6 +56,7 @@ struct lt_reader {
     int paused;          /* ... and it did (r->pos is that block) */
     /* ERF */
     uint64_t erf_gap_done; /* 1 + file offset of the record whose drops were handed out already */
+    int erf_losses;        /* lt_reader_declare_losses: loss counters as LT_RF_GAP pseudo-frames */
     lt_reader_info info;
     const struct lt_format *fmt;  /* the capture format (files); NULL for other sources */
     /* A stream (lt_reader_open_fd): map is a malloc'd window of `cap` bytes over fd (reader.c). */

@@ -38,8 +38,8 @@ CDEF_DIGESTS = {
     1: "a38f52969368ae9e7631b2b7290ab62dc0ad97ef5c9c6d89273fa25458fedd8b",
     2: "c4ccb0a638f9fa6342b9ec370c80b805002e0895b3ff19299c368847e07fc8dc",  # strip fallbacks, lt_reader_open_fd, lt_rec_records, lt_rec_leaves, lt_rec_file, lt_segment_writer_*, lt_once_each, lt_pair_in_order, lt_reader_next_before, lt_reader_pcapng_context, lt_mset_add, lt_mset_accelerated, lt_second_runs, lt_rec_file_mset
     3: "1f05447cd7d3bd9c673e30b27a4874b2a0b617e8b238bf0c8c5562af41b409da",  # lt_mset_add_parts, lt_window_* (window records), LT_REC_READ, LT_LEAF_BLAKE3; one version until the next release
-    # LT_FMT_ERF; lt_reader_info.damaged_blocks, damaged_offset, warning; lt_rec_from_columns
-    4: "a71949e800dc2de1a69e7eff07fa262d04bfa5f187176b7865ead18c253393a7",
+    # LT_FMT_ERF, lt_reader_declare_losses; lt_reader_info.damaged_*, warning; lt_rec_from_columns
+    4: "88cfd116a19b938b984862b5e62713d2fe05c163d703a30388ee90a53873d536",
 }
 
 

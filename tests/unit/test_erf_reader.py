@@ -55,8 +55,11 @@ def frame(n: int, fill: int) -> bytes:
     return bytes.fromhex("02000000000102000000000208") + b"\x00" + bytes([fill]) * (n - 14)
 
 
-def _frames(path):
+def _frames(path, losses: bool = True):
+    """The frames of `path` (with its loss counters as GAP pseudo-frames, as capture reads it)."""
     with CaptureReader(path) as r:
+        if losses:
+            r.declare_losses()
         return list(r.frames()), r.info()
 
 
@@ -95,6 +98,7 @@ def test_a_gap_and_its_record_survive_a_batch_of_one(tmp_path):
     p = tmp_path / "dag.erf"
     p.write_bytes(erf_record(frame(60, 1), lctr=3) + erf_record(frame(60, 2), lctr=2))
     with CaptureReader(p) as r:
+        r.declare_losses()
         got = [(f.rflags, f.wire_len) for f in r.frames(batch=1)]
     assert got == [(16, 3), (0, 60), (16, 2), (0, 60)]
 
@@ -107,11 +111,19 @@ def test_erf_through_a_pipe_reads_the_same(tmp_path):
     t = threading.Thread(target=lambda: (os.write(wfd, data), os.close(wfd)))
     t.start()
     with stream_reader(rfd, b"", "pipe", "pipe") as r:
+        r.declare_losses()
         got = list(r.frames())
     t.join()
     assert [(f.data, f.rflags, f.wire_len, f.ts_ns) for f in got] == [
         (f.data, f.rflags, f.wire_len, f.ts_ns) for f in want
     ]
+
+
+def test_without_declared_losses_only_the_frames_are_read(tmp_path):
+    p = tmp_path / "dag.erf"
+    p.write_bytes(erf_record(frame(60, 1), lctr=3) + erf_record(frame(60, 2), lctr=2))
+    frames, _ = _frames(p, losses=False)
+    assert [(f.rflags, f.wire_len) for f in frames] == [(0, 60), (0, 60)]
 
 
 @pytest.mark.parametrize(
@@ -156,6 +168,19 @@ def test_erf_capture_declares_the_losses_as_drops_and_verifies(tmp_path, keydir)
     assert rc == 0, err
     doc = json.loads(out)
     assert doc["frames"] == 20 and doc["drops_declared"] == 3, doc
+    # recompute reads the frames alone and pairs them with the ledger's frame records
+    rc, out, err = cli_in_process(
+        "recompute",
+        p,
+        "--digest-key",
+        keydir / "digest.key",
+        "--ledger",
+        tmp_path / "L",
+        "--trust",
+        keydir / "verifier.pub",
+        "--json",
+    )
+    assert rc == 0, (out, err)
 
 
 def test_a_text_file_is_not_taken_for_erf(tmp_path):
@@ -173,6 +198,7 @@ ERF_ROWS = [r for r in corpus_rows() if r["format"].lower().startswith("erf")]
 @pytest.mark.parametrize("row", ERF_ROWS, ids=lambda r: r["file"])
 def test_corpus_erf_frame_counts_match_the_reference(row):
     with open_capture(CORPUS / "files" / row["file"]) as r:
+        r.declare_losses()
         frames = list(r.frames())
     packets = [f for f in frames if not f.rflags & 16]
     assert len(packets) == int(row["records"])
