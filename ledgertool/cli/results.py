@@ -105,8 +105,8 @@ def _shortened(v: str) -> str:
 def _fitted(cols: list[str], texts: list[list[str]], width: int) -> tuple[list[int], list, str]:
     """What a table of `width` columns shows, after DuckDB's CLI: every value whole where the table
     fits; else hex values (digests) shortened in the middle; else whole columns hidden from the
-    right (the first is always kept) and a footer `11 columns (6 shown; hidden: ...)`. (indexes of the columns
-    shown, their rows, footer)."""
+    right (the first is always kept) and a footer `11 columns (6 shown; hidden: ...)`. (indexes of
+    the columns shown, their rows, footer)."""
 
     def need(idx: list[int], rows) -> int:  # rich's box: 3 cells a column plus the left border
         return (

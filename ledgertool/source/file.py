@@ -1,6 +1,6 @@
-"""The capture-file source: pcap, pcapng and ERF files opened by the native reader (native/src/reader*.c),
-mapped; compressed ones (gzip, xz, zstd: by magic number) and standard input (`-`) read as a stream
-through a pipe (ledgertool.source.compressed, lt_reader_open_fd).
+"""The capture-file source: pcap, pcapng and ERF files opened by the native reader
+(native/src/reader*.c), mapped; compressed ones (gzip, xz, zstd: by magic number) and standard
+input (`-`) read as a stream through a pipe (ledgertool.source.compressed, lt_reader_open_fd).
 
 `CaptureReader` is also the face every other source has (handle, info, raise_error, close): the
 workload generator wraps its native reader in one, and the live readers (ledgertool.source.live,
