@@ -14,8 +14,11 @@ import threading
 
 import pytest
 from conftest import CORPUS, cli_in_process, corpus_rows, needs_corpus
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_option_and_format_messages import _capture
 
+from ledgertool.errors import CaptureFormatError
 from ledgertool.source.file import CaptureReader, open_capture, stream_reader
 
 ETH, COLOR_ETH, IPV4, META, PAD = 2, 11, 22, 27, 48
@@ -263,3 +266,34 @@ def test_pcapng_sound_options_give_no_warning(tmp_path):
     p.write_bytes(_pcapng(_epb(frame(60, 1), opt), isb, _epb(frame(60, 2))))
     frames, info = _frames(p)
     assert len(frames) == 2 and info.damaged_blocks == 0 and info.damage == ""
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(st.tuples(st.integers(0, 31), st.integers(0, 2**16 - 1)), min_size=1, max_size=40),
+    st.binary(min_size=1, max_size=2000),
+)
+def test_damaged_erf_never_crashes_and_frames_stay_inside_the_file(tmp_path, flips, tail):
+    """Any bytes after a valid first record: reading ends with frames, a truncation or one error,
+    and every frame's bytes lie inside its own record."""
+    data = bytearray(erf_record(frame(60, 1)) + erf_record(frame(70, 2), lctr=1) + tail)
+    for pos, val in flips:  # damage the second record's header and what follows
+        at = 80 + pos * 3
+        if at < len(data):
+            data[at] = val & 0xFF
+    p = tmp_path / "fuzz.erf"
+    p.write_bytes(bytes(data))
+    try:
+        with CaptureReader(p) as r:
+            r.declare_losses()
+            frames = list(r.frames(batch=3))
+    except CaptureFormatError as e:
+        assert str(p) in str(e) and "\n" not in str(e)
+        return
+    offsets = [f.offset for f in frames]
+    assert offsets == sorted(offsets) and all(o < len(data) for o in offsets)
+    for f in frames:
+        rlen = int.from_bytes(data[f.offset + 10 : f.offset + 12], "big")
+        assert f.caplen <= rlen - 16 and f.offset + rlen <= len(data)
