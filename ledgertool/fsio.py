@@ -26,6 +26,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import re
 import secrets
 import shutil
 import stat
@@ -61,9 +62,34 @@ ADVICE = {
 TMP_SUFFIX = ".tmp"
 
 
+_TMP_PARTS = (
+    re.compile(r"^(.+)\.[0-9a-f]{16}" + re.escape(TMP_SUFFIX) + "$"),  # _tmp_name
+    re.compile(
+        r"^\.(.+)\.[A-Za-z0-9_]{8}" + re.escape(TMP_SUFFIX) + "$"
+    ),  # mkdtemp's (atomic_path)
+)
+
+
+def final_name(path: PathArg) -> str:
+    """`path` with every temporary name this module (or a stage made like it) uses replaced by the
+    name it becomes: 'L/seg-1.seal.json.<hex>.tmp' -> 'L/seg-1.seal.json', 'out/.ex.k2j4_x9q.tmp/
+    part-0.parquet' -> 'out/ex/part-0.parquet'. Messages name the file the user asked for."""
+    parts = []
+    for part in os.fspath(path).split(os.sep):
+        for pattern in _TMP_PARTS:
+            m = pattern.match(part)
+            if m:
+                part = m.group(1)
+                break
+        parts.append(part)
+    return os.sep.join(parts)
+
+
 def storage_error(e: OSError, path: PathArg, action: str, hint: str | None = None) -> StorageError:
     """StorageError '{path}: cannot {action}: {strerror}; {what to do}' for OSError `e`. `hint`
-    replaces the generic advice for the error number (ADVICE) where the caller knows better."""
+    replaces the generic advice for the error number (ADVICE) where the caller knows better. A
+    temporary name in `path` is shown as the name it becomes (final_name)."""
+    path = final_name(path)
     advice = hint or ADVICE.get(e.errno or 0)
     msg = f"{path}: cannot {action}: {e.strerror or e}" + (f"; {advice}" if advice else "")
     return StorageError(msg, os.fspath(path), e.errno)

@@ -28,5 +28,10 @@ class Progress:
     current: str = ""
 
 
+#: a `unit` whose done and total are milliseconds of estimated work (a plan of runs whose lengths
+#: differ: the bench): the display's ETA is then one of time, not of a count of unequal runs
+SECONDS_OF_WORK = "ms of work"
+
+
 #: The callback type every library function with a `progress=` argument takes.
 ProgressFn = Callable[[Progress], None]

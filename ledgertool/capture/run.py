@@ -204,6 +204,13 @@ class CaptureResult:
         }
 
 
+def _damage_note(info) -> str | None:
+    """The reader's warning about damaged blocks it read past (files only; other sources have
+    none)."""
+    note = getattr(info, "damage_note", None)
+    return note() if note is not None else None
+
+
 def _sum_stats(stats: list[LiveStats]) -> LiveStats:
     """Counters of several rings added up (ring_bytes and block_count: all rings together)."""
     if len(stats) == 1:
@@ -523,6 +530,7 @@ class CaptureRun:
         self.opts = opts
         self.live_source = is_live(source)
         self.records_source = is_records(source)
+        self.declares_drops = self.live_source or self.records_source  # ERF files: _open_readers
         # A live ring hands out frames block by block to one reader: one thread digests them. Several
         # live workers are several rings in one fanout group, one thread each (ledgertool.capture.workers).
         self.live_workers = (opts.workers or 1) if self.live_source else 0
@@ -827,6 +835,12 @@ class CaptureRun:
             self.witness = FanoutWitness(self.readers[0].iface, self.readers[0].fanout_group)
             self.witness.start(self.readers)
         self.reader = self.readers[0]
+        # an ERF file's loss counters arrive as GAP records, as a live source's drops do
+        info = getattr(self.reader, "info", None)
+        if info is not None and getattr(info(), "format", None) == "ERF":
+            self.declares_drops = True
+            for r in self.readers:
+                r.declare_losses()
 
     def _recover(self) -> None:
         discarded: list[dict] = []
@@ -962,7 +976,7 @@ class CaptureRun:
         if self.frames_tier:
             self.writer.append(records, n, batch)
         frames = n
-        if self.live_source or self.records_source:  # GAP records: frames dropped, declared in aux
+        if self.declares_drops:  # GAP records: frames dropped, declared in aux
             import numpy as np
 
             arr = np.frombuffer(records, dtype=self.engine.dtype, count=n)
@@ -1149,9 +1163,9 @@ class CaptureRun:
             result.windows = self.windows.result()
         if self._live_stats is not None:
             self._report_live(self._live_stats)
-        note = self._reader_info.truncation_note()
-        if note:
-            result.warnings.append(note)
+        for note in (self._reader_info.truncation_note(), _damage_note(self._reader_info)):
+            if note:
+                result.warnings.append(note)
         return result
 
     def _report_live(self, live_stats: LiveStats) -> None:

@@ -33,7 +33,7 @@ app = typer.Typer(
     help="Verifier-side tooling for network-traffic digest ledgers.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,  # never print key material in a traceback
-    add_completion=False,
+    add_completion=True,  # --install-completion and --show-completion (bash, zsh, fish)
     context_settings={"help_option_names": ["--help", "-h"]},
     rich_markup_mode=None,
 )
@@ -72,13 +72,16 @@ def _emit_json(doc: dict | list) -> None:
     sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
 
 
-def _progress(label: str, enabled: bool):
+def _progress(label: str, enabled: bool, source: str | None = None):
     """`capture`'s progress line on stderr (cli/progress.py): frames and Gbit/s, and with sealed
     records (capture) their count and rate, what the whole path, sealing included, keeps up with;
-    None when quiet (--json, --quiet) or stderr is not a terminal."""
+    for a capture file, bytes read of its size with a bar and an ETA; None when quiet (--json,
+    --quiet) or stderr is not a terminal."""
+    from ..source.file import file_total
     from .progress import frames_display
 
-    return frames_display(err, label, not enabled)
+    size = file_total(source) if enabled and source is not None else None
+    return frames_display(err, label, not enabled, size)
 
 
 def _shown(quiet: bool, as_json: bool):
@@ -580,7 +583,7 @@ def capture(
     ctx = (
         _live_panel(source, not (as_json or quiet))
         if live_source
-        else _progress(f"capture {source}", not (as_json or quiet))
+        else _progress("capture", not (as_json or quiet), source)
     )
 
     def sealing(records: int) -> None:
@@ -627,11 +630,17 @@ def capture(
     for w in res.warnings:
         err.print(styled(("warning:", "yellow"), f" {w}"))
     if res.drops:
+        why = (
+            "the receive ring was full, or a socket outside the fanout group took them"
+            if live_source
+            else "the capture declares them lost: ERF loss counters, or GAP records given"
+        )
+        were = "was" if res.drops == 1 else "were"
         err.print(
             styled(
                 (
-                    f"DROPS: {plural(res.drops, 'frame', fmt=',')} {'was' if res.drops == 1 else 'were'} not digested (the receive ring was full, or a socket "
-                    "outside the fanout group took them); the ledger declares them in GAP records",
+                    f"DROPS: {plural(res.drops, 'frame', fmt=',')} {were} not digested ({why}); "
+                    "the ledger declares them in GAP records",
                     "bold red",
                 )
             )
@@ -1110,11 +1119,13 @@ def compact(
         list[str] | None, typer.Option(help="Compact only this link (repeatable).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Turn v2 segments' raw record files into Parquet, each checked against its seal's root first."""
     from ..ledger.compact import compact_ledger
 
-    res = compact_ledger(ledger, link or None)
+    with _shown(quiet, as_json) as show:
+        res = compact_ledger(ledger, link or None, progress=show)
     if as_json:
         _emit_json(res.to_json())
         return
@@ -2196,11 +2207,9 @@ _register_optional()
 
 def _os_error_line(e: OSError) -> str:
     """'{file}: {strerror}; {advice}' for an OSError no library function turned into a message."""
-    import re
+    from ..fsio import ADVICE, final_name
 
-    from ..fsio import ADVICE
-
-    name = re.sub(r"\.[0-9a-f]{16}\.tmp$", "", str(e.filename)) if e.filename is not None else None
+    name = final_name(str(e.filename)) if e.filename is not None else None
     advice = ADVICE.get(e.errno or 0)
     text = e.strerror or str(e)
     return (f"{name}: " if name else "") + text + (f"; {advice}" if advice else "")
@@ -2216,7 +2225,25 @@ def _value_name(p) -> str:
     kind = typing_args[0] if (typing_args := getattr(kind, "__args__", None)) else kind
     if kind is Path:
         return "DIR" if p.name in _DIR_OPTIONS else "FILE"
+    if p.name in _UNIT_NAMES:
+        return _UNIT_NAMES[p.name]
     return {int: "N", float: "X"}.get(kind, p.name.upper().replace("_", "-"))
+
+
+#: options whose value has a unit: the metavar says it (`--block-ms MS`, `--window 1s|100ms`)
+_UNIT_NAMES = {
+    "block_ms": "MS",
+    "block_kb": "KIB",
+    "min_time": "SECONDS",
+    "noisy_cv": "RATIO",
+    "tolerance": "5us|1ms",
+    "memory_limit": "SIZE",
+    "window": "1s|100ms",
+    "duration": "1d|12h",
+    "rate": "BITS/S",
+    "pps": "FRAMES/S",
+    "frame": "BYTES|imix",
+}
 
 
 class _LazyCoercion:

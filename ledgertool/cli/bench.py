@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from ..errors import UsageError
-from ..progress import Progress
+from ..progress import SECONDS_OF_WORK, Progress
 from .progress import progress_display
 from .render import SafeConsole, styled, table_console
 
@@ -24,6 +25,53 @@ MAX_THREADS = 1024  # LT_BENCH_MAX_THREADS
 
 _SIZE_RE = re.compile(r"^(?P<num>[0-9]+)\s*(?P<unit>b|kib|mib|gib)?$")
 _SIZE_UNIT = {None: 1, "b": 1, "kib": 1024, "mib": 1024**2, "gib": 1024**3}
+
+
+#: what one frame of a whole-path capture run is estimated to take, per configuration, until the
+#: first capture run is measured (about 1 M frames/s: sealing included, on a slow machine)
+CAPTURE_FRAME_S = 1e-6
+
+
+class BenchPlan:
+    """The bench's progress in seconds of work, so that its ETA is one of time: each run's
+    duration is estimated (a digest run: --min-time x --repeats; a capture run: its frames x its
+    configurations x CAPTURE_FRAME_S, rescaled by the first one measured) and replaced by the
+    measured one once it ran."""
+
+    def __init__(self, estimates: list[float], captures_from: int) -> None:
+        self.estimates = estimates
+        self.captures_from = captures_from
+        self.t0 = time.perf_counter()
+        self.started = self.t0
+
+    @classmethod
+    def of(cls, digests, caps, min_time, repeats, frames, algs, workers) -> BenchPlan:
+        per_digest = max(min_time, 0.01) * max(repeats, 1) + 0.05
+        configs = (len(algs) * len(workers) + 1) * max(repeats, 1)
+        per_capture = frames * configs * CAPTURE_FRAME_S + 0.5
+        return cls([per_digest] * digests + [per_capture] * len(caps), digests)
+
+    def ran(self, i: int) -> None:
+        now = time.perf_counter()
+        took, self.started = now - self.started, now
+        if i == self.captures_from and self.estimates[i] > 0:  # the first capture run: rescale
+            scale = took / self.estimates[i]
+            for k in range(i + 1, len(self.estimates)):
+                self.estimates[k] *= scale
+        self.estimates[i] = took
+
+    def progress(self, i: int, current: str) -> Progress:
+        done = sum(self.estimates[:i])
+        total = sum(self.estimates)
+        return Progress(
+            "bench",
+            round(done * 1000),
+            max(round(total * 1000), 1),
+            SECONDS_OF_WORK,
+            i,
+            f"of {len(self.estimates)} runs",
+            current,
+        )
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -202,11 +250,13 @@ def bench_command(
         ]
         caps = cap_sizes if capture_frames > 0 else []
         rows = []
+        plan = BenchPlan.of(
+            len(runs), caps, min_time, repeats, capture_frames, cap_algs, cap_workers
+        )
         with progress_display(SafeConsole(stderr=True, soft_wrap=True), quiet or as_json) as show:
-            total = len(runs) + len(caps)  # a capture size is one run: its whole-path rows together
             for i, (a, p, s, t) in enumerate(runs):
                 if show:
-                    show(Progress("bench", i, total, "runs", current=f"{a} {s} B x{t}"))
+                    show(plan.progress(i, f"{a} {s} B x{t}"))
                 rows.append(
                     bench_digest(
                         a,
@@ -219,9 +269,10 @@ def bench_command(
                         batch=batch,
                     )
                 )
+                plan.ran(i)
             for i, cs in enumerate(caps, len(runs)):
                 if show:
-                    show(Progress("bench", i, total, "runs", current=f"capture {cs} B frames"))
+                    show(plan.progress(i, f"capture {cs} B frames"))
                 rows += bench_capture(
                     capture_frames,
                     cs,
@@ -233,6 +284,9 @@ def bench_command(
                     ledger_format=int(ledger_format[1]),
                     algorithms=cap_algs,
                 )
+                plan.ran(i)
+            if show:
+                show(plan.progress(len(runs) + len(caps), "done"))
         # what the CSV holds, so a dashboard re-rendered --from-csv is identical to this one
         rows = [from_record(r.to_csv()) for r in stamp(rows)]
     ratios = capture_ratios(rows)

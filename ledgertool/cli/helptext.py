@@ -283,4 +283,31 @@ def epilog(path: str) -> str | None:
             f"Algorithms (new ledger): {', '.join(LEDGER_ALGORITHMS)}.",
             f"Strip modes (new ledger): {', '.join(STRIP_MODES)}.",
         ]
-    return "\b\n" + "\n".join(lines) + "\n\n\b\nExample:\n  " + example
+    text = "\n".join(_wrapped(line) for line in lines)
+    return "\b\n" + text + "\n\n\b\nExample:\n" + _wrapped_command(example)
+
+
+#: help text is kept within this many columns (click's own help is at most 80 wide)
+WIDTH = 78
+
+
+def _wrapped(line: str) -> str:
+    """One paragraph of the epilog within WIDTH columns, continuation lines indented by two."""
+    import textwrap
+
+    return textwrap.fill(
+        line, WIDTH, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+    )
+
+
+def _wrapped_command(cmd: str) -> str:
+    """An example command within WIDTH columns, indented by two, continued with a backslash as a
+    shell reads it (so it can be pasted as shown)."""
+    words, lines, line = cmd.split(" "), [], "  "
+    for w in words:
+        if line.strip() and len(line) + 1 + len(w) + 2 > WIDTH:
+            lines.append(line + " \\")
+            line = "    " + w
+        else:
+            line = f"{line} {w}" if line.strip() else line + w
+    return "\n".join(lines + [line])

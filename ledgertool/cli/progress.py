@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from ..progress import Progress, ProgressFn
+from ..progress import SECONDS_OF_WORK, Progress, ProgressFn
 from .render import SafeConsole, printable
 
 _BYTES = "bytes"
@@ -34,26 +34,55 @@ def rate(per_s: float) -> str:
     return f"{per_s:.3g} "
 
 
-def stats_text(p: Progress, elapsed_s: float) -> str:
-    """'12 of 40 segments, 1,234,567 records, 3.1 M records/s': what one update says beside the bar.
-    Bytes are shown in binary units with a Gbit/s rate; a count beside them gets its own rate."""
+def stats_parts(p: Progress, elapsed_s: float) -> list[str]:
+    """What one update says beside the bar, most important first: '12 of 40 segments',
+    '1,234,567 records', '3.1 M records/s', '(segment 12)'. Bytes are shown in binary units with a
+    Gbit/s rate; a count beside them gets its own rate."""
     if p.unit == "%":
-        return f"{p.done}%"
+        return [f"{p.done}%"]
+    if p.unit == SECONDS_OF_WORK:  # a plan of unequal runs: seconds, and the runs as items
+        parts = [f"{p.done / 1000:.0f} of ~{(p.total or 0) / 1000:.0f} s"]
+        if p.items is not None:
+            parts.append(f"{p.items:,} {p.items_unit}")
+        return parts + ([f"({p.current})"] if p.current else [])
     done = _count(p.done, p.unit)
     unit = "" if p.unit == _BYTES else f" {p.unit}"
-    text = f"{done} of {_count(p.total, p.unit)}{unit}" if p.total is not None else f"{done}{unit}"
+    parts = [
+        f"{done} of {_count(p.total, p.unit)}{unit}" if p.total is not None else f"{done}{unit}"
+    ]
     if p.items is not None:
-        text += f", {_count(p.items, p.items_unit)}" + (
-            "" if p.items_unit == _BYTES else f" {p.items_unit}"
+        parts.append(
+            f"{_count(p.items, p.items_unit)}"
+            + ("" if p.items_unit == _BYTES else f" {p.items_unit}")
         )
     if elapsed_s > 0.2:
         counts = [(p.done, p.unit)] + ([(p.items, p.items_unit)] if p.items is not None else [])
         for n, u in counts:
             if u == _BYTES:
-                text += f", {n * 8 / elapsed_s / 1e9:.2f} Gbit/s"
+                parts.append(f"{n * 8 / elapsed_s / 1e9:.2f} Gbit/s")
             elif u == p.items_unit or p.items is None or p.items_unit == _BYTES:
-                text += f", {rate(n / elapsed_s)}{u}/s"
-    return text + (f" ({p.current})" if p.current else "")
+                parts.append(f"{rate(n / elapsed_s)}{u}/s")
+    if p.current:
+        parts.append(f"({p.current})")
+    return parts
+
+
+def stats_text(p: Progress, elapsed_s: float, width: int | None = None) -> str:
+    """stats_parts joined with ', ' (the current piece after a space); with `width`, each part
+    that would make the text longer than that is left out (the first is always kept)."""
+    text = ""
+    for k, part in enumerate(stats_parts(p, elapsed_s)):
+        nxt = part if not k else text + (" " if part.startswith("(") else ", ") + part
+        if k and width is not None and len(nxt) > width:
+            continue  # a shorter one after it may fit
+        text = nxt
+    return text
+
+
+#: columns of the line besides the label and the stats: spinner, bar, elapsed, "ETA", remaining,
+#: and the spaces between them
+_BAR = 16
+_FIXED = 2 + _BAR + 1 + 8 + 4 + 8 + 1
 
 
 def is_shown(console: SafeConsole, quiet: bool) -> bool:
@@ -81,7 +110,7 @@ def progress_display(console: SafeConsole, quiet: bool) -> Iterator[ProgressFn |
     with Bar(
         SpinnerColumn(),
         TextColumn("{task.description}", markup=False),
-        BarColumn(bar_width=24),
+        BarColumn(bar_width=_BAR),
         TextColumn("{task.fields[stats]}", markup=False),
         TimeElapsedColumn(),
         TextColumn("ETA"),
@@ -100,11 +129,13 @@ def progress_display(console: SafeConsole, quiet: bool) -> Iterator[ProgressFn |
                     time.perf_counter(),
                 )
             task_id, t0 = tasks[p.phase]
+            # the line fits the terminal: what does not fit of the stats is left out, not cut
+            room = max(10, console.width - _FIXED - len(printable(p.phase)) - 1)
             bar.update(
                 task_id,
                 completed=p.done,
                 total=p.total,
-                stats=stats_text(p, time.perf_counter() - t0),
+                stats=stats_text(p, time.perf_counter() - t0, room),
             )
 
         yield update
@@ -112,18 +143,26 @@ def progress_display(console: SafeConsole, quiet: bool) -> Iterator[ProgressFn |
 
 @contextmanager
 def frames_display(
-    console: SafeConsole, label: str, quiet: bool
+    console: SafeConsole, label: str, quiet: bool, size: tuple[int, int] | None = None
 ) -> Iterator[Callable[..., None] | None]:
-    """`capture`'s (frames, bytes[, sealed records]) callback on the same display, no total (a
-    capture's frame count is known only at its end): frames, frames/s and Gbit/s; with sealed
-    records, their count and rate lead (the whole path, sealing included) and the frames read follow."""
+    """`capture`'s (frames, bytes[, sealed records]) callback on the same display. With `size`
+    (a capture file's bytes and the bytes each record adds to its captured bytes: file_total), a
+    total, a bar and an ETA: bytes read of the file, estimated from the frames and bytes so far;
+    without (a pipe, a compressed file, a workload), frames, frames/s and Gbit/s. With sealed
+    records, their count and rate lead (the whole path, sealing included)."""
     with progress_display(console, quiet) as show:
         if show is None:
             yield None
             return
 
         def update(frames: int, nbytes: int, sealed: int | None = None) -> None:
-            if sealed is None:
+            if size is not None:
+                total, overhead = size
+                read = min(total, nbytes + frames * overhead)
+                done = frames if sealed is None else sealed
+                unit = "frames" if sealed is None else "records sealed"
+                show(Progress(label, read, total, _BYTES, done, unit))
+            elif sealed is None:
                 show(Progress(label, frames, None, "frames", nbytes, _BYTES))
             else:
                 show(

@@ -54,8 +54,8 @@ def _text(v) -> str:
 
 
 def render(fmt: str, cols: list[str], raw_rows: list[tuple], width: int | None = None) -> str:
-    """The result as text in `fmt` (one of TEXT_FORMATS). A table is `width` columns wide when
-    given (a terminal: rich shrinks and wraps cells to fit), else as wide as its longest values."""
+    """The result as text in `fmt` (one of TEXT_FORMATS). A table fits `width` columns when given
+    (a terminal: `_fitted`), else is as wide as its longest values."""
     if fmt in ("json", "jsonl"):
         keys = _keys(cols)
         docs = [dict(zip(keys, (cell(v) for v in r))) for r in raw_rows]
@@ -89,18 +89,66 @@ def render(fmt: str, cols: list[str], raw_rows: list[tuple], width: int | None =
     return _table(cols, texts, width)
 
 
+#: a hex value longer than this is shown as its first and last HEX_KEEP digits around an
+#: ellipsis when a table does not fit the terminal (digests, keys); integers are never shortened
+HEX_SHORTEN = 20
+HEX_KEEP = 8
+_HEX = frozenset("0123456789abcdef")
+
+
+def _shortened(v: str) -> str:
+    if len(v) > HEX_SHORTEN and _HEX.issuperset(v):
+        return f"{v[:HEX_KEEP]}…{v[-HEX_KEEP:]}"
+    return v
+
+
+def _fitted(cols: list[str], texts: list[list[str]], width: int) -> tuple[list[int], list, str]:
+    """What a table of `width` columns shows, after DuckDB's CLI: every value whole where the table
+    fits; else hex values (digests) shortened in the middle; else whole columns hidden from the
+    right (the first is always kept) and a footer `11 columns (6 shown; hidden: ...)`. (indexes of
+    the columns shown, their rows, footer)."""
+
+    def need(idx: list[int], rows) -> int:  # rich's box: 3 cells a column plus the left border
+        return (
+            sum(
+                max([cell_len(printable(cols[i]))] + [cell_len(printable(r[i])) for r in rows])
+                for i in idx
+            )
+            + 3 * len(idx)
+            + 1
+        )
+
+    shown = list(range(len(cols)))
+    if need(shown, texts) <= width:
+        return shown, texts, ""
+    texts = [[_shortened(v) for v in r] for r in texts]
+    while len(shown) > 1 and need(shown, texts) > width:
+        shown.pop()
+    rows = [[r[i] for i in shown] for r in texts]
+    hidden = [cols[i] for i in range(len(shown), len(cols))]
+    footer = (
+        f"{len(cols)} columns ({len(shown)} shown; hidden: {', '.join(hidden)})" if hidden else ""
+    )
+    return shown, rows, footer
+
+
 def _table(cols: list[str], texts: list[list[str]], width: int | None) -> str:
-    t = Table(*cols)
+    footer = ""
     if width is None:  # never cut a value: as wide as the widest cell of every column
-        for c in t.columns:
-            c.no_wrap = True
+        shown = list(range(len(cols)))
         widths = [
             max([cell_len(printable(c))] + [cell_len(printable(r[i])) for r in texts])
             for i, c in enumerate(cols)
         ]
         width = sum(widths) + 3 * len(cols) + 1
+    else:
+        shown, texts, footer = _fitted(cols, texts, width)
+    t = Table(*(cols[i] for i in shown))
+    for c in t.columns:
+        c.no_wrap = True  # a value that still does not fit (one wide column) ends in an ellipsis
+        c.overflow = "ellipsis"
     for r in texts:
         t.add_row(*r)
     buf = io.StringIO()
     SafeConsole(file=buf, width=width, color_system=None, force_terminal=False).print(t)
-    return buf.getvalue()
+    return buf.getvalue() + (footer + "\n" if footer else "")

@@ -26,6 +26,7 @@ from ..digest.engine import merkle_root, valid_leaf_records
 from ..digest.record import RECORD_FIXED
 from ..errors import DiscrepancyError, LedgerFormatError
 from ..plural import plural
+from ..progress import Progress, ProgressFn
 from ..seal.document import parse_seal
 from ..seal.prune import check_prunes, parse_prune
 from .header import parse_ledger_header
@@ -80,7 +81,9 @@ class CompactResult:
         }
 
 
-def compact_ledger(directory: Path, links: list[str] | None = None) -> CompactResult:
+def compact_ledger(
+    directory: Path, links: list[str] | None = None, progress: ProgressFn | None = None
+) -> CompactResult:
     """Compact every v2 segment of `links` (default: all) that is still a raw record file, in link
     and segment order, under the writer lock. v1 segments (Parquet pinned by their seal) are left
     alone. LedgerLockedError when another writer holds the lock; LedgerFormatError when DIR is not
@@ -90,7 +93,8 @@ def compact_ledger(directory: Path, links: list[str] | None = None) -> CompactRe
     still the .open file a capture stopped before renaming), or when something not a regular file (a FIFO, a
     symbolic link, a directory, a device) is at its record file's name (named, never opened);
     segments before it in the link are compacted already. StorageError / FileTypeError from the
-    file system."""
+    file system. `progress` gets sealed segments done of all of the chosen links' (and records
+    compacted), one update a segment."""
     directory = Path(directory)
     reader = LedgerReader(directory)
     header = parse_ledger_header(reader.read_header_bytes(), directory / LEDGER_FILE)
@@ -107,8 +111,25 @@ def compact_ledger(directory: Path, links: list[str] | None = None) -> CompactRe
         # record files `prune` removed under its statements (verify checks those) are not missing
         statements = [parse_prune(raw, str(p)) for p, raw in reader.read_prune_files()]
         pruned = check_prunes(header.ledger_id, statements, None)
+        listings = {link: reader.listing(link) for link in chosen}
+        total, done = sum(len(x.sealed) for x in listings.values()), 0
+
+        def report(link: str, index: int) -> None:
+            if progress is not None:
+                progress(
+                    Progress(
+                        "compact",
+                        done,
+                        total,
+                        "segments",
+                        res.records,
+                        "records",
+                        f"link {link} segment {index}",
+                    )
+                )
+
         for link in chosen:
-            listing = reader.listing(link)
+            listing = listings[link]
             # a non-regular file (FIFO, link, directory, device) at a segment file's name is never
             # opened; compaction names it and stops, as verify lists it, instead of skipping it
             shadowed = {
@@ -141,10 +162,14 @@ def compact_ledger(directory: Path, links: list[str] | None = None) -> CompactRe
                             f"{segment_name(index, PARQUET)}; not compacted (`ledgertool verify`)"
                         )
                     res.already_parquet += 1
+                    done += 1
                     continue
+                report(link, index)
                 res.compacted.append(
                     _compact_segment(reader, link, index, listing.has(index, PARQUET))
                 )
+                done += 1
+                report(link, index)
     return res
 
 

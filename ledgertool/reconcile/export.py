@@ -122,7 +122,12 @@ def export_dataset(
         )
     parent = out_dir.absolute().parent
     fsio.check_dir(parent)
-    stage = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=fsio.TMP_SUFFIX, dir=parent))
+    try:  # an error names the export's directory, never the stage's hidden temporary name
+        stage = Path(
+            tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=fsio.TMP_SUFFIX, dir=parent)
+        )
+    except OSError as e:
+        raise fsio.storage_error(e, out_dir, "create the export directory") from None
     written: list[int] = []
     seen: list[str] = []
 

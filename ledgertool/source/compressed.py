@@ -102,7 +102,10 @@ def refused_format(head: bytes) -> str | None:
         # variable-length flag every ERF writer sets, and a record length of 16 bytes or more
         kind, flags, rlen = head[8] & 0x7F, head[9], int.from_bytes(head[10:12], "big")
         if 1 <= kind <= 31 and flags & 0x04 and rlen >= 16:
-            return f"looks like ERF records (Endace DAG), not pcap or pcapng: {_CONVERT}"
+            return (
+                "looks like ERF records (Endace DAG) but its second record header is not "
+                f"plausible: {_CONVERT}"
+            )
     return None
 
 

@@ -1,6 +1,6 @@
-"""The capture-file source: pcap and pcapng files opened by the native reader (native/src/reader*.c),
-mapped; compressed ones (gzip, xz, zstd: by magic number) and standard input (`-`) read as a stream
-through a pipe (ledgertool.source.compressed, lt_reader_open_fd).
+"""The capture-file source: pcap, pcapng and ERF files opened by the native reader
+(native/src/reader*.c), mapped; compressed ones (gzip, xz, zstd: by magic number) and standard
+input (`-`) read as a stream through a pipe (ledgertool.source.compressed, lt_reader_open_fd).
 
 `CaptureReader` is also the face every other source has (handle, info, raise_error, close): the
 workload generator wraps its native reader in one, and the live readers (ledgertool.source.live,
@@ -29,7 +29,38 @@ FORMAT_NAMES = {
     lib.LT_FMT_PCAPNG: "pcapng",
     lib.LT_FMT_WORKLOAD: "workload",
     lib.LT_FMT_LIVE: "live",
+    lib.LT_FMT_ERF: "ERF",
 }
+
+
+#: bytes a record adds to its captured bytes in each format (its header; pcapng: the EPB's fixed
+#: part and trailer; ERF: the header and the Ethernet pad, extension headers not counted), so that
+#: frames and captured bytes so far estimate the bytes read of a file
+RECORD_OVERHEAD = {
+    "pcap (µs)": 16,
+    "pcap (ns)": 16,
+    "pcap (modified)": 24,
+    "pcapng": 32,
+    "ERF": 18,
+}
+
+
+def file_total(path: str | os.PathLike) -> tuple[int, int] | None:
+    """(bytes, RECORD_OVERHEAD) of an uncompressed capture file, whose progress can have a total;
+    None for standard input, a compressed file, anything not a readable capture file."""
+    path = os.fspath(path)
+    if path == STDIN or not os.path.isfile(path):
+        return None
+    try:
+        with open(path, "rb") as f:
+            if codec_of(f.read(FORMAT_HEAD_BYTES)) is not None:
+                return None
+        with CaptureReader(path) as r:
+            info = r.info()
+    except (OSError, CaptureFormatError):
+        return None
+    overhead = RECORD_OVERHEAD.get(info.format)
+    return (info.file_size, overhead) if overhead is not None and info.file_size else None
 
 
 @dataclass(frozen=True)
@@ -66,6 +97,19 @@ class ReaderInfo:
     truncated_bytes: int
     message: str
     compression: str = ""  # "gzip", "xz" or "zstd": the frames are those of the decompressed bytes
+    damaged_blocks: int = 0  # pcapng blocks read past although damaged (wiretap stops at them)
+    damage: str = ""  # the first of them, named with its byte offset
+
+    def damage_note(self) -> str | None:
+        """A warning naming the first damaged block read past, or None."""
+        if not self.damaged_blocks:
+            return None
+        more = self.damaged_blocks - 1
+        also = f"; {plural(more, 'more damaged block')}" if more else ""
+        return (
+            f"{self.path}: {self.damage}{also}; frames after it were read "
+            "(tshark and other wiretap readers stop there)"
+        )
 
     def truncation_note(self) -> str | None:
         if not self.truncated:
@@ -216,6 +260,11 @@ class CaptureReader:
     def handle(self):
         return self._r
 
+    def declare_losses(self) -> None:
+        """Hand out an ERF file's loss counters as GAP pseudo-frames (capture declares them as
+        drops); without it the frames alone, as a ledger's frame records are. Before reading."""
+        lib.lt_reader_declare_losses(self._r, 1)
+
     def info(self) -> ReaderInfo:
         i = ffi.new("lt_reader_info *")
         lib.lt_reader_get_info(self._r, i)
@@ -237,6 +286,8 @@ class CaptureReader:
             truncated_bytes=i.truncated_bytes,
             message=c_string(i.message),
             compression=self._pump.codec.name if self._pump is not None else "",
+            damaged_blocks=i.damaged_blocks,
+            damage=c_string(i.warning),
         )
 
     def raise_error(self, status: int) -> None:

@@ -29,7 +29,11 @@ from ..errors import LedgerFormatError
 from ..keyfiles import BAD_SIGNATURE, SignatureFinding, seal_message
 from ..ledger.header import LedgerHeader
 from ..ledger.layout import OPEN, PARQUET, RECORDS, SEAL
-from ..ledger.parquet import arrow_schema, decode_parquet, table_to_records
+from ..ledger.parquet import (
+    arrow_schema,
+    decode_parquet,
+    table_to_records_counted,
+)
 from ..ledger.reader import OpenRecordFile
 from ..ledger.recfile import RecordFacts, RecordFile, parse_record_file
 from ..ledger.segment import HEADER_SIZE
@@ -372,7 +376,7 @@ class V2Segments:
         ahead: int = 0,
     ) -> RecordsCheck | tuple:
         if read.kind != RECORDS:
-            return (*_v2_parquet_records(seal, read.data, place, out), None)
+            return _v2_parquet_records(seal, read.data, place, out)
         if not place.records_wanted:
             done = _rec_in_place(seal, read.data, place, list(out))
             if done is not None:
@@ -500,7 +504,7 @@ def _rec_file(
 
 def _v2_parquet_records(
     seal: SealCheck, data: pa.Buffer, place: SegmentPlace, out: list[Problem]
-) -> tuple[pa.Table | None, bytes | None, bytes | None]:
+) -> tuple[pa.Table | None, memoryview | None, bytes | None, RecordFacts | None]:
     """A v2 segment's Parquet file (written by compaction; not pinned by the seal): exactly the
     columns of docs/ledger-format.md, no nulls, `segment` this segment's index; the records the
     other columns rebuild are then authenticated by the Merkle root like a raw file's."""
@@ -520,10 +524,12 @@ def _v2_parquet_records(
         segs = table.column("segment")
         if table.num_rows and not (pc.min(segs).as_py() == pc.max(segs).as_py() == place.index):
             raise ValueError(f"column segment is not {place.index} in every row")
-        return table, table_to_records(table, record_size - 32), None
+        # the columns in bulk, interleaved natively with the counts the raw file's walk makes
+        records, counted = table_to_records_counted(table, record_size - 32, seal.seq.first)
+        return table, records, None, RecordFacts(*counted)
     except Exception as e:  # noqa: BLE001 - any unreadable Parquet is a finding, not a crash
         out.append(place.problem(Kind.PARQUET_UNREADABLE, f"{pq_path}: {type(e).__name__}: {e}"))
-        return None, None, None
+        return None, None, None, None
 
 
 def _record_findings(
@@ -547,7 +553,7 @@ def _record_findings(
         and n == seq.count
         and seq.last == seq.first + n - 1
     ):
-        return _fast_findings(seal, records, leaves, place, out, facts)
+        return _fast_findings(seal, records, leaves, place, out, facts, table)
     import numpy as np
 
     arr = np.frombuffer(records, dtype=record_dtype(record_size - 32))
@@ -603,8 +609,10 @@ def _fast_findings(
     place: SegmentPlace,
     out: list[Problem],
     facts: RecordFacts,
+    table: pa.Table | None = None,
 ) -> RecordsCheck:
-    """_record_findings for records whose count and seq the decoder found exactly as sealed."""
+    """_record_findings for records whose count and seq the decoder found exactly as sealed
+    (`table`: the decoded Parquet file they were rebuilt from, if so)."""
     doc = seal.doc
     n = seal.seq.count
     frames = n - facts.gaps
@@ -633,7 +641,7 @@ def _fast_findings(
     if leaves is None:
         leaves = merkle_leaves(records, *seal.layout, seal.leaf_hash)
     root = merkle_root(leaves).hex()
-    return RecordsCheck(tuple(out), None, records, n, frames, facts.drops, root == doc.merkle_root)
+    return RecordsCheck(tuple(out), table, records, n, frames, facts.drops, root == doc.merkle_root)
 
 
 def merkle_finding(

@@ -58,6 +58,7 @@ extern "C" {
 #define LT_FMT_PCAPNG 4
 #define LT_FMT_WORKLOAD 5      /* frames from a deterministic workload generator */
 #define LT_FMT_LIVE 6          /* frames from a live interface */
+#define LT_FMT_ERF 7           /* Endace ERF records (no file header) */
 
 /* ---- per-frame reader flags (lt_frame.rflags) ---- */
 #define LT_RF_NO_TIMESTAMP 1        /* pcapng Simple Packet Block: ts_ns is 0 */
@@ -92,7 +93,12 @@ typedef struct {
     uint32_t interfaces;        /* pcapng interfaces seen (all sections) */
     uint64_t file_size;         /* bytes */
     uint64_t frames;            /* frames handed out so far */
-    uint64_t skipped_blocks;    /* pcapng blocks skipped by length (unknown, NRB, ISB, custom, ...) */
+    uint64_t skipped_blocks;    /* pcapng blocks skipped by length (unknown, NRB, ISB, custom, ...);
+                                   ERF PAD and META records */
+    uint64_t damaged_blocks;    /* pcapng blocks read past whose options or fixed part are damaged
+                                   (wiretap stops at them); the first is named in `warning` */
+    uint64_t damaged_offset;    /* byte offset of the first of them */
+    char warning[192];          /* one line naming the first damaged block, or empty */
     int truncated;              /* 1: the file ends inside a record; every whole record was delivered */
     uint64_t truncated_offset;  /* byte offset of the cut record */
     uint64_t truncated_bytes;   /* bytes present of the cut record */
@@ -124,6 +130,12 @@ int lt_reader_open_fd(int fd, const char *name, const uint8_t *prefix, size_t pr
                       char *err, size_t errlen);
 
 void lt_reader_get_info(const lt_reader *r, lt_reader_info *info);
+
+/* An ERF file's loss counters handed out as LT_RF_GAP pseudo-frames (on: a capture declares them in
+ * its ledger) or not (off, the default: a reader that compares frames, such as recompute, sees the
+ * frames only, as the ledger's frame records are). Before the first lt_reader_next; LT_OK, or
+ * LT_ERR_ARG for no reader. */
+int lt_reader_declare_losses(lt_reader *r, int on);
 void lt_reader_close(lt_reader *r);
 
 /* ---- pcapng chunks (ledgertool.reconcile.cluster cuts a large pcapng file at packet blocks) ----
@@ -446,6 +458,15 @@ int lt_rec_file_mset(int fd, size_t len, size_t record_size, uint64_t first_seq,
                      size_t out_len, size_t leaf_records, uint8_t *leaves, size_t leaves_len, const uint8_t key[16],
                      const uint64_t part_key[2], unsigned part_bits, uint64_t *acc, uint64_t *count, int64_t *secs, uint64_t *counts, size_t cap, size_t *nruns,
                      lt_rec_info *info);
+/* The records of a compacted segment (its Parquet columns, decoded by the caller: `n` values each,
+ * the digests `digest_size` bytes apart) interleaved into `out` (n * (32 + digest_size) bytes) in
+ * the record layout, with the counts verify checks (info: gaps, drops, first/last ts_ns,
+ * seq_contiguous from first_seq; records = n) made in the same pass: one pass over the columns
+ * instead of one per field. LT_OK, or LT_ERR_ARG (out too short, a NULL column with n > 0). */
+int lt_rec_from_columns(size_t n, size_t digest_size, uint64_t first_seq, const uint64_t *seq,
+                        const int64_t *ts_ns, const uint32_t *wire_len, const uint32_t *cap_len,
+                        const uint16_t *flags, const uint16_t *linktype, const uint32_t *aux,
+                        const uint8_t *digest, uint8_t *out, size_t out_len, lt_rec_info *info);
 
 /* ======== 6b. segment: the open-segment writer (native/src/segment_writer.c; docs/ledger-format.md
  * "Open segment file", ADR 0009) ========

@@ -1,6 +1,7 @@
 /*
  * Capture-file reader: the probe table of formats (classic pcap: reader_pcap.c; pcapng:
- * reader_pcapng.c), the read-only map of the file and its SIGBUS guard, and the plug-in point of
+ * reader_pcapng.c; ERF: reader_erf.c), the read-only map of the file and its SIGBUS guard, and
+ * the plug-in point of
  * the other frame sources (workload generator, live interfaces). Every lt_frame.data of a file
  * points into the map (zero copy); lt_reader_next() fills a caller array and allocates nothing
  * per frame.
@@ -9,8 +10,10 @@
  * POLICIES (docs: ledger-format.md "Capture-file reader policies"; facts: shared/corpus/README.md); what each
  * format accepts, and when its records are truncated or corrupt: the top of its file.
  *
- * Format detection: by the first 4 bytes only. 0 bytes -> LT_ERR_FORMAT ("empty file");
- *   1..3 bytes or an unknown magic -> LT_ERR_FORMAT. A known magic whose file header is cut
+ * Format detection: pcap and pcapng by the first 4 bytes (their magic numbers); then ERF, which
+ *   has none, by the plausibility of its first two record headers (reader_erf.c). 0 bytes ->
+ *   LT_ERR_FORMAT ("empty file"); 1..3 bytes or an unknown magic -> LT_ERR_FORMAT. A known
+ *   magic whose file header is cut
  *   short (pcap < 24 bytes, pcapng SHB cut or malformed) -> LT_ERR_CORRUPT at open.
  *
  * How reading ends (truncated vs corrupt):
@@ -106,8 +109,9 @@ void lt_reader_fail_shrunk(lt_reader *r, uint64_t off) {
 
 /* ------------------------------------------------------------------ public API */
 
-/* The capture formats, probed in order by the file's first four bytes. */
-static const lt_format *const formats[] = {&lt_format_pcapng, &lt_format_pcap};
+/* The capture formats, probed in order by the file's first bytes: ERF, which has no magic number,
+ * last. */
+static const lt_format *const formats[] = {&lt_format_pcapng, &lt_format_pcap, &lt_format_erf};
 
 /* Open, stat and map `path` read-only; *size its length (>= 4), *fdp the file, kept open to tell a
  * failed read from a cut (lt_reader_fail_shrunk). LT_OK, or an LT_ERR_* (message in err). */
@@ -188,7 +192,7 @@ int lt_reader_open(const char *path, lt_reader **out, char *err, size_t errlen) 
     }
     uint32_t magic = lt_load_le32(map);
     for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
-        if (!formats[i]->probe(magic)) continue;
+        if (!formats[i]->probe(map, size < LT_PROBE_BYTES ? size : LT_PROBE_BYTES)) continue;
         r->fmt = formats[i];
         st = r->fmt->open(r);
         lt_bus_guard_pop(&g);
@@ -201,8 +205,9 @@ int lt_reader_open(const char *path, lt_reader **out, char *err, size_t errlen) 
         return st;
     }
     lt_bus_guard_pop(&g);
-    lt_errf(err, errlen, "%s: not a pcap or pcapng capture (unknown magic %02x %02x %02x %02x)",
-            path, magic & 0xff, magic >> 8 & 0xff, magic >> 16 & 0xff, magic >> 24);
+    lt_errf(err, errlen,
+            "%s: not a pcap, pcapng or ERF capture (unknown magic %02x %02x %02x %02x)", path,
+            magic & 0xff, magic >> 8 & 0xff, magic >> 16 & 0xff, magic >> 24);
     lt_reader_close(r);
     return LT_ERR_FORMAT;
 }
@@ -336,9 +341,12 @@ int lt_reader_open_fd(int fd, const char *name, const uint8_t *prefix, size_t pr
         uint32_t magic = lt_load_le32(r->map);
         r->fmt = NULL;
         for (size_t i = 0; i < sizeof formats / sizeof formats[0] && !r->fmt; i++)
-            if (formats[i]->probe(magic)) r->fmt = formats[i];
+            if (formats[i]->probe(r->map, r->size < LT_PROBE_BYTES ? r->size : LT_PROBE_BYTES))
+                r->fmt = formats[i];
         if (!r->fmt) {
-            lt_errf(err, errlen, "%s: not a pcap or pcapng capture (unknown magic %02x %02x %02x %02x)", name,
+            lt_errf(err, errlen,
+                    "%s: not a pcap, pcapng or ERF capture (unknown magic "
+                    "%02x %02x %02x %02x)", name,
                     r->map[0], r->map[1], r->map[2], r->map[3]);
             lt_reader_close(r);
             return LT_ERR_FORMAT;
@@ -455,6 +463,12 @@ int lt_reader_copy_frames(lt_reader *r, const lt_frame *frames, size_t n, uint8_
     }
     copy_frames(src, count, to);
     lt_bus_guard_pop(&g);
+    return LT_OK;
+}
+
+int lt_reader_declare_losses(lt_reader *r, int on) {
+    if (!r) return LT_ERR_ARG;
+    r->erf_losses = on != 0;
     return LT_OK;
 }
 

@@ -1,5 +1,6 @@
 /*
- * Private to the capture-file reader (reader.c, reader_pcap.c, reader_pcapng.c): the lt_reader
+ * Private to the capture-file reader (reader.c, reader_pcap.c, reader_pcapng.c, reader_erf.c): the
+ * lt_reader
  * itself, the interface each capture format implements, and the bounded-read helpers the
  * format parsers share. The policies (what is truncated, what is corrupt) are at the top of
  * reader.c and of each format's file.
@@ -53,6 +54,9 @@ struct lt_reader {
     int pausing;         /* lt_reader_next_before: stop before a packet block at pause_before or later */
     uint64_t pause_before;
     int paused;          /* ... and it did (r->pos is that block) */
+    /* ERF */
+    uint64_t erf_gap_done; /* 1 + file offset of the record whose drops were handed out already */
+    int erf_losses;        /* lt_reader_declare_losses: loss counters as LT_RF_GAP pseudo-frames */
     lt_reader_info info;
     const struct lt_format *fmt;  /* the capture format (files); NULL for other sources */
     /* A stream (lt_reader_open_fd): map is a malloc'd window of `cap` bytes over fd (reader.c). */
@@ -66,11 +70,13 @@ struct lt_reader {
     void *src;
 };
 
-/* One capture format. reader.c probes the formats in its table with the file's first four bytes
- * (read little-endian); the first that claims them opens the file. */
+/* One capture format. reader.c probes the formats in its table with the file's first bytes (4 or
+ * more; a format with no magic number, ERF, looks at up to LT_PROBE_BYTES); the first that claims
+ * them opens the file. */
+#define LT_PROBE_BYTES 4096u
 typedef struct lt_format {
-    /* 1 when `magic` is one of this format's magic numbers */
-    int (*probe)(uint32_t magic);
+    /* 1 when the n bytes at head (n >= 4) begin a file of this format */
+    int (*probe)(const uint8_t *head, size_t n);
     /* Read the file header (the map holds r->size >= 4 bytes): set info.format, the version,
      * snaplen and link type, and r->pos to the first record. LT_OK, or an LT_ERR_* with the
      * reason (no file name) in r->info.message. */
@@ -82,6 +88,7 @@ typedef struct lt_format {
 
 extern const lt_format lt_format_pcap;    /* reader_pcap.c */
 extern const lt_format lt_format_pcapng;  /* reader_pcapng.c */
+extern const lt_format lt_format_erf;     /* reader_erf.c */
 
 /* Integers in the file's (or the current pcapng section's) byte order; and how reading ends:
  * set_truncated (LT_EOF, every whole record handed out) or set_error (sticky LT_ERR_*). Both take

@@ -31,8 +31,9 @@
  */
 #include "reader_format.h"
 
-static int pcap_probe(uint32_t magic) {
-    switch (magic) {
+static int pcap_probe(const uint8_t *head, size_t n) {
+    (void)n;
+    switch (lt_load_le32(head)) {
     case 0xA1B2C3D4u: case 0xD4C3B2A1u: case 0xA1B23C4Du: case 0x4D3CB2A1u: case 0xA1B2CD34u: case 0x34CDB2A1u:
         return 1;
     default:

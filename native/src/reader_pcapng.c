@@ -27,6 +27,11 @@
  *   block)), obsolete PB (type 2) are interpreted; every other block type (NRB, ISB, DSB, custom,
  *   unknown) is checked structurally and skipped (info.skipped_blocks).
  *
+ * Damaged but read past (info.damaged_blocks, the first named in info.warning): an SHB, EPB, PB or
+ *   ISB option whose length runs past its block, an ISB shorter than its 24-byte minimum. wiretap
+ *   stops reading at them (its frames after that one are lost); the blocks' lengths are sound, so
+ *   the frames after them are read, and the caller warns.
+ *
  * Chunks (lt_reader_next_before, lt_reader_pcapng_context): the reader keeps the offset and length
  * of the current SHB and of each IDB of its section, so that the blocks from a packet block on can
  * be read on their own behind copies of those (the state a packet block depends on: byte order,
@@ -41,6 +46,7 @@
 #define PCAPNG_PB 2u
 #define PCAPNG_SPB 3u
 #define PCAPNG_EPB 6u
+#define PCAPNG_ISB 5u
 
 static int64_t ts_to_ns(const lt_iface *ifc, uint64_t ts) {
     __int128 ns;
@@ -170,6 +176,32 @@ static int check_block(lt_reader *r, size_t pos, uint32_t *type_out, uint32_t *b
     return LT_OK;
 }
 
+/* A block read past although it is damaged (wiretap stops at it): counted, the first named. */
+static void note_damaged(lt_reader *r, size_t pos, const char *what, const char *why, uint32_t a,
+                         uint32_t b) {
+    if (r->info.damaged_blocks++) return;
+    r->info.damaged_offset = AT(r, pos);
+    char detail[96];
+    snprintf(detail, sizeof detail, why, a, b);
+    snprintf(r->info.warning, sizeof r->info.warning,
+             "damaged pcapng %s at byte %zu: %s (read past it)", what, AT(r, pos), detail);
+}
+
+/* Check the options at body[o, blen) of the block at pos: an option whose length runs past the
+ * block is noted (note_damaged); the block is read all the same. */
+static void check_options(lt_reader *r, const uint8_t *body, size_t blen, size_t o, size_t pos,
+                          const char *what) {
+    while (o + 4 <= blen) {
+        uint16_t code = rd16(r, body + o), olen = rd16(r, body + o + 2);
+        if (code == 0) return; /* opt_endofopt */
+        if ((size_t)olen > blen - o - 4) {
+            note_damaged(r, pos, what, "option %u of length %u overruns the block", code, olen);
+            return;
+        }
+        o += 4 + (((size_t)olen + 3) & ~(size_t)3);
+    }
+}
+
 static int too_short(lt_reader *r, size_t pos, const char *what, uint32_t blen, uint32_t min) {
     return set_error(r, LT_ERR_CORRUPT, pos, "corrupt pcapng %s at byte %zu: block length %u below its minimum %u",
                      what, AT(r, pos), blen, min);
@@ -192,6 +224,7 @@ static int parse_shb(lt_reader *r, size_t pos, uint32_t blen, int first) {
     r->nifs = 0;
     r->shb_off = AT(r, pos);
     r->shb_len = blen;
+    check_options(r, p + 8, blen - 12, 16, pos, "section header");
     return LT_OK;
 }
 
@@ -267,6 +300,14 @@ static size_t pcapng_next(lt_reader *r, lt_frame *out, size_t max) {
             f->rflags = rf_be | LT_RF_NO_TIMESTAMP;
             k++;
             goto next_block;
+        case PCAPNG_ISB:
+            r->info.skipped_blocks++;
+            if (blen < 24)
+                note_damaged(r, pos, "interface statistics block",
+                             "block length %u below its minimum %u", blen, 24);
+            else
+                check_options(r, body, bl, 12, pos, "interface statistics block");
+            goto next_block;
         default:
             r->info.skipped_blocks++;
             goto next_block;
@@ -284,6 +325,8 @@ static size_t pcapng_next(lt_reader *r, lt_frame *out, size_t max) {
                       blen);
             return k;
         }
+        check_options(r, body, bl, hdr + (((size_t)caplen + 3) & ~(size_t)3), pos,
+                      type == PCAPNG_EPB ? "enhanced packet block" : "packet block");
         ifc = &r->ifs[ifid];
         f->data = body + hdr;
         f->offset = r->base + pos;
@@ -336,7 +379,10 @@ static void pcapng_peek_first_if(lt_reader *r) {
     }
 }
 
-static int pcapng_probe(uint32_t magic) { return magic == PCAPNG_SHB; }
+static int pcapng_probe(const uint8_t *head, size_t n) {
+    (void)n;
+    return lt_load_le32(head) == PCAPNG_SHB;
+}
 
 /* The first section header must be whole and valid: a cut or malformed one is corrupt at open. */
 static int pcapng_open(lt_reader *r) {

@@ -405,3 +405,39 @@ static int rec_file(int fd, size_t len, size_t record_size, uint64_t first_seq, 
     errno = saved; /* a failed read's (LT_REC_READ) */
     return st;
 }
+
+int lt_rec_from_columns(size_t n, size_t digest_size, uint64_t first_seq, const uint64_t *seq,
+                        const int64_t *ts_ns, const uint32_t *wire_len, const uint32_t *cap_len,
+                        const uint16_t *flags, const uint16_t *linktype, const uint32_t *aux,
+                        const uint8_t *digest, uint8_t *out, size_t out_len, lt_rec_info *info) {
+    const size_t rs = LT_RECORD_FIXED + digest_size;
+    const int missing = !seq || !ts_ns || !wire_len || !cap_len || !flags || !linktype || !aux ||
+                        !digest || !out;
+    if (!info || (n && missing) || n > out_len / (rs ? rs : 1)) return LT_ERR_ARG;
+    memset(info, 0, sizeof *info);
+    uint64_t gaps = 0, drops = 0;
+    int contiguous = 1;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t *r = out + i * rs;
+        lt_store_le64(r, seq[i]);
+        lt_store_le64(r + 8, (uint64_t)ts_ns[i]);
+        lt_store_le32(r + 16, wire_len[i]);
+        lt_store_le32(r + 20, cap_len[i]);
+        lt_store_le16(r + 24, flags[i]);
+        lt_store_le16(r + 26, linktype[i]);
+        lt_store_le32(r + 28, aux[i]);
+        memcpy(r + LT_RECORD_FIXED, digest + i * digest_size, digest_size);
+        contiguous &= seq[i] == first_seq + i;
+        if (flags[i] & LT_FLAG_GAP) {
+            gaps++;
+            drops += aux[i];
+        }
+    }
+    info->records = n;
+    info->gaps = gaps;
+    info->drops = drops;
+    info->first_ts_ns = n ? ts_ns[0] : 0;
+    info->last_ts_ns = n ? ts_ns[n - 1] : 0;
+    info->seq_contiguous = contiguous;
+    return LT_OK;
+}

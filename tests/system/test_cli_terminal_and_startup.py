@@ -99,7 +99,7 @@ def _progress_cases(ledger: Path, keydir: Path, tmp_path: Path) -> dict[str, tup
                 "--capture-frames",
                 "0",
             ],
-            "of 2 runs",
+            "of 2 runs",  # and seconds of estimated work: the ETA is one of time
         ),
     }
 

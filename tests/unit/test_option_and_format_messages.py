@@ -71,12 +71,13 @@ def test_capture_help_shows_units():
 
 
 def _erf(tmp_path):
-    """One ERF Ethernet record as a DAG card writes it: no file header, its timestamp first."""
+    """One ERF record of a type not read (1, HDLC over SONET) as a DAG card writes it: no file
+    header, its timestamp first."""
     frame = bytes(60)
-    head = struct.pack(">HHH", 16 + 2 + 60, 0, 60)  # rlen, loss counter, wlen
-    rec = struct.pack("<Q", 0x44332211002F4700) + bytes([2, 0x04]) + head
+    head = struct.pack(">HHH", 16 + 60, 0, 60)  # rlen, loss counter, wlen
+    rec = struct.pack("<Q", 0x44332211002F4700) + bytes([1, 0x04]) + head
     p = tmp_path / "dag.erf"
-    p.write_bytes(rec + b"\0\0" + frame)
+    p.write_bytes(rec + frame)
     return p
 
 
@@ -95,7 +96,7 @@ def _erf(tmp_path):
             lambda d: _write(d / "c.snoop", b"snoop\0\0\0" + struct.pack(">II", 2, 4) + bytes(40)),
             "a snoop capture (RFC 1761)",
         ),
-        (_erf, "looks like ERF records (Endace DAG)"),
+        (_erf, "ERF record at byte 0 has type 1: only Ethernet"),
     ],
 )
 def test_a_capture_of_another_format_is_named(keydir, tmp_path, make, says):
