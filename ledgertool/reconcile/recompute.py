@@ -394,8 +394,9 @@ def reconcile(
     The ledger is verified first with `trust` (and `checkpoint`, a signed note it must extend),
     or with the keyless checks only when `trust` is None (the result is then `verified` False and
     not `ok`); its records reach DuckDB from the bytes that were checked. Each digest's
-    occurrences are numbered in time order on both sides and paired by (digest, occurrence), so
-    every frame is classified exactly once: matched, ledger-only or capture-only.
+    occurrences pair one to one, those of the same timestamp on both sides first, the rest in time
+    order (_pair), so every frame is classified exactly once: matched, ledger-only or
+    capture-only, and a changed frame whose bytes repeat elsewhere is named itself.
     `from_ns`/`to_ns` restrict both sides to [from, to) (ns since the epoch); capture frames within
     `tolerance_ns` outside the window may still pair with ledger records inside it (two capture
     points see a frame at slightly different times) and are otherwise ignored. `links` restricts
@@ -1351,17 +1352,33 @@ def _pair(
         if ranges:
             con.executemany("INSERT INTO cov VALUES (?, ?)", ranges)
         first = "NOT EXISTS (SELECT 1 FROM cov WHERE c.ts_ns BETWEEN cov.lo AND cov.hi)"
+    # The pairing rule (docs/cli.md, "recompute"): a digest's ledger record and capture frame with
+    # the same timestamp pair first, k-th with k-th among those of that time (ledger by link and
+    # seq, capture by index): the same frame seen on both sides, so a frame missing or changed is
+    # named itself, not a later frame with the same bytes. The rest of each digest's occurrences
+    # pair in time order, k-th with k-th. `e` marks the rows paired at their own time, and the join
+    # key is (pk, e, ts_ns, k) for those, (pk, e, rank among the rest, 0) for the others.
     con.execute(f"""
         CREATE TEMP TABLE j AS
-        WITH lk AS (SELECT *, row_number() OVER (PARTITION BY pk ORDER BY ts_ns, link, seq) AS k
+        WITH l1 AS (SELECT *, row_number() OVER (PARTITION BY pk, ts_ns ORDER BY link, seq) AS k
                     FROM l SEMI JOIN contested USING (pk)),
-             ck AS (SELECT *, row_number() OVER (PARTITION BY pk ORDER BY away, ts_ns, index) AS k
-                    FROM (SELECT c.*, {first} AS away FROM c SEMI JOIN contested USING (pk)) c)
+             c1 AS (SELECT *, row_number() OVER (PARTITION BY pk, ts_ns ORDER BY away, index) AS k
+                    FROM (SELECT c.*, {first} AS away FROM c SEMI JOIN contested USING (pk)) c),
+             e AS (SELECT pk, ts_ns, k FROM l1 SEMI JOIN c1 USING (pk, ts_ns, k)),
+             l2 AS (SELECT l1.*, e.pk IS NOT NULL AS e FROM l1 LEFT JOIN e USING (pk, ts_ns, k)),
+             c2 AS (SELECT c1.*, e.pk IS NOT NULL AS e FROM c1 LEFT JOIN e USING (pk, ts_ns, k)),
+             lk AS (SELECT *, CASE WHEN e THEN ts_ns ELSE row_number() OVER
+                                   (PARTITION BY pk, e ORDER BY ts_ns, link, seq) END AS a,
+                              CASE WHEN e THEN k ELSE 0 END AS b FROM l2),
+             ck AS (SELECT *, CASE WHEN e THEN ts_ns ELSE row_number() OVER
+                                   (PARTITION BY pk, e ORDER BY away, ts_ns, index) END AS a,
+                              CASE WHEN e THEN k ELSE 0 END AS b FROM c2)
         SELECT CASE WHEN lk.pk IS NULL THEN 'capture_only'
                     WHEN ck.pk IS NULL THEN 'ledger_only' ELSE 'matched' END AS status,
                coalesce(lk.digest, ck.digest) AS digest, lk.link, lk.seq, lk.ts_ns AS l_ts,
                lk.wire_len AS l_wire, ck.index, ck.ts_ns AS c_ts, ck.wire_len AS c_wire, ck.cap_len
-        FROM lk FULL OUTER JOIN ck ON lk.pk = ck.pk AND lk.k = ck.k""")
+        FROM lk FULL OUTER JOIN ck
+          ON lk.pk = ck.pk AND lk.e = ck.e AND lk.a = ck.a AND lk.b = ck.b""")
     con.execute(f"""DELETE FROM j WHERE
         (status <> 'capture_only' AND NOT ({_window_sql("l_ts", from_ns, to_ns)})) OR
         (status = 'capture_only' AND NOT ({_window_sql("c_ts", from_ns, to_ns)}))""")
