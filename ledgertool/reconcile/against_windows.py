@@ -41,15 +41,10 @@ from ..verify.ledger import verify_ledger
 from ..verify.windows import VerifiedWindows
 from .dissect import dissect_line
 from .query import not_verified_error
-from .recompute import (
-    CaptureVerdict,
-    DigestRun,
-    Sources,
-    _digest_records,
-    frames_by_index,
-    source_list,
-    source_name,
-)
+from .details import frames_by_index
+from .recompute import _digest_records
+from .result import CaptureVerdict, DigestRun
+from .sources import Sources, source_list, source_name
 from .windows import compare_windows, range_verdict
 
 __all__ = [

@@ -57,7 +57,7 @@ from .. import fsio
 from .._binding import ffi, lib
 from ..algorithms import get_algorithm, get_strip_mode
 from ..digest.engine import DigestEngine
-from ..digest.record import FLAG_GAP, RECORD_FIXED, record_dtype
+from ..digest.record import FLAG_GAP, RECORD_FIXED, RecordSink, record_dtype
 from ..digest.strip import StripFallbacks
 from ..errors import CaptureFormatError, ClusterError, LedgerFormatError, UsageError
 from ..keyfiles import DigestKey, TrustBundle
@@ -92,27 +92,13 @@ from .multiset import (
     second_counts,
 )
 from .query import not_verified_error, open_duckdb
-from .recompute import (
-    DEFAULT_MEMORY_LIMIT,
-    DETAILS_ORDER,
-    DigestRun,
-    ReadStop,
-    ReconcileResult,
-    RecordSink,
-    Sources,
-    _add_warnings,
-    _check_memory_limit,
-    _file_bytes,
-    _match_keys,
-    _Segment,
-    _write_details,
-    check_request,
-    make_result,
-    matched_counts_tally,
-    pair_records,
-    source_list,
-    source_name,
-)
+from .details import DETAILS_ORDER, write_details
+from .limits import DEFAULT_MEMORY_LIMIT, check_memory_limit
+from .recompute import check_request, pair_records
+from .result import DigestRun, ReadStop, ReconcileResult, add_warnings, make_result
+from .result import matched_counts_tally
+from .segments import Segment, match_keys
+from .sources import Sources, file_bytes, source_list, source_name
 
 __all__ = ["CaptureChunk", "plan_chunks", "reconcile_on_cluster"]
 
@@ -225,7 +211,7 @@ class _SegmentTasks:
 
     def __init__(self, client: Client):
         self.client = client
-        self.segments: list[_Segment] = []
+        self.segments: list[Segment] = []
         self.futures: list[Future] = []
 
     def _task(self, ctx: LedgerContext, part: LinkListing, indexes: list[int], key: str) -> Future:
@@ -260,7 +246,7 @@ class _SegmentTasks:
     def _taken(self, checks: Iterator[SegmentCheck], link: str) -> Iterator[SegmentCheck]:
         for check in checks:
             if check.records is not None and check.seal.doc is not None:
-                self.segments.append(_Segment.of_seal(link, check.seal.index, check.seal.doc))
+                self.segments.append(Segment.of_seal(link, check.seal.index, check.seal.doc))
             yield check
 
 
@@ -677,7 +663,7 @@ def digest_chunk(
     # the engine fills one array in place (room for 64 bytes a frame: a pcap has at least 76)
     sink = RecordSink(
         record_dtype(alg.digest_size),
-        (chunk.end - chunk.start if chunk.end else _file_bytes(chunk.source)) // 64,
+        (chunk.end - chunk.start if chunk.end else file_bytes(chunk.source)) // 64,
     )
     run = _digest_chunk(chunk, subkey, alg, strip, sink)
     return run, split_by_partition(sink.records(), parts)
@@ -704,7 +690,7 @@ class PartitionJob:
 
     ledger: str
     kids: tuple[str, ...]
-    segments: tuple[_Segment, ...]
+    segments: tuple[Segment, ...]
     uncovered: tuple[dict, ...]
     from_ns: int | None
     to_ns: int | None
@@ -884,7 +870,7 @@ def reconcile_on_cluster(
     if not 0 <= parts <= MAX_PARTS:
         raise UsageError(f"partitions must be 1..{MAX_PARTS}, got {parts}")
     if memory_limit != DEFAULT_MEMORY_LIMIT:  # checked before the long part, as on one machine
-        _check_memory_limit(memory_limit)
+        check_memory_limit(memory_limit)
     bad_capture = None
     try:  # the captures digest while the ledger verifies; their errors come after the ledger's, as on one machine
         chunks, stop = plan_chunks(source, split_bytes)
@@ -925,7 +911,7 @@ def reconcile_on_cluster(
                 time.perf_counter() - t0,
                 capture=capture,
             )
-            _add_warnings(res, ledger_dir, alg, [], details_limit)
+            add_warnings(res, ledger_dir, alg, [], details_limit)
             return res
     run = _Run(client)
     try:
@@ -940,7 +926,7 @@ def reconcile_on_cluster(
         if not ver.ok:
             raise not_verified_error(ver, "it is not reconciled")
         segs = checker.segments
-        matched_keys, uncovered = _match_keys(ledger_dir, ledger, alg, keys, segs)
+        matched_keys, uncovered = match_keys(ledger_dir, ledger, alg, keys, segs)
         if bad_capture is not None:
             raise bad_capture
         runs = run.take([run.submit(operator.getitem, f, 0) for f in digested], "capture chunk")
@@ -995,7 +981,7 @@ def reconcile_on_cluster(
         time.perf_counter() - t0,
         capture=capture,
     )
-    _add_warnings(res, ledger_dir, alg, uncovered, details_limit)
+    add_warnings(res, ledger_dir, alg, uncovered, details_limit)
     return res
 
 
@@ -1029,7 +1015,7 @@ def _fast_on_cluster(
     alg,
     key: DigestKey,
     verify_kw: dict,
-) -> tuple[list[_Segment], object, list, Tally, DigestRun] | None:
+) -> tuple[list[Segment], object, list, Tally, DigestRun] | None:
     """recompute's fast verdict (recompute._fast_verdict) on the cluster: the client draws a
     multiset hash key (new_key) and sends it with the tasks, as an argument (never in a task key
     or name: those are on the dashboard); one task per run of segments checks them and hashes
@@ -1039,7 +1025,7 @@ def _fast_on_cluster(
     no chunk stopped early, and the counts and values are equal: returns (segments, verify
     result, [(key id, key)], the tally from the ledger side's counts, the capture's run).
     Otherwise None: the caller pairs exactly, from the start. DiscrepancyError for a ledger that
-    does not verify, KeyFileError as _match_keys, ClusterError for a lost task (never a partial
+    does not verify, KeyFileError as match_keys, ClusterError for a lost task (never a partial
     verdict)."""
     mkey = new_key()
     run = _Run(client)
@@ -1052,7 +1038,7 @@ def _fast_on_cluster(
         if not ver.ok:
             raise not_verified_error(ver, "it is not reconciled")
         segs = checker.segments
-        matched_keys, uncovered = _match_keys(ledger_dir, ledger, alg, [key], segs)
+        matched_keys, uncovered = match_keys(ledger_dir, ledger, alg, [key], segs)
         if uncovered:
             return None
         kid = matched_keys[0][0]
@@ -1114,6 +1100,6 @@ def _merged_details(
         con.register("_rows", pa.concat_tables([t.details for t in tallies]))
         con.execute("CREATE TEMP TABLE j AS SELECT * FROM _rows")
         con.unregister("_rows")
-        return _write_details(con, details, source, limit)
+        return write_details(con, details, source, limit)
     finally:
         con.close()

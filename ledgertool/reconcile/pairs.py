@@ -43,7 +43,9 @@ from ..seal.checkpoint import MAX_NOTE_BYTES
 from ..source import WORKLOAD_PREFIX, is_workload
 from ..source.file import STDIN
 from ..urls import is_url, location
-from .recompute import ReconcileResult, digest_key_order, source_name
+from .result import ReconcileResult
+from .segments import digest_key_order
+from .sources import source_name
 
 __all__ = [
     "PairOutcome",

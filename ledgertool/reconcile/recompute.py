@@ -20,12 +20,10 @@ matched). DuckDB opens no file by a path: both sides are inserted into its table
 
 from __future__ import annotations
 
-import json
-import re
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -37,19 +35,15 @@ from .. import fsio
 from ..algorithms import Algorithm, get_algorithm, get_strip_mode
 from ..digest.engine import DigestEngine, usable_cores
 from ..digest.record import FLAG_GAP, RecordSink, record_dtype
-from ..digest.strip import StripFallbacks
-from ..errors import CaptureFormatError, KeyFileError, LedgerFormatError, Setting, UsageError
+from ..errors import CaptureFormatError, LedgerFormatError, Setting, UsageError
 from ..keyfiles import DigestKey, TrustBundle
 from ..ledger.header import LedgerHeader, load_ledger
-from ..ledger.rotations import load_rotations
 from ..progress import Progress, ProgressFn
 from ..seal.document import Seal
-from ..seal.rotation import DIGEST_KEY
 from ..source import open_source
 from ..source.file import STDIN
 from ..urls import location
 from ..verify.ledger import VerifiedSegment, VerifyResult, verify_ledger
-from .dissect import dissect_line
 from .msethash import HashingSink, MultisetHash, new_key, new_part_key, part_ids
 from .msethash import accelerated as mset_accelerated
 from .multiset import (
@@ -60,15 +54,30 @@ from .multiset import (
     second_counts,
     window_mask,
 )
+from .details import write_details
+from .limits import (
+    DEFAULT_MEMORY_LIMIT,
+    check_memory_limit,
+    keep_budget,
+    open_pairing,
+)
 from .partstore import PartStore
-from .query import not_verified_error, open_duckdb
+from .result import (
+    DigestRun,
+    ReadStop,
+    ReconcileResult,
+    add_warnings,
+    make_result,
+    matched_counts_tally,
+)
+from .segments import Segment, match_keys
+from .sources import Sources, capture_hint, file_bytes, source_list, source_name
+from .query import not_verified_error
 
 #: bytes of file format around each frame: the record header (pcap 16, modified pcap 24) or the
 #: enhanced packet block (pcapng 32 and the padding, left out): how far into the file the frames
 #: read so far reach, for the progress bar
 _RECORD_OVERHEAD = {"pcap (µs)": 16, "pcap (ns)": 16, "pcap (modified)": 24, "pcapng": 32}
-
-DEFAULT_MEMORY_LIMIT = "4GB"  # DuckDB's memory_limit for the exact pairing
 
 
 def _file_progress(
@@ -101,51 +110,6 @@ def digests_schema(digest_size: int) -> pa.Schema:
             ("digest", pa.binary(digest_size)),
         ]
     )
-
-
-@dataclass(frozen=True)
-class ReadStop:
-    """Where reading a capture ended before its end: a corrupt structure, compressed data corrupt
-    or cut short, or a file that shrank. `offset`: the byte offset named (of the capture, or of the
-    compressed file), None when unknown; `message` the reader's one line."""
-
-    file: str
-    offset: int | None
-    message: str
-
-    def to_json(self) -> dict:
-        return {"file": self.file, "offset": self.offset, "message": self.message}
-
-
-def _text(v: int | None) -> str | None:
-    """A 64-bit quantity (seq, ns timestamp) as JSON carries it: its decimal string."""
-    return None if v is None else str(int(v))
-
-
-def _wide(example: dict) -> dict:
-    """An example frame with its seq and ts_ns as decimal strings."""
-    return {k: _text(v) if k in ("seq", "ts_ns") else v for k, v in example.items()}
-
-
-@dataclass
-class DigestRun:
-    frames: int = 0
-    bytes: int = 0
-    elapsed_s: float = 0.0
-    warnings: list[str] = field(default_factory=list)
-    stopped: ReadStop | None = (
-        None  # the capture could not be read to its end: frames are those before
-    )
-    strip: str = ""
-    strip_fallbacks: StripFallbacks = StripFallbacks()
-
-    def to_json(self) -> dict:
-        """The fields `recompute` reports for the capture side (schemas/recompute-report.schema.json)."""
-        return {
-            "complete": self.stopped is None,
-            "stopped": self.stopped.to_json() if self.stopped else None,
-            "strip_fallbacks": self.strip_fallbacks.to_json(),
-        }
 
 
 def _digest_records(
@@ -259,112 +223,11 @@ def digests_to_parquet(
     return run
 
 
-class CaptureVerdict:
-    """What a recompute report decides from `matches`, `verified` and its capture side."""
-
-    matches: bool
-    verified: bool
-    capture: DigestRun
-
-    @property
-    def complete(self) -> bool:
-        """The capture was read to its end (not stopped by a corrupt structure)."""
-        return self.capture.stopped is None
-
-    @property
-    def ok(self) -> bool:
-        """The frames match a ledger whose signatures were checked, over the whole capture."""
-        return self.matches and self.verified and self.complete
-
-
-@dataclass
-class ReconcileResult(CaptureVerdict):
-    """Outcome of reconciling a capture with a ledger (schemas/recompute-report.schema.json).
-
-    Counts are frames. `per_link` and `per_second` split matched / ledger_only / capture_only
-    (capture-only frames have no link: they are reported under link None).
-    """
-
-    source: str
-    ledger: str
-    frames: int
-    ledger_records: int
-    matched: int
-    ledger_only: int
-    capture_only: int
-    elapsed_s: float
-    window: dict = field(default_factory=dict)
-    per_link: list[dict] = field(default_factory=list)
-    per_second: list[dict] = field(default_factory=list)
-    examples_ledger_only: list[dict] = field(default_factory=list)
-    examples_capture_only: list[dict] = field(default_factory=list)
-    details_file: str | None = None
-    details_written: int = 0
-    warnings: list[str] = field(default_factory=list)
-    digest_keys: list[dict] = field(default_factory=list)
-    uncovered: list[dict] = field(default_factory=list)
-    verified: bool = True  # the ledger's signatures were checked (a trust bundle was given)
-    # the capture side: where it stopped, fallbacks
-    capture: DigestRun = field(default_factory=DigestRun)
-
-    @property
-    def matches(self) -> bool:
-        """Every frame paired: no ledger-only and no capture-only frame."""
-        return self.ledger_only == 0 and self.capture_only == 0
-
-    @property
-    def partial(self) -> bool:
-        """Some sealed segments (in the links asked for) were left out: no key given for them."""
-        return bool(self.uncovered)
-
-    def to_json(self) -> dict:
-        """The report; seq and ns timestamps as decimal strings (docs/cli.md#json-integers)."""
-        window = {k: _text(v) if k in ("from_ns", "to_ns") else v for k, v in self.window.items()}
-        return {
-            "ok": self.ok,
-            "source": self.source,
-            "ledger": self.ledger,
-            "frames": self.frames,
-            "ledger_records": self.ledger_records,
-            "matched": self.matched,
-            "ledger_only": self.ledger_only,
-            "capture_only": self.capture_only,
-            "elapsed_s": round(self.elapsed_s, 6),
-            "window": window,
-            "per_link": self.per_link,
-            "per_second": self.per_second,
-            "examples_ledger_only": [_wide(e) for e in self.examples_ledger_only],
-            "examples_capture_only": [_wide(e) for e in self.examples_capture_only],
-            "details_file": self.details_file,
-            "details_written": self.details_written,
-            "digest_keys": self.digest_keys,
-            "partial": self.partial,
-            "uncovered": self.uncovered,
-            "verified": self.verified,
-            "matches": self.matches,
-            **self.capture.to_json(),
-            "warnings": self.warnings,
-        }
-
-
 def _window_sql(col: str, lo: int | None, hi: int | None) -> str:
     parts = ([f"{col} >= {int(lo)}"] if lo is not None else []) + (
         [f"{col} < {int(hi)}"] if hi is not None else []
     )
     return " AND ".join(parts) or "true"
-
-
-Sources = str | Path | Sequence[str | Path]
-
-
-def source_list(source: Sources) -> list[str | Path]:
-    """The captures of a run, in order: one path or workload spec, or several."""
-    return [source] if isinstance(source, (str, Path)) else list(source)
-
-
-def source_name(source: Sources) -> str:
-    """How a run's captures are named in its report: the one source, or all of them, comma-separated."""
-    return ", ".join(str(s) for s in source_list(source))
 
 
 def reconcile(
@@ -441,7 +304,7 @@ def reconcile(
     t0 = time.perf_counter()
     verify_args = (ledger_dir, trust, checkpoint, checkpoint_name, links, progress)
     if memory_limit != DEFAULT_MEMORY_LIMIT:  # checked before the long part, as DuckDB takes it
-        _check_memory_limit(memory_limit)
+        check_memory_limit(memory_limit)
     if (
         not exact
         and len(keys) == 1
@@ -470,10 +333,10 @@ def reconcile(
             )
             if res is not None:
                 res.elapsed_s = time.perf_counter() - t0
-                _add_warnings(res, ledger_dir, alg, [], details_limit)
+                add_warnings(res, ledger_dir, alg, [], details_limit)
                 return res
     with tempfile.TemporaryDirectory(prefix="ledgertool-recompute-") as tmp:
-        con = _open_pairing(memory_limit, tmp)
+        con = open_pairing(memory_limit, tmp)
         try:
             # the common case: the pairs found once on each side never reach DuckDB
             if len(keys) == 1:
@@ -484,10 +347,10 @@ def reconcile(
                     new_part_key(),
                     PART_BITS,
                     Path(tmp),
-                    _capture_hint(source),
+                    capture_hint(source),
                 )
                 segs, ver = _keep_ledger(store, verify_args, alg, keys[0], window)
-                keys, uncovered = _match_keys(ledger_dir, ledger, alg, keys, segs)
+                keys, uncovered = match_keys(ledger_dir, ledger, alg, keys, segs)
                 run = _keep_capture(
                     store, source, keys[0][1], alg, ledger.strip, (progress, workers), window
                 )
@@ -496,11 +359,11 @@ def reconcile(
                 )
             else:  # several digest keys: every record goes through DuckDB's identity mapping (_pairing_views)
                 segs, ver = _load_ledger_side(con, *verify_args)
-                keys, uncovered = _match_keys(ledger_dir, ledger, alg, keys, segs)
+                keys, uncovered = match_keys(ledger_dir, ledger, alg, keys, segs)
                 run = _load_capture_side(con, source, keys, alg, ledger.strip, progress, workers)
                 _pair(con, keys, segs, uncovered, from_ns, to_ns, tolerance_ns)
                 tally = _tally(con, from_ns, to_ns, examples)
-            written = _write_details(con, details, source, details_limit) if details else 0
+            written = write_details(con, details, source, details_limit) if details else 0
         except duckdb.Error as e:
             raise LedgerFormatError(
                 f"{ledger_dir}: reconciliation failed reading the ledger: {str(e).splitlines()[0]}"
@@ -522,17 +385,8 @@ def reconcile(
         time.perf_counter() - t0,
         capture=run,
     )
-    _add_warnings(res, ledger_dir, alg, uncovered, details_limit)
+    add_warnings(res, ledger_dir, alg, uncovered, details_limit)
     return res
-
-
-def _check_memory_limit(memory_limit: str) -> None:
-    """UsageError naming the setting when DuckDB does not take `memory_limit` (a connection is
-    opened for it: ~30 ms, so the default, which it takes, is not checked)."""
-    try:
-        open_duckdb({"memory_limit": memory_limit}).close()
-    except UsageError as e:
-        raise UsageError(Setting("memory_limit"), f" {memory_limit!r}: {e}") from None
 
 
 #: the parts the fast verdict hashes each side into (msethash.part_ids): 4,096 sums of 24 bytes
@@ -546,7 +400,7 @@ class _Hashed:
     (to check that a second reading met the same ledger), verify's result, the ledger side's frame
     counts per link and per second, the capture's run."""
 
-    segs: list[_Segment]
+    segs: list[Segment]
     seals: list[dict]
     ver: VerifyResult
     keys: list[tuple[str, DigestKey]]
@@ -609,7 +463,7 @@ def _decide(
         wanted = np.zeros(1 << PART_BITS, bool)
         wanted[differing] = True
         with tempfile.TemporaryDirectory(prefix="ledgertool-recompute-") as tmp:
-            con = _open_pairing(memory_limit, tmp)
+            con = open_pairing(memory_limit, tmp)
             try:
                 store = PartStore(
                     record_dtype(alg.digest_size),
@@ -640,7 +494,7 @@ def _decide(
                     examples,
                 )
                 tally = merge_tallies([hashed.agreeing_tally(part), part], examples)
-                written = _write_details(con, details, source, details_limit) if details else 0
+                written = write_details(con, details, source, details_limit) if details else 0
             except duckdb.Error as e:
                 raise LedgerFormatError(
                     f"{verify_args[0]}: reconciliation failed reading the ledger: "
@@ -665,55 +519,6 @@ def _decide(
     )
 
 
-def _open_pairing(memory_limit: str, tmp: str):
-    """A DuckDB connection for a pairing: `memory_limit`, spilling to `tmp`."""
-    try:
-        return open_duckdb({"memory_limit": memory_limit, "temp_directory": tmp})
-    except UsageError as e:
-        raise UsageError(Setting("memory_limit"), f" {memory_limit!r}: {e}") from None
-
-
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-    "kib": 2**10,
-    "mib": 2**20,
-    "gib": 2**30,
-    "tib": 2**40,
-}
-
-
-def memory_budget(memory_limit: str) -> int:
-    """`memory_limit` (DuckDB's spelling: "4GB", "500MiB", ...) in bytes; the default's for a
-    spelling not understood here (DuckDB checks it)."""
-    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*", memory_limit)
-    unit = _UNITS.get(m.group(2).lower()) if m else None
-    if unit is None:
-        return (
-            memory_budget(DEFAULT_MEMORY_LIMIT)
-            if memory_limit != DEFAULT_MEMORY_LIMIT
-            else 4 * 10**9
-        )
-    return int(float(m.group(1)) * unit)
-
-
-def keep_budget(memory_limit: str) -> int:
-    """The bytes of both sides' rows a pairing keeps in memory (a quarter of `memory_limit`: the
-    pairing of what is kept needs about as much again, and DuckDB the rest); past it they go to
-    bucket files (PartStore)."""
-    return memory_budget(memory_limit) // 4
-
-
-def _capture_hint(source: Sources) -> int:
-    """The records to reserve for a side: a pcap has at least 16 + 60 bytes a whole Ethernet frame
-    (RecordSink caps the reservation; untouched pages cost no memory)."""
-    return sum(_file_bytes(one) for one in source_list(source)) // 64
-
-
 def _hash_sides(
     source: Sources,
     verify_args: tuple,
@@ -729,11 +534,11 @@ def _hash_sides(
     counting them per link and per second, then recompute the captures under `key` into another,
     batch by batch. Equal parts mean equal multisets of digests (docs/adr/0011). None when some
     segments are under another key or the capture could not be read to its end (the caller
-    pairs everything then). KeyFileError as _match_keys."""
+    pairs everything then). KeyFileError as match_keys."""
     ledger_dir = verify_args[0]
     dtype = record_dtype(alg.digest_size)
     lhash = MultisetHash(new_key(), alg.digest_size, part_bits=PART_BITS, part_key=new_part_key())
-    segs: list[_Segment] = []
+    segs: list[Segment] = []
     seals: list[dict] = []
     per_link: dict[str, int] = {}
 
@@ -743,7 +548,7 @@ def _hash_sides(
     seconds = sink.seconds
 
     def add_segment(seg: VerifiedSegment) -> None:
-        segs.append(_Segment.of(seg))
+        segs.append(Segment.of(seg))
         seals.append(seg.seal)
         if sink.holds(seg.records):  # hashed and counted by the walk that copied it
             n = (
@@ -766,7 +571,7 @@ def _hash_sides(
     )
     if not ver.ok:
         raise not_verified_error(ver, "it is not reconciled")
-    keys, uncovered = _match_keys(ledger_dir, ledger, alg, [key], segs)
+    keys, uncovered = match_keys(ledger_dir, ledger, alg, [key], segs)
     if uncovered:
         return None
     chash = MultisetHash(lhash.key, alg.digest_size, part_bits=PART_BITS, part_key=lhash.part_key)
@@ -837,7 +642,7 @@ def _keep_ledger(
     alg: Algorithm,
     key: DigestKey,
     window: tuple[int | None, int | None, int],
-) -> tuple[list[_Segment], VerifyResult]:
+) -> tuple[list[Segment], VerifyResult]:
     """Verify the ledger and keep in `store` the frame records of its verified segments under
     `key` (gap records left out) within the window widened by its tolerance (from_ns, to_ns,
     tolerance_ns): verify copies each raw record file's records straight into the store's sink,
@@ -845,11 +650,11 @@ def _keep_ledger(
     verify."""
     kid = key.key_id(alg.name, alg.key_size)
     lo, hi = _widened(window)
-    segs: list[_Segment] = []
+    segs: list[Segment] = []
 
     def add_segment(seg: VerifiedSegment) -> None:
-        segs.append(_Segment.of(seg))
-        if seg.seal.digest_key_id != kid:  # uncovered, or a wrong key (_match_keys says)
+        segs.append(Segment.of(seg))
+        if seg.seal.digest_key_id != kid:  # uncovered, or a wrong key (match_keys says)
             return
         arr = np.frombuffer(seg.records, store.ledger.dtype)
         keep = (
@@ -921,7 +726,7 @@ def _widened(window: tuple[int | None, int | None, int]) -> tuple[int | None, in
 def pair_store(
     con,
     kid: str,
-    segments: tuple[list[_Segment], list[dict]],
+    segments: tuple[list[Segment], list[dict]],
     store: PartStore,
     wanted: np.ndarray | None,
     window: tuple[int | None, int | None, int],
@@ -973,32 +778,6 @@ def _drop_pairing(con) -> None:
         con.execute(f"DROP TABLE IF EXISTS {table}")
 
 
-def matched_counts_tally(
-    frames: int, records: int, per_link: dict[str, int], seconds: dict[int, int]
-) -> Tally:
-    """The tally of a reconciliation in which every frame matched (the fast verdict, on one machine
-    or a cluster): `frames` recomputed, `records` ledger frame records (gap records left out), all
-    matched; `per_link` and `seconds` are the ledger side's frame counts per link and per second
-    (ts_ns // 10^9), in the report's order (links without frames left out)."""
-    return Tally(
-        frames,
-        records,
-        0,
-        0,
-        [
-            {"link": ln, "matched": n, "ledger_only": 0, "capture_only": 0}
-            for ln, n in sorted(per_link.items())
-            if n
-        ],
-        [
-            {"second": sec, "matched": n, "ledger_only": 0, "capture_only": 0}
-            for sec, n in sorted(seconds.items())
-        ],
-        [],
-        [],
-    )
-
-
 def check_request(
     digest_key: DigestKey | Sequence[DigestKey],
     from_ns: int | None,
@@ -1023,62 +802,6 @@ def check_request(
     return keys
 
 
-def make_result(
-    source: str,
-    ledger_dir: Path,
-    tally: Tally,
-    window: tuple,
-    details: Path | None,
-    written: int,
-    warnings: list[str],
-    keys: list[tuple[str, DigestKey]],
-    segs: list[_Segment],
-    uncovered: list[dict],
-    verified: bool,
-    elapsed_s: float,
-    capture: DigestRun | None = None,
-) -> ReconcileResult:
-    """The report of a reconciliation from its tally (`window`: from_ns, to_ns, tolerance_ns, links;
-    `capture`: the capture side's run, where it stopped and its strip fallbacks)."""
-    from_ns, to_ns, tolerance_ns, links = window
-    return ReconcileResult(
-        source,
-        str(ledger_dir),
-        int(tally.frames_in_window),
-        int(tally.matched + tally.ledger_only),
-        int(tally.matched),
-        int(tally.ledger_only),
-        int(tally.capture_only),
-        elapsed_s,
-        window={
-            "from_ns": from_ns,
-            "to_ns": to_ns,
-            "tolerance_ns": tolerance_ns,
-            "links": links or None,
-        },
-        per_link=tally.per_link,
-        per_second=tally.per_second,
-        examples_ledger_only=[
-            {"digest": d, "link": ln, "seq": int(s), "ts_ns": int(t), "wire_len": int(w)}
-            for d, ln, s, t, w in tally.examples_ledger_only
-        ],
-        examples_capture_only=[
-            {"digest": d, "index": int(i), "ts_ns": int(t), "wire_len": int(w)}
-            for d, i, t, w in tally.examples_capture_only
-        ],
-        details_file=str(details) if details else None,
-        details_written=written,
-        warnings=list(warnings),
-        digest_keys=[
-            {"key_id": kid, "segments": sum(1 for g in segs if g.digest_key_id == kid)}
-            for kid, _ in keys
-        ],
-        uncovered=uncovered,
-        verified=verified,
-        capture=capture if capture is not None else DigestRun(),
-    )
-
-
 def _load_ledger_side(
     con,
     ledger_dir: Path,
@@ -1087,17 +810,17 @@ def _load_ledger_side(
     checkpoint_name: str,
     links: list[str] | None,
     progress: ProgressFn | None = None,
-) -> tuple[list[_Segment], VerifyResult]:
+) -> tuple[list[Segment], VerifyResult]:
     """Verify the ledger and load the records of its verified segments (gap records left out) into
     table `lrec`, from the bytes that were checked. DiscrepancyError when it does not verify."""
-    segs: list[_Segment] = []
+    segs: list[Segment] = []
     con.execute(
         "CREATE TEMP TABLE lrec (link VARCHAR, kid VARCHAR, digest BLOB, seq UBIGINT, ts_ns BIGINT, "
         "wire_len UINTEGER)"
     )
 
     def add_segment(seg: VerifiedSegment) -> None:
-        segs.append(_Segment.of(seg))
+        segs.append(Segment.of(seg))
         con.register("_segment", seg.table)
         try:
             con.execute(
@@ -1136,21 +859,13 @@ def _capture_records(
     sources = source_list(source)
     # a pcap has at least 16 + 60 bytes a whole Ethernet frame: room for them all from the start
     # (up to RecordSink.MAX_HINT; beyond it the array grows)
-    sink = RecordSink(record_dtype(alg.digest_size), sum(_file_bytes(one) for one in sources) // 64)
+    sink = RecordSink(record_dtype(alg.digest_size), sum(file_bytes(one) for one in sources) // 64)
     for one in sources:
         if run.stopped is not None:  # a capture before this one could not be read to its end
             break
         for _ in _digest_records(one, key, alg, strip, run, progress, workers, sink=sink):
             pass
     return sink.records(), run
-
-
-def _file_bytes(source: str | Path) -> int:
-    """The size of a capture file, 0 for anything else (a workload, standard input, a URL)."""
-    try:
-        return Path(source).stat().st_size if str(source) != STDIN and Path(source).is_file() else 0
-    except (OSError, ValueError):
-        return 0
 
 
 def digest_array(arr: np.ndarray, digest_size: int) -> pa.FixedSizeBinaryArray:
@@ -1229,7 +944,7 @@ J_COLUMNS = (
 def pair_records(
     con,
     kid: str,
-    segs: list[_Segment],
+    segs: list[Segment],
     uncovered: list[dict],
     ledger_side: tuple[list[str], np.ndarray, np.ndarray],
     capture: np.ndarray,
@@ -1312,7 +1027,7 @@ def _load_capture_side(
 def _pair(
     con,
     keys: list[tuple[str, DigestKey]],
-    segs: list[_Segment],
+    segs: list[Segment],
     uncovered: list[dict],
     from_ns: int | None,
     to_ns: int | None,
@@ -1436,144 +1151,6 @@ def _tally(con, from_ns: int | None, to_ns: int | None, examples: int) -> Tally:
     return Tally(frames_in_window, matched, lonly, conly, per_link, per_second, ex_l, ex_c)
 
 
-def _add_warnings(
-    res: ReconcileResult,
-    ledger_dir: Path,
-    alg: Algorithm,
-    uncovered: list[dict],
-    details_limit: int,
-) -> None:
-    if not res.verified:
-        res.warnings.append(
-            f"{ledger_dir}: UNVERIFIED: no --trust given, so seal signatures were not checked and "
-            "the result is not ok even where every frame matched (pass --trust verifier.pub)"
-        )
-    if alg.caveat:
-        res.warnings.append(alg.caveat)
-    if uncovered:
-        runs_txt = "; ".join(
-            f"link {u['link']} segments {u['first_segment']}..{u['last_segment']} "
-            f"({u['frames']} frames, digest key id {u['digest_key_id']})"
-            for u in uncovered[:4]
-        )
-        more = f" and {len(uncovered) - 4} more runs" if len(uncovered) > 4 else ""
-        res.warnings.append(
-            f"partial: no --digest-key given for {runs_txt}{more}; those segments were not "
-            "reconciled and capture frames that belong to them count as capture-only "
-            "(--digest-key is repeatable)"
-        )
-    if res.capture.stopped is not None:
-        res.warnings.append(
-            f"INCOMPLETE: {res.capture.stopped.message}; reconciled the {res.capture.frames} frames "
-            "read before it"
-        )
-    if res.details_file and str(res.source) == STDIN and res.capture_only:
-        res.warnings.append(
-            "--details: standard input is read once, so capture-only lines have no summary"
-        )
-    differing = res.ledger_only + res.capture_only
-    if res.details_written >= details_limit and differing > res.details_written:
-        res.warnings.append(
-            f"--details: wrote the first {res.details_written} of {differing} differing frames"
-        )
-
-
-@dataclass(frozen=True)
-class _Segment:
-    link: str
-    index: int
-    digest_key_id: object  # as the (verified) seal states it
-    frames: int
-    ts_range: tuple[int, int] | None = None  # the seal's first and last record time, ns
-
-    @classmethod
-    def of(cls, seg: VerifiedSegment) -> _Segment:
-        return cls.of_seal(seg.link, seg.index, seg.seal)
-
-    @classmethod
-    def of_seal(cls, link: str, index: int, seal: Seal) -> _Segment:
-        try:
-            ts = (int(seal.first_ts_ns), int(seal.last_ts_ns))
-        except (TypeError, ValueError):
-            ts = None  # an empty segment
-        frames = seal.frames
-        return cls(link, index, seal.digest_key_id, frames if isinstance(frames, int) else 0, ts)
-
-
-def digest_key_order(ledger_dir: Path, ledger: LedgerHeader) -> list[str]:
-    """The ledger's digest key ids in order: ledger.json's (genesis) id, then each one a
-    digest-key rotation statement introduced (parsed, not yet verified: verify checks them).
-    LedgerFormatError for a rotation statement that does not parse."""
-    order = [ledger.digest_key_id]
-    for doc in load_rotations(ledger_dir):
-        kid = doc.new_digest_key_id
-        if doc.kind == DIGEST_KEY and isinstance(kid, str) and kid not in order:
-            order.append(kid)
-    return order
-
-
-def _match_keys(
-    ledger_dir: Path,
-    ledger: LedgerHeader,
-    alg: Algorithm,
-    keys: list[DigestKey],
-    segs: list[_Segment],
-) -> tuple[list[tuple[str, DigestKey]], list[dict]]:
-    """(key id, key) of each given key in the ledger's key order, and the uncovered segment runs.
-
-    The ledger's digest keys are ledger.json's (genesis) id and those digest-key rotations
-    introduced, in order; a key that is none of them is the wrong key, and one that covers no
-    sealed segment in scope has nothing to reconcile (both KeyFileError, exit 2)."""
-    order = digest_key_order(ledger_dir, ledger)
-    named = {g.digest_key_id for g in segs if isinstance(g.digest_key_id, str)}
-    known = order + sorted(named - set(order))
-    given: dict[str, DigestKey] = {}
-    for key in keys:
-        kid = key.key_id(alg.name, alg.key_size)
-        if kid in given:
-            raise UsageError(
-                f"{key.path}: the same digest key as {given[kid].path} (give each key once)"
-            )
-        if kid not in known:
-            raise KeyFileError(
-                f"{key.path}: digest key id {kid} is not a digest key of ledger {ledger_dir} "
-                f"(key ids {', '.join(order)}): wrong key"
-            )
-        if segs and kid not in named:
-            raise KeyFileError(
-                f"{key.path}: digest key id {kid} covers no sealed segment of ledger {ledger_dir} "
-                f"(its segments use key ids {', '.join(sorted(map(str, named)))})"
-            )
-        given[kid] = key
-    uncovered: list[dict] = []
-    for g in segs:
-        if g.digest_key_id in given:
-            continue
-        last = uncovered[-1] if uncovered else None
-        if (
-            last
-            and last["link"] == g.link
-            and last["digest_key_id"] == g.digest_key_id
-            and last["last_segment"] + 1 == g.index
-        ):
-            last["last_segment"] = g.index
-            last["segments"] += 1
-            last["frames"] += g.frames
-        else:
-            uncovered.append(
-                {
-                    "link": g.link,
-                    "first_segment": g.index,
-                    "last_segment": g.index,
-                    "segments": 1,
-                    "digest_key_id": g.digest_key_id,
-                    "frames": g.frames,
-                }
-            )
-    ordered = [(kid, given[kid]) for kid in known if kid in given]
-    return ordered, uncovered
-
-
 def _pairing_views(con, keys: list[tuple[str, DigestKey]], lo: int | None, hi: int | None) -> None:
     """Views `l` (ledger frame records, from table `lrec`) and `c` (capture frames, from `cap0`),
     each with a pairing identity `pk`.
@@ -1606,70 +1183,3 @@ def _pairing_views(con, keys: list[tuple[str, DigestKey]], lo: int | None, hi: i
             f"r.ts_ns, r.wire_len FROM {rows} r LEFT JOIN m{i} ON r.digest = m{i}.d"
         )
     con.execute("CREATE VIEW l AS " + " UNION ALL ".join(parts))
-
-
-# the order of --details lines; `link` last makes it total (two links' records may share a time
-# and a sequence number), so a cluster's merged partitions give the same file
-DETAILS_ORDER = "status, coalesce(l_ts, c_ts), index, seq, link"
-
-
-def _write_details(con, details: Path, source: Sources, limit: int) -> int:
-    """One JSON line per differing frame; capture-only frames get a dissection of their bytes."""
-    rows = con.execute(
-        f"""SELECT status, lower(hex(digest)), link, seq, l_ts, l_wire, index, c_ts, c_wire, cap_len
-        FROM j WHERE status <> 'matched' ORDER BY {DETAILS_ORDER} LIMIT ?""",
-        [limit],
-    ).fetchall()
-    frames = frames_by_index(source, {int(r[6]) for r in rows if r[0] == "capture_only"})
-    with fsio.atomic_file(details, what="details file") as out:
-        for status, digest, link, seq, l_ts, l_wire, index, c_ts, c_wire, cap_len in rows:
-            if status == "ledger_only":
-                doc = {
-                    "status": status,
-                    "digest": digest,
-                    "link": link,
-                    "seq": str(seq),
-                    "ts_ns": str(l_ts),
-                    "wire_len": int(l_wire),
-                }
-            else:
-                f = frames.get(int(index))
-                doc = {
-                    "status": status,
-                    "digest": digest,
-                    "index": int(index),
-                    "ts_ns": str(c_ts),
-                    "wire_len": int(c_wire),
-                    "cap_len": int(cap_len),
-                    "summary": dissect_line(f.data, f.linktype) if f else None,
-                }
-            out.write((json.dumps(doc) + "\n").encode())
-    return len(rows)
-
-
-def frames_by_index(source: Sources, wanted: set[int]) -> dict:
-    """The frames (source.file.Frame, `index` within its file) with these indexes across the
-    captures, by index: a file copies only the batches that hold one (frames_at), a workload is
-    generated again; standard input, read once by the digests, gives none."""
-    frames: dict = {}
-    base = 0  # the first frame index of each capture: indexes continue across the captures
-    for one in source_list(source) if wanted else ():
-        if str(one) == STDIN:
-            break
-        with open_source(one) as reader:
-            mine = {i - base for i in wanted if i >= base}
-            try:
-                if hasattr(reader, "frames_at"):
-                    found = reader.frames_at(mine).values()
-                else:
-                    found = (f for f in reader.frames() if f.index in mine)
-                for f in found:
-                    frames[base + f.index] = f
-                    if len(frames) == len(wanted):
-                        break
-            except CaptureFormatError:
-                pass  # frames after a corrupt structure were never digested either
-            base += reader.info().frames
-        if len(frames) == len(wanted):
-            break
-    return frames

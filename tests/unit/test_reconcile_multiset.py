@@ -20,7 +20,8 @@ from ledgertool.reconcile.multiset import (
     window_mask,
 )
 from ledgertool.reconcile.query import open_duckdb
-from ledgertool.reconcile.recompute import DETAILS_ORDER, _pair, _tally, load_rows, pair_records
+from ledgertool.reconcile.details import DETAILS_ORDER
+from ledgertool.reconcile.recompute import _pair, _tally, load_rows, pair_records
 
 
 def _recs(digests: list[bytes]) -> np.ndarray:
