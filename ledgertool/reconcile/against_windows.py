@@ -39,9 +39,9 @@ from ..source.file import STDIN
 from ..urls import location
 from ..verify.ledger import verify_ledger
 from ..verify.windows import VerifiedWindows
+from .details import frames_by_index
 from .dissect import dissect_line
 from .query import not_verified_error
-from .details import frames_by_index
 from .recompute import _digest_records
 from .result import CaptureVerdict, DigestRun
 from .sources import Sources, source_list, source_name

@@ -80,6 +80,8 @@ from ..verify.cluster import (
     verdict_only,
 )
 from ..verify.ledger import verify_ledger
+from .details import DETAILS_ORDER, write_details
+from .limits import DEFAULT_MEMORY_LIMIT, check_memory_limit
 from .msethash import MultisetHash, new_key
 from .msethash import accelerated as mset_accelerated
 from .multiset import (
@@ -92,11 +94,15 @@ from .multiset import (
     second_counts,
 )
 from .query import not_verified_error, open_duckdb
-from .details import DETAILS_ORDER, write_details
-from .limits import DEFAULT_MEMORY_LIMIT, check_memory_limit
 from .recompute import check_request, pair_records
-from .result import DigestRun, ReadStop, ReconcileResult, add_warnings, make_result
-from .result import matched_counts_tally
+from .result import (
+    DigestRun,
+    ReadStop,
+    ReconcileResult,
+    add_warnings,
+    make_result,
+    matched_counts_tally,
+)
 from .segments import Segment, match_keys
 from .sources import Sources, file_bytes, source_list, source_name
 

@@ -44,6 +44,13 @@ from ..source import open_source
 from ..source.file import STDIN
 from ..urls import location
 from ..verify.ledger import VerifiedSegment, VerifyResult, verify_ledger
+from .details import write_details
+from .limits import (
+    DEFAULT_MEMORY_LIMIT,
+    check_memory_limit,
+    keep_budget,
+    open_pairing,
+)
 from .msethash import HashingSink, MultisetHash, new_key, new_part_key, part_ids
 from .msethash import accelerated as mset_accelerated
 from .multiset import (
@@ -54,14 +61,8 @@ from .multiset import (
     second_counts,
     window_mask,
 )
-from .details import write_details
-from .limits import (
-    DEFAULT_MEMORY_LIMIT,
-    check_memory_limit,
-    keep_budget,
-    open_pairing,
-)
 from .partstore import PartStore
+from .query import not_verified_error
 from .result import (
     DigestRun,
     ReadStop,
@@ -72,7 +73,6 @@ from .result import (
 )
 from .segments import Segment, match_keys
 from .sources import Sources, capture_hint, file_bytes, source_list, source_name
-from .query import not_verified_error
 
 #: bytes of file format around each frame: the record header (pcap 16, modified pcap 24) or the
 #: enhanced packet block (pcapng 32 and the padding, left out): how far into the file the frames

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ledgertool.digest.record import record_dtype
+from ledgertool.reconcile.details import DETAILS_ORDER
 from ledgertool.reconcile.multiset import (
     in_order,
     matched_tally,
@@ -20,7 +21,6 @@ from ledgertool.reconcile.multiset import (
     window_mask,
 )
 from ledgertool.reconcile.query import open_duckdb
-from ledgertool.reconcile.details import DETAILS_ORDER
 from ledgertool.reconcile.recompute import _pair, _tally, load_rows, pair_records
 
 
