@@ -2,7 +2,7 @@
 
 In a capture that agrees with its ledger almost every digest occurs once in the ledger and once in
 the capture; such a pair is matched whatever the order or the pairing rule, so it need not go
-through DuckDB's group-by and join (recompute._pair), which cost ~85 % of a single-core
+through DuckDB's group-by and join (pairing.pair_tables), which cost ~85 % of a single-core
 reconciliation of 64-byte frames when they were measured. They are found in
 C (lt_once_each: a hash table over the ledger side's digests, no Python per record), and before
 that, for a capture in its ledger's order, by walking both sides in step (in_order,
@@ -177,7 +177,7 @@ def _keep_same_time(
 ) -> None:
     """Unmark the walk's pairs (in_order's masks `lm`, `cm`, changed in place) that the exact
     pairing may pair otherwise: it pairs a digest's occurrences of the same time on both sides
-    first, then the rest in time order (recompute._pair). The walk's pairs of a digest are its
+    first, then the rest in time order (pairing.pair_tables). The walk's pairs of a digest are its
     first occurrences on both sides, taken in step (the k-th marked ledger row with the k-th
     marked capture row). They stay when each joins two equal times (each time's first occurrences
     in the exact pairing's order too, so paired there as here), or when no occurrence of the

@@ -20,8 +20,8 @@ from ledgertool.reconcile.multiset import (
     paired_masks,
     window_mask,
 )
+from ledgertool.reconcile.pairing import load_rows, pair_records, pair_tables, tally_tables
 from ledgertool.reconcile.query import open_duckdb
-from ledgertool.reconcile.recompute import _pair, _tally, load_rows, pair_records
 
 
 def _recs(digests: list[bytes]) -> np.ndarray:
@@ -205,8 +205,8 @@ def _exact_only(names, codes, ledger, capture, window):
         hi = None if to_ns is None else to_ns + tol
         lw, cw = window_mask(ledger["ts_ns"], lo, hi), window_mask(capture["ts_ns"], lo, hi)
         load_rows(con, "k", np.array(names, dtype=object)[codes[lw]], ledger[lw], capture[cw])
-        _pair(con, [("k", None)], [], [], from_ns, to_ns, tol)
-        return _tally(con, from_ns, to_ns, 100), _differing(con)
+        pair_tables(con, [("k", None)], [], [], from_ns, to_ns, tol)
+        return tally_tables(con, from_ns, to_ns, 100), _differing(con)
     finally:
         con.close()
 
@@ -299,7 +299,7 @@ def test_pair_records_all_paired_skips_duckdb_with_the_same_table_j():
         assert t.per_link == [{"link": "link0", "matched": 50, "ledger_only": 0, "capture_only": 0}]
         e = ledger[:0]
         load_rows(ref, "k", np.array([], dtype=object), e, e)
-        _pair(ref, [("k", None)], [], [], None, None, 0)
+        pair_tables(ref, [("k", None)], [], [], None, None, 0)
         assert (
             con.sql("SELECT * FROM j").to_arrow_table().schema
             == ref.sql("SELECT * FROM j").to_arrow_table().schema
