@@ -1333,7 +1333,8 @@ def recompute(
     """Recompute digests of a capture and reconcile them with a ledger (multisets, DuckDB), or
     with its window records (--against windows)."""
     from ..keyfiles import DigestKey
-    from ..reconcile.request import Given, Mode, recompute_mode
+    from ..reconcile.request import Mode
+    from .recompute_mode import Given, recompute_mode
 
     dks = [DigestKey.load(k) for k in digest_key]
     opened = _LazyLedger(ledger)
@@ -1500,8 +1501,13 @@ def _recompute_ledger(
     )
     kw = dict(trust=bundle, checkpoint=note, checkpoint_name=str(checkpoint))
     if mode is Mode.CLUSTER:
+        from functools import partial
+
         with _cluster_client(*opts["cluster"]) as client:
-            res = run(request, source, opened.target(), dks, client=client, **kw)
+            from ..reconcile.cluster import reconcile_on_cluster
+
+            on_cluster = partial(reconcile_on_cluster, client)
+            res = run(request, source, opened.target(), dks, on_cluster=on_cluster, **kw)
     else:
         with _shown(quiet, as_json) as cb:
             res = run(request, source, opened.target(), dks, progress=cb, **kw)
