@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .against_windows import reconcile_windows
+from .limits import DEFAULT_MEMORY_LIMIT
 from .recompute import reconcile
 
 __all__ = ["Mode", "Request", "Window", "run"]
@@ -57,7 +58,7 @@ class Request:
     window: Window = Window()
     links: tuple[str, ...] | None = None
     details: Path | None = None
-    memory_limit: str = "4GB"
+    memory_limit: str = DEFAULT_MEMORY_LIMIT
     workers: int = 0
     windows_range: tuple[int | None, int | None] | None = None
     exact: bool = False
