@@ -301,7 +301,7 @@ def reconcile(
     alg = get_algorithm(ledger.algorithm)
     keys = check_request(digest_key, from_ns, to_ns, details)
     t0 = time.perf_counter()
-    verify_args = (opened, trust, checkpoint, checkpoint_name, links, progress)
+    ledger_side = LedgerSide(opened, trust, checkpoint, checkpoint_name, links, progress)
     if memory_limit != DEFAULT_MEMORY_LIMIT:  # checked before the long part, as DuckDB takes it
         check_memory_limit(memory_limit)
     if (
@@ -316,12 +316,12 @@ def reconcile(
         # one that does not is read again and only its differing parts are paired (standard input
         # cannot be read again, nor is it needed with a window or several keys, which the pairing
         # below handles)
-        hashed = _hash_sides(source, verify_args, ledger, alg, keys[0], progress, workers)
+        hashed = _hash_sides(source, ledger_side, ledger, alg, keys[0], progress, workers)
         if hashed is not None and not hashed.capture_gaps:
             res = _decide(
                 hashed,
                 source,
-                verify_args,
+                ledger_side,
                 ledger,
                 alg,
                 keys[0],
@@ -348,7 +348,7 @@ def reconcile(
                     Path(tmp),
                     capture_hint(source),
                 )
-                segs, ver = _keep_ledger(store, verify_args, alg, keys[0], window)
+                segs, ver = _keep_ledger(store, ledger_side, alg, keys[0], window)
                 keys, uncovered = match_keys(ledger_dir, ledger, alg, keys, segs)
                 run = _keep_capture(
                     store, source, keys[0][1], alg, ledger.strip, (progress, workers), window
@@ -357,7 +357,7 @@ def reconcile(
                     con, keys[0][0], (segs, uncovered), store, None, window, examples
                 )
             else:  # several digest keys: every record goes through DuckDB's identity mapping (pairing_views)
-                segs, ver = _load_ledger_side(con, *verify_args)
+                segs, ver = _load_ledger_side(con, ledger_side)
                 keys, uncovered = match_keys(ledger_dir, ledger, alg, keys, segs)
                 run = _load_capture_side(con, source, keys, alg, ledger.strip, progress, workers)
                 pair_tables(con, keys, segs, uncovered, from_ns, to_ns, tolerance_ns)
@@ -391,6 +391,36 @@ def reconcile(
 #: the parts the fast verdict hashes each side into (msethash.part_ids): 4,096 sums of 24 bytes
 #: stay in L2; with a few frames differing in 10^9, the differing parts hold ~2.5 M rows a side
 PART_BITS = 12
+
+
+@dataclass(frozen=True)
+class LedgerSide:
+    """The ledger side of a reconciliation: the ledger (opened once) and how it is verified
+    (trust bundle, checkpoint, links, progress), for each pass that reads it."""
+
+    ledger: OpenLedger
+    trust: TrustBundle | None
+    checkpoint: bytes | None
+    checkpoint_name: str
+    links: list[str] | None
+    progress: ProgressFn | None
+
+    def verify(self, on_segment, records_into: RecordSink | None = None) -> VerifyResult:
+        """verify_ledger with these arguments; DiscrepancyError when the ledger does not verify
+        (it is not reconciled then)."""
+        ver = verify_ledger(
+            self.ledger,
+            self.trust,
+            self.checkpoint,
+            self.checkpoint_name,
+            links=self.links,
+            on_segment=on_segment,
+            progress=self.progress,
+            records_into=records_into,
+        )
+        if not ver.ok:
+            raise not_verified_error(ver, "it is not reconciled")
+        return ver
 
 
 @dataclass
@@ -437,7 +467,7 @@ class _Hashed:
 def _decide(
     hashed: _Hashed,
     source: Sources,
-    verify_args: tuple,
+    ledger_side: LedgerSide,
     ledger: LedgerHeader,
     alg: Algorithm,
     key: DigestKey,
@@ -476,7 +506,7 @@ def _decide(
                     wanted,
                     hashed,
                     source,
-                    verify_args,
+                    ledger_side,
                     ledger,
                     alg,
                     key,
@@ -496,16 +526,16 @@ def _decide(
                 written = write_details(con, details, source, details_limit) if details else 0
             except duckdb.Error as e:
                 raise LedgerFormatError(
-                    f"{verify_args[0].location}: reconciliation failed reading the ledger: "
+                    f"{ledger_side.ledger.location}: reconciliation failed reading the ledger: "
                     f"{str(e).splitlines()[0]}"
                 ) from None
             finally:
                 con.close()
     return make_result(
         source_name(source),
-        verify_args[0].location,
+        ledger_side.ledger.location,
         tally,
-        (None, None, 0, verify_args[4]),
+        (None, None, 0, ledger_side.links),
         details,
         written,
         hashed.run.warnings,
@@ -520,7 +550,7 @@ def _decide(
 
 def _hash_sides(
     source: Sources,
-    verify_args: tuple,
+    ledger_side: LedgerSide,
     ledger: LedgerHeader,
     alg: Algorithm,
     key: DigestKey,
@@ -534,7 +564,7 @@ def _hash_sides(
     batch by batch. Equal parts mean equal multisets of digests (docs/adr/0011). None when some
     segments are under another key or the capture could not be read to its end (the caller
     pairs everything then). KeyFileError as match_keys."""
-    ledger_dir = verify_args[0].location
+    ledger_dir = ledger_side.ledger.location
     dtype = record_dtype(alg.digest_size)
     lhash = MultisetHash(new_key(), alg.digest_size, part_bits=PART_BITS, part_key=new_part_key())
     segs: list[Segment] = []
@@ -561,15 +591,7 @@ def _hash_sides(
             second_counts(arr, FLAG_GAP, into=seconds)
         per_link[seg.link] = per_link.get(seg.link, 0) + n
 
-    ver = verify_ledger(
-        *verify_args[:4],
-        links=verify_args[4],
-        on_segment=add_segment,
-        progress=verify_args[5],
-        records_into=sink,
-    )
-    if not ver.ok:
-        raise not_verified_error(ver, "it is not reconciled")
+    ver = ledger_side.verify(add_segment, records_into=sink)
     keys, uncovered = match_keys(ledger_dir, ledger, alg, [key], segs)
     if uncovered:
         return None
@@ -591,7 +613,7 @@ def _gather_parts(
     wanted: np.ndarray,
     hashed: _Hashed,
     source: Sources,
-    verify_args: tuple,
+    ledger_side: LedgerSide,
     ledger: LedgerHeader,
     alg: Algorithm,
     key: DigestKey,
@@ -615,7 +637,7 @@ def _gather_parts(
             wanted[part_ids(arr, lh.part_key, lh.part_bits)] & ((arr["flags"] & FLAG_GAP) == 0),
         )
 
-    _verify_into(store, verify_args, add_segment)
+    _verify_into(store, ledger_side, add_segment)
     if seals != hashed.seals:
         return False
     again = MultisetHash(lh.key, alg.digest_size, part_bits=lh.part_bits, part_key=lh.part_key)
@@ -637,7 +659,7 @@ def _gather_parts(
 
 def _keep_ledger(
     store: PartStore,
-    verify_args: tuple,
+    ledger_side: LedgerSide,
     alg: Algorithm,
     key: DigestKey,
     window: tuple[int | None, int | None, int],
@@ -666,24 +688,15 @@ def _keep_ledger(
             keep = inside if keep is None else keep & inside
         store.took_ledger(seg.link, seg.records, keep)
 
-    ver = _verify_into(store, verify_args, add_segment)
+    ver = _verify_into(store, ledger_side, add_segment)
     return segs, ver
 
 
-def _verify_into(store: PartStore, verify_args: tuple, on_segment) -> VerifyResult:
-    """verify_ledger with its arguments as the first pass took them, each verified segment's
-    records copied into `store.ledger` (and handed to `on_segment`); DiscrepancyError when the
-    ledger does not verify (nothing is reconciled then)."""
-    ver = verify_ledger(
-        *verify_args[:4],
-        links=verify_args[4],
-        on_segment=on_segment,
-        progress=verify_args[5],
-        records_into=store.ledger,
-    )
-    if not ver.ok:
-        raise not_verified_error(ver, "it is not reconciled")
-    return ver
+def _verify_into(store: PartStore, ledger_side: LedgerSide, on_segment) -> VerifyResult:
+    """The ledger verified as the first pass verified it, each verified segment's records copied
+    into `store.ledger` (and handed to `on_segment`); DiscrepancyError when the ledger does not
+    verify (nothing is reconciled then)."""
+    return ledger_side.verify(on_segment, records_into=store.ledger)
 
 
 def _keep_capture(
@@ -746,15 +759,7 @@ def check_request(
     return keys
 
 
-def _load_ledger_side(
-    con,
-    ledger_dir: OpenLedger,
-    trust: TrustBundle | None,
-    checkpoint: bytes | None,
-    checkpoint_name: str,
-    links: list[str] | None,
-    progress: ProgressFn | None = None,
-) -> tuple[list[Segment], VerifyResult]:
+def _load_ledger_side(con, side: LedgerSide) -> tuple[list[Segment], VerifyResult]:
     """Verify the ledger and load the records of its verified segments (gap records left out) into
     table `lrec`, from the bytes that were checked. DiscrepancyError when it does not verify."""
     segs: list[Segment] = []
@@ -775,18 +780,7 @@ def _load_ledger_side(
         finally:
             con.unregister("_segment")
 
-    ver = verify_ledger(
-        ledger_dir,
-        trust,
-        checkpoint,
-        checkpoint_name,
-        links=links,
-        on_segment=add_segment,
-        progress=progress,
-    )
-    if not ver.ok:
-        raise not_verified_error(ver, "it is not reconciled")
-    return segs, ver
+    return segs, side.verify(add_segment)
 
 
 def _capture_records(
