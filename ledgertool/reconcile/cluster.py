@@ -718,7 +718,7 @@ def tally_partition(
     job: PartitionJob, offsets: list[int], ledger_parts: list, capture_parts: list
 ) -> PartitionTally:
     """On a worker: pair and tally one partition as recompute does on one machine
-    (recompute.pair_records: the digests found once on each side are matched in C, only the
+    (pairing.pair_records: the digests found once on each side are matched in C, only the
     others go through DuckDB's exact pairing), and its first --details rows. `ledger_parts`: one
     tuple of LedgerParts per ledger task; `capture_parts`: one record array per capture chunk."""
     ledger_side = ledger_rows(
@@ -1075,7 +1075,7 @@ def _fast_on_cluster(
     key: DigestKey,
     verify_kw: dict,
 ) -> tuple[list[Segment], object, list, Tally, DigestRun] | None:
-    """recompute's fast verdict (recompute._fast_verdict) on the cluster: the client draws a
+    """recompute's fast verdict (recompute._hash_sides) on the cluster: the client draws a
     multiset hash key (new_key) and sends it with the tasks, as an argument (never in a task key
     or name: those are on the dashboard); one task per run of segments checks them and hashes
     the frame records of those it read (check_and_hash: verify's reduction takes the verdicts),

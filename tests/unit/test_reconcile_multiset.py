@@ -131,7 +131,7 @@ def _sided(digests: list[bytes], ts: list[int]) -> np.ndarray:
 
 def _ranks(arr: np.ndarray, key) -> list[tuple[bytes, int]]:
     """Each row's (digest, k): it is the k-th occurrence of its digest in the order `key` of
-    rows, as recompute._pair numbers them (row_number over the digest, ordered by the key)."""
+    rows: the occurrence numbers of the ordered walk (native/src/multiset.c)."""
     order = sorted(range(len(arr)), key=key)
     seen: Counter = Counter()
     out: list = [None] * len(arr)
@@ -180,7 +180,7 @@ def _ordered_sides(draw):
 def test_in_order_pairs_only_kth_with_kth_occurrences(sides):
     """The proof's premise (native/src/multiset.c): for each digest the occurrence numbers of
     the ledger rows the walk pairs and of the capture rows it pairs are one set K within
-    1..min(l, c), numbered in recompute._pair's orders."""
+    1..min(l, c), numbered in the exact pairing's time orders."""
     ledger, codes, capture = sides
     lm, cm = in_order(ledger, codes, capture)
     lr = _ranks(ledger, lambda i: (ledger["ts_ns"][i], codes[i], ledger["seq"][i]))
