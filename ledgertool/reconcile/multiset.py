@@ -185,13 +185,16 @@ def _keep_same_time(
     alone, the walk's). The others' digests lose every walked pair. A digest is known here by its
     first 8 bytes and a (digest, time) by a hash of both: a collision only unmarks more, which
     sends rows to the exact pairing, never changes what it decides."""
-    if len(lm) == len(cm) and lm.all() and cm.all():
+    if len(lm) == len(cm) and lm.all() and cm.all():  # every row walked: no index arrays
+        off = ledger["ts_ns"] != capture["ts_ns"]
+        if not off.any():
+            return
         li = ci = np.arange(len(lm))
     else:
         li, ci = np.flatnonzero(lm), np.flatnonzero(cm)
-    off = ledger["ts_ns"][li] != capture["ts_ns"][ci]
-    if not off.any():
-        return
+        off = ledger["ts_ns"][li] != capture["ts_ns"][ci]
+        if not off.any():
+            return
     lpre, cpre = _prefixes(ledger), _prefixes(capture)
     bad = np.unique(lpre[li[off]])
     lsel, csel = np.isin(lpre, bad), np.isin(cpre, bad)
