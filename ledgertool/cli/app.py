@@ -1527,146 +1527,194 @@ def recompute(
 ) -> None:
     """Recompute digests of a capture and reconcile them with a ledger (multisets, DuckDB), or
     with its window records (--against windows)."""
-    from ..algorithms import get_algorithm
     from ..keyfiles import DigestKey
-    from ..reconcile.recompute import digests_to_parquet, reconcile
+    from ..reconcile.request import Mode
+    from .recompute_mode import Given, recompute_mode
 
     dks = [DigestKey.load(k) for k in digest_key]
-    if insecure_cluster and cluster is None:
-        raise UsageError("--insecure-cluster goes with --cluster tcp://HOST:PORT")
-    if pairs is not None:
-        if (
-            sources
-            or ledger is not None
-            or link
-            or checkpoint is not None
-            or algorithm
-            or strip
-            or out_file
-        ):
-            raise UsageError(
-                "--pairs FILE names every ledger, its captures, links and checkpoint: drop CAPTURE, "
-                "--ledger, --link, --checkpoint, --algorithm, --strip and --out"
-            )
+    opened = _LazyLedger(ledger)
+    given = Given(
+        sources=len(sources or ()),
+        ledger=ledger is not None,
+        pairs=pairs is not None,
+        links=bool(link),
+        trust=trust is not None,
+        checkpoint=checkpoint is not None,
+        digest_keys=len(dks),
+        algorithm=bool(algorithm),
+        strip=bool(strip),
+        out=bool(out_file),
+        cluster=cluster is not None,
+        insecure_cluster=insecure_cluster,
+        details=details is not None,
+        against=against,
+        windows_range=windows_range is not None,
+        challenge=challenge is not None,
+    )
+    mode = recompute_mode(
+        given, opened.windows_only, lambda: _recompute_window(from_time, to_time, tolerance)
+    )
+    shown = (as_json, quiet, workers)
+    if mode is Mode.PAIRS:
+        window = _recompute_window(from_time, to_time, tolerance)
         _recompute_pairs(
             pairs,
             dks,
             trust,
-            cluster,
-            insecure_cluster,
+            (cluster, insecure_cluster),
             details,
-            as_json,
-            quiet,
-            workers,
-            dict(
-                from_ns=_parse_time(from_time, "--from"),
-                to_ns=_parse_time(to_time, "--to"),
-                tolerance_ns=_parse_tolerance(tolerance),
-                memory_limit=memory_limit,
-            ),
+            shown,
+            dict(**window.kwargs(), memory_limit=memory_limit),
         )
         return
-    if not sources:
-        raise UsageError("recompute needs CAPTURE (one or more), or --pairs FILE.toml")
     source = sources[0] if len(sources) == 1 else sources
-    if challenge is not None:
-        if ledger is None or any((checkpoint, windows_range, cluster, details, from_time, to_time)):
-            raise UsageError(
-                "--challenge goes with --ledger and --trust (the challenge names its checkpoint "
-                "and windows): drop --checkpoint, --windows-range, --cluster, --details, --from "
-                "and --to"
-            )
+    if mode is Mode.CHALLENGE:
         from .audit import recompute_challenge_cmd
 
-        recompute_challenge_cmd(source, ledger, dks, challenge, trust, (as_json, quiet, workers))
-    if ledger is None:
-        if not (algorithm and strip and out_file):
-            raise UsageError(
-                "recompute needs --ledger DIR, or --algorithm, --strip and --out FILE.parquet"
-            )
-        if len(sources) > 1 or cluster is not None:
-            raise UsageError("without --ledger, recompute takes one CAPTURE and no --cluster")
-        if len(dks) != 1:
-            raise UsageError("without --ledger, recompute takes one --digest-key")
-        if trust is not None or checkpoint is not None:
-            raise UsageError("--trust and --checkpoint go with --ledger")
-        dk = dks[0]
-        alg = get_algorithm(algorithm)
-        with _shown(quiet, as_json) as cb:
-            run = digests_to_parquet(source, out_file, dk, alg, strip, cb, workers)
-        for w in run.warnings:
-            err.print(styled(("warning:", "yellow"), f" {w}"))
-        doc = {
-            "ok": run.stopped is None,
-            "source": source,
-            "frames": run.frames,
-            "bytes": run.bytes,
-            "out": str(out_file),
-            "algorithm": alg.name,
-            "strip": strip,
-            "elapsed_s": round(run.elapsed_s, 6),
-            **run.to_json(),
-            "warnings": run.warnings,
-        }
-        if as_json:
-            _emit_json(doc)
-        else:
-            out.print(
-                f"wrote {plural(run.frames, 'digest', fmt=',')} ({alg.name}, strip {strip}) to {out_file}"
-            )
-            _fallback_line(run.strip_fallbacks, strip, run.frames, source)
-        if run.stopped is not None:  # bad input, as for capture: what was read before it is written
-            err.print(
-                f"ledgertool: error: {run.stopped.message}; the {plural(run.frames, 'frame', fmt=',')} before it "
-                f"{'was' if run.frames == 1 else 'were'} written to {out_file}"
-            )
-            raise typer.Exit(2)
+        recompute_challenge_cmd(source, ledger, dks, challenge, trust, shown)
+    if mode is Mode.DIGESTS:
+        _recompute_digests(source, out_file, dks[0], (algorithm, strip), shown)
         return
-    if algorithm or strip or out_file:
-        raise UsageError(
-            "with --ledger, algorithm and strip mode come from the ledger; drop --algorithm/--strip/--out"
-        )
-    from ..keyfiles import TrustBundle
+    _recompute_ledger(
+        mode,
+        source,
+        opened,
+        dks,
+        (trust, checkpoint),
+        shown,
+        dict(
+            cluster=(cluster, insecure_cluster),
+            window=(from_time, to_time, tolerance),
+            links=link,
+            details=details,
+            memory_limit=memory_limit,
+            windows_range=windows_range,
+        ),
+    )
 
+
+class _LazyLedger:
+    """recompute's ledger, opened once where it is first needed (ledger.opened.OpenLedger); a
+    ledger that does not open is handed on as its name, for the library to report as it does."""
+
+    def __init__(self, where: str | None):
+        self.where = where
+        self._opened = None
+        self._tried = False
+
+    def get(self):
+        if not self._tried:
+            from ..ledger.opened import open_ledger
+
+            self._tried = True
+            try:
+                self._opened = open_ledger(self.where) if self.where is not None else None
+            except LedgerError:  # the library says so, after its own checks of the options
+                self._opened = None
+        return self._opened
+
+    def target(self):
+        """What the library takes: the opened ledger, or its name when it did not open."""
+        return self.get() or self.where
+
+    def windows_only(self) -> bool:
+        """The ledger keeps window records and no per-frame records (recompute's default is
+        then --against windows)."""
+        head = self.get().header if self.get() is not None else None
+        return head is not None and head.window is not None and "frames" not in head.tiers
+
+
+def _recompute_window(from_time: str | None, to_time: str | None, tolerance: str):
+    """--from, --to and --tolerance parsed (UsageError naming the option)."""
+    from ..reconcile.request import Window
+
+    return Window(
+        _parse_time(from_time, "--from"), _parse_time(to_time, "--to"), _parse_tolerance(tolerance)
+    )
+
+
+def _recompute_digests(source, out_file: Path, dk, how: tuple, shown: tuple) -> None:
+    """recompute without a ledger: the captures' digests to Parquet, exit 0 or 2 (bad input)."""
+    from ..algorithms import get_algorithm
+    from ..reconcile.recompute import digests_to_parquet
+
+    algorithm, strip = how
+    as_json, quiet, workers = shown
+    alg = get_algorithm(algorithm)
+    with _shown(quiet, as_json) as cb:
+        run = digests_to_parquet(source, out_file, dk, alg, strip, cb, workers)
+    for w in run.warnings:
+        err.print(styled(("warning:", "yellow"), f" {w}"))
+    doc = {
+        "ok": run.stopped is None,
+        "source": source,
+        "frames": run.frames,
+        "bytes": run.bytes,
+        "out": str(out_file),
+        "algorithm": alg.name,
+        "strip": strip,
+        "elapsed_s": round(run.elapsed_s, 6),
+        **run.to_json(),
+        "warnings": run.warnings,
+    }
+    if as_json:
+        _emit_json(doc)
+    else:
+        out.print(
+            f"wrote {plural(run.frames, 'digest', fmt=',')} ({alg.name}, strip {strip}) to {out_file}"
+        )
+        _fallback_line(run.strip_fallbacks, strip, run.frames, source)
+    if run.stopped is not None:  # bad input, as for capture: what was read before it is written
+        err.print(
+            f"ledgertool: error: {run.stopped.message}; the {plural(run.frames, 'frame', fmt=',')} before it "
+            f"{'was' if run.frames == 1 else 'were'} written to {out_file}"
+        )
+        raise typer.Exit(2)
+
+
+def _recompute_ledger(
+    mode, source, opened: _LazyLedger, dks: list, verify: tuple, shown: tuple, opts: dict
+) -> None:
+    """recompute against a ledger (FRAMES, CLUSTER or WINDOWS): the request made from the
+    options, the ledger opened once, the report, and exit 0 or 1."""
+    from ..keyfiles import TrustBundle
+    from ..reconcile.against_windows import parse_windows_range
+    from ..reconcile.request import Mode, Request, Window, run
+
+    trust, checkpoint = verify
+    as_json, quiet, workers = shown
     bundle = TrustBundle.load(trust) if trust is not None else None
     note = _read_input(checkpoint, "checkpoint") if checkpoint is not None else None
-    window = dict(
-        from_ns=_parse_time(from_time, "--from"),
-        to_ns=_parse_time(to_time, "--to"),
-        tolerance_ns=_parse_tolerance(tolerance),
+    windows = mode is Mode.WINDOWS
+    request = Request(
+        mode,
+        window=Window() if windows else _recompute_window(*opts["window"]),
+        links=tuple(opts["links"]) if opts["links"] else None,
+        details=opts["details"],
+        memory_limit=opts["memory_limit"],
+        workers=workers,
+        windows_range=(
+            parse_windows_range(opts["windows_range"])
+            if windows and opts["windows_range"] is not None
+            else None
+        ),
     )
-    common = dict(
-        trust=bundle,
-        checkpoint=note,
-        checkpoint_name=str(checkpoint),
-        links=link,
-        details=details,
-        memory_limit=memory_limit,
-        **window,
-    )
-    if _against_windows(ledger, against, windows_range):
-        _recompute_windows(
-            source,
-            ledger,
-            dks,
-            windows_range,
-            (as_json, quiet, workers),
-            [cluster, details, *window.values()],
-            trust=bundle,
-            checkpoint=note,
-            checkpoint_name=str(checkpoint),
-            links=link,
-        )
-    if cluster is not None:
-        with _cluster_client(cluster, insecure_cluster) as client:
+    kw = dict(trust=bundle, checkpoint=note, checkpoint_name=str(checkpoint))
+    if mode is Mode.CLUSTER:
+        from functools import partial
+
+        with _cluster_client(*opts["cluster"]) as client:
             from ..reconcile.cluster import reconcile_on_cluster
 
-            res = reconcile_on_cluster(client, source, ledger, dks, **common)
+            on_cluster = partial(reconcile_on_cluster, client)
+            res = run(request, source, opened.target(), dks, on_cluster=on_cluster, **kw)
     else:
         with _shown(quiet, as_json) as cb:
-            res = reconcile(source, ledger, dks, progress=cb, workers=workers, **common)
-    res.warnings += _pruned_warnings(ledger)
-    _report(res, as_json, _print_reconcile, ledger, source)
+            res = run(request, source, opened.target(), dks, progress=cb, **kw)
+    if not windows:
+        res.warnings += _pruned_warnings(opened.where)
+    printer = _print_windows if windows else _print_reconcile
+    _report(res, as_json, printer, opened.where, source)
 
 
 def _pruned_warnings(ledger) -> list[str]:
@@ -1691,54 +1739,6 @@ def _report(res, as_json: bool, printer, ledger: str, source) -> None:
     else:
         printer(res, ledger, source)
     raise typer.Exit(0 if res.ok else 1)
-
-
-def _against_windows(ledger: str, against: str | None, windows_range: str | None) -> bool:
-    """Whether recompute compares with the window records: asked for, or the ledger keeps no
-    per-frame records but a window tier."""
-    if against not in (None, "frames", "windows"):
-        raise UsageError(f"--against {against!r}: frames or windows")
-    if windows_range is not None:
-        if against == "frames":
-            raise UsageError("--windows-range goes with --against windows")
-        return True
-    if against is not None:
-        return against == "windows"
-    from ..ledger.header import load_ledger
-    from ..urls import location
-
-    try:
-        head = load_ledger(location(ledger))
-    except LedgerError:  # the per-frame path says so, after its own checks of the options
-        return False
-    return head.window is not None and "frames" not in head.tiers
-
-
-def _recompute_windows(
-    source,
-    ledger: str,
-    dks: list,
-    windows_range: str | None,
-    how: tuple[bool, bool, int],
-    refused: list,
-    **common,
-) -> None:
-    """recompute against the window tier (docs/cli.md): the report, and exit 0 or 1. `refused`:
-    the values of --cluster, --details, --from, --to and --tolerance, which it does not take."""
-    if any(refused):
-        raise UsageError(
-            "recompute against windows takes no --cluster, --details, --from, --to "
-            "or --tolerance (use --windows-range for a range of windows)"
-        )
-    from ..reconcile.against_windows import parse_windows_range, reconcile_windows
-
-    as_json, quiet, workers = how
-    wrange = parse_windows_range(windows_range) if windows_range is not None else None
-    with _shown(quiet, as_json) as cb:
-        res = reconcile_windows(
-            source, ledger, dks, windows_range=wrange, progress=cb, workers=workers, **common
-        )
-    _report(res, as_json, _print_windows, ledger, source)
 
 
 def _print_windows(res, ledger: str, source) -> None:
@@ -1846,15 +1846,15 @@ def _recompute_pairs(
     pairs_file: Path,
     dks: list,
     trust: Path | None,
-    cluster: str | None,
-    insecure: bool,
+    where: tuple[str | None, bool],
     details: Path | None,
-    as_json: bool,
-    quiet: bool,
-    workers: int,
+    shown: tuple[bool, bool, int],
     window: dict,
 ) -> None:
-    """recompute --pairs: every pair as a single recompute of it, then the total (docs/cli.md)."""
+    """recompute --pairs: every pair as a single recompute of it, then the total (docs/cli.md).
+    `where`: --cluster and --insecure-cluster; `shown`: --json, --quiet and --workers."""
+    cluster, insecure = where
+    as_json, quiet, workers = shown
     from functools import partial
 
     from ..keyfiles import TrustBundle

@@ -31,25 +31,20 @@ from ..algorithms import get_algorithm
 from ..digest.window import WindowAccumulator, WindowKeys, WindowRecord
 from ..errors import KeyFileError, Setting, UsageError
 from ..keyfiles import DigestKey, TrustBundle
-from ..ledger.header import load_ledger
 from ..ledger.layout import window_log_link
-from ..ledger.remote import ledger_reader
+from ..ledger.opened import OpenLedger, open_ledger
+from ..ledger.reader import LedgerReader
 from ..progress import ProgressFn
 from ..source.file import STDIN
 from ..urls import location
 from ..verify.ledger import verify_ledger
 from ..verify.windows import VerifiedWindows
+from .details import frames_by_index
 from .dissect import dissect_line
 from .query import not_verified_error
-from .recompute import (
-    CaptureVerdict,
-    DigestRun,
-    Sources,
-    _digest_records,
-    frames_by_index,
-    source_list,
-    source_name,
-)
+from .recompute import _digest_records
+from .result import CaptureVerdict, DigestRun
+from .sources import Sources, source_list, source_name
 from .windows import compare_windows, range_verdict
 
 __all__ = [
@@ -224,8 +219,9 @@ def _empty(like: WindowRecord, keys: WindowKeys, index: int) -> WindowRecord:
     return WindowRecord.parse(zero.unmask(keys))  # the pad is an XOR: unmasking zeros masks them
 
 
-def _choose_link(ledger_dir: Path, links: list[str] | None) -> str:
-    logs = sorted(window_log_link(log) for log in ledger_reader(ledger_dir).window_logs)
+def _choose_link(reader: LedgerReader, links: list[str] | None) -> str:
+    ledger_dir = reader.directory
+    logs = sorted(window_log_link(log) for log in reader.window_logs)
     if links:
         if len(links) != 1:
             raise UsageError(
@@ -248,7 +244,7 @@ def _choose_link(ledger_dir: Path, links: list[str] | None) -> str:
 
 def reconcile_windows(
     source: Sources,
-    ledger_dir: Path,
+    ledger_dir: Path | OpenLedger,
     digest_key: DigestKey | Sequence[DigestKey],
     *,
     trust: TrustBundle | None = None,
@@ -268,19 +264,21 @@ def reconcile_windows(
     a window log for the link, several keys or links, KeyFileError for a key the window log's seals
     do not name, CaptureFormatError for a capture that cannot be opened."""
     t0 = time.perf_counter()
-    ledger_dir = location(ledger_dir)
+    given = ledger_dir
+    ledger_dir = given.location if isinstance(given, OpenLedger) else location(given)
     keys_given = [digest_key] if isinstance(digest_key, DigestKey) else list(digest_key)
-    ledger = load_ledger(ledger_dir)
+    opened = open_ledger(given if isinstance(given, OpenLedger) else ledger_dir)
+    ledger = opened.header
     if ledger.window is None:
         raise UsageError(
             f"{ledger_dir}: the ledger has no window tier (ledger.json); recompute "
             "it against its per-frame records"
         )
-    link = _choose_link(ledger_dir, links)
+    link = _choose_link(opened.reader, links)
     alg = get_algorithm(ledger.algorithm)
     verified: list[VerifiedWindows] = []
     ver = verify_ledger(
-        ledger_dir,
+        opened,
         trust,
         checkpoint,
         checkpoint_name,

@@ -3,7 +3,7 @@ ledgertool.reconcile.recompute.reconcile, computed as a partitioned multiset com
 
 Every frame pairs only with frames of the same digest, so the digests are split into `parts`
 partitions by their first two bytes (keyed MACs: uniform), and each partition is paired and
-tallied on its own, by the same DuckDB statements as on one machine (recompute._pair, _tally).
+tallied on its own, by the same engine as on one machine (pairing.pair_records).
  - ledger side: one task per sealed segment runs verify's per-segment checks
    (ledgertool.verify.cluster) and splits the records it checked, gap records left out, by
    partition; the client reduces the verdicts (verify_ledger) and reconciles only a ledger that
@@ -57,16 +57,16 @@ from .. import fsio
 from .._binding import ffi, lib
 from ..algorithms import get_algorithm, get_strip_mode
 from ..digest.engine import DigestEngine
-from ..digest.record import FLAG_GAP, RECORD_FIXED, record_dtype
+from ..digest.record import FLAG_GAP, RECORD_FIXED, RecordSink, record_dtype
 from ..digest.strip import StripFallbacks
 from ..errors import CaptureFormatError, ClusterError, LedgerFormatError, UsageError
 from ..keyfiles import DigestKey, TrustBundle
-from ..ledger.header import load_ledger
+from ..ledger.opened import OpenLedger, open_ledger
 from ..ledger.reader import LedgerReader, LinkListing
 from ..source import is_workload, open_source
 from ..source.compressed import PIPE_BYTES, capture_pipe, read_head
 from ..source.file import FORMAT_NAMES, STDIN, CaptureReader, stream_reader
-from ..urls import is_url, location
+from ..urls import is_url
 from ..verify.chain import SegmentCheck
 from ..verify.checks import SegmentPlace
 from ..verify.cluster import (
@@ -80,6 +80,8 @@ from ..verify.cluster import (
     verdict_only,
 )
 from ..verify.ledger import verify_ledger
+from .details import DETAILS_ORDER, write_details
+from .limits import DEFAULT_MEMORY_LIMIT, check_memory_limit
 from .msethash import MultisetHash, new_key
 from .msethash import accelerated as mset_accelerated
 from .multiset import (
@@ -91,28 +93,19 @@ from .multiset import (
     merge_tallies,
     second_counts,
 )
+from .pairing import pair_records
 from .query import not_verified_error, open_duckdb
-from .recompute import (
-    DEFAULT_MEMORY_LIMIT,
-    DETAILS_ORDER,
+from .recompute import check_request
+from .result import (
     DigestRun,
     ReadStop,
     ReconcileResult,
-    RecordSink,
-    Sources,
-    _add_warnings,
-    _check_memory_limit,
-    _file_bytes,
-    _match_keys,
-    _Segment,
-    _write_details,
-    check_request,
+    add_warnings,
     make_result,
     matched_counts_tally,
-    pair_records,
-    source_list,
-    source_name,
 )
+from .segments import Segment, match_keys
+from .sources import Sources, file_bytes, source_list, source_name
 
 __all__ = ["CaptureChunk", "plan_chunks", "reconcile_on_cluster"]
 
@@ -225,7 +218,7 @@ class _SegmentTasks:
 
     def __init__(self, client: Client):
         self.client = client
-        self.segments: list[_Segment] = []
+        self.segments: list[Segment] = []
         self.futures: list[Future] = []
 
     def _task(self, ctx: LedgerContext, part: LinkListing, indexes: list[int], key: str) -> Future:
@@ -260,7 +253,7 @@ class _SegmentTasks:
     def _taken(self, checks: Iterator[SegmentCheck], link: str) -> Iterator[SegmentCheck]:
         for check in checks:
             if check.records is not None and check.seal.doc is not None:
-                self.segments.append(_Segment.of_seal(link, check.seal.index, check.seal.doc))
+                self.segments.append(Segment.of_seal(link, check.seal.index, check.seal.doc))
             yield check
 
 
@@ -677,7 +670,7 @@ def digest_chunk(
     # the engine fills one array in place (room for 64 bytes a frame: a pcap has at least 76)
     sink = RecordSink(
         record_dtype(alg.digest_size),
-        (chunk.end - chunk.start if chunk.end else _file_bytes(chunk.source)) // 64,
+        (chunk.end - chunk.start if chunk.end else file_bytes(chunk.source)) // 64,
     )
     run = _digest_chunk(chunk, subkey, alg, strip, sink)
     return run, split_by_partition(sink.records(), parts)
@@ -704,7 +697,7 @@ class PartitionJob:
 
     ledger: str
     kids: tuple[str, ...]
-    segments: tuple[_Segment, ...]
+    segments: tuple[Segment, ...]
     uncovered: tuple[dict, ...]
     from_ns: int | None
     to_ns: int | None
@@ -725,7 +718,7 @@ def tally_partition(
     job: PartitionJob, offsets: list[int], ledger_parts: list, capture_parts: list
 ) -> PartitionTally:
     """On a worker: pair and tally one partition as recompute does on one machine
-    (recompute.pair_records: the digests found once on each side are matched in C, only the
+    (pairing.pair_records: the digests found once on each side are matched in C, only the
     others go through DuckDB's exact pairing), and its first --details rows. `ledger_parts`: one
     tuple of LedgerParts per ledger task; `capture_parts`: one record array per capture chunk."""
     ledger_side = ledger_rows(
@@ -843,7 +836,7 @@ class _Run:
 def reconcile_on_cluster(
     client: Client,
     source: Sources,
-    ledger_dir: Path,
+    ledger_dir: Path | OpenLedger,
     digest_key: DigestKey | Sequence[DigestKey],
     *,
     trust: TrustBundle | None = None,
@@ -872,27 +865,20 @@ def reconcile_on_cluster(
     unequal (or cannot decide) are both read again, partitioned and paired. `exact`: the
     partitioned pairing only (the report is the same; for tests and benchmarks)."""
     t0 = time.perf_counter()
-    ledger_dir = location(ledger_dir)
-    ledger = load_ledger(ledger_dir)
-    alg = get_algorithm(ledger.algorithm)
+    opened = open_ledger(ledger_dir)
+    alg = get_algorithm(opened.header.algorithm)
     keys = check_request(digest_key, from_ns, to_ns, details)
-    if len(keys) != 1:
-        raise UsageError(
-            "on a cluster, recompute takes one digest key (reconcile a ledger whose digest key was "
-            "rotated with all its keys on one machine)"
-        )
-    if not 0 <= parts <= MAX_PARTS:
-        raise UsageError(f"partitions must be 1..{MAX_PARTS}, got {parts}")
-    if memory_limit != DEFAULT_MEMORY_LIMIT:  # checked before the long part, as on one machine
-        _check_memory_limit(memory_limit)
+    _check_cluster_request(keys, parts, memory_limit)
     bad_capture = None
-    try:  # the captures digest while the ledger verifies; their errors come after the ledger's, as on one machine
+    try:  # the captures digest while the ledger verifies; their errors come after the ledger's,
+        # as on one machine
         chunks, stop = plan_chunks(source, split_bytes)
     except CaptureFormatError as e:
         chunks, stop, bad_capture = [], None, e
     verify_kw = dict(
         trust=trust, checkpoint=checkpoint, checkpoint_name=checkpoint_name, links=links
     )
+    window = (from_ns, to_ns, tolerance_ns, links)
     if (
         not exact
         and from_ns is None
@@ -904,45 +890,119 @@ def reconcile_on_cluster(
     ):
         # the usual run, a capture that agrees with its ledger, needs no partitions (a capture
         # the client found corrupt, or a window, goes to the pairing, which reports them)
-        fast = _fast_on_cluster(client, chunks, ledger_dir, ledger, alg, keys[0], verify_kw)
+        fast = _fast_on_cluster(client, chunks, opened, alg, keys[0], verify_kw)
         if fast is not None:
             segs, ver, matched_keys, tally, capture = fast
             if details:  # no frame differs: the details file is empty, as the pairing writes it
                 with fsio.atomic_file(details, what="details file"):
                     pass
-            res = make_result(
-                source_name(source),
-                ledger_dir,
-                tally,
-                (from_ns, to_ns, tolerance_ns, links),
-                details,
-                0,
-                capture.warnings,
-                matched_keys,
-                segs,
-                [],
-                ver.signatures_checked,
-                time.perf_counter() - t0,
-                capture=capture,
-            )
-            _add_warnings(res, ledger_dir, alg, [], details_limit)
-            return res
+            paired = _Paired(tally, 0, capture, segs, [], matched_keys, ver)
+            return _result(paired, source, opened, alg, window, details, details_limit, t0)
+    job = _Job(chunks, stop, bad_capture, keys[0], verify_kw, window, parts)
+    paired = _pair_on_cluster(
+        client, opened, alg, job, (examples, memory_limit, details, details_limit), source
+    )
+    return _result(paired, source, opened, alg, window, details, details_limit, t0)
+
+
+def _check_cluster_request(keys: list, parts: int, memory_limit: str) -> None:
+    """UsageError for what a cluster run does not take: several digest keys, partitions out of
+    range, a memory limit DuckDB refuses (checked before the long part, as on one machine)."""
+    if len(keys) != 1:
+        raise UsageError(
+            "on a cluster, recompute takes one digest key (reconcile a ledger whose digest key was "
+            "rotated with all its keys on one machine)"
+        )
+    if not 0 <= parts <= MAX_PARTS:
+        raise UsageError(f"partitions must be 1..{MAX_PARTS}, got {parts}")
+    if memory_limit != DEFAULT_MEMORY_LIMIT:
+        check_memory_limit(memory_limit)
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What the partitioned pairing of a cluster run starts from: the capture's chunks (and where
+    the client found it stops, or the error it found), the digest key, verify's arguments, the
+    window (from_ns, to_ns, tolerance_ns, links) and the partitions asked for (0: default)."""
+
+    chunks: list[CaptureChunk]
+    stop: ReadStop | None
+    bad_capture: CaptureFormatError | None
+    key: DigestKey
+    verify_kw: dict
+    window: tuple
+    parts: int
+
+
+@dataclass(frozen=True)
+class _Paired:
+    """A cluster run's outcome before its report: the tally, the --details lines written, the
+    capture's run, the ledger's segments and uncovered runs, the keys matched, verify's result."""
+
+    tally: Tally
+    written: int
+    capture: DigestRun
+    segs: list[Segment]
+    uncovered: list[dict]
+    matched_keys: list
+    ver: object
+
+
+def _result(
+    paired: _Paired,
+    source: Sources,
+    opened: OpenLedger,
+    alg,
+    window: tuple,
+    details: Path | None,
+    details_limit: int,
+    t0: float,
+) -> ReconcileResult:
+    """The report of a cluster run, as one machine makes it."""
+    res = make_result(
+        source_name(source),
+        opened.location,
+        paired.tally,
+        window,
+        details,
+        paired.written,
+        paired.capture.warnings,
+        paired.matched_keys,
+        paired.segs,
+        paired.uncovered,
+        paired.ver.signatures_checked,
+        time.perf_counter() - t0,
+        capture=paired.capture,
+    )
+    add_warnings(res, opened.location, alg, paired.uncovered, details_limit)
+    return res
+
+
+def _pair_on_cluster(
+    client: Client, opened: OpenLedger, alg, job: _Job, how: tuple, source: Sources
+) -> _Paired:
+    """The partitioned pairing (module doc): the ledger's segments checked and split by partition,
+    the captures' chunks digested and split, one task per partition pairing and tallying it.
+    `how`: examples, memory limit, details file and its limit."""
+    examples, memory_limit, details, details_limit = how
+    ledger = opened.header
     run = _Run(client)
+    stop = job.stop
     try:
-        parts = parts or default_parts(chunks, len(client.scheduler_info()["workers"]))
+        parts = job.parts or default_parts(job.chunks, len(client.scheduler_info()["workers"]))
         checker = SplittingChecker(client, parts)
         run.checkers.append(checker)
-        subkey = keys[0].subkey(alg.name, alg.key_size)
+        subkey = job.key.subkey(alg.name, alg.key_size)
         digested = [
-            run.submit(digest_chunk, c, subkey, alg.name, ledger.strip, parts) for c in chunks
+            run.submit(digest_chunk, c, subkey, alg.name, ledger.strip, parts) for c in job.chunks
         ]
-        ver = verify_ledger(ledger_dir, checker=checker, **verify_kw)
+        ver = verify_ledger(opened, checker=checker, **job.verify_kw)
         if not ver.ok:
             raise not_verified_error(ver, "it is not reconciled")
         segs = checker.segments
-        matched_keys, uncovered = _match_keys(ledger_dir, ledger, alg, keys, segs)
-        if bad_capture is not None:
-            raise bad_capture
+        matched_keys, uncovered = match_keys(opened.location, ledger, alg, [job.key], segs)
+        if job.bad_capture is not None:
+            raise job.bad_capture
         runs = run.take([run.submit(operator.getitem, f, 0) for f in digested], "capture chunk")
         # a source its task could not read to the end ends the run there
         for i, r in enumerate(runs):
@@ -951,8 +1011,9 @@ def reconcile_on_cluster(
                 break
         capture = _capture_run(runs, stop, ledger.strip)
         offsets = list(np.cumsum([0] + [r.frames for r in runs[:-1]], dtype=np.int64).tolist())
-        job = PartitionJob(
-            str(ledger_dir),
+        from_ns, to_ns, tolerance_ns, _ = job.window
+        pjob = PartitionJob(
+            str(opened.location),
             tuple(k for k, _ in matched_keys),
             tuple(segs),
             tuple(uncovered),
@@ -968,7 +1029,7 @@ def reconcile_on_cluster(
             [
                 run.submit(
                     tally_partition,
-                    job,
+                    pjob,
                     offsets,
                     checker.ledger_parts[p],
                     [run.submit(_partition_item, f, p) for f in digested],
@@ -980,23 +1041,8 @@ def reconcile_on_cluster(
         written = _merged_details(tallies, details, source, details_limit) if details else 0
     finally:
         run.release()
-    res = make_result(
-        source_name(source),
-        ledger_dir,
-        merge_tallies([t.tally for t in tallies], examples),
-        (from_ns, to_ns, tolerance_ns, links),
-        details,
-        written,
-        capture.warnings,
-        matched_keys,
-        segs,
-        uncovered,
-        ver.signatures_checked,
-        time.perf_counter() - t0,
-        capture=capture,
-    )
-    _add_warnings(res, ledger_dir, alg, uncovered, details_limit)
-    return res
+    tally = merge_tallies([t.tally for t in tallies], examples)
+    return _Paired(tally, written, capture, segs, uncovered, matched_keys, ver)
 
 
 def _workers_accelerated(client: Client) -> bool:
@@ -1024,13 +1070,12 @@ def _capture_run(runs: list[ChunkRun], stop: ReadStop | None, strip: str) -> Dig
 def _fast_on_cluster(
     client: Client,
     chunks: list[CaptureChunk],
-    ledger_dir: Path,
-    ledger,
+    opened: OpenLedger,
     alg,
     key: DigestKey,
     verify_kw: dict,
-) -> tuple[list[_Segment], object, list, Tally, DigestRun] | None:
-    """recompute's fast verdict (recompute._fast_verdict) on the cluster: the client draws a
+) -> tuple[list[Segment], object, list, Tally, DigestRun] | None:
+    """recompute's fast verdict (recompute._hash_sides) on the cluster: the client draws a
     multiset hash key (new_key) and sends it with the tasks, as an argument (never in a task key
     or name: those are on the dashboard); one task per run of segments checks them and hashes
     the frame records of those it read (check_and_hash: verify's reduction takes the verdicts),
@@ -1039,20 +1084,22 @@ def _fast_on_cluster(
     no chunk stopped early, and the counts and values are equal: returns (segments, verify
     result, [(key id, key)], the tally from the ledger side's counts, the capture's run).
     Otherwise None: the caller pairs exactly, from the start. DiscrepancyError for a ledger that
-    does not verify, KeyFileError as _match_keys, ClusterError for a lost task (never a partial
+    does not verify, KeyFileError as match_keys, ClusterError for a lost task (never a partial
     verdict)."""
     mkey = new_key()
     run = _Run(client)
     try:
         subkey = key.subkey(alg.name, alg.key_size)
-        hashed = [run.submit(hash_chunk, c, subkey, alg.name, ledger.strip, mkey) for c in chunks]
+        hashed = [
+            run.submit(hash_chunk, c, subkey, alg.name, opened.header.strip, mkey) for c in chunks
+        ]
         checker = HashingChecker(client, mkey, alg.digest_size)
         run.checkers.append(checker)
-        ver = verify_ledger(ledger_dir, checker=checker, **verify_kw)
+        ver = verify_ledger(opened, checker=checker, **verify_kw)
         if not ver.ok:
             raise not_verified_error(ver, "it is not reconciled")
         segs = checker.segments
-        matched_keys, uncovered = _match_keys(ledger_dir, ledger, alg, [key], segs)
+        matched_keys, uncovered = match_keys(opened.location, opened.header, alg, [key], segs)
         if uncovered:
             return None
         kid = matched_keys[0][0]
@@ -1078,7 +1125,7 @@ def _fast_on_cluster(
             chash.merge(value, count)
         if chash.state() != lhash.state():
             return None
-        capture = _capture_run([r for r, _, _ in results], None, ledger.strip)
+        capture = _capture_run([r for r, _, _ in results], None, opened.header.strip)
         return (
             segs,
             ver,
@@ -1114,6 +1161,6 @@ def _merged_details(
         con.register("_rows", pa.concat_tables([t.details for t in tallies]))
         con.execute("CREATE TEMP TABLE j AS SELECT * FROM _rows")
         con.unregister("_rows")
-        return _write_details(con, details, source, limit)
+        return write_details(con, details, source, limit)
     finally:
         con.close()

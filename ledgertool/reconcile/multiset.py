@@ -2,11 +2,12 @@
 
 In a capture that agrees with its ledger almost every digest occurs once in the ledger and once in
 the capture; such a pair is matched whatever the order or the pairing rule, so it need not go
-through DuckDB's group-by and join (recompute._pair), which cost ~85 % of a single-core
+through DuckDB's group-by and join (pairing.pair_tables), which cost ~85 % of a single-core
 reconciliation of 64-byte frames when they were measured. They are found in
 C (lt_once_each: a hash table over the ledger side's digests, no Python per record), and before
 that, for a capture in its ledger's order, by walking both sides in step (in_order,
-lt_pair_in_order: only pairs of the k-th occurrence of a digest on both sides). The rows of
+lt_pair_in_order: only pairs of the k-th occurrence of a digest on both sides, kept where both
+have the same time, which the exact pairing pairs first). The rows of
 every other digest ("contested": counts that differ, repeats, one-sided digests) go to the exact
 pairing (with the walk, a digest's k-th/k-th pairs taken out and its other rows left there); the
 counts of the parts add up (merge_tallies), because each row is in exactly one part.
@@ -151,7 +152,8 @@ def paired_masks(
     with_order: bool = False,
 ) -> tuple[np.ndarray, np.ndarray] | tuple[np.ndarray, np.ndarray, bool]:
     """The rows matched outside the exact pairing: the ordered walk's pairs (`ordered`: the
-    capture's pairing order is (ts_ns, seq), see in_order), then once_each over the rest. The
+    capture's pairing order is (ts_ns, seq), see in_order) of the digests whose walked pairs each
+    join two equal times (_keep_same_time), then once_each over the rest. The
     exact pairing of the unmarked rows classifies them as that of all rows would. `with_order`:
     a third value says whether the walk found `ledger` in its pairing order, i.e. its ts_ns
     non-decreasing (False when it was not run or paired nothing: unknown), for matched_tally."""
@@ -159,6 +161,8 @@ def paired_masks(
         lm, cm = once_each(ledger, capture)
         return (lm, cm, False) if with_order else (lm, cm)
     lm, cm, walked = _in_order(ledger, codes, capture)
+    if walked:
+        _keep_same_time(ledger, capture, lm, cm)
     if lm.all() and cm.all():
         return (lm, cm, walked > 0) if with_order else (lm, cm)
     lrest, crest = np.flatnonzero(~lm), np.flatnonzero(~cm)
@@ -166,6 +170,54 @@ def paired_masks(
     lm[lrest[lo]] = True
     cm[crest[co]] = True
     return (lm, cm, walked > 0) if with_order else (lm, cm)
+
+
+def _keep_same_time(
+    ledger: np.ndarray, capture: np.ndarray, lm: np.ndarray, cm: np.ndarray
+) -> None:
+    """Unmark the walk's pairs (in_order's masks `lm`, `cm`, changed in place) that the exact
+    pairing may pair otherwise: it pairs a digest's occurrences of the same time on both sides
+    first, then the rest in time order (pairing.pair_tables). The walk's pairs of a digest are its
+    first occurrences on both sides, taken in step (the k-th marked ledger row with the k-th
+    marked capture row). They stay when each joins two equal times (each time's first occurrences
+    in the exact pairing's order too, so paired there as here), or when no occurrence of the
+    digest shares its time with one on the other side (the exact pairing is then the time order
+    alone, the walk's). The others' digests lose every walked pair. A digest is known here by its
+    first 8 bytes and a (digest, time) by a hash of both: a collision only unmarks more, which
+    sends rows to the exact pairing, never changes what it decides."""
+    if len(lm) == len(cm) and lm.all() and cm.all():  # every row walked: no index arrays
+        off = ledger["ts_ns"] != capture["ts_ns"]
+        if not off.any():
+            return
+        li = ci = np.arange(len(lm))
+    else:
+        li, ci = np.flatnonzero(lm), np.flatnonzero(cm)
+        off = ledger["ts_ns"][li] != capture["ts_ns"][ci]
+        if not off.any():
+            return
+    lpre, cpre = _prefixes(ledger), _prefixes(capture)
+    bad = np.unique(lpre[li[off]])
+    lsel, csel = np.isin(lpre, bad), np.isin(cpre, bad)
+    lkey = _time_keys(lpre[lsel], ledger["ts_ns"][lsel])
+    shared = np.isin(lkey, _time_keys(cpre[csel], capture["ts_ns"][csel]))
+    mixed = np.unique(lpre[lsel][shared])  # some of it pairs at equal times: the walk's may not
+    if not len(mixed):
+        return
+    drop = np.isin(lpre[li], mixed)
+    lm[li[drop]] = False
+    cm[ci[drop]] = False
+
+
+def _time_keys(prefixes: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of each (digest prefix, time)."""
+    with np.errstate(over="ignore"):
+        return prefixes ^ (ts.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+
+
+def _prefixes(rows: np.ndarray) -> np.ndarray:
+    """The first 8 digest bytes of each row of `rows` (record_dtype) as uint64."""
+    off = rows.dtype.fields["digest"][1]
+    return np.ascontiguousarray(byte_rows(rows)[:, off : off + 8]).view("<u8").ravel()
 
 
 def window_mask(ts: np.ndarray, lo: int | None, hi: int | None) -> np.ndarray:

@@ -37,13 +37,15 @@ from .. import fsio
 from ..algorithms import get_algorithm
 from ..errors import ClusterError, KeyFileError, LedgerError, UsageError
 from ..keyfiles import DigestKey, TrustBundle
-from ..ledger.header import load_ledger
+from ..ledger.opened import OpenLedger, open_ledger
 from ..progress import Progress, ProgressFn
 from ..seal.checkpoint import MAX_NOTE_BYTES
 from ..source import WORKLOAD_PREFIX, is_workload
 from ..source.file import STDIN
 from ..urls import is_url, location
-from .recompute import ReconcileResult, digest_key_order, source_name
+from .result import ReconcileResult
+from .segments import digest_key_order
+from .sources import source_name
 
 __all__ = [
     "PairOutcome",
@@ -167,6 +169,7 @@ class PairPlan:
     keys: tuple[DigestKey, ...]
     trust: TrustBundle | None = None
     checkpoint: bytes | None = None
+    ledger: OpenLedger | None = None  # opened by plan_pairs, handed to the pair's run
 
 
 def plan_pairs(
@@ -189,8 +192,8 @@ def plan_pairs(
     ids: dict[tuple[str, int], list[str]] = {}
     plans = []
     for spec in specs:
-        ledger_dir = location(spec.ledger)
-        header = load_ledger(ledger_dir)
+        opened = open_ledger(spec.ledger)
+        ledger_dir, header = opened.location, opened.header
         alg = get_algorithm(header.algorithm)
         kids = ids.setdefault(
             (alg.name, alg.key_size), [k.key_id(alg.name, alg.key_size) for k in keys]
@@ -212,7 +215,7 @@ def plan_pairs(
             note = fsio.read_regular(
                 spec.checkpoint, MAX_NOTE_BYTES, follow=True, what="checkpoint"
             )
-        plans.append(PairPlan(spec, mine, bundle, note))
+        plans.append(PairPlan(spec, mine, bundle, note, opened))
     return tuple(plans)
 
 
@@ -349,7 +352,7 @@ def reconcile_pairs(
             try:
                 res = reconcile_one(
                     list(plan.spec.captures),
-                    location(plan.spec.ledger),
+                    plan.ledger or location(plan.spec.ledger),
                     list(plan.keys),
                     trust=plan.trust,
                     checkpoint=plan.checkpoint,

@@ -20,12 +20,10 @@ matched). DuckDB opens no file by a path: both sides are inserted into its table
 
 from __future__ import annotations
 
-import json
-import re
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -37,38 +35,53 @@ from .. import fsio
 from ..algorithms import Algorithm, get_algorithm, get_strip_mode
 from ..digest.engine import DigestEngine, usable_cores
 from ..digest.record import FLAG_GAP, RecordSink, record_dtype
-from ..digest.strip import StripFallbacks
-from ..errors import CaptureFormatError, KeyFileError, LedgerFormatError, Setting, UsageError
+from ..errors import CaptureFormatError, LedgerFormatError, Setting, UsageError
 from ..keyfiles import DigestKey, TrustBundle
-from ..ledger.header import LedgerHeader, load_ledger
-from ..ledger.rotations import load_rotations
+from ..ledger.header import LedgerHeader
+from ..ledger.opened import OpenLedger, open_ledger
 from ..progress import Progress, ProgressFn
 from ..seal.document import Seal
-from ..seal.rotation import DIGEST_KEY
 from ..source import open_source
 from ..source.file import STDIN
 from ..urls import location
 from ..verify.ledger import VerifiedSegment, VerifyResult, verify_ledger
-from .dissect import dissect_line
+from .details import write_details
+from .limits import (
+    DEFAULT_MEMORY_LIMIT,
+    check_memory_limit,
+    keep_budget,
+    open_pairing,
+)
 from .msethash import HashingSink, MultisetHash, new_key, new_part_key, part_ids
 from .msethash import accelerated as mset_accelerated
 from .multiset import (
     Tally,
-    matched_tally,
     merge_tallies,
-    paired_masks,
     second_counts,
     window_mask,
 )
+from .pairing import (
+    pair_store,
+    pair_tables,
+    tally_tables,
+)
 from .partstore import PartStore
-from .query import not_verified_error, open_duckdb
+from .query import not_verified_error
+from .result import (
+    DigestRun,
+    ReadStop,
+    ReconcileResult,
+    add_warnings,
+    make_result,
+    matched_counts_tally,
+)
+from .segments import Segment, match_keys
+from .sources import Sources, capture_hint, file_bytes, source_list, source_name
 
 #: bytes of file format around each frame: the record header (pcap 16, modified pcap 24) or the
 #: enhanced packet block (pcapng 32 and the padding, left out): how far into the file the frames
 #: read so far reach, for the progress bar
 _RECORD_OVERHEAD = {"pcap (µs)": 16, "pcap (ns)": 16, "pcap (modified)": 24, "pcapng": 32}
-
-DEFAULT_MEMORY_LIMIT = "4GB"  # DuckDB's memory_limit for the exact pairing
 
 
 def _file_progress(
@@ -101,51 +114,6 @@ def digests_schema(digest_size: int) -> pa.Schema:
             ("digest", pa.binary(digest_size)),
         ]
     )
-
-
-@dataclass(frozen=True)
-class ReadStop:
-    """Where reading a capture ended before its end: a corrupt structure, compressed data corrupt
-    or cut short, or a file that shrank. `offset`: the byte offset named (of the capture, or of the
-    compressed file), None when unknown; `message` the reader's one line."""
-
-    file: str
-    offset: int | None
-    message: str
-
-    def to_json(self) -> dict:
-        return {"file": self.file, "offset": self.offset, "message": self.message}
-
-
-def _text(v: int | None) -> str | None:
-    """A 64-bit quantity (seq, ns timestamp) as JSON carries it: its decimal string."""
-    return None if v is None else str(int(v))
-
-
-def _wide(example: dict) -> dict:
-    """An example frame with its seq and ts_ns as decimal strings."""
-    return {k: _text(v) if k in ("seq", "ts_ns") else v for k, v in example.items()}
-
-
-@dataclass
-class DigestRun:
-    frames: int = 0
-    bytes: int = 0
-    elapsed_s: float = 0.0
-    warnings: list[str] = field(default_factory=list)
-    stopped: ReadStop | None = (
-        None  # the capture could not be read to its end: frames are those before
-    )
-    strip: str = ""
-    strip_fallbacks: StripFallbacks = StripFallbacks()
-
-    def to_json(self) -> dict:
-        """The fields `recompute` reports for the capture side (schemas/recompute-report.schema.json)."""
-        return {
-            "complete": self.stopped is None,
-            "stopped": self.stopped.to_json() if self.stopped else None,
-            "strip_fallbacks": self.strip_fallbacks.to_json(),
-        }
 
 
 def _digest_records(
@@ -259,117 +227,9 @@ def digests_to_parquet(
     return run
 
 
-class CaptureVerdict:
-    """What a recompute report decides from `matches`, `verified` and its capture side."""
-
-    matches: bool
-    verified: bool
-    capture: DigestRun
-
-    @property
-    def complete(self) -> bool:
-        """The capture was read to its end (not stopped by a corrupt structure)."""
-        return self.capture.stopped is None
-
-    @property
-    def ok(self) -> bool:
-        """The frames match a ledger whose signatures were checked, over the whole capture."""
-        return self.matches and self.verified and self.complete
-
-
-@dataclass
-class ReconcileResult(CaptureVerdict):
-    """Outcome of reconciling a capture with a ledger (schemas/recompute-report.schema.json).
-
-    Counts are frames. `per_link` and `per_second` split matched / ledger_only / capture_only
-    (capture-only frames have no link: they are reported under link None).
-    """
-
-    source: str
-    ledger: str
-    frames: int
-    ledger_records: int
-    matched: int
-    ledger_only: int
-    capture_only: int
-    elapsed_s: float
-    window: dict = field(default_factory=dict)
-    per_link: list[dict] = field(default_factory=list)
-    per_second: list[dict] = field(default_factory=list)
-    examples_ledger_only: list[dict] = field(default_factory=list)
-    examples_capture_only: list[dict] = field(default_factory=list)
-    details_file: str | None = None
-    details_written: int = 0
-    warnings: list[str] = field(default_factory=list)
-    digest_keys: list[dict] = field(default_factory=list)
-    uncovered: list[dict] = field(default_factory=list)
-    verified: bool = True  # the ledger's signatures were checked (a trust bundle was given)
-    # the capture side: where it stopped, fallbacks
-    capture: DigestRun = field(default_factory=DigestRun)
-
-    @property
-    def matches(self) -> bool:
-        """Every frame paired: no ledger-only and no capture-only frame."""
-        return self.ledger_only == 0 and self.capture_only == 0
-
-    @property
-    def partial(self) -> bool:
-        """Some sealed segments (in the links asked for) were left out: no key given for them."""
-        return bool(self.uncovered)
-
-    def to_json(self) -> dict:
-        """The report; seq and ns timestamps as decimal strings (docs/cli.md#json-integers)."""
-        window = {k: _text(v) if k in ("from_ns", "to_ns") else v for k, v in self.window.items()}
-        return {
-            "ok": self.ok,
-            "source": self.source,
-            "ledger": self.ledger,
-            "frames": self.frames,
-            "ledger_records": self.ledger_records,
-            "matched": self.matched,
-            "ledger_only": self.ledger_only,
-            "capture_only": self.capture_only,
-            "elapsed_s": round(self.elapsed_s, 6),
-            "window": window,
-            "per_link": self.per_link,
-            "per_second": self.per_second,
-            "examples_ledger_only": [_wide(e) for e in self.examples_ledger_only],
-            "examples_capture_only": [_wide(e) for e in self.examples_capture_only],
-            "details_file": self.details_file,
-            "details_written": self.details_written,
-            "digest_keys": self.digest_keys,
-            "partial": self.partial,
-            "uncovered": self.uncovered,
-            "verified": self.verified,
-            "matches": self.matches,
-            **self.capture.to_json(),
-            "warnings": self.warnings,
-        }
-
-
-def _window_sql(col: str, lo: int | None, hi: int | None) -> str:
-    parts = ([f"{col} >= {int(lo)}"] if lo is not None else []) + (
-        [f"{col} < {int(hi)}"] if hi is not None else []
-    )
-    return " AND ".join(parts) or "true"
-
-
-Sources = str | Path | Sequence[str | Path]
-
-
-def source_list(source: Sources) -> list[str | Path]:
-    """The captures of a run, in order: one path or workload spec, or several."""
-    return [source] if isinstance(source, (str, Path)) else list(source)
-
-
-def source_name(source: Sources) -> str:
-    """How a run's captures are named in its report: the one source, or all of them, comma-separated."""
-    return ", ".join(str(s) for s in source_list(source))
-
-
 def reconcile(
     source: Sources,
-    ledger_dir: Path,
+    ledger_dir: Path | OpenLedger,
     digest_key: DigestKey | Sequence[DigestKey],
     *,
     trust: TrustBundle | None = None,
@@ -394,8 +254,9 @@ def reconcile(
     The ledger is verified first with `trust` (and `checkpoint`, a signed note it must extend),
     or with the keyless checks only when `trust` is None (the result is then `verified` False and
     not `ok`); its records reach DuckDB from the bytes that were checked. Each digest's
-    occurrences are numbered in time order on both sides and paired by (digest, occurrence), so
-    every frame is classified exactly once: matched, ledger-only or capture-only.
+    occurrences pair one to one, those of the same timestamp on both sides first, the rest in time
+    order (pair_tables), so every frame is classified exactly once: matched, ledger-only or
+    capture-only, and a changed frame whose bytes repeat elsewhere is named itself.
     `from_ns`/`to_ns` restrict both sides to [from, to) (ns since the epoch); capture frames within
     `tolerance_ns` outside the window may still pair with ledger records inside it (two capture
     points see a frame at slightly different times) and are otherwise ignored. `links` restricts
@@ -426,7 +287,8 @@ def reconcile(
     it was opened is reconciled up to that point: `complete` is False (so not `ok`) and
     `capture.stopped` says where it stopped.
     """
-    ledger_dir = location(ledger_dir)
+    given = ledger_dir
+    ledger_dir = given.location if isinstance(given, OpenLedger) else location(given)
     several = not isinstance(digest_key, DigestKey) and len(digest_key) > 1
     if several and any(str(one) == STDIN for one in source_list(source)):
         raise UsageError(
@@ -434,13 +296,14 @@ def reconcile(
             Setting("digest_key"),
             " per run, or the capture as a file, to reconcile several digest keys",
         )
-    ledger = load_ledger(ledger_dir)
+    opened = open_ledger(given if isinstance(given, OpenLedger) else ledger_dir)
+    ledger = opened.header
     alg = get_algorithm(ledger.algorithm)
     keys = check_request(digest_key, from_ns, to_ns, details)
     t0 = time.perf_counter()
-    verify_args = (ledger_dir, trust, checkpoint, checkpoint_name, links, progress)
+    ledger_side = LedgerSide(opened, trust, checkpoint, checkpoint_name, links, progress)
     if memory_limit != DEFAULT_MEMORY_LIMIT:  # checked before the long part, as DuckDB takes it
-        _check_memory_limit(memory_limit)
+        check_memory_limit(memory_limit)
     if (
         not exact
         and len(keys) == 1
@@ -453,12 +316,12 @@ def reconcile(
         # one that does not is read again and only its differing parts are paired (standard input
         # cannot be read again, nor is it needed with a window or several keys, which the pairing
         # below handles)
-        hashed = _hash_sides(source, verify_args, ledger, alg, keys[0], progress, workers)
+        hashed = _hash_sides(source, ledger_side, ledger, alg, keys[0], progress, workers)
         if hashed is not None and not hashed.capture_gaps:
             res = _decide(
                 hashed,
                 source,
-                verify_args,
+                ledger_side,
                 ledger,
                 alg,
                 keys[0],
@@ -469,10 +332,10 @@ def reconcile(
             )
             if res is not None:
                 res.elapsed_s = time.perf_counter() - t0
-                _add_warnings(res, ledger_dir, alg, [], details_limit)
+                add_warnings(res, ledger_dir, alg, [], details_limit)
                 return res
     with tempfile.TemporaryDirectory(prefix="ledgertool-recompute-") as tmp:
-        con = _open_pairing(memory_limit, tmp)
+        con = open_pairing(memory_limit, tmp)
         try:
             # the common case: the pairs found once on each side never reach DuckDB
             if len(keys) == 1:
@@ -483,23 +346,23 @@ def reconcile(
                     new_part_key(),
                     PART_BITS,
                     Path(tmp),
-                    _capture_hint(source),
+                    capture_hint(source),
                 )
-                segs, ver = _keep_ledger(store, verify_args, alg, keys[0], window)
-                keys, uncovered = _match_keys(ledger_dir, ledger, alg, keys, segs)
+                segs, ver = _keep_ledger(store, ledger_side, alg, keys[0], window)
+                keys, uncovered = match_keys(ledger_dir, ledger, alg, keys, segs)
                 run = _keep_capture(
                     store, source, keys[0][1], alg, ledger.strip, (progress, workers), window
                 )
                 tally = pair_store(
                     con, keys[0][0], (segs, uncovered), store, None, window, examples
                 )
-            else:  # several digest keys: every record goes through DuckDB's identity mapping (_pairing_views)
-                segs, ver = _load_ledger_side(con, *verify_args)
-                keys, uncovered = _match_keys(ledger_dir, ledger, alg, keys, segs)
+            else:  # several digest keys: every record goes through DuckDB's identity mapping (pairing_views)
+                segs, ver = _load_ledger_side(con, ledger_side)
+                keys, uncovered = match_keys(ledger_dir, ledger, alg, keys, segs)
                 run = _load_capture_side(con, source, keys, alg, ledger.strip, progress, workers)
-                _pair(con, keys, segs, uncovered, from_ns, to_ns, tolerance_ns)
-                tally = _tally(con, from_ns, to_ns, examples)
-            written = _write_details(con, details, source, details_limit) if details else 0
+                pair_tables(con, keys, segs, uncovered, from_ns, to_ns, tolerance_ns)
+                tally = tally_tables(con, from_ns, to_ns, examples)
+            written = write_details(con, details, source, details_limit) if details else 0
         except duckdb.Error as e:
             raise LedgerFormatError(
                 f"{ledger_dir}: reconciliation failed reading the ledger: {str(e).splitlines()[0]}"
@@ -521,22 +384,43 @@ def reconcile(
         time.perf_counter() - t0,
         capture=run,
     )
-    _add_warnings(res, ledger_dir, alg, uncovered, details_limit)
+    add_warnings(res, ledger_dir, alg, uncovered, details_limit)
     return res
-
-
-def _check_memory_limit(memory_limit: str) -> None:
-    """UsageError naming the setting when DuckDB does not take `memory_limit` (a connection is
-    opened for it: ~30 ms, so the default, which it takes, is not checked)."""
-    try:
-        open_duckdb({"memory_limit": memory_limit}).close()
-    except UsageError as e:
-        raise UsageError(Setting("memory_limit"), f" {memory_limit!r}: {e}") from None
 
 
 #: the parts the fast verdict hashes each side into (msethash.part_ids): 4,096 sums of 24 bytes
 #: stay in L2; with a few frames differing in 10^9, the differing parts hold ~2.5 M rows a side
 PART_BITS = 12
+
+
+@dataclass(frozen=True)
+class LedgerSide:
+    """The ledger side of a reconciliation: the ledger (opened once) and how it is verified
+    (trust bundle, checkpoint, links, progress), for each pass that reads it."""
+
+    ledger: OpenLedger
+    trust: TrustBundle | None
+    checkpoint: bytes | None
+    checkpoint_name: str
+    links: list[str] | None
+    progress: ProgressFn | None
+
+    def verify(self, on_segment, records_into: RecordSink | None = None) -> VerifyResult:
+        """verify_ledger with these arguments; DiscrepancyError when the ledger does not verify
+        (it is not reconciled then)."""
+        ver = verify_ledger(
+            self.ledger,
+            self.trust,
+            self.checkpoint,
+            self.checkpoint_name,
+            links=self.links,
+            on_segment=on_segment,
+            progress=self.progress,
+            records_into=records_into,
+        )
+        if not ver.ok:
+            raise not_verified_error(ver, "it is not reconciled")
+        return ver
 
 
 @dataclass
@@ -545,7 +429,7 @@ class _Hashed:
     (to check that a second reading met the same ledger), verify's result, the ledger side's frame
     counts per link and per second, the capture's run."""
 
-    segs: list[_Segment]
+    segs: list[Segment]
     seals: list[dict]
     ver: VerifyResult
     keys: list[tuple[str, DigestKey]]
@@ -583,7 +467,7 @@ class _Hashed:
 def _decide(
     hashed: _Hashed,
     source: Sources,
-    verify_args: tuple,
+    ledger_side: LedgerSide,
     ledger: LedgerHeader,
     alg: Algorithm,
     key: DigestKey,
@@ -608,7 +492,7 @@ def _decide(
         wanted = np.zeros(1 << PART_BITS, bool)
         wanted[differing] = True
         with tempfile.TemporaryDirectory(prefix="ledgertool-recompute-") as tmp:
-            con = _open_pairing(memory_limit, tmp)
+            con = open_pairing(memory_limit, tmp)
             try:
                 store = PartStore(
                     record_dtype(alg.digest_size),
@@ -622,7 +506,7 @@ def _decide(
                     wanted,
                     hashed,
                     source,
-                    verify_args,
+                    ledger_side,
                     ledger,
                     alg,
                     key,
@@ -639,19 +523,19 @@ def _decide(
                     examples,
                 )
                 tally = merge_tallies([hashed.agreeing_tally(part), part], examples)
-                written = _write_details(con, details, source, details_limit) if details else 0
+                written = write_details(con, details, source, details_limit) if details else 0
             except duckdb.Error as e:
                 raise LedgerFormatError(
-                    f"{verify_args[0]}: reconciliation failed reading the ledger: "
+                    f"{ledger_side.ledger.location}: reconciliation failed reading the ledger: "
                     f"{str(e).splitlines()[0]}"
                 ) from None
             finally:
                 con.close()
     return make_result(
         source_name(source),
-        verify_args[0],
+        ledger_side.ledger.location,
         tally,
-        (None, None, 0, verify_args[4]),
+        (None, None, 0, ledger_side.links),
         details,
         written,
         hashed.run.warnings,
@@ -664,58 +548,9 @@ def _decide(
     )
 
 
-def _open_pairing(memory_limit: str, tmp: str):
-    """A DuckDB connection for a pairing: `memory_limit`, spilling to `tmp`."""
-    try:
-        return open_duckdb({"memory_limit": memory_limit, "temp_directory": tmp})
-    except UsageError as e:
-        raise UsageError(Setting("memory_limit"), f" {memory_limit!r}: {e}") from None
-
-
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-    "kib": 2**10,
-    "mib": 2**20,
-    "gib": 2**30,
-    "tib": 2**40,
-}
-
-
-def memory_budget(memory_limit: str) -> int:
-    """`memory_limit` (DuckDB's spelling: "4GB", "500MiB", ...) in bytes; the default's for a
-    spelling not understood here (DuckDB checks it)."""
-    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*", memory_limit)
-    unit = _UNITS.get(m.group(2).lower()) if m else None
-    if unit is None:
-        return (
-            memory_budget(DEFAULT_MEMORY_LIMIT)
-            if memory_limit != DEFAULT_MEMORY_LIMIT
-            else 4 * 10**9
-        )
-    return int(float(m.group(1)) * unit)
-
-
-def keep_budget(memory_limit: str) -> int:
-    """The bytes of both sides' rows a pairing keeps in memory (a quarter of `memory_limit`: the
-    pairing of what is kept needs about as much again, and DuckDB the rest); past it they go to
-    bucket files (PartStore)."""
-    return memory_budget(memory_limit) // 4
-
-
-def _capture_hint(source: Sources) -> int:
-    """The records to reserve for a side: a pcap has at least 16 + 60 bytes a whole Ethernet frame
-    (RecordSink caps the reservation; untouched pages cost no memory)."""
-    return sum(_file_bytes(one) for one in source_list(source)) // 64
-
-
 def _hash_sides(
     source: Sources,
-    verify_args: tuple,
+    ledger_side: LedgerSide,
     ledger: LedgerHeader,
     alg: Algorithm,
     key: DigestKey,
@@ -728,11 +563,11 @@ def _hash_sides(
     counting them per link and per second, then recompute the captures under `key` into another,
     batch by batch. Equal parts mean equal multisets of digests (docs/adr/0011). None when some
     segments are under another key or the capture could not be read to its end (the caller
-    pairs everything then). KeyFileError as _match_keys."""
-    ledger_dir = verify_args[0]
+    pairs everything then). KeyFileError as match_keys."""
+    ledger_dir = ledger_side.ledger.location
     dtype = record_dtype(alg.digest_size)
     lhash = MultisetHash(new_key(), alg.digest_size, part_bits=PART_BITS, part_key=new_part_key())
-    segs: list[_Segment] = []
+    segs: list[Segment] = []
     seals: list[dict] = []
     per_link: dict[str, int] = {}
 
@@ -742,7 +577,7 @@ def _hash_sides(
     seconds = sink.seconds
 
     def add_segment(seg: VerifiedSegment) -> None:
-        segs.append(_Segment.of(seg))
+        segs.append(Segment.of(seg))
         seals.append(seg.seal)
         if sink.holds(seg.records):  # hashed and counted by the walk that copied it
             n = (
@@ -756,16 +591,8 @@ def _hash_sides(
             second_counts(arr, FLAG_GAP, into=seconds)
         per_link[seg.link] = per_link.get(seg.link, 0) + n
 
-    ver = verify_ledger(
-        *verify_args[:4],
-        links=verify_args[4],
-        on_segment=add_segment,
-        progress=verify_args[5],
-        records_into=sink,
-    )
-    if not ver.ok:
-        raise not_verified_error(ver, "it is not reconciled")
-    keys, uncovered = _match_keys(ledger_dir, ledger, alg, [key], segs)
+    ver = ledger_side.verify(add_segment, records_into=sink)
+    keys, uncovered = match_keys(ledger_dir, ledger, alg, [key], segs)
     if uncovered:
         return None
     chash = MultisetHash(lhash.key, alg.digest_size, part_bits=PART_BITS, part_key=lhash.part_key)
@@ -786,7 +613,7 @@ def _gather_parts(
     wanted: np.ndarray,
     hashed: _Hashed,
     source: Sources,
-    verify_args: tuple,
+    ledger_side: LedgerSide,
     ledger: LedgerHeader,
     alg: Algorithm,
     key: DigestKey,
@@ -810,7 +637,7 @@ def _gather_parts(
             wanted[part_ids(arr, lh.part_key, lh.part_bits)] & ((arr["flags"] & FLAG_GAP) == 0),
         )
 
-    _verify_into(store, verify_args, add_segment)
+    _verify_into(store, ledger_side, add_segment)
     if seals != hashed.seals:
         return False
     again = MultisetHash(lh.key, alg.digest_size, part_bits=lh.part_bits, part_key=lh.part_key)
@@ -832,11 +659,11 @@ def _gather_parts(
 
 def _keep_ledger(
     store: PartStore,
-    verify_args: tuple,
+    ledger_side: LedgerSide,
     alg: Algorithm,
     key: DigestKey,
     window: tuple[int | None, int | None, int],
-) -> tuple[list[_Segment], VerifyResult]:
+) -> tuple[list[Segment], VerifyResult]:
     """Verify the ledger and keep in `store` the frame records of its verified segments under
     `key` (gap records left out) within the window widened by its tolerance (from_ns, to_ns,
     tolerance_ns): verify copies each raw record file's records straight into the store's sink,
@@ -844,11 +671,11 @@ def _keep_ledger(
     verify."""
     kid = key.key_id(alg.name, alg.key_size)
     lo, hi = _widened(window)
-    segs: list[_Segment] = []
+    segs: list[Segment] = []
 
     def add_segment(seg: VerifiedSegment) -> None:
-        segs.append(_Segment.of(seg))
-        if seg.seal.digest_key_id != kid:  # uncovered, or a wrong key (_match_keys says)
+        segs.append(Segment.of(seg))
+        if seg.seal.digest_key_id != kid:  # uncovered, or a wrong key (match_keys says)
             return
         arr = np.frombuffer(seg.records, store.ledger.dtype)
         keep = (
@@ -861,24 +688,15 @@ def _keep_ledger(
             keep = inside if keep is None else keep & inside
         store.took_ledger(seg.link, seg.records, keep)
 
-    ver = _verify_into(store, verify_args, add_segment)
+    ver = _verify_into(store, ledger_side, add_segment)
     return segs, ver
 
 
-def _verify_into(store: PartStore, verify_args: tuple, on_segment) -> VerifyResult:
-    """verify_ledger with its arguments as the first pass took them, each verified segment's
-    records copied into `store.ledger` (and handed to `on_segment`); DiscrepancyError when the
-    ledger does not verify (nothing is reconciled then)."""
-    ver = verify_ledger(
-        *verify_args[:4],
-        links=verify_args[4],
-        on_segment=on_segment,
-        progress=verify_args[5],
-        records_into=store.ledger,
-    )
-    if not ver.ok:
-        raise not_verified_error(ver, "it is not reconciled")
-    return ver
+def _verify_into(store: PartStore, ledger_side: LedgerSide, on_segment) -> VerifyResult:
+    """The ledger verified as the first pass verified it, each verified segment's records copied
+    into `store.ledger` (and handed to `on_segment`); DiscrepancyError when the ledger does not
+    verify (nothing is reconciled then)."""
+    return ledger_side.verify(on_segment, records_into=store.ledger)
 
 
 def _keep_capture(
@@ -917,87 +735,6 @@ def _widened(window: tuple[int | None, int | None, int]) -> tuple[int | None, in
     )
 
 
-def pair_store(
-    con,
-    kid: str,
-    segments: tuple[list[_Segment], list[dict]],
-    store: PartStore,
-    wanted: np.ndarray | None,
-    window: tuple[int | None, int | None, int],
-    examples: int,
-) -> Tally:
-    """Pair and tally the rows `store` kept (of the parts `wanted` marks; None: all) as pair_records
-    does over all of them (`segments`: the ledger's segments and the uncovered runs). The store's
-    groups pair on their own (one, or a bucket at a time once it spilled); a bucket past the
-    budget goes through DuckDB's pairing, which spills. Table `j` on `con` then holds the
-    differing rows of every group (for --details)."""
-    segs, uncovered = segments
-    from_ns, to_ns, tolerance_ns = window
-    several = store.spilled
-    if several:
-        con.execute(f"CREATE TEMP TABLE jall ({J_COLUMNS})")
-    tallies = []
-
-    def collect(tally: Tally) -> None:
-        tallies.append(tally)
-        if several:
-            con.execute("INSERT INTO jall SELECT * FROM j WHERE status <> 'matched'")
-            _drop_pairing(con)
-
-    for g in store.groups(wanted):
-        collect(
-            pair_records(
-                con, kid, segs, uncovered, (g.names, g.codes, g.ledger), g.capture, window, examples
-            )
-        )
-    for bucket in store.oversized(wanted):
-        load_rows(con, kid, np.zeros(0, dtype=object), store.empty, store.empty)
-        for g in store.chunks(bucket, wanted):
-            links = np.array(g.names + [""], dtype=object)[g.codes]
-            append_rows(con, kid, links, g.ledger, g.capture)
-        _pair(con, [(kid, None)], segs, uncovered, from_ns, to_ns, tolerance_ns)
-        collect(_tally(con, from_ns, to_ns, examples))
-    if several:
-        con.execute("ALTER TABLE jall RENAME TO j")
-    elif not tallies:
-        con.execute(f"CREATE TEMP TABLE j ({J_COLUMNS})")
-    return merge_tallies(tallies, examples)
-
-
-def _drop_pairing(con) -> None:
-    """Drop what one pairing made on `con` (pair_records, _pair), for the next group's."""
-    for view in ("l", "c"):
-        con.execute(f"DROP VIEW IF EXISTS {view}")
-    for table in ("contested", "cov", "j", "lrec", "cap0"):
-        con.execute(f"DROP TABLE IF EXISTS {table}")
-
-
-def matched_counts_tally(
-    frames: int, records: int, per_link: dict[str, int], seconds: dict[int, int]
-) -> Tally:
-    """The tally of a reconciliation in which every frame matched (the fast verdict, on one machine
-    or a cluster): `frames` recomputed, `records` ledger frame records (gap records left out), all
-    matched; `per_link` and `seconds` are the ledger side's frame counts per link and per second
-    (ts_ns // 10^9), in the report's order (links without frames left out)."""
-    return Tally(
-        frames,
-        records,
-        0,
-        0,
-        [
-            {"link": ln, "matched": n, "ledger_only": 0, "capture_only": 0}
-            for ln, n in sorted(per_link.items())
-            if n
-        ],
-        [
-            {"second": sec, "matched": n, "ledger_only": 0, "capture_only": 0}
-            for sec, n in sorted(seconds.items())
-        ],
-        [],
-        [],
-    )
-
-
 def check_request(
     digest_key: DigestKey | Sequence[DigestKey],
     from_ns: int | None,
@@ -1022,81 +759,17 @@ def check_request(
     return keys
 
 
-def make_result(
-    source: str,
-    ledger_dir: Path,
-    tally: Tally,
-    window: tuple,
-    details: Path | None,
-    written: int,
-    warnings: list[str],
-    keys: list[tuple[str, DigestKey]],
-    segs: list[_Segment],
-    uncovered: list[dict],
-    verified: bool,
-    elapsed_s: float,
-    capture: DigestRun | None = None,
-) -> ReconcileResult:
-    """The report of a reconciliation from its tally (`window`: from_ns, to_ns, tolerance_ns, links;
-    `capture`: the capture side's run, where it stopped and its strip fallbacks)."""
-    from_ns, to_ns, tolerance_ns, links = window
-    return ReconcileResult(
-        source,
-        str(ledger_dir),
-        int(tally.frames_in_window),
-        int(tally.matched + tally.ledger_only),
-        int(tally.matched),
-        int(tally.ledger_only),
-        int(tally.capture_only),
-        elapsed_s,
-        window={
-            "from_ns": from_ns,
-            "to_ns": to_ns,
-            "tolerance_ns": tolerance_ns,
-            "links": links or None,
-        },
-        per_link=tally.per_link,
-        per_second=tally.per_second,
-        examples_ledger_only=[
-            {"digest": d, "link": ln, "seq": int(s), "ts_ns": int(t), "wire_len": int(w)}
-            for d, ln, s, t, w in tally.examples_ledger_only
-        ],
-        examples_capture_only=[
-            {"digest": d, "index": int(i), "ts_ns": int(t), "wire_len": int(w)}
-            for d, i, t, w in tally.examples_capture_only
-        ],
-        details_file=str(details) if details else None,
-        details_written=written,
-        warnings=list(warnings),
-        digest_keys=[
-            {"key_id": kid, "segments": sum(1 for g in segs if g.digest_key_id == kid)}
-            for kid, _ in keys
-        ],
-        uncovered=uncovered,
-        verified=verified,
-        capture=capture if capture is not None else DigestRun(),
-    )
-
-
-def _load_ledger_side(
-    con,
-    ledger_dir: Path,
-    trust: TrustBundle | None,
-    checkpoint: bytes | None,
-    checkpoint_name: str,
-    links: list[str] | None,
-    progress: ProgressFn | None = None,
-) -> tuple[list[_Segment], VerifyResult]:
+def _load_ledger_side(con, side: LedgerSide) -> tuple[list[Segment], VerifyResult]:
     """Verify the ledger and load the records of its verified segments (gap records left out) into
     table `lrec`, from the bytes that were checked. DiscrepancyError when it does not verify."""
-    segs: list[_Segment] = []
+    segs: list[Segment] = []
     con.execute(
         "CREATE TEMP TABLE lrec (link VARCHAR, kid VARCHAR, digest BLOB, seq UBIGINT, ts_ns BIGINT, "
         "wire_len UINTEGER)"
     )
 
     def add_segment(seg: VerifiedSegment) -> None:
-        segs.append(_Segment.of(seg))
+        segs.append(Segment.of(seg))
         con.register("_segment", seg.table)
         try:
             con.execute(
@@ -1107,18 +780,7 @@ def _load_ledger_side(
         finally:
             con.unregister("_segment")
 
-    ver = verify_ledger(
-        ledger_dir,
-        trust,
-        checkpoint,
-        checkpoint_name,
-        links=links,
-        on_segment=add_segment,
-        progress=progress,
-    )
-    if not ver.ok:
-        raise not_verified_error(ver, "it is not reconciled")
-    return segs, ver
+    return segs, side.verify(add_segment)
 
 
 def _capture_records(
@@ -1135,147 +797,13 @@ def _capture_records(
     sources = source_list(source)
     # a pcap has at least 16 + 60 bytes a whole Ethernet frame: room for them all from the start
     # (up to RecordSink.MAX_HINT; beyond it the array grows)
-    sink = RecordSink(record_dtype(alg.digest_size), sum(_file_bytes(one) for one in sources) // 64)
+    sink = RecordSink(record_dtype(alg.digest_size), sum(file_bytes(one) for one in sources) // 64)
     for one in sources:
         if run.stopped is not None:  # a capture before this one could not be read to its end
             break
         for _ in _digest_records(one, key, alg, strip, run, progress, workers, sink=sink):
             pass
     return sink.records(), run
-
-
-def _file_bytes(source: str | Path) -> int:
-    """The size of a capture file, 0 for anything else (a workload, standard input, a URL)."""
-    try:
-        return Path(source).stat().st_size if str(source) != STDIN and Path(source).is_file() else 0
-    except (OSError, ValueError):
-        return 0
-
-
-def digest_array(arr: np.ndarray, digest_size: int) -> pa.FixedSizeBinaryArray:
-    """The digests of `arr` (record_dtype) as an Arrow fixed-size binary column."""
-    return pa.FixedSizeBinaryArray.from_buffers(
-        pa.binary(digest_size),
-        len(arr),
-        [None, pa.py_buffer(np.ascontiguousarray(arr["digest"]).tobytes())],
-    )
-
-
-CAPTURE_COLUMNS = (
-    "index UBIGINT, ts_ns BIGINT, wire_len UINTEGER, cap_len UINTEGER, flags USMALLINT, "
-    "linktype USMALLINT, digest BLOB"
-)
-
-
-def load_rows(con, kid: str, links: np.ndarray, ledger: np.ndarray, capture: np.ndarray) -> None:
-    """Tables `lrec` (ledger rows under key `kid`, `links` each one's link) and `cap0` (capture
-    rows, `seq` the frame index) from record_dtype arrays, as _load_ledger_side and
-    _load_capture_side make them."""
-    con.execute(
-        "CREATE TEMP TABLE lrec (link VARCHAR, kid VARCHAR, digest BLOB, seq UBIGINT, ts_ns BIGINT, "
-        "wire_len UINTEGER)"
-    )
-    con.execute(f"CREATE TEMP TABLE cap0 ({CAPTURE_COLUMNS})")
-    append_rows(con, kid, links, ledger, capture)
-
-
-def append_rows(con, kid: str, links: np.ndarray, ledger: np.ndarray, capture: np.ndarray) -> None:
-    """Append ledger rows (`links` each one's link) to table `lrec` and capture rows to `cap0`
-    (both made already), as load_rows fills them."""
-    size = ledger.dtype.fields["digest"][0].itemsize
-    if len(ledger):
-        con.register(
-            "_l",
-            pa.table(
-                {
-                    "link": pa.array(links.tolist(), pa.string()),
-                    "kid": pa.array([kid] * len(ledger), pa.string()),
-                    "digest": digest_array(ledger, size),
-                    "seq": ledger["seq"],
-                    "ts_ns": ledger["ts_ns"],
-                    "wire_len": ledger["wire_len"],
-                }
-            ),
-        )
-        con.execute("INSERT INTO lrec SELECT * FROM _l")
-        con.unregister("_l")
-    if len(capture):
-        con.register(
-            "_c",
-            pa.table(
-                {
-                    "index": capture["seq"],
-                    "ts_ns": capture["ts_ns"],
-                    "wire_len": capture["wire_len"],
-                    "cap_len": capture["cap_len"],
-                    "flags": capture["flags"],
-                    "linktype": capture["linktype"],
-                    "digest": digest_array(capture, size),
-                }
-            ),
-        )
-        con.execute("INSERT INTO cap0 SELECT * FROM _c")
-        con.unregister("_c")
-
-
-# table j's columns as _pair's CREATE TABLE AS makes them
-J_COLUMNS = (
-    "status VARCHAR, digest BLOB, link VARCHAR, seq UBIGINT, l_ts BIGINT, l_wire UINTEGER, index UBIGINT, "
-    "c_ts BIGINT, c_wire UINTEGER, cap_len UINTEGER"
-)
-
-
-def pair_records(
-    con,
-    kid: str,
-    segs: list[_Segment],
-    uncovered: list[dict],
-    ledger_side: tuple[list[str], np.ndarray, np.ndarray],
-    capture: np.ndarray,
-    window: tuple[int | None, int | None, int],
-    examples: int,
-) -> Tally:
-    """Pair and tally the ledger rows under key `kid` (`ledger_side`: link names, each row's link
-    as an index into them, the records) with the capture rows, as _pair and _tally do over all
-    of them (`window`: from_ns, to_ns, tolerance_ns): the rows that pair one to one
-    (multiset.paired_masks: the ordered walk, then once_each, in C) are counted in numpy; only the
-    others go through DuckDB, and table `j` on `con` holds their pairing (for --details)."""
-    names, codes, ledger = ledger_side
-    from_ns, to_ns, tolerance_ns = window
-    lo = None if from_ns is None else from_ns - tolerance_ns
-    hi = None if to_ns is None else to_ns + tolerance_ns
-    if lo is not None or hi is not None:  # both sides are read over the widened window only
-        lwide, cwide = window_mask(ledger["ts_ns"], lo, hi), window_mask(capture["ts_ns"], lo, hi)
-        codes, ledger, capture = codes[lwide], ledger[lwide], capture[cwide]
-    # with uncovered segments the capture's pairing order is not its array order (see _pair)
-    # (one link: no codes for the walk to read)
-    lpair, cpair, ts_sorted = paired_masks(
-        ledger, codes if len(names) > 1 else None, capture, ordered=not uncovered, with_order=True
-    )
-    # the rest is usually a few rows: taken by index, and the paired side not copied when it is all
-    lrest, crest = np.flatnonzero(~lpair), np.flatnonzero(~cpair)
-    if len(lrest) or len(crest):
-        load_rows(
-            con,
-            kid,
-            np.array(names + [""], dtype=object)[codes[lrest]],
-            ledger[lrest],
-            capture[crest],
-        )
-        _pair(con, [(kid, None)], segs, uncovered, from_ns, to_ns, tolerance_ns)
-        exact = _tally(con, from_ns, to_ns, examples)
-    else:  # every row paired: DuckDB's queries (~40 ms) would pair nothing
-        con.execute(f"CREATE TEMP TABLE j ({J_COLUMNS})")
-        exact = Tally(0, 0, 0, 0, [], [], [], [])
-    lsel, csel = (
-        (slice(None) if not len(lrest) else lpair),
-        (slice(None) if not len(crest) else cpair),
-    )
-    # (a selection of a non-decreasing column is one too)
-    matched = matched_tally(
-        names, codes[lsel], ledger["ts_ns"][lsel], capture["ts_ns"][csel], from_ns, to_ns, ts_sorted
-    )
-    return merge_tallies([exact, matched], examples)
 
 
 def _load_capture_side(
@@ -1306,353 +834,3 @@ def _load_capture_side(
                 con.unregister("_batch")
         runs.append(run)
     return runs[0]
-
-
-def _pair(
-    con,
-    keys: list[tuple[str, DigestKey]],
-    segs: list[_Segment],
-    uncovered: list[dict],
-    from_ns: int | None,
-    to_ns: int | None,
-    tolerance_ns: int,
-) -> None:
-    """Pair ledger records with capture frames into table `j` (status matched, ledger_only or
-    capture_only), restricted to the window."""
-    # Both sides are read over the window widened by the tolerance, paired, and then each
-    # row counts where it belongs: matched and ledger-only by the ledger's timestamp,
-    # capture-only by the capture's. Unpaired frames in the margins are ignored.
-    lo = None if from_ns is None else from_ns - tolerance_ns
-    hi = None if to_ns is None else to_ns + tolerance_ns
-    _pairing_views(con, keys, lo, hi)
-    # Digests whose counts agree on both sides pair up completely; only the others
-    # ("contested") need the per-frame pairing, which keeps the heavy work to aggregations
-    # that DuckDB runs out of core.
-    # Frames pair by identity `pk` (the digest itself with one key; see the module doc).
-    con.execute("""
-        CREATE TEMP TABLE contested AS
-        WITH lc AS (SELECT pk, count(*) AS n FROM l GROUP BY pk),
-             cc AS (SELECT pk, count(*) AS n FROM c GROUP BY pk)
-        SELECT coalesce(lc.pk, cc.pk) AS pk FROM lc FULL OUTER JOIN cc ON lc.pk = cc.pk
-        WHERE coalesce(lc.n, 0) <> coalesce(cc.n, 0)""")
-    # With some segments uncovered (a key not given), the same bytes may have been captured
-    # in a covered and an uncovered epoch: their capture occurrences are then paired
-    # first from the frames whose time falls in a covered segment (within the tolerance),
-    # so the uncovered epoch's copies are the capture-only ones. Counts do not depend on it.
-    first = "0"
-    if uncovered:  # the covered segments' time ranges, from their (hash-checked) seals
-        given = {kid for kid, _ in keys}
-        con.execute("CREATE TEMP TABLE cov (lo BIGINT, hi BIGINT)")
-        ranges = [
-            (g.ts_range[0] - tolerance_ns, g.ts_range[1] + tolerance_ns)
-            for g in segs
-            if g.digest_key_id in given and g.ts_range
-        ]
-        if ranges:
-            con.executemany("INSERT INTO cov VALUES (?, ?)", ranges)
-        first = "NOT EXISTS (SELECT 1 FROM cov WHERE c.ts_ns BETWEEN cov.lo AND cov.hi)"
-    con.execute(f"""
-        CREATE TEMP TABLE j AS
-        WITH lk AS (SELECT *, row_number() OVER (PARTITION BY pk ORDER BY ts_ns, link, seq) AS k
-                    FROM l SEMI JOIN contested USING (pk)),
-             ck AS (SELECT *, row_number() OVER (PARTITION BY pk ORDER BY away, ts_ns, index) AS k
-                    FROM (SELECT c.*, {first} AS away FROM c SEMI JOIN contested USING (pk)) c)
-        SELECT CASE WHEN lk.pk IS NULL THEN 'capture_only'
-                    WHEN ck.pk IS NULL THEN 'ledger_only' ELSE 'matched' END AS status,
-               coalesce(lk.digest, ck.digest) AS digest, lk.link, lk.seq, lk.ts_ns AS l_ts,
-               lk.wire_len AS l_wire, ck.index, ck.ts_ns AS c_ts, ck.wire_len AS c_wire, ck.cap_len
-        FROM lk FULL OUTER JOIN ck ON lk.pk = ck.pk AND lk.k = ck.k""")
-    con.execute(f"""DELETE FROM j WHERE
-        (status <> 'capture_only' AND NOT ({_window_sql("l_ts", from_ns, to_ns)})) OR
-        (status = 'capture_only' AND NOT ({_window_sql("c_ts", from_ns, to_ns)}))""")
-
-
-def _tally(con, from_ns: int | None, to_ns: int | None, examples: int) -> Tally:
-    lonly, conly = con.execute("""SELECT count(*) FILTER (status = 'ledger_only'),
-        count(*) FILTER (status = 'capture_only') FROM j""").fetchone()
-    # Every ledger frame in the window is either matched or ledger-only.
-    lwin = _window_sql("ts_ns", from_ns, to_ns)
-    ledger_in_window = con.execute(f"SELECT count(*) FROM l WHERE {lwin}").fetchone()[0]
-    matched = ledger_in_window - lonly
-    frames_in_window = con.execute(f"SELECT count(*) FROM c WHERE {lwin}").fetchone()[0]
-    per_link = []
-    for link, total, lo_ in con.execute(f"""
-            WITH t AS (SELECT link, count(*) AS n FROM l WHERE {lwin} GROUP BY link),
-                 o AS (SELECT link, count(*) AS n FROM j WHERE status = 'ledger_only' GROUP BY link)
-            SELECT t.link, t.n, coalesce(o.n, 0) FROM t LEFT JOIN o USING (link) ORDER BY t.link""").fetchall():
-        per_link.append(
-            {"link": link, "matched": total - lo_, "ledger_only": lo_, "capture_only": 0}
-        )
-    if conly:
-        per_link.append({"link": None, "matched": 0, "ledger_only": 0, "capture_only": conly})
-    seconds: dict[int, list[int]] = {}
-    for sec, n in con.execute(
-        f"SELECT ts_ns // 1000000000, count(*) FROM l WHERE {lwin} GROUP BY 1"
-    ).fetchall():
-        seconds.setdefault(int(sec), [0, 0, 0])[0] += n
-    for (
-        sec,
-        status,
-        n,
-    ) in con.execute("""SELECT coalesce(l_ts, c_ts) // 1000000000, status, count(*) FROM j
-            WHERE status <> 'matched' GROUP BY ALL""").fetchall():
-        row = seconds.setdefault(int(sec), [0, 0, 0])
-        if status == "ledger_only":
-            row[0] -= n
-            row[1] += n
-        else:
-            row[2] += n
-    per_second = [
-        {"second": sec, "matched": m, "ledger_only": lo_, "capture_only": co}
-        for sec, (m, lo_, co) in sorted(seconds.items())
-    ]
-    ex_l = con.execute(
-        """SELECT lower(hex(digest)), link, seq, l_ts, l_wire FROM j
-        WHERE status = 'ledger_only' ORDER BY link, seq LIMIT ?""",
-        [examples],
-    ).fetchall()
-    ex_c = con.execute(
-        """SELECT lower(hex(digest)), index, c_ts, c_wire FROM j
-        WHERE status = 'capture_only' ORDER BY index LIMIT ?""",
-        [examples],
-    ).fetchall()
-    return Tally(frames_in_window, matched, lonly, conly, per_link, per_second, ex_l, ex_c)
-
-
-def _add_warnings(
-    res: ReconcileResult,
-    ledger_dir: Path,
-    alg: Algorithm,
-    uncovered: list[dict],
-    details_limit: int,
-) -> None:
-    if not res.verified:
-        res.warnings.append(
-            f"{ledger_dir}: UNVERIFIED: no --trust given, so seal signatures were not checked and "
-            "the result is not ok even where every frame matched (pass --trust verifier.pub)"
-        )
-    if alg.caveat:
-        res.warnings.append(alg.caveat)
-    if uncovered:
-        runs_txt = "; ".join(
-            f"link {u['link']} segments {u['first_segment']}..{u['last_segment']} "
-            f"({u['frames']} frames, digest key id {u['digest_key_id']})"
-            for u in uncovered[:4]
-        )
-        more = f" and {len(uncovered) - 4} more runs" if len(uncovered) > 4 else ""
-        res.warnings.append(
-            f"partial: no --digest-key given for {runs_txt}{more}; those segments were not "
-            "reconciled and capture frames that belong to them count as capture-only "
-            "(--digest-key is repeatable)"
-        )
-    if res.capture.stopped is not None:
-        res.warnings.append(
-            f"INCOMPLETE: {res.capture.stopped.message}; reconciled the {res.capture.frames} frames "
-            "read before it"
-        )
-    if res.details_file and str(res.source) == STDIN and res.capture_only:
-        res.warnings.append(
-            "--details: standard input is read once, so capture-only lines have no summary"
-        )
-    differing = res.ledger_only + res.capture_only
-    if res.details_written >= details_limit and differing > res.details_written:
-        res.warnings.append(
-            f"--details: wrote the first {res.details_written} of {differing} differing frames"
-        )
-
-
-@dataclass(frozen=True)
-class _Segment:
-    link: str
-    index: int
-    digest_key_id: object  # as the (verified) seal states it
-    frames: int
-    ts_range: tuple[int, int] | None = None  # the seal's first and last record time, ns
-
-    @classmethod
-    def of(cls, seg: VerifiedSegment) -> _Segment:
-        return cls.of_seal(seg.link, seg.index, seg.seal)
-
-    @classmethod
-    def of_seal(cls, link: str, index: int, seal: Seal) -> _Segment:
-        try:
-            ts = (int(seal.first_ts_ns), int(seal.last_ts_ns))
-        except (TypeError, ValueError):
-            ts = None  # an empty segment
-        frames = seal.frames
-        return cls(link, index, seal.digest_key_id, frames if isinstance(frames, int) else 0, ts)
-
-
-def digest_key_order(ledger_dir: Path, ledger: LedgerHeader) -> list[str]:
-    """The ledger's digest key ids in order: ledger.json's (genesis) id, then each one a
-    digest-key rotation statement introduced (parsed, not yet verified: verify checks them).
-    LedgerFormatError for a rotation statement that does not parse."""
-    order = [ledger.digest_key_id]
-    for doc in load_rotations(ledger_dir):
-        kid = doc.new_digest_key_id
-        if doc.kind == DIGEST_KEY and isinstance(kid, str) and kid not in order:
-            order.append(kid)
-    return order
-
-
-def _match_keys(
-    ledger_dir: Path,
-    ledger: LedgerHeader,
-    alg: Algorithm,
-    keys: list[DigestKey],
-    segs: list[_Segment],
-) -> tuple[list[tuple[str, DigestKey]], list[dict]]:
-    """(key id, key) of each given key in the ledger's key order, and the uncovered segment runs.
-
-    The ledger's digest keys are ledger.json's (genesis) id and those digest-key rotations
-    introduced, in order; a key that is none of them is the wrong key, and one that covers no
-    sealed segment in scope has nothing to reconcile (both KeyFileError, exit 2)."""
-    order = digest_key_order(ledger_dir, ledger)
-    named = {g.digest_key_id for g in segs if isinstance(g.digest_key_id, str)}
-    known = order + sorted(named - set(order))
-    given: dict[str, DigestKey] = {}
-    for key in keys:
-        kid = key.key_id(alg.name, alg.key_size)
-        if kid in given:
-            raise UsageError(
-                f"{key.path}: the same digest key as {given[kid].path} (give each key once)"
-            )
-        if kid not in known:
-            raise KeyFileError(
-                f"{key.path}: digest key id {kid} is not a digest key of ledger {ledger_dir} "
-                f"(key ids {', '.join(order)}): wrong key"
-            )
-        if segs and kid not in named:
-            raise KeyFileError(
-                f"{key.path}: digest key id {kid} covers no sealed segment of ledger {ledger_dir} "
-                f"(its segments use key ids {', '.join(sorted(map(str, named)))})"
-            )
-        given[kid] = key
-    uncovered: list[dict] = []
-    for g in segs:
-        if g.digest_key_id in given:
-            continue
-        last = uncovered[-1] if uncovered else None
-        if (
-            last
-            and last["link"] == g.link
-            and last["digest_key_id"] == g.digest_key_id
-            and last["last_segment"] + 1 == g.index
-        ):
-            last["last_segment"] = g.index
-            last["segments"] += 1
-            last["frames"] += g.frames
-        else:
-            uncovered.append(
-                {
-                    "link": g.link,
-                    "first_segment": g.index,
-                    "last_segment": g.index,
-                    "segments": 1,
-                    "digest_key_id": g.digest_key_id,
-                    "frames": g.frames,
-                }
-            )
-    ordered = [(kid, given[kid]) for kid in known if kid in given]
-    return ordered, uncovered
-
-
-def _pairing_views(con, keys: list[tuple[str, DigestKey]], lo: int | None, hi: int | None) -> None:
-    """Views `l` (ledger frame records, from table `lrec`) and `c` (capture frames, from `cap0`),
-    each with a pairing identity `pk`.
-
-    With one key `pk` is the digest. With several, a capture frame's `pk` (and the `digest` shown in
-    examples) is its digest under the first key in the ledger's key order; a ledger record
-    of key i > 0 takes the `pk` of a capture frame whose digest under key i equals its own (map
-    `m{i}`), or, with no such frame, its key id followed by its digest: longer than any digest, so
-    it pairs with nothing and stays ledger-only."""
-    win = _window_sql("ts_ns", lo, hi)
-    con.execute(
-        f"CREATE VIEW c AS SELECT index, digest, digest AS pk, ts_ns, wire_len, cap_len FROM cap0 WHERE {win}"
-    )
-    parts = []
-    for i, (kid, _) in enumerate(keys):
-        rows = (
-            f"(SELECT * FROM lrec WHERE kid = '{kid}' AND {win})"  # kid: 32 hex (DigestKey.key_id)
-        )
-        if i == 0:
-            parts.append(f"SELECT link, digest, digest AS pk, seq, ts_ns, wire_len FROM {rows}")
-            continue
-        # one row per digest under key i (any_value: two frames colliding under key i alone
-        # must not duplicate ledger rows)
-        con.execute(
-            f"CREATE TEMP TABLE m{i} AS SELECT ci.digest AS d, min(c0.digest) AS pk FROM "
-            f"cap0 c0 JOIN cap{i} ci USING (index) GROUP BY ci.digest"
-        )
-        parts.append(
-            f"SELECT r.link, r.digest, coalesce(m{i}.pk, unhex('{kid}') || r.digest) AS pk, r.seq, "
-            f"r.ts_ns, r.wire_len FROM {rows} r LEFT JOIN m{i} ON r.digest = m{i}.d"
-        )
-    con.execute("CREATE VIEW l AS " + " UNION ALL ".join(parts))
-
-
-# the order of --details lines; `link` last makes it total (two links' records may share a time
-# and a sequence number), so a cluster's merged partitions give the same file
-DETAILS_ORDER = "status, coalesce(l_ts, c_ts), index, seq, link"
-
-
-def _write_details(con, details: Path, source: Sources, limit: int) -> int:
-    """One JSON line per differing frame; capture-only frames get a dissection of their bytes."""
-    rows = con.execute(
-        f"""SELECT status, lower(hex(digest)), link, seq, l_ts, l_wire, index, c_ts, c_wire, cap_len
-        FROM j WHERE status <> 'matched' ORDER BY {DETAILS_ORDER} LIMIT ?""",
-        [limit],
-    ).fetchall()
-    frames = frames_by_index(source, {int(r[6]) for r in rows if r[0] == "capture_only"})
-    with fsio.atomic_file(details, what="details file") as out:
-        for status, digest, link, seq, l_ts, l_wire, index, c_ts, c_wire, cap_len in rows:
-            if status == "ledger_only":
-                doc = {
-                    "status": status,
-                    "digest": digest,
-                    "link": link,
-                    "seq": str(seq),
-                    "ts_ns": str(l_ts),
-                    "wire_len": int(l_wire),
-                }
-            else:
-                f = frames.get(int(index))
-                doc = {
-                    "status": status,
-                    "digest": digest,
-                    "index": int(index),
-                    "ts_ns": str(c_ts),
-                    "wire_len": int(c_wire),
-                    "cap_len": int(cap_len),
-                    "summary": dissect_line(f.data, f.linktype) if f else None,
-                }
-            out.write((json.dumps(doc) + "\n").encode())
-    return len(rows)
-
-
-def frames_by_index(source: Sources, wanted: set[int]) -> dict:
-    """The frames (source.file.Frame, `index` within its file) with these indexes across the
-    captures, by index: a file copies only the batches that hold one (frames_at), a workload is
-    generated again; standard input, read once by the digests, gives none."""
-    frames: dict = {}
-    base = 0  # the first frame index of each capture: indexes continue across the captures
-    for one in source_list(source) if wanted else ():
-        if str(one) == STDIN:
-            break
-        with open_source(one) as reader:
-            mine = {i - base for i in wanted if i >= base}
-            try:
-                if hasattr(reader, "frames_at"):
-                    found = reader.frames_at(mine).values()
-                else:
-                    found = (f for f in reader.frames() if f.index in mine)
-                for f in found:
-                    frames[base + f.index] = f
-                    if len(frames) == len(wanted):
-                        break
-            except CaptureFormatError:
-                pass  # frames after a corrupt structure were never digested either
-            base += reader.info().frames
-        if len(frames) == len(wanted):
-            break
-    return frames

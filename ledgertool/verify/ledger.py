@@ -74,6 +74,7 @@ from ..ledger.layout import (
     window_log,
     window_log_link,
 )
+from ..ledger.opened import OpenLedger
 from ..ledger.parquet import records_to_table
 from ..ledger.reader import LedgerReader, LinkListing
 from ..ledger.remote import ledger_reader
@@ -200,7 +201,7 @@ class VerifiedSegment:
 
 
 def verify_ledger(
-    directory: Path | LedgerReader,
+    directory: Path | LedgerReader | OpenLedger,
     trust: TrustBundle | None,
     checkpoint: bytes | None = None,
     checkpoint_name: str = "checkpoint",
@@ -234,9 +235,12 @@ def verify_ledger(
         raise ValueError(
             "records_into needs on_segment and the default checker (its records are this process's)"
         )
-    reader = directory if isinstance(directory, LedgerReader) else ledger_reader(directory)
+    if isinstance(directory, OpenLedger):  # opened by the caller: listed and parsed once
+        reader, ledger = directory.reader, directory.header
+    else:
+        reader = directory if isinstance(directory, LedgerReader) else ledger_reader(directory)
+        ledger = parse_ledger_header(reader.read_header_bytes(), reader.directory / LEDGER_FILE)
     directory = reader.directory
-    ledger = parse_ledger_header(reader.read_header_bytes(), directory / LEDGER_FILE)
     window_links = [window_log_link(log) for log in reader.window_logs]
     every = sorted(set(reader.links) | set(window_links))
     chosen = every if links is None else list(links)

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from v2_reference import capture_records, write_v2_ledger
 
 from ledgertool.digest.record import FLAG_GAP, record_dtype
+from ledgertool.reconcile import limits, pairing
 from ledgertool.reconcile import recompute as rc
 from ledgertool.reconcile.msethash import accelerated
 from ledgertool.reconcile.recompute import reconcile
@@ -59,8 +60,8 @@ def _both(d, keydir, monkeypatch, **kw) -> tuple[dict, dict, bool]:
     dk, _, trust = load_keys(keydir)
     kw.setdefault("trust", trust)
     paired = []
-    real = rc.pair_records
-    monkeypatch.setattr(rc, "pair_records", lambda *a, **k: paired.append(1) or real(*a, **k))
+    real = pairing.pair_records
+    monkeypatch.setattr(pairing, "pair_records", lambda *a, **k: paired.append(1) or real(*a, **k))
     fast = _report(reconcile(PCAP, d, dk, **kw))
     decided = not paired
     exact = _report(reconcile(PCAP, d, dk, exact=True, **kw))
@@ -102,7 +103,7 @@ def test_an_agreeing_capture_is_decided_without_pairing(tmp_path, keydir, base, 
     _write(d, keydir, base)
     if FAST:
         monkeypatch.setattr(
-            rc, "open_duckdb", lambda *a, **k: pytest.fail("the fast verdict opened DuckDB")
+            limits, "open_duckdb", lambda *a, **k: pytest.fail("the fast verdict opened DuckDB")
         )
     fast = reconcile(PCAP, d, load_keys(keydir)[0], trust=load_keys(keydir)[2])
     assert fast.ok and (fast.frames, fast.matched, fast.ledger_only, fast.capture_only) == (

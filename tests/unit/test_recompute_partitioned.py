@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from v2_reference import capture_records, write_v2_ledger
 
 from ledgertool.digest.record import FLAG_GAP, record_dtype
+from ledgertool.reconcile import limits, pairing
 from ledgertool.reconcile import recompute as rc
 from ledgertool.reconcile.msethash import accelerated
 from ledgertool.reconcile.recompute import reconcile
@@ -88,13 +89,13 @@ def _report(res) -> str:
 
 def _paired_sizes(monkeypatch) -> list[tuple[int, int]]:
     sizes = []
-    real = rc.pair_records
+    real = pairing.pair_records
 
     def spy(con, kid, segs, uncovered, ledger_side, capture, *a, **k):
         sizes.append((len(ledger_side[2]), len(capture)))
         return real(con, kid, segs, uncovered, ledger_side, capture, *a, **k)
 
-    monkeypatch.setattr(rc, "pair_records", spy)
+    monkeypatch.setattr(pairing, "pair_records", spy)
     return sizes
 
 
@@ -125,7 +126,7 @@ def test_the_partitioned_report_is_the_exact_report(
     with monkeypatch.context() as m:
         m.setattr(rc, "PART_BITS", bits)
         if spill:  # every pooled row goes to DuckDB's tables at once
-            m.setattr(rc, "memory_budget", lambda limit: 0)
+            m.setattr(limits, "memory_budget", lambda limit: 0)
         part = reconcile(PCAP, d, dk, trust=trust)
     exact = reconcile(PCAP, d, dk, trust=trust, exact=True)
     assert _report(part) == _report(exact)
