@@ -42,7 +42,7 @@ from ..verify.windows import VerifiedWindows
 from .details import frames_by_index
 from .dissect import dissect_line
 from .query import not_verified_error
-from .recompute import _digest_records
+from .recompute import digest_records
 from .result import CaptureVerdict, DigestRun
 from .sources import Sources, source_list, source_name
 from .windows import compare_windows, range_verdict
@@ -308,7 +308,7 @@ def reconcile_windows(
         nonlocal value
         for cw in windows:  # each capture window compared (or summed) as it closes: none kept
             if per_window:
-                outcomes[cw.index] = _outcome(keys, ledger_windows.get(cw.index), cw)
+                outcomes[cw.index] = window_outcome(keys, ledger_windows.get(cw.index), cw)
             else:
                 value += cw.hash_value(keys)
 
@@ -338,7 +338,7 @@ def reconcile_windows(
     else:
         for index, lw in ledger_windows.items():  # windows the capture has no frame in
             if index not in outcomes:
-                outcomes[index] = _outcome(_period_of(periods, index).keys, lw, None)
+                outcomes[index] = window_outcome(_period_of(periods, index).keys, lw, None)
         res.windows = [outcomes[i] for i in sorted(outcomes)]
         _name_capture_only(res, source, periods, alg, ledger.strip, workers)
     res.elapsed_s = time.perf_counter() - t0
@@ -441,7 +441,7 @@ def _accumulate(source: Sources, periods, ledger, alg, closed, progress, workers
         for one in source_list(source):
             if run.stopped is not None:
                 break
-            batches = _digest_records(
+            batches = digest_records(
                 one, per.digest_key, alg, ledger.strip, run, progress if k == 0 else None, workers
             )
             for batch in batches:
@@ -473,7 +473,9 @@ def _device_windows(batch: np.ndarray, window_ns: int, open_index: int | None):
     return win, (int(win[-1]) if len(win) else open_index)
 
 
-def _outcome(keys: WindowKeys, lw: WindowRecord | None, cw: WindowRecord | None) -> WindowOutcome:
+def window_outcome(
+    keys: WindowKeys, lw: WindowRecord | None, cw: WindowRecord | None
+) -> WindowOutcome:
     """One window compared; a side without a record is an empty window of the same index."""
     lw = lw if lw is not None else _empty(cw, keys, cw.index)
     cw = cw if cw is not None else _empty(lw, keys, lw.index)
@@ -548,7 +550,7 @@ def _find_digests(
     for one in source_list(source):
         if run.stopped is not None:
             break
-        for batch in _digest_records(one, dk, alg, strip, run, None, workers):
+        for batch in digest_records(one, dk, alg, strip, run, None, workers):
             win, open_index = _device_windows(batch, res.window_ns, open_index)
             raw = np.ascontiguousarray(batch["digest"]).view(np.uint8).reshape(len(batch), -1)
             pre = np.ascontiguousarray(raw[:, :8]).view("<u8").ravel()

@@ -38,10 +38,12 @@ from ..seal.checkpoint import SignedNote, parse_note
 from ..urls import location
 from ..verify.ledger import verify_ledger
 from ..verify.windows import VerifiedWindows
-from .against_windows import BEYOND, DIFFER, MATCH, WindowOutcome, _outcome
-from .challenge_ranges import _range_items, ranges_outcomes
+from .against_windows import BEYOND, DIFFER, MATCH, WindowOutcome, window_outcome
+from .challenge_ranges import range_items, ranges_outcomes
 from .query import not_verified_error
-from .recompute import CaptureVerdict, DigestRun, Sources, _digest_records, source_list, source_name
+from .recompute import digest_records
+from .result import CaptureVerdict, DigestRun
+from .sources import Sources, source_list, source_name
 
 MISSING = "missing"
 
@@ -110,7 +112,7 @@ def draw_challenge(
         items = _window_items(segs, cp.size, positions)
     else:
         tree = link_tree(Path(directory), cp.link)
-        items = _range_items(tree.records[: cp.size], cp.size, cp.records, rr, positions)
+        items = range_items(tree.records[: cp.size], cp.size, cp.records, rr, positions)
     return Challenge(note_data, note.text, cp.origin, tier, n, rr, k, randomness, s, items)
 
 
@@ -247,12 +249,12 @@ def recompute_challenge(
     for one in source_list(source):
         if run.stopped is not None:
             break
-        for batch in _digest_records(one, dk, alg, ledger.strip, run, progress, workers):
+        for batch in digest_records(one, dk, alg, ledger.strip, run, progress, workers):
             closed(acc.add(batch))
     closed(acc.finish())
     for it in challenge.items:
         lw, cw = ledger_windows[it.index], revealed.get(it.index)
-        o = _outcome(keys, lw, cw)
+        o = window_outcome(keys, lw, cw)
         if cw is None and o.status != MATCH:
             o = replace(o, status=MISSING)
         res.items.append((it, o))

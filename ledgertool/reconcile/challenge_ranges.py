@@ -29,7 +29,9 @@ from ..seal.challenge import Challenge, ChallengeItem
 from ..seal.checkpoint import parse_note
 from ..verify.ledger import VerifiedSegment, verify_ledger
 from .query import not_verified_error
-from .recompute import DigestRun, Sources, _digest_records, source_list
+from .recompute import digest_records
+from .result import DigestRun
+from .sources import Sources, source_list
 
 MATCH, DIFFER, MISSING = "match", "differ", "missing"
 
@@ -75,7 +77,7 @@ class _Range:
         return recs[(recs["flags"] & FLAG_GAP) == 0] if len(recs) else recs
 
 
-def _range_items(
+def range_items(
     records: list[int], size: int, total: int, rr: int, positions: list[int]
 ) -> tuple[ChallengeItem, ...]:
     out = []
@@ -122,7 +124,7 @@ def ranges_outcomes(
     ledger = load_ledger(ledger_dir)
     tree = link_tree(ledger_dir, cp.link)
     if (
-        _range_items(
+        range_items(
             tree.records[: cp.size],
             cp.size,
             cp.records,
@@ -166,7 +168,7 @@ def ranges_outcomes(
     for one in source_list(source):
         if run.stopped is not None:
             break
-        for batch in _digest_records(one, dk, alg, ledger.strip, run, progress, workers):
+        for batch in digest_records(one, dk, alg, ledger.strip, run, progress, workers):
             ts = batch["ts_ns"]
             hit = np.zeros(len(batch), bool)
             for p, (lo, hi) in spans.items():

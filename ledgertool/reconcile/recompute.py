@@ -116,7 +116,7 @@ def digests_schema(digest_size: int) -> pa.Schema:
     )
 
 
-def _digest_records(
+def digest_records(
     source: str | Path,
     digest_key: DigestKey,
     alg: Algorithm,
@@ -180,9 +180,9 @@ def _digest_batches(
     workers: int,
     phase: str = "recompute",
 ) -> Iterator[pa.Table]:
-    """_digest_records' batches as Arrow tables (schema `digests_schema`)."""
+    """digest_records' batches as Arrow tables (schema `digests_schema`)."""
     schema = digests_schema(alg.digest_size)
-    for arr in _digest_records(source, digest_key, alg, strip, run, progress, workers, phase):
+    for arr in digest_records(source, digest_key, alg, strip, run, progress, workers, phase):
         dig = pa.FixedSizeBinaryArray.from_buffers(
             pa.binary(alg.digest_size), len(arr), [None, pa.py_buffer(arr["digest"].tobytes())]
         )
@@ -601,7 +601,7 @@ def _hash_sides(
     for one in source_list(source):
         if run.stopped is not None:
             break
-        for batch in _digest_records(one, key, alg, ledger.strip, run, progress, workers):
+        for batch in digest_records(one, key, alg, ledger.strip, run, progress, workers):
             gaps += len(batch) - chash.add(batch)
     if run.stopped is not None:
         return None
@@ -645,7 +645,7 @@ def _gather_parts(
     for one in source_list(source):
         if run.stopped is not None:
             break
-        for batch in _digest_records(
+        for batch in digest_records(
             one, key, alg, ledger.strip, run, progress, workers, sink=store.capture
         ):
             again.add(batch)
@@ -716,7 +716,7 @@ def _keep_capture(
     for one in source_list(source):
         if run.stopped is not None:  # a capture before this one could not be read to its end
             break
-        for batch in _digest_records(
+        for batch in digest_records(
             one, key, alg, strip, run, progress, workers, sink=store.capture
         ):
             store.took_capture(
@@ -801,7 +801,7 @@ def _capture_records(
     for one in sources:
         if run.stopped is not None:  # a capture before this one could not be read to its end
             break
-        for _ in _digest_records(one, key, alg, strip, run, progress, workers, sink=sink):
+        for _ in digest_records(one, key, alg, strip, run, progress, workers, sink=sink):
             pass
     return sink.records(), run
 
