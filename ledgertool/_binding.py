@@ -30,7 +30,7 @@ from .errors import (
 
 # LT_ABI_VERSION of the headers this package is written against (tests/test_binding.py pins the
 # CDEF blocks' digest to it, so a changed declaration without a raised version fails a test).
-ABI_VERSION = 3
+ABI_VERSION = 4
 
 _REBUILD = "rebuild it: `pip install -e .` in the checkout (or `python native/build_ffi.py` for an in-place build)"
 
