@@ -114,12 +114,14 @@ size_t lt_window_cells_avx512(uint8_t *cell, uint32_t part, const uint8_t *base,
         }
         for (unsigned i = 0; i < 8; i++) {
             __m128i fv = _mm_loadu_si128((const __m128i *)(f + 16 * (j + i)));
-            __m128i d = _mm_loadu_si128((const __m128i *)(base + (j + i) * stride + LT_RECORD_FIXED));
+            const uint8_t *r = base + (j + i) * stride;
+            __m128i d = _mm_loadu_si128((const __m128i *)(r + LT_RECORD_FIXED));
             __m256i v = _mm256_inserti128_si256(
                 _mm256_castsi128_si256(_mm_unpackhi_epi64(_mm_setzero_si128(), fv)), d, 1);
             for (unsigned k = 0; k < LT_WINDOW_K; k++) {
                 __m256i *c = (__m256i *)(cell + off[k][i]);
-                _mm256_storeu_si256(c, _mm256_xor_si256(_mm256_add_epi32(_mm256_loadu_si256(c), one), v));
+                __m256i x = _mm256_add_epi32(_mm256_loadu_si256(c), one);
+                _mm256_storeu_si256(c, _mm256_xor_si256(x, v));
             }
         }
     }
