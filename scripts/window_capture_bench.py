@@ -3,7 +3,10 @@ strip, digest, records), and of `--tiers windows,frames` next to the sealed per-
 (`--tiers frames`), the same 64-byte pcap, one digest thread each, best of 5, same run
 (docs/adr/0012-window-commitments.md, "Measured"; docs/benchmarks.md, "The window tier"):
 
-    python scripts/window_capture_bench.py [--frames 2000000] [--rounds 5]
+    python scripts/window_capture_bench.py [--frames 2000000] [--rounds 5] [--beyond 6000000]
+
+--beyond N also times the engine and `--tiers windows` on N frames and prints the CPU per frame
+beyond start-up: (CPU at N - CPU at --frames) / (N - --frames), best of --rounds each.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--frames", type=int, default=2_000_000)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--beyond", type=int, default=0)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -78,6 +82,24 @@ def main() -> None:
             print(f"{label:34s} {ns:6.1f} ns/frame CPU  ({ns / eng:.2f}x engine)")
         both, frames = min(best["both"]), min(best["frames"])
         print(f"windows,frames / frames: {both / frames:.2f}x")
+        if args.beyond > args.frames:
+            beyond(tmp, args, min(best["engine"]), min(best["windows"]))
+
+
+def beyond(tmp: Path, args: argparse.Namespace, eng_ns: float, win_ns: float) -> None:
+    """CPU per frame beyond start-up of the engine and of `--tiers windows`."""
+    big = tmp / "big.pcap"
+    write_synthetic_pcap(big, args.beyond, 64)
+    e_ns = min(engine_ns(big) for _ in range(args.rounds))
+    w_ns = []
+    for k in range(args.rounds):
+        w_ns.append(capture_ns(big, tmp / "keys", tmp / f"B{k}", ("windows",)))
+        shutil.rmtree(tmp / f"B{k}")
+    n0, n1 = args.frames, args.beyond
+    e = (e_ns * n1 - eng_ns * n0) / (n1 - n0)
+    w = (min(w_ns) * n1 - win_ns * n0) / (n1 - n0)
+    print(f"beyond start-up ({n1:,} less {n0:,} frames):")
+    print(f"  capture:engine {e:.1f} ns/frame, --tiers windows {w:.1f} ({w / e:.2f}x engine)")
 
 
 if __name__ == "__main__":
