@@ -1,13 +1,18 @@
 """CPU per frame of `capture --tiers windows` next to the engine alone (capture:engine: reader,
-strip, digest, records), the same 64-byte pcap, one digest thread each, best of 5, same run
-(docs/adr/0012-window-commitments.md, "Measured"):
+strip, digest, records), and of `--tiers windows,frames` next to the sealed per-frame capture
+(`--tiers frames`), the same 64-byte pcap, one digest thread each, best of 5, same run
+(docs/adr/0012-window-commitments.md, "Measured"; docs/benchmarks.md, "The window tier"):
 
-    python scripts/window_capture_bench.py [--frames 2000000] [--rounds 5]
+    python scripts/window_capture_bench.py [--frames 2000000] [--rounds 5] [--beyond 6000000]
+
+--beyond N also times the engine and `--tiers windows` on N frames and prints the CPU per frame
+beyond start-up: (CPU at N - CPU at --frames) / (N - --frames), best of --rounds each.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -16,6 +21,7 @@ from ledgertool.algorithms import get_algorithm
 from ledgertool.bench.measure import cpu_model, write_synthetic_pcap
 from ledgertool.capture.run import capture_file
 from ledgertool.digest.engine import DigestEngine
+from ledgertool.digest.window import WindowAccumulator, WindowKeys
 from ledgertool.keyfiles import DigestKey, SigningKey, generate_keys
 from ledgertool.source.file import CaptureReader
 
@@ -46,27 +52,54 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--frames", type=int, default=2_000_000)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--beyond", type=int, default=0)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         pcap = tmp / "f64.pcap"
         write_synthetic_pcap(pcap, args.frames, 64)
         generate_keys(tmp / "keys")
-        best = {"engine": [], "windows": [], "frames": []}
+        tiers = {"windows": ("windows",), "frames": ("frames",), "both": ("windows", "frames")}
+        best: dict[str, list[float]] = {"engine": [], **{t: [] for t in tiers}}
         for k in range(args.rounds):  # interleaved, so that noise hits each alike
             best["engine"].append(engine_ns(pcap))
-            best["windows"].append(capture_ns(pcap, tmp / "keys", tmp / f"W{k}", ("windows",)))
-            best["frames"].append(capture_ns(pcap, tmp / "keys", tmp / f"F{k}", ("frames",)))
+            for name, t in tiers.items():
+                best[name].append(capture_ns(pcap, tmp / "keys", tmp / f"{name}{k}", t))
+                shutil.rmtree(tmp / f"{name}{k}")
         eng = min(best["engine"])
-        print(f"CPU: {cpu_model()}; {args.frames:,} 64-byte frames, best of {args.rounds}")
-        for name in ("engine", "windows", "frames"):
+        path = WindowAccumulator(WindowKeys(bytes(16), bytes(16)), 16).path
+        print(
+            f"CPU: {cpu_model()}; {args.frames:,} 64-byte frames, best of {args.rounds}; "
+            f"window accumulator path {path}"
+        )
+        for name, label in (
+            ("engine", "capture:engine"),
+            ("windows", "capture --tiers windows"),
+            ("frames", "capture --tiers frames (sealed)"),
+            ("both", "capture --tiers windows,frames"),
+        ):
             ns = min(best[name])
-            label = {
-                "engine": "capture:engine",
-                "windows": "capture --tiers windows",
-                "frames": "capture --tiers frames (sealed)",
-            }[name]
             print(f"{label:34s} {ns:6.1f} ns/frame CPU  ({ns / eng:.2f}x engine)")
+        both, frames = min(best["both"]), min(best["frames"])
+        print(f"windows,frames / frames: {both / frames:.2f}x")
+        if args.beyond > args.frames:
+            beyond(tmp, args, min(best["engine"]), min(best["windows"]))
+
+
+def beyond(tmp: Path, args: argparse.Namespace, eng_ns: float, win_ns: float) -> None:
+    """CPU per frame beyond start-up of the engine and of `--tiers windows`."""
+    big = tmp / "big.pcap"
+    write_synthetic_pcap(big, args.beyond, 64)
+    e_ns = min(engine_ns(big) for _ in range(args.rounds))
+    w_ns = []
+    for k in range(args.rounds):
+        w_ns.append(capture_ns(big, tmp / "keys", tmp / f"B{k}", ("windows",)))
+        shutil.rmtree(tmp / f"B{k}")
+    n0, n1 = args.frames, args.beyond
+    e = (e_ns * n1 - eng_ns * n0) / (n1 - n0)
+    w = (min(w_ns) * n1 - win_ns * n0) / (n1 - n0)
+    print(f"beyond start-up ({n1:,} less {n0:,} frames):")
+    print(f"  capture:engine {e:.1f} ns/frame, --tiers windows {w:.1f} ({w / e:.2f}x engine)")
 
 
 if __name__ == "__main__":

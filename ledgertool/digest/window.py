@@ -37,6 +37,7 @@ __all__ = [
     "WindowRecord",
     "cells_for_capacity",
     "record_size",
+    "window_paths",
 ]
 
 WINDOW_MAGIC = b"LTWN"
@@ -49,6 +50,18 @@ DEFAULT_WINDOW_NS = 1_000_000_000
 DEFAULT_CAPACITY = 64
 _HEAD = struct.Struct("<4sBBHII QqQQQQ")  # the 64 clear bytes
 _KDF_LABEL = b"ledgertool window v1"
+#: the accumulator's CPU paths for its AES (native/src/window.c): every one gives the same records
+WINDOW_PATHS = {
+    "best": lib.LT_WINDOW_PATH_BEST,
+    "portable": lib.LT_WINDOW_PATH_PORTABLE,
+    "aesni": lib.LT_WINDOW_PATH_AESNI,
+    "vaes-avx512": lib.LT_WINDOW_PATH_VAES,
+}
+
+
+def window_paths() -> list[str]:
+    """The accumulator paths this CPU and build run (named as WindowAccumulator takes them)."""
+    return [n for n, v in WINDOW_PATHS.items() if n != "best" and lib.lt_window_path_supported(v)]
 
 
 def cells_for_capacity(capacity: int) -> int:
@@ -213,21 +226,29 @@ class WindowAccumulator:
         window_ns: int = DEFAULT_WINDOW_NS,
         cells: int | None = None,
         portable: bool = False,
+        path: str = "best",
     ):
+        """`path` one of window_paths() (ValueError for one this CPU cannot run), "best" the
+        fastest; `portable` True is path "portable"."""
         self.cells = cells_for_capacity(DEFAULT_CAPACITY) if cells is None else cells
         self.digest_size = digest_size
         self.window_ns = window_ns
         self.size = record_size(self.cells, digest_size)
         if not 0 < window_ns < 2**63:
             raise ValueError(f"a window is 1 ns .. 2^63 - 1 ns long, not {window_ns}")
+        if portable:
+            path = "portable"
+        if path not in WINDOW_PATHS or not lib.lt_window_path_supported(WINDOW_PATHS[path]):
+            raise ValueError(f"window path {path!r}: this CPU runs {', '.join(window_paths())}")
         out = ffi.new("lt_window_acc **")
         check(
             lib.lt_window_new(
-                keys.element, keys.pad, window_ns, self.cells, digest_size, int(portable), out
+                keys.element, keys.pad, window_ns, self.cells, digest_size, WINDOW_PATHS[path], out
             ),
             "lt_window_new",
         )
         self._acc = ffi.gc(out[0], lib.lt_window_free)
+        self.path = ffi.string(lib.lt_window_path_name(self._acc)).decode()
         self._out = bytearray(self.size * 64)
         self._n = ffi.new("size_t *")
         self._used = ffi.new("size_t *")

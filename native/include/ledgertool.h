@@ -345,11 +345,19 @@ typedef struct lt_window_acc lt_window_acc;
 /* Bytes of a window record of `cells` cells (a multiple of LT_WINDOW_K, at most
  * LT_WINDOW_MAX_CELLS) and 16- or 32-byte digests; 0 when either is not allowed. */
 size_t lt_window_record_size(uint32_t cells, size_t digest_size);
-/* An accumulator for windows of window_ns (1..INT64_MAX) nanoseconds. `portable` 1 uses the
- * table-free AES even where AES-NI exists (tests compare the paths). LT_OK, LT_ERR_ARG,
- * LT_ERR_NOMEM. */
+/* The element map's AES paths: every path gives the same records (tests compare them). */
+#define LT_WINDOW_PATH_BEST 0      /* the fastest this CPU runs */
+#define LT_WINDOW_PATH_PORTABLE 1  /* the table-free constant-time AES of the portable build */
+#define LT_WINDOW_PATH_AESNI 2     /* AES-NI, eight blocks in flight */
+#define LT_WINDOW_PATH_VAES 3      /* AVX-512 VAES, sixteen blocks in flight (four a zmm) */
+/* 1 when this CPU (and build) runs `path`, else 0 */
+int lt_window_path_supported(int path);
+/* An accumulator for windows of window_ns (1..INT64_MAX) nanoseconds on CPU path `path` (an
+ * LT_WINDOW_PATH_*). LT_OK, LT_ERR_ARG (also for a path this CPU cannot run), LT_ERR_NOMEM. */
 int lt_window_new(const uint8_t key_f[16], const uint8_t key_pad[16], uint64_t window_ns,
-                  uint32_t cells, size_t digest_size, int portable, lt_window_acc **out);
+                  uint32_t cells, size_t digest_size, int path, lt_window_acc **out);
+/* The name of the accumulator's path: "portable", "aesni" or "vaes-avx512". */
+const char *lt_window_path_name(const lt_window_acc *a);
 /* Add n records (the engine's: LT_RECORD_FIXED bytes then the digest, `stride` bytes apart; GAP
  * records add their aux to the drops). Every window that a record's later index closes is
  * written to out (out_len bytes: whole records), *n_out of them; when out is full the call stops

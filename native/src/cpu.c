@@ -45,7 +45,14 @@ int lt_cpu_has_vpclmul_avx512(void) {
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("vpclmulqdq") && lt_cpu_has_aesni_pclmul();
 }
+int lt_cpu_has_vaes_avx512(void) {
+    __builtin_cpu_init();  /* the window accumulator: zmm AESENC, ymm cells; AES-NI for the pads */
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx2") && __builtin_cpu_supports("vaes") &&
+           lt_cpu_has_aesni_pclmul();
+}
 #else
+int lt_cpu_has_vaes_avx512(void) { return 0; }
 int lt_cpu_has_avx2(void) { return 0; }
 int lt_cpu_has_avx512_mb(void) { return 0; }
 int lt_cpu_has_vpclmul_avx512(void) { return 0; }

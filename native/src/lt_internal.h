@@ -228,6 +228,16 @@ void lt_aes128_encrypt_portable(const uint8_t rk[176], const uint8_t in[16], uin
 void lt_mset_prf(const uint8_t rk[176], const uint8_t *recs, size_t n, size_t stride, size_t off,
                  size_t dsize, int aesni, uint8_t *out);
 
+/* window_vaes.c: lt_mset_prf's element map on AVX-512 VAES, sixteen blocks in flight (the
+ * caller checked lt_cpu_has_vaes_avx512) */
+void lt_window_prf_vaes(const uint8_t rk[176], const uint8_t *recs, size_t n, size_t stride,
+                        size_t off, size_t dsize, uint8_t *out);
+/* window_vaes.c: frames [j0, j1) of a chunk of 16-byte-digest records into the window's cells
+ * and limb sums (limbs[i]: the sum of the F values' 32-bit limb i), eight at a time; returns
+ * the frames done (the rest, under eight, is the caller's) */
+size_t lt_window_cells_avx512(uint8_t *cell, uint32_t part, const uint8_t *base, size_t stride,
+                              const uint8_t *f, size_t j0, size_t j1, uint64_t limbs[4]);
+
 /* CPU feature probes (cpu.c); the x86 ones are always 0 on non-x86-64 builds. */
 int lt_cpu_has_aesni_pclmul(void);
 int lt_cpu_has_sha_ni(void);
@@ -236,6 +246,7 @@ int lt_cpu_has_avx512vl(void);
 int lt_cpu_has_avx2(void);
 int lt_cpu_has_avx512_mb(void);   /* AVX-512F + VL (+ the OS saving zmm state) */
 int lt_cpu_has_vpclmul_avx512(void);  /* AVX-512F/BW/VL + VPCLMULQDQ + AES-NI/PCLMULQDQ */
+int lt_cpu_has_vaes_avx512(void);   /* AVX-512F/VL + AVX2 + VAES + AES-NI */
 int lt_cpu_has_neon(void);        /* AArch64 Advanced SIMD; always 0 on other builds */
 
 /* digest_siphash_avx2.c, digest_siphash_avx512.c: multi-buffer SipHash (any c/d, 64/128-bit out) */

@@ -18,6 +18,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#if LT_X86_PATHS
+#include <immintrin.h>   /* SSE2, baseline on x86-64: the cell updates */
+#endif
 
 #define LT_WINDOW_MAGIC "LTWN"
 #define CLEAR 64 /* bytes in the clear: the header up to the hash */
@@ -28,7 +31,7 @@
 
 struct lt_window_acc {
     uint8_t rkf[176], rkpad[176];
-    int aesni;
+    int path;   /* LT_WINDOW_PATH_PORTABLE, _AESNI or _VAES: the element map's AES */
     uint64_t window_ns;
     uint32_t cells, part;
     size_t dsize, csize, rsize;
@@ -116,13 +119,59 @@ static void apply_pad(const uint8_t rkpad[176], int aesni, int64_t index, uint8_
     memset(ks, 0, sizeof ks);
 }
 
+int lt_window_path_supported(int path) {
+    switch (path) {
+    case LT_WINDOW_PATH_BEST:
+    case LT_WINDOW_PATH_PORTABLE: return 1;
+    case LT_WINDOW_PATH_AESNI: return lt_mset_accelerated();
+#if LT_X86_PATHS
+    case LT_WINDOW_PATH_VAES: return lt_cpu_has_vaes_avx512();
+#endif
+    default: return 0;
+    }
+}
+
+static int best_path(void) {
+    static const int order[] = {LT_WINDOW_PATH_VAES, LT_WINDOW_PATH_AESNI};
+    for (size_t i = 0; i < sizeof order / sizeof *order; i++)
+        if (lt_window_path_supported(order[i]))
+            return order[i];
+    return LT_WINDOW_PATH_PORTABLE;
+}
+
+const char *lt_window_path_name(const lt_window_acc *a) {
+    if (!a)
+        return NULL;
+    switch (a->path) {
+    case LT_WINDOW_PATH_AESNI: return "aesni";
+    case LT_WINDOW_PATH_VAES: return "vaes-avx512";
+    default: return "portable";
+    }
+}
+
+/* F of n records' digests, 16 bytes each into out, on the accumulator's path */
+static void prf(const lt_window_acc *a, const uint8_t *recs, size_t n, size_t stride, size_t dsize,
+                uint8_t *out) {
+#if LT_X86_PATHS
+    if (a->path == LT_WINDOW_PATH_VAES) {
+        lt_window_prf_vaes(a->rkf, recs, n, stride, LT_RECORD_FIXED, dsize, out);
+        return;
+    }
+#endif
+    lt_mset_prf(a->rkf, recs, n, stride, LT_RECORD_FIXED, dsize, a->path == LT_WINDOW_PATH_AESNI,
+                out);
+}
+
 int lt_window_new(const uint8_t key_f[16], const uint8_t key_pad[16], uint64_t window_ns,
-                  uint32_t cells, size_t digest_size, int portable, lt_window_acc **out) {
+                  uint32_t cells, size_t digest_size, int path, lt_window_acc **out) {
     if (!out)
         return LT_ERR_ARG;
     *out = NULL;
     size_t rsize = lt_window_record_size(cells, digest_size);
-    if (!key_f || !key_pad || window_ns == 0 || window_ns > INT64_MAX || rsize == 0)
+    if (path == LT_WINDOW_PATH_BEST)
+        path = best_path();
+    if (!key_f || !key_pad || window_ns == 0 || window_ns > INT64_MAX || rsize == 0 ||
+        !lt_window_path_supported(path))
         return LT_ERR_ARG;
     lt_window_acc *a = calloc(1, sizeof *a);
     if (!a)
@@ -134,7 +183,7 @@ int lt_window_new(const uint8_t key_f[16], const uint8_t key_pad[16], uint64_t w
     }
     lt_aes128_expand(key_f, a->rkf);
     lt_aes128_expand(key_pad, a->rkpad);
-    a->aesni = !portable && lt_mset_accelerated();
+    a->path = path;
     a->window_ns = window_ns;
     a->cells = cells;
     a->part = cells / LT_WINDOW_K;
@@ -193,7 +242,7 @@ static void emit(lt_window_acc *a, uint8_t *rec) {
         lt_store_le64(c + 4, check);
         memcpy(c + 12, from + 16, a->dsize);
     }
-    apply_pad(a->rkpad, a->aesni, a->cur, rec, a->rsize);
+    apply_pad(a->rkpad, a->path != LT_WINDOW_PATH_PORTABLE, a->cur, rec, a->rsize);
     a->open = 0;
     a->floor_index = a->cur + 1;
 }
@@ -208,15 +257,33 @@ typedef struct {
     uint32_t part;
 } window_run;
 
-static inline void add_frame(window_run *w, const uint8_t *r, const uint8_t f[16], size_t dsize) {
+/* limb sums l0..l3 (each below 2^64 - 2^32: at most 2^32 values) of 32-bit limbs of F values
+ * into the 192-bit sum: l0 + l1 2^32 + l2 2^64 + l3 2^96 */
+static inline void sum_limbs(window_run *w, uint64_t l0, uint64_t l1, uint64_t l2, uint64_t l3) {
+    /* = t + u * 2^64, t and u below 2^97 */
+    unsigned __int128 t = (unsigned __int128)l0 + ((unsigned __int128)l1 << 32);
+    unsigned __int128 u = (unsigned __int128)l2 + ((unsigned __int128)l3 << 32);
+    unsigned __int128 x = (unsigned __int128)w->s0 + (uint64_t)t;
+    w->s0 = (uint64_t)x;
+    x = (unsigned __int128)w->s1 + (uint64_t)(t >> 64) + (uint64_t)u + (uint64_t)(x >> 64);
+    w->s1 = (uint64_t)x;
+    w->s2 += (uint64_t)(x >> 64) + (uint64_t)(u >> 64);
+}
+
+/* the F values f[j0 .. j1) (at most CHUNK) into the 192-bit sum: 32-bit limbs summed in 64-bit
+ * words (no carries within a chunk; the loop vectorises), then added once */
+static inline void sum_range(window_run *w, const uint8_t *f, size_t j0, size_t j1) {
+    uint64_t l0 = 0, l1 = 0, l2 = 0, l3 = 0;
+    for (size_t j = j0; j < j1; j++) {
+        uint64_t a = ld64(f + 16 * j), b = ld64(f + 16 * j + 8);
+        l0 += (uint32_t)a, l1 += a >> 32, l2 += (uint32_t)b, l3 += b >> 32;
+    }
+    sum_limbs(w, l0, l1, l2, l3);
+}
+
+/* one frame's k cells: count + 1, check ^= F's second word, XOR ^= the digest */
+static inline void add_cells(window_run *w, const uint8_t *r, const uint8_t f[16], size_t dsize) {
     uint64_t chk = ld64(f + 8);
-    unsigned long long c0, c1, c2;   /* word-wise carries: GCC spills an __int128 sum here */
-    c0 = __builtin_uaddll_overflow(w->s0, ld64(f), (unsigned long long *)&w->s0);
-    c1 = __builtin_uaddll_overflow(w->s1, chk, (unsigned long long *)&w->s1);
-    c2 = __builtin_uaddll_overflow(w->s1, c0, (unsigned long long *)&w->s1);
-    w->s2 += c1 + c2;
-    w->frames++;
-    w->wire += lt_load_le32(r + 16);
     uint32_t idx[LT_WINDOW_K];
     cell_indices(f, w->part, idx);
     const uint8_t *d = r + LT_RECORD_FIXED;
@@ -231,6 +298,14 @@ static inline void add_frame(window_run *w, const uint8_t *r, const uint8_t f[16
         memcpy(c + 8, &k, 8);
         xor_bytes(c + 16, d, dsize);
     }
+}
+
+/* one frame (outside the fast path's runs) into the sum, the counters and the cells */
+static inline void add_frame(window_run *w, const uint8_t *r, const uint8_t f[16], size_t dsize) {
+    sum_range(w, f, 0, 1);
+    w->frames++;
+    w->wire += lt_load_le32(r + 16);
+    add_cells(w, r, f, dsize);
 }
 
 static inline void run_load(window_run *w, const lt_window_acc *a) {
@@ -272,6 +347,47 @@ static int add_slow(lt_window_acc *a, const uint8_t *r, const uint8_t *f, uint8_
     return 1;
 }
 
+/* The fast path over frames [j, m) of a chunk: the end of the run of frames in [lo, hi) that are
+ * not GAP records, their wire bytes added to *wire */
+static inline size_t run_end(const uint8_t *base, size_t j, size_t m, size_t stride, int64_t lo,
+                             int64_t hi, uint64_t *wire) {
+    uint64_t w = 0;
+    for (; j < m; j++) {
+        const uint8_t *r = base + j * stride;
+        int64_t ts = (int64_t)ld64(r + 8);
+        if (ts < lo || ts >= hi || (lt_load_le16(r + 24) & LT_FLAG_GAP))
+            break;
+        w += lt_load_le32(r + 16);
+    }
+    *wire += w;
+    return j;
+}
+
+/* frames [j0, j1) of a chunk into their k cells each */
+static inline void cells_range(window_run *w, const uint8_t *base, size_t stride, const uint8_t *f,
+                               size_t j0, size_t j1, size_t dsize) {
+#if LT_X86_PATHS
+    if (dsize == 16) {   /* a cell is two 16-byte halves: (count, 0, check) and the XOR */
+        const __m128i one = _mm_set_epi32(0, 0, 0, 1);
+        for (size_t j = j0; j < j1; j++) {
+            uint32_t idx[LT_WINDOW_K];
+            cell_indices(f + 16 * j, w->part, idx);
+            __m128i chk = _mm_unpackhi_epi64(_mm_setzero_si128(),
+                                             _mm_loadu_si128((const __m128i *)(f + 16 * j)));
+            __m128i d = _mm_loadu_si128((const __m128i *)(base + j * stride + LT_RECORD_FIXED));
+            for (unsigned k = 0; k < LT_WINDOW_K; k++) {
+                __m128i *c = (__m128i *)(w->cell + (size_t)idx[k] * 32);
+                _mm_store_si128(c, _mm_xor_si128(_mm_add_epi32(_mm_load_si128(c), one), chk));
+                _mm_store_si128(c + 1, _mm_xor_si128(_mm_load_si128(c + 1), d));
+            }
+        }
+        return;
+    }
+#endif
+    for (size_t j = j0; j < j1; j++)
+        add_cells(w, base + j * stride, f + 16 * j, dsize);
+}
+
 int lt_window_add(lt_window_acc *a, const uint8_t *records, size_t n, size_t stride, uint8_t *out,
                   size_t out_len, size_t *n_out, size_t *consumed) {
     if (!a || !n_out || !consumed || (n && !records) || stride < LT_RECORD_FIXED + a->dsize ||
@@ -282,24 +398,29 @@ int lt_window_add(lt_window_acc *a, const uint8_t *records, size_t n, size_t str
     while (i < n) {
         size_t m = n - i < CHUNK ? n - i : CHUNK;
         const uint8_t *base = records + i * stride;
-        lt_mset_prf(a->rkf, base, m, stride, LT_RECORD_FIXED, dsize, a->aesni, a->f);
+        prf(a, base, m, stride, dsize, a->f);
         size_t j = 0;
         while (j < m) {
-            /* the common case: frames of the open window, summed in locals */
+            /* the common case: a run of frames of the open window, summed in locals */
             window_run run;
             run_load(&run, a);
             int64_t lo = a->open ? a->lo_ns : 1, hi = a->open ? a->hi_ns : 0;
-            for (; j < m; j++) {
-                const uint8_t *r = base + j * stride;
-                int64_t ts = (int64_t)ld64(r + 8);
-                if (ts < lo || ts >= hi || (lt_load_le16(r + 24) & LT_FLAG_GAP))
-                    break;
-                if (dsize == 16)   /* a constant size: the XOR is two words */
-                    add_frame(&run, r, a->f + 16 * j, 16);
-                else
-                    add_frame(&run, r, a->f + 16 * j, dsize);
+            size_t e = run_end(base, j, m, stride, lo, hi, &run.wire);
+            if (e > j) {
+                size_t at = j;
+#if LT_X86_PATHS
+                if (a->path == LT_WINDOW_PATH_VAES && dsize == 16) {
+                    uint64_t l[4];
+                    at += lt_window_cells_avx512(run.cell, run.part, base, stride, a->f, j, e, l);
+                    sum_limbs(&run, l[0], l[1], l[2], l[3]);
+                }
+#endif
+                sum_range(&run, a->f, at, e);
+                cells_range(&run, base, stride, a->f, at, e, dsize);
+                run.frames += e - j;
             }
             run_store(&run, a);
+            j = e;
             if (j < m) {
                 if (!add_slow(a, base + j * stride, a->f + 16 * j, out, max, &emitted)) {
                     *n_out = emitted;

@@ -39,8 +39,9 @@ CDEF_DIGESTS = {
     2: "c4ccb0a638f9fa6342b9ec370c80b805002e0895b3ff19299c368847e07fc8dc",  # strip fallbacks, lt_reader_open_fd, lt_rec_records, lt_rec_leaves, lt_rec_file, lt_segment_writer_*, lt_once_each, lt_pair_in_order, lt_reader_next_before, lt_reader_pcapng_context, lt_mset_add, lt_mset_accelerated, lt_second_runs, lt_rec_file_mset
     3: "1f05447cd7d3bd9c673e30b27a4874b2a0b617e8b238bf0c8c5562af41b409da",  # lt_mset_add_parts, lt_window_* (window records), LT_REC_READ, LT_LEAF_BLAKE3; one version until the next release
     # lt_segment_writer_direct, lt_segment_writer_trim (segment files by direct I/O);
-    # LT_FMT_ERF, lt_reader_declare_losses; lt_reader_info.damaged_*, warning; lt_rec_from_columns
-    4: "2b0cb2bd36b033b54f0bd89fad813dec624abb3f4abece4efcf4e40d3f64cc34",
+    # LT_FMT_ERF, lt_reader_declare_losses; lt_reader_info.damaged_*, warning; lt_rec_from_columns;
+    # LT_WINDOW_PATH_*, lt_window_path_supported, lt_window_path_name (lt_window_new's `path`)
+    4: "f934d7d2f15fd38ab3e49b85726f4ba9f72a10bf2a24ab631389c5f75e275a76",
 }
 
 

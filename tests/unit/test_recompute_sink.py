@@ -14,7 +14,7 @@ from ledgertool.algorithms import get_algorithm
 from ledgertool.digest.engine import DigestEngine
 from ledgertool.digest.record import record_dtype
 from ledgertool.digest.strip import get_strip_mode
-from ledgertool.reconcile.recompute import DigestRun, RecordSink, _capture_records, _digest_records
+from ledgertool.reconcile.recompute import DigestRun, RecordSink, _capture_records, digest_records
 from ledgertool.source import open_source
 
 sys.path.insert(0, str(REPO / "scripts"))
@@ -34,7 +34,7 @@ def spec(tmp_path_factory):
 def _copied_batches(source, key) -> np.ndarray:
     run = DigestRun()
     return np.concatenate(
-        [a.copy() for a in _digest_records(source, key, ALG, "frame", run, None, 1)]
+        [a.copy() for a in digest_records(source, key, ALG, "frame", run, None, 1)]
     )
 
 
@@ -62,7 +62,7 @@ def test_record_sink_grows_and_holds_every_batch(spec, keydir, hint):
     want = _copied_batches(spec, key)
     run = DigestRun()
     sink = RecordSink(record_dtype(ALG.digest_size), hint)
-    for _ in _digest_records(spec, key, ALG, "frame", run, None, 1, sink=sink):
+    for _ in digest_records(spec, key, ALG, "frame", run, None, 1, sink=sink):
         pass
     got = sink.records()
     assert len(got) == run.frames == 150_000 and got.tobytes() == want.tobytes()
