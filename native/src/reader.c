@@ -338,7 +338,6 @@ int lt_reader_open_fd(int fd, const char *name, const uint8_t *prefix, size_t pr
             lt_reader_close(r);
             return LT_ERR_FORMAT;
         }
-        uint32_t magic = lt_load_le32(r->map);
         r->fmt = NULL;
         for (size_t i = 0; i < sizeof formats / sizeof formats[0] && !r->fmt; i++)
             if (formats[i]->probe(r->map, r->size < LT_PROBE_BYTES ? r->size : LT_PROBE_BYTES))
