@@ -551,7 +551,7 @@ def test_check_names_record_fields_and_missing_or_extra_records(kit, tmp_path):
         ("missing", "file not found"),
         ("algorithm", "unknown algorithm"),
         ("sixty-four", "64-bit digests"),
-        ("capture", "not a pcap or pcapng capture (unknown magic"),
+        ("capture", "not a pcap, pcapng or ERF capture (unknown magic"),
     ],
 )
 def test_check_refuses_bad_input(kit, tmp_path, what, needle):
