@@ -1437,7 +1437,7 @@ def check_proof_cmd(
         subject = f"seq {r.seq} digest {r.digest.hex()} is record {doc.record_index} of {where}"
     if res.ok:
         to = (
-            f" and the checkpoint of tree size {res.checkpoint['tree_size']}"
+            f" and the checkpoint of tree size {res.checkpoint.size}"
             if res.checkpoint
             else " (the proof carries no checkpoint)"
         )
