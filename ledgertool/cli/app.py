@@ -2325,7 +2325,7 @@ class _LazyCoercion:
         return self.real.coerce(value, param=param, ctx=ctx)
 
 
-def _command():
+def click_command():
     """The app as a click command, every argument shown in capitals, as tcpdump and DuckDB write
     them (`SOURCE`, not typer's `{source}`), and option values named FILE, DIR, N (not `<path>`)."""
     from typer.core import TyperArgument
@@ -2400,7 +2400,7 @@ def _run(closed: set[int] = frozenset()) -> int:
 
 def _run_guarded() -> int:
     try:
-        rc = _command()(prog_name="ledgertool", standalone_mode=False)
+        rc = click_command()(prog_name="ledgertool", standalone_mode=False)
         sys.stdout.flush()  # a report that cannot be written fails here, not after the exit code
     except OutputError as e:
         done = STATE["done"]
