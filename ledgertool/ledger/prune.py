@@ -181,8 +181,8 @@ def _verifies(reader, ledger, link: str, index: int) -> bool:
 
 
 def _link_range(reader, ledger, link, before_ns, have, force, res):
-    """(what the statement says it removes of `link`, the segments it removes), or None when none is due; the
-    reason the next segment stays goes to `res.kept`."""
+    """(what the statement says it removes of `link`, the segments it removes), or None when none
+    is due; the reason the next segment stays goes to `res.kept`."""
     directory = reader.directory
     files = segment_files(directory, link)
     window_frames = _window_frames(reader, ledger, link)
