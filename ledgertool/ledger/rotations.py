@@ -106,7 +106,9 @@ def _boundary(directory: Path, ledger: LedgerHeader) -> dict[str, int]:
     return effective
 
 
-def _write_statement(directory: Path, rotations: list[dict], doc: dict) -> tuple[Path, str | None]:
+def _write_statement(
+    directory: Path, rotations: list[RotationStatement], doc: dict
+) -> tuple[Path, str | None]:
     """Write the statement; (its path, None), or (its path, a warning) when it is in place, and so
     in force, but the write failed after it (flushing the directory): writers and verify follow
     the statement from then on, so the command must say so, never that it failed. StorageError
