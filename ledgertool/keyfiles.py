@@ -79,6 +79,7 @@ __all__ = [
     "SignatureFinding",
     "seal_message",
     "generate_keys",
+    "write_new_key_file",
 ]
 
 DIGEST_KEY_FILE = "digest.key"
@@ -204,7 +205,7 @@ def _load_json_doc(path: str, kind: str, fmt: str) -> dict[str, Any]:
     return loads_format_object(data, path, fmt, what, KeyFileError)
 
 
-def _write_new_file(path: str, data: bytes, mode: int, what: str) -> None:
+def write_new_key_file(path: str, data: bytes, mode: int, what: str) -> None:
     """Create ``path`` with exactly ``mode`` and write ``data``; never overwrite (fsio.create_new:
     not even through a link planted at ``path``)."""
     try:
@@ -301,7 +302,7 @@ class DigestKey:
         written.
         """
         path = os.fspath(path)
-        _write_new_file(path, (self.master.hex() + "\n").encode("ascii"), 0o600, "a digest key")
+        write_new_key_file(path, (self.master.hex() + "\n").encode("ascii"), 0o600, "a digest key")
 
     def subkey(self, algorithm: str, length: int) -> bytes:
         """Per-algorithm subkey of ``length`` bytes (RFC 5869 HKDF-SHA256).
@@ -412,7 +413,7 @@ class TrustBundle:
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write ``verifier.pub`` with mode 0644; KeyFileError if it exists or cannot be written."""
         path = os.fspath(path)
-        _write_new_file(path, self.to_json().encode("utf-8"), 0o644, "a verifier trust bundle")
+        write_new_key_file(path, self.to_json().encode("utf-8"), 0o644, "a verifier trust bundle")
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> TrustBundle:
@@ -643,7 +644,7 @@ class SigningKey:
         """
         path = os.fspath(path)
         text = json.dumps(self._to_dict(), indent=2) + "\n"
-        _write_new_file(path, text.encode("utf-8"), 0o600, "a signing key")
+        write_new_key_file(path, text.encode("utf-8"), 0o600, "a signing key")
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> SigningKey:

@@ -534,52 +534,28 @@ def capture(
     """Digest every frame of a capture or a live interface (or seal records computed elsewhere) into a sealed, signed, hash-chained ledger."""
     from ..capture.run import capture_file
     from ..keyfiles import DigestKey, SigningKey
-    from ..source import is_bypass, is_live
-    from ..source.live import LiveOptions
-    from ..source.records import is_records
-
-    if digest_key is None and not is_records(source):
-        raise UsageError("--digest-key is required (only a records: source goes without it)")
-    if ledger_format not in (None, "v1", "v2"):
-        raise UsageError(f"--ledger-format must be v1 or v2, not {ledger_format!r}")
-    if leaf_hash not in (None, "sha256", "blake3"):
-        raise UsageError(f"--leaf-hash must be sha256 or blake3, not {leaf_hash!r}")
-    if digest_key_id is not None and not is_records(source):
-        raise UsageError("--digest-key-id is only for records: sources")
-    if device_id is not None and not is_records(source):
-        raise UsageError("--device-id is only for records: sources")
-    live_source = is_live(source)
-    from ..plan import parse_duration
-
-    seconds = None if duration is None else parse_duration(duration)
-    opts = None
-    if is_bypass(source):
-        from ..source.bypass import BypassOptions
-
-        opts = BypassOptions(
-            ring_mb=ring_mb,
-            rx_desc=rx_desc,
-            pin_cpu=pin,
-            promisc=promisc,
-            eal=eal,
-            xdp_mode=xdp_mode,
-            xdp_attach=xdp_attach,
-        )
-    elif live_source:
-        opts = LiveOptions(
-            ring_mb=ring_mb,
-            block_kb=block_kb,
-            block_ms=block_ms,
-            fanout_group=fanout_group,
-            promisc=promisc,
-            pin_cpu=pin,
-        )
     from ..ledger.devstate import DeviceState
+    from ..plan import parse_duration
+    from ..source import is_live
 
-    dk, sk = (
-        DigestKey.load(digest_key) if digest_key is not None else None,
-        SigningKey.load(signing_key),
+    _check_capture_options(source, digest_key, ledger_format, leaf_hash, digest_key_id, device_id)
+    live_source = is_live(source)
+    seconds = None if duration is None else parse_duration(duration)
+    opts = _receive_options(
+        source,
+        ring_mb=ring_mb,
+        rx_desc=rx_desc,
+        block_kb=block_kb,
+        block_ms=block_ms,
+        fanout_group=fanout_group,
+        pin=pin,
+        promisc=promisc,
+        eal=eal,
+        xdp_mode=xdp_mode,
+        xdp_attach=xdp_attach,
     )
+    dk = DigestKey.load(digest_key) if digest_key is not None else None
+    sk = SigningKey.load(signing_key)
     ctx = (
         _live_panel(source, not (as_json or quiet))
         if live_source
@@ -588,7 +564,8 @@ def capture(
 
     def sealing(records: int) -> None:
         err.print(
-            f"sealing {plural(records, 'record', fmt=',')}… (Ctrl-C again to abandon the open segment; it stays recoverable)"
+            f"sealing {plural(records, 'record', fmt=',')}… (Ctrl-C again to abandon the open "
+            "segment; it stays recoverable)"
         )
 
     try:
@@ -623,6 +600,84 @@ def capture(
             )
     except KeyboardInterrupt:
         raise Interrupted(_abandoned(Path(ledger), signing_key)) from None
+    _capture_report(res, source=source, ledger=ledger, link=link, as_json=as_json)
+
+
+def _check_capture_options(
+    source: str,
+    digest_key: Path | None,
+    ledger_format: str | None,
+    leaf_hash: str | None,
+    digest_key_id: str | None,
+    device_id: str | None,
+) -> None:
+    """`capture`'s option combinations a typer type cannot check: UsageError (exit 2) on the
+    first that does not fit the source."""
+    from ..source.records import is_records
+
+    records = is_records(source)
+    if digest_key is None and not records:
+        raise UsageError("--digest-key is required (only a records: source goes without it)")
+    if ledger_format not in (None, "v1", "v2"):
+        raise UsageError(f"--ledger-format must be v1 or v2, not {ledger_format!r}")
+    if leaf_hash not in (None, "sha256", "blake3"):
+        raise UsageError(f"--leaf-hash must be sha256 or blake3, not {leaf_hash!r}")
+    if digest_key_id is not None and not records:
+        raise UsageError("--digest-key-id is only for records: sources")
+    if device_id is not None and not records:
+        raise UsageError("--device-id is only for records: sources")
+
+
+def _receive_options(
+    source: str,
+    *,
+    ring_mb: float,
+    rx_desc: int,
+    block_kb: int,
+    block_ms: int,
+    fanout_group: int,
+    pin: int | None,
+    promisc: bool,
+    eal: str,
+    xdp_mode: str,
+    xdp_attach: str,
+):
+    """The receive options of a live source as the typed value its receiver takes: BypassOptions
+    for xdp:/dpdk:, LiveOptions for iface:, None for a file, standard input or records."""
+    from ..source import is_bypass, is_live
+
+    if is_bypass(source):
+        from ..source.bypass import BypassOptions
+
+        return BypassOptions(
+            ring_mb=ring_mb,
+            rx_desc=rx_desc,
+            pin_cpu=pin,
+            promisc=promisc,
+            eal=eal,
+            xdp_mode=xdp_mode,
+            xdp_attach=xdp_attach,
+        )
+    if is_live(source):
+        from ..source.live import LiveOptions
+
+        return LiveOptions(
+            ring_mb=ring_mb,
+            block_kb=block_kb,
+            block_ms=block_ms,
+            fanout_group=fanout_group,
+            promisc=promisc,
+            pin_cpu=pin,
+        )
+    return None
+
+
+def _capture_report(res, *, source: str, ledger: Path, link: str, as_json: bool) -> None:
+    """What `capture` says once sealed: the sealed line, warnings and drops on stderr, then the
+    JSON report or the summary lines on stdout."""
+    from ..source import is_live
+
+    live_source = is_live(source)
     _done(
         f"{ledger}: the capture was sealed ({plural(res.frames, 'frame', fmt=',')} in "
         f"{plural(len(res.segments), 'segment')}, its checkpoint signed)"
@@ -648,29 +703,35 @@ def capture(
     if as_json:
         _emit_json(res.to_json())
     else:
-        segs = f"{res.segments[0].index}..{res.segments[-1].index}" if res.segments else "none"
-        seqs = f"{res.first_seq}..{res.next_seq - 1}" if res.next_seq > res.first_seq else "none"
-        out.print(
-            f"captured {plural(res.frames, 'frame', fmt=',')} ({plural(res.bytes, 'byte', fmt=',')}) from {source} into {ledger} "
-            f"link {link}: segments {segs}, seq {seqs}, drops {res.drops}"
-        )
-        out.print(
-            f"{res.elapsed_s:.3f} s, {_rate(res.frames_per_s)}frames/s, {res.gbit_per_s:.3g} Gbit/s"
-            f" ({res.algorithm}, strip {res.strip})"
-        )
-        _fallback_line(res.strip_fallbacks, res.strip, res.frames, source)
-        if res.windows is not None:
-            w = res.windows
-            segs = ", ".join(map(str, w.segments)) or "none"
-            out.print(
-                f"window tier: {plural(w.windows, 'window', fmt=',')} ({plural(w.frames, 'frame', fmt=',')}) "
-                f"into {w.log}, windows {w.first_index}..{w.last_index}, segments {segs}"
-                + ("" if "frames" in res.tiers else "; no per-frame records (--tiers windows)")
-            )
-        if res.live and ("xdp" in res.live or "dpdk" in res.live):
-            out.print(_bypass_summary(res.live))
+        _capture_summary(res, source=source, ledger=ledger, link=link)
     if res.interrupted:
         err.print(styled(("interrupted: open segment sealed", "yellow")))
+
+
+def _capture_summary(res, *, source: str, ledger: Path, link: str) -> None:
+    """`capture`'s summary lines on stdout (without --json)."""
+    segs = f"{res.segments[0].index}..{res.segments[-1].index}" if res.segments else "none"
+    seqs = f"{res.first_seq}..{res.next_seq - 1}" if res.next_seq > res.first_seq else "none"
+    out.print(
+        f"captured {plural(res.frames, 'frame', fmt=',')} ({plural(res.bytes, 'byte', fmt=',')}) "
+        f"from {source} into {ledger} link {link}: segments {segs}, seq {seqs}, drops {res.drops}"
+    )
+    out.print(
+        f"{res.elapsed_s:.3f} s, {_rate(res.frames_per_s)}frames/s, {res.gbit_per_s:.3g} Gbit/s"
+        f" ({res.algorithm}, strip {res.strip})"
+    )
+    _fallback_line(res.strip_fallbacks, res.strip, res.frames, source)
+    if res.windows is not None:
+        w = res.windows
+        segs = ", ".join(map(str, w.segments)) or "none"
+        out.print(
+            f"window tier: {plural(w.windows, 'window', fmt=',')} "
+            f"({plural(w.frames, 'frame', fmt=',')}) into {w.log}, windows "
+            f"{w.first_index}..{w.last_index}, segments {segs}"
+            + ("" if "frames" in res.tiers else "; no per-frame records (--tiers windows)")
+        )
+    if res.live and ("xdp" in res.live or "dpdk" in res.live):
+        out.print(_bypass_summary(res.live))
 
 
 def _window_ns(text: str) -> int:
@@ -1376,7 +1437,7 @@ def check_proof_cmd(
         subject = f"seq {r.seq} digest {r.digest.hex()} is record {doc.record_index} of {where}"
     if res.ok:
         to = (
-            f" and the checkpoint of tree size {res.checkpoint['tree_size']}"
+            f" and the checkpoint of tree size {res.checkpoint.size}"
             if res.checkpoint
             else " (the proof carries no checkpoint)"
         )
@@ -2264,7 +2325,7 @@ class _LazyCoercion:
         return self.real.coerce(value, param=param, ctx=ctx)
 
 
-def _command():
+def click_command():
     """The app as a click command, every argument shown in capitals, as tcpdump and DuckDB write
     them (`SOURCE`, not typer's `{source}`), and option values named FILE, DIR, N (not `<path>`)."""
     from typer.core import TyperArgument
@@ -2339,7 +2400,7 @@ def _run(closed: set[int] = frozenset()) -> int:
 
 def _run_guarded() -> int:
     try:
-        rc = _command()(prog_name="ledgertool", standalone_mode=False)
+        rc = click_command()(prog_name="ledgertool", standalone_mode=False)
         sys.stdout.flush()  # a report that cannot be written fails here, not after the exit code
     except OutputError as e:
         done = STATE["done"]

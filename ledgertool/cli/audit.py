@@ -225,9 +225,9 @@ def witness_keygen(
 ) -> None:
     """A new witness key (Ed25519, cosignature/v1); prints its vkey."""
     from .. import fsio
-    from ..seal.witness import _NAME_RE, WitnessSigner
+    from ..seal.witness import WitnessSigner, is_witness_name
 
-    if not _NAME_RE.fullmatch(name):
+    if not is_witness_name(name):
         raise UsageError(f"--name {name!r}: no spaces, '+' or em dashes")
     if os.path.lexists(out_file):
         raise KeyFileError(f"{out_file}: already exists; refusing to overwrite a key")

@@ -39,9 +39,9 @@ def man_page(today: datetime.date | None = None) -> str:
     with one subsection per command (groups' commands under their full name)."""
     import click
 
-    from .app import _command
+    from .app import click_command
 
-    root = _command()
+    root = click_command()
     date = (today or datetime.date.today()).isoformat()
     lines = [
         f'.TH LEDGERTOOL 1 "{date}" "ledgertool {__version__}" "User Commands"',

@@ -58,7 +58,7 @@ from ..keyfiles import (
     DigestKey,
     SigningKey,
     TrustBundle,
-    _write_new_file,
+    write_new_key_file,
 )
 
 __all__ = [
@@ -279,7 +279,7 @@ class DevicePublicKey:
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write ``device.pub`` (JSON, `schemas/device-pub.schema.json`), mode 0644; never overwrites."""
-        _write_new_file(
+        write_new_key_file(
             os.fspath(path),
             (json.dumps(self.to_dict(), indent=2) + "\n").encode(),
             0o644,
@@ -358,7 +358,7 @@ class DeviceKey:
             "mlkem768_seed": self._mlkem.private_bytes_raw().hex(),
             "x25519_private": self._x25519.private_bytes_raw().hex(),
         }
-        _write_new_file(
+        write_new_key_file(
             os.fspath(path), (json.dumps(doc, indent=2) + "\n").encode(), 0o600, "a device key"
         )
 
@@ -598,7 +598,7 @@ def provision(
 
 def write_package(pkg: KeyPackage, out: str | os.PathLike[str]) -> None:
     """Write the package file, mode 0644 (it holds only ciphertext); never overwrites (KeyFileError)."""
-    _write_new_file(os.fspath(out), pkg.to_bytes(), 0o644, "a key package")
+    write_new_key_file(os.fspath(out), pkg.to_bytes(), 0o644, "a key package")
 
 
 # --------------------------------------------------------------------------- device side

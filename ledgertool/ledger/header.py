@@ -37,6 +37,10 @@ LEDGER_FORMATS = {1: LEDGER_FORMAT, 2: LEDGER_FORMAT_V2}
 DEFAULT_LEDGER_FORMAT = 2  # what `capture` creates for a new ledger; v1 with --ledger-format v1 (v1 ledgers keep verifying and keep v1 seals when appended to)
 DEFAULT_LEAF_RECORDS = 64  # records per Merkle leaf of a v1 ledger (docs/ledger-format.md: why 64)
 DEFAULT_LEAF_RECORDS_V2 = 256  # v2 (docs/adr/0008-leaf-construction.md)
+#: Per ledger format version: the leaf size a new ledger takes unless told, and the leaf
+#: constructions it may record (BLAKE3 leaf entries are v2's: docs/adr/0013-blake3-leaf-entries.md)
+FORMAT_LEAF_DEFAULTS = {1: DEFAULT_LEAF_RECORDS, 2: DEFAULT_LEAF_RECORDS_V2}
+FORMAT_LEAF_HASHES = {1: ("sha256",), 2: LEAF_HASHES}
 DEFAULT_LINK = "link0"
 # a new ledger's leaf construction: sha256 until the deployment CPUs say otherwise
 # (docs/adr/0013-blake3-leaf-entries.md: blake3 is 2.5x on AVX-512 Intel, slower on Zen 3)
@@ -140,8 +144,8 @@ def create_ledger(
     if version not in LEDGER_FORMATS:
         raise LedgerFormatError(f"ledger format version {version!r} is not one of 1, 2")
     if leaf_records is None:
-        leaf_records = DEFAULT_LEAF_RECORDS_V2 if version == 2 else DEFAULT_LEAF_RECORDS
-    if leaf_hash not in LEAF_HASHES or (leaf_hash != "sha256" and version != 2):
+        leaf_records = FORMAT_LEAF_DEFAULTS[version]
+    if leaf_hash not in FORMAT_LEAF_HASHES[version]:
         raise LedgerFormatError(
             f"leaf hash {leaf_hash!r} is not one of {', '.join(LEAF_HASHES)} "
             "(blake3 for ledger format v2 only)"

@@ -24,6 +24,7 @@ from ..errors import DataError, DiscrepancyError, Setting, UsageError
 from ..keyfiles import SigningKey
 from ..seal.prune import (
     PRUNE_FORMAT,
+    PrunedLink,
     PruneStatement,
     check_prunes,
     parse_prune,
@@ -129,17 +130,18 @@ def prune_ledger(
         if not ranges:
             _finish_removal(directory, have, res)
             return res
+        number = len(done) + 1
         doc = {
             "format": PRUNE_FORMAT,
             "ledger_id": ledger.ledger_id,
-            "number": len(done) + 1,
+            "number": number,
             "prev_prune_hash": done[-1].hash() if done else prune_genesis(ledger.ledger_id),
             "before_ns": str(before_ns),
-            "links": {link: body for link, (body, _) in ranges.items()},
+            "links": {link: pl.to_json() for link, (pl, _) in ranges.items()},
             "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
         doc["signatures"] = signing_key.sign(prune_message(doc))
-        path = layout.prune_path(directory, doc["number"])
+        path = layout.prune_path(directory, number)
         fsio.make_dirs(path.parent, directory)
         fsio.write_atomic(
             path,
@@ -148,17 +150,11 @@ def prune_ledger(
             what="prune statement",
         )
         res.statement = str(path)
-        for link, (body, segs) in ranges.items():
+        for link, (pl, segs) in ranges.items():
             removed = sum(_remove(directory, link, i) for i in segs)
             res.pruned.append(
                 PrunedRange(
-                    link,
-                    segs[0],
-                    segs[-1],
-                    body["records"],
-                    body["frames"],
-                    removed,
-                    body["window_frames"],
+                    link, segs[0], segs[-1], pl.records, pl.frames, removed, pl.window_frames
                 )
             )
         _finish_removal(directory, have, res)
@@ -185,8 +181,8 @@ def _verifies(reader, ledger, link: str, index: int) -> bool:
 
 
 def _link_range(reader, ledger, link, before_ns, have, force, res):
-    """(the statement's entry for `link`, the segments it removes), or None when none is due; the
-    reason the next segment stays goes to `res.kept`."""
+    """(what the statement says it removes of `link`, the segments it removes), or None when none
+    is due; the reason the next segment stays goes to `res.kept`."""
     directory = reader.directory
     files = segment_files(directory, link)
     window_frames = _window_frames(reader, ledger, link)
@@ -218,16 +214,17 @@ def _link_range(reader, ledger, link, before_ns, have, force, res):
         docs.append(doc)
     if not segs:
         return None
-    body = {
-        "from_segment": segs[0],
-        "seal_hashes": hashes,
-        "records": sum(int(d.records) for d in docs),
-        "frames": sum(int(d.frames) for d in docs),
-        "first_ts_ns": str(min(int(d.first_ts_ns) for d in docs)),
-        "last_ts_ns": str(max(int(d.last_ts_ns) for d in docs)),
-        "window_frames": window_frames,
-    }
-    return body, segs
+    pruned = PrunedLink(
+        link,
+        from_segment=segs[0],
+        seal_hashes=tuple(hashes),
+        records=sum(int(d.records) for d in docs),
+        frames=sum(int(d.frames) for d in docs),
+        first_ts_ns=min(int(d.first_ts_ns) for d in docs),
+        last_ts_ns=max(int(d.last_ts_ns) for d in docs),
+        window_frames=window_frames,
+    )
+    return pruned, segs
 
 
 def _remove(directory: Path, link: str, index: int) -> int:

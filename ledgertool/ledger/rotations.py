@@ -27,7 +27,6 @@ from ..seal.rotation import (
     key_schedule,
     parse_rotation,
     rotation_genesis,
-    rotation_hash,
     rotation_message,
 )
 from . import layout
@@ -107,7 +106,9 @@ def _boundary(directory: Path, ledger: LedgerHeader) -> dict[str, int]:
     return effective
 
 
-def _write_statement(directory: Path, rotations: list[dict], doc: dict) -> tuple[Path, str | None]:
+def _write_statement(
+    directory: Path, rotations: list[RotationStatement], doc: dict
+) -> tuple[Path, str | None]:
     """Write the statement; (its path, None), or (its path, a warning) when it is in place, and so
     in force, but the write failed after it (flushing the directory): writers and verify follow
     the statement from then on, so the command must say so, never that it failed. StorageError
@@ -215,14 +216,14 @@ def _rotate_keys_locked(
             old_keys=old_bundle.to_dict(),
             new_keys=new_bundle.to_dict(),
         )
-        number = doc["number"]
         msg = rotation_message(doc)
         doc["signatures"] = {"old": old.sign(msg), "new": new.sign(msg)}
         path, warning = _write_statement(directory, rotations, doc)
-        extra = _remember_rotation(path, doc, om, nm)
+        st = RotationStatement.of(doc)
+        extra = _remember_rotation(path, st, om, nm)
     return {
         "path": str(path),
-        "number": number,
+        "number": st.number,
         "kind": SIGNING_KEY,
         "effective_from": effective,
         "new_key_ids": new_bundle.key_ids,
@@ -231,24 +232,24 @@ def _rotate_keys_locked(
 
 
 def _remember_rotation(
-    path: Path, doc: dict, signer: KeyMarks | None, new: KeyMarks | None = None
+    path: Path, st: RotationStatement, signer: KeyMarks | None, new: KeyMarks | None = None
 ) -> tuple[str | None, list[str]]:
-    """The statement `doc` is in place at `path`: the states of the keys that signed it remember
+    """The statement `st` is in place at `path`: the states of the keys that signed it remember
     it (the new key's, of a signing-key rotation, after taking over the old key's marks).
     (a warning when a state could not be written, their notes): the rotation is in force whatever
     happens here, so a failure is said as such, never as the rotation's."""
-    h = rotation_hash(doc)
+    h = st.hash()
     try:
         if new is not None:
             if signer is not None:
                 new.carry(signer)
-            new.rotated(doc["number"], h)
+            new.rotated(st.number, h)
         if signer is not None:
-            signer.rotated(doc["number"], h)
+            signer.rotated(st.number, h)
         problem = None
     except LedgerError as e:
         problem = (
-            f"rotation {doc['number']} is in force ({path}), but a signing key's protected "
+            f"rotation {st.number} is in force ({path}), but a signing key's protected "
             f"state could not be updated ({e}): it starts again from the storage at the "
             "key's next use"
         )
@@ -329,13 +330,13 @@ def _rotate_digest_key_locked(
             new_digest_key_id=new_id,
             signing_keys=signing_key.trust_bundle().to_dict(),
         )
-        number = doc["number"]
         doc["signatures"] = {"signing": signing_key.sign(rotation_message(doc))}
         path, warning = _write_statement(directory, rotations, doc)
-        extra = _remember_rotation(path, doc, marks)
+        st = RotationStatement.of(doc)
+        extra = _remember_rotation(path, st, marks)
     return {
         "path": str(path),
-        "number": number,
+        "number": st.number,
         "kind": DIGEST_KEY,
         "effective_from": effective,
         "algorithm": alg.name,
@@ -415,6 +416,15 @@ def digest_key_ids(directory: Path, ledger: LedgerHeader) -> list[str]:
     return _digest_key_history(directory, ledger)[0]
 
 
+def _key_ids(keys: object) -> dict[str, str]:
+    """Algorithm -> key id of a key set a rotation statement names; {} when it names none that
+    parses (statements are trusted as written here; `verify` checks them)."""
+    try:
+        return TrustBundle.from_dict(keys, "rotation statement").key_ids
+    except KeyFileError:
+        return {}
+
+
 def current_signer_check(directory: Path, ledger: LedgerHeader, signing_key: SigningKey) -> None:
     """KeyFileError when `signing_key` is not the key the ledger's next seal must carry: the
     newest rotation's new key, or (no rotation) the signer of the ledger's last seal."""
@@ -422,10 +432,7 @@ def current_signer_check(directory: Path, ledger: LedgerHeader, signing_key: Sig
     ids = signing_key.trust_bundle().key_ids
     if rotations:
         last = rotations[-1]
-        want = last.new_signer or {}
-        want_ids = {
-            k.get("algorithm"): k.get("key_id") for k in want.get("keys", []) if isinstance(k, dict)
-        }
+        want_ids = _key_ids(last.new_signer)
         if want_ids != ids:
             raise KeyFileError(
                 f"{signing_key.path or 'signing key'}: is not the ledger's current signing key "

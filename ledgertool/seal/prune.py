@@ -86,14 +86,16 @@ class PrunedLink:
 
 @dataclass(frozen=True)
 class PruneStatement:
-    """A prune statement as parse_prune read it (every member checked for its type); `doc` the
-    document as parsed, whose members are what was signed."""
+    """A prune statement as parse_prune read it (every member checked for its type);
+    `signatures` its signatures by algorithm; `doc` the document as parsed, whose members are what
+    was signed (read only for the signed bytes and the hash)."""
 
     number: int
     ledger_id: str
     prev_prune_hash: str
     before_ns: int
     links: tuple[PrunedLink, ...]
+    signatures: Mapping = field(repr=False)
     doc: Mapping = field(repr=False)
     path: str = ""
 
@@ -153,7 +155,8 @@ def parse_prune(raw: bytes, where: str) -> PruneStatement:
         raise LedgerFormatError(f"{where}: prev_prune_hash must be SHA-256 hex")
     if not isinstance(links, dict) or not links:
         raise LedgerFormatError(f"{where}: links must name at least one link")
-    if not isinstance(doc.get("signatures"), dict):
+    sigs = doc.get("signatures")
+    if not isinstance(sigs, dict):
         raise LedgerFormatError(f"{where}: signatures missing")
     return PruneStatement(
         _int(doc.get("number"), "number", where),
@@ -161,6 +164,7 @@ def parse_prune(raw: bytes, where: str) -> PruneStatement:
         prev,
         _u64(doc.get("before_ns"), "before_ns", where),
         tuple(_pruned_link(n, v, where) for n, v in sorted(links.items())),
+        sigs,
         doc,
         where,
     )
@@ -247,8 +251,7 @@ def _statement_problem(
     if sched is None:
         return None
     signers = _signers(sched, st)
-    sigs = st.doc.get("signatures")
     msg = st.message()
-    if not any(not b.verify(msg, sigs) for b in signers):
+    if not any(not b.verify(msg, st.signatures) for b in signers):
         return "its signatures do not verify with a key set that may sign for those segments"
     return None

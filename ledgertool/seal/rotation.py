@@ -87,6 +87,15 @@ class RotationStatement(SignedDocument):
         """The signing key set current after the statement."""
         return self.new_keys if self.kind == SIGNING_KEY else self.signing_keys
 
+    def signatures_of(self, signer: str) -> Claim:
+        """The signatures the statement carries from `signer` ("old" and "new" of a signing-key
+        rotation, "signing" of a digest-key one): {} when it carries none; ValueError when its
+        signatures are not an object."""
+        sigs = self.signatures if self.signatures is not None else {}
+        if not isinstance(sigs, dict):
+            raise ValueError("signatures must be an object")
+        return sigs.get(signer) or {}
+
     def message(self) -> bytes:
         """The signed bytes: the prefix, then RFC 8785 of every member but "signatures"."""
         return _PREFIX + self.signed_body()
@@ -253,15 +262,14 @@ def key_schedule(
                 raise ValueError("effective_from must map link names to segment indexes")
             if any(eff.get(link, 0) < start for link, start in last_eff.items()):
                 raise ValueError("effective_from goes back before the previous rotation")
-            sigs = doc.signatures or {}
             msg = doc.message()
             if kind == SIGNING_KEY:
                 old = TrustBundle.from_dict(doc.old_keys, f"{where} old_keys")
                 new = TrustBundle.from_dict(doc.new_keys, f"{where} new_keys")
                 if old != sched.current:
                     raise ValueError("old_keys are not the ledger's current signing keys")
-                bad = [f"old key: {p}" for p in old.verify(msg, sigs.get("old") or {})]
-                bad += [f"new key: {p}" for p in new.verify(msg, sigs.get("new") or {})]
+                bad = [f"old key: {p}" for p in old.verify(msg, doc.signatures_of("old"))]
+                bad += [f"new key: {p}" for p in new.verify(msg, doc.signatures_of("new"))]
             else:
                 signer = TrustBundle.from_dict(doc.signing_keys, f"{where} signing_keys")
                 if signer != sched.current:
@@ -282,7 +290,9 @@ def key_schedule(
                     )
                 if new_id == old_id or new_id in sched.digest_key_ids:
                     raise ValueError(f"new_digest_key_id {new_id} was already used by this ledger")
-                bad = [f"signing key: {p}" for p in signer.verify(msg, sigs.get("signing") or {})]
+                bad = [
+                    f"signing key: {p}" for p in signer.verify(msg, doc.signatures_of("signing"))
+                ]
             if bad:
                 raise ValueError("; ".join(bad))
         except (KeyFileError, ValueError, TypeError, AttributeError) as e:

@@ -37,6 +37,11 @@ _NAME_RE = re.compile(r"[^\s+\u2014]+")
 _SIZE_RE = re.compile(r"0|[1-9][0-9]{0,19}")
 
 
+def is_witness_name(name: str) -> bool:
+    """A name a witness key may carry (C2SP signed-note: no spaces, '+' or em dashes)."""
+    return _NAME_RE.fullmatch(name) is not None
+
+
 def key_id(name: str, sig_type: int, public_key: bytes) -> bytes:
     return hashlib.sha256(name.encode() + b"\n" + bytes([sig_type]) + public_key).digest()[:4]
 

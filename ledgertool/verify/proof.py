@@ -36,7 +36,7 @@ from ..ledger.reader import LedgerReader
 from ..ledger.remote import ledger_reader
 from ..ledger.rotations import load_rotations
 from ..seal import merkle
-from ..seal.checkpoint import SignedNote, origin_for, parse_note, verify_note
+from ..seal.checkpoint import Checkpoint, SignedNote, origin_for, parse_note, verify_note
 from ..seal.document import Seal, parse_seal
 from ..seal.rotation import Schedule, key_schedule
 from ..urls import location
@@ -335,7 +335,7 @@ class ProofCheck:
     reason: str | None
     proof: Proof | None
 
-    checkpoint: dict | None = None  # {"tree_size", "root_hash"} of the checkpoint the proof reached
+    checkpoint: Checkpoint | None = None  # the checkpoint the proof reached
 
     @property
     def warnings(self) -> list[str]:
@@ -355,12 +355,17 @@ class ProofCheck:
             "segment": p and p.segment,
             "record_index": record and record.record_index,
             "record": record and record.record.to_json(),
-            "checkpoint": self.checkpoint,
+            "checkpoint": _reached_json(self.checkpoint),
             "warnings": self.warnings,
         }
         if isinstance(p, WindowProof):  # its clear fields; the record's bytes are in the proof
             out["window"] = {k: v for k, v in p.window.to_json().items() if k != "record"}
         return out
+
+
+def _reached_json(cp: Checkpoint | None) -> dict | None:
+    """The checkpoint a proof reached, as the report says it: its tree size and root hash."""
+    return None if cp is None else {"tree_size": cp.size, "root_hash": cp.root.hex()}
 
 
 def load_proof(path: Path) -> InclusionProof | WindowProof:
@@ -519,9 +524,9 @@ def _window_leaf(proof: WindowProof) -> bytes:
     return merkle.leaf_hash(win.record)
 
 
-def _check_checkpoint(proof: Proof, sched: Schedule, held: SignedNote | None) -> dict | None:
+def _check_checkpoint(proof: Proof, sched: Schedule, held: SignedNote | None) -> Checkpoint | None:
     """Step 4: the seal hash is in the link tree under a signed checkpoint (and, with `held`, that
-    very checkpoint). The checkpoint reached ({tree_size, root_hash}), None when none is carried."""
+    very checkpoint). The checkpoint reached, None when none is carried."""
     part = proof.checkpoint
     if part is None:
         return None
@@ -553,7 +558,7 @@ def _check_checkpoint(proof: Proof, sched: Schedule, held: SignedNote | None) ->
         differs = _same_checkpoint(proof.segment, cp, held.checkpoint)
         if differs is not None:
             raise _Invalid(differs)
-    return {"tree_size": cp.size, "root_hash": cp.root.hex()}
+    return cp
 
 
 def _same_checkpoint(segment: int, cp, mine) -> str | None:

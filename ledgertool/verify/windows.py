@@ -23,6 +23,7 @@ from ..ledger.reader import LedgerReader
 from ..ledger.segment import HEADER_SIZE, SegmentHeader, parse_open_segment
 from ..plural import plural
 from ..seal.checkpoint import LinkTree
+from ..seal.document import Seal
 from ..seal.rotation import Schedule
 from .chain import (
     LinkChain,
@@ -47,7 +48,7 @@ class VerifiedWindows:
 
     log: str
     index: int
-    seal: dict
+    seal: Seal
     windows: tuple[WindowRecord, ...]
 
     @property

@@ -79,7 +79,7 @@ def test_recompute_progress_ends_at_the_file_size(ledger, keydir):
 
 def _command_paths() -> list[tuple[str, ...]]:
     """Every command and group of the CLI, as its words after `ledgertool`."""
-    from ledgertool.cli.app import _command
+    from ledgertool.cli.app import click_command
 
     paths = []
 
@@ -88,20 +88,20 @@ def _command_paths() -> list[tuple[str, ...]]:
         for name, sub in sorted(getattr(cmd, "commands", {}).items()):
             walk(sub, (*path, name))
 
-    walk(_command(), ())
+    walk(click_command(), ())
     return paths
 
 
 def test_every_command_help_says_reads_writes_exit_codes_example():
     from click.testing import CliRunner
 
-    from ledgertool.cli.app import _command
+    from ledgertool.cli.app import click_command
 
     paths = _command_paths()
     assert len(paths) >= 30 and ("conformance", "check") in paths and ("plan", "storage") in paths
     runner = CliRunner()
     for path in paths:
-        r = runner.invoke(_command(), [*path, "-h"], prog_name="ledgertool")
+        r = runner.invoke(click_command(), [*path, "-h"], prog_name="ledgertool")
         assert r.exit_code == 0, (path, r.output)
         text = r.output
         example = text.split("\n  Example:\n    ", 1)

@@ -141,7 +141,7 @@ def test_proofs_reach_the_checkpoint_root_as_adr_0004_says(ledger, keydir):
     proof = build_proof(ledger, seq=250).to_json()
     assert proof["checkpoint"] is not None and proof["segment"] == 2
     res = check_proof(proof, load_keys(keydir)[2])
-    assert res.ok and res.checkpoint["tree_size"] == 3, res.reason
+    assert res.ok and res.checkpoint.size == 3, res.reason
 
 
 def _retimed(src: Path, dst: Path, shift_s: int, more_wire: int) -> None:

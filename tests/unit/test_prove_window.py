@@ -63,7 +63,7 @@ def test_every_window_proves_and_checks_with_its_fields(ledgers, windows, keydir
             assert proof.checkpoint is not None and proof.tree_size == 6
             res = check_proof(parse_proof(proof.to_bytes()), trust)
             assert res.ok, res.reason
-            assert res.checkpoint["tree_size"] == proof.checkpoint.tree_size
+            assert res.checkpoint.size == proof.checkpoint.tree_size
     # the typed value and its JSON round-trip exactly; the JSON follows its schema
     proof = build_window_proof(ledgers[0], at_ns=windows[2].start_ns)
     validate(proof.to_json(), "window-proof.schema.json")

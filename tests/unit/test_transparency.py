@@ -200,7 +200,7 @@ def test_a_proof_for_every_record_verifies(ledger, keydir):
         assert int(doc["record"]["seq"]) == seq and doc["checkpoint"]["tree_size"] == 3
         res = check_proof(parse_proof(json.dumps(doc).encode()), trust)
         assert res.ok, (seq, res.reason)
-        assert res.checkpoint["tree_size"] == 3
+        assert res.checkpoint.size == 3
 
 
 def test_any_flipped_byte_in_a_proof_fails(ledger, keydir):
