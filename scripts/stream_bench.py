@@ -1,5 +1,5 @@
 """CPU per record of `capture records:` for the same records as plain records and as an
-authenticated record stream (docs/devices.md "Cost at 400G with 64-byte frames", ADR 0017), and
+authenticated record stream (docs/devices.md "Cost at 400G with 64-byte frames", ADR 0016), and
 of the stream check alone (StreamParser: tags and lane checks, no sealing); best of N, same run:
 
     python scripts/stream_bench.py [--records 2000000] [--block 1024] [--lanes 4] [--rounds 3]

@@ -1,6 +1,6 @@
 """`ledgertool prune DIR --before TIME`: remove the per-frame record files of sealed segments whose
 records all lie before a cut-off, and leave the device's signed statement of what was removed
-(ledgertool.seal.prune; docs/ledger-format.md "Prune statements", docs/adr/0016).
+(ledgertool.seal.prune; docs/ledger-format.md "Prune statements", docs/adr/0015).
 
 Per link, prune takes the segments after those already pruned, in index order, for as long as a
 segment is sealed, its seal's last timestamp is before the cut-off, and its records verify against

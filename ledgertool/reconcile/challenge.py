@@ -1,6 +1,6 @@
 """Challenged recomputation: draw a challenge over a verified, checkpointed log, and recompute
 only the challenged windows from what the prover reveals (docs/transparency.md, "Audits";
-docs/adr/0018). The derivation and the document are ledgertool.seal.challenge's (pure).
+docs/adr/0017). The derivation and the document are ledgertool.seal.challenge's (pure).
 
 Drawing reads the ledger only after it verified against the checkpoint (so every window index
 and record count in the document is authenticated). Recomputing verifies the ledger against the

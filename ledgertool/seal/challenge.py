@@ -1,5 +1,5 @@
 """Audit challenges: a reproducible random sample of a checkpointed log, drawn from randomness of
-both sides after the log was committed (docs/transparency.md, "Audits"; docs/adr/0018).
+both sides after the log was committed (docs/transparency.md, "Audits"; docs/adr/0017).
 
 Byte for byte (docs/transparency.md, "The challenge derivation"):
 

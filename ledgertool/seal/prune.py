@@ -1,5 +1,5 @@
 """Prune statements: the device's signed word that it removed the per-frame records of some sealed
-segments (`ledgertool prune`, docs/ledger-format.md "Prune statements", docs/adr/0016).
+segments (`ledgertool prune`, docs/ledger-format.md "Prune statements", docs/adr/0015).
 
 A statement lives at ``DIR/pruned/prune-NNNN.json`` (NNNN = 1, 2, ...). Statements are numbered
 and hash-chained like rotation statements (the first to a genesis label bound to the ledger id),

@@ -1,6 +1,6 @@
 """Witness cosignatures (c2sp.org/tlog-cosignature, Ed25519 cosignature/v1) and the
 c2sp.org/tlog-witness add-checkpoint exchange, pure (docs/transparency.md, "Witnesses";
-docs/adr/0018).
+docs/adr/0017).
 
 * A witness key is an Ed25519 key with a name. Its key id is
   ``SHA-256(name || 0x0A || 0x04 || 32-byte public key)[:4]``; its vkey is

@@ -1,6 +1,6 @@
 """Authenticated record streams: records a device MACs in chained blocks under a key derived from
 the digest master key it received with `keys provision` (docs/devices.md "Authenticated record
-streams", ADR 0017).
+streams", ADR 0016).
 
 A stream is a header (its own tag) and blocks; block i's tag covers the tag before it, the block's
 header (type, lane, count, index) and its payload, so that a block changed, dropped, replayed,

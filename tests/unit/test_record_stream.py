@@ -1,4 +1,4 @@
-"""Authenticated record streams (docs/devices.md, ADR 0017): an independent device
+"""Authenticated record streams (docs/devices.md, ADR 0016): an independent device
 (tests/device_spec.py, written from the page) produces streams `capture records:` seals, with one
 lane and with several; a host between device and sealer that rewrites, drops, replays, reorders,
 truncates or splices blocks is refused at a named block and byte offset, and nothing it altered is
