@@ -1,10 +1,10 @@
 """Registry of digest algorithms and strip modes: names, sizes, native ids, guarantees.
 
-Names are the CLI contract (docs/cli.md); ids and sizes come from the native registry
-(LT_ALG_*, LT_STRIP_*, lt_key_size / lt_digest_size of native/include/ledgertool.h). Each algorithm here has a native implementation in
-native/src (one or more CPU paths, see engine.cpu_path) and an independent reference used by the
-tests (tests/test_siphash.py, tests/test_digests.py). The guarantees are spelled out with their
-sources in docs/algorithms.md.
+Names are the CLI contract (docs/cli.md); ids and sizes come from the native registry (LT_ALG_*,
+LT_STRIP_*, lt_key_size / lt_digest_size of native/include/ledgertool.h). Each algorithm here has a
+native implementation in native/src (one or more CPU paths, see engine.cpu_path) and an independent
+reference used by the tests (tests/test_siphash.py, tests/test_digests.py). The guarantees are
+spelled out with their sources in docs/algorithms.md.
 """
 
 from __future__ import annotations
@@ -85,7 +85,8 @@ _HMAC_KNOWN = (
 
 
 def _algorithm(name: str, native_id: int, *args, **kwargs) -> Algorithm:
-    """An Algorithm with its id (LT_ALG_*) and its key and digest sizes as the native registry has them."""
+    """An Algorithm with its id (LT_ALG_*) and its key and digest sizes as the native registry
+    has them."""
     return Algorithm(
         name, native_id, lib.lt_key_size(native_id), lib.lt_digest_size(native_id), *args, **kwargs
     )
@@ -182,13 +183,14 @@ def get_algorithm(name: str, *, for_ledger: bool = True) -> Algorithm:
         alg = ALGORITHMS[name]
     except KeyError:
         raise AlgorithmError(
-            f"unknown algorithm {name!r}; known: {', '.join(a for a in ALGORITHMS if ALGORITHMS[a].ledger_ok)}"
+            f"unknown algorithm {name!r}; known: "
+            f"{', '.join(a for a in ALGORITHMS if ALGORITHMS[a].ledger_ok)}"
         ) from None
     if for_ledger and not alg.ledger_ok:
         raise AlgorithmError(
-            f"{name} gives {alg.digest_size * 8}-bit digests, which a ledger refuses: by the birthday "
-            "bound a 64-bit digest expects its first collision after ~5.4e9 frames, about 9 s at "
-            "400GbE with 64-byte frames (595 Mframes/s)"
+            f"{name} gives {alg.digest_size * 8}-bit digests, which a ledger refuses: by the "
+            "birthday bound a 64-bit digest expects its first collision after ~5.4e9 frames, about "
+            "9 s at 400GbE with 64-byte frames (595 Mframes/s)"
         )
     return alg
 

@@ -204,10 +204,12 @@ def _check_tree(doc: Any) -> None:
             shown = obj if len(obj) <= 24 else obj[:24] + "..."
             if obj.lstrip("-").isdigit():
                 raise _Refused(
-                    f"integer {shown} at {path} is outside +/-(2^53-1) (RFC 8785 numbers are IEEE doubles)"
+                    f"integer {shown} at {path} is outside +/-(2^53-1) (RFC 8785 numbers are IEEE "
+                    "doubles)"
                 )
             raise _Refused(
-                f"number {shown} at {path} is not an integer (ledgertool documents hold integers only)"
+                f"number {shown} at {path} is not an integer (ledgertool documents hold integers "
+                "only)"
             )
         if isinstance(obj, (dict, list)):
             if depth > MAX_DOCUMENT_DEPTH:
@@ -227,7 +229,8 @@ def _check_tree(doc: Any) -> None:
                 ) from None
         elif type(obj) is int and not -MAX_SAFE_INTEGER <= obj <= MAX_SAFE_INTEGER:
             raise _Refused(
-                f"integer {obj} at {path} is outside +/-(2^53-1) (RFC 8785 numbers are IEEE doubles)"
+                f"integer {obj} at {path} is outside +/-(2^53-1) (RFC 8785 numbers are IEEE "
+                "doubles)"
             )
 
 

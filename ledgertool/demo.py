@@ -74,15 +74,16 @@ def run_demo(workdir: Path | None = None, segment_records: int = 100) -> dict:
     ok = ver.ok and rec.ok and frames == cap.frames
     lines = [
         f"keys      {keydir}: digest.key, signing.key (Ed25519 + ML-DSA-65), verifier.pub",
-        f"capture   {sample.name}: {plural(cap.frames, 'frame')} -> {plural(len(cap.segments), 'sealed segment')} "
-        f"in {ledger}",
-        f"verify    {'OK' if ver.ok else 'FAILED'}: {plural(ver.segments, 'segment')}, {plural(ver.records, 'record')}, "
-        f"{plural(len(ver.problems), 'problem')}",
-        f"recompute {'MATCH' if rec.ok else 'DIFFER'}: matched {rec.matched}, ledger-only {rec.ledger_only}, "
-        f"capture-only {rec.capture_only}",
+        f"capture   {sample.name}: {plural(cap.frames, 'frame')} -> "
+        f"{plural(len(cap.segments), 'sealed segment')} in {ledger}",
+        f"verify    {'OK' if ver.ok else 'FAILED'}: {plural(ver.segments, 'segment')}, "
+        f"{plural(ver.records, 'record')}, {plural(len(ver.problems), 'problem')}",
+        f"recompute {'MATCH' if rec.ok else 'DIFFER'}: matched {rec.matched}, ledger-only "
+        f"{rec.ledger_only}, capture-only {rec.capture_only}",
         f"query     SELECT count(*), sum(wire_len), count(DISTINCT segment) FROM records -> "
         f"{plural(frames, 'frame')}, {plural(wire_bytes, 'wire byte')}, {plural(nseg, 'segment')}",
-        f"demo {'OK' if ok else 'FAILED'}  (try: ledgertool verify {ledger} --trust {keydir / 'verifier.pub'})",
+        f"demo {'OK' if ok else 'FAILED'}  (try: ledgertool verify {ledger} --trust "
+        f"{keydir / 'verifier.pub'})",
     ]
     return {
         "ok": ok,

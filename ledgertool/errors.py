@@ -44,7 +44,8 @@ class HostError(LedgerError):
 
 
 class UsageError(DataError):
-    """A call's settings are wrong: out of range, conflicting or missing (names them as `Setting`)."""
+    """A call's settings are wrong: out of range, conflicting or missing (names them as
+    `Setting`)."""
 
 
 class CaptureFormatError(DataError):

@@ -49,12 +49,14 @@ _ACCESS = "check the owner and permissions of the file and of its directory"
 ADVICE = {
     errno.ENOSPC: _SPACE,
     errno.EDQUOT: "the disk quota is used up: free space or raise the quota and rerun",
-    errno.EROFS: "the file system is mounted read-only: remount it read-write or use another directory",
-    errno.EIO: "the storage reported an I/O error: check the device (dmesg) and copy what is readable to "
-    "healthy storage before rerunning there",
+    errno.EROFS: "the file system is mounted read-only: remount it read-write or use another "
+    "directory",
+    errno.EIO: "the storage reported an I/O error: check the device (dmesg) and copy what is "
+    "readable to healthy storage before rerunning there",
     errno.EACCES: _ACCESS,
     errno.EPERM: _ACCESS,
-    errno.EFBIG: "the file size limit (ulimit -f) or the file system's largest file size was reached",
+    errno.EFBIG: "the file size limit (ulimit -f) or the file system's largest file size was "
+    "reached",
     errno.EMFILE: "too many open files: raise the limit (ulimit -n)",
 }
 
@@ -112,7 +114,8 @@ def kind_of(mode: int) -> str:
 
 
 def wrong_kind(path: PathArg, mode: int, expected: str) -> FileTypeError:
-    """FileTypeError '{path}: is a FIFO (named pipe); expected ...' (a link: refusing to follow it)."""
+    """FileTypeError '{path}: is a FIFO (named pipe); expected ...' (a link: refusing to follow
+    it)."""
     why = (
         "refusing to follow it: a ledger holds only regular files and directories (remove the link)"
         if stat.S_ISLNK(mode)
@@ -287,7 +290,8 @@ def check_writable(path: PathArg, *, what: str = "file") -> None:
     """Fail now, before a long run, where replacing `path` at its end would: its directory is
     missing or not a directory, `path` is a directory, or no new file can be created next to it
     (permission, read-only file system: tried with a temporary file, removed at once).
-    StorageError naming `path` ('{path}: cannot write {what}: Is a directory; ...'), nothing left."""
+    StorageError naming `path` ('{path}: cannot write {what}: Is a directory; ...'), nothing
+    left."""
     path = Path(path)
     try:
         if stat.S_ISDIR(os.stat(path).st_mode):

@@ -287,7 +287,8 @@ class DigestKey:
             raise KeyFileError(f"{path}: not a digest key (expected 64 hex characters)") from None
         if len(text) != 64:
             raise KeyFileError(
-                f"{path}: not a digest key (expected 64 hex characters, found {len(text)} characters)"
+                f"{path}: not a digest key (expected 64 hex characters, found {len(text)} "
+                "characters)"
             )
         if not _HEX64.fullmatch(text):
             raise KeyFileError(
@@ -467,7 +468,8 @@ class TrustBundle:
                 raise KeyFileError(f"{where}: public_key is not valid base64") from None
             if len(raw) != _PUBLIC_KEY_SIZES[alg]:
                 raise KeyFileError(
-                    f"{where}: {alg} public key is {len(raw)} bytes, expected {_PUBLIC_KEY_SIZES[alg]}"
+                    f"{where}: {alg} public key is {len(raw)} bytes, expected "
+                    f"{_PUBLIC_KEY_SIZES[alg]}"
                 )
             if kid != _key_id(raw):
                 raise KeyFileError(f"{where}: key_id {kid!r} does not match its {alg} public key")
@@ -593,7 +595,8 @@ class SigningKey:
         mldsa65_seed: bytes | None = None,
         path: str | None = None,
     ) -> SigningKey:
-        """Build from raw secrets: 32-byte Ed25519 private key (RFC 8032 s5.1.5), 32-byte ML-DSA-65 seed.
+        """Build from raw secrets: 32-byte Ed25519 private key (RFC 8032 s5.1.5), 32-byte ML-DSA-65
+        seed.
 
         Raises AlgorithmError for an unknown scheme, ValueError when the keys
         given do not match the scheme or have the wrong size.
@@ -631,8 +634,9 @@ class SigningKey:
     def derive_secret(self, info: bytes, salt: bytes, length: int = 32) -> bytes:
         """A secret derived from this key's private material (RFC 5869 HKDF-SHA256):
         ``HKDF(ikm=ed25519_private || mldsa65_seed, salt, info, L=length)``, each part present
-        only where the scheme has that key (Ed25519 first). Only the holder of the signing key can
-        compute it; it reveals nothing about the key (docs/adr/0009-authenticated-open-segments.md)."""
+        only where the scheme has that key (Ed25519 first). Only the holder of the signing key
+        can compute it; it reveals nothing about the key
+        (docs/adr/0009-authenticated-open-segments.md)."""
         ikm = b"".join(k.private_bytes_raw() for k in (self._ed, self._ml) if k is not None)
         return HKDF(algorithm=hashes.SHA256(), length=length, salt=salt, info=info).derive(ikm)
 

@@ -190,7 +190,8 @@ def parse_bits(bits: int) -> int:
             "bad digest width ",
             Setting("bits"),
             f" {bits}: must be a multiple of 8 in "
-            f"{MIN_BITS}..{MAX_BITS} (digests are whole bytes; ledgertool's are 64, 128 or 256 bits)",
+            f"{MIN_BITS}..{MAX_BITS} (digests are whole bytes; ledgertool's are 64, 128 or 256 "
+            "bits)",
         )
     return bits
 

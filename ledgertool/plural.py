@@ -1,4 +1,5 @@
-"""Counts in messages: ``plural(1, "segment")`` is "1 segment", ``plural(2, "segment")`` "2 segments"."""
+"""Counts in messages: ``plural(1, "segment")`` is "1 segment", ``plural(2, "segment")`` "2
+segments"."""
 
 from __future__ import annotations
 

@@ -43,7 +43,8 @@ def cdef_block(header: Path = HEADER) -> str:
 
 
 def package_version() -> str:
-    """ledgertool.__version__, read from ledgertool/_version.py (the package is not importable yet)."""
+    """ledgertool.__version__, read from ledgertool/_version.py (the package is not importable
+    yet)."""
     init = HERE.parent / "ledgertool" / "_version.py"
     m = re.search(r'^__version__ = "([^"\\]+)"$', init.read_text(), re.M)
     if not m:

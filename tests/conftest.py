@@ -83,7 +83,8 @@ def load_keys(d: Path):
 
 @pytest.fixture()
 def on_path(request):
-    """Force (algorithm name, CPU path) from the test's parameter, then return to the CPUID choice."""
+    """Force (algorithm name, CPU path) from the test's parameter, then return to the CPUID
+    choice."""
     from ledgertool.algorithms import ALGORITHMS
     from ledgertool.digest.engine import cpu_path, force_cpu_path
 

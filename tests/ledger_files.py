@@ -41,7 +41,8 @@ def sealed_files(ledger: Path, index: int, link: str = LINK) -> list[Path]:
 
 
 def sealed_records_path(ledger: Path, index: int, link: str = LINK) -> Path:
-    """The file verify reads a sealed segment's records from: seg-N.rec when present, else seg-N.parquet."""
+    """The file verify reads a sealed segment's records from: seg-N.rec when present, else
+    seg-N.parquet."""
     rec = layout.records_path(ledger, link, index)
     return rec if rec.exists() else layout.parquet_path(ledger, link, index)
 
@@ -59,7 +60,8 @@ def sealed_records(ledger: Path, index: int, link: str = LINK) -> bytes:
 
 
 def sealed_table(ledger: Path, index: int, link: str = LINK) -> pa.Table:
-    """The records of sealed segment `index` as the Arrow table of the Parquet schema, either form."""
+    """The records of sealed segment `index` as the Arrow table of the Parquet schema, either
+    form."""
     return records_to_table(
         sealed_records(ledger, index, link), load_ledger(ledger).digest_size, index
     )
@@ -80,9 +82,9 @@ def _write_rec(ledger: Path, link: str, header: SegmentHeader, records: bytes, k
 def rewrite_sealed_records(
     ledger: Path, index: int, records: bytes, key: SigningKey, link: str = LINK
 ) -> None:
-    """Replace the stored records of sealed segment `index` by `records`, in the form it has (the seal
-    is left as it is). A raw record file keeps its header and gets valid MACs from `key`'s device
-    key (verify ignores them; they are the strongest adversary's)."""
+    """Replace the stored records of sealed segment `index` by `records`, in the form it has (the
+    seal is left as it is). A raw record file keeps its header and gets valid MACs from `key`'s
+    device key (verify ignores them; they are the strongest adversary's)."""
     path = sealed_records_path(ledger, index, link)
     if path.suffix == ".rec":
         header = SegmentHeader.decode(path.read_bytes()[:HEADER_SIZE], str(path))

@@ -49,7 +49,8 @@ def mth(leaves: list[bytes]) -> bytes:
 
 
 def leaf_entry(block: bytes, leaf_hash: str = "sha256") -> bytes:
-    """What a leaf hashes after 0x00: the block (sha256 leaves) or its BLAKE3-256 (the blake3 package)."""
+    """What a leaf hashes after 0x00: the block (sha256 leaves) or its BLAKE3-256 (the blake3
+    package)."""
     if leaf_hash == "blake3":
         import blake3
 
@@ -77,7 +78,8 @@ def synthetic_records(
     gaps: dict[int, int] | None = None,
     ts0: int = 1_700_000_000_000_000_000,
 ) -> bytes:
-    """n records numbered from first_seq, ts 1 µs apart; `gaps` {record index: drops} makes GAP records."""
+    """n records numbered from first_seq, ts 1 µs apart; `gaps` {record index: drops} makes GAP
+    records."""
     rnd = np.random.default_rng(seed)
     out = bytearray()
     for k in range(n):
@@ -238,7 +240,8 @@ def rec_bytes(
 
 
 def parquet_bytes(records: bytes, digest_size: int, index: int) -> bytes:
-    """The records as the v1/v2 Parquet columns (docs/ledger-format.md, "Sealed segment: Parquet")."""
+    """The records as the v1/v2 Parquet columns (docs/ledger-format.md, "Sealed segment:
+    Parquet")."""
     rs = 32 + digest_size
     rows = [RECORD.unpack_from(records, i) for i in range(0, len(records), rs)]
     cols = list(zip(*rows)) if rows else [()] * 7

@@ -9,11 +9,12 @@ What is plotted (docs/benchmarks.md, "Running the benchmarks yourself"), per alg
 
 both in *line-rate equivalent* Gbit/s = frames/s x (size + 20 B wire overhead) x 8 / 1e9, i.e. the
 Ethernet line rate whose frame rate at that size this throughput keeps up with. The 400G and 800G
-reference lines (and 1.6T) are scaled per core: with N usable cores on the measuring host, each core must
-carry rate / N, and t threads must carry rate x t / N. The whole-capture-path rows get a bar chart,
-and every row is listed in a table. The page opens with the answer: cores needed for 400G, 800G
-and 1.6T at 64 B and 1500 B frames, from the measured per-thread rates (`answer_rows`). Only the latest row per (host, cpu path, benchmark, algorithm,
-size, threads) is plotted; the table lists every row, noisy ones marked.
+reference lines (and 1.6T) are scaled per core: with N usable cores on the measuring host, each core
+must carry rate / N, and t threads must carry rate x t / N. The whole-capture-path rows get a bar
+chart, and every row is listed in a table. The page opens with the answer: cores needed for 400G,
+800G and 1.6T at 64 B and 1500 B frames, from the measured per-thread rates (`answer_rows`). Only
+the latest row per (host, cpu path, benchmark, algorithm, size, threads) is plotted; the table lists
+every row, noisy ones marked.
 
 The plot model (`Plot`, `Series`) is pure data; `svg_plot` and `write_pngs` only render it.
 """
@@ -78,7 +79,8 @@ def _cores(rows: list[BenchRow]) -> int:
 
 
 def build_plots(rows: list[BenchRow]) -> list[Plot]:
-    """Two plots per algorithm with digest rows, then one capture-path plot when there are such rows."""
+    """Two plots per algorithm with digest rows, then one capture-path plot when there are such
+    rows."""
     rows = latest(rows)
     # Label series by machine only where one algorithm's rows come from several (host, CPU path)
     # pairs; different algorithms naturally run on different paths (the reference on "python").
@@ -219,9 +221,10 @@ def _per_thread(r: BenchRow) -> float:
 
 
 def answer_rows(rows: list[BenchRow]) -> list[AnswerRow]:
-    """The headline: for the capture path (capture:engine, and capture:sealed with Parquet, Merkle
-    roots and signatures) and for each algorithm's digest alone, the cores that 400G / 800G / 1.6T of 64 B and 1500 B frames need at the fastest
-    per-thread rate measured (over CPU paths and thread counts), i.e. assuming cores scale."""
+    """The headline: for the capture path (capture:engine, and capture:sealed with Parquet,
+    Merkle roots and signatures) and for each algorithm's digest alone, the cores that 400G /
+    800G / 1.6T of 64 B and 1500 B frames need at the fastest per-thread rate measured (over CPU
+    paths and thread counts), i.e. assuming cores scale."""
     rows = latest(rows)
     groups: dict[str, list[BenchRow]] = {}
     for r in rows:
@@ -315,17 +318,20 @@ def svg_plot(plot: Plot, width: int = 600, height: int = 360) -> str:
         )
     out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" class="frame"/>')
     out.append(
-        f'<text x="{left + pw / 2}" y="{top + ph + 34}" text-anchor="middle" class="ax">{e(plot.xlabel)}</text>'
+        f'<text x="{left + pw / 2}" y="{top + ph + 34}" text-anchor="middle" '
+        f'class="ax">{e(plot.xlabel)}</text>'
     )
     out.append(
-        f'<text transform="translate(14 {top + ph / 2}) rotate(-90)" text-anchor="middle" class="ax">'
+        f'<text transform="translate(14 {top + ph / 2}) rotate(-90)" text-anchor="middle" '
+        'class="ax">'
         f"{e(plot.ylabel)} (log)</text>"
     )
     for s in plot.series:
         pts = " ".join(f"{fx(x):.1f},{fy(y):.1f}" for x, y in s.points)
         if s.reference:
             out.append(
-                f'<polyline class="ref" data-label="{e(s.label)}" points="{pts}" stroke="{s.color}"/>'
+                f'<polyline class="ref" data-label="{e(s.label)}" points="{pts}" '
+                f'stroke="{s.color}"/>'
             )
             continue
         out.append(
@@ -336,8 +342,10 @@ def svg_plot(plot: Plot, width: int = 600, height: int = 360) -> str:
             noisy = s.noisy[i] if i < len(s.noisy) else False
             fill = "#fff" if noisy else s.color
             out.append(
-                f'<circle cx="{fx(x):.1f}" cy="{fy(y):.1f}" r="3.5" fill="{fill}" stroke="{s.color}">'
-                f"<title>{e(s.label)}: {_fmt(y)} Gbit/s{' (noisy)' if noisy else ''}</title></circle>"
+                f'<circle cx="{fx(x):.1f}" cy="{fy(y):.1f}" r="3.5" fill="{fill}" '
+                f'stroke="{s.color}">'
+                f"<title>{e(s.label)}: {_fmt(y)} "
+                f"Gbit/s{' (noisy)' if noisy else ''}</title></circle>"
             )
         out.append("</g>")
     for i, s in enumerate(plot.series):
@@ -345,8 +353,9 @@ def svg_plot(plot: Plot, width: int = 600, height: int = 360) -> str:
         ly = top + ph + 50 + 18 * (i // 2)
         dash = ' stroke-dasharray="6 4"' if s.reference else ""
         out.append(
-            f'<line x1="{lx:.1f}" x2="{lx + 22:.1f}" y1="{ly - 4}" y2="{ly - 4}" stroke="{s.color}" '
-            f'stroke-width="2"{dash}/><text x="{lx + 28:.1f}" y="{ly}">{e(s.label)}</text>'
+            f'<line x1="{lx:.1f}" x2="{lx + 22:.1f}" y1="{ly - 4}" y2="{ly - 4}" '
+            f'stroke="{s.color}" stroke-width="2"{dash}/><text x="{lx + 28:.1f}" '
+            f'y="{ly}">{e(s.label)}</text>'
         )
     out.append("</svg>")
     return "\n".join(out)
@@ -364,8 +373,9 @@ def _svg_bars(plot: Plot, width: int) -> str:
 
     e = html.escape
     out = [
-        f'<svg class="plot" data-kind="capture" data-algorithm="" xmlns="http://www.w3.org/2000/svg" '
-        f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{e(plot.title)}">',
+        '<svg class="plot" data-kind="capture" data-algorithm="" '
+        f'xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 '
+        f'{width} {height}" role="img" aria-label="{e(plot.title)}">',
         f'<rect x="0" y="0" width="{width}" height="{height}" fill="#fff"/>',
         f'<text x="{width / 2}" y="20" text-anchor="middle" class="t">{e(plot.title)}</text>',
     ]
@@ -378,10 +388,12 @@ def _svg_bars(plot: Plot, width: int) -> str:
             f'<text x="{left - 8}" y="{y + bar * 0.7:.1f}" text-anchor="end">{e(label)}</text>'
             f'<rect class="bar" x="{left}" y="{y}" width="{w:.1f}" height="{bar}" fill="{color}"'
             f"{opacity}><title>{_fmt(v)} Mframes/s</title></rect>"
-            f'<text x="{left + w + 6:.1f}" y="{y + bar * 0.7:.1f}">{_fmt(v)}{" (noisy)" if noisy else ""}</text>'
+            f'<text x="{left + w + 6:.1f}" '
+            f'y="{y + bar * 0.7:.1f}">{_fmt(v)}{" (noisy)" if noisy else ""}</text>'
         )
     out.append(
-        f'<text x="{left + pw / 2}" y="{height - 10}" text-anchor="middle" class="ax">{e(plot.xlabel)}</text>'
+        f'<text x="{left + pw / 2}" y="{height - 10}" text-anchor="middle" '
+        f'class="ax">{e(plot.xlabel)}</text>'
     )
     out.append("</svg>")
     return "\n".join(out)
@@ -390,16 +402,20 @@ def _svg_bars(plot: Plot, width: int) -> str:
 # --------------------------------------------------------------------------- HTML
 
 _CSS = """
-body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px;color:#222;background:#fafafa}
+body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',sans-serif;
+  margin:24px;color:#222;background:#fafafa}
 h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd}
-.meta{color:#555} .warn{background:#fff4ce;border:1px solid #e0c060;padding:6px 10px;display:inline-block}
+.meta{color:#555}
+.warn{background:#fff4ce;border:1px solid #e0c060;padding:6px 10px;display:inline-block}
 .plots{display:flex;flex-wrap:wrap;gap:16px}
 svg.plot{border:1px solid #ddd;background:#fff} svg text{font:12px sans-serif;fill:#222}
 svg text.t{font-weight:bold;font-size:13px} svg text.ax{fill:#444}
 svg .grid{stroke:#e6e6e6} svg .frame{fill:none;stroke:#999}
 svg .line{fill:none;stroke-width:2} svg .ref{fill:none;stroke-width:1.5;stroke-dasharray:6 4}
-table{border-collapse:collapse;background:#fff;font-size:12px} th,td{border:1px solid #ddd;padding:3px 7px;white-space:nowrap}
-th{background:#f0f0f0} th.l{text-align:left;font-weight:normal} td.n{text-align:right;font-variant-numeric:tabular-nums}
+table{border-collapse:collapse;background:#fff;font-size:12px}
+th,td{border:1px solid #ddd;padding:3px 7px;white-space:nowrap}
+th{background:#f0f0f0} th.l{text-align:left;font-weight:normal}
+td.n{text-align:right;font-variant-numeric:tabular-nums}
 td.nb{white-space:pre-line}
 tr.noisy td{background:#fff4ce} #answer-table{font-size:14px} #answer-table td{min-width:5em}
 """
@@ -517,11 +533,12 @@ def _answer(rows: list[BenchRow]) -> str:
         )
     return (
         '<h2 id="answer">Cores needed</h2>'
-        "<p>Cores (threads at the fastest per-thread rate measured here) that a link of 64-byte and "
-        "1500-byte frames needs, with 20 B of preamble, SFD and inter-frame gap per frame "
+        "<p>Cores (threads at the fastest per-thread rate measured here) that a link of 64-byte "
+        "and 1500-byte frames needs, with 20 B of preamble, SFD and inter-frame gap per frame "
         "(400G of 64 B frames is 595.2 Mframes/s). This assumes cores scale linearly; the threads "
         "plots below show how far they did on this host.</p>"
-        f'<table id="answer-table"><thead><tr><th rowspan="2">digesting</th>{sizes}</tr><tr>{rates}</tr>'
+        '<table id="answer-table"><thead><tr><th '
+        f'rowspan="2">digesting</th>{sizes}</tr><tr>{rates}</tr>'
         f"</thead><tbody>{''.join(body)}</tbody></table>"
     )
 
@@ -556,16 +573,17 @@ def render_html(rows: list[BenchRow]) -> str:
     parts.append(_answer(rows))
     if noisy:
         parts.append(
-            f'<p class="warn">{noisy} of {len(rows)} rows are <b>noisy</b> (coefficient of variation of '
-            "their repeats above the threshold): the machine was busy. Hollow markers and highlighted "
-            "table rows show them.</p>"
+            f'<p class="warn">{noisy} of {len(rows)} rows are <b>noisy</b> (coefficient of '
+            "variation of "
+            "their repeats above the threshold): the machine was busy. Hollow markers and "
+            "highlighted table rows show them.</p>"
         )
     parts.append(
         "<p>Throughput is shown as <b>line-rate equivalent Gbit/s</b> = frames/s × (size + 20 B of "
-        "preamble, SFD and inter-frame gap) × 8: the Ethernet line rate whose frame rate at that size "
-        "the digest keeps up with. Dashed lines: 400G, 800G and 1.6T scaled per core (÷ the host's usable "
-        "cores; × threads in the threads plot). A series above a dashed line keeps up with its share "
-        "of that line rate when every core digests.</p>"
+        "preamble, SFD and inter-frame gap) × 8: the Ethernet line rate whose frame rate at that "
+        "size the digest keeps up with. Dashed lines: 400G, 800G and 1.6T scaled per core (÷ the "
+        "host's usable cores; × threads in the threads plot). A series above a dashed line keeps "
+        "up with its share of that line rate when every core digests.</p>"
     )
     digest_plots = [p for p in plots if p.kind != "capture"]
     for alg in dict.fromkeys(p.algorithm for p in digest_plots):

@@ -1,6 +1,6 @@
-"""bench rows: one measured figure (`BenchRow`), the bench CSV (schemas/bench.csv.schema.json) and the
-rendered table cells, shared by the measuring code (bench.measure), the dashboard (bench.dashboard)
-and the `bench` command (cli.bench)."""
+"""bench rows: one measured figure (`BenchRow`), the bench CSV (schemas/bench.csv.schema.json)
+and the rendered table cells, shared by the measuring code (bench.measure), the dashboard
+(bench.dashboard) and the `bench` command (cli.bench)."""
 
 from __future__ import annotations
 
@@ -103,8 +103,8 @@ class BenchRow:
 
     @property
     def cycles_per_frame(self) -> float:
-        """Core cycles per frame (all threads' time), counted at the TSC rate: an invariant TSC ticks
-        at the nominal clock, so under turbo the real core cycles are somewhat higher."""
+        """Core cycles per frame (all threads' time), counted at the TSC rate: an invariant TSC
+        ticks at the nominal clock, so under turbo the real core cycles are somewhat higher."""
         return self.ns_per_frame * self.threads * self.tsc_ghz
 
     @property
@@ -231,7 +231,8 @@ def capture_ratios(rows: list[BenchRow]) -> list[CaptureRatio]:
 
 
 def human_size(n: int) -> str:
-    """64 -> "64 B", 65536 -> "64 KiB", 33554432 -> "32 MiB"; sizes not a whole KiB stay in bytes."""
+    """64 -> "64 B", 65536 -> "64 KiB", 33554432 -> "32 MiB"; sizes not a whole KiB stay in
+    bytes."""
     for div, unit in ((1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB")):
         if n >= div and n % div == 0:
             return f"{n // div} {unit}"

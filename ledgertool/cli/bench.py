@@ -1,5 +1,5 @@
-"""`ledgertool bench`: options, the measuring runs (ledgertool.bench.measure), and the rendered table,
-CSV, Markdown, HTML and PNG outputs (ledgertool.bench.rows, ledgertool.bench.dashboard)."""
+"""`ledgertool bench`: options, the measuring runs (ledgertool.bench.measure), and the rendered
+table, CSV, Markdown, HTML and PNG outputs (ledgertool.bench.rows, ledgertool.bench.dashboard)."""
 
 from __future__ import annotations
 
@@ -137,21 +137,24 @@ def bench_command(
         str,
         typer.Option(
             "--capture-workers",
-            help="Worker counts for the capture:engine and capture:sealed rows, comma-separated (default: 1 and every usable core).",
+            help="Worker counts for the capture:engine and capture:sealed rows, comma-separated "
+            "(default: 1 and every usable core).",
         ),
     ] = "",
     ledger_format: Annotated[
         str,
         typer.Option(
             "--ledger-format",
-            help="Ledger format the capture:sealed rows write: v1 (Parquet sealed in the capture) or v2 (raw record files).",
+            help="Ledger format the capture:sealed rows write: v1 (Parquet sealed in the capture) "
+            "or v2 (raw record files).",
         ),
     ] = "v2",
     paths: Annotated[
         str,
         typer.Option(
             "--paths",
-            help="CPU paths per algorithm for the digest rows: best (best multi-buffer + best single-message), default (the CPUID choice), all, or a comma list.",
+            help="CPU paths per algorithm for the digest rows: best (best multi-buffer + best "
+            "single-message), default (the CPUID choice), all, or a comma list.",
         ),
     ] = "best",
     batch: Annotated[
@@ -206,7 +209,8 @@ def bench_command(
         typer.Option("--quiet", "-q", help="No progress on stderr (shown only on a terminal)."),
     ] = False,
 ) -> None:
-    """Throughput per algorithm x message size x threads (isolation) and through the whole capture path."""
+    """Throughput per algorithm x message size x threads (isolation) and through the whole
+    capture path."""
     # numpy, cffi and pyarrow load with these: only when the command runs, not for --help
 
     from .. import fsio
@@ -342,6 +346,7 @@ def _print_tables(rows, ratios, noisy_cv: float) -> None:
         SafeConsole(stderr=True, soft_wrap=True).print(
             styled(
                 (f"{noisy} of {len(rows)} rows noisy", "yellow"),
-                f" (cv of repeats > {noisy_cv:.0%}): the machine was busy; rerun or raise --min-time/--repeats",
+                f" (cv of repeats > {noisy_cv:.0%}): the machine was busy; rerun or raise "
+                "--min-time/--repeats",
             )
         )

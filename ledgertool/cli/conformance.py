@@ -19,7 +19,8 @@ from .render import SafeConsole, styled
 
 conformance_app = typer.Typer(
     name="conformance",
-    help="Conformance kit for hardware pipelines: vectors, golden ledger, and a byte-exact check of device records.",
+    help="Conformance kit for hardware pipelines: vectors, golden ledger, and a byte-exact check "
+    "of device records.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
 )
@@ -35,7 +36,8 @@ def export(
         bool, typer.Option("--json", help="Print one JSON document on stdout.")
     ] = False,
 ) -> None:
-    """Write the versioned conformance kit: crafted captures, strip ranges, digests, records, Merkle leaves, a golden ledger."""
+    """Write the versioned conformance kit: crafted captures, strip ranges, digests, records,
+    Merkle leaves, a golden ledger."""
     from ..device.kit import export_kit
 
     res = export_kit(directory)
@@ -43,9 +45,10 @@ def export(
         sys.stdout.write(json.dumps(res.to_json(), indent=2) + "\n")
     else:
         out.print(
-            f"kit {res.to_json()['kit_format']} -> {res.directory}: {plural(res.frames, 'frame')} in "
-            f"{plural(res.captures, 'capture')}, {plural(res.record_files, 'record file')}, golden ledger of "
-            f"{plural(res.golden_segments, 'segment')}, {plural(res.files, 'file')} (see {Path(res.directory) / 'README.md'})"
+            f"kit {res.to_json()['kit_format']} -> {res.directory}: {plural(res.frames, 'frame')} "
+            f"in {plural(res.captures, 'capture')}, {plural(res.record_files, 'record file')}, "
+            f"golden ledger of {plural(res.golden_segments, 'segment')}, "
+            f"{plural(res.files, 'file')} (see {Path(res.directory) / 'README.md'})"
         )
 
 
@@ -58,7 +61,8 @@ def check(
         list[Path],
         typer.Option(
             "--records",
-            help="The device's records for it: whole records, seq from 0. Give it once per lane for a device of several lanes (each lane's records, its seq from 0).",
+            help="The device's records for it: whole records, seq from 0. Give it once per lane "
+            "for a device of several lanes (each lane's records, its seq from 0).",
         ),
     ],
     digest_key: Annotated[Path, typer.Option("--digest-key", help="digest.key the device used.")],
@@ -71,21 +75,25 @@ def check(
         str,
         typer.Option(
             "--clock",
-            help="kit: ts_ns byte-exact too (the device replays the kit's timestamps); device: ts_ns from the device's own clock, checked monotone (and paced, with --clock-tolerance) instead.",
+            help="kit: ts_ns byte-exact too (the device replays the kit's timestamps); device: "
+            "ts_ns from the device's own clock, checked monotone (and paced, with "
+            "--clock-tolerance) instead.",
         ),
     ] = "kit",
     clock_tolerance: Annotated[
         str | None,
         typer.Option(
             "--clock-tolerance",
-            help="With --clock device: how far (e.g. 1ms) each device timestamp may stray from the capture's pace since the first record. Default: monotone only.",
+            help="With --clock device: how far (e.g. 1ms) each device timestamp may stray from the "
+            "capture's pace since the first record. Default: monotone only.",
         ),
     ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON document on stdout.")
     ] = False,
 ) -> None:
-    """Compare a device's records for a capture with ledgertool's, frame by frame (exit 0 byte-exact, 1 differ)."""
+    """Compare a device's records for a capture with ledgertool's, frame by frame (exit 0
+    byte-exact, 1 differ)."""
     from ..device.conformance import check_lanes, check_records
     from ..keyfiles import DigestKey
     from ..plan import parse_duration
@@ -149,7 +157,8 @@ def check(
     shown = len(res.first_differences)
     if res.differing > shown:
         out.print(
-            f"... {plural(res.differing - shown, 'more differing frame', fmt=',')} not shown (--max-report)"
+            f"... {plural(res.differing - shown, 'more differing frame', fmt=',')} not shown "
+            "(--max-report)"
         )
     raise typer.Exit(1)
 

@@ -84,8 +84,8 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
         "DIR: v2 segments' raw record files (seg-N.rec) and their seals",
         "seg-N.parquet for each, then removes the seg-N.rec (under the writer lock)",
         "Exit codes: 0 done, 1 a raw record file does not match its seal, is missing or is not a "
-        "regular file (named; nothing of it is written), 2 bad input or usage (another writer holds "
-        "the lock; a sealed seg-N.open that `recover` renames first), 130 interrupted.",
+        "regular file (named; nothing of it is written), 2 bad input or usage (another writer "
+        "holds the lock; a sealed seg-N.open that `recover` renames first), 130 interrupted.",
         "ledgertool compact L",
     ),
     "checkpoint": (
@@ -253,8 +253,8 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
 
 #: groups: what their commands have in common, and one example
 GROUPS: dict[str, str] = {
-    "": "ledgertool capture samples/sample.pcapng --ledger L --digest-key keys/digest.key --signing-key "
-    "keys/signing.key",
+    "": "ledgertool capture samples/sample.pcapng --ledger L --digest-key keys/digest.key "
+    "--signing-key keys/signing.key",
     "keys": "ledgertool keys generate keys",
     "plan": "ledgertool plan collision --bits 128 --rate 1.6T --frame 64",
     "workload": "ledgertool workload generate samples/workloads/imix.toml --out imix.pcap",
@@ -265,16 +265,15 @@ GROUPS: dict[str, str] = {
 
 
 def epilog(path: str) -> str | None:
-    """The text after the options of `ledgertool PATH --help`; click keeps lines after \\b as they are."""
+    """The text after the options of `ledgertool PATH --help`; click keeps lines after \\b as
+    they are."""
     entry = COMMANDS.get(path)
     if entry is None:
         if path not in GROUPS:
             return None
         return (
-            "\b\nEvery command's --help says what it reads, writes and its exit codes (docs/cli.md).\n"
-            + EXIT_CHECK
-            + "\n\n\b\nExample:\n  "
-            + GROUPS[path]
+            "\b\nEvery command's --help says what it reads, writes and its exit codes "
+            "(docs/cli.md).\n" + EXIT_CHECK + "\n\n\b\nExample:\n  " + GROUPS[path]
         )
     reads, writes, codes, example = entry
     lines = [f"Reads: {reads}.", f"Writes: {writes}.", codes]

@@ -32,7 +32,8 @@ RateOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--rate",
-        help="Line rate in bits/s: 100G, 400G, 800G, 1.6T, 25Gbps, 1e9. Repeatable or comma-separated.",
+        help="Line rate in bits/s: 100G, 400G, 800G, 1.6T, 25Gbps, 1e9. Repeatable or "
+        "comma-separated.",
     ),
 ]
 FrameOpt = Annotated[
@@ -134,7 +135,8 @@ def collision(
         list[int],
         typer.Option(
             "--bits",
-            help="Digest width in bits, whole bytes: 8..1024, a multiple of 8 (ledgertool's: 64, 128, 256). Repeatable.",
+            help="Digest width in bits, whole bytes: 8..1024, a multiple of 8 (ledgertool's: 64, "
+            "128, 256). Repeatable.",
         ),
     ],
     rate: RateOpt = None,
@@ -228,8 +230,8 @@ def storage(
         typer.Option(
             "--from-ledger",
             metavar="DIR",
-            help="Measure bytes on disk per record in this sealed ledger: (record file + seal file sizes) / records "
-            "(the raw record file of a v2 segment, else its Parquet file).",
+            help="Measure bytes on disk per record in this sealed ledger: (record file + seal file "
+            "sizes) / records (the raw record file of a v2 segment, else its Parquet file).",
         ),
     ] = None,
     links: LinksOpt = 1,
@@ -278,7 +280,8 @@ def storage(
         show_edge=False,
         padding=(0, 1),
         collapse_padding=True,
-        title=f"Ledger storage: {what}, {plural(links, 'link')}, window {plan.human_duration(seconds)}",
+        title=f"Ledger storage: {what}, {plural(links, 'link')}, window "
+        f"{plan.human_duration(seconds)}",
         caption="bytes = frames/s x record bytes; 1 GB = 1e9 B; docs/plan.md",
     )
     for name in (

@@ -1,4 +1,5 @@
-"""`ledgertool keys device-init|provision|unwrap`: thin typer commands over ledgertool.device.provision.
+"""`ledgertool keys device-init|provision|unwrap`: thin typer commands over
+ledgertool.device.provision.
 
 Reference: docs/cli.md ("keys device-init", "keys provision", "keys unwrap");
 walk-through: docs/devices.md.
@@ -31,7 +32,8 @@ def device_init_command(
     ],
     as_json: JsonOpt = False,
 ) -> None:
-    """On the device: an HPKE key pair (MLKEM768-X25519) and the device id derived from its public key."""
+    """On the device: an HPKE key pair (MLKEM768-X25519) and the device id derived from its
+    public key."""
     from ..device.provision import device_init
 
     res = device_init(outdir)
@@ -74,7 +76,8 @@ def provision_command(
     ] = "1d",
     as_json: JsonOpt = False,
 ) -> None:
-    """On the verifier: seal the digest key to one device (HPKE) and sign the package (Ed25519 + ML-DSA-65)."""
+    """On the verifier: seal the digest key to one device (HPKE) and sign the package (Ed25519 +
+    ML-DSA-65)."""
     from ..device.provision import (
         DevicePublicKey,
         normalize_ledger_id,
@@ -110,8 +113,8 @@ def provision_command(
         _emit(doc)
     else:
         out.print(
-            f"package {pkg.package_id} -> {out_file}: digest key for ledger {pkg.ledger_id} sealed to device "
-            f"{pkg.device_id}, valid until {doc['expires_at']}"
+            f"package {pkg.package_id} -> {out_file}: digest key for ledger {pkg.ledger_id} sealed "
+            f"to device {pkg.device_id}, valid until {doc['expires_at']}"
         )
 
 
@@ -124,7 +127,8 @@ def unwrap_command(
     ],
     as_json: JsonOpt = False,
 ) -> None:
-    """On the device: check both signatures, the binding, device, validity and replay state; write the key."""
+    """On the device: check both signatures, the binding, device, validity and replay state;
+    write the key."""
     from ..device.provision import DeviceKey, unwrap
     from ..keyfiles import TrustBundle
 
@@ -134,8 +138,8 @@ def unwrap_command(
     else:
         p = res.package
         out.print(
-            f"accepted package {p.package_id}: digest key for ledger {p.ledger_id} written to {res.out}; "
-            f"recorded in {res.accepted_file}"
+            f"accepted package {p.package_id}: digest key for ledger {p.ledger_id} written to "
+            f"{res.out}; recorded in {res.accepted_file}"
         )
         for alg, kid in p.digest_key_ids.items():
             out.print(f"  digest key id {alg}: {kid}")

@@ -53,8 +53,8 @@ def recompute_mode(
             + (given.algorithm, given.strip, given.out)
         ):
             raise UsageError(
-                "--pairs FILE names every ledger, its captures, links and checkpoint: drop CAPTURE, "
-                "--ledger, --link, --checkpoint, --algorithm, --strip and --out"
+                "--pairs FILE names every ledger, its captures, links and checkpoint: drop "
+                "CAPTURE, --ledger, --link, --checkpoint, --algorithm, --strip and --out"
             )
         return Mode.PAIRS
     if not given.sources:

@@ -43,8 +43,8 @@ def generate(
         sys.stdout.write(json.dumps(res.to_json(), indent=2) + "\n")
     else:
         out.print(
-            f"wrote {plural(res.frames, 'frame', fmt=',')} ({plural(res.bytes, 'byte', fmt=',')}) of "
-            f"{plural(len(res.flows), 'flow')} from {spec} "
+            f"wrote {plural(res.frames, 'frame', fmt=',')} ({plural(res.bytes, 'byte', fmt=',')}) "
+            f"of {plural(len(res.flows), 'flow')} from {spec} "
             f"to {out_file} in {res.elapsed_s:.3f} s"
         )
 
@@ -70,8 +70,10 @@ def bench(
         return
     out.print(
         f"generator alone: {doc['frames']:,} frames in {doc['generate_s']:.3f} s = "
-        f"{doc['generate_frames_per_s'] / 1e6:.2f} Mframes/s ({doc['generate_gbit_per_s']:.2f} Gbit/s)"
+        f"{doc['generate_frames_per_s'] / 1e6:.2f} Mframes/s ({doc['generate_gbit_per_s']:.2f} "
+        "Gbit/s)"
     )
     out.print(
-        f"generator + siphash-1-3-128 digest: {doc['generate_and_digest_frames_per_s'] / 1e6:.2f} Mframes/s"
+        f"generator + siphash-1-3-128 digest: {doc['generate_and_digest_frames_per_s'] / 1e6:.2f} "
+        "Mframes/s"
     )

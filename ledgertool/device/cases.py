@@ -2,8 +2,8 @@
 
 Each `Case` is a scapy expression (evaluated in `NAMESPACE`, no builtins beyond those listed),
 optional byte edits written over the crafted bytes, and an optional snaplen cut. The kit
-(ledgertool.device.conformance) writes every case into the capture of its link type and publishes the
-expression with the frame, so a hardware team can see how each frame was made and rebuild it;
+(ledgertool.device.conformance) writes every case into the capture of its link type and publishes
+the expression with the frame, so a hardware team can see how each frame was made and rebuild it;
 tests/test_strip.py dissects the scapy-only cases with its independent oracle.
 
 Addresses are fixed (`Eth`, `IP4`, `IP6`): scapy would otherwise fill in this machine's MAC and
@@ -201,7 +201,8 @@ _ROCE_UDP = "UDP(sport=49152, dport=4791, chksum=0)"
 
 
 def _roce_cases() -> list[Case]:
-    """Every RC, UC and UD opcode of IBTA Vol. 1 Table 38 that docs/strip-modes.md lists, plus CNP."""
+    """Every RC, UC and UD opcode of IBTA Vol. 1 Table 38 that docs/strip-modes.md lists, plus
+    CNP."""
     names = {
         "RC": list(ROCE_OPS) + ["SEND_LAST_WITH_INVALIDATE", "SEND_ONLY_WITH_INVALIDATE"],
         "UC": [n for n in ROCE_OPS if n.startswith(("SEND_", "RDMA_WRITE"))],
@@ -219,8 +220,8 @@ def _roce_cases() -> list[Case]:
                     "rocev2",
                     f"Eth() / IP4() / {_ROCE_UDP} / BTH(opcode={code:#04x}, dqpn=17, psn=5) / "
                     f"Raw(b'\\xee' * {ROCE_FILL} + ROCE_PAYLOAD)",
-                    f"RoCEv2 {transport} {op} (opcode {code:#04x}): rdma hashes what follows the BTH and "
-                    "this opcode's extended headers, up to the 4-byte ICRC",
+                    f"RoCEv2 {transport} {op} (opcode {code:#04x}): rdma hashes what follows the "
+                    "BTH and this opcode's extended headers, up to the 4-byte ICRC",
                 )
             )
     return out
@@ -228,7 +229,8 @@ def _roce_cases() -> list[Case]:
 
 CASES: tuple[Case, ...] = tuple(
     [
-        # ---- Ethernet, IPv4/IPv6, L4 ---------------------------------------------------------------
+        # ---- Ethernet, IPv4/IPv6, L4
+        # ---------------------------------------------------------------
         _c(
             "eth-ipv4-udp",
             "l4",
@@ -279,7 +281,8 @@ CASES: tuple[Case, ...] = tuple(
             "Eth() / IP4() / UDP() / Raw(bytes(8972))",
             "a 9014-byte jumbo frame",
         ),
-        # ---- VLAN / QinQ ------------------------------------------------------------------------------
+        # ---- VLAN / QinQ
+        # ------------------------------------------------------------------------------
         _c(
             "vlan",
             "vlan-qinq",
@@ -316,17 +319,20 @@ CASES: tuple[Case, ...] = tuple(
             "Eth() / Dot1Q(vlan=5) / Arp()",
             "a tagged ARP frame: NON_IP after the tag",
         ),
-        # ---- IPv4 options -----------------------------------------------------------------------------
+        # ---- IPv4 options
+        # -----------------------------------------------------------------------------
         _c(
             "eth-ipv4-options-tcp",
             "ipv4-options",
-            "Eth() / IP4(options=[IPOption_RR(routers=['192.0.2.7', '192.0.2.8']), IPOption_NOP()]) / TCP() / PAYLOAD",
+            "Eth() / IP4(options=[IPOption_RR(routers=['192.0.2.7', '192.0.2.8']), "
+            "IPOption_NOP()]) / TCP() / PAYLOAD",
             "record-route option: IHL 8",
         ),
         _c(
             "eth-ipv4-options-ts",
             "ipv4-options",
-            "Eth() / IP4(options=[IPOption_Timestamp(flg=0, timestamp=[1, 2, 3])]) / UDP() / PAYLOAD",
+            "Eth() / IP4(options=[IPOption_Timestamp(flg=0, timestamp=[1, 2, 3])]) / UDP() / "
+            "PAYLOAD",
             "timestamp option",
         ),
         _c(
@@ -335,7 +341,8 @@ CASES: tuple[Case, ...] = tuple(
             "Eth() / IP4(options=[IPOption_NOP()] * 39 + [IPOption_EOL()]) / UDP() / PAYLOAD",
             "the largest IPv4 header: IHL 15, 40 option bytes",
         ),
-        # ---- IPv6 extension chains --------------------------------------------------------------------
+        # ---- IPv6 extension chains
+        # --------------------------------------------------------------------
         _c(
             "ipv6-hbh-dst-rh-tcp",
             "ipv6-extension-chain",
@@ -352,7 +359,8 @@ CASES: tuple[Case, ...] = tuple(
         _c(
             "ipv6-ah-udp",
             "ipv6-extension-chain",
-            "Eth() / IP6() / AH(nh=17, payloadlen=4, spi=1, seq=1, icv=bytes(12)) / UDP() / PAYLOAD",
+            "Eth() / IP6() / AH(nh=17, payloadlen=4, spi=1, seq=1, icv=bytes(12)) "
+            "/ UDP() / PAYLOAD",
             "AH: (len + 2) x 4 bytes (RFC 4302)",
         ),
         _c(
@@ -367,7 +375,8 @@ CASES: tuple[Case, ...] = tuple(
             "Eth() / IP6() / ext_chain(16) / UDP() / PAYLOAD",
             "16 extension headers: the longest chain that is followed",
         ),
-        # ---- fragments ----------------------------------------------------------------------------------
+        # ---- fragments
+        # ----------------------------------------------------------------------------------
         _c(
             "ipv6-frag-first",
             "fragment",
@@ -410,7 +419,8 @@ CASES: tuple[Case, ...] = tuple(
             "Eth() / IP4(flags='MF', proto=6) / Raw(bytes(range(12)))",
             "first fragment too short for the TCP header: data after the IP header, not MALFORMED",
         ),
-        # ---- padding and trailers ---------------------------------------------------------------------
+        # ---- padding and trailers
+        # ---------------------------------------------------------------------
         _c(
             "padding-short",
             "padding",
@@ -435,7 +445,8 @@ CASES: tuple[Case, ...] = tuple(
             "Eth() / IP4() / UDP(len=18) / PAYLOAD",
             "UDP length 18 inside a longer IP packet: the IP length decides where the data ends",
         ),
-        # ---- snaplen cuts -----------------------------------------------------------------------------
+        # ---- snaplen cuts
+        # -----------------------------------------------------------------------------
         _c(
             "trunc-udp-payload",
             "truncation",
@@ -467,7 +478,8 @@ CASES: tuple[Case, ...] = tuple(
         _c(
             "trunc-ipv6-ext",
             "truncation",
-            "Eth() / IP6() / IPv6ExtHdrHopByHop() / IPv6ExtHdrRouting(addresses=['2001:db8::a']) / UDP() / PAYLOAD",
+            "Eth() / IP6() / IPv6ExtHdrHopByHop() / IPv6ExtHdrRouting(addresses=['2001:db8::a']) / "
+            "UDP() / PAYLOAD",
             "cut inside the routing header",
             caplen=14 + 40 + 8 + 10,
         ),
@@ -485,7 +497,8 @@ CASES: tuple[Case, ...] = tuple(
             "caplen 0 of a 60-byte frame: a valid empty frame",
             caplen=0,
         ),
-        # ---- malformed headers ------------------------------------------------------------------------
+        # ---- malformed headers
+        # ------------------------------------------------------------------------
         _c(
             "ipv4-ihl-4",
             "malformed",
@@ -562,7 +575,8 @@ CASES: tuple[Case, ...] = tuple(
             "Raw(bytes(range(10)))",
             "a 10-byte frame, not cut: MALFORMED, whole frame",
         ),
-        # ---- TSO / jumbograms ---------------------------------------------------------------------------
+        # ---- TSO / jumbograms
+        # ---------------------------------------------------------------------------
         _c(
             "tso-ipv4-length-0",
             "tso-jumbo",
@@ -577,13 +591,14 @@ CASES: tuple[Case, ...] = tuple(
             "IPv6 payload length 0 (jumbogram): to the end of the capture",
             edits=[(18, "0000")],
         ),
-        # ---- not IP -------------------------------------------------------------------------------------
+        # ---- not IP
+        # -------------------------------------------------------------------------------------
         _c("arp", "non-ip", "Eth() / Arp()", "ARP: NON_IP, everything after the MAC header"),
         _c(
             "dot3-llc-snap-ip",
             "non-ip",
-            "Dot3(dst='02:00:00:00:00:02', src='02:00:00:00:00:01') / LLC(dsap=0xaa, ssap=0xaa, ctrl=3) / "
-            "SNAP(OUI=0, code=0x0800) / IP4() / UDP() / PAYLOAD",
+            "Dot3(dst='02:00:00:00:00:02', src='02:00:00:00:00:01') / LLC(dsap=0xaa, ssap=0xaa, "
+            "ctrl=3) / SNAP(OUI=0, code=0x0800) / IP4() / UDP() / PAYLOAD",
             "802.3 length field with LLC/SNAP carrying IPv4: NON_IP all the same",
         ),
         _c(
@@ -598,7 +613,8 @@ CASES: tuple[Case, ...] = tuple(
             "Eth() / PPPoE(sessionid=1) / PPP(proto=0x21) / IP4() / UDP() / PAYLOAD",
             "PPPoE: NON_IP",
         ),
-        # ---- RoCEv2 -------------------------------------------------------------------------------------
+        # ---- RoCEv2
+        # -------------------------------------------------------------------------------------
         *_roce_cases(),
         _c(
             "rocev2-cnp",
@@ -609,8 +625,8 @@ CASES: tuple[Case, ...] = tuple(
         _c(
             "rocev2-ipv6-trailer",
             "rocev2",
-            f"Raw(bytes(Eth() / IP6() / {_ROCE_UDP} / BTH(opcode=0x06, dqpn=17, psn=5) / Raw(b'\\xee' * 16 + ROCE_PAYLOAD)))"
-            " / Padding(bytes(6))",
+            f"Raw(bytes(Eth() / IP6() / {_ROCE_UDP} / BTH(opcode=0x06, dqpn=17, psn=5) / "
+            "Raw(b'\\xee' * 16 + ROCE_PAYLOAD))) / Padding(bytes(6))",
             "RoCEv2 RDMA WRITE First over IPv6, 6 trailer bytes after the packet",
         ),
         _c(
@@ -631,7 +647,8 @@ CASES: tuple[Case, ...] = tuple(
             f"Eth() / IP4() / {_ROCE_UDP} / BTH(opcode=0x0a) / Raw(bytes(8))",
             "RDMA WRITE Only without room for its RETH and the ICRC: MALFORMED",
         ),
-        # ---- other link types ---------------------------------------------------------------------------
+        # ---- other link types
+        # ---------------------------------------------------------------------------
         _c(
             "sll-ipv4",
             "link-type",
@@ -723,7 +740,8 @@ CAPTURE_NAMES = {
 
 
 def by_capture() -> dict[str, list[Case]]:
-    """The cases grouped into their captures, in catalogue order (the order of the frames in each file)."""
+    """The cases grouped into their captures, in catalogue order (the order of the frames in each
+    file)."""
     out: dict[str, list[Case]] = {name: [] for name in CAPTURE_NAMES.values()}
     for case in CASES:
         out[CAPTURE_NAMES[case.linktype]].append(case)
@@ -731,5 +749,6 @@ def by_capture() -> dict[str, list[Case]]:
 
 
 def scapy_only() -> dict[str, Packet]:
-    """name -> scapy packet of every case without byte edits or a cut (tests/test_strip.py's oracle input)."""
+    """name -> scapy packet of every case without byte edits or a cut (tests/test_strip.py's
+    oracle input)."""
     return {c.name: c.packet() for c in CASES if c.scapy_only}

@@ -41,7 +41,8 @@ KIT_FORMAT = f"ledgertool-conformance-kit-v{KIT_VERSION}"
 KIT_MASTER_KEY = bytes(range(32))
 """The kit's digest master key: public, for vectors only (digest.key = 000102...1f)."""
 VECTOR_LEAF_RECORDS = 4
-"""Records per Merkle leaf in merkle.json and the golden ledger: small, so the vectors have many leaves."""
+"""Records per Merkle leaf in merkle.json and the golden ledger: small, so the vectors have many
+leaves."""
 
 LEDGER_ALGORITHMS = tuple(a for a in ALGORITHMS.values() if a.ledger_ok)
 STRIPS = tuple(STRIP_MODES)
@@ -137,7 +138,8 @@ class Record:
 
 @dataclass
 class Difference:
-    """One frame whose device record is not byte-exact (or a record with no frame, or the reverse)."""
+    """One frame whose device record is not byte-exact (or a record with no frame, or the
+    reverse)."""
 
     index: int
     fields: list[str]
@@ -466,11 +468,11 @@ def _find_device_range(
     strip: str,
     matched: int = 0,
 ) -> tuple[tuple[int, int] | None, str]:
-    """The byte range of ``frame`` whose digest under ``subkey`` is the device's: another strip mode's
-    range first, then the expected start to the end of the captured frame (Ethernet padding or a
-    trailer hashed: any number of bytes past the end), then ranges within `SEARCH` bytes of the
-    expected start and end (closest first). ``matched``: records of the same check that matched
-    (then the key and algorithm are not what is wrong)."""
+    """The byte range of ``frame`` whose digest under ``subkey`` is the device's: another strip
+    mode's range first, then the expected start to the end of the captured frame (Ethernet
+    padding or a trailer hashed: any number of bytes past the end), then ranges within `SEARCH`
+    bytes of the expected start and end (closest first). ``matched``: records of the same check
+    that matched (then the key and algorithm are not what is wrong)."""
     for mode in STRIPS:
         if mode == strip:
             continue

@@ -66,15 +66,17 @@ GOLDEN = {
     "segment_records": 40,
     "leaf_records": VECTOR_LEAF_RECORDS,
 }
-# the format kit.json names (its schema: ledgertool-ledger-v1), whatever capture's default for new ledgers is
+# the format kit.json names (its schema: ledgertool-ledger-v1), whatever capture's default for new
+# ledgers is
 KIT_LEDGER_FORMAT = 1
-BASE_TS_S = 1_767_225_600  # 2026-01-01T00:00:00Z: frame k of a capture is at BASE_TS_S + k s + (k * 7919 mod 10^6) us
+# 2026-01-01T00:00:00Z: frame k of a capture is at BASE_TS_S + k s + (k * 7919 mod 10^6) us
+BASE_TS_S = 1_767_225_600
 
 
 def kit_signing_key() -> SigningKey:
-    """The golden ledger's hybrid signing key, from published seeds (a test key: trust it for this
-    kit only). Ed25519 private key = SHA-256("ledgertool conformance kit v1 ed25519"), ML-DSA-65 seed
-    = SHA-256("ledgertool conformance kit v1 ml-dsa-65")."""
+    """The golden ledger's hybrid signing key, from published seeds (a test key: trust it for
+    this kit only). Ed25519 private key = SHA-256("ledgertool conformance kit v1 ed25519"),
+    ML-DSA-65 seed = SHA-256("ledgertool conformance kit v1 ml-dsa-65")."""
     return SigningKey.from_raw(
         "hybrid",
         ed25519_private=hashlib.sha256(b"ledgertool conformance kit v1 ed25519").digest(),
@@ -283,7 +285,8 @@ def _write_captures(kit: _Kit) -> tuple[list[dict[str, Any]], int, _Ranges]:
         "Eth(**kw)": "Ether(dst='02:00:00:00:00:02', src='02:00:00:00:00:01', **kw)",
         "IP4(**kw)": "IP(src='192.0.2.1', dst='198.51.100.2', **kw)",
         "IP6(**kw)": "IPv6(src='2001:db8::1', dst='2001:db8::2', **kw)",
-        "Arp()": "ARP(hwsrc='02:00:00:00:00:01', psrc='192.0.2.1', hwdst='00:00:00:00:00:00', pdst='198.51.100.2')",
+        "Arp()": "ARP(hwsrc='02:00:00:00:00:01', psrc='192.0.2.1', hwdst='00:00:00:00:00:00', "
+        "pdst='198.51.100.2')",
         "ext_chain(n)": "n IPv6ExtHdrDestOpt() layers in a row",
         "PAYLOAD": "bytes(range(37))",
         "ROCE_PAYLOAD": "bytes(range(200, 232))",
@@ -303,7 +306,8 @@ def _write_captures(kit: _Kit) -> tuple[list[dict[str, Any]], int, _Ranges]:
 
 def _write_records(kit: _Kit, ranges: _Ranges) -> list[dict[str, Any]]:
     """2. records, digests and Merkle leaves for every algorithm x strip mode x capture, each
-    record checked against the digest of its strip range; returns the record files' manifest entries."""
+    record checked against the digest of its strip range; returns the record files' manifest
+    entries."""
     root, sha, key, groups = kit.root, kit.sha, kit.key, kit.groups
     record_files: list[dict[str, Any]] = []
     merkle_files: list[dict[str, Any]] = []
@@ -379,8 +383,8 @@ def _write_records(kit: _Kit, ranges: _Ranges) -> list[dict[str, Any]]:
                 "kit_version": KIT_VERSION,
                 "generated_by": kit.generated_by,
                 "leaf_records": VECTOR_LEAF_RECORDS,
-                "hashing": "RFC 9162 s2.1.1 with SHA-256: leaf = SHA-256(0x00 || leaf_records consecutive records), "
-                "node = SHA-256(0x01 || left || right)",
+                "hashing": "RFC 9162 s2.1.1 with SHA-256: leaf = SHA-256(0x00 || leaf_records "
+                "consecutive records), node = SHA-256(0x01 || left || right)",
                 "files": merkle_files,
             }
         ),
@@ -421,7 +425,8 @@ def _checked_records(
 
 
 def _write_golden(kit: _Kit) -> int:
-    """3. the key files and the golden ledger, verified, and seals.json; returns its segment count."""
+    """3. the key files and the golden ledger, verified, and seals.json; returns its segment
+    count."""
     root, sha = kit.root, kit.sha
     sha["digest.key"] = _write(root, "digest.key", (KIT_MASTER_KEY.hex() + "\n").encode(), 0o600)
     sk = kit_signing_key()
@@ -472,8 +477,8 @@ def _write_manifest(
         "digest_key": {
             "file": "digest.key",
             "master": KIT_MASTER_KEY.hex(),
-            "derivation": "subkey = HKDF-SHA256(IKM=master, salt=empty, info='ledgertool digest v1 ' "
-            "|| algorithm, L=key_bytes); key_id = SHA-256('ledgertool key id v1\\0' || "
+            "derivation": "subkey = HKDF-SHA256(IKM=master, salt=empty, info='ledgertool digest v1 "
+            "' || algorithm, L=key_bytes); key_id = SHA-256('ledgertool key id v1\\0' || "
             "subkey)[0:16]",
             "algorithms": alg_keys,
         },
@@ -535,8 +540,8 @@ def _write_readme(
 
 
 def _golden_seals(golden: Path, root: Path) -> None:
-    """seals.json: each golden seal's canonical signed bytes, hashes and leaf hashes (from its sidecar,
-    checked against the signed root)."""
+    """seals.json: each golden seal's canonical signed bytes, hashes and leaf hashes (from its
+    sidecar, checked against the signed root)."""
     ledger = load_ledger(golden)
     out = []
     for path in sorted((golden / "link=link0").glob("seg-*.seal.json")):
@@ -573,7 +578,8 @@ def _golden_seals(golden: Path, root: Path) -> None:
                 "generated_by": _generated_by(),
                 "ledger": "golden-ledger",
                 "ledger_id": ledger.ledger_id,
-                "signed_bytes": "b'ledgertool seal v1\\n' || RFC 8785 JCS(seal without 'signatures'), as UTF-8 text here",
+                "signed_bytes": "b'ledgertool seal v1\\n' || RFC 8785 JCS(seal without "
+                "'signatures'), as UTF-8 text here",
                 "seal_hash": "SHA-256(JCS(seal without 'signatures')) = canonical_body_sha256",
                 "seals": out,
             }

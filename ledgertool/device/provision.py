@@ -113,7 +113,8 @@ PUBLIC_KEY_BYTES = 1216  # ML-KEM-768 encapsulation key (1184) || X25519 public 
 CIPHERTEXT_BYTES = 1120 + MASTER_KEY_SIZE + 16  # KEM ciphertext || AES-256-GCM(master) || tag
 
 CLOCK_SKEW_S = 300
-"""A package whose creation time is this far ahead of the device's clock is refused (not yet valid)."""
+"""A package whose creation time is this far ahead of the device's clock is refused (not yet
+valid)."""
 MAX_VALID_S = 366 * 86400
 """Longest validity `provision` signs: a package is a delivery, not a standing credential."""
 
@@ -134,7 +135,8 @@ class PackageRefused(DiscrepancyError):
 
 
 class WrongDeviceError(KeyFileError):
-    """A correctly signed package sealed to another device (exit 2: the wrong input for this key)."""
+    """A correctly signed package sealed to another device (exit 2: the wrong input for this
+    key)."""
 
 
 # --------------------------------------------------------------------------- small helpers
@@ -239,7 +241,8 @@ def normalize_ledger_id(text: str) -> str:
 
 
 def digest_key_ids(key: DigestKey) -> dict[str, str]:
-    """Digest key id (docs/ledger-format.md, "Digest key id") of ``key`` for every ledger algorithm."""
+    """Digest key id (docs/ledger-format.md, "Digest key id") of ``key`` for every ledger
+    algorithm."""
     return {a.name: key.key_id(a.name, a.key_size) for a in ALGORITHMS.values() if a.ledger_ok}
 
 
@@ -278,7 +281,8 @@ class DevicePublicKey:
         }
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write ``device.pub`` (JSON, `schemas/device-pub.schema.json`), mode 0644; never overwrites."""
+        """Write ``device.pub`` (JSON, `schemas/device-pub.schema.json`), mode 0644; never
+        overwrites."""
         write_new_key_file(
             os.fspath(path),
             (json.dumps(self.to_dict(), indent=2) + "\n").encode(),
@@ -288,9 +292,9 @@ class DevicePublicKey:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> DevicePublicKey:
-        """Read ``device.pub``: strict JSON, exact members, canonical base64 of 1216 bytes that decode
-        as an ML-KEM-768 and an X25519 key, and a ``device_id`` equal to the one derived from them.
-        KeyFileError / LedgerFormatError (exit 2) naming the file otherwise."""
+        """Read ``device.pub``: strict JSON, exact members, canonical base64 of 1216 bytes that
+        decode as an ML-KEM-768 and an X25519 key, and a ``device_id`` equal to the one derived
+        from them. KeyFileError / LedgerFormatError (exit 2) naming the file otherwise."""
         path = os.fspath(path)
         data = _read_file(path, "a device public key (device.pub)", secret=False)
         doc = _json_object(
@@ -320,8 +324,9 @@ class DevicePublicKey:
 
 
 class DeviceKey:
-    """A device's HPKE private key (``device.key``, mode 0600): the ML-KEM-768 seed d || z (64 bytes,
-    FIPS 203 s7.1) and the X25519 private key (32 bytes, RFC 7748). ``repr`` shows the id only."""
+    """A device's HPKE private key (``device.key``, mode 0600): the ML-KEM-768 seed d || z (64
+    bytes, FIPS 203 s7.1) and the X25519 private key (32 bytes, RFC 7748). ``repr`` shows the id
+    only."""
 
     def __init__(self, mlkem_seed: bytes, x25519_private: bytes, path: str | None = None):
         if len(mlkem_seed) != MLKEM768_SEED_BYTES or len(x25519_private) != X25519_KEY_BYTES:
@@ -351,7 +356,8 @@ class DeviceKey:
         return f"DeviceKey(device_id={self.device_id!r}, path={self.path!r})"
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write ``device.key`` (JSON, `schemas/device-key.schema.json`), mode 0600; never overwrites."""
+        """Write ``device.key`` (JSON, `schemas/device-key.schema.json`), mode 0600; never
+        overwrites."""
         doc = {
             "format": DEVICE_KEY_FORMAT,
             "kem": HPKE_SUITE["kem"],
@@ -411,7 +417,8 @@ class DeviceInitResult:
 
 
 def device_init(outdir: str | os.PathLike[str]) -> DeviceInitResult:
-    """Create ``device.key`` (0600) and ``device.pub`` (0644) in ``outdir`` (created 0700 if needed).
+    """Create ``device.key`` (0600) and ``device.pub`` (0644) in ``outdir`` (created 0700 if
+    needed).
 
     Refuses (KeyFileError, exit 2) if either file exists; nothing is written then, and a failure
     part-way removes what this call wrote."""
@@ -511,9 +518,9 @@ class KeyPackage:
 
     @classmethod
     def parse(cls, data: bytes, where: str) -> KeyPackage:
-        """Strictly parse a package file (`canonical.loads_strict`; exact members and types, lowercase
-        hex, canonical base64, ISO 8601 UTC times, the one HPKE suite). Signatures are not checked
-        here. LedgerFormatError (exit 2) naming ``where`` and the member otherwise."""
+        """Strictly parse a package file (`canonical.loads_strict`; exact members and types,
+        lowercase hex, canonical base64, ISO 8601 UTC times, the one HPKE suite). Signatures are
+        not checked here. LedgerFormatError (exit 2) naming ``where`` and the member otherwise."""
         doc = _json_object(data, where, PACKAGE_FORMAT, "a ledgertool key package", _MEMBERS)
         # compared as JSON text: Python's true == 1 must not let "kdf_id": true pass for 1
         if json.dumps(doc["hpke"], sort_keys=True) != json.dumps(HPKE_SUITE, sort_keys=True):
@@ -562,7 +569,8 @@ def provision(
     valid_for_s: float = 86400.0,
     now: datetime | None = None,
 ) -> KeyPackage:
-    """Seal ``digest_key``'s 32-byte master secret to ``device`` and sign the package (verifier side).
+    """Seal ``digest_key``'s 32-byte master secret to ``device`` and sign the package (verifier
+    side).
 
     ``ledger_id``: 32 lowercase hex (`normalize_ledger_id`). ``valid_for_s``: seconds from ``now``
     (default: the current UTC time) to the expiry, 1 s .. `MAX_VALID_S`. The signing key must be
@@ -597,7 +605,8 @@ def provision(
 
 
 def write_package(pkg: KeyPackage, out: str | os.PathLike[str]) -> None:
-    """Write the package file, mode 0644 (it holds only ciphertext); never overwrites (KeyFileError)."""
+    """Write the package file, mode 0644 (it holds only ciphertext); never overwrites
+    (KeyFileError)."""
     write_new_key_file(os.fspath(out), pkg.to_bytes(), 0o644, "a key package")
 
 
@@ -678,8 +687,9 @@ class AcceptedPackages:
         return out
 
     def check(self, pkg: KeyPackage, where: str) -> None:
-        """PackageRefused ``replayed`` for a package id already accepted, ``superseded`` for a package
-        created before one already accepted for the same ledger (a rollback to an older key)."""
+        """PackageRefused ``replayed`` for a package id already accepted, ``superseded`` for a
+        package created before one already accepted for the same ledger (a rollback to an older
+        key)."""
         for a in self.entries():
             if a.package_id == pkg.package_id:
                 raise PackageRefused(
@@ -698,7 +708,8 @@ class AcceptedPackages:
     def record(self, pkg: KeyPackage) -> None:
         """Append the package's line and fsync it (and the directory, for a new file)."""
         assert self._fd is not None
-        line = f"{pkg.package_id} {pkg.ledger_id} {_iso(pkg.created_at)} {_iso(pkg.expires_at)}\n".encode()
+        created, expires = _iso(pkg.created_at), _iso(pkg.expires_at)
+        line = f"{pkg.package_id} {pkg.ledger_id} {created} {expires}\n".encode()
         try:
             os.write(self._fd, line)
             os.fsync(self._fd)
@@ -757,8 +768,8 @@ def unwrap(
     5. ``out`` does not exist yet — else KeyFileError (exit 2);
     6. under the replay-state lock: not accepted before (replayed) and not older than a package
        accepted for the same ledger (superseded);
-    7. HPKE opens the ciphertext with ``info`` over the signed header, the plaintext is 32 bytes, and
-       its digest key ids equal the signed ``digest_key_ids`` — else binding_mismatch;
+    7. HPKE opens the ciphertext with ``info`` over the signed header, the plaintext is 32 bytes,
+       and its digest key ids equal the signed ``digest_key_ids`` — else binding_mismatch;
     8. the package is recorded as accepted, then the key is written.
 
     Recording before writing fails closed: a crash in between leaves a package that will not open

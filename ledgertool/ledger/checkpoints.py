@@ -41,7 +41,8 @@ from .sealer import load_seal
 
 
 class CheckpointMarks(Protocol):
-    """Told of every checkpoint signed (ledger.devstate.LedgerMarks: the device's protected state)."""
+    """Told of every checkpoint signed (ledger.devstate.LedgerMarks: the device's protected
+    state)."""
 
     def checkpointed(self, directory: Path, cp: Checkpoint) -> None: ...
 
@@ -140,8 +141,8 @@ def check_consistency(
     old_name: str = "OLD",
     new_name: str = "NEW",
 ) -> ConsistencyResult:
-    """Verify both checkpoints' signatures and an RFC 9162 consistency proof (built from the ledger's
-    seal hashes) from OLD to NEW. ok exactly when NEW extends OLD."""
+    """Verify both checkpoints' signatures and an RFC 9162 consistency proof (built from the
+    ledger's seal hashes) from OLD to NEW. ok exactly when NEW extends OLD."""
 
     old, new = parse_note(old_data, old_name), parse_note(new_data, new_name)
     ledger = load_ledger(Path(directory))
@@ -193,8 +194,8 @@ def _extends(
             False,
             [],
             (
-                f"the ledger holds {plural(len(tree.seal_hashes), 'segment')} of link {new.link}, fewer than "
-                f"{new_name}'s {new.size}"
+                f"the ledger holds {plural(len(tree.seal_hashes), 'segment')} of link {new.link}, "
+                f"fewer than {new_name}'s {new.size}"
             ),
         )
     leaves = seal_leaf_hashes(tree.seal_hashes[: new.size])

@@ -84,17 +84,17 @@ class CompactResult:
 def compact_ledger(
     directory: Path, links: list[str] | None = None, progress: ProgressFn | None = None
 ) -> CompactResult:
-    """Compact every v2 segment of `links` (default: all) that is still a raw record file, in link
-    and segment order, under the writer lock. v1 segments (Parquet pinned by their seal) are left
-    alone. LedgerLockedError when another writer holds the lock; LedgerFormatError when DIR is not
-    a ledger or a link is unknown; DiscrepancyError (the segment named, nothing of it written) when a
-    raw record file does not frame, or its header or records do not match its seal, when a sealed
-    segment has no record file in either form (LedgerFormatError, asking for `recover`, when it is
-    still the .open file a capture stopped before renaming), or when something not a regular file (a FIFO, a
-    symbolic link, a directory, a device) is at its record file's name (named, never opened);
-    segments before it in the link are compacted already. StorageError / FileTypeError from the
-    file system. `progress` gets sealed segments done of all of the chosen links' (and records
-    compacted), one update a segment."""
+    """Compact every v2 segment of `links` (default: all) that is still a raw record file, in
+    link and segment order, under the writer lock. v1 segments (Parquet pinned by their seal) are
+    left alone. LedgerLockedError when another writer holds the lock; LedgerFormatError when DIR
+    is not a ledger or a link is unknown; DiscrepancyError (the segment named, nothing of it
+    written) when a raw record file does not frame, or its header or records do not match its
+    seal, when a sealed segment has no record file in either form (LedgerFormatError, asking for
+    `recover`, when it is still the .open file a capture stopped before renaming), or when
+    something not a regular file (a FIFO, a symbolic link, a directory, a device) is at its
+    record file's name (named, never opened); segments before it in the link are compacted
+    already. StorageError / FileTypeError from the file system. `progress` gets sealed segments
+    done of all of the chosen links' (and records compacted), one update a segment."""
     directory = Path(directory)
     reader = LedgerReader(directory)
     header = parse_ledger_header(reader.read_header_bytes(), directory / LEDGER_FILE)
@@ -149,16 +149,17 @@ def compact_ledger(
                     # a capture stopped between the seal and the rename
                     if listing.has(index, OPEN):
                         raise LedgerFormatError(
-                            f"{reader.segment_path(link, index, OPEN)}: segment {index} of link {link} is sealed "
-                            f"but not yet renamed to {segment_name(index, RECORDS)}; run `ledgertool recover "
-                            f"{directory}` first, then compact"
+                            f"{reader.segment_path(link, index, OPEN)}: segment {index} of link "
+                            f"{link} is sealed but not yet renamed to "
+                            f"{segment_name(index, RECORDS)}; run `ledgertool recover {directory}` "
+                            "first, then compact"
                         )
                     if not listing.has(index, PARQUET) and index in pruned.of(link):
                         continue
                     if not listing.has(index, PARQUET):
                         raise DiscrepancyError(
-                            f"{reader.segment_path(link, index, RECORDS)}: segment {index} of link {link} is "
-                            f"sealed but has neither {segment_name(index, RECORDS)} nor "
+                            f"{reader.segment_path(link, index, RECORDS)}: segment {index} of link "
+                            f"{link} is sealed but has neither {segment_name(index, RECORDS)} nor "
                             f"{segment_name(index, PARQUET)}; not compacted (`ledgertool verify`)"
                         )
                     res.already_parquet += 1
@@ -211,8 +212,9 @@ def _compact_segment(reader: LedgerReader, link: str, index: int, leftover: bool
         )
     if rec.count != seal.records or merkle_root(rec.leaves).hex() != seal.merkle_root:
         raise DiscrepancyError(
-            f"{rec_path}: its {plural(rec.count, 'record')} {'does' if rec.count == 1 else 'do'} not match the "
-            f"seal's Merkle root ({seal.records} records); segment {index} of link {link} not compacted "
+            f"{rec_path}: its {plural(rec.count, 'record')} {'does' if rec.count == 1 else 'do'} "
+            f"not match the seal's Merkle root ({seal.records} records); segment {index} of link "
+            f"{link} not compacted "
             "(`ledgertool verify` names what differs)"
         )
     table = records_to_table(rec.records, record_size - RECORD_FIXED, index)

@@ -129,7 +129,8 @@ class RotationMark:
 
 
 class DeviceState:
-    """A signing key's protected state directory (KEYFILE.state). `ledger` opens one ledger's entry."""
+    """A signing key's protected state directory (KEYFILE.state). `ledger` opens one ledger's
+    entry."""
 
     def __init__(self, directory: Path):
         self.directory = Path(directory)
@@ -164,7 +165,8 @@ class DeviceState:
     @contextmanager
     def ledger(self, ledger_id: str) -> Iterator[LedgerMarks]:
         """Ledger `ledger_id`'s entry with its lock held until the block ends. LedgerLockedError
-        while another writer with this key holds it; KeyFileError for an entry that does not parse."""
+        while another writer with this key holds it; KeyFileError for an entry that does not
+        parse."""
         if not _LEDGER_ID.fullmatch(ledger_id):
             raise ValueError(f"ledger id {ledger_id!r} is not 32 lowercase hex digits")
         self._make_dir()
@@ -296,8 +298,8 @@ class LedgerMarks:
                 self._start(directory, link, tree)
             return
         what = (
-            f"{directory}: link {link}: this signing key signed seal {mark.segment} (up to seq {mark.last_seq}, "
-            f"seal hash {mark.seal_hash[:16]}…)"
+            f"{directory}: link {link}: this signing key signed seal {mark.segment} (up to seq "
+            f"{mark.last_seq}, seal hash {mark.seal_hash[:16]}…)"
         )
         if have <= mark.segment:
             gone = (
@@ -334,18 +336,21 @@ class LedgerMarks:
         )
         self._save()
         self.notes.append(
-            f"{self.path}: no record of link {link} of ledger {self.ledger_id} yet: started from the "
-            f"{plural(last + 1, 'seal')} in storage; rollback protection of that link starts now"
+            f"{self.path}: no record of link {link} of ledger {self.ledger_id} yet: started from "
+            f"the {plural(last + 1, 'seal')} in storage; rollback protection of that link starts "
+            "now"
         )
 
     def check_open(self, link: str, index: int, first_seq: int, path: Path) -> None:
         """RollbackRefusedError when an open segment at `path` (segment `index` from `first_seq`)
-        lies at or before what the device sealed on the link: a sealed segment is never an open one."""
+        lies at or before what the device sealed on the link: a sealed segment is never an open
+        one."""
         mark = self.links.get(link)
         if mark is not None and (index <= mark.segment or first_seq <= mark.last_seq):
             raise RollbackRefusedError(
-                f"{path}: open segment {index} from seq {first_seq} lies at or before seal {mark.segment} (last seq "
-                f"{mark.last_seq}) that this signing key signed for link {link}: a sealed segment is never sealed "
+                f"{path}: open segment {index} from seq {first_seq} lies at or before seal "
+                f"{mark.segment} (last seq {mark.last_seq}) that this signing key signed for link "
+                f"{link}: a sealed segment is never sealed "
                 "again as an open one; nothing was sealed"
             )
 

@@ -34,7 +34,9 @@ LEDGER_FORMAT_V2 = (
     "ledgertool-ledger-v2"  # sealed segments are the raw record files (docs/ledger-format.md)
 )
 LEDGER_FORMATS = {1: LEDGER_FORMAT, 2: LEDGER_FORMAT_V2}
-DEFAULT_LEDGER_FORMAT = 2  # what `capture` creates for a new ledger; v1 with --ledger-format v1 (v1 ledgers keep verifying and keep v1 seals when appended to)
+# what `capture` creates for a new ledger; v1 with --ledger-format v1 (v1 ledgers keep verifying and
+# keep v1 seals when appended to)
+DEFAULT_LEDGER_FORMAT = 2
 DEFAULT_LEAF_RECORDS = 64  # records per Merkle leaf of a v1 ledger (docs/ledger-format.md: why 64)
 DEFAULT_LEAF_RECORDS_V2 = 256  # v2 (docs/adr/0008-leaf-construction.md)
 #: Per ledger format version: the leaf size a new ledger takes unless told, and the leaf
@@ -185,7 +187,8 @@ def create_ledger(
 
 def _header_fields(path: str, doc: object) -> None:
     """Check every ledger.json member against its bounds (schemas/ledger.schema.json); raise
-    LedgerFormatError naming the file and the field. Integers must be JSON integers, not booleans."""
+    LedgerFormatError naming the file and the field. Integers must be JSON integers, not
+    booleans."""
 
     def bad(name: str, why: str) -> LedgerFormatError:
         return LedgerFormatError(f"{path}: field {name!r} {why}")

@@ -2,14 +2,14 @@
 
     DIR/ledger.json                          the ledger header
     DIR/.lock                                the writer lock
-    DIR/checkpoint                           copy of the link's checkpoint while the ledger has one link
+    DIR/checkpoint                           the link's checkpoint, while the ledger has one link
     DIR/rotations/rotation-NNNN.json         key rotation statements
     DIR/pruned/prune-NNNN.json               prune statements (`ledgertool prune`)
     DIR/set-aside/link=NAME/seg-NNNNNNNN.*   open segments (or their tails) recovery could not seal
     DIR/link=NAME/                           one hive-style partition per link
     DIR/link=NAME/checkpoint                 the link's latest signed checkpoint
     DIR/link=NAME/seg-NNNNNNNN.open          an open segment (until it is sealed)
-    DIR/link=NAME/seg-NNNNNNNN.rec           sealed records of a v2 ledger: the raw record file (until compacted)
+    DIR/link=NAME/seg-NNNNNNNN.rec           sealed records, v2: the raw file (until compacted)
     DIR/link=NAME/seg-NNNNNNNN.parquet       sealed records, Parquet (v1; v2 after compaction)
     DIR/link=NAME/seg-NNNNNNNN.leaves        their Merkle leaf hashes (sidecar)
     DIR/link=NAME/seg-NNNNNNNN.seal.json     the signed seal document

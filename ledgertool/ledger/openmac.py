@@ -1,4 +1,5 @@
-"""The device's MAC over open-segment blocks (open-segment format v2; docs/adr/0009-authenticated-open-segments.md).
+"""The device's MAC over open-segment blocks (open-segment format v2;
+docs/adr/0009-authenticated-open-segments.md).
 
 A capture writes its records to `seg-N.open` before they are sealed; storage is the adversary's,
 so recovery seals only blocks whose HMAC-SHA-256 (RFC 2104, FIPS 198-1) verifies under a key only
@@ -25,8 +26,8 @@ from ..keyfiles import SigningKey
 KEY_INFO = b"ledgertool open-segment mac key v2"
 KEY_ID_LABEL = b"ledgertool open-segment key id v2"
 HEADER_LABEL = b"ledgertool open-segment header v2\0"
-# the records enter a block's MAC through their leaf-chunk hashes; the label differs from the earlier
-# MAC over the record bytes ("... block v2"), so such a file fails as "does not verify"
+# the records enter a block's MAC through their leaf-chunk hashes; the label differs from the
+# earlier MAC over the record bytes ("... block v2"), so such a file fails as "does not verify"
 BLOCK_LABEL = b"ledgertool open-segment leaves v2\0"
 MAC_SIZE = 32
 KEY_ID_BYTES = 16
@@ -67,7 +68,7 @@ class OpenSegmentKey:
 def chunk_hashes(
     records: bytes | memoryview, record_size: int, leaf_records: int, leaf_hash: str = "sha256"
 ) -> bytes:
-    """L(i, 0) || L(i, 1) || ...: SHA-256(0x00 || chunk) of each run of `leaf_records` records of one
-    block, from the block's first record (the last run may be shorter). Equal to the Merkle leaves
-    of the block's records, which is how the C writer and recovery compute them."""
+    """L(i, 0) || L(i, 1) || ...: SHA-256(0x00 || chunk) of each run of `leaf_records` records of
+    one block, from the block's first record (the last run may be shorter). Equal to the Merkle
+    leaves of the block's records, which is how the C writer and recovery compute them."""
     return merkle_leaves(records, record_size, leaf_records, leaf_hash)

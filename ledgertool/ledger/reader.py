@@ -1,7 +1,7 @@
 """LedgerReader: the one place a ledger directory is listed and its files are read.
 
-The storage a ledger lives on is normally the prover's (docs/threat-model.md), so what is found there
-is data to be checked, never instructions:
+The storage a ledger lives on is normally the prover's (docs/threat-model.md), so what is found
+there is data to be checked, never instructions:
 
 * The segment index is built from file names parsed as ASCII only (``seg-`` + eight ASCII digits);
   a name that only looks like one (other Unicode digits, compatibility forms) is reported, never
@@ -210,9 +210,9 @@ def _kind(mode: int) -> str:
 
 
 def _entries(directory: Path) -> list[tuple[str, int]]:
-    """(name, lstat st_mode) of a directory's entries, sorted by name; never follows a symlink. An entry
-    that vanishes between the listing and its lstat (a writer's temporary file renamed into place)
-    is left out, as if listed a moment later."""
+    """(name, lstat st_mode) of a directory's entries, sorted by name; never follows a symlink.
+    An entry that vanishes between the listing and its lstat (a writer's temporary file renamed
+    into place) is left out, as if listed a moment later."""
     out = []
     try:
         with os.scandir(directory) as it:
@@ -352,7 +352,8 @@ class LedgerReader:
             return None
 
     def _read_in_link(self, link: str, path, limit: int | None, what: str) -> pa.Buffer:
-        """`_read` of a file in the link's directory: relative to its held descriptor when there is one."""
+        """`_read` of a file in the link's directory: relative to its held descriptor when there
+        is one."""
         dfd = self._held.get(link)
         if dfd is None:
             return self._read(path, limit, what)
@@ -504,7 +505,8 @@ class LedgerReader:
             os.close(source.fd)
 
     def exists(self, link: str, index: int, kind: str, *, follow_symlinks: bool) -> bool:
-        """Whether a segment file exists now (the listing may predate a capture's rename into place)."""
+        """Whether a segment file exists now (the listing may predate a capture's rename into
+        place)."""
         path = self.segment_path(link, index, kind)
         return path.exists() if follow_symlinks else self._lmode(path) is not None
 
@@ -533,7 +535,8 @@ class LedgerReader:
         return self._read_document(self.checkpoint_path(link), MAX_DOCUMENT_BYTES, "checkpoint")
 
     def read_top_checkpoint(self) -> bytes | None:
-        """DIR/checkpoint, which ledgers written before per-link checkpoints carried; None if absent."""
+        """DIR/checkpoint, which ledgers written before per-link checkpoints carried; None if
+        absent."""
         path = self.directory / CHECKPOINT_FILE
         mode = self._lmode(path)
         if mode is None or not stat.S_ISREG(mode):  # a link there is a stray, never followed

@@ -35,15 +35,18 @@ if TYPE_CHECKING:
 _WHY = {
     lib.LT_REC_HEADER_CUT: "file cut inside its {size}-byte header",
     lib.LT_REC_BAD_COUNT: "block {block} at byte {offset}: record count {count} is not in 1..65536",
-    lib.LT_REC_BLOCK_CUT: "block {block} at byte {offset} ({count} records) runs past the end of the file",
-    lib.LT_REC_TRAILING: "{left} bytes after the last whole block (block {block} would start at byte {offset})",
+    lib.LT_REC_BLOCK_CUT: "block {block} at byte {offset} ({count} records) runs past the end of "
+    "the file",
+    lib.LT_REC_TRAILING: "{left} bytes after the last whole block (block {block} would start at "
+    "byte {offset})",
 }
 
 
 @dataclass(frozen=True)
 class RecordFacts:
     """What verify checks per record, counted in C while the records were copied: GAP records,
-    their declared drops, the first and last ts_ns, and whether seq runs first_seq, first_seq + 1, ..."""
+    their declared drops, the first and last ts_ns, and whether seq runs first_seq, first_seq +
+    1, ..."""
 
     gaps: int
     drops: int
@@ -82,11 +85,11 @@ def parse_record_file(
     by the walk, and a file that shrinks meanwhile is a LedgerFormatError naming the byte that is
     gone; StorageError naming the byte when the storage fails a read), decoded with the seal's
     signed `record_size` and `leaf_records`; `facts.seq_contiguous` says whether the records' seq
-    run from `first_seq` (a u64). LedgerFormatError, one line naming the file and the
-    byte offset (and block), when the header does not decode or is not a v2 header, or the blocks
-    do not frame the file exactly; ValueError for a layout out of bounds. With `keep_records` False
-    the records are not copied out (`records` is None): the leaves are hashed where they lie in
-    `raw` (lt_rec_leaves), the same leaves and facts, for a reader that wants neither records nor table.
+    run from `first_seq` (a u64). LedgerFormatError, one line naming the file and the byte offset
+    (and block), when the header does not decode or is not a v2 header, or the blocks do not frame
+    the file exactly; ValueError for a layout out of bounds. With `keep_records` False the records
+    are not copied out (`records` is None): the leaves are hashed where they lie in `raw`
+    (lt_rec_leaves), the same leaves and facts, for a reader that wants neither records nor table.
 
     `into` (with `keep_records`): the records are copied into the free tail of that RecordSink
     (`into.room`, `ahead` passed on: the records expected after these) instead of a fresh buffer,

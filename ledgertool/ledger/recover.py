@@ -56,7 +56,8 @@ def _remove_tmp_files(ledger_dir: Path, directory: Path, discarded: list[dict] |
 def _discard(
     ledger_dir: Path, discarded: list[dict] | None, path: Path, size: int, why: str, *also: Path
 ) -> None:
-    """Remove `path` (and `also`), listing it in `discarded`: nothing goes without being reported."""
+    """Remove `path` (and `also`), listing it in `discarded`: nothing goes without being
+    reported."""
     for p in (path, *also):
         fsio.unlink(p, root=ledger_dir, missing_ok=True)
     if discarded is not None:
@@ -210,8 +211,8 @@ def recover_open_segments(
                     path,
                     None,
                     len(raw),
-                    f"segment header does not decode ({str(e).removeprefix(str(path) + ': ')}): its records "
-                    "cannot be attributed",
+                    f"segment header does not decode ({str(e).removeprefix(str(path) + ': ')}): "
+                    "its records cannot be attributed",
                     False,
                     aside,
                 )
@@ -233,7 +234,8 @@ def recover_open_segments(
                 None,
                 seg.size,
                 f"open segment does not continue the chain at segment {state.next_index}, seq "
-                f"{state.next_seq}: {misfit}; its {plural(seg.count, 'record')} cannot be sealed there",
+                f"{state.next_seq}: {misfit}; its {plural(seg.count, 'record')} cannot be sealed "
+                "there",
                 False,
                 aside,
             )
@@ -378,9 +380,9 @@ def _finish_rename(ledger_dir: Path, files: dict[str, Path]) -> None:
     )
     if seg.header.version != 2 or seg.torn_bytes or root.hex() != seal.merkle_root:
         raise OpenSegmentRefusedError(
-            f"{files['open']}: its records are not the ones {files['seal.json'].name} signed (Merkle root "
-            f"{root.hex() or 'of no records'}, {seg.torn_bytes} bytes past the last whole block); it is left in place, "
-            "nothing was renamed"
+            f"{files['open']}: its records are not the ones {files['seal.json'].name} signed "
+            f"(Merkle root {root.hex() or 'of no records'}, {seg.torn_bytes} bytes past the last "
+            "whole block); it is left in place, nothing was renamed"
         )
     fsio.rename(
         files["open"],
@@ -501,19 +503,19 @@ def kept_for_recovery(ledger_dir: Path, link: str, signing_key: SigningKey) -> s
             )
             if seg.size > auth.end:
                 part += (
-                    f" (the {plural(seg.size - auth.end, 'byte', fmt=',')} past them, of a block the error cut, "
-                    "are discarded)"
+                    f" (the {plural(seg.size - auth.end, 'byte', fmt=',')} past them, of a block "
+                    "the error cut, are discarded)"
                 )
             parts.append(part)
     except (LedgerError, OSError, ValueError):  # the storage is failing: say what is certain
         return (
-            f"`ledgertool recover {ledger_dir}` seals the whole authenticated blocks written before the error "
-            "once that is fixed; the part of a block the error cut is discarded"
+            f"`ledgertool recover {ledger_dir}` seals the whole authenticated blocks written "
+            "before the error once that is fixed; the part of a block the error cut is discarded"
         )
     if not parts:
         return (
-            f"no open segment is left; once that is fixed, `ledgertool recover {ledger_dir}` re-signs the "
-            "checkpoint"
+            f"no open segment is left; once that is fixed, `ledgertool recover {ledger_dir}` "
+            "re-signs the checkpoint"
         )
     return (
         f"kept for `ledgertool recover {ledger_dir}` to seal once that is fixed: {'; '.join(parts)}"

@@ -96,7 +96,8 @@ class FsspecLedgerReader(LedgerReader):
             raise remote_error(FileNotFoundError(path.path), path, f"read {what}")
         if info.get("type") != "file":
             raise FileTypeError(
-                f"{path}: is a {info.get('type') or 'special file'}; expected a regular file ({what})"
+                f"{path}: is a {info.get('type') or 'special file'}; expected a regular file "
+                f"({what})"
             )
         size = info.get("size")
         if limit is not None and isinstance(size, int) and size > limit:

@@ -270,7 +270,8 @@ def rotate_digest_key(
     *,
     device_state: KeyState | None = None,
 ) -> dict:
-    """Write the next rotation statement: digest key `new` computes every segment captured from now on.
+    """Write the next rotation statement: digest key `new` computes every segment captured from now
+    on.
 
     The statement names the old and the new key id for the ledger's algorithm (the keys stay
     secret) and is signed by `signing_key`, which must be the ledger's current signing key;

@@ -68,7 +68,8 @@ def _sign_and_write(
     seal_format: str,
 ) -> tuple[Seal, SealResult]:
     """The one builder of seal documents: the members common to every format, `files` (v1: the
-    Parquet file's name, SHA-256 and size; v2: none) after merkle_root; signed, written atomically."""
+    Parquet file's name, SHA-256 and size; v2: none) after merkle_root; signed, written
+    atomically."""
     doc = {
         "format": seal_format,
         "ledger_id": ledger.ledger_id,

@@ -236,7 +236,8 @@ def header_mismatch(
 @dataclass(frozen=True)
 class SegmentCommitment:
     """What a segment's seal states, computed from the records themselves: by the writer from the
-    memory it was handed (never read back from the file), or by recovery from authenticated blocks."""
+    memory it was handed (never read back from the file), or by recovery from authenticated
+    blocks."""
 
     first_seq: int  # of the first record
     totals: SegmentTotals  # counters and Merkle root
@@ -247,8 +248,9 @@ class SegmentCommitment:
 def commit_records(
     records: bytes | memoryview, record_size: int, leaf_records: int, leaf_hash: str = "sha256"
 ) -> SegmentCommitment:
-    """The commitment over whole records held in memory (at least one; ValueError otherwise), as the
-    C writer computes it (recovery, from records whose blocks authenticated). Blocks: 0 (unknown)."""
+    """The commitment over whole records held in memory (at least one; ValueError otherwise), as
+    the C writer computes it (recovery, from records whose blocks authenticated). Blocks: 0
+    (unknown)."""
     import numpy as np
 
     arr = np.frombuffer(records, dtype=record_dtype(record_size - RECORD_FIXED))
@@ -394,7 +396,8 @@ class SegmentWriter:
         return SegmentCommitment(c.first_seq, totals, c.blocks, bytes(ffi.buffer(leaves)))
 
     def close(self) -> None:
-        """fsync and close the file, then fsync its directory (the file's name; StorageError naming it)."""
+        """fsync and close the file, then fsync its directory (the file's name; StorageError
+        naming it)."""
         if self._fd >= 0:
             fd, self._fd = self._fd, -1
             try:
@@ -539,8 +542,8 @@ def authenticate_prefix(
     if seg.header.version == 1:
         if not trust_unauthenticated:
             raise OpenSegmentRefusedError(
-                f"{path}: a v1 open segment ({seg.count} records) carries no authentication by the device; nothing "
-                "was sealed: if the storage is trusted, `ledgertool recover` with ",
+                f"{path}: a v1 open segment ({seg.count} records) carries no authentication by the "
+                "device; nothing was sealed: if the storage is trusted, `ledgertool recover` with ",
                 Setting("trust_unauthenticated_open_segments"),
                 " seals it",
                 unauthenticated=True,
@@ -552,8 +555,9 @@ def authenticate_prefix(
             0,
             HEADER_SIZE,
             (
-                f"{path}: the header (byte {MAC_KEY_ID_OFFSET}) names MAC key {seg.header.mac_key_id}, not this "
-                f"device's key {key.key_id} for the ledger: not written by this device"
+                f"{path}: the header (byte {MAC_KEY_ID_OFFSET}) names MAC key "
+                f"{seg.header.mac_key_id}, not this device's key {key.key_id} for the ledger: not "
+                "written by this device"
             ),
         )
     mac = key.chain_start(seg.raw_header)
@@ -567,8 +571,9 @@ def authenticate_prefix(
                 seg.records[: sum(b.count for b in seg.blocks[:i]) * seg.header.record_size],
                 i,
                 block.offset,
-                f"{path}: block {i} (byte {block.offset}) fails authentication by the device's key (MAC does not "
-                "verify): planted, rewritten or reordered, a damaged header or block, or written by an older version",
+                f"{path}: block {i} (byte {block.offset}) fails authentication by the device's key "
+                "(MAC does not verify): planted, rewritten or reordered, a damaged header or "
+                "block, or written by an older version",
             )
     return AuthenticatedPrefix(
         seg.records, len(seg.blocks), seg.size - seg.torn_bytes - seg.padding

@@ -46,14 +46,14 @@ BATCH_BUFFERS = 3
 class LinkWriter:
     """Appends records to one link's open segment and seals it when it is due.
 
-    Batches filled into `batch_buffer`s are written (leaves, MACs, write(2)) by a writer thread while
-    the caller digests the next batch: the native calls release the GIL, so on two cores a batch
-    costs about max(digest, write), not their sum. Any other append is written before it returns.
-    Sealing (Parquet, Merkle root, signatures) runs on one background thread (pyarrow, hashing and
-    the native calls release the GIL), so segment k is sealed while k + 1 is filled. One thread
-    keeps the chain in order; waiting for seal k - 1 before handing over seal k bounds memory and
-    surfaces errors early. `sealed` lists the finished seals in chain order. Call `close` in every
-    case (it finishes a seal in flight and stops the thread).
+    Batches filled into `batch_buffer`s are written (leaves, MACs, write(2)) by a writer thread
+    while the caller digests the next batch: the native calls release the GIL, so on two cores a
+    batch costs about max(digest, write), not their sum. Any other append is written before it
+    returns. Sealing (Parquet, Merkle root, signatures) runs on one background thread (pyarrow,
+    hashing and the native calls release the GIL), so segment k is sealed while k + 1 is filled. One
+    thread keeps the chain in order; waiting for seal k - 1 before handing over seal k bounds memory
+    and surfaces errors early. `sealed` lists the finished seals in chain order. Call `close` in
+    every case (it finishes a seal in flight and stops the thread).
     """
 
     def __init__(
@@ -325,16 +325,17 @@ class LinkWriter:
     def _seal_job(
         self, segment: SegmentWriter, index: int, records: bytearray, commitment: SegmentCommitment
     ) -> SealResult:
-        """On the sealer thread: close the finished segment (its fsync, which would otherwise stall the
-        capture thread for a whole segment's writeback) and seal it from memory, never read back
-        from its file: a v2 ledger signs the writer's commitment and renames the file to seg-N.rec; a
-        v1 ledger writes Parquet from `records` and removes the file. Then extend the chain, sign its
-        checkpoint."""
+        """On the sealer thread: close the finished segment (its fsync, which would otherwise
+        stall the capture thread for a whole segment's writeback) and seal it from memory, never
+        read back from its file: a v2 ledger signs the writer's commitment and renames the file
+        to seg-N.rec; a v1 ledger writes Parquet from `records` and removes the file. Then extend
+        the chain, sign its checkpoint."""
         segment.close()  # durable before anything signs it
         path, first_seq = segment.path, segment.header.first_seq
         if not os.path.lexists(layout.checkpoint_path(self.ledger_dir, self.link)):
-            # before a link's first seal (or in a ledger older than per-seal checkpoints): a checkpoint
-            # of the chain as it stands, so a link never holds a seal without a checkpoint
+            # before a link's first seal (or in a ledger older than per-seal checkpoints): a
+            # checkpoint of the chain as it stands, so a link never holds a seal without a
+            # checkpoint
             write_checkpoint(
                 self.ledger_dir,
                 self.ledger,

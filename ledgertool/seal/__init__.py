@@ -1,1 +1,2 @@
-"""Pure format code: canonical JSON, Merkle trees, seal documents, rotation statements, checkpoint notes."""
+"""Pure format code: canonical JSON, Merkle trees, seal documents, rotation statements,
+checkpoint notes."""

@@ -65,7 +65,8 @@ class VerifierKey:
     public_key: bytes  # 32 bytes
 
     def __str__(self) -> str:
-        return f"{self.name}+{self.key_id.hex()}+{base64.b64encode(_TYPE[ED25519] + self.public_key).decode()}"
+        key = base64.b64encode(_TYPE[ED25519] + self.public_key).decode()
+        return f"{self.name}+{self.key_id.hex()}+{key}"
 
 
 def verifier_key(ledger_id: str, bundle: TrustBundle) -> VerifierKey:
@@ -279,7 +280,8 @@ def _verify_note(note: SignedNote, bundles: list[TrustBundle]) -> str | None:
                 ok = False
                 reasons.append(f"no {alg} signature by key {bundle.key_ids[alg][:16]}")
                 continue
-            # only this algorithm's signature is given: the scheme's others are "missing", not at issue
+            # only this algorithm's signature is given: the scheme's others are "missing", not at
+            # issue
             findings = bundle.verify_detailed(note.text, {alg: base64.b64encode(found[0]).decode()})
             if any(f.algorithm == alg for f in findings):
                 return f"{alg} signature of key {bundle.key_ids[alg][:16]} does not verify"
@@ -330,8 +332,8 @@ def check_extends(
         out.append(
             CheckpointFinding(
                 "checkpoint_not_extended",
-                f"checkpoint covers {plural(cp.size, 'segment')} of link {cp.link}, the ledger holds {n} in an unbroken "
-                f"chain ({why})",
+                f"checkpoint covers {plural(cp.size, 'segment')} of link {cp.link}, the ledger "
+                f"holds {n} in an unbroken chain ({why})",
             )
         )
         return out
@@ -339,8 +341,9 @@ def check_extends(
         out.append(
             CheckpointFinding(
                 "checkpoint_mismatch",
-                f"the ledger's first {plural(cp.size, 'segment')} of link {cp.link} {'has' if cp.size == 1 else 'have'} root "
-                f"{tree.root(cp.size).hex()[:16]}…, the checkpoint says {cp.root.hex()[:16]}… (history rewritten "
+                f"the ledger's first {plural(cp.size, 'segment')} of link {cp.link} "
+                f"{'has' if cp.size == 1 else 'have'} root {tree.root(cp.size).hex()[:16]}…, the "
+                f"checkpoint says {cp.root.hex()[:16]}… (history rewritten "
                 "or a fork)",
             )
         )

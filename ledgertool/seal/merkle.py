@@ -146,7 +146,8 @@ def records_leaf_hashes(
     records: bytes | bytearray | memoryview, record_size: int, leaf_records: int
 ) -> list[bytes]:
     """Leaf hashes of the per-segment tree (see `records_root`): one 32-byte hash per block of
-    ``leaf_records`` records, in order; empty for zero records. Same ValueErrors as `records_root`."""
+    ``leaf_records`` records, in order; empty for zero records. Same ValueErrors as
+    `records_root`."""
     if not isinstance(record_size, int) or isinstance(record_size, bool) or record_size <= 0:
         raise ValueError(f"record_size must be a positive integer, got {record_size!r}")
     if not isinstance(leaf_records, int) or isinstance(leaf_records, bool) or leaf_records <= 0:
@@ -283,7 +284,8 @@ def verify_inclusion(
 def verify_consistency(
     old_size: int, new_size: int, old_root: bytes, new_root: bytes, proof: Sequence[bytes]
 ) -> bool:
-    """Check that the tree of ``new_size`` leaves extends the one of ``old_size`` (RFC 9162 s2.1.4.2).
+    """Check that the tree of ``new_size`` leaves extends the one of ``old_size`` (RFC 9162
+    s2.1.4.2).
 
     Roots are 32 bytes; ``proof`` is a list of 32-byte hashes.  The RFC
     covers ``0 < old_size < new_size``; the edge cases are decided as:

@@ -3,12 +3,13 @@
     iface:NAME          a live interface (AF_PACKET TPACKET_V3 ring; ledgertool.source.live)
     xdp:NAME[:QUEUE]    a live interface through AF_XDP sockets (ledgertool.source.bypass)
     dpdk:PORT           a DPDK port, set up with --eal (ledgertool.source.bypass)
-    workload:SPEC.toml  frames from the deterministic workload generator (ledgertool.source.workload)
+    workload:SPEC.toml  frames from the workload generator (ledgertool.source.workload)
     records:FILE, records:-  not frames but records computed elsewhere: `capture` only
                         (ledgertool.source.records.RecordsReader, which it opens itself)
     -                   a pcap/pcapng capture on standard input (gzip/xz/zstd-compressed too)
-    SCHEME://...        a capture at an fsspec URL, streamed (ledgertool.source.remote); file://PATH is PATH
-    anything else       a pcap/pcapng file, gzip/xz/zstd-compressed too (ledgertool.source.file.open_capture)
+    SCHEME://...        a capture at an fsspec URL, streamed (ledgertool.source.remote)
+    anything else       a pcap/pcapng/ERF file, gzip/xz/zstd-compressed too
+                        (ledgertool.source.file.open_capture)
 
 Every source is a native lt_reader underneath, so the engine treats them alike.
 """
@@ -44,7 +45,8 @@ def is_workload(source) -> bool:
 
 
 def open_source(source: str | os.PathLike, live=None) -> CaptureReader:
-    """Open SOURCE as a reader. `live` (ledgertool.source.live.LiveOptions) tunes an `iface:` source.
+    """Open SOURCE as a reader. `live` (ledgertool.source.live.LiveOptions) tunes an `iface:`
+    source.
 
     Raises CaptureFormatError, WorkloadSpecError or InterfaceError (all exit 2) for bad sources,
     UsageError for a records: source (records, not frames: nothing here digests them)."""

@@ -1,11 +1,12 @@
 """Kernel-bypass live sources: AF_XDP (`xdp:IFACE[:QUEUE]`) and DPDK (`dpdk:PORT`), docs/capture.md
 "Kernel bypass".
 
-Each native source is its own optional extension module (ledgertool._source_xdp, linked with
-libxdp and libbpf; ledgertool._source_dpdk, linked with DPDK), built only where pkg-config finds
-those libraries (native/build_ffi.py), so ledgertool._native and everything else import without
-them (they load through ledgertool._binding.optional_module). A source module opens its state and lends two pointers, which ledgertool._native wraps in
-an lt_reader (lt_reader_open_source): the digest engine then calls the source's next() directly.
+Each native source is its own optional extension module (ledgertool._source_xdp, linked with libxdp
+and libbpf; ledgertool._source_dpdk, linked with DPDK), built only where pkg-config finds those
+libraries (native/build_ffi.py), so ledgertool._native and everything else import without them (they
+load through ledgertool._binding.optional_module). A source module opens its state and lends two
+pointers, which ledgertool._native wraps in an lt_reader (lt_reader_open_source): the digest engine
+then calls the source's next() directly.
 
 The readers have the face of `live.LiveReader` (handle, info, raise_error, request_stop, stats,
 close), so `capture.capture_file` runs them like an `iface:` source: idle polls return 0
@@ -208,8 +209,9 @@ class BypassStats:
         qs = sorted(q.queue for q in self.queues)
         return [
             f"{self.source}: sockets on {len(qs)} of the interface's {self.rx_queues} RX queues "
-            f"({','.join(map(str, qs))}): frames the NIC puts on the others go to the kernel stack, unseen and "
-            "uncounted; use --workers to cover every queue, or steer the traffic (ethtool -L/-X/-N)"
+            f"({','.join(map(str, qs))}): frames the NIC puts on the others go to the kernel "
+            "stack, unseen and uncounted; use --workers to cover every queue, or steer the traffic "
+            "(ethtool -L/-X/-N)"
         ]
 
     def drop_advice(self, source: str, drops: int) -> str:
@@ -218,16 +220,19 @@ class BypassStats:
             full = sum(q.rx_ring_full for q in self.queues)
             empty = sum(q.rx_fill_ring_empty_descs for q in self.queues)
             return (
-                f"{plural(drops, 'frame')} DROPPED by the AF_XDP socket{'s' if len(self.queues) > 1 else ''} on {source} "
-                f"(declared as GAP records in the ledger; RX ring full {plural(full, 'time')}, fill ring empty "
-                f"{plural(empty, 'time')}): raise --ring-mb (UMEM), add --workers/queues, or lower the load (docs/capture.md)"
+                f"{plural(drops, 'frame')} DROPPED by the AF_XDP "
+                f"socket{'s' if len(self.queues) > 1 else ''} on {source} (declared as GAP records "
+                f"in the ledger; RX ring full {plural(full, 'time')}, fill ring empty "
+                f"{plural(empty, 'time')}): raise --ring-mb (UMEM), add --workers/queues, or lower "
+                "the load (docs/capture.md)"
             )
         q0 = self.queues[0]
         return (
-            f"{plural(drops, 'frame')} DROPPED on {source} (declared as GAP records in the ledger; imissed "
-            f"{sum(q.imissed for q in self.queues)}, rx_nombuf {sum(q.rx_nombuf for q in self.queues)}, ierrors "
-            f"{sum(q.ierrors for q in self.queues)}; driver {q0.driver}): raise --rx-desc, add --workers "
-            "(RX queues), or lower the load (docs/capture.md)"
+            f"{plural(drops, 'frame')} DROPPED on {source} (declared as GAP records in the ledger; "
+            f"imissed {sum(q.imissed for q in self.queues)}, rx_nombuf "
+            f"{sum(q.rx_nombuf for q in self.queues)}, ierrors "
+            f"{sum(q.ierrors for q in self.queues)}; driver {q0.driver}): raise --rx-desc, add "
+            "--workers (RX queues), or lower the load (docs/capture.md)"
         )
 
     def to_json(self) -> dict:
@@ -381,7 +386,8 @@ def parse_xdp(source: str) -> tuple[str, int]:
     name, sep, q = rest.partition(":")
     if not name or len(name) > 15 or "/" in name or any(c.isspace() for c in name):
         raise UsageError(
-            f"source {source!r}: expected xdp:IFACE[:QUEUE] with an interface name of 1-15 characters"
+            f"source {source!r}: expected xdp:IFACE[:QUEUE] with an interface name of 1-15 "
+            "characters"
         )
     if sep and not (q.isdigit() and int(q) < 1 << 16):
         raise UsageError(f"source {source!r}: QUEUE must be a number (the first RX queue to bind)")
@@ -406,8 +412,8 @@ def open_xdp(source: str, options=None, workers: int = 1) -> list[XdpReader]:
                 f"{first + workers - 1}, but {ifname} has {nq} (0..{nq - 1})",
             )
         raise UsageError(
-            f"{source}: queue {first} out of range ({ifname} has {nq} RX queue{'s' if nq > 1 else ''}: "
-            f"0..{nq - 1})"
+            f"{source}: queue {first} out of range ({ifname} has {nq} RX "
+            f"queue{'s' if nq > 1 else ''}: 0..{nq - 1})"
         )
     name = xf.new("char[]", ifname.encode())
     readers: list[XdpReader] = []
@@ -478,7 +484,8 @@ def open_dpdk(source: str, options=None, workers: int = 1) -> list[DpdkReader]:
     port = source[len(DPDK_PREFIX) :]
     if not port or any(c.isspace() for c in port):
         raise UsageError(
-            f"source {source!r}: expected dpdk:PORT (a port number or an ethdev name such as net_pcap0)"
+            f"source {source!r}: expected dpdk:PORT (a port number or an ethdev name such as "
+            "net_pcap0)"
         )
     argv = eal_argv(opts.eal, opts.pin_cpu)
     mod = optional_module(DPDK, source)

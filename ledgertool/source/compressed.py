@@ -56,7 +56,8 @@ class _Decoder(Protocol):
 
 @dataclass(frozen=True)
 class Codec:
-    """A compression format: its name, magic number and a new decoder for one member/stream/frame."""
+    """A compression format: its name, magic number and a new decoder for one
+    member/stream/frame."""
 
     name: str
     magic: bytes

@@ -116,7 +116,8 @@ class ReaderInfo:
             return None
         return (
             f"{self.path}: truncated last record at byte {self.truncated_offset} "
-            f"({plural(self.truncated_bytes, 'byte')} present, not recorded); {plural(self.frames, 'whole frame')} read"
+            f"({plural(self.truncated_bytes, 'byte')} present, not recorded); "
+            f"{plural(self.frames, 'whole frame')} read"
         )
 
 
@@ -220,8 +221,9 @@ class CaptureReader:
 
     @classmethod
     def from_handle(cls, handle, path: str) -> CaptureReader:
-        """Wrap an already open native reader (e.g. the workload generator, ledgertool.source.workload);
-        `path` names the source in messages. The reader takes ownership of the handle."""
+        """Wrap an already open native reader (e.g. the workload generator,
+        ledgertool.source.workload); `path` names the source in messages. The reader takes
+        ownership of the handle."""
         self = cls.__new__(cls)
         self._r = handle
         self.path = path

@@ -138,7 +138,8 @@ class LiveReader:
         return int(g[0])
 
     def sync_stats(self) -> LiveStats:
-        """Read the kernel counters now (not while a worker thread reads this ring) and return them."""
+        """Read the kernel counters now (not while a worker thread reads this ring) and return
+        them."""
         st = lib.lt_live_sync_stats(self._r)
         if st != lib.LT_OK:
             self.raise_error(st)

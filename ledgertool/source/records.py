@@ -284,7 +284,8 @@ class RecordsReader:
                 return memoryview(b""), 0, 0  # a quiet pipe
 
     def _read_some(self) -> int:
-        """One read of what the input has (POLL_S at most); bytes read, 0 at the end or when quiet."""
+        """One read of what the input has (POLL_S at most); bytes read, 0 at the end or when
+        quiet."""
         if not select.select([self._file], [], [], POLL_S)[0]:
             return 0
         try:
@@ -297,7 +298,8 @@ class RecordsReader:
         return self._have
 
     def _check(self, arr: np.ndarray, first_seq: int) -> int:
-        """How many leading records of `arr` fit; the first that does not becomes the pending error."""
+        """How many leading records of `arr` fit; the first that does not becomes the pending
+        error."""
         import numpy as np
 
         want = np.arange(first_seq, first_seq + len(arr), dtype=np.uint64)
@@ -323,20 +325,28 @@ class RecordsReader:
 
     def _seq_error(self, index: int, seq: int, want: int) -> LedgerFormatError:
         if index == 0:
-            why = f"seq {seq}, but link {self.link} continues at seq {want}: the first record must carry it"
+            why = (
+                f"seq {seq}, but link {self.link} continues at seq {want}: the first record must "
+                "carry it"
+            )
         elif seq < want:
-            why = f"seq {seq} after seq {want - 1}: the sequence restarts or repeats (each record is the one before + 1)"
+            why = (
+                f"seq {seq} after seq {want - 1}: the sequence restarts or repeats (each record "
+                "is the one before + 1)"
+            )
         else:
             why = (
-                f"seq {seq} after seq {want - 1}: {plural(seq - want, 'seq number')} {'is' if seq - want == 1 else 'are'} "
+                f"seq {seq} after seq {want - 1}: {plural(seq - want, 'seq number')} "
+                f"{'is' if seq - want == 1 else 'are'} "
                 "missing (frames a device "
                 "dropped are declared by one GAP record, which takes one seq)"
             )
         return self._record_error(index, why)
 
     def _other_size(self, want: int) -> LedgerFormatError | None:
-        """Record 1 of the input does not continue record 0: the error saying so when the input reads
-        as another ledger algorithm's records (their record 1 carries seq `want`), else None."""
+        """Record 1 of the input does not continue record 0: the error saying so when the input
+        reads as another ledger algorithm's records (their record 1 carries seq `want`), else
+        None."""
         import numpy as np
 
         base = self._start
@@ -347,9 +357,9 @@ class RecordsReader:
                 == want
             ):
                 return LedgerFormatError(
-                    f"{self.path}: record 1 (byte {self.record_size}) does not continue record 0, but byte {size} "
-                    f"does: these are {size}-byte records ({'/'.join(names)}), not the ledger's {self.record_size}-"
-                    f"byte {self.algorithm.name} records"
+                    f"{self.path}: record 1 (byte {self.record_size}) does not continue record 0, "
+                    f"but byte {size} does: these are {size}-byte records ({'/'.join(names)}), not "
+                    f"the ledger's {self.record_size}-byte {self.algorithm.name} records"
                 )
         return None
 

@@ -5,9 +5,9 @@ checks a spec against the same rules (without a run-time jsonschema dependency; 
 the two agree) and reports the first problem as one line naming the file and the key, e.g.
 ``spec.toml: flows[1].vlan: 5000 is above the maximum 4094``.
 
-Python builds one header template per flow (Ethernet .. L4 header, plus BTH/RETH/AETH for
-RoCEv2) once; native/src/workload_gen.c fills in everything per frame (sizes, lengths,
-checksums, ICRC, payload, timestamps). `ledgertool.source.open_source` is what `capture` and `recompute` call:
+Python builds one header template per flow (Ethernet .. L4 header, plus BTH/RETH/AETH for RoCEv2)
+once; native/src/workload_gen.c fills in everything per frame (sizes, lengths, checksums, ICRC,
+payload, timestamps). `ledgertool.source.open_source` is what `capture` and `recompute` call:
 ``workload:SPEC.toml`` opens the generator, anything else a capture file.
 """
 
@@ -367,7 +367,8 @@ def _flow_sizes(p: str, f: dict, proto: str, H: int, trailer: int) -> list[SizeE
             if plen < 0:
                 raise _Bad(
                     key,
-                    f"a {s}-byte frame cannot hold this flow's {H + trailer + FCS} bytes of headers",
+                    f"a {s}-byte frame cannot hold this flow's {H + trailer + FCS} bytes of "
+                    "headers",
                 )
             if proto == "rocev2" and plen % 4:
                 raise _Bad(
@@ -386,7 +387,8 @@ def _flow_sizes(p: str, f: dict, proto: str, H: int, trailer: int) -> list[SizeE
             if flen > MAX_FRAME:
                 raise _Bad(
                     key,
-                    f"{plen} payload bytes make a {flen + FCS}-byte frame; at most {MAX_FRAME + FCS}",
+                    f"{plen} payload bytes make a {flen + FCS}-byte frame; at most "
+                    f"{MAX_FRAME + FCS}",
                 )
             sizes.append(SizeEntry(flen, plen, pad, w))
     return sizes
@@ -428,7 +430,8 @@ def _build_flow(i: int, f: dict) -> Flow:
 
 
 def parse_spec(doc: dict, path: str = "<spec>") -> WorkloadSpec:
-    """A validated WorkloadSpec from a parsed TOML document; WorkloadSpecError names path and key."""
+    """A validated WorkloadSpec from a parsed TOML document; WorkloadSpecError names path and
+    key."""
     try:
         _validate(doc)
         flows = tuple(_build_flow(i, f) for i, f in enumerate(doc["flows"]))
@@ -456,7 +459,8 @@ def load_spec(path: str | os.PathLike) -> WorkloadSpec:
 
 
 def _read_spec_toml(path: str) -> dict:
-    """The TOML document of a spec file (a regular file: a FIFO or device is refused, never read)."""
+    """The TOML document of a spec file (a regular file: a FIFO or device is refused, never
+    read)."""
     try:
         raw = fsio.read_regular(path, MAX_SPEC_BYTES, follow=True, what="workload spec")
         return tomllib.loads(raw.decode("utf-8"))
@@ -551,7 +555,8 @@ def _write_pcap_to(reader: CaptureReader, target: str, out: str) -> int:
 
 
 def estimated_pcap_bytes(spec: WorkloadSpec) -> int:
-    """Expected size of the generated pcap: header + per frame (16-byte record header + mean size)."""
+    """Expected size of the generated pcap: header + per frame (16-byte record header + mean
+    size)."""
     total = 24
     for f in spec.flows:
         weight = sum(s.weight for s in f.sizes) or 1
@@ -561,7 +566,8 @@ def estimated_pcap_bytes(spec: WorkloadSpec) -> int:
 
 
 def _check_room(spec: WorkloadSpec, out: Path) -> None:
-    """Refuse a pcap that cannot fit on the target file system (a typo in `frames` can ask for TBs)."""
+    """Refuse a pcap that cannot fit on the target file system (a typo in `frames` can ask for
+    TBs)."""
     if out.exists() and not out.is_file():
         return  # a device such as /dev/null
     need = estimated_pcap_bytes(spec)

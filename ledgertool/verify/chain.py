@@ -70,8 +70,9 @@ def unsealed_candidates(listing: LinkListing) -> list[int]:
 
 
 def listing_findings(listing: LinkListing, link_dir: Path, unsealed: list[int]) -> list[Problem]:
-    """The link listing's findings: its stray and temporary files, record files (.parquet or .rec) without a seal
-    (`unsealed`: the candidates still without one), and holes among the sealed indexes."""
+    """The link listing's findings: its stray and temporary files, record files (.parquet or
+    .rec) without a seal (`unsealed`: the candidates still without one), and holes among the
+    sealed indexes."""
     link = listing.link
     out = [stray_finding(Stray(path, "temp", link)) for path in listing.temp_files]
     out += [stray_finding(s) for s in listing.strays]
@@ -132,7 +133,8 @@ class LinkChain:
         self.segments = self.records = self.frames = self.drops = 0
 
     def add(self, check: SegmentCheck) -> list[Problem]:
-        """The findings of one segment, in report order: its seal's, the chain's, then its records'."""
+        """The findings of one segment, in report order: its seal's, the chain's, then its
+        records'."""
         seal = check.seal
         index = seal.index
         self.last_sealed = index
@@ -204,7 +206,8 @@ class LinkChain:
         return out
 
     def finish(self) -> list[Problem]:
-        """The link-wide findings once every segment was added (ledger.json edited after sealing)."""
+        """The link-wide findings once every segment was added (ledger.json edited after
+        sealing)."""
         if not self.header_mismatch:
             return []
         first, last, n = (
@@ -216,9 +219,9 @@ class LinkChain:
             Problem(
                 Kind.LEDGER_HEADER_MISMATCH,
                 first,
-                f"{self.header_path}: SHA-256 {self.ledger.sha256[:16]}… is not the header that {n} seal(s) "
-                f"of link {self.link} sign (segments {first}..{last}): ledger.json was edited after "
-                "sealing; the seals' own parameters are the ones checked",
+                f"{self.header_path}: SHA-256 {self.ledger.sha256[:16]}… is not the header that "
+                f"{n} seal(s) of link {self.link} sign (segments {first}..{last}): ledger.json was "
+                "edited after sealing; the seals' own parameters are the ones checked",
                 self.link,
             )
         ]
@@ -257,8 +260,9 @@ def open_segment_finding(
 ) -> tuple[Problem | None, tuple[int, int]]:
     """The warning for an open segment, with the advice `recover` makes true: it seals a segment
     that continues the chain at `nxt` (segment index, seq; segments.header_mismatch) and sets
-    aside one that does not (discards one with a cut header, reporting its bytes). Returns the warning (None when a running capture
-    sealed and removed the file since the listing) and where the chain continues after it."""
+    aside one that does not (discards one with a cut header, reporting its bytes). Returns the
+    warning (None when a running capture sealed and removed the file since the listing) and where
+    the chain continues after it."""
     if read.error is not None:
         return Problem(
             Kind.TORN_SEGMENT,
@@ -297,8 +301,9 @@ def open_segment_finding(
         f"{plural(seg.torn_bytes, 'byte')} past them; "
         "`ledgertool recover` (or the next capture) seals it if the device's MACs verify"
         if seg.header.version == 2
-        else f"{plural(seg.count, 'whole record')} and {plural(seg.torn_bytes, 'torn byte')}, without authentication (v1); "
-        "`ledgertool recover` seals it only when the storage is trusted"
+        else f"{plural(seg.count, 'whole record')} and {plural(seg.torn_bytes, 'torn byte')}, "
+        "without authentication (v1); `ledgertool recover` seals it only when the storage is "
+        "trusted"
     )
     return Problem(
         Kind.TORN_SEGMENT if seg.torn_bytes else Kind.OPEN_SEGMENT,

@@ -5,8 +5,8 @@ LedgerReader before and between the calls (a local raw record file is handed ove
 read by one native call), in this order:
 
     check_seal(seal bytes)  ->  SealCheck      (reads_records: whether its records file is needed)
-    check_records(SealCheck, RecordsRead) -> RecordsCheck  (merkle_ok False: the leaf sidecar is wanted)
-    merkle_finding(SealCheck, RecordsCheck, leaf sidecar bytes or None) -> the merkle_mismatch Problem
+    check_records(SealCheck, RecordsRead) -> RecordsCheck  (merkle_ok False: leaf sidecar wanted)
+    merkle_finding(SealCheck, RecordsCheck, leaf sidecar bytes or None) -> merkle_mismatch Problem
 
 What differs between the segment formats (v2: a raw record file or an unpinned Parquet file,
 authenticated by the signed root; v1: a Parquet file pinned by the seal) is behind one interface,
@@ -281,10 +281,11 @@ def check_records(
 ) -> RecordsCheck:
     """Steps 5-7 for a seal whose `reads_records`: the records file as the seal's format reads it
     (v2: the raw record file's header and framing, or the Parquet file's schema; v1: the Parquet
-    bytes against the seal's SHA-256 and size), then for every format its records (count, sequence numbers, timestamps, drops) and Merkle root. Records are
-    decoded with the seal's signed layout. `into`: a raw record file's records are copied into
-    that sink's free tail (ledgertool.ledger.recfile.parse_record_file, `ahead` passed on) and
-    `records` is that copy, the bytes hashed (not counted in the sink: its reader takes them)."""
+    bytes against the seal's SHA-256 and size), then for every format its records (count,
+    sequence numbers, timestamps, drops) and Merkle root. Records are decoded with the seal's
+    signed layout. `into`: a raw record file's records are copied into that sink's free tail
+    (ledgertool.ledger.recfile.parse_record_file, `ahead` passed on) and `records` is that copy,
+    the bytes hashed (not counted in the sink: its reader takes them)."""
     if read.not_regular:  # named as a stray already, not read
         return RecordsCheck(())
     path = place.path(read.kind)
@@ -395,8 +396,8 @@ def segment_format(doc: Seal | None) -> SegmentFormat:
 
 def _v2_missing(seal: SealCheck, read: RecordsRead, place: SegmentPlace) -> Problem:
     why = (
-        f"; {place.path(OPEN)} is still there: `ledgertool recover` renames it when its records match the "
-        "seal's root"
+        f"; {place.path(OPEN)} is still there: `ledgertool recover` renames it when its records "
+        "match the seal's root"
         if read.open_file
         else ""
     )
@@ -595,7 +596,8 @@ def _record_findings(
                 f"seal says {doc.drops_declared}",
             )
         )
-    # in C (SHA-NI leaves and tree); ledgertool.seal.merkle is the pure-Python reference the tests compare with
+    # in C (SHA-NI leaves and tree); ledgertool.seal.merkle is the pure-Python reference the tests
+    # compare with
     if leaves is None:
         leaves = merkle_leaves(records, record_size, leaf_records, seal.leaf_hash)
     root = merkle_root(leaves).hex()
@@ -668,7 +670,8 @@ def merkle_finding(
         p = place.problem(
             Kind.MERKLE_MISMATCH,
             f"{path}: Merkle root differs from the seal; changed "
-            f"leaf blocks: records {blocks}{more} (leaf {changed[0]}, {plural(leaf, 'record')} per leaf)",
+            f"leaf blocks: records {blocks}{more} (leaf {changed[0]}, {plural(leaf, 'record')} per "
+            "leaf)",
             changed[0] * leaf,
         )
     else:
@@ -707,8 +710,9 @@ def sequence_findings(seqs: np.ndarray, seq: SeqRange, place: SegmentPlace) -> l
 
     first_seq, last_seq, count, index = seq.first, seq.last, seq.count, place.index
     n = len(seqs)
-    # The common case, an untouched segment: seqs are exactly first_seq, first_seq + 1, ..., last_seq.
-    # One vectorised pass decides it; the sorting and set work below is only for naming what broke.
+    # The common case, an untouched segment: seqs are exactly first_seq, first_seq + 1, ...,
+    # last_seq. One vectorised pass decides it; the sorting and set work below is only for naming
+    # what broke.
     if (
         n
         and n == count
@@ -780,7 +784,8 @@ def sequence_findings(seqs: np.ndarray, seq: SeqRange, place: SegmentPlace) -> l
             out.append(
                 place.problem(
                     kind,
-                    f"segment {index}: {plural(c - MAX_PER_KIND, f'more {kind} finding')} not listed",
+                    f"segment {index}: {plural(c - MAX_PER_KIND, f'more {kind} finding')} not "
+                    "listed",
                 )
             )
     return out

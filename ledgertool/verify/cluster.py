@@ -60,7 +60,8 @@ TLS_CONFIG = ("distributed.comm.tls.ca-file", "distributed.comm.tls.client.cert"
 CONNECT_TIMEOUT_S = 30
 MAX_LOCAL_WORKERS = 1024
 # segments per task (task_batches): ~4 tasks per worker thread balance a link's work; at most 8
-# segments a task (8 M records at the default 1 M a segment: ~0.4 s of checks, ~400 MB for recompute)
+# segments a task (8 M records at the default 1 M a segment: ~0.4 s of checks, ~400 MB for
+# recompute)
 TASKS_PER_THREAD = 4
 BATCH_SEGMENTS = 8
 # Dask starts workers with MALLOC_TRIM_THRESHOLD_=65536, which also turns off glibc's adaptive

@@ -319,10 +319,10 @@ def verify_ledger(
                 Problem(
                     Kind.CHECKPOINT_MISSING,
                     None,
-                    f"{reader.checkpoint_path(link)}: link {link} has {len(tree.seal_hashes)} sealed segments but no "
-                    "stored checkpoint (every capture writes one after each seal): it was deleted, or a capture was "
-                    "killed before its first checkpoint (`ledgertool recover` signs one); a cut tail cannot be "
-                    "detected without it",
+                    f"{reader.checkpoint_path(link)}: link {link} has {len(tree.seal_hashes)} "
+                    "sealed segments but no stored checkpoint (every capture writes one after each "
+                    "seal): it was deleted, or a capture was killed before its first checkpoint "
+                    "(`ledgertool recover` signs one); a cut tail cannot be detected without it",
                     link,
                 )
             )
@@ -451,8 +451,9 @@ def _stored_checkpoint(reader: LedgerReader, link: str, res: VerifyResult):
 
 
 def _append_only(res: VerifyResult, note, links: list[str], frame_links=None) -> dict:
-    """What the append-only check rested on: a checkpoint the verifier holds, or only the ones the
-    ledger's storage holds (which whoever holds the storage can roll back together with the tail)."""
+    """What the append-only check rested on: a checkpoint the verifier holds, or only the ones
+    the ledger's storage holds (which whoever holds the storage can roll back together with the
+    tail)."""
     given = note.checkpoint.link if note is not None else None
     # a window log's checkpoint covers a link that keeps no per-frame log (`frame_links`)
     unchecked = [
@@ -463,9 +464,10 @@ def _append_only(res: VerifyResult, note, links: list[str], frame_links=None) ->
     text = None
     if unchecked:
         text = (
-            f"append-only not checked against a checkpoint you hold for link{'s' if len(unchecked) > 1 else ''} "
-            f"{', '.join(unchecked)}: only the ledger's own stored checkpoints were compared, and whoever "
-            "holds the storage can roll those back together with a cut tail (pass --checkpoint)"
+            "append-only not checked against a checkpoint you hold for "
+            f"link{'s' if len(unchecked) > 1 else ''} {', '.join(unchecked)}: only the ledger's "
+            "own stored checkpoints were compared, and whoever holds the storage can roll those "
+            "back together with a cut tail (pass --checkpoint)"
         )
     return {"given_checkpoint_link": given, "unchecked_links": unchecked, "note": text}
 
@@ -624,8 +626,8 @@ def _unread_why(reader: LedgerReader, link: str, index: int, problems: list[Prob
 
 
 def _verified(link: str, check: SegmentCheck) -> VerifiedSegment:
-    """The VerifiedSegment of a segment whose checks passed; a raw record file's table is built here,
-    from the checked records, only for the readers that want one (verify alone does not)."""
+    """The VerifiedSegment of a segment whose checks passed; a raw record file's table is built
+    here, from the checked records, only for the readers that want one (verify alone does not)."""
     recs, seal = check.records, check.seal
     # (a table is given where there is no layout)
     digest_size = seal.layout[0] - RECORD_FIXED if seal.layout else 16

@@ -34,7 +34,8 @@ class Kind(enum.StrEnum):
     SEAL_MISPLACED = "seal_misplaced"
     PARAMETER_MISMATCH = "parameter_mismatch"
     LEDGER_HEADER_MISMATCH = "ledger_header_mismatch"
-    UNSEALED_PARQUET = "unsealed_parquet"  # a .parquet or a v2 .rec without a seal (the name is the report contract)
+    # a .parquet or a v2 .rec without a seal (the name is the report contract)
+    UNSEALED_PARQUET = "unsealed_parquet"
     PARQUET_MISSING = "parquet_missing"
     PARQUET_HASH_MISMATCH = "parquet_hash_mismatch"
     PARQUET_UNREADABLE = "parquet_unreadable"

@@ -311,7 +311,8 @@ def _is_int(v: object) -> bool:
 
 
 def _hex(value: object, name: str) -> bytes:
-    """Lowercase hex only: bytes.fromhex would also take upper case, and a proof has one spelling."""
+    """Lowercase hex only: bytes.fromhex would also take upper case, and a proof has one
+    spelling."""
     if not isinstance(value, str) or not _LOWER_HEX.fullmatch(value):
         raise ShapeError(f"{name} is not lowercase hex")
     return bytes.fromhex(value)

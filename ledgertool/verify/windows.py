@@ -155,7 +155,8 @@ def _open_findings(reader, view, log, listing, chain: LinkChain, sched, add) -> 
 
 
 def _read(reader: LedgerReader, log: str, index: int) -> tuple[bytes | None, str]:
-    """The raw record file's bytes (or, sealed but not yet renamed, the open file's), or None and why."""
+    """The raw record file's bytes (or, sealed but not yet renamed, the open file's), or None and
+    why."""
     for kind in (RECORDS, OPEN):
         if reader.exists(log, index, kind, follow_symlinks=False):
             try:

@@ -2,12 +2,13 @@
 and every native source cross-compiles for aarch64.
 
 There is no arm64 machine in CI: native/tests/selftest.c (the digest sources and a small driver, no
-Python) is cross-compiled with aarch64-linux-gnu-gcc and run under qemu-aarch64. It checks every path
-against the published vectors of tests/vectors/ and every non-portable path against the portable one on
-deterministic random batches of mixed lengths; here its --digest mode also puts the NEON outputs of
-random messages next to the independent references (pure-Python SipHash, the blake3 package). The same
-self-test built natively checks this machine's x86 paths. .ci/run installs gcc-aarch64-linux-gnu and
-qemu-user when missing. Timings under qemu mean nothing, so nothing here measures speed.
+Python) is cross-compiled with aarch64-linux-gnu-gcc and run under qemu-aarch64. It checks every
+path against the published vectors of tests/vectors/ and every non-portable path against the
+portable one on deterministic random batches of mixed lengths; here its --digest mode also puts the
+NEON outputs of random messages next to the independent references (pure-Python SipHash, the blake3
+package). The same self-test built natively checks this machine's x86 paths. .ci/run installs
+gcc-aarch64-linux-gnu and qemu-user when missing. Timings under qemu mean nothing, so nothing here
+measures speed.
 """
 
 from __future__ import annotations
@@ -86,7 +87,8 @@ def qemu(exe, *args, env=None, timeout=300):
 
 
 def parse(stdout: str) -> tuple[dict[str, list[str]], dict[str, int], tuple[int, int, int]]:
-    """(paths per algorithm, random messages per algorithm, (vector checks, random checks, mismatches))."""
+    """(paths per algorithm, random messages per algorithm, (vector checks, random checks,
+    mismatches))."""
     paths, counts = {}, {}
     for name, plist, n in re.findall(
         r"^selftest: (\S+) paths (\S+): (\d+) random messages", stdout, re.M
@@ -142,7 +144,8 @@ def test_every_native_source_cross_compiles_for_aarch64(arm64_objects):
 
 @needs_cross
 def test_portable_only_aarch64_build_leaves_the_neon_kernels_out(tmp_path):
-    """LEDGERTOOL_PORTABLE_ONLY=1 (LT_PORTABLE_ONLY) on arm64: the files it changes compile, without NEON."""
+    """LEDGERTOOL_PORTABLE_ONLY=1 (LT_PORTABLE_ONLY) on arm64: the files it changes compile,
+    without NEON."""
     srcs = build_selftest.digest_sources()
     objs = compiled(
         build_selftest.compile_objects, CROSS_CC, tmp_path, ["-DLT_PORTABLE_ONLY"], srcs
@@ -165,15 +168,16 @@ def test_neon_paths_equal_vectors_and_portable_under_qemu(arm64_selftest):
             counts[name],
         )  # 22 batches: fixed edge shapes and random ones
     assert paths["aes-128-gmac"] == ["portable"] and paths["hmac-sha256-128"] == ["portable"]
-    # 64 SipHash-2-4 messages x (64 + 128 bit) x (batch + single) x 2 paths, 22 BLAKE3 cases x 2 x 2 x 2,
-    # 7 RFC 4231 + 7 GMAC cases on the one portable path
+    # 64 SipHash-2-4 messages x (64 + 128 bit) x (batch + single) x 2 paths, 22 BLAKE3 cases x 2 x 2
+    # x 2, 7 RFC 4231 + 7 GMAC cases on the one portable path
     assert vectors == 64 * 2 * 2 * 2 + 22 * 2 * 2 * 2 + 7 + 7
     assert randoms > 6 * 1000
 
 
 @needs_cross
 def test_selftest_fails_when_a_reference_is_wrong(arm64_selftest):
-    """--corrupt flips a bit of every expected value: every comparison must then report a mismatch."""
+    """--corrupt flips a bit of every expected value: every comparison must then report a
+    mismatch."""
     r = qemu(arm64_selftest, "--corrupt")
     assert r.returncode == 1, r.stdout + r.stderr
     _, _, (vectors, randoms, mismatches) = parse(r.stdout)
@@ -245,7 +249,8 @@ def test_neon_outputs_equal_independent_references_under_qemu(arm64_selftest, tm
 def test_native_selftest_checks_this_machines_paths(tmp_path):
     """The same self-test built for this machine: its paths (x86: avx512-mb, avx2-mb, ...) against
     the vectors and the portable path, and the path lists equal what the package reports."""
-    # a package built with LEDGERTOOL_PORTABLE_ONLY=1 lists portable alone: build the self-test alike
+    # a package built with LEDGERTOOL_PORTABLE_ONLY=1 lists portable alone: build the self-test
+    # alike
     portable_only = all(cpu_paths(a) == ["portable"] for a in ALGORITHMS.values())
     exe = compiled(
         build_selftest.build,

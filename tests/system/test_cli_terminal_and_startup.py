@@ -171,12 +171,14 @@ HEAVY = (
     ],
 )
 def test_help_and_version_load_nothing_heavy(argv):
-    """What `--help` and `--version` import (docs/benchmarks.md, "CLI start-up"): the help text is
-    typer's and rich's console only; typer's pydantic coercion is not built for options not given."""
+    """What `--help` and `--version` import (docs/benchmarks.md, "CLI start-up"): the help text
+    is typer's and rich's console only; typer's pydantic coercion is not built for options not
+    given."""
     code = (
-        "import sys, io, contextlib\nfrom ledgertool.cli import main\nsys.argv = ['ledgertool', *%r]\n"  # noqa: UP031
+        "import sys, io, contextlib\nfrom ledgertool.cli import main\n"
+        f"sys.argv = ['ledgertool', *{argv!r}]\n"
         "buf = io.StringIO()\ntry:\n    with contextlib.redirect_stdout(buf):\n        main()\n"
-        "except SystemExit:\n    pass\n" % (argv,)
+        "except SystemExit:\n    pass\n"
     )
     # main() leaves with os._exit: report the modules from an atexit-free hook instead
     code = code.replace(

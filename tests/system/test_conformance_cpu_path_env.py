@@ -23,8 +23,9 @@ ENV = {
 def test_kit_passes_with_LEDGERTOOL_CPU_PATH_portable_through_the_cli(kit):
     env = {**ENV, "LEDGERTOOL_CPU_PATH": "portable"}
     probe = (
-        "import sys; from ledgertool.algorithms import ALGORITHMS; from ledgertool.digest.engine import cpu_path; "
-        "sys.exit(0 if {cpu_path(a) for a in ALGORITHMS.values()} == {'portable'} else 1)"
+        "import sys; from ledgertool.algorithms import ALGORITHMS; from ledgertool.digest.engine "
+        "import cpu_path; sys.exit(0 if {cpu_path(a) for a in ALGORITHMS.values()} == {'portable'} "
+        "else 1)"
     )
     assert subprocess.run([sys.executable, "-c", probe], env=env).returncode == 0
     for a in LEDGER_ALGS:

@@ -1,5 +1,5 @@
-"""DPDK capture (`capture dpdk:PORT --eal "ARGS"`, native/bypass/source_dpdk.c), without hugepages or a
-NIC: `--no-huge --no-pci` and a virtual device (docs/capture.md "Kernel bypass").
+"""DPDK capture (`capture dpdk:PORT --eal "ARGS"`, native/bypass/source_dpdk.c), without hugepages
+or a NIC: `--no-huge --no-pci` and a virtual device (docs/capture.md "Kernel bypass").
 
 What is checked:
 - net_pcap replaying a capture file (`rx_pcap=FILE`, the real PMD receive path): the ledger's
@@ -238,8 +238,8 @@ def test_dpdk_overload_drops_are_declared_and_add_up(veth, keydir, tmp_path):
 
 @needs_dpdk_veth
 def test_dpdk_two_rx_queues(veth, keydir, tmp_path, plain1850):
-    """--workers 2 = two RX queues, one reader thread each (registered as DPDK lcores); net_af_packet
-    spreads flows over its queues with a fanout hash."""
+    """--workers 2 = two RX queues, one reader thread each (registered as DPDK lcores);
+    net_af_packet spreads flows over its queues with a fanout hash."""
     ledger = tmp_path / "ledger"
     proc = tx.start(
         veth,

@@ -70,7 +70,8 @@ def _wait_for_holder(ledger: Path, proc: subprocess.Popen, timeout: float = 60) 
                 return doc
         time.sleep(0.01)
     raise AssertionError(
-        f"capture never held the lock: {proc.poll()} {proc.stderr.read() if proc.poll() is not None else ''}"
+        f"capture never held the lock: {proc.poll()} "
+        f"{proc.stderr.read() if proc.poll() is not None else ''}"
     )
 
 
@@ -314,7 +315,8 @@ def test_enospc_at_every_write_is_one_line_naming_the_file(ledger_format, tmpfs,
     named, free = sweep(1000)
     assert free > 3 and SEALED_WRITES[ledger_format] <= named, (free, named)
     assert ledger_format == 1 or "parquet" not in named, named
-    # the other writers, in a full file system: recover (the checkpoint), keys rotate, checkpoint --out
+    # the other writers, in a full file system: recover (the checkpoint), keys rotate, checkpoint
+    # --out
     ledger = mnt / "L"
     shutil.rmtree(ledger)
     shutil.copytree(template, ledger)
@@ -392,9 +394,9 @@ def test_read_only_ledger(tmpfs, keydir, tmp_path):
     ):
         line = _one_error_line(cli(*args))
         assert line == (
-            f"ledgertool: error: {ledger / LOCK_FILE}: cannot open the ledger's writer lock: Read-only "
-            "file system; the file system is mounted read-only: remount it read-write or use another "
-            "directory"
+            f"ledgertool: error: {ledger / LOCK_FILE}: cannot open the ledger's writer lock: "
+            "Read-only file system; the file system is mounted read-only: remount it read-write or "
+            "use another directory"
         ), line
     assert cli("verify", ledger, "--trust", keydir / "verifier.pub").returncode == 0
     r = cli(*_capture_args(SAMPLE, mnt / "new", keydir))

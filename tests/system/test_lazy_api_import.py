@@ -11,7 +11,8 @@ def test_lazy_api_resolves() -> None:
     import subprocess
 
     code = (
-        "import sys, ledgertool; heavy = [m for m in ('numpy', 'cffi', 'pyarrow', 'duckdb', 'typer', 'rich') "
-        "if m in sys.modules]; assert not heavy, heavy; [getattr(ledgertool, n) for n in ledgertool.__all__]"
+        "import sys, ledgertool; heavy = [m for m in ('numpy', 'cffi', 'pyarrow', 'duckdb', "
+        "'typer', 'rich') if m in sys.modules]; assert not heavy, heavy; [getattr(ledgertool, n) "
+        "for n in ledgertool.__all__]"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -484,11 +484,13 @@ _FOREIGN = """
 import signal, socket, struct, sys
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
 s.bind((sys.argv[1], 3))
-s.setsockopt(263, 18, int(sys.argv[2]))  # SOL_PACKET, PACKET_FANOUT: group id | PACKET_FANOUT_HASH << 16
+# SOL_PACKET, PACKET_FANOUT: group id | PACKET_FANOUT_HASH << 16
+s.setsockopt(263, 18, int(sys.argv[2]))
 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
 print("joined", flush=True)
 signal.sigwait({signal.SIGTERM})
-print(struct.unpack("II", s.getsockopt(263, 6, 8))[0], flush=True)  # PACKET_STATISTICS: frames it took
+# PACKET_STATISTICS: frames it took
+print(struct.unpack("II", s.getsockopt(263, 6, 8))[0], flush=True)
 """
 
 
@@ -553,9 +555,9 @@ def test_predictable_fanout_group_takes_no_frames(veth, keydir, tmp_path, worker
 
 @needs_netns
 def test_foreign_fanout_member_is_detected_and_declared(veth, keydir, tmp_path):
-    """A process that finds the random group (here with `ss`, through packet_diag) and joins it still
-    takes frames, but the capture's witness counts them: the ledger declares them in a GAP record,
-    the report says FANOUT, and verify counts them as declared drops."""
+    """A process that finds the random group (here with `ss`, through packet_diag) and joins it
+    still takes frames, but the capture's witness counts them: the ledger declares them in a GAP
+    record, the report says FANOUT, and verify counts them as declared drops."""
     ledger = tmp_path / "ledger"
     rx0 = veth.counters(veth.ns_rx, veth.rx)["rx"]["packets"]
     proc = start_capture(veth, ledger, keydir, "--workers", "2")

@@ -27,7 +27,8 @@ with CaptureReader(__import__("sys").argv[1]) as r:
     e = DigestEngine(r, alg, 0, bytes(16), batch_records=16)
     n, b = ffi.new("size_t *"), ffi.new("uint64_t *")
     out = ffi.new("uint8_t[]", 16 * 48)
-    print(lib.lt_engine_fill(e._e, 0, out, 2**62, n, b), n[0])  # 2^62 records of 48 bytes: no size_t
+    # 2^62 records of 48 bytes: no size_t
+    print(lib.lt_engine_fill(e._e, 0, out, 2**62, n, b), n[0])
 msg = ffi.new("uint8_t[]", b"frame")
 msgs, lens = ffi.new("const uint8_t *[]", [msg] * 2), ffi.new("uint32_t[]", [5, 5])
 print(lib.lt_digest_many(alg.native_id, bytes(16), msgs, lens, 2, ffi.new("uint8_t[32]"), 2**63))
@@ -84,7 +85,8 @@ def test_key_wipe_survives_the_optimiser(func):
 _CORE_PROBE = """
 import ctypes, json, os, resource, sys
 libc = ctypes.CDLL(None)
-state = lambda: [list(resource.getrlimit(resource.RLIMIT_CORE)), libc.prctl(3, 0, 0, 0, 0)]  # PR_GET_DUMPABLE
+# prctl(3): PR_GET_DUMPABLE
+state = lambda: [list(resource.getrlimit(resource.RLIMIT_CORE)), libc.prctl(3, 0, 0, 0, 0)]
 before = state()
 from ledgertool.keyfiles import DigestKey, SigningKey, generate_keys
 {load}
@@ -140,7 +142,8 @@ def test_no_core_dump_once_a_secret_key_is_loaded(keydir, tmp_path, load):
 
 
 def _big_pcap(path: Path, frames: int, size: int = 64) -> Path:
-    """A classic pcap of `frames` distinct `size`-byte Ethernet frames (numpy: fast for millions)."""
+    """A classic pcap of `frames` distinct `size`-byte Ethernet frames (numpy: fast for
+    millions)."""
     import numpy as np
 
     rec = np.zeros(
@@ -185,7 +188,9 @@ with CaptureReader(path) as r:
             # the next batch is read ahead. Either way frames in hand now point past the new end.
             workers = 2 if how == "engine-workers" else 1
             records = 1024 if how == "engine-partial" else 4096
-            e = DigestEngine(r, alg, 0, bytes(16), batch_records=records, workers=workers, batch=4096)
+            e = DigestEngine(
+                r, alg, 0, bytes(16), batch_records=records, workers=workers, batch=4096
+            )
             e.fill(0)
             os.truncate(path, 8192)
             while e.fill(0)[1]:

@@ -224,7 +224,8 @@ def test_corrupt_and_truncated_captures_as_on_one_machine(case, client, tmp_path
             want,
             reconcile_on_cluster(client, bad, d / "ledger", dk, trust=trust, split_bytes=split),
         )
-    # a corrupt first capture ends the run there: the second is not read, on one machine or a cluster
+    # a corrupt first capture ends the run there: the second is not read, on one machine or a
+    # cluster
     want = reconcile([bad, d / "b.pcap"], d / "ledger", dk, trust=trust)
     assert want.frames == 100 and want.capture.stopped.file == str(bad)
     for split in (4096, 1 << 30):
@@ -286,9 +287,10 @@ def test_cli_cluster_output_details_and_exit_code_equal_single_machine(case, key
 @pytest.mark.parametrize("exact", [False, True])
 def test_worker_killed_mid_run_gives_the_right_answer_or_a_clear_error(tmp_path, keydir, exact):
     """SIGKILL one of the two worker processes while the tasks run (the capture agrees: the kill
-    lands in the fast verdict's tasks, or with `exact` in the partitioned pairing's): Dask re-runs
-    the lost tasks (and recomputes the partitions that lived on that worker), so the report is the
-    single-machine one; if the cluster gave up, the run is a ClusterError, never a partial report."""
+    lands in the fast verdict's tasks, or with `exact` in the partitioned pairing's): Dask
+    re-runs the lost tasks (and recomputes the partitions that lived on that worker), so the
+    report is the single-machine one; if the cluster gave up, the run is a ClusterError, never a
+    partial report."""
     dk, sk, trust = load_keys(keydir)
     # 147 segments
     capture_file(SAMPLE, tmp_path / "ledger", digest_key=dk, signing_key=sk, segment_records=2)
@@ -515,8 +517,9 @@ def test_v2_ledgers_of_edits_as_on_one_machine(
 
 
 def test_workers_without_aes_instructions_pair_every_run(case, client, monkeypatch):
-    """A cluster whose workers lack AES instructions (msethash.accelerated is asked on the workers:
-    False there) takes no fast verdict: an agreeing capture is paired by partition, the same report."""
+    """A cluster whose workers lack AES instructions (msethash.accelerated is asked on the
+    workers: False there) takes no fast verdict: an agreeing capture is paired by partition, the
+    same report."""
     d, dk, trust = case
     caps = [d / "link0.pcap", d / "link1.pcap"]
     want = reconcile(caps, d / "ledger", dk, trust=trust)

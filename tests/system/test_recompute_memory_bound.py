@@ -47,7 +47,9 @@ pcap, led, keys, exact = sys.argv[1:5]
 dk, trust = DigestKey.load(Path(keys) / "digest.key"), TrustBundle.load(Path(keys) / "verifier.pub")
 open_duckdb().close()  # DuckDB's own start-up is not the ledger's
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-res = reconcile(Path(pcap), Path(led), dk, trust=trust, memory_limit="64MB", workers=1, exact=exact == "1")
+res = reconcile(
+    Path(pcap), Path(led), dk, trust=trust, memory_limit="64MB", workers=1, exact=exact == "1"
+)
 after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(after - before, res.matched, res.ledger_only, res.capture_only)
 """

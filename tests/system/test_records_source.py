@@ -286,7 +286,8 @@ def test_refuses_a_torn_last_record_from_a_pipe_after_sealing_the_records_before
     )
     _refused(
         p,
-        "standard input: record 293 (byte 14064) is cut at byte 14100: 36 of 48 bytes (a torn last record)",
+        "standard input: record 293 (byte 14064) is cut at byte 14100: 36 of 48 bytes (a torn last "
+        "record)",
         "293 frames before it were sealed in segments 0..2",
     )
     v = cli("verify", tmp_path / "T", "--trust", keydir / "verifier.pub")
@@ -407,8 +408,8 @@ def test_refuses_records_of_another_algorithm_for_an_existing_ledger(tmp_path, k
     p = _capture(keydir, "records:-", led, stdin=wide)
     _refused(
         p,
-        "standard input: record 1 (byte 48) does not continue record 0, but byte 64 does: these are "
-        "64-byte records (blake3-keyed-256), not the ledger's 48-byte siphash-1-3-128 records",
+        "standard input: record 1 (byte 48) does not continue record 0, but byte 64 does: these "
+        "are 64-byte records (blake3-keyed-256), not the ledger's 48-byte siphash-1-3-128 records",
     )
     assert not layout.seal_path(led, "link0", 1).exists()
     f = tmp_path / "wide.records"
@@ -446,7 +447,8 @@ def test_digest_key_id_is_required_for_a_new_ledger_and_checked_for_an_existing_
     p = _capture(keydir, "records:-", led, "--digest-key-id", _key_id(other_keydir), stdin=more)
     _refused(
         p,
-        f"digest key id {_key_id(other_keydir)} given for the records is not the current digest key",
+        f"digest key id {_key_id(other_keydir)} given for the records is not the current "
+        "digest key",
     )
     p = _capture(keydir, "records:-", led, "--digest-key", other_keydir / "digest.key", stdin=more)
     _refused(p, "is not the current digest key of ledger")
@@ -646,7 +648,10 @@ def test_workers_for_a_records_source_says_it_is_ignored(tmp_path, keydir):
         "--json",
     )
     assert p.returncode == 0, p.stderr
-    note = f"4 workers asked for, none used: a records:{f} source is not digested here (its records were computed elsewhere)"
+    note = (
+        f"4 workers asked for, none used: a records:{f} source is not digested here (its "
+        "records were computed elsewhere)"
+    )
     assert p.stderr.decode().splitlines() == [f"warning: {note}"]
     rep = json.loads(p.stdout)
     assert rep["frames"] == 294 and rep["warnings"] == [note]

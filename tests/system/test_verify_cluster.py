@@ -114,7 +114,8 @@ def test_cli_cluster_output_and_exit_code_equal_single_machine(tampered, keydir)
     assert here.returncode == there.returncode == 1
     assert there.stdout == here.stdout and there.stderr == here.stderr
     assert here.stdout.splitlines()[0].startswith(
-        f"FAIL merkle_mismatch link link0 segment 3 record 0: {tampered}/link=link0/seg-00000003.rec: Merkle root "
+        "FAIL merkle_mismatch link link0 segment 3 record 0: "
+        f"{tampered}/link=link0/seg-00000003.rec: Merkle root "
         "differs from the seal; changed leaf blocks: records 0..19"
     )  # segments of 20 records: one leaf of a v2 ledger (256 records a leaf)
 

@@ -58,9 +58,9 @@ def test_a_failed_append_names_the_records_recover_keeps(pcap, tmp_path, keydir)
     ), r.stderr
     assert "every record written before the error is kept" not in r.stderr
     m = re.search(
-        rf"kept for `ledgertool recover {ledger}` to seal once that is fixed: ([0-9,]+) records in the "
-        rf"(\d+) whole authenticated blocks? of {opened.name} \(the ([0-9,]+) bytes past them, of a block "
-        r"the error cut, are discarded\)$",
+        rf"kept for `ledgertool recover {ledger}` to seal once that is fixed: ([0-9,]+) records in "
+        rf"the (\d+) whole authenticated blocks? of {opened.name} \(the ([0-9,]+) bytes past them, "
+        r"of a block the error cut, are discarded\)$",
         r.stderr.strip(),
     )
     assert m, r.stderr

@@ -1,5 +1,6 @@
-"""AF_XDP capture (`capture xdp:IFACE[:QUEUE]`, native/bypass/source_xdp.c) on real veth pairs between
-two network namespaces, as tests/system/test_live.py does for AF_PACKET (docs/capture.md "Kernel bypass").
+"""AF_XDP capture (`capture xdp:IFACE[:QUEUE]`, native/bypass/source_xdp.c) on real veth pairs
+between two network namespaces, as tests/system/test_live.py does for AF_PACKET (docs/capture.md
+"Kernel bypass").
 
 What is checked:
 - zero loss: 2,000 replayed frames (a generated workload with IPv4/IPv6, TCP/UDP, 802.1Q and QinQ)
@@ -129,8 +130,8 @@ def workload_pcap(tmp: Path) -> Path:
 
 
 class QueuedVeth(tl.VethPair):
-    """tests/system/test_live.py's pair with `queues` RX/TX queues on each end (veth maps a frame sent on
-    TX queue i of one end to RX queue i of the other; the sender's flow hash picks i)."""
+    """tests/system/test_live.py's pair with `queues` RX/TX queues on each end (veth maps a frame
+    sent on TX queue i of one end to RX queue i of the other; the sender's flow hash picks i)."""
 
     def __init__(self, queues: int) -> None:
         super().__init__()
@@ -484,8 +485,9 @@ def test_xdp_second_capture_on_the_interface_is_refused(veth, keydir, tmp_path):
 
 
 def test_xdp_not_built_says_what_to_install(keydir, tmp_path):
-    """Where the module was not built (no libxdp/libbpf at build time) the import fails: exit 2 and
-    the packages to install. A None entry in sys.modules makes that import fail as a missing file does."""
+    """Where the module was not built (no libxdp/libbpf at build time) the import fails: exit 2
+    and the packages to install. A None entry in sys.modules makes that import fail as a missing
+    file does."""
     r = subprocess.run(
         [
             sys.executable,
@@ -541,7 +543,8 @@ def test_build_leaves_out_sources_without_their_libraries(tmp_path):
 
 
 def test_native_module_links_no_bypass_library():
-    """ledgertool._native must import where libxdp, libbpf and DPDK are absent: it may not need them."""
+    """ledgertool._native must import where libxdp, libbpf and DPDK are absent: it may not need
+    them."""
     import ledgertool._native as native
 
     if not shutil.which("readelf"):

@@ -145,7 +145,8 @@ def test_noisy_flag_follows_threshold() -> None:
     assert not row.noisy
 
 
-# --------------------------------------------------------------------------- one measured run for the CLI tests
+# --------------------------------------------------------------------------- one measured run for
+# the CLI tests
 
 
 @pytest.fixture(scope="module")
@@ -424,7 +425,8 @@ def test_png_plots(run, tmp_path) -> None:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5000
 
 
-# --------------------------------------------------------------------------- dashboard in a real browser
+# --------------------------------------------------------------------------- dashboard in a real
+# browser
 
 
 def test_capture_sealed_rows_into_a_v2_ledger(tmp_path, monkeypatch) -> None:

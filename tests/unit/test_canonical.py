@@ -14,8 +14,8 @@ from ledgertool.canonical import MAX_SAFE_INTEGER, canonical_json
 def test_rfc8785_sorting_example():
     # RFC 8785 s3.2.3: members sorted by UTF-16 code units.
     src = (
-        '{"\\u20ac": "Euro Sign", "\\r": "Carriage Return", "\\ufb33": "Hebrew Letter Dalet With Dagesh",'
-        ' "1": "One", "\\ud83d\\ude00": "Emoji: Grinning Face", "\\u0080": "Control",'
+        '{"\\u20ac": "Euro Sign", "\\r": "Carriage Return", "\\ufb33": "Hebrew Letter Dalet With '
+        'Dagesh", "1": "One", "\\ud83d\\ude00": "Emoji: Grinning Face", "\\u0080": "Control",'
         ' "\\u00f6": "Latin Small Letter O With Diaeresis"}'
     )
     out = canonical_json(json.loads(src))

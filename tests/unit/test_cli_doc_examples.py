@@ -21,7 +21,8 @@ DOC = REPO / "docs" / "cli.md"
 
 
 def documented_commands(text: str) -> list[tuple[str, int | None]]:
-    """(command after `$ ledgertool `, the exit code a following `$ echo $?` shows or None), in order."""
+    """(command after `$ ledgertool `, the exit code a following `$ echo $?` shows or None), in
+    order."""
     out: list[tuple[str, int | None]] = []
     lines = text.splitlines()
     in_block = False
@@ -56,22 +57,23 @@ EXAMPLES: list[tuple[str, int]] = [
     ("keys generate keys", 0),
     ("keys generate keys", 2),
     (
-        "capture samples/sample.pcap --ledger L2 --digest-key keys/digest.key --signing-key keys/signing.key",
+        "capture samples/sample.pcap --ledger L2 --digest-key keys/digest.key --signing-key "
+        "keys/signing.key",
         2,
     ),
     (
-        "capture samples/sample.pcapng --ledger L --digest-key keys/digest.key --signing-key keys/signing.key "
-        "--segment-records 100",
+        "capture samples/sample.pcapng --ledger L --digest-key keys/digest.key --signing-key "
+        "keys/signing.key --segment-records 100",
         0,
     ),
     (
-        "capture workload:samples/workloads/rocev2-allreduce.toml --ledger R --strip rdma --algorithm blake3-keyed-128 "
-        "--digest-key keys/digest.key --signing-key keys/signing.key",
+        "capture workload:samples/workloads/rocev2-allreduce.toml --ledger R --strip rdma "
+        "--algorithm blake3-keyed-128 --digest-key keys/digest.key --signing-key keys/signing.key",
         0,
     ),
     (
-        "capture samples/sample.pcapng --ledger G --digest-key keys/digest.key --signing-key keys/signing.key "
-        "--algorithm aes-128-gmac",
+        "capture samples/sample.pcapng --ledger G --digest-key keys/digest.key --signing-key "
+        "keys/signing.key --algorithm aes-128-gmac",
         2,
     ),
     ("verify L --trust keys/verifier.pub", 0),
@@ -87,23 +89,26 @@ EXAMPLES: list[tuple[str, int]] = [
     ("check-proof proof.json --trust keys/verifier.pub", 0),
     ("check-proof proof.json --trust k2/verifier.pub", 1),
     (
-        "recompute samples/sample.pcapng --digest-key keys/digest.key --ledger L4 --trust keys/verifier.pub",
+        "recompute samples/sample.pcapng --digest-key keys/digest.key --ledger L4 --trust "
+        "keys/verifier.pub",
         0,
     ),
     ("recompute samples/sample.pcapng --digest-key keys/digest.key --ledger L4", 1),
     ("recompute short.pcap --digest-key keys/digest.key --ledger L4 --trust keys/verifier.pub", 1),
     (
-        "recompute short.pcap --digest-key keys/digest.key --ledger L4 --trust keys/verifier.pub --json",
+        "recompute short.pcap --digest-key keys/digest.key --ledger L4 --trust keys/verifier.pub "
+        "--json",
         1,
     ),
     (
-        "recompute samples/sample.pcapng --digest-key keys/digest.key --algorithm siphash-1-3-128 --strip frame "
-        "--out d.parquet --json",
+        "recompute samples/sample.pcapng --digest-key keys/digest.key --algorithm siphash-1-3-128 "
+        "--strip frame --out d.parquet --json",
         0,
     ),
     ("recompute samples/sample.pcapng --digest-key keys/digest.key", 2),
     (
-        'query L4 "SELECT segment, first_seq, last_seq, records, frames, drops_declared FROM seals ORDER BY segment" '
+        'query L4 "SELECT segment, first_seq, last_seq, records, frames, drops_declared FROM seals '
+        'ORDER BY segment" '
         "--format csv --trust keys/verifier.pub",
         0,
     ),
@@ -111,8 +116,8 @@ EXAMPLES: list[tuple[str, int]] = [
     ('query L4 "SELECT segment, records FROM seals ORDER BY segment" --format markdown', 0),
     ('query L4 "SELECT * FROM records" --format parquet --output records.parquet', 0),
     (
-        'query L4 "SELECT link, segment, first_seq, last_seq, records, left(merkle_root, 16) AS root FROM seals '
-        'ORDER BY segment"',
+        'query L4 "SELECT link, segment, first_seq, last_seq, records, left(merkle_root, 16) AS '
+        'root FROM seals ORDER BY segment"',
         0,
     ),
     ('query L4 "SELEC 1"', 2),
@@ -126,8 +131,8 @@ EXAMPLES: list[tuple[str, int]] = [
     ("workload bench samples/workloads/rocev2-allreduce.toml --frames 200000", 0),
     ("conformance export kit", 0),
     (
-        "conformance check kit/captures/ethernet.pcap --records kit/records/ethernet/siphash-1-3-128.l3.records "
-        "--strip l3 --digest-key kit/digest.key",
+        "conformance check kit/captures/ethernet.pcap --records "
+        "kit/records/ethernet/siphash-1-3-128.l3.records --strip l3 --digest-key kit/digest.key",
         0,
     ),
     ("keys device-init device", 0),
@@ -233,7 +238,8 @@ def test_doc_example_extraction():
     ],
 )
 def test_workload_lines_do_not_wrap(tmp_path, cmd, monkeypatch):
-    """docs/cli.md: result lines are never wrapped, workload's included (the old 80-column exception)."""
+    """docs/cli.md: result lines are never wrapped, workload's included (the old 80-column
+    exception)."""
     (tmp_path / "samples").symlink_to(REPO / "samples")
     monkeypatch.setenv("COLUMNS", "40")
     r = cli(*shlex.split(cmd), cwd=tmp_path)

@@ -54,7 +54,8 @@ def test_debug_keeps_exit_code(tmp_path, keydir):
     assert debug.stderr.strip().splitlines()[-1] == plain.stderr.strip()
 
 
-# ---- 2. bad output paths --------------------------------------------------------------------------
+# ---- 2. bad output paths
+# --------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("where", ["missing-dir", "a-dir"])
@@ -88,7 +89,8 @@ def test_capture_ledger_is_a_file(tmp_path, keydir):
     line = _one_error_line(cli("capture", SAMPLE, "--ledger", f, *_keys(keydir)))
     assert (
         line
-        == f"ledgertool: error: {f}: is a regular file; expected a ledger directory (a new, empty or existing one)"
+        == f"ledgertool: error: {f}: is a regular file; expected a ledger directory (a new, empty "
+        "or existing one)"
     )
     assert f.read_text() == "mine\n"
 
@@ -120,7 +122,8 @@ def test_check_consistency_swapped_is_usage(ledger, keydir):
     assert cli("check-consistency", cp6, cp3, *trust, "--json").returncode == 2
 
 
-# ---- 3. Ctrl-C ------------------------------------------------------------------------------------
+# ---- 3. Ctrl-C
+# ------------------------------------------------------------------------------------
 
 
 # ---- 5. query formats ---------------------------------------------------------------------------
@@ -195,7 +198,8 @@ def test_query_parquet(ledger, tmp_path):
     _one_error_line(cli("query", ledger, WIDE, "--output", tmp_path / "nodir" / "q.txt"))
 
 
-# ---- 6. help ----------------------------------------------------------------------------------------
+# ---- 6. help
+# ----------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -237,7 +241,8 @@ def test_capture_help_lists_algorithms_and_strip_modes():
     assert "Usage: ledgertool capture [OPTIONS] SOURCE\n" in out
 
 
-# ---- 7. small ones ----------------------------------------------------------------------------------
+# ---- 7. small ones
+# ----------------------------------------------------------------------------------
 
 
 def test_zero_frame_capture_says_seq_none(tmp_path, keydir):

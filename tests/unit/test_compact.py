@@ -147,8 +147,8 @@ def test_compact_names_a_sealed_segment_without_its_record_file(tmp_path, keydir
     rec.rename(opened)  # the crash between writing seal 2 and the rename
     r = cli("compact", led)
     assert r.returncode == 2 and r.stderr.strip() == (
-        f"ledgertool: error: {opened}: segment 2 of link link0 is sealed but not yet renamed to seg-00000002.rec; "
-        f"run `ledgertool recover {led}` first, then compact"
+        f"ledgertool: error: {opened}: segment 2 of link link0 is sealed but not yet renamed to "
+        f"seg-00000002.rec; run `ledgertool recover {led}` first, then compact"
     ), r.stderr
     assert cli("recover", led, "--signing-key", keydir / "signing.key").returncode == 0
     assert rec.exists() and not opened.exists()
@@ -156,8 +156,8 @@ def test_compact_names_a_sealed_segment_without_its_record_file(tmp_path, keydir
     rec.unlink()
     r = cli("compact", led)
     assert r.returncode == 1 and r.stderr.strip() == (
-        f"ledgertool: error: {rec}: segment 2 of link link0 is sealed but has neither seg-00000002.rec nor "
-        "seg-00000002.parquet; not compacted (`ledgertool verify`)"
+        f"ledgertool: error: {rec}: segment 2 of link link0 is sealed but has neither "
+        "seg-00000002.rec nor seg-00000002.parquet; not compacted (`ledgertool verify`)"
     ), r.stderr
     # 0 and 1 were compacted before it
     assert (led / "link=link0" / "seg-00000001.parquet").exists()

@@ -77,7 +77,8 @@ def mth(hashes: list[bytes]) -> bytes:  # docs/ledger-format.md worked example, 
     return hashlib.sha256(b"\x01" + mth(hashes[:k]) + mth(hashes[k:])).digest()
 
 
-# ---- the kit's files ------------------------------------------------------------------------------
+# ---- the kit's files
+# ------------------------------------------------------------------------------
 
 
 def test_every_vector_file_names_its_format_version_and_generator(kit):
@@ -332,7 +333,8 @@ def test_export_refuses_a_directory_that_is_not_empty(kit, tmp_path):
     assert not list(tmp_path.glob(".x.tmp-*"))
 
 
-# ---- the project's implementation passes its own kit ------------------------------------------------
+# ---- the project's implementation passes its own kit
+# ------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -365,7 +367,8 @@ def test_own_implementation_passes_the_kit_on_every_cpu_path(kit, alg_path):
         force_cpu_path(alg, None)
 
 
-# ---- check catches what a hardware pipeline gets wrong ----------------------------------------------
+# ---- check catches what a hardware pipeline gets wrong
+# ----------------------------------------------
 
 
 def device_records(

@@ -86,6 +86,6 @@ def test_key_is_not_blamed_when_other_records_match(kit, tmp_path):
     for d in res.first_differences:
         assert d.device_range is None and "look at the key" not in d.device_range_note
         assert (
-            f"yet {res.matched} other record(s) match under this key and algorithm, so neither is wrong"
-            in d.device_range_note
+            f"yet {res.matched} other record(s) match under this key and algorithm, so neither is "
+            "wrong" in d.device_range_note
         ), d.device_range_note

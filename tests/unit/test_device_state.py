@@ -113,7 +113,8 @@ def test_recover_refuses_a_sealed_segment_rolled_back_to_an_open_one(capsys, key
         and "this signing key signed seal 0" in err
         and not layout.seal_path(ledger, "link0", 1).exists()
     )
-    # nothing was signed over the cut history: restoring the sealed file makes the old checkpoint match again
+    # nothing was signed over the cut history: restoring the sealed file makes the old checkpoint
+    # match again
     assert verify_against(capsys, keys, ledger, old)[0] == 1
 
 

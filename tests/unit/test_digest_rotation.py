@@ -203,8 +203,8 @@ def test_recompute_with_both_keys_matches_every_frame(pristine, keys, captures):
 
 
 def test_recompute_across_rotation_stays_exact(pristine, keys, captures, tmp_path):
-    """Drop one repeated frame's second-epoch copy and one plain second-epoch frame, add a new frame:
-    exactly those are named, in the right epoch."""
+    """Drop one repeated frame's second-epoch copy and one plain second-epoch frame, add a new
+    frame: exactly those are named, in the right epoch."""
     first, second = captures["first"], captures["second"]
     dropped = [0, 10]  # second[0] repeats first[REPEATED[0]]; second[10] is a plain frame
     kept = [f for i, f in enumerate(second) if i not in dropped]
@@ -243,8 +243,8 @@ def test_recompute_with_one_key_is_partial_and_says_so(pristine, keys, captures)
     r = reconcile(captures["dir"] / "full.pcap", pristine, keys["B"], trust=keys["trust"])
     assert (r.matched, r.ledger_only, r.capture_only) == (len(second), 0, len(first))
     assert [(u["first_segment"], u["last_segment"]) for u in r.uncovered] == [(0, 2)]
-    # frame-level attribution: the capture-only frames are exactly the uncovered epoch's, also for the
-    # frames whose bytes were sent again in the covered epoch (paired with their covered copy)
+    # frame-level attribution: the capture-only frames are exactly the uncovered epoch's, also for
+    # the frames whose bytes were sent again in the covered epoch (paired with their covered copy)
     for key, want in (
         (keys["A"], range(len(first), len(first) + len(second))),
         (keys["B"], range(len(first))),
@@ -583,7 +583,8 @@ def test_effective_from_going_back_is_rotation_invalid(ledger, keys, captures):
 
 
 def test_mixed_signing_and_digest_rotations(tmp_path, keys, captures):
-    """signing k1 -> k2, digest A -> B (signed by k2), signing k2 -> k3, digest B -> C (signed by k3)."""
+    """signing k1 -> k2, digest A -> B (signed by k2), signing k2 -> k3, digest B -> C (signed by
+    k3)."""
     lg = tmp_path / "ledger"
     src = SAMPLES / "sample.pcap"
     k1 = keys["sk"]

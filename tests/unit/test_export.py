@@ -179,8 +179,8 @@ def test_export_reads_the_same_in_duckdb_pyarrow_and_polars(exported, ledger, ke
 
     con = duckdb.connect()
     rel = con.sql(
-        f"SELECT link, seq, epoch_us(ts), ts_ns, hex(digest), typeof(link), typeof(seq), typeof(ts) "
-        f"FROM read_parquet('{exported}/*.parquet')"
+        "SELECT link, seq, epoch_us(ts), ts_ns, hex(digest), typeof(link), typeof(seq), "
+        f"typeof(ts) FROM read_parquet('{exported}/*.parquet')"
     )
     rows = rel.fetchall()
     assert {r[5:] for r in rows} == {("VARCHAR", "BIGINT", "TIMESTAMP WITH TIME ZONE")}
@@ -188,11 +188,12 @@ def test_export_reads_the_same_in_duckdb_pyarrow_and_polars(exported, ledger, ke
 
 
 def test_duckdb_reads_the_ledgers_own_files_with_link_as_text(own_parquet, keydir):
-    """The documented direct read of DIR/link=*/seg-*.parquet (unverified bytes) keeps `link` text."""
+    """The documented direct read of DIR/link=*/seg-*.parquet (unverified bytes) keeps `link`
+    text."""
     ledger = own_parquet
     rows = duckdb.sql(
-        f"SELECT link, seq FROM read_parquet('{ledger}/link=*/seg-*.parquet', hive_partitioning = true, "
-        "hive_types = {'link': VARCHAR}) ORDER BY link, seq"
+        f"SELECT link, seq FROM read_parquet('{ledger}/link=*/seg-*.parquet', hive_partitioning = "
+        "true, hive_types = {'link': VARCHAR}) ORDER BY link, seq"
     ).fetchall()
     assert len(rows) == 588 and rows == [
         (r["link"], r["seq"]) for r in _verified_records(ledger, keydir)

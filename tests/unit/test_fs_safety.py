@@ -276,8 +276,8 @@ def test_fifo_in_a_ledger_never_blocks(name, ledger, keydir, tmp_path):
     for args in cmds:
         r = cli(*args)
         if args[0] == "verify" and name.startswith("link=link0/seg-"):
-            # verify lists a FIFO at a segment file's name as what it is and reads it never: a finding
-            # about the ledger (exit 1), where writers refuse to go on (exit 2)
+            # verify lists a FIFO at a segment file's name as what it is and reads it never: a
+            # finding about the ledger (exit 1), where writers refuse to go on (exit 2)
             assert r.returncode == 1 and "FAIL segment_name_shadow" in r.stdout, (
                 r.stdout,
                 r.stderr,
@@ -445,7 +445,8 @@ def test_capture_after_a_corrupt_header_reports_the_discard(torn, keydir):
     r = cli(*_capture_args(SAMPLE, torn, keydir, "--segment-records", "100"))
     assert r.returncode == 0, r.stderr
     assert (
-        f"warning: recovery set aside {path} as {torn / 'set-aside' / 'link=link0' / path.name} ({len(raw)} "
-        "bytes not sealed: segment header does not decode (not a ledgertool segment (bad magic at byte 0)): its "
-        "records cannot be attributed)" in r.stderr
+        f"warning: recovery set aside {path} as {torn / 'set-aside' / 'link=link0' / path.name} "
+        f"({len(raw)} "
+        "bytes not sealed: segment header does not decode (not a ledgertool segment (bad magic at "
+        "byte 0)): its records cannot be attributed)" in r.stderr
     ), r.stderr

@@ -66,7 +66,10 @@ def test_memory_ledger_verifies_queries_and_reconciles_as_local(local, mem, keyd
     here, there = verify_ledger(local, trust), verify_ledger(mem, trust)
     assert here.ok and there.ok and there.segments == 6 and there.records == 588
     assert _same(there.to_json(), mem, str(local)) == here.to_json()
-    sql = "SELECT link, count(*), sum(wire_len), min(seq), max(seq) FROM records GROUP BY link ORDER BY link"
+    sql = (
+        "SELECT link, count(*), sum(wire_len), min(seq), max(seq) FROM records GROUP BY link "
+        "ORDER BY link"
+    )
     q_here, q_there = run_query(local, sql, trust), run_query(mem, sql, trust)
     assert q_there.rows == q_here.rows and q_there.rows[0][1] == 294
     r_here = reconcile(SAMPLES / "sample.pcap", local, dk, trust=trust, links=["link1"])

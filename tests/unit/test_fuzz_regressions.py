@@ -302,7 +302,8 @@ def _known(exc: BaseException) -> bool:
 
 
 def _must_be_clean(fn, *args):
-    """Call fn: a result or a LedgerError is fine; a known finding is skipped; anything else fails."""
+    """Call fn: a result or a LedgerError is fine; a known finding is skipped; anything else
+    fails."""
     try:
         return fn(*args)
     except LedgerError:

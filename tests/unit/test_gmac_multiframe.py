@@ -1,7 +1,7 @@
-"""AES-128-GMAC through the batch entry (lt_digest_many, the engine's lt_dctx_run_many) on every GMAC
-CPU path, above all the multi-frame path "vpclmul-avx512-mb": four frames per group of any lengths,
-long frames in 512- and 256-byte chunks, tails read with masked loads, batches that are not a
-multiple of four padded with empty frames.
+"""AES-128-GMAC through the batch entry (lt_digest_many, the engine's lt_dctx_run_many) on every
+GMAC CPU path, above all the multi-frame path "vpclmul-avx512-mb": four frames per group of any
+lengths, long frames in 512- and 256-byte chunks, tails read with masked loads, batches that are not
+a multiple of four padded with empty frames.
 
 Every tag is checked against `cryptography`'s AESGCM (an independent implementation: the tag of an
 empty plaintext with the frame as AAD and the all-zero 96-bit IV) and against the single-message
@@ -34,7 +34,8 @@ MF = "vpclmul-avx512-mb"
 PATHS = [(GMAC.name, p) for p in cpu_paths(GMAC)]
 SCALAR = "aesni-pclmul" if "aesni-pclmul" in cpu_paths(GMAC) else "portable"
 
-# block edges (16), zmm edges (64), the tail limit and chunk edges (256, 512), frame sizes of the bench
+# block edges (16), zmm edges (64), the tail limit and chunk edges (256, 512), frame sizes of the
+# bench
 EDGES = [
     0,
     1,

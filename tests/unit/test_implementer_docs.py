@@ -48,9 +48,9 @@ def test_ipv6_non_first_fragment_is_hashed_from_after_the_fragment_header():
     doc = _text("strip-modes.md")
     assert "including the IPv6 Fragment header" not in doc
     assert (
-        "Non-first fragments (offset ≠ 0) hash the data after the IP header; for IPv6, the data after "
-        "the Fragment header (the 8-byte Fragment header and any extension headers before it are not "
-        "hashed)"
+        "Non-first fragments (offset ≠ 0) hash the data after the IP header; for IPv6, the data "
+        "after the Fragment header (the 8-byte Fragment header and any extension headers before it "
+        "are not hashed)"
     ) in doc
     row = re.search(
         r"\| Ether / IPv6 / Fragment\(offset 8\) / 37 B \| \[(\d+), (\d+)\) \| \[(\d+), (\d+)\), "
@@ -75,8 +75,8 @@ def test_ipv6_non_first_fragment_is_hashed_from_after_the_fragment_header():
 def test_rotation_genesis_takes_the_ledger_id_as_16_raw_bytes():
     doc = _text("transparency.md")
     assert (
-        'for the first `SHA-256(b"ledgertool rotation genesis v1\\x00" || ledger_id (16 raw bytes))`'
-        in doc
+        'for the first `SHA-256(b"ledgertool rotation genesis v1\\x00" || ledger_id (16 raw '
+        "bytes))`" in doc
     )
     ledger_id = "1657e90a2f714c10bcac8eacf0092206"
     raw = bytes.fromhex(ledger_id)
@@ -120,8 +120,8 @@ def test_device_key_files_have_exactly_the_documented_members(tmp_path):
 def test_equal_size_checkpoints_are_consistent_with_the_empty_proof(ledger, keydir):
     doc = _text("transparency.md")
     assert (
-        "two checkpoints of **equal size** are consistent with the **empty proof** exactly when their "
-        "roots are equal (a non-empty proof is refused)"
+        "two checkpoints of **equal size** are consistent with the **empty proof** exactly when "
+        "their roots are equal (a non-empty proof is refused)"
     ) in doc
     cp = checkpoint_path(ledger, "link0").read_bytes()
     res = check_consistency(cp, cp, ledger, load_keys(keydir)[2])
@@ -145,7 +145,8 @@ def test_proofs_reach_the_checkpoint_root_as_adr_0004_says(ledger, keydir):
 
 
 def _retimed(src: Path, dst: Path, shift_s: int, more_wire: int) -> None:
-    """The pcap `src` with every timestamp `shift_s` later and every wire length `more_wire` longer."""
+    """The pcap `src` with every timestamp `shift_s` later and every wire length `more_wire`
+    longer."""
     raw = bytearray(src.read_bytes())
     assert struct.unpack_from("<I", raw)[0] in (0xA1B2C3D4, 0xA1B23C4D)  # little-endian pcap
     pos = 24
@@ -162,8 +163,8 @@ def test_recompute_match_compares_digests_not_timestamps_or_lengths(
 ):
     doc = _text("threat-model.md")
     assert (
-        "The same frames re-timed by an hour are MATCH, and so are the same bytes with another `wire_len`"
-        in doc
+        "The same frames re-timed by an hour are MATCH, and so are the same bytes with another "
+        "`wire_len`" in doc
     )
     cap = tmp_path / "retimed.pcap"
     _retimed(SAMPLES / "sample.pcap", cap, shift_s, more_wire)
@@ -198,8 +199,9 @@ def test_records_source_seals_every_field_as_the_device_wrote_it(tmp_path, keydi
 
     doc = _text("devices.md")
     assert (
-        "The records source takes every field as the device wrote it: the digests, `ts_ns`, `wire_len`, "
-        "`cap_len`, `linktype`, `aux` and the flag bits it may set are sealed without being recomputed"
+        "The records source takes every field as the device wrote it: the digests, `ts_ns`, "
+        "`wire_len`, `cap_len`, `linktype`, `aux` and the flag bits it may set are sealed without "
+        "being recomputed"
     ) in doc
     assert "timestamps need not increase" in doc
     recs = np.frombuffer(synthetic_records(50), dtype=record_dtype(16)).copy()

@@ -143,8 +143,9 @@ def test_query_json_writes_every_integer_as_a_number_as_duckdb_does(ledger, keyd
     import duckdb
 
     sql = (
-        f"SELECT seq + {BIG} AS big, ts_ns, wire_len, [seq + {BIG}] AS l, {{'s': seq + {BIG}, 'w': wire_len}} AS st, "
-        f"count(*) OVER () AS n, seq::HUGEINT AS h FROM records ORDER BY seq LIMIT 2"
+        f"SELECT seq + {BIG} AS big, ts_ns, wire_len, [seq + {BIG}] AS l, {{'s': seq + {BIG}, 'w': "
+        f"wire_len}} AS st, count(*) OVER () AS n, seq::HUGEINT AS h FROM records ORDER BY seq "
+        "LIMIT 2"
     )
     want_ts = [
         int(x)

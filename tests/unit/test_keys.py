@@ -456,7 +456,8 @@ def test_ed25519_only_bundle_cannot_be_satisfied_by_mldsa():
     assert "ed25519 signature missing" in problems
 
 
-# --------------------------------------------------------------------------- seal message, generate_keys
+# --------------------------------------------------------------------------- seal message,
+# generate_keys
 
 
 def test_seal_message_prefix():

@@ -41,7 +41,8 @@ LABEL = b"ledgertool open-segment leaves v2\0"
 
 
 def spec_blocks(raw: bytes, record_size: int) -> list[tuple[int, bytes, bytes]]:
-    """(count, records, mac) of every block after the 256-byte header; the file must end at a block's end."""
+    """(count, records, mac) of every block after the 256-byte header; the file must end at a
+    block's end."""
     out, pos = [], 256
     while pos < len(raw):
         (count,) = struct.unpack_from("<I", raw, pos)
@@ -137,7 +138,8 @@ def test_native_writer_equals_the_spec(tmp_path_factory, batches, leaf, digest_s
     w.close()
     sizes, body = spec_check_file(path.read_bytes(), key.secret, rs, leaf)
     assert body == recs and c.blocks == len(sizes)
-    # leaf alignment: a block starts on a leaf boundary, or completes the leaf a short block left open
+    # leaf alignment: a block starts on a leaf boundary, or completes the leaf a short block left
+    # open
     pos, prev_short = 0, False
     for n in sizes:
         assert pos % leaf == 0 or prev_short

@@ -73,7 +73,8 @@ def test_demo_lines_of_one_segment(tmp_path):
 
 
 def _flip_a_digest_byte(ledger, keydir, index: int) -> None:
-    """Change one digest byte of record 0 of segment `index` in the stored records (seal untouched)."""
+    """Change one digest byte of record 0 of segment `index` in the stored records (seal
+    untouched)."""
     recs = bytearray(sealed_records(ledger, index))
     recs[-1] ^= 0x01  # the last byte of the last record: its digest
     rewrite_sealed_records(ledger, index, bytes(recs), load_keys(keydir)[1])
@@ -94,8 +95,8 @@ def test_merkle_mismatch_names_the_records_file(sample_ledger, keydir, compacted
     r = cli("verify", sample_ledger, "--trust", keydir / "verifier.pub")
     assert r.returncode == 1, r.stderr
     assert r.stdout.splitlines() == [
-        f"FAIL merkle_mismatch link link0 segment 1 record 0: {name}: Merkle root differs from the seal; changed leaf "
-        "blocks: records 0..99 (leaf 0, 256 records per leaf)",
+        f"FAIL merkle_mismatch link link0 segment 1 record 0: {name}: Merkle root differs from the "
+        "seal; changed leaf blocks: records 0..99 (leaf 0, 256 records per leaf)",
         "1 problem: 3 segments, 294 records, 294 frames, 0 drops declared, links link0",
     ]
     doc = json.loads(

@@ -1,9 +1,9 @@
-"""The multiset hash behind recompute's fast verdict (native lt_mset_add, ledgertool.reconcile.msethash;
-docs/adr/0011): the sum modulo 2^127 - 1 of AES-128 of each frame record's digest (the fixed-length
-CBC-MAC of a 32-byte one). Checked against the AES-128 known answer of FIPS 197 Appendix C.1, against
-an independent implementation (`cryptography`'s AES) on random records, path against path (AES-NI and
-the portable AES), and for what a multiset hash must do: order and splitting do not matter, every
-change of the multiset does."""
+"""The multiset hash behind recompute's fast verdict (native lt_mset_add,
+ledgertool.reconcile.msethash; docs/adr/0011): the sum modulo 2^127 - 1 of AES-128 of each frame
+record's digest (the fixed-length CBC-MAC of a 32-byte one). Checked against the AES-128 known
+answer of FIPS 197 Appendix C.1, against an independent implementation (`cryptography`'s AES) on
+random records, path against path (AES-NI and the portable AES), and for what a multiset hash
+must do: order and splitting do not matter, every change of the multiset does."""
 
 from __future__ import annotations
 

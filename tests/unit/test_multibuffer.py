@@ -4,9 +4,9 @@ leaves equal merkle.records_leaf_hashes.
 
 Multi-buffer paths ("avx512-mb", "avx2-mb" for SipHash and keyed BLAKE3) hash several frames at once
 in SIMD lanes and refill a lane as soon as its frame ends, so batches of mixed lengths exercise lane
-refills, frames that end in the same step, and short batches that leave lanes idle. BLAKE3 lanes take
-chunks (1024 bytes) of any frame and then the parent nodes of each tree level; frames of more than 512
-chunks are hashed on their own in 512-chunk subtrees (native/src/blake3_mb.h).
+refills, frames that end in the same step, and short batches that leave lanes idle. BLAKE3 lanes
+take chunks (1024 bytes) of any frame and then the parent nodes of each tree level; frames of more
+than 512 chunks are hashed on their own in 512-chunk subtrees (native/src/blake3_mb.h).
 """
 
 from __future__ import annotations
@@ -117,8 +117,9 @@ LOCKSTEP_LENS = list(range(0, 72)) + [127, 128, 129, 200, 1023, 1500, 2000]
 
 @pytest.mark.parametrize("on_path", SIP_PATHS, indirect=True, ids=lambda p: "-".join(p))
 def test_runs_of_equal_lengths_equal_single_and_reference(on_path):
-    """Multi-buffer SipHash digests runs of 16 equal lengths in lockstep (siphash_mb.h) and the rest
-    lane by lane: groups at the start, middle and end of a batch, back to back, and cut by one frame."""
+    """Multi-buffer SipHash digests runs of 16 equal lengths in lockstep (siphash_mb.h) and the
+    rest lane by lane: groups at the start, middle and end of a batch, back to back, and cut by
+    one frame."""
     alg = on_path
     rng = random.Random(f"lockstep-{alg.name}-{cpu_path(alg)}")
     for n in LOCKSTEP_LENS:
@@ -139,9 +140,10 @@ def test_runs_of_equal_lengths_equal_single_and_reference(on_path):
 
 
 def _frames_beside_no_access_pages(alg, seed: str, before: bool) -> None:
-    """16 equal-length frames of every length 1..71 and 1500 digested in lockstep, each ending where
-    an inaccessible page starts (`before` False) or starting where one ends (`before` True): a load
-    outside a frame's bytes would crash the test process. The digests must equal one-at-a-time ones."""
+    """16 equal-length frames of every length 1..71 and 1500 digested in lockstep, each ending
+    where an inaccessible page starts (`before` False) or starting where one ends (`before`
+    True): a load outside a frame's bytes would crash the test process. The digests must equal
+    one-at-a-time ones."""
     import ctypes
     import mmap
 
@@ -183,7 +185,8 @@ def _frames_beside_no_access_pages(alg, seed: str, before: bool) -> None:
     ids=lambda p: "-".join(p),
 )
 def test_lockstep_reads_no_byte_past_a_frame(on_path):
-    """A load past the last byte of a frame (the partial last word, the masked tail block) would crash."""
+    """A load past the last byte of a frame (the partial last word, the masked tail block) would
+    crash."""
     _frames_beside_no_access_pages(on_path, f"guard-{on_path.name}", before=False)
 
 
@@ -194,8 +197,8 @@ def test_lockstep_reads_no_byte_past_a_frame(on_path):
     ids=lambda p: "-".join(p),
 )
 def test_lockstep_reads_no_byte_before_a_frame(on_path):
-    """The lockstep tail reads the last word as the 8 (or 16) bytes that end the frame: a frame shorter
-    than that load must not make it start before the frame's first byte."""
+    """The lockstep tail reads the last word as the 8 (or 16) bytes that end the frame: a frame
+    shorter than that load must not make it start before the frame's first byte."""
     _frames_beside_no_access_pages(on_path, f"guard-before-{on_path.name}", before=True)
 
 
@@ -401,9 +404,9 @@ def test_c_merkle_leaves_equal_python(path, record_size, count, leaf):
 
 @pytest.mark.parametrize("path", ["default", "portable"])
 def test_c_merkle_root_equals_python_and_published(path):
-    """lt_merkle_root against the RFC 9162 roots of tests/vectors (sizes 0..8, via ledgertool.seal.merkle's
-    published-vector tests) and the pure-Python tree for every size up to 300 and a 1 M-record segment's
-    15,625 leaves."""
+    """lt_merkle_root against the RFC 9162 roots of tests/vectors (sizes 0..8, via
+    ledgertool.seal.merkle's published-vector tests) and the pure-Python tree for every size up
+    to 300 and a 1 M-record segment's 15,625 leaves."""
     from test_merkle import LEAF_HASHES, ROOTS
 
     from ledgertool.digest.engine import merkle_root
@@ -425,9 +428,9 @@ def test_c_merkle_root_equals_python_and_published(path):
 
 @pytest.mark.parametrize("tail", ["corrupt", "truncated", "clean"])
 def test_engine_read_ahead_keeps_records_and_the_end(tmp_path, tail):
-    """With several workers the reader reads the next batch while the workers digest the current one:
-    records, their order, and how reading ends (clean EOF, truncated last record, corrupt header
-    after every earlier frame) are those of one worker."""
+    """With several workers the reader reads the next batch while the workers digest the current
+    one: records, their order, and how reading ends (clean EOF, truncated last record, corrupt
+    header after every earlier frame) are those of one worker."""
     import struct
 
     from ledgertool.bench.measure import write_synthetic_pcap
@@ -465,9 +468,9 @@ def test_engine_read_ahead_keeps_records_and_the_end(tmp_path, tail):
 
 
 def test_engine_profile_runs_the_engine_loop_and_counts_every_frame():
-    """lt_engine_profile (scripts/hotpath_account.py) times the engine's own stages: its records equal
-    lt_engine_fill's, every frame is counted, each stage took time, and a skipped digest leaves the
-    digest bytes alone."""
+    """lt_engine_profile (scripts/hotpath_account.py) times the engine's own stages: its records
+    equal lt_engine_fill's, every frame is counted, each stage took time, and a skipped digest
+    leaves the digest bytes alone."""
     from ledgertool._binding import ffi, lib
 
     alg = ALGORITHMS["siphash-1-3-128"]

@@ -73,9 +73,9 @@ def _verify(ledger: Path, keydir: Path) -> dict:
 
 @pytest.mark.parametrize("command", ["verify", "recover"])
 def test_leaf_records_overflow(ledger, keydir, command):
-    """leaf_records = 2^60 + 1 wrapped `record_size * leaf_records` to 48 in lt_merkle_leaves: verify
-    aborted (ASan heap-buffer-overflow), recover corrupted the heap. Now: one line naming ledger.json
-    and the field, exit 2, before any record is hashed."""
+    """leaf_records = 2^60 + 1 wrapped `record_size * leaf_records` to 48 in lt_merkle_leaves:
+    verify aborted (ASan heap-buffer-overflow), recover corrupted the heap. Now: one line naming
+    ledger.json and the field, exit 2, before any record is hashed."""
     _edit_header(ledger, leaf_records=2**60 + 1)
     extra = (
         ["--trust", keydir / "verifier.pub"]

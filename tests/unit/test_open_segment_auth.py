@@ -54,7 +54,8 @@ def sealed(tmp_path, keydir) -> Path:
 
 
 def _records_of(ledger: Path) -> bytes:
-    """The 294 sealed records, as a replay attacker takes them from the sealed files (either form)."""
+    """The 294 sealed records, as a replay attacker takes them from the sealed files (either
+    form)."""
     lg, reader = load_ledger(ledger), LedgerReader(ledger)
     return b"".join(bytes(verified_segment(reader, lg, "link0", i).records) for i in range(3))
 
@@ -117,8 +118,8 @@ def test_planted_open_segment_is_refused(sealed, keydir):
     r = _recover(sealed, keydir)
     assert r.returncode == 1, r.stdout + r.stderr
     assert r.stderr.strip() == (
-        f"ledgertool: error: {planted}: a v1 open segment (294 records) carries no authentication by the device; "
-        "nothing was sealed: if the storage is trusted, `ledgertool recover` with "
+        f"ledgertool: error: {planted}: a v1 open segment (294 records) carries no authentication "
+        "by the device; nothing was sealed: if the storage is trusted, `ledgertool recover` with "
         "--trust-unauthenticated-open-segments seals it"
     )
     # kept, for inspection
@@ -152,9 +153,9 @@ def test_planted_v2_open_segment_is_refused(sealed, keydir, other_keydir):
     assert (
         r.returncode == 1
         and (
-            f"set aside {planted} as {aside}: {len(raw)} bytes not sealed ({planted}: block 0 (byte 256) fails "
-            "authentication by the device's key (MAC does not verify): planted, rewritten or reordered, a damaged "
-            "header or block, or written by an older version)"
+            f"set aside {planted} as {aside}: {len(raw)} bytes not sealed ({planted}: block 0 "
+            "(byte 256) fails authentication by the device's key (MAC does not verify): planted, "
+            "rewritten or reordered, a damaged header or block, or written by an older version)"
         )
         in r.stdout
     ), r.stdout + r.stderr

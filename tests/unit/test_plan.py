@@ -581,7 +581,8 @@ def test_cli_no_args_shows_help() -> None:
 
 
 def test_reference_figures() -> None:
-    """400G, 64 B: 595.2 Mframes/s; 64-bit first collision ~9.0 s; 128-bit ~1.2 thousand years; 48-byte records."""
+    """400G, 64 B: 595.2 Mframes/s; 64-bit first collision ~9.0 s; 128-bit ~1.2 thousand years;
+    48-byte records."""
     t = plan.traffic_from_rate(plan.parse_rate("400G"), plan.parse_frame("64"))
     assert close(t.frames_per_second, 400e9 / 672)
     assert f"{t.frames_per_second / 1e6:.1f}" == "595.2"
@@ -640,7 +641,8 @@ def test_cli_storage_from_ledger(tmp_path) -> None:
 
     summary = run_demo(tmp_path / "demo")
     ledger = Path(summary["ledger"])
-    # the sealed records in either form: raw record files (a v2 ledger) and Parquet (v1, or compacted)
+    # the sealed records in either form: raw record files (a v2 ledger) and Parquet (v1, or
+    # compacted)
     parquet = sum(p.stat().st_size for p in ledger.rglob("seg-*.parquet"))
     raw = sum(p.stat().st_size for p in ledger.rglob("seg-*.rec"))
     seals = sum(p.stat().st_size for p in ledger.rglob("seg-*.seal.json"))

@@ -106,7 +106,8 @@ def rfc9180_open(
     return AESGCM(key).decrypt(nonce, ct, b"")  # sequence number 0: the nonce is base_nonce
 
 
-# ---- fixtures -------------------------------------------------------------------------------------
+# ---- fixtures
+# -------------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -297,7 +298,8 @@ def test_unprotected_device_key_is_refused(world, tmp_path):
     assert not (d / "digest.key").exists() and not (d / ACCEPTED_FILE).exists()
 
 
-# ---- provision -------------------------------------------------------------------------------------
+# ---- provision
+# -------------------------------------------------------------------------------------
 
 
 def test_provision_and_unwrap_round_trip(world, tmp_path):
@@ -447,7 +449,8 @@ def test_provision_refuses_to_overwrite_and_checks_the_expected_device_id(world,
     assert r.returncode == 0
 
 
-# ---- unwrap refusals -------------------------------------------------------------------------------
+# ---- unwrap refusals
+# -------------------------------------------------------------------------------
 
 
 def _flip_ciphertext(d):
@@ -639,13 +642,15 @@ def _signed(world, pkg: KeyPackage) -> KeyPackage:
 
 
 def test_unwrap_refuses_a_signed_package_whose_key_ids_do_not_match_its_key(world, tmp_path):
-    """A verifier bug, correctly signed: the signed key ids commit to a key other than the sealed one."""
+    """A verifier bug, correctly signed: the signed key ids commit to a key other than the sealed
+    one."""
     import dataclasses
 
     d = fresh_device(tmp_path)
     _, pkg = make_package(world, tmp_path, device_dir=d)
     ids = {**pkg.digest_key_ids, "blake3-keyed-256": "ab" * 16}
-    # seal the same master again under the changed header, so the ciphertext opens and only the ids differ
+    # seal the same master again under the changed header, so the ciphertext opens and only the ids
+    # differ
     from ledgertool.device.provision import _SUITE
 
     changed = dataclasses.replace(pkg, digest_key_ids=ids)
@@ -678,7 +683,8 @@ def test_unwrap_refuses_a_signed_package_whose_key_ids_do_not_match_its_key(worl
 
 
 def test_unwrap_refuses_a_signed_ciphertext_sealed_under_another_header(world, tmp_path):
-    """The ciphertext of one package, re-signed inside another header: HPKE info no longer matches."""
+    """The ciphertext of one package, re-signed inside another header: HPKE info no longer
+    matches."""
     import dataclasses
 
     d = fresh_device(tmp_path)

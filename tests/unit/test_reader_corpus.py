@@ -179,7 +179,8 @@ ENDINGS: dict[str, tuple] = {
         60,
     ),  # caplen 144 <= snaplen: a cut packet
     "derived__cut_mid_epb.pcapng": ("next", EOF, 1132, 176),  # EPB of 216 bytes, 176 present
-    # corrupt record headers (caplen beyond both snaplen/262144 and the file): error after the good frames
+    # corrupt record headers (caplen beyond both snaplen/262144 and the file): error after the good
+    # frames
     "sv__bug-1450-04_tls_DER-incomplete-header.pcap": ("next", E_CORRUPT, 5035, None),
     "sv__bug-6875-01_fuzz.pcap": ("next", E_CORRUPT, 228, None),
     "sv__smtp-to-comma.pcap": ("next", E_CORRUPT, 3695, None),
@@ -202,10 +203,12 @@ ENDINGS: dict[str, tuple] = {
 
 # Files whose reference run reported an error, but which we read to a clean end, and why.
 CLEAN_DESPITE_REFERENCE_ERROR: dict[str, str] = {
-    "libpcap__brcm-tag-stp.pcap": "wiretap 4.0 does not know link type 281; we read every link type",
+    "libpcap__brcm-tag-stp.pcap": "wiretap 4.0 does not know link type 281; we read every type",
     "tcpdump__vtp_asan.pcap": "wiretap 4.0 does not know link type 182; we read every link type",
-    "libpcap__linktype-reserved-field-not-zero.pcap": "link type field masked to 16 bits (header only, 0 frames)",
-    "libpcap__pcap-invalid-version-2.pcap": "pcap 2.5: major 2 accepted like wiretap (libpcap rejects)",
+    "libpcap__linktype-reserved-field-not-zero.pcap": "link type field masked to 16 bits (header "
+    "only, 0 frames)",
+    "libpcap__pcap-invalid-version-2.pcap": "pcap 2.5: major 2 accepted like wiretap (libpcap "
+    "rejects)",
     "pcapngtg__be_test202.pcapng": "libpcap refuses IDBs of different link types; we do not",
     "pcapngtg__le_test202.pcapng": "libpcap refuses IDBs of different link types; we do not",
     "pcapngtg__le_test006.pcapng": "libpcap refuses IDBs of different link types; we do not",
@@ -221,7 +224,8 @@ CLEAN_DESPITE_REFERENCE_ERROR: dict[str, str] = {
     "pcapngtg__le_test017.pcapng": "libpcap wants an IDB; SHB + custom blocks is 0 frames for us",
     "pythonpcapng__test003.ntar": "libpcap does not know link type 1240; we read every link type",
     "pythonpcapng__test008.ntar": "libpcap does not know link type 1240; we read every link type",
-    "pythonpcapng__test006-fixed.ntar": "libpcap maps IDB link type 2 to nothing; we read every link type",
+    "pythonpcapng__test006-fixed.ntar": "libpcap maps IDB link type 2 to nothing; we read every "
+    "link type",
 }
 
 # Record totals where our policy gives a different answer than the manifest: file -> (records,
@@ -240,12 +244,14 @@ COUNT_DIFFERS: dict[str, tuple[int, int, int, str]] = {
 FRAME_DIFFERS: dict[tuple[str, int], tuple[dict, str]] = {
     ("tcpdump__timestamp_invalid_micro.pcap", 3): (
         {"ts_ns": 1418145370 * 10**9 + 0x80000000 * 1000},
-        "fraction field 0x80000000 µs: policy sec*1e9 + fraction*1000 (corpus README); wiretap multiplies "
-        "by 1000 in 32 bits (2^31*1000 mod 2^32 = 0), and this reference row was not recomputed",
+        "fraction field 0x80000000 µs: policy sec*1e9 + fraction*1000 (corpus README); wiretap "
+        "multiplies by 1000 in 32 bits (2^31*1000 mod 2^32 = 0), and this reference row was not "
+        "recomputed",
     ),
 }
 
-# Files where libpcap hands over different bytes (caplen > snaplen): we follow wiretap (full caplen).
+# Files where libpcap hands over different bytes (caplen > snaplen): we follow wiretap (full
+# caplen).
 LIBPCAP_CAPLEN_FILES = {
     "tcpdump__802_15_4-oobr-1.pcap",
     "tcpdump__slip-compressed_sl_print-oobr.pcap",
@@ -437,7 +443,8 @@ def test_corpus_all_frames():
 
 @needs_corpus
 def test_corpus_libpcap_caplen_policy():
-    """caplen > snaplen: we hash the full caplen (wiretap), flag it, and libpcap's bytes are a prefix."""
+    """caplen > snaplen: we hash the full caplen (wiretap), flag it, and libpcap's bytes are a
+    prefix."""
     rows = [r for r in FRAMES_ALL if r["caplen_libpcap"]]
     assert {r["file"] for r in rows} == LIBPCAP_CAPLEN_FILES
     paths = {row["file"]: path for row, path in MANIFEST}

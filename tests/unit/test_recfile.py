@@ -70,8 +70,8 @@ def test_rec_framing_faults_are_named(tmp_path, signing_key):
     end0 = 256 + 4 + 256 * 48 + 32
     cases = {
         raw[:-1]: f"block 1 at byte {end0} (44 records) runs past the end of the file",
-        raw
-        + b"\x01\x00": f"2 bytes after the last whole block (block 2 would start at byte {len(raw)})",
+        raw + b"\x01\x00": "2 bytes after the last whole block (block 2 would start at byte "
+        f"{len(raw)})",
         raw + bytes(4): f"block 2 at byte {len(raw)}: record count 0 is not in 1..65536",
         raw[:256]
         + (65537).to_bytes(4, "little")

@@ -217,7 +217,8 @@ def test_recompute_refuses_a_changed_ledger(base, keydir, tmp_path):
     d, _, _, trust = base
     bad = tmp_path / "ledger"
     shutil.copytree(d / "ledger", bad)
-    # segment 1's sealed records file, either form: v1's Parquet file (pinned by the seal) or v2's raw record file
+    # segment 1's sealed records file, either form: v1's Parquet file (pinned by the seal) or v2's
+    # raw record file
     (records,) = [
         p for p in (bad / "link=link0").glob("seg-00000001.*") if p.suffix in (".parquet", ".rec")
     ]

@@ -212,8 +212,8 @@ def _exact_only(names, codes, ledger, capture, window):
 
 
 def _differing(con) -> list[tuple]:
-    return con.execute(f"""SELECT status, digest, link, seq, l_ts, index, c_ts FROM j WHERE status <> 'matched'
-        ORDER BY {DETAILS_ORDER}""").fetchall()
+    return con.execute(f"""SELECT status, digest, link, seq, l_ts, index, c_ts FROM j
+        WHERE status <> 'matched' ORDER BY {DETAILS_ORDER}""").fetchall()
 
 
 def _fast_and_exact(ledger, codes, capture, window):

@@ -1,4 +1,5 @@
-"""The documented formats (docs/ledger-format.md, docs/cli.md, schemas/) against what the CLI writes.
+"""The documented formats (docs/ledger-format.md, docs/cli.md, schemas/) against what the CLI
+writes.
 
 One real run of the CLI on the bundled sample (keys, capture, verify, recompute, bench), then every
 file and --json document is validated against its JSON Schema, the Arrow schemas and the segment
@@ -490,8 +491,8 @@ def worked_example_v2() -> dict:
 @pytest.mark.parametrize("which", ["ledger_v1", "ledger"], ids=["v1", "v2"])
 def test_worked_example_recomputes_seals_independently(run, which):
     """The worked example of the ledger's format checks the CLI's ledger: v1 each seal's Parquet
-    file, v2 each raw record file (tests/unit/test_worked_example_v2.py runs it on the tests' reference
-    writer's ledgers and on tampered copies)."""
+    file, v2 each raw record file (tests/unit/test_worked_example_v2.py runs it on the tests'
+    reference writer's ledgers and on tampered copies)."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
     from cryptography.hazmat.primitives.asymmetric.mldsa import MLDSA65PublicKey
 

@@ -150,7 +150,8 @@ def run(tmp_path_factory) -> dict:
         **c,
     )
 
-    # move the ledger to a new key, capture more under it, then check the checkpoints across the move
+    # move the ledger to a new key, capture more under it, then check the checkpoints across the
+    # move
     out["keys_rotate"] = cli_json(
         "keys",
         "rotate",
@@ -521,8 +522,8 @@ def test_plan_storage(run, tmp_path):
     [
         "SELECT * FROM records ORDER BY seq LIMIT 5",
         "SELECT * FROM seals ORDER BY segment",
-        "SELECT link, count(*) AS frames, sum(wire_len) AS wire_bytes, min(ts_ns) AS first_ts_ns FROM records "
-        "GROUP BY link",
+        "SELECT link, count(*) AS frames, sum(wire_len) AS wire_bytes, min(ts_ns) AS first_ts_ns "
+        "FROM records GROUP BY link",
         "SELECT * FROM records WHERE false",
     ],
 )

@@ -159,9 +159,9 @@ def _layers(pkt):
             and layer.type == 0x9100
             and isinstance(layer.payload, Raw)
         ):
-            # scapy binds 0x8100 and 0x88A8 only; 0x9100 (pre-standard QinQ) is one more 802.1Q-style
-            # tag. Dissect it here rather than with bind_layers, which would change how every other
-            # test builds Ether()/Dot1Q() frames.
+            # scapy binds 0x8100 and 0x88A8 only; 0x9100 (pre-standard QinQ) is one more
+            # 802.1Q-style tag. Dissect it here rather than with bind_layers, which would change how
+            # every other test builds Ether()/Dot1Q() frames.
             out.extend(_layers(Dot1Q(bytes(layer.payload))))
             break
         layer = layer.payload
@@ -190,7 +190,8 @@ def oracle(frame: bytes, linktype: int, mode: str, wire_len: int | None = None) 
         return None
     ip = layers[i]
     if i and isinstance(layers[i - 1], Loopback) and isinstance(ip, Raw):
-        # scapy binds only some AF_INET6 values (24/28/30 by BSD flavour) to IPv6; the family says it
+        # scapy binds only some AF_INET6 values (24/28/30 by BSD flavour) to IPv6; the family says
+        # it
         fam = layers[i - 1].type
         fam = fam if fam < 256 else int.from_bytes(fam.to_bytes(4, "big"), "little")
         if fam in (2, 24, 28, 30):
@@ -284,7 +285,8 @@ def oracle(frame: bytes, linktype: int, mode: str, wire_len: int | None = None) 
         or isinstance(upper, (Raw, Padding))
         and _upper_nh(ip, layers, j) in (6, 17)
     ):
-        return None  # scapy did not dissect the L4 header (cut): the C side says MALFORMED, checked elsewhere
+        # scapy did not dissect the L4 header (cut): the C side says MALFORMED, checked elsewhere
+        return None
     return Expect((ustart, stop), flags, f"after IP: {upper.name}")
 
 
@@ -673,7 +675,8 @@ def test_corpus_strip_files_match_scapy_oracle():
     for mode in ("l3", "payload"):
         total = sum(v for (m, _), v in stats.items() if m == mode)
         print(
-            f"strip files {mode}: {dict((k, v) for (m, k), v in stats.items() if m == mode)} of {total}"
+            f"strip files {mode}: {dict((k, v) for (m, k), v in stats.items() if m == mode)} of "
+            f"{total}"
         )
         assert stats[(mode, "checked")] >= 0.85 * total
     pl = {n: per_file[n]["payload"] for n in per_file}
@@ -722,7 +725,8 @@ def test_corpus_link_types_match_scapy_oracle():
     for mode in ("l3", "payload"):
         total = sum(v for (m, _), v in stats.items() if m == mode)
         print(
-            f"link files {mode}: {dict((k, v) for (m, k), v in stats.items() if m == mode)} of {total}"
+            f"link files {mode}: {dict((k, v) for (m, k), v in stats.items() if m == mode)} of "
+            f"{total}"
         )
         assert stats[(mode, "checked")] >= 0.85 * total
     sll2 = per_file["zeek__linux_dlt_sll2.pcap"]["payload"]

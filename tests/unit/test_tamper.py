@@ -81,7 +81,8 @@ def pristine(tmp_path_factory, keydir, fmt) -> Path:
 
 @pytest.fixture(scope="module")
 def foreign(tmp_path_factory, keydir, fmt) -> Path:
-    """Another valid ledger of the same capture, keys, parameters and format (different ledger id)."""
+    """Another valid ledger of the same capture, keys, parameters and format (different ledger
+    id)."""
     dk, sk, _ = load_keys(keydir)
     out = tmp_path_factory.mktemp("tamper") / "foreign"
     capture_file(
@@ -312,7 +313,10 @@ def t_history_rewritten(lg, c):
 
 MERKLE = frozenset({"merkle_mismatch", "parquet_hash_mismatch"})
 HEADER = frozenset({"records_header_mismatch"})
-LEAF_3 = "Merkle root differs from the seal; changed leaf blocks: records 12..15 (leaf 3, 4 records per leaf)"
+LEAF_3 = (
+    "Merkle root differs from the seal; changed leaf blocks: records 12..15 (leaf 3, 4 "
+    "records per leaf)"
+)
 
 
 @dataclass(frozen=True)
@@ -332,7 +336,8 @@ class Tamper:
     v2_also: frozenset[str] = frozenset()
 
     def kinds_in(self, fmt: str) -> frozenset[str]:
-        """The kinds on a ledger of `fmt`: a v2 seal pins no file bytes (no parquet_hash_mismatch)."""
+        """The kinds on a ledger of `fmt`: a v2 seal pins no file bytes (no
+        parquet_hash_mismatch)."""
         return self.kinds if fmt == "v1" else self.kinds - {"parquet_hash_mismatch"} | self.v2_also
 
 
@@ -478,7 +483,8 @@ MATRIX = (
         "parameter_mismatch",
         2,
         None,
-        "seg-00000002.seal.json: algorithm 'siphash-1-3-64' differs from the ledger's 'siphash-1-3-128'",
+        "seg-00000002.seal.json: algorithm 'siphash-1-3-64' differs from the ledger's "
+        "'siphash-1-3-128'",
         _k("parameter_mismatch"),
         v2_also=HEADER,
     ),
@@ -517,7 +523,8 @@ MATRIX = (
         "checkpoint_not_extended",
         None,
         None,
-        "checkpoint covers 5 segments of link link0, the ledger holds 4 in an unbroken chain (its tail was cut)",
+        "checkpoint covers 5 segments of link link0, the ledger holds 4 in an unbroken chain (its "
+        "tail was cut)",
         _k("checkpoint_not_extended", "checkpoint_missing"),
     ),
     Tamper(

@@ -62,7 +62,8 @@ def flip(offset: int) -> Callable[[bytearray], bytearray]:
 
 
 def to_parquet(d: Path, i: int, segs: list[bytes], change=None) -> None:
-    """Compact segment i by hand (the reference writer's Parquet), optionally from changed records."""
+    """Compact segment i by hand (the reference writer's Parquet), optionally from changed
+    records."""
     recs = segs[i] if change is None else change(bytearray(segs[i]))
     seg(d, i, "parquet").write_bytes(parquet_bytes(bytes(recs), 16, i))
     seg(d, i, "rec").unlink()

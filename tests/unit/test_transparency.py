@@ -225,8 +225,9 @@ def test_any_flipped_byte_in_a_proof_fails(ledger, keydir):
         if res.ok:
             accepted.append((i, raw[max(0, i - 20) : i + 20]))
     assert accepted == []
-    # hex has one spelling: upper-casing any a-f of any hex string (the leaf block, paths, the digest,
-    # the seal's hashes and ids) is refused by the parser or fails the check (signed seal fields)
+    # hex has one spelling: upper-casing any a-f of any hex string (the leaf block, paths, the
+    # digest, the seal's hashes and ids) is refused by the parser or fails the check (signed seal
+    # fields)
     upper_accepted = []
     for m in re.finditer(rb'"([0-9a-f]{32,})"', raw):
         for i in range(m.start(1), m.end(1)):

@@ -141,8 +141,9 @@ def test_secret_key_files_readable_by_others_are_refused(tmp_path, name, mode):
     )
     assert r.returncode == 2, r.stderr
     assert r.stderr == (
-        f"ledgertool: error: {keys / name}: UNPROTECTED PRIVATE KEY FILE: mode {mode:04o} lets group "
-        f"or others read this {name.split('.')[0]} key; refused (run `chmod 600 {keys / name}`)\n"
+        f"ledgertool: error: {keys / name}: UNPROTECTED PRIVATE KEY FILE: mode {mode:04o} lets "
+        f"group or others read this {name.split('.')[0]} key; refused (run `chmod 600 "
+        f"{keys / name}`)\n"
     )
     assert not (tmp_path / "L").exists()
 

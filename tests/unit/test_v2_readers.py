@@ -44,7 +44,8 @@ def test_query_v2_sees_the_verified_records(v2, keydir):
     trust = load_keys(keydir)[2]
     res = run_query(
         d,
-        "SELECT segment, count(*), min(seq), max(seq) FROM records GROUP BY segment ORDER BY segment",
+        "SELECT segment, count(*), min(seq), max(seq) FROM records GROUP BY segment ORDER BY "
+        "segment",
         trust,
     )
     assert res.rows == [(0, 100, 0, 99), (1, 100, 100, 199), (2, 94, 200, 293)]
@@ -171,8 +172,9 @@ def test_sealed_but_not_yet_renamed_segment_verifies_from_its_open_file(v2, keyd
 
 
 def test_raw_segment_table_is_built_only_when_read(v2, keydir):
-    """recompute takes a segment's records, not its Arrow table: for a raw record file the table is
-    built on first use (from exactly the checked records), for a Parquet one it is the decoded file."""
+    """recompute takes a segment's records, not its Arrow table: for a raw record file the table
+    is built on first use (from exactly the checked records), for a Parquet one it is the decoded
+    file."""
     from ledgertool.ledger.parquet import records_to_table
     from ledgertool.verify.ledger import verify_ledger
 

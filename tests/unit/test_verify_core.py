@@ -1,7 +1,7 @@
-"""The pure verifier core (ledgertool.verify.checks per segment, ledgertool.verify.chain per link):
-it works on bytes read beforehand, its per-segment results survive pickling (the cluster runs them as
-separate tasks) and the reduction gives verify's own findings, in verify's order; the finding
-kinds are the schema's."""
+"""The pure verifier core (ledgertool.verify.checks per segment, ledgertool.verify.chain per
+link): it works on bytes read beforehand, its per-segment results survive pickling (the cluster
+runs them as separate tasks) and the reduction gives verify's own findings, in verify's order;
+the finding kinds are the schema's."""
 
 from __future__ import annotations
 

@@ -278,7 +278,10 @@ def test_the_spec_example_and_key_encodings():
         b"cosignature/v1\ntime 1679315147\nexample.com/behind-the-sofa\n20852163\n"
         b"CsUYapGGPo4dkMgIAUqom/Xajj7h2fB2MPA3j2jxq2I=\n"
     )
-    example = "jWbPPwAAAABkGFDLEZMHwSRaJNiIDoe9DYn/zXcrtPHeolMI5OWXEhZCB9dlrDJsX3b2oyin1nPZqhf5nNo0xUe+mbIUBkBIfZ+qnA=="
+    example = (
+        "jWbPPwAAAABkGFDLEZMHwSRaJNiIDoe9DYn/zXcrtPHeolMI5OWXEhZCB9dlrDJsX3b2oyin1nPZqhf5nNo0"
+        "xUe+mbIUBkBIfZ+qnA=="
+    )
     raw = base64.b64decode(example)
     assert len(raw) == 4 + 8 + 64 and int.from_bytes(raw[4:12], "big") == 1679315147
     s = WitnessSigner("w.test/x", bytes(range(32)))

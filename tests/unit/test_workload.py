@@ -1,8 +1,9 @@
 """Workload specs and the native generator (docs/workloads.md, schemas/workload.schema.json).
 
 Oracles: scapy (dissects the generated pcap and recomputes IPv4/UDP/TCP checksums and the RoCEv2
-ICRC), ledgertool.digest.reference (pure-Python derivation of order, timestamps, size draws and payload
-bytes) and scapy-built frames from the raw TOML values, independent of ledgertool.source.workload.
+ICRC), ledgertool.digest.reference (pure-Python derivation of order, timestamps, size draws and
+payload bytes) and scapy-built frames from the raw TOML values, independent of
+ledgertool.source.workload.
 """
 
 from __future__ import annotations
@@ -394,7 +395,8 @@ def test_allreduce_is_a_ring_of_4096_byte_writes(generated):
 
 
 def _reference_frame(doc: dict, flow: int, k: int, prev_payload: int) -> bytes:
-    """Frame k of a flow built with scapy from the raw TOML and ledgertool.digest.reference alone."""
+    """Frame k of a flow built with scapy from the raw TOML and ledgertool.digest.reference
+    alone."""
     f = doc["flows"][flow]
     proto = f["protocol"]
     e = Ether(src=f["src_mac"], dst=f["dst_mac"])
