@@ -931,10 +931,17 @@ class CaptureRun:
                 ask = min(ask, opts.max_frames - result.frames)
             # the writer thread writes this batch while the engine digests the next one
             batch = None if self.records_source else w.batch_buffer(self.engine.batch_bytes)
+            # the window tier fed inside the engine, each pass while in cache (not after a frame
+            # count's stop: the frames then in hand are dropped, below)
+            acc = (
+                self.windows.acc
+                if self.windows and batch is not None and not self.stopping
+                else None
+            )
             try:
                 # idle: a quiet pipe returns no frame now and then, so --duration and signals act
                 records, n, nbytes = (
-                    self.engine.fill(w.next_seq, ask, batch, idle=True)
+                    self.engine.fill(w.next_seq, ask, batch, idle=True, window=acc)
                     if batch is not None
                     else self.engine.fill(w.next_seq, ask)
                 )
@@ -953,7 +960,7 @@ class CaptureRun:
                 if self.engine.ended:
                     break
             else:
-                self._record(records, n, nbytes, batch)
+                self._record(records, n, nbytes, batch, windowed=acc is not None)
             w.rotate_if_due()
             if opts.monitor:
                 opts.monitor(
@@ -963,16 +970,25 @@ class CaptureRun:
                 )
 
     def _record(
-        self, records: memoryview, n: int, nbytes: int, batch: ffi.CData | None = None
+        self,
+        records: memoryview,
+        n: int,
+        nbytes: int,
+        batch: ffi.CData | None = None,
+        windowed: bool = False,
     ) -> None:
         """One reader's batch into the open segment (`batch`: the writer's buffer that holds it)
-        and into the window tier; GAP records are counted as drops, not frames."""
+        and into the window tier (`windowed`: the engine added it to the accumulator already);
+        GAP records are counted as drops, not frames."""
         if self.windows is not None and not self.records_source:
             import numpy as np
 
             arr = np.frombuffer(records, dtype=self.engine.dtype, count=n)
             self.windows.check_start(arr)  # before anything of the batch is written
-            self.windows.add(arr)
+            if windowed:
+                self.windows.add_filled()
+            else:
+                self.windows.add(arr)
         if self.frames_tier:
             self.writer.append(records, n, batch)
         frames = n

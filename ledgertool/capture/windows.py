@@ -126,6 +126,11 @@ class WindowTier:
         """A batch of the engine's records (capture order): the windows it closed are appended."""
         self._append(self.acc.add(records))
 
+    def add_filled(self) -> None:
+        """The batch the engine just filled with `acc` (DigestEngine.fill's `window`) was added
+        as it was digested: the windows it closed are appended."""
+        self._append(self.acc.take_closed())
+
     def add_records(self, windows: list[WindowRecord]) -> None:
         """Window records a device computed (an authenticated stream verified them, and that
         their indices increase past the link's last sealed window): appended as they are."""
