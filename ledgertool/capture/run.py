@@ -76,7 +76,7 @@ from ..source.file import CaptureReader
 from ..source.live import LiveOptions, LiveStats
 from ..source.records import RecordsReader, is_records, seal_source_name
 from ..source.stream import StreamBinding, parse_source_tail
-from .windows import WindowTier, WindowTierResult
+from .windows import NoFrameLog, WindowTier, WindowTierResult
 from .workers import (
     FanoutWitness,
     LiveWorkers,
@@ -538,7 +538,7 @@ class CaptureRun:
         self.readers: list = []
         self.witness: FanoutWitness | None = None
         self.workers: LiveWorkers | None = None
-        self.writer: LinkWriter | None = None
+        self.writer: LinkWriter | NoFrameLog | None = None
         self.windows: WindowTier | None = None  # the window tier, when the ledger has one
         self.frames_tier = True
         self._engines: list[DigestEngine] = []
@@ -618,15 +618,20 @@ class CaptureRun:
             if self.records_source
             else signed_source_name(self.source, live=self.live_source)
         )
-        self.writer = LinkWriter.open(
-            self.ledger_dir,
-            self.ledger,
-            opts.link,
-            self.signing_key,
-            source=source_name,
-            segment_records=opts.segment_records,
-            segment_seconds=opts.segment_seconds,
-            marks=self.marks,
+        # a windows-only capture keeps no per-frame records: no per-frame writer, sealer or thread
+        self.writer = (
+            LinkWriter.open(
+                self.ledger_dir,
+                self.ledger,
+                opts.link,
+                self.signing_key,
+                source=source_name,
+                segment_records=opts.segment_records,
+                segment_seconds=opts.segment_seconds,
+                marks=self.marks,
+            )
+            if self.frames_tier
+            else NoFrameLog(opts.segment_records, opts.segment_seconds)
         )
         self.result.first_seq = self.writer.next_seq
         if self.ledger.window is not None:
@@ -845,7 +850,8 @@ class CaptureRun:
     def _recover(self) -> None:
         discarded: list[dict] = []
         aside: list[SetAside] = []
-        logs, said = [self.opts.link], []
+        # a windows-only ledger has no per-frame log to recover
+        logs, said = [self.opts.link] if self.frames_tier else [], []
         if self.ledger.window is not None:  # the link's window log: a killed run left it open too
             logs.append(layout.window_log(self.opts.link))
         for log in logs:
