@@ -76,7 +76,7 @@ from ..source.file import CaptureReader
 from ..source.live import LiveOptions, LiveStats
 from ..source.records import RecordsReader, is_records, seal_source_name
 from ..source.stream import StreamBinding, parse_source_tail
-from .windows import WindowTier, WindowTierResult
+from .windows import NoFrameLog, WindowTier, WindowTierResult
 from .workers import (
     FanoutWitness,
     LiveWorkers,
@@ -538,7 +538,7 @@ class CaptureRun:
         self.readers: list = []
         self.witness: FanoutWitness | None = None
         self.workers: LiveWorkers | None = None
-        self.writer: LinkWriter | None = None
+        self.writer: LinkWriter | NoFrameLog | None = None
         self.windows: WindowTier | None = None  # the window tier, when the ledger has one
         self.frames_tier = True
         self._engines: list[DigestEngine] = []
@@ -618,15 +618,20 @@ class CaptureRun:
             if self.records_source
             else signed_source_name(self.source, live=self.live_source)
         )
-        self.writer = LinkWriter.open(
-            self.ledger_dir,
-            self.ledger,
-            opts.link,
-            self.signing_key,
-            source=source_name,
-            segment_records=opts.segment_records,
-            segment_seconds=opts.segment_seconds,
-            marks=self.marks,
+        # a windows-only capture keeps no per-frame records: no per-frame writer, sealer or thread
+        self.writer = (
+            LinkWriter.open(
+                self.ledger_dir,
+                self.ledger,
+                opts.link,
+                self.signing_key,
+                source=source_name,
+                segment_records=opts.segment_records,
+                segment_seconds=opts.segment_seconds,
+                marks=self.marks,
+            )
+            if self.frames_tier
+            else NoFrameLog(opts.segment_records, opts.segment_seconds)
         )
         self.result.first_seq = self.writer.next_seq
         if self.ledger.window is not None:
@@ -845,7 +850,8 @@ class CaptureRun:
     def _recover(self) -> None:
         discarded: list[dict] = []
         aside: list[SetAside] = []
-        logs, said = [self.opts.link], []
+        # a windows-only ledger has no per-frame log to recover
+        logs, said = [self.opts.link] if self.frames_tier else [], []
         if self.ledger.window is not None:  # the link's window log: a killed run left it open too
             logs.append(layout.window_log(self.opts.link))
         for log in logs:
@@ -931,10 +937,17 @@ class CaptureRun:
                 ask = min(ask, opts.max_frames - result.frames)
             # the writer thread writes this batch while the engine digests the next one
             batch = None if self.records_source else w.batch_buffer(self.engine.batch_bytes)
+            # the window tier fed inside the engine, each pass while in cache (not after a frame
+            # count's stop: the frames then in hand are dropped, below)
+            acc = (
+                self.windows.acc
+                if self.windows and batch is not None and not self.stopping
+                else None
+            )
             try:
                 # idle: a quiet pipe returns no frame now and then, so --duration and signals act
                 records, n, nbytes = (
-                    self.engine.fill(w.next_seq, ask, batch, idle=True)
+                    self.engine.fill(w.next_seq, ask, batch, idle=True, window=acc)
                     if batch is not None
                     else self.engine.fill(w.next_seq, ask)
                 )
@@ -953,7 +966,7 @@ class CaptureRun:
                 if self.engine.ended:
                     break
             else:
-                self._record(records, n, nbytes, batch)
+                self._record(records, n, nbytes, batch, windowed=acc is not None)
             w.rotate_if_due()
             if opts.monitor:
                 opts.monitor(
@@ -963,16 +976,25 @@ class CaptureRun:
                 )
 
     def _record(
-        self, records: memoryview, n: int, nbytes: int, batch: ffi.CData | None = None
+        self,
+        records: memoryview,
+        n: int,
+        nbytes: int,
+        batch: ffi.CData | None = None,
+        windowed: bool = False,
     ) -> None:
         """One reader's batch into the open segment (`batch`: the writer's buffer that holds it)
-        and into the window tier; GAP records are counted as drops, not frames."""
+        and into the window tier (`windowed`: the engine added it to the accumulator already);
+        GAP records are counted as drops, not frames."""
         if self.windows is not None and not self.records_source:
             import numpy as np
 
             arr = np.frombuffer(records, dtype=self.engine.dtype, count=n)
             self.windows.check_start(arr)  # before anything of the batch is written
-            self.windows.add(arr)
+            if windowed:
+                self.windows.add_filled()
+            else:
+                self.windows.add(arr)
         if self.frames_tier:
             self.writer.append(records, n, batch)
         frames = n

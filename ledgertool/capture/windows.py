@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .._binding import ffi
 from ..digest.window import WindowAccumulator, WindowKeys, WindowRecord
 from ..errors import UsageError
 from ..keyfiles import DigestKey, SigningKey
@@ -66,6 +67,57 @@ def last_window_index(ledger_dir: Path, ledger: LedgerHeader, link: str) -> int 
     doc = load_seal(files[sealed[-1]][layout.SEAL], ledger_dir)
     start = doc.last_ts_ns
     return None if start is None else int(start) // ledger.window.window_ns
+
+
+class NoFrameLog:
+    """A windows-only capture's stand-in for the link's per-frame LinkWriter: the records are
+    numbered from next_seq and filled into one reused batch buffer, then only windowed. No
+    segment, seal, checkpoint or thread (the window log's own LinkWriter seals the windows); the
+    loop asks it what it asks a LinkWriter, and it answers as a writer that keeps nothing."""
+
+    def __init__(self, segment_records: int, segment_seconds: float | None):
+        self.segment_records = segment_records  # a pass of several live workers is cut at it
+        self.segment_seconds = segment_seconds
+        self.next_seq = 0  # a windows-only ledger keeps no per-frame seal to continue from
+        self.next_index = 0
+        self.source = ""
+        self.sealed: list[SealResult] = []
+        self.sealed_records = 0
+        self.open_index: int | None = None
+        self.open_records = 0
+        self._buffer: ffi.CData | None = None
+
+    def room(self) -> int:
+        return self.segment_records
+
+    def batch_buffer(self, nbytes: int) -> ffi.CData:
+        """The one buffer each batch is filled into (nothing holds a batch after it is windowed)."""
+        if self._buffer is None or len(self._buffer) < nbytes:
+            self._buffer = ffi.new("uint8_t[]", nbytes)
+        return self._buffer
+
+    def due(self, records: int, opened_at: float, now: float) -> bool:
+        return records >= self.segment_records or (
+            self.segment_seconds is not None and now - opened_at >= self.segment_seconds
+        )
+
+    def rotate_if_due(self) -> None:
+        pass
+
+    def end_segment(self) -> None:
+        pass
+
+    def drain(self) -> None:
+        pass
+
+    def checkpoint(self) -> None:
+        pass
+
+    def sealed_range(self) -> str | None:
+        return None
+
+    def close(self) -> None:
+        pass
 
 
 class WindowTier:
@@ -126,6 +178,11 @@ class WindowTier:
         """A batch of the engine's records (capture order): the windows it closed are appended."""
         self._append(self.acc.add(records))
 
+    def add_filled(self) -> None:
+        """The batch the engine just filled with `acc` (DigestEngine.fill's `window`) was added
+        as it was digested: the windows it closed are appended."""
+        self._append(self.acc.take_closed())
+
     def add_records(self, windows: list[WindowRecord]) -> None:
         """Window records a device computed (an authenticated stream verified them, and that
         their indices increase past the link's last sealed window): appended as they are."""
@@ -147,8 +204,8 @@ class WindowTier:
         self._append(self.acc.finish())
         self.writer.end_segment()
         self.writer.drain()
-        if self.writer.sealed:
-            self.writer.checkpoint()
+        # the seal of the last segment signed the checkpoint over the chain as it now stands
+        # (LinkWriter._seal_job; a window log's is not DIR/checkpoint): no second signature
 
     @property
     def sealed(self) -> list[SealResult]:

@@ -23,6 +23,8 @@ from .strip import StripFallbacks
 if TYPE_CHECKING:  # imported where used (start-up: docs/benchmarks.md)
     import numpy as np
 
+    from .window import WindowAccumulator
+
 # Largest Merkle leaf (records): a proof carries one whole leaf block, 4 MiB at 64-byte records.
 MERKLE_MAX_LEAF_RECORDS = lib.LT_MERKLE_MAX_LEAF_RECORDS
 
@@ -107,6 +109,7 @@ class DigestEngine:
         max_records: int | None = None,
         out: np.ndarray | ffi.CData | None = None,
         idle: bool = False,
+        window: WindowAccumulator | None = None,
     ) -> tuple[memoryview, int, int]:
         """Digest up to `max_records` more frames (default: one batch).
 
@@ -118,6 +121,9 @@ class DigestEngine:
         `records` is a view of it - no copy for a caller that keeps them. Either a writable,
         contiguous numpy array of `self.dtype` (at most len(out) records) or a cffi uint8_t[] the
         caller owns, e.g. a writer's batch buffer (at most len(out) // record_size records).
+        `window`: every record returned is also added to that accumulator, each digest pass's
+        right after it was digested, while it is in cache (lt_engine_fill_window; the windows
+        they closed: window.take_closed()).
         Raises CaptureFormatError on a corrupt structure (every frame before it was returned by
         earlier calls); ValueError on an `out` array of another dtype or layout.
         """
@@ -136,7 +142,12 @@ class DigestEngine:
             dst = out
         wait = not idle and getattr(self.reader, "stream", False)
         while True:  # (a signal handler runs between two waits)
-            st = lib.lt_engine_fill(self._e, first_seq, dst, want, self._n, self._bytes)
+            if window is None:
+                st = lib.lt_engine_fill(self._e, first_seq, dst, want, self._n, self._bytes)
+            else:
+                st = window.fill_from(
+                    self._e, first_seq, dst, want, self._n, self._bytes, self.record_size
+                )
             n = self._n[0]
             if n or st != lib.LT_OK or not wait:
                 break

@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from .._binding import check, ffi, lib
 from ..errors import DataError
 from ..plan import window_cells
+from .record import RECORD_FIXED
 
 # numpy is imported where records are handled: a v2 capture of frames alone loads none
 if TYPE_CHECKING:
@@ -252,6 +253,7 @@ class WindowAccumulator:
         self._out = bytearray(self.size * 64)
         self._n = ffi.new("size_t *")
         self._used = ffi.new("size_t *")
+        self._closed: list[WindowRecord] = []  # by fill_from, for take_closed
 
     def add(self, records: np.ndarray) -> list[WindowRecord]:
         """Add a batch; the records of the windows it closed, oldest first."""
@@ -263,14 +265,17 @@ class WindowAccumulator:
                 f"records of {records.dtype.fields['digest'][0].itemsize}-byte digests "
                 f"for a window of {self.digest_size}-byte ones"
             )
+        return self._add(ffi.from_buffer(records), len(records), records.dtype.itemsize)
+
+    def _add(self, view: ffi.CData, count: int, stride: int, at: int = 0) -> list[WindowRecord]:
+        """Records [at, count) of the `stride`-byte records at `view` (lt_window_add)."""
         done: list[WindowRecord] = []
-        view, at, stride = ffi.from_buffer(records), 0, records.dtype.itemsize
-        while at < len(records):
+        while at < count:
             check(
                 lib.lt_window_add(
                     self._acc,
                     view + at * stride,
-                    len(records) - at,
+                    count - at,
                     stride,
                     ffi.from_buffer(self._out),
                     len(self._out),
@@ -282,6 +287,48 @@ class WindowAccumulator:
             done += self._records(self._n[0])
             at += self._used[0]
         return done
+
+    def fill_from(
+        self,
+        engine: ffi.CData,
+        first_seq: int,
+        dst: ffi.CData,
+        want: int,
+        n: ffi.CData,
+        nbytes: ffi.CData,
+        record_size: int,
+    ) -> int:
+        """lt_engine_fill of the native `engine` (DigestEngine.fill with `window`), the records
+        also added here, each digest pass's while it is in cache (lt_engine_fill_window); its
+        status. The windows they closed are kept for `take_closed`."""
+        if record_size != RECORD_FIXED + self.digest_size:
+            raise ValueError(
+                f"records of {record_size - RECORD_FIXED}-byte digests "
+                f"for a window of {self.digest_size}-byte ones"
+            )
+        st = lib.lt_engine_fill_window(
+            engine,
+            first_seq,
+            dst,
+            want,
+            n,
+            nbytes,
+            self._acc,
+            ffi.from_buffer(self._out),
+            len(self._out),
+            self._n,
+            self._used,
+        )
+        if n[0]:
+            self._closed += self._records(self._n[0])
+            # the accumulator's output filled up: the rest as lt_window_add's caller would
+            self._closed += self._add(dst, n[0], record_size, self._used[0])
+        return st
+
+    def take_closed(self) -> list[WindowRecord]:
+        """The windows closed by the records `fill_from` added since the last call, oldest first."""
+        closed, self._closed = self._closed, []
+        return closed
 
     def finish(self) -> list[WindowRecord]:
         """The open window's record (none when nothing was added since the last)."""

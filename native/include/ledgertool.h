@@ -365,6 +365,16 @@ const char *lt_window_path_name(const lt_window_acc *a);
  * the rest). LT_OK or LT_ERR_ARG. */
 int lt_window_add(lt_window_acc *a, const uint8_t *records, size_t n, size_t stride, uint8_t *out,
                   size_t out_len, size_t *n_out, size_t *consumed);
+/* lt_engine_fill, and each digest pass's records (up to the engine's batch, 16,384 frames by
+ * default) added to `acc` as lt_window_add would right after the pass, while they are in cache:
+ * the same records and windows as lt_engine_fill then lt_window_add, in one call. The first
+ * *windowed of the *n records were added and *n_windows windows they closed written to win_out;
+ * when win_out is full the rest are the caller's to add (lt_window_add). When the file shrank
+ * under a pass after earlier ones, those earlier passes are handed out (LT_OK) and LT_ERR_IO
+ * comes with the next call. LT_ERR_ARG for an accumulator of another digest size. */
+int lt_engine_fill_window(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_records,
+                          size_t *n, uint64_t *bytes_captured, lt_window_acc *acc, uint8_t *win_out,
+                          size_t win_out_len, size_t *n_windows, size_t *windowed);
 /* Emit the open window, if any (*n_out 0 or 1); a later record goes to a later window. LT_OK, or
  * LT_ERR_ARG when a window is open and out_len is below one record. */
 int lt_window_finish(lt_window_acc *a, uint8_t *out, size_t out_len, size_t *n_out);

@@ -347,8 +347,29 @@ int lt_engine_new(lt_reader *r, const lt_engine_config *cfg, lt_engine **out, ch
     return LT_OK;
 }
 
-int lt_engine_fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_records, size_t *n,
-                   uint64_t *bytes_captured) {
+/* Where lt_engine_fill_window sends each pass's records: the accumulator, its output for the
+ * windows the records close, and how far it got (it stops when `out` is full: the caller adds the
+ * rest). */
+typedef struct {
+    lt_window_acc *acc;
+    uint8_t *out;
+    size_t out_len, rsize, emitted, windowed;
+    int stopped;
+} window_feed;
+
+/* One pass's records, still in cache, into the accumulator (the records `windowed` before them
+ * were added; after a stop none is). */
+static void feed_window(window_feed *w, const uint8_t *recs, size_t n, size_t stride) {
+    if (w->stopped) return;
+    size_t k = 0, used = 0, off = w->emitted * w->rsize;
+    lt_window_add(w->acc, recs, n, stride, w->out + off, w->out_len - off, &k, &used);
+    w->emitted += k;
+    w->windowed += used;
+    w->stopped = used < n;
+}
+
+static int fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_records, size_t *n,
+                uint64_t *bytes_captured, window_feed *win) {
     size_t done = 0;
     uint64_t bytes = 0;
     int idle = 0; /* a live source returned LT_OK with 0 frames: nothing arrived, not the end */
@@ -379,16 +400,25 @@ int lt_engine_fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_re
         }
         size_t take = e->batch_len - e->batch_pos;
         if (take > max_records - done) take = max_records - done;
+        uint64_t prior = bytes;
         bytes += digest_pass(e, e->batch_pos, take, first_seq + done, out + done * e->record_size,
                              e->batch_pos + take == e->batch_len);
-        if (e->fault) { /* the file shrank under this pass: none of this call's records is handed out */
+        if (e->fault) { /* the file shrank under this pass: none of this pass's records is handed out */
             lt_reader_fail_shrunk(e->reader, e->fault - 1);
             e->reader_status = LT_ERR_IO;
             e->batch_pos = e->batch_len;
             e->ahead_ready = 0;
-            if (bytes_captured) *bytes_captured = 0;
-            return LT_ERR_IO;
+            /* lt_engine_fill hands out none of the call's; lt_engine_fill_window the passes it
+             * already added to the window (the error comes with the next call) */
+            if (!win || !done) {
+                if (bytes_captured) *bytes_captured = 0;
+                return LT_ERR_IO;
+            }
+            *n = done;
+            if (bytes_captured) *bytes_captured = prior;
+            return LT_OK;
         }
+        if (win) feed_window(win, out + done * e->record_size, take, e->record_size);
         e->batch_pos += take;
         done += take;
     }
@@ -396,6 +426,26 @@ int lt_engine_fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_re
     if (bytes_captured) *bytes_captured = bytes;
     if (done > 0 || idle) return LT_OK;
     return e->reader_status ? e->reader_status : LT_EOF;
+}
+
+int lt_engine_fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_records, size_t *n,
+                   uint64_t *bytes_captured) {
+    return fill(e, first_seq, out, max_records, n, bytes_captured, NULL);
+}
+
+int lt_engine_fill_window(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_records,
+                          size_t *n, uint64_t *bytes_captured, lt_window_acc *acc, uint8_t *win_out,
+                          size_t win_out_len, size_t *n_windows, size_t *windowed) {
+    if (!acc || !n_windows || !windowed || (win_out_len && !win_out)) return LT_ERR_ARG;
+    size_t rsize = 0, dsize = 0;
+    lt_window_acc_sizes(acc, &rsize, &dsize);
+    if (dsize != e->digest_size) return LT_ERR_ARG;
+    window_feed w = {acc, win_out, win_out_len, rsize, 0, 0, 0};
+    *n_windows = *windowed = 0;
+    int st = fill(e, first_seq, out, max_records, n, bytes_captured, &w);
+    *n_windows = w.emitted;
+    *windowed = w.windowed;
+    return st;
 }
 
 int lt_engine_get_stats(const lt_engine *e, lt_engine_stats *out) {

@@ -228,6 +228,10 @@ void lt_aes128_encrypt_portable(const uint8_t rk[176], const uint8_t in[16], uin
 void lt_mset_prf(const uint8_t rk[176], const uint8_t *recs, size_t n, size_t stride, size_t off,
                  size_t dsize, int aesni, uint8_t *out);
 
+/* window.c: an accumulator's window record size and digest size (engine.c's
+ * lt_engine_fill_window) */
+void lt_window_acc_sizes(const lt_window_acc *a, size_t *rsize, size_t *dsize);
+
 /* window_vaes.c: lt_mset_prf's element map on AVX-512 VAES, sixteen blocks in flight (the
  * caller checked lt_cpu_has_vaes_avx512) */
 void lt_window_prf_vaes(const uint8_t rk[176], const uint8_t *recs, size_t n, size_t stride,

@@ -437,6 +437,11 @@ int lt_window_add(lt_window_acc *a, const uint8_t *records, size_t n, size_t str
     return LT_OK;
 }
 
+void lt_window_acc_sizes(const lt_window_acc *a, size_t *rsize, size_t *dsize) {
+    *rsize = a->rsize;
+    *dsize = a->dsize;
+}
+
 int lt_window_finish(lt_window_acc *a, uint8_t *out, size_t out_len, size_t *n_out) {
     if (!a || !n_out)
         return LT_ERR_ARG;

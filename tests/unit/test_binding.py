@@ -41,7 +41,7 @@ CDEF_DIGESTS = {
     # lt_segment_writer_direct, lt_segment_writer_trim (segment files by direct I/O);
     # LT_FMT_ERF, lt_reader_declare_losses; lt_reader_info.damaged_*, warning; lt_rec_from_columns;
     # LT_WINDOW_PATH_*, lt_window_path_supported, lt_window_path_name (lt_window_new's `path`)
-    4: "f934d7d2f15fd38ab3e49b85726f4ba9f72a10bf2a24ab631389c5f75e275a76",
+    4: "1b7475390b86b1135fe74bb4b85e42b96401bcc210f325cc5110f24fd03c4fcf",
 }
 
 
