@@ -50,6 +50,7 @@ from .limits import (
     DEFAULT_MEMORY_LIMIT,
     check_memory_limit,
     keep_budget,
+    lazy_pairing,
     open_pairing,
 )
 from .msethash import HashingSink, MultisetHash, new_key, new_part_key, part_ids
@@ -316,7 +317,9 @@ def reconcile(
         # one that does not is read again and only its differing parts are paired (standard input
         # cannot be read again, nor is it needed with a window or several keys, which the pairing
         # below handles)
-        hashed = _hash_sides(source, ledger_side, ledger, alg, keys[0], progress, workers)
+        hashed = _hash_sides(
+            source, ledger_side, ledger, alg, keys[0], (progress, workers), memory_limit
+        )
         if hashed is not None and not hashed.capture_gaps:
             res = _decide(
                 hashed,
@@ -439,6 +442,9 @@ class _Hashed:
     seconds: dict[int, int]
     run: DigestRun
     capture_gaps: int = 0  # capture records with a skipped flag: not in chash
+    #: both sides' frame rows as the first reading kept them (None: past the memory budget, so the
+    #: differing parts' rows are read again)
+    kept: PartStore | None = None
 
     def tally(self) -> Tally:
         """The tally when every part agrees: every frame matched (the ledger side's counts)."""
@@ -492,16 +498,18 @@ def _decide(
         wanted = np.zeros(1 << PART_BITS, bool)
         wanted[differing] = True
         with tempfile.TemporaryDirectory(prefix="ledgertool-recompute-") as tmp:
-            con = open_pairing(memory_limit, tmp)
+            # DuckDB is opened only when the differing rows need it (--details, or many of them)
+            opener = lazy_pairing(memory_limit, tmp)
+            con = opener() if details else opener
             try:
-                store = PartStore(
+                store = hashed.kept or PartStore(
                     record_dtype(alg.digest_size),
                     keep_budget(memory_limit),
                     hashed.lhash.part_key,
                     PART_BITS,
                     Path(tmp),
                 )
-                if not _gather_parts(
+                if hashed.kept is None and not _gather_parts(
                     store,
                     wanted,
                     hashed,
@@ -530,7 +538,7 @@ def _decide(
                     f"{str(e).splitlines()[0]}"
                 ) from None
             finally:
-                con.close()
+                opener.close()
     return make_result(
         source_name(source),
         ledger_side.ledger.location,
@@ -554,8 +562,8 @@ def _hash_sides(
     ledger: LedgerHeader,
     alg: Algorithm,
     key: DigestKey,
-    progress: ProgressFn | None,
-    workers: int,
+    how: tuple,
+    memory_limit: str,
 ) -> _Hashed | None:
     """Verify the ledger (DiscrepancyError when it does not verify), adding each verified
     segment's frame records to a multiset hash in parts as they are checked (msethash: the very
@@ -563,7 +571,10 @@ def _hash_sides(
     counting them per link and per second, then recompute the captures under `key` into another,
     batch by batch. Equal parts mean equal multisets of digests (docs/adr/0011). None when some
     segments are under another key or the capture could not be read to its end (the caller
-    pairs everything then). KeyFileError as match_keys."""
+    pairs everything then). Both sides' frame rows are kept as they are read, up to the pairing's
+    budget (keep_budget; past it none are), so that a capture that differs is not read again.
+    KeyFileError as match_keys."""
+    progress, workers = how
     ledger_dir = ledger_side.ledger.location
     dtype = record_dtype(alg.digest_size)
     lhash = MultisetHash(new_key(), alg.digest_size, part_bits=PART_BITS, part_key=new_part_key())
@@ -575,21 +586,27 @@ def _hash_sides(
     # record files the native walk also hashes and counts per second as it copies them
     sink = HashingSink(dtype, lhash)
     seconds = sink.seconds
+    store = PartStore(
+        dtype,
+        keep_budget(memory_limit),
+        lhash.part_key,
+        PART_BITS,
+        None,
+        capture_hint(source),
+        ledger_sink=sink,
+    )
 
     def add_segment(seg: VerifiedSegment) -> None:
         segs.append(Segment.of(seg))
         seals.append(seg.seal)
+        arr = np.frombuffer(seg.records, dtype)
         if sink.holds(seg.records):  # hashed and counted by the walk that copied it
-            n = (
-                seg.frames
-                if seg.frames is not None
-                else int(((np.frombuffer(seg.records, dtype)["flags"] & FLAG_GAP) == 0).sum())
-            )
+            n = seg.frames if seg.frames is not None else int(_frames(arr).sum())
         else:  # a v1 or compacted segment, or bytes read from a URL
-            arr = np.frombuffer(seg.records, dtype)
             n = lhash.add(arr)
             second_counts(arr, FLAG_GAP, into=seconds)
         per_link[seg.link] = per_link.get(seg.link, 0) + n
+        store.took_ledger(seg.link, seg.records, None if n == len(arr) else _frames(arr))
 
     ver = ledger_side.verify(add_segment, records_into=sink)
     keys, uncovered = match_keys(ledger_dir, ledger, alg, [key], segs)
@@ -601,11 +618,20 @@ def _hash_sides(
     for one in source_list(source):
         if run.stopped is not None:
             break
-        for batch in digest_records(one, key, alg, ledger.strip, run, progress, workers):
+        for batch in digest_records(
+            one, key, alg, ledger.strip, run, progress, workers, sink=store.capture
+        ):
             gaps += len(batch) - chash.add(batch)
+            store.took_capture(len(batch))
     if run.stopped is not None:
         return None
-    return _Hashed(segs, seals, ver, keys, lhash, chash, per_link, seconds, run, gaps)
+    kept = None if store.dropped else store
+    return _Hashed(segs, seals, ver, keys, lhash, chash, per_link, seconds, run, gaps, kept)
+
+
+def _frames(records: np.ndarray) -> np.ndarray:
+    """A mask of the frame records (gap records left out)."""
+    return (records["flags"] & FLAG_GAP) == 0
 
 
 def _gather_parts(
