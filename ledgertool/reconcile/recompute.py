@@ -273,9 +273,10 @@ def reconcile(
     Capture-only examples and details show a frame's digest under the first (oldest) key given.
 
     One digest key, no window, no standard input and a CPU with AES instructions: the fast
-    verdict comes first (_hash_sides: a multiset hash of each side in parts, docs/adr/0011); only
-    when some parts differ are both sides read again, and only those parts' rows are kept and
-    paired. Every single-key pairing keeps its rows in memory up to a quarter of `memory_limit`
+    verdict comes first (_hash_sides: a multiset hash of each side in parts, docs/adr/0011), and
+    that reading keeps both sides' rows up to a quarter of `memory_limit`: when some parts differ,
+    only those parts' rows are paired, from what was kept or, past the budget, from both sides read
+    again. Every single-key pairing keeps its rows in memory up to a quarter of `memory_limit`
     and then in bucket files by their part, paired a bucket at a time (PartStore, pair_store), so
     it holds the limit whatever the ledger's size. `exact` pairs everything without the fast
     verdict (the report is the same; for tests and benchmarks).
@@ -483,9 +484,11 @@ def _decide(
     details_limit: int,
 ) -> ReconcileResult | None:
     """The report from both sides hashed in parts: every part agrees, so every frame matched; or
-    both sides read again, only the differing parts' rows kept (a PartStore: past the budget in
-    bucket files) and paired, the rest counted as matched (a difference costs what it touches).
-    None when the second reading did not meet what the first did (the caller pairs everything)."""
+    only the differing parts' rows paired, the rest counted as matched (a difference costs what it
+    touches): the rows the first reading kept, or (it passed the budget) both sides read again and
+    only those parts' rows kept (a PartStore: past the budget in bucket files). DuckDB is opened
+    only for --details or many differing rows (pairing.pair_records). None when the second reading
+    did not meet what the first did (the caller pairs everything)."""
     progress, workers, examples = how
     written = 0
     differing = hashed.lhash.differing_parts(hashed.chash)
@@ -612,6 +615,8 @@ def _hash_sides(
     keys, uncovered = match_keys(ledger_dir, ledger, alg, [key], segs)
     if uncovered:
         return None
+    if 2 * store.held_bytes() > store.budget:  # a capture that agrees would pass the budget
+        store.drop()
     chash = MultisetHash(lhash.key, alg.digest_size, part_bits=PART_BITS, part_key=lhash.part_key)
     run = DigestRun()
     gaps = 0
