@@ -96,13 +96,6 @@ class PartStore:
         _compact(self.capture, self.capture.records()[self.capture.n - count :], keep)
         self._check()
 
-    def drop(self) -> None:
-        """Let go of the rows held and keep none from now on (`dropped`)."""
-        self.dropped = True
-        self.ledger.clear()
-        self.capture.clear()
-        self.spans = []
-
     def held_bytes(self) -> int:
         return (self.ledger.n + self.capture.n) * self.ledger.dtype.itemsize
 
@@ -111,7 +104,10 @@ class PartStore:
             self._spill()
         elif self.held_bytes() > self.budget:
             if self.tmp is None:
-                self.drop()
+                self.dropped = True
+                self.ledger.clear()
+                self.capture.clear()
+                self.spans = []
             else:
                 self.spilled = True
                 self._spill()

@@ -273,10 +273,9 @@ def reconcile(
     Capture-only examples and details show a frame's digest under the first (oldest) key given.
 
     One digest key, no window, no standard input and a CPU with AES instructions: the fast
-    verdict comes first (_hash_sides: a multiset hash of each side in parts, docs/adr/0011), and
-    that reading keeps both sides' rows up to a quarter of `memory_limit`: when some parts differ,
-    only those parts' rows are paired, from what was kept or, past the budget, from both sides read
-    again. Every single-key pairing keeps its rows in memory up to a quarter of `memory_limit`
+    verdict comes first (_hash_sides: a multiset hash of each side in parts, docs/adr/0011); only
+    when some parts differ are both sides read again, and only those parts' rows are kept and
+    paired. Every single-key pairing keeps its rows in memory up to a quarter of `memory_limit`
     and then in bucket files by their part, paired a bucket at a time (PartStore, pair_store), so
     it holds the limit whatever the ledger's size. `exact` pairs everything without the fast
     verdict (the report is the same; for tests and benchmarks).
@@ -318,9 +317,7 @@ def reconcile(
         # one that does not is read again and only its differing parts are paired (standard input
         # cannot be read again, nor is it needed with a window or several keys, which the pairing
         # below handles)
-        hashed = _hash_sides(
-            source, ledger_side, ledger, alg, keys[0], (progress, workers), memory_limit
-        )
+        hashed = _hash_sides(source, ledger_side, ledger, alg, keys[0], progress, workers)
         if hashed is not None and not hashed.capture_gaps:
             res = _decide(
                 hashed,
@@ -443,9 +440,6 @@ class _Hashed:
     seconds: dict[int, int]
     run: DigestRun
     capture_gaps: int = 0  # capture records with a skipped flag: not in chash
-    #: both sides' frame rows as the first reading kept them (None: past the memory budget, so the
-    #: differing parts' rows are read again)
-    kept: PartStore | None = None
 
     def tally(self) -> Tally:
         """The tally when every part agrees: every frame matched (the ledger side's counts)."""
@@ -484,11 +478,10 @@ def _decide(
     details_limit: int,
 ) -> ReconcileResult | None:
     """The report from both sides hashed in parts: every part agrees, so every frame matched; or
-    only the differing parts' rows paired, the rest counted as matched (a difference costs what it
-    touches): the rows the first reading kept, or (it passed the budget) both sides read again and
-    only those parts' rows kept (a PartStore: past the budget in bucket files). DuckDB is opened
-    only for --details or many differing rows (pairing.pair_records). None when the second reading
-    did not meet what the first did (the caller pairs everything)."""
+    both sides read again, only the differing parts' rows kept (a PartStore: past the budget in
+    bucket files) and paired, the rest counted as matched (a difference costs what it touches).
+    DuckDB is opened only for --details or many differing rows (pairing.pair_records). None when
+    the second reading did not meet what the first did (the caller pairs everything)."""
     progress, workers, examples = how
     written = 0
     differing = hashed.lhash.differing_parts(hashed.chash)
@@ -505,14 +498,14 @@ def _decide(
             opener = lazy_pairing(memory_limit, tmp)
             con = opener() if details else opener
             try:
-                store = hashed.kept or PartStore(
+                store = PartStore(
                     record_dtype(alg.digest_size),
                     keep_budget(memory_limit),
                     hashed.lhash.part_key,
                     PART_BITS,
                     Path(tmp),
                 )
-                if hashed.kept is None and not _gather_parts(
+                if not _gather_parts(
                     store,
                     wanted,
                     hashed,
@@ -565,8 +558,8 @@ def _hash_sides(
     ledger: LedgerHeader,
     alg: Algorithm,
     key: DigestKey,
-    how: tuple,
-    memory_limit: str,
+    progress: ProgressFn | None,
+    workers: int,
 ) -> _Hashed | None:
     """Verify the ledger (DiscrepancyError when it does not verify), adding each verified
     segment's frame records to a multiset hash in parts as they are checked (msethash: the very
@@ -574,10 +567,7 @@ def _hash_sides(
     counting them per link and per second, then recompute the captures under `key` into another,
     batch by batch. Equal parts mean equal multisets of digests (docs/adr/0011). None when some
     segments are under another key or the capture could not be read to its end (the caller
-    pairs everything then). Both sides' frame rows are kept as they are read, up to the pairing's
-    budget (keep_budget; past it none are), so that a capture that differs is not read again.
-    KeyFileError as match_keys."""
-    progress, workers = how
+    pairs everything then). KeyFileError as match_keys."""
     ledger_dir = ledger_side.ledger.location
     dtype = record_dtype(alg.digest_size)
     lhash = MultisetHash(new_key(), alg.digest_size, part_bits=PART_BITS, part_key=new_part_key())
@@ -589,54 +579,37 @@ def _hash_sides(
     # record files the native walk also hashes and counts per second as it copies them
     sink = HashingSink(dtype, lhash)
     seconds = sink.seconds
-    store = PartStore(
-        dtype,
-        keep_budget(memory_limit),
-        lhash.part_key,
-        PART_BITS,
-        None,
-        capture_hint(source),
-        ledger_sink=sink,
-    )
 
     def add_segment(seg: VerifiedSegment) -> None:
         segs.append(Segment.of(seg))
         seals.append(seg.seal)
-        arr = np.frombuffer(seg.records, dtype)
         if sink.holds(seg.records):  # hashed and counted by the walk that copied it
-            n = seg.frames if seg.frames is not None else int(_frames(arr).sum())
+            n = (
+                seg.frames
+                if seg.frames is not None
+                else int(((np.frombuffer(seg.records, dtype)["flags"] & FLAG_GAP) == 0).sum())
+            )
         else:  # a v1 or compacted segment, or bytes read from a URL
+            arr = np.frombuffer(seg.records, dtype)
             n = lhash.add(arr)
             second_counts(arr, FLAG_GAP, into=seconds)
         per_link[seg.link] = per_link.get(seg.link, 0) + n
-        store.took_ledger(seg.link, seg.records, None if n == len(arr) else _frames(arr))
 
     ver = ledger_side.verify(add_segment, records_into=sink)
     keys, uncovered = match_keys(ledger_dir, ledger, alg, [key], segs)
     if uncovered:
         return None
-    if 2 * store.held_bytes() > store.budget:  # a capture that agrees would pass the budget
-        store.drop()
     chash = MultisetHash(lhash.key, alg.digest_size, part_bits=PART_BITS, part_key=lhash.part_key)
     run = DigestRun()
     gaps = 0
     for one in source_list(source):
         if run.stopped is not None:
             break
-        for batch in digest_records(
-            one, key, alg, ledger.strip, run, progress, workers, sink=store.capture
-        ):
+        for batch in digest_records(one, key, alg, ledger.strip, run, progress, workers):
             gaps += len(batch) - chash.add(batch)
-            store.took_capture(len(batch))
     if run.stopped is not None:
         return None
-    kept = None if store.dropped else store
-    return _Hashed(segs, seals, ver, keys, lhash, chash, per_link, seconds, run, gaps, kept)
-
-
-def _frames(records: np.ndarray) -> np.ndarray:
-    """A mask of the frame records (gap records left out)."""
-    return (records["flags"] & FLAG_GAP) == 0
+    return _Hashed(segs, seals, ver, keys, lhash, chash, per_link, seconds, run, gaps)
 
 
 def _gather_parts(
@@ -665,7 +638,7 @@ def _gather_parts(
         store.took_ledger(
             seg.link,
             seg.records,
-            wanted[part_ids(arr, lh.part_key, lh.part_bits)] & ((arr["flags"] & FLAG_GAP) == 0),
+            _in_parts(wanted, arr, lh) & ((arr["flags"] & FLAG_GAP) == 0),
         )
 
     _verify_into(store, ledger_side, add_segment)
@@ -680,12 +653,18 @@ def _gather_parts(
             one, key, alg, ledger.strip, run, progress, workers, sink=store.capture
         ):
             again.add(batch)
-            store.took_capture(len(batch), wanted[part_ids(batch, lh.part_key, lh.part_bits)])
+            store.took_capture(len(batch), _in_parts(wanted, batch, lh))
     return (
         run.stopped is None
         and run.frames == hashed.run.frames
         and not len(again.differing_parts(ch))
     )
+
+
+def _in_parts(wanted: np.ndarray, records: np.ndarray, mset: MultisetHash) -> np.ndarray:
+    """A mask of `records` whose part under `mset`'s parts `wanted` marks (the parts, below
+    2^part_bits, index as int64 bits, which numpy takes without converting them)."""
+    return wanted[part_ids(records, mset.part_key, mset.part_bits).view(np.int64)]
 
 
 def _keep_ledger(
