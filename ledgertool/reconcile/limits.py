@@ -12,6 +12,7 @@ __all__ = [
     "DEFAULT_MEMORY_LIMIT",
     "check_memory_limit",
     "keep_budget",
+    "lazy_pairing",
     "memory_budget",
     "open_pairing",
 ]
@@ -34,6 +35,28 @@ def open_pairing(memory_limit: str, tmp: str):
         return open_duckdb({"memory_limit": memory_limit, "temp_directory": tmp})
     except UsageError as e:
         raise UsageError(Setting("memory_limit"), f" {memory_limit!r}: {e}") from None
+
+
+class _LazyPairing:
+    """open_pairing's connection, opened when it is first called for (then the same one)."""
+
+    def __init__(self, memory_limit: str, tmp: str):
+        self.memory_limit, self.tmp, self.con = memory_limit, tmp, None
+
+    def __call__(self):
+        if self.con is None:
+            self.con = open_pairing(self.memory_limit, self.tmp)
+        return self.con
+
+    def close(self) -> None:
+        if self.con is not None:
+            self.con.close()
+
+
+def lazy_pairing(memory_limit: str, tmp: str) -> _LazyPairing:
+    """A function that opens open_pairing's connection on its first call and returns it on every
+    call (`close()` closes it, if it was opened): for a pairing that may not need DuckDB."""
+    return _LazyPairing(memory_limit, tmp)
 
 
 _UNITS = {

@@ -8,11 +8,15 @@ ledger record and a capture frame with the same timestamp pair first; the occurr
 time order. `pair_records` is the engine for rows in memory: the rows that pair one to one whatever
 the rule (multiset.paired_masks, in C) are counted in numpy and only the others go through
 DuckDB's statements (`pair_tables`, `tally_tables`), which also pair everything when the rows are
-in DuckDB's tables already (several digest keys, a bucket too large for memory). `pair_store`
-pairs what a PartStore kept, a group at a time.
+in DuckDB's tables already (several digest keys, a bucket too large for memory). A few rows left
+without a window or uncovered segments, and no --details to write, are paired in Python instead
+(`pair_few`, the same rule: opening DuckDB and its queries cost ~80 ms). `pair_store` pairs what a
+PartStore kept, a group at a time.
 """
 
 from __future__ import annotations
+
+from collections import Counter
 
 import numpy as np
 import pyarrow as pa
@@ -28,6 +32,7 @@ __all__ = [
     "append_rows",
     "digest_array",
     "load_rows",
+    "pair_few",
     "pair_records",
     "pair_store",
     "pair_tables",
@@ -57,7 +62,10 @@ def pair_store(
     does over all of them (`segments`: the ledger's segments and the uncovered runs). The store's
     groups pair on their own (one, or a bucket at a time once it spilled); a bucket past the
     budget goes through DuckDB's pairing, which spills. Table `j` on `con` then holds the
-    differing rows of every group (for --details)."""
+    differing rows of every group (for --details). `con` may be a function that opens the
+    connection when it is first needed (pair_records); table `j` is then not made."""
+    if callable(con) and store.spilled:
+        con = con()
     segs, uncovered = segments
     from_ns, to_ns, tolerance_ns = window
     several = store.spilled
@@ -86,7 +94,7 @@ def pair_store(
         collect(tally_tables(con, from_ns, to_ns, examples))
     if several:
         con.execute("ALTER TABLE jall RENAME TO j")
-    elif not tallies:
+    elif not tallies and not callable(con):
         con.execute(f"CREATE TEMP TABLE j ({J_COLUMNS})")
     return merge_tallies(tallies, examples)
 
@@ -186,7 +194,10 @@ def pair_records(
     as an index into them, the records) with the capture rows, as pair_tables and tally_tables do over all
     of them (`window`: from_ns, to_ns, tolerance_ns): the rows that pair one to one
     (multiset.paired_masks: the ordered walk, then once_each, in C) are counted in numpy; only the
-    others go through DuckDB, and table `j` on `con` holds their pairing (for --details)."""
+    others go through DuckDB, and table `j` on `con` holds their pairing (for --details).
+    `con` may instead be a function that opens the connection: then up to FEW_ROWS rows left
+    without a window or uncovered segments are paired by pair_few (no table `j`: for a run
+    without --details), and DuckDB is opened only for more."""
     names, codes, ledger = ledger_side
     from_ns, to_ns, tolerance_ns = window
     lo = None if from_ns is None else from_ns - tolerance_ns
@@ -201,7 +212,11 @@ def pair_records(
     )
     # the rest is usually a few rows: taken by index, and the paired side not copied when it is all
     lrest, crest = np.flatnonzero(~lpair), np.flatnonzero(~cpair)
-    if len(lrest) or len(crest):
+    few = callable(con) and lo is None and hi is None and not uncovered
+    if few and len(lrest) + len(crest) <= FEW_ROWS:
+        exact = pair_few(names, codes[lrest], ledger[lrest], capture[crest], examples)
+    elif len(lrest) or len(crest):
+        con = con() if callable(con) else con
         load_rows(
             con,
             kid,
@@ -212,7 +227,7 @@ def pair_records(
         pair_tables(con, [(kid, None)], segs, uncovered, from_ns, to_ns, tolerance_ns)
         exact = tally_tables(con, from_ns, to_ns, examples)
     else:  # every row paired: DuckDB's queries (~40 ms) would pair nothing
-        con.execute(f"CREATE TEMP TABLE j ({J_COLUMNS})")
+        (con() if callable(con) else con).execute(f"CREATE TEMP TABLE j ({J_COLUMNS})")
         exact = Tally(0, 0, 0, 0, [], [], [], [])
     lsel, csel = (
         (slice(None) if not len(lrest) else lpair),
@@ -223,6 +238,108 @@ def pair_records(
         names, codes[lsel], ledger["ts_ns"][lsel], capture["ts_ns"][csel], from_ns, to_ns, ts_sorted
     )
     return merge_tallies([exact, matched], examples)
+
+
+#: the most rows left to the exact pairing that pair_records pairs in Python (a few µs a row)
+#: rather than in DuckDB when it may choose
+FEW_ROWS = 20_000
+
+
+def pair_few(
+    names: list[str], codes: np.ndarray, ledger: np.ndarray, capture: np.ndarray, examples: int
+) -> Tally:
+    """tally_tables after pair_tables over these rows (one digest key, no window, no uncovered
+    segments; `codes` each ledger row's link as an index into `names`), computed in Python by the
+    same rule: a digest whose counts agree is matched; a contested one pairs its occurrences of
+    the same time first (k-th with k-th, ledger by link and seq, capture by index), the rest in
+    time order (ledger by time, link and seq, capture by time and index)."""
+    links = [names[c] for c in codes.tolist()]
+    lrows = list(
+        zip(
+            ledger["digest"].tolist(),
+            links,
+            ledger["seq"].tolist(),
+            ledger["ts_ns"].tolist(),
+            ledger["wire_len"].tolist(),
+        )
+    )
+    crows = list(
+        zip(
+            capture["digest"].tolist(),
+            capture["seq"].tolist(),
+            capture["ts_ns"].tolist(),
+            capture["wire_len"].tolist(),
+        )
+    )
+    lonly, conly = _pair_contested(lrows, crows)
+    per_link = []
+    lo_links = Counter(r[1] for r in lonly)
+    for link, total in sorted(Counter(links).items()):
+        lo_ = lo_links.get(link, 0)
+        per_link.append(
+            {"link": link, "matched": total - lo_, "ledger_only": lo_, "capture_only": 0}
+        )
+    if conly:
+        per_link.append({"link": None, "matched": 0, "ledger_only": 0, "capture_only": len(conly)})
+    seconds: dict[int, list[int]] = {}
+    for r in lrows:
+        seconds.setdefault(_second(r[3]), [0, 0, 0])[0] += 1
+    for r in lonly:
+        row = seconds[_second(r[3])]
+        row[0] -= 1
+        row[1] += 1
+    for r in conly:
+        seconds.setdefault(_second(r[2]), [0, 0, 0])[2] += 1
+    return Tally(
+        len(crows),
+        len(lrows) - len(lonly),
+        len(lonly),
+        len(conly),
+        per_link,
+        [
+            {"second": sec, "matched": m, "ledger_only": lo_, "capture_only": co}
+            for sec, (m, lo_, co) in sorted(seconds.items())
+        ],
+        [(d.hex(), *rest) for d, *rest in sorted(lonly, key=lambda r: (r[1], r[2]))[:examples]],
+        [(d.hex(), *rest) for d, *rest in sorted(conly, key=lambda r: r[1])[:examples]],
+    )
+
+
+def _pair_contested(lrows: list[tuple], crows: list[tuple]) -> tuple[list[tuple], list[tuple]]:
+    """The ledger-only and capture-only rows of pair_few's rows (ledger: digest, link, seq, time,
+    wire length; capture: digest, index, time, wire length)."""
+    lby: dict[bytes, list[tuple]] = {}
+    cby: dict[bytes, list[tuple]] = {}
+    for r in lrows:
+        lby.setdefault(r[0], []).append(r)
+    for r in crows:
+        cby.setdefault(r[0], []).append(r)
+    lonly: list[tuple] = []
+    conly: list[tuple] = []
+    for pk in lby.keys() | cby.keys():
+        ls, cs = lby.get(pk, []), cby.get(pk, [])
+        if len(ls) == len(cs):  # not contested: every occurrence matched
+            continue
+        lt: dict[int, list[tuple]] = {}
+        ct: dict[int, list[tuple]] = {}
+        for r in sorted(ls, key=lambda r: (r[1], r[2])):
+            lt.setdefault(r[3], []).append(r)
+        for r in sorted(cs, key=lambda r: r[1]):
+            ct.setdefault(r[2], []).append(r)
+        # the first min(l, c) of each time on each side pair at their own time
+        lleft = [r for ts, rows in lt.items() for r in rows[len(ct.get(ts, ())) :]]
+        cleft = [r for ts, rows in ct.items() for r in rows[len(lt.get(ts, ())) :]]
+        lleft.sort(key=lambda r: (r[3], r[1], r[2]))
+        cleft.sort(key=lambda r: (r[2], r[1]))
+        n = min(len(lleft), len(cleft))
+        lonly.extend(lleft[n:])
+        conly.extend(cleft[n:])
+    return lonly, conly
+
+
+def _second(ts: int) -> int:
+    """ts (ns) // 10^9 as DuckDB's integer division takes it (towards zero)."""
+    return ts // 1_000_000_000 if ts >= 0 else -(-ts // 1_000_000_000)
 
 
 def pair_tables(

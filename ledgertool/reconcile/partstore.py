@@ -26,6 +26,7 @@ __all__ = ["BUCKET_BITS", "Group", "PartStore"]
 
 BUCKET_BITS = 8  # 256 buckets a side: ~1/256 of a run's rows paired at a time
 _CHUNK = 1 << 20  # rows whose parts are computed at once (temporaries of 8 MB)
+_MASK_CHUNK = 1 << 16  # the same to select the rows of some parts (temporaries of 512 KiB)
 
 
 @dataclass(frozen=True)
@@ -171,10 +172,11 @@ class PartStore:
         if wanted is None:
             return None
         mask = np.empty(len(rows), bool)
-        for at in range(0, len(rows), _CHUNK):
-            mask[at : at + _CHUNK] = wanted[
-                part_ids(rows[at : at + _CHUNK], self.part_key, self.part_bits)
-            ]
+        # chunks whose temporaries stay in cache; the parts (< 2^part_bits) index as int64 bits,
+        # which numpy takes without converting them
+        for at in range(0, len(rows), _MASK_CHUNK):
+            ids = part_ids(rows[at : at + _MASK_CHUNK], self.part_key, self.part_bits)
+            mask[at : at + _MASK_CHUNK] = wanted[ids.view(np.int64)]
         return mask
 
     def _group(

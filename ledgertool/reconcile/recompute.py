@@ -50,6 +50,7 @@ from .limits import (
     DEFAULT_MEMORY_LIMIT,
     check_memory_limit,
     keep_budget,
+    lazy_pairing,
     open_pairing,
 )
 from .msethash import HashingSink, MultisetHash, new_key, new_part_key, part_ids
@@ -479,7 +480,8 @@ def _decide(
     """The report from both sides hashed in parts: every part agrees, so every frame matched; or
     both sides read again, only the differing parts' rows kept (a PartStore: past the budget in
     bucket files) and paired, the rest counted as matched (a difference costs what it touches).
-    None when the second reading did not meet what the first did (the caller pairs everything)."""
+    DuckDB is opened only for --details or many differing rows (pairing.pair_records). None when
+    the second reading did not meet what the first did (the caller pairs everything)."""
     progress, workers, examples = how
     written = 0
     differing = hashed.lhash.differing_parts(hashed.chash)
@@ -492,7 +494,9 @@ def _decide(
         wanted = np.zeros(1 << PART_BITS, bool)
         wanted[differing] = True
         with tempfile.TemporaryDirectory(prefix="ledgertool-recompute-") as tmp:
-            con = open_pairing(memory_limit, tmp)
+            # DuckDB is opened only when the differing rows need it (--details, or many of them)
+            opener = lazy_pairing(memory_limit, tmp)
+            con = opener() if details else opener
             try:
                 store = PartStore(
                     record_dtype(alg.digest_size),
@@ -530,7 +534,7 @@ def _decide(
                     f"{str(e).splitlines()[0]}"
                 ) from None
             finally:
-                con.close()
+                opener.close()
     return make_result(
         source_name(source),
         ledger_side.ledger.location,
@@ -634,7 +638,7 @@ def _gather_parts(
         store.took_ledger(
             seg.link,
             seg.records,
-            wanted[part_ids(arr, lh.part_key, lh.part_bits)] & ((arr["flags"] & FLAG_GAP) == 0),
+            _in_parts(wanted, arr, lh) & ((arr["flags"] & FLAG_GAP) == 0),
         )
 
     _verify_into(store, ledger_side, add_segment)
@@ -649,12 +653,18 @@ def _gather_parts(
             one, key, alg, ledger.strip, run, progress, workers, sink=store.capture
         ):
             again.add(batch)
-            store.took_capture(len(batch), wanted[part_ids(batch, lh.part_key, lh.part_bits)])
+            store.took_capture(len(batch), _in_parts(wanted, batch, lh))
     return (
         run.stopped is None
         and run.frames == hashed.run.frames
         and not len(again.differing_parts(ch))
     )
+
+
+def _in_parts(wanted: np.ndarray, records: np.ndarray, mset: MultisetHash) -> np.ndarray:
+    """A mask of `records` whose part under `mset`'s parts `wanted` marks (the parts, below
+    2^part_bits, index as int64 bits, which numpy takes without converting them)."""
+    return wanted[part_ids(records, mset.part_key, mset.part_bits).view(np.int64)]
 
 
 def _keep_ledger(

@@ -186,11 +186,18 @@ out:
 
 /* ---- lt_pair_in_order: the ordered fast path ----
  *
- * recompute's exact pairing (recompute._pair) numbers each digest's occurrences on each side in
- * a total order - the ledger's by (ts_ns, link, seq), the capture's by (ts_ns, index) - and pairs
- * the k-th ledger occurrence with the k-th capture occurrence. Claim: removing from both sides
+ * recompute's exact pairing (pairing.pair_tables; docs/cli.md, "Which copy is named when bytes
+ * repeat") pairs a digest's ledger record and capture frame of the same timestamp first (k-th
+ * with k-th among those of one time: the ledger's by (link, seq), the capture's by index), then
+ * numbers the occurrences left on each side in time order - the ledger's by (ts_ns, link, seq),
+ * the capture's by (ts_ns, index) - and pairs the k-th left on one side with the k-th left on the
+ * other. This walk knows only the second, rank rule: the pairs it returns are the exact
+ * pairing's for a digest none of whose occurrences shares its time with one on the other side
+ * (then no pair is made at its own time), and for a digest whose walked pairs each join two
+ * equal times. The caller (multiset._keep_same_time) keeps only those and gives the other
+ * digests' pairs back to the exact pairing. For the rank rule: claim: removing from both sides
  * any set of pairs (i, j) with equal digests whose occurrence numbers are equal (rank_L(i) ==
- * rank_C(j)) leaves a remainder whose exact pairing classifies every remaining record as the
+ * rank_C(j)) leaves a remainder whose rank pairing classifies every remaining record as the
  * whole one did. Proof: for a digest with l ledger and c capture occurrences, the removed ranks
  * form one set K on both sides, K within 1..min(l, c) (each removed pair is a k-th/k-th pair and
  * so matched). Renumbered, the remainder's ledger ranks 1..min \ K and capture ranks 1..min \ K
