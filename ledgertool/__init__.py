@@ -47,7 +47,8 @@ _API = {
     "check_proof": "ledgertool.verify.proof:check_proof",
     # recompute, reconcile, query
     "digests_to_parquet": "ledgertool.reconcile.recompute:digests_to_parquet",
-    "recompute": "ledgertool.reconcile.recompute:reconcile",  # `ledgertool recompute` (ledgertool.reconcile: the package)
+    # `ledgertool recompute` (ledgertool.reconcile: the package)
+    "recompute": "ledgertool.reconcile.recompute:reconcile",
     "run_query": "ledgertool.reconcile.query:run_query",
     # capacity planning
     "collision_table": "ledgertool.plan:collision_table",

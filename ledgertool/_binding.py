@@ -32,7 +32,10 @@ from .errors import (
 # CDEF blocks' digest to it, so a changed declaration without a raised version fails a test).
 ABI_VERSION = 4
 
-_REBUILD = "rebuild it: `pip install -e .` in the checkout (or `python native/build_ffi.py` for an in-place build)"
+_REBUILD = (
+    "rebuild it: `pip install -e .` in the checkout (or `python native/build_ffi.py` for an "
+    "in-place build)"
+)
 
 
 def _compiled_module() -> ModuleType:
@@ -60,8 +63,9 @@ def check_build(
     if (built_abi, built_for) != (abi_version, package_version):
         raise NativeModuleError(
             f"ledgertool's native module {module.__file__} was built from other sources (ABI "
-            f"{built_abi if built_abi is not None else 'unknown'}, ledgertool {built_for or 'unknown'}) than this "
-            f"checkout (ABI {abi_version}, ledgertool {package_version}): {_REBUILD}"
+            f"{built_abi if built_abi is not None else 'unknown'}, ledgertool "
+            f"{built_for or 'unknown'}) than this checkout (ABI {abi_version}, ledgertool "
+            f"{package_version}): {_REBUILD}"
         )
 
 
@@ -76,7 +80,8 @@ lib = _native.lib
 
 @dataclass(frozen=True)
 class OptionalModule:
-    """A frame-source module built only where pkg-config finds its libraries (native/build_ffi.py)."""
+    """A frame-source module built only where pkg-config finds its libraries
+    (native/build_ffi.py)."""
 
     name: str  # the module ("ledgertool._source_xdp")
     label: str  # what it is, in messages ("AF_XDP")
@@ -91,8 +96,8 @@ DPDK = OptionalModule(
 
 
 def optional_module(m: OptionalModule, source: str) -> ModuleType:
-    """The compiled module of `m`, checked like ledgertool._native (NativeModuleError when it was built
-    from other sources), or InterfaceError (exit 2) naming `source` and what to install."""
+    """The compiled module of `m`, checked like ledgertool._native (NativeModuleError when it was
+    built from other sources), or InterfaceError (exit 2) naming `source` and what to install."""
     try:
         module = importlib.import_module(m.name)
     except ModuleNotFoundError as e:
@@ -212,5 +217,6 @@ def hardening_error(text: str, path: str | None) -> KeyFileError:
 
 
 def bench_error(status: int, what: str) -> UsageError:
-    """A benchmark entry point refused its parameters (thread count, sizes: they come from the command line)."""
+    """A benchmark entry point refused its parameters (thread count, sizes: they come from the
+    command line)."""
     return UsageError(f"bench: native benchmark failed (status {status}) for {what}")

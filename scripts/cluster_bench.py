@@ -1,8 +1,8 @@
 """verify (or, with --recompute, recompute) on one machine and on a LocalCluster of 1 and 2
 worker processes (docs/cluster.md; docs/benchmarks.md, "On a cluster").
 
-Usage:  python scripts/cluster_bench.py N [--segment-records S] [--workers 1,2] [--workdir DIR] [--recompute]
-                                        [--reuse] [--exact]
+Usage:  python scripts/cluster_bench.py N [--segment-records S] [--workers 1,2] [--workdir DIR]
+                                        [--recompute] [--reuse] [--exact]
 
 Captures N generated 64-byte frames (the two-flow spec of scripts/scale_bench.py) into a ledger of
 segments of S records (`ledgertool capture` as a child process), then, in this process, verifies it
@@ -152,8 +152,8 @@ def main() -> None:
     led = _ledger(work, keys, a.n, a.segment_records, a.reuse)
     trust = TrustBundle.load(keys / "verifier.pub")
     print(
-        "| run | cluster start s | wall s | records/s | worker CPU s | records per worker CPU-s | client CPU s | "
-        "result |"
+        "| run | cluster start s | wall s | records/s | worker CPU s | records per worker CPU-s | "
+        "client CPU s | result |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---|")
     here, there = _runner(a, work, keys, led, trust)

@@ -1,7 +1,7 @@
 """atheris harness over the Python parsers of untrusted documents (docs/fuzzing.md).
 
     pip install atheris
-    scripts/fuzz.sh python 120            # or: python scripts/fuzz_parsers.py CORPUS_DIR [libFuzzer flags]
+    scripts/fuzz.sh python 120   # or: python scripts/fuzz_parsers.py CORPUS_DIR [libFuzzer flags]
 
 Input: byte 0 picks the parser, the rest is the document:
 

@@ -155,16 +155,16 @@ def main() -> None:
             print_stages(best, ghz)
         iso = isolated_ns(alg, a.size, a.repeats)
         print(
-            f"\ndigest in isolation ({a.size}-byte messages from a static buffer, batches of 4096): "
-            f"{iso:.2f} ns/frame = {iso * ghz:.1f} cycles ({1e3 / iso:.1f} M frames/s)\n"
+            f"\ndigest in isolation ({a.size}-byte messages from a static buffer, batches of "
+            f"4096): {iso:.2f} ns/frame = {iso * ghz:.1f} cycles ({1e3 / iso:.1f} M frames/s)\n"
         )
         engine_rows(pcap, alg, key, a, best)
 
 
 def print_stages(best: dict, ghz: float) -> None:
     print(
-        "| strip | digest | read ns | strip + record ns | digest ns | sum ns/frame | sum cycles/frame "
-        "| ceiling M frames/s |"
+        "| strip | digest | read ns | strip + record ns | digest ns | sum ns/frame | sum "
+        "cycles/frame | ceiling M frames/s |"
     )
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for (strip, dig), st in best.items():
@@ -173,8 +173,8 @@ def print_stages(best: dict, ghz: float) -> None:
             f"| {strip} | {'on' if dig else 'skipped'} | {st[0]:.2f} | {st[1]:.2f} | "
             f"{st[2]:.2f} | {tot:.2f} | {tot * ghz:.1f} | {1e3 / tot:.1f} |"
             if dig
-            else f"| {strip} | skipped | {st[0]:.2f} | {st[1]:.2f} | — | {tot:.2f} | {tot * ghz:.1f} | "
-            f"{1e3 / tot:.1f} |"
+            else f"| {strip} | skipped | {st[0]:.2f} | {st[1]:.2f} | — | {tot:.2f} | "
+            f"{tot * ghz:.1f} | {1e3 / tot:.1f} |"
         )
 
 
@@ -186,7 +186,8 @@ def engine_rows(pcap: Path, alg, key: bytes, a, best: dict) -> None:
         for w in (1, 2):
             rates[w].append(engine_rate(pcap, alg, key, w, a.frames))
     print(
-        "| capture:engine (DigestEngine.fill, strip frame) | median M frames/s | best | ns/frame (best) |"
+        "| capture:engine (DigestEngine.fill, strip frame) | median M frames/s | best | ns/frame "
+        "(best) |"
     )
     print("|---|---:|---:|---:|")
     for w in (1, 2):
@@ -202,9 +203,9 @@ def engine_rows(pcap: Path, alg, key: bytes, a, best: dict) -> None:
     if best:
         sf = best[("frame", True)]
         print(
-            f"1 worker, strip frame: best {1e9 / max(rates[1]):.2f} ns/frame, stage sum {sum(sf):.2f} "
-            f"(each stage's best run; the difference is opening, allocation, the Python fill calls "
-            f"and noise)"
+            f"1 worker, strip frame: best {1e9 / max(rates[1]):.2f} ns/frame, stage sum "
+            f"{sum(sf):.2f} (each stage's best run; the difference is opening, allocation, the "
+            f"Python fill calls and noise)"
         )
 
 

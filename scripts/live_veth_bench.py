@@ -244,7 +244,8 @@ def main() -> None:
             for flen in (60, 1514):
                 pcap = work / f"f_{flen}.pcap"
                 make_pcap(pcap, flen, 10000)
-                # rate by rate, every tool in turn: on a shared machine the tools then meet the same load
+                # rate by rate, every tool in turn: on a shared machine the tools then meet the same
+                # load
                 going = list(tools)
                 for pps in map(int, a.rates.split(",")):
                     loops = max(1, int(pps * a.seconds / 10000))

@@ -3,7 +3,8 @@ with its ledger and on the same capture with K frames changed (a byte of each fl
 fresh child process (getrusage), best of R runs.
 
 Usage:  python scripts/recompute_diff_bench.py N [N ...] [--changed 5] [--runs 3] [--workdir DIR]
-                                             [--segment-records 100000] [--memory-limit 4GB] [--exact]
+                                             [--segment-records 100000] [--memory-limit 4GB]
+                                             [--exact]
 
 For each N a workload of N 64-byte frames is captured into a ledger and written to a pcap
 (scale_bench's spec); the changed copy flips one payload byte of K frames spread over the file.
@@ -39,7 +40,8 @@ print(cpu, r.ru_maxrss, res.matched, res.ledger_only, res.capture_only)
 
 
 def _changed(pcap: Path, out: Path, k: int) -> None:
-    """`pcap` (frames of one size, 16-byte record headers) with one payload byte of k frames flipped."""
+    """`pcap` (frames of one size, 16-byte record headers) with one payload byte of k frames
+    flipped."""
     raw = bytearray(pcap.read_bytes())
     # the first record's captured length
     size = 16 + int.from_bytes(raw[24 + 8 : 24 + 12], "little")

@@ -39,12 +39,13 @@ def main() -> None:
         pr.disable()
         best = cpu if best is None else min(best, cpu)
         print(
-            f"run {i + 1}: wall {wall:.2f} s, CPU {cpu:.2f} s, {r.frames / cpu:,.0f} records per CPU-s "
-            f"(ok {r.ok}: {r.matched:,} matched, {r.ledger_only:,} ledger-only, {r.capture_only:,} capture-only)"
+            f"run {i + 1}: wall {wall:.2f} s, CPU {cpu:.2f} s, {r.frames / cpu:,.0f} records per "
+            f"CPU-s (ok {r.ok}: {r.matched:,} matched, {r.ledger_only:,} ledger-only, "
+            f"{r.capture_only:,} capture-only)"
         )
     print(
-        f"best: CPU {best:.2f} s for {r.frames:,} records: {r.frames / best:,.0f} records per CPU-s; peak RSS "
-        f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB"
+        f"best: CPU {best:.2f} s for {r.frames:,} records: {r.frames / best:,.0f} records per "
+        f"CPU-s; peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB"
     )
     if a.prof:
         pstats.Stats(pr).sort_stats("tottime").print_stats(15)

@@ -125,7 +125,8 @@ def main() -> None:
                 mib = rss / 2**20
                 print(
                     f"| {n:,} | verify | {wall:.2f} | {cpu:.2f} | {mib:,.0f} | "
-                    f"{'OK' if rep['ok'] else 'FAIL'}: {rep['segments']} segments, {rep['records']:,} records |",
+                    f"{'OK' if rep['ok'] else 'FAIL'}: {rep['segments']} segments, "
+                    f"{rep['records']:,} records |",
                     flush=True,
                 )
             if a.no_recompute:
@@ -148,7 +149,8 @@ def main() -> None:
             mib = rss / 2**20
             print(
                 f"| {n:,} | recompute + reconcile | {wall:.2f} | {cpu:.2f} | {mib:,.0f} | "
-                f"matched {rep['matched']:,}, ledger-only {rep['ledger_only']}, capture-only {rep['capture_only']} |",
+                f"matched {rep['matched']:,}, ledger-only {rep['ledger_only']}, capture-only "
+                f"{rep['capture_only']} |",
                 flush=True,
             )
             shutil.rmtree(ledger)

@@ -2,11 +2,12 @@
 signed, chained ledger.
 
 The native engine does read + strip + digest + record; CaptureRun drives it in phases (open, loop,
-finish) and hands every record to a LinkWriter (ledgertool.ledger.writer), which rotates segments
-by record count and by wall-clock age and seals each one; torn open segments left by a crash are
-sealed first (ledgertool.ledger.recover). A `records:` source (ledgertool.source.records) hands over
-records a hardware pipeline computed in place of the engine's. A live source (`iface:NAME`, ledgertool.source.live) runs until SIGINT/SIGTERM,
---duration or --frames; frames the kernel dropped arrive as GAP records and are counted as drops.
+finish) and hands every record to a LinkWriter (ledgertool.ledger.writer), which rotates segments by
+record count and by wall-clock age and seals each one; torn open segments left by a crash are sealed
+first (ledgertool.ledger.recover). A `records:` source (ledgertool.source.records) hands over
+records a hardware pipeline computed in place of the engine's. A live source (`iface:NAME`,
+ledgertool.source.live) runs until SIGINT/SIGTERM, --duration or --frames; frames the kernel dropped
+arrive as GAP records and are counted as drops.
 """
 
 from __future__ import annotations
@@ -182,7 +183,8 @@ class CaptureResult:
             "frames": self.frames,
             "bytes": self.bytes,
             "drops": self.drops,
-            # sequence numbers as decimal strings, as in every JSON document (docs/cli.md#json-integers)
+            # sequence numbers as decimal strings, as in every JSON document
+            # (docs/cli.md#json-integers)
             "first_seq": str(self.first_seq),
             "next_seq": str(self.next_seq),
             "segments": [s.index for s in self.segments],
@@ -241,7 +243,8 @@ def _remove_new_dir(ledger_dir: Path) -> None:
 
 def _check_ledger_place(ledger_dir: Path) -> None:
     """An existing DIR must be a ledger or empty: never write a ledger among a user's files (as
-    `keys generate` refuses to). FileTypeError for a file, UsageError for a directory of other files."""
+    `keys generate` refuses to). FileTypeError for a file, UsageError for a directory of other
+    files."""
     try:
         mode = os.stat(ledger_dir).st_mode
     except OSError as e:
@@ -312,32 +315,32 @@ def capture_file(
 
     `workers` threads digest each batch (0: every usable core); records never depend on it. For a
     live interface `workers` is the number of receive rings (0: one), each read and digested by its
-    own thread; their records are merged per segment by (ts_ns, worker, order in the worker). Segment
-    k is sealed (Parquet, Merkle root, signatures) on a background thread while segment k + 1 is
-    digested; seals still chain in order, at most one seal is in flight, and a sealing error is
+    own thread; their records are merged per segment by (ts_ns, worker, order in the worker).
+    Segment k is sealed (Parquet, Merkle root, signatures) on a background thread while segment k +
+    1 is digested; seals still chain in order, at most one seal is in flight, and a sealing error is
     raised here.
 
     Creates the ledger (ledger format `ledger_format`, 1 or 2, default 2; algorithm default
-    siphash-1-3-128, strip default frame) or appends to it in its own format,
-    continuing its seal chain and sequence numbers; every segment written is sealed before return,
-    also on SIGINT/SIGTERM: the first one calls `on_interrupt` with the number of records the open
-    segment holds (they are sealed before return); a second SIGINT raises KeyboardInterrupt without
-    sealing it (the open segment stays for `ledgertool recover`). Raises CaptureFormatError for an unreadable or corrupt capture (frames
-    before a corrupt structure are sealed first and counted in the message), UsageError for a new
-    ledger of an algorithm with a `risk_opt_in` (aes-128-gmac) unless `accept_forgery_risk`,
-    KeyFileError when the
-    digest key is not an existing ledger's current one (a key retired by a digest-key rotation is
-    named as such) or the signing key is not its current one, AlgorithmError for an unknown algorithm.
-    Holds the ledger's writer lock for the whole run (LedgerLockedError naming the holder while
-    another writer has it); StorageError naming the file when the file system fails (full,
-    read-only, I/O error): what was written before stays, and `ledgertool recover` seals it.
+    siphash-1-3-128, strip default frame) or appends to it in its own format, continuing its seal
+    chain and sequence numbers; every segment written is sealed before return, also on
+    SIGINT/SIGTERM: the first one calls `on_interrupt` with the number of records the open segment
+    holds (they are sealed before return); a second SIGINT raises KeyboardInterrupt without sealing
+    it (the open segment stays for `ledgertool recover`). Raises CaptureFormatError for an
+    unreadable or corrupt capture (frames before a corrupt structure are sealed first and counted in
+    the message), UsageError for a new ledger of an algorithm with a `risk_opt_in` (aes-128-gmac)
+    unless `accept_forgery_risk`, KeyFileError when the digest key is not an existing ledger's
+    current one (a key retired by a digest-key rotation is named as such) or the signing key is not
+    its current one, AlgorithmError for an unknown algorithm. Holds the ledger's writer lock for the
+    whole run (LedgerLockedError naming the holder while another writer has it); StorageError naming
+    the file when the file system fails (full, read-only, I/O error): what was written before stays,
+    and `ledgertool recover` seals it.
 
     `tiers` ("frames", "windows" or both), `window_ns` and `window_capacity` are a new ledger's
-    (default: frames only; with the window tier 1 s windows, capacity 64; a records: source or
-    a v1 ledger: frames only) and fixed for it: an existing ledger refuses others (UsageError). The window tier feeds
-    every record batch to a window accumulator and seals its window records in the link's window
-    log (ledgertool.capture.windows); a first frame in or before the link's last sealed window is
-    UsageError before anything is written.
+    (default: frames only; with the window tier 1 s windows, capacity 64; a records: source or a v1
+    ledger: frames only) and fixed for it: an existing ledger refuses others (UsageError). The
+    window tier feeds every record batch to a window accumulator and seals its window records in the
+    link's window log (ledgertool.capture.windows); a first frame in or before the link's last
+    sealed window is UsageError before anything is written.
 
     `device_state`: the signing key's protected state (ledger.devstate; the CLI keeps it beside
     the key file, docs/api.md). With it,
@@ -531,8 +534,9 @@ class CaptureRun:
         self.live_source = is_live(source)
         self.records_source = is_records(source)
         self.declares_drops = self.live_source or self.records_source  # ERF files: _open_readers
-        # A live ring hands out frames block by block to one reader: one thread digests them. Several
-        # live workers are several rings in one fanout group, one thread each (ledgertool.capture.workers).
+        # A live ring hands out frames block by block to one reader: one thread digests them.
+        # Several live workers are several rings in one fanout group, one thread each
+        # (ledgertool.capture.workers).
         self.live_workers = (opts.workers or 1) if self.live_source else 0
         self.digest_threads = 1 if self.live_source else (opts.workers or usable_cores())
         self.readers: list = []
@@ -550,7 +554,8 @@ class CaptureRun:
         self._live_stats: LiveStats | None = None
 
     def run(self) -> CaptureResult:
-        """open, loop, finish; close in every case (see the class); CaptureResult as capture_file."""
+        """open, loop, finish; close in every case (see the class); CaptureResult as
+        capture_file."""
         try:
             self._open()
         except BaseException:
@@ -605,7 +610,8 @@ class CaptureRun:
         if not exists and self.alg.creation_warning:
             self.result.warnings.append(self.alg.creation_warning)
         if self.records_source and opts.workers:
-            # nothing to spread over threads: the records arrive digested, and one reader checks them
+            # nothing to spread over threads: the records arrive digested, and one reader checks
+            # them
             self.result.warnings.append(
                 f"{opts.workers} workers asked for, none used: a {self.source} source is "
                 "not digested here (its records were computed elsewhere)"
@@ -754,9 +760,10 @@ class CaptureRun:
             self.strip_id = get_strip_mode(opts.strip or "frame")
             if self.alg.risk_opt_in and not opts.accept_forgery_risk:
                 raise UsageError(
-                    f"{self.alg.name} uses a fixed IV: whoever holds two of the ledger's (frame, tag) pairs, "
-                    "as the prover normally does, can forge every tag without the key; use "
-                    f"blake3-keyed-128 or hmac-sha256-128, or create it anyway with {self.alg.risk_opt_in} "
+                    f"{self.alg.name} uses a fixed IV: whoever holds two of the ledger's (frame, "
+                    "tag) pairs, as the prover normally does, can forge every tag without the key; "
+                    "use blake3-keyed-128 or hmac-sha256-128, or create it anyway with "
+                    f"{self.alg.risk_opt_in} "
                     '(docs/algorithms.md, "GMAC with a fixed IV")'
                 )
             self.genesis_key_id = self._new_key_id()
@@ -831,8 +838,8 @@ class CaptureRun:
                 source, dataclasses.replace(live or LiveOptions(), pin_cpu=None), n
             )
         else:
-            # one fanout group for every ring: the first makes it (a random id unless --fanout-group),
-            # the others join it; each worker thread pins itself
+            # one fanout group for every ring: the first makes it (a random id unless
+            # --fanout-group), the others join it; each worker thread pins itself
             wopts = dataclasses.replace(live or LiveOptions(), pin_cpu=None, fanout=True)
             for _ in range(n):
                 self.readers.append(open_source(source, wopts))
@@ -909,7 +916,8 @@ class CaptureRun:
             self.opts.on_interrupt(self.writer.open_records if self.writer is not None else 0)
 
     def _stop_reason(self, frames_reached: bool) -> str | None:
-        """Why the capture should stop now: a signal, the duration, the frame count; None to go on."""
+        """Why the capture should stop now: a signal, the duration, the frame count; None to go
+        on."""
         if self._signal is not None:
             self.result.interrupted = True
             return "signal"
@@ -918,7 +926,8 @@ class CaptureRun:
         return "frames" if frames_reached else None
 
     def _loop(self) -> None:
-        """One reader (a file, a workload or one live ring) fills the open segment batch by batch."""
+        """One reader (a file, a workload or one live ring) fills the open segment batch by
+        batch."""
         opts, result, w = self.opts, self.result, self.writer
         while True:
             if not self.stopping:
@@ -957,8 +966,8 @@ class CaptureRun:
                 self._fail(e)
             self._device_windows()
             if n and self.stopping and result.stop_reason == "frames":
-                # the frame count reached: frames the engine still had in hand are not recorded; only
-                # the final GAP records (drops before the stop) are kept
+                # the frame count reached: frames the engine still had in hand are not recorded;
+                # only the final GAP records (drops before the stop) are kept
                 arr = _gap_records_only(records, n, self.engine.dtype, w.next_seq)
                 records, n, nbytes = memoryview(arr.tobytes()), len(arr), 0
                 batch = None  # not in the writer's buffer: written before append returns
@@ -1102,7 +1111,8 @@ class CaptureRun:
         )
 
     def _write_merged(self, recs: np.ndarray) -> None:
-        """Several live workers: one merged, renumbered segment, written whole and handed to the sealer."""
+        """Several live workers: one merged, renumbered segment, written whole and handed to the
+        sealer."""
         if self.windows is not None:
             self.windows.check_start(recs)
             self.windows.add(recs)
@@ -1116,8 +1126,9 @@ class CaptureRun:
             self.writer.next_seq += len(recs)  # the merge numbers the next segment from here
 
     def _fail(self, e: BaseException) -> NoReturn:
-        """Reading stopped at `e`: seal what was read before it and sign a checkpoint over it (a new
-        ledger that recorded nothing is removed), then raise `e`, saying how many frames were sealed."""
+        """Reading stopped at `e`: seal what was read before it and sign a checkpoint over it (a
+        new ledger that recorded nothing is removed), then raise `e`, saying how many frames were
+        sealed."""
         w = self.writer
         w.end_segment()
         w.drain()
@@ -1131,7 +1142,8 @@ class CaptureRun:
         if isinstance(e, LedgerError):
             where = w.sealed_range()
             e.args = (
-                f"{e}; {plural(self.result.frames, 'frame')} before it {'was' if self.result.frames == 1 else 'were'} sealed"
+                f"{e}; {plural(self.result.frames, 'frame')} before it "
+                f"{'was' if self.result.frames == 1 else 'were'} sealed"
                 + (f" in {where}" if where else ""),
             )
         raise e
@@ -1152,7 +1164,8 @@ class CaptureRun:
                 w.checkpoint()
             except LedgerError as e:  # an older seal is missing or unreadable: nothing was signed
                 e.args = (
-                    f"{e}; this capture's {plural(self.result.frames, 'frame')} {'was' if self.result.frames == 1 else 'were'} sealed "
+                    f"{e}; this capture's {plural(self.result.frames, 'frame')} "
+                    f"{'was' if self.result.frames == 1 else 'were'} sealed "
                     f"({w.sealed_range() or 'no segment'}), the checkpoint was not signed",
                 )
                 raise
@@ -1208,17 +1221,19 @@ class CaptureRun:
                 }
         if foreign:
             result.warnings.append(
-                f"FANOUT: {plural(foreign, 'frame')} on {source} went to a socket outside this capture's PACKET_FANOUT "
-                f"group {witness.group} (another process joined it) and are not in the ledger; they are declared "
-                "in a GAP record as dropped (docs/capture.md)"
+                f"FANOUT: {plural(foreign, 'frame')} on {source} went to a socket outside this "
+                f"capture's PACKET_FANOUT group {witness.group} (another process joined it) and "
+                "are not in the ledger; they are declared in a GAP record as dropped "
+                "(docs/capture.md)"
             )
         kernel_drops = result.drops - foreign
         if kernel_drops and hasattr(live_stats, "drop_advice"):  # AF_XDP, DPDK
             result.warnings.append(live_stats.drop_advice(str(source), kernel_drops))
         elif kernel_drops:
             result.warnings.append(
-                f"{plural(kernel_drops, 'frame')} DROPPED by the kernel ring on {source} (declared as GAP records in "
-                f"the ledger; the ring was full {plural(live_stats.freeze_count, 'time')}): raise --ring-mb or "
+                f"{plural(kernel_drops, 'frame')} DROPPED by the kernel ring on {source} (declared "
+                "as GAP records in the ledger; the ring was full "
+                f"{plural(live_stats.freeze_count, 'time')}): raise --ring-mb or "
                 "lower the load (docs/capture.md)"
             )
         unrecorded = live_stats.kernel_packets - result.frames - live_stats.drops_declared
@@ -1230,5 +1245,6 @@ class CaptureRun:
         elif unrecorded != 0:
             result.warnings.append(
                 f"{source}: kernel saw {plural(live_stats.kernel_packets, 'frame')}, ledger has "
-                f"{plural(live_stats.frames, 'frame')} + {plural(live_stats.drops_declared, 'declared drop')}"
+                f"{plural(live_stats.frames, 'frame')} + "
+                f"{plural(live_stats.drops_declared, 'declared drop')}"
             )

@@ -168,10 +168,10 @@ class WindowTier:
         first = int(records["ts_ns"][0]) // self.window_ns
         if self.last_sealed is not None and first <= self.last_sealed:
             raise UsageError(
-                f"{self.writer.ledger_dir}: link {self.writer.window_link}: the first frame falls in "
-                f"window {first}, at or before window {self.last_sealed}, the last the ledger sealed "
-                "for this link; a window is committed once (its one-time pad would be reused), so "
-                "nothing was captured: capture into another link or a new ledger"
+                f"{self.writer.ledger_dir}: link {self.writer.window_link}: the first frame falls "
+                f"in window {first}, at or before window {self.last_sealed}, the last the ledger "
+                "sealed for this link; a window is committed once (its one-time pad would be "
+                "reused), so nothing was captured: capture into another link or a new ledger"
             )
 
     def add(self, records: np.ndarray) -> None:

@@ -246,7 +246,8 @@ class FanoutWitness:
         self._running = False
 
     def foreign_frames(self, readers) -> int:
-        """Frames the witness saw that no ring of ours received; call once the rings have stopped."""
+        """Frames the witness saw that no ring of ours received; call once the rings have
+        stopped."""
         assert self._base is not None
         self.stop()
         ours = sum(r.stats().kernel_packets - b for r, b in zip(readers, self._base))

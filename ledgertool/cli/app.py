@@ -41,9 +41,9 @@ app = typer.Typer(
 keys_app = typer.Typer(help="Digest and signing keys.", no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
 
-# Plain result lines are never wrapped mid-line (soft_wrap) so scripts can grep them. Nothing printed
-# is read as markup, and control characters in it are made visible (report.SafeConsole): file names,
-# seal fields, proof fields and error messages are untrusted text.
+# Plain result lines are never wrapped mid-line (soft_wrap) so scripts can grep them. Nothing
+# printed is read as markup, and control characters in it are made visible (report.SafeConsole):
+# file names, seal fields, proof fields and error messages are untrusted text.
 out = SafeConsole(soft_wrap=True)
 err = SafeConsole(stderr=True, soft_wrap=True)
 STATE = {"debug": False}
@@ -62,7 +62,10 @@ def _abandoned(ledger: Path, signing_key) -> str:
         return f"nothing was written ({ledger} was not created)"
     left = sorted(ledger.glob(f"*/seg-*.{OPEN}"))
     if not left:
-        return f"no segment was left open in {ledger}; `ledgertool verify {ledger}` checks what was sealed"
+        return (
+            f"no segment was left open in {ledger}; `ledgertool verify {ledger}` checks what "
+            "was sealed"
+        )
     return (
         f"{plural(len(left), 'open segment')} not sealed; `ledgertool recover {ledger} "
         f"--signing-key {signing_key}` seals {'it' if len(left) == 1 else 'them'}"
@@ -99,8 +102,8 @@ InsecureClusterOpt = Annotated[
     bool,
     typer.Option(
         "--insecure-cluster",
-        help="Accept a tcp:// scheduler: Dask's plain protocol, which anyone who reaches it can use to "
-        "run code in its workers and read the tasks (docs/cluster.md).",
+        help="Accept a tcp:// scheduler: Dask's plain protocol, which anyone who reaches it can "
+        "use to run code in its workers and read the tasks (docs/cluster.md).",
     ),
 ]
 
@@ -161,7 +164,8 @@ def keys_rotate(
     ],
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document.")] = False,
 ) -> None:
-    """Move the ledger to a new signing key at the next segment boundary (statement signed by both)."""
+    """Move the ledger to a new signing key at the next segment boundary (statement signed by
+    both)."""
     from ..keyfiles import SigningKey
     from ..ledger.devstate import DeviceState
     from ..ledger.rotations import rotate_keys
@@ -220,7 +224,8 @@ def keys_rotate_digest(
     ],
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document.")] = False,
 ) -> None:
-    """Move the ledger to a new digest key at the next segment boundary (statement signed by the current signing key)."""
+    """Move the ledger to a new digest key at the next segment boundary (statement signed by the
+    current signing key)."""
     from ..keyfiles import DigestKey, SigningKey
     from ..ledger.devstate import DeviceState
     from ..ledger.rotations import rotate_digest_key
@@ -241,8 +246,8 @@ def keys_rotate_digest(
             or "the next segment"
         )
         out.print(
-            f"rotation {res['number']} -> {res['path']}: digest key {res['new_digest_key_id']} replaces "
-            f"{res['old_digest_key_id']} from {starts}"
+            f"rotation {res['number']} -> {res['path']}: digest key {res['new_digest_key_id']} "
+            f"replaces {res['old_digest_key_id']} from {starts}"
         )
 
 
@@ -270,7 +275,8 @@ def keys_vkey(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document.")] = False,
 ) -> None:
-    """Print the C2SP signed-note verifier key (vkey) that checks the ledger's checkpoints in a standard verifier."""
+    """Print the C2SP signed-note verifier key (vkey) that checks the ledger's checkpoints in a
+    standard verifier."""
     from ..keyfiles import TrustBundle
     from ..seal.checkpoint import verifier_key
 
@@ -278,7 +284,8 @@ def keys_vkey(
         raise UsageError("keys vkey takes one trust bundle: give VERIFIER or --trust, not both")
     if (ledger is None) == (ledger_id is None):
         raise UsageError(
-            "keys vkey needs the ledger: give --ledger DIR or --ledger-id ID (the key name is per ledger)"
+            "keys vkey needs the ledger: give --ledger DIR or --ledger-id ID (the key name is per "
+            "ledger)"
         )
     if ledger is not None:
         from ..ledger.header import load_ledger
@@ -367,7 +374,10 @@ def capture(
     source: Annotated[
         str,
         typer.Argument(
-            help="pcap/pcapng file (gzip/xz/zstd-compressed too), - for standard input, workload:SPEC.toml (generated frames), iface:NAME (live AF_PACKET), xdp:NAME[:QUEUE] (live AF_XDP), dpdk:PORT (DPDK, with --eal), or records:FILE / records:- (records computed elsewhere, docs/devices.md)."
+            help="pcap/pcapng file (gzip/xz/zstd-compressed too), - for standard input, "
+            "workload:SPEC.toml (generated frames), iface:NAME (live AF_PACKET), xdp:NAME[:QUEUE] "
+            "(live AF_XDP), dpdk:PORT (DPDK, with --eal), or records:FILE / records:- (records "
+            "computed elsewhere, docs/devices.md)."
         ),
     ],
     ledger: Annotated[Path, typer.Option("--ledger", help="Ledger directory (created if absent).")],
@@ -388,14 +398,18 @@ def capture(
     strip: Annotated[
         str | None,
         typer.Option(
-            help="Strip mode for a new ledger: frame, l3, payload or rdma (docs/strip-modes.md; default: frame)."
+            help="Strip mode for a new ledger: frame, l3, payload or rdma (docs/strip-modes.md; "
+            "default: frame)."
         ),
     ] = None,
     link: Annotated[str, typer.Option(help="Link name (hive partition link=NAME).")] = "link0",
     workers: Annotated[
         int,
         typer.Option(
-            help="Threads that digest each batch (0: every usable core); records do not depend on it. iface: receive rings in one fanout group, xdp: sockets on queues QUEUE.., dpdk: RX queues with RSS; one thread each (0: one); records merged by (ts_ns, worker, order). records: none (a warning says so).",
+            help="Threads that digest each batch (0: every usable core); records do not depend on "
+            "it. iface: receive rings in one fanout group, xdp: sockets on queues QUEUE.., dpdk: "
+            "RX queues with RSS; one thread each (0: one); records merged by (ts_ns, worker, "
+            "order). records: none (a warning says so).",
             min=0,
         ),
     ] = 0,
@@ -412,15 +426,17 @@ def capture(
     leaf_records: Annotated[
         int | None,
         typer.Option(
-            help="Records per Merkle leaf for a new ledger, a power of two (default: 64 for ledger format v1, 256 for v2)."
+            help="Records per Merkle leaf for a new ledger, a power of two (default: 64 for ledger "
+            "format v1, 256 for v2)."
         ),
     ] = None,
     leaf_hash: Annotated[
         str | None,
         typer.Option(
             help=(
-                "Merkle leaf construction of a new v2 ledger: sha256 (leaf = SHA-256(0x00 || block)) or "
-                "blake3 (leaf = SHA-256(0x00 || BLAKE3(block)), faster on AVX-512 CPUs). Default sha256."
+                "Merkle leaf construction of a new v2 ledger: sha256 (leaf = SHA-256(0x00 || "
+                "block)) or blake3 (leaf = SHA-256(0x00 || BLAKE3(block)), faster on AVX-512 "
+                "CPUs). Default sha256."
             )
         ),
     ] = None,
@@ -428,7 +444,9 @@ def capture(
         str | None,
         typer.Option(
             "--ledger-format",
-            help="Ledger format of a new ledger: v1 (sealed segments are Parquet) or v2 (sealed segments are the raw record files; `ledgertool compact` makes them Parquet) (default: v2).",
+            help="Ledger format of a new ledger: v1 (sealed segments are Parquet) or v2 (sealed "
+            "segments are the raw record files; `ledgertool compact` makes them Parquet) (default: "
+            "v2).",
         ),
     ] = None,
     duration: Annotated[
@@ -455,13 +473,15 @@ def capture(
     pin: Annotated[
         int | None,
         typer.Option(
-            help="iface, xdp, dpdk: pin the capture thread to this CPU (with --workers N: worker i to CPU PIN+i)."
+            help="iface, xdp, dpdk: pin the capture thread to this CPU (with --workers N: worker i "
+            "to CPU PIN+i)."
         ),
     ] = None,
     fanout_group: Annotated[
         int,
         typer.Option(
-            help="iface with --workers N: PACKET_FANOUT group id to join (0: a new group with a random id)."
+            help="iface with --workers N: PACKET_FANOUT group id to join (0: a new group with a "
+            "random id)."
         ),
     ] = 0,
     promisc: Annotated[bool, typer.Option(help="iface, dpdk: promiscuous mode.")] = True,
@@ -474,13 +494,15 @@ def capture(
     xdp_attach: Annotated[
         str,
         typer.Option(
-            help="xdp: attach the XDP program in native (driver) or skb (generic) mode, or auto (native, else skb)."
+            help="xdp: attach the XDP program in native (driver) or skb (generic) mode, or auto "
+            "(native, else skb)."
         ),
     ] = "auto",
     eal: Annotated[
         str,
         typer.Option(
-            help='dpdk: EAL arguments, e.g. "-a 0000:3b:00.0" or "--no-huge --no-pci --vdev=net_pcap0,rx_pcap=FILE".'
+            help='dpdk: EAL arguments, e.g. "-a 0000:3b:00.0" or "--no-huge --no-pci '
+            '--vdev=net_pcap0,rx_pcap=FILE".'
         ),
     ] = "",
     rx_desc: Annotated[
@@ -498,41 +520,48 @@ def capture(
         str | None,
         typer.Option(
             "--tiers",
-            help="Tiers of a new ledger: windows (one signed window record per link and window, no per-frame records), frames, or windows,frames (default: frames; windows needs --ledger-format v2 and frames digested here). Fixed per ledger.",
+            help="Tiers of a new ledger: windows (one signed window record per link and window, no "
+            "per-frame records), frames, or windows,frames (default: frames; windows needs "
+            "--ledger-format v2 and frames digested here). Fixed per ledger.",
         ),
     ] = None,
     window: Annotated[
         str | None,
         typer.Option(
             "--window",
-            help="Window length of a new ledger's window tier: 100ms, 1s, 10s (default: 1s). Fixed per ledger.",
+            help="Window length of a new ledger's window tier: 100ms, 1s, 10s (default: 1s). Fixed "
+            "per ledger.",
         ),
     ] = None,
     window_capacity: Annotated[
         int | None,
         typer.Option(
             "--window-capacity",
-            help="Differences a window record decodes, for a new ledger's window tier (default: 64). Fixed per ledger.",
+            help="Differences a window record decodes, for a new ledger's window tier (default: "
+            "64). Fixed per ledger.",
         ),
     ] = None,
     digest_key_id: Annotated[
         str | None,
         typer.Option(
             "--digest-key-id",
-            help="records: only: the digest key id of the key the device digested with (32 hex), for a new ledger without --digest-key; checked against an existing ledger's.",
+            help="records: only: the digest key id of the key the device digested with (32 hex), "
+            "for a new ledger without --digest-key; checked against an existing ledger's.",
         ),
     ] = None,
     device_id: Annotated[
         str | None,
         typer.Option(
             "--device-id",
-            help="records: only: take an authenticated record stream from this device only (32 hex, as `keys device-init` printed); plain records are refused.",
+            help="records: only: take an authenticated record stream from this device only (32 "
+            "hex, as `keys device-init` printed); plain records are refused.",
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
     quiet: QuietOpt = False,
 ) -> None:
-    """Digest every frame of a capture or a live interface (or seal records computed elsewhere) into a sealed, signed, hash-chained ledger."""
+    """Digest every frame of a capture or a live interface (or seal records computed elsewhere)
+    into a sealed, signed, hash-chained ledger."""
     from ..capture.run import capture_file
     from ..keyfiles import DigestKey, SigningKey
     from ..ledger.devstate import DeviceState
@@ -746,19 +775,22 @@ def _window_ns(text: str) -> int:
 
 
 def _bypass_summary(live: dict) -> str:
-    """One line on how an xdp:/dpdk: capture received: zero-copy or copy, queues, drops per cause."""
+    """One line on how an xdp:/dpdk: capture received: zero-copy or copy, queues, drops per
+    cause."""
     if "xdp" in live:
         x = live["xdp"]
         qs = ",".join(str(q["queue"]) for q in x["queues"])
         return (
-            f"AF_XDP {x['mode']} mode, {x['attach']} XDP, queue{'s' if len(x['queues']) > 1 else ''} {qs}: "
-            f"{live['kernel_packets']:,} frames redirected, {live['kernel_drops']:,} dropped by the socket"
+            f"AF_XDP {x['mode']} mode, {x['attach']} XDP, "
+            f"queue{'s' if len(x['queues']) > 1 else ''} {qs}: {live['kernel_packets']:,} frames "
+            f"redirected, {live['kernel_drops']:,} dropped by the socket"
         )
     d = live["dpdk"]
     return (
-        f"DPDK port {d['port']} ({d['driver']}), {len(d['queues'])} RX queue{'s' if len(d['queues']) > 1 else ''}"
-        f"{' with RSS' if d['rss'] else ''}, zero-copy: {live['kernel_packets']:,} frames seen, "
-        f"{live['kernel_drops']:,} dropped (imissed + rx_nombuf + ierrors)"
+        f"DPDK port {d['port']} ({d['driver']}), {len(d['queues'])} RX "
+        f"queue{'s' if len(d['queues']) > 1 else ''}{' with RSS' if d['rss'] else ''}, zero-copy: "
+        f"{live['kernel_packets']:,} frames seen, {live['kernel_drops']:,} dropped (imissed + "
+        "rx_nombuf + ierrors)"
     )
 
 
@@ -822,9 +854,10 @@ def replay(
         _emit_json(res.to_json())
     else:
         out.print(
-            f"sent {plural(res.frames_sent, 'frame', fmt=',')} ({plural(res.bytes_sent, 'byte', fmt=',')}) on {iface} in {res.elapsed_s:.3f} s: "
-            f"{res.frames_per_s:,.0f} frames/s, {res.mbit_per_s:,.1f} Mbit/s ({mode}"
-            f"{f' {rate:g}' if rate else ''}, {loop} loop{'s' if loop > 1 else ''})"
+            f"sent {plural(res.frames_sent, 'frame', fmt=',')} "
+            f"({plural(res.bytes_sent, 'byte', fmt=',')}) on {iface} in {res.elapsed_s:.3f} s: "
+            f"{res.frames_per_s:,.0f} frames/s, {res.mbit_per_s:,.1f} Mbit/s "
+            f"({mode}{f' {rate:g}' if rate else ''}, {loop} loop{'s' if loop > 1 else ''})"
         )
     if res.interrupted:
         err.print(styled(("interrupted", "yellow")))
@@ -850,8 +883,8 @@ def verify(
         str | None,
         typer.Option(
             "--cluster",
-            help="Run the per-segment checks on a Dask cluster: tls://HOST:PORT (a scheduler), local:N "
-            "(N worker processes here, TLS of their own) or, with --insecure-cluster, "
+            help="Run the per-segment checks on a Dask cluster: tls://HOST:PORT (a scheduler), "
+            "local:N (N worker processes here, TLS of their own) or, with --insecure-cluster, "
             "tcp://HOST:PORT; needs ledgertool[cluster].",
         ),
     ] = None,
@@ -876,11 +909,13 @@ def verify(
         typer.Option(
             "--quiet",
             "-q",
-            help="No progress and no append-only note on stderr (--json still carries the note); warnings and the verdict stay.",
+            help="No progress and no append-only note on stderr (--json still carries the note); "
+            "warnings and the verdict stay.",
         ),
     ] = False,
 ) -> None:
-    """Check signatures, chain, record files (v1: their hashes), Merkle roots, counts, sequences, checkpoints."""
+    """Check signatures, chain, record files (v1: their hashes), Merkle roots, counts, sequences,
+    checkpoints."""
     from ..keyfiles import TrustBundle
     from ..verify.ledger import verify_ledger
     from ..verify.many import verify_ledgers
@@ -1014,8 +1049,8 @@ def _unverified_warning(res) -> None:
     """One stderr line when a ledger was read with the keyless checks only (no --trust)."""
     if not res.signatures_checked:
         err.print(
-            f"warning: {res.ledger}: UNVERIFIED: no --trust given, so seal signatures were not checked; the "
-            "records are the ledger's as found, consistent only with their own seals"
+            f"warning: {res.ledger}: UNVERIFIED: no --trust given, so seal signatures were not "
+            "checked; the records are the ledger's as found, consistent only with their own seals"
         )
 
 
@@ -1076,7 +1111,8 @@ def recover(
         bool,
         typer.Option(
             "--trust-unauthenticated-open-segments",
-            help="Also seal v1 open segments, which carry no device MACs: only when the storage is trusted.",
+            help="Also seal v1 open segments, which carry no device MACs: only when the storage is "
+            "trusted.",
         ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
@@ -1101,10 +1137,11 @@ def recover(
     for link, r in res.sealed:
         out.print(
             f"sealed link {link} segment {r.index}: {plural(r.records, 'record', fmt=',')} in "
-            f"{plural(r.blocks, 'authenticated block')}, {plural(r.torn_bytes, 'byte')} past them not sealed"
+            f"{plural(r.blocks, 'authenticated block')}, {plural(r.torn_bytes, 'byte')} past them "
+            "not sealed"
             if r.blocks
-            else f"sealed link {link} segment {r.index}: {plural(r.records, 'record', fmt=',')} (v1, storage "
-            f"trusted), {plural(r.torn_bytes, 'torn byte')} discarded"
+            else f"sealed link {link} segment {r.index}: {plural(r.records, 'record', fmt=',')} "
+            f"(v1, storage trusted), {plural(r.torn_bytes, 'torn byte')} discarded"
         )
     for d in res.discarded:
         out.print(f"discarded {d['path']}: {plural(d['bytes'], 'byte')} ({d['why']})")
@@ -1113,8 +1150,8 @@ def recover(
             f"set aside {a.path} as {a.moved_to}: {plural(a.bytes, 'byte')} not sealed ({a.why})"
         )
     out.print(
-        f"recovered {plural(len(res.sealed), 'segment')}, {plural(res.torn_bytes, 'byte')} discarded"
-        + (f", {plural(len(res.set_aside), 'file')} set aside" if res.set_aside else "")
+        f"recovered {plural(len(res.sealed), 'segment')}, {plural(res.torn_bytes, 'byte')} "
+        "discarded" + (f", {plural(len(res.set_aside), 'file')} set aside" if res.set_aside else "")
     )
     if not res.ok:
         raise typer.Exit(1)  # a block or header failed the device's authentication: a discrepancy
@@ -1183,7 +1220,8 @@ def compact(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
     quiet: QuietOpt = False,
 ) -> None:
-    """Turn v2 segments' raw record files into Parquet, each checked against its seal's root first."""
+    """Turn v2 segments' raw record files into Parquet, each checked against its seal's root
+    first."""
     from ..ledger.compact import compact_ledger
 
     with _shown(quiet, as_json) as show:
@@ -1198,8 +1236,8 @@ def compact(
             f"Parquet" + (" (finished an interrupted compaction)" if c.finished_leftover else "")
         )
     out.print(
-        f"compacted {plural(len(res.compacted), 'segment')}, {plural(res.records, 'record', fmt=',')}; "
-        f"{res.already_parquet} already "
+        f"compacted {plural(len(res.compacted), 'segment')}, "
+        f"{plural(res.records, 'record', fmt=',')}; {res.already_parquet} already "
         "Parquet"
     )
 
@@ -1251,7 +1289,8 @@ def checkpoint_cmd(
         _emit_json({"ok": True, "out": str(out_file), **cp.to_json(), "cosigned_by": cosigned})
     else:
         out.print(
-            f"checkpoint {cp.origin}: {plural(cp.size, 'segment')}, {plural(cp.records, 'record')}, root {cp.root.hex()} -> {out_file}"
+            f"checkpoint {cp.origin}: {plural(cp.size, 'segment')}, "
+            f"{plural(cp.records, 'record')}, root {cp.root.hex()} -> {out_file}"
             + (f", cosigned by {', '.join(cosigned)}" if cosigned else "")
         )
 
@@ -1464,7 +1503,9 @@ def recompute(
         typer.Option(
             "--digest-key",
             metavar="FILE",
-            help="digest.key used for the ledger; repeat it for each key of a ledger whose digest key was rotated (with --pairs: every ledger's keys, each ledger takes those its key ids name).",
+            help="digest.key used for the ledger; repeat it for each key of a ledger whose digest "
+            "key was rotated (with --pairs: every ledger's keys, each ledger takes those its key "
+            "ids name).",
         ),
     ],
     sources: Annotated[
@@ -1497,8 +1538,8 @@ def recompute(
         Path | None,
         typer.Option(
             "--trust",
-            help="With --ledger: verifier.pub; the ledger is verified before it is reconciled (without it "
-            "only the keyless checks run and the result is UNVERIFIED, exit 1).",
+            help="With --ledger: verifier.pub; the ledger is verified before it is reconciled "
+            "(without it only the keyless checks run and the result is UNVERIFIED, exit 1).",
         ),
     ] = None,
     checkpoint: Annotated[
@@ -1524,7 +1565,8 @@ def recompute(
     tolerance: Annotated[
         str,
         typer.Option(
-            help="Timestamp tolerance at the window edges between two capture points, e.g. 5us, 1ms."
+            help="Timestamp tolerance at the window edges between two capture points, e.g. 5us, "
+            "1ms."
         ),
     ] = "0",
     link: Annotated[
@@ -1541,7 +1583,8 @@ def recompute(
     workers: Annotated[
         int,
         typer.Option(
-            help="Threads that digest each batch (0: every usable core); digests do not depend on it.",
+            help="Threads that digest each batch (0: every usable core); digests do not depend on "
+            "it.",
             min=0,
         ),
     ] = 0,
@@ -1549,8 +1592,8 @@ def recompute(
         str | None,
         typer.Option(
             "--cluster",
-            help="With --ledger: digest, verify and reconcile on a Dask cluster: tls://HOST:PORT (a "
-            "scheduler), local:N (N worker processes here, TLS of their own) or, with "
+            help="With --ledger: digest, verify and reconcile on a Dask cluster: tls://HOST:PORT "
+            "(a scheduler), local:N (N worker processes here, TLS of their own) or, with "
             "--insecure-cluster, tcp://HOST:PORT; needs ledgertool[cluster].",
         ),
     ] = None,
@@ -1561,8 +1604,8 @@ def recompute(
             "--against",
             metavar="frames|windows",
             help=(
-                "With --ledger: compare with the link's per-frame records or its window records; default: "
-                "windows when the ledger keeps no per-frame records, else frames."
+                "With --ledger: compare with the link's per-frame records or its window records; "
+                "default: windows when the ledger keeps no per-frame records, else frames."
             ),
         ),
     ] = None,
@@ -1723,13 +1766,14 @@ def _recompute_digests(source, out_file: Path, dk, how: tuple, shown: tuple) -> 
         _emit_json(doc)
     else:
         out.print(
-            f"wrote {plural(run.frames, 'digest', fmt=',')} ({alg.name}, strip {strip}) to {out_file}"
+            f"wrote {plural(run.frames, 'digest', fmt=',')} ({alg.name}, strip {strip}) to "
+            f"{out_file}"
         )
         _fallback_line(run.strip_fallbacks, strip, run.frames, source)
     if run.stopped is not None:  # bad input, as for capture: what was read before it is written
         err.print(
-            f"ledgertool: error: {run.stopped.message}; the {plural(run.frames, 'frame', fmt=',')} before it "
-            f"{'was' if run.frames == 1 else 'were'} written to {out_file}"
+            f"ledgertool: error: {run.stopped.message}; the {plural(run.frames, 'frame', fmt=',')} "
+            f"before it {'was' if run.frames == 1 else 'were'} written to {out_file}"
         )
         raise typer.Exit(2)
 
@@ -1880,8 +1924,8 @@ def _print_reconcile(res, ledger: str, source) -> None:
             "" if res.complete else (" (INCOMPLETE: the capture stopped early)", "red"),
             "" if res.verified else (" (UNVERIFIED: no --trust)", "red"),
             f": {plural(res.frames, 'frame', fmt=',')} recomputed from {res.source}, "
-            f"{plural(res.ledger_records, 'frame record', fmt=',')} in {ledger}: matched {res.matched:,}, ledger-only {res.ledger_only:,}, "
-            f"capture-only {res.capture_only:,}",
+            f"{plural(res.ledger_records, 'frame record', fmt=',')} in {ledger}: matched "
+            f"{res.matched:,}, ledger-only {res.ledger_only:,}, capture-only {res.capture_only:,}",
         )
     )
     for p in res.per_second:
@@ -1892,11 +1936,13 @@ def _print_reconcile(res, ledger: str, source) -> None:
             )
     for e in res.examples_ledger_only:
         out.print(
-            f"  ledger-only  link {e['link']} seq {e['seq']} ts_ns {e['ts_ns']} wire_len {e['wire_len']} digest {e['digest']}"
+            f"  ledger-only  link {e['link']} seq {e['seq']} ts_ns {e['ts_ns']} wire_len "
+            f"{e['wire_len']} digest {e['digest']}"
         )
     for e in res.examples_capture_only:
         out.print(
-            f"  capture-only frame {e['index']} ts_ns {e['ts_ns']} wire_len {e['wire_len']} digest {e['digest']}"
+            f"  capture-only frame {e['index']} ts_ns {e['ts_ns']} wire_len {e['wire_len']} digest "
+            f"{e['digest']}"
         )
     _fallback_line(res.capture.strip_fallbacks, res.capture.strip, res.capture.frames, source)
 
@@ -1932,7 +1978,8 @@ def _recompute_pairs(
         with _cluster_client(cluster, insecure) as client:
             from ..reconcile.cluster import reconcile_on_cluster
 
-            # a few pairs in flight, so one pair's round trips overlap another's tasks (docs/cluster.md)
+            # a few pairs in flight, so one pair's round trips overlap another's tasks
+            # (docs/cluster.md)
             many = reconcile_pairs(
                 plans,
                 partial(reconcile_on_cluster, client, **window),
@@ -1973,9 +2020,9 @@ def _recompute_pairs(
             styled(
                 "total: ",
                 ("MATCH", "green") if many.ok else ("DIFFER", "red"),
-                f": {plural(t.pairs, 'pair')} ({t.ok_pairs} OK, {t.failed_pairs} not OK, {t.error_pairs} not "
-                f"reconciled), {plural(t.frames, 'frame', fmt=',')} recomputed, "
-                f"{plural(t.ledger_records, 'frame record', fmt=',')}: matched "
+                f": {plural(t.pairs, 'pair')} ({t.ok_pairs} OK, {t.failed_pairs} not OK, "
+                f"{t.error_pairs} not reconciled), {plural(t.frames, 'frame', fmt=',')} "
+                f"recomputed, {plural(t.ledger_records, 'frame record', fmt=',')}: matched "
                 f"{t.matched:,}, ledger-only {t.ledger_only:,}, capture-only {t.capture_only:,}",
             )
         )
@@ -2060,7 +2107,8 @@ def query(
     ] = False,
     quiet: QuietOpt = False,
 ) -> None:
-    """Verify a ledger, then run SQL (DuckDB) over the verified `records`, `seals` and `windows` tables."""
+    """Verify a ledger, then run SQL (DuckDB) over the verified `records`, `seals` and `windows`
+    tables."""
     from ..fsio import atomic_path, check_writable, write_atomic
     from ..keyfiles import TrustBundle
     from ..reconcile.query import run_query
@@ -2121,8 +2169,8 @@ def export(
         Path | None,
         typer.Option(
             "--trust",
-            help="verifier.pub: verify signatures too before exporting (without it only the keyless "
-            "checks run, and a warning says so).",
+            help="verifier.pub: verify signatures too before exporting (without it only the "
+            "keyless checks run, and a warning says so).",
         ),
     ] = None,
     checkpoint: Annotated[
@@ -2134,7 +2182,8 @@ def export(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report.")] = False,
 ) -> None:
-    """Verify a ledger, then write its records as a Parquet dataset DuckDB, pyarrow, polars and Spark read as is."""
+    """Verify a ledger, then write its records as a Parquet dataset DuckDB, pyarrow, polars and
+    Spark read as is."""
     from ..keyfiles import TrustBundle
     from ..reconcile.export import export_dataset
 
@@ -2155,8 +2204,8 @@ def export(
         )
     else:
         out.print(
-            f"exported {plural(res.rows, 'record', fmt=',')} of {plural(len(res.links), 'link')} in "
-            f"{plural(res.files, 'Parquet file')} to {out_dir}"
+            f"exported {plural(res.rows, 'record', fmt=',')} of {plural(len(res.links), 'link')} "
+            f"in {plural(res.files, 'Parquet file')} to {out_dir}"
         )
 
 
@@ -2277,7 +2326,8 @@ def _os_error_line(e: OSError) -> str:
     return (f"{name}: " if name else "") + text + (f"; {advice}" if advice else "")
 
 
-#: option value names in help, as tcpdump and DuckDB write them (`--trust FILE`, not typer's `<path>`)
+# : option value names in help, as tcpdump and DuckDB write them (`--trust FILE`, not typer's
+# `<path>`)
 _DIR_OPTIONS = {"ledger", "workdir", "png", "outdir", "directory"}
 
 
@@ -2490,7 +2540,8 @@ def _run_guarded() -> int:
         if STATE["debug"]:
             traceback.print_exc()
         err.print(
-            f"ledgertool: internal error: {type(e).__name__}: {e} (rerun with --debug for a traceback)",
+            f"ledgertool: internal error: {type(e).__name__}: {e} (rerun with --debug for a "
+            "traceback)",
             markup=False,
             soft_wrap=True,
         )

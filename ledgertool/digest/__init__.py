@@ -1,1 +1,2 @@
-"""The digest stage: the native batch engine's face, record layout and flags, and the pure-Python reference implementations."""
+"""The digest stage: the native batch engine's face, record layout and flags, and the pure-Python
+reference implementations."""

@@ -241,9 +241,10 @@ def valid_leaf_records(n: object) -> bool:
 
 
 def merkle_root(leaf_hashes: bytes) -> bytes:
-    """RFC 9162 Merkle tree hash (32 bytes) over concatenated 32-byte leaf hashes, in C (SHA-NI where
-    the CPU has it; the GIL is released); the empty tree's hash for no leaves. ValueError when the
-    length is not a multiple of 32. Equals `merkle.root_from_leaf_hashes` (tests/test_merkle.py)."""
+    """RFC 9162 Merkle tree hash (32 bytes) over concatenated 32-byte leaf hashes, in C (SHA-NI
+    where the CPU has it; the GIL is released); the empty tree's hash for no leaves. ValueError
+    when the length is not a multiple of 32. Equals `merkle.root_from_leaf_hashes`
+    (tests/test_merkle.py)."""
     if len(leaf_hashes) % 32:
         raise ValueError(f"leaf hashes are {len(leaf_hashes)} bytes, not a multiple of 32")
     if not leaf_hashes:
@@ -286,7 +287,8 @@ def force_cpu_path(algorithm: Algorithm, path: str | None) -> None:
     the same from the environment. Raises ValueError for a path this CPU cannot run."""
     check(
         lib.lt_cpu_path_force(algorithm.native_id, path.encode() if path else ffi.NULL),
-        f"{algorithm.name}: no CPU path {path!r} on this machine (available: {', '.join(cpu_paths(algorithm))})",
+        f"{algorithm.name}: no CPU path {path!r} on this machine (available: "
+        f"{', '.join(cpu_paths(algorithm))})",
     )
 
 

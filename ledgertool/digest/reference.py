@@ -67,7 +67,8 @@ def siphash(key: bytes, msg: bytes, c: int = 1, d: int = 3, out_bytes: int = 16)
 
 
 def read_pcap(data: bytes) -> Iterator[tuple[int, int, int, bytes]]:
-    """Frames of a classic pcap (µs or ns magic, either byte order) as (ts_ns, caplen, wire_len, bytes).
+    """Frames of a classic pcap (µs or ns magic, either byte order) as (ts_ns, caplen, wire_len,
+    bytes).
 
     Stops silently at a cut record: a reference for well-formed files, not a hardened reader.
     """
@@ -119,8 +120,9 @@ def workload_flow_seed(seed: int, flow: int) -> int:
 
 
 def workload_stream_word(seed: int, flow: int, k: int, i: int) -> int:
-    """Word i of frame k of flow f: mix64(s + (i+1)*gamma), s = mix64(fs(f) + (k+1)*0xD1B54A32D192ED03).
-    Word 0 draws the size, word 1 the pool offset, word 2 the payload mask."""
+    """Word i of frame k of flow f: mix64(s + (i+1)*gamma), s = mix64(fs(f) +
+    (k+1)*0xD1B54A32D192ED03). Word 0 draws the size, word 1 the pool offset, word 2 the payload
+    mask."""
     s = mix64(workload_flow_seed(seed, flow) + (k + 1) * _FRAME_GAMMA)
     return mix64(s + (i + 1) * _SM_GAMMA)
 

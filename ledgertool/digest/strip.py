@@ -24,12 +24,12 @@ class StripMode:
 
 DESCRIPTIONS = {
     "frame": "the captured link-layer bytes as stored",
-    "l3": "the IP packet: minus the link-layer header (Ethernet + VLAN tags, SLL, SLL2, NULL, raw IP) "
-    "and minus Ethernet padding after the IP length",
+    "l3": "the IP packet: minus the link-layer header (Ethernet + VLAN tags, SLL, SLL2, NULL, raw "
+    "IP) and minus Ethernet padding after the IP length",
     "payload": "the L4 payload: l3 minus the IPv4 header/IPv6 header chain and the UDP/TCP header; "
     "ICMP and other protocols: what follows the IP header(s)",
-    "rdma": "payload; for RoCEv2 (UDP port 4791) also minus the InfiniBand BTH, the extended transport "
-    "headers of its opcode and the 4-byte ICRC",
+    "rdma": "payload; for RoCEv2 (UDP port 4791) also minus the InfiniBand BTH, the extended "
+    "transport headers of its opcode and the 4-byte ICRC",
 }
 
 MODES: dict[str, StripMode] = {n: StripMode(n, i, DESCRIPTIONS[n]) for n, i in STRIP_MODES.items()}
@@ -79,7 +79,8 @@ class StripFallbacks:
             if n
         ]
         return (
-            f"{source}: strip {strip} fell back on {self.total} of {plural(frames, 'frame')}: {'; '.join(why)} "
+            f"{source}: strip {strip} fell back on {self.total} of {plural(frames, 'frame')}: "
+            f"{'; '.join(why)} "
             '(docs/strip-modes.md, "Fallbacks")'
         )
 

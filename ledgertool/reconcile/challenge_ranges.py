@@ -209,4 +209,7 @@ def describe(it: ChallengeItem, o) -> str:
     if o.index is not None:
         return f"window {o.index} (position {it.position})"
     last = it.first_record + it.records - 1
-    return f"records {it.first_record}..{last} (position {it.position}, {plural(it.records, 'record')})"
+    return (
+        f"records {it.first_record}..{last} (position {it.position}, "
+        f"{plural(it.records, 'record')})"
+    )

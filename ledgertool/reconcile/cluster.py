@@ -740,8 +740,10 @@ def tally_partition(
         )
         rows = None
         if job.details_limit:
-            rows = con.sql(f"""SELECT status, digest, link, seq, l_ts, l_wire, index, c_ts, c_wire, cap_len
-                FROM j WHERE status <> 'matched' ORDER BY {DETAILS_ORDER} LIMIT {int(job.details_limit)}""").to_arrow_table()
+            rows = con.sql(f"""
+                SELECT status, digest, link, seq, l_ts, l_wire, index, c_ts, c_wire, cap_len
+                FROM j WHERE status <> 'matched' ORDER BY {DETAILS_ORDER}
+                LIMIT {int(job.details_limit)}""").to_arrow_table()
         return PartitionTally(t, rows)
     except duckdb.Error as e:
         raise LedgerFormatError(
@@ -767,8 +769,9 @@ def _partition_connection(memory_limit: str, temp_directory: str):
     try:
         # the pairing's views (recompute: CREATE VIEW c, l) are the database's, not the
         # connection's: those an earlier task left are dropped (its temporary tables went with it)
-        left = con.execute("""SELECT 'VIEW', view_name FROM duckdb_views() WHERE NOT internal AND NOT temporary
-                              UNION ALL SELECT 'TABLE', table_name FROM duckdb_tables() WHERE NOT temporary""")
+        left = con.execute("""
+            SELECT 'VIEW', view_name FROM duckdb_views() WHERE NOT internal AND NOT temporary
+            UNION ALL SELECT 'TABLE', table_name FROM duckdb_tables() WHERE NOT temporary""")
         for kind, name in left.fetchall():
             con.execute(f'DROP {kind} IF EXISTS "{name.replace(chr(34), chr(34) * 2)}"')
         con.execute("SET enable_progress_bar = false")
@@ -816,7 +819,8 @@ class _Run:
         self.client.cancel(self.futures + [f for c in self.checkers for f in c.all_futures()])
 
     def take(self, futures: list[Future], what: str) -> list:
-        """Every result, in order; a lost task is the run's ClusterError (never a partial report)."""
+        """Every result, in order; a lost task is the run's ClusterError (never a partial
+        report)."""
         out = []
         for i, f in enumerate(futures):
             try:
@@ -860,10 +864,10 @@ def reconcile_on_cluster(
     must see the ledger and the captures at the paths given; `digest_key`'s subkey for the ledger's
     algorithm is sent to the workers. UsageError for more than one digest key.
 
-    No window, no standard input and workers with AES instructions: the fast verdict comes first, as on one machine
-    (_fast_on_cluster: a multiset hash of each side, docs/adr/0011); only when it finds the sides
-    unequal (or cannot decide) are both read again, partitioned and paired. `exact`: the
-    partitioned pairing only (the report is the same; for tests and benchmarks)."""
+    No window, no standard input and workers with AES instructions: the fast verdict comes first,
+    as on one machine (_fast_on_cluster: a multiset hash of each side, docs/adr/0011); only when
+    it finds the sides unequal (or cannot decide) are both read again, partitioned and paired.
+    `exact`: the partitioned pairing only (the report is the same; for tests and benchmarks)."""
     t0 = time.perf_counter()
     opened = open_ledger(ledger_dir)
     alg = get_algorithm(opened.header.algorithm)
@@ -1046,9 +1050,10 @@ def _pair_on_cluster(
 
 
 def _workers_accelerated(client: Client) -> bool:
-    """Whether every worker of `client`'s cluster now hashes on AES instructions (msethash.accelerated):
-    without them the fast verdict costs more than the pairing, which then runs alone, as on one
-    machine. False when a worker does not answer (the pairing then meets the same cluster)."""
+    """Whether every worker of `client`'s cluster now hashes on AES instructions
+    (msethash.accelerated): without them the fast verdict costs more than the pairing, which then
+    runs alone, as on one machine. False when a worker does not answer (the pairing then meets
+    the same cluster)."""
     try:
         return all(client.run(mset_accelerated).values())
     except Exception:  # noqa: BLE001 -- (a worker lost while asked: no fast verdict, nothing decided by it)

@@ -91,7 +91,8 @@ def export_table(seg: VerifiedSegment) -> pa.Table:
 
 
 def _write(table: pa.Table, path: Path, shown: Path) -> None:
-    """Write one file of the export; StorageError naming `shown` (its final path, not the stage's)."""
+    """Write one file of the export; StorageError naming `shown` (its final path, not the
+    stage's)."""
     try:
         with open(path, "xb") as f:
             pq.write_table(table, f)

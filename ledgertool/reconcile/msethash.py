@@ -130,7 +130,8 @@ class MultisetHash:
         return int(self.counts.sum()) if self.part_bits else int(self._count[0])
 
     def differing_parts(self, other: MultisetHash) -> np.ndarray:
-        """The parts (ascending) whose sum or count differ from `other`'s (the same key and parts)."""
+        """The parts (ascending) whose sum or count differ from `other`'s (the same key and
+        parts)."""
         if (other.key, other.part_bits, other.part_key) != (
             self.key,
             self.part_bits,

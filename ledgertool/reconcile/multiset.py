@@ -72,8 +72,9 @@ def once_each(ledger: np.ndarray, capture: np.ndarray) -> tuple[np.ndarray, np.n
     """Boolean masks over `ledger` and `capture` (record_dtype arrays of one digest size) of the
     rows whose digest's first 8 bytes occur exactly once in each, with equal whole digests: those
     rows pair one to one (matched). A row outside both masks may still be matched; the exact
-    pairing decides it (so two digests that share their first 8 bytes only cost speed). The hash is seeded at random per call. MemoryError when the call's tables (16 bytes per
-    row of both sides, 8 more per row of the larger) cannot be allocated."""
+    pairing decides it (so two digests that share their first 8 bytes only cost speed). The hash
+    is seeded at random per call. MemoryError when the call's tables (16 bytes per row of both
+    sides, 8 more per row of the larger) cannot be allocated."""
     ledger, capture = np.ascontiguousarray(ledger), np.ascontiguousarray(capture)
     fmt, off = ledger.dtype.fields["digest"][:2]
     lmask, lbuf = _mask_buffer(len(ledger))

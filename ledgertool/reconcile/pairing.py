@@ -127,8 +127,8 @@ def load_rows(con, kid: str, links: np.ndarray, ledger: np.ndarray, capture: np.
     rows, `seq` the frame index) from record_dtype arrays, as _load_ledger_side and
     _load_capture_side make them."""
     con.execute(
-        "CREATE TEMP TABLE lrec (link VARCHAR, kid VARCHAR, digest BLOB, seq UBIGINT, ts_ns BIGINT, "
-        "wire_len UINTEGER)"
+        "CREATE TEMP TABLE lrec (link VARCHAR, kid VARCHAR, digest BLOB, seq UBIGINT, ts_ns "
+        "BIGINT, wire_len UINTEGER)"
     )
     con.execute(f"CREATE TEMP TABLE cap0 ({CAPTURE_COLUMNS})")
     append_rows(con, kid, links, ledger, capture)
@@ -175,8 +175,8 @@ def append_rows(con, kid: str, links: np.ndarray, ledger: np.ndarray, capture: n
 
 # table j's columns as pair_tables's CREATE TABLE AS makes them
 J_COLUMNS = (
-    "status VARCHAR, digest BLOB, link VARCHAR, seq UBIGINT, l_ts BIGINT, l_wire UINTEGER, index UBIGINT, "
-    "c_ts BIGINT, c_wire UINTEGER, cap_len UINTEGER"
+    "status VARCHAR, digest BLOB, link VARCHAR, seq UBIGINT, l_ts BIGINT, l_wire UINTEGER, index "
+    "UBIGINT, c_ts BIGINT, c_wire UINTEGER, cap_len UINTEGER"
 )
 
 
@@ -191,10 +191,10 @@ def pair_records(
     examples: int,
 ) -> Tally:
     """Pair and tally the ledger rows under key `kid` (`ledger_side`: link names, each row's link
-    as an index into them, the records) with the capture rows, as pair_tables and tally_tables do over all
-    of them (`window`: from_ns, to_ns, tolerance_ns): the rows that pair one to one
-    (multiset.paired_masks: the ordered walk, then once_each, in C) are counted in numpy; only the
-    others go through DuckDB, and table `j` on `con` holds their pairing (for --details).
+    as an index into them, the records) with the capture rows, as pair_tables and tally_tables do
+    over all of them (`window`: from_ns, to_ns, tolerance_ns): the rows that pair one to one
+    (multiset.paired_masks: the ordered walk, then once_each, in C) are counted in numpy; only
+    the others go through DuckDB, and table `j` on `con` holds their pairing (for --details).
     `con` may instead be a function that opens the connection: then up to FEW_ROWS rows left
     without a window or uncovered segments are paired by pair_few (no table `j`: for a run
     without --details), and DuckDB is opened only for more."""
@@ -429,7 +429,8 @@ def tally_tables(con, from_ns: int | None, to_ns: int | None, examples: int) -> 
     for link, total, lo_ in con.execute(f"""
             WITH t AS (SELECT link, count(*) AS n FROM l WHERE {lwin} GROUP BY link),
                  o AS (SELECT link, count(*) AS n FROM j WHERE status = 'ledger_only' GROUP BY link)
-            SELECT t.link, t.n, coalesce(o.n, 0) FROM t LEFT JOIN o USING (link) ORDER BY t.link""").fetchall():
+            SELECT t.link, t.n, coalesce(o.n, 0) FROM t LEFT JOIN o USING (link)
+            ORDER BY t.link""").fetchall():
         per_link.append(
             {"link": link, "matched": total - lo_, "ledger_only": lo_, "capture_only": 0}
         )
@@ -480,7 +481,8 @@ def pairing_views(con, keys: list[tuple[str, DigestKey]], lo: int | None, hi: in
     it pairs with nothing and stays ledger-only."""
     win = window_sql("ts_ns", lo, hi)
     con.execute(
-        f"CREATE VIEW c AS SELECT index, digest, digest AS pk, ts_ns, wire_len, cap_len FROM cap0 WHERE {win}"
+        "CREATE VIEW c AS SELECT index, digest, digest AS pk, ts_ns, wire_len, cap_len FROM cap0 "
+        f"WHERE {win}"
     )
     parts = []
     for i, (kid, _) in enumerate(keys):

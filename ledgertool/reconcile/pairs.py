@@ -7,7 +7,7 @@ A pairs file (TOML) lists the pairs; a command line is no place for thousands of
     ledger = "ledgers/link-a"            # a path (relative: to the pairs file's directory) or a URL
     captures = ["caps/link-a-1.pcap", "caps/link-a-2.pcap"]
     link = ["link0"]                      # optional: only these links of the ledger
-    trust = "keys/device-a.pub"           # optional: this ledger's trust bundle (default: the run's)
+    trust = "keys/device-a.pub"           # optional: this ledger's trust bundle (default: run's)
     checkpoint = "held/link-a.checkpoint" # optional: a checkpoint this ledger must extend
 
 The digest keys are one pool: each ledger takes the keys whose id its ledger.json or its
@@ -118,7 +118,8 @@ def parse_pairs(doc: dict, path: str) -> tuple[PairSpec, ...]:
         unknown = sorted(set(p) - _FIELDS)
         if unknown:
             raise UsageError(
-                f"{path}: {where}.{unknown[0]}: unknown field (fields: {', '.join(sorted(_FIELDS))})"
+                f"{path}: {where}.{unknown[0]}: unknown field (fields: "
+                f"{', '.join(sorted(_FIELDS))})"
             )
         for need in ("ledger", "captures"):
             if need not in p:
@@ -202,8 +203,8 @@ def plan_pairs(
         mine = tuple(k for k, kid in zip(keys, kids) if kid in order)
         if not mine:
             raise KeyFileError(
-                f"{spec.ledger}: none of the {len(keys)} digest key(s) given is a digest key of this "
-                f"ledger (its key ids: {', '.join(order)})"
+                f"{spec.ledger}: none of the {len(keys)} digest key(s) given is a digest key of "
+                f"this ledger (its key ids: {', '.join(order)})"
             )
         bundle = trust
         if spec.trust is not None:

@@ -8,10 +8,11 @@
             late, hash, cells)       the window records of the links' window logs (hash and
                                      cells as stored: masked, meaningful only to the key holder)
 
-DuckDB never opens a ledger file: it reads the very bytes that verify checked (ledgertool.verify.ledger,
-with the trust bundle when one is given, else the keyless checks), decoded once (docs/threat-model.md,
-"What query and recompute read"). A ledger that does not verify is not queried: no result of SQL
-over it is handed out. `link` comes from the verified seals, never from a path.
+DuckDB never opens a ledger file: it reads the very bytes that verify checked
+(ledgertool.verify.ledger, with the trust bundle when one is given, else the keyless checks),
+decoded once (docs/threat-model.md, "What query and recompute read"). A ledger that does not verify
+is not queried: no result of SQL over it is handed out. `link` comes from the verified seals, never
+from a path.
 
 Two ways to run the SQL, chosen per statement:
 - Streamed, when one SELECT scans `records` once and reads no other table (count, group by, sums):
@@ -58,19 +59,19 @@ from ..verify.ledger import VerifiedSegment, VerifyResult, verify_ledger
 from ..verify.windows import VerifiedWindows
 
 RECORDS_DDL = (
-    "CREATE TABLE records (link VARCHAR, segment UINTEGER, seq UBIGINT, ts_ns BIGINT, wire_len UINTEGER, "
-    "cap_len UINTEGER, flags USMALLINT, linktype USMALLINT, aux UINTEGER, digest BLOB)"
+    "CREATE TABLE records (link VARCHAR, segment UINTEGER, seq UBIGINT, ts_ns BIGINT, wire_len "
+    "UINTEGER, cap_len UINTEGER, flags USMALLINT, linktype USMALLINT, aux UINTEGER, digest BLOB)"
 )
 SEALS_DDL = (
     "CREATE TABLE seals (link VARCHAR, segment UINTEGER, first_seq UBIGINT, last_seq UBIGINT, "
-    "records UBIGINT, frames UBIGINT, drops_declared UBIGINT, first_ts_ns BIGINT, last_ts_ns BIGINT, "
-    "merkle_root VARCHAR, parquet_sha256 VARCHAR, prev_seal_hash VARCHAR, algorithm VARCHAR, "
-    "strip VARCHAR, sealed_at VARCHAR, digest_key_id VARCHAR)"
+    "records UBIGINT, frames UBIGINT, drops_declared UBIGINT, first_ts_ns BIGINT, last_ts_ns "
+    "BIGINT, merkle_root VARCHAR, parquet_sha256 VARCHAR, prev_seal_hash VARCHAR, algorithm "
+    "VARCHAR, strip VARCHAR, sealed_at VARCHAR, digest_key_id VARCHAR)"
 )
 WINDOWS_DDL = (
-    "CREATE TABLE windows (link VARCHAR, segment UINTEGER, window_index BIGINT, window_start_ns BIGINT, "
-    "window_ns UBIGINT, frames UBIGINT, wire_bytes UBIGINT, drops UBIGINT, late UBIGINT, hash BLOB, "
-    "cells BLOB)"
+    "CREATE TABLE windows (link VARCHAR, segment UINTEGER, window_index BIGINT, window_start_ns "
+    "BIGINT, window_ns UBIGINT, frames UBIGINT, wire_bytes UBIGINT, drops UBIGINT, late UBIGINT, "
+    "hash BLOB, cells BLOB)"
 )
 
 
@@ -101,8 +102,8 @@ def add_segment(con: duckdb.DuckDBPyConnection, seg: VerifiedSegment) -> None:
     con.register("_segment", seg.table)
     try:
         con.execute(
-            "INSERT INTO records SELECT ?, segment, seq, ts_ns, wire_len, cap_len, flags, linktype, aux, "
-            "digest FROM _segment",
+            "INSERT INTO records SELECT ?, segment, seq, ts_ns, wire_len, cap_len, flags, "
+            "linktype, aux, digest FROM _segment",
             [seg.link],
         )
     finally:
@@ -539,9 +540,10 @@ def _interruptible(
     poll: Callable[[], None] | None = None,
     views: dict | None = None,
 ) -> tuple[list[str], list[tuple] | pa.Table, list]:
-    """(column names, rows or with `arrow` a pyarrow Table, column types) of `sql`. DuckDB runs it on a worker thread so that Ctrl-C reaches the
-    main thread, which interrupts the query and re-raises KeyboardInterrupt (a query blocked in
-    DuckDB on the main thread never sees the signal)."""
+    """(column names, rows or with `arrow` a pyarrow Table, column types) of `sql`. DuckDB runs
+    it on a worker thread so that Ctrl-C reaches the main thread, which interrupts the query and
+    re-raises KeyboardInterrupt (a query blocked in DuckDB on the main thread never sees the
+    signal)."""
     done: list = []
     finished = threading.Event()  # not Thread.is_alive(): a join() cut by Ctrl-C can leave it wrong
     cur = con.cursor()  # the connection itself refuses interrupt() while a call on it is running
@@ -558,7 +560,8 @@ def _interruptible(
 
     def work() -> None:
         try:
-            if arrow:  # a relation: Arrow straight from DuckDB (1.x names it arrow(), 2.x to_arrow_table())
+            # a relation: Arrow straight from DuckDB (1.x names it arrow(), 2.x to_arrow_table())
+            if arrow:
                 rel = cur.sql(sql)
                 table = (
                     (getattr(rel, "to_arrow_table", None) or rel.arrow)()

@@ -11,8 +11,8 @@ takes the identity of the capture frame with the same digest under that key. The
 comparison above then runs on identities, so every frame is still classified exactly once.
 Segments whose key was not given are left out and reported (`uncovered`, `partial`).
 
-The ledger side is what `verify` checked (ledgertool.verify.ledger with the trust bundle, or only the
-keyless checks without one): a ledger that does not verify is not reconciled (exit 1), and one
+The ledger side is what `verify` checked (ledgertool.verify.ledger with the trust bundle, or only
+the keyless checks without one): a ledger that does not verify is not reconciled (exit 1), and one
 reconciled without a trust bundle is reported `verified: false` (exit 1 even when every frame
 matched). DuckDB opens no file by a path: both sides are inserted into its tables from memory
 (docs/threat-model.md, "What query and recompute read").
@@ -252,19 +252,19 @@ def reconcile(
     the two as multisets. `source` is one capture or several, taken as one capture in the order
     given (frame indexes continue from one file to the next).
 
-    The ledger is verified first with `trust` (and `checkpoint`, a signed note it must extend),
-    or with the keyless checks only when `trust` is None (the result is then `verified` False and
-    not `ok`); its records reach DuckDB from the bytes that were checked. Each digest's
-    occurrences pair one to one, those of the same timestamp on both sides first, the rest in time
-    order (pair_tables), so every frame is classified exactly once: matched, ledger-only or
-    capture-only, and a changed frame whose bytes repeat elsewhere is named itself.
-    `from_ns`/`to_ns` restrict both sides to [from, to) (ns since the epoch); capture frames within
-    `tolerance_ns` outside the window may still pair with ledger records inside it (two capture
-    points see a frame at slightly different times) and are otherwise ignored. `links` restricts
-    the ledger side (and what is verified). `details` gets one JSON line per differing frame
-    (capture-only frames with a one-line dissection). DuckDB runs with `memory_limit` and spills
-    to a temporary directory. `progress` gets the ledger's verify phase ("verify": segments, records),
-    then the capture's ("recompute": bytes read of its size, frames; once per digest key given).
+    The ledger is verified first with `trust` (and `checkpoint`, a signed note it must extend), or
+    with the keyless checks only when `trust` is None (the result is then `verified` False and not
+    `ok`); its records reach DuckDB from the bytes that were checked. Each digest's occurrences pair
+    one to one, those of the same timestamp on both sides first, the rest in time order
+    (pair_tables), so every frame is classified exactly once: matched, ledger-only or capture-only,
+    and a changed frame whose bytes repeat elsewhere is named itself. `from_ns`/`to_ns` restrict
+    both sides to [from, to) (ns since the epoch); capture frames within `tolerance_ns` outside the
+    window may still pair with ledger records inside it (two capture points see a frame at slightly
+    different times) and are otherwise ignored. `links` restricts the ledger side (and what is
+    verified). `details` gets one JSON line per differing frame (capture-only frames with a one-line
+    dissection). DuckDB runs with `memory_limit` and spills to a temporary directory. `progress`
+    gets the ledger's verify phase ("verify": segments, records), then the capture's ("recompute":
+    bytes read of its size, frames; once per digest key given).
 
     `digest_key` is one key or several (a ledger whose digest key was rotated: one per epoch, in
     any order). Only the sealed segments whose seal names one of the given keys take part; the
@@ -357,7 +357,9 @@ def reconcile(
                 tally = pair_store(
                     con, keys[0][0], (segs, uncovered), store, None, window, examples
                 )
-            else:  # several digest keys: every record goes through DuckDB's identity mapping (pairing_views)
+            # several digest keys: every record goes through DuckDB's identity mapping
+            # (pairing_views)
+            else:
                 segs, ver = _load_ledger_side(con, ledger_side)
                 keys, uncovered = match_keys(ledger_dir, ledger, alg, keys, segs)
                 run = _load_capture_side(con, source, keys, alg, ledger.strip, progress, workers)
@@ -774,8 +776,8 @@ def _load_ledger_side(con, side: LedgerSide) -> tuple[list[Segment], VerifyResul
     table `lrec`, from the bytes that were checked. DiscrepancyError when it does not verify."""
     segs: list[Segment] = []
     con.execute(
-        "CREATE TEMP TABLE lrec (link VARCHAR, kid VARCHAR, digest BLOB, seq UBIGINT, ts_ns BIGINT, "
-        "wire_len UINTEGER)"
+        "CREATE TEMP TABLE lrec (link VARCHAR, kid VARCHAR, digest BLOB, seq UBIGINT, ts_ns "
+        "BIGINT, wire_len UINTEGER)"
     )
 
     def add_segment(seg: VerifiedSegment) -> None:

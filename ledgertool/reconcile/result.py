@@ -62,7 +62,8 @@ class DigestRun:
     strip_fallbacks: StripFallbacks = StripFallbacks()
 
     def to_json(self) -> dict:
-        """The fields `recompute` reports for the capture side (schemas/recompute-report.schema.json)."""
+        """The fields `recompute` reports for the capture side
+        (schemas/recompute-report.schema.json)."""
         return {
             "complete": self.stopped is None,
             "stopped": self.stopped.to_json() if self.stopped else None,
@@ -268,8 +269,8 @@ def add_warnings(
         )
     if res.capture.stopped is not None:
         res.warnings.append(
-            f"INCOMPLETE: {res.capture.stopped.message}; reconciled the {res.capture.frames} frames "
-            "read before it"
+            f"INCOMPLETE: {res.capture.stopped.message}; reconciled the {res.capture.frames} "
+            "frames read before it"
         )
     if res.details_file and str(res.source) == STDIN and res.capture_only:
         res.warnings.append(

@@ -19,7 +19,8 @@ def source_list(source: Sources) -> list[str | Path]:
 
 
 def source_name(source: Sources) -> str:
-    """How a run's captures are named in its report: the one source, or all of them, comma-separated."""
+    """How a run's captures are named in its report: the one source, or all of them,
+    comma-separated."""
     return ", ".join(str(s) for s in source_list(source))
 
 

@@ -36,8 +36,13 @@ BUILD = runpy.run_path(str(NATIVE / "build_ffi.py"), run_name="build_ffi")
 # version is never reused.
 CDEF_DIGESTS = {
     1: "a38f52969368ae9e7631b2b7290ab62dc0ad97ef5c9c6d89273fa25458fedd8b",
-    2: "c4ccb0a638f9fa6342b9ec370c80b805002e0895b3ff19299c368847e07fc8dc",  # strip fallbacks, lt_reader_open_fd, lt_rec_records, lt_rec_leaves, lt_rec_file, lt_segment_writer_*, lt_once_each, lt_pair_in_order, lt_reader_next_before, lt_reader_pcapng_context, lt_mset_add, lt_mset_accelerated, lt_second_runs, lt_rec_file_mset
-    3: "1f05447cd7d3bd9c673e30b27a4874b2a0b617e8b238bf0c8c5562af41b409da",  # lt_mset_add_parts, lt_window_* (window records), LT_REC_READ, LT_LEAF_BLAKE3; one version until the next release
+    # strip fallbacks, lt_reader_open_fd, lt_rec_records, lt_rec_leaves, lt_rec_file,
+    # lt_segment_writer_*, lt_once_each, lt_pair_in_order, lt_reader_next_before,
+    # lt_reader_pcapng_context, lt_mset_add, lt_mset_accelerated, lt_second_runs, lt_rec_file_mset
+    2: "c4ccb0a638f9fa6342b9ec370c80b805002e0895b3ff19299c368847e07fc8dc",
+    # lt_mset_add_parts, lt_window_* (window records), LT_REC_READ, LT_LEAF_BLAKE3; one version
+    # until the next release
+    3: "1f05447cd7d3bd9c673e30b27a4874b2a0b617e8b238bf0c8c5562af41b409da",
     # lt_segment_writer_direct, lt_segment_writer_trim (segment files by direct I/O);
     # LT_FMT_ERF, lt_reader_declare_losses; lt_reader_info.damaged_*, warning; lt_rec_from_columns;
     # LT_WINDOW_PATH_*, lt_window_path_supported, lt_window_path_name (lt_window_new's `path`)

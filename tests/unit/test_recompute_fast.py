@@ -1,7 +1,7 @@
-"""recompute's fast verdict (reconcile without pairing, _fast_verdict; docs/adr/0011): when the ledger's
-frame records and the recomputed capture hold the same multiset of digests the report comes from the
-ledger side's counts alone, and it must be byte for byte the report of the exact pairing
-(`exact=True`); when they differ the fast verdict must not decide anything. Ledgers from
+"""recompute's fast verdict (reconcile without pairing, _fast_verdict; docs/adr/0011): when the
+ledger's frame records and the recomputed capture hold the same multiset of digests the report
+comes from the ledger side's counts alone, and it must be byte for byte the report of the exact
+pairing (`exact=True`); when they differ the fast verdict must not decide anything. Ledgers from
 tests/v2_reference.py over the records of samples/sample.pcap (294 frames), edited before sealing
 (so that they verify) the ways a prover's ledger can differ from the traffic."""
 

@@ -38,7 +38,8 @@ def _write_pcap_ns(path: Path, frames: list[tuple[int, int, bytes]], linktype: i
 
 @pytest.fixture(scope="module")
 def changed(tmp_path_factory, keydir):
-    """(ledger dir, modified capture, original frames) with the ledger built from the corpus file."""
+    """(ledger dir, modified capture, original frames) with the ledger built from the corpus
+    file."""
     src = CORPUS / "files" / NAME
     d = tmp_path_factory.mktemp("changed")
     dk, sk, _ = load_keys(keydir)

@@ -64,7 +64,8 @@ def test_records_into_holds_exactly_the_checked_records(v2, keydir):
     sink = RecordSink(DTYPE)
     res, seen = _verify_into(d, load_keys(keydir)[2], sink)
     assert res.ok and res.records == 294
-    # the raw files' records were written by verify into the sink's tail; the Parquet one copied there
+    # the raw files' records were written by verify into the sink's tail; the Parquet one copied
+    # there
     assert seen == [(0, 100, True), (1, 100, False), (2, 94, True)]
     assert sink.n == 294 and sink.records().tobytes() == b"".join(segs)
     assert [int(s) for s in sink.records()["seq"][[0, 99, 100, 293]]] == [0, 99, 100, 293]
@@ -128,8 +129,9 @@ def test_take_copies_bytes_that_are_not_the_tail():
 
 
 def test_recompute_leaves_gap_records_out_of_the_one_array(tmp_path, keydir):
-    """GAP records (here record 5 of segment 0 and record 10 of segment 2) are not frames: they are
-    left out of the pairing, so the two capture frames whose records they replaced are capture-only."""
+    """GAP records (here record 5 of segment 0 and record 10 of segment 2) are not frames: they
+    are left out of the pairing, so the two capture frames whose records they replaced are
+    capture-only."""
     dk, _, trust = load_keys(keydir)
     recs = bytearray(capture_records(SAMPLES / "sample.pcap", dk))
     for k, drops in ((5, 3), (210, 4)):
