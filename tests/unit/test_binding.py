@@ -21,6 +21,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+import python_source
 from conftest import REPO
 
 from ledgertool import __version__, _binding
@@ -112,7 +113,7 @@ def test_another_abi_or_package_version_asks_for_a_rebuild():
 
 def _native_imports(path: Path) -> list[str]:
     """Modules named `_native` / `_source_*` that `path` imports, statically or by import_module."""
-    tree = ast.parse(path.read_text(), str(path))
+    tree = python_source.parse(path.read_text(), str(path))
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):

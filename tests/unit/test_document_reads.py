@@ -18,6 +18,7 @@ import ast
 import dataclasses
 import textwrap
 
+import python_source
 from conftest import REPO
 
 from ledgertool.seal.checkpoint import Checkpoint
@@ -139,7 +140,7 @@ def document_reads(source: str, rel: str) -> list[str]:
         for child in ast.iter_child_nodes(node):
             visit(child, fn)
 
-    visit(ast.parse(source), "")
+    visit(python_source.parse(source), "")
     return found
 
 

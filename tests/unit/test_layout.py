@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import python_source
 from conftest import REPO
 
 PKG = REPO / "ledgertool"
@@ -68,7 +69,7 @@ def _module_name(path: Path) -> str:
 
 
 MODULES = {_module_name(p): p for p in sorted(PKG.rglob("*.py"))}
-TREES = {name: ast.parse(path.read_text(), str(path)) for name, path in MODULES.items()}
+TREES = {name: python_source.parse(path.read_text(), str(path)) for name, path in MODULES.items()}
 
 
 def _imports(name: str) -> list[Import]:
@@ -438,7 +439,7 @@ def test_file_check_finds_file_access() -> None:
         "open('x')\nPath('x').read_bytes()\np.write_text('y')\nos.open('x', 0)\n"
         "h = hashlib.sha256(b'').hexdigest()\n"
     )
-    found = _file_touches(ast.parse(code))
+    found = _file_touches(python_source.parse(code))
     assert found == [
         "1: imports os",
         "2: imports pyarrow.parquet",
@@ -492,7 +493,7 @@ def test_no_private_name_crosses_modules() -> None:
 
 
 def test_private_import_scan_finds_both_forms() -> None:
-    sample = ast.parse(
+    sample = python_source.parse(
         "from .keyfiles import _write, public\n"
         "from ..seal import witness\n"
         "import ledgertool.ledger.layout\n"

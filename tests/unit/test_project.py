@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import re
 
+import python_source
 from conftest import REPO
 
 
@@ -43,8 +44,11 @@ def test_unit_tests_start_no_process():
     """tests/unit runs in the test process (the quick loop); a test that needs a real process
     (the CLI under the interpreter, a fresh interpreter, a cluster) belongs in tests/system."""
     unit = REPO / "tests" / "unit"
-    found = {p.name: _starts_a_process(ast.parse(p.read_text())) for p in sorted(unit.glob("*.py"))}
+    found = {
+        p.name: _starts_a_process(python_source.parse(p.read_text()))
+        for p in sorted(unit.glob("*.py"))
+    }
     bad = {name: f for name, f in found.items() if f}
     assert not bad, bad
     system = REPO / "tests" / "system"
-    assert any(_starts_a_process(ast.parse(p.read_text())) for p in system.glob("*.py"))
+    assert any(_starts_a_process(python_source.parse(p.read_text())) for p in system.glob("*.py"))

@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+import python_source
 from conftest import CORPUS, REPO, corpus_rows, needs_corpus
 
 from ledgertool.algorithms import get_algorithm
@@ -58,7 +59,7 @@ def _both(records: np.ndarray, alg: str, window_ns: int, capacity: int, link: st
 
 
 def test_the_spec_module_imports_no_ledgertool_code():
-    tree = ast.parse((REPO / "tests" / "window_spec.py").read_text())
+    tree = python_source.parse((REPO / "tests" / "window_spec.py").read_text())
     names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
     names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
     assert names and not [n for n in names if n.startswith("ledgertool") or n == "conftest"]
