@@ -8,6 +8,7 @@ Every LedgerError is caught once in `main` and becomes a one-line message and an
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import os
 import sys
@@ -2415,9 +2416,12 @@ def _plain_leaf(annotation, info, value, param, ctx):
     return None
 
 
+@functools.cache
 def click_command():
     """The app as a click command, every argument shown in capitals, as tcpdump and DuckDB write
-    them (`SOURCE`, not typer's `{source}`), and option values named FILE, DIR, N (not `<path>`)."""
+    them (`SOURCE`, not typer's `{source}`), and option values named FILE, DIR, N (not `<path>`).
+    Built once a process: typer reads every command's signature and type hints (~0.1 s of CPU),
+    and a program that runs the app more than once (the tests) would pay that each time."""
     from typer.core import TyperArgument
 
     from .helptext import epilog
