@@ -19,6 +19,10 @@ TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 # Test modules import helpers from each other (`from test_digests import reference`), across tiers.
 sys.path[:0] = [str(TESTS / "unit"), str(TESTS / "system")]
+# Bytecode caches are written (git ignores them) even where PYTHONDONTWRITEBYTECODE is set: else
+# every run and every pytest-xdist worker compiles ledgertool again and rewrites the assertions of
+# every test module (~5 s of CPU a worker), and so does each process the system tests start.
+sys.dont_write_bytecode = False
 CORPUS = Path(os.environ.get("LEDGERTOOL_CORPUS", REPO.parent / "shared" / "corpus"))
 SAMPLES = REPO / "samples"
 

@@ -73,29 +73,28 @@ TREES = {name: python_source.parse(path.read_text(), str(path)) for name, path i
 
 
 def _imports(name: str) -> list[Import]:
-    tree, is_pkg = TREES[name], MODULES[name].name == "__init__.py"
-    deferred: set[int] = set()
-    for fn in ast.walk(tree):
-        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            deferred.update(
-                id(n) for n in ast.walk(fn) if isinstance(n, (ast.Import, ast.ImportFrom))
-            )
-    out = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out += [Import(name, a.name, node.lineno, id(node) in deferred) for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = name.split(".") if is_pkg else name.split(".")[:-1]
-                base = base[: len(base) - node.level + 1]
-                mod = ".".join(base + ([node.module] if node.module else []))
-            else:
-                mod = node.module or ""
-            for a in node.names:  # `from pkg import sub` imports the module pkg.sub
-                sub = f"{mod}.{a.name}"
-                out.append(
-                    Import(name, sub if sub in MODULES else mod, node.lineno, id(node) in deferred)
-                )
+    is_pkg = MODULES[name].name == "__init__.py"
+    out: list[Import] = []
+
+    def visit(node: ast.AST, deferred: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Import):
+                out.extend(Import(name, a.name, child.lineno, deferred) for a in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                if child.level:
+                    base = name.split(".") if is_pkg else name.split(".")[:-1]
+                    base = base[: len(base) - child.level + 1]
+                    mod = ".".join(base + ([child.module] if child.module else []))
+                else:
+                    mod = child.module or ""
+                for a in child.names:  # `from pkg import sub` imports the module pkg.sub
+                    sub = f"{mod}.{a.name}"
+                    target = sub if sub in MODULES else mod
+                    out.append(Import(name, target, child.lineno, deferred))
+            # an import anywhere inside a function runs when it is called, not at import
+            visit(child, deferred or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)))
+
+    visit(TREES[name], False)
     return out
 
 
