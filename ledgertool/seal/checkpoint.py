@@ -33,6 +33,8 @@ from ..plural import plural
 from . import merkle
 
 MAX_NOTE_BYTES = 1 << 16
+# a control character other than newline: never in a signed note
+_CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f]")
 _EM_DASH = "\u2014"
 _MLDSA_TYPE = b"\xff" + b"ledgertool/ml-dsa-65"
 _TYPE = {ED25519: b"\x01", MLDSA65: _MLDSA_TYPE}
@@ -171,7 +173,7 @@ def parse_note(data: bytes, where: str = "checkpoint") -> SignedNote:
         s = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise LedgerFormatError(f"{where}: not UTF-8 at byte {e.start}") from None
-    if any(ord(c) < 0x20 and c != "\n" for c in s):
+    if _CONTROL.search(s):
         raise LedgerFormatError(f"{where}: control character in a signed note")
     cut = s.rfind("\n\n")
     if cut < 0 or not s.endswith("\n"):
