@@ -90,7 +90,9 @@ class DigestEngine:
         self._e = ffi.gc(out[0], lib.lt_engine_free)
         self._cap = batch_records
         self.batch_bytes = batch_records * self.record_size  # of one full batch (`fill`'s `out`)
-        self._buf = ffi.new("uint8_t[]", batch_records * self.record_size)
+        # the records of a `fill` given no `out`: allocated at the first such call (a capture
+        # fills its writer's buffers and never needs this one, 3 MB a fresh page at a time)
+        self._buf: ffi.CData | None = None
         self._n = ffi.new("size_t *")
         self._bytes = ffi.new("uint64_t *")
         self.ended = (
@@ -128,6 +130,8 @@ class DigestEngine:
         earlier calls); ValueError on an `out` array of another dtype or layout.
         """
         want = self._cap if max_records is None else min(self._cap, max_records)
+        if self._buf is None and out is None:
+            self._buf = ffi.new("uint8_t[]", self.batch_bytes)
         dst = self._buf
         np = sys.modules.get("numpy")  # an array `out` means numpy is loaded (a file capture: not)
         if np is not None and isinstance(out, np.ndarray):
