@@ -745,8 +745,13 @@ class CaptureRun:
     def _start_engines(self) -> DigestEngine:
         """One digest engine per reader (`_engines`); the first."""
         subkey = self.digest_key.subkey(self.alg.name, self.alg.key_size)
+        # one reader fills the writer's buffers (_loop): the engine's own 3 MB buffer, which live
+        # workers fill, would only be zeroed page by page
+        own = self.live_workers > 1
         self._engines = [
-            DigestEngine(r, self.alg, self.strip_id, subkey, workers=self.digest_threads)
+            DigestEngine(
+                r, self.alg, self.strip_id, subkey, workers=self.digest_threads, buffer=own
+            )
             for r in self.readers
         ]
         return self._engines[0]
