@@ -30,6 +30,10 @@ from ..ledger.writer import LinkWriter
 if TYPE_CHECKING:
     import numpy as np
 
+#: cffi memory not cleared after allocation (a large one is fresh pages: writing it faults them in
+#: once, where clearing first would fault them all in and then write them again)
+_new_unzeroed = ffi.new_allocator(should_clear_after_alloc=False)
+
 #: window records per window segment: an hour of 1 s windows (23 MB at capacity 64)
 WINDOWS_PER_SEGMENT = 3600
 
@@ -91,9 +95,10 @@ class NoFrameLog:
         return self.segment_records
 
     def batch_buffer(self, nbytes: int) -> ffi.CData:
-        """The one buffer each batch is filled into (nothing holds a batch after it is windowed)."""
+        """The one buffer each batch is filled into (nothing holds a batch after it is windowed).
+        Not zeroed: the engine writes every record handed out before it is read."""
         if self._buffer is None or len(self._buffer) < nbytes:
-            self._buffer = ffi.new("uint8_t[]", nbytes)
+            self._buffer = _new_unzeroed("uint8_t[]", nbytes)
         return self._buffer
 
     def due(self, records: int, opened_at: float, now: float) -> bool:
@@ -159,13 +164,14 @@ class WindowTier:
         self.first_index: int | None = None
         self.last_index: int | None = None
 
-    def check_start(self, records: np.ndarray) -> None:
-        """Before the first batch is written anywhere: UsageError when its first record's window is
-        at or before the last window sealed for the link (that window's pad would be reused)."""
-        if self._checked or not len(records):
+    def check_start(self, first_ts_ns: int) -> None:
+        """Before the first batch is written anywhere, with its first record's ts_ns: UsageError
+        when that record's window is at or before the last window sealed for the link (that
+        window's pad would be reused)."""
+        if self._checked:
             return
         self._checked = True
-        first = int(records["ts_ns"][0]) // self.window_ns
+        first = first_ts_ns // self.window_ns
         if self.last_sealed is not None and first <= self.last_sealed:
             raise UsageError(
                 f"{self.writer.ledger_dir}: link {self.writer.window_link}: the first frame falls "

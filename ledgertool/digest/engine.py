@@ -58,9 +58,12 @@ class DigestEngine:
         *,
         workers: int = 1,
         batch: int = 0,
+        buffer: bool = True,
     ):
         """`workers`: threads that digest each pass (records never depend on it); `batch`: frames
-        per reader call and digest pass (0: the native default, larger with several workers)."""
+        per reader call and digest pass (0: the native default, larger with several workers);
+        `buffer` False: the engine's own record buffer (`fill` without `out`) is allocated at the
+        first such call, not here (a caller that always gives `out` never pays for it)."""
         self.reader = reader
         self.algorithm = algorithm
         self.record_size = record_size(algorithm)
@@ -90,7 +93,8 @@ class DigestEngine:
         self._e = ffi.gc(out[0], lib.lt_engine_free)
         self._cap = batch_records
         self.batch_bytes = batch_records * self.record_size  # of one full batch (`fill`'s `out`)
-        self._buf = ffi.new("uint8_t[]", batch_records * self.record_size)
+        # the records of a `fill` given no `out`
+        self._buf = ffi.new("uint8_t[]", self.batch_bytes) if buffer else None
         self._n = ffi.new("size_t *")
         self._bytes = ffi.new("uint64_t *")
         self.ended = (
@@ -128,6 +132,8 @@ class DigestEngine:
         earlier calls); ValueError on an `out` array of another dtype or layout.
         """
         want = self._cap if max_records is None else min(self._cap, max_records)
+        if self._buf is None and out is None:
+            self._buf = ffi.new("uint8_t[]", self.batch_bytes)
         dst = self._buf
         np = sys.modules.get("numpy")  # an array `out` means numpy is loaded (a file capture: not)
         if np is not None and isinstance(out, np.ndarray):

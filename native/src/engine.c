@@ -19,6 +19,8 @@
 /* Default pass size with several workers: enough frames per worker that the wake-up and join
  * (a few microseconds) stay well under 1 % of the pass (tools/bench: ledgertool bench --engine-sweep). */
 #define LT_BATCH_PER_WORKER 16384
+/* frames per digest pass of a single-threaded lt_engine_fill_window */
+#define LT_WINDOW_PASS 2048
 /* strip fallbacks counted (lt_engine_stats): unsupported link type, not IP, malformed */
 #define LT_FALLBACK_REASONS 3
 
@@ -400,6 +402,9 @@ static int fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_recor
         }
         size_t take = e->batch_len - e->batch_pos;
         if (take > max_records - done) take = max_records - done;
+        /* one thread feeding a window: passes of LT_WINDOW_PASS frames, whose records the
+         * accumulator reads back from L1/L2 rather than after the pass's frames went through */
+        if (win && !e->pool && take > LT_WINDOW_PASS) take = LT_WINDOW_PASS;
         uint64_t prior = bytes;
         bytes += digest_pass(e, e->batch_pos, take, first_seq + done, out + done * e->record_size,
                              e->batch_pos + take == e->batch_len);

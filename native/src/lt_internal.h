@@ -233,12 +233,14 @@ void lt_mset_prf(const uint8_t rk[176], const uint8_t *recs, size_t n, size_t st
 void lt_window_acc_sizes(const lt_window_acc *a, size_t *rsize, size_t *dsize);
 
 /* window_vaes.c: lt_mset_prf's element map on AVX-512 VAES, sixteen blocks in flight (the
- * caller checked lt_cpu_has_vaes_avx512) */
+ * caller checked lt_cpu_has_vaes_avx512); ostride 16: F values only, 16 bytes each (lt_mset_prf's
+ * output), ostride 32 (16-byte digests only): each F followed by its digest */
 void lt_window_prf_vaes(const uint8_t rk[176], const uint8_t *recs, size_t n, size_t stride,
-                        size_t off, size_t dsize, uint8_t *out);
+                        size_t off, size_t dsize, uint8_t *out, size_t ostride);
 /* window_vaes.c: frames [j0, j1) of a chunk of 16-byte-digest records into the window's cells
- * and limb sums (limbs[i]: the sum of the F values' 32-bit limb i), eight at a time; returns
- * the frames done (the rest, under eight, is the caller's) */
+ * (32-byte aligned) and limb sums (limbs[i]: the sum of the F values' 32-bit limb i), eight at a
+ * time, from f as lt_window_prf_vaes writes it with ostride 32; returns the frames done (the
+ * rest, under eight, is the caller's) */
 size_t lt_window_cells_avx512(uint8_t *cell, uint32_t part, const uint8_t *base, size_t stride,
                               const uint8_t *f, size_t j0, size_t j1, uint64_t limbs[4]);
 

@@ -42,7 +42,8 @@ struct lt_window_acc {
     unsigned __int128 lo; /* the window's sum of F values: lo + hi * 2^128 */
     uint64_t hi;
     uint8_t *cell; /* cells of 16 + dsize bytes: count u32, 4 unused, check u64, XOR (host order) */
-    uint8_t f[16 * CHUNK];
+    uint8_t f[32 * CHUNK]; /* F values, fstride bytes apart */
+    size_t fstride;
 };
 
 size_t lt_window_record_size(uint32_t cells, size_t digest_size) {
@@ -154,7 +155,7 @@ static void prf(const lt_window_acc *a, const uint8_t *recs, size_t n, size_t st
                 uint8_t *out) {
 #if LT_X86_PATHS
     if (a->path == LT_WINDOW_PATH_VAES) {
-        lt_window_prf_vaes(a->rkf, recs, n, stride, LT_RECORD_FIXED, dsize, out);
+        lt_window_prf_vaes(a->rkf, recs, n, stride, LT_RECORD_FIXED, dsize, out, a->fstride);
         return;
     }
 #endif
@@ -176,7 +177,7 @@ int lt_window_new(const uint8_t key_f[16], const uint8_t key_pad[16], uint64_t w
     lt_window_acc *a = calloc(1, sizeof *a);
     if (!a)
         return LT_ERR_NOMEM;
-    a->cell = aligned_alloc(16, (size_t)cells * (16 + digest_size));
+    a->cell = aligned_alloc(64, ((size_t)cells * (16 + digest_size) + 63) / 64 * 64);
     if (!a->cell) {
         lt_window_free(a);
         return LT_ERR_NOMEM;
@@ -190,6 +191,9 @@ int lt_window_new(const uint8_t key_f[16], const uint8_t key_pad[16], uint64_t w
     a->dsize = digest_size;
     a->csize = 12 + digest_size;
     a->rsize = rsize;
+    /* the VAES path with 16-byte digests keeps each F next to its digest: the cell update's
+     * (0, check, digest) is one masked load */
+    a->fstride = path == LT_WINDOW_PATH_VAES && digest_size == 16 ? 32 : 16;
     *out = a;
     return LT_OK;
 }
@@ -272,10 +276,10 @@ static inline void sum_limbs(window_run *w, uint64_t l0, uint64_t l1, uint64_t l
 
 /* the F values f[j0 .. j1) (at most CHUNK) into the 192-bit sum: 32-bit limbs summed in 64-bit
  * words (no carries within a chunk; the loop vectorises), then added once */
-static inline void sum_range(window_run *w, const uint8_t *f, size_t j0, size_t j1) {
+static inline void sum_range(window_run *w, const uint8_t *f, size_t fs, size_t j0, size_t j1) {
     uint64_t l0 = 0, l1 = 0, l2 = 0, l3 = 0;
     for (size_t j = j0; j < j1; j++) {
-        uint64_t a = ld64(f + 16 * j), b = ld64(f + 16 * j + 8);
+        uint64_t a = ld64(f + fs * j), b = ld64(f + fs * j + 8);
         l0 += (uint32_t)a, l1 += a >> 32, l2 += (uint32_t)b, l3 += b >> 32;
     }
     sum_limbs(w, l0, l1, l2, l3);
@@ -302,7 +306,7 @@ static inline void add_cells(window_run *w, const uint8_t *r, const uint8_t f[16
 
 /* one frame (outside the fast path's runs) into the sum, the counters and the cells */
 static inline void add_frame(window_run *w, const uint8_t *r, const uint8_t f[16], size_t dsize) {
-    sum_range(w, f, 0, 1);
+    sum_range(w, f, 16, 0, 1);
     w->frames++;
     w->wire += lt_load_le32(r + 16);
     add_cells(w, r, f, dsize);
@@ -351,7 +355,22 @@ static int add_slow(lt_window_acc *a, const uint8_t *r, const uint8_t *f, uint8_
  * not GAP records, their wire bytes added to *wire */
 static inline size_t run_end(const uint8_t *base, size_t j, size_t m, size_t stride, int64_t lo,
                              int64_t hi, uint64_t *wire) {
-    uint64_t w = 0;
+    /* lo <= ts < hi: ts - lo < span (none when hi <= lo) */
+    uint64_t w = 0, span = hi > lo ? (uint64_t)hi - (uint64_t)lo : 0;
+    /* eight records a step, branch-free within it: the whole step counts when none of its
+     * records ends the run (the common case), else the records up to the one that does */
+    for (; j + 8 <= m; j += 8) {
+        const uint8_t *r = base + j * stride;
+        uint64_t bad = 0, w8 = 0;
+        for (unsigned i = 0; i < 8; i++, r += stride) {
+            bad |= ((uint64_t)ld64(r + 8) - (uint64_t)lo >= span) |
+                   (uint64_t)(lt_load_le16(r + 24) & LT_FLAG_GAP);
+            w8 += lt_load_le32(r + 16);
+        }
+        if (bad)
+            break;
+        w += w8;
+    }
     for (; j < m; j++) {
         const uint8_t *r = base + j * stride;
         int64_t ts = (int64_t)ld64(r + 8);
@@ -365,15 +384,15 @@ static inline size_t run_end(const uint8_t *base, size_t j, size_t m, size_t str
 
 /* frames [j0, j1) of a chunk into their k cells each */
 static inline void cells_range(window_run *w, const uint8_t *base, size_t stride, const uint8_t *f,
-                               size_t j0, size_t j1, size_t dsize) {
+                               size_t fs, size_t j0, size_t j1, size_t dsize) {
 #if LT_X86_PATHS
     if (dsize == 16) {   /* a cell is two 16-byte halves: (count, 0, check) and the XOR */
         const __m128i one = _mm_set_epi32(0, 0, 0, 1);
         for (size_t j = j0; j < j1; j++) {
             uint32_t idx[LT_WINDOW_K];
-            cell_indices(f + 16 * j, w->part, idx);
+            cell_indices(f + fs * j, w->part, idx);
             __m128i chk = _mm_unpackhi_epi64(_mm_setzero_si128(),
-                                             _mm_loadu_si128((const __m128i *)(f + 16 * j)));
+                                             _mm_loadu_si128((const __m128i *)(f + fs * j)));
             __m128i d = _mm_loadu_si128((const __m128i *)(base + j * stride + LT_RECORD_FIXED));
             for (unsigned k = 0; k < LT_WINDOW_K; k++) {
                 __m128i *c = (__m128i *)(w->cell + (size_t)idx[k] * 32);
@@ -385,7 +404,7 @@ static inline void cells_range(window_run *w, const uint8_t *base, size_t stride
     }
 #endif
     for (size_t j = j0; j < j1; j++)
-        add_cells(w, base + j * stride, f + 16 * j, dsize);
+        add_cells(w, base + j * stride, f + fs * j, dsize);
 }
 
 int lt_window_add(lt_window_acc *a, const uint8_t *records, size_t n, size_t stride, uint8_t *out,
@@ -415,14 +434,14 @@ int lt_window_add(lt_window_acc *a, const uint8_t *records, size_t n, size_t str
                     sum_limbs(&run, l[0], l[1], l[2], l[3]);
                 }
 #endif
-                sum_range(&run, a->f, at, e);
-                cells_range(&run, base, stride, a->f, at, e, dsize);
+                sum_range(&run, a->f, a->fstride, at, e);
+                cells_range(&run, base, stride, a->f, a->fstride, at, e, dsize);
                 run.frames += e - j;
             }
             run_store(&run, a);
             j = e;
             if (j < m) {
-                if (!add_slow(a, base + j * stride, a->f + 16 * j, out, max, &emitted)) {
+                if (!add_slow(a, base + j * stride, a->f + a->fstride * j, out, max, &emitted)) {
                     *n_out = emitted;
                     *consumed = i + j;
                     return LT_OK;
