@@ -7,12 +7,12 @@ Every LedgerError is caught once in `main` and becomes a one-line message and an
 
 from __future__ import annotations
 
+import copy
 import errno
 import json
 import os
 import sys
 import traceback
-import typing
 from contextlib import contextmanager
 from datetime import UTC
 from pathlib import Path
@@ -24,6 +24,7 @@ from .. import __version__
 from ..errors import LedgerError, UsageError, exit_code_for
 from ..plural import plural
 from ..urls import location
+from .coercion import LazyCoercion
 from .flags import cli_message
 from .progress import rate as _rate
 from .render import SafeConsole, styled, table_console
@@ -2358,71 +2359,16 @@ _UNIT_NAMES = {
 }
 
 
-class _LazyCoercion:
-    """typer >= 0.2x builds a pydantic TypeAdapter for a parameter the first time it processes a
-    value, even None (an option not given, a group's --help not asked for): importing pydantic
-    costs ~0.2 s of every `--help`. None needs no adapter, so it is built only for a real value."""
-
-    def __init__(self, param) -> None:
-        self.param, self.real = param, None
-
-    def coerce(self, value, param, ctx):
-        if value is None:
-            return () if param.multiple or param.nargs == -1 else None
-        if self.real is None:
-            plain = _plain_value(param.type_descriptor, value, param, ctx)
-            if plain is not None:
-                return plain
-        if self.real is None:
-            from typer._coercion import build_runtime_param
-
-            self.real = build_runtime_param(param.type_descriptor)
-        return self.real.coerce(value, param=param, ctx=ctx)
-
-
-def _plain_value(descriptor, value, param, ctx):
-    """`value` coerced as typer's pydantic adapter would (None where this cannot tell): a flag's
-    bool and a string option's str are already what it returns, and a path is made a Path here
-    and then checked by typer's own path checks, as the adapter does: no pydantic import (~0.2 s
-    of CPU) for the options nearly every command is given."""
-    info, annotation = descriptor.parameter_info, descriptor.annotation
-    if info.parser is not None or descriptor.file_annotation is not None:
-        return None
-    if typing.get_origin(annotation) is list:  # nargs=-1 or multiple: a tuple of values
-        (leaf,) = typing.get_args(annotation) or (None,)
-        if not isinstance(value, tuple) or leaf is None:
-            return None
-        items = [_plain_leaf(leaf, info, item, param, ctx) for item in value]
-        return None if any(item is None for item in items) else items
-    return _plain_leaf(annotation, info, value, param, ctx)
-
-
-def _plain_leaf(annotation, info, value, param, ctx):
-    if annotation is bool and isinstance(value, bool):
-        return value
-    if annotation is str and type(value) is str:
-        return value
-    if (
-        isinstance(annotation, type)
-        and issubclass(annotation, Path)
-        and info.path_type is None
-        and type(value) is str
-        and value
-    ):
-        from typer._param_types import coerce_cli_path
-
-        return coerce_cli_path(annotation(value), info, path_type=annotation, param=param, ctx=ctx)
-    return None
-
-
-def click_command():
+def click_command(argv: list[str] | None = None):
     """The app as a click command, every argument shown in capitals, as tcpdump and DuckDB write
-    them (`SOURCE`, not typer's `{source}`), and option values named FILE, DIR, N (not `<path>`)."""
+    them (`SOURCE`, not typer's `{source}`), and option values named FILE, DIR, N (not `<path>`).
+    Given the command line about to run (`argv`), only the command it names is built
+    (`_named_only`)."""
     from typer.core import TyperArgument
 
     from .helptext import epilog
 
-    root = typer.main.get_command(app)
+    root = typer.main.get_command(_named_only(argv) if argv else app)
 
     def usage_name(p: TyperArgument):
         return lambda: (
@@ -2431,7 +2377,7 @@ def click_command():
 
     def lazy(p) -> None:
         if getattr(p, "_runtime_param", False) is None and hasattr(p, "get_runtime_param"):
-            p._runtime_param = _LazyCoercion(p)
+            p._runtime_param = LazyCoercion(p)
 
     def walk(cmd, path: str = "") -> None:
         cmd.epilog = cmd.epilog or epilog(path)
@@ -2453,6 +2399,28 @@ def click_command():
 
     walk(root)
     return root
+
+
+def _named_only(argv: list[str]):
+    """`app`, or where `argv` starts with the name of one of its commands or groups, a copy of
+    `app` with that one only: typer reads every command's signature to build it (~0.07 s of CPU
+    for them all), and a run of one command uses no other. Anything else (root options first,
+    help, an unknown name, shell completion) gets the whole app, for the same listings,
+    suggestions and completions."""
+    if os.environ.get("_LEDGERTOOL_COMPLETE"):
+        return app
+    name = argv[0]
+    commands = [
+        c
+        for c in app.registered_commands
+        if (c.name or typer.main.get_command_name(c.callback.__name__)) == name
+    ]
+    groups = [g for g in app.registered_groups if g.name == name]
+    if not commands and not groups:
+        return app
+    named = copy.copy(app)
+    named.registered_commands, named.registered_groups = commands, groups
+    return named
 
 
 def main() -> None:
@@ -2490,7 +2458,7 @@ def _run(closed: set[int] = frozenset()) -> int:
 
 def _run_guarded() -> int:
     try:
-        rc = click_command()(prog_name="ledgertool", standalone_mode=False)
+        rc = click_command(sys.argv[1:])(prog_name="ledgertool", standalone_mode=False)
         sys.stdout.flush()  # a report that cannot be written fails here, not after the exit code
     except OutputError as e:
         done = STATE["done"]
