@@ -919,7 +919,6 @@ def verify(
     checkpoints."""
     from ..keyfiles import TrustBundle
     from ..verify.ledger import verify_ledger
-    from ..verify.many import verify_ledgers
 
     if checkpoint is not None and len(ledgers) > 1:
         raise UsageError("--checkpoint is one ledger's checkpoint: give one DIR with it")
@@ -936,6 +935,8 @@ def verify(
                 ledgers[0], bundle, note, str(checkpoint), checker=checker, progress=progress
             )
         else:
+            from ..verify.many import verify_ledgers  # several ledgers only
+
             many = verify_ledgers(ledgers, bundle, checker=checker, progress=progress)
     if len(ledgers) == 1:
         if witness_key:
