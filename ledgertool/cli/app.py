@@ -352,10 +352,13 @@ def _live_panel(source: str, enabled: bool):
                 ),
             )
         return Panel(
-            t, title=styled(f"capture {source}"), subtitle="Ctrl-C: seal and stop", expand=False
+            t,
+            title=styled(f"capture {source}").text(),
+            subtitle="Ctrl-C: seal and stop",
+            expand=False,
         )
 
-    with Live(render(None), console=err, refresh_per_second=4, transient=False) as live:
+    with Live(render(None), console=err.rich, refresh_per_second=4, transient=False) as live:
 
         def cb(st) -> None:
             now = st.elapsed_s
