@@ -15,11 +15,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "samples" / "sample.pcapng"
-#: What neither command loads: typer's pydantic coercion (~0.2 s of CPU; cli/coercion.py), the
-#: certificates and clients of the network (witness and `checkpoint --witness` only), and what
-#: queries, v1 ledgers and clusters use.
+#: What neither command loads: typer's pydantic coercion (~0.2 s of CPU; cli/coercion.py), rich
+#: (their lines go to a pipe here: plain text; cli/render.py), the certificates and clients of the
+#: network (witness and `checkpoint --witness` only), and what queries, v1 ledgers and clusters use.
 NOT_LOADED = (
-    *("pydantic", "pydantic_core", "certifi", "ssl", "http", "urllib.request", "fsspec"),
+    *("pydantic", "pydantic_core", "rich", "certifi", "ssl", "http", "urllib.request", "fsspec"),
     *("numpy", "pyarrow", "duckdb", "dask", "distributed"),
 )
 
