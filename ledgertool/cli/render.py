@@ -103,7 +103,10 @@ class SafeConsole:
         """The file rich would write `objects` to as plain text (see the class), or None."""
         if self._kwargs.get("soft_wrap") is not True or set(self._kwargs) - {"soft_wrap", "stderr"}:
             return None
-        if set(kwargs or ()) - {"markup", "highlight", "emoji"}:  # off whatever a call asks
+        kwargs = kwargs or {}
+        if set(kwargs) - {"markup", "highlight", "emoji", "soft_wrap"}:  # the first three: off
+            return None
+        if kwargs.get("soft_wrap", True) is not True:
             return None
         if not all(type(o) is str or type(o) is Styled for o in objects):
             return None

@@ -41,10 +41,13 @@ def _rich(**kwargs):
     st.booleans(),
     st.sampled_from([" ", "", ", "]),
     st.sampled_from(["\n", "", " ."]),
+    st.sampled_from(
+        [{}, {"markup": False}, {"markup": False, "highlight": False, "soft_wrap": True}]
+    ),
 )
-def test_plain_lines_are_riches(objects, stderr, sep, end):
-    plain, console = _printed(SafeConsole, stderr, objects, sep, end, markup=False)
-    want, _ = _printed(_rich, stderr, objects, sep, end, markup=False)
+def test_plain_lines_are_riches(objects, stderr, sep, end, kwargs):
+    plain, console = _printed(SafeConsole, stderr, objects, sep, end, **kwargs)
+    want, _ = _printed(_rich, stderr, objects, sep, end, **kwargs)
     assert plain == want
     assert console._rich is None  # written without rich
 
