@@ -266,3 +266,23 @@ def go_build(tmp_path_factory, gopath: Path, package: Path, source: str) -> Path
     )
     assert r.returncode == 0, r.stderr
     return exe
+
+
+_DUCKDB: list = []
+
+
+def emptied_duckdb():
+    """One DuckDB connection (ledgertool's open_duckdb) for the tests that pair many small tables:
+    opening one costs ~30 ms of CPU, more than a small pairing. Every table and view the last
+    user made is dropped first, so what the next one sees is a fresh connection's state."""
+    from ledgertool.reconcile.query import open_duckdb
+
+    if not _DUCKDB:
+        _DUCKDB.append(open_duckdb())
+    con = _DUCKDB[0]
+    views = con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()
+    for (name,) in views:
+        con.execute(f'DROP VIEW "{name}"')
+    for (name,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall():
+        con.execute(f'DROP TABLE "{name}"')
+    return con

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import errno
+import functools
 import json
 import os
 import sys
@@ -2366,13 +2367,20 @@ _UNIT_NAMES = {
 def click_command(argv: list[str] | None = None):
     """The app as a click command, every argument shown in capitals, as tcpdump and DuckDB write
     them (`SOURCE`, not typer's `{source}`), and option values named FILE, DIR, N (not `<path>`).
-    Given the command line about to run (`argv`), only the command it names is built
-    (`_named_only`)."""
+    Given the command line about to run (`argv`), only the command it names (`_named`)."""
+    return _built(_named(argv) if argv else None)
+
+
+@functools.cache
+def _built(name: str | None):
+    """The app, or its command or group `name` alone (`_named`), as a click command. Built once
+    a process: typer reads every command's signature and type hints (~0.1 s of CPU for them all),
+    and a program that runs the app more than once (the tests) would pay that each time."""
     from typer.core import TyperArgument
 
     from .helptext import epilog
 
-    root = typer.main.get_command(_named_only(argv) if argv else app)
+    root = typer.main.get_command(_only(name) if name else app)
 
     def usage_name(p: TyperArgument):
         return lambda: (
@@ -2405,25 +2413,27 @@ def click_command(argv: list[str] | None = None):
     return root
 
 
-def _named_only(argv: list[str]):
-    """`app`, or where `argv` starts with the name of one of its commands or groups, a copy of
-    `app` with that one only: typer reads every command's signature to build it (~0.07 s of CPU
-    for them all), and a run of one command uses no other. Anything else (root options first,
-    help, an unknown name, shell completion) gets the whole app, for the same listings,
-    suggestions and completions."""
+def _named(argv: list[str]) -> str | None:
+    """The command or group of `app` that `argv` starts with, built alone for the run: typer reads
+    every command's signature to build it (~0.07 s of CPU for them all), and a run of one command
+    uses no other. None (the whole app) for anything else (root options first, help, an unknown
+    name, shell completion), for the same listings, suggestions and completions."""
     if os.environ.get("_LEDGERTOOL_COMPLETE"):
-        return app
-    name = argv[0]
-    commands = [
-        c
-        for c in app.registered_commands
-        if (c.name or typer.main.get_command_name(c.callback.__name__)) == name
-    ]
-    groups = [g for g in app.registered_groups if g.name == name]
-    if not commands and not groups:
-        return app
+        return None
+    names = [_command_name(c) for c in app.registered_commands]
+    names += [g.name for g in app.registered_groups]
+    return argv[0] if argv[0] in names else None
+
+
+def _command_name(command) -> str:
+    return command.name or typer.main.get_command_name(command.callback.__name__)
+
+
+def _only(name: str):
+    """A copy of `app` with its command or group `name` only."""
     named = copy.copy(app)
-    named.registered_commands, named.registered_groups = commands, groups
+    named.registered_commands = [c for c in app.registered_commands if _command_name(c) == name]
+    named.registered_groups = [g for g in app.registered_groups if g.name == name]
     return named
 
 

@@ -3,6 +3,7 @@ indented), and the example is a command continued with backslashes that a shell 
 
 from __future__ import annotations
 
+import functools
 import shlex
 
 import pytest
@@ -13,9 +14,15 @@ from ledgertool.cli import helptext
 PATHS = sorted(helptext.COMMANDS)
 
 
+@functools.cache
+def help_of(path: str) -> str:
+    """`ledgertool PATH --help` as printed (each command's help rendered once for the checks)."""
+    return cli(*path.split(), "--help").stdout
+
+
 @pytest.mark.parametrize("path", PATHS)
 def test_help_lines_fit_80_columns(path):
-    out = cli(*path.split(), "--help").stdout
+    out = help_of(path)
     long = [line for line in out.splitlines() if len(line) > 80]
     assert not long, long
     assert "Reads: " in out and "Exit codes: " in out
@@ -23,7 +30,7 @@ def test_help_lines_fit_80_columns(path):
 
 @pytest.mark.parametrize("path", PATHS)
 def test_the_example_is_the_command_when_joined(path):
-    out = cli(*path.split(), "--help").stdout
+    out = help_of(path)
     shown = out.split("Example:\n", 1)[1]
     joined = shown.replace("\\\n", " ")
     assert shlex.split(joined) == shlex.split(helptext.COMMANDS[path][3])
@@ -45,4 +52,4 @@ def test_the_example_is_the_command_when_joined(path):
     ],
 )
 def test_metavars_say_the_unit(path, shown):
-    assert shown in cli(*path.split(), "--help").stdout
+    assert shown in help_of(path)

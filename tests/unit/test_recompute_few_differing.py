@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import json
 
-import duckdb
 import numpy as np
 import pytest
-from conftest import SAMPLES, load_keys
+from conftest import SAMPLES, emptied_duckdb, load_keys
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from v2_reference import capture_records, write_v2_ledger
@@ -116,11 +115,8 @@ def test_pair_few_tallies_as_the_duckdb_pairing(lside, cside, nlinks, examples):
     capture, _ = _rows(cside, digests, links)
     capture["seq"] += 1000  # frame indexes apart from the ledger's sequence numbers
     got = pairing.pair_few(links, codes, ledger, capture, examples)
-    con = duckdb.connect()
-    try:
-        pairing.load_rows(con, "k", np.array(links, dtype=object)[codes], ledger, capture)
-        pairing.pair_tables(con, [("k", None)], [], [], None, None, 0)
-        want = pairing.tally_tables(con, None, None, examples)
-    finally:
-        con.close()
+    con = emptied_duckdb()
+    pairing.load_rows(con, "k", np.array(links, dtype=object)[codes], ledger, capture)
+    pairing.pair_tables(con, [("k", None)], [], [], None, None, 0)
+    want = pairing.tally_tables(con, None, None, examples)
     assert got == want

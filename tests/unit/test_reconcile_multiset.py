@@ -8,6 +8,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from conftest import emptied_duckdb
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -198,17 +199,14 @@ def test_in_order_pairs_only_kth_with_kth_occurrences(sides):
 def _exact_only(names, codes, ledger, capture, window):
     """recompute's pairing with every row through DuckDB (no fast path): the tally and the
     differing rows of table j in --details order."""
-    con = open_duckdb()
-    try:
-        from_ns, to_ns, tol = window
-        lo = None if from_ns is None else from_ns - tol
-        hi = None if to_ns is None else to_ns + tol
-        lw, cw = window_mask(ledger["ts_ns"], lo, hi), window_mask(capture["ts_ns"], lo, hi)
-        load_rows(con, "k", np.array(names, dtype=object)[codes[lw]], ledger[lw], capture[cw])
-        pair_tables(con, [("k", None)], [], [], from_ns, to_ns, tol)
-        return tally_tables(con, from_ns, to_ns, 100), _differing(con)
-    finally:
-        con.close()
+    con = emptied_duckdb()
+    from_ns, to_ns, tol = window
+    lo = None if from_ns is None else from_ns - tol
+    hi = None if to_ns is None else to_ns + tol
+    lw, cw = window_mask(ledger["ts_ns"], lo, hi), window_mask(capture["ts_ns"], lo, hi)
+    load_rows(con, "k", np.array(names, dtype=object)[codes[lw]], ledger[lw], capture[cw])
+    pair_tables(con, [("k", None)], [], [], from_ns, to_ns, tol)
+    return tally_tables(con, from_ns, to_ns, 100), _differing(con)
 
 
 def _differing(con) -> list[tuple]:
@@ -221,12 +219,9 @@ def _fast_and_exact(ledger, codes, capture, window):
     rows: (fast tally, exact tally, fast --details rows, exact --details rows)."""
     names = ["link0", "link1"]
     want, want_rows = _exact_only(names, codes, ledger, capture, window)
-    con = open_duckdb()
-    try:
-        got = pair_records(con, "k", [], [], (names, codes, ledger), capture, window, 100)
-        got_rows = _differing(con)
-    finally:
-        con.close()
+    con = emptied_duckdb()
+    got = pair_records(con, "k", [], [], (names, codes, ledger), capture, window, 100)
+    got_rows = _differing(con)
     return got, want, got_rows, want_rows
 
 
