@@ -1,11 +1,12 @@
 """Option values coerced without pydantic where the result is sure.
 
 typer >= 0.2x coerces every option value through a pydantic TypeAdapter, and importing pydantic
-costs ~0.2 s of CPU: more than the rest of a `capture` of a small file. The values nearly every
-command is given (paths, strings, flags, numbers, choices, lists of them) are coerced here to
-what the adapter returns; anything else, and every value the adapter would refuse (so that its
-error message stays the user's), goes to the adapter. tests/unit/test_cli_plain_coercion.py holds
-both to the same results for every parameter of every command.
+costs ~0.2 s of CPU, about what the rest of a `capture` of a small file costs. The values nearly
+every command is given (paths, strings, flags, numbers, choices, lists of them) are coerced here to
+what the adapter returns; anything else, and every value the adapter would refuse (so that the
+error the user sees is the adapter's own), goes to the adapter.
+tests/unit/test_cli_plain_coercion.py holds both to the same results for every parameter of every
+command.
 """
 
 from __future__ import annotations
