@@ -7,13 +7,13 @@ Every LedgerError is caught once in `main` and becomes a one-line message and an
 
 from __future__ import annotations
 
+import copy
 import errno
 import functools
 import json
 import os
 import sys
 import traceback
-import typing
 from contextlib import contextmanager
 from datetime import UTC
 from pathlib import Path
@@ -25,6 +25,7 @@ from .. import __version__
 from ..errors import LedgerError, UsageError, exit_code_for
 from ..plural import plural
 from ..urls import location
+from .coercion import LazyCoercion
 from .flags import cli_message
 from .progress import rate as _rate
 from .render import SafeConsole, styled, table_console
@@ -352,10 +353,13 @@ def _live_panel(source: str, enabled: bool):
                 ),
             )
         return Panel(
-            t, title=styled(f"capture {source}"), subtitle="Ctrl-C: seal and stop", expand=False
+            t,
+            title=styled(f"capture {source}").text(),
+            subtitle="Ctrl-C: seal and stop",
+            expand=False,
         )
 
-    with Live(render(None), console=err, refresh_per_second=4, transient=False) as live:
+    with Live(render(None), console=err.rich, refresh_per_second=4, transient=False) as live:
 
         def cb(st) -> None:
             now = st.elapsed_s
@@ -919,7 +923,6 @@ def verify(
     checkpoints."""
     from ..keyfiles import TrustBundle
     from ..verify.ledger import verify_ledger
-    from ..verify.many import verify_ledgers
 
     if checkpoint is not None and len(ledgers) > 1:
         raise UsageError("--checkpoint is one ledger's checkpoint: give one DIR with it")
@@ -936,6 +939,8 @@ def verify(
                 ledgers[0], bundle, note, str(checkpoint), checker=checker, progress=progress
             )
         else:
+            from ..verify.many import verify_ledgers  # several ledgers only
+
             many = verify_ledgers(ledgers, bundle, checker=checker, progress=progress)
     if len(ledgers) == 1:
         if witness_key:
@@ -2359,74 +2364,23 @@ _UNIT_NAMES = {
 }
 
 
-class _LazyCoercion:
-    """typer >= 0.2x builds a pydantic TypeAdapter for a parameter the first time it processes a
-    value, even None (an option not given, a group's --help not asked for): importing pydantic
-    costs ~0.2 s of every `--help`. None needs no adapter, so it is built only for a real value."""
-
-    def __init__(self, param) -> None:
-        self.param, self.real = param, None
-
-    def coerce(self, value, param, ctx):
-        if value is None:
-            return () if param.multiple or param.nargs == -1 else None
-        if self.real is None:
-            plain = _plain_value(param.type_descriptor, value, param, ctx)
-            if plain is not None:
-                return plain
-        if self.real is None:
-            from typer._coercion import build_runtime_param
-
-            self.real = build_runtime_param(param.type_descriptor)
-        return self.real.coerce(value, param=param, ctx=ctx)
-
-
-def _plain_value(descriptor, value, param, ctx):
-    """`value` coerced as typer's pydantic adapter would (None where this cannot tell): a flag's
-    bool and a string option's str are already what it returns, and a path is made a Path here
-    and then checked by typer's own path checks, as the adapter does: no pydantic import (~0.2 s
-    of CPU) for the options nearly every command is given."""
-    info, annotation = descriptor.parameter_info, descriptor.annotation
-    if info.parser is not None or descriptor.file_annotation is not None:
-        return None
-    if typing.get_origin(annotation) is list:  # nargs=-1 or multiple: a tuple of values
-        (leaf,) = typing.get_args(annotation) or (None,)
-        if not isinstance(value, tuple) or leaf is None:
-            return None
-        items = [_plain_leaf(leaf, info, item, param, ctx) for item in value]
-        return None if any(item is None for item in items) else items
-    return _plain_leaf(annotation, info, value, param, ctx)
-
-
-def _plain_leaf(annotation, info, value, param, ctx):
-    if annotation is bool and isinstance(value, bool):
-        return value
-    if annotation is str and type(value) is str:
-        return value
-    if (
-        isinstance(annotation, type)
-        and issubclass(annotation, Path)
-        and info.path_type is None
-        and type(value) is str
-        and value
-    ):
-        from typer._param_types import coerce_cli_path
-
-        return coerce_cli_path(annotation(value), info, path_type=annotation, param=param, ctx=ctx)
-    return None
+def click_command(argv: list[str] | None = None):
+    """The app as a click command, every argument shown in capitals, as tcpdump and DuckDB write
+    them (`SOURCE`, not typer's `{source}`), and option values named FILE, DIR, N (not `<path>`).
+    Given the command line about to run (`argv`), only the command it names (`_named`)."""
+    return _built(_named(argv) if argv else None)
 
 
 @functools.cache
-def click_command():
-    """The app as a click command, every argument shown in capitals, as tcpdump and DuckDB write
-    them (`SOURCE`, not typer's `{source}`), and option values named FILE, DIR, N (not `<path>`).
-    Built once a process: typer reads every command's signature and type hints (~0.1 s of CPU),
+def _built(name: str | None):
+    """The app, or its command or group `name` alone (`_named`), as a click command. Built once
+    a process: typer reads every command's signature and type hints (~0.1 s of CPU for them all),
     and a program that runs the app more than once (the tests) would pay that each time."""
     from typer.core import TyperArgument
 
     from .helptext import epilog
 
-    root = typer.main.get_command(app)
+    root = typer.main.get_command(_only(name) if name else app)
 
     def usage_name(p: TyperArgument):
         return lambda: (
@@ -2435,7 +2389,7 @@ def click_command():
 
     def lazy(p) -> None:
         if getattr(p, "_runtime_param", False) is None and hasattr(p, "get_runtime_param"):
-            p._runtime_param = _LazyCoercion(p)
+            p._runtime_param = LazyCoercion(p)
 
     def walk(cmd, path: str = "") -> None:
         cmd.epilog = cmd.epilog or epilog(path)
@@ -2457,6 +2411,30 @@ def click_command():
 
     walk(root)
     return root
+
+
+def _named(argv: list[str]) -> str | None:
+    """The command or group of `app` that `argv` starts with, built alone for the run: typer reads
+    every command's signature to build it (~0.07 s of CPU for them all), and a run of one command
+    uses no other. None (the whole app) for anything else (root options first, help, an unknown
+    name, shell completion), for the same listings, suggestions and completions."""
+    if os.environ.get("_LEDGERTOOL_COMPLETE"):
+        return None
+    names = [_command_name(c) for c in app.registered_commands]
+    names += [g.name for g in app.registered_groups]
+    return argv[0] if argv[0] in names else None
+
+
+def _command_name(command) -> str:
+    return command.name or typer.main.get_command_name(command.callback.__name__)
+
+
+def _only(name: str):
+    """A copy of `app` with its command or group `name` only."""
+    named = copy.copy(app)
+    named.registered_commands = [c for c in app.registered_commands if _command_name(c) == name]
+    named.registered_groups = [g for g in app.registered_groups if g.name == name]
+    return named
 
 
 def main() -> None:
@@ -2494,7 +2472,7 @@ def _run(closed: set[int] = frozenset()) -> int:
 
 def _run_guarded() -> int:
     try:
-        rc = click_command()(prog_name="ledgertool", standalone_mode=False)
+        rc = click_command(sys.argv[1:])(prog_name="ledgertool", standalone_mode=False)
         sys.stdout.flush()  # a report that cannot be written fails here, not after the exit code
     except OutputError as e:
         done = STATE["done"]

@@ -115,7 +115,7 @@ def progress_display(console: SafeConsole, quiet: bool) -> Iterator[ProgressFn |
         TimeElapsedColumn(),
         TextColumn("ETA"),
         TimeRemainingColumn(),
-        console=console,
+        console=console.rich,
         transient=True,
     ) as bar:
         tasks: dict[str, tuple[object, float]] = {}
