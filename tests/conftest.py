@@ -290,3 +290,11 @@ def emptied_duckdb():
     for (name,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall():
         con.execute(f'DROP TABLE "{name}"')
     return con
+
+
+def pytest_collection_finish(session) -> None:
+    """What collection built (every test module, ledgertool, scapy's layers) lives for the whole
+    run: moved out of the collector's reach, so that each full collection does not walk it again."""
+    import gc
+
+    gc.freeze()
