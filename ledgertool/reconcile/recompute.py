@@ -53,6 +53,7 @@ from .limits import (
     lazy_pairing,
     open_pairing,
 )
+from .marks import Marks, SegmentMarks, ledger_rows
 from .msethash import HashingSink, MultisetHash, new_key, new_part_key, part_ids
 from .msethash import accelerated as mset_accelerated
 from .multiset import (
@@ -391,9 +392,10 @@ def reconcile(
     return res
 
 
-#: the parts the fast verdict hashes each side into (msethash.part_ids): 4,096 sums of 24 bytes
-#: stay in L2; with a few frames differing in 10^9, the differing parts hold ~2.5 M rows a side
-PART_BITS = 12
+#: the parts the fast verdict hashes each side into (msethash.part_ids): 65,536 sums and counts of
+#: 24 bytes (1.5 MiB a side); with a few frames differing in 10^7, the differing parts hold ~150
+#: rows a side each, so that a second reading touches ~4 % of the ledger's 256-record leaves
+PART_BITS = 16
 
 
 @dataclass(frozen=True)
@@ -442,6 +444,7 @@ class _Hashed:
     seconds: dict[int, int]
     run: DigestRun
     capture_gaps: int = 0  # capture records with a skipped flag: not in chash
+    marks: Marks | None = None  # what finds the differing parts' rows again (reconcile.marks)
 
     def tally(self) -> Tally:
         """The tally when every part agrees: every frame matched (the ledger side's counts)."""
@@ -500,25 +503,24 @@ def _decide(
             opener = lazy_pairing(memory_limit, tmp)
             con = opener() if details else opener
             try:
-                store = PartStore(
-                    record_dtype(alg.digest_size),
-                    keep_budget(memory_limit),
-                    hashed.lhash.part_key,
-                    PART_BITS,
-                    Path(tmp),
-                )
-                if not _gather_parts(
-                    store,
-                    wanted,
-                    hashed,
-                    source,
-                    ledger_side,
-                    ledger,
-                    alg,
-                    key,
-                    (progress, workers),
+                store = _part_store(hashed, alg, memory_limit, tmp)
+                if not _gather_marked(
+                    store, wanted, hashed, source, ledger_side, (ledger, alg, key), progress
                 ):
-                    return None
+                    # the marks did not find the rows again: both sides read in full
+                    store = _part_store(hashed, alg, memory_limit, tmp)
+                    if not _gather_parts(
+                        store,
+                        wanted,
+                        hashed,
+                        source,
+                        ledger_side,
+                        ledger,
+                        alg,
+                        key,
+                        (progress, workers),
+                    ):
+                        return None
                 part = pair_store(
                     con,
                     hashed.keys[0][0],
@@ -580,12 +582,27 @@ def _hash_sides(
     # a sink nothing is taken from (every segment's records are copied to the same place) whose raw
     # record files the native walk also hashes and counts per second as it copies them
     sink = HashingSink(dtype, lhash)
+    # each record's part is kept as 2 bytes: parts of at most 16 bits
+    marking = 0 < PART_BITS <= 16
+    sink.keep_marks = marking
     seconds = sink.seconds
+    marks = Marks(segments=[] if marking else None)
 
     def add_segment(seg: VerifiedSegment) -> None:
         segs.append(Segment.of(seg))
         seals.append(seg.seal)
-        if sink.holds(seg.records):  # hashed and counted by the walk that copied it
+        held = sink.holds(seg.records)
+        if held and sink.marks is not None and marks.segments is not None:
+            ids, leaves, spec = sink.marks
+            marks.segments.append(
+                SegmentMarks(
+                    seg.link, seg.index, dtype.itemsize, spec, seg.seal.leaf_records, ids, leaves
+                )
+            )
+        elif len(seg.records):  # read another way: found again by reading everything
+            marks.segments = None
+        sink.marks = None
+        if held:  # hashed and counted by the walk that copied it
             n = (
                 seg.frames
                 if seg.frames is not None
@@ -608,10 +625,127 @@ def _hash_sides(
         if run.stopped is not None:
             break
         for batch in digest_records(one, key, alg, ledger.strip, run, progress, workers):
-            gaps += len(batch) - chash.add(batch)
+            ids = np.empty(len(batch), np.uint16) if marking else None
+            gaps += len(batch) - chash.add(batch, ids)
+            marks.capture.append(ids)
     if run.stopped is not None:
         return None
-    return _Hashed(segs, seals, ver, keys, lhash, chash, per_link, seconds, run, gaps)
+    return _Hashed(segs, seals, ver, keys, lhash, chash, per_link, seconds, run, gaps, marks)
+
+
+def _part_store(hashed: _Hashed, alg: Algorithm, memory_limit: str, tmp: str) -> PartStore:
+    """An empty PartStore for the differing parts' rows of `hashed`'s parts."""
+    return PartStore(
+        record_dtype(alg.digest_size),
+        keep_budget(memory_limit),
+        hashed.lhash.part_key,
+        PART_BITS,
+        Path(tmp),
+    )
+
+
+def _gather_marked(
+    store: PartStore,
+    wanted: np.ndarray,
+    hashed: _Hashed,
+    source: Sources,
+    ledger_side: LedgerSide,
+    what: tuple[LedgerHeader, Algorithm, DigestKey],
+    progress: ProgressFn | None,
+) -> bool:
+    """Keep in `store` the rows of the parts `wanted` marks, found by the first reading's marks
+    (reconcile.marks): from the ledger only the leaves that hold them, re-hashed against the leaves
+    the first reading verified; from the captures only the frames of those parts digested. Both
+    sides' kept rows must hash to the first reading's sums in those parts, and the captures must
+    hold as many frames as then. False when anything does not meet the first reading (the caller
+    reads both sides in full)."""
+    ledger, alg, key = what
+    marks = hashed.marks
+    if marks is None or marks.segments is None:
+        return False
+    lh, ch = hashed.lhash, hashed.chash
+    differing = np.flatnonzero(wanted)
+    lagain = MultisetHash(lh.key, alg.digest_size, part_bits=lh.part_bits, part_key=lh.part_key)
+    dtype = store.ledger.dtype
+    for seg in marks.segments:
+        rows = ledger_rows(ledger_side.ledger.reader, seg, wanted)
+        if rows is None:
+            return False
+        arr = np.frombuffer(rows, dtype)
+        keep = (arr["flags"] & FLAG_GAP) == 0
+        lagain.add(arr[keep])
+        store.took_ledger(seg.link, rows, keep)
+    if marks.capture_frames() != hashed.run.frames:
+        return False
+    cagain = MultisetHash(lh.key, alg.digest_size, part_bits=lh.part_bits, part_key=lh.part_key)
+    run = _select_records(
+        source, key, alg, ledger.strip, marks.capture_where(wanted), store, cagain, progress
+    )
+    return (
+        run.stopped is None
+        and run.frames == hashed.run.frames
+        and _same_parts(lagain, lh, differing)
+        and _same_parts(cagain, ch, differing)
+    )
+
+
+def _same_parts(a: MultisetHash, b: MultisetHash, parts: np.ndarray) -> bool:
+    """Whether `a` and `b` have equal sums and counts in `parts`."""
+    return bool(
+        (a.sums[parts] == b.sums[parts]).all() and (a.counts[parts] == b.counts[parts]).all()
+    )
+
+
+_SELECT_FRAMES = 1 << 16  # frames read a call by the second reading of a differing capture
+
+
+def _select_records(
+    source: Sources,
+    key: DigestKey,
+    alg: Algorithm,
+    strip: str,
+    picks: np.ndarray,
+    store: PartStore,
+    mset: MultisetHash,
+    progress: ProgressFn | None,
+) -> DigestRun:
+    """Read the captures again, digesting only the frames whose index `picks` holds (ascending)
+    into `store`'s capture rows and `mset`; every frame is read and counted."""
+    run = DigestRun()
+    at = 0  # the first of `picks` not yet read
+    for one in source_list(source):
+        if run.stopped is not None:
+            break
+        with open_source(one) as reader:
+            report = _file_progress(progress, "recompute", reader.info())
+            engine = DigestEngine(
+                reader,
+                alg,
+                get_strip_mode(strip),
+                key.subkey(alg.name, alg.key_size),
+                workers=1,
+            )
+            while True:
+                end = int(np.searchsorted(picks, run.frames + _SELECT_FRAMES))
+                ahead = np.zeros(_SELECT_FRAMES, np.uint8)
+                ahead[(picks[at:end] - np.uint64(run.frames)).astype(np.intp)] = 1
+                room = store.capture.room(max(end - at, 1))
+                try:
+                    n, frames, nbytes = engine.fill_select(run.frames, ahead, room)
+                except CaptureFormatError as e:
+                    run.stopped = ReadStop(e.path or str(one), e.offset, str(e))
+                    break
+                if frames == 0:
+                    break
+                store.capture.n += n
+                mset.add(room[:n])
+                store.took_capture(n)
+                at += n
+                run.frames += frames
+                run.bytes += nbytes
+                if report:
+                    report(run.frames, run.bytes)
+    return run
 
 
 def _gather_parts(

@@ -1,0 +1,159 @@
+"""What recompute's first reading keeps so that a capture that differs is read again only where
+it differs (docs/adr/0011, "A difference costs what it touches").
+
+The first reading hashes each side in parts (msethash). Besides the hashes it keeps, per ledger
+segment read by the native walk, each record's part (2 bytes a record) and the segment's Merkle
+leaves as that walk hashed them (32 bytes a leaf), and per capture frame its part (2 bytes a
+frame). When some parts differ, the second reading
+
+- reads from each segment's raw record file only the leaves that hold a differing part's records
+  and hashes them again: a leaf equal to the one kept is the bytes the first reading checked
+  against the seal's signed root, so its records are authenticated without verifying the ledger
+  again (`ledger_rows`);
+- digests only the capture frames whose part differs (lt_engine_fill_select), every frame still
+  read, so that their count is checked.
+
+Anything that does not meet what the first reading saw (a leaf that differs, a file that no
+longer frames the records, a segment that was not read by the native walk) makes the caller read
+both sides in full, as before.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .._binding import ffi, lib
+from ..errors import FileTypeError, LedgerFormatError, StorageError
+from ..ledger.reader import LedgerReader, OpenRecordFile
+from .msethash import parts_where
+
+__all__ = ["Marks", "SegmentMarks", "ledger_rows"]
+
+_HEADER = lib.LT_REC_HEADER_SIZE
+_MAC = lib.LT_REC_MAC_SIZE
+_MAX_BLOCK = lib.LT_REC_MAX_BLOCK_RECORDS
+
+
+@dataclass(frozen=True)
+class SegmentMarks:
+    """One segment as the first reading's native walk saw it: where it is, its record size, the
+    native leaf spec (leaf records with the construction's flag) and leaf size, each record's part
+    and the leaves (verified against the seal's root)."""
+
+    link: str
+    index: int
+    record_size: int
+    spec: int
+    leaf_records: int
+    ids: np.ndarray
+    leaves: bytes
+
+
+@dataclass
+class Marks:
+    """The first reading's marks: the ledger's segments (None once a segment was read another way:
+    a v1 or compacted one, or bytes from a URL) and each capture batch's parts, in frame order."""
+
+    segments: list[SegmentMarks] | None = field(default_factory=list)
+    capture: list[np.ndarray] = field(default_factory=list)
+
+    def capture_frames(self) -> int:
+        """The capture frames marked."""
+        return sum(len(ids) for ids in self.capture)
+
+    def capture_where(self, wanted: np.ndarray) -> np.ndarray:
+        """The indexes (ascending) of the capture frames whose part `wanted` marks."""
+        out, at = [], 0
+        for ids in self.capture:
+            out.append(parts_where(ids, wanted) + np.uint64(at))
+            at += len(ids)
+        return np.concatenate(out) if out else np.zeros(0, np.uint64)
+
+
+def ledger_rows(reader: LedgerReader, seg: SegmentMarks, wanted: np.ndarray) -> bytes | None:
+    """The records of `seg` whose part `wanted` marks (bytes of whole records, in record order),
+    read again from its raw record file: each run of leaves that holds one is read and hashed, and
+    must equal the leaves kept. None when a leaf differs, the file is gone or no longer frames
+    them, or it is not a local file (the caller reads the ledger again in full)."""
+    rows = parts_where(seg.ids, wanted).astype(np.int64)
+    if not len(rows):
+        return b""
+    try:
+        src = reader.open_record_file(seg.link, seg.index)
+    except (LedgerFormatError, StorageError, FileTypeError):
+        return None
+    try:
+        if not isinstance(src, OpenRecordFile):
+            return None
+        return _read_rows(src, seg, rows)
+    except OSError:
+        return None
+    finally:
+        reader.close_record_file(src)
+
+
+def _read_rows(src: OpenRecordFile, seg: SegmentMarks, rows: np.ndarray) -> bytes | None:
+    """`rows` (ascending record indexes) of the open file, their leaves checked; None as
+    ledger_rows."""
+    size, lr, count = seg.record_size, seg.leaf_records, len(seg.ids)
+    leaves = rows // lr  # ascending, as rows are
+    leaves = leaves[np.concatenate(([True], leaves[1:] != leaves[:-1]))]
+    # runs of consecutive leaves: one read and one hash call each
+    cut = np.flatnonzero(np.diff(leaves) != 1) + 1
+    blocks = _blocks(src, size, min(count, (int(leaves[-1]) + 1) * lr))
+    if blocks is None:
+        return None
+    out = []
+    for run in np.split(leaves, cut):
+        first, last = int(run[0]), int(run[-1])
+        lo, hi = first * lr, min((last + 1) * lr, count)
+        raw = _records(src, blocks, size, lo, hi)
+        if raw is None:
+            return None
+        got = ffi.new("uint8_t[]", 32 * (last - first + 1))
+        if lib.lt_merkle_leaves(ffi.from_buffer(raw), size, hi - lo, seg.spec, got, len(got)):
+            return None
+        if ffi.buffer(got)[:] != seg.leaves[32 * first : 32 * (last + 1)]:
+            return None
+        recs = np.frombuffer(raw, np.uint8).reshape(-1, size)
+        want = rows[(rows >= lo) & (rows < hi)] - lo
+        out.append(recs[want].tobytes())
+    return b"".join(out)
+
+
+def _blocks(src: OpenRecordFile, size: int, upto: int) -> list[tuple[int, int, int]] | None:
+    """(first record, records, byte offset of the records) of the file's blocks until they hold
+    `upto` records, from each block's count; None when a count is out of bounds or a block runs
+    past the file."""
+    out, first, at = [], 0, _HEADER
+    while first < upto:
+        head = os.pread(src.fd, 4, at)
+        if len(head) < 4:
+            return None
+        n = int.from_bytes(head, "little")
+        if not 1 <= n <= _MAX_BLOCK or at + 4 + n * size + _MAC > src.size:
+            return None
+        out.append((first, n, at + 4))
+        first, at = first + n, at + 4 + n * size + _MAC
+    return out
+
+
+def _records(
+    src: OpenRecordFile, blocks: list[tuple[int, int, int]], size: int, lo: int, hi: int
+) -> bytearray | None:
+    """The bytes of records lo..hi (framing stripped) through the blocks that hold them."""
+    buf = bytearray((hi - lo) * size)
+    view, covered = memoryview(buf), 0
+    for first, n, off in blocks:
+        a, b = max(lo, first), min(hi, first + n)
+        if a >= b:
+            continue
+        want = (b - a) * size
+        got = os.preadv(src.fd, [view[(a - lo) * size : (b - lo) * size]], off + (a - first) * size)
+        if got != want:
+            return None
+        covered += b - a
+    return buf if covered == hi - lo else None
