@@ -1,21 +1,20 @@
 """What recompute's first reading keeps so that a capture that differs is read again only where
-it differs (docs/adr/0011, "A difference costs what it touches").
+it differs (docs/adr/0011, "Marks: a second reading that touches only what differs").
 
 The first reading hashes each side in parts (msethash). Besides the hashes it keeps, per ledger
-segment read by the native walk, each record's part (2 bytes a record) and the segment's Merkle
-leaves as that walk hashed them (32 bytes a leaf), and per capture frame its part (2 bytes a
-frame). When some parts differ, the second reading
+segment read by the native walk, each record's part at 16 bits (2 bytes a record: the part's
+refinement, recompute.MARK_BITS) and the segment's Merkle leaves as that walk hashed them (32
+bytes a leaf, verified against the seal's root), and per capture frame its part at 16 bits. When
+some parts differ, recompute's second reading (recompute._gather_marked) reads those parts' ledger
+records one by one as they are now (`ledger_rows` unchecked) and digests only those parts' capture
+frames (lt_engine_fill_select, every frame still read and counted); once both hash as the first
+reading did in those parts, their sub-parts' sums name the rows to pair, and those ledger rows are
+read again through the leaves that hold them, each hashed and compared with the leaf kept
+(`ledger_rows` checked): a leaf equal to a verified one is the bytes the first reading checked.
 
-- reads from each segment's raw record file only the leaves that hold a differing part's records
-  and hashes them again: a leaf equal to the one kept is the bytes the first reading checked
-  against the seal's signed root, so its records are authenticated without verifying the ledger
-  again (`ledger_rows`);
-- digests only the capture frames whose part differs (lt_engine_fill_select), every frame still
-  read, so that their count is checked.
-
-Anything that does not meet what the first reading saw (a leaf that differs, a file that no
-longer frames the records, a segment that was not read by the native walk) makes the caller read
-both sides in full, as before.
+Anything that does not meet the first reading (a leaf that differs, a file that no longer frames
+the records, a segment that was not read by the native walk) makes the caller read both sides in
+full, the ledger verified again.
 """
 
 from __future__ import annotations
@@ -64,21 +63,24 @@ class Marks:
         """The capture frames marked."""
         return sum(len(ids) for ids in self.capture)
 
-    def capture_where(self, wanted: np.ndarray) -> np.ndarray:
-        """The indexes (ascending) of the capture frames whose part `wanted` marks."""
+    def capture_where(self, wanted: np.ndarray, bits: int) -> np.ndarray:
+        """The indexes (ascending) of the capture frames whose part at `bits` `wanted` marks."""
         out, at = [], 0
         for ids in self.capture:
-            out.append(parts_where(ids, wanted) + np.uint64(at))
+            out.append(parts_where(ids, wanted, bits) + np.uint64(at))
             at += len(ids)
         return np.concatenate(out) if out else np.zeros(0, np.uint64)
 
 
-def ledger_rows(reader: LedgerReader, seg: SegmentMarks, wanted: np.ndarray) -> bytes | None:
-    """The records of `seg` whose part `wanted` marks (bytes of whole records, in record order),
-    read again from its raw record file: each run of leaves that holds one is read and hashed, and
-    must equal the leaves kept. None when a leaf differs, the file is gone or no longer frames
-    them, or it is not a local file (the caller reads the ledger again in full)."""
-    rows = parts_where(seg.ids, wanted).astype(np.int64)
+def ledger_rows(
+    reader: LedgerReader, seg: SegmentMarks, rows: np.ndarray, check: bool = True
+) -> bytes | None:
+    """The records `rows` (ascending record indexes) of `seg` (bytes of whole records, in that
+    order), read again from its raw record file. `check`: each run of leaves that holds one is
+    read and hashed, and must equal the leaves kept (the records are then those the first
+    reading verified); otherwise each record alone, as it is now (for finding, not reporting).
+    None when a leaf differs, the file is gone or no longer frames them, or it is not a local file
+    (the caller reads the ledger again in full)."""
     if not len(rows):
         return b""
     try:
@@ -86,26 +88,33 @@ def ledger_rows(reader: LedgerReader, seg: SegmentMarks, wanted: np.ndarray) -> 
     except (LedgerFormatError, StorageError, FileTypeError):
         return None
     try:
-        if not isinstance(src, OpenRecordFile):
+        if not isinstance(src, OpenRecordFile) or int(rows[-1]) >= len(seg.ids):
             return None
-        return _read_rows(src, seg, rows)
+        # the blocks up to the last record wanted, or to the end of its leaf
+        last = int(rows[-1]) + 1
+        upto = min(len(seg.ids), -(-last // seg.leaf_records) * seg.leaf_records) if check else last
+        blocks = _blocks(src, seg.record_size, upto)
+        if blocks is None:
+            return None
+        if check:
+            return _checked_rows(src, blocks, seg, rows)
+        return _rows(src, blocks, seg.record_size, rows)
     except OSError:
         return None
     finally:
         reader.close_record_file(src)
 
 
-def _read_rows(src: OpenRecordFile, seg: SegmentMarks, rows: np.ndarray) -> bytes | None:
-    """`rows` (ascending record indexes) of the open file, their leaves checked; None as
-    ledger_rows."""
+def _checked_rows(
+    src: OpenRecordFile, blocks: list[tuple[int, int, int]], seg: SegmentMarks, rows: np.ndarray
+) -> bytes | None:
+    """`rows` of the open file through the runs of leaves that hold them, each run hashed and
+    compared with the leaves kept; None as ledger_rows."""
     size, lr, count = seg.record_size, seg.leaf_records, len(seg.ids)
     leaves = rows // lr  # ascending, as rows are
     leaves = leaves[np.concatenate(([True], leaves[1:] != leaves[:-1]))]
     # runs of consecutive leaves: one read and one hash call each
     cut = np.flatnonzero(np.diff(leaves) != 1) + 1
-    blocks = _blocks(src, size, min(count, (int(leaves[-1]) + 1) * lr))
-    if blocks is None:
-        return None
     out = []
     for run in np.split(leaves, cut):
         first, last = int(run[0]), int(run[-1])
@@ -119,9 +128,23 @@ def _read_rows(src: OpenRecordFile, seg: SegmentMarks, rows: np.ndarray) -> byte
         if ffi.buffer(got)[:] != seg.leaves[32 * first : 32 * (last + 1)]:
             return None
         recs = np.frombuffer(raw, np.uint8).reshape(-1, size)
-        want = rows[(rows >= lo) & (rows < hi)] - lo
-        out.append(recs[want].tobytes())
+        out.append(recs[rows[(rows >= lo) & (rows < hi)] - lo].tobytes())
     return b"".join(out)
+
+
+def _rows(
+    src: OpenRecordFile, blocks: list[tuple[int, int, int]], size: int, rows: np.ndarray
+) -> bytes | None:
+    """`rows` of the open file, one read each, unchecked; None when one is cut short."""
+    firsts = np.array([b[0] for b in blocks], np.int64)
+    which = np.searchsorted(firsts, rows, side="right") - 1
+    out = bytearray(len(rows) * size)
+    view = memoryview(out)
+    for k, (row, b) in enumerate(zip(rows.tolist(), which.tolist())):
+        first, _, off = blocks[b]
+        if os.preadv(src.fd, [view[k * size : (k + 1) * size]], off + (row - first) * size) != size:
+            return None
+    return bytes(out)
 
 
 def _blocks(src: OpenRecordFile, size: int, upto: int) -> list[tuple[int, int, int]] | None:

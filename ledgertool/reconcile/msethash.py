@@ -87,10 +87,11 @@ def part_ids(records: np.ndarray, part_key: tuple[int, int], part_bits: int) -> 
     return np.right_shift(out, np.uint64(64 - part_bits), out=out)
 
 
-def parts_where(ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """The indexes (ascending, uint64) of `ids` (a contiguous uint16 array of parts) whose part
-    `wanted` (a bool or uint8 array indexed by part) marks; natively (lt_mset_parts_where), without
-    the index conversion numpy's fancy indexing makes."""
+def parts_where(ids: np.ndarray, wanted: np.ndarray, bits: int = 16) -> np.ndarray:
+    """The indexes (ascending, uint64) of `ids` (parts at 16 bits, a contiguous uint16 array:
+    MultisetHash.add's) whose part at `bits` (ids >> (16 - bits)) `wanted` (a bool or uint8 array
+    indexed by part) marks; natively (lt_mset_parts_where), without the index conversion numpy's
+    fancy indexing makes."""
     wanted = np.ascontiguousarray(wanted).view(np.uint8)
     n = len(ids)
     if not n:
@@ -105,6 +106,7 @@ def parts_where(ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
             lib.lt_mset_parts_where(
                 ffi.from_buffer("uint16_t[]", ids),
                 n,
+                16 - bits,
                 ffi.from_buffer("uint8_t[]", wanted),
                 len(wanted),
                 ffi.from_buffer("uint64_t[]", out),
@@ -183,7 +185,8 @@ class MultisetHash:
         """Add `records` (a contiguous record_dtype array, or any C-contiguous 1-D record array with
         a `digest` field); returns how many were counted (the others carry a skipped flag).
         `ids` (a writable uint16 array of len(records), part_bits 1..16) gets each record's part
-        (`part_ids`), skipped records' included."""
+        at 16 bits (`part_ids(records, part_key, 16)`; its part is ids >> (16 - part_bits)),
+        skipped records' included."""
         if not len(records):
             return 0
         records = np.ascontiguousarray(records)

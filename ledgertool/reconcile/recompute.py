@@ -39,6 +39,7 @@ from ..errors import CaptureFormatError, LedgerFormatError, Setting, UsageError
 from ..keyfiles import DigestKey, TrustBundle
 from ..ledger.header import LedgerHeader
 from ..ledger.opened import OpenLedger, open_ledger
+from ..ledger.reader import LedgerReader
 from ..progress import Progress, ProgressFn
 from ..seal.document import Seal
 from ..source import open_source
@@ -54,7 +55,7 @@ from .limits import (
     open_pairing,
 )
 from .marks import Marks, SegmentMarks, ledger_rows
-from .msethash import HashingSink, MultisetHash, new_key, new_part_key, part_ids
+from .msethash import HashingSink, MultisetHash, new_key, new_part_key, part_ids, parts_where
 from .msethash import accelerated as mset_accelerated
 from .multiset import (
     Tally,
@@ -392,10 +393,13 @@ def reconcile(
     return res
 
 
-#: the parts the fast verdict hashes each side into (msethash.part_ids): 65,536 sums and counts of
-#: 24 bytes (1.5 MiB a side); with a few frames differing in 10^7, the differing parts hold ~150
-#: rows a side each, so that a second reading touches ~4 % of the ledger's 256-record leaves
-PART_BITS = 16
+#: the parts the fast verdict hashes each side into (msethash.part_ids): 4,096 sums of 24 bytes
+#: stay in L2; with a few frames differing in 10^9, the differing parts hold ~2.5 M rows a side
+PART_BITS = 12
+#: the parts of the marks the first reading keeps of each record (2 bytes: reconcile.marks), a
+#: refinement of PART_BITS: a second reading pairs only the rows of the differing ones (~150 rows
+#: a side each at 10^7 records), and authenticates only the ~4 % of 256-record leaves they are in
+MARK_BITS = 16
 
 
 @dataclass(frozen=True)
@@ -503,12 +507,19 @@ def _decide(
             opener = lazy_pairing(memory_limit, tmp)
             con = opener() if details else opener
             try:
-                store = _part_store(hashed, alg, memory_limit, tmp)
-                if not _gather_marked(
-                    store, wanted, hashed, source, ledger_side, (ledger, alg, key), progress
-                ):
-                    # the marks did not find the rows again: both sides read in full
-                    store = _part_store(hashed, alg, memory_limit, tmp)
+                got = _gather_marked(
+                    wanted,
+                    hashed,
+                    source,
+                    ledger_side,
+                    (ledger, alg, key),
+                    progress,
+                    (memory_limit, tmp),
+                )
+                if got is not None:
+                    store, pairs_of = got
+                else:  # the marks did not find the rows again: both sides read in full
+                    store, pairs_of = _part_store(hashed, alg, memory_limit, tmp), wanted
                     if not _gather_parts(
                         store,
                         wanted,
@@ -526,7 +537,7 @@ def _decide(
                     hashed.keys[0][0],
                     (hashed.segs, []),
                     store,
-                    wanted,
+                    pairs_of,
                     (None, None, 0),
                     examples,
                 )
@@ -582,8 +593,8 @@ def _hash_sides(
     # a sink nothing is taken from (every segment's records are copied to the same place) whose raw
     # record files the native walk also hashes and counts per second as it copies them
     sink = HashingSink(dtype, lhash)
-    # each record's part is kept as 2 bytes: parts of at most 16 bits
-    marking = 0 < PART_BITS <= 16
+    # each record's part at MARK_BITS is kept as 2 bytes: it refines parts of at most 16 bits
+    marking = 0 < PART_BITS <= MARK_BITS
     sink.keep_marks = marking
     seconds = sink.seconds
     marks = Marks(segments=[] if marking else None)
@@ -633,60 +644,102 @@ def _hash_sides(
     return _Hashed(segs, seals, ver, keys, lhash, chash, per_link, seconds, run, gaps, marks)
 
 
-def _part_store(hashed: _Hashed, alg: Algorithm, memory_limit: str, tmp: str) -> PartStore:
-    """An empty PartStore for the differing parts' rows of `hashed`'s parts."""
+def _part_store(
+    hashed: _Hashed, alg: Algorithm, memory_limit: str, tmp: str, bits: int | None = None
+) -> PartStore:
+    """An empty PartStore for differing rows under `hashed`'s part key, in parts of `bits` (None:
+    those of `hashed`)."""
     return PartStore(
         record_dtype(alg.digest_size),
         keep_budget(memory_limit),
         hashed.lhash.part_key,
-        PART_BITS,
+        hashed.lhash.part_bits if bits is None else bits,
         Path(tmp),
     )
 
 
 def _gather_marked(
-    store: PartStore,
     wanted: np.ndarray,
     hashed: _Hashed,
     source: Sources,
     ledger_side: LedgerSide,
     what: tuple[LedgerHeader, Algorithm, DigestKey],
     progress: ProgressFn | None,
-) -> bool:
-    """Keep in `store` the rows of the parts `wanted` marks, found by the first reading's marks
-    (reconcile.marks): from the ledger only the leaves that hold them, re-hashed against the leaves
-    the first reading verified; from the captures only the frames of those parts digested. Both
-    sides' kept rows must hash to the first reading's sums in those parts, and the captures must
-    hold as many frames as then. False when anything does not meet the first reading (the caller
-    reads both sides in full)."""
+    where: tuple[str, str],
+) -> tuple[PartStore, np.ndarray] | None:
+    """The rows of the parts `wanted` marks, found by the first reading's marks
+    (reconcile.marks), as a PartStore in parts of MARK_BITS and the sub-parts it holds; None when
+    anything does not meet the first reading (the caller reads both sides in full).
+
+    Both sides' rows of those parts are read as they are now (the ledger's records one by one,
+    the captures' frames of those parts alone digested, every frame counted) and must hash to the
+    first reading's sums in those parts: their digests are then the first reading's, and so are
+    the sums of their sub-parts (the part of a digest at MARK_BITS refines its part), whose
+    differences name the rows to pair. Only those are kept: the ledger's read again through the
+    leaves that hold them, each equal to the leaf the first reading verified."""
     ledger, alg, key = what
     marks = hashed.marks
     if marks is None or marks.segments is None:
-        return False
-    lh, ch = hashed.lhash, hashed.chash
-    differing = np.flatnonzero(wanted)
-    lagain = MultisetHash(lh.key, alg.digest_size, part_bits=lh.part_bits, part_key=lh.part_key)
-    dtype = store.ledger.dtype
-    for seg in marks.segments:
-        rows = ledger_rows(ledger_side.ledger.reader, seg, wanted)
-        if rows is None:
-            return False
-        arr = np.frombuffer(rows, dtype)
-        keep = (arr["flags"] & FLAG_GAP) == 0
-        lagain.add(arr[keep])
-        store.took_ledger(seg.link, rows, keep)
+        return None
+    lh, ch, bits = hashed.lhash, hashed.chash, hashed.lhash.part_bits
+    dtype = record_dtype(alg.digest_size)
+    reader = ledger_side.ledger.reader
+
+    def fresh(b: int) -> MultisetHash:
+        return MultisetHash(lh.key, alg.digest_size, part_bits=b, part_key=lh.part_key)
+
+    lpart, lsub, cpart, csub = fresh(bits), fresh(MARK_BITS), fresh(bits), fresh(MARK_BITS)
+    found = []
+    for seg in _holding_links(reader, marks.segments):
+        rows = parts_where(seg.ids, wanted, bits).astype(np.int64)
+        raw = ledger_rows(reader, seg, rows, check=False)
+        if raw is None:
+            return None
+        lpart.add(np.frombuffer(raw, dtype))
+        lsub.add(np.frombuffer(raw, dtype))
+        found.append(rows)
     if marks.capture_frames() != hashed.run.frames:
-        return False
-    cagain = MultisetHash(lh.key, alg.digest_size, part_bits=lh.part_bits, part_key=lh.part_key)
+        return None
+    sink = RecordSink(dtype)
     run = _select_records(
-        source, key, alg, ledger.strip, marks.capture_where(wanted), store, cagain, progress
+        source, key, alg, ledger.strip, marks.capture_where(wanted, bits), sink, progress
     )
-    return (
+    caught = sink.records()
+    cpart.add(caught)
+    csub.add(caught)
+    differing = np.flatnonzero(wanted)
+    if not (
         run.stopped is None
         and run.frames == hashed.run.frames
-        and _same_parts(lagain, lh, differing)
-        and _same_parts(cagain, ch, differing)
-    )
+        and _same_parts(lpart, lh, differing)
+        and _same_parts(cpart, ch, differing)
+    ):
+        return None
+    sub = np.zeros(1 << MARK_BITS, bool)
+    sub[lsub.differing_parts(csub)] = True
+    store = _part_store(hashed, alg, *where, bits=MARK_BITS)
+    for seg, rows in zip(_holding_links(reader, marks.segments), found):
+        raw = ledger_rows(reader, seg, rows[sub[seg.ids[rows]]], check=True)
+        if raw is None:
+            return None
+        store.took_ledger(seg.link, raw, (np.frombuffer(raw, dtype)["flags"] & FLAG_GAP) == 0)
+    kept = caught[sub[part_ids(caught, lh.part_key, MARK_BITS).view(np.int64)]]
+    store.capture.room(len(kept))[: len(kept)] = kept
+    store.capture.n += len(kept)
+    store.took_capture(len(kept))
+    return store, sub
+
+
+def _holding_links(reader: LedgerReader, segments: list[SegmentMarks]) -> Iterator[SegmentMarks]:
+    """`segments` in order, each link's directory held while its segments are handed out (each
+    record file then one openat(2) relative to it: LedgerReader.holding_link)."""
+    i = 0
+    while i < len(segments):
+        link = segments[i].link
+        with reader.holding_link(link):
+            while i < len(segments) and segments[i].link == link:
+                yield segments[i]
+                i += 1
 
 
 def _same_parts(a: MultisetHash, b: MultisetHash, parts: np.ndarray) -> bool:
@@ -705,12 +758,11 @@ def _select_records(
     alg: Algorithm,
     strip: str,
     picks: np.ndarray,
-    store: PartStore,
-    mset: MultisetHash,
+    sink: RecordSink,
     progress: ProgressFn | None,
 ) -> DigestRun:
     """Read the captures again, digesting only the frames whose index `picks` holds (ascending)
-    into `store`'s capture rows and `mset`; every frame is read and counted."""
+    into `sink`; every frame is read and counted."""
     run = DigestRun()
     at = 0  # the first of `picks` not yet read
     for one in source_list(source):
@@ -729,7 +781,7 @@ def _select_records(
                 end = int(np.searchsorted(picks, run.frames + _SELECT_FRAMES))
                 ahead = np.zeros(_SELECT_FRAMES, np.uint8)
                 ahead[(picks[at:end] - np.uint64(run.frames)).astype(np.intp)] = 1
-                room = store.capture.room(max(end - at, 1))
+                room = sink.room(max(end - at, 1))
                 try:
                     n, frames, nbytes = engine.fill_select(run.frames, ahead, room)
                 except CaptureFormatError as e:
@@ -737,9 +789,7 @@ def _select_records(
                     break
                 if frames == 0:
                     break
-                store.capture.n += n
-                mset.add(room[:n])
-                store.took_capture(n)
+                sink.n += n
                 at += n
                 run.frames += frames
                 run.bytes += nbytes

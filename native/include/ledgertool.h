@@ -481,7 +481,7 @@ int lt_rec_file(int fd, size_t len, size_t record_size, uint64_t first_seq, uint
  * multiset hash acc/count under `key`, in 2^part_bits parts, and counted per second into secs/counts
  * (cap entries, *nruns runs in all: lt_mset_add_parts and lt_second_runs, GAP records left out);
  * `ids` (NULL: none; else one entry a record the file holds, part_bits 1..16) gets each record's
- * part (lt_mset_add_parts_ids). The records, leaves and info are lt_rec_file's; LT_ERR_ARG
+ * part at 16 bits (lt_mset_add_parts_ids). The records, leaves and info are lt_rec_file's; LT_ERR_ARG
  * also for a missing out, leaves, key or output. */
 int lt_rec_file_mset(int fd, size_t len, size_t record_size, uint64_t first_seq, uint8_t *header, uint8_t *out,
                      size_t out_len, size_t leaf_records, uint8_t *leaves, size_t leaves_len, const uint8_t key[16],
@@ -718,8 +718,9 @@ int lt_mset_add(const uint8_t key[16], const uint8_t *records, size_t n, size_t 
 int lt_mset_add_parts(const uint8_t key[16], const uint64_t part_key[2], unsigned part_bits, const uint8_t *records,
                       size_t n, size_t stride, size_t digest_offset, size_t digest_size, uint16_t skip_flags,
                       int portable, uint64_t *acc, uint64_t *count);
-/* lt_mset_add_parts (part_bits 1..LT_MSET_MAX_PART_BITS) that also writes each record's part to
- * ids[i] (n entries; NULL: none; part_bits at most 16 then), skipped records' included, and adds
+/* lt_mset_add_parts (part_bits 1..LT_MSET_MAX_PART_BITS) that also writes each record's part at 16
+ * bits, the top 16 bits of the product above, to ids[i] (n entries; NULL: none; part_bits at most
+ * 16 then: ids[i] >> (16 - part_bits) is the record's part), skipped records' included, and adds
  * the number of records counted to *added (NULL: not): what recompute keeps of the first reading
  * to find a differing part's rows again without digesting every frame (docs/adr/0011). LT_ERR_ARG
  * as lt_mset_add_parts, and for part_bits 0, or above 16 with ids. */
@@ -727,11 +728,12 @@ int lt_mset_add_parts_ids(const uint8_t key[16], const uint64_t part_key[2], uns
                           const uint8_t *records, size_t n, size_t stride, size_t digest_offset, size_t digest_size,
                           uint16_t skip_flags, int portable, uint64_t *acc, uint64_t *count, uint16_t *ids,
                           uint64_t *added);
-/* The indexes i < n (ascending) whose part ids[i] (lt_mset_add_parts_ids) the caller wants:
- * ids[i] < n_wanted and wanted[ids[i]] != 0. The first `cap` go to out, *found counts them all.
- * LT_OK, or LT_ERR_ARG for NULL pointers (out may be NULL with cap 0). */
-int lt_mset_parts_where(const uint16_t *ids, size_t n, const uint8_t *wanted, size_t n_wanted, uint64_t *out,
-                        size_t cap, size_t *found);
+/* The indexes i < n (ascending) whose part p = ids[i] >> shift (lt_mset_add_parts_ids's ids: shift
+ * 16 - part_bits gives the parts of part_bits) the caller wants: p < n_wanted and wanted[p] != 0.
+ * The first `cap` go to out, *found counts them all. LT_OK, or LT_ERR_ARG for NULL pointers (out
+ * may be NULL with cap 0) or a shift above 15. */
+int lt_mset_parts_where(const uint16_t *ids, size_t n, unsigned shift, const uint8_t *wanted, size_t n_wanted,
+                        uint64_t *out, size_t cap, size_t *found);
 /* 1 when lt_mset_add runs on AES instructions here (~5-10 ns a record), 0 when only the portable
  * AES is available (microseconds a record: recompute then pairs exactly instead). */
 int lt_mset_accelerated(void);

@@ -63,6 +63,11 @@ static inline size_t part_of(const uint8_t *digest, const uint64_t pk[2], unsign
     return bits ? (size_t)(((lt_load_le64(digest) ^ pk[0]) * (pk[1] | 1)) >> (64 - bits)) : 0;
 }
 
+/* The product whose top bits are the part: its top 16 bits are lt_mset_add_parts_ids's ids */
+static inline uint64_t part_hash(const uint8_t *digest, const uint64_t pk[2]) {
+    return (lt_load_le64(digest) ^ pk[0]) * (pk[1] | 1);
+}
+
 /* acc = (acc + v) mod p, acc < p, v any 128-bit value (words low first) */
 static inline void add_mod_p(uint64_t acc[2], const uint64_t v[2]) {
     unsigned __int128 p = ((unsigned __int128)P_HI << 64) | P_LO;
@@ -83,7 +88,7 @@ static uint64_t parts_portable(const uint8_t rk[176], const uint8_t *recs, size_
     for (size_t i = 0; i < n; i++) {
         const uint8_t *r = recs + i * stride;
         if (ids)
-            ids[i] = (uint16_t)part_of(r + off, pk, bits);
+            ids[i] = (uint16_t)(part_hash(r + off, pk) >> 48);
         if (skipped(r, skip_flags))
             continue;
         uint8_t b[16];
@@ -215,9 +220,10 @@ TGT static uint64_t parts_aesni(const uint8_t rk[176], const uint8_t *recs, size
     for (size_t i = 0; i <= n; i++) {
         if (i < n) {
             const uint8_t *r = recs + i * stride;
-            const size_t part = part_of(r + off, pk, bits);
+            const uint64_t h = part_hash(r + off, pk);
+            const size_t part = (size_t)(h >> (64 - bits));
             if (ids)
-                ids[i] = (uint16_t)part;
+                ids[i] = (uint16_t)(h >> 48);
             if (skipped(r, skip_flags))
                 continue;
             /* the part's sum and count fetched while the AES rounds run (2^16 parts are 1.5 MiB:
@@ -382,17 +388,25 @@ int lt_mset_add_parts_ids(const uint8_t key[16], const uint64_t part_key[2], uns
     return LT_OK;
 }
 
-int lt_mset_parts_where(const uint16_t *ids, size_t n, const uint8_t *wanted, size_t n_wanted, uint64_t *out,
-                        size_t cap, size_t *found) {
-    if ((n && !ids) || !wanted || !found || (cap && !out))
+int lt_mset_parts_where(const uint16_t *ids, size_t n, unsigned shift, const uint8_t *wanted, size_t n_wanted,
+                        uint64_t *out, size_t cap, size_t *found) {
+    if ((n && !ids) || !wanted || !found || (cap && !out) || shift > 15)
         return LT_ERR_ARG;
     size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        const size_t id = ids[i];
-        if (id < n_wanted && wanted[id]) {
+    if (n_wanted >= ((size_t)0x10000 >> shift)) { /* every part has an entry: no bound to check */
+        for (size_t i = 0; i < n; i++) { /* without a branch on the (rarely wanted) part */
             if (k < cap)
                 out[k] = i;
-            k++;
+            k += wanted[ids[i] >> shift] != 0;
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            const size_t id = (size_t)(ids[i] >> shift);
+            if (id < n_wanted && wanted[id]) {
+                if (k < cap)
+                    out[k] = i;
+                k++;
+            }
         }
     }
     *found = k;

@@ -48,7 +48,7 @@ CDEF_DIGESTS = {
     # LT_FMT_ERF, lt_reader_declare_losses; lt_reader_info.damaged_*, warning; lt_rec_from_columns;
     # LT_WINDOW_PATH_*, lt_window_path_supported, lt_window_path_name (lt_window_new's `path`);
     # lt_mset_add_parts_ids, lt_mset_parts_where, lt_rec_file_mset's ids, lt_engine_fill_select
-    4: "f0d0ef7767253c543ba1112d2467cb7faa4ced09f75c630cc5780dd8a7bbc29b",
+    4: "6695d8980312ba884e000596f70e842b799db7781e65c48667cce969440ce32a",
 }
 
 

@@ -110,10 +110,6 @@ def _side(d, keydir):
     return dk, opened.header, rc.LedgerSide(opened, trust, None, "checkpoint", None, None)
 
 
-def _kept(store) -> tuple[bytes, list, bytes]:
-    return store.ledger.records().tobytes(), list(store.spans), store.capture.records().tobytes()
-
-
 @settings(
     max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -142,14 +138,38 @@ def test_the_marked_reading_keeps_exactly_the_rows_the_full_reading_keeps(
         hashed = rc._hash_sides(PCAP, side, header, ALG, dk, None, 0)
         wanted = np.zeros(1 << bits, bool)
         wanted[hashed.lhash.differing_parts(hashed.chash)] = True
-        marked = rc._part_store(hashed, ALG, "4GB", str(tmp_path_factory.mktemp("t")))
-        assert rc._gather_marked(marked, wanted, hashed, PCAP, side, (header, ALG, dk), None)
-        full = rc._part_store(hashed, ALG, "4GB", str(tmp_path_factory.mktemp("t")))
+        tmp = str(tmp_path_factory.mktemp("t"))
+        got = rc._gather_marked(wanted, hashed, PCAP, side, (header, ALG, dk), None, ("4GB", tmp))
+        full = rc._part_store(hashed, ALG, "4GB", tmp)
         assert rc._gather_parts(full, wanted, hashed, PCAP, side, header, ALG, dk, (None, 0))
-    assert _kept(marked) == _kept(full)
-    # and the capture rows are the frames of the differing parts, every one of them
-    ids = part_ids(np.frombuffer(capture_records(PCAP, dk), DTYPE), hashed.lhash.part_key, bits)
-    assert marked.capture.n == int(wanted[ids.astype(np.int64)].sum())
+    assert got is not None
+    marked, sub = got
+    key = hashed.lhash.part_key
+
+    def sub_part(rows):
+        return part_ids(rows, key, rc.MARK_BITS).astype(np.int64)
+
+    # the sub-parts kept refine the differing parts, and are exactly those whose digests differ
+    assert all(wanted[p >> (rc.MARK_BITS - bits)] for p in np.flatnonzero(sub))
+    lrows, crows = full.ledger.records(), full.capture.records()
+    lsub = sub_part(lrows)
+    csub = sub_part(crows)
+    differ = {
+        int(p)
+        for p in np.union1d(lsub, csub)
+        if sorted(bytes(r) for r in lrows["digest"][lsub == p])
+        != sorted(bytes(r) for r in crows["digest"][csub == p])
+    }
+    assert set(np.flatnonzero(sub).tolist()) == differ
+    # the rows kept are the full reading's rows of those sub-parts, in the same order and links
+    lkeep, ckeep = sub[lsub], sub[csub]
+    assert marked.ledger.records().tobytes() == lrows[lkeep].tobytes()
+    assert marked.capture.records().tobytes() == crows[ckeep].tobytes()
+    codes = np.repeat([c for c, _ in full.spans], [n for _, n in full.spans])
+    kept_codes = np.repeat([c for c, _ in marked.spans], [n for _, n in marked.spans])
+    names = {c: link for link, c in full.links.items()}
+    kept_names = {c: link for link, c in marked.links.items()}
+    assert [kept_names[c] for c in kept_codes] == [names[c] for c in codes[lkeep]]
 
 
 @settings(
@@ -241,18 +261,24 @@ def test_ledger_rows_are_the_records_of_the_wanted_parts_and_a_changed_leaf_is_r
     wanted = np.zeros(16, bool)
     wanted[5] = True  # ~1/16 of the records: most 8-record leaves hold none
     reader = side.ledger.reader
+
+    def rows_of(seg):
+        return np.flatnonzero(wanted[seg.ids >> 12])
+
     for seg in segs:
         recs = base[seg.index * SEG : (seg.index + 1) * SEG].copy()
         recs["seq"] = np.arange(seg.index * SEG, seg.index * SEG + len(recs))
-        ids = part_ids(recs, hashed.lhash.part_key, 4).astype(np.uint16)
-        assert np.array_equal(seg.ids, ids)
-        want = recs[wanted[ids]]
+        ids = part_ids(recs, hashed.lhash.part_key, 16).astype(np.uint16)
+        assert np.array_equal(seg.ids, ids)  # the part at 16 bits: its top 4 are the part's
+        assert np.array_equal(ids >> 12, part_ids(recs, hashed.lhash.part_key, 4))
+        want = recs[wanted[ids >> 12]]
         assert 0 < len(want) < len(recs)
-        assert mk.ledger_rows(reader, seg, wanted) == want.tobytes()
-        assert mk.ledger_rows(reader, seg, np.zeros(16, bool)) == b""
+        for check in (True, False):
+            assert mk.ledger_rows(reader, seg, rows_of(seg), check) == want.tobytes()
+            assert mk.ledger_rows(reader, seg, rows_of(seg)[:0], check) == b""
     # a byte of a wanted record changed in the file: its leaf differs from the one kept
     seg = segs[1]
-    row = int(np.flatnonzero(wanted[seg.ids])[0])
+    row = int(rows_of(seg)[0])
     path = reader.segment_path("link0", 1, "rec")
     raw = bytearray(path.read_bytes())
     block = split or 8  # records before the row's block, each block 4 + records + 32 bytes
@@ -260,19 +286,23 @@ def test_ledger_rows_are_the_records_of_the_wanted_parts_and_a_changed_leaf_is_r
     at = 256 + blocks_before * (4 + 32) + 4 + row * 48 + 8  # its ts_ns
     raw[at] ^= 1
     path.write_bytes(bytes(raw))
-    assert mk.ledger_rows(reader, seg, wanted) is None
+    assert mk.ledger_rows(reader, seg, rows_of(seg)) is None
+    # unchecked, the record is read as it is now
+    now = np.frombuffer(mk.ledger_rows(reader, seg, rows_of(seg), check=False), DTYPE)
+    assert int(now["ts_ns"][0]) == int(base["ts_ns"][SEG + row]) ^ 1
     # a record in no wanted leaf changed instead: the wanted rows are still found
     raw[at] ^= 1
-    other = np.flatnonzero(~np.isin(np.arange(SEG) // 8, np.flatnonzero(wanted[seg.ids]) // 8))
+    other = np.flatnonzero(~np.isin(np.arange(SEG) // 8, rows_of(seg) // 8))
     assert len(other)
     r = int(other[0])
     raw[256 + (r // block) * (4 + 32) + 4 + r * 48 + 8] ^= 1
     path.write_bytes(bytes(raw))
     recs = base[SEG : 2 * SEG].copy()
     recs["seq"] = np.arange(SEG, 2 * SEG)
-    assert mk.ledger_rows(reader, seg, wanted) == recs[wanted[seg.ids]].tobytes()
+    assert mk.ledger_rows(reader, seg, rows_of(seg)) == recs[wanted[seg.ids >> 12]].tobytes()
     path.unlink()
-    assert mk.ledger_rows(reader, seg, wanted) is None
+    assert mk.ledger_rows(reader, seg, rows_of(seg)) is None
+    assert mk.ledger_rows(reader, seg, rows_of(seg), check=False) is None
 
 
 def _engine(strip="frame"):
@@ -323,7 +353,8 @@ def test_native_parts_of_each_record_are_part_ids(base, bits):
     plain = MultisetHash(key, 16, part_bits=bits, part_key=pk)
     ids = np.full(len(recs), 0xFFFF, np.uint16)
     assert with_ids.add(recs, ids) == plain.add(recs) == len(recs) - len(recs[::7])
-    assert np.array_equal(ids, part_ids(recs, pk, bits).astype(np.uint16))
+    assert np.array_equal(ids, part_ids(recs, pk, 16).astype(np.uint16))
+    assert np.array_equal(ids >> (16 - bits), part_ids(recs, pk, bits))
     assert np.array_equal(with_ids.sums, plain.sums)
     assert np.array_equal(with_ids.counts, plain.counts)
     assert plain.count == len(recs) - len(recs[::7])
@@ -341,14 +372,17 @@ def test_parts_of_more_than_16_bits_do_not_fit_the_marks(base):
 @given(
     ids=st.lists(st.integers(0, 0xFFFF), max_size=3000),
     wanted=st.sets(st.integers(0, 0xFFFF), max_size=40),
-    n_wanted=st.sampled_from([1 << 4, 1 << 12, 1 << 16]),
+    bits=st.sampled_from([1, 4, 12, 16]),
 )
-def test_parts_where_is_the_index_of_every_wanted_part(ids, wanted, n_wanted):
+def test_parts_where_is_the_index_of_every_wanted_part(ids, wanted, bits):
     ids = np.array(ids, np.uint16)
-    table = np.zeros(n_wanted, bool)
-    table[[w for w in wanted if w < n_wanted]] = True
-    want = [i for i, p in enumerate(ids.tolist()) if p < n_wanted and table[p]]
-    assert parts_where(ids, table).tolist() == want
+    table = np.zeros(1 << bits, bool)
+    table[[w for w in wanted if w < 1 << bits]] = True
+    want = [i for i, p in enumerate(ids.tolist()) if table[p >> (16 - bits)]]
+    assert parts_where(ids, table, bits).tolist() == want
+    assert parts_where(ids, table[: max(len(table) // 2, 1)], bits).tolist() == [
+        i for i in want if ids[i] >> (16 - bits) < max(len(table) // 2, 1)
+    ]
 
 
 def test_two_captures_read_as_one_are_found_again_frame_for_frame(
@@ -368,3 +402,45 @@ def test_two_captures_read_as_one_are_found_again_frame_for_frame(
     assert (res.matched, res.ledger_only, res.capture_only) == (2 * ALL - 2, 1, 2)
     monkeypatch.undo()
     assert _report(res) == _report(reconcile([PCAP, PCAP], d, dk, trust=trust, exact=True))
+
+
+def _flip_frame(pcap_in, pcap_out, k: int) -> None:
+    """A copy of a classic pcap with the last byte of frame k flipped."""
+    raw = bytearray(pcap_in.read_bytes())
+    at = 24
+    for _ in range(k):
+        at += 16 + int.from_bytes(raw[at + 8 : at + 12], "little")
+    raw[at + 16 + int.from_bytes(raw[at + 8 : at + 12], "little") - 1] ^= 0xFF
+    pcap_out.write_bytes(bytes(raw))
+
+
+def test_a_capture_rewritten_between_the_readings_is_paired_in_full(
+    tmp_path, keydir, base, monkeypatch
+):
+    """The frame that differs is changed again in the capture file before the second reading: its
+    part no longer hashes as the first reading's did, so the marks give up, the full second
+    reading meets other capture parts, and everything is paired as the files are now."""
+    d, pcap = tmp_path / "L", tmp_path / "c.pcap"
+    pcap.write_bytes(PCAP.read_bytes())
+    _write(d, keydir, _edit(base, "digest", 120, 0))
+    real_hash, calls = rc._hash_sides, []
+
+    def hash_then_rewrite(*a, **k):
+        out = real_hash(*a, **k)
+        _flip_frame(PCAP, pcap, 120)
+        return out
+
+    real_marked, real_full = rc._gather_marked, rc._gather_parts
+    monkeypatch.setattr(rc, "_hash_sides", hash_then_rewrite)
+    monkeypatch.setattr(
+        rc, "_gather_marked", lambda *a, **k: calls.append("marked") or real_marked(*a, **k)
+    )
+    monkeypatch.setattr(
+        rc, "_gather_parts", lambda *a, **k: calls.append("full") or real_full(*a, **k)
+    )
+    dk, _, trust = load_keys(keydir)
+    res = reconcile(pcap, d, dk, trust=trust)
+    assert calls == ["marked", "full"]
+    monkeypatch.undo()
+    assert (res.matched, res.ledger_only, res.capture_only) == (ALL - 1, 1, 1)
+    assert _report(res) == _report(reconcile(pcap, d, dk, trust=trust, exact=True))
