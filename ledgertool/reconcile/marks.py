@@ -135,16 +135,16 @@ def _checked_rows(
 def _rows(
     src: OpenRecordFile, blocks: list[tuple[int, int, int]], size: int, rows: np.ndarray
 ) -> bytes | None:
-    """`rows` of the open file, one read each, unchecked; None when one is cut short."""
+    """`rows` of the open file, one read each (lt_pread_records), unchecked; None when one is
+    cut short."""
     firsts = np.array([b[0] for b in blocks], np.int64)
+    offs = np.array([b[2] for b in blocks], np.int64)
     which = np.searchsorted(firsts, rows, side="right") - 1
-    out = bytearray(len(rows) * size)
-    view = memoryview(out)
-    for k, (row, b) in enumerate(zip(rows.tolist(), which.tolist())):
-        first, _, off = blocks[b]
-        if os.preadv(src.fd, [view[k * size : (k + 1) * size]], off + (row - first) * size) != size:
-            return None
-    return bytes(out)
+    at = np.ascontiguousarray(offs[which] + (rows - firsts[which]) * size, np.uint64)
+    out = ffi.new("uint8_t[]", max(len(rows) * size, 1))
+    done = ffi.new("size_t *")
+    st = lib.lt_pread_records(src.fd, ffi.from_buffer("uint64_t[]", at), len(rows), size, out, done)
+    return bytes(ffi.buffer(out, len(rows) * size)) if st == lib.LT_OK else None
 
 
 def _blocks(src: OpenRecordFile, size: int, upto: int) -> list[tuple[int, int, int]] | None:

@@ -487,6 +487,12 @@ int lt_rec_file_mset(int fd, size_t len, size_t record_size, uint64_t first_seq,
                      size_t out_len, size_t leaf_records, uint8_t *leaves, size_t leaves_len, const uint8_t key[16],
                      const uint64_t part_key[2], unsigned part_bits, uint64_t *acc, uint64_t *count, int64_t *secs, uint64_t *counts, size_t cap, size_t *nruns,
                      uint16_t *ids, lt_rec_info *info);
+/* n records of record_size bytes (1..4096) read from the file open on `fd` at the byte offsets
+ * `offsets` into out (n * record_size bytes), one pread(2) each (short reads retried): single
+ * records of raw record files read again (recompute's second reading, reconcile/marks.py). LT_OK;
+ * LT_ERR_IO with *done the records read before the one that failed (errno set) or that the file
+ * ends inside (errno 0); LT_ERR_ARG for NULL pointers or a record size out of bounds. */
+int lt_pread_records(int fd, const uint64_t *offsets, size_t n, size_t record_size, uint8_t *out, size_t *done);
 /* The records of a compacted segment (its Parquet columns, decoded by the caller: `n` values each,
  * the digests `digest_size` bytes apart) interleaved into `out` (n * (32 + digest_size) bytes) in
  * the record layout, with the counts verify checks (info: gaps, drops, first/last ts_ns,

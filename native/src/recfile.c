@@ -445,3 +445,25 @@ int lt_rec_from_columns(size_t n, size_t digest_size, uint64_t first_seq, const 
     info->seq_contiguous = contiguous;
     return LT_OK;
 }
+
+int lt_pread_records(int fd, const uint64_t *offsets, size_t n, size_t record_size, uint8_t *out, size_t *done) {
+    if (!done || (n && (!offsets || !out)) || fd < 0 || record_size == 0 || record_size > 4096)
+        return LT_ERR_ARG;
+    *done = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t got = 0;
+        while (got < record_size) {
+            ssize_t r = pread(fd, out + i * record_size + got, record_size - got, (off_t)(offsets[i] + got));
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0) {
+                if (r == 0)
+                    errno = 0;
+                return LT_ERR_IO;
+            }
+            got += (size_t)r;
+        }
+        *done = i + 1;
+    }
+    return LT_OK;
+}

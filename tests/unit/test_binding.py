@@ -47,8 +47,9 @@ CDEF_DIGESTS = {
     # lt_segment_writer_direct, lt_segment_writer_trim (segment files by direct I/O);
     # LT_FMT_ERF, lt_reader_declare_losses; lt_reader_info.damaged_*, warning; lt_rec_from_columns;
     # LT_WINDOW_PATH_*, lt_window_path_supported, lt_window_path_name (lt_window_new's `path`);
-    # lt_mset_add_parts_ids, lt_mset_parts_where, lt_rec_file_mset's ids, lt_engine_fill_select
-    4: "6695d8980312ba884e000596f70e842b799db7781e65c48667cce969440ce32a",
+    # lt_mset_add_parts_ids, lt_mset_parts_where, lt_rec_file_mset's ids, lt_engine_fill_select,
+    # lt_pread_records
+    4: "d26500522f8a050c503b9f4a340579b97faf33db93219dc915eaccdc8d95b0b0",
 }
 
 

@@ -10,6 +10,7 @@ their references. Ledgers from tests/v2_reference.py over the records of samples
 from __future__ import annotations
 
 import json
+import os
 import uuid
 
 import numpy as np
@@ -444,3 +445,26 @@ def test_a_capture_rewritten_between_the_readings_is_paired_in_full(
     monkeypatch.undo()
     assert (res.matched, res.ledger_only, res.capture_only) == (ALL - 1, 1, 1)
     assert _report(res) == _report(reconcile(pcap, d, dk, trust=trust, exact=True))
+
+
+def test_pread_records_reads_each_record_at_its_offset_and_stops_at_the_end(tmp_path):
+    from ledgertool._binding import ffi, lib
+
+    data = bytes(range(256)) * 4
+    path = tmp_path / "f"
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        offsets = np.array([0, 100, 7, 1024 - 48], np.uint64)
+        out, done = ffi.new("uint8_t[]", 4 * 48), ffi.new("size_t *")
+        ptr = ffi.from_buffer("uint64_t[]", offsets)
+        assert lib.lt_pread_records(fd, ptr, 4, 48, out, done) == lib.LT_OK
+        assert done[0] == 4
+        assert bytes(ffi.buffer(out)) == b"".join(data[o : o + 48] for o in offsets.tolist())
+        past = np.array([48, 1024 - 47, 0], np.uint64)  # the second ends a byte past the file
+        ptr = ffi.from_buffer("uint64_t[]", past)
+        assert lib.lt_pread_records(fd, ptr, 3, 48, out, done) == lib.LT_ERR_IO
+        assert done[0] == 1
+        assert lib.lt_pread_records(fd, ptr, 3, 0, out, done) == lib.LT_ERR_ARG
+    finally:
+        os.close(fd)
