@@ -108,28 +108,28 @@ def ledger_rows(
 def _checked_rows(
     src: OpenRecordFile, blocks: list[tuple[int, int, int]], seg: SegmentMarks, rows: np.ndarray
 ) -> bytes | None:
-    """`rows` of the open file through the runs of leaves that hold them, each run hashed and
-    compared with the leaves kept; None as ledger_rows."""
+    """`rows` of the open file through the leaves that hold them, read a run of consecutive leaves
+    at a time and hashed in one call (whole leaves but for the segment's last, which ends the
+    last run), each compared with the leaf kept; None as ledger_rows."""
     size, lr, count = seg.record_size, seg.leaf_records, len(seg.ids)
-    leaves = rows // lr  # ascending, as rows are
-    leaves = leaves[np.concatenate(([True], leaves[1:] != leaves[:-1]))]
-    # runs of consecutive leaves: one read and one hash call each
+    of_row = rows // lr  # ascending, as rows are
+    leaves = of_row[np.concatenate(([True], of_row[1:] != of_row[:-1]))]
     cut = np.flatnonzero(np.diff(leaves) != 1) + 1
-    out = []
+    raw = []
     for run in np.split(leaves, cut):
-        first, last = int(run[0]), int(run[-1])
-        lo, hi = first * lr, min((last + 1) * lr, count)
-        raw = _records(src, blocks, size, lo, hi)
-        if raw is None:
+        got = _records(src, blocks, size, int(run[0]) * lr, min((int(run[-1]) + 1) * lr, count))
+        if got is None:
             return None
-        got = ffi.new("uint8_t[]", 32 * (last - first + 1))
-        if lib.lt_merkle_leaves(ffi.from_buffer(raw), size, hi - lo, seg.spec, got, len(got)):
-            return None
-        if ffi.buffer(got)[:] != seg.leaves[32 * first : 32 * (last + 1)]:
-            return None
-        recs = np.frombuffer(raw, np.uint8).reshape(-1, size)
-        out.append(recs[rows[(rows >= lo) & (rows < hi)] - lo].tobytes())
-    return b"".join(out)
+        raw.append(got)
+    held = b"".join(raw)
+    n = len(held) // size
+    hashed = ffi.new("uint8_t[]", 32 * len(leaves))
+    if lib.lt_merkle_leaves(ffi.from_buffer(held), size, n, seg.spec, hashed, len(hashed)):
+        return None
+    if ffi.buffer(hashed)[:] != np.frombuffer(seg.leaves, "V32")[leaves].tobytes():
+        return None
+    at = np.searchsorted(leaves, of_row) * lr + rows % lr  # each row's place in `held`
+    return np.frombuffer(held, np.uint8).reshape(-1, size)[at].tobytes()
 
 
 def _rows(

@@ -487,8 +487,9 @@ def _decide(
     details_limit: int,
 ) -> ReconcileResult | None:
     """The report from both sides hashed in parts: every part agrees, so every frame matched; or
-    both sides read again, only the differing parts' rows kept (a PartStore: past the budget in
-    bucket files) and paired, the rest counted as matched (a difference costs what it touches).
+    the differing parts' rows found again (_gather_marked; failing that, both sides read again in
+    full, _gather_parts), kept (a PartStore: past the budget in bucket files) and paired, the rest
+    counted as matched (a difference costs what it touches).
     DuckDB is opened only for --details or many differing rows (pairing.pair_records). None when
     the second reading did not meet what the first did (the caller pairs everything)."""
     progress, workers, examples = how
