@@ -170,6 +170,34 @@ class DigestEngine:
             self._bytes[0],
         )
 
+    def fill_select(self, first_seq: int, keep, out) -> tuple[int, int, int]:
+        """Read the next len(keep) frames (fewer at the end of the capture), numbered from
+        `first_seq`, and digest only those whose `keep` byte is not 0 (a contiguous uint8 array)
+        into `out` (a writable contiguous array of `self.dtype`, room for every frame kept:
+        lt_engine_fill_select). Returns (records written, frames read, their captured bytes);
+        (0, 0, 0) at the end.
+        Raises CaptureFormatError as `fill`."""
+        frames = ffi.new("size_t *")
+        st = lib.lt_engine_fill_select(
+            self._e,
+            first_seq,
+            ffi.from_buffer(keep),
+            len(keep),
+            ffi.from_buffer(out),
+            len(out),
+            self._n,
+            frames,
+            self._bytes,
+        )
+        self.ended = st != lib.LT_OK
+        if st not in (lib.LT_OK, lib.LT_EOF):
+            self.reader.raise_error(st)
+        if st == lib.LT_EOF:
+            end_error = getattr(self.reader, "end_error", None)
+            if end_error is not None and end_error() is not None:
+                raise end_error()
+        return self._n[0], frames[0], self._bytes[0]
+
     def strip_fallbacks(self) -> StripFallbacks:
         """Frames of every record filled so far whose strip mode fell back, per reason."""
         st = ffi.new("lt_engine_stats *")

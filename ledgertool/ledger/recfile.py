@@ -122,7 +122,7 @@ def parse_record_file(
     runs = None
     if mapped:  # the header is read with the walk: no byte of the file is read in Python
         rc, head, runs = _walk_file(
-            raw, path, record_size, first_seq, out, out_ptr, spec, leaves, info, hashing
+            raw, path, record_size, first_seq, out, out_ptr, spec, leaves, info, hashing, into
         )
     else:
         head = raw[:HEADER_SIZE].to_pybytes()
@@ -149,6 +149,8 @@ def parse_record_file(
     if hashing is not None and mapped:
         _count_seconds(into, runs, out.slice(0, count * record_size))
         into.hashed = (out.address, count * record_size) if count else None
+        if runs[4] is not None:  # recompute keeps each record's part and the leaves
+            into.marks = (runs[4][:count], bytes(ffi.buffer(leaves, n_leaves * 32)), spec)
     elif hashing is not None:  # read into memory (a URL): the consumer hashes these itself
         into.hashed = None
     facts = RecordFacts(
@@ -168,7 +170,7 @@ def parse_record_file(
     )
 
 
-def _walk_file(raw, path, record_size, first_seq, out, out_ptr, spec, leaves, info, hashing):
+def _walk_file(raw, path, record_size, first_seq, out, out_ptr, spec, leaves, info, hashing, into):
     """The native walk of an open raw record file (lt_rec_file, or lt_rec_file_mset with
     recompute's hashing sink): (return code, the header's bytes, the hashing sink's seconds runs
     (secs, counts, nruns, cap) or None). LedgerFormatError when the file shrank meanwhile,
@@ -185,7 +187,12 @@ def _walk_file(raw, path, record_size, first_seq, out, out_ptr, spec, leaves, in
             ffi.new("size_t *"),
         )
         key, part_key, part_bits, acc, count = hashing.native_args()
-        runs = (secs, counts, nruns, cap)
+        ids = (  # one a record the file can hold
+            np.empty(max((size - HEADER_SIZE) // record_size, 1), np.uint16)
+            if getattr(into, "keep_marks", False)
+            else None
+        )
+        runs = (secs, counts, nruns, cap, ids)
         rc = lib.lt_rec_file_mset(
             raw.fd,
             size,
@@ -206,6 +213,7 @@ def _walk_file(raw, path, record_size, first_seq, out, out_ptr, spec, leaves, in
             ffi.from_buffer("uint64_t[]", counts),
             cap,
             nruns,
+            ffi.NULL if ids is None else ffi.from_buffer("uint16_t[]", ids),
             info,
         )
     else:
@@ -277,7 +285,7 @@ def _count_seconds(into, runs, kept) -> None:
     runs, or (time jumping between seconds too often for them) counted from the same copy."""
     import numpy as np
 
-    secs, counts, nruns, cap = runs
+    secs, counts, nruns, cap, _ = runs
     if nruns[0] <= cap:
         into.add_runs(secs[: nruns[0]], counts[: nruns[0]])
     else:

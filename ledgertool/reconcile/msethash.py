@@ -33,7 +33,15 @@ from .._binding import check, ffi, lib
 from ..digest.record import FLAG_GAP, RecordSink
 from .multiset import second_counts
 
-__all__ = ["MSET_P", "HashingSink", "MultisetHash", "accelerated", "new_key", "new_part_key"]
+__all__ = [
+    "MSET_P",
+    "HashingSink",
+    "MultisetHash",
+    "accelerated",
+    "new_key",
+    "new_part_key",
+    "parts_where",
+]
 
 MSET_P = (1 << 127) - 1  # the modulus of the sum
 
@@ -77,6 +85,39 @@ def part_ids(records: np.ndarray, part_key: tuple[int, int], part_bits: int) -> 
     out = np.bitwise_xor(first, np.uint64(part_key[0]))
     np.multiply(out, np.uint64(part_key[1] | 1), out=out)
     return np.right_shift(out, np.uint64(64 - part_bits), out=out)
+
+
+def parts_where(ids: np.ndarray, wanted: np.ndarray, bits: int = 16) -> np.ndarray:
+    """The indexes (ascending, uint64) of `ids` (parts at 16 bits, a contiguous uint16 array:
+    MultisetHash.add's) whose part at `bits` (ids >> (16 - bits)) `wanted` (a bool or uint8 array
+    indexed by part) marks; natively (lt_mset_parts_where), without the index conversion numpy's
+    fancy indexing makes."""
+    wanted = np.ascontiguousarray(wanted).view(np.uint8)
+    n = len(ids)
+    if not n:
+        return np.zeros(0, np.uint64)
+    ids = np.ascontiguousarray(ids, np.uint16)
+    found = ffi.new("size_t *")
+    # room for twice the expected share, then once more for all when that was short
+    cap = min(n, 2 * (n * int(np.count_nonzero(wanted)) // max(len(wanted), 1)) + 1024)
+    while True:
+        out = np.empty(cap, np.uint64)
+        check(
+            lib.lt_mset_parts_where(
+                ffi.from_buffer("uint16_t[]", ids),
+                n,
+                16 - bits,
+                ffi.from_buffer("uint8_t[]", wanted),
+                len(wanted),
+                ffi.from_buffer("uint64_t[]", out),
+                cap,
+                found,
+            ),
+            "lt_mset_parts_where",
+        )
+        if found[0] <= cap:
+            return out[: found[0]]
+        cap = found[0]
 
 
 class MultisetHash:
@@ -140,31 +181,41 @@ class MultisetHash:
             raise ValueError("multiset hashes under other keys or parts cannot be compared")
         return np.flatnonzero((self.sums != other.sums).any(axis=1) | (self.counts != other.counts))
 
-    def add(self, records: np.ndarray) -> int:
+    def add(self, records: np.ndarray, ids: np.ndarray | None = None) -> int:
         """Add `records` (a contiguous record_dtype array, or any C-contiguous 1-D record array with
-        a `digest` field); returns how many were counted (the others carry a skipped flag)."""
+        a `digest` field); returns how many were counted (the others carry a skipped flag).
+        `ids` (a writable uint16 array of len(records), part_bits 1..16) gets each record's part
+        at 16 bits (`part_ids(records, part_key, 16)`; its part is ids >> (16 - part_bits)),
+        skipped records' included."""
         if not len(records):
             return 0
         records = np.ascontiguousarray(records)
-        before = self.count
-        check(
-            lib.lt_mset_add_parts(
-                self._key,
-                self._pkey,
-                self.part_bits,
-                ffi.from_buffer(records),
-                len(records),
-                records.dtype.itemsize,
-                records.dtype.fields["digest"][1],
-                self.digest_size,
-                self.skip_flags,
-                int(self.portable),
-                self._acc,
-                self._count,
-            ),
-            "lt_mset_add_parts",
+        args = (
+            self._key,
+            self._pkey,
+            self.part_bits,
+            ffi.from_buffer(records),
+            len(records),
+            records.dtype.itemsize,
+            records.dtype.fields["digest"][1],
+            self.digest_size,
+            self.skip_flags,
+            int(self.portable),
+            self._acc,
+            self._count,
         )
-        return self.count - before
+        if not self.part_bits:
+            before = self.count
+            check(lib.lt_mset_add_parts(*args), "lt_mset_add_parts")
+            return self.count - before
+        out = ffi.NULL
+        if ids is not None:
+            if ids.dtype != np.uint16 or len(ids) != len(records) or not ids.flags.c_contiguous:
+                raise ValueError("ids must be a contiguous uint16 array, one entry a record")
+            out = ffi.from_buffer("uint16_t[]", ids, require_writable=True)
+        added = ffi.new("uint64_t *")  # (summing 2^part_bits counts would cost more)
+        check(lib.lt_mset_add_parts_ids(*args, out, added), "lt_mset_add_parts_ids")
+        return int(added[0])
 
     def merge(self, value: int, count: int) -> None:
         """Add the value and count of another part hashed under the same key (one part only)."""
@@ -205,6 +256,11 @@ class HashingSink(RecordSink):
         self.skip_flags = FLAG_GAP
         self.seconds: dict[int, int] = {}
         self.hashed: tuple[int, int] | None = None
+        # with keep_marks, the last native walk's (part of each record, Merkle leaves, native
+        # leaf spec): what a second reading needs to find a differing part's rows again and
+        # authenticate them (ledgertool.reconcile.marks)
+        self.keep_marks = False
+        self.marks: tuple[np.ndarray, bytes, int] | None = None
 
     def add_runs(self, secs: np.ndarray, counts: np.ndarray) -> None:
         """Add the native walk's per-second runs (lt_second_runs) to `seconds`."""

@@ -39,6 +39,7 @@ from ..errors import CaptureFormatError, LedgerFormatError, Setting, UsageError
 from ..keyfiles import DigestKey, TrustBundle
 from ..ledger.header import LedgerHeader
 from ..ledger.opened import OpenLedger, open_ledger
+from ..ledger.reader import LedgerReader
 from ..progress import Progress, ProgressFn
 from ..seal.document import Seal
 from ..source import open_source
@@ -53,7 +54,8 @@ from .limits import (
     lazy_pairing,
     open_pairing,
 )
-from .msethash import HashingSink, MultisetHash, new_key, new_part_key, part_ids
+from .marks import Marks, SegmentMarks, ledger_rows
+from .msethash import HashingSink, MultisetHash, new_key, new_part_key, part_ids, parts_where
 from .msethash import accelerated as mset_accelerated
 from .multiset import (
     Tally,
@@ -394,6 +396,10 @@ def reconcile(
 #: the parts the fast verdict hashes each side into (msethash.part_ids): 4,096 sums of 24 bytes
 #: stay in L2; with a few frames differing in 10^9, the differing parts hold ~2.5 M rows a side
 PART_BITS = 12
+#: the parts of the marks the first reading keeps of each record (2 bytes: reconcile.marks), a
+#: refinement of PART_BITS: a second reading pairs only the rows of the differing ones (~150 rows
+#: a side each at 10^7 records), and authenticates only the ~4 % of 256-record leaves they are in
+MARK_BITS = 16
 
 
 @dataclass(frozen=True)
@@ -442,6 +448,7 @@ class _Hashed:
     seconds: dict[int, int]
     run: DigestRun
     capture_gaps: int = 0  # capture records with a skipped flag: not in chash
+    marks: Marks | None = None  # what finds the differing parts' rows again (reconcile.marks)
 
     def tally(self) -> Tally:
         """The tally when every part agrees: every frame matched (the ledger side's counts)."""
@@ -480,8 +487,9 @@ def _decide(
     details_limit: int,
 ) -> ReconcileResult | None:
     """The report from both sides hashed in parts: every part agrees, so every frame matched; or
-    both sides read again, only the differing parts' rows kept (a PartStore: past the budget in
-    bucket files) and paired, the rest counted as matched (a difference costs what it touches).
+    the differing parts' rows found again (_gather_marked; failing that, both sides read again in
+    full, _gather_parts), kept (a PartStore: past the budget in bucket files) and paired, the rest
+    counted as matched (a difference costs what it touches).
     DuckDB is opened only for --details or many differing rows (pairing.pair_records). None when
     the second reading did not meet what the first did (the caller pairs everything)."""
     progress, workers, examples = how
@@ -500,31 +508,37 @@ def _decide(
             opener = lazy_pairing(memory_limit, tmp)
             con = opener() if details else opener
             try:
-                store = PartStore(
-                    record_dtype(alg.digest_size),
-                    keep_budget(memory_limit),
-                    hashed.lhash.part_key,
-                    PART_BITS,
-                    Path(tmp),
-                )
-                if not _gather_parts(
-                    store,
+                got = _gather_marked(
                     wanted,
                     hashed,
                     source,
                     ledger_side,
-                    ledger,
-                    alg,
-                    key,
-                    (progress, workers),
-                ):
-                    return None
+                    (ledger, alg, key),
+                    progress,
+                    (memory_limit, tmp),
+                )
+                if got is not None:
+                    store, pairs_of = got
+                else:  # the marks did not find the rows again: both sides read in full
+                    store, pairs_of = _part_store(hashed, alg, memory_limit, tmp), wanted
+                    if not _gather_parts(
+                        store,
+                        wanted,
+                        hashed,
+                        source,
+                        ledger_side,
+                        ledger,
+                        alg,
+                        key,
+                        (progress, workers),
+                    ):
+                        return None
                 part = pair_store(
                     con,
                     hashed.keys[0][0],
                     (hashed.segs, []),
                     store,
-                    wanted,
+                    pairs_of,
                     (None, None, 0),
                     examples,
                 )
@@ -580,12 +594,27 @@ def _hash_sides(
     # a sink nothing is taken from (every segment's records are copied to the same place) whose raw
     # record files the native walk also hashes and counts per second as it copies them
     sink = HashingSink(dtype, lhash)
+    # each record's part at MARK_BITS is kept as 2 bytes: it refines parts of at most 16 bits
+    marking = 0 < PART_BITS <= MARK_BITS
+    sink.keep_marks = marking
     seconds = sink.seconds
+    marks = Marks(segments=[] if marking else None)
 
     def add_segment(seg: VerifiedSegment) -> None:
         segs.append(Segment.of(seg))
         seals.append(seg.seal)
-        if sink.holds(seg.records):  # hashed and counted by the walk that copied it
+        held = sink.holds(seg.records)
+        if held and sink.marks is not None and marks.segments is not None:
+            ids, leaves, spec = sink.marks
+            marks.segments.append(
+                SegmentMarks(
+                    seg.link, seg.index, dtype.itemsize, spec, seg.seal.leaf_records, ids, leaves
+                )
+            )
+        elif len(seg.records):  # read another way: found again by reading everything
+            marks.segments = None
+        sink.marks = None
+        if held:  # hashed and counted by the walk that copied it
             n = (
                 seg.frames
                 if seg.frames is not None
@@ -608,10 +637,166 @@ def _hash_sides(
         if run.stopped is not None:
             break
         for batch in digest_records(one, key, alg, ledger.strip, run, progress, workers):
-            gaps += len(batch) - chash.add(batch)
+            ids = np.empty(len(batch), np.uint16) if marking else None
+            gaps += len(batch) - chash.add(batch, ids)
+            marks.capture.append(ids)
     if run.stopped is not None:
         return None
-    return _Hashed(segs, seals, ver, keys, lhash, chash, per_link, seconds, run, gaps)
+    return _Hashed(segs, seals, ver, keys, lhash, chash, per_link, seconds, run, gaps, marks)
+
+
+def _part_store(
+    hashed: _Hashed, alg: Algorithm, memory_limit: str, tmp: str, bits: int | None = None
+) -> PartStore:
+    """An empty PartStore for differing rows under `hashed`'s part key, in parts of `bits` (None:
+    those of `hashed`)."""
+    return PartStore(
+        record_dtype(alg.digest_size),
+        keep_budget(memory_limit),
+        hashed.lhash.part_key,
+        hashed.lhash.part_bits if bits is None else bits,
+        Path(tmp),
+    )
+
+
+def _gather_marked(
+    wanted: np.ndarray,
+    hashed: _Hashed,
+    source: Sources,
+    ledger_side: LedgerSide,
+    what: tuple[LedgerHeader, Algorithm, DigestKey],
+    progress: ProgressFn | None,
+    where: tuple[str, str],
+) -> tuple[PartStore, np.ndarray] | None:
+    """The rows of the parts `wanted` marks, found by the first reading's marks
+    (reconcile.marks), as a PartStore in parts of MARK_BITS and the sub-parts it holds; None when
+    anything does not meet the first reading (the caller reads both sides in full).
+
+    Both sides' rows of those parts are read as they are now (the ledger's records one by one,
+    the captures' frames of those parts alone digested, every frame counted) and must hash to the
+    first reading's sums in those parts: their digests are then the first reading's, and so are
+    the sums of their sub-parts (the part of a digest at MARK_BITS refines its part), whose
+    differences name the rows to pair. Only those are kept: the ledger's read again through the
+    leaves that hold them, each equal to the leaf the first reading verified."""
+    ledger, alg, key = what
+    marks = hashed.marks
+    if marks is None or marks.segments is None:
+        return None
+    lh, ch, bits = hashed.lhash, hashed.chash, hashed.lhash.part_bits
+    dtype = record_dtype(alg.digest_size)
+    reader = ledger_side.ledger.reader
+
+    def fresh(b: int) -> MultisetHash:
+        return MultisetHash(lh.key, alg.digest_size, part_bits=b, part_key=lh.part_key)
+
+    lpart, lsub, cpart, csub = fresh(bits), fresh(MARK_BITS), fresh(bits), fresh(MARK_BITS)
+    found = []
+    for seg in _holding_links(reader, marks.segments):
+        rows = parts_where(seg.ids, wanted, bits).astype(np.int64)
+        raw = ledger_rows(reader, seg, rows, check=False)
+        if raw is None:
+            return None
+        lpart.add(np.frombuffer(raw, dtype))
+        lsub.add(np.frombuffer(raw, dtype))
+        found.append(rows)
+    if marks.capture_frames() != hashed.run.frames:
+        return None
+    sink = RecordSink(dtype)
+    run = _select_records(
+        source, key, alg, ledger.strip, marks.capture_where(wanted, bits), sink, progress
+    )
+    caught = sink.records()
+    cpart.add(caught)
+    csub.add(caught)
+    differing = np.flatnonzero(wanted)
+    if not (
+        run.stopped is None
+        and run.frames == hashed.run.frames
+        and _same_parts(lpart, lh, differing)
+        and _same_parts(cpart, ch, differing)
+    ):
+        return None
+    sub = np.zeros(1 << MARK_BITS, bool)
+    sub[lsub.differing_parts(csub)] = True
+    store = _part_store(hashed, alg, *where, bits=MARK_BITS)
+    for seg, rows in zip(_holding_links(reader, marks.segments), found):
+        raw = ledger_rows(reader, seg, rows[sub[seg.ids[rows]]], check=True)
+        if raw is None:
+            return None
+        store.took_ledger(seg.link, raw, (np.frombuffer(raw, dtype)["flags"] & FLAG_GAP) == 0)
+    kept = caught[sub[part_ids(caught, lh.part_key, MARK_BITS).view(np.int64)]]
+    store.capture.room(len(kept))[: len(kept)] = kept
+    store.capture.n += len(kept)
+    store.took_capture(len(kept))
+    return store, sub
+
+
+def _holding_links(reader: LedgerReader, segments: list[SegmentMarks]) -> Iterator[SegmentMarks]:
+    """`segments` in order, each link's directory held while its segments are handed out (each
+    record file then one openat(2) relative to it: LedgerReader.holding_link)."""
+    i = 0
+    while i < len(segments):
+        link = segments[i].link
+        with reader.holding_link(link):
+            while i < len(segments) and segments[i].link == link:
+                yield segments[i]
+                i += 1
+
+
+def _same_parts(a: MultisetHash, b: MultisetHash, parts: np.ndarray) -> bool:
+    """Whether `a` and `b` have equal sums and counts in `parts`."""
+    return bool(
+        (a.sums[parts] == b.sums[parts]).all() and (a.counts[parts] == b.counts[parts]).all()
+    )
+
+
+_SELECT_FRAMES = 1 << 16  # frames read a call by the second reading of a differing capture
+
+
+def _select_records(
+    source: Sources,
+    key: DigestKey,
+    alg: Algorithm,
+    strip: str,
+    picks: np.ndarray,
+    sink: RecordSink,
+    progress: ProgressFn | None,
+) -> DigestRun:
+    """Read the captures again, digesting only the frames whose index `picks` holds (ascending)
+    into `sink`; every frame is read and counted."""
+    run = DigestRun()
+    at = 0  # the first of `picks` not yet read
+    for one in source_list(source):
+        if run.stopped is not None:
+            break
+        with open_source(one) as reader:
+            report = _file_progress(progress, "recompute", reader.info())
+            engine = DigestEngine(
+                reader,
+                alg,
+                get_strip_mode(strip),
+                key.subkey(alg.name, alg.key_size),
+                workers=1,
+            )
+            while True:
+                end = int(np.searchsorted(picks, run.frames + _SELECT_FRAMES))
+                ahead = np.zeros(_SELECT_FRAMES, np.uint8)
+                ahead[(picks[at:end] - np.uint64(run.frames)).astype(np.intp)] = 1
+                room = sink.room(max(end - at, 1))
+                try:
+                    n, frames, nbytes = engine.fill_select(run.frames, ahead, room)
+                except CaptureFormatError as e:
+                    run.stopped = ReadStop(e.path or str(one), e.offset, str(e))
+                    break
+                if frames == 0:
+                    break
+                sink.n += n
+                at += n
+                run.frames += frames
+                run.bytes += nbytes
+                if report:
+                    report(run.frames, run.bytes)
+    return run
 
 
 def _gather_parts(

@@ -297,6 +297,15 @@ int lt_engine_new(lt_reader *r, const lt_engine_config *cfg, lt_engine **out, ch
  * LT_ERR_ARG when max_records records do not fit in a size_t. */
 int lt_engine_fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_records, size_t *n,
                    uint64_t *bytes_captured);
+/* lt_engine_fill for the frames `keep` marks, numbered from first_seq: the next keep_len frames
+ * are read (fewer at the end of the capture, or once max_records of them were kept: *frames says
+ * how many), and only those whose keep[j] is not 0 are stripped and digested, their records
+ * (seq first_seq + j) written to out, *n of them; bytes_captured counts every frame read. What
+ * recompute's second reading of a differing capture digests (docs/adr/0011). Returns LT_OK with
+ * *frames > 0 (*n may be 0), LT_EOF with *frames == 0, and errors as lt_engine_fill (LT_ERR_ARG
+ * also for a NULL keep, n or frames). */
+int lt_engine_fill_select(lt_engine *e, uint64_t first_seq, const uint8_t *keep, size_t keep_len, uint8_t *out,
+                          size_t max_records, size_t *n, size_t *frames, uint64_t *bytes_captured);
 
 /* Frames whose strip mode could not do what it names and hashed more (docs/strip-modes.md,
  * "Fallbacks"), counted over every record filled so far; 0 for strip `frame`. The reasons are
@@ -470,12 +479,20 @@ int lt_rec_file(int fd, size_t len, size_t record_size, uint64_t first_seq, uint
 /* lt_rec_file with `out` and `leaves` (both required) for recompute's fast verdict: each run of
  * records, once copied and its leaves hashed, is also added from that copy (still in cache) to the
  * multiset hash acc/count under `key`, in 2^part_bits parts, and counted per second into secs/counts
- * (cap entries, *nruns runs in all: lt_mset_add_parts and lt_second_runs, GAP records left out). The
- * records, leaves and info are lt_rec_file's; LT_ERR_ARG also for a missing out, leaves, key or output. */
+ * (cap entries, *nruns runs in all: lt_mset_add_parts and lt_second_runs, GAP records left out);
+ * `ids` (NULL: none; else one entry a record the file holds, part_bits 1..16) gets each record's
+ * part at 16 bits (lt_mset_add_parts_ids). The records, leaves and info are lt_rec_file's; LT_ERR_ARG
+ * also for a missing out, leaves, key or output. */
 int lt_rec_file_mset(int fd, size_t len, size_t record_size, uint64_t first_seq, uint8_t *header, uint8_t *out,
                      size_t out_len, size_t leaf_records, uint8_t *leaves, size_t leaves_len, const uint8_t key[16],
                      const uint64_t part_key[2], unsigned part_bits, uint64_t *acc, uint64_t *count, int64_t *secs, uint64_t *counts, size_t cap, size_t *nruns,
-                     lt_rec_info *info);
+                     uint16_t *ids, lt_rec_info *info);
+/* n records of record_size bytes (1..4096) read from the file open on `fd` at the byte offsets
+ * `offsets` into out (n * record_size bytes), one pread(2) each (short reads retried): single
+ * records of raw record files read again (recompute's second reading, reconcile/marks.py). LT_OK;
+ * LT_ERR_IO with *done the records read before the one that failed (errno set) or that the file
+ * ends inside (errno 0); LT_ERR_ARG for NULL pointers or a record size out of bounds. */
+int lt_pread_records(int fd, const uint64_t *offsets, size_t n, size_t record_size, uint8_t *out, size_t *done);
 /* The records of a compacted segment (its Parquet columns, decoded by the caller: `n` values each,
  * the digests `digest_size` bytes apart) interleaved into `out` (n * (32 + digest_size) bytes) in
  * the record layout, with the counts verify checks (info: gaps, drops, first/last ts_ns,
@@ -707,6 +724,22 @@ int lt_mset_add(const uint8_t key[16], const uint8_t *records, size_t n, size_t 
 int lt_mset_add_parts(const uint8_t key[16], const uint64_t part_key[2], unsigned part_bits, const uint8_t *records,
                       size_t n, size_t stride, size_t digest_offset, size_t digest_size, uint16_t skip_flags,
                       int portable, uint64_t *acc, uint64_t *count);
+/* lt_mset_add_parts (part_bits 1..LT_MSET_MAX_PART_BITS) that also writes each record's part at 16
+ * bits, the top 16 bits of the product above, to ids[i] (n entries; NULL: none; part_bits at most
+ * 16 then: ids[i] >> (16 - part_bits) is the record's part), skipped records' included, and adds
+ * the number of records counted to *added (NULL: not): what recompute keeps of the first reading
+ * to find a differing part's rows again without digesting every frame (docs/adr/0011). LT_ERR_ARG
+ * as lt_mset_add_parts, and for part_bits 0, or above 16 with ids. */
+int lt_mset_add_parts_ids(const uint8_t key[16], const uint64_t part_key[2], unsigned part_bits,
+                          const uint8_t *records, size_t n, size_t stride, size_t digest_offset, size_t digest_size,
+                          uint16_t skip_flags, int portable, uint64_t *acc, uint64_t *count, uint16_t *ids,
+                          uint64_t *added);
+/* The indexes i < n (ascending) whose part p = ids[i] >> shift (lt_mset_add_parts_ids's ids: shift
+ * 16 - part_bits gives the parts of part_bits) the caller wants: p < n_wanted and wanted[p] != 0.
+ * The first `cap` go to out, *found counts them all. LT_OK, or LT_ERR_ARG for NULL pointers (out
+ * may be NULL with cap 0) or a shift above 15. */
+int lt_mset_parts_where(const uint16_t *ids, size_t n, unsigned shift, const uint8_t *wanted, size_t n_wanted,
+                        uint64_t *out, size_t cap, size_t *found);
 /* 1 when lt_mset_add runs on AES instructions here (~5-10 ns a record), 0 when only the portable
  * AES is available (microseconds a record: recompute then pairs exactly instead). */
 int lt_mset_accelerated(void);

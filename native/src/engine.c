@@ -438,6 +438,73 @@ int lt_engine_fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_re
     return fill(e, first_seq, out, max_records, n, bytes_captured, NULL);
 }
 
+/* The next batch from the reader into e->batch (the one read ahead, if any): its length, 0 at the
+ * end or on an error (e->reader_status then says which); *idle when a live source had nothing. */
+static size_t next_batch(lt_engine *e, int *idle) {
+    size_t got = 0;
+    int st;
+    if (e->ahead_ready) {
+        lt_frame *t = e->batch;
+        e->batch = e->ahead;
+        e->ahead = t;
+        got = e->ahead_len;
+        st = e->ahead_status;
+        e->ahead_ready = 0;
+    } else {
+        st = lt_reader_next(e->reader, e->batch, e->batch_cap, &got);
+    }
+    e->batch_len = got;
+    e->batch_pos = 0;
+    if (st != LT_OK) e->reader_status = st;
+    *idle = got == 0 && st == LT_OK;
+    return got;
+}
+
+int lt_engine_fill_select(lt_engine *e, uint64_t first_seq, const uint8_t *keep, size_t keep_len, uint8_t *out,
+                          size_t max_records, size_t *n, size_t *frames, uint64_t *bytes_captured) {
+    if (!e || !keep || !n || !frames || !out || max_records > SIZE_MAX / e->record_size) return LT_ERR_ARG;
+    size_t done = 0, kept = 0;
+    uint64_t bytes = 0;
+    int idle = 0;
+    *n = *frames = 0;
+    while (done < keep_len && kept < max_records) {
+        if (e->batch_pos == e->batch_len) {
+            if (e->reader_status || !next_batch(e, &idle)) break;
+        }
+        size_t pos = e->batch_pos, avail = e->batch_len - pos, take = 0, k = 0;
+        if (avail > keep_len - done) avail = keep_len - done;
+        /* the kept frames moved to the front of this stretch (consumed after this call either way) */
+        for (; take < avail; take++) {
+            const lt_frame *f = e->batch + pos + take;
+            if (keep[done + take]) {
+                if (kept + k == max_records) break;
+                e->batch[pos + k++] = *f;
+            }
+            if (!(f->rflags & LT_RF_GAP)) bytes += f->caplen;
+        }
+        uint8_t *recs = out + kept * e->record_size;
+        if (k) run_chunks(NULL, e, pos, k, 0, recs);
+        if (e->fault) { /* the file shrank under the digest: nothing of this call is handed out */
+            lt_reader_fail_shrunk(e->reader, e->fault - 1);
+            e->reader_status = LT_ERR_IO;
+            e->batch_pos = e->batch_len;
+            e->ahead_ready = 0;
+            if (bytes_captured) *bytes_captured = 0;
+            return LT_ERR_IO;
+        }
+        for (size_t j = 0, i = 0; i < k; j++) /* each record's own frame index */
+            if (keep[done + j]) put_le64(recs + i++ * e->record_size, first_seq + done + j);
+        e->batch_pos += take;
+        done += take;
+        kept += k;
+    }
+    *n = kept;
+    *frames = done;
+    if (bytes_captured) *bytes_captured = bytes;
+    if (done > 0 || idle) return LT_OK;
+    return e->reader_status ? e->reader_status : LT_EOF;
+}
+
 int lt_engine_fill_window(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_records,
                           size_t *n, uint64_t *bytes_captured, lt_window_acc *acc, uint8_t *win_out,
                           size_t win_out_len, size_t *n_windows, size_t *windowed) {

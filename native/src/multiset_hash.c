@@ -63,6 +63,11 @@ static inline size_t part_of(const uint8_t *digest, const uint64_t pk[2], unsign
     return bits ? (size_t)(((lt_load_le64(digest) ^ pk[0]) * (pk[1] | 1)) >> (64 - bits)) : 0;
 }
 
+/* The product whose top bits are the part: its top 16 bits are lt_mset_add_parts_ids's ids */
+static inline uint64_t part_hash(const uint8_t *digest, const uint64_t pk[2]) {
+    return (lt_load_le64(digest) ^ pk[0]) * (pk[1] | 1);
+}
+
 /* acc = (acc + v) mod p, acc < p, v any 128-bit value (words low first) */
 static inline void add_mod_p(uint64_t acc[2], const uint64_t v[2]) {
     unsigned __int128 p = ((unsigned __int128)P_HI << 64) | P_LO;
@@ -76,11 +81,14 @@ static inline void add_mod_p(uint64_t acc[2], const uint64_t v[2]) {
     acc[1] = (uint64_t)(x >> 64);
 }
 
-static void parts_portable(const uint8_t rk[176], const uint8_t *recs, size_t n, size_t stride, size_t off,
+static uint64_t parts_portable(const uint8_t rk[176], const uint8_t *recs, size_t n, size_t stride, size_t off,
                            size_t dsize, uint16_t skip_flags, const uint64_t pk[2], unsigned bits, uint64_t *acc,
-                           uint64_t *count) {
+                           uint64_t *count, uint16_t *ids) {
+    uint64_t added = 0;
     for (size_t i = 0; i < n; i++) {
         const uint8_t *r = recs + i * stride;
+        if (ids)
+            ids[i] = (uint16_t)(part_hash(r + off, pk) >> 48);
         if (skipped(r, skip_flags))
             continue;
         uint8_t b[16];
@@ -94,7 +102,9 @@ static void parts_portable(const uint8_t rk[176], const uint8_t *recs, size_t n,
         size_t part = part_of(r + off, pk, bits);
         add_mod_p(acc + 2 * part, v);
         count[part]++;
+        added++;
     }
+    return added;
 }
 
 static void sum_portable(const uint8_t rk[176], const uint8_t *recs, size_t n, size_t stride, size_t off,
@@ -197,19 +207,30 @@ TGT static void sum_aesni(const uint8_t rk[176], const uint8_t *recs, size_t n, 
 }
 
 /* lt_mset_add_parts: each record's F into the accumulator of its part, eight blocks in flight */
-TGT static void parts_aesni(const uint8_t rk[176], const uint8_t *recs, size_t n, size_t stride, size_t off,
+TGT static uint64_t parts_aesni(const uint8_t rk[176], const uint8_t *recs, size_t n, size_t stride, size_t off,
                             size_t dsize, uint16_t skip_flags, const uint64_t pk[2], unsigned bits, uint64_t *acc,
-                            uint64_t *count) {
+                            uint64_t *count, uint16_t *ids) {
     __m128i k[11];
     const uint8_t *at[BATCH];
+    size_t pt[BATCH];
     for (int r = 0; r < 11; r++)
         k[r] = _mm_loadu_si128((const __m128i *)(rk + 16 * r));
     int m = 0;
+    uint64_t added = 0;
     for (size_t i = 0; i <= n; i++) {
         if (i < n) {
             const uint8_t *r = recs + i * stride;
+            const uint64_t h = part_hash(r + off, pk);
+            const size_t part = (size_t)(h >> (64 - bits));
+            if (ids)
+                ids[i] = (uint16_t)(h >> 48);
             if (skipped(r, skip_flags))
                 continue;
+            /* the part's sum and count fetched while the AES rounds run (2^16 parts are 1.5 MiB:
+             * beyond L1, and shared in L2 with the records streaming through) */
+            __builtin_prefetch(acc + 2 * part, 1);
+            __builtin_prefetch(count + part, 1);
+            pt[m] = part;
             at[m++] = r + off;
             if (m < BATCH)
                 continue;
@@ -234,12 +255,13 @@ TGT static void parts_aesni(const uint8_t rk[176], const uint8_t *recs, size_t n
         }
         for (int j = 0; j < m; j++) {
             uint64_t v[2] = {(uint64_t)_mm_cvtsi128_si64(b[j]), (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(b[j], b[j]))};
-            size_t part = part_of(at[j], pk, bits);
-            add_mod_p(acc + 2 * part, v);
-            count[part]++;
+            add_mod_p(acc + 2 * pt[j], v);
+            count[pt[j]]++;
         }
+        added += (uint64_t)m;
         m = 0;
     }
+    return added;
 }
 #endif
 
@@ -336,20 +358,57 @@ int lt_mset_add_parts(const uint8_t key[16], const uint64_t part_key[2], unsigne
                       int portable, uint64_t *acc, uint64_t *count) {
     if (part_bits == 0)
         return lt_mset_add(key, records, n, stride, digest_offset, digest_size, skip_flags, portable, acc, count);
+    return lt_mset_add_parts_ids(key, part_key, part_bits, records, n, stride, digest_offset, digest_size, skip_flags,
+                                 portable, acc, count, NULL, NULL);
+}
+
+int lt_mset_add_parts_ids(const uint8_t key[16], const uint64_t part_key[2], unsigned part_bits,
+                          const uint8_t *records, size_t n, size_t stride, size_t digest_offset, size_t digest_size,
+                          uint16_t skip_flags, int portable, uint64_t *acc, uint64_t *count, uint16_t *ids,
+                          uint64_t *added) {
     if (!key || !part_key || !acc || !count || (n && !records) || digest_size == 0 || digest_size % 16 ||
         digest_offset < LT_RECORD_FIXED || digest_offset + digest_size > stride || n > SIZE_MAX / stride ||
-        part_bits > LT_MSET_MAX_PART_BITS)
+        part_bits == 0 || part_bits > LT_MSET_MAX_PART_BITS || (ids && part_bits > 16))
         return LT_ERR_ARG;
     uint8_t rk[176];
+    uint64_t k;
     lt_aes128_expand(key, rk);
 #if LT_X86_PATHS
     if (!portable && lt_cpu_has_aesni_pclmul())
-        parts_aesni(rk, records, n, stride, digest_offset, digest_size, skip_flags, part_key, part_bits, acc, count);
+        k = parts_aesni(rk, records, n, stride, digest_offset, digest_size, skip_flags, part_key, part_bits, acc, count,
+                    ids);
     else
 #endif
-        parts_portable(rk, records, n, stride, digest_offset, digest_size, skip_flags, part_key, part_bits, acc,
-                       count);
+        k = parts_portable(rk, records, n, stride, digest_offset, digest_size, skip_flags, part_key, part_bits, acc,
+                           count, ids);
     (void)portable;
     memset(rk, 0, sizeof rk);
+    if (added)
+        *added += k;
+    return LT_OK;
+}
+
+int lt_mset_parts_where(const uint16_t *ids, size_t n, unsigned shift, const uint8_t *wanted, size_t n_wanted,
+                        uint64_t *out, size_t cap, size_t *found) {
+    if ((n && !ids) || !wanted || !found || (cap && !out) || shift > 15)
+        return LT_ERR_ARG;
+    size_t k = 0;
+    if (n_wanted >= ((size_t)0x10000 >> shift)) { /* every part has an entry: no bound to check */
+        for (size_t i = 0; i < n; i++) { /* without a branch on the (rarely wanted) part */
+            if (k < cap)
+                out[k] = i;
+            k += wanted[ids[i] >> shift] != 0;
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            const size_t id = (size_t)(ids[i] >> shift);
+            if (id < n_wanted && wanted[id]) {
+                if (k < cap)
+                    out[k] = i;
+                k++;
+            }
+        }
+    }
+    *found = k;
     return LT_OK;
 }

@@ -232,6 +232,7 @@ typedef struct {
     int64_t *secs;
     uint64_t *counts;
     size_t cap, runs;
+    uint16_t *ids; /* NULL: none; else each record's part, indexed as out */
 } copy_leaves;
 
 static int copy_leaves_upto(copy_leaves *cl, const uint8_t *out, size_t record_size, size_t records, int last) {
@@ -245,8 +246,11 @@ static int copy_leaves_upto(copy_leaves *cl, const uint8_t *out, size_t record_s
                               cl->leaves + 32 * done,
                               cl->leaves_len - 32 * done);
     if (st == LT_OK && cl->mkey) { /* the bytes just hashed, still in cache */
-        st = lt_mset_add_parts(cl->mkey, cl->part_key, cl->part_bits, from, n, record_size, LT_RECORD_FIXED,
-                               record_size - LT_RECORD_FIXED, LT_FLAG_GAP, 0, cl->acc, cl->mcount);
+        st = cl->ids ? lt_mset_add_parts_ids(cl->mkey, cl->part_key, cl->part_bits, from, n, record_size,
+                                             LT_RECORD_FIXED, record_size - LT_RECORD_FIXED, LT_FLAG_GAP, 0, cl->acc,
+                                             cl->mcount, cl->ids + cl->hashed, NULL)
+                     : lt_mset_add_parts(cl->mkey, cl->part_key, cl->part_bits, from, n, record_size, LT_RECORD_FIXED,
+                                         record_size - LT_RECORD_FIXED, LT_FLAG_GAP, 0, cl->acc, cl->mcount);
         size_t at = cl->runs < cl->cap ? cl->runs : cl->cap, got = 0;
         if (st == LT_OK)
             st = lt_second_runs(from, n, record_size, LT_FLAG_GAP, cl->secs + at, cl->counts + at, cl->cap - at, &got);
@@ -364,14 +368,14 @@ int lt_rec_file(int fd, size_t len, size_t record_size, uint64_t first_seq, uint
 int lt_rec_file_mset(int fd, size_t len, size_t record_size, uint64_t first_seq, uint8_t *header, uint8_t *out,
                      size_t out_len, size_t leaf_records, uint8_t *leaves, size_t leaves_len, const uint8_t key[16],
                      const uint64_t part_key[2], unsigned part_bits, uint64_t *acc, uint64_t *count, int64_t *secs,
-                     uint64_t *counts, size_t cap, size_t *nruns, lt_rec_info *info) {
+                     uint64_t *counts, size_t cap, size_t *nruns, uint16_t *ids, lt_rec_info *info) {
     if (!out || !leaves || !key || !acc || !count || !nruns || (cap && (!secs || !counts)) ||
-        (part_bits && !part_key) || part_bits > LT_MSET_MAX_PART_BITS)
+        (part_bits && !part_key) || part_bits > LT_MSET_MAX_PART_BITS || (ids && (part_bits == 0 || part_bits > 16)))
         return LT_ERR_ARG;
     SPLIT_LEAF_HASH(leaf_records, hash);
     copy_leaves cl = {.leaf_records = leaf_records, .hash = hash, .leaves = leaves,
                       .leaves_len = leaves_len, .mkey = key,
-                      .part_key = part_key, .part_bits = part_bits, .acc = acc, .mcount = count, .secs = secs, .counts = counts, .cap = cap};
+                      .part_key = part_key, .part_bits = part_bits, .acc = acc, .mcount = count, .secs = secs, .counts = counts, .cap = cap, .ids = ids};
     int st = rec_file(fd, len, record_size, first_seq, header, out, out_len, leaf_records, leaves, leaves_len, &cl, info);
     *nruns = cl.runs;
     return st;
@@ -439,5 +443,27 @@ int lt_rec_from_columns(size_t n, size_t digest_size, uint64_t first_seq, const 
     info->first_ts_ns = n ? ts_ns[0] : 0;
     info->last_ts_ns = n ? ts_ns[n - 1] : 0;
     info->seq_contiguous = contiguous;
+    return LT_OK;
+}
+
+int lt_pread_records(int fd, const uint64_t *offsets, size_t n, size_t record_size, uint8_t *out, size_t *done) {
+    if (!done || (n && (!offsets || !out)) || fd < 0 || record_size == 0 || record_size > 4096)
+        return LT_ERR_ARG;
+    *done = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t got = 0;
+        while (got < record_size) {
+            ssize_t r = pread(fd, out + i * record_size + got, record_size - got, (off_t)(offsets[i] + got));
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0) {
+                if (r == 0)
+                    errno = 0;
+                return LT_ERR_IO;
+            }
+            got += (size_t)r;
+        }
+        *done = i + 1;
+    }
     return LT_OK;
 }

@@ -46,8 +46,10 @@ CDEF_DIGESTS = {
     3: "1f05447cd7d3bd9c673e30b27a4874b2a0b617e8b238bf0c8c5562af41b409da",
     # lt_segment_writer_direct, lt_segment_writer_trim (segment files by direct I/O);
     # LT_FMT_ERF, lt_reader_declare_losses; lt_reader_info.damaged_*, warning; lt_rec_from_columns;
-    # LT_WINDOW_PATH_*, lt_window_path_supported, lt_window_path_name (lt_window_new's `path`)
-    4: "1b7475390b86b1135fe74bb4b85e42b96401bcc210f325cc5110f24fd03c4fcf",
+    # LT_WINDOW_PATH_*, lt_window_path_supported, lt_window_path_name (lt_window_new's `path`);
+    # lt_mset_add_parts_ids, lt_mset_parts_where, lt_rec_file_mset's ids, lt_engine_fill_select,
+    # lt_pread_records
+    4: "d26500522f8a050c503b9f4a340579b97faf33db93219dc915eaccdc8d95b0b0",
 }
 
 

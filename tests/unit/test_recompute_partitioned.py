@@ -169,6 +169,7 @@ def test_a_ledger_that_changes_between_the_readings_is_paired_in_full(
     d = tmp_path / "L"
     _write(d, keydir, _edit(base, "digest", 10, 0))
     dk, _, trust = load_keys(keydir)
+    monkeypatch.setattr(rc, "_gather_marked", lambda *a, **k: None)
     monkeypatch.setattr(rc, "_gather_parts", lambda *a, **k: False)
     sizes = _paired_sizes(monkeypatch)
     res = reconcile(PCAP, d, dk, trust=trust)
