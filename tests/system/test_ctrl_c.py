@@ -36,22 +36,12 @@ size = 64
 """
 
 
-def _as_from_a_shell() -> None:
-    """SIGINT as a terminal's foreground job gets it: default and not blocked. A child inherits
-    an ignored signal and the signal mask of the thread that starts it, and a test worker that ran
-    other tests first (libraries that set them up for their own threads) may hold either: the
-    child would then never see the Ctrl-C under test."""
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def _start(*args: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-c", "from ledgertool.cli.app import main; main()", *map(str, args)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=_as_from_a_shell,
     )
 
 
