@@ -370,6 +370,28 @@ static void feed_window(window_feed *w, const uint8_t *recs, size_t n, size_t st
     w->stopped = used < n;
 }
 
+/* The next batch from the reader into e->batch (the one read ahead, if any): its length, 0 at the
+ * end or on an error (e->reader_status then says which); *idle when a live source had nothing. */
+static size_t next_batch(lt_engine *e, int *idle) {
+    size_t got = 0;
+    int st;
+    if (e->ahead_ready) { /* read while the previous pass was digested */
+        lt_frame *t = e->batch;
+        e->batch = e->ahead;
+        e->ahead = t;
+        got = e->ahead_len;
+        st = e->ahead_status;
+        e->ahead_ready = 0;
+    } else {
+        st = lt_reader_next(e->reader, e->batch, e->batch_cap, &got);
+    }
+    e->batch_len = got;
+    e->batch_pos = 0;
+    if (st != LT_OK) e->reader_status = st;
+    *idle = got == 0 && st == LT_OK;
+    return got;
+}
+
 static int fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_records, size_t *n,
                 uint64_t *bytes_captured, window_feed *win) {
     size_t done = 0;
@@ -379,26 +401,7 @@ static int fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_recor
     if (!out || max_records > SIZE_MAX / e->record_size) return LT_ERR_ARG;
     while (done < max_records) {
         if (e->batch_pos == e->batch_len) {
-            if (e->reader_status) break;
-            size_t got = 0;
-            int st;
-            if (e->ahead_ready) {  /* read while the previous pass was digested */
-                lt_frame *t = e->batch;
-                e->batch = e->ahead;
-                e->ahead = t;
-                got = e->ahead_len;
-                st = e->ahead_status;
-                e->ahead_ready = 0;
-            } else {
-                st = lt_reader_next(e->reader, e->batch, e->batch_cap, &got);
-            }
-            e->batch_len = got;
-            e->batch_pos = 0;
-            if (st != LT_OK) e->reader_status = st;
-            if (got == 0) {
-                idle = st == LT_OK;
-                break;
-            }
+            if (e->reader_status || next_batch(e, &idle) == 0) break;
         }
         size_t take = e->batch_len - e->batch_pos;
         if (take > max_records - done) take = max_records - done;
@@ -436,28 +439,6 @@ static int fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_recor
 int lt_engine_fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_records, size_t *n,
                    uint64_t *bytes_captured) {
     return fill(e, first_seq, out, max_records, n, bytes_captured, NULL);
-}
-
-/* The next batch from the reader into e->batch (the one read ahead, if any): its length, 0 at the
- * end or on an error (e->reader_status then says which); *idle when a live source had nothing. */
-static size_t next_batch(lt_engine *e, int *idle) {
-    size_t got = 0;
-    int st;
-    if (e->ahead_ready) {
-        lt_frame *t = e->batch;
-        e->batch = e->ahead;
-        e->ahead = t;
-        got = e->ahead_len;
-        st = e->ahead_status;
-        e->ahead_ready = 0;
-    } else {
-        st = lt_reader_next(e->reader, e->batch, e->batch_cap, &got);
-    }
-    e->batch_len = got;
-    e->batch_pos = 0;
-    if (st != LT_OK) e->reader_status = st;
-    *idle = got == 0 && st == LT_OK;
-    return got;
 }
 
 int lt_engine_fill_select(lt_engine *e, uint64_t first_seq, const uint8_t *keep, size_t keep_len, uint8_t *out,
