@@ -105,6 +105,19 @@ def _report(res) -> str:
     return json.dumps(doc, sort_keys=True)
 
 
+def _count_readings(monkeypatch, calls: list, hash_sides) -> None:
+    """recompute with `hash_sides` for its first reading's hashes, and each second reading it
+    takes appended to `calls`: "marked" (where the sums differ) or "full" (everything again)."""
+    real_marked, real_full = rc._gather_marked, rc._gather_parts
+    monkeypatch.setattr(rc, "_hash_sides", hash_sides)
+    monkeypatch.setattr(
+        rc, "_gather_marked", lambda *a, **k: calls.append("marked") or real_marked(*a, **k)
+    )
+    monkeypatch.setattr(
+        rc, "_gather_parts", lambda *a, **k: calls.append("full") or real_full(*a, **k)
+    )
+
+
 def _side(d, keydir):
     dk, _, trust = load_keys(keydir)
     opened = open_ledger(d)
@@ -223,14 +236,7 @@ def test_a_ledger_rewritten_between_the_readings_is_paired_in_full(
         _write(d, keydir, rewritten)
         return out
 
-    real_marked, real_full = rc._gather_marked, rc._gather_parts
-    monkeypatch.setattr(rc, "_hash_sides", hash_then_rewrite)
-    monkeypatch.setattr(
-        rc, "_gather_marked", lambda *a, **k: calls.append("marked") or real_marked(*a, **k)
-    )
-    monkeypatch.setattr(
-        rc, "_gather_parts", lambda *a, **k: calls.append("full") or real_full(*a, **k)
-    )
+    _count_readings(monkeypatch, calls, hash_then_rewrite)
     dk, _, trust = load_keys(keydir)
     res = reconcile(PCAP, d, dk, trust=trust)
     assert calls == ["marked", "full"]
@@ -431,14 +437,7 @@ def test_a_capture_rewritten_between_the_readings_is_paired_in_full(
         _flip_frame(PCAP, pcap, 120)
         return out
 
-    real_marked, real_full = rc._gather_marked, rc._gather_parts
-    monkeypatch.setattr(rc, "_hash_sides", hash_then_rewrite)
-    monkeypatch.setattr(
-        rc, "_gather_marked", lambda *a, **k: calls.append("marked") or real_marked(*a, **k)
-    )
-    monkeypatch.setattr(
-        rc, "_gather_parts", lambda *a, **k: calls.append("full") or real_full(*a, **k)
-    )
+    _count_readings(monkeypatch, calls, hash_then_rewrite)
     dk, _, trust = load_keys(keydir)
     res = reconcile(pcap, d, dk, trust=trust)
     assert calls == ["marked", "full"]
