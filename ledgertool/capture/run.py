@@ -963,7 +963,16 @@ class CaptureRun:
             try:
                 # idle: a quiet pipe returns no frame now and then, so --duration and signals act
                 records, n, nbytes = (
-                    self.engine.fill(w.next_seq, ask, batch, idle=True, window=acc)
+                    self.engine.fill(
+                        w.next_seq,
+                        ask,
+                        batch,
+                        idle=True,
+                        window=acc,
+                        # the window tier alone keeps no record, and a file declares no drops:
+                        # only the first record is read back (check_start)
+                        window_only=not self.frames_tier and not self.declares_drops,
+                    )
                     if batch is not None
                     else self.engine.fill(w.next_seq, ask)
                 )

@@ -114,6 +114,7 @@ class DigestEngine:
         out: np.ndarray | ffi.CData | None = None,
         idle: bool = False,
         window: WindowAccumulator | None = None,
+        window_only: bool = False,
     ) -> tuple[memoryview, int, int]:
         """Digest up to `max_records` more frames (default: one batch).
 
@@ -127,7 +128,9 @@ class DigestEngine:
         caller owns, e.g. a writer's batch buffer (at most len(out) // record_size records).
         `window`: every record returned is also added to that accumulator, each digest pass's
         right after it was digested, while it is in cache (lt_engine_fill_window; the windows
-        they closed: window.take_closed()).
+        they closed: window.take_closed()). `window_only`: the records are wanted only by
+        `window` (a capture of the window tier alone): with one digest thread most are digested
+        into an area of the buffer that stays in cache, and `records` holds only the first one.
         Raises CaptureFormatError on a corrupt structure (every frame before it was returned by
         earlier calls); ValueError on an `out` array of another dtype or layout.
         """
@@ -152,7 +155,14 @@ class DigestEngine:
                 st = lib.lt_engine_fill(self._e, first_seq, dst, want, self._n, self._bytes)
             else:
                 st = window.fill_from(
-                    self._e, first_seq, dst, want, self._n, self._bytes, self.record_size
+                    self._e,
+                    first_seq,
+                    dst,
+                    want,
+                    self._n,
+                    self._bytes,
+                    self.record_size,
+                    window_only,
                 )
             n = self._n[0]
             if n or st != lib.LT_OK or not wait:
@@ -164,8 +174,9 @@ class DigestEngine:
             end_error = getattr(self.reader, "end_error", None)  # file readers: a stream cut short
             if end_error is not None and end_error() is not None:
                 raise end_error()
+        kept = min(n, 1) if window is not None and window_only else n
         return (
-            memoryview(ffi.buffer(dst, n * self.record_size)) if n else memoryview(b""),
+            memoryview(ffi.buffer(dst, kept * self.record_size)) if n else memoryview(b""),
             n,
             self._bytes[0],
         )

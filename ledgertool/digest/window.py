@@ -297,10 +297,12 @@ class WindowAccumulator:
         n: ffi.CData,
         nbytes: ffi.CData,
         record_size: int,
+        scratch: bool = False,
     ) -> int:
         """lt_engine_fill of the native `engine` (DigestEngine.fill with `window`), the records
         also added here, each digest pass's while it is in cache (lt_engine_fill_window); its
-        status. The windows they closed are kept for `take_closed`."""
+        status. The windows they closed are kept for `take_closed`. `scratch`: the records are
+        wanted only here, and only the first pass's stay in `dst` (lt_engine_fill_window)."""
         if record_size != RECORD_FIXED + self.digest_size:
             raise ValueError(
                 f"records of {record_size - RECORD_FIXED}-byte digests "
@@ -318,6 +320,7 @@ class WindowAccumulator:
             len(self._out),
             self._n,
             self._used,
+            scratch,
         )
         if n[0]:
             self._closed += self._records(self._n[0])

@@ -380,10 +380,14 @@ int lt_window_add(lt_window_acc *a, const uint8_t *records, size_t n, size_t str
  * *windowed of the *n records were added and *n_windows windows they closed written to win_out;
  * when win_out is full the rest are the caller's to add (lt_window_add). When the file shrank
  * under a pass after earlier ones, those earlier passes are handed out (LT_OK) and LT_ERR_IO
- * comes with the next call. LT_ERR_ARG for an accumulator of another digest size. */
+ * comes with the next call. LT_ERR_ARG for an accumulator of another digest size.
+ * `scratch` non-zero: the records are wanted only by `acc` (a capture of the window tier alone).
+ * With one digest thread the passes after the call's first may then be digested over one another
+ * in one area of `out` that stays in cache: afterwards only the first pass's records and those not
+ * windowed are in their places in `out`; *n counts every record as before. */
 int lt_engine_fill_window(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_records,
                           size_t *n, uint64_t *bytes_captured, lt_window_acc *acc, uint8_t *win_out,
-                          size_t win_out_len, size_t *n_windows, size_t *windowed);
+                          size_t win_out_len, size_t *n_windows, size_t *windowed, int scratch);
 /* Emit the open window, if any (*n_out 0 or 1); a later record goes to a later window. LT_OK, or
  * LT_ERR_ARG when a window is open and out_len is below one record. */
 int lt_window_finish(lt_window_acc *a, uint8_t *out, size_t out_len, size_t *n_out);

@@ -357,6 +357,7 @@ typedef struct {
     uint8_t *out;
     size_t out_len, rsize, emitted, windowed;
     int stopped;
+    int scratch; /* the records are wanted only here: passes after the first share one area */
 } window_feed;
 
 /* One pass's records, still in cache, into the accumulator (the records `windowed` before them
@@ -409,7 +410,14 @@ static int fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_recor
          * accumulator reads back from L1/L2 rather than after the pass's frames went through */
         if (win && !e->pool && take > LT_WINDOW_PASS) take = LT_WINDOW_PASS;
         uint64_t prior = bytes;
-        bytes += digest_pass(e, e->batch_pos, take, first_seq + done, out + done * e->record_size,
+        uint8_t *at = out + done * e->record_size;
+        /* scratch: every pass after the call's first is digested into the one area after it, which
+         * stays in cache, instead of into fresh lines of `out` (written back to memory unread) */
+        uint8_t *dst = at;
+        if (win && win->scratch && !win->stopped && done && !e->pool &&
+            max_records >= 2 * LT_WINDOW_PASS)
+            dst = out + LT_WINDOW_PASS * e->record_size;
+        bytes += digest_pass(e, e->batch_pos, take, first_seq + done, dst,
                              e->batch_pos + take == e->batch_len);
         if (e->fault) { /* the file shrank under this pass: none of this pass's records is handed out */
             lt_reader_fail_shrunk(e->reader, e->fault - 1);
@@ -426,7 +434,12 @@ static int fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_recor
             if (bytes_captured) *bytes_captured = prior;
             return LT_OK;
         }
-        if (win) feed_window(win, out + done * e->record_size, take, e->record_size);
+        if (win) {
+            feed_window(win, dst, take, e->record_size);
+            /* the output is full: the caller adds the rest, from their places in out (the passes
+             * after this one are digested there) */
+            if (win->stopped && dst != at) memmove(at, dst, take * e->record_size);
+        }
         e->batch_pos += take;
         done += take;
     }
@@ -488,12 +501,12 @@ int lt_engine_fill_select(lt_engine *e, uint64_t first_seq, const uint8_t *keep,
 
 int lt_engine_fill_window(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_records,
                           size_t *n, uint64_t *bytes_captured, lt_window_acc *acc, uint8_t *win_out,
-                          size_t win_out_len, size_t *n_windows, size_t *windowed) {
+                          size_t win_out_len, size_t *n_windows, size_t *windowed, int scratch) {
     if (!acc || !n_windows || !windowed || (win_out_len && !win_out)) return LT_ERR_ARG;
     size_t rsize = 0, dsize = 0;
     lt_window_acc_sizes(acc, &rsize, &dsize);
     if (dsize != e->digest_size) return LT_ERR_ARG;
-    window_feed w = {acc, win_out, win_out_len, rsize, 0, 0, 0};
+    window_feed w = {acc, win_out, win_out_len, rsize, 0, 0, 0, scratch != 0};
     *n_windows = *windowed = 0;
     int st = fill(e, first_seq, out, max_records, n, bytes_captured, &w);
     *n_windows = w.emitted;
