@@ -9,6 +9,9 @@ strip, digest, records), and of `--tiers windows,frames` next to the sealed per-
 beyond start-up: (CPU at N - CPU at --frames) / (N - --frames), best of --rounds each.
 --startup N prints the CPU of a 1,000-frame `--tiers windows` capture (its start-up: the ledger,
 keys, window segment, seal and checkpoints), best and median of N.
+--fill times the engine's own loop instead, best of --rounds, interleaved: the engine alone, the
+engine feeding a window accumulator with its records kept (as `--tiers windows,frames` does), and
+with the records wanted only by the window (`--tiers windows`: DigestEngine.fill's window_only).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ledgertool._binding import ffi
 from ledgertool.algorithms import get_algorithm
 from ledgertool.bench.measure import cpu_model, write_synthetic_pcap
 from ledgertool.capture.run import capture_file
@@ -43,6 +47,26 @@ def engine_ns(path: Path) -> float:
         return (time.process_time() - t) / frames * 1e9
 
 
+def fill_ns(path: Path, window_only: bool | None) -> float:
+    """The engine's loop into a capture's 3 MB buffer, feeding a window (None: no window)."""
+    frames = 0
+    buf = ffi.new("uint8_t[]", 65536 * (32 + ALG.digest_size))
+    with CaptureReader(path) as r:
+        e = DigestEngine(r, ALG, 0, bytes(16), workers=1)
+        acc = WindowAccumulator(WindowKeys(bytes(16), bytes(16)), ALG.digest_size)
+        t = time.process_time()
+        while True:
+            if window_only is None:
+                _, n, _ = e.fill(frames, None, buf)
+            else:
+                _, n, _ = e.fill(frames, None, buf, window=acc, window_only=window_only)
+                acc.take_closed()
+            if n == 0:
+                break
+            frames += n
+        return (time.process_time() - t) / frames * 1e9
+
+
 def capture_ns(path: Path, keys: Path, out: Path, tiers: tuple[str, ...]) -> float:
     dk, sk = DigestKey.load(keys / "digest.key"), SigningKey.load(keys / "signing.key")
     t = time.process_time()
@@ -56,6 +80,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--beyond", type=int, default=0)
     ap.add_argument("--startup", type=int, default=0)
+    ap.add_argument("--fill", action="store_true")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -64,6 +89,9 @@ def main() -> None:
         generate_keys(tmp / "keys")
         if args.startup:
             startup(tmp, args.startup)
+            return
+        if args.fill:
+            fill(pcap, args)
             return
         tiers = {"windows": ("windows",), "frames": ("frames",), "both": ("windows", "frames")}
         best: dict[str, list[float]] = {"engine": [], **{t: [] for t in tiers}}
@@ -105,6 +133,21 @@ def startup(tmp: Path, rounds: int) -> None:
         f"CPU: {cpu_model()}; start-up of capture --tiers windows (1,000 frames), best of "
         f"{rounds}: {ms[0]:.2f} ms (median {ms[len(ms) // 2]:.2f})"
     )
+
+
+def fill(pcap: Path, args: argparse.Namespace) -> None:
+    """The engine's loop alone, feeding a window with its records kept, and window only."""
+    kinds = {"engine": None, "window, records kept": False, "window only": True}
+    ns: dict[str, list[float]] = {k: [] for k in kinds}
+    for _ in range(args.rounds):
+        for k, only in kinds.items():
+            ns[k].append(fill_ns(pcap, only))
+    eng = min(ns["engine"])
+    print(f"CPU: {cpu_model()}; the engine's fill, {args.frames:,} 64-byte frames, best of")
+    print(f"{args.rounds} (median), interleaved:")
+    for k, v in ns.items():
+        v.sort()
+        print(f"  {k:22s} {v[0]:6.1f} ns/frame ({v[len(v) // 2]:.1f})  +{v[0] - eng:.1f} ns")
 
 
 def beyond(tmp: Path, args: argparse.Namespace, eng_ns: float, win_ns: float) -> None:
