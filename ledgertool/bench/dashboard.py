@@ -487,7 +487,8 @@ def _median_best(median: float | None, best: float | None) -> str:
 
 
 def _ratios(rows: list[BenchRow]) -> str:
-    """capture:sealed ÷ capture:engine per algorithm, frame size and worker count (best of)."""
+    """capture:sealed and capture:windows ÷ capture:engine per algorithm, frame size and worker
+    count (best of)."""
     e = html.escape
     ratios = capture_ratios(rows)
     if not ratios:
@@ -498,12 +499,15 @@ def _ratios(rows: list[BenchRow]) -> str:
         f'<td class="n">{c.workers}</td><td class="n">{ns_text(c.engine_cpu_ns)}</td>'
         f'<td class="n">{ns_text(c.sealed_cpu_ns)}</td>'
         f'<td class="n">{ratio_text(c.cpu)}</td>'
-        f'<td class="n">{ratio_text(c.wall)}</td></tr>'
+        f'<td class="n">{ratio_text(c.wall)}</td>'
+        f'<td class="n">{ns_text(c.windows_cpu_ns)}</td>'
+        f'<td class="n">{ratio_text(c.windows_cpu)}</td></tr>'
         for c in ratios
     )
     return (
         "<p>What sealing costs on top of digesting: capture:sealed ÷ capture:engine, "
-        "the best run of each (CPU time per frame, every thread; and wall time).</p>"
+        "the best run of each (CPU time per frame, every thread; and wall time); and what the "
+        "window tier alone costs: capture:windows ÷ capture:engine (CPU).</p>"
         f'<table id="ratios"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
     )
 

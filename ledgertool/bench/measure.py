@@ -6,8 +6,9 @@ Two kinds of rows (schemas/bench.csv.schema.json, docs/benchmarks.md):
            frames/s is the aggregate of all threads
   capture  the whole path on a synthetic pcap in page cache, per algorithm and worker count:
            `engine` = read + digest + record, `sealed` = engine + segments + Merkle + signatures
-           (+ Parquet in v1), `python-reference` = pure-Python pcap reader + pure-Python SipHash
-           on a prefix of the frames
+           (+ Parquet in v1), `windows` = engine + the window tier alone (--tiers windows),
+           `python-reference` = pure-Python pcap reader + pure-Python SipHash on a prefix of the
+           frames
 Each figure is the median of `repeats` timed runs after calibration and one untimed warm-up run,
 with the best (shortest) run beside it, and the CPU time (user + system of every thread, and of
 children) of the runs beside the wall time: median and least.
@@ -313,7 +314,9 @@ def bench_capture(
             if seq != frames:
                 raise RuntimeError(f"bench: engine read {seq} of {frames} frames")
 
-        def full_capture(alg: Algorithm, nworkers: int) -> None:
+        def full_capture(
+            alg: Algorithm, nworkers: int, tiers: tuple[str, ...] = ("frames",)
+        ) -> None:
             res = capture_file(
                 pcap,
                 tmp / f"ledger-{next(runs)}",
@@ -324,6 +327,7 @@ def bench_capture(
                 workers=nworkers,
                 ledger_format=ledger_format,
                 accept_forgery_risk=True,
+                tiers=tiers,
             )  # a throwaway ledger nobody relies on
             if res.frames != frames:
                 raise RuntimeError(f"bench: capture recorded {res.frames} of {frames} frames")
@@ -339,6 +343,16 @@ def bench_capture(
                     ("capture:engine", lambda a=alg, w=w: engine_only(a, w), frames, w, alg),
                     ("capture:sealed", lambda a=alg, w=w: full_capture(a, w), frames, w, alg),
                 ]
+                if ledger_format == 2:  # the window tier is written to v2 ledgers only
+                    runs_spec.append(
+                        (
+                            "capture:windows",
+                            lambda a=alg, w=w: full_capture(a, w, ("windows",)),
+                            frames,
+                            w,
+                            alg,
+                        )
+                    )
         ref_alg = next(
             (a for a in algs if a.name.startswith("siphash")), get_algorithm("siphash-1-3-128")
         )
@@ -373,7 +387,7 @@ def bench_capture(
             path = {"capture:python-reference": "python", "capture:tcpdump": "libpcap"}.get(
                 name
             ) or cpu_path(alg)
-            after = remove_ledgers if name == "capture:sealed" else None
+            after = remove_ledgers if name in ("capture:sealed", "capture:windows") else None
             timing = _measure(_timed(fn, after), n, repeats)
             rows.append(_row(name, alg.name, size, threads, n, timing, repeats, noisy_cv, path))
     return rows

@@ -64,6 +64,7 @@ BENCHMARKS = (
     "digest",
     "capture:engine",
     "capture:sealed",
+    "capture:windows",
     "capture:python-reference",
     "capture:tcpdump",
 )
@@ -180,7 +181,8 @@ JSON_NULLABLE = frozenset(CSV_FIELDS[CSV_FIELDS.index("best_seconds") :])
 class CaptureRatio:
     """capture:sealed ÷ capture:engine of one algorithm, frame size and worker count, from rows of
     one host: what sealing costs on top of digesting, per frame. `cpu` compares the least CPU
-    time per frame, `wall` the best wall time (None where a row lacks it)."""
+    time per frame, `wall` the best wall time (None where a row lacks it). `windows_cpu`:
+    capture:windows ÷ capture:engine, CPU (None without a capture:windows row)."""
 
     algorithm: str
     size: int
@@ -189,6 +191,8 @@ class CaptureRatio:
     sealed_cpu_ns: float | None
     cpu: float | None
     wall: float | None
+    windows_cpu_ns: float | None = None
+    windows_cpu: float | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -197,13 +201,15 @@ class CaptureRatio:
 def capture_ratios(rows: list[BenchRow]) -> list[CaptureRatio]:
     """capture:sealed ÷ capture:engine for every (host, algorithm, size, workers) measured with both
     (the last row of each when a CSV holds several runs)."""
-    engine, sealed = {}, {}
+    engine, sealed, windows = {}, {}, {}
     for r in rows:
         key = (r.host, r.algorithm, r.size, r.threads)
         if r.benchmark == "capture:engine":
             engine[key] = r
         elif r.benchmark == "capture:sealed":
             sealed[key] = r
+        elif r.benchmark == "capture:windows":
+            windows[key] = r
     out = []
     for key, s in sealed.items():
         e = engine.get(key)
@@ -216,6 +222,8 @@ def capture_ratios(rows: list[BenchRow]) -> list[CaptureRatio]:
         def ns(v: float | None) -> float | None:
             return None if v is None else round(v, 3)  # as the CSV writes it
 
+        w = windows.get(key)
+        w_cpu = None if w is None else w.best_cpu_ns_per_frame
         out.append(
             CaptureRatio(
                 s.algorithm,
@@ -225,6 +233,8 @@ def capture_ratios(rows: list[BenchRow]) -> list[CaptureRatio]:
                 ns(s.best_cpu_ns_per_frame),
                 ratio(s.best_cpu_ns_per_frame, e.best_cpu_ns_per_frame),
                 ratio(s.best_ns_per_frame, e.best_ns_per_frame),
+                ns(w_cpu),
+                ratio(w_cpu, e.best_cpu_ns_per_frame),
             )
         )
     return out
@@ -397,7 +407,8 @@ TABLE_HEAD = (
 )
 
 
-#: the columns of the sealed ÷ engine table (capture_ratios), in the CLI and the dashboard alike
+#: the columns of the sealed (and windows) ÷ engine table (capture_ratios), in the CLI and the
+#: dashboard alike
 RATIO_HEAD = (
     "algorithm",
     "size",
@@ -406,6 +417,8 @@ RATIO_HEAD = (
     "sealed CPU ns/frame",
     "sealed ÷ engine, CPU",
     "sealed ÷ engine, wall",
+    "windows CPU ns/frame",
+    "windows ÷ engine, CPU",
 )
 
 

@@ -137,7 +137,7 @@ def bench_command(
         str,
         typer.Option(
             "--capture-workers",
-            help="Worker counts for the capture:engine and capture:sealed rows, comma-separated "
+            help="Worker counts for the capture:engine, :sealed and :windows rows, comma-separated "
             "(default: 1 and every usable core).",
         ),
     ] = "",
@@ -146,7 +146,7 @@ def bench_command(
         typer.Option(
             "--ledger-format",
             help="Ledger format the capture:sealed rows write: v1 (Parquet sealed in the capture) "
-            "or v2 (raw record files).",
+            "or v2 (raw record files; also the capture:windows rows, which v1 has not).",
         ),
     ] = "v2",
     paths: Annotated[
@@ -315,8 +315,8 @@ def bench_command(
 
 
 def _print_tables(rows, ratios, noisy_cv: float) -> None:
-    """bench's tables: the rows, the capture:sealed / capture:engine ratios, and how many rows
-    were noisy (on stderr)."""
+    """bench's tables: the rows, the capture:sealed and :windows / capture:engine ratios, and how
+    many rows were noisy (on stderr)."""
     from rich.table import Table
 
     from ..bench.rows import RATIO_HEAD, TABLE_HEAD, ns_text, ratio_text, table_cells
@@ -328,7 +328,7 @@ def _print_tables(rows, ratios, noisy_cv: float) -> None:
     if ratios:
         t = Table(
             *RATIO_HEAD,
-            title="capture:sealed ÷ capture:engine (best of)",
+            title="capture:sealed and capture:windows ÷ capture:engine (best of)",
         )
         for c in ratios:
             t.add_row(
@@ -339,6 +339,8 @@ def _print_tables(rows, ratios, noisy_cv: float) -> None:
                 ns_text(c.sealed_cpu_ns),
                 ratio_text(c.cpu),
                 ratio_text(c.wall),
+                ns_text(c.windows_cpu_ns),
+                ratio_text(c.windows_cpu),
             )
         table_console().print(t)
     noisy = sum(r.noisy for r in rows)

@@ -203,7 +203,8 @@ def test_csv_matches_schema(run) -> None:
     paths = {a: [cpu_path(get_algorithm(a, for_ledger=False))] for a in ALGS}  # --paths default
     digest = sum(len(p) for p in paths.values()) * len(SIZES) * len(THREADS)
     workers = [1]  # engine and sealed per worker count and ledger algorithm (not siphash-2-4-64)
-    capture = ["capture:engine", "capture:sealed"] * len(workers) + ["capture:python-reference"]
+    capture = ["capture:engine", "capture:sealed", "capture:windows"] * len(workers)
+    capture += ["capture:python-reference"]
     if shutil.which("tcpdump"):
         capture.append("capture:tcpdump")
     assert len(rows) == digest + len(capture) == len(run["json"]["rows"])

@@ -26,7 +26,7 @@ def run(tmp_path_factory) -> dict:
     real = bench.capture_file
 
     def spy(*a, **k):
-        calls.append((k["algorithm"], k["workers"]))
+        calls.append((k["algorithm"], k["workers"], k["tiers"]))
         return real(*a, **k)
 
     mp = pytest.MonkeyPatch()
@@ -77,22 +77,26 @@ def test_capture_rows_for_every_ledger_algorithm_and_worker_count(run) -> None:
     got = [
         (r["benchmark"], r["algorithm"], r["threads"])
         for r in rows
-        if r["benchmark"] in ("capture:engine", "capture:sealed")
+        if r["benchmark"] in ("capture:engine", "capture:sealed", "capture:windows")
     ]
     # a 64-bit digest cannot make a ledger: digest rows only
     assert got == [
         (b, a, w)
         for a in CAPTURE_ALGS
         for w in WORKERS
-        for b in ("capture:engine", "capture:sealed")
+        for b in ("capture:engine", "capture:sealed", "capture:windows")
     ]
     assert all(
         r["frames"] == 2000
         for r in rows
         if r["benchmark"].startswith("capture:") and r["benchmark"] != "capture:python-reference"
     )
-    # warm-up + 3 timed runs of each sealed row, each a capture with that algorithm and worker count
-    assert sorted(set(run["calls"])) == sorted((a, w) for a in CAPTURE_ALGS for w in WORKERS)
+    # warm-up + 3 timed runs of each sealed and windows row, each a capture with that algorithm,
+    # worker count and tier
+    tiers = [("frames",), ("windows",)]
+    assert sorted(set(run["calls"])) == sorted(
+        (a, w, t) for a in CAPTURE_ALGS for w in WORKERS for t in tiers
+    )
     assert all(run["calls"].count(c) == 4 for c in set(run["calls"]))
     assert [r["algorithm"] for r in rows if r["benchmark"] == "digest"] == [
         CAPTURE_ALGS[0],
@@ -137,6 +141,11 @@ def test_ratios_per_algorithm_and_worker_count(run) -> None:
         )
         assert c["wall"] == pytest.approx(
             sealed["best_ns_per_frame"] / eng["best_ns_per_frame"], rel=2e-3
+        )
+        windows = rows["capture:windows", c["algorithm"], c["workers"]]
+        assert c["windows_cpu_ns"] == pytest.approx(windows["best_cpu_ns_per_frame"], abs=1e-3)
+        assert c["windows_cpu"] == pytest.approx(
+            windows["best_cpu_ns_per_frame"] / eng["best_cpu_ns_per_frame"], rel=2e-3
         )
 
 

@@ -450,7 +450,7 @@ def test_bench_report_and_csv(run):
     from ledgertool.bench.measure import digest_paths, usable_cores
 
     want = ["digest"] * len(digest_paths("siphash-1-3-128", "best"))
-    want += ["capture:engine", "capture:sealed"] * len({1, usable_cores()})
+    want += ["capture:engine", "capture:sealed", "capture:windows"] * len({1, usable_cores()})
     want += ["capture:python-reference"]
     assert kinds in (want, want + ["capture:tcpdump"])
     row_schema = schema("bench.csv.schema.json")
