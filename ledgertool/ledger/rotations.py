@@ -450,10 +450,12 @@ def current_signer_check(directory: Path, ledger: LedgerHeader, signing_key: Sig
 
 
 def _last_signer(directory: Path) -> dict | None:
-    """Key ids named by the newest seal of any link (None for a ledger without seals)."""
+    """Key ids named by the newest seal of any link's per-frame or window log (None for a ledger
+    without seals: a ledger of window records alone has seals in its window logs only)."""
 
     newest = None
-    for link in links(directory):
+    reader = ledger_reader(directory)
+    for link in reader.links + reader.window_logs:
         sealed = [i for i, f in segment_files(directory, link).items() if "seal.json" in f]
         if sealed:
             try:
