@@ -1665,6 +1665,12 @@ def recompute(
     mode = recompute_mode(
         given, opened.windows_only, lambda: _recompute_window(from_time, to_time, tolerance)
     )
+    if mode in (Mode.FRAMES, Mode.CLUSTER) and opened.windows_only():
+        # --against frames: every frame would look added, there being nothing per frame to match
+        raise UsageError(
+            f"{opened.where}: the ledger keeps no per-frame records, only window records: "
+            "recompute it against them (--against windows, its default)"
+        )
     shown = (as_json, quiet, workers)
     if mode is Mode.PAIRS:
         window = _recompute_window(from_time, to_time, tolerance)
