@@ -300,6 +300,13 @@ def reconcile_windows(
             for i, w in sorted(ledger_windows.items())
             if (lo is None or i >= lo) and (hi is None or i <= hi)
         ]
+        if not chosen and ledger_windows and windows_range != (None, None):
+            # nothing to compare with: not a discrepancy but a range that misses the ledger
+            raise UsageError(
+                Setting("windows_range"),
+                f" {_range_text(windows_range)}: no window of {ledger_dir} link {link} lies in it "
+                f"(its windows are {min(ledger_windows)}..{max(ledger_windows)})",
+            )
         periods = _range_period(periods, chosen)
     outcomes: dict[int, WindowOutcome] = {}
     value = 0
@@ -403,6 +410,11 @@ def _key_periods(
 def _period_of(periods: list[KeyPeriod], index: int) -> KeyPeriod:
     """The period window `index` lies in (the first one for a window before every start)."""
     return next((p for p in reversed(periods) if p.start is None or index >= p.start), periods[0])
+
+
+def _range_text(windows_range: tuple[int | None, int | None]) -> str:
+    lo, hi = windows_range
+    return f"{'' if lo is None else lo}..{'' if hi is None else hi}"
 
 
 def _range_period(periods: list[KeyPeriod], chosen: list[WindowRecord]) -> list[KeyPeriod]:

@@ -39,20 +39,3 @@ def test_a_windows_only_ledger_refuses_another_signing_key(tmp_path, keydir, oth
     assert _files(led) == before
     ok = cli("verify", led, "--trust", keydir / "verifier.pub")
     assert ok.returncode == 0, ok.stdout
-
-
-def test_a_windows_only_ledger_is_not_recomputed_against_per_frame_records(tmp_path, keydir):
-    led = tmp_path / "W"
-    pcap = SAMPLES / "sample.pcap"
-    first = cli(
-        "capture", pcap, "--ledger", led, "--tiers", "windows",
-        "--signing-key", keydir / "signing.key", "--digest-key", keydir / "digest.key",
-    )  # fmt: skip
-    assert first.returncode == 0, first.stderr
-    common = ("--digest-key", keydir / "digest.key", "--trust", keydir / "verifier.pub")
-    frames = cli("recompute", pcap, "--ledger", led, "--against", "frames", *common)
-    assert frames.returncode == 2, (frames.stdout, frames.stderr)
-    assert f"{led}: the ledger keeps no per-frame records, only window records" in frames.stderr
-    windows = cli("recompute", pcap, "--ledger", led, *common)
-    assert windows.returncode == 0, (windows.stdout, windows.stderr)
-    assert windows.stdout.startswith("MATCH")
