@@ -55,6 +55,7 @@ from ..errors import DiscrepancyError, UsageError
 from ..keyfiles import TrustBundle
 from ..plural import plural
 from ..progress import Progress, ProgressFn
+from ..seal.document import Seal
 from ..urls import location
 from ..verify.ledger import VerifiedSegment, VerifyResult, verify_ledger
 from ..verify.windows import VerifiedWindows
@@ -109,12 +110,16 @@ def add_segment(con: duckdb.DuckDBPyConnection, seg: VerifiedSegment) -> None:
         )
     finally:
         con.unregister("_segment")
-    s = seg.seal
+    add_seal(con, seg.link, seg.index, seg.seal)
+
+
+def add_seal(con: duckdb.DuckDBPyConnection, link: str, index: int, s: Seal) -> None:
+    """Insert one verified seal into `seals` (also of a segment whose records were pruned)."""
     con.execute(
         "INSERT INTO seals VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         [
-            seg.link,
-            seg.index,
+            link,
+            index,
             int(s.first_seq),
             int(s.last_seq),
             s.records,
@@ -199,6 +204,7 @@ def connect(
             on_segment=lambda seg: add_segment(con, seg),
             progress=progress,
             on_windows=lambda seg: add_windows(con, seg),
+            on_pruned=lambda link, index, seal: add_seal(con, link, index, seal),
         )
         if not res.ok:
             raise not_verified_error(res, "it is not queried")

@@ -212,6 +212,7 @@ def verify_ledger(
     progress: ProgressFn | None = None,
     records_into: RecordSink | None = None,
     on_windows: Callable[[VerifiedWindows], None] | None = None,
+    on_pruned: Callable[[str, int, Seal], None] | None = None,
 ) -> VerifyResult:
     """Verify every sealed segment of every link (or of `links`), and that the ledger extends
     `checkpoint` (a signed tlog-checkpoint note) when given. `on_segment` receives each segment
@@ -228,6 +229,8 @@ def verify_ledger(
 
     Window logs (DIR/windows=NAME) of the links chosen are checked first (verify.windows);
     `on_windows` receives each window segment that passed its checks, in (link, segment) order.
+    `on_pruned` receives (link, index, seal) of each segment whose seal passed its checks and whose
+    records a valid prune statement removed (`on_segment` never sees those).
 
     Raises LedgerFormatError only when DIR is not a ledger, a link in `links` is not in it, or
     the checkpoint cannot be parsed / names another ledger; every other finding is a Problem."""
@@ -311,6 +314,7 @@ def verify_ledger(
             checker or (check_here if records_into is None else _check_into(records_into)),
             _link_progress(progress, phase, res),
             prunes.of(link),
+            on_pruned,
         )
         if stored is not None:
             _check_checkpoint(stored, tree, sched, res, f"{reader.checkpoint_path(link)}: ")
@@ -492,6 +496,7 @@ def _verify_link(
     checker: SegmentChecker,
     progress: Callable[[int, int, int], None] | None = None,
     pruned: dict | None = None,
+    on_pruned: Callable[[str, int, Seal], None] | None = None,
 ) -> LinkTree:
     """Steps 1-7 for every sealed segment of `link`, reading each segment's files just before the
     pure checks that need them; returns the link tree (its seal hashes up to the first missing or
@@ -527,6 +532,13 @@ def _verify_link(
             and check.records.records is not None
         ):
             on_segment(_verified(link, check))
+        elif (
+            on_pruned is not None
+            and check.seal.index in tally.pruned
+            and check.seal.doc is not None
+            and not any(not f.kind.is_warning for f in found)
+        ):  # its records are gone by a statement that binds to this very seal
+            on_pruned(link, check.seal.index, check.seal.doc)
     res.problems += chain.finish()
     for finding in tally.finish():
         res.add(finding)

@@ -1,0 +1,29 @@
+"""After `prune`, query's `seals` table still has a row for every seal verify checked (the pruned
+segments' seals are kept and checked), while `records` holds only the records still held."""
+
+from __future__ import annotations
+
+from conftest import cli
+from test_prune import CUT, built, ledger  # noqa: F401 - the fixtures
+
+from ledgertool.ledger.prune import prune_ledger
+
+
+def _rows(ledger, keys, sql):
+    r = cli("query", ledger, "--trust", keys / "verifier.pub", "--format", "csv", sql)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    return r.stdout.split()
+
+
+def test_the_seals_table_keeps_the_pruned_segments(built, ledger):  # noqa: F811
+    sql = "SELECT count(*) AS n, sum(records) AS r, min(segment) AS lo FROM seals"
+    before = _rows(ledger, built["keys"], sql)
+    assert before == ["n,r,lo", "6,294,0"]
+    prune_ledger(ledger, CUT, built["sk"])
+    assert _rows(ledger, built["keys"], sql) == before
+    held = "SELECT count(*) AS n, min(segment) AS lo FROM records"
+    assert _rows(ledger, built["keys"], held) == ["n,lo", "144,3"]
+    # each pruned seal's row is the seal as signed: its sequence numbers follow on unbroken
+    seqs = _rows(ledger, built["keys"], "SELECT first_seq, last_seq FROM seals ORDER BY segment")
+    ranges = [tuple(map(int, row.split(","))) for row in seqs[1:]]
+    assert ranges[0][0] == 0 and all(b[0] == a[1] + 1 for a, b in zip(ranges, ranges[1:]))
