@@ -333,6 +333,10 @@ def reconcile_windows(
         capture=run,
         warnings=list(run.warnings),
     )
+    if run.stopped is not None:  # where the capture stopped, as the per-frame report says it
+        res.warnings.append(
+            f"INCOMPLETE: {run.stopped.message}; compared the {run.frames} frames read before it"
+        )
     if not per_window:
         verdict = range_verdict(periods[0].keys, chosen, value, run.frames)
         res.range, res.range_windows = windows_range, verdict.windows
