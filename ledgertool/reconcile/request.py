@@ -43,7 +43,8 @@ class Window:
     tolerance_ns: int = 0
 
     def given(self) -> bool:
-        return any((self.from_ns, self.to_ns, self.tolerance_ns))
+        # 0 is a time (the epoch) like any other: only None means an open side
+        return self.from_ns is not None or self.to_ns is not None or self.tolerance_ns != 0
 
     def kwargs(self) -> dict:
         return {"from_ns": self.from_ns, "to_ns": self.to_ns, "tolerance_ns": self.tolerance_ns}

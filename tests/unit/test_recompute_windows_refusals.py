@@ -38,3 +38,11 @@ def test_a_windows_range_that_misses_every_window_is_bad_input(tmp_path, keydir)
         assert r.returncode == 2, (rng, r.stdout, r.stderr)
         assert f"--windows-range {rng}: no window of {led} link link0 lies in it" in r.stderr
         assert "(its windows are " in r.stderr
+
+
+def test_a_time_window_is_refused_against_windows_even_at_the_epoch(tmp_path, keydir):
+    led, common = _windows_ledger(tmp_path, keydir)
+    for opt in (("--from", "0"), ("--to", "0"), ("--from", "1970-01-01T00:00:00Z")):
+        r = cli("recompute", PCAP, "--ledger", led, *opt, *common)
+        assert r.returncode == 2, (opt, r.stdout, r.stderr)
+        assert "recompute against windows takes no --cluster, --details, --from" in r.stderr
