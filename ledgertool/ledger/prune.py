@@ -119,7 +119,14 @@ def prune_ledger(
         have = check_prunes(ledger.ledger_id, done, None)
         if have.problems:
             raise DiscrepancyError(f"{have.problems[0]}; run `ledgertool verify`")
-        chosen = links or ledger_links(directory)
+        held = ledger_links(directory)
+        unknown = [link for link in links or () if link not in held]
+        if unknown:  # a typo would otherwise read as "nothing to prune"
+            raise UsageError(
+                f"{directory}: no link {unknown[0]!r} with per-frame records "
+                f"(links: {', '.join(held) or 'none'})"
+            )
+        chosen = links or held
         reader = ledger_reader(directory)
         res = PruneResult(str(directory), before_ns)
         ranges = {}
