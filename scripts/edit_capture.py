@@ -28,7 +28,9 @@ _MAGIC = {
 def read_pcap(path: Path) -> tuple[int, list[tuple[int, bytes, int]]]:
     """(link type, [(ts_ns, data, wire_len)]) of a classic pcap."""
     raw = path.read_bytes()
-    (magic,) = struct.unpack("<I", raw[:4])
+    (magic,) = struct.unpack("<I", raw[:4]) if len(raw) >= 24 else (None,)
+    if magic not in _MAGIC:
+        raise SystemExit(f"{path}: not a classic pcap (a pcapng? convert it with editcap -F pcap)")
     end, scale = _MAGIC[magic]
     linktype = struct.unpack(end + "I", raw[20:24])[0]
     out, at = [], 24
@@ -66,11 +68,11 @@ def write_pcap(path: Path, rows: list[tuple[int, bytes, int]], linktype: int = 1
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("src", type=Path)
-    ap.add_argument("out", type=Path)
-    ap.add_argument("--remove", type=int, default=40)
-    ap.add_argument("--add", type=int, default=25)
-    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("src", type=Path, help="a classic pcap (not pcapng)")
+    ap.add_argument("out", type=Path, help="the edited copy, a nanosecond pcap")
+    ap.add_argument("--remove", type=int, default=40, help="frames left out, chosen at random")
+    ap.add_argument("--add", type=int, default=25, help="frames added, each after a random one")
+    ap.add_argument("--seed", type=int, default=7, help="the random choices' seed")
     a = ap.parse_args()
     linktype, frames = read_pcap(a.src)
     rows, removed, added = edit(frames, a.remove, a.add, a.seed)
