@@ -747,9 +747,11 @@ def _capture_summary(res, *, source: str, ledger: Path, link: str) -> None:
     """`capture`'s summary lines on stdout (without --json)."""
     segs = f"{res.segments[0].index}..{res.segments[-1].index}" if res.segments else "none"
     seqs = f"{res.first_seq}..{res.next_seq - 1}" if res.next_seq > res.first_seq else "none"
+    # the window tier alone keeps no per-frame segment or sequence number to name
+    kept = f"segments {segs}, seq {seqs}, " if "frames" in res.tiers else ""
     out.print(
         f"captured {plural(res.frames, 'frame', fmt=',')} ({plural(res.bytes, 'byte', fmt=',')}) "
-        f"from {source} into {ledger} link {link}: segments {segs}, seq {seqs}, drops {res.drops}"
+        f"from {source} into {ledger} link {link}: {kept}drops {res.drops}"
     )
     out.print(
         f"{res.elapsed_s:.3f} s, {_rate(res.frames_per_s)}frames/s, {res.gbit_per_s:.3g} Gbit/s"
@@ -759,10 +761,10 @@ def _capture_summary(res, *, source: str, ledger: Path, link: str) -> None:
     if res.windows is not None:
         w = res.windows
         segs = ", ".join(map(str, w.segments)) or "none"
+        span = "none" if w.first_index is None else f"{w.first_index}..{w.last_index}"
         out.print(
             f"window tier: {plural(w.windows, 'window', fmt=',')} "
-            f"({plural(w.frames, 'frame', fmt=',')}) into {w.log}, windows "
-            f"{w.first_index}..{w.last_index}, segments {segs}"
+            f"({plural(w.frames, 'frame', fmt=',')}) into {w.log}, windows {span}, segments {segs}"
             + ("" if "frames" in res.tiers else "; no per-frame records (--tiers windows)")
         )
     if res.live and ("xdp" in res.live or "dpdk" in res.live):
