@@ -658,7 +658,7 @@ def merkle_finding(
     starts with the records file read (`kind`: PARQUET or RECORDS, RecordsRead.kind), as the other
     kinds of a file's finding do."""
     leaf, path = seal.layout[1], place.path(kind)
-    changed = _changed_leaves(
+    changed = changed_leaves(
         leaves, recs.records, seal.layout, str(seal.doc.merkle_root), seal.leaf_hash
     )
     if changed:
@@ -683,7 +683,7 @@ def merkle_finding(
     return replace(recs, problems=recs.problems + (p,), merkle_ok=True)
 
 
-def _changed_leaves(
+def changed_leaves(
     raw: bytes | None, records: bytes, layout: tuple[int, int], root: str, leaf_hash: str
 ) -> list[int] | None:
     """Indexes of leaves whose hash differs from the sealed tree, using the leaf-hash sidecar when

@@ -18,7 +18,7 @@ from ..digest.engine import merkle_leaves, merkle_root
 from ..digest.window import WindowRecord
 from ..errors import DataError, FileTypeError, LedgerFormatError, StorageError
 from ..ledger.header import LedgerHeader
-from ..ledger.layout import LEDGER_FILE, OPEN, RECORDS, window_log_link
+from ..ledger.layout import LEAVES, LEDGER_FILE, OPEN, RECORDS, window_log_link
 from ..ledger.reader import LedgerReader
 from ..ledger.segment import HEADER_SIZE, SegmentHeader, parse_open_segment
 from ..plural import plural
@@ -34,7 +34,14 @@ from .chain import (
     open_segments,
     unsealed_candidates,
 )
-from .checks import RecordsCheck, SealCheck, SegmentPlace, check_seal, unreadable_seal
+from .checks import (
+    RecordsCheck,
+    SealCheck,
+    SegmentPlace,
+    changed_leaves,
+    check_seal,
+    unreadable_seal,
+)
 from .problems import Kind, Problem
 
 _COUNT = struct.Struct("<I")
@@ -166,6 +173,32 @@ def _read(reader: LedgerReader, log: str, index: int) -> tuple[bytes | None, str
     return None, f"neither {reader.segment_path(log, index, RECORDS)} nor its .open file is there"
 
 
+def _merkle_problem(
+    reader: LedgerReader, place: SegmentPlace, records: bytes, rsize: int, root: str
+) -> Problem:
+    """merkle_mismatch of a window segment, naming the changed window records (a leaf each) when
+    the leaf sidecar is authentic (its own root is the seal's), as a per-frame segment's does."""
+    path = place.path(RECORDS)
+    try:  # the sidecar only names records: optional
+        # one leaf a record: a longer sidecar cannot be the sealed one, and is not read whole
+        limit = 32 * (len(records) // rsize + 1)
+        raw = reader.read_segment_file(place.link, place.index, LEAVES, limit).to_pybytes()
+    except (LedgerFormatError, FileTypeError, StorageError):
+        raw = None
+    changed = changed_leaves(raw, records, (rsize, 1), root, "sha256")
+    if not changed:
+        return place.problem(
+            Kind.MERKLE_MISMATCH, f"{path}: Merkle root of the window records is not the seal's"
+        )
+    more = f" and {len(changed) - 4} more" if len(changed) > 4 else ""
+    return place.problem(
+        Kind.MERKLE_MISMATCH,
+        f"{path}: Merkle root of the window records is not the seal's; changed window records "
+        f"of the segment (from 0): {', '.join(map(str, changed[:4]))}{more}",
+        changed[0],
+    )
+
+
 def _window_records(
     reader: LedgerReader, seal: SealCheck, place: SegmentPlace, prev: int | None
 ) -> tuple[RecordsCheck, tuple[WindowRecord, ...]]:
@@ -190,11 +223,7 @@ def _window_records(
         )
     root = merkle_root(merkle_leaves(records, rsize, 1)).hex() if n else None
     if n and root != doc.merkle_root:
-        out.append(
-            place.problem(
-                Kind.MERKLE_MISMATCH, f"{path}: Merkle root of the window records is not the seal's"
-            )
-        )
+        out.append(_merkle_problem(reader, place, records, rsize, str(doc.merkle_root)))
         return RecordsCheck(tuple(out), records=records, n=n, merkle_ok=True), ()
     windows = _each_window(records, rsize, place, path, prev, out)
     frames, drops = sum(w.frames for w in windows), sum(w.drops for w in windows)
