@@ -215,13 +215,19 @@ class LinkChain:
             self.header_mismatch[-1],
             len(self.header_mismatch),
         )
+        # every seal naming another header points at ledger.json; some of them, at those seals
+        why = (
+            "ledger.json was edited after sealing"
+            if n == self.segments
+            else f"those seals were changed (the link's other {self.segments - n} name this one)"
+        )
         return [
             Problem(
                 Kind.LEDGER_HEADER_MISMATCH,
                 first,
                 f"{self.header_path}: SHA-256 {self.ledger.sha256[:16]}… is not the header that "
-                f"{n} seal(s) of link {self.link} sign (segments {first}..{last}): ledger.json was "
-                "edited after sealing; the seals' own parameters are the ones checked",
+                f"{n} seal(s) of link {self.link} sign (segments {first}..{last}): {why}; the "
+                "seals' own parameters are the ones checked",
                 self.link,
             )
         ]
