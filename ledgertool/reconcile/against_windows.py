@@ -233,10 +233,14 @@ def _choose_link(reader: LedgerReader, links: list[str] | None) -> str:
                 f"{', '.join(logs) or 'none'})"
             )
         return links[0]
+    if not logs:  # nothing was captured into the window tier yet: no link to name
+        raise UsageError(
+            f"{ledger_dir}: the ledger has no window records yet (no window log): capture into "
+            "it first"
+        )
     if len(logs) != 1:
         raise UsageError(
-            f"{ledger_dir}: {len(logs)} window logs ({', '.join(logs) or 'none'}); "
-            "name the link with ",
+            f"{ledger_dir}: {len(logs)} window logs ({', '.join(logs)}); name the link with ",
             Setting("links"),
         )
     return logs[0]

@@ -46,3 +46,18 @@ def test_a_time_window_is_refused_against_windows_even_at_the_epoch(tmp_path, ke
         r = cli("recompute", PCAP, "--ledger", led, *opt, *common)
         assert r.returncode == 2, (opt, r.stdout, r.stderr)
         assert "recompute against windows takes no --cluster, --details, --from" in r.stderr
+
+
+def test_a_ledger_without_window_records_yet_says_so(tmp_path, keydir):
+    empty = tmp_path / "empty.pcap"
+    empty.write_bytes(PCAP.read_bytes()[:24])  # the file header alone
+    led = tmp_path / "E"
+    r = cli(
+        "capture", empty, "--ledger", led, "--tiers", "windows",
+        "--signing-key", keydir / "signing.key", "--digest-key", keydir / "digest.key",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    r = cli("recompute", PCAP, "--ledger", led, "--digest-key", keydir / "digest.key")
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert f"{led}: the ledger has no window records yet (no window log)" in r.stderr
+    assert "--link" not in r.stderr
