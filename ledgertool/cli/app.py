@@ -2151,7 +2151,8 @@ def query(
             allow_files=allow_files,
         )
     _unverified_warning(res.verification)
-    _pruned_note(res.verification)
+    if not quiet:  # a note, as verify's append-only one: a script's run stays silent
+        _pruned_note(res.verification)
     if fmt == "parquet":
         import pyarrow.parquet as pq
 

@@ -27,3 +27,13 @@ def test_the_seals_table_keeps_the_pruned_segments(built, ledger):  # noqa: F811
     seqs = _rows(ledger, built["keys"], "SELECT first_seq, last_seq FROM seals ORDER BY segment")
     ranges = [tuple(map(int, row.split(","))) for row in seqs[1:]]
     assert ranges[0][0] == 0 and all(b[0] == a[1] + 1 for a, b in zip(ranges, ranges[1:]))
+
+
+def test_quiet_leaves_out_the_pruned_note(built, ledger):  # noqa: F811
+    prune_ledger(ledger, CUT, built["sk"])
+    args = ("query", ledger, "--trust", built["keys"] / "verifier.pub", "--format", "csv")
+    sql = "SELECT count(*) AS n FROM records"
+    loud, quiet = cli(*args, sql), cli(*args, "--quiet", sql)
+    assert loud.stdout == quiet.stdout and quiet.stdout.split() == ["n", "144"]
+    assert "records table does not hold" in loud.stderr
+    assert quiet.stderr == ""
