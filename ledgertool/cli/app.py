@@ -1832,21 +1832,24 @@ def _recompute_ledger(
         with _shown(quiet, as_json) as cb:
             res = run(request, source, opened.target(), dks, progress=cb, **kw)
     if not windows:
-        res.warnings += _pruned_warnings(opened.where)
+        res.warnings += _pruned_warnings(opened.where, request.window)
     printer = _print_windows if windows else _print_reconcile
     _report(res, as_json, printer, opened.where, source)
 
 
-def _pruned_warnings(ledger) -> list[str]:
+def _pruned_warnings(ledger, window) -> list[str]:
     """Per-frame recompute of a pruned link: its pruned records are not in the ledger any more,
-    so the capture's frames of that time count as capture-only; said once per link."""
+    so the capture's frames of that time count as capture-only; said once per link whose pruned
+    time the recompute's --from does not already leave out."""
     from ..verify.held import pruned_ranges
 
+    lo = None if window.from_ns is None else window.from_ns - window.tolerance_ns
     return [
         f"link {link}: the records of segments {first}..{last} (up to ts_ns {last_ts}) were "
         "pruned (`ledgertool prune`) and are no longer held: the capture's frames of that time "
         "count as capture-only here; compare them with --against windows, or give --from after it"
         for link, (first, last, last_ts) in sorted(pruned_ranges(location(ledger)).items())
+        if lo is None or lo <= last_ts
     ]
 
 

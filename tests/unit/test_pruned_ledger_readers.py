@@ -1,10 +1,14 @@
-"""After `prune`, query's `seals` table still has a row for every seal verify checked (the pruned
-segments' seals are kept and checked), while `records` holds only the records still held."""
+"""After `prune`: query's `seals` table still has a row for every seal verify checked (the pruned
+segments' seals are kept and checked) while `records` holds only the records still held; the note
+and warnings on what is no longer held are left out where they do not apply (--quiet, a recompute
+from after the pruned time)."""
 
 from __future__ import annotations
 
+import json
+
 from conftest import cli
-from test_prune import CUT, built, ledger  # noqa: F401 - the fixtures
+from test_prune import CUT, SAMPLE, built, ledger  # noqa: F401 - the fixtures
 
 from ledgertool.ledger.prune import prune_ledger
 
@@ -37,3 +41,15 @@ def test_quiet_leaves_out_the_pruned_note(built, ledger):  # noqa: F811
     assert loud.stdout == quiet.stdout and quiet.stdout.split() == ["n", "144"]
     assert "records table does not hold" in loud.stderr
     assert quiet.stderr == ""
+
+
+def test_recompute_from_after_the_pruned_time_has_no_pruned_warning(built, ledger):  # noqa: F811
+    prune_ledger(ledger, CUT, built["sk"])
+    args = ("--digest-key", built["keys"] / "digest.key", "--trust", built["keys"] / "verifier.pub")
+    base = ("recompute", SAMPLE, "--ledger", ledger, "--against", "frames", *args, "--json")
+    before = json.loads(cli(*base).stdout)
+    assert [w for w in before["warnings"] if "were pruned" in w]
+    after = cli(*base, "--from", str(CUT))
+    doc = json.loads(after.stdout)
+    assert after.returncode == 0, (after.stdout, after.stderr)
+    assert doc["capture_only"] == 0 and not [w for w in doc["warnings"] if "were pruned" in w]
