@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..plural import plural
 from ..seal.prune import PruneStatement
 from .chain import SegmentCheck
 from .problems import Kind, Problem
@@ -144,14 +145,15 @@ class PrunedTally:
                 )
             through = self.frames_through.get(pl.to_segment)
             if through is not None and (pl.window_frames is None or pl.window_frames < through):
-                held = "no window records" if pl.window_frames is None else pl.window_frames
+                held = 0 if pl.window_frames is None else pl.window_frames
                 out.append(
                     Problem(
                         Kind.PRUNED_UNCOVERED,
                         pl.to_segment,
                         f"{st.path}: pruned link {self.link}'s records through segment "
-                        f"{pl.to_segment} ({through} frames) when its window tier held {held} "
-                        "(--force): the frames past that are held by neither tier",
+                        f"{pl.to_segment} ({plural(through, 'frame')}) with --force while its "
+                        f"window tier held {plural(held, 'frame')}: "
+                        f"{plural(through - held, 'frame')} of them are held by neither tier",
                         self.link,
                     )
                 )
