@@ -476,6 +476,16 @@ class CaptureOptions:
     device_id: str | None = None  # records: sources only: the device whose stream is required
 
 
+def _shown_window(ns: int | None) -> str:
+    """A window length as --window takes it, exactly: 1s, 100ms, 250us, 7ns."""
+    if ns is None:
+        return "none"
+    for unit, size in (("s", 10**9), ("ms", 10**6), ("us", 10**3)):
+        if ns % size == 0:
+            return f"{ns // size}{unit}"
+    return f"{ns}ns"
+
+
 def _shown_param(value: object) -> str:
     if isinstance(value, tuple):
         return ",".join(value)
@@ -732,9 +742,10 @@ class CaptureRun:
         )
         for what, val, have in asked:
             if val is not None and val != have:
+                shown = _shown_window if what == "window length" else _shown_param
                 raise UsageError(
-                    f"{self.ledger_dir}: ledger has {what} {_shown_param(have)}, not "
-                    f"{_shown_param(val)} (fixed when the ledger was created)"
+                    f"{self.ledger_dir}: ledger has {what} {shown(have)}, not "
+                    f"{shown(val)} (fixed when the ledger was created)"
                 )
         if win is not None and self.records_source and self.digest_key is None:
             raise UsageError(
