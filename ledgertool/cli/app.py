@@ -1167,20 +1167,23 @@ def recover(
 
 @app.command()
 def prune(
-    ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
+    ledger: Annotated[Path, typer.Argument(metavar="DIR", help="Ledger directory.")],
     before: Annotated[
         str,
         typer.Option(
             "--before",
+            metavar="TIME",
             help="Cut-off: ns since the epoch or ISO 8601 (UTC if no zone); segments whose "
             "records all lie before it lose their record files.",
         ),
     ],
     signing_key: Annotated[
-        Path, typer.Option("--signing-key", help="The ledger's current signing.key.")
+        Path,
+        typer.Option("--signing-key", metavar="FILE", help="The ledger's current signing.key."),
     ],
     link: Annotated[
-        list[str] | None, typer.Option(help="Prune only this link (repeatable).")
+        list[str] | None,
+        typer.Option(metavar="NAME", help="Prune only this link (repeatable)."),
     ] = None,
     force: Annotated[
         bool,
