@@ -1361,6 +1361,7 @@ def prove(
         str | None,
         typer.Option(
             "--window",
+            metavar="TIME",
             help="Prove the window record of the window holding this time (ns since the epoch "
             "or ISO 8601, UTC if no zone; a window's start names it).",
         ),
@@ -1380,6 +1381,14 @@ def prove(
     from ..fsio import write_atomic
     from ..verify.proof import build_proof, build_window_proof
 
+    if window is None:
+        if seq is None and digest is None:
+            raise UsageError("prove needs one of --seq N, --digest HEX or --window TIME")
+        if link is None and _window_records_only(location(ledger)):
+            raise UsageError(
+                f"{ledger}: the ledger keeps no per-frame records, only window records: prove "
+                "a window record with --window TIME"
+            )
     if window is None and digest is not None and seq is None:
         # a pruned ledger: search the records still held
         found = _held_seq(location(ledger), link, digest)
@@ -2335,6 +2344,18 @@ def _register_optional() -> None:
 
 
 _register_optional()
+
+
+def _window_records_only(ledger) -> bool:
+    """The ledger (a location) has window logs and no per-frame link (a ledger that cannot be
+    listed says so where it is read)."""
+    from ..ledger.remote import ledger_reader
+
+    try:
+        reader = ledger_reader(ledger)
+    except LedgerError:
+        return False
+    return not reader.links and bool(reader.window_logs)
 
 
 def _os_error_line(e: OSError) -> str:

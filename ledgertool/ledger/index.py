@@ -30,6 +30,13 @@ def choose_link(directory: Path, link: str | None) -> str:
     link. UsageError when `link` is absent or, with no `link`, when the ledger has several."""
     names = links(directory)
     if link is None:
+        if not names and (logs := ledger_reader(directory).window_logs):
+            # window records only: a command that takes a window log is told its name
+            raise UsageError(
+                f"{directory}: the ledger keeps no per-frame records, only window logs "
+                f"({', '.join(sorted(logs))}); choose one with ",
+                Setting("link"),
+            )
         if len(names) != 1:
             raise UsageError(
                 f"{directory}: ledger has links {', '.join(names) or 'none'}; choose one with ",
