@@ -598,10 +598,10 @@ def capture(
     )
 
     def sealing(records: int) -> None:
-        err.print(
-            f"sealing {plural(records, 'record', fmt=',')}… (Ctrl-C again to abandon the open "
-            "segment; it stays recoverable)"
-        )
+        # no count: the batch being digested when the signal came is still added, and may close
+        # the segment; the summary (or --json) gives what was sealed
+        del records
+        err.print("sealing the open segment… (Ctrl-C again to abandon it; it stays recoverable)")
 
     try:
         with ctx as cb:
