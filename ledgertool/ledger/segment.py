@@ -141,10 +141,12 @@ class SegmentHeader:
         ) = _HEADER.unpack_from(raw)
         if magic not in (SEGMENT_MAGIC, SEGMENT_MAGIC_V2):
             raise LedgerFormatError(f"{path}: not a ledgertool segment (bad magic at byte 0)")
-        if version != (1 if magic == SEGMENT_MAGIC else 2) or hsize != HEADER_SIZE:
+        if version != (1 if magic == SEGMENT_MAGIC else 2):
             raise LedgerFormatError(
                 f"{path}: unsupported segment format version {version} at byte 8"
             )
+        if hsize != HEADER_SIZE:
+            raise LedgerFormatError(f"{path}: header size {hsize} at byte 10 is not {HEADER_SIZE}")
         tier = raw[TIER_OFFSET] if version == 2 else 0
         if tier not in TIER_CODES.values():
             raise LedgerFormatError(
