@@ -294,7 +294,8 @@ def _count_seconds(into, runs, kept) -> None:
 
 def check_reserved(head: bytes, path) -> None:
     """LedgerFormatError when a sealed segment's header has a non-zero reserved byte (bytes
-    168..255, docs/ledger-format.md): a reader refuses what it does not understand. The native
+    169..255, after the record kind: docs/ledger-format.md): a reader refuses what it does not
+    understand. The native
     walk hands its header here, so both read paths check it."""
     nonzero = next((i for i in range(RESERVED_OFFSET, HEADER_SIZE) if head[i]), None)
     if nonzero is not None:
