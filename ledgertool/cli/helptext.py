@@ -271,10 +271,13 @@ def epilog(path: str) -> str | None:
     if entry is None:
         if path not in GROUPS:
             return None
-        return (
-            "\b\nEvery command's --help says what it reads, writes and its exit codes "
-            "(docs/cli.md).\n" + EXIT_CHECK + "\n\n\b\nExample:\n  " + GROUPS[path]
-        )
+        # wrapped as a command's epilog is: click keeps the lines after \b as they are
+        lines = [
+            "Every command's --help says what it reads, writes and its exit codes (docs/cli.md).",
+            EXIT_CHECK,
+        ]
+        text = "\n".join(_wrapped(line) for line in lines)
+        return "\b\n" + text + "\n\n\b\nExample:\n" + _wrapped_command(GROUPS[path])
     reads, writes, codes, example = entry
     lines = [f"Reads: {reads}.", f"Writes: {writes}.", codes]
     if path == "capture":
@@ -301,8 +304,13 @@ def _wrapped(line: str) -> str:
 
 def _wrapped_command(cmd: str) -> str:
     """An example command within WIDTH columns, indented by two, continued with a backslash as a
-    shell reads it (so it can be pasted as shown)."""
-    words, lines, line = cmd.split(" "), [], "  "
+    shell reads it (so it can be pasted as shown); an option stays on the line of its value."""
+    words, lines, line = [], [], "  "
+    for w in cmd.split(" "):
+        if words and words[-1].startswith("--") and " " not in words[-1] and not w.startswith("-"):
+            words[-1] += " " + w  # `--digest-key keys/digest.key` is one piece
+        else:
+            words.append(w)
     for w in words:
         if line.strip() and len(line) + 1 + len(w) + 2 > WIDTH:
             lines.append(line + " \\")
