@@ -437,7 +437,8 @@ def current_signer_check(directory: Path, ledger: LedgerHeader, signing_key: Sig
         if want_ids != ids:
             raise KeyFileError(
                 f"{signing_key.path or 'signing key'}: is not the ledger's current signing key "
-                f"(after rotation {len(rotations)}, {directory} is signed by {want_ids})"
+                f"(after rotation {len(rotations)}, {directory} is signed by "
+                f"{', '.join(f'{a} {k}' for a, k in sorted(want_ids.items())) or 'no key'})"
             )
         return
     last = _last_signer(directory)

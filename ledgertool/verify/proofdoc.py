@@ -32,6 +32,8 @@ RECORD_FIELDS = ("seq", "ts_ns", "wire_len", "cap_len", "flags", "linktype", "au
 _RECORD_INTS = ("wire_len", "cap_len", "flags", "linktype", "aux")
 WINDOW_FIELDS = ("index", "start_ns", "window_ns", "frames", "wire_bytes", "drops", "late")
 
+#: how a proof's fields are named in errors: JSON's words, not Python's type names
+_JSON_KIND = {int: "an integer", dict: "an object", list: "an array", str: "a string"}
 _LOWER_HEX = re.compile(r"(?:[0-9a-f]{2})*")
 _DECIMAL = re.compile(r"-?[0-9]+")
 _CANONICAL_DECIMAL = re.compile(r"0|-?[1-9][0-9]*")  # one spelling of each number
@@ -274,9 +276,7 @@ def proof_from_json(doc: object) -> InclusionProof | WindowProof:
         raise ShapeError(f"unknown field {unknown[0]!r}")
     for key, typ in need.items():
         if not (_is_int(doc.get(key)) if typ is int else isinstance(doc.get(key), typ)):
-            raise ShapeError(
-                f"field {key!r} missing or not {'an integer' if typ is int else typ.__name__}"
-            )
+            raise ShapeError(f"field {key!r} missing or not {_JSON_KIND.get(typ, typ.__name__)}")
     if fmt != PROOF_FORMAT_V1 and "checkpoint" not in doc:
         raise ShapeError("field 'checkpoint' missing (null when no checkpoint covers the segment)")
     common = dict(
