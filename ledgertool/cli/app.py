@@ -1973,6 +1973,12 @@ def _print_reconcile(res, ledger: str, source) -> None:
             f"  capture-only frame {e['index']} ts_ns {e['ts_ns']} wire_len {e['wire_len']} digest "
             f"{e['digest']}"
         )
+    shown = len(res.examples_ledger_only) + len(res.examples_capture_only)
+    if res.ledger_only + res.capture_only > shown and not res.details_file:
+        out.print(
+            f"  … {res.ledger_only + res.capture_only - shown:,} more differing frames: "
+            "--details FILE writes every one"
+        )
     _fallback_line(res.capture.strip_fallbacks, res.capture.strip, res.capture.frames, source)
 
 
