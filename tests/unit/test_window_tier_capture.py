@@ -90,7 +90,7 @@ def test_windows_only_writes_no_per_frame_records_and_query_reads_the_windows(tm
 
 def test_window_parameters_and_windows_are_fixed_per_ledger(tmp_path, keydir):
     _capture(keydir, tmp_path / "L", tiers=("windows", "frames"), window_ns=MS)
-    with pytest.raises(UsageError, match="window length 1000000, not 2000000"):
+    with pytest.raises(UsageError, match="window length 1ms, not 2ms"):
         _capture(keydir, tmp_path / "L", window_ns=2 * MS)
     with pytest.raises(UsageError, match="tiers frames,windows, not frames"):
         _capture(keydir, tmp_path / "L", tiers=("frames",))
