@@ -182,6 +182,15 @@ def cli(*args, cwd: Path | None = None) -> CliResult:
     return CliResult(tuple(argv[1:]), code, stdout.getvalue(), stderr.getvalue())
 
 
+def capture_windows(ledger: Path, keydir: Path, source: Path | None = None, *extra) -> CliResult:
+    """`ledgertool capture SOURCE --ledger LEDGER --tiers windows EXTRA...` with `keydir`'s keys
+    (default SOURCE: samples/sample.pcap): a ledger of window records alone."""
+    return cli(
+        "capture", source or SAMPLES / "sample.pcap", "--ledger", ledger, "--tiers", "windows",
+        *extra, "--signing-key", keydir / "signing.key", "--digest-key", keydir / "digest.key",
+    )  # fmt: skip
+
+
 def cli_in_process(*args) -> tuple[int, str, str]:
     """`ledgertool ARGS` in this process (`cli`): (exit code, stdout, stderr)."""
     r = cli(*args)

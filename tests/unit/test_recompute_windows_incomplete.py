@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import struct
 
-from conftest import SAMPLES, cli
+from conftest import SAMPLES, capture_windows, cli
 
 
 def _corrupt_at_record(src, dst, k: int) -> int:
@@ -26,8 +26,7 @@ def test_an_early_stop_is_said_with_the_file_and_byte(tmp_path, keydir):
     off = _corrupt_at_record(SAMPLES / "sample.pcap", bad, 40)
     keys = ("--digest-key", keydir / "digest.key")
     led = tmp_path / "W"
-    c = cli("capture", bad, "--ledger", led, "--tiers", "windows", "--signing-key",
-            keydir / "signing.key", *keys)  # fmt: skip
+    c = capture_windows(led, keydir, bad)
     assert c.returncode == 2 and f"byte {off}" in c.stderr, c.stderr
     args = ("recompute", bad, "--ledger", led, *keys, "--trust", keydir / "verifier.pub")
     text = cli(*args)

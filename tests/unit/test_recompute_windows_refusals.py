@@ -4,17 +4,14 @@ input (exit 2, naming the ledger), not as a discrepancy."""
 
 from __future__ import annotations
 
-from conftest import SAMPLES, cli
+from conftest import SAMPLES, capture_windows, cli
 
 PCAP = SAMPLES / "sample.pcap"
 
 
 def _windows_ledger(tmp_path, keydir, *extra):
     led = tmp_path / "W"
-    r = cli(
-        "capture", PCAP, "--ledger", led, "--tiers", "windows", *extra,
-        "--signing-key", keydir / "signing.key", "--digest-key", keydir / "digest.key",
-    )  # fmt: skip
+    r = capture_windows(led, keydir, PCAP, *extra)
     assert r.returncode == 0, r.stderr
     return led, ("--digest-key", keydir / "digest.key", "--trust", keydir / "verifier.pub")
 
@@ -52,10 +49,7 @@ def test_a_ledger_without_window_records_yet_says_so(tmp_path, keydir):
     empty = tmp_path / "empty.pcap"
     empty.write_bytes(PCAP.read_bytes()[:24])  # the file header alone
     led = tmp_path / "E"
-    r = cli(
-        "capture", empty, "--ledger", led, "--tiers", "windows",
-        "--signing-key", keydir / "signing.key", "--digest-key", keydir / "digest.key",
-    )  # fmt: skip
+    r = capture_windows(led, keydir, empty)
     assert r.returncode == 0, r.stderr
     r = cli("recompute", PCAP, "--ledger", led, "--digest-key", keydir / "digest.key")
     assert r.returncode == 2, (r.stdout, r.stderr)

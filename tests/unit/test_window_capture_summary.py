@@ -3,14 +3,11 @@
 
 from __future__ import annotations
 
-from conftest import SAMPLES, cli
+from conftest import SAMPLES, capture_windows
 
 
 def _capture(tmp_path, keydir, src):
-    return cli(
-        "capture", src, "--ledger", tmp_path / "W", "--tiers", "windows",
-        "--signing-key", keydir / "signing.key", "--digest-key", keydir / "digest.key",
-    )  # fmt: skip
+    return capture_windows(tmp_path / "W", keydir, src)
 
 
 def test_the_summary_names_what_the_window_tier_keeps(tmp_path, keydir):

@@ -4,7 +4,7 @@ anything is written, as for a ledger with per-frame records."""
 
 from __future__ import annotations
 
-from conftest import SAMPLES, cli
+from conftest import SAMPLES, capture_windows, cli
 
 
 def _files(d):
@@ -18,11 +18,7 @@ def _files(d):
 
 def test_a_windows_only_ledger_refuses_another_signing_key(tmp_path, keydir, other_keydir):
     led = tmp_path / "W"
-    pcap = SAMPLES / "sample.pcap"
-    first = cli(
-        "capture", pcap, "--ledger", led, "--tiers", "windows",
-        "--signing-key", keydir / "signing.key", "--digest-key", keydir / "digest.key",
-    )  # fmt: skip
+    first = capture_windows(led, keydir)
     assert first.returncode == 0, first.stderr
     before = _files(led)
     other = other_keydir / "signing.key"

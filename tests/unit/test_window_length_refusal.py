@@ -4,7 +4,7 @@ two lengths written as --window takes them (1s, 100ms, 250us, 7ns), not in raw n
 from __future__ import annotations
 
 import pytest
-from conftest import SAMPLES, cli
+from conftest import capture_windows
 
 from ledgertool.capture.run import _shown_window
 
@@ -19,10 +19,8 @@ def test_window_lengths_read_as_the_option_takes_them(ns, text):
 
 
 def test_another_window_length_is_refused_with_both_named(tmp_path, keydir):
-    keys = ("--signing-key", keydir / "signing.key", "--digest-key", keydir / "digest.key")
     led = tmp_path / "W"
-    pcap = SAMPLES / "sample.pcap"
-    assert cli("capture", pcap, "--ledger", led, "--tiers", "windows", *keys).returncode == 0
-    r = cli("capture", pcap, "--ledger", led, "--tiers", "windows", "--window", "100ms", *keys)
+    assert capture_windows(led, keydir).returncode == 0
+    r = capture_windows(led, keydir, None, "--window", "100ms")
     assert r.returncode == 2
     assert f"{led}: ledger has window length 1s, not 100ms (fixed when" in r.stderr

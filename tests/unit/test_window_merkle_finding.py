@@ -5,7 +5,7 @@ root differs when the sidecar was changed too (it is never believed)."""
 from __future__ import annotations
 
 import pytest
-from conftest import SAMPLES, cli
+from conftest import capture_windows
 
 from ledgertool.keyfiles import TrustBundle
 from ledgertool.verify.ledger import verify_ledger
@@ -16,11 +16,7 @@ SEG = "windows=link0/seg-00000000"
 @pytest.fixture()
 def ledger(tmp_path, keydir):
     led = tmp_path / "W"
-    r = cli(
-        "capture", SAMPLES / "sample.pcap", "--ledger", led, "--tiers", "windows",
-        "--window", "1ms", "--signing-key", keydir / "signing.key",
-        "--digest-key", keydir / "digest.key",
-    )  # fmt: skip
+    r = capture_windows(led, keydir, None, "--window", "1ms")
     assert r.returncode == 0, r.stderr
     return led
 

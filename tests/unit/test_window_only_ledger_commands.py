@@ -5,16 +5,13 @@ window logs `--link` takes; `prove` with no selector names all three selectors."
 from __future__ import annotations
 
 import pytest
-from conftest import SAMPLES, cli
+from conftest import capture_windows, cli
 
 
 @pytest.fixture()
 def windows_ledger(tmp_path, keydir):
     led = tmp_path / "W"
-    r = cli(
-        "capture", SAMPLES / "sample.pcap", "--ledger", led, "--tiers", "windows",
-        "--signing-key", keydir / "signing.key", "--digest-key", keydir / "digest.key",
-    )  # fmt: skip
+    r = capture_windows(led, keydir)
     assert r.returncode == 0, r.stderr
     return led
 
