@@ -597,10 +597,9 @@ def capture(
         else _progress("capture", not (as_json or quiet), source)
     )
 
-    def sealing(records: int) -> None:
+    def sealing(_open_records: int) -> None:
         # no count: the batch being digested when the signal came is still added, and may close
         # the segment; the summary (or --json) gives what was sealed
-        del records
         err.print("sealing the open segment… (Ctrl-C again to abandon it; it stays recoverable)")
 
     try:
