@@ -56,8 +56,9 @@ def _heavy(modules: list[str]) -> list[str]:
     return [m for m in modules if m.split(".")[0] in ("numpy", "pyarrow")]
 
 
-def _capture_and_verify(ledger: Path, keydir: Path) -> tuple[list[str], list[str]]:
-    capture = [
+def capture_argv(ledger: Path, keydir: Path, *extra: str) -> list[str]:
+    """`capture` of the sample into `ledger` with `keydir`'s keys, quietly, then `extra`."""
+    return [
         "capture",
         str(SAMPLE),
         "--ledger",
@@ -67,9 +68,12 @@ def _capture_and_verify(ledger: Path, keydir: Path) -> tuple[list[str], list[str
         "--digest-key",
         str(keydir / "digest.key"),
         "--quiet",
-        "--segment-records",
-        "100",
+        *extra,
     ]
+
+
+def _capture_and_verify(ledger: Path, keydir: Path) -> tuple[list[str], list[str]]:
+    capture = capture_argv(ledger, keydir, "--segment-records", "100")
     verify = ["verify", str(ledger), "--trust", str(keydir / "verifier.pub"), "--quiet"]
     return capture, verify
 

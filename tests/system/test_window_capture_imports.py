@@ -6,26 +6,13 @@ of frames. A real interpreter in a fresh child: the process's modules are what i
 from __future__ import annotations
 
 import pytest
-from test_v2_start_imports import SAMPLE, _run_in_child
+from test_v2_start_imports import _run_in_child, capture_argv
 
 
 @pytest.mark.parametrize("tiers", ["windows", "windows,frames"])
 def test_a_windowed_capture_of_a_file_loads_no_numpy(tmp_path, keydir, tiers):
     ledger = tmp_path / "L"
-    argv = [
-        "capture",
-        str(SAMPLE),
-        "--ledger",
-        str(ledger),
-        "--signing-key",
-        str(keydir / "signing.key"),
-        "--digest-key",
-        str(keydir / "digest.key"),
-        "--tiers",
-        tiers,
-        "--quiet",
-    ]
-    (got,) = _run_in_child(argv)
+    (got,) = _run_in_child(capture_argv(ledger, keydir, "--tiers", tiers))
     assert got["rc"] == 0
     # the window tier ran: its log holds a sealed segment
     assert sorted(p.name for p in (ledger / "windows=link0").glob("*.seal.json")) == [
