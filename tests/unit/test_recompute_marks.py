@@ -105,11 +105,18 @@ def _report(res) -> str:
     return json.dumps(doc, sort_keys=True)
 
 
-def _count_readings(monkeypatch, calls: list, hash_sides) -> None:
-    """recompute with `hash_sides` for its first reading's hashes, and each second reading it
-    takes appended to `calls`: "marked" (where the sums differ) or "full" (everything again)."""
-    real_marked, real_full = rc._gather_marked, rc._gather_parts
-    monkeypatch.setattr(rc, "_hash_sides", hash_sides)
+def _count_readings(monkeypatch, calls: list, after_hashing) -> None:
+    """recompute with `after_hashing()` called once its first reading has hashed both sides (the
+    files rewritten between the two readings), and each second reading it takes appended to
+    `calls`: "marked" (where the sums differ) or "full" (everything again)."""
+    real_hash, real_marked, real_full = rc._hash_sides, rc._gather_marked, rc._gather_parts
+
+    def hash_then(*a, **k):
+        out = real_hash(*a, **k)
+        after_hashing()
+        return out
+
+    monkeypatch.setattr(rc, "_hash_sides", hash_then)
     monkeypatch.setattr(
         rc, "_gather_marked", lambda *a, **k: calls.append("marked") or real_marked(*a, **k)
     )
@@ -228,15 +235,8 @@ def test_a_ledger_rewritten_between_the_readings_is_paired_in_full(
     _write(d, keydir, changed)
     rewritten = changed.copy()
     rewritten["ts_ns"][150] += 10**9
-    real_hash = rc._hash_sides
     calls = []
-
-    def hash_then_rewrite(*a, **k):
-        out = real_hash(*a, **k)
-        _write(d, keydir, rewritten)
-        return out
-
-    _count_readings(monkeypatch, calls, hash_then_rewrite)
+    _count_readings(monkeypatch, calls, lambda: _write(d, keydir, rewritten))
     dk, _, trust = load_keys(keydir)
     res = reconcile(PCAP, d, dk, trust=trust)
     assert calls == ["marked", "full"]
@@ -430,14 +430,8 @@ def test_a_capture_rewritten_between_the_readings_is_paired_in_full(
     d, pcap = tmp_path / "L", tmp_path / "c.pcap"
     pcap.write_bytes(PCAP.read_bytes())
     _write(d, keydir, _edit(base, "digest", 120, 0))
-    real_hash, calls = rc._hash_sides, []
-
-    def hash_then_rewrite(*a, **k):
-        out = real_hash(*a, **k)
-        _flip_frame(PCAP, pcap, 120)
-        return out
-
-    _count_readings(monkeypatch, calls, hash_then_rewrite)
+    calls = []
+    _count_readings(monkeypatch, calls, lambda: _flip_frame(PCAP, pcap, 120))
     dk, _, trust = load_keys(keydir)
     res = reconcile(pcap, d, dk, trust=trust)
     assert calls == ["marked", "full"]
