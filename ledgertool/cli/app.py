@@ -1383,7 +1383,7 @@ def prove(
     if window is None:
         if seq is None and digest is None:
             raise UsageError("prove needs one of --seq N, --digest HEX or --window TIME")
-        if link is None and _window_records_only(location(ledger)):
+        if link is None and _LazyLedger(location(ledger)).windows_only():
             raise UsageError(
                 f"{ledger}: the ledger keeps no per-frame records, only window records: prove "
                 "a window record with --window TIME"
@@ -2349,18 +2349,6 @@ def _register_optional() -> None:
 
 
 _register_optional()
-
-
-def _window_records_only(ledger) -> bool:
-    """The ledger (a location) has window logs and no per-frame link (a ledger that cannot be
-    listed says so where it is read)."""
-    from ..ledger.remote import ledger_reader
-
-    try:
-        reader = ledger_reader(ledger)
-    except LedgerError:
-        return False
-    return not reader.links and bool(reader.window_logs)
 
 
 def _os_error_line(e: OSError) -> str:
