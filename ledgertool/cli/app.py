@@ -1724,7 +1724,7 @@ def recompute(
 
 
 class _LazyLedger:
-    """recompute's ledger, opened once where it is first needed (ledger.opened.OpenLedger); a
+    """recompute's (and prove's) ledger, opened once where it is first needed (OpenLedger); a
     ledger that does not open is handed on as its name, for the library to report as it does."""
 
     def __init__(self, where: str | None):
