@@ -2,11 +2,11 @@
 ends at once with exit 2 and one line naming it, never hangs and never dies of a signal.
 
 The failing device is real: an ext4 file system on a loop device (tests/loop_ext4.py) whose
-backing image is cut at the first block of one file, whose cached pages are then dropped, so that
-reading the file goes to the block layer and gets EIO there (`dd` fails the same way). Needs
-root, losetup, mkfs.ext4 and filefrag (e2fsprogs); skips with the reason otherwise. Mapping such
-a file with MAP_POPULATE used to wait in the kernel for ever; a capture file's mapped header killed
-the process with SIGBUS.
+backing image is cut at the first block of one file, placed above every other file, whose cached
+pages are then dropped, so that reading the file goes to the block layer and gets EIO there
+(`dd` fails the same way). Needs root, losetup, mkfs.ext4 and filefrag (e2fsprogs); skips with the
+reason otherwise. Mapping such a file with MAP_POPULATE used to wait in the kernel for ever; a
+capture file's mapped header killed the process with SIGBUS.
 """
 
 from __future__ import annotations
@@ -38,11 +38,7 @@ def _ext4_on_loop(base: Path):
 
         def cut(path: Path, skip_blocks: int = 0) -> None:
             os.sync()
-            frag = subprocess.run(
-                ["filefrag", "-v", "-b1024", str(path)], capture_output=True, text=True, check=True
-            ).stdout.splitlines()
-            first = int(frag[3].split(":")[2].split("..")[0])  # extent 0: its first physical block
-            cut_image(img, dev, (first + skip_blocks) * 1024)
+            cut_image(img, dev, (_extents(path)[0][0] + skip_blocks) * 1024)
             fd = os.open(path, os.O_RDONLY)
             try:
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # clean pages: dropped
@@ -57,6 +53,41 @@ def _ext4_on_loop(base: Path):
             assert "Input/output error" in probe.stderr, probe.stderr  # the device really fails
 
         yield mnt, cut
+
+
+def _extents(path: Path) -> list[tuple[int, int]]:
+    """The physical (first, last) 1 KiB blocks of each extent of `path` (a file or directory)."""
+    out = subprocess.run(
+        ["filefrag", "-v", "-b1024", str(path)], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    rows = [line.split(":") for line in out if line.strip()[:1].isdigit()]
+    return [tuple(int(b) for b in row[2].replace(" ", "").split("..")) for row in rows]
+
+
+def _place_above_the_rest(path: Path, tree: Path) -> None:
+    """Give `path` blocks above every other file and directory of `tree`, so that cutting the
+    image at its first block leaves the rest readable. Small files share a preallocated pool per
+    CPU, so the order of allocation depends on which CPU wrote them: write copies from each CPU in
+    turn (fsync in the writer's own context) until one lands above the rest, then rename it in."""
+    data, spare = path.read_bytes(), tree.parent / "spare"
+    spare.mkdir(exist_ok=True)
+    others = [p for p in [tree, *tree.rglob("*")] if p != path]
+    top = max(last for p in others for _, last in _extents(p))
+    cpus, saved = sorted(os.sched_getaffinity(0)), os.sched_getaffinity(0)
+    try:
+        for attempt in range(4 * len(cpus)):
+            os.sched_setaffinity(0, {cpus[attempt % len(cpus)]})
+            copy = spare / f"copy{attempt}"
+            with open(copy, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            if _extents(copy)[0][0] > top:
+                os.replace(copy, path)
+                return
+    finally:
+        os.sched_setaffinity(0, saved)
+    pytest.fail(f"no copy of {path.name} landed above block {top} of the other files")
 
 
 def _one_line_naming(r: subprocess.CompletedProcess, path: Path) -> str:
@@ -78,7 +109,13 @@ def ledger_on_failing_disk(tmp_path_factory, keydir):
             SAMPLES / "sample.pcap", ledger, digest_key=dk, signing_key=sk, segment_records=100
         )
         rec = ledger / "link=link0" / "seg-00000002.rec"
+        _place_above_the_rest(rec, ledger)
         cut(rec)
+        for f in ledger.rglob("*"):  # every read now goes to the device: none is served from cache
+            if f.is_file():
+                fd = os.open(f, os.O_RDONLY)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                os.close(fd)
         yield ledger, rec
 
 
