@@ -23,6 +23,16 @@ extern "C" {
 int lt_gmac_aes128(const uint8_t *key, const uint8_t *iv, const uint8_t *aad, size_t len, uint8_t *tag);
 int lt_hmac_sha256(const uint8_t *key, size_t key_len, const uint8_t *msg, size_t len, uint8_t *out);
 
+/* ---- Merkle leaf lanes ---- */
+
+/* How many whole SHA-256 leaves lt_merkle_leaves hashes side by side: 16 (AVX-512 lanes, Intel
+ * cores that have them), 4 (interleaved SHA-NI streams) or 1; every count gives the same leaves.
+ * Follows the hmac-sha256-128 path: 1 unless that is sha-ni. lt_merkle_lanes_force(n) makes n the
+ * most used (0: the default again); LT_ERR_ARG where this CPU cannot run n. Not thread-safe:
+ * tests and benchmarks call it with no hashing under way. */
+int lt_merkle_lanes(void);
+int lt_merkle_lanes_force(int lanes);
+
 /* ---- benchmarks and profiling ---- */
 
 #define LT_BENCH_MAX_THREADS 1024

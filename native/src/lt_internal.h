@@ -97,12 +97,6 @@ int lt_reader_frames_stable(const lt_reader *r);
 void *lt_reader_source(const lt_reader *r, const lt_source_ops *ops);
 
 /* digest_siphash.c */
-/* n <= 4 Merkle leaves of len bytes each, SHA-256(0x00 || rec[s]) into out[s] (32 bytes): four
- * interleaved SHA-NI streams when n is 4 on the sha-ni path (merkle.c), which prefetch
- * [ahead, ahead_end) meanwhile (the bytes the caller reads next; NULL, NULL for none; a hint, never
- * read). No bounds: the caller's. */
-void lt_merkle_leaf_group(const uint8_t *const rec[4], size_t n, size_t len, uint8_t *const out[4],
-                          const uint8_t *ahead, const uint8_t *ahead_end);
 void lt_siphash128(const uint8_t key[16], const uint8_t *msg, size_t len, int c_rounds, int d_rounds,
                    uint8_t out[16]);
 uint64_t lt_siphash64(const uint8_t key[16], const uint8_t *msg, size_t len, int c_rounds, int d_rounds);

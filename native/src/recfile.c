@@ -155,8 +155,15 @@ typedef struct {
     uint64_t first_seq, tallied; /* records tallied and hashed so far */
 } leaf_walk;
 
-static size_t stage_records(size_t leaf_records) { /* four leaves (the SHA-NI streams), at least 1024 records */
-    return leaf_records * (leaf_records < 256 ? 1024 / leaf_records : 4);
+/* Whole leaves hashed side by side (lt_merkle_lanes): sixteen (the AVX-512 lanes) while they fit
+ * in a read window, else four (the SHA-NI streams). */
+static size_t lane_leaves(size_t leaf_records, size_t record_size) {
+    return 16 * leaf_records * record_size <= SRC_WINDOW ? 16 : 4;
+}
+
+static size_t stage_records(size_t leaf_records, size_t record_size) { /* lane_leaves, at least 4096 records */
+    size_t n = leaf_records * lane_leaves(leaf_records, record_size);
+    return n < 4096 ? 4096 : n; /* leaf_records is a power of two: 4096 is whole leaves */
 }
 
 /* The tally and the leaves of the next n records, at p (the stage, or the read window): whole
@@ -184,13 +191,14 @@ static int stage_flush(leaf_walk *lw, size_t record_size, lt_rec_info *info) {
 
 static int stage_block(leaf_walk *lw, rec_src *s, uint64_t pos, size_t count, size_t record_size,
                        lt_rec_info *info) {
-    /* A file read into the window: runs of whole leaves (four at least, the hash's streams) that
-     * start on a leaf boundary in one block are checked and hashed where they were read (the
+    /* A file read into the window: runs of whole leaves (lane_leaves at least, the hash's lanes)
+     * that start on a leaf boundary in one block are checked and hashed where they were read (the
      * window is as private a copy as the stage); the rest is staged. */
-    size_t four = 4 * lw->leaf_records, most = SRC_WINDOW / record_size / four * four;
+    size_t run = lane_leaves(lw->leaf_records, record_size) * lw->leaf_records,
+           most = SRC_WINDOW / record_size / run * run;
     while (count) {
-        if (!s->mem && !lw->fill && count >= four && most) {
-            size_t n = count / four * four < most ? count / four * four : most;
+        if (!s->mem && !lw->fill && count >= run && most) {
+            size_t n = count / run * run < most ? count / run * run : most;
             const uint8_t *p = NULL;
             int st = src_view(s, pos, n * record_size, &p, info);
             if (st == LT_OK) st = walk_leaves(lw, p, n, record_size, info);
@@ -332,7 +340,7 @@ static int leaves_walk(rec_src *s, size_t record_size, uint64_t first_seq, uint8
                        size_t leaf_records, size_t hash, uint8_t *leaves, size_t leaves_len,
                        lt_rec_info *info) {
     leaf_walk lw = {.stage = stage, .leaves = leaves, .leaf_records = leaf_records, .hash = hash,
-                    .cap = stage_records(leaf_records), .max_leaves = leaves_len / 32, .first_seq = first_seq};
+                    .cap = stage_records(leaf_records, record_size), .max_leaves = leaves_len / 32, .first_seq = first_seq};
     return rec_walk(s, record_size, first_seq, NULL, 0, &lw, NULL, info);
 }
 
@@ -340,7 +348,7 @@ int lt_rec_leaves(const uint8_t *file, size_t len, size_t record_size, uint64_t 
                   uint8_t *leaves, size_t leaves_len, lt_rec_info *info) {
     SPLIT_LEAF_HASH(leaf_records, hash);
     if (!info || (len && !file) || !leaves_args_ok(record_size, leaves, leaf_records)) return LT_ERR_ARG;
-    uint8_t *stage = malloc(stage_records(leaf_records) * record_size);
+    uint8_t *stage = malloc(stage_records(leaf_records, record_size) * record_size);
     if (!stage) return LT_ERR_NOMEM;
     rec_src s = {.mem = file, .len = len};
     int st = leaves_walk(&s, record_size, first_seq, stage, leaf_records, hash, leaves, leaves_len,
@@ -391,7 +399,7 @@ static int rec_file(int fd, size_t len, size_t record_size, uint64_t first_seq, 
     memset(info, 0, sizeof *info);
     if (len < LT_REC_HEADER_SIZE) return fail(info, LT_REC_HEADER_CUT, len, 0);
     if (out && leaves && !leaves_args_ok(record_size, leaves, leaf_records)) return LT_ERR_ARG;
-    uint8_t *stage = out ? NULL : malloc(stage_records(leaf_records) * record_size);
+    uint8_t *stage = out ? NULL : malloc(stage_records(leaf_records, record_size) * record_size);
     rec_src s = {.fd = fd, .len = len, .win = malloc(SRC_WINDOW)};
     int st = LT_ERR_NOMEM;
     if ((out || stage) && s.win) {

@@ -224,9 +224,10 @@ static int write_block(lt_segment_writer *w, const uint8_t *records, size_t coun
 /* A block of whole leaves is counted, hashed and written piece by piece, each piece about
  * PIECE_BYTES: it is then read from the engine's buffer into this core's L2 once and hashed and
  * copied to the file from there, not streamed from L3 three times (counters, leaves, write(2)).
- * A piece is a multiple of 4 leaves (the 4-stream leaf hashing). The block's bytes are the same;
- * the MAC, which needs all its leaves, goes with the last piece. */
-#define PIECE_BYTES ((size_t)192 << 10)
+ * A piece is a multiple of 16 leaves where it holds that many (the leaf hashing's AVX-512 lanes),
+ * else of 4 (its SHA-NI streams). The block's bytes are the same; the MAC, which needs all its
+ * leaves, goes with the last piece. */
+#define PIECE_BYTES ((size_t)256 << 10)
 
 static void count_records(lt_segment_counters *c, const uint8_t *p, size_t n, size_t size);
 
@@ -235,7 +236,8 @@ static void count_records(lt_segment_counters *c, const uint8_t *p, size_t n, si
 static int write_leaf_block(lt_segment_writer *w, const uint8_t *records, size_t count, uint8_t *leaves,
                             int *os_errno) {
     const size_t rs = w->record_size, L = w->leaf_records;
-    size_t piece_leaves = PIECE_BYTES / (L * rs) / 4 * 4;
+    size_t piece_leaves = PIECE_BYTES / (L * rs);
+    piece_leaves = piece_leaves >= 16 ? piece_leaves / 16 * 16 : piece_leaves / 4 * 4;
     const size_t piece = (piece_leaves ? piece_leaves : 4) * L;
     uint8_t prefix[4];
     lt_store_le32(prefix, (uint32_t)count);

@@ -49,7 +49,7 @@ CDEF_DIGESTS = {
     # LT_WINDOW_PATH_*, lt_window_path_supported, lt_window_path_name (lt_window_new's `path`);
     # lt_mset_add_parts_ids, lt_mset_parts_where, lt_rec_file_mset's ids, lt_engine_fill_select,
     # lt_pread_records
-    4: "8a33fbfdee321b5e0289b85fc36c42f3bbc2c0cf906ffdff4b56afb1b5be7b24",
+    4: "0d6b466708674953781cd3f7b2d0ed682949c9f0dce44e85c6c8bdd8b3ad9342",
 }
 
 
