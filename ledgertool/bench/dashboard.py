@@ -29,7 +29,7 @@ from pathlib import Path
 from .. import fsio
 from ..errors import Setting, UsageError
 from ..plan import WIRE_OVERHEAD_BYTES
-from .rows import RATIO_HEAD, BenchRow, capture_ratios, human_size, ns_text, ratio_text
+from .rows import RATIO_HEAD, BenchRow, capture_ratios, human_size, ns_text, ratio_cells
 
 LINE_RATES = ((400e9, "400G", "#d62728"), (800e9, "800G", "#9467bd"), (1.6e12, "1.6T", "#e6550d"))
 #: frame sizes of the headline answer: the worst case and full-size Ethernet frames
@@ -220,16 +220,24 @@ def _per_thread(r: BenchRow) -> float:
     return r.frames_per_s / r.threads if r.threads else 0.0
 
 
+#: the capture rows of the headline, as it names them
+_ANSWER_CAPTURE = {
+    "capture:engine": "digest engine",
+    "capture:sealed": "with sealing",
+    "capture:sealed-blake3": "with sealing, blake3 leaves",
+}
+
+
 def answer_rows(rows: list[BenchRow]) -> list[AnswerRow]:
-    """The headline: for the capture path (capture:engine, and capture:sealed with Parquet,
-    Merkle roots and signatures) and for each algorithm's digest alone, the cores that 400G /
-    800G / 1.6T of 64 B and 1500 B frames need at the fastest per-thread rate measured (over CPU
-    paths and thread counts), i.e. assuming cores scale."""
+    """The headline: for the capture path (capture:engine, and capture:sealed and
+    capture:sealed-blake3 with segments, Merkle roots and signatures) and for each algorithm's
+    digest alone, the cores that 400G / 800G / 1.6T of 64 B and 1500 B frames need at the fastest
+    per-thread rate measured (over CPU paths and thread counts), i.e. assuming cores scale."""
     rows = latest(rows)
     groups: dict[str, list[BenchRow]] = {}
     for r in rows:
-        if r.benchmark in ("capture:engine", "capture:sealed"):
-            what = "digest engine" if r.benchmark == "capture:engine" else "with sealing"
+        what = _ANSWER_CAPTURE.get(r.benchmark)
+        if what is not None:
             groups.setdefault(f"capture path ({what}), {r.algorithm}", []).append(r)
         elif r.benchmark == "digest":
             groups.setdefault(r.algorithm, []).append(r)
@@ -487,27 +495,27 @@ def _median_best(median: float | None, best: float | None) -> str:
 
 
 def _ratios(rows: list[BenchRow]) -> str:
-    """capture:sealed and capture:windows ÷ capture:engine per algorithm, frame size and worker
-    count (best of)."""
+    """capture:sealed, capture:sealed-blake3 and capture:windows ÷ capture:engine per algorithm,
+    frame size and worker count (best of)."""
     e = html.escape
     ratios = capture_ratios(rows)
     if not ratios:
         return ""
     head = "".join(f"<th>{c}</th>" for c in RATIO_HEAD)
     body = "".join(
-        f'<tr><td>{e(c.algorithm)}</td><td class="n">{human_size(c.size)}</td>'
-        f'<td class="n">{c.workers}</td><td class="n">{ns_text(c.engine_cpu_ns)}</td>'
-        f'<td class="n">{ns_text(c.sealed_cpu_ns)}</td>'
-        f'<td class="n">{ratio_text(c.cpu)}</td>'
-        f'<td class="n">{ratio_text(c.wall)}</td>'
-        f'<td class="n">{ns_text(c.windows_cpu_ns)}</td>'
-        f'<td class="n">{ratio_text(c.windows_cpu)}</td></tr>'
+        "<tr>"
+        + "".join(
+            f"<td>{e(v)}</td>" if i == 0 else f'<td class="n">{e(v)}</td>'
+            for i, v in enumerate(ratio_cells(c))
+        )
+        + "</tr>"
         for c in ratios
     )
     return (
         "<p>What sealing costs on top of digesting: capture:sealed ÷ capture:engine, "
-        "the best run of each (CPU time per frame, every thread; and wall time); and what the "
-        "window tier alone costs: capture:windows ÷ capture:engine (CPU).</p>"
+        "the best run of each (CPU time per frame, every thread; and wall time); the same with "
+        "BLAKE3 leaf entries, capture:sealed-blake3 ÷ capture:engine (CPU), where measured; and "
+        "what the window tier alone costs: capture:windows ÷ capture:engine (CPU).</p>"
         f'<table id="ratios"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
     )
 

@@ -6,7 +6,8 @@ Two kinds of rows (schemas/bench.csv.schema.json, docs/benchmarks.md):
            frames/s is the aggregate of all threads
   capture  the whole path on a synthetic pcap in page cache, per algorithm and worker count:
            `engine` = read + digest + record, `sealed` = engine + segments + Merkle + signatures
-           (+ Parquet in v1), `windows` = engine + the window tier alone (--tiers windows),
+           (+ Parquet in v1) with SHA-256 leaves, `sealed-blake3` the same with BLAKE3 leaf
+           entries (v2; ADR 0013), `windows` = engine + the window tier alone (--tiers windows),
            `python-reference` = pure-Python pcap reader + pure-Python SipHash on a prefix of the
            frames
 Each figure is the median of `repeats` timed runs after calibration and one untimed warm-up run,
@@ -43,7 +44,7 @@ from ..digest.engine import DigestEngine, cpu_path, cpu_paths, force_cpu_path
 from ..digest.reference import read_pcap, siphash
 from ..keyfiles import DigestKey, SigningKey
 from ..source.file import CaptureReader
-from .rows import BenchRow
+from .rows import SEALED_BENCHMARKS, BenchRow
 
 DEFAULT_NOISY_CV = 0.05
 _BUF_SLACK = 64 * 1024  # messages step 64 bytes through a buffer this much larger than one message
@@ -293,13 +294,19 @@ def bench_capture(
     tcpdump: bool = True,
     ledger_format: int = 2,
     algorithms: tuple[str, ...] | None = None,
+    leaf_hashes: tuple[str, ...] = ("sha256",),
 ) -> list[BenchRow]:
     """Whole path on a synthetic pcap read from page cache (the warm-up run pulls it in): for each
     algorithm of `algorithms` (default: `algorithm`) and each worker count, the native engine alone
     and the full capture with sealing (into a ledger of format `ledger_format`: 1 seals Parquet,
-    2 the raw record files), side by side; then the pure-Python reference (SipHash) and
-    `tcpdump -r FILE -w /dev/null` (libpcap reading only) as a baseline when tcpdump is
-    installed."""
+    2 the raw record files), once per leaf construction of `leaf_hashes` (rows.SEALED_BENCHMARKS;
+    blake3 needs format 2), and the window tier alone (format 2), side by side; then the
+    pure-Python reference (SipHash) and `tcpdump -r FILE -w /dev/null` (libpcap reading only) as a
+    baseline when tcpdump is installed."""
+    if not leaf_hashes or any(h not in SEALED_BENCHMARKS for h in leaf_hashes):
+        raise ValueError(f"bench: leaf hashes {leaf_hashes!r}: each one of sha256, blake3")
+    if ledger_format != 2 and "blake3" in leaf_hashes:
+        raise ValueError("bench: blake3 leaf entries need ledger format 2")
     algs = [get_algorithm(a) for a in (algorithms or (algorithm,))]
     with tempfile.TemporaryDirectory(prefix="ledgertool-bench-", dir=workdir) as tmp:
         tmp = Path(tmp)
@@ -315,7 +322,10 @@ def bench_capture(
                 raise RuntimeError(f"bench: engine read {seq} of {frames} frames")
 
         def full_capture(
-            alg: Algorithm, nworkers: int, tiers: tuple[str, ...] = ("frames",)
+            alg: Algorithm,
+            nworkers: int,
+            tiers: tuple[str, ...] = ("frames",),
+            leaf_hash: str = "sha256",
         ) -> None:
             res = capture_file(
                 pcap,
@@ -328,6 +338,7 @@ def bench_capture(
                 ledger_format=ledger_format,
                 accept_forgery_risk=True,
                 tiers=tiers,
+                leaf_hash=leaf_hash,
             )  # a throwaway ledger nobody relies on
             if res.frames != frames:
                 raise RuntimeError(f"bench: capture recorded {res.frames} of {frames} frames")
@@ -339,11 +350,22 @@ def bench_capture(
         runs_spec = []
         for alg in algs:
             for w in workers:
+                runs_spec.append(
+                    ("capture:engine", lambda a=alg, w=w: engine_only(a, w), frames, w, alg)
+                )
                 runs_spec += [
-                    ("capture:engine", lambda a=alg, w=w: engine_only(a, w), frames, w, alg),
-                    ("capture:sealed", lambda a=alg, w=w: full_capture(a, w), frames, w, alg),
+                    (
+                        SEALED_BENCHMARKS[h],
+                        lambda a=alg, w=w, h=h: full_capture(a, w, leaf_hash=h),
+                        frames,
+                        w,
+                        alg,
+                    )
+                    for h in leaf_hashes
                 ]
-                if ledger_format == 2:  # the window tier is written to v2 ledgers only
+                # the window tier is written to v2 ledgers only; window logs keep SHA-256 leaves
+                # whatever the frames tier uses, so it is measured once
+                if ledger_format == 2:
                     runs_spec.append(
                         (
                             "capture:windows",
@@ -387,7 +409,8 @@ def bench_capture(
             path = {"capture:python-reference": "python", "capture:tcpdump": "libpcap"}.get(
                 name
             ) or cpu_path(alg)
-            after = remove_ledgers if name in ("capture:sealed", "capture:windows") else None
+            ledgers = name in SEALED_BENCHMARKS.values() or name == "capture:windows"
+            after = remove_ledgers if ledgers else None
             timing = _measure(_timed(fn, after), n, repeats)
             rows.append(_row(name, alg.name, size, threads, n, timing, repeats, noisy_cv, path))
     return rows

@@ -64,10 +64,14 @@ BENCHMARKS = (
     "digest",
     "capture:engine",
     "capture:sealed",
+    "capture:sealed-blake3",
     "capture:windows",
     "capture:python-reference",
     "capture:tcpdump",
 )
+#: the sealed-capture benchmark of each leaf construction (`bench --leaf-hash`; ledger.json
+#: `leaf_hash`): sha256 leaves keep the name the rows had before there was a choice
+SEALED_BENCHMARKS = {"sha256": "capture:sealed", "blake3": "capture:sealed-blake3"}
 #: Line rates for the "cores needed" figures: bits/s on the wire, each frame costing 20 more bytes
 #: (preamble, start delimiter, inter-frame gap); 64-byte frames at 400G are 595.2 Mframes/s.
 LINE_RATES = (("400G", 400e9), ("800G", 800e9), ("1.6T", 1.6e12))
@@ -181,8 +185,10 @@ JSON_NULLABLE = frozenset(CSV_FIELDS[CSV_FIELDS.index("best_seconds") :])
 class CaptureRatio:
     """capture:sealed ÷ capture:engine of one algorithm, frame size and worker count, from rows of
     one host: what sealing costs on top of digesting, per frame. `cpu` compares the least CPU
-    time per frame, `wall` the best wall time (None where a row lacks it). `windows_cpu`:
-    capture:windows ÷ capture:engine, CPU (None without a capture:windows row)."""
+    time per frame, `wall` the best wall time (None where a row lacks it, or without a
+    capture:sealed row). `windows_cpu`: capture:windows ÷ capture:engine, CPU (None without a
+    capture:windows row); `sealed_blake3_cpu`: capture:sealed-blake3 ÷ capture:engine, CPU (None
+    without a capture:sealed-blake3 row)."""
 
     algorithm: str
     size: int
@@ -193,48 +199,58 @@ class CaptureRatio:
     wall: float | None
     windows_cpu_ns: float | None = None
     windows_cpu: float | None = None
+    sealed_blake3_cpu_ns: float | None = None
+    sealed_blake3_cpu: float | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
 
 
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a is not None and b else None
+
+
+def _ns(v: float | None) -> float | None:
+    return None if v is None else round(v, 3)  # as the CSV writes it
+
+
 def capture_ratios(rows: list[BenchRow]) -> list[CaptureRatio]:
-    """capture:sealed ÷ capture:engine for every (host, algorithm, size, workers) measured with both
-    (the last row of each when a CSV holds several runs)."""
-    engine, sealed, windows = {}, {}, {}
+    """capture:sealed and capture:sealed-blake3 ÷ capture:engine for every (host, algorithm, size,
+    workers) measured with the engine and at least one of the two (the last row of each when a CSV
+    holds several runs), in the order the sealed rows first appear."""
+    wanted = ("capture:engine", *SEALED_BENCHMARKS.values(), "capture:windows")
+    latest: dict[tuple, BenchRow] = {}
+    keys: dict[tuple, None] = {}  # (host, algorithm, size, workers) with a sealed row, in order
     for r in rows:
+        if r.benchmark not in wanted:
+            continue
         key = (r.host, r.algorithm, r.size, r.threads)
-        if r.benchmark == "capture:engine":
-            engine[key] = r
-        elif r.benchmark == "capture:sealed":
-            sealed[key] = r
-        elif r.benchmark == "capture:windows":
-            windows[key] = r
+        latest[(r.benchmark, *key)] = r
+        if r.benchmark in SEALED_BENCHMARKS.values():
+            keys.setdefault(key)
     out = []
-    for key, s in sealed.items():
-        e = engine.get(key)
+    for key in keys:
+        e = latest.get(("capture:engine", *key))
         if e is None:
             continue
-
-        def ratio(a: float | None, b: float | None) -> float | None:
-            return round(a / b, 3) if a is not None and b else None
-
-        def ns(v: float | None) -> float | None:
-            return None if v is None else round(v, 3)  # as the CSV writes it
-
-        w = windows.get(key)
-        w_cpu = None if w is None else w.best_cpu_ns_per_frame
+        s, b, w = (
+            latest.get((name, *key)) for name in (*SEALED_BENCHMARKS.values(), "capture:windows")
+        )
+        e_cpu = e.best_cpu_ns_per_frame
+        s_cpu, b_cpu, w_cpu = (None if x is None else x.best_cpu_ns_per_frame for x in (s, b, w))
         out.append(
             CaptureRatio(
-                s.algorithm,
-                s.size,
-                s.threads,
-                ns(e.best_cpu_ns_per_frame),
-                ns(s.best_cpu_ns_per_frame),
-                ratio(s.best_cpu_ns_per_frame, e.best_cpu_ns_per_frame),
-                ratio(s.best_ns_per_frame, e.best_ns_per_frame),
-                ns(w_cpu),
-                ratio(w_cpu, e.best_cpu_ns_per_frame),
+                e.algorithm,
+                e.size,
+                e.threads,
+                _ns(e_cpu),
+                _ns(s_cpu),
+                _ratio(s_cpu, e_cpu),
+                None if s is None else _ratio(s.best_ns_per_frame, e.best_ns_per_frame),
+                _ns(w_cpu),
+                _ratio(w_cpu, e_cpu),
+                _ns(b_cpu),
+                _ratio(b_cpu, e_cpu),
             )
         )
     return out
@@ -407,8 +423,8 @@ TABLE_HEAD = (
 )
 
 
-#: the columns of the sealed (and windows) ÷ engine table (capture_ratios), in the CLI and the
-#: dashboard alike
+#: the columns of the sealed (sha256 and blake3 leaves) and windows ÷ engine table
+#: (capture_ratios, ratio_cells), in the CLI and the dashboard alike
 RATIO_HEAD = (
     "algorithm",
     "size",
@@ -417,9 +433,28 @@ RATIO_HEAD = (
     "sealed CPU ns/frame",
     "sealed ÷ engine, CPU",
     "sealed ÷ engine, wall",
+    "sealed-blake3 CPU ns/frame",
+    "sealed-blake3 ÷ engine, CPU",
     "windows CPU ns/frame",
     "windows ÷ engine, CPU",
 )
+
+
+def ratio_cells(c: CaptureRatio) -> list[str]:
+    """One rendered row of the ratio table (RATIO_HEAD); empty cells for what was not measured."""
+    return [
+        c.algorithm,
+        human_size(c.size),
+        str(c.workers),
+        ns_text(c.engine_cpu_ns),
+        ns_text(c.sealed_cpu_ns),
+        ratio_text(c.cpu),
+        ratio_text(c.wall),
+        ns_text(c.sealed_blake3_cpu_ns),
+        ratio_text(c.sealed_blake3_cpu),
+        ns_text(c.windows_cpu_ns),
+        ratio_text(c.windows_cpu),
+    ]
 
 
 def markdown_table(rows: list[BenchRow]) -> str:

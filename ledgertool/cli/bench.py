@@ -107,6 +107,22 @@ def parse_threads(text: str) -> list[int]:
     return out
 
 
+def parse_leaf_hashes(text: str, ledger_format: str) -> tuple[str, ...]:
+    """ "blake3, sha256" -> ("sha256", "blake3"): the leaf constructions the sealed rows are
+    measured with, each once, in the order of engine.LEAF_HASHES; blake3 only into v2 ledgers."""
+    from ..digest.engine import LEAF_HASHES
+
+    given = {p.strip() for p in text.split(",") if p.strip()}
+    out = tuple(h for h in LEAF_HASHES if h in given)
+    if not given or given - set(out):
+        raise UsageError(
+            f"--leaf-hash {text!r}: expected a comma-separated list of {', '.join(LEAF_HASHES)}"
+        )
+    if "blake3" in out and ledger_format != "v2":
+        raise UsageError("--leaf-hash blake3 needs --ledger-format v2 (v1 ledgers keep sha256)")
+    return out
+
+
 def bench_command(
     algorithm: Annotated[
         list[str] | None,
@@ -149,6 +165,14 @@ def bench_command(
             "or v2 (raw record files; also the capture:windows rows, which v1 has not).",
         ),
     ] = "v2",
+    leaf_hash: Annotated[
+        str,
+        typer.Option(
+            "--leaf-hash",
+            help="Leaf construction(s) of the sealed rows, comma-separated: sha256 "
+            "(capture:sealed) and/or blake3 (capture:sealed-blake3, v2 only).",
+        ),
+    ] = "sha256",
     paths: Annotated[
         str,
         typer.Option(
@@ -245,6 +269,7 @@ def bench_command(
         )
         if ledger_format not in ("v1", "v2"):
             raise UsageError(f"--ledger-format must be v1 or v2, not {ledger_format!r}")
+        leaf_hashes = parse_leaf_hashes(leaf_hash, ledger_format)
         runs = [
             (a, p, s, t)
             for a in algs
@@ -287,6 +312,7 @@ def bench_command(
                     tcpdump=tcpdump,
                     ledger_format=int(ledger_format[1]),
                     algorithms=cap_algs,
+                    leaf_hashes=leaf_hashes,
                 )
                 plan.ran(i)
             if show:
@@ -315,11 +341,11 @@ def bench_command(
 
 
 def _print_tables(rows, ratios, noisy_cv: float) -> None:
-    """bench's tables: the rows, the capture:sealed and :windows / capture:engine ratios, and how
-    many rows were noisy (on stderr)."""
+    """bench's tables: the rows, the capture:sealed, :sealed-blake3 and :windows / capture:engine
+    ratios, and how many rows were noisy (on stderr)."""
     from rich.table import Table
 
-    from ..bench.rows import RATIO_HEAD, TABLE_HEAD, ns_text, ratio_text, table_cells
+    from ..bench.rows import RATIO_HEAD, TABLE_HEAD, ratio_cells, table_cells
 
     t = Table(*TABLE_HEAD, title=f"ledgertool bench on {rows[0].cpu_model if rows else '?'}")
     for r in rows:
@@ -328,20 +354,10 @@ def _print_tables(rows, ratios, noisy_cv: float) -> None:
     if ratios:
         t = Table(
             *RATIO_HEAD,
-            title="capture:sealed and capture:windows ÷ capture:engine (best of)",
+            title="capture:sealed, :sealed-blake3 and :windows ÷ capture:engine (best of)",
         )
         for c in ratios:
-            t.add_row(
-                c.algorithm,
-                str(c.size),
-                str(c.workers),
-                ns_text(c.engine_cpu_ns),
-                ns_text(c.sealed_cpu_ns),
-                ratio_text(c.cpu),
-                ratio_text(c.wall),
-                ns_text(c.windows_cpu_ns),
-                ratio_text(c.windows_cpu),
-            )
+            t.add_row(*ratio_cells(c))
         table_console().print(t)
     noisy = sum(r.noisy for r in rows)
     if noisy:

@@ -125,6 +125,7 @@ EXAMPLES: list[tuple[str, int]] = [
     ("plan collision --bits 64 --bits 128 --rate 400G --frame 64", 0),
     ("plan storage --pps 600M --links 4 --duration 30d", 0),
     ("bench --sizes 300MiB", 2),
+    ("bench --leaf-hash blake3 --ledger-format v1", 2),
     ("workload generate samples/workloads/rocev2-allreduce.toml --out wl.pcap", 0),
     ("workload generate samples/workloads/rocev2-allreduce.toml --out wl.pcap", 2),
     ("workload generate samples/workloads/rocev2-allreduce.toml --out wl.pcap --force --json", 0),
