@@ -13,9 +13,11 @@
  * Every size is checked before it is used: ledger.json is unsigned, and a leaf_records of 2^60 + 1
  * once wrapped record_size * leaf_records to 48 bytes and wrote one leaf per record past `out`.
  */
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "ledgertool.h"
+#include "ledgertool_testing.h"
 #include "lt_internal.h"
 #include "sha256.h"
 
@@ -242,10 +244,19 @@ static int x16_usable(void) {
 }
 #endif
 
-/* Leaf lanes forced by lt_merkle_lanes_force (0: the default, lt_merkle_lanes). */
+/* Leaf lanes forced by LEDGERTOOL_MERKLE_LANES (read once, at first use) or lt_merkle_lanes_force;
+ * 0: the default. */
 static int forced_lanes;
+static pthread_once_t lanes_once = PTHREAD_ONCE_INIT;
+
+static void lanes_from_env(void) {
+    const char *e = getenv("LEDGERTOOL_MERKLE_LANES");
+    if (e && (!strcmp(e, "1") || !strcmp(e, "4") || !strcmp(e, "16")))
+        (void)lt_merkle_lanes_force(atoi(e)); /* a count this CPU cannot run is not taken */
+}
 
 int lt_merkle_lanes(void) {
+    pthread_once(&lanes_once, lanes_from_env);
 #if LT_X86_PATHS
     if (strcmp(lt_cpu_path(LT_ALG_HMAC_SHA256_128), "sha-ni") != 0) return 1;
     if (forced_lanes) return forced_lanes;
