@@ -63,7 +63,7 @@ def challenge_commit(
         Path, typer.Option("--checkpoint", help="The checkpoint the audit will sample.")
     ],
     out_file: Annotated[
-        Path, typer.Option("--out", help="Where to write the prover nonce (keep it secret).")
+        Path, typer.Option("--out", help="New file for the prover nonce (keep it secret).")
     ],
     as_json: JsonOpt = False,
 ) -> None:
@@ -75,7 +75,8 @@ def challenge_commit(
 
     note = parse_note(_read(checkpoint, "checkpoint"), str(checkpoint))
     nonce = os.urandom(NONCE_BYTES)
-    fsio.write_atomic(out_file.absolute(), (nonce.hex() + "\n").encode(), mode=0o600)
+    # Never replaced: the nonce in an existing file may be the one a published commitment opens.
+    fsio.create_new(out_file, (nonce.hex() + "\n").encode(), mode=0o600, what="prover nonce")
     c = commitment(note.text, nonce).hex()
     if as_json:
         _emit({"ok": True, "out": str(out_file), "prover_commitment": c})
