@@ -281,8 +281,8 @@ def witness_serve(
     from ..witness.server import Witness, make_server
 
     host, _, port = addr.rpartition(":")
-    if not host or not port.isdigit():
-        raise UsageError(f"--addr {addr!r}: give HOST:PORT")
+    if not host or not port.isdigit() or int(port) > 65535:
+        raise UsageError(f"--addr {addr!r}: give HOST:PORT, PORT 0 to 65535")
     table: dict = {}
     for spec in logs:
         origin, vkey = parse_log(spec)
