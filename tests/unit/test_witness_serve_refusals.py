@@ -25,3 +25,12 @@ def test_a_port_past_65535_is_named(serve_args, tmp_path, port):
     r = cli(*serve_args, "--state", tmp_path / "state", "--addr", addr)
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr == f"ledgertool: error: --addr '{addr}': give HOST:PORT, PORT 0 to 65535\n"
+
+
+def test_a_state_path_that_is_a_file_is_named_as_not_a_directory(serve_args, tmp_path):
+    state = tmp_path / "state"
+    state.write_bytes(b"not a directory\n")
+    r = cli(*serve_args, "--state", state, "--addr", "127.0.0.1:0")
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == f"ledgertool: error: {state}: is not a directory\n"
+    assert state.read_bytes() == b"not a directory\n"
