@@ -2388,6 +2388,7 @@ _UNIT_NAMES = {
     "min_time": "SECONDS",
     "noisy_cv": "RATIO",
     "tolerance": "5us|1ms",
+    "valid_for": "1d|12h",
     "memory_limit": "SIZE",
     "window": "1s|100ms",
     "duration": "1d|12h",

@@ -94,18 +94,26 @@ def challenge_draw(
     k: Annotated[int, typer.Option("-k", "--k", help="How many windows or ranges to draw.")],
     out_file: Annotated[Path, typer.Option("--out", help="Where to write the challenge.")],
     verifier_nonce: Annotated[
-        str | None, typer.Option("--verifier-nonce", help="The verifier's nonce (hex).")
+        str | None,
+        typer.Option("--verifier-nonce", metavar="HEX", help="The verifier's nonce (hex)."),
     ] = None,
     prover_nonce: Annotated[
         str | None,
-        typer.Option("--prover-nonce", help="The prover's nonce (hex, or @FILE from commit)."),
+        typer.Option(
+            "--prover-nonce",
+            metavar="HEX|@FILE",
+            help="The prover's nonce (hex, or @FILE from commit).",
+        ),
     ] = None,
     prover_commitment: Annotated[
         str | None,
-        typer.Option("--prover-commitment", help="The commitment published before (hex)."),
+        typer.Option(
+            "--prover-commitment", metavar="HEX", help="The commitment published before (hex)."
+        ),
     ] = None,
     beacon: Annotated[
-        str | None, typer.Option("--beacon", help="A public beacon value (hex), instead.")
+        str | None,
+        typer.Option("--beacon", metavar="HEX", help="A public beacon value (hex), instead."),
     ] = None,
     range_records: Annotated[
         int, typer.Option("--range-records", help="Records per range (per-frame tier).")
@@ -267,14 +275,24 @@ def parse_log(text: str):
 def witness_serve(
     key: Annotated[Path, typer.Option("--key", help="Witness private key file.")],
     state: Annotated[
-        Path, typer.Option("--state", help="Directory of the latest cosigned checkpoints.")
+        Path,
+        typer.Option(
+            "--state", metavar="DIR", help="Directory of the latest cosigned checkpoints."
+        ),
     ],
     logs: Annotated[
         list[str],
-        typer.Option("--log", help="ORIGIN=VKEY of a log to witness (repeat for each log)."),
+        typer.Option(
+            "--log",
+            metavar="ORIGIN=VKEY",
+            help="ORIGIN=VKEY of a log to witness (repeat for each log).",
+        ),
     ],
     addr: Annotated[
-        str, typer.Option("--addr", help="HOST:PORT to listen on (port 0: any free one).")
+        str,
+        typer.Option(
+            "--addr", metavar="HOST:PORT", help="HOST:PORT to listen on (port 0: any free one)."
+        ),
     ] = "127.0.0.1:0",
 ) -> None:
     """Run the witness (POST /add-checkpoint) until SIGINT or SIGTERM."""

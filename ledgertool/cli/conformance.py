@@ -75,6 +75,7 @@ def check(
         str,
         typer.Option(
             "--clock",
+            metavar="kit|device",
             help="kit: ts_ns byte-exact too (the device replays the kit's timestamps); device: "
             "ts_ns from the device's own clock, checked monotone (and paced, with "
             "--clock-tolerance) instead.",
@@ -84,6 +85,7 @@ def check(
         str | None,
         typer.Option(
             "--clock-tolerance",
+            metavar="5us|1ms",
             help="With --clock device: how far (e.g. 1ms) each device timestamp may stray from the "
             "capture's pace since the first record. Default: monotone only.",
         ),
