@@ -101,7 +101,9 @@ def check(
     from ..plan import parse_duration
 
     tol = None
-    if clock_tolerance is not None:
+    if clock_tolerance is not None and clock_tolerance.strip() in ("0", "0s", "0ns"):
+        tol = 0  # exactly the capture's pace (parse_duration takes positive durations only)
+    elif clock_tolerance is not None:
         tol = round(parse_duration(clock_tolerance, "clock_tolerance") * 1e9)
     check = check_records if len(records) == 1 else check_lanes
     res = check(
