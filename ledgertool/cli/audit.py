@@ -330,6 +330,19 @@ def witness_serve(
 # ---- checkpoint --witness, verify --witness-key ----------------------------------------------
 
 
+def _check_url(url: str) -> None:
+    """A witness URL urllib can open: a bad port or bracket was an internal ValueError there."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises ValueError for a port that is not 0..65535)
+    except ValueError as e:
+        raise UsageError(f"--witness {url}: not a URL ({e})") from None
+    if not parts.hostname:
+        raise UsageError(f"--witness {url}: not a URL (no host)")
+
+
 def collect_cosignatures(ledger: str, out_file: Path, witnesses: list[str]) -> list[str]:
     """Send the note at out_file to each witness URL=VKEY, add the cosignatures to it; the
     witnesses' names. A refusal is raised after what the others gave is written."""
@@ -344,6 +357,7 @@ def collect_cosignatures(ledger: str, out_file: Path, witnesses: list[str]) -> l
         url, sep, vkey = w.partition("=")
         if not sep or not url.startswith(("http://", "https://")):
             raise UsageError(f"--witness {w!r}: give URL=VKEY, a URL without =")
+        _check_url(url)
         specs.append(WitnessSpec(url, parse_vkey(vkey, f"--witness {url}", COSIGNATURE_V1)))
     note = _read(out_file, "checkpoint")
     lines, names, failure = [], [], None
