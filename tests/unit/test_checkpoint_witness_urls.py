@@ -31,3 +31,16 @@ def test_a_witness_url_urllib_cannot_open_is_named(sample_ledger, witness_vkey, 
     )
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr == f"ledgertool: error: --witness {url}: not a URL ({why})\n"
+
+
+def test_a_witness_nobody_answers_is_named_in_words(sample_ledger, witness_vkey, tmp_path):
+    """The refusal read `witness URL: [Errno 111] Connection refused`, the repr of the OSError."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on: bound, never listening
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"
+        r = cli("checkpoint", sample_ledger, "--out", tmp_path / "cp",
+                "--witness", f"{url}={witness_vkey}")  # fmt: skip
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == f"ledgertool: error: witness {url}: cannot reach it: Connection refused\n"
