@@ -155,7 +155,7 @@ def open_dir(directory: PathArg, root: PathArg | None = None, *, create: bool = 
                 os.makedirs(directory, exist_ok=True)
                 action = "open directory"
             return os.open(directory, _DIR)
-        except NotADirectoryError:
+        except (NotADirectoryError, FileExistsError):  # makedirs: a file holds the name
             raise FileTypeError(f"{directory}: is not a directory") from None
         except OSError as e:
             raise storage_error(e, directory, action) from None

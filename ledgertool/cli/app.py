@@ -284,7 +284,11 @@ def keys_vkey(
 
     if verifier is not None and trust is not None and verifier != trust:
         raise UsageError("keys vkey takes one trust bundle: give VERIFIER or --trust, not both")
-    if (ledger is None) == (ledger_id is None):
+    if ledger is not None and ledger_id is not None:
+        raise UsageError(
+            "keys vkey takes one ledger: give --ledger DIR or --ledger-id ID, not both"
+        )
+    if ledger is None and ledger_id is None:
         raise UsageError(
             "keys vkey needs the ledger: give --ledger DIR or --ledger-id ID (the key name is per "
             "ledger)"
@@ -2384,6 +2388,7 @@ _UNIT_NAMES = {
     "min_time": "SECONDS",
     "noisy_cv": "RATIO",
     "tolerance": "5us|1ms",
+    "valid_for": "1d|12h",
     "memory_limit": "SIZE",
     "window": "1s|100ms",
     "duration": "1d|12h",

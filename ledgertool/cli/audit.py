@@ -63,7 +63,7 @@ def challenge_commit(
         Path, typer.Option("--checkpoint", help="The checkpoint the audit will sample.")
     ],
     out_file: Annotated[
-        Path, typer.Option("--out", help="Where to write the prover nonce (keep it secret).")
+        Path, typer.Option("--out", help="New file for the prover nonce (keep it secret).")
     ],
     as_json: JsonOpt = False,
 ) -> None:
@@ -75,7 +75,8 @@ def challenge_commit(
 
     note = parse_note(_read(checkpoint, "checkpoint"), str(checkpoint))
     nonce = os.urandom(NONCE_BYTES)
-    fsio.write_atomic(out_file.absolute(), (nonce.hex() + "\n").encode(), mode=0o600)
+    # Never replaced: the nonce in an existing file may be the one a published commitment opens.
+    fsio.create_new(out_file, (nonce.hex() + "\n").encode(), mode=0o600, what="prover nonce")
     c = commitment(note.text, nonce).hex()
     if as_json:
         _emit({"ok": True, "out": str(out_file), "prover_commitment": c})
@@ -93,18 +94,26 @@ def challenge_draw(
     k: Annotated[int, typer.Option("-k", "--k", help="How many windows or ranges to draw.")],
     out_file: Annotated[Path, typer.Option("--out", help="Where to write the challenge.")],
     verifier_nonce: Annotated[
-        str | None, typer.Option("--verifier-nonce", help="The verifier's nonce (hex).")
+        str | None,
+        typer.Option("--verifier-nonce", metavar="HEX", help="The verifier's nonce (hex)."),
     ] = None,
     prover_nonce: Annotated[
         str | None,
-        typer.Option("--prover-nonce", help="The prover's nonce (hex, or @FILE from commit)."),
+        typer.Option(
+            "--prover-nonce",
+            metavar="HEX|@FILE",
+            help="The prover's nonce (hex, or @FILE from commit).",
+        ),
     ] = None,
     prover_commitment: Annotated[
         str | None,
-        typer.Option("--prover-commitment", help="The commitment published before (hex)."),
+        typer.Option(
+            "--prover-commitment", metavar="HEX", help="The commitment published before (hex)."
+        ),
     ] = None,
     beacon: Annotated[
-        str | None, typer.Option("--beacon", help="A public beacon value (hex), instead.")
+        str | None,
+        typer.Option("--beacon", metavar="HEX", help="A public beacon value (hex), instead."),
     ] = None,
     range_records: Annotated[
         int, typer.Option("--range-records", help="Records per range (per-frame tier).")
@@ -266,22 +275,32 @@ def parse_log(text: str):
 def witness_serve(
     key: Annotated[Path, typer.Option("--key", help="Witness private key file.")],
     state: Annotated[
-        Path, typer.Option("--state", help="Directory of the latest cosigned checkpoints.")
+        Path,
+        typer.Option(
+            "--state", metavar="DIR", help="Directory of the latest cosigned checkpoints."
+        ),
     ],
     logs: Annotated[
         list[str],
-        typer.Option("--log", help="ORIGIN=VKEY of a log to witness (repeat for each log)."),
+        typer.Option(
+            "--log",
+            metavar="ORIGIN=VKEY",
+            help="ORIGIN=VKEY of a log to witness (repeat for each log).",
+        ),
     ],
     addr: Annotated[
-        str, typer.Option("--addr", help="HOST:PORT to listen on (port 0: any free one).")
+        str,
+        typer.Option(
+            "--addr", metavar="HOST:PORT", help="HOST:PORT to listen on (port 0: any free one)."
+        ),
     ] = "127.0.0.1:0",
 ) -> None:
     """Run the witness (POST /add-checkpoint) until SIGINT or SIGTERM."""
     from ..witness.server import Witness, make_server
 
     host, _, port = addr.rpartition(":")
-    if not host or not port.isdigit():
-        raise UsageError(f"--addr {addr!r}: give HOST:PORT")
+    if not host or not port.isdigit() or int(port) > 65535:
+        raise UsageError(f"--addr {addr!r}: give HOST:PORT, PORT 0 to 65535")
     table: dict = {}
     for spec in logs:
         origin, vkey = parse_log(spec)
@@ -311,6 +330,19 @@ def witness_serve(
 # ---- checkpoint --witness, verify --witness-key ----------------------------------------------
 
 
+def _check_url(url: str) -> None:
+    """A witness URL urllib can open: a bad port or bracket was an internal ValueError there."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises ValueError for a port that is not 0..65535)
+    except ValueError as e:
+        raise UsageError(f"--witness {url}: not a URL ({e})") from None
+    if not parts.hostname:
+        raise UsageError(f"--witness {url}: not a URL (no host)")
+
+
 def collect_cosignatures(ledger: str, out_file: Path, witnesses: list[str]) -> list[str]:
     """Send the note at out_file to each witness URL=VKEY, add the cosignatures to it; the
     witnesses' names. A refusal is raised after what the others gave is written."""
@@ -325,6 +357,7 @@ def collect_cosignatures(ledger: str, out_file: Path, witnesses: list[str]) -> l
         url, sep, vkey = w.partition("=")
         if not sep or not url.startswith(("http://", "https://")):
             raise UsageError(f"--witness {w!r}: give URL=VKEY, a URL without =")
+        _check_url(url)
         specs.append(WitnessSpec(url, parse_vkey(vkey, f"--witness {url}", COSIGNATURE_V1)))
     note = _read(out_file, "checkpoint")
     lines, names, failure = [], [], None

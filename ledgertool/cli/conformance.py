@@ -75,6 +75,7 @@ def check(
         str,
         typer.Option(
             "--clock",
+            metavar="kit|device",
             help="kit: ts_ns byte-exact too (the device replays the kit's timestamps); device: "
             "ts_ns from the device's own clock, checked monotone (and paced, with "
             "--clock-tolerance) instead.",
@@ -84,6 +85,7 @@ def check(
         str | None,
         typer.Option(
             "--clock-tolerance",
+            metavar="5us|1ms",
             help="With --clock device: how far (e.g. 1ms) each device timestamp may stray from the "
             "capture's pace since the first record. Default: monotone only.",
         ),
@@ -99,7 +101,9 @@ def check(
     from ..plan import parse_duration
 
     tol = None
-    if clock_tolerance is not None:
+    if clock_tolerance is not None and clock_tolerance.strip() in ("0", "0s", "0ns"):
+        tol = 0  # exactly the capture's pace (parse_duration takes positive durations only)
+    elif clock_tolerance is not None:
         tol = round(parse_duration(clock_tolerance, "clock_tolerance") * 1e9)
     check = check_records if len(records) == 1 else check_lanes
     res = check(

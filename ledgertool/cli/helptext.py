@@ -97,7 +97,7 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
     ),
     "challenge commit": (
         "the checkpoint (the nonce is fresh randomness)",
-        "--out NONCE (0600), the commitment on stdout",
+        "--out NONCE (0600; refused if it exists), the commitment on stdout",
         EXIT_PLAIN,
         "ledgertool challenge commit --checkpoint cp --out nonce",
     ),

@@ -53,7 +53,9 @@ def generate(
 def bench(
     spec: Annotated[Path, typer.Argument(help="Workload spec (TOML).")],
     frames: Annotated[
-        int | None, typer.Option(help="Scale the flows to about this many frames.", min=1)
+        int | None,
+        # a flow holds at most 10^12 frames (docs/workloads.md): no scaled flow passes that
+        typer.Option(help="Scale the flows to about this many frames.", min=1, max=10**12),
     ] = None,
     size: Annotated[
         int | None,

@@ -98,7 +98,7 @@ def compact_ledger(
     directory = Path(directory)
     reader = LedgerReader(directory)
     header = parse_ledger_header(reader.read_header_bytes(), directory / LEDGER_FILE)
-    chosen = reader.links if links is None else list(links)
+    chosen = reader.links if links is None else list(dict.fromkeys(links))  # each link once
     unknown = sorted(set(chosen) - set(reader.links))
     if unknown:
         raise LedgerFormatError(

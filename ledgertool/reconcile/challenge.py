@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..algorithms import get_algorithm
+from ..canonical import MAX_SAFE_INTEGER
 from ..digest.window import WindowAccumulator, WindowKeys, WindowRecord
 from ..errors import KeyFileError, LedgerFormatError, Setting, UsageError
 from ..keyfiles import DigestKey, TrustBundle
@@ -99,8 +100,8 @@ def draw_challenge(
         raise LedgerFormatError(f"{note_name}: the checkpoint has no records extension")
     windows = window_log_link(cp.link) is not None
     tier, rr = ("windows", 1) if windows else ("frames", range_records)
-    if rr < 1:
-        raise UsageError("range_records: give 1 or more")
+    if not 1 <= rr <= MAX_SAFE_INTEGER:  # the challenge document holds it as a JSON number
+        raise UsageError(Setting("range_records"), f" {rr}: give 1 to 2^53 - 1 records")
     n = population(cp.records, tier, rr)
     if not 1 <= k <= n:
         raise UsageError(f"k = {k}: the checkpoint's log has {n} {tier if windows else 'ranges'}")

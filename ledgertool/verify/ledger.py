@@ -246,7 +246,7 @@ def verify_ledger(
     directory = reader.directory
     window_links = [window_log_link(log) for log in reader.window_logs]
     every = sorted(set(reader.links) | set(window_links))
-    chosen = every if links is None else list(links)
+    chosen = every if links is None else list(dict.fromkeys(links))  # a link named twice: once
     unknown = sorted(set(chosen) - set(every))
     if unknown:
         raise LedgerFormatError(

@@ -39,7 +39,9 @@ def _post(url: str, body: bytes) -> tuple[int, str, bytes]:
     except urllib.error.HTTPError as e:
         return e.code, e.headers.get("Content-Type", ""), e.read(1 << 16)
     except (urllib.error.URLError, OSError) as e:
-        raise HostError(f"witness {url}: {getattr(e, 'reason', e)}") from None
+        why = getattr(e, "reason", e)  # the OSError's words, not its "[Errno 111]" repr
+        text = why.strerror if isinstance(why, OSError) and why.strerror else str(why)
+        raise HostError(f"witness {url}: cannot reach it: {text}") from None
 
 
 def _proof(directory: Path, link: str, old: int, new: int, root: bytes) -> list[bytes]:

@@ -24,7 +24,7 @@ def state_path(directory: Path, origin: str) -> Path:
 def load_state(directory: Path, logs: dict[str, list[NoteKey]]) -> dict[str, Held]:
     """What the witness holds for each configured log (a log it never cosigned is absent)."""
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    fsio.make_dirs(directory)
     held = {}
     for origin, keys in logs.items():
         path = state_path(directory, origin)
