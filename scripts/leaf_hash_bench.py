@@ -3,6 +3,7 @@ the same run on the same machine: CPU time per record (docs/adr/0013-blake3-leaf
 
 Usage:  python scripts/leaf_hash_bench.py --workdir DIR [--segments 100] [--records 262144]
                                           [--rounds 5] [--capture-frames 4000000]
+                                          [--sha256-lanes 16,4]
 
 1. For each leaf hash, `ledgertool capture workload:SPEC` (64-byte frames, siphash, 48-byte
    records, leaf 256) writes a ledger of SEGMENTS segments of RECORDS records (reused when DIR
@@ -13,6 +14,10 @@ Usage:  python scripts/leaf_hash_bench.py --workdir DIR [--segments 100] [--reco
 2. `capture` of CAPTURE_FRAMES / 5 and CAPTURE_FRAMES frames into a new ledger per leaf hash,
    alternating, ROUNDS rounds: the children's CPU time (wait4, every thread) per frame beyond
    start-up (the difference of the two sizes over the difference of their frames), best and median.
+
+--sha256-lanes 16,4 measures the SHA-256 leaves once per count of leaves hashed side by side
+(LEDGERTOOL_MERKLE_LANES, docs/algorithms.md), in the same rounds; a count this CPU cannot run is
+left out. Without it, the default count.
 """
 
 from __future__ import annotations
@@ -35,10 +40,15 @@ _CLI = "from ledgertool.cli.app import main; main()"
 HASHES = ("sha256", "blake3")
 
 
-def cli(*args: str) -> float:
-    """Run `ledgertool ARGS`; return the child's CPU seconds (every thread)."""
+def cli(*args: str, lanes: int | None = None) -> float:
+    """Run `ledgertool ARGS` (with LEDGERTOOL_MERKLE_LANES=lanes when given); return the child's
+    CPU seconds (every thread)."""
+    env = dict(os.environ, LEDGERTOOL_MERKLE_LANES=str(lanes)) if lanes else None
     proc = subprocess.Popen(
-        [sys.executable, "-c", _CLI, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        [sys.executable, "-c", _CLI, *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
     )
     _, status, usage = os.wait4(proc.pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
@@ -48,7 +58,14 @@ def cli(*args: str) -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def capture(work: Path, out: Path, frames: int, segment_records: int, leaf_hash: str) -> float:
+def capture(
+    work: Path,
+    out: Path,
+    frames: int,
+    segment_records: int,
+    leaf_hash: str,
+    lanes: int | None = None,
+) -> float:
     spec = work / f"spec-{frames}.toml"
     spec.write_text(SPEC.format(n=frames, a=frames - frames // 2, b=frames // 2))
     return cli(
@@ -64,12 +81,17 @@ def capture(work: Path, out: Path, frames: int, segment_records: int, leaf_hash:
         str(segment_records),
         "--leaf-hash",
         leaf_hash,
+        lanes=lanes,
     )
 
 
-def walk(ledger: Path, leaf_hash: str) -> tuple[float, int]:
-    """CPU seconds and records of verify's keyless walk over every segment of `ledger`."""
+def walk(ledger: Path, leaf_hash: str, lanes: int | None = None) -> tuple[float, int]:
+    """CPU seconds and records of verify's keyless walk over every segment of `ledger` (with
+    `lanes` SHA-256 leaves side by side when given)."""
+    from ledgertool._binding import lib
     from ledgertool.digest.engine import merkle_root
+
+    lib.lt_merkle_lanes_force(lanes or 0)
     from ledgertool.ledger.reader import OpenRecordFile
     from ledgertool.ledger.recfile import parse_record_file
 
@@ -94,7 +116,20 @@ def walk(ledger: Path, leaf_hash: str) -> tuple[float, int]:
         if merkle_root(rec.leaves).hex() != doc["merkle_root"]:
             raise SystemExit(f"{path}: root differs from the seal")
         n += doc["records"]
+    lib.lt_merkle_lanes_force(0)
     return time.process_time() - t0, n
+
+
+def variants(lanes_arg: str | None) -> list[tuple[str, str, int | None]]:
+    """(label, leaf hash, lanes) to measure: SHA-256 once per usable lane count, then BLAKE3."""
+    from ledgertool._binding import lib
+
+    counts: list[int | None] = [None]
+    if lanes_arg:
+        counts = [n for n in map(int, lanes_arg.split(",")) if lib.lt_merkle_lanes_force(n) == 0]
+        lib.lt_merkle_lanes_force(0)
+    sha = [(f"sha256 ({n} lanes)" if n else "sha256", "sha256", n) for n in counts]
+    return [*sha, ("blake3", "blake3", None)]
 
 
 def main() -> None:
@@ -104,6 +139,7 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=262144)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--capture-frames", type=int, default=4_000_000)
+    ap.add_argument("--sha256-lanes", help="e.g. 16,4: SHA-256 leaves per lane count")
     a = ap.parse_args()
     work = a.workdir
     work.mkdir(parents=True, exist_ok=True)
@@ -113,34 +149,35 @@ def main() -> None:
         led = work / f"verify-{h}"
         if not led.exists():
             capture(work, led, a.segments * a.records, a.records, h)
-    per: dict[str, list[float]] = {h: [] for h in HASHES}
+    runs = variants(a.sha256_lanes)
+    per: dict[str, list[float]] = {label: [] for label, _, _ in runs}
     for _ in range(a.rounds):
-        for h in HASHES:
-            cpu, n = walk(work / f"verify-{h}", h)
-            per[h].append(cpu / n * 1e9)
+        for label, h, lanes in runs:
+            cpu, n = walk(work / f"verify-{h}", h, lanes)
+            per[label].append(cpu / n * 1e9)
     print(
         f"verify walk, keyless, {a.segments} x {a.records:,} 48-byte records, leaf 256, "
         "CPU ns per record, best (median):"
     )
-    for h in HASHES:
-        print(f"  {h}: {min(per[h]):.1f} ({statistics.median(per[h]):.1f})")
-    cap: dict[str, list[float]] = {h: [] for h in HASHES}
+    for label, v in per.items():
+        print(f"  {label}: {min(v):.1f} ({statistics.median(v):.1f})")
+    cap: dict[str, list[float]] = {label: [] for label, _, _ in runs}
     small, big = a.capture_frames // 5, a.capture_frames
     for _ in range(a.rounds):
-        for h in HASHES:
+        for label, h, lanes in runs:
             cpu = []
             for n in (small, big):
                 out = work / f"capture-{h}"
                 shutil.rmtree(out, ignore_errors=True)
-                cpu.append(capture(work, out, n, 1_000_000, h))
+                cpu.append(capture(work, out, n, 1_000_000, h, lanes))
                 shutil.rmtree(out, ignore_errors=True)
-            cap[h].append((cpu[1] - cpu[0]) / (big - small) * 1e9)
+            cap[label].append((cpu[1] - cpu[0]) / (big - small) * 1e9)
     print(
         f"capture (sealed), 64-byte frames, siphash, CPU ns per frame beyond start-up "
         f"({small:,} and {big:,} frames), best (median):"
     )
-    for h in HASHES:
-        print(f"  {h}: {min(cap[h]):.1f} ({statistics.median(cap[h]):.1f})")
+    for label, v in cap.items():
+        print(f"  {label}: {min(v):.1f} ({statistics.median(v):.1f})")
 
 
 if __name__ == "__main__":
