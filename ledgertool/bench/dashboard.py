@@ -422,7 +422,7 @@ svg .grid{stroke:#e6e6e6} svg .frame{fill:none;stroke:#999}
 svg .line{fill:none;stroke-width:2} svg .ref{fill:none;stroke-width:1.5;stroke-dasharray:6 4}
 table{border-collapse:collapse;background:#fff;font-size:12px}
 th,td{border:1px solid #ddd;padding:3px 7px;white-space:nowrap}
-th{background:#f0f0f0} th.l{text-align:left;font-weight:normal}
+th{background:#f0f0f0} th.l{text-align:left;font-weight:normal} #ratios th{white-space:normal}
 td.n{text-align:right;font-variant-numeric:tabular-nums}
 td.nb{white-space:pre-line}
 tr.noisy td{background:#fff4ce} #answer-table{font-size:14px} #answer-table td{min-width:5em}
