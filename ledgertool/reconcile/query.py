@@ -238,16 +238,27 @@ class _Stopped(Exception):
     """Raised inside verify's callbacks to end a streamed verify early (Ctrl-C, a failed query)."""
 
 
+#: the columns of `records` that are not read from the records' bytes
+_PLACE_COLUMNS = frozenset({"link", "segment"})
+
+
 def segment_batches(seg: VerifiedSegment, names: list[str]):
     """Arrow record batches of the columns `names` of one verified segment, built from its checked
-    record copy (`seg.records`): one copy of each column read, none of the others."""
+    record copy (`seg.records`): one copy of each column read, none of the others. Columns that
+    only say where a record is (link, segment) need no copy: `seg.records` may then be None, its
+    count `seg.count`."""
     import numpy as np
 
-    recs = np.frombuffer(seg.records, record_dtype(seg.digest_size))
+    recs = (
+        np.frombuffer(seg.records, record_dtype(seg.digest_size))
+        if seg.records is not None
+        else None
+    )
+    total = len(recs) if recs is not None else seg.count
     schema = pa.schema([RECORDS_SCHEMA.field(n) for n in names])
-    for start in range(0, len(recs), _BATCH):
-        part = recs[start : start + _BATCH]
-        n = len(part)
+    for start in range(0, total, _BATCH):
+        part = recs[start : start + _BATCH] if recs is not None else None
+        n = min(_BATCH, total - start)
         cols = []
         for name in names:
             if name == "link":
@@ -271,7 +282,10 @@ def segment_batches(seg: VerifiedSegment, names: list[str]):
 class RecordStream:
     """verify_ledger on a thread, handing each verified segment's checked record copy to the one
     scan of `records` (at most `depth` segments wait); `finish()` lets verify run to its end,
-    without keeping records, and returns its VerifyResult (or raises what verify raised)."""
+    without keeping records, and returns its VerifyResult (or raises what verify raised). Verify
+    starts with the scan (`start`), which says whether it reads the records' bytes at all: a scan
+    of the link and segment columns only (count(*)) has every file checked where it was read, as
+    `verify` checks it, nothing copied out."""
 
     def __init__(
         self,
@@ -290,15 +304,24 @@ class RecordStream:
         self._thread = threading.Thread(
             target=self._run, name="ledgertool-query-verify", daemon=True
         )
+        self._keep_records = True
+        self._started = threading.Lock()
         self.scanned = False
 
-    def start(self) -> None:
-        self._thread.start()
+    def start(self, keep_records: bool = True) -> None:
+        """Start verify (once; later calls do nothing), copying records out only when
+        `keep_records`."""
+        if self._started.acquire(blocking=False):
+            self._keep_records = keep_records
+            self._thread.start()
 
     def _run(self) -> None:
         try:
             self.result = verify_ledger(
-                *self._args, on_segment=self._put, progress=self._progressed
+                *self._args,
+                on_segment=self._put,
+                progress=self._progressed,
+                keep_records=self._keep_records,
             )
         except _Stopped:
             pass
@@ -340,7 +363,9 @@ class RecordStream:
             yield from segment_batches(item, names)
 
     def finish(self) -> VerifyResult:
-        """Verify's result once it has run to the end (records no longer kept)."""
+        """Verify's result once it has run to the end (records no longer kept; started here when
+        no scan started it)."""
+        self.start(keep_records=False)
         self._drain()
         if self.error is not None:
             raise self.error
@@ -353,6 +378,8 @@ class RecordStream:
 
     def _drain(self) -> None:
         """Let verify's thread run to its end, taking (and dropping) what it still hands over."""
+        if not self._thread.ident:  # never started (stopped before any scan)
+            return
         self._discard.set()
         while self._thread.is_alive():
             try:
@@ -379,6 +406,7 @@ class StreamedRecords(pads.InMemoryDataset):
             list(RECORDS_SCHEMA.names) if filter is not None or columns is None else list(columns)
         )
         names = names or ["segment"]  # no column read (count(*)): the rows still count
+        self.stream.start(keep_records=not _PLACE_COLUMNS.issuperset(names))
         schema = pa.schema([RECORDS_SCHEMA.field(n) for n in names])
         return pads.Scanner.from_batches(
             self.stream.batches(names), schema=schema, columns=columns, filter=filter, **kwargs
@@ -486,8 +514,7 @@ def _run_streamed(
     """One scan of `records` fed by verify as it goes, on `con` (closed here); the result only once
     the ledger verified."""
     stream = RecordStream(ledger_dir, trust, checkpoint, checkpoint_name)
-    try:
-        stream.start()
+    try:  # verify starts with the scan of `records`, which says what it reads
         shown = [None]
 
         def poll() -> None:  # verify's progress, shown from this thread while the scan runs

@@ -192,6 +192,7 @@ class VerifiedSegment:
     records: bytes
     digest_size: int = 16  # of `records` (bytes), for the table built from them
     frames: int | None = None
+    count: int | None = None  # records (also when `records` is None: verify_ledger's keep_records)
 
     @cached_property
     def table(self) -> pa.Table:
@@ -213,6 +214,7 @@ def verify_ledger(
     records_into: RecordSink | None = None,
     on_windows: Callable[[VerifiedWindows], None] | None = None,
     on_pruned: Callable[[str, int, Seal], None] | None = None,
+    keep_records: bool = True,
 ) -> VerifyResult:
     """Verify every sealed segment of every link (or of `links`), and that the ledger extends
     `checkpoint` (a signed tlog-checkpoint note) when given. `on_segment` receives each segment
@@ -230,7 +232,9 @@ def verify_ledger(
     Window logs (DIR/windows=NAME) of the links chosen are checked first (verify.windows);
     `on_windows` receives each window segment that passed its checks, in (link, segment) order.
     `on_pruned` receives (link, index, seal) of each segment whose seal passed its checks and whose
-    records a valid prune statement removed (`on_segment` never sees those).
+    records a valid prune statement removed (`on_segment` never sees those). With `keep_records`
+    False a raw record file that passes is checked where it was read, nothing copied out: its
+    VerifiedSegment has `records` None and its record count in `count`.
 
     Raises LedgerFormatError only when DIR is not a ledger, a link in `links` is not in it, or
     the checkpoint cannot be parsed / names another ledger; every other finding is a Problem."""
@@ -315,6 +319,7 @@ def verify_ledger(
             _link_progress(progress, phase, res),
             prunes.of(link),
             on_pruned,
+            keep_records,
         )
         if stored is not None:
             _check_checkpoint(stored, tree, sched, res, f"{reader.checkpoint_path(link)}: ")
@@ -497,6 +502,7 @@ def _verify_link(
     progress: Callable[[int, int, int], None] | None = None,
     pruned: dict | None = None,
     on_pruned: Callable[[str, int, Seal], None] | None = None,
+    keep_records: bool = True,
 ) -> LinkTree:
     """Steps 1-7 for every sealed segment of `link`, reading each segment's files just before the
     pure checks that need them; returns the link tree (its seal hashes up to the first missing or
@@ -513,7 +519,14 @@ def _verify_link(
         res.add(finding)
     chain = LinkChain(ledger, link, link_dir, reader.directory / LEDGER_FILE)
     places = [
-        SegmentPlace(ledger, link, index, link_dir, sched, records_wanted=on_segment is not None)
+        SegmentPlace(
+            ledger,
+            link,
+            index,
+            link_dir,
+            sched,
+            records_wanted=on_segment is not None and keep_records,
+        )
         for index in listing.sealed
     ]
     if progress:
@@ -529,7 +542,7 @@ def _verify_link(
             on_segment is not None
             and not any(not f.kind.is_warning for f in found)
             and check.records is not None
-            and check.records.records is not None
+            and (check.records.records is not None or not keep_records)
         ):
             on_segment(_verified(link, check))
         elif (
@@ -644,7 +657,7 @@ def _verified(link: str, check: SegmentCheck) -> VerifiedSegment:
     # (a table is given where there is no layout)
     digest_size = seal.layout[0] - RECORD_FIXED if seal.layout else 16
     return VerifiedSegment(
-        link, seal.index, seal.doc, recs.table, recs.records, digest_size, recs.frames
+        link, seal.index, seal.doc, recs.table, recs.records, digest_size, recs.frames, recs.n
     )
 
 

@@ -28,6 +28,10 @@ QUERIES = {
         "SELECT count(*), sum(aux) FROM records WHERE wire_len > 100 AND seq % 3 = 1",
         True,
     ),
+    "rows per link and segment": (
+        "SELECT link, segment, count(*) FROM records GROUP BY ALL ORDER BY ALL",
+        True,
+    ),
     "self-join": ("SELECT count(*) FROM records a JOIN records b ON a.seq = b.seq + 1", False),
     "with seals": ("SELECT count(*) FROM records JOIN seals USING (segment)", False),
 }
@@ -106,3 +110,40 @@ def test_query_sees_the_checked_copy_not_a_file_changed_after_verify_read_it(
     monkeypatch.setattr(q, "verify_ledger", tampering)
     assert run_query(sample_ledger, sql).rows == want
     assert all(f.read_bytes()[-400:] == bytes(400) for f in files)  # each was changed
+
+
+@pytest.mark.parametrize(
+    "sql, copied",
+    [
+        ("SELECT count(*) FROM records", False),
+        ("SELECT segment, count(*) FROM records GROUP BY ALL ORDER BY ALL", False),
+        ("SELECT count(*) FROM records WHERE link = 'link0'", True),  # a filter: every column
+        ("SELECT sum(wire_len) FROM records", True),
+    ],
+)
+def test_a_scan_of_no_record_bytes_verifies_without_copying_them(
+    sample_ledger, monkeypatch, sql, copied
+):
+    """count(*) and counts per segment read no record byte: verify checks each file where it was
+    read, as `verify` does, and the scan counts the seals' records; any other column is copied."""
+    want, real, kept = _materialised(sample_ledger, sql), q.verify_ledger, []
+
+    def recording(*args, keep_records=True, **kw):
+        kept.append(keep_records)
+        return real(*args, keep_records=keep_records, **kw)
+
+    monkeypatch.setattr(q, "verify_ledger", recording)
+    assert run_query(sample_ledger, sql).rows == want
+    assert kept == [copied]
+
+
+def test_a_count_of_a_ledger_that_does_not_verify_still_hands_out_no_rows(sample_ledger):
+    """The no-copy scan is verify all the same: a changed record, a count refused."""
+    from ledgertool.errors import DiscrepancyError
+
+    rec = sorted(sample_ledger.glob("link=link0/*.rec"))[0]
+    raw = bytearray(rec.read_bytes())
+    raw[-40] ^= 1  # a digest byte of the segment's last record
+    rec.write_bytes(bytes(raw))
+    with pytest.raises(DiscrepancyError, match="does not verify"):
+        run_query(sample_ledger, "SELECT segment, count(*) FROM records GROUP BY ALL")
