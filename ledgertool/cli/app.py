@@ -2259,8 +2259,9 @@ def algorithms(
     from rich.table import Column, Table
 
     from ..algorithms import ALGORITHMS
-    from ..digest.engine import cpu_path, cpu_path_note, cpu_paths
+    from ..digest.engine import cpu_path, cpu_path_note, cpu_paths, merkle_lanes
 
+    lanes = merkle_lanes()
     rows = [
         {
             "name": a.name,
@@ -2280,7 +2281,7 @@ def algorithms(
     if note:
         err.print(styled(("warning:", "yellow"), f" {note}"))
     if as_json:
-        _emit_json({"algorithms": rows})
+        _emit_json({"algorithms": rows, "merkle_leaf_lanes": lanes})
         return
     t = Table("key", "digest", "ledger", "CPU path in use", "paths on this CPU")
     t.columns.insert(0, Column("name", no_wrap=True))
@@ -2296,6 +2297,12 @@ def algorithms(
             ", ".join(r["cpu_paths"]),
         )
     table_console().print(t)
+    way = {16: "AVX-512 lanes", 4: "SHA-NI streams"}.get(lanes, "one at a time")
+    out.print(
+        f"Merkle leaves (SHA-256): {lanes} side by side ({way})"
+        if lanes > 1
+        else f"Merkle leaves (SHA-256): {way}"
+    )
     for r in rows:  # guarantees as paragraphs: too long for table cells on an 80-column terminal
         out.print()
         out.print(styled((r["name"], "bold")))

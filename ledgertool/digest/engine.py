@@ -337,6 +337,12 @@ def force_cpu_path(algorithm: Algorithm, path: str | None) -> None:
     )
 
 
+def merkle_lanes() -> int:
+    """How many SHA-256 Merkle leaves are hashed side by side here: 16 (AVX-512 lanes), 4 (SHA-NI
+    streams) or 1 (docs/algorithms.md, "CPU paths"); every count gives the same leaves."""
+    return int(lib.lt_merkle_lanes())
+
+
 def cpu_path_note() -> str:
     """Why LEDGERTOOL_CPU_PATH was not (fully) honoured, or ""."""
     return c_string(lib.lt_cpu_path_note())

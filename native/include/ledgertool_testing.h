@@ -25,13 +25,9 @@ int lt_hmac_sha256(const uint8_t *key, size_t key_len, const uint8_t *msg, size_
 
 /* ---- Merkle leaf lanes ---- */
 
-/* How many whole SHA-256 leaves lt_merkle_leaves hashes side by side: 16 (AVX-512 lanes, Intel
- * cores that have them), 4 (interleaved SHA-NI streams) or 1; every count gives the same leaves.
- * Follows the hmac-sha256-128 path: 1 unless that is sha-ni. LEDGERTOOL_MERKLE_LANES=1, 4 or 16
- * sets the count at first use (one this CPU cannot run is not taken); lt_merkle_lanes_force(n)
- * makes n the most used (0: the default again); LT_ERR_ARG where this CPU cannot run n. Not
+/* Make n (1, 4 or 16) the most whole SHA-256 leaves lt_merkle_leaves hashes side by side
+ * (lt_merkle_lanes; 0: the default again); LT_ERR_ARG where this CPU cannot run n. Not
  * thread-safe: tests and benchmarks call it with no hashing under way. */
-int lt_merkle_lanes(void);
 int lt_merkle_lanes_force(int lanes);
 
 /* ---- benchmarks and profiling ---- */

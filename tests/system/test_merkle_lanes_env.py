@@ -3,6 +3,7 @@ side (1, 4 or 16); a count this CPU cannot run, or any other value, leaves the d
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -38,3 +39,21 @@ def test_the_variable_sets_the_count_this_cpu_runs():
 @pytest.mark.parametrize("value", ["", "0", "8", "32", "sixteen", "4x"])
 def test_other_values_leave_the_default(value):
     assert _lanes(value) == _lanes(None)
+
+
+def test_algorithms_reports_the_count_the_variable_set():
+    env = {k: v for k, v in os.environ.items() if k not in ("LEDGERTOOL_MERKLE_LANES",)}
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from ledgertool.cli.app import main; main()",
+            "algorithms",
+            "--json",
+        ],
+        env=dict(env, LEDGERTOOL_MERKLE_LANES="1"),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(out.stdout)["merkle_leaf_lanes"] == 1
