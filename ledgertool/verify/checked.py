@@ -117,3 +117,6 @@ class RecordsCheck:
     frames: int = 0
     drops: int = 0
     merkle_ok: bool = True
+    # a raw record file checked where it was read, nothing copied out (records None): its records
+    # passed every check all the same (a missing or unreadable file has records None too)
+    in_place: bool = False

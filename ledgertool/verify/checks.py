@@ -425,7 +425,7 @@ def _rec_in_place(
         return None
     check = _fast_findings(seal, None, rec.leaves, place, out, facts)
     return (
-        check
+        replace(check, in_place=True)
         if check.merkle_ok and not any(not p.kind.is_warning for p in check.problems)
         else None
     )

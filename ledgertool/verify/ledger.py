@@ -542,7 +542,9 @@ def _verify_link(
             on_segment is not None
             and not any(not f.kind.is_warning for f in found)
             and check.records is not None
-            and (check.records.records is not None or not keep_records)
+            # records read and checked: copied out, or (keep_records False) checked in place; not
+            # a pruned segment's missing file, nor a file that was not read
+            and (check.records.records is not None or check.records.in_place)
         ):
             on_segment(_verified(link, check))
         elif (

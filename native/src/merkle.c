@@ -249,10 +249,22 @@ static int x16_usable(void) {
 static int forced_lanes;
 static pthread_once_t lanes_once = PTHREAD_ONCE_INIT;
 
+static int lanes_set(int lanes) {
+#if LT_X86_PATHS
+    if (lanes == 16 && !x16_usable()) return LT_ERR_ARG;
+    if (lanes != 0 && lanes != 1 && lanes != 4 && lanes != 16) return LT_ERR_ARG;
+    if (lanes > 1 && !lt_cpu_has_sha_ni()) return LT_ERR_ARG;
+#else
+    if (lanes != 0 && lanes != 1) return LT_ERR_ARG;
+#endif
+    forced_lanes = lanes;
+    return LT_OK;
+}
+
 static void lanes_from_env(void) {
     const char *e = getenv("LEDGERTOOL_MERKLE_LANES");
     if (e && (!strcmp(e, "1") || !strcmp(e, "4") || !strcmp(e, "16")))
-        (void)lt_merkle_lanes_force(atoi(e)); /* a count this CPU cannot run is not taken */
+        (void)lanes_set(atoi(e)); /* a count this CPU cannot run is not taken */
 }
 
 int lt_merkle_lanes(void) {
@@ -267,15 +279,9 @@ int lt_merkle_lanes(void) {
 }
 
 int lt_merkle_lanes_force(int lanes) {
-#if LT_X86_PATHS
-    if (lanes == 16 && !x16_usable()) return LT_ERR_ARG;
-    if (lanes != 0 && lanes != 1 && lanes != 4 && lanes != 16) return LT_ERR_ARG;
-    if (lanes > 1 && !lt_cpu_has_sha_ni()) return LT_ERR_ARG;
-#else
-    if (lanes != 0 && lanes != 1) return LT_ERR_ARG;
-#endif
-    forced_lanes = lanes;
-    return LT_OK;
+    /* the variable first: read later, at first use, it would replace the count forced here */
+    pthread_once(&lanes_once, lanes_from_env);
+    return lanes_set(lanes);
 }
 
 /* BLAKE3 entries (ADR 0013): the entries of up to B3_GROUP blocks at once through the BLAKE3 path's
