@@ -424,10 +424,11 @@ int lt_window_decode(const uint8_t key_f[16], const uint8_t *ledger, const uint8
 #define LT_LEAF_BLAKE3 0x40000000
 int lt_merkle_leaves(const uint8_t *records, size_t record_size, size_t count, size_t leaf_records, uint8_t *out,
                      size_t out_len);
-/* How many whole SHA-256 leaves lt_merkle_leaves hashes side by side: 16 (AVX-512 lanes, Intel
- * cores that have them), 4 (interleaved SHA-NI streams) or 1; every count gives the same leaves.
- * Follows the hmac-sha256-128 path: 1 unless that is sha-ni. LEDGERTOOL_MERKLE_LANES=1, 4 or 16
- * sets the count at first use (one this CPU cannot run is not taken). */
+/* How many whole SHA-256 leaves lt_merkle_leaves hashes side by side: 16 (AVX-512 lanes: Intel
+ * cores that have them, and on the portable path CPUs with AVX-512 and no SHA-NI), 4 (interleaved
+ * SHA-NI streams) or 1; every count gives the same leaves. Follows the hmac-sha256-128 path: the
+ * portable path on a CPU with SHA-NI hashes one at a time. LEDGERTOOL_MERKLE_LANES=1, 4 or 16 sets
+ * the count at first use (one this CPU cannot run is not taken). */
 int lt_merkle_lanes(void);
 /* out = the RFC 9162 s2.1.1 Merkle tree hash over n >= 1 leaf hashes (32 bytes each, concatenated);
  * LT_ERR_ARG for n = 0 (the empty tree's hash is SHA-256 of nothing), LT_ERR_NOMEM. */

@@ -233,15 +233,15 @@ static void leaves_x16(const uint8_t *const rec[16], size_t len, uint8_t *const 
 /* Sixteen lanes where they are faster than the four SHA-NI streams: Intel cores with AVX-512 (BW
  * for the byte shuffle). Not AMD's: Zen 4 runs 512-bit operations in two halves and its SHA-NI is
  * fast (ADR 0008 measured four streams at 14.9 ns per 48-byte record on Zen 3). */
-static int x16_usable(void) {
-    static int usable = -1;
-    if (usable < 0) {
+static int x16_runs(void) { /* the CPU (and the OS, which saves zmm state) can run the lanes */
+    static int runs = -1;
+    if (runs < 0) {
         __builtin_cpu_init();
-        usable = __builtin_cpu_is("intel") && __builtin_cpu_supports("avx512f") &&
-                 __builtin_cpu_supports("avx512bw");
+        runs = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
     }
-    return usable;
+    return runs;
 }
+static int x16_usable(void) { return x16_runs() && __builtin_cpu_is("intel"); }
 #endif
 
 /* Leaf lanes forced by LEDGERTOOL_MERKLE_LANES (read once, at first use) or lt_merkle_lanes_force;
@@ -251,7 +251,7 @@ static pthread_once_t lanes_once = PTHREAD_ONCE_INIT;
 
 static int lanes_set(int lanes) {
 #if LT_X86_PATHS
-    if (lanes == 16 && !x16_usable()) return LT_ERR_ARG;
+    if (lanes == 16 && !x16_runs()) return LT_ERR_ARG;
     if (lanes != 0 && lanes != 1 && lanes != 4 && lanes != 16) return LT_ERR_ARG;
     if (lanes > 1 && !lt_cpu_has_sha_ni()) return LT_ERR_ARG;
 #else
@@ -270,9 +270,14 @@ static void lanes_from_env(void) {
 int lt_merkle_lanes(void) {
     pthread_once(&lanes_once, lanes_from_env);
 #if LT_X86_PATHS
-    if (strcmp(lt_cpu_path(LT_ALG_HMAC_SHA256_128), "sha-ni") != 0) return 1;
-    if (forced_lanes) return forced_lanes;
-    return x16_usable() ? 16 : 4;
+    if (strcmp(lt_cpu_path(LT_ALG_HMAC_SHA256_128), "sha-ni") == 0) {
+        if (forced_lanes) return forced_lanes;
+        return x16_usable() ? 16 : 4;
+    }
+    /* the portable path: the lanes where there is no SHA-NI to run (Skylake-SP, Cascade Lake);
+     * a CPU that has SHA-NI runs this path only when told to, and then hashes one at a time */
+    if (forced_lanes) return forced_lanes == 16 ? 16 : 1;
+    return x16_runs() && !lt_cpu_has_sha_ni() ? 16 : 1;
 #else
     return 1;
 #endif
@@ -332,7 +337,7 @@ int lt_merkle_leaves(const uint8_t *records, size_t record_size, size_t count, s
 #endif
     if (b3) return blake3_leaves(blocks, records, total, leaf_bytes, out);
 #if LT_X86_PATHS
-    const int lanes = blocks == sha256_blocks_shani ? lt_merkle_lanes() : 1;
+    const int lanes = lt_merkle_lanes();
     if (lanes == 16) {
         for (size_t groups = count / leaf_records / 16; groups; groups--, off += 16 * leaf_bytes, out += 512) {
             const uint8_t *rec[16];
@@ -341,7 +346,7 @@ int lt_merkle_leaves(const uint8_t *records, size_t record_size, size_t count, s
             leaves_x16(rec, leaf_bytes, dst);
         }
     }
-    if (lanes >= 4) {
+    if (lanes >= 4 && blocks == sha256_blocks_shani) {
         for (size_t groups = (count - off / record_size) / leaf_records / 4; groups; groups--, off += 4 * leaf_bytes, out += 128) {
             const uint8_t *const rec[4] = {records + off, records + off + leaf_bytes, records + off + 2 * leaf_bytes,
                                            records + off + 3 * leaf_bytes};

@@ -155,10 +155,10 @@ typedef struct {
     uint64_t first_seq, tallied; /* records tallied and hashed so far */
 } leaf_walk;
 
-/* Whole leaves hashed side by side (lt_merkle_lanes): sixteen (the AVX-512 lanes) while they fit
- * in a read window, else four (the SHA-NI streams). */
+/* Whole leaves hashed side by side (lt_merkle_lanes): sixteen where the AVX-512 lanes run and they
+ * fit in a read window, else four (the SHA-NI streams). */
 static size_t lane_leaves(size_t leaf_records, size_t record_size) {
-    return 16 * leaf_records * record_size <= SRC_WINDOW ? 16 : 4;
+    return lt_merkle_lanes() == 16 && 16 * leaf_records * record_size <= SRC_WINDOW ? 16 : 4;
 }
 
 static size_t stage_records(size_t leaf_records, size_t record_size) { /* lane_leaves, at least 4096 records */

@@ -49,7 +49,7 @@ CDEF_DIGESTS = {
     # LT_WINDOW_PATH_*, lt_window_path_supported, lt_window_path_name (lt_window_new's `path`);
     # lt_mset_add_parts_ids, lt_mset_parts_where, lt_rec_file_mset's ids, lt_engine_fill_select,
     # lt_pread_records
-    4: "474727e29ed65700724e6712922d4190cd6fe4afe4c4ac264b387e562444d30c",
+    4: "fd1e5fe0849162b319d0be2661ce546e59a616b895b375fc5ee4888e55108f43",
 }
 
 

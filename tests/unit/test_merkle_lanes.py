@@ -121,3 +121,24 @@ def test_writer_and_walk_agree_across_lane_counts(tmp_path, keydir):
         res = verify_ledger(wide, trust=trust)
     assert not res.ok
     assert any(p.kind == "merkle_mismatch" for p in res.problems), res.problems
+
+
+def test_sixteen_lanes_on_the_portable_path():
+    """A CPU with AVX-512 and no SHA-NI (Skylake-SP, Cascade Lake) hashes its leaves sixteen at a
+    time on the portable path, the rest one at a time; here the portable path is forced and the
+    lanes with it: hashlib's leaves all the same."""
+    force_cpu_path(HMAC, "portable")
+    try:
+        if lib.lt_merkle_lanes_force(16) != lib.LT_OK:
+            pytest.skip("this CPU cannot hash 16 leaves side by side")
+        assert lib.lt_merkle_lanes() == 16
+        lib.lt_merkle_lanes_force(4)
+        assert lib.lt_merkle_lanes() == 1  # no SHA-NI streams on the portable path
+        lib.lt_merkle_lanes_force(16)
+        for record_size, leaf_records, count in ((48, 256, 16 * 256 + 300), (64, 8, 37 * 8 + 3)):
+            records = hashlib.shake_256(b"portable").digest(record_size * count)
+            got = merkle_leaves(records, record_size, leaf_records)
+            assert got == _reference(records, record_size, leaf_records)
+    finally:
+        lib.lt_merkle_lanes_force(0)
+        force_cpu_path(HMAC, None)
