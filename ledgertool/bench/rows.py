@@ -328,8 +328,14 @@ def read_csv(path: Path) -> list[BenchRow]:
         missing = [c for c in CSV_REQUIRED if c not in (reader.fieldnames or [])]
         if missing:
             raise UsageError(f"{path}: not a bench CSV (missing columns: {', '.join(missing)})")
+        width = len(reader.fieldnames or [])
         for rec in reader:
             line = reader.line_num
+            # DictReader fills a short line with None and keeps a long one's extras under None
+            fields = sum(v is not None for k, v in rec.items() if k is not None)
+            fields += len(rec.get(None) or [])
+            if fields != width:
+                raise UsageError(f"{path}: line {line}: {fields} fields, the header has {width}")
             try:
                 row = from_record(rec)
             except (TypeError, ValueError) as e:

@@ -65,8 +65,8 @@ def _abandoned(ledger: Path, signing_key) -> str:
     left = sorted(ledger.glob(f"*/seg-*.{OPEN}"))
     if not left:
         return (
-            f"no segment was left open in {ledger}; `ledgertool verify {ledger}` checks what "
-            "was sealed"
+            f"no segment was left open in {ledger}; `ledgertool verify {ledger} --trust "
+            "verifier.pub` checks what was sealed"
         )
     return (
         f"{plural(len(left), 'open segment')} not sealed; `ledgertool recover {ledger} "

@@ -147,10 +147,12 @@ def create_ledger(
         raise LedgerFormatError(f"ledger format version {version!r} is not one of 1, 2")
     if leaf_records is None:
         leaf_records = FORMAT_LEAF_DEFAULTS[version]
+    if leaf_hash not in LEAF_HASHES:
+        raise LedgerFormatError(f"leaf hash {leaf_hash!r} is not one of {', '.join(LEAF_HASHES)}")
     if leaf_hash not in FORMAT_LEAF_HASHES[version]:
         raise LedgerFormatError(
-            f"leaf hash {leaf_hash!r} is not one of {', '.join(LEAF_HASHES)} "
-            "(blake3 for ledger format v2 only)"
+            f"{directory}: leaf hash {leaf_hash!r} is for ledger format v2 only (a v1 ledger "
+            "keeps sha256 leaves)"
         )
     fsio.make_dirs(directory)
     if os.path.lexists(directory / LEDGER_FILE):

@@ -10,6 +10,7 @@ from pathlib import Path
 from ..algorithms import Algorithm
 from ..digest.strip import StripFallbacks
 from ..keyfiles import DigestKey
+from ..plural import plural
 from ..source.file import STDIN
 from .multiset import Tally
 from .segments import Segment
@@ -269,8 +270,8 @@ def add_warnings(
         )
     if res.capture.stopped is not None:
         res.warnings.append(
-            f"INCOMPLETE: {res.capture.stopped.message}; reconciled the {res.capture.frames} "
-            "frames read before it"
+            f"INCOMPLETE: {res.capture.stopped.message}; reconciled the "
+            f"{plural(res.capture.frames, 'frame', fmt=',')} read before it"
         )
     if res.details_file and str(res.source) == STDIN and res.capture_only:
         res.warnings.append(

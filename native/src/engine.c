@@ -393,6 +393,9 @@ static size_t next_batch(lt_engine *e, int *idle) {
     return got;
 }
 
+/* How long one fill of a stream or live source gathers frames before it hands them out. */
+#define LT_FILL_MAX_NS 100000000
+
 static int fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_records, size_t *n,
                 uint64_t *bytes_captured, window_feed *win) {
     size_t done = 0;
@@ -400,9 +403,14 @@ static int fill(lt_engine *e, uint64_t first_seq, uint8_t *out, size_t max_recor
     int idle = 0; /* a live source returned LT_OK with 0 frames: nothing arrived, not the end */
     *n = 0;
     if (!out || max_records > SIZE_MAX / e->record_size) return LT_ERR_ARG;
+    /* a pipe or a live source may trickle, a frame now and then, never quiet for a whole wait: what
+     * came is handed out after LT_FILL_MAX_NS so that the caller acts on --duration,
+     * --segment-seconds and signals (a file's batches come at memory speed) */
+    int64_t deadline = lt_reader_frames_stable(e->reader) ? 0 : lt_mono_ns() + LT_FILL_MAX_NS;
     while (done < max_records) {
         if (e->batch_pos == e->batch_len) {
-            if (e->reader_status || next_batch(e, &idle) == 0) break;
+            if (e->reader_status || (done && deadline && lt_mono_ns() >= deadline)) break;
+            if (next_batch(e, &idle) == 0) break;
         }
         size_t take = e->batch_len - e->batch_pos;
         if (take > max_records - done) take = max_records - done;

@@ -42,7 +42,7 @@ def test_second_ctrl_c_names_what_was_left_open(tmp_path, keydir, monkeypatch, l
     if left_open == 0:
         assert line == (
             f"ledgertool: interrupted: no segment was left open in {ledger}; "
-            f"`ledgertool verify {ledger}` checks what was sealed"
+            f"`ledgertool verify {ledger} --trust verifier.pub` checks what was sealed"
         )
     else:
         its = "it" if left_open == 1 else "them"
