@@ -761,6 +761,12 @@ def _capture_summary(res, *, source: str, ledger: Path, link: str) -> None:
         f" ({res.algorithm}, strip {res.strip})"
     )
     _fallback_line(res.strip_fallbacks, res.strip, res.frames, source)
+    if res.live is None and res.stop_reason in ("duration", "frames"):
+        # a file or workload has an end of its own: say that the capture may not have reached it
+        out.print(
+            f"stopped by --{res.stop_reason}: any frames of {source} after that point are not in "
+            "the ledger"
+        )
     if res.windows is not None:
         w = res.windows
         segs = ", ".join(map(str, w.segments)) or "none"
