@@ -277,6 +277,12 @@ def add_warnings(
         res.warnings.append(
             "--details: standard input is read once, so capture-only lines have no summary"
         )
+    ranged = res.window.get("from_ns") is not None or res.window.get("to_ns") is not None
+    if ranged and res.matched == res.ledger_only == res.capture_only == 0:
+        res.warnings.append(
+            "--from/--to: no frame of the capture and no record of the ledger lies in that range, "
+            "so nothing was compared"
+        )
     differing = res.ledger_only + res.capture_only
     if res.details_written >= details_limit and differing > res.details_written:
         res.warnings.append(
