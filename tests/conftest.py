@@ -191,6 +191,23 @@ def capture_windows(ledger: Path, keydir: Path, source: Path | None = None, *ext
     )  # fmt: skip
 
 
+def capture_cli(source: Path, ledger: Path, keydir: Path, *extra) -> CliResult:
+    """`ledgertool capture SOURCE --ledger LEDGER EXTRA...` with `keydir`'s keys."""
+    return cli(
+        "capture", source, "--ledger", ledger, "--digest-key", keydir / "digest.key",
+        "--signing-key", keydir / "signing.key", *extra,
+    )  # fmt: skip
+
+
+def recompute_cli(source: Path, ledger: Path, keydir: Path, *extra) -> CliResult:
+    """`ledgertool recompute SOURCE --ledger LEDGER EXTRA...` with `keydir`'s digest key, trusting
+    its verifier.pub."""
+    return cli(
+        "recompute", source, "--ledger", ledger, "--digest-key", keydir / "digest.key",
+        "--trust", keydir / "verifier.pub", *extra,
+    )  # fmt: skip
+
+
 def cli_in_process(*args) -> tuple[int, str, str]:
     """`ledgertool ARGS` in this process (`cli`): (exit code, stdout, stderr)."""
     r = cli(*args)

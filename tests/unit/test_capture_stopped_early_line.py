@@ -3,21 +3,11 @@ the frames after that point are not in the ledger. One that reads its source to 
 
 from __future__ import annotations
 
-from conftest import SAMPLES, cli
+from conftest import SAMPLES, capture_cli
 
 
 def _capture(tmp_path, keydir, *extra):
-    return cli(
-        "capture",
-        SAMPLES / "sample.pcap",
-        "--ledger",
-        tmp_path / "L",
-        "--digest-key",
-        keydir / "digest.key",
-        "--signing-key",
-        keydir / "signing.key",
-        *extra,
-    )
+    return capture_cli(SAMPLES / "sample.pcap", tmp_path / "L", keydir, *extra)
 
 
 def test_a_frame_count_that_stops_a_file_is_named(tmp_path, keydir):

@@ -7,23 +7,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import SAMPLES, cli
+from conftest import SAMPLES, recompute_cli
 
 WARNING = "--from/--to: no frame of the capture and no record of the ledger lies in that range"
 
 
 def _recompute(ledger, keydir, *extra):
-    return cli(
-        "recompute",
-        SAMPLES / "sample.pcapng",
-        "--ledger",
-        ledger,
-        "--digest-key",
-        keydir / "digest.key",
-        "--trust",
-        keydir / "verifier.pub",
-        *extra,
-    )
+    return recompute_cli(SAMPLES / "sample.pcapng", ledger, keydir, *extra)
 
 
 @pytest.mark.parametrize("extra", [("--from", "2037-01-01"), ("--to", "1971-01-01")])
