@@ -327,7 +327,8 @@ def check_extends(
     cp = note.checkpoint
     reason = verify_note(note, bundles, retired) if bundles is not None else None
     if reason:
-        out.append(CheckpointFinding("checkpoint_bad_signature", f"checkpoint signature: {reason}"))
+        # nothing the note says is the signer's: its size and root blame nothing in the ledger
+        return [CheckpointFinding("checkpoint_bad_signature", f"checkpoint signature: {reason}")]
     n = len(tree.seal_hashes)
     if n < cp.size:
         why = "a segment is missing or unreadable" if not tree.complete else "its tail was cut"
