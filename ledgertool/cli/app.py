@@ -1289,6 +1289,11 @@ def checkpoint_cmd(
     from ..ledger.devstate import DeviceState
 
     sk = SigningKey.load(signing_key) if signing_key is not None else None
+    specs = []
+    if witness:  # every --witness checked before the checkpoint is written
+        from .audit import witness_specs
+
+        specs = witness_specs(witness)
     notes: list[str] = []
     cp = export_checkpoint(
         ledger,
@@ -1301,10 +1306,10 @@ def checkpoint_cmd(
     for note in notes:
         err.print(f"note: {note}")
     cosigned = []
-    if witness:
+    if specs:
         from .audit import collect_cosignatures
 
-        cosigned = collect_cosignatures(ledger, out_file, witness)
+        cosigned = collect_cosignatures(ledger, out_file, specs)
     if as_json:
         _emit_json({"ok": True, "out": str(out_file), **cp.to_json(), "cosigned_by": cosigned})
     else:

@@ -343,14 +343,11 @@ def _check_url(url: str) -> None:
         raise UsageError(f"--witness {url}: not a URL (no host)")
 
 
-def collect_cosignatures(ledger: str, out_file: Path, witnesses: list[str]) -> list[str]:
-    """Send the note at out_file to each witness URL=VKEY, add the cosignatures to it; the
-    witnesses' names. A refusal is raised after what the others gave is written."""
-    from .. import fsio
-    from ..errors import LedgerError
-    from ..seal.witness import COSIGNATURE_V1, parse_vkey, with_signatures
-    from ..urls import location
-    from ..witness.client import WitnessSpec, cosign
+def witness_specs(witnesses: list[str]) -> list:
+    """The witnesses of --witness URL=VKEY (WitnessSpec each); UsageError naming the first that is
+    not one. Checked before anything is written."""
+    from ..seal.witness import COSIGNATURE_V1, parse_vkey
+    from ..witness.client import WitnessSpec
 
     specs = []
     for w in witnesses:
@@ -359,6 +356,18 @@ def collect_cosignatures(ledger: str, out_file: Path, witnesses: list[str]) -> l
             raise UsageError(f"--witness {w!r}: give URL=VKEY, a URL without =")
         _check_url(url)
         specs.append(WitnessSpec(url, parse_vkey(vkey, f"--witness {url}", COSIGNATURE_V1)))
+    return specs
+
+
+def collect_cosignatures(ledger: str, out_file: Path, specs: list) -> list[str]:
+    """Send the note at out_file to each witness (`witness_specs`), add the cosignatures to it;
+    the witnesses' names. A refusal is raised after what the others gave is written."""
+    from .. import fsio
+    from ..errors import LedgerError
+    from ..seal.witness import with_signatures
+    from ..urls import location
+    from ..witness.client import cosign
+
     note = _read(out_file, "checkpoint")
     lines, names, failure = [], [], None
     for s in specs:

@@ -44,3 +44,15 @@ def test_a_witness_nobody_answers_is_named_in_words(sample_ledger, witness_vkey,
                 "--witness", f"{url}={witness_vkey}")  # fmt: skip
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr == f"ledgertool: error: witness {url}: cannot reach it: Connection refused\n"
+
+
+@pytest.mark.parametrize(
+    "arg", ["http://127.0.0.1:abc={vkey}", "http://127.0.0.1:1=not-a-vkey", "ftp://w={vkey}"]
+)
+def test_a_bad_witness_argument_writes_no_checkpoint(sample_ledger, witness_vkey, tmp_path, arg):
+    """Every --witness is checked before the checkpoint is written: a bad one left the file
+    behind, uncosigned, with exit 2."""
+    out = tmp_path / "cp"
+    r = cli("checkpoint", sample_ledger, "--out", out, "--witness", arg.format(vkey=witness_vkey))
+    assert r.returncode == 2 and r.stderr.startswith("ledgertool: error: --witness ")
+    assert not out.exists()
