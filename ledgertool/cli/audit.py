@@ -391,4 +391,4 @@ def witness_check(note_data: bytes, vkeys: list[str], threshold: int | None, nam
 
     keys = [parse_vkey(v, f"--witness-key {v[:40]}", COSIGNATURE_V1) for v in vkeys]
     k = len(keys) if threshold is None else threshold
-    return check_witnesses(parse_note(note_data, name), keys, k, int(time.time()))
+    return check_witnesses(parse_note(note_data, name), keys, k, int(time.time()), name)

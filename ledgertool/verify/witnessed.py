@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import UsageError
+from ..plural import plural
 from ..seal.checkpoint import SignedNote
 from ..seal.witness import NoteKey, cosignatures
 from .problems import Kind, Problem
@@ -34,12 +35,14 @@ class WitnessCheck:
 
 
 def check_witnesses(
-    note: SignedNote, keys: list[NoteKey], threshold: int, now: int
+    note: SignedNote, keys: list[NoteKey], threshold: int, now: int, where: str = "checkpoint"
 ) -> WitnessCheck:
-    """k-of-n cosignatures on the note; a shortfall is one `checkpoint_unwitnessed` problem."""
+    """k-of-n cosignatures on the note (read from `where`, which the finding names); a shortfall
+    is one `checkpoint_unwitnessed` problem."""
     if not 1 <= threshold <= len(keys):
         raise UsageError(
-            f"witness threshold {threshold}: give 1 to the {len(keys)} witness keys given"
+            f"witness threshold {threshold}: give 1 to {len(keys)}, the number of witness keys "
+            "given"
         )
     if len({(k.name, k.key_id) for k in keys}) != len(keys):
         raise UsageError("a witness key is given twice: each counts once")
@@ -53,11 +56,12 @@ def check_witnesses(
     problems = []
     if len(names) < threshold:
         bad = f"; {', '.join(failed)} did not verify (or are dated in the future)" if failed else ""
+        given = plural(len(keys), "witness", "witnesses")
         problems.append(
             Problem(
                 Kind.CHECKPOINT_UNWITNESSED,
                 None,
-                f"checkpoint: cosigned by {len(names)} of the {len(keys)} witnesses given "
+                f"{where}: cosigned by {len(names)} of the {given} given "
                 f"({', '.join(names) or 'none'}), {threshold} required{bad}",
                 link,
             )

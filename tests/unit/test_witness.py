@@ -240,6 +240,13 @@ def test_verify_requires_k_of_n_cosignatures(ledger, keydir, tmp_path):
             "checkpoint_unwitnessed"
         ]
         assert rep["checkpoint"]["witnesses"]["cosigned_by"] == ["w0.test", "w1.test"]
+        # the finding names the file it read, and counts in words that agree
+        assert rep["problems"][0]["detail"].startswith(
+            f"{cp}: cosigned by 2 of the 3 witnesses given (w0.test, w1.test), 3 required"
+        )
+        r = cli(*base, "--witness-key", ws[0].vkey, "--witness-threshold", "2")
+        assert r.returncode == 2
+        assert "witness threshold 2: give 1 to 1, the number of witness keys given" in r.stderr
         # a cosignature changed in one byte no longer counts
         text = cp.read_text().splitlines(keepends=True)
         i = next(n for n, ln in enumerate(text) if ln.startswith("\u2014 w1.test "))
