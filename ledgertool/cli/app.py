@@ -273,7 +273,9 @@ def keys_vkey(
     ] = None,
     ledger_id: Annotated[
         str | None,
-        typer.Option("--ledger-id", help="The ledger id (32 hex digits), instead of --ledger."),
+        typer.Option(
+            "--ledger-id", metavar="HEX", help="The ledger id (32 hex digits), instead of --ledger."
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document.")] = False,
 ) -> None:
@@ -442,17 +444,19 @@ def capture(
     leaf_hash: Annotated[
         str | None,
         typer.Option(
+            metavar="sha256|blake3",
             help=(
                 "Merkle leaf construction of a new v2 ledger: sha256 (leaf = SHA-256(0x00 || "
                 "block)) or blake3 (leaf = SHA-256(0x00 || BLAKE3(block)), faster on AVX-512 "
                 "CPUs). Default sha256."
-            )
+            ),
         ),
     ] = None,
     ledger_format: Annotated[
         str | None,
         typer.Option(
             "--ledger-format",
+            metavar="v1|v2",
             help="Ledger format of a new ledger: v1 (sealed segments are Parquet) or v2 (sealed "
             "segments are the raw record files; `ledgertool compact` makes them Parquet) (default: "
             "v2).",
@@ -554,6 +558,7 @@ def capture(
         str | None,
         typer.Option(
             "--digest-key-id",
+            metavar="HEX",
             help="records: only: the digest key id of the key the device digested with (32 hex), "
             "for a new ledger without --digest-key; checked against an existing ledger's.",
         ),
@@ -562,6 +567,7 @@ def capture(
         str | None,
         typer.Option(
             "--device-id",
+            metavar="HEX",
             help="records: only: take an authenticated record stream from this device only (32 "
             "hex, as `keys device-init` printed); plain records are refused.",
         ),
@@ -1590,11 +1596,14 @@ def recompute(
     from_time: Annotated[
         str | None,
         typer.Option(
-            "--from", help="Window start: ns since the epoch or ISO 8601 (UTC if no zone)."
+            "--from",
+            metavar="TIME",
+            help="Window start: ns since the epoch or ISO 8601 (UTC if no zone).",
         ),
     ] = None,
     to_time: Annotated[
-        str | None, typer.Option("--to", help="Window end (exclusive), like --from.")
+        str | None,
+        typer.Option("--to", metavar="TIME", help="Window end (exclusive), like --from."),
     ] = None,
     tolerance: Annotated[
         str,

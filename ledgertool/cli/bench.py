@@ -161,6 +161,7 @@ def bench_command(
         str,
         typer.Option(
             "--ledger-format",
+            metavar="v1|v2",
             help="Ledger format the capture:sealed rows write: v1 (Parquet sealed in the capture) "
             "or v2 (raw record files; also the capture:windows rows, which v1 has not).",
         ),
@@ -169,6 +170,7 @@ def bench_command(
         str,
         typer.Option(
             "--leaf-hash",
+            metavar="sha256,blake3",
             help="Leaf construction(s) of the sealed rows, comma-separated: sha256 "
             "(capture:sealed) and/or blake3 (capture:sealed-blake3, v2 only).",
         ),

@@ -58,7 +58,9 @@ def provision_command(
     ledger_id: Annotated[
         str,
         typer.Option(
-            "--ledger-id", help="Ledger the key is for (32 hex, ledger.json `ledger_id`)."
+            "--ledger-id",
+            metavar="HEX",
+            help="Ledger the key is for (32 hex, ledger.json `ledger_id`).",
         ),
     ],
     out_file: Annotated[
@@ -68,6 +70,7 @@ def provision_command(
         str | None,
         typer.Option(
             "--device-id",
+            metavar="HEX",
             help="Refuse unless device.pub has this id (as the device printed it, out of band).",
         ),
     ] = None,
