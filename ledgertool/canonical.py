@@ -269,7 +269,10 @@ def loads_strict(data: bytes, where: str, max_bytes: int = MAX_DOCUMENT_BYTES) -
             _check_tree(doc)
     except json.JSONDecodeError as e:
         at = len(text[: e.pos].encode("utf-8"))
-        raise LedgerFormatError(f"{where}: not JSON at byte {at} ({e.msg})") from None
+        why = e.msg
+        if why.endswith(" at") and e.pos < len(text):  # "Invalid control character at": name it
+            why = f"{why[:-3]} U+{ord(text[e.pos]):04X}"
+        raise LedgerFormatError(f"{where}: not JSON at byte {at} ({why})") from None
     except _Refused as e:
         raise LedgerFormatError(f"{where}: {e}") from None
     except RecursionError:
