@@ -13,8 +13,12 @@ from typing import Annotated
 
 import typer
 
+from .._binding import lib
 from ..plural import plural
 from .render import SafeConsole
+
+#: the largest frame size a flow may give (bytes, FCS included): the generator's largest frame + 4
+SIZE_MAX = lib.LT_WL_MAX_FRAME + 4
 
 workload_app = typer.Typer(
     name="workload",
@@ -59,7 +63,12 @@ def bench(
     ] = None,
     size: Annotated[
         int | None,
-        typer.Option(help="Give every flow this one frame size (bytes, FCS included)."),
+        # the spec's own bounds on a flow's size (docs/workloads.md): 64 .. the largest frame + FCS
+        typer.Option(
+            help="Give every flow this one frame size (bytes, FCS included).",
+            min=64,
+            max=SIZE_MAX,
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
 ) -> None:

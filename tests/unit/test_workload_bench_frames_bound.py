@@ -20,3 +20,20 @@ def test_frames_within_the_limit_still_scale_the_flows():
     r = cli("workload", "bench", SAMPLES / "workloads" / "imix.toml", "--frames", 10, "--json")
     assert r.returncode == 0, r.stderr
     assert '"frames": 10' in r.stdout
+
+
+@pytest.mark.parametrize(
+    "size, bound",
+    [
+        (-5, "greater than or equal to 64"),
+        (63, "greater than or equal to 64"),
+        (16389, "less than or equal to 16388"),
+    ],
+)
+def test_a_size_no_flow_may_have_names_the_option(size, bound):
+    """--size -5 blamed the spec file (`imix.toml: flows[0].size: ...`): the value is the
+    option's."""
+    r = cli("workload", "bench", SAMPLES / "workloads" / "imix.toml", "--size", size)
+    assert r.returncode == 2 and r.stdout == ""
+    assert "Invalid value for '--size'" in r.stderr and bound in r.stderr
+    assert "imix.toml" not in r.stderr
