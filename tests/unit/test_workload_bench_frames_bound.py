@@ -37,3 +37,10 @@ def test_a_size_no_flow_may_have_names_the_option(size, bound):
     assert r.returncode == 2 and r.stdout == ""
     assert "Invalid value for '--size'" in r.stderr and bound in r.stderr
     assert "imix.toml" not in r.stderr
+
+
+def test_the_size_bound_is_the_generators():
+    from ledgertool._binding import lib
+    from ledgertool.cli.workload import SIZE_MAX
+
+    assert SIZE_MAX == lib.LT_WL_MAX_FRAME + 4  # the largest frame, FCS included
