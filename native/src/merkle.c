@@ -230,9 +230,9 @@ static void leaves_x16(const uint8_t *const rec[16], size_t len, uint8_t *const 
         for (int w = 0; w < 8; w++) lt_store_be32(out[l] + 4 * w, st[w][l]);
 }
 
-/* Sixteen lanes where they are faster than the four SHA-NI streams: Intel cores with AVX-512 (BW
- * for the byte shuffle). Not AMD's: Zen 4 runs 512-bit operations in two halves and its SHA-NI is
- * fast (ADR 0008 measured four streams at 14.9 ns per 48-byte record on Zen 3). */
+/* Sixteen lanes where they were measured faster than the four SHA-NI streams: Intel cores with
+ * AVX-512 (BW for the byte shuffle). Not AMD's: Zen 4 runs 512-bit operations in two halves and was
+ * not measured against its SHA-NI (ADR 0008: four streams at 14.9 ns per 48-byte record on Zen 3). */
 static int x16_runs(void) { /* the CPU (and the OS, which saves zmm state) can run the lanes */
     static int runs = -1;
     if (runs < 0) {
