@@ -943,6 +943,14 @@ class CaptureRun:
             return "duration"
         return "frames" if frames_reached else None
 
+    def _source_ended(self) -> bool:
+        """A file, workload or records input of which every frame was read has ended, whatever
+        limit (--duration, --frames) was reached at the same time (a live source never ends)."""
+        if self.live_source or not self.engine.at_end():
+            return False
+        self._device_windows()  # window records the look past the last frame verified
+        return True
+
     def _loop(self) -> None:
         """One reader (a file, a workload or one live ring) fills the open segment batch by
         batch."""
@@ -953,6 +961,8 @@ class CaptureRun:
                     opts.max_frames is not None and result.frames >= opts.max_frames
                 )
                 if reason:
+                    if reason in ("duration", "frames") and self._source_ended():
+                        reason = "end of capture"
                     result.stop_reason = reason
                     if not self.live_source:
                         break
