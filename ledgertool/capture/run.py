@@ -476,6 +476,17 @@ class CaptureOptions:
     device_id: str | None = None  # records: sources only: the device whose stream is required
 
 
+# the settings an existing ledger keeps (_check_ledger): the option that asks for another value,
+# and what the setting is
+_FIXED_SETTINGS = {
+    "algorithm": ("--algorithm", "digest algorithm"),
+    "strip": ("--strip", "strip mode"),
+    "leaf_records": ("--leaf-records", "records per Merkle leaf"),
+    "leaf_hash": ("--leaf-hash", "Merkle leaf construction"),
+    "version": ("--ledger-format", "format"),
+}
+
+
 def _shown_window(ns: int | None) -> str:
     """A window length as --window takes it, exactly: 1s, 100ms, 250us, 7ns."""
     if ns is None:
@@ -795,9 +806,10 @@ class CaptureRun:
             ("version", opts.ledger_format),
         ):
             if val is not None and val != getattr(ledger, opt):
+                option, what = _FIXED_SETTINGS[opt]
                 raise UsageError(
                     f"{ledger_dir}: ledger uses {opt} {getattr(ledger, opt)!r}, not {val!r} "
-                    "(a ledger never changes algorithm or strip mode)"
+                    f"({option}: a ledger never changes its {what})"
                 )
         self.alg = get_algorithm(ledger.algorithm)
         self.strip_id = get_strip_mode(ledger.strip)
