@@ -299,11 +299,15 @@ def keys_vkey(
             "keys vkey needs the ledger: give --ledger DIR or --ledger-id ID (the key name is per "
             "ledger)"
         )
+    bundle = TrustBundle.load(verifier or trust or Path("verifier.pub"))
+    rotated = None
     if ledger is not None:
         from ..ledger.header import load_ledger
 
-        ledger_id = load_ledger(ledger).ledger_id
-    vk = verifier_key(ledger_id, TrustBundle.load(verifier or trust or Path("verifier.pub")))
+        header = load_ledger(ledger)
+        ledger_id = header.ledger_id
+        rotated = _vkey_rotation_note(ledger, header, bundle)
+    vk = verifier_key(ledger_id, bundle)
     if as_json:
         _emit_json(
             {
@@ -317,6 +321,49 @@ def keys_vkey(
         )
     else:
         out.print(str(vk))
+    if rotated:
+        err.print(styled(("warning:", "yellow"), f" {rotated}"))
+
+
+def _vkey_rotation_note(ledger: Path, header, bundle) -> str | None:
+    """`keys vkey --ledger`: which of the ledger's signing keys `bundle` is, once a signing-key
+    rotation was made (a checkpoint is signed by the key current when it was written; a standard
+    verifier knows nothing of rotations). None for a ledger never rotated."""
+    from ..ledger.rotations import signing_key_epochs
+
+    try:
+        epochs = signing_key_epochs(ledger, header)
+    except LedgerError as e:
+        return (
+            f"{e}: the ledger's key rotation statements do not verify, so which key signs its "
+            "checkpoints is not known (`verify` says more)"
+        )
+    if not epochs:
+        return None
+    rotated = f"{ledger}: the ledger's signing key was rotated ({plural(len(epochs) - 1, 'time')})"
+    at = [i for i, e in enumerate(epochs) if e.bundle == bundle]
+    if not at:
+        return f"{rotated}, and this key is none of its signing keys: it verifies no checkpoint"
+    this, last = epochs[at[-1]], epochs[-1]
+    if this is last:
+        return (
+            f"{rotated}: this vkey is the current key's (rotation {last.number}'s new key, signing "
+            f"from {_starts(last)}); checkpoints written before that were signed by an earlier key "
+            "and do not verify with it"
+        )
+    succ = epochs[at[-1] + 1]
+    return (
+        f"{rotated}: this vkey is a retired key's (rotation {succ.number} replaced it from "
+        f"{_starts(succ)}): ledgertool accepts its checkpoints only up to there, a standard "
+        f"verifier does not know that; the current key is rotation {last.number}'s new key"
+    )
+
+
+def _starts(epoch) -> str:
+    """Where a rotation's key took over: 'link0 segment 3, link1 segment 0'."""
+    return ", ".join(f"{k} segment {v}" for k, v in sorted(epoch.effective_from.items())) or (
+        "segment 0"
+    )
 
 
 # ---- capture --------------------------------------------------------------------------------
