@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -31,7 +32,7 @@ from .. import fsio
 from .._binding import ffi
 from ..algorithms import Algorithm, get_algorithm, get_strip_mode
 from ..digest.engine import DigestEngine, usable_cores
-from ..digest.record import FLAG_GAP
+from ..digest.record import FLAG_GAP, FLAG_NO_TIMESTAMP
 from ..digest.strip import StripFallbacks
 from ..digest.window import DEFAULT_CAPACITY, DEFAULT_WINDOW_NS
 from ..errors import (
@@ -476,6 +477,30 @@ class CaptureOptions:
     device_id: str | None = None  # records: sources only: the device whose stream is required
 
 
+# the settings an existing ledger keeps (_check_ledger): the option that asks for another value,
+# and what the setting is
+_FIXED_SETTINGS = {
+    "algorithm": ("--algorithm", "digest algorithm"),
+    "strip": ("--strip", "strip mode"),
+    "leaf_records": ("--leaf-records", "records per Merkle leaf"),
+    "leaf_hash": ("--leaf-hash", "Merkle leaf construction"),
+    "version": ("--ledger-format", "format"),
+}
+
+
+# a record's bytes up to its flags (seq, ts_ns, wire_len, cap_len, flags: docs/ledger-format.md)
+RECORD_FLAGS_END = 26
+
+
+def _utc(ns: int) -> str:
+    """A ts_ns as UTC time to the nanosecond: 2026-01-01T00:00:00.000000000Z."""
+    try:
+        t = datetime.fromtimestamp(ns // 10**9, UTC)
+    except (OverflowError, OSError, ValueError):
+        return f"{ns} ns since the epoch"
+    return f"{t:%Y-%m-%dT%H:%M:%S}.{ns % 10**9:09d}Z"
+
+
 def _shown_window(ns: int | None) -> str:
     """A window length as --window takes it, exactly: 1s, 100ms, 250us, 7ns."""
     if ns is None:
@@ -562,6 +587,9 @@ class CaptureRun:
         self._t0 = 0.0
         self._reader_info = None
         self._live_stats: LiveStats | None = None
+        # (segment, ts_ns) of the last record the link sealed before this run, until the run's
+        # first record was compared with it
+        self._resumed_at: tuple[int, int] | None = None
 
     def run(self) -> CaptureResult:
         """open, loop, finish; close in every case (see the class); CaptureResult as
@@ -650,6 +678,9 @@ class CaptureRun:
             else NoFrameLog(opts.segment_records, opts.segment_seconds)
         )
         self.result.first_seq = self.writer.next_seq
+        last_ts = getattr(self.writer, "last_sealed_ts_ns", None)  # a window-only ledger: none
+        if last_ts is not None:
+            self._resumed_at = (self.writer.next_index - 1, last_ts)
         if self.ledger.window is not None:
             self.windows = WindowTier(
                 self.ledger_dir,
@@ -795,9 +826,10 @@ class CaptureRun:
             ("version", opts.ledger_format),
         ):
             if val is not None and val != getattr(ledger, opt):
+                option, what = _FIXED_SETTINGS[opt]
                 raise UsageError(
                     f"{ledger_dir}: ledger uses {opt} {getattr(ledger, opt)!r}, not {val!r} "
-                    "(a ledger never changes algorithm or strip mode)"
+                    f"({option}: a ledger never changes its {what})"
                 )
         self.alg = get_algorithm(ledger.algorithm)
         self.strip_id = get_strip_mode(ledger.strip)
@@ -943,6 +975,14 @@ class CaptureRun:
             return "duration"
         return "frames" if frames_reached else None
 
+    def _source_ended(self) -> bool:
+        """A file, workload or records input of which every frame was read has ended, whatever
+        limit (--duration, --frames) was reached at the same time (a live source never ends)."""
+        if self.live_source or not self.engine.at_end():
+            return False
+        self._device_windows()  # window records the look past the last frame verified
+        return True
+
     def _loop(self) -> None:
         """One reader (a file, a workload or one live ring) fills the open segment batch by
         batch."""
@@ -953,6 +993,8 @@ class CaptureRun:
                     opts.max_frames is not None and result.frames >= opts.max_frames
                 )
                 if reason:
+                    if reason in ("duration", "frames") and self._source_ended():
+                        reason = "end of capture"
                     result.stop_reason = reason
                     if not self.live_source:
                         break
@@ -1032,6 +1074,8 @@ class CaptureRun:
                 import numpy as np
 
                 self.windows.add(np.frombuffer(records, dtype=self.engine.dtype, count=n))
+        if self._resumed_at is not None and n:
+            self._check_time_order(records[:RECORD_FLAGS_END])
         if self.frames_tier:
             self.writer.append(records, n, batch)
         frames = n
@@ -1145,6 +1189,8 @@ class CaptureRun:
             if len(recs):
                 self.windows.check_start(int(recs["ts_ns"][0]))
             self.windows.add(recs)
+        if self._resumed_at is not None and len(recs):
+            self._check_time_order(recs[:1].tobytes())
         gaps = (recs["flags"] & FLAG_GAP) != 0
         self.result.frames += len(recs) - int(gaps.sum())
         self.result.drops += int(recs["aux"][gaps].sum())
@@ -1153,6 +1199,20 @@ class CaptureRun:
             self.writer.seal()
         else:
             self.writer.next_seq += len(recs)  # the merge numbers the next segment from here
+
+    def _check_time_order(self, first: bytes | memoryview) -> None:
+        """The run's first record against the last one the link sealed: a warning when its time is
+        earlier (appended all the same: records stay in capture order, docs/capture.md)."""
+        (segment, last), self._resumed_at = self._resumed_at, None
+        ts = int.from_bytes(first[8:16], "little", signed=True)
+        if int.from_bytes(first[24:26], "little") & FLAG_NO_TIMESTAMP or ts >= last:
+            return
+        self.result.warnings.append(
+            f"{self.ledger_dir}: link {self.opts.link}: timestamps go backwards: this capture's "
+            f"first record is at {_utc(ts)} (ts_ns {ts}), before the last record the link sealed, "
+            f"at {_utc(last)} (ts_ns {last}, segment {segment}); appended all the same, in capture "
+            "order"
+        )
 
     def _fail(self, e: BaseException) -> NoReturn:
         """Reading stopped at `e`: seal what was read before it and sign a checkpoint over it (a

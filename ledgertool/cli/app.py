@@ -138,7 +138,11 @@ def keys_generate(
         Path, typer.Argument(help="Directory for digest.key, signing.key, verifier.pub.")
     ],
     scheme: Annotated[
-        str, typer.Option(help="Signature scheme: hybrid (Ed25519 + ML-DSA-65), ed25519, mldsa65.")
+        str,
+        typer.Option(
+            metavar="hybrid|ed25519|mldsa65",
+            help="Signature scheme: hybrid (Ed25519 + ML-DSA-65), ed25519, mldsa65.",
+        ),
     ] = "hybrid",
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document.")] = False,
 ) -> None:
@@ -295,11 +299,15 @@ def keys_vkey(
             "keys vkey needs the ledger: give --ledger DIR or --ledger-id ID (the key name is per "
             "ledger)"
         )
+    bundle = TrustBundle.load(verifier or trust or Path("verifier.pub"))
+    rotated = None
     if ledger is not None:
         from ..ledger.header import load_ledger
 
-        ledger_id = load_ledger(ledger).ledger_id
-    vk = verifier_key(ledger_id, TrustBundle.load(verifier or trust or Path("verifier.pub")))
+        header = load_ledger(ledger)
+        ledger_id = header.ledger_id
+        rotated = _vkey_rotation_note(ledger, header, bundle)
+    vk = verifier_key(ledger_id, bundle)
     if as_json:
         _emit_json(
             {
@@ -313,6 +321,49 @@ def keys_vkey(
         )
     else:
         out.print(str(vk))
+    if rotated:
+        err.print(styled(("warning:", "yellow"), f" {rotated}"))
+
+
+def _vkey_rotation_note(ledger: Path, header, bundle) -> str | None:
+    """`keys vkey --ledger`: which of the ledger's signing keys `bundle` is, once a signing-key
+    rotation was made (a checkpoint is signed by the key current when it was written; a standard
+    verifier knows nothing of rotations). None for a ledger never rotated."""
+    from ..ledger.rotations import signing_key_epochs
+
+    try:
+        epochs = signing_key_epochs(ledger, header)
+    except LedgerError as e:
+        return (
+            f"{e}: the ledger's key rotation statements do not verify, so which key signs its "
+            "checkpoints is not known (`verify` says more)"
+        )
+    if not epochs:
+        return None
+    rotated = f"{ledger}: the ledger's signing key was rotated ({plural(len(epochs) - 1, 'time')})"
+    at = [i for i, e in enumerate(epochs) if e.bundle == bundle]
+    if not at:
+        return f"{rotated}, and this key is none of its signing keys: it verifies no checkpoint"
+    this, last = epochs[at[-1]], epochs[-1]
+    if this is last:
+        return (
+            f"{rotated}: this vkey is the current key's (rotation {last.number}'s new key, signing "
+            f"from {_starts(last)}); checkpoints written before that were signed by an earlier key "
+            "and do not verify with it"
+        )
+    succ = epochs[at[-1] + 1]
+    return (
+        f"{rotated}: this vkey is a retired key's (rotation {succ.number} replaced it from "
+        f"{_starts(succ)}): ledgertool accepts its checkpoints only up to there, a standard "
+        f"verifier does not know that; the current key is rotation {last.number}'s new key"
+    )
+
+
+def _starts(epoch) -> str:
+    """Where a rotation's key took over: 'link0 segment 3, link1 segment 0'."""
+    return ", ".join(f"{k} segment {v}" for k, v in sorted(epoch.effective_from.items())) or (
+        "segment 0"
+    )
 
 
 # ---- capture --------------------------------------------------------------------------------
@@ -409,11 +460,14 @@ def capture(
     strip: Annotated[
         str | None,
         typer.Option(
+            metavar="MODE",
             help="Strip mode for a new ledger: frame, l3, payload or rdma (docs/strip-modes.md; "
-            "default: frame)."
+            "default: frame).",
         ),
     ] = None,
-    link: Annotated[str, typer.Option(help="Link name (hive partition link=NAME).")] = "link0",
+    link: Annotated[
+        str, typer.Option(metavar="NAME", help="Link name (hive partition link=NAME).")
+    ] = "link0",
     workers: Annotated[
         int,
         typer.Option(
@@ -501,21 +555,24 @@ def capture(
     xdp_mode: Annotated[
         str,
         typer.Option(
-            help="xdp: zero-copy, copy, or auto (zero-copy where the driver supports it)."
+            metavar="auto|zero-copy|copy",
+            help="xdp: zero-copy, copy, or auto (zero-copy where the driver supports it).",
         ),
     ] = "auto",
     xdp_attach: Annotated[
         str,
         typer.Option(
+            metavar="auto|native|skb",
             help="xdp: attach the XDP program in native (driver) or skb (generic) mode, or auto "
-            "(native, else skb)."
+            "(native, else skb).",
         ),
     ] = "auto",
     eal: Annotated[
         str,
         typer.Option(
+            metavar="ARGS",
             help='dpdk: EAL arguments, e.g. "-a 0000:3b:00.0" or "--no-huge --no-pci '
-            '--vdev=net_pcap0,rx_pcap=FILE".'
+            '--vdev=net_pcap0,rx_pcap=FILE".',
         ),
     ] = "",
     rx_desc: Annotated[
@@ -533,6 +590,7 @@ def capture(
         str | None,
         typer.Option(
             "--tiers",
+            metavar="TIER[,TIER]",
             help="Tiers of a new ledger: windows (one signed window record per link and window, no "
             "per-frame records), frames, or windows,frames (default: frames; windows needs "
             "--ledger-format v2 and frames digested here). Fixed per ledger.",
@@ -905,6 +963,7 @@ def verify(
         str | None,
         typer.Option(
             "--cluster",
+            metavar="ADDRESS",
             help="Run the per-segment checks on a Dask cluster: tls://HOST:PORT (a scheduler), "
             "local:N (N worker processes here, TLS of their own) or, with --insecure-cluster, "
             "tcp://HOST:PORT; needs ledgertool[cluster].",
@@ -1241,7 +1300,8 @@ def prune(
 def compact(
     ledger: Annotated[Path, typer.Argument(help="Ledger directory (format v2).")],
     link: Annotated[
-        list[str] | None, typer.Option(help="Compact only this link (repeatable).")
+        list[str] | None,
+        typer.Option(metavar="NAME", help="Compact only this link (repeatable)."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report only.")] = False,
     quiet: QuietOpt = False,
@@ -1278,7 +1338,9 @@ def checkpoint_cmd(
             "--signing-key", help="Sign a fresh checkpoint of the ledger's current state."
         ),
     ] = None,
-    link: Annotated[str | None, typer.Option(help="Link (default: the only one).")] = None,
+    link: Annotated[
+        str | None, typer.Option(metavar="NAME", help="Link (default: the only one).")
+    ] = None,
     witness: Annotated[
         list[str] | None,
         typer.Option(
@@ -1375,7 +1437,7 @@ def prove(
         int | None, typer.Option("--seq", help="Sequence number of the record.", min=0)
     ] = None,
     digest: Annotated[
-        str | None, typer.Option("--digest", help="Digest (hex) of the record.")
+        str | None, typer.Option("--digest", metavar="HEX", help="Digest (hex) of the record.")
     ] = None,
     window: Annotated[
         str | None,
@@ -1386,7 +1448,9 @@ def prove(
             "or ISO 8601, UTC if no zone; a window's start names it).",
         ),
     ] = None,
-    link: Annotated[str | None, typer.Option(help="Link (default: the only one).")] = None,
+    link: Annotated[
+        str | None, typer.Option(metavar="NAME", help="Link (default: the only one).")
+    ] = None,
     checkpoint: Annotated[
         Path | None,
         typer.Option(
@@ -1589,7 +1653,9 @@ def recompute(
     algorithm: Annotated[
         str | None, typer.Option(help="Without --ledger: digest algorithm.")
     ] = None,
-    strip: Annotated[str | None, typer.Option(help="Without --ledger: strip mode.")] = None,
+    strip: Annotated[
+        str | None, typer.Option(metavar="MODE", help="Without --ledger: strip mode.")
+    ] = None,
     out_file: Annotated[
         Path | None, typer.Option("--out", help="Without --ledger: per-frame Parquet output.")
     ] = None,
@@ -1614,7 +1680,9 @@ def recompute(
     ] = "0",
     link: Annotated[
         list[str] | None,
-        typer.Option("--link", help="Restrict the ledger side to this link (repeatable)."),
+        typer.Option(
+            "--link", metavar="NAME", help="Restrict the ledger side to this link (repeatable)."
+        ),
     ] = None,
     details: Annotated[
         Path | None,
@@ -1635,6 +1703,7 @@ def recompute(
         str | None,
         typer.Option(
             "--cluster",
+            metavar="ADDRESS",
             help="With --ledger: digest, verify and reconcile on a Dask cluster: tls://HOST:PORT "
             "(a scheduler), local:N (N worker processes here, TLS of their own) or, with "
             "--insecure-cluster, tcp://HOST:PORT; needs ledgertool[cluster].",
@@ -2137,6 +2206,7 @@ def query(
         str | None,
         typer.Option(
             "--format",
+            metavar="table|csv|json|jsonl|markdown|parquet",
             help="table (default), csv, json, jsonl, markdown or parquet (needs --output).",
         ),
     ] = None,

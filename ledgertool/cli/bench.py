@@ -129,11 +129,18 @@ def bench_command(
         typer.Option("--algorithm", help="Algorithm(s) to measure (default: all)."),
     ] = None,
     sizes: Annotated[
-        str, typer.Option(help="Message sizes, comma-separated: bytes or KiB/MiB (1 B .. 256 MiB).")
+        str,
+        typer.Option(
+            metavar="SIZE,...",
+            help="Message sizes, comma-separated: bytes or KiB/MiB (1 B .. 256 MiB).",
+        ),
     ] = DEFAULT_SIZES,
     threads: Annotated[
         str,
-        typer.Option(help="Thread counts, comma-separated; each thread digests its own buffer."),
+        typer.Option(
+            metavar="N,...",
+            help="Thread counts, comma-separated; each thread digests its own buffer.",
+        ),
     ] = "1,2",
     min_time: Annotated[
         float, typer.Option("--min-time", help="Seconds per timed run (calibrated).", min=0.0001)
@@ -146,6 +153,7 @@ def bench_command(
         typer.Option(
             "--capture-size",
             "--capture-sizes",
+            metavar="BYTES,...",
             help="Frame size(s) of the synthetic pcaps, bytes, comma-separated (14 .. 65535).",
         ),
     ] = "64",
@@ -153,6 +161,7 @@ def bench_command(
         str,
         typer.Option(
             "--capture-workers",
+            metavar="N,...",
             help="Worker counts for the capture:engine, :sealed and :windows rows, comma-separated "
             "(default: 1 and every usable core).",
         ),
@@ -179,6 +188,7 @@ def bench_command(
         str,
         typer.Option(
             "--paths",
+            metavar="best|default|all|PATH,...",
             help="CPU paths per algorithm for the digest rows: best (best multi-buffer + best "
             "single-message), default (the CPUID choice), all, or a comma list.",
         ),

@@ -67,7 +67,9 @@ def check(
     ],
     digest_key: Annotated[Path, typer.Option("--digest-key", help="digest.key the device used.")],
     algorithm: Annotated[str, typer.Option(help="Digest algorithm.")] = "siphash-1-3-128",
-    strip: Annotated[str, typer.Option(help="Strip mode: frame, l3, payload or rdma.")] = "frame",
+    strip: Annotated[
+        str, typer.Option(metavar="MODE", help="Strip mode: frame, l3, payload or rdma.")
+    ] = "frame",
     max_report: Annotated[
         int, typer.Option("--max-report", help="Differing frames to explain.", min=0)
     ] = 10,

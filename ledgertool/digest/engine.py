@@ -209,6 +209,24 @@ class DigestEngine:
                 raise end_error()
         return self._n[0], frames[0], self._bytes[0]
 
+    def at_end(self) -> bool:
+        """Whether every frame of the source was handed out (the source ended after them). Reads
+        the next frame, if there is one, without digesting it: only for a caller that stops
+        reading here. A quiet stream, or a source whose next read fails, is not at its end."""
+        if self.ended:
+            return True
+        keep = ffi.new("uint8_t[1]")  # 0: read, not digested
+        out = ffi.new("uint8_t[]", self.record_size)
+        frames = ffi.new("size_t *")
+        st = lib.lt_engine_fill_select(self._e, 0, keep, 1, out, 1, self._n, frames, self._bytes)
+        if frames[0] or st != lib.LT_EOF:
+            return False
+        end_error = getattr(self.reader, "end_error", None)  # a stream cut short did not end
+        if end_error is not None and end_error() is not None:
+            return False
+        self.ended = True
+        return True
+
     def strip_fallbacks(self) -> StripFallbacks:
         """Frames of every record filled so far whose strip mode fell back, per reason."""
         st = ffi.new("lt_engine_stats *")

@@ -70,11 +70,13 @@ def segment_files(directory: Path, link: str) -> dict[int, dict[str, Path]]:
 
 @dataclass(frozen=True)
 class LinkState:
-    """Where the next segment of a link continues: index, sequence number, previous seal hash."""
+    """Where the next segment of a link continues: index, sequence number, previous seal hash, and
+    the ts_ns of the last record sealed (None: no seal, or the last seal states none)."""
 
     next_index: int
     next_seq: int
     prev_hash: str
+    last_ts_ns: int | None = None
 
 
 def link_state(directory: Path, ledger: LedgerHeader, link: str) -> LinkState:
@@ -92,7 +94,9 @@ def link_state(directory: Path, ledger: LedgerHeader, link: str) -> LinkState:
             f"{directory / LEDGER_FILE}: changed since {last_path} was sealed (its SHA-256 is "
             f"not the seal's ledger_header_sha256); restore it, then run verify"
         )
-    return LinkState(sealed[-1] + 1, int(last.last_seq) + 1, last.hash())
+    ts = last.last_ts_ns  # a decimal string, null for an empty segment
+    last_ts = int(ts) if isinstance(ts, str) and ts.lstrip("-").isdigit() else None
+    return LinkState(sealed[-1] + 1, int(last.last_seq) + 1, last.hash(), last_ts)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from ..seal.rotation import (
     DIGEST_KEY,
     ROTATION_FORMAT,
     SIGNING_KEY,
+    Epoch,
     RotationStatement,
     Schedule,
     key_schedule,
@@ -409,6 +410,15 @@ def _digest_key_history(
             retired.setdefault(ids[-1], doc.number)
             ids.append(doc.new_digest_key_id)
     return ids, retired
+
+
+def signing_key_epochs(directory: Path, ledger: LedgerHeader) -> list[Epoch]:
+    """The ledger's signing key sets in the order its statements introduce them, each with the
+    rotation that did and where it took over (epoch 0: the key set before the first signing-key
+    rotation, as the first statement names it); [] when no signing-key rotation was made.
+    LedgerFormatError when the statements do not verify from that key set."""
+    sched = _checked_schedule(directory, ledger, load_rotations(directory))
+    return sched.epochs if sched is not None and len(sched.epochs) > 1 else []
 
 
 def digest_key_ids(directory: Path, ledger: LedgerHeader) -> list[str]:

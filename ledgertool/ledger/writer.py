@@ -71,6 +71,7 @@ class LinkWriter:
         segment_records: int,
         segment_seconds: float | None = None,
         marks: LedgerMarks | None = None,
+        last_ts_ns: int | None = None,
     ):
         # `link` is a log's name: a link's (per-frame records) or its window log's
         # (layout.window_log: window records, appended with `append_windows`)
@@ -88,6 +89,8 @@ class LinkWriter:
         self.segment_seconds = segment_seconds
         self.next_index = next_index  # of the segment open now, or of the next one
         self.next_seq = next_seq
+        # ts_ns of the last record the link had sealed before this writer (None: none stated)
+        self.last_sealed_ts_ns = last_ts_ns
         self.sealed: list[SealResult] = []
         # the chain in memory: each seal extends it and a checkpoint over it is signed right away,
         # so a link never has seals without a checkpoint for longer than one signature
@@ -150,6 +153,7 @@ class LinkWriter:
             segment_records=segment_records,
             segment_seconds=segment_seconds,
             marks=marks,
+            last_ts_ns=state.last_ts_ns,
         )
 
     # ---- the open segment ----------------------------------------------------------------------

@@ -166,6 +166,38 @@ class RecordsReader:
         if self._file.fileno() != 0:
             self._file.close()
 
+    def at_end(self) -> bool:
+        """Whether every record of the input was handed out and the input ended after them (the
+        engine's `at_end`). Looks ahead without handing anything out: only for a caller that stops
+        reading here. A quiet pipe, or input whose next bytes are not a good record, is not at its
+        end."""
+        if self.ended:
+            return True
+        if self._error is not None:
+            return False
+        try:
+            if self.authenticated:
+                return self._stream_at_end()
+            if self._have == self._start:
+                self._refill()
+        except LedgerError:
+            return False
+        return self._have == self._start and self._eof
+
+    def _stream_at_end(self) -> bool:
+        parser = self._stream
+        if parser is None:
+            return False
+        while True:
+            parser.feed(memoryview(self._buf)[self._start : self._have])
+            self._start = self._have = 0
+            if parser.take(0, 0) is not None:  # verified records not handed out
+                return False
+            if parser.closed:
+                return True
+            if self._eof or not self._read_some():
+                return False  # cut short, or quiet
+
     # ---- reading ---------------------------------------------------------------------------------
 
     def _refill(self) -> None:
