@@ -14,9 +14,9 @@ measured, not the ledger's root. The buffered rounds read from the page cache (t
 fills it); the direct rounds from the disk. CPU is this process's user + system time
 (getrusage), best and median of ROUNDS.
 
-This is a model of a verify that reads with O_DIRECT, not verify itself (which reads through the
-page cache: a page cache copy costs CPU, a direct read costs wall time where the disk is slower
-than the copy); docs/benchmarks.md, "verify".
+This is a model, not verify itself, which reads through the page cache: here the leaves' lanes are
+the first to touch a chunk; in verify's walk a one-stream first pass does, and with O_DIRECT it paid
+more in cache misses than the kernel's copy costs (docs/benchmarks.md, "verify").
 """
 
 from __future__ import annotations
