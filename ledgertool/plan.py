@@ -61,9 +61,14 @@ IMIX_MEAN_FRAME_BYTES = sum(size * weight for size, weight in SIMPLE_IMIX) / sum
 # bytes). 8..1024 keeps every figure finite: sqrt(pi/2) * 2^(B/2) is computed so 1024 bits fit.
 MIN_BITS = 8
 MAX_BITS = 1024
-# Upper bounds keep every derived figure finite (so --json never meets inf or nan).
+# Upper bounds keep every derived figure finite (so --json never meets inf or nan), and so do
+# the floors of a frame rate: E / frames_per_second overflows a double for a 1024-bit digest
+# below ~1e-154 frames/s (a rate of 1e-200 bit/s, or a frame of 1e300 bytes).
 MAX_RATE_BPS = 1e18
+MIN_RATE_BPS = 1.0
 MAX_PPS = 1e18
+MIN_PPS = 1e-6
+MAX_FRAME_BYTES = 1e6
 _PPS = ("frames per second (", Setting("pps"), ")")  # how the frame rate is named in errors
 MAX_DURATION_SECONDS = 1e9 * SECONDS_PER_YEAR
 MAX_LINKS = 1_000_000
@@ -98,13 +103,19 @@ _DURATION_RE = re.compile(rf"^{_NUMBER}\s*(?P<unit>[a-zµ]*)$")
 
 
 def _finite_positive(
-    value: float, what: str | tuple[str, ...], text: str, limit: float = math.inf
+    value: float,
+    what: str | tuple[str, ...],
+    text: str,
+    limit: float = math.inf,
+    floor: float = 0.0,
 ) -> float:
     what = (what,) if isinstance(what, str) else what
     if not math.isfinite(value) or value <= 0:
         raise UsageError(*what, f" must be a positive finite number, got {text!r}")
     if value > limit:
         raise UsageError(*what, f" {text!r} is beyond the planner's limit of {limit:g}")
+    if value < floor:
+        raise UsageError(*what, f" {text!r} is below the planner's floor of {floor:g}")
     return value
 
 
@@ -121,7 +132,7 @@ def parse_rate(text: str) -> float:
             "and optional 'bps', e.g. 400G, 1.6T, 25Gbps, 1e9"
         )
     value = float(match["num"]) * _RATE_PREFIX[match["prefix"]]
-    return _finite_positive(value, "rate", text, MAX_RATE_BPS)
+    return _finite_positive(value, "rate", text, MAX_RATE_BPS, MIN_RATE_BPS)
 
 
 def parse_duration(text: str, setting: str = "duration") -> float:
@@ -152,7 +163,7 @@ def parse_pps(text: str) -> float:
             f"bad frame rate {text!r}: expected frames per second, e.g. 595238095, 600M, 1.2e9"
         )
     value = float(match["num"]) * _RATE_PREFIX[match["prefix"]]
-    return _finite_positive(value, _PPS, text, MAX_PPS)
+    return _finite_positive(value, _PPS, text, MAX_PPS, MIN_PPS)
 
 
 @dataclass(frozen=True)
@@ -174,12 +185,20 @@ def parse_frame(text: str) -> FrameSize:
         raise UsageError(
             f"bad frame size {text!r}: expected bytes (e.g. 64, 1518) or 'imix'"
         ) from None
+    return FrameSize(label, _frame_bytes(value, repr(text)))
+
+
+def _frame_bytes(value: float, text: str) -> float:
     if not math.isfinite(value) or value < MIN_FRAME_BYTES:
         raise UsageError(
-            f"bad frame size {text!r}: must be at least {MIN_FRAME_BYTES} bytes "
+            f"bad frame size {text}: must be at least {MIN_FRAME_BYTES} bytes "
             "(the Ethernet minimum, FCS included)"
         )
-    return FrameSize(label, value)
+    if value > MAX_FRAME_BYTES:
+        raise UsageError(
+            f"bad frame size {text}: beyond the planner's limit of {MAX_FRAME_BYTES:g} bytes"
+        )
+    return value
 
 
 def parse_bits(bits: int) -> int:
@@ -225,7 +244,8 @@ class Traffic:
 
 def traffic_from_rate(rate_bps: float, frame: FrameSize) -> Traffic:
     """Saturated link of `rate_bps` carrying frames of `frame` (mean) size."""
-    _finite_positive(rate_bps, "rate", repr(rate_bps), MAX_RATE_BPS)
+    _finite_positive(rate_bps, "rate", repr(rate_bps), MAX_RATE_BPS, MIN_RATE_BPS)
+    _frame_bytes(frame.mean_bytes, repr(frame.label))
     return Traffic(
         frames_per_second=frames_per_second(rate_bps, frame.mean_bytes),
         rate_bps=rate_bps,
@@ -236,7 +256,7 @@ def traffic_from_rate(rate_bps: float, frame: FrameSize) -> Traffic:
 
 def traffic_from_pps(pps: float) -> Traffic:
     """A link carrying `pps` frames per second."""
-    _finite_positive(pps, _PPS, repr(pps), MAX_PPS)
+    _finite_positive(pps, _PPS, repr(pps), MAX_PPS, MIN_PPS)
     return Traffic(frames_per_second=pps)
 
 

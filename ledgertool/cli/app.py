@@ -12,6 +12,7 @@ import errno
 import functools
 import json
 import os
+import re
 import sys
 import traceback
 from contextlib import contextmanager
@@ -2167,7 +2168,8 @@ def _parse_time(text: str | None, opt: str) -> int | None:
     """ns since the epoch from an integer or an ISO 8601 timestamp (UTC when no zone is given)."""
     if text is None:
         return None
-    if text.strip().lstrip("-").isdigit():
+    # ASCII digits only: str.isdigit() also takes '²' and '٣', which int() refuses or reads
+    if re.fullmatch(r"-?[0-9]+", text.strip()):
         return int(text)
     from datetime import datetime
 

@@ -18,6 +18,7 @@ OPTIONS = {
     "valid_for_s": "--valid-for",
     "plain_tcp": "--insecure-cluster",
     "links": "--link",
+    "before_ns": "--before",
 }
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 
 from rich.cells import cell_len
 from rich.table import Table
@@ -32,6 +33,8 @@ def cell(v):
         return [cell(x) for x in v]
     if isinstance(v, dict):
         return {str(k): cell(x) for k, x in v.items()}
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)  # 'inf', '-inf', 'nan' as DuckDB spells them: JSON has no such number
     if v is None or isinstance(v, (bool, int, float, str)):
         return v
     return str(v)
@@ -60,8 +63,8 @@ def render(fmt: str, cols: list[str], raw_rows: list[tuple], width: int | None =
         keys = _keys(cols)
         docs = [dict(zip(keys, (cell(v) for v in r))) for r in raw_rows]
         if fmt == "json":
-            return json.dumps(docs) + "\n"
-        return "".join(json.dumps(d) + "\n" for d in docs)
+            return json.dumps(docs, allow_nan=False) + "\n"
+        return "".join(json.dumps(d, allow_nan=False) + "\n" for d in docs)
     rows = [[cell(v) for v in r] for r in raw_rows]
     if fmt == "csv":
         buf = io.StringIO()

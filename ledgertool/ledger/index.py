@@ -37,9 +37,11 @@ def choose_link(directory: Path, link: str | None) -> str:
                 f"({', '.join(sorted(logs))}); choose one with ",
                 Setting("link"),
             )
+        if not names:  # nothing to choose from: --link would not help
+            raise UsageError(f"{directory}: the ledger has no link yet: no segment was sealed")
         if len(names) != 1:
             raise UsageError(
-                f"{directory}: ledger has links {', '.join(names) or 'none'}; choose one with ",
+                f"{directory}: ledger has links {', '.join(names)}; choose one with ",
                 Setting("link"),
             )
         return names[0]

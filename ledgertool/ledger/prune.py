@@ -112,6 +112,12 @@ def prune_ledger(
     `force`; DiscrepancyError when the ledger's existing statements do not follow one another.
     Holds the writer lock."""
     directory = Path(directory)
+    if not 0 <= before_ns < 2**64:
+        # the statement holds it as a u64: anything else signs a statement verify refuses
+        raise UsageError(
+            Setting("before_ns"),
+            f" {before_ns}: the cut-off must be 0..2^64-1 ns since the epoch (a u64)",
+        )
     ledger = load_ledger(directory)
     with writer_lock(directory, "prune"):
         current_signer_check(directory, ledger, signing_key)

@@ -32,6 +32,29 @@ RECORD_FIELDS = ("seq", "ts_ns", "wire_len", "cap_len", "flags", "linktype", "au
 _RECORD_INTS = ("wire_len", "cap_len", "flags", "linktype", "aux")
 WINDOW_FIELDS = ("index", "start_ns", "window_ns", "frames", "wire_bytes", "drops", "late")
 
+# the ranges of the fields as stored (record_dtype, the window record's clear header): a value
+# outside one is no record's, so the proof is refused as not a proof, not checked as a claim
+_U64, _I64 = (0, 2**64 - 1), (-(2**63), 2**63 - 1)
+_U32, _U16 = (0, 2**32 - 1), (0, 2**16 - 1)
+_RECORD_RANGES = {
+    "seq": _U64,
+    "ts_ns": _I64,
+    "wire_len": _U32,
+    "cap_len": _U32,
+    "flags": _U16,
+    "linktype": _U16,
+    "aux": _U32,
+}
+_WINDOW_RANGES = {
+    "index": _I64,
+    "start_ns": None,  # index * window_ns: checked against them, not a stored field
+    "window_ns": (1, 2**63 - 1),
+    "frames": _U64,
+    "wire_bytes": _U64,
+    "drops": _U64,
+    "late": _U64,
+}
+
 #: how a proof's fields are named in errors: JSON's words, not Python's type names
 _JSON_KIND = {int: "an integer", dict: "an object", list: "an array", str: "a string"}
 _LOWER_HEX = re.compile(r"(?:[0-9a-f]{2})*")
@@ -322,10 +345,16 @@ def _hashes(values: list, name: str) -> tuple[bytes, ...]:
     return tuple(_hex(h, f"{name}[{i}]") for i, h in enumerate(values))
 
 
-def _decimal(value: object, name: str) -> int:
+def _decimal(value: object, name: str, bounds: tuple[int, int] | None = None) -> int:
     if not isinstance(value, str) or not _CANONICAL_DECIMAL.fullmatch(value):
         raise ShapeError(f"{name} is not a decimal string")
-    return int(value)
+    return _in_range(int(value), name, bounds)
+
+
+def _in_range(value: int, name: str, bounds: tuple[int, int] | None) -> int:
+    if bounds is not None and not bounds[0] <= value <= bounds[1]:
+        raise ShapeError(f"{name} {value} is outside {bounds[0]}..{bounds[1]}")
+    return value
 
 
 def _record(rec: dict) -> ProofRecord:
@@ -335,9 +364,9 @@ def _record(rec: dict) -> ProofRecord:
         if not _is_int(rec[key]):
             raise ShapeError(f"record.{key} is not an integer")
     return ProofRecord(
-        _decimal(rec["seq"], "record.seq"),
-        _decimal(rec["ts_ns"], "record.ts_ns"),
-        *(rec[k] for k in _RECORD_INTS),
+        _decimal(rec["seq"], "record.seq", _RECORD_RANGES["seq"]),
+        _decimal(rec["ts_ns"], "record.ts_ns", _RECORD_RANGES["ts_ns"]),
+        *(_in_range(rec[k], f"record.{k}", _RECORD_RANGES[k]) for k in _RECORD_INTS),
         digest=_hex(rec["digest"], "record.digest"),
     )
 
@@ -356,7 +385,7 @@ def _leaf_block(block: dict) -> LeafBlock:
 def _window(win: dict) -> ProvenWindow:
     if set(win) != {*WINDOW_FIELDS, "record"}:
         raise ShapeError(f"window must have exactly {', '.join(WINDOW_FIELDS)} and record")
-    values = {k: _decimal(win[k], f"window.{k}") for k in WINDOW_FIELDS}
+    values = {k: _decimal(win[k], f"window.{k}", _WINDOW_RANGES[k]) for k in WINDOW_FIELDS}
     record = _hex(win["record"], "window.record")
     if len(record) < CLEAR:
         raise ShapeError("window.record is shorter than a window record")
