@@ -571,6 +571,10 @@ def read_with_stat(
                     f"{path}: {st.st_size} bytes, larger than a {what} can be ({limit})"
                 )
             data = f.read() if limit is None else f.read(limit + 1)
+        except MemoryError:  # a file the storage holder made too large (a hole costs it nothing)
+            raise LedgerFormatError(
+                f"{path}: {st.st_size} bytes, too large to read into memory"
+            ) from None
         except OSError as e:
             raise storage_error(e, path, f"read {what}") from None
     if limit is not None and len(data) > limit:  # grew while being read

@@ -179,7 +179,12 @@ def _read_exact(
         size = os.fstat(fd).st_size
         if limit is not None and size > limit:
             raise LedgerFormatError(f"{path}: {size} bytes, larger than a {what} can be ({limit})")
-        buf = alloc(size)
+        try:
+            buf = alloc(size)
+        except MemoryError:  # a file the storage holder made too large (a hole costs it nothing)
+            raise LedgerFormatError(
+                f"{path}: {size} bytes, too large to read into memory"
+            ) from None
         view, got = memoryview(buf), 0
         while got < size:
             n = os.readv(fd, [view[got:]])

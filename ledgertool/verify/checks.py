@@ -752,15 +752,22 @@ def sequence_findings(seqs: np.ndarray, seq: SeqRange, place: SegmentPlace) -> l
     inside = uniq[(uniq >= first_seq) & (uniq <= last_seq)]
     span = last_seq - first_seq + 1
     if len(inside) < span:
-        present = np.zeros(span, dtype=bool)
-        present[(inside - first_seq).astype(np.int64)] = True
-        missing = np.nonzero(~present)[0] + first_seq
         sealed_over_gap = count < span
-        # runs of consecutive missing values
-        breaks = np.nonzero(np.diff(missing) != 1)[0] + 1
-        for run in np.split(missing, breaks):
-            lo, hi = int(run[0]), int(run[-1])
-            k = int(np.searchsorted(np.sort(seqs), lo))
+        # runs of consecutive missing values: the holes between the values present (and before the
+        # first, after the last), found from the records read; never a bitmap of the seal's range,
+        # whose width is the seal's (the storage holder's, unsigned without --trust) number: a
+        # range of 2^40 over 100 records asked for a 1 TiB array
+        holes = np.flatnonzero(np.diff(inside) > 1)
+        runs = list(zip((inside[holes] + 1).tolist(), (inside[holes + 1] - 1).tolist()))
+        if not len(inside):
+            runs = [(first_seq, last_seq)]
+        else:
+            if int(inside[0]) > first_seq:
+                runs.insert(0, (first_seq, int(inside[0]) - 1))
+            if int(inside[-1]) < last_seq:
+                runs.append((int(inside[-1]) + 1, last_seq))
+        for lo, hi in runs:
+            k = int(np.searchsorted(srt, lo))  # (srt: seqs sorted, once)
             what = f"seq {lo}" if lo == hi else f"seq {lo}..{hi} ({hi - lo + 1} records)"
             if sealed_over_gap:
                 add(

@@ -161,13 +161,13 @@ def _open_findings(reader, view, log, listing, chain: LinkChain, sched, add) -> 
             add(replace(w, link=log))
 
 
-def _read(reader: LedgerReader, log: str, index: int) -> tuple[bytes | None, str]:
+def _read(reader: LedgerReader, log: str, index: int, limit: int) -> tuple[bytes | None, str]:
     """The raw record file's bytes (or, sealed but not yet renamed, the open file's), or None and
-    why."""
+    why; a file larger than `limit` bytes (what its seal allows) is not read."""
     for kind in (RECORDS, OPEN):
         if reader.exists(log, index, kind, follow_symlinks=False):
             try:
-                return reader.read_segment_file(log, index, kind).to_pybytes(), kind
+                return reader.read_segment_file(log, index, kind, limit).to_pybytes(), kind
             except (LedgerFormatError, FileTypeError, StorageError) as e:
                 return None, str(e)
     return None, f"neither {reader.segment_path(log, index, RECORDS)} nor its .open file is there"
@@ -203,7 +203,11 @@ def _window_records(
     reader: LedgerReader, seal: SealCheck, place: SegmentPlace, prev: int | None
 ) -> tuple[RecordsCheck, tuple[WindowRecord, ...]]:
     """Steps 5-7 for one window segment: the file, its records against the seal, each record."""
-    raw, kind = _read(reader, place.link, place.index)
+    # the most bytes the seal's records can take framed (a block of one record a 4-byte count and
+    # a 32-byte MAC), as a link's raw record file is bounded (checks.V2Segments.file_limit): a file
+    # larger than its seal allows is a finding, never read whole into memory
+    limit = HEADER_SIZE + seal.seq.count * (seal.layout[0] + 4 + _MAC)
+    raw, kind = _read(reader, place.link, place.index, limit)
     path = place.path(RECORDS)
     if raw is None:
         why = Kind.RECORDS_UNREADABLE if "neither" not in kind else Kind.RECORDS_MISSING
