@@ -135,11 +135,16 @@ def parse_rate(text: str) -> float:
     return _finite_positive(value, "rate", text, MAX_RATE_BPS, MIN_RATE_BPS)
 
 
-def parse_duration(text: str, setting: str = "duration") -> float:
+def parse_duration(
+    text: str,
+    setting: str = "duration",
+    limit: tuple[float, str] = (MAX_DURATION_SECONDS, "1e9 years"),
+) -> float:
     """Duration in seconds from "1y", "30d", "12h", "1.5h", "90s", "15min", "2w", "500ms", "3600".
 
     A bare number is seconds; "m" and "min" are minutes; "y" is a Julian year (365.25 days).
-    Errors name `setting`, the parameter (so the CLI names its option).
+    Errors name `setting`, the parameter (so the CLI names its option); `limit` is the longest
+    duration taken, in seconds and as the error says it (the setting's own, not the planner's).
     """
     match = _DURATION_RE.match(text.strip().lower())
     if match is None or match["unit"] not in _DURATION_UNIT:
@@ -149,7 +154,10 @@ def parse_duration(text: str, setting: str = "duration") -> float:
             "ns/us/ms/s/min/h/d/w/y, e.g. 1y, 30d, 1.5h, 90",
         )
     value = float(match["num"]) * _DURATION_UNIT[match["unit"]]
-    return _finite_positive(value, Setting(setting), text, MAX_DURATION_SECONDS)
+    seconds, said = limit
+    if math.isfinite(value) and value > seconds:
+        raise UsageError(Setting(setting), f" {text!r} is longer than {said}, the longest taken")
+    return _finite_positive(value, Setting(setting), text)
 
 
 _PPS_RE = re.compile(rf"^{_NUMBER}\s*(?P<prefix>[kmgtp]?)\s*(?P<suffix>pps|fps|/s)?$")

@@ -82,6 +82,7 @@ def provision_command(
     """On the verifier: seal the digest key to one device (HPKE) and sign the package (Ed25519 +
     ML-DSA-65)."""
     from ..device.provision import (
+        MAX_VALID_S,
         DevicePublicKey,
         normalize_ledger_id,
         provision,
@@ -92,7 +93,7 @@ def provision_command(
     from ..plan import parse_duration
 
     lid = normalize_ledger_id(ledger_id)
-    seconds = parse_duration(valid_for, "valid_for")
+    seconds = parse_duration(valid_for, "valid_for", (MAX_VALID_S, f"{MAX_VALID_S // 86400} days"))
     pub = DevicePublicKey.load(device)
     if device_id is not None and device_id.strip().lower() != pub.device_id:
         raise KeyFileError(
