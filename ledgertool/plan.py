@@ -359,9 +359,14 @@ def collision_table(
 
 
 def default_record_bytes(digest_bytes: int = DEFAULT_DIGEST_BYTES) -> int:
-    """Ledger record size: 32 fixed bytes + the digest (48 for 16-byte, 64 for 32-byte digests)."""
-    if digest_bytes < 1:
-        raise UsageError(f"bad digest size {digest_bytes}: must be at least 1 byte")
+    """Ledger record size: 32 fixed bytes + the digest (48 for 16-byte, 64 for 32-byte digests:
+    the only digest sizes a ledger holds; --record-bytes plans any other record)."""
+    if digest_bytes not in (16, 32):
+        raise UsageError(
+            Setting("digest_bytes"),
+            f" {digest_bytes}: a ledger's digests are 16 or 32 bytes (--record-bytes plans "
+            "records of another size)",
+        )
     return RECORD_FIXED_BYTES + digest_bytes
 
 

@@ -1,6 +1,7 @@
-"""A duration past what its option takes is refused naming that option's own limit: `keys
-provision --valid-for` says 366 days (what a key package may be valid for), not the planner's 1e9 years,
-and no option outside `plan` speaks of the planner."""
+"""A value past what its option takes is refused naming that option and its own limit: `keys
+provision --valid-for` says 366 days (what a key package may be valid for), not the planner's 1e9
+years; no option outside `plan` speaks of the planner; `plan storage --digest-bytes` takes the
+digest sizes a ledger holds."""
 
 from __future__ import annotations
 
@@ -45,3 +46,13 @@ def test_the_limit_is_inclusive_and_exact():
     assert parse_duration("1e9y") == MAX_DURATION_SECONDS
     with pytest.raises(UsageError, match="longer than 1e9 years"):
         parse_duration("1000000001y")
+
+
+@pytest.mark.parametrize("value", ["0", "8", "64", "99999999999999999999"])
+def test_plan_storage_digest_bytes_other_than_16_or_32_names_the_option(value):
+    res = cli("plan", "storage", "--rate", "400G", "--digest-bytes", value)
+    assert res.returncode == 2
+    assert res.stderr == (
+        f"ledgertool: error: --digest-bytes {value}: a ledger's digests are 16 or 32 bytes "
+        "(--record-bytes plans records of another size)\n"
+    )
