@@ -364,8 +364,9 @@ def default_record_bytes(digest_bytes: int = DEFAULT_DIGEST_BYTES) -> int:
     if digest_bytes not in (16, 32):
         raise UsageError(
             Setting("digest_bytes"),
-            f" {digest_bytes}: a ledger's digests are 16 or 32 bytes (--record-bytes plans "
-            "records of another size)",
+            f" {digest_bytes}: a ledger's digests are 16 or 32 bytes (",
+            Setting("record_bytes"),
+            " plans records of another size)",
         )
     return RECORD_FIXED_BYTES + digest_bytes
 
