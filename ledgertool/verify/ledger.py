@@ -78,7 +78,7 @@ from ..ledger.opened import OpenLedger
 from ..ledger.parquet import records_to_table
 from ..ledger.reader import LedgerReader, LinkListing
 from ..ledger.remote import ledger_reader
-from ..ledger.segment import parse_open_segment
+from ..ledger.segment import survey_open_segment
 from ..progress import Progress, ProgressFn
 from ..seal.checkpoint import LinkTree, check_extends, parse_note
 from ..seal.document import Seal
@@ -816,11 +816,12 @@ def _read_file(
 
 
 def _read_open(reader: LedgerReader, link: str, index: int) -> OpenRead:
-    """An open segment's file, decoded; OpenRead() when a running capture sealed and removed it
-    since the listing."""
-    path = reader.segment_path(link, index, OPEN)
+    """An open segment's framing (survey_open_segment: never read whole); OpenRead() when a
+    running capture sealed and removed it since the listing."""
     try:
-        return OpenRead(parse_open_segment(reader.read_open_bytes(link, index), path))
+        with reader.open_growing(link, index) as (f, size):
+            path = reader.segment_path(link, index, OPEN)
+            return OpenRead(survey_open_segment(f, size, path))
     except StorageError as e:
         if e.errno == errno.ENOENT:
             return OpenRead()

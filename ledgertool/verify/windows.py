@@ -20,7 +20,7 @@ from ..errors import DataError, FileTypeError, LedgerFormatError, StorageError
 from ..ledger.header import LedgerHeader
 from ..ledger.layout import LEAVES, LEDGER_FILE, OPEN, RECORDS, window_log_link
 from ..ledger.reader import LedgerReader
-from ..ledger.segment import HEADER_SIZE, SegmentHeader, parse_open_segment
+from ..ledger.segment import HEADER_SIZE, SegmentHeader, survey_open_segment
 from ..plural import plural
 from ..seal.checkpoint import LinkTree
 from ..seal.document import Seal
@@ -150,7 +150,8 @@ def _open_findings(reader, view, log, listing, chain: LinkChain, sched, add) -> 
     for i in open_segments(listing):
         path = reader.segment_path(log, i, OPEN)
         try:
-            read = OpenRead(parse_open_segment(reader.read_open_bytes(log, i), path))
+            with reader.open_growing(log, i) as (f, size):
+                read = OpenRead(survey_open_segment(f, size, path))
         except StorageError:
             read = OpenRead()  # sealed and removed since the listing
         except LedgerFormatError as e:
