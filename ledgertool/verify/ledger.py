@@ -102,6 +102,7 @@ from .checks import (
     check_records,
     check_seal,
     merkle_finding,
+    most_records_file_bytes,
     segment_format,
     unreadable_seal,
 )
@@ -746,9 +747,16 @@ def check_segment(
 
 def records_file_limit(seal: SealCheck) -> int | None:
     """The most bytes a sealed segment's records file can hold, from what its seal signs (its
-    format says: `SegmentFormat.file_limit`). The read stops there (a file larger than its seal
-    allows is a finding, never read whole into memory)."""
-    return segment_format(seal.doc).file_limit(seal)
+    format says: `SegmentFormat.file_limit`), and never more than a segment of the format's most
+    records can make (`most_records_file_bytes`). The read stops there (a larger file is a
+    finding, never read whole into memory)."""
+    limit = segment_format(seal.doc).file_limit(seal)
+    if seal.layout is None:
+        return limit
+    # a seal's numbers are the storage holder's until its signatures verify (and without --trust,
+    # always): a forged count or size must not size the read, so the format's bound caps it
+    cap = most_records_file_bytes(seal.layout[0])
+    return cap if limit is None else min(limit, cap)
 
 
 def _read_records(

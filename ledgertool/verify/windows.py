@@ -20,7 +20,12 @@ from ..errors import DataError, FileTypeError, LedgerFormatError, StorageError
 from ..ledger.header import LedgerHeader
 from ..ledger.layout import LEAVES, LEDGER_FILE, OPEN, RECORDS, window_log_link
 from ..ledger.reader import LedgerReader
-from ..ledger.segment import HEADER_SIZE, SegmentHeader, survey_open_segment
+from ..ledger.segment import (
+    HEADER_SIZE,
+    MAX_SEGMENT_RECORDS,
+    SegmentHeader,
+    survey_open_segment,
+)
 from ..plural import plural
 from ..seal.checkpoint import LinkTree
 from ..seal.document import Seal
@@ -206,8 +211,11 @@ def _window_records(
     """Steps 5-7 for one window segment: the file, its records against the seal, each record."""
     # the most bytes the seal's records can take framed (a block of one record a 4-byte count and
     # a 32-byte MAC), as a link's raw record file is bounded (checks.V2Segments.file_limit): a file
-    # larger than its seal allows is a finding, never read whole into memory
-    limit = HEADER_SIZE + seal.seq.count * (seal.layout[0] + 4 + _MAC)
+    # larger than its seal allows is a finding, never read whole into memory; and, the seal's
+    # count being the storage holder's word until its signatures verify, never more than a segment
+    # of the format's most records (MAX_SEGMENT_RECORDS)
+    count = min(seal.seq.count, MAX_SEGMENT_RECORDS)
+    limit = HEADER_SIZE + count * (seal.layout[0] + 4 + _MAC)
     raw, kind = _read(reader, place.link, place.index, limit)
     path = place.path(RECORDS)
     if raw is None:
