@@ -81,7 +81,7 @@ def reads(monkeypatch):
 @pytest.mark.parametrize("trusted", [True, False], ids=["trust", "keyless"])
 def test_a_forged_count_does_not_size_the_parquet_read(parquet_ledger, keydir, reads, trusted):
     bound = _forge(parquet_ledger)
-    assert bound == HEADER_SIZE + MAX_SEGMENT_RECORDS * (48 + 36) + (1 << 20)  # 5.6 GiB
+    assert bound == HEADER_SIZE + MAX_SEGMENT_RECORDS * (48 + 36) + (1 << 20)  # 5.25 GiB
     res = verify_ledger(parquet_ledger, load_keys(keydir)[2] if trusted else None)
     big = [r for r in reads if r[0] == "seg-00000001.parquet"]
     assert big == [("seg-00000001.parquet", bound, bound + 1)], big
