@@ -27,11 +27,11 @@ import re
 import stat
 import unicodedata
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from .. import fsio
 from ..errors import FileTypeError, LedgerFormatError, StorageError
@@ -318,9 +318,18 @@ class LedgerReader:
             return read_document_bytes(path, limit, root=self.directory, what=what)
         return read_document_bytes(path, limit, what=what, dir_fd=dir_fd)
 
-    def _read_growing(self, path, what: str) -> bytes:
-        """The bytes of a file a writer may be appending to (an open segment): read to its end."""
-        return fsio.read_regular(path, what=what)
+    @contextmanager
+    def _open_growing(self, path, what: str) -> Iterator[tuple[BinaryIO, int]]:
+        """A file a writer may be appending to (an open segment), opened for reads in place (a
+        buffered file, its size when opened); an OSError while it is open is StorageError."""
+        fd = fsio.open_regular(path, what=what)
+        try:
+            with open(fd, "rb", buffering=1 << 16, closefd=False) as f:
+                yield f, os.fstat(fd).st_size
+        except OSError as e:
+            raise fsio.storage_error(e, path, f"read {what}") from None
+        finally:
+            os.close(fd)
 
     def _open_records(
         self, path, what: str, dir_fd: int | None = None, limit: int | None = None
@@ -515,10 +524,12 @@ class LedgerReader:
         path = self.segment_path(link, index, kind)
         return path.exists() if follow_symlinks else self._lmode(path) is not None
 
-    def read_open_bytes(self, link: str, index: int) -> bytes:
-        """The bytes of an open segment file (fsio.read_regular's errors; ENOENT when a running
-        capture sealed and removed it since the listing)."""
-        return self._read_growing(self.segment_path(link, index, OPEN), "open segment")
+    def open_growing(self, link: str, index: int) -> AbstractContextManager[tuple[BinaryIO, int]]:
+        """An open segment file, opened to be read in place (ledger.segment.survey_open_segment
+        reads its framing, never the whole file): (the file, its size), closed on leaving;
+        fsio.open_regular's errors (ENOENT when a running capture sealed and removed it since the
+        listing), StorageError for a read that fails."""
+        return self._open_growing(self.segment_path(link, index, OPEN), "open segment")
 
     def read_seal_bytes(self, link: str, index: int) -> bytes:
         return self._read_document(

@@ -15,15 +15,18 @@ from __future__ import annotations
 
 import os
 import stat
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
-from ..errors import FileTypeError, LedgerFormatError
+from ..errors import FileTypeError, LedgerError, LedgerFormatError
 from ..urls import Location, UrlPath, filesystem, location, remote_error
 from .reader import LedgerReader
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     import pyarrow as pa
 
 __all__ = ["FsspecLedgerReader", "ledger_reader"]
@@ -121,8 +124,23 @@ class FsspecLedgerReader(LedgerReader):
     ) -> pa.Buffer:
         return self._read(path, limit, what)  # no map of a remote file: its bytes, bounded
 
-    def _read_growing(self, path: UrlPath, what: str) -> bytes:
-        return self._read_document(path, None, what)
+    @contextmanager
+    def _open_growing(self, path: UrlPath, what: str) -> Iterator[tuple[BinaryIO, int]]:
+        info = self._info(path)
+        if info is None:
+            raise remote_error(FileNotFoundError(path.path), path, f"read {what}")
+        size = info.get("type"), info.get("size")
+        if size[0] != "file" or not isinstance(size[1], int):
+            raise FileTypeError(
+                f"{path}: is a {size[0] or 'special file'}; expected a regular file ({what})"
+            )
+        try:  # ranged reads of the object, as the local file's
+            with self._fs.open(path.path, "rb") as f:
+                yield f, size[1]
+        except LedgerError:  # the reads' own finding, not the storage's
+            raise
+        except Exception as e:
+            raise remote_error(e, path, f"read {what}") from None
 
     def _check_dir(self, path: UrlPath) -> None:
         mode = self._lmode(path)

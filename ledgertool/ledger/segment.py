@@ -22,7 +22,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from .. import fsio
 from .._binding import check, ffi, lib
@@ -515,6 +515,55 @@ def parse_open_segment(raw: bytes, path: Path | str) -> OpenSegment:
         tuple(blocks),
         padding,
     )
+
+
+@dataclass(frozen=True)
+class OpenSegmentSurvey:
+    """An open segment's framing as parse_open_segment finds it (its counts, not its records):
+    what verify reports of an open segment (survey_open_segment)."""
+
+    header: SegmentHeader
+    count: int  # whole records (v1) / records of the whole blocks (v2)
+    blocks: int  # v2: whole blocks; v1: 0
+    torn_bytes: int
+    size: int
+    padding: int = 0
+
+
+def survey_open_segment(f: BinaryIO, size: int, path: Path | str) -> OpenSegmentSurvey:
+    """parse_open_segment's counts of the `size` bytes of a seekable binary file `f`, found
+    without holding them: the header, each block's count field (the reads skip the records and
+    MACs) and, where it may be the padding, the last page. An open segment is the storage
+    holder's file and may be any size (a hole costs nothing): read whole it could fill memory, so
+    verify, which needs only these counts, reads at most a header, 4 bytes a block and one page
+    (a block is at least 84 bytes of the file, so the walk's time is bounded by the bytes written,
+    never by a hole)."""
+    header = SegmentHeader.decode(f.read(HEADER_SIZE), str(path))
+    rsize = header.record_size
+    if header.version == 1:
+        count = (size - HEADER_SIZE) // rsize
+        return OpenSegmentSurvey(header, count, 0, size - HEADER_SIZE - count * rsize, size)
+    pos, count, blocks = HEADER_SIZE, 0, 0
+    # the framing rule of parse_open_segment: a block ends it where it does not fit whole or its
+    # count is out of range
+    while pos + BLOCK_PREFIX <= size:
+        f.seek(pos)
+        field_ = f.read(BLOCK_PREFIX)
+        if len(field_) < BLOCK_PREFIX:  # cut since it was measured: the rest is torn
+            break
+        (n,) = _BLOCK_COUNT.unpack(field_)
+        end = pos + BLOCK_PREFIX + n * rsize + MAC_SIZE
+        if not 1 <= n <= MAX_BLOCK_RECORDS or end > size:
+            break
+        count, blocks, pos = count + n, blocks + 1, end
+    padding = size - pos
+    if size % PAGE_SIZE == 0 and padding < PAGE_SIZE:
+        f.seek(pos)
+        if any(f.read(padding)):
+            padding = 0
+    else:
+        padding = 0
+    return OpenSegmentSurvey(header, count, blocks, size - pos - padding, size, padding)
 
 
 @dataclass(frozen=True)

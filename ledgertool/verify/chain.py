@@ -248,7 +248,7 @@ class OpenRead:
     """What reading an open segment gave: the segment, or the reason it does not decode
     (`error`), or neither when a running capture sealed and removed it since the listing."""
 
-    segment: segments.OpenSegment | None = None
+    segment: segments.OpenSegmentSurvey | None = None
     error: LedgerFormatError | None = None
 
 
@@ -303,7 +303,7 @@ def open_segment_finding(
         ), nxt
     # verify holds no device key: whether the blocks authenticate is for `recover` to find
     what = (
-        f"{plural(seg.count, 'whole record')} in {plural(len(seg.blocks), 'block')} and "
+        f"{plural(seg.count, 'whole record')} in {plural(seg.blocks, 'block')} and "
         f"{plural(seg.torn_bytes, 'byte')} past them; "
         "`ledgertool recover` (or the next capture) seals it if the device's MACs verify"
         if seg.header.version == 2

@@ -29,6 +29,7 @@ from ..errors import LedgerFormatError
 from ..keyfiles import BAD_SIGNATURE, SignatureFinding, seal_message
 from ..ledger.header import LedgerHeader
 from ..ledger.layout import OPEN, PARQUET, RECORDS, SEAL
+from ..ledger.openmac import MAC_SIZE
 from ..ledger.parquet import (
     arrow_schema,
     decode_parquet,
@@ -36,7 +37,7 @@ from ..ledger.parquet import (
 )
 from ..ledger.reader import OpenRecordFile
 from ..ledger.recfile import RecordFacts, RecordFile, parse_record_file
-from ..ledger.segment import HEADER_SIZE
+from ..ledger.segment import BLOCK_PREFIX, HEADER_SIZE, MAX_SEGMENT_RECORDS
 from ..plural import plural
 from ..seal.document import SEAL_FORMAT, SEAL_FORMAT_V2, Seal, parse_seal
 from ..seal.rotation import Schedule
@@ -344,6 +345,20 @@ class SegmentFormat(Protocol):
         when they cannot be had); or a whole RecordsCheck when the format settled it."""
 
 
+def records_file_bytes(records: int, record_size: int) -> int:
+    """The most bytes a records file of `records` records of `record_size` bytes can hold: a raw
+    record file's header and, per block, at most a 4-byte count and a 32-byte MAC per record (a
+    block of one record), or a Parquet file of them (within the slack)."""
+    return HEADER_SIZE + records * (record_size + BLOCK_PREFIX + MAC_SIZE) + PARQUET_SLACK
+
+
+def most_records_file_bytes(record_size: int) -> int:
+    """records_file_bytes of a segment of the most records any writer seals (MAX_SEGMENT_RECORDS,
+    the largest `--segment-records`): the bound of every records file read, whatever a seal
+    claims."""
+    return records_file_bytes(MAX_SEGMENT_RECORDS, record_size)
+
+
 class V2Segments:
     """The v2 segment format: a raw record file (framed, MAC-chained blocks) or, once compacted,
     a Parquet file, either authenticated by the seal's signed Merkle root alone."""
@@ -362,7 +377,7 @@ class V2Segments:
         count and a 32-byte MAC per record) or a Parquet file of them."""
         if seal.seq is None or seal.layout is None:
             return None
-        return HEADER_SIZE + seal.seq.count * (seal.layout[0] + 36) + PARQUET_SLACK
+        return records_file_bytes(seal.seq.count, seal.layout[0])
 
     def missing(self, seal: SealCheck, read: RecordsRead, place: SegmentPlace) -> Problem:
         return _v2_missing(seal, read, place)

@@ -78,7 +78,7 @@ from ..ledger.opened import OpenLedger
 from ..ledger.parquet import records_to_table
 from ..ledger.reader import LedgerReader, LinkListing
 from ..ledger.remote import ledger_reader
-from ..ledger.segment import parse_open_segment
+from ..ledger.segment import survey_open_segment
 from ..progress import Progress, ProgressFn
 from ..seal.checkpoint import LinkTree, check_extends, parse_note
 from ..seal.document import Seal
@@ -102,6 +102,7 @@ from .checks import (
     check_records,
     check_seal,
     merkle_finding,
+    most_records_file_bytes,
     segment_format,
     unreadable_seal,
 )
@@ -746,9 +747,16 @@ def check_segment(
 
 def records_file_limit(seal: SealCheck) -> int | None:
     """The most bytes a sealed segment's records file can hold, from what its seal signs (its
-    format says: `SegmentFormat.file_limit`). The read stops there (a file larger than its seal
-    allows is a finding, never read whole into memory)."""
-    return segment_format(seal.doc).file_limit(seal)
+    format says: `SegmentFormat.file_limit`), and never more than a segment of the format's most
+    records can make (`most_records_file_bytes`). The read stops there (a larger file is a
+    finding, never read whole into memory)."""
+    limit = segment_format(seal.doc).file_limit(seal)
+    if seal.layout is None:
+        return limit
+    # a seal's numbers are the storage holder's until its signatures verify (and without --trust,
+    # always): a forged count or size must not size the read, so the format's bound caps it
+    cap = most_records_file_bytes(seal.layout[0])
+    return cap if limit is None else min(limit, cap)
 
 
 def _read_records(
@@ -816,11 +824,12 @@ def _read_file(
 
 
 def _read_open(reader: LedgerReader, link: str, index: int) -> OpenRead:
-    """An open segment's file, decoded; OpenRead() when a running capture sealed and removed it
-    since the listing."""
-    path = reader.segment_path(link, index, OPEN)
+    """An open segment's framing (survey_open_segment: never read whole); OpenRead() when a
+    running capture sealed and removed it since the listing."""
     try:
-        return OpenRead(parse_open_segment(reader.read_open_bytes(link, index), path))
+        with reader.open_growing(link, index) as (f, size):
+            path = reader.segment_path(link, index, OPEN)
+            return OpenRead(survey_open_segment(f, size, path))
     except StorageError as e:
         if e.errno == errno.ENOENT:
             return OpenRead()

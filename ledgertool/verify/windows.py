@@ -20,7 +20,12 @@ from ..errors import DataError, FileTypeError, LedgerFormatError, StorageError
 from ..ledger.header import LedgerHeader
 from ..ledger.layout import LEAVES, LEDGER_FILE, OPEN, RECORDS, window_log_link
 from ..ledger.reader import LedgerReader
-from ..ledger.segment import HEADER_SIZE, SegmentHeader, parse_open_segment
+from ..ledger.segment import (
+    HEADER_SIZE,
+    MAX_SEGMENT_RECORDS,
+    SegmentHeader,
+    survey_open_segment,
+)
 from ..plural import plural
 from ..seal.checkpoint import LinkTree
 from ..seal.document import Seal
@@ -150,7 +155,8 @@ def _open_findings(reader, view, log, listing, chain: LinkChain, sched, add) -> 
     for i in open_segments(listing):
         path = reader.segment_path(log, i, OPEN)
         try:
-            read = OpenRead(parse_open_segment(reader.read_open_bytes(log, i), path))
+            with reader.open_growing(log, i) as (f, size):
+                read = OpenRead(survey_open_segment(f, size, path))
         except StorageError:
             read = OpenRead()  # sealed and removed since the listing
         except LedgerFormatError as e:
@@ -205,8 +211,11 @@ def _window_records(
     """Steps 5-7 for one window segment: the file, its records against the seal, each record."""
     # the most bytes the seal's records can take framed (a block of one record a 4-byte count and
     # a 32-byte MAC), as a link's raw record file is bounded (checks.V2Segments.file_limit): a file
-    # larger than its seal allows is a finding, never read whole into memory
-    limit = HEADER_SIZE + seal.seq.count * (seal.layout[0] + 4 + _MAC)
+    # larger than its seal allows is a finding, never read whole into memory; and, the seal's
+    # count being the storage holder's word until its signatures verify, never more than a segment
+    # of the format's most records (MAX_SEGMENT_RECORDS)
+    count = min(seal.seq.count, MAX_SEGMENT_RECORDS)
+    limit = HEADER_SIZE + count * (seal.layout[0] + 4 + _MAC)
     raw, kind = _read(reader, place.link, place.index, limit)
     path = place.path(RECORDS)
     if raw is None:
