@@ -134,6 +134,18 @@ def test_a_cut_header_is_the_same_error(size):
 HOLE = 192 << 20  # read whole (as before the walk), this much memory: kept far below a machine's
 
 
+def _verify_within(ledger, most: int):
+    """verify_ledger (keyless) of `ledger`, its peak traced memory held under `most` bytes."""
+    tracemalloc.start()
+    try:
+        res = verify_ledger(ledger, None)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < most, peak
+    return res
+
+
 def test_a_hole_after_one_block_is_counted_not_read(sample_ledger, keydir):
     """One block of 5 records, then a 192 MiB hole: the warning counts the hole as bytes past the
     block (torn_segment), and verify's peak of traced memory stays far below the hole's size
@@ -144,13 +156,7 @@ def test_a_hole_after_one_block_is_counted_not_read(sample_ledger, keydir):
     with open(path, "wb") as f:
         f.write(first)
         f.truncate(len(first) + HOLE)
-    tracemalloc.start()
-    try:
-        res = verify_ledger(sample_ledger, None)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert peak < HOLE // 8, peak
+    res = _verify_within(sample_ledger, HOLE // 8)
     torn = [w for w in res.warnings if w.kind.value == "torn_segment"]
     assert res.ok and len(torn) == 1 and torn[0].segment == 3, res.warnings
     assert f"{path}: open segment with 5 whole records in 1 block and {HOLE} bytes past" in (
@@ -166,13 +172,7 @@ def test_a_whole_hole_is_a_header_warning_without_reading_it(sample_ledger):
     path = _seg(sample_ledger, 3, "open")
     with open(path, "wb") as f:
         f.truncate(HOLE)
-    tracemalloc.start()
-    try:
-        res = verify_ledger(sample_ledger, None)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert peak < HOLE // 8, peak
+    res = _verify_within(sample_ledger, HOLE // 8)
     torn = [w for w in res.warnings if w.kind.value == "torn_segment"]
     assert res.ok and len(torn) == 1 and f"{path}: not a ledgertool segment" in torn[0].detail
 
