@@ -56,6 +56,19 @@ class Interrupted(Exception):
     """Ctrl-C ended a command that has more to say than "interrupted" (exit 130)."""
 
 
+def _raised_unwinding_ctrl_c(e: BaseException) -> bool:
+    """Whether `e` was raised while a Ctrl-C (KeyboardInterrupt) unwound: Python raises it from a
+    signal handler between any two bytecodes, and inside threading.Condition.wait that can leave
+    the condition's lock released, so the `with` that leaves it raises "cannot release un-acquired
+    lock" in the KeyboardInterrupt's place. Such an error is the interruption, not a fault."""
+    seen = 0
+    while e is not None and seen < 16:
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        e, seen = e.__context__, seen + 1
+    return False
+
+
 def _abandoned(ledger: Path, signing_key) -> str:
     """What a capture abandoned by a second Ctrl-C left, as found on disk: a second Ctrl-C can come
     after the sealing it cut short had finished, or before anything was opened."""
@@ -703,6 +716,10 @@ def capture(
             )
     except KeyboardInterrupt:
         raise Interrupted(_abandoned(Path(ledger), signing_key)) from None
+    except Exception as e:
+        if _raised_unwinding_ctrl_c(e):  # the second Ctrl-C, whatever it interrupted
+            raise Interrupted(_abandoned(Path(ledger), signing_key)) from None
+        raise
     _capture_report(res, source=source, ledger=ledger, link=link, as_json=as_json)
 
 
@@ -2652,6 +2669,11 @@ def _run_guarded() -> int:
         if callable(getattr(e, "show", None)) and isinstance(getattr(e, "exit_code", None), int):
             e.show()
             return 2 if e.exit_code == 2 else e.exit_code
+        if _raised_unwinding_ctrl_c(e):
+            if STATE["debug"]:
+                traceback.print_exc()
+            err.print("ledgertool: interrupted")
+            return 130
         if STATE["debug"]:
             traceback.print_exc()
         err.print(
