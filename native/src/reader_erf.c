@@ -148,6 +148,7 @@ static size_t erf_next(lt_reader *r, lt_frame *out, size_t max) {
             break;
         }
         const uint8_t *p = r->map + pos;
+        __builtin_prefetch(p + 4096); /* a page ahead, as pcap_next */
         const unsigned type = p[8] & 0x7Fu;
         const uint32_t rlen = lt_load_be16(p + 10), lctr = lt_load_be16(p + 12);
         const uint32_t wlen = lt_load_be16(p + 14);

@@ -96,6 +96,7 @@ static inline __attribute__((always_inline)) size_t pcap_next_bo(lt_reader *r, l
             break;
         }
         const uint8_t *p = map + pos;
+        __builtin_prefetch(p + 4096); /* a page ahead: the stream prefetcher stops at a page's end */
         uint32_t sec = RD32(p), frac = RD32(p + 4), caplen = RD32(p + 8), len = RD32(p + 12);
         if (lenswap && (lenswap == LT_LENS_SWAPPED || caplen > len)) { /* pre-2.3 field order */
             const uint32_t t = caplen;

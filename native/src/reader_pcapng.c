@@ -237,6 +237,7 @@ static size_t pcapng_next(lt_reader *r, lt_frame *out, size_t max) {
             r->state = LT_EOF;
             break;
         }
+        __builtin_prefetch(r->map + pos + 4096); /* a page ahead, as pcap_next */
         uint32_t type, blen;
         if (check_block(r, pos, &type, &blen) != LT_OK) break;
         if (r->pausing && AT(r, pos) >= r->pause_before &&
