@@ -6,6 +6,7 @@ after it would roll the witness back)."""
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import threading
@@ -16,7 +17,7 @@ from pathlib import Path
 from ..errors import LedgerError
 from ..seal.checkpoint import MAX_NOTE_BYTES
 from ..seal.witness import Held, NoteKey, WitnessSigner, decide
-from .state import load_state, save_state
+from .state import load_state, lock_state, save_state
 
 MAX_BODY = MAX_NOTE_BYTES + 64 * 50
 # a whole request (headers and body) within REQUEST_S, each read within it too: a client that
@@ -29,8 +30,21 @@ class Witness:
 
     def __init__(self, signer: WitnessSigner, logs: dict[str, list[NoteKey]], state_dir: Path):
         self.signer, self.logs, self.state_dir = signer, logs, Path(state_dir)
-        self.held: dict[str, Held] = load_state(self.state_dir, logs)
+        # the state's lock before its contents: a second witness on the same directory would
+        # hold its own copy and could cosign another root for a size this one cosigned
+        self._lock_fd: int | None = lock_state(self.state_dir)
+        try:
+            self.held: dict[str, Held] = load_state(self.state_dir, logs)
+        except BaseException:
+            self.close()
+            raise
         self.lock = threading.Lock()
+
+    def close(self) -> None:
+        """Release the state directory (another witness may serve from it)."""
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     def add_checkpoint(self, body: bytes):
         with self.lock:

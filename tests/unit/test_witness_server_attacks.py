@@ -48,9 +48,7 @@ class Served:
     def stop(self) -> None:
         self.srv.shutdown()
         self.srv.server_close()
-        close = getattr(self.witness, "close", None)
-        if close is not None:
-            close()
+        self.witness.close()
 
 
 @pytest.fixture()
