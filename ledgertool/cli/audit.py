@@ -310,6 +310,7 @@ def witness_serve(
     try:
         srv = make_server(witness, host, int(port))
     except OSError as e:
+        witness.close()
         raise HostError(f"--addr {addr}: cannot listen: {e.strerror or e}") from None
     h, p = srv.server_address[:2]
     out.print(f"witness {signer.public} listening on http://{h}:{p}")
@@ -325,6 +326,7 @@ def witness_serve(
         pass
     finally:
         srv.server_close()
+        witness.close()
 
 
 # ---- checkpoint --witness, verify --witness-key ----------------------------------------------

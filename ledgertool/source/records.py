@@ -193,10 +193,12 @@ class RecordsReader:
             self._start = self._have = 0
             if parser.take(0, 0) is not None:  # verified records not handed out
                 return False
-            if parser.closed:
-                return True
-            if self._eof or not self._read_some():
-                return False  # cut short, or quiet
+            # closed is not the end: bytes after the close block in a later read are refused
+            # (take raises), so the input must be seen to end first
+            if self._eof:
+                return parser.closed  # else cut short
+            if not self._read_some() and not self._eof:
+                return False  # quiet
 
     # ---- reading ---------------------------------------------------------------------------------
 

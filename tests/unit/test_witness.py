@@ -54,6 +54,7 @@ class Running:
     def stop(self) -> None:
         self.srv.shutdown()
         self.srv.server_close()
+        self.witness.close()
 
 
 def _log_key(ledger, keydir) -> tuple[str, NoteKey]:
@@ -209,7 +210,8 @@ def test_state_survives_a_restart_and_a_tampered_state_stops_the_witness(
     )
     assert again.held[origin].size == 3
     assert again.add_checkpoint(request_body(0, [], note)).status == 409
-    (state,) = (tmp_path / "state").iterdir()
+    again.close()
+    (state,) = (tmp_path / "state").glob("*.checkpoint")
     state.write_bytes(state.read_bytes().replace(b"\n3\n", b"\n2\n"))
     with pytest.raises(LedgerFormatError, match="cannot trust"):
         Witness(WitnessSigner("w", b"k" * 32), {origin: [key]}, tmp_path / "state")
