@@ -11,38 +11,19 @@ import threading
 import time
 from pathlib import Path
 
-from conftest import cli
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from device_spec import Device, Frame, parse_blocks  # noqa: E402
+from record_stream_cli import capture_args, new_ledger  # noqa: E402
 
 DEVICE = "ef" * 16
 
 
 def _ledger(tmp_path: Path, keydir: Path) -> tuple[Path, str, bytes]:
-    (tmp_path / "empty.records").write_bytes(b"")
-    lg = tmp_path / "L"
-    r = cli(*_args(f"records:{tmp_path / 'empty.records'}", lg, keydir))
-    assert r.returncode == 0, r.stderr
-    lid = json.loads((lg / "ledger.json").read_text())["ledger_id"]
-    return lg, lid, bytes.fromhex((keydir / "digest.key").read_text().strip())
+    return new_ledger(tmp_path, keydir, "--device-id", DEVICE)
 
 
 def _args(source: str, lg: Path, keydir: Path) -> list[str]:
-    return [
-        "capture",
-        source,
-        "--ledger",
-        str(lg),
-        "--signing-key",
-        str(keydir / "signing.key"),
-        "--digest-key",
-        str(keydir / "digest.key"),
-        "--segment-records",
-        "50",
-        "--device-id",
-        DEVICE,
-    ]
+    return capture_args(source, lg, keydir, 50, "--device-id", DEVICE)
 
 
 def _stream(master: bytes, lid: str) -> bytes:

@@ -7,7 +7,6 @@ whose tags verified before it are sealed, untouched."""
 
 from __future__ import annotations
 
-import json
 import struct
 import sys
 from pathlib import Path
@@ -21,6 +20,7 @@ from ledgertool.digest.record import record_dtype
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from device_spec import Device, Frame, parse_blocks  # noqa: E402
+from record_stream_cli import capture_args, new_ledger  # noqa: E402
 
 DEVICE = "ab" * 16
 OTHER_DEVICE = "cd" * 16
@@ -30,30 +30,11 @@ T0 = 1_767_225_600_000_000_000
 @pytest.fixture()
 def ledger(tmp_path, keydir) -> tuple[Path, str, bytes]:
     """A new, empty ledger: its directory, ledger id and digest master key."""
-    empty = tmp_path / "empty.records"
-    empty.write_bytes(b"")
-    lg = tmp_path / "L"
-    r = cli(*_capture(empty, lg, keydir))
-    assert r.returncode == 0, r.stderr
-    ledger_id = json.loads((lg / "ledger.json").read_text())["ledger_id"]
-    master = bytes.fromhex((keydir / "digest.key").read_text().strip())
-    return lg, ledger_id, master
+    return new_ledger(tmp_path, keydir)
 
 
 def _capture(src: Path, lg: Path, keydir: Path, *extra: str) -> list[str]:
-    return [
-        "capture",
-        f"records:{src}",
-        "--ledger",
-        str(lg),
-        "--signing-key",
-        str(keydir / "signing.key"),
-        "--digest-key",
-        str(keydir / "digest.key"),
-        "--segment-records",
-        "16",
-        *extra,
-    ]
+    return capture_args(f"records:{src}", lg, keydir, 16, *extra)
 
 
 def _frame(i: int, salt: int = 0) -> Frame:
