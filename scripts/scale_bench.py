@@ -60,6 +60,21 @@ size = 64
 _CLI = "from ledgertool.cli.app import main; main()"
 
 
+def capture_args(spec: Path, ledger: Path, keys: Path, *extra: str) -> list[str]:
+    """`ledgertool capture workload:SPEC` into `ledger` with the keys in `keys`."""
+    return [
+        "capture",
+        f"workload:{spec}",
+        "--ledger",
+        str(ledger),
+        "--digest-key",
+        str(keys / "digest.key"),
+        "--signing-key",
+        str(keys / "signing.key"),
+        *extra,
+    ]
+
+
 def run(args: list[str]) -> tuple[dict, float, float, int]:
     """Run `ledgertool ARGS --json` as a child; return (report, wall s, CPU s, peak RSS bytes).
     CPU and peak RSS are the child's own (wait4: every thread, DuckDB's included)."""
@@ -100,18 +115,7 @@ def main() -> None:
             spec = work / f"scale-{n}.toml"
             spec.write_text(SPEC.format(n=n, a=n // 2, b=n - n // 2))
             ledger = work / f"ledger-{n}"
-            rep, wall, cpu, rss = run(
-                [
-                    "capture",
-                    f"workload:{spec}",
-                    "--ledger",
-                    str(ledger),
-                    "--digest-key",
-                    str(keys / "digest.key"),
-                    "--signing-key",
-                    str(keys / "signing.key"),
-                ]
-            )
+            rep, wall, cpu, rss = run(capture_args(spec, ledger, keys))
             mib = rss / 2**20
             print(
                 f"| {n:,} | capture (digest + seal) | {wall:.2f} | {cpu:.2f} | {mib:,.0f} | "

@@ -24,7 +24,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from scale_bench import SPEC  # noqa: E402  (the 64-byte two-flow workload)
+from scale_bench import SPEC, capture_args  # noqa: E402  (the 64-byte two-flow workload)
 
 _CLI = "from ledgertool.cli.app import main; main()"
 
@@ -62,19 +62,7 @@ def main() -> None:
                 ledger = work / "L"
                 shutil.rmtree(ledger, ignore_errors=True)
                 got = run(
-                    [
-                        "capture",
-                        f"workload:{spec}",
-                        "--ledger",
-                        str(ledger),
-                        "--digest-key",
-                        str(keys / "digest.key"),
-                        "--signing-key",
-                        str(keys / "signing.key"),
-                        "--segment-records",
-                        str(size),
-                        "--quiet",
-                    ]
+                    capture_args(spec, ledger, keys, "--segment-records", str(size), "--quiet")
                 )
                 if size not in best or sum(got[:2]) < sum(best[size][:2]):
                     best[size] = got
