@@ -23,6 +23,10 @@ MAX_BODY = MAX_NOTE_BYTES + 64 * 50
 # a whole request (headers and body) within REQUEST_S, each read within it too: a client that
 # trickles bytes or goes quiet holds its thread and socket no longer
 REQUEST_S = 30.0
+# connections served at once: beyond them a connection is answered 503 and closed at once, so a
+# flood of connections costs no thread each (a witness serves a few logs, not the public)
+MAX_CONNECTIONS = 64
+_BUSY = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 
 
 class Witness:
@@ -136,6 +140,28 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    slots: threading.BoundedSemaphore  # one a connection being served (make_server)
+
+    def process_request(self, request, client_address) -> None:
+        if not self.slots.acquire(blocking=False):
+            try:  # the answer fits any socket buffer: sent without waiting on the client
+                request.settimeout(0)
+                request.sendall(_BUSY)
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:  # no thread took the slot
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
 
     def handle_error(self, request, client_address) -> None:
         # one line, not socketserver's traceback: a client that resets or is cut off mid-answer
@@ -149,10 +175,18 @@ class _Server(ThreadingHTTPServer):
 
 
 def make_server(
-    witness: Witness, host: str, port: int, *, request_s: float = REQUEST_S
+    witness: Witness,
+    host: str,
+    port: int,
+    *,
+    request_s: float = REQUEST_S,
+    max_connections: int = MAX_CONNECTIONS,
 ) -> ThreadingHTTPServer:
     """A server bound to (host, port) (port 0: any free one; `server_address` says which); a
-    request must arrive whole within `request_s` seconds."""
+    request must arrive whole within `request_s` seconds; at most `max_connections` are served at
+    once, the rest answered 503."""
     attrs = {"witness": witness, "request_s": request_s, "timeout": request_s}
     handler = type("WitnessHandler", (_Handler,), attrs)
-    return _Server((host, port), handler)
+    srv = _Server((host, port), handler)
+    srv.slots = threading.BoundedSemaphore(max_connections)
+    return srv

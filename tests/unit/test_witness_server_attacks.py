@@ -342,3 +342,27 @@ def test_a_state_that_cannot_be_written_is_a_500_and_nothing_is_cosigned(
     )
     assert served.witness.held == {}
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_connections_beyond_the_cap_are_answered_503_at_once_and_the_slots_come_back(
+    keydir, tmp_path
+):
+    s = Served(keydir, tmp_path / "state", request_s=10.0, max_connections=2)
+    try:
+        idle = [socket.create_connection(("127.0.0.1", s.port), timeout=4) for _ in range(2)]
+        time.sleep(0.2)  # both accepted and held by their threads
+        t0 = time.monotonic()
+        third = _exchange(s.port, b"GET /add-checkpoint HTTP/1.1\r\nHost: w\r\n\r\n")
+        assert third.startswith(b"HTTP/1.1 503 "), third
+        assert time.monotonic() - t0 < 2.0  # not after the 10 s an idle connection may take
+        idle[0].close()  # its thread sees the end and gives its slot back
+        deadline = time.monotonic() + 4
+        while True:
+            got = _exchange(s.port, b"GET /add-checkpoint HTTP/1.1\r\nHost: w\r\n\r\n")
+            if not got.startswith(b"HTTP/1.1 503 ") or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert got.startswith(b"HTTP/1.0 405 ") or got.startswith(b"HTTP/1.1 405 "), got
+        idle[1].close()
+    finally:
+        s.stop()
