@@ -345,11 +345,16 @@ class SegmentFormat(Protocol):
         when they cannot be had); or a whole RecordsCheck when the format settled it."""
 
 
+def raw_records_file_bytes(records: int, record_size: int) -> int:
+    """The most bytes a raw record file of `records` records of `record_size` bytes can hold: its
+    header and, per block, at most a 4-byte count and a 32-byte MAC per record (a block of one
+    record)."""
+    return HEADER_SIZE + records * (record_size + BLOCK_PREFIX + MAC_SIZE)
+
+
 def records_file_bytes(records: int, record_size: int) -> int:
-    """The most bytes a records file of `records` records of `record_size` bytes can hold: a raw
-    record file's header and, per block, at most a 4-byte count and a 32-byte MAC per record (a
-    block of one record), or a Parquet file of them (within the slack)."""
-    return HEADER_SIZE + records * (record_size + BLOCK_PREFIX + MAC_SIZE) + PARQUET_SLACK
+    """raw_records_file_bytes, or a Parquet file of the same records (within the slack)."""
+    return raw_records_file_bytes(records, record_size) + PARQUET_SLACK
 
 
 def most_records_file_bytes(record_size: int) -> int:

@@ -45,6 +45,7 @@ from .checks import (
     SegmentPlace,
     changed_leaves,
     check_seal,
+    raw_records_file_bytes,
     unreadable_seal,
 )
 from .problems import Kind, Problem
@@ -209,13 +210,11 @@ def _window_records(
     reader: LedgerReader, seal: SealCheck, place: SegmentPlace, prev: int | None
 ) -> tuple[RecordsCheck, tuple[WindowRecord, ...]]:
     """Steps 5-7 for one window segment: the file, its records against the seal, each record."""
-    # the most bytes the seal's records can take framed (a block of one record a 4-byte count and
-    # a 32-byte MAC), as a link's raw record file is bounded (checks.V2Segments.file_limit): a file
-    # larger than its seal allows is a finding, never read whole into memory; and, the seal's
-    # count being the storage holder's word until its signatures verify, never more than a segment
-    # of the format's most records (MAX_SEGMENT_RECORDS)
-    count = min(seal.seq.count, MAX_SEGMENT_RECORDS)
-    limit = HEADER_SIZE + count * (seal.layout[0] + 4 + _MAC)
+    # bounded as a link's raw record file is (checks.V2Segments.file_limit): a file larger than its
+    # seal allows is a finding, never read whole into memory; and, the seal's count being the
+    # storage holder's word until its signatures verify, never more than a segment of the format's
+    # most records (MAX_SEGMENT_RECORDS)
+    limit = raw_records_file_bytes(min(seal.seq.count, MAX_SEGMENT_RECORDS), seal.layout[0])
     raw, kind = _read(reader, place.link, place.index, limit)
     path = place.path(RECORDS)
     if raw is None:
