@@ -20,6 +20,7 @@ import os
 import struct
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -486,25 +487,16 @@ def parse_open_segment(raw: bytes, path: Path | str) -> OpenSegment:
         return OpenSegment(
             header, raw[:HEADER_SIZE], body[:whole], count, len(body) - whole, len(raw)
         )
-    blocks = []
-    pos = HEADER_SIZE
-    # a block stops the framing where it does not fit whole (a torn append) or its count is out of
-    # range (a torn count field): those bytes are reported, never sealed
-    while pos + BLOCK_PREFIX <= len(raw):
-        (count,) = _BLOCK_COUNT.unpack_from(raw, pos)
-        end = pos + BLOCK_PREFIX + count * header.record_size + MAC_SIZE
-        if not 1 <= count <= MAX_BLOCK_RECORDS or end > len(raw):
-            break
-        blocks.append(
-            OpenBlock(
-                pos, count, raw[pos + BLOCK_PREFIX : end - MAC_SIZE], raw[end - MAC_SIZE : end]
-            )
-        )
-        pos = end
+    framed = list(
+        _block_walk(lambda at: _BLOCK_COUNT.unpack_from(raw, at)[0], len(raw), header.record_size)
+    )
+    blocks = [
+        OpenBlock(at, count, raw[at + BLOCK_PREFIX : end - MAC_SIZE], raw[end - MAC_SIZE : end])
+        for at, count, end in framed
+    ]
+    pos = framed[-1][2] if framed else HEADER_SIZE
     # a segment open under direct I/O ends in zeros to a 4 KiB page boundary: padding, not torn
-    padding = len(raw) - pos
-    if not (len(raw) % PAGE_SIZE == 0 and padding < PAGE_SIZE and not any(raw[pos:])):
-        padding = 0
+    padding = _padding(len(raw), pos, lambda: raw[pos:])
     return OpenSegment(
         header,
         raw[:HEADER_SIZE],
@@ -515,6 +507,34 @@ def parse_open_segment(raw: bytes, path: Path | str) -> OpenSegment:
         tuple(blocks),
         padding,
     )
+
+
+def _block_walk(
+    count_at: Callable[[int], int | None], size: int, record_size: int
+) -> Iterator[tuple[int, int, int]]:
+    """(offset, count, end) of each whole block of an open v2 segment of `size` bytes, from the
+    header on; `count_at(offset)` is the u32 count field there, None where it cannot be read (a
+    file cut since it was measured). A block stops the framing where it does not fit whole (a torn
+    append) or its count is out of range (a torn count field): those bytes are reported, never
+    sealed."""
+    pos = HEADER_SIZE
+    while pos + BLOCK_PREFIX <= size:
+        count = count_at(pos)
+        if count is None:
+            return
+        end = pos + BLOCK_PREFIX + count * record_size + MAC_SIZE
+        if not 1 <= count <= MAX_BLOCK_RECORDS or end > size:
+            return
+        yield pos, count, end
+        pos = end
+
+
+def _padding(size: int, pos: int, rest: Callable[[], bytes]) -> int:
+    """The bytes after the last whole block (at `pos`) that are a direct-I/O page's zero padding,
+    not torn: all zeros (`rest()`, read only when they may be), less than a page, to a page end."""
+    if size % PAGE_SIZE == 0 and size - pos < PAGE_SIZE and not any(rest()):
+        return size - pos
+    return 0
 
 
 @dataclass(frozen=True)
@@ -543,26 +563,21 @@ def survey_open_segment(f: BinaryIO, size: int, path: Path | str) -> OpenSegment
     if header.version == 1:
         count = (size - HEADER_SIZE) // rsize
         return OpenSegmentSurvey(header, count, 0, size - HEADER_SIZE - count * rsize, size)
-    pos, count, blocks = HEADER_SIZE, 0, 0
-    # the framing rule of parse_open_segment: a block ends it where it does not fit whole or its
-    # count is out of range
-    while pos + BLOCK_PREFIX <= size:
-        f.seek(pos)
+
+    def count_at(at: int) -> int | None:
+        f.seek(at)
         field_ = f.read(BLOCK_PREFIX)
-        if len(field_) < BLOCK_PREFIX:  # cut since it was measured: the rest is torn
-            break
-        (n,) = _BLOCK_COUNT.unpack(field_)
-        end = pos + BLOCK_PREFIX + n * rsize + MAC_SIZE
-        if not 1 <= n <= MAX_BLOCK_RECORDS or end > size:
-            break
+        return _BLOCK_COUNT.unpack(field_)[0] if len(field_) == BLOCK_PREFIX else None
+
+    pos, count, blocks = HEADER_SIZE, 0, 0
+    for _, n, end in _block_walk(count_at, size, rsize):
         count, blocks, pos = count + n, blocks + 1, end
-    padding = size - pos
-    if size % PAGE_SIZE == 0 and padding < PAGE_SIZE:
+
+    def rest() -> bytes:
         f.seek(pos)
-        if any(f.read(padding)):
-            padding = 0
-    else:
-        padding = 0
+        return f.read(size - pos)
+
+    padding = _padding(size, pos, rest)
     return OpenSegmentSurvey(header, count, blocks, size - pos - padding, size, padding)
 
 
